@@ -1,0 +1,46 @@
+# alallo: `make run` installs what is missing, builds and starts the service;
+# `make test` runs the whole suite. See README.md.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PORT ?= 8080
+DATA ?= var
+
+.PHONY: all build deps deps-test run test unit integration asan bench clean node-deps
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+deps-test:
+	@scripts/deps.sh test
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@scripts/run.sh $(BUILD)/alallo $(DATA) $(PORT)
+
+node-deps: deps-test
+	@scripts/node-deps.sh
+
+unit: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+integration: build node-deps
+	@scripts/integration.sh $(BUILD)/alallo
+
+test: deps-test
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory asan
+
+# The unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DALALLO_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,47 @@
+/* data.h - a JSONL training set turned into token ids with a loss mask.
+ *
+ * Each line is one example, either chat form
+ *   {"messages":[{"role":"system|user|assistant","content":"..."}, ...]}
+ * or prompt/completion form {"prompt":"...","completion":"..."}.
+ * The text layout (template) and the rule for examples longer than the
+ * context are documented in docs/data.md. Loss counts only assistant /
+ * completion tokens (and the end-of-sequence token that closes them).
+ *
+ * Ownership: the dataset owns all its arrays; dataset_free releases them.
+ */
+#ifndef ALALLO_TRAIN_DATA_H
+#define ALALLO_TRAIN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/tokenizer.h"
+
+struct example {
+    int32_t *ids;   /* (len) token ids, starting with BOS when the tokenizer has one */
+    uint8_t *mask;  /* (len) 1 where the token at this position is a target of the loss */
+    size_t len;
+};
+
+struct dataset {
+    struct example *ex;
+    size_t n;
+    size_t n_tokens;     /* sum of len */
+    size_t n_truncated;  /* examples cut to fit the context (docs/data.md) */
+};
+
+/* Reads and tokenizes `path`. `display_name` is how the file is named in
+ * errors (the user's upload name, e.g. "train.jsonl"). `max_len` is the
+ * context length. On a bad line returns NULL and writes exactly one line to
+ * err such as:  line 3 of train.jsonl: missing field "completion"  */
+struct dataset *dataset_load(const char *path, const char *display_name,
+                             const struct tokenizer *tok, size_t max_len,
+                             char *err, size_t errcap);
+void dataset_free(struct dataset *d); /* NULL is fine */
+
+/* Formats a prompt for generation the way training formatted prompts
+ * (prompt/completion form: the prompt text as trained). malloc'd ids, or -1. */
+int data_encode_prompt(const struct tokenizer *tok, const char *prompt,
+                       int32_t **ids /* OUT */, size_t *n /* OUT */);
+
+#endif

@@ -1,0 +1,111 @@
+/* test_job.c - statuses, messages and time texts against the help page. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "core/job.h"
+
+static void statuses_are_the_seven(void **state)
+{
+    (void)state;
+    const char *want[] = {"queued", "running", "re-scheduling", "cancelling",
+                          "cancelled", "succeeded", "failed"};
+    for (int i = 0; i < JOB_STATUS_COUNT; i++) {
+        assert_string_equal(job_status_name((enum job_status)i), want[i]);
+        enum job_status s;
+        assert_true(job_status_parse(want[i], &s));
+        assert_int_equal(s, i);
+    }
+    enum job_status s;
+    assert_false(job_status_parse("pending", &s));
+    assert_null(job_status_name(JOB_STATUS_COUNT));
+}
+
+static void messages_word_for_word(void **state)
+{
+    (void)state;
+    assert_string_equal(job_message_text(MSG_STARTING), "Starting");
+    assert_string_equal(job_message_text(MSG_WAITING_FOR_CAPACITY), "Waiting for capacity");
+    assert_string_equal(job_message_text(MSG_RESCHEDULING), "Re-scheduling");
+    assert_string_equal(job_message_text(MSG_NOT_AVAILABLE), "Not available right now.");
+    assert_string_equal(job_message_text(MSG_NOT_AVAILABLE_LOWER_PRECISION),
+                        "Not available right now. Choose a lower precision.");
+    assert_string_equal(job_message_text(MSG_STOPPED_BUDGET), "Stopped: the budget was reached");
+    assert_string_equal(job_message_text(MSG_STOPPED_TIME_LIMIT),
+                        "Stopped: the time limit was reached");
+    assert_string_equal(job_message_text(MSG_FAILED_INTERNAL),
+                        "Failed. We've been notified and are looking into it.");
+    char buf[128];
+    job_training_failed_message(buf, sizeof buf,
+                                "line 3 of train.jsonl: missing field \"completion\"\nmore");
+    assert_string_equal(buf, "Training failed: line 3 of train.jsonl: missing field \"completion\"");
+    job_training_failed_message(buf, 20, "abcdefghijkl");
+    assert_string_equal(buf, "Training failed: ab");
+}
+
+static void transitions(void **state)
+{
+    (void)state;
+    assert_true(job_transition_allowed(JOB_QUEUED, JOB_RUNNING));
+    assert_true(job_transition_allowed(JOB_RUNNING, JOB_RESCHEDULING));
+    assert_true(job_transition_allowed(JOB_RESCHEDULING, JOB_RUNNING));
+    assert_true(job_transition_allowed(JOB_RUNNING, JOB_CANCELLING));
+    assert_true(job_transition_allowed(JOB_CANCELLING, JOB_CANCELLED));
+    assert_false(job_transition_allowed(JOB_SUCCEEDED, JOB_RUNNING));
+    assert_false(job_transition_allowed(JOB_CANCELLED, JOB_QUEUED));
+    assert_false(job_transition_allowed(JOB_FAILED, JOB_QUEUED));
+    assert_false(job_transition_allowed(JOB_CANCELLING, JOB_RUNNING));
+    assert_true(job_message_allowed(JOB_QUEUED, MSG_WAITING_FOR_CAPACITY));
+    assert_false(job_message_allowed(JOB_RUNNING, MSG_WAITING_FOR_CAPACITY));
+    assert_true(job_message_allowed(JOB_FAILED, MSG_STOPPED_BUDGET));
+    assert_true(job_outcome_is_free(JOB_FAILED, MSG_STOPPED_TIME_LIMIT));
+    assert_false(job_outcome_is_free(JOB_SUCCEEDED, MSG_NONE));
+}
+
+static void time_texts(void **state)
+{
+    (void)state;
+    char b[64];
+    /* time left: minutes under 1.5 h */
+    assert_string_equal(job_time_left_text(b, sizeof b, 40 * 60), "40 min");
+    assert_string_equal(job_time_left_text(b, sizeof b, 89 * 60 + 29), "89 min");
+    assert_string_equal(job_time_left_text(b, sizeof b, 89 * 60 + 30), "90 min"); /* half up */
+    assert_string_equal(job_time_left_text(b, sizeof b, 5400), "1.5 h");
+    assert_string_equal(job_time_left_text(b, sizeof b, 2.4 * 3600), "2.4 h");
+    assert_string_equal(job_time_left_text(b, sizeof b, 3), "1 min"); /* at least 1 */
+    assert_string_equal(job_time_left_text(b, sizeof b, 0), "1 min");
+    /* estimate: minutes under 1 h */
+    assert_string_equal(job_estimate_end_text(b, sizeof b, 59 * 60), "59 min");
+    assert_string_equal(job_estimate_end_text(b, sizeof b, 3600), "1.0 h");
+    assert_string_equal(job_estimate_range_text(b, sizeof b, 40 * 60, 1.3 * 3600),
+                        "40 min to 1.3 h");
+    assert_string_equal(job_estimate_range_text(b, sizeof b, 40 * 60, 40 * 60 + 10), "40 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 40 * 60, 80 * 60),
+                        "40 min to 80 min");
+    assert_string_equal(job_estimate_range_text(b, sizeof b, 40 * 60, 80 * 60),
+                        "40 min to 1.3 h");
+    char tiny[4];
+    assert_string_equal(job_estimate_range_text(tiny, sizeof tiny, 60, 7200), "");
+}
+
+static void progress(void **state)
+{
+    (void)state;
+    assert_int_equal(job_max_steps(10, 3, 4), 8);
+    assert_int_equal(job_max_steps(0, 3, 4), 0);
+    assert_int_equal(job_progress_percent(5, 10, JOB_RUNNING), 50);
+    assert_int_equal(job_progress_percent(9, 10, JOB_SUCCEEDED), 100);
+    assert_int_equal(job_progress_percent(3, 0, JOB_RUNNING), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(statuses_are_the_seven), cmocka_unit_test(messages_word_for_word),
+        cmocka_unit_test(transitions), cmocka_unit_test(time_texts), cmocka_unit_test(progress),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
