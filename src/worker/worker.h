@@ -9,6 +9,7 @@
 #define ALALLO_WORKER_WORKER_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct worker_config {
