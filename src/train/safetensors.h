@@ -6,6 +6,11 @@
  * tensor data pointers stay valid until st_close. Every header field is
  * checked (offsets inside the buffer, shape product matching the byte size,
  * header at most 100 MiB) before any pointer is handed out.
+ *
+ * Alignment: the data buffer starts 8-byte aligned in files this writer
+ * makes, but tensors are packed back to back, so `data` of a tensor that
+ * follows an odd-sized one may be unaligned; copy with memcpy when unsure.
+ * Writing keeps tensors in the order given.
  */
 #ifndef ALALLO_TRAIN_SAFETENSORS_H
 #define ALALLO_TRAIN_SAFETENSORS_H
