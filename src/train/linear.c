@@ -1,0 +1,151 @@
+/* linear.c - linear projections over fp32/bf16/NF4 weights with LoRA. */
+#include "train/linear.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* Columns per task for the bias gradient (a sum down the rows). */
+#define COL_CHUNK 64
+
+float linear_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+uint16_t linear_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu))
+        return (uint16_t)((u >> 16) | 0x40); /* keep NaN a NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+size_t linear_scratch_floats(int in)
+{
+    return (size_t)in * 16;
+}
+
+const float *linear_rows(const struct linear *l, int r0, int nr, float *buf)
+{
+    size_t start = (size_t)r0 * l->in, count = (size_t)nr * l->in;
+    switch (l->kind) {
+    case WK_F32:
+        return l->w + start;
+    case WK_BF16: {
+        const uint16_t *src = l->wb + start;
+#pragma omp parallel for schedule(static) if (count > 65536)
+        for (size_t i = 0; i < count; i++) {
+            uint32_t u = (uint32_t)src[i] << 16;
+            memcpy(&buf[i], &u, sizeof u);
+        }
+        return buf;
+    }
+    case WK_NF4:
+        if (count > 65536)
+            nf4_dequantize_parallel(l->wq, start, count, buf);
+        else
+            nf4_dequantize_range(l->wq, start, count, buf);
+        return buf;
+    }
+    return NULL;
+}
+
+/* Rows of W that fit in the scratch at once. */
+static int chunk_rows(const struct linear *l, const struct linear_scratch *s)
+{
+    if (l->kind == WK_F32)
+        return l->out;
+    size_t rows = s->deq_cap / (size_t)l->in;
+    if (rows < 1)
+        rows = 1;
+    return rows > (size_t)l->out ? l->out : (int)rows;
+}
+
+void linear_forward(const struct linear *l, float *y, const float *x, int N, float *xa,
+                    struct linear_scratch *s)
+{
+    int step = chunk_rows(l, s);
+    for (int r0 = 0; r0 < l->out; r0 += step) {
+        int nr = l->out - r0 < step ? l->out - r0 : step;
+        const float *w = linear_rows(l, r0, nr, s->deq);
+        /* y[:, r0:r0+nr] = x (N,in) . w^T (in,nr) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, nr, l->in, 1.0f, x, l->in,
+                    w, l->in, 0.0f, y + r0, l->out);
+    }
+    if (l->bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < l->out; o++)
+                y[(size_t)n * l->out + o] += l->bias[o];
+    }
+    if (l->r > 0) {
+        /* xa = x A^T (N,r); y += scale xa B^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, l->r, l->in, 1.0f, x, l->in,
+                    l->la, l->in, 0.0f, xa, l->r);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, l->out, l->r, l->scale, xa,
+                    l->r, l->lb, l->r, 1.0f, y, l->out);
+    }
+}
+
+void linear_backward(const struct linear *l, float *dx, const float *dy, const float *x,
+                     const float *xa, int N, struct linear_scratch *s)
+{
+    if (dx || l->dw) {
+        int step = chunk_rows(l, s);
+        for (int r0 = 0; r0 < l->out; r0 += step) {
+            int nr = l->out - r0 < step ? l->out - r0 : step;
+            if (dx) {
+                /* dx (N,in) += dy[:, r0:r0+nr] (N,nr) . w (nr,in) */
+                const float *w = linear_rows(l, r0, nr, s->deq);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l->in, nr, 1.0f,
+                            dy + r0, l->out, w, l->in, 1.0f, dx, l->in);
+            }
+            if (l->dw) {
+                /* dw[r0:r0+nr] (nr,in) += dy[:, r0:]^T (nr,N) . x (N,in) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nr, l->in, N, 1.0f,
+                            dy + r0, l->out, x, l->in, 1.0f, l->dw + (size_t)r0 * l->in,
+                            l->in);
+            }
+        }
+    }
+    if (l->dbias) {
+        int chunks = (l->out + COL_CHUNK - 1) / COL_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int ch = 0; ch < chunks; ch++) {
+            int c0 = ch * COL_CHUNK;
+            int c1 = c0 + COL_CHUNK < l->out ? c0 + COL_CHUNK : l->out;
+            for (int n = 0; n < N; n++)
+                for (int c = c0; c < c1; c++)
+                    l->dbias[c] += dy[(size_t)n * l->out + c];
+        }
+    }
+    if (l->r > 0) {
+        float *t = s->tmp; /* (N,r) = dy B */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l->r, l->out, 1.0f, dy,
+                    l->out, l->lb, l->r, 0.0f, t, l->r);
+        if (l->dlb) /* dB (out,r) += scale dy^T xa */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l->out, l->r, N, l->scale, dy,
+                        l->out, xa, l->r, 1.0f, l->dlb, l->r);
+        if (l->dla) /* dA (r,in) += scale t^T x */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l->r, l->in, N, l->scale, t,
+                        l->r, x, l->in, 1.0f, l->dla, l->in);
+        if (dx) /* dx += scale t A */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l->in, l->r, l->scale, t,
+                        l->r, l->la, l->in, 1.0f, dx, l->in);
+    }
+}
+
+void linear_merged_weight(const struct linear *l, float *w_out)
+{
+    const float *w = linear_rows(l, 0, l->out, w_out);
+    if (w != w_out)
+        memcpy(w_out, w, sizeof(float) * (size_t)l->out * l->in);
+    if (l->r > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, l->out, l->in, l->r, l->scale,
+                    l->lb, l->r, l->la, l->in, 1.0f, w_out, l->in);
+}

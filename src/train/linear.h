@@ -1,0 +1,73 @@
+/* linear.h - a linear projection y = x W^T + b whose weight is trained
+ * (fp32) or frozen (fp32, bf16 or NF4), optionally with a LoRA adapter.
+ *
+ * Shapes: x (N,in), y (N,out), W (out,in) as Hugging Face stores it, bias
+ * (out), LoRA A (r,in) and B (out,r) with h = x W^T + (alpha/r) (x A^T) B^T.
+ * A frozen bf16/NF4 weight is dequantized to fp32 in row chunks into the
+ * caller's scratch just before each product (memory stays at the stored
+ * size; compute is fp32 through OpenBLAS sgemm).
+ *
+ * Ownership: a struct linear only points into memory that its model owns;
+ * nothing here allocates. Gradient pointers are NULL for frozen parts.
+ */
+#ifndef ALALLO_TRAIN_LINEAR_H
+#define ALALLO_TRAIN_LINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/nf4.h"
+
+enum wkind { WK_F32 = 0, WK_BF16, WK_NF4 };
+
+struct linear {
+    int in, out;
+    enum wkind kind;
+    float *w;               /* WK_F32: (out,in)                       */
+    float *dw;              /* (out,in) when the weight trains, else NULL */
+    uint16_t *wb;           /* WK_BF16: (out,in)                      */
+    struct nf4_tensor *wq;  /* WK_NF4: out*in values                  */
+    float *bias;            /* (out) or NULL                          */
+    float *dbias;           /* (out) when the bias trains, else NULL  */
+    int r;                  /* LoRA rank; 0 = no adapter              */
+    float scale;            /* alpha / r                              */
+    float *la, *dla;        /* LoRA A (r,in) and its gradient         */
+    float *lb, *dlb;        /* LoRA B (out,r) and its gradient        */
+};
+
+/* Scratch for one product at a time: `deq` holds dequantized weight rows
+ * (at least in floats, see linear_scratch_floats), `tmp` holds (N,r). */
+struct linear_scratch {
+    float *deq;
+    size_t deq_cap; /* floats */
+    float *tmp;
+    size_t tmp_cap; /* floats */
+};
+
+/* Floats of `deq` scratch that let every weight of width `in` be read in
+ * chunks of at least one row; the trainer sizes it larger for speed. */
+size_t linear_scratch_floats(int in);
+
+/* Weight rows [r0, r0+nr) as fp32: a pointer into w (WK_F32) or `buf`
+ * filled by dequantization (nr*in floats). */
+const float *linear_rows(const struct linear *l, int r0, int nr, float *buf);
+
+/* y = x W^T + b + scale (x A^T) B^T. xa OUT (N,r) is kept for the backward
+ * pass (NULL allowed when r == 0). */
+void linear_forward(const struct linear *l, float *y, const float *x, int N, float *xa,
+                    struct linear_scratch *s);
+
+/* Given dy (N,out): dx += dy W + scale (dy B) A (dx NULL to skip),
+ * dw += dy^T x, dbias += column sums of dy, dB += scale dy^T xa,
+ * dA += scale (dy B)^T x, each only where that gradient pointer is set. */
+void linear_backward(const struct linear *l, float *dx, const float *dy, const float *x,
+                     const float *xa, int N, struct linear_scratch *s);
+
+/* Writes the effective weight W + scale B A (out,in) into w_out. */
+void linear_merged_weight(const struct linear *l, float *w_out);
+
+/* bf16 <-> fp32 (round to nearest even; NaN stays NaN). */
+float linear_bf16_to_f32(uint16_t h);
+uint16_t linear_f32_to_bf16(float f);
+
+#endif

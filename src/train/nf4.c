@@ -1,0 +1,149 @@
+/* nf4.c - NF4 quantization with double-quantized scales (see nf4.h). */
+#include "train/nf4.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const float nf4_levels[16] = {
+    -1.0f,       -0.6961928f, -0.5250731f, -0.3949175f, -0.2844414f, -0.1847734f,
+    -0.0910500f, 0.0f,        0.0795803f,  0.1609302f,  0.2461123f,  0.3379152f,
+    0.4407098f,  0.5626170f,  0.7229568f,  1.0f,
+};
+
+int nf4_nearest(float v)
+{
+    if (v <= -1.0f)
+        return 0;
+    if (v >= 1.0f)
+        return 15;
+    /* Midpoints between neighbouring levels decide; ties go up. */
+    int i = 0;
+    while (i < 15 && v >= 0.5f * (nf4_levels[i] + nf4_levels[i + 1]))
+        i++;
+    return i;
+}
+
+void nf4_free(struct nf4_tensor *t)
+{
+    if (!t)
+        return;
+    free(t->codes);
+    free(t->scale_codes);
+    free(t->group_absmax);
+    free(t);
+}
+
+size_t nf4_bytes(const struct nf4_tensor *t)
+{
+    return (t->n + 1) / 2 + t->n_blocks + t->n_groups * sizeof(float) + sizeof *t;
+}
+
+float nf4_block_scale(const struct nf4_tensor *t, size_t b)
+{
+    float g = t->group_absmax[b / NF4_SCALE_GROUP];
+    return t->scale_mean + (float)t->scale_codes[b] * (g / 127.0f);
+}
+
+struct nf4_tensor *nf4_quantize(const float *x, size_t n)
+{
+    struct nf4_tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->n = n;
+    t->n_blocks = (n + NF4_BLOCK - 1) / NF4_BLOCK;
+    t->n_groups = (t->n_blocks + NF4_SCALE_GROUP - 1) / NF4_SCALE_GROUP;
+    t->codes = calloc((n + 1) / 2 + 1, 1);
+    t->scale_codes = calloc(t->n_blocks + 1, 1);
+    t->group_absmax = calloc(t->n_groups + 1, sizeof(float));
+    float *absmax = malloc((t->n_blocks + 1) * sizeof(float));
+    if (!t->codes || !t->scale_codes || !t->group_absmax || !absmax) {
+        free(absmax);
+        nf4_free(t);
+        return NULL;
+    }
+    double mean = 0.0;
+    for (size_t b = 0; b < t->n_blocks; b++) {
+        size_t e = (b + 1) * NF4_BLOCK < n ? (b + 1) * NF4_BLOCK : n;
+        float m = 0.0f;
+        for (size_t i = b * NF4_BLOCK; i < e; i++)
+            if (fabsf(x[i]) > m)
+                m = fabsf(x[i]);
+        absmax[b] = m;
+        mean += m;
+    }
+    t->scale_mean = t->n_blocks ? (float)(mean / (double)t->n_blocks) : 0.0f;
+    for (size_t g = 0; g < t->n_groups; g++) {
+        size_t b0 = g * NF4_SCALE_GROUP;
+        size_t b1 = b0 + NF4_SCALE_GROUP < t->n_blocks ? b0 + NF4_SCALE_GROUP : t->n_blocks;
+        float m = 0.0f;
+        for (size_t b = b0; b < b1; b++)
+            if (fabsf(absmax[b] - t->scale_mean) > m)
+                m = fabsf(absmax[b] - t->scale_mean);
+        t->group_absmax[g] = m;
+        for (size_t b = b0; b < b1; b++) {
+            float c = m > 0.0f ? roundf((absmax[b] - t->scale_mean) / m * 127.0f) : 0.0f;
+            t->scale_codes[b] = (int8_t)(c > 127.0f ? 127 : c < -127.0f ? -127 : c);
+        }
+    }
+    /* Values are coded against the scale as it will be read back, so that
+     * the scale's own rounding does not add to the error twice. */
+    for (size_t b = 0; b < t->n_blocks; b++) {
+        float s = nf4_block_scale(t, b);
+        float inv = s != 0.0f ? 1.0f / s : 0.0f;
+        size_t e = (b + 1) * NF4_BLOCK < n ? (b + 1) * NF4_BLOCK : n;
+        for (size_t i = b * NF4_BLOCK; i < e; i++) {
+            int q = nf4_nearest(x[i] * inv);
+            if (i % 2 == 0)
+                t->codes[i / 2] = (uint8_t)(q << 4);
+            else
+                t->codes[i / 2] |= (uint8_t)q;
+        }
+    }
+    free(absmax);
+    return t;
+}
+
+void nf4_dequantize_range(const struct nf4_tensor *t, size_t start, size_t count, float *out)
+{
+    size_t i = start, end = start + count;
+    while (i < end) {
+        size_t b = i / NF4_BLOCK;
+        size_t be = (b + 1) * NF4_BLOCK < end ? (b + 1) * NF4_BLOCK : end;
+        float s = nf4_block_scale(t, b);
+        float lv[16];
+        for (int k = 0; k < 16; k++)
+            lv[k] = nf4_levels[k] * s;
+        if (i % 2 == 1) {
+            *out++ = lv[t->codes[i / 2] & 15];
+            i++;
+        }
+        /* Whole bytes: two values each. */
+        const uint8_t *c = t->codes + i / 2;
+        size_t pairs = (be - i) / 2;
+        for (size_t p = 0; p < pairs; p++) {
+            out[2 * p] = lv[c[p] >> 4];
+            out[2 * p + 1] = lv[c[p] & 15];
+        }
+        out += 2 * pairs;
+        i += 2 * pairs;
+        if (i < be) {
+            *out++ = lv[t->codes[i / 2] >> 4];
+            i++;
+        }
+    }
+}
+
+void nf4_dequantize_parallel(const struct nf4_tensor *t, size_t start, size_t count,
+                             float *out)
+{
+    /* Chunks of whole blocks so that each value is decoded once. */
+    size_t chunk = 64 * NF4_BLOCK;
+    size_t nchunks = (count + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t s = c * chunk;
+        size_t k = s + chunk < count ? chunk : count - s;
+        nf4_dequantize_range(t, start + s, k, out + s);
+    }
+}

@@ -1,0 +1,58 @@
+/* nf4.h - 4-bit NormalFloat weights with double-quantized block scales
+ * (the QLoRA storage for a frozen base).
+ *
+ * A tensor of n values (row-major, flattened) is cut into blocks of
+ * NF4_BLOCK = 64 values. Each block keeps one absmax scale; each value keeps
+ * the index of the nearest of the 16 NF4 levels to value/scale, two per byte,
+ * element 2j in the high nibble of byte j. The block scales are themselves
+ * quantized (double quantization): their mean is subtracted, and the rest is
+ * stored as int8 codes with one fp32 absmax per group of NF4_SCALE_GROUP = 256
+ * blocks. Storage is ~4.127 bits per value.
+ *
+ * Ownership: nf4_quantize allocates the tensor; nf4_free releases it.
+ * Dequantization is thread-safe and allocates nothing.
+ */
+#ifndef ALALLO_TRAIN_NF4_H
+#define ALALLO_TRAIN_NF4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NF4_BLOCK 64
+#define NF4_SCALE_GROUP 256
+
+/* The 16 NF4 levels, ascending, from -1 to 1 with an exact 0 at index 7. */
+extern const float nf4_levels[16];
+
+struct nf4_tensor {
+    size_t n;              /* values */
+    size_t n_blocks;       /* ceil(n / NF4_BLOCK) */
+    size_t n_groups;       /* ceil(n_blocks / NF4_SCALE_GROUP) */
+    uint8_t *codes;        /* (ceil(n/2)) two 4-bit level indices per byte */
+    int8_t *scale_codes;   /* (n_blocks) quantized (scale - scale_mean) */
+    float *group_absmax;   /* (n_groups) absmax of (scale - scale_mean) per group */
+    float scale_mean;
+};
+
+/* Quantizes n fp32 values. NULL on allocation failure. */
+struct nf4_tensor *nf4_quantize(const float *x, size_t n);
+void nf4_free(struct nf4_tensor *t); /* NULL is fine */
+
+/* Bytes held by the tensor's arrays (for memory accounting). */
+size_t nf4_bytes(const struct nf4_tensor *t);
+
+/* The dequantized scale of block `b`. */
+float nf4_block_scale(const struct nf4_tensor *t, size_t b);
+
+/* Writes values [start, start+count) as fp32 into out (count values).
+ * Runs on the calling thread only. */
+void nf4_dequantize_range(const struct nf4_tensor *t, size_t start, size_t count, float *out);
+
+/* As nf4_dequantize_range, split over OpenMP threads. */
+void nf4_dequantize_parallel(const struct nf4_tensor *t, size_t start, size_t count,
+                             float *out);
+
+/* Index of the NF4 level nearest to v (v is clamped to [-1, 1]). */
+int nf4_nearest(float v);
+
+#endif

@@ -1,0 +1,302 @@
+/* ops.c - decoder layers, forward and backward (see ops.h). */
+#include "train/ops.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* Columns per task when a reduction runs down the rows of a matrix: each
+ * task owns its columns, so the sum order is fixed whatever the threads. */
+#define COL_CHUNK 64
+
+void ops_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
+                         int N, int C, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C;
+        float *yr = y + (size_t)n * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++)
+            ss += xr[c] * xr[c];
+        float r = 1.0f / sqrtf(ss / (float)C + eps);
+        rstd[n] = r;
+        for (int c = 0; c < C; c++)
+            yr[c] = xr[c] * r * w[c];
+    }
+}
+
+void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                          const float *w, const float *rstd, int N, int C)
+{
+    /* y_c = x_c r w_c with r = (mean(x^2)+eps)^-1/2, so
+     * dx_c = r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j). */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C;
+        const float *dyr = dy + (size_t)n * C;
+        float *dxr = dx + (size_t)n * C;
+        float r = rstd[n];
+        float dot = 0.0f;
+        for (int c = 0; c < C; c++)
+            dot += w[c] * dyr[c] * xr[c];
+        float k = r * r * r * dot / (float)C;
+        for (int c = 0; c < C; c++)
+            dxr[c] += r * w[c] * dyr[c] - k * xr[c];
+    }
+    if (!dw)
+        return;
+    int chunks = (C + COL_CHUNK - 1) / COL_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < chunks; ch++) {
+        int c0 = ch * COL_CHUNK;
+        int c1 = c0 + COL_CHUNK < C ? c0 + COL_CHUNK : C;
+        for (int n = 0; n < N; n++) {
+            const float *xr = x + (size_t)n * C;
+            const float *dyr = dy + (size_t)n * C;
+            float r = rstd[n];
+            for (int c = c0; c < c1; c++)
+                dw[c] += dyr[c] * xr[c] * r;
+        }
+    }
+}
+
+void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
+{
+    int half = hd / 2;
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < half; i++) {
+            /* Angles in double: at long positions float loses the phase. */
+            double inv = pow((double)theta, -2.0 * i / (double)hd);
+            double a = (double)t * inv;
+            cos_t[(size_t)t * half + i] = (float)cos(a);
+            sin_t[(size_t)t * half + i] = (float)sin(a);
+        }
+    }
+}
+
+/* sign = +1 rotates by +angle (forward), -1 by -angle (the transpose). */
+static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0,
+                       const float *cos_t, const float *sin_t, float sign)
+{
+    int half = hd / 2;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        int t = bt % T + pos0;
+        const float *cr = cos_t + (size_t)t * half;
+        const float *sr = sin_t + (size_t)t * half;
+        for (int h = 0; h < nh; h++) {
+            float *v = x + ((size_t)bt * nh + h) * hd;
+            for (int i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                float c = cr[i], s = sign * sr[i];
+                v[i] = a * c - b * s;
+                v[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+void ops_rope_forward(float *x, int B, int T, int nh, int hd, int pos0,
+                      const float *cos_t, const float *sin_t)
+{
+    rope_apply(x, B, T, nh, hd, pos0, cos_t, sin_t, 1.0f);
+}
+
+void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
+                       const float *cos_t, const float *sin_t)
+{
+    rope_apply(dx, B, T, nh, hd, pos0, cos_t, sin_t, -1.0f);
+}
+
+void ops_attention_forward(float *out, float *att, const float *q, const float *k,
+                           const float *v, int B, int T, int H, int KV, int hd)
+{
+    int group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t qs = (size_t)H * hd, ks = (size_t)KV * hd;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            int kh = h / group;
+            for (int i = 0; i < T; i++) {
+                const float *qi = q + ((size_t)b * T + i) * qs + (size_t)h * hd;
+                float *p = att + (((size_t)b * H + h) * T + i) * T;
+                float mx = -FLT_MAX;
+                for (int j = 0; j <= i; j++) {
+                    const float *kj = k + ((size_t)b * T + j) * ks + (size_t)kh * hd;
+                    float s = 0.0f;
+                    for (int d = 0; d < hd; d++)
+                        s += qi[d] * kj[d];
+                    s *= scale;
+                    p[j] = s;
+                    if (s > mx)
+                        mx = s;
+                }
+                float sum = 0.0f;
+                for (int j = 0; j <= i; j++) {
+                    p[j] = expf(p[j] - mx);
+                    sum += p[j];
+                }
+                float inv = 1.0f / sum;
+                for (int j = 0; j <= i; j++)
+                    p[j] *= inv;
+                for (int j = i + 1; j < T; j++)
+                    p[j] = 0.0f;
+                float *o = out + ((size_t)b * T + i) * qs + (size_t)h * hd;
+                memset(o, 0, sizeof(float) * (size_t)hd);
+                for (int j = 0; j <= i; j++) {
+                    const float *vj = v + ((size_t)b * T + j) * ks + (size_t)kh * hd;
+                    float pj = p[j];
+                    for (int d = 0; d < hd; d++)
+                        o[d] += pj * vj[d];
+                }
+            }
+        }
+    }
+}
+
+void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                            const float *att, const float *q, const float *k,
+                            const float *v, int B, int T, int H, int KV, int hd)
+{
+    int group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t qs = (size_t)H * hd, ks = (size_t)KV * hd;
+    /* One task per (sequence, key/value head): the query heads that share a
+     * key/value head add into the same dk/dv rows, so they run in one task,
+     * in head order, and the sums never race. */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int kh = 0; kh < KV; kh++) {
+            for (int h = kh * group; h < (kh + 1) * group; h++) {
+                for (int i = 0; i < T; i++) {
+                    const float *p = att + (((size_t)b * H + h) * T + i) * T;
+                    const float *doi = dout + ((size_t)b * T + i) * qs + (size_t)h * hd;
+                    const float *qi = q + ((size_t)b * T + i) * qs + (size_t)h * hd;
+                    float *dqi = dq + ((size_t)b * T + i) * qs + (size_t)h * hd;
+                    /* dP_ij = dO_i . v_j; dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) */
+                    float dsum = 0.0f;
+                    for (int j = 0; j <= i; j++) {
+                        const float *vj = v + ((size_t)b * T + j) * ks + (size_t)kh * hd;
+                        float dp = 0.0f;
+                        for (int d = 0; d < hd; d++)
+                            dp += doi[d] * vj[d];
+                        dsum += p[j] * dp;
+                    }
+                    for (int j = 0; j <= i; j++) {
+                        size_t kvo = ((size_t)b * T + j) * ks + (size_t)kh * hd;
+                        const float *vj = v + kvo;
+                        const float *kj = k + kvo;
+                        float *dkj = dk + kvo;
+                        float *dvj = dv + kvo;
+                        float dp = 0.0f;
+                        for (int d = 0; d < hd; d++)
+                            dp += doi[d] * vj[d];
+                        float pj = p[j];
+                        float ds = pj * (dp - dsum) * scale;
+                        for (int d = 0; d < hd; d++) {
+                            dqi[d] += ds * kj[d];
+                            dkj[d] += ds * qi[d];
+                            dvj[d] += pj * doi[d];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+void ops_swiglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float s = 1.0f / (1.0f + expf(-x));
+        h[i] = x * s * u[i];
+    }
+}
+
+void ops_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
+                         const float *u, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float s = 1.0f / (1.0f + expf(-x));
+        float silu = x * s;
+        /* d silu/dx = s (1 + x (1 - s)) */
+        dg[i] += dh[i] * u[i] * s * (1.0f + x * (1.0f - s));
+        du[i] += dh[i] * silu;
+    }
+}
+
+/* Rows per block of the loss sum: per-row losses of one block are kept on
+ * the stack and then added in row order. */
+#define XENT_BLOCK 256
+
+static float row_lse(const float *row, int V)
+{
+    float mx = -FLT_MAX;
+    for (int j = 0; j < V; j++)
+        if (row[j] > mx)
+            mx = row[j];
+    float sum = 0.0f;
+    for (int j = 0; j < V; j++)
+        sum += expf(row[j] - mx);
+    return mx + logf(sum);
+}
+
+double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, int V,
+                                 float dscale)
+{
+    double total = 0.0;
+    double part[XENT_BLOCK];
+    for (int m0 = 0; m0 < M; m0 += XENT_BLOCK) {
+        int mn = M - m0 < XENT_BLOCK ? M - m0 : XENT_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < mn; r++) {
+            float *row = logits + (size_t)(m0 + r) * V;
+            int t = targets[m0 + r];
+            float lse = row_lse(row, V);
+            part[r] = (double)(lse - row[t]);
+            for (int j = 0; j < V; j++)
+                row[j] = expf(row[j] - lse) * dscale;
+            row[t] -= dscale;
+        }
+        for (int r = 0; r < mn; r++)
+            total += part[r];
+    }
+    return total;
+}
+
+double ops_xent_forward(const float *logits, const int32_t *targets, int M, int V)
+{
+    double total = 0.0;
+    double part[XENT_BLOCK];
+    for (int m0 = 0; m0 < M; m0 += XENT_BLOCK) {
+        int mn = M - m0 < XENT_BLOCK ? M - m0 : XENT_BLOCK;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < mn; r++) {
+            const float *row = logits + (size_t)(m0 + r) * V;
+            part[r] = (double)(row_lse(row, V) - row[targets[m0 + r]]);
+        }
+        for (int r = 0; r < mn; r++)
+            total += part[r];
+    }
+    return total;
+}
+
+void ops_add(float *y, const float *a, const float *b, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+void ops_accumulate(float *y, const float *x, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}

@@ -1,0 +1,69 @@
+/* ops.h - the layers of a Llama-style decoder, forward and backward side by
+ * side, on row-major fp32 arrays.
+ *
+ * Shapes use N = B*T rows (batch times positions), C = hidden size,
+ * H = query heads, KV = key/value heads, hd = head dimension, I = MLP width.
+ * Every backward function ADDS into its gradient outputs (callers zero them
+ * once per step), so that a tensor used twice gathers both contributions.
+ *
+ * Determinism: every reduction runs in a fixed order that does not depend on
+ * the number of OpenMP threads (work is split over rows or columns that each
+ * thread owns alone), so two runs with the same inputs give the same bits.
+ * Nothing here allocates; the caller owns every buffer.
+ */
+#ifndef ALALLO_TRAIN_OPS_H
+#define ALALLO_TRAIN_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* RMSNorm: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps).
+ * x, y: (N,C); w: (C); rstd OUT: (N), kept for the backward pass. */
+void ops_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
+                         int N, int C, float eps);
+/* dx += d(loss)/dx; dw += d(loss)/dw (dw NULL when w is frozen). */
+void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                          const float *w, const float *rstd, int N, int C);
+
+/* Rotary tables for positions [0, T) and head dim hd (even):
+ * cos/sin OUT: (T, hd/2), angle = pos * theta^(-2i/hd). */
+void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta);
+/* Rotates x (B,T,nh,hd) in place, rotate-half convention: pairs (i, i+hd/2).
+ * Row t of each sequence is at position pos0 + t. */
+void ops_rope_forward(float *x, int B, int T, int nh, int hd, int pos0,
+                      const float *cos_t, const float *sin_t);
+/* The transpose of the rotation, applied in place to the gradient dx. */
+void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
+                       const float *cos_t, const float *sin_t);
+
+/* Causal grouped-query attention. q: (B,T,H,hd), k,v: (B,T,KV,hd),
+ * out OUT: (B,T,H,hd), att OUT: (B,H,T,T) softmax probabilities (upper
+ * triangle left as zero). Head h reads key/value head h / (H/KV). */
+void ops_attention_forward(float *out, float *att, const float *q, const float *k,
+                           const float *v, int B, int T, int H, int KV, int hd);
+/* dq, dk, dv += gradients (each (B,T,·,hd) like its input). */
+void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                            const float *att, const float *q, const float *k,
+                            const float *v, int B, int T, int H, int KV, int hd);
+
+/* SwiGLU: h = silu(g) * u, g,u,h: (N,I) as n = N*I values. */
+void ops_swiglu_forward(float *h, const float *g, const float *u, size_t n);
+/* dg, du += gradients. */
+void ops_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
+                         const float *u, size_t n);
+
+/* Softmax cross-entropy on rows of logits (M,V) with target ids (M).
+ * Replaces each row of logits with its gradient (softmax - onehot) * dscale
+ * and returns the sum over rows of -log p(target), summed in double in row
+ * order. Targets must lie in [0, V). */
+double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, int V,
+                                 float dscale);
+/* The same loss without the gradient (logits left unchanged). */
+double ops_xent_forward(const float *logits, const int32_t *targets, int M, int V);
+
+/* Residual add: y = a + b, n values (y may alias a). */
+void ops_add(float *y, const float *a, const float *b, size_t n);
+/* y += x, n values. */
+void ops_accumulate(float *y, const float *x, size_t n);
+
+#endif

@@ -1,0 +1,38 @@
+/* rng.h - the trainer's own random numbers: xoshiro256** seeded by
+ * splitmix64.
+ *
+ * Own code rather than rand() so that a run is reproducible from its seed on
+ * any libc, and so that the whole state (four 64-bit words) can be saved in a
+ * checkpoint and restored for a bit-exact resume. Not for cryptography.
+ * The caller owns the struct; nothing is allocated.
+ */
+#ifndef ALALLO_TRAIN_RNG_H
+#define ALALLO_TRAIN_RNG_H
+
+#include <stdint.h>
+
+struct rng {
+    uint64_t s[4];
+};
+
+/* Seeds all four words from `seed` through splitmix64 (never all zero). */
+void rng_seed(struct rng *r, uint64_t seed);
+
+/* Next 64 random bits. */
+uint64_t rng_next(struct rng *r);
+
+/* Uniform float in [0, 1) with 24 random bits. */
+float rng_uniform(struct rng *r);
+
+/* Uniform integer in [0, n) for n >= 1, without modulo bias. */
+uint64_t rng_below(struct rng *r, uint64_t n);
+
+/* Standard normal (Box-Muller; one value per call, deterministic). */
+float rng_normal(struct rng *r);
+
+/* A seed derived from a parent seed and a stream number, so that
+ * independent streams (data order per epoch, weight init per tensor) never
+ * depend on how many numbers another stream drew. */
+uint64_t rng_derive(uint64_t seed, uint64_t stream);
+
+#endif
