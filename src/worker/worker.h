@@ -4,11 +4,16 @@
  * server at cfg->server_url, and starts one trainer process per attempt
  * (docs/trainer-protocol.md). It is used by `alallo worker` (a process of its
  * own) and by `alallo serve` for local workers (one thread each).
+ *
+ * Ownership: the caller owns the config and the stop flag; worker_run only
+ * reads them. worker_run keeps no global state and installs no signal
+ * handlers, so several may run in one process. See docs/worker.md.
  */
 #ifndef ALALLO_WORKER_WORKER_H
 #define ALALLO_WORKER_WORKER_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,20 +27,36 @@ struct worker_config {
     char class_[16];        /* "on-demand" or "spot"                           */
     char accelerator[32];   /* "cpu" unless a real accelerator is declared     */
     char alallo_bin[512];   /* path of the binary to start as `alallo train`  */
-    char work_dir[512];     /* folder for attempt configs and worker logs      */
+    char work_dir[512];     /* folder for attempt configs and worker logs;
+                             * "" means ./alallo-worker-<name>                 */
+    int stop_grace_s;       /* SIGTERM to SIGKILL of a trainer (default 30)    */
+    int bench_timeout_s;    /* bound on the speed measurement at start
+                             * (default 120); 0 skips it: speed unknown        */
 };
 
 /* Fills defaults: this machine's CPUs and memory, price 0, "on-demand",
- * "cpu", the running binary (/proc/self/exe). */
+ * "cpu", the running binary (/proc/self/exe), the host name as the worker
+ * name, an empty server URL and token. */
 void worker_config_defaults(struct worker_config *cfg /* OUT */);
 
 /* Parses a --local-worker SPEC "name=small,cpus=1,mem=2G,price=0.40,class=spot"
- * on top of the defaults. Returns 0, or -1 with a reason in err. */
+ * on top of what cfg holds (keys: name, cpus, mem, price, class,
+ * accelerator; sizes take K, M, G or T suffixes, powers of 1024). Returns 0,
+ * or -1 with a one-line reason in err; cfg may then be partly updated. */
 int worker_config_parse_spec(struct worker_config *cfg, const char *spec, char *err, size_t errcap);
+
+/* True when `name` is 1 to 63 letters, digits, '-', '_' or '.', not
+ * starting with '.': safe in URL paths and file names. */
+bool worker_name_valid(const char *name);
+
+/* Parses a size such as "2G", "512M", "1048576" into bytes. Returns 0, or -1
+ * on a bad or out-of-range value. */
+int worker_parse_size(const char *text, int64_t *out /* OUT */);
 
 /* Runs until *stop becomes non-zero (then stops its trainer with SIGTERM,
  * finishes the attempt and returns 0). Returns non-zero if it cannot
- * register with the server after retrying for 30 s. Thread-safe: several
+ * register with the server after retrying for 30 s (or at once when the
+ * server refuses the token or the declaration). Thread-safe: several
  * workers may run in one process. */
 int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop);
 

@@ -1,0 +1,128 @@
+/* worker_speed.c - the speed measurement a worker runs at start. */
+#include "worker/worker_speed.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/trainer_proc.h"
+
+#define BENCH_OUTPUT_MAX (64 * 1024)
+
+struct collected {
+    char text[BENCH_OUTPUT_MAX];
+    size_t len;
+    char last_err[256];
+};
+
+static void on_line(void *ctx, int stream, const char *line, size_t len, bool truncated)
+{
+    struct collected *c = ctx;
+    if (stream == 2) {
+        if (len > 0)
+            snprintf(c->last_err, sizeof c->last_err, "%s", line);
+        return;
+    }
+    if (truncated || c->len + len + 2 > sizeof c->text)
+        return;
+    memcpy(c->text + c->len, line, len);
+    c->len += len;
+    c->text[c->len++] = '\n';
+    c->text[c->len] = '\0';
+}
+
+static double number(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static int parse_object(const char *text, size_t len, struct worker_speed *out)
+{
+    json_t *obj = json_loadb(text, len, 0, NULL);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        return -1;
+    }
+    double tps = number(obj, "tokens_per_s");
+    double flops = number(obj, "flops_per_s");
+    if (flops <= 0)
+        flops = number(obj, "flops");
+    if (flops <= 0 && number(obj, "mfu") > 0 && number(obj, "peak_flops") > 0)
+        flops = number(obj, "mfu") * number(obj, "peak_flops");
+    json_decref(obj);
+    if (!(tps > 0))
+        return -1;
+    out->tokens_per_s = tps;
+    out->flops = flops > 0 ? flops : 0;
+    return 0;
+}
+
+int worker_speed_parse(const char *text, struct worker_speed *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!text)
+        return -1;
+    size_t n = strlen(text);
+    /* The whole text may be one pretty-printed object. */
+    if (parse_object(text, n, out) == 0)
+        return 0;
+    /* Otherwise the last line that is an object: bench may print notes first. */
+    size_t end = n;
+    while (end > 0) {
+        size_t start = end;
+        while (start > 0 && text[start - 1] != '\n')
+            start--;
+        if (end > start && parse_object(text + start, end - start, out) == 0)
+            return 0;
+        end = start > 0 ? start - 1 : 0;
+    }
+    return -1;
+}
+
+int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
+                         volatile sig_atomic_t *stop, struct worker_speed *out, char *err,
+                         size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    char threads_s[16];
+    snprintf(threads_s, sizeof threads_s, "%d", threads > 0 ? threads : 1);
+    char *argv[] = {(char *)alallo_bin, "bench", "train", "--shape", "tiny", "--steps", "3",
+                    "--threads", threads_s, NULL};
+    struct collected *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    struct trainer_proc p;
+    if (trainer_proc_start(&p, argv, NULL, err, errcap) != 0) {
+        free(c);
+        return -1;
+    }
+    double deadline = trainer_proc_now() + (timeout_s > 0 ? timeout_s : 1);
+    int timed_out = 0;
+    while (trainer_proc_poll(&p, 200, on_line, c) > 0) {
+        if (trainer_proc_now() > deadline || (stop && *stop)) {
+            timed_out = 1;
+            break;
+        }
+    }
+    trainer_proc_close(&p);
+    int rc = -1;
+    if (timed_out && stop && *stop)
+        snprintf(err, errcap, "bench interrupted: the worker is stopping");
+    else if (timed_out)
+        snprintf(err, errcap, "bench did not finish within %d s", timeout_s);
+    else if (p.exit_status != 0)
+        snprintf(err, errcap, "bench %s %d%s%s", p.term_signal ? "killed by signal" : "exited with",
+                 p.term_signal ? p.term_signal : p.exit_status, c->last_err[0] ? ": " : "",
+                 c->last_err);
+    else if (worker_speed_parse(c->text, out) != 0)
+        snprintf(err, errcap, "bench printed no tokens_per_s");
+    else
+        rc = 0;
+    free(c);
+    return rc;
+}
