@@ -1,0 +1,140 @@
+// The dashboard's pure modules (web/js/format.js, cancel.js, loss.js,
+// chart.js geometry), checked in node without a browser. These are the rules
+// the pages state to people: money, the cancel cost, the hover text, the loss
+// points the curve is drawn from.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = process.env.ALALLO_ROOT || path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const load = (name) => import(pathToFileURL(path.join(root, 'web/js', name)).href);
+const format = await load('format.js');
+const { cancelCost } = await load('cancel.js');
+const { parseLoss } = await load('loss.js');
+const { lossGeometry, niceTicks } = await load('chart.js');
+
+test('money: dollars with cents, tiny amounts keep three significant digits', () => {
+  assert.equal(format.formatMoney(0), '$0.00');
+  assert.equal(format.formatMoney(1.5), '$1.50');
+  assert.equal(format.formatMoney(0.42, 'usd'), '$0.42');
+  assert.equal(format.formatMoney(0.00312), '$0.00312');
+  assert.equal(format.formatMoney(2, 'EUR'), '2.00 EUR');
+  assert.equal(format.formatMoney(null), '—');
+  assert.equal(format.formatMoney(NaN), '—');
+});
+
+test('money ranges read "A to B", equal ends once', () => {
+  assert.equal(format.formatMoneyRange(0.1, 0.25), '$0.10 to $0.25');
+  assert.equal(format.formatMoneyRange(0.1, 0.1), '$0.10');
+  assert.equal(format.formatMoneyRange(0.101, 0.104), '$0.10');
+  assert.equal(format.formatMoneyRange(null, 0.3), '$0.30');
+});
+
+test('training method is "Supervised fine-tuning" with the precision', () => {
+  assert.equal(format.methodLabel({ precision: '4-bit' }), 'Supervised fine-tuning, 4-bit');
+  assert.equal(format.methodLabel({ precision: '16-bit', training_method: 'Supervised fine-tuning' }),
+    'Supervised fine-tuning, 16-bit');
+  assert.equal(format.methodLabel({}), 'Supervised fine-tuning');
+});
+
+test('progress hover text is the total number of steps', () => {
+  assert.equal(format.stepsTitle(120), '120 steps');
+  assert.equal(format.stepsTitle(1), '1 step');
+  assert.equal(format.stepsTitle(0), 'Number of steps not known yet');
+  assert.equal(format.stepsTitle(undefined), 'Number of steps not known yet');
+});
+
+test('progress percent: server figure, clamped, succeeded reads 100', () => {
+  assert.equal(format.progressPercent({ status: 'running', progress: { percent: 33.7 } }), 33);
+  assert.equal(format.progressPercent({ status: 'running', progress: { steps_done: 30, max_steps: 120 } }), 25);
+  assert.equal(format.progressPercent({ status: 'succeeded', progress: { steps_done: 7, max_steps: 120 } }), 100);
+  assert.equal(format.progressPercent({ status: 'queued', progress: { percent: 140 } }), 100);
+  assert.equal(format.progressPercent({ status: 'queued' }), 0);
+});
+
+test('time left: the server text while active, a dash once ended', () => {
+  const tl = { low_s: 600, high_s: 1200, text: '10 min to 20 min', basis: 'pace' };
+  assert.equal(format.timeLeftText({ status: 'running', time_left: tl }), '10 min to 20 min');
+  assert.equal(format.timeLeftText({ status: 'succeeded', time_left: tl }), '—');
+  assert.equal(format.timeLeftText({ status: 'cancelling', time_left: tl }), '—');
+  assert.equal(format.timeLeftText({ status: 'queued', time_left: null }), '—');
+});
+
+test('list price: estimate while active, net charge when ended, failed is free', () => {
+  const estimate = { price: { low: 0.1, high: 0.3, currency: 'USD' } };
+  assert.deepEqual(format.listPrice({ status: 'running', estimate }), { text: '$0.10 to $0.30', note: 'estimate' });
+  assert.deepEqual(format.listPrice({ status: 'succeeded', estimate, price: { charged: 0.2, refunded: 0.05 } }),
+    { text: '$0.15', note: 'charged' });
+  assert.deepEqual(format.listPrice({ status: 'failed', estimate, price: { charged: 0.2, refunded: 0 } }),
+    { text: '$0.00', note: 'not charged' });
+  assert.deepEqual(format.listPrice({ status: 'cancelled', price: { charged: 0, refunded: 0 } }),
+    { text: '$0.00', note: 'charged' });
+});
+
+test('cancel cost follows the money rules of SPEC §2', () => {
+  const now = 10000;
+  const base = {
+    created_at: now - 600,
+    estimate: { time: { low_s: 900, high_s: 1800 }, price: { low: 0.2, high: 0.4, currency: 'USD' } },
+    progress: { steps_done: 30, max_steps: 120 },
+    price: { charged: 0, refunded: 0, currency: 'USD' },
+  };
+  const queued = cancelCost({ ...base, status: 'queued' }, now);
+  assert.equal(queued.free, true);
+  assert.match(queued.text, /costs nothing/);
+
+  const running = cancelCost({ ...base, status: 'running' }, now);
+  assert.equal(running.free, false);
+  assert.equal(running.text, 'Cancelling now costs about $0.05 to $0.10, the price of the 30 steps completed so far.');
+
+  const exact = cancelCost({ ...base, status: 'running', price: { ...base.price, cancel_now: 0.07 } }, now);
+  assert.equal(exact.text, 'Cancelling now costs $0.07, the price of the 30 steps completed so far.');
+
+  const late = cancelCost({ ...base, status: 'running', created_at: now - 1801 }, now);
+  assert.equal(late.free, true);
+  assert.match(late.text, /free: the job has run past the upper end of its estimated time/);
+
+  const noSteps = cancelCost({ ...base, status: 're-scheduling', progress: { steps_done: 0, max_steps: 120 } }, now);
+  assert.equal(noSteps.free, true);
+
+  assert.equal(cancelCost({ ...base, status: 'succeeded' }, now), null);
+  assert.equal(cancelCost({ ...base, status: 'cancelling' }, now), null);
+});
+
+test('loss points come from "step N/M: loss X" lines, latest value per step', () => {
+  const log = [
+    'loading model',
+    'step 10/40: loss 2.5000',
+    '2026-01-01T00:00:00Z step 20/40: loss 2.1',
+    'saved checkpoint at step 20',
+    'step 30/40: loss nan',
+    'step 20/40: loss 2.0',
+    'step 40/40: loss 1.25e0',
+    'training finished: 40 steps, final loss 1.25',
+  ].join('\n');
+  const { points, maxSteps } = parseLoss(log);
+  assert.equal(maxSteps, 40);
+  assert.deepEqual(points, [
+    { step: 10, loss: 2.5 },
+    { step: 20, loss: 2.0 },
+    { step: 40, loss: 1.25 },
+  ]);
+  assert.deepEqual(parseLoss('No log yet. It appears once training starts.'), { points: [], maxSteps: 0 });
+  assert.deepEqual(parseLoss(undefined), { points: [], maxSteps: 0 });
+});
+
+test('loss chart geometry: inside the plot, falling loss goes down the page', () => {
+  assert.equal(lossGeometry([{ step: 10, loss: 2 }], 40), null);
+  const g = lossGeometry([{ step: 10, loss: 2.5 }, { step: 20, loss: 2 }, { step: 40, loss: 1.25 }], 40);
+  const coords = g.path.split(' ').map((s) => s.slice(1).split(',').map(Number));
+  assert.equal(coords.length, 3);
+  for (const [x, y] of coords) {
+    assert.ok(x >= 56 && x <= 640 - 16, `x ${x} inside`);
+    assert.ok(y >= 12 && y <= 260 - 36, `y ${y} inside`);
+  }
+  assert.ok(coords[0][1] < coords[2][1], 'lower loss is drawn lower on the page (larger y)');
+  assert.equal(g.last.x, coords[2][0]);
+  assert.ok(g.xTicks.some((t) => t.label === '40'));
+  assert.deepEqual(niceTicks(0, 100, 5), [0, 20, 40, 60, 80, 100]);
+});

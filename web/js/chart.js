@@ -1,0 +1,103 @@
+// chart.js - the loss curve on the job page, drawn as SVG without libraries.
+//
+// lossGeometry() is pure (points in, coordinates and tick labels out) so it
+// can be tested without a browser; renderLossChart() turns it into SVG
+// elements inside a container the caller owns.
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+// Plot area inside a fixed viewBox; the SVG scales to its container's width.
+export const CHART = { width: 640, height: 260, left: 56, right: 16, top: 12, bottom: 36 };
+
+// "Nice" tick values covering [lo, hi], about `count` of them.
+export function niceTicks(lo, hi, count = 4) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => s >= raw) ?? 10 * mag;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    ticks.push(Number(v.toPrecision(12)));
+  }
+  return ticks;
+}
+
+// Coordinates for points [{step, loss}] on an x axis 0..maxSteps (or the
+// last step when maxSteps is unknown) and a y axis spanning the losses.
+// Returns { path, xTicks: [{x, label}], yTicks: [{y, label}], last: {x, y} }
+// or null when there are fewer than two points to draw a line through.
+export function lossGeometry(points, maxSteps) {
+  if (!Array.isArray(points) || points.length < 2) return null;
+  const c = CHART;
+  const plotW = c.width - c.left - c.right;
+  const plotH = c.height - c.top - c.bottom;
+  const xMax = Math.max(maxSteps || 0, points[points.length - 1].step, 1);
+  let yMin = Math.min(...points.map((p) => p.loss));
+  let yMax = Math.max(...points.map((p) => p.loss));
+  if (yMax - yMin < 1e-6) {
+    yMin -= 0.5;
+    yMax += 0.5;
+  }
+  const pad = (yMax - yMin) * 0.08;
+  yMin -= pad;
+  yMax += pad;
+  const sx = (step) => c.left + (step / xMax) * plotW;
+  const sy = (loss) => c.top + (1 - (loss - yMin) / (yMax - yMin)) * plotH;
+  const path = points
+    .map((p, i) => `${i ? 'L' : 'M'}${sx(p.step).toFixed(1)},${sy(p.loss).toFixed(1)}`)
+    .join(' ');
+  const xTicks = niceTicks(0, xMax, 5)
+    .filter((v) => Number.isInteger(v))
+    .map((v) => ({ x: sx(v), label: String(v) }));
+  const yTicks = niceTicks(yMin, yMax, 4).map((v) => ({ y: sy(v), label: String(v) }));
+  const lastP = points[points.length - 1];
+  return { path, xTicks, yTicks, last: { x: sx(lastP.step), y: sy(lastP.loss) } };
+}
+
+function svgEl(name, attrs, text) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// Replaces the content of `box` with the curve for `points`. The SVG has an
+// accessible name that states the first and latest loss, since a picture
+// alone says nothing to a screen reader.
+export function renderLossChart(box, points, maxSteps) {
+  const g = lossGeometry(points, maxSteps);
+  box.replaceChildren();
+  if (!g) {
+    const p = document.createElement('p');
+    p.className = 'muted';
+    p.textContent = 'The loss curve appears once the log has two loss lines.';
+    box.append(p);
+    return;
+  }
+  const c = CHART;
+  const first = points[0];
+  const last = points[points.length - 1];
+  const svg = svgEl('svg', {
+    viewBox: `0 0 ${c.width} ${c.height}`,
+    class: 'chart',
+    role: 'img',
+    'aria-label': `Training loss from step ${first.step} to step ${last.step}: ` +
+      `${first.loss} at first, ${last.loss} at the latest step.`,
+  });
+  const axes = svgEl('g', { class: 'axes' });
+  const plotBottom = c.height - c.bottom;
+  for (const t of g.yTicks) {
+    axes.append(svgEl('line', { x1: c.left, x2: c.width - c.right, y1: t.y, y2: t.y, class: 'grid' }));
+    axes.append(svgEl('text', { x: c.left - 6, y: t.y + 4, 'text-anchor': 'end' }, t.label));
+  }
+  for (const t of g.xTicks) {
+    axes.append(svgEl('line', { x1: t.x, x2: t.x, y1: plotBottom, y2: plotBottom + 4, class: 'tick' }));
+    axes.append(svgEl('text', { x: t.x, y: plotBottom + 18, 'text-anchor': 'middle' }, t.label));
+  }
+  axes.append(svgEl('line', { x1: c.left, x2: c.width - c.right, y1: plotBottom, y2: plotBottom, class: 'axis' }));
+  axes.append(svgEl('text', { x: c.width - c.right, y: c.height - 2, 'text-anchor': 'end', class: 'label' }, 'step'));
+  svg.append(axes);
+  svg.append(svgEl('path', { d: g.path, class: 'line' }));
+  svg.append(svgEl('circle', { cx: g.last.x, cy: g.last.y, r: 3.5, class: 'dot' }));
+  box.append(svg);
+}

@@ -1,0 +1,131 @@
+// format.js - how the dashboard writes job facts as text: money, ranges,
+// the training method, the progress hover text, the price column.
+//
+// Pure functions of a job object as GET /v1/fine_tuning/jobs returns it
+// (SPEC §4): no DOM, no network, so node's test runner can check them.
+// Time texts ("40 min to 1.3 h") are never computed here: the server owns
+// the help page's rules and sends time_left.text and estimate.time.text.
+
+// Statuses in which the job can still change (the Jobs tab keeps polling).
+const ACTIVE = new Set(['queued', 'running', 're-scheduling', 'cancelling']);
+// Statuses from which POST .../cancel is accepted.
+const CANCELLABLE = new Set(['queued', 'running', 're-scheduling']);
+
+// True while the job has not ended.
+export function isActive(status) {
+  return ACTIVE.has(status);
+}
+
+// True when the Cancel button is offered.
+export function canCancel(status) {
+  return CANCELLABLE.has(status);
+}
+
+// A finite number from v, or null: API fields may be absent or null.
+export function num(v) {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null;
+}
+
+// Money as people read it: "$0.42". Amounts under one cent but above zero
+// keep three significant digits ("$0.00312") so that a cheap job does not
+// read as free. Unknown currencies are written as "0.42 EUR".
+export function formatMoney(amount, currency = 'USD') {
+  const a = num(amount);
+  if (a === null) return '—';
+  const cur = (currency || 'USD').toUpperCase();
+  let body = Math.abs(a).toFixed(2);
+  if (a !== 0 && Math.abs(a) < 0.01) {
+    const digits = Math.min(8, 2 - Math.floor(Math.log10(Math.abs(a))));
+    body = Math.abs(a).toFixed(digits).replace(/0+$/, '');
+  }
+  const sign = a < 0 ? '-' : '';
+  if (cur === 'USD') return `${sign}$${body}`;
+  return `${sign}${body} ${cur}`;
+}
+
+// A price range "A to B"; equal ends read once, like the time ranges.
+export function formatMoneyRange(low, high, currency) {
+  const a = formatMoney(low, currency);
+  const b = formatMoney(high, currency);
+  if (num(low) === null) return b;
+  if (num(high) === null || a === b) return a;
+  return `${a} to ${b}`;
+}
+
+// "Supervised fine-tuning, 4-bit": the method as SPEC §2 names it plus the
+// precision. The server may send training_method as a string or leave it out.
+export function methodLabel(job) {
+  const method =
+    typeof job.training_method === 'string' && job.training_method
+      ? job.training_method
+      : 'Supervised fine-tuning';
+  return job.precision ? `${method}, ${job.precision}` : method;
+}
+
+// The progress bar's hover text: the total number of steps ("120 steps").
+export function stepsTitle(maxSteps) {
+  const n = num(maxSteps);
+  if (n === null || n <= 0) return 'Number of steps not known yet';
+  return n === 1 ? '1 step' : `${n} steps`;
+}
+
+// Progress percent 0..100. The server's percent wins; a succeeded job reads
+// 100 whatever the counters say (the help page).
+export function progressPercent(job) {
+  if (job.status === 'succeeded') return 100;
+  const p = job.progress || {};
+  let pct = num(p.percent);
+  if (pct === null) {
+    const done = num(p.steps_done);
+    const max = num(p.max_steps);
+    pct = done !== null && max ? (100 * done) / max : 0;
+  }
+  return Math.max(0, Math.min(100, Math.floor(pct)));
+}
+
+// "40 / 120 steps" under the bar on the job page.
+export function stepsText(job) {
+  const p = job.progress || {};
+  const done = num(p.steps_done) ?? 0;
+  const max = num(p.max_steps);
+  if (max === null || max <= 0) return `${done} steps done`;
+  return `${job.status === 'succeeded' ? max : done} / ${max} steps`;
+}
+
+// The Jobs tab's time-left cell: the server's text while the job is active,
+// a dash once it has ended or while nothing is known.
+export function timeLeftText(job) {
+  if (!isActive(job.status) || job.status === 'cancelling') return '—';
+  const t = job.time_left;
+  return t && typeof t.text === 'string' && t.text ? t.text : '—';
+}
+
+// What the job costs in the Jobs tab: { text, note }. An ended job shows what
+// was paid (charged less refunded; failed jobs cost nothing); an active one
+// shows its estimated price range.
+export function listPrice(job) {
+  const price = job.price || {};
+  const currency = price.currency || job.estimate?.price?.currency || 'USD';
+  if (job.status === 'failed') return { text: formatMoney(0, currency), note: 'not charged' };
+  if (!isActive(job.status)) {
+    const net = (num(price.charged) ?? 0) - (num(price.refunded) ?? 0);
+    return { text: formatMoney(Math.max(0, net), currency), note: 'charged' };
+  }
+  const est = job.estimate?.price;
+  if (est && (num(est.low) !== null || num(est.high) !== null)) {
+    return { text: formatMoneyRange(est.low, est.high, est.currency || currency), note: 'estimate' };
+  }
+  return { text: '—', note: '' };
+}
+
+// The status line of the job page: "queued: Waiting for capacity".
+export function statusLine(job) {
+  return job.message ? `${job.status}: ${job.message}` : job.status || '';
+}
+
+// Seconds since the epoch as a local date and time.
+export function formatWhen(seconds) {
+  const s = num(seconds);
+  if (s === null || s <= 0) return '—';
+  return new Date(s * 1000).toLocaleString();
+}

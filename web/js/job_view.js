@@ -1,0 +1,366 @@
+// job_view.js - a job's page, /#/jobs/{id}.
+//
+// Data, refreshed every few seconds while the job can still change:
+//   GET /v1/fine_tuning/jobs/{id}               status, message, progress,
+//                                               time left, price, attempts
+//   GET /v1/fine_tuning/jobs/{id}/log           training log (text)
+//   GET /v1/fine_tuning/jobs/{id}/checkpoints   checkpoints
+// Actions: POST .../cancel, and POST /v1/completions for "Try it".
+// Once the job has ended the page reads everything one last time and stops.
+
+import { api, saveBlob, pathId, ApiError } from './api.js';
+import { cancelCost } from './cancel.js';
+import { renderLossChart } from './chart.js';
+import { el, setText, setAttr, show, progressBar, updateProgress, updateBadge } from './dom.js';
+import {
+  canCancel,
+  formatMoney,
+  formatMoneyRange,
+  formatWhen,
+  isActive,
+  methodLabel,
+  num,
+  progressPercent,
+  stepsText,
+  stepsTitle,
+} from './format.js';
+import { parseLoss } from './loss.js';
+
+// The help page's sentence for a job whose training has not started.
+export const EMPTY_LOG = 'No log yet. It appears once training starts.';
+// Lines of log kept on the page; the newest ones, at the bottom.
+const LOG_MAX_LINES = 5000;
+// Longest prompt sent from "Try it", in characters.
+const PROMPT_MAX = 4000;
+
+const GOALS = { lowest_cost: 'Lowest cost', fastest_finish: 'Fastest finish' };
+
+function section(title, ...children) {
+  const id = `h-${title.toLowerCase().replace(/[^a-z]+/g, '-')}`;
+  return el('section', { 'aria-labelledby': id, class: 'card' }, el('h2', { id }, title), ...children);
+}
+
+function field(label, ...value) {
+  return el('div', { class: 'field' }, el('dt', {}, label), el('dd', {}, ...value));
+}
+
+function blobExtension(type) {
+  if (/gzip/.test(type)) return '.tar.gz';
+  if (/tar/.test(type)) return '.tar';
+  if (/zip/.test(type)) return '.zip';
+  return '';
+}
+
+export function jobView(jobId) {
+  const base = `/v1/fine_tuning/jobs/${pathId(jobId)}`;
+  let job = null;
+  let ended = false; // the job has ended and was read once after that
+  let gone = false; // 404: nothing more to poll
+  let logText = null;
+  let ckptKey = '';
+  let attemptsKey = '';
+  const ui = {};
+
+  function buildSummary() {
+    ui.badge = el('span', { class: 'badge' });
+    ui.message = el('span', { class: 'message' });
+    ui.bar = progressBar();
+    ui.steps = el('span', { class: 'sub' });
+    ui.timeLeft = el('span', { class: 'time-left' });
+    ui.basis = el('span', { class: 'sub' });
+    ui.priceEst = el('span');
+    ui.charged = el('span');
+    ui.refunded = el('span');
+    ui.model = el('span');
+    ui.method = el('span');
+    ui.goal = el('span');
+    ui.ftModel = el('code');
+    ui.created = el('span');
+    return el('dl', { class: 'summary' },
+      field('Status', ui.badge, ' ', ui.message),
+      field('Progress', ui.bar, ui.steps),
+      field('Time left (estimate)', ui.timeLeft, ui.basis),
+      field('Price',
+        el('span', { class: 'price-lines' },
+          el('span', {}, 'Estimate: ', ui.priceEst),
+          el('span', {}, 'Charged: ', ui.charged),
+          el('span', {}, 'Refunded: ', ui.refunded))),
+      field('Base model', ui.model),
+      field('Training method', ui.method),
+      field('Goal', ui.goal),
+      field('Fine-tuned model', ui.ftModel),
+      field('Created', ui.created));
+  }
+
+  function buildCancel() {
+    ui.cancelCost = el('p', { id: 'cancel-cost', class: 'cancel-cost' });
+    ui.cancelBtn = el('button', {
+      type: 'button',
+      class: 'danger',
+      'aria-describedby': 'cancel-cost',
+      onclick: onCancel,
+    }, 'Cancel job');
+    ui.cancelResult = el('p', { class: 'problem', role: 'alert', hidden: true });
+    ui.cancelBox = el('div', { class: 'cancel-box', hidden: true }, ui.cancelBtn, ui.cancelCost);
+    return el('div', { class: 'actions' }, ui.cancelBox, ui.cancelResult);
+  }
+
+  function buildTry() {
+    ui.prompt = el('textarea', { id: 'try-prompt', rows: '3', maxlength: String(PROMPT_MAX), required: true });
+    ui.maxTokens = el('input', { id: 'try-max', type: 'number', min: '1', max: '512', value: '64' });
+    ui.tryBtn = el('button', { type: 'submit' }, 'Generate');
+    ui.tryOut = el('pre', { class: 'try-out', 'aria-live': 'polite', tabindex: '0', 'aria-label': 'Model output', hidden: true });
+    ui.tryErr = el('p', { class: 'problem', role: 'alert', hidden: true });
+    ui.tryForm = el('form', { class: 'try', onsubmit: onTry, hidden: true },
+      el('label', { for: 'try-prompt' }, 'Prompt'), ui.prompt,
+      el('div', { class: 'row' },
+        el('label', { for: 'try-max' }, 'Max tokens'), ui.maxTokens, ui.tryBtn),
+      ui.tryErr, ui.tryOut);
+    ui.tryNote = el('p', { class: 'muted' }, 'Try it becomes available when the job has a fine-tuned model.');
+    return section('Try it', ui.tryNote, ui.tryForm);
+  }
+
+  function buildLog() {
+    ui.log = el('pre', { class: 'log', tabindex: '0', 'aria-label': 'Training log, newest lines at the bottom' });
+    ui.logNote = el('p', { class: 'muted', hidden: true });
+    return section('Training log', ui.logNote, ui.log);
+  }
+
+  function buildTable(title, heads, key) {
+    const body = el('tbody');
+    const none = el('p', { class: 'muted' }, title === 'Checkpoints' ? 'No checkpoints yet.' : 'No attempts yet.');
+    const table = el('table', { class: 'small', hidden: true },
+      el('thead', {}, el('tr', {}, heads.map((h) => el('th', { scope: 'col' }, h)))), body);
+    ui[key] = { body, none, table };
+    return section(title, none, el('div', { class: 'table-wrap' }, table));
+  }
+
+  function updateSummary() {
+    const j = job;
+    setText(ui.title, j.name || j.id);
+    setText(ui.id, j.id);
+    document.title = `${j.name || j.id} · alallo`;
+    updateBadge(ui.badge, j.status);
+    setText(ui.message, j.message || '');
+    updateProgress(ui.bar, progressPercent(j), stepsTitle(j.progress?.max_steps));
+    setText(ui.steps, stepsText(j));
+    const tl = j.time_left;
+    if (isActive(j.status) && j.status !== 'cancelling' && tl && tl.text) {
+      setText(ui.timeLeft, tl.text);
+      setText(ui.basis, tl.basis === 'pace' ? 'from the job\'s pace' : 'from the estimate');
+    } else {
+      setText(ui.timeLeft, j.status === 'succeeded' ? 'None: finished' : '—');
+      setText(ui.basis, '');
+    }
+    const est = j.estimate?.price || {};
+    const price = j.price || {};
+    const cur = price.currency || est.currency || 'USD';
+    setText(ui.priceEst, formatMoneyRange(est.low, est.high, est.currency || cur));
+    setText(ui.charged, formatMoney(num(price.charged) ?? 0, cur));
+    setText(ui.refunded, formatMoney(num(price.refunded) ?? 0, cur));
+    setText(ui.model, j.model || '—');
+    setText(ui.method, methodLabel(j));
+    setText(ui.goal, GOALS[j.goal] || j.goal || '—');
+    setText(ui.ftModel, j.fine_tuned_model || '—');
+    setText(ui.created, formatWhen(j.created_at));
+
+    const cc = canCancel(j.status) ? cancelCost(j, Date.now() / 1000) : null;
+    show(ui.cancelBox, !!cc);
+    if (cc) setText(ui.cancelCost, cc.text);
+
+    const canTry = typeof j.fine_tuned_model === 'string' && j.fine_tuned_model !== '';
+    show(ui.tryForm, canTry);
+    show(ui.tryNote, !canTry);
+  }
+
+  function updateLog(text) {
+    if (text === logText) return;
+    logText = text;
+    const box = ui.log;
+    const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 8;
+    const body = text.replace(/\s+$/, '');
+    if (body === '') {
+      setText(box, EMPTY_LOG);
+      show(ui.logNote, false);
+    } else {
+      const lines = body.split('\n');
+      const cut = lines.length > LOG_MAX_LINES;
+      setText(box, cut ? lines.slice(-LOG_MAX_LINES).join('\n') : body);
+      setText(ui.logNote, cut ? `Showing the last ${LOG_MAX_LINES} lines.` : '');
+      show(ui.logNote, cut);
+    }
+    if (atBottom || !box.dataset.seen) box.scrollTop = box.scrollHeight;
+    box.dataset.seen = '1';
+    const loss = parseLoss(body);
+    renderLossChart(ui.chart, loss.points, loss.maxSteps || job?.progress?.max_steps);
+  }
+
+  function updateAttempts() {
+    const list = Array.isArray(job.attempts) ? job.attempts : [];
+    const key = JSON.stringify(list);
+    if (key === attemptsKey) return;
+    attemptsKey = key;
+    const t = ui.attempts;
+    t.body.replaceChildren(...list.map((a) => {
+      const from = num(a.start_step) ?? 0;
+      const to = num(a.end_step);
+      return el('tr', {},
+        el('td', {}, el('code', {}, a.id || '')),
+        el('td', {}, a.worker || '—'),
+        el('td', {}, a.status || '—'),
+        el('td', {}, to === null ? `from ${from}` : `${from} to ${to}`),
+        el('td', {}, a.reason || '—'));
+    }));
+    show(t.table, list.length > 0);
+    show(t.none, list.length === 0);
+  }
+
+  function updateCheckpoints(list) {
+    const key = JSON.stringify(list);
+    if (key === ckptKey) return;
+    ckptKey = key;
+    const t = ui.checkpoints;
+    setText(t.none, 'No checkpoints yet.');
+    t.body.replaceChildren(...list.map((c) => {
+      const step = num(c.step_number) ?? num(c.step) ?? 0;
+      const loss = num(c.metrics?.train_loss) ?? num(c.train_loss);
+      const url = typeof c.download_url === 'string' && c.download_url.startsWith('/') ? c.download_url : null;
+      let action = el('span', { class: 'muted' }, 'No download offered');
+      if (url) {
+        const status = el('span', { class: 'sub', role: 'status' });
+        action = el('span', {},
+          el('button', {
+            type: 'button',
+            class: 'link',
+            'aria-label': `Download checkpoint at step ${step}`,
+            onclick: async () => {
+              setText(status, 'Downloading…');
+              try {
+                const blob = await api(url, { as: 'blob' });
+                saveBlob(blob, `${jobId}-step-${step}${blobExtension(blob.type)}`);
+                setText(status, '');
+              } catch (e) {
+                setText(status, `Download failed: ${e.message}`);
+              }
+            },
+          }, 'Download'), status);
+      }
+      return el('tr', {},
+        el('td', {}, String(step)),
+        el('td', {}, loss === null ? '—' : String(loss)),
+        el('td', {}, c.fine_tuned_model_checkpoint ? el('code', {}, c.fine_tuned_model_checkpoint) : '—'),
+        el('td', {}, action));
+    }));
+    show(t.table, list.length > 0);
+    show(t.none, list.length === 0);
+  }
+
+  async function onCancel() {
+    ui.cancelBtn.disabled = true;
+    show(ui.cancelResult, false);
+    try {
+      job = await api(`${base}/cancel`, { method: 'POST', json: {} });
+      updateSummary();
+    } catch (e) {
+      setText(ui.cancelResult, `Could not cancel: ${e.message}`);
+      show(ui.cancelResult, true);
+    } finally {
+      ui.cancelBtn.disabled = false;
+    }
+  }
+
+  async function onTry(ev) {
+    ev.preventDefault();
+    const prompt = ui.prompt.value;
+    if (!prompt.trim()) return;
+    const maxTokens = Math.max(1, Math.min(512, Number(ui.maxTokens.value) || 64));
+    ui.tryBtn.disabled = true;
+    show(ui.tryErr, false);
+    setText(ui.tryOut, 'Generating…');
+    show(ui.tryOut, true);
+    try {
+      const res = await api('/v1/completions', {
+        json: { model: job.fine_tuned_model, prompt, max_tokens: maxTokens, temperature: 0 },
+      });
+      const text = res?.choices?.[0]?.text;
+      setText(ui.tryOut, typeof text === 'string' ? text : '(no text in the answer)');
+    } catch (e) {
+      show(ui.tryOut, false);
+      setText(ui.tryErr, `Could not generate: ${e.message}`);
+      show(ui.tryErr, true);
+    } finally {
+      ui.tryBtn.disabled = false;
+    }
+  }
+
+  return {
+    title: 'Job',
+
+    mount(main) {
+      ui.title = el('h1', { tabindex: '-1' }, jobId);
+      ui.id = el('p', { class: 'sub mono' });
+      ui.problem = el('p', { class: 'problem', role: 'status', hidden: true });
+      ui.chart = el('div', { class: 'chart-box' });
+      ui.page = el('div', { class: 'job', hidden: true },
+        section('Summary', buildSummary(), buildCancel()),
+        section('Loss', ui.chart),
+        buildLog(),
+        buildTable('Checkpoints', ['Step', 'Training loss', 'Checkpoint', 'Download'], 'checkpoints'),
+        buildTable('Attempts', ['Attempt', 'Worker', 'Status', 'Steps', 'Reason for moving'], 'attempts'),
+        buildTry());
+      main.append(
+        el('p', { class: 'back' }, el('a', { href: '#/jobs' }, '← All jobs')),
+        el('div', { class: 'head' }, el('div', {}, ui.title, ui.id)),
+        ui.problem,
+        ui.page);
+    },
+
+    async refresh() {
+      if (gone || ended) return;
+      try {
+        job = await api(base);
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 404) {
+          gone = true;
+          show(ui.page, false);
+          setText(ui.problem, 'There is no such job in this account.');
+        } else {
+          setText(ui.problem, `Could not refresh the job: ${e.message} Retrying.`);
+        }
+        show(ui.problem, true);
+        return;
+      }
+      show(ui.problem, false);
+      show(ui.page, true);
+      updateSummary();
+      updateAttempts();
+      // The log and the checkpoints are read after the job, so that a job
+      // seen as ended has its final log and checkpoints on the page.
+      const [log, ckpts] = await Promise.allSettled([
+        api(`${base}/log`, { as: 'text' }),
+        api(`${base}/checkpoints?limit=100`),
+      ]);
+      if (log.status === 'fulfilled') {
+        if (ui.logNote.dataset.err) {
+          delete ui.logNote.dataset.err;
+          show(ui.logNote, false);
+          logText = null;
+        }
+        updateLog(typeof log.value === 'string' ? log.value : '');
+      } else {
+        setText(ui.logNote, `Could not read the log: ${log.reason.message}`);
+        ui.logNote.dataset.err = '1';
+        show(ui.logNote, true);
+      }
+      if (ckpts.status === 'fulfilled') {
+        updateCheckpoints(Array.isArray(ckpts.value?.data) ? ckpts.value.data : []);
+      } else {
+        ckptKey = '';
+        setText(ui.checkpoints.none, `Could not read the checkpoints: ${ckpts.reason.message}`);
+      }
+      if (!isActive(job.status) && log.status === 'fulfilled' && ckpts.status === 'fulfilled') ended = true;
+    },
+
+    unmount() {},
+  };
+}

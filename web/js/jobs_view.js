@@ -1,0 +1,126 @@
+// jobs_view.js - the Jobs tab: every job of the account, newest first.
+//
+// Data: GET /v1/fine_tuning/jobs, every page (api.listAllJobs). The app
+// calls refresh() every few seconds; rows are keyed by job id and updated
+// in place (only changed text is written, rows are moved only when the order
+// changed), so polling neither flickers nor moves the scroll position.
+
+import { listAllJobs, PAGE_LIMIT, PAGE_MAX } from './api.js';
+import { el, setText, show, progressBar, updateProgress, updateBadge } from './dom.js';
+import {
+  listPrice,
+  methodLabel,
+  progressPercent,
+  stepsTitle,
+  timeLeftText,
+} from './format.js';
+
+const COLUMNS = ['Name', 'Training method', 'Status', 'Progress', 'Time left', 'Price'];
+
+function makeRow(job) {
+  const link = el('a', { href: `#/jobs/${encodeURIComponent(job.id)}`, class: 'job-link' });
+  const model = el('span', { class: 'sub' });
+  const method = el('td', { 'data-label': 'Training method' });
+  const badge = el('span', { class: 'badge' });
+  const message = el('span', { class: 'sub' });
+  const bar = progressBar();
+  const timeLeft = el('td', { 'data-label': 'Time left', class: 'time-left' });
+  const priceText = el('span', { class: 'price-text' });
+  const priceNote = el('span', { class: 'sub' });
+  const tr = el('tr', { 'data-id': job.id },
+    el('th', { scope: 'row', 'data-label': 'Name' }, link, model),
+    method,
+    el('td', { 'data-label': 'Status', class: 'status' }, badge, message),
+    el('td', { 'data-label': 'Progress' }, bar),
+    timeLeft,
+    el('td', { 'data-label': 'Price', class: 'price' }, priceText, priceNote));
+  tr.parts = { link, model, method, badge, message, bar, timeLeft, priceText, priceNote };
+  return tr;
+}
+
+function updateRow(tr, job) {
+  const p = tr.parts;
+  setText(p.link, job.name || job.id);
+  setText(p.model, job.model || '');
+  setText(p.method, methodLabel(job));
+  updateBadge(p.badge, job.status);
+  setText(p.message, job.message || '');
+  show(p.message, !!job.message);
+  updateProgress(p.bar, progressPercent(job), stepsTitle(job.progress?.max_steps));
+  setText(p.timeLeft, timeLeftText(job));
+  const price = listPrice(job);
+  setText(p.priceText, price.text);
+  setText(p.priceNote, price.note);
+}
+
+export function jobsView() {
+  let rows = new Map(); // job id -> <tr>
+  let tbody;
+  let empty;
+  let note;
+  let problem;
+
+  return {
+    title: 'Jobs',
+
+    mount(main) {
+      tbody = el('tbody');
+      empty = el('p', { class: 'empty', hidden: true },
+        'No jobs yet. ', el('a', { href: '#/new' }, 'Start a new job'), '.');
+      note = el('p', { class: 'muted', hidden: true },
+        `Showing the newest ${PAGE_LIMIT * PAGE_MAX} jobs.`);
+      problem = el('p', { class: 'problem', role: 'status', hidden: true });
+      main.append(
+        el('div', { class: 'head' },
+          el('h1', { tabindex: '-1' }, 'Jobs'),
+          el('a', { href: '#/new', class: 'button' }, 'New job')),
+        problem,
+        el('div', { class: 'table-wrap' },
+          el('table', { class: 'jobs' },
+            el('caption', { class: 'visually-hidden' }, 'Jobs, newest first'),
+            el('thead', {}, el('tr', {}, COLUMNS.map((c) => el('th', { scope: 'col' }, c)))),
+            tbody)),
+        empty,
+        note);
+    },
+
+    async refresh() {
+      let res;
+      try {
+        res = await listAllJobs();
+      } catch (e) {
+        setText(problem, `Could not refresh the jobs: ${e.message} Retrying.`);
+        show(problem, true);
+        return;
+      }
+      show(problem, false);
+      const seen = new Set();
+      let prev = null;
+      for (const job of res.jobs) {
+        if (!job || typeof job.id !== 'string' || seen.has(job.id)) continue;
+        seen.add(job.id);
+        let tr = rows.get(job.id);
+        if (!tr) {
+          tr = makeRow(job);
+          rows.set(job.id, tr);
+        }
+        updateRow(tr, job);
+        const want = prev ? prev.nextSibling : tbody.firstChild;
+        if (want !== tr) tbody.insertBefore(tr, want);
+        prev = tr;
+      }
+      for (const [id, tr] of rows) {
+        if (!seen.has(id)) {
+          tr.remove();
+          rows.delete(id);
+        }
+      }
+      show(empty, rows.size === 0);
+      show(note, res.truncated);
+    },
+
+    unmount() {
+      rows = new Map();
+    },
+  };
+}
