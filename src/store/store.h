@@ -1,0 +1,355 @@
+/* store.h - the control plane's state store: accounts, files, jobs,
+ * attempts, events, training log lines, checkpoints, workers and the ledger.
+ *
+ * The interface is narrow on purpose: an opaque handle, plain structs in and
+ * out, and no SQL outside the implementation (store_sqlite.c; a PostgreSQL
+ * one can follow behind the same functions). Every function is thread-safe.
+ *
+ * Durability: a function that writes returns only after its transaction has
+ * committed and reached the disk (SQLite WAL, synchronous=FULL). Concurrent
+ * job creations are committed together in one transaction (group commit);
+ * each caller still returns only after that commit is on disk.
+ *
+ * Lifecycle changes go through store_job_update(): it loads a job (and one
+ * of its attempts), hands them to a caller's function under the store's
+ * write lock, and writes back the job, the attempt and everything the
+ * function queued in `struct store_writes`, all in one transaction. The
+ * rules live in the caller (src/api/lifecycle.c); the store only makes them
+ * atomic.
+ *
+ * Times are milliseconds since the Unix epoch. Strings are NUL-terminated
+ * and fit their arrays; inputs longer than an array are refused with
+ * ERR_INVALID, never cut silently.
+ */
+#ifndef ALALLO_STORE_STORE_H
+#define ALALLO_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/ids.h"
+#include "core/job.h"
+
+struct store;
+
+#define STORE_NAME_MAX 128
+#define STORE_PATH_MAX 1024
+#define STORE_MESSAGE_MAX 512
+#define STORE_JSON_SMALL 512
+#define STORE_JSON_MAX 4096
+#define STORE_LOG_LINE_MAX 1024
+#define STORE_LIST_MAX 100 /* most rows one list call returns */
+
+struct store_account {
+    char id[IDS_MAX];
+    char name[STORE_NAME_MAX];
+    int64_t created_ms;
+};
+
+struct store_file {
+    char id[IDS_MAX];
+    char account[IDS_MAX];
+    char filename[256];
+    int64_t bytes;
+    char purpose[32];
+    long examples;
+    int64_t text_bytes; /* bytes of prompt/completion/content text */
+    char path[STORE_PATH_MAX];
+    int64_t created_ms;
+};
+
+struct store_job {
+    int64_t seq; /* insertion order; set by the store */
+    char id[IDS_MAX];
+    char account[IDS_MAX];
+    char name[STORE_NAME_MAX];
+    char model[STORE_NAME_MAX];
+    char training_file[IDS_MAX];
+    char validation_file[IDS_MAX]; /* "" when none */
+    char method[32];               /* "supervised" */
+    char precision[16];            /* "16-bit" | "4-bit" */
+    char goal[32];                 /* "lowest_cost" | "fastest_finish" */
+    char adapter[16];              /* "lora" | "full" */
+    char suffix[64];
+    int n_epochs;
+    int batch_size;
+    double lr_multiplier;
+    int64_t seed;
+    long examples;
+    int64_t tokens;       /* training tokens of one epoch (estimated at creation) */
+    int64_t memory_bytes; /* memory the job needs on a worker */
+    long max_steps;
+    long steps_done;
+    enum job_status status;
+    char message[STORE_MESSAGE_MAX];
+    char estimate[STORE_JSON_MAX]; /* JSON object, "" when none */
+    double price_charged;
+    double price_refunded;
+    char fine_tuned_model[256]; /* "" until it succeeds */
+    int64_t created_ms, started_ms, finished_ms; /* 0 when not yet */
+    char metadata[STORE_JSON_MAX];               /* JSON object or "" */
+    int64_t fence;                               /* grows by one per attempt */
+    char active_attempt[IDS_MAX];                /* "" when no attempt runs */
+    char stop_reason[32]; /* "", "cancel", "move", "time_limit", "budget" */
+    int64_t running_ms;   /* running time of ended attempts */
+    int64_t run_started_ms; /* when the current attempt reported `started`; 0 if none */
+    long run_start_step;    /* the step the current attempt started from */
+    double train_loss;      /* latest reported; NAN-free: 0 when none */
+    int64_t trained_tokens;
+    int64_t log_seq;   /* lines in the training log so far */
+    int64_t event_seq; /* events so far */
+    int internal_failure; /* 1 when it failed on alallo's side (counted in /metrics) */
+};
+
+struct store_attempt {
+    char id[IDS_MAX];
+    char job[IDS_MAX];
+    char worker[STORE_NAME_MAX];
+    int64_t fence;
+    char status[16]; /* "starting", "running", "ended" */
+    long start_step, end_step;
+    char reason[STORE_MESSAGE_MAX]; /* why it ended: "succeeded", "worker lost", ... */
+    double price_per_hour;          /* the worker's rate when it started */
+    int64_t started_ms, ended_ms;
+    int64_t run_ms; /* time between `started` and the end: the billable span */
+};
+
+struct store_event {
+    int64_t seq;
+    char job[IDS_MAX];
+    int64_t created_ms;
+    char level[8]; /* "info", "warn", "error" */
+    char type[16]; /* "message", "metrics" */
+    char message[STORE_MESSAGE_MAX];
+    char data[STORE_JSON_SMALL]; /* JSON object or "" */
+};
+
+struct store_log_line {
+    int64_t seq;
+    char attempt[IDS_MAX];
+    char line[STORE_LOG_LINE_MAX];
+};
+
+struct store_checkpoint {
+    char job[IDS_MAX];
+    long step;
+    char path[STORE_PATH_MAX];
+    double train_loss;
+    int64_t created_ms;
+};
+
+struct store_worker {
+    char name[STORE_NAME_MAX];
+    char resources[STORE_JSON_SMALL]; /* {"cpus","mem_bytes","accelerator"} */
+    int cpus;
+    int64_t mem_bytes;
+    char class_[16];
+    double price_per_hour;
+    char state[16]; /* "active", "draining", "lost" */
+    int64_t last_heartbeat_ms;
+    char speed[STORE_JSON_SMALL]; /* {"tokens_per_s","flops"} */
+    double tokens_per_s;          /* 0 when unknown */
+    double flops;                 /* 0 when unknown */
+    int64_t registered_ms;
+};
+
+struct store_ledger_row {
+    int64_t seq;
+    char account[IDS_MAX];
+    char job[IDS_MAX];
+    char attempt[IDS_MAX];
+    char kind[8]; /* "charge" | "refund" */
+    double amount;
+    long steps;
+    int64_t created_ms;
+};
+
+/* Rows queued by a store_job_update() callback, written in its
+ * transaction. Filled with the store_writes_* helpers; owned by the store. */
+struct store_writes;
+
+/* ---- opening ---------------------------------------------------------- */
+
+/* Opens (creating if needed) the store at `path` and brings its schema up
+ * to date, applying each missing migration in order in one transaction.
+ * On error returns non-zero and writes a one-line reason into err. */
+enum alallo_err store_open(const char *path, struct store **out /* OUT */, char *err,
+                           size_t errcap);
+
+/* Like store_open, but migrates only up to schema `version` (1..latest).
+ * For tests that prove later migrations apply on top of old data. */
+enum alallo_err store_open_at(const char *path, int version, struct store **out /* OUT */,
+                              char *err, size_t errcap);
+
+/* Closes the store; NULL is fine. */
+void store_close(struct store *s);
+
+/* The schema version the store is at (the number of migrations applied). */
+int store_schema_version(struct store *s);
+
+/* The newest schema version this build knows. */
+int store_schema_latest(void);
+
+/* ---- accounts --------------------------------------------------------- */
+
+/* Creates an account named `name` whose API key hashes to `key_hash`.
+ * ERR_CONFLICT when the name exists. */
+enum alallo_err store_account_create(struct store *s, const char *name, const char *key_hash,
+                                     struct store_account *out /* OUT, may be NULL */);
+enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash,
+                                          struct store_account *out /* OUT */);
+enum alallo_err store_account_by_name(struct store *s, const char *name,
+                                      struct store_account *out /* OUT */);
+
+/* ---- files ------------------------------------------------------------ */
+
+enum alallo_err store_file_insert(struct store *s, const struct store_file *f);
+
+/* The file `id` of `account`; ERR_NOT_FOUND when absent or another's. */
+enum alallo_err store_file_get(struct store *s, const char *account, const char *id,
+                               struct store_file *out /* OUT */);
+
+/* Files of `account`, newest first, after the file `after` (NULL: from the
+ * newest), at most `limit` (<= STORE_LIST_MAX) into out[]. */
+enum alallo_err store_file_list(struct store *s, const char *account, const char *after,
+                                int limit, struct store_file *out /* OUT [limit] */,
+                                int *n /* OUT */, bool *has_more /* OUT */);
+
+/* Deletes the row; `out` gets it first (to remove its data). */
+enum alallo_err store_file_delete(struct store *s, const char *account, const char *id,
+                                  struct store_file *out /* OUT, may be NULL */);
+
+/* ---- jobs ------------------------------------------------------------- */
+
+/* Inserts a new job and its first event; returns once committed and on
+ * disk. Concurrent calls share one transaction (group commit). Sets
+ * job->seq. ERR_CONFLICT when the id exists. */
+enum alallo_err store_job_insert(struct store *s, struct store_job *job /* IN/OUT */,
+                                 const struct store_event *first_event /* may be NULL */);
+
+/* The job `id`; with `account` non-NULL only if it belongs to it. */
+enum alallo_err store_job_get(struct store *s, const char *account, const char *id,
+                              struct store_job *out /* OUT */);
+
+/* The succeeded job of `account` whose fine_tuned_model is `model`. */
+enum alallo_err store_job_by_model(struct store *s, const char *account, const char *model,
+                                   struct store_job *out /* OUT */);
+
+/* Jobs of `account`, newest first, after the job `after` (NULL: from the
+ * newest); at most `limit` (1..STORE_LIST_MAX). ERR_NOT_FOUND when `after`
+ * is not one of the account's jobs. */
+enum alallo_err store_job_list(struct store *s, const char *account, const char *after,
+                               int limit, struct store_job *out /* OUT [limit] */, int *n /* OUT */,
+                               bool *has_more /* OUT */);
+
+/* Succeeded jobs of `account` with a fine-tuned model, newest first. */
+enum alallo_err store_job_list_models(struct store *s, const char *account, int limit,
+                                      struct store_job *out /* OUT [limit] */, int *n /* OUT */);
+
+/* counts[status] = jobs in each status (all accounts). */
+enum alallo_err store_job_count_by_status(struct store *s, long counts[JOB_STATUS_COUNT]);
+
+/* Ids of jobs in `status` (all accounts), oldest first, at most cap. */
+enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status,
+                                        char (*ids)[IDS_MAX] /* OUT [cap] */, int cap,
+                                        int *n /* OUT */);
+
+/* One candidate per account for a worker with `mem_bytes` of memory: that
+ * account's oldest job waiting to be claimed (queued or re-scheduling, no
+ * active attempt) whose memory need fits. */
+struct store_claim_candidate {
+    char job[IDS_MAX];
+    char account[IDS_MAX];
+    int64_t seq;
+};
+enum alallo_err store_claim_candidates(struct store *s, int64_t mem_bytes,
+                                       struct store_claim_candidate *out /* OUT [cap] */,
+                                       int cap, int *n /* OUT */);
+
+/* Called by store_job_update() under the write lock with the job, the
+ * attempt (NULL when none was asked for) and the writes to queue. Returning
+ * non-zero rolls everything back and makes store_job_update return it. */
+typedef enum alallo_err (*store_job_fn)(struct store_job *job /* IN/OUT */,
+                                        struct store_attempt *attempt /* IN/OUT or NULL */,
+                                        struct store_writes *w, void *ctx);
+
+/* Runs fn on job `id` (and its attempt `attempt_id`, when non-NULL; it must
+ * belong to the job, else ERR_NOT_FOUND) in one transaction, then writes
+ * the job, the attempt and the queued writes, and commits durably. */
+enum alallo_err store_job_update(struct store *s, const char *id, const char *attempt_id,
+                                 store_job_fn fn, void *ctx);
+
+/* ---- writes queued by an update callback ------------------------------ */
+
+/* Appends a training log line (cut at the first newline and to
+ * STORE_LOG_LINE_MAX-1 bytes) of `attempt`. */
+enum alallo_err store_writes_log(struct store_writes *w, const char *attempt, const char *line);
+/* Appends an event; data_json may be NULL. */
+enum alallo_err store_writes_event(struct store_writes *w, int64_t created_ms, const char *level,
+                                   const char *type, const char *message, const char *data_json);
+enum alallo_err store_writes_checkpoint(struct store_writes *w, const struct store_checkpoint *c);
+enum alallo_err store_writes_ledger(struct store_writes *w, const struct store_ledger_row *r);
+/* Inserts (or replaces, by id) another attempt row, e.g. a new attempt. */
+enum alallo_err store_writes_attempt(struct store_writes *w, const struct store_attempt *a);
+
+/* ---- attempts, events, log, checkpoints ------------------------------- */
+
+enum alallo_err store_attempt_get(struct store *s, const char *id,
+                                  struct store_attempt *out /* OUT */);
+
+/* Attempts of `job`, oldest first, at most cap. */
+enum alallo_err store_attempt_list(struct store *s, const char *job,
+                                   struct store_attempt *out /* OUT [cap] */, int cap,
+                                   int *n /* OUT */);
+
+/* Attempts on `worker` that have not ended. */
+enum alallo_err store_attempt_list_open(struct store *s, const char *worker,
+                                        struct store_attempt *out /* OUT [cap] */, int cap,
+                                        int *n /* OUT */);
+
+/* Events of `job`, newest first, older than event number `before_seq`
+ * (0: from the newest), at most `limit`. */
+enum alallo_err store_event_list(struct store *s, const char *job, int64_t before_seq, int limit,
+                                 struct store_event *out /* OUT [limit] */, int *n /* OUT */,
+                                 bool *has_more /* OUT */);
+
+/* Log lines of `job` and `attempt` with seq > after_seq, oldest first, at
+ * most cap. */
+enum alallo_err store_log_read(struct store *s, const char *job, const char *attempt,
+                               int64_t after_seq, struct store_log_line *out /* OUT [cap] */,
+                               int cap, int *n /* OUT */);
+
+/* The attempt that wrote the job's newest log line; "" when none. */
+enum alallo_err store_log_last_attempt(struct store *s, const char *job,
+                                       char attempt[IDS_MAX] /* OUT */);
+
+/* Checkpoints of `job`, newest first, at most cap. */
+enum alallo_err store_checkpoint_list(struct store *s, const char *job,
+                                      struct store_checkpoint *out /* OUT [cap] */, int cap,
+                                      int *n /* OUT */);
+
+/* ---- workers ---------------------------------------------------------- */
+
+/* Inserts or replaces the declaration of worker w->name. */
+enum alallo_err store_worker_put(struct store *s, const struct store_worker *w);
+enum alallo_err store_worker_get(struct store *s, const char *name,
+                                 struct store_worker *out /* OUT */);
+enum alallo_err store_worker_list(struct store *s, struct store_worker *out /* OUT [cap] */,
+                                  int cap, int *n /* OUT */);
+enum alallo_err store_worker_heartbeat(struct store *s, const char *name, int64_t now_ms);
+enum alallo_err store_worker_set_state(struct store *s, const char *name, const char *state);
+
+/* ---- ledger ----------------------------------------------------------- */
+
+/* Ledger rows of `account`, newest first, older than row `before_seq` (0:
+ * from the newest), at most `limit`. */
+enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t before_seq,
+                                  int limit, struct store_ledger_row *out /* OUT [limit] */,
+                                  int *n /* OUT */, bool *has_more /* OUT */);
+
+/* The last one-line reason of a failed store call on this thread. */
+const char *store_last_error(void);
+
+#endif

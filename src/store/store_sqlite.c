@@ -1,0 +1,1572 @@
+/* store_sqlite.c - the store (store.h) on SQLite.
+ *
+ * One writer connection behind a mutex and a small pool of reader
+ * connections: WAL lets readers run while the writer commits. Every
+ * connection runs with synchronous=FULL, so a COMMIT returns only after the
+ * WAL is fsynced. Statements are prepared once per connection and reused.
+ *
+ * Group commit: store_job_insert() queues its job; the first caller that
+ * finds no commit in progress becomes the leader, takes every queued job,
+ * writes them in one transaction (a savepoint each, so one bad row fails
+ * alone) and wakes the others after the COMMIT. Nobody returns before the
+ * commit that holds their job is on disk.
+ */
+#include "store/store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/store_writes.h"
+
+#define READERS 8
+
+/* ---- errors ----------------------------------------------------------- */
+
+static _Thread_local char last_error[256];
+
+const char *store_last_error(void) { return last_error; }
+
+static void set_error(const char *what, sqlite3 *db)
+{
+    snprintf(last_error, sizeof last_error, "store: %s: %s", what,
+             db ? sqlite3_errmsg(db) : "error");
+}
+
+/* Maps an SQLite result to the control plane's error. */
+static enum alallo_err from_sqlite(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return ERR_OK;
+    case SQLITE_CONSTRAINT:
+        return ERR_CONFLICT;
+    case SQLITE_NOMEM:
+        return ERR_NOMEM;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return ERR_UNAVAILABLE;
+    case SQLITE_TOOBIG:
+        return ERR_TOO_LARGE;
+    default:
+        return ERR_IO;
+    }
+}
+
+/* ---- schema ----------------------------------------------------------- */
+
+/* Each entry is one migration; they run in order, each with the
+ * schema_version update in one transaction. Never edit a released entry:
+ * add a new one. */
+static const char *const migrations[] = {
+    /* 1: accounts, files, jobs, attempts, events, log, checkpoints, workers */
+    "CREATE TABLE accounts(id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+    " key_hash TEXT NOT NULL UNIQUE, created INTEGER NOT NULL);"
+    "CREATE TABLE files(seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+    " account TEXT NOT NULL, filename TEXT NOT NULL, bytes INTEGER NOT NULL,"
+    " purpose TEXT NOT NULL, examples INTEGER NOT NULL, text_bytes INTEGER NOT NULL,"
+    " path TEXT NOT NULL, created INTEGER NOT NULL);"
+    "CREATE INDEX files_account ON files(account, seq);"
+    "CREATE TABLE jobs(seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+    " account TEXT NOT NULL, name TEXT NOT NULL, model TEXT NOT NULL,"
+    " training_file TEXT NOT NULL, validation_file TEXT NOT NULL, method TEXT NOT NULL,"
+    " precision TEXT NOT NULL, goal TEXT NOT NULL, adapter TEXT NOT NULL,"
+    " suffix TEXT NOT NULL, n_epochs INTEGER NOT NULL, batch_size INTEGER NOT NULL,"
+    " lr_multiplier REAL NOT NULL, seed INTEGER NOT NULL, examples INTEGER NOT NULL,"
+    " tokens INTEGER NOT NULL, memory_bytes INTEGER NOT NULL, max_steps INTEGER NOT NULL,"
+    " steps_done INTEGER NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL,"
+    " estimate TEXT NOT NULL, price_charged REAL NOT NULL, price_refunded REAL NOT NULL,"
+    " fine_tuned_model TEXT NOT NULL, created INTEGER NOT NULL, started INTEGER NOT NULL,"
+    " finished INTEGER NOT NULL, metadata TEXT NOT NULL, fence INTEGER NOT NULL,"
+    " active_attempt TEXT NOT NULL, stop_reason TEXT NOT NULL, running_ms INTEGER NOT NULL,"
+    " run_started_ms INTEGER NOT NULL, run_start_step INTEGER NOT NULL,"
+    " train_loss REAL NOT NULL, trained_tokens INTEGER NOT NULL, log_seq INTEGER NOT NULL,"
+    " event_seq INTEGER NOT NULL, internal_failure INTEGER NOT NULL);"
+    "CREATE INDEX jobs_account ON jobs(account, seq);"
+    "CREATE INDEX jobs_status ON jobs(status);"
+    "CREATE INDEX jobs_model ON jobs(fine_tuned_model) WHERE fine_tuned_model <> '';"
+    "CREATE INDEX jobs_waiting ON jobs(account, seq)"
+    " WHERE status IN ('queued','re-scheduling') AND active_attempt = '';"
+    "CREATE TABLE attempts(id TEXT PRIMARY KEY, job TEXT NOT NULL, worker TEXT NOT NULL,"
+    " fence INTEGER NOT NULL, status TEXT NOT NULL, start_step INTEGER NOT NULL,"
+    " end_step INTEGER NOT NULL, reason TEXT NOT NULL, price_per_hour REAL NOT NULL,"
+    " started INTEGER NOT NULL, ended INTEGER NOT NULL, run_ms INTEGER NOT NULL);"
+    "CREATE INDEX attempts_job ON attempts(job, fence);"
+    "CREATE INDEX attempts_open ON attempts(worker) WHERE status <> 'ended';"
+    "CREATE TABLE events(job TEXT NOT NULL, seq INTEGER NOT NULL, created INTEGER NOT NULL,"
+    " level TEXT NOT NULL, type TEXT NOT NULL, message TEXT NOT NULL, data TEXT NOT NULL,"
+    " PRIMARY KEY(job, seq)) WITHOUT ROWID;"
+    "CREATE TABLE log_lines(job TEXT NOT NULL, seq INTEGER NOT NULL, attempt TEXT NOT NULL,"
+    " line TEXT NOT NULL, PRIMARY KEY(job, seq)) WITHOUT ROWID;"
+    "CREATE INDEX log_attempt ON log_lines(job, attempt, seq);"
+    "CREATE TABLE checkpoints(job TEXT NOT NULL, step INTEGER NOT NULL, path TEXT NOT NULL,"
+    " train_loss REAL NOT NULL, created INTEGER NOT NULL, PRIMARY KEY(job, step)) WITHOUT ROWID;"
+    "CREATE TABLE workers(name TEXT PRIMARY KEY, resources TEXT NOT NULL, cpus INTEGER NOT NULL,"
+    " mem_bytes INTEGER NOT NULL, class TEXT NOT NULL, price_per_hour REAL NOT NULL,"
+    " state TEXT NOT NULL, last_heartbeat INTEGER NOT NULL, speed TEXT NOT NULL,"
+    " tokens_per_s REAL NOT NULL, flops REAL NOT NULL, registered INTEGER NOT NULL);",
+    /* 2: the billing ledger */
+    "CREATE TABLE ledger(seq INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL,"
+    " job TEXT NOT NULL, attempt TEXT NOT NULL, kind TEXT NOT NULL"
+    " CHECK(kind IN ('charge','refund')), amount REAL NOT NULL, steps INTEGER NOT NULL,"
+    " created INTEGER NOT NULL);"
+    "CREATE INDEX ledger_account ON ledger(account, seq);",
+};
+#define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+int store_schema_latest(void) { return MIGRATIONS; }
+
+/* ---- statements ------------------------------------------------------- */
+
+#define JOB_COLS                                                                                   \
+    "id, account, name, model, training_file, validation_file, method, precision, goal, "         \
+    "adapter, suffix, n_epochs, batch_size, lr_multiplier, seed, examples, tokens, "              \
+    "memory_bytes, max_steps, steps_done, status, message, estimate, price_charged, "             \
+    "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
+    "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
+    "trained_tokens, log_seq, event_seq, internal_failure"
+#define JOB_NCOLS 41
+#define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
+#define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
+#define ATT_COLS                                                                                   \
+    "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
+    "ended, run_ms"
+#define FILE_COLS "id, account, filename, bytes, purpose, examples, text_bytes, path, created"
+#define WORKER_COLS                                                                                \
+    "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
+    "tokens_per_s, flops, registered"
+#define LEDGER_COLS "seq, account, job, attempt, kind, amount, steps, created"
+
+enum sql_id {
+    S_BEGIN,
+    S_COMMIT,
+    S_ROLLBACK,
+    S_SAVEPOINT,
+    S_RELEASE,
+    S_ROLLBACK_TO,
+    S_ACC_INSERT,
+    S_ACC_BY_HASH,
+    S_ACC_BY_NAME,
+    S_FILE_INSERT,
+    S_FILE_GET,
+    S_FILE_LIST,
+    S_FILE_LIST_AFTER,
+    S_FILE_DELETE,
+    S_JOB_INSERT,
+    S_JOB_UPDATE,
+    S_JOB_GET,
+    S_JOB_GET_ACC,
+    S_JOB_BY_MODEL,
+    S_JOB_SEQ_ACC,
+    S_JOB_LIST,
+    S_JOB_LIST_AFTER,
+    S_JOB_LIST_MODELS,
+    S_JOB_COUNTS,
+    S_JOB_IDS_STATUS,
+    S_CLAIM,
+    S_ATT_PUT,
+    S_ATT_GET,
+    S_ATT_LIST,
+    S_ATT_OPEN,
+    S_EV_INSERT,
+    S_EV_LIST,
+    S_LOG_INSERT,
+    S_LOG_READ,
+    S_LOG_LAST,
+    S_CK_PUT,
+    S_CK_LIST,
+    S_W_PUT,
+    S_W_GET,
+    S_W_LIST,
+    S_W_HB,
+    S_W_STATE,
+    S_LED_INSERT,
+    S_LED_LIST,
+    S_COUNT
+};
+
+static const char *const sql_text[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_SAVEPOINT] = "SAVEPOINT one",
+    [S_RELEASE] = "RELEASE one",
+    [S_ROLLBACK_TO] = "ROLLBACK TO one",
+    [S_ACC_INSERT] = "INSERT INTO accounts(id, name, key_hash, created) VALUES(?,?,?,?)",
+    [S_ACC_BY_HASH] = "SELECT id, name, created FROM accounts WHERE key_hash = ?",
+    [S_ACC_BY_NAME] = "SELECT id, name, created FROM accounts WHERE name = ?",
+    [S_FILE_INSERT] = "INSERT INTO files(" FILE_COLS ") VALUES(?,?,?,?,?,?,?,?,?)",
+    [S_FILE_GET] = "SELECT " FILE_COLS " FROM files WHERE id = ? AND account = ?",
+    [S_FILE_LIST] = "SELECT " FILE_COLS " FROM files WHERE account = ? ORDER BY seq DESC LIMIT ?",
+    [S_FILE_LIST_AFTER] = "SELECT " FILE_COLS " FROM files WHERE account = ?1 AND seq <"
+                          " (SELECT seq FROM files WHERE id = ?2 AND account = ?1)"
+                          " ORDER BY seq DESC LIMIT ?3",
+    [S_FILE_DELETE] = "DELETE FROM files WHERE id = ? AND account = ?",
+    [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10 "?)",
+    [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
+                     "?) WHERE seq = ?",
+    [S_JOB_GET] = JOB_SELECT "WHERE id = ?",
+    [S_JOB_GET_ACC] = JOB_SELECT "WHERE id = ? AND account = ?",
+    [S_JOB_BY_MODEL] = JOB_SELECT "WHERE fine_tuned_model = ? AND account = ? AND"
+                                  " fine_tuned_model <> ''",
+    [S_JOB_SEQ_ACC] = "SELECT seq FROM jobs WHERE id = ? AND account = ?",
+    [S_JOB_LIST] = JOB_SELECT "WHERE account = ? ORDER BY seq DESC LIMIT ?",
+    [S_JOB_LIST_AFTER] = JOB_SELECT "WHERE account = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+    [S_JOB_LIST_MODELS] = JOB_SELECT "WHERE account = ? AND fine_tuned_model <> ''"
+                                     " ORDER BY seq DESC LIMIT ?",
+    [S_JOB_COUNTS] = "SELECT status, COUNT(*) FROM jobs GROUP BY status",
+    [S_JOB_IDS_STATUS] = "SELECT id FROM jobs WHERE status = ? ORDER BY seq LIMIT ?",
+    [S_CLAIM] = "SELECT id, account, MIN(seq) FROM jobs INDEXED BY jobs_waiting"
+                " WHERE status IN ('queued','re-scheduling') AND active_attempt = ''"
+                " AND memory_bytes <= ? GROUP BY account",
+    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_ATT_GET] = "SELECT " ATT_COLS " FROM attempts WHERE id = ?",
+    [S_ATT_LIST] = "SELECT " ATT_COLS " FROM attempts WHERE job = ? ORDER BY fence LIMIT ?",
+    [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts WHERE worker = ? AND status <> 'ended'"
+                   " ORDER BY started LIMIT ?",
+    [S_EV_INSERT] = "INSERT INTO events(job, seq, created, level, type, message, data)"
+                    " VALUES(?,?,?,?,?,?,?)",
+    [S_EV_LIST] = "SELECT job, seq, created, level, type, message, data FROM events"
+                  " WHERE job = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+    [S_LOG_INSERT] = "INSERT INTO log_lines(job, seq, attempt, line) VALUES(?,?,?,?)",
+    [S_LOG_READ] = "SELECT seq, attempt, line FROM log_lines WHERE job = ? AND attempt = ?"
+                   " AND seq > ? ORDER BY seq LIMIT ?",
+    [S_LOG_LAST] = "SELECT attempt FROM log_lines WHERE job = ? ORDER BY seq DESC LIMIT 1",
+    [S_CK_PUT] = "INSERT OR REPLACE INTO checkpoints(job, step, path, train_loss, created)"
+                 " VALUES(?,?,?,?,?)",
+    [S_CK_LIST] = "SELECT job, step, path, train_loss, created FROM checkpoints WHERE job = ?"
+                  " ORDER BY step DESC LIMIT ?",
+    [S_W_PUT] = "INSERT OR REPLACE INTO workers(" WORKER_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_W_GET] = "SELECT " WORKER_COLS " FROM workers WHERE name = ?",
+    [S_W_LIST] = "SELECT " WORKER_COLS " FROM workers ORDER BY name LIMIT ?",
+    [S_W_HB] = "UPDATE workers SET last_heartbeat = ? WHERE name = ?",
+    [S_W_STATE] = "UPDATE workers SET state = ? WHERE name = ?",
+    [S_LED_INSERT] = "INSERT INTO ledger(account, job, attempt, kind, amount, steps, created)"
+                     " VALUES(?,?,?,?,?,?,?)",
+    [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
+                   " ORDER BY seq DESC LIMIT ?",
+};
+
+struct conn {
+    sqlite3 *db;
+    sqlite3_stmt *st[S_COUNT];
+};
+
+struct pending {
+    struct store_job *job;
+    const struct store_event *event;
+    enum alallo_err result;
+    int done;
+    struct pending *next;
+};
+
+struct store {
+    struct conn writer;
+    pthread_mutex_t wmu; /* owns `writer` and `writes` */
+    struct store_writes writes;
+    struct conn readers[READERS];
+    int reader_busy[READERS];
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;
+    pthread_mutex_t gmu; /* owns the group-commit queue */
+    pthread_cond_t gcv;
+    struct pending *head, *tail;
+    int committing;
+    int version;
+};
+
+/* The statement `id` of c, prepared on first use and reset for reuse. */
+static sqlite3_stmt *stmt(struct conn *c, enum sql_id id)
+{
+    if (!c->st[id]) {
+        int rc = sqlite3_prepare_v3(c->db, sql_text[id], -1, SQLITE_PREPARE_PERSISTENT, &c->st[id],
+                                    NULL);
+        if (rc != SQLITE_OK) {
+            set_error("prepare", c->db);
+            c->st[id] = NULL;
+            return NULL;
+        }
+    } else {
+        sqlite3_reset(c->st[id]);
+        sqlite3_clear_bindings(c->st[id]);
+    }
+    return c->st[id];
+}
+
+/* Runs a statement that returns no rows. */
+static enum alallo_err exec_stmt(struct conn *c, enum sql_id id)
+{
+    sqlite3_stmt *st = stmt(c, id);
+    if (!st)
+        return ERR_IO;
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        set_error(sql_text[id], c->db);
+        return from_sqlite(rc);
+    }
+    return ERR_OK;
+}
+
+static void conn_close(struct conn *c)
+{
+    for (int i = 0; i < S_COUNT; i++)
+        sqlite3_finalize(c->st[i]);
+    sqlite3_close_v2(c->db);
+    memset(c, 0, sizeof *c);
+}
+
+static enum alallo_err conn_open(struct conn *c, const char *path, char *err, size_t errcap)
+{
+    memset(c, 0, sizeof *c);
+    int rc = sqlite3_open_v2(path, &c->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errcap, "cannot open %s: %s", path,
+                 c->db ? sqlite3_errmsg(c->db) : "out of memory");
+        conn_close(c);
+        return ERR_IO;
+    }
+    sqlite3_busy_timeout(c->db, 5000);
+    /* WAL so readers never wait for the writer; FULL so each commit is
+     * fsynced before it returns (an acknowledged job survives kill -9 and
+     * power loss). */
+    const char *pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                          " PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;";
+    char *msg = NULL;
+    rc = sqlite3_exec(c->db, pragmas, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errcap, "cannot set up %s: %s", path, msg ? msg : "error");
+        sqlite3_free(msg);
+        conn_close(c);
+        return ERR_IO;
+    }
+    return ERR_OK;
+}
+
+/* Applies migrations [current, target) in one transaction. */
+static enum alallo_err migrate(struct conn *c, int target, int *version, char *err, size_t errcap)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(c->db,
+                          "BEGIN IMMEDIATE;"
+                          "CREATE TABLE IF NOT EXISTS schema_version(version INTEGER NOT NULL);"
+                          "INSERT INTO schema_version SELECT 0"
+                          " WHERE NOT EXISTS (SELECT 1 FROM schema_version);",
+                          NULL, NULL, &msg);
+    if (rc != SQLITE_OK)
+        goto fail;
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(c->db, "SELECT version FROM schema_version", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        goto fail;
+    int v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (v > MIGRATIONS) {
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        snprintf(err, errcap, "the data was written by a newer alallo (schema %d, this build %d)",
+                 v, MIGRATIONS);
+        return ERR_INVALID;
+    }
+    for (; v < target; v++) {
+        rc = sqlite3_exec(c->db, migrations[v], NULL, NULL, &msg);
+        if (rc != SQLITE_OK)
+            goto fail;
+        char sql[64];
+        snprintf(sql, sizeof sql, "UPDATE schema_version SET version = %d", v + 1);
+        rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+        if (rc != SQLITE_OK)
+            goto fail;
+    }
+    rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, &msg);
+    if (rc != SQLITE_OK)
+        goto fail;
+    *version = v;
+    return ERR_OK;
+fail:
+    snprintf(err, errcap, "schema migration failed: %s", msg ? msg : sqlite3_errmsg(c->db));
+    sqlite3_free(msg);
+    sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    return ERR_IO;
+}
+
+enum alallo_err store_open_at(const char *path, int version, struct store **out, char *err,
+                              size_t errcap)
+{
+    *out = NULL;
+    if (version < 1 || version > MIGRATIONS) {
+        snprintf(err, errcap, "no schema version %d", version);
+        return ERR_INVALID;
+    }
+    struct store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errcap, "out of memory");
+        return ERR_NOMEM;
+    }
+    pthread_mutex_init(&s->wmu, NULL);
+    pthread_mutex_init(&s->rmu, NULL);
+    pthread_cond_init(&s->rcv, NULL);
+    pthread_mutex_init(&s->gmu, NULL);
+    pthread_cond_init(&s->gcv, NULL);
+    enum alallo_err e = conn_open(&s->writer, path, err, errcap);
+    if (e)
+        goto fail;
+    e = migrate(&s->writer, version, &s->version, err, errcap);
+    if (e)
+        goto fail;
+    for (int i = 0; i < READERS; i++) {
+        e = conn_open(&s->readers[i], path, err, errcap);
+        if (e)
+            goto fail;
+    }
+    *out = s;
+    return ERR_OK;
+fail:
+    store_close(s);
+    return e;
+}
+
+enum alallo_err store_open(const char *path, struct store **out, char *err, size_t errcap)
+{
+    return store_open_at(path, MIGRATIONS, out, err, errcap);
+}
+
+void store_close(struct store *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < READERS; i++)
+        if (s->readers[i].db)
+            conn_close(&s->readers[i]);
+    if (s->writer.db)
+        conn_close(&s->writer);
+    store_writes_free(&s->writes);
+    pthread_mutex_destroy(&s->wmu);
+    pthread_mutex_destroy(&s->rmu);
+    pthread_cond_destroy(&s->rcv);
+    pthread_mutex_destroy(&s->gmu);
+    pthread_cond_destroy(&s->gcv);
+    free(s);
+}
+
+int store_schema_version(struct store *s) { return s->version; }
+
+/* ---- connection pool -------------------------------------------------- */
+
+static struct conn *reader_get(struct store *s)
+{
+    pthread_mutex_lock(&s->rmu);
+    for (;;) {
+        for (int i = 0; i < READERS; i++) {
+            if (!s->reader_busy[i]) {
+                s->reader_busy[i] = 1;
+                pthread_mutex_unlock(&s->rmu);
+                return &s->readers[i];
+            }
+        }
+        pthread_cond_wait(&s->rcv, &s->rmu);
+    }
+}
+
+static void reader_put(struct store *s, struct conn *c)
+{
+    pthread_mutex_lock(&s->rmu);
+    s->reader_busy[c - s->readers] = 0;
+    pthread_cond_signal(&s->rcv);
+    pthread_mutex_unlock(&s->rmu);
+}
+
+/* ---- column helpers --------------------------------------------------- */
+
+static void col_str(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    size_t n = t ? (size_t)sqlite3_column_bytes(st, i) : 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(dst, t, n);
+    dst[n] = '\0';
+}
+
+/* Binds a string that must fit an array of `cap` bytes (a struct field);
+ * an unterminated or over-long one is refused. */
+static int bind_str(sqlite3_stmt *st, int i, const char *v, size_t cap)
+{
+    size_t n = strnlen(v, cap);
+    if (n >= cap)
+        return SQLITE_TOOBIG;
+    return sqlite3_bind_text(st, i, v, (int)n, SQLITE_TRANSIENT);
+}
+
+#define BIND_STR(st, i, field) bind_str(st, i, field, sizeof(field))
+
+static int bind_job(sqlite3_stmt *st, const struct store_job *j)
+{
+    int rc = 0, i = 1;
+    rc |= BIND_STR(st, i++, j->id);
+    rc |= BIND_STR(st, i++, j->account);
+    rc |= BIND_STR(st, i++, j->name);
+    rc |= BIND_STR(st, i++, j->model);
+    rc |= BIND_STR(st, i++, j->training_file);
+    rc |= BIND_STR(st, i++, j->validation_file);
+    rc |= BIND_STR(st, i++, j->method);
+    rc |= BIND_STR(st, i++, j->precision);
+    rc |= BIND_STR(st, i++, j->goal);
+    rc |= BIND_STR(st, i++, j->adapter);
+    rc |= BIND_STR(st, i++, j->suffix);
+    rc |= sqlite3_bind_int(st, i++, j->n_epochs);
+    rc |= sqlite3_bind_int(st, i++, j->batch_size);
+    rc |= sqlite3_bind_double(st, i++, j->lr_multiplier);
+    rc |= sqlite3_bind_int64(st, i++, j->seed);
+    rc |= sqlite3_bind_int64(st, i++, j->examples);
+    rc |= sqlite3_bind_int64(st, i++, j->tokens);
+    rc |= sqlite3_bind_int64(st, i++, j->memory_bytes);
+    rc |= sqlite3_bind_int64(st, i++, j->max_steps);
+    rc |= sqlite3_bind_int64(st, i++, j->steps_done);
+    const char *status = job_status_name(j->status);
+    if (!status)
+        return SQLITE_MISUSE;
+    rc |= sqlite3_bind_text(st, i++, status, -1, SQLITE_STATIC);
+    rc |= BIND_STR(st, i++, j->message);
+    rc |= BIND_STR(st, i++, j->estimate);
+    rc |= sqlite3_bind_double(st, i++, j->price_charged);
+    rc |= sqlite3_bind_double(st, i++, j->price_refunded);
+    rc |= BIND_STR(st, i++, j->fine_tuned_model);
+    rc |= sqlite3_bind_int64(st, i++, j->created_ms);
+    rc |= sqlite3_bind_int64(st, i++, j->started_ms);
+    rc |= sqlite3_bind_int64(st, i++, j->finished_ms);
+    rc |= BIND_STR(st, i++, j->metadata);
+    rc |= sqlite3_bind_int64(st, i++, j->fence);
+    rc |= BIND_STR(st, i++, j->active_attempt);
+    rc |= BIND_STR(st, i++, j->stop_reason);
+    rc |= sqlite3_bind_int64(st, i++, j->running_ms);
+    rc |= sqlite3_bind_int64(st, i++, j->run_started_ms);
+    rc |= sqlite3_bind_int64(st, i++, j->run_start_step);
+    rc |= sqlite3_bind_double(st, i++, j->train_loss);
+    rc |= sqlite3_bind_int64(st, i++, j->trained_tokens);
+    rc |= sqlite3_bind_int64(st, i++, j->log_seq);
+    rc |= sqlite3_bind_int64(st, i++, j->event_seq);
+    rc |= sqlite3_bind_int(st, i++, j->internal_failure);
+    _Static_assert(JOB_NCOLS == 41, "bind_job binds every column of JOB_COLS");
+    return rc;
+}
+
+static void read_job(sqlite3_stmt *st, struct store_job *j)
+{
+    int i = 0;
+    memset(j, 0, sizeof *j);
+    j->seq = sqlite3_column_int64(st, i++);
+    col_str(st, i++, j->id, sizeof j->id);
+    col_str(st, i++, j->account, sizeof j->account);
+    col_str(st, i++, j->name, sizeof j->name);
+    col_str(st, i++, j->model, sizeof j->model);
+    col_str(st, i++, j->training_file, sizeof j->training_file);
+    col_str(st, i++, j->validation_file, sizeof j->validation_file);
+    col_str(st, i++, j->method, sizeof j->method);
+    col_str(st, i++, j->precision, sizeof j->precision);
+    col_str(st, i++, j->goal, sizeof j->goal);
+    col_str(st, i++, j->adapter, sizeof j->adapter);
+    col_str(st, i++, j->suffix, sizeof j->suffix);
+    j->n_epochs = sqlite3_column_int(st, i++);
+    j->batch_size = sqlite3_column_int(st, i++);
+    j->lr_multiplier = sqlite3_column_double(st, i++);
+    j->seed = sqlite3_column_int64(st, i++);
+    j->examples = (long)sqlite3_column_int64(st, i++);
+    j->tokens = sqlite3_column_int64(st, i++);
+    j->memory_bytes = sqlite3_column_int64(st, i++);
+    j->max_steps = (long)sqlite3_column_int64(st, i++);
+    j->steps_done = (long)sqlite3_column_int64(st, i++);
+    const char *status = (const char *)sqlite3_column_text(st, i++);
+    if (!job_status_parse(status, &j->status))
+        j->status = JOB_FAILED; /* unreachable unless the file was edited by hand */
+    col_str(st, i++, j->message, sizeof j->message);
+    col_str(st, i++, j->estimate, sizeof j->estimate);
+    j->price_charged = sqlite3_column_double(st, i++);
+    j->price_refunded = sqlite3_column_double(st, i++);
+    col_str(st, i++, j->fine_tuned_model, sizeof j->fine_tuned_model);
+    j->created_ms = sqlite3_column_int64(st, i++);
+    j->started_ms = sqlite3_column_int64(st, i++);
+    j->finished_ms = sqlite3_column_int64(st, i++);
+    col_str(st, i++, j->metadata, sizeof j->metadata);
+    j->fence = sqlite3_column_int64(st, i++);
+    col_str(st, i++, j->active_attempt, sizeof j->active_attempt);
+    col_str(st, i++, j->stop_reason, sizeof j->stop_reason);
+    j->running_ms = sqlite3_column_int64(st, i++);
+    j->run_started_ms = sqlite3_column_int64(st, i++);
+    j->run_start_step = (long)sqlite3_column_int64(st, i++);
+    j->train_loss = sqlite3_column_double(st, i++);
+    j->trained_tokens = sqlite3_column_int64(st, i++);
+    j->log_seq = sqlite3_column_int64(st, i++);
+    j->event_seq = sqlite3_column_int64(st, i++);
+    j->internal_failure = sqlite3_column_int(st, i++);
+}
+
+static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
+{
+    int rc = 0, i = 1;
+    rc |= BIND_STR(st, i++, a->id);
+    rc |= BIND_STR(st, i++, a->job);
+    rc |= BIND_STR(st, i++, a->worker);
+    rc |= sqlite3_bind_int64(st, i++, a->fence);
+    rc |= BIND_STR(st, i++, a->status);
+    rc |= sqlite3_bind_int64(st, i++, a->start_step);
+    rc |= sqlite3_bind_int64(st, i++, a->end_step);
+    rc |= BIND_STR(st, i++, a->reason);
+    rc |= sqlite3_bind_double(st, i++, a->price_per_hour);
+    rc |= sqlite3_bind_int64(st, i++, a->started_ms);
+    rc |= sqlite3_bind_int64(st, i++, a->ended_ms);
+    rc |= sqlite3_bind_int64(st, i++, a->run_ms);
+    return rc;
+}
+
+static void read_attempt(sqlite3_stmt *st, struct store_attempt *a)
+{
+    int i = 0;
+    memset(a, 0, sizeof *a);
+    col_str(st, i++, a->id, sizeof a->id);
+    col_str(st, i++, a->job, sizeof a->job);
+    col_str(st, i++, a->worker, sizeof a->worker);
+    a->fence = sqlite3_column_int64(st, i++);
+    col_str(st, i++, a->status, sizeof a->status);
+    a->start_step = (long)sqlite3_column_int64(st, i++);
+    a->end_step = (long)sqlite3_column_int64(st, i++);
+    col_str(st, i++, a->reason, sizeof a->reason);
+    a->price_per_hour = sqlite3_column_double(st, i++);
+    a->started_ms = sqlite3_column_int64(st, i++);
+    a->ended_ms = sqlite3_column_int64(st, i++);
+    a->run_ms = sqlite3_column_int64(st, i++);
+}
+
+static void read_file(sqlite3_stmt *st, struct store_file *f)
+{
+    int i = 0;
+    memset(f, 0, sizeof *f);
+    col_str(st, i++, f->id, sizeof f->id);
+    col_str(st, i++, f->account, sizeof f->account);
+    col_str(st, i++, f->filename, sizeof f->filename);
+    f->bytes = sqlite3_column_int64(st, i++);
+    col_str(st, i++, f->purpose, sizeof f->purpose);
+    f->examples = (long)sqlite3_column_int64(st, i++);
+    f->text_bytes = sqlite3_column_int64(st, i++);
+    col_str(st, i++, f->path, sizeof f->path);
+    f->created_ms = sqlite3_column_int64(st, i++);
+}
+
+static void read_worker(sqlite3_stmt *st, struct store_worker *w)
+{
+    int i = 0;
+    memset(w, 0, sizeof *w);
+    col_str(st, i++, w->name, sizeof w->name);
+    col_str(st, i++, w->resources, sizeof w->resources);
+    w->cpus = sqlite3_column_int(st, i++);
+    w->mem_bytes = sqlite3_column_int64(st, i++);
+    col_str(st, i++, w->class_, sizeof w->class_);
+    w->price_per_hour = sqlite3_column_double(st, i++);
+    col_str(st, i++, w->state, sizeof w->state);
+    w->last_heartbeat_ms = sqlite3_column_int64(st, i++);
+    col_str(st, i++, w->speed, sizeof w->speed);
+    w->tokens_per_s = sqlite3_column_double(st, i++);
+    w->flops = sqlite3_column_double(st, i++);
+    w->registered_ms = sqlite3_column_int64(st, i++);
+}
+
+static void read_event(sqlite3_stmt *st, struct store_event *e)
+{
+    memset(e, 0, sizeof *e);
+    col_str(st, 0, e->job, sizeof e->job);
+    e->seq = sqlite3_column_int64(st, 1);
+    e->created_ms = sqlite3_column_int64(st, 2);
+    col_str(st, 3, e->level, sizeof e->level);
+    col_str(st, 4, e->type, sizeof e->type);
+    col_str(st, 5, e->message, sizeof e->message);
+    col_str(st, 6, e->data, sizeof e->data);
+}
+
+static void read_ledger(sqlite3_stmt *st, struct store_ledger_row *r)
+{
+    int i = 0;
+    memset(r, 0, sizeof *r);
+    r->seq = sqlite3_column_int64(st, i++);
+    col_str(st, i++, r->account, sizeof r->account);
+    col_str(st, i++, r->job, sizeof r->job);
+    col_str(st, i++, r->attempt, sizeof r->attempt);
+    col_str(st, i++, r->kind, sizeof r->kind);
+    r->amount = sqlite3_column_double(st, i++);
+    r->steps = (long)sqlite3_column_int64(st, i++);
+    r->created_ms = sqlite3_column_int64(st, i++);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Steps a statement expected to finish without rows; maps the result. */
+static enum alallo_err step_done(struct conn *c, sqlite3_stmt *st, int bind_rc, const char *what)
+{
+    if (bind_rc != SQLITE_OK) {
+        snprintf(last_error, sizeof last_error, "store: %s: a value is too long", what);
+        sqlite3_reset(st);
+        return ERR_INVALID;
+    }
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        set_error(what, c->db);
+        return from_sqlite(rc);
+    }
+    return ERR_OK;
+}
+
+/* Steps a statement expected to return one row (left for reading). */
+static enum alallo_err step_row(struct conn *c, sqlite3_stmt *st, int bind_rc, const char *what)
+{
+    if (bind_rc != SQLITE_OK) {
+        sqlite3_reset(st);
+        return ERR_INVALID;
+    }
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        return ERR_OK;
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return ERR_NOT_FOUND;
+    set_error(what, c->db);
+    return from_sqlite(rc);
+}
+
+/* Runs a single-statement write on the writer connection in its own
+ * transaction (autocommit: durable at return). */
+#define WRITE_BEGIN(s)                                                                             \
+    pthread_mutex_lock(&(s)->wmu);                                                                 \
+    struct conn *c = &(s)->writer
+#define WRITE_END(s) pthread_mutex_unlock(&(s)->wmu)
+
+#define READ_BEGIN(s) struct conn *c = reader_get(s)
+#define READ_END(s) reader_put(s, c)
+
+/* ---- accounts --------------------------------------------------------- */
+
+enum alallo_err store_account_create(struct store *s, const char *name, const char *key_hash,
+                                     struct store_account *out)
+{
+    struct store_account a = {0};
+    if (strlen(name) >= sizeof a.name)
+        return ERR_INVALID;
+    if (!ids_make(a.id, sizeof a.id, "acct-"))
+        return ERR_INTERNAL;
+    snprintf(a.name, sizeof a.name, "%s", name);
+    a.created_ms = now_ms();
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_ACC_INSERT);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, a.id, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, a.name, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 3, key_hash, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 4, a.created_ms);
+        e = step_done(c, st, rc, "create account");
+    }
+    WRITE_END(s);
+    if (!e && out)
+        *out = a;
+    return e;
+}
+
+static enum alallo_err account_by(struct store *s, enum sql_id id, const char *key,
+                                  struct store_account *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, id);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read account");
+        if (!e) {
+            memset(out, 0, sizeof *out);
+            col_str(st, 0, out->id, sizeof out->id);
+            col_str(st, 1, out->name, sizeof out->name);
+            out->created_ms = sqlite3_column_int64(st, 2);
+            sqlite3_reset(st);
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash,
+                                          struct store_account *out)
+{
+    return account_by(s, S_ACC_BY_HASH, key_hash, out);
+}
+
+enum alallo_err store_account_by_name(struct store *s, const char *name,
+                                      struct store_account *out)
+{
+    return account_by(s, S_ACC_BY_NAME, name, out);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+enum alallo_err store_file_insert(struct store *s, const struct store_file *f)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_FILE_INSERT);
+    if (st) {
+        int rc = BIND_STR(st, 1, f->id);
+        rc |= BIND_STR(st, 2, f->account);
+        rc |= BIND_STR(st, 3, f->filename);
+        rc |= sqlite3_bind_int64(st, 4, f->bytes);
+        rc |= BIND_STR(st, 5, f->purpose);
+        rc |= sqlite3_bind_int64(st, 6, f->examples);
+        rc |= sqlite3_bind_int64(st, 7, f->text_bytes);
+        rc |= BIND_STR(st, 8, f->path);
+        rc |= sqlite3_bind_int64(st, 9, f->created_ms);
+        e = step_done(c, st, rc, "insert file");
+    }
+    WRITE_END(s);
+    return e;
+}
+
+enum alallo_err store_file_get(struct store *s, const char *account, const char *id,
+                               struct store_file *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_FILE_GET);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read file");
+        if (!e) {
+            read_file(st, out);
+            sqlite3_reset(st);
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_file_list(struct store *s, const char *account, const char *after,
+                                int limit, struct store_file *out, int *n, bool *has_more)
+{
+    *n = 0;
+    *has_more = false;
+    if (limit < 1 || limit > STORE_LIST_MAX)
+        return ERR_INVALID;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, after ? S_FILE_LIST_AFTER : S_FILE_LIST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        if (after) {
+            rc |= sqlite3_bind_text(st, 2, after, -1, SQLITE_STATIC);
+            rc |= sqlite3_bind_int(st, 3, limit + 1);
+        } else {
+            rc |= sqlite3_bind_int(st, 2, limit + 1);
+        }
+        e = rc ? ERR_INVALID : ERR_OK;
+        while (!e && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (*n == limit) {
+                *has_more = true;
+                break;
+            }
+            read_file(st, &out[(*n)++]);
+        }
+        if (!e && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            set_error("list files", c->db);
+            e = from_sqlite(rc);
+        }
+        sqlite3_reset(st);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_file_delete(struct store *s, const char *account, const char *id,
+                                  struct store_file *out)
+{
+    struct store_file f;
+    enum alallo_err e = store_file_get(s, account, id, &f);
+    if (e)
+        return e;
+    WRITE_BEGIN(s);
+    e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_FILE_DELETE);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+        e = step_done(c, st, rc, "delete file");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_NOT_FOUND;
+    }
+    WRITE_END(s);
+    if (!e && out)
+        *out = f;
+    return e;
+}
+
+/* ---- jobs ------------------------------------------------------------- */
+
+static enum alallo_err insert_event(struct conn *c, const char *job, int64_t seq,
+                                    const struct store_event *ev)
+{
+    sqlite3_stmt *st = stmt(c, S_EV_INSERT);
+    if (!st)
+        return ERR_IO;
+    int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_int64(st, 2, seq);
+    rc |= sqlite3_bind_int64(st, 3, ev->created_ms);
+    rc |= BIND_STR(st, 4, ev->level);
+    rc |= BIND_STR(st, 5, ev->type);
+    rc |= BIND_STR(st, 6, ev->message);
+    rc |= BIND_STR(st, 7, ev->data);
+    return step_done(c, st, rc, "insert event");
+}
+
+static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
+                                      const struct store_event *ev)
+{
+    enum alallo_err e = exec_stmt(c, S_SAVEPOINT);
+    if (e)
+        return e;
+    sqlite3_stmt *st = stmt(c, S_JOB_INSERT);
+    if (!st) {
+        e = ERR_IO;
+    } else {
+        if (ev && job->event_seq < 1)
+            job->event_seq = 1;
+        e = step_done(c, st, bind_job(st, job), "insert job");
+    }
+    if (!e) {
+        job->seq = sqlite3_last_insert_rowid(c->db);
+        if (ev)
+            e = insert_event(c, job->id, 1, ev);
+    }
+    if (e) {
+        exec_stmt(c, S_ROLLBACK_TO);
+        exec_stmt(c, S_RELEASE);
+        return e;
+    }
+    return exec_stmt(c, S_RELEASE);
+}
+
+/* Writes a batch of queued jobs in one transaction; sets each result. */
+static void commit_batch(struct store *s, struct pending *batch)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = exec_stmt(c, S_BEGIN);
+    if (!e) {
+        for (struct pending *p = batch; p; p = p->next)
+            p->result = insert_one_job(c, p->job, p->event);
+        e = exec_stmt(c, S_COMMIT);
+        if (e)
+            exec_stmt(c, S_ROLLBACK);
+    }
+    if (e)
+        for (struct pending *p = batch; p; p = p->next)
+            p->result = e;
+    WRITE_END(s);
+}
+
+enum alallo_err store_job_insert(struct store *s, struct store_job *job,
+                                 const struct store_event *first_event)
+{
+    struct pending me = {.job = job, .event = first_event};
+    pthread_mutex_lock(&s->gmu);
+    if (s->tail)
+        s->tail->next = &me;
+    else
+        s->head = &me;
+    s->tail = &me;
+    while (!me.done) {
+        if (s->committing) {
+            pthread_cond_wait(&s->gcv, &s->gmu);
+            continue;
+        }
+        /* Lead: take everything queued so far, ourselves included. */
+        s->committing = 1;
+        struct pending *batch = s->head;
+        s->head = s->tail = NULL;
+        pthread_mutex_unlock(&s->gmu);
+        commit_batch(s, batch);
+        pthread_mutex_lock(&s->gmu);
+        for (struct pending *p = batch, *next; p; p = next) {
+            next = p->next; /* read first: a waiter may leave once done is set */
+            p->done = 1;
+        }
+        s->committing = 0;
+        pthread_cond_broadcast(&s->gcv);
+    }
+    pthread_mutex_unlock(&s->gmu);
+    return me.result;
+}
+
+static enum alallo_err job_get_on(struct conn *c, const char *account, const char *id,
+                                  struct store_job *out)
+{
+    sqlite3_stmt *st = stmt(c, account ? S_JOB_GET_ACC : S_JOB_GET);
+    if (!st)
+        return ERR_IO;
+    int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (account)
+        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+    enum alallo_err e = step_row(c, st, rc, "read job");
+    if (!e) {
+        read_job(st, out);
+        sqlite3_reset(st);
+    }
+    return e;
+}
+
+enum alallo_err store_job_get(struct store *s, const char *account, const char *id,
+                              struct store_job *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = job_get_on(c, account, id, out);
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_job_by_model(struct store *s, const char *account, const char *model,
+                                   struct store_job *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_JOB_BY_MODEL);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read job by model");
+        if (!e) {
+            read_job(st, out);
+            sqlite3_reset(st);
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+/* Reads up to `limit` jobs from a prepared statement; one more row sets
+ * has_more. */
+static enum alallo_err read_jobs(struct conn *c, sqlite3_stmt *st, int limit,
+                                 struct store_job *out, int *n, bool *has_more)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == limit) {
+            if (has_more)
+                *has_more = true;
+            break;
+        }
+        read_job(st, &out[(*n)++]);
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        set_error("list jobs", c->db);
+        return from_sqlite(rc);
+    }
+    return ERR_OK;
+}
+
+enum alallo_err store_job_list(struct store *s, const char *account, const char *after,
+                               int limit, struct store_job *out, int *n, bool *has_more)
+{
+    *n = 0;
+    *has_more = false;
+    if (limit < 1 || limit > STORE_LIST_MAX)
+        return ERR_INVALID;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    int64_t after_seq = 0;
+    sqlite3_stmt *st;
+    if (after) {
+        st = stmt(c, S_JOB_SEQ_ACC);
+        if (!st)
+            goto out;
+        int rc = sqlite3_bind_text(st, 1, after, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "find job");
+        if (e)
+            goto out;
+        after_seq = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+    }
+    st = stmt(c, after ? S_JOB_LIST_AFTER : S_JOB_LIST);
+    if (!st) {
+        e = ERR_IO;
+        goto out;
+    }
+    int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+    if (after) {
+        rc |= sqlite3_bind_int64(st, 2, after_seq);
+        rc |= sqlite3_bind_int(st, 3, limit + 1);
+    } else {
+        rc |= sqlite3_bind_int(st, 2, limit + 1);
+    }
+    e = rc ? ERR_INVALID : read_jobs(c, st, limit, out, n, has_more);
+out:
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_job_list_models(struct store *s, const char *account, int limit,
+                                      struct store_job *out, int *n)
+{
+    *n = 0;
+    if (limit < 1 || limit > STORE_LIST_MAX)
+        return ERR_INVALID;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_JOB_LIST_MODELS);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, limit);
+        e = rc ? ERR_INVALID : read_jobs(c, st, limit, out, n, NULL);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_job_count_by_status(struct store *s, long counts[JOB_STATUS_COUNT])
+{
+    memset(counts, 0, sizeof(long) * JOB_STATUS_COUNT);
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_JOB_COUNTS);
+    if (st) {
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            enum job_status js;
+            if (job_status_parse((const char *)sqlite3_column_text(st, 0), &js))
+                counts[js] = (long)sqlite3_column_int64(st, 1);
+        }
+        sqlite3_reset(st);
+        e = rc == SQLITE_DONE ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status,
+                                        char (*ids)[IDS_MAX], int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_JOB_IDS_STATUS);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job_status_name(status), -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap)
+            col_str(st, 0, ids[(*n)++], IDS_MAX);
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_claim_candidates(struct store *s, int64_t mem_bytes,
+                                       struct store_claim_candidate *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_CLAIM);
+    if (st) {
+        int rc = sqlite3_bind_int64(st, 1, mem_bytes);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap) {
+            struct store_claim_candidate *cc = &out[(*n)++];
+            col_str(st, 0, cc->job, sizeof cc->job);
+            col_str(st, 1, cc->account, sizeof cc->account);
+            cc->seq = sqlite3_column_int64(st, 2);
+        }
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err attempt_get_on(struct conn *c, const char *id, struct store_attempt *out)
+{
+    sqlite3_stmt *st = stmt(c, S_ATT_GET);
+    if (!st)
+        return ERR_IO;
+    int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    enum alallo_err e = step_row(c, st, rc, "read attempt");
+    if (!e) {
+        read_attempt(st, out);
+        sqlite3_reset(st);
+    }
+    return e;
+}
+
+static enum alallo_err put_attempt(struct conn *c, const struct store_attempt *a)
+{
+    sqlite3_stmt *st = stmt(c, S_ATT_PUT);
+    if (!st)
+        return ERR_IO;
+    return step_done(c, st, bind_attempt(st, a), "write attempt");
+}
+
+/* Writes everything an update callback queued, assigning log and event
+ * numbers from the job's counters. */
+static enum alallo_err write_queued(struct conn *c, struct store_job *job,
+                                    const struct store_writes *w)
+{
+    enum alallo_err e = ERR_OK;
+    for (int i = 0; !e && i < w->n_attempts; i++)
+        e = put_attempt(c, &w->attempts[i]);
+    for (int i = 0; !e && i < w->n_logs; i++) {
+        sqlite3_stmt *st = stmt(c, S_LOG_INSERT);
+        if (!st)
+            return ERR_IO;
+        int rc = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 2, ++job->log_seq);
+        rc |= BIND_STR(st, 3, w->logs[i].attempt);
+        rc |= BIND_STR(st, 4, w->logs[i].line);
+        e = step_done(c, st, rc, "append log");
+    }
+    for (int i = 0; !e && i < w->n_events; i++)
+        e = insert_event(c, job->id, ++job->event_seq, &w->events[i]);
+    for (int i = 0; !e && i < w->n_checkpoints; i++) {
+        const struct store_checkpoint *k = &w->checkpoints[i];
+        sqlite3_stmt *st = stmt(c, S_CK_PUT);
+        if (!st)
+            return ERR_IO;
+        int rc = sqlite3_bind_text(st, 1, job->id, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 2, k->step);
+        rc |= BIND_STR(st, 3, k->path);
+        rc |= sqlite3_bind_double(st, 4, k->train_loss);
+        rc |= sqlite3_bind_int64(st, 5, k->created_ms);
+        e = step_done(c, st, rc, "write checkpoint");
+    }
+    for (int i = 0; !e && i < w->n_ledger; i++) {
+        const struct store_ledger_row *r = &w->ledger[i];
+        sqlite3_stmt *st = stmt(c, S_LED_INSERT);
+        if (!st)
+            return ERR_IO;
+        int rc = BIND_STR(st, 1, r->account);
+        rc |= BIND_STR(st, 2, r->job);
+        rc |= BIND_STR(st, 3, r->attempt);
+        rc |= BIND_STR(st, 4, r->kind);
+        rc |= sqlite3_bind_double(st, 5, r->amount);
+        rc |= sqlite3_bind_int64(st, 6, r->steps);
+        rc |= sqlite3_bind_int64(st, 7, r->created_ms);
+        e = step_done(c, st, rc, "write ledger");
+    }
+    return e;
+}
+
+enum alallo_err store_job_update(struct store *s, const char *id, const char *attempt_id,
+                                 store_job_fn fn, void *ctx)
+{
+    struct store_job job;
+    struct store_attempt att;
+    WRITE_BEGIN(s);
+    enum alallo_err e = exec_stmt(c, S_BEGIN);
+    if (e)
+        goto out;
+    e = job_get_on(c, NULL, id, &job);
+    if (!e && attempt_id) {
+        e = attempt_get_on(c, attempt_id, &att);
+        if (!e && strcmp(att.job, job.id) != 0)
+            e = ERR_NOT_FOUND;
+    }
+    if (!e) {
+        store_writes_reset(&s->writes);
+        e = fn(&job, attempt_id ? &att : NULL, &s->writes, ctx);
+    }
+    if (!e)
+        e = write_queued(c, &job, &s->writes);
+    if (!e && attempt_id)
+        e = put_attempt(c, &att);
+    if (!e) {
+        sqlite3_stmt *st = stmt(c, S_JOB_UPDATE);
+        if (!st) {
+            e = ERR_IO;
+        } else {
+            int rc = bind_job(st, &job);
+            rc |= sqlite3_bind_int64(st, JOB_NCOLS + 1, job.seq);
+            e = step_done(c, st, rc, "update job");
+        }
+    }
+    if (!e)
+        e = exec_stmt(c, S_COMMIT);
+    if (e)
+        exec_stmt(c, S_ROLLBACK);
+out:
+    WRITE_END(s);
+    return e;
+}
+
+/* ---- attempts, events, log, checkpoints ------------------------------- */
+
+enum alallo_err store_attempt_get(struct store *s, const char *id, struct store_attempt *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = attempt_get_on(c, id, out);
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err attempt_list(struct store *s, enum sql_id id, const char *key,
+                                    struct store_attempt *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, id);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap)
+            read_attempt(st, &out[(*n)++]);
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_attempt_list(struct store *s, const char *job, struct store_attempt *out,
+                                   int cap, int *n)
+{
+    return attempt_list(s, S_ATT_LIST, job, out, cap, n);
+}
+
+enum alallo_err store_attempt_list_open(struct store *s, const char *worker,
+                                        struct store_attempt *out, int cap, int *n)
+{
+    return attempt_list(s, S_ATT_OPEN, worker, out, cap, n);
+}
+
+enum alallo_err store_event_list(struct store *s, const char *job, int64_t before_seq, int limit,
+                                 struct store_event *out, int *n, bool *has_more)
+{
+    *n = 0;
+    *has_more = false;
+    if (limit < 1 || limit > STORE_LIST_MAX)
+        return ERR_INVALID;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_EV_LIST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 2, before_seq > 0 ? before_seq : INT64_MAX);
+        rc |= sqlite3_bind_int(st, 3, limit + 1);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (*n == limit) {
+                *has_more = true;
+                break;
+            }
+            read_event(st, &out[(*n)++]);
+        }
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_log_read(struct store *s, const char *job, const char *attempt,
+                               int64_t after_seq, struct store_log_line *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_LOG_READ);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, attempt, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 3, after_seq);
+        rc |= sqlite3_bind_int(st, 4, cap);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap) {
+            struct store_log_line *l = &out[(*n)++];
+            l->seq = sqlite3_column_int64(st, 0);
+            col_str(st, 1, l->attempt, sizeof l->attempt);
+            col_str(st, 2, l->line, sizeof l->line);
+        }
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_log_last_attempt(struct store *s, const char *job, char attempt[IDS_MAX])
+{
+    attempt[0] = '\0';
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_LOG_LAST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read log");
+        if (!e) {
+            col_str(st, 0, attempt, IDS_MAX);
+            sqlite3_reset(st);
+        } else if (e == ERR_NOT_FOUND) {
+            e = ERR_OK;
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_checkpoint_list(struct store *s, const char *job,
+                                      struct store_checkpoint *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_CK_LIST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap) {
+            struct store_checkpoint *k = &out[(*n)++];
+            memset(k, 0, sizeof *k);
+            col_str(st, 0, k->job, sizeof k->job);
+            k->step = (long)sqlite3_column_int64(st, 1);
+            col_str(st, 2, k->path, sizeof k->path);
+            k->train_loss = sqlite3_column_double(st, 3);
+            k->created_ms = sqlite3_column_int64(st, 4);
+        }
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+/* ---- workers ---------------------------------------------------------- */
+
+enum alallo_err store_worker_put(struct store *s, const struct store_worker *w)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_W_PUT);
+    if (st) {
+        int i = 1;
+        int rc = BIND_STR(st, i++, w->name);
+        rc |= BIND_STR(st, i++, w->resources);
+        rc |= sqlite3_bind_int(st, i++, w->cpus);
+        rc |= sqlite3_bind_int64(st, i++, w->mem_bytes);
+        rc |= BIND_STR(st, i++, w->class_);
+        rc |= sqlite3_bind_double(st, i++, w->price_per_hour);
+        rc |= BIND_STR(st, i++, w->state);
+        rc |= sqlite3_bind_int64(st, i++, w->last_heartbeat_ms);
+        rc |= BIND_STR(st, i++, w->speed);
+        rc |= sqlite3_bind_double(st, i++, w->tokens_per_s);
+        rc |= sqlite3_bind_double(st, i++, w->flops);
+        rc |= sqlite3_bind_int64(st, i++, w->registered_ms);
+        e = step_done(c, st, rc, "write worker");
+    }
+    WRITE_END(s);
+    return e;
+}
+
+enum alallo_err store_worker_get(struct store *s, const char *name, struct store_worker *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_W_GET);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read worker");
+        if (!e) {
+            read_worker(st, out);
+            sqlite3_reset(st);
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_worker_list(struct store *s, struct store_worker *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_W_LIST);
+    if (st) {
+        int rc = sqlite3_bind_int(st, 1, cap);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap)
+            read_worker(st, &out[(*n)++]);
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err worker_update(struct store *s, enum sql_id id, const char *name,
+                                     const char *text, int64_t num)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, id);
+    if (st) {
+        int rc = text ? sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC)
+                      : sqlite3_bind_int64(st, 1, num);
+        rc |= sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        e = step_done(c, st, rc, "update worker");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_NOT_FOUND;
+    }
+    WRITE_END(s);
+    return e;
+}
+
+enum alallo_err store_worker_heartbeat(struct store *s, const char *name, int64_t now)
+{
+    return worker_update(s, S_W_HB, name, NULL, now);
+}
+
+enum alallo_err store_worker_set_state(struct store *s, const char *name, const char *state)
+{
+    return worker_update(s, S_W_STATE, name, state, 0);
+}
+
+/* ---- ledger ----------------------------------------------------------- */
+
+enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t before_seq,
+                                  int limit, struct store_ledger_row *out, int *n, bool *has_more)
+{
+    *n = 0;
+    *has_more = false;
+    if (limit < 1 || limit > STORE_LIST_MAX)
+        return ERR_INVALID;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_LED_LIST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 2, before_seq > 0 ? before_seq : INT64_MAX);
+        rc |= sqlite3_bind_int(st, 3, limit + 1);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (*n == limit) {
+                *has_more = true;
+                break;
+            }
+            read_ledger(st, &out[(*n)++]);
+        }
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}

@@ -1,0 +1,466 @@
+/* test_store.c - the SQLite store: migrations, durability, paging,
+ * isolation between accounts, atomic updates, group commit. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store/store.h"
+
+struct fixture {
+    char dir[256];
+    char path[300];
+    struct store *s;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/alallo-store-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/alallo.db", f->dir);
+    char err[200];
+    if (store_open(f->path, &f->s, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    store_close(f->s);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        return -1;
+    free(f);
+    return 0;
+}
+
+static void make_job(struct store_job *j, const char *account, int i)
+{
+    memset(j, 0, sizeof *j);
+    ids_make(j->id, sizeof j->id, "ftjob-");
+    snprintf(j->account, sizeof j->account, "%s", account);
+    snprintf(j->name, sizeof j->name, "job %d", i);
+    snprintf(j->model, sizeof j->model, "tiny");
+    snprintf(j->training_file, sizeof j->training_file, "file-x");
+    snprintf(j->method, sizeof j->method, "supervised");
+    snprintf(j->precision, sizeof j->precision, "16-bit");
+    snprintf(j->goal, sizeof j->goal, "lowest_cost");
+    snprintf(j->adapter, sizeof j->adapter, "lora");
+    j->n_epochs = 3;
+    j->batch_size = 4;
+    j->lr_multiplier = 1.0;
+    j->max_steps = 30;
+    j->memory_bytes = 1000 + i;
+    j->status = JOB_QUEUED;
+    snprintf(j->message, sizeof j->message, "Waiting for capacity");
+    j->created_ms = 1000 + i;
+}
+
+static void migrations_apply_in_order(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(store_schema_version(f->s), store_schema_latest());
+    assert_true(store_schema_latest() >= 2);
+
+    /* A store left at version 1 keeps its rows when the next migration
+     * runs on top of it. */
+    char path[320], err[200];
+    snprintf(path, sizeof path, "%s/old.db", f->dir);
+    struct store *old;
+    assert_int_equal(store_open_at(path, 1, &old, err, sizeof err), ERR_OK);
+    assert_int_equal(store_schema_version(old), 1);
+    assert_int_equal(store_account_create(old, "alice", "hash-a", NULL), ERR_OK);
+    store_close(old);
+
+    struct store *s;
+    assert_int_equal(store_open(path, &s, err, sizeof err), ERR_OK);
+    assert_int_equal(store_schema_version(s), store_schema_latest());
+    struct store_account a;
+    assert_int_equal(store_account_by_name(s, "alice", &a), ERR_OK);
+    bool more;
+    int n;
+    struct store_ledger_row rows[2];
+    assert_int_equal(store_ledger_list(s, a.id, 0, 2, rows, &n, &more), ERR_OK);
+    store_close(s);
+
+    /* Reopening at the latest version is a no-op; a newer file is refused. */
+    assert_int_equal(store_open(path, &s, err, sizeof err), ERR_OK);
+    store_close(s);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "UPDATE schema_version SET version = 999", 0, 0, 0), 0);
+    sqlite3_close(db);
+    assert_int_equal(store_open(path, &s, err, sizeof err), ERR_INVALID);
+    assert_non_null(strstr(err, "newer"));
+}
+
+static void wal_and_full_sync(void **state)
+{
+    struct fixture *f = *state;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void accounts(void **state)
+{
+    struct fixture *f = *state;
+    struct store_account a, b;
+    assert_int_equal(store_account_create(f->s, "default", "h1", &a), ERR_OK);
+    assert_int_equal(strncmp(a.id, "acct-", 5), 0);
+    assert_int_equal(store_account_create(f->s, "default", "h2", NULL), ERR_CONFLICT);
+    assert_int_equal(store_account_by_key_hash(f->s, "h1", &b), ERR_OK);
+    assert_string_equal(a.id, b.id);
+    assert_int_equal(store_account_by_key_hash(f->s, "nope", &b), ERR_NOT_FOUND);
+}
+
+static void files_paging_and_isolation(void **state)
+{
+    struct fixture *f = *state;
+    char ids[5][IDS_MAX];
+    for (int i = 0; i < 5; i++) {
+        struct store_file fl = {0};
+        ids_make(fl.id, sizeof fl.id, "file-");
+        strcpy(ids[i], fl.id);
+        strcpy(fl.account, "acct-a");
+        snprintf(fl.filename, sizeof fl.filename, "f%d.jsonl", i);
+        strcpy(fl.purpose, "fine-tune");
+        fl.examples = i;
+        assert_int_equal(store_file_insert(f->s, &fl), ERR_OK);
+    }
+    struct store_file out[3];
+    int n;
+    bool more;
+    assert_int_equal(store_file_list(f->s, "acct-a", NULL, 3, out, &n, &more), ERR_OK);
+    assert_int_equal(n, 3);
+    assert_true(more);
+    assert_string_equal(out[0].id, ids[4]); /* newest first */
+    assert_int_equal(store_file_list(f->s, "acct-a", out[2].id, 3, out, &n, &more), ERR_OK);
+    assert_int_equal(n, 2);
+    assert_false(more);
+    assert_string_equal(out[1].id, ids[0]);
+    assert_int_equal(store_file_get(f->s, "acct-b", ids[0], out), ERR_NOT_FOUND);
+    assert_int_equal(store_file_delete(f->s, "acct-b", ids[0], NULL), ERR_NOT_FOUND);
+    assert_int_equal(store_file_delete(f->s, "acct-a", ids[0], out), ERR_OK);
+    assert_string_equal(out[0].filename, "f0.jsonl");
+    assert_int_equal(store_file_get(f->s, "acct-a", ids[0], out), ERR_NOT_FOUND);
+}
+
+static void jobs_paging_newest_first(void **state)
+{
+    struct fixture *f = *state;
+    char ids[25][IDS_MAX];
+    for (int i = 0; i < 25; i++) {
+        struct store_job j;
+        make_job(&j, i % 5 == 0 ? "acct-b" : "acct-a", i);
+        struct store_event ev = {.created_ms = 5, .level = "info", .type = "message",
+                                 .message = "Created fine-tuning job"};
+        assert_int_equal(store_job_insert(f->s, &j, &ev), ERR_OK);
+        assert_true(j.seq > 0);
+        strcpy(ids[i], j.id);
+    }
+    struct store_job *out = calloc(STORE_LIST_MAX, sizeof *out);
+    int n, total = 0;
+    bool more = true;
+    const char *after = NULL;
+    char last[IDS_MAX];
+    int expect = 24;
+    while (more) {
+        assert_int_equal(store_job_list(f->s, "acct-a", after, 7, out, &n, &more), ERR_OK);
+        for (int i = 0; i < n; i++) {
+            while (expect % 5 == 0)
+                expect--;
+            assert_string_equal(out[i].id, ids[expect--]);
+            assert_string_equal(out[i].account, "acct-a");
+        }
+        total += n;
+        strcpy(last, out[n - 1].id);
+        after = last;
+    }
+    assert_int_equal(total, 20);
+    /* Another account's job is not a cursor, nor visible. */
+    assert_int_equal(store_job_list(f->s, "acct-a", ids[0], 7, out, &n, &more), ERR_NOT_FOUND);
+    assert_int_equal(store_job_get(f->s, "acct-a", ids[0], out), ERR_NOT_FOUND);
+    assert_int_equal(store_job_get(f->s, "acct-b", ids[0], out), ERR_OK);
+    assert_int_equal(out[0].event_seq, 1);
+    assert_int_equal(store_job_list(f->s, "acct-a", NULL, 0, out, &n, &more), ERR_INVALID);
+    assert_int_equal(store_job_list(f->s, "acct-a", NULL, 101, out, &n, &more), ERR_INVALID);
+    long counts[JOB_STATUS_COUNT];
+    assert_int_equal(store_job_count_by_status(f->s, counts), ERR_OK);
+    assert_int_equal(counts[JOB_QUEUED], 25);
+    struct store_event evs[3];
+    assert_int_equal(store_event_list(f->s, ids[3], 0, 3, evs, &n, &more), ERR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(evs[0].message, "Created fine-tuning job");
+    free(out);
+}
+
+struct upd {
+    int fail;
+    const char *attempt;
+};
+
+static enum alallo_err start_attempt(struct store_job *job, struct store_attempt *att,
+                                     struct store_writes *w, void *ctx)
+{
+    struct upd *u = ctx;
+    (void)att;
+    job->fence++;
+    struct store_attempt a = {0};
+    strcpy(a.id, u->attempt);
+    strcpy(a.job, job->id);
+    strcpy(a.worker, "w1");
+    a.fence = job->fence;
+    strcpy(a.status, "starting");
+    strcpy(job->active_attempt, a.id);
+    snprintf(job->message, sizeof job->message, "Starting");
+    if (store_writes_attempt(w, &a) || store_writes_event(w, 7, "info", "message", "Started", NULL))
+        return ERR_INTERNAL;
+    if (store_writes_log(w, a.id, "step 10/30: loss 2.0\nsecond line ignored"))
+        return ERR_INTERNAL;
+    return u->fail ? ERR_CONFLICT : ERR_OK;
+}
+
+static enum alallo_err running(struct store_job *job, struct store_attempt *att,
+                               struct store_writes *w, void *ctx)
+{
+    (void)ctx;
+    assert_non_null(att);
+    job->status = JOB_RUNNING;
+    job->steps_done = 20;
+    strcpy(att->status, "running");
+    struct store_checkpoint k = {.step = 20, .train_loss = 1.5, .created_ms = 9};
+    strcpy(k.path, "/x/step-20");
+    store_writes_checkpoint(w, &k);
+    store_writes_log(w, att->id, "saved checkpoint at step 20");
+    return ERR_OK;
+}
+
+static void updates_are_atomic(void **state)
+{
+    struct fixture *f = *state;
+    struct store_job j, got;
+    make_job(&j, "acct-a", 1);
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+
+    /* A callback that fails leaves nothing behind. */
+    struct upd u = {.fail = 1, .attempt = "att-one"};
+    assert_int_equal(store_job_update(f->s, j.id, NULL, start_attempt, &u), ERR_CONFLICT);
+    assert_int_equal(store_job_get(f->s, NULL, j.id, &got), ERR_OK);
+    assert_int_equal(got.fence, 0);
+    struct store_attempt a;
+    assert_int_equal(store_attempt_get(f->s, "att-one", &a), ERR_NOT_FOUND);
+
+    u.fail = 0;
+    assert_int_equal(store_job_update(f->s, j.id, NULL, start_attempt, &u), ERR_OK);
+    assert_int_equal(store_job_get(f->s, NULL, j.id, &got), ERR_OK);
+    assert_int_equal(got.fence, 1);
+    assert_string_equal(got.active_attempt, "att-one");
+    assert_int_equal(got.log_seq, 1);
+    assert_int_equal(got.event_seq, 1);
+    assert_int_equal(store_attempt_get(f->s, "att-one", &a), ERR_OK);
+    assert_int_equal(a.fence, 1);
+
+    assert_int_equal(store_job_update(f->s, j.id, "att-one", running, NULL), ERR_OK);
+    assert_int_equal(store_job_update(f->s, j.id, "att-missing", running, NULL), ERR_NOT_FOUND);
+    assert_int_equal(store_job_update(f->s, "ftjob-missing", NULL, running, NULL), ERR_NOT_FOUND);
+    assert_int_equal(store_attempt_get(f->s, "att-one", &a), ERR_OK);
+    assert_string_equal(a.status, "running");
+    struct store_log_line lines[4];
+    int n;
+    assert_int_equal(store_log_read(f->s, j.id, "att-one", 0, lines, 4, &n), ERR_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(lines[0].line, "step 10/30: loss 2.0");
+    assert_string_equal(lines[1].line, "saved checkpoint at step 20");
+    assert_int_equal(store_log_read(f->s, j.id, "att-one", lines[0].seq, lines, 4, &n), ERR_OK);
+    assert_int_equal(n, 1);
+    char last[IDS_MAX];
+    assert_int_equal(store_log_last_attempt(f->s, j.id, last), ERR_OK);
+    assert_string_equal(last, "att-one");
+    struct store_checkpoint ks[2];
+    assert_int_equal(store_checkpoint_list(f->s, j.id, ks, 2, &n), ERR_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ks[0].step, 20);
+    struct store_attempt open[4];
+    assert_int_equal(store_attempt_list_open(f->s, "w1", open, 4, &n), ERR_OK);
+    assert_int_equal(n, 1);
+}
+
+static void claim_candidates_one_per_account(void **state)
+{
+    struct fixture *f = *state;
+    char first_a[IDS_MAX] = "", first_b[IDS_MAX] = "";
+    for (int i = 0; i < 6; i++) {
+        struct store_job j;
+        make_job(&j, i % 2 ? "acct-b" : "acct-a", i);
+        j.memory_bytes = i < 2 ? 10000 : 100; /* the two oldest do not fit */
+        assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+        if (i == 2)
+            strcpy(first_a, j.id);
+        if (i == 3)
+            strcpy(first_b, j.id);
+    }
+    struct store_claim_candidate c[8];
+    int n;
+    assert_int_equal(store_claim_candidates(f->s, 1000, c, 8, &n), ERR_OK);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(c[i].job, strcmp(c[i].account, "acct-a") == 0 ? first_a : first_b);
+    assert_int_equal(store_claim_candidates(f->s, 10, c, 8, &n), ERR_OK);
+    assert_int_equal(n, 0);
+}
+
+struct burst {
+    struct store *s;
+    int count;
+    int failures;
+};
+
+static void *insert_many(void *arg)
+{
+    struct burst *b = arg;
+    for (int i = 0; i < b->count; i++) {
+        struct store_job j;
+        make_job(&j, "acct-a", i);
+        if (store_job_insert(b->s, &j, NULL))
+            b->failures++;
+    }
+    return NULL;
+}
+
+static void group_commit_many_threads(void **state)
+{
+    struct fixture *f = *state;
+    pthread_t t[8];
+    struct burst b[8];
+    for (int i = 0; i < 8; i++) {
+        b[i] = (struct burst){f->s, 50, 0};
+        pthread_create(&t[i], NULL, insert_many, &b[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(b[i].failures, 0);
+    }
+    long counts[JOB_STATUS_COUNT];
+    assert_int_equal(store_job_count_by_status(f->s, counts), ERR_OK);
+    assert_int_equal(counts[JOB_QUEUED], 400);
+}
+
+/* A child inserts jobs and writes each id to a pipe once the insert has
+ * returned; the parent kills it with SIGKILL mid-burst and then finds every
+ * reported id in the store. */
+static void acknowledged_jobs_survive_kill9(void **state)
+{
+    struct fixture *f = *state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/kill.db", f->dir);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        struct store *s;
+        char err[200];
+        if (store_open(path, &s, err, sizeof err))
+            _exit(2);
+        for (int i = 0; i < 100000; i++) {
+            struct store_job j;
+            make_job(&j, "acct-a", i);
+            if (store_job_insert(s, &j, NULL))
+                _exit(3);
+            char line[IDS_MAX + 1];
+            int len = snprintf(line, sizeof line, "%s\n", j.id);
+            if (write(fds[1], line, (size_t)len) != len)
+                _exit(4);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    FILE *in = fdopen(fds[0], "r");
+    char (*acked)[IDS_MAX] = calloc(100000, IDS_MAX);
+    int n = 0;
+    char line[128];
+    while (n < 300 && fgets(line, sizeof line, in)) {
+        line[strcspn(line, "\n")] = '\0';
+        strcpy(acked[n++], line);
+    }
+    kill(pid, SIGKILL);
+    /* Ids already in the pipe were acknowledged before the kill too. */
+    while (fgets(line, sizeof line, in) && n < 100000) {
+        line[strcspn(line, "\n")] = '\0';
+        strcpy(acked[n++], line);
+    }
+    fclose(in);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFSIGNALED(status));
+    assert_true(n >= 300);
+
+    struct store *s;
+    char err[200];
+    assert_int_equal(store_open(path, &s, err, sizeof err), ERR_OK);
+    struct store_job j;
+    for (int i = 0; i < n; i++)
+        assert_int_equal(store_job_get(s, "acct-a", acked[i], &j), ERR_OK);
+    store_close(s);
+    free(acked);
+}
+
+static void workers_and_too_long_values(void **state)
+{
+    struct fixture *f = *state;
+    struct store_worker w = {.cpus = 2, .mem_bytes = 1 << 30, .price_per_hour = 0.4};
+    strcpy(w.name, "small");
+    strcpy(w.class_, "spot");
+    strcpy(w.state, "active");
+    assert_int_equal(store_worker_put(f->s, &w), ERR_OK);
+    assert_int_equal(store_worker_heartbeat(f->s, "small", 1234), ERR_OK);
+    assert_int_equal(store_worker_heartbeat(f->s, "nobody", 1234), ERR_NOT_FOUND);
+    assert_int_equal(store_worker_set_state(f->s, "small", "draining"), ERR_OK);
+    struct store_worker got;
+    assert_int_equal(store_worker_get(f->s, "small", &got), ERR_OK);
+    assert_int_equal(got.last_heartbeat_ms, 1234);
+    assert_string_equal(got.state, "draining");
+    /* An unterminated field is refused, never cut. */
+    memset(w.class_, 'x', sizeof w.class_);
+    assert_int_equal(store_worker_put(f->s, &w), ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(migrations_apply_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(wal_and_full_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(accounts, setup, teardown),
+        cmocka_unit_test_setup_teardown(files_paging_and_isolation, setup, teardown),
+        cmocka_unit_test_setup_teardown(jobs_paging_newest_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(updates_are_atomic, setup, teardown),
+        cmocka_unit_test_setup_teardown(claim_candidates_one_per_account, setup, teardown),
+        cmocka_unit_test_setup_teardown(group_commit_many_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(acknowledged_jobs_survive_kill9, setup, teardown),
+        cmocka_unit_test_setup_teardown(workers_and_too_long_values, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
