@@ -1,0 +1,91 @@
+/* capacity.c - worker classes and states, pace and price of a job on a
+ * worker. */
+#include "sched/capacity.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const class_names[WORKER_CLASS_COUNT] = {"on-demand", "spot"};
+static const char *const state_names[WORKER_STATE_COUNT] = {"active", "draining", "lost"};
+
+/* Used for a worker that has not measured itself: slow on purpose. */
+#define UNMEASURED_FLOPS_PER_CPU 1e9
+
+const char *capacity_class_name(enum worker_class c)
+{
+    if ((int)c < 0 || c >= WORKER_CLASS_COUNT)
+        return NULL;
+    return class_names[c];
+}
+
+bool capacity_class_parse(const char *s, enum worker_class *out)
+{
+    if (!s)
+        return false;
+    for (int i = 0; i < WORKER_CLASS_COUNT; i++) {
+        if (strcmp(s, class_names[i]) == 0) {
+            *out = (enum worker_class)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *capacity_state_name(enum worker_state s)
+{
+    if ((int)s < 0 || s >= WORKER_STATE_COUNT)
+        return NULL;
+    return state_names[s];
+}
+
+bool capacity_state_parse(const char *s, enum worker_state *out)
+{
+    if (!s)
+        return false;
+    for (int i = 0; i < WORKER_STATE_COUNT; i++) {
+        if (strcmp(s, state_names[i]) == 0) {
+            *out = (enum worker_state)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+double capacity_flops_from_reference(double tokens_per_s, double flops_per_token)
+{
+    if (!(tokens_per_s > 0) || !(flops_per_token > 0))
+        return 0;
+    return tokens_per_s * flops_per_token;
+}
+
+double capacity_worker_flops(const struct sched_worker *w)
+{
+    if (w->flops > 0 && isfinite(w->flops))
+        return w->flops;
+    int cpus = w->cpus > 0 ? w->cpus : 1;
+    return UNMEASURED_FLOPS_PER_CPU * cpus;
+}
+
+double capacity_train_seconds(double work_flops, const struct sched_worker *w)
+{
+    if (!(work_flops > 0))
+        return 0;
+    return work_flops / capacity_worker_flops(w);
+}
+
+double capacity_pace_tokens_per_s(double flops_per_token, const struct sched_worker *w)
+{
+    if (!(flops_per_token > 0))
+        return 0;
+    return capacity_worker_flops(w) / flops_per_token;
+}
+
+int64_t capacity_price_micros(double price_per_hour, double seconds)
+{
+    if (!(price_per_hour > 0) || !(seconds > 0))
+        return 0;
+    double micros = price_per_hour * seconds / 3600.0 * 1e6;
+    if (micros > 9e18) /* beyond any real bill; keeps the conversion defined */
+        micros = 9e18;
+    return (int64_t)llround(micros);
+}

@@ -1,0 +1,74 @@
+/* capacity.h - the capacity model: what a worker offers and how fast a job
+ * runs on it. Pure: no I/O, no clock, no allocation.
+ *
+ * A worker declares its memory, CPU cores, class (on-demand or spot) and
+ * hourly price, and measures its own speed when it starts (a short training
+ * benchmark, src/worker/worker_speed.h). The speed is kept as effective
+ * FLOP/s, so that one measurement serves every model size: the pace of a
+ * job on a worker is the worker's FLOP/s divided by the model FLOPs per
+ * token of that job (FACTS.md: full 6N + 6LdT, LoRA ~ 4N + 6N_lora).
+ *
+ * What the formulas leave out (dequantisation of 4-bit weights, optimizer
+ * time, short sequences) is learnt by the estimator's calibration per
+ * (method, worker class); see docs/estimator.md.
+ *
+ * The caller owns every struct; nothing here keeps a pointer.
+ */
+#ifndef ALALLO_SCHED_CAPACITY_H
+#define ALALLO_SCHED_CAPACITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CAPACITY_NAME_MAX 64
+
+enum worker_class { WORKER_ON_DEMAND = 0, WORKER_SPOT, WORKER_CLASS_COUNT };
+
+/* active: takes new attempts. draining: keeps nothing new; its attempt is
+ * checkpointed and moved. lost: no heartbeat; its attempt continues
+ * elsewhere from the latest checkpoint. */
+enum worker_state { WORKER_ACTIVE = 0, WORKER_DRAINING, WORKER_LOST, WORKER_STATE_COUNT };
+
+struct sched_worker {
+    char name[CAPACITY_NAME_MAX];
+    int cpus;
+    int64_t mem_bytes;        /* memory it offers to one attempt            */
+    enum worker_class class_;
+    double price_per_hour;    /* in the service's currency                  */
+    double flops;             /* measured effective FLOP/s; <= 0: unknown   */
+    enum worker_state state;
+    int64_t running_attempt;  /* 0 when idle; one attempt at a time         */
+    double busy_until_s;      /* when its running attempt is expected to end
+                                 (same clock as `now` everywhere); ignored
+                                 when running_attempt is 0                   */
+};
+
+/* "on-demand" / "spot"; NULL for an out-of-range value. */
+const char *capacity_class_name(enum worker_class c);
+/* Parses "on-demand" or "spot"; false otherwise. */
+bool capacity_class_parse(const char *s, enum worker_class *out /* OUT */);
+
+/* "active" / "draining" / "lost"; NULL for an out-of-range value. */
+const char *capacity_state_name(enum worker_state s);
+bool capacity_state_parse(const char *s, enum worker_state *out /* OUT */);
+
+/* The FLOP/s a worker stands for when it measured `tokens_per_s` on a shape
+ * of `flops_per_token`. 0 when either is not positive. */
+double capacity_flops_from_reference(double tokens_per_s, double flops_per_token);
+
+/* The speed the capacity model uses for `w`: its measured FLOP/s, or, when
+ * it has not measured yet, a deliberately slow 1 GFLOP/s per core (so an
+ * unmeasured worker is never preferred for being "fast"). Always > 0. */
+double capacity_worker_flops(const struct sched_worker *w);
+
+/* Expected seconds of training for `work_flops` FLOPs on `w`. */
+double capacity_train_seconds(double work_flops, const struct sched_worker *w);
+
+/* Expected tokens per second of a job of `flops_per_token` on `w`. */
+double capacity_pace_tokens_per_s(double flops_per_token, const struct sched_worker *w);
+
+/* Money for `seconds` of the worker's time at `price_per_hour`, in
+ * millionths of the currency unit (micros), rounded to the nearest. */
+int64_t capacity_price_micros(double price_per_hour, double seconds);
+
+#endif

@@ -1,0 +1,264 @@
+/* estimator.c - nominal time from the job and the fleet, ranges from the
+ * calibration history. */
+#include "sched/estimator.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Percentiles of the band. */
+#define Q_LO 0.05
+#define Q_HI 0.95
+/* How many samples weigh as much as the default band. */
+#define PRIOR_WEIGHT 10.0
+/* Below this many samples a cell borrows the other methods of its class. */
+#define BORROW_BELOW 30u
+/* Log ratios are clamped to this, so one absurd report cannot wreck a band. */
+#define LOG_RATIO_MAX 5.0
+/* Default bands (multipliers of nominal) for a service with no history yet:
+ * wide, and wider above than below. */
+static const double default_train[2] = {0.6, 2.0};
+static const double default_total[2][2] = {{0.6, 2.5}, {0.4, 3.5}};
+
+void est_history_init(struct est_history *h)
+{
+    memset(h, 0, sizeof *h);
+}
+
+static void ring_add(struct est_ring *r, double actual_s, double nominal_s)
+{
+    if (!(actual_s > 0) || !(nominal_s > 0) || !isfinite(actual_s) || !isfinite(nominal_s))
+        return;
+    double l = log(actual_s / nominal_s);
+    if (l > LOG_RATIO_MAX)
+        l = LOG_RATIO_MAX;
+    if (l < -LOG_RATIO_MAX)
+        l = -LOG_RATIO_MAX;
+    r->log_ratio[r->next] = (float)l;
+    r->next = (r->next + 1) % EST_HISTORY_CAP;
+    if (r->n < EST_HISTORY_CAP)
+        r->n++;
+}
+
+static bool valid_cell(enum plan_method m, enum worker_class c)
+{
+    return (int)m >= 0 && m < PLAN_METHOD_COUNT && (int)c >= 0 && c < WORKER_CLASS_COUNT;
+}
+
+void est_history_add_train(struct est_history *h, enum plan_method m, enum worker_class c,
+                           double actual_s, double nominal_s)
+{
+    if (h && valid_cell(m, c))
+        ring_add(&h->train[m][c], actual_s, nominal_s);
+}
+
+void est_history_add_total(struct est_history *h, enum plan_method m, enum worker_class c,
+                           bool waited, double actual_s, double nominal_s)
+{
+    if (h && valid_cell(m, c))
+        ring_add(&h->total[m][c][waited ? 1 : 0], actual_s, nominal_s);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Linear-interpolated quantile q of sorted v[n]. */
+static double quantile(const float *v, size_t n, double q)
+{
+    double pos = q * (double)(n - 1);
+    size_t i = (size_t)pos;
+    if (i + 1 >= n)
+        return v[n - 1];
+    double f = pos - (double)i;
+    return v[i] * (1.0 - f) + v[i + 1] * f;
+}
+
+/* The band of a cell: rings[0] is the cell itself, rings[1..n_rings-1]
+ * the ones it may borrow from when thin. */
+static struct est_band band_of(const struct est_ring *const *rings, size_t n_rings,
+                               const double dflt[2])
+{
+    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
+    size_t n = 0;
+    for (size_t r = 0; r < n_rings; r++) {
+        if (r > 0 && rings[0]->n >= BORROW_BELOW)
+            break;
+        for (uint32_t i = 0; i < rings[r]->n && n < sizeof v / sizeof v[0]; i++)
+            v[n++] = rings[r]->log_ratio[i];
+    }
+    double dlo = log(dflt[0]), dhi = log(dflt[1]);
+    struct est_band b = {.lo = dflt[0], .hi = dflt[1], .n = (int)n};
+    if (n == 0)
+        return b;
+    qsort(v, n, sizeof v[0], cmp_float);
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < n; i++)
+        mean += v[i];
+    mean /= (double)n;
+    for (size_t i = 0; i < n; i++)
+        var += (v[i] - mean) * (v[i] - mean);
+    double sd = n > 1 ? sqrt(var / (double)(n - 1)) : 0;
+    double se = sd / sqrt((double)n);
+    double med = quantile(v, n, 0.5);
+    double lo = quantile(v, n, Q_LO) - se;
+    double hi = quantile(v, n, Q_HI) + 2.0 * se;
+    /* Blend with the default band, centred on what history says. */
+    double w = (double)n / ((double)n + PRIOR_WEIGHT);
+    lo = w * lo + (1.0 - w) * (med + dlo);
+    hi = w * hi + (1.0 - w) * (med + dhi);
+    if (hi - med < med - lo) /* wider on the upper side, always */
+        hi = med + (med - lo);
+    b.lo = exp(lo);
+    b.hi = exp(hi);
+    return b;
+}
+
+struct est_band est_band_train(const struct est_history *h, enum plan_method m,
+                               enum worker_class c)
+{
+    if (!h || !valid_cell(m, c))
+        return (struct est_band){.lo = default_train[0], .hi = default_train[1]};
+    const struct est_ring *rings[PLAN_METHOD_COUNT];
+    size_t k = 0;
+    rings[k++] = &h->train[m][c];
+    for (int o = 0; o < PLAN_METHOD_COUNT; o++)
+        if (o != (int)m)
+            rings[k++] = &h->train[o][c];
+    return band_of(rings, k, default_train);
+}
+
+struct est_band est_band_total(const struct est_history *h, enum plan_method m,
+                               enum worker_class c, bool waits)
+{
+    int wi = waits ? 1 : 0;
+    if (!h || !valid_cell(m, c))
+        return (struct est_band){.lo = default_total[wi][0], .hi = default_total[wi][1]};
+    const struct est_ring *rings[PLAN_METHOD_COUNT];
+    size_t k = 0;
+    rings[k++] = &h->total[m][c][wi];
+    for (int o = 0; o < PLAN_METHOD_COUNT; o++)
+        if (o != (int)m)
+            rings[k++] = &h->total[o][c][wi];
+    return band_of(rings, k, default_total[wi]);
+}
+
+void est_train_range(const struct est_history *h, enum plan_method m, enum worker_class c,
+                     double nominal_s, double *low_s, double *high_s)
+{
+    struct est_band b = est_band_train(h, m, c);
+    *low_s = nominal_s * b.lo;
+    *high_s = nominal_s * b.hi;
+}
+
+static enum alallo_err fail(char *why, size_t cap, enum alallo_err e, const char *reason)
+{
+    if (why && cap)
+        snprintf(why, cap, "%s", reason);
+    return e;
+}
+
+/* With no active worker that fits, the best known one for pricing and a
+ * guess at the wait: one training time, until a worker comes back. */
+static int fallback_worker(const struct sched_job *sj, const struct sched_worker *workers,
+                           size_t n)
+{
+    int best = -1;
+    double best_t = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (workers[i].state == WORKER_LOST || workers[i].mem_bytes < sj->mem_bytes)
+            continue;
+        double t = capacity_train_seconds(sj->work_flops, &workers[i]);
+        if (t < best_t) {
+            best_t = t;
+            best = (int)i;
+        }
+    }
+    return best;
+}
+
+enum alallo_err est_estimate(const struct est_request *req, const struct sched_worker *workers,
+                             size_t n_workers, const double *free_at,
+                             const struct est_history *h, struct estimate *out, char *why,
+                             size_t whycap)
+{
+    memset(out, 0, sizeof *out);
+    out->worker = -1;
+    snprintf(out->currency, sizeof out->currency, "%s",
+             req->currency && req->currency[0] ? req->currency : "USD");
+    if (n_workers > SCHED_MAX_WORKERS)
+        return fail(why, whycap, ERR_INVALID, "too many workers");
+    if (!(req->train_tokens > 0) || !isfinite(req->train_tokens) || req->train_tokens > 1e15)
+        return fail(why, whycap, ERR_INVALID, "token count out of range");
+    if ((int)req->goal < 0 || req->goal >= SCHED_GOAL_COUNT)
+        return fail(why, whycap, ERR_INVALID, "unknown goal");
+    struct plan_job job;
+    enum alallo_err e = planner_normalize(&req->job, &job, why, whycap);
+    if (e)
+        return e;
+
+    out->method = planner_method(job.precision, job.adapter);
+    out->fit = planner_feasibility(&job, workers, n_workers, &out->memory_bytes);
+    out->fail_message = planner_fit_message(out->fit);
+    if (out->fit != PLAN_FITS) {
+        out->message = job_message_text(out->fail_message);
+        return ERR_OK;
+    }
+    out->flops_per_token = planner_flops_per_token(&job);
+    out->work_flops = req->train_tokens * out->flops_per_token;
+    out->startup_s = req->startup_s > 0 ? req->startup_s : EST_DEFAULT_STARTUP_S;
+
+    struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
+                           .work_flops = out->work_flops, .startup_s = out->startup_s,
+                           .created_s = req->now};
+    double *own = NULL;
+    if (!free_at) {
+        own = malloc((n_workers ? n_workers : 1) * sizeof *own);
+        if (!own)
+            return fail(why, whycap, ERR_NOMEM, "out of memory");
+        sched_free_at(workers, n_workers, req->now, own);
+        free_at = own;
+    }
+    bool free_now = false;
+    for (size_t i = 0; i < n_workers; i++)
+        if (workers[i].state == WORKER_ACTIVE && workers[i].mem_bytes >= sj.mem_bytes &&
+            free_at[i] <= req->now)
+            free_now = true;
+    struct sched_choice c;
+    if (sched_choose(&sj, workers, n_workers, free_at, &c)) {
+        out->worker = c.worker;
+        out->train_s = c.train_s;
+        out->wait_s = fmax(0, c.start_s - req->now);
+    } else {
+        out->worker = fallback_worker(&sj, workers, n_workers);
+        if (out->worker < 0) { /* cannot happen when fit == PLAN_FITS */
+            free(own);
+            return fail(why, whycap, ERR_INTERNAL, "no worker for a job that fits");
+        }
+        out->train_s = capacity_train_seconds(sj.work_flops, &workers[out->worker]);
+        out->wait_s = out->train_s;
+    }
+    free(own);
+
+    const struct sched_worker *w = &workers[out->worker];
+    snprintf(out->worker_name, sizeof out->worker_name, "%s", w->name);
+    out->worker_class = w->class_;
+    out->waits = out->wait_s > 0;
+    out->message = free_now ? NULL : EST_NO_CAPACITY_MESSAGE;
+
+    double nominal = out->wait_s + out->startup_s + out->train_s;
+    out->finish_s = req->now + nominal;
+    struct est_band total = est_band_total(h, out->method, w->class_, out->waits);
+    out->time_low_s = nominal * total.lo;
+    out->time_high_s = nominal * total.hi;
+    job_estimate_range_text(out->time_text, sizeof out->time_text, out->time_low_s,
+                            out->time_high_s);
+    est_train_range(h, out->method, w->class_, out->train_s, &out->train_low_s,
+                    &out->train_high_s);
+    out->price_low_micros = capacity_price_micros(w->price_per_hour, out->train_low_s);
+    out->price_high_micros = capacity_price_micros(w->price_per_hour, out->train_high_s);
+    return ERR_OK;
+}

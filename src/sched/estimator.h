@@ -1,0 +1,125 @@
+/* estimator.h - the estimate of time and price shown before a job starts,
+ * and the calibration history that makes its ranges honest. Pure: time is a
+ * parameter, no I/O; the caller owns every struct.
+ *
+ * Nominal parts (from the job and the fleet, never constants alone):
+ *   wait      when the chosen worker is free, after the queue ahead
+ *             (the scheduler's horizon, scheduler.h: sched_pass free_at_s)
+ *   training  train_tokens x model FLOPs per token / the worker's measured
+ *             FLOP/s (planner.h, capacity.h)
+ *   start-up  loading before the first step (the caller's figure)
+ * Ranges come from history: for every (method, worker class) the log of
+ * actual/nominal ratios of past jobs, kept in rings of EST_HISTORY_CAP.
+ * The band is the 5th..95th percentile of those logs, widened by their
+ * sampling error (twice as much on the upper side) and always wider above
+ * the median than below it. With little history the band is pulled towards
+ * a wide default band; the pull fades as history accumulates. Cells with
+ * little history borrow the samples of the other methods of the class.
+ * docs/estimator.md explains it for users and operators.
+ */
+#ifndef ALALLO_SCHED_ESTIMATOR_H
+#define ALALLO_SCHED_ESTIMATOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/job.h"
+#include "sched/capacity.h"
+#include "sched/planner.h"
+#include "sched/scheduler.h"
+
+#define EST_HISTORY_CAP 256
+#define EST_DEFAULT_STARTUP_S 60.0
+#define EST_NO_CAPACITY_MESSAGE "No capacity is free right now; the job would wait in the queue."
+
+/* The newest EST_HISTORY_CAP log ratios of one cell. */
+struct est_ring {
+    uint32_t n;    /* how many are held (<= EST_HISTORY_CAP) */
+    uint32_t next; /* where the next one goes                */
+    float log_ratio[EST_HISTORY_CAP];
+};
+
+/* Calibration history. Zero it (or est_history_init) to start empty. */
+struct est_history {
+    /* actual / nominal training time of attempts */
+    struct est_ring train[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT];
+    /* actual / nominal submit-to-finish time of succeeded jobs, split by
+     * whether capacity was free at creation ([0]) or the job waited ([1]) */
+    struct est_ring total[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT][2];
+};
+
+/* A range as multipliers of a nominal time. */
+struct est_band {
+    double lo, hi;
+    int n; /* samples it rests on */
+};
+
+struct est_request {
+    struct plan_job job;
+    double train_tokens;  /* tokens trained over all epochs                */
+    enum sched_goal goal;
+    double startup_s;     /* expected loading; <= 0: EST_DEFAULT_STARTUP_S */
+    double now;
+    const char *currency; /* NULL: "USD"                                   */
+};
+
+struct estimate {
+    enum plan_fit fit;
+    enum job_message fail_message; /* MSG_NONE when it fits; else the failed
+                                      job's message (planner.h)           */
+    enum plan_method method;
+    int64_t memory_bytes;          /* plan.memory_bytes                     */
+    double flops_per_token;
+    double work_flops;             /* train_tokens x flops_per_token        */
+    int worker;                    /* index into workers; -1 none           */
+    char worker_name[CAPACITY_NAME_MAX]; /* plan.worker; "" none           */
+    enum worker_class worker_class;
+    bool waits;                    /* the job would not start at once       */
+    double wait_s, startup_s, train_s; /* nominal parts                     */
+    double finish_s;               /* now + the nominal parts: the chosen
+                                      worker's new free time on the horizon */
+    double time_low_s, time_high_s;  /* estimate.time, from now              */
+    char time_text[48];              /* "40 min to 1.3 h"                    */
+    double train_low_s, train_high_s; /* training time range on the worker  */
+    int64_t price_low_micros, price_high_micros; /* millionths of currency  */
+    char currency[8];
+    const char *message;           /* EST_NO_CAPACITY_MESSAGE or NULL       */
+};
+
+void est_history_init(struct est_history *h /* OUT */);
+
+/* Adds one attempt's training ratio. Ignored unless both times are > 0 and
+ * finite and the method and class are valid. */
+void est_history_add_train(struct est_history *h, enum plan_method m, enum worker_class c,
+                           double actual_s, double nominal_s);
+
+/* Adds one succeeded job's submit-to-finish ratio. */
+void est_history_add_total(struct est_history *h, enum plan_method m, enum worker_class c,
+                           bool waited, double actual_s, double nominal_s);
+
+/* The training-time band of (m, c); the total-time band of (m, c, waits). */
+struct est_band est_band_train(const struct est_history *h, enum plan_method m,
+                               enum worker_class c);
+struct est_band est_band_total(const struct est_history *h, enum plan_method m,
+                               enum worker_class c, bool waits);
+
+/* The estimate of `req` on `workers`, given when each is free (free_at,
+ * [n_workers], the scheduler's horizon; NULL: each worker's own state as in
+ * sched_free_at). A job that fits nowhere comes back with ERR_OK, fit and
+ * fail_message set and no ranges. ERR_INVALID (reason in why) for a bad
+ * job or token count; ERR_NOMEM. */
+enum alallo_err est_estimate(const struct est_request *req, const struct sched_worker *workers,
+                             size_t n_workers, const double *free_at,
+                             const struct est_history *h, struct estimate *out /* OUT */,
+                             char *why, size_t whycap);
+
+/* The training-time range for `nominal_s` seconds of training of method m on
+ * a worker of class c: [nominal x band.lo, nominal x band.hi]. Used for the
+ * estimate, for time left at the start of an attempt (time_left.h) and for
+ * the budget. */
+void est_train_range(const struct est_history *h, enum plan_method m, enum worker_class c,
+                     double nominal_s, double *low_s /* OUT */, double *high_s /* OUT */);
+
+#endif

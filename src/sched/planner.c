@@ -1,0 +1,287 @@
+/* planner.c - memory need, FLOPs per token and feasibility of a job. */
+#include "sched/planner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MIB (1024.0 * 1024.0)
+#define PROCESS_OVERHEAD_BYTES (256.0 * MIB)
+#define MARGIN 0.05
+#define NF4_BITS_PER_WEIGHT 4.127 /* 4 bits + 8-bit scale per 64 + fp32 per 256 scales */
+#define ACT_BYTES 4.0             /* the trainer keeps activations in fp32 */
+#define DEFAULT_LORA_RANK 16
+
+static const char *const precision_names[PLAN_PRECISION_COUNT] = {"16-bit", "4-bit"};
+static const char *const adapter_names[PLAN_ADAPTER_COUNT] = {"lora", "full"};
+
+const char *planner_precision_name(enum plan_precision p)
+{
+    if ((int)p < 0 || p >= PLAN_PRECISION_COUNT)
+        return NULL;
+    return precision_names[p];
+}
+
+bool planner_precision_parse(const char *s, enum plan_precision *out)
+{
+    for (int i = 0; s && i < PLAN_PRECISION_COUNT; i++) {
+        if (strcmp(s, precision_names[i]) == 0) {
+            *out = (enum plan_precision)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *planner_adapter_name(enum plan_adapter a)
+{
+    if ((int)a < 0 || a >= PLAN_ADAPTER_COUNT)
+        return NULL;
+    return adapter_names[a];
+}
+
+bool planner_adapter_parse(const char *s, enum plan_adapter *out)
+{
+    for (int i = 0; s && i < PLAN_ADAPTER_COUNT; i++) {
+        if (strcmp(s, adapter_names[i]) == 0) {
+            *out = (enum plan_adapter)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+enum plan_method planner_method(enum plan_precision p, enum plan_adapter a)
+{
+    if (p == PLAN_16BIT && a == PLAN_LORA)
+        return PLAN_METHOD_LORA_16;
+    if (p == PLAN_16BIT && a == PLAN_FULL)
+        return PLAN_METHOD_FULL_16;
+    if (p == PLAN_4BIT && a == PLAN_LORA)
+        return PLAN_METHOD_LORA_4;
+    return PLAN_METHOD_COUNT;
+}
+
+static enum alallo_err invalid(char *why, size_t cap, const char *reason)
+{
+    if (why && cap)
+        snprintf(why, cap, "%s", reason);
+    return ERR_INVALID;
+}
+
+/* Width of the key/value projections. */
+static double kv_dim(const struct plan_model *m)
+{
+    return (double)m->hidden * m->kv_heads / m->heads;
+}
+
+/* Parameters of the attention projections of one layer. */
+static double attn_params(const struct plan_model *m)
+{
+    double h = m->hidden;
+    return 2.0 * h * h + 2.0 * h * kv_dim(m);
+}
+
+/* Embedding, output head (unless tied) and the norms. */
+static double outside_block_params(const struct plan_model *m)
+{
+    double emb = (double)m->vocab * m->hidden;
+    double head = m->tied ? 0 : emb;
+    double norms = (2.0 * m->layers + 1.0) * m->hidden;
+    return emb + head + norms;
+}
+
+enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *out, char *why,
+                                  size_t whycap)
+{
+    struct plan_job j = *in;
+    struct plan_model *m = &j.model;
+
+    if (m->layers < 1 || m->layers > PLAN_MAX_LAYERS)
+        return invalid(why, whycap, "model layers out of range");
+    if (m->hidden < 1 || m->hidden > PLAN_MAX_HIDDEN)
+        return invalid(why, whycap, "model hidden size out of range");
+    if (m->vocab < 1 || m->vocab > PLAN_MAX_VOCAB)
+        return invalid(why, whycap, "model vocabulary out of range");
+    if (m->heads < 1 || m->heads > m->hidden)
+        return invalid(why, whycap, "model attention heads out of range");
+    if (m->kv_heads == 0)
+        m->kv_heads = m->heads;
+    if (m->kv_heads < 1 || m->kv_heads > m->heads)
+        return invalid(why, whycap, "model key/value heads out of range");
+    if (m->intermediate < 0 || m->intermediate > 16 * PLAN_MAX_HIDDEN)
+        return invalid(why, whycap, "model intermediate size out of range");
+    if (m->params < 0)
+        return invalid(why, whycap, "model parameter count is negative");
+    if (m->intermediate == 0) {
+        /* Derive the MLP width from the parameter count: what is not
+         * embeddings, norms or attention is the three MLP matrices. */
+        double mlp = ((double)m->params - outside_block_params(m)) / m->layers - attn_params(m);
+        double i = mlp / (3.0 * m->hidden);
+        if (m->params == 0 || !(i >= 1) || i > 16.0 * PLAN_MAX_HIDDEN)
+            return invalid(why, whycap, "model shape needs intermediate size or a parameter count");
+        m->intermediate = (int)llround(i);
+    }
+    if (m->params == 0) {
+        double block = attn_params(m) + 3.0 * m->hidden * (double)m->intermediate;
+        m->params = (int64_t)(outside_block_params(m) + m->layers * block);
+    }
+    if ((int)j.precision < 0 || j.precision >= PLAN_PRECISION_COUNT)
+        return invalid(why, whycap, "unknown precision");
+    if ((int)j.adapter < 0 || j.adapter >= PLAN_ADAPTER_COUNT)
+        return invalid(why, whycap, "unknown adapter");
+    if (planner_method(j.precision, j.adapter) == PLAN_METHOD_COUNT)
+        return invalid(why, whycap, "full fine-tuning needs 16-bit precision");
+    if (j.adapter == PLAN_LORA) {
+        if (j.lora_rank == 0)
+            j.lora_rank = DEFAULT_LORA_RANK;
+        if (j.lora_targets == 0)
+            j.lora_targets = PLAN_T_ALL;
+        if (j.lora_rank < 1 || j.lora_rank > PLAN_MAX_RANK)
+            return invalid(why, whycap, "LoRA rank out of range");
+        if (j.lora_targets & ~PLAN_T_ALL)
+            return invalid(why, whycap, "unknown LoRA target");
+    }
+    if (j.batch < 1 || j.batch > PLAN_MAX_BATCH)
+        return invalid(why, whycap, "batch size out of range");
+    if (j.seq_len < 1 || j.seq_len > PLAN_MAX_SEQ)
+        return invalid(why, whycap, "sequence length out of range");
+    *out = j;
+    return ERR_OK;
+}
+
+/* LoRA parameters as a double: r * (in + out) per targeted matrix. */
+static double lora_params(const struct plan_job *job)
+{
+    if (job->adapter != PLAN_LORA)
+        return 0;
+    const struct plan_model *m = &job->model;
+    double h = m->hidden, kv = kv_dim(m), im = m->intermediate, r = job->lora_rank;
+    unsigned t = job->lora_targets;
+    double per_layer = 0;
+    if (t & PLAN_T_Q)
+        per_layer += r * (h + h);
+    if (t & PLAN_T_K)
+        per_layer += r * (h + kv);
+    if (t & PLAN_T_V)
+        per_layer += r * (h + kv);
+    if (t & PLAN_T_O)
+        per_layer += r * (h + h);
+    if (t & PLAN_T_GATE)
+        per_layer += r * (h + im);
+    if (t & PLAN_T_UP)
+        per_layer += r * (h + im);
+    if (t & PLAN_T_DOWN)
+        per_layer += r * (im + h);
+    return per_layer * m->layers;
+}
+
+int64_t planner_lora_params(const struct plan_job *job)
+{
+    return (int64_t)lora_params(job);
+}
+
+/* Bytes as int64, capped so that absurd shapes stay representable. */
+static int64_t bytes(double b)
+{
+    if (b > 9e18)
+        b = 9e18;
+    return (int64_t)ceil(b);
+}
+
+enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *out, char *why,
+                               size_t whycap)
+{
+    struct plan_job j;
+    enum alallo_err e = planner_normalize(job, &j, why, whycap);
+    if (e)
+        return e;
+    const struct plan_model *m = &j.model;
+    double n = (double)m->params;
+    double h = m->hidden, kv = kv_dim(m), im = m->intermediate;
+    double tokens = (double)j.batch * j.seq_len;
+
+    double base, trainable;
+    if (j.adapter == PLAN_FULL) {
+        base = 2.0 * n;       /* bf16 working copy                  */
+        trainable = 16.0 * n; /* fp32 master, grad, AdamW m and v    */
+    } else {
+        if (j.precision == PLAN_4BIT) {
+            double linear = n - outside_block_params(m);
+            double largest = fmax(h * h, h * im);
+            base = linear * NF4_BITS_PER_WEIGHT / 8.0 + 2.0 * outside_block_params(m) +
+                   4.0 * largest;
+        } else {
+            base = 2.0 * n;
+        }
+        trainable = 16.0 * lora_params(&j);
+    }
+    double per_token_layer = 6.0 * h + 2.0 * kv + 4.0 * im + (double)m->heads * j.seq_len;
+    double activations = ACT_BYTES * tokens * per_token_layer * (m->layers + 1);
+    double logits = 2.0 * 4.0 * tokens * m->vocab;
+    double sum = base + trainable + activations + logits + PROCESS_OVERHEAD_BYTES;
+    double total = sum * (1.0 + MARGIN);
+
+    out->base = bytes(base);
+    out->trainable = bytes(trainable);
+    out->activations = bytes(activations);
+    out->logits = bytes(logits);
+    out->overhead = bytes(total - base - trainable - activations - logits);
+    out->total = bytes(total);
+    return ERR_OK;
+}
+
+double planner_flops_per_token(const struct plan_job *job)
+{
+    struct plan_job j;
+    if (planner_normalize(job, &j, NULL, 0))
+        return 0;
+    double n = (double)j.model.params;
+    if (j.adapter == PLAN_FULL)
+        return 6.0 * n + 6.0 * j.model.layers * (double)j.model.hidden * j.seq_len;
+    return 4.0 * n + 6.0 * lora_params(&j);
+}
+
+/* True when some worker that is not lost offers `need` bytes. */
+static bool fits_some(int64_t need, const struct sched_worker *workers, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (workers[i].state != WORKER_LOST && workers[i].mem_bytes >= need)
+            return true;
+    return false;
+}
+
+enum plan_fit planner_feasibility(const struct plan_job *job, const struct sched_worker *workers,
+                                  size_t n_workers, int64_t *need_out)
+{
+    struct plan_memory mem;
+    if (need_out)
+        *need_out = 0;
+    if (planner_memory(job, &mem, NULL, 0))
+        return PLAN_FITS_NOWHERE;
+    if (need_out)
+        *need_out = mem.total;
+    if (fits_some(mem.total, workers, n_workers))
+        return PLAN_FITS;
+    if (job->precision != PLAN_16BIT)
+        return PLAN_FITS_NOWHERE;
+    struct plan_job lower = *job;
+    lower.precision = PLAN_4BIT;
+    lower.adapter = PLAN_LORA;
+    if (planner_memory(&lower, &mem, NULL, 0) == ERR_OK &&
+        fits_some(mem.total, workers, n_workers))
+        return PLAN_FITS_LOWER_PRECISION;
+    return PLAN_FITS_NOWHERE;
+}
+
+enum job_message planner_fit_message(enum plan_fit f)
+{
+    switch (f) {
+    case PLAN_FITS:
+        return MSG_NONE;
+    case PLAN_FITS_LOWER_PRECISION:
+        return MSG_NOT_AVAILABLE_LOWER_PRECISION;
+    default:
+        return MSG_NOT_AVAILABLE;
+    }
+}

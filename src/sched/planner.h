@@ -1,0 +1,139 @@
+/* planner.h - what a job needs: memory in bytes and model FLOPs per token,
+ * from the model's shape, the precision, the adapter, batch and sequence
+ * length; and whether any known worker can ever run it. Pure: no I/O, no
+ * clock, no allocation.
+ *
+ * Memory of one training process (docs/scheduler.md has the table):
+ *   frozen base   16-bit: 2 bytes per parameter (bf16)
+ *                 4-bit:  NF4 linear weights of the blocks at 4.127 bits
+ *                         (one absmax per 64, double-quantised scales),
+ *                         embeddings, head and norms in bf16, plus one
+ *                         fp32 buffer of the largest matrix to dequantise into
+ *   LoRA          fp32 adapter + gradient + AdamW m and v: 16 bytes each
+ *   full (16-bit) fp32 master + gradient + AdamW m and v + a bf16 working
+ *                 copy: 18 bytes per parameter
+ *   activations   fp32 tensors kept for backward, per token and layer:
+ *                 6h + 2kv + 4i + heads*T elements, plus one layer's worth
+ *                 of gradients in flight
+ *   logits        B*T*V fp32 logits and their gradient
+ *   overhead      256 MiB for the process, then 5% on top of everything
+ * The trainer reports its measured peak after the first steps; a job that
+ * needs more than its worker offers is moved (resched.h).
+ */
+#ifndef ALALLO_SCHED_PLANNER_H
+#define ALALLO_SCHED_PLANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/job.h"
+#include "sched/capacity.h"
+
+enum plan_precision { PLAN_16BIT = 0, PLAN_4BIT, PLAN_PRECISION_COUNT };
+enum plan_adapter { PLAN_LORA = 0, PLAN_FULL, PLAN_ADAPTER_COUNT };
+
+/* The three ways a job can train; the estimator keeps its calibration per
+ * method. Full fine-tuning exists only at 16-bit. */
+enum plan_method { PLAN_METHOD_LORA_16 = 0, PLAN_METHOD_FULL_16, PLAN_METHOD_LORA_4,
+                   PLAN_METHOD_COUNT };
+
+/* LoRA target modules, as a bit set. */
+#define PLAN_T_Q (1u << 0)
+#define PLAN_T_K (1u << 1)
+#define PLAN_T_V (1u << 2)
+#define PLAN_T_O (1u << 3)
+#define PLAN_T_GATE (1u << 4)
+#define PLAN_T_UP (1u << 5)
+#define PLAN_T_DOWN (1u << 6)
+#define PLAN_T_ALL 0x7fu
+
+/* Limits on every input; a shape outside them is refused. */
+#define PLAN_MAX_LAYERS 1024
+#define PLAN_MAX_HIDDEN 131072
+#define PLAN_MAX_VOCAB 10000000
+#define PLAN_MAX_BATCH 65536
+#define PLAN_MAX_SEQ 1048576
+#define PLAN_MAX_RANK 65536
+
+/* A Llama-style decoder, as config.json describes it. */
+struct plan_model {
+    int64_t params;   /* all parameters N; 0 = compute from the shape      */
+    int layers;
+    int hidden;       /* d                                                  */
+    int intermediate; /* MLP width; 0 = derive it from params              */
+    int heads;
+    int kv_heads;     /* 0 = heads                                          */
+    int vocab;
+    bool tied;        /* embeddings shared with the output head             */
+};
+
+struct plan_job {
+    struct plan_model model;
+    enum plan_precision precision;
+    enum plan_adapter adapter;
+    int lora_rank;          /* LoRA only; 0 = 16                            */
+    unsigned lora_targets;  /* LoRA only; 0 = PLAN_T_ALL                    */
+    int batch;
+    int seq_len;
+};
+
+/* Where the bytes go; total is what a worker must offer. */
+struct plan_memory {
+    int64_t base;        /* frozen (LoRA) or working (full) weights          */
+    int64_t trainable;   /* trainable parameters: weights, grads, AdamW      */
+    int64_t activations;
+    int64_t logits;
+    int64_t overhead;    /* process, plus the margin                         */
+    int64_t total;
+};
+
+/* Whether a job can run on the capacity the service knows. */
+enum plan_fit {
+    PLAN_FITS = 0,           /* some known worker has the memory             */
+    PLAN_FITS_LOWER_PRECISION, /* 16-bit fits nowhere; 4-bit LoRA would     */
+    PLAN_FITS_NOWHERE,       /* no known worker can ever run it              */
+};
+
+/* "16-bit" / "4-bit", "lora" / "full"; NULL when out of range. */
+const char *planner_precision_name(enum plan_precision p);
+bool planner_precision_parse(const char *s, enum plan_precision *out /* OUT */);
+const char *planner_adapter_name(enum plan_adapter a);
+bool planner_adapter_parse(const char *s, enum plan_adapter *out /* OUT */);
+
+/* The method of (precision, adapter); full at 4-bit has none: returns
+ * PLAN_METHOD_COUNT. */
+enum plan_method planner_method(enum plan_precision p, enum plan_adapter a);
+
+/* Checks the job against the limits and fills the derived fields of the
+ * model (params, intermediate, kv_heads, rank, targets) into *out. Returns
+ * ERR_OK, or ERR_INVALID with a one-line reason in why. */
+enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *out /* OUT */,
+                                  char *why, size_t whycap);
+
+/* Parameters of the LoRA adapters of a normalized job (0 for full). */
+int64_t planner_lora_params(const struct plan_job *job);
+
+/* Memory the job needs, after planner_normalize(). ERR_INVALID (full at
+ * 4-bit, or a shape out of range) with a reason in why. */
+enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *out /* OUT */,
+                               char *why, size_t whycap);
+
+/* Model FLOPs per trained token (FACTS.md): full 6N + 6LdT, LoRA and
+ * 4-bit LoRA 4N + 6N_lora. 0 for an invalid job. */
+double planner_flops_per_token(const struct plan_job *job);
+
+/* Whether `job` can run on any of `workers` (lost ones excluded: they are
+ * not capacity the service can count on). A 16-bit job that fits nowhere
+ * is tried again as 4-bit LoRA, to tell PLAN_FITS_LOWER_PRECISION from
+ * PLAN_FITS_NOWHERE. *need_out (may be NULL) gets the job's memory need. */
+enum plan_fit planner_feasibility(const struct plan_job *job, const struct sched_worker *workers,
+                                  size_t n_workers, int64_t *need_out /* OUT, may be NULL */);
+
+/* The failed job's message for a fit: MSG_NONE for PLAN_FITS,
+ * MSG_NOT_AVAILABLE_LOWER_PRECISION ("Not available right now. Choose a
+ * lower precision.") or MSG_NOT_AVAILABLE ("Not available right now."). */
+enum job_message planner_fit_message(enum plan_fit f);
+
+#endif

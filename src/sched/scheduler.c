@@ -1,0 +1,272 @@
+/* scheduler.c - fair order between accounts, placement by goal. */
+#include "sched/scheduler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Prices within this share of each other are "the same price" for
+ * lowest_cost, so that a job does not wait hours to save a cent. */
+#define COST_TIE_SHARE 0.02
+/* A busy worker is never seen as free sooner than this after now. */
+#define BUSY_MIN_S 1.0
+
+static const char *const goal_names[SCHED_GOAL_COUNT] = {"lowest_cost", "fastest_finish"};
+
+const char *sched_goal_name(enum sched_goal g)
+{
+    if ((int)g < 0 || g >= SCHED_GOAL_COUNT)
+        return NULL;
+    return goal_names[g];
+}
+
+bool sched_goal_parse(const char *s, enum sched_goal *out)
+{
+    for (int i = 0; s && i < SCHED_GOAL_COUNT; i++) {
+        if (strcmp(s, goal_names[i]) == 0) {
+            *out = (enum sched_goal)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+void sched_free_at(const struct sched_worker *workers, size_t n_workers, double now,
+                   double *free_at)
+{
+    for (size_t i = 0; i < n_workers; i++) {
+        const struct sched_worker *w = &workers[i];
+        if (w->state != WORKER_ACTIVE)
+            free_at[i] = INFINITY;
+        else if (w->running_attempt == 0)
+            free_at[i] = now;
+        else
+            free_at[i] = fmax(w->busy_until_s, now + BUSY_MIN_S);
+    }
+}
+
+/* True when candidate c is a better place than best for a job of `goal`.
+ * The order is total and depends only on the values, so a pass is
+ * deterministic for a given input. */
+static bool better(enum sched_goal goal, const struct sched_choice *c, int64_t c_mem,
+                   const struct sched_choice *best, int64_t best_mem)
+{
+    if (best->worker < 0)
+        return true;
+    if (goal == SCHED_LOWEST_COST) {
+        double lo = fmin(c->price, best->price);
+        if (fabs(c->price - best->price) > COST_TIE_SHARE * lo)
+            return c->price < best->price;
+        if (c->finish_s != best->finish_s)
+            return c->finish_s < best->finish_s;
+    } else {
+        if (c->finish_s != best->finish_s)
+            return c->finish_s < best->finish_s;
+        if (c->price != best->price)
+            return c->price < best->price;
+    }
+    return c_mem < best_mem;
+}
+
+bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
+                  size_t n_workers, const double *free_at, struct sched_choice *out)
+{
+    struct sched_choice best = {.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
+    int64_t best_mem = 0;
+    for (size_t i = 0; i < n_workers; i++) {
+        const struct sched_worker *w = &workers[i];
+        if (w->state != WORKER_ACTIVE || w->mem_bytes < job->mem_bytes || !isfinite(free_at[i]))
+            continue;
+        struct sched_choice c;
+        c.worker = (int)i;
+        c.start_s = free_at[i];
+        c.train_s = capacity_train_seconds(job->work_flops, w);
+        c.finish_s = c.start_s + job->startup_s + c.train_s;
+        c.price = w->price_per_hour * c.train_s / 3600.0;
+        if (better(job->goal, &c, w->mem_bytes, &best, best_mem)) {
+            best = c;
+            best_mem = w->mem_bytes;
+        }
+    }
+    *out = best;
+    return best.worker >= 0;
+}
+
+/* ---- fair order ------------------------------------------------------- */
+
+struct group {
+    uint64_t account;
+    size_t head, end;  /* positions in the sorted index list */
+    long load;         /* running + placed in this pass      */
+};
+
+/* The sort keys of one job, copied so that qsort needs no context (and
+ * the pass stays safe to run on several threads). */
+struct order_key {
+    uint64_t account;
+    double created_s;
+    int64_t id;
+    size_t index;
+};
+
+static int cmp_order_key(const void *a, const void *b)
+{
+    const struct order_key *x = a, *y = b;
+    if (x->account != y->account)
+        return x->account < y->account ? -1 : 1;
+    if (x->created_s != y->created_s)
+        return x->created_s < y->created_s ? -1 : 1;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int cmp_load(const void *a, const void *b)
+{
+    const struct sched_account_load *x = a, *y = b;
+    if (x->account != y->account)
+        return x->account < y->account ? -1 : 1;
+    return 0;
+}
+
+/* Group a comes before group b in the fair order. */
+static bool group_before(const struct group *a, const struct group *b, const struct sched_job *jobs,
+                         const size_t *idx)
+{
+    if (a->load != b->load)
+        return a->load < b->load;
+    const struct sched_job *ja = &jobs[idx[a->head]], *jb = &jobs[idx[b->head]];
+    if (ja->created_s != jb->created_s)
+        return ja->created_s < jb->created_s;
+    return a->account < b->account;
+}
+
+static void heap_down(size_t *heap, size_t n, size_t i, const struct group *g,
+                      const struct sched_job *jobs, const size_t *idx)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && group_before(&g[heap[l]], &g[heap[m]], jobs, idx))
+            m = l;
+        if (r < n && group_before(&g[heap[r]], &g[heap[m]], jobs, idx))
+            m = r;
+        if (m == i)
+            return;
+        size_t t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
+    }
+}
+
+/* ---- the pass --------------------------------------------------------- */
+
+enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
+                           const struct sched_worker *workers, size_t n_workers,
+                           const struct sched_account_load *loads, size_t n_loads, double now,
+                           struct sched_pass_out *out)
+{
+    if (n_jobs > SCHED_MAX_JOBS || n_workers > SCHED_MAX_WORKERS || !out ||
+        (n_workers && !out->assignments) || (n_loads && !loads))
+        return ERR_INVALID;
+    out->n_assignments = 0;
+    if (n_jobs == 0) {
+        if (out->free_at_s)
+            sched_free_at(workers, n_workers, now, out->free_at_s);
+        return ERR_OK;
+    }
+
+    enum alallo_err err = ERR_NOMEM;
+    size_t *idx = malloc(n_jobs * sizeof *idx);
+    struct order_key *keys = malloc(n_jobs * sizeof *keys);
+    struct group *groups = malloc(n_jobs * sizeof *groups);
+    size_t *heap = malloc(n_jobs * sizeof *heap);
+    double *free_at = malloc((n_workers ? n_workers : 1) * sizeof *free_at);
+    bool *taken = calloc(n_workers ? n_workers : 1, sizeof *taken);
+    struct sched_account_load *sorted_loads = malloc((n_loads ? n_loads : 1) * sizeof *sorted_loads);
+    if (!idx || !keys || !groups || !heap || !free_at || !taken || !sorted_loads)
+        goto out;
+
+    for (size_t i = 0; i < n_jobs; i++)
+        keys[i] = (struct order_key){jobs[i].account, jobs[i].created_s, jobs[i].id, i};
+    qsort(keys, n_jobs, sizeof *keys, cmp_order_key);
+    for (size_t i = 0; i < n_jobs; i++)
+        idx[i] = keys[i].index;
+    if (n_loads) {
+        memcpy(sorted_loads, loads, n_loads * sizeof *loads);
+        qsort(sorted_loads, n_loads, sizeof *sorted_loads, cmp_load);
+    }
+
+    size_t n_groups = 0;
+    for (size_t i = 0; i < n_jobs;) {
+        size_t j = i;
+        uint64_t acct = jobs[idx[i]].account;
+        while (j < n_jobs && jobs[idx[j]].account == acct)
+            j++;
+        struct sched_account_load key = {.account = acct};
+        const struct sched_account_load *l =
+            n_loads ? bsearch(&key, sorted_loads, n_loads, sizeof key, cmp_load) : NULL;
+        groups[n_groups] = (struct group){.account = acct, .head = i, .end = j,
+                                          .load = l && l->running > 0 ? l->running : 0};
+        heap[n_groups] = n_groups;
+        n_groups++;
+        i = j;
+    }
+    for (size_t i = n_groups / 2; i-- > 0;)
+        heap_down(heap, n_groups, i, groups, jobs, idx);
+
+    sched_free_at(workers, n_workers, now, free_at);
+    for (size_t i = 0; i < n_workers; i++)
+        taken[i] = workers[i].running_attempt != 0;
+
+    size_t n_heap = n_groups;
+    while (n_heap > 0) {
+        struct group *g = &groups[heap[0]];
+        size_t j = idx[g->head];
+        const struct sched_job *job = &jobs[j];
+        struct sched_choice c;
+        bool assigned = false;
+        if (sched_choose(job, workers, n_workers, free_at, &c)) {
+            size_t w = (size_t)c.worker;
+            if (!taken[w] && c.start_s <= now) {
+                taken[w] = true;
+                out->assignments[out->n_assignments++] =
+                    (struct sched_assignment){.job = j, .worker = w, .finish_s = c.finish_s};
+                assigned = true;
+            }
+            free_at[w] = c.finish_s;
+        }
+        if (out->messages)
+            out->messages[j] = assigned ? MSG_STARTING : MSG_WAITING_FOR_CAPACITY;
+        if (out->planned_worker)
+            out->planned_worker[j] = c.worker;
+        if (out->expected_start_s)
+            out->expected_start_s[j] = c.start_s;
+
+        g->load++;
+        g->head++;
+        if (g->head == g->end)
+            heap[0] = heap[--n_heap];
+        heap_down(heap, n_heap, 0, groups, jobs, idx);
+    }
+    if (out->free_at_s)
+        memcpy(out->free_at_s, free_at, n_workers * sizeof *free_at);
+    err = ERR_OK;
+out:
+    free(idx);
+    free(keys);
+    free(groups);
+    free(heap);
+    free(free_at);
+    free(taken);
+    free(sorted_loads);
+    return err;
+}
+
+long sched_assigned_job(const struct sched_pass_out *out, size_t worker)
+{
+    for (size_t i = 0; i < out->n_assignments; i++)
+        if (out->assignments[i].worker == worker)
+            return (long)out->assignments[i].job;
+    return -1;
+}
