@@ -49,7 +49,7 @@ export function lossGeometry(points, maxSteps) {
   const xTicks = niceTicks(0, xMax, 5)
     .filter((v) => Number.isInteger(v))
     .map((v) => ({ x: sx(v), label: String(v) }));
-  const yTicks = niceTicks(yMin, yMax, 4).map((v) => ({ y: sy(v), label: String(v) }));
+  const yTicks = niceTicks(yMin, yMax, 5).map((v) => ({ y: sy(v), label: String(v) }));
   const lastP = points[points.length - 1];
   return { path, xTicks, yTicks, last: { x: sx(lastP.step), y: sy(lastP.loss) } };
 }

@@ -1,0 +1,276 @@
+// The dashboard end to end: headless Chromium against the real
+// `alallo serve` (its API, its local worker, the real trainer). Nothing is
+// mocked. Screenshots of the Jobs tab and a job page go to
+// build/e2e-artifacts/ (ALALLO_E2E_ARTIFACTS).
+//
+// Two servers: `busy` has the default local worker, so jobs train;
+// `idle` starts with --local-worker none, so its jobs stay queued.
+import test, { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  apiCall,
+  dataset,
+  launchBrowser,
+  newRecord,
+  screenshotPath,
+  sleep,
+  startServe,
+  until,
+  uploadDataset,
+  watchedPage,
+} from './harness.mjs';
+
+const EMPTY_LOG = 'No log yet. It appears once training starts.';
+// The seven statuses of the help page.
+const STATUSES = ['queued', 'running', 're-scheduling', 'cancelling', 'cancelled', 'succeeded', 'failed'];
+// How long a small job may take to train on the local worker.
+const TRAIN_TIMEOUT_MS = Number(process.env.ALALLO_E2E_TRAIN_TIMEOUT_MS || 240000);
+
+let busy;
+let idle;
+let browser;
+let page; // desktop page signed in on `busy`
+const record = newRecord();
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-e2e-data-'));
+const trainFile = path.join(tmp, 'reviews.jsonl');
+const badFile = path.join(tmp, 'bad.jsonl');
+fs.writeFileSync(trainFile, dataset(24));
+fs.writeFileSync(badFile, `${JSON.stringify({ prompt: 'a', completion: 'b' })}\n{"prompt":"no completion"}\n`);
+
+before(async () => {
+  busy = await startServe();
+  idle = await startServe(['--local-worker', 'none']);
+  browser = await launchBrowser();
+  page = await watchedPage(browser, busy, record);
+});
+
+after(async () => {
+  await browser?.close();
+  await busy?.stop();
+  await idle?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+function jobRow(p, name) {
+  return p.locator('tr[data-id]', { has: p.locator('a.job-link', { hasText: name }) });
+}
+
+// Fills the New job form through the page and starts the job. Returns
+// after the Jobs tab shows it.
+async function createThroughPage(p, name, { epochs } = {}) {
+  await p.getByRole('link', { name: 'New job', exact: true }).first().click();
+  await p.getByRole('heading', { name: 'New job' }).waitFor();
+  await p.getByLabel('Name').fill(name);
+  await p.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await p.getByText(/^Uploaded reviews\.jsonl/).waitFor({ timeout: 30000 });
+  assert.notEqual(await p.getByLabel('Data set').inputValue(), '', 'the upload is selected as the data set');
+  assert.notEqual(await p.getByLabel('Model').inputValue(), '', 'a base model is offered');
+  if (epochs) {
+    await p.getByText('Hyper-parameters').click();
+    await p.getByLabel('Epochs').fill(String(epochs));
+  }
+  await p.getByRole('button', { name: 'Start' }).click();
+  await p.waitForURL(/#\/jobs$/);
+  await jobRow(p, name).waitFor({ timeout: 15000 });
+}
+
+test('the address serve prints signs in, then leaves the address bar', async () => {
+  assert.ok(busy.printedSignin, `serve prints a sign-in address with #key=:\n${busy.output()}`);
+  await page.goto(busy.signinUrl);
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  assert.equal(await page.evaluate(() => localStorage.getItem('alallo.apiKey')), busy.key);
+  assert.ok(!page.url().includes('key='), `the key is gone from the address: ${page.url()}`);
+});
+
+test('a bad line in an upload shows the server\'s line error', async () => {
+  await page.goto(`${busy.base}/#/new`);
+  await page.getByLabel('Upload a data set').setInputFiles(badFile);
+  const alert = page.getByRole('alert').filter({ hasText: 'Upload failed' });
+  await alert.waitFor({ timeout: 15000 });
+  assert.match(await alert.textContent(), /line 2 of bad\.jsonl/);
+});
+
+test('estimate time and price shows ranges or the no-capacity sentence', async () => {
+  await page.goto(`${busy.base}/#/new`);
+  await page.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await page.getByText(/^Uploaded reviews\.jsonl/).waitFor({ timeout: 30000 });
+  await page.getByRole('button', { name: 'Estimate time and price' }).click();
+  const box = page.locator('.estimate');
+  await until('an estimate', async () => /Time: .+/.test(await box.textContent()));
+  const text = await box.textContent();
+  assert.match(text, /Time: \d+ (min|h)/);
+  assert.match(text, /Price: \$\d/);
+});
+
+test('a job created through the page goes from queued to succeeded without a reload', async () => {
+  const name = `e2e-watch-${Date.now()}`;
+  await page.goto(`${busy.base}/#/jobs`);
+  await page.evaluate(() => {
+    window.__sameDocument = true;
+  });
+  await createThroughPage(page, name);
+  const row = jobRow(page, name);
+  const seen = [];
+  await until('the job to succeed on the Jobs tab', async () => {
+    const s = (await row.locator('.badge').textContent()).trim();
+    if (seen[seen.length - 1] !== s) seen.push(s);
+    assert.ok(!['failed', 'cancelled'].includes(s), `job ended ${s}: ${await row.textContent()}`);
+    return s === 'succeeded';
+  }, TRAIN_TIMEOUT_MS, 200);
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page was never reloaded');
+  assert.ok(seen.length >= 2, `the row changed status while watched: ${seen.join(' -> ')}`);
+  assert.ok(['queued', 'running'].includes(seen[0]), `first seen ${seen[0]}`);
+  assert.ok(seen.every((s) => STATUSES.includes(s)), `only the seven statuses: ${seen.join(' -> ')}`);
+
+  const id = await row.getAttribute('data-id');
+  const job = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}`);
+  const bar = row.locator('.progress');
+  assert.equal(await bar.getAttribute('title'), `${job.progress.max_steps} steps`, 'hover shows the total steps');
+  await bar.hover();
+  assert.equal((await bar.locator('.pct').textContent()).trim(), '100%');
+  assert.match(await row.textContent(), /Supervised fine-tuning, 16-bit/);
+  await page.screenshot({ path: screenshotPath('jobs-tab.png'), fullPage: true });
+});
+
+test('the job page shows status, progress, time left, price, log, loss curve, attempts; Try it answers', async () => {
+  await page.goto(`${busy.base}/#/jobs`);
+  const link = page.locator('a.job-link', { hasText: 'e2e-watch-' }).first();
+  await link.click();
+  await page.waitForURL(/#\/jobs\/ftjob-/);
+  const id = decodeURIComponent(page.url().split('#/jobs/')[1]);
+  const job = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}`);
+  const log = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}/log`);
+
+  const summary = page.locator('dl.summary');
+  await summary.getByText('succeeded', { exact: true }).waitFor();
+  assert.equal(await summary.locator('.progress').getAttribute('title'), `${job.progress.max_steps} steps`);
+  assert.ok(await summary.getByText('Time left (estimate)').isVisible());
+  assert.match(await summary.textContent(), /Estimate: \$/);
+  assert.match(await summary.textContent(), /Charged: \$/);
+  assert.match(await summary.textContent(), /Refunded: \$/);
+
+  const logBox = page.getByLabel('Training log, newest lines at the bottom');
+  await until('the log on the page', async () => (await logBox.textContent()).includes('step '));
+  const shown = (await logBox.textContent()).trim();
+  const lastLine = String(log).trim().split('\n').pop();
+  assert.ok(shown.endsWith(lastLine), `newest line at the bottom: ${lastLine}`);
+  const lossLines = String(log).split('\n').filter((l) => /step \d+\/\d+: loss /.test(l)).length;
+  if (lossLines >= 2) {
+    await page.locator('svg.chart path.line').waitFor();
+    assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /^Training loss from step/);
+  }
+
+  const attempts = page.locator('section', { has: page.getByRole('heading', { name: 'Attempts' }) });
+  assert.ok(job.attempts.length >= 1);
+  assert.match(await attempts.textContent(), new RegExp(job.attempts[0].worker));
+
+  await page.screenshot({ path: screenshotPath('job-page.png'), fullPage: true });
+
+  await page.getByLabel('Prompt').fill('Review: the service was good on day 3.\nSentiment:');
+  await page.getByLabel('Max tokens').fill('4');
+  await page.getByRole('button', { name: 'Generate' }).click();
+  const out = page.getByLabel('Model output');
+  await until('an answer in Try it', async () => {
+    const t = await out.textContent();
+    return t && t !== 'Generating…';
+  }, 60000);
+  assert.equal(await page.getByRole('alert').filter({ hasText: 'Could not generate' }).count(), 0);
+});
+
+test('cancel a running job: the cost is stated, then it is cancelled', async () => {
+  const name = `e2e-cancel-${Date.now()}`;
+  await page.goto(`${busy.base}/#/jobs`);
+  await createThroughPage(page, name, { epochs: 100 });
+  await jobRow(page, name).locator('a.job-link').click();
+  const summary = page.locator('dl.summary');
+  await summary.getByText('running', { exact: true }).waitFor({ timeout: TRAIN_TIMEOUT_MS });
+  const cost = page.locator('#cancel-cost');
+  assert.match(await cost.textContent(), /^Cancelling now (costs|is free)/);
+  const cancel = page.getByRole('button', { name: 'Cancel job' });
+  assert.equal(await cancel.getAttribute('aria-describedby'), 'cancel-cost');
+  await cancel.click();
+  await summary.getByText('cancelled', { exact: true }).waitFor({ timeout: 60000 });
+  assert.equal(await cancel.isVisible(), false, 'no Cancel button once cancelled');
+});
+
+test('a queued job: empty-log sentence, free cancel, then cancelled', async () => {
+  const file = await uploadDataset(idle, 'reviews.jsonl', dataset(24));
+  const models = await apiCall(idle, 'GET', '/v1/models');
+  const model = models.data.find((m) => m.kind === 'base' || !m.kind).id;
+  const job = await apiCall(idle, 'POST', '/v1/fine_tuning/jobs', {
+    model, training_file: file.id, name: 'e2e-queued', precision: '16-bit', goal: 'lowest_cost',
+  });
+  const p = await watchedPage(browser, idle, record);
+  await p.goto(`${idle.signinUrl}`);
+  await p.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await p.goto(`${idle.base}/#/jobs/${job.id}`);
+  const summary = p.locator('dl.summary');
+  await summary.getByText('queued', { exact: true }).waitFor();
+  const logBox = p.getByLabel('Training log, newest lines at the bottom');
+  await until('the empty-log sentence', async () => (await logBox.textContent()) === EMPTY_LOG);
+  assert.match(await summary.textContent(), /Waiting for capacity|Starting/);
+  assert.equal(await p.locator('#cancel-cost').textContent(),
+    'Cancelling now costs nothing: the job has not started training.');
+  await p.getByRole('button', { name: 'Cancel job' }).click();
+  await summary.getByText('cancelled', { exact: true }).waitFor({ timeout: 15000 });
+  await p.context().close();
+});
+
+test('polling updates rows in place and keeps the scroll position (phone width)', async () => {
+  const file = await uploadDataset(idle, 'reviews.jsonl', dataset(24));
+  const models = await apiCall(idle, 'GET', '/v1/models');
+  const model = models.data.find((m) => m.kind === 'base' || !m.kind).id;
+  for (let i = 0; i < 12; i++) {
+    await apiCall(idle, 'POST', '/v1/fine_tuning/jobs', {
+      model, training_file: file.id, name: `e2e-scroll-${i}`, precision: '4-bit', goal: 'fastest_finish',
+    });
+  }
+  const p = await watchedPage(browser, idle, record, { width: 390, height: 700 });
+  await p.goto(idle.signinUrl);
+  await jobRow(p, 'e2e-scroll-0').waitFor();
+  await p.evaluate(() => {
+    document.querySelector('tr[data-id]:last-child').__marker = 'kept';
+    window.scrollTo(0, 600);
+  });
+  const y0 = await p.evaluate(() => window.scrollY);
+  assert.ok(y0 > 0, 'the list is long enough to scroll');
+  // A new job arrives at the top while the person reads further down.
+  await apiCall(idle, 'POST', '/v1/fine_tuning/jobs', {
+    model, training_file: file.id, name: 'e2e-scroll-new', precision: '4-bit', goal: 'fastest_finish',
+  });
+  await jobRow(p, 'e2e-scroll-new').waitFor({ timeout: 10000 });
+  await sleep(3500); // one more poll
+  assert.equal(await p.evaluate(() => document.querySelector('tr[data-id]:last-child').__marker), 'kept',
+    'rows are updated in place, not rebuilt');
+  const y1 = await p.evaluate(() => window.scrollY);
+  assert.ok(Math.abs(y1 - y0) < 400, `scroll position kept (${y0} -> ${y1})`);
+  await p.screenshot({ path: screenshotPath('jobs-tab-phone.png'), fullPage: false });
+  await p.context().close();
+});
+
+test('without a key the page asks for one; a wrong key is refused', async () => {
+  // Chromium logs every refused fetch as a console error; the 401 this test
+  // provokes on purpose is the only one allowed, so it keeps its own record.
+  const own = newRecord();
+  const p = await watchedPage(browser, idle, own);
+  await p.goto(`${idle.base}/`);
+  await p.getByRole('heading', { name: 'Sign in' }).waitFor();
+  await p.getByLabel('API key').fill('not-a-key');
+  await p.getByRole('button', { name: 'Sign in' }).click();
+  await p.getByText('That API key was not accepted.').waitFor();
+  await p.getByLabel('API key').fill(idle.key);
+  await p.getByRole('button', { name: 'Sign in' }).click();
+  await p.getByRole('heading', { name: 'Jobs' }).waitFor();
+  assert.equal(await p.evaluate(() => localStorage.getItem('alallo.apiKey')), idle.key);
+  await p.context().close();
+  assert.ok(own.consoleErrors.every((e) => /status of 401/.test(e)), own.consoleErrors.join('\n'));
+  assert.deepEqual(own.external, []);
+});
+
+test('no console errors and no request left the server', () => {
+  assert.deepEqual(record.consoleErrors, []);
+  assert.deepEqual(record.external, []);
+});
