@@ -149,7 +149,7 @@ export function jobView(jobId) {
       setText(ui.timeLeft, tl.text);
       setText(ui.basis, tl.basis === 'pace' ? 'from the job\'s pace' : 'from the estimate');
     } else {
-      setText(ui.timeLeft, j.status === 'succeeded' ? 'None: finished' : '—');
+      setText(ui.timeLeft, '—');
       setText(ui.basis, '');
     }
     const est = j.estimate?.price || {};
