@@ -1,0 +1,136 @@
+/* test_worker_speed.c - the speed measurement at start, with shell scripts
+ * standing in for `alallo bench train`. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "worker/trainer_proc.h"
+#include "worker/worker_speed.h"
+
+static char dir[256];
+
+static int make_dir(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/alallo-test-speed-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Writes an executable script standing in for the alallo binary. */
+static void fake_bin(char *path, size_t cap, const char *name, const char *body)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+}
+
+static void parses_bench_output(void **state)
+{
+    (void)state;
+    struct worker_speed s;
+    assert_int_equal(worker_speed_parse("{\"tokens_per_s\": 1234.5, \"mfu\": 0.1, "
+                                        "\"peak_rss_bytes\": 100}",
+                                        &s),
+                     0);
+    assert_true(s.tokens_per_s == 1234.5);
+    assert_true(s.flops == 0);
+    assert_int_equal(worker_speed_parse("note: warming up\n"
+                                        "{\"tokens_per_s\": 10, \"flops_per_s\": 5e9}\n",
+                                        &s),
+                     0);
+    assert_true(s.tokens_per_s == 10 && s.flops == 5e9);
+    assert_int_equal(worker_speed_parse("{\n  \"tokens_per_s\": 7,\n  \"mfu\": 0.5,\n"
+                                        "  \"peak_flops\": 2e9\n}\n",
+                                        &s),
+                     0);
+    assert_true(s.tokens_per_s == 7 && s.flops == 1e9);
+    assert_int_equal(worker_speed_parse("{\"tokens_per_s\": 0}", &s), -1);
+    assert_int_equal(worker_speed_parse("{\"mfu\": 0.3}", &s), -1);
+    assert_int_equal(worker_speed_parse("garbage", &s), -1);
+    assert_int_equal(worker_speed_parse("", &s), -1);
+    assert_int_equal(worker_speed_parse(NULL, &s), -1);
+}
+
+static void measures_with_the_right_arguments(void **state)
+{
+    (void)state;
+    char bin[300], err[300] = "";
+    /* The script checks the exact command line the worker promises. */
+    fake_bin(bin, sizeof bin, "alallo-ok",
+             "[ \"$*\" = 'bench train --shape tiny --steps 3 --threads 3' ] || "
+             "{ echo \"bad args: $*\" >&2; exit 9; }\n"
+             "echo 'loading' >&2\n"
+             "echo '{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}'");
+    struct worker_speed s;
+    if (worker_speed_measure(bin, 3, 10, NULL, &s, err, sizeof err) != 0)
+        fail_msg("measure: %s", err);
+    assert_true(s.tokens_per_s == 4321);
+    assert_true(s.flops == 1.5e10);
+}
+
+static void failure_means_unknown(void **state)
+{
+    (void)state;
+    char bin[300], err[300] = "";
+    struct worker_speed s;
+    fake_bin(bin, sizeof bin, "alallo-fail", "echo 'unknown shape tiny' >&2; exit 2");
+    assert_int_equal(worker_speed_measure(bin, 1, 10, NULL, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "exited with 2: unknown shape tiny"));
+    assert_true(s.tokens_per_s == 0);
+
+    fake_bin(bin, sizeof bin, "alallo-silent", "echo '{\"mfu\": 1}'");
+    assert_int_equal(worker_speed_measure(bin, 1, 10, NULL, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no tokens_per_s"));
+
+    assert_int_equal(worker_speed_measure("/nonexistent/alallo", 1, 10, NULL, &s, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "cannot run"));
+}
+
+static void bounded_in_time(void **state)
+{
+    (void)state;
+    char bin[300], err[300] = "";
+    struct worker_speed s;
+    fake_bin(bin, sizeof bin, "alallo-slow", "sleep 60; echo '{\"tokens_per_s\": 1}'");
+    double t0 = trainer_proc_now();
+    assert_int_equal(worker_speed_measure(bin, 1, 1, NULL, &s, err, sizeof err), -1);
+    double took = trainer_proc_now() - t0;
+    assert_true(took < 5);
+    assert_non_null(strstr(err, "within 1 s"));
+    /* A stop flag cuts it short too. */
+    volatile sig_atomic_t stop = 1;
+    t0 = trainer_proc_now();
+    assert_int_equal(worker_speed_measure(bin, 1, 60, &stop, &s, err, sizeof err), -1);
+    assert_true(trainer_proc_now() - t0 < 5);
+    assert_non_null(strstr(err, "stopping"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parses_bench_output),
+        cmocka_unit_test(measures_with_the_right_arguments),
+        cmocka_unit_test(failure_means_unknown),
+        cmocka_unit_test(bounded_in_time),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
