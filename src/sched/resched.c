@@ -1,0 +1,85 @@
+/* resched.c - re-scheduling decisions. */
+#include "sched/resched.h"
+
+#include <math.h>
+
+static const char *const reason_texts[RESCHED_CAUSE_COUNT] = {
+    "needs more memory",
+    "worker lost",
+    "worker drained",
+    "spot capacity taken back",
+};
+
+const char *resched_reason_text(enum resched_cause c)
+{
+    if ((int)c < 0 || c >= RESCHED_CAUSE_COUNT)
+        return "";
+    return reason_texts[c];
+}
+
+void resched_on_memory(int64_t peak_rss_bytes, int64_t planned_bytes,
+                       const struct sched_worker *current, const struct sched_worker *workers,
+                       size_t n_workers, const struct plan_job *job,
+                       struct resched_decision *out)
+{
+    double with_headroom = ceil((double)peak_rss_bytes * (1.0 + RESCHED_MEMORY_HEADROOM));
+    int64_t need = planned_bytes;
+    if (with_headroom > (double)need)
+        need = with_headroom > 9e18 ? INT64_MAX : (int64_t)with_headroom;
+    *out = (struct resched_decision){.action = RESCHED_KEEP, .cause = RESCHED_MEMORY,
+                                     .mem_bytes = need, .message = MSG_NONE};
+    if (peak_rss_bytes <= current->mem_bytes)
+        return;
+    for (size_t i = 0; i < n_workers; i++) {
+        if (workers[i].state != WORKER_LOST && workers[i].mem_bytes >= need) {
+            out->action = RESCHED_MOVE;
+            out->message = MSG_RESCHEDULING;
+            out->stop = "move";
+            out->reason = resched_reason_text(RESCHED_MEMORY);
+            return;
+        }
+    }
+    out->action = RESCHED_FAIL;
+    out->message = MSG_NOT_AVAILABLE;
+    out->reason = resched_reason_text(RESCHED_MEMORY);
+    out->stop = "move";
+    if (job && job->precision == PLAN_16BIT) {
+        /* Would 4-bit fit? Scale the measured peak by the planner's ratio
+         * of the two needs, since only the 16-bit run was measured. */
+        struct plan_job lower = *job;
+        lower.precision = PLAN_4BIT;
+        lower.adapter = PLAN_LORA;
+        struct plan_memory m16, m4;
+        if (planner_memory(job, &m16, NULL, 0) == ERR_OK &&
+            planner_memory(&lower, &m4, NULL, 0) == ERR_OK && m16.total > 0) {
+            double need4 = with_headroom * (double)m4.total / (double)m16.total;
+            for (size_t i = 0; i < n_workers; i++) {
+                if (workers[i].state != WORKER_LOST && (double)workers[i].mem_bytes >= need4) {
+                    out->message = MSG_NOT_AVAILABLE_LOWER_PRECISION;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+void resched_on_worker(enum resched_cause cause, int64_t mem_bytes, struct resched_decision *out)
+{
+    *out = (struct resched_decision){.action = RESCHED_KEEP, .cause = cause,
+                                     .mem_bytes = mem_bytes, .message = MSG_NONE};
+    switch (cause) {
+    case RESCHED_WORKER_LOST:
+        /* Nobody is there to checkpoint: continue from the latest one. */
+        out->action = RESCHED_MOVE;
+        break;
+    case RESCHED_DRAINED:
+    case RESCHED_SPOT_TAKEN:
+        out->action = RESCHED_CHECKPOINT_THEN_MOVE;
+        out->stop = "move";
+        break;
+    default:
+        return;
+    }
+    out->message = MSG_RESCHEDULING;
+    out->reason = resched_reason_text(cause);
+}

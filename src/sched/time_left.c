@@ -1,0 +1,100 @@
+/* time_left.c - time left from the estimate, then from the measured pace. */
+#include "sched/time_left.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/job.h"
+
+#define SWITCH_SHARE 0.05 /* "about 5% of steps"                          */
+#define EWMA_ALPHA 0.3    /* weight of the newest pace sample              */
+
+const char *tl_basis_name(enum tl_basis b)
+{
+    return b == TL_PACE ? "pace" : "estimate";
+}
+
+void tl_begin(struct tl_state *s, long max_steps, long start_step, double now, double startup_s,
+              double est_low_s, double est_high_s)
+{
+    memset(s, 0, sizeof *s);
+    s->max_steps = max_steps > 0 ? max_steps : 1;
+    s->start_step = start_step < 0 ? 0 : start_step > s->max_steps ? s->max_steps : start_step;
+    long left = s->max_steps - s->start_step;
+    long sw = (long)ceil(SWITCH_SHARE * (double)s->max_steps);
+    long half = (left + 1) / 2;
+    if (sw > half)
+        sw = half;
+    s->switch_after = sw < 1 ? 1 : sw;
+    s->est_low_s = est_low_s > 0 ? est_low_s : 0;
+    s->est_high_s = est_high_s > s->est_low_s ? est_high_s : s->est_low_s;
+    s->startup_s = startup_s > 0 ? startup_s : 0;
+    s->begin_t = now;
+    s->last_step = s->start_step;
+    s->last_t = now;
+}
+
+void tl_observe(struct tl_state *s, long step, double t)
+{
+    if (!s->have_ref) {
+        if (step < s->start_step)
+            return;
+        s->have_ref = true;
+        s->last_step = step;
+        s->last_t = t;
+        return;
+    }
+    if (step <= s->last_step || !(t > s->last_t))
+        return;
+    double x = (t - s->last_t) / (double)(step - s->last_step);
+    if (s->samples == 0) {
+        s->ewma_s = x;
+        s->ewma_var = 0;
+    } else {
+        double d = x - s->ewma_s;
+        s->ewma_s += EWMA_ALPHA * d;
+        s->ewma_var = (1.0 - EWMA_ALPHA) * (s->ewma_var + EWMA_ALPHA * d * d);
+    }
+    s->samples++;
+    s->last_step = step;
+    s->last_t = t;
+}
+
+void tl_value(const struct tl_state *s, double now, struct tl_value *out)
+{
+    long total = s->max_steps - s->start_step;
+    long done = s->last_step - s->start_step;
+    long left = s->max_steps - s->last_step;
+    if (left < 0)
+        left = 0;
+    double share_left = total > 0 ? (double)left / (double)total : 0;
+
+    if (s->samples > 0 && done >= s->switch_after) {
+        double since = now > s->last_t ? now - s->last_t : 0;
+        double mid = (double)left * s->ewma_s - since;
+        if (left > 0 && mid < s->ewma_s)
+            mid = s->ewma_s; /* a job that is late still has a step to go */
+        if (mid < 0)
+            mid = 0;
+        double cv = s->ewma_s > 0 ? sqrt(s->ewma_var) / s->ewma_s : 0;
+        double ahead = share_left; /* narrows as the attempt goes */
+        double rel_lo = fmin(0.6, 0.04 + cv + 0.10 * ahead);
+        double rel_hi = 0.06 + 1.5 * cv + 0.20 * ahead;
+        out->basis = TL_PACE;
+        out->mid_s = mid;
+        out->low_s = mid * (1.0 - rel_lo);
+        out->high_s = mid * (1.0 + rel_hi);
+    } else {
+        double loading = 0;
+        if (!s->have_ref) {
+            loading = s->startup_s - (now - s->begin_t);
+            if (loading < 0)
+                loading = 0;
+        }
+        out->basis = TL_ESTIMATE;
+        out->low_s = loading + s->est_low_s * share_left;
+        out->high_s = loading + s->est_high_s * share_left;
+        out->mid_s = 0.5 * (out->low_s + out->high_s);
+    }
+    job_time_left_range_text(out->text, sizeof out->text, out->low_s, out->high_s);
+}
