@@ -25,6 +25,9 @@ struct tokenizer;
 struct tokenizer *tokenizer_load(const char *path, char *err, size_t errcap);
 void tokenizer_free(struct tokenizer *t); /* NULL is fine */
 
+/* As tokenizer_load, from `len` bytes of tokenizer.json text in memory. */
+struct tokenizer *tokenizer_load_json(const char *json, size_t len, char *err, size_t errcap);
+
 /* Number of ids (vocabulary plus added tokens; the largest id + 1). */
 int tokenizer_vocab_size(const struct tokenizer *t);
 
@@ -36,6 +39,14 @@ int tokenizer_eos_id(const struct tokenizer *t);
 
 /* The id of a token written exactly as `text`, or -1. */
 int tokenizer_token_id(const struct tokenizer *t, const char *text);
+
+/* The text of token `id` as the file writes it (byte-level tokens in
+ * GPT-2's printable form, SentencePiece tokens with their space mark), or
+ * NULL for an id out of range. Owned by the tokenizer. */
+const char *tokenizer_token_text(const struct tokenizer *t, int id);
+
+/* 1 for a byte-level BPE tokenizer, 0 for SentencePiece style. */
+int tokenizer_is_byte_level(const struct tokenizer *t);
 
 /* Encodes `len` bytes of UTF-8 text (plain text: special-token strings are
  * encoded as ordinary text). On success returns 0 and sets *ids (malloc'd)
