@@ -13,8 +13,8 @@ const float nf4_levels[16] = {
 
 int nf4_nearest(float v)
 {
-    if (v <= -1.0f)
-        return 0;
+    if (!(v > -1.0f)) /* also NaN */
+        return v == v ? 0 : 7;
     if (v >= 1.0f)
         return 15;
     /* Midpoints between neighbouring levels decide; ties go up. */
@@ -30,22 +30,23 @@ void nf4_free(struct nf4_tensor *t)
         return;
     free(t->codes);
     free(t->scale_codes);
+    free(t->group_mean);
     free(t->group_absmax);
     free(t);
 }
 
 size_t nf4_bytes(const struct nf4_tensor *t)
 {
-    return (t->n + 1) / 2 + t->n_blocks + t->n_groups * sizeof(float) + sizeof *t;
+    return (t->n + 1) / 2 + t->n_blocks + 2 * t->n_groups * sizeof(float) + sizeof *t;
 }
 
 float nf4_block_scale(const struct nf4_tensor *t, size_t b)
 {
-    float g = t->group_absmax[b / NF4_SCALE_GROUP];
-    return t->scale_mean + (float)t->scale_codes[b] * (g / 127.0f);
+    size_t g = b / NF4_SCALE_GROUP;
+    return t->group_mean[g] + (float)t->scale_codes[b] * (t->group_absmax[g] / 127.0f);
 }
 
-struct nf4_tensor *nf4_quantize(const float *x, size_t n)
+struct nf4_tensor *nf4_create(size_t n)
 {
     struct nf4_tensor *t = calloc(1, sizeof *t);
     if (!t)
@@ -55,52 +56,81 @@ struct nf4_tensor *nf4_quantize(const float *x, size_t n)
     t->n_groups = (t->n_blocks + NF4_SCALE_GROUP - 1) / NF4_SCALE_GROUP;
     t->codes = calloc((n + 1) / 2 + 1, 1);
     t->scale_codes = calloc(t->n_blocks + 1, 1);
+    t->group_mean = calloc(t->n_groups + 1, sizeof(float));
     t->group_absmax = calloc(t->n_groups + 1, sizeof(float));
-    float *absmax = malloc((t->n_blocks + 1) * sizeof(float));
-    if (!t->codes || !t->scale_codes || !t->group_absmax || !absmax) {
-        free(absmax);
+    if (!t->codes || !t->scale_codes || !t->group_mean || !t->group_absmax) {
         nf4_free(t);
         return NULL;
     }
+    return t;
+}
+
+/* Encodes one group g from x (its values, starting at the group's first). */
+static void encode_group(struct nf4_tensor *t, size_t g, const float *x)
+{
+    size_t b0 = g * NF4_SCALE_GROUP;
+    size_t b1 = b0 + NF4_SCALE_GROUP < t->n_blocks ? b0 + NF4_SCALE_GROUP : t->n_blocks;
+    float absmax[NF4_SCALE_GROUP];
     double mean = 0.0;
-    for (size_t b = 0; b < t->n_blocks; b++) {
-        size_t e = (b + 1) * NF4_BLOCK < n ? (b + 1) * NF4_BLOCK : n;
+    for (size_t b = b0; b < b1; b++) {
+        size_t s = b * NF4_BLOCK, e = s + NF4_BLOCK < t->n ? s + NF4_BLOCK : t->n;
         float m = 0.0f;
-        for (size_t i = b * NF4_BLOCK; i < e; i++)
-            if (fabsf(x[i]) > m)
-                m = fabsf(x[i]);
-        absmax[b] = m;
+        for (size_t i = s; i < e; i++) {
+            float a = fabsf(x[i - b0 * NF4_BLOCK]);
+            if (a > m)
+                m = a;
+        }
+        absmax[b - b0] = m;
         mean += m;
     }
-    t->scale_mean = t->n_blocks ? (float)(mean / (double)t->n_blocks) : 0.0f;
-    for (size_t g = 0; g < t->n_groups; g++) {
-        size_t b0 = g * NF4_SCALE_GROUP;
-        size_t b1 = b0 + NF4_SCALE_GROUP < t->n_blocks ? b0 + NF4_SCALE_GROUP : t->n_blocks;
-        float m = 0.0f;
-        for (size_t b = b0; b < b1; b++)
-            if (fabsf(absmax[b] - t->scale_mean) > m)
-                m = fabsf(absmax[b] - t->scale_mean);
-        t->group_absmax[g] = m;
-        for (size_t b = b0; b < b1; b++) {
-            float c = m > 0.0f ? roundf((absmax[b] - t->scale_mean) / m * 127.0f) : 0.0f;
-            t->scale_codes[b] = (int8_t)(c > 127.0f ? 127 : c < -127.0f ? -127 : c);
-        }
+    float gm = (float)(mean / (double)(b1 - b0));
+    float ga = 0.0f;
+    for (size_t b = b0; b < b1; b++)
+        if (fabsf(absmax[b - b0] - gm) > ga)
+            ga = fabsf(absmax[b - b0] - gm);
+    t->group_mean[g] = gm;
+    t->group_absmax[g] = ga;
+    for (size_t b = b0; b < b1; b++) {
+        float c = ga > 0.0f ? roundf((absmax[b - b0] - gm) / ga * 127.0f) : 0.0f;
+        t->scale_codes[b] = (int8_t)(c > 127.0f ? 127 : c < -127.0f ? -127 : c);
     }
     /* Values are coded against the scale as it will be read back, so that
      * the scale's own rounding does not add to the error twice. */
-    for (size_t b = 0; b < t->n_blocks; b++) {
+    for (size_t b = b0; b < b1; b++) {
         float s = nf4_block_scale(t, b);
         float inv = s != 0.0f ? 1.0f / s : 0.0f;
-        size_t e = (b + 1) * NF4_BLOCK < n ? (b + 1) * NF4_BLOCK : n;
+        size_t e = (b + 1) * NF4_BLOCK < t->n ? (b + 1) * NF4_BLOCK : t->n;
         for (size_t i = b * NF4_BLOCK; i < e; i++) {
-            int q = nf4_nearest(x[i] * inv);
+            int q = nf4_nearest(x[i - b0 * NF4_BLOCK] * inv);
             if (i % 2 == 0)
                 t->codes[i / 2] = (uint8_t)(q << 4);
             else
                 t->codes[i / 2] |= (uint8_t)q;
         }
     }
-    free(absmax);
+}
+
+int nf4_encode(struct nf4_tensor *t, size_t start, const float *x, size_t count)
+{
+    if (start % NF4_GROUP_VALUES || start > t->n || count > t->n - start)
+        return -1;
+    if (count % NF4_GROUP_VALUES && start + count != t->n)
+        return -1;
+    size_t g0 = start / NF4_GROUP_VALUES;
+    size_t g1 = (start + count + NF4_GROUP_VALUES - 1) / NF4_GROUP_VALUES;
+#pragma omp parallel for schedule(static)
+    for (size_t g = g0; g < g1; g++)
+        encode_group(t, g, x + (g - g0) * NF4_GROUP_VALUES);
+    return 0;
+}
+
+struct nf4_tensor *nf4_quantize(const float *x, size_t n)
+{
+    struct nf4_tensor *t = nf4_create(n);
+    if (t && nf4_encode(t, 0, x, n) != 0) {
+        nf4_free(t);
+        return NULL;
+    }
     return t;
 }
 

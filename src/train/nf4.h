@@ -7,7 +7,9 @@
  * element 2j in the high nibble of byte j. The block scales are themselves
  * quantized (double quantization): their mean is subtracted, and the rest is
  * stored as int8 codes with one fp32 absmax per group of NF4_SCALE_GROUP = 256
- * blocks. Storage is ~4.127 bits per value.
+ * blocks; the mean is per group too, so that a tensor can be encoded a group
+ * at a time without holding all of it in fp32. Storage is ~4.13 bits per
+ * value.
  *
  * Ownership: nf4_quantize allocates the tensor; nf4_free releases it.
  * Dequantization is thread-safe and allocates nothing.
@@ -29,13 +31,24 @@ struct nf4_tensor {
     size_t n_blocks;       /* ceil(n / NF4_BLOCK) */
     size_t n_groups;       /* ceil(n_blocks / NF4_SCALE_GROUP) */
     uint8_t *codes;        /* (ceil(n/2)) two 4-bit level indices per byte */
-    int8_t *scale_codes;   /* (n_blocks) quantized (scale - scale_mean) */
-    float *group_absmax;   /* (n_groups) absmax of (scale - scale_mean) per group */
-    float scale_mean;
+    int8_t *scale_codes;   /* (n_blocks) quantized (scale - group_mean) */
+    float *group_mean;     /* (n_groups) mean of the block scales of a group */
+    float *group_absmax;   /* (n_groups) absmax of (scale - group_mean) */
 };
+
+/* Values per group: encoding works in whole groups. */
+#define NF4_GROUP_VALUES ((size_t)NF4_BLOCK * NF4_SCALE_GROUP)
 
 /* Quantizes n fp32 values. NULL on allocation failure. */
 struct nf4_tensor *nf4_quantize(const float *x, size_t n);
+
+/* An empty tensor of n values (all codes zero), to be filled by
+ * nf4_encode. NULL on allocation failure. */
+struct nf4_tensor *nf4_create(size_t n);
+/* Encodes values [start, start+count) from x. start must be a multiple of
+ * NF4_GROUP_VALUES and count a multiple of it too, unless the range ends at
+ * n. Returns 0, or -1 when the range breaks that rule. */
+int nf4_encode(struct nf4_tensor *t, size_t start, const float *x, size_t count);
 void nf4_free(struct nf4_tensor *t); /* NULL is fine */
 
 /* Bytes held by the tensor's arrays (for memory accounting). */

@@ -1,0 +1,643 @@
+/* model.c - Llama-style decoder: config, layout, forward and backward. */
+#include "train/model.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "train/ops.h"
+
+/* ---------------------------------------------------------------- config */
+
+static const char *const proj_names[PROJ_COUNT] = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+};
+
+const char *model_proj_name(enum model_proj p)
+{
+    return (unsigned)p < PROJ_COUNT ? proj_names[p] : NULL;
+}
+
+int model_proj_parse(const char *name)
+{
+    for (int p = 0; p < PROJ_COUNT; p++)
+        if (strcmp(name, proj_names[p]) == 0)
+            return p;
+    return -1;
+}
+
+/* An integer field; `def` when absent (or -2 to make it required). */
+static int get_int(json_t *o, const char *key, long def, long *out, char *err, size_t errcap)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (def == -2) {
+            snprintf(err, errcap, "config.json: missing field \"%s\"", key);
+            return -1;
+        }
+        *out = def;
+        return 0;
+    }
+    if (json_is_array(v) && json_array_size(v) > 0)
+        v = json_array_get(v, 0); /* e.g. eos_token_id: [a, b] takes the first */
+    if (!json_is_integer(v)) {
+        snprintf(err, errcap, "config.json: field \"%s\" must be an integer", key);
+        return -1;
+    }
+    *out = (long)json_integer_value(v);
+    return 0;
+}
+
+static int get_num(json_t *o, const char *key, double def, double *out, char *err,
+                   size_t errcap)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v)) {
+        snprintf(err, errcap, "config.json: field \"%s\" must be a number", key);
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+int model_config_check(const struct model_config *c, char *err, size_t errcap)
+{
+    if (c->hidden < 1 || c->hidden > MODEL_MAX_HIDDEN || c->intermediate < 1 ||
+        c->intermediate > 8 * MODEL_MAX_HIDDEN || c->n_layers < 1 ||
+        c->n_layers > MODEL_MAX_LAYERS || c->vocab < 2 || c->vocab > MODEL_MAX_VOCAB) {
+        snprintf(err, errcap, "config.json: model size out of range");
+        return -1;
+    }
+    if (c->n_heads < 1 || c->n_kv_heads < 1 || c->n_heads % c->n_kv_heads != 0) {
+        snprintf(err, errcap,
+                 "config.json: num_attention_heads must be a multiple of num_key_value_heads");
+        return -1;
+    }
+    if (c->head_dim < 2 || c->head_dim % 2 != 0 || c->head_dim > 1024 ||
+        (long)c->head_dim * c->n_heads > 8L * MODEL_MAX_HIDDEN) {
+        snprintf(err, errcap, "config.json: head dimension must be even and at most 1024");
+        return -1;
+    }
+    if (!(c->rms_eps > 0.0f) || !(c->rope_theta > 0.0f) || c->max_pos < 1) {
+        snprintf(err, errcap, "config.json: rms_norm_eps, rope_theta and "
+                              "max_position_embeddings must be positive");
+        return -1;
+    }
+    if (c->bos_id >= c->vocab || c->eos_id >= c->vocab) {
+        snprintf(err, errcap, "config.json: bos/eos token id outside the vocabulary");
+        return -1;
+    }
+    return 0;
+}
+
+int model_config_parse(const char *text, struct model_config *c, char *err, size_t errcap)
+{
+    json_error_t je;
+    json_t *o = json_loads(text, 0, &je);
+    if (!o || !json_is_object(o)) {
+        snprintf(err, errcap, "config.json: not a JSON object (line %d: %s)", je.line,
+                 je.text);
+        json_decref(o);
+        return -1;
+    }
+    int rc = -1;
+    long hidden, inter, layers, heads, kv, vocab, hd, maxpos, bos, eos;
+    double eps, theta;
+    memset(c, 0, sizeof *c);
+    const char *type = json_string_value(json_object_get(o, "model_type"));
+    const char *act = json_string_value(json_object_get(o, "hidden_act"));
+    json_t *scaling = json_object_get(o, "rope_scaling");
+    if (act && strcmp(act, "silu") != 0) {
+        snprintf(err, errcap, "config.json: hidden_act \"%.40s\" is not supported (silu only)",
+                 act);
+        goto out;
+    }
+    if (scaling && !json_is_null(scaling)) {
+        snprintf(err, errcap, "config.json: rope_scaling is not supported");
+        goto out;
+    }
+    if (get_int(o, "hidden_size", -2, &hidden, err, errcap) ||
+        get_int(o, "intermediate_size", -2, &inter, err, errcap) ||
+        get_int(o, "num_hidden_layers", -2, &layers, err, errcap) ||
+        get_int(o, "num_attention_heads", -2, &heads, err, errcap) ||
+        get_int(o, "vocab_size", -2, &vocab, err, errcap) ||
+        get_int(o, "max_position_embeddings", 2048, &maxpos, err, errcap) ||
+        get_int(o, "bos_token_id", -1, &bos, err, errcap) ||
+        get_int(o, "eos_token_id", -1, &eos, err, errcap) ||
+        get_num(o, "rms_norm_eps", 1e-6, &eps, err, errcap) ||
+        get_num(o, "rope_theta", 10000.0, &theta, err, errcap))
+        goto out;
+    if (get_int(o, "num_key_value_heads", heads, &kv, err, errcap) ||
+        get_int(o, "head_dim", heads > 0 ? hidden / heads : 0, &hd, err, errcap))
+        goto out;
+    if (hidden < 1 || hidden > MODEL_MAX_HIDDEN || heads < 1 || heads > 1024 || kv < 1 ||
+        kv > 1024 || inter < 1 || inter > 8L * MODEL_MAX_HIDDEN || layers < 1 ||
+        layers > MODEL_MAX_LAYERS || vocab < 2 || vocab > MODEL_MAX_VOCAB || hd < 1 ||
+        hd > 1024 || maxpos < 1 || maxpos > (1L << 24)) {
+        snprintf(err, errcap, "config.json: model size out of range");
+        goto out;
+    }
+    c->hidden = (int)hidden;
+    c->intermediate = (int)inter;
+    c->n_layers = (int)layers;
+    c->n_heads = (int)heads;
+    c->n_kv_heads = (int)kv;
+    c->head_dim = (int)hd;
+    c->vocab = (int)vocab;
+    c->max_pos = (int)maxpos;
+    c->rms_eps = (float)eps;
+    c->rope_theta = (float)theta;
+    c->bos_id = bos >= 0 && bos < vocab ? (int)bos : -1;
+    c->eos_id = eos >= 0 && eos < vocab ? (int)eos : -1;
+    /* Hugging Face's Llama default is untied; most small models tie. */
+    c->tied = json_is_true(json_object_get(o, "tie_word_embeddings"));
+    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) ||
+                  (type && strcmp(type, "qwen2") == 0);
+    rc = model_config_check(c, err, errcap);
+out:
+    json_decref(o);
+    return rc;
+}
+
+int model_config_load(const char *path, struct model_config *c, char *err, size_t errcap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "config.json: cannot open %s", path);
+        return -1;
+    }
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    int big = buf && n == (1 << 20) - 1;
+    fclose(f);
+    if (!buf || big) {
+        free(buf);
+        snprintf(err, errcap, "config.json: %s", buf ? "larger than 1 MiB" : "out of memory");
+        return -1;
+    }
+    buf[n] = '\0';
+    int rc = model_config_parse(buf, c, err, errcap);
+    free(buf);
+    return rc;
+}
+
+char *model_config_to_json(const struct model_config *c)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
+    json_object_set_new(o, "model_type", json_string("llama"));
+    json_object_set_new(o, "hidden_size", json_integer(c->hidden));
+    json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
+    json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
+    json_object_set_new(o, "num_attention_heads", json_integer(c->n_heads));
+    json_object_set_new(o, "num_key_value_heads", json_integer(c->n_kv_heads));
+    json_object_set_new(o, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(o, "vocab_size", json_integer(c->vocab));
+    json_object_set_new(o, "max_position_embeddings", json_integer(c->max_pos));
+    json_object_set_new(o, "rms_norm_eps", json_real(c->rms_eps));
+    json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
+    json_object_set_new(o, "attention_bias", json_boolean(c->qkv_bias));
+    json_object_set_new(o, "mlp_bias", json_false());
+    json_object_set_new(o, "hidden_act", json_string("silu"));
+    json_object_set_new(o, "rope_scaling", json_null());
+    json_object_set_new(o, "torch_dtype", json_string("float32"));
+    json_object_set_new(o, "bos_token_id", c->bos_id >= 0 ? json_integer(c->bos_id) : json_null());
+    json_object_set_new(o, "eos_token_id", c->eos_id >= 0 ? json_integer(c->eos_id) : json_null());
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    return s;
+}
+
+static void proj_shape(const struct model_config *c, int p, int *out, int *in)
+{
+    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    switch (p) {
+    case PROJ_Q: *out = qd; *in = c->hidden; break;
+    case PROJ_K:
+    case PROJ_V: *out = kd; *in = c->hidden; break;
+    case PROJ_O: *out = c->hidden; *in = qd; break;
+    case PROJ_GATE:
+    case PROJ_UP: *out = c->intermediate; *in = c->hidden; break;
+    default: *out = c->hidden; *in = c->intermediate; break;
+    }
+}
+
+size_t model_config_params(const struct model_config *c)
+{
+    size_t n = (size_t)c->vocab * c->hidden * (c->tied ? 1 : 2) + c->hidden;
+    for (int p = 0; p < PROJ_COUNT; p++) {
+        int o, i;
+        proj_shape(c, p, &o, &i);
+        n += (size_t)c->n_layers * o * i;
+    }
+    n += (size_t)c->n_layers * 2 * c->hidden;
+    if (c->qkv_bias)
+        n += (size_t)c->n_layers * (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+    return n;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+/* Offsets into the storage blocks, counted in a first pass (base pointers
+ * NULL) and turned into pointers in the second. */
+struct layout {
+    float *train, *grad, *fixed;
+    uint16_t *bf;
+    size_t ntrain, nfixed, nbf;
+    int pass; /* 0 count, 1 assign */
+};
+
+static float *take_train(struct layout *y, size_t n, float **grad)
+{
+    size_t off = y->ntrain;
+    y->ntrain += n;
+    if (!y->pass) {
+        *grad = NULL;
+        return NULL;
+    }
+    *grad = y->grad + off;
+    return y->train + off;
+}
+
+static float *take_fixed(struct layout *y, size_t n)
+{
+    size_t off = y->nfixed;
+    y->nfixed += n;
+    return y->pass ? y->fixed + off : NULL;
+}
+
+/* Places a matrix weight (rows,cols) by the model's mode. */
+static void place_matrix(struct model *m, struct layout *y, struct linear *l, int rows,
+                         int cols)
+{
+    size_t n = (size_t)rows * cols;
+    l->out = rows;
+    l->in = cols;
+    if (m->opts.full) {
+        l->kind = WK_F32;
+        l->w = take_train(y, n, &l->dw);
+        return;
+    }
+    l->kind = m->opts.base_kind;
+    l->dw = NULL;
+    if (l->kind == WK_F32) {
+        l->w = take_fixed(y, n);
+    } else if (l->kind == WK_BF16) {
+        size_t off = y->nbf;
+        y->nbf += n;
+        l->wb = y->pass ? y->bf + off : NULL;
+    }
+}
+
+static void place_vector(struct model *m, struct layout *y, float **v, float **dv, size_t n)
+{
+    if (m->opts.full) {
+        *v = take_train(y, n, dv);
+    } else {
+        *v = take_fixed(y, n);
+        *dv = NULL;
+    }
+}
+
+static void layout(struct model *m, struct layout *y)
+{
+    const struct model_config *c = &m->cfg;
+    /* Matrices first (weight decay covers them), then vectors. */
+    place_matrix(m, y, &m->embed, c->vocab, c->hidden);
+    for (int l = 0; l < c->n_layers; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            int o, i;
+            proj_shape(c, p, &o, &i);
+            place_matrix(m, y, &m->layers[l].proj[p], o, i);
+        }
+    }
+    if (!c->tied)
+        place_matrix(m, y, &m->head, c->vocab, c->hidden);
+    if (!m->opts.full && m->opts.lora_r > 0) {
+        int r = m->opts.lora_r;
+        for (int l = 0; l < c->n_layers; l++) {
+            for (int p = 0; p < PROJ_COUNT; p++) {
+                struct linear *ln = &m->layers[l].proj[p];
+                if (!(m->opts.lora_targets & (1u << p)))
+                    continue;
+                ln->r = r;
+                ln->scale = m->opts.lora_alpha / (float)r;
+                ln->la = take_train(y, (size_t)r * ln->in, &ln->dla);
+                ln->lb = take_train(y, (size_t)ln->out * r, &ln->dlb);
+            }
+        }
+    }
+    if (y->pass)
+        m->n_decay = y->ntrain;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        place_vector(m, y, &L->ln1, &L->dln1, (size_t)c->hidden);
+        place_vector(m, y, &L->ln2, &L->dln2, (size_t)c->hidden);
+        if (c->qkv_bias)
+            for (int p = PROJ_Q; p <= PROJ_V; p++)
+                place_vector(m, y, &L->proj[p].bias, &L->proj[p].dbias,
+                             (size_t)L->proj[p].out);
+    }
+    place_vector(m, y, &m->norm_f, &m->dnorm_f, (size_t)c->hidden);
+}
+
+static void add_tensor(struct model *m, const char *name, int rows, int cols, int is1d,
+                       struct linear *lin, float *vec)
+{
+    struct model_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    t->is1d = is1d;
+    t->lin = lin;
+    t->vec = vec;
+}
+
+static int build_tensor_table(struct model *m)
+{
+    const struct model_config *c = &m->cfg;
+    int cap = 3 + c->n_layers * 12;
+    m->tensors = calloc((size_t)cap, sizeof *m->tensors);
+    if (!m->tensors)
+        return -1;
+    char name[96];
+    add_tensor(m, "model.embed_tokens.weight", c->vocab, c->hidden, 0, &m->embed, NULL);
+    for (int l = 0; l < c->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln1);
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const char *part = p <= PROJ_O ? "self_attn" : "mlp";
+            struct linear *ln = &L->proj[p];
+            snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, part, proj_names[p]);
+            add_tensor(m, name, ln->out, ln->in, 0, ln, NULL);
+            if (ln->bias) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.%s.bias", l, part,
+                         proj_names[p]);
+                add_tensor(m, name, 1, ln->out, 1, NULL, ln->bias);
+            }
+            if (p == PROJ_O) {
+                snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight",
+                         l);
+                add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln2);
+            }
+        }
+    }
+    add_tensor(m, "model.norm.weight", 1, c->hidden, 1, NULL, m->norm_f);
+    if (!c->tied)
+        add_tensor(m, "lm_head.weight", c->vocab, c->hidden, 0, &m->head, NULL);
+    return 0;
+}
+
+int model_rope_ensure(struct model *m, int len)
+{
+    if (len <= m->rope_len)
+        return 0;
+    size_t n = (size_t)len * (m->cfg.head_dim / 2);
+    float *cs = malloc(n * sizeof(float)), *sn = malloc(n * sizeof(float));
+    if (!cs || !sn) {
+        free(cs);
+        free(sn);
+        return -1;
+    }
+    ops_rope_tables(cs, sn, len, m->cfg.head_dim, m->cfg.rope_theta);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    m->rope_cos = cs;
+    m->rope_sin = sn;
+    m->rope_len = len;
+    return 0;
+}
+
+struct model *model_create(const struct model_config *cfg, const struct model_opts *opts,
+                           char *err, size_t errcap)
+{
+    if (model_config_check(cfg, err, errcap))
+        return NULL;
+    if (!opts->full && opts->lora_r > 0 &&
+        (opts->lora_r > 1024 || !(opts->lora_alpha > 0.0f) || !opts->lora_targets)) {
+        snprintf(err, errcap, "lora: rank must be 1..1024, alpha positive, targets not empty");
+        return NULL;
+    }
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    m->opts = *opts;
+    m->layers = calloc((size_t)cfg->n_layers, sizeof *m->layers);
+    if (!m->layers)
+        goto oom;
+    struct layout y = {0};
+    layout(m, &y);
+    m->n_train = y.ntrain;
+    m->n_fixed = y.nfixed;
+    m->n_bf = y.nbf;
+    /* calloc: zero pages stay untouched until written, and gradients must
+     * start at zero anyway. */
+    if (m->n_train) {
+        m->train = calloc(m->n_train, sizeof(float));
+        m->grad = calloc(m->n_train, sizeof(float));
+        if (!m->train || !m->grad)
+            goto oom;
+    }
+    if (m->n_fixed && !(m->fixed = calloc(m->n_fixed, sizeof(float))))
+        goto oom;
+    if (m->n_bf && !(m->bf = calloc(m->n_bf, sizeof(uint16_t))))
+        goto oom;
+    struct layout y2 = {m->train, m->grad, m->fixed, m->bf, 0, 0, 0, 1};
+    layout(m, &y2);
+    if (cfg->tied)
+        m->head = m->embed;
+    if (build_tensor_table(m))
+        goto oom;
+    for (int l = 0; l < cfg->n_layers; l++)
+        for (int c = 0; c < cfg->hidden; c++)
+            m->layers[l].ln1[c] = m->layers[l].ln2[c] = 1.0f;
+    for (int c = 0; c < cfg->hidden; c++)
+        m->norm_f[c] = 1.0f;
+    if (model_rope_ensure(m, cfg->max_pos < 4096 ? cfg->max_pos : 4096))
+        goto oom;
+    return m;
+oom:
+    snprintf(err, errcap, "out of memory laying out the model");
+    model_free(m);
+    return NULL;
+}
+
+void model_free(struct model *m)
+{
+    if (!m)
+        return;
+    if (m->layers)
+        for (int l = 0; l < m->cfg.n_layers; l++)
+            for (int p = 0; p < PROJ_COUNT; p++)
+                nf4_free(m->layers[l].proj[p].wq);
+    nf4_free(m->embed.wq);
+    if (!m->cfg.tied)
+        nf4_free(m->head.wq);
+    free(m->layers);
+    free(m->train);
+    free(m->grad);
+    free(m->fixed);
+    free(m->bf);
+    free(m->tensors);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    free(m);
+}
+
+int model_tensor_find(const struct model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Values per fill chunk: whole NF4 groups, bounded scratch. */
+#define FILL_CHUNK (64 * NF4_GROUP_VALUES)
+
+int model_fill_tensor(struct model *m, int i, model_fill_fn fn, void *ctx)
+{
+    struct model_tensor *t = &m->tensors[i];
+    size_t n = (size_t)t->rows * t->cols;
+    if (t->vec) {
+        fn(ctx, 0, n, t->vec);
+        return 0;
+    }
+    struct linear *l = t->lin;
+    if (l->kind == WK_F32) {
+        fn(ctx, 0, n, l->w);
+        return 0;
+    }
+    if (l->kind == WK_NF4) {
+        nf4_free(l->wq);
+        l->wq = nf4_create(n);
+        if (!l->wq)
+            return -1;
+        if (m->cfg.tied && l == &m->embed)
+            m->head.wq = l->wq;
+    }
+    float *buf = malloc(sizeof(float) * (n < FILL_CHUNK ? n : FILL_CHUNK));
+    if (!buf)
+        return -1;
+    for (size_t s = 0; s < n; s += FILL_CHUNK) {
+        size_t k = n - s < FILL_CHUNK ? n - s : FILL_CHUNK;
+        fn(ctx, s, k, buf);
+        if (l->kind == WK_BF16) {
+#pragma omp parallel for schedule(static)
+            for (size_t j = 0; j < k; j++)
+                l->wb[s + j] = linear_f32_to_bf16(buf[j]);
+        } else {
+            nf4_encode(l->wq, s, buf, k);
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static void fill_copy(void *ctx, size_t start, size_t count, float *out)
+{
+    memcpy(out, (const float *)ctx + start, count * sizeof(float));
+}
+
+int model_set_tensor(struct model *m, int i, const float *values)
+{
+    return model_fill_tensor(m, i, fill_copy, (void *)values);
+}
+
+void model_get_tensor(const struct model *m, int i, float *out)
+{
+    const struct model_tensor *t = &m->tensors[i];
+    if (t->vec)
+        memcpy(out, t->vec, sizeof(float) * (size_t)t->cols);
+    else
+        linear_merged_weight(t->lin, out);
+}
+
+struct init_ctx {
+    struct rng r;
+    float std;
+};
+
+static void fill_normal(void *ctx, size_t start, size_t count, float *out)
+{
+    struct init_ctx *c = ctx;
+    (void)start;
+    for (size_t j = 0; j < count; j++)
+        out[j] = c->std * rng_normal(&c->r);
+}
+
+static void fill_const(void *ctx, size_t start, size_t count, float *out)
+{
+    (void)start;
+    for (size_t j = 0; j < count; j++)
+        out[j] = ((struct init_ctx *)ctx)->std;
+}
+
+int model_init_random(struct model *m, uint64_t seed)
+{
+    float resid = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layers);
+    for (int i = 0; i < m->n_tensors; i++) {
+        struct model_tensor *t = &m->tensors[i];
+        struct init_ctx c;
+        rng_seed(&c.r, rng_derive(seed, (uint64_t)i));
+        int rc;
+        if (t->vec) {
+            /* Norm weights one, biases zero. */
+            c.std = strstr(t->name, "norm") ? 1.0f : 0.0f;
+            rc = model_fill_tensor(m, i, fill_const, &c);
+        } else {
+            c.std = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") ? resid : 0.02f;
+            rc = model_fill_tensor(m, i, fill_normal, &c);
+        }
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+void model_lora_init(struct model *m, uint64_t seed)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            struct linear *ln = &m->layers[l].proj[p];
+            if (ln->r == 0)
+                continue;
+            struct rng r;
+            rng_seed(&r, rng_derive(seed, 1000003ULL * (uint64_t)l + (uint64_t)p));
+            float bound = 1.0f / sqrtf((float)ln->in);
+            for (size_t j = 0; j < (size_t)ln->r * ln->in; j++)
+                ln->la[j] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
+            memset(ln->lb, 0, sizeof(float) * (size_t)ln->out * ln->r);
+        }
+    }
+}
+
+size_t model_param_bytes(const struct model *m)
+{
+    size_t b = (m->n_train * 2 + m->n_fixed) * sizeof(float) + m->n_bf * sizeof(uint16_t);
+    if (m->embed.wq)
+        b += nf4_bytes(m->embed.wq);
+    if (!m->cfg.tied && m->head.wq)
+        b += nf4_bytes(m->head.wq);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if (m->layers[l].proj[p].wq)
+                b += nf4_bytes(m->layers[l].proj[p].wq);
+    return b;
+}

@@ -1,0 +1,173 @@
+/* model.h - a Llama-style decoder: configuration, parameters, and the
+ * training forward/backward pass.
+ *
+ * Layers: token embedding -> L x [RMSNorm, grouped-query causal attention
+ * with rotary positions (rotate-half), residual; RMSNorm, SwiGLU MLP,
+ * residual] -> RMSNorm -> output head (tied to the embedding or not).
+ *
+ * Storage modes (struct model_opts):
+ *  - full: every parameter is an fp32 master weight that trains;
+ *  - LoRA: the base is frozen as fp32, bf16 or NF4 (base_kind) and only the
+ *    adapters' A and B train (norms and biases stay frozen in fp32);
+ *  - inference: LoRA mode with rank 0 (nothing trains).
+ * All trainable parameters live in one fp32 block (`train`, matrices first,
+ * then vectors, so weight decay applies to [0, n_decay)); their gradients in
+ * another of the same size; frozen fp32 values in a third and frozen bf16 in
+ * a fourth. NF4 tensors are allocated one per matrix.
+ *
+ * Ownership: the model owns all its memory; model_free releases it.
+ */
+#ifndef ALALLO_TRAIN_MODEL_H
+#define ALALLO_TRAIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/linear.h"
+#include "train/rng.h"
+
+#define MODEL_MAX_LAYERS 256
+#define MODEL_MAX_HIDDEN 16384
+#define MODEL_MAX_VOCAB 1048576
+
+struct model_config {
+    int hidden;        /* C */
+    int intermediate;  /* I */
+    int n_layers;      /* L */
+    int n_heads;       /* H */
+    int n_kv_heads;    /* KV, divides H */
+    int head_dim;      /* hd (even); C / H unless the config says */
+    int vocab;         /* V */
+    int max_pos;       /* max_position_embeddings */
+    float rms_eps;
+    float rope_theta;
+    int tied;          /* lm_head shares the embedding */
+    int qkv_bias;      /* q/k/v projections carry a bias */
+    int bos_id, eos_id; /* -1 when absent */
+};
+
+/* Parses a Hugging Face config.json text. Accepts model_type llama, mistral,
+ * qwen2 (q/k/v bias) and others with the same fields; refuses rope_scaling
+ * and activations other than silu. 0, or -1 with a one-line reason. */
+int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
+                       size_t errcap);
+/* Reads and parses `path`. */
+int model_config_load(const char *path, struct model_config *c /* OUT */, char *err,
+                      size_t errcap);
+/* Checks that a config is usable (sizes within limits, heads divide). */
+int model_config_check(const struct model_config *c, char *err, size_t errcap);
+/* A config.json text for `c` (malloc'd; NULL on allocation failure). */
+char *model_config_to_json(const struct model_config *c);
+/* Parameter count of the model itself (embedding counted once when tied). */
+size_t model_config_params(const struct model_config *c);
+
+enum model_proj { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, PROJ_GATE, PROJ_UP, PROJ_DOWN, PROJ_COUNT };
+/* "q_proj", ... ; NULL for out-of-range. */
+const char *model_proj_name(enum model_proj p);
+/* Looks a projection up by its name (e.g. "up_proj"); -1 if unknown. */
+int model_proj_parse(const char *name);
+#define MODEL_ALL_PROJ ((1u << PROJ_COUNT) - 1)
+
+struct model_opts {
+    int full;              /* 1 = full fine-tuning in fp32 */
+    enum wkind base_kind;  /* LoRA mode: storage of the frozen matrices */
+    int lora_r;            /* LoRA rank (0 = no adapters) */
+    float lora_alpha;
+    unsigned lora_targets; /* bit p set = adapter on projection p */
+};
+
+struct model_layer {
+    float *ln1, *ln2;       /* (C) */
+    float *dln1, *dln2;     /* gradients, NULL when frozen */
+    struct linear proj[PROJ_COUNT];
+};
+
+/* One named Hugging Face tensor of the model. */
+struct model_tensor {
+    char name[96];
+    int rows, cols;        /* a vector has rows == 1 and is1d set */
+    int is1d;
+    struct linear *lin;    /* the weight of this linear, or NULL */
+    float *vec;            /* a norm weight or a bias, or NULL */
+};
+
+struct model {
+    struct model_config cfg;
+    struct model_opts opts;
+    struct linear embed;          /* (V,C): a row per token; the head when tied */
+    struct linear head;           /* (V,C) untied output head */
+    float *norm_f, *dnorm_f;      /* (C) */
+    struct model_layer *layers;   /* (L) */
+    float *train;                 /* trainable fp32 parameters */
+    float *grad;                  /* their gradients */
+    size_t n_train, n_decay;      /* n_decay: matrices first, [0, n_decay) */
+    float *fixed;                 /* frozen fp32 values */
+    size_t n_fixed;
+    uint16_t *bf;                 /* frozen bf16 values */
+    size_t n_bf;
+    struct model_tensor *tensors; /* Hugging Face tensors, in file order */
+    int n_tensors;
+    float *rope_cos, *rope_sin;   /* (max_pos, hd/2) */
+    int rope_len;
+};
+
+/* Lays out and allocates a model for `cfg` in mode `opts`. Values start at
+ * zero (norm weights at one); fill them with model_set_tensor and
+ * model_lora_init. NULL with a reason on failure. */
+struct model *model_create(const struct model_config *cfg, const struct model_opts *opts,
+                           char *err, size_t errcap);
+void model_free(struct model *m); /* NULL is fine */
+
+/* Index of the tensor called `name`, or -1. */
+int model_tensor_find(const struct model *m, const char *name);
+/* Produces values [start, start+count) of one tensor (row-major) into out.
+ * Called with increasing, adjacent ranges. */
+typedef void (*model_fill_fn)(void *ctx, size_t start, size_t count, float *out);
+/* Fills tensor i from `fn` in chunks (bounded scratch even for a large
+ * embedding), converting to the storage kind. 0, or -1 on allocation failure. */
+int model_fill_tensor(struct model *m, int i, model_fill_fn fn, void *ctx);
+/* Stores rows*cols fp32 values of tensor i in the model's storage kind
+ * (converting to bf16 or quantizing to NF4). 0, or -1 on allocation failure. */
+int model_set_tensor(struct model *m, int i, const float *values);
+/* Reads tensor i back as fp32, LoRA merged into linear weights. */
+void model_get_tensor(const struct model *m, int i, float *out);
+
+/* Random init for a fresh model (model init, bench): normal(0, 0.02)
+ * matrices, down/o projections scaled by 1/sqrt(2L), norms one, biases 0. */
+int model_init_random(struct model *m, uint64_t seed);
+/* LoRA init: A uniform in +-1/sqrt(in) (Kaiming-uniform as PEFT does), B zero. */
+void model_lora_init(struct model *m, uint64_t seed);
+
+/* Rotary tables for positions [0, len); called by model_create for
+ * min(max_pos, 4096) and again to grow. 0 or -1. */
+int model_rope_ensure(struct model *m, int len);
+
+/* Bytes held by the model's parameters (for memory reports). */
+size_t model_param_bytes(const struct model *m);
+
+/* Saved activations and scratch for batches up to B x T. */
+struct model_acts;
+
+struct model_acts *model_acts_create(const struct model *m, int B, int T);
+void model_acts_free(struct model_acts *a); /* NULL is fine */
+size_t model_acts_bytes(const struct model_acts *a);
+
+/* Seconds spent per phase since the acts were made (bench and logs). */
+struct model_timing {
+    double forward, head, backward;
+};
+void model_acts_timing(const struct model_acts *a, struct model_timing *t /* OUT */);
+
+/* One batch: ids and mask (B,T) row-major. Position t predicts ids[t+1]
+ * where mask[t+1] is set. Returns the summed loss over targets (natural log)
+ * and sets *n_targets. With backward set, adds dscale * d(sum)/d(param) into
+ * the gradient block (callers pass dscale = 1/n_targets for the mean and
+ * zero the gradients first). */
+double model_forward_backward(struct model *m, struct model_acts *a, const int32_t *ids,
+                              const uint8_t *mask, int B, int T, float dscale, int backward,
+                              size_t *n_targets /* OUT */);
+
+/* Number of positions with a target in a batch (mask[t+1] set for t < T-1). */
+size_t model_count_targets(const uint8_t *mask, int B, int T);
+
+#endif

@@ -1,0 +1,383 @@
+/* model_pass.c - saved activations and the training forward/backward pass
+ * of the decoder (contract in model.h).
+ *
+ * Kept per layer for the backward pass: the residual stream before the
+ * layer and after attention, both RMSNorm scales, q/k (after rotation), v,
+ * the attention probabilities and output, the MLP gate and up projections,
+ * and the LoRA products x A^T. The normalized inputs and the SwiGLU output
+ * are cheap to recompute and are not kept, to save memory.
+ *
+ * The output head is fused with the loss: logits exist only for rows that
+ * have a target, a block of rows at a time, and are turned into their
+ * gradient in place, so a 50k vocabulary never needs (B*T, V) floats.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "train/model.h"
+#include "train/ops.h"
+
+/* Logit floats held at once (rows x vocabulary); 64 MiB. */
+#define HEAD_MAX_FLOATS (16u << 20)
+/* Dequantization scratch floats at least (a whole 768x2048 matrix). */
+#define DEQ_MIN_FLOATS (2u << 20)
+
+struct model_acts {
+    int B, T;
+    size_t N;               /* B*T rows of capacity */
+    int head_rows;          /* rows of logits per block */
+    float *res;             /* (L+1, N, C) residual stream into each layer, and out */
+    float *mid;             /* (L, N, C) residual after attention */
+    float *rstd1, *rstd2;   /* (L, N) */
+    float *q, *k, *v, *ao;  /* (L, N, qd) (L, N, kd) (L, N, kd) (L, N, qd) */
+    float *att;             /* (L, B, H, T, T) */
+    float *g, *u;           /* (L, N, I) */
+    float *xa;              /* (L, PROJ_COUNT, N, r) LoRA products */
+    float *lnf, *rstdf;     /* (N, C), (N) */
+    /* scratch, one layer at a time */
+    float *ln, *tmp, *dres, *dres2, *dln;  /* (N, C) */
+    float *dq, *dao, *dk, *dv;             /* (N, qd) (N, qd) (N, kd) (N, kd) */
+    float *hbuf, *dg, *du, *dh;            /* (N, I) */
+    float *logits;                         /* (head_rows, V) */
+    float *xc, *dxc;                       /* (head_rows, C) */
+    int32_t *rows, *tgt;                   /* (N) */
+    struct linear_scratch ls;
+    float *mem;
+    size_t mem_floats;
+    double t_forward, t_head, t_backward;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+struct model_acts *model_acts_create(const struct model *m, int B, int T)
+{
+    const struct model_config *c = &m->cfg;
+    if (B < 1 || T < 1 || (size_t)B * T > (1u << 22))
+        return NULL;
+    struct model_acts *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    size_t N = (size_t)B * T, L = (size_t)c->n_layers, C = (size_t)c->hidden;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
+    size_t r = m->opts.full ? 0 : (size_t)m->opts.lora_r;
+    size_t hr = HEAD_MAX_FLOATS / V;
+    if (hr < 16)
+        hr = 16;
+    if (hr > N)
+        hr = N;
+    size_t deq = DEQ_MIN_FLOATS;
+    for (int p = 0; p < PROJ_COUNT; p++) {
+        size_t sz = (size_t)m->layers[0].proj[p].out * m->layers[0].proj[p].in;
+        if (sz > deq)
+            deq = sz;
+    }
+    a->B = B;
+    a->T = T;
+    a->N = N;
+    a->head_rows = (int)hr;
+    /* Sizes of every array, in the order they are carved from one block. */
+    size_t sizes[] = {
+        (L + 1) * N * C, L * N * C, L * N, L * N,        /* res mid rstd1 rstd2 */
+        L * N * qd, L * N * kd, L * N * kd, L * N * qd,  /* q k v ao */
+        L * (size_t)B * c->n_heads * T * T,              /* att */
+        L * N * F, L * N * F,                            /* g u */
+        L * PROJ_COUNT * N * r,                          /* xa */
+        N * C, N,                                        /* lnf rstdf */
+        N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
+        N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
+        N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
+        hr * V, hr * C, hr * C,                          /* logits xc dxc */
+        deq, N * (r > 0 ? r : 1),                        /* ls.deq ls.tmp */
+    };
+    float **dst[] = {
+        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->att,
+        &a->g, &a->u, &a->xa, &a->lnf, &a->rstdf, &a->ln, &a->tmp, &a->dres, &a->dres2,
+        &a->dln, &a->dq, &a->dao, &a->dk, &a->dv, &a->hbuf, &a->dg, &a->du, &a->dh,
+        &a->logits, &a->xc, &a->dxc, &a->ls.deq, &a->ls.tmp,
+    };
+    size_t total = 0, n = sizeof sizes / sizeof sizes[0];
+    for (size_t i = 0; i < n; i++)
+        total += (sizes[i] + 15) & ~(size_t)15; /* 64-byte aligned starts */
+    a->mem = aligned_alloc(64, total * sizeof(float));
+    a->rows = malloc(N * sizeof(int32_t));
+    a->tgt = malloc(N * sizeof(int32_t));
+    if (!a->mem || !a->rows || !a->tgt) {
+        model_acts_free(a);
+        return NULL;
+    }
+    a->mem_floats = total;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        *dst[i] = a->mem + off;
+        off += (sizes[i] + 15) & ~(size_t)15;
+    }
+    a->ls.deq_cap = deq;
+    a->ls.tmp_cap = N * (r > 0 ? r : 1);
+    return a;
+}
+
+void model_acts_free(struct model_acts *a)
+{
+    if (!a)
+        return;
+    free(a->mem);
+    free(a->rows);
+    free(a->tgt);
+    free(a);
+}
+
+size_t model_acts_bytes(const struct model_acts *a)
+{
+    return a->mem_floats * sizeof(float) + 2 * a->N * sizeof(int32_t);
+}
+
+void model_acts_timing(const struct model_acts *a, struct model_timing *t)
+{
+    t->forward = a->t_forward;
+    t->head = a->t_head;
+    t->backward = a->t_backward;
+}
+
+size_t model_count_targets(const uint8_t *mask, int B, int T)
+{
+    size_t n = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t + 1 < T; t++)
+            n += mask[(size_t)b * T + t + 1] != 0;
+    return n;
+}
+
+/* Pointers to one layer's saved activations. */
+struct layer_acts {
+    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *att, *g, *u;
+    float *xa[PROJ_COUNT];
+};
+
+static void layer_view(const struct model *m, const struct model_acts *a, int l,
+                       struct layer_acts *la)
+{
+    const struct model_config *c = &m->cfg;
+    size_t N = a->N, C = (size_t)c->hidden;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate;
+    size_t r = m->opts.full ? 0 : (size_t)m->opts.lora_r;
+    la->x = a->res + (size_t)l * N * C;
+    la->out = a->res + (size_t)(l + 1) * N * C;
+    la->mid = a->mid + (size_t)l * N * C;
+    la->rstd1 = a->rstd1 + (size_t)l * N;
+    la->rstd2 = a->rstd2 + (size_t)l * N;
+    la->q = a->q + (size_t)l * N * qd;
+    la->k = a->k + (size_t)l * N * kd;
+    la->v = a->v + (size_t)l * N * kd;
+    la->ao = a->ao + (size_t)l * N * qd;
+    la->att = a->att + (size_t)l * a->B * c->n_heads * a->T * a->T;
+    la->g = a->g + (size_t)l * N * F;
+    la->u = a->u + (size_t)l * N * F;
+    for (int p = 0; p < PROJ_COUNT; p++)
+        la->xa[p] = r ? a->xa + ((size_t)l * PROJ_COUNT + p) * N * r : NULL;
+}
+
+static void layer_forward(struct model *m, struct model_acts *a, int l, int B, int T)
+{
+    const struct model_config *c = &m->cfg;
+    struct model_layer *L = &m->layers[l];
+    struct layer_acts s;
+    layer_view(m, a, l, &s);
+    int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    size_t NC = (size_t)N * C;
+    /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
+    ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    linear_forward(&L->proj[PROJ_Q], s.q, a->ln, N, s.xa[PROJ_Q], &a->ls);
+    linear_forward(&L->proj[PROJ_K], s.k, a->ln, N, s.xa[PROJ_K], &a->ls);
+    linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], &a->ls);
+    ops_rope_forward(s.q, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
+    ops_rope_forward(s.k, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
+    ops_attention_forward(s.ao, s.att, s.q, s.k, s.v, B, T, H, KV, hd);
+    linear_forward(&L->proj[PROJ_O], a->tmp, s.ao, N, s.xa[PROJ_O], &a->ls);
+    ops_add(s.mid, s.x, a->tmp, NC);
+    /* MLP block: out = mid + down(silu(gate(ln2 mid)) * up(ln2 mid)) */
+    ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
+    linear_forward(&L->proj[PROJ_GATE], s.g, a->ln, N, s.xa[PROJ_GATE], &a->ls);
+    linear_forward(&L->proj[PROJ_UP], s.u, a->ln, N, s.xa[PROJ_UP], &a->ls);
+    ops_swiglu_forward(a->hbuf, s.g, s.u, (size_t)N * c->intermediate);
+    linear_forward(&L->proj[PROJ_DOWN], a->tmp, a->hbuf, N, s.xa[PROJ_DOWN], &a->ls);
+    ops_add(s.out, s.mid, a->tmp, NC);
+}
+
+/* On entry a->dres holds d(loss)/d(out of layer l); on return, d/d(x). */
+static void layer_backward(struct model *m, struct model_acts *a, int l, int B, int T,
+                           int need_dx)
+{
+    const struct model_config *c = &m->cfg;
+    struct model_layer *L = &m->layers[l];
+    struct layer_acts s;
+    layer_view(m, a, l, &s);
+    int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    size_t NC = (size_t)N * C, NI = (size_t)N * c->intermediate;
+    size_t Nq = (size_t)N * H * hd, Nk = (size_t)N * KV * hd;
+    float eps = c->rms_eps;
+    /* MLP block, recomputing ln2(mid) and the SwiGLU output */
+    ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, eps);
+    ops_swiglu_forward(a->hbuf, s.g, s.u, NI);
+    memset(a->dh, 0, NI * sizeof(float));
+    linear_backward(&L->proj[PROJ_DOWN], a->dh, a->dres, a->hbuf, s.xa[PROJ_DOWN], N, &a->ls);
+    memset(a->dg, 0, NI * sizeof(float));
+    memset(a->du, 0, NI * sizeof(float));
+    ops_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
+    memset(a->dln, 0, NC * sizeof(float));
+    linear_backward(&L->proj[PROJ_GATE], a->dln, a->dg, a->ln, s.xa[PROJ_GATE], N, &a->ls);
+    linear_backward(&L->proj[PROJ_UP], a->dln, a->du, a->ln, s.xa[PROJ_UP], N, &a->ls);
+    /* dres: d(out) -> d(mid), residual path plus the norm path */
+    ops_rmsnorm_backward(a->dres, L->dln2, a->dln, s.mid, L->ln2, s.rstd2, N, C);
+    /* attention block */
+    memset(a->dao, 0, Nq * sizeof(float));
+    linear_backward(&L->proj[PROJ_O], a->dao, a->dres, s.ao, s.xa[PROJ_O], N, &a->ls);
+    memset(a->dq, 0, Nq * sizeof(float));
+    memset(a->dk, 0, Nk * sizeof(float));
+    memset(a->dv, 0, Nk * sizeof(float));
+    ops_attention_backward(a->dq, a->dk, a->dv, a->dao, s.att, s.q, s.k, s.v, B, T, H, KV, hd);
+    ops_rope_backward(a->dq, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
+    ops_rope_backward(a->dk, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
+    ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);
+    float *dln = need_dx ? a->dln : NULL;
+    if (dln)
+        memset(dln, 0, NC * sizeof(float));
+    linear_backward(&L->proj[PROJ_Q], dln, a->dq, a->ln, s.xa[PROJ_Q], N, &a->ls);
+    linear_backward(&L->proj[PROJ_K], dln, a->dk, a->ln, s.xa[PROJ_K], N, &a->ls);
+    linear_backward(&L->proj[PROJ_V], dln, a->dv, a->ln, s.xa[PROJ_V], N, &a->ls);
+    if (need_dx || L->dln1) {
+        /* The norm weight's gradient needs dln even where dx is not needed. */
+        if (!need_dx) {
+            memset(a->dln, 0, NC * sizeof(float));
+            for (int p = PROJ_Q; p <= PROJ_V; p++) {
+                struct linear frozen = L->proj[p];
+                frozen.dw = NULL;
+                frozen.dbias = NULL;
+                frozen.dla = frozen.dlb = NULL;
+                linear_backward(&frozen, a->dln, p == PROJ_Q ? a->dq : p == PROJ_K ? a->dk : a->dv,
+                                a->ln, s.xa[p], N, &a->ls);
+            }
+        }
+        ops_rmsnorm_backward(a->dres, L->dln1, a->dln, s.x, L->ln1, s.rstd1, N, C);
+    }
+}
+
+/* The output head fused with the loss over the rows that have targets.
+ * With backward set, a->dres receives d(loss)/d(lnf) (rows without a
+ * target get zero) and the head's weight gradient is accumulated. */
+static double head_loss(struct model *m, struct model_acts *a, const int32_t *ids,
+                        const uint8_t *mask, int B, int T, float dscale, int backward,
+                        size_t *n_targets)
+{
+    const struct model_config *c = &m->cfg;
+    int C = c->hidden, V = c->vocab;
+    struct linear *head = c->tied ? &m->embed : &m->head;
+    int M = 0;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t + 1 < T; t++) {
+            size_t i = (size_t)b * T + t;
+            if (mask[i + 1]) {
+                a->rows[M] = (int32_t)i;
+                a->tgt[M] = ids[i + 1];
+                M++;
+            }
+        }
+    }
+    *n_targets = (size_t)M;
+    if (backward)
+        memset(a->dres, 0, (size_t)B * T * C * sizeof(float));
+    int vstep = (int)(a->ls.deq_cap / (size_t)C);
+    if (head->kind == WK_F32 || vstep > V)
+        vstep = V;
+    double loss = 0.0;
+    for (int m0 = 0; m0 < M; m0 += a->head_rows) {
+        int mr = M - m0 < a->head_rows ? M - m0 : a->head_rows;
+        for (int i = 0; i < mr; i++)
+            memcpy(a->xc + (size_t)i * C, a->lnf + (size_t)a->rows[m0 + i] * C,
+                   sizeof(float) * C);
+        for (int v0 = 0; v0 < V; v0 += vstep) {
+            int nv = V - v0 < vstep ? V - v0 : vstep;
+            const float *w = linear_rows(head, v0, nv, a->ls.deq);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mr, nv, C, 1.0f, a->xc, C, w,
+                        C, 0.0f, a->logits + v0, V);
+        }
+        if (!backward) {
+            loss += ops_xent_forward(a->logits, a->tgt + m0, mr, V);
+            continue;
+        }
+        loss += ops_xent_forward_backward(a->logits, a->tgt + m0, mr, V, dscale);
+        for (int v0 = 0; v0 < V; v0 += vstep) {
+            int nv = V - v0 < vstep ? V - v0 : vstep;
+            const float *w = linear_rows(head, v0, nv, a->ls.deq);
+            /* dxc (mr,C) (+)= dlogits[:, v0:v0+nv] . w (nv,C) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mr, C, nv, 1.0f,
+                        a->logits + v0, V, w, C, v0 ? 1.0f : 0.0f, a->dxc, C);
+            if (head->dw) /* dW (nv,C) += dlogits^T . xc */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nv, C, mr, 1.0f,
+                            a->logits + v0, V, a->xc, C, 1.0f, head->dw + (size_t)v0 * C, C);
+        }
+        for (int i = 0; i < mr; i++)
+            memcpy(a->dres + (size_t)a->rows[m0 + i] * C, a->dxc + (size_t)i * C,
+                   sizeof(float) * C);
+    }
+    return loss;
+}
+
+double model_forward_backward(struct model *m, struct model_acts *a, const int32_t *ids,
+                              const uint8_t *mask, int B, int T, float dscale, int backward,
+                              size_t *n_targets)
+{
+    const struct model_config *c = &m->cfg;
+    int N = B * T, C = c->hidden;
+    double t0 = now_s();
+    /* Callers validate sizes; these are invariants, not input checks. */
+    if ((size_t)N > a->N || T > a->T || B > a->B || T > m->rope_len)
+        abort();
+    /* embedding: res0[n] = E[ids[n]] */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *dst = a->res + (size_t)n * C;
+        const float *src = linear_rows(&m->embed, ids[n], 1, dst);
+        if (src != dst)
+            memcpy(dst, src, sizeof(float) * C);
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        layer_forward(m, a, l, B, T);
+    float *xL = a->res + (size_t)c->n_layers * a->N * C;
+    ops_rmsnorm_forward(a->lnf, a->rstdf, xL, m->norm_f, N, C, c->rms_eps);
+    double t1 = now_s();
+    double loss = head_loss(m, a, ids, mask, B, T, dscale, backward, n_targets);
+    double t2 = now_s();
+    a->t_forward += t1 - t0;
+    a->t_head += t2 - t1;
+    if (!backward)
+        return loss;
+    /* dres holds d/d(lnf); through the final norm into dres2 */
+    memset(a->dres2, 0, (size_t)N * C * sizeof(float));
+    ops_rmsnorm_backward(a->dres2, m->dnorm_f, a->dres, xL, m->norm_f, a->rstdf, N, C);
+    float *swap = a->dres;
+    a->dres = a->dres2;
+    a->dres2 = swap;
+    for (int l = c->n_layers - 1; l >= 0; l--)
+        layer_backward(m, a, l, B, T, l > 0 || m->embed.dw != NULL);
+    if (m->embed.dw) {
+        /* Serial over rows: a token seen twice adds in a fixed order. */
+        for (int n = 0; n < N; n++) {
+            float *dw = m->embed.dw + (size_t)ids[n] * C;
+            const float *d = a->dres + (size_t)n * C;
+            for (int j = 0; j < C; j++)
+                dw[j] += d[j];
+        }
+    }
+    a->t_backward += now_s() - t2;
+    return loss;
+}

@@ -1,0 +1,232 @@
+/* test_model.c - the whole decoder: config.json parsing, layout, and the
+ * gradient of the loss with respect to every kind of parameter, checked by
+ * finite differences on a tiny configuration (full fine-tuning, untied head
+ * with q/k/v bias; and LoRA over a frozen bf16 and an NF4 base). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_ops_gradcheck.h"
+#include "train/model.h"
+
+static const char *tiny_json =
+    "{\"model_type\":\"llama\",\"hidden_size\":16,\"intermediate_size\":24,"
+    "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+    "\"vocab_size\":23,\"rms_norm_eps\":1e-5,\"rope_theta\":10000.0,"
+    "\"max_position_embeddings\":64,\"tie_word_embeddings\":false,"
+    "\"attention_bias\":true,\"hidden_act\":\"silu\",\"eos_token_id\":[2,3]}";
+
+static void config_parse(void **state)
+{
+    (void)state;
+    struct model_config c;
+    char err[200];
+    assert_int_equal(model_config_parse(tiny_json, &c, err, sizeof err), 0);
+    assert_int_equal(c.hidden, 16);
+    assert_int_equal(c.head_dim, 4);
+    assert_int_equal(c.n_kv_heads, 2);
+    assert_int_equal(c.tied, 0);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.eos_id, 2);
+    assert_int_equal(c.bos_id, -1);
+    /* round trip through our own writer */
+    char *j = model_config_to_json(&c);
+    struct model_config c2;
+    assert_int_equal(model_config_parse(j, &c2, err, sizeof err), 0);
+    free(j);
+    assert_memory_equal(&c, &c2, sizeof c);
+    /* errors name the problem */
+    assert_int_equal(model_config_parse("{\"hidden_size\":16}", &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: missing field \"intermediate_size\"");
+    assert_int_equal(model_config_parse("{\"hidden_size\":16,\"intermediate_size\":8,"
+                                        "\"num_hidden_layers\":1,\"num_attention_heads\":3,"
+                                        "\"num_key_value_heads\":2,\"vocab_size\":9}",
+                                        &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "num_key_value_heads"));
+    assert_int_equal(model_config_parse("{\"hidden_act\":\"gelu\"}", &c, err, sizeof err), -1);
+    assert_int_equal(model_config_parse("[", &c, err, sizeof err), -1);
+    /* parameter count: embed+head 2*23*16, per layer q 16*16 k,v 8*16 o 16*16,
+     * gate/up 24*16, down 16*24, norms 2*16, biases 16+8+8; final norm 16 */
+    size_t per_layer = 256 + 128 + 128 + 256 + 3 * 384 + 32 + 32;
+    assert_int_equal(model_config_params(&c2), 2 * 23 * 16 + 2 * per_layer + 16);
+}
+
+enum { B = 2, T = 7 };
+
+struct mctx {
+    struct model *m;
+    struct model_acts *a;
+    int32_t ids[B * T];
+    uint8_t mask[B * T];
+};
+
+static double mloss(void *p)
+{
+    struct mctx *c = p;
+    size_t nt;
+    return model_forward_backward(c->m, c->a, c->ids, c->mask, B, T, 1.0f, 0, &nt);
+}
+
+static void make_batch(struct mctx *c, int vocab)
+{
+    struct rng r;
+    rng_seed(&r, 77);
+    for (int i = 0; i < B * T; i++) {
+        c->ids[i] = (int32_t)rng_below(&r, (uint64_t)vocab);
+        c->mask[i] = (i % T) >= 2; /* a prompt of two tokens, then targets */
+    }
+    c->mask[T - 1] = 0;            /* a padded end */
+}
+
+static void check_all(struct mctx *c, double atol)
+{
+    struct model *m = c->m;
+    memset(m->grad, 0, m->n_train * sizeof(float));
+    size_t nt;
+    double l0 = model_forward_backward(m, c->a, c->ids, c->mask, B, T, 1.0f, 1, &nt);
+    assert_int_equal(nt, model_count_targets(c->mask, B, T));
+    assert_true(l0 > 0.0);
+    /* the forward-only loss is the same number */
+    assert_true(mloss(c) == l0);
+    float *grad = malloc(m->n_train * sizeof(float));
+    memcpy(grad, m->grad, m->n_train * sizeof(float));
+    /* Check each tensor separately so that a failure names it. */
+    int bad = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *t = &m->tensors[i];
+        float *p = t->vec ? t->vec : t->lin->w;
+        if (!m->opts.full)
+            break;
+        size_t off = (size_t)(p - m->train), n = (size_t)t->rows * t->cols;
+        bad += gc_check(t->name, mloss, c, p, n, grad + off, 20, 1e-2, atol, 3e-2);
+    }
+    for (int l = 0; l < m->cfg.n_layers && !m->opts.full; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            struct linear *ln = &m->layers[l].proj[p];
+            char name[64];
+            snprintf(name, sizeof name, "layer %d %s A", l, model_proj_name(p));
+            bad += gc_check(name, mloss, c, ln->la, (size_t)ln->r * ln->in,
+                            grad + (ln->la - m->train), 10, 1e-3, atol, 3e-2);
+            snprintf(name, sizeof name, "layer %d %s B", l, model_proj_name(p));
+            bad += gc_check(name, mloss, c, ln->lb, (size_t)ln->r * ln->out,
+                            grad + (ln->lb - m->train), 10, 1e-3, atol, 3e-2);
+        }
+    }
+    free(grad);
+    assert_int_equal(bad, 0);
+}
+
+static void full_model_gradients(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[200];
+    assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+    struct model_opts o = {.full = 1};
+    struct mctx c;
+    c.m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(c.m);
+    assert_int_equal(c.m->n_train, model_config_params(&cfg));
+    assert_int_equal(model_init_random(c.m, 5), 0);
+    /* matrices larger than the init (std 0.1) so that every path carries
+     * signal; norm weights moved off one so that their gradient matters */
+    for (size_t i = 0; i < c.m->n_decay; i++)
+        c.m->train[i] *= 5.0f;
+    struct rng r;
+    rng_seed(&r, 9);
+    for (size_t i = c.m->n_decay; i < c.m->n_train; i++)
+        c.m->train[i] += 0.2f * rng_normal(&r);
+    c.a = model_acts_create(c.m, B, T);
+    assert_non_null(c.a);
+    make_batch(&c, cfg.vocab);
+    check_all(&c, 1e-3);
+    model_acts_free(c.a);
+    model_free(c.m);
+}
+
+static void lora_model_gradients(enum wkind kind)
+{
+    struct model_config cfg;
+    char err[200];
+    assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+    cfg.tied = 1;
+    struct model_opts o = {.full = 0, .base_kind = kind, .lora_r = 2, .lora_alpha = 4.0f,
+                           .lora_targets = MODEL_ALL_PROJ};
+    struct mctx c;
+    c.m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(c.m);
+    assert_int_equal(c.m->n_train, 2 * (2 * 16 + 16 * 2) + 2 * 2 * (2 * 16 + 8 * 2) +
+                                       2 * (2 * 16 + 16 * 2) + 2 * 2 * (2 * 16 + 24 * 2) +
+                                       2 * (2 * 24 + 16 * 2));
+    /* a larger init than training uses, so that the base carries signal */
+    struct model_config big = cfg;
+    (void)big;
+    assert_int_equal(model_init_random(c.m, 6), 0);
+    model_lora_init(c.m, 7);
+    /* B non-zero so that gradients reach A */
+    struct rng r;
+    rng_seed(&r, 8);
+    for (size_t i = 0; i < c.m->n_train; i++)
+        c.m->train[i] += 0.3f * rng_normal(&r);
+    c.a = model_acts_create(c.m, B, T);
+    assert_non_null(c.a);
+    make_batch(&c, cfg.vocab);
+    check_all(&c, 1e-3);
+    model_acts_free(c.a);
+    model_free(c.m);
+}
+
+static void lora_bf16_gradients(void **state)
+{
+    (void)state;
+    lora_model_gradients(WK_BF16);
+}
+
+static void lora_nf4_gradients(void **state)
+{
+    (void)state;
+    lora_model_gradients(WK_NF4);
+}
+
+static void tensor_names_and_round_trip(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[200];
+    assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+    struct model_opts o = {.full = 1};
+    struct model *m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(m->n_tensors, 1 + 2 * 12 + 2);
+    assert_string_equal(m->tensors[0].name, "model.embed_tokens.weight");
+    assert_true(model_tensor_find(m, "model.layers.1.self_attn.k_proj.bias") > 0);
+    assert_true(model_tensor_find(m, "model.layers.0.mlp.down_proj.weight") > 0);
+    assert_true(model_tensor_find(m, "lm_head.weight") > 0);
+    int i = model_tensor_find(m, "model.layers.1.mlp.down_proj.weight");
+    assert_int_equal(m->tensors[i].rows, 16);
+    assert_int_equal(m->tensors[i].cols, 24);
+    float v[16 * 24], back[16 * 24];
+    for (int k = 0; k < 16 * 24; k++)
+        v[k] = (float)k;
+    assert_int_equal(model_set_tensor(m, i, v), 0);
+    model_get_tensor(m, i, back);
+    assert_memory_equal(v, back, sizeof v);
+    model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_parse),
+        cmocka_unit_test(tensor_names_and_round_trip),
+        cmocka_unit_test(full_model_gradients),
+        cmocka_unit_test(lora_bf16_gradients),
+        cmocka_unit_test(lora_nf4_gradients),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
