@@ -1,0 +1,249 @@
+/* test_planner.c - memory need, FLOPs per token and feasibility. */
+#include <string.h>
+
+#include "sched_test.h"
+
+#include "sched/planner.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* The project's `124m` shape (SPEC §6): hidden 768, 12 layers, 12 heads,
+ * intermediate 2048, vocabulary 50257, tied embeddings. */
+static struct plan_job job_124m(enum plan_precision p, enum plan_adapter a)
+{
+    struct plan_job j = {
+        .model = {.layers = 12, .hidden = 768, .intermediate = 2048, .heads = 12,
+                  .vocab = 50257, .tied = true},
+        .precision = p,
+        .adapter = a,
+        .batch = 4,
+        .seq_len = 64,
+    };
+    return j;
+}
+
+/* A Llama-3-8B-like shape: 32 layers, hidden 4096, GQA 32/8 heads,
+ * intermediate 14336, vocabulary 128256, untied. */
+static struct plan_job job_8b(enum plan_precision p, enum plan_adapter a)
+{
+    struct plan_job j = {
+        .model = {.layers = 32, .hidden = 4096, .intermediate = 14336, .heads = 32,
+                  .kv_heads = 8, .vocab = 128256, .tied = false},
+        .precision = p,
+        .adapter = a,
+        .batch = 1,
+        .seq_len = 512,
+    };
+    return j;
+}
+
+static void derives_params_and_intermediate(void **state)
+{
+    (void)state;
+    struct plan_job in = job_124m(PLAN_16BIT, PLAN_LORA), out;
+    assert_int_equal(planner_normalize(&in, &out, NULL, 0), ERR_OK);
+    /* embeddings 50257*768 + norms 25*768 + 12 * (4*768^2 + 3*768*2048) */
+    assert_int_equal(out.model.params, 123551232);
+    assert_int_equal(out.model.kv_heads, 12);
+    assert_int_equal(out.lora_rank, 16);
+    assert_int_equal(out.lora_targets, PLAN_T_ALL);
+
+    /* Given only the parameter count, the MLP width comes back. */
+    in.model.intermediate = 0;
+    in.model.params = 123551232;
+    assert_int_equal(planner_normalize(&in, &out, NULL, 0), ERR_OK);
+    assert_int_equal(out.model.intermediate, 2048);
+
+    struct plan_job p8 = job_8b(PLAN_16BIT, PLAN_LORA);
+    assert_int_equal(planner_normalize(&p8, &out, NULL, 0), ERR_OK);
+    /* ~8.03 B parameters, as the model card says */
+    assert_true(out.model.params > 8000000000LL && out.model.params < 8100000000LL);
+}
+
+static void refuses_bad_input(void **state)
+{
+    (void)state;
+    char why[128];
+    struct plan_job j = job_124m(PLAN_4BIT, PLAN_FULL), out;
+    assert_int_equal(planner_normalize(&j, &out, why, sizeof why), ERR_INVALID);
+    assert_string_equal(why, "full fine-tuning needs 16-bit precision");
+    j = job_124m(PLAN_16BIT, PLAN_LORA);
+    j.batch = 0;
+    assert_int_equal(planner_normalize(&j, &out, why, sizeof why), ERR_INVALID);
+    assert_string_equal(why, "batch size out of range");
+    j = job_124m(PLAN_16BIT, PLAN_LORA);
+    j.model.layers = PLAN_MAX_LAYERS + 1;
+    assert_int_equal(planner_normalize(&j, &out, why, sizeof why), ERR_INVALID);
+    j = job_124m(PLAN_16BIT, PLAN_LORA);
+    j.model.intermediate = 0; /* and no parameter count to derive it from */
+    assert_int_equal(planner_normalize(&j, &out, why, sizeof why), ERR_INVALID);
+    j = job_124m(PLAN_16BIT, PLAN_LORA);
+    j.lora_targets = 0x80;
+    assert_int_equal(planner_normalize(&j, &out, why, sizeof why), ERR_INVALID);
+    assert_string_equal(why, "unknown LoRA target");
+    assert_near(planner_flops_per_token(&j), 0, 0);
+}
+
+static void lora_params_and_flops(void **state)
+{
+    (void)state;
+    struct plan_job j = job_124m(PLAN_16BIT, PLAN_LORA), n;
+    planner_normalize(&j, &n, NULL, 0);
+    /* r=16: q,o 16*(768+768); k,v the same (no GQA); gate, up, down 16*(768+2048) */
+    assert_int_equal(planner_lora_params(&n), 12 * 16 * (4 * 1536 + 3 * 2816));
+    /* LoRA: 4N + 6 N_lora */
+    assert_near(planner_flops_per_token(&j), 4.0 * 123551232 + 6.0 * 2801664, 1);
+    /* Full: 6N + 6 L d T */
+    struct plan_job f = job_124m(PLAN_16BIT, PLAN_FULL);
+    assert_near(planner_flops_per_token(&f), 6.0 * 123551232 + 6.0 * 12 * 768 * 64, 1);
+    /* Only q and v, rank 8 */
+    j.lora_rank = 8;
+    j.lora_targets = PLAN_T_Q | PLAN_T_V;
+    planner_normalize(&j, &n, NULL, 0);
+    assert_int_equal(planner_lora_params(&n), 12 * 8 * (1536 + 1536));
+}
+
+static void memory_of_the_parts(void **state)
+{
+    (void)state;
+    struct plan_memory lora, full, q4;
+    struct plan_job j = job_124m(PLAN_16BIT, PLAN_LORA);
+    assert_int_equal(planner_memory(&j, &lora, NULL, 0), ERR_OK);
+    assert_int_equal(lora.base, 2 * 123551232LL);
+    assert_int_equal(lora.trainable, 16 * 2801664LL);
+    /* logits and their gradient in fp32: 2 * 4 * B*T*V */
+    assert_int_equal(lora.logits, 8LL * 4 * 64 * 50257);
+    /* fp32 activations, (layers + 1) * B*T * (6h + 2kv + 4i + heads*T) */
+    assert_int_equal(lora.activations, 4LL * 256 * (6 * 768 + 2 * 768 + 4 * 2048 + 12 * 64) * 13);
+    assert_true(lora.total > lora.base + lora.trainable + lora.activations + lora.logits);
+
+    struct plan_job f = job_124m(PLAN_16BIT, PLAN_FULL);
+    assert_int_equal(planner_memory(&f, &full, NULL, 0), ERR_OK);
+    assert_int_equal(full.trainable, 16 * 123551232LL);
+    /* FACTS.md anchors for this shape at B=4 T=64: full ~3.0 GB, LoRA ~1.8 GB
+     * peak RSS under PyTorch (which adds its own few hundred MB). */
+    assert_true(full.total > 2.0e9 && full.total < 4.0e9);
+    assert_true(lora.total > 0.6e9 && lora.total < 2.0e9);
+
+    /* 4-bit: the linear weights shrink to ~4.127 bits. */
+    struct plan_job big16 = job_8b(PLAN_16BIT, PLAN_LORA), big4 = job_8b(PLAN_4BIT, PLAN_LORA);
+    struct plan_memory m16;
+    planner_memory(&big16, &m16, NULL, 0);
+    planner_memory(&big4, &q4, NULL, 0);
+    assert_true(m16.base > 15.5 * GIB / 1.07 && m16.base < 16.5e9);
+    assert_true(q4.base < m16.base / 2);
+    assert_true(q4.base > 5.0e9 && q4.base < 7.0e9); /* 7 B linear at 0.516 B + 1 B bf16 */
+    assert_true(q4.total < m16.total);
+
+    /* Bigger batches need more. */
+    struct plan_memory more;
+    j.batch = 8;
+    planner_memory(&j, &more, NULL, 0);
+    assert_true(more.activations == 2 * lora.activations);
+}
+
+static struct sched_worker worker(const char *name, int64_t mem, enum worker_state s)
+{
+    struct sched_worker w = {.cpus = 8, .mem_bytes = mem, .price_per_hour = 1, .flops = 1e12,
+                             .state = s};
+    strncpy(w.name, name, sizeof w.name - 1);
+    return w;
+}
+
+static void feasibility_and_messages(void **state)
+{
+    (void)state;
+    struct plan_job j16 = job_8b(PLAN_16BIT, PLAN_LORA), j4 = job_8b(PLAN_4BIT, PLAN_LORA);
+    struct plan_job full = job_8b(PLAN_16BIT, PLAN_FULL);
+    struct plan_memory m16, m4, mf;
+    planner_memory(&j16, &m16, NULL, 0);
+    planner_memory(&j4, &m4, NULL, 0);
+    planner_memory(&full, &mf, NULL, 0);
+
+    struct sched_worker ws[2] = {worker("small", m4.total, WORKER_ACTIVE),
+                                 worker("big", m16.total, WORKER_ACTIVE)};
+    int64_t need = 0;
+    assert_int_equal(planner_feasibility(&j16, ws, 2, &need), PLAN_FITS);
+    assert_int_equal(need, m16.total);
+    assert_int_equal(planner_fit_message(PLAN_FITS), MSG_NONE);
+
+    /* Only the small one: 16-bit fits nowhere, 4-bit would. */
+    assert_int_equal(planner_feasibility(&j16, ws, 1, NULL), PLAN_FITS_LOWER_PRECISION);
+    assert_string_equal(job_message_text(planner_fit_message(PLAN_FITS_LOWER_PRECISION)),
+                        "Not available right now. Choose a lower precision.");
+    assert_int_equal(planner_feasibility(&j4, ws, 1, NULL), PLAN_FITS);
+    /* Full fine-tuning of 8B needs ~150 GB: lower precision suggested. */
+    assert_true(mf.total > 140e9);
+    assert_int_equal(planner_feasibility(&full, ws, 2, NULL), PLAN_FITS_LOWER_PRECISION);
+
+    /* A byte short of 4-bit: nothing can ever run it. */
+    ws[0].mem_bytes = m4.total - 1;
+    assert_int_equal(planner_feasibility(&j16, ws, 1, NULL), PLAN_FITS_NOWHERE);
+    assert_int_equal(planner_feasibility(&j4, ws, 1, NULL), PLAN_FITS_NOWHERE);
+    assert_string_equal(job_message_text(planner_fit_message(PLAN_FITS_NOWHERE)),
+                        "Not available right now.");
+
+    /* A lost worker is not capacity to count on; a draining one is known. */
+    ws[1].state = WORKER_LOST;
+    assert_int_equal(planner_feasibility(&j16, ws, 2, NULL), PLAN_FITS_NOWHERE);
+    ws[1].state = WORKER_DRAINING;
+    assert_int_equal(planner_feasibility(&j16, ws, 2, NULL), PLAN_FITS);
+    assert_int_equal(planner_feasibility(&j16, ws, 0, NULL), PLAN_FITS_NOWHERE);
+}
+
+static void names_parse_back(void **state)
+{
+    (void)state;
+    enum plan_precision p;
+    enum plan_adapter a;
+    assert_true(planner_precision_parse("4-bit", &p));
+    assert_int_equal(p, PLAN_4BIT);
+    assert_string_equal(planner_precision_name(PLAN_16BIT), "16-bit");
+    assert_false(planner_precision_parse("8-bit", &p));
+    assert_true(planner_adapter_parse("full", &a));
+    assert_int_equal(a, PLAN_FULL);
+    assert_false(planner_adapter_parse(NULL, &a));
+    assert_int_equal(planner_method(PLAN_4BIT, PLAN_LORA), PLAN_METHOD_LORA_4);
+    assert_int_equal(planner_method(PLAN_4BIT, PLAN_FULL), PLAN_METHOD_COUNT);
+    assert_null(planner_precision_name(PLAN_PRECISION_COUNT));
+
+    enum worker_class c;
+    enum worker_state s;
+    assert_true(capacity_class_parse("spot", &c));
+    assert_int_equal(c, WORKER_SPOT);
+    assert_string_equal(capacity_class_name(WORKER_ON_DEMAND), "on-demand");
+    assert_false(capacity_class_parse("reserved", &c));
+    assert_true(capacity_state_parse("draining", &s));
+    assert_string_equal(capacity_state_name(WORKER_LOST), "lost");
+}
+
+static void pace_and_price(void **state)
+{
+    (void)state;
+    struct sched_worker w = worker("w", 1, WORKER_ACTIVE);
+    w.flops = 2e12;
+    w.price_per_hour = 3.6;
+    assert_near(capacity_train_seconds(4e12, &w), 2.0, 1e-12);
+    assert_near(capacity_pace_tokens_per_s(1e9, &w), 2000.0, 1e-9);
+    /* 3.6 per hour for 1000 s = 1.0 */
+    assert_int_equal(capacity_price_micros(3.6, 1000), 1000000);
+    assert_int_equal(capacity_price_micros(0, 1000), 0);
+    assert_near(capacity_flops_from_reference(100, 5e8), 5e10, 1);
+    /* Not measured yet: slow on purpose, never zero. */
+    w.flops = 0;
+    assert_near(capacity_worker_flops(&w), 8e9, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(derives_params_and_intermediate),
+        cmocka_unit_test(refuses_bad_input),
+        cmocka_unit_test(lora_params_and_flops),
+        cmocka_unit_test(memory_of_the_parts),
+        cmocka_unit_test(feasibility_and_messages),
+        cmocka_unit_test(names_parse_back),
+        cmocka_unit_test(pace_and_price),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
