@@ -21,6 +21,45 @@ struct dataset_check {
     char problem[200];         /* e.g. missing field "completion"            */
 };
 
+#define DATASET_MAX_LINE (1024 * 1024) /* bytes in one line, newline excluded */
+
+enum dataset_role { DATASET_SYSTEM = 0, DATASET_USER, DATASET_ASSISTANT };
+
+/* One message of a chat example, pointing into parser-owned memory that is
+ * valid only during the callback. */
+struct dataset_turn {
+    enum dataset_role role;
+    const char *text;
+    size_t len;
+};
+
+/* One valid example, as handed to a dataset_each callback. For chat form
+ * `turns` is set; for prompt/completion `prompt` and `completion` are. */
+struct dataset_example {
+    enum dataset_format form; /* DATASET_CHAT or DATASET_PROMPT_COMPLETION */
+    const char *prompt;
+    size_t prompt_len;
+    const char *completion;
+    size_t completion_len;
+    const struct dataset_turn *turns;
+    size_t n_turns;
+};
+
+/* Called once per valid example in file order; `line` is 1-based. A
+ * non-zero return stops the walk and is returned by dataset_each. */
+typedef int (*dataset_example_fn)(void *ctx, long line, const struct dataset_example *ex);
+
+/* Validates `len` bytes like dataset_check_buffer and calls fn (when not
+ * NULL) for each valid example before the next line is read. Returns 0 when
+ * every line is valid and there is at least one example; -1 on the first bad
+ * line (out->bad_line/problem set, as dataset_check_buffer); or fn's
+ * non-zero value. */
+int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
+                 struct dataset_check *out /* OUT */);
+
+/* The header text of a role ("system", "user", "assistant"). */
+const char *dataset_role_name(enum dataset_role r);
+
 /* Validates `len` bytes. Returns 0 when every line is valid and there is at
  * least one example; -1 otherwise with out->bad_line/problem set (bad_line 0
  * and problem "the file has no examples" for an empty file). */

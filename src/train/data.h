@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dataset.h"
 #include "train/tokenizer.h"
 
 struct example {
@@ -43,5 +44,12 @@ void dataset_free(struct dataset *d); /* NULL is fine */
  * (prompt/completion form: the prompt text as trained). malloc'd ids, or -1. */
 int data_encode_prompt(const struct tokenizer *tok, const char *prompt,
                        int32_t **ids /* OUT */, size_t *n /* OUT */);
+
+/* Formats a conversation for generation the way training formatted chat
+ * examples, ending with the assistant header so the model writes the next
+ * answer: BOS, each turn (assistant turns closed by EOS), "\n\nAssistant:\n".
+ * malloc'd ids; 0, or -1 on allocation failure or a bad role. */
+int data_encode_chat(const struct tokenizer *tok, const struct dataset_turn *turns,
+                     size_t n_turns, int32_t **ids /* OUT */, size_t *n /* OUT */);
 
 #endif

@@ -1,0 +1,320 @@
+/* data.c - JSONL data set -> token ids and loss masks (data.h).
+ *
+ * Validation is core/dataset.c's, walked with dataset_each, so the trainer
+ * reports a bad line with the very words the upload check uses. This file
+ * adds the text template and the truncation rule, both documented in
+ * docs/data.md:
+ *
+ *   prompt/completion:  BOS  prompt  completion  EOS
+ *   chat:               BOS  "System:\n" content  "\n\nUser:\n" content
+ *                       "\n\nAssistant:\n" content EOS  ...
+ *
+ * Loss falls on completion / assistant tokens and the EOS closing each.
+ * Every segment (header, content) is tokenized on its own, so a content's
+ * tokens never depend on what precedes it.
+ */
+#include "train/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/dataset.h"
+
+#define DATA_MAX_FILE ((size_t)4 << 30)
+#define DATA_MIN_CONTEXT 4
+
+/* Role headers: the first message's, and every later one's (which carries
+ * the blank line that separates messages). */
+static const char *const header_first[] = {"System:\n", "User:\n", "Assistant:\n"};
+static const char *const header_next[] = {"\n\nSystem:\n", "\n\nUser:\n", "\n\nAssistant:\n"};
+
+struct seq {
+    int32_t *ids;
+    uint8_t *mask;
+    size_t n, cap;
+};
+
+struct loader {
+    const struct tokenizer *tok;
+    size_t max_len;
+    const char *name;
+    struct dataset *d;
+    size_t cap; /* of d->ex */
+    struct seq s;
+    char *err;
+    size_t errcap;
+};
+
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+{
+    if (!err || cap == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+}
+
+static int seq_push(struct seq *s, int32_t id, uint8_t m)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        int32_t *ids = realloc(s->ids, cap * sizeof *ids);
+        if (!ids)
+            return -1;
+        s->ids = ids;
+        uint8_t *mask = realloc(s->mask, cap);
+        if (!mask)
+            return -1;
+        s->mask = mask;
+        s->cap = cap;
+    }
+    s->ids[s->n] = id;
+    s->mask[s->n] = m;
+    s->n++;
+    return 0;
+}
+
+/* Tokenizes `len` bytes of text and appends them with mask m. */
+static int seq_text(struct seq *s, const struct tokenizer *tok, const char *text, size_t len,
+                    uint8_t m)
+{
+    if (len == 0)
+        return 0;
+    int32_t *ids;
+    size_t n;
+    if (tokenizer_encode(tok, text, len, &ids, &n) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = seq_push(s, ids[i], m);
+    free(ids);
+    return rc;
+}
+
+/* The whole example per the template, before truncation. */
+static int render(const struct tokenizer *tok, const struct dataset_example *ex, struct seq *s)
+{
+    s->n = 0;
+    int bos = tokenizer_bos_id(tok), eos = tokenizer_eos_id(tok);
+    if (bos >= 0 && seq_push(s, bos, 0) < 0)
+        return -1;
+    if (ex->form == DATASET_PROMPT_COMPLETION) {
+        if (seq_text(s, tok, ex->prompt, ex->prompt_len, 0) < 0 ||
+            seq_text(s, tok, ex->completion, ex->completion_len, 1) < 0)
+            return -1;
+        return eos >= 0 ? seq_push(s, eos, 1) : 0;
+    }
+    for (size_t i = 0; i < ex->n_turns; i++) {
+        const struct dataset_turn *t = &ex->turns[i];
+        const char *h = i == 0 ? header_first[t->role] : header_next[t->role];
+        uint8_t target = t->role == DATASET_ASSISTANT;
+        if (seq_text(s, tok, h, strlen(h), 0) < 0 || seq_text(s, tok, t->text, t->len, target) < 0)
+            return -1;
+        if (target && eos >= 0 && seq_push(s, eos, 1) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The truncation rule of docs/data.md: BOS stays; of what precedes the first
+ * target token, the end is kept, up to half the context; the rest of the
+ * context goes to the targets from their start (and back to the preceding
+ * text when the targets are shorter). Returns the window as [lo, hi) of
+ * s after BOS; *cut is set when anything was dropped. */
+static void window(const struct seq *s, int has_bos, size_t max_len, size_t *lo, size_t *hi,
+                   int *cut)
+{
+    size_t b = has_bos ? 1 : 0;
+    *lo = b;
+    *hi = s->n;
+    *cut = 0;
+    if (s->n <= max_len)
+        return;
+    *cut = 1;
+    size_t f = b;
+    while (f < s->n && !s->mask[f])
+        f++;
+    size_t budget = max_len - b;
+    size_t ctx_avail = f - b, tgt_avail = s->n - f;
+    size_t ctx_keep = ctx_avail < budget / 2 ? ctx_avail : budget / 2;
+    size_t tgt_keep = tgt_avail < budget - ctx_keep ? tgt_avail : budget - ctx_keep;
+    ctx_keep = ctx_avail < budget - tgt_keep ? ctx_avail : budget - tgt_keep;
+    *lo = f - ctx_keep;
+    *hi = f + tgt_keep;
+}
+
+static int on_example(void *ctx, long line, const struct dataset_example *ex)
+{
+    struct loader *L = ctx;
+    struct dataset *d = L->d;
+    if (render(L->tok, ex, &L->s) < 0) {
+        seterr(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)", line,
+               L->name);
+        return 1;
+    }
+    int has_bos = tokenizer_bos_id(L->tok) >= 0;
+    size_t lo, hi;
+    int cut;
+    window(&L->s, has_bos, L->max_len, &lo, &hi, &cut);
+    size_t b = has_bos ? 1 : 0;
+    size_t len = b + (hi - lo);
+    if (d->n == L->cap) {
+        size_t cap = L->cap ? L->cap * 2 : 64;
+        struct example *e = realloc(d->ex, cap * sizeof *e);
+        if (!e)
+            goto oom;
+        d->ex = e;
+        L->cap = cap;
+    }
+    struct example *e = &d->ex[d->n];
+    e->ids = malloc(len * sizeof *e->ids);
+    e->mask = malloc(len);
+    e->len = len;
+    if (!e->ids || !e->mask) {
+        free(e->ids);
+        free(e->mask);
+        goto oom;
+    }
+    if (has_bos) {
+        e->ids[0] = L->s.ids[0];
+        e->mask[0] = 0;
+    }
+    memcpy(e->ids + b, L->s.ids + lo, (hi - lo) * sizeof *e->ids);
+    memcpy(e->mask + b, L->s.mask + lo, hi - lo);
+    d->n++;
+    d->n_tokens += len;
+    d->n_truncated += (size_t)cut;
+    return 0;
+oom:
+    seterr(L->err, L->errcap, "line %ld of %s: out of memory", line, L->name);
+    return 1;
+}
+
+struct dataset *dataset_load(const char *path, const char *display_name,
+                             const struct tokenizer *tok, size_t max_len, char *err,
+                             size_t errcap)
+{
+    const char *name = display_name ? display_name : path;
+    if (max_len < DATA_MIN_CONTEXT) {
+        seterr(err, errcap, "context length %zu is too short (at least %d)", max_len,
+               DATA_MIN_CONTEXT);
+        return NULL;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        seterr(err, errcap, "%s: cannot read (%s)", name, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size > DATA_MAX_FILE) {
+        seterr(err, errcap, "%s: not a regular file of at most 4 GiB", name);
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)sb.st_size;
+    void *map = NULL;
+    if (size > 0) {
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            seterr(err, errcap, "%s: cannot read (%s)", name, strerror(errno));
+            close(fd);
+            return NULL;
+        }
+    }
+    close(fd);
+    struct dataset *d = calloc(1, sizeof *d);
+    struct loader L = {.tok = tok, .max_len = max_len, .name = name, .d = d, .err = err,
+                       .errcap = errcap};
+    int rc = -1;
+    if (!d) {
+        seterr(err, errcap, "%s: out of memory", name);
+    } else {
+        struct dataset_check c;
+        rc = dataset_each(map ? map : "", size, on_example, &L, &c);
+        if (rc < 0)
+            dataset_check_error(&c, name, err, errcap);
+    }
+    if (map)
+        munmap(map, size);
+    free(L.s.ids);
+    free(L.s.mask);
+    if (rc != 0) {
+        dataset_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void dataset_free(struct dataset *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->ex[i].ids);
+        free(d->ex[i].mask);
+    }
+    free(d->ex);
+    free(d);
+}
+
+/* Hands s's ids to the caller (a valid pointer even for no tokens). */
+static int finish(struct seq *s, int rc, int32_t **ids, size_t *n)
+{
+    free(s->mask);
+    if (rc == 0 && !s->ids && !(s->ids = malloc(sizeof *s->ids)))
+        rc = -1;
+    if (rc < 0) {
+        free(s->ids);
+        return -1;
+    }
+    *ids = s->ids;
+    *n = s->n;
+    return 0;
+}
+
+int data_encode_prompt(const struct tokenizer *tok, const char *prompt, int32_t **ids, size_t *n)
+{
+    struct seq s = {0};
+    int bos = tokenizer_bos_id(tok);
+    int rc = 0;
+    if (bos >= 0)
+        rc = seq_push(&s, bos, 0);
+    if (rc == 0)
+        rc = seq_text(&s, tok, prompt, strlen(prompt), 0);
+    return finish(&s, rc, ids, n);
+}
+
+int data_encode_chat(const struct tokenizer *tok, const struct dataset_turn *turns,
+                     size_t n_turns, int32_t **ids, size_t *n)
+{
+    struct seq s = {0};
+    int bos = tokenizer_bos_id(tok), eos = tokenizer_eos_id(tok);
+    int rc = bos >= 0 ? seq_push(&s, bos, 0) : 0;
+    for (size_t i = 0; i < n_turns && rc == 0; i++) {
+        const struct dataset_turn *t = &turns[i];
+        if ((unsigned)t->role > DATASET_ASSISTANT) {
+            rc = -1;
+            break;
+        }
+        const char *h = i == 0 ? header_first[t->role] : header_next[t->role];
+        rc = seq_text(&s, tok, h, strlen(h), 0);
+        if (rc == 0)
+            rc = seq_text(&s, tok, t->text, t->len, 0);
+        if (rc == 0 && t->role == DATASET_ASSISTANT && eos >= 0)
+            rc = seq_push(&s, eos, 0);
+    }
+    if (rc == 0) {
+        const char *h = n_turns == 0 ? header_first[DATASET_ASSISTANT]
+                                     : header_next[DATASET_ASSISTANT];
+        rc = seq_text(&s, tok, h, strlen(h), 0);
+    }
+    return finish(&s, rc, ids, n);
+}

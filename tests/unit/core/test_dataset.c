@@ -1,0 +1,181 @@
+/* test_dataset.c - JSONL validation (core/dataset.c): what passes, and the
+ * exact line users read for each kind of bad line (docs/data.md). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dataset.h"
+
+static void expect_error(const char *jsonl, const char *want)
+{
+    struct dataset_check c;
+    char msg[300];
+    int rc = dataset_check_buffer(jsonl, strlen(jsonl), &c);
+    if (rc == 0)
+        fail_msg("accepted: %s", jsonl);
+    dataset_check_error(&c, "train.jsonl", msg, sizeof msg);
+    if (strcmp(msg, want) != 0)
+        fail_msg("got  \"%s\"\nwant \"%s\"", msg, want);
+}
+
+static void valid_files(void **state)
+{
+    (void)state;
+    const char *pc = "{\"prompt\":\"2+2=\",\"completion\":\" 4\"}\n"
+                     "\n"
+                     "{\"prompt\":\"\",\"completion\":\"x\"}\r\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(pc, strlen(pc), &c), 0);
+    assert_int_equal(c.examples, 2);
+    assert_int_equal(c.format, DATASET_PROMPT_COMPLETION);
+    assert_int_equal(c.bytes_of_text, 4 + 2 + 0 + 1);
+    assert_int_equal(c.bad_line, 0);
+
+    const char *chat = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":\"Hi\"},"
+                       "{\"role\":\"assistant\",\"content\":\"\"}]}";
+    assert_int_equal(dataset_check_buffer(chat, strlen(chat), &c), 0);
+    assert_int_equal(c.examples, 1);
+    assert_int_equal(c.format, DATASET_CHAT);
+    assert_int_equal(c.bytes_of_text, 9 + 2);
+
+    char mixed[512];
+    snprintf(mixed, sizeof mixed, "%s\n%s", chat, "{\"prompt\":\"a\",\"completion\":\"b\"}");
+    assert_int_equal(dataset_check_buffer(mixed, strlen(mixed), &c), 0);
+    assert_int_equal(c.format, DATASET_MIXED);
+    /* Unknown extra fields are ignored, as hosted services do. */
+    const char *extra = "{\"prompt\":\"a\",\"completion\":\"b\",\"weight\":1}";
+    assert_int_equal(dataset_check_buffer(extra, strlen(extra), &c), 0);
+    assert_string_equal(dataset_role_name(DATASET_ASSISTANT), "assistant");
+}
+
+static void bad_lines(void **state)
+{
+    (void)state;
+    /* The help page's own example. */
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"}\n"
+                 "{\"prompt\":\"a\",\"completion\":\"b\"}\n"
+                 "{\"prompt\":\"a\"}\n",
+                 "line 3 of train.jsonl: missing field \"completion\"");
+    expect_error("{\"completion\":\"b\"}", "line 1 of train.jsonl: missing field \"prompt\"");
+    expect_error("[1,2]", "line 1 of train.jsonl: not a JSON object");
+    expect_error("\"text\"", "line 1 of train.jsonl: not a JSON object");
+    expect_error("{\"text\":\"hello\"}",
+                 "line 1 of train.jsonl: missing field \"messages\" (or \"prompt\" and \"completion\")");
+    expect_error("{\"prompt\":1,\"completion\":\"b\"}",
+                 "line 1 of train.jsonl: field \"prompt\" must be a string");
+    expect_error("{\"prompt\":\"a\",\"completion\":null}",
+                 "line 1 of train.jsonl: field \"completion\" must be a string");
+    expect_error("{\"prompt\":\"a\",\"completion\":\"\"}",
+                 "line 1 of train.jsonl: field \"completion\" is empty");
+    expect_error("{\"messages\":{}}", "line 1 of train.jsonl: field \"messages\" must be an array");
+    expect_error("{\"messages\":[]}", "line 1 of train.jsonl: field \"messages\" is empty");
+    expect_error("{\"messages\":[\"hi\"]}", "line 1 of train.jsonl: message 1 is not an object");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: message 2: missing field \"role\"");
+    expect_error("{\"messages\":[{\"role\":\"user\"}]}",
+                 "line 1 of train.jsonl: message 1: missing field \"content\"");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":[\"a\"]}]}",
+                 "line 1 of train.jsonl: message 1: field \"content\" must be a string");
+    expect_error("{\"messages\":[{\"role\":7,\"content\":\"a\"}]}",
+                 "line 1 of train.jsonl: message 1: field \"role\" must be a string");
+    expect_error("{\"messages\":[{\"role\":\"bot\",\"content\":\"a\"}]}",
+                 "line 1 of train.jsonl: message 1: unknown role \"bot\" (use system, user or assistant)");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+                 "line 1 of train.jsonl: no assistant message");
+    expect_error("{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"}],\"prompt\":\"x\"}",
+                 "line 1 of train.jsonl: has both \"messages\" and \"prompt\"/\"completion\"; use one form");
+    expect_error("", "train.jsonl: the file has no examples");
+    expect_error("\n  \n\r\n", "train.jsonl: the file has no examples");
+    /* Blank lines still count in line numbers. */
+    expect_error("\n\n{\"prompt\":\"a\",\"completion\":\"b\"}\n\n{oops}\n",
+                 "line 5 of train.jsonl: not valid JSON (column 5: string or '}' expected near 'oops')");
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"} trailing",
+                 "line 1 of train.jsonl: not valid JSON (column 40: end of file expected near 'trailing')");
+}
+
+static void not_json_details(void **state)
+{
+    (void)state;
+    struct dataset_check c;
+    char msg[300];
+    const char *bad_utf8 = "{\"prompt\":\"\xff\",\"completion\":\"b\"}";
+    assert_int_equal(dataset_check_buffer(bad_utf8, strlen(bad_utf8), &c), -1);
+    dataset_check_error(&c, "t.jsonl", msg, sizeof msg);
+    assert_non_null(strstr(msg, "line 1 of t.jsonl: not valid JSON"));
+}
+
+static void long_line(void **state)
+{
+    (void)state;
+    size_t n = DATASET_MAX_LINE + 100;
+    char *buf = malloc(n + 1);
+    memset(buf, ' ', n);
+    memcpy(buf, "{\"prompt\":\"", 11);
+    memcpy(buf + n - 20, "\",\"completion\":\"b\"}", 19);
+    buf[n] = 0;
+    char *two = malloc(n + 64);
+    snprintf(two, n + 64, "{\"prompt\":\"a\",\"completion\":\"b\"}\n%s", buf);
+    expect_error(two, "line 2 of train.jsonl: line is longer than 1 MiB");
+    free(buf);
+    free(two);
+}
+
+struct seen {
+    long lines[8];
+    int n;
+    int stop_at;
+};
+
+static int collect(void *ctx, long line, const struct dataset_example *ex)
+{
+    struct seen *s = ctx;
+    if (s->n < 8)
+        s->lines[s->n++] = line;
+    if (ex->form == DATASET_CHAT) {
+        assert_int_equal(ex->n_turns, 2);
+        assert_int_equal(ex->turns[1].role, DATASET_ASSISTANT);
+        assert_int_equal(ex->turns[1].len, 3);
+        assert_memory_equal(ex->turns[1].text, "a\0b", 3); /* \u0000 is refused by JSON; see below */
+    }
+    return s->n == s->stop_at ? 7 : 0;
+}
+
+static void each_walks_examples(void **state)
+{
+    (void)state;
+    const char *buf = "{\"prompt\":\"p\",\"completion\":\"c\"}\n\n"
+                      "{\"prompt\":\"p\",\"completion\":\"c\"}\n"
+                      "{\"prompt\":\"p\",\"completion\":\"c\"}\n";
+    struct seen s = {.stop_at = 0};
+    struct dataset_check c;
+    assert_int_equal(dataset_each(buf, strlen(buf), collect, &s, &c), 0);
+    assert_int_equal(s.n, 3);
+    assert_int_equal(s.lines[0], 1);
+    assert_int_equal(s.lines[1], 3);
+    assert_int_equal(s.lines[2], 4);
+    /* A callback's non-zero value stops the walk and is returned. */
+    struct seen s2 = {.stop_at = 2};
+    assert_int_equal(dataset_each(buf, strlen(buf), collect, &s2, &c), 7);
+    assert_int_equal(s2.n, 2);
+    /* NUL inside a string is not valid JSON here: content is text. */
+    const char *nul = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+                      "{\"role\":\"assistant\",\"content\":\"a\\u0000b\"}]}";
+    assert_int_equal(dataset_each(nul, strlen(nul), collect, &s, &c), -1);
+    assert_int_equal(c.bad_line, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_files),      cmocka_unit_test(bad_lines),
+        cmocka_unit_test(not_json_details), cmocka_unit_test(long_line),
+        cmocka_unit_test(each_walks_examples),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
