@@ -1,0 +1,124 @@
+/* optim.c - AdamW, clipping and the learning-rate schedule (see optim.h). */
+#include "train/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Values per partial sum of the norm: a fixed size keeps the sum order
+ * independent of the thread count. */
+#define NORM_CHUNK 4096
+
+int optim_init(struct optim *o, size_t n, size_t n_decay, float weight_decay)
+{
+    memset(o, 0, sizeof *o);
+    o->n = n;
+    o->n_decay = n_decay;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    o->weight_decay = weight_decay;
+    if (n == 0)
+        return 0;
+    o->m = calloc(n, sizeof(float));
+    o->v = calloc(n, sizeof(float));
+    if (!o->m || !o->v) {
+        optim_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+void optim_free(struct optim *o)
+{
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+double optim_grad_norm(const float *g, size_t n)
+{
+    size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    double total = 0.0;
+    /* Partial sums per chunk, then added in chunk order. */
+    enum { BATCH = 1024 };
+    double part[BATCH];
+    for (size_t c0 = 0; c0 < chunks; c0 += BATCH) {
+        size_t cn = chunks - c0 < BATCH ? chunks - c0 : BATCH;
+#pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < cn; c++) {
+            size_t s = (c0 + c) * NORM_CHUNK, e = s + NORM_CHUNK < n ? s + NORM_CHUNK : n;
+            double acc = 0.0;
+            for (size_t i = s; i < e; i++)
+                acc += (double)g[i] * (double)g[i];
+            part[c] = acc;
+        }
+        for (size_t c = 0; c < cn; c++)
+            total += part[c];
+    }
+    return sqrt(total);
+}
+
+float optim_clip(float *g, size_t n, double norm, float max_norm)
+{
+    if (!(max_norm > 0.0f) || !(norm > (double)max_norm))
+        return 1.0f;
+    float f = (float)((double)max_norm / (norm + 1e-6));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        g[i] *= f;
+    return f;
+}
+
+void optim_adamw_step(struct optim *o, float *p, const float *g, float lr)
+{
+    o->t++;
+    float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
+    /* Bias corrections folded into the step size and the epsilon. */
+    double c1 = 1.0 - pow((double)b1, (double)o->t);
+    double c2 = 1.0 - pow((double)b2, (double)o->t);
+    float step = (float)((double)lr / c1);
+    float rc2 = (float)(1.0 / sqrt(c2));
+    float decay = 1.0f - lr * o->weight_decay;
+    float *m = o->m, *v = o->v;
+    size_t nd = o->n_decay;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < o->n; i++) {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float pi = i < nd ? p[i] * decay : p[i];
+        p[i] = pi - step * mi / (sqrtf(vi) * rc2 + eps);
+    }
+}
+
+float optim_lr(const struct lr_schedule *s, uint64_t step)
+{
+    if (step < s->warmup)
+        return s->peak * (float)(step + 1) / (float)s->warmup;
+    if (s->kind == LR_CONSTANT)
+        return s->peak;
+    /* Decay reaches final_ratio at step `total`, one past the last, so the
+     * last step still moves the weights. */
+    uint64_t span = s->total > s->warmup ? s->total - s->warmup : 1;
+    double p = (double)(step - s->warmup) / (double)span;
+    if (p > 1.0)
+        p = 1.0;
+    double lo = (double)s->final_ratio;
+    double f = s->kind == LR_COSINE ? lo + (1.0 - lo) * 0.5 * (1.0 + cos(M_PI * p))
+                                    : lo + (1.0 - lo) * (1.0 - p);
+    return (float)((double)s->peak * f);
+}
+
+int optim_lr_kind_parse(const char *name)
+{
+    if (strcmp(name, "cosine") == 0)
+        return LR_COSINE;
+    if (strcmp(name, "linear") == 0)
+        return LR_LINEAR;
+    if (strcmp(name, "constant") == 0)
+        return LR_CONSTANT;
+    return -1;
+}
