@@ -1,11 +1,62 @@
-/* cmd_client.c - placeholder until its module lands. */
+/* cmd_client.c - the client commands: picks one by argv[0] and gives it the
+ * connection read from ALALLO_URL / ALALLO_API_KEY. */
 #include <stdio.h>
+#include <string.h>
 
+#include "cli/cli.h"
 #include "cmds.h"
+
+static const char usage_text[] =
+    "usage (reads ALALLO_URL, default " CLI_DEFAULT_URL ", and ALALLO_API_KEY):\n"
+    "  alallo jobs [list] [--limit N] [--after ID] [--all]\n"
+    "  alallo jobs show ID\n"
+    "  alallo jobs create --model M (--file FILE_ID | --upload PATH) [--name N]\n"
+    "       [--precision 16-bit|4-bit] [--goal lowest_cost|fastest_finish] [--epochs N]\n"
+    "       [--batch-size N] [--learning-rate-multiplier X] [--seed S] [--suffix S]\n"
+    "       [--adapter lora|full] [--validation-file FILE_ID] [--max-steps N]\n"
+    "  alallo jobs cancel ID\n"
+    "  alallo jobs log ID [--follow]\n"
+    "  alallo estimate --model M (--file FILE_ID | --upload PATH) [same options as create]\n"
+    "  alallo files [list] | files upload FILE | files delete FILE_ID\n"
+    "  alallo models\n"
+    "  alallo workers [list] | workers drain NAME\n"
+    "  alallo ledger\n"
+    "  alallo generate --model ID --prompt TEXT [--max-tokens N] [--temperature T]\n"
+    "  alallo export ID --format hf|peft|gguf --out PATH\n"
+    "every command takes --json to print the server's JSON as it is\n";
 
 int cmd_client(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "alallo %s: not built yet\n", argv[0]);
-    return 1;
+    struct cli_ctx cx = {.out = stdout, .err = stderr};
+    const char *cmd = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        }
+    }
+    char err[300];
+    if (cli_conn_from_env(&cx.conn, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo: %s\n", err);
+        return CLI_USAGE;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(struct cli_ctx *, int, char **);
+    } table[] = {
+        {"jobs", cli_jobs},       {"estimate", cli_estimate}, {"files", cli_files},
+        {"models", cli_models},   {"workers", cli_workers},   {"ledger", cli_ledger},
+        {"generate", cli_generate}, {"export", cli_export},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(cmd, table[i].name) == 0)
+            return table[i].fn(&cx, argc - 1, argv + 1);
+    fprintf(stderr, "alallo: unknown command '%s'\n%s", cmd, usage_text);
+    return CLI_USAGE;
+}
+
+int cli_usage_error(struct cli_ctx *cx, const char *cmd, const char *reason)
+{
+    fprintf(cx->err, "alallo %s: %s\n(alallo %s --help shows the usage)\n", cmd, reason, cmd);
+    return CLI_USAGE;
 }

@@ -1,0 +1,100 @@
+/* cli_args.c - option parsing for the client commands. */
+#include "cli/cli_args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct cli_opt *find(struct cli_opt *opts, const char *name, size_t len)
+{
+    for (struct cli_opt *o = opts; o && o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+int cli_parse(int argc, char **argv, struct cli_opt *opts, struct cli_args *out, char *err,
+              size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    for (struct cli_opt *o = opts; o && o->name; o++)
+        o->value = NULL;
+    bool options_done = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!options_done && strcmp(a, "--") == 0) {
+            options_done = true;
+            continue;
+        }
+        if (options_done || strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            if (out->npos == CLI_MAX_POSITIONAL) {
+                snprintf(err, errcap, "too many arguments");
+                return -1;
+            }
+            out->pos[out->npos++] = a;
+            continue;
+        }
+        if (strcmp(a, "--json") == 0) {
+            out->json = true;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        struct cli_opt *o = find(opts, a, len);
+        if (!o) {
+            snprintf(err, errcap, "unknown option %.*s", (int)len, a);
+            return -1;
+        }
+        if (!o->takes_value) {
+            if (eq) {
+                snprintf(err, errcap, "%s takes no value", o->name);
+                return -1;
+            }
+            o->value = "";
+        } else if (eq) {
+            o->value = eq + 1;
+        } else if (i + 1 < argc) {
+            o->value = argv[++i];
+        } else {
+            snprintf(err, errcap, "%s needs a value", o->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *cli_get(const struct cli_opt *opts, const char *name)
+{
+    for (const struct cli_opt *o = opts; o && o->name; o++)
+        if (strcmp(o->name, name) == 0)
+            return o->value;
+    return NULL;
+}
+
+int cli_parse_long(const char *s, long min, long max, long *out)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_double(const char *s, double min, double max, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}

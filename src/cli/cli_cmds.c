@@ -1,0 +1,289 @@
+/* cli_cmds.c - `alallo files|models|workers|ledger|generate|export`, and the
+ * call-and-check helper every client command uses. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/cli_format.h"
+
+int cli_do(struct cli_ctx *cx, const char *method, const char *path, json_t *body,
+           struct cli_answer *a)
+{
+    char err[400];
+    if (cli_call(&cx->conn, method, path, body, a, err, sizeof err) != 0) {
+        fprintf(cx->err, "alallo: %s\n", err);
+        cli_answer_free(a);
+        return CLI_FAILED;
+    }
+    if (a->status < 200 || a->status >= 300) {
+        char m[600];
+        fprintf(cx->err, "alallo: %s\n", cli_answer_error(a, m, sizeof m));
+        if (a->status == 401 && !cx->conn.auth[0])
+            fprintf(cx->err, "alallo: set ALALLO_API_KEY (serve writes it to DATA/api-key)\n");
+        cli_answer_free(a);
+        return CLI_FAILED;
+    }
+    return CLI_OK;
+}
+
+void cli_print_raw(struct cli_ctx *cx, const struct cli_answer *a)
+{
+    fputs(a->body ? a->body : "", cx->out);
+    if (a->len == 0 || a->body[a->len - 1] != '\n')
+        fputc('\n', cx->out);
+}
+
+/* Runs GET `path` and prints it with `print`, or raw with --json. Takes no
+ * options besides --json and no arguments. */
+static int simple_list(struct cli_ctx *cx, const char *cmd, int argc, char **argv,
+                       const char *path, void (*print)(FILE *, const json_t *))
+{
+    struct cli_opt opts[] = {{NULL, 0, 0}};
+    struct cli_args args;
+    char err[300];
+    if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos > 0)
+        return cli_usage_error(cx, cmd, args.npos > 0 ? "unexpected argument" : err);
+    struct cli_answer a;
+    int rc = cli_do(cx, "GET", path, NULL, &a);
+    if (rc != CLI_OK)
+        return rc;
+    if (args.json)
+        cli_print_raw(cx, &a);
+    else
+        print(cx->out, a.json);
+    cli_answer_free(&a);
+    return CLI_OK;
+}
+
+static int files_upload(struct cli_ctx *cx, int argc, char **argv)
+{
+    struct cli_opt opts[] = {{"--purpose", true, NULL}, {NULL, 0, 0}};
+    struct cli_args args;
+    char err[400];
+    if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos != 1)
+        return cli_usage_error(cx, "files upload", args.npos != 1 ? "give one FILE" : err);
+    const char *purpose = cli_get(opts, "--purpose");
+    if (access(args.pos[0], R_OK) != 0) {
+        fprintf(cx->err, "alallo: cannot read %s: %s\n", args.pos[0], strerror(errno));
+        return CLI_FAILED;
+    }
+    struct cli_answer a;
+    if (cli_upload(&cx->conn, args.pos[0], purpose ? purpose : "fine-tune", &a, err,
+                   sizeof err) != 0) {
+        fprintf(cx->err, "alallo: %s\n", err);
+        cli_answer_free(&a);
+        return CLI_FAILED;
+    }
+    int rc = CLI_OK;
+    if (a.status < 200 || a.status >= 300) {
+        /* A bad line is named by the server: its words, as they are. */
+        char m[600];
+        fprintf(cx->err, "alallo: %s\n", cli_answer_error(&a, m, sizeof m));
+        rc = CLI_FAILED;
+    } else if (args.json) {
+        cli_print_raw(cx, &a);
+    } else {
+        const char *id = json_string_value(json_object_get(a.json, "id"));
+        fprintf(cx->out, "%s\n", id ? id : "?");
+    }
+    cli_answer_free(&a);
+    return rc;
+}
+
+static int files_delete(struct cli_ctx *cx, int argc, char **argv)
+{
+    struct cli_opt opts[] = {{NULL, 0, 0}};
+    struct cli_args args;
+    char err[300], path[400] = "/v1/files/";
+    if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos != 1)
+        return cli_usage_error(cx, "files delete", args.npos != 1 ? "give one FILE_ID" : err);
+    if (cli_url_escape(path, sizeof path, args.pos[0]) != 0)
+        return cli_usage_error(cx, "files delete", "FILE_ID too long");
+    struct cli_answer a;
+    int rc = cli_do(cx, "DELETE", path, NULL, &a);
+    if (rc != CLI_OK)
+        return rc;
+    if (args.json)
+        cli_print_raw(cx, &a);
+    else
+        fprintf(cx->out, "%s: deleted\n", args.pos[0]);
+    cli_answer_free(&a);
+    return CLI_OK;
+}
+
+int cli_files(struct cli_ctx *cx, int argc, char **argv)
+{
+    const char *sub = argc > 0 && strncmp(argv[0], "--", 2) != 0 ? argv[0] : "list";
+    int skip = argc > 0 && strncmp(argv[0], "--", 2) != 0 ? 1 : 0;
+    if (strcmp(sub, "upload") == 0)
+        return files_upload(cx, argc - 1, argv + 1);
+    if (strcmp(sub, "list") == 0)
+        return simple_list(cx, "files list", argc - skip, argv + skip, "/v1/files",
+                           cli_print_files);
+    if (strcmp(sub, "delete") == 0)
+        return files_delete(cx, argc - 1, argv + 1);
+    return cli_usage_error(cx, "files", "expected list, upload FILE or delete FILE_ID");
+}
+
+int cli_models(struct cli_ctx *cx, int argc, char **argv)
+{
+    return simple_list(cx, "models", argc, argv, "/v1/models", cli_print_models);
+}
+
+int cli_ledger(struct cli_ctx *cx, int argc, char **argv)
+{
+    return simple_list(cx, "ledger", argc, argv, "/v1/billing/ledger", cli_print_ledger);
+}
+
+int cli_workers(struct cli_ctx *cx, int argc, char **argv)
+{
+    const char *sub = argc > 0 && strncmp(argv[0], "--", 2) != 0 ? argv[0] : "list";
+    int skip = argc > 0 && strncmp(argv[0], "--", 2) != 0 ? 1 : 0;
+    if (strcmp(sub, "list") == 0)
+        return simple_list(cx, "workers", argc - skip, argv + skip, "/v1/workers",
+                           cli_print_workers);
+    if (strcmp(sub, "drain") != 0)
+        return cli_usage_error(cx, "workers", "expected list or drain NAME");
+    struct cli_opt opts[] = {{NULL, 0, 0}};
+    struct cli_args args;
+    char err[300], path[300] = "/v1/workers/";
+    if (cli_parse(argc - 1, argv + 1, opts, &args, err, sizeof err) != 0 || args.npos != 1)
+        return cli_usage_error(cx, "workers drain", args.npos != 1 ? "give one NAME" : err);
+    if (cli_url_escape(path, sizeof path, args.pos[0]) != 0 ||
+        strlen(path) + sizeof "/drain" > sizeof path)
+        return cli_usage_error(cx, "workers drain", "NAME too long");
+    strcat(path, "/drain");
+    struct cli_answer a;
+    int rc = cli_do(cx, "POST", path, NULL, &a);
+    if (rc != CLI_OK)
+        return rc;
+    if (args.json) {
+        cli_print_raw(cx, &a);
+    } else {
+        const char *state = json_string_value(json_object_get(a.json, "state"));
+        fprintf(cx->out, "%s: %s\n", args.pos[0], state ? state : "draining");
+    }
+    cli_answer_free(&a);
+    return CLI_OK;
+}
+
+int cli_generate(struct cli_ctx *cx, int argc, char **argv)
+{
+    struct cli_opt opts[] = {{"--model", true, NULL},      {"--prompt", true, NULL},
+                             {"--max-tokens", true, NULL}, {"--temperature", true, NULL},
+                             {"--seed", true, NULL},       {NULL, 0, 0}};
+    struct cli_args args;
+    char err[300];
+    if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos > 0)
+        return cli_usage_error(cx, "generate", args.npos > 0 ? "unexpected argument" : err);
+    const char *model = cli_get(opts, "--model");
+    const char *prompt = cli_get(opts, "--prompt");
+    if (!model || !prompt)
+        return cli_usage_error(cx, "generate", "--model and --prompt are required");
+    json_t *body = json_pack("{s:s,s:s}", "model", model, "prompt", prompt);
+    long n;
+    double t;
+    const char *v = cli_get(opts, "--max-tokens");
+    if (v) {
+        if (cli_parse_long(v, 1, 100000, &n) != 0) {
+            json_decref(body);
+            return cli_usage_error(cx, "generate", "--max-tokens must be a positive whole number");
+        }
+        json_object_set_new(body, "max_tokens", json_integer(n));
+    }
+    v = cli_get(opts, "--temperature");
+    if (v) {
+        if (cli_parse_double(v, 0, 10, &t) != 0) {
+            json_decref(body);
+            return cli_usage_error(cx, "generate", "--temperature must be from 0 to 10");
+        }
+        json_object_set_new(body, "temperature", json_real(t));
+    }
+    v = cli_get(opts, "--seed");
+    if (v) {
+        if (cli_parse_long(v, 0, 2147483647L, &n) != 0) {
+            json_decref(body);
+            return cli_usage_error(cx, "generate", "--seed must be a whole number");
+        }
+        json_object_set_new(body, "seed", json_integer(n));
+    }
+    struct cli_answer a;
+    int rc = cli_do(cx, "POST", "/v1/completions", body, &a);
+    json_decref(body);
+    if (rc != CLI_OK)
+        return rc;
+    if (args.json) {
+        cli_print_raw(cx, &a);
+    } else {
+        const json_t *choice = json_array_get(json_object_get(a.json, "choices"), 0);
+        const char *text = json_string_value(json_object_get(choice, "text"));
+        fprintf(cx->out, "%s\n", text ? text : "");
+    }
+    cli_answer_free(&a);
+    return CLI_OK;
+}
+
+int cli_export(struct cli_ctx *cx, int argc, char **argv)
+{
+    struct cli_opt opts[] = {{"--format", true, NULL}, {"--out", true, NULL}, {NULL, 0, 0}};
+    struct cli_args args;
+    char err[400];
+    if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos != 1)
+        return cli_usage_error(cx, "export", args.npos != 1 ? "give one model ID" : err);
+    const char *format = cli_get(opts, "--format");
+    const char *out = cli_get(opts, "--out");
+    if (!format || (strcmp(format, "hf") != 0 && strcmp(format, "peft") != 0 &&
+                    strcmp(format, "gguf") != 0))
+        return cli_usage_error(cx, "export", "--format must be hf, peft or gguf");
+    if (!out || !*out)
+        return cli_usage_error(cx, "export", "--out PATH is required");
+    char path[600] = "/v1/models/";
+    if (cli_url_escape(path, sizeof path, args.pos[0]) != 0 ||
+        strlen(path) + 32 > sizeof path)
+        return cli_usage_error(cx, "export", "model ID too long");
+    strcat(path, "/export?format=");
+    strcat(path, format);
+    /* Written beside the target and renamed when complete, so that a broken
+     * download never looks like a finished one. */
+    char part[1100];
+    if (snprintf(part, sizeof part, "%s.part", out) >= (int)sizeof part)
+        return cli_usage_error(cx, "export", "--out PATH too long");
+    FILE *f = fopen(part, "wb");
+    if (!f) {
+        fprintf(cx->err, "alallo: cannot create %s: %s\n", part, strerror(errno));
+        return CLI_FAILED;
+    }
+    struct cli_answer a;
+    int rc = cli_get_to_file(&cx->conn, path, f, &a, err, sizeof err);
+    int closed = fclose(f);
+    if (rc != 0) {
+        fprintf(cx->err, "alallo: %s\n", err);
+        cli_answer_free(&a);
+        unlink(part);
+        return CLI_FAILED;
+    }
+    if (a.status < 200 || a.status >= 300) {
+        char m[600];
+        fprintf(cx->err, "alallo: %s\n", cli_answer_error(&a, m, sizeof m));
+        cli_answer_free(&a);
+        unlink(part);
+        return CLI_FAILED;
+    }
+    cli_answer_free(&a);
+    if (closed != 0 || rename(part, out) != 0) {
+        fprintf(cx->err, "alallo: cannot write %s: %s\n", out, strerror(errno));
+        unlink(part);
+        return CLI_FAILED;
+    }
+    if (args.json) {
+        json_t *o = json_pack("{s:s,s:s}", "path", out, "format", format);
+        char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        fprintf(cx->out, "%s\n", text ? text : "{}");
+        free(text);
+        json_decref(o);
+    } else
+        fprintf(cx->out, "%s\n", out);
+    return CLI_OK;
+}
