@@ -1,7 +1,6 @@
 /* resched.c - re-scheduling decisions. */
 #include "sched/resched.h"
 
-#include <math.h>
 
 static const char *const reason_texts[RESCHED_CAUSE_COUNT] = {
     "needs more memory",
@@ -22,10 +21,11 @@ void resched_on_memory(int64_t peak_rss_bytes, int64_t planned_bytes,
                        size_t n_workers, const struct plan_job *job,
                        struct resched_decision *out)
 {
-    double with_headroom = ceil((double)peak_rss_bytes * (1.0 + RESCHED_MEMORY_HEADROOM));
-    int64_t need = planned_bytes;
-    if (with_headroom > (double)need)
-        need = with_headroom > 9e18 ? INT64_MAX : (int64_t)with_headroom;
+    int64_t peak = peak_rss_bytes > 0 ? peak_rss_bytes : 0;
+    int64_t extra = peak / 100 * RESCHED_MEMORY_HEADROOM_PCT +
+                    (peak % 100 * RESCHED_MEMORY_HEADROOM_PCT + 99) / 100;
+    int64_t with_headroom = peak > INT64_MAX - extra ? INT64_MAX : peak + extra;
+    int64_t need = with_headroom > planned_bytes ? with_headroom : planned_bytes;
     *out = (struct resched_decision){.action = RESCHED_KEEP, .cause = RESCHED_MEMORY,
                                      .mem_bytes = need, .message = MSG_NONE};
     if (peak_rss_bytes <= current->mem_bytes)
@@ -52,7 +52,7 @@ void resched_on_memory(int64_t peak_rss_bytes, int64_t planned_bytes,
         struct plan_memory m16, m4;
         if (planner_memory(job, &m16, NULL, 0) == ERR_OK &&
             planner_memory(&lower, &m4, NULL, 0) == ERR_OK && m16.total > 0) {
-            double need4 = with_headroom * (double)m4.total / (double)m16.total;
+            double need4 = (double)with_headroom * (double)m4.total / (double)m16.total;
             for (size_t i = 0; i < n_workers; i++) {
                 if (workers[i].state != WORKER_LOST && (double)workers[i].mem_bytes >= need4) {
                     out->message = MSG_NOT_AVAILABLE_LOWER_PRECISION;

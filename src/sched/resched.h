@@ -26,8 +26,8 @@
 #include "sched/capacity.h"
 #include "sched/planner.h"
 
-/* Headroom added to a measured peak before placing the job again. */
-#define RESCHED_MEMORY_HEADROOM 0.10
+/* Headroom added to a measured peak before placing the job again, in %. */
+#define RESCHED_MEMORY_HEADROOM_PCT 10
 
 enum resched_cause {
     RESCHED_MEMORY = 0,

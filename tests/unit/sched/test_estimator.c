@@ -1,0 +1,271 @@
+/* test_estimator.c - the estimate's parts, the no-capacity sentence, the
+ * ranges from history (wide default, narrowing and shifting as history
+ * accumulates, wider above) and the time texts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/estimator.h"
+#include "sched_test.h"
+
+#define GB 1000000000LL
+
+static struct sched_worker worker(const char *name, int64_t mem, double flops, double price,
+                                  enum worker_class c)
+{
+    struct sched_worker w = {.cpus = 8, .mem_bytes = mem, .class_ = c, .price_per_hour = price,
+                             .flops = flops, .state = WORKER_ACTIVE};
+    snprintf(w.name, sizeof w.name, "%s", name);
+    return w;
+}
+
+/* The 124m shape, LoRA at 16-bit: 5.11e8 FLOPs per token. */
+static struct est_request request(double tokens, enum sched_goal g)
+{
+    struct est_request r = {
+        .job = {.model = {.layers = 12, .hidden = 768, .intermediate = 2048, .heads = 12,
+                          .vocab = 50257, .tied = true},
+                .batch = 4, .seq_len = 64},
+        .train_tokens = tokens,
+        .goal = g,
+        .startup_s = 60,
+        .now = 1000,
+    };
+    return r;
+}
+
+static void parts_from_job_and_fleet(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    est_history_init(h);
+    struct sched_worker ws[2] = {worker("cpu-a", 16 * GB, 1e11, 0.40, WORKER_SPOT),
+                                 worker("cpu-b", 16 * GB, 4e11, 2.00, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    struct estimate e;
+    char why[128];
+    assert_int_equal(est_estimate(&r, ws, 2, NULL, h, &e, why, sizeof why), ERR_OK);
+    assert_int_equal(e.fit, PLAN_FITS);
+    assert_null(e.message);
+    assert_int_equal(e.worker, 1);
+    assert_string_equal(e.worker_name, "cpu-b");
+    assert_string_equal(e.currency, "USD");
+    double fpt = planner_flops_per_token(&r.job);
+    assert_near(e.work_flops, 1e6 * fpt, 1);
+    assert_near(e.train_s, 1e6 * fpt / 4e11, 1e-6);
+    assert_near(e.wait_s, 0, 0);
+    assert_false(e.waits);
+    assert_near(e.finish_s, 1000 + 60 + e.train_s, 1e-6);
+    assert_true(e.memory_bytes > 0.5e9 && e.memory_bytes < 2e9);
+
+    /* No history: the wide default band, from the nominal (not constants). */
+    double nominal = e.startup_s + e.train_s;
+    assert_near(e.time_low_s, 0.6 * nominal, 1e-6);
+    assert_near(e.time_high_s, 2.5 * nominal, 1e-6);
+    /* Wider on the upper side. */
+    assert_true(e.time_high_s / nominal > nominal / e.time_low_s);
+    char text[48];
+    job_estimate_range_text(text, sizeof text, e.time_low_s, e.time_high_s);
+    assert_string_equal(e.time_text, text);
+    /* Price = rate x training-time range. */
+    assert_near(e.train_low_s, 0.6 * e.train_s, 1e-6);
+    assert_near(e.train_high_s, 2.0 * e.train_s, 1e-6);
+    assert_int_equal(e.price_low_micros, capacity_price_micros(2.0, e.train_low_s));
+    assert_int_equal(e.price_high_micros, capacity_price_micros(2.0, e.train_high_s));
+
+    /* Twice the tokens: twice the training time. lowest_cost: cheap spot. */
+    struct estimate e2;
+    r.train_tokens = 2e6;
+    r.goal = SCHED_LOWEST_COST;
+    r.currency = "EUR";
+    assert_int_equal(est_estimate(&r, ws, 2, NULL, h, &e2, why, sizeof why), ERR_OK);
+    assert_int_equal(e2.worker, 0);
+    assert_string_equal(e2.currency, "EUR");
+    assert_near(e2.train_s, 2e6 * fpt / 1e11, 1e-6);
+    assert_int_equal(e2.worker_class, WORKER_SPOT);
+    free(h);
+}
+
+static void no_capacity_free_now(void **state)
+{
+    (void)state;
+    struct sched_worker ws[1] = {worker("only", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    ws[0].running_attempt = 5;
+    ws[0].busy_until_s = 1000 + 1800;
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    struct estimate e;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_string_equal(e.message,
+                        "No capacity is free right now; the job would wait in the queue.");
+    assert_true(e.waits);
+    assert_near(e.wait_s, 1800, 1e-9);
+    double nominal = 1800 + 60 + e.train_s;
+    assert_near(e.time_low_s, 0.4 * nominal, 1e-6);  /* the waiting default band */
+    assert_near(e.time_high_s, 3.5 * nominal, 1e-6);
+
+    /* The horizon of a pass counts the queue ahead. */
+    double free_at[1] = {1000 + 7200};
+    assert_int_equal(est_estimate(&r, ws, 1, free_at, NULL, &e, NULL, 0), ERR_OK);
+    assert_near(e.wait_s, 7200, 1e-9);
+    /* An idle worker on the horizon: capacity is free, no sentence. */
+    free_at[0] = 1000;
+    assert_int_equal(est_estimate(&r, ws, 1, free_at, NULL, &e, NULL, 0), ERR_OK);
+    assert_null(e.message);
+
+    /* Only a draining worker has room: it would wait for capacity. */
+    ws[0].running_attempt = 0;
+    ws[0].state = WORKER_DRAINING;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.fit, PLAN_FITS);
+    assert_string_equal(e.message, EST_NO_CAPACITY_MESSAGE);
+    assert_true(e.wait_s > 0);
+}
+
+static void not_available_messages(void **state)
+{
+    (void)state;
+    struct sched_worker ws[1] = {worker("tiny", GB / 2, 1e11, 1.0, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    struct estimate e;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.fit, PLAN_FITS_NOWHERE);
+    assert_string_equal(e.message, "Not available right now.");
+    assert_int_equal(e.fail_message, MSG_NOT_AVAILABLE);
+
+    /* Full fine-tuning needs ~3 GB; 4-bit LoRA fits 1 GB. */
+    r.job.adapter = PLAN_FULL;
+    ws[0].mem_bytes = GB;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.fit, PLAN_FITS_LOWER_PRECISION);
+    assert_string_equal(e.message, "Not available right now. Choose a lower precision.");
+
+    char why[64];
+    r.train_tokens = 0;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, why, sizeof why), ERR_INVALID);
+    assert_string_equal(why, "token count out of range");
+}
+
+/* A tiny deterministic normal generator for the calibration tests. */
+static uint64_t rs = 7;
+static double unif(void)
+{
+    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
+    return ((double)(rs >> 11) + 0.5) / 9007199254740992.0;
+}
+static double normal(void)
+{
+    return sqrt(-2.0 * log(unif())) * cos(6.283185307179586 * unif());
+}
+
+static void calibration_narrows_and_shifts(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    struct est_band b0 = est_band_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT);
+    assert_near(b0.lo, 0.6, 1e-12);
+    assert_near(b0.hi, 2.0, 1e-12);
+    assert_int_equal(b0.n, 0);
+
+    /* 4-bit on spot really runs 1.5x the nominal, +-5%. */
+    double widths[3];
+    int at[3] = {5, 40, 256};
+    int added = 0;
+    for (int k = 0; k < 3; k++) {
+        for (; added < at[k]; added++)
+            est_history_add_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT, 1.5 * exp(0.05 * normal()),
+                                  1.0);
+        struct est_band b = est_band_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT);
+        assert_int_equal(b.n, at[k]);
+        widths[k] = log(b.hi / b.lo);
+        /* The band moves onto 1.5 and holds it. */
+        assert_true(b.lo < 1.5 && b.hi > 1.5);
+        if (k == 2) {
+            assert_true(b.lo > 1.25 && b.hi < 1.9);
+            /* wider above the median than below */
+            assert_true(log(b.hi / 1.5) >= log(1.5 / b.lo) - 0.02);
+        }
+    }
+    assert_true(widths[0] > widths[1] && widths[1] > widths[2]);
+
+    /* Other cells keep their own calibration... */
+    struct est_band od = est_band_train(h, PLAN_METHOD_LORA_4, WORKER_ON_DEMAND);
+    assert_int_equal(od.n, 0);
+    /* ...but a thin cell borrows the other methods of its class. */
+    struct est_band lo16 = est_band_train(h, PLAN_METHOD_LORA_16, WORKER_SPOT);
+    assert_int_equal(lo16.n, 256);
+    est_history_add_train(h, PLAN_METHOD_LORA_16, WORKER_SPOT, 1.0, 1.0);
+    assert_int_equal(est_band_train(h, PLAN_METHOD_LORA_16, WORKER_SPOT).n, 257);
+
+    /* The ring keeps the newest EST_HISTORY_CAP: history can change its mind. */
+    for (int i = 0; i < EST_HISTORY_CAP; i++)
+        est_history_add_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT, 0.8 * exp(0.05 * normal()), 1.0);
+    struct est_band now = est_band_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT);
+    assert_true(now.lo < 0.8 && now.hi > 0.8 && now.hi < 1.1);
+
+    /* Junk is ignored. */
+    est_history_add_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT, -1, 1);
+    est_history_add_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT, NAN, 1);
+    est_history_add_train(h, PLAN_METHOD_COUNT, WORKER_SPOT, 1, 1);
+    assert_int_equal(est_band_train(h, PLAN_METHOD_LORA_4, WORKER_SPOT).n, EST_HISTORY_CAP);
+    free(h);
+}
+
+static void estimate_uses_total_history(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    struct sched_worker ws[1] = {worker("w", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    struct estimate before, after;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &before, NULL, 0), ERR_OK);
+    for (int i = 0; i < 200; i++) {
+        est_history_add_total(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false,
+                              1.2 * exp(0.1 * normal()), 1.0);
+        est_history_add_train(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND,
+                              1.1 * exp(0.05 * normal()), 1.0);
+    }
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &after, NULL, 0), ERR_OK);
+    double nominal = after.startup_s + after.train_s;
+    /* Narrower than the default and centred near 1.2 x nominal. */
+    assert_true(after.time_high_s - after.time_low_s < before.time_high_s - before.time_low_s);
+    assert_true(after.time_low_s < 1.2 * nominal && after.time_high_s > 1.2 * nominal);
+    assert_true(after.time_low_s > 0.85 * nominal && after.time_high_s < 1.7 * nominal);
+    /* The price range follows the training history (about 1.1x). */
+    assert_true(after.price_high_micros < before.price_high_micros);
+    assert_true(after.train_low_s < 1.1 * after.train_s && after.train_high_s > 1.1 * after.train_s);
+    /* The waiting cell has no history yet: still its default band. */
+    struct est_band wb = est_band_total(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, true);
+    assert_int_equal(wb.n, 0);
+    assert_near(wb.hi, 3.5, 1e-12);
+    free(h);
+}
+
+static void text_forms(void **state)
+{
+    (void)state;
+    /* The help page's example, and the estimate's rule of ends. */
+    char t[48];
+    assert_string_equal(job_estimate_range_text(t, sizeof t, 40 * 60, 1.3 * 3600),
+                        "40 min to 1.3 h");
+    struct sched_worker ws[1] = {worker("w", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    /* Choose tokens so that nominal = 60 + train is 50 min: ends 30 min
+     * and 125 min = 2.1 h with the default band. */
+    double fpt = planner_flops_per_token(&r.job);
+    r.train_tokens = (50 * 60 - 60) * 1e11 / fpt;
+    struct estimate e;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_string_equal(e.time_text, "30 min to 2.1 h");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parts_from_job_and_fleet),
+        cmocka_unit_test(no_capacity_free_now),
+        cmocka_unit_test(not_available_messages),
+        cmocka_unit_test(calibration_narrows_and_shifts),
+        cmocka_unit_test(estimate_uses_total_history),
+        cmocka_unit_test(text_forms),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

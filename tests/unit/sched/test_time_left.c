@@ -1,0 +1,164 @@
+/* test_time_left.c - time left from the estimate until ~5% of steps, then
+ * from the measured pace with a narrowing band; reset after a move. */
+#include <string.h>
+
+#include "core/job.h"
+#include "sched/time_left.h"
+#include "sched_test.h"
+
+static void from_the_estimate_first(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    /* 1000 steps, estimate 2000..4000 s of training, 60 s of loading. */
+    tl_begin(&s, 1000, 0, 100, 60, 2000, 4000);
+    assert_int_equal(s.switch_after, 50);
+    struct tl_value v;
+    tl_value(&s, 100, &v);
+    assert_int_equal(v.basis, TL_ESTIMATE);
+    assert_string_equal(tl_basis_name(v.basis), "estimate");
+    assert_near(v.low_s, 2060, 1e-9);
+    assert_near(v.high_s, 4060, 1e-9);
+    assert_string_equal(v.text, "34 min to 68 min"); /* the time-left rule: minutes under 1.5 h */
+    /* Loading runs down with the clock. */
+    tl_value(&s, 130, &v);
+    assert_near(v.low_s, 2030, 1e-9);
+    /* The trainer started (step 0 at t=160), then 40 steps: still the
+     * estimate, scaled by the steps left. */
+    tl_observe(&s, 0, 160);
+    tl_observe(&s, 20, 200);
+    tl_observe(&s, 40, 240);
+    tl_value(&s, 240, &v);
+    assert_int_equal(v.basis, TL_ESTIMATE);
+    assert_near(v.low_s, 2000 * 0.96, 1e-9);
+    assert_near(v.high_s, 4000 * 0.96, 1e-9);
+}
+
+static void then_from_the_pace(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    tl_begin(&s, 1000, 0, 0, 60, 2000, 4000);
+    tl_observe(&s, 0, 60);
+    /* A steady 2 s per step. */
+    for (long step = 10; step <= 50; step += 10)
+        tl_observe(&s, step, 60 + 2.0 * step);
+    struct tl_value v;
+    tl_value(&s, 160, &v);
+    assert_int_equal(v.basis, TL_PACE);
+    assert_string_equal(tl_basis_name(v.basis), "pace");
+    assert_near(v.mid_s, 950 * 2.0, 1e-6);
+    assert_true(v.low_s < v.mid_s && v.high_s > v.mid_s);
+    /* Narrower than the estimate's band was. */
+    double rel_pace = (v.high_s - v.low_s) / v.mid_s;
+    assert_true(rel_pace < (4000.0 - 2000.0) / 3000.0);
+    char t[48];
+    assert_string_equal(v.text, job_time_left_range_text(t, sizeof t, v.low_s, v.high_s));
+    /* Time passing between reports counts. */
+    struct tl_value later;
+    tl_value(&s, 170, &later);
+    assert_near(later.mid_s, v.mid_s - 10, 1e-6);
+
+    /* Narrows as the job goes. */
+    for (long step = 60; step <= 800; step += 10)
+        tl_observe(&s, step, 60 + 2.0 * step);
+    tl_value(&s, 60 + 1600, &later);
+    assert_near(later.mid_s, 400, 1e-6);
+    assert_true((later.high_s - later.low_s) / later.mid_s < rel_pace);
+
+    /* The smoothed pace follows a change: now 3 s per step. */
+    double t0 = 60 + 1600;
+    for (long step = 810; step <= 900; step += 10)
+        tl_observe(&s, step, t0 + 3.0 * (step - 800));
+    tl_value(&s, t0 + 300, &later);
+    assert_true(later.mid_s > 100 * 2.8 && later.mid_s < 100 * 3.2);
+}
+
+static void noisy_steps_widen_the_band(void **state)
+{
+    (void)state;
+    struct tl_state calm, noisy;
+    tl_begin(&calm, 1000, 0, 0, 0, 1000, 2000);
+    tl_begin(&noisy, 1000, 0, 0, 0, 1000, 2000);
+    tl_observe(&calm, 0, 0);
+    tl_observe(&noisy, 0, 0);
+    double tn = 0;
+    for (long step = 10; step <= 200; step += 10) {
+        tl_observe(&calm, step, 2.0 * step);
+        tn += 10 * (step % 20 ? 1.0 : 3.0);
+        tl_observe(&noisy, step, tn);
+    }
+    struct tl_value a, b;
+    tl_value(&calm, 400, &a);
+    tl_value(&noisy, tn, &b);
+    assert_true((b.high_s - b.low_s) / b.mid_s > (a.high_s - a.low_s) / a.mid_s);
+}
+
+static void a_move_starts_again_from_the_estimate(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    tl_begin(&s, 1000, 0, 0, 0, 2000, 4000);
+    tl_observe(&s, 0, 0);
+    for (long step = 10; step <= 500; step += 10)
+        tl_observe(&s, step, 2.0 * step);
+    struct tl_value v;
+    tl_value(&s, 1000, &v);
+    assert_int_equal(v.basis, TL_PACE);
+    /* Moved at step 480 (the latest checkpoint) to a worker estimated at
+     * 500..700 s for the 520 steps left. */
+    tl_begin(&s, 1000, 480, 1100, 30, 500, 700);
+    tl_value(&s, 1100, &v);
+    assert_int_equal(v.basis, TL_ESTIMATE);
+    assert_near(v.low_s, 530, 1e-9);
+    assert_near(v.high_s, 730, 1e-9);
+    /* 5% of the job's steps in the new attempt before pace again. */
+    tl_observe(&s, 480, 1130);
+    tl_observe(&s, 520, 1170);
+    tl_value(&s, 1170, &v);
+    assert_int_equal(v.basis, TL_ESTIMATE);
+    tl_observe(&s, 530, 1180);
+    tl_value(&s, 1180, &v);
+    assert_int_equal(v.basis, TL_PACE);
+    assert_near(v.mid_s, 470, 1e-6);
+}
+
+static void near_the_end_and_odd_reports(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    /* Resumed at 990 of 1000: pace after half of what is left. */
+    tl_begin(&s, 1000, 990, 0, 0, 10, 20);
+    assert_int_equal(s.switch_after, 5);
+    tl_observe(&s, 990, 0);
+    tl_observe(&s, 995, 5);
+    struct tl_value v;
+    tl_value(&s, 5, &v);
+    assert_int_equal(v.basis, TL_PACE);
+    assert_near(v.mid_s, 5, 1e-9);
+    /* Reports that go backwards change nothing. */
+    tl_observe(&s, 993, 6);
+    tl_observe(&s, 996, 5);
+    tl_value(&s, 5, &v);
+    assert_near(v.mid_s, 5, 1e-9);
+    /* Late: at least one step's time is left until the last step. */
+    tl_value(&s, 500, &v);
+    assert_near(v.mid_s, 1, 1e-9);
+    assert_string_equal(v.text, "1 min");
+    /* Done: nothing left. */
+    tl_observe(&s, 1000, 10);
+    tl_value(&s, 10, &v);
+    assert_near(v.high_s, 0, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(from_the_estimate_first),
+        cmocka_unit_test(then_from_the_pace),
+        cmocka_unit_test(noisy_steps_widen_the_band),
+        cmocka_unit_test(a_move_starts_again_from_the_estimate),
+        cmocka_unit_test(near_the_end_and_odd_reports),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
