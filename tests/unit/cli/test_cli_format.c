@@ -310,8 +310,8 @@ static void other_lists(void **state)
                  "{\"data\":[{\"id\":\"alallo-tiny\",\"kind\":\"base\",\"parameters\":12500000,"
                  "\"available\":[\"16-bit\",\"4-bit\"]},"
                  "{\"id\":\"ft:alallo-tiny:x\",\"kind\":\"fine-tuned\"}]}");
-    assert_non_null(strstr(out, "alallo-tiny        base        12.5M       16-bit, 4-bit\n"));
-    assert_non_null(strstr(out, "ft:alallo-tiny:x   fine-tuned  -           -\n"));
+    assert_non_null(strstr(out, "alallo-tiny       base        12.5M       16-bit, 4-bit\n"));
+    assert_non_null(strstr(out, "ft:alallo-tiny:x  fine-tuned  -           -\n"));
     free(out);
     out = render(cli_print_files, "{\"data\":[]}");
     assert_string_equal(out, "No files yet.\n");

@@ -1,0 +1,80 @@
+/* test_cli_args.c - option parsing of the client commands. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "cli/cli_args.h"
+
+static void values_flags_and_positionals(void **state)
+{
+    (void)state;
+    struct cli_opt opts[] = {{"--model", true, NULL}, {"--follow", false, NULL},
+                             {"--seed", true, NULL},  {NULL, false, NULL}};
+    char *argv[] = {"ftjob-1", "--model", "m1", "--follow", "--seed=7", "--json", "--", "--x"};
+    struct cli_args a;
+    char err[200] = "";
+    assert_int_equal(cli_parse(8, argv, opts, &a, err, sizeof err), 0);
+    assert_string_equal(cli_get(opts, "--model"), "m1");
+    assert_string_equal(cli_get(opts, "--follow"), "");
+    assert_string_equal(cli_get(opts, "--seed"), "7");
+    assert_true(a.json);
+    assert_int_equal(a.npos, 2);
+    assert_string_equal(a.pos[0], "ftjob-1");
+    assert_string_equal(a.pos[1], "--x"); /* after "--" */
+    /* Parsing again forgets the previous values. */
+    char *argv2[] = {"x"};
+    assert_int_equal(cli_parse(1, argv2, opts, &a, err, sizeof err), 0);
+    assert_null(cli_get(opts, "--model"));
+    assert_false(a.json);
+}
+
+static void usage_errors(void **state)
+{
+    (void)state;
+    struct cli_opt opts[] = {{"--model", true, NULL}, {"--follow", false, NULL}, {NULL, 0, 0}};
+    struct cli_args a;
+    char err[200] = "";
+    char *a1[] = {"--modle", "x"};
+    assert_int_equal(cli_parse(2, a1, opts, &a, err, sizeof err), -1);
+    assert_string_equal(err, "unknown option --modle");
+    char *a2[] = {"--model"};
+    assert_int_equal(cli_parse(1, a2, opts, &a, err, sizeof err), -1);
+    assert_string_equal(err, "--model needs a value");
+    char *a3[] = {"--follow=yes"};
+    assert_int_equal(cli_parse(1, a3, opts, &a, err, sizeof err), -1);
+    assert_string_equal(err, "--follow takes no value");
+    char *a4[] = {"1", "2", "3", "4", "5", "6", "7", "8", "9"};
+    assert_int_equal(cli_parse(9, a4, opts, &a, err, sizeof err), -1);
+    assert_string_equal(err, "too many arguments");
+}
+
+static void numbers(void **state)
+{
+    (void)state;
+    long n;
+    double d;
+    assert_int_equal(cli_parse_long("12", 1, 100, &n), 0);
+    assert_int_equal(n, 12);
+    assert_int_equal(cli_parse_long("0", 1, 100, &n), -1);
+    assert_int_equal(cli_parse_long("12x", 1, 100, &n), -1);
+    assert_int_equal(cli_parse_long("", 1, 100, &n), -1);
+    assert_int_equal(cli_parse_long(NULL, 1, 100, &n), -1);
+    assert_int_equal(cli_parse_double("0.5", 0, 1, &d), 0);
+    assert_true(d == 0.5);
+    assert_int_equal(cli_parse_double("nan", 0, 1, &d), -1);
+    assert_int_equal(cli_parse_double("inf", 0, 1e300, &d), -1);
+    assert_int_equal(cli_parse_double("2", 0, 1, &d), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(values_flags_and_positionals),
+        cmocka_unit_test(usage_errors),
+        cmocka_unit_test(numbers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
