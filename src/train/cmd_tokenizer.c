@@ -257,8 +257,14 @@ static int cmd_train_tok(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("{\"out\":\"%s\",\"vocab_size\":%d,\"merges\":%d,\"words\":%zu,\"seconds\":%.2f}\n", out,
-           res.vocab_size, res.n_merges, res.n_words, s);
+    json_t *o = json_pack("{s:s, s:i, s:i, s:I, s:f}", "out", out, "vocab_size", res.vocab_size,
+                          "merges", res.n_merges, "words", (json_int_t)res.n_words, "seconds",
+                          s);
+    char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(3)) : NULL;
+    json_decref(o);
+    if (line)
+        puts(line);
+    free(line);
     return 0;
 }
 
