@@ -248,6 +248,9 @@ struct attempt {
     char path_finish[160];
     long long fence;
     json_t *pending;       /* events not yet accepted by the server */
+    long first;            /* index in this attempt of pending[0]: lets the
+                            * server skip a batch it took but whose answer
+                            * was lost */
     long dropped;          /* events dropped while over PENDING_CAP */
     bool fenced;           /* the server says another attempt owns the job */
     enum stop_kind acted_on;
@@ -331,7 +334,8 @@ static enum report flush_events(struct attempt *a)
                     a->id, a->dropped);
         a->dropped = 0;
     }
-    json_t *body = json_pack("{s:I,s:O}", "fence", (json_int_t)a->fence, "events", a->pending);
+    json_t *body = json_pack("{s:I,s:I,s:O}", "fence", (json_int_t)a->fence, "first",
+                             (json_int_t)a->first, "events", a->pending);
     long status;
     json_t *answer = NULL;
     char err[300];
@@ -341,6 +345,7 @@ static enum report flush_events(struct attempt *a)
     if (rc != 0) {
         r = REPORT_RETRY;
     } else if (status == 200) {
+        a->first += (long)json_array_size(a->pending);
         json_array_clear(a->pending);
         const char *stop = json_string_value(json_object_get(answer, "stop"));
         if (stop && strcmp(stop, "cancel") == 0)
@@ -356,6 +361,7 @@ static enum report flush_events(struct attempt *a)
         /* The server will never take this batch; holding it would stall. */
         wlog_printf(&w->log, "attempt %s: %zu events rejected (%ld): %s", a->id,
                     json_array_size(a->pending), status, wapi_error_message(answer, "?"));
+        a->first += (long)json_array_size(a->pending);
         json_array_clear(a->pending);
         r = REPORT_REJECTED;
     } else {

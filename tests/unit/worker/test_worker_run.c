@@ -44,6 +44,7 @@ struct fake {
     json_t *finish;          /* the finish body, NULL until it came */
     int finishes;
     long long events_fence;
+    int bad_first;
 };
 
 static struct fake F;
@@ -129,6 +130,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                            "message", "stale attempt"));
         } else {
             F.events_fence = json_integer_value(json_object_get(in, "fence"));
+            /* Batches follow each other without gaps or repeats. */
+            if (json_integer_value(json_object_get(in, "first")) != (json_int_t)json_array_size(F.events))
+                F.bad_first++;
             json_array_extend(F.events, json_object_get(in, "events"));
             /* Stop only in heartbeats, so that both paths are exercised by
              * the tests that use it: events answer with stop null. */
@@ -354,6 +358,7 @@ static void a_successful_attempt(void **state)
         json_string_value(json_object_get(json_array_get(F.events, 4), "adapter_dir")),
         "/o/adapter");
     assert_int_equal(F.events_fence, 5);
+    assert_int_equal(F.bad_first, 0);
 
     /* Finish: exit 0, nothing else. */
     assert_int_equal(F.finishes, 1);
