@@ -6,12 +6,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 int wlog_open(struct wlog *log, const char *path, const char *name)
 {
     snprintf(log->name, sizeof log->name, "%s", name ? name : "worker");
+    struct stat st;
+    char old[1100];
+    if (stat(path, &st) == 0 && st.st_size > WLOG_ROTATE_BYTES &&
+        snprintf(old, sizeof old, "%s.1", path) < (int)sizeof old)
+        rename(path, old);
     log->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     return log->fd < 0 ? -1 : 0;
 }

@@ -14,6 +14,10 @@ struct wlog {
     char name[64];   /* the worker's name, prefixed to each line */
 };
 
+/* A log that has grown past this when it is opened is moved to PATH.1 (the
+ * previous PATH.1 is dropped), so a worker's logs stay bounded across runs. */
+#define WLOG_ROTATE_BYTES (16L * 1024 * 1024)
+
 /* Opens (creating, mode 0600) the log at `path` for worker `name`. Returns 0,
  * or -1 (with errno) and leaves the log writing to stderr. */
 int wlog_open(struct wlog *log /* OUT */, const char *path, const char *name);
