@@ -74,7 +74,7 @@ int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts
     } else if (whole(b, "seed", cli_get(opts, "--seed"), 0, 2147483647L) != 0) {
         bad = 1;
         what = "--seed must be a whole number from 0 to 2147483647";
-    } else if (whole(b, "max_steps", cli_get(opts, "--max-steps"), 1, 100000000L) != 0) {
+    } else if (whole(b, "max_steps", cli_get(opts, "--max-steps"), 1, 10000000L) != 0) {
         bad = 1;
         what = "--max-steps must be a positive whole number";
     }
