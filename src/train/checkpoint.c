@@ -162,7 +162,7 @@ int ckpt_remove_tree(const char *path)
     return nftw(path, unlink_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int mkdir_p(const char *path)
+int ckpt_mkdir_p(const char *path)
 {
     char buf[CKPT_MAX_PATH];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
@@ -215,7 +215,7 @@ int ckpt_write(const char *root, const struct ckpt *c, char *path_out, size_t pa
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08" PRIu64 "-%ld", root, c->step, (long)getpid());
     snprintf(fin, sizeof fin, "%s/step-%08" PRIu64, root, c->step);
     snprintf(old, sizeof old, "%s/.old-step-%08" PRIu64 "-%ld", root, c->step, (long)getpid());
-    if (mkdir_p(root) || ckpt_remove_tree(tmp) || mkdir(tmp, 0755)) {
+    if (ckpt_mkdir_p(root) || ckpt_remove_tree(tmp) || mkdir(tmp, 0755)) {
         snprintf(err, errcap, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
         return -1;
     }

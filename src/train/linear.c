@@ -1,8 +1,9 @@
 /* linear.c - linear projections over fp32/bf16/NF4 weights with LoRA. */
 #include "train/linear.h"
 
-#include <cblas.h>
 #include <string.h>
+
+#include "train/gemm.h"
 
 /* Columns per task for the bias gradient (a sum down the rows). */
 #define COL_CHUNK 64
@@ -74,7 +75,7 @@ void linear_forward(const struct linear *l, float *y, const float *x, int N, flo
         int nr = l->out - r0 < step ? l->out - r0 : step;
         const float *w = linear_rows(l, r0, nr, s->deq);
         /* y[:, r0:r0+nr] = x (N,in) . w^T (in,nr) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, nr, l->in, 1.0f, x, l->in,
+        gemm(0, 1, N, nr, l->in, 1.0f, x, l->in,
                     w, l->in, 0.0f, y + r0, l->out);
     }
     if (l->bias) {
@@ -85,9 +86,9 @@ void linear_forward(const struct linear *l, float *y, const float *x, int N, flo
     }
     if (l->r > 0) {
         /* xa = x A^T (N,r); y += scale xa B^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, l->r, l->in, 1.0f, x, l->in,
+        gemm(0, 1, N, l->r, l->in, 1.0f, x, l->in,
                     l->la, l->in, 0.0f, xa, l->r);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, l->out, l->r, l->scale, xa,
+        gemm(0, 1, N, l->out, l->r, l->scale, xa,
                     l->r, l->lb, l->r, 1.0f, y, l->out);
     }
 }
@@ -102,12 +103,12 @@ void linear_backward(const struct linear *l, float *dx, const float *dy, const f
             if (dx) {
                 /* dx (N,in) += dy[:, r0:r0+nr] (N,nr) . w (nr,in) */
                 const float *w = linear_rows(l, r0, nr, s->deq);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l->in, nr, 1.0f,
+                gemm(0, 0, N, l->in, nr, 1.0f,
                             dy + r0, l->out, w, l->in, 1.0f, dx, l->in);
             }
             if (l->dw) {
                 /* dw[r0:r0+nr] (nr,in) += dy[:, r0:]^T (nr,N) . x (N,in) */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nr, l->in, N, 1.0f,
+                gemm(1, 0, nr, l->in, N, 1.0f,
                             dy + r0, l->out, x, l->in, 1.0f, l->dw + (size_t)r0 * l->in,
                             l->in);
             }
@@ -126,16 +127,16 @@ void linear_backward(const struct linear *l, float *dx, const float *dy, const f
     }
     if (l->r > 0) {
         float *t = s->tmp; /* (N,r) = dy B */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l->r, l->out, 1.0f, dy,
+        gemm(0, 0, N, l->r, l->out, 1.0f, dy,
                     l->out, l->lb, l->r, 0.0f, t, l->r);
         if (l->dlb) /* dB (out,r) += scale dy^T xa */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l->out, l->r, N, l->scale, dy,
+            gemm(1, 0, l->out, l->r, N, l->scale, dy,
                         l->out, xa, l->r, 1.0f, l->dlb, l->r);
         if (l->dla) /* dA (r,in) += scale t^T x */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l->r, l->in, N, l->scale, t,
+            gemm(1, 0, l->r, l->in, N, l->scale, t,
                         l->r, x, l->in, 1.0f, l->dla, l->in);
         if (dx) /* dx += scale t A */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l->in, l->r, l->scale, t,
+            gemm(0, 0, N, l->in, l->r, l->scale, t,
                         l->r, l->la, l->in, 1.0f, dx, l->in);
     }
 }
@@ -146,6 +147,6 @@ void linear_merged_weight(const struct linear *l, float *w_out)
     if (w != w_out)
         memcpy(w_out, w, sizeof(float) * (size_t)l->out * l->in);
     if (l->r > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, l->out, l->in, l->r, l->scale,
+        gemm(0, 0, l->out, l->in, l->r, l->scale,
                     l->lb, l->r, l->la, l->in, 1.0f, w_out, l->in);
 }

@@ -220,6 +220,33 @@ char *model_config_to_json(const struct model_config *c)
     return s;
 }
 
+int model_config_shape(const char *name, int vocab, struct model_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->rms_eps = 1e-5f;
+    c->rope_theta = 10000.0f;
+    c->tied = 1;
+    c->bos_id = c->eos_id = -1;
+    if (strcmp(name, "tiny") == 0) {
+        c->hidden = 64, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
+        c->intermediate = 172, c->max_pos = 512;
+    } else if (strcmp(name, "small") == 0) {
+        c->hidden = 256, c->n_layers = 6, c->n_heads = 4, c->n_kv_heads = 4;
+        c->intermediate = 768, c->max_pos = 1024;
+    } else if (strcmp(name, "124m") == 0) {
+        if (vocab > 50257)
+            return -1;
+        c->hidden = 768, c->n_layers = 12, c->n_heads = 12, c->n_kv_heads = 12;
+        c->intermediate = 2048, c->max_pos = 1024;
+        vocab = 50257;
+    } else {
+        return -1;
+    }
+    c->vocab = vocab;
+    c->head_dim = c->hidden / c->n_heads;
+    return 0;
+}
+
 static void proj_shape(const struct model_config *c, int p, int *out, int *in)
 {
     int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;

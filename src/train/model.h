@@ -58,6 +58,13 @@ int model_config_load(const char *path, struct model_config *c /* OUT */, char *
 int model_config_check(const struct model_config *c, char *err, size_t errcap);
 /* A config.json text for `c` (malloc'd; NULL on allocation failure). */
 char *model_config_to_json(const struct model_config *c);
+/* A named shape: "tiny" (hidden 64, 2 layers, 4 heads, 2 key/value heads,
+ * intermediate 172), "small" (256, 6 layers, 4 heads, 768) or "124m" (768,
+ * 12 layers, 12 heads, 2048, vocabulary 50257); all tied, rope_theta 1e4,
+ * rms_norm_eps 1e-5. `vocab` sets the vocabulary of tiny and small (and must
+ * be at most 50257 for 124m, or 0 to take 50257). 0, or -1 if unknown. */
+int model_config_shape(const char *name, int vocab, struct model_config *c /* OUT */);
+
 /* Parameter count of the model itself (embedding counted once when tied). */
 size_t model_config_params(const struct model_config *c);
 
@@ -166,6 +173,10 @@ void model_acts_timing(const struct model_acts *a, struct model_timing *t /* OUT
 double model_forward_backward(struct model *m, struct model_acts *a, const int32_t *ids,
                               const uint8_t *mask, int B, int T, float dscale, int backward,
                               size_t *n_targets /* OUT */);
+
+/* Forward pass only, writing the logits of every position (B*T, V). */
+void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *ids, int B,
+                          int T, float *logits);
 
 /* Number of positions with a target in a batch (mask[t+1] set for t < T-1). */
 size_t model_count_targets(const uint8_t *mask, int B, int T);

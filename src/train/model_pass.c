@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include <cblas.h>
 
+#include "train/gemm.h"
 #include "train/model.h"
 #include "train/ops.h"
 
@@ -307,7 +307,7 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
             const float *w = linear_rows(head, v0, nv, a->ls.deq);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mr, nv, C, 1.0f, a->xc, C, w,
+            gemm(0, 1, mr, nv, C, 1.0f, a->xc, C, w,
                         C, 0.0f, a->logits + v0, V);
         }
         if (!backward) {
@@ -319,10 +319,10 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             int nv = V - v0 < vstep ? V - v0 : vstep;
             const float *w = linear_rows(head, v0, nv, a->ls.deq);
             /* dxc (mr,C) (+)= dlogits[:, v0:v0+nv] . w (nv,C) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mr, C, nv, 1.0f,
+            gemm(0, 0, mr, C, nv, 1.0f,
                         a->logits + v0, V, w, C, v0 ? 1.0f : 0.0f, a->dxc, C);
             if (head->dw) /* dW (nv,C) += dlogits^T . xc */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nv, C, mr, 1.0f,
+                gemm(1, 0, nv, C, mr, 1.0f,
                             a->logits + v0, V, a->xc, C, 1.0f, head->dw + (size_t)v0 * C, C);
         }
         for (int i = 0; i < mr; i++)
@@ -332,13 +332,12 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
     return loss;
 }
 
-double model_forward_backward(struct model *m, struct model_acts *a, const int32_t *ids,
-                              const uint8_t *mask, int B, int T, float dscale, int backward,
-                              size_t *n_targets)
+/* Embedding, every layer and the final norm: leaves a->lnf (N,C). */
+static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *ids, int B,
+                          int T)
 {
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
-    double t0 = now_s();
     /* Callers validate sizes; these are invariants, not input checks. */
     if ((size_t)N > a->N || T > a->T || B > a->B || T > m->rope_len)
         abort();
@@ -354,6 +353,35 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
         layer_forward(m, a, l, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     ops_rmsnorm_forward(a->lnf, a->rstdf, xL, m->norm_f, N, C, c->rms_eps);
+}
+
+void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *ids, int B,
+                          int T, float *logits)
+{
+    const struct model_config *c = &m->cfg;
+    int N = B * T, C = c->hidden, V = c->vocab;
+    struct linear *head = c->tied ? &m->embed : &m->head;
+    trunk_forward(m, a, ids, B, T);
+    int vstep = (int)(a->ls.deq_cap / (size_t)C);
+    if (head->kind == WK_F32 || vstep > V)
+        vstep = V;
+    for (int v0 = 0; v0 < V; v0 += vstep) {
+        int nv = V - v0 < vstep ? V - v0 : vstep;
+        const float *w = linear_rows(head, v0, nv, a->ls.deq);
+        gemm(0, 1, N, nv, C, 1.0f, a->lnf, C, w, C,
+                    0.0f, logits + v0, V);
+    }
+}
+
+double model_forward_backward(struct model *m, struct model_acts *a, const int32_t *ids,
+                              const uint8_t *mask, int B, int T, float dscale, int backward,
+                              size_t *n_targets)
+{
+    const struct model_config *c = &m->cfg;
+    int N = B * T, C = c->hidden;
+    double t0 = now_s();
+    trunk_forward(m, a, ids, B, T);
+    float *xL = a->res + (size_t)c->n_layers * a->N * C;
     double t1 = now_s();
     double loss = head_loss(m, a, ids, mask, B, T, dscale, backward, n_targets);
     double t2 = now_s();

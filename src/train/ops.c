@@ -3,7 +3,10 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "train/gemm.h"
 
 /* Columns per task when a reduction runs down the rows of a matrix: each
  * task owns its columns, so the sum order is fixed whatever the threads. */
@@ -109,49 +112,51 @@ void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
     rope_apply(dx, B, T, nh, hd, pos0, cos_t, sin_t, -1.0f);
 }
 
+/* Causal softmax of row i of a (T,T) score block in place: entries j <= i
+ * become probabilities, the rest zero. */
+static void causal_softmax_row(float *p, int i, int T)
+{
+    float mx = -FLT_MAX;
+    for (int j = 0; j <= i; j++)
+        if (p[j] > mx)
+            mx = p[j];
+    float sum = 0.0f;
+    for (int j = 0; j <= i; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j <= i; j++)
+        p[j] *= inv;
+    for (int j = i + 1; j < T; j++)
+        p[j] = 0.0f;
+}
+
+/* Attention runs per (sequence, head) as small matrix products, so that the
+ * dot products go through sgemm's vector kernels instead of latency-bound
+ * scalar sums; the masked upper triangle is computed and zeroed, which
+ * costs less than it saves at the lengths trained here. */
 void ops_attention_forward(float *out, float *att, const float *q, const float *k,
                            const float *v, int B, int T, int H, int KV, int hd)
 {
     int group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-    size_t qs = (size_t)H * hd, ks = (size_t)KV * hd;
+    int qs = H * hd, ks = KV * hd;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {
             int kh = h / group;
-            for (int i = 0; i < T; i++) {
-                const float *qi = q + ((size_t)b * T + i) * qs + (size_t)h * hd;
-                float *p = att + (((size_t)b * H + h) * T + i) * T;
-                float mx = -FLT_MAX;
-                for (int j = 0; j <= i; j++) {
-                    const float *kj = k + ((size_t)b * T + j) * ks + (size_t)kh * hd;
-                    float s = 0.0f;
-                    for (int d = 0; d < hd; d++)
-                        s += qi[d] * kj[d];
-                    s *= scale;
-                    p[j] = s;
-                    if (s > mx)
-                        mx = s;
-                }
-                float sum = 0.0f;
-                for (int j = 0; j <= i; j++) {
-                    p[j] = expf(p[j] - mx);
-                    sum += p[j];
-                }
-                float inv = 1.0f / sum;
-                for (int j = 0; j <= i; j++)
-                    p[j] *= inv;
-                for (int j = i + 1; j < T; j++)
-                    p[j] = 0.0f;
-                float *o = out + ((size_t)b * T + i) * qs + (size_t)h * hd;
-                memset(o, 0, sizeof(float) * (size_t)hd);
-                for (int j = 0; j <= i; j++) {
-                    const float *vj = v + ((size_t)b * T + j) * ks + (size_t)kh * hd;
-                    float pj = p[j];
-                    for (int d = 0; d < hd; d++)
-                        o[d] += pj * vj[d];
-                }
-            }
+            const float *qb = q + (size_t)b * T * qs + (size_t)h * hd;
+            const float *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
+            const float *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
+            float *p = att + ((size_t)b * H + h) * T * T;
+            /* S = scale Q K^T (T,T), then the causal softmax by rows */
+            gemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, p, T);
+            for (int i = 0; i < T; i++)
+                causal_softmax_row(p + (size_t)i * T, i, T);
+            /* O = P V (T,hd) */
+            gemm(0, 0, T, hd, T, 1.0f, p, T, vb, ks, 0.0f,
+                 out + (size_t)b * T * qs + (size_t)h * hd, qs);
         }
     }
 }
@@ -162,48 +167,43 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
 {
     int group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-    size_t qs = (size_t)H * hd, ks = (size_t)KV * hd;
+    int qs = H * hd, ks = KV * hd;
     /* One task per (sequence, key/value head): the query heads that share a
      * key/value head add into the same dk/dv rows, so they run in one task,
      * in head order, and the sums never race. */
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++) {
-        for (int kh = 0; kh < KV; kh++) {
-            for (int h = kh * group; h < (kh + 1) * group; h++) {
-                for (int i = 0; i < T; i++) {
-                    const float *p = att + (((size_t)b * H + h) * T + i) * T;
-                    const float *doi = dout + ((size_t)b * T + i) * qs + (size_t)h * hd;
-                    const float *qi = q + ((size_t)b * T + i) * qs + (size_t)h * hd;
-                    float *dqi = dq + ((size_t)b * T + i) * qs + (size_t)h * hd;
-                    /* dP_ij = dO_i . v_j; dS_ij = P_ij (dP_ij - sum_j P_ij dP_ij) */
-                    float dsum = 0.0f;
-                    for (int j = 0; j <= i; j++) {
-                        const float *vj = v + ((size_t)b * T + j) * ks + (size_t)kh * hd;
-                        float dp = 0.0f;
-                        for (int d = 0; d < hd; d++)
-                            dp += doi[d] * vj[d];
-                        dsum += p[j] * dp;
+#pragma omp parallel
+    {
+        float *ds = malloc(sizeof(float) * (size_t)T * T);
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int kh = 0; kh < KV; kh++) {
+                if (!ds)
+                    abort(); /* out of memory mid-step: nothing sane to return */
+                size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
+                for (int h = kh * group; h < (kh + 1) * group; h++) {
+                    size_t qo = (size_t)b * T * qs + (size_t)h * hd;
+                    const float *p = att + ((size_t)b * H + h) * T * T;
+                    /* dP = dO V^T (T,T) */
+                    gemm(0, 1, T, T, hd, 1.0f, dout + qo, qs, v + ko, ks, 0.0f, ds, T);
+                    /* dS = P (dP - rowsum(P dP)) * scale; zero above the diagonal */
+                    for (int i = 0; i < T; i++) {
+                        const float *pr = p + (size_t)i * T;
+                        float *dr = ds + (size_t)i * T;
+                        float dot = 0.0f;
+                        for (int j = 0; j <= i; j++)
+                            dot += pr[j] * dr[j];
+                        for (int j = 0; j <= i; j++)
+                            dr[j] = pr[j] * (dr[j] - dot) * scale;
+                        for (int j = i + 1; j < T; j++)
+                            dr[j] = 0.0f;
                     }
-                    for (int j = 0; j <= i; j++) {
-                        size_t kvo = ((size_t)b * T + j) * ks + (size_t)kh * hd;
-                        const float *vj = v + kvo;
-                        const float *kj = k + kvo;
-                        float *dkj = dk + kvo;
-                        float *dvj = dv + kvo;
-                        float dp = 0.0f;
-                        for (int d = 0; d < hd; d++)
-                            dp += doi[d] * vj[d];
-                        float pj = p[j];
-                        float ds = pj * (dp - dsum) * scale;
-                        for (int d = 0; d < hd; d++) {
-                            dqi[d] += ds * kj[d];
-                            dkj[d] += ds * qi[d];
-                            dvj[d] += pj * doi[d];
-                        }
-                    }
+                    gemm(0, 0, T, hd, T, 1.0f, ds, T, k + ko, ks, 1.0f, dq + qo, qs);   /* dQ += dS K   */
+                    gemm(1, 0, T, hd, T, 1.0f, ds, T, q + qo, qs, 1.0f, dk + ko, ks);   /* dK += dS^T Q */
+                    gemm(1, 0, T, hd, T, 1.0f, p, T, dout + qo, qs, 1.0f, dv + ko, ks); /* dV += P^T dO */
                 }
             }
         }
+        free(ds);
     }
 }
 

@@ -9,7 +9,8 @@
  * Determinism: every reduction runs in a fixed order that does not depend on
  * the number of OpenMP threads (work is split over rows or columns that each
  * thread owns alone), so two runs with the same inputs give the same bits.
- * Nothing here allocates; the caller owns every buffer.
+ * The caller owns every buffer; only the attention backward allocates, a
+ * (T,T) scratch per thread for the length of the call.
  */
 #ifndef ALALLO_TRAIN_OPS_H
 #define ALALLO_TRAIN_OPS_H

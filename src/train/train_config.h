@@ -1,0 +1,55 @@
+/* train_config.h - the settings of one training attempt, read from the
+ * ATTEMPT.json a worker writes (docs/trainer-protocol.md).
+ *
+ * Required: model_dir, train_file, checkpoint_dir, out_dir, max_steps.
+ * Everything else has a default (docs/trainer.md). Unknown fields are
+ * ignored. Every string is bounded by TRAIN_MAX_PATH; every number is range
+ * checked, and a bad one is reported as a settings error naming the field.
+ */
+#ifndef ALALLO_TRAIN_TRAIN_CONFIG_H
+#define ALALLO_TRAIN_TRAIN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TRAIN_MAX_PATH 1024
+
+struct train_config {
+    char model_dir[TRAIN_MAX_PATH];
+    char train_file[TRAIN_MAX_PATH];
+    char train_file_name[256];       /* default: the file's base name */
+    char validation_file[TRAIN_MAX_PATH]; /* "" when none */
+    char checkpoint_dir[TRAIN_MAX_PATH];
+    char out_dir[TRAIN_MAX_PATH];
+    int four_bit;                    /* precision "4-bit" */
+    int full;                        /* adapter "full" */
+    int lora_r;                      /* default 16 */
+    float lora_alpha;                /* default 32 */
+    unsigned lora_targets;           /* default all seven projections */
+    int n_epochs;                    /* default 1 (informational: max_steps rules) */
+    int batch_size;                  /* default 4 */
+    float learning_rate;             /* default 2e-4 (LoRA) or 2e-5 (full) */
+    uint64_t seed;                   /* default 0 */
+    uint64_t max_steps;
+    int seq_len;                     /* default 512, at most the model's context */
+    uint64_t checkpoint_every_steps; /* 0 = off */
+    double checkpoint_every_s;       /* 0 = off */
+    int threads;                     /* default: online CPUs */
+    /* optional extras */
+    uint64_t warmup_steps;           /* default: 5% of max_steps, at least 1 */
+    int lr_schedule;                 /* enum lr_kind; default cosine */
+    float weight_decay;              /* default 0 */
+    float max_grad_norm;             /* default 1.0; 0 = no clipping */
+    int keep_checkpoints;            /* default 3 */
+};
+
+/* Parses ATTEMPT.json text. 0, or -1 with a one-line reason for the user,
+ * e.g. "settings: field \"batch_size\" must be an integer from 1 to 1024". */
+int train_config_parse(const char *json, struct train_config *c /* OUT */, char *err,
+                       size_t errcap);
+
+/* Reads and parses a file (at most 1 MiB). */
+int train_config_load(const char *path, struct train_config *c /* OUT */, char *err,
+                      size_t errcap);
+
+#endif

@@ -1,0 +1,117 @@
+/* train_events.c - JSON event lines on stdout (see train_events.h). */
+#include "train/train_events.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double t0;
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void tev_init(void)
+{
+    t0 = mono();
+}
+
+double tev_now(void)
+{
+    return mono() - t0;
+}
+
+/* Adds "event" and "t", prints the object on one line, flushes, and
+ * releases it. */
+static void emit(const char *name, json_t *o)
+{
+    if (!o)
+        return;
+    json_t *e = json_object();
+    if (!e) {
+        json_decref(o);
+        return;
+    }
+    json_object_set_new(e, "event", json_string(name));
+    json_object_set_new(e, "t", json_real((double)(long long)(tev_now() * 1000.0) / 1000.0));
+    json_object_update(e, o);
+    json_decref(o);
+    char *s = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+    json_decref(e);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        free(s);
+    }
+}
+
+void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t tokens,
+                 int64_t resumed_from)
+{
+    emit("started", json_pack("{sI sI sI sI so}", "step", (json_int_t)step, "max_steps",
+                              (json_int_t)max_steps, "examples", (json_int_t)examples, "tokens",
+                              (json_int_t)tokens, "resumed_from",
+                              resumed_from >= 0 ? json_integer(resumed_from) : json_null()));
+}
+
+void tev_log(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+    emit("log", json_pack("{ss}", "line", line));
+}
+
+void tev_step(uint64_t step, double loss, double lr, double tokens_per_s)
+{
+    emit("step", json_pack("{sI sf sf sf}", "step", (json_int_t)step, "loss", loss, "lr", lr,
+                           "tokens_per_s", tokens_per_s));
+}
+
+void tev_memory(uint64_t peak_rss_bytes)
+{
+    emit("memory", json_pack("{sI}", "peak_rss_bytes", (json_int_t)peak_rss_bytes));
+}
+
+void tev_checkpoint(uint64_t step, const char *path, double train_loss)
+{
+    emit("checkpoint", json_pack("{sI ss sf}", "step", (json_int_t)step, "path", path,
+                                 "train_loss", train_loss));
+}
+
+void tev_done(uint64_t step, double train_loss, const char *model_dir, const char *adapter_dir)
+{
+    emit("done", json_pack("{sI sf ss so}", "step", (json_int_t)step, "train_loss", train_loss,
+                           "model_dir", model_dir, "adapter_dir",
+                           adapter_dir ? json_string(adapter_dir) : json_null()));
+}
+
+void tev_error(int user, const char *line)
+{
+    fprintf(stderr, "alallo train: %s\n", line);
+    emit("error", json_pack("{ss ss}", "kind", user ? "user" : "internal", "line", line));
+}
+
+uint64_t tev_peak_rss(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}

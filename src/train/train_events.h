@@ -1,0 +1,33 @@
+/* train_events.h - the trainer's events on stdout, one JSON object a line,
+ * flushed after each (docs/trainer-protocol.md). Every event carries
+ * "event" and "t" (seconds since tev_init). Nothing else is written to
+ * stdout by the trainer; diagnostics go to stderr.
+ */
+#ifndef ALALLO_TRAIN_TRAIN_EVENTS_H
+#define ALALLO_TRAIN_TRAIN_EVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Starts the clock for "t". */
+void tev_init(void);
+/* Seconds since tev_init. */
+double tev_now(void);
+
+/* resumed_from < 0 is written as null. */
+void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t tokens,
+                 int64_t resumed_from);
+/* A line of the training log users read (also copied to stderr). */
+void tev_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tev_step(uint64_t step, double loss, double lr, double tokens_per_s);
+void tev_memory(uint64_t peak_rss_bytes);
+void tev_checkpoint(uint64_t step, const char *path, double train_loss);
+/* adapter_dir NULL is written as null. */
+void tev_done(uint64_t step, double train_loss, const char *model_dir, const char *adapter_dir);
+/* user: 1 for kind "user" (data or settings), 0 for "internal". */
+void tev_error(int user, const char *line);
+
+/* The process's peak resident memory in bytes (VmHWM), 0 if unknown. */
+uint64_t tev_peak_rss(void);
+
+#endif

@@ -1,0 +1,590 @@
+/* trainer.c - the training loop of one attempt (see trainer.h).
+ *
+ * Order of work: settings -> tokenizer -> data (errors name file and line)
+ * -> model -> resume from the latest complete checkpoint -> steps -> final
+ * model. Each step takes the next batch_size examples of the epoch's
+ * shuffled order (a permutation drawn from the seed and the epoch number,
+ * so a resume needs only the cursor), pads them to the longest, runs
+ * forward and backward, clips, and applies AdamW at the scheduled rate.
+ * Nothing in a step depends on wall time or thread timing, so a resumed
+ * run repeats the same bits as one that never stopped.
+ */
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/checkpoint.h"
+#include "train/gemm.h"
+#include "train/data.h"
+#include "train/model.h"
+#include "train/modelio.h"
+#include "train/optim.h"
+#include "train/rng.h"
+#include "train/tokenizer.h"
+#include "train/train_events.h"
+
+#define ERRCAP 2048
+/* Steps between step events and log lines. */
+#define REPORT_EVERY 10
+
+static volatile sig_atomic_t g_term, g_usr1;
+
+static void on_signal(int sig)
+{
+    if (sig == SIGTERM)
+        g_term = 1;
+    else if (sig == SIGUSR1)
+        g_usr1 = 1;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+struct run {
+    const struct train_config *c;
+    struct tokenizer *tok;
+    struct dataset *ds, *val;
+    struct model *m;
+    struct model_acts *a;
+    struct optim opt;
+    struct rng rng;
+    struct lr_schedule sched;
+    uint64_t step, epoch, cursor;
+    uint64_t perm_epoch;
+    uint32_t *perm;
+    int32_t *ids;
+    uint8_t *mask;
+    double loss;
+    uint64_t ckpt_step;
+    double ckpt_t;
+    char *meta;
+    char err[ERRCAP];
+};
+
+static void run_free(struct run *r)
+{
+    model_acts_free(r->a);
+    model_free(r->m);
+    optim_free(&r->opt);
+    dataset_free(r->ds);
+    dataset_free(r->val);
+    tokenizer_free(r->tok);
+    free(r->perm);
+    free(r->ids);
+    free(r->mask);
+    free(r->meta);
+}
+
+static int fail(int user, const char *line)
+{
+    tev_error(user, line);
+    return user ? TRAIN_USER : TRAIN_INTERNAL;
+}
+
+/* ------------------------------------------------------------ settings */
+
+static struct model_opts opts_of(const struct train_config *c)
+{
+    struct model_opts o = {0};
+    o.full = c->full;
+    o.base_kind = c->four_bit ? WK_NF4 : WK_BF16;
+    if (!c->full) {
+        o.lora_r = c->lora_r;
+        o.lora_alpha = c->lora_alpha;
+        o.lora_targets = c->lora_targets;
+    }
+    return o;
+}
+
+/* What the trainable block means; stored in each checkpoint's meta.json
+ * and compared on resume. */
+static char *meta_json(const struct train_config *c, size_t n_params)
+{
+    json_t *t = json_array();
+    for (int p = 0; p < PROJ_COUNT; p++)
+        if (c->lora_targets & (1u << p))
+            json_array_append_new(t, json_string(model_proj_name(p)));
+    json_t *o = json_pack("{ss ss ss s{si sf so} sI ss si si sI}", "format", "alallo-checkpoint",
+                          "adapter", c->full ? "full" : "lora", "precision",
+                          c->four_bit ? "4-bit" : "16-bit", "lora", "r", c->lora_r, "alpha",
+                          (double)c->lora_alpha, "targets", t, "n_params", (json_int_t)n_params,
+                          "model_dir", c->model_dir, "seq_len", c->seq_len, "batch_size",
+                          c->batch_size, "seed", (json_int_t)c->seed);
+    char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* Reads the model options a checkpoint was made with. */
+static int meta_opts(const char *meta, struct model_opts *o, size_t *n_params, char *err,
+                     size_t errcap)
+{
+    json_error_t je;
+    json_t *j = json_loads(meta, 0, &je);
+    const char *adapter = j ? json_string_value(json_object_get(j, "adapter")) : NULL;
+    json_t *l = j ? json_object_get(j, "lora") : NULL;
+    json_t *t = l ? json_object_get(l, "targets") : NULL;
+    if (!adapter || !json_is_object(l) || !json_is_array(t)) {
+        snprintf(err, errcap, "checkpoint meta.json is unreadable");
+        json_decref(j);
+        return -1;
+    }
+    memset(o, 0, sizeof *o);
+    o->full = strcmp(adapter, "full") == 0;
+    o->base_kind = WK_F32;
+    if (!o->full) {
+        o->lora_r = (int)json_integer_value(json_object_get(l, "r"));
+        o->lora_alpha = (float)json_number_value(json_object_get(l, "alpha"));
+        size_t i;
+        json_t *v;
+        json_array_foreach(t, i, v)
+        {
+            int p = model_proj_parse(json_string_value(v) ? json_string_value(v) : "");
+            if (p >= 0)
+                o->lora_targets |= 1u << p;
+        }
+    }
+    *n_params = (size_t)json_integer_value(json_object_get(j, "n_params"));
+    json_decref(j);
+    return 0;
+}
+
+/* ------------------------------------------------------------ data order */
+
+static int ensure_perm(struct run *r)
+{
+    size_t n = r->ds->n;
+    if (r->perm && r->perm_epoch == r->epoch)
+        return 0;
+    if (!r->perm && !(r->perm = malloc(n * sizeof *r->perm)))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        r->perm[i] = (uint32_t)i;
+    struct rng g;
+    rng_seed(&g, rng_derive(r->c->seed, 0x5eed0000ULL + r->epoch));
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)rng_below(&g, (uint64_t)i + 1);
+        uint32_t t = r->perm[i];
+        r->perm[i] = r->perm[j];
+        r->perm[j] = t;
+    }
+    r->perm_epoch = r->epoch;
+    return 0;
+}
+
+/* Fills ids/mask (B,T) with the next examples; returns T and adds the real
+ * token count to *tokens. Pads with id 0 and mask 0. */
+static int next_batch(struct run *r, size_t *tokens)
+{
+    int B = r->c->batch_size;
+    const struct example *ex[1024];
+    int T = 2;
+    for (int b = 0; b < B; b++) {
+        if (ensure_perm(r))
+            return -1;
+        ex[b] = &r->ds->ex[r->perm[r->cursor]];
+        if (++r->cursor == r->ds->n) {
+            r->cursor = 0;
+            r->epoch++;
+        }
+        if ((int)ex[b]->len > T)
+            T = (int)ex[b]->len;
+    }
+    for (int b = 0; b < B; b++) {
+        size_t len = ex[b]->len;
+        int32_t *ids = r->ids + (size_t)b * T;
+        uint8_t *mask = r->mask + (size_t)b * T;
+        memcpy(ids, ex[b]->ids, len * sizeof *ids);
+        memcpy(mask, ex[b]->mask, len);
+        memset(ids + len, 0, (T - len) * sizeof *ids);
+        memset(mask + len, 0, T - len);
+        *tokens += len;
+    }
+    return T;
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+static int save_checkpoint(struct run *r)
+{
+    struct ckpt k = {
+        .step = r->step, .opt_t = r->opt.t, .epoch = r->epoch, .cursor = r->cursor,
+        .rng = r->rng, .train_loss = r->loss, .n = r->m->n_train, .params = r->m->train,
+        .m = r->opt.m, .v = r->opt.v, .meta_json = r->meta,
+    };
+    char path[CKPT_MAX_PATH];
+    if (ckpt_write(r->c->checkpoint_dir, &k, path, sizeof path, r->err, sizeof r->err))
+        return -1;
+    r->ckpt_step = r->step;
+    r->ckpt_t = tev_now();
+    tev_checkpoint(r->step, path, r->loss);
+    tev_log("saved checkpoint at step %" PRIu64, r->step);
+    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints);
+    return 0;
+}
+
+/* Resumes from the latest complete checkpoint. Returns 1 resumed, 0 none,
+ * -1 error (in r->err). */
+static int resume(struct run *r)
+{
+    char path[CKPT_MAX_PATH];
+    uint64_t step;
+    int found = ckpt_latest(r->c->checkpoint_dir, path, sizeof path, &step, r->err,
+                            sizeof r->err);
+    if (found <= 0)
+        return found;
+    struct ckpt k;
+    if (ckpt_read(path, &k, r->err, sizeof r->err))
+        return -1;
+    struct model_opts o;
+    size_t n;
+    int rc = -1;
+    if (meta_opts(k.meta_json, &o, &n, r->err, sizeof r->err))
+        goto out;
+    if (k.n != r->m->n_train || n != r->m->n_train || o.full != r->m->opts.full ||
+        (!o.full && (o.lora_r != r->m->opts.lora_r || o.lora_alpha != r->m->opts.lora_alpha ||
+                     o.lora_targets != r->m->opts.lora_targets)) ||
+        !k.m || !k.v || k.step > r->c->max_steps) {
+        snprintf(r->err, sizeof r->err, "checkpoint at step %" PRIu64
+                 " was made with other settings than this attempt's", k.step);
+        goto out;
+    }
+    memcpy(r->m->train, k.params, k.n * sizeof(float));
+    memcpy(r->opt.m, k.m, k.n * sizeof(float));
+    memcpy(r->opt.v, k.v, k.n * sizeof(float));
+    r->opt.t = k.opt_t;
+    r->step = k.step;
+    r->epoch = k.epoch;
+    r->cursor = k.cursor % r->ds->n;
+    r->rng = k.rng;
+    r->loss = k.train_loss;
+    r->ckpt_step = k.step;
+    rc = 1;
+out:
+    ckpt_release(&k);
+    return rc;
+}
+
+/* ------------------------------------------------------------ final model */
+
+/* Folds every LoRA adapter of an fp32 model into its weight (w += s B A)
+ * and drops the adapter, so the model saves without extra buffers. */
+static void merge_in_place(struct model *m)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            struct linear *ln = &m->layers[l].proj[p];
+            if (ln->r == 0 || ln->kind != WK_F32)
+                continue;
+            gemm(0, 0, ln->out, ln->in, ln->r,
+                        ln->scale, ln->lb, ln->r, ln->la, ln->in, 1.0f, ln->w, ln->in);
+            ln->r = 0;
+        }
+    }
+}
+
+/* Loads base_dir in fp32 with adapters per `o`, sets the trainable block
+ * from params (same layout as training), and writes the merged folder. */
+static int materialize_params(const struct model_opts *o, const float *params, size_t n,
+                              const char *base_dir, const char *out_dir, char *err,
+                              size_t errcap)
+{
+    struct model_opts fo = *o;
+    fo.base_kind = WK_F32;
+    struct model *m = modelio_load(base_dir, &fo, err, errcap);
+    if (!m)
+        return -1;
+    if (m->n_train != n) {
+        snprintf(err, errcap, "the checkpoint does not fit the base model %s", base_dir);
+        model_free(m);
+        return -1;
+    }
+    memcpy(m->train, params, n * sizeof(float));
+    merge_in_place(m);
+    int rc = modelio_save_merged(m, out_dir, base_dir, err, errcap);
+    model_free(m);
+    return rc;
+}
+
+int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *out_dir,
+                        const char *adapter_dir, char *err, size_t errcap)
+{
+    if (ckpt_verify(ckpt_dir, err, errcap))
+        return -1;
+    struct ckpt k;
+    if (ckpt_read(ckpt_dir, &k, err, errcap))
+        return -1;
+    struct model_opts o;
+    size_t n;
+    int rc = meta_opts(k.meta_json, &o, &n, err, errcap);
+    if (!rc)
+        rc = materialize_params(&o, k.params, k.n, base_dir, out_dir, err, errcap);
+    if (!rc && adapter_dir && !o.full) {
+        struct model *m = modelio_load(base_dir, &(struct model_opts){0, WK_BF16, o.lora_r,
+                                                                      o.lora_alpha,
+                                                                      o.lora_targets},
+                                       err, errcap);
+        rc = m ? 0 : -1;
+        if (m) {
+            memcpy(m->train, k.params, k.n * sizeof(float));
+            rc = modelio_save_peft(m, adapter_dir, base_dir, err, errcap);
+            model_free(m);
+        }
+    }
+    ckpt_release(&k);
+    return rc;
+}
+
+static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)
+{
+    const struct train_config *c = r->c;
+    snprintf(model_out, cap, "%s/model", c->out_dir);
+    snprintf(adapter_out, cap, "%s/adapter", c->out_dir);
+    if (ckpt_mkdir_p(c->out_dir) != 0) {
+        snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
+        return -1;
+    }
+    if (c->full)
+        return modelio_save_merged(r->m, model_out, c->model_dir, r->err, sizeof r->err);
+    if (modelio_save_peft(r->m, adapter_out, c->model_dir, r->err, sizeof r->err))
+        return -1;
+    /* The merged model folds the adapters into the base as published (not
+     * into its NF4 copy), so it is the base model plus what training added. */
+    size_t n = r->m->n_train;
+    float *params = malloc(n * sizeof(float));
+    if (!params) {
+        snprintf(r->err, sizeof r->err, "out of memory saving the model");
+        return -1;
+    }
+    memcpy(params, r->m->train, n * sizeof(float));
+    struct model_opts o = r->m->opts;
+    model_acts_free(r->a);
+    r->a = NULL;
+    optim_free(&r->opt);
+    model_free(r->m);
+    r->m = NULL;
+    int rc = materialize_params(&o, params, n, c->model_dir, model_out, r->err, sizeof r->err);
+    free(params);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the run */
+
+static double validation_loss(struct run *r)
+{
+    const struct dataset *v = r->val;
+    int B = r->c->batch_size;
+    double sum = 0.0;
+    size_t count = 0;
+    for (size_t i = 0; i < v->n; i += (size_t)B) {
+        int nb = (int)(v->n - i < (size_t)B ? v->n - i : (size_t)B);
+        int T = 2;
+        for (int b = 0; b < nb; b++)
+            if ((int)v->ex[i + b].len > T)
+                T = (int)v->ex[i + b].len;
+        for (int b = 0; b < nb; b++) {
+            const struct example *e = &v->ex[i + b];
+            memcpy(r->ids + (size_t)b * T, e->ids, e->len * sizeof(int32_t));
+            memcpy(r->mask + (size_t)b * T, e->mask, e->len);
+            memset(r->ids + (size_t)b * T + e->len, 0, (T - e->len) * sizeof(int32_t));
+            memset(r->mask + (size_t)b * T + e->len, 0, T - e->len);
+        }
+        size_t nt;
+        sum += model_forward_backward(r->m, r->a, r->ids, r->mask, nb, T, 1.0f, 0, &nt);
+        count += nt;
+    }
+    return count ? sum / (double)count : 0.0;
+}
+
+static int load_everything(struct run *r)
+{
+    const struct train_config *c = r->c;
+    char path[TRAIN_MAX_PATH + 64];
+    snprintf(path, sizeof path, "%s/tokenizer.json", c->model_dir);
+    r->tok = tokenizer_load(path, r->err, sizeof r->err);
+    if (!r->tok)
+        return TRAIN_USER;
+    struct model_config mc;
+    snprintf(path, sizeof path, "%s/config.json", c->model_dir);
+    if (model_config_load(path, &mc, r->err, sizeof r->err))
+        return TRAIN_USER;
+    if (tokenizer_vocab_size(r->tok) > mc.vocab) {
+        snprintf(r->err, sizeof r->err,
+                 "tokenizer.json has %d tokens but config.json's vocab_size is %d",
+                 tokenizer_vocab_size(r->tok), mc.vocab);
+        return TRAIN_USER;
+    }
+    int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
+    r->ds = dataset_load(c->train_file, c->train_file_name, r->tok, (size_t)seq, r->err,
+                         sizeof r->err);
+    if (!r->ds)
+        return TRAIN_USER;
+    if (r->ds->n == 0) {
+        snprintf(r->err, sizeof r->err, "%s: the file has no examples", c->train_file_name);
+        return TRAIN_USER;
+    }
+    if (c->validation_file[0]) {
+        const char *slash = strrchr(c->validation_file, '/');
+        r->val = dataset_load(c->validation_file, slash ? slash + 1 : c->validation_file, r->tok,
+                              (size_t)seq, r->err, sizeof r->err);
+        if (!r->val)
+            return TRAIN_USER;
+    }
+    struct model_opts o = opts_of(c);
+    r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
+    if (!r->m)
+        return strstr(r->err, "out of memory") ? TRAIN_INTERNAL : TRAIN_USER;
+    model_lora_init(r->m, rng_derive(c->seed, 0x10a));
+    if (optim_init(&r->opt, r->m->n_train, r->m->n_decay, c->weight_decay)) {
+        snprintf(r->err, sizeof r->err, "out of memory for the optimizer state");
+        return TRAIN_INTERNAL;
+    }
+    r->a = model_acts_create(r->m, c->batch_size, seq);
+    r->ids = malloc((size_t)c->batch_size * seq * sizeof *r->ids);
+    r->mask = malloc((size_t)c->batch_size * seq);
+    r->meta = meta_json(c, r->m->n_train);
+    if (!r->a || !r->ids || !r->mask || !r->meta || model_rope_ensure(r->m, seq)) {
+        snprintf(r->err, sizeof r->err, "out of memory for activations (batch %d x %d tokens)",
+                 c->batch_size, seq);
+        return TRAIN_INTERNAL;
+    }
+    return TRAIN_OK;
+}
+
+int trainer_run(const struct train_config *c)
+{
+    install_signals();
+    gemm_set_threads(c->threads);
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    rng_seed(&r.rng, c->seed);
+    int rc = load_everything(&r);
+    if (rc != TRAIN_OK) {
+        rc = fail(rc == TRAIN_USER, r.err);
+        run_free(&r);
+        return rc;
+    }
+    int resumed = resume(&r);
+    if (resumed < 0) {
+        rc = fail(0, r.err);
+        run_free(&r);
+        return rc;
+    }
+    r.sched = (struct lr_schedule){(enum lr_kind)c->lr_schedule, c->learning_rate,
+                                   c->warmup_steps, c->max_steps, 0.0f};
+    tev_started(r.step, c->max_steps, r.ds->n, r.ds->n_tokens, resumed ? (int64_t)r.step : -1);
+    if (resumed)
+        tev_log("resumed from checkpoint at step %" PRIu64, r.step);
+    else
+        tev_log("training started: %" PRIu64 " steps, %zu examples, %zu tokens, %s", c->max_steps,
+                r.ds->n, r.ds->n_tokens,
+                c->full       ? "full fine-tuning (fp32)"
+                : c->four_bit ? "LoRA on a 4-bit (NF4) base"
+                              : "LoRA on a 16-bit (bf16) base");
+    if (r.ds->n_truncated && !resumed)
+        tev_log("%zu examples longer than %d tokens were cut to fit the context",
+                r.ds->n_truncated, c->seq_len);
+    r.ckpt_t = tev_now();
+    uint64_t first = r.step, reported_rss = 0;
+    size_t window_tokens = 0;
+    double window_t = tev_now();
+    while (r.step < c->max_steps) {
+        size_t tokens = 0;
+        int T = next_batch(&r, &tokens);
+        if (T < 0) {
+            rc = fail(0, "out of memory ordering the data");
+            goto out;
+        }
+        memset(r.m->grad, 0, r.m->n_train * sizeof(float));
+        size_t nt = model_count_targets(r.mask, c->batch_size, T);
+        size_t got;
+        double sum = model_forward_backward(r.m, r.a, r.ids, r.mask, c->batch_size, T,
+                                            nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+        float lr = optim_lr(&r.sched, r.step);
+        if (nt) {
+            r.loss = sum / (double)nt;
+            double norm = optim_grad_norm(r.m->grad, r.m->n_train);
+            if (!isfinite(r.loss) || !isfinite(norm)) {
+                snprintf(r.err, sizeof r.err,
+                         "the loss became %s at step %" PRIu64 "; try a lower learning rate",
+                         isfinite(r.loss) ? "infinite" : "NaN", r.step + 1);
+                rc = fail(1, r.err);
+                goto out;
+            }
+            optim_clip(r.m->grad, r.m->n_train, norm, c->max_grad_norm);
+            optim_adamw_step(&r.opt, r.m->train, r.m->grad, lr);
+        }
+        r.step++;
+        window_tokens += tokens;
+        if (r.step == first + 1 || r.step % REPORT_EVERY == 0) {
+            uint64_t rss = tev_peak_rss();
+            if (rss > reported_rss + reported_rss / 10) {
+                tev_memory(rss);
+                reported_rss = rss;
+            }
+        }
+        if (r.step % REPORT_EVERY == 0 || r.step == c->max_steps) {
+            double now = tev_now();
+            double tps = now > window_t ? (double)window_tokens / (now - window_t) : 0.0;
+            tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
+            tev_step(r.step, r.loss, lr, tps);
+            window_tokens = 0;
+            window_t = now;
+        }
+        int due = (c->checkpoint_every_steps && r.step % c->checkpoint_every_steps == 0) ||
+                  (c->checkpoint_every_s > 0 && tev_now() - r.ckpt_t >= c->checkpoint_every_s);
+        if (g_usr1 || g_term || due) {
+            g_usr1 = 0;
+            if (r.step != r.ckpt_step && save_checkpoint(&r)) {
+                rc = fail(0, r.err);
+                goto out;
+            }
+            if (g_term) {
+                tev_log("stopped at step %" PRIu64 " on request", r.step);
+                rc = TRAIN_STOPPED;
+                goto out;
+            }
+        }
+    }
+    if (g_term) {
+        /* Stopped before any step ran (or right at the end). */
+        if (r.step != r.ckpt_step && save_checkpoint(&r)) {
+            rc = fail(0, r.err);
+            goto out;
+        }
+        rc = TRAIN_STOPPED;
+        goto out;
+    }
+    if (r.val)
+        tev_log("validation loss %.4f", validation_loss(&r));
+    char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
+    double final_loss = r.loss;
+    uint64_t final_step = r.step;
+    if (save_final(&r, model_out, adapter_out, sizeof model_out)) {
+        rc = fail(0, r.err);
+        goto out;
+    }
+    tev_log("training finished: %" PRIu64 " steps, final loss %.4f", final_step, final_loss);
+    tev_done(final_step, final_loss, model_out, c->full ? NULL : adapter_out);
+    rc = TRAIN_OK;
+out:
+    run_free(&r);
+    return rc;
+}
