@@ -1,11 +1,59 @@
-/* cmd_accounts.c - placeholder until its module lands. */
+/* cmd_accounts.c - `alallo accounts create NAME --data DIR`: a new account
+ * in the data folder of a (running or stopped) server. Its API key is
+ * printed once, on the last line; only its hash is kept. */
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
+#include "api/setup.h"
 #include "cmds.h"
+
+static void usage(void) { fputs("usage: alallo accounts create NAME --data DIR\n", stderr); }
 
 int cmd_accounts(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "alallo %s: not built yet\n", argv[0]);
-    return 1;
+    const char *name = NULL, *data = NULL;
+    if (argc < 2 || strcmp(argv[1], "create") != 0) {
+        usage();
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+            data = argv[++i];
+        else if (argv[i][0] != '-' && !name)
+            name = argv[i];
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (!name || !data) {
+        usage();
+        return 2;
+    }
+    umask(077);
+    char err[512];
+    struct store *s;
+    if (setup_data_dir(data, err, sizeof err) != 0 ||
+        setup_open_store(data, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo accounts: %s\n", err);
+        return 1;
+    }
+    char key[AUTH_KEY_MAX];
+    enum alallo_err e = setup_create_account(s, name, key);
+    store_close(s);
+    if (e == ERR_CONFLICT) {
+        fprintf(stderr, "alallo accounts: an account named %s exists already\n", name);
+        return 1;
+    }
+    if (e == ERR_INVALID) {
+        fprintf(stderr, "alallo accounts: a name is 1 to 64 letters, digits, '.', '-' or '_'\n");
+        return 2;
+    }
+    if (e) {
+        fprintf(stderr, "alallo accounts: %s\n", store_last_error());
+        return 1;
+    }
+    printf("Created the account %s. Its API key, shown this once:\n%s\n", name, key);
+    return 0;
 }

@@ -1,11 +1,401 @@
-/* cmd_serve.c - placeholder until its module lands. */
+/* cmd_serve.c - `alallo serve`: the control plane on one machine.
+ *
+ *   alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]
+ *                [--local-worker SPEC|none]... [--worker-timeout S]
+ *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
+ *
+ * Opens the store in DATA (creating the account `default` and the key files
+ * on first run), serves the API and the dashboard, starts the local workers
+ * (threads that speak the worker protocol to this server over loopback),
+ * and watches for lost workers and jobs past their limits. SIGTERM or
+ * SIGINT stops it gracefully: local workers checkpoint and hand back their
+ * attempts first. See docs/operations.md.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "api/catalog.h"
+#include "api/fleet.h"
+#include "api/http_mhd.h"
+#include "api/lifecycle.h"
+#include "api/placement_simple.h"
+#include "api/server.h"
+#include "api/setup.h"
 #include "cmds.h"
+#include "core/text.h"
+#include "worker/worker.h"
+
+#define LOCAL_WORKERS_MAX 16
+
+struct local_worker {
+    struct worker_config cfg;
+    pthread_t thread;
+    int started;
+};
+
+static volatile sig_atomic_t workers_stop;
+
+static void *run_local_worker(void *arg)
+{
+    struct local_worker *lw = arg;
+    if (worker_run(&lw->cfg, &workers_stop) != 0)
+        api_log("error", "local worker %s stopped: it could not register", lw->cfg.name);
+    return NULL;
+}
+
+struct watcher {
+    struct api_server *srv;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+};
+
+/* Once a second: workers silent for --worker-timeout are lost and their
+ * attempts move; every few seconds: running jobs past their limits stop. */
+static void *watch(void *arg)
+{
+    struct watcher *w = arg;
+    struct api_server *srv = w->srv;
+    int tick = 0;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        if (w->stop)
+            break;
+        pthread_mutex_unlock(&w->mu);
+        int64_t now = api_now_ms();
+        struct store_worker ws[FLEET_MAX];
+        int n = 0;
+        if (store_worker_list(srv->store, ws, FLEET_MAX, &n) == ERR_OK) {
+            for (int i = 0; i < n; i++) {
+                if (strcmp(ws[i].state, "lost") == 0 ||
+                    now - ws[i].last_heartbeat_ms <= (int64_t)srv->cfg.worker_timeout_s * 1000)
+                    continue;
+                api_log("warn", "worker %s lost: no heartbeat for %d s", ws[i].name,
+                        srv->cfg.worker_timeout_s);
+                store_worker_set_state(srv->store, ws[i].name, "lost");
+                lifecycle_worker_gone(srv, ws[i].name, "worker lost");
+                fleet_invalidate(srv);
+            }
+        }
+        if (++tick % 5 == 0)
+            lifecycle_check_limits(srv, now);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void usage(void)
+{
+    fputs("usage: alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]\n"
+          "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
+          "                    [--time-limit S] [--webhook URL] [--max-upload BYTES]\n"
+          "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n",
+          stderr);
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Makes `path` absolute (it must exist). */
+static int absolute(const char *path, char *out, size_t cap)
+{
+    char buf[PATH_MAX];
+    if (!realpath(path, buf))
+        return -1;
+    return text_copy(out, cap, buf) ? 0 : -1;
+}
+
+/* models/ next to the source tree the binary was built in (build/alallo ->
+ * ../models), else ./models. */
+static void default_models_dir(char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            char guess[PATH_MAX + 16];
+            struct stat st;
+            if (text_printf(guess, sizeof guess, "%s/../models", exe) && stat(guess, &st) == 0 &&
+                S_ISDIR(st.st_mode) && absolute(guess, out, cap) == 0)
+                return;
+        }
+    }
+    text_copy(out, cap, "models");
+}
+
+struct serve_args {
+    const char *host;
+    const char *data;
+    const char *models;
+    const char *specs[LOCAL_WORKERS_MAX];
+    int n_specs;
+    bool no_workers;
+};
+
+static int parse_args(int argc, char **argv, struct api_config *cfg, struct serve_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        long v;
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage();
+            return 1;
+        }
+        if (!val) {
+            fprintf(stderr, "alallo serve: %s needs a value\n", arg);
+            return -1;
+        }
+        i++;
+        if (strcmp(arg, "--port") == 0) {
+            if (parse_int(val, 0, 65535, &v))
+                goto bad;
+            cfg->port = (int)v;
+        } else if (strcmp(arg, "--host") == 0) {
+            a->host = val;
+        } else if (strcmp(arg, "--data") == 0) {
+            a->data = val;
+        } else if (strcmp(arg, "--models") == 0) {
+            a->models = val;
+        } else if (strcmp(arg, "--local-worker") == 0) {
+            if (strcmp(val, "none") == 0) {
+                a->no_workers = true;
+            } else if (a->n_specs < LOCAL_WORKERS_MAX) {
+                a->specs[a->n_specs++] = val;
+            } else {
+                fprintf(stderr, "alallo serve: at most %d local workers\n", LOCAL_WORKERS_MAX);
+                return -1;
+            }
+        } else if (strcmp(arg, "--worker-timeout") == 0) {
+            if (parse_int(val, 1, 86400, &v))
+                goto bad;
+            cfg->worker_timeout_s = (int)v;
+        } else if (strcmp(arg, "--time-limit") == 0) {
+            if (parse_int(val, 1, 365L * 86400, &v))
+                goto bad;
+            cfg->time_limit_s = v;
+        } else if (strcmp(arg, "--webhook") == 0) {
+            if ((strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
+                !text_copy(cfg->webhook, sizeof cfg->webhook, val))
+                goto bad;
+        } else if (strcmp(arg, "--max-upload") == 0) {
+            int64_t bytes;
+            if (worker_parse_size(val, &bytes) || bytes < 1024 || bytes > (4LL << 30))
+                goto bad;
+            cfg->max_upload = bytes;
+        } else {
+            fprintf(stderr, "alallo serve: unknown option %s\n", arg);
+            usage();
+            return -1;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "alallo serve: bad value for %s: %s\n", arg, val);
+        return -1;
+    }
+    if (a->no_workers && a->n_specs) {
+        fprintf(stderr, "alallo serve: --local-worker none cannot go with other workers\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Builds the local workers' configurations. Returns how many, or -1. */
+static int local_workers(const struct serve_args *a, const struct api_server *srv, int port,
+                         struct local_worker *lw)
+{
+    if (a->no_workers)
+        return 0;
+    int n = a->n_specs ? a->n_specs : 1;
+    for (int i = 0; i < n; i++) {
+        struct worker_config *c = &lw[i].cfg;
+        worker_config_defaults(c);
+        if (!a->n_specs)
+            text_copy(c->name, sizeof c->name, "local");
+        char err[256];
+        if (a->n_specs && worker_config_parse_spec(c, a->specs[i], err, sizeof err) != 0) {
+            fprintf(stderr, "alallo serve: --local-worker %s: %s\n", a->specs[i], err);
+            return -1;
+        }
+        for (int k = 0; k < i; k++) {
+            if (strcmp(lw[k].cfg.name, c->name) == 0) {
+                fprintf(stderr, "alallo serve: two local workers are named %s\n", c->name);
+                return -1;
+            }
+        }
+        text_printf(c->server_url, sizeof c->server_url, "http://127.0.0.1:%d", port);
+        text_copy(c->token, sizeof c->token, srv->worker_token);
+        text_copy(c->alallo_bin, sizeof c->alallo_bin, srv->alallo_bin);
+        if (!text_printf(c->work_dir, sizeof c->work_dir, "%s/workers/%s", srv->cfg.data_dir,
+                         c->name)) {
+            fprintf(stderr, "alallo serve: the data folder's path is too long\n");
+            return -1;
+        }
+        mkdir(c->work_dir, 0700);
+    }
+    return n;
+}
 
 int cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "alallo %s: not built yet\n", argv[0]);
-    return 1;
+    static struct api_server srv; /* big; lives as long as the process */
+    struct serve_args a = {.host = "127.0.0.1", .data = "var"};
+    api_config_defaults(&srv.cfg);
+    int rc = parse_args(argc, argv, &srv.cfg, &a);
+    if (rc)
+        return rc > 0 ? 0 : 2;
+
+    /* Signals are taken by sigwait below; every thread started from here
+     * on inherits the block. Trainers get their mask reset. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    umask(077); /* the store holds key hashes; uploads are people's data */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    char err[512];
+    if (setup_data_dir(a.data, err, sizeof err) != 0 ||
+        absolute(a.data, srv.cfg.data_dir, sizeof srv.cfg.data_dir) != 0) {
+        fprintf(stderr, "alallo serve: %s\n", err[0] ? err : "bad --data folder");
+        return 1;
+    }
+    if (a.models) {
+        if (absolute(a.models, srv.cfg.models_dir, sizeof srv.cfg.models_dir) != 0) {
+            fprintf(stderr, "alallo serve: --models %s: %s\n", a.models, strerror(errno));
+            return 1;
+        }
+    } else {
+        default_models_dir(srv.cfg.models_dir, sizeof srv.cfg.models_dir);
+    }
+    ssize_t n = readlink("/proc/self/exe", srv.alallo_bin, sizeof srv.alallo_bin - 1);
+    if (n <= 0) {
+        fprintf(stderr, "alallo serve: cannot find its own binary\n");
+        return 1;
+    }
+    srv.alallo_bin[n] = '\0';
+
+    if (setup_open_store(srv.cfg.data_dir, &srv.store, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo serve: %s\n", err);
+        return 1;
+    }
+    char key[AUTH_KEY_MAX];
+    bool created;
+    if (setup_first_run(srv.store, srv.cfg.data_dir, key, srv.worker_token, &created, err,
+                        sizeof err) != 0) {
+        fprintf(stderr, "alallo serve: %s\n", err);
+        store_close(srv.store);
+        return 1;
+    }
+    srv.catalog = catalog_new(srv.cfg.models_dir);
+    srv.placement = placement_new();
+    srv.fleet = fleet_cache_new();
+    if (!srv.catalog || !srv.placement || !srv.fleet) {
+        fprintf(stderr, "alallo serve: out of memory\n");
+        return 1;
+    }
+    /* Workers known from before get a fresh grace period: they could not
+     * reach a server that was not running. */
+    struct store_worker ws[FLEET_MAX];
+    int nw = 0;
+    if (store_worker_list(srv.store, ws, FLEET_MAX, &nw) == ERR_OK)
+        for (int i = 0; i < nw; i++)
+            if (strcmp(ws[i].state, "lost") != 0)
+                store_worker_heartbeat(srv.store, ws[i].name, api_now_ms());
+
+    struct http_server *http;
+    if (http_server_start(&srv, a.host, srv.cfg.port, &http, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo serve: %s\n", err);
+        store_close(srv.store);
+        return 1;
+    }
+    int port = http_server_port(http);
+    const char *shown_host = strcmp(a.host, "0.0.0.0") == 0 ? "127.0.0.1" : a.host;
+    printf("alallo: serving on http://%s:%d (data in %s, models in %s)\n", shown_host, port,
+           srv.cfg.data_dir, srv.cfg.models_dir);
+    if (created)
+        printf("alallo: created the account default; its API key is in %s/api-key\n",
+               srv.cfg.data_dir);
+    if (key[0]) {
+        printf("Dashboard: http://%s:%d/#key=%s\n", shown_host, port, key);
+        printf("API key (account default): %s\n", key);
+    } else {
+        printf("Dashboard: http://%s:%d/ (the key file %s/api-key is gone; make a new account "
+               "with `alallo accounts create NAME --data %s`)\n",
+               shown_host, port, srv.cfg.data_dir, srv.cfg.data_dir);
+    }
+    fflush(stdout);
+
+    static struct local_worker lw[LOCAL_WORKERS_MAX];
+    int n_local = local_workers(&a, &srv, port, lw);
+    if (n_local < 0) {
+        http_server_stop(http);
+        store_close(srv.store);
+        return 2;
+    }
+    for (int i = 0; i < n_local; i++) {
+        if (pthread_create(&lw[i].thread, NULL, run_local_worker, &lw[i]) == 0)
+            lw[i].started = 1;
+        printf("alallo: local worker %s: %d cpus, %.1f GB, %s, %.2f/h\n", lw[i].cfg.name,
+               lw[i].cfg.cpus, (double)lw[i].cfg.mem_bytes / 1e9, lw[i].cfg.class_,
+               lw[i].cfg.price_per_hour);
+    }
+    fflush(stdout);
+
+    struct watcher w = {.srv = &srv};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    pthread_create(&w.thread, NULL, watch, &w);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    api_log("info", "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+
+    /* Workers first, while the API still answers them: each stops its
+     * trainer (which checkpoints) and reports the attempt's end. */
+    workers_stop = 1;
+    for (int i = 0; i < n_local; i++)
+        if (lw[i].started)
+            pthread_join(lw[i].thread, NULL);
+    pthread_mutex_lock(&w.mu);
+    w.stop = 1;
+    pthread_cond_signal(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(w.thread, NULL);
+    http_server_stop(http);
+    store_close(srv.store);
+    catalog_free(srv.catalog);
+    placement_free(srv.placement);
+    fleet_cache_free(srv.fleet);
+    curl_global_cleanup();
+    api_log("info", "stopped");
+    return 0;
 }

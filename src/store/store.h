@@ -315,8 +315,8 @@ enum alallo_err store_event_list(struct store *s, const char *job, int64_t befor
                                  struct store_event *out /* OUT [limit] */, int *n /* OUT */,
                                  bool *has_more /* OUT */);
 
-/* Log lines of `job` and `attempt` with seq > after_seq, oldest first, at
- * most cap. */
+/* Log lines of `job` and `attempt` (NULL: of every attempt) with
+ * seq > after_seq, oldest first, at most cap. */
 enum alallo_err store_log_read(struct store *s, const char *job, const char *attempt,
                                int64_t after_seq, struct store_log_line *out /* OUT [cap] */,
                                int cap, int *n /* OUT */);

@@ -177,6 +177,7 @@ enum sql_id {
     S_EV_LIST,
     S_LOG_INSERT,
     S_LOG_READ,
+    S_LOG_READ_ALL,
     S_LOG_LAST,
     S_CK_PUT,
     S_CK_LIST,
@@ -236,6 +237,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_LOG_INSERT] = "INSERT INTO log_lines(job, seq, attempt, line) VALUES(?,?,?,?)",
     [S_LOG_READ] = "SELECT seq, attempt, line FROM log_lines WHERE job = ? AND attempt = ?"
                    " AND seq > ? ORDER BY seq LIMIT ?",
+    [S_LOG_READ_ALL] = "SELECT seq, attempt, line FROM log_lines WHERE job = ?1 AND ?2 IS NULL"
+                       " AND seq > ?3 ORDER BY seq LIMIT ?4",
     [S_LOG_LAST] = "SELECT attempt FROM log_lines WHERE job = ? ORDER BY seq DESC LIMIT 1",
     [S_CK_PUT] = "INSERT OR REPLACE INTO checkpoints(job, step, path, train_loss, created)"
                  " VALUES(?,?,?,?,?)",
@@ -1387,10 +1390,11 @@ enum alallo_err store_log_read(struct store *s, const char *job, const char *att
     *n = 0;
     READ_BEGIN(s);
     enum alallo_err e = ERR_IO;
-    sqlite3_stmt *st = stmt(c, S_LOG_READ);
+    sqlite3_stmt *st = stmt(c, attempt ? S_LOG_READ : S_LOG_READ_ALL);
     if (st) {
         int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
-        rc |= sqlite3_bind_text(st, 2, attempt, -1, SQLITE_STATIC);
+        rc |= attempt ? sqlite3_bind_text(st, 2, attempt, -1, SQLITE_STATIC)
+                      : sqlite3_bind_null(st, 2);
         rc |= sqlite3_bind_int64(st, 3, after_seq);
         rc |= sqlite3_bind_int(st, 4, cap);
         while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW && *n < cap) {

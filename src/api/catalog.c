@@ -1,0 +1,181 @@
+/* catalog.c - scanning the models folder. */
+#include "api/catalog.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/ids.h"
+#include "core/text.h"
+
+struct catalog {
+    char dir[1024];
+    pthread_mutex_t mu;
+    struct catalog_model models[CATALOG_MAX];
+    int n;
+    int64_t checked_ms;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int int_field(const json_t *cfg, const char *key, int dflt)
+{
+    const json_t *v = json_object_get(cfg, key);
+    return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
+}
+
+int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t errcap)
+{
+    memset(m, 0, sizeof *m);
+    if (strlen(dir) >= sizeof m->dir) {
+        snprintf(err, errcap, "the model folder's path is too long");
+        return -1;
+    }
+    char path[1200];
+    text_printf(path, sizeof path, "%s/config.json", dir);
+    json_error_t jerr;
+    json_t *cfg = json_load_file(path, 0, &jerr);
+    if (!json_is_object(cfg)) {
+        json_decref(cfg);
+        snprintf(err, errcap, "no readable config.json in the model folder");
+        return -1;
+    }
+    m->hidden = int_field(cfg, "hidden_size", 0);
+    m->layers = int_field(cfg, "num_hidden_layers", 0);
+    m->heads = int_field(cfg, "num_attention_heads", 0);
+    m->kv_heads = int_field(cfg, "num_key_value_heads", m->heads);
+    m->intermediate = int_field(cfg, "intermediate_size", 0);
+    m->vocab = int_field(cfg, "vocab_size", 0);
+    m->max_positions = int_field(cfg, "max_position_embeddings", 2048);
+    m->tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
+    json_decref(cfg);
+    if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->kv_heads <= 0 ||
+        m->intermediate <= 0 || m->vocab <= 0 || m->hidden % m->heads != 0) {
+        snprintf(err, errcap, "config.json lacks a Llama shape (hidden_size, layers, heads...)");
+        return -1;
+    }
+    int64_t h = m->hidden, kv = (int64_t)m->kv_heads * (h / m->heads);
+    int64_t per_layer = h * h * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h;
+    m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
+    text_copy(m->dir, sizeof m->dir, dir);
+
+    DIR *d = opendir(dir);
+    bool has_tokenizer = false;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t n = strlen(e->d_name);
+            if (strcmp(e->d_name, "tokenizer.json") == 0)
+                has_tokenizer = true;
+            if (n > 12 && strcmp(e->d_name + n - 12, ".safetensors") == 0) {
+                struct stat st;
+                if (text_printf(path, sizeof path, "%s/%s", dir, e->d_name) &&
+                    stat(path, &st) == 0)
+                    m->bytes += st.st_size;
+            }
+        }
+        closedir(d);
+    }
+    if (m->bytes == 0 || !has_tokenizer) {
+        snprintf(err, errcap, "the model folder needs *.safetensors and tokenizer.json");
+        return -1;
+    }
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        m->created_ms = (int64_t)st.st_mtim.tv_sec * 1000;
+    return 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    return strcmp(((const struct catalog_model *)a)->id, ((const struct catalog_model *)b)->id);
+}
+
+/* Re-reads the folder if the last read is over a second old; mu held. */
+static void refresh(struct catalog *c)
+{
+    int64_t now = mono_ms();
+    if (c->checked_ms && now - c->checked_ms < 1000)
+        return;
+    c->checked_ms = now;
+    struct stat st;
+    if (stat(c->dir, &st) != 0) {
+        c->n = 0;
+        return;
+    }
+    DIR *d = opendir(c->dir);
+    if (!d)
+        return;
+    c->n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && c->n < CATALOG_MAX) {
+        struct catalog_model *m = &c->models[c->n];
+        if (!ids_valid_name(e->d_name, sizeof m->id))
+            continue;
+        char dir[1200], err[200];
+        if (!text_printf(dir, sizeof dir, "%s/%s", c->dir, e->d_name))
+            continue;
+        if (catalog_read_dir(dir, m, err, sizeof err))
+            continue;
+        text_copy(m->id, sizeof m->id, e->d_name); /* fits: checked by ids_valid_name */
+        c->n++;
+    }
+    closedir(d);
+    qsort(c->models, (size_t)c->n, sizeof c->models[0], by_id);
+}
+
+struct catalog *catalog_new(const char *models_dir)
+{
+    struct catalog *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (!text_copy(c->dir, sizeof c->dir, models_dir)) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void catalog_free(struct catalog *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int catalog_list(struct catalog *c, struct catalog_model *out, int cap)
+{
+    pthread_mutex_lock(&c->mu);
+    refresh(c);
+    int n = c->n < cap ? c->n : cap;
+    memcpy(out, c->models, sizeof out[0] * (size_t)n);
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+bool catalog_find(struct catalog *c, const char *id, struct catalog_model *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&c->mu);
+    refresh(c);
+    for (int i = 0; i < c->n && !found; i++) {
+        if (strcmp(c->models[i].id, id) == 0) {
+            *out = c->models[i];
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}

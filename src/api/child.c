@@ -1,0 +1,142 @@
+/* child.c - a bounded child process with its output collected. */
+#include "api/child.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->exit_status = -1;
+    int out_pipe[2], err_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) != 0)
+        return -1;
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    if (rc != 0) {
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+        errno = rc;
+        return -1;
+    }
+    double deadline = mono_s() + timeout_s;
+    size_t cap = 0;
+    int open_fds = 2;
+    struct pollfd p[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
+    size_t err_len = 0;
+    while (open_fds > 0) {
+        double left = deadline - mono_s();
+        if (left <= 0) {
+            r->timed_out = 1;
+            break;
+        }
+        int n = poll(p, 2, (int)(left * 1000) + 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[8192];
+            ssize_t got = read(p[i].fd, buf, sizeof buf);
+            if (got <= 0) {
+                close(p[i].fd);
+                p[i].fd = -1;
+                open_fds--;
+                continue;
+            }
+            if (i == 0) {
+                if (r->out_len + (size_t)got > out_cap) {
+                    r->timed_out = 1; /* too much output: treated like the limit */
+                    open_fds = 0;
+                    break;
+                }
+                if (r->out_len + (size_t)got + 1 > cap) {
+                    size_t ncap = cap ? cap * 2 : 16384;
+                    while (ncap < r->out_len + (size_t)got + 1)
+                        ncap *= 2;
+                    char *np = realloc(r->out, ncap);
+                    if (!np) {
+                        r->timed_out = 1;
+                        open_fds = 0;
+                        break;
+                    }
+                    r->out = np;
+                    cap = ncap;
+                }
+                memcpy(r->out + r->out_len, buf, (size_t)got);
+                r->out_len += (size_t)got;
+                r->out[r->out_len] = '\0';
+            } else {
+                /* Keep the last bytes of stderr: the error is at the end. */
+                for (ssize_t k = 0; k < got; k++) {
+                    if (err_len + 1 >= sizeof r->err) {
+                        memmove(r->err, r->err + sizeof r->err / 2, sizeof r->err / 2);
+                        err_len -= sizeof r->err / 2;
+                    }
+                    r->err[err_len++] = buf[k];
+                }
+                r->err[err_len] = '\0';
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (p[i].fd >= 0)
+            close(p[i].fd);
+    if (r->timed_out)
+        kill(-pid, SIGKILL);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && !r->timed_out)
+        r->exit_status = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        r->signal = WTERMSIG(status);
+    return 0;
+}
+
+void child_result_free(struct child_result *r)
+{
+    free(r->out);
+    r->out = NULL;
+    r->out_len = 0;
+}

@@ -1,0 +1,90 @@
+/* fleet.c - the cached picture of the capacity. */
+#include "api/fleet.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fleet_cache {
+    pthread_mutex_t mu;
+    struct fleet f;
+    int64_t read_ms; /* 0: never or invalidated */
+};
+
+struct fleet_cache *fleet_cache_new(void)
+{
+    struct fleet_cache *c = calloc(1, sizeof *c);
+    if (c)
+        pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void fleet_cache_free(struct fleet_cache *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static void read_fleet(struct api_server *srv, struct fleet *f)
+{
+    memset(f, 0, sizeof *f);
+    struct store_worker *all = calloc(FLEET_MAX, sizeof *all);
+    int n = 0;
+    if (!all || store_worker_list(srv->store, all, FLEET_MAX, &n)) {
+        free(all);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strcmp(all[i].state, "lost") == 0)
+            continue;
+        struct store_attempt open[1];
+        int n_open = 0;
+        store_attempt_list_open(srv->store, all[i].name, open, 1, &n_open);
+        f->workers[f->n] = all[i];
+        f->idle[f->n] = n_open == 0 && strcmp(all[i].state, "active") == 0;
+        f->n++;
+    }
+    free(all);
+    long counts[JOB_STATUS_COUNT];
+    if (store_job_count_by_status(srv->store, counts) == ERR_OK)
+        f->waiting = counts[JOB_QUEUED] + counts[JOB_RESCHEDULING];
+}
+
+void fleet_snapshot(struct api_server *srv, struct fleet *out)
+{
+    struct fleet_cache *c = srv->fleet;
+    int64_t now = api_now_ms();
+    pthread_mutex_lock(&c->mu);
+    if (!c->read_ms || now - c->read_ms > FLEET_TTL_MS || now < c->read_ms) {
+        read_fleet(srv, &c->f);
+        c->read_ms = now;
+    }
+    memcpy(out, &c->f, sizeof *out);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void fleet_invalidate(struct api_server *srv)
+{
+    pthread_mutex_lock(&srv->fleet->mu);
+    srv->fleet->read_ms = 0;
+    pthread_mutex_unlock(&srv->fleet->mu);
+}
+
+int fleet_est_workers(const struct fleet *f, struct est_worker *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < f->n && n < cap; i++) {
+        const struct store_worker *w = &f->workers[i];
+        if (strcmp(w->state, "active") != 0)
+            continue; /* draining workers take no new jobs */
+        out[n++] = (struct est_worker){.name = w->name,
+                                       .mem_bytes = w->mem_bytes,
+                                       .cpus = w->cpus,
+                                       .flops = w->flops,
+                                       .price_per_hour = w->price_per_hour,
+                                       .idle = f->idle[i]};
+    }
+    return n;
+}

@@ -1,0 +1,36 @@
+/* fleet.h - a recent picture of the capacity: the workers that are not
+ * lost, whether each is idle, and how many jobs wait. Estimates and job
+ * creation read it on every call, so it is cached for FLEET_TTL_MS rather
+ * than read from the store each time.
+ */
+#ifndef ALALLO_API_FLEET_H
+#define ALALLO_API_FLEET_H
+
+#include <stdbool.h>
+
+#include "api/estimate_provisional.h"
+#include "api/server.h"
+
+#define FLEET_MAX 64
+#define FLEET_TTL_MS 500
+
+struct fleet {
+    struct store_worker workers[FLEET_MAX];
+    bool idle[FLEET_MAX];
+    int n;
+    long waiting; /* queued and re-scheduling jobs */
+};
+
+struct fleet_cache *fleet_cache_new(void);
+void fleet_cache_free(struct fleet_cache *c);
+
+/* Copies the picture (refreshed when older than FLEET_TTL_MS) into out. */
+void fleet_snapshot(struct api_server *srv, struct fleet *out /* OUT */);
+
+/* Makes the next snapshot read the store (after a worker registers). */
+void fleet_invalidate(struct api_server *srv);
+
+/* The workers as the estimator sees them; returns how many (<= cap). */
+int fleet_est_workers(const struct fleet *f, struct est_worker *out /* OUT [cap] */, int cap);
+
+#endif

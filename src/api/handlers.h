@@ -1,0 +1,61 @@
+/* handlers.h - the request handlers, one file per resource:
+ *   res_files.c       /v1/files
+ *   res_models.c      /v1/models
+ *   res_jobs.c        /v1/fine_tuning/jobs (create, list, retrieve, cancel)
+ *   res_job_views.c   events, checkpoints, training log of a job
+ *   res_estimates.c   /v1/fine_tuning/estimates
+ *   res_completions.c /v1/completions
+ *   res_workers.c     /v1/workers, drain
+ *   res_billing.c     /v1/billing/ledger
+ *   res_health.c      /healthz, /metrics
+ *   res_internal.c    /internal (the worker protocol)
+ *   res_static.c      the dashboard
+ * Each answers through `res`; the router has already checked the caller.
+ */
+#ifndef ALALLO_API_HANDLERS_H
+#define ALALLO_API_HANDLERS_H
+
+#include <jansson.h>
+
+#include "api/http.h"
+#include "api/server.h"
+
+typedef void (*api_handler)(struct api_server *srv, struct http_request *req,
+                            struct http_response *res);
+
+void files_create(struct api_server *, struct http_request *, struct http_response *);
+void files_list(struct api_server *, struct http_request *, struct http_response *);
+void files_get(struct api_server *, struct http_request *, struct http_response *);
+void files_delete(struct api_server *, struct http_request *, struct http_response *);
+void files_content(struct api_server *, struct http_request *, struct http_response *);
+void models_list(struct api_server *, struct http_request *, struct http_response *);
+void models_get(struct api_server *, struct http_request *, struct http_response *);
+void models_export(struct api_server *, struct http_request *, struct http_response *);
+void jobs_create(struct api_server *, struct http_request *, struct http_response *);
+void jobs_list(struct api_server *, struct http_request *, struct http_response *);
+void jobs_get(struct api_server *, struct http_request *, struct http_response *);
+void jobs_cancel(struct api_server *, struct http_request *, struct http_response *);
+void jobs_events(struct api_server *, struct http_request *, struct http_response *);
+void jobs_checkpoints(struct api_server *, struct http_request *, struct http_response *);
+void jobs_log(struct api_server *, struct http_request *, struct http_response *);
+void estimates_create(struct api_server *, struct http_request *, struct http_response *);
+void completions_create(struct api_server *, struct http_request *, struct http_response *);
+void workers_list(struct api_server *, struct http_request *, struct http_response *);
+void workers_drain(struct api_server *, struct http_request *, struct http_response *);
+void billing_ledger(struct api_server *, struct http_request *, struct http_response *);
+void health_get(struct api_server *, struct http_request *, struct http_response *);
+void metrics_get(struct api_server *, struct http_request *, struct http_response *);
+void internal_register(struct api_server *, struct http_request *, struct http_response *);
+void internal_heartbeat(struct api_server *, struct http_request *, struct http_response *);
+void internal_claim(struct api_server *, struct http_request *, struct http_response *);
+void internal_events(struct api_server *, struct http_request *, struct http_response *);
+void internal_finish(struct api_server *, struct http_request *, struct http_response *);
+void static_get(struct api_server *, struct http_request *, struct http_response *);
+
+/* The job object with its attempts, as every job endpoint answers it. */
+json_t *api_job_object(struct api_server *srv, const struct store_job *j);
+
+/* The index (0..METRIC_CODES-1) under which status `code` is counted. */
+int metrics_code_index(int code);
+
+#endif

@@ -1,0 +1,29 @@
+/* http_mhd.h - the HTTP server: libmicrohttpd, one thread per connection
+ * (so a followed log or a generation may block its own thread without
+ * stalling others), a bounded number of connections, idle timeouts, and
+ * body caps checked before a body is read (413).
+ */
+#ifndef ALALLO_API_HTTP_MHD_H
+#define ALALLO_API_HTTP_MHD_H
+
+#include <stddef.h>
+
+#include "api/server.h"
+
+#define HTTP_CONNECTIONS_MAX 512
+#define HTTP_IDLE_TIMEOUT_S 60
+
+struct http_server;
+
+/* Listens on host:port (port 0: any free port) and serves srv. Returns 0,
+ * or -1 with a one-line reason in err. */
+int http_server_start(struct api_server *srv, const char *host, int port,
+                      struct http_server **out /* OUT */, char *err, size_t errcap);
+
+/* The port it listens on. */
+int http_server_port(const struct http_server *h);
+
+/* Stops accepting, ends open connections and frees h. NULL is fine. */
+void http_server_stop(struct http_server *h);
+
+#endif

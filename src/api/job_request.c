@@ -1,0 +1,292 @@
+/* job_request.c - validating a job's settings and estimating it. */
+#include "api/job_request.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/fleet.h"
+#include "api/shapes.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+#define NO_CAPACITY_FREE "No capacity is free right now; the job would wait in the queue."
+
+static bool bad(struct http_response *res, enum alallo_err e, const char *param,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static bool bad(struct http_response *res, enum alallo_err e, const char *param,
+                const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error(res, e, msg, param);
+    return false;
+}
+
+/* An optional string field: absent or null leaves *out NULL. */
+static bool opt_string(json_t *body, const char *key, const char **out, struct http_response *res)
+{
+    json_t *v = json_object_get(body, key);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_string(v))
+        return bad(res, ERR_INVALID, key, "%s must be a string.", key);
+    *out = json_string_value(v);
+    return true;
+}
+
+/* One hyper-parameter: an integer (or number when `real`) in [lo, hi], or
+ * "auto" / absent (keeps *out). */
+static bool hyper(json_t *hp, const char *key, bool real, double lo, double hi, double *out,
+                  struct http_response *res)
+{
+    json_t *v = json_object_get(hp, key);
+    if (!v || json_is_null(v) || (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0))
+        return true;
+    bool ok = real ? json_is_number(v) : json_is_integer(v);
+    double x = json_number_value(v);
+    char param[80];
+    text_printf(param, sizeof param, "hyperparameters.%s", key);
+    if (!ok || !isfinite(x) || x < lo || x > hi || (real && x <= 0))
+        return bad(res, ERR_INVALID, param, "%s must be %s between %g and %g, or \"auto\".", key,
+                   real ? "a number" : "an integer", lo, hi);
+    *out = x;
+    return true;
+}
+
+static bool valid_suffix(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 40)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+static bool parse_metadata(json_t *body, struct store_job *j, struct http_response *res)
+{
+    json_t *md = json_object_get(body, "metadata");
+    if (!md || json_is_null(md))
+        return true;
+    if (!json_is_object(md) || json_object_size(md) > 16)
+        return bad(res, ERR_INVALID, "metadata",
+                   "metadata must be an object of at most 16 string values.");
+    const char *k;
+    json_t *v;
+    json_object_foreach(md, k, v)
+    {
+        if (strlen(k) > 64 || !json_is_string(v) || strlen(json_string_value(v)) > 512)
+            return bad(res, ERR_INVALID, "metadata",
+                       "metadata keys are at most 64 characters and values strings of at most "
+                       "512.");
+    }
+    char *text = json_dumps(md, JSON_COMPACT | JSON_SORT_KEYS);
+    bool fits = text && text_copy(j->metadata, sizeof j->metadata, text);
+    free(text);
+    if (!fits)
+        return bad(res, ERR_INVALID, "metadata", "metadata is too large.");
+    return true;
+}
+
+static bool resolve_model(struct api_server *srv, const char *account, const char *id,
+                          struct catalog_model *m, struct http_response *res)
+{
+    if (catalog_find(srv->catalog, id, m))
+        return true;
+    struct store_job base;
+    if (strncmp(id, "ft:", 3) == 0 &&
+        store_job_by_model(srv->store, account, id, &base) == ERR_OK) {
+        char dir[1024], err[200];
+        if (text_printf(dir, sizeof dir, "%s/jobs/%s/out/model", srv->cfg.data_dir, base.id) &&
+            catalog_read_dir(dir, m, err, sizeof err) == 0) {
+            text_copy(m->id, sizeof m->id, id);
+            return true;
+        }
+    }
+    return bad(res, ERR_NOT_FOUND, "model", "No such model: %s.", id);
+}
+
+bool job_request_parse(struct api_server *srv, const struct http_request *req, json_t *body,
+                       struct job_request *out, struct http_response *res)
+{
+    memset(out, 0, sizeof *out);
+    struct store_job *j = &out->job;
+    const char *account = req->account.id;
+    text_copy(j->account, sizeof j->account, account);
+
+    const char *model, *training, *validation, *suffix, *name, *precision, *goal, *adapter;
+    if (!opt_string(body, "model", &model, res) ||
+        !opt_string(body, "training_file", &training, res) ||
+        !opt_string(body, "validation_file", &validation, res) ||
+        !opt_string(body, "suffix", &suffix, res) || !opt_string(body, "name", &name, res) ||
+        !opt_string(body, "precision", &precision, res) ||
+        !opt_string(body, "goal", &goal, res) || !opt_string(body, "adapter", &adapter, res))
+        return false;
+    if (!model)
+        return bad(res, ERR_INVALID, "model", "model is required.");
+    if (!training)
+        return bad(res, ERR_INVALID, "training_file", "training_file is required.");
+    if (strlen(model) >= sizeof j->model)
+        return bad(res, ERR_INVALID, "model", "model is too long.");
+    if (!resolve_model(srv, account, model, &out->model, res))
+        return false;
+    text_copy(j->model, sizeof j->model, model);
+
+    if (!ids_valid(training) ||
+        store_file_get(srv->store, account, training, &out->file) != ERR_OK)
+        return bad(res, ERR_NOT_FOUND, "training_file", "No such file: %s.", training);
+    text_copy(j->training_file, sizeof j->training_file, training);
+    if (validation) {
+        struct store_file vf;
+        if (!ids_valid(validation) ||
+            store_file_get(srv->store, account, validation, &vf) != ERR_OK)
+            return bad(res, ERR_NOT_FOUND, "validation_file", "No such file: %s.", validation);
+        text_copy(j->validation_file, sizeof j->validation_file, validation);
+    }
+
+    /* Hyper-parameters: method.supervised.hyperparameters wins over the
+     * older top-level hyperparameters, as in OpenAI's API. */
+    json_t *hp = json_object_get(body, "hyperparameters");
+    json_t *method = json_object_get(body, "method");
+    if (method && !json_is_null(method)) {
+        const char *type = json_string_value(json_object_get(method, "type"));
+        if (!json_is_object(method) || !type)
+            return bad(res, ERR_INVALID, "method", "method must be an object with a type.");
+        if (strcmp(type, "supervised") != 0)
+            return bad(res, ERR_INVALID, "method.type",
+                       "Only supervised fine-tuning is offered (method.type \"supervised\").");
+        json_t *sup = json_object_get(method, "supervised");
+        json_t *mhp = json_object_get(sup, "hyperparameters");
+        if (mhp)
+            hp = mhp;
+    }
+    if (hp && !json_is_null(hp) && !json_is_object(hp))
+        return bad(res, ERR_INVALID, "hyperparameters", "hyperparameters must be an object.");
+    long examples = out->file.examples;
+    double epochs = 3, batch = examples < 8 ? (examples > 0 ? (double)examples : 1) : 8, lr = 1.0;
+    if (!hyper(hp, "n_epochs", false, 1, 50, &epochs, res) ||
+        !hyper(hp, "batch_size", false, 1, 256, &batch, res) ||
+        !hyper(hp, "learning_rate_multiplier", true, 0, 10, &lr, res))
+        return false;
+    j->n_epochs = (int)epochs;
+    j->batch_size = (int)batch;
+    j->lr_multiplier = lr;
+    text_copy(j->method, sizeof j->method, "supervised");
+
+    if (suffix && !valid_suffix(suffix))
+        return bad(res, ERR_INVALID, "suffix",
+                   "suffix must be 1 to 40 letters, digits, '-' or '_'.");
+    text_copy(j->suffix, sizeof j->suffix, suffix);
+    if (name && (strlen(name) == 0 || strlen(name) > 100))
+        return bad(res, ERR_INVALID, "name", "name must be 1 to 100 characters.");
+    if (name) {
+        text_copy(j->name, sizeof j->name, name);
+    } else {
+        /* By default a job is named after its data set. */
+        text_copy(j->name, sizeof j->name, out->file.filename);
+        char *dot = strrchr(j->name, '.');
+        if (dot && dot != j->name)
+            *dot = '\0';
+    }
+    if (precision && strcmp(precision, "16-bit") != 0 && strcmp(precision, "4-bit") != 0)
+        return bad(res, ERR_INVALID, "precision", "precision must be \"16-bit\" or \"4-bit\".");
+    text_copy(j->precision, sizeof j->precision, precision ? precision : "16-bit");
+    if (goal && strcmp(goal, "lowest_cost") != 0 && strcmp(goal, "fastest_finish") != 0)
+        return bad(res, ERR_INVALID, "goal",
+                   "goal must be \"lowest_cost\" or \"fastest_finish\".");
+    text_copy(j->goal, sizeof j->goal, goal ? goal : "lowest_cost");
+    if (adapter && strcmp(adapter, "lora") != 0 && strcmp(adapter, "full") != 0)
+        return bad(res, ERR_INVALID, "adapter", "adapter must be \"lora\" or \"full\".");
+    text_copy(j->adapter, sizeof j->adapter, adapter ? adapter : "lora");
+    if (strcmp(j->adapter, "full") == 0 && strcmp(j->precision, "4-bit") == 0)
+        return bad(res, ERR_INVALID, "adapter",
+                   "Full fine-tuning needs 16-bit precision; 4-bit trains LoRA adapters.");
+
+    json_t *seed = json_object_get(body, "seed");
+    if (seed && !json_is_null(seed)) {
+        if (!json_is_integer(seed) || json_integer_value(seed) < 0 ||
+            json_integer_value(seed) > 2147483647)
+            return bad(res, ERR_INVALID, "seed", "seed must be an integer from 0 to 2147483647.");
+        j->seed = json_integer_value(seed);
+    } else {
+        j->seed = (int64_t)randombytes_uniform(2147483647U);
+    }
+    if (!parse_metadata(body, j, res))
+        return false;
+
+    j->examples = examples;
+    j->tokens = tokens_per_epoch_provisional(examples, out->file.text_bytes, JOB_SEQ_LEN);
+    j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
+    json_t *ms = json_object_get(body, "max_steps");
+    if (ms && !json_is_null(ms)) {
+        if (!json_is_integer(ms) || json_integer_value(ms) < 1 ||
+            json_integer_value(ms) > 10000000)
+            return bad(res, ERR_INVALID, "max_steps",
+                       "max_steps must be an integer from 1 to 10000000.");
+        j->max_steps = (long)json_integer_value(ms);
+    }
+    if (j->max_steps <= 0)
+        return bad(res, ERR_INVALID, "training_file", "The training file has no examples.");
+    return true;
+}
+
+void job_request_estimate(struct api_server *srv, struct job_request *r)
+{
+    struct fleet *f = malloc(sizeof *f);
+    struct est_worker w[FLEET_MAX];
+    int n = 0;
+    if (f) {
+        fleet_snapshot(srv, f);
+        n = fleet_est_workers(f, w, FLEET_MAX);
+    }
+    struct est_shape s = {.model = &r->model,
+                          .precision = r->job.precision,
+                          .adapter = r->job.adapter,
+                          .goal = r->job.goal,
+                          .batch_size = r->job.batch_size,
+                          .seq_len = JOB_SEQ_LEN,
+                          .tokens = r->job.tokens * r->job.n_epochs};
+    estimate_provisional(&s, w, n, f ? f->waiting : 0, &r->est);
+    r->job.memory_bytes = r->est.memory_bytes;
+    free(f);
+}
+
+json_t *job_request_estimate_json(const struct estimate *e)
+{
+    char text[64];
+    job_estimate_range_text(text, sizeof text, e->low_s, e->high_s);
+    const char *message = NULL;
+    if (!e->any_worker || (e->fits && !e->free_now))
+        message = NO_CAPACITY_FREE;
+    else if (!e->fits)
+        message = job_message_text(e->fits_at_4bit ? MSG_NOT_AVAILABLE_LOWER_PRECISION
+                                                   : MSG_NOT_AVAILABLE);
+    json_t *time = e->fits ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)llround(e->low_s),
+                                       "high_s", (json_int_t)llround(e->high_s), "text", text)
+                           : json_null();
+    json_t *price = e->fits ? json_pack("{s:f,s:f,s:s}", "low",
+                                        llround(e->price_low * 10000) / 10000.0, "high",
+                                        llround(e->price_high * 10000) / 10000.0, "currency",
+                                        SHAPES_CURRENCY)
+                            : json_null();
+    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:{s:I,s:I}}", "object",
+                     "fine_tuning.estimate", "time", time, "price", price, "plan", "memory_bytes",
+                     (json_int_t)e->memory_bytes, "worker",
+                     e->worker[0] ? json_string(e->worker) : json_null(), "message",
+                     message ? json_string(message) : json_null(), "training", "low_s",
+                     (json_int_t)llround(e->train_low_s), "high_s",
+                     (json_int_t)llround(e->train_high_s));
+}

@@ -1,0 +1,833 @@
+/* lifecycle.c - the rules of docs/lifecycle.md as store_job_update()
+ * callbacks. Callbacks only look at and change the structs they are given;
+ * everything they need from outside is gathered first into their context.
+ */
+#include "api/lifecycle.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api/billing_provisional.h"
+#include "api/catalog.h"
+#include "api/estimate_provisional.h"
+#include "api/placement_simple.h"
+#include "api/shapes.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+#define EVENTS_PER_TX 64 /* trainer events applied per transaction */
+#define ATTEMPTS_MAX 64  /* attempts of one job considered for billing */
+
+static void set_message(struct store_job *j, enum job_message m)
+{
+    text_copy(j->message, sizeof j->message, job_message_text(m));
+}
+
+/* Moves j to `to` if the lifecycle allows it; returns whether it moved. */
+static bool move_to(struct store_job *j, enum job_status to, enum job_message m)
+{
+    if (!job_transition_allowed(j->status, to) || !job_message_allowed(to, m))
+        return false;
+    j->status = to;
+    set_message(j, m);
+    return true;
+}
+
+static enum alallo_err note(struct store_writes *w, int64_t now, const char *level,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Queues an event of type "message". */
+static enum alallo_err note(struct store_writes *w, int64_t now, const char *level,
+                            const char *fmt, ...)
+{
+    char msg[STORE_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return store_writes_event(w, now, level, "message", msg, NULL);
+}
+
+bool lifecycle_job_dir(const struct api_server *srv, const char *job_id, const char *sub,
+                       char *out, size_t cap)
+{
+    if (!ids_valid(job_id))
+        return false;
+    return text_printf(out, cap, "%s/jobs/%s%s%s", srv->cfg.data_dir, job_id, sub ? "/" : "",
+                       sub ? sub : "");
+}
+
+static int mkdirs(const char *path)
+{
+    char tmp[1024];
+    if (!text_copy(tmp, sizeof tmp, path))
+        return -1;
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return (mkdir(tmp, 0700) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+/* ---- stops ------------------------------------------------------------ */
+
+static bool attempt_owns(const struct store_job *j, const struct store_attempt *a)
+{
+    return a && a->fence == j->fence && strcmp(a->status, "ended") != 0 &&
+           strcmp(j->active_attempt, a->id) == 0;
+}
+
+const char *lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a)
+{
+    if (!attempt_owns(j, a))
+        return "cancel";
+    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0 ||
+        strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0)
+        return "cancel";
+    if (strcmp(j->stop_reason, "move") == 0)
+        return "move";
+    return NULL;
+}
+
+/* ---- claim ------------------------------------------------------------ */
+
+struct claim_ctx {
+    const struct store_worker *worker;
+    struct store_attempt attempt; /* OUT */
+    int64_t now;
+};
+
+static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unused,
+                                struct store_writes *w, void *vctx)
+{
+    struct claim_ctx *c = vctx;
+    (void)unused;
+    if ((j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING) || j->active_attempt[0] ||
+        j->stop_reason[0])
+        return ERR_CONFLICT; /* someone else took it, or it was cancelled */
+    struct store_attempt *a = &c->attempt;
+    memset(a, 0, sizeof *a);
+    if (!ids_make(a->id, sizeof a->id, "att-"))
+        return ERR_INTERNAL;
+    text_copy(a->job, sizeof a->job, j->id);
+    text_copy(a->worker, sizeof a->worker, c->worker->name);
+    a->fence = ++j->fence;
+    text_copy(a->status, sizeof a->status, "starting");
+    a->start_step = a->end_step = j->steps_done;
+    a->price_per_hour = c->worker->price_per_hour;
+    a->started_ms = c->now;
+    text_copy(j->active_attempt, sizeof j->active_attempt, a->id);
+    if (j->status == JOB_QUEUED)
+        set_message(j, MSG_STARTING);
+    enum alallo_err e = store_writes_attempt(w, a);
+    if (!e)
+        e = note(w, c->now, "info", "Starting on worker %s", c->worker->name);
+    return e;
+}
+
+static enum alallo_err fail_not_available_cb(struct store_job *j, struct store_attempt *a,
+                                             struct store_writes *w, void *vctx)
+{
+    (void)a;
+    int64_t now = *(int64_t *)vctx;
+    if (j->active_attempt[0] || !move_to(j, JOB_FAILED, MSG_NOT_AVAILABLE))
+        return ERR_CONFLICT;
+    j->finished_ms = now;
+    return note(w, now, "error", "%s", j->message);
+}
+
+/* The folder of the model a job trains from: a base model of the catalog,
+ * or a fine-tuned model of the same account. */
+static bool model_dir_for(struct api_server *srv, const struct store_job *j, char *out, size_t cap)
+{
+    struct catalog_model m;
+    if (catalog_find(srv->catalog, j->model, &m))
+        return text_copy(out, cap, m.dir);
+    struct store_job base;
+    if (store_job_by_model(srv->store, j->account, j->model, &base) == ERR_OK)
+        return lifecycle_job_dir(srv, base.id, "out/model", out, cap);
+    return false;
+}
+
+/* The trainer's spec for attempt a of job j (docs/trainer-protocol.md). */
+static json_t *make_spec(struct api_server *srv, const struct store_job *j, const char *model_dir)
+{
+    struct store_file train, valid;
+    if (store_file_get(srv->store, j->account, j->training_file, &train))
+        return NULL;
+    bool has_valid = j->validation_file[0] &&
+                     store_file_get(srv->store, j->account, j->validation_file, &valid) == ERR_OK;
+    char ckpt[1024], out[1024];
+    if (!lifecycle_job_dir(srv, j->id, "checkpoints", ckpt, sizeof ckpt) ||
+        !lifecycle_job_dir(srv, j->id, "out", out, sizeof out) || mkdirs(ckpt) || mkdirs(out))
+        return NULL;
+    bool full = strcmp(j->adapter, "full") == 0;
+    /* Learning rate: the multiplier times a base rate fit for the method. */
+    double lr = j->lr_multiplier * (full ? 2e-5 : 2e-4);
+    int seq_len = 256;
+    struct catalog_model m;
+    char err[200];
+    if (catalog_read_dir(model_dir, &m, err, sizeof err) == 0 && m.max_positions > 0 &&
+        m.max_positions < seq_len)
+        seq_len = m.max_positions;
+    long every = j->max_steps / 10;
+    if (every < 10)
+        every = 10;
+    return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:[sssssss]},s:i,s:i,s:f,"
+                     "s:I,s:I,s:i,s:I,s:f}",
+                     "model_dir", model_dir, "train_file", train.path, "train_file_name",
+                     train.filename, "validation_file",
+                     has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir", ckpt,
+                     "out_dir", out, "precision", j->precision, "adapter", j->adapter, "lora", "r",
+                     16, "alpha", 32, "targets", "q_proj", "k_proj", "v_proj", "o_proj",
+                     "gate_proj", "up_proj", "down_proj", "n_epochs", j->n_epochs, "batch_size",
+                     j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed, "max_steps",
+                     (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
+                     (json_int_t)every, "checkpoint_every_s", 300.0);
+}
+
+enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
+                                struct store_attempt *attempt, json_t **spec)
+{
+    *spec = NULL;
+    struct store_worker w;
+    enum alallo_err e = store_worker_get(srv->store, worker, &w);
+    if (e)
+        return e;
+    if (strcmp(w.state, "active") != 0)
+        return ERR_OK;
+    struct store_attempt open[1];
+    int n_open;
+    e = store_attempt_list_open(srv->store, worker, open, 1, &n_open);
+    if (e || n_open > 0)
+        return e; /* one attempt at a time */
+
+    for (int tries = 0; tries < 8; tries++) {
+        struct store_claim_candidate cands[64];
+        int n;
+        e = store_claim_candidates(srv->store, w.mem_bytes, cands, 64, &n);
+        if (e || n == 0)
+            return e;
+        int64_t tick = api_now_ms() * 1000 + tries;
+        int pick = placement_pick(srv->placement, cands, n, tick);
+        struct store_job j;
+        e = store_job_get(srv->store, NULL, cands[pick].job, &j);
+        if (e)
+            continue;
+        char model_dir[1024];
+        if (!model_dir_for(srv, &j, model_dir, sizeof model_dir)) {
+            int64_t now = api_now_ms();
+            store_job_update(srv->store, j.id, NULL, fail_not_available_cb, &now);
+            continue;
+        }
+        struct claim_ctx c = {.worker = &w, .now = api_now_ms()};
+        e = store_job_update(srv->store, j.id, NULL, claim_cb, &c);
+        if (e == ERR_CONFLICT)
+            continue;
+        if (e)
+            return e;
+        *attempt = c.attempt;
+        if (store_job_get(srv->store, NULL, j.id, &j) == ERR_OK)
+            *spec = make_spec(srv, &j, model_dir);
+        if (!*spec) {
+            /* The attempt cannot start (its files are gone): end it as an
+             * internal failure rather than leave the job stuck. */
+            struct attempt_end end = {.exit_status = 1};
+            text_copy(end.line, sizeof end.line, "could not prepare the attempt's files");
+            lifecycle_finish(srv, c.attempt.id, c.attempt.fence, &end);
+            return ERR_INTERNAL;
+        }
+        return ERR_OK;
+    }
+    return ERR_OK;
+}
+
+/* ---- trainer events --------------------------------------------------- */
+
+enum tev_kind { TEV_STARTED, TEV_LOG, TEV_STEP, TEV_MEMORY, TEV_CHECKPOINT, TEV_DONE, TEV_ERROR };
+
+struct tev {
+    enum tev_kind kind;
+    long step;
+    double loss, lr, tokens_per_s;
+    int64_t peak_rss;
+    int64_t tokens;
+    long resumed_from; /* -1 when fresh */
+    char text[STORE_LOG_LINE_MAX]; /* log/error line, or checkpoint path */
+};
+
+/* Reads one trainer event; returns false for an unknown or malformed one
+ * (ignored: a newer trainer may send more). */
+static bool parse_event(json_t *o, struct tev *t)
+{
+    static const char *const names[] = {"started",    "log",  "step", "memory",
+                                        "checkpoint", "done", "error"};
+    const char *name = json_string_value(json_object_get(o, "event"));
+    if (!name)
+        return false;
+    memset(t, 0, sizeof *t);
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+        if (strcmp(name, names[i]) == 0)
+            k = i;
+    if (k < 0)
+        return false;
+    t->kind = (enum tev_kind)k;
+    json_t *step = json_object_get(o, "step");
+    t->step = json_is_integer(step) ? (long)json_integer_value(step) : -1;
+    t->loss = json_number_value(json_object_get(o, "loss"));
+    if (t->kind == TEV_CHECKPOINT || t->kind == TEV_DONE)
+        t->loss = json_number_value(json_object_get(o, "train_loss"));
+    if (!isfinite(t->loss))
+        t->loss = 0;
+    t->lr = json_number_value(json_object_get(o, "lr"));
+    t->tokens_per_s = json_number_value(json_object_get(o, "tokens_per_s"));
+    t->peak_rss = (int64_t)json_number_value(json_object_get(o, "peak_rss_bytes"));
+    t->tokens = (int64_t)json_number_value(json_object_get(o, "tokens"));
+    json_t *rf = json_object_get(o, "resumed_from");
+    t->resumed_from = json_is_integer(rf) ? (long)json_integer_value(rf) : -1;
+    const char *text = json_string_value(
+        json_object_get(o, t->kind == TEV_CHECKPOINT ? "path" : "line"));
+    text_copy(t->text, sizeof t->text, text);
+    if ((t->kind == TEV_LOG || t->kind == TEV_ERROR) && !text)
+        return false;
+    if ((t->kind == TEV_STEP || t->kind == TEV_CHECKPOINT || t->kind == TEV_STARTED) &&
+        t->step < 0)
+        return false;
+    return true;
+}
+
+struct events_ctx {
+    struct api_server *srv;
+    const struct tev *ev;
+    int n;
+    int64_t fence;
+    int64_t now;
+    const struct store_attempt *history; /* earlier attempts, for billing */
+    int n_history;
+    const char *stop; /* OUT */
+};
+
+static long clamp_step(const struct store_job *j, long step)
+{
+    if (step < 0)
+        return 0;
+    return step > j->max_steps ? j->max_steps : step;
+}
+
+/* Bills a job that ends now and writes its ledger rows. */
+static enum alallo_err settle(const struct events_ctx *c, struct store_job *j,
+                              const struct store_attempt *current, struct store_writes *w)
+{
+    struct bill b;
+    billing_settle_provisional(j, c->history, c->n_history, current, c->now, &b);
+    j->price_charged += b.charge;
+    j->price_refunded += b.refund;
+    enum alallo_err e = ERR_OK;
+    struct store_ledger_row r = {.created_ms = c->now};
+    text_copy(r.account, sizeof r.account, j->account);
+    text_copy(r.job, sizeof r.job, j->id);
+    text_copy(r.attempt, sizeof r.attempt, current ? current->id : "");
+    if (b.charge > 0) {
+        text_copy(r.kind, sizeof r.kind, "charge");
+        r.amount = b.charge;
+        r.steps = b.steps;
+        e = store_writes_ledger(w, &r);
+    }
+    if (!e && b.refund > 0) {
+        text_copy(r.kind, sizeof r.kind, "refund");
+        r.amount = b.refund;
+        r.steps = 0;
+        e = store_writes_ledger(w, &r);
+    }
+    return e;
+}
+
+/* Closes attempt a at c->now; adds its running time to the job. */
+static void end_attempt(struct store_job *j, struct store_attempt *a, int64_t now,
+                        const char *reason)
+{
+    if (strcmp(a->status, "ended") == 0)
+        return;
+    if (j->run_started_ms && strcmp(j->active_attempt, a->id) == 0) {
+        a->run_ms = now - j->run_started_ms;
+        j->running_ms += a->run_ms;
+        j->run_started_ms = 0;
+    }
+    a->end_step = j->steps_done;
+    a->ended_ms = now;
+    text_copy(a->status, sizeof a->status, "ended");
+    text_copy(a->reason, sizeof a->reason, reason);
+    if (strcmp(j->active_attempt, a->id) == 0)
+        j->active_attempt[0] = '\0';
+}
+
+static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
+                                 struct store_attempt *a, const struct tev *t,
+                                 struct store_writes *w)
+{
+    enum alallo_err e = ERR_OK;
+    char msg[STORE_MESSAGE_MAX], data[STORE_JSON_SMALL];
+    switch (t->kind) {
+    case TEV_STARTED:
+        if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING)
+            move_to(j, JOB_RUNNING, MSG_NONE);
+        if (!j->started_ms)
+            j->started_ms = c->now;
+        j->run_started_ms = c->now;
+        j->steps_done = clamp_step(j, t->step);
+        j->run_start_step = j->steps_done;
+        a->start_step = a->end_step = j->steps_done;
+        text_copy(a->status, sizeof a->status, "running");
+        if (t->step > 0)
+            e = note(w, c->now, "info", "Resumed from the checkpoint at step %ld on worker %s",
+                     t->step, a->worker);
+        else
+            e = note(w, c->now, "info", "Fine-tuning job started");
+        break;
+    case TEV_LOG:
+        e = store_writes_log(w, a->id, t->text);
+        break;
+    case TEV_STEP:
+        j->steps_done = clamp_step(j, t->step);
+        a->end_step = j->steps_done;
+        j->train_loss = t->loss;
+        text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
+                    j->max_steps, t->loss);
+        text_printf(data, sizeof data,
+                    "{\"step\":%ld,\"train_loss\":%.6g,\"learning_rate\":%.6g,"
+                    "\"tokens_per_s\":%.6g}",
+                    j->steps_done, t->loss, t->lr, t->tokens_per_s);
+        e = store_writes_event(w, c->now, "info", "metrics", msg, data);
+        break;
+    case TEV_MEMORY:
+        text_printf(data, sizeof data, "{\"peak_rss_bytes\":%" PRId64 "}", t->peak_rss);
+        text_printf(msg, sizeof msg, "Peak memory %.1f MB", (double)t->peak_rss / 1e6);
+        e = store_writes_event(w, c->now, "info", "metrics", msg, data);
+        break;
+    case TEV_CHECKPOINT: {
+        struct store_checkpoint k = {.step = clamp_step(j, t->step), .train_loss = t->loss,
+                                     .created_ms = c->now};
+        text_copy(k.job, sizeof k.job, j->id);
+        text_copy(k.path, sizeof k.path, t->text);
+        if (k.step > j->steps_done)
+            j->steps_done = k.step;
+        a->end_step = j->steps_done;
+        e = store_writes_checkpoint(w, &k);
+        if (!e)
+            e = note(w, c->now, "info", "Checkpoint saved at step %ld", k.step);
+        break;
+    }
+    case TEV_DONE:
+        if (job_status_is_terminal(j->status))
+            break;
+        j->steps_done = j->max_steps;
+        if (t->loss > 0)
+            j->train_loss = t->loss;
+        a->end_step = j->steps_done;
+        j->status = JOB_SUCCEEDED; /* from running or cancelling: the model is done */
+        set_message(j, MSG_NONE);
+        j->finished_ms = c->now;
+        j->trained_tokens = j->tokens * j->n_epochs;
+        shape_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
+        j->stop_reason[0] = '\0';
+        end_attempt(j, a, c->now, "succeeded");
+        e = settle(c, j, a, w);
+        if (!e)
+            e = note(w, c->now, "info", "The job has successfully completed");
+        break;
+    case TEV_ERROR:
+        /* The outcome is decided when the attempt finishes; the line goes
+         * to the log so the user sees it where the help page says. */
+        e = store_writes_log(w, a->id, t->text);
+        break;
+    }
+    return e;
+}
+
+static void check_limits(const struct api_server *srv, struct store_job *j, int64_t now)
+{
+    if (j->status != JOB_RUNNING || !j->run_started_ms || j->stop_reason[0])
+        return;
+    double ran_s = (double)(j->running_ms + (now - j->run_started_ms)) / 1000.0;
+    if (ran_s > (double)srv->cfg.time_limit_s) {
+        text_copy(j->stop_reason, sizeof j->stop_reason, "time_limit");
+        return;
+    }
+    json_t *est = j->estimate[0] ? json_loads(j->estimate, 0, NULL) : NULL;
+    double high = json_number_value(json_object_get(json_object_get(est, "training"), "high_s"));
+    json_decref(est);
+    if (high > 0 && ran_s > srv->cfg.budget_multiple * high)
+        text_copy(j->stop_reason, sizeof j->stop_reason, "budget");
+}
+
+static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
+                                 struct store_writes *w, void *vctx)
+{
+    struct events_ctx *c = vctx;
+    if (a->fence != c->fence || !attempt_owns(j, a))
+        return ERR_FENCED;
+    for (int i = 0; i < c->n; i++) {
+        if (!attempt_owns(j, a))
+            break; /* `done` ended it; anything after changes nothing */
+        enum alallo_err e = apply_one(c, j, a, &c->ev[i], w);
+        if (e)
+            return e;
+    }
+    check_limits(c->srv, j, c->now);
+    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : NULL;
+    return ERR_OK;
+}
+
+/* Earlier attempts of a job, for billing. Returns how many (0 on error). */
+static int load_history(struct api_server *srv, const char *job, struct store_attempt *out,
+                        int cap)
+{
+    int n = 0;
+    if (store_attempt_list(srv->store, job, out, cap, &n))
+        return 0;
+    return n;
+}
+
+enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id, int64_t fence,
+                                 json_t *events, const char **stop)
+{
+    *stop = NULL;
+    if (!json_is_array(events))
+        return ERR_INVALID;
+    struct store_attempt att;
+    enum alallo_err e = store_attempt_get(srv->store, attempt_id, &att);
+    if (e)
+        return e;
+    struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
+    struct tev *ev = calloc(EVENTS_PER_TX, sizeof *ev);
+    if (!history || !ev) {
+        free(history);
+        free(ev);
+        return ERR_NOMEM;
+    }
+    int n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
+    size_t total = json_array_size(events), i = 0;
+    struct events_ctx c = {.srv = srv, .ev = ev, .fence = fence, .history = history,
+                           .n_history = n_history};
+    do {
+        c.n = 0;
+        for (; i < total && c.n < EVENTS_PER_TX; i++)
+            if (parse_event(json_array_get(events, i), &ev[c.n]))
+                c.n++;
+        c.now = api_now_ms();
+        e = store_job_update(srv->store, att.job, attempt_id, events_cb, &c);
+    } while (!e && i < total);
+    *stop = c.stop;
+    free(history);
+    free(ev);
+    return e;
+}
+
+/* ---- the end of an attempt -------------------------------------------- */
+
+struct finish_ctx {
+    struct events_ctx base;
+    const struct attempt_end *end;
+    bool internal; /* OUT: failed on alallo's side */
+    bool already;  /* OUT: the attempt had ended with success: nothing to do */
+};
+
+static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
+                                 struct store_writes *w, void *vctx)
+{
+    struct finish_ctx *c = vctx;
+    int64_t now = c->base.now;
+    if (strcmp(a->status, "ended") == 0 && strcmp(a->reason, "succeeded") == 0 &&
+        a->fence == c->base.fence) {
+        c->already = true;
+        return ERR_OK;
+    }
+    if (a->fence != c->base.fence || !attempt_owns(j, a))
+        return ERR_FENCED;
+    const struct attempt_end *end = c->end;
+    bool user_error = strcmp(end->error_kind, "user") == 0 || end->exit_status == 3;
+    bool stopped = end->exit_status == 4;
+    char reason[STORE_MESSAGE_MAX];
+    enum alallo_err e = ERR_OK;
+
+    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
+        end_attempt(j, a, now, "cancelled");
+        if (j->status != JOB_CANCELLING)
+            move_to(j, JOB_CANCELLING, MSG_NONE);
+        move_to(j, JOB_CANCELLED, MSG_NONE);
+        j->finished_ms = now;
+        e = settle(&c->base, j, a, w);
+        if (!e)
+            e = note(w, now, "info", "The job was cancelled");
+    } else if (strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0) {
+        bool limit = strcmp(j->stop_reason, "time_limit") == 0;
+        end_attempt(j, a, now, limit ? "time limit" : "budget");
+        move_to(j, JOB_FAILED, limit ? MSG_STOPPED_TIME_LIMIT : MSG_STOPPED_BUDGET);
+        j->finished_ms = now;
+        e = note(w, now, "error", "%s", j->message);
+    } else if (user_error) {
+        end_attempt(j, a, now, "training failed");
+        move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
+        job_training_failed_message(j->message, sizeof j->message,
+                                    end->line[0] ? end->line : "the trainer stopped on an error");
+        j->finished_ms = now;
+        e = note(w, now, "error", "%s", j->message);
+    } else if (stopped && (strcmp(j->stop_reason, "move") == 0 || !j->stop_reason[0])) {
+        /* Stopped on request after a checkpoint: continue elsewhere. */
+        end_attempt(j, a, now, strcmp(j->stop_reason, "move") == 0 ? "moved" : "worker stopped");
+        enum job_status to = j->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING;
+        move_to(j, to, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
+        e = note(w, now, "info", "Moving the job; it continues from its latest checkpoint");
+    } else {
+        if (end->signal)
+            text_printf(reason, sizeof reason, "trainer killed by signal %d", end->signal);
+        else
+            text_printf(reason, sizeof reason, "trainer exited with status %d", end->exit_status);
+        end_attempt(j, a, now, reason);
+        move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
+        j->finished_ms = now;
+        j->internal_failure = 1;
+        c->internal = true;
+        e = note(w, now, "error", "%s", j->message);
+    }
+    j->stop_reason[0] = '\0';
+    return e;
+}
+
+enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id, int64_t fence,
+                                 const struct attempt_end *end)
+{
+    struct store_attempt att;
+    enum alallo_err e = store_attempt_get(srv->store, attempt_id, &att);
+    if (e)
+        return e;
+    struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
+    if (!history)
+        return ERR_NOMEM;
+    struct finish_ctx c = {.base = {.srv = srv, .fence = fence, .now = api_now_ms(),
+                                    .history = history},
+                           .end = end};
+    c.base.n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
+    e = store_job_update(srv->store, att.job, attempt_id, finish_cb, &c);
+    free(history);
+    if (!e && c.internal) {
+        struct store_job j;
+        if (store_job_get(srv->store, NULL, att.job, &j) == ERR_OK) {
+            char detail[STORE_MESSAGE_MAX + 64];
+            text_printf(detail, sizeof detail, "attempt %s on worker %s: %s", attempt_id,
+                        att.worker, end->line[0] ? end->line : "no error line");
+            lifecycle_report_internal(srv, &j, detail);
+        }
+    }
+    return e;
+}
+
+/* ---- cancel, stop, lost workers --------------------------------------- */
+
+static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unused,
+                                 struct store_writes *w, void *vctx)
+{
+    struct events_ctx *c = vctx;
+    (void)unused;
+    if (j->status == JOB_CANCELLING)
+        return ERR_OK;
+    if (job_status_is_terminal(j->status))
+        return ERR_CONFLICT;
+    if (!j->active_attempt[0]) {
+        /* Nothing runs it: cancelled at once. Steps it did in earlier
+         * attempts (re-scheduling) are billed like a cancel while running. */
+        move_to(j, JOB_CANCELLING, MSG_NONE);
+        move_to(j, JOB_CANCELLED, MSG_NONE);
+        j->finished_ms = c->now;
+        enum alallo_err e = j->steps_done > 0 ? settle(c, j, NULL, w) : ERR_OK;
+        return e ? e : note(w, c->now, "info", "The job was cancelled");
+    }
+    move_to(j, JOB_CANCELLING, MSG_NONE);
+    text_copy(j->stop_reason, sizeof j->stop_reason, "cancel");
+    return note(w, c->now, "info", "Cancellation requested; stopping the training");
+}
+
+enum alallo_err lifecycle_cancel(struct api_server *srv, const char *account, const char *id,
+                                 struct store_job *out)
+{
+    enum alallo_err e = store_job_get(srv->store, account, id, out);
+    if (e)
+        return e;
+    struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
+    if (!history)
+        return ERR_NOMEM;
+    struct events_ctx c = {.srv = srv, .now = api_now_ms(), .history = history};
+    c.n_history = load_history(srv, id, history, ATTEMPTS_MAX);
+    e = store_job_update(srv->store, id, NULL, cancel_cb, &c);
+    free(history);
+    if (!e)
+        e = store_job_get(srv->store, account, id, out);
+    return e;
+}
+
+static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused,
+                               struct store_writes *w, void *vctx)
+{
+    const char *reason = vctx;
+    (void)unused;
+    (void)w;
+    if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING || !j->active_attempt[0])
+        return ERR_CONFLICT;
+    if (!j->stop_reason[0])
+        text_copy(j->stop_reason, sizeof j->stop_reason, reason);
+    return ERR_OK;
+}
+
+enum alallo_err lifecycle_request_stop(struct api_server *srv, const char *id, const char *reason)
+{
+    return store_job_update(srv->store, id, NULL, stop_cb, (void *)reason);
+}
+
+struct gone_ctx {
+    struct events_ctx base;
+    const char *reason;
+};
+
+static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
+                               struct store_writes *w, void *vctx)
+{
+    struct gone_ctx *c = vctx;
+    int64_t now = c->base.now;
+    if (strcmp(a->status, "ended") == 0)
+        return ERR_OK;
+    bool owned = attempt_owns(j, a);
+    end_attempt(j, a, now, c->reason);
+    if (!owned)
+        return ERR_OK;
+    j->stop_reason[0] = '\0';
+    if (j->status == JOB_CANCELLING) {
+        move_to(j, JOB_CANCELLED, MSG_NONE);
+        j->finished_ms = now;
+        enum alallo_err e = settle(&c->base, j, a, w);
+        return e ? e : note(w, now, "info", "The job was cancelled");
+    }
+    if (j->status == JOB_QUEUED) {
+        set_message(j, MSG_WAITING_FOR_CAPACITY);
+        return note(w, now, "warn", "The worker %s was lost before training started", a->worker);
+    }
+    move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+    return note(w, now, "warn",
+                "The worker %s was lost (%s); the job continues from its latest checkpoint",
+                a->worker, c->reason);
+}
+
+enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker,
+                                      const char *reason)
+{
+    struct store_attempt open[16];
+    int n;
+    enum alallo_err e = store_attempt_list_open(srv->store, worker, open, 16, &n);
+    if (e)
+        return e;
+    struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
+    if (!history)
+        return ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        struct gone_ctx c = {.base = {.srv = srv, .now = api_now_ms(), .history = history},
+                             .reason = reason};
+        c.base.n_history = load_history(srv, open[i].job, history, ATTEMPTS_MAX);
+        enum alallo_err e2 = store_job_update(srv->store, open[i].job, open[i].id, gone_cb, &c);
+        if (e2 && !e)
+            e = e2;
+    }
+    free(history);
+    return e;
+}
+
+static enum alallo_err limits_cb(struct store_job *j, struct store_attempt *unused,
+                                 struct store_writes *w, void *vctx)
+{
+    struct events_ctx *c = vctx;
+    (void)unused;
+    (void)w;
+    char before[32];
+    text_copy(before, sizeof before, j->stop_reason);
+    check_limits(c->srv, j, c->now);
+    return strcmp(before, j->stop_reason) == 0 ? ERR_CONFLICT /* nothing to write */ : ERR_OK;
+}
+
+void lifecycle_check_limits(struct api_server *srv, int64_t now_ms)
+{
+    char(*ids)[IDS_MAX] = calloc(1000, IDS_MAX);
+    int n = 0;
+    if (!ids || store_job_ids_in_status(srv->store, JOB_RUNNING, ids, 1000, &n)) {
+        free(ids);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        struct events_ctx c = {.srv = srv, .now = now_ms};
+        store_job_update(srv->store, ids[i], NULL, limits_cb, &c);
+    }
+    free(ids);
+}
+
+/* ---- telling the operator --------------------------------------------- */
+
+struct webhook_job {
+    char url[512];
+    char body[2048];
+};
+
+static void *post_webhook(void *arg)
+{
+    struct webhook_job *wj = arg;
+    CURL *curl = curl_easy_init();
+    if (curl) {
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_URL, wj->url);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, wj->body);
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        CURLcode rc = curl_easy_perform(curl);
+        if (rc != CURLE_OK)
+            api_log("warn", "webhook %s: %s", wj->url, curl_easy_strerror(rc));
+        curl_slist_free_all(h);
+        curl_easy_cleanup(curl);
+    }
+    free(wj);
+    return NULL;
+}
+
+void lifecycle_report_internal(struct api_server *srv, const struct store_job *j,
+                               const char *detail)
+{
+    atomic_fetch_add(&srv->metrics.internal_failures, 1);
+    api_log("error", "job %s failed on alallo's side: %s", j->id, detail);
+    if (!srv->cfg.webhook[0])
+        return;
+    struct webhook_job *wj = calloc(1, sizeof *wj);
+    if (!wj)
+        return;
+    text_copy(wj->url, sizeof wj->url, srv->cfg.webhook);
+    json_t *body = json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", "job.failed_internal", "job", j->id,
+                             "account", j->account, "message", j->message, "detail", detail);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    bool fits = text && text_copy(wj->body, sizeof wj->body, text);
+    free(text);
+    pthread_t t;
+    if (!fits || pthread_create(&t, NULL, post_webhook, wj) != 0) {
+        free(wj);
+        return;
+    }
+    pthread_detach(t);
+}

@@ -1,0 +1,78 @@
+/* lifecycle.h - how a job moves through its seven statuses (the help page
+ * and docs/lifecycle.md): claims by workers, the trainer's events relayed
+ * by them, the end of an attempt, cancels, stops, lost workers.
+ *
+ * Every change to a job goes through store_job_update(), so each of these
+ * is one durable transaction. Fencing: an attempt may change its job only
+ * while its fence is the job's fence and it has not ended; otherwise
+ * ERR_FENCED and nothing changes.
+ */
+#ifndef ALALLO_API_LIFECYCLE_H
+#define ALALLO_API_LIFECYCLE_H
+
+#include <jansson.h>
+
+#include "api/server.h"
+#include "store/store.h"
+
+/* Where a job's files live: DATA/jobs/ID/{checkpoints,out}. Returns false
+ * when the id is not a safe id or the path does not fit. */
+bool lifecycle_job_dir(const struct api_server *srv, const char *job_id, const char *sub,
+                       char *out, size_t cap);
+
+/* Worker `worker` asks for work: picks a waiting job that fits it, starts
+ * an attempt with a new fence, and writes the trainer's spec (ATTEMPT.json
+ * minus threads) into *spec. ERR_OK with *spec NULL: nothing for it now.
+ * ERR_NOT_FOUND: the worker is not registered. */
+enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
+                                struct store_attempt *attempt /* OUT */, json_t **spec /* OUT */);
+
+/* Applies trainer events (docs/trainer-protocol.md) reported for attempt
+ * `attempt_id` holding `fence`. *stop gets "cancel", "move" or NULL: what
+ * the worker must do with its trainer. */
+enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id, int64_t fence,
+                                 json_t *events, const char **stop /* OUT */);
+
+/* What ended an attempt, as its worker reports it. */
+struct attempt_end {
+    int exit_status;     /* -1 when it died by a signal */
+    int signal;          /* 0 when it exited */
+    char error_kind[16]; /* "user", "internal" or "" */
+    char line[STORE_MESSAGE_MAX];
+};
+
+/* Ends attempt `attempt_id` and decides the job's outcome. */
+enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id, int64_t fence,
+                                 const struct attempt_end *end);
+
+/* Cancels job `id` of `account`: at once when nothing runs it, else
+ * cancelling until its trainer has stopped. `out` gets the job after. */
+enum alallo_err lifecycle_cancel(struct api_server *srv, const char *account, const char *id,
+                                 struct store_job *out /* OUT */);
+
+/* Ends every open attempt on worker `worker` with `reason` ("worker lost",
+ * "worker restarted"); their jobs go to re-scheduling (or back to queued
+ * if they had not started, or to cancelled if cancelling). */
+enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker,
+                                      const char *reason);
+
+/* Asks the attempt running job `id` to stop for `reason` ("move",
+ * "time_limit", "budget"); the worker learns it at its next call. */
+enum alallo_err lifecycle_request_stop(struct api_server *srv, const char *id,
+                                       const char *reason);
+
+/* What the worker must do with the trainer of attempt `a` of job `j`:
+ * "cancel", "move" or NULL. An attempt that no longer owns its job is told
+ * "cancel": its work counts for nothing. */
+const char *lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a);
+
+/* Checks the running jobs against the time limit and the budget, and asks
+ * those past either to stop. */
+void lifecycle_check_limits(struct api_server *srv, int64_t now_ms);
+
+/* Tells the operator about a failure on alallo's side: an error line in the
+ * server log, the failures counter, and the webhook (if configured). */
+void lifecycle_report_internal(struct api_server *srv, const struct store_job *j,
+                               const char *detail);
+
+#endif

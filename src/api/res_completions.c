@@ -1,0 +1,158 @@
+/* res_completions.c - POST /v1/completions (OpenAI shape): generation from
+ * a base or fine-tuned model, by running `alallo generate --model-dir DIR
+ * --json` as a child process with a time limit, so a crash or a runaway
+ * generation never takes the server down. At most cfg.max_completions run
+ * at once; more get 429. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/catalog.h"
+#include "api/child.h"
+#include "api/handlers.h"
+#include "api/lifecycle.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+#define PROMPT_MAX (32 * 1024)
+#define MAX_TOKENS_CAP 2048
+
+static bool bad(struct http_response *res, const char *param, const char *msg)
+{
+    api_error(res, ERR_INVALID, msg, param);
+    return false;
+}
+
+struct gen_args {
+    const char *model, *prompt;
+    long max_tokens;
+    double temperature;
+    long seed; /* -1: none */
+};
+
+static bool parse(json_t *body, struct gen_args *a, struct http_response *res)
+{
+    a->model = json_string_value(json_object_get(body, "model"));
+    if (!a->model)
+        return bad(res, "model", "model is required.");
+    json_t *p = json_object_get(body, "prompt");
+    if (json_is_array(p) && json_array_size(p) == 1)
+        p = json_array_get(p, 0); /* one prompt in a list, as SDKs allow */
+    a->prompt = json_string_value(p);
+    if (!a->prompt)
+        return bad(res, "prompt", "prompt must be a string.");
+    if (strlen(a->prompt) > PROMPT_MAX)
+        return bad(res, "prompt", "prompt is too long (at most 32768 bytes).");
+    json_t *mt = json_object_get(body, "max_tokens");
+    a->max_tokens = 16;
+    if (mt && !json_is_null(mt)) {
+        if (!json_is_integer(mt) || json_integer_value(mt) < 1 ||
+            json_integer_value(mt) > MAX_TOKENS_CAP)
+            return bad(res, "max_tokens", "max_tokens must be an integer from 1 to 2048.");
+        a->max_tokens = (long)json_integer_value(mt);
+    }
+    json_t *t = json_object_get(body, "temperature");
+    a->temperature = 1.0;
+    if (t && !json_is_null(t)) {
+        double v = json_number_value(t);
+        if (!json_is_number(t) || !isfinite(v) || v < 0 || v > 2)
+            return bad(res, "temperature", "temperature must be a number from 0 to 2.");
+        a->temperature = v;
+    }
+    json_t *s = json_object_get(body, "seed");
+    a->seed = -1;
+    if (s && !json_is_null(s)) {
+        if (!json_is_integer(s) || json_integer_value(s) < 0)
+            return bad(res, "seed", "seed must be a non-negative integer.");
+        a->seed = (long)json_integer_value(s);
+    }
+    return true;
+}
+
+void completions_create(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    struct gen_args a;
+    if (!parse(body, &a, res)) {
+        json_decref(body);
+        return;
+    }
+    char dir[1024];
+    struct catalog_model m;
+    struct store_job *j = malloc(sizeof *j);
+    bool found = false;
+    if (catalog_find(srv->catalog, a.model, &m)) {
+        found = text_copy(dir, sizeof dir, m.dir);
+    } else if (j && store_job_by_model(srv->store, req->account.id, a.model, j) == ERR_OK) {
+        found = lifecycle_job_dir(srv, j->id, "out/model", dir, sizeof dir);
+    }
+    free(j);
+    if (!found) {
+        char msg[300];
+        text_printf(msg, sizeof msg, "No such model: %.200s.", a.model);
+        json_decref(body);
+        api_error(res, ERR_NOT_FOUND, msg, "model");
+        return;
+    }
+    if (atomic_fetch_add(&srv->completions_running, 1) >= srv->cfg.max_completions) {
+        atomic_fetch_sub(&srv->completions_running, 1);
+        json_decref(body);
+        api_error(res, ERR_RATE_LIMITED, "Too many generations are running; try again shortly.",
+                  NULL);
+        return;
+    }
+    char max_tokens[24], temperature[32], seed[24];
+    text_printf(max_tokens, sizeof max_tokens, "%ld", a.max_tokens);
+    text_printf(temperature, sizeof temperature, "%g", a.temperature);
+    text_printf(seed, sizeof seed, "%ld", a.seed);
+    char *argv[16] = {srv->alallo_bin, "generate",    "--model-dir",    dir,
+                      "--prompt",      (char *)a.prompt, "--max-tokens", max_tokens,
+                      "--temperature", temperature,   "--json"};
+    if (a.seed >= 0) {
+        argv[11] = "--seed";
+        argv[12] = seed;
+    }
+    struct child_result r;
+    int rc = child_run(argv, srv->cfg.completion_timeout_s, 4 << 20, &r);
+    atomic_fetch_sub(&srv->completions_running, 1);
+    json_t *out = NULL;
+    if (rc == 0 && r.exit_status == 0 && r.out) {
+        /* The JSON object is the last line it printed. */
+        char *last = r.out + r.out_len;
+        while (last > r.out && (last[-1] == '\n' || last[-1] == '\r'))
+            *--last = '\0';
+        char *nl = strrchr(r.out, '\n');
+        out = json_loads(nl ? nl + 1 : r.out, 0, NULL);
+    }
+    if (!json_is_object(out)) {
+        if (r.timed_out)
+            api_error(res, ERR_UNAVAILABLE, "The generation took too long and was stopped.", NULL);
+        else
+            api_error(res, ERR_INTERNAL, "The generation failed.", NULL);
+        api_log("error", "generate for %s failed (exit %d, signal %d): %.300s", a.model,
+                r.exit_status, r.signal, r.err);
+        json_decref(out);
+        json_decref(body);
+        child_result_free(&r);
+        return;
+    }
+    child_result_free(&r);
+    atomic_fetch_add(&srv->metrics.completions, 1);
+    char id[IDS_MAX];
+    ids_make(id, sizeof id, "cmpl-");
+    json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
+    json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
+    const char *text = json_string_value(json_object_get(out, "text"));
+    const char *finish = json_string_value(json_object_get(out, "finish_reason"));
+    api_json(res, 200,
+             json_pack("{s:s,s:s,s:I,s:s,s:[{s:s,s:i,s:n,s:s}],s:{s:I,s:I,s:I}}", "id", id,
+                       "object", "text_completion", "created", (json_int_t)(api_now_ms() / 1000),
+                       "model", a.model, "choices", "text", text ? text : "", "index", 0,
+                       "logprobs", "finish_reason", finish ? finish : "length", "usage",
+                       "prompt_tokens", pt, "completion_tokens", ct, "total_tokens", pt + ct));
+    json_decref(out);
+    json_decref(body);
+}

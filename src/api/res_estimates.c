@@ -1,0 +1,25 @@
+/* res_estimates.c - POST /v1/fine_tuning/estimates: the time and price a
+ * job would take, before it is created (same body as job creation). */
+#include <stdlib.h>
+
+#include "api/handlers.h"
+#include "api/job_request.h"
+
+void estimates_create(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    struct job_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        json_decref(body);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    if (job_request_parse(srv, req, body, r, res)) {
+        job_request_estimate(srv, r);
+        api_json(res, 200, job_request_estimate_json(&r->est));
+    }
+    json_decref(body);
+    free(r);
+}

@@ -1,0 +1,235 @@
+/* res_files.c - /v1/files: upload (multipart, validated line by line),
+ * list, show, content, delete. A file's bytes live in DATA/files/ID.jsonl,
+ * written whole (temporary name, fsync, rename) before its row exists. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/handlers.h"
+#include "api/multipart.h"
+#include "api/shapes.h"
+#include "core/dataset.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+#define FORM_PARTS_MAX 8
+
+static bool file_path(const struct api_server *srv, const char *id, char *out, size_t cap)
+{
+    return ids_valid(id) && text_printf(out, cap, "%s/files/%s.jsonl", srv->cfg.data_dir, id);
+}
+
+/* Writes data to path durably: a temporary file, fsync, rename, fsync of
+ * the folder. Returns 0 or -1. */
+static int write_durably(const char *path, const char *data, size_t len)
+{
+    char tmp[1100];
+    if (!text_printf(tmp, sizeof tmp, "%s.tmp", path))
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    char dir[1100];
+    text_copy(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return 0;
+}
+
+/* A file name as uploaded: its last path component, printable, short. */
+static bool clean_filename(const char *in, char *out, size_t cap)
+{
+    const char *base = strrchr(in, '/');
+    base = base ? base + 1 : in;
+    const char *bs = strrchr(base, '\\');
+    base = bs ? bs + 1 : base;
+    if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return false;
+    for (const char *p = base; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return false;
+    return text_copy(out, cap, base);
+}
+
+void files_create(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    char boundary[MULTIPART_BOUNDARY_MAX], err[300];
+    if (multipart_boundary(req->content_type, boundary)) {
+        api_error(res, ERR_INVALID,
+                  "Upload the file as multipart/form-data with fields \"file\" and \"purpose\".",
+                  "file");
+        return;
+    }
+    struct multipart_part parts[FORM_PARTS_MAX];
+    int n;
+    if (multipart_parse(req->body, req->body_len, boundary, parts, FORM_PARTS_MAX, &n, err,
+                        sizeof err)) {
+        char msg[400];
+        text_printf(msg, sizeof msg, "The upload is not valid multipart/form-data: %s.", err);
+        api_error(res, ERR_INVALID, msg, "file");
+        return;
+    }
+    const struct multipart_part *purpose = multipart_find(parts, n, "purpose");
+    const struct multipart_part *file = multipart_find(parts, n, "file");
+    if (!purpose || purpose->len != 9 || memcmp(purpose->data, "fine-tune", 9) != 0) {
+        api_error(res, ERR_INVALID, "purpose must be \"fine-tune\".", "purpose");
+        return;
+    }
+    struct store_file f = {0};
+    if (!file || !clean_filename(file->filename, f.filename, sizeof f.filename)) {
+        api_error(res, ERR_INVALID, "file is required: a JSONL data set with a file name.",
+                  "file");
+        return;
+    }
+    struct dataset_check check;
+    if (dataset_check_buffer(file->data, file->len, &check) != 0) {
+        char msg[600];
+        dataset_check_error(&check, f.filename, msg, sizeof msg);
+        api_error(res, ERR_INVALID, msg, "file");
+        return;
+    }
+    ids_make(f.id, sizeof f.id, "file-");
+    text_copy(f.account, sizeof f.account, req->account.id);
+    text_copy(f.purpose, sizeof f.purpose, "fine-tune");
+    f.bytes = (int64_t)file->len;
+    f.examples = check.examples;
+    f.text_bytes = check.bytes_of_text;
+    f.created_ms = api_now_ms();
+    if (!file_path(srv, f.id, f.path, sizeof f.path) ||
+        write_durably(f.path, file->data, file->len) != 0) {
+        api_log("error", "cannot write upload %s: %s", f.path, strerror(errno));
+        api_error(res, ERR_IO, NULL, NULL);
+        return;
+    }
+    enum alallo_err e = store_file_insert(srv->store, &f);
+    if (e) {
+        unlink(f.path);
+        api_store_error(res, e);
+        return;
+    }
+    api_json(res, 200, shape_file(&f));
+}
+
+void files_list(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const char *after = http_query(req, "after");
+    const char *limit_s = http_query(req, "limit");
+    long limit = STORE_LIST_MAX;
+    if (limit_s) {
+        char *end;
+        limit = strtol(limit_s, &end, 10);
+        if (*end || end == limit_s || limit < 1 || limit > STORE_LIST_MAX) {
+            api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
+            return;
+        }
+    }
+    if (after && !ids_valid(after)) {
+        api_error(res, ERR_INVALID, "after must be the id of one of your files.", "after");
+        return;
+    }
+    struct store_file *files = calloc((size_t)limit, sizeof *files);
+    if (!files) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    int n;
+    bool more;
+    enum alallo_err e =
+        store_file_list(srv->store, req->account.id, after, (int)limit, files, &n, &more);
+    if (e) {
+        api_store_error(res, e);
+    } else {
+        json_t *data = json_array();
+        for (int i = 0; i < n && data; i++)
+            json_array_append_new(data, shape_file(&files[i]));
+        api_json(res, 200, shape_list(data, more));
+    }
+    free(files);
+}
+
+static bool load_file(struct api_server *srv, struct http_request *req, struct http_response *res,
+                      struct store_file *f)
+{
+    const char *id = req->params[0];
+    enum alallo_err e = ids_valid(id) ? store_file_get(srv->store, req->account.id, id, f)
+                                      : ERR_NOT_FOUND;
+    if (e == ERR_NOT_FOUND) {
+        char msg[HTTP_VALUE_MAX + 32];
+        text_printf(msg, sizeof msg, "No such file: %s.", id);
+        api_error(res, ERR_NOT_FOUND, msg, "id");
+    } else if (e) {
+        api_store_error(res, e);
+    }
+    return e == ERR_OK;
+}
+
+void files_get(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_file f;
+    if (load_file(srv, req, res, &f))
+        api_json(res, 200, shape_file(&f));
+}
+
+void files_content(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_file f;
+    if (!load_file(srv, req, res, &f))
+        return;
+    FILE *in = fopen(f.path, "rb");
+    char *data = f.bytes >= 0 && f.bytes <= srv->cfg.max_upload ? malloc((size_t)f.bytes + 1)
+                                                                : NULL;
+    size_t got = in && data ? fread(data, 1, (size_t)f.bytes, in) : 0;
+    if (in)
+        fclose(in);
+    if (!data || got != (size_t)f.bytes) {
+        free(data);
+        api_log("error", "cannot read %s", f.path);
+        api_error(res, ERR_IO, NULL, NULL);
+        return;
+    }
+    http_respond(res, 200, "application/jsonl", data, got);
+    free(data);
+}
+
+void files_delete(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_file f;
+    if (!load_file(srv, req, res, &f))
+        return;
+    enum alallo_err e = store_file_delete(srv->store, req->account.id, f.id, &f);
+    if (e) {
+        api_store_error(res, e);
+        return;
+    }
+    char path[1100];
+    if (file_path(srv, f.id, path, sizeof path))
+        unlink(path);
+    api_json(res, 200, json_pack("{s:s,s:s,s:b}", "id", f.id, "object", "file", "deleted", 1));
+}

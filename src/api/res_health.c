@@ -1,0 +1,113 @@
+/* res_health.c - /healthz (liveness) and /metrics (Prometheus text). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/fleet.h"
+#include "api/handlers.h"
+
+static const int codes[METRIC_CODES] = {200, 204, 400, 401, 403, 404,
+                                        405, 409, 413, 429, 500, 503};
+
+int metrics_code_index(int code)
+{
+    for (int i = 0; i < METRIC_CODES; i++)
+        if (codes[i] == code)
+            return i;
+    /* Anything else is counted with its class's first code. */
+    if (code >= 500)
+        return 10;
+    if (code >= 400)
+        return 2;
+    return 0;
+}
+
+void health_get(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    (void)req;
+    long counts[JOB_STATUS_COUNT];
+    enum alallo_err e = store_job_count_by_status(srv->store, counts);
+    if (e) {
+        api_store_error(res, e);
+        return;
+    }
+    api_json(res, 200, json_pack("{s:s,s:i}", "status", "ok", "schema_version",
+                                 store_schema_version(srv->store)));
+}
+
+struct out {
+    char *p;
+    size_t len, cap;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct out *o, const char *fmt, ...)
+{
+    if (!o->p)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || o->len + (size_t)n >= o->cap) {
+        free(o->p); /* the page has a fixed cap; past it, answer 500 */
+        o->p = NULL;
+        return;
+    }
+    o->len += (size_t)n;
+}
+
+void metrics_get(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    (void)req;
+    struct out o = {.p = malloc(65536), .cap = 65536};
+    long counts[JOB_STATUS_COUNT];
+    if (store_job_count_by_status(srv->store, counts))
+        memset(counts, 0, sizeof counts);
+    put(&o, "# HELP alallo_http_requests_total HTTP requests answered, by status code.\n"
+            "# TYPE alallo_http_requests_total counter\n");
+    for (int i = 0; i < METRIC_CODES; i++)
+        put(&o, "alallo_http_requests_total{code=\"%d\"} %ld\n", codes[i],
+            atomic_load(&srv->metrics.requests[i]));
+    put(&o, "# HELP alallo_jobs Jobs in each status.\n# TYPE alallo_jobs gauge\n");
+    for (int s = 0; s < JOB_STATUS_COUNT; s++)
+        put(&o, "alallo_jobs{status=\"%s\"} %ld\n", job_status_name((enum job_status)s),
+            counts[s]);
+    struct fleet *f = malloc(sizeof *f);
+    long active = 0, draining = 0, busy = 0;
+    if (f) {
+        fleet_snapshot(srv, f);
+        for (int i = 0; i < f->n; i++) {
+            if (strcmp(f->workers[i].state, "draining") == 0)
+                draining++;
+            else
+                active++;
+            if (!f->idle[i] && strcmp(f->workers[i].state, "active") == 0)
+                busy++;
+        }
+        free(f);
+    }
+    put(&o, "# HELP alallo_workers Workers that are not lost, by state.\n"
+            "# TYPE alallo_workers gauge\n"
+            "alallo_workers{state=\"active\"} %ld\nalallo_workers{state=\"draining\"} %ld\n"
+            "# HELP alallo_workers_busy Active workers running an attempt.\n"
+            "# TYPE alallo_workers_busy gauge\nalallo_workers_busy %ld\n",
+            active, draining, busy);
+    put(&o, "# HELP alallo_internal_failures_total Jobs failed on alallo's side.\n"
+            "# TYPE alallo_internal_failures_total counter\nalallo_internal_failures_total %ld\n",
+        atomic_load(&srv->metrics.internal_failures));
+    put(&o, "# HELP alallo_jobs_created_total Jobs created since the server started.\n"
+            "# TYPE alallo_jobs_created_total counter\nalallo_jobs_created_total %ld\n",
+        atomic_load(&srv->metrics.jobs_created));
+    put(&o, "# HELP alallo_completions_total Completions served.\n"
+            "# TYPE alallo_completions_total counter\nalallo_completions_total %ld\n",
+        atomic_load(&srv->metrics.completions));
+    if (!o.p) {
+        api_error(res, ERR_INTERNAL, NULL, NULL);
+        return;
+    }
+    http_respond(res, 200, "text/plain; version=0.0.4; charset=utf-8", o.p, o.len);
+    free(o.p);
+}

@@ -1,0 +1,253 @@
+/* res_internal.c - /internal: the worker protocol (docs/worker-protocol.md),
+ * server side. Workers authenticate with the worker token. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/fleet.h"
+#include "api/handlers.h"
+#include "api/lifecycle.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+static double number(json_t *o, const char *key, double dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+void internal_register(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    struct store_worker w = {0};
+    const char *name = json_string_value(json_object_get(body, "name"));
+    const char *class_ = json_string_value(json_object_get(body, "class"));
+    const char *accel = json_string_value(json_object_get(body, "accelerator"));
+    double cpus = number(body, "cpus", 0), mem = number(body, "mem_bytes", 0);
+    double price = number(body, "price_per_hour", 0);
+    json_t *speed = json_object_get(body, "speed");
+    const char *bad = NULL;
+    if (!name || !ids_valid_name(name, 64))
+        bad = "name must be 1 to 63 letters, digits, '.', '-' or '_'.";
+    else if (!(cpus >= 1 && cpus <= 4096))
+        bad = "cpus must be from 1 to 4096.";
+    else if (!(mem >= 1 && mem < 9e18))
+        bad = "mem_bytes must be a positive number of bytes.";
+    else if (!class_ || (strcmp(class_, "on-demand") != 0 && strcmp(class_, "spot") != 0))
+        bad = "class must be \"on-demand\" or \"spot\".";
+    else if (!(price >= 0 && price <= 1e6))
+        bad = "price_per_hour must be from 0 to 1000000.";
+    if (bad) {
+        json_decref(body);
+        api_error(res, ERR_INVALID, bad, NULL);
+        return;
+    }
+    text_copy(w.name, sizeof w.name, name);
+    text_copy(w.class_, sizeof w.class_, class_);
+    w.cpus = (int)cpus;
+    w.mem_bytes = (int64_t)mem;
+    w.price_per_hour = price;
+    double tps = number(speed, "tokens_per_s", 0), flops = number(speed, "flops", 0);
+    w.tokens_per_s = isfinite(tps) && tps > 0 ? tps : 0;
+    w.flops = isfinite(flops) && flops > 0 ? flops : 0;
+    json_t *resources = json_pack("{s:i,s:I,s:s}", "cpus", w.cpus, "mem_bytes",
+                                  (json_int_t)w.mem_bytes, "accelerator", accel ? accel : "cpu");
+    json_t *sp = json_pack("{s:f,s:f}", "tokens_per_s", w.tokens_per_s, "flops", w.flops);
+    char *rtext = resources ? json_dumps(resources, JSON_COMPACT) : NULL;
+    char *stext = sp ? json_dumps(sp, JSON_COMPACT) : NULL;
+    bool ok = rtext && stext && text_copy(w.resources, sizeof w.resources, rtext) &&
+              text_copy(w.speed, sizeof w.speed, stext);
+    free(rtext);
+    free(stext);
+    json_decref(resources);
+    json_decref(sp);
+    json_decref(body);
+    if (!ok) {
+        api_error(res, ERR_INVALID, "accelerator is too long.", "accelerator");
+        return;
+    }
+    text_copy(w.state, sizeof w.state, "active");
+    w.last_heartbeat_ms = w.registered_ms = api_now_ms();
+    /* A worker that registers again has restarted: whatever it ran is gone. */
+    enum alallo_err e = lifecycle_worker_gone(srv, w.name, "worker restarted");
+    if (!e)
+        e = store_worker_put(srv->store, &w);
+    if (e) {
+        api_store_error(res, e);
+        return;
+    }
+    fleet_invalidate(srv);
+    api_log("info", "worker %s registered: %d cpus, %.1f GB, %s, %.2f/h", w.name, w.cpus,
+            (double)w.mem_bytes / 1e9, w.class_, w.price_per_hour);
+    api_json(res, 200, json_pack("{s:s,s:i}", "name", w.name, "heartbeat_s", srv->cfg.heartbeat_s));
+}
+
+/* The registered worker named by the path; answers 404 when unknown. */
+static bool load_worker(struct api_server *srv, struct http_request *req,
+                        struct http_response *res, struct store_worker *w)
+{
+    const char *name = req->params[0];
+    enum alallo_err e = ids_valid_name(name, 64) ? store_worker_get(srv->store, name, w)
+                                                 : ERR_NOT_FOUND;
+    if (e == ERR_NOT_FOUND)
+        api_error(res, e, "Unknown worker; register first.", "name");
+    else if (e)
+        api_store_error(res, e);
+    return e == ERR_OK;
+}
+
+void internal_heartbeat(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    struct store_worker w;
+    if (!load_worker(srv, req, res, &w)) {
+        json_decref(body);
+        return;
+    }
+    enum alallo_err e = store_worker_heartbeat(srv->store, w.name, api_now_ms());
+    if (!e && strcmp(w.state, "lost") == 0) {
+        /* Back from the dead: its attempts ended when it was lost. */
+        e = store_worker_set_state(srv->store, w.name, "active");
+        text_copy(w.state, sizeof w.state, "active");
+        fleet_invalidate(srv);
+    }
+    if (e) {
+        json_decref(body);
+        api_store_error(res, e);
+        return;
+    }
+    const char *attempt_id = json_string_value(json_object_get(body, "attempt_id"));
+    const char *stop = NULL;
+    if (attempt_id) {
+        struct store_attempt a;
+        struct store_job *j = malloc(sizeof *j);
+        if (j && ids_valid(attempt_id) && store_attempt_get(srv->store, attempt_id, &a) == ERR_OK &&
+            strcmp(a.worker, w.name) == 0 && store_job_get(srv->store, NULL, a.job, j) == ERR_OK)
+            stop = lifecycle_stop_for(j, &a);
+        else
+            stop = "cancel"; /* an attempt this server does not know runs for nothing */
+        free(j);
+    }
+    json_decref(body);
+    api_json(res, 200, json_pack("{s:s,s:o}", "state", w.state, "stop",
+                                 stop ? json_string(stop) : json_null()));
+}
+
+void internal_claim(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const char *name = req->params[0];
+    if (!ids_valid_name(name, 64)) {
+        api_error(res, ERR_NOT_FOUND, "Unknown worker; register first.", "name");
+        return;
+    }
+    struct store_attempt a;
+    json_t *spec = NULL;
+    enum alallo_err e = lifecycle_claim(srv, name, &a, &spec);
+    if (e == ERR_NOT_FOUND) {
+        api_error(res, e, "Unknown worker; register first.", "name");
+        return;
+    }
+    if (e) {
+        api_store_error(res, e);
+        return;
+    }
+    if (!spec) {
+        http_respond(res, 204, "application/json", "", 0);
+        return;
+    }
+    fleet_invalidate(srv);
+    api_json(res, 200, json_pack("{s:s,s:s,s:I,s:o}", "attempt_id", a.id, "job_id", a.job,
+                                 "fence", (json_int_t)a.fence, "spec", spec));
+}
+
+/* Reads the fence every attempt call carries; answers 400 when missing. */
+static bool read_fence(json_t *body, int64_t *fence, struct http_response *res)
+{
+    json_t *f = json_object_get(body, "fence");
+    if (!json_is_integer(f)) {
+        api_error(res, ERR_INVALID, "fence (an integer) is required.", "fence");
+        return false;
+    }
+    *fence = json_integer_value(f);
+    return true;
+}
+
+static void answer_attempt_error(struct http_response *res, enum alallo_err e)
+{
+    if (e == ERR_FENCED)
+        api_error(res, e, "This attempt no longer owns its job; its report changes nothing.",
+                  "fence");
+    else if (e == ERR_NOT_FOUND)
+        api_error(res, e, "No such attempt.", "id");
+    else
+        api_store_error(res, e);
+}
+
+void internal_events(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    int64_t fence;
+    if (!read_fence(body, &fence, res)) {
+        json_decref(body);
+        return;
+    }
+    json_t *events = json_object_get(body, "events");
+    if (!json_is_array(events)) {
+        json_decref(body);
+        api_error(res, ERR_INVALID, "events (an array) is required.", "events");
+        return;
+    }
+    const char *stop = NULL;
+    enum alallo_err e = ids_valid(req->params[0])
+                            ? lifecycle_events(srv, req->params[0], fence, events, &stop)
+                            : ERR_NOT_FOUND;
+    json_decref(body);
+    if (e) {
+        answer_attempt_error(res, e);
+        return;
+    }
+    api_json(res, 200, json_pack("{s:o}", "stop", stop ? json_string(stop) : json_null()));
+}
+
+void internal_finish(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    int64_t fence;
+    if (!read_fence(body, &fence, res)) {
+        json_decref(body);
+        return;
+    }
+    struct attempt_end end = {.exit_status = -1};
+    json_t *status = json_object_get(body, "exit_status");
+    json_t *sig = json_object_get(body, "signal");
+    if (json_is_integer(status))
+        end.exit_status = (int)json_integer_value(status);
+    if (json_is_integer(sig))
+        end.signal = (int)json_integer_value(sig);
+    if (end.exit_status < 0 && end.signal <= 0) {
+        json_decref(body);
+        api_error(res, ERR_INVALID, "exit_status or signal is required.", "exit_status");
+        return;
+    }
+    text_copy(end.error_kind, sizeof end.error_kind,
+              json_string_value(json_object_get(body, "error_kind")));
+    text_copy(end.line, sizeof end.line, json_string_value(json_object_get(body, "line")));
+    json_decref(body);
+    enum alallo_err e = ids_valid(req->params[0])
+                            ? lifecycle_finish(srv, req->params[0], fence, &end)
+                            : ERR_NOT_FOUND;
+    if (e) {
+        answer_attempt_error(res, e);
+        return;
+    }
+    fleet_invalidate(srv);
+    api_json(res, 200, json_object());
+}

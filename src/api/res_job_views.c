@@ -1,0 +1,296 @@
+/* res_job_views.c - what a job shows besides itself: its events (OpenAI
+ * shape), its checkpoints, and the training log of its current or last
+ * run, whole or followed as it grows. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/handlers.h"
+#include "api/shapes.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+#define NO_LOG_YET "No log yet. It appears once training starts."
+#define LOG_READ_BATCH 256
+#define LOG_MAX_BYTES (32 << 20)
+#define FOLLOW_POLL_MS 250
+
+static bool load_job(struct api_server *srv, struct http_request *req, struct http_response *res,
+                     struct store_job *j)
+{
+    const char *id = req->params[0];
+    enum alallo_err e = ids_valid(id) ? store_job_get(srv->store, req->account.id, id, j)
+                                      : ERR_NOT_FOUND;
+    if (e == ERR_NOT_FOUND) {
+        char msg[HTTP_VALUE_MAX + 32];
+        text_printf(msg, sizeof msg, "No such job: %s.", id);
+        api_error(res, ERR_NOT_FOUND, msg, "id");
+    } else if (e) {
+        api_store_error(res, e);
+    }
+    return e == ERR_OK;
+}
+
+/* Reads ?limit= (default dflt, 1..100); answers 400 and returns -1 when bad. */
+static int read_limit(struct http_request *req, struct http_response *res, int dflt)
+{
+    const char *s = http_query(req, "limit");
+    if (!s)
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || v < 1 || v > STORE_LIST_MAX) {
+        api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
+        return -1;
+    }
+    return (int)v;
+}
+
+void jobs_events(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_job *j = malloc(sizeof *j);
+    struct store_event *ev = calloc(STORE_LIST_MAX, sizeof *ev);
+    if (!j || !ev) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        goto out;
+    }
+    if (!load_job(srv, req, res, j))
+        goto out;
+    int limit = read_limit(req, res, 20);
+    if (limit < 0)
+        goto out;
+    const char *after = http_query(req, "after");
+    int64_t before = 0;
+    if (after) {
+        before = shape_event_seq(j, after);
+        if (!before) {
+            api_error(res, ERR_INVALID, "after must be the id of one of this job's events.",
+                      "after");
+            goto out;
+        }
+    }
+    int n;
+    bool more;
+    enum alallo_err e = store_event_list(srv->store, j->id, before, limit, ev, &n, &more);
+    if (e) {
+        api_store_error(res, e);
+        goto out;
+    }
+    json_t *data = json_array();
+    for (int i = 0; i < n && data; i++)
+        json_array_append_new(data, shape_event(j, &ev[i]));
+    api_json(res, 200, shape_list(data, more));
+out:
+    free(j);
+    free(ev);
+}
+
+void jobs_checkpoints(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_job *j = malloc(sizeof *j);
+    struct store_checkpoint *ck = calloc(STORE_LIST_MAX + 1, sizeof *ck);
+    if (!j || !ck) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        goto out;
+    }
+    if (!load_job(srv, req, res, j))
+        goto out;
+    int limit = read_limit(req, res, 10);
+    if (limit < 0)
+        goto out;
+    int n;
+    enum alallo_err e = store_checkpoint_list(srv->store, j->id, ck, STORE_LIST_MAX + 1, &n);
+    if (e) {
+        api_store_error(res, e);
+        goto out;
+    }
+    /* Newest first; `after` is a checkpoint id from an earlier page. */
+    int start = 0;
+    const char *after = http_query(req, "after");
+    if (after) {
+        start = -1;
+        for (int i = 0; i < n; i++) {
+            json_t *c = shape_checkpoint(j, &ck[i]);
+            bool same = c && strcmp(json_string_value(json_object_get(c, "id")), after) == 0;
+            json_decref(c);
+            if (same) {
+                start = i + 1;
+                break;
+            }
+        }
+        if (start < 0) {
+            api_error(res, ERR_INVALID, "after must be the id of one of this job's checkpoints.",
+                      "after");
+            goto out;
+        }
+    }
+    json_t *data = json_array();
+    int i = start;
+    for (; i < n && i - start < limit && data; i++)
+        json_array_append_new(data, shape_checkpoint(j, &ck[i]));
+    api_json(res, 200, shape_list(data, i < n));
+out:
+    free(j);
+    free(ck);
+}
+
+/* ---- the training log ------------------------------------------------- */
+
+struct text_buf {
+    char *p;
+    size_t len, cap;
+};
+
+static bool buf_add(struct text_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > LOG_MAX_BYTES)
+        return false;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return false;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return true;
+}
+
+/* Appends lines of `attempt` (NULL: any) after *seq; advances *seq. */
+static enum alallo_err read_lines(struct store *s, const char *job, const char *attempt,
+                                  int64_t *seq, struct text_buf *b, struct store_log_line *lines)
+{
+    for (;;) {
+        int n;
+        enum alallo_err e = store_log_read(s, job, attempt, *seq, lines, LOG_READ_BATCH, &n);
+        if (e)
+            return e;
+        for (int i = 0; i < n; i++) {
+            if (!buf_add(b, lines[i].line, strlen(lines[i].line)) || !buf_add(b, "\n", 1))
+                return ERR_TOO_LARGE;
+            *seq = lines[i].seq;
+        }
+        if (n < LOG_READ_BATCH)
+            return ERR_OK;
+    }
+}
+
+struct follow {
+    struct api_server *srv;
+    char job[IDS_MAX];
+    char account[IDS_MAX];
+    int64_t seq;
+    bool any_line;
+    bool done;
+    struct text_buf pending;
+    size_t sent;
+    struct store_log_line *lines;
+};
+
+static void follow_free(void *vctx)
+{
+    struct follow *f = vctx;
+    free(f->pending.p);
+    free(f->lines);
+    free(f);
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Streams new lines of the job (any attempt) until it has ended and every
+ * line is sent; blocks between polls (each connection has its thread). */
+static ssize_t follow_read(void *vctx, char *buf, size_t max)
+{
+    struct follow *f = vctx;
+    for (;;) {
+        if (f->sent < f->pending.len) {
+            size_t n = f->pending.len - f->sent;
+            if (n > max)
+                n = max;
+            memcpy(buf, f->pending.p + f->sent, n);
+            f->sent += n;
+            return (ssize_t)n;
+        }
+        f->pending.len = f->sent = 0;
+        if (f->done || atomic_load(&f->srv->stopping))
+            return -1;
+        struct store_job j;
+        if (store_job_get(f->srv->store, f->account, f->job, &j))
+            return -1;
+        bool ended = job_status_is_terminal(j.status);
+        if (read_lines(f->srv->store, f->job, NULL, &f->seq, &f->pending, f->lines))
+            return -1;
+        if (f->pending.len) {
+            f->any_line = true;
+        } else if (ended) {
+            f->done = true;
+            if (!f->any_line && !buf_add(&f->pending, NO_LOG_YET "\n", strlen(NO_LOG_YET) + 1))
+                return -1;
+        } else {
+            nap_ms(FOLLOW_POLL_MS);
+        }
+    }
+}
+
+void jobs_log(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_job *j = malloc(sizeof *j);
+    struct store_log_line *lines = calloc(LOG_READ_BATCH, sizeof *lines);
+    struct text_buf b = {0};
+    if (!j || !lines) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        goto out;
+    }
+    if (!load_job(srv, req, res, j))
+        goto out;
+    char attempt[IDS_MAX];
+    enum alallo_err e = store_log_last_attempt(srv->store, j->id, attempt);
+    int64_t seq = 0;
+    if (!e && attempt[0])
+        e = read_lines(srv->store, j->id, attempt, &seq, &b, lines);
+    if (e) {
+        api_store_error(res, e);
+        goto out;
+    }
+    const char *follow = http_query(req, "follow");
+    if (follow && (strcmp(follow, "1") == 0 || strcmp(follow, "true") == 0)) {
+        struct follow *f = calloc(1, sizeof *f);
+        if (!f) {
+            api_error(res, ERR_NOMEM, NULL, NULL);
+            goto out;
+        }
+        f->srv = srv;
+        text_copy(f->job, sizeof f->job, j->id);
+        text_copy(f->account, sizeof f->account, req->account.id);
+        f->seq = seq;
+        f->any_line = b.len > 0;
+        f->pending = b;
+        f->lines = lines;
+        b = (struct text_buf){0};
+        lines = NULL;
+        http_response_free(res);
+        res->status = 200;
+        text_copy(res->content_type, sizeof res->content_type, "text/plain; charset=utf-8");
+        res->stream = follow_read;
+        res->stream_ctx = f;
+        res->stream_free = follow_free;
+        goto out;
+    }
+    if (b.len == 0)
+        http_respond(res, 200, "text/plain; charset=utf-8", NO_LOG_YET, strlen(NO_LOG_YET));
+    else
+        http_respond(res, 200, "text/plain; charset=utf-8", b.p, b.len);
+out:
+    free(j);
+    free(lines);
+    free(b.p);
+}

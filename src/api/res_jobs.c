@@ -1,0 +1,181 @@
+/* res_jobs.c - /v1/fine_tuning/jobs: create, list, retrieve, cancel. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/handlers.h"
+#include "api/job_request.h"
+#include "api/lifecycle.h"
+#include "api/shapes.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+#define JOB_ATTEMPTS_SHOWN 32
+
+json_t *api_job_object(struct api_server *srv, const struct store_job *j)
+{
+    struct store_attempt atts[JOB_ATTEMPTS_SHOWN];
+    int n = 0;
+    if (j->fence > 0 && store_attempt_list(srv->store, j->id, atts, JOB_ATTEMPTS_SHOWN, &n))
+        n = 0;
+    return shape_job(j, atts, n, api_now_ms());
+}
+
+/* The job named by the path, of the caller; answers 404 when absent. */
+static bool load_job(struct api_server *srv, struct http_request *req, struct http_response *res,
+                     struct store_job *j)
+{
+    const char *id = req->params[0];
+    enum alallo_err e = ids_valid(id) ? store_job_get(srv->store, req->account.id, id, j)
+                                      : ERR_NOT_FOUND;
+    if (e == ERR_NOT_FOUND) {
+        char msg[HTTP_VALUE_MAX + 32];
+        text_printf(msg, sizeof msg, "No such job: %s.", id);
+        api_error(res, ERR_NOT_FOUND, msg, "id");
+        return false;
+    }
+    if (e) {
+        api_store_error(res, e);
+        return false;
+    }
+    return true;
+}
+
+void jobs_create(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    struct job_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        json_decref(body);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    bool ok = job_request_parse(srv, req, body, r, res);
+    json_decref(body);
+    if (!ok) {
+        free(r);
+        return;
+    }
+    job_request_estimate(srv, r);
+    struct store_job *j = &r->job;
+    ids_make(j->id, sizeof j->id, "ftjob-");
+    int64_t now = api_now_ms();
+    j->created_ms = now;
+    json_t *est = job_request_estimate_json(&r->est);
+    char *est_text = est ? json_dumps(est, JSON_COMPACT) : NULL;
+    json_decref(est);
+    text_copy(j->estimate, sizeof j->estimate, est_text);
+    free(est_text);
+
+    /* SPEC §2: a job no known capacity can ever run fails at once, and
+     * costs nothing; with no worker known at all it waits. */
+    struct store_event first = {.created_ms = now};
+    text_copy(first.level, sizeof first.level, "info");
+    text_copy(first.type, sizeof first.type, "message");
+    if (r->est.any_worker && !r->est.fits) {
+        j->status = JOB_FAILED;
+        enum job_message m = (strcmp(j->precision, "16-bit") == 0 && r->est.fits_at_4bit)
+                                 ? MSG_NOT_AVAILABLE_LOWER_PRECISION
+                                 : MSG_NOT_AVAILABLE;
+        text_copy(j->message, sizeof j->message, job_message_text(m));
+        j->finished_ms = now;
+        text_copy(first.level, sizeof first.level, "error");
+        text_printf(first.message, sizeof first.message, "Created fine-tuning job %s: %s", j->id,
+                    j->message);
+    } else {
+        j->status = JOB_QUEUED;
+        text_copy(j->message, sizeof j->message,
+                  job_message_text(r->est.free_now ? MSG_STARTING : MSG_WAITING_FOR_CAPACITY));
+        text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
+    }
+    enum alallo_err e = store_job_insert(srv->store, j, &first);
+    if (e) {
+        free(r);
+        api_store_error(res, e);
+        return;
+    }
+    atomic_fetch_add(&srv->metrics.jobs_created, 1);
+    api_json(res, 200, shape_job(j, NULL, 0, now));
+    free(r);
+}
+
+void jobs_list(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const char *after = http_query(req, "after");
+    const char *limit_s = http_query(req, "limit");
+    long limit = 20;
+    if (limit_s) {
+        char *end;
+        limit = strtol(limit_s, &end, 10);
+        if (*end || end == limit_s || limit < 1 || limit > STORE_LIST_MAX) {
+            api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
+            return;
+        }
+    }
+    if (after && !ids_valid(after)) {
+        api_error(res, ERR_INVALID, "after must be the id of one of your jobs.", "after");
+        return;
+    }
+    struct store_job *jobs = calloc((size_t)limit, sizeof *jobs);
+    json_t *data = json_array();
+    if (!jobs || !data) {
+        free(jobs);
+        json_decref(data);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    int n;
+    bool more;
+    enum alallo_err e = store_job_list(srv->store, req->account.id, after, (int)limit, jobs, &n,
+                                       &more);
+    if (e == ERR_NOT_FOUND) {
+        api_error(res, ERR_INVALID, "after must be the id of one of your jobs.", "after");
+    } else if (e) {
+        api_store_error(res, e);
+    } else {
+        for (int i = 0; i < n; i++)
+            json_array_append_new(data, api_job_object(srv, &jobs[i]));
+        api_json(res, 200, shape_list(data, more));
+        data = NULL;
+    }
+    json_decref(data);
+    free(jobs);
+}
+
+void jobs_get(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_job *j = malloc(sizeof *j);
+    if (!j) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    if (load_job(srv, req, res, j))
+        api_json(res, 200, api_job_object(srv, j));
+    free(j);
+}
+
+void jobs_cancel(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct store_job *j = malloc(sizeof *j);
+    if (!j) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    if (!load_job(srv, req, res, j)) {
+        free(j);
+        return;
+    }
+    enum alallo_err e = lifecycle_cancel(srv, req->account.id, j->id, j);
+    if (e == ERR_CONFLICT) {
+        char msg[128];
+        text_printf(msg, sizeof msg, "The job has already ended (%s); there is nothing to cancel.",
+                    job_status_name(j->status));
+        api_error(res, ERR_CONFLICT, msg, "id");
+    } else if (e) {
+        api_store_error(res, e);
+    } else {
+        api_json(res, 200, api_job_object(srv, j));
+    }
+    free(j);
+}

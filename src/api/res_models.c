@@ -1,0 +1,349 @@
+/* res_models.c - /v1/models: the base models of the catalog (what they
+ * are, and which precisions the present capacity can train), the account's
+ * fine-tuned models, and their export (a download of `alallo export`). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/catalog.h"
+#include "api/child.h"
+#include "api/estimate_provisional.h"
+#include "api/fleet.h"
+#include "api/handlers.h"
+#include "api/job_request.h"
+#include "api/lifecycle.h"
+#include "core/text.h"
+
+#define EXPORT_TIMEOUT_S 600
+
+static json_t *base_model(const struct catalog_model *m, int64_t biggest_worker)
+{
+    json_t *methods = json_array();
+    static const struct {
+        const char *precision, *adapter;
+    } kinds[] = {{"16-bit", "lora"}, {"16-bit", "full"}, {"4-bit", "lora"}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && methods; i++) {
+        int64_t need =
+            memory_need_provisional(m, kinds[i].precision, kinds[i].adapter, 8, JOB_SEQ_LEN);
+        json_array_append_new(
+            methods, json_pack("{s:s,s:s,s:s,s:I,s:b}", "method", "supervised", "precision",
+                               kinds[i].precision, "adapter", kinds[i].adapter, "memory_bytes",
+                               (json_int_t)need, "available", need <= biggest_worker));
+    }
+    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:I},s:{s:i,s:i,s:i,s:i,s:i,s:i},s:o}", "id",
+                     m->id, "object", "model", "created", (json_int_t)(m->created_ms / 1000),
+                     "owned_by", "alallo", "kind", "base", "size", "parameters",
+                     (json_int_t)m->params, "bytes", (json_int_t)m->bytes, "shape", "hidden_size",
+                     m->hidden, "layers", m->layers, "heads", m->heads, "kv_heads", m->kv_heads,
+                     "intermediate_size", m->intermediate, "vocab_size", m->vocab, "methods",
+                     methods);
+}
+
+static json_t *tuned_model(const struct store_job *j, const char *owner)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "id", j->fine_tuned_model, "object", "model",
+                     "created", (json_int_t)(j->finished_ms / 1000), "owned_by", owner, "kind",
+                     "fine-tuned", "base_model", j->model, "job", j->id);
+}
+
+static int64_t biggest_worker(struct api_server *srv)
+{
+    struct fleet *f = malloc(sizeof *f);
+    int64_t best = 0;
+    if (!f)
+        return 0;
+    fleet_snapshot(srv, f);
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->workers[i].state, "active") == 0 && f->workers[i].mem_bytes > best)
+            best = f->workers[i].mem_bytes;
+    free(f);
+    return best;
+}
+
+void models_list(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct catalog_model *models = calloc(CATALOG_MAX, sizeof *models);
+    struct store_job *jobs = calloc(STORE_LIST_MAX, sizeof *jobs);
+    json_t *data = json_array();
+    if (!models || !jobs || !data) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        goto out;
+    }
+    int64_t biggest = biggest_worker(srv);
+    int n = catalog_list(srv->catalog, models, CATALOG_MAX);
+    for (int i = 0; i < n; i++)
+        json_array_append_new(data, base_model(&models[i], biggest));
+    int nj;
+    enum alallo_err e = store_job_list_models(srv->store, req->account.id, STORE_LIST_MAX, jobs, &nj);
+    if (e) {
+        api_store_error(res, e);
+        goto out;
+    }
+    for (int i = 0; i < nj; i++)
+        json_array_append_new(data, tuned_model(&jobs[i], req->account.name));
+    api_json(res, 200, json_pack("{s:s,s:O}", "object", "list", "data", data));
+out:
+    json_decref(data);
+    free(models);
+    free(jobs);
+}
+
+/* Finds the model named in the path: a base model, or one of the caller's
+ * fine-tuned models (then *job is filled). Answers 404 when neither. */
+static bool find_model(struct api_server *srv, struct http_request *req, struct http_response *res,
+                       struct catalog_model *base, struct store_job *job, bool *tuned)
+{
+    const char *id = req->params[0];
+    *tuned = false;
+    if (catalog_find(srv->catalog, id, base))
+        return true;
+    if (store_job_by_model(srv->store, req->account.id, id, job) == ERR_OK) {
+        *tuned = true;
+        return true;
+    }
+    char msg[HTTP_VALUE_MAX + 32];
+    text_printf(msg, sizeof msg, "No such model: %s.", id);
+    api_error(res, ERR_NOT_FOUND, msg, "model");
+    return false;
+}
+
+void models_get(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct catalog_model m;
+    struct store_job *j = malloc(sizeof *j);
+    bool tuned;
+    if (j && find_model(srv, req, res, &m, j, &tuned))
+        api_json(res, 200,
+                 tuned ? tuned_model(j, req->account.name) : base_model(&m, biggest_worker(srv)));
+    else if (!j)
+        api_error(res, ERR_NOMEM, NULL, NULL);
+    free(j);
+}
+
+/* ---- export: stream a file, or a folder as a tar archive -------------- */
+
+struct export_stream {
+    char tmp[512];     /* the temporary folder, removed at the end */
+    char path[1024];   /* what was exported: a file or a folder */
+    bool is_dir;
+    DIR *dir;
+    FILE *cur; /* the file being sent */
+    size_t cur_left;
+    char head[512];
+    size_t head_len, head_sent;
+    size_t pad;       /* zero bytes after the current file's data */
+    int trailer_left; /* bytes of the two closing zero blocks */
+    bool started;
+};
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char child[1200];
+            if (text_printf(child, sizeof child, "%s/%s", path, e->d_name))
+                remove_tree(child);
+        }
+        closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void export_free(void *vctx)
+{
+    struct export_stream *x = vctx;
+    if (x->cur)
+        fclose(x->cur);
+    if (x->dir)
+        closedir(x->dir);
+    remove_tree(x->tmp);
+    free(x);
+}
+
+/* A ustar header for a regular file `name` of `size` bytes. */
+static void tar_header(char h[512], const char *name, size_t size)
+{
+    memset(h, 0, 512);
+    text_copy(h, 100, name);
+    memcpy(h + 100, "0000644", 7);
+    memcpy(h + 108, "0000000", 7);
+    memcpy(h + 116, "0000000", 7);
+    snprintf(h + 124, 12, "%011llo", (unsigned long long)size);
+    snprintf(h + 136, 12, "%011llo", 0ULL);
+    h[156] = '0';
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+}
+
+/* Opens the next regular file of the folder; false at the end. */
+static bool next_entry(struct export_stream *x)
+{
+    struct dirent *e;
+    while ((e = readdir(x->dir))) {
+        char p[1200];
+        struct stat st;
+        if (strlen(e->d_name) >= 100 || !text_printf(p, sizeof p, "%s/%s", x->path, e->d_name) ||
+            stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        x->cur = fopen(p, "rb");
+        if (!x->cur)
+            continue;
+        x->cur_left = (size_t)st.st_size;
+        tar_header(x->head, e->d_name, x->cur_left);
+        x->head_len = 512;
+        x->head_sent = 0;
+        x->pad = (512 - x->cur_left % 512) % 512;
+        return true;
+    }
+    return false;
+}
+
+static ssize_t export_read(void *vctx, char *buf, size_t max)
+{
+    struct export_stream *x = vctx;
+    if (!x->is_dir) {
+        if (!x->cur)
+            return -1;
+        size_t n = fread(buf, 1, max, x->cur);
+        return n ? (ssize_t)n : -1;
+    }
+    if (!x->started) {
+        x->started = true;
+        x->trailer_left = 1024;
+        if (!next_entry(x))
+            x->cur = NULL;
+    }
+    if (x->head_sent < x->head_len) {
+        size_t n = x->head_len - x->head_sent < max ? x->head_len - x->head_sent : max;
+        memcpy(buf, x->head + x->head_sent, n);
+        x->head_sent += n;
+        return (ssize_t)n;
+    }
+    if (x->cur && x->cur_left) {
+        size_t n = fread(buf, 1, x->cur_left < max ? x->cur_left : max, x->cur);
+        if (n == 0)
+            return -2; /* the file shrank: abort the download */
+        x->cur_left -= n;
+        return (ssize_t)n;
+    }
+    if (x->cur && x->pad) {
+        size_t n = x->pad < max ? x->pad : max;
+        memset(buf, 0, n);
+        x->pad -= n;
+        return (ssize_t)n;
+    }
+    if (x->cur) {
+        fclose(x->cur);
+        x->cur = NULL;
+        if (next_entry(x))
+            return export_read(vctx, buf, max);
+    }
+    if (x->trailer_left > 0) {
+        size_t n = (size_t)x->trailer_left < max ? (size_t)x->trailer_left : max;
+        memset(buf, 0, n);
+        x->trailer_left -= (int)n;
+        return (ssize_t)n;
+    }
+    return -1;
+}
+
+void models_export(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    struct catalog_model m;
+    struct store_job *j = malloc(sizeof *j);
+    bool tuned;
+    if (!j) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    if (!find_model(srv, req, res, &m, j, &tuned)) {
+        free(j);
+        return;
+    }
+    const char *format = http_query(req, "format");
+    if (!format || (strcmp(format, "hf") != 0 && strcmp(format, "peft") != 0 &&
+                    strcmp(format, "gguf") != 0)) {
+        free(j);
+        api_error(res, ERR_INVALID, "format must be hf, peft or gguf.", "format");
+        return;
+    }
+    char model_dir[1024];
+    bool ok = tuned ? lifecycle_job_dir(srv, j->id, "out/model", model_dir, sizeof model_dir)
+                    : text_copy(model_dir, sizeof model_dir, m.dir);
+    free(j);
+    struct export_stream *x = calloc(1, sizeof *x);
+    if (!ok || !x) {
+        free(x);
+        api_error(res, ERR_INTERNAL, NULL, NULL);
+        return;
+    }
+    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/export-XXXXXX", srv->cfg.data_dir) ||
+        !mkdtemp(x->tmp) ||
+        !text_printf(x->path, sizeof x->path, "%s/%s", x->tmp,
+                     strcmp(format, "gguf") == 0 ? "model.gguf" : format)) {
+        api_log("error", "cannot make a folder for an export: %s", strerror(errno));
+        free(x);
+        api_error(res, ERR_IO, NULL, NULL);
+        return;
+    }
+    char *argv[] = {srv->alallo_bin, "export",    "--model-dir", model_dir, "--format",
+                    (char *)format,  "--out",     x->path,       NULL};
+    struct child_result r;
+    if (child_run(argv, EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
+        char msg[700];
+        const char *why = r.err[0] ? r.err : "the export did not finish";
+        text_printf(msg, sizeof msg, "Export failed: %.600s", why);
+        char *nl = strchr(msg, '\n');
+        if (nl && nl[1] == '\0')
+            *nl = '\0';
+        child_result_free(&r);
+        export_free(x);
+        api_error(res, r.exit_status == 2 || r.exit_status == 3 ? ERR_INVALID : ERR_INTERNAL, msg,
+                  "format");
+        return;
+    }
+    child_result_free(&r);
+    struct stat st;
+    if (stat(x->path, &st) != 0) {
+        export_free(x);
+        api_error(res, ERR_INTERNAL, "Export produced nothing.", NULL);
+        return;
+    }
+    x->is_dir = S_ISDIR(st.st_mode);
+    if (x->is_dir)
+        x->dir = opendir(x->path);
+    else
+        x->cur = fopen(x->path, "rb");
+    if (!x->dir && !x->cur) {
+        export_free(x);
+        api_error(res, ERR_IO, NULL, NULL);
+        return;
+    }
+    http_response_free(res);
+    res->status = 200;
+    text_copy(res->content_type, sizeof res->content_type,
+              x->is_dir ? "application/x-tar" : "application/octet-stream");
+    text_copy(res->header_name, sizeof res->header_name, "Content-Disposition");
+    text_printf(res->header_value, sizeof res->header_value, "attachment; filename=\"%s\"",
+                x->is_dir ? (strcmp(format, "hf") == 0 ? "model-hf.tar" : "adapter-peft.tar")
+                          : "model.gguf");
+    res->stream = export_read;
+    res->stream_ctx = x;
+    res->stream_free = export_free;
+}

@@ -1,0 +1,83 @@
+/* res_workers.c - /v1/workers: the capacity as every account may see it,
+ * and drain (the operator's account only): a draining worker takes no new
+ * attempts and its running one moves elsewhere from its latest checkpoint. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/fleet.h"
+#include "api/handlers.h"
+#include "api/lifecycle.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+static json_t *worker_json(const struct store_worker *w, const struct store_attempt *open, int n)
+{
+    json_t *resources = json_loads(w->resources, 0, NULL);
+    json_t *speed = json_loads(w->speed, 0, NULL);
+    return json_pack("{s:s,s:s,s:o,s:s,s:f,s:s,s:o,s:I,s:I,s:o}", "object", "worker", "name",
+                     w->name, "resources", resources ? resources : json_object(), "class",
+                     w->class_, "price_per_hour", w->price_per_hour, "state", w->state, "speed",
+                     speed ? speed : json_object(), "last_heartbeat_at",
+                     (json_int_t)(w->last_heartbeat_ms / 1000), "registered_at",
+                     (json_int_t)(w->registered_ms / 1000), "running",
+                     n > 0 ? json_string(open[0].job) : json_null());
+}
+
+void workers_list(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    (void)req;
+    struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
+    json_t *data = json_array();
+    int n;
+    enum alallo_err e = ws && data ? store_worker_list(srv->store, ws, FLEET_MAX, &n) : ERR_NOMEM;
+    if (e) {
+        json_decref(data);
+        api_store_error(res, e);
+    } else {
+        for (int i = 0; i < n; i++) {
+            struct store_attempt open[1];
+            int no = 0;
+            store_attempt_list_open(srv->store, ws[i].name, open, 1, &no);
+            json_t *w = worker_json(&ws[i], open, no);
+            /* Which job a worker runs is not another account's business. */
+            if (no > 0) {
+                struct store_job *j = malloc(sizeof *j);
+                if (!j || store_job_get(srv->store, req->account.id, open[0].job, j) != ERR_OK)
+                    json_object_set_new(w, "running", json_string("another account's job"));
+                free(j);
+            }
+            json_array_append_new(data, w);
+        }
+        api_json(res, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+    }
+    free(ws);
+}
+
+void workers_drain(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const char *name = req->params[0];
+    struct store_worker w;
+    enum alallo_err e = ids_valid_name(name, 64) ? store_worker_get(srv->store, name, &w)
+                                                 : ERR_NOT_FOUND;
+    if (e == ERR_NOT_FOUND) {
+        api_error(res, e, "No such worker.", "name");
+        return;
+    }
+    if (!e && strcmp(w.state, "active") == 0) {
+        e = store_worker_set_state(srv->store, name, "draining");
+        text_copy(w.state, sizeof w.state, "draining");
+    }
+    struct store_attempt open[4];
+    int n = 0;
+    if (!e)
+        e = store_attempt_list_open(srv->store, name, open, 4, &n);
+    if (e) {
+        api_store_error(res, e);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        lifecycle_request_stop(srv, open[i].job, "move");
+    fleet_invalidate(srv);
+    api_log("info", "worker %s drained by the operator", name);
+    api_json(res, 200, worker_json(&w, open, n));
+}

@@ -1,0 +1,170 @@
+/* router.c - the route table, matching and authentication. */
+#include "api/router.h"
+
+#include <string.h>
+
+#include "api/auth.h"
+#include "api/handlers.h"
+
+enum access {
+    OPEN,     /* anyone: health, metrics, the dashboard */
+    KEY,      /* an account's API key */
+    OPERATOR, /* the API key of the account `default` */
+    WORKER,   /* the worker token */
+};
+
+struct route {
+    const char *method;
+    const char *pattern;
+    enum access access;
+    api_handler handler;
+};
+
+static const struct route routes[] = {
+    {"GET", "/healthz", OPEN, health_get},
+    {"GET", "/metrics", OPEN, metrics_get},
+    {"POST", "/v1/files", KEY, files_create},
+    {"GET", "/v1/files", KEY, files_list},
+    {"GET", "/v1/files/{}", KEY, files_get},
+    {"DELETE", "/v1/files/{}", KEY, files_delete},
+    {"GET", "/v1/files/{}/content", KEY, files_content},
+    {"GET", "/v1/models", KEY, models_list},
+    {"GET", "/v1/models/{}", KEY, models_get},
+    {"GET", "/v1/models/{}/export", KEY, models_export},
+    {"POST", "/v1/fine_tuning/estimates", KEY, estimates_create},
+    {"POST", "/v1/fine_tuning/jobs", KEY, jobs_create},
+    {"GET", "/v1/fine_tuning/jobs", KEY, jobs_list},
+    {"GET", "/v1/fine_tuning/jobs/{}", KEY, jobs_get},
+    {"POST", "/v1/fine_tuning/jobs/{}/cancel", KEY, jobs_cancel},
+    {"GET", "/v1/fine_tuning/jobs/{}/events", KEY, jobs_events},
+    {"GET", "/v1/fine_tuning/jobs/{}/checkpoints", KEY, jobs_checkpoints},
+    {"GET", "/v1/fine_tuning/jobs/{}/log", KEY, jobs_log},
+    {"POST", "/v1/completions", KEY, completions_create},
+    {"GET", "/v1/workers", KEY, workers_list},
+    {"POST", "/v1/workers/{}/drain", OPERATOR, workers_drain},
+    {"GET", "/v1/billing/ledger", KEY, billing_ledger},
+    {"POST", "/internal/workers/register", WORKER, internal_register},
+    {"POST", "/internal/workers/{}/heartbeat", WORKER, internal_heartbeat},
+    {"POST", "/internal/workers/{}/claim", WORKER, internal_claim},
+    {"POST", "/internal/attempts/{}/events", WORKER, internal_events},
+    {"POST", "/internal/attempts/{}/finish", WORKER, internal_finish},
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+bool router_match(const char *pattern, const char *path,
+                  char params[HTTP_PARAMS_MAX][HTTP_VALUE_MAX], int *n)
+{
+    *n = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (p[0] == '{' && p[1] == '}') {
+            size_t len = strcspn(s, "/");
+            if (len == 0 || len >= HTTP_VALUE_MAX || *n >= HTTP_PARAMS_MAX)
+                return false;
+            memcpy(params[*n], s, len);
+            params[*n][len] = '\0';
+            (*n)++;
+            s += len;
+            p += 2;
+            continue;
+        }
+        if (*p != *s)
+            return false;
+        p++;
+        s++;
+    }
+    /* A single trailing slash on the path is forgiven. */
+    if (*p == '\0' && s[0] == '/' && s[1] == '\0')
+        return true;
+    return *p == '\0' && *s == '\0';
+}
+
+int64_t router_body_cap(const struct api_server *srv, const char *method, const char *path)
+{
+    if (strcmp(method, "POST") == 0 &&
+        (strcmp(path, "/v1/files") == 0 || strcmp(path, "/v1/files/") == 0))
+        return srv->cfg.max_upload;
+    return srv->cfg.max_body;
+}
+
+static void count(struct api_server *srv, int status)
+{
+    atomic_fetch_add(&srv->metrics.requests[metrics_code_index(status)], 1);
+}
+
+/* Checks the caller of a /v1 route; fills req->account. */
+static enum alallo_err authenticate_key(struct api_server *srv, struct http_request *req)
+{
+    char key[AUTH_KEY_MAX], hash[AUTH_HASH_HEX];
+    if (!auth_bearer(req->authorization, key, sizeof key))
+        return ERR_UNAUTHORIZED;
+    if (auth_key_hash(key, hash))
+        return ERR_INTERNAL;
+    enum alallo_err e = store_account_by_key_hash(srv->store, hash, &req->account);
+    if (e == ERR_NOT_FOUND)
+        return ERR_UNAUTHORIZED;
+    return e;
+}
+
+static enum alallo_err authenticate_worker(struct api_server *srv, struct http_request *req)
+{
+    char token[AUTH_KEY_MAX];
+    if (!auth_bearer(req->authorization, token, sizeof token))
+        return ERR_UNAUTHORIZED;
+    return auth_secret_equal(token, srv->worker_token) ? ERR_OK : ERR_UNAUTHORIZED;
+}
+
+void api_dispatch(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const struct route *found = NULL;
+    bool path_known = false;
+    for (size_t i = 0; i < N_ROUTES && !found; i++) {
+        if (!router_match(routes[i].pattern, req->path, req->params, &req->n_params))
+            continue;
+        path_known = true;
+        if (strcmp(routes[i].method, req->method) == 0)
+            found = &routes[i];
+    }
+    if (!found) {
+        bool api_path = strncmp(req->path, "/v1/", 4) == 0 || strcmp(req->path, "/v1") == 0 ||
+                        strncmp(req->path, "/internal/", 10) == 0;
+        if (path_known) {
+            api_error(res, ERR_INVALID, "This method is not allowed on this path.", NULL);
+            res->status = 405;
+        } else if (!api_path && (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0))
+            static_get(srv, req, res);
+        else
+            api_error(res, ERR_NOT_FOUND, "No such endpoint.", NULL);
+        count(srv, res->status);
+        return;
+    }
+    enum alallo_err e = ERR_OK;
+    switch (found->access) {
+    case OPEN:
+        break;
+    case KEY:
+        e = authenticate_key(srv, req);
+        break;
+    case OPERATOR:
+        e = authenticate_key(srv, req);
+        if (!e && strcmp(req->account.name, "default") != 0)
+            e = ERR_FORBIDDEN;
+        break;
+    case WORKER:
+        e = authenticate_worker(srv, req);
+        break;
+    }
+    if (e == ERR_UNAUTHORIZED)
+        api_error(res, e,
+                  found->access == WORKER
+                      ? "Missing or invalid worker token (Authorization: Bearer <token>)."
+                      : "Missing or invalid API key (Authorization: Bearer <key>).",
+                  NULL);
+    else if (e == ERR_FORBIDDEN)
+        api_error(res, e, "Only the operator's account (default) may do this.", NULL);
+    else if (e)
+        api_store_error(res, e);
+    else
+        found->handler(srv, req, res);
+    count(srv, res->status);
+}
