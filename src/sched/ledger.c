@@ -46,6 +46,12 @@ void ledger_job_init(struct ledger_job *j, double created_s, double time_high_s,
     j->price_high_micros = price_high_micros;
 }
 
+void ledger_raise_budget_base(struct ledger_job *j, double base_s)
+{
+    if (base_s > j->train_high_s && isfinite(base_s))
+        j->train_high_s = base_s;
+}
+
 static struct ledger_attempt *running_attempt(struct ledger_job *j)
 {
     if (j->n_attempts == 0)
@@ -160,7 +166,9 @@ enum job_message ledger_limit_reached(const struct ledger_job *j, const struct l
 {
     double time_s, budget_s;
     limits_of(j, l, &time_s, &budget_s);
-    double run = ledger_running_s(j, now);
+    /* A microsecond of slack, so that a timer set by ledger_limit_deadline()
+     * finds the limit reached despite rounding. */
+    double run = ledger_running_s(j, now) + 1e-6;
     if (time_s <= budget_s) {
         if (run >= time_s)
             return MSG_STOPPED_TIME_LIMIT;

@@ -149,6 +149,13 @@ enum alallo_err ledger_attempt_checkpoint(struct ledger_job *j, uint64_t fence, 
 enum alallo_err ledger_attempt_end(struct ledger_job *j, uint64_t fence, double now,
                                    long kept_step);
 
+/* Raises the base of the budget (train_high_s) to at least base_s; never
+ * lowers it. Called when an attempt is placed: with the running time so
+ * far plus the upper end of loading and training on the capacity it got,
+ * so that a job the service put on slower capacity than the estimate
+ * assumed is not stopped for the service's choice. */
+void ledger_raise_budget_base(struct ledger_job *j, double base_s);
+
 /* The attempt holding `fence`, or NULL (stale or unknown). */
 struct ledger_attempt *ledger_current(struct ledger_job *j, uint64_t fence);
 

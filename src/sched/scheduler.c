@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prices within this share of each other are "the same price" for
- * lowest_cost, so that a job does not wait hours to save a cent. */
-#define COST_TIE_SHARE 0.02
+/* Prices within this share of the lower one are "the same price" for
+ * lowest_cost, so that a job does not queue behind the one worker whose
+ * measured speed happens to be a few percent better. */
+#define COST_TIE_SHARE 0.10
 /* A busy worker is never seen as free sooner than this after now. */
 #define BUSY_MIN_S 1.0
 
@@ -68,28 +69,66 @@ static bool better(enum sched_goal goal, const struct sched_choice *c, int64_t c
     return c_mem < best_mem;
 }
 
-bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
-                  size_t n_workers, const double *free_at, struct sched_choice *out)
+/* What a placement needs of one worker, laid out for the inner loop of a
+ * pass (J x W of these comparisons). free_at is +inf for a worker that
+ * takes nothing. */
+struct slot {
+    double free_at;
+    double inv_flops;
+    double price_per_hour;
+    int64_t mem_bytes;
+};
+
+static void fill_slots(const struct sched_worker *workers, size_t n, const double *free_at,
+                       struct slot *slots)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct sched_worker *w = &workers[i];
+        slots[i].free_at = w->state == WORKER_ACTIVE ? free_at[i] : INFINITY;
+        slots[i].inv_flops = 1.0 / capacity_worker_flops(w);
+        slots[i].price_per_hour = w->price_per_hour;
+        slots[i].mem_bytes = w->mem_bytes;
+    }
+}
+
+static void choose_in(const struct sched_job *job, const struct slot *slots, size_t n,
+                      struct sched_choice *out)
 {
     struct sched_choice best = {.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
     int64_t best_mem = 0;
-    for (size_t i = 0; i < n_workers; i++) {
-        const struct sched_worker *w = &workers[i];
-        if (w->state != WORKER_ACTIVE || w->mem_bytes < job->mem_bytes || !isfinite(free_at[i]))
+    double work = job->work_flops > 0 ? job->work_flops : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct slot *sl = &slots[i];
+        if (sl->mem_bytes < job->mem_bytes || !isfinite(sl->free_at))
             continue;
         struct sched_choice c;
         c.worker = (int)i;
-        c.start_s = free_at[i];
-        c.train_s = capacity_train_seconds(job->work_flops, w);
+        c.start_s = sl->free_at;
+        c.train_s = work * sl->inv_flops;
         c.finish_s = c.start_s + job->startup_s + c.train_s;
-        c.price = w->price_per_hour * c.train_s / 3600.0;
-        if (better(job->goal, &c, w->mem_bytes, &best, best_mem)) {
+        c.price = sl->price_per_hour * c.train_s / 3600.0;
+        if (better(job->goal, &c, sl->mem_bytes, &best, best_mem)) {
             best = c;
-            best_mem = w->mem_bytes;
+            best_mem = sl->mem_bytes;
         }
     }
     *out = best;
-    return best.worker >= 0;
+}
+
+bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
+                  size_t n_workers, const double *free_at, struct sched_choice *out)
+{
+    struct slot local[256];
+    struct slot *slots = n_workers <= 256 ? local : malloc(n_workers * sizeof *slots);
+    if (!slots) {
+        *out = (struct sched_choice){.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
+        return false;
+    }
+    fill_slots(workers, n_workers, free_at, slots);
+    choose_in(job, slots, n_workers, out);
+    if (slots != local)
+        free(slots);
+    return out->worker >= 0;
 }
 
 /* ---- fair order ------------------------------------------------------- */
@@ -182,9 +221,10 @@ enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
     struct group *groups = malloc(n_jobs * sizeof *groups);
     size_t *heap = malloc(n_jobs * sizeof *heap);
     double *free_at = malloc((n_workers ? n_workers : 1) * sizeof *free_at);
+    struct slot *slots = malloc((n_workers ? n_workers : 1) * sizeof *slots);
     bool *taken = calloc(n_workers ? n_workers : 1, sizeof *taken);
     struct sched_account_load *sorted_loads = malloc((n_loads ? n_loads : 1) * sizeof *sorted_loads);
-    if (!idx || !keys || !groups || !heap || !free_at || !taken || !sorted_loads)
+    if (!idx || !keys || !groups || !heap || !free_at || !slots || !taken || !sorted_loads)
         goto out;
 
     for (size_t i = 0; i < n_jobs; i++)
@@ -216,6 +256,7 @@ enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
         heap_down(heap, n_groups, i, groups, jobs, idx);
 
     sched_free_at(workers, n_workers, now, free_at);
+    fill_slots(workers, n_workers, free_at, slots);
     for (size_t i = 0; i < n_workers; i++)
         taken[i] = workers[i].running_attempt != 0;
 
@@ -226,7 +267,8 @@ enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
         const struct sched_job *job = &jobs[j];
         struct sched_choice c;
         bool assigned = false;
-        if (sched_choose(job, workers, n_workers, free_at, &c)) {
+        choose_in(job, slots, n_workers, &c);
+        if (c.worker >= 0) {
             size_t w = (size_t)c.worker;
             if (!taken[w] && c.start_s <= now) {
                 taken[w] = true;
@@ -234,7 +276,7 @@ enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
                     (struct sched_assignment){.job = j, .worker = w, .finish_s = c.finish_s};
                 assigned = true;
             }
-            free_at[w] = c.finish_s;
+            free_at[w] = slots[w].free_at = c.finish_s;
         }
         if (out->messages)
             out->messages[j] = assigned ? MSG_STARTING : MSG_WAITING_FOR_CAPACITY;
@@ -258,6 +300,7 @@ out:
     free(groups);
     free(heap);
     free(free_at);
+    free(slots);
     free(taken);
     free(sorted_loads);
     return err;

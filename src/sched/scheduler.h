@@ -14,7 +14,7 @@
  *                   training); ties go to the cheaper, then the smaller
  *                   worker, so large workers stay free for large jobs;
  *   lowest_cost     the lowest expected price (hourly rate x training
- *                   time); prices within 2% of each other count as equal
+ *                   time); prices within 10% of each other count as equal
  *                   and the earlier finish wins.
  * A job whose best worker is idle now is assigned (message "Starting");
  * otherwise it reserves its best worker from the time that worker is

@@ -1,0 +1,1140 @@
+/* sim.c - the fleet simulation: virtual clock, simulated trainers and
+ * workers, the real sched modules, invariants at every event. */
+#include "sched/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/job.h"
+#include "sched/capacity.h"
+#include "sched/estimator.h"
+#include "sched/planner.h"
+#include "sched/resched.h"
+#include "sched/scheduler.h"
+#include "sched/time_left.h"
+
+#define GB 1e9
+#define REPORTS_PER_ATTEMPT 25    /* step reports over a whole job          */
+#define CHECKPOINTS_PER_JOB 10
+#define CHECKPOINT_EVERY_S 1800.0
+#define MAX_EVENTS_PER_JOB 100000 /* a runaway guard, far above need        */
+#define TL_SAMPLES_CAP 8000000
+
+/* ---- random numbers: xoshiro256** seeded by splitmix64 ---------------- */
+
+struct rng {
+    uint64_t s[4];
+};
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(struct rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(struct rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* Uniform in (0, 1). */
+static double u01(struct rng *r)
+{
+    return ((double)(rng_next(r) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static double uniform(struct rng *r, double a, double b)
+{
+    return a + (b - a) * u01(r);
+}
+
+static double log_uniform(struct rng *r, double a, double b)
+{
+    return exp(uniform(r, log(a), log(b)));
+}
+
+static double normal(struct rng *r)
+{
+    return sqrt(-2.0 * log(u01(r))) * cos(6.283185307179586 * u01(r));
+}
+
+static double exponential(struct rng *r, double mean)
+{
+    return -mean * log(u01(r));
+}
+
+/* ---- the fleet and the catalog ---------------------------------------- */
+
+struct worker_kind {
+    const char *name;
+    double mem_gb;
+    double flops;     /* effective FLOP/s of a training step */
+    double price;     /* on-demand per hour; spot is 40% of it */
+};
+
+/* Prices are roughly proportional to speed, as clouds price them, so that
+ * lowest_cost is decided mostly by class (spot) and not by one kind. */
+static const struct worker_kind kinds[] = {
+    {"l4", 24, 60e12, 0.80},   {"a100-40", 40, 150e12, 2.00}, {"a100-80", 80, 160e12, 2.30},
+    {"h100", 80, 400e12, 5.20}, {"h200", 141, 450e12, 6.00},
+};
+static const double kind_weight[] = {0.30, 0.20, 0.20, 0.20, 0.10};
+#define N_KINDS (sizeof kinds / sizeof kinds[0])
+
+struct model_shape {
+    const char *name;
+    struct plan_model m;
+};
+
+static const struct model_shape shapes[] = {
+    {"124m", {.layers = 12, .hidden = 768, .intermediate = 2048, .heads = 12, .vocab = 50257,
+              .tied = true}},
+    {"1b", {.layers = 16, .hidden = 2048, .intermediate = 8192, .heads = 32, .kv_heads = 8,
+            .vocab = 128256, .tied = true}},
+    {"3b", {.layers = 28, .hidden = 3072, .intermediate = 8192, .heads = 24, .kv_heads = 8,
+            .vocab = 128256, .tied = true}},
+    {"8b", {.layers = 32, .hidden = 4096, .intermediate = 14336, .heads = 32, .kv_heads = 8,
+            .vocab = 128256}},
+    {"70b", {.layers = 80, .hidden = 8192, .intermediate = 28672, .heads = 64, .kv_heads = 8,
+             .vocab = 128256}},
+};
+static const double shape_weight[] = {0.25, 0.30, 0.20, 0.20, 0.05};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+/* How much slower than nominal the trainer truly is, by method and class:
+ * what calibration must learn. */
+static const double method_slowdown[PLAN_METHOD_COUNT] = {1.00, 1.15, 1.30};
+static const double class_slowdown[WORKER_CLASS_COUNT] = {1.00, 1.05};
+
+static size_t pick(struct rng *r, const double *w, size_t n)
+{
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += w[i];
+    double x = u01(r) * sum;
+    for (size_t i = 0; i < n; i++) {
+        if (x < w[i])
+            return i;
+        x -= w[i];
+    }
+    return n - 1;
+}
+
+/* ---- state ------------------------------------------------------------ */
+
+struct sim_worker {
+    double true_flops; /* what it really does; sched_worker.flops is measured */
+    double lost_mtbf_s, spot_mtbf_s, drain_mtbf_s;
+    int job;           /* the job of its running attempt; -1 idle          */
+};
+
+/* A billed step range of one attempt, rebuilt from ledger rows alone, to
+ * check the ledger from outside. */
+struct billed {
+    int64_t attempt;
+    long lo, hi;
+};
+
+struct sim_job {
+    /* what the user asked for */
+    struct plan_job plan;
+    enum plan_method method;
+    uint64_t account;
+    enum sched_goal goal;
+    double train_tokens, tokens_per_step, fpt;
+    long max_steps;
+    double submit_s;
+    double startup_nominal_s;
+    /* what is true but unknown to the service */
+    double slowdown;        /* per job                                     */
+    double mem_factor;      /* true peak / planned                         */
+    double cancel_at;
+    /* the estimate given at creation */
+    double est_low, est_high, est_nominal;
+    bool est_waits;
+    enum worker_class est_class;
+    int64_t price_high;
+    /* the service's view */
+    enum job_status status;
+    enum job_message message;
+    int64_t mem_need, mem_planned;
+    long steps;             /* steps the current attempt has done          */
+    long checkpoint;
+    double checkpoint_t;
+    int worker;
+    uint64_t fence;
+    int64_t attempt_id;
+    long attempt_start_step;
+    double attempt_train_s;
+    double nominal_step_s;  /* on the current worker                       */
+    double true_step_s;
+    bool loaded, memory_reported, in_queue;
+    double last_report_t;
+    long next_step;
+    struct tl_state tl;
+    struct ledger_job *ledger;
+    struct billed billed[LEDGER_MAX_ATTEMPTS];
+    int n_billed;
+    double finish_s;
+    long events;
+};
+
+enum ev_kind {
+    EV_ARRIVE = 0, EV_PASS, EV_LOADED, EV_REPORT, EV_LIMIT, EV_CANCEL,
+    EV_WORKER_LOST, EV_SPOT_TAKEN, EV_DRAIN, EV_WORKER_BACK,
+};
+
+struct event {
+    double t;
+    uint64_t seq;
+    enum ev_kind kind;
+    int job, worker;
+    uint64_t fence;
+};
+
+struct tl_sample {
+    int job;
+    float t, mid;
+};
+
+struct sim {
+    const struct sim_config *cfg;
+    struct rng rng;
+    struct sim_result *res;
+    double now;
+    struct sched_worker *w;
+    struct sim_worker *sw;
+    int nw;
+    struct sim_job *jobs;
+    long nj;
+    struct est_history *hist;
+    /* event heap */
+    struct event *heap;
+    size_t n_heap, cap_heap;
+    uint64_t seq;
+    /* queue of jobs waiting for a placement */
+    int *queue;
+    size_t n_queue;
+    double *horizon;      /* free_at of the latest pass, plus reservations */
+    bool pass_scheduled;
+    double last_pass;
+    long *account_running;
+    /* scratch for passes */
+    struct sched_job *pj;
+    struct sched_assignment *pa;
+    double *pfree;
+    struct sched_account_load *loads;
+    /* outcomes */
+    long terminal;
+    int64_t next_attempt_id;
+    struct tl_sample *samples;
+    size_t n_samples;
+    long covered, above, below;
+    bool failed_alloc;
+};
+
+/* ---- events ----------------------------------------------------------- */
+
+static bool ev_before(const struct event *a, const struct event *b)
+{
+    if (a->t != b->t)
+        return a->t < b->t;
+    return a->seq < b->seq;
+}
+
+static void push(struct sim *s, double t, enum ev_kind kind, int job, int worker, uint64_t fence)
+{
+    if (s->n_heap == s->cap_heap) {
+        size_t cap = s->cap_heap ? 2 * s->cap_heap : 1024;
+        struct event *h = realloc(s->heap, cap * sizeof *h);
+        if (!h) {
+            s->failed_alloc = true;
+            return;
+        }
+        s->heap = h;
+        s->cap_heap = cap;
+    }
+    struct event e = {.t = t < s->now ? s->now : t, .seq = s->seq++, .kind = kind, .job = job,
+                      .worker = worker, .fence = fence};
+    size_t i = s->n_heap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_before(&e, &s->heap[p]))
+            break;
+        s->heap[i] = s->heap[p];
+        i = p;
+    }
+    s->heap[i] = e;
+}
+
+static struct event pop(struct sim *s)
+{
+    struct event top = s->heap[0];
+    struct event last = s->heap[--s->n_heap];
+    size_t i = 0, n = s->n_heap;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const struct event *best = &last;
+        if (l < n && ev_before(&s->heap[l], best)) {
+            m = l;
+            best = &s->heap[l];
+        }
+        if (r < n && ev_before(&s->heap[r], best))
+            m = r;
+        if (m == i)
+            break;
+        s->heap[i] = s->heap[m];
+        i = m;
+    }
+    if (n > 0)
+        s->heap[i] = last;
+    return top;
+}
+
+static void violation(struct sim *s, const char *what, long job)
+{
+    if (s->res->invariant_violations == 0)
+        snprintf(s->res->first_violation, sizeof s->res->first_violation, "job %ld: %s", job,
+                 what);
+    s->res->invariant_violations++;
+}
+
+static void need_pass(struct sim *s)
+{
+    if (s->pass_scheduled)
+        return;
+    double t = s->last_pass + s->cfg->pass_interval_s;
+    push(s, t > s->now ? t : s->now, EV_PASS, -1, -1, 0);
+    s->pass_scheduled = true;
+}
+
+/* ---- the ledger, checked from outside --------------------------------- */
+
+/* Applies rows to the job's outside view of what each attempt is billed for
+ * and checks that no step is billed twice. */
+static void apply_rows(struct sim *s, long ji, const struct ledger_row *rows, size_t n)
+{
+    struct sim_job *j = &s->jobs[ji];
+    for (size_t k = 0; k < n; k++) {
+        const struct ledger_row *r = &rows[k];
+        struct billed *b = NULL;
+        for (int i = 0; i < j->n_billed; i++)
+            if (j->billed[i].attempt == r->attempt_id)
+                b = &j->billed[i];
+        if (!b) {
+            if (j->n_billed == LEDGER_MAX_ATTEMPTS)
+                return;
+            b = &j->billed[j->n_billed++];
+            b->attempt = r->attempt_id;
+            b->lo = b->hi = r->from_step;
+        }
+        if (r->from_step == r->to_step)
+            continue; /* money only */
+        if (r->kind == LEDGER_CHARGE) {
+            if (r->from_step != b->hi)
+                violation(s, "charge does not continue the attempt's billed steps", ji);
+            b->hi = r->to_step;
+        } else {
+            if (r->to_step != b->hi)
+                violation(s, "refund does not end at the attempt's billed steps", ji);
+            b->hi = r->from_step;
+        }
+    }
+    bool twice = false;
+    for (int a = 0; a < j->n_billed; a++)
+        for (int c = 0; c < a; c++) {
+            const struct billed *x = &j->billed[a], *y = &j->billed[c];
+            if (x->hi > x->lo && y->hi > y->lo && x->lo < y->hi && y->lo < x->hi)
+                twice = true;
+        }
+    if (twice) {
+        s->res->billed_twice++;
+        violation(s, "a step is billed twice", ji);
+    }
+    char why[128];
+    if (ledger_check(j->ledger, why, sizeof why))
+        violation(s, why, ji);
+}
+
+static void settle(struct sim *s, long ji, enum job_status st, enum job_message m,
+                   enum job_status from)
+{
+    struct ledger_row rows[LEDGER_MAX_ROWS];
+    size_t n = 0;
+    struct ledger_outcome o = {.status = st, .message = m, .cancelled_from = from};
+    if (ledger_settle(s->jobs[ji].ledger, &o, s->now, rows, LEDGER_MAX_ROWS, &n))
+        violation(s, "settle refused", ji);
+    apply_rows(s, ji, rows, n);
+}
+
+/* ---- jobs ------------------------------------------------------------- */
+
+static void check_job(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    double run = ledger_running_s(j->ledger, s->now);
+    double limit = s->cfg->limits.time_limit_s > 0 ? s->cfg->limits.time_limit_s : INFINITY;
+    if (s->cfg->limits.budget_multiple > 0 && j->ledger->train_high_s > 0)
+        limit = fmin(limit, s->cfg->limits.budget_multiple * j->ledger->train_high_s);
+    if (run > limit + 1e-6)
+        violation(s, "running time past the limit", ji);
+    if (j->status == JOB_SUCCEEDED && ledger_net_micros(j->ledger) > j->price_high)
+        violation(s, "succeeded job charged above its estimate", ji);
+    if (j->status == JOB_FAILED && ledger_net_micros(j->ledger) != 0)
+        violation(s, "failed job charged", ji);
+    if (++j->events > MAX_EVENTS_PER_JOB)
+        violation(s, "runaway job", ji);
+}
+
+static void make_terminal(struct sim *s, long ji, enum job_status st, enum job_message m)
+{
+    struct sim_job *j = &s->jobs[ji];
+    j->status = st;
+    j->message = m;
+    j->finish_s = s->now;
+    j->in_queue = false;
+    s->terminal++;
+    if (st == JOB_SUCCEEDED)
+        s->res->succeeded++;
+    else if (st == JOB_CANCELLED)
+        s->res->cancelled++;
+    else
+        s->res->failed++;
+    if (m == MSG_STOPPED_BUDGET || m == MSG_STOPPED_TIME_LIMIT)
+        s->res->stopped++;
+}
+
+/* The step the trainer is at now (between two reports). */
+static long current_step(const struct sim_job *j, double now)
+{
+    if (!j->loaded || j->true_step_s <= 0)
+        return j->steps;
+    long more = (long)floor((now - j->last_report_t) / j->true_step_s);
+    long at = j->steps + (more > 0 ? more : 0);
+    if (at >= j->next_step)
+        at = j->next_step - 1;
+    return at < j->steps ? j->steps : at;
+}
+
+/* Reports the trainer's progress at `step` now to the ledger. */
+static void report_progress(struct sim *s, long ji, long step, double train_s)
+{
+    struct sim_job *j = &s->jobs[ji];
+    if (ledger_attempt_progress(j->ledger, j->fence, step, train_s))
+        violation(s, "current attempt's report refused", ji);
+    j->steps = step;
+    j->attempt_train_s = train_s;
+}
+
+/* Ends the job's running attempt now, keeping steps up to kept. */
+static void end_attempt(struct sim *s, long ji, long kept)
+{
+    struct sim_job *j = &s->jobs[ji];
+    if (j->worker < 0)
+        return;
+    if (ledger_attempt_end(j->ledger, j->fence, s->now, kept))
+        violation(s, "attempt end refused", ji);
+    long done = j->steps - j->attempt_start_step;
+    if (done > 0 && j->attempt_train_s > 0)
+        est_history_add_train(s->hist, j->method, s->w[j->worker].class_, j->attempt_train_s,
+                              (double)done * j->nominal_step_s);
+    s->w[j->worker].running_attempt = 0;
+    s->sw[j->worker].job = -1;
+    s->account_running[j->account]--;
+    j->worker = -1;
+    j->steps = kept;
+    j->checkpoint = kept;
+    need_pass(s);
+}
+
+/* A trainer told to stop (SIGTERM) checkpoints the step it is at. */
+static long stop_with_checkpoint(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    long at = current_step(j, s->now);
+    if (at > j->steps)
+        report_progress(s, ji, at, j->attempt_train_s + (double)(at - j->steps) * j->true_step_s);
+    if (at > j->attempt_start_step && ledger_attempt_checkpoint(j->ledger, j->fence, at))
+        violation(s, "checkpoint refused", ji);
+    return at;
+}
+
+static void requeue(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    j->status = JOB_RESCHEDULING;
+    j->message = MSG_RESCHEDULING;
+    j->in_queue = true;
+    s->queue[s->n_queue++] = (int)ji;
+    if (s->n_queue > (size_t)s->res->max_queued)
+        s->res->max_queued = (long)s->n_queue;
+    s->res->moves++;
+    settle(s, ji, JOB_RUNNING, MSG_NONE, JOB_RUNNING);
+    need_pass(s);
+}
+
+static void fail_job(struct sim *s, long ji, enum job_message m)
+{
+    struct sim_job *j = &s->jobs[ji];
+    if (j->worker >= 0)
+        end_attempt(s, ji, j->checkpoint);
+    settle(s, ji, JOB_FAILED, m, JOB_QUEUED);
+    make_terminal(s, ji, JOB_FAILED, m);
+}
+
+static void new_job(struct sim *s, long ji)
+{
+    struct rng *r = &s->rng;
+    struct sim_job *j = &s->jobs[ji];
+    memset(j, 0, sizeof *j);
+    /* Accounts of very different sizes: weight 1/(k+1). */
+    double aw[256];
+    int na = s->cfg->accounts > 256 ? 256 : s->cfg->accounts;
+    for (int a = 0; a < na; a++)
+        aw[a] = 1.0 / (a + 1);
+    j->account = pick(r, aw, (size_t)na);
+    size_t sh = pick(r, shape_weight, N_SHAPES);
+    j->plan.model = shapes[sh].m;
+    bool large = sh >= 3;
+    j->plan.precision = u01(r) < (sh == 4 ? 0.85 : 0.4) ? PLAN_4BIT : PLAN_16BIT;
+    j->plan.adapter = j->plan.precision == PLAN_16BIT && sh <= 2 && u01(r) < 0.15 ? PLAN_FULL
+                                                                                  : PLAN_LORA;
+    static const int batches[] = {1, 2, 4, 8};
+    static const int seqs[] = {256, 512, 1024};
+    j->plan.batch = batches[rng_next(r) % (large ? 2 : 4)];
+    j->plan.seq_len = seqs[rng_next(r) % (large ? 2 : 3)];
+    j->goal = u01(r) < 0.45 ? SCHED_LOWEST_COST : SCHED_FASTEST_FINISH;
+    double examples = floor(log_uniform(r, 1000, sh == 4 ? 20000 : 100000));
+    int epochs = 1 + (int)(rng_next(r) % 3);
+    double per_example = fmin(log_uniform(r, 150, 1500), j->plan.seq_len);
+    j->train_tokens = examples * epochs * per_example;
+    j->max_steps = job_max_steps((long)examples, epochs, j->plan.batch);
+    j->tokens_per_step = j->train_tokens / (double)j->max_steps;
+    j->fpt = planner_flops_per_token(&j->plan);
+    j->method = planner_method(j->plan.precision, j->plan.adapter);
+    struct plan_memory mem;
+    planner_memory(&j->plan, &mem, NULL, 0);
+    j->mem_need = j->mem_planned = mem.total;
+    j->startup_nominal_s = 30.0 + (double)mem.base / GB; /* loading ~1 GB/s */
+    j->slowdown = method_slowdown[j->method] * exp(0.10 * normal(r));
+    j->mem_factor = u01(r) < 0.04 ? uniform(r, 1.15, 1.8) : exp(0.03 * normal(r));
+    j->cancel_at = u01(r) < 0.05 ? u01(r) : -1; /* share of the estimate */
+    j->worker = -1;
+    j->status = JOB_QUEUED;
+}
+
+/* Creation: feasibility, the estimate, the ledger, the queue. */
+static void arrive(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    j->submit_s = s->now;
+    /* The horizon of the last pass, but never earlier than what each
+     * worker's own state says now. */
+    double *fa = s->pfree;
+    sched_free_at(s->w, (size_t)s->nw, s->now, fa);
+    for (int i = 0; i < s->nw; i++)
+        if (s->horizon[i] > fa[i] && isfinite(fa[i]))
+            fa[i] = s->horizon[i];
+    struct est_request req = {.job = j->plan, .train_tokens = j->train_tokens, .goal = j->goal,
+                              .startup_s = j->startup_nominal_s, .now = s->now};
+    struct estimate e;
+    char why[128];
+    if (est_estimate(&req, s->w, (size_t)s->nw, fa, s->hist, &e, why, sizeof why)) {
+        violation(s, why, ji);
+        settle(s, ji, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED);
+        make_terminal(s, ji, JOB_FAILED, MSG_FAILED_INTERNAL);
+        return;
+    }
+    /* The budget counts running time, loading included: its base is the
+     * upper end of loading plus training. */
+    ledger_job_init(j->ledger, s->now, e.time_high_s, e.startup_s + e.train_high_s,
+                    e.price_high_micros);
+    if (e.fit != PLAN_FITS) {
+        s->res->not_available++;
+        settle(s, ji, JOB_FAILED, e.fail_message, JOB_QUEUED);
+        make_terminal(s, ji, JOB_FAILED, e.fail_message);
+        return;
+    }
+    j->est_low = e.time_low_s;
+    j->est_high = e.time_high_s;
+    j->est_nominal = e.wait_s + e.startup_s + e.train_s;
+    j->est_waits = e.waits;
+    j->est_class = e.worker_class;
+    j->price_high = e.price_high_micros;
+    if (e.worker >= 0)
+        s->horizon[e.worker] = fmax(s->horizon[e.worker], e.finish_s);
+    j->status = JOB_QUEUED;
+    j->message = MSG_WAITING_FOR_CAPACITY;
+    j->in_queue = true;
+    s->queue[s->n_queue++] = (int)ji;
+    if (s->n_queue > (size_t)s->res->max_queued)
+        s->res->max_queued = (long)s->n_queue;
+    if (j->cancel_at >= 0)
+        push(s, s->now + j->cancel_at * 1.2 * e.time_high_s, EV_CANCEL, (int)ji, -1, 0);
+    need_pass(s);
+}
+
+static void start_attempt(struct sim *s, long ji, int wi)
+{
+    struct sim_job *j = &s->jobs[ji];
+    struct sched_worker *w = &s->w[wi];
+    if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING) {
+        violation(s, "a cancelled or ended job was placed", ji);
+        return;
+    }
+    if (w->running_attempt || s->sw[wi].job >= 0 || j->worker >= 0 || w->state != WORKER_ACTIVE) {
+        violation(s, "attempt placed on a worker or job that has an owner", ji);
+        return;
+    }
+    int64_t id = ++s->next_attempt_id;
+    uint64_t fence;
+    enum alallo_err e = ledger_attempt_begin(j->ledger, id, w->price_per_hour, j->checkpoint,
+                                             s->now, &fence);
+    if (e == ERR_TOO_LARGE) {
+        fail_job(s, ji, MSG_FAILED_INTERNAL);
+        return;
+    }
+    if (e) {
+        violation(s, "attempt begin refused", ji);
+        return;
+    }
+    j->fence = fence;
+    j->attempt_id = id;
+    j->worker = wi;
+    j->in_queue = false;
+    j->message = MSG_STARTING;
+    j->attempt_start_step = j->steps = j->checkpoint;
+    j->attempt_train_s = 0;
+    j->loaded = false;
+    j->memory_reported = false;
+    j->checkpoint_t = s->now;
+    w->running_attempt = id;
+    s->sw[wi].job = (int)ji;
+    s->account_running[j->account]++;
+    settle(s, ji, JOB_RUNNING, MSG_NONE, JOB_RUNNING);
+
+    double step_flops = j->tokens_per_step * j->fpt;
+    j->nominal_step_s = step_flops / capacity_worker_flops(w);
+    j->true_step_s = step_flops / s->sw[wi].true_flops * j->slowdown * class_slowdown[w->class_];
+    long left = j->max_steps - j->steps;
+    double lo, hi;
+    est_train_range(s->hist, j->method, w->class_, (double)left * j->nominal_step_s, &lo, &hi);
+    tl_begin(&j->tl, j->max_steps, j->steps, s->now, j->startup_nominal_s, lo, hi);
+    ledger_raise_budget_base(j->ledger,
+                             ledger_running_s(j->ledger, s->now) + j->startup_nominal_s + hi);
+    w->busy_until_s = s->now + j->startup_nominal_s + 0.5 * (lo + hi);
+
+    double startup = j->startup_nominal_s * uniform(&s->rng, 0.7, 1.6);
+    push(s, s->now + startup, EV_LOADED, (int)ji, wi, fence);
+    double deadline = ledger_limit_deadline(j->ledger, &s->cfg->limits, s->now);
+    if (isfinite(deadline))
+        push(s, deadline, EV_LIMIT, (int)ji, wi, fence);
+}
+
+static void schedule_report(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    long every = j->max_steps / REPORTS_PER_ATTEMPT;
+    if (every < 1)
+        every = 1;
+    j->next_step = j->steps + every > j->max_steps ? j->max_steps : j->steps + every;
+    double dt = (double)(j->next_step - j->steps) * j->true_step_s * exp(0.03 * normal(&s->rng));
+    push(s, s->now + dt, EV_REPORT, (int)ji, j->worker, j->fence);
+}
+
+/* A report from an attempt that no longer owns its job must change and
+ * bill nothing. */
+static void stale_report(struct sim *s, const struct event *ev)
+{
+    struct sim_job *j = &s->jobs[ev->job];
+    int64_t before = ledger_net_micros(j->ledger);
+    enum alallo_err e = ledger_attempt_progress(j->ledger, ev->fence, j->max_steps, 1e12);
+    if (e != ERR_FENCED)
+        violation(s, "a stale attempt's report was accepted", ev->job);
+    else
+        s->res->fenced_reports++;
+    if (ledger_net_micros(j->ledger) != before)
+        violation(s, "a stale report changed the bill", ev->job);
+}
+
+static bool current(const struct sim *s, const struct event *ev)
+{
+    const struct sim_job *j = &s->jobs[ev->job];
+    return j->worker >= 0 && j->fence == ev->fence && !job_status_is_terminal(j->status) &&
+           j->status != JOB_CANCELLING;
+}
+
+static void on_loaded(struct sim *s, const struct event *ev)
+{
+    if (!current(s, ev)) {
+        stale_report(s, ev);
+        return;
+    }
+    struct sim_job *j = &s->jobs[ev->job];
+    j->loaded = true;
+    j->status = JOB_RUNNING;
+    j->message = MSG_NONE;
+    j->last_report_t = s->now;
+    tl_observe(&j->tl, j->steps, s->now);
+    schedule_report(s, ev->job);
+}
+
+static void succeed(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    end_attempt(s, ji, j->max_steps);
+    settle(s, ji, JOB_SUCCEEDED, MSG_NONE, JOB_QUEUED);
+    make_terminal(s, ji, JOB_SUCCEEDED, MSG_NONE);
+    double actual = s->now - j->submit_s;
+    if (actual < j->est_low)
+        s->below++;
+    else if (actual > j->est_high)
+        s->above++;
+    else
+        s->covered++;
+    est_history_add_total(s->hist, j->method, j->est_class, j->est_waits, actual, j->est_nominal);
+}
+
+static void on_report(struct sim *s, const struct event *ev)
+{
+    if (!current(s, ev)) {
+        stale_report(s, ev);
+        return;
+    }
+    long ji = ev->job;
+    struct sim_job *j = &s->jobs[ji];
+    struct sched_worker *w = &s->w[j->worker];
+    long step = j->next_step;
+    report_progress(s, ji, step, j->attempt_train_s + (s->now - j->last_report_t));
+    j->last_report_t = s->now;
+    long every_ckpt = (j->max_steps + CHECKPOINTS_PER_JOB - 1) / CHECKPOINTS_PER_JOB;
+    if (step == j->max_steps || step - j->checkpoint >= every_ckpt ||
+        s->now - j->checkpoint_t >= CHECKPOINT_EVERY_S) {
+        if (ledger_attempt_checkpoint(j->ledger, j->fence, step))
+            violation(s, "checkpoint refused", ji);
+        j->checkpoint = step;
+        j->checkpoint_t = s->now;
+    }
+    if (step == j->max_steps) {
+        succeed(s, ji);
+        return;
+    }
+    if (!j->memory_reported) {
+        j->memory_reported = true;
+        int64_t peak = (int64_t)((double)j->mem_planned * j->mem_factor);
+        struct resched_decision d;
+        resched_on_memory(peak, j->mem_need, w, s->w, (size_t)s->nw, &j->plan, &d);
+        j->mem_need = d.mem_bytes;
+        if (d.action == RESCHED_FAIL) {
+            fail_job(s, ji, d.message);
+            return;
+        }
+        if (d.action == RESCHED_MOVE) {
+            long at = stop_with_checkpoint(s, ji);
+            end_attempt(s, ji, at);
+            requeue(s, ji);
+            return;
+        }
+    }
+    tl_observe(&j->tl, step, s->now);
+    struct tl_value v;
+    tl_value(&j->tl, s->now, &v);
+    if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)
+        s->samples[s->n_samples++] = (struct tl_sample){(int)ji, (float)s->now, (float)v.mid_s};
+    w->busy_until_s = s->now + v.mid_s;
+    schedule_report(s, ji);
+}
+
+static void on_limit(struct sim *s, const struct event *ev)
+{
+    if (!current(s, ev))
+        return; /* the timer of an ended attempt: nothing to do */
+    long ji = ev->job;
+    struct sim_job *j = &s->jobs[ji];
+    enum job_message m = ledger_limit_reached(j->ledger, &s->cfg->limits, s->now);
+    if (m == MSG_NONE) {
+        violation(s, "limit timer fired before the limit", ji);
+        return;
+    }
+    long at = stop_with_checkpoint(s, ji);
+    end_attempt(s, ji, at);
+    fail_job(s, ji, m);
+}
+
+static void on_cancel(struct sim *s, const struct event *ev)
+{
+    long ji = ev->job;
+    struct sim_job *j = &s->jobs[ji];
+    if (job_status_is_terminal(j->status))
+        return;
+    /* queued (Starting included), running or re-scheduling */
+    enum job_status from = j->status;
+    if (j->worker >= 0) {
+        /* Placed or running: stop with a checkpoint, the partial model. */
+        j->status = JOB_CANCELLING;
+        long at = stop_with_checkpoint(s, ji);
+        end_attempt(s, ji, at);
+    }
+    j->in_queue = false;
+    settle(s, ji, JOB_CANCELLED, MSG_NONE, from);
+    make_terminal(s, ji, JOB_CANCELLED, MSG_NONE);
+}
+
+static void schedule_worker_events(struct sim *s, int wi, double from)
+{
+    struct sim_worker *x = &s->sw[wi];
+    push(s, from + exponential(&s->rng, x->lost_mtbf_s), EV_WORKER_LOST, -1, wi, 0);
+    push(s, from + exponential(&s->rng, x->drain_mtbf_s), EV_DRAIN, -1, wi, 0);
+    if (s->w[wi].class_ == WORKER_SPOT)
+        push(s, from + exponential(&s->rng, x->spot_mtbf_s), EV_SPOT_TAKEN, -1, wi, 0);
+}
+
+static void on_worker_down(struct sim *s, const struct event *ev)
+{
+    struct sched_worker *w = &s->w[ev->worker];
+    if (w->state != WORKER_ACTIVE)
+        return; /* already down; its next events come when it is back */
+    enum resched_cause cause = ev->kind == EV_WORKER_LOST ? RESCHED_WORKER_LOST
+                               : ev->kind == EV_DRAIN     ? RESCHED_DRAINED
+                                                          : RESCHED_SPOT_TAKEN;
+    w->state = cause == RESCHED_DRAINED ? WORKER_DRAINING : WORKER_LOST;
+    int ji = s->sw[ev->worker].job;
+    if (ji >= 0) {
+        struct sim_job *j = &s->jobs[ji];
+        struct resched_decision d;
+        resched_on_worker(cause, j->mem_need, &d);
+        long kept = j->checkpoint;
+        if (d.action == RESCHED_CHECKPOINT_THEN_MOVE)
+            kept = stop_with_checkpoint(s, ji);
+        end_attempt(s, ji, kept);
+        requeue(s, ji);
+    }
+    double back = cause == RESCHED_WORKER_LOST ? exponential(&s->rng, 2 * 3600.0)
+                  : cause == RESCHED_DRAINED   ? 4 * 3600.0
+                                               : exponential(&s->rng, 3 * 3600.0);
+    push(s, s->now + back, EV_WORKER_BACK, -1, ev->worker, 0);
+}
+
+static void on_worker_back(struct sim *s, const struct event *ev)
+{
+    s->w[ev->worker].state = WORKER_ACTIVE;
+    schedule_worker_events(s, ev->worker, s->now);
+    need_pass(s);
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_pass(struct sim *s)
+{
+    s->pass_scheduled = false;
+    s->last_pass = s->now;
+    /* Drop jobs that left the queue (placed, cancelled, failed). */
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_queue; i++) {
+        struct sim_job *j = &s->jobs[s->queue[i]];
+        if (j->in_queue && j->worker < 0 && !job_status_is_terminal(j->status))
+            s->queue[n++] = s->queue[i];
+    }
+    s->n_queue = n;
+    if (n == 0) {
+        sched_free_at(s->w, (size_t)s->nw, s->now, s->horizon);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct sim_job *j = &s->jobs[s->queue[i]];
+        s->pj[i] = (struct sched_job){
+            .id = s->queue[i], .account = j->account, .created_s = j->submit_s,
+            .goal = j->goal, .mem_bytes = j->mem_need,
+            .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
+            .startup_s = j->startup_nominal_s};
+    }
+    size_t nl = 0;
+    for (int a = 0; a < s->cfg->accounts; a++)
+        if (s->account_running[a] > 0)
+            s->loads[nl++] = (struct sched_account_load){(uint64_t)a, (int)s->account_running[a]};
+    struct sched_pass_out out = {.assignments = s->pa, .free_at_s = s->horizon};
+    double t0 = wall_now();
+    enum alallo_err e = sched_pass(s->pj, n, s->w, (size_t)s->nw, s->loads, nl, s->now, &out);
+    double ms = (wall_now() - t0) * 1e3;
+    s->res->passes++;
+    if ((long)n > s->res->biggest_pass_queued) {
+        s->res->biggest_pass_queued = (long)n;
+        s->res->biggest_pass_ms = ms;
+    }
+    if (ms > s->res->max_pass_ms) {
+        s->res->max_pass_ms = ms;
+        s->res->max_pass_queued = (long)n;
+    }
+    if (e) {
+        violation(s, "scheduling pass failed", -1);
+        return;
+    }
+    for (size_t k = 0; k < out.n_assignments; k++)
+        start_attempt(s, (long)s->pj[out.assignments[k].job].id, (int)out.assignments[k].worker);
+    /* Keep only the jobs still waiting, so that a job placed now and moved
+     * before the next pass is never in the queue twice. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct sim_job *j = &s->jobs[s->queue[i]];
+        if (j->worker >= 0 || !j->in_queue)
+            continue;
+        if (j->status == JOB_QUEUED)
+            j->message = MSG_WAITING_FOR_CAPACITY;
+        s->queue[kept++] = s->queue[i];
+    }
+    s->n_queue = kept;
+}
+
+/* ---- set-up and results ----------------------------------------------- */
+
+static void make_fleet(struct sim *s)
+{
+    for (int i = 0; i < s->nw; i++) {
+        /* The first worker is always a big on-demand one, so that every
+         * fleet has somewhere to run 4-bit 70B. */
+        size_t k = i == 0 ? N_KINDS - 1 : pick(&s->rng, kind_weight, N_KINDS);
+        enum worker_class c = i == 0 || u01(&s->rng) >= 0.45 ? WORKER_ON_DEMAND : WORKER_SPOT;
+        struct sched_worker *w = &s->w[i];
+        memset(w, 0, sizeof *w);
+        snprintf(w->name, sizeof w->name, "%s-%d", kinds[k].name, i);
+        w->cpus = 16;
+        w->mem_bytes = (int64_t)(kinds[k].mem_gb * GB);
+        w->class_ = c;
+        w->price_per_hour = kinds[k].price * (c == WORKER_SPOT ? 0.4 : 1.0);
+        s->sw[i].true_flops = kinds[k].flops * exp(0.05 * normal(&s->rng));
+        w->flops = kinds[k].flops * exp(0.05 * normal(&s->rng)); /* its own measurement */
+        w->state = WORKER_ACTIVE;
+        s->sw[i].job = -1;
+        s->sw[i].lost_mtbf_s = 300 * 3600.0;
+        s->sw[i].drain_mtbf_s = 1000 * 3600.0;
+        s->sw[i].spot_mtbf_s = 60 * 3600.0;
+        s->horizon[i] = 0;
+    }
+}
+
+/* Spreads arrivals so that the fleet is about cfg->load busy. */
+static double arrival_span(struct sim *s)
+{
+    double work = 0, flops = 0;
+    for (long i = 0; i < s->nj; i++)
+        work += s->jobs[i].train_tokens * s->jobs[i].fpt * s->jobs[i].slowdown;
+    for (int i = 0; i < s->nw; i++)
+        flops += s->sw[i].true_flops;
+    return work / (flops * s->cfg->load);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void finish_results(struct sim *s)
+{
+    struct sim_result *r = s->res;
+    long n = s->covered + s->above + s->below;
+    r->coverage = n ? (double)s->covered / (double)n : 0;
+    r->above_high = n ? (double)s->above / (double)n : 0;
+    r->below_low = n ? (double)s->below / (double)n : 0;
+    float *ape = s->n_samples ? malloc(s->n_samples * sizeof *ape) : NULL;
+    size_t m = 0;
+    for (size_t i = 0; ape && i < s->n_samples; i++) {
+        const struct tl_sample *x = &s->samples[i];
+        const struct sim_job *j = &s->jobs[x->job];
+        double actual = j->finish_s - (double)x->t;
+        if (j->status != JOB_SUCCEEDED || actual <= 0)
+            continue;
+        ape[m++] = (float)(fabs((double)x->mid - actual) / actual);
+    }
+    if (m) {
+        qsort(ape, m, sizeof *ape, cmp_float);
+        r->time_left_mape_after_5pct = m % 2 ? ape[m / 2] : 0.5 * (ape[m / 2 - 1] + ape[m / 2]);
+    }
+    r->time_left_samples = (long)m;
+    free(ape);
+    r->virtual_hours = s->now / 3600.0;
+}
+
+void sim_config_default(struct sim_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->jobs = 1000;
+    c->workers = 50;
+    c->seed = 1;
+    c->accounts = 12;
+    c->load = 0.75;
+    c->pass_interval_s = 30;
+    ledger_limits_default(&c->limits);
+}
+
+static void free_sim(struct sim *s)
+{
+    if (s->jobs)
+        for (long i = 0; i < s->nj; i++)
+            free(s->jobs[i].ledger);
+    free(s->w);
+    free(s->sw);
+    free(s->jobs);
+    free(s->hist);
+    free(s->heap);
+    free(s->queue);
+    free(s->horizon);
+    free(s->account_running);
+    free(s->pj);
+    free(s->pa);
+    free(s->pfree);
+    free(s->loads);
+    free(s->samples);
+}
+
+enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out, char *why,
+                        size_t whycap)
+{
+    memset(out, 0, sizeof *out);
+    if (c->jobs < 1 || c->jobs > SIM_MAX_JOBS || c->workers < 1 || c->workers > SIM_MAX_WORKERS ||
+        c->accounts < 1 || c->accounts > 256 || !(c->load > 0 && c->load <= 10) ||
+        !(c->pass_interval_s >= 0)) {
+        snprintf(why, whycap, "jobs must be 1..%d, workers 1..%d, accounts 1..256", SIM_MAX_JOBS,
+                 SIM_MAX_WORKERS);
+        return ERR_INVALID;
+    }
+    double wall0 = wall_now();
+    struct sim s = {.cfg = c, .res = out, .nw = c->workers, .nj = c->jobs};
+    rng_seed(&s.rng, c->seed);
+    size_t nw = (size_t)c->workers, nj = (size_t)c->jobs;
+    s.w = calloc(nw, sizeof *s.w);
+    s.sw = calloc(nw, sizeof *s.sw);
+    s.jobs = calloc(nj, sizeof *s.jobs);
+    s.hist = calloc(1, sizeof *s.hist);
+    s.queue = calloc(nj, sizeof *s.queue);
+    s.horizon = calloc(nw, sizeof *s.horizon);
+    s.account_running = calloc((size_t)c->accounts, sizeof *s.account_running);
+    s.pj = calloc(nj, sizeof *s.pj);
+    s.pa = calloc(nw, sizeof *s.pa);
+    s.pfree = calloc(nw, sizeof *s.pfree);
+    s.loads = calloc((size_t)c->accounts, sizeof *s.loads);
+    size_t samples_cap = nj * REPORTS_PER_ATTEMPT * 2;
+    s.samples = calloc(samples_cap < TL_SAMPLES_CAP ? samples_cap : TL_SAMPLES_CAP,
+                       sizeof *s.samples);
+    bool ok = s.w && s.sw && s.jobs && s.hist && s.queue && s.horizon && s.account_running &&
+              s.pj && s.pa && s.pfree && s.loads && s.samples;
+    if (!ok) {
+        free_sim(&s);
+        snprintf(why, whycap, "out of memory");
+        return ERR_NOMEM;
+    }
+    est_history_init(s.hist);
+    make_fleet(&s);
+    for (long i = 0; i < s.nj; i++) {
+        new_job(&s, i);
+        s.jobs[i].ledger = malloc(sizeof *s.jobs[i].ledger);
+        if (!s.jobs[i].ledger) {
+            free_sim(&s);
+            snprintf(why, whycap, "out of memory");
+            return ERR_NOMEM;
+        }
+        ledger_job_init(s.jobs[i].ledger, 0, 0, 0, -1);
+    }
+    double span = c->burst ? 0 : arrival_span(&s);
+    double t = 0;
+    for (long i = 0; i < s.nj; i++) {
+        if (!c->burst)
+            t += exponential(&s.rng, span / (double)s.nj);
+        push(&s, t, EV_ARRIVE, (int)i, -1, 0);
+    }
+    for (int i = 0; i < s.nw; i++)
+        schedule_worker_events(&s, i, 0);
+
+    while (s.terminal < s.nj && s.n_heap > 0 && !s.failed_alloc) {
+        struct event ev = pop(&s);
+        s.now = ev.t;
+        switch (ev.kind) {
+        case EV_ARRIVE: arrive(&s, ev.job); break;
+        case EV_PASS: on_pass(&s); break;
+        case EV_LOADED: on_loaded(&s, &ev); break;
+        case EV_REPORT: on_report(&s, &ev); break;
+        case EV_LIMIT: on_limit(&s, &ev); break;
+        case EV_CANCEL: on_cancel(&s, &ev); break;
+        case EV_WORKER_LOST:
+        case EV_SPOT_TAKEN:
+        case EV_DRAIN: on_worker_down(&s, &ev); break;
+        case EV_WORKER_BACK: on_worker_back(&s, &ev); break;
+        }
+        if (ev.job >= 0)
+            check_job(&s, ev.job);
+    }
+    enum alallo_err err = ERR_OK;
+    if (s.failed_alloc) {
+        snprintf(why, whycap, "out of memory");
+        err = ERR_NOMEM;
+    } else if (s.terminal < s.nj) {
+        violation(&s, "the simulation ended with jobs unfinished", -1);
+    }
+    out->jobs = s.nj;
+    finish_results(&s);
+    free_sim(&s);
+    out->wall_s = wall_now() - wall0;
+    return err;
+}
+
+int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, size_t cap)
+{
+    char pass_ms[32] = "null", wall[32] = "null", big_ms[32] = "null";
+    if (with_timing) {
+        snprintf(pass_ms, sizeof pass_ms, "%.3f", r->max_pass_ms);
+        snprintf(wall, sizeof wall, "%.3f", r->wall_s);
+        snprintf(big_ms, sizeof big_ms, "%.3f", r->biggest_pass_ms);
+    }
+    char first[sizeof r->first_violation];
+    snprintf(first, sizeof first, "%s", r->first_violation);
+    for (char *p = first; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '\'';
+    int n = snprintf(
+        buf, cap,
+        "{\"jobs\":%ld,\"coverage\":%.4f,\"above_high\":%.4f,\"below_low\":%.4f,"
+        "\"time_left_mape_after_5pct\":%.4f,\"invariant_violations\":%ld,\"billed_twice\":%ld,"
+        "\"max_pass_ms\":%s,\"wall_s\":%s,\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,"
+        "\"not_available\":%ld,\"stopped\":%ld,\"moves\":%ld,\"fenced_reports\":%ld,"
+        "\"time_left_samples\":%ld,\"max_queued\":%ld,\"max_pass_queued\":%ld,"
+        "\"biggest_pass_queued\":%ld,\"biggest_pass_ms\":%s,\"passes\":%ld,"
+        "\"virtual_hours\":%.2f,\"first_violation\":\"%s\"}",
+        r->jobs, r->coverage, r->above_high, r->below_low, r->time_left_mape_after_5pct,
+        r->invariant_violations, r->billed_twice, pass_ms, wall, r->succeeded, r->failed,
+        r->cancelled, r->not_available, r->stopped, r->moves, r->fenced_reports,
+        r->time_left_samples, r->max_queued, r->max_pass_queued, r->biggest_pass_queued, big_ms,
+        r->passes, r->virtual_hours,
+        first);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    return n;
+}
