@@ -1,0 +1,345 @@
+/* test_train.c - `alallo train` end to end on a tiny model, as a worker
+ * runs it: the loss goes down, events and exit statuses follow
+ * docs/trainer-protocol.md, a resumed run is bit-exact with one that never
+ * stopped (LoRA 16-bit, LoRA 4-bit, full), SIGUSR1/SIGTERM checkpoint, and
+ * data and settings errors are user errors naming the line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_train_fixture.h"
+#include "train/checkpoint.h"
+
+static char base[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(base, sizeof base, "/tmp/alallo-test-train-%ld", (long)getpid());
+    ckpt_remove_tree(base);
+    return mkdir(base, 0755);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return ckpt_remove_tree(base);
+}
+
+/* A run's root folder with model/ and train.jsonl. */
+static void make_root(const char *root, int n_lines)
+{
+    char p[512];
+    assert_int_equal(mkdir(root, 0755), 0);
+    snprintf(p, sizeof p, "%s/model", root);
+    assert_int_equal(fx_make_model(p, NULL, 11), 0);
+    snprintf(p, sizeof p, "%s/train.jsonl", root);
+    assert_int_equal(fx_write_data(p, n_lines), 0);
+}
+
+struct result {
+    int status;          /* exit status, or 128+signal */
+    json_t *events;      /* array of event objects */
+};
+
+/* Runs `alallo train --config PATH`. When sig is set, sends it after the
+ * first "step" event whose step is >= at_step (then, for SIGUSR1, sends
+ * SIGTERM after the following checkpoint event). */
+static struct result run_train(const char *config, int sig, int at_step)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0 && !getenv("ALALLO_TEST_VERBOSE"))
+            dup2(null, 2);
+        execl(ALALLO_BINARY, ALALLO_BINARY, "train", "--config", config, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    struct result r = {0, json_array()};
+    char line[65536];
+    int sent = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_error_t je;
+        json_t *e = json_loads(line, 0, &je);
+        assert_non_null(e); /* stdout holds only JSON event lines */
+        assert_non_null(json_object_get(e, "t"));
+        const char *name = json_string_value(json_object_get(e, "event"));
+        assert_non_null(name);
+        json_array_append_new(r.events, e);
+        int step = (int)json_integer_value(json_object_get(e, "step"));
+        if (sig && !sent && strcmp(name, "step") == 0 && step >= at_step) {
+            kill(pid, sig);
+            sent = 1;
+        } else if (sig == SIGUSR1 && sent == 1 && strcmp(name, "checkpoint") == 0) {
+            kill(pid, SIGTERM);
+            sent = 2;
+        }
+    }
+    fclose(f);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return r;
+}
+
+/* The i-th event called `name` (i < 0 counts from the end), or NULL. */
+static json_t *find_event(const struct result *r, const char *name, int i)
+{
+    int n = (int)json_array_size(r->events), seen = 0;
+    for (int k = 0; k < n; k++) {
+        int idx = i >= 0 ? k : n - 1 - k;
+        json_t *e = json_array_get(r->events, (size_t)idx);
+        if (strcmp(json_string_value(json_object_get(e, "event")), name) == 0) {
+            if (seen == (i >= 0 ? i : -i - 1))
+                return e;
+            seen++;
+        }
+    }
+    return NULL;
+}
+
+static void loss_goes_down_full(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400];
+    snprintf(root, sizeof root, "%s/full", base);
+    make_root(root, 48);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "\"adapter\":\"full\",", 40, 0), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    json_t *started = find_event(&r, "started", 0);
+    assert_non_null(started);
+    assert_int_equal(json_integer_value(json_object_get(started, "step")), 0);
+    assert_true(json_is_null(json_object_get(started, "resumed_from")));
+    assert_int_equal(json_integer_value(json_object_get(started, "examples")), 48);
+    assert_non_null(find_event(&r, "memory", 0));
+    json_t *s1 = find_event(&r, "step", 0), *s4 = find_event(&r, "step", -1);
+    assert_int_equal(json_integer_value(json_object_get(s1, "step")), 10);
+    assert_int_equal(json_integer_value(json_object_get(s4, "step")), 40);
+    double l1 = json_real_value(json_object_get(s1, "loss"));
+    double l4 = json_real_value(json_object_get(s4, "loss"));
+    fprintf(stderr, "full: loss at step 10 %.4f, at step 40 %.4f\n", l1, l4);
+    /* from log(257) = 5.55 at the start */
+    assert_true(l1 < 5.0);
+    assert_true(l4 < 0.8 * l1);
+    assert_true(json_real_value(json_object_get(s4, "tokens_per_s")) > 0.0);
+    json_t *log = find_event(&r, "log", 1);
+    assert_true(strncmp(json_string_value(json_object_get(log, "line")), "step 10/40: loss ", 17) == 0);
+    json_t *done = find_event(&r, "done", 0);
+    assert_non_null(done);
+    assert_true(json_is_null(json_object_get(done, "adapter_dir")));
+    snprintf(p, sizeof p, "%s/out/model", root);
+    assert_string_equal(json_string_value(json_object_get(done, "model_dir")), p);
+    /* the output folder loads back as a model */
+    char err[512];
+    struct model_opts o = {0};
+    struct model *m = modelio_load(p, &o, err, sizeof err);
+    assert_non_null(m);
+    model_free(m);
+    snprintf(p, sizeof p, "%s/out/model/tokenizer.json", root);
+    assert_int_equal(access(p, R_OK), 0);
+    json_decref(r.events);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    char *x = fx_slurp(a, &na), *y = fx_slurp(b, &nb);
+    int eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+/* Straight run of 12 steps vs a run that checkpoints every 5, loses its
+ * step-10 checkpoint (as if killed after step 9) and resumes from step 5. */
+static void resume_exact(const char *name, const char *extra, const char *file)
+{
+    char ra[300], rb[300], cfg[320], pa[400], pb[400];
+    snprintf(ra, sizeof ra, "%s/%s-a", base, name);
+    snprintf(rb, sizeof rb, "%s/%s-b", base, name);
+    make_root(ra, 30);
+    make_root(rb, 30);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", ra);
+    assert_int_equal(fx_write_attempt(cfg, ra, extra, 12, 0), 0);
+    struct result a = run_train(cfg, 0, 0);
+    assert_int_equal(a.status, 0);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", rb);
+    assert_int_equal(fx_write_attempt(cfg, rb, extra, 12, 5), 0);
+    struct result b1 = run_train(cfg, 0, 0);
+    assert_int_equal(b1.status, 0);
+    snprintf(pb, sizeof pb, "%s/ck/step-00000010", rb);
+    assert_int_equal(ckpt_remove_tree(pb), 0);
+    snprintf(pb, sizeof pb, "%s/out", rb);
+    assert_int_equal(ckpt_remove_tree(pb), 0);
+    struct result b2 = run_train(cfg, 0, 0);
+    assert_int_equal(b2.status, 0);
+    json_t *st = find_event(&b2, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), 5);
+    assert_int_equal(json_integer_value(json_object_get(st, "resumed_from")), 5);
+    double la = json_real_value(json_object_get(find_event(&a, "done", 0), "train_loss"));
+    double lb = json_real_value(json_object_get(find_event(&b2, "done", 0), "train_loss"));
+    fprintf(stderr, "%s: final loss straight %.9g, resumed %.9g\n", name, la, lb);
+    assert_true(la == lb);
+    snprintf(pa, sizeof pa, "%s/out/%s", ra, file);
+    snprintf(pb, sizeof pb, "%s/out/%s", rb, file);
+    assert_true(files_equal(pa, pb));
+    json_decref(a.events);
+    json_decref(b1.events);
+    json_decref(b2.events);
+}
+
+static void resume_exact_lora16(void **state)
+{
+    (void)state;
+    resume_exact("lora16", "", "adapter/adapter_model.safetensors");
+}
+
+static void resume_exact_lora4(void **state)
+{
+    (void)state;
+    resume_exact("lora4", "\"precision\":\"4-bit\",", "model/model.safetensors");
+}
+
+static void resume_exact_full(void **state)
+{
+    (void)state;
+    resume_exact("full", "\"adapter\":\"full\",\"learning_rate\":0.001,",
+                 "model/model.safetensors");
+}
+
+static void signals_checkpoint(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/sig", base);
+    make_root(root, 30);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "", 100000, 0), 0);
+    /* SIGUSR1 after step 10: a checkpoint, and training goes on; SIGTERM
+     * once that checkpoint is reported: exit 4 with the last step saved
+     * (a second checkpoint only if a step ran in between) */
+    struct result r = run_train(cfg, SIGUSR1, 10);
+    assert_int_equal(r.status, 4);
+    json_t *c1 = find_event(&r, "checkpoint", 0), *c2 = find_event(&r, "checkpoint", -1);
+    assert_non_null(c1);
+    json_int_t s1 = json_integer_value(json_object_get(c1, "step"));
+    json_int_t s2 = json_integer_value(json_object_get(c2, "step"));
+    assert_true(s1 >= 10);
+    assert_true(s2 >= s1);
+    assert_null(find_event(&r, "done", 0));
+    /* the last log line names the step it stopped at: the saved one */
+    char want[64];
+    snprintf(want, sizeof want, "stopped at step %lld on request", (long long)s2);
+    json_t *last = find_event(&r, "log", -1);
+    assert_string_equal(json_string_value(json_object_get(last, "line")), want);
+    char path[CKPT_MAX_PATH], err[512];
+    uint64_t step;
+    snprintf(cfg, sizeof cfg, "%s/ck", root);
+    assert_int_equal(ckpt_latest(cfg, path, sizeof path, &step, err, sizeof err), 1);
+    assert_int_equal(step, (uint64_t)s2);
+    /* the next attempt resumes there */
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    struct result r2 = run_train(cfg, SIGTERM, 0);
+    assert_int_equal(r2.status, 4);
+    json_t *st = find_event(&r2, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "resumed_from")), s2);
+    json_decref(r.events);
+    json_decref(r2.events);
+}
+
+static void data_error_is_user_error(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400];
+    snprintf(root, sizeof root, "%s/bad", base);
+    make_root(root, 5);
+    snprintf(p, sizeof p, "%s/train.jsonl", root);
+    FILE *f = fopen(p, "w");
+    fputs("{\"prompt\":\"a\",\"completion\":\"b\"}\n{\"prompt\":\"a\",\"completion\":\"b\"}\n"
+          "{\"prompt\":\"a\"}\n",
+          f);
+    fclose(f);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "", 10, 0), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 3);
+    json_t *e = find_event(&r, "error", 0);
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "kind")), "user");
+    assert_string_equal(json_string_value(json_object_get(e, "line")),
+                        "line 3 of train.jsonl: missing field \"completion\"");
+    json_decref(r.events);
+    /* a settings error */
+    f = fopen(cfg, "w");
+    fprintf(f, "{\"model_dir\":\"%s/model\",\"train_file\":\"%s\",\"checkpoint_dir\":\"x\","
+               "\"out_dir\":\"y\"}", root, p);
+    fclose(f);
+    r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 3);
+    e = find_event(&r, "error", 0);
+    assert_string_equal(json_string_value(json_object_get(e, "line")),
+                        "settings: missing field \"max_steps\"");
+    json_decref(r.events);
+}
+
+static void materialize_checkpoint(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], ck[400], out[400];
+    snprintf(root, sizeof root, "%s/mat", base);
+    make_root(root, 20);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "", 6, 3), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    json_decref(r.events);
+    snprintf(ck, sizeof ck, "%s/ck/step-00000006", root);
+    snprintf(out, sizeof out, "%s/partial", root);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "%s train --materialize %s --base %s/model --out %s 2>/dev/null",
+             ALALLO_BINARY, ck, root, out);
+    assert_int_equal(system(cmd), 0);
+    /* the checkpoint at the last step merges to the same weights as the
+     * final model */
+    char a[500], b[500];
+    snprintf(a, sizeof a, "%s/model.safetensors", out);
+    snprintf(b, sizeof b, "%s/out/model/model.safetensors", root);
+    assert_true(files_equal(a, b));
+    snprintf(a, sizeof a, "%s/tokenizer.json", out);
+    assert_int_equal(access(a, R_OK), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(loss_goes_down_full),
+        cmocka_unit_test(resume_exact_lora16),
+        cmocka_unit_test(resume_exact_lora4),
+        cmocka_unit_test(resume_exact_full),
+        cmocka_unit_test(signals_checkpoint),
+        cmocka_unit_test(data_error_is_user_error),
+        cmocka_unit_test(materialize_checkpoint),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
