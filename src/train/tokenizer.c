@@ -667,6 +667,13 @@ const char *tokenizer_token_text(const struct tokenizer *t, int id)
     return id >= 0 && id < t->n_ids ? t->str[id] : NULL;
 }
 
+int tokenizer_token_kind(const struct tokenizer *t, int id)
+{
+    if (id < 0 || id >= t->n_ids || !t->str[id])
+        return -1;
+    return t->added_kind[id];
+}
+
 int tokenizer_is_byte_level(const struct tokenizer *t)
 {
     return t->kind == TOK_BYTE_LEVEL;

@@ -45,6 +45,10 @@ int tokenizer_token_id(const struct tokenizer *t, const char *text);
  * NULL for an id out of range. Owned by the tokenizer. */
 const char *tokenizer_token_text(const struct tokenizer *t, int id);
 
+/* 0 for a vocabulary token, 1 for an added token, 2 for an added special
+ * token, -1 for an id out of range or unused. */
+int tokenizer_token_kind(const struct tokenizer *t, int id);
+
 /* 1 for a byte-level BPE tokenizer, 0 for SentencePiece style. */
 int tokenizer_is_byte_level(const struct tokenizer *t);
 
