@@ -24,7 +24,10 @@ if ! "$CC_FUZZ" -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>/dev/null; then
     echo "fuzz/build.sh: $CC_FUZZ cannot link -fsanitize=fuzzer (apt-get install libclang-rt-14-dev)" >&2
     exit 1
 fi
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+# Configuring again is cheap and picks up targets added to CMakeLists.txt.
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+    cmake -S fuzz -B "$BUILD" >/dev/null
+else
     cmake -S fuzz -B "$BUILD" -DCMAKE_C_COMPILER="$CC_FUZZ" -DCMAKE_BUILD_TYPE=None >/dev/null
 fi
 if [ $# -gt 0 ]; then

@@ -171,3 +171,89 @@ safetensors()
 datasets()
 multipart()
 tokenizers()
+
+
+# ---- the API --------------------------------------------------------------
+def req(method, target, body="", auth=None, ctype="application/json"):
+    head = "%s %s\n" % (method, target)
+    if auth:
+        head += "Authorization: Bearer %s\n" % auth
+    if ctype:
+        head += "Content-Type: %s\n" % ctype
+    return head + "\n" + body
+
+
+def router():
+    r = lambda name, *a, **k: put("fuzz_router_json", name, req(*a, **k))
+    job = {"model": "$MODEL", "training_file": "$FILE", "validation_file": "$FILE",
+           "name": "sentiment", "precision": "4-bit", "goal": "fastest_finish",
+           "adapter": "lora", "suffix": "my-model_1", "seed": 42, "max_steps": 30,
+           "metadata": {"team": "nlp"},
+           "method": {"type": "supervised", "supervised": {"hyperparameters": {
+               "n_epochs": 2, "batch_size": "auto", "learning_rate_multiplier": 0.5}}}}
+    r("job-create-full", "POST", "/v1/fine_tuning/jobs", json.dumps(job))
+    r("job-create-min", "POST", "/v1/fine_tuning/jobs",
+      '{"model":"$MODEL","training_file":"$FILE","hyperparameters":{"n_epochs":3}}')
+    r("job-create-bad", "POST", "/v1/fine_tuning/jobs",
+      '{"model":"$MODEL","training_file":"$OFILE","precision":"8-bit","seed":-1,'
+      '"hyperparameters":{"batch_size":1e300},"metadata":[1]}')
+    r("job-create-full16", "POST", "/v1/fine_tuning/jobs",
+      '{"model":"$MODEL","training_file":"$FILE","adapter":"full","precision":"16-bit"}')
+    r("estimate", "POST", "/v1/fine_tuning/estimates",
+      '{"model":"$MODEL","training_file":"$FILE","goal":"lowest_cost"}')
+    r("estimate-not-json", "POST", "/v1/fine_tuning/estimates", '{"model":"$MODEL",')
+    r("jobs-list", "GET", "/v1/fine_tuning/jobs?limit=2&after=$JOB", ctype=None)
+    r("job-get", "GET", "/v1/fine_tuning/jobs/$JOB", ctype=None)
+    r("job-get-other", "GET", "/v1/fine_tuning/jobs/$OJOB", ctype=None)
+    r("job-cancel", "POST", "/v1/fine_tuning/jobs/$JOB/cancel", ctype=None)
+    r("job-events", "GET", "/v1/fine_tuning/jobs/$JOB/events?limit=5", ctype=None)
+    r("job-checkpoints", "GET", "/v1/fine_tuning/jobs/$JOB/checkpoints", ctype=None)
+    r("job-log-follow", "GET", "/v1/fine_tuning/jobs/$JOB/log?follow=1", ctype=None)
+    r("files-list", "GET", "/v1/files?limit=1", auth="$OTHER", ctype=None)
+    r("file-get", "GET", "/v1/files/$FILE", ctype=None)
+    r("file-content", "GET", "/v1/files/$FILE/content", ctype=None)
+    r("file-delete-other", "DELETE", "/v1/files/$FILE", auth="$OTHER", ctype=None)
+    upload = ("--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nfine-tune\r\n"
+              "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d\u00e9j\u00e0.jsonl\"\r\n"
+              "Content-Type: application/jsonl\r\n\r\n"
+              "{\"prompt\":\"a\",\"completion\":\"b\"}\n\r\n--B--\r\n")
+    r("file-upload", "POST", "/v1/files", upload, ctype="multipart/form-data; boundary=B")
+    r("file-upload-bad-line", "POST", "/v1/files", upload.replace('"completion"', '"c"'),
+      ctype="multipart/form-data; boundary=B")
+    r("models", "GET", "/v1/models", ctype=None)
+    r("model-get", "GET", "/v1/models/$MODEL", ctype=None)
+    r("model-export", "GET", "/v1/models/$MODEL/export?format=gguf", ctype=None)
+    r("completion", "POST", "/v1/completions",
+      '{"model":"$MODEL","prompt":["Hello"],"max_tokens":4,"temperature":0,"seed":1}')
+    r("workers", "GET", "/v1/workers", ctype=None)
+    r("drain", "POST", "/v1/workers/w1/drain", ctype=None)
+    r("drain-not-operator", "POST", "/v1/workers/w1/drain", auth="$OTHER", ctype=None)
+    r("ledger", "GET", "/v1/billing/ledger?limit=3", ctype=None)
+    r("health", "GET", "/healthz", auth="nothing", ctype=None)
+    r("metrics", "GET", "/metrics", ctype=None)
+    r("static", "GET", "/index.html", ctype=None)
+    r("static-traversal", "GET", "/%2e%2e/%2e%2e/etc/passwd", ctype=None)
+    r("no-route", "PATCH", "/v1/fine_tuning/jobs/$JOB", "{}")
+    r("bad-key", "GET", "/v1/fine_tuning/jobs", auth="sk-alallo-wrong", ctype=None)
+    t = "$TOKEN"
+    r("w-register", "POST", "/internal/workers/register",
+      '{"name":"w2","cpus":4,"mem_bytes":17179869184,"accelerator":"cpu",'
+      '"price_per_hour":1.5,"class":"spot","speed":{"tokens_per_s":null,"flops":null}}', auth=t)
+    r("w-heartbeat", "POST", "/internal/workers/w1/heartbeat",
+      '{"attempt_id":"$ATTEMPT","fence":1}', auth=t)
+    r("w-claim", "POST", "/internal/workers/w1/claim", "{}", auth=t)
+    r("w-events", "POST", "/internal/attempts/$ATTEMPT/events",
+      '{"fence":1,"first":0,"events":[{"type":"started","max_steps":30},'
+      '{"type":"step","step":1,"loss":2.5,"tokens":512},'
+      '{"type":"log","line":"step 1 loss 2.5"},'
+      '{"type":"checkpoint","step":1,"path":"ckpt-1","bytes":100}]}', auth=t)
+    r("w-finish", "POST", "/internal/attempts/$ATTEMPT/finish",
+      '{"fence":1,"exit_status":1,"signal":null,"error_kind":"data",'
+      '"line":"line 3 of train.jsonl: missing field \\"completion\\"","stop":null}', auth=t)
+    r("w-finish-signal", "POST", "/internal/attempts/$ATTEMPT/finish",
+      '{"fence":1,"exit_status":null,"signal":9,"error_kind":null,"line":null,"stop":"move"}',
+      auth=t)
+    r("w-wrong-token", "POST", "/internal/workers/w1/claim", "{}", auth="$KEY")
+
+
+router()
