@@ -1,0 +1,396 @@
+/* test_jobs_api.c - files and jobs through the router: OpenAI shapes,
+ * every kind of bad input, paging, isolation between accounts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "api_harness.h"
+
+static char *upload_ok(struct harness *h, const char *key)
+{
+    struct reply r = h_upload(h, key, "train.jsonl", SAMPLE_JSONL);
+    assert_int_equal(r.status, 200);
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    return id;
+}
+
+static char *create_ok(struct harness *h, const char *key, const char *file, const char *extra)
+{
+    char body[1024];
+    snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"%s}", file,
+             extra ? extra : "");
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, key, body);
+    if (r.status != 200)
+        fprintf(stderr, "create: %d %s\n", r.status, r.body);
+    assert_int_equal(r.status, 200);
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    return id;
+}
+
+static void upload_and_file_shapes(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    struct reply r = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "object"), "file");
+    assert_string_equal(h_str(r.json, "purpose"), "fine-tune");
+    assert_string_equal(h_str(r.json, "filename"), "train.jsonl");
+    assert_int_equal(json_integer_value(json_object_get(r.json, "examples")), 3);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "bytes")), strlen(SAMPLE_JSONL));
+    assert_true(json_is_integer(json_object_get(r.json, "created_at")));
+    char id[64];
+    snprintf(id, sizeof id, "%s", h_str(r.json, "id"));
+    reply_free(&r);
+
+    r = h_call(h, "GET", "/v1/files", NULL, h->key, NULL);
+    assert_string_equal(h_str(r.json, "object"), "list");
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 1);
+    reply_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/files/%s/content", id);
+    r = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, SAMPLE_JSONL);
+    reply_free(&r);
+    /* Another account sees nothing of it. */
+    snprintf(path, sizeof path, "/v1/files/%s", id);
+    r = h_call(h, "GET", path, NULL, h->other_key, NULL);
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+    r = h_call(h, "DELETE", path, NULL, h->other_key, NULL);
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+    r = h_call(h, "GET", "/v1/files", NULL, h->other_key, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 0);
+    reply_free(&r);
+    r = h_call(h, "DELETE", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_true(json_object_get(r.json, "deleted")));
+    reply_free(&r);
+    r = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+    h_free(h);
+}
+
+static void bad_uploads(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    struct reply r = h_upload(h, h->key, "train.jsonl",
+                              "{\"prompt\":\"a\",\"completion\":\"b\"}\n{\"prompt\":\"x\"}\n");
+    assert_int_equal(r.status, 400);
+    assert_string_equal(h_err_param(&r), "file");
+    assert_string_equal(h_err_message(&r), "line 2 of train.jsonl: missing field \"completion\"");
+    reply_free(&r);
+    r = h_upload(h, h->key, "empty.jsonl", "");
+    assert_int_equal(r.status, 400);
+    reply_free(&r);
+    r = h_call_ct(h, "POST", "/v1/files", NULL, h->key, "application/json", "{}", 2);
+    assert_int_equal(r.status, 400);
+    assert_string_equal(h_err_param(&r), "file");
+    reply_free(&r);
+    const char *wrong_purpose = "--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\n"
+                                "batch\r\n--B--\r\n";
+    r = h_call_ct(h, "POST", "/v1/files", NULL, h->key, "multipart/form-data; boundary=B",
+                  wrong_purpose, strlen(wrong_purpose));
+    assert_int_equal(r.status, 400);
+    assert_string_equal(h_err_param(&r), "purpose");
+    reply_free(&r);
+    h_free(h);
+}
+
+static void create_shapes_and_defaults(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"suffix\":\"mine\",\"seed\":7,"
+             "\"metadata\":{\"team\":\"a\"},\"method\":{\"type\":\"supervised\",\"supervised\":"
+             "{\"hyperparameters\":{\"n_epochs\":2,\"batch_size\":2}}}}",
+             file);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    json_t *j = r.json;
+    assert_string_equal(h_str(j, "object"), "fine_tuning.job");
+    assert_int_equal(strncmp(h_str(j, "id"), "ftjob-", 6), 0);
+    assert_string_equal(h_str(j, "status"), "queued");
+    /* No worker is known: it waits. */
+    assert_string_equal(h_str(j, "message"), "Waiting for capacity");
+    assert_string_equal(h_str(j, "training_method"), "Supervised fine-tuning");
+    assert_string_equal(h_str(j, "precision"), "16-bit");
+    assert_string_equal(h_str(j, "goal"), "lowest_cost");
+    assert_string_equal(h_str(j, "user_provided_suffix"), "mine");
+    assert_int_equal(json_integer_value(json_object_get(j, "seed")), 7);
+    assert_true(json_is_null(json_object_get(j, "fine_tuned_model")));
+    assert_true(json_is_null(json_object_get(j, "finished_at")));
+    assert_true(json_is_null(json_object_get(j, "error")));
+    assert_true(json_is_array(json_object_get(j, "result_files")));
+    assert_string_equal(h_str(json_object_get(j, "metadata"), "team"), "a");
+    json_t *hp = json_object_get(j, "hyperparameters");
+    assert_int_equal(json_integer_value(json_object_get(hp, "n_epochs")), 2);
+    assert_int_equal(json_integer_value(json_object_get(hp, "batch_size")), 2);
+    json_t *progress = json_object_get(j, "progress");
+    /* max_steps = ceil(3 examples * 2 epochs / batch 2) */
+    assert_int_equal(json_integer_value(json_object_get(progress, "max_steps")), 3);
+    assert_int_equal(json_integer_value(json_object_get(progress, "percent")), 0);
+    json_t *price = json_object_get(j, "price");
+    assert_string_equal(h_str(price, "currency"), "USD");
+    assert_true(json_is_object(json_object_get(j, "estimate")));
+    assert_string_equal(h_str(json_object_get(j, "estimate"), "message"),
+                        "No capacity is free right now; the job would wait in the queue.");
+    assert_true(json_is_array(json_object_get(j, "attempts")));
+    reply_free(&r);
+
+    /* Its first event is the creation, in OpenAI's shape. */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", h_str(j, "id"));
+    free(file);
+    h_free(h);
+}
+
+static void bad_job_bodies(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    char *theirs = upload_ok(h, h->other_key);
+    struct {
+        const char *body;
+        int status;
+        const char *param;
+    } cases[] = {
+        {"{not json", 400, ""},
+        {"[1,2]", 400, ""},
+        {"{}", 400, "model"},
+        {"{\"model\":\"tiny\"}", 400, "training_file"},
+        {"{\"model\":7,\"training_file\":\"%s\"}", 400, "model"},
+        {"{\"model\":\"nope\",\"training_file\":\"%s\"}", 404, "model"},
+        {"{\"model\":\"tiny\",\"training_file\":\"file-nope\"}", 404, "training_file"},
+        {"{\"model\":\"tiny\",\"training_file\":\"../../etc/passwd\"}", 404, "training_file"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"n_epochs\":0}}", 400,
+         "hyperparameters.n_epochs"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"batch_size\":1.5}}",
+         400, "hyperparameters.batch_size"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+         "{\"learning_rate_multiplier\":-1}}",
+         400, "hyperparameters.learning_rate_multiplier"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"precision\":\"8-bit\"}", 400, "precision"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"goal\":\"cheap\"}", 400, "goal"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"suffix\":\"a:b\"}", 400, "suffix"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"seed\":-3}", 400, "seed"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":\"dpo\"}}", 400,
+         "method.type"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"adapter\":\"full\",\"precision\":"
+         "\"4-bit\"}",
+         400, "adapter"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"validation_file\":\"file-none\"}", 404,
+         "validation_file"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"metadata\":{\"a\":1}}", 400, "metadata"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, cases[i].body, file);
+        struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+        if (r.status != cases[i].status || strcmp(h_err_param(&r), cases[i].param) != 0)
+            fprintf(stderr, "case %zu: %s -> %d %s\n", i, body, r.status, r.body);
+        assert_int_equal(r.status, cases[i].status);
+        assert_string_equal(h_err_param(&r), cases[i].param);
+        assert_non_null(json_object_get(json_object_get(r.json, "error"), "code"));
+        reply_free(&r);
+    }
+    /* Another account's file is as unknown as a missing one. */
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"}", theirs);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 404);
+    assert_string_equal(h_err_param(&r), "training_file");
+    reply_free(&r);
+    /* Nothing was created by any of these. */
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs", NULL, h->key, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 0);
+    reply_free(&r);
+    free(file);
+    free(theirs);
+    h_free(h);
+}
+
+static void list_paging_newest_first(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    char *ids[7];
+    for (int i = 0; i < 7; i++)
+        ids[i] = create_ok(h, h->key, file, NULL);
+    char *theirs_file = upload_ok(h, h->other_key);
+    char *theirs = create_ok(h, h->other_key, theirs_file, NULL);
+
+    struct reply r = h_call(h, "GET", "/v1/fine_tuning/jobs", "limit=3", h->key, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 3);
+    assert_true(json_is_true(json_object_get(r.json, "has_more")));
+    assert_string_equal(h_str(json_array_get(data, 0), "id"), ids[6]);
+    assert_string_equal(h_str(r.json, "first_id"), ids[6]);
+    assert_string_equal(h_str(r.json, "last_id"), ids[4]);
+    reply_free(&r);
+    char q[128];
+    snprintf(q, sizeof q, "limit=3&after=%s", ids[4]);
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs", q, h->key, NULL);
+    data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 3);
+    assert_string_equal(h_str(json_array_get(data, 0), "id"), ids[3]);
+    reply_free(&r);
+    snprintf(q, sizeof q, "limit=3&after=%s", ids[1]);
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs", q, h->key, NULL);
+    data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 1);
+    assert_false(json_is_true(json_object_get(r.json, "has_more")));
+    reply_free(&r);
+    /* Default limit 20; bad limits and cursors are 400; another account's
+     * job is not a cursor. */
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs", NULL, h->key, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 7);
+    reply_free(&r);
+    const char *bad[] = {"limit=0", "limit=101", "limit=x", "after=..%2F", NULL};
+    for (int i = 0; bad[i]; i++) {
+        r = h_call(h, "GET", "/v1/fine_tuning/jobs", bad[i], h->key, NULL);
+        assert_int_equal(r.status, 400);
+        reply_free(&r);
+    }
+    snprintf(q, sizeof q, "after=%s", theirs);
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs", q, h->key, NULL);
+    assert_int_equal(r.status, 400);
+    reply_free(&r);
+
+    /* Every job endpoint answers 404 for another account's job. */
+    const char *paths[] = {"/v1/fine_tuning/jobs/%s", "/v1/fine_tuning/jobs/%s/events",
+                           "/v1/fine_tuning/jobs/%s/checkpoints", "/v1/fine_tuning/jobs/%s/log"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[160];
+        snprintf(path, sizeof path, paths[i], theirs);
+        r = h_call(h, "GET", path, NULL, h->key, NULL);
+        assert_int_equal(r.status, 404);
+        reply_free(&r);
+    }
+    char path[160];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/cancel", theirs);
+    r = h_call(h, "POST", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs", NULL, h->other_key, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 1);
+    reply_free(&r);
+    for (int i = 0; i < 7; i++)
+        free(ids[i]);
+    free(file);
+    free(theirs);
+    free(theirs_file);
+    h_free(h);
+}
+
+static void cancel_queued_events_and_log(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    char *id = create_ok(h, h->key, file, NULL);
+    char path[160];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/log", id);
+    struct reply r = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "No log yet. It appears once training starts.");
+    reply_free(&r);
+
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/cancel", id);
+    r = h_call(h, "POST", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "status"), "cancelled");
+    assert_true(json_is_integer(json_object_get(r.json, "finished_at")));
+    assert_true(json_is_null(json_object_get(r.json, "time_left")));
+    reply_free(&r);
+    r = h_call(h, "POST", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 409);
+    reply_free(&r);
+
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    r = h_call(h, "GET", path, NULL, h->key, NULL);
+    json_t *data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 2);
+    json_t *newest = json_array_get(data, 0);
+    assert_string_equal(h_str(newest, "object"), "fine_tuning.job.event");
+    assert_string_equal(h_str(newest, "level"), "info");
+    assert_string_equal(h_str(newest, "type"), "message");
+    assert_string_equal(h_str(newest, "message"), "The job was cancelled");
+    assert_true(json_is_integer(json_object_get(newest, "created_at")));
+    char q[160];
+    snprintf(q, sizeof q, "limit=1&after=%s", h_str(newest, "id"));
+    reply_free(&r);
+    r = h_call(h, "GET", path, q, h->key, NULL);
+    data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 1);
+    assert_non_null(strstr(h_str(json_array_get(data, 0), "message"), "Created fine-tuning job"));
+    reply_free(&r);
+    /* Nothing ran: nothing charged. */
+    r = h_call(h, "GET", "/v1/billing/ledger", NULL, h->key, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 0);
+    reply_free(&r);
+    free(file);
+    free(id);
+    h_free(h);
+}
+
+static void estimates_and_models(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"}", file);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "message"),
+                        "No capacity is free right now; the job would wait in the queue.");
+    assert_true(json_integer_value(json_object_get(json_object_get(r.json, "plan"),
+                                                   "memory_bytes")) > 0);
+    reply_free(&r);
+    r = h_call(h, "GET", "/v1/models", NULL, h->key, NULL);
+    json_t *data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 2);
+    json_t *big = json_array_get(data, 0);
+    assert_string_equal(h_str(big, "id"), "big");
+    assert_string_equal(h_str(big, "kind"), "base");
+    assert_true(json_integer_value(json_object_get(json_object_get(big, "size"), "parameters")) >
+                1000000000);
+    reply_free(&r);
+    r = h_call(h, "GET", "/v1/models/tiny", NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    r = h_call(h, "GET", "/v1/models/nope", NULL, h->key, NULL);
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+    free(file);
+    h_free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(upload_and_file_shapes),
+        cmocka_unit_test(bad_uploads),
+        cmocka_unit_test(create_shapes_and_defaults),
+        cmocka_unit_test(bad_job_bodies),
+        cmocka_unit_test(list_paging_newest_first),
+        cmocka_unit_test(cancel_queued_events_and_log),
+        cmocka_unit_test(estimates_and_models),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,462 @@
+/* test_lifecycle.c - the job lifecycle over the worker protocol, driven
+ * through the router as a worker would: claim, trainer events, finish,
+ * fencing, cancel, drain, lost workers, the failure messages, billing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "api/lifecycle.h"
+#include "api_harness.h"
+
+static void register_worker(struct harness *h, const char *name, const char *mem, double price)
+{
+    char body[300];
+    snprintf(body, sizeof body,
+             "{\"name\":\"%s\",\"cpus\":2,\"mem_bytes\":%s,\"accelerator\":\"cpu\","
+             "\"price_per_hour\":%g,\"class\":\"on-demand\",\"speed\":{\"tokens_per_s\":1000,"
+             "\"flops\":1e9}}",
+             name, mem, price);
+    struct reply r = h_call(h, "POST", "/internal/workers/register", NULL, h->srv.worker_token,
+                            body);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "heartbeat_s")), 2);
+    reply_free(&r);
+    fleet_invalidate(&h->srv);
+}
+
+static char *new_job(struct harness *h, const char *key, const char *extra)
+{
+    struct reply r = h_upload(h, key, "train.jsonl", SAMPLE_JSONL);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"n_epochs\":10,"
+             "\"batch_size\":1}%s}",
+             h_str(r.json, "id"), extra ? extra : "");
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, key, body);
+    assert_int_equal(r.status, 200);
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    return id;
+}
+
+struct claim {
+    char attempt[64];
+    char job[64];
+    long long fence;
+};
+
+/* Claims work for `worker`; false on 204. */
+static bool claim(struct harness *h, const char *worker, struct claim *c)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/internal/workers/%s/claim", worker);
+    struct reply r = h_call(h, "POST", path, NULL, h->srv.worker_token, "{}");
+    if (r.status == 204) {
+        reply_free(&r);
+        return false;
+    }
+    assert_int_equal(r.status, 200);
+    snprintf(c->attempt, sizeof c->attempt, "%s", h_str(r.json, "attempt_id"));
+    snprintf(c->job, sizeof c->job, "%s", h_str(r.json, "job_id"));
+    c->fence = json_integer_value(json_object_get(r.json, "fence"));
+    json_t *spec = json_object_get(r.json, "spec");
+    assert_non_null(strstr(h_str(spec, "model_dir"), "/models/tiny"));
+    assert_string_equal(h_str(spec, "train_file_name"), "train.jsonl");
+    assert_non_null(strstr(h_str(spec, "checkpoint_dir"), c->job));
+    assert_int_equal(json_integer_value(json_object_get(spec, "max_steps")), 30);
+    assert_null(json_object_get(spec, "threads"));
+    reply_free(&r);
+    return true;
+}
+
+/* Posts trainer events; returns the HTTP status and the stop answer. */
+static int events(struct harness *h, const struct claim *c, long long fence, const char *evs,
+                  char *stop, size_t stop_cap)
+{
+    char path[128], body[4096];
+    snprintf(path, sizeof path, "/internal/attempts/%s/events", c->attempt);
+    snprintf(body, sizeof body, "{\"fence\":%lld,\"events\":[%s]}", fence, evs);
+    struct reply r = h_call(h, "POST", path, NULL, h->srv.worker_token, body);
+    int status = r.status;
+    if (stop) {
+        const char *s = h_str(r.json, "stop");
+        snprintf(stop, stop_cap, "%s", s ? s : "");
+    }
+    reply_free(&r);
+    return status;
+}
+
+static int finish(struct harness *h, const struct claim *c, long long fence, const char *rest)
+{
+    char path[128], body[1024];
+    snprintf(path, sizeof path, "/internal/attempts/%s/finish", c->attempt);
+    snprintf(body, sizeof body, "{\"fence\":%lld,%s}", fence, rest);
+    struct reply r = h_call(h, "POST", path, NULL, h->srv.worker_token, body);
+    int status = r.status;
+    reply_free(&r);
+    return status;
+}
+
+static json_t *job(struct harness *h, const char *key, const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s", id);
+    struct reply r = h_call(h, "GET", path, NULL, key, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_incref(r.json);
+    reply_free(&r);
+    return j;
+}
+
+static long progress(json_t *j, const char *field)
+{
+    return (long)json_integer_value(json_object_get(json_object_get(j, "progress"), field));
+}
+
+static const char *log_of(struct harness *h, const char *id, char *buf, size_t cap)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/log", id);
+    struct reply r = h_call(h, "GET", path, NULL, h->key, NULL);
+    snprintf(buf, cap, "%s", r.body);
+    reply_free(&r);
+    return buf;
+}
+
+#define STARTED "{\"event\":\"started\",\"t\":0.1,\"step\":0,\"max_steps\":30,\"resumed_from\":null}"
+
+static void succeeds_with_log_checkpoints_and_price(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "message"), "Starting");
+    json_decref(j);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_string_equal(c.job, id);
+    assert_int_equal(c.fence, 1);
+    struct claim none;
+    assert_false(claim(h, "w1", &none)); /* one attempt at a time */
+
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence, STARTED, stop, sizeof stop), 200);
+    assert_string_equal(stop, "");
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "running");
+    assert_true(json_is_null(json_object_get(j, "message")));
+    assert_string_equal(h_str(json_object_get(j, "time_left"), "basis"), "estimate");
+    json_decref(j);
+    char buf[4096];
+    assert_string_equal(log_of(h, id, buf, sizeof buf),
+                        "No log yet. It appears once training starts.");
+
+    assert_int_equal(
+        events(h, &c, c.fence,
+               "{\"event\":\"log\",\"line\":\"step 10/30: loss 2.3114\"},"
+               "{\"event\":\"step\",\"step\":10,\"loss\":2.3114,\"lr\":0.0002,\"tokens_per_s\":50},"
+               "{\"event\":\"checkpoint\",\"step\":10,\"path\":\"/x/step-00000010\","
+               "\"train_loss\":2.3114},"
+               "{\"event\":\"log\",\"line\":\"saved checkpoint at step 10\"},"
+               "{\"event\":\"future_event\",\"x\":1}",
+               NULL, 0),
+        200);
+    j = job(h, h->key, id);
+    assert_int_equal(progress(j, "steps_done"), 10);
+    assert_int_equal(progress(j, "percent"), 33);
+    assert_string_equal(h_str(json_object_get(j, "time_left"), "basis"), "pace");
+    json_decref(j);
+    assert_string_equal(log_of(h, id, buf, sizeof buf),
+                        "step 10/30: loss 2.3114\nsaved checkpoint at step 10\n");
+
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"log\",\"line\":\"training finished: 30 steps\"},"
+                            "{\"event\":\"done\",\"step\":30,\"train_loss\":1.2,"
+                            "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    assert_int_equal(progress(j, "percent"), 100);
+    assert_int_equal(strncmp(h_str(j, "fine_tuned_model"), "ft:tiny:alallo:", 15), 0);
+    assert_true(json_is_integer(json_object_get(j, "finished_at")));
+    assert_true(json_is_null(json_object_get(j, "time_left")));
+    json_t *att = json_array_get(json_object_get(j, "attempts"), 0);
+    assert_string_equal(h_str(att, "worker"), "w1");
+    assert_string_equal(h_str(att, "status"), "ended");
+    assert_int_equal(json_integer_value(json_object_get(att, "end_step")), 30);
+    char model[256];
+    snprintf(model, sizeof model, "%s", h_str(j, "fine_tuned_model"));
+    json_decref(j);
+
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/checkpoints", id);
+    struct reply r = h_call(h, "GET", path, NULL, h->key, NULL);
+    json_t *ck = json_array_get(json_object_get(r.json, "data"), 0);
+    assert_string_equal(h_str(ck, "object"), "fine_tuning.job.checkpoint");
+    assert_int_equal(json_integer_value(json_object_get(ck, "step_number")), 10);
+    assert_true(json_real_value(json_object_get(json_object_get(ck, "metrics"), "train_loss")) >
+                2.3);
+    assert_non_null(strstr(h_str(ck, "fine_tuned_model_checkpoint"), ":ckpt-step-10"));
+    reply_free(&r);
+    /* The fine-tuned model is listed for its account only. */
+    r = h_call(h, "GET", "/v1/models", NULL, h->key, NULL);
+    assert_non_null(strstr(r.body, model));
+    reply_free(&r);
+    r = h_call(h, "GET", "/v1/models", NULL, h->other_key, NULL);
+    assert_null(strstr(r.body, model));
+    reply_free(&r);
+    /* Metrics events carry the loss. */
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    assert_non_null(strstr(r.body, "\"type\":\"metrics\""));
+    assert_non_null(strstr(r.body, "The job has successfully completed"));
+    reply_free(&r);
+    /* It ran at 3.6/h: some charge, within the estimate's upper end. */
+    r = h_call(h, "GET", "/v1/billing/ledger", NULL, h->key, NULL);
+    json_t *rows = json_object_get(r.json, "data");
+    assert_true(json_array_size(rows) >= 1);
+    reply_free(&r);
+    free(id);
+    h_free(h);
+}
+
+static void stale_fences_change_nothing(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    assert_int_equal(events(h, &c, c.fence + 5, "{\"event\":\"step\",\"step\":20,\"loss\":1}",
+                            NULL, 0),
+                     409);
+    assert_int_equal(finish(h, &c, c.fence - 1, "\"exit_status\":0"), 409);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "running");
+    assert_int_equal(progress(j, "steps_done"), 0);
+    json_decref(j);
+
+    /* The worker is lost: its attempt ends, the job is moved, and the old
+     * attempt's late reports are fenced. */
+    assert_int_equal(lifecycle_worker_gone(&h->srv, "w1", "worker lost"), ERR_OK);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "re-scheduling");
+    assert_string_equal(h_str(j, "message"), "Re-scheduling");
+    json_t *att = json_array_get(json_object_get(j, "attempts"), 0);
+    assert_string_equal(h_str(att, "reason"), "worker lost");
+    json_decref(j);
+    assert_int_equal(events(h, &c, c.fence, "{\"event\":\"step\",\"step\":20,\"loss\":1}", NULL,
+                            0),
+                     409);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0"), 409);
+
+    register_worker(h, "w2", "8000000000", 0);
+    struct claim c2;
+    assert_true(claim(h, "w2", &c2));
+    assert_string_equal(c2.job, id);
+    assert_int_equal(c2.fence, 2);
+    assert_int_equal(events(h, &c2, c2.fence,
+                            "{\"event\":\"started\",\"step\":0,\"resumed_from\":null}", NULL, 0),
+                     200);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "running");
+    assert_int_equal(json_array_size(json_object_get(j, "attempts")), 2);
+    json_decref(j);
+    free(id);
+    h_free(h);
+}
+
+static void failures_have_their_messages(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    char *a = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence,
+                            STARTED ",{\"event\":\"error\",\"kind\":\"user\",\"line\":\"line 3 of "
+                                    "train.jsonl: missing field \\\"completion\\\"\"}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence,
+                            "\"exit_status\":3,\"error_kind\":\"user\",\"line\":\"line 3 of "
+                            "train.jsonl: missing field \\\"completion\\\"\""),
+                     200);
+    json_t *j = job(h, h->key, a);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"),
+                        "Training failed: line 3 of train.jsonl: missing field \"completion\"");
+    assert_string_equal(h_str(json_object_get(j, "error"), "code"), "training_failed");
+    json_decref(j);
+    char buf[1024];
+    assert_non_null(strstr(log_of(h, a, buf, sizeof buf), "missing field"));
+
+    char *b = new_job(h, h->key, NULL);
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":null,\"signal\":11"), 200);
+    j = job(h, h->key, b);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"),
+                        "Failed. We've been notified and are looking into it.");
+    json_decref(j);
+    assert_int_equal(atomic_load(&h->srv.metrics.internal_failures), 1);
+    struct reply r = h_call(h, "GET", "/metrics", NULL, NULL, NULL);
+    assert_non_null(strstr(r.body, "alallo_internal_failures_total 1\n"));
+    assert_non_null(strstr(r.body, "alallo_jobs{status=\"failed\"} 2\n"));
+    reply_free(&r);
+    /* Failed jobs cost nothing. */
+    r = h_call(h, "GET", "/v1/billing/ledger", NULL, h->key, NULL);
+    assert_int_equal(json_array_size(json_object_get(r.json, "data")), 0);
+    reply_free(&r);
+
+    /* The time limit stops a job, with its message and no charge. */
+    char *t = new_job(h, h->key, NULL);
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    h->srv.cfg.time_limit_s = 0;
+    lifecycle_check_limits(&h->srv, api_now_ms() + 5000);
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence, "{\"event\":\"step\",\"step\":1,\"loss\":1}", stop,
+                            sizeof stop),
+                     200);
+    assert_string_equal(stop, "cancel");
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    j = job(h, h->key, t);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"), "Stopped: the time limit was reached");
+    json_decref(j);
+    free(a);
+    free(b);
+    free(t);
+    h_free(h);
+}
+
+static void cancel_and_drain_a_running_job(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+
+    /* Drain: the worker is told to move the job; it checkpoints, exits 4,
+     * and the job waits for another worker, keeping its progress. */
+    struct reply r = h_call(h, "POST", "/v1/workers/w1/drain", NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "state"), "draining");
+    reply_free(&r);
+    r = h_call(h, "POST", "/internal/workers/w1/heartbeat", NULL, h->srv.worker_token,
+               "{\"attempt_id\":null,\"fence\":null}");
+    assert_string_equal(h_str(r.json, "state"), "draining");
+    reply_free(&r);
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"checkpoint\",\"step\":7,\"path\":\"/x\",\"train_loss\":1}",
+                            stop, sizeof stop),
+                     200);
+    assert_string_equal(stop, "move");
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "re-scheduling");
+    assert_int_equal(progress(j, "steps_done"), 7);
+    json_decref(j);
+    struct claim again;
+    assert_false(claim(h, "w1", &again)); /* draining: no new work */
+
+    register_worker(h, "w2", "8000000000", 0);
+    assert_true(claim(h, "w2", &c));
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"started\",\"step\":7,\"resumed_from\":7}", NULL, 0),
+                     200);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/cancel", id);
+    r = h_call(h, "POST", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "status"), "cancelling");
+    reply_free(&r);
+    char hb[160];
+    snprintf(hb, sizeof hb, "{\"attempt_id\":\"%s\",\"fence\":%lld}", c.attempt, c.fence);
+    r = h_call(h, "POST", "/internal/workers/w2/heartbeat", NULL, h->srv.worker_token, hb);
+    assert_string_equal(h_str(r.json, "stop"), "cancel");
+    reply_free(&r);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "cancelled");
+    json_decref(j);
+    free(id);
+    h_free(h);
+}
+
+static void too_big_for_every_worker(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "small", "100000000", 0);
+    struct reply r = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"big\",\"training_file\":\"%s\"}",
+             h_str(r.json, "id"));
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "status"), "failed");
+    assert_string_equal(h_str(r.json, "message"), "Not available right now.");
+    reply_free(&r);
+    /* With a worker big enough for 4-bit but not 16-bit, the message says so. */
+    register_worker(h, "mid", "20000000000", 0);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_string_equal(h_str(r.json, "message"),
+                        "Not available right now. Choose a lower precision.");
+    reply_free(&r);
+    h_free(h);
+}
+
+static void fair_between_accounts(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *a1 = new_job(h, h->key, NULL);
+    char *a2 = new_job(h, h->key, NULL);
+    char *b1 = new_job(h, h->other_key, NULL);
+    register_worker(h, "w1", "8000000000", 0);
+    register_worker(h, "w2", "8000000000", 0);
+    register_worker(h, "w3", "8000000000", 0);
+    struct claim c1, c2, c3;
+    assert_true(claim(h, "w1", &c1));
+    assert_true(claim(h, "w2", &c2));
+    assert_true(claim(h, "w3", &c3));
+    /* Oldest first, but the other account gets its turn before a2. */
+    assert_string_equal(c1.job, a1);
+    assert_string_equal(c2.job, b1);
+    assert_string_equal(c3.job, a2);
+    free(a1);
+    free(a2);
+    free(b1);
+    h_free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(succeeds_with_log_checkpoints_and_price),
+        cmocka_unit_test(stale_fences_change_nothing),
+        cmocka_unit_test(failures_have_their_messages),
+        cmocka_unit_test(cancel_and_drain_a_running_job),
+        cmocka_unit_test(too_big_for_every_worker),
+        cmocka_unit_test(fair_between_accounts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
