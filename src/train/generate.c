@@ -1,0 +1,299 @@
+/* generate.c - KV-cache decoding (see generate.h). */
+#include "train/generate.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/data.h"
+#include "train/gemm.h"
+#include "train/model.h"
+#include "train/modelio.h"
+#include "train/ops.h"
+#include "train/rng.h"
+#include "train/tokenizer.h"
+
+struct generator {
+    struct model *m;
+    struct tokenizer *tok;
+    int eos;
+};
+
+struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
+                           size_t errcap)
+{
+    struct generator *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    struct model_opts o = {.full = 0, .base_kind = WK_F32};
+    if (adapter_dir && modelio_peft_opts(adapter_dir, &o, err, errcap))
+        goto fail;
+    g->m = modelio_load(model_dir, &o, err, errcap);
+    if (!g->m)
+        goto fail;
+    if (adapter_dir && modelio_load_peft(g->m, adapter_dir, err, errcap))
+        goto fail;
+    char path[MODELIO_MAX_PATH + 32];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    g->tok = tokenizer_load(path, err, errcap);
+    if (!g->tok)
+        goto fail;
+    g->eos = g->m->cfg.eos_id >= 0 ? g->m->cfg.eos_id : tokenizer_eos_id(g->tok);
+    return g;
+fail:
+    gen_close(g);
+    return NULL;
+}
+
+void gen_close(struct generator *g)
+{
+    if (!g)
+        return;
+    model_free(g->m);
+    tokenizer_free(g->tok);
+    free(g);
+}
+
+void gen_result_free(struct gen_result *r)
+{
+    free(r->text);
+    r->text = NULL;
+}
+
+/* Working memory of one generation: the cache for `ctx` positions and the
+ * activations of up to `n` new tokens at once. */
+struct work {
+    int ctx, n;
+    float *kc, *vc;           /* (L, ctx, kd) */
+    float *x, *ln, *q, *k, *v, *ao, *tmp, *rstd; /* (n, ...) */
+    float *g, *u, *h;         /* (n, I) */
+    float *xa, *att;          /* (n, r) LoRA product; (ctx) scores */
+    float *logits;            /* (V) */
+    struct linear_scratch ls;
+    float *mem;
+};
+
+static int work_init(struct work *w, const struct model *m, int ctx, int n)
+{
+    const struct model_config *c = &m->cfg;
+    size_t L = (size_t)c->n_layers, C = (size_t)c->hidden;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate, r = (size_t)(m->opts.lora_r > 0 ? m->opts.lora_r : 1);
+    size_t N = (size_t)n;
+    size_t sizes[] = {L * ctx * kd, L * ctx * kd, N * C, N * C, N * qd, N * kd, N * kd, N * qd,
+                      N * C, N, N * F, N * F, N * F, N * r, (size_t)ctx, (size_t)c->vocab,
+                      linear_scratch_floats(c->intermediate), N * r};
+    float **dst[] = {&w->kc, &w->vc, &w->x, &w->ln, &w->q, &w->k, &w->v, &w->ao, &w->tmp,
+                     &w->rstd, &w->g, &w->u, &w->h, &w->xa, &w->att, &w->logits, &w->ls.deq,
+                     &w->ls.tmp};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += sizes[i];
+    w->mem = malloc(total * sizeof(float));
+    if (!w->mem)
+        return -1;
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *dst[i] = w->mem + off;
+        off += sizes[i];
+    }
+    w->ls.deq_cap = sizes[16];
+    w->ls.tmp_cap = sizes[17];
+    w->ctx = ctx;
+    w->n = n;
+    return 0;
+}
+
+/* Runs n tokens at positions p0.. through the model, filling the cache,
+ * and leaves the logits of the last one in w->logits. */
+static void forward(struct model *m, struct work *w, const int32_t *ids, int n, int p0)
+{
+    const struct model_config *c = &m->cfg;
+    int C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    int qd = H * hd, kd = KV * hd, group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int i = 0; i < n; i++) {
+        const float *src = linear_rows(&m->embed, ids[i], 1, w->x + (size_t)i * C);
+        if (src != w->x + (size_t)i * C)
+            memcpy(w->x + (size_t)i * C, src, sizeof(float) * C);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        float *kc = w->kc + (size_t)l * w->ctx * kd, *vc = w->vc + (size_t)l * w->ctx * kd;
+        ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln1, n, C, c->rms_eps);
+        linear_forward(&L->proj[PROJ_Q], w->q, w->ln, n, w->xa, &w->ls);
+        linear_forward(&L->proj[PROJ_K], kc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
+        linear_forward(&L->proj[PROJ_V], vc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
+        ops_rope_forward(w->q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
+        ops_rope_forward(kc + (size_t)p0 * kd, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+        /* each new token attends to the cache up to its own position */
+        for (int i = 0; i < n; i++) {
+            int pos = p0 + i;
+            for (int h = 0; h < H; h++) {
+                const float *qi = w->q + (size_t)i * qd + (size_t)h * hd;
+                int kh = h / group;
+                float mx = -FLT_MAX;
+                for (int j = 0; j <= pos; j++) {
+                    const float *kj = kc + (size_t)j * kd + (size_t)kh * hd;
+                    float s = 0.0f;
+                    for (int d = 0; d < hd; d++)
+                        s += qi[d] * kj[d];
+                    w->att[j] = s * scale;
+                    if (w->att[j] > mx)
+                        mx = w->att[j];
+                }
+                float sum = 0.0f;
+                for (int j = 0; j <= pos; j++) {
+                    w->att[j] = expf(w->att[j] - mx);
+                    sum += w->att[j];
+                }
+                float *o = w->ao + (size_t)i * qd + (size_t)h * hd;
+                memset(o, 0, sizeof(float) * hd);
+                for (int j = 0; j <= pos; j++) {
+                    const float *vj = vc + (size_t)j * kd + (size_t)kh * hd;
+                    float p = w->att[j] / sum;
+                    for (int d = 0; d < hd; d++)
+                        o[d] += p * vj[d];
+                }
+            }
+        }
+        linear_forward(&L->proj[PROJ_O], w->tmp, w->ao, n, w->xa, &w->ls);
+        ops_add(w->x, w->x, w->tmp, (size_t)n * C);
+        ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln2, n, C, c->rms_eps);
+        linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
+        linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
+        ops_swiglu_forward(w->h, w->g, w->u, (size_t)n * c->intermediate);
+        linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
+        ops_add(w->x, w->x, w->tmp, (size_t)n * C);
+    }
+    /* only the last position's logits are needed */
+    const float *xl = w->x + (size_t)(n - 1) * C;
+    ops_rmsnorm_forward(w->ln, w->rstd, xl, m->norm_f, 1, C, c->rms_eps);
+    struct linear *head = c->tied ? &m->embed : &m->head;
+    linear_forward(head, w->logits, w->ln, 1, NULL, &w->ls);
+}
+
+struct cand {
+    float p;
+    int id;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p < y->p ? 1 : -1;
+    return x->id - y->id; /* ties in id order: deterministic */
+}
+
+static int pick(const float *logits, int V, const struct gen_opts *o, struct rng *r,
+                struct cand *buf)
+{
+    int best = 0;
+    for (int j = 1; j < V; j++)
+        if (logits[j] > logits[best])
+            best = j;
+    if (!(o->temperature > 0.0f))
+        return best;
+    float mx = logits[best];
+    double sum = 0.0;
+    for (int j = 0; j < V; j++) {
+        buf[j].p = expf((logits[j] - mx) / o->temperature);
+        buf[j].id = j;
+        sum += buf[j].p;
+    }
+    qsort(buf, (size_t)V, sizeof *buf, cmp_cand);
+    /* nucleus: the smallest prefix whose mass reaches top_p */
+    double keep = 0.0;
+    int k = 0;
+    double limit = (o->top_p > 0.0f && o->top_p < 1.0f ? o->top_p : 1.0) * sum;
+    while (k < V && (k == 0 || keep < limit))
+        keep += buf[k++].p;
+    double u = (double)rng_uniform(r) * keep, acc = 0.0;
+    for (int j = 0; j < k; j++) {
+        acc += buf[j].p;
+        if (u < acc)
+            return buf[j].id;
+    }
+    return buf[k - 1].id;
+}
+
+int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opts *o,
+            int32_t *out_ids, const char **finish_reason, char *err, size_t errcap)
+{
+    struct model *m = g->m;
+    int maxpos = m->cfg.max_pos;
+    if (n < 1 || n >= maxpos) {
+        snprintf(err, errcap, "the prompt is %d tokens; the model's context is %d", n, maxpos);
+        return -1;
+    }
+    if (o->max_tokens < 1 || o->max_tokens > GEN_MAX_TOKENS) {
+        snprintf(err, errcap, "max_tokens must be from 1 to %d", GEN_MAX_TOKENS);
+        return -1;
+    }
+    int max_new = o->max_tokens < maxpos - n ? o->max_tokens : maxpos - n;
+    int ctx = n + max_new;
+    struct work w;
+    struct cand *cands = malloc(sizeof *cands * (size_t)m->cfg.vocab);
+    if (!cands || model_rope_ensure(m, ctx) || work_init(&w, m, ctx, n)) {
+        free(cands);
+        snprintf(err, errcap, "out of memory for generation");
+        return -1;
+    }
+    struct rng r;
+    rng_seed(&r, o->seed);
+    forward(m, &w, ids, n, 0);
+    int count = 0;
+    *finish_reason = "length";
+    while (count < max_new) {
+        int next = pick(w.logits, m->cfg.vocab, o, &r, cands);
+        if (next == g->eos) {
+            *finish_reason = "stop";
+            break;
+        }
+        out_ids[count++] = next;
+        if (count == max_new || n + count >= ctx)
+            break;
+        int32_t id = next;
+        forward(m, &w, &id, 1, n + count - 1);
+    }
+    free(w.mem);
+    free(cands);
+    return count;
+}
+
+int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
+            struct gen_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (data_encode_prompt(g->tok, prompt, &ids, &n) != 0) {
+        snprintf(err, errcap, "cannot encode the prompt");
+        return -1;
+    }
+    int cap = o->max_tokens > 0 && o->max_tokens <= GEN_MAX_TOKENS ? o->max_tokens : 1;
+    int32_t *gen = malloc(sizeof *gen * (size_t)cap);
+    const char *finish = "length";
+    int k = gen && n < (size_t)INT32_MAX ? gen_ids(g, ids, (int)n, o, gen, &finish, err, errcap)
+                                         : -1;
+    if (k >= 0) {
+        out->text = tokenizer_decode(g->tok, gen, (size_t)k, 1);
+        if (!out->text) {
+            snprintf(err, errcap, "out of memory decoding");
+            k = -1;
+        }
+    } else if (!gen) {
+        snprintf(err, errcap, "out of memory");
+    }
+    out->prompt_tokens = (int)n;
+    out->completion_tokens = k > 0 ? k : 0;
+    out->finish_reason = finish;
+    free(ids);
+    free(gen);
+    return k < 0 ? -1 : 0;
+}

@@ -1,0 +1,58 @@
+/* generate.h - text generation from a model folder with a KV cache:
+ * greedy (temperature 0) or sampled (temperature, top-p, seed) decoding,
+ * for a base or fine-tuned folder, optionally with a PEFT LoRA adapter
+ * applied on top (not merged: the adapter's product is added at run time).
+ *
+ * Prompts are encoded with data_encode_prompt, the way training formats a
+ * prompt, so a model trained on prompt/completion pairs continues a
+ * training prompt as it was trained to. Generation stops at the model's
+ * end-of-sequence token (finish_reason "stop") or after max_tokens
+ * ("length").
+ *
+ * Ownership: gen_open returns a generator the caller closes with
+ * gen_close; gen_run fills a result the caller frees with gen_result_free.
+ * One generator serves one call at a time.
+ */
+#ifndef ALALLO_TRAIN_GENERATE_H
+#define ALALLO_TRAIN_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GEN_MAX_TOKENS 4096
+
+struct gen_opts {
+    int max_tokens;      /* 1..GEN_MAX_TOKENS */
+    float temperature;   /* 0 = greedy */
+    float top_p;         /* (0, 1]; 1 = no cut */
+    uint64_t seed;
+};
+
+struct gen_result {
+    char *text;                /* the completion only, UTF-8 */
+    int prompt_tokens;
+    int completion_tokens;
+    const char *finish_reason; /* "stop" or "length" (static) */
+};
+
+struct generator;
+
+/* Loads model_dir (config.json, *.safetensors, tokenizer.json) and, when
+ * adapter_dir is not NULL, a PEFT adapter. NULL with a reason. */
+struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
+                           size_t errcap);
+void gen_close(struct generator *g); /* NULL is fine */
+
+/* Generates a completion of `prompt`. 0, or -1 with a reason (e.g. a prompt
+ * longer than the model's context). */
+int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
+            struct gen_result *out /* OUT */, char *err, size_t errcap);
+
+/* Generates from token ids (after the prompt formatting), writing up to
+ * max_tokens ids into out_ids. Returns the count, or -1. For tests. */
+int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opts *o,
+            int32_t *out_ids, const char **finish_reason, char *err, size_t errcap);
+
+void gen_result_free(struct gen_result *r);
+
+#endif
