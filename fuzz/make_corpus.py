@@ -257,3 +257,59 @@ def router():
 
 
 router()
+
+
+# ---- GGUF -----------------------------------------------------------------
+def gguf_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_file(kvs, tensors, version=3, align=32):
+    """kvs: [(key, type, payload bytes)]; tensors: [(name, dims, type, data)]."""
+    head = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for key, t, payload in kvs:
+        head += gguf_str(key) + struct.pack("<I", t) + payload
+    off, datas = 0, b""
+    for name, dims, t, data in tensors:
+        head += gguf_str(name) + struct.pack("<I", len(dims)) + b"".join(
+            struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", t, off)
+        datas += data + b"\0" * ((-len(data)) % align)
+        off += len(data) + (-len(data)) % align
+    head += b"\0" * ((-len(head)) % align)
+    return head + datas
+
+
+def gguf():
+    kv_arch = ("general.architecture", 8, gguf_str("llama"))
+    kv_ctx = ("llama.context_length", 4, struct.pack("<I", 256))
+    kv_eps = ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5))
+    kv_tok = ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + gguf_str("a") +
+              gguf_str("b") + gguf_str("\u00e9"))
+    kv_scores = ("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 3) + struct.pack("<3f", 0, -1, 1e30))
+    kv_bool = ("general.tied", 7, b"\x01")
+    kv_u64 = ("general.size", 10, struct.pack("<Q", 1 << 40))
+    kv_f64 = ("general.f64", 12, struct.pack("<d", -2.5))
+    w = struct.pack("<6f", *range(6))
+    put("fuzz_gguf", "file-small", gguf_file(
+        [kv_arch, kv_ctx, kv_eps, kv_tok, kv_scores, kv_bool, kv_u64, kv_f64],
+        [("token_embd.weight", [3, 2], 0, w), ("output_norm.weight", [3], 1, bytes(6)),
+         ("blk.0.attn_q.weight", [1, 1, 1, 2], 30, bytes(4))]))
+    put("fuzz_gguf", "file-v2-empty", gguf_file([], [], version=2))
+    put("fuzz_gguf", "file-align64", gguf_file(
+        [("general.alignment", 4, struct.pack("<I", 64))], [("t", [4], 0, bytes(16))], align=64))
+    put("fuzz_gguf", "file-truncated", gguf_file([kv_arch], [("t", [8], 0, bytes(32))])[:-8])
+    put("fuzz_gguf", "file-bad-type", gguf_file([], [("q", [32], 2, bytes(18))]))
+    put("fuzz_gguf", "file-huge-counts", b"GGUF" + struct.pack("<IQQ", 3, 1 << 62, 1 << 62))
+    # Recipes: opcode bytes then operands (see fuzz_gguf.c, step()).
+    put("fuzz_gguf", "recipe-kvs", bytes([0, 0x80 | 3, 0x61, 0x62, 0x63, 7, 0, 0, 0,
+                                          4, 1, 0x85, 0x6c, 0x6c, 0x61, 0x6d, 0x61,
+                                          6, 3, 2, 0x81, 0x61, 0x82, 0xc3, 0xa9,
+                                          8, 4, 2, 0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x7f]))
+    put("fuzz_gguf", "recipe-tensors", bytes([9, 0x85, 0x77, 0x2e, 0x6f, 0x75, 0x74, 0, 2, 3, 2,
+                                              1, 2, 3, 4,
+                                              9, 0x81, 0x6e, 1, 1, 5, 9, 9, 9, 9,
+                                              9, 0x82, 0x62, 0x66, 2, 4, 1, 2, 3, 4, 0, 0, 0, 0]))
+
+
+gguf()
