@@ -2,7 +2,7 @@
  * folder (the client's `alallo export ID` goes through the API instead).
  *
  *   alallo export --model-dir DIR --format hf|peft|gguf --out PATH
- *                 [--dtype f16|bf16] [--adapter-dir DIR]
+ *                 [--dtype f16|bf16|f32] [--adapter-dir DIR]
  *
  * hf copies the checked merged folder; peft copies the adapter folder
  * (--adapter-dir, or DIR/../adapter when DIR is a trainer's out_dir/model);
@@ -20,7 +20,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: alallo export --model-dir DIR --format hf|peft|gguf --out PATH"
-          " [--dtype f16|bf16] [--adapter-dir DIR]\n",
+          " [--dtype f16|bf16|f32] [--adapter-dir DIR]\n",
           f);
 }
 
@@ -55,8 +55,8 @@ int cmd_export_local(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (strcmp(dtype, "f16") != 0 && strcmp(dtype, "bf16") != 0) {
-        fprintf(stderr, "alallo export: --dtype must be f16 or bf16\n");
+    if (strcmp(dtype, "f16") != 0 && strcmp(dtype, "bf16") != 0 && strcmp(dtype, "f32") != 0) {
+        fprintf(stderr, "alallo export: --dtype must be f16, bf16 or f32\n");
         return 2;
     }
     char err[600], guess[4200];
@@ -64,8 +64,10 @@ int cmd_export_local(int argc, char **argv)
     if (strcmp(format, "hf") == 0) {
         rc = export_hf(dir, out, err, sizeof err);
     } else if (strcmp(format, "gguf") == 0) {
-        rc = export_gguf(dir, out, strcmp(dtype, "bf16") == 0 ? EXPORT_BF16 : EXPORT_F16, err,
-                         sizeof err);
+        enum export_dtype dt = strcmp(dtype, "bf16") == 0  ? EXPORT_BF16
+                               : strcmp(dtype, "f32") == 0 ? EXPORT_F32
+                                                           : EXPORT_F16;
+        rc = export_gguf(dir, out, dt, err, sizeof err);
     } else if (strcmp(format, "peft") == 0) {
         if (!adapter) {
             snprintf(guess, sizeof guess, "%s/../adapter", dir);

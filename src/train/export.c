@@ -816,7 +816,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     model_name(model_dir, name, sizeof name);
     int bad = gguf_set_str(w, "general.architecture", "llama") ||
               gguf_set_str(w, "general.name", name) ||
-              gguf_set_u32(w, "general.file_type", dtype == EXPORT_BF16 ? 32 : 1) ||
+              gguf_set_u32(w, "general.file_type", dtype == EXPORT_BF16 ? 32 : dtype == EXPORT_F32 ? 0 : 1) ||
               gguf_set_u32(w, "llama.vocab_size", (uint32_t)c->vocab) ||
               gguf_set_u32(w, "llama.context_length", (uint32_t)c->max_pos) ||
               gguf_set_u32(w, "llama.embedding_length", (uint32_t)c->hidden) ||
@@ -835,7 +835,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     }
     if (set_tokenizer(w, &m, model_dir, err, errcap) < 0)
         goto out;
-    enum gguf_ttype mat = dtype == EXPORT_BF16 ? GGUF_T_BF16 : GGUF_T_F16;
+    enum gguf_ttype mat = dtype == EXPORT_BF16 ? GGUF_T_BF16 : dtype == EXPORT_F32 ? GGUF_T_F32 : GGUF_T_F16;
     for (size_t i = 0; i < m.n_want; i++) {
         const struct want *wt = &m.want[i];
         cv[i] = (struct conv){.src = shards_find(&m.sh, wt->hf),

@@ -21,7 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum export_dtype { EXPORT_F16 = 0, EXPORT_BF16 };
+/* Storage of the matrices in GGUF; vectors are always F32. F32 exists for
+ * checking numerics against a reference, F16 is what people run. */
+enum export_dtype { EXPORT_F16 = 0, EXPORT_BF16, EXPORT_F32 };
 
 /* Checks a Hugging Face model folder as described above. 0, or -1 with a
  * one-line reason. */
