@@ -1,0 +1,90 @@
+/* test_model_torch.c - the decoder's forward and backward against PyTorch:
+ * `alallo model init` writes a model folder, `alallo train --dump-grads`
+ * dumps alallo's loss, logits and gradients, and tests/torch/reference.py
+ * (the project's own script, run with Debian's /usr/bin/python3 and its
+ * python3-torch) recomputes them in float64 and compares. A missing torch
+ * is a failure with a clear message, never a skip. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_train_fixture.h"
+#include "train/checkpoint.h"
+
+static char base[256];
+static const char *ids =
+    "256,72,101,108,108,111,32,119,111,114,108,100,33,10,84,104,101,32,113,117,105,99,107,32,98,"
+    "114,111,119,110,32,102,111,120,46";
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(base, sizeof base, "/tmp/alallo-test-torch-%ld", (long)getpid());
+    ckpt_remove_tree(base);
+    if (mkdir(base, 0755))
+        return -1;
+    char p[300];
+    snprintf(p, sizeof p, "%s/tokenizer.json", base);
+    return fx_write_tokenizer(p);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return ckpt_remove_tree(base);
+}
+
+static int sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void compare(const char *name, const char *init_args)
+{
+    char cmd[2000], dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", base, name);
+    snprintf(cmd, sizeof cmd, "%s model init %s --tokenizer %s/tokenizer.json --out %s --seed 9",
+             ALALLO_BINARY, init_args, base, dir);
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s train --dump-grads --model-dir %s --ids %s --out %s/dump.st",
+             ALALLO_BINARY, dir, ids, dir);
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/torch/reference.py %s %s/dump.st %s",
+             ALALLO_SOURCE_DIR, dir, dir, ids);
+    int rc = sh(cmd);
+    if (rc == 2)
+        fprintf(stderr, "FAIL: PyTorch is not available to /usr/bin/python3: install Debian's "
+                        "python3-torch (make deps-test)\n");
+    assert_int_equal(rc, 0);
+}
+
+static void tiny_tied_gqa(void **state)
+{
+    (void)state;
+    compare("tiny", "--shape tiny");
+}
+
+static void untied_with_qkv_bias(void **state)
+{
+    (void)state;
+    compare("custom", "--shape custom --hidden 48 --layers 3 --heads 6 --kv-heads 3 "
+                      "--intermediate 100 --untied --qkv-bias");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tiny_tied_gqa),
+        cmocka_unit_test(untied_with_qkv_bias),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
