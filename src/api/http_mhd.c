@@ -23,8 +23,16 @@ struct conn_state {
     size_t len, cap;
     int64_t limit;
     int too_large;
+    size_t drained; /* bytes dropped past the cap */
     int answered;
 };
+
+/* A body over its cap is read and dropped up to this much more, so that
+ * the client is still reading when the 413 comes (a connection closed on
+ * a client mid-upload often hides the answer from it). */
+#define DRAIN_MAX (64LL << 20)
+#define TOO_LARGE_MESSAGE "The request body is larger than this endpoint accepts."
+
 
 struct stream_box {
     http_stream_fn fn;
@@ -126,12 +134,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->limit = router_body_cap(h->srv, method, url);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoll(cl, NULL, 10) > cs->limit) {
-            /* Refuse before reading a byte of it. */
+        long long declared = cl ? strtoll(cl, NULL, 10) : 0;
+        if (declared > cs->limit + DRAIN_MAX) {
+            /* Refuse at once; the client may see the connection close. */
             cs->answered = 1;
-            return answer_error(h->srv, conn, ERR_TOO_LARGE,
-                                "The request body is larger than this endpoint accepts.", 0);
+            return answer_error(h->srv, conn, ERR_TOO_LARGE, TOO_LARGE_MESSAGE, 0);
         }
+        if (declared > cs->limit)
+            cs->too_large = 1; /* read and drop it, then answer 413 */
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -139,11 +149,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         if (cs->answered)
             return MHD_YES;
-        if ((int64_t)(cs->len + n) > cs->limit) {
+        if (cs->too_large || (int64_t)(cs->len + n) > cs->limit) {
+            /* Past the cap nothing is kept; past the drain cap too, the
+             * answer goes now. */
             cs->too_large = 1;
-            cs->answered = 1;
-            return answer_error(h->srv, conn, ERR_TOO_LARGE,
-                                "The request body is larger than this endpoint accepts.", 0);
+            cs->drained += n;
+            if ((int64_t)cs->drained > DRAIN_MAX) {
+                cs->answered = 1;
+                return answer_error(h->srv, conn, ERR_TOO_LARGE, TOO_LARGE_MESSAGE, 0);
+            }
+            return MHD_YES;
         }
         if (cs->len + n > cs->cap) {
             size_t cap = cs->cap ? cs->cap : 16384;
@@ -162,6 +177,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (cs->answered)
         return MHD_YES;
     cs->answered = 1;
+    if (cs->too_large)
+        return answer_error(h->srv, conn, ERR_TOO_LARGE, TOO_LARGE_MESSAGE, 0);
 
     struct http_request *req = calloc(1, sizeof *req);
     if (!req)

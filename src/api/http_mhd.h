@@ -1,7 +1,9 @@
 /* http_mhd.h - the HTTP server: libmicrohttpd, one thread per connection
  * (so a followed log or a generation may block its own thread without
  * stalling others), a bounded number of connections, idle timeouts, and
- * body caps checked before a body is read (413).
+ * body caps (413): a body over its cap is never kept; it is read and
+ * dropped (up to 64 MiB more) so the client hears the 413, and a declared
+ * length beyond that is refused before reading.
  */
 #ifndef ALALLO_API_HTTP_MHD_H
 #define ALALLO_API_HTTP_MHD_H

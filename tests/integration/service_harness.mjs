@@ -1,0 +1,166 @@
+// service_harness.mjs - starts the real `alallo serve` on 127.0.0.1 with a
+// free port and a temporary data folder, for the service and SDK tests.
+// Not a test itself (the runner picks up *.test.mjs only).
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const BIN = process.env.ALALLO_BIN || path.resolve('build/alallo');
+export const ROOT = process.env.ALALLO_ROOT || path.resolve('.');
+export const SAMPLE = path.join(ROOT, 'examples/sentiment-train.jsonl');
+
+export function tmpdir(prefix = 'alallo-it-') {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Polls fn until it returns a truthy value; fails after timeoutMs with the
+// last value seen, so a stuck job says where it stuck.
+export async function waitFor(fn, { timeoutMs = 60000, everyMs = 200, what = 'condition' } = {}) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last) return last;
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last)?.slice(0, 2000)}`);
+}
+
+// Runs the binary to completion; throws with its output when it fails.
+export function run(args, opts = {}) {
+  const r = spawnSync(BIN, args, { encoding: 'utf8', timeout: 120000, ...opts });
+  if (r.status !== 0) {
+    throw new Error(`alallo ${args.join(' ')} exited ${r.status} ${r.signal || ''}\n${r.stdout}\n${r.stderr}`);
+  }
+  return r.stdout;
+}
+
+// A tiny base model in a models folder: a tokenizer learned from the sample
+// data and a randomly initialised Llama of the `tiny` shape.
+let tinyModels = null;
+export function tinyModelsDir() {
+  if (tinyModels) return tinyModels;
+  const dir = tmpdir('alallo-models-');
+  const tok = path.join(dir, 'tokenizer.json');
+  run(['tokenizer', 'train', '--input', SAMPLE, '--vocab-size', '400', '--out', tok]);
+  fs.mkdirSync(path.join(dir, 'models'));
+  run(['model', 'init', '--shape', 'tiny', '--tokenizer', tok, '--out', path.join(dir, 'models', 'tiny')]);
+  tinyModels = path.join(dir, 'models');
+  return tinyModels;
+}
+
+export class Serve {
+  constructor({ data, port, args = [] }) {
+    this.data = data;
+    this.port = port;
+    this.args = args;
+    this.url = `http://127.0.0.1:${port}`;
+    this.output = '';
+  }
+
+  static async start({ data = tmpdir(), args = [], port } = {}) {
+    const s = new Serve({ data, port: port || (await freePort()), args });
+    await s.spawn();
+    return s;
+  }
+
+  async spawn() {
+    this.proc = spawn(BIN, ['serve', '--port', String(this.port), '--data', this.data, ...this.args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.proc.stdout.on('data', (d) => (this.output += d));
+    this.proc.stderr.on('data', (d) => (this.output += d));
+    this.exited = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
+    await waitFor(
+      async () => {
+        if (this.proc.exitCode !== null) throw new Error(`serve exited:\n${this.output}`);
+        try {
+          return (await fetch(`${this.url}/healthz`)).ok;
+        } catch {
+          return false;
+        }
+      },
+      { timeoutMs: 20000, what: 'serve to answer /healthz' },
+    );
+    this.key = fs.readFileSync(path.join(this.data, 'api-key'), 'utf8').trim();
+    this.token = fs.readFileSync(path.join(this.data, 'worker-token'), 'utf8').trim();
+  }
+
+  async stop(signal = 'SIGTERM') {
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode) return;
+    this.proc.kill(signal);
+    let timer;
+    const limit = new Promise((resolve) => (timer = setTimeout(resolve, 60000)));
+    await Promise.race([this.exited, limit]);
+    clearTimeout(timer);
+  }
+
+  // A new account; returns its key (the last line `accounts create` prints).
+  account(name) {
+    const out = run(['accounts', 'create', name, '--data', this.data]);
+    return out.trim().split('\n').pop();
+  }
+
+  async call(method, p, { key = this.key, body, raw, headers = {} } = {}) {
+    const h = { ...headers };
+    if (key) h.Authorization = `Bearer ${key}`;
+    let payload = raw;
+    if (body !== undefined) {
+      h['Content-Type'] = 'application/json';
+      payload = typeof body === 'string' ? body : JSON.stringify(body);
+    }
+    const res = await fetch(this.url + p, { method, headers: h, body: payload });
+    const text = await res.text();
+    let json = null;
+    if ((res.headers.get('content-type') || '').startsWith('application/json') && text) json = JSON.parse(text);
+    return { status: res.status, json, text, headers: res.headers };
+  }
+
+  async upload(name, content, { key = this.key, purpose = 'fine-tune' } = {}) {
+    const form = new FormData();
+    form.append('purpose', purpose);
+    form.append('file', new Blob([content]), name);
+    const res = await fetch(`${this.url}/v1/files`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}` },
+      body: form,
+    });
+    const text = await res.text();
+    return { status: res.status, json: text ? JSON.parse(text) : null };
+  }
+
+  async createJob(body, key = this.key) {
+    return this.call('POST', '/v1/fine_tuning/jobs', { key, body });
+  }
+
+  async job(id, key = this.key) {
+    return (await this.call('GET', `/v1/fine_tuning/jobs/${id}`, { key })).json;
+  }
+
+  async waitStatus(id, statuses, { key = this.key, timeoutMs = 120000 } = {}) {
+    const want = Array.isArray(statuses) ? statuses : [statuses];
+    return waitFor(
+      async () => {
+        const j = await this.job(id, key);
+        return want.includes(j.status) ? j : false;
+      },
+      { timeoutMs, what: `job ${id} to be ${want.join('|')}` },
+    );
+  }
+}
