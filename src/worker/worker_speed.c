@@ -50,8 +50,14 @@ static int parse_object(const char *text, size_t len, struct worker_speed *out)
     double flops = number(obj, "flops_per_s");
     if (flops <= 0)
         flops = number(obj, "flops");
-    if (flops <= 0 && number(obj, "mfu") > 0 && number(obj, "peak_flops") > 0)
-        flops = number(obj, "mfu") * number(obj, "peak_flops");
+    /* Achieved FLOP/s: what the model's FLOPs per token make of the pace. */
+    if (flops <= 0 && number(obj, "flops_per_token") > 0)
+        flops = tps * number(obj, "flops_per_token");
+    double peak = number(obj, "peak_fp32_flops");
+    if (peak <= 0)
+        peak = number(obj, "peak_flops");
+    if (flops <= 0 && number(obj, "mfu") > 0 && peak > 0)
+        flops = number(obj, "mfu") * peak;
     json_decref(obj);
     if (!(tps > 0))
         return -1;

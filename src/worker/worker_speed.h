@@ -24,7 +24,8 @@ int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
 
 /* Reads bench's output: the last line that is a JSON object with a positive
  * "tokens_per_s". FLOP/s come from "flops_per_s" or "flops", else from
- * "mfu" × "peak_flops" when both are there, else 0. Returns 0 or -1. */
+ * "tokens_per_s" × "flops_per_token", else from "mfu" × "peak_fp32_flops"
+ * (or "peak_flops"), else 0. Returns 0 or -1. */
 int worker_speed_parse(const char *text, struct worker_speed *out /* OUT */);
 
 #endif

@@ -62,6 +62,14 @@ static void parses_bench_output(void **state)
                                         &s),
                      0);
     assert_true(s.tokens_per_s == 7 && s.flops == 1e9);
+    /* What `alallo bench train` prints. */
+    assert_int_equal(worker_speed_parse("{\"shape\":\"tiny\",\"tokens_per_s\":6492.34,"
+                                        "\"mfu\":0.478567,\"flops_per_token\":716800.0,"
+                                        "\"peak_fp32_flops\":9.72425e9}",
+                                        &s),
+                     0);
+    assert_true(s.tokens_per_s == 6492.34);
+    assert_true(s.flops > 4.65e9 && s.flops < 4.66e9);
     assert_int_equal(worker_speed_parse("{\"tokens_per_s\": 0}", &s), -1);
     assert_int_equal(worker_speed_parse("{\"mfu\": 0.3}", &s), -1);
     assert_int_equal(worker_speed_parse("garbage", &s), -1);
