@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,8 @@ struct gguf_writer {
     uint64_t n_kv;
     struct wtensor *t;
     size_t n_t, t_cap;
-    int failed; /* an add failed: gguf_write refuses */
+    uint32_t alignment; /* general.alignment, when set; else the default */
+    int failed;         /* an add failed: gguf_write refuses */
 };
 
 struct gguf_writer *gguf_writer_new(void)
@@ -132,8 +134,17 @@ static int put_str(struct gguf_writer *w, const char *s)
     return put_u64(w, n) || put(w, s, n) ? -1 : 0;
 }
 
+#define ALIGNMENT_KEY "general.alignment"
+#define MAX_ALIGNMENT 65536u
+
 static int put_key(struct gguf_writer *w, const char *key, enum gguf_vtype t)
 {
+    /* The data layout follows general.alignment, so the key must be a u32
+     * power of two, given once (gguf_set_u32 records it). */
+    if (strcmp(key, ALIGNMENT_KEY) == 0 && (t != GGUF_U32 || w->alignment)) {
+        w->failed = 1;
+        return -1;
+    }
     if (put_str(w, key) || put_u32(w, (uint32_t)t))
         return -1;
     w->n_kv++;
@@ -142,6 +153,16 @@ static int put_key(struct gguf_writer *w, const char *key, enum gguf_vtype t)
 
 int gguf_set_u32(struct gguf_writer *w, const char *key, uint32_t v)
 {
+    if (strcmp(key, ALIGNMENT_KEY) == 0) {
+        if (v == 0 || (v & (v - 1)) != 0 || v > MAX_ALIGNMENT) {
+            w->failed = 1;
+            return -1;
+        }
+        if (put_key(w, key, GGUF_U32) || put_u32(w, v))
+            return -1;
+        w->alignment = v;
+        return 0;
+    }
     return put_key(w, key, GGUF_U32) || put_u32(w, v) ? -1 : 0;
 }
 
@@ -212,6 +233,9 @@ int gguf_add_tensor(struct gguf_writer *w, const char *name, enum gguf_ttype typ
     if (ttype_size(type) == 0 || n_dims < 1 || n_dims > GGUF_MAX_DIMS || !name ||
         strlen(name) >= MAX_NAME || !fill)
         goto bad;
+    for (size_t i = 0; i < w->n_t; i++)
+        if (strcmp(w->t[i].name, name) == 0)
+            goto bad; /* readers (ours, llama.cpp's) refuse a repeated name */
     uint64_t count = 1;
     for (int d = 0; d < n_dims; d++)
         if (ne[d] == 0 || __builtin_mul_overflow(count, ne[d], &count))
@@ -274,6 +298,13 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
     struct gguf_writer h = {0};
     int rc = put(&h, GGUF_MAGIC, 4) || put_u32(&h, GGUF_VERSION) || put_u64(&h, w->n_t) ||
              put_u64(&h, w->n_kv) || put(&h, w->kv, w->kv_len);
+    uint64_t align = w->alignment ? w->alignment : GGUF_DEFAULT_ALIGNMENT;
+    unsigned char *zeros = calloc(align, 1);
+    if (!zeros) {
+        free(h.kv);
+        seterr(err, errcap, "%s: out of memory", path);
+        return -1;
+    }
     uint64_t off = 0;
     for (size_t i = 0; i < w->n_t && !rc; i++) {
         const struct wtensor *t = &w->t[i];
@@ -281,25 +312,27 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
         for (int d = 0; d < t->n_dims && !rc; d++)
             rc = put_u64(&h, t->ne[d]);
         rc = rc || put_u32(&h, (uint32_t)t->type) || put_u64(&h, off);
-        off = align_up(off + t->nbytes, GGUF_DEFAULT_ALIGNMENT);
+        off = align_up(off + t->nbytes, align);
     }
-    size_t pad = (size_t)(align_up(h.kv_len, GGUF_DEFAULT_ALIGNMENT) - h.kv_len);
-    static const unsigned char zeros[GGUF_DEFAULT_ALIGNMENT];
+    size_t pad = (size_t)(align_up(h.kv_len, align) - h.kv_len);
     rc = rc || put(&h, zeros, pad);
     if (rc) {
         free(h.kv);
+        free(zeros);
         seterr(err, errcap, "%s: out of memory", path);
         return -1;
     }
     char tmp[4200];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(h.kv);
+        free(zeros);
         seterr(err, errcap, "%s: path too long", path);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(h.kv);
+        free(zeros);
         seterr(err, errcap, "%s: %s", tmp, strerror(errno));
         return -1;
     }
@@ -321,13 +354,14 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
             why = "a tensor's data could not be produced";
             break;
         }
-        size_t tpad = (size_t)(align_up(t->nbytes, GGUF_DEFAULT_ALIGNMENT) - t->nbytes);
+        size_t tpad = (size_t)(align_up(t->nbytes, align) - t->nbytes);
         if (write_all(fd, buf, t->nbytes) < 0 || write_all(fd, zeros, tpad) < 0) {
             rc = -1;
             why = strerror(errno);
         }
     }
     free(buf);
+    free(zeros);
     if (!rc && fsync(fd) < 0) {
         rc = -1;
         why = strerror(errno);
@@ -373,6 +407,18 @@ struct gguf_file {
     struct gguf_tensor_info *t;
     size_t n_t;
 };
+
+/* Keys and names in a GGUF file are arbitrary bytes; error lines must be
+ * plain text (they end up in JSON): anything outside printable ASCII
+ * becomes '?', and long texts are cut. */
+static const char *printable(const char *s, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    buf[i] = '\0';
+    return buf;
+}
 
 struct cursor {
     const unsigned char *p;
@@ -434,6 +480,19 @@ static char *get_str(struct cursor *c, uint64_t max, const char *what)
     return s;
 }
 
+/* A float as an integer: truncated, saturated at the int64 range, NaN as 0
+ * (a plain cast is undefined for values that do not fit). */
+static int64_t float_to_int(double d)
+{
+    if (isnan(d))
+        return 0;
+    if (d >= ldexp(1.0, 63))
+        return INT64_MAX;
+    if (d < -ldexp(1.0, 63))
+        return INT64_MIN;
+    return (int64_t)d;
+}
+
 static int64_t read_int(const unsigned char *p, enum gguf_vtype t)
 {
     uint64_t u = 0;
@@ -474,7 +533,9 @@ static double read_float(const unsigned char *p, enum gguf_vtype t)
 static int parse_value(struct cursor *c, struct rkv *kv)
 {
     if ((unsigned)kv->type >= GGUF_VTYPE_COUNT) {
-        seterr(c->err, c->errcap, "key \"%.64s\": unknown value type %u", kv->key, kv->type);
+        char shown[72];
+        seterr(c->err, c->errcap, "key \"%s\": unknown value type %u",
+               printable(kv->key, shown, sizeof shown), kv->type);
         return -1;
     }
     if (kv->type == GGUF_STRING) {
@@ -498,8 +559,9 @@ static int parse_value(struct cursor *c, struct rkv *kv)
         return -1;
     kv->arr_type = (enum gguf_vtype)et;
     if (et >= GGUF_VTYPE_COUNT || et == GGUF_ARRAY || kv->arr_len > MAX_ARRAY) {
-        seterr(c->err, c->errcap, "key \"%.64s\": unsupported array (type %u, %llu elements)",
-               kv->key, et, (unsigned long long)kv->arr_len);
+        char shown[72];
+        seterr(c->err, c->errcap, "key \"%s\": unsupported array (type %u, %llu elements)",
+               printable(kv->key, shown, sizeof shown), et, (unsigned long long)kv->arr_len);
         return -1;
     }
     if (et != GGUF_STRING) {
@@ -544,6 +606,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
                       size_t errcap)
 {
     struct cursor c = {.p = buf, .len = len, .err = err, .errcap = errcap};
+    char shown[80], shown2[80];
     uint64_t n_t, n_kv;
     if (need(&c, 4, "magic") || memcmp(buf, GGUF_MAGIC, 4) != 0) {
         seterr(err, errcap, "not a GGUF file (no GGUF magic)");
@@ -600,7 +663,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         if (!(t->name = get_str(&c, MAX_NAME, "tensor name")) || get_u32(&c, &nd, "n_dims"))
             goto out;
         if (nd < 1 || nd > GGUF_MAX_DIMS) {
-            seterr(err, errcap, "tensor \"%s\": %u dimensions", t->name, nd);
+            seterr(err, errcap, "tensor \"%s\": %u dimensions", printable(t->name, shown, sizeof shown), nd);
             goto out;
         }
         t->n_dims = (int)nd;
@@ -609,7 +672,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
             if (get_u64(&c, &t->ne[d], "dimension"))
                 goto out;
             if (__builtin_mul_overflow(count, t->ne[d], &count)) {
-                seterr(err, errcap, "tensor \"%s\": shape too large", t->name);
+                seterr(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
                 goto out;
             }
         }
@@ -617,12 +680,13 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
             goto out;
         t->type = (enum gguf_ttype)type;
         if (ttype_size(t->type) == 0) {
-            seterr(err, errcap, "tensor \"%s\": ggml type %u is not F32, F16 or BF16", t->name, type);
+            seterr(err, errcap, "tensor \"%s\": ggml type %u is not F32, F16 or BF16",
+                   printable(t->name, shown, sizeof shown), type);
             goto out;
         }
         uint64_t nbytes;
         if (__builtin_mul_overflow(count, (uint64_t)ttype_size(t->type), &nbytes)) {
-            seterr(err, errcap, "tensor \"%s\": shape too large", t->name);
+            seterr(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
             goto out;
         }
         t->nbytes = (size_t)nbytes;
@@ -636,7 +700,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         struct gguf_tensor_info *t = &f->t[i];
         if (offs[i] % alignment != 0 || offs[i] > len - data || t->nbytes > len - data - offs[i]) {
             seterr(err, errcap, "tensor \"%s\": data at offset %llu (%zu bytes) is outside the file",
-                   t->name, (unsigned long long)offs[i], t->nbytes);
+                   printable(t->name, shown, sizeof shown), (unsigned long long)offs[i], t->nbytes);
             goto out;
         }
         t->data = buf + data + offs[i];
@@ -652,14 +716,16 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
     qsort_r(order, n_t, sizeof *order, cmp_span_name, f->t);
     for (uint64_t i = 1; i < n_t; i++)
         if (strcmp(f->t[order[i].idx].name, f->t[order[i - 1].idx].name) == 0) {
-            seterr(err, errcap, "tensor \"%s\" appears twice", f->t[order[i].idx].name);
+            seterr(err, errcap, "tensor \"%s\" appears twice",
+                   printable(f->t[order[i].idx].name, shown, sizeof shown));
             goto out;
         }
     qsort(order, n_t, sizeof *order, cmp_span);
     for (uint64_t i = 1; i < n_t; i++)
         if (order[i].begin < order[i - 1].end) {
-            seterr(err, errcap, "tensors \"%s\" and \"%s\" overlap", f->t[order[i - 1].idx].name,
-                   f->t[order[i].idx].name);
+            seterr(err, errcap, "tensors \"%s\" and \"%s\" overlap",
+                   printable(f->t[order[i - 1].idx].name, shown, sizeof shown),
+                   printable(f->t[order[i].idx].name, shown2, sizeof shown2));
             goto out;
         }
     rc = 0;
@@ -771,7 +837,7 @@ int64_t gguf_kv_int(const struct gguf_file *f, size_t i)
         return 0;
     const struct rkv *kv = &f->kv[i];
     if (kv->type == GGUF_F32 || kv->type == GGUF_F64)
-        return (int64_t)kv->v.f;
+        return float_to_int(kv->v.f);
     return kv->type == GGUF_STRING || kv->type == GGUF_ARRAY ? 0 : kv->v.i;
 }
 
@@ -807,7 +873,7 @@ int64_t gguf_arr_int(const struct gguf_file *f, size_t i, size_t k)
     const struct rkv *kv = &f->kv[i];
     const unsigned char *p = kv->arr + k * vtype_size(kv->arr_type);
     if (kv->arr_type == GGUF_F32 || kv->arr_type == GGUF_F64)
-        return (int64_t)read_float(p, kv->arr_type);
+        return float_to_int(read_float(p, kv->arr_type));
     return read_int(p, kv->arr_type);
 }
 

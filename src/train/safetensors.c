@@ -62,6 +62,19 @@ static int dtype_parse(const char *s, enum st_dtype *out)
     return -1;
 }
 
+/* How many bytes of s to quote so that at most max are shown and no UTF-8
+ * character is cut (header strings are valid UTF-8: jansson checks). */
+static int utf8_prefix(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n <= max)
+        return (int)n;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return (int)n;
+}
+
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || cap == 0)
@@ -213,8 +226,8 @@ static int parse_tensor(struct st_tensor *t, const char *name, json_t *v, const 
         return -1;
     }
     if (dtype_parse(json_string_value(dt), &t->dtype) < 0) {
-        seterr(err, cap, "tensor \"%s\": unsupported dtype \"%.20s\"", name,
-               json_string_value(dt));
+        seterr(err, cap, "tensor \"%s\": unsupported dtype \"%.*s\"", name,
+               utf8_prefix(json_string_value(dt), 20), json_string_value(dt));
         return -1;
     }
     size_t nd = json_array_size(sh);
@@ -282,7 +295,7 @@ static int parse_metadata(struct st_file *f, json_t *m, char *err, size_t cap)
     json_object_foreach(m, k, v)
     {
         if (!json_is_string(v)) {
-            seterr(err, cap, "__metadata__ value of \"%.64s\" is not a string", k);
+            seterr(err, cap, "__metadata__ value of \"%.*s\" is not a string", utf8_prefix(k, 64), k);
             return -1;
         }
         struct st_meta *e = &f->meta[f->n_meta];

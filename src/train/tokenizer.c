@@ -24,6 +24,20 @@
 static const char gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+/* How many of the first len bytes of s to quote so that at most max are
+ * shown and no UTF-8 character is cut: error lines travel in JSON. */
+static int utf8_prefix(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return (int)len;
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return (int)n;
+}
+
+#define QUOTE(s, max) utf8_prefix((s), strlen(s), (max)), (s)
+
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || cap == 0)
@@ -70,7 +84,7 @@ static pcre2_code *compile_re(const char *pattern, int literal, char *err, size_
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof msg);
-        seterr(err, cap, "tokenizer.json: regex \"%.60s\" does not compile at %zu: %s", pattern,
+        seterr(err, cap, "tokenizer.json: regex \"%.*s\" does not compile at %zu: %s", QUOTE(pattern, 60),
                (size_t)off, (const char *)msg);
         return NULL;
     }
@@ -144,7 +158,7 @@ static int add_norm(struct tokenizer *t, json_t *n, char *err, size_t cap)
         if (!s->b)
             goto oom;
     } else {
-        seterr(err, cap, "tokenizer.json: unsupported normalizer \"%.40s\"", type);
+        seterr(err, cap, "tokenizer.json: unsupported normalizer \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     if (!s->a)
@@ -230,7 +244,7 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
         else if (strcmp(b, "MergedWithNext") == 0)
             s->behavior = SPLIT_MERGED_NEXT;
         else {
-            seterr(err, cap, "tokenizer.json: unsupported Split behavior \"%.30s\"", b);
+            seterr(err, cap, "tokenizer.json: unsupported Split behavior \"%.*s\"", QUOTE(b, 30));
             return -1;
         }
         if (!(s->re = compile_pattern(json_object_get(p, "pattern"), err, cap)))
@@ -249,7 +263,7 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
             return -1;
         }
     } else {
-        seterr(err, cap, "tokenizer.json: unsupported pre-tokenizer \"%.40s\"", type);
+        seterr(err, cap, "tokenizer.json: unsupported pre-tokenizer \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     t->n_pre++;
@@ -295,7 +309,7 @@ static int add_decoder(struct tokenizer *t, json_t *d, char *err, size_t cap)
             goto bad;
         t->dec_strip_first = (int)start;
     } else {
-        seterr(err, cap, "tokenizer.json: unsupported decoder \"%.40s\"", type);
+        seterr(err, cap, "tokenizer.json: unsupported decoder \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     return 0;
@@ -392,7 +406,7 @@ static int load_merges(struct tokenizer *t, json_t *merges, char *err, size_t ca
         int32_t im = tok_map_get(&t->vocab, buf, al + bl);
         if (ia < 0 || ib < 0 || im < 0) {
             seterr(err, cap, "tokenizer.json: merge %zu (\"%.*s\" + \"%.*s\") uses a token not in the vocabulary",
-                   i, (int)(al > 40 ? 40 : al), a, (int)(bl > 40 ? 40 : bl), b);
+                   i, utf8_prefix(a, al, 40), a, utf8_prefix(b, bl, 40), b);
             free(buf);
             return -1;
         }
@@ -445,7 +459,7 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
 {
     const char *type = json_string_value(json_object_get(model, "type"));
     if (type && strcmp(type, "BPE") != 0) {
-        seterr(err, cap, "tokenizer.json: unsupported model type \"%.40s\"", type);
+        seterr(err, cap, "tokenizer.json: unsupported model type \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     json_t *vocab = json_object_get(model, "vocab");
@@ -467,7 +481,7 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
     {
         json_int_t id = json_integer_value(v);
         if (!json_is_integer(v) || id < 0 || id >= TOK_MAX_VOCAB) {
-            seterr(err, cap, "tokenizer.json: vocabulary id of \"%.40s\" is not in 0..%d", k,
+            seterr(err, cap, "tokenizer.json: vocabulary id of \"%.*s\" is not in 0..%d", QUOTE(k, 40),
                    TOK_MAX_VOCAB - 1);
             return -1;
         }

@@ -110,6 +110,25 @@ static void not_json_details(void **state)
     assert_non_null(strstr(msg, "line 1 of t.jsonl: not valid JSON"));
 }
 
+/* Quoted user text is cut on a character boundary: the problem text goes
+ * into JSON error bodies, which must be valid UTF-8. */
+static void quoted_text_stays_utf8(void **state)
+{
+    (void)state;
+    char line[256] = "{\"messages\":[{\"role\":\"a";
+    for (int i = 0; i < 30; i++)
+        strcat(line, "\xc3\xb6"); /* ö */
+    strcat(line, "\",\"content\":\"x\"}]}");
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(line, strlen(line), &c), -1);
+    /* "a" + 19 whole ö = 39 bytes; the 20th would end at byte 41. */
+    char want[200] = "message 1: unknown role \"a";
+    for (int i = 0; i < 19; i++)
+        strcat(want, "\xc3\xb6");
+    strcat(want, "\" (use system, user or assistant)");
+    assert_string_equal(c.problem, want);
+}
+
 static void long_line(void **state)
 {
     (void)state;
@@ -175,6 +194,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_files),      cmocka_unit_test(bad_lines),
         cmocka_unit_test(not_json_details), cmocka_unit_test(long_line),
+        cmocka_unit_test(quoted_text_stays_utf8),
         cmocka_unit_test(each_walks_examples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,12 +263,87 @@ static void failed_fill_leaves_nothing(void **state)
     gguf_writer_free(w);
 }
 
+/* Floats asked for as integers saturate (a plain cast of 1e30 is undefined). */
+static void float_values_as_integers(void **state)
+{
+    (void)state;
+    struct gguf_writer *w = gguf_writer_new();
+    gguf_set_f32(w, "big", 1e30f);
+    gguf_set_f32(w, "small", -1e30f);
+    gguf_set_f32(w, "nan", NAN);
+    gguf_set_f32(w, "plain", -2.75f);
+    float arr[] = {1e30f, NAN, 3.5f};
+    gguf_set_arr_f32(w, "arr", arr, 3);
+    char err[256];
+    assert_int_equal(gguf_write(w, path, err, sizeof err), 0);
+    gguf_writer_free(w);
+    struct gguf_file *f = gguf_open(path, err, sizeof err);
+    assert_non_null(f);
+    assert_true(gguf_kv_int(f, (size_t)gguf_find(f, "big")) == INT64_MAX);
+    assert_true(gguf_kv_int(f, (size_t)gguf_find(f, "small")) == INT64_MIN);
+    assert_int_equal(gguf_kv_int(f, (size_t)gguf_find(f, "nan")), 0);
+    assert_int_equal(gguf_kv_int(f, (size_t)gguf_find(f, "plain")), -2);
+    long a = gguf_find(f, "arr");
+    assert_true(gguf_arr_int(f, (size_t)a, 0) == INT64_MAX);
+    assert_int_equal(gguf_arr_int(f, (size_t)a, 1), 0);
+    assert_int_equal(gguf_arr_int(f, (size_t)a, 2), 3);
+    gguf_close(f);
+}
+
+/* general.alignment lays the data out; a value that cannot be honoured is
+ * refused when it is set. Repeated tensor names are refused when added. */
+static void alignment_and_names(void **state)
+{
+    (void)state;
+    struct blob b[3];
+    struct gguf_writer *w = sample(b);
+    assert_int_equal(gguf_set_u32(w, "general.alignment", 64), 0);
+    char err[256];
+    assert_int_equal(gguf_write(w, path, err, sizeof err), 0);
+    gguf_writer_free(w);
+    struct gguf_file *f = gguf_open(path, err, sizeof err);
+    if (!f)
+        fail_msg("%s", err);
+    const unsigned char *first = gguf_tensor_at(f, 0)->data;
+    for (size_t i = 1; i < gguf_tensor_count(f); i++)
+        assert_int_equal(((const unsigned char *)gguf_tensor_at(f, i)->data - first) % 64, 0);
+    assert_memory_equal(gguf_tensor_find(f, "x")->data, wbf, sizeof wbf);
+    gguf_close(f);
+    size_t len;
+    unsigned char *raw = slurp(&len);
+    assert_int_equal(((const unsigned char *)memmem(raw, len, w32, sizeof w32) - raw) % 64, 0);
+    free(raw);
+
+    w = gguf_writer_new();
+    assert_int_equal(gguf_set_u32(w, "general.alignment", 0), -1);
+    gguf_writer_free(w);
+    w = gguf_writer_new();
+    assert_int_equal(gguf_set_u32(w, "general.alignment", 48), -1);
+    assert_int_equal(gguf_write(w, path, err, sizeof err), -1);
+    gguf_writer_free(w);
+    w = gguf_writer_new();
+    assert_int_equal(gguf_set_str(w, "general.alignment", "32"), -1);
+    gguf_writer_free(w);
+    w = gguf_writer_new();
+    assert_int_equal(gguf_set_u32(w, "general.alignment", 32), 0);
+    assert_int_equal(gguf_set_u32(w, "general.alignment", 32), -1); /* once */
+    gguf_writer_free(w);
+
+    w = gguf_writer_new();
+    assert_int_equal(gguf_add_tensor(w, "t", GGUF_T_F32, 1, (uint64_t[]){2}, fill_blob, b), 0);
+    assert_int_equal(gguf_add_tensor(w, "t", GGUF_T_F32, 1, (uint64_t[]){2}, fill_blob, b), -1);
+    assert_int_equal(gguf_write(w, path, err, sizeof err), -1);
+    gguf_writer_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip),
         cmocka_unit_test(malformed),
         cmocka_unit_test(failed_fill_leaves_nothing),
+        cmocka_unit_test(float_values_as_integers),
+        cmocka_unit_test(alignment_and_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
