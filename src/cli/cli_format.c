@@ -536,40 +536,25 @@ void cli_print_files(FILE *out, const json_t *list)
     cli_table_free(&t);
 }
 
-/* "16-bit, 4-bit" from an array of strings, or from an object of
- * precision → boolean (true = can run now). */
-static char *joined(char *buf, size_t cap, const json_t *v)
+/* "16-bit LoRA, 4-bit LoRA": the methods of a base model that can run now
+ * (`methods` [{precision, adapter, available}]). */
+static char *runnable(char *buf, size_t cap, const json_t *methods)
 {
+    size_t n = 0, i;
+    const json_t *m;
     buf[0] = '\0';
-    size_t n = 0;
-    if (json_is_array(v)) {
-        size_t i;
-        const json_t *x;
-        json_array_foreach(v, i, x) {
-            const char *s = json_string_value(x);
-            if (!s)
-                s = str(x, "precision") ? str(x, "precision") : str(x, "name");
-            if (s) {
-                int w = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", s);
-                if (w < 0 || (size_t)w >= cap - n)
-                    break;
-                n += (size_t)w;
-            }
-        }
-    } else if (json_is_object(v)) {
-        const char *k;
-        const json_t *x;
-        json_object_foreach((json_t *)v, k, x) {
-            if (json_is_false(x))
-                continue;
-            int w = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", k);
-            if (w < 0 || (size_t)w >= cap - n)
-                break;
-            n += (size_t)w;
-        }
+    json_array_foreach(methods, i, m) {
+        if (json_is_false(json_object_get(m, "available")))
+            continue;
+        const char *p = str(m, "precision"), *a = str(m, "adapter");
+        int w = snprintf(buf + n, cap - n, "%s%s%s%s", n ? ", " : "", p ? p : "?",
+                         a ? " " : "", a ? (strcmp(a, "lora") == 0 ? "LoRA" : a) : "");
+        if (w < 0 || (size_t)w >= cap - n)
+            break;
+        n += (size_t)w;
     }
     if (!buf[0])
-        snprintf(buf, cap, "-");
+        snprintf(buf, cap, "none now");
     return buf;
 }
 
@@ -586,25 +571,25 @@ void cli_print_models(FILE *out, const json_t *list)
     size_t i;
     const json_t *m;
     json_array_foreach(data, i, m) {
-        char params[32] = "-", can[200];
+        char params[32] = "-", can[300];
         double p;
-        if (num(m, "parameters", &p) || num(m, "params", &p) || num(m, "n_params", &p)) {
+        if (num(json_object_get(m, "size"), "parameters", &p) || num(m, "parameters", &p)) {
             if (p >= 1e9)
                 snprintf(params, sizeof params, "%.1fB", p / 1e9);
             else if (p >= 1e6)
                 snprintf(params, sizeof params, "%.1fM", p / 1e6);
+            else if (p >= 1e3)
+                snprintf(params, sizeof params, "%.1fK", p / 1e3);
             else
                 snprintf(params, sizeof params, "%.0f", p);
         }
-        const json_t *avail = json_object_get(m, "available");
-        if (!avail)
-            avail = json_object_get(m, "precisions");
-        if (!avail)
-            avail = json_object_get(m, "methods");
         const char *kind = str(m, "kind");
+        bool base = !kind || strcmp(kind, "fine-tuned") != 0;
+        if (!base)
+            snprintf(can, sizeof can, "from %s", str(m, "base_model") ? str(m, "base_model") : "?");
         const char *row[] = {str(m, "id"), kind, params,
-                             kind && strcmp(kind, "fine-tuned") == 0 ? "-"
-                                                                    : joined(can, sizeof can, avail)};
+                             base ? runnable(can, sizeof can, json_object_get(m, "methods"))
+                                  : can};
         cli_table_add(&t, row);
     }
     cli_table_print(&t, out);
@@ -619,26 +604,26 @@ void cli_print_workers(FILE *out, const json_t *list)
         return;
     }
     static const char *const head[] = {"NAME", "STATE",   "CLASS", "CPUS",
-                                       "MEMORY", "PRICE/H", "SPEED", "ATTEMPT"};
+                                       "MEMORY", "PRICE/H", "SPEED", "RUNNING"};
     struct cli_table t;
     cli_table_init(&t, 8, head);
     size_t i;
     const json_t *w;
     json_array_foreach(data, i, w) {
         char cpus[16] = "-", mem[32] = "-", price[64], speed[64] = "unknown";
+        /* The declaration sits in `resources`; top-level fields are read too. */
+        const json_t *res = json_object_get(w, "resources");
         double v;
-        if (num(w, "cpus", &v))
+        if (num(res, "cpus", &v) || num(w, "cpus", &v))
             snprintf(cpus, sizeof cpus, "%.0f", v);
-        if (num(w, "mem_bytes", &v))
+        if (num(res, "mem_bytes", &v) || num(w, "mem_bytes", &v))
             cli_bytes(mem, sizeof mem, v);
         cli_money(price, sizeof price, json_object_get(w, "price_per_hour"), str(w, "currency"));
         if (num(json_object_get(w, "speed"), "tokens_per_s", &v) && v > 0)
             snprintf(speed, sizeof speed, "%.0f tokens/s", v);
-        const char *attempt = str(w, "attempt");
-        if (!attempt)
-            attempt = str(w, "attempt_id");
+        const char *running = str(w, "running");
         const char *row[] = {str(w, "name"), str(w, "state"), str(w, "class"), cpus, mem, price,
-                             speed, attempt ? attempt : "-"};
+                             speed, running ? running : "-"};
         cli_table_add(&t, row);
     }
     cli_table_print(&t, out);
@@ -672,11 +657,17 @@ void cli_print_ledger(FILE *out, const json_t *list)
         bool refund = kind && strcmp(kind, "refund") == 0;
         total += refund ? -fabs(a) : a;
         cli_money(amount, sizeof amount, json_object_get(e, "amount"), str(e, "currency"));
-        const char *detail = str(e, "description");
-        if (!detail)
-            detail = str(e, "reason");
-        const char *row[] = {when(w, sizeof w, json_object_get(e, "created_at")), str(e, "job_id"),
-                             kind, amount, detail};
+        char detail[160] = "";
+        double steps;
+        if (str(e, "description"))
+            snprintf(detail, sizeof detail, "%s", str(e, "description"));
+        else if (num(e, "steps", &steps))
+            snprintf(detail, sizeof detail, "%.0f steps%s%s", steps,
+                     str(e, "attempt") ? ", attempt " : "",
+                     str(e, "attempt") ? str(e, "attempt") : "");
+        const char *job = str(e, "job") ? str(e, "job") : str(e, "job_id");
+        const char *row[] = {when(w, sizeof w, json_object_get(e, "created_at")), job, kind, amount,
+                             detail};
         cli_table_add(&t, row);
     }
     cli_table_print(&t, out);

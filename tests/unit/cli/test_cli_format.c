@@ -286,32 +286,38 @@ static void other_lists(void **state)
     (void)state;
     char *out = render(cli_print_workers,
                        "{\"data\":[{\"name\":\"local\",\"state\":\"active\",\"class\":\"spot\","
-                       "\"cpus\":2,\"mem_bytes\":2147483648,\"price_per_hour\":0.4,"
-                       "\"speed\":{\"tokens_per_s\":4321.2}},"
+                       "\"resources\":{\"cpus\":2,\"mem_bytes\":2147483648,\"accelerator\":\"cpu\"},"
+                       "\"price_per_hour\":0.4,\"speed\":{\"tokens_per_s\":4321.2},\"running\":null},"
                        "{\"name\":\"b\",\"state\":\"draining\",\"class\":\"on-demand\","
-                       "\"cpus\":1,\"mem_bytes\":1048576,\"price_per_hour\":0,"
-                       "\"speed\":{\"tokens_per_s\":null},\"attempt\":\"att-9\"}]}");
+                       "\"resources\":{\"cpus\":1,\"mem_bytes\":1048576},\"price_per_hour\":0,"
+                       "\"speed\":{\"tokens_per_s\":null},\"running\":\"ftjob-9\"}]}");
     assert_string_equal(out,
                         "NAME   STATE     CLASS      CPUS  MEMORY   PRICE/H  SPEED          "
-                        "ATTEMPT\n"
+                        "RUNNING\n"
                         "local  active    spot       2     2.0 GiB  $0.40    4321 tokens/s  -\n"
                         "b      draining  on-demand  1     1.0 MiB  $0.00    unknown        "
-                        "att-9\n");
+                        "ftjob-9\n");
     free(out);
     out = render(cli_print_ledger,
-                 "{\"data\":[{\"created_at\":0,\"job_id\":\"ftjob-1\",\"kind\":\"charge\","
-                 "\"amount\":0.3,\"currency\":\"usd\",\"description\":\"steps 0 to 40\"},"
-                 "{\"created_at\":0,\"job_id\":\"ftjob-1\",\"kind\":\"refund\",\"amount\":0.1,"
+                 "{\"data\":[{\"created_at\":0,\"job\":\"ftjob-1\",\"attempt\":\"att-1\","
+                 "\"kind\":\"charge\",\"amount\":0.3,\"currency\":\"usd\",\"steps\":40},"
+                 "{\"created_at\":0,\"job\":\"ftjob-1\",\"kind\":\"refund\",\"amount\":0.1,"
                  "\"currency\":\"usd\"}]}");
-    assert_non_null(strstr(out, "ftjob-1  charge  $0.30   steps 0 to 40\n"));
+    assert_non_null(strstr(out, "ftjob-1  charge  $0.30   40 steps, attempt att-1\n"));
     assert_non_null(strstr(out, "Total: $0.20\n"));
     free(out);
     out = render(cli_print_models,
-                 "{\"data\":[{\"id\":\"alallo-tiny\",\"kind\":\"base\",\"parameters\":12500000,"
-                 "\"available\":[\"16-bit\",\"4-bit\"]},"
-                 "{\"id\":\"ft:alallo-tiny:x\",\"kind\":\"fine-tuned\"}]}");
-    assert_non_null(strstr(out, "alallo-tiny       base        12.5M       16-bit, 4-bit\n"));
-    assert_non_null(strstr(out, "ft:alallo-tiny:x  fine-tuned  -           -\n"));
+                 "{\"data\":[{\"id\":\"alallo-tiny\",\"kind\":\"base\","
+                 "\"size\":{\"parameters\":12500000,\"bytes\":50000000},"
+                 "\"methods\":[{\"precision\":\"16-bit\",\"adapter\":\"lora\",\"available\":true},"
+                 "{\"precision\":\"16-bit\",\"adapter\":\"full\",\"available\":false},"
+                 "{\"precision\":\"4-bit\",\"adapter\":\"lora\",\"available\":true}]},"
+                 "{\"id\":\"big\",\"kind\":\"base\",\"size\":{\"parameters\":7000000000},"
+                 "\"methods\":[{\"precision\":\"16-bit\",\"adapter\":\"lora\",\"available\":false}]},"
+                 "{\"id\":\"ft:alallo-tiny:x\",\"kind\":\"fine-tuned\",\"base_model\":\"alallo-tiny\"}]}");
+    assert_non_null(strstr(out, "alallo-tiny       base        12.5M       16-bit LoRA, 4-bit LoRA\n"));
+    assert_non_null(strstr(out, "big               base        7.0B        none now\n"));
+    assert_non_null(strstr(out, "ft:alallo-tiny:x  fine-tuned  -           from alallo-tiny\n"));
     free(out);
     out = render(cli_print_files, "{\"data\":[]}");
     assert_string_equal(out, "No files yet.\n");
