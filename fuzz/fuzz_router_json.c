@@ -32,7 +32,8 @@
  * in 200..599; JSON answers parse and errors have the documented shape
  * {"error":{"code","message","param"}}; and no 500, which the API keeps for
  * real internal failures (none can happen here: the disk is memory and the
- * children succeed).
+ * children succeed); and no answer to one account shows the other's file
+ * or job ids (check_isolation()).
  *
  * FUZZ_ECHO=1 in the environment prints each answer, to check what a seed
  * reaches: FUZZ_ECHO=1 build-fuzz/fuzz_router_json fuzz/corpus/fuzz_router_json/seed-x
@@ -304,6 +305,46 @@ static bool known_utf8_bug(const struct http_request *req)
     return !clean;
 }
 
+/* True when `id` occurs in the request the caller sent (path, query or
+ * body): an answer may echo what it was asked about. */
+static bool request_names(const struct http_request *req, const char *id)
+{
+    if (strstr(req->path, id))
+        return true;
+    for (int i = 0; i < req->n_query; i++)
+        if (strstr(req->query[i].value, id))
+            return true;
+    return req->body && memmem(req->body, req->body_len, id, strlen(id)) != NULL;
+}
+
+/* Account isolation (SPEC 4: an account never sees another's files or
+ * jobs): an answer to one account's key must not carry the other
+ * account's file or job ids, unless the request itself named them. (This
+ * covers /v1/workers too, where a worker runs $JOB whoever asks.) */
+static void check_isolation(const struct http_request *req, const struct http_response *res)
+{
+    char mine[AUTH_KEY_MAX + 8], theirs[AUTH_KEY_MAX + 8];
+    snprintf(mine, sizeof mine, "Bearer %s", fx.key);
+    snprintf(theirs, sizeof theirs, "Bearer %s", fx.other_key);
+    const char *hidden[2];
+    if (strcmp(req->authorization, mine) == 0) {
+        hidden[0] = fx.ofile, hidden[1] = fx.ojob;
+    } else if (strcmp(req->authorization, theirs) == 0) {
+        hidden[0] = fx.file, hidden[1] = fx.job;
+    } else {
+        return;
+    }
+    if (!res->body)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (memmem(res->body, res->len, hidden[i], strlen(hidden[i])) &&
+            !request_names(req, hidden[i])) {
+            fprintf(stderr, "%s %s: the answer shows another account's %s\n", req->method,
+                    req->path, hidden[i]);
+            abort();
+        }
+}
+
 /* Checks an answer against the API's promises; aborts on a broken one. */
 static void check_response(const struct http_request *req, struct http_response *res)
 {
@@ -328,6 +369,7 @@ static void check_response(const struct http_request *req, struct http_response 
         return;
     }
     FUZZ_CHECK(res->len == 0 || res->body != NULL);
+    check_isolation(req, res);
     if (res->status == 500 && known_utf8_bug(req))
         return;
     if (res->status == 500) {

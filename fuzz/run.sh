@@ -50,11 +50,10 @@ run_one() {
         while IFS= read -r -d '' f; do saved+=("$f"); done \
             < <(find "fuzz/crashes/$t" -type f ! -name '*.md' -print0 | sort -z)
     fi
+    local replay=""
     if [ ${#saved[@]} -gt 0 ]; then
         if ! "$bin" -runs=1 "${saved[@]}" >"$log.replay" 2>&1; then
-            echo "$t: CRASH replaying a saved input of fuzz/crashes/$t/ (log: $log.replay)" \
-                >"$BUILD/results/$t"
-            return 1
+            replay="CRASH replaying a saved input of fuzz/crashes/$t/ (log: $log.replay); "
         fi
     fi
     local dict=()
@@ -69,7 +68,12 @@ run_one() {
     if [ $rc -ne 0 ]; then
         local art
         art=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
-        echo "$t: CRASH after ${execs:-?} executions: ${art:-see $log} (log: $log)" \
+        echo "$t: ${replay}CRASH after ${execs:-?} executions: ${art:-see $log} (log: $log)" \
+            >"$BUILD/results/$t"
+        return 1
+    fi
+    if [ -n "$replay" ]; then
+        echo "$t: ${replay}then ${execs:-?} executions in ${SECONDS_EACH} s without a new crash" \
             >"$BUILD/results/$t"
         return 1
     fi
