@@ -670,10 +670,21 @@ int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop)
     char log_path[600], attempts[600];
     snprintf(log_path, sizeof log_path, "%s/worker.log", w->work_dir);
     snprintf(attempts, sizeof attempts, "%s/attempts", w->work_dir);
-    if (mkdir_p(attempts) != 0 || wlog_open(&w->log, log_path, cfg->name) != 0) {
+    /* Absolute, because each trainer runs inside its attempt's folder. */
+    char *abs = NULL;
+    if (mkdir_p(attempts) != 0 || !(abs = realpath(w->work_dir, NULL)) ||
+        strlen(abs) >= sizeof w->work_dir - 100) {
         fprintf(stderr, "worker %s: cannot use work folder %s: %s\n", cfg->name, w->work_dir,
-                strerror(errno));
-        wlog_close(&w->log);
+                abs ? "path too long" : strerror(errno));
+        free(abs);
+        free(w);
+        return 1;
+    }
+    snprintf(w->work_dir, sizeof w->work_dir, "%s", abs);
+    free(abs);
+    snprintf(log_path, sizeof log_path, "%s/worker.log", w->work_dir);
+    if (wlog_open(&w->log, log_path, cfg->name) != 0) {
+        fprintf(stderr, "worker %s: cannot open %s: %s\n", cfg->name, log_path, strerror(errno));
         free(w);
         return 1;
     }

@@ -387,12 +387,21 @@ static void a_user_error_is_reported_with_its_line(void **state)
     (void)state;
     fake_start(0);
     F.claims_to_give = 1;
-    fake_bin("echo '{\"event\":\"error\",\"t\":0.1,\"kind\":\"user\","
+    /* A relative work folder: the trainer, started inside its attempt's
+     * folder, must still find its config. */
+    char cwd[512];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    snprintf(cfg.work_dir, sizeof cfg.work_dir, "relative-work");
+    fake_bin("[ -r \"$CONFIG\" ] || { echo '{\"event\":\"error\",\"kind\":\"user\","
+             "\"line\":\"no config\"}'; exit 3; }\n"
+             "echo '{\"event\":\"error\",\"t\":0.1,\"kind\":\"user\","
              "\"line\":\"line 3 of train.jsonl: missing field \\\"completion\\\"\"}'\n"
              "exit 3");
     start_worker();
     assert_true(wait_finish(20) > 0);
     assert_int_equal(stop_worker(), 0);
+    assert_int_equal(chdir(cwd), 0);
     assert_int_equal(json_integer_value(finish_field("exit_status")), 3);
     assert_string_equal(json_string_value(finish_field("error_kind")), "user");
     assert_string_equal(json_string_value(finish_field("line")),
