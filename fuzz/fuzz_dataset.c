@@ -78,11 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(c.bad_line >= 0 && c.bad_line <= count_lines(data, size));
         FUZZ_CHECK(c.bad_line > 0 || c.examples == 0);
         FUZZ_CHECK(strchr(c.problem, '\n') == NULL);
-        /* FUZZ_KNOWN=dataset-utf8 lets long campaigns go past the open bug
-         * of fuzz/crashes/fuzz_dataset/ (problem text cut mid-character). */
-        const char *known = getenv("FUZZ_KNOWN");
-        if (!fuzz_utf8_valid((const uint8_t *)c.problem, strlen(c.problem)) &&
-            !(known && strstr(known, "dataset-utf8"))) {
+        if (!fuzz_utf8_valid((const uint8_t *)c.problem, strlen(c.problem))) {
             fprintf(stderr, "problem text is not valid UTF-8: \"%s\"\n", c.problem);
             abort();
         }

@@ -13,7 +13,9 @@
  *    refused add makes gguf_write fail with a reason, and a file that
  *    gguf_write accepts reads back (gguf_open and gguf_parse) with the same
  *    keys, types, values, tensor names, shapes and bytes, each tensor's data
- *    aligned to 32 bytes from the start of the file.
+ *    aligned (general.alignment, 32 by default) from the start of the file.
+ *    The writer refuses a repeated tensor name and a general.alignment that
+ *    is not a u32 power of two up to 65536 given once.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -40,15 +42,6 @@ static size_t ttype_bytes(enum gguf_ttype t)
     return t == GGUF_T_F32 ? 4 : (t == GGUF_T_F16 || t == GGUF_T_BF16) ? 2 : 0;
 }
 
-/* FUZZ_KNOWN=gguf-float-int (for long campaigns while the bug is open):
- * do not ask for a float value as an integer (the conversion overflows for
- * large floats, see fuzz/crashes/fuzz_gguf/README.md). */
-static bool known_float_int(enum gguf_vtype t)
-{
-    const char *k = getenv("FUZZ_KNOWN");
-    return k && strstr(k, "gguf-float-int") && (t == GGUF_F32 || t == GGUF_F64);
-}
-
 /* Calls every accessor on everything f reports; f parsed buf[0, len). */
 static void walk(const struct gguf_file *f, const uint8_t *buf, size_t len)
 {
@@ -63,8 +56,7 @@ static void walk(const struct gguf_file *f, const uint8_t *buf, size_t len)
         FUZZ_CHECK((unsigned)t < GGUF_VTYPE_COUNT);
         /* "Scalars of any integer, float or bool type, converted": the
          * conversions must be defined for every value a file can hold. */
-        if (!known_float_int(t))
-            (void)gguf_kv_int(f, i);
+        (void)gguf_kv_int(f, i);
         (void)gguf_kv_float(f, i);
         const char *s = gguf_kv_str(f, i);
         FUZZ_CHECK((s != NULL) == (t == GGUF_STRING));
@@ -78,8 +70,7 @@ static void walk(const struct gguf_file *f, const uint8_t *buf, size_t len)
                 FUZZ_CHECK(e != NULL);
                 (void)strlen(e);
             } else {
-                if (!known_float_int(gguf_arr_type(f, i)))
-                    (void)gguf_arr_int(f, i, k);
+                (void)gguf_arr_int(f, i, k);
                 (void)gguf_arr_float(f, i, k);
             }
         }
@@ -116,7 +107,13 @@ static void fuzz_parse(const uint8_t *data, size_t size)
         walk(f, buf, size);
         gguf_close(f);
     } else {
+        /* A reason, as one line of valid UTF-8: export errors reach JSON. */
         FUZZ_CHECK(err[0] != '\0' && memchr(err, '\0', sizeof err) != NULL);
+        FUZZ_CHECK(strchr(err, '\n') == NULL);
+        if (!fuzz_utf8_valid((const uint8_t *)err, strlen(err))) {
+            fprintf(stderr, "gguf_parse error is not valid UTF-8: %s\n", err);
+            abort();
+        }
     }
     free(buf);
 }
@@ -196,6 +193,7 @@ struct recipe {
     size_t n_t;
     bool refused; /* an add was (rightly) refused */
     bool fill_fails;
+    uint32_t alignment; /* general.alignment once accepted, else 0 */
 };
 
 static uint8_t pattern(uint32_t seed, size_t i)
@@ -248,6 +246,8 @@ static void step(struct rd *r, struct gguf_writer *w, struct recipe *e)
         }
         t->seed = u32(r);
         t->fail = (tb & 0xf0) == 0xf0;
+        for (size_t i = 0; i < e->n_t; i++)
+            ok = ok && strcmp(e->t[i].name, t->name) != 0; /* names are unique */
         int rc = gguf_add_tensor(w, t->name, t->type, t->n_dims, ne, fill, t);
         if (rc != (ok ? 0 : -1)) {
             fprintf(stderr, "gguf_add_tensor(\"%s\", type %d, %d dims) returned %d, want %d\n",
@@ -269,11 +269,22 @@ static void step(struct rd *r, struct gguf_writer *w, struct recipe *e)
     struct ekv *kv = &e->kv[e->n_kv];
     memset(kv, 0, sizeof *kv);
     str(r, kv->key, MAX_STR, true);
+    /* general.alignment lays out the data: only a u32 power of two up to
+     * 65536, given once, is taken. Every other add fails only when memory
+     * runs out. */
+    bool align_key = strcmp(kv->key, "general.alignment") == 0;
+    bool ok = !align_key || (op == 0 && e->alignment == 0);
     int rc = 0;
     switch (op) {
     case 0:
         kv->type = GGUF_U32;
         kv->i = u32(r);
+        if (align_key && (kv->i & 1)) /* mostly small powers of two, sometimes anything */
+            kv->i = (int64_t)1 << (kv->i >> 1) % 18;
+        if (align_key) {
+            uint32_t v = (uint32_t)kv->i;
+            ok = ok && v != 0 && (v & (v - 1)) == 0 && v <= 65536;
+        }
         rc = gguf_set_u32(w, kv->key, (uint32_t)kv->i);
         break;
     case 1:
@@ -330,7 +341,17 @@ static void step(struct rd *r, struct gguf_writer *w, struct recipe *e)
         rc = gguf_set_arr_f32(w, kv->key, kv->af, kv->arr_len);
         break;
     }
-    FUZZ_CHECK(rc == 0); /* key/value adds fail only when memory runs out */
+    if (rc != (ok ? 0 : -1)) {
+        fprintf(stderr, "gguf_set (op %d) of \"%s\" returned %d, want %d\n", op, kv->key, rc,
+                ok ? 0 : -1);
+        abort();
+    }
+    if (!ok) {
+        e->refused = true;
+        return;
+    }
+    if (align_key)
+        e->alignment = (uint32_t)kv->i;
     e->n_kv++;
 }
 
@@ -380,8 +401,9 @@ static void compare(const struct gguf_file *f, const struct recipe *e, const uin
         const uint8_t *p = g->data;
         for (size_t b = 0; b < t->nbytes; b++)
             FUZZ_CHECK(p[b] == pattern(t->seed, b));
+        size_t align = e->alignment ? e->alignment : GGUF_DEFAULT_ALIGNMENT;
         if (base)
-            FUZZ_CHECK((size_t)(p - base) % GGUF_DEFAULT_ALIGNMENT == 0);
+            FUZZ_CHECK((size_t)(p - base) % align == 0);
     }
 }
 
@@ -399,28 +421,6 @@ static uint8_t *slurp(const char *path, size_t *len)
     fclose(fp);
     *len = (size_t)n;
     return b;
-}
-
-/* FUZZ_KNOWN (for long campaigns while these bugs are open, see
- * fuzz/crashes/fuzz_gguf/README.md): "gguf-align" skips recipes that set
- * general.alignment (the writer lays data out at 32 whatever the key
- * says); "gguf-dupname" skips recipes with two tensors of one name (the
- * writer accepts them, the reader refuses the file). */
-static bool known_bug(const struct recipe *e)
-{
-    const char *k = getenv("FUZZ_KNOWN");
-    if (!k)
-        return false;
-    if (strstr(k, "gguf-align"))
-        for (size_t i = 0; i < e->n_kv; i++)
-            if (strcmp(e->kv[i].key, "general.alignment") == 0)
-                return true;
-    if (strstr(k, "gguf-dupname"))
-        for (size_t i = 0; i < e->n_t; i++)
-            for (size_t j = 0; j < i; j++)
-                if (strcmp(e->t[i].name, e->t[j].name) == 0)
-                    return true;
-    return false;
 }
 
 /* The recipe: a sequence of steps, each an opcode byte then its operands
@@ -450,10 +450,6 @@ static void run_recipe(const uint8_t *data, size_t size)
     if (rc != 0) {
         fprintf(stderr, "gguf_write failed: %s\n", err);
         abort();
-    }
-    if (known_bug(&e)) {
-        unlink(path);
-        return;
     }
     struct gguf_file *f = gguf_open(path, err, sizeof err);
     if (!f) {

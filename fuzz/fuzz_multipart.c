@@ -45,16 +45,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* The body in a buffer of its own size, so that ASan sees any read past
-     * its end (libFuzzer's buffer would hide a read into the header). */
+     * its end (libFuzzer's buffer would hide a read into the header). An
+     * empty body is NULL, as the socket layer hands it over. */
     size_t blen = size - hlen - 1;
-    char *body = malloc(blen ? blen : 1);
-    FUZZ_CHECK(body != NULL);
-    memcpy(body, nl + 1, blen);
+    char *body = NULL;
+    if (blen) {
+        body = malloc(blen);
+        FUZZ_CHECK(body != NULL);
+        memcpy(body, nl + 1, blen);
+    }
 
     struct multipart_part parts[CAP];
     int n = -7;
     char err[200] = "";
-    int rc = multipart_parse(body, blen, boundary, parts, CAP, &n, err, sizeof err);
+    /* FUZZ_KNOWN=multipart-null: step over the open bug of
+     * fuzz/crashes/fuzz_multipart/ (NULL + 0 for an empty body). */
+    const char *known = getenv("FUZZ_KNOWN");
+    const char *in = body || !(known && strstr(known, "multipart-null")) ? body : "";
+    int rc = multipart_parse(in, blen, boundary, parts, CAP, &n, err, sizeof err);
     FUZZ_CHECK(rc == 0 || rc == -1);
     FUZZ_CHECK(n >= 0 && n <= CAP);
     if (rc != 0) {
@@ -65,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(memchr(p->name, '\0', sizeof p->name) != NULL && p->name[0] != '\0');
         FUZZ_CHECK(memchr(p->filename, '\0', sizeof p->filename) != NULL);
         FUZZ_CHECK(memchr(p->content_type, '\0', sizeof p->content_type) != NULL);
-        FUZZ_CHECK(p->data >= body && p->data <= body + blen);
+        FUZZ_CHECK(body != NULL && p->data >= body && p->data <= body + blen);
         FUZZ_CHECK(p->len <= (size_t)(body + blen - p->data));
         fuzz_touch(p->data, p->len);
         /* Parts come in body order and never overlap. */

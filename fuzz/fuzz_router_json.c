@@ -558,6 +558,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(body, req->body, req->body_len);
         }
         req->body = body;
+        /* FUZZ_KNOWN=multipart-null: step over the open bug of
+         * fuzz/crashes/fuzz_router_json/upload-empty-body. */
+        const char *known = getenv("FUZZ_KNOWN");
+        if (!body && known && strstr(known, "multipart-null"))
+            req->body = "";
         struct http_response res = {0};
         api_dispatch(&fx.srv, req, &res);
         if (getenv("FUZZ_ECHO")) /* to see what a seed reaches */
