@@ -35,6 +35,37 @@ static int utf8_prefix(const char *s, size_t max)
     return (int)n;
 }
 
+/* Copies the parser's message, which may quote the broken input itself,
+ * keeping whole valid UTF-8 characters and putting '?' for any other byte. */
+static const char *utf8_clean(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u && o + 5 < cap) {
+        size_t n = 1;
+        if (*u >= 0x80) {
+            n = *u >= 0xc2 && *u <= 0xdf ? 2 : *u >= 0xe0 && *u <= 0xef ? 3 : *u >= 0xf0 && *u <= 0xf4 ? 4 : 0;
+            for (size_t i = 1; i < n; i++)
+                if ((u[i] & 0xc0) != 0x80)
+                    n = 0;
+            /* overlong forms, surrogates and code points past U+10FFFF */
+            if ((n == 3 && ((u[0] == 0xe0 && u[1] < 0xa0) || (u[0] == 0xed && u[1] >= 0xa0))) ||
+                (n == 4 && ((u[0] == 0xf0 && u[1] < 0x90) || (u[0] == 0xf4 && u[1] >= 0x90))))
+                n = 0;
+        }
+        if (n == 0) {
+            out[o++] = '?';
+            u++;
+            continue;
+        }
+        memcpy(out + o, u, n);
+        o += n;
+        u += n;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 static void problem(struct dataset_check *c, long line, const char *fmt, ...)
 {
     c->bad_line = line;
@@ -173,7 +204,9 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
     json_error_t jerr;
     json_t *obj = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
     if (!obj) {
-        problem(c, line, "not valid JSON (column %d: %s)", jerr.column, jerr.text);
+        char text[sizeof jerr.text];
+        problem(c, line, "not valid JSON (column %d: %s)", jerr.column,
+                utf8_clean(jerr.text, text, sizeof text));
         return -1;
     }
     int rc = -1;

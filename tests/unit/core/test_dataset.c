@@ -108,6 +108,15 @@ static void not_json_details(void **state)
     assert_int_equal(dataset_check_buffer(bad_utf8, strlen(bad_utf8), &c), -1);
     dataset_check_error(&c, "t.jsonl", msg, sizeof msg);
     assert_non_null(strstr(msg, "line 1 of t.jsonl: not valid JSON"));
+    /* The parser quotes the broken input, here cut inside "ö": the stray
+     * byte becomes '?'. */
+    const char *esc = "{\"a\\\xc3\xb6t\xff\xfc\x83\"}";
+    assert_int_equal(dataset_check_buffer(esc, strlen(esc), &c), -1);
+    assert_string_equal(c.problem, "not valid JSON (column 5: invalid escape near '\"a\\?')");
+    const char *raw = "{\"a\":\"\xc3\xb6\xff\"}";
+    assert_int_equal(dataset_check_buffer(raw, strlen(raw), &c), -1);
+    for (const unsigned char *p = (const unsigned char *)c.problem; *p; p++)
+        assert_true(*p != 0xff);
 }
 
 /* Quoted user text is cut on a character boundary: the problem text goes
