@@ -14,6 +14,7 @@ import {
   apiCall,
   dataset,
   launchBrowser,
+  makeModels,
   newRecord,
   screenshotPath,
   sleep,
@@ -33,16 +34,22 @@ let busy;
 let idle;
 let browser;
 let page; // desktop page signed in on `busy`
+let watchedId; // the job watched from queued to succeeded
 const record = newRecord();
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-e2e-data-'));
 const trainFile = path.join(tmp, 'reviews.jsonl');
+const longFile = path.join(tmp, 'long.jsonl');
 const badFile = path.join(tmp, 'bad.jsonl');
+fs.writeFileSync(longFile, dataset(200));
 fs.writeFileSync(trainFile, dataset(24));
 fs.writeFileSync(badFile, `${JSON.stringify({ prompt: 'a', completion: 'b' })}\n{"prompt":"no completion"}\n`);
 
 before(async () => {
-  busy = await startServe();
-  idle = await startServe(['--local-worker', 'none']);
+  const models = makeModels(tmp);
+  // A priced local worker, so that estimates and charges are not all zero.
+  busy = await startServe(['--models', models,
+    '--local-worker', 'name=local,cpus=2,mem=4G,price=0.40,class=on-demand']);
+  idle = await startServe(['--models', models, '--local-worker', 'none']);
   browser = await launchBrowser();
   page = await watchedPage(browser, busy, record);
 });
@@ -60,17 +67,18 @@ function jobRow(p, name) {
 
 // Fills the New job form through the page and starts the job. Returns
 // after the Jobs tab shows it.
-async function createThroughPage(p, name, { epochs } = {}) {
+async function createThroughPage(p, name, { epochs, batch, file = trainFile } = {}) {
   await p.getByRole('link', { name: 'New job', exact: true }).first().click();
   await p.getByRole('heading', { name: 'New job' }).waitFor();
   await p.getByLabel('Name').fill(name);
-  await p.getByLabel('Upload a data set').setInputFiles(trainFile);
-  await p.getByText(/^Uploaded reviews\.jsonl/).waitFor({ timeout: 30000 });
-  assert.notEqual(await p.getByLabel('Data set').inputValue(), '', 'the upload is selected as the data set');
+  await p.getByLabel('Upload a data set').setInputFiles(file);
+  await p.getByText(`Uploaded ${path.basename(file)}`).waitFor({ timeout: 30000 });
+  assert.notEqual(await p.getByLabel('Data set', { exact: true }).inputValue(), '', 'the upload is selected as the data set');
   assert.notEqual(await p.getByLabel('Model').inputValue(), '', 'a base model is offered');
-  if (epochs) {
+  if (epochs || batch) {
     await p.getByText('Hyper-parameters').click();
-    await p.getByLabel('Epochs').fill(String(epochs));
+    if (epochs) await p.getByLabel('Epochs').fill(String(epochs));
+    if (batch) await p.getByLabel('Batch size').fill(String(batch));
   }
   await p.getByRole('button', { name: 'Start' }).click();
   await p.waitForURL(/#\/jobs$/);
@@ -86,11 +94,20 @@ test('the address serve prints signs in, then leaves the address bar', async () 
 });
 
 test('a bad line in an upload shows the server\'s line error', async () => {
-  await page.goto(`${busy.base}/#/new`);
-  await page.getByLabel('Upload a data set').setInputFiles(badFile);
-  const alert = page.getByRole('alert').filter({ hasText: 'Upload failed' });
+  // Chromium logs the refused upload (400) as a console error; it is the
+  // only one allowed, so this page keeps its own record.
+  const own = newRecord();
+  const p = await watchedPage(browser, busy, own);
+  await p.goto(busy.signinUrl);
+  await p.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await p.goto(`${busy.base}/#/new`);
+  await p.getByLabel('Upload a data set').setInputFiles(badFile);
+  const alert = p.getByRole('alert').filter({ hasText: 'Upload failed' });
   await alert.waitFor({ timeout: 15000 });
   assert.match(await alert.textContent(), /line 2 of bad\.jsonl/);
+  await p.context().close();
+  assert.ok(own.consoleErrors.every((e) => /status of 400/.test(e)), own.consoleErrors.join('\n'));
+  assert.deepEqual(own.external, []);
 });
 
 test('estimate time and price shows ranges or the no-capacity sentence', async () => {
@@ -111,7 +128,8 @@ test('a job created through the page goes from queued to succeeded without a rel
   await page.evaluate(() => {
     window.__sameDocument = true;
   });
-  await createThroughPage(page, name);
+  // 24 examples, 10 epochs, batch 2: 120 steps, a few seconds of training.
+  await createThroughPage(page, name, { epochs: 10, batch: 2 });
   const row = jobRow(page, name);
   const seen = [];
   await until('the job to succeed on the Jobs tab', async () => {
@@ -135,12 +153,13 @@ test('a job created through the page goes from queued to succeeded without a rel
   await page.screenshot({ path: screenshotPath('jobs-tab.png'), fullPage: true });
 });
 
-test('the job page shows status, progress, time left, price, log, loss curve, attempts; Try it answers', async () => {
+test('the job page shows status, progress, time left, price, log, loss curve, checkpoints, attempts', async () => {
   await page.goto(`${busy.base}/#/jobs`);
   const link = page.locator('a.job-link', { hasText: 'e2e-watch-' }).first();
   await link.click();
   await page.waitForURL(/#\/jobs\/ftjob-/);
   const id = decodeURIComponent(page.url().split('#/jobs/')[1]);
+  watchedId = id;
   const job = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}`);
   const log = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}/log`);
 
@@ -167,23 +186,47 @@ test('the job page shows status, progress, time left, price, log, loss curve, at
   assert.ok(job.attempts.length >= 1);
   assert.match(await attempts.textContent(), new RegExp(job.attempts[0].worker));
 
-  await page.screenshot({ path: screenshotPath('job-page.png'), fullPage: true });
+  const ckpts = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}/checkpoints`);
+  const ckptSection = page.locator('section', { has: page.getByRole('heading', { name: 'Checkpoints' }) });
+  assert.equal(await ckptSection.locator('tbody tr').count(), ckpts.data.length);
 
+  await page.screenshot({ path: screenshotPath('job-page.png'), fullPage: true });
+});
+
+test('the fine-tuned model downloads from the job page (GGUF)', async () => {
+  await page.goto(`${busy.base}/#/jobs/${watchedId}`);
+  const button = page.getByRole('button', { name: 'Download the fine-tuned model as GGUF for llama.cpp' });
+  await button.waitFor();
+  const [download] = await Promise.all([page.waitForEvent('download', { timeout: 120000 }), button.click()]);
+  assert.match(download.suggestedFilename(), /^e2e-watch-\d+\.gguf$/);
+  const saved = path.join(tmp, 'model.gguf');
+  await download.saveAs(saved);
+  const head = fs.readFileSync(saved).subarray(0, 4).toString('latin1');
+  assert.equal(head, 'GGUF', 'the file is a GGUF model');
+});
+
+test('Try it answers from the fine-tuned model', async () => {
+  await page.goto(`${busy.base}/#/jobs/${watchedId}`);
   await page.getByLabel('Prompt').fill('Review: the service was good on day 3.\nSentiment:');
   await page.getByLabel('Max tokens').fill('4');
   await page.getByRole('button', { name: 'Generate' }).click();
   const out = page.getByLabel('Model output');
-  await until('an answer in Try it', async () => {
+  const failed = page.getByRole('alert').filter({ hasText: 'Could not generate' });
+  await until('an answer or an error in Try it', async () => {
+    if (await failed.isVisible()) return true;
     const t = await out.textContent();
     return t && t !== 'Generating…';
   }, 60000);
-  assert.equal(await page.getByRole('alert').filter({ hasText: 'Could not generate' }).count(), 0);
+  if (await failed.isVisible()) assert.fail(await failed.textContent());
+  assert.ok((await out.textContent()).length > 0);
 });
 
 test('cancel a running job: the cost is stated, then it is cancelled', async () => {
   const name = `e2e-cancel-${Date.now()}`;
   await page.goto(`${busy.base}/#/jobs`);
-  await createThroughPage(page, name, { epochs: 100 });
+  // 200 examples, 50 epochs, batch 1: 10,000 steps, minutes of training,
+  // so it is still running when cancelled.
+  await createThroughPage(page, name, { epochs: 50, batch: 1, file: longFile });
   await jobRow(page, name).locator('a.job-link').click();
   const summary = page.locator('dl.summary');
   await summary.getByText('running', { exact: true }).waitFor({ timeout: TRAIN_TIMEOUT_MS });

@@ -7,7 +7,7 @@
 // (the source tree), ALALLO_E2E_ARTIFACTS (where screenshots go, default
 // build/e2e-artifacts), ALALLO_E2E_SERVE_ARGS (extra serve arguments,
 // split on spaces, e.g. "--models DIR").
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -39,6 +39,28 @@ export async function freePort() {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A models folder holding one tiny base model made by alallo itself (a
+// byte-level BPE tokenizer trained on a small text and a randomly
+// initialised `tiny` model): nothing is downloaded, and training it takes
+// seconds. Made once per `root` folder.
+export function makeModels(root) {
+  const dir = path.join(root, 'models');
+  if (fs.existsSync(path.join(dir, 'alallo-tiny', 'config.json'))) return dir;
+  fs.mkdirSync(dir, { recursive: true });
+  const words = 'the service was good bad fine great awful on day review sentiment positive negative'.split(' ');
+  const lines = [];
+  for (let i = 0; i < 600; i++) {
+    lines.push(Array.from({ length: 12 }, (_, k) => words[(i * 7 + k * 3) % words.length]).join(' '));
+  }
+  const corpus = path.join(root, 'corpus.txt');
+  fs.writeFileSync(corpus, `${lines.join('\n')}\n`);
+  const tok = path.join(root, 'tokenizer.json');
+  execFileSync(BIN, ['tokenizer', 'train', '--input', corpus, '--vocab-size', '300', '--out', tok]);
+  execFileSync(BIN, ['model', 'init', '--shape', 'tiny', '--tokenizer', tok,
+    '--out', path.join(dir, 'alallo-tiny'), '--seed', '1']);
+  return dir;
+}
 
 // Starts `alallo serve` and waits until /healthz answers and DIR/api-key
 // exists. Returns { base, key, signinUrl, dir, output(), stop() }.

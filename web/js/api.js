@@ -15,7 +15,8 @@ const KEY_MAX = 512;
 // most PAGE_LIMIT * PAGE_MAX jobs (newest first) and says so when it stops.
 export const PAGE_LIMIT = 100;
 export const PAGE_MAX = 20;
-// Longest wait for one answer before it counts as failed.
+// Longest wait for one answer before it counts as failed; opts.timeoutMs
+// overrides it for calls known to be slow (a model export).
 const TIMEOUT_MS = 30000;
 
 export class ApiError extends Error {
@@ -90,7 +91,8 @@ async function errorFrom(res) {
 
 // Calls the API. `path` starts with "/v1/". opts: { method, json, form,
 // as: 'json' | 'text' | 'blob' }. Resolves to the parsed answer; rejects
-// with ApiError (the server's message, or a network reason).
+// with ApiError (the server's message, or a network reason). opts.timeoutMs
+// replaces the default wait.
 export async function api(path, opts = {}) {
   if (!path.startsWith('/')) throw new ApiError(0, 'internal: relative API path');
   const headers = { Authorization: `Bearer ${getKey()}` };
@@ -102,7 +104,7 @@ export async function api(path, opts = {}) {
     body = opts.form;
   }
   const ctl = new AbortController();
-  const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
+  const timer = setTimeout(() => ctl.abort(), opts.timeoutMs || TIMEOUT_MS);
   let res;
   try {
     res = await fetch(path, {

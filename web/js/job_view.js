@@ -32,6 +32,15 @@ export const EMPTY_LOG = 'No log yet. It appears once training starts.';
 const LOG_MAX_LINES = 5000;
 // Longest prompt sent from "Try it", in characters.
 const PROMPT_MAX = 4000;
+// A model export runs `alallo export` on the server; the server gives it up
+// to 10 minutes, the page waits as long.
+const EXPORT_TIMEOUT_MS = 600000;
+// The formats of GET /v1/models/{model}/export, as offered for download.
+const EXPORTS = [
+  ['hf', 'Hugging Face folder', '-hf.tar'],
+  ['peft', 'PEFT LoRA adapter', '-peft.tar'],
+  ['gguf', 'GGUF for llama.cpp', '.gguf'],
+];
 
 const GOALS = { lowest_cost: 'Lowest cost', fastest_finish: 'Fastest finish' };
 
@@ -51,6 +60,33 @@ function blobExtension(type) {
   return '';
 }
 
+// A file name made from a job's name: letters, digits, dot, dash, underscore.
+function fileStem(job) {
+  return String(job.name || job.id).replace(/[^A-Za-z0-9._-]+/g, '-').slice(0, 80) || 'model';
+}
+
+// A button that fetches `path` with the key and saves it; its progress and
+// failure are written to `status`.
+function downloadButton(label, accessibleName, path, filename, status, timeoutMs) {
+  return el('button', {
+    type: 'button',
+    'aria-label': accessibleName,
+    onclick: async (ev) => {
+      const btn = ev.currentTarget;
+      btn.disabled = true;
+      setText(status, `Preparing the download (${label})…`);
+      try {
+        const blob = await api(path, { as: 'blob', timeoutMs });
+        saveBlob(blob, typeof filename === 'function' ? filename(blob) : filename);
+        setText(status, '');
+      } catch (e) {
+        setText(status, `Download failed: ${e.message}`);
+      } finally {
+        btn.disabled = false;
+      }
+    },
+  }, label);
+}
 export function jobView(jobId) {
   const base = `/v1/fine_tuning/jobs/${pathId(jobId)}`;
   let job = null;
@@ -118,6 +154,25 @@ export function jobView(jobId) {
       ui.tryErr, ui.tryOut);
     ui.tryNote = el('p', { class: 'muted' }, 'Try it becomes available when the job has a fine-tuned model.');
     return section('Try it', ui.tryNote, ui.tryForm);
+  }
+
+  // Downloads of the fine-tuned model, one per export format.
+  function buildDownloads() {
+    ui.dlStatus = el('p', { class: 'sub', role: 'status' });
+    ui.dlButtons = el('div', { class: 'buttons' });
+    ui.dlNote = el('p', { class: 'muted' }, 'Downloads become available when the job has a fine-tuned model.');
+    return section('Download the model', ui.dlNote, ui.dlButtons, ui.dlStatus);
+  }
+
+  function updateDownloads() {
+    const model = job.fine_tuned_model || '';
+    if (ui.dlButtons.dataset.model === model) return;
+    ui.dlButtons.dataset.model = model;
+    show(ui.dlNote, !model);
+    ui.dlButtons.replaceChildren(...(model ? EXPORTS.map(([format, label, ext]) =>
+      downloadButton(label, `Download the fine-tuned model as ${label}`,
+        `/v1/models/${pathId(model)}/export?format=${format}`,
+        `${fileStem(job)}${ext}`, ui.dlStatus, EXPORT_TIMEOUT_MS)) : []));
   }
 
   function buildLog() {
@@ -229,25 +284,13 @@ export function jobView(jobId) {
       if (url) {
         const status = el('span', { class: 'sub', role: 'status' });
         action = el('span', {},
-          el('button', {
-            type: 'button',
-            class: 'link',
-            'aria-label': `Download checkpoint at step ${step}`,
-            onclick: async () => {
-              setText(status, 'Downloading…');
-              try {
-                const blob = await api(url, { as: 'blob' });
-                saveBlob(blob, `${jobId}-step-${step}${blobExtension(blob.type)}`);
-                setText(status, '');
-              } catch (e) {
-                setText(status, `Download failed: ${e.message}`);
-              }
-            },
-          }, 'Download'), status);
+          downloadButton('Download', `Download checkpoint at step ${step}`, url,
+            (blob) => `${fileStem(job)}-step-${step}${blobExtension(blob.type)}`, status, EXPORT_TIMEOUT_MS),
+          status);
       }
       return el('tr', {},
         el('td', {}, String(step)),
-        el('td', {}, loss === null ? '—' : String(loss)),
+        el('td', {}, loss === null ? '—' : loss.toFixed(4)),
         el('td', {}, c.fine_tuned_model_checkpoint ? el('code', {}, c.fine_tuned_model_checkpoint) : '—'),
         el('td', {}, action));
     }));
@@ -306,8 +349,9 @@ export function jobView(jobId) {
         section('Loss', ui.chart),
         buildLog(),
         buildTable('Checkpoints', ['Step', 'Training loss', 'Checkpoint', 'Download'], 'checkpoints'),
-        buildTable('Attempts', ['Attempt', 'Worker', 'Status', 'Steps', 'Reason for moving'], 'attempts'),
-        buildTry());
+        buildTable('Attempts', ['Attempt', 'Worker', 'Status', 'Steps', 'Why it ended or moved'], 'attempts'),
+        buildTry(),
+        buildDownloads());
       main.append(
         el('p', { class: 'back' }, el('a', { href: '#/jobs' }, '← All jobs')),
         el('div', { class: 'head' }, el('div', {}, ui.title, ui.id)),
@@ -334,6 +378,7 @@ export function jobView(jobId) {
       show(ui.page, true);
       updateSummary();
       updateAttempts();
+      updateDownloads();
       // The log and the checkpoints are read after the job, so that a job
       // seen as ended has its final log and checkpoints on the page.
       const [log, ckpts] = await Promise.allSettled([

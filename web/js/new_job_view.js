@@ -16,6 +16,16 @@ import { formatMoneyRange } from './format.js';
 const UPLOAD_MAX = 512 * 1024 * 1024;
 const NAME_MAX = 200;
 
+// "alallo-tiny (110K parameters)": the id and, when the catalog says, size.
+export function modelLabel(m) {
+  const n = m?.size?.parameters;
+  if (typeof n !== 'number' || !(n > 0)) return m.id;
+  const units = [[1e9, 'B'], [1e6, 'M'], [1e3, 'K']];
+  const [div, unit] = units.find(([d]) => n >= d) || [1, ''];
+  const v = n / div;
+  return `${m.id} (${v >= 100 ? Math.round(v) : Number(v.toPrecision(2))}${unit} parameters)`;
+}
+
 function radios(name, legend, choices) {
   return el('fieldset', {},
     el('legend', {}, legend),
@@ -80,7 +90,7 @@ export function newJobView() {
     const keep = selectId || sel.value;
     sel.replaceChildren(
       el('option', { value: '' }, files.length ? 'Choose a data set' : 'No data set uploaded yet'),
-      files.map((f) => el('option', { value: f.id }, `${f.filename || f.id} (${f.id})`)));
+      ...files.map((f) => el('option', { value: f.id }, `${f.filename || f.id} (${f.id})`)));
     if (keep && files.some((f) => f.id === keep)) sel.value = keep;
   }
 
@@ -88,7 +98,7 @@ export function newJobView() {
     const res = await api('/v1/models');
     const models = (Array.isArray(res?.data) ? res.data : []).filter((m) => !m.kind || m.kind === 'base');
     const sel = ui.form.elements.model;
-    sel.replaceChildren(...models.map((m) => el('option', { value: m.id }, m.id)));
+    sel.replaceChildren(...models.map((m) => el('option', { value: m.id }, modelLabel(m))));
     if (!models.length) sel.append(el('option', { value: '' }, 'No base model available'));
   }
 
@@ -203,7 +213,7 @@ export function newJobView() {
         ]),
         el('details', {},
           el('summary', {}, 'Hyper-parameters'),
-          numberField('n_epochs', 'Epochs', '1', '100'),
+          numberField('n_epochs', 'Epochs', '1', '50'),
           numberField('batch_size', 'Batch size', '1', '256')),
         ui.problem,
         el('div', { class: 'buttons' }, ui.estimateBtn, ui.startBtn),
