@@ -1,7 +1,6 @@
 /* billing_provisional.c - the money rules of the header over attempts. */
 #include "api/billing_provisional.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,14 +11,6 @@ static int by_fence(const void *a, const void *b)
     int64_t x = ((const struct store_attempt *)a)->fence;
     int64_t y = ((const struct store_attempt *)b)->fence;
     return (x > y) - (x < y);
-}
-
-static double estimate_field(const struct store_job *j, const char *obj, const char *key)
-{
-    json_t *est = j->estimate[0] ? json_loads(j->estimate, 0, NULL) : NULL;
-    double v = json_number_value(json_object_get(json_object_get(est, obj), key));
-    json_decref(est);
-    return v;
 }
 
 /* Cost of the steps that made it into the final model (up to `final`). */
@@ -68,7 +59,7 @@ void billing_settle_provisional(const struct store_job *j, const struct store_at
     qsort(a, (size_t)n, sizeof a[0], by_fence);
 
     if (j->status == JOB_CANCELLED) {
-        double high_s = estimate_field(j, "time", "high_s");
+        double high_s = j->est_high_s;
         if (high_s > 0 && (double)j->running_ms / 1000.0 > high_s)
             return; /* ran past the upper end of its estimate: free */
     }
@@ -79,7 +70,7 @@ void billing_settle_provisional(const struct store_job *j, const struct store_at
         out->charge = 0;
     out->steps = steps;
     if (j->status == JOB_SUCCEEDED) {
-        double cap = estimate_field(j, "price", "high");
+        double cap = j->est_price_high;
         if (cap > 0 && out->charge > cap)
             out->refund = out->charge - cap;
     }

@@ -117,10 +117,10 @@ void estimate_provisional(const struct est_shape *s, const struct est_worker *w,
     out->price_high = w[best].price_per_hour * out->train_high_s / 3600.0;
 }
 
-bool time_left_provisional(const struct store_job *j, double est_train_low_s,
-                           double est_train_high_s, double est_low_s, double est_high_s,
-                           int64_t now_ms, double *low_s, double *high_s, const char **basis)
+bool time_left_provisional(const struct store_job *j, int64_t now_ms, double *low_s,
+                           double *high_s, const char **basis)
 {
+    double est_train_low_s = j->est_train_low_s, est_train_high_s = j->est_train_high_s;
     if (job_status_is_terminal(j->status) || j->max_steps <= 0)
         return false;
     long remaining = j->max_steps - j->steps_done;
@@ -140,8 +140,8 @@ bool time_left_provisional(const struct store_job *j, double est_train_low_s,
     }
     *basis = "estimate";
     if (j->status == JOB_QUEUED && j->steps_done == 0) {
-        *low_s = est_low_s;
-        *high_s = est_high_s;
+        *low_s = j->est_low_s;
+        *high_s = j->est_high_s;
     } else {
         *low_s = est_train_low_s * frac - elapsed_s;
         *high_s = est_train_high_s * frac - elapsed_s;

@@ -69,11 +69,8 @@ void estimate_provisional(const struct est_shape *s, const struct est_worker *w,
 
 /* Time left of a job at `now_ms`: a range and its basis ("estimate" before
  * about 5% of the steps of the current run, "pace" after). Returns false
- * when the job has no time left to show (it ended). `estimate` is the
- * job's estimate as stored. */
-bool time_left_provisional(const struct store_job *j, double est_train_low_s,
-                           double est_train_high_s, double est_low_s, double est_high_s,
-                           int64_t now_ms, double *low_s /* OUT */, double *high_s /* OUT */,
-                           const char **basis /* OUT */);
+ * when the job has no time left to show (it ended). */
+bool time_left_provisional(const struct store_job *j, int64_t now_ms, double *low_s /* OUT */,
+                           double *high_s /* OUT */, const char **basis /* OUT */);
 
 #endif

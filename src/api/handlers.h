@@ -52,9 +52,6 @@ void internal_events(struct api_server *, struct http_request *, struct http_res
 void internal_finish(struct api_server *, struct http_request *, struct http_response *);
 void static_get(struct api_server *, struct http_request *, struct http_response *);
 
-/* The job object with its attempts, as every job endpoint answers it. */
-json_t *api_job_object(struct api_server *srv, const struct store_job *j);
-
 /* The index (0..METRIC_CODES-1) under which status `code` is counted. */
 int metrics_code_index(int code);
 

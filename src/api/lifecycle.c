@@ -466,9 +466,7 @@ static void check_limits(const struct api_server *srv, struct store_job *j, int6
         text_copy(j->stop_reason, sizeof j->stop_reason, "time_limit");
         return;
     }
-    json_t *est = j->estimate[0] ? json_loads(j->estimate, 0, NULL) : NULL;
-    double high = json_number_value(json_object_get(json_object_get(est, "training"), "high_s"));
-    json_decref(est);
+    double high = j->est_train_high_s;
     if (high > 0 && ran_s > srv->cfg.budget_multiple * high)
         text_copy(j->stop_reason, sizeof j->stop_reason, "budget");
 }

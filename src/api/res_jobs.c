@@ -4,6 +4,7 @@
 
 #include "api/handlers.h"
 #include "api/job_request.h"
+#include "api/jsonw.h"
 #include "api/lifecycle.h"
 #include "api/shapes.h"
 #include "core/ids.h"
@@ -11,13 +12,26 @@
 
 #define JOB_ATTEMPTS_SHOWN 32
 
-json_t *api_job_object(struct api_server *srv, const struct store_job *j)
+/* Writes the job object with its attempts, as every job endpoint shows it. */
+static void write_job(struct api_server *srv, struct jsonw *w, const struct store_job *j)
 {
     struct store_attempt atts[JOB_ATTEMPTS_SHOWN];
     int n = 0;
     if (j->fence > 0 && store_attempt_list(srv->store, j->id, atts, JOB_ATTEMPTS_SHOWN, &n))
         n = 0;
-    return shape_job(j, atts, n, api_now_ms());
+    shape_job_write(w, j, atts, n, api_now_ms());
+}
+
+static void respond_job(struct api_server *srv, struct http_response *res,
+                        const struct store_job *j)
+{
+    struct jsonw w = {0};
+    write_job(srv, &w, j);
+    if (w.failed)
+        api_error(res, ERR_NOMEM, NULL, NULL);
+    else
+        http_respond(res, 200, "application/json", w.p, w.len);
+    jsonw_free(&w);
 }
 
 /* The job named by the path, of the caller; answers 404 when absent. */
@@ -67,6 +81,11 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
     json_decref(est);
     text_copy(j->estimate, sizeof j->estimate, est_text);
     free(est_text);
+    j->est_low_s = r->est.low_s;
+    j->est_high_s = r->est.high_s;
+    j->est_train_low_s = r->est.train_low_s;
+    j->est_train_high_s = r->est.train_high_s;
+    j->est_price_high = r->est.price_high;
 
     /* SPEC §2: a job no known capacity can ever run fails at once, and
      * costs nothing; with no worker known at all it waits. */
@@ -96,7 +115,7 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
         return;
     }
     atomic_fetch_add(&srv->metrics.jobs_created, 1);
-    api_json(res, 200, shape_job(j, NULL, 0, now));
+    respond_job(srv, res, j);
     free(r);
 }
 
@@ -118,10 +137,7 @@ void jobs_list(struct api_server *srv, struct http_request *req, struct http_res
         return;
     }
     struct store_job *jobs = calloc((size_t)limit, sizeof *jobs);
-    json_t *data = json_array();
-    if (!jobs || !data) {
-        free(jobs);
-        json_decref(data);
+    if (!jobs) {
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
@@ -134,12 +150,29 @@ void jobs_list(struct api_server *srv, struct http_request *req, struct http_res
     } else if (e) {
         api_store_error(res, e);
     } else {
+        /* Written as text: a page of job objects is the hottest answer. */
+        struct jsonw w = {0};
+        jsonw_open(&w, '{');
+        jsonw_key(&w, "object");
+        jsonw_str(&w, "list");
+        jsonw_key(&w, "data");
+        jsonw_open(&w, '[');
         for (int i = 0; i < n; i++)
-            json_array_append_new(data, api_job_object(srv, &jobs[i]));
-        api_json(res, 200, shape_list(data, more));
-        data = NULL;
+            write_job(srv, &w, &jobs[i]);
+        jsonw_close(&w, ']');
+        jsonw_key(&w, "has_more");
+        jsonw_bool(&w, more);
+        jsonw_key(&w, "first_id");
+        jsonw_str(&w, n ? jobs[0].id : NULL);
+        jsonw_key(&w, "last_id");
+        jsonw_str(&w, n ? jobs[n - 1].id : NULL);
+        jsonw_close(&w, '}');
+        if (w.failed)
+            api_error(res, ERR_NOMEM, NULL, NULL);
+        else
+            http_respond(res, 200, "application/json", w.p, w.len);
+        jsonw_free(&w);
     }
-    json_decref(data);
     free(jobs);
 }
 
@@ -151,7 +184,7 @@ void jobs_get(struct api_server *srv, struct http_request *req, struct http_resp
         return;
     }
     if (load_job(srv, req, res, j))
-        api_json(res, 200, api_job_object(srv, j));
+        respond_job(srv, res, j);
     free(j);
 }
 
@@ -175,7 +208,7 @@ void jobs_cancel(struct api_server *srv, struct http_request *req, struct http_r
     } else if (e) {
         api_store_error(res, e);
     } else {
-        api_json(res, 200, api_job_object(srv, j));
+        respond_job(srv, res, j);
     }
     free(j);
 }

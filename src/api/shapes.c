@@ -8,11 +8,8 @@
 #include <string.h>
 
 #include "api/estimate_provisional.h"
+#include "api/jsonw.h"
 #include "core/text.h"
-
-static json_t *str_or_null(const char *s) { return s && s[0] ? json_string(s) : json_null(); }
-
-static json_t *secs_or_null(int64_t ms) { return ms > 0 ? json_integer(ms / 1000) : json_null(); }
 
 /* Money is shown rounded to a hundredth of a cent. */
 static json_t *money(double v) { return json_real(llround(v * 10000.0) / 10000.0); }
@@ -62,10 +59,12 @@ int64_t shape_event_seq(const struct store_job *j, const char *id)
 }
 
 /* The error object of a failed job, or null. */
-static json_t *job_error(const struct store_job *j)
+static void write_error(struct jsonw *w, const struct store_job *j)
 {
-    if (j->status != JOB_FAILED)
-        return json_null();
+    if (j->status != JOB_FAILED) {
+        jsonw_null(w);
+        return;
+    }
     const char *code = "internal_error";
     const char *param = NULL;
     if (strncmp(j->message, "Training failed: ", 17) == 0) {
@@ -77,99 +76,186 @@ static json_t *job_error(const struct store_job *j)
     } else if (strncmp(j->message, "Stopped: ", 9) == 0) {
         code = "stopped";
     }
-    return json_pack("{s:s,s:s,s:o}", "code", code, "message", j->message, "param",
-                     str_or_null(param));
+    jsonw_open(w, '{');
+    jsonw_key(w, "code");
+    jsonw_str(w, code);
+    jsonw_key(w, "message");
+    jsonw_str(w, j->message);
+    jsonw_key(w, "param");
+    jsonw_str(w, param);
+    jsonw_close(w, '}');
 }
 
-static double num(json_t *obj, const char *a, const char *b)
+static void write_secs(struct jsonw *w, const char *key, int64_t ms)
 {
-    return json_number_value(json_object_get(json_object_get(obj, a), b));
+    jsonw_key(w, key);
+    if (ms > 0)
+        jsonw_int(w, ms / 1000);
+    else
+        jsonw_null(w);
+}
+
+static void write_hyper(struct jsonw *w, const struct store_job *j)
+{
+    jsonw_open(w, '{');
+    jsonw_key(w, "n_epochs");
+    jsonw_int(w, j->n_epochs);
+    jsonw_key(w, "batch_size");
+    jsonw_int(w, j->batch_size);
+    jsonw_key(w, "learning_rate_multiplier");
+    jsonw_num(w, j->lr_multiplier);
+    jsonw_close(w, '}');
+}
+
+static void write_money(struct jsonw *w, const char *key, double v)
+{
+    jsonw_key(w, key);
+    jsonw_num(w, (double)llround(v * 10000.0) / 10000.0);
+}
+
+void shape_job_write(struct jsonw *w, const struct store_job *j,
+                     const struct store_attempt *attempts, int n_attempts, int64_t now_ms)
+{
+    jsonw_open(w, '{');
+    jsonw_key(w, "object");
+    jsonw_str(w, "fine_tuning.job");
+    jsonw_key(w, "id");
+    jsonw_str(w, j->id);
+    jsonw_key(w, "name");
+    jsonw_str(w, j->name);
+    jsonw_key(w, "model");
+    jsonw_str(w, j->model);
+    jsonw_key(w, "created_at");
+    jsonw_int(w, j->created_ms / 1000);
+    write_secs(w, "started_at", j->started_ms);
+    write_secs(w, "finished_at", j->finished_ms);
+    jsonw_key(w, "fine_tuned_model");
+    jsonw_str_or_null(w, j->fine_tuned_model);
+    jsonw_key(w, "organization_id");
+    jsonw_str(w, j->account);
+    jsonw_key(w, "result_files");
+    jsonw_open(w, '[');
+    jsonw_close(w, ']');
+    jsonw_key(w, "status");
+    jsonw_str(w, job_status_name(j->status));
+    jsonw_key(w, "message");
+    jsonw_str_or_null(w, j->message);
+    jsonw_key(w, "training_file");
+    jsonw_str(w, j->training_file);
+    jsonw_key(w, "validation_file");
+    jsonw_str_or_null(w, j->validation_file);
+    jsonw_key(w, "hyperparameters");
+    write_hyper(w, j);
+    jsonw_key(w, "method");
+    jsonw_open(w, '{');
+    jsonw_key(w, "type");
+    jsonw_str(w, j->method);
+    jsonw_key(w, "supervised");
+    jsonw_open(w, '{');
+    jsonw_key(w, "hyperparameters");
+    write_hyper(w, j);
+    jsonw_close(w, '}');
+    jsonw_close(w, '}');
+    jsonw_key(w, "trained_tokens");
+    if (j->status == JOB_SUCCEEDED)
+        jsonw_int(w, j->trained_tokens);
+    else
+        jsonw_null(w);
+    jsonw_key(w, "error");
+    write_error(w, j);
+    jsonw_key(w, "user_provided_suffix");
+    jsonw_str_or_null(w, j->suffix);
+    jsonw_key(w, "seed");
+    jsonw_int(w, j->seed);
+
+    double low, high;
+    const char *basis;
+    bool has_left = time_left_provisional(j, now_ms, &low, &high, &basis);
+    jsonw_key(w, "estimated_finish");
+    if (has_left)
+        jsonw_int(w, now_ms / 1000 + llround(high));
+    else
+        jsonw_null(w);
+    jsonw_key(w, "integrations");
+    jsonw_open(w, '[');
+    jsonw_close(w, ']');
+    jsonw_key(w, "metadata");
+    jsonw_json(w, j->metadata);
+    jsonw_key(w, "precision");
+    jsonw_str(w, j->precision);
+    jsonw_key(w, "goal");
+    jsonw_str(w, j->goal);
+    jsonw_key(w, "adapter");
+    jsonw_str(w, j->adapter);
+    jsonw_key(w, "training_method");
+    jsonw_str(w, shape_training_method(j));
+    jsonw_key(w, "progress");
+    jsonw_open(w, '{');
+    jsonw_key(w, "steps_done");
+    jsonw_int(w, j->steps_done);
+    jsonw_key(w, "max_steps");
+    jsonw_int(w, j->max_steps);
+    jsonw_key(w, "percent");
+    jsonw_int(w, job_progress_percent(j->steps_done, j->max_steps, j->status));
+    jsonw_close(w, '}');
+    jsonw_key(w, "time_left");
+    if (has_left) {
+        char text[64];
+        job_time_left_range_text(text, sizeof text, low, high);
+        jsonw_open(w, '{');
+        jsonw_key(w, "low_s");
+        jsonw_int(w, llround(low));
+        jsonw_key(w, "high_s");
+        jsonw_int(w, llround(high));
+        jsonw_key(w, "text");
+        jsonw_str(w, text);
+        jsonw_key(w, "basis");
+        jsonw_str(w, basis);
+        jsonw_close(w, '}');
+    } else {
+        jsonw_null(w);
+    }
+    jsonw_key(w, "estimate");
+    jsonw_json(w, j->estimate); /* stored as the API shows it */
+    jsonw_key(w, "price");
+    jsonw_open(w, '{');
+    write_money(w, "charged", j->price_charged);
+    write_money(w, "refunded", j->price_refunded);
+    jsonw_key(w, "currency");
+    jsonw_str(w, SHAPES_CURRENCY);
+    jsonw_close(w, '}');
+    jsonw_key(w, "attempts");
+    jsonw_open(w, '[');
+    for (int i = 0; i < n_attempts; i++) {
+        const struct store_attempt *a = &attempts[i];
+        jsonw_open(w, '{');
+        jsonw_key(w, "id");
+        jsonw_str(w, a->id);
+        jsonw_key(w, "worker");
+        jsonw_str(w, a->worker);
+        jsonw_key(w, "status");
+        jsonw_str(w, a->status);
+        jsonw_key(w, "start_step");
+        jsonw_int(w, a->start_step);
+        jsonw_key(w, "end_step");
+        jsonw_int(w, a->end_step);
+        jsonw_key(w, "reason");
+        jsonw_str_or_null(w, a->reason);
+        write_secs(w, "started_at", a->started_ms);
+        write_secs(w, "ended_at", a->ended_ms);
+        jsonw_close(w, '}');
+    }
+    jsonw_close(w, ']');
+    jsonw_close(w, '}');
 }
 
 json_t *shape_job(const struct store_job *j, const struct store_attempt *attempts, int n_attempts,
                   int64_t now_ms)
 {
-    json_t *estimate = j->estimate[0] ? json_loads(j->estimate, 0, NULL) : NULL;
-    json_t *hp = json_pack("{s:i,s:i,s:f}", "n_epochs", j->n_epochs, "batch_size", j->batch_size,
-                           "learning_rate_multiplier", j->lr_multiplier);
-    json_t *metadata = j->metadata[0] ? json_loads(j->metadata, 0, NULL) : NULL;
-
-    json_t *time_left = json_null();
-    double low, high;
-    const char *basis;
-    int64_t estimated_finish = 0;
-    if (time_left_provisional(j, num(estimate, "training", "low_s"),
-                              num(estimate, "training", "high_s"), num(estimate, "time", "low_s"),
-                              num(estimate, "time", "high_s"), now_ms, &low, &high, &basis)) {
-        char text[64];
-        job_time_left_range_text(text, sizeof text, low, high);
-        time_left = json_pack("{s:I,s:I,s:s,s:s}", "low_s", (json_int_t)llround(low), "high_s",
-                              (json_int_t)llround(high), "text", text, "basis", basis);
-        estimated_finish = now_ms / 1000 + (int64_t)llround(high);
-    }
-
-    json_t *atts = json_array();
-    for (int i = 0; i < n_attempts && atts; i++) {
-        const struct store_attempt *a = &attempts[i];
-        json_array_append_new(
-            atts, json_pack("{s:s,s:s,s:s,s:I,s:I,s:o,s:o,s:o}", "id", a->id, "worker", a->worker,
-                            "status", a->status, "start_step", (json_int_t)a->start_step,
-                            "end_step", (json_int_t)a->end_step, "reason", str_or_null(a->reason),
-                            "started_at", secs_or_null(a->started_ms), "ended_at",
-                            secs_or_null(a->ended_ms)));
-    }
-
-    json_t *o = json_object();
-    if (!o || !hp || !atts) {
-        json_decref(o);
-        json_decref(hp);
-        json_decref(atts);
-        json_decref(estimate);
-        json_decref(metadata);
-        json_decref(time_left);
-        return NULL;
-    }
-    json_object_set_new(o, "object", json_string("fine_tuning.job"));
-    json_object_set_new(o, "id", json_string(j->id));
-    json_object_set_new(o, "name", json_string(j->name));
-    json_object_set_new(o, "model", json_string(j->model));
-    json_object_set_new(o, "created_at", json_integer(j->created_ms / 1000));
-    json_object_set_new(o, "started_at", secs_or_null(j->started_ms));
-    json_object_set_new(o, "finished_at", secs_or_null(j->finished_ms));
-    json_object_set_new(o, "fine_tuned_model", str_or_null(j->fine_tuned_model));
-    json_object_set_new(o, "organization_id", json_string(j->account));
-    json_object_set_new(o, "result_files", json_array());
-    json_object_set_new(o, "status", json_string(job_status_name(j->status)));
-    json_object_set_new(o, "message", str_or_null(j->message));
-    json_object_set_new(o, "training_file", json_string(j->training_file));
-    json_object_set_new(o, "validation_file", str_or_null(j->validation_file));
-    json_object_set_new(o, "hyperparameters", json_deep_copy(hp));
-    json_object_set_new(o, "method",
-                        json_pack("{s:s,s:{s:o}}", "type", j->method, "supervised",
-                                  "hyperparameters", hp));
-    json_object_set_new(o, "trained_tokens",
-                        j->status == JOB_SUCCEEDED ? json_integer(j->trained_tokens) : json_null());
-    json_object_set_new(o, "error", job_error(j));
-    json_object_set_new(o, "user_provided_suffix", str_or_null(j->suffix));
-    json_object_set_new(o, "seed", json_integer(j->seed));
-    json_object_set_new(o, "estimated_finish",
-                        estimated_finish ? json_integer(estimated_finish) : json_null());
-    json_object_set_new(o, "integrations", json_array());
-    json_object_set_new(o, "metadata", metadata ? metadata : json_null());
-    json_object_set_new(o, "precision", json_string(j->precision));
-    json_object_set_new(o, "goal", json_string(j->goal));
-    json_object_set_new(o, "adapter", json_string(j->adapter));
-    json_object_set_new(o, "training_method", json_string(shape_training_method(j)));
-    json_object_set_new(o, "progress",
-                        json_pack("{s:I,s:I,s:i}", "steps_done", (json_int_t)j->steps_done,
-                                  "max_steps", (json_int_t)j->max_steps, "percent",
-                                  job_progress_percent(j->steps_done, j->max_steps, j->status)));
-    json_object_set_new(o, "time_left", time_left);
-    json_object_set_new(o, "estimate", estimate ? estimate : json_null());
-    json_object_set_new(o, "price",
-                        json_pack("{s:o,s:o,s:s}", "charged", money(j->price_charged), "refunded",
-                                  money(j->price_refunded), "currency", SHAPES_CURRENCY));
-    json_object_set_new(o, "attempts", atts);
+    struct jsonw w = {0};
+    shape_job_write(&w, j, attempts, n_attempts, now_ms);
+    json_t *o = w.failed ? NULL : json_loadb(w.p, w.len, 0, NULL);
+    jsonw_free(&w);
     return o;
 }
 

@@ -17,7 +17,14 @@
  * steals `data` (an array of objects with "id"). */
 json_t *shape_list(json_t *data, bool has_more);
 
-/* A fine-tuning job; `attempts` may be NULL when n_attempts is 0. */
+struct jsonw;
+
+/* Writes a fine-tuning job as JSON text (the hot path: lists of jobs). */
+void shape_job_write(struct jsonw *w, const struct store_job *j,
+                     const struct store_attempt *attempts, int n_attempts, int64_t now_ms);
+
+/* A fine-tuning job; `attempts` may be NULL when n_attempts is 0. The same
+ * object shape_job_write writes. */
 json_t *shape_job(const struct store_job *j, const struct store_attempt *attempts, int n_attempts,
                   int64_t now_ms);
 

@@ -85,6 +85,11 @@ struct store_job {
     enum job_status status;
     char message[STORE_MESSAGE_MAX];
     char estimate[STORE_JSON_MAX]; /* JSON object, "" when none */
+    /* The estimate's numbers, kept beside its text so that hot paths
+     * (time left, limits, billing) need not parse it. 0 when unknown. */
+    double est_low_s, est_high_s;             /* submit to finish */
+    double est_train_low_s, est_train_high_s; /* training alone */
+    double est_price_high;
     double price_charged;
     double price_refunded;
     char fine_tuned_model[256]; /* "" until it succeeds */

@@ -116,6 +116,18 @@ static const char *const migrations[] = {
     " CHECK(kind IN ('charge','refund')), amount REAL NOT NULL, steps INTEGER NOT NULL,"
     " created INTEGER NOT NULL);"
     "CREATE INDEX ledger_account ON ledger(account, seq);",
+    /* 3: the estimate's numbers as columns, filled from its JSON */
+    "ALTER TABLE jobs ADD COLUMN est_low_s REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN est_high_s REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN est_train_low_s REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN est_train_high_s REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN est_price_high REAL NOT NULL DEFAULT 0;"
+    "UPDATE jobs SET est_low_s = coalesce(json_extract(estimate, '$.time.low_s'), 0),"
+    " est_high_s = coalesce(json_extract(estimate, '$.time.high_s'), 0),"
+    " est_train_low_s = coalesce(json_extract(estimate, '$.training.low_s'), 0),"
+    " est_train_high_s = coalesce(json_extract(estimate, '$.training.high_s'), 0),"
+    " est_price_high = coalesce(json_extract(estimate, '$.price.high'), 0)"
+    " WHERE json_valid(estimate);",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -129,8 +141,9 @@ int store_schema_latest(void) { return MIGRATIONS; }
     "memory_bytes, max_steps, steps_done, status, message, estimate, price_charged, "             \
     "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
     "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
-    "trained_tokens, log_seq, event_seq, internal_failure"
-#define JOB_NCOLS 41
+    "trained_tokens, log_seq, event_seq, internal_failure, est_low_s, est_high_s, "               \
+    "est_train_low_s, est_train_high_s, est_price_high"
+#define JOB_NCOLS 46
 #define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
 #define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
 #define ATT_COLS                                                                                   \
@@ -208,9 +221,10 @@ static const char *const sql_text[S_COUNT] = {
                           " (SELECT seq FROM files WHERE id = ?2 AND account = ?1)"
                           " ORDER BY seq DESC LIMIT ?3",
     [S_FILE_DELETE] = "DELETE FROM files WHERE id = ? AND account = ?",
-    [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10 "?)",
+    [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
+                     "?,?,?,?,?,?)",
     [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?) WHERE seq = ?",
+                     "?,?,?,?,?,?) WHERE seq = ?",
     [S_JOB_GET] = JOB_SELECT "WHERE id = ?",
     [S_JOB_GET_ACC] = JOB_SELECT "WHERE id = ? AND account = ?",
     [S_JOB_BY_MODEL] = JOB_SELECT "WHERE fine_tuned_model = ? AND account = ? AND"
@@ -557,7 +571,12 @@ static int bind_job(sqlite3_stmt *st, const struct store_job *j)
     rc |= sqlite3_bind_int64(st, i++, j->log_seq);
     rc |= sqlite3_bind_int64(st, i++, j->event_seq);
     rc |= sqlite3_bind_int(st, i++, j->internal_failure);
-    _Static_assert(JOB_NCOLS == 41, "bind_job binds every column of JOB_COLS");
+    rc |= sqlite3_bind_double(st, i++, j->est_low_s);
+    rc |= sqlite3_bind_double(st, i++, j->est_high_s);
+    rc |= sqlite3_bind_double(st, i++, j->est_train_low_s);
+    rc |= sqlite3_bind_double(st, i++, j->est_train_high_s);
+    rc |= sqlite3_bind_double(st, i++, j->est_price_high);
+    _Static_assert(JOB_NCOLS == 46, "bind_job binds every column of JOB_COLS");
     return rc;
 }
 
@@ -609,6 +628,11 @@ static void read_job(sqlite3_stmt *st, struct store_job *j)
     j->log_seq = sqlite3_column_int64(st, i++);
     j->event_seq = sqlite3_column_int64(st, i++);
     j->internal_failure = sqlite3_column_int(st, i++);
+    j->est_low_s = sqlite3_column_double(st, i++);
+    j->est_high_s = sqlite3_column_double(st, i++);
+    j->est_train_low_s = sqlite3_column_double(st, i++);
+    j->est_train_high_s = sqlite3_column_double(st, i++);
+    j->est_price_high = sqlite3_column_double(st, i++);
 }
 
 static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
