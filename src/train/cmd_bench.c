@@ -227,8 +227,7 @@ static int bench_train(int argc, char **argv)
                (double)nt;
         double t0 = now_s();
         double norm = optim_grad_norm(m->grad, m->n_train);
-        optim_clip(m->grad, m->n_train, norm, 1.0f);
-        optim_adamw_step(&opt, m->train, m->grad, 1e-5f);
+        optim_adamw_step(&opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), 1e-5f);
         t_opt += now_s() - t0;
     }
     double wall = now_s() - t_start;

@@ -597,16 +597,35 @@ void model_get_tensor(const struct model *m, int i, float *out)
 }
 
 struct init_ctx {
-    struct rng r;
+    uint64_t seed;
     float std;
 };
 
+/* Values per random stream: each block of the tensor draws from its own
+ * stream, so blocks fill in parallel and the values do not depend on the
+ * thread count or the fill chunking. */
+#define INIT_BLOCK 65536
+
 static void fill_normal(void *ctx, size_t start, size_t count, float *out)
 {
-    struct init_ctx *c = ctx;
-    (void)start;
-    for (size_t j = 0; j < count; j++)
-        out[j] = c->std * rng_normal(&c->r);
+    const struct init_ctx *c = ctx;
+    size_t b0 = start / INIT_BLOCK, b1 = (start + count + INIT_BLOCK - 1) / INIT_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (size_t b = b0; b < b1; b++) {
+        struct rng r;
+        rng_seed(&r, rng_derive(c->seed, b));
+        size_t s = b * INIT_BLOCK, e = s + INIT_BLOCK;
+        /* skip to `start` inside the first block (fill chunks are
+         * multiples of INIT_BLOCK, so this never happens in practice) */
+        for (size_t i = s; i < start; i++)
+            (void)rng_normal(&r);
+        if (s < start)
+            s = start;
+        if (e > start + count)
+            e = start + count;
+        for (size_t i = s; i < e; i++)
+            out[i - start] = c->std * rng_normal(&r);
+    }
 }
 
 static void fill_const(void *ctx, size_t start, size_t count, float *out)
@@ -621,8 +640,7 @@ int model_init_random(struct model *m, uint64_t seed)
     float resid = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layers);
     for (int i = 0; i < m->n_tensors; i++) {
         struct model_tensor *t = &m->tensors[i];
-        struct init_ctx c;
-        rng_seed(&c.r, rng_derive(seed, (uint64_t)i));
+        struct init_ctx c = {rng_derive(seed, (uint64_t)i), 0.0f};
         int rc;
         if (t->vec) {
             /* Norm weights one, biases zero. */

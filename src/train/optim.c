@@ -59,18 +59,25 @@ double optim_grad_norm(const float *g, size_t n)
     return sqrt(total);
 }
 
-float optim_clip(float *g, size_t n, double norm, float max_norm)
+float optim_clip_factor(double norm, float max_norm)
 {
     if (!(max_norm > 0.0f) || !(norm > (double)max_norm))
         return 1.0f;
-    float f = (float)((double)max_norm / (norm + 1e-6));
+    return (float)((double)max_norm / (norm + 1e-6));
+}
+
+float optim_clip(float *g, size_t n, double norm, float max_norm)
+{
+    float f = optim_clip_factor(norm, max_norm);
+    if (f == 1.0f)
+        return f;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++)
         g[i] *= f;
     return f;
 }
 
-void optim_adamw_step(struct optim *o, float *p, const float *g, float lr)
+void optim_adamw_step(struct optim *o, float *p, const float *g, float gscale, float lr)
 {
     o->t++;
     float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
@@ -84,7 +91,7 @@ void optim_adamw_step(struct optim *o, float *p, const float *g, float lr)
     size_t nd = o->n_decay;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < o->n; i++) {
-        float gi = g[i];
+        float gi = g[i] * gscale;
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         m[i] = mi;

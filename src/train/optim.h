@@ -34,10 +34,15 @@ double optim_grad_norm(const float *g, size_t n);
  * Returns the factor applied (1 when nothing changed). */
 float optim_clip(float *g, size_t n, double norm, float max_norm);
 
-/* One AdamW update of p (n) with gradient g at learning rate lr:
+/* The factor optim_clip would apply (1 when the norm is within max_norm),
+ * for passing to optim_adamw_step instead of rescaling g in a pass of its
+ * own. */
+float optim_clip_factor(double norm, float max_norm);
+
+/* One AdamW update of p (n) with gradient gscale*g at learning rate lr:
  * p -= lr*wd*p (decay region only); m,v moving averages;
  * p -= lr * mhat / (sqrt(vhat) + eps). Increments o->t first. */
-void optim_adamw_step(struct optim *o, float *p, const float *g, float lr);
+void optim_adamw_step(struct optim *o, float *p, const float *g, float gscale, float lr);
 
 enum lr_kind { LR_COSINE = 0, LR_LINEAR, LR_CONSTANT };
 

@@ -528,8 +528,8 @@ int trainer_run(const struct train_config *c)
                 rc = fail(1, r.err);
                 goto out;
             }
-            optim_clip(r.m->grad, r.m->n_train, norm, c->max_grad_norm);
-            optim_adamw_step(&r.opt, r.m->train, r.m->grad, lr);
+            optim_adamw_step(&r.opt, r.m->train, r.m->grad,
+                             optim_clip_factor(norm, c->max_grad_norm), lr);
         }
         r.step++;
         window_tokens += tokens;

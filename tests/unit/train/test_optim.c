@@ -20,13 +20,13 @@ static void adamw_two_steps_by_hand(void **state)
     float g[2] = {0.5f, 0.5f};
     /* step 1: p0 decays to 1 - 0.1*0.01 = 0.999; m = 0.05, v = 0.00025,
      * mhat = 0.5, vhat = 0.25, update 0.1 * 0.5 / 0.5 = 0.1 (eps aside) */
-    optim_adamw_step(&o, p, g, 0.1f);
+    optim_adamw_step(&o, p, g, 1.0f, 0.1f);
     assert_float_equal(p[0], 0.899f, 1e-6);
     assert_float_equal(p[1], 0.9f, 1e-6); /* outside the decay region */
     /* step 2 with g = -0.25: m = 0.9*0.05 - 0.025 = 0.02; v = 0.999*0.00025
      * + 0.001*0.0625 = 0.00031225; mhat = 0.02/0.19 ; vhat = v/(1-0.999^2) */
     g[0] = g[1] = -0.25f;
-    optim_adamw_step(&o, p, g, 0.1f);
+    optim_adamw_step(&o, p, g, 1.0f, 0.1f);
     double mhat = 0.02 / (1.0 - 0.81), vhat = 0.00031225 / (1.0 - 0.998001);
     double upd = 0.1 * mhat / (sqrt(vhat) + 1e-8);
     assert_float_equal(p[0], 0.899 * (1.0 - 0.001) - upd, 2e-6);
@@ -46,6 +46,18 @@ static void clipping(void **state)
     optim_clip(g, 2, n, 1.0f);
     assert_float_equal(optim_grad_norm(g, 2), 1.0, 1e-5);
     assert_float_equal(g[0] / g[1], 0.75f, 1e-6);
+    assert_float_equal(optim_clip_factor(5.0, 1.0f), 0.2f, 1e-6);
+    assert_float_equal(optim_clip_factor(5.0, 0.0f), 1.0f, 0);
+    /* a scaled gradient in the update equals the gradient scaled before */
+    struct optim a, b;
+    optim_init(&a, 2, 2, 0.0f);
+    optim_init(&b, 2, 2, 0.0f);
+    float pa[2] = {1, 2}, pb[2] = {1, 2}, ga[2] = {0.3f, -0.7f}, gb[2] = {0.15f, -0.35f};
+    optim_adamw_step(&a, pa, ga, 0.5f, 0.01f);
+    optim_adamw_step(&b, pb, gb, 1.0f, 0.01f);
+    assert_memory_equal(pa, pb, sizeof pa);
+    optim_free(&a);
+    optim_free(&b);
 }
 
 static void norm_is_deterministic_and_accurate(void **state)
