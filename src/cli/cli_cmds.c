@@ -1,12 +1,16 @@
 /* cli_cmds.c - `alallo files|models|workers|ledger|generate|export`, and the
  * call-and-check helper every client command uses. */
 #include <errno.h>
+#include <ftw.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_format.h"
+#include "cli/cli_tar.h"
 
 int cli_do(struct cli_ctx *cx, const char *method, const char *path, json_t *body,
            struct cli_answer *a)
@@ -225,11 +229,31 @@ int cli_generate(struct cli_ctx *cx, int argc, char **argv)
     return CLI_OK;
 }
 
+/* Removes a folder tree a failed export left behind. */
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void remove_tree(const char *path)
+{
+    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
 int cli_export(struct cli_ctx *cx, int argc, char **argv)
 {
     struct cli_opt opts[] = {{"--format", true, NULL}, {"--out", true, NULL}, {NULL, 0, 0}};
     struct cli_args args;
-    char err[400];
+    char err[600];
     if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos != 1)
         return cli_usage_error(cx, "export", args.npos != 1 ? "give one model ID" : err);
     const char *format = cli_get(opts, "--format");
@@ -245,10 +269,16 @@ int cli_export(struct cli_ctx *cx, int argc, char **argv)
         return cli_usage_error(cx, "export", "model ID too long");
     strcat(path, "/export?format=");
     strcat(path, format);
+    struct stat st;
+    if (stat(out, &st) == 0) {
+        fprintf(cx->err, "alallo: %s already exists\n", out);
+        return CLI_FAILED;
+    }
     /* Written beside the target and renamed when complete, so that a broken
      * download never looks like a finished one. */
-    char part[1100];
-    if (snprintf(part, sizeof part, "%s.part", out) >= (int)sizeof part)
+    char part[1100], unpacked[1100];
+    if (snprintf(part, sizeof part, "%s.part", out) >= (int)sizeof part ||
+        snprintf(unpacked, sizeof unpacked, "%s.part.d", out) >= (int)sizeof unpacked)
         return cli_usage_error(cx, "export", "--out PATH too long");
     FILE *f = fopen(part, "wb");
     if (!f) {
@@ -271,19 +301,42 @@ int cli_export(struct cli_ctx *cx, int argc, char **argv)
         unlink(part);
         return CLI_FAILED;
     }
+    /* A folder (hf, peft) comes as a tar archive: unpacked into PATH unless
+     * PATH asks for the archive itself (*.tar). */
+    bool folder = strncmp(a.content_type, "application/x-tar", 17) == 0 && !ends_with(out, ".tar");
     cli_answer_free(&a);
-    if (closed != 0 || rename(part, out) != 0) {
-        fprintf(cx->err, "alallo: cannot write %s: %s\n", out, strerror(errno));
+    if (closed != 0) {
+        fprintf(cx->err, "alallo: cannot write %s: %s\n", part, strerror(errno));
         unlink(part);
         return CLI_FAILED;
     }
+    if (folder) {
+        remove_tree(unpacked);
+        if (cli_untar(part, unpacked, err, sizeof err) != 0) {
+            fprintf(cx->err, "alallo: %s\n", err);
+            remove_tree(unpacked);
+            unlink(part);
+            return CLI_FAILED;
+        }
+        unlink(part);
+    }
+    if (rename(folder ? unpacked : part, out) != 0) {
+        fprintf(cx->err, "alallo: cannot write %s: %s\n", out, strerror(errno));
+        if (folder)
+            remove_tree(unpacked);
+        else
+            unlink(part);
+        return CLI_FAILED;
+    }
     if (args.json) {
-        json_t *o = json_pack("{s:s,s:s}", "path", out, "format", format);
+        json_t *o = json_pack("{s:s,s:s,s:s}", "path", out, "format", format, "kind",
+                              folder ? "folder" : "file");
         char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
         fprintf(cx->out, "%s\n", text ? text : "{}");
         free(text);
         json_decref(o);
-    } else
+    } else {
         fprintf(cx->out, "%s\n", out);
+    }
     return CLI_OK;
 }

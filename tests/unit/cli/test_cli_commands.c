@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +36,8 @@ static struct {
     pthread_mutex_t mu;
     struct seen req[MAX_SEEN];
     int n;
+    char *tar; /* a folder export, made by tar(1) at set-up */
+    size_t tar_len;
 } S;
 
 struct body {
@@ -130,8 +133,18 @@ static enum MHD_Result route(struct MHD_Connection *c, const char *url, const ch
         return reply(c, 200, json, "{\"name\":\"small\",\"state\":\"draining\"}");
     if (strcmp(url, "/v1/completions") == 0)
         return reply(c, 200, json, "{\"choices\":[{\"text\":\" a happy ending\",\"index\":0}]}");
-    if (strcmp(url, "/v1/models/ft-1/export") == 0)
+    if (strcmp(url, "/v1/models/ft-1/export") == 0) {
+        const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+        if (format && strcmp(format, "hf") == 0) {
+            struct MHD_Response *r = MHD_create_response_from_buffer(
+                S.tar_len, S.tar, MHD_RESPMEM_PERSISTENT);
+            MHD_add_response_header(r, "Content-Type", "application/x-tar");
+            enum MHD_Result ret = MHD_queue_response(c, 200, r);
+            MHD_destroy_response(r);
+            return ret;
+        }
         return reply(c, 200, "application/octet-stream", "GGUF-BYTES");
+    }
     return reply(c, 404, json,
                  "{\"error\":{\"code\":\"not_found\",\"message\":\"No such job: ftjob-404\","
                  "\"param\":null}}");
@@ -264,13 +277,32 @@ static int setup(void **state)
         return -1;
     S.port = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_BIND_PORT)->port;
     snprintf(dir, sizeof dir, "/tmp/alallo-test-cli-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    if (!mkdtemp(dir))
+        return -1;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir hfsrc && printf '{\"hidden_size\":64}' > hfsrc/config.json && "
+             "printf 'weights' > hfsrc/model.safetensors && cd hfsrc && "
+             "tar --format=ustar -cf ../hf.tar *",
+             dir);
+    if (system(cmd) != 0)
+        return -1;
+    char path[400];
+    snprintf(path, sizeof path, "%s/hf.tar", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    S.tar = malloc(1 << 20);
+    S.tar_len = fread(S.tar, 1, 1 << 20, f);
+    fclose(f);
+    return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
     MHD_stop_daemon(S.d);
+    free(S.tar);
     for (int i = 0; i < S.n; i++)
         free(S.req[i].body);
     char cmd[300];
@@ -429,6 +461,25 @@ static void cancel_drain_generate_export(void **state)
     snprintf(path, sizeof path, "%s/model.gguf", dir);
     slurp(path, data, sizeof data);
     assert_string_equal(data, "GGUF-BYTES");
+    /* An existing target is never overwritten. */
+    assert_int_equal(run("export ft-1 --format gguf --out model.gguf"), 1);
+    assert_non_null(strstr(err, "already exists"));
+    /* A folder export arrives as a tar archive and is unpacked... */
+    assert_int_equal(run("export ft-1 --format hf --out hf-model"), 0);
+    assert_string_equal(S.req[0].url, "/v1/models/ft-1/export?format=hf");
+    snprintf(path, sizeof path, "%s/hf-model/config.json", dir);
+    slurp(path, data, sizeof data);
+    assert_string_equal(data, "{\"hidden_size\":64}");
+    snprintf(path, sizeof path, "%s/hf-model/model.safetensors", dir);
+    slurp(path, data, sizeof data);
+    assert_string_equal(data, "weights");
+    /* ...unless the archive itself is asked for. */
+    assert_int_equal(run("export ft-1 --format hf --out hf-model.tar"), 0);
+    snprintf(path, sizeof path, "%s/hf-model.tar", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal((size_t)st.st_size, S.tar_len);
     /* A failed export leaves no file behind. */
     assert_int_equal(run("export ft-404 --format gguf --out other.gguf"), 1);
     snprintf(path, sizeof path, "%s/other.gguf", dir);
