@@ -1,7 +1,8 @@
 /* fuzz_safetensors.c - libFuzzer driver for st_parse (train/safetensors.h).
  *
  * Input: a whole safetensors file. Property: parsing never crashes or
- * reads outside the buffer, and when it accepts a file its promise holds:
+ * reads outside the buffer; a refusal is one line of valid UTF-8 (errors
+ * reach JSON answers); and when it accepts a file its promise holds:
  * every tensor lies inside the data buffer with nbytes = product(shape) x
  * dtype size, tensors do not overlap, and st_find finds each by name.
  * An accepted file is then written back with st_write and read again with
@@ -82,8 +83,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[300] = "";
     struct st_file *f = st_parse(data, size, err, sizeof err);
     if (!f) {
+        /* A reason, as one line of valid UTF-8: model errors reach JSON. */
         FUZZ_CHECK(err[0] != '\0');
         FUZZ_CHECK(memchr(err, '\0', sizeof err) != NULL);
+        FUZZ_CHECK(strchr(err, '\n') == NULL);
+        if (!fuzz_utf8_valid((const uint8_t *)err, strlen(err))) {
+            fprintf(stderr, "st_parse error is not valid UTF-8: %s\n", err);
+            abort();
+        }
         return 0;
     }
     size_t n = st_count(f);
