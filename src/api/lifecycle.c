@@ -256,7 +256,16 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
 
 /* ---- trainer events --------------------------------------------------- */
 
-enum tev_kind { TEV_STARTED, TEV_LOG, TEV_STEP, TEV_MEMORY, TEV_CHECKPOINT, TEV_DONE, TEV_ERROR };
+enum tev_kind {
+    TEV_STARTED,
+    TEV_LOG,
+    TEV_STEP,
+    TEV_MEMORY,
+    TEV_CHECKPOINT,
+    TEV_DONE,
+    TEV_ERROR,
+    TEV_IGNORED /* unknown to this server, or malformed */
+};
 
 struct tev {
     enum tev_kind kind;
@@ -313,6 +322,7 @@ struct events_ctx {
     struct api_server *srv;
     const struct tev *ev;
     int n;
+    int64_t first; /* index of ev[0] within the attempt; -1 unknown */
     int64_t fence;
     int64_t now;
     const struct store_attempt *history; /* earlier attempts, for billing */
@@ -453,6 +463,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
          * to the log so the user sees it where the help page says. */
         e = store_writes_log(w, a->id, t->text);
         break;
+    case TEV_IGNORED:
+        break;
     }
     return e;
 }
@@ -477,13 +489,22 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
     struct events_ctx *c = vctx;
     if (a->fence != c->fence || !attempt_owns(j, a))
         return ERR_FENCED;
-    for (int i = 0; i < c->n; i++) {
+    /* A batch sent again (its answer was lost) is skipped up to what was
+     * applied; a gap (events the worker dropped) is accepted as is. */
+    int skip = 0;
+    if (c->first >= 0 && c->first < a->events_applied)
+        skip = (int)(a->events_applied - c->first < c->n ? a->events_applied - c->first : c->n);
+    for (int i = skip; i < c->n; i++) {
         if (!attempt_owns(j, a))
             break; /* `done` ended it; anything after changes nothing */
         enum alallo_err e = apply_one(c, j, a, &c->ev[i], w);
         if (e)
             return e;
     }
+    if (c->first >= 0 && c->first + c->n > a->events_applied)
+        a->events_applied = c->first + c->n;
+    else if (c->first < 0)
+        a->events_applied += c->n - skip;
     check_limits(c->srv, j, c->now);
     c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : NULL;
     return ERR_OK;
@@ -500,7 +521,7 @@ static int load_history(struct api_server *srv, const char *job, struct store_at
 }
 
 enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id, int64_t fence,
-                                 json_t *events, const char **stop)
+                                 int64_t first, json_t *events, const char **stop)
 {
     *stop = NULL;
     if (!json_is_array(events))
@@ -521,10 +542,14 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
     struct events_ctx c = {.srv = srv, .ev = ev, .fence = fence, .history = history,
                            .n_history = n_history};
     do {
+        /* Every event sent takes a slot, understood or not, so that
+         * skipping a resent batch lines up with the worker's numbering. */
+        size_t start = i;
         c.n = 0;
-        for (; i < total && c.n < EVENTS_PER_TX; i++)
-            if (parse_event(json_array_get(events, i), &ev[c.n]))
-                c.n++;
+        for (; i < total && c.n < EVENTS_PER_TX; i++, c.n++)
+            if (!parse_event(json_array_get(events, i), &ev[c.n]))
+                ev[c.n].kind = TEV_IGNORED;
+        c.first = first >= 0 ? first + (int64_t)start : -1;
         c.now = api_now_ms();
         e = store_job_update(srv->store, att.job, attempt_id, events_cb, &c);
     } while (!e && i < total);
@@ -548,8 +573,11 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
 {
     struct finish_ctx *c = vctx;
     int64_t now = c->base.now;
-    if (strcmp(a->status, "ended") == 0 && strcmp(a->reason, "succeeded") == 0 &&
-        a->fence == c->base.fence) {
+    /* A finish sent again (its answer was lost) is answered 200 with no
+     * change, unless the attempt was ended by the server (lost worker):
+     * then its job has moved on and the report is stale. */
+    if (strcmp(a->status, "ended") == 0 && a->fence == c->base.fence &&
+        strcmp(a->reason, "worker lost") != 0 && strcmp(a->reason, "worker restarted") != 0) {
         c->already = true;
         return ERR_OK;
     }
@@ -557,7 +585,11 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         return ERR_FENCED;
     const struct attempt_end *end = c->end;
     bool user_error = strcmp(end->error_kind, "user") == 0 || end->exit_status == 3;
-    bool stopped = end->exit_status == 4;
+    /* Stopped on request: exit 4 after a checkpoint, or killed by the
+     * worker after its grace period (then the latest checkpoint counts). */
+    bool asked_move = strcmp(end->acted_on, "move") == 0 || strcmp(j->stop_reason, "move") == 0;
+    bool stopped = end->exit_status == 4 ||
+                   (asked_move && (end->signal == 9 || end->signal == 15));
     char reason[STORE_MESSAGE_MAX];
     enum alallo_err e = ERR_OK;
 
@@ -583,14 +615,16 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
                                     end->line[0] ? end->line : "the trainer stopped on an error");
         j->finished_ms = now;
         e = note(w, now, "error", "%s", j->message);
-    } else if (stopped && (strcmp(j->stop_reason, "move") == 0 || !j->stop_reason[0])) {
+    } else if (stopped && (asked_move || !j->stop_reason[0])) {
         /* Stopped on request after a checkpoint: continue elsewhere. */
         end_attempt(j, a, now, strcmp(j->stop_reason, "move") == 0 ? "moved" : "worker stopped");
         enum job_status to = j->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING;
         move_to(j, to, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
         e = note(w, now, "info", "Moving the job; it continues from its latest checkpoint");
     } else {
-        if (end->signal)
+        if (end->not_started)
+            text_copy(reason, sizeof reason, "the trainer could not be started");
+        else if (end->signal)
             text_printf(reason, sizeof reason, "trainer killed by signal %d", end->signal);
         else
             text_printf(reason, sizeof reason, "trainer exited with status %d", end->exit_status);

@@ -28,15 +28,19 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
                                 struct store_attempt *attempt /* OUT */, json_t **spec /* OUT */);
 
 /* Applies trainer events (docs/trainer-protocol.md) reported for attempt
- * `attempt_id` holding `fence`. *stop gets "cancel", "move" or NULL: what
- * the worker must do with its trainer. */
+ * `attempt_id` holding `fence`; `first` is the index within the attempt of
+ * events[0] (-1: unknown, apply all). Events already applied (a batch sent
+ * again) are skipped. *stop gets "cancel", "move" or NULL: what the worker
+ * must do with its trainer. */
 enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id, int64_t fence,
-                                 json_t *events, const char **stop /* OUT */);
+                                 int64_t first, json_t *events, const char **stop /* OUT */);
 
 /* What ended an attempt, as its worker reports it. */
 struct attempt_end {
     int exit_status;     /* -1 when it died by a signal */
     int signal;          /* 0 when it exited */
+    bool not_started;    /* the trainer could not be started */
+    char acted_on[16];   /* the stop the worker acted on: "cancel", "move" or "" */
     char error_kind[16]; /* "user", "internal" or "" */
     char line[STORE_MESSAGE_MAX];
 };

@@ -63,7 +63,7 @@ static int write_durably(const char *path, const char *data, size_t len)
     return 0;
 }
 
-/* A file name as uploaded: its last path component, printable, short. */
+/* A file name as uploaded: its last path component, printable UTF-8, short. */
 static bool clean_filename(const char *in, char *out, size_t cap)
 {
     const char *base = strrchr(in, '/');
@@ -75,6 +75,10 @@ static bool clean_filename(const char *in, char *out, size_t cap)
     for (const char *p = base; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return false;
+    json_t *utf8 = json_string(base); /* NULL unless valid UTF-8 */
+    if (!utf8)
+        return false;
+    json_decref(utf8);
     return text_copy(out, cap, base);
 }
 

@@ -203,10 +203,15 @@ void internal_events(struct api_server *srv, struct http_request *req, struct ht
         api_error(res, ERR_INVALID, "events (an array) is required.", "events");
         return;
     }
+    json_t *first = json_object_get(body, "first");
+    int64_t first_index = json_is_integer(first) && json_integer_value(first) >= 0
+                              ? json_integer_value(first)
+                              : -1;
     const char *stop = NULL;
-    enum alallo_err e = ids_valid(req->params[0])
-                            ? lifecycle_events(srv, req->params[0], fence, events, &stop)
-                            : ERR_NOT_FOUND;
+    enum alallo_err e =
+        ids_valid(req->params[0])
+            ? lifecycle_events(srv, req->params[0], fence, first_index, events, &stop)
+            : ERR_NOT_FOUND;
     json_decref(body);
     if (e) {
         answer_attempt_error(res, e);
@@ -232,13 +237,20 @@ void internal_finish(struct api_server *srv, struct http_request *req, struct ht
         end.exit_status = (int)json_integer_value(status);
     if (json_is_integer(sig))
         end.signal = (int)json_integer_value(sig);
-    if (end.exit_status < 0 && end.signal <= 0) {
-        json_decref(body);
-        api_error(res, ERR_INVALID, "exit_status or signal is required.", "exit_status");
-        return;
-    }
     text_copy(end.error_kind, sizeof end.error_kind,
               json_string_value(json_object_get(body, "error_kind")));
+    const char *acted = json_string_value(json_object_get(body, "stop"));
+    if (acted && (strcmp(acted, "cancel") == 0 || strcmp(acted, "move") == 0))
+        text_copy(end.acted_on, sizeof end.acted_on, acted);
+    /* Neither an exit status nor a signal: the trainer never started. */
+    if (end.exit_status < 0 && end.signal <= 0) {
+        if (strcmp(end.error_kind, "internal") != 0) {
+            json_decref(body);
+            api_error(res, ERR_INVALID, "exit_status or signal is required.", "exit_status");
+            return;
+        }
+        end.not_started = true;
+    }
     text_copy(end.line, sizeof end.line, json_string_value(json_object_get(body, "line")));
     json_decref(body);
     enum alallo_err e = ids_valid(req->params[0])

@@ -119,6 +119,7 @@ struct store_attempt {
     double price_per_hour;          /* the worker's rate when it started */
     int64_t started_ms, ended_ms;
     int64_t run_ms; /* time between `started` and the end: the billable span */
+    int64_t events_applied; /* trainer events applied so far (resent ones are skipped) */
 };
 
 struct store_event {

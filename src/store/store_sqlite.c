@@ -128,6 +128,9 @@ static const char *const migrations[] = {
     " est_train_high_s = coalesce(json_extract(estimate, '$.training.high_s'), 0),"
     " est_price_high = coalesce(json_extract(estimate, '$.price.high'), 0)"
     " WHERE json_valid(estimate);",
+    /* 4: how many trainer events of an attempt were applied, so that a
+     * batch a worker sends again is not applied twice */
+    "ALTER TABLE attempts ADD COLUMN events_applied INTEGER NOT NULL DEFAULT 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -148,7 +151,7 @@ int store_schema_latest(void) { return MIGRATIONS; }
 #define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
 #define ATT_COLS                                                                                   \
     "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
-    "ended, run_ms"
+    "ended, run_ms, events_applied"
 #define FILE_COLS "id, account, filename, bytes, purpose, examples, text_bytes, path, created"
 #define WORKER_COLS                                                                                \
     "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
@@ -239,7 +242,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_CLAIM] = "SELECT id, account, MIN(seq) FROM jobs INDEXED BY jobs_waiting"
                 " WHERE status IN ('queued','re-scheduling') AND active_attempt = ''"
                 " AND memory_bytes <= ? GROUP BY account",
-    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_ATT_GET] = "SELECT " ATT_COLS " FROM attempts WHERE id = ?",
     [S_ATT_LIST] = "SELECT " ATT_COLS " FROM attempts WHERE job = ? ORDER BY fence LIMIT ?",
     [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts WHERE worker = ? AND status <> 'ended'"
@@ -650,6 +653,7 @@ static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
     rc |= sqlite3_bind_int64(st, i++, a->started_ms);
     rc |= sqlite3_bind_int64(st, i++, a->ended_ms);
     rc |= sqlite3_bind_int64(st, i++, a->run_ms);
+    rc |= sqlite3_bind_int64(st, i++, a->events_applied);
     return rc;
 }
 
@@ -669,6 +673,7 @@ static void read_attempt(sqlite3_stmt *st, struct store_attempt *a)
     a->started_ms = sqlite3_column_int64(st, i++);
     a->ended_ms = sqlite3_column_int64(st, i++);
     a->run_ms = sqlite3_column_int64(st, i++);
+    a->events_applied = sqlite3_column_int64(st, i++);
 }
 
 static void read_file(sqlite3_stmt *st, struct store_file *f)

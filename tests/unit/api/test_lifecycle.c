@@ -424,6 +424,72 @@ static void too_big_for_every_worker(void **state)
     h_free(h);
 }
 
+/* Posts a batch with an explicit `first` index. */
+static int batch(struct harness *h, const struct claim *c, long first, const char *evs)
+{
+    char path[128], body[4096];
+    snprintf(path, sizeof path, "/internal/attempts/%s/events", c->attempt);
+    snprintf(body, sizeof body, "{\"fence\":%lld,\"first\":%ld,\"events\":[%s]}", c->fence, first,
+             evs);
+    struct reply r = h_call(h, "POST", path, NULL, h->srv.worker_token, body);
+    int status = r.status;
+    reply_free(&r);
+    return status;
+}
+
+static void resent_batches_and_finishes_are_idempotent(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    const char *two = STARTED ",{\"event\":\"log\",\"line\":\"one\"}";
+    assert_int_equal(batch(h, &c, 0, two), 200);
+    assert_int_equal(batch(h, &c, 0, two), 200); /* sent again: skipped */
+    assert_int_equal(batch(h, &c, 1, "{\"event\":\"log\",\"line\":\"one\"},"
+                                      "{\"event\":\"log\",\"line\":\"two\"}"),
+                     200); /* overlaps by one */
+    char buf[1024];
+    assert_string_equal(log_of(h, id, buf, sizeof buf), "one\ntwo\n");
+    json_t *j = job(h, h->key, id);
+    json_t *att = json_array_get(json_object_get(j, "attempts"), 0);
+    assert_int_equal(json_integer_value(json_object_get(att, "start_step")), 0);
+    json_decref(j);
+
+    /* The worker shuts down: it acted on "move" and its trainer was killed
+     * after the grace period; the job moves, it does not fail. */
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":null,\"signal\":9,\"stop\":\"move\""),
+                     200);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "re-scheduling");
+    json_decref(j);
+    /* The same finish again is answered 200 and changes nothing. */
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":null,\"signal\":9,\"stop\":\"move\""),
+                     200);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "re-scheduling");
+    assert_int_equal(json_array_size(json_object_get(j, "attempts")), 1);
+    json_decref(j);
+
+    /* A trainer that could not start fails the job on alallo's side. */
+    struct claim c2;
+    assert_true(claim(h, "w1", &c2));
+    assert_int_equal(finish(h, &c2, c2.fence,
+                            "\"exit_status\":null,\"signal\":null,\"error_kind\":\"internal\","
+                            "\"line\":\"cannot exec\""),
+                     200);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"), "Failed. We've been notified and are looking into it.");
+    json_decref(j);
+    /* Neither exit status, signal nor an internal error: a bad report. */
+    assert_int_equal(finish(h, &c2, c2.fence, "\"exit_status\":null"), 400);
+    free(id);
+    h_free(h);
+}
+
 static void fair_between_accounts(void **state)
 {
     (void)state;
@@ -457,6 +523,7 @@ int main(void)
         cmocka_unit_test(cancel_and_drain_a_running_job),
         cmocka_unit_test(too_big_for_every_worker),
         cmocka_unit_test(fair_between_accounts),
+        cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
