@@ -89,6 +89,14 @@ for t in $TARGETS; do
     while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
 done
 wait
+# Scratch files of drivers that crashed (their atexit clean-up never ran):
+# DIR/alallo-fuzz-PID-TAG, removed once PID is gone.
+for d in /dev/shm/alallo-fuzz-* "${TMPDIR:-/tmp}"/alallo-fuzz-*; do
+    [ -e "$d" ] || continue
+    pid=${d##*/alallo-fuzz-}
+    pid=${pid%%-*}
+    [[ "$pid" =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null && rm -rf -- "$d"
+done
 # The verdict comes from the result lines, not from exit statuses.
 for t in $TARGETS; do
     if [ -f "$BUILD/results/$t" ]; then
