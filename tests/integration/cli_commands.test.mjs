@@ -67,6 +67,7 @@ function ok(args) {
 
 function makeModels() {
   const dir = path.join(tmp, 'models');
+  fs.mkdirSync(dir, { recursive: true });
   const words = 'the service was good bad fine great awful on day review sentiment positive negative'.split(' ');
   const lines = [];
   for (let i = 0; i < 600; i++) lines.push(Array.from({ length: 12 }, (_, k) => words[(i * 5 + k * 3) % words.length]).join(' '));

@@ -84,6 +84,7 @@ async function stop(p, sig = 'SIGTERM') {
 function makeModels() {
   const dir = path.join(tmp, 'models');
   if (fs.existsSync(path.join(dir, 'alallo-tiny', 'config.json'))) return dir;
+  fs.mkdirSync(dir, { recursive: true });
   const words = 'the service was good bad fine great awful on day review sentiment positive negative'.split(' ');
   const lines = [];
   for (let i = 0; i < 600; i++) lines.push(Array.from({ length: 12 }, (_, k) => words[(i * 7 + k * 3) % words.length]).join(' '));
@@ -196,8 +197,9 @@ test('a remote worker registers with its measured speed and runs a job to the en
       return worker(srv, 'w1');
     }, 120000);
     assert.equal(decl.class, 'spot');
-    assert.equal(decl.cpus, 1);
-    assert.equal(decl.mem_bytes, 2 * 1024 ** 3);
+    assert.equal(decl.resources.cpus, 1);
+    assert.equal(decl.resources.mem_bytes, 2 * 1024 ** 3);
+    assert.equal(decl.resources.accelerator, 'cpu');
     assert.equal(decl.price_per_hour, 0.4);
     assert.ok(decl.speed && decl.speed.tokens_per_s > 0, `the worker measured its speed: ${JSON.stringify(decl.speed)}`);
 
@@ -229,8 +231,9 @@ test('kill -9 of a worker mid-training: the job continues on another worker, bil
   const w2 = startWorker(srv, 'w2', ['--price', '0.40']);
   try {
     await until('both workers to register', async () => (await worker(srv, 'w1')) && (await worker(srv, 'w2')), 120000);
-    const file = await upload(srv, 'train.jsonl', dataset(96));
-    const body = { model: 'alallo-tiny', training_file: file.id, hyperparameters: { n_epochs: 3, batch_size: 4 }, seed: 11 };
+    // Long enough (2,000 steps, tens of seconds) to kill a worker mid-way.
+    const file = await upload(srv, 'train.jsonl', dataset(200));
+    const body = { model: 'alallo-tiny', training_file: file.id, hyperparameters: { n_epochs: 20, batch_size: 2 }, seed: 11 };
 
     // The reference: the same job, uninterrupted.
     const ref = await api(srv, 'POST', '/v1/fine_tuning/jobs', body);
