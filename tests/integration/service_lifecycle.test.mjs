@@ -3,10 +3,11 @@
 // worker, the training log, events, checkpoints, the fine-tuned model, a
 // completion from it; cancel of a running job; the log before training.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
-import { SAMPLE, Serve, sleep, tinyModelsDir, waitFor } from './service_harness.mjs';
+import { BIN, SAMPLE, Serve, sleep, tinyModelsDir, tmpdir, waitFor } from './service_harness.mjs';
 
 describe('lifecycle on one machine', () => {
   let s;
@@ -93,6 +94,21 @@ describe('lifecycle on one machine', () => {
     assert.match(metrics.text, /alallo_jobs\{status="succeeded"\} 1/);
   });
 
+  test('?follow=1 streams the log until the job ends', async () => {
+    const created = await s.createJob({ model: 'tiny', training_file: file, hyperparameters: { n_epochs: 3 } });
+    const res = await fetch(`${s.url}/v1/fine_tuning/jobs/${created.json.id}/log?follow=1`, {
+      headers: { Authorization: `Bearer ${s.key}` },
+    });
+    assert.equal(res.status, 200);
+    const text = await res.text(); // ends only when the job has ended
+    const j = await s.job(created.json.id);
+    assert.equal(j.status, 'succeeded');
+    assert.match(text, /step 10\/75: loss/);
+    assert.match(text, /training finished/);
+    const whole = await s.call('GET', `/v1/fine_tuning/jobs/${created.json.id}/log`);
+    assert.equal(text, whole.text);
+  });
+
   test('cancel of a running job: cancelling, then cancelled', async () => {
     const created = await s.createJob({
       model: 'tiny',
@@ -140,5 +156,62 @@ describe('before training', () => {
     // Following the log of an ended job without lines ends at once.
     const follow = await s.call('GET', `/v1/fine_tuning/jobs/${created.json.id}/log?follow=1`);
     assert.equal(follow.text, 'No log yet. It appears once training starts.\n');
+  });
+});
+
+describe('workers come and go', () => {
+  let s;
+  const workers = [];
+  before(async () => {
+    s = await Serve.start({ args: ['--models', tinyModelsDir(), '--local-worker', 'none', '--worker-timeout', '2'] });
+  });
+  after(async () => {
+    for (const w of workers) if (w.exitCode === null && !w.signalCode) w.kill('SIGKILL');
+    if (s) await s.stop();
+  });
+
+  function startWorker(name) {
+    const w = spawn(BIN, ['worker', '--server', s.url, '--token', s.token, '--name', name, '--cpus', '1',
+      '--mem', '4G', '--work-dir', tmpdir('alallo-worker-')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    w.stderrText = '';
+    w.stderr.on('data', (d) => (w.stderrText += d));
+    workers.push(w);
+    return w;
+  }
+
+  test('a lost worker is noticed and its job continues elsewhere from its checkpoint', async () => {
+    const up = await s.upload('train.jsonl', fs.readFileSync(SAMPLE));
+    const created = await s.createJob({
+      model: 'tiny', training_file: up.json.id, hyperparameters: { n_epochs: 20, batch_size: 1 },
+    });
+    const id = created.json.id;
+    assert.equal(created.json.message, 'Waiting for capacity');
+    const a = startWorker('first');
+    await s.waitStatus(id, 'running', { timeoutMs: 60000 });
+    await waitFor(async () => (await s.call('GET', `/v1/fine_tuning/jobs/${id}/checkpoints`)).json.data.length > 0, {
+      what: 'a checkpoint', timeoutMs: 60000, everyMs: 50,
+    });
+    a.kill('SIGKILL');
+    const moved = await s.waitStatus(id, 're-scheduling', { timeoutMs: 15000 });
+    assert.equal(moved.message, 'Re-scheduling');
+    assert.equal(moved.attempts[0].reason, 'worker lost');
+    const workersNow = (await s.call('GET', '/v1/workers')).json.data;
+    assert.equal(workersNow.find((w) => w.name === 'first').state, 'lost');
+
+    startWorker('second');
+    const done = await s.waitStatus(id, ['succeeded', 'failed'], { timeoutMs: 120000 });
+    assert.equal(done.status, 'succeeded', done.message);
+    assert.equal(done.attempts.length, 2);
+    assert.equal(done.attempts[1].worker, 'second');
+    assert.ok(done.attempts[1].start_step > 0, `resumed from step ${done.attempts[1].start_step}`);
+    const messages = [];
+    for (let after = null; ;) {
+      const page = await s.call('GET', `/v1/fine_tuning/jobs/${id}/events?limit=100${after ? `&after=${after}` : ''}`);
+      messages.push(...page.json.data.map((e) => e.message));
+      if (!page.json.has_more) break;
+      after = page.json.last_id;
+    }
+    assert.ok(messages.some((m) => m.startsWith('Resumed from the checkpoint at step')));
+    assert.ok(messages.some((m) => m.startsWith('The worker first was lost')));
   });
 });
