@@ -253,6 +253,7 @@ struct attempt {
                             * was lost */
     long dropped;          /* events dropped while over PENDING_CAP */
     bool fenced;           /* the server says another attempt owns the job */
+    bool urgent;           /* a pending event changes the job: send it now */
     enum stop_kind acted_on;
     char error_kind[16];   /* from the trainer's `error` event */
     char error_line[1024];
@@ -316,6 +317,10 @@ static void on_trainer_line(void *ctx, int stream, const char *line, size_t len,
         a->dropped++;
     } else {
         json_array_append(a->pending, ev.obj);
+        /* started, checkpoint, done and error change what users see (status,
+         * what a move resumes from, the outcome): no batching delay. */
+        if (essential)
+            a->urgent = true;
     }
     trainer_event_free(&ev);
 }
@@ -538,9 +543,11 @@ static void run_attempt(struct worker *w, json_t *claim)
             double now = trainer_proc_now();
             size_t n = json_array_size(a->pending);
             if (n > 0 && !a->fenced && now >= retry_after &&
-                (now - last_flush >= FLUSH_EVERY_S || n >= FLUSH_BATCH)) {
+                (a->urgent || now - last_flush >= FLUSH_EVERY_S || n >= FLUSH_BATCH)) {
                 enum report r = flush_events(a);
                 last_flush = now;
+                if (r != REPORT_RETRY)
+                    a->urgent = false;
                 if (r == REPORT_FENCED)
                     a->fenced = true;
                 retry_after = r == REPORT_RETRY ? now + OUTAGE_BACKOFF_MS / 1000.0 : 0;
