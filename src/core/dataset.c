@@ -35,35 +35,43 @@ static int utf8_prefix(const char *s, size_t max)
     return (int)n;
 }
 
-/* Copies the parser's message, which may quote the broken input itself,
- * keeping whole valid UTF-8 characters and putting '?' for any other byte. */
-static const char *utf8_clean(const char *s, char *out, size_t cap)
+
+/* Makes a formatted error one line of valid UTF-8 (error lines travel in
+ * JSON and logs): control characters and bytes that are not part of a valid
+ * UTF-8 character become '?' (a parser's message may quote broken input),
+ * and a character cut by the buffer's end is dropped. In place. */
+static void one_line(char *s)
 {
-    size_t o = 0;
-    const unsigned char *u = (const unsigned char *)s;
-    while (*u && o + 5 < cap) {
-        size_t n = 1;
-        if (*u >= 0x80) {
-            n = *u >= 0xc2 && *u <= 0xdf ? 2 : *u >= 0xe0 && *u <= 0xef ? 3 : *u >= 0xf0 && *u <= 0xf4 ? 4 : 0;
-            for (size_t i = 1; i < n; i++)
-                if ((u[i] & 0xc0) != 0x80)
-                    n = 0;
-            /* overlong forms, surrogates and code points past U+10FFFF */
-            if ((n == 3 && ((u[0] == 0xe0 && u[1] < 0xa0) || (u[0] == 0xed && u[1] >= 0xa0))) ||
-                (n == 4 && ((u[0] == 0xf0 && u[1] < 0x90) || (u[0] == 0xf4 && u[1] >= 0x90))))
-                n = 0;
+    unsigned char *u = (unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (len > 1 && i + len > n) {
+            int prefix = 1; /* cut off by the end of the buffer? */
+            for (size_t k = i + 1; k < n; k++)
+                prefix &= (u[k] & 0xc0) == 0x80;
+            if (prefix)
+                break;
         }
-        if (n == 0) {
-            out[o++] = '?';
-            u++;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = (u[i + k] & 0xc0) == 0x80;
+        if (ok && len == 3)
+            ok = !(c == 0xe0 && u[i + 1] < 0xa0) && !(c == 0xed && u[i + 1] >= 0xa0);
+        if (ok && len == 4)
+            ok = !(c == 0xf0 && u[i + 1] < 0x90) && !(c == 0xf4 && u[i + 1] >= 0x90);
+        if (!ok || (len == 1 && (c < 0x20 || c == 0x7f))) {
+            u[o++] = '?';
+            i++;
             continue;
         }
-        memcpy(out + o, u, n);
-        o += n;
-        u += n;
+        memmove(u + o, u + i, len);
+        o += len;
+        i += len;
     }
-    out[o] = '\0';
-    return out;
+    u[o] = '\0';
 }
 
 static void problem(struct dataset_check *c, long line, const char *fmt, ...)
@@ -73,6 +81,7 @@ static void problem(struct dataset_check *c, long line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->problem, sizeof c->problem, fmt, ap);
     va_end(ap);
+    one_line(c->problem);
 }
 
 static int blank(const char *s, size_t n)
@@ -204,9 +213,7 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
     json_error_t jerr;
     json_t *obj = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
     if (!obj) {
-        char text[sizeof jerr.text];
-        problem(c, line, "not valid JSON (column %d: %s)", jerr.column,
-                utf8_clean(jerr.text, text, sizeof text));
+        problem(c, line, "not valid JSON (column %d: %s)", jerr.column, jerr.text);
         return -1;
     }
     int rc = -1;
@@ -279,9 +286,11 @@ int dataset_check_buffer(const char *buf, size_t len, struct dataset_check *out)
 
 char *dataset_check_error(const struct dataset_check *c, const char *name, char *buf, size_t cap)
 {
+    /* The name is the user's and may not even be UTF-8: one_line mends it. */
     if (c->bad_line > 0)
         snprintf(buf, cap, "line %ld of %s: %s", c->bad_line, name, c->problem);
     else
         snprintf(buf, cap, "%s: %s", name, c->problem);
+    one_line(buf);
     return buf;
 }

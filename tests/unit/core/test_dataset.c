@@ -138,6 +138,22 @@ static void quoted_text_stays_utf8(void **state)
     assert_string_equal(c.problem, want);
 }
 
+/* Names and texts from users never break the one-line, UTF-8 error. */
+static void error_line_is_clean(void **state)
+{
+    (void)state;
+    struct dataset_check c;
+    const char *bad = "{\"prompt\":\"a\"}";
+    assert_int_equal(dataset_check_buffer(bad, strlen(bad), &c), -1);
+    char msg[300];
+    dataset_check_error(&c, "caf\xe9\n.jsonl", msg, sizeof msg); /* Latin-1 and a newline */
+    assert_string_equal(msg, "line 1 of caf??.jsonl: missing field \"completion\"");
+    /* A buffer too small cuts whole characters only. */
+    char small[24];
+    dataset_check_error(&c, "\xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6", small, sizeof small);
+    assert_string_equal(small, "line 1 of \xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6\xc3\xb6");
+}
+
 static void long_line(void **state)
 {
     (void)state;
@@ -204,6 +220,7 @@ int main(void)
         cmocka_unit_test(valid_files),      cmocka_unit_test(bad_lines),
         cmocka_unit_test(not_json_details), cmocka_unit_test(long_line),
         cmocka_unit_test(quoted_text_stays_utf8),
+        cmocka_unit_test(error_line_is_clean),
         cmocka_unit_test(each_walks_examples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

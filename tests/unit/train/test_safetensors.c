@@ -172,6 +172,9 @@ static void malformed_headers(void **state)
                   "\"data_offsets\":[0,0]}}",
                   0, "shape too large");
     expect_reject("{\"x\":5}", 0, "not an object");
+    /* A name with a newline is reported on one line. */
+    expect_reject("{\"a\\nb\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1,
+                  "tensor \"a?b\": shape and dtype need 2 bytes");
 
     /* Length fields that lie. */
     char err[256];
