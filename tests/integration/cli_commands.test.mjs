@@ -99,7 +99,7 @@ before(async () => {
   const models = makeModels();
   const data = path.join(tmp, 'data');
   const port = await freePort();
-  serve = spawn(BIN, ['serve', '--port', String(port), '--data', data, '--models', models, '--local-worker', 'name=local,cpus=1,mem=2G,price=0.40'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  serve = spawn(BIN, ['serve', '--port', String(port), '--data', data, '--models', models, '--local-worker', 'name=local,cpus=1,mem=2G,price=40'], { stdio: ['ignore', 'pipe', 'pipe'] });
   serve.stdout.on('data', (b) => { out += b; });
   serve.stderr.on('data', (b) => { out += b; });
   base = `http://127.0.0.1:${port}`;
@@ -135,7 +135,7 @@ test('models and workers list the catalog and the capacity', async () => {
   assert.match(ok(['models']), /^alallo-tiny\s+base\s/m);
   await until('the local worker to register', () => /^local\s+active\s/m.test(ok(['workers'])), 120000);
   const w = JSON.parse(ok(['workers', '--json']));
-  assert.equal(w.data.find((x) => x.name === 'local').price_per_hour, 0.4);
+  assert.equal(w.data.find((x) => x.name === 'local').price_per_hour, 40);
 });
 
 test('estimate prints a time range in the help page\'s words and a price range', () => {
@@ -148,7 +148,7 @@ test('estimate prints a time range in the help page\'s words and a price range',
 });
 
 test('a job from create to a model: list, show, log --follow, generate, export', async () => {
-  const id = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--name', 'cli-demo', '--epochs', '1', '--batch-size', '4', '--seed', '5']).trim();
+  const id = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--name', 'cli-demo', '--epochs', '20', '--batch-size', '2', '--seed', '5']).trim();
   assert.match(id, /^ftjob-\S+$/);
   const list = ok(['jobs']);
   assert.match(list.split('\n')[0], /^ID\s+NAME\s+METHOD\s+STATUS\s+PROGRESS\s+TIME LEFT\s+PRICE$/);
@@ -170,7 +170,9 @@ test('a job from create to a model: list, show, log --follow, generate, export',
   assert.match(show, /^Attempts:$/m);
   assert.match(show, /local/);
 
-  assert.match(ok(['ledger']), new RegExp(id));
+  // A high hourly price (40) so that even this short job costs something.
+  assert.ok(done.price.charged > 0, `charged ${done.price.charged}`);
+  assert.match(ok(['ledger']), new RegExp(`${id}\\s+charge\\s+\\$`));
 
   const model = done.fine_tuned_model;
   assert.ok(model, 'a fine-tuned model');
