@@ -232,6 +232,10 @@ test('cancel a running job: the cost is stated, then it is cancelled', async () 
   await summary.getByText('running', { exact: true }).waitFor({ timeout: TRAIN_TIMEOUT_MS });
   const cost = page.locator('#cancel-cost');
   assert.match(await cost.textContent(), /^Cancelling now (costs|is free)/);
+  // A running job's page, with its time left and loss curve, for the record.
+  await page.locator('svg.chart path.line').waitFor({ timeout: 60000 });
+  await page.screenshot({ path: screenshotPath('job-page-running.png'), fullPage: true });
+  assert.match(await cost.textContent(), /^Cancelling now (costs|is free)/);
   const cancel = page.getByRole('button', { name: 'Cancel job' });
   assert.equal(await cancel.getAttribute('aria-describedby'), 'cancel-cost');
   await cancel.click();
@@ -311,6 +315,61 @@ test('without a key the page asks for one; a wrong key is refused', async () => 
   await p.context().close();
   assert.ok(own.consoleErrors.every((e) => /status of 401/.test(e)), own.consoleErrors.join('\n'));
   assert.deepEqual(own.external, []);
+});
+
+test('with no capacity, the estimate says the job would wait', async () => {
+  const p = await watchedPage(browser, idle, record);
+  await p.goto(idle.signinUrl);
+  await p.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await p.goto(`${idle.base}/#/new`);
+  await p.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await p.getByText('Uploaded reviews.jsonl').waitFor({ timeout: 30000 });
+  await p.getByRole('button', { name: 'Estimate time and price' }).click();
+  const sentence = 'No capacity is free right now; the job would wait in the queue.';
+  await until('the no-capacity sentence', async () => (await p.locator('.estimate').textContent()) === sentence,
+    30000).catch(async (e) => {
+    throw new Error(`${e.message}; the form reads: ${await p.locator('form').innerText()}`);
+  });
+  await p.context().close();
+});
+
+test('keyboard only: Tab to a job, Enter opens its page, focus is visible', async () => {
+  await page.goto(`${busy.base}/#/jobs`);
+  await page.locator('a.job-link').first().waitFor();
+  await page.locator('body').focus();
+  let onJob = false;
+  for (let i = 0; i < 20 && !onJob; i++) {
+    await page.keyboard.press('Tab');
+    onJob = await page.evaluate(() => document.activeElement?.classList.contains('job-link'));
+  }
+  assert.ok(onJob, 'a job link is reachable with Tab');
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  assert.notEqual(outline, 'none', 'the focused link shows where focus is');
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/#\/jobs\/ftjob-/);
+  await until('focus on the job heading', () => page.evaluate(() => document.activeElement?.tagName === 'H1'));
+});
+
+test('every control has an accessible name', async () => {
+  const unnamed = async () => page.evaluate(() => {
+    const bad = [];
+    for (const e of document.querySelectorAll('a, button, input, select, textarea')) {
+      if (e.closest('[hidden]') || e.type === 'hidden') continue;
+      const labelled = e.labels && e.labels.length > 0;
+      const name = e.getAttribute('aria-label') || (e.textContent || '').trim() || (labelled ? 'label' : '');
+      if (!name) bad.push(e.outerHTML.slice(0, 120));
+    }
+    return bad;
+  });
+  await page.goto(`${busy.base}/#/jobs/${watchedId}`);
+  await page.getByText('Download the model').waitFor();
+  assert.deepEqual(await unnamed(), []);
+  await page.goto(`${busy.base}/#/new`);
+  await page.getByLabel('Model').waitFor();
+  assert.deepEqual(await unnamed(), []);
+  await page.goto(`${busy.base}/#/jobs`);
+  await page.locator('a.job-link').first().waitFor();
+  assert.deepEqual(await unnamed(), []);
 });
 
 test('no console errors and no request left the server', () => {

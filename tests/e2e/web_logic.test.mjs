@@ -130,11 +130,15 @@ test('loss chart geometry: inside the plot, falling loss goes down the page', ()
   const coords = g.path.split(' ').map((s) => s.slice(1).split(',').map(Number));
   assert.equal(coords.length, 3);
   for (const [x, y] of coords) {
-    assert.ok(x >= 56 && x <= 640 - 16, `x ${x} inside`);
+    assert.ok(x >= 56 && x <= 640 - 24, `x ${x} inside`);
     assert.ok(y >= 12 && y <= 260 - 36, `y ${y} inside`);
   }
   assert.ok(coords[0][1] < coords[2][1], 'lower loss is drawn lower on the page (larger y)');
   assert.equal(g.last.x, coords[2][0]);
+  assert.equal(g.last.x, 640 - 24, 'the latest step ends the axis');
   assert.ok(g.xTicks.some((t) => t.label === '40'));
+  // Early in a long job the curve still spans the plot, not a sliver of it.
+  const early = lossGeometry([{ step: 10, loss: 5.6 }, { step: 30, loss: 5.5 }], 10000);
+  assert.equal(early.last.x, 640 - 24);
   assert.deepEqual(niceTicks(0, 100, 5), [0, 20, 40, 60, 80, 100]);
 });

@@ -7,7 +7,7 @@
 const SVG = 'http://www.w3.org/2000/svg';
 
 // Plot area inside a fixed viewBox; the SVG scales to its container's width.
-export const CHART = { width: 640, height: 260, left: 56, right: 16, top: 12, bottom: 36 };
+export const CHART = { width: 640, height: 260, left: 56, right: 24, top: 12, bottom: 36 };
 
 // "Nice" tick values covering [lo, hi], about `count` of them.
 export function niceTicks(lo, hi, count = 4) {
@@ -22,8 +22,11 @@ export function niceTicks(lo, hi, count = 4) {
   return ticks;
 }
 
-// Coordinates for points [{step, loss}] on an x axis 0..maxSteps (or the
-// last step when maxSteps is unknown) and a y axis spanning the losses.
+// Coordinates for points [{step, loss}] on an x axis from 0 to the latest
+// logged step and a y axis spanning the losses. The axis ends at the latest
+// step, not at max_steps: early in a long job a full-length axis would press
+// the curve into a vertical line; progress is shown by the bar instead.
+// `maxSteps` is kept for callers and ignored when the latest step is known.
 // Returns { path, xTicks: [{x, label}], yTicks: [{y, label}], last: {x, y} }
 // or null when there are fewer than two points to draw a line through.
 export function lossGeometry(points, maxSteps) {
@@ -31,7 +34,7 @@ export function lossGeometry(points, maxSteps) {
   const c = CHART;
   const plotW = c.width - c.left - c.right;
   const plotH = c.height - c.top - c.bottom;
-  const xMax = Math.max(maxSteps || 0, points[points.length - 1].step, 1);
+  const xMax = Math.max(points[points.length - 1].step, 1);
   let yMin = Math.min(...points.map((p) => p.loss));
   let yMax = Math.max(...points.map((p) => p.loss));
   if (yMax - yMin < 1e-6) {
@@ -92,7 +95,9 @@ export function renderLossChart(box, points, maxSteps) {
   }
   for (const t of g.xTicks) {
     axes.append(svgEl('line', { x1: t.x, x2: t.x, y1: plotBottom, y2: plotBottom + 4, class: 'tick' }));
-    axes.append(svgEl('text', { x: t.x, y: plotBottom + 18, 'text-anchor': 'middle' }, t.label));
+    // A label at the right edge is right-aligned so that it is not cut off.
+    const anchor = t.x > c.width - c.right - 20 ? 'end' : 'middle';
+    axes.append(svgEl('text', { x: t.x, y: plotBottom + 18, 'text-anchor': anchor }, t.label));
   }
   axes.append(svgEl('line', { x1: c.left, x2: c.width - c.right, y1: plotBottom, y2: plotBottom, class: 'axis' }));
   axes.append(svgEl('text', { x: c.width - c.right, y: c.height - 2, 'text-anchor': 'end', class: 'label' }, 'step'));
