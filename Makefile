@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8080
 DATA ?= var
 
-.PHONY: all build deps deps-test run test unit integration asan bench clean node-deps
+.PHONY: all build deps deps-test run test unit integration e2e asan bench clean node-deps
 
 all: build
 
@@ -31,9 +31,16 @@ unit: build
 integration: build node-deps
 	@scripts/integration.sh $(BUILD)/alallo
 
+# Browser tests of the dashboard: headless Chromium through playwright-core.
+e2e: build node-deps
+	@ALALLO_BIN=$(abspath $(BUILD)/alallo) ALALLO_ROOT=$(CURDIR) \
+	  ALALLO_E2E_ARTIFACTS=$(abspath $(BUILD))/e2e-artifacts \
+	  node --test --test-concurrency=1 tests/e2e/*.test.mjs
+
 test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory asan
 
 # The unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
