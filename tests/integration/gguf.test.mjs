@@ -8,9 +8,10 @@
 //  * npm node-llama-cpp (llama.cpp) loads the file, tokenizes like alallo,
 //    and its greedy continuation equals that of an independent PyTorch
 //    implementation of the Hugging Face Llama forward pass run on the
-//    original folder (Debian python3-torch). A wrong q/k permutation, head
-//    count or rope setting changes the continuation.
-import { test } from 'node:test';
+//    original folder (Debian python3-torch), and alallo's own
+//    `alallo generate`. A wrong q/k permutation, head count or rope setting
+//    changes the continuation.
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,6 +22,7 @@ import { getLlama } from 'node-llama-cpp';
 
 const BIN = process.env.ALALLO_BIN;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-gguf-'));
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
 const PROMPT = 'the king said unto the people';
 const STEPS = 8;
 
@@ -199,12 +201,20 @@ test('@huggingface/gguf reads the exported metadata and tensors', async () => {
   for (const t of tensorInfos) assert.equal(Number(t.offset) % 32, 0, t.name);
 });
 
-test('llama.cpp (node-llama-cpp) tokenizes like alallo and continues like the PyTorch reference', async () => {
+test('llama.cpp (node-llama-cpp) tokenizes like alallo; it, alallo generate and a PyTorch reference continue alike', async () => {
   const ids = JSON.parse(alallo(['tokenizer', 'encode', '--tokenizer', path.join(model.modelDir, 'tokenizer.json'), '--text', PROMPT]));
   const prompt = [model.eot, ...ids]; // BOS first, as alallo formats prompts
   const want = JSON.parse(execFileSync('/usr/bin/python3', ['-c', reference, model.modelDir, JSON.stringify(prompt), String(STEPS)]).toString());
   assert.equal(want.length, STEPS);
   assert.ok(new Set(want).size > 1, `the reference continuation is degenerate: ${want}`);
+
+  // alallo's own generation from the Hugging Face folder agrees (it stops
+  // at EOS, and returns text).
+  const stop = want.indexOf(model.eot);
+  const wantIds = stop < 0 ? want : want.slice(0, stop);
+  const wantText = JSON.parse(alallo(['tokenizer', 'decode', '--tokenizer', path.join(model.modelDir, 'tokenizer.json'), '--ids', wantIds.join(',') || '0', '--skip-special']));
+  const gen = JSON.parse(alallo(['generate', '--model-dir', model.modelDir, '--prompt', PROMPT, '--max-tokens', String(STEPS), '--temperature', '0', '--json']));
+  assert.equal(gen.text, wantIds.length ? wantText : '', 'alallo generate vs the PyTorch reference');
 
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   try {

@@ -8,7 +8,7 @@
 //    load, encode the same ids, and decode them back.
 //  * a SentencePiece-style (byte fallback, Llama 2 layout) tokenizer.json,
 //    encoded by both.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,6 +20,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 
 const BIN = process.env.ALALLO_BIN;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-tok-'));
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 function alallo(args) {
   return execFileSync(BIN, args, { maxBuffer: 1 << 28 }).toString();
