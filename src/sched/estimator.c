@@ -8,34 +8,41 @@
 #include <string.h>
 
 /* Percentiles of the band. */
-#define Q_LO 0.05
-#define Q_HI 0.95
+#define Q_LO 0.10
+#define Q_HI 0.90
 /* How many samples weigh as much as the default band. */
 #define PRIOR_WEIGHT 10.0
 /* Below this many samples a cell borrows the other methods of its class. */
 #define BORROW_BELOW 30u
+/* The most rings one band reads: a cell and its neighbours. */
+#define MAX_RINGS (PLAN_METHOD_COUNT * WORKER_CLASS_COUNT)
 /* Log ratios are clamped to this, so one absurd report cannot wreck a band. */
 #define LOG_RATIO_MAX 5.0
 /* Default bands (multipliers of nominal) for a service with no history yet:
  * wide, and wider above than below. */
 static const double default_train[2] = {0.6, 2.0};
-static const double default_total[2][2] = {{0.6, 2.5}, {0.4, 3.5}};
+static const double default_start[2][2] = {{0.5, 3.0}, {0.3, 4.0}};
 
 void est_history_init(struct est_history *h)
 {
     memset(h, 0, sizeof *h);
 }
 
+static double clamp_log(double l)
+{
+    return l > LOG_RATIO_MAX ? LOG_RATIO_MAX : l < -LOG_RATIO_MAX ? -LOG_RATIO_MAX : l;
+}
+
+static bool positive(double x)
+{
+    return x > 0 && isfinite(x);
+}
+
 static void ring_add(struct est_ring *r, double actual_s, double nominal_s)
 {
-    if (!(actual_s > 0) || !(nominal_s > 0) || !isfinite(actual_s) || !isfinite(nominal_s))
+    if (!positive(actual_s) || !positive(nominal_s))
         return;
-    double l = log(actual_s / nominal_s);
-    if (l > LOG_RATIO_MAX)
-        l = LOG_RATIO_MAX;
-    if (l < -LOG_RATIO_MAX)
-        l = -LOG_RATIO_MAX;
-    r->log_ratio[r->next] = (float)l;
+    r->log_ratio[r->next] = (float)clamp_log(log(actual_s / nominal_s));
     r->next = (r->next + 1) % EST_HISTORY_CAP;
     if (r->n < EST_HISTORY_CAP)
         r->n++;
@@ -53,11 +60,19 @@ void est_history_add_train(struct est_history *h, enum plan_method m, enum worke
         ring_add(&h->train[m][c], actual_s, nominal_s);
 }
 
-void est_history_add_total(struct est_history *h, enum plan_method m, enum worker_class c,
-                           bool waited, double actual_s, double nominal_s)
+void est_history_add_job(struct est_history *h, enum plan_method m, enum worker_class c,
+                         bool waited, enum sched_goal g, double start_actual_s,
+                         double start_nominal_s, double train_actual_s, double train_nominal_s)
 {
-    if (h && valid_cell(m, c))
-        ring_add(&h->total[m][c][waited ? 1 : 0], actual_s, nominal_s);
+    if (!h || !valid_cell(m, c) || (int)g < 0 || g >= SCHED_GOAL_COUNT || !positive(start_actual_s) || !positive(start_nominal_s) ||
+        !positive(train_actual_s) || !positive(train_nominal_s))
+        return;
+    struct est_job_ring *r = &h->job[m][c][waited ? 1 : 0][g];
+    r->log_start[r->next] = (float)clamp_log(log(start_actual_s / start_nominal_s));
+    r->log_train[r->next] = (float)clamp_log(log(train_actual_s / train_nominal_s));
+    r->next = (r->next + 1) % EST_HISTORY_CAP;
+    if (r->n < EST_HISTORY_CAP)
+        r->n++;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -77,19 +92,10 @@ static double quantile(const float *v, size_t n, double q)
     return v[i] * (1.0 - f) + v[i + 1] * f;
 }
 
-/* The band of a cell: rings[0] is the cell itself, rings[1..n_rings-1]
- * the ones it may borrow from when thin. */
-static struct est_band band_of(const struct est_ring *const *rings, size_t n_rings,
-                               const double dflt[2])
+/* The band of n log ratios v[] (sorted here), pulled towards the default
+ * band dflt (multipliers) when n is small. */
+static struct est_band band_from(float *v, size_t n, const double dflt[2])
 {
-    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
-    size_t n = 0;
-    for (size_t r = 0; r < n_rings; r++) {
-        if (r > 0 && rings[0]->n >= BORROW_BELOW)
-            break;
-        for (uint32_t i = 0; i < rings[r]->n && n < sizeof v / sizeof v[0]; i++)
-            v[n++] = rings[r]->log_ratio[i];
-    }
     double dlo = log(dflt[0]), dhi = log(dflt[1]);
     struct est_band b = {.lo = dflt[0], .hi = dflt[1], .n = (int)n};
     if (n == 0)
@@ -122,28 +128,46 @@ struct est_band est_band_train(const struct est_history *h, enum plan_method m,
 {
     if (!h || !valid_cell(m, c))
         return (struct est_band){.lo = default_train[0], .hi = default_train[1]};
-    const struct est_ring *rings[PLAN_METHOD_COUNT];
-    size_t k = 0;
-    rings[k++] = &h->train[m][c];
-    for (int o = 0; o < PLAN_METHOD_COUNT; o++)
-        if (o != (int)m)
-            rings[k++] = &h->train[o][c];
-    return band_of(rings, k, default_train);
+    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
+    size_t n = 0;
+    /* The cell, then (while thin) the other methods of the class. */
+    for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
+        int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
+        if (k > 0 && n >= BORROW_BELOW)
+            break;
+        const struct est_ring *r = &h->train[o][c];
+        for (uint32_t i = 0; i < r->n; i++)
+            v[n++] = r->log_ratio[i];
+    }
+    return band_from(v, n, default_train);
 }
 
-struct est_band est_band_total(const struct est_history *h, enum plan_method m,
-                               enum worker_class c, bool waits)
+struct est_band est_band_job(const struct est_history *h, enum plan_method m,
+                             enum worker_class c, bool waits, enum sched_goal g,
+                             double start_share)
 {
     int wi = waits ? 1 : 0;
-    if (!h || !valid_cell(m, c))
-        return (struct est_band){.lo = default_total[wi][0], .hi = default_total[wi][1]};
-    const struct est_ring *rings[PLAN_METHOD_COUNT];
-    size_t k = 0;
-    rings[k++] = &h->total[m][c][wi];
-    for (int o = 0; o < PLAN_METHOD_COUNT; o++)
-        if (o != (int)m)
-            rings[k++] = &h->total[o][c][wi];
-    return band_of(rings, k, default_total[wi]);
+    double sh = start_share > 0 ? start_share < 1 ? start_share : 1 : 0;
+    double dflt[2] = {sh * default_start[wi][0] + (1 - sh) * default_train[0],
+                      sh * default_start[wi][1] + (1 - sh) * default_train[1]};
+    if (!h || !valid_cell(m, c) || (int)g < 0 || g >= SCHED_GOAL_COUNT)
+        return (struct est_band){.lo = dflt[0], .hi = dflt[1]};
+    float v[EST_HISTORY_CAP * MAX_RINGS];
+    size_t n = 0;
+    /* The cell, then (while thin) the other methods of its class, then the
+     * other class. */
+    for (int cc = 0; cc < WORKER_CLASS_COUNT; cc++) {
+        int cls = cc == 0 ? (int)c : cc <= (int)c ? cc - 1 : cc;
+        for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
+            int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
+            if ((k > 0 || cc > 0) && n >= BORROW_BELOW)
+                break;
+            const struct est_job_ring *r = &h->job[o][cls][wi][g];
+            for (uint32_t i = 0; i < r->n; i++)
+                v[n++] = (float)log(sh * exp(r->log_start[i]) + (1 - sh) * exp(r->log_train[i]));
+        }
+    }
+    return band_from(v, n, dflt);
 }
 
 void est_train_range(const struct est_history *h, enum plan_method m, enum worker_class c,
@@ -228,7 +252,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
             free_at[i] <= req->now)
             free_now = true;
     struct sched_choice c;
-    if (sched_choose(&sj, workers, n_workers, free_at, &c)) {
+    if (sched_choose(&sj, workers, n_workers, free_at, req->now, &c)) {
         out->worker = c.worker;
         out->train_s = c.train_s;
         out->wait_s = fmax(0, c.start_s - req->now);
@@ -249,11 +273,13 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->waits = out->wait_s > 0;
     out->message = free_now ? NULL : EST_NO_CAPACITY_MESSAGE;
 
-    double nominal = out->wait_s + out->startup_s + out->train_s;
+    double start = out->wait_s + out->startup_s;
+    double nominal = start + out->train_s;
     out->finish_s = req->now + nominal;
-    struct est_band total = est_band_total(h, out->method, w->class_, out->waits);
-    out->time_low_s = nominal * total.lo;
-    out->time_high_s = nominal * total.hi;
+    struct est_band b =
+        est_band_job(h, out->method, w->class_, out->waits, req->goal, start / nominal);
+    out->time_low_s = nominal * b.lo;
+    out->time_high_s = nominal * b.hi;
     job_estimate_range_text(out->time_text, sizeof out->time_text, out->time_low_s,
                             out->time_high_s);
     est_train_range(h, out->method, w->class_, out->train_s, &out->train_low_s,

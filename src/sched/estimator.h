@@ -8,13 +8,18 @@
  *   training  train_tokens x model FLOPs per token / the worker's measured
  *             FLOP/s (planner.h, capacity.h)
  *   start-up  loading before the first step (the caller's figure)
- * Ranges come from history: for every (method, worker class) the log of
- * actual/nominal ratios of past jobs, kept in rings of EST_HISTORY_CAP.
- * The band is the 5th..95th percentile of those logs, widened by their
- * sampling error (twice as much on the upper side) and always wider above
- * the median than below it. With little history the band is pulled towards
- * a wide default band; the pull fades as history accumulates. Cells with
- * little history borrow the samples of the other methods of the class.
+ * Ranges come from history, as logs of actual/nominal ratios kept in rings
+ * of EST_HISTORY_CAP: each attempt's training by (method, worker class);
+ * each succeeded job's start (wait + loading) and training, in pairs, by
+ * (method, worker class, whether it waited, goal). A job's time band recombines
+ * the pairs with its own mix of start and training, so that a job that
+ * mostly waits gets the spread of waiting and a long job the narrower
+ * spread of training. Each band is the 5th..95th percentile of the logs,
+ * widened by their sampling error (twice as much on the upper side) and
+ * always wider above the median than below it. With little history it is
+ * pulled towards a wide default band; the pull fades as history
+ * accumulates. Cells with little history borrow the samples of their
+ * neighbours (the other methods of the class, then the other class).
  * docs/estimator.md explains it for users and operators.
  */
 #ifndef ALALLO_SCHED_ESTIMATOR_H
@@ -41,13 +46,29 @@ struct est_ring {
     float log_ratio[EST_HISTORY_CAP];
 };
 
+/* The newest EST_HISTORY_CAP succeeded jobs of one cell: the log of
+ * actual/nominal of their start (creation to first step: the wait for
+ * capacity and loading) and of their training (first step to the end,
+ * moves included), kept in pairs so that a band can recombine them with
+ * the weights of the job being estimated. */
+struct est_job_ring {
+    uint32_t n;
+    uint32_t next;
+    float log_start[EST_HISTORY_CAP];
+    float log_train[EST_HISTORY_CAP];
+};
+
 /* Calibration history. Zero it (or est_history_init) to start empty. */
 struct est_history {
-    /* actual / nominal training time of attempts */
+    /* attempts: actual / nominal training time on the worker that ran them
+     * (time left, price, budget) */
     struct est_ring train[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT];
-    /* actual / nominal submit-to-finish time of succeeded jobs, split by
-     * whether capacity was free at creation ([0]) or the job waited ([1]) */
-    struct est_ring total[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT][2];
+    /* succeeded jobs against the estimate made at creation, by method, the
+     * class of the worker that estimate chose, whether capacity was free at
+     * creation ([0]) or the job had to wait ([1]), and goal (a lowest_cost
+     * job may start on any worker of about the same price, so its spread
+     * is its own) */
+    struct est_job_ring job[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT][2][SCHED_GOAL_COUNT];
 };
 
 /* A range as multipliers of a nominal time. */
@@ -95,15 +116,25 @@ void est_history_init(struct est_history *h /* OUT */);
 void est_history_add_train(struct est_history *h, enum plan_method m, enum worker_class c,
                            double actual_s, double nominal_s);
 
-/* Adds one succeeded job's submit-to-finish ratio. */
-void est_history_add_total(struct est_history *h, enum plan_method m, enum worker_class c,
-                           bool waited, double actual_s, double nominal_s);
+/* Adds one succeeded job: how long it took from creation to its first
+ * step and from there to the end, against the estimate's nominal parts
+ * (wait + loading, training). Pairs that are not both > 0 are skipped. */
+void est_history_add_job(struct est_history *h, enum plan_method m, enum worker_class c,
+                         bool waited, enum sched_goal g, double start_actual_s, double start_nominal_s,
+                         double train_actual_s, double train_nominal_s);
 
-/* The training-time band of (m, c); the total-time band of (m, c, waits). */
+/* The band of attempts' training time of (m, c): multipliers of nominal. */
 struct est_band est_band_train(const struct est_history *h, enum plan_method m,
                                enum worker_class c);
-struct est_band est_band_total(const struct est_history *h, enum plan_method m,
-                               enum worker_class c, bool waits);
+
+/* The band of a new job's time from creation to finish, as multipliers of
+ * its nominal total, where start_share is the share of that total that is
+ * the start (wait + loading). Each past job of the cell gives the ratio it
+ * would have had with this job's mix: share x its start ratio + (1 - share)
+ * x its training ratio; the band is taken over those. */
+struct est_band est_band_job(const struct est_history *h, enum plan_method m,
+                             enum worker_class c, bool waits, enum sched_goal g,
+                             double start_share);
 
 /* The estimate of `req` on `workers`, given when each is free (free_at,
  * [n_workers], the scheduler's horizon; NULL: each worker's own state as in

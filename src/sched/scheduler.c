@@ -2,6 +2,7 @@
 #include "sched/scheduler.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,15 +47,27 @@ void sched_free_at(const struct sched_worker *workers, size_t n_workers, double 
     }
 }
 
+/* How long a lowest_cost job waits for cheaper capacity before a dearer
+ * worker that can start it sooner wins: the larger of this and its own
+ * expected training time there. Without it, lowest_cost jobs pile up
+ * behind the cheapest class while other workers stand idle. */
+#define PATIENCE_MIN_S 3600.0
+
 /* True when candidate c is a better place than best for a job of `goal`.
  * The order is total and depends only on the values, so a pass is
  * deterministic for a given input. */
-static bool better(enum sched_goal goal, const struct sched_choice *c, int64_t c_mem,
+static bool better(enum sched_goal goal, double now, const struct sched_choice *c, int64_t c_mem,
                    const struct sched_choice *best, int64_t best_mem)
 {
     if (best->worker < 0)
         return true;
     if (goal == SCHED_LOWEST_COST) {
+        bool c_late = c->start_s - now > fmax(PATIENCE_MIN_S, c->train_s);
+        bool b_late = best->start_s - now > fmax(PATIENCE_MIN_S, best->train_s);
+        if (c_late != b_late)
+            return !c_late;
+        if (c_late && c->start_s != best->start_s) /* both late: the sooner */
+            return c->start_s < best->start_s;
         double lo = fmin(c->price, best->price);
         if (fabs(c->price - best->price) > COST_TIE_SHARE * lo)
             return c->price < best->price;
@@ -92,7 +105,7 @@ static void fill_slots(const struct sched_worker *workers, size_t n, const doubl
 }
 
 static void choose_in(const struct sched_job *job, const struct slot *slots, size_t n,
-                      struct sched_choice *out)
+                      double now, struct sched_choice *out)
 {
     struct sched_choice best = {.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
     int64_t best_mem = 0;
@@ -107,7 +120,7 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
         c.train_s = work * sl->inv_flops;
         c.finish_s = c.start_s + job->startup_s + c.train_s;
         c.price = sl->price_per_hour * c.train_s / 3600.0;
-        if (better(job->goal, &c, sl->mem_bytes, &best, best_mem)) {
+        if (better(job->goal, now, &c, sl->mem_bytes, &best, best_mem)) {
             best = c;
             best_mem = sl->mem_bytes;
         }
@@ -116,7 +129,7 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
 }
 
 bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
-                  size_t n_workers, const double *free_at, struct sched_choice *out)
+                  size_t n_workers, const double *free_at, double now, struct sched_choice *out)
 {
     struct slot local[256];
     struct slot *slots = n_workers <= 256 ? local : malloc(n_workers * sizeof *slots);
@@ -125,7 +138,7 @@ bool sched_choose(const struct sched_job *job, const struct sched_worker *worker
         return false;
     }
     fill_slots(workers, n_workers, free_at, slots);
-    choose_in(job, slots, n_workers, out);
+    choose_in(job, slots, n_workers, now, out);
     if (slots != local)
         free(slots);
     return out->worker >= 0;
@@ -200,14 +213,14 @@ static void heap_down(size_t *heap, size_t n, size_t i, const struct group *g,
 
 /* ---- the pass --------------------------------------------------------- */
 
-enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
-                           const struct sched_worker *workers, size_t n_workers,
-                           const struct sched_account_load *loads, size_t n_loads, double now,
-                           struct sched_pass_out *out)
+/* The pass. With stop_at < n_jobs it is a dry run for one job: it stops
+ * when the fair order reaches jobs[stop_at] and leaves in out->free_at_s
+ * when each worker is free just before that job is placed. */
+static enum alallo_err run_pass(const struct sched_job *jobs, size_t n_jobs,
+                                const struct sched_worker *workers, size_t n_workers,
+                                const struct sched_account_load *loads, size_t n_loads,
+                                double now, struct sched_pass_out *out, size_t stop_at)
 {
-    if (n_jobs > SCHED_MAX_JOBS || n_workers > SCHED_MAX_WORKERS || !out ||
-        (n_workers && !out->assignments) || (n_loads && !loads))
-        return ERR_INVALID;
     out->n_assignments = 0;
     if (n_jobs == 0) {
         if (out->free_at_s)
@@ -264,10 +277,12 @@ enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
     while (n_heap > 0) {
         struct group *g = &groups[heap[0]];
         size_t j = idx[g->head];
+        if (j == stop_at)
+            break;
         const struct sched_job *job = &jobs[j];
         struct sched_choice c;
         bool assigned = false;
-        choose_in(job, slots, n_workers, &c);
+        choose_in(job, slots, n_workers, now, &c);
         if (c.worker >= 0) {
             size_t w = (size_t)c.worker;
             if (!taken[w] && c.start_s <= now) {
@@ -304,6 +319,34 @@ out:
     free(taken);
     free(sorted_loads);
     return err;
+}
+
+enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
+                           const struct sched_worker *workers, size_t n_workers,
+                           const struct sched_account_load *loads, size_t n_loads, double now,
+                           struct sched_pass_out *out)
+{
+    if (n_jobs > SCHED_MAX_JOBS || n_workers > SCHED_MAX_WORKERS || !out ||
+        (n_workers && !out->assignments) || (n_loads && !loads))
+        return ERR_INVALID;
+    return run_pass(jobs, n_jobs, workers, n_workers, loads, n_loads, now, out, SIZE_MAX);
+}
+
+enum alallo_err sched_horizon_before(const struct sched_job *jobs, size_t n_jobs, size_t job,
+                                     const struct sched_worker *workers, size_t n_workers,
+                                     const struct sched_account_load *loads, size_t n_loads,
+                                     double now, double *free_at)
+{
+    if (n_jobs > SCHED_MAX_JOBS || n_workers > SCHED_MAX_WORKERS || job >= n_jobs || !free_at ||
+        (n_loads && !loads))
+        return ERR_INVALID;
+    struct sched_assignment *scratch = malloc((n_workers ? n_workers : 1) * sizeof *scratch);
+    if (!scratch)
+        return ERR_NOMEM;
+    struct sched_pass_out out = {.assignments = scratch, .free_at_s = free_at};
+    enum alallo_err e = run_pass(jobs, n_jobs, workers, n_workers, loads, n_loads, now, &out, job);
+    free(scratch);
+    return e;
 }
 
 long sched_assigned_job(const struct sched_pass_out *out, size_t worker)

@@ -14,8 +14,11 @@
  *                   training); ties go to the cheaper, then the smaller
  *                   worker, so large workers stay free for large jobs;
  *   lowest_cost     the lowest expected price (hourly rate x training
- *                   time); prices within 10% of each other count as equal
- *                   and the earlier finish wins.
+ *                   time) among workers that can start it within its
+ *                   patience (the larger of 1 hour and its training time
+ *                   there); prices within 10% of each other count as
+ *                   equal and the earlier finish wins. When no worker can
+ *                   start it within its patience, the soonest start wins.
  * A job whose best worker is idle now is assigned (message "Starting");
  * otherwise it reserves its best worker from the time that worker is
  * expected to be free, and waits ("Waiting for capacity"). Reservations
@@ -100,11 +103,12 @@ bool sched_goal_parse(const char *s, enum sched_goal *out /* OUT */);
 void sched_free_at(const struct sched_worker *workers, size_t n_workers, double now,
                    double *free_at /* OUT [n_workers] */);
 
-/* The best worker for `job` by its goal, given free_at[] (see above).
- * Returns false, with out->worker = -1, when no active worker has the
- * memory. */
+/* The best worker for `job` by its goal at `now`, given free_at[] (see
+ * above). Returns false, with out->worker = -1, when no active worker has
+ * the memory. */
 bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
-                  size_t n_workers, const double *free_at, struct sched_choice *out /* OUT */);
+                  size_t n_workers, const double *free_at, double now,
+                  struct sched_choice *out /* OUT */);
 
 /* One pass over `jobs` and `workers` at time `now`. `loads` may be NULL.
  * Returns ERR_OK; ERR_INVALID when counts pass SCHED_MAX_* or out lacks
@@ -113,6 +117,17 @@ enum alallo_err sched_pass(const struct sched_job *jobs, size_t n_jobs,
                            const struct sched_worker *workers, size_t n_workers,
                            const struct sched_account_load *loads, size_t n_loads, double now,
                            struct sched_pass_out *out /* IN/OUT */);
+
+/* The horizon a job would see if it were placed now: runs the fair order
+ * over jobs[0..n_jobs) (the queue, with the job in question among them at
+ * index `job`) without assigning anything, and writes into free_at[]
+ * [n_workers] when each worker is free just before that job's turn. Give
+ * it to est_estimate() for an estimate that knows where in the fair order
+ * the job will stand. Cost: a pass up to that job. */
+enum alallo_err sched_horizon_before(const struct sched_job *jobs, size_t n_jobs, size_t job,
+                                     const struct sched_worker *workers, size_t n_workers,
+                                     const struct sched_account_load *loads, size_t n_loads,
+                                     double now, double *free_at /* OUT [n_workers] */);
 
 /* For a worker asking for work (the worker protocol's claim): the job the
  * pass assigned to worker `worker`, or -1. */

@@ -22,6 +22,7 @@
 #define CHECKPOINT_EVERY_S 1800.0
 #define MAX_EVENTS_PER_JOB 100000 /* a runaway guard, far above need        */
 #define TL_SAMPLES_CAP 8000000
+#define EXACT_HORIZON_MAX_QUEUE 4000 /* longer queues estimate from the horizon */
 
 /* ---- random numbers: xoshiro256** seeded by splitmix64 ---------------- */
 
@@ -174,7 +175,7 @@ struct sim_job {
     double mem_factor;      /* true peak / planned                         */
     double cancel_at;
     /* the estimate given at creation */
-    double est_low, est_high, est_nominal;
+    double est_low, est_high, est_start, est_train;
     bool est_waits;
     enum worker_class est_class;
     int64_t price_high;
@@ -199,6 +200,7 @@ struct sim_job {
     struct ledger_job *ledger;
     struct billed billed[LEDGER_MAX_ATTEMPTS];
     int n_billed;
+    double first_step_t;    /* when the first attempt finished loading     */
     double finish_s;
     long events;
 };
@@ -256,6 +258,8 @@ struct sim {
     long covered, above, below;
     bool failed_alloc;
 };
+
+static size_t pass_input(struct sim *s, long extra, size_t *n_loads);
 
 /* ---- events ----------------------------------------------------------- */
 
@@ -552,13 +556,22 @@ static void arrive(struct sim *s, long ji)
 {
     struct sim_job *j = &s->jobs[ji];
     j->submit_s = s->now;
-    /* The horizon of the last pass, but never earlier than what each
-     * worker's own state says now. */
+    /* Where the job will stand in the fair order: a dry run of the pass up
+     * to its turn. With a very long queue, the last pass's horizon plus the
+     * reservations made since, as a server under load might. */
     double *fa = s->pfree;
-    sched_free_at(s->w, (size_t)s->nw, s->now, fa);
-    for (int i = 0; i < s->nw; i++)
-        if (s->horizon[i] > fa[i] && isfinite(fa[i]))
-            fa[i] = s->horizon[i];
+    bool exact = false;
+    if (s->n_queue <= EXACT_HORIZON_MAX_QUEUE) {
+        size_t nl, n = pass_input(s, ji, &nl);
+        exact = sched_horizon_before(s->pj, n, n - 1, s->w, (size_t)s->nw, s->loads, nl, s->now,
+                                     fa) == ERR_OK;
+    }
+    if (!exact) {
+        sched_free_at(s->w, (size_t)s->nw, s->now, fa);
+        for (int i = 0; i < s->nw; i++)
+            if (s->horizon[i] > fa[i] && isfinite(fa[i]))
+                fa[i] = s->horizon[i];
+    }
     struct est_request req = {.job = j->plan, .train_tokens = j->train_tokens, .goal = j->goal,
                               .startup_s = j->startup_nominal_s, .now = s->now};
     struct estimate e;
@@ -581,7 +594,8 @@ static void arrive(struct sim *s, long ji)
     }
     j->est_low = e.time_low_s;
     j->est_high = e.time_high_s;
-    j->est_nominal = e.wait_s + e.startup_s + e.train_s;
+    j->est_start = e.wait_s + e.startup_s;
+    j->est_train = e.train_s;
     j->est_waits = e.waits;
     j->est_class = e.worker_class;
     j->price_high = e.price_high_micros;
@@ -696,6 +710,8 @@ static void on_loaded(struct sim *s, const struct event *ev)
     }
     struct sim_job *j = &s->jobs[ev->job];
     j->loaded = true;
+    if (j->first_step_t <= 0)
+        j->first_step_t = s->now;
     j->status = JOB_RUNNING;
     j->message = MSG_NONE;
     j->last_report_t = s->now;
@@ -716,7 +732,9 @@ static void succeed(struct sim *s, long ji)
         s->above++;
     else
         s->covered++;
-    est_history_add_total(s->hist, j->method, j->est_class, j->est_waits, actual, j->est_nominal);
+    est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
+                        j->first_step_t - j->submit_s, j->est_start,
+                        s->now - j->first_step_t, j->est_train);
 }
 
 static void on_report(struct sim *s, const struct event *ev)
@@ -853,6 +871,32 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The pass's input: the jobs in the queue (plus `extra` when >= 0) into
+ * s->pj, the accounts' running jobs into s->loads. */
+static size_t pass_input(struct sim *s, long extra, size_t *n_loads)
+{
+    size_t n = 0;
+    for (size_t i = 0; i <= s->n_queue; i++) {
+        long ji = i < s->n_queue ? s->queue[i] : extra;
+        if (ji < 0)
+            continue;
+        struct sim_job *j = &s->jobs[ji];
+        if (i < s->n_queue && (!j->in_queue || j->worker >= 0 || job_status_is_terminal(j->status)))
+            continue;
+        s->pj[n++] = (struct sched_job){
+            .id = ji, .account = j->account, .created_s = j->submit_s, .goal = j->goal,
+            .mem_bytes = j->mem_need,
+            .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
+            .startup_s = j->startup_nominal_s};
+    }
+    size_t nl = 0;
+    for (int a = 0; a < s->cfg->accounts; a++)
+        if (s->account_running[a] > 0)
+            s->loads[nl++] = (struct sched_account_load){(uint64_t)a, (int)s->account_running[a]};
+    *n_loads = nl;
+    return n;
+}
+
 static void on_pass(struct sim *s)
 {
     s->pass_scheduled = false;
@@ -869,18 +913,9 @@ static void on_pass(struct sim *s)
         sched_free_at(s->w, (size_t)s->nw, s->now, s->horizon);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        struct sim_job *j = &s->jobs[s->queue[i]];
-        s->pj[i] = (struct sched_job){
-            .id = s->queue[i], .account = j->account, .created_s = j->submit_s,
-            .goal = j->goal, .mem_bytes = j->mem_need,
-            .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
-            .startup_s = j->startup_nominal_s};
-    }
-    size_t nl = 0;
-    for (int a = 0; a < s->cfg->accounts; a++)
-        if (s->account_running[a] > 0)
-            s->loads[nl++] = (struct sched_account_load){(uint64_t)a, (int)s->account_running[a]};
+    size_t nl;
+    if (pass_input(s, -1, &nl) != n)
+        violation(s, "queue and pass input disagree", -1);
     struct sched_pass_out out = {.assignments = s->pa, .free_at_s = s->horizon};
     double t0 = wall_now();
     enum alallo_err e = sched_pass(s->pj, n, s->w, (size_t)s->nw, s->loads, nl, s->now, &out);
@@ -981,6 +1016,16 @@ static void finish_results(struct sim *s)
     }
     r->time_left_samples = (long)m;
     free(ape);
+    float *ratio = malloc((size_t)s->nj * sizeof *ratio);
+    size_t k = 0;
+    for (long i = 0; ratio && i < s->nj; i++)
+        if (s->jobs[i].est_low > 0)
+            ratio[k++] = (float)(s->jobs[i].est_high / s->jobs[i].est_low);
+    if (k) {
+        qsort(ratio, k, sizeof *ratio, cmp_float);
+        r->median_range_ratio = ratio[k / 2];
+    }
+    free(ratio);
     r->virtual_hours = s->now / 3600.0;
 }
 
@@ -1125,13 +1170,13 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
         "\"time_left_mape_after_5pct\":%.4f,\"invariant_violations\":%ld,\"billed_twice\":%ld,"
         "\"max_pass_ms\":%s,\"wall_s\":%s,\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,"
         "\"not_available\":%ld,\"stopped\":%ld,\"moves\":%ld,\"fenced_reports\":%ld,"
-        "\"time_left_samples\":%ld,\"max_queued\":%ld,\"max_pass_queued\":%ld,"
+        "\"time_left_samples\":%ld,\"median_range_ratio\":%.3f,\"max_queued\":%ld,\"max_pass_queued\":%ld,"
         "\"biggest_pass_queued\":%ld,\"biggest_pass_ms\":%s,\"passes\":%ld,"
         "\"virtual_hours\":%.2f,\"first_violation\":\"%s\"}",
         r->jobs, r->coverage, r->above_high, r->below_low, r->time_left_mape_after_5pct,
         r->invariant_violations, r->billed_twice, pass_ms, wall, r->succeeded, r->failed,
         r->cancelled, r->not_available, r->stopped, r->moves, r->fenced_reports,
-        r->time_left_samples, r->max_queued, r->max_pass_queued, r->biggest_pass_queued, big_ms,
+        r->time_left_samples, r->median_range_ratio, r->max_queued, r->max_pass_queued, r->biggest_pass_queued, big_ms,
         r->passes, r->virtual_hours,
         first);
     if (n < 0 || (size_t)n >= cap)

@@ -63,6 +63,7 @@ struct sim_result {
                                  time left (mid of the range) once it runs
                                  on pace, over all samples of succeeded jobs */
     long time_left_samples;
+    double median_range_ratio; /* median high/low of the ranges given       */
     long invariant_violations;
     long billed_twice;        /* jobs with a step billed twice               */
     char first_violation[160];

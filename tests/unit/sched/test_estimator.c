@@ -57,10 +57,11 @@ static void parts_from_job_and_fleet(void **state)
     assert_near(e.finish_s, 1000 + 60 + e.train_s, 1e-6);
     assert_true(e.memory_bytes > 0.5e9 && e.memory_bytes < 2e9);
 
-    /* No history: the wide default band, from the nominal (not constants). */
+    /* No history: the wide default bands, on the nominal parts (not
+     * constants): start 0.5..3.0, training 0.6..2.0. */
     double nominal = e.startup_s + e.train_s;
-    assert_near(e.time_low_s, 0.6 * nominal, 1e-6);
-    assert_near(e.time_high_s, 2.5 * nominal, 1e-6);
+    assert_near(e.time_low_s, 0.5 * 60 + 0.6 * e.train_s, 1e-6);
+    assert_near(e.time_high_s, 3.0 * 60 + 2.0 * e.train_s, 1e-6);
     /* Wider on the upper side. */
     assert_true(e.time_high_s / nominal > nominal / e.time_low_s);
     char text[48];
@@ -98,9 +99,9 @@ static void no_capacity_free_now(void **state)
                         "No capacity is free right now; the job would wait in the queue.");
     assert_true(e.waits);
     assert_near(e.wait_s, 1800, 1e-9);
-    double nominal = 1800 + 60 + e.train_s;
-    assert_near(e.time_low_s, 0.4 * nominal, 1e-6);  /* the waiting default band */
-    assert_near(e.time_high_s, 3.5 * nominal, 1e-6);
+    /* the waiting default band on the start: 0.3..4.0 */
+    assert_near(e.time_low_s, 0.3 * 1860 + 0.6 * e.train_s, 1e-6);
+    assert_near(e.time_high_s, 4.0 * 1860 + 2.0 * e.train_s, 1e-6);
 
     /* The horizon of a pass counts the queue ahead. */
     double free_at[1] = {1000 + 7200};
@@ -209,7 +210,7 @@ static void calibration_narrows_and_shifts(void **state)
     free(h);
 }
 
-static void estimate_uses_total_history(void **state)
+static void estimate_uses_job_history(void **state)
 {
     (void)state;
     struct est_history *h = calloc(1, sizeof *h);
@@ -217,25 +218,40 @@ static void estimate_uses_total_history(void **state)
     struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
     struct estimate before, after;
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &before, NULL, 0), ERR_OK);
+    /* Jobs start 1.3x later than nominal and train 1.2x longer. */
     for (int i = 0; i < 200; i++) {
-        est_history_add_total(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false,
-                              1.2 * exp(0.1 * normal()), 1.0);
+        est_history_add_job(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false, SCHED_FASTEST_FINISH,
+                            1.3 * exp(0.1 * normal()), 1.0, 1.2 * exp(0.05 * normal()), 1.0);
         est_history_add_train(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND,
                               1.1 * exp(0.05 * normal()), 1.0);
     }
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &after, NULL, 0), ERR_OK);
-    double nominal = after.startup_s + after.train_s;
-    /* Narrower than the default and centred near 1.2 x nominal. */
+    double likely = 1.3 * after.startup_s + 1.2 * after.train_s;
+    /* Narrower than the default and around what history says. */
     assert_true(after.time_high_s - after.time_low_s < before.time_high_s - before.time_low_s);
-    assert_true(after.time_low_s < 1.2 * nominal && after.time_high_s > 1.2 * nominal);
-    assert_true(after.time_low_s > 0.85 * nominal && after.time_high_s < 1.7 * nominal);
-    /* The price range follows the training history (about 1.1x). */
+    assert_true(after.time_low_s < likely && after.time_high_s > likely);
+    assert_true(after.time_low_s > 0.85 * likely && after.time_high_s < 1.3 * likely);
+    /* The price range follows the attempts' training history (about 1.1x). */
     assert_true(after.price_high_micros < before.price_high_micros);
     assert_true(after.train_low_s < 1.1 * after.train_s && after.train_high_s > 1.1 * after.train_s);
-    /* The waiting cell has no history yet: still its default band. */
-    struct est_band wb = est_band_total(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, true);
+    /* The waiting cell has no history yet: its default band, mixed by the
+     * job's share of start (4.0 and 2.0 at the upper end). */
+    struct est_band wb = est_band_job(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, true, SCHED_FASTEST_FINISH, 0.5);
     assert_int_equal(wb.n, 0);
-    assert_near(wb.hi, 3.5, 1e-12);
+    assert_near(wb.hi, 3.0, 1e-12);
+    assert_near(wb.lo, 0.45, 1e-12);
+    /* A thin cell borrows: other methods, then the other class. */
+    assert_int_equal(est_band_job(h, PLAN_METHOD_LORA_4, WORKER_ON_DEMAND, false, SCHED_FASTEST_FINISH, 0.5).n, 200);
+    assert_int_equal(est_band_job(h, PLAN_METHOD_LORA_4, WORKER_SPOT, false, SCHED_FASTEST_FINISH, 0.5).n, 200);
+    /* Goals keep their own history. */
+    assert_int_equal(est_band_job(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false, SCHED_LOWEST_COST, 0.5).n, 0);
+    /* The band follows the mix: all start -> around 1.3, all training -> 1.2. */
+    struct est_band all_start = est_band_job(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false, SCHED_FASTEST_FINISH, 1);
+    struct est_band all_train = est_band_job(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false, SCHED_FASTEST_FINISH, 0);
+    assert_true(all_start.lo < 1.3 && all_start.hi > 1.3);
+    assert_true(all_train.lo < 1.2 && all_train.hi > 1.2 && all_train.hi < 1.45);
+    /* Training (spread 5%) is narrower than the start (spread 10%). */
+    assert_true(all_train.hi / all_train.lo < all_start.hi / all_start.lo);
     free(h);
 }
 
@@ -248,13 +264,13 @@ static void text_forms(void **state)
                         "40 min to 1.3 h");
     struct sched_worker ws[1] = {worker("w", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
     struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
-    /* Choose tokens so that nominal = 60 + train is 50 min: ends 30 min
-     * and 125 min = 2.1 h with the default band. */
+    /* 2950 s of training after 60 s of loading: with the default bands
+     * 0.5 x 60 + 0.6 x 2950 = 30 min and 3 x 60 + 2 x 2950 = 1.7 h. */
     double fpt = planner_flops_per_token(&r.job);
-    r.train_tokens = (50 * 60 - 60) * 1e11 / fpt;
+    r.train_tokens = 2950 * 1e11 / fpt;
     struct estimate e;
     assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &e, NULL, 0), ERR_OK);
-    assert_string_equal(e.time_text, "30 min to 2.1 h");
+    assert_string_equal(e.time_text, "30 min to 1.7 h");
 }
 
 int main(void)
@@ -264,7 +280,7 @@ int main(void)
         cmocka_unit_test(no_capacity_free_now),
         cmocka_unit_test(not_available_messages),
         cmocka_unit_test(calibration_narrows_and_shifts),
-        cmocka_unit_test(estimate_uses_total_history),
+        cmocka_unit_test(estimate_uses_job_history),
         cmocka_unit_test(text_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,28 +47,28 @@ static void goal_picks_fast_or_cheap(void **state)
     struct sched_choice c;
     double free_at[2];
     sched_free_at(ws, 2, 0, free_at);
-    assert_true(sched_choose(&j, ws, 2, free_at, &c));
+    assert_true(sched_choose(&j, ws, 2, free_at, 0, &c));
     assert_int_equal(c.worker, 1);
     assert_near(c.train_s, 900, 1e-9);
     assert_near(c.finish_s, 960, 1e-9);
     assert_near(c.price, 0.75, 1e-12);
     j.goal = SCHED_LOWEST_COST;
-    assert_true(sched_choose(&j, ws, 2, free_at, &c));
+    assert_true(sched_choose(&j, ws, 2, free_at, 0, &c));
     assert_int_equal(c.worker, 1);
     /* Make fast dearer per FLOP: lowest_cost goes to slow, fastest stays. */
     ws[1].price_per_hour = 5.0;
-    assert_true(sched_choose(&j, ws, 2, free_at, &c));
+    assert_true(sched_choose(&j, ws, 2, free_at, 0, &c));
     assert_int_equal(c.worker, 0);
     assert_near(c.price, 1.0, 1e-12);
     j.goal = SCHED_FASTEST_FINISH;
-    assert_true(sched_choose(&j, ws, 2, free_at, &c));
+    assert_true(sched_choose(&j, ws, 2, free_at, 0, &c));
     assert_int_equal(c.worker, 1);
 }
 
 static void lowest_cost_ties_go_to_earlier_finish(void **state)
 {
     (void)state;
-    /* Same price per FLOP within 1%: the idle one wins over the busy one. */
+    /* Same price per FLOP within 10%: the idle one wins over the busy one. */
     struct sched_worker ws[2] = {worker("busy", 80 * GB, 1e14, 1.00, WORKER_SPOT),
                                  worker("idle", 80 * GB, 1e14, 1.01, WORKER_SPOT)};
     ws[0].running_attempt = 7;
@@ -79,10 +79,26 @@ static void lowest_cost_ties_go_to_earlier_finish(void **state)
     assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 1);
     assert_int_equal(as[0].worker, 1);
     assert_int_equal(msg, MSG_STARTING);
-    /* 10% cheaper is worth the wait for lowest_cost. */
-    ws[1].price_per_hour = 1.10;
+    /* 15% cheaper is worth the wait for lowest_cost... */
+    ws[1].price_per_hour = 1.15;
+    ws[0].busy_until_s = 3000;
     assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 0);
     assert_int_equal(msg, MSG_WAITING_FOR_CAPACITY);
+    /* ...within its patience: 1 hour, or its training time when longer
+     * (3600 s here). Busy for 2 hours: the dearer idle worker wins. */
+    ws[0].busy_until_s = 7200;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 1);
+    assert_int_equal(as[0].worker, 1);
+    /* A 10-hour job waits up to 10 hours for the cheaper worker. */
+    j.work_flops = 3.6e18;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 0);
+    /* Both beyond patience: the sooner start. */
+    ws[1].running_attempt = 8;
+    ws[0].busy_until_s = 50000;
+    ws[1].busy_until_s = 40000;
+    int planned;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, &planned, NULL), 0);
+    assert_int_equal(planned, 1);
 }
 
 static void fastest_waits_for_a_busy_faster_worker(void **state)
@@ -140,7 +156,7 @@ static void memory_and_worker_state(void **state)
     struct sched_choice c;
     double free_at[3];
     sched_free_at(ws, 3, 0, free_at);
-    assert_false(sched_choose(&jobs[0], ws, 3, free_at, &c));
+    assert_false(sched_choose(&jobs[0], ws, 3, free_at, 0, &c));
     assert_int_equal(c.worker, -1);
     assert_true(isinf(free_at[1]) && isinf(free_at[2]));
 }
