@@ -305,6 +305,17 @@ static bool known_utf8_bug(const struct http_request *req)
     return !clean;
 }
 
+/* FUZZ_KNOWN=claim-500: a worker's claim answered 500 is the open bug of
+ * fuzz/crashes/fuzz_router_json/claim-of-deleted-file-* (a queued job whose
+ * training file was deleted); let long campaigns go on past it. */
+static bool known_claim_bug(const struct http_request *req)
+{
+    const char *k = getenv("FUZZ_KNOWN");
+    size_t n = strlen(req->path);
+    return k && strstr(k, "claim-500") && strncmp(req->path, "/internal/workers/", 18) == 0 &&
+           n > 6 && strcmp(req->path + n - 6, "/claim") == 0;
+}
+
 /* True when `id` occurs in the request the caller sent (path, query or
  * body): an answer may echo what it was asked about. */
 static bool request_names(const struct http_request *req, const char *id)
@@ -371,6 +382,8 @@ static void check_response(const struct http_request *req, struct http_response 
     FUZZ_CHECK(res->len == 0 || res->body != NULL);
     check_isolation(req, res);
     if (res->status == 500 && known_utf8_bug(req))
+        return;
+    if (res->status == 500 && known_claim_bug(req))
         return;
     if (res->status == 500) {
         fprintf(stderr, "%s %s answered 500: %.*s\n", req->method, req->path, (int)res->len,
