@@ -1153,8 +1153,9 @@ enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out, char
 
 int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, size_t cap)
 {
-    char pass_ms[32] = "null", wall[32] = "null", big_ms[32] = "null";
+    char pass_ms[32] = "null", wall[32] = "null", big_ms[32] = "null", pass_q[32] = "null";
     if (with_timing) {
+        snprintf(pass_q, sizeof pass_q, "%ld", r->max_pass_queued);
         snprintf(pass_ms, sizeof pass_ms, "%.3f", r->max_pass_ms);
         snprintf(wall, sizeof wall, "%.3f", r->wall_s);
         snprintf(big_ms, sizeof big_ms, "%.3f", r->biggest_pass_ms);
@@ -1170,13 +1171,13 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
         "\"time_left_mape_after_5pct\":%.4f,\"invariant_violations\":%ld,\"billed_twice\":%ld,"
         "\"max_pass_ms\":%s,\"wall_s\":%s,\"succeeded\":%ld,\"failed\":%ld,\"cancelled\":%ld,"
         "\"not_available\":%ld,\"stopped\":%ld,\"moves\":%ld,\"fenced_reports\":%ld,"
-        "\"time_left_samples\":%ld,\"median_range_ratio\":%.3f,\"max_queued\":%ld,\"max_pass_queued\":%ld,"
+        "\"time_left_samples\":%ld,\"median_range_ratio\":%.3f,\"max_queued\":%ld,\"max_pass_queued\":%s,"
         "\"biggest_pass_queued\":%ld,\"biggest_pass_ms\":%s,\"passes\":%ld,"
         "\"virtual_hours\":%.2f,\"first_violation\":\"%s\"}",
         r->jobs, r->coverage, r->above_high, r->below_low, r->time_left_mape_after_5pct,
         r->invariant_violations, r->billed_twice, pass_ms, wall, r->succeeded, r->failed,
         r->cancelled, r->not_available, r->stopped, r->moves, r->fenced_reports,
-        r->time_left_samples, r->median_range_ratio, r->max_queued, r->max_pass_queued, r->biggest_pass_queued, big_ms,
+        r->time_left_samples, r->median_range_ratio, r->max_queued, pass_q, r->biggest_pass_queued, big_ms,
         r->passes, r->virtual_hours,
         first);
     if (n < 0 || (size_t)n >= cap)

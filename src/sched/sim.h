@@ -21,8 +21,8 @@
  * twice, a cancelled job never runs again, running time within the limits,
  * a succeeded job's charge within its estimate, one owner per attempt.
  *
- * Deterministic per seed, apart from the two timing figures (max_pass_ms,
- * wall_s), which measure this machine.
+ * Deterministic per seed, apart from the timing figures (max_pass_ms,
+ * max_pass_queued, biggest_pass_ms, wall_s), which measure this machine.
  */
 #ifndef ALALLO_SCHED_SIM_H
 #define ALALLO_SCHED_SIM_H
@@ -86,7 +86,7 @@ enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out /* OU
                         size_t whycap);
 
 /* The result as one JSON object on one line. with_timing false writes null
- * for max_pass_ms and wall_s, so that two runs of one seed compare equal.
+ * for the timing figures, so that two runs of one seed compare equal.
  * Returns the length, or -1 when cap is too small. */
 int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, size_t cap);
 
