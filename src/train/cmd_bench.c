@@ -26,6 +26,7 @@
 #include "train/gemm.h"
 #include "train/model.h"
 #include "train/modelio.h"
+#include "train/ops.h"
 #include "train/optim.h"
 #include "train/rng.h"
 #include "train/train_events.h"
@@ -222,7 +223,7 @@ static int bench_train(int argc, char **argv)
             t_opt = 0.0;
             t_start = now_s();
         }
-        memset(m->grad, 0, m->n_train * sizeof(float));
+        ops_zero(m->grad, m->n_train);
         loss = model_forward_backward(m, a, ids, mask, B, T, 1.0f / (float)nt, 1, &got) /
                (double)nt;
         double t0 = now_s();

@@ -39,7 +39,7 @@ const float *linear_rows(const struct linear *l, int r0, int nr, float *buf)
         return l->w + start;
     case WK_BF16: {
         const uint16_t *src = l->wb + start;
-#pragma omp parallel for schedule(static) if (count > 65536)
+#pragma omp parallel for simd schedule(static) if (count > 65536)
         for (size_t i = 0; i < count; i++) {
             uint32_t u = (uint32_t)src[i] << 16;
             memcpy(&buf[i], &u, sizeof u);

@@ -24,6 +24,7 @@ void ops_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
             ss += xr[c] * xr[c];
         float r = 1.0f / sqrtf(ss / (float)C + eps);
         rstd[n] = r;
+#pragma omp simd
         for (int c = 0; c < C; c++)
             yr[c] = xr[c] * r * w[c];
     }
@@ -44,6 +45,7 @@ void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
         for (int c = 0; c < C; c++)
             dot += w[c] * dyr[c] * xr[c];
         float k = r * r * r * dot / (float)C;
+#pragma omp simd
         for (int c = 0; c < C; c++)
             dxr[c] += r * w[c] * dyr[c] - k * xr[c];
     }
@@ -58,6 +60,7 @@ void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
             const float *xr = x + (size_t)n * C;
             const float *dyr = dy + (size_t)n * C;
             float r = rstd[n];
+#pragma omp simd
             for (int c = c0; c < c1; c++)
                 dw[c] += dyr[c] * xr[c] * r;
         }
@@ -90,6 +93,7 @@ static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0,
         const float *sr = sin_t + (size_t)t * half;
         for (int h = 0; h < nh; h++) {
             float *v = x + ((size_t)bt * nh + h) * hd;
+#pragma omp simd
             for (int i = 0; i < half; i++) {
                 float a = v[i], b = v[i + half];
                 float c = cr[i], s = sign * sr[i];
@@ -258,10 +262,23 @@ double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, i
         for (int r = 0; r < mn; r++) {
             float *row = logits + (size_t)(m0 + r) * V;
             int t = targets[m0 + r];
-            float lse = row_lse(row, V);
-            part[r] = (double)(lse - row[t]);
+            float mx = -FLT_MAX;
             for (int j = 0; j < V; j++)
-                row[j] = expf(row[j] - lse) * dscale;
+                if (row[j] > mx)
+                    mx = row[j];
+            float xt = row[t];
+            /* one exp per logit: kept in place, then scaled to the gradient */
+            float sum = 0.0f;
+            for (int j = 0; j < V; j++) {
+                float e = expf(row[j] - mx);
+                row[j] = e;
+                sum += e;
+            }
+            part[r] = (double)(mx + logf(sum) - xt);
+            float k = dscale / sum;
+#pragma omp simd
+            for (int j = 0; j < V; j++)
+                row[j] *= k;
             row[t] -= dscale;
         }
         for (int r = 0; r < mn; r++)
@@ -289,14 +306,24 @@ double ops_xent_forward(const float *logits, const int32_t *targets, int M, int 
 
 void ops_add(float *y, const float *a, const float *b, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
 }
 
 void ops_accumulate(float *y, const float *x, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
+}
+
+void ops_zero(float *y, size_t n)
+{
+    size_t chunk = 1u << 16, nc = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < nc; c++) {
+        size_t s = c * chunk;
+        memset(y + s, 0, sizeof(float) * (n - s < chunk ? n - s : chunk));
+    }
 }

@@ -66,5 +66,7 @@ double ops_xent_forward(const float *logits, const int32_t *targets, int M, int 
 void ops_add(float *y, const float *a, const float *b, size_t n);
 /* y += x, n values. */
 void ops_accumulate(float *y, const float *x, size_t n);
+/* y = 0, n values, split over the threads (gradient blocks are large). */
+void ops_zero(float *y, size_t n);
 
 #endif

@@ -88,16 +88,20 @@ void optim_adamw_step(struct optim *o, float *p, const float *g, float gscale, f
     float rc2 = (float)(1.0 / sqrt(c2));
     float decay = 1.0f - lr * o->weight_decay;
     float *m = o->m, *v = o->v;
-    size_t nd = o->n_decay;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < o->n; i++) {
-        float gi = g[i] * gscale;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float pi = i < nd ? p[i] * decay : p[i];
-        p[i] = pi - step * mi / (sqrtf(vi) * rc2 + eps);
+    /* Two ranges, so that the loop body has no branch and vectorizes:
+     * [0, n_decay) decays, the rest does not. */
+    for (int part = 0; part < 2; part++) {
+        size_t s = part ? o->n_decay : 0, e = part ? o->n : o->n_decay;
+        float dk = part ? 1.0f : decay;
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = s; i < e; i++) {
+            float gi = g[i] * gscale;
+            float mi = b1 * m[i] + (1.0f - b1) * gi;
+            float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+            m[i] = mi;
+            v[i] = vi;
+            p[i] = p[i] * dk - step * mi / (sqrtf(vi) * rc2 + eps);
+        }
     }
 }
 

@@ -26,6 +26,7 @@
 #include "train/data.h"
 #include "train/model.h"
 #include "train/modelio.h"
+#include "train/ops.h"
 #include "train/optim.h"
 #include "train/rng.h"
 #include "train/tokenizer.h"
@@ -512,7 +513,7 @@ int trainer_run(const struct train_config *c)
             rc = fail(0, "out of memory ordering the data");
             goto out;
         }
-        memset(r.m->grad, 0, r.m->n_train * sizeof(float));
+        ops_zero(r.m->grad, r.m->n_train);
         size_t nt = model_count_targets(r.mask, c->batch_size, T);
         size_t got;
         double sum = model_forward_backward(r.m, r.a, r.ids, r.mask, c->batch_size, T,
