@@ -219,6 +219,9 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct serv
         fprintf(stderr, "alallo serve: bad value for %s: %s\n", arg, val);
         return -1;
     }
+    /* Workers heartbeat every 2 s, more often when the timeout is short, so
+     * that at least three heartbeats fit in it. */
+    cfg->heartbeat_s = cfg->worker_timeout_s >= 6 ? 2 : 1;
     if (a->no_workers && a->n_specs) {
         fprintf(stderr, "alallo serve: --local-worker none cannot go with other workers\n");
         return -1;

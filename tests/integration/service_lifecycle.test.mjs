@@ -163,7 +163,7 @@ describe('workers come and go', () => {
   let s;
   const workers = [];
   before(async () => {
-    s = await Serve.start({ args: ['--models', tinyModelsDir(), '--local-worker', 'none', '--worker-timeout', '2'] });
+    s = await Serve.start({ args: ['--models', tinyModelsDir(), '--local-worker', 'none', '--worker-timeout', '3'] });
   });
   after(async () => {
     for (const w of workers) if (w.exitCode === null && !w.signalCode) w.kill('SIGKILL');
