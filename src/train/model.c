@@ -190,6 +190,19 @@ int model_config_load(const char *path, struct model_config *c, char *err, size_
     return rc;
 }
 
+/* The shortest decimal that reads back as the same float, as a double, so
+ * that 1e-5f is written 1e-05 and not 9.99999975e-06. */
+static double float_short(float f)
+{
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f)
+            break;
+    }
+    return strtod(buf, NULL);
+}
+
 char *model_config_to_json(const struct model_config *c)
 {
     json_t *o = json_object();
@@ -205,8 +218,8 @@ char *model_config_to_json(const struct model_config *c)
     json_object_set_new(o, "head_dim", json_integer(c->head_dim));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_pos));
-    json_object_set_new(o, "rms_norm_eps", json_real(c->rms_eps));
-    json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
+    json_object_set_new(o, "rms_norm_eps", json_real(float_short(c->rms_eps)));
+    json_object_set_new(o, "rope_theta", json_real(float_short(c->rope_theta)));
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
     json_object_set_new(o, "attention_bias", json_boolean(c->qkv_bias));
     json_object_set_new(o, "mlp_bias", json_false());

@@ -303,6 +303,53 @@ static void data_error_is_user_error(void **state)
     json_decref(r.events);
 }
 
+static void chat_data_and_validation(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400];
+    snprintf(root, sizeof root, "%s/chat", base);
+    make_root(root, 4);
+    snprintf(p, sizeof p, "%s/train.jsonl", root);
+    FILE *f = fopen(p, "w");
+    for (int i = 0; i < 12; i++)
+        fprintf(f, "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                   "{\"role\":\"user\",\"content\":\"Say %d\"},"
+                   "{\"role\":\"assistant\",\"content\":\"%d\"}]}\n", i, i);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/valid.jsonl", root);
+    f = fopen(p, "w");
+    fputs("{\"prompt\":\"Say 3\",\"completion\":\" 3\"}\n", f);
+    fclose(f);
+    char extra[600];
+    snprintf(extra, sizeof extra, "\"validation_file\":\"%s\",\"lr_schedule\":\"linear\","
+             "\"warmup_steps\":2,\"lora\":{\"r\":4,\"alpha\":8,\"targets\":[\"q_proj\","
+             "\"v_proj\"]},", p);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, extra, 10, 0), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    /* a validation loss line before the end */
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(r.events); i++) {
+        const char *line = json_string_value(json_object_get(json_array_get(r.events, i), "line"));
+        if (line && strncmp(line, "validation loss ", 16) == 0)
+            found = 1;
+    }
+    assert_true(found);
+    json_t *step = find_event(&r, "step", -1);
+    /* linear decay: the last step's rate is peak * 1/(10-2) */
+    assert_float_equal(json_real_value(json_object_get(step, "lr")), 0.01 / 8.0, 1e-7);
+    /* the adapter holds only the chosen targets, at rank 4 */
+    snprintf(p, sizeof p, "%s/out/adapter/adapter_config.json", root);
+    json_error_t je;
+    json_t *ac = json_load_file(p, 0, &je);
+    assert_non_null(ac);
+    assert_int_equal(json_integer_value(json_object_get(ac, "r")), 4);
+    assert_int_equal(json_array_size(json_object_get(ac, "target_modules")), 2);
+    json_decref(ac);
+    json_decref(r.events);
+}
+
 static void materialize_checkpoint(void **state)
 {
     (void)state;
@@ -339,6 +386,7 @@ int main(void)
         cmocka_unit_test(resume_exact_full),
         cmocka_unit_test(signals_checkpoint),
         cmocka_unit_test(data_error_is_user_error),
+        cmocka_unit_test(chat_data_and_validation),
         cmocka_unit_test(materialize_checkpoint),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
