@@ -365,14 +365,18 @@ static enum alallo_err settle(const struct events_ctx *c, struct store_job *j,
     return e;
 }
 
-/* Closes attempt a at c->now; adds its running time to the job. */
+/* Closes attempt a at c->now; adds its running time to the job. An
+ * attempt whose worker went silent keeps the time up to its last report:
+ * the silence before it was noticed is neither billed nor counted. */
 static void end_attempt(struct store_job *j, struct store_attempt *a, int64_t now,
                         const char *reason)
 {
     if (strcmp(a->status, "ended") == 0)
         return;
+    bool silent = strcmp(reason, "worker lost") == 0 || strcmp(reason, "worker restarted") == 0;
     if (j->run_started_ms && strcmp(j->active_attempt, a->id) == 0) {
-        a->run_ms = now - j->run_started_ms;
+        if (!silent)
+            a->run_ms = now - j->run_started_ms;
         j->running_ms += a->run_ms;
         j->run_started_ms = 0;
     }
@@ -413,6 +417,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     case TEV_STEP:
         j->steps_done = clamp_step(j, t->step);
         a->end_step = j->steps_done;
+        if (j->run_started_ms)
+            a->run_ms = c->now - j->run_started_ms; /* up to the last report */
         j->train_loss = t->loss;
         text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
                     j->max_steps, t->loss);
@@ -435,6 +441,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         if (k.step > j->steps_done)
             j->steps_done = k.step;
         a->end_step = j->steps_done;
+        if (j->run_started_ms)
+            a->run_ms = c->now - j->run_started_ms;
         e = store_writes_checkpoint(w, &k);
         if (!e)
             e = note(w, c->now, "info", "Checkpoint saved at step %ld", k.step);

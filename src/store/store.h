@@ -118,7 +118,8 @@ struct store_attempt {
     char reason[STORE_MESSAGE_MAX]; /* why it ended: "succeeded", "worker lost", ... */
     double price_per_hour;          /* the worker's rate when it started */
     int64_t started_ms, ended_ms;
-    int64_t run_ms; /* time between `started` and the end: the billable span */
+    int64_t run_ms; /* time from `started` to its end (to its last report when its
+                     * worker was lost): the billable span */
     int64_t events_applied; /* trainer events applied so far (resent ones are skipped) */
 };
 
