@@ -4,10 +4,11 @@
 // oversized body, bad auth).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { Serve, tmpdir } from './service_harness.mjs';
+import { Serve, freePort, tmpdir, waitFor } from './service_harness.mjs';
 
 // A model folder the catalog lists (these jobs never run, so its weights
 // are never read).
@@ -210,5 +211,72 @@ describe('the API over HTTP', () => {
     const dash = await fetch(`${s.url}/`);
     assert.equal(dash.status, 200);
     assert.match(dash.headers.get('content-type'), /^text\/html/);
+  });
+});
+
+describe('a failure on alallo\'s side', () => {
+  let s;
+  let hook;
+  const received = [];
+  before(async () => {
+    const port = await freePort();
+    hook = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        received.push({ path: req.url, body: JSON.parse(body) });
+        res.end('ok');
+      });
+    });
+    await new Promise((r) => hook.listen(port, '127.0.0.1', r));
+    s = await Serve.start({
+      args: ['--local-worker', 'none', '--models', fakeModels(), '--webhook', `http://127.0.0.1:${port}/hook`],
+    });
+  });
+  after(async () => {
+    if (s) await s.stop();
+    hook?.close();
+  });
+
+  test('is logged, counted in /metrics and sent to the webhook; the user sees the fixed message', async () => {
+    const w = { key: s.token };
+    const reg = await s.call('POST', '/internal/workers/register', {
+      ...w,
+      body: { name: 'fake', cpus: 1, mem_bytes: 4e9, accelerator: 'cpu', price_per_hour: 1, class: 'spot', speed: { tokens_per_s: null, flops: null } },
+    });
+    assert.equal(reg.status, 200, reg.text);
+    const file = (await s.upload('t.jsonl', GOOD)).json.id;
+    const job = (await s.createJob({ model: 'tiny', training_file: file })).json;
+    const claim = await s.call('POST', '/internal/workers/fake/claim', { ...w, body: {} });
+    assert.equal(claim.status, 200, claim.text);
+    assert.equal(claim.json.job_id, job.id);
+    const { attempt_id: att, fence } = claim.json;
+    const ev = await s.call('POST', `/internal/attempts/${att}/events`, {
+      ...w, body: { fence, first: 0, events: [{ event: 'started', t: 0, step: 0, max_steps: 1, resumed_from: null }] },
+    });
+    assert.equal(ev.status, 200, ev.text);
+    const fin = await s.call('POST', `/internal/attempts/${att}/finish`, {
+      ...w, body: { fence, exit_status: null, signal: 11, error_kind: null, line: 'Segmentation fault', stop: null },
+    });
+    assert.equal(fin.status, 200, fin.text);
+    const j = await s.job(job.id);
+    assert.equal(j.status, 'failed');
+    assert.equal(j.message, "Failed. We've been notified and are looking into it.");
+    assert.equal(j.error.code, 'internal_error');
+    assert.equal(j.price.charged, 0);
+    await waitFor(() => received.length > 0, { what: 'the webhook', timeoutMs: 10000 });
+    assert.equal(received[0].path, '/hook');
+    assert.equal(received[0].body.type, 'job.failed_internal');
+    assert.equal(received[0].body.job, job.id);
+    assert.match(received[0].body.detail, /Segmentation fault/);
+    const m = await s.call('GET', '/metrics', { key: null });
+    assert.match(m.text, /alallo_internal_failures_total 1/);
+    assert.match(s.output, new RegExp(`error: job ${job.id} failed on alallo's side: .*signal 11|Segmentation fault`));
+    // A stale report after that changes nothing.
+    const late = await s.call('POST', `/internal/attempts/${att}/events`, {
+      ...w, body: { fence: fence - 1, events: [{ event: 'done', step: 1 }] },
+    });
+    assert.equal(late.status, 409);
+    assert.equal((await s.job(job.id)).status, 'failed');
   });
 });
