@@ -10,9 +10,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_ops_gradcheck.h"
+#include "train/checkpoint.h"
 #include "train/model.h"
+#include "train/modelio.h"
+#include "train/safetensors.h"
 
 static const char *tiny_json =
     "{\"model_type\":\"llama\",\"hidden_size\":16,\"intermediate_size\":24,"
@@ -219,6 +223,78 @@ static void tensor_names_and_round_trip(void **state)
     model_free(m);
 }
 
+/* A model saved as BF16 in two shards (as Hugging Face shards models) loads
+ * to the bf16-rounded values; a missing tensor is named in the error. */
+static void loads_bf16_shards(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[512], dir[128], path[256];
+    assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+    struct model_opts o = {.full = 1};
+    struct model *m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(model_init_random(m, 12), 0);
+    snprintf(dir, sizeof dir, "/tmp/alallo-test-model-%ld", (long)getpid());
+    ckpt_remove_tree(dir);
+    assert_int_equal(modelio_save_merged(m, dir, NULL, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(unlink(path), 0);
+    /* every tensor as BF16, alternating between two shard files */
+    struct st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
+    uint16_t **bufs = calloc((size_t)m->n_tensors, sizeof *bufs);
+    size_t counts[2] = {0, 0};
+    struct st_tensor *shard[2] = {calloc((size_t)m->n_tensors, sizeof *ts),
+                                  calloc((size_t)m->n_tensors, sizeof *ts)};
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *mt = &m->tensors[i];
+        size_t n = (size_t)mt->rows * mt->cols;
+        float *v = malloc(n * sizeof(float));
+        model_get_tensor(m, i, v);
+        bufs[i] = malloc(n * 2);
+        for (size_t k = 0; k < n; k++)
+            bufs[i][k] = linear_f32_to_bf16(v[k]);
+        free(v);
+        struct st_tensor *t = &shard[i % 2][counts[i % 2]++];
+        snprintf(t->name, sizeof t->name, "%s", mt->name);
+        t->dtype = ST_BF16;
+        t->ndim = mt->is1d ? 1 : 2;
+        t->shape[0] = mt->is1d ? mt->cols : mt->rows;
+        t->shape[1] = mt->cols;
+        t->data = bufs[i];
+        t->nbytes = n * 2;
+    }
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/model-0000%d-of-00002.safetensors", dir, s + 1);
+        assert_int_equal(st_write(path, shard[s], counts[s], NULL, err, sizeof err), 0);
+    }
+    struct model *b = modelio_load(dir, &o, err, sizeof err);
+    assert_non_null(b);
+    for (int i = 0; i < b->n_tensors; i++) {
+        const struct model_tensor *mt = &b->tensors[i];
+        size_t n = (size_t)mt->rows * mt->cols;
+        float *v = malloc(n * sizeof(float));
+        model_get_tensor(b, i, v);
+        for (size_t k = 0; k < n; k++)
+            assert_true(v[k] == linear_bf16_to_f32(bufs[i][k]));
+        free(v);
+    }
+    model_free(b);
+    /* drop one shard: the error names a tensor that is now missing */
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_null(modelio_load(dir, &o, err, sizeof err));
+    assert_non_null(strstr(err, "missing tensor model.layers.0."));
+    for (int i = 0; i < m->n_tensors; i++)
+        free(bufs[i]);
+    free(bufs);
+    free(ts);
+    free(shard[0]);
+    free(shard[1]);
+    model_free(m);
+    ckpt_remove_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +303,7 @@ int main(void)
         cmocka_unit_test(full_model_gradients),
         cmocka_unit_test(lora_bf16_gradients),
         cmocka_unit_test(lora_nf4_gradients),
+        cmocka_unit_test(loads_bf16_shards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
