@@ -82,7 +82,7 @@ void estimate_provisional(const struct est_shape *s, const struct est_worker *w,
         fpt *= 1.2; /* dequantizing the base on every use */
     out->any_worker = n > 0;
     bool fastest = s->goal && strcmp(s->goal, "fastest_finish") == 0;
-    int best = -1, fitting = 0;
+    int best = -1, fitting = 0, idle_fitting = 0;
     double best_score = 0, best_train = 0;
     for (int i = 0; i < n; i++) {
         if (w[i].mem_bytes >= need_4bit)
@@ -90,6 +90,8 @@ void estimate_provisional(const struct est_shape *s, const struct est_worker *w,
         if (w[i].mem_bytes < out->memory_bytes)
             continue;
         fitting++;
+        if (w[i].idle)
+            idle_fitting++;
         double train = (double)s->tokens * fpt / worker_flops(&w[i]) + STARTUP_S;
         /* An idle worker wins over a busy one; then the goal decides. */
         double score = fastest ? train : train * w[i].price_per_hour + train * 1e-9;
@@ -104,7 +106,9 @@ void estimate_provisional(const struct est_shape *s, const struct est_worker *w,
     if (best < 0)
         return;
     out->fits = true;
-    out->free_now = w[best].idle;
+    /* Free now: an idle worker that fits is left once the jobs already
+     * waiting have taken theirs. */
+    out->free_now = w[best].idle && idle_fitting > queued_ahead;
     text_copy(out->worker, sizeof out->worker, w[best].name);
     out->train_low_s = best_train * 0.75;
     out->train_high_s = best_train * 1.5;

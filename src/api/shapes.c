@@ -26,6 +26,17 @@ json_t *shape_list(json_t *data, bool has_more)
                      last ? last : json_null());
 }
 
+const char *shape_job_message(const struct store_job *j, int64_t now_ms)
+{
+    /* "Starting" promised a worker at creation; if none has claimed the
+     * job soon after, it is waiting for capacity. */
+    if (j->status == JOB_QUEUED && !j->active_attempt[0] &&
+        strcmp(j->message, job_message_text(MSG_STARTING)) == 0 &&
+        now_ms - j->created_ms > SHAPES_STARTING_GRACE_MS)
+        return job_message_text(MSG_WAITING_FOR_CAPACITY);
+    return j->message;
+}
+
 const char *shape_training_method(const struct store_job *j)
 {
     (void)j;
@@ -139,7 +150,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_key(w, "status");
     jsonw_str(w, job_status_name(j->status));
     jsonw_key(w, "message");
-    jsonw_str_or_null(w, j->message);
+    jsonw_str_or_null(w, shape_job_message(j, now_ms));
     jsonw_key(w, "training_file");
     jsonw_str(w, j->training_file);
     jsonw_key(w, "validation_file");

@@ -42,6 +42,12 @@ int64_t shape_event_seq(const struct store_job *j, const char *id);
 /* The name a succeeded job's model gets: "ft:MODEL:SUFFIX:RANDOM". */
 void shape_fine_tuned_model_name(const struct store_job *j, char *out, size_t cap);
 
+/* The message a job shows at now_ms: its stored one, except that a queued
+ * job created as "Starting" that no worker claimed within
+ * SHAPES_STARTING_GRACE_MS shows "Waiting for capacity". */
+#define SHAPES_STARTING_GRACE_MS 10000
+const char *shape_job_message(const struct store_job *j, int64_t now_ms);
+
 /* "Supervised fine-tuning" as people read the method. */
 const char *shape_training_method(const struct store_job *j);
 

@@ -111,12 +111,30 @@ static void job_object_reads_back(void **state)
     json_decref(o);
 }
 
+static void starting_turns_into_waiting(void **state)
+{
+    (void)state;
+    struct store_job j;
+    memset(&j, 0, sizeof j);
+    j.status = JOB_QUEUED;
+    strcpy(j.message, "Starting");
+    j.created_ms = 1000000;
+    assert_string_equal(shape_job_message(&j, 1000000 + 5000), "Starting");
+    assert_string_equal(shape_job_message(&j, 1000000 + 11000), "Waiting for capacity");
+    strcpy(j.active_attempt, "att-1"); /* claimed: it is starting */
+    assert_string_equal(shape_job_message(&j, 1000000 + 60000), "Starting");
+    j.status = JOB_RUNNING;
+    j.message[0] = '\0';
+    assert_string_equal(shape_job_message(&j, 0), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(strings_are_escaped),
         cmocka_unit_test(numbers_and_nesting),
         cmocka_unit_test(job_object_reads_back),
+        cmocka_unit_test(starting_turns_into_waiting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
