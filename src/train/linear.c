@@ -79,7 +79,7 @@ void linear_forward(const struct linear *l, float *y, const float *x, int N, flo
                     w, l->in, 0.0f, y + r0, l->out);
     }
     if (l->bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * l->out > 32768)
         for (int n = 0; n < N; n++)
             for (int o = 0; o < l->out; o++)
                 y[(size_t)n * l->out + o] += l->bias[o];
@@ -116,7 +116,7 @@ void linear_backward(const struct linear *l, float *dx, const float *dy, const f
     }
     if (l->dbias) {
         int chunks = (l->out + COL_CHUNK - 1) / COL_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * l->out > 32768)
         for (int ch = 0; ch < chunks; ch++) {
             int c0 = ch * COL_CHUNK;
             int c1 = c0 + COL_CHUNK < l->out ? c0 + COL_CHUNK : l->out;

@@ -342,7 +342,7 @@ static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *
     if ((size_t)N > a->N || T > a->T || B > a->B || T > m->rope_len)
         abort();
     /* embedding: res0[n] = E[ids[n]] */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C > 32768)
     for (int n = 0; n < N; n++) {
         float *dst = a->res + (size_t)n * C;
         const float *src = linear_rows(&m->embed, ids[n], 1, dst);

@@ -8,6 +8,10 @@
 
 #include "train/gemm.h"
 
+/* Below this many values an op runs on the calling thread: a parallel
+ * region costs microseconds, and far more when the machine is busy. */
+#define PAR_MIN 32768
+
 /* Columns per task when a reduction runs down the rows of a matrix: each
  * task owns its columns, so the sum order is fixed whatever the threads. */
 #define COL_CHUNK 64
@@ -15,7 +19,7 @@
 void ops_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
                          int N, int C, float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C > PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
         float *yr = y + (size_t)n * C;
@@ -35,7 +39,7 @@ void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
 {
     /* y_c = x_c r w_c with r = (mean(x^2)+eps)^-1/2, so
      * dx_c = r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j). */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C > PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
         const float *dyr = dy + (size_t)n * C;
@@ -52,7 +56,7 @@ void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
     if (!dw)
         return;
     int chunks = (C + COL_CHUNK - 1) / COL_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * C > PAR_MIN)
     for (int ch = 0; ch < chunks; ch++) {
         int c0 = ch * COL_CHUNK;
         int c1 = c0 + COL_CHUNK < C ? c0 + COL_CHUNK : C;
@@ -86,7 +90,7 @@ static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0,
                        const float *cos_t, const float *sin_t, float sign)
 {
     int half = hd / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)B * T * nh * hd > PAR_MIN)
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T + pos0;
         const float *cr = cos_t + (size_t)t * half;
@@ -146,7 +150,7 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
     int group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KV * hd;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((long)B * H * T * T * hd > PAR_MIN)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {
             int kh = h / group;
@@ -175,7 +179,7 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
     /* One task per (sequence, key/value head): the query heads that share a
      * key/value head add into the same dk/dv rows, so they run in one task,
      * in head order, and the sums never race. */
-#pragma omp parallel
+#pragma omp parallel if ((long)B * H * T * T * hd > PAR_MIN)
     {
         float *ds = malloc(sizeof(float) * (size_t)T * T);
 #pragma omp for collapse(2) schedule(static)
@@ -213,7 +217,7 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
 
 void ops_swiglu_forward(float *h, const float *g, const float *u, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
@@ -224,7 +228,7 @@ void ops_swiglu_forward(float *h, const float *g, const float *u, size_t n)
 void ops_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
                          const float *u, size_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
@@ -258,7 +262,7 @@ double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, i
     double part[XENT_BLOCK];
     for (int m0 = 0; m0 < M; m0 += XENT_BLOCK) {
         int mn = M - m0 < XENT_BLOCK ? M - m0 : XENT_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)mn * V > PAR_MIN)
         for (int r = 0; r < mn; r++) {
             float *row = logits + (size_t)(m0 + r) * V;
             int t = targets[m0 + r];
@@ -293,7 +297,7 @@ double ops_xent_forward(const float *logits, const int32_t *targets, int M, int 
     double part[XENT_BLOCK];
     for (int m0 = 0; m0 < M; m0 += XENT_BLOCK) {
         int mn = M - m0 < XENT_BLOCK ? M - m0 : XENT_BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)mn * V > PAR_MIN)
         for (int r = 0; r < mn; r++) {
             const float *row = logits + (size_t)(m0 + r) * V;
             part[r] = (double)(row_lse(row, V) - row[targets[m0 + r]]);
@@ -306,14 +310,14 @@ double ops_xent_forward(const float *logits, const int32_t *targets, int M, int 
 
 void ops_add(float *y, const float *a, const float *b, size_t n)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
 }
 
 void ops_accumulate(float *y, const float *x, size_t n)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n > PAR_MIN)
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
 }
@@ -321,7 +325,7 @@ void ops_accumulate(float *y, const float *x, size_t n)
 void ops_zero(float *y, size_t n)
 {
     size_t chunk = 1u << 16, nc = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (size_t c = 0; c < nc; c++) {
         size_t s = c * chunk;
         memset(y + s, 0, sizeof(float) * (n - s < chunk ? n - s : chunk));

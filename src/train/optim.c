@@ -45,7 +45,7 @@ double optim_grad_norm(const float *g, size_t n)
     double part[BATCH];
     for (size_t c0 = 0; c0 < chunks; c0 += BATCH) {
         size_t cn = chunks - c0 < BATCH ? chunks - c0 : BATCH;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cn > 8)
         for (size_t c = 0; c < cn; c++) {
             size_t s = (c0 + c) * NORM_CHUNK, e = s + NORM_CHUNK < n ? s + NORM_CHUNK : n;
             double acc = 0.0;
@@ -71,7 +71,7 @@ float optim_clip(float *g, size_t n, double norm, float max_norm)
     float f = optim_clip_factor(norm, max_norm);
     if (f == 1.0f)
         return f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (size_t i = 0; i < n; i++)
         g[i] *= f;
     return f;
@@ -93,7 +93,7 @@ void optim_adamw_step(struct optim *o, float *p, const float *g, float gscale, f
     for (int part = 0; part < 2; part++) {
         size_t s = part ? o->n_decay : 0, e = part ? o->n : o->n_decay;
         float dk = part ? 1.0f : decay;
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (e - s > 32768)
         for (size_t i = s; i < e; i++) {
             float gi = g[i] * gscale;
             float mi = b1 * m[i] + (1.0f - b1) * gi;
