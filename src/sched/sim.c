@@ -871,6 +871,15 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The CPU time of this thread: a pass's cost without the time the machine
+ * gave to other processes (the build machine is shared). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* The pass's input: the jobs in the queue (plus `extra` when >= 0) into
  * s->pj, the accounts' running jobs into s->loads. */
 static size_t pass_input(struct sim *s, long extra, size_t *n_loads)
@@ -917,9 +926,9 @@ static void on_pass(struct sim *s)
     if (pass_input(s, -1, &nl) != n)
         violation(s, "queue and pass input disagree", -1);
     struct sched_pass_out out = {.assignments = s->pa, .free_at_s = s->horizon};
-    double t0 = wall_now();
+    double t0 = cpu_now();
     enum alallo_err e = sched_pass(s->pj, n, s->w, (size_t)s->nw, s->loads, nl, s->now, &out);
-    double ms = (wall_now() - t0) * 1e3;
+    double ms = (cpu_now() - t0) * 1e3;
     s->res->passes++;
     if ((long)n > s->res->biggest_pass_queued) {
         s->res->biggest_pass_queued = (long)n;

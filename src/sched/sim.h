@@ -67,10 +67,12 @@ struct sim_result {
     long invariant_violations;
     long billed_twice;        /* jobs with a step billed twice               */
     char first_violation[160];
-    double max_pass_ms;       /* the longest scheduling pass (wall clock)    */
+    double max_pass_ms;       /* the longest scheduling pass, in CPU time of
+                                 the thread (not wall clock: the machine may
+                                 be shared)                                  */
     long max_pass_queued;     /* queued jobs in that pass                    */
     long biggest_pass_queued; /* the most queued jobs any pass placed        */
-    double biggest_pass_ms;   /* how long that pass took (wall clock)        */
+    double biggest_pass_ms;   /* how long that pass took (CPU time)          */
     long max_queued;          /* the most jobs queued at once                */
     long passes;
     double virtual_hours;     /* virtual time until the last job ended       */
