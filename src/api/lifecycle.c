@@ -137,15 +137,42 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     return e;
 }
 
-static enum alallo_err fail_not_available_cb(struct store_job *j, struct store_attempt *a,
-                                             struct store_writes *w, void *vctx)
+struct unstartable {
+    int64_t now;
+    const char *missing_file; /* NULL: the model is gone */
+};
+
+/* A waiting job that can never start: its model or its data is gone. */
+static enum alallo_err fail_unstartable_cb(struct store_job *j, struct store_attempt *a,
+                                           struct store_writes *w, void *vctx)
 {
     (void)a;
-    int64_t now = *(int64_t *)vctx;
-    if (j->active_attempt[0] || !move_to(j, JOB_FAILED, MSG_NOT_AVAILABLE))
+    const struct unstartable *u = vctx;
+    if (j->active_attempt[0] || job_status_is_terminal(j->status))
         return ERR_CONFLICT;
-    j->finished_ms = now;
-    return note(w, now, "error", "%s", j->message);
+    if (u->missing_file) {
+        char line[STORE_MESSAGE_MAX];
+        text_printf(line, sizeof line, "the data set %s was deleted", u->missing_file);
+        if (!move_to(j, JOB_FAILED, MSG_TRAINING_FAILED))
+            return ERR_CONFLICT;
+        job_training_failed_message(j->message, sizeof j->message, line);
+    } else if (!move_to(j, JOB_FAILED, MSG_NOT_AVAILABLE)) {
+        return ERR_CONFLICT;
+    }
+    j->finished_ms = u->now;
+    return note(w, u->now, "error", "%s", j->message);
+}
+
+/* The data set of j that is gone, or NULL when both are there. */
+static const char *missing_file(struct api_server *srv, const struct store_job *j)
+{
+    struct store_file f;
+    if (store_file_get(srv->store, j->account, j->training_file, &f) == ERR_NOT_FOUND)
+        return j->training_file;
+    if (j->validation_file[0] &&
+        store_file_get(srv->store, j->account, j->validation_file, &f) == ERR_NOT_FOUND)
+        return j->validation_file;
+    return NULL;
 }
 
 /* The folder of the model a job trains from: a base model of the catalog,
@@ -227,9 +254,9 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
         if (e)
             continue;
         char model_dir[1024];
-        if (!model_dir_for(srv, &j, model_dir, sizeof model_dir)) {
-            int64_t now = api_now_ms();
-            store_job_update(srv->store, j.id, NULL, fail_not_available_cb, &now);
+        struct unstartable u = {.now = api_now_ms(), .missing_file = missing_file(srv, &j)};
+        if (u.missing_file || !model_dir_for(srv, &j, model_dir, sizeof model_dir)) {
+            store_job_update(srv->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
         struct claim_ctx c = {.worker = &w, .now = api_now_ms()};
@@ -242,12 +269,14 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
         if (store_job_get(srv->store, NULL, j.id, &j) == ERR_OK)
             *spec = make_spec(srv, &j, model_dir);
         if (!*spec) {
-            /* The attempt cannot start (its files are gone): end it as an
-             * internal failure rather than leave the job stuck. */
-            struct attempt_end end = {.exit_status = 1};
+            /* The attempt cannot be prepared (a folder cannot be made): end
+             * it as a failure on our side, rather than leave the job stuck,
+             * and look for other work. */
+            struct attempt_end end = {.exit_status = -1, .not_started = true};
+            text_copy(end.error_kind, sizeof end.error_kind, "internal");
             text_copy(end.line, sizeof end.line, "could not prepare the attempt's files");
             lifecycle_finish(srv, c.attempt.id, c.attempt.fence, &end);
-            return ERR_INTERNAL;
+            continue;
         }
         return ERR_OK;
     }

@@ -108,6 +108,12 @@ int multipart_parse(const char *body, size_t len, const char *boundary,
                     struct multipart_part *parts, int cap, int *n, char *err, size_t errcap)
 {
     *n = 0;
+    if (!body || len == 0) {
+        /* No pointer arithmetic on a missing body (the socket layer passes
+         * NULL for an empty one). */
+        snprintf(err, errcap, "the multipart body is empty");
+        return -1;
+    }
     char delim[MULTIPART_BOUNDARY_MAX + 4];
     size_t blen = strlen(boundary);
     if (blen == 0 || blen >= MULTIPART_BOUNDARY_MAX) {

@@ -227,7 +227,18 @@ void files_delete(struct api_server *srv, struct http_request *req, struct http_
     struct store_file f;
     if (!load_file(srv, req, res, &f))
         return;
-    enum alallo_err e = store_file_delete(srv->store, req->account.id, f.id, &f);
+    /* A job that has not ended still needs its data (a later attempt reads
+     * it again after a move). */
+    bool in_use;
+    enum alallo_err e = store_file_in_use(srv->store, req->account.id, f.id, &in_use);
+    if (!e && in_use) {
+        api_error(res, ERR_CONFLICT,
+                  "A job that has not ended uses this file; cancel it or wait for it to end.",
+                  "id");
+        return;
+    }
+    if (!e)
+        e = store_file_delete(srv->store, req->account.id, f.id, &f);
     if (e) {
         api_store_error(res, e);
         return;

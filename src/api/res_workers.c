@@ -23,9 +23,23 @@ static json_t *worker_json(const struct store_worker *w, const struct store_atte
                      n > 0 ? json_string(open[0].job) : json_null());
 }
 
+/* A worker as `req`'s account may see it: which job it runs is named only
+ * when the job is the caller's own (the operator included). */
+static json_t *worker_for(struct api_server *srv, const struct http_request *req,
+                          const struct store_worker *w, const struct store_attempt *open, int n)
+{
+    json_t *o = worker_json(w, open, n);
+    if (o && n > 0) {
+        struct store_job *j = malloc(sizeof *j);
+        if (!j || store_job_get(srv->store, req->account.id, open[0].job, j) != ERR_OK)
+            json_object_set_new(o, "running", json_string("another account's job"));
+        free(j);
+    }
+    return o;
+}
+
 void workers_list(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    (void)req;
     struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
     json_t *data = json_array();
     int n;
@@ -38,15 +52,7 @@ void workers_list(struct api_server *srv, struct http_request *req, struct http_
             struct store_attempt open[1];
             int no = 0;
             store_attempt_list_open(srv->store, ws[i].name, open, 1, &no);
-            json_t *w = worker_json(&ws[i], open, no);
-            /* Which job a worker runs is not another account's business. */
-            if (no > 0) {
-                struct store_job *j = malloc(sizeof *j);
-                if (!j || store_job_get(srv->store, req->account.id, open[0].job, j) != ERR_OK)
-                    json_object_set_new(w, "running", json_string("another account's job"));
-                free(j);
-            }
-            json_array_append_new(data, w);
+            json_array_append_new(data, worker_for(srv, req, &ws[i], open, no));
         }
         api_json(res, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
     }
@@ -79,5 +85,5 @@ void workers_drain(struct api_server *srv, struct http_request *req, struct http
         lifecycle_request_stop(srv, open[i].job, "move");
     fleet_invalidate(srv);
     api_log("info", "worker %s drained by the operator", name);
-    api_json(res, 200, worker_json(&w, open, n));
+    api_json(res, 200, worker_for(srv, req, &w, open, n));
 }

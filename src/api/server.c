@@ -1,6 +1,8 @@
 /* server.c - defaults and the answering helpers of server.h. */
 #include "api/server.h"
 
+#include "api/jsonw.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,23 +38,29 @@ void api_json(struct http_response *res, int status, json_t *value)
 void api_error(struct http_response *res, enum alallo_err e, const char *message,
                const char *param)
 {
-    char buf[1024];
-    json_t *err = json_pack("{s:{s:s,s:s,s:o}}", "error", "code", err_code(e), "message",
-                            message ? message : err_message(e), "param",
-                            param ? json_string(param) : json_null());
-    char *text = err ? json_dumps(err, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-    json_decref(err);
-    int status = err_http_status(e);
-    if (!text) {
-        /* Out of memory: a fixed answer that needs no allocation to build. */
-        int n = snprintf(buf, sizeof buf,
-                         "{\"error\":{\"code\":\"server_error\",\"message\":\"out of "
-                         "memory\",\"param\":null}}");
-        http_respond(res, 500, "application/json", buf, (size_t)n);
-        return;
+    /* Written with jsonw, which turns invalid UTF-8 into U+FFFD: messages
+     * may quote what a caller sent (a path segment, a name), and an
+     * answer must never fail because of what it quotes. */
+    struct jsonw w = {0};
+    jsonw_open(&w, '{');
+    jsonw_key(&w, "error");
+    jsonw_open(&w, '{');
+    jsonw_key(&w, "code");
+    jsonw_str(&w, err_code(e));
+    jsonw_key(&w, "message");
+    jsonw_str(&w, message ? message : err_message(e));
+    jsonw_key(&w, "param");
+    jsonw_str(&w, param);
+    jsonw_close(&w, '}');
+    jsonw_close(&w, '}');
+    if (w.failed) {
+        static const char oom[] =
+            "{\"error\":{\"code\":\"server_error\",\"message\":\"out of memory\",\"param\":null}}";
+        http_respond(res, 500, "application/json", oom, sizeof oom - 1);
+    } else {
+        http_respond(res, err_http_status(e), "application/json", w.p, w.len);
     }
-    http_respond(res, status, "application/json", text, strlen(text));
-    free(text);
+    jsonw_free(&w);
 }
 
 void api_store_error(struct http_response *res, enum alallo_err e)
@@ -61,7 +69,8 @@ void api_store_error(struct http_response *res, enum alallo_err e)
         api_error(res, e, NULL, NULL);
         return;
     }
-    api_log("error", "%s", store_last_error());
+    const char *why = store_last_error();
+    api_log("error", "%s", why[0] ? why : err_message(e));
     api_error(res, e, NULL, NULL);
 }
 

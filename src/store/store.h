@@ -224,6 +224,11 @@ enum alallo_err store_file_list(struct store *s, const char *account, const char
                                 int limit, struct store_file *out /* OUT [limit] */,
                                 int *n /* OUT */, bool *has_more /* OUT */);
 
+/* Whether a job of `account` that has not ended trains or validates on
+ * file `id`. */
+enum alallo_err store_file_in_use(struct store *s, const char *account, const char *id,
+                                  bool *in_use /* OUT */);
+
 /* Deletes the row; `out` gets it first (to remove its data). */
 enum alallo_err store_file_delete(struct store *s, const char *account, const char *id,
                                   struct store_file *out /* OUT, may be NULL */);

@@ -173,6 +173,7 @@ enum sql_id {
     S_FILE_LIST,
     S_FILE_LIST_AFTER,
     S_FILE_DELETE,
+    S_FILE_IN_USE,
     S_JOB_INSERT,
     S_JOB_UPDATE,
     S_JOB_GET,
@@ -224,6 +225,9 @@ static const char *const sql_text[S_COUNT] = {
                           " (SELECT seq FROM files WHERE id = ?2 AND account = ?1)"
                           " ORDER BY seq DESC LIMIT ?3",
     [S_FILE_DELETE] = "DELETE FROM files WHERE id = ? AND account = ?",
+    [S_FILE_IN_USE] = "SELECT 1 FROM jobs WHERE account = ?1 AND (training_file = ?2 OR"
+                      " validation_file = ?2) AND status NOT IN ('succeeded','failed','cancelled')"
+                      " LIMIT 1",
     [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
                      "?,?,?,?,?,?)",
     [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
@@ -945,6 +949,28 @@ enum alallo_err store_file_delete(struct store *s, const char *account, const ch
     WRITE_END(s);
     if (!e && out)
         *out = f;
+    return e;
+}
+
+enum alallo_err store_file_in_use(struct store *s, const char *account, const char *id,
+                                  bool *in_use)
+{
+    *in_use = false;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_FILE_IN_USE);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "file in use");
+        if (e == ERR_OK) {
+            *in_use = true;
+            sqlite3_reset(st);
+        } else if (e == ERR_NOT_FOUND) {
+            e = ERR_OK;
+        }
+    }
+    READ_END(s);
     return e;
 }
 

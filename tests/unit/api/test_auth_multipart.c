@@ -98,6 +98,8 @@ static void malformed(void **state)
     assert_non_null(strstr(err, "closing boundary"));
     const char *noname = "--B\r\nContent-Type: text/plain\r\n\r\nabc\r\n--B--";
     assert_int_equal(multipart_parse(noname, strlen(noname), "B", p, 2, &n, err, sizeof err), -1);
+    assert_int_equal(multipart_parse(NULL, 0, "B", p, 2, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "empty"));
     const char *none = "just some bytes";
     assert_int_equal(multipart_parse(none, strlen(none), "B", p, 2, &n, err, sizeof err), -1);
     const char *three = "--B\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n"

@@ -91,6 +91,25 @@ static void bad_uploads(void **state)
     r = h_upload(h, h->key, "empty.jsonl", "");
     assert_int_equal(r.status, 400);
     reply_free(&r);
+    /* A file name that is not UTF-8 is refused, not a 500. */
+    r = h_upload(h, h->key, "d\xe9j\xe0.jsonl", SAMPLE_JSONL);
+    assert_int_equal(r.status, 400);
+    assert_string_equal(h_err_param(&r), "file");
+    reply_free(&r);
+    /* Multipart with no body at all. */
+    r = h_call_ct(h, "POST", "/v1/files", NULL, h->key, "multipart/form-data; boundary=B", NULL, 0);
+    assert_int_equal(r.status, 400);
+    reply_free(&r);
+    /* An id that is not UTF-8 in a path is a 404 whose answer is valid JSON. */
+    r = h_call(h, "GET", "/v1/fine_tuning/jobs/ftjob-\xba", NULL, h->key, NULL);
+    assert_int_equal(r.status, 404);
+    assert_non_null(r.json);
+    assert_non_null(strstr(h_err_message(&r), "ftjob-\xef\xbf\xbd"));
+    reply_free(&r);
+    r = h_call(h, "DELETE", "/v1/files/\xff\xfe", NULL, h->key, NULL);
+    assert_int_equal(r.status, 404);
+    assert_non_null(r.json);
+    reply_free(&r);
     r = h_call_ct(h, "POST", "/v1/files", NULL, h->key, "application/json", "{}", 2);
     assert_int_equal(r.status, 400);
     assert_string_equal(h_err_param(&r), "file");

@@ -490,6 +490,47 @@ static void resent_batches_and_finishes_are_idempotent(void **state)
     h_free(h);
 }
 
+static void a_waiting_jobs_data_set_stays_or_the_job_fails(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *id = new_job(h, h->key, NULL);
+    json_t *j = job(h, h->key, id);
+    char file[64];
+    snprintf(file, sizeof file, "%s", h_str(j, "training_file"));
+    json_decref(j);
+    /* While the job may still need it, the file stays. */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/files/%s", file);
+    struct reply r = h_call(h, "DELETE", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 409);
+    reply_free(&r);
+    /* If it goes anyway (removed behind the API's back), the claim fails
+     * the job as the user's and answers 204, not 500. */
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.store, "default", &a), ERR_OK);
+    assert_int_equal(store_file_delete(h->srv.store, a.id, file, NULL), ERR_OK);
+    register_worker(h, "w1", "8000000000", 0);
+    struct claim c;
+    assert_false(claim(h, "w1", &c));
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "failed");
+    char want[200];
+    snprintf(want, sizeof want, "Training failed: the data set %s was deleted", file);
+    assert_string_equal(h_str(j, "message"), want);
+    json_decref(j);
+    assert_int_equal(atomic_load(&h->srv.metrics.internal_failures), 0);
+    /* Once the job has ended, the file may go. */
+    struct reply up = h_upload(h, h->key, "x.jsonl", SAMPLE_JSONL);
+    snprintf(path, sizeof path, "/v1/files/%s", h_str(up.json, "id"));
+    reply_free(&up);
+    r = h_call(h, "DELETE", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    free(id);
+    h_free(h);
+}
+
 static void fair_between_accounts(void **state)
 {
     (void)state;
@@ -524,6 +565,7 @@ int main(void)
         cmocka_unit_test(too_big_for_every_worker),
         cmocka_unit_test(fair_between_accounts),
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
+        cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
