@@ -11,8 +11,16 @@ export const BIN = process.env.ALALLO_BIN || path.resolve('build/alallo');
 export const ROOT = process.env.ALALLO_ROOT || path.resolve('.');
 export const SAMPLE = path.join(ROOT, 'examples/sentiment-train.jsonl');
 
+// Temporary folders made here are removed when the test process exits.
+const made = [];
+process.on('exit', () => {
+  for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+});
+
 export function tmpdir(prefix = 'alallo-it-') {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  made.push(d);
+  return d;
 }
 
 export async function freePort() {
