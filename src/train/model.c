@@ -628,16 +628,16 @@ static void fill_normal(void *ctx, size_t start, size_t count, float *out)
         struct rng r;
         rng_seed(&r, rng_derive(c->seed, b));
         size_t s = b * INIT_BLOCK, e = s + INIT_BLOCK;
-        /* skip to `start` inside the first block (fill chunks are
-         * multiples of INIT_BLOCK, so this never happens in practice) */
-        for (size_t i = s; i < start; i++)
-            (void)rng_normal(&r);
-        if (s < start)
-            s = start;
-        if (e > start + count)
-            e = start + count;
-        for (size_t i = s; i < e; i++)
-            out[i - start] = c->std * rng_normal(&r);
+        /* Values come in pairs from the block's stream; a fill range that
+         * starts or ends inside a block (never, in practice: fill chunks
+         * are multiples of INIT_BLOCK) draws and drops the rest. */
+        for (size_t i = s; i < e && i < start + count; i += 2) {
+            float v[2];
+            rng_normal2(&r, v);
+            for (int k = 0; k < 2; k++)
+                if (i + k >= start && i + k < start + count && i + k < e)
+                    out[i + k - start] = c->std * v[k];
+        }
     }
 }
 

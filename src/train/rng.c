@@ -63,6 +63,16 @@ float rng_normal(struct rng *r)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
+void rng_normal2(struct rng *r, float out[2])
+{
+    double u1 = ((double)(rng_next(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+    double rad = sqrt(-2.0 * log(u1)), s, co;
+    sincos(6.283185307179586 * u2, &s, &co);
+    out[0] = (float)(rad * co);
+    out[1] = (float)(rad * s);
+}
+
 uint64_t rng_derive(uint64_t seed, uint64_t stream)
 {
     uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03ULL);

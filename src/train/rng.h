@@ -30,6 +30,10 @@ uint64_t rng_below(struct rng *r, uint64_t n);
 /* Standard normal (Box-Muller; one value per call, deterministic). */
 float rng_normal(struct rng *r);
 
+/* Two independent standard normals from one Box-Muller draw (half the
+ * cost of two rng_normal calls; used to initialise large tensors). */
+void rng_normal2(struct rng *r, float out[2]);
+
 /* A seed derived from a parent seed and a stream number, so that
  * independent streams (data order per epoch, weight init per tensor) never
  * depend on how many numbers another stream drew. */
