@@ -14,7 +14,7 @@
  * (method, worker class, whether it waited, goal). A job's time band recombines
  * the pairs with its own mix of start and training, so that a job that
  * mostly waits gets the spread of waiting and a long job the narrower
- * spread of training. Each band is the 5th..95th percentile of the logs,
+ * spread of training. Each band is the 10th..90th percentile of the logs,
  * widened by their sampling error (twice as much on the upper side) and
  * always wider above the median than below it. With little history it is
  * pulled towards a wide default band; the pull fades as history
