@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,28 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* User plus system CPU seconds of this process so far. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* The 1-minute load average, or -1. */
+static double loadavg(void)
+{
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1.0;
+        fclose(f);
+    }
+    return l;
 }
 
 static const char *arg_value(int argc, char **argv, const char *name)
@@ -218,7 +241,7 @@ static int bench_train(int argc, char **argv)
     size_t nt = model_count_targets(mask, B, T), got;
     const char *isa0;
     double peak0 = measure_peak(threads, &isa0); /* measured again after the steps */
-    double t_opt = 0.0, t_start = 0.0, loss = 0.0;
+    double t_opt = 0.0, t_start = 0.0, loss = 0.0, c_start = 0.0, load0 = loadavg();
     struct model_timing warm = {0};
     for (int s = 0; s < steps; s++) {
         if (s == 1) {
@@ -226,6 +249,7 @@ static int bench_train(int argc, char **argv)
             model_acts_timing(a, &warm);
             t_opt = 0.0;
             t_start = now_s();
+            c_start = cpu_s();
         }
         ops_zero(m->grad, m->n_train);
         loss = model_forward_backward(m, a, ids, mask, B, T, 1.0f / (float)nt, 1, &got) /
@@ -236,6 +260,10 @@ static int bench_train(int argc, char **argv)
         t_opt += now_s() - t0;
     }
     double wall = now_s() - t_start;
+    /* Share of `threads` cores this process got while timing: well under 1
+     * means other work on the machine took the rest, and the figures are
+     * low by about that much. */
+    double cpu_share = (cpu_s() - c_start) / (wall * threads);
     struct model_timing tm;
     model_acts_timing(a, &tm);
     tm.forward -= warm.forward;
@@ -255,7 +283,7 @@ static int bench_train(int argc, char **argv)
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     json_t *j = json_pack(
-        "{ss ss ss si si si si sI sI sf sf sf sf sf ss sI s{sf sf sf sf} sf sf ss}",
+        "{ss ss ss si si si si sI sI sf sf sf sf sf ss sI s{sf sf sf sf} sf sf ss sf sf}",
         "shape", model_dir ? "model" : shape, "precision", precision, "adapter", adapter,
         "batch", B, "seq", T, "steps", steps, "threads", threads, "params",
         (json_int_t)n_model, "trainable_params", (json_int_t)m->n_train, "tokens_per_s", tps,
@@ -264,7 +292,7 @@ static int bench_train(int argc, char **argv)
         (json_int_t)rss, "phase_s", "forward", tm.forward / (steps - 1), "head_and_loss",
         tm.head / (steps - 1), "backward", tm.backward / (steps - 1), "optimizer",
         t_opt / (steps - 1), "param_bytes", (double)model_param_bytes(m), "final_loss", loss,
-        "cpu", cpu);
+        "cpu", cpu, "cpu_share", cpu_share, "loadavg_at_start", load0);
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))
                 : NULL;
     if (s)
