@@ -10,9 +10,14 @@
  *   ALALLO_FAULT_MARK   a file that gets one line each time a fault is
  *                       injected, so the test can prove the fault happened
  *
- * Once the count is reached, write(), pwrite() and fsync() on a descriptor
- * whose file is under the folder, and rename() or mkdir() of a path under
- * it, fail with ENOSPC. Everything else passes through. Without
+ * The disk "fills up" at the first new folder made under the folder after
+ * that many renames (the next checkpoint's temporary folder, which is still
+ * made): from then on write(), pwrite() and fsync() on a descriptor whose
+ * file is under the folder, and rename() or mkdir() of a path under it, fail
+ * with ENOSPC. Arming at a mkdir rather than at the rename lets the first
+ * checkpoint finish cleanly (its folder and parent fsyncs included), and
+ * makes the failure land inside the next checkpoint's writes, where a real
+ * full disk would hit. Everything else passes through. Without
  * ALALLO_FAULT_DIR the shim changes nothing, so the worker that loads it
  * (and every trainer it starts, which inherits LD_PRELOAD) runs normally
  * elsewhere. Each process counts its own renames.
@@ -34,6 +39,7 @@
 #include <unistd.h>
 
 static atomic_int renames_done;
+static atomic_int full; /* the disk is full from now on */
 
 static const char *fault_dir(void)
 {
@@ -69,7 +75,7 @@ static int fd_under(int fd)
 
 static int armed(void)
 {
-    return fault_dir() && atomic_load(&renames_done) >= allowed_renames();
+    return atomic_load(&full);
 }
 
 /* Notes an injected fault in ALALLO_FAULT_MARK (best effort, raw syscalls
@@ -163,5 +169,8 @@ int mkdir(const char *path, mode_t mode)
         errno = ENOSPC;
         return -1;
     }
-    return real(path, mode);
+    int rc = real(path, mode);
+    if (rc == 0 && under(path) && atomic_load(&renames_done) >= allowed_renames())
+        atomic_store(&full, 1);
+    return rc;
 }
