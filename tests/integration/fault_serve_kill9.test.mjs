@@ -1,0 +1,82 @@
+// fault_serve_kill9.test.mjs - kill -9 of `serve` while jobs train.
+//
+// (kill -9 during a burst of creations, with no acknowledged job lost, is
+// service_kill9.test.mjs; this file covers running jobs.)
+//
+// Two jobs train at once: one on a local worker (a thread of serve, whose
+// trainer dies with it) and one on a remote `alallo worker` process (whose
+// trainer keeps going while the server is away). serve is killed with
+// SIGKILL and started again on the same data folder and port. What must
+// hold:
+//  * no trainer of the dead server lives on (nothing runs twice);
+//  * the remote worker reconnects by itself, and the local one comes back;
+//  * both jobs end succeeded, continuing from their checkpoints;
+//  * each job is charged once: one charge row, equal to its price, within
+//    its estimate.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import {
+  assertBilledOnce, Serve, checkpointDirs, createLongJob, startWorker, stopProc, tinyModelsDir, trainers,
+  uploadSample, waitFor, waitJob, waitWorkers, workerState,
+} from '../fault/fault_harness.mjs';
+
+const ARGS = ['--models', tinyModelsDir(), '--worker-timeout', '4', '--local-worker', 'name=local1,cpus=1,mem=2G,price=0.40'];
+
+test('kill -9 of serve during running jobs: they continue after a restart, billed once', { timeout: 400000 }, async () => {
+  let s = await Serve.start({ args: ARGS });
+  const remote = startWorker(s, 'remote1');
+  try {
+    await waitWorkers(s, ['local1', 'remote1']);
+    const file = await uploadSample(s);
+    // 2,000 steps each, a checkpoint every 200.
+    const a = await createLongJob(s, file, { epochs: 20, seed: 1 });
+    const b = await createLongJob(s, file, { epochs: 20, seed: 2 });
+    await waitFor(() => checkpointDirs(s, a.id).length > 0 && checkpointDirs(s, b.id).length > 0,
+      { timeoutMs: 180000, everyMs: 50, what: 'a checkpoint of each job' });
+    const ja = await s.job(a.id);
+    const jb = await s.job(b.id);
+    assert.equal(ja.status, 'running');
+    assert.equal(jb.status, 'running');
+    const onLocal = ja.attempts.at(-1).worker === 'local1' ? ja : jb;
+    const onRemote = onLocal === ja ? jb : ja;
+    assert.equal(onLocal.attempts.at(-1).worker, 'local1');
+    assert.equal(onRemote.attempts.at(-1).worker, 'remote1');
+
+    const localWork = path.join(s.data, 'workers', 'local1');
+    assert.equal(trainers({ under: localWork }).length, 1);
+    s.proc.kill('SIGKILL');
+    await s.exited;
+    // The local worker's trainer died with its server.
+    await waitFor(() => trainers({ under: localWork }).length === 0, { timeoutMs: 10000, what: 'the local trainer to die with serve' });
+    // The remote worker is still there, waiting for its server.
+    assert.equal(remote.exited, null);
+
+    s = new Serve({ data: s.data, port: s.port, args: ARGS });
+    await s.spawn();
+    await waitFor(async () => (await workerState(s, 'remote1')) === 'active' && (await workerState(s, 'local1')) === 'active',
+      { timeoutMs: 60000, what: 'both workers active after the restart' });
+
+    const doneLocal = await waitJob(s, onLocal.id, (j) => j.status === 'succeeded', 'to succeed after the restart', { timeoutMs: 300000 });
+    const doneRemote = await waitJob(s, onRemote.id, (j) => j.status === 'succeeded', 'to succeed after the restart', { timeoutMs: 300000 });
+
+    // The local job's attempt was ended by the restart and a later one
+    // continued from a checkpoint.
+    assert.ok(doneLocal.attempts.length >= 2, JSON.stringify(doneLocal.attempts));
+    assert.match(doneLocal.attempts[0].reason || '', /worker (restarted|lost)/);
+    assert.ok(doneLocal.attempts.at(-1).start_step > 0, 'continued from a checkpoint');
+    // The remote job's trainer went on; if it was moved, it continued too.
+    if (doneRemote.attempts.length > 1) assert.ok(doneRemote.attempts.at(-1).start_step > 0);
+    assert.match(remote.log(), /server back|registered with/);
+
+    for (const j of [doneLocal, doneRemote]) {
+      assert.equal(j.progress.percent, 100);
+      assert.ok(j.price.charged > 0, `job ${j.id} was not charged`);
+      await assertBilledOnce(assert, s, j);
+    }
+  } finally {
+    await stopProc(remote);
+    await s.stop();
+  }
+});
