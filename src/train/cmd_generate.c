@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "train/omp_policy.h"
 #include "train/gemm.h"
 #include "train/generate.h"
 
@@ -50,6 +51,7 @@ static int num_opt(int argc, char **argv, const char *name, double lo, double hi
 
 int cmd_generate_local(int argc, char **argv)
 {
+    omp_policy_passive(argc, argv);
     const char *dir = arg_value(argc, argv, "--model-dir");
     const char *prompt = arg_value(argc, argv, "--prompt");
     if (!dir || !prompt) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "train/omp_policy.h"
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/tokenizer.h"
@@ -119,6 +120,7 @@ static int model_init(int argc, char **argv)
 
 int cmd_model(int argc, char **argv)
 {
+    omp_policy_passive(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "init") == 0)
         return model_init(argc - 1, argv + 1);
     fputs("usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR"

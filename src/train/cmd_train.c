@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "train/omp_policy.h"
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/safetensors.h"
@@ -130,6 +131,7 @@ out:
 
 int cmd_train(int argc, char **argv)
 {
+    omp_policy_passive(argc, argv);
     tev_init();
     const char *config = arg_value(argc, argv, "--config");
     const char *ckpt = arg_value(argc, argv, "--materialize");
