@@ -27,7 +27,7 @@
 #include "api/fleet.h"
 #include "api/http_mhd.h"
 #include "api/lifecycle.h"
-#include "api/placement_simple.h"
+#include "api/sched_link.h"
 #include "api/server.h"
 #include "api/setup.h"
 #include "cmds.h"
@@ -103,7 +103,8 @@ static void usage(void)
 {
     fputs("usage: alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]\n"
           "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
-          "                    [--time-limit S] [--webhook URL] [--max-upload BYTES]\n"
+          "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
+          "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n",
           stderr);
 }
@@ -200,6 +201,24 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct serv
             if (parse_int(val, 1, 365L * 86400, &v))
                 goto bad;
             cfg->time_limit_s = v;
+        } else if (strcmp(arg, "--budget-multiple") == 0) {
+            char *end;
+            double m = strtod(val, &end);
+            if (end == val || *end || !(m >= 0.01 && m <= 1000))
+                goto bad;
+            cfg->budget_multiple = m;
+        } else if (strcmp(arg, "--start-timeout") == 0) {
+            if (parse_int(val, 1, 86400, &v))
+                goto bad;
+            cfg->start_timeout_s = (int)v;
+        } else if (strcmp(arg, "--plan-scale") == 0) {
+            /* For tests and operators who know their trainer's memory
+             * better than the planner: the planned need times this. */
+            char *end;
+            double m = strtod(val, &end);
+            if (end == val || *end || !(m >= 0.001 && m <= 1000))
+                goto bad;
+            cfg->plan_scale = m;
         } else if (strcmp(arg, "--webhook") == 0) {
             if ((strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
                 !text_copy(cfg->webhook, sizeof cfg->webhook, val))
@@ -319,12 +338,14 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     srv.catalog = catalog_new(srv.cfg.models_dir);
-    srv.placement = placement_new();
+    srv.sched = sched_link_new();
     srv.fleet = fleet_cache_new();
-    if (!srv.catalog || !srv.placement || !srv.fleet) {
+    if (!srv.catalog || !srv.sched || !srv.fleet) {
         fprintf(stderr, "alallo serve: out of memory\n");
         return 1;
     }
+    if (sched_link_load_history(srv.sched, srv.store) != ERR_OK)
+        api_log("warn", "calibration history could not be read: %s", store_last_error());
     /* Workers known from before get a fresh grace period: they could not
      * reach a server that was not running. */
     struct store_worker ws[FLEET_MAX];
@@ -396,7 +417,7 @@ int cmd_serve(int argc, char **argv)
     http_server_stop(http);
     store_close(srv.store);
     catalog_free(srv.catalog);
-    placement_free(srv.placement);
+    sched_link_free(srv.sched);
     fleet_cache_free(srv.fleet);
     curl_global_cleanup();
     api_log("info", "stopped");

@@ -71,20 +71,3 @@ void fleet_invalidate(struct api_server *srv)
     srv->fleet->read_ms = 0;
     pthread_mutex_unlock(&srv->fleet->mu);
 }
-
-int fleet_est_workers(const struct fleet *f, struct est_worker *out, int cap)
-{
-    int n = 0;
-    for (int i = 0; i < f->n && n < cap; i++) {
-        const struct store_worker *w = &f->workers[i];
-        if (strcmp(w->state, "active") != 0)
-            continue; /* draining workers take no new jobs */
-        out[n++] = (struct est_worker){.name = w->name,
-                                       .mem_bytes = w->mem_bytes,
-                                       .cpus = w->cpus,
-                                       .flops = w->flops,
-                                       .price_per_hour = w->price_per_hour,
-                                       .idle = f->idle[i]};
-    }
-    return n;
-}

@@ -8,7 +8,6 @@
 
 #include <stdbool.h>
 
-#include "api/estimate_provisional.h"
 #include "api/server.h"
 
 #define FLEET_MAX 64
@@ -29,8 +28,5 @@ void fleet_snapshot(struct api_server *srv, struct fleet *out /* OUT */);
 
 /* Makes the next snapshot read the store (after a worker registers). */
 void fleet_invalidate(struct api_server *srv);
-
-/* The workers as the estimator sees them; returns how many (<= cap). */
-int fleet_est_workers(const struct fleet *f, struct est_worker *out /* OUT [cap] */, int cap);
 
 #endif

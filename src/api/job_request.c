@@ -8,12 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fleet.h"
 #include "api/shapes.h"
 #include "core/ids.h"
 #include "core/text.h"
 
-#define NO_CAPACITY_FREE "No capacity is free right now; the job would wait in the queue."
 
 static bool bad(struct http_response *res, enum alallo_err e, const char *param,
                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -228,7 +226,7 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         return false;
 
     j->examples = examples;
-    j->tokens = tokens_per_epoch_provisional(examples, out->file.text_bytes, JOB_SEQ_LEN);
+    j->tokens = job_request_tokens_per_epoch(examples, out->file.text_bytes, JOB_SEQ_LEN);
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {
@@ -243,50 +241,83 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     return true;
 }
 
-void job_request_estimate(struct api_server *srv, struct job_request *r)
+int64_t job_request_tokens_per_epoch(long examples, int64_t text_bytes, int seq_len)
 {
-    struct fleet *f = malloc(sizeof *f);
-    struct est_worker w[FLEET_MAX];
-    int n = 0;
-    if (f) {
-        fleet_snapshot(srv, f);
-        n = fleet_est_workers(f, w, FLEET_MAX);
-    }
-    struct est_shape s = {.model = &r->model,
-                          .precision = r->job.precision,
-                          .adapter = r->job.adapter,
-                          .goal = r->job.goal,
-                          .batch_size = r->job.batch_size,
-                          .seq_len = JOB_SEQ_LEN,
-                          .tokens = r->job.tokens * r->job.n_epochs};
-    estimate_provisional(&s, w, n, f ? f->waiting : 0, &r->est);
-    r->job.memory_bytes = r->est.memory_bytes;
-    free(f);
+    if (examples <= 0)
+        return 0;
+    double per_example = (double)text_bytes / (double)examples / 4.0 + 8.0;
+    if (per_example > seq_len)
+        per_example = seq_len;
+    return (int64_t)ceil(per_example * (double)examples);
+}
+
+enum alallo_err job_request_estimate(struct api_server *srv, struct job_request *r, char *why,
+                                     size_t whycap)
+{
+    r->now = (double)api_now_ms() / 1000.0;
+    enum alallo_err e = sched_link_estimate(srv, &r->model, &r->job, r->now, &r->est, why, whycap);
+    if (!e && srv->cfg.plan_scale != 1.0)
+        r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * srv->cfg.plan_scale);
+    if (!e)
+        r->job.memory_bytes = r->est.memory_bytes;
+    return e;
+}
+
+static double money4(int64_t micros)
+{
+    return (double)llround((double)micros / 100.0) / 10000.0;
 }
 
 json_t *job_request_estimate_json(const struct estimate *e)
 {
-    char text[64];
-    job_estimate_range_text(text, sizeof text, e->low_s, e->high_s);
-    const char *message = NULL;
-    if (!e->any_worker || (e->fits && !e->free_now))
-        message = NO_CAPACITY_FREE;
-    else if (!e->fits)
-        message = job_message_text(e->fits_at_4bit ? MSG_NOT_AVAILABLE_LOWER_PRECISION
-                                                   : MSG_NOT_AVAILABLE);
-    json_t *time = e->fits ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)llround(e->low_s),
-                                       "high_s", (json_int_t)llround(e->high_s), "text", text)
+    bool ranged = e->fit == PLAN_FITS && e->worker >= 0;
+    json_t *time = ranged ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)llround(e->time_low_s),
+                                      "high_s", (json_int_t)llround(e->time_high_s), "text",
+                                      e->time_text)
+                          : json_null();
+    json_t *price = ranged ? json_pack("{s:f,s:f,s:s}", "low", money4(e->price_low_micros), "high",
+                                       money4(e->price_high_micros), "currency", SHAPES_CURRENCY)
                            : json_null();
-    json_t *price = e->fits ? json_pack("{s:f,s:f,s:s}", "low",
-                                        llround(e->price_low * 10000) / 10000.0, "high",
-                                        llround(e->price_high * 10000) / 10000.0, "currency",
-                                        SHAPES_CURRENCY)
-                            : json_null();
-    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:{s:I,s:I}}", "object",
-                     "fine_tuning.estimate", "time", time, "price", price, "plan", "memory_bytes",
+    json_t *training = ranged ? json_pack("{s:I,s:I}", "low_s",
+                                          (json_int_t)llround(e->train_low_s), "high_s",
+                                          (json_int_t)llround(e->train_high_s))
+                              : json_null();
+    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o}", "object", "fine_tuning.estimate",
+                     "time", time, "price", price, "plan", "memory_bytes",
                      (json_int_t)e->memory_bytes, "worker",
-                     e->worker[0] ? json_string(e->worker) : json_null(), "message",
-                     message ? json_string(message) : json_null(), "training", "low_s",
-                     (json_int_t)llround(e->train_low_s), "high_s",
-                     (json_int_t)llround(e->train_high_s));
+                     e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)
+                                                         : json_null(),
+                     "message", e->message ? json_string(e->message) : json_null(), "training",
+                     training);
+}
+
+void job_request_apply_estimate(struct job_request *r)
+{
+    struct store_job *j = &r->job;
+    const struct estimate *e = &r->est;
+    json_t *est = job_request_estimate_json(e);
+    char *est_text = est ? json_dumps(est, JSON_COMPACT) : NULL;
+    json_decref(est);
+    text_copy(j->estimate, sizeof j->estimate, est_text);
+    free(est_text);
+    if (e->fit != PLAN_FITS)
+        return; /* failed at once: nothing to plan */
+    enum sched_goal g;
+    if (!sched_goal_parse(j->goal, &g))
+        g = SCHED_LOWEST_COST;
+    sched_plan_write(e, g, j->plan, sizeof j->plan);
+    if (e->worker < 0)
+        return; /* no capacity known yet: no ranges, the ledger starts later */
+    j->est_low_s = e->time_low_s;
+    j->est_high_s = e->time_high_s;
+    j->est_train_low_s = e->train_low_s;
+    j->est_train_high_s = e->train_high_s;
+    j->est_price_high = (double)e->price_high_micros / 1e6;
+    struct sched_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return;
+    ledger_job_init(&st->ledger, r->now, e->time_high_s, e->startup_s + e->train_high_s,
+                    e->price_high_micros);
+    sched_state_write(st, j->ledger_state, sizeof j->ledger_state);
+    free(st);
 }

@@ -15,16 +15,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api/billing_provisional.h"
 #include "api/catalog.h"
-#include "api/estimate_provisional.h"
-#include "api/placement_simple.h"
+#include "api/sched_link.h"
 #include "api/shapes.h"
+#include "sched/resched.h"
 #include "core/ids.h"
 #include "core/text.h"
 
 #define EVENTS_PER_TX 64 /* trainer events applied per transaction */
 #define ATTEMPTS_MAX 64  /* attempts of one job considered for billing */
+#define CAL_MAX 4        /* calibration pairs one transaction can add */
+#define START_TIMEOUT_REASON "the trainer did not start in time"
 
 static void set_message(struct store_job *j, enum job_message m)
 {
@@ -94,7 +95,8 @@ const char *lifecycle_stop_for(const struct store_job *j, const struct store_att
     if (!attempt_owns(j, a))
         return "cancel";
     if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0 ||
-        strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0)
+        strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0 ||
+        strcmp(j->stop_reason, "not_available") == 0)
         return "cancel";
     if (strcmp(j->stop_reason, "move") == 0)
         return "move";
@@ -104,10 +106,57 @@ const char *lifecycle_stop_for(const struct store_job *j, const struct store_att
 /* ---- claim ------------------------------------------------------------ */
 
 struct claim_ctx {
+    struct api_server *srv;
     const struct store_worker *worker;
-    struct store_attempt attempt; /* OUT */
+    const struct sched_worker *sworker; /* the same worker as the scheduler sees it */
+    struct store_attempt attempt;       /* OUT */
     int64_t now;
 };
+
+/* The job's scheduler state; NULL when out of memory. Freed by the caller. */
+static struct sched_state *state_load(const struct store_job *j)
+{
+    struct sched_state *st = malloc(sizeof *st);
+    if (st)
+        sched_state_of_job(j, st);
+    return st;
+}
+
+static enum alallo_err state_save(struct store_job *j, const struct sched_state *st)
+{
+    return sched_state_write(st, j->ledger_state, sizeof j->ledger_state) ? ERR_OK
+                                                                           : ERR_TOO_LARGE;
+}
+
+/* Starts the ledger's and time left's record of attempt a on worker sw:
+ * it continues from the latest checkpoint. */
+static void begin_attempt(struct api_server *srv, struct store_job *j, struct sched_state *st,
+                          const struct store_attempt *a, const struct sched_worker *sw,
+                          double now)
+{
+    struct ledger_job *lj = &st->ledger;
+    uint64_t fence;
+    if (ledger_current(lj, lj->fence))
+        ledger_attempt_end(lj, lj->fence, now, lj->latest_checkpoint);
+    long start = lj->latest_checkpoint;
+    if (ledger_attempt_begin(lj, a->fence, a->price_per_hour, start, now, &fence) != ERR_OK) {
+        st->has_tl = false;
+        return;
+    }
+    struct sched_plan p;
+    double startup = sched_plan_read(j->plan, &p) ? p.startup_s : EST_DEFAULT_STARTUP_S;
+    double lo, hi;
+    sched_link_train_range(srv->sched, j, sw, j->max_steps - start, &lo, &hi);
+    ledger_raise_budget_base(lj, ledger_running_s(lj, now) + startup + hi);
+    tl_begin(&st->tl, j->max_steps, start, now, startup, lo, hi);
+    st->has_tl = true;
+    double fpt = p.flops_per_token > 0 ? p.flops_per_token : 0;
+    st->nominal_step_s =
+        j->max_steps > 0
+            ? capacity_train_seconds((double)j->tokens * j->n_epochs * fpt / j->max_steps, sw)
+            : 0;
+    st->worker_class = (int)sw->class_;
+}
 
 static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unused,
                                 struct store_writes *w, void *vctx)
@@ -128,10 +177,18 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     a->start_step = a->end_step = j->steps_done;
     a->price_per_hour = c->worker->price_per_hour;
     a->started_ms = c->now;
+    a->t_started = a->t_last = -1;
     text_copy(j->active_attempt, sizeof j->active_attempt, a->id);
     if (j->status == JOB_QUEUED)
         set_message(j, MSG_STARTING);
-    enum alallo_err e = store_writes_attempt(w, a);
+    struct sched_state *st = state_load(j);
+    if (!st)
+        return ERR_NOMEM;
+    begin_attempt(c->srv, j, st, a, c->sworker, (double)c->now / 1000.0);
+    enum alallo_err e = state_save(j, st);
+    free(st);
+    if (!e)
+        e = store_writes_attempt(w, a);
     if (!e)
         e = note(w, c->now, "info", "Starting on worker %s", c->worker->name);
     return e;
@@ -241,16 +298,22 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
     if (e || n_open > 0)
         return e; /* one attempt at a time */
 
+    struct sched_worker sw = {0};
+    struct sched_worker *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
+    if (!all)
+        return ERR_NOMEM;
+    int n_all = sched_link_workers(srv, (double)api_now_ms() / 1000.0, all, SCHED_LINK_WORKERS);
+    for (int i = 0; i < n_all; i++)
+        if (strcmp(all[i].name, worker) == 0)
+            sw = all[i];
+    free(all);
     for (int tries = 0; tries < 8; tries++) {
-        struct store_claim_candidate cands[64];
-        int n;
-        e = store_claim_candidates(srv->store, w.mem_bytes, cands, 64, &n);
-        if (e || n == 0)
+        char pick[IDS_MAX];
+        e = sched_link_pass(srv, worker, pick);
+        if (e || !pick[0])
             return e;
-        int64_t tick = api_now_ms() * 1000 + tries;
-        int pick = placement_pick(srv->placement, cands, n, tick);
         struct store_job j;
-        e = store_job_get(srv->store, NULL, cands[pick].job, &j);
+        e = store_job_get(srv->store, NULL, pick, &j);
         if (e)
             continue;
         char model_dir[1024];
@@ -259,7 +322,7 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
             store_job_update(srv->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
-        struct claim_ctx c = {.worker = &w, .now = api_now_ms()};
+        struct claim_ctx c = {.srv = srv, .worker = &w, .sworker = &sw, .now = api_now_ms()};
         e = store_job_update(srv->store, j.id, NULL, claim_cb, &c);
         if (e == ERR_CONFLICT)
             continue;
@@ -303,6 +366,7 @@ struct tev {
     int64_t peak_rss;
     int64_t tokens;
     long resumed_from; /* -1 when fresh */
+    double t;          /* the trainer's clock; -1 when absent */
     char text[STORE_LOG_LINE_MAX]; /* log/error line, or checkpoint path */
 };
 
@@ -336,6 +400,8 @@ static bool parse_event(json_t *o, struct tev *t)
     t->tokens = (int64_t)json_number_value(json_object_get(o, "tokens"));
     json_t *rf = json_object_get(o, "resumed_from");
     t->resumed_from = json_is_integer(rf) ? (long)json_integer_value(rf) : -1;
+    json_t *tt = json_object_get(o, "t");
+    t->t = json_is_number(tt) && json_number_value(tt) >= 0 ? json_number_value(tt) : -1;
     const char *text = json_string_value(
         json_object_get(o, t->kind == TEV_CHECKPOINT ? "path" : "line"));
     text_copy(t->text, sizeof t->text, text);
@@ -356,6 +422,11 @@ struct events_ctx {
     int64_t now;
     const struct store_attempt *history; /* earlier attempts, for billing */
     int n_history;
+    const struct sched_worker *workers; /* the capacity, for memory reports */
+    int n_workers;
+    struct sched_state *st; /* the job's, loaded in the callback */
+    struct store_calibration cal[CAL_MAX]; /* OUT: calibration pairs written */
+    int n_cal;
     const char *stop; /* OUT */
 };
 
@@ -366,32 +437,125 @@ static long clamp_step(const struct store_job *j, long step)
     return step > j->max_steps ? j->max_steps : step;
 }
 
-/* Bills a job that ends now and writes its ledger rows. */
-static enum alallo_err settle(const struct events_ctx *c, struct store_job *j,
-                              const struct store_attempt *current, struct store_writes *w)
+/* The store's id of the job's attempt whose fence is `fence`. */
+static const char *attempt_of_fence(const struct events_ctx *c, const struct store_attempt *cur,
+                                    int64_t fence)
 {
-    struct bill b;
-    billing_settle_provisional(j, c->history, c->n_history, current, c->now, &b);
-    j->price_charged += b.charge;
-    j->price_refunded += b.refund;
-    enum alallo_err e = ERR_OK;
-    struct store_ledger_row r = {.created_ms = c->now};
-    text_copy(r.account, sizeof r.account, j->account);
-    text_copy(r.job, sizeof r.job, j->id);
-    text_copy(r.attempt, sizeof r.attempt, current ? current->id : "");
-    if (b.charge > 0) {
-        text_copy(r.kind, sizeof r.kind, "charge");
-        r.amount = b.charge;
-        r.steps = b.steps;
+    if (cur && cur->fence == fence)
+        return cur->id;
+    for (int i = 0; i < c->n_history; i++)
+        if (c->history[i].fence == fence)
+            return c->history[i].id;
+    return "";
+}
+
+/* Settles the job's ledger for `outcome` (src/sched/ledger.h) and writes
+ * the rows it returns; the job's price follows the ledger. */
+static enum alallo_err settle(struct events_ctx *c, struct store_job *j,
+                              const struct store_attempt *current,
+                              const struct ledger_outcome *outcome, struct store_writes *w)
+{
+    struct sched_state *st = c->st;
+    if (!st || st->ledger.closed)
+        return ERR_OK;
+    struct ledger_row rows[LEDGER_MAX_ROWS];
+    size_t n = 0;
+    enum alallo_err e =
+        ledger_settle(&st->ledger, outcome, (double)c->now / 1000.0, rows, LEDGER_MAX_ROWS, &n);
+    if (e) {
+        api_log("error", "job %s: the ledger refused to settle (%s)", j->id, err_message(e));
+        return ERR_OK;
+    }
+    for (size_t i = 0; !e && i < n; i++) {
+        struct store_ledger_row r = {.created_ms = c->now};
+        text_copy(r.account, sizeof r.account, j->account);
+        text_copy(r.job, sizeof r.job, j->id);
+        text_copy(r.attempt, sizeof r.attempt, attempt_of_fence(c, current, rows[i].attempt_id));
+        text_copy(r.kind, sizeof r.kind, ledger_kind_name(rows[i].kind));
+        text_copy(r.reason, sizeof r.reason, ledger_reason_text(rows[i].reason));
+        r.amount = sched_link_money(rows[i].amount_micros);
+        r.from_step = rows[i].from_step;
+        r.to_step = rows[i].to_step;
+        r.steps = rows[i].to_step - rows[i].from_step;
         e = store_writes_ledger(w, &r);
     }
-    if (!e && b.refund > 0) {
-        text_copy(r.kind, sizeof r.kind, "refund");
-        r.amount = b.refund;
-        r.steps = 0;
-        e = store_writes_ledger(w, &r);
-    }
+    j->price_charged = sched_link_money(st->ledger.charged_micros);
+    j->price_refunded = sched_link_money(st->ledger.refunded_micros);
     return e;
+}
+
+static enum alallo_err settle_as(struct events_ctx *c, struct store_job *j,
+                                 const struct store_attempt *current, enum job_status status,
+                                 enum job_message m, enum job_status from, struct store_writes *w)
+{
+    struct ledger_outcome o = {.status = status, .message = m, .cancelled_from = from};
+    return settle(c, j, current, &o, w);
+}
+
+/* Queues a calibration pair, written with the job and fed to the history
+ * once committed. */
+static enum alallo_err calibrate(struct events_ctx *c, struct store_writes *w,
+                                 const struct store_calibration *k)
+{
+    if (!(k->actual_a > 0) || !(k->nominal_a > 0) || c->n_cal >= CAL_MAX)
+        return ERR_OK;
+    c->cal[c->n_cal++] = *k;
+    return store_writes_calibration(w, k);
+}
+
+/* Ends the ledger's record of the running attempt: it keeps `kept` steps
+ * (-1: up to the latest checkpoint). Its training time joins the
+ * calibration history. */
+static enum alallo_err ledger_end(struct events_ctx *c, struct store_job *j, long kept,
+                                  struct store_writes *w)
+{
+    struct sched_state *st = c->st;
+    if (!st)
+        return ERR_OK;
+    struct ledger_job *lj = &st->ledger;
+    struct ledger_attempt *la = ledger_current(lj, lj->fence);
+    if (!la)
+        return ERR_OK;
+    if (kept < 0)
+        kept = lj->latest_checkpoint;
+    ledger_attempt_end(lj, lj->fence, (double)c->now / 1000.0, kept);
+    struct sched_plan p;
+    enum alallo_err e = ERR_OK;
+    if (sched_plan_read(j->plan, &p)) {
+        struct store_calibration k = {.method = (int)p.method,
+                                      .class_ = st->worker_class,
+                                      .goal = (int)p.goal,
+                                      .actual_a = la->train_s,
+                                      .nominal_a = (double)(la->done_step - la->start_step) *
+                                                   st->nominal_step_s,
+                                      .created_ms = c->now};
+        text_copy(k.kind, sizeof k.kind, "train");
+        e = calibrate(c, w, &k);
+    }
+    st->has_tl = false;
+    return e;
+}
+
+/* A succeeded job's pair of start and training against its plan. */
+static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_job *j,
+                                     struct store_writes *w)
+{
+    struct sched_plan p;
+    if (!sched_plan_read(j->plan, &p) || !j->started_ms)
+        return ERR_OK;
+    struct store_calibration k = {.method = (int)p.method,
+                                  .class_ = (int)p.class_,
+                                  .waited = p.waits ? 1 : 0,
+                                  .goal = (int)p.goal,
+                                  .actual_a = (double)(j->started_ms - j->created_ms) / 1000.0,
+                                  .nominal_a = p.start_s,
+                                  .actual_b = (double)(j->finished_ms - j->started_ms) / 1000.0,
+                                  .nominal_b = p.train_s,
+                                  .created_ms = c->now};
+    text_copy(k.kind, sizeof k.kind, "job");
+    if (!(k.actual_b > 0) || !(k.nominal_b > 0))
+        return ERR_OK;
+    return calibrate(c, w, &k);
 }
 
 /* Closes attempt a at c->now; adds its running time to the job. An
@@ -417,6 +581,60 @@ static void end_attempt(struct store_job *j, struct store_attempt *a, int64_t no
         j->active_attempt[0] = '\0';
 }
 
+/* A report of `t->step` steps: the ledger's training time comes from the
+ * trainer's own clock (its events' `t`), so that batching and delivery
+ * delays neither bill nor hide time; time left sees it on the server's
+ * clock, shifted to when `started` arrived. */
+static void progress(struct events_ctx *c, struct store_job *j, struct store_attempt *a,
+                     const struct tev *t)
+{
+    double train_s;
+    if (t->t >= 0 && a->t_started >= 0 && t->t >= a->t_started) {
+        a->t_last = t->t;
+        train_s = t->t - a->t_started;
+    } else {
+        train_s = j->run_started_ms ? (double)(c->now - j->run_started_ms) / 1000.0 : 0;
+    }
+    a->run_ms = (int64_t)llround(train_s * 1000.0);
+    if (!c->st)
+        return;
+    long step = clamp_step(j, t->step);
+    struct ledger_attempt *la = ledger_current(&c->st->ledger, c->st->ledger.fence);
+    if (la && step >= la->done_step && train_s >= la->train_s)
+        ledger_attempt_progress(&c->st->ledger, c->st->ledger.fence, step, train_s);
+    if (c->st->has_tl && j->run_started_ms)
+        tl_observe(&c->st->tl, step, (double)j->run_started_ms / 1000.0 + train_s);
+}
+
+/* The trainer measured its peak memory: move the job when it is above
+ * what the worker offers (docs/scheduler.md, resched.h). */
+static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
+                                 struct store_attempt *a, int64_t peak, struct store_writes *w)
+{
+    const struct sched_worker *cur = NULL;
+    for (int i = 0; i < c->n_workers; i++)
+        if (strcmp(c->workers[i].name, a->worker) == 0)
+            cur = &c->workers[i];
+    if (!cur || peak <= 0 || j->stop_reason[0] || j->status == JOB_CANCELLING)
+        return ERR_OK;
+    struct resched_decision d;
+    resched_on_memory(peak, j->memory_bytes, cur, c->workers, (size_t)c->n_workers, NULL, &d);
+    j->memory_bytes = d.mem_bytes;
+    if (d.action == RESCHED_MOVE) {
+        text_copy(j->stop_reason, sizeof j->stop_reason, "move");
+        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        return note(w, c->now, "warn",
+                    "The job needs %.0f MB, more than worker %s offers; moving it",
+                    (double)d.mem_bytes / 1e6, a->worker);
+    }
+    if (d.action == RESCHED_FAIL) {
+        text_copy(j->stop_reason, sizeof j->stop_reason, "not_available");
+        return note(w, c->now, "error", "The job needs %.0f MB; no known worker offers it",
+                    (double)d.mem_bytes / 1e6);
+    }
+    return ERR_OK;
+}
+
 static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
                                  struct store_attempt *a, const struct tev *t,
                                  struct store_writes *w)
@@ -430,6 +648,9 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         if (!j->started_ms)
             j->started_ms = c->now;
         j->run_started_ms = c->now;
+        a->t_started = a->t_last = t->t;
+        if (c->st && c->st->has_tl)
+            tl_observe(&c->st->tl, clamp_step(j, t->step), (double)c->now / 1000.0);
         j->steps_done = clamp_step(j, t->step);
         j->run_start_step = j->steps_done;
         a->start_step = a->end_step = j->steps_done;
@@ -446,8 +667,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     case TEV_STEP:
         j->steps_done = clamp_step(j, t->step);
         a->end_step = j->steps_done;
-        if (j->run_started_ms)
-            a->run_ms = c->now - j->run_started_ms; /* up to the last report */
+        progress(c, j, a, t);
         j->train_loss = t->loss;
         text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
                     j->max_steps, t->loss);
@@ -461,6 +681,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         text_printf(data, sizeof data, "{\"peak_rss_bytes\":%" PRId64 "}", t->peak_rss);
         text_printf(msg, sizeof msg, "Peak memory %.1f MB", (double)t->peak_rss / 1e6);
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
+        if (!e)
+            e = on_memory(c, j, a, t->peak_rss, w);
         break;
     case TEV_CHECKPOINT: {
         struct store_checkpoint k = {.step = clamp_step(j, t->step), .train_loss = t->loss,
@@ -470,8 +692,11 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         if (k.step > j->steps_done)
             j->steps_done = k.step;
         a->end_step = j->steps_done;
-        if (j->run_started_ms)
-            a->run_ms = c->now - j->run_started_ms;
+        struct tev at = *t;
+        at.step = k.step;
+        progress(c, j, a, &at);
+        if (c->st)
+            ledger_attempt_checkpoint(&c->st->ledger, c->st->ledger.fence, k.step);
         e = store_writes_checkpoint(w, &k);
         if (!e)
             e = note(w, c->now, "info", "Checkpoint saved at step %ld", k.step);
@@ -484,6 +709,9 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         if (t->loss > 0)
             j->train_loss = t->loss;
         a->end_step = j->steps_done;
+        struct tev last = *t;
+        last.step = j->max_steps;
+        progress(c, j, a, &last);
         j->status = JOB_SUCCEEDED; /* from running or cancelling: the model is done */
         set_message(j, MSG_NONE);
         j->finished_ms = c->now;
@@ -491,7 +719,11 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         shape_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
         j->stop_reason[0] = '\0';
         end_attempt(j, a, c->now, "succeeded");
-        e = settle(c, j, a, w);
+        e = ledger_end(c, j, j->max_steps, w);
+        if (!e)
+            e = settle_as(c, j, a, JOB_SUCCEEDED, MSG_NONE, JOB_RUNNING, w);
+        if (!e)
+            e = calibrate_job(c, j, w);
         if (!e)
             e = note(w, c->now, "info", "The job has successfully completed");
         break;
@@ -506,17 +738,20 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     return e;
 }
 
-static void check_limits(const struct api_server *srv, struct store_job *j, int64_t now)
+static void check_limits(const struct api_server *srv, struct store_job *j,
+                         const struct sched_state *st, int64_t now)
 {
-    if (j->status != JOB_RUNNING || !j->run_started_ms || j->stop_reason[0])
+    if (j->status != JOB_RUNNING || !j->active_attempt[0] || j->stop_reason[0] || !st)
         return;
-    double ran_s = (double)(j->running_ms + (now - j->run_started_ms)) / 1000.0;
-    if (ran_s > (double)srv->cfg.time_limit_s) {
+    /* The ledger reads a limit of 0 as none; here 0 means at once. */
+    struct ledger_limits l = {.time_limit_s = srv->cfg.time_limit_s > 0
+                                                  ? (double)srv->cfg.time_limit_s
+                                                  : 1e-9,
+                              .budget_multiple = srv->cfg.budget_multiple};
+    enum job_message m = ledger_limit_reached(&st->ledger, &l, (double)now / 1000.0);
+    if (m == MSG_STOPPED_TIME_LIMIT)
         text_copy(j->stop_reason, sizeof j->stop_reason, "time_limit");
-        return;
-    }
-    double high = j->est_train_high_s;
-    if (high > 0 && ran_s > srv->cfg.budget_multiple * high)
+    else if (m == MSG_STOPPED_BUDGET)
         text_copy(j->stop_reason, sizeof j->stop_reason, "budget");
 }
 
@@ -526,6 +761,9 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
     struct events_ctx *c = vctx;
     if (a->fence != c->fence || !attempt_owns(j, a))
         return ERR_FENCED;
+    c->st = state_load(j);
+    if (!c->st)
+        return ERR_NOMEM;
     /* A batch sent again (its answer was lost) is skipped up to what was
      * applied; a gap (events the worker dropped) is accepted as is. */
     int skip = 0;
@@ -542,9 +780,20 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
         a->events_applied = c->first + c->n;
     else if (c->first < 0)
         a->events_applied += c->n - skip;
-    check_limits(c->srv, j, c->now);
+    check_limits(c->srv, j, c->st, c->now);
     c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : NULL;
-    return ERR_OK;
+    return state_save(j, c->st);
+}
+
+/* Gives the calibration pairs a committed transaction wrote to the
+ * estimator's history. */
+static void feed_calibration(struct api_server *srv, const struct events_ctx *c,
+                             enum alallo_err committed)
+{
+    if (committed)
+        return;
+    for (int i = 0; i < c->n_cal; i++)
+        sched_link_calibrate(srv->sched, &c->cal[i]);
 }
 
 /* Earlier attempts of a job, for billing. Returns how many (0 on error). */
@@ -576,8 +825,18 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
     }
     int n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
     size_t total = json_array_size(events), i = 0;
+    struct sched_worker workers[SCHED_LINK_WORKERS];
+    int n_workers = 0;
+    for (size_t k = 0; k < total; k++) {
+        const char *name = json_string_value(json_object_get(json_array_get(events, k), "event"));
+        if (name && strcmp(name, "memory") == 0) {
+            n_workers = sched_link_workers(srv, (double)api_now_ms() / 1000.0, workers,
+                                           SCHED_LINK_WORKERS);
+            break;
+        }
+    }
     struct events_ctx c = {.srv = srv, .ev = ev, .fence = fence, .history = history,
-                           .n_history = n_history};
+                           .n_history = n_history, .workers = workers, .n_workers = n_workers};
     do {
         /* Every event sent takes a slot, understood or not, so that
          * skipping a resent batch lines up with the worker's numbering. */
@@ -588,7 +847,11 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
                 ev[c.n].kind = TEV_IGNORED;
         c.first = first >= 0 ? first + (int64_t)start : -1;
         c.now = api_now_ms();
+        c.n_cal = 0;
         e = store_job_update(srv->store, att.job, attempt_id, events_cb, &c);
+        free(c.st);
+        c.st = NULL;
+        feed_calibration(srv, &c, e);
     } while (!e && i < total);
     *stop = c.stop;
     free(history);
@@ -620,6 +883,10 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     }
     if (a->fence != c->base.fence || !attempt_owns(j, a))
         return ERR_FENCED;
+    c->base.st = state_load(j);
+    if (!c->base.st)
+        return ERR_NOMEM;
+    struct events_ctx *b = &c->base;
     const struct attempt_end *end = c->end;
     bool user_error = strcmp(end->error_kind, "user") == 0 || end->exit_status == 3;
     /* Stopped on request: exit 4 after a checkpoint, or killed by the
@@ -627,37 +894,62 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     bool asked_move = strcmp(end->acted_on, "move") == 0 || strcmp(j->stop_reason, "move") == 0;
     bool stopped = end->exit_status == 4 ||
                    (asked_move && (end->signal == 9 || end->signal == 15));
+    bool trained = strcmp(a->status, "running") == 0;
     char reason[STORE_MESSAGE_MAX];
     enum alallo_err e = ERR_OK;
 
     if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
         end_attempt(j, a, now, "cancelled");
+        e = ledger_end(b, j, -1, w);
         if (j->status != JOB_CANCELLING)
             move_to(j, JOB_CANCELLING, MSG_NONE);
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        e = settle(&c->base, j, a, w);
+        if (!e)
+            e = settle_as(b, j, a, JOB_CANCELLED, MSG_NONE,
+                          trained || j->steps_done > 0 ? JOB_RUNNING : JOB_QUEUED, w);
         if (!e)
             e = note(w, now, "info", "The job was cancelled");
-    } else if (strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0) {
-        bool limit = strcmp(j->stop_reason, "time_limit") == 0;
-        end_attempt(j, a, now, limit ? "time limit" : "budget");
-        move_to(j, JOB_FAILED, limit ? MSG_STOPPED_TIME_LIMIT : MSG_STOPPED_BUDGET);
+    } else if (strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0 ||
+               strcmp(j->stop_reason, "not_available") == 0) {
+        enum job_message m = strcmp(j->stop_reason, "time_limit") == 0 ? MSG_STOPPED_TIME_LIMIT
+                             : strcmp(j->stop_reason, "budget") == 0   ? MSG_STOPPED_BUDGET
+                                                                       : MSG_NOT_AVAILABLE;
+        end_attempt(j, a, now,
+                    m == MSG_STOPPED_TIME_LIMIT ? "time limit"
+                    : m == MSG_STOPPED_BUDGET   ? "budget"
+                                                : "needs more memory than any worker offers");
+        e = ledger_end(b, j, -1, w);
+        move_to(j, JOB_FAILED, m);
         j->finished_ms = now;
-        e = note(w, now, "error", "%s", j->message);
+        if (!e)
+            e = settle_as(b, j, a, JOB_FAILED, m, JOB_RUNNING, w);
+        if (!e)
+            e = note(w, now, "error", "%s", j->message);
     } else if (user_error) {
         end_attempt(j, a, now, "training failed");
+        e = ledger_end(b, j, -1, w);
         move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
         job_training_failed_message(j->message, sizeof j->message,
                                     end->line[0] ? end->line : "the trainer stopped on an error");
         j->finished_ms = now;
-        e = note(w, now, "error", "%s", j->message);
+        if (!e)
+            e = settle_as(b, j, a, JOB_FAILED, MSG_TRAINING_FAILED, JOB_RUNNING, w);
+        if (!e)
+            e = note(w, now, "error", "%s", j->message);
     } else if (stopped && (asked_move || !j->stop_reason[0])) {
         /* Stopped on request after a checkpoint: continue elsewhere. */
         end_attempt(j, a, now, strcmp(j->stop_reason, "move") == 0 ? "moved" : "worker stopped");
+        e = ledger_end(b, j, -1, w);
         enum job_status to = j->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING;
-        move_to(j, to, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
-        e = note(w, now, "info", "Moving the job; it continues from its latest checkpoint");
+        if (j->status != to)
+            move_to(j, to, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
+        else
+            set_message(j, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
+        if (!e)
+            e = settle_as(b, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
+        if (!e)
+            e = note(w, now, "info", "Moving the job; it continues from its latest checkpoint");
     } else {
         if (end->not_started)
             text_copy(reason, sizeof reason, "the trainer could not be started");
@@ -666,12 +958,18 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         else
             text_printf(reason, sizeof reason, "trainer exited with status %d", end->exit_status);
         end_attempt(j, a, now, reason);
+        e = ledger_end(b, j, -1, w);
         move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
         c->internal = true;
-        e = note(w, now, "error", "%s", j->message);
+        if (!e)
+            e = settle_as(b, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_RUNNING, w);
+        if (!e)
+            e = note(w, now, "error", "%s", j->message);
     }
+    if (!e)
+        e = state_save(j, b->st);
     j->stop_reason[0] = '\0';
     return e;
 }
@@ -691,6 +989,8 @@ enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id,
                            .end = end};
     c.base.n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
     e = store_job_update(srv->store, att.job, attempt_id, finish_cb, &c);
+    free(c.base.st);
+    feed_calibration(srv, &c.base, e);
     free(history);
     if (!e && c.internal) {
         struct store_job j;
@@ -718,10 +1018,16 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
     if (!j->active_attempt[0]) {
         /* Nothing runs it: cancelled at once. Steps it did in earlier
          * attempts (re-scheduling) are billed like a cancel while running. */
+        enum job_status from = j->status;
         move_to(j, JOB_CANCELLING, MSG_NONE);
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = c->now;
-        enum alallo_err e = j->steps_done > 0 ? settle(c, j, NULL, w) : ERR_OK;
+        c->st = state_load(j);
+        if (!c->st)
+            return ERR_NOMEM;
+        enum alallo_err e = settle_as(c, j, NULL, JOB_CANCELLED, MSG_NONE, from, w);
+        if (!e)
+            e = state_save(j, c->st);
         return e ? e : note(w, c->now, "info", "The job was cancelled");
     }
     move_to(j, JOB_CANCELLING, MSG_NONE);
@@ -741,6 +1047,7 @@ enum alallo_err lifecycle_cancel(struct api_server *srv, const char *account, co
     struct events_ctx c = {.srv = srv, .now = api_now_ms(), .history = history};
     c.n_history = load_history(srv, id, history, ATTEMPTS_MAX);
     e = store_job_update(srv->store, id, NULL, cancel_cb, &c);
+    free(c.st);
     free(history);
     if (!e)
         e = store_job_get(srv->store, account, id, out);
@@ -781,21 +1088,33 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     end_attempt(j, a, now, c->reason);
     if (!owned)
         return ERR_OK;
+    c->base.st = state_load(j);
+    if (!c->base.st)
+        return ERR_NOMEM;
     j->stop_reason[0] = '\0';
+    enum alallo_err e = ledger_end(&c->base, j, -1, w);
+    if (e)
+        return e;
     if (j->status == JOB_CANCELLING) {
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        enum alallo_err e = settle(&c->base, j, a, w);
-        return e ? e : note(w, now, "info", "The job was cancelled");
-    }
-    if (j->status == JOB_QUEUED) {
+        e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, w);
+        if (!e)
+            e = note(w, now, "info", "The job was cancelled");
+    } else if (j->status == JOB_QUEUED) {
         set_message(j, MSG_WAITING_FOR_CAPACITY);
-        return note(w, now, "warn", "The worker %s was lost before training started", a->worker);
+        e = note(w, now, "warn", "The worker %s was lost before training started", a->worker);
+    } else {
+        if (j->status != JOB_RESCHEDULING)
+            move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        e = settle_as(&c->base, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
+        if (!e)
+            e = note(w, now,
+                     "warn",
+                     "The worker %s was lost (%s); the job continues from its latest checkpoint",
+                     a->worker, c->reason);
     }
-    move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
-    return note(w, now, "warn",
-                "The worker %s was lost (%s); the job continues from its latest checkpoint",
-                a->worker, c->reason);
+    return e ? e : state_save(j, c->base.st);
 }
 
 enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker,
@@ -814,6 +1133,8 @@ enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker
                              .reason = reason};
         c.base.n_history = load_history(srv, open[i].job, history, ATTEMPTS_MAX);
         enum alallo_err e2 = store_job_update(srv->store, open[i].job, open[i].id, gone_cb, &c);
+        free(c.base.st);
+        feed_calibration(srv, &c.base, e2);
         if (e2 && !e)
             e = e2;
     }
@@ -829,7 +1150,8 @@ static enum alallo_err limits_cb(struct store_job *j, struct store_attempt *unus
     (void)w;
     char before[32];
     text_copy(before, sizeof before, j->stop_reason);
-    check_limits(c->srv, j, c->now);
+    c->st = state_load(j);
+    check_limits(c->srv, j, c->st, c->now);
     return strcmp(before, j->stop_reason) == 0 ? ERR_CONFLICT /* nothing to write */ : ERR_OK;
 }
 
@@ -844,6 +1166,7 @@ void lifecycle_check_limits(struct api_server *srv, int64_t now_ms)
     for (int i = 0; i < n; i++) {
         struct events_ctx c = {.srv = srv, .now = now_ms};
         store_job_update(srv->store, ids[i], NULL, limits_cb, &c);
+        free(c.st);
     }
     free(ids);
 }

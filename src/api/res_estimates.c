@@ -17,8 +17,12 @@ void estimates_create(struct api_server *srv, struct http_request *req, struct h
         return;
     }
     if (job_request_parse(srv, req, body, r, res)) {
-        job_request_estimate(srv, r);
-        api_json(res, 200, job_request_estimate_json(&r->est));
+        char why[200];
+        enum alallo_err e = job_request_estimate(srv, r, why, sizeof why);
+        if (e)
+            api_error(res, e, e == ERR_INVALID ? why : NULL, e == ERR_INVALID ? "model" : NULL);
+        else
+            api_json(res, 200, job_request_estimate_json(&r->est));
     }
     json_decref(body);
     free(r);

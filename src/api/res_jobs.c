@@ -1,4 +1,5 @@
 /* res_jobs.c - /v1/fine_tuning/jobs: create, list, retrieve, cancel. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,33 +72,27 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
         free(r);
         return;
     }
-    job_request_estimate(srv, r);
+    char why[200];
+    enum alallo_err e = job_request_estimate(srv, r, why, sizeof why);
+    if (e) {
+        free(r);
+        api_error(res, e, e == ERR_INVALID ? why : NULL, e == ERR_INVALID ? "model" : NULL);
+        return;
+    }
     struct store_job *j = &r->job;
     ids_make(j->id, sizeof j->id, "ftjob-");
-    int64_t now = api_now_ms();
+    int64_t now = (int64_t)llround(r->now * 1000.0);
     j->created_ms = now;
-    json_t *est = job_request_estimate_json(&r->est);
-    char *est_text = est ? json_dumps(est, JSON_COMPACT) : NULL;
-    json_decref(est);
-    text_copy(j->estimate, sizeof j->estimate, est_text);
-    free(est_text);
-    j->est_low_s = r->est.low_s;
-    j->est_high_s = r->est.high_s;
-    j->est_train_low_s = r->est.train_low_s;
-    j->est_train_high_s = r->est.train_high_s;
-    j->est_price_high = r->est.price_high;
+    job_request_apply_estimate(r);
 
     /* SPEC §2: a job no known capacity can ever run fails at once, and
      * costs nothing; with no worker known at all it waits. */
     struct store_event first = {.created_ms = now};
     text_copy(first.level, sizeof first.level, "info");
     text_copy(first.type, sizeof first.type, "message");
-    if (r->est.any_worker && !r->est.fits) {
+    if (r->est.fit != PLAN_FITS) {
         j->status = JOB_FAILED;
-        enum job_message m = (strcmp(j->precision, "16-bit") == 0 && r->est.fits_at_4bit)
-                                 ? MSG_NOT_AVAILABLE_LOWER_PRECISION
-                                 : MSG_NOT_AVAILABLE;
-        text_copy(j->message, sizeof j->message, job_message_text(m));
+        text_copy(j->message, sizeof j->message, job_message_text(r->est.fail_message));
         j->finished_ms = now;
         text_copy(first.level, sizeof first.level, "error");
         text_printf(first.message, sizeof first.message, "Created fine-tuning job %s: %s", j->id,
@@ -105,10 +100,12 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
     } else {
         j->status = JOB_QUEUED;
         text_copy(j->message, sizeof j->message,
-                  job_message_text(r->est.free_now ? MSG_STARTING : MSG_WAITING_FOR_CAPACITY));
+                  job_message_text(r->est.worker >= 0 && !r->est.message
+                                       ? MSG_STARTING
+                                       : MSG_WAITING_FOR_CAPACITY));
         text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
     }
-    enum alallo_err e = store_job_insert(srv->store, j, &first);
+    e = store_job_insert(srv->store, j, &first);
     if (e) {
         free(r);
         api_store_error(res, e);

@@ -11,8 +11,8 @@
 
 #include "api/catalog.h"
 #include "api/child.h"
-#include "api/estimate_provisional.h"
 #include "api/fleet.h"
+#include "api/sched_link.h"
 #include "api/handlers.h"
 #include "api/job_request.h"
 #include "api/lifecycle.h"
@@ -22,13 +22,23 @@
 
 static json_t *base_model(const struct catalog_model *m, int64_t biggest_worker)
 {
+    static const struct store_job kinds_job[] = {
+        {.precision = "16-bit", .adapter = "lora", .batch_size = 8},
+        {.precision = "16-bit", .adapter = "full", .batch_size = 8},
+        {.precision = "4-bit", .adapter = "lora", .batch_size = 8},
+    };
     json_t *methods = json_array();
     static const struct {
         const char *precision, *adapter;
     } kinds[] = {{"16-bit", "lora"}, {"16-bit", "full"}, {"4-bit", "lora"}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && methods; i++) {
-        int64_t need =
-            memory_need_provisional(m, kinds[i].precision, kinds[i].adapter, 8, JOB_SEQ_LEN);
+        struct plan_job pj, norm;
+        struct plan_memory mem = {0};
+        char why[200];
+        sched_link_plan_job(m, &kinds_job[i], &pj);
+        if (planner_normalize(&pj, &norm, why, sizeof why) == ERR_OK)
+            planner_memory(&norm, &mem, why, sizeof why);
+        int64_t need = mem.total;
         json_array_append_new(
             methods, json_pack("{s:s,s:s,s:s,s:I,s:b}", "method", "supervised", "precision",
                                kinds[i].precision, "adapter", kinds[i].adapter, "memory_bytes",

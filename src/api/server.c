@@ -17,6 +17,9 @@ void api_config_defaults(struct api_config *cfg)
     cfg->heartbeat_s = 2;
     cfg->time_limit_s = 12 * 3600;
     cfg->budget_multiple = 2.0;
+    cfg->start_timeout_s = 300;
+    cfg->start_tries = 3;
+    cfg->plan_scale = 1.0;
     cfg->max_upload = 256LL << 20;
     cfg->max_body = 4LL << 20;
     cfg->completion_timeout_s = 120;

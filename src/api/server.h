@@ -24,6 +24,9 @@ struct api_config {
     int64_t time_limit_s; /* running time per job across attempts (default 12 h) */
     double budget_multiple; /* stop past this × the upper estimated time (default 2) */
     char webhook[512];      /* "" for none */
+    int start_timeout_s;    /* an attempt not `started` this long is ended (default 300) */
+    int start_tries;        /* attempts that never start before the job fails (default 3) */
+    double plan_scale;      /* memory plan x this (tests; default 1) */
     int64_t max_upload;     /* largest POST /v1/files body, bytes */
     int64_t max_body;       /* largest other body, bytes */
     int completion_timeout_s;
@@ -43,15 +46,15 @@ struct api_metrics {
 };
 
 struct catalog;
-struct placement;
 struct fleet_cache;
+struct sched_link;
 
 struct api_server {
     struct api_config cfg;
     struct store *store;
     struct catalog *catalog;
-    struct placement *placement;
     struct fleet_cache *fleet;
+    struct sched_link *sched; /* calibration history and the pass (sched_link.h) */
     struct api_metrics metrics;
     char worker_token[128];
     char alallo_bin[512]; /* this binary, for child processes */

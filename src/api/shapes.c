@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/estimate_provisional.h"
+#include "api/sched_link.h"
 #include "api/jsonw.h"
 #include "core/text.h"
 
@@ -67,6 +67,63 @@ int64_t shape_event_seq(const struct store_job *j, const char *id)
     char *end;
     long long v = strtoll(id + n, &end, 10);
     return (*end || v <= 0) ? 0 : (int64_t)v;
+}
+
+/* Time left of job j at now_ms: a range and its basis. From the time-left
+ * state of its current attempt (src/sched/time_left.h) while one runs;
+ * from the estimate before the first start. False when it has ended. */
+static bool time_left(const struct store_job *j, const struct sched_state *st, int64_t now_ms,
+                      double *low, double *high, const char **basis)
+{
+    if (job_status_is_terminal(j->status) || j->max_steps <= 0)
+        return false;
+    double now = (double)now_ms / 1000.0;
+    if (st->has_tl && j->active_attempt[0]) {
+        struct tl_value v;
+        tl_value(&st->tl, now, &v);
+        *low = v.low_s;
+        *high = v.high_s;
+        *basis = tl_basis_name(v.basis);
+        return true;
+    }
+    *basis = "estimate";
+    double frac = (double)(j->max_steps - j->steps_done) / (double)j->max_steps;
+    if (frac < 0)
+        frac = 0;
+    if (j->steps_done == 0 && j->status == JOB_QUEUED) {
+        /* Counting down from the estimate made at creation, never below
+         * the training still to do. */
+        double gone = (now_ms - j->created_ms) / 1000.0;
+        *low = fmax(j->est_low_s - gone, j->est_train_low_s);
+        *high = fmax(j->est_high_s - gone, j->est_train_high_s);
+    } else {
+        *low = j->est_train_low_s * frac;
+        *high = j->est_train_high_s * frac;
+    }
+    if (*high < *low)
+        *high = *low;
+    return *high > 0;
+}
+
+/* What cancelling job j now would cost (net), by the ledger's rules. */
+static double cancel_now(const struct store_job *j, const struct sched_state *st, int64_t now_ms)
+{
+    if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING)
+        return j->price_charged - j->price_refunded;
+    struct sched_state *copy = malloc(sizeof *copy);
+    if (!copy)
+        return 0;
+    *copy = *st;
+    struct ledger_outcome o = {.status = JOB_CANCELLED, .cancelled_from = j->status};
+    struct ledger_row rows[LEDGER_MAX_ROWS];
+    size_t n = 0;
+    double v = 0;
+    if (!copy->ledger.closed &&
+        ledger_settle(&copy->ledger, &o, (double)now_ms / 1000.0, rows, LEDGER_MAX_ROWS, &n) ==
+            ERR_OK)
+        v = sched_link_money(ledger_net_micros(&copy->ledger));
+    free(copy);
+    return v;
 }
 
 /* The error object of a failed job, or null. */
@@ -179,9 +236,12 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_key(w, "seed");
     jsonw_int(w, j->seed);
 
-    double low, high;
-    const char *basis;
-    bool has_left = time_left_provisional(j, now_ms, &low, &high, &basis);
+    double low = 0, high = 0;
+    const char *basis = "estimate";
+    struct sched_state *st = malloc(sizeof *st);
+    if (st)
+        sched_state_of_job(j, st);
+    bool has_left = st && time_left(j, st, now_ms, &low, &high, &basis);
     jsonw_key(w, "estimated_finish");
     if (has_left)
         jsonw_int(w, now_ms / 1000 + llround(high));
@@ -232,6 +292,8 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_open(w, '{');
     write_money(w, "charged", j->price_charged);
     write_money(w, "refunded", j->price_refunded);
+    write_money(w, "cancel_now", st ? cancel_now(j, st, now_ms) : 0);
+    free(st);
     jsonw_key(w, "currency");
     jsonw_str(w, SHAPES_CURRENCY);
     jsonw_close(w, '}');

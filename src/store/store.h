@@ -41,6 +41,7 @@ struct store;
 #define STORE_JSON_MAX 4096
 #define STORE_LOG_LINE_MAX 1024
 #define STORE_LIST_MAX 100 /* most rows one list call returns */
+#define STORE_LEDGER_STATE_MAX 12288
 
 struct store_account {
     char id[IDS_MAX];
@@ -106,6 +107,10 @@ struct store_job {
     int64_t log_seq;   /* lines in the training log so far */
     int64_t event_seq; /* events so far */
     int internal_failure; /* 1 when it failed on alallo's side (counted in /metrics) */
+    /* The scheduler's state of the job, opaque to the store: its plan (the
+     * estimate's nominal parts) and its ledger (src/api/sched_link.h). */
+    char plan[STORE_JSON_SMALL];
+    char ledger_state[STORE_LEDGER_STATE_MAX];
 };
 
 struct store_attempt {
@@ -121,6 +126,8 @@ struct store_attempt {
     int64_t run_ms; /* time from `started` to its end (to its last report when its
                      * worker was lost): the billable span */
     int64_t events_applied; /* trainer events applied so far (resent ones are skipped) */
+    double t_started; /* the trainer's clock (its events' `t`) at `started`; -1 before */
+    double t_last;    /* the trainer's clock at its latest step report; -1 before */
 };
 
 struct store_event {
@@ -170,6 +177,19 @@ struct store_ledger_row {
     char kind[8]; /* "charge" | "refund" */
     double amount;
     long steps;
+    int64_t created_ms;
+    long from_step, to_step; /* the steps (from, to] the row is for */
+    char reason[64];         /* ledger_reason_text(), "" on rows written before it */
+};
+
+/* One actual/nominal pair of the estimator's calibration history (kind
+ * "train": an attempt's training, a = its training; kind "job": a
+ * succeeded job, a = its start, b = its training). Numbers are the
+ * estimator's enums (src/sched/estimator.h). */
+struct store_calibration {
+    char kind[8];
+    int method, class_, waited, goal;
+    double actual_a, nominal_a, actual_b, nominal_b;
     int64_t created_ms;
 };
 
@@ -303,6 +323,9 @@ enum alallo_err store_writes_event(struct store_writes *w, int64_t created_ms, c
                                    const char *type, const char *message, const char *data_json);
 enum alallo_err store_writes_checkpoint(struct store_writes *w, const struct store_checkpoint *c);
 enum alallo_err store_writes_ledger(struct store_writes *w, const struct store_ledger_row *r);
+/* Appends a calibration pair. */
+enum alallo_err store_writes_calibration(struct store_writes *w,
+                                         const struct store_calibration *k);
 /* Inserts (or replaces, by id) another attempt row, e.g. a new attempt. */
 enum alallo_err store_writes_attempt(struct store_writes *w, const struct store_attempt *a);
 
@@ -360,6 +383,13 @@ enum alallo_err store_worker_set_state(struct store *s, const char *name, const 
 enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t before_seq,
                                   int limit, struct store_ledger_row *out /* OUT [limit] */,
                                   int *n /* OUT */, bool *has_more /* OUT */);
+
+/* ---- calibration ------------------------------------------------------ */
+
+/* The newest `cap` calibration pairs, oldest first. */
+enum alallo_err store_calibration_list(struct store *s, int cap,
+                                       struct store_calibration *out /* OUT [cap] */,
+                                       int *n /* OUT */);
 
 /* The last one-line reason of a failed store call on this thread. */
 const char *store_last_error(void);

@@ -131,6 +131,20 @@ static const char *const migrations[] = {
     /* 4: how many trainer events of an attempt were applied, so that a
      * batch a worker sends again is not applied twice */
     "ALTER TABLE attempts ADD COLUMN events_applied INTEGER NOT NULL DEFAULT 0;",
+    /* 5: the scheduler's state: the job's plan and ledger (opaque texts of
+     * src/api/sched_link.c), the trainer clock of attempts, ledger rows
+     * with their steps and reason, and the calibration history */
+    "ALTER TABLE jobs ADD COLUMN plan TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE jobs ADD COLUMN ledger_state TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE attempts ADD COLUMN t_started REAL NOT NULL DEFAULT -1;"
+    "ALTER TABLE attempts ADD COLUMN t_last REAL NOT NULL DEFAULT -1;"
+    "ALTER TABLE ledger ADD COLUMN from_step INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE ledger ADD COLUMN to_step INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE ledger ADD COLUMN reason TEXT NOT NULL DEFAULT '';"
+    "CREATE TABLE calibration(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,"
+    " method INTEGER NOT NULL, class INTEGER NOT NULL, waited INTEGER NOT NULL,"
+    " goal INTEGER NOT NULL, actual_a REAL NOT NULL, nominal_a REAL NOT NULL,"
+    " actual_b REAL NOT NULL, nominal_b REAL NOT NULL, created INTEGER NOT NULL);",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -145,18 +159,21 @@ int store_schema_latest(void) { return MIGRATIONS; }
     "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
     "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
     "trained_tokens, log_seq, event_seq, internal_failure, est_low_s, est_high_s, "               \
-    "est_train_low_s, est_train_high_s, est_price_high"
-#define JOB_NCOLS 46
+    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state"
+#define JOB_NCOLS 48
 #define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
 #define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
 #define ATT_COLS                                                                                   \
     "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
-    "ended, run_ms, events_applied"
+    "ended, run_ms, events_applied, t_started, t_last"
 #define FILE_COLS "id, account, filename, bytes, purpose, examples, text_bytes, path, created"
 #define WORKER_COLS                                                                                \
     "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
     "tokens_per_s, flops, registered"
-#define LEDGER_COLS "seq, account, job, attempt, kind, amount, steps, created"
+#define LEDGER_COLS                                                                                \
+    "seq, account, job, attempt, kind, amount, steps, created, from_step, to_step, reason"
+#define CALIB_COLS                                                                                 \
+    "kind, method, class, waited, goal, actual_a, nominal_a, actual_b, nominal_b, created"
 
 enum sql_id {
     S_BEGIN,
@@ -205,6 +222,8 @@ enum sql_id {
     S_W_STATE,
     S_LED_INSERT,
     S_LED_LIST,
+    S_CAL_INSERT,
+    S_CAL_LIST,
     S_COUNT
 };
 
@@ -229,9 +248,9 @@ static const char *const sql_text[S_COUNT] = {
                       " validation_file = ?2) AND status NOT IN ('succeeded','failed','cancelled')"
                       " LIMIT 1",
     [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?,?,?,?,?,?)",
+                     "?,?,?,?,?,?,?,?)",
     [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?,?,?,?,?,?) WHERE seq = ?",
+                     "?,?,?,?,?,?,?,?) WHERE seq = ?",
     [S_JOB_GET] = JOB_SELECT "WHERE id = ?",
     [S_JOB_GET_ACC] = JOB_SELECT "WHERE id = ? AND account = ?",
     [S_JOB_BY_MODEL] = JOB_SELECT "WHERE fine_tuned_model = ? AND account = ? AND"
@@ -246,7 +265,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_CLAIM] = "SELECT id, account, MIN(seq) FROM jobs INDEXED BY jobs_waiting"
                 " WHERE status IN ('queued','re-scheduling') AND active_attempt = ''"
                 " AND memory_bytes <= ? GROUP BY account",
-    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_ATT_GET] = "SELECT " ATT_COLS " FROM attempts WHERE id = ?",
     [S_ATT_LIST] = "SELECT " ATT_COLS " FROM attempts WHERE job = ? ORDER BY fence LIMIT ?",
     [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts WHERE worker = ? AND status <> 'ended'"
@@ -270,8 +289,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_W_LIST] = "SELECT " WORKER_COLS " FROM workers ORDER BY name LIMIT ?",
     [S_W_HB] = "UPDATE workers SET last_heartbeat = ? WHERE name = ?",
     [S_W_STATE] = "UPDATE workers SET state = ? WHERE name = ?",
-    [S_LED_INSERT] = "INSERT INTO ledger(account, job, attempt, kind, amount, steps, created)"
-                     " VALUES(?,?,?,?,?,?,?)",
+    [S_LED_INSERT] = "INSERT INTO ledger(account, job, attempt, kind, amount, steps, created,"
+                     " from_step, to_step, reason) VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
+                   " LIMIT ?) ORDER BY seq",
     [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
                    " ORDER BY seq DESC LIMIT ?",
 };
@@ -583,7 +605,9 @@ static int bind_job(sqlite3_stmt *st, const struct store_job *j)
     rc |= sqlite3_bind_double(st, i++, j->est_train_low_s);
     rc |= sqlite3_bind_double(st, i++, j->est_train_high_s);
     rc |= sqlite3_bind_double(st, i++, j->est_price_high);
-    _Static_assert(JOB_NCOLS == 46, "bind_job binds every column of JOB_COLS");
+    rc |= BIND_STR(st, i++, j->plan);
+    rc |= BIND_STR(st, i++, j->ledger_state);
+    _Static_assert(JOB_NCOLS == 48, "bind_job binds every column of JOB_COLS");
     return rc;
 }
 
@@ -640,6 +664,8 @@ static void read_job(sqlite3_stmt *st, struct store_job *j)
     j->est_train_low_s = sqlite3_column_double(st, i++);
     j->est_train_high_s = sqlite3_column_double(st, i++);
     j->est_price_high = sqlite3_column_double(st, i++);
+    col_str(st, i++, j->plan, sizeof j->plan);
+    col_str(st, i++, j->ledger_state, sizeof j->ledger_state);
 }
 
 static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
@@ -658,6 +684,8 @@ static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
     rc |= sqlite3_bind_int64(st, i++, a->ended_ms);
     rc |= sqlite3_bind_int64(st, i++, a->run_ms);
     rc |= sqlite3_bind_int64(st, i++, a->events_applied);
+    rc |= sqlite3_bind_double(st, i++, a->t_started);
+    rc |= sqlite3_bind_double(st, i++, a->t_last);
     return rc;
 }
 
@@ -678,6 +706,8 @@ static void read_attempt(sqlite3_stmt *st, struct store_attempt *a)
     a->ended_ms = sqlite3_column_int64(st, i++);
     a->run_ms = sqlite3_column_int64(st, i++);
     a->events_applied = sqlite3_column_int64(st, i++);
+    a->t_started = sqlite3_column_double(st, i++);
+    a->t_last = sqlite3_column_double(st, i++);
 }
 
 static void read_file(sqlite3_stmt *st, struct store_file *f)
@@ -737,6 +767,9 @@ static void read_ledger(sqlite3_stmt *st, struct store_ledger_row *r)
     r->amount = sqlite3_column_double(st, i++);
     r->steps = (long)sqlite3_column_int64(st, i++);
     r->created_ms = sqlite3_column_int64(st, i++);
+    r->from_step = (long)sqlite3_column_int64(st, i++);
+    r->to_step = (long)sqlite3_column_int64(st, i++);
+    col_str(st, i++, r->reason, sizeof r->reason);
 }
 
 static int64_t now_ms(void)
@@ -1323,7 +1356,27 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
         rc |= sqlite3_bind_double(st, 5, r->amount);
         rc |= sqlite3_bind_int64(st, 6, r->steps);
         rc |= sqlite3_bind_int64(st, 7, r->created_ms);
+        rc |= sqlite3_bind_int64(st, 8, r->from_step);
+        rc |= sqlite3_bind_int64(st, 9, r->to_step);
+        rc |= BIND_STR(st, 10, r->reason);
         e = step_done(c, st, rc, "write ledger");
+    }
+    for (int i = 0; !e && i < w->n_calibration; i++) {
+        const struct store_calibration *k = &w->calibration[i];
+        sqlite3_stmt *st = stmt(c, S_CAL_INSERT);
+        if (!st)
+            return ERR_IO;
+        int rc = BIND_STR(st, 1, k->kind);
+        rc |= sqlite3_bind_int(st, 2, k->method);
+        rc |= sqlite3_bind_int(st, 3, k->class_);
+        rc |= sqlite3_bind_int(st, 4, k->waited);
+        rc |= sqlite3_bind_int(st, 5, k->goal);
+        rc |= sqlite3_bind_double(st, 6, k->actual_a);
+        rc |= sqlite3_bind_double(st, 7, k->nominal_a);
+        rc |= sqlite3_bind_double(st, 8, k->actual_b);
+        rc |= sqlite3_bind_double(st, 9, k->nominal_b);
+        rc |= sqlite3_bind_int64(st, 10, k->created_ms);
+        e = step_done(c, st, rc, "write calibration");
     }
     return e;
 }
@@ -1622,6 +1675,42 @@ enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t 
                 break;
             }
             read_ledger(st, &out[(*n)++]);
+        }
+        sqlite3_reset(st);
+        e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+/* ---- calibration ------------------------------------------------------ */
+
+enum alallo_err store_calibration_list(struct store *s, int cap, struct store_calibration *out,
+                                       int *n)
+{
+    *n = 0;
+    if (cap < 1)
+        return ERR_INVALID;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_CAL_LIST);
+    if (st) {
+        int rc = sqlite3_bind_int(st, 1, cap);
+        while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW &&
+               *n < cap) {
+            struct store_calibration *k = &out[(*n)++];
+            int i = 0;
+            memset(k, 0, sizeof *k);
+            col_str(st, i++, k->kind, sizeof k->kind);
+            k->method = sqlite3_column_int(st, i++);
+            k->class_ = sqlite3_column_int(st, i++);
+            k->waited = sqlite3_column_int(st, i++);
+            k->goal = sqlite3_column_int(st, i++);
+            k->actual_a = sqlite3_column_double(st, i++);
+            k->nominal_a = sqlite3_column_double(st, i++);
+            k->actual_b = sqlite3_column_double(st, i++);
+            k->nominal_b = sqlite3_column_double(st, i++);
+            k->created_ms = sqlite3_column_int64(st, i++);
         }
         sqlite3_reset(st);
         e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);

@@ -87,6 +87,16 @@ enum alallo_err store_writes_ledger(struct store_writes *w, const struct store_l
     return ERR_OK;
 }
 
+enum alallo_err store_writes_calibration(struct store_writes *w,
+                                         const struct store_calibration *k)
+{
+    struct store_calibration *d = slot((void **)&w->calibration, &w->n_calibration, sizeof *d);
+    if (!d)
+        return ERR_TOO_LARGE;
+    *d = *k;
+    return ERR_OK;
+}
+
 enum alallo_err store_writes_attempt(struct store_writes *w, const struct store_attempt *a)
 {
     struct store_attempt *d = slot((void **)&w->attempts, &w->n_attempts, sizeof *d);
@@ -99,6 +109,7 @@ enum alallo_err store_writes_attempt(struct store_writes *w, const struct store_
 void store_writes_reset(struct store_writes *w)
 {
     w->n_logs = w->n_events = w->n_checkpoints = w->n_ledger = w->n_attempts = 0;
+    w->n_calibration = 0;
 }
 
 void store_writes_free(struct store_writes *w)
@@ -109,6 +120,7 @@ void store_writes_free(struct store_writes *w)
     free(w->events);
     free(w->checkpoints);
     free(w->ledger);
+    free(w->calibration);
     free(w->attempts);
     memset(w, 0, sizeof *w);
 }

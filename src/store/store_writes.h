@@ -21,6 +21,8 @@ struct store_writes {
     int n_ledger;
     struct store_attempt *attempts;
     int n_attempts;
+    struct store_calibration *calibration;
+    int n_calibration;
 };
 
 /* Empties w, keeping any memory it holds. */

@@ -13,7 +13,7 @@
 #include "api/auth.h"
 #include "api/catalog.h"
 #include "api/fleet.h"
-#include "api/placement_simple.h"
+#include "api/sched_link.h"
 #include "api/router.h"
 #include "api/server.h"
 #include "api/setup.h"
@@ -80,7 +80,7 @@ static inline struct harness *h_new(void)
     snprintf(s->worker_token, sizeof s->worker_token, "%s", token);
     snprintf(s->alallo_bin, sizeof s->alallo_bin, "%s", ALALLO_BINARY);
     s->catalog = catalog_new(s->cfg.models_dir);
-    s->placement = placement_new();
+    s->sched = sched_link_new();
     s->fleet = fleet_cache_new();
     return h;
 }
@@ -89,7 +89,7 @@ static inline void h_free(struct harness *h)
 {
     store_close(h->srv.store);
     catalog_free(h->srv.catalog);
-    placement_free(h->srv.placement);
+    sched_link_free(h->srv.sched);
     fleet_cache_free(h->srv.fleet);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->dir);

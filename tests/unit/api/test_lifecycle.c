@@ -247,6 +247,7 @@ static void stale_fences_change_nothing(void **state)
 
     /* The worker is lost: its attempt ends, the job is moved, and the old
      * attempt's late reports are fenced. */
+    assert_int_equal(store_worker_set_state(h->srv.store, "w1", "lost"), ERR_OK);
     assert_int_equal(lifecycle_worker_gone(&h->srv, "w1", "worker lost"), ERR_OK);
     j = job(h, h->key, id);
     assert_string_equal(h_str(j, "status"), "re-scheduling");

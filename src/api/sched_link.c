@@ -1,0 +1,601 @@
+/* sched_link.c - the server's side of the scheduler modules (see the
+ * header). Conversions from the store's rows to the sched structs, the
+ * texts kept per job, the calibration history and the scheduling pass. */
+#include "api/sched_link.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+
+/* Loading before the first step, nominal: starting a process and reading
+ * the weights at about 200 MB/s. Calibration learns the rest. */
+#define STARTUP_BASE_S 2.0
+#define STARTUP_BYTES_PER_S 200e6
+
+struct sched_link {
+    pthread_mutex_t mu;
+    struct est_history history;
+};
+
+struct sched_link *sched_link_new(void)
+{
+    struct sched_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    pthread_mutex_init(&l->mu, NULL);
+    est_history_init(&l->history);
+    return l;
+}
+
+void sched_link_free(struct sched_link *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+static void add_locked(struct sched_link *l, const struct store_calibration *k)
+{
+    if (k->method < 0 || k->method >= PLAN_METHOD_COUNT || k->class_ < 0 ||
+        k->class_ >= WORKER_CLASS_COUNT || k->goal < 0 || k->goal >= SCHED_GOAL_COUNT)
+        return;
+    if (strcmp(k->kind, "train") == 0)
+        est_history_add_train(&l->history, (enum plan_method)k->method,
+                              (enum worker_class)k->class_, k->actual_a, k->nominal_a);
+    else if (strcmp(k->kind, "job") == 0)
+        est_history_add_job(&l->history, (enum plan_method)k->method,
+                            (enum worker_class)k->class_, k->waited != 0,
+                            (enum sched_goal)k->goal, k->actual_a, k->nominal_a, k->actual_b,
+                            k->nominal_b);
+}
+
+enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s)
+{
+    struct store_calibration *rows = calloc(SCHED_LINK_CALIBRATION, sizeof *rows);
+    if (!rows)
+        return ERR_NOMEM;
+    int n = 0;
+    enum alallo_err e = store_calibration_list(s, SCHED_LINK_CALIBRATION, rows, &n);
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; !e && i < n; i++)
+        add_locked(l, &rows[i]);
+    pthread_mutex_unlock(&l->mu);
+    free(rows);
+    return e;
+}
+
+void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k)
+{
+    pthread_mutex_lock(&l->mu);
+    add_locked(l, k);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- conversions ------------------------------------------------------ */
+
+void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
+                         struct plan_job *out)
+{
+    memset(out, 0, sizeof *out);
+    out->model = (struct plan_model){.params = m->params,
+                                     .layers = m->layers,
+                                     .hidden = m->hidden,
+                                     .intermediate = m->intermediate,
+                                     .heads = m->heads,
+                                     .kv_heads = m->kv_heads,
+                                     .vocab = m->vocab,
+                                     .tied = m->tied};
+    if (!planner_precision_parse(j->precision, &out->precision))
+        out->precision = PLAN_16BIT;
+    if (!planner_adapter_parse(j->adapter, &out->adapter))
+        out->adapter = PLAN_LORA;
+    out->lora_rank = 16;
+    out->lora_targets = PLAN_T_ALL;
+    out->batch = j->batch_size > 0 ? j->batch_size : 1;
+    int seq = SCHED_LINK_SEQ_LEN;
+    if (m->max_positions > 0 && m->max_positions < seq)
+        seq = m->max_positions;
+    out->seq_len = seq;
+}
+
+static void to_sched_worker(const struct store_worker *w, struct sched_worker *out)
+{
+    memset(out, 0, sizeof *out);
+    text_copy(out->name, sizeof out->name, w->name);
+    out->cpus = w->cpus;
+    out->mem_bytes = w->mem_bytes;
+    if (!capacity_class_parse(w->class_, &out->class_))
+        out->class_ = WORKER_ON_DEMAND;
+    out->price_per_hour = w->price_per_hour;
+    out->flops = w->flops;
+    if (!capacity_state_parse(w->state, &out->state))
+        out->state = WORKER_ACTIVE;
+}
+
+/* When the job of attempt a is expected to end, from its time left. */
+static double busy_until(struct api_server *srv, const struct store_attempt *a, double now)
+{
+    struct store_job *j = malloc(sizeof *j);
+    double until = now + 60.0;
+    if (j && store_job_get(srv->store, NULL, a->job, j) == ERR_OK) {
+        struct sched_state *st = malloc(sizeof *st);
+        if (st) {
+            sched_state_of_job(j, st);
+            if (st->has_tl) {
+                struct tl_value v;
+                tl_value(&st->tl, now, &v);
+                until = now + v.mid_s;
+            } else if (j->est_train_high_s > 0) {
+                until = now + j->est_train_high_s;
+            }
+            free(st);
+        }
+    }
+    free(j);
+    return until;
+}
+
+int sched_link_workers(struct api_server *srv, double now, struct sched_worker *out, int cap)
+{
+    struct store_worker *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
+    int n = 0, k = 0;
+    if (!all || store_worker_list(srv->store, all, SCHED_LINK_WORKERS, &n)) {
+        free(all);
+        return 0;
+    }
+    for (int i = 0; i < n && k < cap; i++) {
+        struct sched_worker *w = &out[k++];
+        to_sched_worker(&all[i], w);
+        struct store_attempt open[1];
+        int n_open = 0;
+        if (store_attempt_list_open(srv->store, all[i].name, open, 1, &n_open) == ERR_OK &&
+            n_open > 0) {
+            w->running_attempt = open[0].fence > 0 ? open[0].fence : 1;
+            w->busy_until_s = busy_until(srv, &open[0], now);
+        }
+    }
+    free(all);
+    return k;
+}
+
+static uint64_t account_key(const char *account)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a: any stable number per account */
+    for (const unsigned char *p = (const unsigned char *)account; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h;
+}
+
+static double startup_of(const struct catalog_model *m)
+{
+    return STARTUP_BASE_S + (double)m->bytes / STARTUP_BYTES_PER_S;
+}
+
+/* The waiting job j as the scheduler sees it; false when it has no plan. */
+static bool to_sched_job(const struct store_job *j, int64_t id, struct sched_job *out)
+{
+    struct sched_plan p;
+    if (!sched_plan_read(j->plan, &p))
+        return false;
+    double left = j->max_steps > 0 ? (double)(j->max_steps - j->steps_done) / j->max_steps : 1;
+    if (left < 0)
+        left = 0;
+    *out = (struct sched_job){.id = id,
+                              .account = account_key(j->account),
+                              .created_s = (double)j->created_ms / 1000.0,
+                              .goal = p.goal,
+                              .mem_bytes = j->memory_bytes,
+                              .work_flops = left * (double)j->tokens * j->n_epochs *
+                                            p.flops_per_token,
+                              .startup_s = p.startup_s};
+    if (!(out->work_flops > 0))
+        out->work_flops = 1;
+    return true;
+}
+
+/* The waiting jobs (queued or re-scheduling, nothing running them), oldest
+ * first. ids[] gets their ids, accounts[] the account loads. */
+struct queue {
+    struct sched_job *jobs;
+    char (*ids)[IDS_MAX];
+    bool *queued; /* status queued (not re-scheduling) */
+    char (*message)[48];
+    size_t n;
+    struct sched_account_load *loads;
+    size_t n_loads;
+};
+
+static void queue_free(struct queue *q)
+{
+    free(q->jobs);
+    free(q->ids);
+    free(q->queued);
+    free(q->message);
+    free(q->loads);
+    memset(q, 0, sizeof *q);
+}
+
+static void add_load(struct queue *q, const char *account)
+{
+    uint64_t k = account_key(account);
+    for (size_t i = 0; i < q->n_loads; i++)
+        if (q->loads[i].account == k) {
+            q->loads[i].running++;
+            return;
+        }
+    if (q->n_loads < SCHED_LINK_QUEUE)
+        q->loads[q->n_loads++] = (struct sched_account_load){.account = k, .running = 1};
+}
+
+static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_t extra)
+{
+    size_t cap = SCHED_LINK_QUEUE + extra;
+    q->jobs = calloc(cap, sizeof *q->jobs);
+    q->ids = calloc(cap, sizeof *q->ids);
+    q->queued = calloc(cap, sizeof *q->queued);
+    q->message = calloc(cap, sizeof *q->message);
+    q->loads = calloc(SCHED_LINK_QUEUE, sizeof *q->loads);
+    char(*ids)[IDS_MAX] = calloc(SCHED_LINK_QUEUE, IDS_MAX);
+    struct store_job *j = malloc(sizeof *j);
+    enum alallo_err e = ERR_OK;
+    if (!q->jobs || !q->ids || !q->queued || !q->message || !q->loads || !ids || !j) {
+        e = ERR_NOMEM;
+        goto out;
+    }
+    static const enum job_status statuses[] = {JOB_QUEUED, JOB_RESCHEDULING, JOB_RUNNING,
+                                               JOB_CANCELLING};
+    for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++) {
+        int n = 0;
+        e = store_job_ids_in_status(srv->store, statuses[s], ids, SCHED_LINK_QUEUE, &n);
+        if (e)
+            goto out;
+        for (int i = 0; i < n; i++) {
+            if (store_job_get(srv->store, NULL, ids[i], j))
+                continue;
+            if (j->active_attempt[0]) {
+                add_load(q, j->account);
+                continue;
+            }
+            if ((j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING) || j->stop_reason[0] ||
+                q->n >= SCHED_LINK_QUEUE)
+                continue;
+            if (!to_sched_job(j, (int64_t)q->n, &q->jobs[q->n]))
+                continue;
+            text_copy(q->ids[q->n], IDS_MAX, j->id);
+            q->queued[q->n] = j->status == JOB_QUEUED;
+            text_copy(q->message[q->n], sizeof q->message[q->n], j->message);
+            q->n++;
+        }
+    }
+out:
+    free(ids);
+    free(j);
+    return e;
+}
+
+/* ---- estimate --------------------------------------------------------- */
+
+enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog_model *m,
+                                    const struct store_job *j, double now, struct estimate *out,
+                                    char *why, size_t whycap)
+{
+    struct est_request req = {.now = now, .currency = "USD", .startup_s = startup_of(m)};
+    sched_link_plan_job(m, j, &req.job);
+    req.train_tokens = (double)j->tokens * (j->n_epochs > 0 ? j->n_epochs : 1);
+    if (!sched_goal_parse(j->goal, &req.goal))
+        req.goal = SCHED_LOWEST_COST;
+    struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
+    double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
+    struct queue q = {0};
+    enum alallo_err e = ERR_NOMEM;
+    if (!w || !free_at)
+        goto out;
+    int n = sched_link_workers(srv, now, w, SCHED_LINK_WORKERS);
+    e = load_queue(srv, &q, 1);
+    if (e)
+        goto out;
+    /* The job itself, last in its account's order: where it would stand. */
+    struct plan_job pj;
+    char tmp[200];
+    struct plan_memory mem;
+    if (planner_normalize(&req.job, &pj, tmp, sizeof tmp) == ERR_OK &&
+        planner_memory(&pj, &mem, tmp, sizeof tmp) == ERR_OK) {
+        q.jobs[q.n] = (struct sched_job){.id = (int64_t)q.n,
+                                         .account = account_key(j->account),
+                                         .created_s = now,
+                                         .goal = req.goal,
+                                         .mem_bytes = mem.total,
+                                         .work_flops = req.train_tokens *
+                                                       planner_flops_per_token(&pj),
+                                         .startup_s = req.startup_s};
+        if (sched_horizon_before(q.jobs, q.n + 1, q.n, w, (size_t)n, q.loads, q.n_loads, now,
+                                 free_at) != ERR_OK) {
+            free(free_at);
+            free_at = NULL;
+        }
+    }
+    pthread_mutex_lock(&srv->sched->mu);
+    e = est_estimate(&req, w, (size_t)n, free_at, &srv->sched->history, out, why, whycap);
+    pthread_mutex_unlock(&srv->sched->mu);
+    if (!e && n == 0) {
+        /* No capacity known at all: the job waits for a worker to join,
+         * with the planner's figures and no ranges. */
+        struct plan_job norm;
+        struct plan_memory need = {0};
+        if (planner_normalize(&req.job, &norm, why, whycap) == ERR_OK &&
+            planner_memory(&norm, &need, why, whycap) == ERR_OK) {
+            out->memory_bytes = need.total;
+            out->flops_per_token = planner_flops_per_token(&norm);
+            out->work_flops = req.train_tokens * out->flops_per_token;
+        }
+        out->method = planner_method(req.job.precision, req.job.adapter);
+        out->startup_s = req.startup_s;
+        out->fit = PLAN_FITS;
+        out->fail_message = MSG_NONE;
+        out->message = EST_NO_CAPACITY_MESSAGE;
+        out->worker = -1;
+        out->waits = true;
+    }
+out:
+    queue_free(&q);
+    free(w);
+    free(free_at);
+    return e;
+}
+
+bool sched_plan_write(const struct estimate *e, enum sched_goal goal, char *out, size_t cap)
+{
+    return text_printf(out, cap,
+                       "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"
+                       "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g}",
+                       e->flops_per_token, (int)e->method, (int)e->worker_class, e->waits ? 1 : 0,
+                       (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s);
+}
+
+bool sched_plan_read(const char *text, struct sched_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!text || !text[0])
+        return false;
+    json_t *o = json_loads(text, 0, NULL);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return false;
+    }
+    out->flops_per_token = json_number_value(json_object_get(o, "fpt"));
+    int method = (int)json_integer_value(json_object_get(o, "method"));
+    int class_ = (int)json_integer_value(json_object_get(o, "class"));
+    int goal = (int)json_integer_value(json_object_get(o, "goal"));
+    out->waits = json_integer_value(json_object_get(o, "waits")) != 0;
+    out->start_s = json_number_value(json_object_get(o, "start_s"));
+    out->train_s = json_number_value(json_object_get(o, "train_s"));
+    out->startup_s = json_number_value(json_object_get(o, "startup_s"));
+    json_decref(o);
+    if (method < 0 || method >= PLAN_METHOD_COUNT || class_ < 0 || class_ >= WORKER_CLASS_COUNT ||
+        goal < 0 || goal >= SCHED_GOAL_COUNT || !(out->flops_per_token > 0))
+        return false;
+    out->method = (enum plan_method)method;
+    out->class_ = (enum worker_class)class_;
+    out->goal = (enum sched_goal)goal;
+    return true;
+}
+
+/* ---- the ledger-state text -------------------------------------------- */
+
+/* Format, one record a line, numbers separated by spaces:
+ *   S1 created time_high train_high price_high fence latest n charged refunded closed
+ *   A id fence rate start done kept train_s began ended_s ended billed_to billed_micros
+ *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
+ *     ewma ewma_var nominal_step_s class         (only while an attempt runs)
+ * Doubles are written with %.17g so a round trip is exact. */
+
+bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
+{
+    const struct ledger_job *j = &st->ledger;
+    size_t len = 0;
+    int n = snprintf(out, cap, "S1 %.17g %.17g %.17g %" PRId64 " %" PRIu64 " %ld %d %" PRId64
+                               " %" PRId64 " %d\n",
+                     j->created_s, j->time_high_s, j->train_high_s, j->price_high_micros,
+                     j->fence, j->latest_checkpoint, j->n_attempts, j->charged_micros,
+                     j->refunded_micros, j->closed ? 1 : 0);
+    if (n < 0 || (size_t)n >= cap)
+        return false;
+    len = (size_t)n;
+    for (int i = 0; i < j->n_attempts; i++) {
+        const struct ledger_attempt *a = &j->attempts[i];
+        n = snprintf(out + len, cap - len,
+                     "A %" PRId64 " %" PRIu64 " %.17g %ld %ld %ld %.17g %.17g %.17g %d %ld %" PRId64
+                     "\n",
+                     a->id, a->fence, a->rate_per_hour, a->start_step, a->done_step, a->kept_step,
+                     a->train_s, a->began_s, a->ended_s, a->ended ? 1 : 0, a->billed_to,
+                     a->billed_micros);
+        if (n < 0 || (size_t)n >= cap - len)
+            return false;
+        len += (size_t)n;
+    }
+    if (st->has_tl) {
+        const struct tl_state *t = &st->tl;
+        n = snprintf(out + len, cap - len,
+                     "T %ld %ld %ld %.17g %.17g %.17g %.17g %d %ld %.17g %d %.17g %.17g %.17g %d\n",
+                     t->max_steps, t->start_step, t->switch_after, t->est_low_s, t->est_high_s,
+                     t->startup_s, t->begin_t, t->have_ref ? 1 : 0, t->last_step, t->last_t,
+                     t->samples, t->ewma_s, t->ewma_var, st->nominal_step_s, st->worker_class);
+        if (n < 0 || (size_t)n >= cap - len)
+            return false;
+    }
+    return true;
+}
+
+bool sched_state_read(const char *text, struct sched_state *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!text || strncmp(text, "S1 ", 3) != 0)
+        return false;
+    struct ledger_job *j = &out->ledger;
+    int closed = 0, consumed = 0;
+    if (sscanf(text, "S1 %lf %lf %lf %" SCNd64 " %" SCNu64 " %ld %d %" SCNd64 " %" SCNd64 " %d%n",
+               &j->created_s, &j->time_high_s, &j->train_high_s, &j->price_high_micros, &j->fence,
+               &j->latest_checkpoint, &j->n_attempts, &j->charged_micros, &j->refunded_micros,
+               &closed, &consumed) != 10 ||
+        j->n_attempts < 0 || j->n_attempts > LEDGER_MAX_ATTEMPTS)
+        return false;
+    j->closed = closed != 0;
+    const char *p = strchr(text, '\n');
+    for (int i = 0; i < j->n_attempts; i++) {
+        if (!p)
+            return false;
+        p++;
+        struct ledger_attempt *a = &j->attempts[i];
+        int ended = 0;
+        if (sscanf(p,
+                   "A %" SCNd64 " %" SCNu64 " %lf %ld %ld %ld %lf %lf %lf %d %ld %" SCNd64,
+                   &a->id, &a->fence, &a->rate_per_hour, &a->start_step, &a->done_step,
+                   &a->kept_step, &a->train_s, &a->began_s, &a->ended_s, &ended, &a->billed_to,
+                   &a->billed_micros) != 12)
+            return false;
+        a->ended = ended != 0;
+        p = strchr(p, '\n');
+    }
+    if (p && p[1] == 'T') {
+        struct tl_state *t = &out->tl;
+        int have_ref = 0;
+        if (sscanf(p + 1, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d",
+                   &t->max_steps, &t->start_step, &t->switch_after, &t->est_low_s,
+                   &t->est_high_s, &t->startup_s, &t->begin_t, &have_ref, &t->last_step,
+                   &t->last_t, &t->samples, &t->ewma_s, &t->ewma_var, &out->nominal_step_s,
+                   &out->worker_class) != 15)
+            return false;
+        t->have_ref = have_ref != 0;
+        out->has_tl = true;
+    }
+    return true;
+}
+
+void sched_state_of_job(const struct store_job *j, struct sched_state *out)
+{
+    if (sched_state_read(j->ledger_state, out))
+        return;
+    memset(out, 0, sizeof *out);
+    ledger_job_init(&out->ledger, (double)j->created_ms / 1000.0, j->est_high_s,
+                    j->est_train_high_s, (int64_t)llround(j->est_price_high * 1e6));
+}
+
+double sched_link_money(int64_t micros)
+{
+    return (double)micros / 1e6;
+}
+
+void sched_link_train_range(struct sched_link *l, const struct store_job *j,
+                            const struct sched_worker *w, long steps_left, double *low_s,
+                            double *high_s)
+{
+    struct sched_plan p;
+    double fpt = sched_plan_read(j->plan, &p) ? p.flops_per_token : 0;
+    enum plan_method m = fpt > 0 ? p.method : PLAN_METHOD_LORA_16;
+    double share = j->max_steps > 0 ? (double)steps_left / (double)j->max_steps : 1;
+    double nominal = capacity_train_seconds(share * (double)j->tokens * j->n_epochs * fpt, w);
+    if (!(nominal > 0))
+        nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;
+    pthread_mutex_lock(&l->mu);
+    est_train_range(&l->history, m, w->class_, nominal, low_s, high_s);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- the pass --------------------------------------------------------- */
+
+struct message_ctx {
+    enum job_message message;
+    enum job_message fail;
+    int64_t now;
+};
+
+/* Writes a waiting job's pass message, or fails a job nothing can run. */
+static enum alallo_err message_cb(struct store_job *j, struct store_attempt *unused,
+                                  struct store_writes *w, void *vctx)
+{
+    const struct message_ctx *c = vctx;
+    (void)unused;
+    if (j->active_attempt[0] || j->stop_reason[0] ||
+        (j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING))
+        return ERR_CONFLICT;
+    if (c->fail != MSG_NONE) {
+        if (j->steps_done > 0 || !job_transition_allowed(j->status, JOB_FAILED))
+            return ERR_CONFLICT; /* a job that trained keeps waiting for its capacity */
+        j->status = JOB_FAILED;
+        text_copy(j->message, sizeof j->message, job_message_text(c->fail));
+        j->finished_ms = c->now;
+        return store_writes_event(w, c->now, "error", "message", j->message, NULL);
+    }
+    if (j->status != JOB_QUEUED)
+        return ERR_CONFLICT;
+    const char *text = job_message_text(c->message);
+    if (strcmp(j->message, text) == 0)
+        return ERR_CONFLICT;
+    text_copy(j->message, sizeof j->message, text);
+    return ERR_OK;
+}
+
+enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
+                                char job_out[IDS_MAX])
+{
+    if (job_out)
+        job_out[0] = '\0';
+    double now = (double)api_now_ms() / 1000.0;
+    struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
+    struct queue q = {0};
+    struct sched_assignment *as = calloc(SCHED_LINK_WORKERS, sizeof *as);
+    enum job_message *msgs = NULL;
+    enum alallo_err e = ERR_NOMEM;
+    if (!w || !as)
+        goto out;
+    pthread_mutex_lock(&srv->sched->mu);
+    int n = sched_link_workers(srv, now, w, SCHED_LINK_WORKERS);
+    e = load_queue(srv, &q, 0);
+    msgs = calloc(q.n ? q.n : 1, sizeof *msgs);
+    if (!e && !msgs)
+        e = ERR_NOMEM;
+    if (e || q.n == 0) {
+        pthread_mutex_unlock(&srv->sched->mu);
+        goto out;
+    }
+    struct sched_pass_out po = {.assignments = as, .messages = msgs};
+    e = sched_pass(q.jobs, q.n, w, (size_t)n, q.loads, q.n_loads, now, &po);
+    pthread_mutex_unlock(&srv->sched->mu);
+    if (e)
+        goto out;
+    int me = -1;
+    for (int i = 0; claimer && i < n; i++)
+        if (strcmp(w[i].name, claimer) == 0)
+            me = i;
+    if (me >= 0 && job_out) {
+        long k = sched_assigned_job(&po, (size_t)me);
+        if (k >= 0)
+            text_copy(job_out, IDS_MAX, q.ids[k]);
+    }
+    for (size_t i = 0; i < q.n; i++) {
+        struct message_ctx c = {.message = msgs[i], .fail = MSG_NONE, .now = api_now_ms()};
+        /* Nothing known fits it any more (the workers that did left). */
+        bool fits = false;
+        for (int k = 0; k < n; k++)
+            if (w[k].state != WORKER_LOST && w[k].mem_bytes >= q.jobs[i].mem_bytes)
+                fits = true;
+        if (!fits && n > 0)
+            c.fail = MSG_NOT_AVAILABLE;
+        else if (!q.queued[i] || strcmp(q.message[i], job_message_text(msgs[i])) == 0)
+            continue;
+        store_job_update(srv->store, q.ids[i], NULL, message_cb, &c);
+    }
+out:
+    queue_free(&q);
+    free(msgs);
+    free(as);
+    free(w);
+    return e;
+}

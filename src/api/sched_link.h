@@ -1,0 +1,115 @@
+/* sched_link.h - how the server drives the scheduler modules of src/sched
+ * (planner, scheduler, estimator, time_left, ledger) with what the store
+ * holds: docs/scheduler.md, "How the server calls this".
+ *
+ * The sched modules are pure; this module owns the state they need between
+ * calls:
+ *  - the calibration history (struct est_history), rebuilt at start-up
+ *    from the store's calibration rows and fed each finished attempt and
+ *    job (sched_link_calibrate);
+ *  - per job, two texts the store keeps without reading them: `plan` (the
+ *    nominal parts of the estimate made at creation, as JSON) and
+ *    `ledger_state` (the job's struct ledger_job and the time-left state of
+ *    its current attempt, as a versioned line format).
+ * All times are seconds on the server's wall clock (ms / 1000).
+ * Thread-safe: the history and the pass are behind one mutex.
+ */
+#ifndef ALALLO_API_SCHED_LINK_H
+#define ALALLO_API_SCHED_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/catalog.h"
+#include "api/server.h"
+#include "sched/estimator.h"
+#include "sched/ledger.h"
+#include "sched/planner.h"
+#include "sched/scheduler.h"
+#include "sched/time_left.h"
+#include "store/store.h"
+
+#define SCHED_LINK_SEQ_LEN 256     /* training context the service uses     */
+#define SCHED_LINK_WORKERS 64      /* workers seen by one pass              */
+#define SCHED_LINK_QUEUE 4096      /* waiting jobs seen by one pass         */
+#define SCHED_LINK_CALIBRATION 4096 /* calibration rows read at start-up    */
+
+/* The nominal parts of a job's estimate, kept in store_job.plan. */
+struct sched_plan {
+    double flops_per_token;
+    enum plan_method method;
+    enum worker_class class_; /* of the worker the estimate chose        */
+    bool waits;               /* capacity was not free at creation       */
+    enum sched_goal goal;
+    double start_s;           /* nominal wait + loading                  */
+    double train_s;           /* nominal training                        */
+    double startup_s;         /* nominal loading                         */
+};
+
+/* The job's ledger and the time left of its current attempt, kept in
+ * store_job.ledger_state. */
+struct sched_state {
+    struct ledger_job ledger;
+    bool has_tl;            /* an attempt runs: the fields below are its  */
+    struct tl_state tl;
+    double nominal_step_s;  /* nominal seconds per step on its worker     */
+    int worker_class;       /* enum worker_class of its worker            */
+};
+
+struct sched_link;
+
+struct sched_link *sched_link_new(void);
+void sched_link_free(struct sched_link *l);
+
+/* Replays the store's calibration rows into the history. */
+enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s);
+
+/* Adds one calibration pair to the history (after it is stored). */
+void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);
+
+/* The planner's view of training model m with the settings of job j. */
+void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
+                         struct plan_job *out /* OUT */);
+
+/* The capacity as the scheduler sees it at `now`: every worker the store
+ * knows (lost ones included, as WORKER_LOST), with busy_until_s from the
+ * time left of the job each one runs. Returns how many (<= cap). */
+int sched_link_workers(struct api_server *srv, double now, struct sched_worker *out /* OUT */,
+                       int cap);
+
+/* The estimate of the draft job j (training model m) at `now`: the wait
+ * comes from where j would stand in the fair order of the queue. With no
+ * worker known at all, out->fit is PLAN_FITS and out->worker -1 (the job
+ * waits). ERR_INVALID with a reason for a job the planner refuses. */
+enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog_model *m,
+                                    const struct store_job *j, double now,
+                                    struct estimate *out /* OUT */, char *why, size_t whycap);
+
+/* The plan text of an estimate (for store_job.plan), and back. */
+bool sched_plan_write(const struct estimate *e, enum sched_goal goal, char *out, size_t cap);
+bool sched_plan_read(const char *text, struct sched_plan *out /* OUT */);
+
+/* The ledger-state text, and back. A job without one (created before the
+ * ledger) reads as a fresh ledger from its stored estimate. */
+bool sched_state_write(const struct sched_state *st, char *out, size_t cap);
+bool sched_state_read(const char *text, struct sched_state *out /* OUT */);
+void sched_state_of_job(const struct store_job *j, struct sched_state *out /* OUT */);
+
+/* One scheduling pass over the waiting jobs and the workers. Writes
+ * "Starting" / "Waiting for capacity" into queued jobs whose message
+ * changed, and fails at once a waiting job no known capacity can run. With
+ * `claimer` non-NULL, *job_out gets the job the pass assigned to that
+ * worker ("" when none). */
+enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
+                                char job_out[IDS_MAX] /* OUT, may be NULL */);
+
+/* The training-time range of `steps` of job j's `max_steps` on a worker,
+ * from the history (for time left and the budget at an attempt's start). */
+void sched_link_train_range(struct sched_link *l, const struct store_job *j,
+                            const struct sched_worker *w, long steps_left, double *low_s,
+                            double *high_s);
+
+/* Money in micros as the API's currency number. */
+double sched_link_money(int64_t micros);
+
+#endif

@@ -1,0 +1,118 @@
+/* test_sched_link.c - the texts the server keeps per job for the
+ * scheduler (plan, ledger and time left) survive a round trip exactly, and
+ * a broken text is refused rather than read as something else. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/sched_link.h"
+
+static void ledger_state_round_trip_is_exact(void **state)
+{
+    (void)state;
+    struct sched_state *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    ledger_job_init(&a->ledger, 1764495000.123, 3600.5, 1800.25, 1234567);
+    uint64_t fence;
+    assert_int_equal(ledger_attempt_begin(&a->ledger, 1, 0.40, 0, 1764495010.0, &fence), ERR_OK);
+    assert_int_equal(ledger_attempt_progress(&a->ledger, fence, 40, 12.345678901234), ERR_OK);
+    assert_int_equal(ledger_attempt_checkpoint(&a->ledger, fence, 40), ERR_OK);
+    assert_int_equal(ledger_attempt_end(&a->ledger, fence, 1764495030.0, 40), ERR_OK);
+    struct ledger_row rows[LEDGER_MAX_ROWS];
+    size_t n;
+    struct ledger_outcome o = {.status = JOB_RUNNING};
+    assert_int_equal(ledger_settle(&a->ledger, &o, 1764495031.0, rows, LEDGER_MAX_ROWS, &n),
+                     ERR_OK);
+    assert_int_equal(ledger_attempt_begin(&a->ledger, 2, 1.5, 40, 1764495040.0, &fence), ERR_OK);
+    tl_begin(&a->tl, 100, 40, 1764495040.0, 3.0, 10.0, 25.0);
+    tl_observe(&a->tl, 40, 1764495043.0);
+    tl_observe(&a->tl, 50, 1764495045.5);
+    a->has_tl = true;
+    a->nominal_step_s = 0.1234;
+    a->worker_class = WORKER_SPOT;
+
+    char text[STORE_LEDGER_STATE_MAX];
+    assert_true(sched_state_write(a, text, sizeof text));
+    assert_true(sched_state_read(text, b));
+    assert_memory_equal(&a->ledger, &b->ledger, sizeof a->ledger);
+    assert_true(b->has_tl);
+    assert_memory_equal(&a->tl, &b->tl, sizeof a->tl);
+    assert_true(b->nominal_step_s == a->nominal_step_s);
+    assert_int_equal(b->worker_class, WORKER_SPOT);
+    /* What was charged survives: the steps of the first attempt. */
+    assert_true(b->ledger.charged_micros > 0);
+    assert_int_equal(b->ledger.charged_micros, a->ledger.charged_micros);
+    free(a);
+    free(b);
+}
+
+static void broken_state_is_refused(void **state)
+{
+    (void)state;
+    struct sched_state *st = calloc(1, sizeof *st);
+    assert_false(sched_state_read("", st));
+    assert_false(sched_state_read("S2 1 2 3", st));
+    /* Says two attempts, has one. */
+    assert_false(sched_state_read("S1 1 2 3 4 2 0 2 0 0 0\nA 1 1 0.4 0 10 10 5 1 2 1 10 100\n",
+                                  st));
+    /* Too small an output buffer fails instead of cutting the text. */
+    ledger_job_init(&st->ledger, 1, 2, 3, 4);
+    char small[16];
+    assert_false(sched_state_write(st, small, sizeof small));
+    free(st);
+}
+
+static void job_without_state_reads_from_its_estimate(void **state)
+{
+    (void)state;
+    struct store_job *j = calloc(1, sizeof *j);
+    struct sched_state *st = calloc(1, sizeof *st);
+    j->created_ms = 1764495000000;
+    j->est_high_s = 900;
+    j->est_train_high_s = 600;
+    j->est_price_high = 0.25;
+    sched_state_of_job(j, st);
+    assert_true(fabs(st->ledger.created_s - 1764495000.0) < 1e-6);
+    assert_true(st->ledger.time_high_s == 900);
+    assert_int_equal(st->ledger.price_high_micros, 250000);
+    assert_false(st->has_tl);
+    free(j);
+    free(st);
+}
+
+static void plan_round_trip(void **state)
+{
+    (void)state;
+    struct estimate e = {.flops_per_token = 1.5e9, .method = PLAN_METHOD_LORA_4,
+                         .worker_class = WORKER_SPOT, .waits = true, .wait_s = 30,
+                         .startup_s = 4.5, .train_s = 120.25};
+    char text[STORE_JSON_SMALL];
+    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, text, sizeof text));
+    struct sched_plan p;
+    assert_true(sched_plan_read(text, &p));
+    assert_true(p.flops_per_token == 1.5e9);
+    assert_int_equal(p.method, PLAN_METHOD_LORA_4);
+    assert_int_equal(p.class_, WORKER_SPOT);
+    assert_true(p.waits);
+    assert_int_equal(p.goal, SCHED_FASTEST_FINISH);
+    assert_true(p.start_s == 34.5);
+    assert_true(p.train_s == 120.25);
+    assert_false(sched_plan_read("{\"fpt\":0}", &p));
+    assert_false(sched_plan_read("not json", &p));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ledger_state_round_trip_is_exact),
+        cmocka_unit_test(broken_state_is_refused),
+        cmocka_unit_test(job_without_state_reads_from_its_estimate),
+        cmocka_unit_test(plan_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
