@@ -3,7 +3,7 @@
  *
  * Kept per layer for the backward pass: the residual stream before the
  * layer and after attention, both RMSNorm scales, q/k (after rotation), v,
- * the attention probabilities and output, the MLP gate and up projections,
+ * the attention output and each score row's log-sum-exp, the MLP gate and up projections,
  * and the LoRA products x A^T. The normalized inputs and the SwiGLU output
  * are cheap to recompute and are not kept, to save memory.
  *
@@ -33,7 +33,7 @@ struct model_acts {
     float *mid;             /* (L, N, C) residual after attention */
     float *rstd1, *rstd2;   /* (L, N) */
     float *q, *k, *v, *ao;  /* (L, N, qd) (L, N, kd) (L, N, kd) (L, N, qd) */
-    float *att;             /* (L, B, H, T, T) */
+    float *lse;             /* (L, B, H, T) attention log-sum-exp per row */
     float *g, *u;           /* (L, N, I) */
     float *xa;              /* (L, PROJ_COUNT, N, r) LoRA products */
     float *lnf, *rstdf;     /* (N, C), (N) */
@@ -88,7 +88,7 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     size_t sizes[] = {
         (L + 1) * N * C, L * N * C, L * N, L * N,        /* res mid rstd1 rstd2 */
         L * N * qd, L * N * kd, L * N * kd, L * N * qd,  /* q k v ao */
-        L * (size_t)B * c->n_heads * T * T,              /* att */
+        L * (size_t)B * c->n_heads * T,                  /* lse */
         L * N * F, L * N * F,                            /* g u */
         L * PROJ_COUNT * N * r,                          /* xa */
         N * C, N,                                        /* lnf rstdf */
@@ -99,7 +99,7 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
         deq, N * (r > 0 ? r : 1),                        /* ls.deq ls.tmp */
     };
     float **dst[] = {
-        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->att,
+        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
         &a->g, &a->u, &a->xa, &a->lnf, &a->rstdf, &a->ln, &a->tmp, &a->dres, &a->dres2,
         &a->dln, &a->dq, &a->dao, &a->dk, &a->dv, &a->hbuf, &a->dg, &a->du, &a->dh,
         &a->logits, &a->xc, &a->dxc, &a->ls.deq, &a->ls.tmp,
@@ -158,7 +158,7 @@ size_t model_count_targets(const uint8_t *mask, int B, int T)
 
 /* Pointers to one layer's saved activations. */
 struct layer_acts {
-    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *att, *g, *u;
+    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
     float *xa[PROJ_COUNT];
 };
 
@@ -179,7 +179,7 @@ static void layer_view(const struct model *m, const struct model_acts *a, int l,
     la->k = a->k + (size_t)l * N * kd;
     la->v = a->v + (size_t)l * N * kd;
     la->ao = a->ao + (size_t)l * N * qd;
-    la->att = a->att + (size_t)l * a->B * c->n_heads * a->T * a->T;
+    la->lse = a->lse + (size_t)l * a->B * c->n_heads * a->T;
     la->g = a->g + (size_t)l * N * F;
     la->u = a->u + (size_t)l * N * F;
     for (int p = 0; p < PROJ_COUNT; p++)
@@ -201,7 +201,7 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, int B, i
     linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], &a->ls);
     ops_rope_forward(s.q, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
     ops_rope_forward(s.k, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
-    ops_attention_forward(s.ao, s.att, s.q, s.k, s.v, B, T, H, KV, hd);
+    ops_attention_forward(s.ao, s.lse, s.q, s.k, s.v, B, T, H, KV, hd);
     linear_forward(&L->proj[PROJ_O], a->tmp, s.ao, N, s.xa[PROJ_O], &a->ls);
     ops_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(silu(gate(ln2 mid)) * up(ln2 mid)) */
@@ -244,7 +244,7 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, int B, 
     memset(a->dq, 0, Nq * sizeof(float));
     memset(a->dk, 0, Nk * sizeof(float));
     memset(a->dv, 0, Nk * sizeof(float));
-    ops_attention_backward(a->dq, a->dk, a->dv, a->dao, s.att, s.q, s.k, s.v, B, T, H, KV, hd);
+    ops_attention_backward(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, B, T, H, KV, hd);
     ops_rope_backward(a->dq, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
     ops_rope_backward(a->dk, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
     ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);

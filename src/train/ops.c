@@ -121,8 +121,8 @@ void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
 }
 
 /* Causal softmax of row i of a (T,T) score block in place: entries j <= i
- * become probabilities, the rest zero. */
-static void causal_softmax_row(float *p, int i, int T)
+ * become probabilities, the rest zero. Returns the row's log-sum-exp. */
+static float causal_softmax_row(float *p, int i, int T)
 {
     float mx = -FLT_MAX;
     for (int j = 0; j <= i; j++)
@@ -138,39 +138,50 @@ static void causal_softmax_row(float *p, int i, int T)
         p[j] *= inv;
     for (int j = i + 1; j < T; j++)
         p[j] = 0.0f;
+    return mx + logf(sum);
 }
 
 /* Attention runs per (sequence, head) as small matrix products, so that the
  * dot products go through sgemm's vector kernels instead of latency-bound
  * scalar sums; the masked upper triangle is computed and zeroed, which
- * costs less than it saves at the lengths trained here. */
-void ops_attention_forward(float *out, float *att, const float *q, const float *k,
+ * costs less than it saves at the lengths trained here. The probabilities
+ * are not kept: the backward pass recomputes them from q, k and each row's
+ * log-sum-exp, one more (T,T,hd) product per head instead of (B,H,T,T)
+ * floats per layer (600 MB for the 124m shape at batch 4 x 512). */
+void ops_attention_forward(float *out, float *lse, const float *q, const float *k,
                            const float *v, int B, int T, int H, int KV, int hd)
 {
     int group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KV * hd;
-#pragma omp parallel for collapse(2) schedule(static) if ((long)B * H * T * T * hd > PAR_MIN)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-            int kh = h / group;
-            const float *qb = q + (size_t)b * T * qs + (size_t)h * hd;
-            const float *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
-            const float *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
-            float *p = att + ((size_t)b * H + h) * T * T;
-            /* S = scale Q K^T (T,T), then the causal softmax by rows */
-            gemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, p, T);
-            for (int i = 0; i < T; i++)
-                causal_softmax_row(p + (size_t)i * T, i, T);
-            /* O = P V (T,hd) */
-            gemm(0, 0, T, hd, T, 1.0f, p, T, vb, ks, 0.0f,
-                 out + (size_t)b * T * qs + (size_t)h * hd, qs);
+#pragma omp parallel if ((long)B * H * T * T * hd > PAR_MIN)
+    {
+        float *p = malloc(sizeof(float) * (size_t)T * T);
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < H; h++) {
+                if (!p)
+                    abort(); /* out of memory mid-step: nothing sane to return */
+                int kh = h / group;
+                const float *qb = q + (size_t)b * T * qs + (size_t)h * hd;
+                const float *kb = k + (size_t)b * T * ks + (size_t)kh * hd;
+                const float *vb = v + (size_t)b * T * ks + (size_t)kh * hd;
+                float *l = lse + ((size_t)b * H + h) * T;
+                /* S = scale Q K^T (T,T), then the causal softmax by rows */
+                gemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, p, T);
+                for (int i = 0; i < T; i++)
+                    l[i] = causal_softmax_row(p + (size_t)i * T, i, T);
+                /* O = P V (T,hd) */
+                gemm(0, 0, T, hd, T, 1.0f, p, T, vb, ks, 0.0f,
+                     out + (size_t)b * T * qs + (size_t)h * hd, qs);
+            }
         }
+        free(p);
     }
 }
 
 void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                            const float *att, const float *q, const float *k,
+                            const float *lse, const float *q, const float *k,
                             const float *v, int B, int T, int H, int KV, int hd)
 {
     int group = H / KV;
@@ -181,16 +192,26 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
      * in head order, and the sums never race. */
 #pragma omp parallel if ((long)B * H * T * T * hd > PAR_MIN)
     {
+        float *p = malloc(sizeof(float) * (size_t)T * T);
         float *ds = malloc(sizeof(float) * (size_t)T * T);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int kh = 0; kh < KV; kh++) {
-                if (!ds)
+                if (!p || !ds)
                     abort(); /* out of memory mid-step: nothing sane to return */
                 size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
                 for (int h = kh * group; h < (kh + 1) * group; h++) {
                     size_t qo = (size_t)b * T * qs + (size_t)h * hd;
-                    const float *p = att + ((size_t)b * H + h) * T * T;
+                    const float *l = lse + ((size_t)b * H + h) * T;
+                    /* P again: exp(scale Q K^T - lse), causal */
+                    gemm(0, 1, T, T, hd, scale, q + qo, qs, k + ko, ks, 0.0f, p, T);
+                    for (int i = 0; i < T; i++) {
+                        float *pr = p + (size_t)i * T;
+                        for (int j = 0; j <= i; j++)
+                            pr[j] = expf(pr[j] - l[i]);
+                        for (int j = i + 1; j < T; j++)
+                            pr[j] = 0.0f;
+                    }
                     /* dP = dO V^T (T,T) */
                     gemm(0, 1, T, T, hd, 1.0f, dout + qo, qs, v + ko, ks, 0.0f, ds, T);
                     /* dS = P (dP - rowsum(P dP)) * scale; zero above the diagonal */
@@ -211,6 +232,7 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                 }
             }
         }
+        free(p);
         free(ds);
     }
 }

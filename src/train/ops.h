@@ -9,8 +9,8 @@
  * Determinism: every reduction runs in a fixed order that does not depend on
  * the number of OpenMP threads (work is split over rows or columns that each
  * thread owns alone), so two runs with the same inputs give the same bits.
- * The caller owns every buffer; only the attention backward allocates, a
- * (T,T) scratch per thread for the length of the call.
+ * The caller owns every buffer; only attention allocates, (T,T) scratch
+ * per thread for the length of the call.
  */
 #ifndef ALALLO_TRAIN_OPS_H
 #define ALALLO_TRAIN_OPS_H
@@ -38,13 +38,14 @@ void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
                        const float *cos_t, const float *sin_t);
 
 /* Causal grouped-query attention. q: (B,T,H,hd), k,v: (B,T,KV,hd),
- * out OUT: (B,T,H,hd), att OUT: (B,H,T,T) softmax probabilities (upper
- * triangle left as zero). Head h reads key/value head h / (H/KV). */
-void ops_attention_forward(float *out, float *att, const float *q, const float *k,
+ * out OUT: (B,T,H,hd), lse OUT: (B,H,T) the log-sum-exp of each row of
+ * scaled scores, kept for the backward pass (which recomputes the
+ * probabilities from it). Head h reads key/value head h / (H/KV). */
+void ops_attention_forward(float *out, float *lse, const float *q, const float *k,
                            const float *v, int B, int T, int H, int KV, int hd);
 /* dq, dk, dv += gradients (each (B,T,·,hd) like its input). */
 void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                            const float *att, const float *q, const float *k,
+                            const float *lse, const float *q, const float *k,
                             const float *v, int B, int T, int H, int KV, int hd);
 
 /* SwiGLU: h = silu(g) * u, g,u,h: (N,I) as n = N*I values. */
