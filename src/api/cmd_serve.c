@@ -91,8 +91,13 @@ static void *watch(void *arg)
                 fleet_invalidate(srv);
             }
         }
-        if (++tick % 5 == 0)
+        if (++tick % 5 == 0) {
             lifecycle_check_limits(srv, now);
+            lifecycle_check_starts(srv, now);
+            /* A pass also runs on every claim; this one keeps the waiting
+             * jobs' messages true while no worker asks. */
+            sched_link_pass(srv, NULL, NULL);
+        }
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);

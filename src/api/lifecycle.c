@@ -1142,6 +1142,90 @@ enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker
     return e;
 }
 
+struct start_ctx {
+    struct events_ctx base;
+    int earlier;   /* attempts of the job that never started before */
+    bool internal; /* OUT: the job failed */
+};
+
+static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attempt *a,
+                                        struct store_writes *w, void *vctx)
+{
+    struct start_ctx *c = vctx;
+    int64_t now = c->base.now;
+    if (strcmp(a->status, "starting") != 0 || !attempt_owns(j, a))
+        return ERR_CONFLICT;
+    c->base.st = state_load(j);
+    if (!c->base.st)
+        return ERR_NOMEM;
+    end_attempt(j, a, now, START_TIMEOUT_REASON);
+    enum alallo_err e = ledger_end(&c->base, j, -1, w);
+    if (e)
+        return e;
+    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
+        move_to(j, JOB_CANCELLED, MSG_NONE);
+        j->finished_ms = now;
+        e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
+    } else if (c->earlier + 1 >= c->base.srv->cfg.start_tries) {
+        move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
+        j->finished_ms = now;
+        j->internal_failure = 1;
+        c->internal = true;
+        e = settle_as(&c->base, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED, w);
+        if (!e)
+            e = note(w, now, "error", "%s", j->message);
+    } else {
+        if (j->status == JOB_QUEUED)
+            set_message(j, MSG_WAITING_FOR_CAPACITY);
+        else
+            set_message(j, MSG_RESCHEDULING);
+        e = note(w, now, "warn", "The trainer on worker %s did not start; trying again",
+                 a->worker);
+    }
+    j->stop_reason[0] = '\0';
+    return e ? e : state_save(j, c->base.st);
+}
+
+void lifecycle_check_starts(struct api_server *srv, int64_t now_ms)
+{
+    struct store_worker *ws = calloc(SCHED_LINK_WORKERS, sizeof *ws);
+    struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
+    int n = 0;
+    if (!ws || !history || store_worker_list(srv->store, ws, SCHED_LINK_WORKERS, &n)) {
+        free(ws);
+        free(history);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        struct store_attempt open[4];
+        int n_open = 0;
+        if (store_attempt_list_open(srv->store, ws[i].name, open, 4, &n_open))
+            continue;
+        for (int k = 0; k < n_open; k++) {
+            if (strcmp(open[k].status, "starting") != 0 ||
+                now_ms - open[k].started_ms < (int64_t)srv->cfg.start_timeout_s * 1000)
+                continue;
+            struct start_ctx c = {.base = {.srv = srv, .now = now_ms, .history = history}};
+            c.base.n_history = load_history(srv, open[k].job, history, ATTEMPTS_MAX);
+            for (int h = 0; h < c.base.n_history; h++)
+                if (strcmp(history[h].reason, START_TIMEOUT_REASON) == 0)
+                    c.earlier++;
+            api_log("warn", "attempt %s of job %s on worker %s: no `started` after %d s",
+                    open[k].id, open[k].job, ws[i].name, srv->cfg.start_timeout_s);
+            enum alallo_err e =
+                store_job_update(srv->store, open[k].job, open[k].id, start_timeout_cb, &c);
+            free(c.base.st);
+            feed_calibration(srv, &c.base, e);
+            struct store_job j;
+            if (!e && c.internal && store_job_get(srv->store, NULL, open[k].job, &j) == ERR_OK)
+                lifecycle_report_internal(srv, &j, "the trainer never started, attempt after "
+                                                   "attempt");
+        }
+    }
+    free(ws);
+    free(history);
+}
+
 static enum alallo_err limits_cb(struct store_job *j, struct store_attempt *unused,
                                  struct store_writes *w, void *vctx)
 {

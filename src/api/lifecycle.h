@@ -70,6 +70,13 @@ enum alallo_err lifecycle_request_stop(struct api_server *srv, const char *id,
  * "cancel": its work counts for nothing. */
 const char *lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a);
 
+/* Ends attempts that were claimed but whose trainer has not reported
+ * `started` within --start-timeout: the job waits again (its message
+ * "Waiting for capacity", or "Re-scheduling"), and after --start-tries
+ * such attempts it fails as alallo's failure. Their workers are told to
+ * cancel at their next call. */
+void lifecycle_check_starts(struct api_server *srv, int64_t now_ms);
+
 /* Checks the running jobs against the time limit and the budget, and asks
  * those past either to stop. */
 void lifecycle_check_limits(struct api_server *srv, int64_t now_ms);

@@ -369,8 +369,10 @@ json_t *shape_ledger_row(const struct store_ledger_row *r)
 {
     char id[40];
     text_printf(id, sizeof id, "ledger-%" PRId64, r->seq);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:I,s:I}", "object", "ledger.entry", "id", id,
-                     "job", r->job, "attempt", r->attempt, "kind", r->kind, "amount",
-                     money(r->amount), "currency", SHAPES_CURRENCY, "steps", (json_int_t)r->steps,
-                     "created_at", (json_int_t)(r->created_ms / 1000));
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:s,s:I,s:I,s:I,s:I,s:o}", "object",
+                     "ledger.entry", "id", id, "job", r->job, "attempt", r->attempt, "kind",
+                     r->kind, "amount", money(r->amount), "currency", SHAPES_CURRENCY, "steps",
+                     (json_int_t)r->steps, "from_step", (json_int_t)r->from_step, "to_step",
+                     (json_int_t)r->to_step, "created_at", (json_int_t)(r->created_ms / 1000),
+                     "reason", r->reason[0] ? json_string(r->reason) : json_null());
 }

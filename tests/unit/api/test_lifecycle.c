@@ -556,6 +556,48 @@ static void fair_between_accounts(void **state)
     h_free(h);
 }
 
+static void a_trainer_that_never_starts_is_tried_again_then_failed(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    char *id = new_job(h, h->key, NULL);
+    h->srv.cfg.start_timeout_s = 1;
+    h->srv.cfg.start_tries = 2;
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    /* Within the timeout nothing happens. */
+    lifecycle_check_starts(&h->srv, api_now_ms());
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "message"), "Starting");
+    json_decref(j);
+    /* Past it the attempt ends, the job waits again, and the worker's
+     * trainer is told to stop. */
+    lifecycle_check_starts(&h->srv, api_now_ms() + 2000);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "queued");
+    assert_string_equal(h_str(j, "message"), "Waiting for capacity");
+    json_t *att = json_array_get(json_object_get(j, "attempts"), 0);
+    assert_string_equal(h_str(att, "reason"), "the trainer did not start in time");
+    json_decref(j);
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence, STARTED, stop, sizeof stop), 409);
+    /* The second try that never starts fails the job, free. */
+    struct claim c2;
+    assert_true(claim(h, "w1", &c2));
+    assert_int_equal(c2.fence, 2);
+    lifecycle_check_starts(&h->srv, api_now_ms() + 2000);
+    j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"),
+                        "Failed. We've been notified and are looking into it.");
+    assert_true(json_real_value(json_object_get(json_object_get(j, "price"), "charged")) == 0);
+    json_decref(j);
+    assert_int_equal(atomic_load(&h->srv.metrics.internal_failures), 1);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -567,6 +609,7 @@ int main(void)
         cmocka_unit_test(fair_between_accounts),
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
         cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
+        cmocka_unit_test(a_trainer_that_never_starts_is_tried_again_then_failed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
