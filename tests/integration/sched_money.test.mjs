@@ -1,0 +1,150 @@
+// sched_money.test.mjs - what jobs cost and when they stop, on the real
+// binary with the real trainer on a tiny model: cancel while queued (free),
+// cancel while running (the completed steps, in the ledger), the time limit
+// and the budget (stopped, free, the help page's words), and the lower
+// precision message for a model too big at 16-bit for every worker.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { test } from 'node:test';
+
+import { SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
+
+const LONG = { n_epochs: 20, batch_size: 2 }; // 2,000 steps: long enough to act on
+
+async function start(args) {
+  const s = await Serve.start({ args: ['--models', tinyModelsDir(), ...args] });
+  const up = await s.upload('sentiment-train.jsonl', fs.readFileSync(SAMPLE));
+  assert.equal(up.status, 200, JSON.stringify(up.json));
+  s.file = up.json.id;
+  return s;
+}
+
+async function workersUp(s, n) {
+  await waitFor(async () => (await s.call('GET', '/v1/workers')).json.data.length === n, {
+    timeoutMs: 120000,
+    what: `${n} local workers to register`,
+  });
+}
+
+async function ledgerOf(s, jobId) {
+  const rows = [];
+  let after = '';
+  for (;;) {
+    const r = await s.call('GET', `/v1/billing/ledger?limit=100${after}`);
+    assert.equal(r.status, 200, r.text);
+    rows.push(...r.json.data.filter((x) => x.job === jobId));
+    if (!r.json.has_more) return rows;
+    after = `&after=${r.json.data.at(-1).id}`;
+  }
+}
+
+const net = (rows) => rows.reduce((a, r) => a + (r.kind === 'charge' ? r.amount : -r.amount), 0);
+
+test('cancel while queued is free; cancel while running charges the completed steps', { timeout: 300000 }, async () => {
+  const s = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60']);
+  try {
+    await workersUp(s, 1);
+    // The first job takes the only worker; the second waits and is cancelled.
+    const first = (await s.createJob({ model: 'tiny', training_file: s.file, hyperparameters: LONG, seed: 3 })).json;
+    await s.waitStatus(first.id, 'running');
+    const second = (await s.createJob({ model: 'tiny', training_file: s.file, hyperparameters: LONG })).json;
+    assert.equal(second.status, 'queued');
+    const w = await waitFor(async () => {
+      const j = await s.job(second.id);
+      return j.message === 'Waiting for capacity' ? j : false;
+    }, { what: 'the second job to wait for capacity' });
+    assert.equal(w.price.cancel_now, 0, 'cancelling a queued job costs nothing');
+    const c2 = await s.call('POST', `/v1/fine_tuning/jobs/${second.id}/cancel`);
+    assert.equal(c2.status, 200, c2.text);
+    assert.equal(c2.json.status, 'cancelled');
+    assert.equal(c2.json.price.charged - c2.json.price.refunded, 0);
+    assert.equal(net(await ledgerOf(s, second.id)), 0);
+
+    // Run past a checkpoint, then cancel: the steps of the partial model
+    // are charged, as training-step rows of the ledger.
+    await waitFor(async () => (await s.call('GET', `/v1/fine_tuning/jobs/${first.id}/checkpoints`)).json.data.length > 0, {
+      timeoutMs: 120000,
+      what: 'a checkpoint',
+    });
+    const before = await s.job(first.id);
+    assert.ok(before.price.cancel_now > 0, `cancel_now ${before.price.cancel_now}`);
+    await s.call('POST', `/v1/fine_tuning/jobs/${first.id}/cancel`);
+    const done = await s.waitStatus(first.id, 'cancelled', { timeoutMs: 60000 });
+    const rows = await ledgerOf(s, first.id);
+    const charged = rows.filter((r) => r.kind === 'charge' && r.reason === 'training steps');
+    assert.ok(charged.length > 0, JSON.stringify(rows));
+    const steps = charged.reduce((a, r) => a + (r.to_step - r.from_step), 0);
+    assert.ok(steps > 0 && steps <= done.progress.steps_done, `charged ${steps} steps of ${done.progress.steps_done}`);
+    assert.ok(Math.abs(net(rows) - (done.price.charged - done.price.refunded)) < 1e-6);
+    assert.ok(done.price.charged > 0, JSON.stringify(done.price));
+    // Never above the upper end of the estimated price.
+    assert.ok(done.price.charged - done.price.refunded <= done.estimate.price.high + 1e-6);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('the time limit and the budget stop a job, free, in the help page\'s words', { timeout: 300000 }, async () => {
+  const s = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60', '--time-limit', '3']);
+  try {
+    await workersUp(s, 1);
+    const j = (await s.createJob({ model: 'tiny', training_file: s.file, hyperparameters: LONG })).json;
+    const done = await s.waitStatus(j.id, ['failed', 'succeeded'], { timeoutMs: 120000 });
+    assert.equal(done.status, 'failed');
+    assert.equal(done.message, 'Stopped: the time limit was reached');
+    assert.equal(done.price.charged - done.price.refunded, 0);
+    assert.equal(net(await ledgerOf(s, j.id)), 0);
+  } finally {
+    await s.stop();
+  }
+  const b = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60', '--budget-multiple', '0.02']);
+  try {
+    await workersUp(b, 1);
+    const j = (await b.createJob({ model: 'tiny', training_file: b.file, hyperparameters: LONG })).json;
+    const done = await b.waitStatus(j.id, ['failed', 'succeeded'], { timeoutMs: 120000 });
+    assert.equal(done.status, 'failed');
+    assert.equal(done.message, 'Stopped: the budget was reached');
+    assert.equal(done.price.charged - done.price.refunded, 0);
+    assert.equal(net(await ledgerOf(b, j.id)), 0);
+  } finally {
+    await b.stop();
+  }
+});
+
+test('too big at 16-bit for every worker, fitting at 4-bit: the lower-precision message', { timeout: 180000 }, async () => {
+  // The planner's needs for this job, with no capacity known yet.
+  const probe = await start(['--local-worker', 'none']);
+  const body = { model: 'tiny', training_file: probe.file, hyperparameters: { batch_size: 8 } };
+  let need16;
+  let need4;
+  try {
+    need16 = (await probe.call('POST', '/v1/fine_tuning/estimates', { body })).json.plan.memory_bytes;
+    need4 = (await probe.call('POST', '/v1/fine_tuning/estimates', { body: { ...body, precision: '4-bit' } })).json.plan.memory_bytes;
+  } finally {
+    await probe.stop();
+  }
+  assert.ok(need4 < need16, `4-bit needs ${need4}, 16-bit ${need16}`);
+  const mem = Math.floor((need4 + need16) / 2);
+  const s = await start(['--local-worker', `name=w1,cpus=1,mem=${mem},price=1`]);
+  try {
+    await workersUp(s, 1);
+    const est = (await s.call('POST', '/v1/fine_tuning/estimates', { body: { ...body, training_file: s.file } })).json;
+    assert.equal(est.message, 'Not available right now. Choose a lower precision.');
+    assert.equal(est.time, null);
+    const r = await s.createJob({ ...body, training_file: s.file });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.status, 'failed');
+    assert.equal(r.json.message, 'Not available right now. Choose a lower precision.');
+    assert.equal(r.json.price.charged, 0);
+    // At 4-bit it fits, and is estimated.
+    const ok = (await s.call('POST', '/v1/fine_tuning/estimates', { body: { ...body, training_file: s.file, precision: '4-bit' } })).json;
+    assert.equal(ok.plan.worker, 'w1');
+    assert.ok(ok.time.low_s > 0 && ok.time.high_s > ok.time.low_s, JSON.stringify(ok.time));
+    // A job nothing could ever run, even at 4-bit: the plain message.
+    const huge = await s.createJob({ ...body, training_file: s.file, precision: '4-bit', hyperparameters: { batch_size: 256 } });
+    assert.equal(huge.json.status, 'failed');
+    assert.equal(huge.json.message, 'Not available right now.');
+  } finally {
+    await s.stop();
+  }
+});
