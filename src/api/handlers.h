@@ -37,6 +37,9 @@ void jobs_get(struct api_server *, struct http_request *, struct http_response *
 void jobs_cancel(struct api_server *, struct http_request *, struct http_response *);
 void jobs_events(struct api_server *, struct http_request *, struct http_response *);
 void jobs_checkpoints(struct api_server *, struct http_request *, struct http_response *);
+/* A checkpoint made into a model folder (`alallo train --materialize`), as
+ * a tar archive: the partial model of a cancelled or running job. */
+void jobs_checkpoint_content(struct api_server *, struct http_request *, struct http_response *);
 void jobs_log(struct api_server *, struct http_request *, struct http_response *);
 void estimates_create(struct api_server *, struct http_request *, struct http_response *);
 void completions_create(struct api_server *, struct http_request *, struct http_response *);

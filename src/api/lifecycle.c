@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "api/catalog.h"
+#include "api/child.h"
 #include "api/sched_link.h"
 #include "api/shapes.h"
 #include "sched/resched.h"
@@ -234,7 +235,7 @@ static const char *missing_file(struct api_server *srv, const struct store_job *
 
 /* The folder of the model a job trains from: a base model of the catalog,
  * or a fine-tuned model of the same account. */
-static bool model_dir_for(struct api_server *srv, const struct store_job *j, char *out, size_t cap)
+bool lifecycle_model_dir(struct api_server *srv, const struct store_job *j, char *out, size_t cap)
 {
     struct catalog_model m;
     if (catalog_find(srv->catalog, j->model, &m))
@@ -318,7 +319,7 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
             continue;
         char model_dir[1024];
         struct unstartable u = {.now = api_now_ms(), .missing_file = missing_file(srv, &j)};
-        if (u.missing_file || !model_dir_for(srv, &j, model_dir, sizeof model_dir)) {
+        if (u.missing_file || !lifecycle_model_dir(srv, &j, model_dir, sizeof model_dir)) {
             store_job_update(srv->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
@@ -974,6 +975,57 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     return e;
 }
 
+struct partial_ctx {
+    char model[256];
+};
+
+static enum alallo_err partial_cb(struct store_job *j, struct store_attempt *unused,
+                                  struct store_writes *w, void *vctx)
+{
+    const struct partial_ctx *c = vctx;
+    (void)unused;
+    if (j->status != JOB_CANCELLED || j->fine_tuned_model[0])
+        return ERR_CONFLICT;
+    text_copy(j->fine_tuned_model, sizeof j->fine_tuned_model, c->model);
+    char msg[STORE_MESSAGE_MAX];
+    text_printf(msg, sizeof msg, "The partial model %s is ready", c->model);
+    return store_writes_event(w, api_now_ms(), "info", "message", msg, NULL);
+}
+
+/* A job cancelled while it ran keeps its latest checkpoint as a usable
+ * partial model: made into a model folder (the trainer's materializer, as
+ * a child process) where a finished job's model goes, and named after the
+ * checkpoint, so completions and exports accept it. */
+static void keep_partial_model(struct api_server *srv, const char *job_id)
+{
+    struct store_job *j = malloc(sizeof *j);
+    struct store_checkpoint ck[1];
+    int n = 0;
+    char base[1024], out[1024];
+    if (!j || store_job_get(srv->store, NULL, job_id, j) != ERR_OK ||
+        j->status != JOB_CANCELLED || j->fine_tuned_model[0] ||
+        store_checkpoint_list(srv->store, job_id, ck, 1, &n) != ERR_OK || n == 0 ||
+        !lifecycle_model_dir(srv, j, base, sizeof base) ||
+        !lifecycle_job_dir(srv, job_id, "out/model", out, sizeof out)) {
+        free(j);
+        return;
+    }
+    char *argv[] = {srv->alallo_bin, "train", "--materialize", ck[0].path, "--base", base,
+                    "--out", out, NULL};
+    struct child_result r;
+    if (child_run(argv, 600, 1 << 16, &r) == 0 && r.exit_status == 0) {
+        struct partial_ctx c;
+        char name[256];
+        shape_fine_tuned_model_name(j, name, sizeof name);
+        text_printf(c.model, sizeof c.model, "%s:ckpt-step-%ld", name, ck[0].step);
+        store_job_update(srv->store, job_id, NULL, partial_cb, &c);
+    } else {
+        api_log("warn", "job %s: the partial model could not be made: %s", job_id, r.err);
+    }
+    child_result_free(&r);
+    free(j);
+}
+
 enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id, int64_t fence,
                                  const struct attempt_end *end)
 {
@@ -992,6 +1044,8 @@ enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id,
     free(c.base.st);
     feed_calibration(srv, &c.base, e);
     free(history);
+    if (!e && !c.already)
+        keep_partial_model(srv, att.job);
     if (!e && c.internal) {
         struct store_job j;
         if (store_job_get(srv->store, NULL, att.job, &j) == ERR_OK) {

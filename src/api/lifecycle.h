@@ -20,6 +20,11 @@
 bool lifecycle_job_dir(const struct api_server *srv, const char *job_id, const char *sub,
                        char *out, size_t cap);
 
+/* The folder of the model job j trains from: a base model of the catalog,
+ * or a fine-tuned model of the same account. False when it is gone. */
+bool lifecycle_model_dir(struct api_server *srv, const struct store_job *j, char *out,
+                         size_t cap);
+
 /* Worker `worker` asks for work: picks a waiting job that fits it, starts
  * an attempt with a new fence, and writes the trainer's spec (ATTEMPT.json
  * minus threads) into *spec. ERR_OK with *spec NULL: nothing for it now.

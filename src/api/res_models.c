@@ -357,3 +357,93 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
     res->stream_ctx = x;
     res->stream_free = export_free;
 }
+
+/* ---- a checkpoint as a model folder ------------------------------------ */
+
+void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
+                             struct http_response *res)
+{
+    struct store_job *j = malloc(sizeof *j);
+    struct store_checkpoint *ck = calloc(STORE_LIST_MAX, sizeof *ck);
+    struct export_stream *x = calloc(1, sizeof *x);
+    char base[1024], msg[700];
+    int n = 0;
+    if (!j || !ck || !x) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        goto fail;
+    }
+    char *end;
+    long step = strtol(req->params[1], &end, 10);
+    if (!ids_valid(req->params[0]) ||
+        store_job_get(srv->store, req->account.id, req->params[0], j) != ERR_OK) {
+        api_error(res, ERR_NOT_FOUND, "No such job.", "id");
+        goto fail;
+    }
+    if (*end || end == req->params[1] || step <= 0 ||
+        store_checkpoint_list(srv->store, j->id, ck, STORE_LIST_MAX, &n) != ERR_OK) {
+        api_error(res, ERR_NOT_FOUND, "No such checkpoint.", "step");
+        goto fail;
+    }
+    const struct store_checkpoint *c = NULL;
+    for (int i = 0; i < n; i++)
+        if (ck[i].step == step)
+            c = &ck[i];
+    struct stat st;
+    if (!c || stat(c->path, &st) != 0) {
+        api_error(res, ERR_NOT_FOUND, "No such checkpoint, or it is no longer kept.", "step");
+        goto fail;
+    }
+    if (!lifecycle_model_dir(srv, j, base, sizeof base)) {
+        api_error(res, ERR_NOT_FOUND, "The job's base model is gone.", "model");
+        goto fail;
+    }
+    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/ckpt-XXXXXX", srv->cfg.data_dir) ||
+        !mkdtemp(x->tmp) || !text_printf(x->path, sizeof x->path, "%s/model", x->tmp)) {
+        api_log("error", "cannot make a folder for a checkpoint: %s", strerror(errno));
+        api_error(res, ERR_IO, NULL, NULL);
+        goto fail;
+    }
+    char *argv[] = {srv->alallo_bin, "train", "--materialize", (char *)c->path, "--base", base,
+                    "--out", x->path, NULL};
+    struct child_result r;
+    if (child_run(argv, EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
+        text_printf(msg, sizeof msg, "The checkpoint could not be made into a model: %.500s",
+                    r.err[0] ? r.err : "the materializer did not finish");
+        char *nl = strchr(msg, '\n');
+        if (nl)
+            *nl = '\0';
+        child_result_free(&r);
+        export_free(x);
+        x = NULL;
+        api_error(res, ERR_INTERNAL, msg, NULL);
+        goto fail;
+    }
+    child_result_free(&r);
+    x->is_dir = true;
+    x->dir = opendir(x->path);
+    if (!x->dir) {
+        export_free(x);
+        x = NULL;
+        api_error(res, ERR_IO, NULL, NULL);
+        goto fail;
+    }
+    http_response_free(res);
+    res->status = 200;
+    text_copy(res->content_type, sizeof res->content_type, "application/x-tar");
+    text_copy(res->header_name, sizeof res->header_name, "Content-Disposition");
+    text_printf(res->header_value, sizeof res->header_value,
+                "attachment; filename=\"%s-step-%ld.tar\"", j->id, step);
+    res->stream = export_read;
+    res->stream_ctx = x;
+    res->stream_free = export_free;
+    free(j);
+    free(ck);
+    return;
+fail:
+    free(j);
+    free(ck);
+    if (x && !x->tmp[0])
+        free(x);
+    else if (x)
+        export_free(x);
+}

@@ -38,6 +38,7 @@ static const struct route routes[] = {
     {"POST", "/v1/fine_tuning/jobs/{}/cancel", KEY, jobs_cancel},
     {"GET", "/v1/fine_tuning/jobs/{}/events", KEY, jobs_events},
     {"GET", "/v1/fine_tuning/jobs/{}/checkpoints", KEY, jobs_checkpoints},
+    {"GET", "/v1/fine_tuning/jobs/{}/checkpoints/{}/content", KEY, jobs_checkpoint_content},
     {"GET", "/v1/fine_tuning/jobs/{}/log", KEY, jobs_log},
     {"POST", "/v1/completions", KEY, completions_create},
     {"GET", "/v1/workers", KEY, workers_list},

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api/sched_link.h"
 #include "api/jsonw.h"
@@ -358,11 +359,19 @@ json_t *shape_checkpoint(const struct store_job *j, const struct store_checkpoin
     char base[300];
     shape_fine_tuned_model_name(j, base, sizeof base);
     text_printf(model, sizeof model, "%s:ckpt-step-%ld", base, c->step);
-    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:f},s:I}", "object",
-                     "fine_tuning.job.checkpoint", "id", id, "created_at",
-                     (json_int_t)(c->created_ms / 1000), "fine_tuned_model_checkpoint", model,
-                     "fine_tuning_job_id", j->id, "metrics", "step", (json_int_t)c->step,
-                     "train_loss", c->train_loss, "step_number", (json_int_t)c->step);
+    json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:f},s:I}", "object",
+                          "fine_tuning.job.checkpoint", "id", id, "created_at",
+                          (json_int_t)(c->created_ms / 1000), "fine_tuned_model_checkpoint", model,
+                          "fine_tuning_job_id", j->id, "metrics", "step", (json_int_t)c->step,
+                          "train_loss", c->train_loss, "step_number", (json_int_t)c->step);
+    /* A download only while its files are kept. */
+    struct stat st;
+    char url[IDS_MAX + 96];
+    if (o && stat(c->path, &st) == 0 &&
+        text_printf(url, sizeof url, "/v1/fine_tuning/jobs/%s/checkpoints/%ld/content", j->id,
+                    c->step))
+        json_object_set_new(o, "download_url", json_string(url));
+    return o;
 }
 
 json_t *shape_ledger_row(const struct store_ledger_row *r)

@@ -40,7 +40,7 @@ async function ledgerOf(s, jobId) {
 
 const net = (rows) => rows.reduce((a, r) => a + (r.kind === 'charge' ? r.amount : -r.amount), 0);
 
-test('cancel while queued is free; cancel while running charges the completed steps', { timeout: 300000 }, async () => {
+test('cancel while queued is free; cancel while running charges the completed steps and keeps a partial model', { timeout: 300000 }, async () => {
   const s = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60']);
   try {
     await workersUp(s, 1);
@@ -79,6 +79,32 @@ test('cancel while queued is free; cancel while running charges the completed st
     assert.ok(done.price.charged > 0, JSON.stringify(done.price));
     // Never above the upper end of the estimated price.
     assert.ok(done.price.charged - done.price.refunded <= done.estimate.price.high + 1e-6);
+
+    // The latest checkpoint stays as a partial model: downloadable as a
+    // model folder, and usable for completions under its own name.
+    const cks = (await s.call('GET', `/v1/fine_tuning/jobs/${first.id}/checkpoints`)).json.data;
+    assert.ok(cks[0].download_url, JSON.stringify(cks[0]));
+    const tar = await fetch(s.url + cks[0].download_url, { headers: { Authorization: `Bearer ${s.key}` } });
+    assert.equal(tar.status, 200, await tar.clone().text());
+    assert.equal(tar.headers.get('content-type'), 'application/x-tar');
+    const bytes = Buffer.from(await tar.arrayBuffer());
+    const names = [];
+    for (let off = 0; off + 512 <= bytes.length && bytes[off]; ) {
+      const name = bytes.subarray(off, off + 100).toString('latin1').replace(/\0.*$/s, '');
+      const size = parseInt(bytes.subarray(off + 124, off + 136).toString('latin1').trim(), 8);
+      names.push(name);
+      off += 512 + Math.ceil(size / 512) * 512;
+    }
+    assert.ok(names.includes('config.json') && names.some((n) => n.endsWith('.safetensors')), `tar holds ${names}`);
+    const partial = await waitFor(async () => {
+      const j = await s.job(first.id);
+      return j.fine_tuned_model ? j : false;
+    }, { what: 'the partial model' });
+    assert.equal(partial.fine_tuned_model, cks[0].fine_tuned_model_checkpoint);
+    const gen = await s.call('POST', '/v1/completions', { body: { model: partial.fine_tuned_model, prompt: 'Review: good', max_tokens: 3, temperature: 0 } });
+    assert.equal(gen.status, 200, gen.text);
+    const missing = await s.call('GET', `/v1/fine_tuning/jobs/${first.id}/checkpoints/999999/content`);
+    assert.equal(missing.status, 404);
   } finally {
     await s.stop();
   }
