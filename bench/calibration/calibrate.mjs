@@ -1,0 +1,150 @@
+// calibrate.mjs - the body of bench/calibration/run.sh (see there).
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const BIN = process.env.ALALLO_BIN;
+const ROOT = process.env.ALALLO_ROOT;
+const JOBS = Number(process.env.JOBS || 32);
+const WAVE = Number(process.env.WAVE || 3);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function run(args) {
+  const r = spawnSync(BIN, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`alallo ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-calib-'));
+process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
+const sample = path.join(ROOT, 'examples/sentiment-train.jsonl');
+const tok = path.join(tmp, 'tokenizer.json');
+run(['tokenizer', 'train', '--input', sample, '--vocab-size', '400', '--out', tok]);
+const models = path.join(tmp, 'models');
+fs.mkdirSync(models);
+for (const shape of ['tiny', 'small']) run(['model', 'init', '--shape', shape, '--tokenizer', tok, '--out', path.join(models, shape)]);
+
+const port = await freePort();
+const data = path.join(tmp, 'data');
+const serve = spawn(BIN, ['serve', '--port', String(port), '--data', data, '--models', models,
+  '--local-worker', 'name=a,cpus=1,mem=4G,price=0.40',
+  '--local-worker', 'name=b,cpus=1,mem=4G,price=0.80,class=spot'], { stdio: ['ignore', 'ignore', 'pipe'] });
+let serveLog = '';
+serve.stderr.on('data', (d) => (serveLog = (serveLog + d).slice(-20000)));
+const url = `http://127.0.0.1:${port}`;
+for (let i = 0; ; i++) {
+  try {
+    if ((await fetch(`${url}/healthz`)).ok && fs.existsSync(path.join(data, 'api-key'))) break;
+  } catch {}
+  if (i > 200) throw new Error(`serve did not start: ${serveLog}`);
+  await sleep(100);
+}
+const key = fs.readFileSync(path.join(data, 'api-key'), 'utf8').trim();
+const H = { Authorization: `Bearer ${key}` };
+const call = async (method, p, body) => {
+  const r = await fetch(url + p, { method, headers: body ? { ...H, 'Content-Type': 'application/json' } : H, body: body ? JSON.stringify(body) : undefined });
+  return r.json();
+};
+for (;;) {
+  const w = await call('GET', '/v1/workers');
+  if (w.data.length === 2 && w.data.every((x) => x.speed && x.speed.flops > 0)) break;
+  await sleep(500);
+}
+
+// Data sets of 50, 100 and 200 examples.
+const lines = fs.readFileSync(sample, 'utf8').trim().split('\n');
+const files = [];
+for (const n of [50, 100, 200]) {
+  const form = new FormData();
+  form.append('purpose', 'fine-tune');
+  form.append('file', new Blob([`${lines.slice(0, n).join('\n')}\n`]), `train-${n}.jsonl`);
+  files.push((await (await fetch(`${url}/v1/files`, { method: 'POST', headers: H, body: form })).json()).id);
+}
+
+// A varied, reproducible mix.
+let seed = 12345;
+const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+const pick = (a) => a[Math.floor(rnd() * a.length)];
+function jobBody(i) {
+  const model = rnd() < 0.3 ? 'small' : 'tiny';
+  return {
+    model,
+    training_file: pick(files),
+    hyperparameters: { n_epochs: pick([1, 2, 3]), batch_size: pick([4, 8]) },
+    goal: pick(['lowest_cost', 'fastest_finish']),
+    max_steps: model === 'small' ? pick([10, 20, 30]) : pick([30, 60, 120, 200]),
+    seed: i,
+  };
+}
+
+const results = [];
+const tlErrors = [];
+async function follow(created, t0) {
+  const samples = [];
+  for (;;) {
+    const j = await call('GET', `/v1/fine_tuning/jobs/${created.id}`);
+    const now = Date.now();
+    if (['succeeded', 'failed', 'cancelled'].includes(j.status)) {
+      const actual = (now - t0) / 1000;
+      for (const s of samples) {
+        const left = (now - s.t) / 1000;
+        if (left > 0.5) tlErrors.push(Math.abs(s.mid - left) / left);
+      }
+      return { id: j.id, status: j.status, low: created.estimate.time?.low_s, high: created.estimate.time?.high_s, actual, model: created.model, steps: j.progress.max_steps };
+    }
+    if (j.status === 'running' && j.time_left && j.progress.percent >= 5 && j.progress.percent < 100)
+      samples.push({ t: now, mid: (j.time_left.low_s + j.time_left.high_s) / 2, basis: j.time_left.basis });
+    await sleep(250);
+  }
+}
+
+for (let i = 0; i < JOBS; i += WAVE) {
+  const wave = [];
+  for (let k = i; k < Math.min(JOBS, i + WAVE); k++) {
+    const t0 = Date.now();
+    const created = await call('POST', '/v1/fine_tuning/jobs', jobBody(k));
+    if (created.error) throw new Error(JSON.stringify(created));
+    wave.push(follow(created, t0));
+  }
+  for (const r of await Promise.all(wave)) {
+    results.push(r);
+    process.stderr.write(`${results.length}/${JOBS} ${r.model} ${r.steps} steps: ${r.status}, ${r.actual.toFixed(1)} s in [${r.low}, ${r.high}]\n`);
+  }
+}
+serve.kill('SIGTERM');
+
+const ok = results.filter((r) => r.status === 'succeeded' && r.high != null);
+const inside = ok.filter((r) => r.actual >= r.low && r.actual <= r.high).length;
+const above = ok.filter((r) => r.actual > r.high).length;
+const median = (a) => {
+  if (!a.length) return null;
+  const s = [...a].sort((x, y) => x - y);
+  return s[Math.floor((s.length - 1) / 2)];
+};
+const firstHalf = ok.slice(0, Math.floor(ok.length / 2));
+const secondHalf = ok.slice(Math.floor(ok.length / 2));
+const cov = (a) => (a.length ? a.filter((r) => r.actual >= r.low && r.actual <= r.high).length / a.length : null);
+console.log(JSON.stringify({
+  jobs: results.length,
+  succeeded: ok.length,
+  coverage: ok.length ? inside / ok.length : null,
+  above_high: ok.length ? above / ok.length : null,
+  below_low: ok.length ? ok.filter((r) => r.actual < r.low).length / ok.length : null,
+  coverage_first_half: cov(firstHalf),
+  coverage_second_half: cov(secondHalf),
+  time_left_median_abs_error_after_5pct: median(tlErrors),
+  time_left_samples: tlErrors.length,
+  median_range_ratio: median(ok.map((r) => r.high / Math.max(r.low, 1e-9))),
+}));
