@@ -58,11 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct multipart_part parts[CAP];
     int n = -7;
     char err[200] = "";
-    /* FUZZ_KNOWN=multipart-null: step over the open bug of
-     * fuzz/crashes/fuzz_multipart/ (NULL + 0 for an empty body). */
-    const char *known = getenv("FUZZ_KNOWN");
-    const char *in = body || !(known && strstr(known, "multipart-null")) ? body : "";
-    int rc = multipart_parse(in, blen, boundary, parts, CAP, &n, err, sizeof err);
+    int rc = multipart_parse(body, blen, boundary, parts, CAP, &n, err, sizeof err);
     FUZZ_CHECK(rc == 0 || rc == -1);
     FUZZ_CHECK(n >= 0 && n <= CAP);
     if (rc != 0) {

@@ -32,8 +32,8 @@
  * in 200..599; JSON answers parse and errors have the documented shape
  * {"error":{"code","message","param"}}; and no 500, which the API keeps for
  * real internal failures (none can happen here: the disk is memory and the
- * children succeed); and no answer to one account shows the other's file
- * or job ids (check_isolation()).
+ * children succeed); and no JSON answer to one account names the other's
+ * files or jobs as objects (check_isolation()).
  *
  * FUZZ_ECHO=1 in the environment prints each answer, to check what a seed
  * reaches: FUZZ_ECHO=1 build-fuzz/fuzz_router_json fuzz/corpus/fuzz_router_json/seed-x
@@ -53,7 +53,7 @@
 #include "api/catalog.h"
 #include "api/fleet.h"
 #include "api/http.h"
-#include "api/placement_simple.h"
+#include "api/sched_link.h"
 #include "api/router.h"
 #include "api/server.h"
 #include "api/setup.h"
@@ -282,40 +282,6 @@ static bool build_request(char *text, size_t n, struct http_request *req)
     return (int64_t)req->body_len <= router_body_cap(&fx.srv, req->method, req->path);
 }
 
-/* FUZZ_KNOWN=utf8 (for long campaigns, while the bug is open): a 500 for
- * a request that itself holds invalid UTF-8 (path, query, headers, body or
- * a multipart file name) is the known fuzz/crashes/fuzz_router_json/ bug
- * (api_error cannot put invalid UTF-8 into JSON); let the campaign go on
- * to other findings. A 500 for a clean request still aborts. */
-static bool known_utf8_bug(const struct http_request *req)
-{
-    const char *k = getenv("FUZZ_KNOWN");
-    if (!k || !strstr(k, "utf8"))
-        return false;
-    bool clean = fuzz_utf8_valid((const uint8_t *)req->path, strlen(req->path)) &&
-                 fuzz_utf8_valid((const uint8_t *)req->authorization,
-                                 strlen(req->authorization)) &&
-                 fuzz_utf8_valid((const uint8_t *)req->content_type,
-                                 strlen(req->content_type)) &&
-                 (!req->body || fuzz_utf8_valid((const uint8_t *)req->body, req->body_len));
-    for (int i = 0; i < req->n_query; i++)
-        clean = clean && fuzz_utf8_valid((const uint8_t *)req->query[i].value,
-                                         strlen(req->query[i].value)) &&
-                fuzz_utf8_valid((const uint8_t *)req->query[i].key, strlen(req->query[i].key));
-    return !clean;
-}
-
-/* FUZZ_KNOWN=claim-500: a worker's claim answered 500 is the open bug of
- * fuzz/crashes/fuzz_router_json/claim-of-deleted-file-* (a queued job whose
- * training file was deleted); let long campaigns go on past it. */
-static bool known_claim_bug(const struct http_request *req)
-{
-    const char *k = getenv("FUZZ_KNOWN");
-    size_t n = strlen(req->path);
-    return k && strstr(k, "claim-500") && strncmp(req->path, "/internal/workers/", 18) == 0 &&
-           n > 6 && strcmp(req->path + n - 6, "/claim") == 0;
-}
-
 /* True when `id` occurs in the request the caller sent (path, query or
  * body): an answer may echo what it was asked about. */
 static bool request_names(const struct http_request *req, const char *id)
@@ -328,11 +294,41 @@ static bool request_names(const struct http_request *req, const char *id)
     return req->body && memmem(req->body, req->body_len, id, strlen(id)) != NULL;
 }
 
+/* True when the JSON value v holds, under a key that names an object
+ * (id, training_file, ...), the string `id`. User text (a job's name,
+ * metadata, a log line) may quote any id and is not looked at. */
+static bool names_object(json_t *v, const char *id)
+{
+    static const char *const keys[] = {"id",      "training_file", "validation_file",
+                                       "job_id",  "file_id",       "first_id",
+                                       "last_id", "fine_tuned_model"};
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) if (names_object(e, id)) return true;
+        return false;
+    }
+    if (!json_is_object(v))
+        return false;
+    const char *k;
+    json_t *e;
+    json_object_foreach(v, k, e)
+    {
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (strcmp(k, keys[i]) == 0 && json_is_string(e) &&
+                strcmp(json_string_value(e), id) == 0)
+                return true;
+        if (names_object(e, id))
+            return true;
+    }
+    return false;
+}
+
 /* Account isolation (SPEC 4: an account never sees another's files or
- * jobs): an answer to one account's key must not carry the other
- * account's file or job ids, unless the request itself named them. (This
- * covers /v1/workers too, where a worker runs $JOB whoever asks.) */
-static void check_isolation(const struct http_request *req, const struct http_response *res)
+ * jobs): a JSON answer to one account's key must not name the other
+ * account's file or job as an object, unless the request itself named it.
+ * (This covers /v1/workers too, where a worker runs $JOB whoever asks.) */
+static void check_isolation(const struct http_request *req, json_t *answer)
 {
     char mine[AUTH_KEY_MAX + 8], theirs[AUTH_KEY_MAX + 8];
     snprintf(mine, sizeof mine, "Bearer %s", fx.key);
@@ -345,11 +341,8 @@ static void check_isolation(const struct http_request *req, const struct http_re
     } else {
         return;
     }
-    if (!res->body)
-        return;
     for (int i = 0; i < 2; i++)
-        if (memmem(res->body, res->len, hidden[i], strlen(hidden[i])) &&
-            !request_names(req, hidden[i])) {
+        if (names_object(answer, hidden[i]) && !request_names(req, hidden[i])) {
             fprintf(stderr, "%s %s: the answer shows another account's %s\n", req->method,
                     req->path, hidden[i]);
             abort();
@@ -380,11 +373,6 @@ static void check_response(const struct http_request *req, struct http_response 
         return;
     }
     FUZZ_CHECK(res->len == 0 || res->body != NULL);
-    check_isolation(req, res);
-    if (res->status == 500 && known_utf8_bug(req))
-        return;
-    if (res->status == 500 && known_claim_bug(req))
-        return;
     if (res->status == 500) {
         fprintf(stderr, "%s %s answered 500: %.*s\n", req->method, req->path, (int)res->len,
                 res->body ? res->body : "");
@@ -405,6 +393,7 @@ static void check_response(const struct http_request *req, struct http_response 
                 jerr.text);
         abort();
     }
+    check_isolation(req, v);
     if (res->status >= 400) {
         json_t *e = json_object_get(v, "error");
         if (!json_is_string(json_object_get(e, "code")) ||
@@ -456,7 +445,7 @@ static void fixture_down(void)
         return;
     store_close(fx.srv.store);
     catalog_free(fx.srv.catalog);
-    placement_free(fx.srv.placement);
+    sched_link_free(fx.srv.sched);
     fleet_cache_free(fx.srv.fleet);
     remove_tree(fx.root);
     fx.up = false;
@@ -497,9 +486,9 @@ static void fixture_up(void)
     }
     FUZZ_CHECK(setup_create_account(srv->store, "other", fx.other_key) == ERR_OK);
     srv->catalog = catalog_new(srv->cfg.models_dir);
-    srv->placement = placement_new();
+    srv->sched = sched_link_new();
     srv->fleet = fleet_cache_new();
-    FUZZ_CHECK(srv->catalog && srv->placement && srv->fleet);
+    FUZZ_CHECK(srv->catalog && srv->sched && srv->fleet);
     fx.up = true;
 
     const char *ct = "multipart/form-data; boundary=XyZ";
@@ -571,11 +560,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(body, req->body, req->body_len);
         }
         req->body = body;
-        /* FUZZ_KNOWN=multipart-null: step over the open bug of
-         * fuzz/crashes/fuzz_router_json/upload-empty-body. */
-        const char *known = getenv("FUZZ_KNOWN");
-        if (!body && known && strstr(known, "multipart-null"))
-            req->body = "";
         struct http_response res = {0};
         api_dispatch(&fx.srv, req, &res);
         if (getenv("FUZZ_ECHO")) /* to see what a seed reaches */

@@ -86,11 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* A reason, as one line of valid UTF-8: model errors reach JSON. */
         FUZZ_CHECK(err[0] != '\0');
         FUZZ_CHECK(memchr(err, '\0', sizeof err) != NULL);
-        /* FUZZ_KNOWN=st-newline steps over the open bug of
-         * fuzz/crashes/fuzz_safetensors/ in long campaigns. */
-        const char *known = getenv("FUZZ_KNOWN");
-        if (!(known && strstr(known, "st-newline")))
-            FUZZ_CHECK(strchr(err, '\n') == NULL);
+        FUZZ_CHECK(strchr(err, '\n') == NULL);
         if (!fuzz_utf8_valid((const uint8_t *)err, strlen(err))) {
             fprintf(stderr, "st_parse error is not valid UTF-8: %s\n", err);
             abort();
