@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8080
 DATA ?= var
 
-.PHONY: all build deps deps-test run test unit integration e2e asan bench clean node-deps
+.PHONY: all build deps deps-test run test unit integration e2e asan fuzz bench clean node-deps
 
 all: build
 
@@ -42,6 +42,13 @@ test: deps-test
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory fuzz
+
+# Every libFuzzer target for a short, bounded time, after replaying the
+# saved crash inputs (fuzz/run.sh; FUZZ_SECONDS per target).
+FUZZ_SECONDS ?= 8
+fuzz: deps-test
+	@fuzz/run.sh $(FUZZ_SECONDS)
 
 # The unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps
