@@ -1,6 +1,8 @@
 /* fleet.c - the cached picture of the capacity. */
 #include "api/fleet.h"
 
+#include "api/sched_link.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,8 @@ void fleet_snapshot(struct api_server *srv, struct fleet *out)
 
 void fleet_invalidate(struct api_server *srv)
 {
+    if (srv->sched)
+        sched_link_invalidate(srv->sched);
     pthread_mutex_lock(&srv->fleet->mu);
     srv->fleet->read_ms = 0;
     pthread_mutex_unlock(&srv->fleet->mu);

@@ -1118,6 +1118,10 @@ static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused
         return ERR_CONFLICT;
     if (!j->stop_reason[0])
         text_copy(j->stop_reason, sizeof j->stop_reason, reason);
+    /* A move (drain, spot take-back) shows at once: the trainer now writes
+     * its checkpoint, and the job continues elsewhere from it. */
+    if (strcmp(j->stop_reason, "move") == 0 && j->status == JOB_RUNNING)
+        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
     return ERR_OK;
 }
 

@@ -18,9 +18,31 @@
 #define STARTUP_BASE_S 2.0
 #define STARTUP_BYTES_PER_S 200e6
 
+/* Estimates read the queue and the fleet through a snapshot at most
+ * SNAPSHOT_TTL_S old, so that a burst of job creations does not read every
+ * waiting job once per creation. Passes always read afresh. */
+#define SNAPSHOT_TTL_S 1.0
+
+struct queue {
+    struct sched_job *jobs;
+    char (*ids)[IDS_MAX];
+    bool *queued; /* status queued (not re-scheduling) */
+    char (*message)[48];
+    size_t n;
+    struct sched_account_load *loads;
+    size_t n_loads;
+};
+
+static void queue_free(struct queue *q);
+
 struct sched_link {
     pthread_mutex_t mu;
     struct est_history history;
+    pthread_mutex_t snap_mu; /* owns the snapshot below */
+    struct queue snap_queue; /* with one free slot at the end */
+    struct sched_worker snap_workers[SCHED_LINK_WORKERS];
+    int snap_n_workers;
+    double snap_at; /* 0: none */
 };
 
 struct sched_link *sched_link_new(void)
@@ -29,6 +51,7 @@ struct sched_link *sched_link_new(void)
     if (!l)
         return NULL;
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->snap_mu, NULL);
     est_history_init(&l->history);
     return l;
 }
@@ -37,7 +60,9 @@ void sched_link_free(struct sched_link *l)
 {
     if (!l)
         return;
+    queue_free(&l->snap_queue);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->snap_mu);
     free(l);
 }
 
@@ -200,18 +225,6 @@ static bool to_sched_job(const struct store_job *j, int64_t id, struct sched_job
     return true;
 }
 
-/* The waiting jobs (queued or re-scheduling, nothing running them), oldest
- * first. ids[] gets their ids, accounts[] the account loads. */
-struct queue {
-    struct sched_job *jobs;
-    char (*ids)[IDS_MAX];
-    bool *queued; /* status queued (not re-scheduling) */
-    char (*message)[48];
-    size_t n;
-    struct sched_account_load *loads;
-    size_t n_loads;
-};
-
 static void queue_free(struct queue *q)
 {
     free(q->jobs);
@@ -291,16 +304,26 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
     req.train_tokens = (double)j->tokens * (j->n_epochs > 0 ? j->n_epochs : 1);
     if (!sched_goal_parse(j->goal, &req.goal))
         req.goal = SCHED_LOWEST_COST;
-    struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
-    struct queue q = {0};
+    struct sched_link *l = srv->sched;
     enum alallo_err e = ERR_NOMEM;
-    if (!w || !free_at)
-        goto out;
-    int n = sched_link_workers(srv, now, w, SCHED_LINK_WORKERS);
-    e = load_queue(srv, &q, 1);
-    if (e)
-        goto out;
+    if (!free_at)
+        return e;
+    pthread_mutex_lock(&l->snap_mu);
+    if (!l->snap_at || now - l->snap_at > SNAPSHOT_TTL_S || now < l->snap_at) {
+        queue_free(&l->snap_queue);
+        l->snap_n_workers = sched_link_workers(srv, now, l->snap_workers, SCHED_LINK_WORKERS);
+        e = load_queue(srv, &l->snap_queue, 1);
+        if (e) {
+            queue_free(&l->snap_queue);
+            l->snap_at = 0;
+            goto out;
+        }
+        l->snap_at = now;
+    }
+    struct queue q = l->snap_queue;
+    struct sched_worker *w = l->snap_workers;
+    int n = l->snap_n_workers;
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];
@@ -344,10 +367,16 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
         out->waits = true;
     }
 out:
-    queue_free(&q);
-    free(w);
+    pthread_mutex_unlock(&l->snap_mu);
     free(free_at);
     return e;
+}
+
+void sched_link_invalidate(struct sched_link *l)
+{
+    pthread_mutex_lock(&l->snap_mu);
+    l->snap_at = 0;
+    pthread_mutex_unlock(&l->snap_mu);
 }
 
 bool sched_plan_write(const struct estimate *e, enum sched_goal goal, char *out, size_t cap)

@@ -85,6 +85,11 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
                                     const struct store_job *j, double now,
                                     struct estimate *out /* OUT */, char *why, size_t whycap);
 
+/* Makes the next estimate read the queue and the fleet afresh (a worker
+ * registered, drained or was lost). Estimates otherwise use a snapshot at
+ * most a second old. */
+void sched_link_invalidate(struct sched_link *l);
+
 /* The plan text of an estimate (for store_job.plan), and back. */
 bool sched_plan_write(const struct estimate *e, enum sched_goal goal, char *out, size_t cap);
 bool sched_plan_read(const char *text, struct sched_plan *out /* OUT */);

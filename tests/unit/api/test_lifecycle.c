@@ -359,6 +359,10 @@ static void cancel_and_drain_a_running_job(void **state)
     assert_int_equal(r.status, 200);
     assert_string_equal(h_str(r.json, "state"), "draining");
     reply_free(&r);
+    json_t *moving = job(h, h->key, id);
+    assert_string_equal(h_str(moving, "status"), "re-scheduling");
+    assert_string_equal(h_str(moving, "message"), "Re-scheduling");
+    json_decref(moving);
     r = h_call(h, "POST", "/internal/workers/w1/heartbeat", NULL, h->srv.worker_token,
                "{\"attempt_id\":null,\"fence\":null}");
     assert_string_equal(h_str(r.json, "state"), "draining");
