@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "train/gemm.h"
+#include "train/kern.h"
 
 /* Columns per task for the bias gradient (a sum down the rows). */
 #define COL_CHUNK 64
@@ -39,10 +40,11 @@ const float *linear_rows(const struct linear *l, int r0, int nr, float *buf)
         return l->w + start;
     case WK_BF16: {
         const uint16_t *src = l->wb + start;
-#pragma omp parallel for simd schedule(static) if (count > 65536)
-        for (size_t i = 0; i < count; i++) {
-            uint32_t u = (uint32_t)src[i] << 16;
-            memcpy(&buf[i], &u, sizeof u);
+        size_t blk = 65536, nb = (count + blk - 1) / blk;
+#pragma omp parallel for schedule(static) if (nb > 1)
+        for (size_t b = 0; b < nb; b++) {
+            size_t s = b * blk;
+            kern_bf16_to_f32(src + s, buf + s, count - s < blk ? count - s : blk);
         }
         return buf;
     }

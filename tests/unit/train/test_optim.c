@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "train/kern.h"
 #include "train/optim.h"
 #include "train/rng.h"
 
@@ -33,6 +34,36 @@ static void adamw_two_steps_by_hand(void **state)
     assert_float_equal(p[1], 0.9 - upd, 2e-6);
     assert_int_equal(o.t, 2);
     optim_free(&o);
+}
+
+/* The vector AdamW gives the bits of the plain formula, lane by lane and in
+ * the scalar tail (n not a multiple of 8). */
+static void adamw_kernel_matches_formula(void **state)
+{
+    (void)state;
+    enum { N = 1003 };
+    static float p[N], g[N], m[N], v[N], pr[N], mr[N], vr[N];
+    struct rng r;
+    rng_seed(&r, 9);
+    for (int i = 0; i < N; i++) {
+        p[i] = pr[i] = rng_normal(&r);
+        g[i] = rng_normal(&r);
+        m[i] = mr[i] = 0.1f * rng_normal(&r);
+        v[i] = vr[i] = 0.01f * rng_uniform(&r);
+    }
+    float gs = 0.7f, b1 = 0.9f, b2 = 0.999f, st = 1e-3f, rc2 = 1.3f, eps = 1e-8f, dk = 0.999f;
+    kern_adamw(p, g, m, v, N, gs, b1, b2, st, rc2, eps, dk);
+    for (int i = 0; i < N; i++) {
+        float gi = g[i] * gs;
+        float mi = b1 * mr[i] + (1.0f - b1) * gi;
+        float vi = b2 * vr[i] + (1.0f - b2) * gi * gi;
+        mr[i] = mi;
+        vr[i] = vi;
+        pr[i] = pr[i] * dk - st * mi / (sqrtf(vi) * rc2 + eps);
+    }
+    assert_memory_equal(p, pr, sizeof p);
+    assert_memory_equal(m, mr, sizeof m);
+    assert_memory_equal(v, vr, sizeof v);
 }
 
 static void clipping(void **state)
@@ -104,6 +135,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(adamw_two_steps_by_hand),
+        cmocka_unit_test(adamw_kernel_matches_formula),
         cmocka_unit_test(clipping),
         cmocka_unit_test(norm_is_deterministic_and_accurate),
         cmocka_unit_test(schedule),
