@@ -13,14 +13,14 @@ const float nf4_levels[16] = {
 
 int nf4_nearest(float v)
 {
-    if (!(v > -1.0f)) /* also NaN */
-        return v == v ? 0 : 7;
-    if (v >= 1.0f)
-        return 15;
-    /* Midpoints between neighbouring levels decide; ties go up. */
+    if (v != v) /* NaN: zero */
+        return 7;
+    /* The level index is the number of midpoints between neighbouring
+     * levels at or below v (ties go up): fifteen compares, no
+     * data-dependent jumps. */
     int i = 0;
-    while (i < 15 && v >= 0.5f * (nf4_levels[i] + nf4_levels[i + 1]))
-        i++;
+    for (int k = 0; k < 15; k++)
+        i += v >= 0.5f * (nf4_levels[k] + nf4_levels[k + 1]);
     return i;
 }
 
