@@ -45,6 +45,10 @@ void estimates_create(struct api_server *, struct http_request *, struct http_re
 void completions_create(struct api_server *, struct http_request *, struct http_response *);
 void workers_list(struct api_server *, struct http_request *, struct http_response *);
 void workers_drain(struct api_server *, struct http_request *, struct http_response *);
+/* The spot capacity of a worker was taken back (the provider's notice, as
+ * the operator or its tooling relays it): like a drain, for spot workers
+ * only; the running job checkpoints and moves. */
+void workers_reclaim(struct api_server *, struct http_request *, struct http_response *);
 void billing_ledger(struct api_server *, struct http_request *, struct http_response *);
 void health_get(struct api_server *, struct http_request *, struct http_response *);
 void metrics_get(struct api_server *, struct http_request *, struct http_response *);

@@ -59,7 +59,23 @@ void workers_list(struct api_server *srv, struct http_request *req, struct http_
     free(ws);
 }
 
+static void take_away(struct api_server *srv, struct http_request *req,
+                      struct http_response *res, bool spot);
+
 void workers_drain(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    take_away(srv, req, res, false);
+}
+
+void workers_reclaim(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    take_away(srv, req, res, true);
+}
+
+/* Drain (spot false) or spot take-back: the worker takes no new attempt and
+ * its running job is told to checkpoint and move. */
+static void take_away(struct api_server *srv, struct http_request *req,
+                      struct http_response *res, bool spot)
 {
     const char *name = req->params[0];
     struct store_worker w;
@@ -67,6 +83,10 @@ void workers_drain(struct api_server *srv, struct http_request *req, struct http
                                                  : ERR_NOT_FOUND;
     if (e == ERR_NOT_FOUND) {
         api_error(res, e, "No such worker.", "name");
+        return;
+    }
+    if (!e && spot && strcmp(w.class_, "spot") != 0) {
+        api_error(res, ERR_CONFLICT, "Only a spot worker's capacity can be taken back.", "name");
         return;
     }
     if (!e && strcmp(w.state, "active") == 0) {
@@ -84,6 +104,7 @@ void workers_drain(struct api_server *srv, struct http_request *req, struct http
     for (int i = 0; i < n; i++)
         lifecycle_request_stop(srv, open[i].job, "move");
     fleet_invalidate(srv);
-    api_log("info", "worker %s drained by the operator", name);
+    api_log("info", "worker %s %s", name,
+            spot ? "lost its spot capacity" : "drained by the operator");
     api_json(res, 200, worker_for(srv, req, &w, open, n));
 }

@@ -43,6 +43,7 @@ static const struct route routes[] = {
     {"POST", "/v1/completions", KEY, completions_create},
     {"GET", "/v1/workers", KEY, workers_list},
     {"POST", "/v1/workers/{}/drain", OPERATOR, workers_drain},
+    {"POST", "/v1/workers/{}/reclaim", OPERATOR, workers_reclaim},
     {"GET", "/v1/billing/ledger", KEY, billing_ledger},
     {"POST", "/internal/workers/register", WORKER, internal_register},
     {"POST", "/internal/workers/{}/heartbeat", WORKER, internal_heartbeat},

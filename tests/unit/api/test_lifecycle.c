@@ -602,6 +602,50 @@ static void a_trainer_that_never_starts_is_tried_again_then_failed(void **state)
     h_free(h);
 }
 
+static void spot_take_back_moves_the_job(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "od", "8000000000", 1.0);
+    struct reply r = h_call(h, "POST", "/internal/workers/register", NULL, h->srv.worker_token,
+                            "{\"name\":\"sp\",\"cpus\":2,\"mem_bytes\":8000000000,"
+                            "\"accelerator\":\"cpu\",\"price_per_hour\":0.1,\"class\":\"spot\","
+                            "\"speed\":{\"tokens_per_s\":1000,\"flops\":1e9}}");
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    fleet_invalidate(&h->srv);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "sp", &c)); /* the cheaper spot worker, for lowest_cost */
+    assert_string_equal(c.job, id);
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    /* Only spot capacity can be taken back, and only by the operator. */
+    r = h_call(h, "POST", "/v1/workers/od/reclaim", NULL, h->key, NULL);
+    assert_int_equal(r.status, 409);
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/workers/sp/reclaim", NULL, h->other_key, NULL);
+    assert_int_equal(r.status, 403);
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/workers/sp/reclaim", NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "re-scheduling");
+    json_decref(j);
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"checkpoint\",\"step\":5,\"path\":\"/x\",\"train_loss\":1}",
+                            stop, sizeof stop),
+                     200);
+    assert_string_equal(stop, "move");
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    struct claim c2;
+    assert_true(claim(h, "od", &c2));
+    assert_string_equal(c2.job, id);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -614,6 +658,7 @@ int main(void)
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
         cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
         cmocka_unit_test(a_trainer_that_never_starts_is_tried_again_then_failed),
+        cmocka_unit_test(spot_take_back_moves_the_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
