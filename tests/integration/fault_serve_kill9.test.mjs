@@ -27,6 +27,8 @@ const ARGS = ['--models', tinyModelsDir(), '--worker-timeout', '4', '--local-wor
 test('kill -9 of serve during running jobs: they continue after a restart, billed once', { timeout: 400000 }, async () => {
   let s = await Serve.start({ args: ARGS });
   const remote = startWorker(s, 'remote1');
+  let sampler = null;
+  let most = 0;
   try {
     await waitWorkers(s, ['local1', 'remote1']);
     const file = await uploadSample(s);
@@ -45,12 +47,20 @@ test('kill -9 of serve during running jobs: they continue after a restart, bille
     assert.equal(onRemote.attempts.at(-1).worker, 'remote1');
 
     const localWork = path.join(s.data, 'workers', 'local1');
+    const remoteLogBefore = remote.log().length;
     assert.equal(trainers({ under: localWork }).length, 1);
+    // From here on, never more than one trainer per worker.
+    sampler = setInterval(() => {
+      most = Math.max(most, trainers({ under: localWork }).length, trainers({ under: remote.workDir }).length);
+    }, 100);
+    sampler.unref();
     s.proc.kill('SIGKILL');
     await s.exited;
     // The local worker's trainer died with its server.
     await waitFor(() => trainers({ under: localWork }).length === 0, { timeoutMs: 10000, what: 'the local trainer to die with serve' });
-    // The remote worker is still there, waiting for its server.
+    // The remote worker notices the outage (a heartbeat fails) and keeps
+    // running, waiting for its server.
+    await waitFor(() => /heartbeat: /.test(remote.log().slice(remoteLogBefore)), { timeoutMs: 15000, what: 'the remote worker to notice the outage' });
     assert.equal(remote.exited, null);
 
     s = new Serve({ data: s.data, port: s.port, args: ARGS });
@@ -68,14 +78,18 @@ test('kill -9 of serve during running jobs: they continue after a restart, bille
     assert.ok(doneLocal.attempts.at(-1).start_step > 0, 'continued from a checkpoint');
     // The remote job's trainer went on; if it was moved, it continued too.
     if (doneRemote.attempts.length > 1) assert.ok(doneRemote.attempts.at(-1).start_step > 0);
-    assert.match(remote.log(), /server back|registered with/);
+    // The remote worker came back by itself.
+    assert.match(remote.log().slice(remoteLogBefore), /server back|registered with/);
 
+    clearInterval(sampler);
+    assert.ok(most <= 1, `${most} trainers ran at once on one worker`);
     for (const j of [doneLocal, doneRemote]) {
       assert.equal(j.progress.percent, 100);
       assert.ok(j.price.charged > 0, `job ${j.id} was not charged`);
       await assertBilledOnce(assert, s, j);
     }
   } finally {
+    clearInterval(sampler);
     await stopProc(remote);
     await s.stop();
   }
