@@ -167,7 +167,7 @@ static void finetuned_continues_as_trained(void **state)
     assert_int_equal(fx_write_data(p, 48), 0);
     snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
     assert_int_equal(fx_write_attempt(cfg, root, "\"adapter\":\"full\",", 200, 0), 0);
-    char cmd[1200];
+    char cmd[1400];
     snprintf(cmd, sizeof cmd, "%s train --config %s >/dev/null 2>&1", ALALLO_BINARY, cfg);
     assert_int_equal(system(cmd), 0);
     snprintf(p, sizeof p, "%s/out/model", root);
@@ -187,6 +187,23 @@ static void finetuned_continues_as_trained(void **state)
         gen_result_free(&r);
     }
     gen_close(g);
+    /* the command line: --json prints one object */
+    snprintf(cmd, sizeof cmd, "%s generate --model-dir %s --prompt 'apple says:' --json "
+             "--max-tokens 8 2>/dev/null", ALALLO_BINARY, p);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    json_error_t je;
+    json_t *o = json_loads(buf, 0, &je);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "text")), " apple");
+    assert_int_equal(json_integer_value(json_object_get(o, "prompt_tokens")), 12);
+    assert_int_equal(json_integer_value(json_object_get(o, "completion_tokens")), 6);
+    assert_string_equal(json_string_value(json_object_get(o, "finish_reason")), "stop");
+    json_decref(o);
 }
 
 int main(void)

@@ -377,6 +377,40 @@ static void materialize_checkpoint(void **state)
     assert_int_equal(access(a, R_OK), 0);
 }
 
+/* `alallo bench train` prints one JSON object with the fields the worker's
+ * speed measurement and the docs rely on. */
+static void bench_prints_json(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s bench train --shape tiny --steps 3 --threads 2 2>/dev/null",
+             ALALLO_BINARY);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    json_error_t je;
+    json_t *o = json_loads(buf, 0, &je);
+    assert_non_null(o);
+    assert_true(json_real_value(json_object_get(o, "tokens_per_s")) > 0.0);
+    double mfu = json_real_value(json_object_get(o, "mfu"));
+    assert_true(mfu > 0.0 && mfu < 1.0);
+    assert_true(json_integer_value(json_object_get(o, "peak_rss_bytes")) > 1000000);
+    assert_true(json_real_value(json_object_get(o, "peak_fp32_flops")) > 1e9);
+    json_t *ph = json_object_get(o, "phase_s");
+    assert_non_null(json_object_get(ph, "forward"));
+    assert_non_null(json_object_get(ph, "backward"));
+    assert_non_null(json_object_get(ph, "optimizer"));
+    json_decref(o);
+    /* a bad option is a usage error */
+    snprintf(cmd, sizeof cmd, "%s bench train --adapter full --precision 4-bit 2>/dev/null",
+             ALALLO_BINARY);
+    int st = system(cmd);
+    assert_int_equal(WEXITSTATUS(st), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +422,7 @@ int main(void)
         cmocka_unit_test(data_error_is_user_error),
         cmocka_unit_test(chat_data_and_validation),
         cmocka_unit_test(materialize_checkpoint),
+        cmocka_unit_test(bench_prints_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
