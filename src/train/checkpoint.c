@@ -502,8 +502,11 @@ int ckpt_prune(const char *root, int keep)
     char mine[64];
     snprintf(mine, sizeof mine, "-%ld", (long)getpid());
     while ((e = readdir(d))) {
-        if ((strncmp(e->d_name, ".tmp-step-", 10) == 0 || strncmp(e->d_name, ".old-step-", 10) == 0) &&
-            !strstr(e->d_name, mine)) {
+        int leftover = strncmp(e->d_name, ".tmp-step-", 10) == 0 ||
+                       strncmp(e->d_name, ".old-step-", 10) == 0;
+        size_t len = strlen(e->d_name), ml = strlen(mine);
+        int ours = len > ml && strcmp(e->d_name + len - ml, mine) == 0;
+        if (leftover && !ours) {
             snprintf(path, sizeof path, "%s/%s", root, e->d_name);
             if (ckpt_remove_tree(path) == 0)
                 deleted++;

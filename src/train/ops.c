@@ -226,9 +226,10 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         for (int j = i + 1; j < T; j++)
                             dr[j] = 0.0f;
                     }
-                    gemm(0, 0, T, hd, T, 1.0f, ds, T, k + ko, ks, 1.0f, dq + qo, qs);   /* dQ += dS K   */
-                    gemm(1, 0, T, hd, T, 1.0f, ds, T, q + qo, qs, 1.0f, dk + ko, ks);   /* dK += dS^T Q */
-                    gemm(1, 0, T, hd, T, 1.0f, p, T, dout + qo, qs, 1.0f, dv + ko, ks); /* dV += P^T dO */
+                    /* dQ += dS K, dK += dS^T Q, dV += P^T dO */
+                    gemm(0, 0, T, hd, T, 1.0f, ds, T, k + ko, ks, 1.0f, dq + qo, qs);
+                    gemm(1, 0, T, hd, T, 1.0f, ds, T, q + qo, qs, 1.0f, dk + ko, ks);
+                    gemm(1, 0, T, hd, T, 1.0f, p, T, dout + qo, qs, 1.0f, dv + ko, ks);
                 }
             }
         }

@@ -210,7 +210,8 @@ static void xent_gradients(void **state)
     double l1 = ops_xent_forward(logits, tgt, M, V);
     double l2 = ops_xent_forward_backward(grad, tgt, M, V, 1.0f);
     assert_true(l1 == l2);
-    assert_int_equal(gc_check("xent", xe_loss, &c, logits, M * V, grad, M * V, H_STEP, ATOL, RTOL), 0);
+    assert_int_equal(
+        gc_check("xent", xe_loss, &c, logits, M * V, grad, M * V, H_STEP, ATOL, RTOL), 0);
     /* uniform logits give log V per row */
     float z[V] = {0};
     int32_t t0 = 2;

@@ -144,7 +144,8 @@ static void loss_goes_down_full(void **state)
     assert_true(l4 < 0.8 * l1);
     assert_true(json_real_value(json_object_get(s4, "tokens_per_s")) > 0.0);
     json_t *log = find_event(&r, "log", 1);
-    assert_true(strncmp(json_string_value(json_object_get(log, "line")), "step 10/40: loss ", 17) == 0);
+    const char *line = json_string_value(json_object_get(log, "line"));
+    assert_true(strncmp(line, "step 10/40: loss ", 17) == 0);
     json_t *done = find_event(&r, "done", 0);
     assert_non_null(done);
     assert_true(json_is_null(json_object_get(done, "adapter_dir")));

@@ -15,7 +15,8 @@
 /* GPT-2's printable stand-in for byte b, UTF-8 encoded into out. */
 static inline void fx_byte_char(int b, char out[4])
 {
-#define FX_PRINTABLE(i) (((i) >= 33 && (i) <= 126) || ((i) >= 161 && (i) <= 172) || ((i) >= 174 && (i) <= 255))
+#define FX_PRINTABLE(i)                                                                    \
+    (((i) >= 33 && (i) <= 126) || ((i) >= 161 && (i) <= 172) || ((i) >= 174 && (i) <= 255))
     int cp = b;
     if (!FX_PRINTABLE(b)) {
         int n = 0;
