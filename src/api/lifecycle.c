@@ -27,6 +27,7 @@
 #define ATTEMPTS_MAX 64  /* attempts of one job considered for billing */
 #define CAL_MAX 4        /* calibration pairs one transaction can add */
 #define START_TIMEOUT_REASON "the trainer did not start in time"
+#define BUDGET_BASE_MIN_S 60.0 /* the budget is a multiple of at least this */
 
 static void set_message(struct store_job *j, enum job_message m)
 {
@@ -148,13 +149,17 @@ static void begin_attempt(struct api_server *srv, struct store_job *j, struct sc
     double startup = sched_plan_read(j->plan, &p) ? p.startup_s : EST_DEFAULT_STARTUP_S;
     double lo, hi;
     sched_link_train_range(srv->sched, j, sw, j->max_steps - start, &lo, &hi);
-    ledger_raise_budget_base(lj, ledger_running_s(lj, now) + startup + hi);
+    /* A job of seconds that takes twice its estimate has not "taken far
+     * longer than planned": the budget's base is at least a minute. */
+    ledger_raise_budget_base(lj, fmax(BUDGET_BASE_MIN_S, ledger_running_s(lj, now) + startup + hi));
     tl_begin(&st->tl, j->max_steps, start, now, startup, lo, hi);
     st->has_tl = true;
     double fpt = p.flops_per_token > 0 ? p.flops_per_token : 0;
+    st->model_factor = sched_link_model_factor(srv->sched, j->model);
     st->nominal_step_s =
         j->max_steps > 0
-            ? capacity_train_seconds((double)j->tokens * j->n_epochs * fpt / j->max_steps, sw)
+            ? capacity_train_seconds((double)j->tokens * j->n_epochs * fpt / j->max_steps, sw) *
+                  st->model_factor
             : 0;
     st->worker_class = (int)sw->class_;
 }
@@ -532,6 +537,13 @@ static enum alallo_err ledger_end(struct events_ctx *c, struct store_job *j, lon
                                       .created_ms = c->now};
         text_copy(k.kind, sizeof k.kind, "train");
         e = calibrate(c, w, &k);
+        /* The same attempt against the plain FLOPs model, for the model's
+         * own speed. */
+        text_copy(k.kind, sizeof k.kind, "model");
+        text_copy(k.model, sizeof k.model, j->model);
+        k.nominal_a /= st->model_factor > 0 ? st->model_factor : 1.0;
+        if (!e)
+            e = calibrate(c, w, &k);
     }
     st->has_tl = false;
     return e;

@@ -35,9 +35,28 @@ struct queue {
 
 static void queue_free(struct queue *q);
 
+/* How fast one model trains against the FLOPs model: the worker's
+ * measured FLOP/s come from one benchmark shape, and small models use them
+ * worse than large ones (per-step overheads), so each model's own ratio of
+ * actual to nominal training time is learnt from its finished attempts and
+ * applied before the estimator sees the nominal; the estimator's bands then
+ * calibrate what remains. */
+#define MODELS_MAX 256
+#define MODEL_RATIO_MIN 0.02
+#define MODEL_RATIO_MAX 50.0
+
+struct model_speed {
+    char model[STORE_NAME_MAX];
+    double log_ratio; /* exponentially weighted mean of log(actual/nominal) */
+    int n;
+};
+
 struct sched_link {
     pthread_mutex_t mu;
     struct est_history history;
+    pthread_mutex_t model_mu; /* owns models[] */
+    struct model_speed models[MODELS_MAX];
+    int n_models;
     pthread_mutex_t snap_mu; /* owns the snapshot below */
     struct queue snap_queue; /* with one free slot at the end */
     struct sched_worker snap_workers[SCHED_LINK_WORKERS];
@@ -52,6 +71,7 @@ struct sched_link *sched_link_new(void)
         return NULL;
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->snap_mu, NULL);
+    pthread_mutex_init(&l->model_mu, NULL);
     est_history_init(&l->history);
     return l;
 }
@@ -63,11 +83,57 @@ void sched_link_free(struct sched_link *l)
     queue_free(&l->snap_queue);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->snap_mu);
+    pthread_mutex_destroy(&l->model_mu);
     free(l);
+}
+
+static void add_model(struct sched_link *l, const struct store_calibration *k)
+{
+    if (!(k->actual_a > 0) || !(k->nominal_a > 0) || !k->model[0])
+        return;
+    double x = log(k->actual_a / k->nominal_a);
+    if (!isfinite(x))
+        return;
+    pthread_mutex_lock(&l->model_mu);
+    struct model_speed *m = NULL;
+    for (int i = 0; i < l->n_models; i++)
+        if (strcmp(l->models[i].model, k->model) == 0)
+            m = &l->models[i];
+    if (!m) {
+        /* Full: the slot learnt from least is reused. */
+        int slot = l->n_models < MODELS_MAX ? l->n_models++ : 0;
+        for (int i = 1; slot == 0 && i < l->n_models; i++)
+            if (l->models[i].n < l->models[slot].n)
+                slot = i;
+        m = &l->models[slot];
+        memset(m, 0, sizeof *m);
+        text_copy(m->model, sizeof m->model, k->model);
+    }
+    /* The mean of the first 8, then a moving average that follows a fleet
+     * whose speed changes. */
+    m->n++;
+    double w = m->n < 8 ? 1.0 / m->n : 1.0 / 8;
+    m->log_ratio += w * (x - m->log_ratio);
+    pthread_mutex_unlock(&l->model_mu);
+}
+
+double sched_link_model_factor(struct sched_link *l, const char *model)
+{
+    double f = 1.0;
+    pthread_mutex_lock(&l->model_mu);
+    for (int i = 0; i < l->n_models; i++)
+        if (strcmp(l->models[i].model, model) == 0)
+            f = exp(l->models[i].log_ratio);
+    pthread_mutex_unlock(&l->model_mu);
+    return f < MODEL_RATIO_MIN ? MODEL_RATIO_MIN : f > MODEL_RATIO_MAX ? MODEL_RATIO_MAX : f;
 }
 
 static void add_locked(struct sched_link *l, const struct store_calibration *k)
 {
+    if (strcmp(k->kind, "model") == 0) {
+        add_model(l, k);
+        return;
+    }
     if (k->method < 0 || k->method >= PLAN_METHOD_COUNT || k->class_ < 0 ||
         k->class_ >= WORKER_CLASS_COUNT || k->goal < 0 || k->goal >= SCHED_GOAL_COUNT)
         return;
@@ -204,7 +270,8 @@ static double startup_of(const struct catalog_model *m)
 }
 
 /* The waiting job j as the scheduler sees it; false when it has no plan. */
-static bool to_sched_job(const struct store_job *j, int64_t id, struct sched_job *out)
+static bool to_sched_job(struct sched_link *l, const struct store_job *j, int64_t id,
+                         struct sched_job *out)
 {
     struct sched_plan p;
     if (!sched_plan_read(j->plan, &p))
@@ -218,7 +285,8 @@ static bool to_sched_job(const struct store_job *j, int64_t id, struct sched_job
                               .goal = p.goal,
                               .mem_bytes = j->memory_bytes,
                               .work_flops = left * (double)j->tokens * j->n_epochs *
-                                            p.flops_per_token,
+                                            p.flops_per_token *
+                                            sched_link_model_factor(l, j->model),
                               .startup_s = p.startup_s};
     if (!(out->work_flops > 0))
         out->work_flops = 1;
@@ -279,7 +347,7 @@ static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_
             if ((j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING) || j->stop_reason[0] ||
                 q->n >= SCHED_LINK_QUEUE)
                 continue;
-            if (!to_sched_job(j, (int64_t)q->n, &q->jobs[q->n]))
+            if (!to_sched_job(srv->sched, j, (int64_t)q->n, &q->jobs[q->n]))
                 continue;
             text_copy(q->ids[q->n], IDS_MAX, j->id);
             q->queued[q->n] = j->status == JOB_QUEUED;
@@ -322,8 +390,13 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
         l->snap_at = now;
     }
     struct queue q = l->snap_queue;
-    struct sched_worker *w = l->snap_workers;
+    struct sched_worker w[SCHED_LINK_WORKERS];
     int n = l->snap_n_workers;
+    double factor = sched_link_model_factor(l, j->model);
+    for (int i = 0; i < n; i++) {
+        w[i] = l->snap_workers[i];
+        w[i].flops = capacity_worker_flops(&w[i]) / factor;
+    }
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];
@@ -422,7 +495,7 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
  *   S1 created time_high train_high price_high fence latest n charged refunded closed
  *   A id fence rate start done kept train_s began ended_s ended billed_to billed_micros
  *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
- *     ewma ewma_var nominal_step_s class         (only while an attempt runs)
+ *     ewma ewma_var nominal_step_s class model_factor   (only while an attempt runs)
  * Doubles are written with %.17g so a round trip is exact. */
 
 bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
@@ -452,10 +525,11 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
     if (st->has_tl) {
         const struct tl_state *t = &st->tl;
         n = snprintf(out + len, cap - len,
-                     "T %ld %ld %ld %.17g %.17g %.17g %.17g %d %ld %.17g %d %.17g %.17g %.17g %d\n",
+                     "T %ld %ld %ld %.17g %.17g %.17g %.17g %d %ld %.17g %d %.17g %.17g %.17g %d %.17g\n",
                      t->max_steps, t->start_step, t->switch_after, t->est_low_s, t->est_high_s,
                      t->startup_s, t->begin_t, t->have_ref ? 1 : 0, t->last_step, t->last_t,
-                     t->samples, t->ewma_s, t->ewma_var, st->nominal_step_s, st->worker_class);
+                     t->samples, t->ewma_s, t->ewma_var, st->nominal_step_s, st->worker_class,
+                     st->model_factor);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
     }
@@ -495,11 +569,11 @@ bool sched_state_read(const char *text, struct sched_state *out)
     if (p && p[1] == 'T') {
         struct tl_state *t = &out->tl;
         int have_ref = 0;
-        if (sscanf(p + 1, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d",
+        if (sscanf(p + 1, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d %lf",
                    &t->max_steps, &t->start_step, &t->switch_after, &t->est_low_s,
                    &t->est_high_s, &t->startup_s, &t->begin_t, &have_ref, &t->last_step,
                    &t->last_t, &t->samples, &t->ewma_s, &t->ewma_var, &out->nominal_step_s,
-                   &out->worker_class) != 15)
+                   &out->worker_class, &out->model_factor) != 16)
             return false;
         t->have_ref = have_ref != 0;
         out->has_tl = true;
@@ -529,7 +603,8 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
     double fpt = sched_plan_read(j->plan, &p) ? p.flops_per_token : 0;
     enum plan_method m = fpt > 0 ? p.method : PLAN_METHOD_LORA_16;
     double share = j->max_steps > 0 ? (double)steps_left / (double)j->max_steps : 1;
-    double nominal = capacity_train_seconds(share * (double)j->tokens * j->n_epochs * fpt, w);
+    double nominal = capacity_train_seconds(share * (double)j->tokens * j->n_epochs * fpt, w) *
+                     sched_link_model_factor(l, j->model);
     if (!(nominal > 0))
         nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;
     pthread_mutex_lock(&l->mu);

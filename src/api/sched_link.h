@@ -52,7 +52,9 @@ struct sched_state {
     struct ledger_job ledger;
     bool has_tl;            /* an attempt runs: the fields below are its  */
     struct tl_state tl;
-    double nominal_step_s;  /* nominal seconds per step on its worker     */
+    double nominal_step_s;  /* nominal seconds per step on its worker, with
+                               the model's factor                          */
+    double model_factor;    /* sched_link_model_factor() at its start     */
     int worker_class;       /* enum worker_class of its worker            */
 };
 
@@ -63,6 +65,10 @@ void sched_link_free(struct sched_link *l);
 
 /* Replays the store's calibration rows into the history. */
 enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s);
+
+/* How many times slower than the FLOPs model `model` trains, learnt from
+ * its finished attempts (calibration rows of kind "model"); 1 when none. */
+double sched_link_model_factor(struct sched_link *l, const char *model);
 
 /* Adds one calibration pair to the history (after it is stored). */
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);

@@ -145,6 +145,9 @@ static const char *const migrations[] = {
     " method INTEGER NOT NULL, class INTEGER NOT NULL, waited INTEGER NOT NULL,"
     " goal INTEGER NOT NULL, actual_a REAL NOT NULL, nominal_a REAL NOT NULL,"
     " actual_b REAL NOT NULL, nominal_b REAL NOT NULL, created INTEGER NOT NULL);",
+    /* 6: the model a calibration pair is about (kind "model": how fast that
+     * model trains against the FLOPs model) */
+    "ALTER TABLE calibration ADD COLUMN model TEXT NOT NULL DEFAULT '';",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -173,7 +176,7 @@ int store_schema_latest(void) { return MIGRATIONS; }
 #define LEDGER_COLS                                                                                \
     "seq, account, job, attempt, kind, amount, steps, created, from_step, to_step, reason"
 #define CALIB_COLS                                                                                 \
-    "kind, method, class, waited, goal, actual_a, nominal_a, actual_b, nominal_b, created"
+    "kind, method, class, waited, goal, actual_a, nominal_a, actual_b, nominal_b, created, model"
 
 enum sql_id {
     S_BEGIN,
@@ -291,7 +294,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_W_STATE] = "UPDATE workers SET state = ? WHERE name = ?",
     [S_LED_INSERT] = "INSERT INTO ledger(account, job, attempt, kind, amount, steps, created,"
                      " from_step, to_step, reason) VALUES(?,?,?,?,?,?,?,?,?,?)",
-    [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT ?) ORDER BY seq",
     [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
@@ -1376,6 +1379,7 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
         rc |= sqlite3_bind_double(st, 8, k->actual_b);
         rc |= sqlite3_bind_double(st, 9, k->nominal_b);
         rc |= sqlite3_bind_int64(st, 10, k->created_ms);
+        rc |= BIND_STR(st, 11, k->model);
         e = step_done(c, st, rc, "write calibration");
     }
     return e;
@@ -1711,6 +1715,7 @@ enum alallo_err store_calibration_list(struct store *s, int cap, struct store_ca
             k->actual_b = sqlite3_column_double(st, i++);
             k->nominal_b = sqlite3_column_double(st, i++);
             k->created_ms = sqlite3_column_int64(st, i++);
+            col_str(st, i++, k->model, sizeof k->model);
         }
         sqlite3_reset(st);
         e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);

@@ -34,6 +34,7 @@ static void ledger_state_round_trip_is_exact(void **state)
     tl_observe(&a->tl, 50, 1764495045.5);
     a->has_tl = true;
     a->nominal_step_s = 0.1234;
+    a->model_factor = 0.375;
     a->worker_class = WORKER_SPOT;
 
     char text[STORE_LEDGER_STATE_MAX];
@@ -44,6 +45,7 @@ static void ledger_state_round_trip_is_exact(void **state)
     assert_memory_equal(&a->tl, &b->tl, sizeof a->tl);
     assert_true(b->nominal_step_s == a->nominal_step_s);
     assert_int_equal(b->worker_class, WORKER_SPOT);
+    assert_true(b->model_factor == 0.375);
     /* What was charged survives: the steps of the first attempt. */
     assert_true(b->ledger.charged_micros > 0);
     assert_int_equal(b->ledger.charged_micros, a->ledger.charged_micros);
@@ -106,6 +108,33 @@ static void plan_round_trip(void **state)
     assert_false(sched_plan_read("not json", &p));
 }
 
+static void a_models_speed_is_learnt_from_its_attempts(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    assert_true(sched_link_model_factor(l, "small") == 1.0);
+    struct store_calibration k = {.kind = "model", .model = "small", .actual_a = 10,
+                                  .nominal_a = 100};
+    sched_link_calibrate(l, &k);
+    assert_true(fabs(sched_link_model_factor(l, "small") - 0.1) < 1e-9);
+    k.actual_a = 40; /* then 0.4: the mean of the logs, 0.2 */
+    sched_link_calibrate(l, &k);
+    assert_true(fabs(sched_link_model_factor(l, "small") - 0.2) < 1e-9);
+    /* Other models are not touched; absurd ratios are clamped. */
+    assert_true(sched_link_model_factor(l, "tiny") == 1.0);
+    struct store_calibration wild = {.kind = "model", .model = "tiny", .actual_a = 1e9,
+                                     .nominal_a = 1};
+    sched_link_calibrate(l, &wild);
+    assert_true(sched_link_model_factor(l, "tiny") == 50.0);
+    /* A pair without a model or without both times teaches nothing. */
+    struct store_calibration none = {.kind = "model", .actual_a = 1, .nominal_a = 2};
+    sched_link_calibrate(l, &none);
+    struct store_calibration zero = {.kind = "model", .model = "x", .actual_a = 0, .nominal_a = 2};
+    sched_link_calibrate(l, &zero);
+    assert_true(sched_link_model_factor(l, "x") == 1.0);
+    sched_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -113,6 +142,7 @@ int main(void)
         cmocka_unit_test(broken_state_is_refused),
         cmocka_unit_test(job_without_state_reads_from_its_estimate),
         cmocka_unit_test(plan_round_trip),
+        cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
