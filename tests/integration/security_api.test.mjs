@@ -135,6 +135,9 @@ describe('security', () => {
     const model = job.fine_tuned_model;
     assert.ok(model);
     assert.equal((await s.call('GET', `/v1/models/${encodeURIComponent(model)}`)).status, 200);
+    // The owner can download a checkpoint; the other account must not.
+    const step = (await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/checkpoints`)).json.data[0].step_number;
+    assert.equal((await raw(s, 'GET', `/v1/fine_tuning/jobs/${job.id}/checkpoints/${step}/content`, { key: s.key })).status, 200);
     for (const [method, p, body] of [
       ['GET', `/v1/models/${encodeURIComponent(model)}`],
       ['GET', `/v1/models/${encodeURIComponent(model)}/export?format=hf`],
@@ -143,6 +146,7 @@ describe('security', () => {
       ['GET', `/v1/fine_tuning/jobs/${job.id}`],
       ['GET', `/v1/fine_tuning/jobs/${job.id}/log`],
       ['GET', `/v1/fine_tuning/jobs/${job.id}/checkpoints`],
+      ['GET', `/v1/fine_tuning/jobs/${job.id}/checkpoints/${step}/content`],
       ['GET', `/v1/fine_tuning/jobs/${job.id}/events`],
       ['POST', `/v1/fine_tuning/jobs/${job.id}/cancel`],
       ['POST', '/v1/fine_tuning/estimates', { model: 'tiny', training_file: myFile }],
@@ -211,6 +215,7 @@ describe('security', () => {
       ['GET', '/v1/fine_tuning/jobs/{}'], ['POST', '/v1/fine_tuning/jobs/{}/cancel'],
       ['GET', '/v1/fine_tuning/jobs/{}/events'], ['GET', '/v1/fine_tuning/jobs/{}/checkpoints'],
       ['GET', '/v1/fine_tuning/jobs/{}/log'], ['POST', '/v1/workers/{}/drain'],
+      ['GET', '/v1/fine_tuning/jobs/{}/checkpoints/1/content'], ['GET', `/v1/fine_tuning/jobs/${job.id}/checkpoints/{}/content`],
       ['POST', '/internal/workers/{}/heartbeat'], ['POST', '/internal/workers/{}/claim'],
       ['POST', '/internal/attempts/{}/events'], ['POST', '/internal/attempts/{}/finish'],
     ];
