@@ -295,6 +295,70 @@ static void loads_bf16_shards(void **state)
     ckpt_remove_tree(dir);
 }
 
+/* A vocabulary too large for the dequantization scratch makes the fused
+ * head and loss work in vocabulary chunks (bf16 base); it must agree with
+ * the unchunked fp32 path on the same (bf16-exact) weights. */
+static void head_in_vocab_chunks(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[256];
+    assert_int_equal(model_config_shape("tiny", 150000, &cfg), 0);
+    cfg.hidden = 16, cfg.n_heads = 2, cfg.n_kv_heads = 1, cfg.head_dim = 8;
+    cfg.intermediate = 24, cfg.n_layers = 1;
+    struct model *m[2];
+    struct model_acts *a[2];
+    double loss[2];
+    enum { Bb = 2, Tt = 9 };
+    int32_t ids[Bb * Tt];
+    uint8_t mask[Bb * Tt];
+    struct rng r;
+    rng_seed(&r, 3);
+    for (int i = 0; i < Bb * Tt; i++) {
+        ids[i] = (int32_t)rng_below(&r, 150000);
+        mask[i] = 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        struct model_opts o = {.full = 0, .base_kind = k ? WK_BF16 : WK_F32, .lora_r = 2,
+                               .lora_alpha = 2.0f, .lora_targets = MODEL_ALL_PROJ};
+        m[k] = model_create(&cfg, &o, err, sizeof err);
+        assert_non_null(m[k]);
+        assert_int_equal(model_init_random(m[k], 4), 0);
+        model_lora_init(m[k], 5);
+        for (size_t i = 0; i < m[k]->n_train; i++)
+            m[k]->train[i] = 0.1f * (float)((i * 7) % 11) - 0.5f;
+        a[k] = model_acts_create(m[k], Bb, Tt);
+        assert_non_null(a[k]);
+    }
+    /* the fp32 base rounded to bf16, so both hold the same values */
+    for (int i = 0; i < m[0]->n_tensors; i++) {
+        const struct model_tensor *t = &m[0]->tensors[i];
+        if (t->vec)
+            continue;
+        size_t n = (size_t)t->rows * t->cols;
+        for (size_t j = 0; j < n; j++)
+            t->lin->w[j] = linear_bf16_to_f32(linear_f32_to_bf16(t->lin->w[j]));
+    }
+    size_t nt;
+    for (int k = 0; k < 2; k++) {
+        memset(m[k]->grad, 0, m[k]->n_train * sizeof(float));
+        loss[k] = model_forward_backward(m[k], a[k], ids, mask, Bb, Tt, 0.1f, 1, &nt);
+    }
+    assert_float_equal(loss[0], loss[1], 1e-5 * loss[0]);
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < m[0]->n_train; i++) {
+        double d = (double)m[0]->grad[i] - m[1]->grad[i];
+        num += d * d;
+        den += (double)m[0]->grad[i] * m[0]->grad[i];
+    }
+    assert_true(den > 0.0);
+    assert_true(sqrt(num / den) < 1e-5);
+    for (int k = 0; k < 2; k++) {
+        model_acts_free(a[k]);
+        model_free(m[k]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +368,7 @@ int main(void)
         cmocka_unit_test(lora_bf16_gradients),
         cmocka_unit_test(lora_nf4_gradients),
         cmocka_unit_test(loads_bf16_shards),
+        cmocka_unit_test(head_in_vocab_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
