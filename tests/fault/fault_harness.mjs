@@ -143,15 +143,33 @@ export async function ledger(s, key = s.key) {
   return rows;
 }
 
-// Asserts, through `assert`, that job `j` was charged at most once: one
-// charge row in the ledger, the job's price equal to its rows, and nothing
-// above the upper end of the estimate.
+// Asserts, through `assert`, that each step of job `j` was billed once:
+// its charge rows cover disjoint step ranges that follow each other from 0
+// to the steps it kept (one row per attempt that kept steps), the job's
+// price is their sum, and the net is within the upper end of the estimate.
+// Returns the job's ledger rows.
 export async function assertBilledOnce(assert, s, j, key = s.key) {
   const rows = (await ledger(s, key)).filter((r) => r.job === j.id);
-  const charges = rows.filter((r) => r.kind === 'charge');
-  assert.ok(charges.length <= 1, `job ${j.id} has ${charges.length} charges: ${JSON.stringify(rows)}`);
-  const sum = (kind) => rows.filter((r) => r.kind === kind).reduce((a, r) => a + r.amount, 0);
-  assert.ok(Math.abs(sum('charge') - j.price.charged) < 1e-6, `ledger ${JSON.stringify(rows)} vs price ${JSON.stringify(j.price)}`);
+  const charges = rows.filter((r) => r.kind === 'charge').sort((x, y) => x.from_step - y.from_step);
+  const show = JSON.stringify(rows);
+  if (charges.length && charges[0].from_step !== undefined) {
+    let at = 0;
+    for (const c of charges) {
+      assert.equal(c.from_step, at, `charge rows overlap or leave a gap at step ${at}: ${show}`);
+      assert.ok(c.to_step > c.from_step, `an empty or reversed charge: ${show}`);
+      assert.equal(c.steps, c.to_step - c.from_step, show);
+      at = c.to_step;
+    }
+    if (j.status === 'succeeded') assert.equal(at, j.progress.max_steps, `charged up to step ${at} of ${j.progress.max_steps}: ${show}`);
+    assert.equal(new Set(charges.map((c) => c.attempt)).size, charges.length, `two charges for one attempt: ${show}`);
+  } else {
+    assert.ok(charges.length <= 1, `job ${j.id} has ${charges.length} charges: ${show}`);
+  }
+  const sum = (kind) => rows.filter((r) => r.kind === kind).reduce((acc, r) => acc + r.amount, 0);
+  // Amounts are shown rounded to 4 decimals (each row and the job's total
+  // apart), so their sum may differ from the total by half a unit per row.
+  const slack = 0.00005 * rows.length + 1e-9;
+  assert.ok(Math.abs(sum('charge') - j.price.charged) <= slack, `ledger ${show} vs price ${JSON.stringify(j.price)}`);
   if (j.estimate?.price?.high != null) assert.ok(j.price.charged - j.price.refunded <= j.estimate.price.high + 1e-6, `net charge above the estimate: ${JSON.stringify(j.price)} ${JSON.stringify(j.estimate.price)}`);
   return rows;
 }

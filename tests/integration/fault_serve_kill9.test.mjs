@@ -22,7 +22,11 @@ import {
   uploadSample, waitFor, waitJob, waitWorkers, workerState,
 } from '../fault/fault_harness.mjs';
 
-const ARGS = ['--models', tinyModelsDir(), '--worker-timeout', '4', '--local-worker', 'name=local1,cpus=1,mem=2G,price=0.40'];
+// The local worker offers 400 MiB: enough for a batch of 2 (about 300 MB
+// planned), not for a batch of 32 (about 530 MB), which only the remote
+// worker (2 GiB) can take. So the scheduler has one choice for each job and
+// both train at once.
+const ARGS = ['--models', tinyModelsDir(), '--worker-timeout', '4', '--local-worker', 'name=local1,cpus=1,mem=400M,price=0.40'];
 
 test('kill -9 of serve during running jobs: they continue after a restart, billed once', { timeout: 400000 }, async () => {
   let s = await Serve.start({ args: ARGS });
@@ -32,15 +36,22 @@ test('kill -9 of serve during running jobs: they continue after a restart, bille
   try {
     await waitWorkers(s, ['local1', 'remote1']);
     const file = await uploadSample(s);
-    // 2,000 steps each, a checkpoint every 200.
+    // b: 250 steps of 32 (a checkpoint every 25), only for the remote
+    // worker; then a: 2,000 steps of 2 (a checkpoint every 200), which the
+    // idle local worker takes.
+    const rb = await s.createJob({ model: 'tiny', training_file: file, hyperparameters: { n_epochs: 40, batch_size: 32 }, seed: 2 });
+    assert.equal(rb.status, 200, rb.text);
+    const b = rb.json;
+    await waitJob(s, b.id, (j) => j.attempts.length > 0, 'to be claimed');
     const a = await createLongJob(s, file, { epochs: 20, seed: 1 });
-    const b = await createLongJob(s, file, { epochs: 20, seed: 2 });
-    await waitFor(() => checkpointDirs(s, a.id).length > 0 && checkpointDirs(s, b.id).length > 0,
-      { timeoutMs: 180000, everyMs: 50, what: 'a checkpoint of each job' });
+    // Both train at once, each on its own worker, and each has a checkpoint.
+    await waitFor(async () => {
+      const both = [await s.job(a.id), await s.job(b.id)];
+      for (const j of both) if (['succeeded', 'failed', 'cancelled'].includes(j.status)) throw new Error(`job ${j.id} ended ${j.status} before serve was killed: ${JSON.stringify(both.map((x) => [x.status, x.message, x.attempts]))}`);
+      return both.every((j) => j.status === 'running' && checkpointDirs(s, j.id).length > 0) ? both : false;
+    }, { timeoutMs: 180000, everyMs: 50, what: 'both jobs running, with a checkpoint each' });
     const ja = await s.job(a.id);
     const jb = await s.job(b.id);
-    assert.equal(ja.status, 'running');
-    assert.equal(jb.status, 'running');
     const onLocal = ja.attempts.at(-1).worker === 'local1' ? ja : jb;
     const onRemote = onLocal === ja ? jb : ja;
     assert.equal(onLocal.attempts.at(-1).worker, 'local1');
