@@ -56,7 +56,7 @@ cat "$work/data/api-key" > "$work/keys"
 for i in $(seq 2 "$ACCOUNTS"); do
   "$bin" accounts create "load$i" --data "$work/data" | tail -n 1 >> "$work/keys"
 done
-# Each account uploads the data set and starts one job of 2,000 steps;
+# Each account uploads the data set and starts one job of 4,000 steps;
 # one worker trains them one after another for the whole run.
 : > "$work/jobs"
 i=0
@@ -64,7 +64,7 @@ while read -r key; do
   file=$(curl -sf -H "Authorization: Bearer $key" -F purpose=fine-tune -F "file=@$sample" "$url/v1/files" |
     $py -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   job=$(curl -sf -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-    -d "{\"model\":\"tiny\",\"training_file\":\"$file\",\"hyperparameters\":{\"n_epochs\":20,\"batch_size\":2}}" \
+    -d "{\"model\":\"tiny\",\"training_file\":\"$file\",\"hyperparameters\":{\"n_epochs\":40,\"batch_size\":2}}" \
     "$url/v1/fine_tuning/jobs" | $py -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   echo "$i $job" >> "$work/jobs"
   i=$((i + 1))
