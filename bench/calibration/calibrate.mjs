@@ -84,7 +84,7 @@ function jobBody(i) {
     training_file: pick(files),
     hyperparameters: { n_epochs: pick([1, 2, 3]), batch_size: pick([4, 8]) },
     goal: pick(['lowest_cost', 'fastest_finish']),
-    max_steps: model === 'small' ? pick([10, 20, 30]) : pick([30, 60, 120, 200]),
+    max_steps: model === 'small' ? pick([40, 80, 120]) : pick([150, 300, 600, 1000]),
     seed: i,
   };
 }

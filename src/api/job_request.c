@@ -256,6 +256,7 @@ enum alallo_err job_request_estimate(struct api_server *srv, struct job_request 
 {
     r->now = (double)api_now_ms() / 1000.0;
     enum alallo_err e = sched_link_estimate(srv, &r->model, &r->job, r->now, &r->est, why, whycap);
+    r->model_factor = sched_link_model_factor(srv->sched, r->job.model);
     if (!e && srv->cfg.plan_scale != 1.0)
         r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * srv->cfg.plan_scale);
     if (!e)
@@ -305,7 +306,7 @@ void job_request_apply_estimate(struct job_request *r)
     enum sched_goal g;
     if (!sched_goal_parse(j->goal, &g))
         g = SCHED_LOWEST_COST;
-    sched_plan_write(e, g, j->plan, sizeof j->plan);
+    sched_plan_write(e, g, r->model_factor, j->plan, sizeof j->plan);
     if (e->worker < 0)
         return; /* no capacity known yet: no ranges, the ledger starts later */
     j->est_low_s = e->time_low_s;

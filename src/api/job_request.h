@@ -27,6 +27,7 @@ struct job_request {
     struct store_file file;
     struct estimate est; /* the real estimator's (src/sched/estimator.h) */
     double now;          /* when it was estimated, seconds */
+    double model_factor; /* the model's speed factor the estimate used */
 };
 
 /* Tokens in one epoch of a data set with `examples` examples and

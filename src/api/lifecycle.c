@@ -528,20 +528,23 @@ static enum alallo_err ledger_end(struct events_ctx *c, struct store_job *j, lon
     struct sched_plan p;
     enum alallo_err e = ERR_OK;
     if (sched_plan_read(j->plan, &p)) {
+        /* The attempt against the plain FLOPs model teaches the model's own
+         * speed; the estimator's history gets what is left after it. */
+        double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s /
+                     (st->model_factor > 0 ? st->model_factor : 1.0);
+        double f = sched_link_model_factor_with(c->srv->sched, j->model, la->train_s, raw);
         struct store_calibration k = {.method = (int)p.method,
                                       .class_ = st->worker_class,
                                       .goal = (int)p.goal,
                                       .actual_a = la->train_s,
-                                      .nominal_a = (double)(la->done_step - la->start_step) *
-                                                   st->nominal_step_s,
+                                      .nominal_a = raw,
                                       .created_ms = c->now};
-        text_copy(k.kind, sizeof k.kind, "train");
-        e = calibrate(c, w, &k);
-        /* The same attempt against the plain FLOPs model, for the model's
-         * own speed. */
         text_copy(k.kind, sizeof k.kind, "model");
         text_copy(k.model, sizeof k.model, j->model);
-        k.nominal_a /= st->model_factor > 0 ? st->model_factor : 1.0;
+        e = calibrate(c, w, &k);
+        text_copy(k.kind, sizeof k.kind, "train");
+        k.model[0] = '\0';
+        k.nominal_a = raw * f;
         if (!e)
             e = calibrate(c, w, &k);
     }
@@ -563,7 +566,11 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
                                   .actual_a = (double)(j->started_ms - j->created_ms) / 1000.0,
                                   .nominal_a = p.start_s,
                                   .actual_b = (double)(j->finished_ms - j->started_ms) / 1000.0,
-                                  .nominal_b = p.train_s,
+                                  /* against the model's factor as it is
+                                   * now, not as it was at creation */
+                                  .nominal_b = p.train_s *
+                                               sched_link_model_factor(c->srv->sched, j->model) /
+                                               p.model_factor,
                                   .created_ms = c->now};
     text_copy(k.kind, sizeof k.kind, "job");
     if (!(k.actual_b > 0) || !(k.nominal_b > 0))

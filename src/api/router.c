@@ -1,10 +1,13 @@
 /* router.c - the route table, matching and authentication. */
 #include "api/router.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "api/auth.h"
 #include "api/handlers.h"
+#include "api/ratelimit.h"
+#include "core/text.h"
 
 enum access {
     OPEN,     /* anyone: health, metrics, the dashboard */
@@ -89,6 +92,25 @@ int64_t router_body_cap(const struct api_server *srv, const char *method, const 
     return srv->cfg.max_body;
 }
 
+/* The per-key rate limit (docs/security.md): only calls made with an API
+ * key count; health, metrics, the dashboard and workers are never limited.
+ * Returns true when the call was answered 429 with Retry-After. */
+static bool rate_limited(struct api_server *srv, enum access access,
+                         const struct http_request *req, struct http_response *res)
+{
+    if (!srv->ratelimit || (access != KEY && access != OPERATOR))
+        return false;
+    double retry = 0;
+    if (ratelimit_take(srv->ratelimit, req->account.id, ratelimit_now(), &retry))
+        return false;
+    api_error(res, ERR_RATE_LIMITED,
+              "Too many requests for this API key; retry after Retry-After seconds.", NULL);
+    text_copy(res->header_name, sizeof res->header_name, "Retry-After");
+    snprintf(res->header_value, sizeof res->header_value, "%d",
+             retry < 1 ? 1 : (int)ceil(retry));
+    return true;
+}
+
 static void count(struct api_server *srv, int status)
 {
     atomic_fetch_add(&srv->metrics.requests[metrics_code_index(status)], 1);
@@ -166,6 +188,8 @@ void api_dispatch(struct api_server *srv, struct http_request *req, struct http_
         api_error(res, e, "Only the operator's account (default) may do this.", NULL);
     else if (e)
         api_store_error(res, e);
+    else if (rate_limited(srv, found->access, req, res))
+        ; /* answered 429 */
     else
         found->handler(srv, req, res);
     count(srv, res->status);

@@ -117,6 +117,31 @@ static void add_model(struct sched_link *l, const struct store_calibration *k)
     pthread_mutex_unlock(&l->model_mu);
 }
 
+static double clamp_factor(double f)
+{
+    return f < MODEL_RATIO_MIN ? MODEL_RATIO_MIN : f > MODEL_RATIO_MAX ? MODEL_RATIO_MAX : f;
+}
+
+double sched_link_model_factor_with(struct sched_link *l, const char *model, double actual_s,
+                                    double nominal_s)
+{
+    double x = actual_s > 0 && nominal_s > 0 ? log(actual_s / nominal_s) : NAN;
+    double lr = 0;
+    int n = 0;
+    pthread_mutex_lock(&l->model_mu);
+    for (int i = 0; i < l->n_models; i++)
+        if (strcmp(l->models[i].model, model) == 0) {
+            lr = l->models[i].log_ratio;
+            n = l->models[i].n;
+        }
+    pthread_mutex_unlock(&l->model_mu);
+    if (isfinite(x)) {
+        n++;
+        lr += (n < 8 ? 1.0 / n : 1.0 / 8) * (x - lr);
+    }
+    return clamp_factor(exp(lr));
+}
+
 double sched_link_model_factor(struct sched_link *l, const char *model)
 {
     double f = 1.0;
@@ -125,7 +150,7 @@ double sched_link_model_factor(struct sched_link *l, const char *model)
         if (strcmp(l->models[i].model, model) == 0)
             f = exp(l->models[i].log_ratio);
     pthread_mutex_unlock(&l->model_mu);
-    return f < MODEL_RATIO_MIN ? MODEL_RATIO_MIN : f > MODEL_RATIO_MAX ? MODEL_RATIO_MAX : f;
+    return clamp_factor(f);
 }
 
 static void add_locked(struct sched_link *l, const struct store_calibration *k)
@@ -452,13 +477,15 @@ void sched_link_invalidate(struct sched_link *l)
     pthread_mutex_unlock(&l->snap_mu);
 }
 
-bool sched_plan_write(const struct estimate *e, enum sched_goal goal, char *out, size_t cap)
+bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double model_factor,
+                      char *out, size_t cap)
 {
     return text_printf(out, cap,
                        "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"
-                       "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g}",
+                       "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g}",
                        e->flops_per_token, (int)e->method, (int)e->worker_class, e->waits ? 1 : 0,
-                       (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s);
+                       (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s,
+                       model_factor);
 }
 
 bool sched_plan_read(const char *text, struct sched_plan *out)
@@ -479,6 +506,9 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     out->start_s = json_number_value(json_object_get(o, "start_s"));
     out->train_s = json_number_value(json_object_get(o, "train_s"));
     out->startup_s = json_number_value(json_object_get(o, "startup_s"));
+    out->model_factor = json_number_value(json_object_get(o, "mf"));
+    if (!(out->model_factor > 0))
+        out->model_factor = 1.0; /* plans written before the factor */
     json_decref(o);
     if (method < 0 || method >= PLAN_METHOD_COUNT || class_ < 0 || class_ >= WORKER_CLASS_COUNT ||
         goal < 0 || goal >= SCHED_GOAL_COUNT || !(out->flops_per_token > 0))

@@ -44,6 +44,7 @@ struct sched_plan {
     double start_s;           /* nominal wait + loading                  */
     double train_s;           /* nominal training                        */
     double startup_s;         /* nominal loading                         */
+    double model_factor;      /* the model's factor the estimate used    */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in
@@ -69,6 +70,13 @@ enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s);
 /* How many times slower than the FLOPs model `model` trains, learnt from
  * its finished attempts (calibration rows of kind "model"); 1 when none. */
 double sched_link_model_factor(struct sched_link *l, const char *model);
+
+/* The factor `model` would have once an attempt that took actual_s against
+ * nominal_s of the plain FLOPs model is learnt (nothing is changed). The
+ * estimator's own history is fed ratios against that factor, so that the
+ * two never count the same slowness twice. */
+double sched_link_model_factor_with(struct sched_link *l, const char *model, double actual_s,
+                                    double nominal_s);
 
 /* Adds one calibration pair to the history (after it is stored). */
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);
@@ -97,7 +105,8 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
 void sched_link_invalidate(struct sched_link *l);
 
 /* The plan text of an estimate (for store_job.plan), and back. */
-bool sched_plan_write(const struct estimate *e, enum sched_goal goal, char *out, size_t cap);
+bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double model_factor,
+                      char *out, size_t cap);
 bool sched_plan_read(const char *text, struct sched_plan *out /* OUT */);
 
 /* The ledger-state text, and back. A job without one (created before the

@@ -24,6 +24,7 @@ void api_config_defaults(struct api_config *cfg)
     cfg->max_body = 4LL << 20;
     cfg->completion_timeout_s = 120;
     cfg->max_completions = 2;
+    cfg->rate_limit = 1000;
 }
 
 void api_json(struct http_response *res, int status, json_t *value)

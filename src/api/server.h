@@ -31,6 +31,7 @@ struct api_config {
     int64_t max_body;       /* largest other body, bytes */
     int completion_timeout_s;
     int max_completions; /* generations running at once */
+    double rate_limit;   /* requests per second per API key; 0 = off (default 1000) */
 };
 
 /* Fills the defaults documented in docs/operations.md. */
@@ -48,6 +49,7 @@ struct api_metrics {
 struct catalog;
 struct fleet_cache;
 struct sched_link;
+struct ratelimit;
 
 struct api_server {
     struct api_config cfg;
@@ -55,6 +57,7 @@ struct api_server {
     struct catalog *catalog;
     struct fleet_cache *fleet;
     struct sched_link *sched; /* calibration history and the pass (sched_link.h) */
+    struct ratelimit *ratelimit; /* per-key limit on /v1 calls; NULL = none */
     struct api_metrics metrics;
     char worker_token[128];
     char alallo_bin[512]; /* this binary, for child processes */

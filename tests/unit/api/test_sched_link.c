@@ -94,7 +94,7 @@ static void plan_round_trip(void **state)
                          .worker_class = WORKER_SPOT, .waits = true, .wait_s = 30,
                          .startup_s = 4.5, .train_s = 120.25};
     char text[STORE_JSON_SMALL];
-    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, text, sizeof text));
+    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, text, sizeof text));
     struct sched_plan p;
     assert_true(sched_plan_read(text, &p));
     assert_true(p.flops_per_token == 1.5e9);
@@ -104,6 +104,7 @@ static void plan_round_trip(void **state)
     assert_int_equal(p.goal, SCHED_FASTEST_FINISH);
     assert_true(p.start_s == 34.5);
     assert_true(p.train_s == 120.25);
+    assert_true(p.model_factor == 2.5);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
     assert_false(sched_plan_read("not json", &p));
 }
@@ -112,6 +113,9 @@ static void a_models_speed_is_learnt_from_its_attempts(void **state)
 {
     (void)state;
     struct sched_link *l = sched_link_new();
+    assert_true(sched_link_model_factor(l, "small") == 1.0);
+    /* What a sample would make of it, without changing it. */
+    assert_true(fabs(sched_link_model_factor_with(l, "small", 10, 100) - 0.1) < 1e-9);
     assert_true(sched_link_model_factor(l, "small") == 1.0);
     struct store_calibration k = {.kind = "model", .model = "small", .actual_a = 10,
                                   .nominal_a = 100};
