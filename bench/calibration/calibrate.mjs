@@ -91,6 +91,7 @@ function jobBody(i) {
 
 const results = [];
 const tlErrors = [];
+const tlErrors5 = []; // samples with at least 5 s left
 async function follow(created, t0) {
   const samples = [];
   for (;;) {
@@ -100,7 +101,10 @@ async function follow(created, t0) {
       const actual = (now - t0) / 1000;
       for (const s of samples) {
         const left = (now - s.t) / 1000;
-        if (left > 0.5) tlErrors.push(Math.abs(s.mid - left) / left);
+        // time_left is in whole seconds: with under a second left its
+        // rounding alone is the error.
+        if (left > 1) tlErrors.push(Math.abs(s.mid - left) / left);
+        if (left >= 5) tlErrors5.push(Math.abs(s.mid - left) / left);
       }
       return { id: j.id, status: j.status, low: created.estimate.time?.low_s, high: created.estimate.time?.high_s, actual, model: created.model, steps: j.progress.max_steps };
     }
@@ -146,5 +150,7 @@ console.log(JSON.stringify({
   coverage_second_half: cov(secondHalf),
   time_left_median_abs_error_after_5pct: median(tlErrors),
   time_left_samples: tlErrors.length,
+  time_left_median_abs_error_5s_or_more_left: median(tlErrors5),
+  time_left_samples_5s_or_more_left: tlErrors5.length,
   median_range_ratio: median(ok.map((r) => r.high / Math.max(r.low, 1e-9))),
 }));
