@@ -27,6 +27,7 @@
 #include "api/fleet.h"
 #include "api/http_mhd.h"
 #include "api/lifecycle.h"
+#include "api/ratelimit.h"
 #include "api/sched_link.h"
 #include "api/server.h"
 #include "api/setup.h"
@@ -110,6 +111,7 @@ static void usage(void)
           "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
           "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
           "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
+          "                    [--rate-limit PER_SECOND]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n",
           stderr);
 }
@@ -228,6 +230,13 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct serv
             if ((strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
                 !text_copy(cfg->webhook, sizeof cfg->webhook, val))
                 goto bad;
+        } else if (strcmp(arg, "--rate-limit") == 0) {
+            /* Requests per second per API key (bursts of twice that); 0 = off. */
+            char *end;
+            double r = strtod(val, &end);
+            if (end == val || *end || !(r >= 0 && r <= 1e6))
+                goto bad;
+            cfg->rate_limit = r;
         } else if (strcmp(arg, "--max-upload") == 0) {
             int64_t bytes;
             if (worker_parse_size(val, &bytes) || bytes < 1024 || bytes > (4LL << 30))
@@ -360,6 +369,15 @@ int cmd_serve(int argc, char **argv)
             if (strcmp(ws[i].state, "lost") != 0)
                 store_worker_heartbeat(srv.store, ws[i].name, api_now_ms());
 
+    if (srv.cfg.rate_limit > 0) {
+        srv.ratelimit = ratelimit_new(srv.cfg.rate_limit, 2 * srv.cfg.rate_limit,
+                                      RATELIMIT_MAX_KEYS);
+        if (!srv.ratelimit) {
+            fprintf(stderr, "alallo serve: out of memory for the rate limiter\n");
+            store_close(srv.store);
+            return 1;
+        }
+    }
     struct http_server *http;
     if (http_server_start(&srv, a.host, srv.cfg.port, &http, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
@@ -420,6 +438,7 @@ int cmd_serve(int argc, char **argv)
     pthread_mutex_unlock(&w.mu);
     pthread_join(w.thread, NULL);
     http_server_stop(http);
+    ratelimit_free(srv.ratelimit);
     store_close(srv.store);
     catalog_free(srv.catalog);
     sched_link_free(srv.sched);

@@ -97,12 +97,55 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct http_re
     return ok;
 }
 
+/* The query as collected: a parameter that does not fit (too many, or one
+ * too long) makes the whole request a 400 rather than being dropped, so a
+ * cursor or a limit is never silently replaced by its default. */
+struct query_collect {
+    struct http_request *req;
+    bool overflow;
+};
+
 static enum MHD_Result add_query(void *cls, enum MHD_ValueKind kind, const char *key,
                                  const char *value)
 {
     (void)kind;
-    http_query_add(cls, key, value); /* parameters past the cap are ignored */
+    struct query_collect *q = cls;
+    if (!http_query_add(q->req, key, value))
+        q->overflow = true;
     return MHD_YES;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decoding of the path and query, in place. "%00" is kept as the
+ * three characters it is: a decoded NUL would cut the path short in C
+ * strings and make a different route answer. Returns the new length. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_value(r[1])) >= 0 && (lo = hex_value(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 static enum MHD_Result answer_error(struct api_server *srv, struct MHD_Connection *conn,
@@ -188,6 +231,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         free(req);
         return answer_error(h->srv, conn, ERR_INVALID, "The request line is too long.", 414);
     }
+    if (strstr(req->path, "%00")) { /* kept encoded by unescape() */
+        free(req);
+        return answer_error(h->srv, conn, ERR_INVALID, "The path holds a NUL byte (%00).", 0);
+    }
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
     const char *ctype = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -198,7 +245,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->authorization[0] = '\0';
     if (ctype && !text_copy(req->content_type, sizeof req->content_type, ctype))
         req->content_type[0] = '\0';
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_query, req);
+    struct query_collect q = {.req = req};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_query, &q);
+    if (q.overflow) {
+        free(req);
+        return answer_error(h->srv, conn, ERR_INVALID,
+                            "A query parameter is too long, or there are too many of them.", 0);
+    }
     req->body = cs->body;
     req->body_len = cs->len;
     struct http_response res = {0};
@@ -255,7 +308,8 @@ int http_server_start(struct api_server *srv, const char *host, int port, struct
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS_MAX,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20),
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+        MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errcap, "cannot listen on %s:%d (in use, or not allowed)", host, port);
         free(h);

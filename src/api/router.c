@@ -2,6 +2,8 @@
 #include "api/router.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/auth.h"
