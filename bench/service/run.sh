@@ -35,7 +35,7 @@ echo '{}' > "$work/models/tiny/tokenizer.json"
 echo 'stand-in weights' > "$work/models/tiny/model.safetensors"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" serve --port "$port" --data "$work/data" --models "$work/models" --local-worker none \
+"$bin" serve --port "$port" --data "$work/data" --models "$work/models" --local-worker none --rate-limit 0 \
   > "$work/serve.log" 2>&1 &
 serve_pid=$!
 trap 'kill $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null; rm -rf "$work"' EXIT
