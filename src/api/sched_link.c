@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/text.h"
 
@@ -61,7 +62,8 @@ struct sched_link {
     struct queue snap_queue; /* with one free slot at the end */
     struct sched_worker snap_workers[SCHED_LINK_WORKERS];
     int snap_n_workers;
-    double snap_at; /* 0: none */
+    double snap_at;    /* when it was read; 0: none yet; -1: stale, still usable */
+    bool snap_loading; /* one estimate is reading a new one, without the lock */
 };
 
 struct sched_link *sched_link_new(void)
@@ -340,7 +342,7 @@ static void add_load(struct queue *q, const char *account)
         q->loads[q->n_loads++] = (struct sched_account_load){.account = k, .running = 1};
 }
 
-static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_t extra)
+static bool queue_alloc(struct queue *q, size_t extra)
 {
     size_t cap = SCHED_LINK_QUEUE + extra;
     q->jobs = calloc(cap, sizeof *q->jobs);
@@ -348,6 +350,12 @@ static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_
     q->queued = calloc(cap, sizeof *q->queued);
     q->message = calloc(cap, sizeof *q->message);
     q->loads = calloc(SCHED_LINK_QUEUE, sizeof *q->loads);
+    return q->jobs && q->ids && q->queued && q->message && q->loads;
+}
+
+static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_t extra)
+{
+    queue_alloc(q, extra);
     char(*ids)[IDS_MAX] = calloc(SCHED_LINK_QUEUE, IDS_MAX);
     struct store_job *j = malloc(sizeof *j);
     enum alallo_err e = ERR_OK;
@@ -403,16 +411,45 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
     if (!free_at)
         return e;
     pthread_mutex_lock(&l->snap_mu);
-    if (!l->snap_at || now - l->snap_at > SNAPSHOT_TTL_S || now < l->snap_at) {
-        queue_free(&l->snap_queue);
-        l->snap_n_workers = sched_link_workers(srv, now, l->snap_workers, SCHED_LINK_WORKERS);
-        e = load_queue(srv, &l->snap_queue, 1);
-        if (e) {
-            queue_free(&l->snap_queue);
-            l->snap_at = 0;
+    bool stale = l->snap_at <= 0 || now - l->snap_at > SNAPSHOT_TTL_S || now < l->snap_at;
+    /* One estimate reads a new snapshot; while it does, the others use the
+     * old one (a stale one is at most a few reads old), except before the
+     * first, which everyone waits for. */
+    while (stale && (!l->snap_loading || l->snap_at == 0)) {
+        if (l->snap_loading) {
+            pthread_mutex_unlock(&l->snap_mu);
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            pthread_mutex_lock(&l->snap_mu);
+            stale = l->snap_at <= 0;
+            continue;
+        }
+        l->snap_loading = true;
+        pthread_mutex_unlock(&l->snap_mu);
+        struct queue nq = {0};
+        struct sched_worker *nw = calloc(SCHED_LINK_WORKERS, sizeof *nw);
+        int nn = nw ? sched_link_workers(srv, now, nw, SCHED_LINK_WORKERS) : 0;
+        /* With no capacity known there is no wait to estimate: the queue
+         * is not read. */
+        enum alallo_err le = !nw                          ? ERR_NOMEM
+                             : nn > 0                     ? load_queue(srv, &nq, 1)
+                             : queue_alloc(&nq, 1) ? ERR_OK
+                                                          : ERR_NOMEM;
+        pthread_mutex_lock(&l->snap_mu);
+        l->snap_loading = false;
+        if (le) {
+            queue_free(&nq);
+            free(nw);
+            e = le;
             goto out;
         }
+        queue_free(&l->snap_queue);
+        l->snap_queue = nq;
+        memcpy(l->snap_workers, nw, sizeof l->snap_workers);
+        l->snap_n_workers = nn;
         l->snap_at = now;
+        free(nw);
+        stale = false;
     }
     struct queue q = l->snap_queue;
     struct sched_worker w[SCHED_LINK_WORKERS];
@@ -473,7 +510,8 @@ out:
 void sched_link_invalidate(struct sched_link *l)
 {
     pthread_mutex_lock(&l->snap_mu);
-    l->snap_at = 0;
+    if (l->snap_at != 0)
+        l->snap_at = -1;
     pthread_mutex_unlock(&l->snap_mu);
 }
 
