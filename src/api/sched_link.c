@@ -729,6 +729,13 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
         goto out;
     pthread_mutex_lock(&srv->sched->mu);
     int n = sched_link_workers(srv, now, w, SCHED_LINK_WORKERS);
+    if (n == 0) {
+        /* No capacity known: nothing to place, and jobs created meanwhile
+         * already say they wait for capacity. */
+        pthread_mutex_unlock(&srv->sched->mu);
+        e = ERR_OK;
+        goto out;
+    }
     e = load_queue(srv, &q, 0);
     msgs = calloc(q.n ? q.n : 1, sizeof *msgs);
     if (!e && !msgs)
