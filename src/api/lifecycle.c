@@ -1068,9 +1068,17 @@ enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id,
     if (!e && c.internal) {
         struct store_job j;
         if (store_job_get(srv->store, NULL, att.job, &j) == ERR_OK) {
-            char detail[STORE_MESSAGE_MAX + 64];
-            text_printf(detail, sizeof detail, "attempt %s on worker %s: %s", attempt_id,
-                        att.worker, end->line[0] ? end->line : "no error line");
+            /* The attempt's reason says how the trainer ended (exit status
+             * or signal); the operator needs it beside the last line. */
+            struct store_attempt ended;
+            const char *how = store_attempt_get(srv->store, attempt_id, &ended) == ERR_OK &&
+                                      ended.reason[0]
+                                  ? ended.reason
+                                  : "trainer ended";
+            char detail[2 * STORE_MESSAGE_MAX + 64];
+            text_printf(detail, sizeof detail, "attempt %s on worker %s: %s; last line: %s",
+                        attempt_id, att.worker, how,
+                        end->line[0] ? end->line : "no error line");
             lifecycle_report_internal(srv, &j, detail);
         }
     }
