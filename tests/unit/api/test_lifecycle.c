@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
+
 #include "api/lifecycle.h"
 #include "api_harness.h"
 
@@ -159,8 +161,9 @@ static void succeeds_with_log_checkpoints_and_price(void **state)
     assert_int_equal(
         events(h, &c, c.fence,
                "{\"event\":\"log\",\"line\":\"step 10/30: loss 2.3114\"},"
-               "{\"event\":\"step\",\"step\":10,\"loss\":2.3114,\"lr\":0.0002,\"tokens_per_s\":50},"
-               "{\"event\":\"checkpoint\",\"step\":10,\"path\":\"/x/step-00000010\","
+               "{\"event\":\"step\",\"t\":0.6,\"step\":10,\"loss\":2.3114,\"lr\":0.0002,"
+               "\"tokens_per_s\":50},"
+               "{\"event\":\"checkpoint\",\"t\":0.6,\"step\":10,\"path\":\"/x/step-00000010\","
                "\"train_loss\":2.3114},"
                "{\"event\":\"log\",\"line\":\"saved checkpoint at step 10\"},"
                "{\"event\":\"future_event\",\"x\":1}",
@@ -646,6 +649,86 @@ static void spot_take_back_moves_the_job(void **state)
     h_free(h);
 }
 
+/* Moves the job's "upper end of its estimated time" into the past. */
+static enum alallo_err estimate_passed_cb(struct store_job *j, struct store_attempt *a,
+                                          struct store_writes *w, void *ctx)
+{
+    (void)a;
+    (void)w;
+    (void)ctx;
+    struct sched_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return ERR_NOMEM;
+    sched_state_of_job(j, st);
+    st->ledger.time_high_s = 0.001;
+    bool ok = sched_state_write(st, j->ledger_state, sizeof j->ledger_state);
+    free(st);
+    return ok ? ERR_OK : ERR_TOO_LARGE;
+}
+
+static void cancel_costs_the_steps_done_unless_past_the_estimate(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3600.0); /* dear, so the charge shows */
+    char *a = new_job(h, h->key, NULL);
+    char *b = new_job(h, h->key, NULL);
+    struct claim ca, cb;
+    /* Trainer clocks: 10 steps in 2 s, checkpointed. */
+    const char *run10 = "{\"event\":\"started\",\"t\":1,\"step\":0,\"max_steps\":30},"
+                        "{\"event\":\"step\",\"t\":3,\"step\":10,\"loss\":2},"
+                        "{\"event\":\"checkpoint\",\"t\":3,\"step\":10,\"path\":\"/x\","
+                        "\"train_loss\":2}";
+    assert_true(claim(h, "w1", &ca));
+    assert_string_equal(ca.job, a);
+    assert_int_equal(events(h, &ca, ca.fence, run10, NULL, 0), 200);
+    json_t *j = job(h, h->key, a);
+    /* 2 s at 3,600/h is 2.00; what cancelling now costs is that, or the
+     * upper end of the estimated price when that is lower. */
+    double now_cost = json_real_value(json_object_get(json_object_get(j, "price"), "cancel_now"));
+    double cap = json_real_value(json_object_get(json_object_get(json_object_get(j, "estimate"),
+                                                                 "price"),
+                                                 "high"));
+    assert_true(now_cost > 0);
+    assert_true(fabs(now_cost - fmin(2.0, cap)) < 1e-3);
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/cancel", a);
+    struct reply r = h_call(h, "POST", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    assert_int_equal(finish(h, &ca, ca.fence, "\"exit_status\":4"), 200);
+    j = job(h, h->key, a);
+    assert_string_equal(h_str(j, "status"), "cancelled");
+    json_t *price = json_object_get(j, "price");
+    assert_true(fabs(json_real_value(json_object_get(price, "charged")) -
+                     json_real_value(json_object_get(price, "refunded")) - now_cost) < 1e-6);
+    json_decref(j);
+
+    /* The same work, but the job is past the upper end of its estimated
+     * time: cancelling it is free. */
+    assert_true(claim(h, "w1", &cb));
+    assert_string_equal(cb.job, b);
+    assert_int_equal(events(h, &cb, cb.fence, run10, NULL, 0), 200);
+    assert_int_equal(store_job_update(h->srv.store, b, NULL, estimate_passed_cb, NULL), ERR_OK);
+    j = job(h, h->key, b);
+    assert_true(json_real_value(json_object_get(json_object_get(j, "price"), "cancel_now")) == 0);
+    json_decref(j);
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/cancel", b);
+    r = h_call(h, "POST", path, NULL, h->key, NULL);
+    reply_free(&r);
+    assert_int_equal(finish(h, &cb, cb.fence, "\"exit_status\":4"), 200);
+    j = job(h, h->key, b);
+    assert_string_equal(h_str(j, "status"), "cancelled");
+    price = json_object_get(j, "price");
+    assert_true(fabs(json_real_value(json_object_get(price, "charged")) -
+                     json_real_value(json_object_get(price, "refunded"))) < 1e-9);
+    json_decref(j);
+    free(a);
+    free(b);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -659,6 +742,7 @@ int main(void)
         cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
         cmocka_unit_test(a_trainer_that_never_starts_is_tried_again_then_failed),
         cmocka_unit_test(spot_take_back_moves_the_job),
+        cmocka_unit_test(cancel_costs_the_steps_done_unless_past_the_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
