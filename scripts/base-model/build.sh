@@ -15,7 +15,7 @@
 #
 # Usage: scripts/base-model/build.sh [OUT_DIR]   (default models/alallo-base)
 # Environment: ALALLO (the binary, default build/alallo), WORK (scratch
-# folder, default build-base-model/), MAX_STEPS (default 1000).
+# folder, default build-base-model/), MAX_STEPS (default 1800).
 #
 # Deterministic: the same binary on the same kind of machine writes the same
 # weights (seeds and the thread count are fixed; docs/trainer.md,
@@ -27,7 +27,7 @@ root=$(cd "$here/../.." && pwd)
 out=${1:-$root/models/alallo-base}
 alallo=${ALALLO:-$root/build/alallo}
 work=${WORK:-$root/build-base-model}
-max_steps=${MAX_STEPS:-1000}
+max_steps=${MAX_STEPS:-1800}
 
 # The recipe. Changing any of these changes the model: the card records them.
 vocab=4096
@@ -140,6 +140,15 @@ for p in "${prompts[@]}"; do
     "$alallo" generate --model-dir "$tmp" --prompt "$p" --max-tokens 48 --temperature 0 --json |
         node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const o=JSON.parse(s);
           console.log(JSON.stringify({prompt:process.argv[1],text:o.text,
+            finish_reason:o.finish_reason}))})' "$p" >>"$work/samples.jsonl"
+done
+# Sampled too (temperature 0.8, top-p 0.95, fixed seed): greedy decoding of
+# a model this small soon loops, sampling shows what else it learned.
+for p in "${prompts[@]:0:2}"; do
+    "$alallo" generate --model-dir "$tmp" --prompt "$p" --max-tokens 48 --temperature 0.8 \
+        --top-p 0.95 --seed 1 --json |
+        node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const o=JSON.parse(s);
+          console.log(JSON.stringify({prompt:process.argv[1],text:o.text,sampled:true,
             finish_reason:o.finish_reason}))})' "$p" >>"$work/samples.jsonl"
 done
 cat >"$work/recipe.json" <<EOF

@@ -82,6 +82,8 @@ const f4 = (x) => (x == null ? '' : x.toFixed(3));
 const held = split.valid.map((v) => v.source.replace('.txt', '')).join(', ');
 const trainChars = split.train.reduce((s, e) => s + e.chars, 0);
 const validChars = split.valid.reduce((s, e) => s + e.chars, 0);
+const sampleRows = (list) => list.map((s) =>
+  `| ${esc(s.prompt)} | ${esc(s.text)}${s.finish_reason === 'stop' ? ' *(end)*' : ' ...'} |`).join('\n');
 const esc = (s) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 const card = `# alallo-base
@@ -124,13 +126,14 @@ Made by \`scripts/base-model/build.sh\` (see docs/base-model.md to rebuild it).
 - **Preparation**: typographic quotes and dashes made ASCII, whitespace
   collapsed, each address cut into ${recipe.seq_len}-token windows that start
   with BOS; only an address's last window ends with EOS.
-- **These weights** are released under the same terms as alallo itself.
+- **These weights** are made from that public-domain text by alallo's own
+  code and nothing else; they carry the licence of the alallo repository.
 
 ## Training
 
 | | |
 |---|---|
-| trainer | \`alallo train\`, full training in fp32 (\`adapter: "full"\`), from a random initialisation (\`alallo model init\`, seed ${recipe.init_seed}) |
+| trainer | \`alallo train\` (alallo commit ${recipe.alallo_commit}), full training in fp32 (\`adapter: "full"\`), from a random initialisation (\`alallo model init\`, seed ${recipe.init_seed}) |
 | steps | ${done.step} of ${recipe.batch_size} x ${recipe.seq_len} tokens (${trainTokens.toLocaleString('en-US')} tokens, ${(100 * trainTokens / started.tokens).toFixed(0)}% of one pass over the ${started.tokens.toLocaleString('en-US')} training tokens) |
 | optimizer | AdamW, learning rate ${recipe.learning_rate}, ${recipe.warmup_steps} warm-up steps then cosine decay, weight decay ${recipe.weight_decay}, gradient clipping at 1.0, seed ${recipe.train_seed} |
 | wall time | ${fmtTime(wall)} for the training run (${recipe.threads} threads, under \`nice\`) |
@@ -156,7 +159,13 @@ Greedy (\`alallo generate --model-dir models/alallo-base --prompt TEXT --max-tok
 
 | prompt | continuation |
 |---|---|
-${samples.map((s) => `| ${esc(s.prompt)} | ${esc(s.text)}${s.finish_reason === 'stop' ? ' *(end)*' : ' ...'} |`).join('\n')}
+${sampleRows(samples.filter((s) => !s.sampled))}
+
+Sampled (\`--temperature 0.8 --top-p 0.95 --seed 1\`):
+
+| prompt | continuation |
+|---|---|
+${sampleRows(samples.filter((s) => s.sampled))}
 
 ## Files
 

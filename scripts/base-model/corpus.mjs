@@ -113,7 +113,10 @@ function windows(ids, vocab, seqLen) {
   const out = [];
   let start = 0;
   while (start < ids.length) {
-    if (ids.length - start <= trained) {
+    // The last window keeps its EOS: BOS + text + EOS must fit the context
+    // even though dropping the leading space may cost a few more tokens
+    // (" Department" is one token, "Department" three).
+    if (ids.length - start <= trained - 8) {
       out.push(text(start, ids.length));
       break;
     }
@@ -122,8 +125,10 @@ function windows(ids, vocab, seqLen) {
     let end = start + trained + 2;
     while (end < ids.length && !startsPiece(end)) end++;
     out.push(text(start, end));
-    // The next window starts at the last piece boundary inside the trained part.
-    let next = start + trained;
+    // The next window starts at the last piece boundary inside the trained
+    // part, or a little before the end, so that the end of the speech comes
+    // in a last window of its own, with its EOS.
+    let next = Math.min(start + trained, ids.length - 4);
     while (next > start + 1 && !startsPiece(next)) next--;
     start = next;
   }
