@@ -31,7 +31,7 @@ if [[ $jobs == *'"data":[]'* ]]; then
            sed -n 's/.*"id":"\(file-[^"]*\)".*/\1/p')
     if [[ -n $file ]]; then
       curl -fsS "${auth[@]}" -H 'Content-Type: application/json' \
-        -d "{\"model\":\"$model\",\"training_file\":\"$file\",\"name\":\"Sample: review sentiment\",\"hyperparameters\":{\"n_epochs\":3}}" \
+        -d "{\"model\":\"$model\",\"training_file\":\"$file\",\"name\":\"Sample: review sentiment\",\"hyperparameters\":{\"n_epochs\":10,\"learning_rate_multiplier\":10}}" \
         "$url/v1/fine_tuning/jobs" >/dev/null &&
         echo "Sample job started: review sentiment on $model (see the Jobs tab)."
     fi
