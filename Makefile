@@ -50,11 +50,14 @@ FUZZ_SECONDS ?= 8
 fuzz: deps-test
 	@fuzz/run.sh $(FUZZ_SECONDS)
 
-# The unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
-asan: deps
+# The unit and integration suites again under AddressSanitizer +
+# UndefinedBehaviorSanitizer (leaks are checked in the unit tests, where
+# every allocation is freed before exit; serve and workers are killed).
+asan: deps node-deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DALALLO_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=0 scripts/integration.sh build-asan/alallo
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -26,13 +26,21 @@ import {
 
 const NOTIFIED = "Failed. We've been notified and are looking into it.";
 
+// A binary built with AddressSanitizer needs its runtime first in
+// LD_PRELOAD, before the shim (make asan runs this suite that way too).
+function preloadWith(shim) {
+  const ldd = spawnSync('ldd', [BIN], { encoding: 'utf8' });
+  const asan = /\blibasan\.so\S*\s+=>\s+(\S+)/.exec(ldd.stdout || '');
+  return asan ? `${asan[1]} ${shim}` : shim;
+}
+
 test('a full disk during a checkpoint: the previous checkpoint stays usable and a resume continues from it', { timeout: 300000 }, async () => {
   const shim = buildShim();
   const s = await startServe();
   const marks = path.join(tmpdir('alallo-fault-mark-'), 'faults.txt');
   const jobsDir = path.join(fs.realpathSync(s.data), 'jobs');
   const w = startWorker(s, 'full', {
-    env: { LD_PRELOAD: shim, ALALLO_FAULT_DIR: jobsDir, ALALLO_FAULT_AFTER: '1', ALALLO_FAULT_MARK: marks },
+    env: { LD_PRELOAD: preloadWith(shim), ALALLO_FAULT_DIR: jobsDir, ALALLO_FAULT_AFTER: '1', ALALLO_FAULT_MARK: marks },
   });
   try {
     await waitWorkers(s, ['full']);
