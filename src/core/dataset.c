@@ -6,6 +6,7 @@
  * docs/data.md; change both together.
  */
 #include "core/dataset.h"
+#include "core/text.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -36,44 +37,6 @@ static int utf8_prefix(const char *s, size_t max)
 }
 
 
-/* Makes a formatted error one line of valid UTF-8 (error lines travel in
- * JSON and logs): control characters and bytes that are not part of a valid
- * UTF-8 character become '?' (a parser's message may quote broken input),
- * and a character cut by the buffer's end is dropped. In place. */
-static void one_line(char *s)
-{
-    unsigned char *u = (unsigned char *)s;
-    size_t n = strlen(s), o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        if (len > 1 && i + len > n) {
-            int prefix = 1; /* cut off by the end of the buffer? */
-            for (size_t k = i + 1; k < n; k++)
-                prefix &= (u[k] & 0xc0) == 0x80;
-            if (prefix)
-                break;
-        }
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = (u[i + k] & 0xc0) == 0x80;
-        if (ok && len == 3)
-            ok = !(c == 0xe0 && u[i + 1] < 0xa0) && !(c == 0xed && u[i + 1] >= 0xa0);
-        if (ok && len == 4)
-            ok = !(c == 0xf0 && u[i + 1] < 0x90) && !(c == 0xf4 && u[i + 1] >= 0x90);
-        if (!ok || (len == 1 && (c < 0x20 || c == 0x7f))) {
-            u[o++] = '?';
-            i++;
-            continue;
-        }
-        memmove(u + o, u + i, len);
-        o += len;
-        i += len;
-    }
-    u[o] = '\0';
-}
-
 static void problem(struct dataset_check *c, long line, const char *fmt, ...)
 {
     c->bad_line = line;
@@ -81,7 +44,7 @@ static void problem(struct dataset_check *c, long line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->problem, sizeof c->problem, fmt, ap);
     va_end(ap);
-    one_line(c->problem);
+    text_one_line(c->problem);
 }
 
 static int blank(const char *s, size_t n)
@@ -291,6 +254,6 @@ char *dataset_check_error(const struct dataset_check *c, const char *name, char 
         snprintf(buf, cap, "line %ld of %s: %s", c->bad_line, name, c->problem);
     else
         snprintf(buf, cap, "%s: %s", name, c->problem);
-    one_line(buf);
+    text_one_line(buf);
     return buf;
 }

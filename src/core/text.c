@@ -30,3 +30,37 @@ bool text_printf(char *dst, size_t cap, const char *fmt, ...)
     va_end(ap);
     return n >= 0 && (size_t)n < cap;
 }
+
+void text_one_line(char *s)
+{
+    unsigned char *u = (unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (len > 1 && i + len > n) {
+            int prefix = 1; /* cut off by the end of the buffer? */
+            for (size_t k = i + 1; k < n; k++)
+                prefix &= (u[k] & 0xc0) == 0x80;
+            if (prefix)
+                break;
+        }
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = (u[i + k] & 0xc0) == 0x80;
+        if (ok && len == 3)
+            ok = !(c == 0xe0 && u[i + 1] < 0xa0) && !(c == 0xed && u[i + 1] >= 0xa0);
+        if (ok && len == 4)
+            ok = !(c == 0xf0 && u[i + 1] < 0x90) && !(c == 0xf4 && u[i + 1] >= 0x90);
+        if (!ok || (len == 1 && (c < 0x20 || c == 0x7f))) {
+            u[o++] = '?';
+            i++;
+            continue;
+        }
+        memmove(u + o, u + i, len);
+        o += len;
+        i += len;
+    }
+    u[o] = '\0';
+}

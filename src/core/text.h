@@ -16,4 +16,10 @@ bool text_copy(char *dst, size_t cap, const char *src);
 bool text_printf(char *dst, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Makes a message one line of valid UTF-8, in place, because error lines
+ * travel in JSON and logs: control characters and bytes that are not part
+ * of a valid UTF-8 character become '?' (a parser's message may quote broken
+ * input), and a character cut by the end of the buffer is dropped. */
+void text_one_line(char *s);
+
 #endif

@@ -5,6 +5,7 @@
  * and fill callback. The reader walks the file with a bounds-checked cursor.
  */
 #include "train/gguf.h"
+#include "core/text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,44 +26,6 @@
 #define MAX_ARRAY ((uint64_t)1 << 28)    /* elements in one array */
 #define MAX_NAME 256                     /* tensor names (llama.cpp uses 64) */
 
-/* Makes a formatted error one line of valid UTF-8 (error lines travel in
- * JSON and logs): control characters and bytes that are not part of a valid
- * UTF-8 character become '?' (a parser's message may quote broken input),
- * and a character cut by the buffer's end is dropped. In place. */
-static void one_line(char *s)
-{
-    unsigned char *u = (unsigned char *)s;
-    size_t n = strlen(s), o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        if (len > 1 && i + len > n) {
-            int prefix = 1; /* cut off by the end of the buffer? */
-            for (size_t k = i + 1; k < n; k++)
-                prefix &= (u[k] & 0xc0) == 0x80;
-            if (prefix)
-                break;
-        }
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = (u[i + k] & 0xc0) == 0x80;
-        if (ok && len == 3)
-            ok = !(c == 0xe0 && u[i + 1] < 0xa0) && !(c == 0xed && u[i + 1] >= 0xa0);
-        if (ok && len == 4)
-            ok = !(c == 0xf0 && u[i + 1] < 0x90) && !(c == 0xf4 && u[i + 1] >= 0x90);
-        if (!ok || (len == 1 && (c < 0x20 || c == 0x7f))) {
-            u[o++] = '?';
-            i++;
-            continue;
-        }
-        memmove(u + o, u + i, len);
-        o += len;
-        i += len;
-    }
-    u[o] = '\0';
-}
-
 static void seterr(char *err, size_t cap, const char *fmt, ...)
 {
     if (!err || cap == 0)
@@ -71,7 +34,7 @@ static void seterr(char *err, size_t cap, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
-    one_line(err);
+    text_one_line(err);
 }
 
 static size_t ttype_size(enum gguf_ttype t)
