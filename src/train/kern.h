@@ -25,4 +25,12 @@ float kern_sumsq(const float *g, size_t n);
 /* bf16 bits to fp32. */
 void kern_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
 
+/* The largest of x[0..n) (-FLT_MAX for n == 0). */
+float kern_max(const float *x, size_t n);
+
+/* exp(x[i] - shift) for i < n, stored to out[i] when out is not NULL (out
+ * may be x), and their sum. On AVX2/FMA machines a polynomial exp within
+ * 2e-7 relative of expf and eight lane sums; elsewhere expf. */
+float kern_exp_sum(const float *x, float *out, size_t n, float shift);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "train/gemm.h"
+#include "train/kern.h"
 
 /* Below this many values an op runs on the calling thread: a parallel
  * region costs microseconds, and far more when the machine is busy. */
@@ -266,16 +267,12 @@ void ops_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
  * the stack and then added in row order. */
 #define XENT_BLOCK 256
 
+/* Both loss paths use these same kernels, so the loss with and without the
+ * backward pass is the same number to the bit. */
 static float row_lse(const float *row, int V)
 {
-    float mx = -FLT_MAX;
-    for (int j = 0; j < V; j++)
-        if (row[j] > mx)
-            mx = row[j];
-    float sum = 0.0f;
-    for (int j = 0; j < V; j++)
-        sum += expf(row[j] - mx);
-    return mx + logf(sum);
+    float mx = kern_max(row, (size_t)V);
+    return mx + logf(kern_exp_sum(row, NULL, (size_t)V, mx));
 }
 
 double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, int V,
@@ -289,18 +286,10 @@ double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, i
         for (int r = 0; r < mn; r++) {
             float *row = logits + (size_t)(m0 + r) * V;
             int t = targets[m0 + r];
-            float mx = -FLT_MAX;
-            for (int j = 0; j < V; j++)
-                if (row[j] > mx)
-                    mx = row[j];
+            float mx = kern_max(row, (size_t)V);
             float xt = row[t];
             /* one exp per logit: kept in place, then scaled to the gradient */
-            float sum = 0.0f;
-            for (int j = 0; j < V; j++) {
-                float e = expf(row[j] - mx);
-                row[j] = e;
-                sum += e;
-            }
+            float sum = kern_exp_sum(row, row, (size_t)V, mx);
             part[r] = (double)(mx + logf(sum) - xt);
             float k = dscale / sum;
 #pragma omp simd
