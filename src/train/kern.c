@@ -184,3 +184,112 @@ float kern_exp_sum(const float *x, float *out, size_t n, float shift)
         return exp_sum_avx2(x, out, n, shift);
     return exp_sum_scalar(x, out, n, shift);
 }
+
+static void swiglu_fwd_scalar(float *h, const float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float s = 1.0f / (1.0f + expf(-x));
+        h[i] = x * s * u[i];
+    }
+}
+
+static void swiglu_bwd_scalar(float *dg, float *du, const float *dh, const float *g,
+                              const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float s = 1.0f / (1.0f + expf(-x));
+        float silu = x * s;
+        /* d silu/dx = s (1 + x (1 - s)) */
+        dg[i] += dh[i] * u[i] * s * (1.0f + x * (1.0f - s));
+        du[i] += dh[i] * silu;
+    }
+}
+
+/* sigmoid(x) = 1 / (1 + exp(-x)) on 8 lanes. */
+__attribute__((target("avx2,fma"))) static __m256 sigmoid8(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+/* The tail of n % 8 goes through the same lanes (zero padded), so every
+ * element gets the same arithmetic wherever it sits. */
+__attribute__((target("avx2,fma"))) static void swiglu_fwd_avx2(float *h, const float *g,
+                                                                const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        size_t k = n - i < 8 ? n - i : 8;
+        float gb[8] = {0}, ub[8] = {0}, hb[8];
+        const float *gp = g + i, *up = u + i;
+        if (k < 8) {
+            memcpy(gb, gp, k * sizeof(float));
+            memcpy(ub, up, k * sizeof(float));
+            gp = gb;
+            up = ub;
+        }
+        __m256 x = _mm256_loadu_ps(gp);
+        __m256 y = _mm256_mul_ps(_mm256_mul_ps(x, sigmoid8(x)), _mm256_loadu_ps(up));
+        if (k == 8) {
+            _mm256_storeu_ps(h + i, y);
+        } else {
+            _mm256_storeu_ps(hb, y);
+            memcpy(h + i, hb, k * sizeof(float));
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void swiglu_bwd_avx2(float *dg, float *du,
+                                                                const float *dh, const float *g,
+                                                                const float *u, size_t n)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        size_t k = n - i < 8 ? n - i : 8;
+        float b[5][8] = {{0}};
+        const float *gp = g + i, *up = u + i, *hp = dh + i;
+        float *dgp = dg + i, *dup = du + i;
+        if (k < 8) {
+            memcpy(b[0], gp, k * sizeof(float));
+            memcpy(b[1], up, k * sizeof(float));
+            memcpy(b[2], hp, k * sizeof(float));
+            memcpy(b[3], dgp, k * sizeof(float));
+            memcpy(b[4], dup, k * sizeof(float));
+            gp = b[0];
+            up = b[1];
+            hp = b[2];
+            dgp = b[3];
+            dup = b[4];
+        }
+        __m256 x = _mm256_loadu_ps(gp), s = sigmoid8(x), d = _mm256_loadu_ps(hp);
+        /* d silu/dx = s (1 + x (1 - s)) */
+        __m256 ds = _mm256_mul_ps(s, _mm256_add_ps(one, _mm256_mul_ps(x, _mm256_sub_ps(one, s))));
+        __m256 a = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_loadu_ps(up)), ds);
+        _mm256_storeu_ps(dgp, _mm256_add_ps(_mm256_loadu_ps(dgp), a));
+        _mm256_storeu_ps(dup, _mm256_add_ps(_mm256_loadu_ps(dup),
+                                            _mm256_mul_ps(d, _mm256_mul_ps(x, s))));
+        if (k < 8) {
+            memcpy(dg + i, b[3], k * sizeof(float));
+            memcpy(du + i, b[4], k * sizeof(float));
+        }
+    }
+}
+
+void kern_swiglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        swiglu_fwd_avx2(h, g, u, n);
+    else
+        swiglu_fwd_scalar(h, g, u, n);
+}
+
+void kern_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                          size_t n)
+{
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        swiglu_bwd_avx2(dg, du, dh, g, u, n);
+    else
+        swiglu_bwd_scalar(dg, du, dh, g, u, n);
+}

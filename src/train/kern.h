@@ -33,4 +33,10 @@ float kern_max(const float *x, size_t n);
  * 2e-7 relative of expf and eight lane sums; elsewhere expf. */
 float kern_exp_sum(const float *x, float *out, size_t n, float shift);
 
+/* SwiGLU (see ops.h) on n elements with the exp of kern_exp_sum: h = silu(g) u;
+ * and its backward, which adds into dg and du. */
+void kern_swiglu_forward(float *h, const float *g, const float *u, size_t n);
+void kern_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                          size_t n);
+
 #endif
