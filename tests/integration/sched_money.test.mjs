@@ -10,6 +10,8 @@ import { test } from 'node:test';
 import { SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
 
 const LONG = { n_epochs: 20, batch_size: 2 }; // 2,000 steps: long enough to act on
+// 10,000 steps: far longer than the small limits below, however fast the trainer gets.
+const LONGER = { n_epochs: 50, batch_size: 1 };
 
 async function start(args) {
   const s = await Serve.start({ args: ['--models', tinyModelsDir(), ...args] });
@@ -114,7 +116,7 @@ test('the time limit and the budget stop a job, free, in the help page\'s words'
   const s = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60', '--time-limit', '3']);
   try {
     await workersUp(s, 1);
-    const j = (await s.createJob({ model: 'tiny', training_file: s.file, hyperparameters: LONG })).json;
+    const j = (await s.createJob({ model: 'tiny', training_file: s.file, hyperparameters: LONGER })).json;
     const done = await s.waitStatus(j.id, ['failed', 'succeeded'], { timeoutMs: 120000 });
     assert.equal(done.status, 'failed');
     assert.equal(done.message, 'Stopped: the time limit was reached');
@@ -126,7 +128,7 @@ test('the time limit and the budget stop a job, free, in the help page\'s words'
   const b = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60', '--budget-multiple', '0.02']);
   try {
     await workersUp(b, 1);
-    const j = (await b.createJob({ model: 'tiny', training_file: b.file, hyperparameters: LONG })).json;
+    const j = (await b.createJob({ model: 'tiny', training_file: b.file, hyperparameters: LONGER })).json;
     const done = await b.waitStatus(j.id, ['failed', 'succeeded'], { timeoutMs: 120000 });
     assert.equal(done.status, 'failed');
     assert.equal(done.message, 'Stopped: the budget was reached');
