@@ -59,7 +59,10 @@ const call = async (method, p, body) => {
 };
 for (;;) {
   const w = await call('GET', '/v1/workers');
-  if (w.data.length === 2 && w.data.every((x) => x.speed && x.speed.flops > 0)) break;
+  if (w.data.length === 2 && w.data.every((x) => x.speed && x.speed.flops > 0)) {
+    process.stderr.write(`workers: ${w.data.map((x) => `${x.name} ${JSON.stringify(x.speed)}`).join('; ')}\n`);
+    break;
+  }
   await sleep(500);
 }
 
@@ -94,9 +97,17 @@ const tlErrors = [];
 const tlErrors5 = []; // samples with at least 5 s left
 async function follow(created, t0) {
   const samples = [];
+  const seen = {}; // when the follower first saw: running, a step, the last step
+  let lastSteps = -1;
   for (;;) {
     const j = await call('GET', `/v1/fine_tuning/jobs/${created.id}`);
     const now = Date.now();
+    if (j.status === 'running' && seen.running == null) seen.running = (now - t0) / 1000;
+    if (j.progress.steps_done > 0 && seen.step == null) seen.step = (now - t0) / 1000;
+    if (j.progress.steps_done !== lastSteps) {
+      lastSteps = j.progress.steps_done;
+      seen.progress = (now - t0) / 1000;
+    }
     if (['succeeded', 'failed', 'cancelled'].includes(j.status)) {
       const actual = (now - t0) / 1000;
       for (const s of samples) {
@@ -106,11 +117,11 @@ async function follow(created, t0) {
         if (left > 1) tlErrors.push(Math.abs(s.mid - left) / left);
         if (left >= 5) tlErrors5.push(Math.abs(s.mid - left) / left);
       }
-      return { id: j.id, status: j.status, low: created.estimate.time?.low_s, high: created.estimate.time?.high_s, actual, model: created.model, steps: j.progress.max_steps };
+      return { id: j.id, status: j.status, low: created.estimate.time?.low_s, high: created.estimate.time?.high_s, actual, model: created.model, steps: j.progress.max_steps, batch: j.hyperparameters?.batch_size, seen, estimate: created.estimate, goal: j.goal, workers: (j.attempts || []).map((a) => a.worker) };
     }
     if (j.status === 'running' && j.time_left && j.progress.percent >= 5 && j.progress.percent < 100)
       samples.push({ t: now, mid: (j.time_left.low_s + j.time_left.high_s) / 2, basis: j.time_left.basis });
-    await sleep(250);
+    await sleep(100);
   }
 }
 
@@ -128,6 +139,7 @@ for (let i = 0; i < JOBS; i += WAVE) {
   }
 }
 serve.kill('SIGTERM');
+if (process.env.DETAILS) fs.writeFileSync(process.env.DETAILS, JSON.stringify(results, null, 1));
 
 const ok = results.filter((r) => r.status === 'succeeded' && r.high != null);
 const inside = ok.filter((r) => r.actual >= r.low && r.actual <= r.high).length;

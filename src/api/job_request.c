@@ -264,24 +264,31 @@ enum alallo_err job_request_estimate(struct api_server *srv, struct job_request 
     return e;
 }
 
-static double money4(int64_t micros)
+/* The ends of a range as the API shows them: the lower one rounded down,
+ * the upper one up, so that the shown range holds the computed one. */
+static double money4_down(int64_t micros)
 {
-    return (double)llround((double)micros / 100.0) / 10000.0;
+    return floor((double)micros / 100.0) / 10000.0;
+}
+
+static double money4_up(int64_t micros)
+{
+    return ceil((double)micros / 100.0) / 10000.0;
 }
 
 json_t *job_request_estimate_json(const struct estimate *e)
 {
     bool ranged = e->fit == PLAN_FITS && e->worker >= 0;
-    json_t *time = ranged ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)llround(e->time_low_s),
-                                      "high_s", (json_int_t)llround(e->time_high_s), "text",
+    json_t *time = ranged ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)floor(e->time_low_s),
+                                      "high_s", (json_int_t)ceil(e->time_high_s), "text",
                                       e->time_text)
                           : json_null();
-    json_t *price = ranged ? json_pack("{s:f,s:f,s:s}", "low", money4(e->price_low_micros), "high",
-                                       money4(e->price_high_micros), "currency", SHAPES_CURRENCY)
+    json_t *price = ranged ? json_pack("{s:f,s:f,s:s}", "low", money4_down(e->price_low_micros),
+                                       "high", money4_up(e->price_high_micros), "currency", SHAPES_CURRENCY)
                            : json_null();
     json_t *training = ranged ? json_pack("{s:I,s:I}", "low_s",
-                                          (json_int_t)llround(e->train_low_s), "high_s",
-                                          (json_int_t)llround(e->train_high_s))
+                                          (json_int_t)floor(e->train_low_s), "high_s",
+                                          (json_int_t)ceil(e->train_high_s))
                               : json_null();
     return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o}", "object", "fine_tuning.estimate",
                      "time", time, "price", price, "plan", "memory_bytes",

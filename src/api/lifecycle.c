@@ -158,7 +158,7 @@ static void begin_attempt(struct api_server *srv, struct store_job *j, struct sc
     st->model_factor = sched_link_model_factor(srv->sched, j->model);
     st->nominal_step_s =
         j->max_steps > 0
-            ? capacity_train_seconds((double)j->tokens * j->n_epochs * fpt / j->max_steps, sw) *
+            ? capacity_train_seconds(sched_link_train_tokens(j) * fpt / j->max_steps, sw) *
                   st->model_factor
             : 0;
     st->worker_class = (int)sw->class_;
@@ -735,7 +735,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         j->status = JOB_SUCCEEDED; /* from running or cancelling: the model is done */
         set_message(j, MSG_NONE);
         j->finished_ms = c->now;
-        j->trained_tokens = j->tokens * j->n_epochs;
+        j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
         shape_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
         j->stop_reason[0] = '\0';
         end_attempt(j, a, c->now, "succeeded");

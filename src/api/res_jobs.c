@@ -112,6 +112,8 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
         return;
     }
     atomic_fetch_add(&srv->metrics.jobs_created, 1);
+    if (j->status == JOB_QUEUED)
+        sched_link_note_queued(srv, j);
     respond_job(srv, res, j);
     free(r);
 }

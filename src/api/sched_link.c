@@ -23,6 +23,9 @@
  * SNAPSHOT_TTL_S old, so that a burst of job creations does not read every
  * waiting job once per creation. Passes always read afresh. */
 #define SNAPSHOT_TTL_S 1.0
+/* Jobs created since the snapshot was read are added to it (up to this
+ * many), so that a burst of creations sees each other in the queue. */
+#define SNAPSHOT_ADDED_MAX 256
 
 struct queue {
     struct sched_job *jobs;
@@ -30,6 +33,7 @@ struct queue {
     bool *queued; /* status queued (not re-scheduling) */
     char (*message)[48];
     size_t n;
+    size_t cap; /* room in jobs, ids, queued, message */
     struct sched_account_load *loads;
     size_t n_loads;
 };
@@ -198,6 +202,14 @@ void sched_link_calibrate(struct sched_link *l, const struct store_calibration *
 
 /* ---- conversions ------------------------------------------------------ */
 
+double sched_link_train_tokens(const struct store_job *j)
+{
+    int epochs = j->n_epochs > 0 ? j->n_epochs : 1;
+    if (j->examples <= 0 || j->max_steps <= 0 || j->batch_size <= 0)
+        return (double)j->tokens * epochs;
+    return (double)j->tokens / (double)j->examples * (double)j->max_steps * j->batch_size;
+}
+
 void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
                          struct plan_job *out)
 {
@@ -311,7 +323,7 @@ static bool to_sched_job(struct sched_link *l, const struct store_job *j, int64_
                               .created_s = (double)j->created_ms / 1000.0,
                               .goal = p.goal,
                               .mem_bytes = j->memory_bytes,
-                              .work_flops = left * (double)j->tokens * j->n_epochs *
+                              .work_flops = left * sched_link_train_tokens(j) *
                                             p.flops_per_token *
                                             sched_link_model_factor(l, j->model),
                               .startup_s = p.startup_s};
@@ -345,6 +357,7 @@ static void add_load(struct queue *q, const char *account)
 static bool queue_alloc(struct queue *q, size_t extra)
 {
     size_t cap = SCHED_LINK_QUEUE + extra;
+    q->cap = cap;
     q->jobs = calloc(cap, sizeof *q->jobs);
     q->ids = calloc(cap, sizeof *q->ids);
     q->queued = calloc(cap, sizeof *q->queued);
@@ -402,7 +415,7 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
 {
     struct est_request req = {.now = now, .currency = "USD", .startup_s = startup_of(m)};
     sched_link_plan_job(m, j, &req.job);
-    req.train_tokens = (double)j->tokens * (j->n_epochs > 0 ? j->n_epochs : 1);
+    req.train_tokens = sched_link_train_tokens(j);
     if (!sched_goal_parse(j->goal, &req.goal))
         req.goal = SCHED_LOWEST_COST;
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
@@ -432,8 +445,8 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
         /* With no capacity known there is no wait to estimate: the queue
          * is not read. */
         enum alallo_err le = !nw                          ? ERR_NOMEM
-                             : nn > 0                     ? load_queue(srv, &nq, 1)
-                             : queue_alloc(&nq, 1) ? ERR_OK
+                             : nn > 0 ? load_queue(srv, &nq, SNAPSHOT_ADDED_MAX + 1)
+                             : queue_alloc(&nq, SNAPSHOT_ADDED_MAX + 1) ? ERR_OK
                                                           : ERR_NOMEM;
         pthread_mutex_lock(&l->snap_mu);
         l->snap_loading = false;
@@ -454,11 +467,9 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
     struct queue q = l->snap_queue;
     struct sched_worker w[SCHED_LINK_WORKERS];
     int n = l->snap_n_workers;
-    double factor = sched_link_model_factor(l, j->model);
-    for (int i = 0; i < n; i++) {
+    req.work_factor = sched_link_model_factor(l, j->model);
+    for (int i = 0; i < n; i++)
         w[i] = l->snap_workers[i];
-        w[i].flops = capacity_worker_flops(&w[i]) / factor;
-    }
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];
@@ -471,7 +482,8 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
                                          .goal = req.goal,
                                          .mem_bytes = mem.total,
                                          .work_flops = req.train_tokens *
-                                                       planner_flops_per_token(&pj),
+                                                       planner_flops_per_token(&pj) *
+                                                       req.work_factor,
                                          .startup_s = req.startup_s};
         if (sched_horizon_before(q.jobs, q.n + 1, q.n, w, (size_t)n, q.loads, q.n_loads, now,
                                  free_at) != ERR_OK) {
@@ -505,6 +517,25 @@ out:
     pthread_mutex_unlock(&l->snap_mu);
     free(free_at);
     return e;
+}
+
+void sched_link_note_queued(struct api_server *srv, const struct store_job *j)
+{
+    struct sched_link *l = srv->sched;
+    pthread_mutex_lock(&l->snap_mu);
+    struct queue *q = &l->snap_queue;
+    if (l->snap_at > 0 && q->jobs) {
+        /* One slot stays free for the job being estimated. */
+        if (q->n + 1 < q->cap && to_sched_job(l, j, (int64_t)q->n, &q->jobs[q->n])) {
+            text_copy(q->ids[q->n], IDS_MAX, j->id);
+            q->queued[q->n] = true;
+            text_copy(q->message[q->n], sizeof q->message[q->n], j->message);
+            q->n++;
+        } else {
+            l->snap_at = -1; /* full: the next estimate reads afresh */
+        }
+    }
+    pthread_mutex_unlock(&l->snap_mu);
 }
 
 void sched_link_invalidate(struct sched_link *l)
@@ -671,7 +702,7 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
     double fpt = sched_plan_read(j->plan, &p) ? p.flops_per_token : 0;
     enum plan_method m = fpt > 0 ? p.method : PLAN_METHOD_LORA_16;
     double share = j->max_steps > 0 ? (double)steps_left / (double)j->max_steps : 1;
-    double nominal = capacity_train_seconds(share * (double)j->tokens * j->n_epochs * fpt, w) *
+    double nominal = capacity_train_seconds(share * sched_link_train_tokens(j) * fpt, w) *
                      sched_link_model_factor(l, j->model);
     if (!(nominal > 0))
         nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;

@@ -81,6 +81,12 @@ double sched_link_model_factor_with(struct sched_link *l, const char *model, dou
 /* Adds one calibration pair to the history (after it is stored). */
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);
 
+/* The tokens job j trains in all: the trainer runs exactly max_steps
+ * steps of batch_size examples (cycling the data set, so an explicit
+ * max_steps may mean more or less than n_epochs epochs), each example
+ * about tokens/examples long. */
+double sched_link_train_tokens(const struct store_job *j);
+
 /* The planner's view of training model m with the settings of job j. */
 void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
                          struct plan_job *out /* OUT */);
@@ -98,6 +104,11 @@ int sched_link_workers(struct api_server *srv, double now, struct sched_worker *
 enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog_model *m,
                                     const struct store_job *j, double now,
                                     struct estimate *out /* OUT */, char *why, size_t whycap);
+
+/* Adds the queued job j, just stored, to the snapshot estimates read, so
+ * that the next estimate counts it in the queue before the snapshot is
+ * read again. */
+void sched_link_note_queued(struct api_server *srv, const struct store_job *j);
 
 /* Makes the next estimate read the queue and the fleet afresh (a worker
  * registered, drained or was lost). Estimates otherwise use a snapshot at

@@ -245,7 +245,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     bool has_left = st && time_left(j, st, now_ms, &low, &high, &basis);
     jsonw_key(w, "estimated_finish");
     if (has_left)
-        jsonw_int(w, now_ms / 1000 + llround(high));
+        jsonw_int(w, now_ms / 1000 + (int64_t)ceil(high));
     else
         jsonw_null(w);
     jsonw_key(w, "integrations");
@@ -276,9 +276,9 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
         job_time_left_range_text(text, sizeof text, low, high);
         jsonw_open(w, '{');
         jsonw_key(w, "low_s");
-        jsonw_int(w, llround(low));
+        jsonw_int(w, (int64_t)floor(low));
         jsonw_key(w, "high_s");
-        jsonw_int(w, llround(high));
+        jsonw_int(w, (int64_t)ceil(high));
         jsonw_key(w, "text");
         jsonw_str(w, text);
         jsonw_key(w, "basis");

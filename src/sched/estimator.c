@@ -235,8 +235,9 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->work_flops = req->train_tokens * out->flops_per_token;
     out->startup_s = req->startup_s > 0 ? req->startup_s : EST_DEFAULT_STARTUP_S;
 
+    double factor = req->work_factor > 0 && isfinite(req->work_factor) ? req->work_factor : 1.0;
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
-                           .work_flops = out->work_flops, .startup_s = out->startup_s,
+                           .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
                            .created_s = req->now};
     double *own = NULL;
     if (!free_at) {

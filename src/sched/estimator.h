@@ -82,6 +82,9 @@ struct est_request {
     double train_tokens;  /* tokens trained over all epochs                */
     enum sched_goal goal;
     double startup_s;     /* expected loading; <= 0: EST_DEFAULT_STARTUP_S */
+    double work_factor;   /* how many times slower than its FLOPs this
+                             model trains (learnt per model by the caller);
+                             <= 0: 1                                       */
     double now;
     const char *currency; /* NULL: "USD"                                   */
 };

@@ -729,6 +729,64 @@ static void cancel_costs_the_steps_done_unless_past_the_estimate(void **state)
     h_free(h);
 }
 
+/* The estimate stored with job id: time.high_s, and its message. */
+static double estimated_high(struct harness *h, const char *id, char *message, size_t cap)
+{
+    json_t *j = job(h, h->key, id);
+    json_t *e = json_object_get(j, "estimate");
+    double high = (double)json_integer_value(json_object_get(json_object_get(e, "time"), "high_s"));
+    json_t *m = json_object_get(e, "message");
+    snprintf(message, cap, "%s", json_is_string(m) ? json_string_value(m) : "");
+    json_decref(j);
+    return high;
+}
+
+static void a_burst_of_jobs_sees_each_other_in_the_queue(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    /* Created within the estimates' snapshot second: each one must count
+     * the ones before it in the queue of the only worker. */
+    char *ids[3];
+    double high[3];
+    char msg[3][128];
+    for (int i = 0; i < 3; i++) {
+        ids[i] = new_job(h, h->key, ",\"max_steps\":20000");
+        high[i] = estimated_high(h, ids[i], msg[i], sizeof msg[i]);
+    }
+    assert_string_equal(msg[0], "");
+    assert_string_equal(msg[1], "No capacity is free right now; the job would wait in the queue.");
+    assert_string_equal(msg[2], "No capacity is free right now; the job would wait in the queue.");
+    assert_true(high[1] > 1.5 * high[0]);
+    assert_true(high[2] > 1.2 * high[1]);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+    h_free(h);
+}
+
+static void an_explicit_max_steps_sets_the_work(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    /* The trainer runs exactly max_steps steps, so ten times the steps is
+     * ten times the training, whatever n_epochs says. */
+    double train[2];
+    const char *extra[2] = {",\"max_steps\":3000", ",\"max_steps\":30000"};
+    for (int i = 0; i < 2; i++) {
+        char *id = new_job(h, h->key, extra[i]);
+        json_t *j = job(h, h->key, id);
+        json_t *t = json_object_get(json_object_get(j, "estimate"), "training");
+        train[i] = (double)json_integer_value(json_object_get(t, "high_s"));
+        json_decref(j);
+        free(id);
+    }
+    assert_true(train[0] >= 10);
+    assert_true(train[1] / train[0] > 9.0 && train[1] / train[0] < 11.0);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +801,8 @@ int main(void)
         cmocka_unit_test(a_trainer_that_never_starts_is_tried_again_then_failed),
         cmocka_unit_test(spot_take_back_moves_the_job),
         cmocka_unit_test(cancel_costs_the_steps_done_unless_past_the_estimate),
+        cmocka_unit_test(a_burst_of_jobs_sees_each_other_in_the_queue),
+        cmocka_unit_test(an_explicit_max_steps_sets_the_work),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
