@@ -10,7 +10,7 @@
 
 #include "api/server.h"
 
-#define FLEET_MAX 64
+#define FLEET_MAX 1024
 #define FLEET_TTL_MS 500
 
 struct fleet {

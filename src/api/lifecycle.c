@@ -845,13 +845,15 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
     }
     int n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
     size_t total = json_array_size(events), i = 0;
-    struct sched_worker workers[SCHED_LINK_WORKERS];
+    struct sched_worker *workers = NULL; /* read when a memory report needs them */
     int n_workers = 0;
     for (size_t k = 0; k < total; k++) {
         const char *name = json_string_value(json_object_get(json_array_get(events, k), "event"));
         if (name && strcmp(name, "memory") == 0) {
-            n_workers = sched_link_workers(srv, (double)api_now_ms() / 1000.0, workers,
-                                           SCHED_LINK_WORKERS);
+            workers = calloc(SCHED_LINK_WORKERS, sizeof *workers);
+            if (workers)
+                n_workers = sched_link_workers(srv, (double)api_now_ms() / 1000.0, workers,
+                                               SCHED_LINK_WORKERS);
             break;
         }
     }
@@ -876,6 +878,7 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
     *stop = c.stop;
     free(history);
     free(ev);
+    free(workers);
     return e;
 }
 

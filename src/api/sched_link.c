@@ -36,9 +36,18 @@ struct queue {
     size_t cap; /* room in jobs, ids, queued, message */
     struct sched_account_load *loads;
     size_t n_loads;
+    /* per account: jobs running + jobs in `jobs` (the fair order's count
+     * once all of them are placed) */
+    struct sched_account_load *totals;
+    size_t n_totals;
+    /* For estimates (the snapshot only): when each worker is free once
+     * every job in `jobs` is placed; valid while full_valid. */
+    double *full_free_at;
+    bool full_valid;
 };
 
 static void queue_free(struct queue *q);
+static bool plan_for_pass(const char *text, struct sched_plan *out);
 
 /* How fast one model trains against the FLOPs model: the worker's
  * measured FLOP/s come from one benchmark shape, and small models use them
@@ -202,12 +211,18 @@ void sched_link_calibrate(struct sched_link *l, const struct store_calibration *
 
 /* ---- conversions ------------------------------------------------------ */
 
+static double train_tokens(int64_t tokens, long examples, long max_steps, int batch_size,
+                           int n_epochs)
+{
+    int epochs = n_epochs > 0 ? n_epochs : 1;
+    if (examples <= 0 || max_steps <= 0 || batch_size <= 0)
+        return (double)tokens * epochs;
+    return (double)tokens / (double)examples * (double)max_steps * batch_size;
+}
+
 double sched_link_train_tokens(const struct store_job *j)
 {
-    int epochs = j->n_epochs > 0 ? j->n_epochs : 1;
-    if (j->examples <= 0 || j->max_steps <= 0 || j->batch_size <= 0)
-        return (double)j->tokens * epochs;
-    return (double)j->tokens / (double)j->examples * (double)j->max_steps * j->batch_size;
+    return train_tokens(j->tokens, j->examples, j->max_steps, j->batch_size, j->n_epochs);
 }
 
 void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
@@ -309,11 +324,11 @@ static double startup_of(const struct catalog_model *m)
 }
 
 /* The waiting job j as the scheduler sees it; false when it has no plan. */
-static bool to_sched_job(struct sched_link *l, const struct store_job *j, int64_t id,
+static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, int64_t id,
                          struct sched_job *out)
 {
     struct sched_plan p;
-    if (!sched_plan_read(j->plan, &p))
+    if (!plan_for_pass(j->plan, &p))
         return false;
     double left = j->max_steps > 0 ? (double)(j->max_steps - j->steps_done) / j->max_steps : 1;
     if (left < 0)
@@ -323,7 +338,9 @@ static bool to_sched_job(struct sched_link *l, const struct store_job *j, int64_
                               .created_s = (double)j->created_ms / 1000.0,
                               .goal = p.goal,
                               .mem_bytes = j->memory_bytes,
-                              .work_flops = left * sched_link_train_tokens(j) *
+                              .work_flops = left *
+                                            train_tokens(j->tokens, j->examples, j->max_steps,
+                                                         j->batch_size, j->n_epochs) *
                                             p.flops_per_token *
                                             sched_link_model_factor(l, j->model),
                               .startup_s = p.startup_s};
@@ -339,19 +356,44 @@ static void queue_free(struct queue *q)
     free(q->queued);
     free(q->message);
     free(q->loads);
+    free(q->totals);
+    free(q->full_free_at);
     memset(q, 0, sizeof *q);
+}
+
+/* Adds one to account k's count in list[*n] (room for cap). */
+static void count_up(struct sched_account_load *list, size_t *n, size_t cap, uint64_t k)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (list[i].account == k) {
+            list[i].running++;
+            return;
+        }
+    if (*n < cap)
+        list[(*n)++] = (struct sched_account_load){.account = k, .running = 1};
 }
 
 static void add_load(struct queue *q, const char *account)
 {
     uint64_t k = account_key(account);
-    for (size_t i = 0; i < q->n_loads; i++)
-        if (q->loads[i].account == k) {
-            q->loads[i].running++;
-            return;
-        }
-    if (q->n_loads < SCHED_LINK_QUEUE)
-        q->loads[q->n_loads++] = (struct sched_account_load){.account = k, .running = 1};
+    count_up(q->loads, &q->n_loads, SCHED_LINK_QUEUE, k);
+    count_up(q->totals, &q->n_totals, SCHED_LINK_QUEUE, k);
+}
+
+/* Whether a new job of account k comes last in the fair order of the
+ * queue q plus that job: every other account's jobs, running and queued,
+ * are no more than k's, so all of them are placed before its turn (with
+ * room for any tie). Then its horizon is q's full placement. */
+static bool comes_last(const struct queue *q, uint64_t k)
+{
+    int mine = 0, most_other = 0;
+    for (size_t i = 0; i < q->n_totals; i++) {
+        if (q->totals[i].account == k)
+            mine = q->totals[i].running;
+        else if (q->totals[i].running > most_other)
+            most_other = q->totals[i].running;
+    }
+    return q->n_totals < SCHED_LINK_QUEUE && most_other <= mine;
 }
 
 static bool queue_alloc(struct queue *q, size_t extra)
@@ -363,48 +405,47 @@ static bool queue_alloc(struct queue *q, size_t extra)
     q->queued = calloc(cap, sizeof *q->queued);
     q->message = calloc(cap, sizeof *q->message);
     q->loads = calloc(SCHED_LINK_QUEUE, sizeof *q->loads);
-    return q->jobs && q->ids && q->queued && q->message && q->loads;
+    q->totals = calloc(SCHED_LINK_QUEUE, sizeof *q->totals);
+    q->full_free_at = calloc(SCHED_LINK_WORKERS, sizeof *q->full_free_at);
+    q->full_valid = false;
+    return q->jobs && q->ids && q->queued && q->message && q->loads && q->totals &&
+           q->full_free_at;
 }
 
+struct load_ctx {
+    struct sched_link *l;
+    struct queue *q;
+};
+
+static void add_waiting(struct sched_link *l, struct queue *q, const struct store_waiting *j)
+{
+    if (q->n + 1 >= q->cap || !to_sched_job(l, j, (int64_t)q->n, &q->jobs[q->n]))
+        return;
+    text_copy(q->ids[q->n], IDS_MAX, j->id);
+    q->queued[q->n] = j->status == JOB_QUEUED;
+    text_copy(q->message[q->n], sizeof q->message[q->n], j->message);
+    q->n++;
+    count_up(q->totals, &q->n_totals, SCHED_LINK_QUEUE, account_key(j->account));
+}
+
+static void load_one(const struct store_waiting *j, void *vctx)
+{
+    struct load_ctx *c = vctx;
+    if (j->running)
+        add_load(c->q, j->account);
+    else if ((j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING) && !j->stop_reason[0] &&
+             c->q->n < SCHED_LINK_QUEUE)
+        add_waiting(c->l, c->q, j);
+}
+
+/* Reads the waiting jobs (and the running ones, for the accounts' loads)
+ * in one query, with room for `extra` more. */
 static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_t extra)
 {
-    queue_alloc(q, extra);
-    char(*ids)[IDS_MAX] = calloc(SCHED_LINK_QUEUE, IDS_MAX);
-    struct store_job *j = malloc(sizeof *j);
-    enum alallo_err e = ERR_OK;
-    if (!q->jobs || !q->ids || !q->queued || !q->message || !q->loads || !ids || !j) {
-        e = ERR_NOMEM;
-        goto out;
-    }
-    static const enum job_status statuses[] = {JOB_QUEUED, JOB_RESCHEDULING, JOB_RUNNING,
-                                               JOB_CANCELLING};
-    for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++) {
-        int n = 0;
-        e = store_job_ids_in_status(srv->store, statuses[s], ids, SCHED_LINK_QUEUE, &n);
-        if (e)
-            goto out;
-        for (int i = 0; i < n; i++) {
-            if (store_job_get(srv->store, NULL, ids[i], j))
-                continue;
-            if (j->active_attempt[0]) {
-                add_load(q, j->account);
-                continue;
-            }
-            if ((j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING) || j->stop_reason[0] ||
-                q->n >= SCHED_LINK_QUEUE)
-                continue;
-            if (!to_sched_job(srv->sched, j, (int64_t)q->n, &q->jobs[q->n]))
-                continue;
-            text_copy(q->ids[q->n], IDS_MAX, j->id);
-            q->queued[q->n] = j->status == JOB_QUEUED;
-            text_copy(q->message[q->n], sizeof q->message[q->n], j->message);
-            q->n++;
-        }
-    }
-out:
-    free(ids);
-    free(j);
-    return e;
+    if (!queue_alloc(q, extra))
+        return ERR_NOMEM;
+    struct load_ctx c = {.l = srv->sched, .q = q};
+    return store_waiting_each(srv->store, SCHED_LINK_QUEUE + SCHED_LINK_WORKERS, load_one, &c);
 }
 
 /* ---- estimate --------------------------------------------------------- */
@@ -465,11 +506,9 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
         stale = false;
     }
     struct queue q = l->snap_queue;
-    struct sched_worker w[SCHED_LINK_WORKERS];
+    const struct sched_worker *w = l->snap_workers; /* read under snap_mu */
     int n = l->snap_n_workers;
     req.work_factor = sched_link_model_factor(l, j->model);
-    for (int i = 0; i < n; i++)
-        w[i] = l->snap_workers[i];
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];
@@ -485,10 +524,20 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
                                                        planner_flops_per_token(&pj) *
                                                        req.work_factor,
                                          .startup_s = req.startup_s};
-        if (sched_horizon_before(q.jobs, q.n + 1, q.n, w, (size_t)n, q.loads, q.n_loads, now,
-                                 free_at) != ERR_OK) {
+        /* A job that comes last in the fair order sees the queue's full
+         * placement, kept between estimates (a burst from one account is
+         * one placement, then one job more each); any other is placed by
+         * a dry run up to its turn. */
+        bool last = comes_last(&q, q.jobs[q.n].account);
+        if (last && l->snap_queue.full_valid) {
+            memcpy(free_at, q.full_free_at, (size_t)n * sizeof *free_at);
+        } else if (sched_horizon_before(q.jobs, q.n + 1, q.n, w, (size_t)n, q.loads, q.n_loads,
+                                        now, free_at) != ERR_OK) {
             free(free_at);
             free_at = NULL;
+        } else if (last) {
+            memcpy(l->snap_queue.full_free_at, free_at, (size_t)n * sizeof *free_at);
+            l->snap_queue.full_valid = true;
         }
     }
     pthread_mutex_lock(&srv->sched->mu);
@@ -526,14 +575,39 @@ void sched_link_note_queued(struct api_server *srv, const struct store_job *j)
     struct queue *q = &l->snap_queue;
     if (l->snap_at > 0 && q->jobs) {
         /* One slot stays free for the job being estimated. */
-        if (q->n + 1 < q->cap && to_sched_job(l, j, (int64_t)q->n, &q->jobs[q->n])) {
-            text_copy(q->ids[q->n], IDS_MAX, j->id);
-            q->queued[q->n] = true;
-            text_copy(q->message[q->n], sizeof q->message[q->n], j->message);
-            q->n++;
-        } else {
-            l->snap_at = -1; /* full: the next estimate reads afresh */
+        struct store_waiting *sw = calloc(1, sizeof *sw);
+        size_t before = q->n;
+        if (sw) {
+            text_copy(sw->id, sizeof sw->id, j->id);
+            text_copy(sw->account, sizeof sw->account, j->account);
+            text_copy(sw->model, sizeof sw->model, j->model);
+            sw->status = j->status;
+            text_copy(sw->message, sizeof sw->message, j->message);
+            sw->created_ms = j->created_ms;
+            sw->memory_bytes = j->memory_bytes;
+            sw->tokens = j->tokens;
+            sw->examples = j->examples;
+            sw->max_steps = j->max_steps;
+            sw->n_epochs = j->n_epochs;
+            sw->batch_size = j->batch_size;
+            text_copy(sw->plan, sizeof sw->plan, j->plan);
+            /* The full placement stays true if the new job comes last:
+             * it is placed after all the others. */
+            bool last = q->full_valid && comes_last(q, account_key(j->account));
+            add_waiting(l, q, sw);
+            if (q->n > before && last) {
+                struct sched_choice c;
+                if (sched_choose(&q->jobs[q->n - 1], l->snap_workers,
+                                 (size_t)l->snap_n_workers, q->full_free_at,
+                                 (double)j->created_ms / 1000.0, &c))
+                    q->full_free_at[c.worker] = c.finish_s;
+            } else {
+                q->full_valid = false;
+            }
+            free(sw);
         }
+        if (q->n == before)
+            l->snap_at = -1; /* full: the next estimate reads afresh */
     }
     pthread_mutex_unlock(&l->snap_mu);
 }
@@ -546,15 +620,89 @@ void sched_link_invalidate(struct sched_link *l)
     pthread_mutex_unlock(&l->snap_mu);
 }
 
+#define PLAN_FORMAT                                                                                \
+    "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
+    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g}"
+
+/* Reads one `"key":number` of the plan's own format at *p; false when the
+ * text is not that. */
+static bool plan_number(const char **p, const char *key, double *out /* NULL: skip it */)
+{
+    size_t n = strlen(key);
+    if (strncmp(*p, key, n) != 0)
+        return false;
+    if (!out) {
+        size_t len = strspn(*p + n, "0123456789+-.eE");
+        *p += n + len;
+        return len > 0;
+    }
+    char *end;
+    *out = strtod(*p + n, &end);
+    if (end == *p + n || !isfinite(*out))
+        return false;
+    *p = end;
+    return true;
+}
+
 bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double model_factor,
                       char *out, size_t cap)
 {
-    return text_printf(out, cap,
-                       "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"
-                       "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g}",
-                       e->flops_per_token, (int)e->method, (int)e->worker_class, e->waits ? 1 : 0,
+    return text_printf(out, cap, PLAN_FORMAT, e->flops_per_token, (int)e->method,
+                       (int)e->worker_class, e->waits ? 1 : 0,
                        (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s,
                        model_factor);
+}
+
+/* A small index of the plan (method, class, goal); -1 unless an integer
+ * from 0 to 63. */
+static int plan_index(const json_t *v)
+{
+    json_int_t i = json_is_integer(v) ? json_integer_value(v) : -1;
+    return i >= 0 && i < 64 ? (int)i : -1;
+}
+
+static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
+{
+    if (method < 0 || method >= PLAN_METHOD_COUNT || class_ < 0 || class_ >= WORKER_CLASS_COUNT ||
+        goal < 0 || goal >= SCHED_GOAL_COUNT || !(out->flops_per_token > 0))
+        return false;
+    out->method = (enum plan_method)method;
+    out->class_ = (enum worker_class)class_;
+    out->goal = (enum sched_goal)goal;
+    return true;
+}
+
+/* The plan as sched_plan_write wrote it, read without a JSON parser (a
+ * pass reads one per waiting job). With all false, start_s, train_s and
+ * model_factor are skipped (a pass needs none of them). False when the
+ * text is not in that exact format. */
+static bool plan_fast(const char *text, struct sched_plan *out, bool all)
+{
+    double m, c, w, g;
+    const char *p = text;
+    if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
+          plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
+          plan_number(&p, ",\"waits\":", &w) && plan_number(&p, ",\"goal\":", &g) &&
+          plan_number(&p, ",\"start_s\":", all ? &out->start_s : NULL) &&
+          plan_number(&p, ",\"train_s\":", all ? &out->train_s : NULL) &&
+          plan_number(&p, ",\"startup_s\":", &out->startup_s) &&
+          plan_number(&p, ",\"mf\":", all ? &out->model_factor : NULL) && strcmp(p, "}") == 0 &&
+          m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
+          g < 64 && g == (int)g))
+        return false;
+    out->waits = w != 0;
+    if (!(out->model_factor > 0) || !isfinite(out->model_factor))
+        out->model_factor = 1.0;
+    return plan_valid(out, (int)m, (int)c, (int)g);
+}
+
+/* What a pass needs of a plan: the goal, FLOPs per token and loading. */
+static bool plan_for_pass(const char *text, struct sched_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (text && plan_fast(text, out, false))
+        return true;
+    return sched_plan_read(text, out);
 }
 
 bool sched_plan_read(const char *text, struct sched_plan *out)
@@ -562,15 +710,19 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     memset(out, 0, sizeof *out);
     if (!text || !text[0])
         return false;
+    if (plan_fast(text, out, true))
+        return true;
+    int method = -1, class_ = -1, goal = -1;
+    memset(out, 0, sizeof *out);
     json_t *o = json_loads(text, 0, NULL);
     if (!json_is_object(o)) {
         json_decref(o);
         return false;
     }
     out->flops_per_token = json_number_value(json_object_get(o, "fpt"));
-    int method = (int)json_integer_value(json_object_get(o, "method"));
-    int class_ = (int)json_integer_value(json_object_get(o, "class"));
-    int goal = (int)json_integer_value(json_object_get(o, "goal"));
+    method = plan_index(json_object_get(o, "method"));
+    class_ = plan_index(json_object_get(o, "class"));
+    goal = plan_index(json_object_get(o, "goal"));
     out->waits = json_integer_value(json_object_get(o, "waits")) != 0;
     out->start_s = json_number_value(json_object_get(o, "start_s"));
     out->train_s = json_number_value(json_object_get(o, "train_s"));
@@ -579,13 +731,7 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     if (!(out->model_factor > 0))
         out->model_factor = 1.0; /* plans written before the factor */
     json_decref(o);
-    if (method < 0 || method >= PLAN_METHOD_COUNT || class_ < 0 || class_ >= WORKER_CLASS_COUNT ||
-        goal < 0 || goal >= SCHED_GOAL_COUNT || !(out->flops_per_token > 0))
-        return false;
-    out->method = (enum plan_method)method;
-    out->class_ = (enum worker_class)class_;
-    out->goal = (enum sched_goal)goal;
-    return true;
+    return plan_valid(out, method, class_, goal);
 }
 
 /* ---- the ledger-state text -------------------------------------------- */
@@ -745,11 +891,29 @@ static enum alallo_err message_cb(struct store_job *j, struct store_attempt *unu
     return ERR_OK;
 }
 
+/* Counts a pass begun at t0 that read n waiting jobs in /metrics. */
+static void note_pass(struct api_server *srv, const struct timespec *t0, size_t n)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long us = (long)((t1.tv_sec - t0->tv_sec) * 1000000L + (t1.tv_nsec - t0->tv_nsec) / 1000);
+    struct api_metrics *m = &srv->metrics;
+    atomic_fetch_add(&m->passes, 1);
+    atomic_fetch_add(&m->pass_us_sum, us);
+    atomic_store(&m->pass_us_last, us);
+    atomic_store(&m->pass_jobs_last, (long)n);
+    long max = atomic_load(&m->pass_us_max);
+    while (us > max && !atomic_compare_exchange_weak(&m->pass_us_max, &max, us))
+        ;
+}
+
 enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
                                 char job_out[IDS_MAX])
 {
     if (job_out)
         job_out[0] = '\0';
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     double now = (double)api_now_ms() / 1000.0;
     struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
     struct queue q = {0};
@@ -803,6 +967,7 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
         store_job_update(srv->store, q.ids[i], NULL, message_cb, &c);
     }
 out:
+    note_pass(srv, &t0, q.n);
     queue_free(&q);
     free(msgs);
     free(as);

@@ -30,8 +30,8 @@
 #include "store/store.h"
 
 #define SCHED_LINK_SEQ_LEN 256     /* training context the service uses     */
-#define SCHED_LINK_WORKERS 64      /* workers seen by one pass              */
-#define SCHED_LINK_QUEUE 4096      /* waiting jobs seen by one pass         */
+#define SCHED_LINK_WORKERS 1024    /* workers seen by one pass              */
+#define SCHED_LINK_QUEUE 16384     /* waiting jobs seen by one pass         */
 #define SCHED_LINK_CALIBRATION 4096 /* calibration rows read at start-up    */
 
 /* The nominal parts of a job's estimate, kept in store_job.plan. */

@@ -44,6 +44,13 @@ struct api_metrics {
     atomic_long internal_failures;
     atomic_long jobs_created;
     atomic_long completions;
+    /* scheduling passes: how many, and their wall time in microseconds
+     * (the sum, the latest and the longest); the jobs the latest read */
+    atomic_long passes;
+    atomic_long pass_us_sum;
+    atomic_long pass_us_last;
+    atomic_long pass_us_max;
+    atomic_long pass_jobs_last;
 };
 
 struct catalog;

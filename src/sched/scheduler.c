@@ -56,19 +56,24 @@ void sched_free_at(const struct sched_worker *workers, size_t n_workers, double 
 /* True when candidate c is a better place than best for a job of `goal`.
  * The order is total and depends only on the values, so a pass is
  * deterministic for a given input. */
-static bool better(enum sched_goal goal, double now, const struct sched_choice *c, int64_t c_mem,
-                   const struct sched_choice *best, int64_t best_mem)
+/* max and min without a call into libm (this is the inner loop of a pass;
+ * no value here is NaN). */
+static inline double max2(double a, double b) { return a > b ? a : b; }
+static inline double min2(double a, double b) { return a < b ? a : b; }
+
+static inline bool better(enum sched_goal goal, double now, const struct sched_choice *c,
+                          int64_t c_mem, const struct sched_choice *best, int64_t best_mem)
 {
     if (best->worker < 0)
         return true;
     if (goal == SCHED_LOWEST_COST) {
-        bool c_late = c->start_s - now > fmax(PATIENCE_MIN_S, c->train_s);
-        bool b_late = best->start_s - now > fmax(PATIENCE_MIN_S, best->train_s);
+        bool c_late = c->start_s - now > max2(PATIENCE_MIN_S, c->train_s);
+        bool b_late = best->start_s - now > max2(PATIENCE_MIN_S, best->train_s);
         if (c_late != b_late)
             return !c_late;
         if (c_late && c->start_s != best->start_s) /* both late: the sooner */
             return c->start_s < best->start_s;
-        double lo = fmin(c->price, best->price);
+        double lo = min2(c->price, best->price);
         if (fabs(c->price - best->price) > COST_TIE_SHARE * lo)
             return c->price < best->price;
         if (c->finish_s != best->finish_s)

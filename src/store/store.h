@@ -290,6 +290,31 @@ enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status,
                                         char (*ids)[IDS_MAX] /* OUT [cap] */, int cap,
                                         int *n /* OUT */);
 
+/* A job that waits or runs, as a scheduling pass reads it: only the
+ * fields the pass needs, so that it can read ten thousand in one query. */
+struct store_waiting {
+    char id[IDS_MAX];
+    char account[IDS_MAX];
+    char model[STORE_NAME_MAX];
+    enum job_status status;
+    char message[64];     /* the job's message, cut to fit */
+    char stop_reason[32];
+    bool running;         /* an attempt is active                         */
+    int64_t created_ms;
+    int64_t memory_bytes;
+    int64_t tokens;       /* of one epoch                                 */
+    long examples, max_steps, steps_done;
+    int n_epochs, batch_size;
+    char plan[STORE_JSON_SMALL];
+};
+
+/* Calls fn once per job that is queued, re-scheduling, running or
+ * cancelling (all accounts), oldest first, at most cap of them, in one
+ * read. fn must not call the store. ERR_IO on a failed read (fn may have
+ * been called for some rows). */
+typedef void (*store_waiting_fn)(const struct store_waiting *row, void *ctx);
+enum alallo_err store_waiting_each(struct store *s, int cap, store_waiting_fn fn, void *ctx);
+
 /* One candidate per account for a worker with `mem_bytes` of memory: that
  * account's oldest job waiting to be claimed (queued or re-scheduling, no
  * active attempt) whose memory need fits. */

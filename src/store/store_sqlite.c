@@ -148,6 +148,10 @@ static const char *const migrations[] = {
     /* 6: the model a calibration pair is about (kind "model": how fast that
      * model trains against the FLOPs model) */
     "ALTER TABLE calibration ADD COLUMN model TEXT NOT NULL DEFAULT '';",
+    /* 7: the jobs a scheduling pass reads (waiting and running), oldest
+     * first, without a sort */
+    "CREATE INDEX jobs_active ON jobs(seq)"
+    " WHERE status IN ('queued','re-scheduling','running','cancelling');",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -206,6 +210,7 @@ enum sql_id {
     S_JOB_COUNTS,
     S_JOB_IDS_STATUS,
     S_CLAIM,
+    S_WAITING,
     S_ATT_PUT,
     S_ATT_GET,
     S_ATT_LIST,
@@ -265,6 +270,11 @@ static const char *const sql_text[S_COUNT] = {
                                      " ORDER BY seq DESC LIMIT ?",
     [S_JOB_COUNTS] = "SELECT status, COUNT(*) FROM jobs GROUP BY status",
     [S_JOB_IDS_STATUS] = "SELECT id FROM jobs WHERE status = ? ORDER BY seq LIMIT ?",
+    [S_WAITING] = "SELECT id, account, model, status, message, stop_reason, active_attempt,"
+                  " created, memory_bytes, tokens, examples, max_steps, steps_done, n_epochs,"
+                  " batch_size, plan FROM jobs INDEXED BY jobs_active"
+                  " WHERE status IN ('queued','re-scheduling','running','cancelling')"
+                  " ORDER BY seq LIMIT ?",
     [S_CLAIM] = "SELECT id, account, MIN(seq) FROM jobs INDEXED BY jobs_waiting"
                 " WHERE status IN ('queued','re-scheduling') AND active_attempt = ''"
                 " AND memory_bytes <= ? GROUP BY account",
@@ -1268,6 +1278,47 @@ enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status,
         e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
     }
     READ_END(s);
+    return e;
+}
+
+enum alallo_err store_waiting_each(struct store *s, int cap, store_waiting_fn fn, void *ctx)
+{
+    struct store_waiting *w = malloc(sizeof *w);
+    if (!w)
+        return ERR_NOMEM;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_WAITING);
+    if (st) {
+        int rc = sqlite3_bind_int(st, 1, cap);
+        while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            memset(w, 0, sizeof *w);
+            int i = 0;
+            col_str(st, i++, w->id, sizeof w->id);
+            col_str(st, i++, w->account, sizeof w->account);
+            col_str(st, i++, w->model, sizeof w->model);
+            const unsigned char *status = sqlite3_column_text(st, i++);
+            col_str(st, i++, w->message, sizeof w->message);
+            col_str(st, i++, w->stop_reason, sizeof w->stop_reason);
+            w->running = sqlite3_column_bytes(st, i++) > 0;
+            w->created_ms = sqlite3_column_int64(st, i++);
+            w->memory_bytes = sqlite3_column_int64(st, i++);
+            w->tokens = sqlite3_column_int64(st, i++);
+            w->examples = (long)sqlite3_column_int64(st, i++);
+            w->max_steps = (long)sqlite3_column_int64(st, i++);
+            w->steps_done = (long)sqlite3_column_int64(st, i++);
+            w->n_epochs = sqlite3_column_int(st, i++);
+            w->batch_size = sqlite3_column_int(st, i++);
+            col_str(st, i++, w->plan, sizeof w->plan);
+            if (status && job_status_parse((const char *)status, &w->status))
+                fn(w, ctx);
+            rc = SQLITE_OK;
+        }
+        sqlite3_reset(st);
+        e = rc == SQLITE_DONE ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    free(w);
     return e;
 }
 

@@ -729,16 +729,22 @@ static void cancel_costs_the_steps_done_unless_past_the_estimate(void **state)
     h_free(h);
 }
 
-/* The estimate stored with job id: time.high_s, and its message. */
-static double estimated_high(struct harness *h, const char *id, char *message, size_t cap)
+/* The estimate stored with job id of `key`: time.high_s, and its message. */
+static double estimated_high_of(struct harness *h, const char *key, const char *id,
+                                char *message, size_t cap)
 {
-    json_t *j = job(h, h->key, id);
+    json_t *j = job(h, key, id);
     json_t *e = json_object_get(j, "estimate");
     double high = (double)json_integer_value(json_object_get(json_object_get(e, "time"), "high_s"));
     json_t *m = json_object_get(e, "message");
     snprintf(message, cap, "%s", json_is_string(m) ? json_string_value(m) : "");
     json_decref(j);
     return high;
+}
+
+static double estimated_high(struct harness *h, const char *id, char *message, size_t cap)
+{
+    return estimated_high_of(h, h->key, id, message, cap);
 }
 
 static void a_burst_of_jobs_sees_each_other_in_the_queue(void **state)
@@ -760,6 +766,27 @@ static void a_burst_of_jobs_sees_each_other_in_the_queue(void **state)
     assert_string_equal(msg[2], "No capacity is free right now; the job would wait in the queue.");
     assert_true(high[1] > 1.5 * high[0]);
     assert_true(high[2] > 1.2 * high[1]);
+    /* Another account's job takes its turn after the first account's
+     * first job, not after all three. */
+    char other_msg[128];
+    char *other = new_job(h, h->other_key, ",\"max_steps\":20000");
+    double other_high = estimated_high_of(h, h->other_key, other, other_msg, sizeof other_msg);
+    assert_true(other_high < 0.9 * high[2]);
+    assert_true(other_high > 1.5 * high[0]);
+    /* The first account's next jobs wait behind everything, one job more
+     * each time. */
+    char *more[2];
+    double more_high[2];
+    char more_msg[2][128];
+    for (int i = 0; i < 2; i++) {
+        more[i] = new_job(h, h->key, ",\"max_steps\":20000");
+        more_high[i] = estimated_high(h, more[i], more_msg[i], sizeof more_msg[i]);
+    }
+    assert_true(more_high[0] > 1.1 * high[2]);
+    assert_true(more_high[1] > 1.1 * more_high[0]);
+    free(other);
+    for (int i = 0; i < 2; i++)
+        free(more[i]);
     for (int i = 0; i < 3; i++)
         free(ids[i]);
     h_free(h);

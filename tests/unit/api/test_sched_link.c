@@ -107,6 +107,21 @@ static void plan_round_trip(void **state)
     assert_true(p.model_factor == 2.5);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
     assert_false(sched_plan_read("not json", &p));
+    /* The same plan written by anything else (spaces, another key order)
+     * reads through the JSON parser with the same values. */
+    assert_true(sched_plan_read("{ \"method\": 2, \"fpt\": 1.5e9, \"class\": 1, \"waits\": 1,"
+                                " \"goal\": 1, \"start_s\": 34.5, \"train_s\": 120.25,"
+                                " \"startup_s\": 4.5, \"mf\": 2.5 }",
+                                &p));
+    assert_true(p.flops_per_token == 1.5e9 && p.train_s == 120.25 && p.model_factor == 2.5);
+    assert_int_equal(p.method, PLAN_METHOD_LORA_4);
+    /* Out-of-range numbers in the plan's own format are refused, not cast. */
+    assert_false(sched_plan_read("{\"fpt\":1,\"method\":1e300,\"class\":0,\"waits\":0,\"goal\":0,"
+                                 "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}",
+                                 &p));
+    assert_false(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
+                                 "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}x",
+                                 &p));
 }
 
 static void a_models_speed_is_learnt_from_its_attempts(void **state)
