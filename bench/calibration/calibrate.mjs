@@ -1,57 +1,18 @@
 // calibrate.mjs - the body of bench/calibration/run.sh (see there).
-import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
+import { sleep, startService, uploadSamples } from '../lib/service.mjs';
 
 const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
 const JOBS = Number(process.env.JOBS || 32);
 const WAVE = Number(process.env.WAVE || 3);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function run(args) {
-  const r = spawnSync(BIN, args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`alallo ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-calib-'));
-process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
-const sample = path.join(ROOT, 'examples/sentiment-train.jsonl');
-const tok = path.join(tmp, 'tokenizer.json');
-run(['tokenizer', 'train', '--input', sample, '--vocab-size', '400', '--out', tok]);
-const models = path.join(tmp, 'models');
-fs.mkdirSync(models);
-for (const shape of ['tiny', 'small']) run(['model', 'init', '--shape', shape, '--tokenizer', tok, '--out', path.join(models, shape)]);
-
-const port = await freePort();
-const data = path.join(tmp, 'data');
-const serve = spawn(BIN, ['serve', '--port', String(port), '--data', data, '--models', models,
-  '--local-worker', 'name=a,cpus=1,mem=4G,price=0.40',
-  '--local-worker', 'name=b,cpus=1,mem=4G,price=0.80,class=spot'], { stdio: ['ignore', 'ignore', 'pipe'] });
-let serveLog = '';
-serve.stderr.on('data', (d) => (serveLog = (serveLog + d).slice(-20000)));
-const url = `http://127.0.0.1:${port}`;
-for (let i = 0; ; i++) {
-  try {
-    if ((await fetch(`${url}/healthz`)).ok && fs.existsSync(path.join(data, 'api-key'))) break;
-  } catch {}
-  if (i > 200) throw new Error(`serve did not start: ${serveLog}`);
-  await sleep(100);
-}
-const key = fs.readFileSync(path.join(data, 'api-key'), 'utf8').trim();
+const svc = await startService({
+  bin: BIN, root: ROOT, shapes: ['tiny', 'small'], prefix: 'alallo-calib-',
+  args: ['--local-worker', 'name=a,cpus=1,mem=4G,price=0.40',
+    '--local-worker', 'name=b,cpus=1,mem=4G,price=0.80,class=spot'],
+});
+const { url, key } = svc;
 const H = { Authorization: `Bearer ${key}` };
 const call = async (method, p, body) => {
   const r = await fetch(url + p, { method, headers: body ? { ...H, 'Content-Type': 'application/json' } : H, body: body ? JSON.stringify(body) : undefined });
@@ -67,14 +28,7 @@ for (;;) {
 }
 
 // Data sets of 50, 100 and 200 examples.
-const lines = fs.readFileSync(sample, 'utf8').trim().split('\n');
-const files = [];
-for (const n of [50, 100, 200]) {
-  const form = new FormData();
-  form.append('purpose', 'fine-tune');
-  form.append('file', new Blob([`${lines.slice(0, n).join('\n')}\n`]), `train-${n}.jsonl`);
-  files.push((await (await fetch(`${url}/v1/files`, { method: 'POST', headers: H, body: form })).json()).id);
-}
+const files = await uploadSamples(svc, [50, 100, 200]);
 
 // A varied, reproducible mix.
 let seed = 12345;
@@ -138,7 +92,7 @@ for (let i = 0; i < JOBS; i += WAVE) {
     process.stderr.write(`${results.length}/${JOBS} ${r.model} ${r.steps} steps: ${r.status}, ${r.actual.toFixed(1)} s in [${r.low}, ${r.high}]\n`);
   }
 }
-serve.kill('SIGTERM');
+svc.stop();
 if (process.env.DETAILS) fs.writeFileSync(process.env.DETAILS, JSON.stringify(results, null, 1));
 
 const ok = results.filter((r) => r.status === 'succeeded' && r.high != null);

@@ -1,54 +1,17 @@
 // server_pass.mjs - the body of bench/sched/server_pass.sh (see there).
-import { spawn, spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
+import { sleep, startService, uploadSamples } from '../lib/service.mjs';
 
 const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
 const JOBS = Number(process.env.JOBS || 10000);
 const WORKERS = Number(process.env.WORKERS || 200);
 const SETTLE_S = Number(process.env.SETTLE_S || 20);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function run(args) {
-  const r = spawnSync(BIN, args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`alallo ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-const freePort = () => new Promise((resolve) => {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+const svc = await startService({
+  bin: BIN, root: ROOT, shapes: ['tiny'], prefix: 'alallo-pass-',
+  args: ['--rate-limit', '0', '--worker-timeout', '60', '--local-worker', 'none'],
 });
-
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-pass-'));
-process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
-const sample = path.join(ROOT, 'examples/sentiment-train.jsonl');
-const tok = path.join(tmp, 'tokenizer.json');
-run(['tokenizer', 'train', '--input', sample, '--vocab-size', '400', '--out', tok]);
-const models = path.join(tmp, 'models');
-fs.mkdirSync(models);
-run(['model', 'init', '--shape', 'tiny', '--tokenizer', tok, '--out', path.join(models, 'tiny')]);
-
-const port = await freePort();
-const data = path.join(tmp, 'data');
-const serve = spawn(BIN, ['serve', '--port', String(port), '--data', data, '--models', models,
-  '--rate-limit', '0', '--worker-timeout', '60', '--local-worker', 'none'], { stdio: ['ignore', 'ignore', 'pipe'] });
-let serveLog = '';
-serve.stderr.on('data', (d) => (serveLog = (serveLog + d).slice(-20000)));
-process.on('exit', () => serve.kill('SIGKILL'));
-const url = `http://127.0.0.1:${port}`;
-for (let i = 0; ; i++) {
-  try {
-    if ((await fetch(`${url}/healthz`)).ok && fs.existsSync(path.join(data, 'api-key')) &&
-        fs.existsSync(path.join(data, 'worker-token'))) break;
-  } catch {}
-  if (i > 200) throw new Error(`serve did not start: ${serveLog}`);
-  await sleep(100);
-}
-const key = fs.readFileSync(path.join(data, 'api-key'), 'utf8').trim();
-const wtoken = fs.readFileSync(path.join(data, 'worker-token'), 'utf8').trim();
+const { url, key, workerToken: wtoken } = svc;
 const post = async (p, body, token = key) => {
   const r = await fetch(url + p, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   const text = await r.text();
@@ -93,14 +56,7 @@ const beat = (async () => {
 
 // The queue: JOBS jobs from 20 accounts' worth of variety (one key here),
 // both goals, data sets of 3 sizes.
-const lines = fs.readFileSync(sample, 'utf8').trim().split('\n');
-const files = [];
-for (const n of [50, 100, 200]) {
-  const form = new FormData();
-  form.append('purpose', 'fine-tune');
-  form.append('file', new Blob([`${lines.slice(0, n).join('\n')}\n`]), `train-${n}.jsonl`);
-  files.push((await (await fetch(`${url}/v1/files`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: form })).json()).id);
-}
+const files = await uploadSamples(svc, [50, 100, 200]);
 const t0 = Date.now();
 await pool(JOBS, 16, async (i) => {
   const r = await post('/v1/fine_tuning/jobs', {
@@ -128,7 +84,7 @@ await sleep(SETTLE_S * 1000);
 const end = await metrics();
 beating = false;
 await beat;
-serve.kill('SIGTERM');
+svc.stop();
 
 const claimPasses = afterClaims.alallo_sched_passes_total - before.alallo_sched_passes_total;
 const idlePasses = end.alallo_sched_passes_total - afterClaims.alallo_sched_passes_total;
