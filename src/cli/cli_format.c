@@ -427,6 +427,14 @@ void cli_print_job(FILE *out, const json_t *job, const json_t *checkpoints)
     cli_money(r, sizeof r, json_object_get(price, "refunded"), str(price, "currency"));
     snprintf(buf, sizeof buf, "%s charged, %s refunded", c, r);
     field(out, "Price:", buf);
+    /* What a cancel would cost now, while one is still possible. */
+    const json_t *cn = json_object_get(price, "cancel_now");
+    if (cn && json_is_number(cn) && status &&
+        (strcmp(status, "queued") == 0 || strcmp(status, "running") == 0 ||
+         strcmp(status, "re-scheduling") == 0)) {
+        cli_money(c, sizeof c, cn, str(price, "currency"));
+        field(out, "Cancel now:", c);
+    }
 
     field(out, "Model:", str(job, "model"));
     field(out, "Training method:", cli_job_method(buf, sizeof buf, job));
@@ -657,14 +665,23 @@ void cli_print_ledger(FILE *out, const json_t *list)
         bool refund = kind && strcmp(kind, "refund") == 0;
         total += refund ? -fabs(a) : a;
         cli_money(amount, sizeof amount, json_object_get(e, "amount"), str(e, "currency"));
-        char detail[160] = "";
-        double steps;
-        if (str(e, "description"))
+        char detail[256] = "";
+        double steps, from, to;
+        if (str(e, "description")) {
             snprintf(detail, sizeof detail, "%s", str(e, "description"));
-        else if (num(e, "steps", &steps))
-            snprintf(detail, sizeof detail, "%.0f steps%s%s", steps,
-                     str(e, "attempt") ? ", attempt " : "",
-                     str(e, "attempt") ? str(e, "attempt") : "");
+        } else if (num(e, "steps", &steps)) {
+            /* "40 steps (80 to 120), attempt att-2: lost work (repeated for free)" */
+            char span[64] = "";
+            if (num(e, "from_step", &from) && num(e, "to_step", &to) && to > from)
+                snprintf(span, sizeof span, " (%.0f to %.0f)", from, to);
+            const char *attempt = str(e, "attempt");
+            const char *reason = str(e, "reason");
+            snprintf(detail, sizeof detail, "%.0f steps%s%s%s%s%s", steps, span,
+                     attempt && attempt[0] ? ", attempt " : "", attempt ? attempt : "",
+                     reason ? ": " : "", reason ? reason : "");
+        } else if (str(e, "reason")) {
+            snprintf(detail, sizeof detail, "%s", str(e, "reason"));
+        }
         const char *job = str(e, "job") ? str(e, "job") : str(e, "job_id");
         const char *row[] = {when(w, sizeof w, json_object_get(e, "created_at")), job, kind, amount,
                              detail};

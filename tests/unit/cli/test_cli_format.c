@@ -221,7 +221,7 @@ static void job_detail(void **state)
         "\"time_left\":{\"low_s\":2400,\"high_s\":4800,\"basis\":\"pace\"},"
         "\"estimate\":{\"time\":{\"low_s\":2400,\"high_s\":4680},"
         "\"price\":{\"low\":0.12,\"high\":0.31,\"currency\":\"usd\"}},"
-        "\"price\":{\"charged\":0.05,\"refunded\":0,\"currency\":\"usd\"},"
+        "\"price\":{\"charged\":0.05,\"refunded\":0,\"cancel_now\":0.07,\"currency\":\"usd\"},"
         "\"attempts\":[{\"id\":\"att-1\",\"worker\":\"local\",\"status\":\"ended\","
         "\"start_step\":0,\"end_step\":40,\"reason\":\"worker lost\"},"
         "{\"id\":\"att-2\",\"worker\":\"big\",\"status\":\"running\",\"start_step\":40,"
@@ -236,6 +236,7 @@ static void job_detail(void **state)
         "Time left (estimate):  40 min to 80 min  (from the job's pace)\n",
         "Estimate:              40 min to 1.3 h, $0.12 to $0.31\n",
         "Price:                 $0.05 charged, $0.00 refunded\n",
+        "Cancel now:            $0.07\n",
         "Training method:       Supervised fine-tuning, 16-bit\n",
         "Goal:                  Lowest cost\n",
         "Fine-tuned model:      -\n",
@@ -302,8 +303,11 @@ static void other_lists(void **state)
                  "{\"data\":[{\"created_at\":0,\"job\":\"ftjob-1\",\"attempt\":\"att-1\","
                  "\"kind\":\"charge\",\"amount\":0.3,\"currency\":\"usd\",\"steps\":40},"
                  "{\"created_at\":0,\"job\":\"ftjob-1\",\"kind\":\"refund\",\"amount\":0.1,"
-                 "\"currency\":\"usd\"}]}");
+                 "\"currency\":\"usd\",\"steps\":10,\"from_step\":30,\"to_step\":40,"
+                 "\"attempt\":\"att-1\",\"reason\":\"lost work (repeated for free)\"}]}");
     assert_non_null(strstr(out, "ftjob-1  charge  $0.30   40 steps, attempt att-1\n"));
+    assert_non_null(strstr(out, "ftjob-1  refund  $0.10   10 steps (30 to 40), attempt att-1: lost "
+                                "work (repeated for free)\n"));
     assert_non_null(strstr(out, "Total: $0.20\n"));
     free(out);
     out = render(cli_print_models,
