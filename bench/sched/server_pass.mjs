@@ -98,7 +98,10 @@ console.log(JSON.stringify({
   claims_s: claimS,
   periodic_passes: idlePasses,
   periodic_pass_mean_ms: 1000 * (end.alallo_sched_pass_seconds_total - afterClaims.alallo_sched_pass_seconds_total) / Math.max(1, idlePasses),
+  periodic_pass_mean_cpu_ms: 1000 * (end.alallo_sched_pass_cpu_seconds_total - afterClaims.alallo_sched_pass_cpu_seconds_total) / Math.max(1, idlePasses),
+  claim_pass_mean_cpu_ms: 1000 * (afterClaims.alallo_sched_pass_cpu_seconds_total - before.alallo_sched_pass_cpu_seconds_total) / Math.max(1, claimPasses),
   last_pass_ms: 1000 * end.alallo_sched_pass_seconds,
+  last_pass_cpu_ms: 1000 * end.alallo_sched_pass_cpu_seconds,
   last_pass_jobs: end.alallo_sched_pass_jobs,
   max_pass_ms: 1000 * end.alallo_sched_pass_seconds_max,
 }));

@@ -48,6 +48,7 @@ struct queue {
 
 static void queue_free(struct queue *q);
 static bool plan_for_pass(const char *text, struct sched_plan *out);
+static bool read_time_left(const char *text, struct sched_state *out);
 
 /* How fast one model trains against the FLOPs model: the worker's
  * measured FLOP/s come from one benchmark shape, and small models use them
@@ -272,8 +273,7 @@ static double busy_until(struct api_server *srv, const struct store_attempt *a, 
     if (j && store_job_get(srv->store, NULL, a->job, j) == ERR_OK) {
         struct sched_state *st = malloc(sizeof *st);
         if (st) {
-            sched_state_of_job(j, st);
-            if (st->has_tl) {
+            if (read_time_left(j->ledger_state, st)) {
                 struct tl_value v;
                 tl_value(&st->tl, now, &v);
                 until = now + v.mid_s;
@@ -295,17 +295,23 @@ int sched_link_workers(struct api_server *srv, double now, struct sched_worker *
         free(all);
         return 0;
     }
+    /* Every open attempt in one read, by worker name like the workers. */
+    struct store_attempt *open = calloc(SCHED_LINK_WORKERS, sizeof *open);
+    int n_open = 0;
+    if (!open || store_attempt_list_open(srv->store, "", open, SCHED_LINK_WORKERS, &n_open))
+        n_open = 0;
+    int a = 0;
     for (int i = 0; i < n && k < cap; i++) {
         struct sched_worker *w = &out[k++];
         to_sched_worker(&all[i], w);
-        struct store_attempt open[1];
-        int n_open = 0;
-        if (store_attempt_list_open(srv->store, all[i].name, open, 1, &n_open) == ERR_OK &&
-            n_open > 0) {
-            w->running_attempt = open[0].fence > 0 ? open[0].fence : 1;
-            w->busy_until_s = busy_until(srv, &open[0], now);
+        while (a < n_open && strcmp(open[a].worker, all[i].name) < 0)
+            a++;
+        if (a < n_open && strcmp(open[a].worker, all[i].name) == 0) {
+            w->running_attempt = open[a].fence > 0 ? open[a].fence : 1;
+            w->busy_until_s = busy_until(srv, &open[a], now);
         }
     }
+    free(open);
     free(all);
     return k;
 }
@@ -781,6 +787,41 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
     return true;
 }
 
+/* The "T" line at `line` (see the format above) into out's time-left
+ * fields; false unless it has all of them. */
+static bool read_tl_line(const char *line, struct sched_state *out)
+{
+    struct tl_state *t = &out->tl;
+    int have_ref = 0;
+    /* sscanf measures its whole input: give it this line alone. */
+    char buf[1024];
+    size_t len = strcspn(line, "\n");
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d %lf",
+               &t->max_steps, &t->start_step, &t->switch_after, &t->est_low_s, &t->est_high_s,
+               &t->startup_s, &t->begin_t, &have_ref, &t->last_step, &t->last_t, &t->samples,
+               &t->ewma_s, &t->ewma_var, &out->nominal_step_s, &out->worker_class,
+               &out->model_factor) != 16)
+        return false;
+    t->have_ref = have_ref != 0;
+    out->has_tl = true;
+    return true;
+}
+
+/* The time left of a running job from its ledger-state text alone, without
+ * reading its attempts: false when it has none. */
+static bool read_time_left(const char *text, struct sched_state *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!text || strncmp(text, "S1 ", 3) != 0)
+        return false;
+    const char *p = strstr(text, "\nT ");
+    return p && read_tl_line(p + 1, out);
+}
+
 bool sched_state_read(const char *text, struct sched_state *out)
 {
     memset(out, 0, sizeof *out);
@@ -812,16 +853,8 @@ bool sched_state_read(const char *text, struct sched_state *out)
         p = strchr(p, '\n');
     }
     if (p && p[1] == 'T') {
-        struct tl_state *t = &out->tl;
-        int have_ref = 0;
-        if (sscanf(p + 1, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d %lf",
-                   &t->max_steps, &t->start_step, &t->switch_after, &t->est_low_s,
-                   &t->est_high_s, &t->startup_s, &t->begin_t, &have_ref, &t->last_step,
-                   &t->last_t, &t->samples, &t->ewma_s, &t->ewma_var, &out->nominal_step_s,
-                   &out->worker_class, &out->model_factor) != 16)
+        if (!read_tl_line(p + 1, out))
             return false;
-        t->have_ref = have_ref != 0;
-        out->has_tl = true;
     }
     return true;
 }
@@ -891,13 +924,23 @@ static enum alallo_err message_cb(struct store_job *j, struct store_attempt *unu
     return ERR_OK;
 }
 
-/* Counts a pass begun at t0 that read n waiting jobs in /metrics. */
-static void note_pass(struct api_server *srv, const struct timespec *t0, size_t n)
+static long micros_since(clockid_t clock, const struct timespec *t0)
 {
     struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    long us = (long)((t1.tv_sec - t0->tv_sec) * 1000000L + (t1.tv_nsec - t0->tv_nsec) / 1000);
+    clock_gettime(clock, &t1);
+    return (long)((t1.tv_sec - t0->tv_sec) * 1000000L + (t1.tv_nsec - t0->tv_nsec) / 1000);
+}
+
+/* Counts a pass begun at t0 (wall) and c0 (its thread's CPU time) that
+ * read n waiting jobs in /metrics. */
+static void note_pass(struct api_server *srv, const struct timespec *t0,
+                      const struct timespec *c0, size_t n)
+{
+    long us = micros_since(CLOCK_MONOTONIC, t0);
+    long cpu_us = micros_since(CLOCK_THREAD_CPUTIME_ID, c0);
     struct api_metrics *m = &srv->metrics;
+    atomic_fetch_add(&m->pass_cpu_us_sum, cpu_us);
+    atomic_store(&m->pass_cpu_us_last, cpu_us);
     atomic_fetch_add(&m->passes, 1);
     atomic_fetch_add(&m->pass_us_sum, us);
     atomic_store(&m->pass_us_last, us);
@@ -912,8 +955,9 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
 {
     if (job_out)
         job_out[0] = '\0';
-    struct timespec t0;
+    struct timespec t0, c0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     double now = (double)api_now_ms() / 1000.0;
     struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
     struct queue q = {0};
@@ -953,13 +997,15 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
         if (k >= 0)
             text_copy(job_out, IDS_MAX, q.ids[k]);
     }
+    /* The most memory a worker that is not lost offers: a job that needs
+     * more fits nowhere any more (the workers that could run it left). */
+    int64_t most_mem = -1;
+    for (int k = 0; k < n; k++)
+        if (w[k].state != WORKER_LOST && w[k].mem_bytes > most_mem)
+            most_mem = w[k].mem_bytes;
     for (size_t i = 0; i < q.n; i++) {
         struct message_ctx c = {.message = msgs[i], .fail = MSG_NONE, .now = api_now_ms()};
-        /* Nothing known fits it any more (the workers that did left). */
-        bool fits = false;
-        for (int k = 0; k < n; k++)
-            if (w[k].state != WORKER_LOST && w[k].mem_bytes >= q.jobs[i].mem_bytes)
-                fits = true;
+        bool fits = q.jobs[i].mem_bytes <= most_mem;
         if (!fits && n > 0)
             c.fail = MSG_NOT_AVAILABLE;
         else if (!q.queued[i] || strcmp(q.message[i], job_message_text(msgs[i])) == 0)
@@ -967,7 +1013,7 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
         store_job_update(srv->store, q.ids[i], NULL, message_cb, &c);
     }
 out:
-    note_pass(srv, &t0, q.n);
+    note_pass(srv, &t0, &c0, q.n);
     queue_free(&q);
     free(msgs);
     free(as);

@@ -51,6 +51,8 @@ struct api_metrics {
     atomic_long pass_us_last;
     atomic_long pass_us_max;
     atomic_long pass_jobs_last;
+    atomic_long pass_cpu_us_sum; /* CPU time of the passes' threads */
+    atomic_long pass_cpu_us_last;
 };
 
 struct catalog;

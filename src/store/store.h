@@ -366,7 +366,8 @@ enum alallo_err store_attempt_list(struct store *s, const char *job,
                                    struct store_attempt *out /* OUT [cap] */, int cap,
                                    int *n /* OUT */);
 
-/* Attempts on `worker` that have not ended. */
+/* Attempts on `worker` that have not ended, oldest first; with worker ""
+ * those of every worker (by worker name, then oldest first). */
 enum alallo_err store_attempt_list_open(struct store *s, const char *worker,
                                         struct store_attempt *out /* OUT [cap] */, int cap,
                                         int *n /* OUT */);

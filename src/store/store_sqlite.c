@@ -281,8 +281,9 @@ static const char *const sql_text[S_COUNT] = {
     [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_ATT_GET] = "SELECT " ATT_COLS " FROM attempts WHERE id = ?",
     [S_ATT_LIST] = "SELECT " ATT_COLS " FROM attempts WHERE job = ? ORDER BY fence LIMIT ?",
-    [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts WHERE worker = ? AND status <> 'ended'"
-                   " ORDER BY started LIMIT ?",
+    [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts INDEXED BY attempts_open"
+                   " WHERE status <> 'ended' AND (?1 = '' OR worker = ?1)"
+                   " ORDER BY worker, started LIMIT ?2",
     [S_EV_INSERT] = "INSERT INTO events(job, seq, created, level, type, message, data)"
                     " VALUES(?,?,?,?,?,?,?)",
     [S_EV_LIST] = "SELECT job, seq, created, level, type, message, data FROM events"

@@ -308,6 +308,71 @@ static void updates_are_atomic(void **state)
     assert_int_equal(n, 1);
 }
 
+struct seen {
+    struct store_waiting rows[8];
+    int n;
+};
+
+static void collect(const struct store_waiting *row, void *ctx)
+{
+    struct seen *s = ctx;
+    if (s->n < 8)
+        s->rows[s->n++] = *row;
+}
+
+static enum alallo_err finish_job(struct store_job *job, struct store_attempt *att,
+                                  struct store_writes *w, void *ctx)
+{
+    (void)att;
+    (void)w;
+    (void)ctx;
+    job->status = JOB_SUCCEEDED;
+    return ERR_OK;
+}
+
+static void waiting_jobs_and_open_attempts_in_one_read(void **state)
+{
+    struct fixture *f = *state;
+    struct store_job j[3];
+    for (int i = 0; i < 3; i++) {
+        make_job(&j[i], i == 1 ? "acct-b" : "acct-a", i);
+        snprintf(j[i].plan, sizeof j[i].plan, "{\"n\":%d}", i);
+        assert_int_equal(store_job_insert(f->s, &j[i], NULL), ERR_OK);
+    }
+    struct upd u = {.attempt = "att-w1"};
+    assert_int_equal(store_job_update(f->s, j[1].id, NULL, start_attempt, &u), ERR_OK);
+    assert_int_equal(store_job_update(f->s, j[2].id, NULL, finish_job, NULL), ERR_OK);
+
+    /* The queued and the running job, oldest first; not the finished one. */
+    struct seen seen = {0};
+    assert_int_equal(store_waiting_each(f->s, 100, collect, &seen), ERR_OK);
+    assert_int_equal(seen.n, 2);
+    assert_string_equal(seen.rows[0].id, j[0].id);
+    assert_false(seen.rows[0].running);
+    assert_int_equal(seen.rows[0].status, JOB_QUEUED);
+    assert_string_equal(seen.rows[0].plan, "{\"n\":0}");
+    assert_int_equal(seen.rows[0].memory_bytes, 1000);
+    assert_int_equal(seen.rows[0].max_steps, 30);
+    assert_int_equal(seen.rows[0].batch_size, 4);
+    assert_string_equal(seen.rows[1].id, j[1].id);
+    assert_string_equal(seen.rows[1].account, "acct-b");
+    assert_true(seen.rows[1].running);
+    assert_string_equal(seen.rows[1].message, "Starting");
+    /* At most cap of them. */
+    seen.n = 0;
+    assert_int_equal(store_waiting_each(f->s, 1, collect, &seen), ERR_OK);
+    assert_int_equal(seen.n, 1);
+
+    /* Open attempts of one worker, or of every worker with "". */
+    struct store_attempt open[4];
+    int n;
+    assert_int_equal(store_attempt_list_open(f->s, "", open, 4, &n), ERR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(open[0].worker, "w1");
+    assert_int_equal(store_attempt_list_open(f->s, "w2", open, 4, &n), ERR_OK);
+    assert_int_equal(n, 0);
+}
+
 static void claim_candidates_one_per_account(void **state)
 {
     struct fixture *f = *state;
@@ -452,6 +517,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(migrations_apply_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(waiting_jobs_and_open_attempts_in_one_read, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(wal_and_full_sync, setup, teardown),
         cmocka_unit_test_setup_teardown(accounts, setup, teardown),
         cmocka_unit_test_setup_teardown(files_paging_and_isolation, setup, teardown),
