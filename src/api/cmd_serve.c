@@ -78,9 +78,9 @@ static void *watch(void *arg)
             break;
         pthread_mutex_unlock(&w->mu);
         int64_t now = api_now_ms();
-        struct store_worker ws[FLEET_MAX];
+        struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
         int n = 0;
-        if (store_worker_list(srv->store, ws, FLEET_MAX, &n) == ERR_OK) {
+        if (ws && store_worker_list(srv->store, ws, FLEET_MAX, &n) == ERR_OK) {
             for (int i = 0; i < n; i++) {
                 if (strcmp(ws[i].state, "lost") == 0 ||
                     now - ws[i].last_heartbeat_ms <= (int64_t)srv->cfg.worker_timeout_s * 1000)
@@ -92,6 +92,7 @@ static void *watch(void *arg)
                 fleet_invalidate(srv);
             }
         }
+        free(ws);
         if (++tick % 5 == 0) {
             lifecycle_check_limits(srv, now);
             lifecycle_check_starts(srv, now);
@@ -362,12 +363,13 @@ int cmd_serve(int argc, char **argv)
         api_log("warn", "calibration history could not be read: %s", store_last_error());
     /* Workers known from before get a fresh grace period: they could not
      * reach a server that was not running. */
-    struct store_worker ws[FLEET_MAX];
+    struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
     int nw = 0;
-    if (store_worker_list(srv.store, ws, FLEET_MAX, &nw) == ERR_OK)
+    if (ws && store_worker_list(srv.store, ws, FLEET_MAX, &nw) == ERR_OK)
         for (int i = 0; i < nw; i++)
             if (strcmp(ws[i].state, "lost") != 0)
                 store_worker_heartbeat(srv.store, ws[i].name, api_now_ms());
+    free(ws);
 
     if (srv.cfg.rate_limit > 0) {
         srv.ratelimit = ratelimit_new(srv.cfg.rate_limit, 2 * srv.cfg.rate_limit,

@@ -38,16 +38,23 @@ static void read_fleet(struct api_server *srv, struct fleet *f)
         free(all);
         return;
     }
+    /* Every open attempt in one read, by worker name like the workers. */
+    struct store_attempt *open = calloc(FLEET_MAX, sizeof *open);
+    int n_open = 0;
+    if (!open || store_attempt_list_open(srv->store, "", open, FLEET_MAX, &n_open))
+        n_open = 0;
+    int a = 0;
     for (int i = 0; i < n; i++) {
+        while (a < n_open && strcmp(open[a].worker, all[i].name) < 0)
+            a++;
+        bool busy = a < n_open && strcmp(open[a].worker, all[i].name) == 0;
         if (strcmp(all[i].state, "lost") == 0)
             continue;
-        struct store_attempt open[1];
-        int n_open = 0;
-        store_attempt_list_open(srv->store, all[i].name, open, 1, &n_open);
         f->workers[f->n] = all[i];
-        f->idle[f->n] = n_open == 0 && strcmp(all[i].state, "active") == 0;
+        f->idle[f->n] = !busy && strcmp(all[i].state, "active") == 0;
         f->n++;
     }
+    free(open);
     free(all);
     long counts[JOB_STATUS_COUNT];
     if (store_job_count_by_status(srv->store, counts) == ERR_OK)

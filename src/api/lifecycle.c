@@ -1276,41 +1276,37 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
 
 void lifecycle_check_starts(struct api_server *srv, int64_t now_ms)
 {
-    struct store_worker *ws = calloc(SCHED_LINK_WORKERS, sizeof *ws);
+    /* Every open attempt, of every worker, in one read. */
+    struct store_attempt *open = calloc(SCHED_LINK_WORKERS, sizeof *open);
     struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
-    int n = 0;
-    if (!ws || !history || store_worker_list(srv->store, ws, SCHED_LINK_WORKERS, &n)) {
-        free(ws);
+    int n_open = 0;
+    if (!open || !history ||
+        store_attempt_list_open(srv->store, "", open, SCHED_LINK_WORKERS, &n_open)) {
+        free(open);
         free(history);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        struct store_attempt open[4];
-        int n_open = 0;
-        if (store_attempt_list_open(srv->store, ws[i].name, open, 4, &n_open))
+    for (int k = 0; k < n_open; k++) {
+        if (strcmp(open[k].status, "starting") != 0 ||
+            now_ms - open[k].started_ms < (int64_t)srv->cfg.start_timeout_s * 1000)
             continue;
-        for (int k = 0; k < n_open; k++) {
-            if (strcmp(open[k].status, "starting") != 0 ||
-                now_ms - open[k].started_ms < (int64_t)srv->cfg.start_timeout_s * 1000)
-                continue;
-            struct start_ctx c = {.base = {.srv = srv, .now = now_ms, .history = history}};
-            c.base.n_history = load_history(srv, open[k].job, history, ATTEMPTS_MAX);
-            for (int h = 0; h < c.base.n_history; h++)
-                if (strcmp(history[h].reason, START_TIMEOUT_REASON) == 0)
-                    c.earlier++;
-            api_log("warn", "attempt %s of job %s on worker %s: no `started` after %d s",
-                    open[k].id, open[k].job, ws[i].name, srv->cfg.start_timeout_s);
-            enum alallo_err e =
-                store_job_update(srv->store, open[k].job, open[k].id, start_timeout_cb, &c);
-            free(c.base.st);
-            feed_calibration(srv, &c.base, e);
-            struct store_job j;
-            if (!e && c.internal && store_job_get(srv->store, NULL, open[k].job, &j) == ERR_OK)
-                lifecycle_report_internal(srv, &j, "the trainer never started, attempt after "
-                                                   "attempt");
-        }
+        struct start_ctx c = {.base = {.srv = srv, .now = now_ms, .history = history}};
+        c.base.n_history = load_history(srv, open[k].job, history, ATTEMPTS_MAX);
+        for (int h = 0; h < c.base.n_history; h++)
+            if (strcmp(history[h].reason, START_TIMEOUT_REASON) == 0)
+                c.earlier++;
+        api_log("warn", "attempt %s of job %s on worker %s: no `started` after %d s", open[k].id,
+                open[k].job, open[k].worker, srv->cfg.start_timeout_s);
+        enum alallo_err e =
+            store_job_update(srv->store, open[k].job, open[k].id, start_timeout_cb, &c);
+        free(c.base.st);
+        feed_calibration(srv, &c.base, e);
+        struct store_job j;
+        if (!e && c.internal && store_job_get(srv->store, NULL, open[k].job, &j) == ERR_OK)
+            lifecycle_report_internal(srv, &j, "the trainer never started, attempt after "
+                                               "attempt");
     }
-    free(ws);
+    free(open);
     free(history);
 }
 

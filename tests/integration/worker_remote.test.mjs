@@ -212,7 +212,14 @@ test('a remote worker registers with its measured speed and runs a job to the en
     const log = await (await fetch(`${srv.base}/v1/fine_tuning/jobs/${job.id}/log`, { headers: { Authorization: `Bearer ${srv.key}` } })).text();
     assert.match(log, /training finished/);
 
-    const wlog = fs.readFileSync(path.join(w.workDir, 'worker.log'), 'utf8');
+    // The job succeeds on the trainer's `done` event; the worker logs the
+    // trainer's exit a moment later.
+    let wlog = '';
+    for (let i = 0; i < 100; i++) {
+      wlog = fs.readFileSync(path.join(w.workDir, 'worker.log'), 'utf8');
+      if (/trainer exited/.test(wlog)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     assert.match(wlog, /registered with/);
     assert.match(wlog, new RegExp(`attempt \\S+ of job ${job.id} claimed`));
     assert.match(wlog, /trainer exited with 0/);
