@@ -784,6 +784,28 @@ static void a_burst_of_jobs_sees_each_other_in_the_queue(void **state)
     }
     assert_true(more_high[0] > 1.1 * high[2]);
     assert_true(more_high[1] > 1.1 * more_high[0]);
+    /* A claim runs a pass over the six waiting jobs; /metrics counts it. */
+    struct reply m = h_call(h, "POST", "/internal/workers/w1/claim", NULL, h->srv.worker_token,
+                            "{}");
+    assert_int_equal(m.status, 200);
+    reply_free(&m);
+    m = h_call(h, "GET", "/metrics", NULL, NULL, NULL);
+    assert_int_equal(m.status, 200);
+    long passes = -1, jobs = -1;
+    double cpu = -1;
+    const char *p = strstr(m.body, "\nalallo_sched_passes_total ");
+    assert_non_null(p);
+    sscanf(p, "\nalallo_sched_passes_total %ld", &passes);
+    p = strstr(m.body, "\nalallo_sched_pass_jobs ");
+    assert_non_null(p);
+    sscanf(p, "\nalallo_sched_pass_jobs %ld", &jobs);
+    p = strstr(m.body, "\nalallo_sched_pass_cpu_seconds_total ");
+    assert_non_null(p);
+    sscanf(p, "\nalallo_sched_pass_cpu_seconds_total %lf", &cpu);
+    assert_true(passes >= 1);
+    assert_int_equal(jobs, 6);
+    assert_true(cpu >= 0);
+    reply_free(&m);
     free(other);
     for (int i = 0; i < 2; i++)
         free(more[i]);
