@@ -6,6 +6,7 @@ const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
 const JOBS = Number(process.env.JOBS || 32);
 const WAVE = Number(process.env.WAVE || 3);
+const SCALE = Number(process.env.SCALE || 1); // multiplies every job's steps
 
 const svc = await startService({
   bin: BIN, root: ROOT, shapes: ['tiny', 'small'], prefix: 'alallo-calib-',
@@ -41,7 +42,7 @@ function jobBody(i) {
     training_file: pick(files),
     hyperparameters: { n_epochs: pick([1, 2, 3]), batch_size: pick([4, 8]) },
     goal: pick(['lowest_cost', 'fastest_finish']),
-    max_steps: model === 'small' ? pick([40, 80, 120]) : pick([150, 300, 600, 1000]),
+    max_steps: SCALE * (model === 'small' ? pick([40, 80, 120]) : pick([150, 300, 600, 1000])),
     seed: i,
   };
 }

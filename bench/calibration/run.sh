@@ -5,7 +5,8 @@
 # range given at creation and the actual submit-to-finish time, and the
 # time-left error once 5% of the steps are done; it prints one JSON object
 # with coverage, above_high and the median absolute time-left error.
-#   bench/calibration/run.sh [path/to/alallo]     (JOBS=32 WAVE=3 to change)
+#   bench/calibration/run.sh [path/to/alallo]     (JOBS=32 WAVE=3 to change;
+#   SCALE=5 makes every job 5x longer: about 5 s to 2 min each)
 # Not a test: it takes several minutes. Run it with `nice` on a shared box.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

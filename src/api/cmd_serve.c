@@ -89,7 +89,7 @@ static void *watch(void *arg)
                         srv->cfg.worker_timeout_s);
                 store_worker_set_state(srv->store, ws[i].name, "lost");
                 lifecycle_worker_gone(srv, ws[i].name, "worker lost");
-                fleet_invalidate(srv);
+                fleet_changed(srv);
             }
         }
         free(ws);

@@ -82,3 +82,10 @@ void fleet_invalidate(struct api_server *srv)
     srv->fleet->read_ms = 0;
     pthread_mutex_unlock(&srv->fleet->mu);
 }
+
+void fleet_changed(struct api_server *srv)
+{
+    fleet_invalidate(srv);
+    if (srv->sched)
+        sched_link_forget_pass(srv->sched);
+}

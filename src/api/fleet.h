@@ -26,7 +26,13 @@ void fleet_cache_free(struct fleet_cache *c);
 /* Copies the picture (refreshed when older than FLEET_TTL_MS) into out. */
 void fleet_snapshot(struct api_server *srv, struct fleet *out /* OUT */);
 
-/* Makes the next snapshot read the store (after a worker registers). */
+/* Makes the next snapshot read the store (a worker took work or ended
+ * it). */
 void fleet_invalidate(struct api_server *srv);
+
+/* The same, for a change of the fleet itself (a worker registered, came
+ * back, was drained, taken back or lost): the latest pass's assignments
+ * are forgotten too. */
+void fleet_changed(struct api_server *srv);
 
 #endif

@@ -78,7 +78,7 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         api_store_error(res, e);
         return;
     }
-    fleet_invalidate(srv);
+    fleet_changed(srv);
     api_log("info", "worker %s registered: %d cpus, %.1f GB, %s, %.2f/h", w.name, w.cpus,
             (double)w.mem_bytes / 1e9, w.class_, w.price_per_hour);
     api_json(res, 200, json_pack("{s:s,s:i}", "name", w.name, "heartbeat_s", srv->cfg.heartbeat_s));
@@ -113,7 +113,7 @@ void internal_heartbeat(struct api_server *srv, struct http_request *req, struct
         /* Back from the dead: its attempts ended when it was lost. */
         e = store_worker_set_state(srv->store, w.name, "active");
         text_copy(w.state, sizeof w.state, "active");
-        fleet_invalidate(srv);
+        fleet_changed(srv);
     }
     if (e) {
         json_decref(body);

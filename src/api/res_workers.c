@@ -103,7 +103,7 @@ static void take_away(struct api_server *srv, struct http_request *req,
     }
     for (int i = 0; i < n; i++)
         lifecycle_request_stop(srv, open[i].job, "move");
-    fleet_invalidate(srv);
+    fleet_changed(srv);
     api_log("info", "worker %s %s", name,
             spot ? "lost its spot capacity" : "drained by the operator");
     api_json(res, 200, worker_for(srv, req, &w, open, n));

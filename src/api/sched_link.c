@@ -78,7 +78,19 @@ struct sched_link {
     int snap_n_workers;
     double snap_at;    /* when it was read; 0: none yet; -1: stale, still usable */
     bool snap_loading; /* one estimate is reading a new one, without the lock */
+    /* The assignments of the latest pass not yet taken: a worker claiming
+     * within cfg.pass_reuse_s of it takes its job from here instead of
+     * running a pass of its own (a fleet starting up claims all at once).
+     * A job created or a change of the fleet clears it. */
+    pthread_mutex_t memo_mu; /* owns the memo */
+    double memo_at;          /* when that pass ran; 0: none */
+    int memo_n;
+    struct memo_entry {
+        char worker[CAPACITY_NAME_MAX];
+        char job[IDS_MAX];
+    } memo[SCHED_LINK_WORKERS];
 };
+
 
 struct sched_link *sched_link_new(void)
 {
@@ -88,6 +100,7 @@ struct sched_link *sched_link_new(void)
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->snap_mu, NULL);
     pthread_mutex_init(&l->model_mu, NULL);
+    pthread_mutex_init(&l->memo_mu, NULL);
     est_history_init(&l->history);
     return l;
 }
@@ -100,6 +113,7 @@ void sched_link_free(struct sched_link *l)
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->snap_mu);
     pthread_mutex_destroy(&l->model_mu);
+    pthread_mutex_destroy(&l->memo_mu);
     free(l);
 }
 
@@ -574,9 +588,36 @@ out:
     return e;
 }
 
+static void memo_clear(struct sched_link *l)
+{
+    pthread_mutex_lock(&l->memo_mu);
+    l->memo_at = 0;
+    l->memo_n = 0;
+    pthread_mutex_unlock(&l->memo_mu);
+}
+
+/* The job the latest pass assigned to `worker`, if that pass is recent:
+ * taken out of the memo. */
+static bool memo_take(struct sched_link *l, const char *worker, double now, double reuse_s,
+                      char job[IDS_MAX])
+{
+    bool found = false;
+    pthread_mutex_lock(&l->memo_mu);
+    if (l->memo_at > 0 && now >= l->memo_at && now - l->memo_at <= reuse_s)
+        for (int i = 0; i < l->memo_n && !found; i++)
+            if (strcmp(l->memo[i].worker, worker) == 0) {
+                text_copy(job, IDS_MAX, l->memo[i].job);
+                l->memo[i] = l->memo[--l->memo_n];
+                found = true;
+            }
+    pthread_mutex_unlock(&l->memo_mu);
+    return found;
+}
+
 void sched_link_note_queued(struct api_server *srv, const struct store_job *j)
 {
     struct sched_link *l = srv->sched;
+    memo_clear(l); /* the new job may come before the ones assigned */
     pthread_mutex_lock(&l->snap_mu);
     struct queue *q = &l->snap_queue;
     if (l->snap_at > 0 && q->jobs) {
@@ -616,6 +657,11 @@ void sched_link_note_queued(struct api_server *srv, const struct store_job *j)
             l->snap_at = -1; /* full: the next estimate reads afresh */
     }
     pthread_mutex_unlock(&l->snap_mu);
+}
+
+void sched_link_forget_pass(struct sched_link *l)
+{
+    memo_clear(l);
 }
 
 void sched_link_invalidate(struct sched_link *l)
@@ -959,6 +1005,9 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     double now = (double)api_now_ms() / 1000.0;
+    if (claimer && job_out &&
+        memo_take(srv->sched, claimer, now, srv->cfg.pass_reuse_s, job_out))
+        return ERR_OK;
     struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
     struct queue q = {0};
     struct sched_assignment *as = calloc(SCHED_LINK_WORKERS, sizeof *as);
@@ -997,6 +1046,19 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
         if (k >= 0)
             text_copy(job_out, IDS_MAX, q.ids[k]);
     }
+    /* The other idle workers' jobs wait in the memo for their claims. */
+    struct sched_link *l = srv->sched;
+    pthread_mutex_lock(&l->memo_mu);
+    l->memo_n = 0;
+    for (size_t i = 0; i < po.n_assignments && l->memo_n < SCHED_LINK_WORKERS; i++) {
+        if ((int)po.assignments[i].worker == me)
+            continue;
+        struct memo_entry *m = &l->memo[l->memo_n++];
+        text_copy(m->worker, sizeof m->worker, w[po.assignments[i].worker].name);
+        text_copy(m->job, sizeof m->job, q.ids[po.assignments[i].job]);
+    }
+    l->memo_at = now;
+    pthread_mutex_unlock(&l->memo_mu);
     /* The most memory a worker that is not lost offers: a job that needs
      * more fits nowhere any more (the workers that could run it left). */
     int64_t most_mem = -1;

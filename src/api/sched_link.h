@@ -110,6 +110,11 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
  * read again. */
 void sched_link_note_queued(struct api_server *srv, const struct store_job *j);
 
+/* Forgets the assignments the latest pass made for workers that have not
+ * claimed yet (cfg.pass_reuse_s): the fleet changed (a worker registered,
+ * came back, was drained, taken back or lost). */
+void sched_link_forget_pass(struct sched_link *l);
+
 /* Makes the next estimate read the queue and the fleet afresh (a worker
  * registered, drained or was lost). Estimates otherwise use a snapshot at
  * most a second old. */

@@ -25,6 +25,7 @@ void api_config_defaults(struct api_config *cfg)
     cfg->completion_timeout_s = 120;
     cfg->max_completions = 2;
     cfg->rate_limit = 1000;
+    cfg->pass_reuse_s = 0.5;
 }
 
 void api_json(struct http_response *res, int status, json_t *value)

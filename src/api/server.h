@@ -32,6 +32,8 @@ struct api_config {
     int completion_timeout_s;
     int max_completions; /* generations running at once */
     double rate_limit;   /* requests per second per API key; 0 = off (default 1000) */
+    double pass_reuse_s; /* a claim this soon after a pass takes what that pass
+                            assigned it (default 0.5; sched_link.h) */
 };
 
 /* Fills the defaults documented in docs/operations.md. */

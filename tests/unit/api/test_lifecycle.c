@@ -814,6 +814,54 @@ static void a_burst_of_jobs_sees_each_other_in_the_queue(void **state)
     h_free(h);
 }
 
+static long passes_run(struct harness *h)
+{
+    struct reply m = h_call(h, "GET", "/metrics", NULL, NULL, NULL);
+    long passes = -1;
+    const char *p = m.body ? strstr(m.body, "\nalallo_sched_passes_total ") : NULL;
+    if (p)
+        sscanf(p, "\nalallo_sched_passes_total %ld", &passes);
+    reply_free(&m);
+    return passes;
+}
+
+static void claims_right_after_a_pass_take_its_assignments(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    h->srv.cfg.pass_reuse_s = 60; /* however slow this machine's disk */
+    char *ids[4];
+    for (int i = 0; i < 3; i++)
+        ids[i] = new_job(h, h->key, NULL);
+    register_worker(h, "w1", "8000000000", 0);
+    register_worker(h, "w2", "8000000000", 0);
+    register_worker(h, "w3", "8000000000", 0);
+    /* The first claim runs a pass that places all three jobs; the next two
+     * claims take what it assigned them without a pass of their own. */
+    long before = passes_run(h);
+    struct claim c[3];
+    assert_true(claim(h, "w1", &c[0]));
+    long after_first = passes_run(h);
+    assert_true(after_first > before);
+    assert_true(claim(h, "w2", &c[1]));
+    assert_true(claim(h, "w3", &c[2]));
+    assert_int_equal(passes_run(h), after_first);
+    /* Each job once, oldest first. */
+    assert_string_equal(c[0].job, ids[0]);
+    assert_string_equal(c[1].job, ids[1]);
+    assert_string_equal(c[2].job, ids[2]);
+    /* A job created since makes the next claim run a pass again. */
+    register_worker(h, "w4", "8000000000", 0);
+    ids[3] = new_job(h, h->key, NULL);
+    struct claim c4;
+    assert_true(claim(h, "w4", &c4));
+    assert_string_equal(c4.job, ids[3]);
+    assert_true(passes_run(h) > after_first);
+    for (int i = 0; i < 4; i++)
+        free(ids[i]);
+    h_free(h);
+}
+
 static void an_explicit_max_steps_sets_the_work(void **state)
 {
     (void)state;
@@ -852,6 +900,7 @@ int main(void)
         cmocka_unit_test(cancel_costs_the_steps_done_unless_past_the_estimate),
         cmocka_unit_test(a_burst_of_jobs_sees_each_other_in_the_queue),
         cmocka_unit_test(an_explicit_max_steps_sets_the_work),
+        cmocka_unit_test(claims_right_after_a_pass_take_its_assignments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
