@@ -26,6 +26,12 @@ auth=(-H "Authorization: Bearer $key")
 jobs=$(curl -fsS "${auth[@]}" "$url/v1/fine_tuning/jobs?limit=1" || echo '')
 if [[ $jobs == *'"data":[]'* ]]; then
   if [[ -d $root/models/$model ]]; then
+    # The local worker measures its speed before it registers; wait for it
+    # (up to a minute) so that the sample job gets a real estimate.
+    for _ in $(seq 1 600); do
+      [[ $(curl -fsS "${auth[@]}" "$url/v1/workers" 2>/dev/null || true) == *'"flops":'[0-9]* ]] && break
+      sleep 0.1
+    done
     file=$(curl -fsS "${auth[@]}" -F purpose=fine-tune \
              -F "file=@$root/examples/sentiment-train.jsonl" "$url/v1/files" |
            sed -n 's/.*"id":"\(file-[^"]*\)".*/\1/p')
