@@ -43,11 +43,9 @@ static void read_fleet(struct api_server *srv, struct fleet *f)
     int n_open = 0;
     if (!open || store_attempt_list_open(srv->store, "", open, FLEET_MAX, &n_open))
         n_open = 0;
-    int a = 0;
+    int cursor = 0;
     for (int i = 0; i < n; i++) {
-        while (a < n_open && strcmp(open[a].worker, all[i].name) < 0)
-            a++;
-        bool busy = a < n_open && strcmp(open[a].worker, all[i].name) == 0;
+        bool busy = fleet_attempt_of(open, n_open, &cursor, all[i].name) != NULL;
         if (strcmp(all[i].state, "lost") == 0)
             continue;
         f->workers[f->n] = all[i];
@@ -88,4 +86,12 @@ void fleet_changed(struct api_server *srv)
     fleet_invalidate(srv);
     if (srv->sched)
         sched_link_forget_pass(srv->sched);
+}
+
+const struct store_attempt *fleet_attempt_of(const struct store_attempt *open, int n,
+                                             int *cursor, const char *name)
+{
+    while (*cursor < n && strcmp(open[*cursor].worker, name) < 0)
+        (*cursor)++;
+    return *cursor < n && strcmp(open[*cursor].worker, name) == 0 ? &open[*cursor] : NULL;
 }

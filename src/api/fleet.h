@@ -30,6 +30,14 @@ void fleet_snapshot(struct api_server *srv, struct fleet *out /* OUT */);
  * it). */
 void fleet_invalidate(struct api_server *srv);
 
+/* Walks every open attempt alongside the workers: open[n] as
+ * store_attempt_list_open(store, "", ...) gives them (by worker name), the
+ * workers visited in name order (as store_worker_list gives them), *cursor
+ * 0 at the start. Returns worker `name`'s attempt, or NULL when it runs
+ * none. */
+const struct store_attempt *fleet_attempt_of(const struct store_attempt *open, int n,
+                                             int *cursor, const char *name);
+
 /* The same, for a change of the fleet itself (a worker registered, came
  * back, was drained, taken back or lost): the latest pass's assignments
  * are forgotten too. */

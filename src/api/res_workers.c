@@ -41,21 +41,25 @@ static json_t *worker_for(struct api_server *srv, const struct http_request *req
 void workers_list(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
+    struct store_attempt *open = calloc(FLEET_MAX, sizeof *open);
     json_t *data = json_array();
-    int n;
-    enum alallo_err e = ws && data ? store_worker_list(srv->store, ws, FLEET_MAX, &n) : ERR_NOMEM;
+    int n, n_open = 0;
+    enum alallo_err e = ws && open && data ? store_worker_list(srv->store, ws, FLEET_MAX, &n)
+                                           : ERR_NOMEM;
+    if (!e)
+        e = store_attempt_list_open(srv->store, "", open, FLEET_MAX, &n_open);
     if (e) {
         json_decref(data);
         api_store_error(res, e);
     } else {
+        int cursor = 0;
         for (int i = 0; i < n; i++) {
-            struct store_attempt open[1];
-            int no = 0;
-            store_attempt_list_open(srv->store, ws[i].name, open, 1, &no);
-            json_array_append_new(data, worker_for(srv, req, &ws[i], open, no));
+            const struct store_attempt *a = fleet_attempt_of(open, n_open, &cursor, ws[i].name);
+            json_array_append_new(data, worker_for(srv, req, &ws[i], a, a ? 1 : 0));
         }
         api_json(res, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
     }
+    free(open);
     free(ws);
 }
 

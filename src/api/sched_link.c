@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/fleet.h"
 #include "core/text.h"
 
 /* Loading before the first step, nominal: starting a process and reading
@@ -314,15 +315,14 @@ int sched_link_workers(struct api_server *srv, double now, struct sched_worker *
     int n_open = 0;
     if (!open || store_attempt_list_open(srv->store, "", open, SCHED_LINK_WORKERS, &n_open))
         n_open = 0;
-    int a = 0;
+    int cursor = 0;
     for (int i = 0; i < n && k < cap; i++) {
         struct sched_worker *w = &out[k++];
         to_sched_worker(&all[i], w);
-        while (a < n_open && strcmp(open[a].worker, all[i].name) < 0)
-            a++;
-        if (a < n_open && strcmp(open[a].worker, all[i].name) == 0) {
-            w->running_attempt = open[a].fence > 0 ? open[a].fence : 1;
-            w->busy_until_s = busy_until(srv, &open[a], now);
+        const struct store_attempt *a = fleet_attempt_of(open, n_open, &cursor, all[i].name);
+        if (a) {
+            w->running_attempt = a->fence > 0 ? a->fence : 1;
+            w->busy_until_s = busy_until(srv, a, now);
         }
     }
     free(open);
