@@ -50,13 +50,13 @@
 #include <unistd.h>
 
 #include "api/auth.h"
-#include "api/catalog.h"
-#include "api/fleet.h"
+#include "control/catalog.h"
+#include "control/fleet.h"
 #include "api/http.h"
-#include "api/sched_link.h"
+#include "control/sched_link.h"
 #include "api/router.h"
 #include "api/server.h"
-#include "api/setup.h"
+#include "control/setup.h"
 #include "core/ids.h"
 #include "fuzz_util.h"
 
@@ -469,26 +469,26 @@ static void fixture_up(void)
 
     struct api_server *srv = &fx.srv;
     api_config_defaults(&srv->cfg);
-    snprintf(srv->cfg.data_dir, sizeof srv->cfg.data_dir, "%s/data", fx.root);
-    snprintf(srv->cfg.models_dir, sizeof srv->cfg.models_dir, "%s/models", fx.root);
-    snprintf(srv->alallo_bin, sizeof srv->alallo_bin, "%s/alallo", fx.root);
+    snprintf(srv->ctl->cfg.data_dir, sizeof srv->ctl->cfg.data_dir, "%s/data", fx.root);
+    snprintf(srv->ctl->cfg.models_dir, sizeof srv->ctl->cfg.models_dir, "%s/models", fx.root);
+    snprintf(srv->ctl->alallo_bin, sizeof srv->ctl->alallo_bin, "%s/alallo", fx.root);
     srv->cfg.completion_timeout_s = 10;
     /* Streams (a followed log) end after what is there instead of waiting
      * for a job that will never run. */
     atomic_store(&srv->stopping, 1);
     bool created;
-    if (setup_data_dir(srv->cfg.data_dir, err, sizeof err) != 0 ||
-        setup_open_store(srv->cfg.data_dir, &srv->store, err, sizeof err) != 0 ||
-        setup_first_run(srv->store, srv->cfg.data_dir, fx.key, srv->worker_token, &created, err,
+    if (setup_data_dir(srv->ctl->cfg.data_dir, err, sizeof err) != 0 ||
+        setup_open_store(srv->ctl->cfg.data_dir, &srv->ctl->store, err, sizeof err) != 0 ||
+        setup_first_run(srv->ctl->store, srv->ctl->cfg.data_dir, fx.key, srv->worker_token, &created, err,
                         sizeof err) != 0) {
         fprintf(stderr, "fixture: %s\n", err);
         abort();
     }
-    FUZZ_CHECK(setup_create_account(srv->store, "other", fx.other_key) == ERR_OK);
-    srv->catalog = catalog_new(srv->cfg.models_dir);
-    srv->sched = sched_link_new();
-    srv->fleet = fleet_cache_new();
-    FUZZ_CHECK(srv->catalog && srv->sched && srv->fleet);
+    FUZZ_CHECK(setup_create_account(srv->ctl->store, "other", fx.other_key) == ERR_OK);
+    srv->ctl->catalog = catalog_new(srv->ctl->cfg.models_dir);
+    srv->ctl->sched = sched_link_new();
+    srv->ctl->fleet = fleet_cache_new();
+    FUZZ_CHECK(srv->ctl->catalog && srv->ctl->sched && srv->ctl->fleet);
     fx.up = true;
 
     const char *ct = "multipart/form-data; boundary=XyZ";

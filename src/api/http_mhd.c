@@ -282,7 +282,7 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
-    api_log("warn", "http: %s", line);
+    log_line("warn", "http: %s", line);
 }
 
 int http_server_start(struct api_server *srv, const char *host, int port, struct http_server **out,

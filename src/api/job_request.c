@@ -1,4 +1,4 @@
-/* job_request.c - validating a job's settings and estimating it. */
+/* job_request.c - validating a job's settings at the edge (job_request.h). */
 #include "api/job_request.h"
 
 #include <math.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api/shapes.h"
+#include "control/jobs.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -102,23 +103,13 @@ static bool parse_metadata(json_t *body, struct store_job *j, struct http_respon
 static bool resolve_model(struct api_server *srv, const char *account, const char *id,
                           struct catalog_model *m, struct http_response *res)
 {
-    if (catalog_find(srv->catalog, id, m))
+    if (control_model_find(srv->ctl, account, id, m))
         return true;
-    struct store_job base;
-    if (strncmp(id, "ft:", 3) == 0 &&
-        store_job_by_model(srv->store, account, id, &base) == ERR_OK) {
-        char dir[1024], err[200];
-        if (text_printf(dir, sizeof dir, "%s/jobs/%s/out/model", srv->cfg.data_dir, base.id) &&
-            catalog_read_dir(dir, m, err, sizeof err) == 0) {
-            text_copy(m->id, sizeof m->id, id);
-            return true;
-        }
-    }
     return bad(res, ERR_NOT_FOUND, "model", "No such model: %s.", id);
 }
 
 bool job_request_parse(struct api_server *srv, const struct http_request *req, json_t *body,
-                       struct job_request *out, struct http_response *res)
+                       struct job_draft *out, struct http_response *res)
 {
     memset(out, 0, sizeof *out);
     struct store_job *j = &out->job;
@@ -144,13 +135,13 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     text_copy(j->model, sizeof j->model, model);
 
     if (!ids_valid(training) ||
-        store_file_get(srv->store, account, training, &out->file) != ERR_OK)
+        store_file_get(srv->ctl->store, account, training, &out->file) != ERR_OK)
         return bad(res, ERR_NOT_FOUND, "training_file", "No such file: %s.", training);
     text_copy(j->training_file, sizeof j->training_file, training);
     if (validation) {
         struct store_file vf;
         if (!ids_valid(validation) ||
-            store_file_get(srv->store, account, validation, &vf) != ERR_OK)
+            store_file_get(srv->ctl->store, account, validation, &vf) != ERR_OK)
             return bad(res, ERR_NOT_FOUND, "validation_file", "No such file: %s.", validation);
         text_copy(j->validation_file, sizeof j->validation_file, validation);
     }
@@ -226,7 +217,7 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         return false;
 
     j->examples = examples;
-    j->tokens = job_request_tokens_per_epoch(examples, out->file.text_bytes, JOB_SEQ_LEN);
+    j->tokens = control_job_tokens_per_epoch(examples, out->file.text_bytes, JOB_SEQ_LEN);
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {
@@ -239,93 +230,4 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     if (j->max_steps <= 0)
         return bad(res, ERR_INVALID, "training_file", "The training file has no examples.");
     return true;
-}
-
-int64_t job_request_tokens_per_epoch(long examples, int64_t text_bytes, int seq_len)
-{
-    if (examples <= 0)
-        return 0;
-    double per_example = (double)text_bytes / (double)examples / 4.0 + 8.0;
-    if (per_example > seq_len)
-        per_example = seq_len;
-    return (int64_t)ceil(per_example * (double)examples);
-}
-
-enum alallo_err job_request_estimate(struct api_server *srv, struct job_request *r, char *why,
-                                     size_t whycap)
-{
-    r->now = (double)api_now_ms() / 1000.0;
-    enum alallo_err e = sched_link_estimate(srv, &r->model, &r->job, r->now, &r->est, why, whycap);
-    r->model_factor = sched_link_model_factor(srv->sched, r->job.model);
-    if (!e && srv->cfg.plan_scale != 1.0)
-        r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * srv->cfg.plan_scale);
-    if (!e)
-        r->job.memory_bytes = r->est.memory_bytes;
-    return e;
-}
-
-/* The ends of a range as the API shows them: the lower one rounded down,
- * the upper one up, so that the shown range holds the computed one. */
-static double money4_down(int64_t micros)
-{
-    return floor((double)micros / 100.0) / 10000.0;
-}
-
-static double money4_up(int64_t micros)
-{
-    return ceil((double)micros / 100.0) / 10000.0;
-}
-
-json_t *job_request_estimate_json(const struct estimate *e)
-{
-    bool ranged = e->fit == PLAN_FITS && e->worker >= 0;
-    json_t *time = ranged ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)floor(e->time_low_s),
-                                      "high_s", (json_int_t)ceil(e->time_high_s), "text",
-                                      e->time_text)
-                          : json_null();
-    json_t *price = ranged ? json_pack("{s:f,s:f,s:s}", "low", money4_down(e->price_low_micros),
-                                       "high", money4_up(e->price_high_micros), "currency", SHAPES_CURRENCY)
-                           : json_null();
-    json_t *training = ranged ? json_pack("{s:I,s:I}", "low_s",
-                                          (json_int_t)floor(e->train_low_s), "high_s",
-                                          (json_int_t)ceil(e->train_high_s))
-                              : json_null();
-    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o}", "object", "fine_tuning.estimate",
-                     "time", time, "price", price, "plan", "memory_bytes",
-                     (json_int_t)e->memory_bytes, "worker",
-                     e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)
-                                                         : json_null(),
-                     "message", e->message ? json_string(e->message) : json_null(), "training",
-                     training);
-}
-
-void job_request_apply_estimate(struct job_request *r)
-{
-    struct store_job *j = &r->job;
-    const struct estimate *e = &r->est;
-    json_t *est = job_request_estimate_json(e);
-    char *est_text = est ? json_dumps(est, JSON_COMPACT) : NULL;
-    json_decref(est);
-    text_copy(j->estimate, sizeof j->estimate, est_text);
-    free(est_text);
-    if (e->fit != PLAN_FITS)
-        return; /* failed at once: nothing to plan */
-    enum sched_goal g;
-    if (!sched_goal_parse(j->goal, &g))
-        g = SCHED_LOWEST_COST;
-    sched_plan_write(e, g, r->model_factor, j->plan, sizeof j->plan);
-    if (e->worker < 0)
-        return; /* no capacity known yet: no ranges, the ledger starts later */
-    j->est_low_s = e->time_low_s;
-    j->est_high_s = e->time_high_s;
-    j->est_train_low_s = e->train_low_s;
-    j->est_train_high_s = e->train_high_s;
-    j->est_price_high = (double)e->price_high_micros / 1e6;
-    struct sched_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return;
-    ledger_job_init(&st->ledger, r->now, e->time_high_s, e->startup_s + e->train_high_s,
-                    e->price_high_micros);
-    sched_state_write(st, j->ledger_state, sizeof j->ledger_state);
-    free(st);
 }

@@ -37,7 +37,7 @@ void billing_ledger(struct api_server *srv, struct http_request *req, struct htt
     int n;
     bool more;
     enum alallo_err e =
-        store_ledger_list(srv->store, req->account.id, before, (int)limit, rows, &n, &more);
+        store_ledger_list(srv->ctl->store, req->account.id, before, (int)limit, rows, &n, &more);
     if (e) {
         api_store_error(res, e);
     } else {

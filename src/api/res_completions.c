@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/catalog.h"
-#include "api/child.h"
+#include "control/catalog.h"
+#include "control/child.h"
 #include "api/handlers.h"
-#include "api/lifecycle.h"
+#include "control/lifecycle.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -84,10 +84,10 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     struct catalog_model m;
     struct store_job *j = malloc(sizeof *j);
     bool found = false;
-    if (catalog_find(srv->catalog, a.model, &m)) {
+    if (catalog_find(srv->ctl->catalog, a.model, &m)) {
         found = text_copy(dir, sizeof dir, m.dir);
-    } else if (j && store_job_by_model(srv->store, req->account.id, a.model, j) == ERR_OK) {
-        found = lifecycle_job_dir(srv, j->id, "out/model", dir, sizeof dir);
+    } else if (j && store_job_by_model(srv->ctl->store, req->account.id, a.model, j) == ERR_OK) {
+        found = lifecycle_job_dir(srv->ctl, j->id, "out/model", dir, sizeof dir);
     }
     free(j);
     if (!found) {
@@ -108,7 +108,7 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     text_printf(max_tokens, sizeof max_tokens, "%ld", a.max_tokens);
     text_printf(temperature, sizeof temperature, "%g", a.temperature);
     text_printf(seed, sizeof seed, "%ld", a.seed);
-    char *argv[16] = {srv->alallo_bin, "generate",    "--model-dir",    dir,
+    char *argv[16] = {srv->ctl->alallo_bin, "generate",    "--model-dir",    dir,
                       "--prompt",      (char *)a.prompt, "--max-tokens", max_tokens,
                       "--temperature", temperature,   "--json"};
     if (a.seed >= 0) {
@@ -132,7 +132,7 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
             api_error(res, ERR_UNAVAILABLE, "The generation took too long and was stopped.", NULL);
         else
             api_error(res, ERR_INTERNAL, "The generation failed.", NULL);
-        api_log("error", "generate for %s failed (exit %d, signal %d): %.300s", a.model,
+        log_line("error", "generate for %s failed (exit %d, signal %d): %.300s", a.model,
                 r.exit_status, r.signal, r.err);
         json_decref(out);
         json_decref(body);
@@ -149,7 +149,7 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
     api_json(res, 200,
              json_pack("{s:s,s:s,s:I,s:s,s:[{s:s,s:i,s:n,s:s}],s:{s:I,s:I,s:I}}", "id", id,
-                       "object", "text_completion", "created", (json_int_t)(api_now_ms() / 1000),
+                       "object", "text_completion", "created", (json_int_t)(clock_now_ms() / 1000),
                        "model", a.model, "choices", "text", text ? text : "", "index", 0,
                        "logprobs", "finish_reason", finish ? finish : "length", "usage",
                        "prompt_tokens", pt, "completion_tokens", ct, "total_tokens", pt + ct));

@@ -1,6 +1,6 @@
 /* res_files.c - /v1/files: upload (multipart, validated line by line),
- * list, show, content, delete. A file's bytes live in DATA/files/ID.jsonl,
- * written whole (temporary name, fsync, rename) before its row exists. */
+ * list, show, content, delete. Storing and deleting are the control
+ * layer's (control/files.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,56 +12,12 @@
 #include "api/handlers.h"
 #include "api/multipart.h"
 #include "api/shapes.h"
+#include "control/files.h"
 #include "core/dataset.h"
 #include "core/ids.h"
 #include "core/text.h"
 
 #define FORM_PARTS_MAX 8
-
-static bool file_path(const struct api_server *srv, const char *id, char *out, size_t cap)
-{
-    return ids_valid(id) && text_printf(out, cap, "%s/files/%s.jsonl", srv->cfg.data_dir, id);
-}
-
-/* Writes data to path durably: a temporary file, fsync, rename, fsync of
- * the folder. Returns 0 or -1. */
-static int write_durably(const char *path, const char *data, size_t len)
-{
-    char tmp[1100];
-    if (!text_printf(tmp, sizeof tmp, "%s.tmp", path))
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        off += (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    char dir[1100];
-    text_copy(dir, sizeof dir, path);
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = '\0';
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
-    return 0;
-}
 
 /* A file name as uploaded: its last path component, printable UTF-8, short. */
 static bool clean_filename(const char *in, char *out, size_t cap)
@@ -119,22 +75,10 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
         api_error(res, ERR_INVALID, msg, "file");
         return;
     }
-    ids_make(f.id, sizeof f.id, "file-");
-    text_copy(f.account, sizeof f.account, req->account.id);
-    text_copy(f.purpose, sizeof f.purpose, "fine-tune");
-    f.bytes = (int64_t)file->len;
     f.examples = check.examples;
     f.text_bytes = check.bytes_of_text;
-    f.created_ms = api_now_ms();
-    if (!file_path(srv, f.id, f.path, sizeof f.path) ||
-        write_durably(f.path, file->data, file->len) != 0) {
-        api_log("error", "cannot write upload %s: %s", f.path, strerror(errno));
-        api_error(res, ERR_IO, NULL, NULL);
-        return;
-    }
-    enum alallo_err e = store_file_insert(srv->store, &f);
+    enum alallo_err e = control_file_add(srv->ctl, req->account.id, file->data, file->len, &f);
     if (e) {
-        unlink(f.path);
         api_store_error(res, e);
         return;
     }
@@ -166,7 +110,7 @@ void files_list(struct api_server *srv, struct http_request *req, struct http_re
     int n;
     bool more;
     enum alallo_err e =
-        store_file_list(srv->store, req->account.id, after, (int)limit, files, &n, &more);
+        store_file_list(srv->ctl->store, req->account.id, after, (int)limit, files, &n, &more);
     if (e) {
         api_store_error(res, e);
     } else {
@@ -182,7 +126,7 @@ static bool load_file(struct api_server *srv, struct http_request *req, struct h
                       struct store_file *f)
 {
     const char *id = req->params[0];
-    enum alallo_err e = ids_valid(id) ? store_file_get(srv->store, req->account.id, id, f)
+    enum alallo_err e = ids_valid(id) ? store_file_get(srv->ctl->store, req->account.id, id, f)
                                       : ERR_NOT_FOUND;
     if (e == ERR_NOT_FOUND) {
         char msg[HTTP_VALUE_MAX + 32];
@@ -214,7 +158,7 @@ void files_content(struct api_server *srv, struct http_request *req, struct http
         fclose(in);
     if (!data || got != (size_t)f.bytes) {
         free(data);
-        api_log("error", "cannot read %s", f.path);
+        log_line("error", "cannot read %s", f.path);
         api_error(res, ERR_IO, NULL, NULL);
         return;
     }
@@ -227,24 +171,16 @@ void files_delete(struct api_server *srv, struct http_request *req, struct http_
     struct store_file f;
     if (!load_file(srv, req, res, &f))
         return;
-    /* A job that has not ended still needs its data (a later attempt reads
-     * it again after a move). */
-    bool in_use;
-    enum alallo_err e = store_file_in_use(srv->store, req->account.id, f.id, &in_use);
-    if (!e && in_use) {
+    enum alallo_err e = control_file_delete(srv->ctl, req->account.id, f.id, &f);
+    if (e == ERR_CONFLICT) {
         api_error(res, ERR_CONFLICT,
                   "A job that has not ended uses this file; cancel it or wait for it to end.",
                   "id");
         return;
     }
-    if (!e)
-        e = store_file_delete(srv->store, req->account.id, f.id, &f);
     if (e) {
         api_store_error(res, e);
         return;
     }
-    char path[1100];
-    if (file_path(srv, f.id, path, sizeof path))
-        unlink(path);
     api_json(res, 200, json_pack("{s:s,s:s,s:b}", "id", f.id, "object", "file", "deleted", 1));
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fleet.h"
+#include "control/fleet.h"
 #include "api/handlers.h"
 
 static const int codes[METRIC_CODES] = {200, 204, 400, 401, 403, 404,
@@ -27,13 +27,13 @@ void health_get(struct api_server *srv, struct http_request *req, struct http_re
 {
     (void)req;
     long counts[JOB_STATUS_COUNT];
-    enum alallo_err e = store_job_count_by_status(srv->store, counts);
+    enum alallo_err e = store_job_count_by_status(srv->ctl->store, counts);
     if (e) {
         api_store_error(res, e);
         return;
     }
     api_json(res, 200, json_pack("{s:s,s:i}", "status", "ok", "schema_version",
-                                 store_schema_version(srv->store)));
+                                 store_schema_version(srv->ctl->store)));
 }
 
 struct out {
@@ -64,7 +64,7 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
     (void)req;
     struct out o = {.p = malloc(65536), .cap = 65536};
     long counts[JOB_STATUS_COUNT];
-    if (store_job_count_by_status(srv->store, counts))
+    if (store_job_count_by_status(srv->ctl->store, counts))
         memset(counts, 0, sizeof counts);
     put(&o, "# HELP alallo_http_requests_total HTTP requests answered, by status code.\n"
             "# TYPE alallo_http_requests_total counter\n");
@@ -78,7 +78,7 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
     struct fleet *f = malloc(sizeof *f);
     long active = 0, draining = 0, busy = 0;
     if (f) {
-        fleet_snapshot(srv, f);
+        fleet_snapshot(srv->ctl, f);
         for (int i = 0; i < f->n; i++) {
             if (strcmp(f->workers[i].state, "draining") == 0)
                 draining++;
@@ -97,10 +97,10 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
             active, draining, busy);
     put(&o, "# HELP alallo_internal_failures_total Jobs failed on alallo's side.\n"
             "# TYPE alallo_internal_failures_total counter\nalallo_internal_failures_total %ld\n",
-        atomic_load(&srv->metrics.internal_failures));
+        atomic_load(&srv->ctl->metrics.internal_failures));
     put(&o, "# HELP alallo_jobs_created_total Jobs created since the server started.\n"
             "# TYPE alallo_jobs_created_total counter\nalallo_jobs_created_total %ld\n",
-        atomic_load(&srv->metrics.jobs_created));
+        atomic_load(&srv->ctl->metrics.jobs_created));
     put(&o, "# HELP alallo_completions_total Completions served.\n"
             "# TYPE alallo_completions_total counter\nalallo_completions_total %ld\n",
         atomic_load(&srv->metrics.completions));
@@ -120,11 +120,11 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
             "alallo_sched_pass_cpu_seconds_total %.6f\n"
             "# HELP alallo_sched_pass_cpu_seconds CPU time of the latest scheduling pass.\n"
             "# TYPE alallo_sched_pass_cpu_seconds gauge\nalallo_sched_pass_cpu_seconds %.6f\n",
-        atomic_load(&srv->metrics.passes), atomic_load(&srv->metrics.pass_us_sum) / 1e6,
-        atomic_load(&srv->metrics.pass_us_last) / 1e6,
-        atomic_load(&srv->metrics.pass_us_max) / 1e6, atomic_load(&srv->metrics.pass_jobs_last),
-        atomic_load(&srv->metrics.pass_cpu_us_sum) / 1e6,
-        atomic_load(&srv->metrics.pass_cpu_us_last) / 1e6);
+        atomic_load(&srv->ctl->metrics.passes), atomic_load(&srv->ctl->metrics.pass_us_sum) / 1e6,
+        atomic_load(&srv->ctl->metrics.pass_us_last) / 1e6,
+        atomic_load(&srv->ctl->metrics.pass_us_max) / 1e6, atomic_load(&srv->ctl->metrics.pass_jobs_last),
+        atomic_load(&srv->ctl->metrics.pass_cpu_us_sum) / 1e6,
+        atomic_load(&srv->ctl->metrics.pass_cpu_us_last) / 1e6);
     if (!o.p) {
         api_error(res, ERR_INTERNAL, NULL, NULL);
         return;

@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fleet.h"
+#include "control/fleet.h"
 #include "api/handlers.h"
-#include "api/lifecycle.h"
+#include "control/lifecycle.h"
+#include "control/workers.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -68,34 +69,12 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         api_error(res, ERR_INVALID, "accelerator is too long.", "accelerator");
         return;
     }
-    text_copy(w.state, sizeof w.state, "active");
-    w.last_heartbeat_ms = w.registered_ms = api_now_ms();
-    /* A worker that registers again has restarted: whatever it ran is gone. */
-    enum alallo_err e = lifecycle_worker_gone(srv, w.name, "worker restarted");
-    if (!e)
-        e = store_worker_put(srv->store, &w);
+    enum alallo_err e = control_worker_register(srv->ctl, &w);
     if (e) {
         api_store_error(res, e);
         return;
     }
-    fleet_changed(srv);
-    api_log("info", "worker %s registered: %d cpus, %.1f GB, %s, %.2f/h", w.name, w.cpus,
-            (double)w.mem_bytes / 1e9, w.class_, w.price_per_hour);
-    api_json(res, 200, json_pack("{s:s,s:i}", "name", w.name, "heartbeat_s", srv->cfg.heartbeat_s));
-}
-
-/* The registered worker named by the path; answers 404 when unknown. */
-static bool load_worker(struct api_server *srv, struct http_request *req,
-                        struct http_response *res, struct store_worker *w)
-{
-    const char *name = req->params[0];
-    enum alallo_err e = ids_valid_name(name, 64) ? store_worker_get(srv->store, name, w)
-                                                 : ERR_NOT_FOUND;
-    if (e == ERR_NOT_FOUND)
-        api_error(res, e, "Unknown worker; register first.", "name");
-    else if (e)
-        api_store_error(res, e);
-    return e == ERR_OK;
+    api_json(res, 200, json_pack("{s:s,s:i}", "name", w.name, "heartbeat_s", srv->ctl->cfg.heartbeat_s));
 }
 
 void internal_heartbeat(struct api_server *srv, struct http_request *req, struct http_response *res)
@@ -104,34 +83,17 @@ void internal_heartbeat(struct api_server *srv, struct http_request *req, struct
     if (!body)
         return;
     struct store_worker w;
-    if (!load_worker(srv, req, res, &w)) {
-        json_decref(body);
-        return;
-    }
-    enum alallo_err e = store_worker_heartbeat(srv->store, w.name, api_now_ms());
-    if (!e && strcmp(w.state, "lost") == 0) {
-        /* Back from the dead: its attempts ended when it was lost. */
-        e = store_worker_set_state(srv->store, w.name, "active");
-        text_copy(w.state, sizeof w.state, "active");
-        fleet_changed(srv);
-    }
+    enum alallo_err e = control_worker_heartbeat(srv->ctl, req->params[0], &w);
     if (e) {
         json_decref(body);
-        api_store_error(res, e);
+        if (e == ERR_NOT_FOUND)
+            api_error(res, e, "Unknown worker; register first.", "name");
+        else
+            api_store_error(res, e);
         return;
     }
     const char *attempt_id = json_string_value(json_object_get(body, "attempt_id"));
-    const char *stop = NULL;
-    if (attempt_id) {
-        struct store_attempt a;
-        struct store_job *j = malloc(sizeof *j);
-        if (j && ids_valid(attempt_id) && store_attempt_get(srv->store, attempt_id, &a) == ERR_OK &&
-            strcmp(a.worker, w.name) == 0 && store_job_get(srv->store, NULL, a.job, j) == ERR_OK)
-            stop = lifecycle_stop_for(j, &a);
-        else
-            stop = "cancel"; /* an attempt this server does not know runs for nothing */
-        free(j);
-    }
+    const char *stop = attempt_id ? control_worker_stop_for(srv->ctl, w.name, attempt_id) : NULL;
     json_decref(body);
     api_json(res, 200, json_pack("{s:s,s:o}", "state", w.state, "stop",
                                  stop ? json_string(stop) : json_null()));
@@ -146,7 +108,7 @@ void internal_claim(struct api_server *srv, struct http_request *req, struct htt
     }
     struct store_attempt a;
     json_t *spec = NULL;
-    enum alallo_err e = lifecycle_claim(srv, name, &a, &spec);
+    enum alallo_err e = lifecycle_claim(srv->ctl, name, &a, &spec);
     if (e == ERR_NOT_FOUND) {
         api_error(res, e, "Unknown worker; register first.", "name");
         return;
@@ -159,7 +121,7 @@ void internal_claim(struct api_server *srv, struct http_request *req, struct htt
         http_respond(res, 204, "application/json", "", 0);
         return;
     }
-    fleet_invalidate(srv);
+    fleet_invalidate(srv->ctl);
     api_json(res, 200, json_pack("{s:s,s:s,s:I,s:o}", "attempt_id", a.id, "job_id", a.job,
                                  "fence", (json_int_t)a.fence, "spec", spec));
 }
@@ -210,7 +172,7 @@ void internal_events(struct api_server *srv, struct http_request *req, struct ht
     const char *stop = NULL;
     enum alallo_err e =
         ids_valid(req->params[0])
-            ? lifecycle_events(srv, req->params[0], fence, first_index, events, &stop)
+            ? lifecycle_events(srv->ctl, req->params[0], fence, first_index, events, &stop)
             : ERR_NOT_FOUND;
     json_decref(body);
     if (e) {
@@ -254,12 +216,12 @@ void internal_finish(struct api_server *srv, struct http_request *req, struct ht
     text_copy(end.line, sizeof end.line, json_string_value(json_object_get(body, "line")));
     json_decref(body);
     enum alallo_err e = ids_valid(req->params[0])
-                            ? lifecycle_finish(srv, req->params[0], fence, &end)
+                            ? lifecycle_finish(srv->ctl, req->params[0], fence, &end)
                             : ERR_NOT_FOUND;
     if (e) {
         answer_attempt_error(res, e);
         return;
     }
-    fleet_invalidate(srv);
+    fleet_invalidate(srv->ctl);
     api_json(res, 200, json_object());
 }

@@ -19,7 +19,7 @@ static bool load_job(struct api_server *srv, struct http_request *req, struct ht
                      struct store_job *j)
 {
     const char *id = req->params[0];
-    enum alallo_err e = ids_valid(id) ? store_job_get(srv->store, req->account.id, id, j)
+    enum alallo_err e = ids_valid(id) ? store_job_get(srv->ctl->store, req->account.id, id, j)
                                       : ERR_NOT_FOUND;
     if (e == ERR_NOT_FOUND) {
         char msg[HTTP_VALUE_MAX + 32];
@@ -71,7 +71,7 @@ void jobs_events(struct api_server *srv, struct http_request *req, struct http_r
     }
     int n;
     bool more;
-    enum alallo_err e = store_event_list(srv->store, j->id, before, limit, ev, &n, &more);
+    enum alallo_err e = store_event_list(srv->ctl->store, j->id, before, limit, ev, &n, &more);
     if (e) {
         api_store_error(res, e);
         goto out;
@@ -99,7 +99,7 @@ void jobs_checkpoints(struct api_server *srv, struct http_request *req, struct h
     if (limit < 0)
         goto out;
     int n;
-    enum alallo_err e = store_checkpoint_list(srv->store, j->id, ck, STORE_LIST_MAX + 1, &n);
+    enum alallo_err e = store_checkpoint_list(srv->ctl->store, j->id, ck, STORE_LIST_MAX + 1, &n);
     if (e) {
         api_store_error(res, e);
         goto out;
@@ -224,10 +224,10 @@ static ssize_t follow_read(void *vctx, char *buf, size_t max)
         if (f->done || atomic_load(&f->srv->stopping))
             return -1;
         struct store_job j;
-        if (store_job_get(f->srv->store, f->account, f->job, &j))
+        if (store_job_get(f->srv->ctl->store, f->account, f->job, &j))
             return -1;
         bool ended = job_status_is_terminal(j.status);
-        if (read_lines(f->srv->store, f->job, NULL, &f->seq, &f->pending, f->lines))
+        if (read_lines(f->srv->ctl->store, f->job, NULL, &f->seq, &f->pending, f->lines))
             return -1;
         if (f->pending.len) {
             f->any_line = true;
@@ -253,10 +253,10 @@ void jobs_log(struct api_server *srv, struct http_request *req, struct http_resp
     if (!load_job(srv, req, res, j))
         goto out;
     char attempt[IDS_MAX];
-    enum alallo_err e = store_log_last_attempt(srv->store, j->id, attempt);
+    enum alallo_err e = store_log_last_attempt(srv->ctl->store, j->id, attempt);
     int64_t seq = 0;
     if (!e && attempt[0])
-        e = read_lines(srv->store, j->id, attempt, &seq, &b, lines);
+        e = read_lines(srv->ctl->store, j->id, attempt, &seq, &b, lines);
     if (e) {
         api_store_error(res, e);
         goto out;

@@ -6,7 +6,8 @@
 #include "api/handlers.h"
 #include "api/job_request.h"
 #include "api/jsonw.h"
-#include "api/lifecycle.h"
+#include "control/jobs.h"
+#include "control/lifecycle.h"
 #include "api/shapes.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -18,9 +19,9 @@ static void write_job(struct api_server *srv, struct jsonw *w, const struct stor
 {
     struct store_attempt atts[JOB_ATTEMPTS_SHOWN];
     int n = 0;
-    if (j->fence > 0 && store_attempt_list(srv->store, j->id, atts, JOB_ATTEMPTS_SHOWN, &n))
+    if (j->fence > 0 && store_attempt_list(srv->ctl->store, j->id, atts, JOB_ATTEMPTS_SHOWN, &n))
         n = 0;
-    shape_job_write(w, j, atts, n, api_now_ms());
+    shape_job_write(w, j, atts, n, clock_now_ms());
 }
 
 static void respond_job(struct api_server *srv, struct http_response *res,
@@ -40,7 +41,7 @@ static bool load_job(struct api_server *srv, struct http_request *req, struct ht
                      struct store_job *j)
 {
     const char *id = req->params[0];
-    enum alallo_err e = ids_valid(id) ? store_job_get(srv->store, req->account.id, id, j)
+    enum alallo_err e = ids_valid(id) ? store_job_get(srv->ctl->store, req->account.id, id, j)
                                       : ERR_NOT_FOUND;
     if (e == ERR_NOT_FOUND) {
         char msg[HTTP_VALUE_MAX + 32];
@@ -60,7 +61,7 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
     json_t *body = api_body_object(req, res);
     if (!body)
         return;
-    struct job_request *r = calloc(1, sizeof *r);
+    struct job_draft *r = calloc(1, sizeof *r);
     if (!r) {
         json_decref(body);
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -73,48 +74,18 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
         return;
     }
     char why[200];
-    enum alallo_err e = job_request_estimate(srv, r, why, sizeof why);
-    if (e) {
+    enum alallo_err e = control_job_create(srv->ctl, r, why, sizeof why);
+    if (e == ERR_INVALID) {
         free(r);
-        api_error(res, e, e == ERR_INVALID ? why : NULL, e == ERR_INVALID ? "model" : NULL);
+        api_error(res, e, why, "model");
         return;
     }
-    struct store_job *j = &r->job;
-    ids_make(j->id, sizeof j->id, "ftjob-");
-    int64_t now = (int64_t)llround(r->now * 1000.0);
-    j->created_ms = now;
-    job_request_apply_estimate(r);
-
-    /* SPEC §2: a job no known capacity can ever run fails at once, and
-     * costs nothing; with no worker known at all it waits. */
-    struct store_event first = {.created_ms = now};
-    text_copy(first.level, sizeof first.level, "info");
-    text_copy(first.type, sizeof first.type, "message");
-    if (r->est.fit != PLAN_FITS) {
-        j->status = JOB_FAILED;
-        text_copy(j->message, sizeof j->message, job_message_text(r->est.fail_message));
-        j->finished_ms = now;
-        text_copy(first.level, sizeof first.level, "error");
-        text_printf(first.message, sizeof first.message, "Created fine-tuning job %s: %s", j->id,
-                    j->message);
-    } else {
-        j->status = JOB_QUEUED;
-        text_copy(j->message, sizeof j->message,
-                  job_message_text(r->est.worker >= 0 && !r->est.message
-                                       ? MSG_STARTING
-                                       : MSG_WAITING_FOR_CAPACITY));
-        text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
-    }
-    e = store_job_insert(srv->store, j, &first);
     if (e) {
         free(r);
         api_store_error(res, e);
         return;
     }
-    atomic_fetch_add(&srv->metrics.jobs_created, 1);
-    if (j->status == JOB_QUEUED)
-        sched_link_note_queued(srv, j);
-    respond_job(srv, res, j);
+    respond_job(srv, res, &r->job);
     free(r);
 }
 
@@ -142,7 +113,7 @@ void jobs_list(struct api_server *srv, struct http_request *req, struct http_res
     }
     int n;
     bool more;
-    enum alallo_err e = store_job_list(srv->store, req->account.id, after, (int)limit, jobs, &n,
+    enum alallo_err e = store_job_list(srv->ctl->store, req->account.id, after, (int)limit, jobs, &n,
                                        &more);
     if (e == ERR_NOT_FOUND) {
         api_error(res, ERR_INVALID, "after must be the id of one of your jobs.", "after");
@@ -198,7 +169,7 @@ void jobs_cancel(struct api_server *srv, struct http_request *req, struct http_r
         free(j);
         return;
     }
-    enum alallo_err e = lifecycle_cancel(srv, req->account.id, j->id, j);
+    enum alallo_err e = lifecycle_cancel(srv->ctl, req->account.id, j->id, j);
     if (e == ERR_CONFLICT) {
         char msg[128];
         text_printf(msg, sizeof msg, "The job has already ended (%s); there is nothing to cancel.",

@@ -9,13 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/catalog.h"
-#include "api/child.h"
-#include "api/fleet.h"
-#include "api/sched_link.h"
+#include "control/catalog.h"
+#include "control/child.h"
+#include "control/fleet.h"
+#include "control/sched_link.h"
 #include "api/handlers.h"
 #include "api/job_request.h"
-#include "api/lifecycle.h"
+#include "control/lifecycle.h"
 #include "core/text.h"
 
 #define EXPORT_TIMEOUT_S 600
@@ -66,7 +66,7 @@ static int64_t biggest_worker(struct api_server *srv)
     int64_t best = 0;
     if (!f)
         return 0;
-    fleet_snapshot(srv, f);
+    fleet_snapshot(srv->ctl, f);
     for (int i = 0; i < f->n; i++)
         if (strcmp(f->workers[i].state, "active") == 0 && f->workers[i].mem_bytes > best)
             best = f->workers[i].mem_bytes;
@@ -84,11 +84,11 @@ void models_list(struct api_server *srv, struct http_request *req, struct http_r
         goto out;
     }
     int64_t biggest = biggest_worker(srv);
-    int n = catalog_list(srv->catalog, models, CATALOG_MAX);
+    int n = catalog_list(srv->ctl->catalog, models, CATALOG_MAX);
     for (int i = 0; i < n; i++)
         json_array_append_new(data, base_model(&models[i], biggest));
     int nj;
-    enum alallo_err e = store_job_list_models(srv->store, req->account.id, STORE_LIST_MAX, jobs, &nj);
+    enum alallo_err e = store_job_list_models(srv->ctl->store, req->account.id, STORE_LIST_MAX, jobs, &nj);
     if (e) {
         api_store_error(res, e);
         goto out;
@@ -109,9 +109,9 @@ static bool find_model(struct api_server *srv, struct http_request *req, struct 
 {
     const char *id = req->params[0];
     *tuned = false;
-    if (catalog_find(srv->catalog, id, base))
+    if (catalog_find(srv->ctl->catalog, id, base))
         return true;
-    if (store_job_by_model(srv->store, req->account.id, id, job) == ERR_OK) {
+    if (store_job_by_model(srv->ctl->store, req->account.id, id, job) == ERR_OK) {
         *tuned = true;
         return true;
     }
@@ -294,7 +294,7 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
         return;
     }
     char model_dir[1024];
-    bool ok = tuned ? lifecycle_job_dir(srv, j->id, "out/model", model_dir, sizeof model_dir)
+    bool ok = tuned ? lifecycle_job_dir(srv->ctl, j->id, "out/model", model_dir, sizeof model_dir)
                     : text_copy(model_dir, sizeof model_dir, m.dir);
     free(j);
     struct export_stream *x = calloc(1, sizeof *x);
@@ -303,16 +303,16 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
         api_error(res, ERR_INTERNAL, NULL, NULL);
         return;
     }
-    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/export-XXXXXX", srv->cfg.data_dir) ||
+    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/export-XXXXXX", srv->ctl->cfg.data_dir) ||
         !mkdtemp(x->tmp) ||
         !text_printf(x->path, sizeof x->path, "%s/%s", x->tmp,
                      strcmp(format, "gguf") == 0 ? "model.gguf" : format)) {
-        api_log("error", "cannot make a folder for an export: %s", strerror(errno));
+        log_line("error", "cannot make a folder for an export: %s", strerror(errno));
         free(x);
         api_error(res, ERR_IO, NULL, NULL);
         return;
     }
-    char *argv[] = {srv->alallo_bin, "export",    "--model-dir", model_dir, "--format",
+    char *argv[] = {srv->ctl->alallo_bin, "export",    "--model-dir", model_dir, "--format",
                     (char *)format,  "--out",     x->path,       NULL};
     struct child_result r;
     if (child_run(argv, EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
@@ -375,12 +375,12 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
     char *end;
     long step = strtol(req->params[1], &end, 10);
     if (!ids_valid(req->params[0]) ||
-        store_job_get(srv->store, req->account.id, req->params[0], j) != ERR_OK) {
+        store_job_get(srv->ctl->store, req->account.id, req->params[0], j) != ERR_OK) {
         api_error(res, ERR_NOT_FOUND, "No such job.", "id");
         goto fail;
     }
     if (*end || end == req->params[1] || step <= 0 ||
-        store_checkpoint_list(srv->store, j->id, ck, STORE_LIST_MAX, &n) != ERR_OK) {
+        store_checkpoint_list(srv->ctl->store, j->id, ck, STORE_LIST_MAX, &n) != ERR_OK) {
         api_error(res, ERR_NOT_FOUND, "No such checkpoint.", "step");
         goto fail;
     }
@@ -393,17 +393,17 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
         api_error(res, ERR_NOT_FOUND, "No such checkpoint, or it is no longer kept.", "step");
         goto fail;
     }
-    if (!lifecycle_model_dir(srv, j, base, sizeof base)) {
+    if (!lifecycle_model_dir(srv->ctl, j, base, sizeof base)) {
         api_error(res, ERR_NOT_FOUND, "The job's base model is gone.", "model");
         goto fail;
     }
-    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/ckpt-XXXXXX", srv->cfg.data_dir) ||
+    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/ckpt-XXXXXX", srv->ctl->cfg.data_dir) ||
         !mkdtemp(x->tmp) || !text_printf(x->path, sizeof x->path, "%s/model", x->tmp)) {
-        api_log("error", "cannot make a folder for a checkpoint: %s", strerror(errno));
+        log_line("error", "cannot make a folder for a checkpoint: %s", strerror(errno));
         api_error(res, ERR_IO, NULL, NULL);
         goto fail;
     }
-    char *argv[] = {srv->alallo_bin, "train", "--materialize", (char *)c->path, "--base", base,
+    char *argv[] = {srv->ctl->alallo_bin, "train", "--materialize", (char *)c->path, "--base", base,
                     "--out", x->path, NULL};
     struct child_result r;
     if (child_run(argv, EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fleet.h"
+#include "control/fleet.h"
 #include "api/handlers.h"
-#include "api/lifecycle.h"
+#include "control/workers.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -31,7 +31,7 @@ static json_t *worker_for(struct api_server *srv, const struct http_request *req
     json_t *o = worker_json(w, open, n);
     if (o && n > 0) {
         struct store_job *j = malloc(sizeof *j);
-        if (!j || store_job_get(srv->store, req->account.id, open[0].job, j) != ERR_OK)
+        if (!j || store_job_get(srv->ctl->store, req->account.id, open[0].job, j) != ERR_OK)
             json_object_set_new(o, "running", json_string("another account's job"));
         free(j);
     }
@@ -44,10 +44,10 @@ void workers_list(struct api_server *srv, struct http_request *req, struct http_
     struct store_attempt *open = calloc(FLEET_MAX, sizeof *open);
     json_t *data = json_array();
     int n, n_open = 0;
-    enum alallo_err e = ws && open && data ? store_worker_list(srv->store, ws, FLEET_MAX, &n)
+    enum alallo_err e = ws && open && data ? store_worker_list(srv->ctl->store, ws, FLEET_MAX, &n)
                                            : ERR_NOMEM;
     if (!e)
-        e = store_attempt_list_open(srv->store, "", open, FLEET_MAX, &n_open);
+        e = store_attempt_list_open(srv->ctl->store, "", open, FLEET_MAX, &n_open);
     if (e) {
         json_decref(data);
         api_store_error(res, e);
@@ -81,34 +81,16 @@ void workers_reclaim(struct api_server *srv, struct http_request *req, struct ht
 static void take_away(struct api_server *srv, struct http_request *req,
                       struct http_response *res, bool spot)
 {
-    const char *name = req->params[0];
     struct store_worker w;
-    enum alallo_err e = ids_valid_name(name, 64) ? store_worker_get(srv->store, name, &w)
-                                                 : ERR_NOT_FOUND;
-    if (e == ERR_NOT_FOUND) {
-        api_error(res, e, "No such worker.", "name");
-        return;
-    }
-    if (!e && spot && strcmp(w.class_, "spot") != 0) {
-        api_error(res, ERR_CONFLICT, "Only a spot worker's capacity can be taken back.", "name");
-        return;
-    }
-    if (!e && strcmp(w.state, "active") == 0) {
-        e = store_worker_set_state(srv->store, name, "draining");
-        text_copy(w.state, sizeof w.state, "draining");
-    }
     struct store_attempt open[4];
     int n = 0;
-    if (!e)
-        e = store_attempt_list_open(srv->store, name, open, 4, &n);
-    if (e) {
+    enum alallo_err e = control_worker_take_away(srv->ctl, req->params[0], spot, &w, open, 4, &n);
+    if (e == ERR_NOT_FOUND)
+        api_error(res, e, "No such worker.", "name");
+    else if (e == ERR_CONFLICT)
+        api_error(res, e, "Only a spot worker's capacity can be taken back.", "name");
+    else if (e)
         api_store_error(res, e);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        lifecycle_request_stop(srv, open[i].job, "move");
-    fleet_changed(srv);
-    api_log("info", "worker %s %s", name,
-            spot ? "lost its spot capacity" : "drained by the operator");
-    api_json(res, 200, worker_for(srv, req, &w, open, n));
+    else
+        api_json(res, 200, worker_for(srv, req, &w, open, n));
 }

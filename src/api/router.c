@@ -126,7 +126,7 @@ static enum alallo_err authenticate_key(struct api_server *srv, struct http_requ
         return ERR_UNAUTHORIZED;
     if (auth_key_hash(key, hash))
         return ERR_INTERNAL;
-    enum alallo_err e = store_account_by_key_hash(srv->store, hash, &req->account);
+    enum alallo_err e = store_account_by_key_hash(srv->ctl->store, hash, &req->account);
     if (e == ERR_NOT_FOUND)
         return ERR_UNAUTHORIZED;
     return e;

@@ -13,19 +13,11 @@ void api_config_defaults(struct api_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->port = 8080;
-    cfg->worker_timeout_s = 10;
-    cfg->heartbeat_s = 2;
-    cfg->time_limit_s = 12 * 3600;
-    cfg->budget_multiple = 2.0;
-    cfg->start_timeout_s = 300;
-    cfg->start_tries = 3;
-    cfg->plan_scale = 1.0;
     cfg->max_upload = 256LL << 20;
     cfg->max_body = 4LL << 20;
     cfg->completion_timeout_s = 120;
     cfg->max_completions = 2;
     cfg->rate_limit = 1000;
-    cfg->pass_reuse_s = 0.5;
 }
 
 void api_json(struct http_response *res, int status, json_t *value)
@@ -75,7 +67,7 @@ void api_store_error(struct http_response *res, enum alallo_err e)
         return;
     }
     const char *why = store_last_error();
-    api_log("error", "%s", why[0] ? why : err_message(e));
+    log_line("error", "%s", why[0] ? why : err_message(e));
     api_error(res, e, NULL, NULL);
 }
 
@@ -100,27 +92,4 @@ json_t *api_body_object(const struct http_request *req, struct http_response *re
         return NULL;
     }
     return v;
-}
-
-int64_t api_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void api_log(const char *level, const char *fmt, ...)
-{
-    char line[2048];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    int n = (int)strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%SZ ", &tm);
-    n += snprintf(line + n, sizeof line - (size_t)n, "%s: ", level);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n < (int)sizeof line)
-        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s\n", line);
 }

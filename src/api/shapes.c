@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api/sched_link.h"
+#include "control/sched_link.h"
 #include "api/jsonw.h"
 #include "core/text.h"
 

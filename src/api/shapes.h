@@ -9,9 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "control/jobs.h"
 #include "store/store.h"
 
-#define SHAPES_CURRENCY "USD"
+#define SHAPES_CURRENCY CONTROL_CURRENCY
 
 /* {"object":"list","data":DATA,"has_more":..,"first_id":..,"last_id":..};
  * steals `data` (an array of objects with "id"). */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cmds.h"
+#include "cli/cmd_client.h"
 
 static const char usage_text[] =
     "usage (reads ALALLO_URL, default " CLI_DEFAULT_URL ", and ALALLO_API_KEY):\n"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmds.h"
+#include "sched/cmd_sim.h"
 #include "sched/sim.h"
 
 static void usage(FILE *f)

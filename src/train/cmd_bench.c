@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmds.h"
+#include "train/train_cmds.h"
 #include "train/omp_policy.h"
 #include "train/gemm.h"
 #include "train/model.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cmds.h"
+#include "train/train_cmds.h"
 #include "train/export.h"
 
 static void usage(FILE *f)

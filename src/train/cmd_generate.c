@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmds.h"
+#include "train/train_cmds.h"
 #include "train/omp_policy.h"
 #include "train/gemm.h"
 #include "train/generate.h"

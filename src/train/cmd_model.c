@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmds.h"
+#include "train/train_cmds.h"
 #include "train/omp_policy.h"
 #include "train/model.h"
 #include "train/modelio.h"

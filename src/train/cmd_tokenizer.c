@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cmds.h"
+#include "train/train_cmds.h"
 #include "train/bpe_train.h"
 #include "train/tokenizer.h"
 

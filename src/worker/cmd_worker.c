@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmds.h"
+#include "worker/cmd_worker.h"
 #include "worker/worker.h"
 
 static volatile sig_atomic_t stop_flag;

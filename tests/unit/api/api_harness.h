@@ -11,15 +11,17 @@
 #include <sys/stat.h>
 
 #include "api/auth.h"
-#include "api/catalog.h"
-#include "api/fleet.h"
-#include "api/sched_link.h"
+#include "control/catalog.h"
+#include "control/control.h"
+#include "control/fleet.h"
+#include "control/sched_link.h"
 #include "api/router.h"
 #include "api/server.h"
-#include "api/setup.h"
+#include "control/setup.h"
 
 struct harness {
     struct api_server srv;
+    struct control ctl;
     char dir[256];
     char key[AUTH_KEY_MAX];       /* account default */
     char other_key[AUTH_KEY_MAX]; /* account other */
@@ -61,36 +63,38 @@ static inline struct harness *h_new(void)
     if (!mkdtemp(h->dir))
         abort();
     struct api_server *s = &h->srv;
+    struct control *c = &h->ctl;
+    s->ctl = c;
     api_config_defaults(&s->cfg);
-    snprintf(s->cfg.data_dir, sizeof s->cfg.data_dir, "%s/data", h->dir);
-    snprintf(s->cfg.models_dir, sizeof s->cfg.models_dir, "%s/models", h->dir);
-    mkdir(s->cfg.models_dir, 0700);
-    h_fake_model(s->cfg.models_dir, "tiny", 64, 2, 400);
-    h_fake_model(s->cfg.models_dir, "big", 4096, 32, 32000);
+    control_config_defaults(&c->cfg);
+    snprintf(c->cfg.data_dir, sizeof c->cfg.data_dir, "%s/data", h->dir);
+    snprintf(c->cfg.models_dir, sizeof c->cfg.models_dir, "%s/models", h->dir);
+    mkdir(c->cfg.models_dir, 0700);
+    h_fake_model(c->cfg.models_dir, "tiny", 64, 2, 400);
+    h_fake_model(c->cfg.models_dir, "big", 4096, 32, 32000);
     char err[256];
     bool created;
     char token[AUTH_KEY_MAX];
-    if (setup_data_dir(s->cfg.data_dir, err, sizeof err) ||
-        setup_open_store(s->cfg.data_dir, &s->store, err, sizeof err) ||
-        setup_first_run(s->store, s->cfg.data_dir, h->key, token, &created, err, sizeof err) ||
-        setup_create_account(s->store, "other", h->other_key)) {
+    struct store *store;
+    if (setup_data_dir(c->cfg.data_dir, err, sizeof err) ||
+        setup_open_store(c->cfg.data_dir, &store, err, sizeof err) ||
+        setup_first_run(store, c->cfg.data_dir, h->key, token, &created, err, sizeof err) ||
+        setup_create_account(store, "other", h->other_key)) {
         fprintf(stderr, "harness: %s\n", err);
         abort();
     }
     snprintf(s->worker_token, sizeof s->worker_token, "%s", token);
-    snprintf(s->alallo_bin, sizeof s->alallo_bin, "%s", ALALLO_BINARY);
-    s->catalog = catalog_new(s->cfg.models_dir);
-    s->sched = sched_link_new();
-    s->fleet = fleet_cache_new();
+    snprintf(c->alallo_bin, sizeof c->alallo_bin, "%s", ALALLO_BINARY);
+    if (control_open(c, store, err, sizeof err)) {
+        fprintf(stderr, "harness: %s\n", err);
+        abort();
+    }
     return h;
 }
 
 static inline void h_free(struct harness *h)
 {
-    store_close(h->srv.store);
-    catalog_free(h->srv.catalog);
-    sched_link_free(h->srv.sched);
-    fleet_cache_free(h->srv.fleet);
+    control_close(&h->ctl);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->dir);
     if (system(cmd) != 0)

@@ -1,7 +1,7 @@
 /* fleet.c - the cached picture of the capacity. */
-#include "api/fleet.h"
+#include "control/fleet.h"
 
-#include "api/sched_link.h"
+#include "control/sched_link.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,19 +29,19 @@ void fleet_cache_free(struct fleet_cache *c)
     free(c);
 }
 
-static void read_fleet(struct api_server *srv, struct fleet *f)
+static void read_fleet(struct control *ctl, struct fleet *f)
 {
     memset(f, 0, sizeof *f);
     struct store_worker *all = calloc(FLEET_MAX, sizeof *all);
     int n = 0;
-    if (!all || store_worker_list(srv->store, all, FLEET_MAX, &n)) {
+    if (!all || store_worker_list(ctl->store, all, FLEET_MAX, &n)) {
         free(all);
         return;
     }
     /* Every open attempt in one read, by worker name like the workers. */
     struct store_attempt *open = calloc(FLEET_MAX, sizeof *open);
     int n_open = 0;
-    if (!open || store_attempt_list_open(srv->store, "", open, FLEET_MAX, &n_open))
+    if (!open || store_attempt_list_open(ctl->store, "", open, FLEET_MAX, &n_open))
         n_open = 0;
     int cursor = 0;
     for (int i = 0; i < n; i++) {
@@ -55,37 +55,37 @@ static void read_fleet(struct api_server *srv, struct fleet *f)
     free(open);
     free(all);
     long counts[JOB_STATUS_COUNT];
-    if (store_job_count_by_status(srv->store, counts) == ERR_OK)
+    if (store_job_count_by_status(ctl->store, counts) == ERR_OK)
         f->waiting = counts[JOB_QUEUED] + counts[JOB_RESCHEDULING];
 }
 
-void fleet_snapshot(struct api_server *srv, struct fleet *out)
+void fleet_snapshot(struct control *ctl, struct fleet *out)
 {
-    struct fleet_cache *c = srv->fleet;
-    int64_t now = api_now_ms();
+    struct fleet_cache *c = ctl->fleet;
+    int64_t now = clock_now_ms();
     pthread_mutex_lock(&c->mu);
     if (!c->read_ms || now - c->read_ms > FLEET_TTL_MS || now < c->read_ms) {
-        read_fleet(srv, &c->f);
+        read_fleet(ctl, &c->f);
         c->read_ms = now;
     }
     memcpy(out, &c->f, sizeof *out);
     pthread_mutex_unlock(&c->mu);
 }
 
-void fleet_invalidate(struct api_server *srv)
+void fleet_invalidate(struct control *ctl)
 {
-    if (srv->sched)
-        sched_link_invalidate(srv->sched);
-    pthread_mutex_lock(&srv->fleet->mu);
-    srv->fleet->read_ms = 0;
-    pthread_mutex_unlock(&srv->fleet->mu);
+    if (ctl->sched)
+        sched_link_invalidate(ctl->sched);
+    pthread_mutex_lock(&ctl->fleet->mu);
+    ctl->fleet->read_ms = 0;
+    pthread_mutex_unlock(&ctl->fleet->mu);
 }
 
-void fleet_changed(struct api_server *srv)
+void fleet_changed(struct control *ctl)
 {
-    fleet_invalidate(srv);
-    if (srv->sched)
-        sched_link_forget_pass(srv->sched);
+    fleet_invalidate(ctl);
+    if (ctl->sched)
+        sched_link_forget_pass(ctl->sched);
 }
 
 const struct store_attempt *fleet_attempt_of(const struct store_attempt *open, int n,

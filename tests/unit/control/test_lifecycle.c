@@ -9,8 +9,8 @@
 
 #include <math.h>
 
-#include "api/lifecycle.h"
-#include "api_harness.h"
+#include "control/lifecycle.h"
+#include "../api/api_harness.h"
 
 static void register_worker(struct harness *h, const char *name, const char *mem, double price)
 {
@@ -25,7 +25,7 @@ static void register_worker(struct harness *h, const char *name, const char *mem
     assert_int_equal(r.status, 200);
     assert_int_equal(json_integer_value(json_object_get(r.json, "heartbeat_s")), 2);
     reply_free(&r);
-    fleet_invalidate(&h->srv);
+    fleet_invalidate(h->srv.ctl);
 }
 
 static char *new_job(struct harness *h, const char *key, const char *extra)
@@ -250,8 +250,8 @@ static void stale_fences_change_nothing(void **state)
 
     /* The worker is lost: its attempt ends, the job is moved, and the old
      * attempt's late reports are fenced. */
-    assert_int_equal(store_worker_set_state(h->srv.store, "w1", "lost"), ERR_OK);
-    assert_int_equal(lifecycle_worker_gone(&h->srv, "w1", "worker lost"), ERR_OK);
+    assert_int_equal(store_worker_set_state(h->srv.ctl->store, "w1", "lost"), ERR_OK);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "w1", "worker lost"), ERR_OK);
     j = job(h, h->key, id);
     assert_string_equal(h_str(j, "status"), "re-scheduling");
     assert_string_equal(h_str(j, "message"), "Re-scheduling");
@@ -314,7 +314,7 @@ static void failures_have_their_messages(void **state)
     assert_string_equal(h_str(j, "message"),
                         "Failed. We've been notified and are looking into it.");
     json_decref(j);
-    assert_int_equal(atomic_load(&h->srv.metrics.internal_failures), 1);
+    assert_int_equal(atomic_load(&h->srv.ctl->metrics.internal_failures), 1);
     struct reply r = h_call(h, "GET", "/metrics", NULL, NULL, NULL);
     assert_non_null(strstr(r.body, "alallo_internal_failures_total 1\n"));
     assert_non_null(strstr(r.body, "alallo_jobs{status=\"failed\"} 2\n"));
@@ -328,8 +328,8 @@ static void failures_have_their_messages(void **state)
     char *t = new_job(h, h->key, NULL);
     assert_true(claim(h, "w1", &c));
     assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
-    h->srv.cfg.time_limit_s = 0;
-    lifecycle_check_limits(&h->srv, api_now_ms() + 5000);
+    h->srv.ctl->cfg.time_limit_s = 0;
+    lifecycle_check_limits(h->srv.ctl, clock_now_ms() + 5000);
     char stop[16];
     assert_int_equal(events(h, &c, c.fence, "{\"event\":\"step\",\"step\":1,\"loss\":1}", stop,
                             sizeof stop),
@@ -516,8 +516,8 @@ static void a_waiting_jobs_data_set_stays_or_the_job_fails(void **state)
     /* If it goes anyway (removed behind the API's back), the claim fails
      * the job as the user's and answers 204, not 500. */
     struct store_account a;
-    assert_int_equal(store_account_by_name(h->srv.store, "default", &a), ERR_OK);
-    assert_int_equal(store_file_delete(h->srv.store, a.id, file, NULL), ERR_OK);
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+    assert_int_equal(store_file_delete(h->srv.ctl->store, a.id, file, NULL), ERR_OK);
     register_worker(h, "w1", "8000000000", 0);
     struct claim c;
     assert_false(claim(h, "w1", &c));
@@ -527,7 +527,7 @@ static void a_waiting_jobs_data_set_stays_or_the_job_fails(void **state)
     snprintf(want, sizeof want, "Training failed: the data set %s was deleted", file);
     assert_string_equal(h_str(j, "message"), want);
     json_decref(j);
-    assert_int_equal(atomic_load(&h->srv.metrics.internal_failures), 0);
+    assert_int_equal(atomic_load(&h->srv.ctl->metrics.internal_failures), 0);
     /* Once the job has ended, the file may go. */
     struct reply up = h_upload(h, h->key, "x.jsonl", SAMPLE_JSONL);
     snprintf(path, sizeof path, "/v1/files/%s", h_str(up.json, "id"));
@@ -569,18 +569,18 @@ static void a_trainer_that_never_starts_is_tried_again_then_failed(void **state)
     struct harness *h = h_new();
     register_worker(h, "w1", "8000000000", 1.0);
     char *id = new_job(h, h->key, NULL);
-    h->srv.cfg.start_timeout_s = 1;
-    h->srv.cfg.start_tries = 2;
+    h->srv.ctl->cfg.start_timeout_s = 1;
+    h->srv.ctl->cfg.start_tries = 2;
     struct claim c;
     assert_true(claim(h, "w1", &c));
     /* Within the timeout nothing happens. */
-    lifecycle_check_starts(&h->srv, api_now_ms());
+    lifecycle_check_starts(h->srv.ctl, clock_now_ms());
     json_t *j = job(h, h->key, id);
     assert_string_equal(h_str(j, "message"), "Starting");
     json_decref(j);
     /* Past it the attempt ends, the job waits again, and the worker's
      * trainer is told to stop. */
-    lifecycle_check_starts(&h->srv, api_now_ms() + 2000);
+    lifecycle_check_starts(h->srv.ctl, clock_now_ms() + 2000);
     j = job(h, h->key, id);
     assert_string_equal(h_str(j, "status"), "queued");
     assert_string_equal(h_str(j, "message"), "Waiting for capacity");
@@ -593,14 +593,14 @@ static void a_trainer_that_never_starts_is_tried_again_then_failed(void **state)
     struct claim c2;
     assert_true(claim(h, "w1", &c2));
     assert_int_equal(c2.fence, 2);
-    lifecycle_check_starts(&h->srv, api_now_ms() + 2000);
+    lifecycle_check_starts(h->srv.ctl, clock_now_ms() + 2000);
     j = job(h, h->key, id);
     assert_string_equal(h_str(j, "status"), "failed");
     assert_string_equal(h_str(j, "message"),
                         "Failed. We've been notified and are looking into it.");
     assert_true(json_real_value(json_object_get(json_object_get(j, "price"), "charged")) == 0);
     json_decref(j);
-    assert_int_equal(atomic_load(&h->srv.metrics.internal_failures), 1);
+    assert_int_equal(atomic_load(&h->srv.ctl->metrics.internal_failures), 1);
     free(id);
     h_free(h);
 }
@@ -616,7 +616,7 @@ static void spot_take_back_moves_the_job(void **state)
                             "\"speed\":{\"tokens_per_s\":1000,\"flops\":1e9}}");
     assert_int_equal(r.status, 200);
     reply_free(&r);
-    fleet_invalidate(&h->srv);
+    fleet_invalidate(h->srv.ctl);
     char *id = new_job(h, h->key, NULL);
     struct claim c;
     assert_true(claim(h, "sp", &c)); /* the cheaper spot worker, for lowest_cost */
@@ -710,7 +710,7 @@ static void cancel_costs_the_steps_done_unless_past_the_estimate(void **state)
     assert_true(claim(h, "w1", &cb));
     assert_string_equal(cb.job, b);
     assert_int_equal(events(h, &cb, cb.fence, run10, NULL, 0), 200);
-    assert_int_equal(store_job_update(h->srv.store, b, NULL, estimate_passed_cb, NULL), ERR_OK);
+    assert_int_equal(store_job_update(h->srv.ctl->store, b, NULL, estimate_passed_cb, NULL), ERR_OK);
     j = job(h, h->key, b);
     assert_true(json_real_value(json_object_get(json_object_get(j, "price"), "cancel_now")) == 0);
     json_decref(j);
@@ -829,7 +829,7 @@ static void claims_right_after_a_pass_take_its_assignments(void **state)
 {
     (void)state;
     struct harness *h = h_new();
-    h->srv.cfg.pass_reuse_s = 60; /* however slow this machine's disk */
+    h->srv.ctl->cfg.pass_reuse_s = 60; /* however slow this machine's disk */
     char *ids[4];
     for (int i = 0; i < 3; i++)
         ids[i] = new_job(h, h->key, NULL);

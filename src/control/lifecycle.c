@@ -2,7 +2,7 @@
  * callbacks. Callbacks only look at and change the structs they are given;
  * everything they need from outside is gathered first into their context.
  */
-#include "api/lifecycle.h"
+#include "control/lifecycle.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api/catalog.h"
-#include "api/child.h"
-#include "api/sched_link.h"
+#include "control/catalog.h"
+#include "control/child.h"
+#include "control/sched_link.h"
 #include "api/shapes.h"
 #include "sched/resched.h"
 #include "core/ids.h"
@@ -59,12 +59,12 @@ static enum alallo_err note(struct store_writes *w, int64_t now, const char *lev
     return store_writes_event(w, now, level, "message", msg, NULL);
 }
 
-bool lifecycle_job_dir(const struct api_server *srv, const char *job_id, const char *sub,
+bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char *sub,
                        char *out, size_t cap)
 {
     if (!ids_valid(job_id))
         return false;
-    return text_printf(out, cap, "%s/jobs/%s%s%s", srv->cfg.data_dir, job_id, sub ? "/" : "",
+    return text_printf(out, cap, "%s/jobs/%s%s%s", ctl->cfg.data_dir, job_id, sub ? "/" : "",
                        sub ? sub : "");
 }
 
@@ -108,7 +108,7 @@ const char *lifecycle_stop_for(const struct store_job *j, const struct store_att
 /* ---- claim ------------------------------------------------------------ */
 
 struct claim_ctx {
-    struct api_server *srv;
+    struct control *ctl;
     const struct store_worker *worker;
     const struct sched_worker *sworker; /* the same worker as the scheduler sees it */
     struct store_attempt attempt;       /* OUT */
@@ -132,7 +132,7 @@ static enum alallo_err state_save(struct store_job *j, const struct sched_state 
 
 /* Starts the ledger's and time left's record of attempt a on worker sw:
  * it continues from the latest checkpoint. */
-static void begin_attempt(struct api_server *srv, struct store_job *j, struct sched_state *st,
+static void begin_attempt(struct control *ctl, struct store_job *j, struct sched_state *st,
                           const struct store_attempt *a, const struct sched_worker *sw,
                           double now)
 {
@@ -148,14 +148,14 @@ static void begin_attempt(struct api_server *srv, struct store_job *j, struct sc
     struct sched_plan p;
     double startup = sched_plan_read(j->plan, &p) ? p.startup_s : EST_DEFAULT_STARTUP_S;
     double lo, hi;
-    sched_link_train_range(srv->sched, j, sw, j->max_steps - start, &lo, &hi);
+    sched_link_train_range(ctl->sched, j, sw, j->max_steps - start, &lo, &hi);
     /* A job of seconds that takes twice its estimate has not "taken far
      * longer than planned": the budget's base is at least a minute. */
     ledger_raise_budget_base(lj, fmax(BUDGET_BASE_MIN_S, ledger_running_s(lj, now) + startup + hi));
     tl_begin(&st->tl, j->max_steps, start, now, startup, lo, hi);
     st->has_tl = true;
     double fpt = p.flops_per_token > 0 ? p.flops_per_token : 0;
-    st->model_factor = sched_link_model_factor(srv->sched, j->model);
+    st->model_factor = sched_link_model_factor(ctl->sched, j->model);
     st->nominal_step_s =
         j->max_steps > 0
             ? capacity_train_seconds(sched_link_train_tokens(j) * fpt / j->max_steps, sw) *
@@ -190,7 +190,7 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     struct sched_state *st = state_load(j);
     if (!st)
         return ERR_NOMEM;
-    begin_attempt(c->srv, j, st, a, c->sworker, (double)c->now / 1000.0);
+    begin_attempt(c->ctl, j, st, a, c->sworker, (double)c->now / 1000.0);
     enum alallo_err e = state_save(j, st);
     free(st);
     if (!e)
@@ -227,41 +227,41 @@ static enum alallo_err fail_unstartable_cb(struct store_job *j, struct store_att
 }
 
 /* The data set of j that is gone, or NULL when both are there. */
-static const char *missing_file(struct api_server *srv, const struct store_job *j)
+static const char *missing_file(struct control *ctl, const struct store_job *j)
 {
     struct store_file f;
-    if (store_file_get(srv->store, j->account, j->training_file, &f) == ERR_NOT_FOUND)
+    if (store_file_get(ctl->store, j->account, j->training_file, &f) == ERR_NOT_FOUND)
         return j->training_file;
     if (j->validation_file[0] &&
-        store_file_get(srv->store, j->account, j->validation_file, &f) == ERR_NOT_FOUND)
+        store_file_get(ctl->store, j->account, j->validation_file, &f) == ERR_NOT_FOUND)
         return j->validation_file;
     return NULL;
 }
 
 /* The folder of the model a job trains from: a base model of the catalog,
  * or a fine-tuned model of the same account. */
-bool lifecycle_model_dir(struct api_server *srv, const struct store_job *j, char *out, size_t cap)
+bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out, size_t cap)
 {
     struct catalog_model m;
-    if (catalog_find(srv->catalog, j->model, &m))
+    if (catalog_find(ctl->catalog, j->model, &m))
         return text_copy(out, cap, m.dir);
     struct store_job base;
-    if (store_job_by_model(srv->store, j->account, j->model, &base) == ERR_OK)
-        return lifecycle_job_dir(srv, base.id, "out/model", out, cap);
+    if (store_job_by_model(ctl->store, j->account, j->model, &base) == ERR_OK)
+        return lifecycle_job_dir(ctl, base.id, "out/model", out, cap);
     return false;
 }
 
 /* The trainer's spec for attempt a of job j (docs/trainer-protocol.md). */
-static json_t *make_spec(struct api_server *srv, const struct store_job *j, const char *model_dir)
+static json_t *make_spec(struct control *ctl, const struct store_job *j, const char *model_dir)
 {
     struct store_file train, valid;
-    if (store_file_get(srv->store, j->account, j->training_file, &train))
+    if (store_file_get(ctl->store, j->account, j->training_file, &train))
         return NULL;
     bool has_valid = j->validation_file[0] &&
-                     store_file_get(srv->store, j->account, j->validation_file, &valid) == ERR_OK;
+                     store_file_get(ctl->store, j->account, j->validation_file, &valid) == ERR_OK;
     char ckpt[1024], out[1024];
-    if (!lifecycle_job_dir(srv, j->id, "checkpoints", ckpt, sizeof ckpt) ||
-        !lifecycle_job_dir(srv, j->id, "out", out, sizeof out) || mkdirs(ckpt) || mkdirs(out))
+    if (!lifecycle_job_dir(ctl, j->id, "checkpoints", ckpt, sizeof ckpt) ||
+        !lifecycle_job_dir(ctl, j->id, "out", out, sizeof out) || mkdirs(ckpt) || mkdirs(out))
         return NULL;
     bool full = strcmp(j->adapter, "full") == 0;
     /* Learning rate: the multiplier times a base rate fit for the method. */
@@ -288,19 +288,19 @@ static json_t *make_spec(struct api_server *srv, const struct store_job *j, cons
                      (json_int_t)every, "checkpoint_every_s", 300.0);
 }
 
-enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
+enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
                                 struct store_attempt *attempt, json_t **spec)
 {
     *spec = NULL;
     struct store_worker w;
-    enum alallo_err e = store_worker_get(srv->store, worker, &w);
+    enum alallo_err e = store_worker_get(ctl->store, worker, &w);
     if (e)
         return e;
     if (strcmp(w.state, "active") != 0)
         return ERR_OK;
     struct store_attempt open[1];
     int n_open;
-    e = store_attempt_list_open(srv->store, worker, open, 1, &n_open);
+    e = store_attempt_list_open(ctl->store, worker, open, 1, &n_open);
     if (e || n_open > 0)
         return e; /* one attempt at a time */
 
@@ -308,35 +308,35 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
     struct sched_worker *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
     if (!all)
         return ERR_NOMEM;
-    int n_all = sched_link_workers(srv, (double)api_now_ms() / 1000.0, all, SCHED_LINK_WORKERS);
+    int n_all = sched_link_workers(ctl, (double)clock_now_ms() / 1000.0, all, SCHED_LINK_WORKERS);
     for (int i = 0; i < n_all; i++)
         if (strcmp(all[i].name, worker) == 0)
             sw = all[i];
     free(all);
     for (int tries = 0; tries < 8; tries++) {
         char pick[IDS_MAX];
-        e = sched_link_pass(srv, worker, pick);
+        e = sched_link_pass(ctl, worker, pick);
         if (e || !pick[0])
             return e;
         struct store_job j;
-        e = store_job_get(srv->store, NULL, pick, &j);
+        e = store_job_get(ctl->store, NULL, pick, &j);
         if (e)
             continue;
         char model_dir[1024];
-        struct unstartable u = {.now = api_now_ms(), .missing_file = missing_file(srv, &j)};
-        if (u.missing_file || !lifecycle_model_dir(srv, &j, model_dir, sizeof model_dir)) {
-            store_job_update(srv->store, j.id, NULL, fail_unstartable_cb, &u);
+        struct unstartable u = {.now = clock_now_ms(), .missing_file = missing_file(ctl, &j)};
+        if (u.missing_file || !lifecycle_model_dir(ctl, &j, model_dir, sizeof model_dir)) {
+            store_job_update(ctl->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
-        struct claim_ctx c = {.srv = srv, .worker = &w, .sworker = &sw, .now = api_now_ms()};
-        e = store_job_update(srv->store, j.id, NULL, claim_cb, &c);
+        struct claim_ctx c = {.ctl = ctl, .worker = &w, .sworker = &sw, .now = clock_now_ms()};
+        e = store_job_update(ctl->store, j.id, NULL, claim_cb, &c);
         if (e == ERR_CONFLICT)
             continue;
         if (e)
             return e;
         *attempt = c.attempt;
-        if (store_job_get(srv->store, NULL, j.id, &j) == ERR_OK)
-            *spec = make_spec(srv, &j, model_dir);
+        if (store_job_get(ctl->store, NULL, j.id, &j) == ERR_OK)
+            *spec = make_spec(ctl, &j, model_dir);
         if (!*spec) {
             /* The attempt cannot be prepared (a folder cannot be made): end
              * it as a failure on our side, rather than leave the job stuck,
@@ -344,7 +344,7 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
             struct attempt_end end = {.exit_status = -1, .not_started = true};
             text_copy(end.error_kind, sizeof end.error_kind, "internal");
             text_copy(end.line, sizeof end.line, "could not prepare the attempt's files");
-            lifecycle_finish(srv, c.attempt.id, c.attempt.fence, &end);
+            lifecycle_finish(ctl, c.attempt.id, c.attempt.fence, &end);
             continue;
         }
         return ERR_OK;
@@ -420,7 +420,7 @@ static bool parse_event(json_t *o, struct tev *t)
 }
 
 struct events_ctx {
-    struct api_server *srv;
+    struct control *ctl;
     const struct tev *ev;
     int n;
     int64_t first; /* index of ev[0] within the attempt; -1 unknown */
@@ -469,7 +469,7 @@ static enum alallo_err settle(struct events_ctx *c, struct store_job *j,
     enum alallo_err e =
         ledger_settle(&st->ledger, outcome, (double)c->now / 1000.0, rows, LEDGER_MAX_ROWS, &n);
     if (e) {
-        api_log("error", "job %s: the ledger refused to settle (%s)", j->id, err_message(e));
+        log_line("error", "job %s: the ledger refused to settle (%s)", j->id, err_message(e));
         return ERR_OK;
     }
     for (size_t i = 0; !e && i < n; i++) {
@@ -532,7 +532,7 @@ static enum alallo_err ledger_end(struct events_ctx *c, struct store_job *j, lon
          * speed; the estimator's history gets what is left after it. */
         double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s /
                      (st->model_factor > 0 ? st->model_factor : 1.0);
-        double f = sched_link_model_factor_with(c->srv->sched, j->model, la->train_s, raw);
+        double f = sched_link_model_factor_with(c->ctl->sched, j->model, la->train_s, raw);
         struct store_calibration k = {.method = (int)p.method,
                                       .class_ = st->worker_class,
                                       .goal = (int)p.goal,
@@ -569,7 +569,7 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
                                   /* against the model's factor as it is
                                    * now, not as it was at creation */
                                   .nominal_b = p.train_s *
-                                               sched_link_model_factor(c->srv->sched, j->model) /
+                                               sched_link_model_factor(c->ctl->sched, j->model) /
                                                p.model_factor,
                                   .created_ms = c->now};
     text_copy(k.kind, sizeof k.kind, "job");
@@ -758,16 +758,16 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     return e;
 }
 
-static void check_limits(const struct api_server *srv, struct store_job *j,
+static void check_limits(const struct control *ctl, struct store_job *j,
                          const struct sched_state *st, int64_t now)
 {
     if (j->status != JOB_RUNNING || !j->active_attempt[0] || j->stop_reason[0] || !st)
         return;
     /* The ledger reads a limit of 0 as none; here 0 means at once. */
-    struct ledger_limits l = {.time_limit_s = srv->cfg.time_limit_s > 0
-                                                  ? (double)srv->cfg.time_limit_s
+    struct ledger_limits l = {.time_limit_s = ctl->cfg.time_limit_s > 0
+                                                  ? (double)ctl->cfg.time_limit_s
                                                   : 1e-9,
-                              .budget_multiple = srv->cfg.budget_multiple};
+                              .budget_multiple = ctl->cfg.budget_multiple};
     enum job_message m = ledger_limit_reached(&st->ledger, &l, (double)now / 1000.0);
     if (m == MSG_STOPPED_TIME_LIMIT)
         text_copy(j->stop_reason, sizeof j->stop_reason, "time_limit");
@@ -800,40 +800,40 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
         a->events_applied = c->first + c->n;
     else if (c->first < 0)
         a->events_applied += c->n - skip;
-    check_limits(c->srv, j, c->st, c->now);
+    check_limits(c->ctl, j, c->st, c->now);
     c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : NULL;
     return state_save(j, c->st);
 }
 
 /* Gives the calibration pairs a committed transaction wrote to the
  * estimator's history. */
-static void feed_calibration(struct api_server *srv, const struct events_ctx *c,
+static void feed_calibration(struct control *ctl, const struct events_ctx *c,
                              enum alallo_err committed)
 {
     if (committed)
         return;
     for (int i = 0; i < c->n_cal; i++)
-        sched_link_calibrate(srv->sched, &c->cal[i]);
+        sched_link_calibrate(ctl->sched, &c->cal[i]);
 }
 
 /* Earlier attempts of a job, for billing. Returns how many (0 on error). */
-static int load_history(struct api_server *srv, const char *job, struct store_attempt *out,
+static int load_history(struct control *ctl, const char *job, struct store_attempt *out,
                         int cap)
 {
     int n = 0;
-    if (store_attempt_list(srv->store, job, out, cap, &n))
+    if (store_attempt_list(ctl->store, job, out, cap, &n))
         return 0;
     return n;
 }
 
-enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id, int64_t fence,
+enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, int64_t fence,
                                  int64_t first, json_t *events, const char **stop)
 {
     *stop = NULL;
     if (!json_is_array(events))
         return ERR_INVALID;
     struct store_attempt att;
-    enum alallo_err e = store_attempt_get(srv->store, attempt_id, &att);
+    enum alallo_err e = store_attempt_get(ctl->store, attempt_id, &att);
     if (e)
         return e;
     struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
@@ -843,7 +843,7 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
         free(ev);
         return ERR_NOMEM;
     }
-    int n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
+    int n_history = load_history(ctl, att.job, history, ATTEMPTS_MAX);
     size_t total = json_array_size(events), i = 0;
     struct sched_worker *workers = NULL; /* read when a memory report needs them */
     int n_workers = 0;
@@ -852,12 +852,12 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
         if (name && strcmp(name, "memory") == 0) {
             workers = calloc(SCHED_LINK_WORKERS, sizeof *workers);
             if (workers)
-                n_workers = sched_link_workers(srv, (double)api_now_ms() / 1000.0, workers,
+                n_workers = sched_link_workers(ctl, (double)clock_now_ms() / 1000.0, workers,
                                                SCHED_LINK_WORKERS);
             break;
         }
     }
-    struct events_ctx c = {.srv = srv, .ev = ev, .fence = fence, .history = history,
+    struct events_ctx c = {.ctl = ctl, .ev = ev, .fence = fence, .history = history,
                            .n_history = n_history, .workers = workers, .n_workers = n_workers};
     do {
         /* Every event sent takes a slot, understood or not, so that
@@ -868,12 +868,12 @@ enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id,
             if (!parse_event(json_array_get(events, i), &ev[c.n]))
                 ev[c.n].kind = TEV_IGNORED;
         c.first = first >= 0 ? first + (int64_t)start : -1;
-        c.now = api_now_ms();
+        c.now = clock_now_ms();
         c.n_cal = 0;
-        e = store_job_update(srv->store, att.job, attempt_id, events_cb, &c);
+        e = store_job_update(ctl->store, att.job, attempt_id, events_cb, &c);
         free(c.st);
         c.st = NULL;
-        feed_calibration(srv, &c, e);
+        feed_calibration(ctl, &c, e);
     } while (!e && i < total);
     *stop = c.stop;
     free(history);
@@ -1011,28 +1011,28 @@ static enum alallo_err partial_cb(struct store_job *j, struct store_attempt *unu
     text_copy(j->fine_tuned_model, sizeof j->fine_tuned_model, c->model);
     char msg[STORE_MESSAGE_MAX];
     text_printf(msg, sizeof msg, "The partial model %s is ready", c->model);
-    return store_writes_event(w, api_now_ms(), "info", "message", msg, NULL);
+    return store_writes_event(w, clock_now_ms(), "info", "message", msg, NULL);
 }
 
 /* A job cancelled while it ran keeps its latest checkpoint as a usable
  * partial model: made into a model folder (the trainer's materializer, as
  * a child process) where a finished job's model goes, and named after the
  * checkpoint, so completions and exports accept it. */
-static void keep_partial_model(struct api_server *srv, const char *job_id)
+static void keep_partial_model(struct control *ctl, const char *job_id)
 {
     struct store_job *j = malloc(sizeof *j);
     struct store_checkpoint ck[1];
     int n = 0;
     char base[1024], out[1024];
-    if (!j || store_job_get(srv->store, NULL, job_id, j) != ERR_OK ||
+    if (!j || store_job_get(ctl->store, NULL, job_id, j) != ERR_OK ||
         j->status != JOB_CANCELLED || j->fine_tuned_model[0] ||
-        store_checkpoint_list(srv->store, job_id, ck, 1, &n) != ERR_OK || n == 0 ||
-        !lifecycle_model_dir(srv, j, base, sizeof base) ||
-        !lifecycle_job_dir(srv, job_id, "out/model", out, sizeof out)) {
+        store_checkpoint_list(ctl->store, job_id, ck, 1, &n) != ERR_OK || n == 0 ||
+        !lifecycle_model_dir(ctl, j, base, sizeof base) ||
+        !lifecycle_job_dir(ctl, job_id, "out/model", out, sizeof out)) {
         free(j);
         return;
     }
-    char *argv[] = {srv->alallo_bin, "train", "--materialize", ck[0].path, "--base", base,
+    char *argv[] = {ctl->alallo_bin, "train", "--materialize", ck[0].path, "--base", base,
                     "--out", out, NULL};
     struct child_result r;
     if (child_run(argv, 600, 1 << 16, &r) == 0 && r.exit_status == 0) {
@@ -1040,41 +1040,41 @@ static void keep_partial_model(struct api_server *srv, const char *job_id)
         char name[256];
         shape_fine_tuned_model_name(j, name, sizeof name);
         text_printf(c.model, sizeof c.model, "%s:ckpt-step-%ld", name, ck[0].step);
-        store_job_update(srv->store, job_id, NULL, partial_cb, &c);
+        store_job_update(ctl->store, job_id, NULL, partial_cb, &c);
     } else {
-        api_log("warn", "job %s: the partial model could not be made: %s", job_id, r.err);
+        log_line("warn", "job %s: the partial model could not be made: %s", job_id, r.err);
     }
     child_result_free(&r);
     free(j);
 }
 
-enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id, int64_t fence,
+enum alallo_err lifecycle_finish(struct control *ctl, const char *attempt_id, int64_t fence,
                                  const struct attempt_end *end)
 {
     struct store_attempt att;
-    enum alallo_err e = store_attempt_get(srv->store, attempt_id, &att);
+    enum alallo_err e = store_attempt_get(ctl->store, attempt_id, &att);
     if (e)
         return e;
     struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
     if (!history)
         return ERR_NOMEM;
-    struct finish_ctx c = {.base = {.srv = srv, .fence = fence, .now = api_now_ms(),
+    struct finish_ctx c = {.base = {.ctl = ctl, .fence = fence, .now = clock_now_ms(),
                                     .history = history},
                            .end = end};
-    c.base.n_history = load_history(srv, att.job, history, ATTEMPTS_MAX);
-    e = store_job_update(srv->store, att.job, attempt_id, finish_cb, &c);
+    c.base.n_history = load_history(ctl, att.job, history, ATTEMPTS_MAX);
+    e = store_job_update(ctl->store, att.job, attempt_id, finish_cb, &c);
     free(c.base.st);
-    feed_calibration(srv, &c.base, e);
+    feed_calibration(ctl, &c.base, e);
     free(history);
     if (!e && !c.already)
-        keep_partial_model(srv, att.job);
+        keep_partial_model(ctl, att.job);
     if (!e && c.internal) {
         struct store_job j;
-        if (store_job_get(srv->store, NULL, att.job, &j) == ERR_OK) {
+        if (store_job_get(ctl->store, NULL, att.job, &j) == ERR_OK) {
             /* The attempt's reason says how the trainer ended (exit status
              * or signal); the operator needs it beside the last line. */
             struct store_attempt ended;
-            const char *how = store_attempt_get(srv->store, attempt_id, &ended) == ERR_OK &&
+            const char *how = store_attempt_get(ctl->store, attempt_id, &ended) == ERR_OK &&
                                       ended.reason[0]
                                   ? ended.reason
                                   : "trainer ended";
@@ -1082,7 +1082,7 @@ enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id,
             text_printf(detail, sizeof detail, "attempt %s on worker %s: %s; last line: %s",
                         attempt_id, att.worker, how,
                         end->line[0] ? end->line : "no error line");
-            lifecycle_report_internal(srv, &j, detail);
+            lifecycle_report_internal(ctl, &j, detail);
         }
     }
     return e;
@@ -1119,22 +1119,22 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
     return note(w, c->now, "info", "Cancellation requested; stopping the training");
 }
 
-enum alallo_err lifecycle_cancel(struct api_server *srv, const char *account, const char *id,
+enum alallo_err lifecycle_cancel(struct control *ctl, const char *account, const char *id,
                                  struct store_job *out)
 {
-    enum alallo_err e = store_job_get(srv->store, account, id, out);
+    enum alallo_err e = store_job_get(ctl->store, account, id, out);
     if (e)
         return e;
     struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
     if (!history)
         return ERR_NOMEM;
-    struct events_ctx c = {.srv = srv, .now = api_now_ms(), .history = history};
-    c.n_history = load_history(srv, id, history, ATTEMPTS_MAX);
-    e = store_job_update(srv->store, id, NULL, cancel_cb, &c);
+    struct events_ctx c = {.ctl = ctl, .now = clock_now_ms(), .history = history};
+    c.n_history = load_history(ctl, id, history, ATTEMPTS_MAX);
+    e = store_job_update(ctl->store, id, NULL, cancel_cb, &c);
     free(c.st);
     free(history);
     if (!e)
-        e = store_job_get(srv->store, account, id, out);
+        e = store_job_get(ctl->store, account, id, out);
     return e;
 }
 
@@ -1155,9 +1155,9 @@ static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused
     return ERR_OK;
 }
 
-enum alallo_err lifecycle_request_stop(struct api_server *srv, const char *id, const char *reason)
+enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id, const char *reason)
 {
-    return store_job_update(srv->store, id, NULL, stop_cb, (void *)reason);
+    return store_job_update(ctl->store, id, NULL, stop_cb, (void *)reason);
 }
 
 struct gone_ctx {
@@ -1205,24 +1205,24 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     return e ? e : state_save(j, c->base.st);
 }
 
-enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker,
+enum alallo_err lifecycle_worker_gone(struct control *ctl, const char *worker,
                                       const char *reason)
 {
     struct store_attempt open[16];
     int n;
-    enum alallo_err e = store_attempt_list_open(srv->store, worker, open, 16, &n);
+    enum alallo_err e = store_attempt_list_open(ctl->store, worker, open, 16, &n);
     if (e)
         return e;
     struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
     if (!history)
         return ERR_NOMEM;
     for (int i = 0; i < n; i++) {
-        struct gone_ctx c = {.base = {.srv = srv, .now = api_now_ms(), .history = history},
+        struct gone_ctx c = {.base = {.ctl = ctl, .now = clock_now_ms(), .history = history},
                              .reason = reason};
-        c.base.n_history = load_history(srv, open[i].job, history, ATTEMPTS_MAX);
-        enum alallo_err e2 = store_job_update(srv->store, open[i].job, open[i].id, gone_cb, &c);
+        c.base.n_history = load_history(ctl, open[i].job, history, ATTEMPTS_MAX);
+        enum alallo_err e2 = store_job_update(ctl->store, open[i].job, open[i].id, gone_cb, &c);
         free(c.base.st);
-        feed_calibration(srv, &c.base, e2);
+        feed_calibration(ctl, &c.base, e2);
         if (e2 && !e)
             e = e2;
     }
@@ -1254,7 +1254,7 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
         e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
-    } else if (c->earlier + 1 >= c->base.srv->cfg.start_tries) {
+    } else if (c->earlier + 1 >= c->base.ctl->cfg.start_tries) {
         move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
@@ -1274,36 +1274,36 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
     return e ? e : state_save(j, c->base.st);
 }
 
-void lifecycle_check_starts(struct api_server *srv, int64_t now_ms)
+void lifecycle_check_starts(struct control *ctl, int64_t now_ms)
 {
     /* Every open attempt, of every worker, in one read. */
     struct store_attempt *open = calloc(SCHED_LINK_WORKERS, sizeof *open);
     struct store_attempt *history = calloc(ATTEMPTS_MAX, sizeof *history);
     int n_open = 0;
     if (!open || !history ||
-        store_attempt_list_open(srv->store, "", open, SCHED_LINK_WORKERS, &n_open)) {
+        store_attempt_list_open(ctl->store, "", open, SCHED_LINK_WORKERS, &n_open)) {
         free(open);
         free(history);
         return;
     }
     for (int k = 0; k < n_open; k++) {
         if (strcmp(open[k].status, "starting") != 0 ||
-            now_ms - open[k].started_ms < (int64_t)srv->cfg.start_timeout_s * 1000)
+            now_ms - open[k].started_ms < (int64_t)ctl->cfg.start_timeout_s * 1000)
             continue;
-        struct start_ctx c = {.base = {.srv = srv, .now = now_ms, .history = history}};
-        c.base.n_history = load_history(srv, open[k].job, history, ATTEMPTS_MAX);
+        struct start_ctx c = {.base = {.ctl = ctl, .now = now_ms, .history = history}};
+        c.base.n_history = load_history(ctl, open[k].job, history, ATTEMPTS_MAX);
         for (int h = 0; h < c.base.n_history; h++)
             if (strcmp(history[h].reason, START_TIMEOUT_REASON) == 0)
                 c.earlier++;
-        api_log("warn", "attempt %s of job %s on worker %s: no `started` after %d s", open[k].id,
-                open[k].job, open[k].worker, srv->cfg.start_timeout_s);
+        log_line("warn", "attempt %s of job %s on worker %s: no `started` after %d s", open[k].id,
+                open[k].job, open[k].worker, ctl->cfg.start_timeout_s);
         enum alallo_err e =
-            store_job_update(srv->store, open[k].job, open[k].id, start_timeout_cb, &c);
+            store_job_update(ctl->store, open[k].job, open[k].id, start_timeout_cb, &c);
         free(c.base.st);
-        feed_calibration(srv, &c.base, e);
+        feed_calibration(ctl, &c.base, e);
         struct store_job j;
-        if (!e && c.internal && store_job_get(srv->store, NULL, open[k].job, &j) == ERR_OK)
-            lifecycle_report_internal(srv, &j, "the trainer never started, attempt after "
+        if (!e && c.internal && store_job_get(ctl->store, NULL, open[k].job, &j) == ERR_OK)
+            lifecycle_report_internal(ctl, &j, "the trainer never started, attempt after "
                                                "attempt");
     }
     free(open);
@@ -1319,21 +1319,21 @@ static enum alallo_err limits_cb(struct store_job *j, struct store_attempt *unus
     char before[32];
     text_copy(before, sizeof before, j->stop_reason);
     c->st = state_load(j);
-    check_limits(c->srv, j, c->st, c->now);
+    check_limits(c->ctl, j, c->st, c->now);
     return strcmp(before, j->stop_reason) == 0 ? ERR_CONFLICT /* nothing to write */ : ERR_OK;
 }
 
-void lifecycle_check_limits(struct api_server *srv, int64_t now_ms)
+void lifecycle_check_limits(struct control *ctl, int64_t now_ms)
 {
     char(*ids)[IDS_MAX] = calloc(1000, IDS_MAX);
     int n = 0;
-    if (!ids || store_job_ids_in_status(srv->store, JOB_RUNNING, ids, 1000, &n)) {
+    if (!ids || store_job_ids_in_status(ctl->store, JOB_RUNNING, ids, 1000, &n)) {
         free(ids);
         return;
     }
     for (int i = 0; i < n; i++) {
-        struct events_ctx c = {.srv = srv, .now = now_ms};
-        store_job_update(srv->store, ids[i], NULL, limits_cb, &c);
+        struct events_ctx c = {.ctl = ctl, .now = now_ms};
+        store_job_update(ctl->store, ids[i], NULL, limits_cb, &c);
         free(c.st);
     }
     free(ids);
@@ -1359,7 +1359,7 @@ static void *post_webhook(void *arg)
         curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
         CURLcode rc = curl_easy_perform(curl);
         if (rc != CURLE_OK)
-            api_log("warn", "webhook %s: %s", wj->url, curl_easy_strerror(rc));
+            log_line("warn", "webhook %s: %s", wj->url, curl_easy_strerror(rc));
         curl_slist_free_all(h);
         curl_easy_cleanup(curl);
     }
@@ -1367,17 +1367,17 @@ static void *post_webhook(void *arg)
     return NULL;
 }
 
-void lifecycle_report_internal(struct api_server *srv, const struct store_job *j,
+void lifecycle_report_internal(struct control *ctl, const struct store_job *j,
                                const char *detail)
 {
-    atomic_fetch_add(&srv->metrics.internal_failures, 1);
-    api_log("error", "job %s failed on alallo's side: %s", j->id, detail);
-    if (!srv->cfg.webhook[0])
+    atomic_fetch_add(&ctl->metrics.internal_failures, 1);
+    log_line("error", "job %s failed on alallo's side: %s", j->id, detail);
+    if (!ctl->cfg.webhook[0])
         return;
     struct webhook_job *wj = calloc(1, sizeof *wj);
     if (!wj)
         return;
-    text_copy(wj->url, sizeof wj->url, srv->cfg.webhook);
+    text_copy(wj->url, sizeof wj->url, ctl->cfg.webhook);
     json_t *body = json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", "job.failed_internal", "job", j->id,
                              "account", j->account, "message", j->message, "detail", detail);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;

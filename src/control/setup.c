@@ -1,5 +1,5 @@
 /* setup.c - the data folder, the first run, accounts. */
-#include "api/setup.h"
+#include "control/setup.h"
 
 #include <errno.h>
 #include <fcntl.h>

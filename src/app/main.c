@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmds.h"
+#include "app/cmds.h"
 
 static void usage(FILE *f)
 {

@@ -1,7 +1,7 @@
 /* sched_link.c - the server's side of the scheduler modules (see the
  * header). Conversions from the store's rows to the sched structs, the
  * texts kept per job, the calibration history and the scheduling pass. */
-#include "api/sched_link.h"
+#include "control/sched_link.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/fleet.h"
+#include "control/fleet.h"
 #include "core/text.h"
 
 /* Loading before the first step, nominal: starting a process and reading
@@ -281,11 +281,11 @@ static void to_sched_worker(const struct store_worker *w, struct sched_worker *o
 }
 
 /* When the job of attempt a is expected to end, from its time left. */
-static double busy_until(struct api_server *srv, const struct store_attempt *a, double now)
+static double busy_until(struct control *ctl, const struct store_attempt *a, double now)
 {
     struct store_job *j = malloc(sizeof *j);
     double until = now + 60.0;
-    if (j && store_job_get(srv->store, NULL, a->job, j) == ERR_OK) {
+    if (j && store_job_get(ctl->store, NULL, a->job, j) == ERR_OK) {
         struct sched_state *st = malloc(sizeof *st);
         if (st) {
             if (read_time_left(j->ledger_state, st)) {
@@ -302,18 +302,18 @@ static double busy_until(struct api_server *srv, const struct store_attempt *a, 
     return until;
 }
 
-int sched_link_workers(struct api_server *srv, double now, struct sched_worker *out, int cap)
+int sched_link_workers(struct control *ctl, double now, struct sched_worker *out, int cap)
 {
     struct store_worker *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
     int n = 0, k = 0;
-    if (!all || store_worker_list(srv->store, all, SCHED_LINK_WORKERS, &n)) {
+    if (!all || store_worker_list(ctl->store, all, SCHED_LINK_WORKERS, &n)) {
         free(all);
         return 0;
     }
     /* Every open attempt in one read, by worker name like the workers. */
     struct store_attempt *open = calloc(SCHED_LINK_WORKERS, sizeof *open);
     int n_open = 0;
-    if (!open || store_attempt_list_open(srv->store, "", open, SCHED_LINK_WORKERS, &n_open))
+    if (!open || store_attempt_list_open(ctl->store, "", open, SCHED_LINK_WORKERS, &n_open))
         n_open = 0;
     int cursor = 0;
     for (int i = 0; i < n && k < cap; i++) {
@@ -322,7 +322,7 @@ int sched_link_workers(struct api_server *srv, double now, struct sched_worker *
         const struct store_attempt *a = fleet_attempt_of(open, n_open, &cursor, all[i].name);
         if (a) {
             w->running_attempt = a->fence > 0 ? a->fence : 1;
-            w->busy_until_s = busy_until(srv, a, now);
+            w->busy_until_s = busy_until(ctl, a, now);
         }
     }
     free(open);
@@ -460,17 +460,17 @@ static void load_one(const struct store_waiting *j, void *vctx)
 
 /* Reads the waiting jobs (and the running ones, for the accounts' loads)
  * in one query, with room for `extra` more. */
-static enum alallo_err load_queue(struct api_server *srv, struct queue *q, size_t extra)
+static enum alallo_err load_queue(struct control *ctl, struct queue *q, size_t extra)
 {
     if (!queue_alloc(q, extra))
         return ERR_NOMEM;
-    struct load_ctx c = {.l = srv->sched, .q = q};
-    return store_waiting_each(srv->store, SCHED_LINK_QUEUE + SCHED_LINK_WORKERS, load_one, &c);
+    struct load_ctx c = {.l = ctl->sched, .q = q};
+    return store_waiting_each(ctl->store, SCHED_LINK_QUEUE + SCHED_LINK_WORKERS, load_one, &c);
 }
 
 /* ---- estimate --------------------------------------------------------- */
 
-enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog_model *m,
+enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_model *m,
                                     const struct store_job *j, double now, struct estimate *out,
                                     char *why, size_t whycap)
 {
@@ -480,7 +480,7 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
     if (!sched_goal_parse(j->goal, &req.goal))
         req.goal = SCHED_LOWEST_COST;
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
-    struct sched_link *l = srv->sched;
+    struct sched_link *l = ctl->sched;
     enum alallo_err e = ERR_NOMEM;
     if (!free_at)
         return e;
@@ -502,11 +502,11 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
         pthread_mutex_unlock(&l->snap_mu);
         struct queue nq = {0};
         struct sched_worker *nw = calloc(SCHED_LINK_WORKERS, sizeof *nw);
-        int nn = nw ? sched_link_workers(srv, now, nw, SCHED_LINK_WORKERS) : 0;
+        int nn = nw ? sched_link_workers(ctl, now, nw, SCHED_LINK_WORKERS) : 0;
         /* With no capacity known there is no wait to estimate: the queue
          * is not read. */
         enum alallo_err le = !nw                          ? ERR_NOMEM
-                             : nn > 0 ? load_queue(srv, &nq, SNAPSHOT_ADDED_MAX + 1)
+                             : nn > 0 ? load_queue(ctl, &nq, SNAPSHOT_ADDED_MAX + 1)
                              : queue_alloc(&nq, SNAPSHOT_ADDED_MAX + 1) ? ERR_OK
                                                           : ERR_NOMEM;
         pthread_mutex_lock(&l->snap_mu);
@@ -560,9 +560,9 @@ enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog
             l->snap_queue.full_valid = true;
         }
     }
-    pthread_mutex_lock(&srv->sched->mu);
-    e = est_estimate(&req, w, (size_t)n, free_at, &srv->sched->history, out, why, whycap);
-    pthread_mutex_unlock(&srv->sched->mu);
+    pthread_mutex_lock(&ctl->sched->mu);
+    e = est_estimate(&req, w, (size_t)n, free_at, &ctl->sched->history, out, why, whycap);
+    pthread_mutex_unlock(&ctl->sched->mu);
     if (!e && n == 0) {
         /* No capacity known at all: the job waits for a worker to join,
          * with the planner's figures and no ranges. */
@@ -614,9 +614,9 @@ static bool memo_take(struct sched_link *l, const char *worker, double now, doub
     return found;
 }
 
-void sched_link_note_queued(struct api_server *srv, const struct store_job *j)
+void sched_link_note_queued(struct control *ctl, const struct store_job *j)
 {
-    struct sched_link *l = srv->sched;
+    struct sched_link *l = ctl->sched;
     memo_clear(l); /* the new job may come before the ones assigned */
     pthread_mutex_lock(&l->snap_mu);
     struct queue *q = &l->snap_queue;
@@ -979,12 +979,12 @@ static long micros_since(clockid_t clock, const struct timespec *t0)
 
 /* Counts a pass begun at t0 (wall) and c0 (its thread's CPU time) that
  * read n waiting jobs in /metrics. */
-static void note_pass(struct api_server *srv, const struct timespec *t0,
+static void note_pass(struct control *ctl, const struct timespec *t0,
                       const struct timespec *c0, size_t n)
 {
     long us = micros_since(CLOCK_MONOTONIC, t0);
     long cpu_us = micros_since(CLOCK_THREAD_CPUTIME_ID, c0);
-    struct api_metrics *m = &srv->metrics;
+    struct control_metrics *m = &ctl->metrics;
     atomic_fetch_add(&m->pass_cpu_us_sum, cpu_us);
     atomic_store(&m->pass_cpu_us_last, cpu_us);
     atomic_fetch_add(&m->passes, 1);
@@ -996,7 +996,7 @@ static void note_pass(struct api_server *srv, const struct timespec *t0,
         ;
 }
 
-enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
+enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
                                 char job_out[IDS_MAX])
 {
     if (job_out)
@@ -1004,9 +1004,9 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
     struct timespec t0, c0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-    double now = (double)api_now_ms() / 1000.0;
+    double now = (double)clock_now_ms() / 1000.0;
     if (claimer && job_out &&
-        memo_take(srv->sched, claimer, now, srv->cfg.pass_reuse_s, job_out))
+        memo_take(ctl->sched, claimer, now, ctl->cfg.pass_reuse_s, job_out))
         return ERR_OK;
     struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
     struct queue q = {0};
@@ -1015,26 +1015,26 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
     enum alallo_err e = ERR_NOMEM;
     if (!w || !as)
         goto out;
-    pthread_mutex_lock(&srv->sched->mu);
-    int n = sched_link_workers(srv, now, w, SCHED_LINK_WORKERS);
+    pthread_mutex_lock(&ctl->sched->mu);
+    int n = sched_link_workers(ctl, now, w, SCHED_LINK_WORKERS);
     if (n == 0) {
         /* No capacity known: nothing to place, and jobs created meanwhile
          * already say they wait for capacity. */
-        pthread_mutex_unlock(&srv->sched->mu);
+        pthread_mutex_unlock(&ctl->sched->mu);
         e = ERR_OK;
         goto out;
     }
-    e = load_queue(srv, &q, 0);
+    e = load_queue(ctl, &q, 0);
     msgs = calloc(q.n ? q.n : 1, sizeof *msgs);
     if (!e && !msgs)
         e = ERR_NOMEM;
     if (e || q.n == 0) {
-        pthread_mutex_unlock(&srv->sched->mu);
+        pthread_mutex_unlock(&ctl->sched->mu);
         goto out;
     }
     struct sched_pass_out po = {.assignments = as, .messages = msgs};
     e = sched_pass(q.jobs, q.n, w, (size_t)n, q.loads, q.n_loads, now, &po);
-    pthread_mutex_unlock(&srv->sched->mu);
+    pthread_mutex_unlock(&ctl->sched->mu);
     if (e)
         goto out;
     int me = -1;
@@ -1047,7 +1047,7 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
             text_copy(job_out, IDS_MAX, q.ids[k]);
     }
     /* The other idle workers' jobs wait in the memo for their claims. */
-    struct sched_link *l = srv->sched;
+    struct sched_link *l = ctl->sched;
     pthread_mutex_lock(&l->memo_mu);
     l->memo_n = 0;
     for (size_t i = 0; i < po.n_assignments && l->memo_n < SCHED_LINK_WORKERS; i++) {
@@ -1066,16 +1066,16 @@ enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
         if (w[k].state != WORKER_LOST && w[k].mem_bytes > most_mem)
             most_mem = w[k].mem_bytes;
     for (size_t i = 0; i < q.n; i++) {
-        struct message_ctx c = {.message = msgs[i], .fail = MSG_NONE, .now = api_now_ms()};
+        struct message_ctx c = {.message = msgs[i], .fail = MSG_NONE, .now = clock_now_ms()};
         bool fits = q.jobs[i].mem_bytes <= most_mem;
         if (!fits && n > 0)
             c.fail = MSG_NOT_AVAILABLE;
         else if (!q.queued[i] || strcmp(q.message[i], job_message_text(msgs[i])) == 0)
             continue;
-        store_job_update(srv->store, q.ids[i], NULL, message_cb, &c);
+        store_job_update(ctl->store, q.ids[i], NULL, message_cb, &c);
     }
 out:
-    note_pass(srv, &t0, &c0, q.n);
+    note_pass(ctl, &t0, &c0, q.n);
     queue_free(&q);
     free(msgs);
     free(as);

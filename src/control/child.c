@@ -1,5 +1,5 @@
 /* child.c - a bounded child process with its output collected. */
-#include "api/child.h"
+#include "control/child.h"
 
 #include <errno.h>
 #include <fcntl.h>

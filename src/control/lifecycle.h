@@ -7,29 +7,29 @@
  * while its fence is the job's fence and it has not ended; otherwise
  * ERR_FENCED and nothing changes.
  */
-#ifndef ALALLO_API_LIFECYCLE_H
-#define ALALLO_API_LIFECYCLE_H
+#ifndef ALALLO_CONTROL_LIFECYCLE_H
+#define ALALLO_CONTROL_LIFECYCLE_H
 
 #include <jansson.h>
 
-#include "api/server.h"
+#include "control/control.h"
 #include "store/store.h"
 
 /* Where a job's files live: DATA/jobs/ID/{checkpoints,out}. Returns false
  * when the id is not a safe id or the path does not fit. */
-bool lifecycle_job_dir(const struct api_server *srv, const char *job_id, const char *sub,
+bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char *sub,
                        char *out, size_t cap);
 
 /* The folder of the model job j trains from: a base model of the catalog,
  * or a fine-tuned model of the same account. False when it is gone. */
-bool lifecycle_model_dir(struct api_server *srv, const struct store_job *j, char *out,
+bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out,
                          size_t cap);
 
 /* Worker `worker` asks for work: picks a waiting job that fits it, starts
  * an attempt with a new fence, and writes the trainer's spec (ATTEMPT.json
  * minus threads) into *spec. ERR_OK with *spec NULL: nothing for it now.
  * ERR_NOT_FOUND: the worker is not registered. */
-enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
+enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
                                 struct store_attempt *attempt /* OUT */, json_t **spec /* OUT */);
 
 /* Applies trainer events (docs/trainer-protocol.md) reported for attempt
@@ -37,7 +37,7 @@ enum alallo_err lifecycle_claim(struct api_server *srv, const char *worker,
  * events[0] (-1: unknown, apply all). Events already applied (a batch sent
  * again) are skipped. *stop gets "cancel", "move" or NULL: what the worker
  * must do with its trainer. */
-enum alallo_err lifecycle_events(struct api_server *srv, const char *attempt_id, int64_t fence,
+enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, int64_t fence,
                                  int64_t first, json_t *events, const char **stop /* OUT */);
 
 /* What ended an attempt, as its worker reports it. */
@@ -51,23 +51,23 @@ struct attempt_end {
 };
 
 /* Ends attempt `attempt_id` and decides the job's outcome. */
-enum alallo_err lifecycle_finish(struct api_server *srv, const char *attempt_id, int64_t fence,
+enum alallo_err lifecycle_finish(struct control *ctl, const char *attempt_id, int64_t fence,
                                  const struct attempt_end *end);
 
 /* Cancels job `id` of `account`: at once when nothing runs it, else
  * cancelling until its trainer has stopped. `out` gets the job after. */
-enum alallo_err lifecycle_cancel(struct api_server *srv, const char *account, const char *id,
+enum alallo_err lifecycle_cancel(struct control *ctl, const char *account, const char *id,
                                  struct store_job *out /* OUT */);
 
 /* Ends every open attempt on worker `worker` with `reason` ("worker lost",
  * "worker restarted"); their jobs go to re-scheduling (or back to queued
  * if they had not started, or to cancelled if cancelling). */
-enum alallo_err lifecycle_worker_gone(struct api_server *srv, const char *worker,
+enum alallo_err lifecycle_worker_gone(struct control *ctl, const char *worker,
                                       const char *reason);
 
 /* Asks the attempt running job `id` to stop for `reason` ("move",
  * "time_limit", "budget"); the worker learns it at its next call. */
-enum alallo_err lifecycle_request_stop(struct api_server *srv, const char *id,
+enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id,
                                        const char *reason);
 
 /* What the worker must do with the trainer of attempt `a` of job `j`:
@@ -80,15 +80,15 @@ const char *lifecycle_stop_for(const struct store_job *j, const struct store_att
  * "Waiting for capacity", or "Re-scheduling"), and after --start-tries
  * such attempts it fails as alallo's failure. Their workers are told to
  * cancel at their next call. */
-void lifecycle_check_starts(struct api_server *srv, int64_t now_ms);
+void lifecycle_check_starts(struct control *ctl, int64_t now_ms);
 
 /* Checks the running jobs against the time limit and the budget, and asks
  * those past either to stop. */
-void lifecycle_check_limits(struct api_server *srv, int64_t now_ms);
+void lifecycle_check_limits(struct control *ctl, int64_t now_ms);
 
 /* Tells the operator about a failure on alallo's side: an error line in the
  * server log, the failures counter, and the webhook (if configured). */
-void lifecycle_report_internal(struct api_server *srv, const struct store_job *j,
+void lifecycle_report_internal(struct control *ctl, const struct store_job *j,
                                const char *detail);
 
 #endif

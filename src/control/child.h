@@ -3,8 +3,8 @@
  * process group and is killed (SIGKILL to the group) when the limit
  * passes or the collected output passes its cap.
  */
-#ifndef ALALLO_API_CHILD_H
-#define ALALLO_API_CHILD_H
+#ifndef ALALLO_CONTROL_CHILD_H
+#define ALALLO_CONTROL_CHILD_H
 
 #include <stddef.h>
 

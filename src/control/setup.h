@@ -8,8 +8,8 @@
  * DATA/workers/NAME/ local workers' own folders
  * DATA/tmp/          exports being made
  */
-#ifndef ALALLO_API_SETUP_H
-#define ALALLO_API_SETUP_H
+#ifndef ALALLO_CONTROL_SETUP_H
+#define ALALLO_CONTROL_SETUP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,8 +6,8 @@
  * The folder is read again at most once a second, when asked, so a model
  * copied in while serving appears without a restart.
  */
-#ifndef ALALLO_API_CATALOG_H
-#define ALALLO_API_CATALOG_H
+#ifndef ALALLO_CONTROL_CATALOG_H
+#define ALALLO_CONTROL_CATALOG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/sched_link.h"
+#include "control/sched_link.h"
 
 static void ledger_state_round_trip_is_exact(void **state)
 {

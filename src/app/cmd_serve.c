@@ -23,15 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/catalog.h"
-#include "api/fleet.h"
 #include "api/http_mhd.h"
-#include "api/lifecycle.h"
 #include "api/ratelimit.h"
-#include "api/sched_link.h"
 #include "api/server.h"
-#include "api/setup.h"
-#include "cmds.h"
+#include "app/cmds.h"
+#include "control/control.h"
+#include "control/setup.h"
+#include "control/workers.h"
 #include "core/text.h"
 #include "worker/worker.h"
 
@@ -49,25 +47,23 @@ static void *run_local_worker(void *arg)
 {
     struct local_worker *lw = arg;
     if (worker_run(&lw->cfg, &workers_stop) != 0)
-        api_log("error", "local worker %s stopped: it could not register", lw->cfg.name);
+        log_line("error", "local worker %s stopped: it could not register", lw->cfg.name);
     return NULL;
 }
 
 struct watcher {
-    struct api_server *srv;
+    struct control *ctl;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
 };
 
-/* Once a second: workers silent for --worker-timeout are lost and their
- * attempts move; every few seconds: running jobs past their limits stop. */
+/* Once a second, the control layer's tick (control_tick). */
 static void *watch(void *arg)
 {
     struct watcher *w = arg;
-    struct api_server *srv = w->srv;
-    int tick = 0;
+    long tick = 0;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec ts;
@@ -77,29 +73,7 @@ static void *watch(void *arg)
         if (w->stop)
             break;
         pthread_mutex_unlock(&w->mu);
-        int64_t now = api_now_ms();
-        struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
-        int n = 0;
-        if (ws && store_worker_list(srv->store, ws, FLEET_MAX, &n) == ERR_OK) {
-            for (int i = 0; i < n; i++) {
-                if (strcmp(ws[i].state, "lost") == 0 ||
-                    now - ws[i].last_heartbeat_ms <= (int64_t)srv->cfg.worker_timeout_s * 1000)
-                    continue;
-                api_log("warn", "worker %s lost: no heartbeat for %d s", ws[i].name,
-                        srv->cfg.worker_timeout_s);
-                store_worker_set_state(srv->store, ws[i].name, "lost");
-                lifecycle_worker_gone(srv, ws[i].name, "worker lost");
-                fleet_changed(srv);
-            }
-        }
-        free(ws);
-        if (++tick % 5 == 0) {
-            lifecycle_check_limits(srv, now);
-            lifecycle_check_starts(srv, now);
-            /* A pass also runs on every claim; this one keeps the waiting
-             * jobs' messages true while no worker asks. */
-            sched_link_pass(srv, NULL, NULL);
-        }
+        control_tick(w->ctl, clock_now_ms(), ++tick);
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
@@ -167,7 +141,7 @@ struct serve_args {
     bool no_workers;
 };
 
-static int parse_args(int argc, char **argv, struct api_config *cfg, struct serve_args *a)
+static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg, struct serve_args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -204,21 +178,21 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct serv
         } else if (strcmp(arg, "--worker-timeout") == 0) {
             if (parse_int(val, 1, 86400, &v))
                 goto bad;
-            cfg->worker_timeout_s = (int)v;
+            ccfg->worker_timeout_s = (int)v;
         } else if (strcmp(arg, "--time-limit") == 0) {
             if (parse_int(val, 1, 365L * 86400, &v))
                 goto bad;
-            cfg->time_limit_s = v;
+            ccfg->time_limit_s = v;
         } else if (strcmp(arg, "--budget-multiple") == 0) {
             char *end;
             double m = strtod(val, &end);
             if (end == val || *end || !(m >= 0.01 && m <= 1000))
                 goto bad;
-            cfg->budget_multiple = m;
+            ccfg->budget_multiple = m;
         } else if (strcmp(arg, "--start-timeout") == 0) {
             if (parse_int(val, 1, 86400, &v))
                 goto bad;
-            cfg->start_timeout_s = (int)v;
+            ccfg->start_timeout_s = (int)v;
         } else if (strcmp(arg, "--plan-scale") == 0) {
             /* For tests and operators who know their trainer's memory
              * better than the planner: the planned need times this. */
@@ -226,10 +200,10 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct serv
             double m = strtod(val, &end);
             if (end == val || *end || !(m >= 0.001 && m <= 1000))
                 goto bad;
-            cfg->plan_scale = m;
+            ccfg->plan_scale = m;
         } else if (strcmp(arg, "--webhook") == 0) {
             if ((strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
-                !text_copy(cfg->webhook, sizeof cfg->webhook, val))
+                !text_copy(ccfg->webhook, sizeof ccfg->webhook, val))
                 goto bad;
         } else if (strcmp(arg, "--rate-limit") == 0) {
             /* Requests per second per API key (bursts of twice that); 0 = off. */
@@ -255,7 +229,7 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct serv
     }
     /* Workers heartbeat every 2 s, more often when the timeout is short, so
      * that at least three heartbeats fit in it. */
-    cfg->heartbeat_s = cfg->worker_timeout_s >= 6 ? 2 : 1;
+    ccfg->heartbeat_s = ccfg->worker_timeout_s >= 6 ? 2 : 1;
     if (a->no_workers && a->n_specs) {
         fprintf(stderr, "alallo serve: --local-worker none cannot go with other workers\n");
         return -1;
@@ -288,8 +262,8 @@ static int local_workers(const struct serve_args *a, const struct api_server *sr
         }
         text_printf(c->server_url, sizeof c->server_url, "http://127.0.0.1:%d", port);
         text_copy(c->token, sizeof c->token, srv->worker_token);
-        text_copy(c->alallo_bin, sizeof c->alallo_bin, srv->alallo_bin);
-        if (!text_printf(c->work_dir, sizeof c->work_dir, "%s/workers/%s", srv->cfg.data_dir,
+        text_copy(c->alallo_bin, sizeof c->alallo_bin, srv->ctl->alallo_bin);
+        if (!text_printf(c->work_dir, sizeof c->work_dir, "%s/workers/%s", srv->ctl->cfg.data_dir,
                          c->name)) {
             fprintf(stderr, "alallo serve: the data folder's path is too long\n");
             return -1;
@@ -301,10 +275,12 @@ static int local_workers(const struct serve_args *a, const struct api_server *sr
 
 int cmd_serve(int argc, char **argv)
 {
-    static struct api_server srv; /* big; lives as long as the process */
+    static struct control ctl;    /* big; lives as long as the process */
+    static struct api_server srv = {.ctl = &ctl};
     struct serve_args a = {.host = "127.0.0.1", .data = "var"};
     api_config_defaults(&srv.cfg);
-    int rc = parse_args(argc, argv, &srv.cfg, &a);
+    control_config_defaults(&ctl.cfg);
+    int rc = parse_args(argc, argv, &srv.cfg, &ctl.cfg, &a);
     if (rc)
         return rc > 0 ? 0 : 2;
 
@@ -321,85 +297,72 @@ int cmd_serve(int argc, char **argv)
 
     char err[512];
     if (setup_data_dir(a.data, err, sizeof err) != 0 ||
-        absolute(a.data, srv.cfg.data_dir, sizeof srv.cfg.data_dir) != 0) {
+        absolute(a.data, ctl.cfg.data_dir, sizeof ctl.cfg.data_dir) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err[0] ? err : "bad --data folder");
         return 1;
     }
     if (a.models) {
-        if (absolute(a.models, srv.cfg.models_dir, sizeof srv.cfg.models_dir) != 0) {
+        if (absolute(a.models, ctl.cfg.models_dir, sizeof ctl.cfg.models_dir) != 0) {
             fprintf(stderr, "alallo serve: --models %s: %s\n", a.models, strerror(errno));
             return 1;
         }
     } else {
-        default_models_dir(srv.cfg.models_dir, sizeof srv.cfg.models_dir);
+        default_models_dir(ctl.cfg.models_dir, sizeof ctl.cfg.models_dir);
     }
-    ssize_t n = readlink("/proc/self/exe", srv.alallo_bin, sizeof srv.alallo_bin - 1);
+    ssize_t n = readlink("/proc/self/exe", ctl.alallo_bin, sizeof ctl.alallo_bin - 1);
     if (n <= 0) {
         fprintf(stderr, "alallo serve: cannot find its own binary\n");
         return 1;
     }
-    srv.alallo_bin[n] = '\0';
+    ctl.alallo_bin[n] = '\0';
 
-    if (setup_open_store(srv.cfg.data_dir, &srv.store, err, sizeof err) != 0) {
+    struct store *store;
+    if (setup_open_store(ctl.cfg.data_dir, &store, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
         return 1;
     }
     char key[AUTH_KEY_MAX];
     bool created;
-    if (setup_first_run(srv.store, srv.cfg.data_dir, key, srv.worker_token, &created, err,
+    if (setup_first_run(store, ctl.cfg.data_dir, key, srv.worker_token, &created, err,
                         sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
-        store_close(srv.store);
+        store_close(store);
         return 1;
     }
-    srv.catalog = catalog_new(srv.cfg.models_dir);
-    srv.sched = sched_link_new();
-    srv.fleet = fleet_cache_new();
-    if (!srv.catalog || !srv.sched || !srv.fleet) {
-        fprintf(stderr, "alallo serve: out of memory\n");
+    if (control_open(&ctl, store, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo serve: %s\n", err);
+        store_close(store);
         return 1;
     }
-    if (sched_link_load_history(srv.sched, srv.store) != ERR_OK)
-        api_log("warn", "calibration history could not be read: %s", store_last_error());
-    /* Workers known from before get a fresh grace period: they could not
-     * reach a server that was not running. */
-    struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
-    int nw = 0;
-    if (ws && store_worker_list(srv.store, ws, FLEET_MAX, &nw) == ERR_OK)
-        for (int i = 0; i < nw; i++)
-            if (strcmp(ws[i].state, "lost") != 0)
-                store_worker_heartbeat(srv.store, ws[i].name, api_now_ms());
-    free(ws);
-
     if (srv.cfg.rate_limit > 0) {
         srv.ratelimit = ratelimit_new(srv.cfg.rate_limit, 2 * srv.cfg.rate_limit,
                                       RATELIMIT_MAX_KEYS);
         if (!srv.ratelimit) {
             fprintf(stderr, "alallo serve: out of memory for the rate limiter\n");
-            store_close(srv.store);
+            control_close(&ctl);
             return 1;
         }
     }
     struct http_server *http;
     if (http_server_start(&srv, a.host, srv.cfg.port, &http, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
-        store_close(srv.store);
+        control_close(&ctl);
         return 1;
     }
     int port = http_server_port(http);
     const char *shown_host = strcmp(a.host, "0.0.0.0") == 0 ? "127.0.0.1" : a.host;
     printf("alallo: serving on http://%s:%d (data in %s, models in %s)\n", shown_host, port,
-           srv.cfg.data_dir, srv.cfg.models_dir);
+           ctl.cfg.data_dir, ctl.cfg.models_dir);
     if (created)
         printf("alallo: created the account default; its API key is in %s/api-key\n",
-               srv.cfg.data_dir);
+               ctl.cfg.data_dir);
     if (key[0]) {
         printf("Dashboard: http://%s:%d/#key=%s\n", shown_host, port, key);
         printf("API key (account default): %s\n", key);
     } else {
         printf("Dashboard: http://%s:%d/ (the key file %s/api-key is gone; make a new account "
                "with `alallo accounts create NAME --data %s`)\n",
-               shown_host, port, srv.cfg.data_dir, srv.cfg.data_dir);
+               shown_host, port, ctl.cfg.data_dir, ctl.cfg.data_dir);
     }
     fflush(stdout);
 
@@ -407,7 +370,7 @@ int cmd_serve(int argc, char **argv)
     int n_local = local_workers(&a, &srv, port, lw);
     if (n_local < 0) {
         http_server_stop(http);
-        store_close(srv.store);
+        control_close(&ctl);
         return 2;
     }
     for (int i = 0; i < n_local; i++) {
@@ -419,14 +382,14 @@ int cmd_serve(int argc, char **argv)
     }
     fflush(stdout);
 
-    struct watcher w = {.srv = &srv};
+    struct watcher w = {.ctl = &ctl};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     pthread_create(&w.thread, NULL, watch, &w);
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    api_log("info", "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log_line("info", "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 
     /* Workers first, while the API still answers them: each stops its
      * trainer (which checkpoints) and reports the attempt's end. */
@@ -441,11 +404,8 @@ int cmd_serve(int argc, char **argv)
     pthread_join(w.thread, NULL);
     http_server_stop(http);
     ratelimit_free(srv.ratelimit);
-    store_close(srv.store);
-    catalog_free(srv.catalog);
-    sched_link_free(srv.sched);
-    fleet_cache_free(srv.fleet);
+    control_close(&ctl);
     curl_global_cleanup();
-    api_log("info", "stopped");
+    log_line("info", "stopped");
     return 0;
 }

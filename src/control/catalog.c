@@ -1,5 +1,5 @@
 /* catalog.c - scanning the models folder. */
-#include "api/catalog.h"
+#include "control/catalog.h"
 
 #include <dirent.h>
 #include <jansson.h>

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api/setup.h"
-#include "cmds.h"
+#include "control/setup.h"
+#include "app/cmds.h"
 
 static void usage(void) { fputs("usage: alallo accounts create NAME --data DIR\n", stderr); }
 

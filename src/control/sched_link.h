@@ -14,14 +14,14 @@
  * All times are seconds on the server's wall clock (ms / 1000).
  * Thread-safe: the history and the pass are behind one mutex.
  */
-#ifndef ALALLO_API_SCHED_LINK_H
-#define ALALLO_API_SCHED_LINK_H
+#ifndef ALALLO_CONTROL_SCHED_LINK_H
+#define ALALLO_CONTROL_SCHED_LINK_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/catalog.h"
-#include "api/server.h"
+#include "control/catalog.h"
+#include "control/control.h"
 #include "sched/estimator.h"
 #include "sched/ledger.h"
 #include "sched/planner.h"
@@ -94,21 +94,21 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
 /* The capacity as the scheduler sees it at `now`: every worker the store
  * knows (lost ones included, as WORKER_LOST), with busy_until_s from the
  * time left of the job each one runs. Returns how many (<= cap). */
-int sched_link_workers(struct api_server *srv, double now, struct sched_worker *out /* OUT */,
+int sched_link_workers(struct control *ctl, double now, struct sched_worker *out /* OUT */,
                        int cap);
 
 /* The estimate of the draft job j (training model m) at `now`: the wait
  * comes from where j would stand in the fair order of the queue. With no
  * worker known at all, out->fit is PLAN_FITS and out->worker -1 (the job
  * waits). ERR_INVALID with a reason for a job the planner refuses. */
-enum alallo_err sched_link_estimate(struct api_server *srv, const struct catalog_model *m,
+enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_model *m,
                                     const struct store_job *j, double now,
                                     struct estimate *out /* OUT */, char *why, size_t whycap);
 
 /* Adds the queued job j, just stored, to the snapshot estimates read, so
  * that the next estimate counts it in the queue before the snapshot is
  * read again. */
-void sched_link_note_queued(struct api_server *srv, const struct store_job *j);
+void sched_link_note_queued(struct control *ctl, const struct store_job *j);
 
 /* Forgets the assignments the latest pass made for workers that have not
  * claimed yet (cfg.pass_reuse_s): the fleet changed (a worker registered,
@@ -136,7 +136,7 @@ void sched_state_of_job(const struct store_job *j, struct sched_state *out /* OU
  * changed, and fails at once a waiting job no known capacity can run. With
  * `claimer` non-NULL, *job_out gets the job the pass assigned to that
  * worker ("" when none). */
-enum alallo_err sched_link_pass(struct api_server *srv, const char *claimer,
+enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
                                 char job_out[IDS_MAX] /* OUT, may be NULL */);
 
 /* The training-time range of `steps` of job j's `max_steps` on a worker,

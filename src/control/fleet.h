@@ -3,12 +3,12 @@
  * creation read it on every call, so it is cached for FLEET_TTL_MS rather
  * than read from the store each time.
  */
-#ifndef ALALLO_API_FLEET_H
-#define ALALLO_API_FLEET_H
+#ifndef ALALLO_CONTROL_FLEET_H
+#define ALALLO_CONTROL_FLEET_H
 
 #include <stdbool.h>
 
-#include "api/server.h"
+#include "control/control.h"
 
 #define FLEET_MAX 1024
 #define FLEET_TTL_MS 500
@@ -24,11 +24,11 @@ struct fleet_cache *fleet_cache_new(void);
 void fleet_cache_free(struct fleet_cache *c);
 
 /* Copies the picture (refreshed when older than FLEET_TTL_MS) into out. */
-void fleet_snapshot(struct api_server *srv, struct fleet *out /* OUT */);
+void fleet_snapshot(struct control *ctl, struct fleet *out /* OUT */);
 
 /* Makes the next snapshot read the store (a worker took work or ended
  * it). */
-void fleet_invalidate(struct api_server *srv);
+void fleet_invalidate(struct control *ctl);
 
 /* Walks every open attempt alongside the workers: open[n] as
  * store_attempt_list_open(store, "", ...) gives them (by worker name), the
@@ -41,6 +41,6 @@ const struct store_attempt *fleet_attempt_of(const struct store_attempt *open, i
 /* The same, for a change of the fleet itself (a worker registered, came
  * back, was drained, taken back or lost): the latest pass's assignments
  * are forgotten too. */
-void fleet_changed(struct api_server *srv);
+void fleet_changed(struct control *ctl);
 
 #endif

@@ -1,0 +1,68 @@
+/* control.c - see control.h. */
+#include "control/control.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/catalog.h"
+#include "control/fleet.h"
+#include "control/sched_link.h"
+
+void control_config_defaults(struct control_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->worker_timeout_s = 10;
+    cfg->heartbeat_s = 2;
+    cfg->time_limit_s = 12 * 3600;
+    cfg->budget_multiple = 2.0;
+    cfg->start_timeout_s = 300;
+    cfg->start_tries = 3;
+    cfg->plan_scale = 1.0;
+    cfg->pass_reuse_s = 0.5;
+}
+
+int control_open(struct control *ctl, struct store *store, char *err, size_t errcap)
+{
+    ctl->store = store;
+    ctl->catalog = catalog_new(ctl->cfg.models_dir);
+    ctl->sched = sched_link_new();
+    ctl->fleet = fleet_cache_new();
+    if (!ctl->catalog || !ctl->sched || !ctl->fleet) {
+        snprintf(err, errcap, "out of memory");
+        goto fail;
+    }
+    if (sched_link_load_history(ctl->sched, store) != ERR_OK)
+        log_line("warn", "calibration history could not be read: %s", store_last_error());
+    /* Workers known from before get a fresh grace period: they could not
+     * reach a server that was not running. */
+    struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
+    int nw = 0;
+    if (ws && store_worker_list(store, ws, FLEET_MAX, &nw) == ERR_OK)
+        for (int i = 0; i < nw; i++)
+            if (strcmp(ws[i].state, "lost") != 0)
+                store_worker_heartbeat(store, ws[i].name, clock_now_ms());
+    free(ws);
+    return 0;
+fail:
+    catalog_free(ctl->catalog);
+    sched_link_free(ctl->sched);
+    fleet_cache_free(ctl->fleet);
+    ctl->catalog = NULL;
+    ctl->sched = NULL;
+    ctl->fleet = NULL;
+    ctl->store = NULL;
+    return -1;
+}
+
+void control_close(struct control *ctl)
+{
+    store_close(ctl->store);
+    catalog_free(ctl->catalog);
+    sched_link_free(ctl->sched);
+    fleet_cache_free(ctl->fleet);
+    ctl->store = NULL;
+    ctl->catalog = NULL;
+    ctl->sched = NULL;
+    ctl->fleet = NULL;
+}

@@ -1,0 +1,80 @@
+/* control.h - the service behind the API: the state one `alallo serve`
+ * holds to change jobs and workers, shared by every request thread, the
+ * server's ticker and the local workers' supervisor.
+ *
+ * The control layer owns the store, the catalog of base models, the fleet
+ * cache and the scheduler's link (calibration history and the pass). It
+ * decides with src/sched, keeps with src/store and knows nothing of HTTP:
+ * the API (src/api) calls it, and src/app wires the two together.
+ * Everything reachable from a struct control is thread-safe.
+ */
+#ifndef ALALLO_CONTROL_CONTROL_H
+#define ALALLO_CONTROL_CONTROL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "store/store.h"
+
+struct control_config {
+    char data_dir[512];   /* absolute */
+    char models_dir[512]; /* absolute; base models, one folder each */
+    int worker_timeout_s; /* a worker silent this long is lost (default 10) */
+    int heartbeat_s;      /* what workers are told to use (default 2) */
+    int64_t time_limit_s; /* running time per job across attempts (default 12 h) */
+    double budget_multiple; /* stop past this x the upper estimated time (default 2) */
+    char webhook[512];      /* "" for none */
+    int start_timeout_s;    /* an attempt not `started` this long is ended (default 300) */
+    int start_tries;        /* attempts that never start before the job fails (default 3) */
+    double plan_scale;      /* memory plan x this (tests; default 1) */
+    double pass_reuse_s; /* a claim this soon after a pass takes what that pass
+                            assigned it (default 0.5; sched_link.h) */
+};
+
+/* Fills the defaults documented in docs/operations.md. */
+void control_config_defaults(struct control_config *cfg /* OUT */);
+
+struct control_metrics {
+    atomic_long internal_failures;
+    atomic_long jobs_created;
+    /* scheduling passes: how many, and their wall time in microseconds
+     * (the sum, the latest and the longest); the jobs the latest read */
+    atomic_long passes;
+    atomic_long pass_us_sum;
+    atomic_long pass_us_last;
+    atomic_long pass_us_max;
+    atomic_long pass_jobs_last;
+    atomic_long pass_cpu_us_sum; /* CPU time of the passes' threads */
+    atomic_long pass_cpu_us_last;
+};
+
+struct catalog;
+struct fleet_cache;
+struct sched_link;
+
+struct control {
+    struct control_config cfg;
+    struct store *store;
+    struct catalog *catalog;
+    struct fleet_cache *fleet;
+    struct sched_link *sched; /* calibration history and the pass (sched_link.h) */
+    struct control_metrics metrics;
+    char alallo_bin[512]; /* this binary, for child processes */
+};
+
+/* Makes the catalog, the fleet cache and the scheduler's link over an open
+ * store (which the control then owns) and replays the calibration history.
+ * cfg and alallo_bin must be set. Workers the store knows get a fresh
+ * grace period (they could not reach a server that was not running).
+ * Returns 0, or -1 with a reason in err (everything it made is freed; the
+ * store is left open). */
+int control_open(struct control *ctl, struct store *store, char *err, size_t errcap);
+
+/* Frees what control_open made and closes the store. */
+void control_close(struct control *ctl);
+
+#endif

@@ -1,0 +1,94 @@
+/* files.c - see files.h. */
+#include "control/files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/ids.h"
+#include "core/text.h"
+
+static bool file_path(const struct control *ctl, const char *id, char *out, size_t cap)
+{
+    return ids_valid(id) && text_printf(out, cap, "%s/files/%s.jsonl", ctl->cfg.data_dir, id);
+}
+
+/* Writes data to path durably: a temporary file, fsync, rename, fsync of
+ * the folder. Returns 0 or -1. */
+static int write_durably(const char *path, const char *data, size_t len)
+{
+    char tmp[1100];
+    if (!text_printf(tmp, sizeof tmp, "%s.tmp", path))
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    char dir[1100];
+    text_copy(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return 0;
+}
+
+enum alallo_err control_file_add(struct control *ctl, const char *account, const char *data,
+                                 size_t len, struct store_file *f)
+{
+    ids_make(f->id, sizeof f->id, "file-");
+    text_copy(f->account, sizeof f->account, account);
+    text_copy(f->purpose, sizeof f->purpose, "fine-tune");
+    f->bytes = (int64_t)len;
+    f->created_ms = clock_now_ms();
+    if (!file_path(ctl, f->id, f->path, sizeof f->path) ||
+        write_durably(f->path, data, len) != 0) {
+        log_line("error", "cannot write upload %s: %s", f->path, strerror(errno));
+        return ERR_IO;
+    }
+    enum alallo_err e = store_file_insert(ctl->store, f);
+    if (e)
+        unlink(f->path);
+    return e;
+}
+
+enum alallo_err control_file_delete(struct control *ctl, const char *account, const char *id,
+                                    struct store_file *f)
+{
+    /* A job that has not ended still needs its data (a later attempt reads
+     * it again after a move). */
+    bool in_use;
+    enum alallo_err e = store_file_in_use(ctl->store, account, id, &in_use);
+    if (!e && in_use)
+        return ERR_CONFLICT;
+    if (!e)
+        e = store_file_delete(ctl->store, account, id, f);
+    if (e)
+        return e;
+    char path[1100];
+    if (file_path(ctl, f->id, path, sizeof path))
+        unlink(path);
+    return ERR_OK;
+}

@@ -1,0 +1,160 @@
+/* jobs.c - creating a job: its estimate, its plan and ledger, and the
+ * store row (jobs.h). */
+#include "control/jobs.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/catalog.h"
+#include "core/ids.h"
+#include "core/text.h"
+
+bool control_model_find(struct control *ctl, const char *account, const char *id,
+                        struct catalog_model *m)
+{
+    if (catalog_find(ctl->catalog, id, m))
+        return true;
+    struct store_job base;
+    if (strncmp(id, "ft:", 3) == 0 &&
+        store_job_by_model(ctl->store, account, id, &base) == ERR_OK) {
+        char dir[1024], err[200];
+        if (text_printf(dir, sizeof dir, "%s/jobs/%s/out/model", ctl->cfg.data_dir, base.id) &&
+            catalog_read_dir(dir, m, err, sizeof err) == 0) {
+            text_copy(m->id, sizeof m->id, id);
+            return true;
+        }
+    }
+    return false;
+}
+
+int64_t control_job_tokens_per_epoch(long examples, int64_t text_bytes, int seq_len)
+{
+    if (examples <= 0)
+        return 0;
+    double per_example = (double)text_bytes / (double)examples / 4.0 + 8.0;
+    if (per_example > seq_len)
+        per_example = seq_len;
+    return (int64_t)ceil(per_example * (double)examples);
+}
+
+enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, char *why,
+                                     size_t whycap)
+{
+    r->now = (double)clock_now_ms() / 1000.0;
+    enum alallo_err e = sched_link_estimate(ctl, &r->model, &r->job, r->now, &r->est, why, whycap);
+    r->model_factor = sched_link_model_factor(ctl->sched, r->job.model);
+    if (!e && ctl->cfg.plan_scale != 1.0)
+        r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * ctl->cfg.plan_scale);
+    if (!e)
+        r->job.memory_bytes = r->est.memory_bytes;
+    return e;
+}
+
+/* The ends of a range as the API shows them: the lower one rounded down,
+ * the upper one up, so that the shown range holds the computed one. */
+static double money4_down(int64_t micros)
+{
+    return floor((double)micros / 100.0) / 10000.0;
+}
+
+static double money4_up(int64_t micros)
+{
+    return ceil((double)micros / 100.0) / 10000.0;
+}
+
+json_t *control_estimate_json(const struct estimate *e)
+{
+    bool ranged = e->fit == PLAN_FITS && e->worker >= 0;
+    json_t *time = ranged ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)floor(e->time_low_s),
+                                      "high_s", (json_int_t)ceil(e->time_high_s), "text",
+                                      e->time_text)
+                          : json_null();
+    json_t *price = ranged ? json_pack("{s:f,s:f,s:s}", "low", money4_down(e->price_low_micros),
+                                       "high", money4_up(e->price_high_micros), "currency", CONTROL_CURRENCY)
+                           : json_null();
+    json_t *training = ranged ? json_pack("{s:I,s:I}", "low_s",
+                                          (json_int_t)floor(e->train_low_s), "high_s",
+                                          (json_int_t)ceil(e->train_high_s))
+                              : json_null();
+    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o}", "object", "fine_tuning.estimate",
+                     "time", time, "price", price, "plan", "memory_bytes",
+                     (json_int_t)e->memory_bytes, "worker",
+                     e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)
+                                                         : json_null(),
+                     "message", e->message ? json_string(e->message) : json_null(), "training",
+                     training);
+}
+
+void control_job_apply_estimate(struct job_draft *r)
+{
+    struct store_job *j = &r->job;
+    const struct estimate *e = &r->est;
+    json_t *est = control_estimate_json(e);
+    char *est_text = est ? json_dumps(est, JSON_COMPACT) : NULL;
+    json_decref(est);
+    text_copy(j->estimate, sizeof j->estimate, est_text);
+    free(est_text);
+    if (e->fit != PLAN_FITS)
+        return; /* failed at once: nothing to plan */
+    enum sched_goal g;
+    if (!sched_goal_parse(j->goal, &g))
+        g = SCHED_LOWEST_COST;
+    sched_plan_write(e, g, r->model_factor, j->plan, sizeof j->plan);
+    if (e->worker < 0)
+        return; /* no capacity known yet: no ranges, the ledger starts later */
+    j->est_low_s = e->time_low_s;
+    j->est_high_s = e->time_high_s;
+    j->est_train_low_s = e->train_low_s;
+    j->est_train_high_s = e->train_high_s;
+    j->est_price_high = (double)e->price_high_micros / 1e6;
+    struct sched_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return;
+    ledger_job_init(&st->ledger, r->now, e->time_high_s, e->startup_s + e->train_high_s,
+                    e->price_high_micros);
+    sched_state_write(st, j->ledger_state, sizeof j->ledger_state);
+    free(st);
+}
+
+enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, char *why,
+                                   size_t whycap)
+{
+    enum alallo_err e = control_job_estimate(ctl, r, why, whycap);
+    if (e)
+        return e;
+    struct store_job *j = &r->job;
+    ids_make(j->id, sizeof j->id, "ftjob-");
+    int64_t now = (int64_t)llround(r->now * 1000.0);
+    j->created_ms = now;
+    control_job_apply_estimate(r);
+
+    /* SPEC §2: a job no known capacity can ever run fails at once, and
+     * costs nothing; with no worker known at all it waits. */
+    struct store_event first = {.created_ms = now};
+    text_copy(first.level, sizeof first.level, "info");
+    text_copy(first.type, sizeof first.type, "message");
+    if (r->est.fit != PLAN_FITS) {
+        j->status = JOB_FAILED;
+        text_copy(j->message, sizeof j->message, job_message_text(r->est.fail_message));
+        j->finished_ms = now;
+        text_copy(first.level, sizeof first.level, "error");
+        text_printf(first.message, sizeof first.message, "Created fine-tuning job %s: %s", j->id,
+                    j->message);
+    } else {
+        j->status = JOB_QUEUED;
+        text_copy(j->message, sizeof j->message,
+                  job_message_text(r->est.worker >= 0 && !r->est.message
+                                       ? MSG_STARTING
+                                       : MSG_WAITING_FOR_CAPACITY));
+        text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
+    }
+    e = store_job_insert(ctl->store, j, &first);
+    if (e)
+        return e;
+    atomic_fetch_add(&ctl->metrics.jobs_created, 1);
+    if (j->status == JOB_QUEUED)
+        sched_link_note_queued(ctl, j);
+    return ERR_OK;
+}

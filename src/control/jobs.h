@@ -1,0 +1,61 @@
+/* jobs.h - creating a job: the estimate of a draft (time and price as a
+ * range, the plan, the wait in the queue), the nominal plan and the ledger
+ * it starts with, and the durable row. The API validates the request and
+ * fills the draft (api/job_request.h); everything from the estimate on is
+ * decided here. Cancels are lifecycle_cancel (lifecycle.h).
+ */
+#ifndef ALALLO_CONTROL_JOBS_H
+#define ALALLO_CONTROL_JOBS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/catalog.h"
+#include "control/control.h"
+#include "control/sched_link.h"
+#include "store/store.h"
+
+#define JOB_SEQ_LEN SCHED_LINK_SEQ_LEN /* training context length the service uses */
+#define CONTROL_CURRENCY "USD"         /* the currency of every price */
+
+struct job_draft {
+    struct store_job job; /* no id, status or estimate yet */
+    struct catalog_model model;
+    struct store_file file;
+    struct estimate est; /* the real estimator's (src/sched/estimator.h) */
+    double now;          /* when it was estimated, seconds */
+    double model_factor; /* the model's speed factor the estimate used */
+};
+
+/* The model `id` a job of `account` may train from: a base model of the
+ * catalog, or a fine-tuned model (ft:...) of the same account. False when
+ * unknown. */
+bool control_model_find(struct control *ctl, const char *account, const char *id,
+                        struct catalog_model *m /* OUT */);
+
+/* Tokens in one epoch of a data set with `examples` examples and
+ * `text_bytes` bytes of text, each example cut to seq_len: about 4 bytes
+ * of English per token plus the template's tokens. */
+int64_t control_job_tokens_per_epoch(long examples, int64_t text_bytes, int seq_len);
+
+/* Computes r->est from the model, the data, the queue and the fleet now.
+ * ERR_INVALID (reason in why) for a shape the planner refuses. */
+enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, char *why,
+                                     size_t whycap);
+
+/* The estimate object of SPEC §4: time, price, plan, message. */
+json_t *control_estimate_json(const struct estimate *e);
+
+/* Fills the draft's estimate fields, plan and ledger from r->est. */
+void control_job_apply_estimate(struct job_draft *r);
+
+/* Estimates the draft and stores it as a new job: queued, or failed at once
+ * (at no cost) when no known capacity can ever run it. r->job gets the job
+ * as stored. ERR_INVALID with a reason in why for a shape the planner
+ * refuses; a store error otherwise. */
+enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, char *why,
+                                   size_t whycap);
+
+#endif

@@ -1,0 +1,61 @@
+/* workers.h - the workers' side of the service: register, heartbeat,
+ * drain and spot take-back, lost. Every change of a worker's state goes
+ * through this module and its one table of allowed changes:
+ *
+ *   active   -> draining (drain, take-back), lost (no heartbeat)
+ *   draining -> lost
+ *   lost     -> active   (a heartbeat again: back from the dead)
+ *   any      -> active   (it registers again: it restarted)
+ *
+ * A worker's attempts end when it is lost or registers again; its jobs
+ * move on from their latest checkpoint (lifecycle_worker_gone).
+ */
+#ifndef ALALLO_CONTROL_WORKERS_H
+#define ALALLO_CONTROL_WORKERS_H
+
+#include <stdbool.h>
+
+#include "control/control.h"
+#include "sched/capacity.h"
+#include "store/store.h"
+
+/* Whether the table above allows a worker in `from` to go to `to`. */
+bool control_worker_change_allowed(enum worker_state from, enum worker_state to);
+
+/* A worker registers (again): whatever it ran before is gone. w is the
+ * worker as it describes itself; its state, registration and heartbeat
+ * times are set here. */
+enum alallo_err control_worker_register(struct control *ctl, struct store_worker *w /* IN/OUT */);
+
+/* Worker `name` is alive. A lost worker becomes active again (its
+ * attempts ended when it was lost). *w gets the worker after.
+ * ERR_NOT_FOUND when it is not registered. */
+enum alallo_err control_worker_heartbeat(struct control *ctl, const char *name,
+                                         struct store_worker *w /* OUT */);
+
+/* What the worker must do with the trainer of its attempt `attempt_id`:
+ * "cancel", "move" or NULL. An attempt this server does not know, or one
+ * that is not this worker's, is told "cancel": it runs for nothing. */
+const char *control_worker_stop_for(struct control *ctl, const char *worker,
+                                    const char *attempt_id);
+
+/* Drain (spot false) or spot take-back (spot true): the worker takes no
+ * new attempt and its running jobs are told to checkpoint and move.
+ * *w gets the worker after; open[] (cap entries) its open attempts, *n how
+ * many. ERR_NOT_FOUND: no such worker; ERR_CONFLICT: take-back of a worker
+ * that is not spot. */
+enum alallo_err control_worker_take_away(struct control *ctl, const char *name, bool spot,
+                                         struct store_worker *w /* OUT */,
+                                         struct store_attempt *open /* OUT [cap] */, int cap,
+                                         int *n /* OUT */);
+
+/* Workers silent for longer than cfg.worker_timeout_s at now_ms are lost,
+ * and their attempts move. */
+void control_workers_check_lost(struct control *ctl, int64_t now_ms);
+
+/* The server's ticker, called about once a second (tick counts them):
+ * lost workers every tick; limits, start timeouts and a scheduling pass
+ * every fifth. */
+void control_tick(struct control *ctl, int64_t now_ms, long tick);
+
+#endif
