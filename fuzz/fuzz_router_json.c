@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 struct fixture {
     char root[200];
     struct api_server srv;
-    char key[AUTH_KEY_MAX], other_key[AUTH_KEY_MAX];
+    char key[KEYS_MAX], other_key[KEYS_MAX];
     char file[IDS_MAX], ofile[IDS_MAX], job[IDS_MAX], ojob[IDS_MAX], attempt[IDS_MAX];
     long runs;
     bool up;
@@ -330,7 +330,7 @@ static bool names_object(json_t *v, const char *id)
  * (This covers /v1/workers too, where a worker runs $JOB whoever asks.) */
 static void check_isolation(const struct http_request *req, json_t *answer)
 {
-    char mine[AUTH_KEY_MAX + 8], theirs[AUTH_KEY_MAX + 8];
+    char mine[KEYS_MAX + 8], theirs[KEYS_MAX + 8];
     snprintf(mine, sizeof mine, "Bearer %s", fx.key);
     snprintf(theirs, sizeof theirs, "Bearer %s", fx.other_key);
     const char *hidden[2];

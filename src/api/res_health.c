@@ -80,11 +80,11 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
     if (f) {
         fleet_snapshot(srv->ctl, f);
         for (int i = 0; i < f->n; i++) {
-            if (strcmp(f->workers[i].state, "draining") == 0)
+            if (f->workers[i].state == WORKER_DRAINING)
                 draining++;
             else
                 active++;
-            if (!f->idle[i] && strcmp(f->workers[i].state, "active") == 0)
+            if (!f->idle[i] && f->workers[i].state == WORKER_ACTIVE)
                 busy++;
         }
         free(f);

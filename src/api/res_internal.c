@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/fleet.h"
 #include "api/handlers.h"
 #include "control/lifecycle.h"
 #include "control/workers.h"
@@ -121,7 +120,6 @@ void internal_claim(struct api_server *srv, struct http_request *req, struct htt
         http_respond(res, 204, "application/json", "", 0);
         return;
     }
-    fleet_invalidate(srv->ctl);
     api_json(res, 200, json_pack("{s:s,s:s,s:I,s:o}", "attempt_id", a.id, "job_id", a.job,
                                  "fence", (json_int_t)a.fence, "spec", spec));
 }
@@ -222,6 +220,5 @@ void internal_finish(struct api_server *srv, struct http_request *req, struct ht
         answer_attempt_error(res, e);
         return;
     }
-    fleet_invalidate(srv->ctl);
     api_json(res, 200, json_object());
 }

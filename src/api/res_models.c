@@ -68,7 +68,7 @@ static int64_t biggest_worker(struct api_server *srv)
         return 0;
     fleet_snapshot(srv->ctl, f);
     for (int i = 0; i < f->n; i++)
-        if (strcmp(f->workers[i].state, "active") == 0 && f->workers[i].mem_bytes > best)
+        if (f->workers[i].state == WORKER_ACTIVE && f->workers[i].mem_bytes > best)
             best = f->workers[i].mem_bytes;
     free(f);
     return best;

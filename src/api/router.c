@@ -121,10 +121,10 @@ static void count(struct api_server *srv, int status)
 /* Checks the caller of a /v1 route; fills req->account. */
 static enum alallo_err authenticate_key(struct api_server *srv, struct http_request *req)
 {
-    char key[AUTH_KEY_MAX], hash[AUTH_HASH_HEX];
+    char key[KEYS_MAX], hash[KEYS_HASH_HEX];
     if (!auth_bearer(req->authorization, key, sizeof key))
         return ERR_UNAUTHORIZED;
-    if (auth_key_hash(key, hash))
+    if (keys_hash(key, hash))
         return ERR_INTERNAL;
     enum alallo_err e = store_account_by_key_hash(srv->ctl->store, hash, &req->account);
     if (e == ERR_NOT_FOUND)
@@ -134,10 +134,10 @@ static enum alallo_err authenticate_key(struct api_server *srv, struct http_requ
 
 static enum alallo_err authenticate_worker(struct api_server *srv, struct http_request *req)
 {
-    char token[AUTH_KEY_MAX];
+    char token[KEYS_MAX];
     if (!auth_bearer(req->authorization, token, sizeof token))
         return ERR_UNAUTHORIZED;
-    return auth_secret_equal(token, srv->worker_token) ? ERR_OK : ERR_UNAUTHORIZED;
+    return keys_equal(token, srv->worker_token) ? ERR_OK : ERR_UNAUTHORIZED;
 }
 
 void api_dispatch(struct api_server *srv, struct http_request *req, struct http_response *res)

@@ -44,13 +44,6 @@ const char *shape_training_method(const struct store_job *j)
     return "Supervised fine-tuning";
 }
 
-void shape_fine_tuned_model_name(const struct store_job *j, char *out, size_t cap)
-{
-    const char *dash = strchr(j->id, '-');
-    text_printf(out, cap, "ft:%s:%s:%s", j->model, j->suffix[0] ? j->suffix : "alallo",
-                dash ? dash + 1 : j->id);
-}
-
 void shape_event_id(const struct store_job *j, int64_t seq, char *out, size_t cap)
 {
     const char *dash = strchr(j->id, '-');
@@ -357,7 +350,7 @@ json_t *shape_checkpoint(const struct store_job *j, const struct store_checkpoin
     const char *dash = strchr(j->id, '-');
     text_printf(id, sizeof id, "ftckpt-%s-%ld", dash ? dash + 1 : j->id, c->step);
     char base[300];
-    shape_fine_tuned_model_name(j, base, sizeof base);
+    control_fine_tuned_model_name(j, base, sizeof base);
     text_printf(model, sizeof model, "%s:ckpt-step-%ld", base, c->step);
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:f},s:I}", "object",
                           "fine_tuning.job.checkpoint", "id", id, "created_at",

@@ -40,8 +40,6 @@ void shape_event_id(const struct store_job *j, int64_t seq, char *out, size_t ca
 /* Parses an event id made by shape_event_id for job j; 0 when it is not. */
 int64_t shape_event_seq(const struct store_job *j, const char *id);
 
-/* The name a succeeded job's model gets: "ft:MODEL:SUFFIX:RANDOM". */
-void shape_fine_tuned_model_name(const struct store_job *j, char *out, size_t cap);
 
 /* The message a job shows at now_ms: its stored one, except that a queued
  * job created as "Starting" that no worker claimed within

@@ -39,7 +39,7 @@ int cmd_accounts(int argc, char **argv)
         fprintf(stderr, "alallo accounts: %s\n", err);
         return 1;
     }
-    char key[AUTH_KEY_MAX];
+    char key[KEYS_MAX];
     enum alallo_err e = setup_create_account(s, name, key);
     store_close(s);
     if (e == ERR_CONFLICT) {

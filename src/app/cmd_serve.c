@@ -321,7 +321,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "alallo serve: %s\n", err);
         return 1;
     }
-    char key[AUTH_KEY_MAX];
+    char key[KEYS_MAX];
     bool created;
     if (setup_first_run(store, ctl.cfg.data_dir, key, srv.worker_token, &created, err,
                         sizeof err) != 0) {

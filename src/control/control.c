@@ -27,8 +27,7 @@ int control_open(struct control *ctl, struct store *store, char *err, size_t err
     ctl->store = store;
     ctl->catalog = catalog_new(ctl->cfg.models_dir);
     ctl->sched = sched_link_new();
-    ctl->fleet = fleet_cache_new();
-    if (!ctl->catalog || !ctl->sched || !ctl->fleet) {
+    if (!ctl->catalog || !ctl->sched) {
         snprintf(err, errcap, "out of memory");
         goto fail;
     }
@@ -47,10 +46,8 @@ int control_open(struct control *ctl, struct store *store, char *err, size_t err
 fail:
     catalog_free(ctl->catalog);
     sched_link_free(ctl->sched);
-    fleet_cache_free(ctl->fleet);
     ctl->catalog = NULL;
     ctl->sched = NULL;
-    ctl->fleet = NULL;
     ctl->store = NULL;
     return -1;
 }
@@ -60,9 +57,7 @@ void control_close(struct control *ctl)
     store_close(ctl->store);
     catalog_free(ctl->catalog);
     sched_link_free(ctl->sched);
-    fleet_cache_free(ctl->fleet);
     ctl->store = NULL;
     ctl->catalog = NULL;
     ctl->sched = NULL;
-    ctl->fleet = NULL;
 }

@@ -1,9 +1,9 @@
 /* control.h - the service behind the API: the state one `alallo serve`
- * holds to change jobs and workers, shared by every request thread, the
- * server's ticker and the local workers' supervisor.
+ * holds to change jobs and workers, shared by every request thread and
+ * the server's ticker.
  *
- * The control layer owns the store, the catalog of base models, the fleet
- * cache and the scheduler's link (calibration history and the pass). It
+ * The control layer owns the store, the catalog of base models and the
+ * scheduler's link (calibration history and the pass). It
  * decides with src/sched, keeps with src/store and knows nothing of HTTP:
  * the API (src/api) calls it, and src/app wires the two together.
  * Everything reachable from a struct control is thread-safe.
@@ -53,20 +53,18 @@ struct control_metrics {
 };
 
 struct catalog;
-struct fleet_cache;
 struct sched_link;
 
 struct control {
     struct control_config cfg;
     struct store *store;
     struct catalog *catalog;
-    struct fleet_cache *fleet;
     struct sched_link *sched; /* calibration history and the pass (sched_link.h) */
     struct control_metrics metrics;
     char alallo_bin[512]; /* this binary, for child processes */
 };
 
-/* Makes the catalog, the fleet cache and the scheduler's link over an open
+/* Makes the catalog and the scheduler's link over an open
  * store (which the control then owns) and replays the calibration history.
  * cfg and alallo_bin must be set. Workers the store knows get a fresh
  * grace period (they could not reach a server that was not running).

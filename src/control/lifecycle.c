@@ -17,8 +17,9 @@
 
 #include "control/catalog.h"
 #include "control/child.h"
+#include "control/fleet.h"
 #include "control/sched_link.h"
-#include "api/shapes.h"
+#include "control/jobs.h"
 #include "sched/resched.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -347,6 +348,7 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
             lifecycle_finish(ctl, c.attempt.id, c.attempt.fence, &end);
             continue;
         }
+        fleet_invalidate(ctl); /* the worker is busy now */
         return ERR_OK;
     }
     return ERR_OK;
@@ -736,7 +738,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         set_message(j, MSG_NONE);
         j->finished_ms = c->now;
         j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
-        shape_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
+        control_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
         j->stop_reason[0] = '\0';
         end_attempt(j, a, c->now, "succeeded");
         e = ledger_end(c, j, j->max_steps, w);
@@ -1038,7 +1040,7 @@ static void keep_partial_model(struct control *ctl, const char *job_id)
     if (child_run(argv, 600, 1 << 16, &r) == 0 && r.exit_status == 0) {
         struct partial_ctx c;
         char name[256];
-        shape_fine_tuned_model_name(j, name, sizeof name);
+        control_fine_tuned_model_name(j, name, sizeof name);
         text_printf(c.model, sizeof c.model, "%s:ckpt-step-%ld", name, ck[0].step);
         store_job_update(ctl->store, job_id, NULL, partial_cb, &c);
     } else {
@@ -1085,6 +1087,8 @@ enum alallo_err lifecycle_finish(struct control *ctl, const char *attempt_id, in
             lifecycle_report_internal(ctl, &j, detail);
         }
     }
+    if (!e)
+        fleet_invalidate(ctl); /* the worker is free now */
     return e;
 }
 

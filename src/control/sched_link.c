@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "control/fleet.h"
 #include "core/text.h"
 
 /* Loading before the first step, nominal: starting a process and reading
@@ -319,7 +318,7 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
     for (int i = 0; i < n && k < cap; i++) {
         struct sched_worker *w = &out[k++];
         to_sched_worker(&all[i], w);
-        const struct store_attempt *a = fleet_attempt_of(open, n_open, &cursor, all[i].name);
+        const struct store_attempt *a = sched_link_attempt_of(open, n_open, &cursor, all[i].name);
         if (a) {
             w->running_attempt = a->fence > 0 ? a->fence : 1;
             w->busy_until_s = busy_until(ctl, a, now);
@@ -468,22 +467,12 @@ static enum alallo_err load_queue(struct control *ctl, struct queue *q, size_t e
     return store_waiting_each(ctl->store, SCHED_LINK_QUEUE + SCHED_LINK_WORKERS, load_one, &c);
 }
 
-/* ---- estimate --------------------------------------------------------- */
-
-enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_model *m,
-                                    const struct store_job *j, double now, struct estimate *out,
-                                    char *why, size_t whycap)
+/* Takes snap_mu, with the snapshot of the queue and the capacity read
+ * afresh when older than SNAPSHOT_TTL_S at `now` (or invalidated). Returns
+ * with snap_mu held, whatever it returns. */
+static enum alallo_err snapshot_lock_fresh(struct control *ctl, double now)
 {
-    struct est_request req = {.now = now, .currency = "USD", .startup_s = startup_of(m)};
-    sched_link_plan_job(m, j, &req.job);
-    req.train_tokens = sched_link_train_tokens(j);
-    if (!sched_goal_parse(j->goal, &req.goal))
-        req.goal = SCHED_LOWEST_COST;
-    double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
     struct sched_link *l = ctl->sched;
-    enum alallo_err e = ERR_NOMEM;
-    if (!free_at)
-        return e;
     pthread_mutex_lock(&l->snap_mu);
     bool stale = l->snap_at <= 0 || now - l->snap_at > SNAPSHOT_TTL_S || now < l->snap_at;
     /* One estimate reads a new snapshot; while it does, the others use the
@@ -514,8 +503,7 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
         if (le) {
             queue_free(&nq);
             free(nw);
-            e = le;
-            goto out;
+            return le;
         }
         queue_free(&l->snap_queue);
         l->snap_queue = nq;
@@ -525,6 +513,48 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
         free(nw);
         stale = false;
     }
+    return ERR_OK;
+}
+
+int sched_link_fleet(struct control *ctl, double now, struct sched_worker *out, int cap)
+{
+    struct sched_link *l = ctl->sched;
+    int n = 0;
+    if (snapshot_lock_fresh(ctl, now) == ERR_OK) {
+        n = l->snap_n_workers < cap ? l->snap_n_workers : cap;
+        memcpy(out, l->snap_workers, (size_t)n * sizeof *out);
+    }
+    pthread_mutex_unlock(&l->snap_mu);
+    return n;
+}
+
+const struct store_attempt *sched_link_attempt_of(const struct store_attempt *open, int n,
+                                                  int *cursor, const char *name)
+{
+    while (*cursor < n && strcmp(open[*cursor].worker, name) < 0)
+        (*cursor)++;
+    return *cursor < n && strcmp(open[*cursor].worker, name) == 0 ? &open[*cursor] : NULL;
+}
+
+/* ---- estimate --------------------------------------------------------- */
+
+enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_model *m,
+                                    const struct store_job *j, double now, struct estimate *out,
+                                    char *why, size_t whycap)
+{
+    struct est_request req = {.now = now, .currency = "USD", .startup_s = startup_of(m)};
+    sched_link_plan_job(m, j, &req.job);
+    req.train_tokens = sched_link_train_tokens(j);
+    if (!sched_goal_parse(j->goal, &req.goal))
+        req.goal = SCHED_LOWEST_COST;
+    double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
+    struct sched_link *l = ctl->sched;
+    enum alallo_err e = ERR_NOMEM;
+    if (!free_at)
+        return e;
+    e = snapshot_lock_fresh(ctl, now);
+    if (e)
+        goto out;
     struct queue q = l->snap_queue;
     const struct sched_worker *w = l->snap_workers; /* read under snap_mu */
     int n = l->snap_n_workers;

@@ -97,6 +97,21 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
 int sched_link_workers(struct control *ctl, double now, struct sched_worker *out /* OUT */,
                        int cap);
 
+/* The capacity as the latest snapshot of estimates saw it (the same
+ * workers as sched_link_workers, lost ones included), read afresh when
+ * older than a second or invalidated: the one cached picture of the fleet
+ * (fleet.h). Returns how many (<= cap). */
+int sched_link_fleet(struct control *ctl, double now, struct sched_worker *out /* OUT */,
+                     int cap);
+
+/* Walks every open attempt alongside the workers: open[n] as
+ * store_attempt_list_open(store, "", ...) gives them (by worker name), the
+ * workers visited in name order (as store_worker_list gives them), *cursor
+ * 0 at the start. Returns worker `name`'s attempt, or NULL when it runs
+ * none. */
+const struct store_attempt *sched_link_attempt_of(const struct store_attempt *open, int n,
+                                                  int *cursor, const char *name);
+
 /* The estimate of the draft job j (training model m) at `now`: the wait
  * comes from where j would stand in the fair order of the queue. With no
  * worker known at all, out->fit is PLAN_FITS and out->worker -1 (the job

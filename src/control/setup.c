@@ -69,18 +69,18 @@ int setup_read_secret(const char *path, char *out, size_t cap)
     return out[0] ? 0 : -1;
 }
 
-enum alallo_err setup_create_account(struct store *s, const char *name, char key[AUTH_KEY_MAX])
+enum alallo_err setup_create_account(struct store *s, const char *name, char key[KEYS_MAX])
 {
-    char hash[AUTH_HASH_HEX];
+    char hash[KEYS_HASH_HEX];
     if (!ids_valid_name(name, 65))
         return ERR_INVALID;
-    if (auth_new_key(key, AUTH_KEY_MAX) || auth_key_hash(key, hash))
+    if (keys_new_api_key(key, KEYS_MAX) || keys_hash(key, hash))
         return ERR_INTERNAL;
     return store_account_create(s, name, hash, NULL);
 }
 
-int setup_first_run(struct store *s, const char *data, char key[AUTH_KEY_MAX],
-                    char token[AUTH_KEY_MAX], bool *created, char *err, size_t errcap)
+int setup_first_run(struct store *s, const char *data, char key[KEYS_MAX],
+                    char token[KEYS_MAX], bool *created, char *err, size_t errcap)
 {
     char key_path[1024], token_path[1024];
     *created = false;
@@ -90,8 +90,8 @@ int setup_first_run(struct store *s, const char *data, char key[AUTH_KEY_MAX],
         snprintf(err, errcap, "the data folder's path is too long");
         return -1;
     }
-    if (setup_read_secret(token_path, token, AUTH_KEY_MAX) != 0) {
-        if (auth_new_token(token, AUTH_KEY_MAX) || setup_write_secret(token_path, token)) {
+    if (setup_read_secret(token_path, token, KEYS_MAX) != 0) {
+        if (keys_new_token(token, KEYS_MAX) || setup_write_secret(token_path, token)) {
             snprintf(err, errcap, "cannot write %s: %s", token_path, strerror(errno));
             return -1;
         }
@@ -99,7 +99,7 @@ int setup_first_run(struct store *s, const char *data, char key[AUTH_KEY_MAX],
     struct store_account a;
     enum alallo_err e = store_account_by_name(s, "default", &a);
     if (e == ERR_OK) {
-        if (setup_read_secret(key_path, key, AUTH_KEY_MAX) != 0)
+        if (setup_read_secret(key_path, key, KEYS_MAX) != 0)
             key[0] = '\0';
         return 0;
     }
@@ -110,8 +110,8 @@ int setup_first_run(struct store *s, const char *data, char key[AUTH_KEY_MAX],
     /* The key file is written before the account exists: a crash in
      * between leaves a key with no account, and the next start makes both
      * again. The reverse order could leave an account nobody can use. */
-    char hash[AUTH_HASH_HEX];
-    if (auth_new_key(key, AUTH_KEY_MAX) || auth_key_hash(key, hash)) {
+    char hash[KEYS_HASH_HEX];
+    if (keys_new_api_key(key, KEYS_MAX) || keys_hash(key, hash)) {
         snprintf(err, errcap, "cannot make an API key");
         return -1;
     }

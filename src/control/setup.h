@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "api/auth.h"
+#include "core/keys.h"
 #include "store/store.h"
 
 /* Creates DATA and its folders (0700) if missing. Returns 0 or -1 with err. */
@@ -27,14 +27,14 @@ int setup_open_store(const char *data, struct store **out /* OUT */, char *err, 
  * its key to DATA/api-key; also makes DATA/worker-token when missing.
  * Writes the key of `default` into key (or "" when its file is gone) and
  * the worker token into token. Returns 0 or -1 with err. */
-int setup_first_run(struct store *s, const char *data, char key[AUTH_KEY_MAX] /* OUT */,
-                    char token[AUTH_KEY_MAX] /* OUT */, bool *created /* OUT */, char *err,
+int setup_first_run(struct store *s, const char *data, char key[KEYS_MAX] /* OUT */,
+                    char token[KEYS_MAX] /* OUT */, bool *created /* OUT */, char *err,
                     size_t errcap);
 
 /* Creates account `name` and writes its new key into key. ERR_CONFLICT when
  * the name is taken; ERR_INVALID when it is not 1-64 of [A-Za-z0-9._-]. */
 enum alallo_err setup_create_account(struct store *s, const char *name,
-                                     char key[AUTH_KEY_MAX] /* OUT */);
+                                     char key[KEYS_MAX] /* OUT */);
 
 /* Writes text to path with mode 0600, durably (temporary file, fsync,
  * rename). Returns 0 or -1. */

@@ -23,8 +23,8 @@ struct harness {
     struct api_server srv;
     struct control ctl;
     char dir[256];
-    char key[AUTH_KEY_MAX];       /* account default */
-    char other_key[AUTH_KEY_MAX]; /* account other */
+    char key[KEYS_MAX];       /* account default */
+    char other_key[KEYS_MAX]; /* account other */
 };
 
 static inline void h_write(const char *path, const char *text)
@@ -74,7 +74,7 @@ static inline struct harness *h_new(void)
     h_fake_model(c->cfg.models_dir, "big", 4096, 32, 32000);
     char err[256];
     bool created;
-    char token[AUTH_KEY_MAX];
+    char token[KEYS_MAX];
     struct store *store;
     if (setup_data_dir(c->cfg.data_dir, err, sizeof err) ||
         setup_open_store(c->cfg.data_dir, &store, err, sizeof err) ||

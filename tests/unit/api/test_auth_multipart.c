@@ -13,26 +13,26 @@
 static void keys(void **state)
 {
     (void)state;
-    char a[AUTH_KEY_MAX], b[AUTH_KEY_MAX], ha[AUTH_HASH_HEX], hb[AUTH_HASH_HEX], ha2[AUTH_HASH_HEX];
-    assert_int_equal(auth_new_key(a, sizeof a), 0);
-    assert_int_equal(auth_new_key(b, sizeof b), 0);
+    char a[KEYS_MAX], b[KEYS_MAX], ha[KEYS_HASH_HEX], hb[KEYS_HASH_HEX], ha2[KEYS_HASH_HEX];
+    assert_int_equal(keys_new_api_key(a, sizeof a), 0);
+    assert_int_equal(keys_new_api_key(b, sizeof b), 0);
     assert_int_equal(strncmp(a, "sk-alallo-", 10), 0);
     assert_int_equal(strlen(a), 10 + 64);
     assert_string_not_equal(a, b);
-    auth_key_hash(a, ha);
-    auth_key_hash(a, ha2);
-    auth_key_hash(b, hb);
+    keys_hash(a, ha);
+    keys_hash(a, ha2);
+    keys_hash(b, hb);
     assert_string_equal(ha, ha2);
     assert_string_not_equal(ha, hb);
     assert_null(strstr(ha, a + 10)); /* the hash is not the key */
     char small[20];
-    assert_int_equal(auth_new_key(small, sizeof small), -1);
+    assert_int_equal(keys_new_api_key(small, sizeof small), -1);
 }
 
 static void bearer(void **state)
 {
     (void)state;
-    char t[AUTH_KEY_MAX];
+    char t[KEYS_MAX];
     assert_true(auth_bearer("Bearer abc", t, sizeof t));
     assert_string_equal(t, "abc");
     assert_true(auth_bearer("bearer   abc  ", t, sizeof t));
@@ -42,10 +42,10 @@ static void bearer(void **state)
     assert_false(auth_bearer(NULL, t, sizeof t));
     char tiny[4];
     assert_false(auth_bearer("Bearer abcdef", tiny, sizeof tiny));
-    assert_true(auth_secret_equal("abc", "abc"));
-    assert_false(auth_secret_equal("abc", "abd"));
-    assert_false(auth_secret_equal("abc", "abcd"));
-    assert_false(auth_secret_equal("", ""));
+    assert_true(keys_equal("abc", "abc"));
+    assert_false(keys_equal("abc", "abd"));
+    assert_false(keys_equal("abc", "abcd"));
+    assert_false(keys_equal("", ""));
 }
 
 static void boundary(void **state)
