@@ -11,7 +11,7 @@
 # service's defaults, which teach alallo-base nothing (docs/sample-task.md).
 #
 # The trainer gets the settings the service would send for a job with these
-# hyper-parameters (src/api/lifecycle.c): LoRA r 16, alpha 32 on all seven
+# hyper-parameters (src/control/lifecycle.c): LoRA r 16, alpha 32 on all seven
 # projections, learning rate LR_MULT x 2e-4, a 256-token context, max_steps
 # = ceil(examples x epochs / batch). Prints a Markdown table (report.mjs)
 # and writes WORK/results.json.

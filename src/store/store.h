@@ -14,7 +14,7 @@
  * of its attempts), hands them to a caller's function under the store's
  * write lock, and writes back the job, the attempt and everything the
  * function queued in `struct store_writes`, all in one transaction. The
- * rules live in the caller (src/api/lifecycle.c); the store only makes them
+ * rules live in the caller (src/control/lifecycle.c); the store only makes them
  * atomic.
  *
  * Times are milliseconds since the Unix epoch. Strings are NUL-terminated
@@ -108,7 +108,7 @@ struct store_job {
     int64_t event_seq; /* events so far */
     int internal_failure; /* 1 when it failed on alallo's side (counted in /metrics) */
     /* The scheduler's state of the job, opaque to the store: its plan (the
-     * estimate's nominal parts) and its ledger (src/api/sched_link.h). */
+     * estimate's nominal parts) and its ledger (src/control/sched_link.h). */
     char plan[STORE_JSON_SMALL];
     char ledger_state[STORE_LEDGER_STATE_MAX];
 };

@@ -132,7 +132,7 @@ static const char *const migrations[] = {
      * batch a worker sends again is not applied twice */
     "ALTER TABLE attempts ADD COLUMN events_applied INTEGER NOT NULL DEFAULT 0;",
     /* 5: the scheduler's state: the job's plan and ledger (opaque texts of
-     * src/api/sched_link.c), the trainer clock of attempts, ledger rows
+     * src/control/sched_link.c), the trainer clock of attempts, ledger rows
      * with their steps and reason, and the calibration history */
     "ALTER TABLE jobs ADD COLUMN plan TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE jobs ADD COLUMN ledger_state TEXT NOT NULL DEFAULT '';"

@@ -1,4 +1,7 @@
-/* model.c - Llama-style decoder: config, layout, forward and backward. */
+/* model.c - the Llama-style decoder as data: its config (parse, check,
+ * JSON), the layout of weights, LoRA adapters and gradients in one buffer,
+ * the tensor table, filling and initialisation. The forward and backward
+ * pass are in model_pass.c; the contract of both is model.h. */
 #include "train/model.h"
 
 #include <jansson.h>
