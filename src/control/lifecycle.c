@@ -1137,14 +1137,18 @@ static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused
     const char *reason = vctx;
     (void)unused;
     (void)w;
-    if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING || !j->active_attempt[0])
+    /* src/sched/outcome.h, shared with the simulation. A move (drain, spot
+     * take-back) shows at once: the trainer now writes its checkpoint, and
+     * the job continues elsewhere from it. */
+    enum outcome_stop stop;
+    enum job_status to;
+    if (!outcome_stop_request(j->status, j->active_attempt[0] != '\0',
+                              outcome_stop_parse(j->stop_reason), outcome_stop_parse(reason),
+                              &stop, &to))
         return ERR_CONFLICT;
-    if (!j->stop_reason[0])
-        text_copy(j->stop_reason, sizeof j->stop_reason, reason);
-    /* A move (drain, spot take-back) shows at once: the trainer now writes
-     * its checkpoint, and the job continues elsewhere from it. */
-    if (strcmp(j->stop_reason, "move") == 0 && j->status == JOB_RUNNING)
-        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+    text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(stop));
+    if (to != j->status)
+        move_to(j, to, MSG_RESCHEDULING);
     return ERR_OK;
 }
 

@@ -35,6 +35,21 @@ enum outcome_stop outcome_worker_stop(enum job_status status, enum outcome_stop 
     return OUTCOME_STOP_NONE;
 }
 
+bool outcome_stop_request(enum job_status status, bool has_attempt, enum outcome_stop current,
+                          enum outcome_stop asked, enum outcome_stop *stop,
+                          enum job_status *status_after)
+{
+    *stop = current;
+    *status_after = status;
+    if (job_status_is_terminal(status) || status == JOB_CANCELLING || !has_attempt)
+        return false;
+    if (current == OUTCOME_STOP_NONE)
+        *stop = asked;
+    if (*stop == OUTCOME_STOP_MOVE && status == JOB_RUNNING)
+        *status_after = JOB_RESCHEDULING;
+    return true;
+}
+
 /* Nothing changes: the job keeps `status`. */
 static void nothing(enum job_status status, struct outcome *out)
 {

@@ -91,6 +91,16 @@ enum outcome_stop outcome_stop_parse(const char *name);
  * every stop but a move, is CANCEL. */
 enum outcome_stop outcome_worker_stop(enum job_status status, enum outcome_stop stop);
 
+/* A stop `asked` for the attempt of a job in `status` whose attempt was
+ * already asked for `current` (or NONE). False when refused: the job has
+ * ended or is cancelling, or no attempt holds it. Else *stop gets the stop
+ * to record (the first one asked stays) and *status_after the job's status:
+ * a move shows at once, a running job is re-scheduling while its trainer
+ * writes the checkpoint it continues from. */
+bool outcome_stop_request(enum job_status status, bool has_attempt, enum outcome_stop current,
+                          enum outcome_stop asked, enum outcome_stop *stop /* OUT */,
+                          enum job_status *status_after /* OUT */);
+
 /* The job's attempt ended as `end` says. In this order: a cancelling job
  * (or one asked to cancel) is cancelled, billed for what it trained; one
  * asked to stop for a limit or for memory fails with that stop's message;

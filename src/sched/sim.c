@@ -513,6 +513,21 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
         need_pass(s);
 }
 
+/* Asks the job's attempt to move (memory, drain, spot): the status it
+ * shows meanwhile is the server's rule. */
+static void ask_move(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    enum outcome_stop stop;
+    enum job_status to;
+    if (outcome_stop_request(j->status, j->worker >= 0, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+                             &stop, &to) &&
+        to != j->status) {
+        j->status = to;
+        j->message = MSG_RESCHEDULING;
+    }
+}
+
 /* The job's attempt has ended after it was asked to stop for `stop`: the
  * simulated trainer, told to stop, checkpoints and exits 4, as the real
  * one does on SIGTERM. What becomes of the job is the server's rule. */
@@ -802,6 +817,7 @@ static void on_report(struct sim *s, const struct event *ev)
             return;
         }
         if (d.action == RESCHED_MOVE) {
+            ask_move(s, ji);
             long at = stop_with_checkpoint(s, ji);
             end_attempt(s, ji, at);
             attempt_stopped(s, ji, OUTCOME_STOP_MOVE);
@@ -875,6 +891,7 @@ static void on_worker_down(struct sim *s, const struct event *ev)
         resched_on_worker(cause, j->mem_need, &d);
         if (d.action == RESCHED_CHECKPOINT_THEN_MOVE) {
             /* Drained or spot taken back: asked to move, it checkpoints. */
+            ask_move(s, ji);
             long at = stop_with_checkpoint(s, ji);
             end_attempt(s, ji, at);
             attempt_stopped(s, ji, outcome_stop_parse(d.stop));

@@ -242,6 +242,38 @@ static void worker_gone(void **state)
     assert_false(o.requeue);
 }
 
+static void stop_requests(void **state)
+{
+    (void)state;
+    enum outcome_stop stop;
+    enum job_status to;
+    assert_true(outcome_stop_request(JOB_RUNNING, true, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+                                     &stop, &to));
+    assert_int_equal(stop, OUTCOME_STOP_MOVE);
+    assert_int_equal(to, JOB_RESCHEDULING);
+    /* Not yet running: the move is recorded, the status stays. */
+    assert_true(outcome_stop_request(JOB_QUEUED, true, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+                                     &stop, &to));
+    assert_int_equal(stop, OUTCOME_STOP_MOVE);
+    assert_int_equal(to, JOB_QUEUED);
+    /* The first stop asked stays. */
+    assert_true(outcome_stop_request(JOB_RUNNING, true, OUTCOME_STOP_BUDGET, OUTCOME_STOP_MOVE,
+                                     &stop, &to));
+    assert_int_equal(stop, OUTCOME_STOP_BUDGET);
+    assert_int_equal(to, JOB_RUNNING);
+    assert_true(outcome_stop_request(JOB_RUNNING, true, OUTCOME_STOP_NONE,
+                                     OUTCOME_STOP_TIME_LIMIT, &stop, &to));
+    assert_int_equal(stop, OUTCOME_STOP_TIME_LIMIT);
+    assert_int_equal(to, JOB_RUNNING);
+    /* Refused: nothing runs it, it is cancelling, or it has ended. */
+    assert_false(outcome_stop_request(JOB_RESCHEDULING, false, OUTCOME_STOP_NONE,
+                                      OUTCOME_STOP_MOVE, &stop, &to));
+    assert_false(outcome_stop_request(JOB_CANCELLING, true, OUTCOME_STOP_CANCEL,
+                                      OUTCOME_STOP_MOVE, &stop, &to));
+    assert_false(outcome_stop_request(JOB_FAILED, true, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+                                      &stop, &to));
+}
+
 /* Time limit 10 h, budget 2 x 3 h of training: the budget comes first. */
 static void limits_call_for_a_stop(void **state)
 {
@@ -271,6 +303,7 @@ int main(void)
         cmocka_unit_test(done_succeeds_unless_ended),
         cmocka_unit_test(cancel_at_once_or_after_the_stop),
         cmocka_unit_test(worker_gone),
+        cmocka_unit_test(stop_requests),
         cmocka_unit_test(limits_call_for_a_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
