@@ -20,6 +20,7 @@
 #include "control/fleet.h"
 #include "control/sched_link.h"
 #include "control/jobs.h"
+#include "sched/outcome.h"
 #include "sched/resched.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -97,13 +98,8 @@ const char *lifecycle_stop_for(const struct store_job *j, const struct store_att
 {
     if (!attempt_owns(j, a))
         return "cancel";
-    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0 ||
-        strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0 ||
-        strcmp(j->stop_reason, "not_available") == 0)
-        return "cancel";
-    if (strcmp(j->stop_reason, "move") == 0)
-        return "move";
-    return NULL;
+    enum outcome_stop s = outcome_worker_stop(j->status, outcome_stop_parse(j->stop_reason));
+    return s == OUTCOME_STOP_NONE ? NULL : outcome_stop_name(s);
 }
 
 /* ---- claim ------------------------------------------------------------ */
@@ -724,8 +720,10 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             e = note(w, c->now, "info", "Checkpoint saved at step %ld", k.step);
         break;
     }
-    case TEV_DONE:
-        if (job_status_is_terminal(j->status))
+    case TEV_DONE: {
+        struct outcome o;
+        outcome_of_done(j->status, &o);
+        if (o.kind == OUTCOME_NONE)
             break;
         j->steps_done = j->max_steps;
         if (t->loss > 0)
@@ -740,15 +738,16 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
         control_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
         j->stop_reason[0] = '\0';
-        end_attempt(j, a, c->now, "succeeded");
+        end_attempt(j, a, c->now, o.attempt_reason);
         e = ledger_end(c, j, j->max_steps, w);
         if (!e)
-            e = settle_as(c, j, a, JOB_SUCCEEDED, MSG_NONE, JOB_RUNNING, w);
+            e = settle(c, j, a, &o.ledger, w);
         if (!e)
             e = calibrate_job(c, j, w);
         if (!e)
             e = note(w, c->now, "info", "The job has successfully completed");
         break;
+    }
     case TEV_ERROR:
         /* The outcome is decided when the attempt finishes; the line goes
          * to the log so the user sees it where the help page says. */
@@ -770,11 +769,9 @@ static void check_limits(const struct control *ctl, struct store_job *j,
                                                   ? (double)ctl->cfg.time_limit_s
                                                   : 1e-9,
                               .budget_multiple = ctl->cfg.budget_multiple};
-    enum job_message m = ledger_limit_reached(&st->ledger, &l, (double)now / 1000.0);
-    if (m == MSG_STOPPED_TIME_LIMIT)
-        text_copy(j->stop_reason, sizeof j->stop_reason, "time_limit");
-    else if (m == MSG_STOPPED_BUDGET)
-        text_copy(j->stop_reason, sizeof j->stop_reason, "budget");
+    enum outcome_stop s = outcome_limit_stop(&st->ledger, &l, (double)now / 1000.0);
+    if (s != OUTCOME_STOP_NONE)
+        text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(s));
 }
 
 static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
@@ -913,66 +910,62 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         return ERR_NOMEM;
     struct events_ctx *b = &c->base;
     const struct attempt_end *end = c->end;
-    bool user_error = strcmp(end->error_kind, "user") == 0 || end->exit_status == 3;
-    /* Stopped on request: exit 4 after a checkpoint, or killed by the
-     * worker after its grace period (then the latest checkpoint counts). */
-    bool asked_move = strcmp(end->acted_on, "move") == 0 || strcmp(j->stop_reason, "move") == 0;
-    bool stopped = end->exit_status == 4 ||
-                   (asked_move && (end->signal == 9 || end->signal == 15));
-    bool trained = strcmp(a->status, "running") == 0;
+    /* What becomes of the job: src/sched/outcome.h, shared with the
+     * simulation. */
+    struct outcome_job oj = {.status = j->status,
+                             .stop = outcome_stop_parse(j->stop_reason),
+                             .trained = strcmp(a->status, "running") == 0 || j->steps_done > 0};
+    struct outcome_end oe = {.exit_status = end->exit_status,
+                             .signal = end->signal,
+                             .not_started = end->not_started,
+                             .acted_on = outcome_stop_parse(end->acted_on),
+                             .user_error = strcmp(end->error_kind, "user") == 0};
+    struct outcome o;
+    outcome_of_end(&oj, &oe, &o);
     char reason[STORE_MESSAGE_MAX];
     enum alallo_err e = ERR_OK;
 
-    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
-        end_attempt(j, a, now, "cancelled");
+    if (o.kind == OUTCOME_CANCELLED) {
+        end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
         if (j->status != JOB_CANCELLING)
             move_to(j, JOB_CANCELLING, MSG_NONE);
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
         if (!e)
-            e = settle_as(b, j, a, JOB_CANCELLED, MSG_NONE,
-                          trained || j->steps_done > 0 ? JOB_RUNNING : JOB_QUEUED, w);
+            e = settle(b, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "info", "The job was cancelled");
-    } else if (strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0 ||
-               strcmp(j->stop_reason, "not_available") == 0) {
-        enum job_message m = strcmp(j->stop_reason, "time_limit") == 0 ? MSG_STOPPED_TIME_LIMIT
-                             : strcmp(j->stop_reason, "budget") == 0   ? MSG_STOPPED_BUDGET
-                                                                       : MSG_NOT_AVAILABLE;
-        end_attempt(j, a, now,
-                    m == MSG_STOPPED_TIME_LIMIT ? "time limit"
-                    : m == MSG_STOPPED_BUDGET   ? "budget"
-                                                : "needs more memory than any worker offers");
+    } else if (o.kind == OUTCOME_STOPPED) {
+        end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, m);
+        move_to(j, JOB_FAILED, o.message);
         j->finished_ms = now;
         if (!e)
-            e = settle_as(b, j, a, JOB_FAILED, m, JOB_RUNNING, w);
+            e = settle(b, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "error", "%s", j->message);
-    } else if (user_error) {
-        end_attempt(j, a, now, "training failed");
+    } else if (o.kind == OUTCOME_TRAINING_FAILED) {
+        end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
         move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
         job_training_failed_message(j->message, sizeof j->message,
                                     end->line[0] ? end->line : "the trainer stopped on an error");
         j->finished_ms = now;
         if (!e)
-            e = settle_as(b, j, a, JOB_FAILED, MSG_TRAINING_FAILED, JOB_RUNNING, w);
+            e = settle(b, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "error", "%s", j->message);
-    } else if (stopped && (asked_move || !j->stop_reason[0])) {
+    } else if (o.kind == OUTCOME_REQUEUED) {
         /* Stopped on request after a checkpoint: continue elsewhere. */
-        end_attempt(j, a, now, strcmp(j->stop_reason, "move") == 0 ? "moved" : "worker stopped");
+        end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
-        enum job_status to = j->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING;
-        if (j->status != to)
-            move_to(j, to, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
+        if (j->status != o.status)
+            move_to(j, o.status, o.message);
         else
-            set_message(j, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
+            set_message(j, o.message);
         if (!e)
-            e = settle_as(b, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
+            e = settle(b, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "info", "Moving the job; it continues from its latest checkpoint");
     } else {
@@ -987,9 +980,9 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
-        c->internal = true;
+        c->internal = o.internal;
         if (!e)
-            e = settle_as(b, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_RUNNING, w);
+            e = settle(b, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "error", "%s", j->message);
     }
@@ -1103,23 +1096,23 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
         return ERR_OK;
     if (job_status_is_terminal(j->status))
         return ERR_CONFLICT;
-    if (!j->active_attempt[0]) {
-        /* Nothing runs it: cancelled at once. Steps it did in earlier
-         * attempts (re-scheduling) are billed like a cancel while running. */
-        enum job_status from = j->status;
+    struct outcome o;
+    outcome_of_cancel(j->status, j->active_attempt[0] != '\0', &o);
+    if (o.kind == OUTCOME_CANCELLED) {
+        /* Nothing runs it: cancelled at once (src/sched/outcome.h). */
         move_to(j, JOB_CANCELLING, MSG_NONE);
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = c->now;
         c->st = state_load(j);
         if (!c->st)
             return ERR_NOMEM;
-        enum alallo_err e = settle_as(c, j, NULL, JOB_CANCELLED, MSG_NONE, from, w);
+        enum alallo_err e = settle(c, j, NULL, &o.ledger, w);
         if (!e)
             e = state_save(j, c->st);
         return e ? e : note(w, c->now, "info", "The job was cancelled");
     }
     move_to(j, JOB_CANCELLING, MSG_NONE);
-    text_copy(j->stop_reason, sizeof j->stop_reason, "cancel");
+    text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(o.stop));
     return note(w, c->now, "info", "Cancellation requested; stopping the training");
 }
 
@@ -1148,14 +1141,18 @@ static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused
     const char *reason = vctx;
     (void)unused;
     (void)w;
-    if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING || !j->active_attempt[0])
+    /* src/sched/outcome.h, shared with the simulation. A move (drain, spot
+     * take-back) shows at once: the trainer now writes its checkpoint, and
+     * the job continues elsewhere from it. */
+    enum outcome_stop stop;
+    enum job_status to;
+    if (!outcome_stop_request(j->status, j->active_attempt[0] != '\0',
+                              outcome_stop_parse(j->stop_reason), outcome_stop_parse(reason),
+                              &stop, &to))
         return ERR_CONFLICT;
-    if (!j->stop_reason[0])
-        text_copy(j->stop_reason, sizeof j->stop_reason, reason);
-    /* A move (drain, spot take-back) shows at once: the trainer now writes
-     * its checkpoint, and the job continues elsewhere from it. */
-    if (strcmp(j->stop_reason, "move") == 0 && j->status == JOB_RUNNING)
-        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+    text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(stop));
+    if (to != j->status)
+        move_to(j, to, MSG_RESCHEDULING);
     return ERR_OK;
 }
 
@@ -1187,19 +1184,23 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     enum alallo_err e = ledger_end(&c->base, j, -1, w);
     if (e)
         return e;
-    if (j->status == JOB_CANCELLING) {
+    /* What becomes of the job: src/sched/outcome.h, shared with the
+     * simulation. */
+    struct outcome o;
+    outcome_of_worker_gone(j->status, &o);
+    if (o.kind == OUTCOME_CANCELLED) {
         move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, w);
+        e = settle(&c->base, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "info", "The job was cancelled");
-    } else if (j->status == JOB_QUEUED) {
-        set_message(j, MSG_WAITING_FOR_CAPACITY);
+    } else if (o.status == JOB_QUEUED) {
+        set_message(j, o.message);
         e = note(w, now, "warn", "The worker %s was lost before training started", a->worker);
     } else {
-        if (j->status != JOB_RESCHEDULING)
-            move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
-        e = settle_as(&c->base, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
+        if (j->status != o.status)
+            move_to(j, o.status, o.message);
+        e = settle(&c->base, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now,
                      "warn",

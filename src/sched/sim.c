@@ -11,6 +11,7 @@
 #include "core/job.h"
 #include "sched/capacity.h"
 #include "sched/estimator.h"
+#include "sched/outcome.h"
 #include "sched/planner.h"
 #include "sched/resched.h"
 #include "sched/scheduler.h"
@@ -487,18 +488,59 @@ static long stop_with_checkpoint(struct sim *s, long ji)
     return at;
 }
 
-static void requeue(struct sim *s, long ji)
+/* Carries out the outcome o (src/sched/outcome.h: the decisions the
+ * server's lifecycle makes too) for job ji, whose attempt, if it had one,
+ * has ended: its status, the queue, the ledger. */
+static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
 {
     struct sim_job *j = &s->jobs[ji];
-    j->status = JOB_RESCHEDULING;
-    j->message = MSG_RESCHEDULING;
-    j->in_queue = true;
-    s->queue[s->n_queue++] = (int)ji;
-    if (s->n_queue > (size_t)s->res->max_queued)
-        s->res->max_queued = (long)s->n_queue;
-    s->res->moves++;
-    settle(s, ji, JOB_RUNNING, MSG_NONE, JOB_RUNNING);
-    need_pass(s);
+    if (o->kind == OUTCOME_NONE)
+        return;
+    if (o->requeue) {
+        j->status = o->status;
+        j->message = o->message;
+        j->in_queue = true;
+        s->queue[s->n_queue++] = (int)ji;
+        if (s->n_queue > (size_t)s->res->max_queued)
+            s->res->max_queued = (long)s->n_queue;
+        s->res->moves++;
+    }
+    if (o->settle)
+        settle(s, ji, o->ledger.status, o->ledger.message, o->ledger.cancelled_from);
+    if (job_status_is_terminal(o->status))
+        make_terminal(s, ji, o->status, o->message);
+    if (o->requeue)
+        need_pass(s);
+}
+
+/* Asks the job's attempt to move (memory, drain, spot): the status it
+ * shows meanwhile is the server's rule. */
+static void ask_move(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    enum outcome_stop stop;
+    enum job_status to;
+    if (outcome_stop_request(j->status, j->worker >= 0, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+                             &stop, &to) &&
+        to != j->status) {
+        j->status = to;
+        j->message = MSG_RESCHEDULING;
+    }
+}
+
+/* The job's attempt has ended after it was asked to stop for `stop`: the
+ * simulated trainer, told to stop, checkpoints and exits 4, as the real
+ * one does on SIGTERM. What becomes of the job is the server's rule. */
+static void attempt_stopped(struct sim *s, long ji, enum outcome_stop stop)
+{
+    struct sim_job *j = &s->jobs[ji];
+    struct outcome_job oj = {.status = j->status, .stop = stop,
+                             .trained = j->loaded || j->steps > 0};
+    struct outcome_end end = {.exit_status = 4, .signal = 0,
+                              .acted_on = outcome_worker_stop(j->status, stop)};
+    struct outcome o;
+    outcome_of_end(&oj, &end, &o);
+    apply_outcome(s, ji, &o);
 }
 
 static void fail_job(struct sim *s, long ji, enum job_message m)
@@ -722,9 +764,10 @@ static void on_loaded(struct sim *s, const struct event *ev)
 static void succeed(struct sim *s, long ji)
 {
     struct sim_job *j = &s->jobs[ji];
+    struct outcome o;
+    outcome_of_done(j->status, &o);
     end_attempt(s, ji, j->max_steps);
-    settle(s, ji, JOB_SUCCEEDED, MSG_NONE, JOB_QUEUED);
-    make_terminal(s, ji, JOB_SUCCEEDED, MSG_NONE);
+    apply_outcome(s, ji, &o);
     double actual = s->now - j->submit_s;
     if (actual < j->est_low)
         s->below++;
@@ -768,13 +811,16 @@ static void on_report(struct sim *s, const struct event *ev)
         resched_on_memory(peak, j->mem_need, w, s->w, (size_t)s->nw, &j->plan, &d);
         j->mem_need = d.mem_bytes;
         if (d.action == RESCHED_FAIL) {
-            fail_job(s, ji, d.message);
+            /* Stopped: no worker offers what it needs. */
+            end_attempt(s, ji, j->checkpoint);
+            attempt_stopped(s, ji, OUTCOME_STOP_NOT_AVAILABLE);
             return;
         }
         if (d.action == RESCHED_MOVE) {
+            ask_move(s, ji);
             long at = stop_with_checkpoint(s, ji);
             end_attempt(s, ji, at);
-            requeue(s, ji);
+            attempt_stopped(s, ji, OUTCOME_STOP_MOVE);
             return;
         }
     }
@@ -793,33 +839,31 @@ static void on_limit(struct sim *s, const struct event *ev)
         return; /* the timer of an ended attempt: nothing to do */
     long ji = ev->job;
     struct sim_job *j = &s->jobs[ji];
-    enum job_message m = ledger_limit_reached(j->ledger, &s->cfg->limits, s->now);
-    if (m == MSG_NONE) {
+    enum outcome_stop stop = outcome_limit_stop(j->ledger, &s->cfg->limits, s->now);
+    if (stop == OUTCOME_STOP_NONE) {
         violation(s, "limit timer fired before the limit", ji);
         return;
     }
     long at = stop_with_checkpoint(s, ji);
     end_attempt(s, ji, at);
-    fail_job(s, ji, m);
+    attempt_stopped(s, ji, stop);
 }
 
 static void on_cancel(struct sim *s, const struct event *ev)
 {
     long ji = ev->job;
     struct sim_job *j = &s->jobs[ji];
-    if (job_status_is_terminal(j->status))
-        return;
-    /* queued (Starting included), running or re-scheduling */
-    enum job_status from = j->status;
-    if (j->worker >= 0) {
+    struct outcome o;
+    outcome_of_cancel(j->status, j->worker >= 0, &o);
+    if (o.kind == OUTCOME_CANCELLING) {
         /* Placed or running: stop with a checkpoint, the partial model. */
-        j->status = JOB_CANCELLING;
+        j->status = o.status;
         long at = stop_with_checkpoint(s, ji);
         end_attempt(s, ji, at);
+        attempt_stopped(s, ji, o.stop);
+        return;
     }
-    j->in_queue = false;
-    settle(s, ji, JOB_CANCELLED, MSG_NONE, from);
-    make_terminal(s, ji, JOB_CANCELLED, MSG_NONE);
+    apply_outcome(s, ji, &o);
 }
 
 static void schedule_worker_events(struct sim *s, int wi, double from)
@@ -845,11 +889,19 @@ static void on_worker_down(struct sim *s, const struct event *ev)
         struct sim_job *j = &s->jobs[ji];
         struct resched_decision d;
         resched_on_worker(cause, j->mem_need, &d);
-        long kept = j->checkpoint;
-        if (d.action == RESCHED_CHECKPOINT_THEN_MOVE)
-            kept = stop_with_checkpoint(s, ji);
-        end_attempt(s, ji, kept);
-        requeue(s, ji);
+        if (d.action == RESCHED_CHECKPOINT_THEN_MOVE) {
+            /* Drained or spot taken back: asked to move, it checkpoints. */
+            ask_move(s, ji);
+            long at = stop_with_checkpoint(s, ji);
+            end_attempt(s, ji, at);
+            attempt_stopped(s, ji, outcome_stop_parse(d.stop));
+        } else {
+            /* Lost: the latest checkpoint is what is left. */
+            struct outcome o;
+            outcome_of_worker_gone(j->status, &o);
+            end_attempt(s, ji, j->checkpoint);
+            apply_outcome(s, ji, &o);
+        }
     }
     double back = cause == RESCHED_WORKER_LOST ? exponential(&s->rng, 2 * 3600.0)
                   : cause == RESCHED_DRAINED   ? 4 * 3600.0

@@ -1,0 +1,170 @@
+/* outcome.c - the decisions of outcome.h. */
+#include "sched/outcome.h"
+
+#include <string.h>
+
+static const char *const stop_names[OUTCOME_STOP_COUNT] = {
+    "", "cancel", "move", "time_limit", "budget", "not_available",
+};
+
+const char *outcome_stop_name(enum outcome_stop s)
+{
+    if ((int)s < 0 || s >= OUTCOME_STOP_COUNT)
+        return "";
+    return stop_names[s];
+}
+
+enum outcome_stop outcome_stop_parse(const char *name)
+{
+    if (!name || !name[0])
+        return OUTCOME_STOP_NONE;
+    for (int s = 1; s < OUTCOME_STOP_COUNT; s++)
+        if (strcmp(name, stop_names[s]) == 0)
+            return (enum outcome_stop)s;
+    return OUTCOME_STOP_NONE;
+}
+
+enum outcome_stop outcome_worker_stop(enum job_status status, enum outcome_stop stop)
+{
+    if (status == JOB_CANCELLING || stop == OUTCOME_STOP_CANCEL ||
+        stop == OUTCOME_STOP_TIME_LIMIT || stop == OUTCOME_STOP_BUDGET ||
+        stop == OUTCOME_STOP_NOT_AVAILABLE)
+        return OUTCOME_STOP_CANCEL;
+    if (stop == OUTCOME_STOP_MOVE)
+        return OUTCOME_STOP_MOVE;
+    return OUTCOME_STOP_NONE;
+}
+
+bool outcome_stop_request(enum job_status status, bool has_attempt, enum outcome_stop current,
+                          enum outcome_stop asked, enum outcome_stop *stop,
+                          enum job_status *status_after)
+{
+    *stop = current;
+    *status_after = status;
+    if (job_status_is_terminal(status) || status == JOB_CANCELLING || !has_attempt)
+        return false;
+    if (current == OUTCOME_STOP_NONE)
+        *stop = asked;
+    if (*stop == OUTCOME_STOP_MOVE && status == JOB_RUNNING)
+        *status_after = JOB_RESCHEDULING;
+    return true;
+}
+
+/* Nothing changes: the job keeps `status`. */
+static void nothing(enum job_status status, struct outcome *out)
+{
+    *out = (struct outcome){.kind = OUTCOME_NONE, .status = status, .message = MSG_NONE};
+}
+
+/* A final outcome: `status` with message m, settled as final. */
+static void final(struct outcome *out, enum outcome_kind kind, enum job_status status,
+                  enum job_message m, enum job_status cancelled_from, const char *reason)
+{
+    *out = (struct outcome){.kind = kind, .status = status, .message = m, .settle = true,
+                            .ledger = {.status = status, .message = m,
+                                       .cancelled_from = cancelled_from},
+                            .attempt_reason = reason};
+}
+
+/* Waits for a placement again as `status` (queued or re-scheduling);
+ * `settle`: an interim settle of what its attempts keep. */
+static void requeued(struct outcome *out, enum job_status status, bool settle, const char *reason)
+{
+    *out = (struct outcome){.kind = OUTCOME_REQUEUED, .status = status,
+                            .message = status == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY
+                                                            : MSG_RESCHEDULING,
+                            .settle = settle,
+                            .ledger = {.status = JOB_RUNNING, .message = MSG_NONE,
+                                       .cancelled_from = JOB_RUNNING},
+                            .requeue = true, .attempt_reason = reason};
+}
+
+static enum job_message stop_message(enum outcome_stop s)
+{
+    switch (s) {
+    case OUTCOME_STOP_TIME_LIMIT: return MSG_STOPPED_TIME_LIMIT;
+    case OUTCOME_STOP_BUDGET: return MSG_STOPPED_BUDGET;
+    case OUTCOME_STOP_NOT_AVAILABLE: return MSG_NOT_AVAILABLE;
+    default: return MSG_NONE;
+    }
+}
+
+void outcome_of_end(const struct outcome_job *job, const struct outcome_end *end,
+                    struct outcome *out)
+{
+    bool asked_move = end->acted_on == OUTCOME_STOP_MOVE || job->stop == OUTCOME_STOP_MOVE;
+    /* Stopped on request: exit 4 after a checkpoint, or killed by the
+     * worker after its grace period (then the latest checkpoint counts). */
+    bool stopped = end->exit_status == 4 || (asked_move && (end->signal == 9 || end->signal == 15));
+    bool user_error = end->user_error || end->exit_status == 3;
+    enum job_message m = stop_message(job->stop);
+
+    if (job->status == JOB_CANCELLING || job->stop == OUTCOME_STOP_CANCEL) {
+        final(out, OUTCOME_CANCELLED, JOB_CANCELLED, MSG_NONE,
+              job->trained ? JOB_RUNNING : JOB_QUEUED, "cancelled");
+        out->partial_model = job->trained;
+    } else if (m != MSG_NONE) {
+        final(out, OUTCOME_STOPPED, JOB_FAILED, m, JOB_RUNNING,
+              m == MSG_STOPPED_TIME_LIMIT ? "time limit"
+              : m == MSG_STOPPED_BUDGET   ? "budget"
+                                          : "needs more memory than any worker offers");
+    } else if (user_error) {
+        final(out, OUTCOME_TRAINING_FAILED, JOB_FAILED, MSG_TRAINING_FAILED, JOB_RUNNING,
+              "training failed");
+    } else if (stopped && (asked_move || job->stop == OUTCOME_STOP_NONE)) {
+        /* Stopped on request after a checkpoint: continue elsewhere. */
+        requeued(out, job->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING, true,
+                 job->stop == OUTCOME_STOP_MOVE ? "moved" : "worker stopped");
+    } else {
+        final(out, OUTCOME_FAILED_INTERNAL, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_RUNNING, NULL);
+        out->internal = true;
+    }
+}
+
+void outcome_of_done(enum job_status status, struct outcome *out)
+{
+    if (job_status_is_terminal(status)) {
+        nothing(status, out);
+        return;
+    }
+    final(out, OUTCOME_SUCCEEDED, JOB_SUCCEEDED, MSG_NONE, JOB_RUNNING, "succeeded");
+}
+
+void outcome_of_cancel(enum job_status status, bool has_attempt, struct outcome *out)
+{
+    if (status == JOB_CANCELLING || job_status_is_terminal(status)) {
+        nothing(status, out);
+        return;
+    }
+    if (has_attempt) {
+        *out = (struct outcome){.kind = OUTCOME_CANCELLING, .status = JOB_CANCELLING,
+                                .message = MSG_NONE, .stop = OUTCOME_STOP_CANCEL};
+        return;
+    }
+    /* Nothing runs it: cancelled at once. Steps it did in earlier attempts
+     * (re-scheduling) are billed like a cancel while running. */
+    final(out, OUTCOME_CANCELLED, JOB_CANCELLED, MSG_NONE, status, NULL);
+}
+
+void outcome_of_worker_gone(enum job_status status, struct outcome *out)
+{
+    if (job_status_is_terminal(status))
+        nothing(status, out);
+    else if (status == JOB_CANCELLING)
+        final(out, OUTCOME_CANCELLED, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, NULL);
+    else if (status == JOB_QUEUED)
+        requeued(out, JOB_QUEUED, false, NULL); /* lost before training started */
+    else
+        requeued(out, JOB_RESCHEDULING, true, NULL);
+}
+
+enum outcome_stop outcome_limit_stop(const struct ledger_job *ledger,
+                                     const struct ledger_limits *limits, double now)
+{
+    enum job_message m = ledger_limit_reached(ledger, limits, now);
+    if (m == MSG_STOPPED_TIME_LIMIT)
+        return OUTCOME_STOP_TIME_LIMIT;
+    if (m == MSG_STOPPED_BUDGET)
+        return OUTCOME_STOP_BUDGET;
+    return OUTCOME_STOP_NONE;
+}
