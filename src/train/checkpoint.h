@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/rng.h"
+#include "core/rng.h"
 
 #define CKPT_VERSION 1
 #define CKPT_MAX_PATH 1024

@@ -28,7 +28,7 @@
 #include "train/modelio.h"
 #include "train/ops.h"
 #include "train/optim.h"
-#include "train/rng.h"
+#include "core/rng.h"
 #include "train/tokenizer.h"
 #include "train/train_events.h"
 
