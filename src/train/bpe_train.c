@@ -9,6 +9,7 @@
  * merge close to O(words touched).
  */
 #include "train/bpe_train.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -704,18 +705,7 @@ int bpe_train_write(const struct bpe_trainer *bt, const char *path, char *err, s
         free(json);
         return -1;
     }
-    size_t len = strlen(json), off = 0;
-    int rc = 0;
-    while (off < len) {
-        ssize_t w = write(fd, json + off, len - off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -1;
-            break;
-        }
-        off += (size_t)w;
-    }
+    int rc = fs_write_all(fd, json, strlen(json));
     free(json);
     if (rc == 0 && write(fd, "\n", 1) != 1)
         rc = -1;

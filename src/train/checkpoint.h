@@ -64,12 +64,6 @@ void ckpt_release(struct ckpt *c);
  * temporary folders. Returns the number deleted. */
 int ckpt_prune(const char *root, int keep);
 
-/* mkdir -p. 0 or -1 (errno set). */
-int ckpt_mkdir_p(const char *path);
-
-/* rm -rf for a folder the trainer made. 0 or -1. */
-int ckpt_remove_tree(const char *path);
-
 /* The checksum used in COMPLETE, computed as a stream (any split of the
  * input gives the same value). */
 struct ckpt_hasher {

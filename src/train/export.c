@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "train/gguf.h"
 #include "train/model.h"
 #include "train/safetensors.h"
@@ -381,69 +382,6 @@ out:
 
 /* ---- copying folders ------------------------------------------------------ */
 
-static int copy_file(const char *from, const char *to)
-{
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return -1;
-    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) {
-        close(in);
-        return -1;
-    }
-    char *buf = malloc(1 << 20);
-    int rc = buf ? 0 : -1;
-    while (rc == 0) {
-        ssize_t n = read(in, buf, 1 << 20);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -1 : 0;
-            break;
-        }
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                rc = -1;
-                break;
-            }
-            off += w;
-        }
-    }
-    free(buf);
-    close(in);
-    if (rc == 0)
-        rc = fsync(out);
-    if (close(out) != 0)
-        rc = -1;
-    return rc;
-}
-
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[PATH_CAP];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && join(path, dir, e->d_name) == 0)
-            unlink(path);
-    closedir(d);
-    rmdir(dir);
-}
-
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 static int parent_of(const char *path, char *out)
 {
     if ((size_t)snprintf(out, PATH_CAP, "%s", path) >= PATH_CAP)
@@ -488,7 +426,7 @@ static int copy_folder(const char *src, const char *dst, int (*keep)(const char 
             continue;
         if (join(from, src, e->d_name) < 0 || join(to, tmp, e->d_name) < 0 || !is_file(from))
             continue;
-        if (copy_file(from, to) < 0) {
+        if (fs_copy_file(from, to) < 0) {
             text_error(err, cap, "copying %s: %s", from, strerror(errno));
             rc = -1;
         }
@@ -496,19 +434,19 @@ static int copy_folder(const char *src, const char *dst, int (*keep)(const char 
     }
     closedir(d);
     if (rc == 0) {
-        sync_dir(tmp);
+        fs_sync_dir(tmp);
         if (rename(tmp, dst) < 0) {
             text_error(err, cap, "%s: %s", dst, strerror(errno));
             rc = -1;
         }
     }
     if (rc < 0) {
-        remove_tree(tmp);
+        fs_remove_tree(tmp);
         return -1;
     }
     char parent[PATH_CAP];
     if (parent_of(dst, parent) == 0)
-        sync_dir(parent);
+        fs_sync_dir(parent);
     return copied > 0 ? 0 : -1;
 }
 

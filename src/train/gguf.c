@@ -5,6 +5,7 @@
  * and fill callback. The reader walks the file with a bounds-checked cursor.
  */
 #include "train/gguf.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #include <errno.h>
@@ -257,22 +258,6 @@ bad:
     return -1;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
     return (x + a - 1) / a * a;
@@ -327,7 +312,7 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
         text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         return -1;
     }
-    rc = write_all(fd, h.kv, h.kv_len);
+    rc = fs_write_all(fd, h.kv, h.kv_len);
     free(h.kv);
     const char *why = rc ? strerror(errno) : NULL;
     void *buf = NULL;
@@ -346,7 +331,7 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
             break;
         }
         size_t tpad = (size_t)(align_up(t->nbytes, align) - t->nbytes);
-        if (write_all(fd, buf, t->nbytes) < 0 || write_all(fd, zeros, tpad) < 0) {
+        if (fs_write_all(fd, buf, t->nbytes) < 0 || fs_write_all(fd, zeros, tpad) < 0) {
             rc = -1;
             why = strerror(errno);
         }

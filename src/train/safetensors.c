@@ -7,6 +7,7 @@
  * data/nbytes without further checks.
  */
 #include "train/safetensors.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #include <errno.h>
@@ -477,23 +478,6 @@ const char *st_metadata(const struct st_file *f, const char *key)
 
 /* ---- writing ------------------------------------------------------------ */
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Builds the header JSON (metadata first, then tensors in the given order,
  * packed back to back) padded with spaces so data starts 8-byte aligned. */
 static char *build_header(const struct st_tensor *tensors, size_t n, const char *const *metadata,
@@ -592,25 +576,6 @@ static int check_tensors(const struct st_tensor *tensors, size_t n, char *err, s
     return 0;
 }
 
-/* fsyncs the folder holding `path` so the rename itself is durable. */
-static void sync_parent(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 int st_write(const char *path, const struct st_tensor *tensors, size_t n,
              const char *const *metadata, char *err, size_t errcap)
 {
@@ -635,12 +600,12 @@ int st_write(const char *path, const struct st_tensor *tensors, size_t n,
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++)
         lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int rc = write_all(fd, lenbuf, 8);
+    int rc = fs_write_all(fd, lenbuf, 8);
     if (rc == 0)
-        rc = write_all(fd, header, hlen);
+        rc = fs_write_all(fd, header, hlen);
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (tensors[i].nbytes)
-            rc = write_all(fd, tensors[i].data, tensors[i].nbytes);
+            rc = fs_write_all(fd, tensors[i].data, tensors[i].nbytes);
     free(header);
     if (rc == 0)
         rc = fsync(fd);
@@ -655,6 +620,6 @@ int st_write(const char *path, const struct st_tensor *tensors, size_t n,
         unlink(tmp);
         return -1;
     }
-    sync_parent(path);
+    fs_sync_parent(path);
     return 0;
 }
