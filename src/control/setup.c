@@ -55,15 +55,7 @@ int setup_write_secret(const char *path, const char *text)
 
 int setup_read_secret(const char *path, char *out, size_t cap)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char *got = fgets(out, (int)cap, f);
-    fclose(f);
-    if (!got)
-        return -1;
-    out[strcspn(out, "\r\n")] = '\0';
-    return out[0] ? 0 : -1;
+    return fs_read_line(path, out, cap);
 }
 
 enum alallo_err setup_create_account(struct store *s, const char *name, char key[AUTH_KEY_MAX])

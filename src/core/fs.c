@@ -162,3 +162,16 @@ int fs_write_durably(const char *path, const void *data, size_t len, mode_t mode
     fs_sync_parent(path);
     return 0;
 }
+
+int fs_read_line(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char *got = fgets(out, (int)cap, f);
+    fclose(f);
+    if (!got)
+        return -1;
+    out[strcspn(out, "\r\n")] = '\0';
+    return out[0] ? 0 : -1;
+}

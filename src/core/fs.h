@@ -1,6 +1,6 @@
 /* fs.h - the small file-system steps every layer repeats: making a folder
- * path, removing a folder tree, copying a file, writing a whole buffer, and
- * replacing a file durably (a temporary file, fsync, rename, fsync of the
+ * path, removing a folder tree, copying a file, writing a whole buffer,
+ * reading a one-line file, and replacing a file durably (a temporary file, fsync, rename, fsync of the
  * folder).
  *
  * The one module in core that touches the disk; it holds no state and
@@ -37,6 +37,12 @@ int fs_sync_dir(const char *dir);
 
 /* fsyncs the folder that holds path ("." for a bare name). */
 int fs_sync_parent(const char *path);
+
+/* Reads the first line of the file at path into out (cap bytes), without
+ * its line ending: for one-line secret and token files. -1 when the file
+ * cannot be opened or the line is empty. A line longer than cap - 1 bytes
+ * is cut there. */
+int fs_read_line(const char *path, char *out /* OUT */, size_t cap);
 
 /* Replaces path by len bytes of data so that a crash leaves either the old
  * file or the new one whole: writes "<path>.tmp" (with exactly mode, whatever

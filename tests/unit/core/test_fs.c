@@ -123,6 +123,13 @@ static void copy_and_durable_write_replace_whole_files(void **state)
     snprintf(nodir, sizeof nodir, "%s/no/such/file", base);
     assert_int_equal(fs_write_durably(nodir, "x", 1, 0600), -1);
     assert_int_equal(fs_sync_parent(a), 0);
+    char line[8];
+    put(b, "token\r\nnext\n");
+    assert_int_equal(fs_read_line(b, line, sizeof line), 0);
+    assert_string_equal(line, "token");
+    put(b, "\n");
+    assert_int_equal(fs_read_line(b, line, sizeof line), -1);
+    assert_int_equal(fs_read_line(missing, line, sizeof line), -1);
     assert_int_equal(fs_sync_dir(base), 0);
     assert_int_equal(fs_sync_dir(nodir), -1);
 }
