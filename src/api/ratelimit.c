@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
+
 struct bucket {
     uint64_t hash;
     double tokens; /* as of `last` */
@@ -166,7 +168,5 @@ size_t ratelimit_size(struct ratelimit *rl)
 
 double ratelimit_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return clock_mono_s();
 }

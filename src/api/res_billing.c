@@ -5,20 +5,14 @@
 #include <string.h>
 
 #include "api/handlers.h"
+#include "api/paging.h"
 #include "api/shapes.h"
 
 void billing_ledger(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    long limit = 20;
-    const char *limit_s = http_query(req, "limit");
-    if (limit_s) {
-        char *end;
-        limit = strtol(limit_s, &end, 10);
-        if (*end || end == limit_s || limit < 1 || limit > STORE_LIST_MAX) {
-            api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
-            return;
-        }
-    }
+    int limit = paging_limit(req, res, 20);
+    if (limit < 0)
+        return;
     int64_t before = 0;
     const char *after = http_query(req, "after");
     if (after) {
@@ -37,7 +31,7 @@ void billing_ledger(struct api_server *srv, struct http_request *req, struct htt
     int n;
     bool more;
     enum alallo_err e =
-        store_ledger_list(srv->ctl->store, req->account.id, before, (int)limit, rows, &n, &more);
+        store_ledger_list(srv->ctl->store, req->account.id, before, limit, rows, &n, &more);
     if (e) {
         api_store_error(res, e);
     } else {

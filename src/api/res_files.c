@@ -11,6 +11,7 @@
 
 #include "api/handlers.h"
 #include "api/multipart.h"
+#include "api/paging.h"
 #include "api/shapes.h"
 #include "control/files.h"
 #include "core/dataset.h"
@@ -87,21 +88,10 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
 
 void files_list(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    const char *after = http_query(req, "after");
-    const char *limit_s = http_query(req, "limit");
-    long limit = STORE_LIST_MAX;
-    if (limit_s) {
-        char *end;
-        limit = strtol(limit_s, &end, 10);
-        if (*end || end == limit_s || limit < 1 || limit > STORE_LIST_MAX) {
-            api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
-            return;
-        }
-    }
-    if (after && !ids_valid(after)) {
-        api_error(res, ERR_INVALID, "after must be the id of one of your files.", "after");
+    const char *after;
+    int limit = paging_limit(req, res, STORE_LIST_MAX);
+    if (limit < 0 || !paging_after_id(req, res, "files", &after))
         return;
-    }
     struct store_file *files = calloc((size_t)limit, sizeof *files);
     if (!files) {
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -110,7 +100,7 @@ void files_list(struct api_server *srv, struct http_request *req, struct http_re
     int n;
     bool more;
     enum alallo_err e =
-        store_file_list(srv->ctl->store, req->account.id, after, (int)limit, files, &n, &more);
+        store_file_list(srv->ctl->store, req->account.id, after, limit, files, &n, &more);
     if (e) {
         api_store_error(res, e);
     } else {

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "api/handlers.h"
+#include "api/paging.h"
 #include "api/shapes.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -31,21 +32,6 @@ static bool load_job(struct api_server *srv, struct http_request *req, struct ht
     return e == ERR_OK;
 }
 
-/* Reads ?limit= (default dflt, 1..100); answers 400 and returns -1 when bad. */
-static int read_limit(struct http_request *req, struct http_response *res, int dflt)
-{
-    const char *s = http_query(req, "limit");
-    if (!s)
-        return dflt;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || v < 1 || v > STORE_LIST_MAX) {
-        api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
-        return -1;
-    }
-    return (int)v;
-}
-
 void jobs_events(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     struct store_job *j = malloc(sizeof *j);
@@ -56,7 +42,7 @@ void jobs_events(struct api_server *srv, struct http_request *req, struct http_r
     }
     if (!load_job(srv, req, res, j))
         goto out;
-    int limit = read_limit(req, res, 20);
+    int limit = paging_limit(req, res, 20);
     if (limit < 0)
         goto out;
     const char *after = http_query(req, "after");
@@ -95,7 +81,7 @@ void jobs_checkpoints(struct api_server *srv, struct http_request *req, struct h
     }
     if (!load_job(srv, req, res, j))
         goto out;
-    int limit = read_limit(req, res, 10);
+    int limit = paging_limit(req, res, 10);
     if (limit < 0)
         goto out;
     int n;

@@ -6,6 +6,7 @@
 #include "api/handlers.h"
 #include "api/job_request.h"
 #include "api/jsonw.h"
+#include "api/paging.h"
 #include "control/jobs.h"
 #include "control/lifecycle.h"
 #include "api/shapes.h"
@@ -91,21 +92,10 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
 
 void jobs_list(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    const char *after = http_query(req, "after");
-    const char *limit_s = http_query(req, "limit");
-    long limit = 20;
-    if (limit_s) {
-        char *end;
-        limit = strtol(limit_s, &end, 10);
-        if (*end || end == limit_s || limit < 1 || limit > STORE_LIST_MAX) {
-            api_error(res, ERR_INVALID, "limit must be an integer from 1 to 100.", "limit");
-            return;
-        }
-    }
-    if (after && !ids_valid(after)) {
-        api_error(res, ERR_INVALID, "after must be the id of one of your jobs.", "after");
+    const char *after;
+    int limit = paging_limit(req, res, 20);
+    if (limit < 0 || !paging_after_id(req, res, "jobs", &after))
         return;
-    }
     struct store_job *jobs = calloc((size_t)limit, sizeof *jobs);
     if (!jobs) {
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -113,7 +103,7 @@ void jobs_list(struct api_server *srv, struct http_request *req, struct http_res
     }
     int n;
     bool more;
-    enum alallo_err e = store_job_list(srv->ctl->store, req->account.id, after, (int)limit, jobs, &n,
+    enum alallo_err e = store_job_list(srv->ctl->store, req->account.id, after, limit, jobs, &n,
                                        &more);
     if (e == ERR_NOT_FOUND) {
         api_error(res, ERR_INVALID, "after must be the id of one of your jobs.", "after");

@@ -16,6 +16,7 @@
 #include "api/handlers.h"
 #include "api/job_request.h"
 #include "control/lifecycle.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #define EXPORT_TIMEOUT_S 600
@@ -150,25 +151,6 @@ struct export_stream {
     bool started;
 };
 
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            char child[1200];
-            if (text_printf(child, sizeof child, "%s/%s", path, e->d_name))
-                remove_tree(child);
-        }
-        closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void export_free(void *vctx)
 {
     struct export_stream *x = vctx;
@@ -176,7 +158,7 @@ static void export_free(void *vctx)
         fclose(x->cur);
     if (x->dir)
         closedir(x->dir);
-    remove_tree(x->tmp);
+    fs_remove_tree(x->tmp);
     free(x);
 }
 

@@ -1,7 +1,6 @@
 /* cli_cmds.c - `alallo files|models|workers|ledger|generate|export`, and the
  * call-and-check helper every client command uses. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/cli_format.h"
 #include "cli/cli_tar.h"
+#include "core/fs.h"
 
 int cli_do(struct cli_ctx *cx, const char *method, const char *path, json_t *body,
            struct cli_answer *a)
@@ -229,20 +229,6 @@ int cli_generate(struct cli_ctx *cx, int argc, char **argv)
     return CLI_OK;
 }
 
-/* Removes a folder tree a failed export left behind. */
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void remove_tree(const char *path)
-{
-    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static bool ends_with(const char *s, const char *tail)
 {
     size_t n = strlen(s), t = strlen(tail);
@@ -311,10 +297,10 @@ int cli_export(struct cli_ctx *cx, int argc, char **argv)
         return CLI_FAILED;
     }
     if (folder) {
-        remove_tree(unpacked);
+        fs_remove_tree(unpacked);
         if (cli_untar(part, unpacked, err, sizeof err) != 0) {
             fprintf(cx->err, "alallo: %s\n", err);
-            remove_tree(unpacked);
+            fs_remove_tree(unpacked);
             unlink(part);
             return CLI_FAILED;
         }
@@ -323,7 +309,7 @@ int cli_export(struct cli_ctx *cx, int argc, char **argv)
     if (rename(folder ? unpacked : part, out) != 0) {
         fprintf(cx->err, "alallo: cannot write %s: %s\n", out, strerror(errno));
         if (folder)
-            remove_tree(unpacked);
+            fs_remove_tree(unpacked);
         else
             unlink(part);
         return CLI_FAILED;

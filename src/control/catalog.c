@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -20,13 +21,6 @@ struct catalog {
     int n;
     int64_t checked_ms;
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int int_field(const json_t *cfg, const char *key, int dflt)
 {
@@ -104,7 +98,7 @@ static int by_id(const void *a, const void *b)
 /* Re-reads the folder if the last read is over a second old; mu held. */
 static void refresh(struct catalog *c)
 {
-    int64_t now = mono_ms();
+    int64_t now = clock_mono_ms();
     if (c->checked_ms && now - c->checked_ms < 1000)
         return;
     c->checked_ms = now;

@@ -12,14 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "core/clock.h"
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+extern char **environ;
 
 int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_result *r)
 {
@@ -57,13 +52,13 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
         errno = rc;
         return -1;
     }
-    double deadline = mono_s() + timeout_s;
+    double deadline = clock_mono_s() + timeout_s;
     size_t cap = 0;
     int open_fds = 2;
     struct pollfd p[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
     size_t err_len = 0;
     while (open_fds > 0) {
-        double left = deadline - mono_s();
+        double left = deadline - clock_mono_s();
         if (left <= 0) {
             r->timed_out = 1;
             break;

@@ -7,52 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "core/ids.h"
 #include "core/text.h"
 
 static bool file_path(const struct control *ctl, const char *id, char *out, size_t cap)
 {
     return ids_valid(id) && text_printf(out, cap, "%s/files/%s.jsonl", ctl->cfg.data_dir, id);
-}
-
-/* Writes data to path durably: a temporary file, fsync, rename, fsync of
- * the folder. Returns 0 or -1. */
-static int write_durably(const char *path, const char *data, size_t len)
-{
-    char tmp[1100];
-    if (!text_printf(tmp, sizeof tmp, "%s.tmp", path))
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        off += (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    char dir[1100];
-    text_copy(dir, sizeof dir, path);
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = '\0';
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
-    return 0;
 }
 
 enum alallo_err control_file_add(struct control *ctl, const char *account, const char *data,
@@ -64,7 +25,7 @@ enum alallo_err control_file_add(struct control *ctl, const char *account, const
     f->bytes = (int64_t)len;
     f->created_ms = clock_now_ms();
     if (!file_path(ctl, f->id, f->path, sizeof f->path) ||
-        write_durably(f->path, data, len) != 0) {
+        fs_write_durably(f->path, data, len, 0600) != 0) {
         log_line("error", "cannot write upload %s: %s", f->path, strerror(errno));
         return ERR_IO;
     }

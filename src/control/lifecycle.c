@@ -20,6 +20,7 @@
 #include "control/fleet.h"
 #include "control/sched_link.h"
 #include "control/jobs.h"
+#include "core/fs.h"
 #include "sched/outcome.h"
 #include "sched/resched.h"
 #include "core/ids.h"
@@ -68,22 +69,6 @@ bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char
         return false;
     return text_printf(out, cap, "%s/jobs/%s%s%s", ctl->cfg.data_dir, job_id, sub ? "/" : "",
                        sub ? sub : "");
-}
-
-static int mkdirs(const char *path)
-{
-    char tmp[1024];
-    if (!text_copy(tmp, sizeof tmp, path))
-        return -1;
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return (mkdir(tmp, 0700) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
 /* ---- stops ------------------------------------------------------------ */
@@ -258,7 +243,8 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
                      store_file_get(ctl->store, j->account, j->validation_file, &valid) == ERR_OK;
     char ckpt[1024], out[1024];
     if (!lifecycle_job_dir(ctl, j->id, "checkpoints", ckpt, sizeof ckpt) ||
-        !lifecycle_job_dir(ctl, j->id, "out", out, sizeof out) || mkdirs(ckpt) || mkdirs(out))
+        !lifecycle_job_dir(ctl, j->id, "out", out, sizeof out) || fs_mkdirs(ckpt, 0700) ||
+        fs_mkdirs(out, 0700))
         return NULL;
     bool full = strcmp(j->adapter, "full") == 0;
     /* Learning rate: the multiplier times a base rate fit for the method. */

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -40,33 +42,20 @@ int setup_open_store(const char *data, struct store **out, char *err, size_t err
 
 int setup_write_secret(const char *path, const char *text)
 {
-    char tmp[1100];
-    if (!text_printf(tmp, sizeof tmp, "%s.tmp", path))
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
     size_t n = strlen(text);
-    bool ok = write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (!ok || chmod(tmp, 0600) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    char *line = malloc(n + 1);
+    if (!line)
         return -1;
-    }
-    return 0;
+    memcpy(line, text, n);
+    line[n] = '\n';
+    int rc = fs_write_durably(path, line, n + 1, 0600);
+    free(line);
+    return rc;
 }
 
 int setup_read_secret(const char *path, char *out, size_t cap)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char *got = fgets(out, (int)cap, f);
-    fclose(f);
-    if (!got)
-        return -1;
-    out[strcspn(out, "\r\n")] = '\0';
-    return out[0] ? 0 : -1;
+    return fs_read_line(path, out, cap);
 }
 
 enum alallo_err setup_create_account(struct store *s, const char *name, char key[KEYS_MAX])

@@ -11,4 +11,8 @@ int64_t clock_now_ms(void);
 /* Seconds on CLOCK_MONOTONIC, for measuring how long something took. */
 double clock_mono_s(void);
 
+/* Whole milliseconds on CLOCK_MONOTONIC, for ages and deadlines kept as
+ * integers. */
+int64_t clock_mono_ms(void);
+
 #endif

@@ -23,19 +23,6 @@ const char *dataset_role_name(enum dataset_role r)
     return (unsigned)r <= DATASET_ASSISTANT ? role_names[r] : "?";
 }
 
-/* How many bytes of s to quote so that at most max are shown and no UTF-8
- * character is cut: problem texts go into JSON, which must be valid UTF-8. */
-static int utf8_prefix(const char *s, size_t max)
-{
-    size_t n = strnlen(s, max + 1);
-    if (n <= max)
-        return (int)n;
-    n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    return (int)n;
-}
-
 
 static void problem(struct dataset_check *c, long line, const char *fmt, ...)
 {
@@ -81,7 +68,7 @@ static int check_message(json_t *m, size_t idx, long line, struct dataset_turn *
             ri = i;
     if (ri < 0) {
         problem(c, line, "message %zu: unknown role \"%.*s\" (use system, user or assistant)", k,
-                utf8_prefix(r, 40), r);
+                text_utf8_prefix(r, 40), r);
         return -1;
     }
     if (!content) {

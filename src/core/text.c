@@ -64,3 +64,29 @@ void text_one_line(char *s)
     }
     u[o] = '\0';
 }
+
+void text_error(char *err, size_t cap, const char *fmt, ...)
+{
+    if (!err || cap == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    text_one_line(err);
+}
+
+int text_utf8_prefix_n(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return (int)len;
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return (int)n;
+}
+
+int text_utf8_prefix(const char *s, size_t max)
+{
+    return text_utf8_prefix_n(s, strnlen(s, max + 1), max);
+}

@@ -22,4 +22,19 @@ bool text_printf(char *dst, size_t cap, const char *fmt, ...)
  * input), and a character cut by the end of the buffer is dropped. */
 void text_one_line(char *s);
 
+/* Sets an error message: printf into err (cut to cap), then text_one_line,
+ * so that the message is one line of valid UTF-8 whatever it quotes. Does
+ * nothing when err is NULL or cap is 0, so callers may pass no buffer. */
+void text_error(char *err, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* How many of the first len bytes of s to quote so that at most max are
+ * shown and no UTF-8 character is cut: len when len <= max, else max or
+ * less, backed off to the start of the character at byte max. For the
+ * "%.*s" of a message that travels in JSON. s need not be NUL-terminated. */
+int text_utf8_prefix_n(const char *s, size_t len, size_t max);
+
+/* text_utf8_prefix_n for a NUL-terminated s (reads at most max + 1 bytes). */
+int text_utf8_prefix(const char *s, size_t max);
+
 #endif

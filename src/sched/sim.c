@@ -8,7 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/job.h"
+#include "core/rng.h"
 #include "sched/capacity.h"
 #include "sched/estimator.h"
 #include "sched/outcome.h"
@@ -25,43 +27,7 @@
 #define TL_SAMPLES_CAP 8000000
 #define EXACT_HORIZON_MAX_QUEUE 4000 /* longer queues estimate from the horizon */
 
-/* ---- random numbers: xoshiro256** seeded by splitmix64 ---------------- */
-
-struct rng {
-    uint64_t s[4];
-};
-
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(struct rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(struct rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
+/* ---- random numbers (core/rng.h) and the distributions drawn from them */
 
 /* Uniform in (0, 1). */
 static double u01(struct rng *r)
@@ -916,13 +882,6 @@ static void on_worker_back(struct sim *s, const struct event *ev)
     need_pass(s);
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The CPU time of this thread: a pass's cost without the time the machine
  * gave to other processes (the build machine is shared). */
 static double cpu_now(void)
@@ -1133,7 +1092,7 @@ enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out, char
                  SIM_MAX_WORKERS);
         return ERR_INVALID;
     }
-    double wall0 = wall_now();
+    double wall0 = clock_mono_s();
     struct sim s = {.cfg = c, .res = out, .nw = c->workers, .nj = c->jobs};
     rng_seed(&s.rng, c->seed);
     size_t nw = (size_t)c->workers, nj = (size_t)c->jobs;
@@ -1208,7 +1167,7 @@ enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out, char
     out->jobs = s.nj;
     finish_results(&s);
     free_sim(&s);
-    out->wall_s = wall_now() - wall0;
+    out->wall_s = clock_mono_s() - wall0;
     return err;
 }
 

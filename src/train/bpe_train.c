@@ -9,6 +9,7 @@
  * merge close to O(words touched).
  */
 #include "train/bpe_train.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -134,17 +135,6 @@ static uint64_t hash_pair(int32_t a, int32_t b)
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
     return x;
-}
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    text_one_line(err);
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -300,11 +290,11 @@ static int add_piece(struct bpe_trainer *bt, const char *s, size_t len, char *er
         size_t n = len > MAX_WORD_LEN ? MAX_WORD_LEN : len;
         int rc = word_add(bt, s, n);
         if (rc == -2) {
-            seterr(err, cap, "more than %u distinct words", MAX_WORDS);
+            text_error(err, cap, "more than %u distinct words", MAX_WORDS);
             return -1;
         }
         if (rc < 0) {
-            seterr(err, cap, "out of memory");
+            text_error(err, cap, "out of memory");
             return -1;
         }
         s += n;
@@ -317,7 +307,7 @@ int bpe_train_add_text(struct bpe_trainer *bt, const char *text, size_t len, cha
                        size_t errcap)
 {
     if (bt->trained) {
-        seterr(err, errcap, "text added after training");
+        text_error(err, errcap, "text added after training");
         return -1;
     }
     size_t pos = 0;
@@ -555,16 +545,16 @@ int bpe_train_run(struct bpe_trainer *bt, int vocab_size, int min_frequency,
                   struct bpe_train_result *out, char *err, size_t errcap)
 {
     if (bt->trained) {
-        seterr(err, errcap, "already trained");
+        text_error(err, errcap, "already trained");
         return -1;
     }
     if (vocab_size < BPE_TRAIN_MIN_VOCAB || vocab_size > BPE_TRAIN_MAX_VOCAB || min_frequency < 1) {
-        seterr(err, errcap, "vocabulary size must be %d..%d", BPE_TRAIN_MIN_VOCAB,
+        text_error(err, errcap, "vocabulary size must be %d..%d", BPE_TRAIN_MIN_VOCAB,
                BPE_TRAIN_MAX_VOCAB);
         return -1;
     }
     if (bt->nwords == 0) {
-        seterr(err, errcap, "no text to learn from");
+        text_error(err, errcap, "no text to learn from");
         return -1;
     }
     bt->trained = 1;
@@ -604,7 +594,7 @@ int bpe_train_run(struct bpe_trainer *bt, int vocab_size, int min_frequency,
     out->n_words = bt->nwords;
     return 0;
 oom:
-    seterr(err, errcap, "out of memory");
+    text_error(err, errcap, "out of memory");
     return -1;
 }
 
@@ -700,33 +690,22 @@ int bpe_train_write(const struct bpe_trainer *bt, const char *path, char *err, s
 {
     char *json = bpe_train_json(bt);
     if (!json) {
-        seterr(err, errcap, bt->trained ? "out of memory" : "not trained");
+        text_error(err, errcap, bt->trained ? "out of memory" : "not trained");
         return -1;
     }
     char tmp[4200];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(json);
-        seterr(err, errcap, "%s: path too long", path);
+        text_error(err, errcap, "%s: path too long", path);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        seterr(err, errcap, "%s: %s", tmp, strerror(errno));
+        text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         free(json);
         return -1;
     }
-    size_t len = strlen(json), off = 0;
-    int rc = 0;
-    while (off < len) {
-        ssize_t w = write(fd, json + off, len - off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = -1;
-            break;
-        }
-        off += (size_t)w;
-    }
+    int rc = fs_write_all(fd, json, strlen(json));
     free(json);
     if (rc == 0 && write(fd, "\n", 1) != 1)
         rc = -1;
@@ -737,7 +716,7 @@ int bpe_train_write(const struct bpe_trainer *bt, const char *path, char *err, s
     if (rc == 0)
         rc = rename(tmp, path);
     if (rc != 0) {
-        seterr(err, errcap, "%s: %s", path, strerror(errno));
+        text_error(err, errcap, "%s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }

@@ -4,13 +4,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/fs.h"
 
 #define MAGIC "ALALLOCK"
 #define HASH_SEED 0x616c616c6c6f636bULL
@@ -137,47 +138,6 @@ static int out_close(struct out_file *f)
     return rc;
 }
 
-static int fsync_dir(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-static int unlink_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-int ckpt_remove_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return errno == ENOENT ? 0 : -1;
-    return nftw(path, unlink_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-int ckpt_mkdir_p(const char *path)
-{
-    char buf[CKPT_MAX_PATH];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static int write_state(const char *dir, const struct ckpt *c, struct out_file *f)
 {
     if (out_open(f, dir, "state.bin"))
@@ -215,7 +175,7 @@ int ckpt_write(const char *root, const struct ckpt *c, char *path_out, size_t pa
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%08" PRIu64 "-%ld", root, c->step, (long)getpid());
     snprintf(fin, sizeof fin, "%s/step-%08" PRIu64, root, c->step);
     snprintf(old, sizeof old, "%s/.old-step-%08" PRIu64 "-%ld", root, c->step, (long)getpid());
-    if (ckpt_mkdir_p(root) || ckpt_remove_tree(tmp) || mkdir(tmp, 0755)) {
+    if (fs_mkdirs(root, 0755) || fs_remove_tree(tmp) || mkdir(tmp, 0755)) {
         snprintf(err, errcap, "checkpoint: cannot create %s: %s", tmp, strerror(errno));
         return -1;
     }
@@ -233,17 +193,17 @@ int ckpt_write(const char *root, const struct ckpt *c, char *path_out, size_t pa
                  "\nmeta.json %" PRIu64 " %016" PRIx64 "\n",
                  CKPT_VERSION, st.size, st.hash, meta.size, meta.hash);
     if (out_open(&done, tmp, "COMPLETE") || out_write(&done, line, (size_t)n) ||
-        out_close(&done) || fsync_dir(tmp))
+        out_close(&done) || fs_sync_dir(tmp))
         goto io;
     /* A checkpoint of the same step from an earlier attempt is replaced. */
     struct stat sb;
     int had_old = stat(fin, &sb) == 0;
     if (had_old && rename(fin, old) != 0)
         goto io;
-    if (rename(tmp, fin) != 0 || fsync_dir(root) != 0)
+    if (rename(tmp, fin) != 0 || fs_sync_dir(root) != 0)
         goto io;
     if (had_old)
-        ckpt_remove_tree(old);
+        fs_remove_tree(old);
     snprintf(path_out, pathcap, "%s", fin);
     return 0;
 io:
@@ -254,7 +214,7 @@ io:
         close(meta.fd);
     if (done.fd >= 0)
         close(done.fd);
-    ckpt_remove_tree(tmp);
+    fs_remove_tree(tmp);
     return -1;
 }
 
@@ -508,7 +468,7 @@ int ckpt_prune(const char *root, int keep)
         int ours = len > ml && strcmp(e->d_name + len - ml, mine) == 0;
         if (leftover && !ours) {
             snprintf(path, sizeof path, "%s/%s", root, e->d_name);
-            if (ckpt_remove_tree(path) == 0)
+            if (fs_remove_tree(path) == 0)
                 deleted++;
         }
     }
@@ -530,7 +490,7 @@ int ckpt_prune(const char *root, int keep)
             kept++;
             continue;
         }
-        if (complete && ckpt_remove_tree(path) == 0)
+        if (complete && fs_remove_tree(path) == 0)
             deleted++;
     }
     free(steps);

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/rng.h"
+#include "core/rng.h"
 
 #define CKPT_VERSION 1
 #define CKPT_MAX_PATH 1024
@@ -63,12 +63,6 @@ void ckpt_release(struct ckpt *c);
 /* Deletes complete checkpoints beyond the newest `keep`, and leftover
  * temporary folders. Returns the number deleted. */
 int ckpt_prune(const char *root, int keep);
-
-/* mkdir -p. 0 or -1 (errno set). */
-int ckpt_mkdir_p(const char *path);
-
-/* rm -rf for a folder the trainer made. 0 or -1. */
-int ckpt_remove_tree(const char *path);
 
 /* The checksum used in COMPLETE, computed as a stream (any split of the
  * input gives the same value). */

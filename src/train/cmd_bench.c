@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+#include "core/rng.h"
 #include "train/train_cmds.h"
 #include "train/omp_policy.h"
 #include "train/gemm.h"
@@ -30,15 +32,7 @@
 #include "train/modelio.h"
 #include "train/ops.h"
 #include "train/optim.h"
-#include "train/rng.h"
 #include "train/train_events.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* User plus system CPU seconds of this process so far. */
 static double cpu_s(void)
@@ -268,18 +262,18 @@ static int bench_train(int argc, char **argv)
             /* the first step warms caches and pages in memory: left out */
             model_acts_timing(a, &warm);
             t_opt = 0.0;
-            t_start = now_s();
+            t_start = clock_mono_s();
             c_start = cpu_s();
         }
         ops_zero(m->grad, m->n_train);
         loss = model_forward_backward(m, a, ids, mask, B, T, 1.0f / (float)nt, 1, &got) /
                (double)nt;
-        double t0 = now_s();
+        double t0 = clock_mono_s();
         double norm = optim_grad_norm(m->grad, m->n_train);
         optim_adamw_step(&opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), 1e-5f);
-        t_opt += now_s() - t0;
+        t_opt += clock_mono_s() - t0;
     }
-    double wall = now_s() - t_start;
+    double wall = clock_mono_s() - t_start;
     /* Share of `threads` cores this process got while timing: well under 1
      * means other work on the machine took the rest, and the figures are
      * low by about that much. */

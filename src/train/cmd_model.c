@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fs.h"
 #include "train/train_cmds.h"
 #include "train/omp_policy.h"
 #include "train/model.h"
@@ -109,7 +110,7 @@ static int model_init(int argc, char **argv)
     model_free(m);
     char dst[MODELIO_MAX_PATH + 32];
     snprintf(dst, sizeof dst, "%s/tokenizer.json", out);
-    if (modelio_copy_file(tok_path, dst)) {
+    if (fs_copy_file(tok_path, dst)) {
         fprintf(stderr, "alallo model init: cannot copy %s to %s\n", tok_path, dst);
         return 1;
     }

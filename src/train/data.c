@@ -53,17 +53,6 @@ struct loader {
     size_t errcap;
 };
 
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    text_one_line(err);
-}
-
 static int seq_push(struct seq *s, int32_t id, uint8_t m)
 {
     if (s->n == s->cap) {
@@ -158,7 +147,7 @@ static int on_example(void *ctx, long line, const struct dataset_example *ex)
     struct loader *L = ctx;
     struct dataset *d = L->d;
     if (render(L->tok, ex, &L->s) < 0) {
-        seterr(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)", line,
+        text_error(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)", line,
                L->name);
         return 1;
     }
@@ -196,7 +185,7 @@ static int on_example(void *ctx, long line, const struct dataset_example *ex)
     d->n_truncated += (size_t)cut;
     return 0;
 oom:
-    seterr(L->err, L->errcap, "line %ld of %s: out of memory", line, L->name);
+    text_error(L->err, L->errcap, "line %ld of %s: out of memory", line, L->name);
     return 1;
 }
 
@@ -206,18 +195,18 @@ struct dataset *dataset_load(const char *path, const char *display_name,
 {
     const char *name = display_name ? display_name : path;
     if (max_len < DATA_MIN_CONTEXT) {
-        seterr(err, errcap, "context length %zu is too short (at least %d)", max_len,
+        text_error(err, errcap, "context length %zu is too short (at least %d)", max_len,
                DATA_MIN_CONTEXT);
         return NULL;
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        seterr(err, errcap, "%s: cannot read (%s)", name, strerror(errno));
+        text_error(err, errcap, "%s: cannot read (%s)", name, strerror(errno));
         return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size > DATA_MAX_FILE) {
-        seterr(err, errcap, "%s: not a regular file of at most 4 GiB", name);
+        text_error(err, errcap, "%s: not a regular file of at most 4 GiB", name);
         close(fd);
         return NULL;
     }
@@ -226,7 +215,7 @@ struct dataset *dataset_load(const char *path, const char *display_name,
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            seterr(err, errcap, "%s: cannot read (%s)", name, strerror(errno));
+            text_error(err, errcap, "%s: cannot read (%s)", name, strerror(errno));
             close(fd);
             return NULL;
         }
@@ -237,7 +226,7 @@ struct dataset *dataset_load(const char *path, const char *display_name,
                        .errcap = errcap};
     int rc = -1;
     if (!d) {
-        seterr(err, errcap, "%s: out of memory", name);
+        text_error(err, errcap, "%s: out of memory", name);
     } else {
         struct dataset_check c;
         rc = dataset_each(map ? map : "", size, on_example, &L, &c);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "train/gguf.h"
 #include "train/model.h"
 #include "train/safetensors.h"
@@ -37,17 +38,6 @@ static const char llama3_regex[] =
 static const char qwen2_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    text_one_line(err);
-}
 
 static int join(char *out, const char *dir, const char *name)
 {
@@ -104,7 +94,7 @@ static char **list_safetensors(const char *dir, char *err, size_t cap)
 {
     DIR *d = opendir(dir);
     if (!d) {
-        seterr(err, cap, "%s: %s", dir, strerror(errno));
+        text_error(err, cap, "%s: %s", dir, strerror(errno));
         return NULL;
     }
     char **names = calloc(MAX_SHARDS + 1, sizeof *names);
@@ -114,7 +104,7 @@ static char **list_safetensors(const char *dir, char *err, size_t cap)
         if (!ends_with(e->d_name, ".safetensors") || e->d_name[0] == '.')
             continue;
         if (n == MAX_SHARDS) {
-            seterr(err, cap, "%s: more than %d safetensors files", dir, MAX_SHARDS);
+            text_error(err, cap, "%s: more than %d safetensors files", dir, MAX_SHARDS);
             goto fail;
         }
         if (!(names[n++] = strdup(e->d_name)))
@@ -122,7 +112,7 @@ static char **list_safetensors(const char *dir, char *err, size_t cap)
     }
     closedir(d);
     if (!names) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         return NULL;
     }
     qsort(names, (size_t)n, sizeof *names, cmp_str);
@@ -160,7 +150,7 @@ static int shards_open(const char *dir, struct shards *s, char *err, size_t cap)
     }
     free_names(names);
     if (rc == 0 && s->n == 0) {
-        seterr(err, cap, "%s: no .safetensors files", dir);
+        text_error(err, cap, "%s: no .safetensors files", dir);
         rc = -1;
     }
     if (rc < 0)
@@ -246,18 +236,18 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
 static int check_tensor(const struct st_tensor *t, const struct want *w, char *err, size_t cap)
 {
     if (!t) {
-        seterr(err, cap, "missing tensor %s", w->hf);
+        text_error(err, cap, "missing tensor %s", w->hf);
         return -1;
     }
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
-        seterr(err, cap, "tensor %s is %s (F32, F16 or BF16 expected)", w->hf,
+        text_error(err, cap, "tensor %s is %s (F32, F16 or BF16 expected)", w->hf,
                st_dtype_name(t->dtype));
         return -1;
     }
     int ok = w->cols ? (t->ndim == 2 && t->shape[0] == w->rows && t->shape[1] == w->cols)
                      : (t->ndim == 1 && t->shape[0] == w->rows);
     if (!ok) {
-        seterr(err, cap, "tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", w->hf,
+        text_error(err, cap, "tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", w->hf,
                (long long)t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? (long long)t->shape[1] : 0LL,
                (long long)w->rows, w->cols ? ", " : "", (long long)w->cols);
         return -1;
@@ -287,27 +277,27 @@ static int hf_open(const char *dir, struct hf_model *m, char *err, size_t cap)
     memset(m, 0, sizeof *m);
     char path[PATH_CAP], why[400];
     if (join(path, dir, "config.json") < 0 || model_config_load(path, &m->cfg, why, sizeof why) < 0) {
-        seterr(err, cap, "%s: %s", dir, why);
+        text_error(err, cap, "%s: %s", dir, why);
         return -1;
     }
     if (join(path, dir, "tokenizer.json") < 0 || !(m->tok = tokenizer_load(path, why, sizeof why))) {
-        seterr(err, cap, "%s: %s", dir, why);
+        text_error(err, cap, "%s: %s", dir, why);
         goto fail;
     }
     if (tokenizer_vocab_size(m->tok) > m->cfg.vocab) {
-        seterr(err, cap, "%s: tokenizer.json has %d ids but config.json's vocab_size is %d", dir,
+        text_error(err, cap, "%s: tokenizer.json has %d ids but config.json's vocab_size is %d", dir,
                tokenizer_vocab_size(m->tok), m->cfg.vocab);
         goto fail;
     }
     if (shards_open(dir, &m->sh, err, cap) < 0)
         goto fail;
     if (want_list(&m->cfg, &m->want, &m->n_want) < 0) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < m->n_want; i++)
         if (check_tensor(shards_find(&m->sh, m->want[i].hf), &m->want[i], why, sizeof why) < 0) {
-            seterr(err, cap, "%s: %s", dir, why);
+            text_error(err, cap, "%s: %s", dir, why);
             goto fail;
         }
     return 0;
@@ -332,12 +322,12 @@ int export_check_peft(const char *dir, char *err, size_t cap)
     char path[PATH_CAP];
     json_error_t je;
     if (join(path, dir, "adapter_config.json") < 0 || !is_file(path)) {
-        seterr(err, cap, "%s: no adapter_config.json (not a PEFT adapter folder)", dir);
+        text_error(err, cap, "%s: no adapter_config.json (not a PEFT adapter folder)", dir);
         return -1;
     }
     json_t *cfg = json_load_file(path, 0, &je);
     if (!cfg) {
-        seterr(err, cap, "%s/adapter_config.json: not valid JSON (line %d: %s)", dir, je.line, je.text);
+        text_error(err, cap, "%s/adapter_config.json: not valid JSON (line %d: %s)", dir, je.line, je.text);
         return -1;
     }
     int rc = -1;
@@ -348,18 +338,18 @@ int export_check_peft(const char *dir, char *err, size_t cap)
     json_t *targets = json_object_get(cfg, "target_modules");
     if (!type || strcmp(type, "LORA") != 0 || r < 1 || !json_is_number(alpha) ||
         !(json_is_array(targets) || json_is_string(targets))) {
-        seterr(err, cap, "%s/adapter_config.json: needs peft_type \"LORA\", r, lora_alpha and target_modules",
+        text_error(err, cap, "%s/adapter_config.json: needs peft_type \"LORA\", r, lora_alpha and target_modules",
                dir);
         goto out;
     }
     char why[400];
     if (join(path, dir, "adapter_model.safetensors") < 0 || !(f = st_open(path, why, sizeof why))) {
-        seterr(err, cap, "%s: adapter_model.safetensors: %s", dir, why);
+        text_error(err, cap, "%s: adapter_model.safetensors: %s", dir, why);
         goto out;
     }
     size_t n = st_count(f);
     if (n == 0 || n % 2) {
-        seterr(err, cap, "%s: adapter_model.safetensors has %zu tensors (A/B pairs expected)", dir, n);
+        text_error(err, cap, "%s: adapter_model.safetensors has %zu tensors (A/B pairs expected)", dir, n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -369,17 +359,17 @@ int export_check_peft(const char *dir, char *err, size_t cap)
         if (sscanf(t->name, "base_model.model.model.layers.%d.%31[a-z_].%31[a-z_].lora_%c.weight%n",
                    &layer, part, proj, &ab, &end) != 4 ||
             t->name[end] != '\0' || (ab != 'A' && ab != 'B') || t->ndim != 2) {
-            seterr(err, cap, "%s: unexpected adapter tensor %s", dir, t->name);
+            text_error(err, cap, "%s: unexpected adapter tensor %s", dir, t->name);
             goto out;
         }
         if ((ab == 'A' && t->shape[0] != r) || (ab == 'B' && t->shape[1] != r)) {
-            seterr(err, cap, "%s: tensor %s does not have rank %lld", dir, t->name, (long long)r);
+            text_error(err, cap, "%s: tensor %s does not have rank %lld", dir, t->name, (long long)r);
             goto out;
         }
         char other[ST_MAX_NAME];
         snprintf(other, sizeof other, "%.*s%c.weight", end - 8, t->name, ab == 'A' ? 'B' : 'A');
         if (!st_find(f, other)) {
-            seterr(err, cap, "%s: %s has no matching %s", dir, t->name, other);
+            text_error(err, cap, "%s: %s has no matching %s", dir, t->name, other);
             goto out;
         }
     }
@@ -391,69 +381,6 @@ out:
 }
 
 /* ---- copying folders ------------------------------------------------------ */
-
-static int copy_file(const char *from, const char *to)
-{
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return -1;
-    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) {
-        close(in);
-        return -1;
-    }
-    char *buf = malloc(1 << 20);
-    int rc = buf ? 0 : -1;
-    while (rc == 0) {
-        ssize_t n = read(in, buf, 1 << 20);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = n < 0 ? -1 : 0;
-            break;
-        }
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                rc = -1;
-                break;
-            }
-            off += w;
-        }
-    }
-    free(buf);
-    close(in);
-    if (rc == 0)
-        rc = fsync(out);
-    if (close(out) != 0)
-        rc = -1;
-    return rc;
-}
-
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[PATH_CAP];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && join(path, dir, e->d_name) == 0)
-            unlink(path);
-    closedir(d);
-    rmdir(dir);
-}
-
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
 
 static int parent_of(const char *path, char *out)
 {
@@ -477,17 +404,17 @@ static int copy_folder(const char *src, const char *dst, int (*keep)(const char 
                        size_t cap)
 {
     if (exists(dst)) {
-        seterr(err, cap, "%s already exists", dst);
+        text_error(err, cap, "%s already exists", dst);
         return -1;
     }
     char tmp[PATH_CAP];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", dst) >= sizeof tmp || !mkdtemp(tmp)) {
-        seterr(err, cap, "%s: cannot create a folder beside it (%s)", dst, strerror(errno));
+        text_error(err, cap, "%s: cannot create a folder beside it (%s)", dst, strerror(errno));
         return -1;
     }
     DIR *d = opendir(src);
     if (!d) {
-        seterr(err, cap, "%s: %s", src, strerror(errno));
+        text_error(err, cap, "%s: %s", src, strerror(errno));
         rmdir(tmp);
         return -1;
     }
@@ -499,27 +426,27 @@ static int copy_folder(const char *src, const char *dst, int (*keep)(const char 
             continue;
         if (join(from, src, e->d_name) < 0 || join(to, tmp, e->d_name) < 0 || !is_file(from))
             continue;
-        if (copy_file(from, to) < 0) {
-            seterr(err, cap, "copying %s: %s", from, strerror(errno));
+        if (fs_copy_file(from, to) < 0) {
+            text_error(err, cap, "copying %s: %s", from, strerror(errno));
             rc = -1;
         }
         copied++;
     }
     closedir(d);
     if (rc == 0) {
-        sync_dir(tmp);
+        fs_sync_dir(tmp);
         if (rename(tmp, dst) < 0) {
-            seterr(err, cap, "%s: %s", dst, strerror(errno));
+            text_error(err, cap, "%s: %s", dst, strerror(errno));
             rc = -1;
         }
     }
     if (rc < 0) {
-        remove_tree(tmp);
+        fs_remove_tree(tmp);
         return -1;
     }
     char parent[PATH_CAP];
     if (parent_of(dst, parent) == 0)
-        sync_dir(parent);
+        fs_sync_dir(parent);
     return copied > 0 ? 0 : -1;
 }
 
@@ -668,7 +595,7 @@ static int set_tokenizer(struct gguf_writer *w, const struct hf_model *m, const 
     json_t *root = text ? json_loads(text, 0, NULL) : NULL;
     free(text);
     if (!root) {
-        seterr(err, cap, "%s: cannot read tokenizer.json", dir);
+        text_error(err, cap, "%s: cannot read tokenizer.json", dir);
         return -1;
     }
     int rc = -1;
@@ -711,7 +638,7 @@ static int set_tokenizer(struct gguf_writer *w, const struct hf_model *m, const 
     if (byte_level) {
         const char *pre = gguf_pre_name(json_object_get(root, "pre_tokenizer"));
         if (!pre) {
-            seterr(err, cap, "%s: tokenizer.json's pre-tokenizer has no llama.cpp equivalent "
+            text_error(err, cap, "%s: tokenizer.json's pre-tokenizer has no llama.cpp equivalent "
                              "(GPT-2 byte-level, Llama 3 and Qwen2 splits are supported)", dir);
             goto out;
         }
@@ -762,7 +689,7 @@ static int set_tokenizer(struct gguf_writer *w, const struct hf_model *m, const 
     rc = 0;
     goto out;
 oom:
-    seterr(err, cap, "out of memory while writing the tokenizer");
+    text_error(err, cap, "out of memory while writing the tokenizer");
 out:
     if (tokens)
         for (int id = 0; id < V; id++)
@@ -800,7 +727,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
                 size_t errcap)
 {
     if (exists(out_path)) {
-        seterr(err, errcap, "%s already exists", out_path);
+        text_error(err, errcap, "%s already exists", out_path);
         return -1;
     }
     struct hf_model m;
@@ -811,7 +738,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     struct gguf_writer *w = gguf_writer_new();
     struct conv *cv = calloc(m.n_want, sizeof *cv);
     if (!w || !cv) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         goto out;
     }
     char name[256];
@@ -832,7 +759,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
               gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", c->rms_eps) ||
               gguf_set_f32(w, "llama.rope.freq_base", c->rope_theta);
     if (bad) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         goto out;
     }
     if (set_tokenizer(w, &m, model_dir, err, errcap) < 0)
@@ -850,7 +777,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
         if (!wt->cols)
             ne[0] = cv[i].rows;
         if (gguf_add_tensor(w, wt->gguf, cv[i].to, nd, ne, fill_conv, &cv[i]) < 0) {
-            seterr(err, errcap, "tensor %s cannot be added", wt->gguf);
+            text_error(err, errcap, "tensor %s cannot be added", wt->gguf);
             goto out;
         }
     }

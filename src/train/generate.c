@@ -12,7 +12,7 @@
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/ops.h"
-#include "train/rng.h"
+#include "core/rng.h"
 #include "train/tokenizer.h"
 
 struct generator {

@@ -5,6 +5,7 @@
  * and fill callback. The reader walks the file with a bounds-checked cursor.
  */
 #include "train/gguf.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #include <errno.h>
@@ -25,17 +26,6 @@
 #define MAX_STRING ((uint64_t)64 << 20)  /* one string, e.g. a chat template */
 #define MAX_ARRAY ((uint64_t)1 << 28)    /* elements in one array */
 #define MAX_NAME 256                     /* tensor names (llama.cpp uses 64) */
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    text_one_line(err);
-}
 
 static size_t ttype_size(enum gguf_ttype t)
 {
@@ -268,22 +258,6 @@ bad:
     return -1;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
     return (x + a - 1) / a * a;
@@ -292,7 +266,7 @@ static uint64_t align_up(uint64_t x, uint64_t a)
 int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap)
 {
     if (w->failed) {
-        seterr(err, errcap, "%s: a key or tensor could not be added (memory or bad shape)", path);
+        text_error(err, errcap, "%s: a key or tensor could not be added (memory or bad shape)", path);
         return -1;
     }
     /* The head: header, pairs, tensor infos; built in a second writer's
@@ -304,7 +278,7 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
     unsigned char *zeros = calloc(align, 1);
     if (!zeros) {
         free(h.kv);
-        seterr(err, errcap, "%s: out of memory", path);
+        text_error(err, errcap, "%s: out of memory", path);
         return -1;
     }
     uint64_t off = 0;
@@ -321,24 +295,24 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
     if (rc) {
         free(h.kv);
         free(zeros);
-        seterr(err, errcap, "%s: out of memory", path);
+        text_error(err, errcap, "%s: out of memory", path);
         return -1;
     }
     char tmp[4200];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(h.kv);
         free(zeros);
-        seterr(err, errcap, "%s: path too long", path);
+        text_error(err, errcap, "%s: path too long", path);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(h.kv);
         free(zeros);
-        seterr(err, errcap, "%s: %s", tmp, strerror(errno));
+        text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         return -1;
     }
-    rc = write_all(fd, h.kv, h.kv_len);
+    rc = fs_write_all(fd, h.kv, h.kv_len);
     free(h.kv);
     const char *why = rc ? strerror(errno) : NULL;
     void *buf = NULL;
@@ -357,7 +331,7 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
             break;
         }
         size_t tpad = (size_t)(align_up(t->nbytes, align) - t->nbytes);
-        if (write_all(fd, buf, t->nbytes) < 0 || write_all(fd, zeros, tpad) < 0) {
+        if (fs_write_all(fd, buf, t->nbytes) < 0 || fs_write_all(fd, zeros, tpad) < 0) {
             rc = -1;
             why = strerror(errno);
         }
@@ -378,7 +352,7 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
     }
     if (rc) {
         unlink(tmp);
-        seterr(err, errcap, "%s: %s", path, why ? why : "write failed");
+        text_error(err, errcap, "%s: %s", path, why ? why : "write failed");
         return -1;
     }
     return 0;
@@ -432,7 +406,7 @@ struct cursor {
 static int need(struct cursor *c, uint64_t n, const char *what)
 {
     if (n > c->len - c->pos) {
-        seterr(c->err, c->errcap, "truncated file: %s at byte %zu", what, c->pos);
+        text_error(c->err, c->errcap, "truncated file: %s at byte %zu", what, c->pos);
         return -1;
     }
     return 0;
@@ -466,14 +440,14 @@ static char *get_str(struct cursor *c, uint64_t max, const char *what)
     if (get_u64(c, &n, what))
         return NULL;
     if (n > max) {
-        seterr(c->err, c->errcap, "%s of %llu bytes is over the limit", what, (unsigned long long)n);
+        text_error(c->err, c->errcap, "%s of %llu bytes is over the limit", what, (unsigned long long)n);
         return NULL;
     }
     if (need(c, n, what))
         return NULL;
     char *s = malloc(n + 1);
     if (!s) {
-        seterr(c->err, c->errcap, "out of memory");
+        text_error(c->err, c->errcap, "out of memory");
         return NULL;
     }
     memcpy(s, c->p + c->pos, n);
@@ -536,7 +510,7 @@ static int parse_value(struct cursor *c, struct rkv *kv)
 {
     if ((unsigned)kv->type >= GGUF_VTYPE_COUNT) {
         char shown[72];
-        seterr(c->err, c->errcap, "key \"%s\": unknown value type %u",
+        text_error(c->err, c->errcap, "key \"%s\": unknown value type %u",
                printable(kv->key, shown, sizeof shown), kv->type);
         return -1;
     }
@@ -562,7 +536,7 @@ static int parse_value(struct cursor *c, struct rkv *kv)
     kv->arr_type = (enum gguf_vtype)et;
     if (et >= GGUF_VTYPE_COUNT || et == GGUF_ARRAY || kv->arr_len > MAX_ARRAY) {
         char shown[72];
-        seterr(c->err, c->errcap, "key \"%s\": unsupported array (type %u, %llu elements)",
+        text_error(c->err, c->errcap, "key \"%s\": unsupported array (type %u, %llu elements)",
                printable(kv->key, shown, sizeof shown), et, (unsigned long long)kv->arr_len);
         return -1;
     }
@@ -579,7 +553,7 @@ static int parse_value(struct cursor *c, struct rkv *kv)
         return -1;
     kv->arr_str = calloc(kv->arr_len ? kv->arr_len : 1, sizeof *kv->arr_str);
     if (!kv->arr_str) {
-        seterr(c->err, c->errcap, "out of memory");
+        text_error(c->err, c->errcap, "out of memory");
         return -1;
     }
     for (uint64_t i = 0; i < kv->arr_len; i++)
@@ -611,7 +585,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
     char shown[80], shown2[80];
     uint64_t n_t, n_kv;
     if (need(&c, 4, "magic") || memcmp(buf, GGUF_MAGIC, 4) != 0) {
-        seterr(err, errcap, "not a GGUF file (no GGUF magic)");
+        text_error(err, errcap, "not a GGUF file (no GGUF magic)");
         return -1;
     }
     c.pos = 4;
@@ -619,18 +593,18 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         get_u64(&c, &n_kv, "key count"))
         return -1;
     if (f->version != 2 && f->version != 3) {
-        seterr(err, errcap, "GGUF version %u (only 2 and 3 are read)", f->version);
+        text_error(err, errcap, "GGUF version %u (only 2 and 3 are read)", f->version);
         return -1;
     }
     if (n_kv > MAX_KV || n_t > MAX_TENSORS) {
-        seterr(err, errcap, "%llu keys and %llu tensors is over the limits",
+        text_error(err, errcap, "%llu keys and %llu tensors is over the limits",
                (unsigned long long)n_kv, (unsigned long long)n_t);
         return -1;
     }
     f->kv = calloc(n_kv ? n_kv : 1, sizeof *f->kv);
     f->t = calloc(n_t ? n_t : 1, sizeof *f->t);
     if (!f->kv || !f->t) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         return -1;
     }
     uint64_t alignment = GGUF_DEFAULT_ALIGNMENT;
@@ -645,7 +619,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
             return -1;
         if (strcmp(kv->key, "general.alignment") == 0) {
             if (kv->type != GGUF_U32 || kv->v.i == 0 || (kv->v.i & (kv->v.i - 1)) != 0) {
-                seterr(err, errcap, "general.alignment must be a power of two (u32)");
+                text_error(err, errcap, "general.alignment must be a power of two (u32)");
                 return -1;
             }
             alignment = (uint64_t)kv->v.i;
@@ -653,7 +627,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
     }
     uint64_t *offs = calloc(n_t ? n_t : 1, sizeof *offs);
     if (!offs) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         return -1;
     }
     int rc = -1;
@@ -665,7 +639,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         if (!(t->name = get_str(&c, MAX_NAME, "tensor name")) || get_u32(&c, &nd, "n_dims"))
             goto out;
         if (nd < 1 || nd > GGUF_MAX_DIMS) {
-            seterr(err, errcap, "tensor \"%s\": %u dimensions", printable(t->name, shown, sizeof shown), nd);
+            text_error(err, errcap, "tensor \"%s\": %u dimensions", printable(t->name, shown, sizeof shown), nd);
             goto out;
         }
         t->n_dims = (int)nd;
@@ -674,7 +648,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
             if (get_u64(&c, &t->ne[d], "dimension"))
                 goto out;
             if (__builtin_mul_overflow(count, t->ne[d], &count)) {
-                seterr(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
+                text_error(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
                 goto out;
             }
         }
@@ -682,26 +656,26 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
             goto out;
         t->type = (enum gguf_ttype)type;
         if (ttype_size(t->type) == 0) {
-            seterr(err, errcap, "tensor \"%s\": ggml type %u is not F32, F16 or BF16",
+            text_error(err, errcap, "tensor \"%s\": ggml type %u is not F32, F16 or BF16",
                    printable(t->name, shown, sizeof shown), type);
             goto out;
         }
         uint64_t nbytes;
         if (__builtin_mul_overflow(count, (uint64_t)ttype_size(t->type), &nbytes)) {
-            seterr(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
+            text_error(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
             goto out;
         }
         t->nbytes = (size_t)nbytes;
     }
     uint64_t data = align_up(c.pos, alignment);
     if (data > len) {
-        seterr(err, errcap, "truncated file: no data section");
+        text_error(err, errcap, "truncated file: no data section");
         goto out;
     }
     for (uint64_t i = 0; i < n_t; i++) {
         struct gguf_tensor_info *t = &f->t[i];
         if (offs[i] % alignment != 0 || offs[i] > len - data || t->nbytes > len - data - offs[i]) {
-            seterr(err, errcap, "tensor \"%s\": data at offset %llu (%zu bytes) is outside the file",
+            text_error(err, errcap, "tensor \"%s\": data at offset %llu (%zu bytes) is outside the file",
                    printable(t->name, shown, sizeof shown), (unsigned long long)offs[i], t->nbytes);
             goto out;
         }
@@ -710,7 +684,7 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
     /* Overlaps: in offset order, each tensor must end before the next starts. */
     order = malloc((n_t ? n_t : 1) * sizeof *order);
     if (!order) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         goto out;
     }
     for (uint64_t i = 0; i < n_t; i++)
@@ -718,14 +692,14 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
     qsort_r(order, n_t, sizeof *order, cmp_span_name, f->t);
     for (uint64_t i = 1; i < n_t; i++)
         if (strcmp(f->t[order[i].idx].name, f->t[order[i - 1].idx].name) == 0) {
-            seterr(err, errcap, "tensor \"%s\" appears twice",
+            text_error(err, errcap, "tensor \"%s\" appears twice",
                    printable(f->t[order[i].idx].name, shown, sizeof shown));
             goto out;
         }
     qsort(order, n_t, sizeof *order, cmp_span);
     for (uint64_t i = 1; i < n_t; i++)
         if (order[i].begin < order[i - 1].end) {
-            seterr(err, errcap, "tensors \"%s\" and \"%s\" overlap",
+            text_error(err, errcap, "tensors \"%s\" and \"%s\" overlap",
                    printable(f->t[order[i - 1].idx].name, shown, sizeof shown),
                    printable(f->t[order[i].idx].name, shown2, sizeof shown2));
             goto out;
@@ -741,7 +715,7 @@ struct gguf_file *gguf_parse(const void *buf, size_t len, char *err, size_t errc
 {
     struct gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         return NULL;
     }
     if (parse_file(f, buf, len, err, errcap) < 0) {
@@ -755,12 +729,12 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errcap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        seterr(err, errcap, "%s: %s", path, strerror(errno));
+        text_error(err, errcap, "%s: %s", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < 24) {
-        seterr(err, errcap, "%s: not a GGUF file", path);
+        text_error(err, errcap, "%s: not a GGUF file", path);
         close(fd);
         return NULL;
     }
@@ -768,14 +742,14 @@ struct gguf_file *gguf_open(const char *path, char *err, size_t errcap)
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) {
-        seterr(err, errcap, "%s: mmap: %s", path, strerror(errno));
+        text_error(err, errcap, "%s: mmap: %s", path, strerror(errno));
         return NULL;
     }
     char why[300];
     struct gguf_file *f = gguf_parse(map, len, why, sizeof why);
     if (!f) {
         munmap(map, len);
-        seterr(err, errcap, "%s: %s", path, why);
+        text_error(err, errcap, "%s: %s", path, why);
         return NULL;
     }
     f->map = map;

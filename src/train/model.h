@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "train/linear.h"
-#include "train/rng.h"
+#include "core/rng.h"
 
 #define MODEL_MAX_LAYERS 256
 #define MODEL_MAX_HIDDEN 16384

@@ -16,6 +16,7 @@
 #include <time.h>
 
 
+#include "core/clock.h"
 #include "train/gemm.h"
 #include "train/model.h"
 #include "train/ops.h"
@@ -49,13 +50,6 @@ struct model_acts {
     size_t mem_floats;
     double t_forward, t_head, t_backward;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 struct model_acts *model_acts_create(const struct model *m, int B, int T)
 {
@@ -379,12 +373,12 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
 {
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
-    double t0 = now_s();
+    double t0 = clock_mono_s();
     trunk_forward(m, a, ids, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
-    double t1 = now_s();
+    double t1 = clock_mono_s();
     double loss = head_loss(m, a, ids, mask, B, T, dscale, backward, n_targets);
-    double t2 = now_s();
+    double t2 = clock_mono_s();
     a->t_forward += t1 - t0;
     a->t_head += t2 - t1;
     if (!backward)
@@ -406,6 +400,6 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
                 dw[j] += d[j];
         }
     }
-    a->t_backward += now_s() - t2;
+    a->t_backward += clock_mono_s() - t2;
     return loss;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 
@@ -140,47 +141,6 @@ fail:
     return NULL;
 }
 
-int modelio_copy_file(const char *from, const char *to)
-{
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return -1;
-    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        close(in);
-        return -1;
-    }
-    char buf[1 << 16];
-    int rc = 0;
-    for (;;) {
-        ssize_t r = read(in, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? -1 : 0;
-            break;
-        }
-        for (ssize_t off = 0; off < r;) {
-            ssize_t w = write(out, buf + off, (size_t)(r - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                rc = -1;
-                break;
-            }
-            off += w;
-        }
-        if (rc)
-            break;
-    }
-    if (fsync(out) != 0)
-        rc = -1;
-    close(in);
-    if (close(out) != 0)
-        rc = -1;
-    return rc;
-}
-
 int modelio_write_text(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -213,7 +173,7 @@ static int begin_folder(const char *out_dir, char *tmp, size_t cap, char *err, s
         return -1;
     }
     snprintf(tmp, cap, "%s.tmp-%ld", out_dir, (long)getpid());
-    ckpt_remove_tree(tmp);
+    fs_remove_tree(tmp);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errcap, "cannot create %s: %s", tmp, strerror(errno));
         return -1;
@@ -230,11 +190,11 @@ static int finish_folder(const char *tmp, const char *out_dir, char *err, size_t
     int had = stat(out_dir, &sb) == 0;
     if ((had && rename(out_dir, old) != 0) || rename(tmp, out_dir) != 0) {
         snprintf(err, errcap, "cannot move %s into place: %s", out_dir, strerror(errno));
-        ckpt_remove_tree(tmp);
+        fs_remove_tree(tmp);
         return -1;
     }
     if (had)
-        ckpt_remove_tree(old);
+        fs_remove_tree(old);
     /* The parent folder's entry must reach the disk too. */
     char parent[MODELIO_MAX_PATH + 64];
     snprintf(parent, sizeof parent, "%s", out_dir);
@@ -309,7 +269,7 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
         char from[MODELIO_MAX_PATH + 64];
         snprintf(from, sizeof from, "%s/%s", tokenizer_dir, tokenizer_files[i]);
         snprintf(path, sizeof path, "%s/%s", tmp, tokenizer_files[i]);
-        if (access(from, R_OK) == 0 && modelio_copy_file(from, path)) {
+        if (access(from, R_OK) == 0 && fs_copy_file(from, path)) {
             snprintf(err, errcap, "cannot copy %s: %s", from, strerror(errno));
             goto out;
         }
@@ -317,7 +277,7 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
     rc = finish_folder(tmp, out_dir, err, errcap);
 out:
     if (rc)
-        ckpt_remove_tree(tmp);
+        fs_remove_tree(tmp);
     for (int i = 0; bufs && i < m->n_tensors; i++)
         free(bufs[i]);
     free(bufs);
@@ -387,13 +347,13 @@ int modelio_save_peft(const struct model *m, const char *out_dir, const char *ba
     snprintf(path, sizeof path, "%s/adapter_config.json", tmp);
     if (modelio_write_text(path, text)) {
         snprintf(err, errcap, "cannot write %s: %s", path, strerror(errno));
-        ckpt_remove_tree(tmp);
+        fs_remove_tree(tmp);
         goto out;
     }
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", tmp);
     static const char *const meta[] = {"format", "pt", NULL};
     if (st_write(path, ts, n, meta, err, errcap)) {
-        ckpt_remove_tree(tmp);
+        fs_remove_tree(tmp);
         goto out;
     }
     rc = finish_folder(tmp, out_dir, err, errcap);

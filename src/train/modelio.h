@@ -48,9 +48,6 @@ int modelio_peft_opts(const char *adapter_dir, struct model_opts *opts, char *er
  * the options modelio_peft_opts gave. 0 or -1 with a reason. */
 int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_t errcap);
 
-/* Copies one file (for the tokenizer files). 0 or -1. */
-int modelio_copy_file(const char *from, const char *to);
-
 /* Writes `text` to path (fsynced). 0 or -1. */
 int modelio_write_text(const char *path, const char *text);
 

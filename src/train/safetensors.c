@@ -7,6 +7,7 @@
  * data/nbytes without further checks.
  */
 #include "train/safetensors.h"
+#include "core/fs.h"
 #include "core/text.h"
 
 #include <errno.h>
@@ -61,30 +62,6 @@ static int dtype_parse(const char *s, enum st_dtype *out)
             return 0;
         }
     return -1;
-}
-
-/* How many bytes of s to quote so that at most max are shown and no UTF-8
- * character is cut (header strings are valid UTF-8: jansson checks). */
-static int utf8_prefix(const char *s, size_t max)
-{
-    size_t n = strnlen(s, max + 1);
-    if (n <= max)
-        return (int)n;
-    n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    return (int)n;
-}
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    text_one_line(err);
 }
 
 /* ---- conversions -------------------------------------------------------- */
@@ -212,29 +189,29 @@ static int parse_tensor(struct st_tensor *t, const char *name, json_t *v, const 
                         uint64_t data_len, char *err, size_t cap)
 {
     if (strlen(name) >= ST_MAX_NAME) {
-        seterr(err, cap, "tensor name longer than %d bytes", ST_MAX_NAME - 1);
+        text_error(err, cap, "tensor name longer than %d bytes", ST_MAX_NAME - 1);
         return -1;
     }
     snprintf(t->name, sizeof t->name, "%s", name);
     if (!json_is_object(v)) {
-        seterr(err, cap, "tensor \"%s\": header entry is not an object", name);
+        text_error(err, cap, "tensor \"%s\": header entry is not an object", name);
         return -1;
     }
     json_t *dt = json_object_get(v, "dtype");
     json_t *sh = json_object_get(v, "shape");
     json_t *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off)) {
-        seterr(err, cap, "tensor \"%s\": needs dtype, shape and data_offsets", name);
+        text_error(err, cap, "tensor \"%s\": needs dtype, shape and data_offsets", name);
         return -1;
     }
     if (dtype_parse(json_string_value(dt), &t->dtype) < 0) {
-        seterr(err, cap, "tensor \"%s\": unsupported dtype \"%.*s\"", name,
-               utf8_prefix(json_string_value(dt), 20), json_string_value(dt));
+        text_error(err, cap, "tensor \"%s\": unsupported dtype \"%.*s\"", name,
+               text_utf8_prefix(json_string_value(dt), 20), json_string_value(dt));
         return -1;
     }
     size_t nd = json_array_size(sh);
     if (nd > ST_MAX_DIMS) {
-        seterr(err, cap, "tensor \"%s\": %zu dimensions (at most %d)", name, nd, ST_MAX_DIMS);
+        text_error(err, cap, "tensor \"%s\": %zu dimensions (at most %d)", name, nd, ST_MAX_DIMS);
         return -1;
     }
     t->ndim = (int)nd;
@@ -242,12 +219,12 @@ static int parse_tensor(struct st_tensor *t, const char *name, json_t *v, const 
     for (size_t i = 0; i < nd; i++) {
         uint64_t d;
         if (json_u64(json_array_get(sh, i), &d) < 0 || d > ((uint64_t)1 << 40)) {
-            seterr(err, cap, "tensor \"%s\": bad dimension %zu", name, i);
+            text_error(err, cap, "tensor \"%s\": bad dimension %zu", name, i);
             return -1;
         }
         t->shape[i] = (int64_t)d;
         if (__builtin_mul_overflow(count, d, &count)) {
-            seterr(err, cap, "tensor \"%s\": shape too large", name);
+            text_error(err, cap, "tensor \"%s\": shape too large", name);
             return -1;
         }
     }
@@ -256,18 +233,18 @@ static int parse_tensor(struct st_tensor *t, const char *name, json_t *v, const 
     uint64_t b, e, want;
     if (json_array_size(off) != 2 || json_u64(json_array_get(off, 0), &b) < 0 ||
         json_u64(json_array_get(off, 1), &e) < 0 || b > e) {
-        seterr(err, cap, "tensor \"%s\": data_offsets must be [begin, end] with begin <= end",
+        text_error(err, cap, "tensor \"%s\": data_offsets must be [begin, end] with begin <= end",
                name);
         return -1;
     }
     if (e > data_len) {
-        seterr(err, cap, "tensor \"%s\": data_offsets end %llu is past the data (%llu bytes)",
+        text_error(err, cap, "tensor \"%s\": data_offsets end %llu is past the data (%llu bytes)",
                name, (unsigned long long)e, (unsigned long long)data_len);
         return -1;
     }
     if (__builtin_mul_overflow(count, (uint64_t)dtype_sizes[t->dtype], &want) ||
         want != e - b) {
-        seterr(err, cap, "tensor \"%s\": shape and dtype need %llu bytes but data_offsets span %llu",
+        text_error(err, cap, "tensor \"%s\": shape and dtype need %llu bytes but data_offsets span %llu",
                name, (unsigned long long)(want), (unsigned long long)(e - b));
         return -1;
     }
@@ -279,17 +256,17 @@ static int parse_tensor(struct st_tensor *t, const char *name, json_t *v, const 
 static int parse_metadata(struct st_file *f, json_t *m, char *err, size_t cap)
 {
     if (!json_is_object(m)) {
-        seterr(err, cap, "__metadata__ is not an object");
+        text_error(err, cap, "__metadata__ is not an object");
         return -1;
     }
     size_t n = json_object_size(m);
     if (n > ST_MAX_META) {
-        seterr(err, cap, "__metadata__ has %zu entries (at most %d)", n, ST_MAX_META);
+        text_error(err, cap, "__metadata__ has %zu entries (at most %d)", n, ST_MAX_META);
         return -1;
     }
     f->meta = calloc(n ? n : 1, sizeof *f->meta);
     if (!f->meta) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         return -1;
     }
     const char *k;
@@ -297,7 +274,7 @@ static int parse_metadata(struct st_file *f, json_t *m, char *err, size_t cap)
     json_object_foreach(m, k, v)
     {
         if (!json_is_string(v)) {
-            seterr(err, cap, "__metadata__ value of \"%.*s\" is not a string", utf8_prefix(k, 64), k);
+            text_error(err, cap, "__metadata__ value of \"%.*s\" is not a string", text_utf8_prefix(k, 64), k);
             return -1;
         }
         struct st_meta *e = &f->meta[f->n_meta];
@@ -305,7 +282,7 @@ static int parse_metadata(struct st_file *f, json_t *m, char *err, size_t cap)
         e->value = strdup(json_string_value(v));
         f->n_meta++;
         if (!e->key || !e->value) {
-            seterr(err, cap, "out of memory");
+            text_error(err, cap, "out of memory");
             return -1;
         }
     }
@@ -317,23 +294,23 @@ static int parse_into(struct st_file *f, const void *buf, size_t len, char *err,
 {
     const unsigned char *p = buf;
     if (len < 8) {
-        seterr(err, cap, "file is %zu bytes, too short for a safetensors header", len);
+        text_error(err, cap, "file is %zu bytes, too short for a safetensors header", len);
         return -1;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | p[i];
     if (hlen > ST_MAX_HEADER) {
-        seterr(err, cap, "header length %llu is over the 100 MiB limit",
+        text_error(err, cap, "header length %llu is over the 100 MiB limit",
                (unsigned long long)hlen);
         return -1;
     }
     if (hlen < 2) {
-        seterr(err, cap, "header length %llu is too small", (unsigned long long)hlen);
+        text_error(err, cap, "header length %llu is too small", (unsigned long long)hlen);
         return -1;
     }
     if (hlen > len - 8) {
-        seterr(err, cap, "header length %llu does not fit in the %zu-byte file",
+        text_error(err, cap, "header length %llu does not fit in the %zu-byte file",
                (unsigned long long)hlen, len);
         return -1;
     }
@@ -341,12 +318,12 @@ static int parse_into(struct st_file *f, const void *buf, size_t len, char *err,
     json_t *root = json_loadb((const char *)p + 8, (size_t)hlen,
                               JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        seterr(err, cap, "header is not valid JSON: %s", jerr.text);
+        text_error(err, cap, "header is not valid JSON: %s", jerr.text);
         return -1;
     }
     int rc = -1;
     if (!json_is_object(root)) {
-        seterr(err, cap, "header is not a JSON object");
+        text_error(err, cap, "header is not a JSON object");
         goto out;
     }
     size_t n = json_object_size(root);
@@ -354,7 +331,7 @@ static int parse_into(struct st_file *f, const void *buf, size_t len, char *err,
     if (meta)
         n--;
     if (n > ST_MAX_TENSORS) {
-        seterr(err, cap, "header lists %zu tensors (at most %d)", n, ST_MAX_TENSORS);
+        text_error(err, cap, "header lists %zu tensors (at most %d)", n, ST_MAX_TENSORS);
         goto out;
     }
     if (meta && parse_metadata(f, meta, err, cap) < 0)
@@ -362,7 +339,7 @@ static int parse_into(struct st_file *f, const void *buf, size_t len, char *err,
     f->t = calloc(n ? n : 1, sizeof *f->t);
     f->by_name = calloc(n ? n : 1, sizeof *f->by_name);
     if (!f->t || !f->by_name) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         goto out;
     }
     const char *data = (const char *)p + 8 + hlen;
@@ -381,7 +358,7 @@ static int parse_into(struct st_file *f, const void *buf, size_t len, char *err,
     for (size_t i = 1; i < f->n; i++) {
         const char *prev_end = (const char *)f->t[i - 1].data + f->t[i - 1].nbytes;
         if ((const char *)f->t[i].data < prev_end) {
-            seterr(err, cap, "tensors \"%s\" and \"%s\" overlap", f->t[i - 1].name, f->t[i].name);
+            text_error(err, cap, "tensors \"%s\" and \"%s\" overlap", f->t[i - 1].name, f->t[i].name);
             goto out;
         }
     }
@@ -398,7 +375,7 @@ struct st_file *st_parse(const void *buf, size_t len, char *err, size_t errcap)
 {
     struct st_file *f = calloc(1, sizeof *f);
     if (!f) {
-        seterr(err, errcap, "out of memory");
+        text_error(err, errcap, "out of memory");
         return NULL;
     }
     if (parse_into(f, buf, len, err, errcap) < 0) {
@@ -413,18 +390,18 @@ struct st_file *st_open(const char *path, char *err, size_t errcap)
     char why[300];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        seterr(err, errcap, "%s: %s", path, strerror(errno));
+        text_error(err, errcap, "%s: %s", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        seterr(err, errcap, "%s: not a regular file", path);
+        text_error(err, errcap, "%s: not a regular file", path);
         close(fd);
         return NULL;
     }
     size_t len = (size_t)sb.st_size;
     if (len < 8) {
-        seterr(err, errcap, "%s: file is %zu bytes, too short for a safetensors header", path,
+        text_error(err, errcap, "%s: file is %zu bytes, too short for a safetensors header", path,
                len);
         close(fd);
         return NULL;
@@ -432,19 +409,19 @@ struct st_file *st_open(const char *path, char *err, size_t errcap)
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) {
-        seterr(err, errcap, "%s: mmap: %s", path, strerror(errno));
+        text_error(err, errcap, "%s: mmap: %s", path, strerror(errno));
         return NULL;
     }
     struct st_file *f = calloc(1, sizeof *f);
     if (!f) {
         munmap(map, len);
-        seterr(err, errcap, "%s: out of memory", path);
+        text_error(err, errcap, "%s: out of memory", path);
         return NULL;
     }
     f->map = map;
     f->map_len = len;
     if (parse_into(f, map, len, why, sizeof why) < 0) {
-        seterr(err, errcap, "%s: %s", path, why);
+        text_error(err, errcap, "%s: %s", path, why);
         st_close(f);
         return NULL;
     }
@@ -501,23 +478,6 @@ const char *st_metadata(const struct st_file *f, const char *key)
 
 /* ---- writing ------------------------------------------------------------ */
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Builds the header JSON (metadata first, then tensors in the given order,
  * packed back to back) padded with spaces so data starts 8-byte aligned. */
 static char *build_header(const struct st_tensor *tensors, size_t n, const char *const *metadata,
@@ -532,12 +492,12 @@ static char *build_header(const struct st_tensor *tensors, size_t n, const char 
             goto oom_root;
         for (size_t i = 0; metadata[i]; i += 2) {
             if (!metadata[i + 1]) {
-                seterr(err, cap, "metadata key \"%s\" has no value", metadata[i]);
+                text_error(err, cap, "metadata key \"%s\" has no value", metadata[i]);
                 json_decref(root);
                 return NULL;
             }
             if (json_object_set_new(m, metadata[i], json_string(metadata[i + 1])) < 0) {
-                seterr(err, cap, "metadata \"%s\" is not valid UTF-8", metadata[i]);
+                text_error(err, cap, "metadata \"%s\" is not valid UTF-8", metadata[i]);
                 json_decref(root);
                 return NULL;
             }
@@ -582,7 +542,7 @@ static char *build_header(const struct st_tensor *tensors, size_t n, const char 
 oom_root:
     json_decref(root);
 oom:
-    seterr(err, cap, "out of memory");
+    text_error(err, cap, "out of memory");
     return NULL;
 }
 
@@ -593,46 +553,27 @@ static int check_tensors(const struct st_tensor *tensors, size_t n, char *err, s
         if ((unsigned)t->dtype >= ST_DTYPE_COUNT || t->ndim < 0 || t->ndim > ST_MAX_DIMS ||
             t->name[0] == '\0' || strcmp(t->name, "__metadata__") == 0 ||
             memchr(t->name, '\0', ST_MAX_NAME) == NULL) {
-            seterr(err, cap, "tensor %zu: bad name, dtype or rank", i);
+            text_error(err, cap, "tensor %zu: bad name, dtype or rank", i);
             return -1;
         }
         uint64_t count = 1;
         for (int d = 0; d < t->ndim; d++)
             if (t->shape[d] < 0 || __builtin_mul_overflow(count, (uint64_t)t->shape[d], &count)) {
-                seterr(err, cap, "tensor \"%s\": bad shape", t->name);
+                text_error(err, cap, "tensor \"%s\": bad shape", t->name);
                 return -1;
             }
         if (count * dtype_sizes[t->dtype] != t->nbytes || (t->nbytes && !t->data)) {
-            seterr(err, cap, "tensor \"%s\": %zu bytes given, shape and dtype need %llu",
+            text_error(err, cap, "tensor \"%s\": %zu bytes given, shape and dtype need %llu",
                    t->name, t->nbytes, (unsigned long long)(count * dtype_sizes[t->dtype]));
             return -1;
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(tensors[j].name, t->name) == 0) {
-                seterr(err, cap, "tensor \"%s\" appears twice", t->name);
+                text_error(err, cap, "tensor \"%s\" appears twice", t->name);
                 return -1;
             }
     }
     return 0;
-}
-
-/* fsyncs the folder holding `path` so the rename itself is durable. */
-static void sync_parent(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
 }
 
 int st_write(const char *path, const struct st_tensor *tensors, size_t n,
@@ -647,38 +588,38 @@ int st_write(const char *path, const struct st_tensor *tensors, size_t n,
     char tmp[4200];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(header);
-        seterr(err, errcap, "%s: path too long", path);
+        text_error(err, errcap, "%s: path too long", path);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        seterr(err, errcap, "%s: %s", tmp, strerror(errno));
+        text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         free(header);
         return -1;
     }
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++)
         lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int rc = write_all(fd, lenbuf, 8);
+    int rc = fs_write_all(fd, lenbuf, 8);
     if (rc == 0)
-        rc = write_all(fd, header, hlen);
+        rc = fs_write_all(fd, header, hlen);
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (tensors[i].nbytes)
-            rc = write_all(fd, tensors[i].data, tensors[i].nbytes);
+            rc = fs_write_all(fd, tensors[i].data, tensors[i].nbytes);
     free(header);
     if (rc == 0)
         rc = fsync(fd);
     if (rc != 0) {
-        seterr(err, errcap, "%s: %s", tmp, strerror(errno));
+        text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         return -1;
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
-        seterr(err, errcap, "%s: %s", path, strerror(errno));
+        text_error(err, errcap, "%s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }
-    sync_parent(path);
+    fs_sync_parent(path);
     return 0;
 }

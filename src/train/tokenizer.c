@@ -25,30 +25,7 @@
 static const char gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-/* How many of the first len bytes of s to quote so that at most max are
- * shown and no UTF-8 character is cut: error lines travel in JSON. */
-static int utf8_prefix(const char *s, size_t len, size_t max)
-{
-    if (len <= max)
-        return (int)len;
-    size_t n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    return (int)n;
-}
-
-#define QUOTE(s, max) utf8_prefix((s), strlen(s), (max)), (s)
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    if (!err || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    text_one_line(err);
-}
+#define QUOTE(s, max) text_utf8_prefix_n((s), strlen(s), (max)), (s)
 
 void tokenizer_free(struct tokenizer *t)
 {
@@ -86,7 +63,7 @@ static pcre2_code *compile_re(const char *pattern, int literal, char *err, size_
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof msg);
-        seterr(err, cap, "tokenizer.json: regex \"%.*s\" does not compile at %zu: %s", QUOTE(pattern, 60),
+        text_error(err, cap, "tokenizer.json: regex \"%.*s\" does not compile at %zu: %s", QUOTE(pattern, 60),
                (size_t)off, (const char *)msg);
         return NULL;
     }
@@ -105,7 +82,7 @@ static pcre2_code *compile_pattern(json_t *pat, char *err, size_t cap)
         return compile_re(json_string_value(s), 1, err, cap);
     if (json_is_string(r))
         return compile_re(json_string_value(r), 0, err, cap);
-    seterr(err, cap, "tokenizer.json: a Split pattern needs \"String\" or \"Regex\"");
+    text_error(err, cap, "tokenizer.json: a Split pattern needs \"String\" or \"Regex\"");
     return NULL;
 }
 
@@ -136,7 +113,7 @@ static int add_norm(struct tokenizer *t, json_t *n, char *err, size_t cap)
     if (strcmp(type, "NFC") == 0)
         return 0; /* documented leniency: input is taken to be NFC already */
     if (t->n_norm == TOK_MAX_STEPS) {
-        seterr(err, cap, "tokenizer.json: too many normalizer steps");
+        text_error(err, cap, "tokenizer.json: too many normalizer steps");
         return -1;
     }
     struct tok_norm *s = &t->norm[t->n_norm];
@@ -151,7 +128,7 @@ static int add_norm(struct tokenizer *t, json_t *n, char *err, size_t cap)
         const char *from = json_string_value(json_object_get(json_object_get(n, "pattern"), "String"));
         const char *to = json_string_value(json_object_get(n, "content"));
         if (!from || !to || !from[0]) {
-            seterr(err, cap, "tokenizer.json: only Replace normalizers with a String pattern are supported");
+            text_error(err, cap, "tokenizer.json: only Replace normalizers with a String pattern are supported");
             return -1;
         }
         s->kind = NORM_REPLACE;
@@ -160,7 +137,7 @@ static int add_norm(struct tokenizer *t, json_t *n, char *err, size_t cap)
         if (!s->b)
             goto oom;
     } else {
-        seterr(err, cap, "tokenizer.json: unsupported normalizer \"%.*s\"", QUOTE(type, 40));
+        text_error(err, cap, "tokenizer.json: unsupported normalizer \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     if (!s->a)
@@ -168,10 +145,10 @@ static int add_norm(struct tokenizer *t, json_t *n, char *err, size_t cap)
     t->n_norm++;
     return 0;
 bad:
-    seterr(err, cap, "tokenizer.json: malformed %s normalizer", type);
+    text_error(err, cap, "tokenizer.json: malformed %s normalizer", type);
     return -1;
 oom:
-    seterr(err, cap, "out of memory");
+    text_error(err, cap, "out of memory");
     return -1;
 }
 
@@ -219,7 +196,7 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
         return 0;
     }
     if (t->n_pre == TOK_MAX_STEPS) {
-        seterr(err, cap, "tokenizer.json: too many pre-tokenizer steps");
+        text_error(err, cap, "tokenizer.json: too many pre-tokenizer steps");
         return -1;
     }
     struct tok_pre *s = &t->pre[t->n_pre];
@@ -233,7 +210,7 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
     } else if (strcmp(type, "Split") == 0) {
         s->kind = PRE_SPLIT;
         if (get_bool(p, "invert", 0)) {
-            seterr(err, cap, "tokenizer.json: inverted Split pre-tokenizers are not supported");
+            text_error(err, cap, "tokenizer.json: inverted Split pre-tokenizers are not supported");
             return -1;
         }
         const char *b = json_string_value(json_object_get(p, "behavior"));
@@ -246,7 +223,7 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
         else if (strcmp(b, "MergedWithNext") == 0)
             s->behavior = SPLIT_MERGED_NEXT;
         else {
-            seterr(err, cap, "tokenizer.json: unsupported Split behavior \"%.*s\"", QUOTE(b, 30));
+            text_error(err, cap, "tokenizer.json: unsupported Split behavior \"%.*s\"", QUOTE(b, 30));
             return -1;
         }
         if (!(s->re = compile_pattern(json_object_get(p, "pattern"), err, cap)))
@@ -261,11 +238,11 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
         s->kind = PRE_METASPACE;
         s->split = get_bool(p, "split", 1);
         if (set_replacement(s->replacement, p) < 0 || parse_prepend_scheme(p, &s->prepend) < 0) {
-            seterr(err, cap, "tokenizer.json: malformed Metaspace pre-tokenizer");
+            text_error(err, cap, "tokenizer.json: malformed Metaspace pre-tokenizer");
             return -1;
         }
     } else {
-        seterr(err, cap, "tokenizer.json: unsupported pre-tokenizer \"%.*s\"", QUOTE(type, 40));
+        text_error(err, cap, "tokenizer.json: unsupported pre-tokenizer \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     t->n_pre++;
@@ -311,19 +288,19 @@ static int add_decoder(struct tokenizer *t, json_t *d, char *err, size_t cap)
             goto bad;
         t->dec_strip_first = (int)start;
     } else {
-        seterr(err, cap, "tokenizer.json: unsupported decoder \"%.*s\"", QUOTE(type, 40));
+        text_error(err, cap, "tokenizer.json: unsupported decoder \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     return 0;
 bad:
-    seterr(err, cap, "tokenizer.json: unsupported %s decoder settings", type);
+    text_error(err, cap, "tokenizer.json: unsupported %s decoder settings", type);
     return -1;
 }
 
 static int set_id_text(struct tokenizer *t, int32_t id, const char *s, char *err, size_t cap)
 {
     if (id < 0 || id >= t->n_ids) {
-        seterr(err, cap, "tokenizer.json: token id %d out of range", (int)id);
+        text_error(err, cap, "tokenizer.json: token id %d out of range", (int)id);
         return -1;
     }
     if (t->str[id]) {
@@ -334,7 +311,7 @@ static int set_id_text(struct tokenizer *t, int32_t id, const char *s, char *err
     size_t l = strlen(s);
     t->str[id] = malloc(l + 1);
     if (!t->str[id]) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         return -1;
     }
     memcpy(t->str[id], s, l + 1);
@@ -389,7 +366,7 @@ static int load_merges(struct tokenizer *t, json_t *merges, char *err, size_t ca
         const char *a, *b;
         size_t al, bl;
         if (merge_parts(json_array_get(merges, i), &a, &al, &b, &bl) < 0) {
-            seterr(err, cap, "tokenizer.json: merge %zu is not \"a b\" or [\"a\", \"b\"]", i);
+            text_error(err, cap, "tokenizer.json: merge %zu is not \"a b\" or [\"a\", \"b\"]", i);
             free(buf);
             return -1;
         }
@@ -407,8 +384,8 @@ static int load_merges(struct tokenizer *t, json_t *merges, char *err, size_t ca
         int32_t ia = tok_map_get(&t->vocab, a, al), ib = tok_map_get(&t->vocab, b, bl);
         int32_t im = tok_map_get(&t->vocab, buf, al + bl);
         if (ia < 0 || ib < 0 || im < 0) {
-            seterr(err, cap, "tokenizer.json: merge %zu (\"%.*s\" + \"%.*s\") uses a token not in the vocabulary",
-                   i, utf8_prefix(a, al, 40), a, utf8_prefix(b, bl, 40), b);
+            text_error(err, cap, "tokenizer.json: merge %zu (\"%.*s\" + \"%.*s\") uses a token not in the vocabulary",
+                   i, text_utf8_prefix_n(a, al, 40), a, text_utf8_prefix_n(b, bl, 40), b);
             free(buf);
             return -1;
         }
@@ -420,7 +397,7 @@ static int load_merges(struct tokenizer *t, json_t *merges, char *err, size_t ca
     free(buf);
     return 0;
 oom:
-    seterr(err, cap, "out of memory");
+    text_error(err, cap, "out of memory");
     return -1;
 }
 
@@ -461,18 +438,18 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
 {
     const char *type = json_string_value(json_object_get(model, "type"));
     if (type && strcmp(type, "BPE") != 0) {
-        seterr(err, cap, "tokenizer.json: unsupported model type \"%.*s\"", QUOTE(type, 40));
+        text_error(err, cap, "tokenizer.json: unsupported model type \"%.*s\"", QUOTE(type, 40));
         return -1;
     }
     json_t *vocab = json_object_get(model, "vocab");
     if (!json_is_object(vocab) || json_object_size(vocab) == 0) {
-        seterr(err, cap, "tokenizer.json: model.vocab must be a non-empty object");
+        text_error(err, cap, "tokenizer.json: model.vocab must be a non-empty object");
         return -1;
     }
     const char *cs = json_string_value(json_object_get(model, "continuing_subword_prefix"));
     const char *ew = json_string_value(json_object_get(model, "end_of_word_suffix"));
     if ((cs && cs[0]) || (ew && ew[0])) {
-        seterr(err, cap, "tokenizer.json: BPE word prefixes/suffixes are not supported");
+        text_error(err, cap, "tokenizer.json: BPE word prefixes/suffixes are not supported");
         return -1;
     }
     /* Ids must be dense enough to index an array. */
@@ -483,7 +460,7 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
     {
         json_int_t id = json_integer_value(v);
         if (!json_is_integer(v) || id < 0 || id >= TOK_MAX_VOCAB) {
-            seterr(err, cap, "tokenizer.json: vocabulary id of \"%.*s\" is not in 0..%d", QUOTE(k, 40),
+            text_error(err, cap, "tokenizer.json: vocabulary id of \"%.*s\" is not in 0..%d", QUOTE(k, 40),
                    TOK_MAX_VOCAB - 1);
             return -1;
         }
@@ -497,7 +474,7 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
         json_int_t id = json_integer_value(idv);
         if (!json_is_integer(idv) || id < 0 || id >= TOK_MAX_VOCAB ||
             !json_is_string(json_object_get(v, "content"))) {
-            seterr(err, cap, "tokenizer.json: added token %zu needs an id in range and a content", i);
+            text_error(err, cap, "tokenizer.json: added token %zu needs an id in range and a content", i);
             return -1;
         }
         if (id > max_id)
@@ -508,14 +485,14 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
     t->str_len = calloc((size_t)t->n_ids, sizeof *t->str_len);
     t->added_kind = calloc((size_t)t->n_ids, 1);
     if (!t->str || !t->str_len || !t->added_kind || tok_map_init(&t->vocab, json_object_size(vocab)) < 0) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         return -1;
     }
     json_object_foreach(vocab, k, v)
     {
         int32_t id = (int32_t)json_integer_value(v);
         if (t->str[id]) {
-            seterr(err, cap, "tokenizer.json: id %d is used by two vocabulary entries", (int)id);
+            text_error(err, cap, "tokenizer.json: id %d is used by two vocabulary entries", (int)id);
             return -1;
         }
         if (set_id_text(t, id, k, err, cap) < 0)
@@ -524,13 +501,13 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
     /* The map points at t->str, which is stable from here on. */
     for (int32_t id = 0; id < t->n_ids; id++)
         if (t->str[id] && tok_map_put(&t->vocab, t->str[id], t->str_len[id], id) < 0) {
-            seterr(err, cap, "out of memory");
+            text_error(err, cap, "out of memory");
             return -1;
         }
     t->n_added = json_array_size(added);
     t->added = calloc(t->n_added ? t->n_added : 1, sizeof *t->added);
     if (!t->added) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         return -1;
     }
     json_array_foreach(added, i, v)
@@ -542,11 +519,11 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
         a->special = get_bool(v, "special", 0);
         a->content = strdup(c);
         if (!a->content) {
-            seterr(err, cap, "out of memory");
+            text_error(err, cap, "out of memory");
             return -1;
         }
         if (a->len == 0) {
-            seterr(err, cap, "tokenizer.json: added token %zu is empty", i);
+            text_error(err, cap, "tokenizer.json: added token %zu is empty", i);
             return -1;
         }
         if (!t->str[a->id] && set_id_text(t, a->id, c, err, cap) < 0)
@@ -566,12 +543,12 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
 static struct tokenizer *load_root(json_t *root, char *err, size_t cap)
 {
     if (!json_is_object(root) || !json_is_object(json_object_get(root, "model"))) {
-        seterr(err, cap, "tokenizer.json: no \"model\" object");
+        text_error(err, cap, "tokenizer.json: no \"model\" object");
         return NULL;
     }
     struct tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
-        seterr(err, cap, "out of memory");
+        text_error(err, cap, "out of memory");
         return NULL;
     }
     for (size_t c = 0; c < sizeof t->char_byte / sizeof t->char_byte[0]; c++)
@@ -583,7 +560,7 @@ static struct tokenizer *load_root(json_t *root, char *err, size_t cap)
     int saw_bytelevel = 0;
     json_t *added = json_object_get(root, "added_tokens");
     if (added && !json_is_array(added)) {
-        seterr(err, cap, "tokenizer.json: added_tokens is not an array");
+        text_error(err, cap, "tokenizer.json: added_tokens is not an array");
         goto fail;
     }
     if (load_model(t, json_object_get(root, "model"), added, err, cap) < 0 ||
@@ -624,7 +601,7 @@ struct tokenizer *tokenizer_load_json(const char *json, size_t len, char *err, s
     json_error_t jerr;
     json_t *root = json_loadb(json, len, 0, &jerr);
     if (!root) {
-        seterr(err, errcap, "tokenizer.json: not valid JSON (line %d: %s)", jerr.line, jerr.text);
+        text_error(err, errcap, "tokenizer.json: not valid JSON (line %d: %s)", jerr.line, jerr.text);
         return NULL;
     }
     struct tokenizer *t = load_root(root, err, errcap);
@@ -636,17 +613,17 @@ struct tokenizer *tokenizer_load(const char *path, char *err, size_t errcap)
 {
     struct stat sb;
     if (stat(path, &sb) < 0) {
-        seterr(err, errcap, "%s: cannot read", path);
+        text_error(err, errcap, "%s: cannot read", path);
         return NULL;
     }
     if ((size_t)sb.st_size > TOK_MAX_FILE) {
-        seterr(err, errcap, "%s: larger than 256 MiB", path);
+        text_error(err, errcap, "%s: larger than 256 MiB", path);
         return NULL;
     }
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
-        seterr(err, errcap, "%s: not valid JSON (line %d: %s)", path, jerr.line, jerr.text);
+        text_error(err, errcap, "%s: not valid JSON (line %d: %s)", path, jerr.line, jerr.text);
         return NULL;
     }
     struct tokenizer *t = load_root(root, err, errcap);

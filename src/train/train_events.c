@@ -8,23 +8,18 @@
 #include <string.h>
 #include <time.h>
 
-static double t0;
+#include "core/clock.h"
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double t0;
 
 void tev_init(void)
 {
-    t0 = mono();
+    t0 = clock_mono_s();
 }
 
 double tev_now(void)
 {
-    return mono() - t0;
+    return clock_mono_s() - t0;
 }
 
 /* Adds "event" and "t", prints the object on one line, flushes, and

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
 #include "train/data.h"
@@ -28,7 +29,7 @@
 #include "train/modelio.h"
 #include "train/ops.h"
 #include "train/optim.h"
-#include "train/rng.h"
+#include "core/rng.h"
 #include "train/tokenizer.h"
 #include "train/train_events.h"
 
@@ -357,7 +358,7 @@ static int save_final(struct run *r, char *model_out, char *adapter_out, size_t 
     const struct train_config *c = r->c;
     snprintf(model_out, cap, "%s/model", c->out_dir);
     snprintf(adapter_out, cap, "%s/adapter", c->out_dir);
-    if (ckpt_mkdir_p(c->out_dir) != 0) {
+    if (fs_mkdirs(c->out_dir, 0755) != 0) {
         snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
         return -1;
     }

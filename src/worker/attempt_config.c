@@ -8,19 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
+#include "core/fs.h"
 
 int attempt_config_write(const json_t *spec, int threads, const char *path, char *err,
                          size_t errcap)
@@ -63,7 +51,7 @@ int attempt_config_write(const json_t *spec, int threads, const char *path, char
         free(text);
         return -1;
     }
-    int bad = write_all(fd, text, len) != 0 || write_all(fd, "\n", 1) != 0 || fsync(fd) != 0;
+    int bad = fs_write_all(fd, text, len) != 0 || fs_write_all(fd, "\n", 1) != 0 || fsync(fd) != 0;
     int saved = errno;
     free(text);
     if (close(fd) != 0 && !bad) {

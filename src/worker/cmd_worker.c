@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "worker/cmd_worker.h"
+#include "core/fs.h"
 #include "worker/worker.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -41,15 +42,7 @@ static int read_token(const char *arg, char *out, size_t cap)
         snprintf(out, cap, "%s", arg);
         return 0;
     }
-    FILE *f = fopen(arg + 1, "re");
-    if (!f)
-        return -1;
-    char *ok = fgets(out, (int)cap, f);
-    fclose(f);
-    if (!ok)
-        return -1;
-    out[strcspn(out, "\r\n")] = '\0';
-    return out[0] ? 0 : -1;
+    return fs_read_line(arg + 1, out, cap);
 }
 
 static int parse_seconds(const char *s, int *out)

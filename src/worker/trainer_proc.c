@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 double trainer_proc_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return clock_mono_s();
 }
 
 static void close_fd(int *fd)

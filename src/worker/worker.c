@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "worker/attempt_config.h"
 #include "worker/trainer_event.h"
 #include "worker/trainer_proc.h"
@@ -80,22 +81,6 @@ static void nap(struct worker *w, int ms)
 static bool id_valid(const char *id)
 {
     return id && worker_name_valid(id) && strlen(id) < 80;
-}
-
-static int mkdir_p(const char *path)
-{
-    char buf[600];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 /* ---- registration ---------------------------------------------------- */
@@ -520,7 +505,7 @@ static void run_attempt(struct worker *w, json_t *claim)
     p.out_fd = p.err_fd = -1;
     bool started = false;
     char start_error[1024] = "";
-    if (mkdir_p(dir) != 0) {
+    if (fs_mkdirs(dir, 0700) != 0) {
         snprintf(start_error, sizeof start_error, "worker: cannot create %s: %s", dir,
                  strerror(errno));
     } else if (attempt_config_write(spec, w->cfg->cpus, config, err, sizeof err) != 0) {
@@ -679,7 +664,7 @@ int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop)
     snprintf(attempts, sizeof attempts, "%s/attempts", w->work_dir);
     /* Absolute, because each trainer runs inside its attempt's folder. */
     char *abs = NULL;
-    if (mkdir_p(attempts) != 0 || !(abs = realpath(w->work_dir, NULL)) ||
+    if (fs_mkdirs(attempts, 0700) != 0 || !(abs = realpath(w->work_dir, NULL)) ||
         strlen(abs) >= sizeof w->work_dir - 100) {
         fprintf(stderr, "worker %s: cannot use work folder %s: %s\n", cfg->name, w->work_dir,
                 abs ? "path too long" : strerror(errno));

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "train/checkpoint.h"
 
 static char root[256];
@@ -19,14 +20,14 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(root, sizeof root, "/tmp/alallo-test-ckpt-%ld", (long)getpid());
-    ckpt_remove_tree(root);
+    fs_remove_tree(root);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    ckpt_remove_tree(root);
+    fs_remove_tree(root);
     return 0;
 }
 

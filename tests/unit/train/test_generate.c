@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "test_train_fixture.h"
 #include "train/checkpoint.h"
 #include "train/generate.h"
@@ -24,14 +25,14 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(base, sizeof base, "/tmp/alallo-test-gen-%ld", (long)getpid());
-    ckpt_remove_tree(base);
+    fs_remove_tree(base);
     return mkdir(base, 0755);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return ckpt_remove_tree(base);
+    return fs_remove_tree(base);
 }
 
 /* A tiny model whose weights are large enough for varied greedy output. */

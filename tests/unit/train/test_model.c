@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "test_ops_gradcheck.h"
 #include "train/checkpoint.h"
 #include "train/model.h"
@@ -236,7 +237,7 @@ static void loads_bf16_shards(void **state)
     assert_non_null(m);
     assert_int_equal(model_init_random(m, 12), 0);
     snprintf(dir, sizeof dir, "/tmp/alallo-test-model-%ld", (long)getpid());
-    ckpt_remove_tree(dir);
+    fs_remove_tree(dir);
     assert_int_equal(modelio_save_merged(m, dir, NULL, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     assert_int_equal(unlink(path), 0);
@@ -292,7 +293,7 @@ static void loads_bf16_shards(void **state)
     free(shard[0]);
     free(shard[1]);
     model_free(m);
-    ckpt_remove_tree(dir);
+    fs_remove_tree(dir);
 }
 
 /* A vocabulary too large for the dequantization scratch makes the fused

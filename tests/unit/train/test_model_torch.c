@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "test_train_fixture.h"
 #include "train/checkpoint.h"
 
@@ -28,7 +29,7 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(base, sizeof base, "/tmp/alallo-test-torch-%ld", (long)getpid());
-    ckpt_remove_tree(base);
+    fs_remove_tree(base);
     if (mkdir(base, 0755))
         return -1;
     char p[300];
@@ -39,7 +40,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    return ckpt_remove_tree(base);
+    return fs_remove_tree(base);
 }
 
 static int sh(const char *cmd)

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/rng.h"
+#include "core/rng.h"
 
 static inline void gc_fill(float *x, size_t n, struct rng *r, float scale)
 {

@@ -10,7 +10,7 @@
 
 #include "train/kern.h"
 #include "train/optim.h"
-#include "train/rng.h"
+#include "core/rng.h"
 
 static void adamw_two_steps_by_hand(void **state)
 {

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "test_train_fixture.h"
 #include "train/checkpoint.h"
 
@@ -27,14 +28,14 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(base, sizeof base, "/tmp/alallo-test-train-%ld", (long)getpid());
-    ckpt_remove_tree(base);
+    fs_remove_tree(base);
     return mkdir(base, 0755);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    return ckpt_remove_tree(base);
+    return fs_remove_tree(base);
 }
 
 /* A run's root folder with model/ and train.jsonl. */
@@ -190,9 +191,9 @@ static void resume_exact(const char *name, const char *extra, const char *file)
     struct result b1 = run_train(cfg, 0, 0);
     assert_int_equal(b1.status, 0);
     snprintf(pb, sizeof pb, "%s/ck/step-00000010", rb);
-    assert_int_equal(ckpt_remove_tree(pb), 0);
+    assert_int_equal(fs_remove_tree(pb), 0);
     snprintf(pb, sizeof pb, "%s/out", rb);
-    assert_int_equal(ckpt_remove_tree(pb), 0);
+    assert_int_equal(fs_remove_tree(pb), 0);
     struct result b2 = run_train(cfg, 0, 0);
     assert_int_equal(b2.status, 0);
     json_t *st = find_event(&b2, "started", 0);

@@ -1,5 +1,5 @@
 /* rng.c - xoshiro256** and splitmix64 (see rng.h). */
-#include "train/rng.h"
+#include "core/rng.h"
 
 #include <math.h>
 

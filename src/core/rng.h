@@ -1,13 +1,16 @@
-/* rng.h - the trainer's own random numbers: xoshiro256** seeded by
- * splitmix64.
+/* rng.h - alallo's own random numbers: xoshiro256** seeded by
+ * splitmix64. The trainer (weight init, data order, sampling) and the fleet
+ * simulation both draw from it. Pure.
  *
  * Own code rather than rand() so that a run is reproducible from its seed on
  * any libc, and so that the whole state (four 64-bit words) can be saved in a
- * checkpoint and restored for a bit-exact resume. Not for cryptography.
+ * checkpoint and restored for a bit-exact resume. The simulation's JSON for a
+ * given seed depends on every bit of this sequence: changing the generator
+ * changes every figure it prints. Not for cryptography.
  * The caller owns the struct; nothing is allocated.
  */
-#ifndef ALALLO_TRAIN_RNG_H
-#define ALALLO_TRAIN_RNG_H
+#ifndef ALALLO_CORE_RNG_H
+#define ALALLO_CORE_RNG_H
 
 #include <stdint.h>
 
