@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8080
 DATA ?= var
 
-.PHONY: all build deps deps-test run test unit integration e2e asan fuzz bench clean node-deps
+.PHONY: all build deps deps-test run test unit integration e2e asan fuzz bench clean node-deps layers
 
 all: build
 
@@ -25,7 +25,12 @@ run: build
 node-deps: deps-test
 	@scripts/node-deps.sh
 
-unit: build
+# Every #include follows the arrows between the folders of src/
+# (scripts/check-layers.sh; docs/architecture.md).
+layers:
+	@scripts/check-layers.sh
+
+unit: layers build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 integration: build node-deps
@@ -38,6 +43,7 @@ e2e: build node-deps
 	  node --test --test-concurrency=1 tests/e2e/*.test.mjs
 
 test: deps-test
+	@$(MAKE) --no-print-directory layers
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory e2e

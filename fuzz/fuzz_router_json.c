@@ -18,8 +18,12 @@
  * key), $TOKEN (the worker token), $FILE/$OFILE (a data set of each
  * account), $JOB/$OJOB (a job of each), $ATTEMPT (a running attempt of
  * $JOB on worker w1) and $MODEL (the base model's id). The target is
- * percent-decoded as libmicrohttpd does; values longer than the socket
- * layer keeps are dropped as it drops them.
+ * split and decoded as libmicrohttpd and the server do it: the path and
+ * each query key and value by the server's own decoder,
+ * http_percent_decode() (src/api/http_mhd.c), the query's '+' turned into
+ * spaces first; a request the socket layer refuses before dispatch (a
+ * path holding "%00" or too long, a query past the caps) is dropped, and a
+ * header value too long reads as absent, as there.
  *
  * The fixture lives in /dev/shm (or $TMPDIR): a data folder made by the
  * same set-up as `alallo serve`, a base model folder "tiny", and a fake
@@ -50,10 +54,9 @@
 #include <unistd.h>
 
 #include "api/auth.h"
-#include "control/catalog.h"
-#include "control/fleet.h"
+#include "control/control.h"
 #include "api/http.h"
-#include "control/sched_link.h"
+#include "api/http_mhd.h"
 #include "api/router.h"
 #include "api/server.h"
 #include "control/setup.h"
@@ -69,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 struct fixture {
     char root[200];
     struct api_server srv;
+    struct control ctl; /* srv.ctl */
     char key[KEYS_MAX], other_key[KEYS_MAX];
     char file[IDS_MAX], ofile[IDS_MAX], job[IDS_MAX], ojob[IDS_MAX], attempt[IDS_MAX];
     long runs;
@@ -168,37 +172,6 @@ static char *expand(const char *in, size_t n, size_t *out_n)
     return out;
 }
 
-static int hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes s in place ('+' stays, as in a path). False when the
- * result would hold a NUL byte, which the socket layer never passes on. */
-static bool unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (r[0] == '%' && hex(r[1]) >= 0 && hex(r[2]) >= 0) {
-            char c = (char)(hex(r[1]) * 16 + hex(r[2]));
-            if (c == '\0')
-                return false;
-            *w++ = c;
-            r += 2;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
-    return true;
-}
-
 /* Copies a header value as the socket layer does: too long reads as absent. */
 static void header_value(char *dst, size_t cap, const char *v)
 {
@@ -236,7 +209,9 @@ static bool build_request(char *text, size_t n, struct http_request *req)
     char *q = strchr(target, '?');
     if (q)
         *q++ = '\0';
-    if (!unescape(target) || strlen(target) >= sizeof req->path || target[0] != '/')
+    size_t decoded = http_percent_decode(target);
+    FUZZ_CHECK(decoded == strlen(target));
+    if (strlen(target) >= sizeof req->path || strstr(target, "%00") || target[0] != '/')
         return false;
     strcpy(req->path, target);
     /* Query: k=v&k2=v2, each part percent-decoded ('+' is a space there). */
@@ -250,8 +225,11 @@ static bool build_request(char *text, size_t n, struct http_request *req)
         char *eq = strchr(part, '=');
         if (eq)
             *eq++ = '\0';
-        if (unescape(part) && (!eq || unescape(eq)))
-            http_query_add(req, part, eq); /* past the cap: ignored, as the server does */
+        http_percent_decode(part);
+        if (eq)
+            http_percent_decode(eq);
+        if (!http_query_add(req, part, eq))
+            return false; /* too many or too long: the server answers 400 */
         part = amp ? amp + 1 : NULL;
     }
     *line_end = saved;
@@ -443,10 +421,7 @@ static void fixture_down(void)
 {
     if (!fx.up)
         return;
-    store_close(fx.srv.store);
-    catalog_free(fx.srv.catalog);
-    sched_link_free(fx.srv.sched);
-    fleet_cache_free(fx.srv.fleet);
+    control_close(&fx.ctl);
     remove_tree(fx.root);
     fx.up = false;
 }
@@ -468,7 +443,9 @@ static void fixture_up(void)
     write_file(fx.root, "alallo", fake_alallo, 0700);
 
     struct api_server *srv = &fx.srv;
+    srv->ctl = &fx.ctl;
     api_config_defaults(&srv->cfg);
+    control_config_defaults(&srv->ctl->cfg);
     snprintf(srv->ctl->cfg.data_dir, sizeof srv->ctl->cfg.data_dir, "%s/data", fx.root);
     snprintf(srv->ctl->cfg.models_dir, sizeof srv->ctl->cfg.models_dir, "%s/models", fx.root);
     snprintf(srv->ctl->alallo_bin, sizeof srv->ctl->alallo_bin, "%s/alallo", fx.root);
@@ -477,18 +454,16 @@ static void fixture_up(void)
      * for a job that will never run. */
     atomic_store(&srv->stopping, 1);
     bool created;
+    struct store *store = NULL;
     if (setup_data_dir(srv->ctl->cfg.data_dir, err, sizeof err) != 0 ||
-        setup_open_store(srv->ctl->cfg.data_dir, &srv->ctl->store, err, sizeof err) != 0 ||
-        setup_first_run(srv->ctl->store, srv->ctl->cfg.data_dir, fx.key, srv->worker_token, &created, err,
-                        sizeof err) != 0) {
+        setup_open_store(srv->ctl->cfg.data_dir, &store, err, sizeof err) != 0 ||
+        setup_first_run(store, srv->ctl->cfg.data_dir, fx.key, srv->worker_token, &created, err,
+                        sizeof err) != 0 ||
+        control_open(srv->ctl, store, err, sizeof err) != 0) {
         fprintf(stderr, "fixture: %s\n", err);
         abort();
     }
     FUZZ_CHECK(setup_create_account(srv->ctl->store, "other", fx.other_key) == ERR_OK);
-    srv->ctl->catalog = catalog_new(srv->ctl->cfg.models_dir);
-    srv->ctl->sched = sched_link_new();
-    srv->ctl->fleet = fleet_cache_new();
-    FUZZ_CHECK(srv->ctl->catalog && srv->ctl->sched && srv->ctl->fleet);
     fx.up = true;
 
     const char *ct = "multipart/form-data; boundary=XyZ";

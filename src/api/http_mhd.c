@@ -126,13 +126,9 @@ static int hex_value(char c)
     return -1;
 }
 
-/* Percent-decoding of the path and query, in place. "%00" is kept as the
- * three characters it is: a decoded NUL would cut the path short in C
- * strings and make a different route answer. Returns the new length. */
-static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+/* The contract is in http_mhd.h; fuzz/fuzz_router_json.c calls it. */
+size_t http_percent_decode(char *s)
 {
-    (void)cls;
-    (void)conn;
     char *w = s;
     for (const char *r = s; *r;) {
         int hi, lo;
@@ -146,6 +142,15 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
     }
     *w = '\0';
     return (size_t)(w - s);
+}
+
+/* libmicrohttpd's MHD_OPTION_UNESCAPE_CALLBACK: the path, and each query
+ * key and value after it turned their '+' into spaces. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return http_percent_decode(s);
 }
 
 static enum MHD_Result answer_error(struct api_server *srv, struct MHD_Connection *conn,

@@ -28,4 +28,14 @@ int http_server_port(const struct http_server *h);
 /* Stops accepting, ends open connections and frees h. NULL is fine. */
 void http_server_stop(struct http_server *h);
 
+/* Percent-decodes the NUL-terminated s in place, as the server decodes a
+ * request's path and each query key and value (libmicrohttpd has already
+ * turned a query's '+' into a space; a path's '+' stays). "%XY" with two
+ * hex digits becomes that byte; a '%' not followed by two hex digits stays
+ * as it is. "%00" is kept as the three characters it is, never a NUL: a
+ * decoded NUL would cut the string short and make a different route
+ * answer (the server refuses a path holding "%00" with a 400). The result
+ * is never longer than s. Returns its length (strlen(s) afterwards). */
+size_t http_percent_decode(char *s /* IN/OUT */);
+
 #endif
