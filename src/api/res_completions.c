@@ -1,17 +1,13 @@
 /* res_completions.c - POST /v1/completions (OpenAI shape): generation from
- * a base or fine-tuned model, by running `alallo generate --model-dir DIR
- * --json` as a child process with a time limit, so a crash or a runaway
- * generation never takes the server down. At most cfg.max_completions run
- * at once; more get 429. */
+ * a base or fine-tuned model (control_generate, a child process with a
+ * time limit). At most cfg.max_completions run at once; more get 429. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/catalog.h"
-#include "control/child.h"
 #include "api/handlers.h"
-#include "control/lifecycle.h"
+#include "control/models.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -81,16 +77,7 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         return;
     }
     char dir[1024];
-    struct catalog_model m;
-    struct store_job *j = malloc(sizeof *j);
-    bool found = false;
-    if (catalog_find(srv->ctl->catalog, a.model, &m)) {
-        found = text_copy(dir, sizeof dir, m.dir);
-    } else if (j && store_job_by_model(srv->ctl->store, req->account.id, a.model, j) == ERR_OK) {
-        found = lifecycle_job_dir(srv->ctl, j->id, "out/model", dir, sizeof dir);
-    }
-    free(j);
-    if (!found) {
+    if (!control_model_dir(srv->ctl, req->account.id, a.model, dir, sizeof dir)) {
         char msg[300];
         text_printf(msg, sizeof msg, "No such model: %.200s.", a.model);
         json_decref(body);
@@ -104,42 +91,22 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
                   NULL);
         return;
     }
-    char max_tokens[24], temperature[32], seed[24];
-    text_printf(max_tokens, sizeof max_tokens, "%ld", a.max_tokens);
-    text_printf(temperature, sizeof temperature, "%g", a.temperature);
-    text_printf(seed, sizeof seed, "%ld", a.seed);
-    char *argv[16] = {srv->ctl->alallo_bin, "generate",    "--model-dir",    dir,
-                      "--prompt",      (char *)a.prompt, "--max-tokens", max_tokens,
-                      "--temperature", temperature,   "--json"};
-    if (a.seed >= 0) {
-        argv[11] = "--seed";
-        argv[12] = seed;
-    }
-    struct child_result r;
-    int rc = child_run(argv, srv->cfg.completion_timeout_s, 4 << 20, &r);
-    atomic_fetch_sub(&srv->completions_running, 1);
+    struct control_generation g = {.prompt = a.prompt,
+                                   .max_tokens = a.max_tokens,
+                                   .temperature = a.temperature,
+                                   .seed = a.seed};
     json_t *out = NULL;
-    if (rc == 0 && r.exit_status == 0 && r.out) {
-        /* The JSON object is the last line it printed. */
-        char *last = r.out + r.out_len;
-        while (last > r.out && (last[-1] == '\n' || last[-1] == '\r'))
-            *--last = '\0';
-        char *nl = strrchr(r.out, '\n');
-        out = json_loads(nl ? nl + 1 : r.out, 0, NULL);
-    }
-    if (!json_is_object(out)) {
-        if (r.timed_out)
-            api_error(res, ERR_UNAVAILABLE, "The generation took too long and was stopped.", NULL);
-        else
-            api_error(res, ERR_INTERNAL, "The generation failed.", NULL);
-        log_line("error", "generate for %s failed (exit %d, signal %d): %.300s", a.model,
-                r.exit_status, r.signal, r.err);
-        json_decref(out);
+    enum alallo_err e =
+        control_generate(srv->ctl, dir, a.model, &g, srv->cfg.completion_timeout_s, &out);
+    atomic_fetch_sub(&srv->completions_running, 1);
+    if (e) {
+        api_error(res, e,
+                  e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
+                                       : "The generation failed.",
+                  NULL);
         json_decref(body);
-        child_result_free(&r);
         return;
     }
-    child_result_free(&r);
     atomic_fetch_add(&srv->metrics.completions, 1);
     char id[IDS_MAX];
     ids_make(id, sizeof id, "cmpl-");

@@ -10,41 +10,26 @@
 #include <unistd.h>
 
 #include "control/catalog.h"
-#include "control/child.h"
 #include "control/fleet.h"
 #include "control/sched_link.h"
 #include "api/handlers.h"
 #include "api/job_request.h"
 #include "control/lifecycle.h"
+#include "control/models.h"
 #include "core/fs.h"
 #include "core/text.h"
 
-#define EXPORT_TIMEOUT_S 600
 
-static json_t *base_model(const struct catalog_model *m, int64_t biggest_worker)
+static json_t *base_model(struct api_server *srv, const struct catalog_model *m)
 {
-    static const struct store_job kinds_job[] = {
-        {.precision = "16-bit", .adapter = "lora", .batch_size = 8},
-        {.precision = "16-bit", .adapter = "full", .batch_size = 8},
-        {.precision = "4-bit", .adapter = "lora", .batch_size = 8},
-    };
+    struct control_method cm[CONTROL_METHODS];
+    control_model_methods(srv->ctl, m, cm);
     json_t *methods = json_array();
-    static const struct {
-        const char *precision, *adapter;
-    } kinds[] = {{"16-bit", "lora"}, {"16-bit", "full"}, {"4-bit", "lora"}};
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && methods; i++) {
-        struct plan_job pj, norm;
-        struct plan_memory mem = {0};
-        char why[200];
-        sched_link_plan_job(m, &kinds_job[i], &pj);
-        if (planner_normalize(&pj, &norm, why, sizeof why) == ERR_OK)
-            planner_memory(&norm, &mem, why, sizeof why);
-        int64_t need = mem.total;
+    for (int i = 0; i < CONTROL_METHODS && methods; i++)
         json_array_append_new(
             methods, json_pack("{s:s,s:s,s:s,s:I,s:b}", "method", "supervised", "precision",
-                               kinds[i].precision, "adapter", kinds[i].adapter, "memory_bytes",
-                               (json_int_t)need, "available", need <= biggest_worker));
-    }
+                               cm[i].precision, "adapter", cm[i].adapter, "memory_bytes",
+                               (json_int_t)cm[i].memory_bytes, "available", cm[i].available));
     return json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:I},s:{s:i,s:i,s:i,s:i,s:i,s:i},s:o}", "id",
                      m->id, "object", "model", "created", (json_int_t)(m->created_ms / 1000),
                      "owned_by", "alallo", "kind", "base", "size", "parameters",
@@ -61,20 +46,6 @@ static json_t *tuned_model(const struct store_job *j, const char *owner)
                      "fine-tuned", "base_model", j->model, "job", j->id);
 }
 
-static int64_t biggest_worker(struct api_server *srv)
-{
-    struct fleet *f = malloc(sizeof *f);
-    int64_t best = 0;
-    if (!f)
-        return 0;
-    fleet_snapshot(srv->ctl, f);
-    for (int i = 0; i < f->n; i++)
-        if (f->workers[i].state == WORKER_ACTIVE && f->workers[i].mem_bytes > best)
-            best = f->workers[i].mem_bytes;
-    free(f);
-    return best;
-}
-
 void models_list(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     struct catalog_model *models = calloc(CATALOG_MAX, sizeof *models);
@@ -84,10 +55,9 @@ void models_list(struct api_server *srv, struct http_request *req, struct http_r
         api_error(res, ERR_NOMEM, NULL, NULL);
         goto out;
     }
-    int64_t biggest = biggest_worker(srv);
     int n = catalog_list(srv->ctl->catalog, models, CATALOG_MAX);
     for (int i = 0; i < n; i++)
-        json_array_append_new(data, base_model(&models[i], biggest));
+        json_array_append_new(data, base_model(srv, &models[i]));
     int nj;
     enum alallo_err e = store_job_list_models(srv->ctl->store, req->account.id, STORE_LIST_MAX, jobs, &nj);
     if (e) {
@@ -129,7 +99,7 @@ void models_get(struct api_server *srv, struct http_request *req, struct http_re
     bool tuned;
     if (j && find_model(srv, req, res, &m, j, &tuned))
         api_json(res, 200,
-                 tuned ? tuned_model(j, req->account.name) : base_model(&m, biggest_worker(srv)));
+                 tuned ? tuned_model(j, req->account.name) : base_model(srv, &m));
     else if (!j)
         api_error(res, ERR_NOMEM, NULL, NULL);
     free(j);
@@ -138,9 +108,7 @@ void models_get(struct api_server *srv, struct http_request *req, struct http_re
 /* ---- export: stream a file, or a folder as a tar archive -------------- */
 
 struct export_stream {
-    char tmp[512];     /* the temporary folder, removed at the end */
-    char path[1024];   /* what was exported: a file or a folder */
-    bool is_dir;
+    struct control_artifact art; /* what was made; removed at the end */
     DIR *dir;
     FILE *cur; /* the file being sent */
     size_t cur_left;
@@ -158,7 +126,7 @@ static void export_free(void *vctx)
         fclose(x->cur);
     if (x->dir)
         closedir(x->dir);
-    fs_remove_tree(x->tmp);
+    control_artifact_free(&x->art);
     free(x);
 }
 
@@ -190,7 +158,7 @@ static bool next_entry(struct export_stream *x)
     while ((e = readdir(x->dir))) {
         char p[1200];
         struct stat st;
-        if (strlen(e->d_name) >= 100 || !text_printf(p, sizeof p, "%s/%s", x->path, e->d_name) ||
+        if (strlen(e->d_name) >= 100 || !text_printf(p, sizeof p, "%s/%s", x->art.path, e->d_name) ||
             stat(p, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         x->cur = fopen(p, "rb");
@@ -209,7 +177,7 @@ static bool next_entry(struct export_stream *x)
 static ssize_t export_read(void *vctx, char *buf, size_t max)
 {
     struct export_stream *x = vctx;
-    if (!x->is_dir) {
+    if (!x->art.is_dir) {
         if (!x->cur)
             return -1;
         size_t n = fread(buf, 1, max, x->cur);
@@ -285,43 +253,17 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
         api_error(res, ERR_INTERNAL, NULL, NULL);
         return;
     }
-    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/export-XXXXXX", srv->ctl->cfg.data_dir) ||
-        !mkdtemp(x->tmp) ||
-        !text_printf(x->path, sizeof x->path, "%s/%s", x->tmp,
-                     strcmp(format, "gguf") == 0 ? "model.gguf" : format)) {
-        log_line("error", "cannot make a folder for an export: %s", strerror(errno));
+    char why[700];
+    enum alallo_err e = control_export(srv->ctl, model_dir, format, &x->art, why, sizeof why);
+    if (e) {
         free(x);
-        api_error(res, ERR_IO, NULL, NULL);
+        api_error(res, e, why[0] ? why : NULL, e == ERR_INVALID ? "format" : NULL);
         return;
     }
-    char *argv[] = {srv->ctl->alallo_bin, "export",    "--model-dir", model_dir, "--format",
-                    (char *)format,  "--out",     x->path,       NULL};
-    struct child_result r;
-    if (child_run(argv, EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
-        char msg[700];
-        const char *why = r.err[0] ? r.err : "the export did not finish";
-        text_printf(msg, sizeof msg, "Export failed: %.600s", why);
-        char *nl = strchr(msg, '\n');
-        if (nl && nl[1] == '\0')
-            *nl = '\0';
-        child_result_free(&r);
-        export_free(x);
-        api_error(res, r.exit_status == 2 || r.exit_status == 3 ? ERR_INVALID : ERR_INTERNAL, msg,
-                  "format");
-        return;
-    }
-    child_result_free(&r);
-    struct stat st;
-    if (stat(x->path, &st) != 0) {
-        export_free(x);
-        api_error(res, ERR_INTERNAL, "Export produced nothing.", NULL);
-        return;
-    }
-    x->is_dir = S_ISDIR(st.st_mode);
-    if (x->is_dir)
-        x->dir = opendir(x->path);
+    if (x->art.is_dir)
+        x->dir = opendir(x->art.path);
     else
-        x->cur = fopen(x->path, "rb");
+        x->cur = fopen(x->art.path, "rb");
     if (!x->dir && !x->cur) {
         export_free(x);
         api_error(res, ERR_IO, NULL, NULL);
@@ -330,10 +272,10 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
     http_response_free(res);
     res->status = 200;
     text_copy(res->content_type, sizeof res->content_type,
-              x->is_dir ? "application/x-tar" : "application/octet-stream");
+              x->art.is_dir ? "application/x-tar" : "application/octet-stream");
     text_copy(res->header_name, sizeof res->header_name, "Content-Disposition");
     text_printf(res->header_value, sizeof res->header_value, "attachment; filename=\"%s\"",
-                x->is_dir ? (strcmp(format, "hf") == 0 ? "model-hf.tar" : "adapter-peft.tar")
+                x->art.is_dir ? (strcmp(format, "hf") == 0 ? "model-hf.tar" : "adapter-peft.tar")
                           : "model.gguf");
     res->stream = export_read;
     res->stream_ctx = x;
@@ -348,7 +290,7 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
     struct store_job *j = malloc(sizeof *j);
     struct store_checkpoint *ck = calloc(STORE_LIST_MAX, sizeof *ck);
     struct export_stream *x = calloc(1, sizeof *x);
-    char base[1024], msg[700];
+    char msg[700];
     int n = 0;
     if (!j || !ck || !x) {
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -375,34 +317,16 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
         api_error(res, ERR_NOT_FOUND, "No such checkpoint, or it is no longer kept.", "step");
         goto fail;
     }
-    if (!lifecycle_model_dir(srv->ctl, j, base, sizeof base)) {
-        api_error(res, ERR_NOT_FOUND, "The job's base model is gone.", "model");
+    enum alallo_err e = control_checkpoint_model(srv->ctl, j, c->path, &x->art, msg, sizeof msg);
+    if (e == ERR_NOT_FOUND) {
+        api_error(res, ERR_NOT_FOUND, msg, "model");
         goto fail;
     }
-    if (!text_printf(x->tmp, sizeof x->tmp, "%s/tmp/ckpt-XXXXXX", srv->ctl->cfg.data_dir) ||
-        !mkdtemp(x->tmp) || !text_printf(x->path, sizeof x->path, "%s/model", x->tmp)) {
-        log_line("error", "cannot make a folder for a checkpoint: %s", strerror(errno));
-        api_error(res, ERR_IO, NULL, NULL);
+    if (e) {
+        api_error(res, e, msg[0] ? msg : NULL, NULL);
         goto fail;
     }
-    char *argv[] = {srv->ctl->alallo_bin, "train", "--materialize", (char *)c->path, "--base", base,
-                    "--out", x->path, NULL};
-    struct child_result r;
-    if (child_run(argv, EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
-        text_printf(msg, sizeof msg, "The checkpoint could not be made into a model: %.500s",
-                    r.err[0] ? r.err : "the materializer did not finish");
-        char *nl = strchr(msg, '\n');
-        if (nl)
-            *nl = '\0';
-        child_result_free(&r);
-        export_free(x);
-        x = NULL;
-        api_error(res, ERR_INTERNAL, msg, NULL);
-        goto fail;
-    }
-    child_result_free(&r);
-    x->is_dir = true;
-    x->dir = opendir(x->path);
+    x->dir = opendir(x->art.path);
     if (!x->dir) {
         export_free(x);
         x = NULL;
@@ -424,8 +348,6 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
 fail:
     free(j);
     free(ck);
-    if (x && !x->tmp[0])
-        free(x);
-    else if (x)
+    if (x)
         export_free(x);
 }

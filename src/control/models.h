@@ -1,0 +1,86 @@
+/* models.h - what the service does with models beyond training them: which
+ * precisions the capacity can train a base model at, the folder of a model
+ * a caller may use, generations from it, and the files made of it for a
+ * download (exports, a checkpoint made into a model).
+ *
+ * Generations and exports run this binary as a child process with a time
+ * limit (child.h), so a crash or a runaway one never takes the server down.
+ * Their files are made in DATA/tmp and belong to the caller's struct
+ * control_artifact until control_artifact_free.
+ */
+#ifndef ALALLO_CONTROL_MODELS_H
+#define ALALLO_CONTROL_MODELS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/catalog.h"
+#include "control/control.h"
+#include "store/store.h"
+
+#define CONTROL_EXPORT_TIMEOUT_S 600
+
+/* One way to train a base model: its memory need, and whether the largest
+ * active worker now has that much. */
+struct control_method {
+    const char *precision; /* "16-bit" or "4-bit" */
+    const char *adapter;   /* "lora" or "full" */
+    int64_t memory_bytes;
+    bool available;
+};
+
+#define CONTROL_METHODS 3
+
+/* The methods of base model m (16-bit LoRA, 16-bit full, 4-bit LoRA) at
+ * batch 8 and the service's context, against the fleet now. */
+void control_model_methods(struct control *ctl, const struct catalog_model *m,
+                           struct control_method out[CONTROL_METHODS] /* OUT */);
+
+/* The folder of model `id` as `account` may use it: a base model of the
+ * catalog, or a fine-tuned model of the account. False when neither. */
+bool control_model_dir(struct control *ctl, const char *account, const char *id, char *dir,
+                       size_t cap);
+
+struct control_generation {
+    const char *prompt;
+    long max_tokens;
+    double temperature;
+    long seed; /* -1: none */
+};
+
+/* Generates from the model in `dir` (`alallo generate --json`) for at most
+ * timeout_s seconds. *out gets the generator's JSON object (text,
+ * finish_reason, prompt_tokens, completion_tokens; the caller owns it).
+ * ERR_UNAVAILABLE when it took too long, ERR_INTERNAL when it failed
+ * (logged with the model's name). */
+enum alallo_err control_generate(struct control *ctl, const char *dir, const char *model_name,
+                                 const struct control_generation *g, int timeout_s,
+                                 json_t **out /* OUT */);
+
+/* A file or folder made for a download, in its own temporary folder. */
+struct control_artifact {
+    char tmp[512];   /* the temporary folder; "" when none */
+    char path[1024]; /* the file or folder made */
+    bool is_dir;
+};
+
+/* Exports the model in `dir` as `format` ("hf", "peft" or "gguf").
+ * ERR_INVALID with a reason in why when the model cannot be exported so;
+ * ERR_INTERNAL or ERR_IO otherwise. */
+enum alallo_err control_export(struct control *ctl, const char *dir, const char *format,
+                               struct control_artifact *out /* OUT */, char *why, size_t whycap);
+
+/* Makes checkpoint `ckpt_path` of job j into a model folder (the base with
+ * the checkpoint's weights). ERR_NOT_FOUND when the job's base model is
+ * gone; ERR_INTERNAL with a reason in why when it could not be made. */
+enum alallo_err control_checkpoint_model(struct control *ctl, const struct store_job *j,
+                                         const char *ckpt_path,
+                                         struct control_artifact *out /* OUT */, char *why,
+                                         size_t whycap);
+
+/* Removes the artifact's temporary folder. Accepts one never made. */
+void control_artifact_free(struct control_artifact *a);
+
+#endif
