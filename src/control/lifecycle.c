@@ -17,6 +17,7 @@
 
 #include "control/catalog.h"
 #include "control/child.h"
+#include "control/job_move.h"
 #include "control/sched_link.h"
 #include "api/shapes.h"
 #include "sched/resched.h"
@@ -28,21 +29,6 @@
 #define CAL_MAX 4        /* calibration pairs one transaction can add */
 #define START_TIMEOUT_REASON "the trainer did not start in time"
 #define BUDGET_BASE_MIN_S 60.0 /* the budget is a multiple of at least this */
-
-static void set_message(struct store_job *j, enum job_message m)
-{
-    text_copy(j->message, sizeof j->message, job_message_text(m));
-}
-
-/* Moves j to `to` if the lifecycle allows it; returns whether it moved. */
-static bool move_to(struct store_job *j, enum job_status to, enum job_message m)
-{
-    if (!job_transition_allowed(j->status, to) || !job_message_allowed(to, m))
-        return false;
-    j->status = to;
-    set_message(j, m);
-    return true;
-}
 
 static enum alallo_err note(struct store_writes *w, int64_t now, const char *level,
                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -185,13 +171,16 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     a->started_ms = c->now;
     a->t_started = a->t_last = -1;
     text_copy(j->active_attempt, sizeof j->active_attempt, a->id);
+    enum alallo_err e = ERR_OK;
     if (j->status == JOB_QUEUED)
-        set_message(j, MSG_STARTING);
+        e = job_move_to(j, JOB_QUEUED, MSG_STARTING);
+    if (e)
+        return e;
     struct sched_state *st = state_load(j);
     if (!st)
         return ERR_NOMEM;
     begin_attempt(c->ctl, j, st, a, c->sworker, (double)c->now / 1000.0);
-    enum alallo_err e = state_save(j, st);
+    e = state_save(j, st);
     free(st);
     if (!e)
         e = store_writes_attempt(w, a);
@@ -211,16 +200,16 @@ static enum alallo_err fail_unstartable_cb(struct store_job *j, struct store_att
 {
     (void)a;
     const struct unstartable *u = vctx;
-    if (j->active_attempt[0] || job_status_is_terminal(j->status))
+    if (j->active_attempt[0] || !job_transition_allowed(j->status, JOB_FAILED))
         return ERR_CONFLICT;
+    enum alallo_err e = job_move_to(j, JOB_FAILED,
+                                    u->missing_file ? MSG_TRAINING_FAILED : MSG_NOT_AVAILABLE);
+    if (e)
+        return e;
     if (u->missing_file) {
         char line[STORE_MESSAGE_MAX];
         text_printf(line, sizeof line, "the data set %s was deleted", u->missing_file);
-        if (!move_to(j, JOB_FAILED, MSG_TRAINING_FAILED))
-            return ERR_CONFLICT;
         job_training_failed_message(j->message, sizeof j->message, line);
-    } else if (!move_to(j, JOB_FAILED, MSG_NOT_AVAILABLE)) {
-        return ERR_CONFLICT;
     }
     j->finished_ms = u->now;
     return note(w, u->now, "error", "%s", j->message);
@@ -642,7 +631,13 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
     j->memory_bytes = d.mem_bytes;
     if (d.action == RESCHED_MOVE) {
         text_copy(j->stop_reason, sizeof j->stop_reason, "move");
-        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        /* Only a job that trains shows the move at once; a job still
+         * waiting for `started` keeps its status until the attempt ends. */
+        if (j->status == JOB_RUNNING || j->status == JOB_RESCHEDULING) {
+            enum alallo_err e = job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+            if (e)
+                return e;
+        }
         return note(w, c->now, "warn",
                     "The job needs %.0f MB, more than worker %s offers; moving it",
                     (double)d.mem_bytes / 1e6, a->worker);
@@ -663,8 +658,11 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     char msg[STORE_MESSAGE_MAX], data[STORE_JSON_SMALL];
     switch (t->kind) {
     case TEV_STARTED:
-        if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING)
-            move_to(j, JOB_RUNNING, MSG_NONE);
+        if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING) {
+            e = job_move_to(j, JOB_RUNNING, MSG_NONE);
+            if (e)
+                break;
+        }
         if (!j->started_ms)
             j->started_ms = c->now;
         j->run_started_ms = c->now;
@@ -725,6 +723,15 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     case TEV_DONE:
         if (job_status_is_terminal(j->status))
             break;
+        /* The model is done: from running, from a move or a cancel asked
+         * for too late, and from a trainer that never said `started`
+         * (counted as started now). */
+        if (j->status == JOB_QUEUED)
+            e = job_move_to(j, JOB_RUNNING, MSG_NONE);
+        if (!e)
+            e = job_move_to(j, JOB_SUCCEEDED, MSG_NONE);
+        if (e)
+            break;
         j->steps_done = j->max_steps;
         if (t->loss > 0)
             j->train_loss = t->loss;
@@ -732,8 +739,6 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         struct tev last = *t;
         last.step = j->max_steps;
         progress(c, j, a, &last);
-        j->status = JOB_SUCCEEDED; /* from running or cancelling: the model is done */
-        set_message(j, MSG_NONE);
         j->finished_ms = c->now;
         j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
         shape_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
@@ -924,9 +929,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
         end_attempt(j, a, now, "cancelled");
         e = ledger_end(b, j, -1, w);
-        if (j->status != JOB_CANCELLING)
-            move_to(j, JOB_CANCELLING, MSG_NONE);
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        if (!e)
+            e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
         if (!e)
             e = settle_as(b, j, a, JOB_CANCELLED, MSG_NONE,
@@ -943,7 +947,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
                     : m == MSG_STOPPED_BUDGET   ? "budget"
                                                 : "needs more memory than any worker offers");
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, m);
+        if (!e)
+            e = job_move_to(j, JOB_FAILED, m);
         j->finished_ms = now;
         if (!e)
             e = settle_as(b, j, a, JOB_FAILED, m, JOB_RUNNING, w);
@@ -952,7 +957,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     } else if (user_error) {
         end_attempt(j, a, now, "training failed");
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
+        if (!e)
+            e = job_move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
         job_training_failed_message(j->message, sizeof j->message,
                                     end->line[0] ? end->line : "the trainer stopped on an error");
         j->finished_ms = now;
@@ -965,10 +971,9 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         end_attempt(j, a, now, strcmp(j->stop_reason, "move") == 0 ? "moved" : "worker stopped");
         e = ledger_end(b, j, -1, w);
         enum job_status to = j->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING;
-        if (j->status != to)
-            move_to(j, to, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
-        else
-            set_message(j, to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
+        if (!e)
+            e = job_move_to(j, to,
+                            to == JOB_QUEUED ? MSG_WAITING_FOR_CAPACITY : MSG_RESCHEDULING);
         if (!e)
             e = settle_as(b, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
         if (!e)
@@ -982,7 +987,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
             text_printf(reason, sizeof reason, "trainer exited with status %d", end->exit_status);
         end_attempt(j, a, now, reason);
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
+        if (!e)
+            e = job_move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
         c->internal = true;
@@ -1103,18 +1109,21 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
         /* Nothing runs it: cancelled at once. Steps it did in earlier
          * attempts (re-scheduling) are billed like a cancel while running. */
         enum job_status from = j->status;
-        move_to(j, JOB_CANCELLING, MSG_NONE);
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        enum alallo_err e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
+        if (e)
+            return e;
         j->finished_ms = c->now;
         c->st = state_load(j);
         if (!c->st)
             return ERR_NOMEM;
-        enum alallo_err e = settle_as(c, j, NULL, JOB_CANCELLED, MSG_NONE, from, w);
+        e = settle_as(c, j, NULL, JOB_CANCELLED, MSG_NONE, from, w);
         if (!e)
             e = state_save(j, c->st);
         return e ? e : note(w, c->now, "info", "The job was cancelled");
     }
-    move_to(j, JOB_CANCELLING, MSG_NONE);
+    enum alallo_err e = job_move_to(j, JOB_CANCELLING, MSG_NONE);
+    if (e)
+        return e;
     text_copy(j->stop_reason, sizeof j->stop_reason, "cancel");
     return note(w, c->now, "info", "Cancellation requested; stopping the training");
 }
@@ -1151,7 +1160,7 @@ static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused
     /* A move (drain, spot take-back) shows at once: the trainer now writes
      * its checkpoint, and the job continues elsewhere from it. */
     if (strcmp(j->stop_reason, "move") == 0 && j->status == JOB_RUNNING)
-        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        return job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
     return ERR_OK;
 }
 
@@ -1184,18 +1193,21 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     if (e)
         return e;
     if (j->status == JOB_CANCELLING) {
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, w);
+        if (!e)
+            e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, w);
         if (!e)
             e = note(w, now, "info", "The job was cancelled");
     } else if (j->status == JOB_QUEUED) {
-        set_message(j, MSG_WAITING_FOR_CAPACITY);
-        e = note(w, now, "warn", "The worker %s was lost before training started", a->worker);
+        e = job_move_to(j, JOB_QUEUED, MSG_WAITING_FOR_CAPACITY);
+        if (!e)
+            e = note(w, now, "warn", "The worker %s was lost before training started",
+                     a->worker);
     } else {
-        if (j->status != JOB_RESCHEDULING)
-            move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
-        e = settle_as(&c->base, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
+        e = job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        if (!e)
+            e = settle_as(&c->base, j, a, JOB_RUNNING, MSG_NONE, JOB_RUNNING, w);
         if (!e)
             e = note(w, now,
                      "warn",
@@ -1251,24 +1263,27 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
     if (e)
         return e;
     if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
+        if (!e)
+            e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
     } else if (c->earlier + 1 >= c->base.ctl->cfg.start_tries) {
-        move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
+        e = job_move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
         c->internal = true;
-        e = settle_as(&c->base, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED, w);
+        if (!e)
+            e = settle_as(&c->base, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED, w);
         if (!e)
             e = note(w, now, "error", "%s", j->message);
     } else {
         if (j->status == JOB_QUEUED)
-            set_message(j, MSG_WAITING_FOR_CAPACITY);
+            e = job_move_to(j, JOB_QUEUED, MSG_WAITING_FOR_CAPACITY);
         else
-            set_message(j, MSG_RESCHEDULING);
-        e = note(w, now, "warn", "The trainer on worker %s did not start; trying again",
-                 a->worker);
+            e = job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        if (!e)
+            e = note(w, now, "warn", "The trainer on worker %s did not start; trying again",
+                     a->worker);
     }
     j->stop_reason[0] = '\0';
     return e ? e : state_save(j, c->base.st);
