@@ -22,6 +22,8 @@
 #include "api/shapes.h"
 #include "sched/resched.h"
 #include "core/ids.h"
+#include "core/stop_reason.h"
+#include "core/trainer_protocol.h"
 #include "core/text.h"
 
 #define EVENTS_PER_TX 64 /* trainer events applied per transaction */
@@ -72,23 +74,40 @@ static int mkdirs(const char *path)
 
 /* ---- stops ------------------------------------------------------------ */
 
+/* The stop asked of j's attempt; text the store holds that this server does
+ * not know reads as none. */
+static enum stop_reason stop_of(const struct store_job *j)
+{
+    enum stop_reason r;
+    return stop_reason_parse(j->stop_reason, &r) ? r : STOP_REASON_NONE;
+}
+
+static void set_stop(struct store_job *j, enum stop_reason r)
+{
+    text_copy(j->stop_reason, sizeof j->stop_reason, stop_reason_name(r));
+}
+
 static bool attempt_owns(const struct store_job *j, const struct store_attempt *a)
 {
     return a && a->fence == j->fence && strcmp(a->status, "ended") != 0 &&
            strcmp(j->active_attempt, a->id) == 0;
 }
 
-const char *lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a)
+enum tproto_stop lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a)
 {
-    if (!attempt_owns(j, a))
-        return "cancel";
-    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0 ||
-        strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0 ||
-        strcmp(j->stop_reason, "not_available") == 0)
-        return "cancel";
-    if (strcmp(j->stop_reason, "move") == 0)
-        return "move";
-    return NULL;
+    if (!attempt_owns(j, a) || j->status == JOB_CANCELLING)
+        return TPROTO_STOP_CANCEL;
+    switch (stop_of(j)) {
+    case STOP_REASON_CANCEL:
+    case STOP_REASON_TIME_LIMIT:
+    case STOP_REASON_BUDGET:
+    case STOP_REASON_NOT_AVAILABLE:
+        return TPROTO_STOP_CANCEL;
+    case STOP_REASON_MOVE:
+        return TPROTO_STOP_MOVE;
+    default:
+        return TPROTO_STOP_NONE;
+    }
 }
 
 /* ---- claim ------------------------------------------------------------ */
@@ -156,7 +175,7 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     struct claim_ctx *c = vctx;
     (void)unused;
     if ((j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING) || j->active_attempt[0] ||
-        j->stop_reason[0])
+        stop_of(j) != STOP_REASON_NONE)
         return ERR_CONFLICT; /* someone else took it, or it was cancelled */
     struct store_attempt *a = &c->attempt;
     memset(a, 0, sizeof *a);
@@ -331,7 +350,7 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
              * it as a failure on our side, rather than leave the job stuck,
              * and look for other work. */
             struct attempt_end end = {.exit_status = -1, .not_started = true};
-            text_copy(end.error_kind, sizeof end.error_kind, "internal");
+            end.error_kind = TPROTO_ERROR_INTERNAL;
             text_copy(end.line, sizeof end.line, "could not prepare the attempt's files");
             lifecycle_finish(ctl, c.attempt.id, c.attempt.fence, &end);
             continue;
@@ -344,14 +363,14 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
 /* ---- trainer events --------------------------------------------------- */
 
 enum tev_kind {
-    TEV_STARTED,
-    TEV_LOG,
-    TEV_STEP,
-    TEV_MEMORY,
-    TEV_CHECKPOINT,
-    TEV_DONE,
-    TEV_ERROR,
-    TEV_IGNORED /* unknown to this server, or malformed */
+    TEV_STARTED = TPROTO_EVENT_STARTED,
+    TEV_LOG = TPROTO_EVENT_LOG,
+    TEV_STEP = TPROTO_EVENT_STEP,
+    TEV_MEMORY = TPROTO_EVENT_MEMORY,
+    TEV_CHECKPOINT = TPROTO_EVENT_CHECKPOINT,
+    TEV_DONE = TPROTO_EVENT_DONE,
+    TEV_ERROR = TPROTO_EVENT_ERROR,
+    TEV_IGNORED = TPROTO_EVENT_COUNT /* unknown to this server, or malformed */
 };
 
 struct tev {
@@ -369,18 +388,10 @@ struct tev {
  * (ignored: a newer trainer may send more). */
 static bool parse_event(json_t *o, struct tev *t)
 {
-    static const char *const names[] = {"started",    "log",  "step", "memory",
-                                        "checkpoint", "done", "error"};
-    const char *name = json_string_value(json_object_get(o, "event"));
-    if (!name)
+    enum tproto_event k;
+    if (!tproto_event_parse(json_string_value(json_object_get(o, "event")), &k))
         return false;
     memset(t, 0, sizeof *t);
-    int k = -1;
-    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-        if (strcmp(name, names[i]) == 0)
-            k = i;
-    if (k < 0)
-        return false;
     t->kind = (enum tev_kind)k;
     json_t *step = json_object_get(o, "step");
     t->step = json_is_integer(step) ? (long)json_integer_value(step) : -1;
@@ -422,7 +433,7 @@ struct events_ctx {
     struct sched_state *st; /* the job's, loaded in the callback */
     struct store_calibration cal[CAL_MAX]; /* OUT: calibration pairs written */
     int n_cal;
-    const char *stop; /* OUT */
+    enum tproto_stop stop; /* OUT */
 };
 
 static long clamp_step(const struct store_job *j, long step)
@@ -624,13 +635,13 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
     for (int i = 0; i < c->n_workers; i++)
         if (strcmp(c->workers[i].name, a->worker) == 0)
             cur = &c->workers[i];
-    if (!cur || peak <= 0 || j->stop_reason[0] || j->status == JOB_CANCELLING)
+    if (!cur || peak <= 0 || stop_of(j) != STOP_REASON_NONE || j->status == JOB_CANCELLING)
         return ERR_OK;
     struct resched_decision d;
     resched_on_memory(peak, j->memory_bytes, cur, c->workers, (size_t)c->n_workers, NULL, &d);
     j->memory_bytes = d.mem_bytes;
     if (d.action == RESCHED_MOVE) {
-        text_copy(j->stop_reason, sizeof j->stop_reason, "move");
+        set_stop(j, STOP_REASON_MOVE);
         /* Only a job that trains shows the move at once; a job still
          * waiting for `started` keeps its status until the attempt ends. */
         if (j->status == JOB_RUNNING || j->status == JOB_RESCHEDULING) {
@@ -643,7 +654,7 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
                     (double)d.mem_bytes / 1e6, a->worker);
     }
     if (d.action == RESCHED_FAIL) {
-        text_copy(j->stop_reason, sizeof j->stop_reason, "not_available");
+        set_stop(j, STOP_REASON_NOT_AVAILABLE);
         return note(w, c->now, "error", "The job needs %.0f MB; no known worker offers it",
                     (double)d.mem_bytes / 1e6);
     }
@@ -742,7 +753,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         j->finished_ms = c->now;
         j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
         shape_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
-        j->stop_reason[0] = '\0';
+        set_stop(j, STOP_REASON_NONE);
         end_attempt(j, a, c->now, "succeeded");
         e = ledger_end(c, j, j->max_steps, w);
         if (!e)
@@ -766,7 +777,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
 static void check_limits(const struct control *ctl, struct store_job *j,
                          const struct sched_state *st, int64_t now)
 {
-    if (j->status != JOB_RUNNING || !j->active_attempt[0] || j->stop_reason[0] || !st)
+    if (j->status != JOB_RUNNING || !j->active_attempt[0] || stop_of(j) != STOP_REASON_NONE || !st)
         return;
     /* The ledger reads a limit of 0 as none; here 0 means at once. */
     struct ledger_limits l = {.time_limit_s = ctl->cfg.time_limit_s > 0
@@ -775,9 +786,9 @@ static void check_limits(const struct control *ctl, struct store_job *j,
                               .budget_multiple = ctl->cfg.budget_multiple};
     enum job_message m = ledger_limit_reached(&st->ledger, &l, (double)now / 1000.0);
     if (m == MSG_STOPPED_TIME_LIMIT)
-        text_copy(j->stop_reason, sizeof j->stop_reason, "time_limit");
+        set_stop(j, STOP_REASON_TIME_LIMIT);
     else if (m == MSG_STOPPED_BUDGET)
-        text_copy(j->stop_reason, sizeof j->stop_reason, "budget");
+        set_stop(j, STOP_REASON_BUDGET);
 }
 
 static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
@@ -806,7 +817,7 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
     else if (c->first < 0)
         a->events_applied += c->n - skip;
     check_limits(c->ctl, j, c->st, c->now);
-    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : NULL;
+    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : TPROTO_STOP_NONE;
     return state_save(j, c->st);
 }
 
@@ -832,9 +843,9 @@ static int load_history(struct control *ctl, const char *job, struct store_attem
 }
 
 enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, int64_t fence,
-                                 int64_t first, json_t *events, const char **stop)
+                                 int64_t first, json_t *events, enum tproto_stop *stop)
 {
-    *stop = NULL;
+    *stop = TPROTO_STOP_NONE;
     if (!json_is_array(events))
         return ERR_INVALID;
     struct store_attempt att;
@@ -854,7 +865,8 @@ enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, in
     int n_workers = 0;
     for (size_t k = 0; k < total; k++) {
         const char *name = json_string_value(json_object_get(json_array_get(events, k), "event"));
-        if (name && strcmp(name, "memory") == 0) {
+        enum tproto_event kind;
+        if (tproto_event_parse(name, &kind) && kind == TPROTO_EVENT_MEMORY) {
             workers = calloc(SCHED_LINK_WORKERS, sizeof *workers);
             if (workers)
                 n_workers = sched_link_workers(ctl, (double)clock_now_ms() / 1000.0, workers,
@@ -916,17 +928,19 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         return ERR_NOMEM;
     struct events_ctx *b = &c->base;
     const struct attempt_end *end = c->end;
-    bool user_error = strcmp(end->error_kind, "user") == 0 || end->exit_status == 3;
+    enum stop_reason asked = stop_of(j);
+    bool user_error =
+        end->error_kind == TPROTO_ERROR_USER || end->exit_status == TPROTO_EXIT_USER_ERROR;
     /* Stopped on request: exit 4 after a checkpoint, or killed by the
      * worker after its grace period (then the latest checkpoint counts). */
-    bool asked_move = strcmp(end->acted_on, "move") == 0 || strcmp(j->stop_reason, "move") == 0;
-    bool stopped = end->exit_status == 4 ||
+    bool asked_move = end->acted_on == TPROTO_STOP_MOVE || asked == STOP_REASON_MOVE;
+    bool stopped = end->exit_status == TPROTO_EXIT_STOPPED ||
                    (asked_move && (end->signal == 9 || end->signal == 15));
     bool trained = strcmp(a->status, "running") == 0;
     char reason[STORE_MESSAGE_MAX];
     enum alallo_err e = ERR_OK;
 
-    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
+    if (j->status == JOB_CANCELLING || asked == STOP_REASON_CANCEL) {
         end_attempt(j, a, now, "cancelled");
         e = ledger_end(b, j, -1, w);
         if (!e)
@@ -937,11 +951,11 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
                           trained || j->steps_done > 0 ? JOB_RUNNING : JOB_QUEUED, w);
         if (!e)
             e = note(w, now, "info", "The job was cancelled");
-    } else if (strcmp(j->stop_reason, "time_limit") == 0 || strcmp(j->stop_reason, "budget") == 0 ||
-               strcmp(j->stop_reason, "not_available") == 0) {
-        enum job_message m = strcmp(j->stop_reason, "time_limit") == 0 ? MSG_STOPPED_TIME_LIMIT
-                             : strcmp(j->stop_reason, "budget") == 0   ? MSG_STOPPED_BUDGET
-                                                                       : MSG_NOT_AVAILABLE;
+    } else if (asked == STOP_REASON_TIME_LIMIT || asked == STOP_REASON_BUDGET ||
+               asked == STOP_REASON_NOT_AVAILABLE) {
+        enum job_message m = asked == STOP_REASON_TIME_LIMIT ? MSG_STOPPED_TIME_LIMIT
+                             : asked == STOP_REASON_BUDGET   ? MSG_STOPPED_BUDGET
+                                                             : MSG_NOT_AVAILABLE;
         end_attempt(j, a, now,
                     m == MSG_STOPPED_TIME_LIMIT ? "time limit"
                     : m == MSG_STOPPED_BUDGET   ? "budget"
@@ -966,9 +980,9 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
             e = settle_as(b, j, a, JOB_FAILED, MSG_TRAINING_FAILED, JOB_RUNNING, w);
         if (!e)
             e = note(w, now, "error", "%s", j->message);
-    } else if (stopped && (asked_move || !j->stop_reason[0])) {
+    } else if (stopped && (asked_move || stop_of(j) == STOP_REASON_NONE)) {
         /* Stopped on request after a checkpoint: continue elsewhere. */
-        end_attempt(j, a, now, strcmp(j->stop_reason, "move") == 0 ? "moved" : "worker stopped");
+        end_attempt(j, a, now, asked == STOP_REASON_MOVE ? "moved" : "worker stopped");
         e = ledger_end(b, j, -1, w);
         enum job_status to = j->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING;
         if (!e)
@@ -999,7 +1013,7 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     }
     if (!e)
         e = state_save(j, b->st);
-    j->stop_reason[0] = '\0';
+    set_stop(j, STOP_REASON_NONE);
     return e;
 }
 
@@ -1124,7 +1138,7 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
     enum alallo_err e = job_move_to(j, JOB_CANCELLING, MSG_NONE);
     if (e)
         return e;
-    text_copy(j->stop_reason, sizeof j->stop_reason, "cancel");
+    set_stop(j, STOP_REASON_CANCEL);
     return note(w, c->now, "info", "Cancellation requested; stopping the training");
 }
 
@@ -1150,23 +1164,24 @@ enum alallo_err lifecycle_cancel(struct control *ctl, const char *account, const
 static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused,
                                struct store_writes *w, void *vctx)
 {
-    const char *reason = vctx;
+    const enum stop_reason *reason = vctx;
     (void)unused;
     (void)w;
     if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING || !j->active_attempt[0])
         return ERR_CONFLICT;
-    if (!j->stop_reason[0])
-        text_copy(j->stop_reason, sizeof j->stop_reason, reason);
+    if (stop_of(j) == STOP_REASON_NONE)
+        set_stop(j, *reason);
     /* A move (drain, spot take-back) shows at once: the trainer now writes
      * its checkpoint, and the job continues elsewhere from it. */
-    if (strcmp(j->stop_reason, "move") == 0 && j->status == JOB_RUNNING)
+    if (stop_of(j) == STOP_REASON_MOVE && j->status == JOB_RUNNING)
         return job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
     return ERR_OK;
 }
 
-enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id, const char *reason)
+enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id,
+                                       enum stop_reason reason)
 {
-    return store_job_update(ctl->store, id, NULL, stop_cb, (void *)reason);
+    return store_job_update(ctl->store, id, NULL, stop_cb, &reason);
 }
 
 struct gone_ctx {
@@ -1188,7 +1203,7 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     c->base.st = state_load(j);
     if (!c->base.st)
         return ERR_NOMEM;
-    j->stop_reason[0] = '\0';
+    set_stop(j, STOP_REASON_NONE);
     enum alallo_err e = ledger_end(&c->base, j, -1, w);
     if (e)
         return e;
@@ -1262,7 +1277,7 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
     enum alallo_err e = ledger_end(&c->base, j, -1, w);
     if (e)
         return e;
-    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
+    if (j->status == JOB_CANCELLING || stop_of(j) == STOP_REASON_CANCEL) {
         e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
         if (!e)
@@ -1285,7 +1300,7 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
             e = note(w, now, "warn", "The trainer on worker %s did not start; trying again",
                      a->worker);
     }
-    j->stop_reason[0] = '\0';
+    set_stop(j, STOP_REASON_NONE);
     return e ? e : state_save(j, c->base.st);
 }
 
