@@ -92,7 +92,9 @@ void internal_heartbeat(struct api_server *srv, struct http_request *req, struct
         return;
     }
     const char *attempt_id = json_string_value(json_object_get(body, "attempt_id"));
-    const char *stop = attempt_id ? control_worker_stop_for(srv->ctl, w.name, attempt_id) : NULL;
+    const char *stop = attempt_id
+                           ? tproto_stop_name(control_worker_stop_for(srv->ctl, w.name, attempt_id))
+                           : NULL;
     json_decref(body);
     api_json(res, 200, json_pack("{s:s,s:o}", "state", w.state, "stop",
                                  stop ? json_string(stop) : json_null()));
@@ -167,7 +169,7 @@ void internal_events(struct api_server *srv, struct http_request *req, struct ht
     int64_t first_index = json_is_integer(first) && json_integer_value(first) >= 0
                               ? json_integer_value(first)
                               : -1;
-    const char *stop = NULL;
+    enum tproto_stop stop = TPROTO_STOP_NONE;
     enum alallo_err e =
         ids_valid(req->params[0])
             ? lifecycle_events(srv->ctl, req->params[0], fence, first_index, events, &stop)
@@ -177,7 +179,8 @@ void internal_events(struct api_server *srv, struct http_request *req, struct ht
         answer_attempt_error(res, e);
         return;
     }
-    api_json(res, 200, json_pack("{s:o}", "stop", stop ? json_string(stop) : json_null()));
+    const char *word = tproto_stop_name(stop);
+    api_json(res, 200, json_pack("{s:o}", "stop", word ? json_string(word) : json_null()));
 }
 
 void internal_finish(struct api_server *srv, struct http_request *req, struct http_response *res)
@@ -197,14 +200,15 @@ void internal_finish(struct api_server *srv, struct http_request *req, struct ht
         end.exit_status = (int)json_integer_value(status);
     if (json_is_integer(sig))
         end.signal = (int)json_integer_value(sig);
-    text_copy(end.error_kind, sizeof end.error_kind,
-              json_string_value(json_object_get(body, "error_kind")));
-    const char *acted = json_string_value(json_object_get(body, "stop"));
-    if (acted && (strcmp(acted, "cancel") == 0 || strcmp(acted, "move") == 0))
-        text_copy(end.acted_on, sizeof end.acted_on, acted);
+    /* Words this server does not know read as none. */
+    if (!tproto_error_kind_parse(json_string_value(json_object_get(body, "error_kind")),
+                                 &end.error_kind))
+        end.error_kind = TPROTO_ERROR_NONE;
+    if (!tproto_stop_parse(json_string_value(json_object_get(body, "stop")), &end.acted_on))
+        end.acted_on = TPROTO_STOP_NONE;
     /* Neither an exit status nor a signal: the trainer never started. */
     if (end.exit_status < 0 && end.signal <= 0) {
-        if (strcmp(end.error_kind, "internal") != 0) {
+        if (end.error_kind != TPROTO_ERROR_INTERNAL) {
             json_decref(body);
             api_error(res, ERR_INVALID, "exit_status or signal is required.", "exit_status");
             return;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "control/catalog.h"
+#include "control/job_move.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -143,18 +144,19 @@ enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, cha
     text_copy(first.level, sizeof first.level, "info");
     text_copy(first.type, sizeof first.type, "message");
     if (r->est.fit != PLAN_FITS) {
-        j->status = JOB_FAILED;
-        text_copy(j->message, sizeof j->message, job_message_text(r->est.fail_message));
+        e = job_move_initial(j, JOB_FAILED, r->est.fail_message);
+        if (e)
+            return e;
         j->finished_ms = now;
         text_copy(first.level, sizeof first.level, "error");
         text_printf(first.message, sizeof first.message, "Created fine-tuning job %s: %s", j->id,
                     j->message);
     } else {
-        j->status = JOB_QUEUED;
-        text_copy(j->message, sizeof j->message,
-                  job_message_text(r->est.worker >= 0 && !r->est.message
-                                       ? MSG_STARTING
-                                       : MSG_WAITING_FOR_CAPACITY));
+        e = job_move_initial(j, JOB_QUEUED,
+                             r->est.worker >= 0 && !r->est.message ? MSG_STARTING
+                                                                   : MSG_WAITING_FOR_CAPACITY);
+        if (e)
+            return e;
         text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
     }
     e = store_job_insert(ctl->store, j, &first);

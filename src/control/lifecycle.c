@@ -18,12 +18,15 @@
 #include "control/catalog.h"
 #include "control/child.h"
 #include "control/fleet.h"
+#include "control/job_move.h"
 #include "control/sched_link.h"
 #include "control/jobs.h"
 #include "core/fs.h"
 #include "sched/outcome.h"
 #include "sched/resched.h"
 #include "core/ids.h"
+#include "core/stop_reason.h"
+#include "core/trainer_protocol.h"
 #include "core/text.h"
 
 #define EVENTS_PER_TX 64 /* trainer events applied per transaction */
@@ -31,21 +34,6 @@
 #define CAL_MAX 4        /* calibration pairs one transaction can add */
 #define START_TIMEOUT_REASON "the trainer did not start in time"
 #define BUDGET_BASE_MIN_S 60.0 /* the budget is a multiple of at least this */
-
-static void set_message(struct store_job *j, enum job_message m)
-{
-    text_copy(j->message, sizeof j->message, job_message_text(m));
-}
-
-/* Moves j to `to` if the lifecycle allows it; returns whether it moved. */
-static bool move_to(struct store_job *j, enum job_status to, enum job_message m)
-{
-    if (!job_transition_allowed(j->status, to) || !job_message_allowed(to, m))
-        return false;
-    j->status = to;
-    set_message(j, m);
-    return true;
-}
 
 static enum alallo_err note(struct store_writes *w, int64_t now, const char *level,
                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -73,18 +61,37 @@ bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char
 
 /* ---- stops ------------------------------------------------------------ */
 
+/* The stop asked of j's attempt; text the store holds that this server does
+ * not know reads as none. */
+static enum stop_reason stop_of(const struct store_job *j)
+{
+    enum stop_reason r;
+    return stop_reason_parse(j->stop_reason, &r) ? r : STOP_REASON_NONE;
+}
+
+static void set_stop(struct store_job *j, enum stop_reason r)
+{
+    text_copy(j->stop_reason, sizeof j->stop_reason, stop_reason_name(r));
+}
+
 static bool attempt_owns(const struct store_job *j, const struct store_attempt *a)
 {
     return a && a->fence == j->fence && strcmp(a->status, "ended") != 0 &&
            strcmp(j->active_attempt, a->id) == 0;
 }
 
-const char *lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a)
+enum tproto_stop lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a)
 {
     if (!attempt_owns(j, a))
-        return "cancel";
-    enum outcome_stop s = outcome_worker_stop(j->status, outcome_stop_parse(j->stop_reason));
-    return s == OUTCOME_STOP_NONE ? NULL : outcome_stop_name(s);
+        return TPROTO_STOP_CANCEL;
+    switch (outcome_worker_stop(j->status, stop_of(j))) {
+    case STOP_REASON_CANCEL:
+        return TPROTO_STOP_CANCEL;
+    case STOP_REASON_MOVE:
+        return TPROTO_STOP_MOVE;
+    default:
+        return TPROTO_STOP_NONE;
+    }
 }
 
 /* ---- claim ------------------------------------------------------------ */
@@ -152,7 +159,7 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     struct claim_ctx *c = vctx;
     (void)unused;
     if ((j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING) || j->active_attempt[0] ||
-        j->stop_reason[0])
+        stop_of(j) != STOP_REASON_NONE)
         return ERR_CONFLICT; /* someone else took it, or it was cancelled */
     struct store_attempt *a = &c->attempt;
     memset(a, 0, sizeof *a);
@@ -167,13 +174,16 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     a->started_ms = c->now;
     a->t_started = a->t_last = -1;
     text_copy(j->active_attempt, sizeof j->active_attempt, a->id);
+    enum alallo_err e = ERR_OK;
     if (j->status == JOB_QUEUED)
-        set_message(j, MSG_STARTING);
+        e = job_move_to(j, JOB_QUEUED, MSG_STARTING);
+    if (e)
+        return e;
     struct sched_state *st = state_load(j);
     if (!st)
         return ERR_NOMEM;
     begin_attempt(c->ctl, j, st, a, c->sworker, (double)c->now / 1000.0);
-    enum alallo_err e = state_save(j, st);
+    e = state_save(j, st);
     free(st);
     if (!e)
         e = store_writes_attempt(w, a);
@@ -193,16 +203,16 @@ static enum alallo_err fail_unstartable_cb(struct store_job *j, struct store_att
 {
     (void)a;
     const struct unstartable *u = vctx;
-    if (j->active_attempt[0] || job_status_is_terminal(j->status))
+    if (j->active_attempt[0] || !job_transition_allowed(j->status, JOB_FAILED))
         return ERR_CONFLICT;
+    enum alallo_err e = job_move_to(j, JOB_FAILED,
+                                    u->missing_file ? MSG_TRAINING_FAILED : MSG_NOT_AVAILABLE);
+    if (e)
+        return e;
     if (u->missing_file) {
         char line[STORE_MESSAGE_MAX];
         text_printf(line, sizeof line, "the data set %s was deleted", u->missing_file);
-        if (!move_to(j, JOB_FAILED, MSG_TRAINING_FAILED))
-            return ERR_CONFLICT;
         job_training_failed_message(j->message, sizeof j->message, line);
-    } else if (!move_to(j, JOB_FAILED, MSG_NOT_AVAILABLE)) {
-        return ERR_CONFLICT;
     }
     j->finished_ms = u->now;
     return note(w, u->now, "error", "%s", j->message);
@@ -325,7 +335,7 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
              * it as a failure on our side, rather than leave the job stuck,
              * and look for other work. */
             struct attempt_end end = {.exit_status = -1, .not_started = true};
-            text_copy(end.error_kind, sizeof end.error_kind, "internal");
+            end.error_kind = TPROTO_ERROR_INTERNAL;
             text_copy(end.line, sizeof end.line, "could not prepare the attempt's files");
             lifecycle_finish(ctl, c.attempt.id, c.attempt.fence, &end);
             continue;
@@ -339,14 +349,14 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
 /* ---- trainer events --------------------------------------------------- */
 
 enum tev_kind {
-    TEV_STARTED,
-    TEV_LOG,
-    TEV_STEP,
-    TEV_MEMORY,
-    TEV_CHECKPOINT,
-    TEV_DONE,
-    TEV_ERROR,
-    TEV_IGNORED /* unknown to this server, or malformed */
+    TEV_STARTED = TPROTO_EVENT_STARTED,
+    TEV_LOG = TPROTO_EVENT_LOG,
+    TEV_STEP = TPROTO_EVENT_STEP,
+    TEV_MEMORY = TPROTO_EVENT_MEMORY,
+    TEV_CHECKPOINT = TPROTO_EVENT_CHECKPOINT,
+    TEV_DONE = TPROTO_EVENT_DONE,
+    TEV_ERROR = TPROTO_EVENT_ERROR,
+    TEV_IGNORED = TPROTO_EVENT_COUNT /* unknown to this server, or malformed */
 };
 
 struct tev {
@@ -364,18 +374,10 @@ struct tev {
  * (ignored: a newer trainer may send more). */
 static bool parse_event(json_t *o, struct tev *t)
 {
-    static const char *const names[] = {"started",    "log",  "step", "memory",
-                                        "checkpoint", "done", "error"};
-    const char *name = json_string_value(json_object_get(o, "event"));
-    if (!name)
+    enum tproto_event k;
+    if (!tproto_event_parse(json_string_value(json_object_get(o, "event")), &k))
         return false;
     memset(t, 0, sizeof *t);
-    int k = -1;
-    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-        if (strcmp(name, names[i]) == 0)
-            k = i;
-    if (k < 0)
-        return false;
     t->kind = (enum tev_kind)k;
     json_t *step = json_object_get(o, "step");
     t->step = json_is_integer(step) ? (long)json_integer_value(step) : -1;
@@ -417,7 +419,7 @@ struct events_ctx {
     struct sched_state *st; /* the job's, loaded in the callback */
     struct store_calibration cal[CAL_MAX]; /* OUT: calibration pairs written */
     int n_cal;
-    const char *stop; /* OUT */
+    enum tproto_stop stop; /* OUT */
 };
 
 static long clamp_step(const struct store_job *j, long step)
@@ -619,20 +621,26 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
     for (int i = 0; i < c->n_workers; i++)
         if (strcmp(c->workers[i].name, a->worker) == 0)
             cur = &c->workers[i];
-    if (!cur || peak <= 0 || j->stop_reason[0] || j->status == JOB_CANCELLING)
+    if (!cur || peak <= 0 || stop_of(j) != STOP_REASON_NONE || j->status == JOB_CANCELLING)
         return ERR_OK;
     struct resched_decision d;
     resched_on_memory(peak, j->memory_bytes, cur, c->workers, (size_t)c->n_workers, NULL, &d);
     j->memory_bytes = d.mem_bytes;
     if (d.action == RESCHED_MOVE) {
-        text_copy(j->stop_reason, sizeof j->stop_reason, "move");
-        move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        set_stop(j, STOP_REASON_MOVE);
+        /* Only a job that trains shows the move at once; a job still
+         * waiting for `started` keeps its status until the attempt ends. */
+        if (j->status == JOB_RUNNING || j->status == JOB_RESCHEDULING) {
+            enum alallo_err e = job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+            if (e)
+                return e;
+        }
         return note(w, c->now, "warn",
                     "The job needs %.0f MB, more than worker %s offers; moving it",
                     (double)d.mem_bytes / 1e6, a->worker);
     }
     if (d.action == RESCHED_FAIL) {
-        text_copy(j->stop_reason, sizeof j->stop_reason, "not_available");
+        set_stop(j, STOP_REASON_NOT_AVAILABLE);
         return note(w, c->now, "error", "The job needs %.0f MB; no known worker offers it",
                     (double)d.mem_bytes / 1e6);
     }
@@ -647,8 +655,11 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     char msg[STORE_MESSAGE_MAX], data[STORE_JSON_SMALL];
     switch (t->kind) {
     case TEV_STARTED:
-        if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING)
-            move_to(j, JOB_RUNNING, MSG_NONE);
+        if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING) {
+            e = job_move_to(j, JOB_RUNNING, MSG_NONE);
+            if (e)
+                break;
+        }
         if (!j->started_ms)
             j->started_ms = c->now;
         j->run_started_ms = c->now;
@@ -711,6 +722,15 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         outcome_of_done(j->status, &o);
         if (o.kind == OUTCOME_NONE)
             break;
+        /* The model is done: from running, from a move or a cancel asked
+         * for too late, and from a trainer that never said `started`
+         * (counted as started now). */
+        if (j->status == JOB_QUEUED)
+            e = job_move_to(j, JOB_RUNNING, MSG_NONE);
+        if (!e)
+            e = job_move_to(j, JOB_SUCCEEDED, MSG_NONE);
+        if (e)
+            break;
         j->steps_done = j->max_steps;
         if (t->loss > 0)
             j->train_loss = t->loss;
@@ -718,12 +738,10 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         struct tev last = *t;
         last.step = j->max_steps;
         progress(c, j, a, &last);
-        j->status = JOB_SUCCEEDED; /* from running or cancelling: the model is done */
-        set_message(j, MSG_NONE);
         j->finished_ms = c->now;
         j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
         control_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
-        j->stop_reason[0] = '\0';
+        set_stop(j, STOP_REASON_NONE);
         end_attempt(j, a, c->now, o.attempt_reason);
         e = ledger_end(c, j, j->max_steps, w);
         if (!e)
@@ -748,16 +766,16 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
 static void check_limits(const struct control *ctl, struct store_job *j,
                          const struct sched_state *st, int64_t now)
 {
-    if (j->status != JOB_RUNNING || !j->active_attempt[0] || j->stop_reason[0] || !st)
+    if (j->status != JOB_RUNNING || !j->active_attempt[0] || stop_of(j) != STOP_REASON_NONE || !st)
         return;
     /* The ledger reads a limit of 0 as none; here 0 means at once. */
     struct ledger_limits l = {.time_limit_s = ctl->cfg.time_limit_s > 0
                                                   ? (double)ctl->cfg.time_limit_s
                                                   : 1e-9,
                               .budget_multiple = ctl->cfg.budget_multiple};
-    enum outcome_stop s = outcome_limit_stop(&st->ledger, &l, (double)now / 1000.0);
-    if (s != OUTCOME_STOP_NONE)
-        text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(s));
+    enum stop_reason s = outcome_limit_stop(&st->ledger, &l, (double)now / 1000.0);
+    if (s != STOP_REASON_NONE)
+        set_stop(j, s);
 }
 
 static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
@@ -786,7 +804,7 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
     else if (c->first < 0)
         a->events_applied += c->n - skip;
     check_limits(c->ctl, j, c->st, c->now);
-    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : NULL;
+    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : TPROTO_STOP_NONE;
     return state_save(j, c->st);
 }
 
@@ -812,9 +830,9 @@ static int load_history(struct control *ctl, const char *job, struct store_attem
 }
 
 enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, int64_t fence,
-                                 int64_t first, json_t *events, const char **stop)
+                                 int64_t first, json_t *events, enum tproto_stop *stop)
 {
-    *stop = NULL;
+    *stop = TPROTO_STOP_NONE;
     if (!json_is_array(events))
         return ERR_INVALID;
     struct store_attempt att;
@@ -834,7 +852,8 @@ enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, in
     int n_workers = 0;
     for (size_t k = 0; k < total; k++) {
         const char *name = json_string_value(json_object_get(json_array_get(events, k), "event"));
-        if (name && strcmp(name, "memory") == 0) {
+        enum tproto_event kind;
+        if (tproto_event_parse(name, &kind) && kind == TPROTO_EVENT_MEMORY) {
             workers = calloc(SCHED_LINK_WORKERS, sizeof *workers);
             if (workers)
                 n_workers = sched_link_workers(ctl, (double)clock_now_ms() / 1000.0, workers,
@@ -899,13 +918,15 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     /* What becomes of the job: src/sched/outcome.h, shared with the
      * simulation. */
     struct outcome_job oj = {.status = j->status,
-                             .stop = outcome_stop_parse(j->stop_reason),
+                             .stop = stop_of(j),
                              .trained = strcmp(a->status, "running") == 0 || j->steps_done > 0};
     struct outcome_end oe = {.exit_status = end->exit_status,
                              .signal = end->signal,
                              .not_started = end->not_started,
-                             .acted_on = outcome_stop_parse(end->acted_on),
-                             .user_error = strcmp(end->error_kind, "user") == 0};
+                             .acted_on = end->acted_on == TPROTO_STOP_MOVE     ? STOP_REASON_MOVE
+                                         : end->acted_on == TPROTO_STOP_CANCEL ? STOP_REASON_CANCEL
+                                                                               : STOP_REASON_NONE,
+                             .user_error = end->error_kind == TPROTO_ERROR_USER};
     struct outcome o;
     outcome_of_end(&oj, &oe, &o);
     char reason[STORE_MESSAGE_MAX];
@@ -914,9 +935,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     if (o.kind == OUTCOME_CANCELLED) {
         end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
-        if (j->status != JOB_CANCELLING)
-            move_to(j, JOB_CANCELLING, MSG_NONE);
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        if (!e)
+            e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
         if (!e)
             e = settle(b, j, a, &o.ledger, w);
@@ -925,7 +945,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     } else if (o.kind == OUTCOME_STOPPED) {
         end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, o.message);
+        if (!e)
+            e = job_move_to(j, JOB_FAILED, o.message);
         j->finished_ms = now;
         if (!e)
             e = settle(b, j, a, &o.ledger, w);
@@ -934,7 +955,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     } else if (o.kind == OUTCOME_TRAINING_FAILED) {
         end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
+        if (!e)
+            e = job_move_to(j, JOB_FAILED, MSG_TRAINING_FAILED);
         job_training_failed_message(j->message, sizeof j->message,
                                     end->line[0] ? end->line : "the trainer stopped on an error");
         j->finished_ms = now;
@@ -946,10 +968,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         /* Stopped on request after a checkpoint: continue elsewhere. */
         end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);
-        if (j->status != o.status)
-            move_to(j, o.status, o.message);
-        else
-            set_message(j, o.message);
+        if (!e)
+            e = job_move_to(j, o.status, o.message);
         if (!e)
             e = settle(b, j, a, &o.ledger, w);
         if (!e)
@@ -963,7 +983,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
             text_printf(reason, sizeof reason, "trainer exited with status %d", end->exit_status);
         end_attempt(j, a, now, reason);
         e = ledger_end(b, j, -1, w);
-        move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
+        if (!e)
+            e = job_move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
         c->internal = o.internal;
@@ -974,7 +995,7 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     }
     if (!e)
         e = state_save(j, b->st);
-    j->stop_reason[0] = '\0';
+    set_stop(j, STOP_REASON_NONE);
     return e;
 }
 
@@ -1084,21 +1105,27 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
         return ERR_CONFLICT;
     struct outcome o;
     outcome_of_cancel(j->status, j->active_attempt[0] != '\0', &o);
+    enum alallo_err e;
     if (o.kind == OUTCOME_CANCELLED) {
-        /* Nothing runs it: cancelled at once (src/sched/outcome.h). */
-        move_to(j, JOB_CANCELLING, MSG_NONE);
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        /* Nothing runs it: cancelled at once (src/sched/outcome.h). Steps
+         * it did in earlier attempts (re-scheduling) are billed like a
+         * cancel while running. */
+        e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
+        if (e)
+            return e;
         j->finished_ms = c->now;
         c->st = state_load(j);
         if (!c->st)
             return ERR_NOMEM;
-        enum alallo_err e = settle(c, j, NULL, &o.ledger, w);
+        e = settle(c, j, NULL, &o.ledger, w);
         if (!e)
             e = state_save(j, c->st);
         return e ? e : note(w, c->now, "info", "The job was cancelled");
     }
-    move_to(j, JOB_CANCELLING, MSG_NONE);
-    text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(o.stop));
+    e = job_move_to(j, JOB_CANCELLING, MSG_NONE);
+    if (e)
+        return e;
+    set_stop(j, o.stop);
     return note(w, c->now, "info", "Cancellation requested; stopping the training");
 }
 
@@ -1124,27 +1151,27 @@ enum alallo_err lifecycle_cancel(struct control *ctl, const char *account, const
 static enum alallo_err stop_cb(struct store_job *j, struct store_attempt *unused,
                                struct store_writes *w, void *vctx)
 {
-    const char *reason = vctx;
+    const enum stop_reason *reason = vctx;
     (void)unused;
     (void)w;
     /* src/sched/outcome.h, shared with the simulation. A move (drain, spot
      * take-back) shows at once: the trainer now writes its checkpoint, and
      * the job continues elsewhere from it. */
-    enum outcome_stop stop;
+    enum stop_reason stop;
     enum job_status to;
-    if (!outcome_stop_request(j->status, j->active_attempt[0] != '\0',
-                              outcome_stop_parse(j->stop_reason), outcome_stop_parse(reason),
+    if (!outcome_stop_request(j->status, j->active_attempt[0] != '\0', stop_of(j), *reason,
                               &stop, &to))
         return ERR_CONFLICT;
-    text_copy(j->stop_reason, sizeof j->stop_reason, outcome_stop_name(stop));
+    set_stop(j, stop);
     if (to != j->status)
-        move_to(j, to, MSG_RESCHEDULING);
+        return job_move_to(j, to, MSG_RESCHEDULING);
     return ERR_OK;
 }
 
-enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id, const char *reason)
+enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id,
+                                       enum stop_reason reason)
 {
-    return store_job_update(ctl->store, id, NULL, stop_cb, (void *)reason);
+    return store_job_update(ctl->store, id, NULL, stop_cb, &reason);
 }
 
 struct gone_ctx {
@@ -1166,7 +1193,7 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     c->base.st = state_load(j);
     if (!c->base.st)
         return ERR_NOMEM;
-    j->stop_reason[0] = '\0';
+    set_stop(j, STOP_REASON_NONE);
     enum alallo_err e = ledger_end(&c->base, j, -1, w);
     if (e)
         return e;
@@ -1175,18 +1202,21 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
     struct outcome o;
     outcome_of_worker_gone(j->status, &o);
     if (o.kind == OUTCOME_CANCELLED) {
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+        e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        e = settle(&c->base, j, a, &o.ledger, w);
+        if (!e)
+            e = settle(&c->base, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now, "info", "The job was cancelled");
     } else if (o.status == JOB_QUEUED) {
-        set_message(j, o.message);
-        e = note(w, now, "warn", "The worker %s was lost before training started", a->worker);
+        e = job_move_to(j, JOB_QUEUED, o.message);
+        if (!e)
+            e = note(w, now, "warn", "The worker %s was lost before training started",
+                     a->worker);
     } else {
-        if (j->status != o.status)
-            move_to(j, o.status, o.message);
-        e = settle(&c->base, j, a, &o.ledger, w);
+        e = job_move_to(j, o.status, o.message);
+        if (!e)
+            e = settle(&c->base, j, a, &o.ledger, w);
         if (!e)
             e = note(w, now,
                      "warn",
@@ -1241,27 +1271,30 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
     enum alallo_err e = ledger_end(&c->base, j, -1, w);
     if (e)
         return e;
-    if (j->status == JOB_CANCELLING || strcmp(j->stop_reason, "cancel") == 0) {
-        move_to(j, JOB_CANCELLED, MSG_NONE);
+    if (j->status == JOB_CANCELLING || stop_of(j) == STOP_REASON_CANCEL) {
+        e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
-        e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
+        if (!e)
+            e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
     } else if (c->earlier + 1 >= c->base.ctl->cfg.start_tries) {
-        move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
+        e = job_move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
         j->internal_failure = 1;
         c->internal = true;
-        e = settle_as(&c->base, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED, w);
+        if (!e)
+            e = settle_as(&c->base, j, a, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED, w);
         if (!e)
             e = note(w, now, "error", "%s", j->message);
     } else {
         if (j->status == JOB_QUEUED)
-            set_message(j, MSG_WAITING_FOR_CAPACITY);
+            e = job_move_to(j, JOB_QUEUED, MSG_WAITING_FOR_CAPACITY);
         else
-            set_message(j, MSG_RESCHEDULING);
-        e = note(w, now, "warn", "The trainer on worker %s did not start; trying again",
-                 a->worker);
+            e = job_move_to(j, JOB_RESCHEDULING, MSG_RESCHEDULING);
+        if (!e)
+            e = note(w, now, "warn", "The trainer on worker %s did not start; trying again",
+                     a->worker);
     }
-    j->stop_reason[0] = '\0';
+    set_stop(j, STOP_REASON_NONE);
     return e ? e : state_save(j, c->base.st);
 }
 

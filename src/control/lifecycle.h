@@ -13,6 +13,8 @@
 #include <jansson.h>
 
 #include "control/control.h"
+#include "core/stop_reason.h"
+#include "core/trainer_protocol.h"
 #include "store/store.h"
 
 /* Where a job's files live: DATA/jobs/ID/{checkpoints,out}. Returns false
@@ -35,18 +37,18 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
 /* Applies trainer events (docs/trainer-protocol.md) reported for attempt
  * `attempt_id` holding `fence`; `first` is the index within the attempt of
  * events[0] (-1: unknown, apply all). Events already applied (a batch sent
- * again) are skipped. *stop gets "cancel", "move" or NULL: what the worker
- * must do with its trainer. */
+ * again) are skipped. *stop gets what the worker must do with its trainer. */
 enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, int64_t fence,
-                                 int64_t first, json_t *events, const char **stop /* OUT */);
+                                 int64_t first, json_t *events,
+                                 enum tproto_stop *stop /* OUT */);
 
 /* What ended an attempt, as its worker reports it. */
 struct attempt_end {
     int exit_status;     /* -1 when it died by a signal */
     int signal;          /* 0 when it exited */
     bool not_started;    /* the trainer could not be started */
-    char acted_on[16];   /* the stop the worker acted on: "cancel", "move" or "" */
-    char error_kind[16]; /* "user", "internal" or "" */
+    enum tproto_stop acted_on;         /* the stop the worker acted on         */
+    enum tproto_error_kind error_kind; /* from the trainer's `error`, or NONE   */
     char line[STORE_MESSAGE_MAX];
 };
 
@@ -65,15 +67,16 @@ enum alallo_err lifecycle_cancel(struct control *ctl, const char *account, const
 enum alallo_err lifecycle_worker_gone(struct control *ctl, const char *worker,
                                       const char *reason);
 
-/* Asks the attempt running job `id` to stop for `reason` ("move",
- * "time_limit", "budget"); the worker learns it at its next call. */
+/* Asks the attempt running job `id` to stop for `reason` (a move, the time
+ * limit, the budget); the worker learns it at its next call. A reason asked
+ * before stays. */
 enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id,
-                                       const char *reason);
+                                       enum stop_reason reason);
 
-/* What the worker must do with the trainer of attempt `a` of job `j`:
- * "cancel", "move" or NULL. An attempt that no longer owns its job is told
- * "cancel": its work counts for nothing. */
-const char *lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a);
+/* What the worker must do with the trainer of attempt `a` of job `j`. An
+ * attempt that no longer owns its job is told to cancel: its work counts
+ * for nothing. */
+enum tproto_stop lifecycle_stop_for(const struct store_job *j, const struct store_attempt *a);
 
 /* Ends attempts that were claimed but whose trainer has not reported
  * `started` within --start-timeout: the job waits again (its message

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "control/job_move.h"
 #include "core/text.h"
 
 /* Loading before the first step, nominal: starting a process and reading
@@ -984,10 +985,11 @@ static enum alallo_err message_cb(struct store_job *j, struct store_attempt *unu
         (j->status != JOB_QUEUED && j->status != JOB_RESCHEDULING))
         return ERR_CONFLICT;
     if (c->fail != MSG_NONE) {
-        if (j->steps_done > 0 || !job_transition_allowed(j->status, JOB_FAILED))
+        if (j->steps_done > 0)
             return ERR_CONFLICT; /* a job that trained keeps waiting for its capacity */
-        j->status = JOB_FAILED;
-        text_copy(j->message, sizeof j->message, job_message_text(c->fail));
+        enum alallo_err e = job_move_to(j, JOB_FAILED, c->fail);
+        if (e)
+            return e;
         j->finished_ms = c->now;
         return store_writes_event(w, c->now, "error", "message", j->message, NULL);
     }
@@ -996,8 +998,7 @@ static enum alallo_err message_cb(struct store_job *j, struct store_attempt *unu
     const char *text = job_message_text(c->message);
     if (strcmp(j->message, text) == 0)
         return ERR_CONFLICT;
-    text_copy(j->message, sizeof j->message, text);
-    return ERR_OK;
+    return job_move_to(j, JOB_QUEUED, c->message);
 }
 
 static long micros_since(clockid_t clock, const struct timespec *t0)

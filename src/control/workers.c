@@ -75,12 +75,13 @@ enum alallo_err control_worker_heartbeat(struct control *ctl, const char *name,
     return e;
 }
 
-const char *control_worker_stop_for(struct control *ctl, const char *worker,
-                                    const char *attempt_id)
+enum tproto_stop control_worker_stop_for(struct control *ctl, const char *worker,
+                                         const char *attempt_id)
 {
     struct store_attempt a;
     struct store_job *j = malloc(sizeof *j);
-    const char *stop = "cancel"; /* an attempt this server does not know runs for nothing */
+    /* An attempt this server does not know runs for nothing. */
+    enum tproto_stop stop = TPROTO_STOP_CANCEL;
     if (j && ids_valid(attempt_id) && store_attempt_get(ctl->store, attempt_id, &a) == ERR_OK &&
         strcmp(a.worker, worker) == 0 && store_job_get(ctl->store, NULL, a.job, j) == ERR_OK)
         stop = lifecycle_stop_for(j, &a);
@@ -106,7 +107,7 @@ enum alallo_err control_worker_take_away(struct control *ctl, const char *name, 
     if (e)
         return e;
     for (int i = 0; i < *n; i++)
-        lifecycle_request_stop(ctl, open[i].job, "move");
+        lifecycle_request_stop(ctl, open[i].job, STOP_REASON_MOVE);
     fleet_changed(ctl);
     log_line("info", "worker %s %s", name,
              spot ? "lost its spot capacity" : "drained by the operator");

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "control/control.h"
+#include "core/trainer_protocol.h"
 #include "sched/capacity.h"
 #include "store/store.h"
 
@@ -33,11 +34,11 @@ enum alallo_err control_worker_register(struct control *ctl, struct store_worker
 enum alallo_err control_worker_heartbeat(struct control *ctl, const char *name,
                                          struct store_worker *w /* OUT */);
 
-/* What the worker must do with the trainer of its attempt `attempt_id`:
- * "cancel", "move" or NULL. An attempt this server does not know, or one
- * that is not this worker's, is told "cancel": it runs for nothing. */
-const char *control_worker_stop_for(struct control *ctl, const char *worker,
-                                    const char *attempt_id);
+/* What the worker must do with the trainer of its attempt `attempt_id`.
+ * An attempt this server does not know, or one that is not this worker's,
+ * is told to cancel: it runs for nothing. */
+enum tproto_stop control_worker_stop_for(struct control *ctl, const char *worker,
+                                         const char *attempt_id);
 
 /* Drain (spot false) or spot take-back (spot true): the worker takes no
  * new attempt and its running jobs are told to checkpoint and move.

@@ -55,6 +55,16 @@ bool job_status_is_terminal(enum job_status s)
     return s == JOB_CANCELLED || s == JOB_SUCCEEDED || s == JOB_FAILED;
 }
 
+/* The moves of docs/lifecycle.md ("What moves a job"), row by row:
+ *   queued        -> queued (message), running (started), failed (nothing can
+ *                    run it), cancelling (cancel while an attempt holds it),
+ *                    cancelled (cancel, nothing holds it)
+ *   running       -> running, succeeded (done), failed, re-scheduling (move,
+ *                    lost worker), cancelling
+ *   re-scheduling -> re-scheduling, running, succeeded (done before
+ *                    the move took effect), failed, cancelling, cancelled
+ *   cancelling    -> cancelled, succeeded (done before the stop took effect)
+ * Nothing leaves cancelled, succeeded or failed. */
 bool job_transition_allowed(enum job_status from, enum job_status to)
 {
     switch (from) {
@@ -65,10 +75,10 @@ bool job_transition_allowed(enum job_status from, enum job_status to)
         return to == JOB_RUNNING || to == JOB_SUCCEEDED || to == JOB_FAILED ||
                to == JOB_RESCHEDULING || to == JOB_CANCELLING;
     case JOB_RESCHEDULING:
-        return to == JOB_RESCHEDULING || to == JOB_QUEUED || to == JOB_RUNNING ||
-               to == JOB_FAILED || to == JOB_CANCELLING;
+        return to == JOB_RESCHEDULING || to == JOB_RUNNING || to == JOB_SUCCEEDED || to == JOB_FAILED || to == JOB_CANCELLING ||
+               to == JOB_CANCELLED;
     case JOB_CANCELLING:
-        return to == JOB_CANCELLED;
+        return to == JOB_CANCELLED || to == JOB_SUCCEEDED;
     default:
         return false;
     }

@@ -3,49 +3,30 @@
 
 #include <string.h>
 
-static const char *const stop_names[OUTCOME_STOP_COUNT] = {
-    "", "cancel", "move", "time_limit", "budget", "not_available",
-};
+#include "core/trainer_protocol.h"
 
-const char *outcome_stop_name(enum outcome_stop s)
+enum stop_reason outcome_worker_stop(enum job_status status, enum stop_reason stop)
 {
-    if ((int)s < 0 || s >= OUTCOME_STOP_COUNT)
-        return "";
-    return stop_names[s];
+    if (status == JOB_CANCELLING || stop == STOP_REASON_CANCEL ||
+        stop == STOP_REASON_TIME_LIMIT || stop == STOP_REASON_BUDGET ||
+        stop == STOP_REASON_NOT_AVAILABLE)
+        return STOP_REASON_CANCEL;
+    if (stop == STOP_REASON_MOVE)
+        return STOP_REASON_MOVE;
+    return STOP_REASON_NONE;
 }
 
-enum outcome_stop outcome_stop_parse(const char *name)
-{
-    if (!name || !name[0])
-        return OUTCOME_STOP_NONE;
-    for (int s = 1; s < OUTCOME_STOP_COUNT; s++)
-        if (strcmp(name, stop_names[s]) == 0)
-            return (enum outcome_stop)s;
-    return OUTCOME_STOP_NONE;
-}
-
-enum outcome_stop outcome_worker_stop(enum job_status status, enum outcome_stop stop)
-{
-    if (status == JOB_CANCELLING || stop == OUTCOME_STOP_CANCEL ||
-        stop == OUTCOME_STOP_TIME_LIMIT || stop == OUTCOME_STOP_BUDGET ||
-        stop == OUTCOME_STOP_NOT_AVAILABLE)
-        return OUTCOME_STOP_CANCEL;
-    if (stop == OUTCOME_STOP_MOVE)
-        return OUTCOME_STOP_MOVE;
-    return OUTCOME_STOP_NONE;
-}
-
-bool outcome_stop_request(enum job_status status, bool has_attempt, enum outcome_stop current,
-                          enum outcome_stop asked, enum outcome_stop *stop,
+bool outcome_stop_request(enum job_status status, bool has_attempt, enum stop_reason current,
+                          enum stop_reason asked, enum stop_reason *stop,
                           enum job_status *status_after)
 {
     *stop = current;
     *status_after = status;
     if (job_status_is_terminal(status) || status == JOB_CANCELLING || !has_attempt)
         return false;
-    if (current == OUTCOME_STOP_NONE)
+    if (current == STOP_REASON_NONE)
         *stop = asked;
-    if (*stop == OUTCOME_STOP_MOVE && status == JOB_RUNNING)
+    if (*stop == STOP_REASON_MOVE && status == JOB_RUNNING)
         *status_after = JOB_RESCHEDULING;
     return true;
 }
@@ -79,12 +60,12 @@ static void requeued(struct outcome *out, enum job_status status, bool settle, c
                             .requeue = true, .attempt_reason = reason};
 }
 
-static enum job_message stop_message(enum outcome_stop s)
+static enum job_message stop_message(enum stop_reason s)
 {
     switch (s) {
-    case OUTCOME_STOP_TIME_LIMIT: return MSG_STOPPED_TIME_LIMIT;
-    case OUTCOME_STOP_BUDGET: return MSG_STOPPED_BUDGET;
-    case OUTCOME_STOP_NOT_AVAILABLE: return MSG_NOT_AVAILABLE;
+    case STOP_REASON_TIME_LIMIT: return MSG_STOPPED_TIME_LIMIT;
+    case STOP_REASON_BUDGET: return MSG_STOPPED_BUDGET;
+    case STOP_REASON_NOT_AVAILABLE: return MSG_NOT_AVAILABLE;
     default: return MSG_NONE;
     }
 }
@@ -92,14 +73,14 @@ static enum job_message stop_message(enum outcome_stop s)
 void outcome_of_end(const struct outcome_job *job, const struct outcome_end *end,
                     struct outcome *out)
 {
-    bool asked_move = end->acted_on == OUTCOME_STOP_MOVE || job->stop == OUTCOME_STOP_MOVE;
+    bool asked_move = end->acted_on == STOP_REASON_MOVE || job->stop == STOP_REASON_MOVE;
     /* Stopped on request: exit 4 after a checkpoint, or killed by the
      * worker after its grace period (then the latest checkpoint counts). */
-    bool stopped = end->exit_status == 4 || (asked_move && (end->signal == 9 || end->signal == 15));
-    bool user_error = end->user_error || end->exit_status == 3;
+    bool stopped = end->exit_status == TPROTO_EXIT_STOPPED || (asked_move && (end->signal == 9 || end->signal == 15));
+    bool user_error = end->user_error || end->exit_status == TPROTO_EXIT_USER_ERROR;
     enum job_message m = stop_message(job->stop);
 
-    if (job->status == JOB_CANCELLING || job->stop == OUTCOME_STOP_CANCEL) {
+    if (job->status == JOB_CANCELLING || job->stop == STOP_REASON_CANCEL) {
         final(out, OUTCOME_CANCELLED, JOB_CANCELLED, MSG_NONE,
               job->trained ? JOB_RUNNING : JOB_QUEUED, "cancelled");
         out->partial_model = job->trained;
@@ -111,10 +92,10 @@ void outcome_of_end(const struct outcome_job *job, const struct outcome_end *end
     } else if (user_error) {
         final(out, OUTCOME_TRAINING_FAILED, JOB_FAILED, MSG_TRAINING_FAILED, JOB_RUNNING,
               "training failed");
-    } else if (stopped && (asked_move || job->stop == OUTCOME_STOP_NONE)) {
+    } else if (stopped && (asked_move || job->stop == STOP_REASON_NONE)) {
         /* Stopped on request after a checkpoint: continue elsewhere. */
         requeued(out, job->status == JOB_QUEUED ? JOB_QUEUED : JOB_RESCHEDULING, true,
-                 job->stop == OUTCOME_STOP_MOVE ? "moved" : "worker stopped");
+                 job->stop == STOP_REASON_MOVE ? "moved" : "worker stopped");
     } else {
         final(out, OUTCOME_FAILED_INTERNAL, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_RUNNING, NULL);
         out->internal = true;
@@ -138,7 +119,7 @@ void outcome_of_cancel(enum job_status status, bool has_attempt, struct outcome 
     }
     if (has_attempt) {
         *out = (struct outcome){.kind = OUTCOME_CANCELLING, .status = JOB_CANCELLING,
-                                .message = MSG_NONE, .stop = OUTCOME_STOP_CANCEL};
+                                .message = MSG_NONE, .stop = STOP_REASON_CANCEL};
         return;
     }
     /* Nothing runs it: cancelled at once. Steps it did in earlier attempts
@@ -158,13 +139,13 @@ void outcome_of_worker_gone(enum job_status status, struct outcome *out)
         requeued(out, JOB_RESCHEDULING, true, NULL);
 }
 
-enum outcome_stop outcome_limit_stop(const struct ledger_job *ledger,
+enum stop_reason outcome_limit_stop(const struct ledger_job *ledger,
                                      const struct ledger_limits *limits, double now)
 {
     enum job_message m = ledger_limit_reached(ledger, limits, now);
     if (m == MSG_STOPPED_TIME_LIMIT)
-        return OUTCOME_STOP_TIME_LIMIT;
+        return STOP_REASON_TIME_LIMIT;
     if (m == MSG_STOPPED_BUDGET)
-        return OUTCOME_STOP_BUDGET;
-    return OUTCOME_STOP_NONE;
+        return STOP_REASON_BUDGET;
+    return STOP_REASON_NONE;
 }

@@ -18,18 +18,9 @@
 #include <stdbool.h>
 
 #include "core/job.h"
+#include "core/stop_reason.h"
 #include "sched/ledger.h"
 
-/* Why a job's attempt was asked to stop (jobs.stop_reason). */
-enum outcome_stop {
-    OUTCOME_STOP_NONE = 0,
-    OUTCOME_STOP_CANCEL,        /* the user cancelled                       */
-    OUTCOME_STOP_MOVE,          /* continue elsewhere (memory, drain, spot) */
-    OUTCOME_STOP_TIME_LIMIT,    /* running time reached the time limit      */
-    OUTCOME_STOP_BUDGET,        /* running time reached the budget          */
-    OUTCOME_STOP_NOT_AVAILABLE, /* no known worker offers what it needs     */
-    OUTCOME_STOP_COUNT
-};
 
 enum outcome_kind {
     OUTCOME_NONE = 0,        /* nothing changes (a cancel of a cancelling or
@@ -51,7 +42,7 @@ struct outcome {
     enum job_message message;     /* and its message                         */
     bool settle;                  /* settle the ledger now, for `ledger`     */
     struct ledger_outcome ledger; /* meaningful when settle                  */
-    enum outcome_stop stop;       /* OUTCOME_CANCELLING: the stop to record  */
+    enum stop_reason stop;       /* OUTCOME_CANCELLING: the stop to record  */
     bool requeue;                 /* back into the queue of the pass         */
     bool partial_model;           /* cancelled after it trained: its latest
                                      checkpoint is kept as a partial model  */
@@ -65,7 +56,7 @@ struct outcome_end {
     int exit_status;            /* -1 when it died by a signal             */
     int signal;                 /* 0 when it exited                        */
     bool not_started;           /* the trainer could not be started        */
-    enum outcome_stop acted_on; /* the stop the worker acted on: CANCEL,
+    enum stop_reason acted_on; /* the stop the worker acted on: CANCEL,
                                    MOVE or NONE                            */
     bool user_error;            /* the trainer reported a user error       */
 };
@@ -73,23 +64,16 @@ struct outcome_end {
 /* The job as it stands when its attempt ends. */
 struct outcome_job {
     enum job_status status;
-    enum outcome_stop stop; /* the stop asked of its attempt, or NONE      */
+    enum stop_reason stop; /* the stop asked of its attempt, or NONE      */
     bool trained;           /* the attempt ran training, or the job has
                                steps from earlier attempts                */
 };
-
-/* "cancel", "move", "time_limit", "budget", "not_available"; "" for NONE. */
-const char *outcome_stop_name(enum outcome_stop s);
-
-/* The stop named `name` (as outcome_stop_name() gives it); NONE for "",
- * NULL or a name it does not know. */
-enum outcome_stop outcome_stop_parse(const char *name);
 
 /* What the worker must do with the trainer of a job in `status` asked for
  * `stop`: CANCEL (stop it; its work ends here), MOVE (stop it after a
  * checkpoint; the job continues elsewhere) or NONE. A cancelling job, and
  * every stop but a move, is CANCEL. */
-enum outcome_stop outcome_worker_stop(enum job_status status, enum outcome_stop stop);
+enum stop_reason outcome_worker_stop(enum job_status status, enum stop_reason stop);
 
 /* A stop `asked` for the attempt of a job in `status` whose attempt was
  * already asked for `current` (or NONE). False when refused: the job has
@@ -97,8 +81,8 @@ enum outcome_stop outcome_worker_stop(enum job_status status, enum outcome_stop 
  * to record (the first one asked stays) and *status_after the job's status:
  * a move shows at once, a running job is re-scheduling while its trainer
  * writes the checkpoint it continues from. */
-bool outcome_stop_request(enum job_status status, bool has_attempt, enum outcome_stop current,
-                          enum outcome_stop asked, enum outcome_stop *stop /* OUT */,
+bool outcome_stop_request(enum job_status status, bool has_attempt, enum stop_reason current,
+                          enum stop_reason asked, enum stop_reason *stop /* OUT */,
                           enum job_status *status_after /* OUT */);
 
 /* The job's attempt ended as `end` says. In this order: a cancelling job
@@ -131,7 +115,7 @@ void outcome_of_worker_gone(enum job_status status, struct outcome *out /* OUT *
 /* The stop the limits call for now, over the job's ledger: TIME_LIMIT or
  * BUDGET (the smaller limit first, as ledger_limit_reached()), else NONE.
  * Whether to look (the job runs, no stop was asked yet) is the caller's. */
-enum outcome_stop outcome_limit_stop(const struct ledger_job *ledger,
+enum stop_reason outcome_limit_stop(const struct ledger_job *ledger,
                                      const struct ledger_limits *limits, double now);
 
 #endif

@@ -484,9 +484,9 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
 static void ask_move(struct sim *s, long ji)
 {
     struct sim_job *j = &s->jobs[ji];
-    enum outcome_stop stop;
+    enum stop_reason stop;
     enum job_status to;
-    if (outcome_stop_request(j->status, j->worker >= 0, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+    if (outcome_stop_request(j->status, j->worker >= 0, STOP_REASON_NONE, STOP_REASON_MOVE,
                              &stop, &to) &&
         to != j->status) {
         j->status = to;
@@ -497,7 +497,7 @@ static void ask_move(struct sim *s, long ji)
 /* The job's attempt has ended after it was asked to stop for `stop`: the
  * simulated trainer, told to stop, checkpoints and exits 4, as the real
  * one does on SIGTERM. What becomes of the job is the server's rule. */
-static void attempt_stopped(struct sim *s, long ji, enum outcome_stop stop)
+static void attempt_stopped(struct sim *s, long ji, enum stop_reason stop)
 {
     struct sim_job *j = &s->jobs[ji];
     struct outcome_job oj = {.status = j->status, .stop = stop,
@@ -779,14 +779,14 @@ static void on_report(struct sim *s, const struct event *ev)
         if (d.action == RESCHED_FAIL) {
             /* Stopped: no worker offers what it needs. */
             end_attempt(s, ji, j->checkpoint);
-            attempt_stopped(s, ji, OUTCOME_STOP_NOT_AVAILABLE);
+            attempt_stopped(s, ji, STOP_REASON_NOT_AVAILABLE);
             return;
         }
         if (d.action == RESCHED_MOVE) {
             ask_move(s, ji);
             long at = stop_with_checkpoint(s, ji);
             end_attempt(s, ji, at);
-            attempt_stopped(s, ji, OUTCOME_STOP_MOVE);
+            attempt_stopped(s, ji, STOP_REASON_MOVE);
             return;
         }
     }
@@ -805,8 +805,8 @@ static void on_limit(struct sim *s, const struct event *ev)
         return; /* the timer of an ended attempt: nothing to do */
     long ji = ev->job;
     struct sim_job *j = &s->jobs[ji];
-    enum outcome_stop stop = outcome_limit_stop(j->ledger, &s->cfg->limits, s->now);
-    if (stop == OUTCOME_STOP_NONE) {
+    enum stop_reason stop = outcome_limit_stop(j->ledger, &s->cfg->limits, s->now);
+    if (stop == STOP_REASON_NONE) {
         violation(s, "limit timer fired before the limit", ji);
         return;
     }
@@ -860,7 +860,7 @@ static void on_worker_down(struct sim *s, const struct event *ev)
             ask_move(s, ji);
             long at = stop_with_checkpoint(s, ji);
             end_attempt(s, ji, at);
-            attempt_stopped(s, ji, outcome_stop_parse(d.stop));
+            attempt_stopped(s, ji, stop_reason_of(d.stop));
         } else {
             /* Lost: the latest checkpoint is what is left. */
             struct outcome o;

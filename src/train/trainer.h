@@ -9,9 +9,15 @@
 #ifndef ALALLO_TRAIN_TRAINER_H
 #define ALALLO_TRAIN_TRAINER_H
 
+#include "core/trainer_protocol.h"
 #include "train/train_config.h"
 
-enum train_exit { TRAIN_OK = 0, TRAIN_INTERNAL = 1, TRAIN_USER = 3, TRAIN_STOPPED = 4 };
+enum train_exit {
+    TRAIN_OK = TPROTO_EXIT_DONE,
+    TRAIN_INTERNAL = TPROTO_EXIT_INTERNAL,
+    TRAIN_USER = TPROTO_EXIT_USER_ERROR,
+    TRAIN_STOPPED = TPROTO_EXIT_STOPPED
+};
 
 /* Runs the attempt described by `c`. Returns an enum train_exit. */
 int trainer_run(const struct train_config *c);

@@ -4,17 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const kind_names[] = {
-    [TEV_STARTED] = "started",   [TEV_LOG] = "log",   [TEV_STEP] = "step",
-    [TEV_MEMORY] = "memory",     [TEV_CHECKPOINT] = "checkpoint",
-    [TEV_DONE] = "done",         [TEV_ERROR] = "error", [TEV_OTHER] = "other",
-};
-
 const char *trainer_event_kind_name(enum trainer_event_kind k)
 {
-    if ((int)k < 0 || k > TEV_OTHER)
-        return "other";
-    return kind_names[k];
+    const char *name = tproto_event_name((enum tproto_event)k);
+    return name ? name : "other";
 }
 
 static void copy_line(char *dst, size_t cap, const char *src)
@@ -48,22 +41,19 @@ int trainer_event_parse(const char *line, size_t len, struct trainer_event *ev, 
         json_decref(obj);
         return -1;
     }
-    ev->kind = TEV_OTHER;
-    for (int k = 0; k < TEV_OTHER; k++)
-        if (strcmp(name, kind_names[k]) == 0)
-            ev->kind = (enum trainer_event_kind)k;
+    enum tproto_event known;
+    ev->kind = tproto_event_parse(name, &known) ? (enum trainer_event_kind)known : TEV_OTHER;
     json_t *step = json_object_get(obj, "step");
     if (json_is_integer(step) && json_integer_value(step) >= 0)
         ev->step = (long)json_integer_value(step);
     const char *text = json_string_value(json_object_get(obj, "line"));
     if (ev->kind == TEV_ERROR) {
         const char *kind = json_string_value(json_object_get(obj, "kind"));
-        if (!kind || (strcmp(kind, "user") != 0 && strcmp(kind, "internal") != 0)) {
+        if (!tproto_error_kind_parse(kind, &ev->error_kind)) {
             snprintf(err, errcap, "error event without kind \"user\" or \"internal\"");
             json_decref(obj);
             return -1;
         }
-        snprintf(ev->error_kind, sizeof ev->error_kind, "%s", kind);
         copy_line(ev->line, sizeof ev->line, text ? text : "");
     } else if (ev->kind == TEV_LOG) {
         if (!text) {

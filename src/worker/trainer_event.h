@@ -10,26 +10,29 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "core/trainer_protocol.h"
+
 /* A line longer than this is not an event (the trainer's longest, `error`,
  * carries one log line). */
 #define TRAINER_EVENT_MAX_LINE (64 * 1024)
 
+/* The protocol's events (core/trainer_protocol.h), and one more. */
 enum trainer_event_kind {
-    TEV_STARTED,
-    TEV_LOG,
-    TEV_STEP,
-    TEV_MEMORY,
-    TEV_CHECKPOINT,
-    TEV_DONE,
-    TEV_ERROR,
-    TEV_OTHER, /* a kind this worker does not know: relayed as it is */
+    TEV_STARTED = TPROTO_EVENT_STARTED,
+    TEV_LOG = TPROTO_EVENT_LOG,
+    TEV_STEP = TPROTO_EVENT_STEP,
+    TEV_MEMORY = TPROTO_EVENT_MEMORY,
+    TEV_CHECKPOINT = TPROTO_EVENT_CHECKPOINT,
+    TEV_DONE = TPROTO_EVENT_DONE,
+    TEV_ERROR = TPROTO_EVENT_ERROR,
+    TEV_OTHER = TPROTO_EVENT_COUNT, /* a kind this worker does not know: relayed as it is */
 };
 
 struct trainer_event {
     enum trainer_event_kind kind;
     json_t *obj;           /* the whole event; owned by the event             */
     long step;             /* `step` when present, else -1                    */
-    char error_kind[16];   /* TEV_ERROR: "user" or "internal"                 */
+    enum tproto_error_kind error_kind; /* TEV_ERROR: user or internal; else NONE */
     char line[1024];       /* TEV_ERROR and TEV_LOG: the line, cut to fit     */
 };
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/trainer_protocol.h"
 #include "worker/attempt_config.h"
 #include "worker/trainer_event.h"
 #include "worker/trainer_proc.h"
@@ -40,7 +41,6 @@
  * a finished attempt's last events and finish to the server. */
 #define LAST_REPORT_PATIENCE_S 10.0
 
-enum stop_kind { STOP_NONE = 0, STOP_CANCEL, STOP_MOVE };
 
 struct worker {
     const struct worker_config *cfg;
@@ -55,7 +55,7 @@ struct worker {
     pthread_cond_t wake; /* wakes the heartbeat thread to quit */
     char attempt_id[80]; /* "" when idle */
     long long fence;
-    enum stop_kind stop_request;
+    enum tproto_stop stop_request;
     bool need_register;
     int heartbeat_s;
     bool hb_quit;
@@ -211,11 +211,10 @@ static void *heartbeat_main(void *arg)
         if (rc == 0 && status == 404) {
             w->need_register = true; /* the server does not know us (any more) */
         } else if (rc == 0 && status == 200 && stop && attempt[0] &&
-                   strcmp(attempt, w->attempt_id) == 0 && w->stop_request == STOP_NONE) {
-            if (strcmp(stop, "cancel") == 0)
-                w->stop_request = STOP_CANCEL;
-            else if (strcmp(stop, "move") == 0)
-                w->stop_request = STOP_MOVE;
+                   strcmp(attempt, w->attempt_id) == 0 && w->stop_request == TPROTO_STOP_NONE) {
+            enum tproto_stop k;
+            if (tproto_stop_parse(stop, &k))
+                w->stop_request = k;
         }
         json_decref(answer);
     }
@@ -239,17 +238,17 @@ struct attempt {
     long dropped;          /* events dropped while over PENDING_CAP */
     bool fenced;           /* the server says another attempt owns the job */
     bool urgent;           /* a pending event changes the job: send it now */
-    enum stop_kind acted_on;
-    char error_kind[16];   /* from the trainer's `error` event */
+    enum tproto_stop acted_on;
+    enum tproto_error_kind error_kind; /* from the trainer's `error` event */
     char error_line[1024];
     char last_stderr[1024];
     long last_step;
 };
 
-static void note_stop(struct attempt *a, enum stop_kind k)
+static void note_stop(struct attempt *a, enum tproto_stop k)
 {
     pthread_mutex_lock(&a->w->mu);
-    if (a->w->stop_request == STOP_NONE)
+    if (a->w->stop_request == TPROTO_STOP_NONE)
         a->w->stop_request = k;
     pthread_mutex_unlock(&a->w->mu);
 }
@@ -281,9 +280,10 @@ static void on_trainer_line(void *ctx, int stream, const char *line, size_t len,
     }
     switch (ev.kind) {
     case TEV_ERROR:
-        snprintf(a->error_kind, sizeof a->error_kind, "%s", ev.error_kind);
+        a->error_kind = ev.error_kind;
         snprintf(a->error_line, sizeof a->error_line, "%s", ev.line);
-        wlog_printf(&w->log, "attempt %s: %s error: %s", a->id, ev.error_kind, ev.line);
+        wlog_printf(&w->log, "attempt %s: %s error: %s", a->id,
+                    tproto_error_kind_name(ev.error_kind), ev.line);
         break;
     case TEV_STARTED:
     case TEV_CHECKPOINT:
@@ -337,11 +337,9 @@ static enum report flush_events(struct attempt *a)
     } else if (status == 200) {
         a->first += (long)json_array_size(a->pending);
         json_array_clear(a->pending);
-        const char *stop = json_string_value(json_object_get(answer, "stop"));
-        if (stop && strcmp(stop, "cancel") == 0)
-            note_stop(a, STOP_CANCEL);
-        else if (stop && strcmp(stop, "move") == 0)
-            note_stop(a, STOP_MOVE);
+        enum tproto_stop k;
+        if (tproto_stop_parse(json_string_value(json_object_get(answer, "stop")), &k))
+            note_stop(a, k);
         r = REPORT_OK;
     } else if (status == 409 || status == 404) {
         wlog_printf(&w->log, "attempt %s: events refused (%ld): %s", a->id, status,
@@ -364,17 +362,15 @@ static enum report flush_events(struct attempt *a)
 static json_t *finish_body(struct attempt *a, const struct trainer_proc *p, bool started,
                            const char *start_error)
 {
-    const char *kind = a->error_kind[0] ? a->error_kind : NULL;
+    const char *kind = tproto_error_kind_name(a->error_kind);
     const char *line = a->error_line[0] ? a->error_line : NULL;
     if (!started) {
-        kind = "internal";
+        kind = tproto_error_kind_name(TPROTO_ERROR_INTERNAL);
         line = start_error;
     } else if (!line && a->last_stderr[0]) {
         line = a->last_stderr; /* for the operator: a crash leaves no event */
     }
-    const char *stop = a->acted_on == STOP_CANCEL ? "cancel"
-                       : a->acted_on == STOP_MOVE ? "move"
-                                                  : NULL;
+    const char *stop = tproto_stop_name(a->acted_on);
     bool exited = started && p->reaped && p->term_signal == 0;
     return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o}", "fence", (json_int_t)a->fence, "exit_status",
                      exited ? json_integer(p->exit_status) : json_null(), "signal",
@@ -456,14 +452,14 @@ static void set_current(struct worker *w, const char *id, long long fence)
     pthread_mutex_lock(&w->mu);
     snprintf(w->attempt_id, sizeof w->attempt_id, "%s", id);
     w->fence = fence;
-    w->stop_request = STOP_NONE;
+    w->stop_request = TPROTO_STOP_NONE;
     pthread_mutex_unlock(&w->mu);
 }
 
-static enum stop_kind requested_stop(struct worker *w)
+static enum tproto_stop requested_stop(struct worker *w)
 {
     pthread_mutex_lock(&w->mu);
-    enum stop_kind k = w->stop_request;
+    enum tproto_stop k = w->stop_request;
     pthread_mutex_unlock(&w->mu);
     return k;
 }
@@ -546,13 +542,13 @@ static void run_attempt(struct worker *w, json_t *claim)
                 trainer_proc_signal(&p, SIGKILL);
                 killed = true;
             }
-            enum stop_kind k = requested_stop(w);
-            if (k == STOP_NONE && stopping(w))
-                k = STOP_MOVE; /* the worker goes away: the job continues elsewhere */
-            if (k != STOP_NONE && signalled_at == 0 && !killed) {
+            enum tproto_stop k = requested_stop(w);
+            if (k == TPROTO_STOP_NONE && stopping(w))
+                k = TPROTO_STOP_MOVE; /* the worker goes away: the job continues elsewhere */
+            if (k != TPROTO_STOP_NONE && signalled_at == 0 && !killed) {
                 a->acted_on = k;
                 wlog_printf(&w->log, "attempt %s: stopping the trainer (%s)", a->id,
-                            k == STOP_CANCEL ? "cancel" : "move");
+                            tproto_stop_name(k));
                 trainer_proc_signal(&p, SIGTERM);
                 signalled_at = now;
             }

@@ -1,5 +1,6 @@
 /* test_job.c - statuses, messages and time texts against the help page. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +66,66 @@ static void transitions(void **state)
     assert_false(job_outcome_is_free(JOB_SUCCEEDED, MSG_NONE));
 }
 
+/* The moves docs/lifecycle.md lists ("Allowed moves"), written out by
+ * name; every other pair of statuses must be refused. */
+static const char *const doc_moves[][2] = {
+    {"queued", "queued"},
+    {"queued", "running"},
+    {"queued", "failed"},
+    {"queued", "cancelling"},
+    {"queued", "cancelled"},
+    {"running", "running"},
+    {"running", "succeeded"},
+    {"running", "failed"},
+    {"running", "re-scheduling"},
+    {"running", "cancelling"},
+    {"re-scheduling", "re-scheduling"},
+    {"re-scheduling", "running"},
+    {"re-scheduling", "succeeded"},
+    {"re-scheduling", "failed"},
+    {"re-scheduling", "cancelling"},
+    {"re-scheduling", "cancelled"},
+    {"cancelling", "cancelled"},
+    {"cancelling", "succeeded"},
+};
+
+static bool doc_allows(enum job_status from, enum job_status to)
+{
+    for (size_t i = 0; i < sizeof doc_moves / sizeof doc_moves[0]; i++)
+        if (strcmp(doc_moves[i][0], job_status_name(from)) == 0 &&
+            strcmp(doc_moves[i][1], job_status_name(to)) == 0)
+            return true;
+    return false;
+}
+
+static void transition_table_matches_doc(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof doc_moves / sizeof doc_moves[0]; i++) {
+        enum job_status a, b;
+        assert_true(job_status_parse(doc_moves[i][0], &a));
+        assert_true(job_status_parse(doc_moves[i][1], &b));
+    }
+    int allowed = 0;
+    for (int f = 0; f < JOB_STATUS_COUNT; f++) {
+        for (int t = 0; t < JOB_STATUS_COUNT; t++) {
+            bool want = doc_allows((enum job_status)f, (enum job_status)t);
+            bool got = job_transition_allowed((enum job_status)f, (enum job_status)t);
+            if (want != got)
+                fail_msg("%s -> %s: table says %d, docs/lifecycle.md says %d",
+                         job_status_name((enum job_status)f), job_status_name((enum job_status)t),
+                         got, want);
+            allowed += got;
+        }
+        if (job_status_is_terminal((enum job_status)f))
+            for (int t = 0; t < JOB_STATUS_COUNT; t++)
+                assert_false(job_transition_allowed((enum job_status)f, (enum job_status)t));
+    }
+    assert_int_equal(allowed, (int)(sizeof doc_moves / sizeof doc_moves[0]));
+    assert_false(job_transition_allowed(JOB_STATUS_COUNT, JOB_QUEUED));
+    assert_false(job_transition_allowed(JOB_QUEUED, JOB_STATUS_COUNT));
+}
+
 static void time_texts(void **state)
 {
     (void)state;
@@ -105,7 +166,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(statuses_are_the_seven), cmocka_unit_test(messages_word_for_word),
-        cmocka_unit_test(transitions), cmocka_unit_test(time_texts), cmocka_unit_test(progress),
+        cmocka_unit_test(transitions), cmocka_unit_test(transition_table_matches_doc), cmocka_unit_test(time_texts), cmocka_unit_test(progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

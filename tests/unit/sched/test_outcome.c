@@ -6,7 +6,7 @@
 #include "sched/outcome.h"
 #include "sched_test.h"
 
-static void end_of(enum job_status status, enum outcome_stop stop, bool trained,
+static void end_of(enum job_status status, enum stop_reason stop, bool trained,
                    struct outcome_end end, struct outcome *o)
 {
     struct outcome_job j = {.status = status, .stop = stop, .trained = trained};
@@ -18,26 +18,26 @@ static const struct outcome_end exit4 = {.exit_status = 4};
 static void stop_names_round_trip(void **state)
 {
     (void)state;
-    for (int s = 0; s < OUTCOME_STOP_COUNT; s++)
-        assert_int_equal(outcome_stop_parse(outcome_stop_name((enum outcome_stop)s)), s);
-    assert_string_equal(outcome_stop_name(OUTCOME_STOP_TIME_LIMIT), "time_limit");
-    assert_int_equal(outcome_stop_parse(NULL), OUTCOME_STOP_NONE);
-    assert_int_equal(outcome_stop_parse("bogus"), OUTCOME_STOP_NONE);
-    assert_string_equal(outcome_stop_name(OUTCOME_STOP_COUNT), "");
+    for (int s = 0; s < STOP_REASON_COUNT; s++)
+        assert_int_equal(stop_reason_of(stop_reason_name((enum stop_reason)s)), s);
+    assert_string_equal(stop_reason_name(STOP_REASON_TIME_LIMIT), "time_limit");
+    assert_int_equal(stop_reason_of(NULL), STOP_REASON_NONE);
+    assert_int_equal(stop_reason_of("bogus"), STOP_REASON_NONE);
+    assert_null(stop_reason_name(STOP_REASON_COUNT));
 }
 
 static void worker_is_told_cancel_or_move(void **state)
 {
     (void)state;
-    assert_int_equal(outcome_worker_stop(JOB_RUNNING, OUTCOME_STOP_NONE), OUTCOME_STOP_NONE);
-    assert_int_equal(outcome_worker_stop(JOB_CANCELLING, OUTCOME_STOP_NONE), OUTCOME_STOP_CANCEL);
-    assert_int_equal(outcome_worker_stop(JOB_RUNNING, OUTCOME_STOP_MOVE), OUTCOME_STOP_MOVE);
-    assert_int_equal(outcome_worker_stop(JOB_CANCELLING, OUTCOME_STOP_MOVE), OUTCOME_STOP_CANCEL);
-    assert_int_equal(outcome_worker_stop(JOB_RUNNING, OUTCOME_STOP_BUDGET), OUTCOME_STOP_CANCEL);
-    assert_int_equal(outcome_worker_stop(JOB_RUNNING, OUTCOME_STOP_TIME_LIMIT),
-                     OUTCOME_STOP_CANCEL);
-    assert_int_equal(outcome_worker_stop(JOB_RUNNING, OUTCOME_STOP_NOT_AVAILABLE),
-                     OUTCOME_STOP_CANCEL);
+    assert_int_equal(outcome_worker_stop(JOB_RUNNING, STOP_REASON_NONE), STOP_REASON_NONE);
+    assert_int_equal(outcome_worker_stop(JOB_CANCELLING, STOP_REASON_NONE), STOP_REASON_CANCEL);
+    assert_int_equal(outcome_worker_stop(JOB_RUNNING, STOP_REASON_MOVE), STOP_REASON_MOVE);
+    assert_int_equal(outcome_worker_stop(JOB_CANCELLING, STOP_REASON_MOVE), STOP_REASON_CANCEL);
+    assert_int_equal(outcome_worker_stop(JOB_RUNNING, STOP_REASON_BUDGET), STOP_REASON_CANCEL);
+    assert_int_equal(outcome_worker_stop(JOB_RUNNING, STOP_REASON_TIME_LIMIT),
+                     STOP_REASON_CANCEL);
+    assert_int_equal(outcome_worker_stop(JOB_RUNNING, STOP_REASON_NOT_AVAILABLE),
+                     STOP_REASON_CANCEL);
 }
 
 /* Cancelled while it trained: billed for the partial model, which is kept;
@@ -46,7 +46,7 @@ static void cancel_ends_as_cancelled(void **state)
 {
     (void)state;
     struct outcome o;
-    end_of(JOB_CANCELLING, OUTCOME_STOP_CANCEL, true, exit4, &o);
+    end_of(JOB_CANCELLING, STOP_REASON_CANCEL, true, exit4, &o);
     assert_int_equal(o.kind, OUTCOME_CANCELLED);
     assert_int_equal(o.status, JOB_CANCELLED);
     assert_true(o.settle);
@@ -56,7 +56,7 @@ static void cancel_ends_as_cancelled(void **state)
     assert_false(o.requeue);
     assert_string_equal(o.attempt_reason, "cancelled");
 
-    end_of(JOB_QUEUED, OUTCOME_STOP_CANCEL, false, (struct outcome_end){.signal = 9,
+    end_of(JOB_QUEUED, STOP_REASON_CANCEL, false, (struct outcome_end){.signal = 9,
                                                                        .exit_status = -1},
            &o);
     assert_int_equal(o.kind, OUTCOME_CANCELLED);
@@ -64,7 +64,7 @@ static void cancel_ends_as_cancelled(void **state)
     assert_false(o.partial_model);
 
     /* A cancel outranks a user error or a crash. */
-    end_of(JOB_CANCELLING, OUTCOME_STOP_NONE, true, (struct outcome_end){.exit_status = 3}, &o);
+    end_of(JOB_CANCELLING, STOP_REASON_NONE, true, (struct outcome_end){.exit_status = 3}, &o);
     assert_int_equal(o.kind, OUTCOME_CANCELLED);
 }
 
@@ -72,13 +72,13 @@ static void limits_and_memory_fail_free(void **state)
 {
     (void)state;
     static const struct {
-        enum outcome_stop stop;
+        enum stop_reason stop;
         enum job_message m;
         const char *reason;
     } cases[] = {
-        {OUTCOME_STOP_TIME_LIMIT, MSG_STOPPED_TIME_LIMIT, "time limit"},
-        {OUTCOME_STOP_BUDGET, MSG_STOPPED_BUDGET, "budget"},
-        {OUTCOME_STOP_NOT_AVAILABLE, MSG_NOT_AVAILABLE, "needs more memory than any worker offers"},
+        {STOP_REASON_TIME_LIMIT, MSG_STOPPED_TIME_LIMIT, "time limit"},
+        {STOP_REASON_BUDGET, MSG_STOPPED_BUDGET, "budget"},
+        {STOP_REASON_NOT_AVAILABLE, MSG_NOT_AVAILABLE, "needs more memory than any worker offers"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct outcome o;
@@ -100,18 +100,18 @@ static void user_error_is_training_failed(void **state)
 {
     (void)state;
     struct outcome o;
-    end_of(JOB_RUNNING, OUTCOME_STOP_NONE, true, (struct outcome_end){.exit_status = 3}, &o);
+    end_of(JOB_RUNNING, STOP_REASON_NONE, true, (struct outcome_end){.exit_status = 3}, &o);
     assert_int_equal(o.kind, OUTCOME_TRAINING_FAILED);
     assert_int_equal(o.status, JOB_FAILED);
     assert_int_equal(o.message, MSG_TRAINING_FAILED);
     assert_int_equal(o.ledger.message, MSG_TRAINING_FAILED);
     assert_false(o.internal);
-    end_of(JOB_RUNNING, OUTCOME_STOP_NONE, true,
+    end_of(JOB_RUNNING, STOP_REASON_NONE, true,
            (struct outcome_end){.exit_status = 1, .user_error = true}, &o);
     assert_int_equal(o.kind, OUTCOME_TRAINING_FAILED);
     /* A user error outranks a move. */
-    end_of(JOB_RESCHEDULING, OUTCOME_STOP_MOVE, true,
-           (struct outcome_end){.exit_status = 3, .acted_on = OUTCOME_STOP_MOVE}, &o);
+    end_of(JOB_RESCHEDULING, STOP_REASON_MOVE, true,
+           (struct outcome_end){.exit_status = 3, .acted_on = STOP_REASON_MOVE}, &o);
     assert_int_equal(o.kind, OUTCOME_TRAINING_FAILED);
 }
 
@@ -121,7 +121,7 @@ static void stopped_on_request_requeues(void **state)
 {
     (void)state;
     struct outcome o;
-    end_of(JOB_RESCHEDULING, OUTCOME_STOP_MOVE, true, exit4, &o);
+    end_of(JOB_RESCHEDULING, STOP_REASON_MOVE, true, exit4, &o);
     assert_int_equal(o.kind, OUTCOME_REQUEUED);
     assert_int_equal(o.status, JOB_RESCHEDULING);
     assert_int_equal(o.message, MSG_RESCHEDULING);
@@ -130,22 +130,22 @@ static void stopped_on_request_requeues(void **state)
     assert_int_equal(o.ledger.status, JOB_RUNNING);
     assert_string_equal(o.attempt_reason, "moved");
 
-    end_of(JOB_RUNNING, OUTCOME_STOP_NONE, true, exit4, &o);
+    end_of(JOB_RUNNING, STOP_REASON_NONE, true, exit4, &o);
     assert_int_equal(o.kind, OUTCOME_REQUEUED);
     assert_int_equal(o.status, JOB_RESCHEDULING);
     assert_string_equal(o.attempt_reason, "worker stopped");
 
-    end_of(JOB_QUEUED, OUTCOME_STOP_MOVE, false, exit4, &o);
+    end_of(JOB_QUEUED, STOP_REASON_MOVE, false, exit4, &o);
     assert_int_equal(o.status, JOB_QUEUED);
     assert_int_equal(o.message, MSG_WAITING_FOR_CAPACITY);
 
     for (int sig = 9; sig <= 15; sig += 6) {
-        end_of(JOB_RUNNING, OUTCOME_STOP_NONE, true,
+        end_of(JOB_RUNNING, STOP_REASON_NONE, true,
                (struct outcome_end){.exit_status = -1, .signal = sig,
-                                    .acted_on = OUTCOME_STOP_MOVE},
+                                    .acted_on = STOP_REASON_MOVE},
                &o);
         assert_int_equal(o.kind, OUTCOME_REQUEUED);
-        end_of(JOB_RESCHEDULING, OUTCOME_STOP_MOVE, true,
+        end_of(JOB_RESCHEDULING, STOP_REASON_MOVE, true,
                (struct outcome_end){.exit_status = -1, .signal = sig}, &o);
         assert_int_equal(o.kind, OUTCOME_REQUEUED);
     }
@@ -159,13 +159,13 @@ static void anything_else_is_internal(void **state)
     const struct outcome_end ends[] = {
         {.exit_status = 1},
         {.exit_status = -1, .signal = 9},
-        {.exit_status = -1, .signal = 11, .acted_on = OUTCOME_STOP_MOVE},
+        {.exit_status = -1, .signal = 11, .acted_on = STOP_REASON_MOVE},
         {.exit_status = -1, .not_started = true},
         {.exit_status = 0},
     };
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
         struct outcome o;
-        end_of(JOB_RUNNING, OUTCOME_STOP_NONE, true, ends[i], &o);
+        end_of(JOB_RUNNING, STOP_REASON_NONE, true, ends[i], &o);
         assert_int_equal(o.kind, OUTCOME_FAILED_INTERNAL);
         assert_int_equal(o.status, JOB_FAILED);
         assert_int_equal(o.message, MSG_FAILED_INTERNAL);
@@ -207,7 +207,7 @@ static void cancel_at_once_or_after_the_stop(void **state)
     outcome_of_cancel(JOB_RUNNING, true, &o);
     assert_int_equal(o.kind, OUTCOME_CANCELLING);
     assert_int_equal(o.status, JOB_CANCELLING);
-    assert_int_equal(o.stop, OUTCOME_STOP_CANCEL);
+    assert_int_equal(o.stop, STOP_REASON_CANCEL);
     assert_false(o.settle);
 
     outcome_of_cancel(JOB_CANCELLING, true, &o);
@@ -245,32 +245,32 @@ static void worker_gone(void **state)
 static void stop_requests(void **state)
 {
     (void)state;
-    enum outcome_stop stop;
+    enum stop_reason stop;
     enum job_status to;
-    assert_true(outcome_stop_request(JOB_RUNNING, true, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+    assert_true(outcome_stop_request(JOB_RUNNING, true, STOP_REASON_NONE, STOP_REASON_MOVE,
                                      &stop, &to));
-    assert_int_equal(stop, OUTCOME_STOP_MOVE);
+    assert_int_equal(stop, STOP_REASON_MOVE);
     assert_int_equal(to, JOB_RESCHEDULING);
     /* Not yet running: the move is recorded, the status stays. */
-    assert_true(outcome_stop_request(JOB_QUEUED, true, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+    assert_true(outcome_stop_request(JOB_QUEUED, true, STOP_REASON_NONE, STOP_REASON_MOVE,
                                      &stop, &to));
-    assert_int_equal(stop, OUTCOME_STOP_MOVE);
+    assert_int_equal(stop, STOP_REASON_MOVE);
     assert_int_equal(to, JOB_QUEUED);
     /* The first stop asked stays. */
-    assert_true(outcome_stop_request(JOB_RUNNING, true, OUTCOME_STOP_BUDGET, OUTCOME_STOP_MOVE,
+    assert_true(outcome_stop_request(JOB_RUNNING, true, STOP_REASON_BUDGET, STOP_REASON_MOVE,
                                      &stop, &to));
-    assert_int_equal(stop, OUTCOME_STOP_BUDGET);
+    assert_int_equal(stop, STOP_REASON_BUDGET);
     assert_int_equal(to, JOB_RUNNING);
-    assert_true(outcome_stop_request(JOB_RUNNING, true, OUTCOME_STOP_NONE,
-                                     OUTCOME_STOP_TIME_LIMIT, &stop, &to));
-    assert_int_equal(stop, OUTCOME_STOP_TIME_LIMIT);
+    assert_true(outcome_stop_request(JOB_RUNNING, true, STOP_REASON_NONE,
+                                     STOP_REASON_TIME_LIMIT, &stop, &to));
+    assert_int_equal(stop, STOP_REASON_TIME_LIMIT);
     assert_int_equal(to, JOB_RUNNING);
     /* Refused: nothing runs it, it is cancelling, or it has ended. */
-    assert_false(outcome_stop_request(JOB_RESCHEDULING, false, OUTCOME_STOP_NONE,
-                                      OUTCOME_STOP_MOVE, &stop, &to));
-    assert_false(outcome_stop_request(JOB_CANCELLING, true, OUTCOME_STOP_CANCEL,
-                                      OUTCOME_STOP_MOVE, &stop, &to));
-    assert_false(outcome_stop_request(JOB_FAILED, true, OUTCOME_STOP_NONE, OUTCOME_STOP_MOVE,
+    assert_false(outcome_stop_request(JOB_RESCHEDULING, false, STOP_REASON_NONE,
+                                      STOP_REASON_MOVE, &stop, &to));
+    assert_false(outcome_stop_request(JOB_CANCELLING, true, STOP_REASON_CANCEL,
+                                      STOP_REASON_MOVE, &stop, &to));
+    assert_false(outcome_stop_request(JOB_FAILED, true, STOP_REASON_NONE, STOP_REASON_MOVE,
                                       &stop, &to));
 }
 
@@ -283,11 +283,11 @@ static void limits_call_for_a_stop(void **state)
     struct ledger_limits l = {.time_limit_s = 10 * 3600.0, .budget_multiple = 2};
     uint64_t f;
     assert_int_equal(ledger_attempt_begin(&j, 1, 1.0, 0, 0, &f), ERR_OK);
-    assert_int_equal(outcome_limit_stop(&j, &l, 5 * 3600.0), OUTCOME_STOP_NONE);
-    assert_int_equal(outcome_limit_stop(&j, &l, 6 * 3600.0), OUTCOME_STOP_BUDGET);
+    assert_int_equal(outcome_limit_stop(&j, &l, 5 * 3600.0), STOP_REASON_NONE);
+    assert_int_equal(outcome_limit_stop(&j, &l, 6 * 3600.0), STOP_REASON_BUDGET);
     l.time_limit_s = 5 * 3600.0;
-    assert_int_equal(outcome_limit_stop(&j, &l, 4 * 3600.0), OUTCOME_STOP_NONE);
-    assert_int_equal(outcome_limit_stop(&j, &l, 5 * 3600.0), OUTCOME_STOP_TIME_LIMIT);
+    assert_int_equal(outcome_limit_stop(&j, &l, 4 * 3600.0), STOP_REASON_NONE);
+    assert_int_equal(outcome_limit_stop(&j, &l, 5 * 3600.0), STOP_REASON_TIME_LIMIT);
 }
 
 int main(void)

@@ -71,12 +71,12 @@ static void log_and_error_lines(void **state)
     parse_ok("{\"event\":\"error\",\"t\":1,\"kind\":\"user\","
              "\"line\":\"line 3 of train.jsonl: missing field \\\"completion\\\"\"}", &ev);
     assert_int_equal(ev.kind, TEV_ERROR);
-    assert_string_equal(ev.error_kind, "user");
+    assert_int_equal(ev.error_kind, TPROTO_ERROR_USER);
     assert_string_equal(ev.line, "line 3 of train.jsonl: missing field \"completion\"");
     trainer_event_free(&ev);
     /* A line never carries a newline into a message. */
     parse_ok("{\"event\":\"error\",\"kind\":\"internal\",\"line\":\"first\\nsecond\"}", &ev);
-    assert_string_equal(ev.error_kind, "internal");
+    assert_int_equal(ev.error_kind, TPROTO_ERROR_INTERNAL);
     assert_string_equal(ev.line, "first");
     trainer_event_free(&ev);
 }
