@@ -104,25 +104,27 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
     put(&o, "# HELP alallo_completions_total Completions served.\n"
             "# TYPE alallo_completions_total counter\nalallo_completions_total %ld\n",
         atomic_load(&srv->metrics.completions));
-    put(&o, "# HELP alallo_sched_passes_total Scheduling passes run.\n"
-            "# TYPE alallo_sched_passes_total counter\nalallo_sched_passes_total %ld\n"
-            "# HELP alallo_sched_pass_seconds_total Wall time of all scheduling passes.\n"
-            "# TYPE alallo_sched_pass_seconds_total counter\n"
-            "alallo_sched_pass_seconds_total %.6f\n"
-            "# HELP alallo_sched_pass_seconds Wall time of the latest scheduling pass.\n"
-            "# TYPE alallo_sched_pass_seconds gauge\nalallo_sched_pass_seconds %.6f\n"
-            "# HELP alallo_sched_pass_seconds_max Wall time of the longest scheduling pass.\n"
-            "# TYPE alallo_sched_pass_seconds_max gauge\nalallo_sched_pass_seconds_max %.6f\n"
-            "# HELP alallo_sched_pass_jobs Waiting jobs the latest scheduling pass placed.\n"
-            "# TYPE alallo_sched_pass_jobs gauge\nalallo_sched_pass_jobs %ld\n"
-            "# HELP alallo_sched_pass_cpu_seconds_total CPU time of all scheduling passes.\n"
-            "# TYPE alallo_sched_pass_cpu_seconds_total counter\n"
-            "alallo_sched_pass_cpu_seconds_total %.6f\n"
-            "# HELP alallo_sched_pass_cpu_seconds CPU time of the latest scheduling pass.\n"
-            "# TYPE alallo_sched_pass_cpu_seconds gauge\nalallo_sched_pass_cpu_seconds %.6f\n",
+    put(&o,
+        "# HELP alallo_sched_passes_total Scheduling passes run.\n"
+        "# TYPE alallo_sched_passes_total counter\nalallo_sched_passes_total %ld\n"
+        "# HELP alallo_sched_pass_seconds_total Wall time of all scheduling passes.\n"
+        "# TYPE alallo_sched_pass_seconds_total counter\n"
+        "alallo_sched_pass_seconds_total %.6f\n"
+        "# HELP alallo_sched_pass_seconds Wall time of the latest scheduling pass.\n"
+        "# TYPE alallo_sched_pass_seconds gauge\nalallo_sched_pass_seconds %.6f\n"
+        "# HELP alallo_sched_pass_seconds_max Wall time of the longest scheduling pass.\n"
+        "# TYPE alallo_sched_pass_seconds_max gauge\nalallo_sched_pass_seconds_max %.6f\n"
+        "# HELP alallo_sched_pass_jobs Waiting jobs the latest scheduling pass placed.\n"
+        "# TYPE alallo_sched_pass_jobs gauge\nalallo_sched_pass_jobs %ld\n"
+        "# HELP alallo_sched_pass_cpu_seconds_total CPU time of all scheduling passes.\n"
+        "# TYPE alallo_sched_pass_cpu_seconds_total counter\n"
+        "alallo_sched_pass_cpu_seconds_total %.6f\n"
+        "# HELP alallo_sched_pass_cpu_seconds CPU time of the latest scheduling pass.\n"
+        "# TYPE alallo_sched_pass_cpu_seconds gauge\nalallo_sched_pass_cpu_seconds %.6f\n",
         atomic_load(&srv->ctl->metrics.passes), atomic_load(&srv->ctl->metrics.pass_us_sum) / 1e6,
         atomic_load(&srv->ctl->metrics.pass_us_last) / 1e6,
-        atomic_load(&srv->ctl->metrics.pass_us_max) / 1e6, atomic_load(&srv->ctl->metrics.pass_jobs_last),
+        atomic_load(&srv->ctl->metrics.pass_us_max) / 1e6,
+        atomic_load(&srv->ctl->metrics.pass_jobs_last),
         atomic_load(&srv->ctl->metrics.pass_cpu_us_sum) / 1e6,
         atomic_load(&srv->ctl->metrics.pass_cpu_us_last) / 1e6);
     if (!o.p) {

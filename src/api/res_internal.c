@@ -73,7 +73,8 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         api_store_error(res, e);
         return;
     }
-    api_json(res, 200, json_pack("{s:s,s:i}", "name", w.name, "heartbeat_s", srv->ctl->cfg.heartbeat_s));
+    api_json(res, 200,
+             json_pack("{s:s,s:i}", "name", w.name, "heartbeat_s", srv->ctl->cfg.heartbeat_s));
 }
 
 void internal_heartbeat(struct api_server *srv, struct http_request *req, struct http_response *res)

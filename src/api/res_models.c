@@ -59,7 +59,8 @@ void models_list(struct api_server *srv, struct http_request *req, struct http_r
     for (int i = 0; i < n; i++)
         json_array_append_new(data, base_model(srv, &models[i]));
     int nj;
-    enum alallo_err e = store_job_list_models(srv->ctl->store, req->account.id, STORE_LIST_MAX, jobs, &nj);
+    enum alallo_err e =
+        store_job_list_models(srv->ctl->store, req->account.id, STORE_LIST_MAX, jobs, &nj);
     if (e) {
         api_store_error(res, e);
         goto out;
@@ -158,8 +159,9 @@ static bool next_entry(struct export_stream *x)
     while ((e = readdir(x->dir))) {
         char p[1200];
         struct stat st;
-        if (strlen(e->d_name) >= 100 || !text_printf(p, sizeof p, "%s/%s", x->art.path, e->d_name) ||
-            stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+        if (strlen(e->d_name) >= 100 ||
+            !text_printf(p, sizeof p, "%s/%s", x->art.path, e->d_name) || stat(p, &st) != 0 ||
+            !S_ISREG(st.st_mode))
             continue;
         x->cur = fopen(p, "rb");
         if (!x->cur)

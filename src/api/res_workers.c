@@ -54,7 +54,8 @@ void workers_list(struct api_server *srv, struct http_request *req, struct http_
     } else {
         int cursor = 0;
         for (int i = 0; i < n; i++) {
-            const struct store_attempt *a = sched_link_attempt_of(open, n_open, &cursor, ws[i].name);
+            const struct store_attempt *a =
+                sched_link_attempt_of(open, n_open, &cursor, ws[i].name);
             json_array_append_new(data, worker_for(srv, req, &ws[i], a, a ? 1 : 0));
         }
         api_json(res, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));

@@ -141,7 +141,8 @@ struct serve_args {
     bool no_workers;
 };
 
-static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg, struct serve_args *a)
+static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg,
+                      struct serve_args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];

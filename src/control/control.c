@@ -8,6 +8,7 @@
 #include "control/catalog.h"
 #include "control/fleet.h"
 #include "control/sched_link.h"
+#include "core/worker_state.h"
 
 void control_config_defaults(struct control_config *cfg)
 {
@@ -37,9 +38,10 @@ int control_open(struct control *ctl, struct store *store, char *err, size_t err
      * reach a server that was not running. */
     struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
     int nw = 0;
+    enum worker_state state;
     if (ws && store_worker_list(store, ws, FLEET_MAX, &nw) == ERR_OK)
         for (int i = 0; i < nw; i++)
-            if (strcmp(ws[i].state, "lost") != 0)
+            if (!worker_state_parse(ws[i].state, &state) || state != WORKER_LOST)
                 store_worker_heartbeat(store, ws[i].name, clock_now_ms());
     free(ws);
     return 0;

@@ -19,8 +19,9 @@ enum alallo_err job_move_to(struct store_job *j, enum job_status to, enum job_me
 
 enum alallo_err job_move_initial(struct store_job *j, enum job_status s, enum job_message m)
 {
-    bool ok = (s == JOB_QUEUED && (m == MSG_STARTING || m == MSG_WAITING_FOR_CAPACITY)) ||
-              (s == JOB_FAILED && (m == MSG_NOT_AVAILABLE || m == MSG_NOT_AVAILABLE_LOWER_PRECISION));
+    bool ok =
+        (s == JOB_QUEUED && (m == MSG_STARTING || m == MSG_WAITING_FOR_CAPACITY)) ||
+        (s == JOB_FAILED && (m == MSG_NOT_AVAILABLE || m == MSG_NOT_AVAILABLE_LOWER_PRECISION));
     if (!ok) {
         log_line("error", "job %s: %s is not a first status", j->id,
                  job_status_name(s) ? job_status_name(s) : "?");

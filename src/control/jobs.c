@@ -79,9 +79,10 @@ json_t *control_estimate_json(const struct estimate *e)
                                       "high_s", (json_int_t)ceil(e->time_high_s), "text",
                                       e->time_text)
                           : json_null();
-    json_t *price = ranged ? json_pack("{s:f,s:f,s:s}", "low", money4_down(e->price_low_micros),
-                                       "high", money4_up(e->price_high_micros), "currency", CONTROL_CURRENCY)
-                           : json_null();
+    json_t *price =
+        ranged ? json_pack("{s:f,s:f,s:s}", "low", money4_down(e->price_low_micros), "high",
+                           money4_up(e->price_high_micros), "currency", CONTROL_CURRENCY)
+               : json_null();
     json_t *training = ranged ? json_pack("{s:I,s:I}", "low_s",
                                           (json_int_t)floor(e->train_low_s), "high_s",
                                           (json_int_t)ceil(e->train_high_s))

@@ -25,6 +25,7 @@
 #include "sched/outcome.h"
 #include "sched/resched.h"
 #include "core/ids.h"
+#include "core/worker_state.h"
 #include "core/stop_reason.h"
 #include "core/trainer_protocol.h"
 #include "core/text.h"
@@ -76,7 +77,7 @@ static void set_stop(struct store_job *j, enum stop_reason r)
 
 static bool attempt_owns(const struct store_job *j, const struct store_attempt *a)
 {
-    return a && a->fence == j->fence && strcmp(a->status, "ended") != 0 &&
+    return a && a->fence == j->fence && attempt_status_of(a->status) != ATTEMPT_ENDED &&
            strcmp(j->active_attempt, a->id) == 0;
 }
 
@@ -168,7 +169,7 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     text_copy(a->job, sizeof a->job, j->id);
     text_copy(a->worker, sizeof a->worker, c->worker->name);
     a->fence = ++j->fence;
-    text_copy(a->status, sizeof a->status, "starting");
+    text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_STARTING));
     a->start_step = a->end_step = j->steps_done;
     a->price_per_hour = c->worker->price_per_hour;
     a->started_ms = c->now;
@@ -289,8 +290,9 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
     enum alallo_err e = store_worker_get(ctl->store, worker, &w);
     if (e)
         return e;
-    if (strcmp(w.state, "active") != 0)
-        return ERR_OK;
+    enum worker_state state;
+    if (!worker_state_parse(w.state, &state) || state != WORKER_ACTIVE)
+        return ERR_OK; /* draining or lost: nothing new */
     struct store_attempt open[1];
     int n_open;
     e = store_attempt_list_open(ctl->store, worker, open, 1, &n_open);
@@ -570,7 +572,7 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
 static void end_attempt(struct store_job *j, struct store_attempt *a, int64_t now,
                         const char *reason)
 {
-    if (strcmp(a->status, "ended") == 0)
+    if (attempt_status_of(a->status) == ATTEMPT_ENDED)
         return;
     bool silent = strcmp(reason, "worker lost") == 0 || strcmp(reason, "worker restarted") == 0;
     if (j->run_started_ms && strcmp(j->active_attempt, a->id) == 0) {
@@ -581,7 +583,7 @@ static void end_attempt(struct store_job *j, struct store_attempt *a, int64_t no
     }
     a->end_step = j->steps_done;
     a->ended_ms = now;
-    text_copy(a->status, sizeof a->status, "ended");
+    text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_ENDED));
     text_copy(a->reason, sizeof a->reason, reason);
     if (strcmp(j->active_attempt, a->id) == 0)
         j->active_attempt[0] = '\0';
@@ -669,7 +671,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         j->steps_done = clamp_step(j, t->step);
         j->run_start_step = j->steps_done;
         a->start_step = a->end_step = j->steps_done;
-        text_copy(a->status, sizeof a->status, "running");
+        text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_RUNNING));
         if (t->step > 0)
             e = note(w, c->now, "info", "Resumed from the checkpoint at step %ld on worker %s",
                      t->step, a->worker);
@@ -903,7 +905,7 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
     /* A finish sent again (its answer was lost) is answered 200 with no
      * change, unless the attempt was ended by the server (lost worker):
      * then its job has moved on and the report is stale. */
-    if (strcmp(a->status, "ended") == 0 && a->fence == c->base.fence &&
+    if (attempt_status_of(a->status) == ATTEMPT_ENDED && a->fence == c->base.fence &&
         strcmp(a->reason, "worker lost") != 0 && strcmp(a->reason, "worker restarted") != 0) {
         c->already = true;
         return ERR_OK;
@@ -919,7 +921,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
      * simulation. */
     struct outcome_job oj = {.status = j->status,
                              .stop = stop_of(j),
-                             .trained = strcmp(a->status, "running") == 0 || j->steps_done > 0};
+                             .trained = attempt_status_of(a->status) == ATTEMPT_RUNNING ||
+                                        j->steps_done > 0};
     struct outcome_end oe = {.exit_status = end->exit_status,
                              .signal = end->signal,
                              .not_started = end->not_started,
@@ -1184,7 +1187,7 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
 {
     struct gone_ctx *c = vctx;
     int64_t now = c->base.now;
-    if (strcmp(a->status, "ended") == 0)
+    if (attempt_status_of(a->status) == ATTEMPT_ENDED)
         return ERR_OK;
     bool owned = attempt_owns(j, a);
     end_attempt(j, a, now, c->reason);
@@ -1262,7 +1265,7 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
 {
     struct start_ctx *c = vctx;
     int64_t now = c->base.now;
-    if (strcmp(a->status, "starting") != 0 || !attempt_owns(j, a))
+    if (attempt_status_of(a->status) != ATTEMPT_STARTING || !attempt_owns(j, a))
         return ERR_CONFLICT;
     c->base.st = state_load(j);
     if (!c->base.st)
@@ -1311,7 +1314,7 @@ void lifecycle_check_starts(struct control *ctl, int64_t now_ms)
         return;
     }
     for (int k = 0; k < n_open; k++) {
-        if (strcmp(open[k].status, "starting") != 0 ||
+        if (attempt_status_of(open[k].status) != ATTEMPT_STARTING ||
             now_ms - open[k].started_ms < (int64_t)ctl->cfg.start_timeout_s * 1000)
             continue;
         struct start_ctx c = {.base = {.ctl = ctl, .now = now_ms, .history = history}};

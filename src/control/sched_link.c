@@ -276,7 +276,7 @@ static void to_sched_worker(const struct store_worker *w, struct sched_worker *o
         out->class_ = WORKER_ON_DEMAND;
     out->price_per_hour = w->price_per_hour;
     out->flops = w->flops;
-    if (!capacity_state_parse(w->state, &out->state))
+    if (!worker_state_parse(w->state, &out->state))
         out->state = WORKER_ACTIVE;
 }
 

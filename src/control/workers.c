@@ -27,7 +27,7 @@ bool control_worker_change_allowed(enum worker_state from, enum worker_state to)
 static enum worker_state state_of(const struct store_worker *w)
 {
     enum worker_state s;
-    return capacity_state_parse(w->state, &s) ? s : WORKER_LOST;
+    return worker_state_parse(w->state, &s) ? s : WORKER_LOST;
 }
 
 /* Moves worker w from its state to `to` in the store (and in *w), when the
@@ -37,15 +37,15 @@ static enum alallo_err set_state(struct control *ctl, struct store_worker *w, en
     enum worker_state from = state_of(w);
     if (!control_worker_change_allowed(from, to))
         return ERR_CONFLICT;
-    enum alallo_err e = store_worker_set_state(ctl->store, w->name, capacity_state_name(to));
+    enum alallo_err e = store_worker_set_state(ctl->store, w->name, worker_state_name(to));
     if (!e)
-        text_copy(w->state, sizeof w->state, capacity_state_name(to));
+        text_copy(w->state, sizeof w->state, worker_state_name(to));
     return e;
 }
 
 enum alallo_err control_worker_register(struct control *ctl, struct store_worker *w)
 {
-    text_copy(w->state, sizeof w->state, capacity_state_name(WORKER_ACTIVE));
+    text_copy(w->state, sizeof w->state, worker_state_name(WORKER_ACTIVE));
     w->last_heartbeat_ms = w->registered_ms = clock_now_ms();
     /* A worker that registers again has restarted: whatever it ran is gone. */
     enum alallo_err e = lifecycle_worker_gone(ctl, w->name, "worker restarted");

@@ -1,7 +1,7 @@
 /* fs.h - the small file-system steps every layer repeats: making a folder
  * path, removing a folder tree, copying a file, writing a whole buffer,
- * reading a one-line file, and replacing a file durably (a temporary file, fsync, rename, fsync of the
- * folder).
+ * reading a one-line file, and replacing a file durably (a temporary file, fsync, rename, fsync of
+ * the folder).
  *
  * The one module in core that touches the disk; it holds no state and
  * knows nothing of jobs, models or accounts. Every function returns 0 on

@@ -75,8 +75,8 @@ bool job_transition_allowed(enum job_status from, enum job_status to)
         return to == JOB_RUNNING || to == JOB_SUCCEEDED || to == JOB_FAILED ||
                to == JOB_RESCHEDULING || to == JOB_CANCELLING;
     case JOB_RESCHEDULING:
-        return to == JOB_RESCHEDULING || to == JOB_RUNNING || to == JOB_SUCCEEDED || to == JOB_FAILED || to == JOB_CANCELLING ||
-               to == JOB_CANCELLED;
+        return to == JOB_RESCHEDULING || to == JOB_RUNNING || to == JOB_SUCCEEDED ||
+               to == JOB_FAILED || to == JOB_CANCELLING || to == JOB_CANCELLED;
     case JOB_CANCELLING:
         return to == JOB_CANCELLED || to == JOB_SUCCEEDED;
     default:

@@ -6,7 +6,6 @@
 #include <string.h>
 
 static const char *const class_names[WORKER_CLASS_COUNT] = {"on-demand", "spot"};
-static const char *const state_names[WORKER_STATE_COUNT] = {"active", "draining", "lost"};
 
 /* Used for a worker that has not measured itself: slow on purpose. */
 #define UNMEASURED_FLOPS_PER_CPU 1e9
@@ -25,26 +24,6 @@ bool capacity_class_parse(const char *s, enum worker_class *out)
     for (int i = 0; i < WORKER_CLASS_COUNT; i++) {
         if (strcmp(s, class_names[i]) == 0) {
             *out = (enum worker_class)i;
-            return true;
-        }
-    }
-    return false;
-}
-
-const char *capacity_state_name(enum worker_state s)
-{
-    if ((int)s < 0 || s >= WORKER_STATE_COUNT)
-        return NULL;
-    return state_names[s];
-}
-
-bool capacity_state_parse(const char *s, enum worker_state *out)
-{
-    if (!s)
-        return false;
-    for (int i = 0; i < WORKER_STATE_COUNT; i++) {
-        if (strcmp(s, state_names[i]) == 0) {
-            *out = (enum worker_state)i;
             return true;
         }
     }

@@ -20,14 +20,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/worker_state.h"
+
 #define CAPACITY_NAME_MAX 64
 
 enum worker_class { WORKER_ON_DEMAND = 0, WORKER_SPOT, WORKER_CLASS_COUNT };
-
-/* active: takes new attempts. draining: keeps nothing new; its attempt is
- * checkpointed and moved. lost: no heartbeat; its attempt continues
- * elsewhere from the latest checkpoint. */
-enum worker_state { WORKER_ACTIVE = 0, WORKER_DRAINING, WORKER_LOST, WORKER_STATE_COUNT };
 
 struct sched_worker {
     char name[CAPACITY_NAME_MAX];
@@ -47,10 +44,6 @@ struct sched_worker {
 const char *capacity_class_name(enum worker_class c);
 /* Parses "on-demand" or "spot"; false otherwise. */
 bool capacity_class_parse(const char *s, enum worker_class *out /* OUT */);
-
-/* "active" / "draining" / "lost"; NULL for an out-of-range value. */
-const char *capacity_state_name(enum worker_state s);
-bool capacity_state_parse(const char *s, enum worker_state *out /* OUT */);
 
 /* The FLOP/s a worker stands for when it measured `tokens_per_s` on a shape
  * of `flops_per_token`. 0 when either is not positive. */

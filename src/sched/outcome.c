@@ -76,7 +76,8 @@ void outcome_of_end(const struct outcome_job *job, const struct outcome_end *end
     bool asked_move = end->acted_on == STOP_REASON_MOVE || job->stop == STOP_REASON_MOVE;
     /* Stopped on request: exit 4 after a checkpoint, or killed by the
      * worker after its grace period (then the latest checkpoint counts). */
-    bool stopped = end->exit_status == TPROTO_EXIT_STOPPED || (asked_move && (end->signal == 9 || end->signal == 15));
+    bool stopped = end->exit_status == TPROTO_EXIT_STOPPED ||
+                   (asked_move && (end->signal == 9 || end->signal == 15));
     bool user_error = end->user_error || end->exit_status == TPROTO_EXIT_USER_ERROR;
     enum job_message m = stop_message(job->stop);
 

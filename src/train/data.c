@@ -147,8 +147,8 @@ static int on_example(void *ctx, long line, const struct dataset_example *ex)
     struct loader *L = ctx;
     struct dataset *d = L->d;
     if (render(L->tok, ex, &L->s) < 0) {
-        text_error(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)", line,
-               L->name);
+        text_error(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)",
+                   line, L->name);
         return 1;
     }
     int has_bos = tokenizer_bos_id(L->tok) >= 0;

@@ -247,9 +247,10 @@ static int check_tensor(const struct st_tensor *t, const struct want *w, char *e
     int ok = w->cols ? (t->ndim == 2 && t->shape[0] == w->rows && t->shape[1] == w->cols)
                      : (t->ndim == 1 && t->shape[0] == w->rows);
     if (!ok) {
-        text_error(err, cap, "tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]", w->hf,
-               (long long)t->shape[0], t->ndim > 1 ? ", " : "", t->ndim > 1 ? (long long)t->shape[1] : 0LL,
-               (long long)w->rows, w->cols ? ", " : "", (long long)w->cols);
+        text_error(err, cap, "tensor %s has shape [%lld%s%lld], config.json implies [%lld%s%lld]",
+                   w->hf, (long long)t->shape[0], t->ndim > 1 ? ", " : "",
+                   t->ndim > 1 ? (long long)t->shape[1] : 0LL, (long long)w->rows,
+                   w->cols ? ", " : "", (long long)w->cols);
         return -1;
     }
     return 0;
@@ -285,8 +286,8 @@ static int hf_open(const char *dir, struct hf_model *m, char *err, size_t cap)
         goto fail;
     }
     if (tokenizer_vocab_size(m->tok) > m->cfg.vocab) {
-        text_error(err, cap, "%s: tokenizer.json has %d ids but config.json's vocab_size is %d", dir,
-               tokenizer_vocab_size(m->tok), m->cfg.vocab);
+        text_error(err, cap, "%s: tokenizer.json has %d ids but config.json's vocab_size is %d",
+                   dir, tokenizer_vocab_size(m->tok), m->cfg.vocab);
         goto fail;
     }
     if (shards_open(dir, &m->sh, err, cap) < 0)
@@ -327,7 +328,8 @@ int export_check_peft(const char *dir, char *err, size_t cap)
     }
     json_t *cfg = json_load_file(path, 0, &je);
     if (!cfg) {
-        text_error(err, cap, "%s/adapter_config.json: not valid JSON (line %d: %s)", dir, je.line, je.text);
+        text_error(err, cap, "%s/adapter_config.json: not valid JSON (line %d: %s)", dir, je.line,
+                   je.text);
         return -1;
     }
     int rc = -1;
@@ -338,8 +340,10 @@ int export_check_peft(const char *dir, char *err, size_t cap)
     json_t *targets = json_object_get(cfg, "target_modules");
     if (!type || strcmp(type, "LORA") != 0 || r < 1 || !json_is_number(alpha) ||
         !(json_is_array(targets) || json_is_string(targets))) {
-        text_error(err, cap, "%s/adapter_config.json: needs peft_type \"LORA\", r, lora_alpha and target_modules",
-               dir);
+        text_error(
+            err, cap,
+            "%s/adapter_config.json: needs peft_type \"LORA\", r, lora_alpha and target_modules",
+            dir);
         goto out;
     }
     char why[400];
@@ -349,7 +353,8 @@ int export_check_peft(const char *dir, char *err, size_t cap)
     }
     size_t n = st_count(f);
     if (n == 0 || n % 2) {
-        text_error(err, cap, "%s: adapter_model.safetensors has %zu tensors (A/B pairs expected)", dir, n);
+        text_error(err, cap, "%s: adapter_model.safetensors has %zu tensors (A/B pairs expected)",
+                   dir, n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -363,7 +368,8 @@ int export_check_peft(const char *dir, char *err, size_t cap)
             goto out;
         }
         if ((ab == 'A' && t->shape[0] != r) || (ab == 'B' && t->shape[1] != r)) {
-            text_error(err, cap, "%s: tensor %s does not have rank %lld", dir, t->name, (long long)r);
+            text_error(err, cap, "%s: tensor %s does not have rank %lld", dir, t->name,
+                       (long long)r);
             goto out;
         }
         char other[ST_MAX_NAME];

@@ -266,7 +266,8 @@ static uint64_t align_up(uint64_t x, uint64_t a)
 int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap)
 {
     if (w->failed) {
-        text_error(err, errcap, "%s: a key or tensor could not be added (memory or bad shape)", path);
+        text_error(err, errcap, "%s: a key or tensor could not be added (memory or bad shape)",
+                   path);
         return -1;
     }
     /* The head: header, pairs, tensor infos; built in a second writer's
@@ -440,7 +441,8 @@ static char *get_str(struct cursor *c, uint64_t max, const char *what)
     if (get_u64(c, &n, what))
         return NULL;
     if (n > max) {
-        text_error(c->err, c->errcap, "%s of %llu bytes is over the limit", what, (unsigned long long)n);
+        text_error(c->err, c->errcap, "%s of %llu bytes is over the limit", what,
+                   (unsigned long long)n);
         return NULL;
     }
     if (need(c, n, what))
@@ -639,7 +641,8 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         if (!(t->name = get_str(&c, MAX_NAME, "tensor name")) || get_u32(&c, &nd, "n_dims"))
             goto out;
         if (nd < 1 || nd > GGUF_MAX_DIMS) {
-            text_error(err, errcap, "tensor \"%s\": %u dimensions", printable(t->name, shown, sizeof shown), nd);
+            text_error(err, errcap, "tensor \"%s\": %u dimensions",
+                       printable(t->name, shown, sizeof shown), nd);
             goto out;
         }
         t->n_dims = (int)nd;
@@ -648,7 +651,8 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
             if (get_u64(&c, &t->ne[d], "dimension"))
                 goto out;
             if (__builtin_mul_overflow(count, t->ne[d], &count)) {
-                text_error(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
+                text_error(err, errcap, "tensor \"%s\": shape too large",
+                           printable(t->name, shown, sizeof shown));
                 goto out;
             }
         }
@@ -662,7 +666,8 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         }
         uint64_t nbytes;
         if (__builtin_mul_overflow(count, (uint64_t)ttype_size(t->type), &nbytes)) {
-            text_error(err, errcap, "tensor \"%s\": shape too large", printable(t->name, shown, sizeof shown));
+            text_error(err, errcap, "tensor \"%s\": shape too large",
+                       printable(t->name, shown, sizeof shown));
             goto out;
         }
         t->nbytes = (size_t)nbytes;
@@ -675,8 +680,9 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
     for (uint64_t i = 0; i < n_t; i++) {
         struct gguf_tensor_info *t = &f->t[i];
         if (offs[i] % alignment != 0 || offs[i] > len - data || t->nbytes > len - data - offs[i]) {
-            text_error(err, errcap, "tensor \"%s\": data at offset %llu (%zu bytes) is outside the file",
-                   printable(t->name, shown, sizeof shown), (unsigned long long)offs[i], t->nbytes);
+            text_error(
+                err, errcap, "tensor \"%s\": data at offset %llu (%zu bytes) is outside the file",
+                printable(t->name, shown, sizeof shown), (unsigned long long)offs[i], t->nbytes);
             goto out;
         }
         t->data = buf + data + offs[i];

@@ -244,8 +244,9 @@ static int parse_tensor(struct st_tensor *t, const char *name, json_t *v, const 
     }
     if (__builtin_mul_overflow(count, (uint64_t)dtype_sizes[t->dtype], &want) ||
         want != e - b) {
-        text_error(err, cap, "tensor \"%s\": shape and dtype need %llu bytes but data_offsets span %llu",
-               name, (unsigned long long)(want), (unsigned long long)(e - b));
+        text_error(err, cap,
+                   "tensor \"%s\": shape and dtype need %llu bytes but data_offsets span %llu",
+                   name, (unsigned long long)(want), (unsigned long long)(e - b));
         return -1;
     }
     t->data = data + b;
@@ -274,7 +275,8 @@ static int parse_metadata(struct st_file *f, json_t *m, char *err, size_t cap)
     json_object_foreach(m, k, v)
     {
         if (!json_is_string(v)) {
-            text_error(err, cap, "__metadata__ value of \"%.*s\" is not a string", text_utf8_prefix(k, 64), k);
+            text_error(err, cap, "__metadata__ value of \"%.*s\" is not a string",
+                       text_utf8_prefix(k, 64), k);
             return -1;
         }
         struct st_meta *e = &f->meta[f->n_meta];
@@ -358,7 +360,8 @@ static int parse_into(struct st_file *f, const void *buf, size_t len, char *err,
     for (size_t i = 1; i < f->n; i++) {
         const char *prev_end = (const char *)f->t[i - 1].data + f->t[i - 1].nbytes;
         if ((const char *)f->t[i].data < prev_end) {
-            text_error(err, cap, "tensors \"%s\" and \"%s\" overlap", f->t[i - 1].name, f->t[i].name);
+            text_error(err, cap, "tensors \"%s\" and \"%s\" overlap", f->t[i - 1].name,
+                       f->t[i].name);
             goto out;
         }
     }

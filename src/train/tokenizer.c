@@ -63,8 +63,8 @@ static pcre2_code *compile_re(const char *pattern, int literal, char *err, size_
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof msg);
-        text_error(err, cap, "tokenizer.json: regex \"%.*s\" does not compile at %zu: %s", QUOTE(pattern, 60),
-               (size_t)off, (const char *)msg);
+        text_error(err, cap, "tokenizer.json: regex \"%.*s\" does not compile at %zu: %s",
+                   QUOTE(pattern, 60), (size_t)off, (const char *)msg);
         return NULL;
     }
     /* JIT makes the pre-split several times faster; the interpreter is a
@@ -128,7 +128,9 @@ static int add_norm(struct tokenizer *t, json_t *n, char *err, size_t cap)
         const char *from = json_string_value(json_object_get(json_object_get(n, "pattern"), "String"));
         const char *to = json_string_value(json_object_get(n, "content"));
         if (!from || !to || !from[0]) {
-            text_error(err, cap, "tokenizer.json: only Replace normalizers with a String pattern are supported");
+            text_error(
+                err, cap,
+                "tokenizer.json: only Replace normalizers with a String pattern are supported");
             return -1;
         }
         s->kind = NORM_REPLACE;
@@ -223,7 +225,8 @@ static int add_pre(struct tokenizer *t, json_t *p, int *saw_bytelevel, char *err
         else if (strcmp(b, "MergedWithNext") == 0)
             s->behavior = SPLIT_MERGED_NEXT;
         else {
-            text_error(err, cap, "tokenizer.json: unsupported Split behavior \"%.*s\"", QUOTE(b, 30));
+            text_error(err, cap, "tokenizer.json: unsupported Split behavior \"%.*s\"",
+                       QUOTE(b, 30));
             return -1;
         }
         if (!(s->re = compile_pattern(json_object_get(p, "pattern"), err, cap)))
@@ -384,8 +387,10 @@ static int load_merges(struct tokenizer *t, json_t *merges, char *err, size_t ca
         int32_t ia = tok_map_get(&t->vocab, a, al), ib = tok_map_get(&t->vocab, b, bl);
         int32_t im = tok_map_get(&t->vocab, buf, al + bl);
         if (ia < 0 || ib < 0 || im < 0) {
-            text_error(err, cap, "tokenizer.json: merge %zu (\"%.*s\" + \"%.*s\") uses a token not in the vocabulary",
-                   i, text_utf8_prefix_n(a, al, 40), a, text_utf8_prefix_n(b, bl, 40), b);
+            text_error(err, cap,
+                       "tokenizer.json: merge %zu (\"%.*s\" + \"%.*s\") uses a token not in the "
+                       "vocabulary",
+                       i, text_utf8_prefix_n(a, al, 40), a, text_utf8_prefix_n(b, bl, 40), b);
             free(buf);
             return -1;
         }
@@ -460,8 +465,8 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
     {
         json_int_t id = json_integer_value(v);
         if (!json_is_integer(v) || id < 0 || id >= TOK_MAX_VOCAB) {
-            text_error(err, cap, "tokenizer.json: vocabulary id of \"%.*s\" is not in 0..%d", QUOTE(k, 40),
-                   TOK_MAX_VOCAB - 1);
+            text_error(err, cap, "tokenizer.json: vocabulary id of \"%.*s\" is not in 0..%d",
+                       QUOTE(k, 40), TOK_MAX_VOCAB - 1);
             return -1;
         }
         if (id > max_id)
@@ -474,7 +479,8 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
         json_int_t id = json_integer_value(idv);
         if (!json_is_integer(idv) || id < 0 || id >= TOK_MAX_VOCAB ||
             !json_is_string(json_object_get(v, "content"))) {
-            text_error(err, cap, "tokenizer.json: added token %zu needs an id in range and a content", i);
+            text_error(err, cap,
+                       "tokenizer.json: added token %zu needs an id in range and a content", i);
             return -1;
         }
         if (id > max_id)
@@ -492,7 +498,8 @@ static int load_model(struct tokenizer *t, json_t *model, json_t *added, char *e
     {
         int32_t id = (int32_t)json_integer_value(v);
         if (t->str[id]) {
-            text_error(err, cap, "tokenizer.json: id %d is used by two vocabulary entries", (int)id);
+            text_error(err, cap, "tokenizer.json: id %d is used by two vocabulary entries",
+                       (int)id);
             return -1;
         }
         if (set_id_text(t, id, k, err, cap) < 0)
@@ -601,7 +608,8 @@ struct tokenizer *tokenizer_load_json(const char *json, size_t len, char *err, s
     json_error_t jerr;
     json_t *root = json_loadb(json, len, 0, &jerr);
     if (!root) {
-        text_error(err, errcap, "tokenizer.json: not valid JSON (line %d: %s)", jerr.line, jerr.text);
+        text_error(err, errcap, "tokenizer.json: not valid JSON (line %d: %s)", jerr.line,
+                   jerr.text);
         return NULL;
     }
     struct tokenizer *t = load_root(root, err, errcap);

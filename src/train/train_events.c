@@ -51,10 +51,10 @@ static void emit(const char *name, json_t *o)
 void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t tokens,
                  int64_t resumed_from)
 {
-    emit(tproto_event_name(TPROTO_EVENT_STARTED), json_pack("{sI sI sI sI so}", "step", (json_int_t)step, "max_steps",
-                              (json_int_t)max_steps, "examples", (json_int_t)examples, "tokens",
-                              (json_int_t)tokens, "resumed_from",
-                              resumed_from >= 0 ? json_integer(resumed_from) : json_null()));
+    emit(tproto_event_name(TPROTO_EVENT_STARTED),
+         json_pack("{sI sI sI sI so}", "step", (json_int_t)step, "max_steps", (json_int_t)max_steps,
+                   "examples", (json_int_t)examples, "tokens", (json_int_t)tokens, "resumed_from",
+                   resumed_from >= 0 ? json_integer(resumed_from) : json_null()));
 }
 
 void tev_log(const char *fmt, ...)
@@ -70,33 +70,37 @@ void tev_log(const char *fmt, ...)
 
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s)
 {
-    emit(tproto_event_name(TPROTO_EVENT_STEP), json_pack("{sI sf sf sf}", "step", (json_int_t)step, "loss", loss, "lr", lr,
-                           "tokens_per_s", tokens_per_s));
+    emit(tproto_event_name(TPROTO_EVENT_STEP),
+         json_pack("{sI sf sf sf}", "step", (json_int_t)step, "loss", loss, "lr", lr,
+                   "tokens_per_s", tokens_per_s));
 }
 
 void tev_memory(uint64_t peak_rss_bytes)
 {
-    emit(tproto_event_name(TPROTO_EVENT_MEMORY), json_pack("{sI}", "peak_rss_bytes", (json_int_t)peak_rss_bytes));
+    emit(tproto_event_name(TPROTO_EVENT_MEMORY),
+         json_pack("{sI}", "peak_rss_bytes", (json_int_t)peak_rss_bytes));
 }
 
 void tev_checkpoint(uint64_t step, const char *path, double train_loss)
 {
-    emit(tproto_event_name(TPROTO_EVENT_CHECKPOINT), json_pack("{sI ss sf}", "step", (json_int_t)step, "path", path,
-                                 "train_loss", train_loss));
+    emit(tproto_event_name(TPROTO_EVENT_CHECKPOINT),
+         json_pack("{sI ss sf}", "step", (json_int_t)step, "path", path, "train_loss", train_loss));
 }
 
 void tev_done(uint64_t step, double train_loss, const char *model_dir, const char *adapter_dir)
 {
-    emit(tproto_event_name(TPROTO_EVENT_DONE), json_pack("{sI sf ss so}", "step", (json_int_t)step, "train_loss", train_loss,
-                           "model_dir", model_dir, "adapter_dir",
-                           adapter_dir ? json_string(adapter_dir) : json_null()));
+    emit(tproto_event_name(TPROTO_EVENT_DONE),
+         json_pack("{sI sf ss so}", "step", (json_int_t)step, "train_loss", train_loss, "model_dir",
+                   model_dir, "adapter_dir", adapter_dir ? json_string(adapter_dir) : json_null()));
 }
 
 void tev_error(int user, const char *line)
 {
     fprintf(stderr, "alallo train: %s\n", line);
-    emit(tproto_event_name(TPROTO_EVENT_ERROR), json_pack("{ss ss}", "kind",
-                          tproto_error_kind_name(user ? TPROTO_ERROR_USER : TPROTO_ERROR_INTERNAL), "line", line));
+    emit(tproto_event_name(TPROTO_EVENT_ERROR),
+         json_pack("{ss ss}", "kind",
+                   tproto_error_kind_name(user ? TPROTO_ERROR_USER : TPROTO_ERROR_INTERNAL), "line",
+                   line));
 }
 
 uint64_t tev_peak_rss(void)

@@ -21,6 +21,7 @@
 
 #include "core/fs.h"
 #include "core/trainer_protocol.h"
+#include "core/worker_state.h"
 #include "worker/attempt_config.h"
 #include "worker/trainer_event.h"
 #include "worker/trainer_proc.h"
@@ -201,7 +202,8 @@ static void *heartbeat_main(void *arg)
             wlog_printf(&w->log, "heartbeat: server back (%ld)", status);
         outage = rc != 0;
         if (rc == 0 && status == 200 && state) {
-            bool d = strcmp(state, "draining") == 0;
+            enum worker_state ws;
+            bool d = worker_state_parse(state, &ws) && ws == WORKER_DRAINING;
             if (d != draining)
                 wlog_printf(&w->log, "server says this worker is %s", state);
             draining = d;

@@ -710,7 +710,8 @@ static void cancel_costs_the_steps_done_unless_past_the_estimate(void **state)
     assert_true(claim(h, "w1", &cb));
     assert_string_equal(cb.job, b);
     assert_int_equal(events(h, &cb, cb.fence, run10, NULL, 0), 200);
-    assert_int_equal(store_job_update(h->srv.ctl->store, b, NULL, estimate_passed_cb, NULL), ERR_OK);
+    assert_int_equal(store_job_update(h->srv.ctl->store, b, NULL, estimate_passed_cb, NULL),
+                     ERR_OK);
     j = job(h, h->key, b);
     assert_true(json_real_value(json_object_get(json_object_get(j, "price"), "cancel_now")) == 0);
     json_decref(j);

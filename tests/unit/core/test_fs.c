@@ -154,7 +154,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(mkdirs_makes_every_level, setup, teardown),
         cmocka_unit_test_setup_teardown(remove_tree_keeps_what_links_point_to, setup, teardown),
-        cmocka_unit_test_setup_teardown(copy_and_durable_write_replace_whole_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(copy_and_durable_write_replace_whole_files, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(write_all_writes_everything, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -165,8 +165,12 @@ static void progress(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(statuses_are_the_seven), cmocka_unit_test(messages_word_for_word),
-        cmocka_unit_test(transitions), cmocka_unit_test(transition_table_matches_doc), cmocka_unit_test(time_texts), cmocka_unit_test(progress),
+        cmocka_unit_test(statuses_are_the_seven),
+        cmocka_unit_test(messages_word_for_word),
+        cmocka_unit_test(transitions),
+        cmocka_unit_test(transition_table_matches_doc),
+        cmocka_unit_test(time_texts),
+        cmocka_unit_test(progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -213,8 +213,8 @@ static void names_parse_back(void **state)
     assert_int_equal(c, WORKER_SPOT);
     assert_string_equal(capacity_class_name(WORKER_ON_DEMAND), "on-demand");
     assert_false(capacity_class_parse("reserved", &c));
-    assert_true(capacity_state_parse("draining", &s));
-    assert_string_equal(capacity_state_name(WORKER_LOST), "lost");
+    assert_true(worker_state_parse("draining", &s));
+    assert_string_equal(worker_state_name(WORKER_LOST), "lost");
 }
 
 static void pace_and_price(void **state)
