@@ -350,19 +350,8 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
 
 /* ---- trainer events --------------------------------------------------- */
 
-enum tev_kind {
-    TEV_STARTED = TPROTO_EVENT_STARTED,
-    TEV_LOG = TPROTO_EVENT_LOG,
-    TEV_STEP = TPROTO_EVENT_STEP,
-    TEV_MEMORY = TPROTO_EVENT_MEMORY,
-    TEV_CHECKPOINT = TPROTO_EVENT_CHECKPOINT,
-    TEV_DONE = TPROTO_EVENT_DONE,
-    TEV_ERROR = TPROTO_EVENT_ERROR,
-    TEV_IGNORED = TPROTO_EVENT_COUNT /* unknown to this server, or malformed */
-};
-
 struct tev {
-    enum tev_kind kind;
+    enum tproto_event kind; /* TPROTO_EVENT_COUNT: unknown to this server, or malformed */
     long step;
     double loss, lr, tokens_per_s;
     int64_t peak_rss;
@@ -380,11 +369,11 @@ static bool parse_event(json_t *o, struct tev *t)
     if (!tproto_event_parse(json_string_value(json_object_get(o, "event")), &k))
         return false;
     memset(t, 0, sizeof *t);
-    t->kind = (enum tev_kind)k;
+    t->kind = (enum tproto_event)k;
     json_t *step = json_object_get(o, "step");
     t->step = json_is_integer(step) ? (long)json_integer_value(step) : -1;
     t->loss = json_number_value(json_object_get(o, "loss"));
-    if (t->kind == TEV_CHECKPOINT || t->kind == TEV_DONE)
+    if (t->kind == TPROTO_EVENT_CHECKPOINT || t->kind == TPROTO_EVENT_DONE)
         t->loss = json_number_value(json_object_get(o, "train_loss"));
     if (!isfinite(t->loss))
         t->loss = 0;
@@ -397,11 +386,11 @@ static bool parse_event(json_t *o, struct tev *t)
     json_t *tt = json_object_get(o, "t");
     t->t = json_is_number(tt) && json_number_value(tt) >= 0 ? json_number_value(tt) : -1;
     const char *text = json_string_value(
-        json_object_get(o, t->kind == TEV_CHECKPOINT ? "path" : "line"));
+        json_object_get(o, t->kind == TPROTO_EVENT_CHECKPOINT ? "path" : "line"));
     text_copy(t->text, sizeof t->text, text);
-    if ((t->kind == TEV_LOG || t->kind == TEV_ERROR) && !text)
+    if ((t->kind == TPROTO_EVENT_LOG || t->kind == TPROTO_EVENT_ERROR) && !text)
         return false;
-    if ((t->kind == TEV_STEP || t->kind == TEV_CHECKPOINT || t->kind == TEV_STARTED) &&
+    if ((t->kind == TPROTO_EVENT_STEP || t->kind == TPROTO_EVENT_CHECKPOINT || t->kind == TPROTO_EVENT_STARTED) &&
         t->step < 0)
         return false;
     return true;
@@ -656,7 +645,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     enum alallo_err e = ERR_OK;
     char msg[STORE_MESSAGE_MAX], data[STORE_JSON_SMALL];
     switch (t->kind) {
-    case TEV_STARTED:
+    case TPROTO_EVENT_STARTED:
         if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING) {
             e = job_move_to(j, JOB_RUNNING, MSG_NONE);
             if (e)
@@ -678,10 +667,10 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         else
             e = note(w, c->now, "info", "Fine-tuning job started");
         break;
-    case TEV_LOG:
+    case TPROTO_EVENT_LOG:
         e = store_writes_log(w, a->id, t->text);
         break;
-    case TEV_STEP:
+    case TPROTO_EVENT_STEP:
         j->steps_done = clamp_step(j, t->step);
         a->end_step = j->steps_done;
         progress(c, j, a, t);
@@ -694,14 +683,14 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
                     j->steps_done, t->loss, t->lr, t->tokens_per_s);
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         break;
-    case TEV_MEMORY:
+    case TPROTO_EVENT_MEMORY:
         text_printf(data, sizeof data, "{\"peak_rss_bytes\":%" PRId64 "}", t->peak_rss);
         text_printf(msg, sizeof msg, "Peak memory %.1f MB", (double)t->peak_rss / 1e6);
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         if (!e)
             e = on_memory(c, j, a, t->peak_rss, w);
         break;
-    case TEV_CHECKPOINT: {
+    case TPROTO_EVENT_CHECKPOINT: {
         struct store_checkpoint k = {.step = clamp_step(j, t->step), .train_loss = t->loss,
                                      .created_ms = c->now};
         text_copy(k.job, sizeof k.job, j->id);
@@ -719,7 +708,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             e = note(w, c->now, "info", "Checkpoint saved at step %ld", k.step);
         break;
     }
-    case TEV_DONE: {
+    case TPROTO_EVENT_DONE: {
         struct outcome o;
         outcome_of_done(j->status, &o);
         if (o.kind == OUTCOME_NONE)
@@ -754,12 +743,12 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             e = note(w, c->now, "info", "The job has successfully completed");
         break;
     }
-    case TEV_ERROR:
+    case TPROTO_EVENT_ERROR:
         /* The outcome is decided when the attempt finishes; the line goes
          * to the log so the user sees it where the help page says. */
         e = store_writes_log(w, a->id, t->text);
         break;
-    case TEV_IGNORED:
+    case TPROTO_EVENT_COUNT:
         break;
     }
     return e;
@@ -872,7 +861,7 @@ enum alallo_err lifecycle_events(struct control *ctl, const char *attempt_id, in
         c.n = 0;
         for (; i < total && c.n < EVENTS_PER_TX; i++, c.n++)
             if (!parse_event(json_array_get(events, i), &ev[c.n]))
-                ev[c.n].kind = TEV_IGNORED;
+                ev[c.n].kind = TPROTO_EVENT_COUNT;
         c.first = first >= 0 ? first + (int64_t)start : -1;
         c.now = clock_now_ms();
         c.n_cal = 0;
