@@ -3,7 +3,16 @@
  * stalling others), a bounded number of connections, idle timeouts, and
  * body caps (413): a body over its cap is never kept; it is read and
  * dropped (up to 64 MiB more) so the client hears the 413, and a declared
- * length beyond that is refused before reading.
+ * length beyond that, or one whose client waits for "100 Continue", is
+ * refused before reading.
+ *
+ * Connections still waiting for their request's headers are bounded by
+ * api/conn_guard.h: at most 3/4 of the connections (the rest is a reserve
+ * for callers whose key or token was checked), each for at most
+ * --header-timeout seconds however its bytes trickle. A request with a
+ * body is admitted at its headers (api_admit_body) or refused without
+ * holding a connection busy. Two Content-Lengths that differ, or one with
+ * Transfer-Encoding, are a 400 and the connection closes.
  */
 #ifndef ALALLO_API_HTTP_MHD_H
 #define ALALLO_API_HTTP_MHD_H
@@ -12,7 +21,7 @@
 
 #include "api/server.h"
 
-#define HTTP_CONNECTIONS_MAX 512
+#define HTTP_CONNECTIONS_MAX 1024
 #define HTTP_IDLE_TIMEOUT_S 60
 
 struct http_server;

@@ -140,7 +140,12 @@ static enum alallo_err authenticate_worker(struct api_server *srv, struct http_r
     return keys_equal(token, srv->worker_token) ? ERR_OK : ERR_UNAUTHORIZED;
 }
 
-void api_dispatch(struct api_server *srv, struct http_request *req, struct http_response *res)
+/* Finds req's route and checks its caller. Returns the route when its
+ * handler may run; else NULL with res answered: 404 or 405 for an unknown
+ * route, the dashboard's file for a GET outside the API (when `serve_static`),
+ * 401 or 403 for a caller who may not. */
+static const struct route *route_and_check(struct api_server *srv, struct http_request *req,
+                                           struct http_response *res, bool serve_static)
 {
     const struct route *found = NULL;
     bool path_known = false;
@@ -154,15 +159,17 @@ void api_dispatch(struct api_server *srv, struct http_request *req, struct http_
     if (!found) {
         bool api_path = strncmp(req->path, "/v1/", 4) == 0 || strcmp(req->path, "/v1") == 0 ||
                         strncmp(req->path, "/internal/", 10) == 0;
+        bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
         if (path_known) {
             api_error(res, ERR_INVALID, "This method is not allowed on this path.", NULL);
             res->status = 405;
-        } else if (!api_path && (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0))
+        } else if (!api_path && get && serve_static)
             static_get(srv, req, res);
+        else if (!api_path && get)
+            api_error(res, ERR_INVALID, "This endpoint takes no request body.", NULL);
         else
             api_error(res, ERR_NOT_FOUND, "No such endpoint.", NULL);
-        count(srv, res->status);
-        return;
+        return NULL;
     }
     enum alallo_err e = ERR_OK;
     switch (found->access) {
@@ -190,9 +197,23 @@ void api_dispatch(struct api_server *srv, struct http_request *req, struct http_
         api_error(res, e, "Only the operator's account (default) may do this.", NULL);
     else if (e)
         api_store_error(res, e);
-    else if (rate_limited(srv, found->access, req, res))
-        ; /* answered 429 */
-    else
+    return e ? NULL : found;
+}
+
+bool api_admit_body(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const struct route *found = route_and_check(srv, req, res, false);
+    if (found && found->access == OPEN) {
+        api_error(res, ERR_INVALID, "This endpoint takes no request body.", NULL);
+        found = NULL;
+    }
+    return found != NULL;
+}
+
+void api_dispatch(struct api_server *srv, struct http_request *req, struct http_response *res)
+{
+    const struct route *found = route_and_check(srv, req, res, true);
+    if (found && !rate_limited(srv, found->access, req, res))
         found->handler(srv, req, res);
     count(srv, res->status);
 }

@@ -23,6 +23,15 @@ bool router_match(const char *pattern, const char *path,
  * upload cap, everything else the body cap). */
 int64_t router_body_cap(const struct api_server *srv, const char *method, const char *path);
 
+/* Whether req (method, path and Authorization filled; body not yet read)
+ * may send its body: only to a route that takes one, from a caller its key
+ * or token admits. Called when the headers arrive, so that an unchecked
+ * peer never holds a connection busy with a body. On false, res holds the
+ * answer (the one api_dispatch would give: 401, 403, 404, 405; a 400 for a
+ * body sent to a route that takes none), not yet counted in metrics.
+ * On true, req->account is filled and api_dispatch checks it again. */
+bool api_admit_body(struct api_server *srv, struct http_request *req, struct http_response *res);
+
 /* Routes, authenticates and answers one request; counts it in metrics. */
 void api_dispatch(struct api_server *srv, struct http_request *req, struct http_response *res);
 

@@ -18,6 +18,7 @@ void api_config_defaults(struct api_config *cfg)
     cfg->completion_timeout_s = 120;
     cfg->max_completions = 2;
     cfg->rate_limit = 1000;
+    cfg->header_timeout_s = 15;
 }
 
 void api_json(struct http_response *res, int status, json_t *value)

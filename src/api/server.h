@@ -25,6 +25,7 @@ struct api_config {
     int completion_timeout_s;
     int max_completions; /* generations running at once */
     double rate_limit;   /* requests per second per API key; 0 = off (default 1000) */
+    int header_timeout_s; /* a connection's time to send its request headers (default 15) */
 };
 
 /* Fills the defaults documented in docs/operations.md. */

@@ -86,7 +86,7 @@ static void usage(void)
           "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
           "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
           "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
-          "                    [--rate-limit PER_SECOND]\n"
+          "                    [--rate-limit PER_SECOND] [--header-timeout S]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n",
           stderr);
 }
@@ -213,6 +213,13 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             if (end == val || *end || !(r >= 0 && r <= 1e6))
                 goto bad;
             cfg->rate_limit = r;
+        } else if (strcmp(arg, "--header-timeout") == 0) {
+            /* Seconds a connection has to send its request's headers,
+             * from when it opens or its previous answer ends; bytes that
+             * trickle in do not extend it (docs/security.md). */
+            if (parse_int(val, 1, 3600, &v))
+                goto bad;
+            cfg->header_timeout_s = (int)v;
         } else if (strcmp(arg, "--max-upload") == 0) {
             int64_t bytes;
             if (worker_parse_size(val, &bytes) || bytes < 1024 || bytes > (4LL << 30))
