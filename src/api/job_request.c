@@ -181,6 +181,9 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     text_copy(j->suffix, sizeof j->suffix, suffix);
     if (name && (strlen(name) == 0 || strlen(name) > 100))
         return bad(res, ERR_INVALID, "name", "name must be 1 to 100 characters.");
+    if (name && text_has_control(name))
+        return bad(res, ERR_INVALID, "name",
+                   "name must not contain control characters (such as newlines or escapes).");
     if (name) {
         text_copy(j->name, sizeof j->name, name);
     } else {

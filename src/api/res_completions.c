@@ -24,7 +24,7 @@ struct gen_args {
     const char *model, *prompt;
     long max_tokens;
     double temperature;
-    long seed; /* -1: none */
+    long long seed; /* -1: none */
 };
 
 static bool parse(json_t *body, struct gen_args *a, struct http_response *res)
@@ -59,9 +59,11 @@ static bool parse(json_t *body, struct gen_args *a, struct http_response *res)
     json_t *s = json_object_get(body, "seed");
     a->seed = -1;
     if (s && !json_is_null(s)) {
+        /* Any integer JSON can carry here (up to 2^63 - 1; a bigger one is
+         * refused as bad JSON) the generator takes whole (cmd_generate.c). */
         if (!json_is_integer(s) || json_integer_value(s) < 0)
-            return bad(res, "seed", "seed must be a non-negative integer.");
-        a->seed = (long)json_integer_value(s);
+            return bad(res, "seed", "seed must be an integer from 0 to 9223372036854775807.");
+        a->seed = (long long)json_integer_value(s);
     }
     return true;
 }
@@ -96,14 +98,16 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
                                    .temperature = a.temperature,
                                    .seed = a.seed};
     json_t *out = NULL;
-    enum alallo_err e =
-        control_generate(srv->ctl, dir, a.model, &g, srv->cfg.completion_timeout_s, &out);
+    char why[300];
+    enum alallo_err e = control_generate(srv->ctl, dir, a.model, &g,
+                                         srv->cfg.completion_timeout_s, &out, why, sizeof why);
     atomic_fetch_sub(&srv->completions_running, 1);
     if (e) {
         api_error(res, e,
-                  e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
-                                       : "The generation failed.",
-                  NULL);
+                  e == ERR_INVALID       ? why
+                  : e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
+                                         : "The generation failed.",
+                  e == ERR_INVALID ? "prompt" : NULL);
         json_decref(body);
         return;
     }

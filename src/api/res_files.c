@@ -29,9 +29,8 @@ static bool clean_filename(const char *in, char *out, size_t cap)
     base = bs ? bs + 1 : base;
     if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
         return false;
-    for (const char *p = base; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return false;
+    if (text_has_control(base))
+        return false;
     json_t *utf8 = json_string(base); /* NULL unless valid UTF-8 */
     if (!utf8)
         return false;

@@ -110,6 +110,7 @@ void models_get(struct api_server *srv, struct http_request *req, struct http_re
 
 struct export_stream {
     struct control_artifact art; /* what was made; removed at the end */
+    atomic_int *running;         /* the count of downloads this one holds */
     DIR *dir;
     FILE *cur; /* the file being sent */
     size_t cur_left;
@@ -128,7 +129,30 @@ static void export_free(void *vctx)
     if (x->dir)
         closedir(x->dir);
     control_artifact_free(&x->art);
+    if (x->running)
+        atomic_fetch_sub(x->running, 1);
     free(x);
+}
+
+/* A new download's stream, holding one of cfg.max_exports places from now
+ * until export_free (its temporary copy of the model lives as long).
+ * NULL after answering 429 (all places taken) or 500 (no memory). */
+static struct export_stream *export_begin(struct api_server *srv, struct http_response *res)
+{
+    struct export_stream *x = calloc(1, sizeof *x);
+    if (!x) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return NULL;
+    }
+    if (atomic_fetch_add(&srv->exports_running, 1) >= srv->cfg.max_exports) {
+        atomic_fetch_sub(&srv->exports_running, 1);
+        free(x);
+        api_error(res, ERR_RATE_LIMITED, "Too many exports are being made; try again shortly.",
+                  NULL);
+        return NULL;
+    }
+    x->running = &srv->exports_running;
+    return x;
 }
 
 /* A ustar header for a regular file `name` of `size` bytes. */
@@ -245,20 +269,18 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
         api_error(res, ERR_INVALID, "format must be hf, peft or gguf.", "format");
         return;
     }
-    char model_dir[1024];
-    bool ok = tuned ? lifecycle_job_dir(srv->ctl, j->id, "out/model", model_dir, sizeof model_dir)
-                    : text_copy(model_dir, sizeof model_dir, m.dir);
-    free(j);
-    struct export_stream *x = calloc(1, sizeof *x);
-    if (!ok || !x) {
-        free(x);
-        api_error(res, ERR_INTERNAL, NULL, NULL);
+    struct export_stream *x = export_begin(srv, res);
+    if (!x) {
+        free(j);
         return;
     }
-    char why[700];
-    enum alallo_err e = control_export(srv->ctl, model_dir, format, &x->art, why, sizeof why);
+    char why[300];
+    enum alallo_err e =
+        control_export(srv->ctl, tuned ? NULL : m.dir, tuned ? j : NULL, format, &x->art, why,
+                       sizeof why);
+    free(j);
     if (e) {
-        free(x);
+        export_free(x);
         api_error(res, e, why[0] ? why : NULL, e == ERR_INVALID ? "format" : NULL);
         return;
     }
@@ -291,10 +313,10 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
 {
     struct store_job *j = malloc(sizeof *j);
     struct store_checkpoint *ck = calloc(STORE_LIST_MAX, sizeof *ck);
-    struct export_stream *x = calloc(1, sizeof *x);
-    char msg[700];
+    struct export_stream *x = NULL;
+    char msg[300];
     int n = 0;
-    if (!j || !ck || !x) {
+    if (!j || !ck) {
         api_error(res, ERR_NOMEM, NULL, NULL);
         goto fail;
     }
@@ -319,6 +341,9 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
         api_error(res, ERR_NOT_FOUND, "No such checkpoint, or it is no longer kept.", "step");
         goto fail;
     }
+    x = export_begin(srv, res);
+    if (!x)
+        goto fail;
     enum alallo_err e = control_checkpoint_model(srv->ctl, j, c->path, &x->art, msg, sizeof msg);
     if (e == ERR_NOT_FOUND) {
         api_error(res, ERR_NOT_FOUND, msg, "model");

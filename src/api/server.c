@@ -17,6 +17,7 @@ void api_config_defaults(struct api_config *cfg)
     cfg->max_body = 4LL << 20;
     cfg->completion_timeout_s = 120;
     cfg->max_completions = 2;
+    cfg->max_exports = 2;
     cfg->rate_limit = 1000;
     cfg->header_timeout_s = 15;
 }

@@ -24,6 +24,7 @@ struct api_config {
     int64_t max_body;       /* largest other body, bytes */
     int completion_timeout_s;
     int max_completions; /* generations running at once */
+    int max_exports;     /* exports and checkpoint downloads at once (each a model copy) */
     double rate_limit;   /* requests per second per API key; 0 = off (default 1000) */
     int header_timeout_s; /* a connection's time to send its request headers (default 15) */
 };
@@ -47,6 +48,7 @@ struct api_server {
     struct api_metrics metrics;
     char worker_token[128];
     atomic_int completions_running;
+    atomic_int exports_running; /* downloads holding a temporary model copy */
     atomic_int stopping; /* set on shutdown: streams end */
 };
 

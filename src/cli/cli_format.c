@@ -17,6 +17,58 @@ static const char *str(const json_t *obj, const char *key)
     return json_string_value(json_object_get(obj, key));
 }
 
+/* The escape of the control character at s (n bytes left) into out (at
+ * least 7 bytes); 0 when s does not start with one, else the bytes it
+ * spans. keep_lines leaves newlines and tabs alone. */
+static size_t control_escape(const unsigned char *s, size_t n, bool keep_lines, char out[7])
+{
+    if (keep_lines && (s[0] == '\n' || s[0] == '\t'))
+        return 0;
+    if (s[0] < 0x20 || s[0] == 0x7f) {
+        snprintf(out, 7, "\\x%02x", s[0]);
+        return 1;
+    }
+    if (n >= 2 && s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) {
+        snprintf(out, 7, "\\u%04x", s[1]);
+        return 2;
+    }
+    return 0;
+}
+
+char *cli_safe_text(char *buf, size_t cap, const char *s)
+{
+    size_t o = 0, n = s ? strlen(s) : 0;
+    if (cap == 0)
+        return buf;
+    for (size_t i = 0; i < n;) {
+        char esc[7];
+        size_t used = control_escape((const unsigned char *)s + i, n - i, false, esc);
+        const char *piece = used ? esc : s + i;
+        size_t len = used ? strlen(esc) : 1;
+        if (o + len >= cap)
+            break;
+        memcpy(buf + o, piece, len);
+        o += len;
+        i += used ? used : 1;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+void cli_write_safe(FILE *out, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        char esc[7];
+        size_t used = control_escape((const unsigned char *)s + i, len - i, true, esc);
+        if (used) {
+            fputs(esc, out);
+            i += used;
+        } else {
+            fputc(s[i++], out);
+        }
+    }
+}
+
 static bool number_of(const json_t *v, double *out)
 {
     if (!json_is_number(v))
@@ -256,7 +308,10 @@ int cli_table_add(struct cli_table *t, const char *const row[])
     }
     char **cells = t->cells + (size_t)t->nrows * (size_t)t->ncols;
     for (int i = 0; i < t->ncols; i++) {
-        cells[i] = strdup(row[i] ? row[i] : "");
+        size_t cap = 4 * strlen(row[i] ? row[i] : "") + 1; /* one byte escapes to four */
+        cells[i] = malloc(cap);
+        if (cells[i])
+            cli_safe_text(cells[i], cap, row[i]);
         if (!cells[i]) {
             for (int j = 0; j < i; j++)
                 free(cells[j]);
@@ -374,7 +429,9 @@ void cli_print_jobs(FILE *out, const json_t *list)
 
 static void field(FILE *out, const char *label, const char *value)
 {
-    fprintf(out, "%-22s %s\n", label, value && *value ? value : "-");
+    char safe[2048];
+    fprintf(out, "%-22s %s\n", label,
+            value && *value ? cli_safe_text(safe, sizeof safe, value) : "-");
 }
 
 void cli_print_job(FILE *out, const json_t *job, const json_t *checkpoints)
@@ -383,8 +440,10 @@ void cli_print_job(FILE *out, const json_t *job, const json_t *checkpoints)
     const char *status = str(job, "status");
     const char *message = str(job, "message");
     const char *name = str(job, "name");
-    fprintf(out, "%s%s%s\n", str(job, "id") ? str(job, "id") : "?", name && *name ? "  " : "",
-            name && *name ? name : "");
+    char id_safe[256], name_safe[512];
+    fprintf(out, "%s%s%s\n", cli_safe_text(id_safe, sizeof id_safe, str(job, "id") ? str(job, "id") : "?"),
+            name && *name ? "  " : "",
+            name && *name ? cli_safe_text(name_safe, sizeof name_safe, name) : "");
     field(out, "Status:", status);
     if (message && *message)
         field(out, "Message:", message);
@@ -514,8 +573,9 @@ void cli_print_estimate(FILE *out, const json_t *estimate)
         field(out, "Plan:", line);
     }
     const char *msg = str(estimate, "message");
+    char safe[1024];
     if (msg && *msg)
-        fprintf(out, "%s\n", msg);
+        fprintf(out, "%s\n", cli_safe_text(safe, sizeof safe, msg));
 }
 
 void cli_print_files(FILE *out, const json_t *list)

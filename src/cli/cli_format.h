@@ -14,6 +14,18 @@
 
 #define CLI_BAR_CELLS 20
 
+/* Text from the server made safe for a terminal: every control character
+ * (C0 including newline and tab, DEL, and C1 U+0080..U+009F, which some
+ * terminals read as escapes) becomes a visible "\xNN" (C1: "\u00NN"), so
+ * a job name or a message cannot move the cursor, clear the screen or
+ * change the window title. Cut at cap, never inside an escape. Every view
+ * here passes what the server sent through it. Returns buf. */
+char *cli_safe_text(char *buf, size_t cap, const char *s);
+
+/* Writes len bytes of multi-line text (a training log) to out the same
+ * way, keeping newlines and tabs. */
+void cli_write_safe(FILE *out, const char *s, size_t len);
+
 /* "[#########-----------]  45%": CLI_BAR_CELLS cells, filled in proportion
  * (rounded down, so a bar is full only at 100%), percent right-aligned in
  * three places. `percent` is clamped to 0..100. Returns buf. */

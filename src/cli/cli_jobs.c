@@ -310,7 +310,7 @@ static int jobs_cancel(struct cli_ctx *cx, int argc, char **argv)
 static void print_log(struct cli_ctx *cx, const struct cli_answer *a)
 {
     if (!a->json) {
-        fputs(a->body, cx->out);
+        cli_write_safe(cx->out, a->body, a->len);
         if (a->len > 0 && a->body[a->len - 1] != '\n')
             fputc('\n', cx->out);
         return;
@@ -328,15 +328,19 @@ static void print_log(struct cli_ctx *cx, const struct cli_answer *a)
                 s = json_string_value(json_object_get(l, "line"));
             if (!s)
                 s = json_string_value(json_object_get(l, "message"));
-            if (s)
-                fprintf(cx->out, "%s\n", s);
+            if (s) {
+                cli_write_safe(cx->out, s, strlen(s));
+                fputc('\n', cx->out);
+            }
         }
         if (json_array_size(lines) == 0) {
             const char *empty = json_string_value(json_object_get(a->json, "message"));
             fprintf(cx->out, "%s\n", empty ? empty : "No log yet. It appears once training starts.");
         }
     } else if (text) {
-        fprintf(cx->out, "%s%s", text, text[0] && text[strlen(text) - 1] == '\n' ? "" : "\n");
+        cli_write_safe(cx->out, text, strlen(text));
+        if (!text[0] || text[strlen(text) - 1] != '\n')
+            fputc('\n', cx->out);
     } else {
         cli_print_raw(cx, a);
     }

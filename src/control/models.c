@@ -67,15 +67,36 @@ bool control_model_dir(struct control *ctl, const char *account, const char *id,
     return found;
 }
 
+/* The user's mistake the generator reported (exit status 3 and one JSON
+ * object, cmd_generate.c) as a sentence of our own: the generator's words
+ * may name the model's folder. False when `o` is no such report. */
+static bool user_mistake(const json_t *o, char *why, size_t whycap)
+{
+    const char *code = json_string_value(json_object_get(o, "error"));
+    json_int_t pt = json_integer_value(json_object_get(o, "prompt_tokens"));
+    json_int_t ctx = json_integer_value(json_object_get(o, "context_tokens"));
+    if (code && strcmp(code, "context_length_exceeded") == 0)
+        return text_printf(why, whycap,
+                           "This model's maximum context length is %lld tokens, and the prompt "
+                           "is %lld tokens; at least one token must be left for the completion. "
+                           "Shorten the prompt.",
+                           (long long)ctx, (long long)pt);
+    if (code && strcmp(code, "empty_prompt") == 0)
+        return text_copy(why, whycap,
+                         "The prompt is empty, and this model needs some text to continue.");
+    return false;
+}
+
 enum alallo_err control_generate(struct control *ctl, const char *dir, const char *model_name,
                                  const struct control_generation *g, int timeout_s,
-                                 json_t **out)
+                                 json_t **out, char *why, size_t whycap)
 {
     *out = NULL;
+    why[0] = '\0';
     char max_tokens[24], temperature[32], seed[24];
     text_printf(max_tokens, sizeof max_tokens, "%ld", g->max_tokens);
     text_printf(temperature, sizeof temperature, "%g", g->temperature);
-    text_printf(seed, sizeof seed, "%ld", g->seed);
+    text_printf(seed, sizeof seed, "%lld", g->seed);
     char *argv[16] = {ctl->alallo_bin,  "generate",    "--model-dir",    (char *)dir,
                       "--prompt",       (char *)g->prompt, "--max-tokens", max_tokens,
                       "--temperature",  temperature,   "--json"};
@@ -86,7 +107,8 @@ enum alallo_err control_generate(struct control *ctl, const char *dir, const cha
     struct child_result r;
     int rc = child_run(argv, timeout_s, 4 << 20, &r);
     json_t *o = NULL;
-    if (rc == 0 && r.exit_status == 0 && r.out) {
+    bool mistake = rc == 0 && r.exit_status == 3;
+    if (rc == 0 && (r.exit_status == 0 || mistake) && r.out) {
         /* The JSON object is the last line it printed. */
         char *last = r.out + r.out_len;
         while (last > r.out && (last[-1] == '\n' || last[-1] == '\r'))
@@ -95,7 +117,11 @@ enum alallo_err control_generate(struct control *ctl, const char *dir, const cha
         o = json_loads(nl ? nl + 1 : r.out, 0, NULL);
     }
     enum alallo_err e = ERR_OK;
-    if (!json_is_object(o)) {
+    if (mistake && user_mistake(o, why, whycap)) {
+        e = ERR_INVALID;
+        json_decref(o);
+        o = NULL;
+    } else if (!json_is_object(o) || mistake) {
         e = r.timed_out ? ERR_UNAVAILABLE : ERR_INTERNAL;
         log_line("error", "generate for %s failed (exit %d, signal %d): %.300s", model_name,
                  r.exit_status, r.signal, r.err);
@@ -122,40 +148,93 @@ static enum alallo_err artifact_begin(struct control *ctl, const char *prefix, c
     return ERR_OK;
 }
 
-/* The child's error for the caller: "PREFIX: " and its stderr (or
- * `fallback`), cut at the first newline when first_line, else without a
- * final newline. */
-static void child_reason(const struct child_result *r, const char *prefix, const char *fallback,
-                         bool first_line, char *why, size_t whycap)
+/* Runs one child of an export or a checkpoint download. Its stderr may
+ * name the data and models folders, so it goes to the operator's log
+ * (with `what`) and never to the caller. 0 when it succeeded. */
+static int run_child(char **argv, const char *what)
 {
-    text_printf(why, whycap, "%s: %.600s", prefix, r->err[0] ? r->err : fallback);
-    char *nl = strchr(why, '\n');
-    if (nl && (first_line || nl[1] == '\0'))
-        *nl = '\0';
+    struct child_result r;
+    int rc = child_run(argv, CONTROL_EXPORT_TIMEOUT_S, 1 << 20, &r);
+    if (rc != 0 || r.exit_status != 0) {
+        log_line("error", "%s failed (exit %d, signal %d%s): %.600s", what, r.exit_status,
+                 r.signal, r.timed_out ? ", timed out" : "", r.err[0] ? r.err : "no message");
+        rc = -1;
+    }
+    child_result_free(&r);
+    return rc;
 }
 
-enum alallo_err control_export(struct control *ctl, const char *dir, const char *format,
+/* The adapter folder of a LoRA job's model, at `adapter` (cap bytes).
+ * A finished job has one beside its model (out/adapter); a cancelled job's
+ * partial model was made without one, so the adapter is made again from
+ * the latest checkpoint into the artifact's folder. ERR_INVALID with a
+ * reason when there is none to make. */
+static enum alallo_err lora_adapter(struct control *ctl, const struct store_job *j,
+                                    struct control_artifact *art, char *adapter, size_t cap,
+                                    char *why, size_t whycap)
+{
+    struct stat st;
+    if (lifecycle_job_dir(ctl, j->id, "out/adapter", adapter, cap) &&
+        stat(adapter, &st) == 0 && S_ISDIR(st.st_mode))
+        return ERR_OK;
+    struct store_checkpoint ck[1];
+    int n = 0;
+    char base[1024], merged[1024];
+    if (store_checkpoint_list(ctl->store, j->id, ck, 1, &n) != ERR_OK || n == 0 ||
+        stat(ck[0].path, &st) != 0 || !lifecycle_model_dir(ctl, j, base, sizeof base)) {
+        text_copy(why, whycap, "This model's adapter is no longer kept; use hf or gguf.");
+        return ERR_INVALID;
+    }
+    if (!text_printf(merged, sizeof merged, "%s/merged", art->tmp) ||
+        !text_printf(adapter, cap, "%s/adapter", art->tmp))
+        return ERR_INTERNAL;
+    char *argv[] = {ctl->alallo_bin, "train",   "--materialize", ck[0].path, "--base", base,
+                    "--out",         merged,    "--adapter-out", adapter,    NULL};
+    if (run_child(argv, "making the adapter of a partial model") != 0) {
+        text_copy(why, whycap, "The export failed.");
+        return ERR_INTERNAL;
+    }
+    return ERR_OK;
+}
+
+enum alallo_err control_export(struct control *ctl, const char *base_dir,
+                               const struct store_job *j, const char *format,
                                struct control_artifact *out, char *why, size_t whycap)
 {
     why[0] = '\0';
+    memset(out, 0, sizeof *out);
+    bool peft = strcmp(format, "peft") == 0;
+    if (peft && !j) {
+        text_copy(why, whycap, "A base model has no adapter; use hf or gguf.");
+        return ERR_INVALID;
+    }
+    if (peft && strcmp(j->adapter, "lora") != 0) {
+        text_copy(why, whycap, "A full fine-tune has no adapter; use hf or gguf.");
+        return ERR_INVALID;
+    }
+    char dir[1024], adapter[1024];
+    if (j ? !lifecycle_job_dir(ctl, j->id, "out/model", dir, sizeof dir)
+          : !text_copy(dir, sizeof dir, base_dir)) {
+        text_copy(why, whycap, "The export failed.");
+        return ERR_INTERNAL;
+    }
     enum alallo_err e =
         artifact_begin(ctl, "export", strcmp(format, "gguf") == 0 ? "model.gguf" : format, out);
     if (e)
         return e;
-    char *argv[] = {ctl->alallo_bin, "export", "--model-dir", (char *)dir, "--format",
-                    (char *)format,  "--out",  out->path,     NULL};
-    struct child_result r;
-    if (child_run(argv, CONTROL_EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
-        child_reason(&r, "Export failed", "the export did not finish", false, why, whycap);
-        e = r.exit_status == 2 || r.exit_status == 3 ? ERR_INVALID : ERR_INTERNAL;
-        child_result_free(&r);
+    if (peft)
+        e = lora_adapter(ctl, j, out, adapter, sizeof adapter, why, whycap);
+    if (e) {
         control_artifact_free(out);
         return e;
     }
-    child_result_free(&r);
+    char *argv[] = {ctl->alallo_bin, "export", "--model-dir", dir,           "--format",
+                    (char *)format,  "--out",  out->path,     "--adapter-dir", adapter, NULL};
+    if (!peft)
+        argv[8] = NULL; /* hf and gguf export the merged folder only */
     struct stat st;
-    if (stat(out->path, &st) != 0) {
-        text_copy(why, whycap, "Export produced nothing.");
+    if (run_child(argv, "an export") != 0 || stat(out->path, &st) != 0) {
+        text_copy(why, whycap, "The export failed.");
         control_artifact_free(out);
         return ERR_INTERNAL;
     }
@@ -179,15 +258,11 @@ enum alallo_err control_checkpoint_model(struct control *ctl, const struct store
         return e;
     char *argv[] = {ctl->alallo_bin, "train", "--materialize", (char *)ckpt_path, "--base", base,
                     "--out",         out->path, NULL};
-    struct child_result r;
-    if (child_run(argv, CONTROL_EXPORT_TIMEOUT_S, 1 << 20, &r) != 0 || r.exit_status != 0) {
-        child_reason(&r, "The checkpoint could not be made into a model",
-                     "the materializer did not finish", true, why, whycap);
-        child_result_free(&r);
+    if (run_child(argv, "making a checkpoint into a model") != 0) {
+        text_copy(why, whycap, "The checkpoint could not be made into a model.");
         control_artifact_free(out);
         return ERR_INTERNAL;
     }
-    child_result_free(&r);
     out->is_dir = true;
     return ERR_OK;
 }

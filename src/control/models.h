@@ -47,17 +47,20 @@ struct control_generation {
     const char *prompt;
     long max_tokens;
     double temperature;
-    long seed; /* -1: none */
+    long long seed; /* 0..LLONG_MAX; -1: none */
 };
 
 /* Generates from the model in `dir` (`alallo generate --json`) for at most
  * timeout_s seconds. *out gets the generator's JSON object (text,
  * finish_reason, prompt_tokens, completion_tokens; the caller owns it).
- * ERR_UNAVAILABLE when it took too long, ERR_INTERNAL when it failed
- * (logged with the model's name). */
+ * ERR_INVALID with a sentence for the user in why when the request cannot
+ * be served by this model (a prompt longer than its context, an empty
+ * prompt where the model needs text); ERR_UNAVAILABLE when it took too
+ * long; ERR_INTERNAL when it failed (logged with the model's name and the
+ * generator's words, which never reach why). */
 enum alallo_err control_generate(struct control *ctl, const char *dir, const char *model_name,
                                  const struct control_generation *g, int timeout_s,
-                                 json_t **out /* OUT */);
+                                 json_t **out /* OUT */, char *why /* OUT */, size_t whycap);
 
 /* A file or folder made for a download, in its own temporary folder. */
 struct control_artifact {
@@ -66,15 +69,22 @@ struct control_artifact {
     bool is_dir;
 };
 
-/* Exports the model in `dir` as `format` ("hf", "peft" or "gguf").
- * ERR_INVALID with a reason in why when the model cannot be exported so;
- * ERR_INTERNAL or ERR_IO otherwise. */
-enum alallo_err control_export(struct control *ctl, const char *dir, const char *format,
+/* Exports a model as `format` ("hf", "peft" or "gguf"): the base model in
+ * base_dir, or (base_dir NULL) the fine-tuned model of job j. PEFT is the
+ * LoRA adapter: for a finished LoRA job the one it saved, for a cancelled
+ * one's partial model made again from its latest checkpoint.
+ * ERR_INVALID when the model has no such form (a base model or a full
+ * fine-tune has no adapter); ERR_INTERNAL or ERR_IO when it failed (the
+ * child's words go to the log). why gets a sentence for the caller that
+ * never names a folder. */
+enum alallo_err control_export(struct control *ctl, const char *base_dir,
+                               const struct store_job *j, const char *format,
                                struct control_artifact *out /* OUT */, char *why, size_t whycap);
 
 /* Makes checkpoint `ckpt_path` of job j into a model folder (the base with
  * the checkpoint's weights). ERR_NOT_FOUND when the job's base model is
- * gone; ERR_INTERNAL with a reason in why when it could not be made. */
+ * gone; ERR_INTERNAL with a fixed reason in why when it could not be made
+ * (the materializer's words go to the log). */
 enum alallo_err control_checkpoint_model(struct control *ctl, const struct store_job *j,
                                          const char *ckpt_path,
                                          struct control_artifact *out /* OUT */, char *why,

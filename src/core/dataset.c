@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BOM "\xEF\xBB\xBF" /* U+FEFF in UTF-8 */
 #define MAX_TURNS 4096 /* messages in one example; a 1 MiB line allows no more anyway */
 
 static const char *const role_names[] = {"system", "user", "assistant"};
@@ -161,6 +162,11 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
         return -1;
     }
     json_error_t jerr;
+    if (n >= 3 && memcmp(s, BOM, 3) == 0) {
+        problem(c, line, "starts with a byte-order mark (U+FEFF), which is allowed only at the "
+                         "start of the file; remove it");
+        return -1;
+    }
     json_t *obj = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
     if (!obj) {
         problem(c, line, "not valid JSON (column %d: %s)", jerr.column, jerr.text);
@@ -207,7 +213,12 @@ int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
     }
     long line = 0;
     int rc = 0;
-    for (size_t pos = 0; pos < len && rc == 0;) {
+    size_t pos = 0;
+    /* Editors on Windows start UTF-8 files with a byte-order mark, U+FEFF;
+     * it is no part of the data. Elsewhere it is a mistake, named below. */
+    if (len >= 3 && memcmp(buf, BOM, 3) == 0)
+        pos = 3;
+    for (; pos < len && rc == 0;) {
         const char *nl = memchr(buf + pos, '\n', len - pos);
         size_t end = nl ? (size_t)(nl - buf) : len;
         line++;

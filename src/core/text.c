@@ -90,3 +90,11 @@ int text_utf8_prefix(const char *s, size_t max)
 {
     return text_utf8_prefix_n(s, strnlen(s, max + 1), max);
 }
+
+bool text_has_control(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return true;
+    return false;
+}

@@ -28,6 +28,12 @@ void text_one_line(char *s);
 void text_error(char *err, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* True when UTF-8 string s holds a control character: C0 (U+0000 to
+ * U+001F, tab and newline included), DEL, or C1 (U+0080 to U+009F, which
+ * some terminals read as escapes). For names a user gives that other
+ * programs print (job and file names). */
+bool text_has_control(const char *s);
+
 /* How many of the first len bytes of s to quote so that at most max are
  * shown and no UTF-8 character is cut: len when len <= max, else max or
  * less, backed off to the start of the character at byte max. For the

@@ -5,8 +5,19 @@
  *   alallo generate --model-dir DIR --prompt TEXT [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
  *                   [--adapter-dir DIR] [--threads N] [--json]
+ *
+ * Exit status: 0 done; 1 the generator failed; 2 bad options; 3 the prompt
+ * cannot be completed by this model (longer than its context, or empty for
+ * a model without a start token). With --json, status 3 also prints one
+ * object {"error": "context_length_exceeded" or "empty_prompt",
+ * "prompt_tokens", "context_tokens"}, so a caller can tell its user what
+ * to change without showing this process's messages (control/models.c).
+ * --seed is a decimal integer from 0 to 2^64 - 1.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +60,24 @@ static int num_opt(int argc, char **argv, const char *name, double lo, double hi
     return 0;
 }
 
+/* --seed: decimal digits only, 0 to UINT64_MAX; absent keeps *out. */
+static int seed_opt(int argc, char **argv, uint64_t *out)
+{
+    const char *v = arg_value(argc, argv, "--seed");
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || *end || errno == ERANGE) {
+        fputs("alallo generate: --seed must be an integer from 0 to 18446744073709551615\n",
+              stderr);
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
 int cmd_generate_local(int argc, char **argv)
 {
     omp_policy_passive(argc, argv);
@@ -60,13 +89,14 @@ int cmd_generate_local(int argc, char **argv)
               stderr);
         return 2;
     }
-    double max_tokens = 64, temp = 0.0, top_p = 1.0, seed = 0;
+    double max_tokens = 64, temp = 0.0, top_p = 1.0;
+    uint64_t seed = 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     double threads = cpus > 0 ? (double)cpus : 1.0;
     if (num_opt(argc, argv, "--max-tokens", 1, GEN_MAX_TOKENS, &max_tokens) ||
         num_opt(argc, argv, "--temperature", 0, 100, &temp) ||
         num_opt(argc, argv, "--top-p", 1e-6, 1, &top_p) ||
-        num_opt(argc, argv, "--seed", 0, 9007199254740992.0, &seed) ||
+        seed_opt(argc, argv, &seed) ||
         num_opt(argc, argv, "--threads", 1, 1024, &threads))
         return 2;
     gemm_set_threads((int)threads);
@@ -76,10 +106,26 @@ int cmd_generate_local(int argc, char **argv)
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
     }
-    struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, (uint64_t)seed};
+    struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
     struct gen_result r;
     int rc = gen_run(g, prompt, &o, &r, err, sizeof err);
     gen_close(g);
+    if (rc == GEN_TOO_LONG || rc == GEN_EMPTY) {
+        fprintf(stderr, "alallo generate: %s\n", err);
+        if (has_flag(argc, argv, "--json")) {
+            json_t *j = json_pack("{ss si si}", "error",
+                                  rc == GEN_TOO_LONG ? "context_length_exceeded" : "empty_prompt",
+                                  "prompt_tokens", r.prompt_tokens, "context_tokens",
+                                  r.context_tokens);
+            char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+            if (s)
+                puts(s);
+            free(s);
+            json_decref(j);
+        }
+        gen_result_free(&r);
+        return 3;
+    }
     if (rc) {
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;

@@ -227,9 +227,13 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
 {
     struct model *m = g->m;
     int maxpos = m->cfg.max_pos;
-    if (n < 1 || n >= maxpos) {
+    if (n < 1) {
+        snprintf(err, errcap, "the prompt is empty and the model has no start token");
+        return GEN_EMPTY;
+    }
+    if (n >= maxpos) {
         snprintf(err, errcap, "the prompt is %d tokens; the model's context is %d", n, maxpos);
-        return -1;
+        return GEN_TOO_LONG;
     }
     if (o->max_tokens < 1 || o->max_tokens > GEN_MAX_TOKENS) {
         snprintf(err, errcap, "max_tokens must be from 1 to %d", GEN_MAX_TOKENS);
@@ -279,8 +283,14 @@ int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
     int cap = o->max_tokens > 0 && o->max_tokens <= GEN_MAX_TOKENS ? o->max_tokens : 1;
     int32_t *gen = malloc(sizeof *gen * (size_t)cap);
     const char *finish = "length";
-    int k = gen && n < (size_t)INT32_MAX ? gen_ids(g, ids, (int)n, o, gen, &finish, err, errcap)
-                                         : -1;
+    int k = -1;
+    if (gen && n < (size_t)g->m->cfg.max_pos)
+        k = gen_ids(g, ids, (int)n, o, gen, &finish, err, errcap);
+    else if (gen) {
+        snprintf(err, errcap, "the prompt is %zu tokens; the model's context is %d", n,
+                 g->m->cfg.max_pos);
+        k = GEN_TOO_LONG;
+    }
     if (k >= 0) {
         out->text = tokenizer_decode(g->tok, gen, (size_t)k, 1);
         if (!out->text) {
@@ -290,10 +300,13 @@ int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
     } else if (!gen) {
         snprintf(err, errcap, "out of memory");
     }
-    out->prompt_tokens = (int)n;
+    out->prompt_tokens = n < (size_t)INT32_MAX ? (int)n : INT32_MAX;
+    out->context_tokens = g->m->cfg.max_pos;
     out->completion_tokens = k > 0 ? k : 0;
     out->finish_reason = finish;
     free(ids);
     free(gen);
+    if (k == GEN_TOO_LONG || k == GEN_EMPTY)
+        return k;
     return k < 0 ? -1 : 0;
 }

@@ -31,6 +31,7 @@ struct gen_opts {
 struct gen_result {
     char *text;                /* the completion only, UTF-8 */
     int prompt_tokens;
+    int context_tokens;        /* the model's context (positions) */
     int completion_tokens;
     const char *finish_reason; /* "stop" or "length" (static) */
 };
@@ -43,13 +44,24 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
                            size_t errcap);
 void gen_close(struct generator *g); /* NULL is fine */
 
-/* Generates a completion of `prompt`. 0, or -1 with a reason (e.g. a prompt
- * longer than the model's context). */
+/* What gen_run and gen_ids return when the caller asked for something the
+ * model cannot do (the caller's mistake, not the generator's failure):
+ * GEN_TOO_LONG, the prompt fills the model's context (prompt_tokens and
+ * context_tokens say by how much); GEN_EMPTY, the prompt has no tokens
+ * (an empty prompt for a model without a start token). */
+#define GEN_TOO_LONG (-2)
+#define GEN_EMPTY (-3)
+
+/* Generates a completion of `prompt`. 0; GEN_TOO_LONG or GEN_EMPTY (with a
+ * reason, and out->prompt_tokens and out->context_tokens set); or -1 with a
+ * reason when the generator failed (out of memory). A completion that
+ * would run past the context stops there (finish_reason "length"). */
 int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
             struct gen_result *out /* OUT */, char *err, size_t errcap);
 
 /* Generates from token ids (after the prompt formatting), writing up to
- * max_tokens ids into out_ids. Returns the count, or -1. For tests. */
+ * max_tokens ids into out_ids. Returns the count, GEN_TOO_LONG, GEN_EMPTY
+ * or -1, as gen_run. For tests. */
 int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opts *o,
             int32_t *out_ids, const char **finish_reason, char *err, size_t errcap);
 

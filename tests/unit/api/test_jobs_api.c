@@ -213,6 +213,12 @@ static void bad_job_bodies(void **state)
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"validation_file\":\"file-none\"}", 404,
          "validation_file"},
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"metadata\":{\"a\":1}}", 400, "metadata"},
+        /* Terminal escapes in a name would reach every terminal that lists it. */
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"name\":\"a\\u001b[2Jb\"}", 400,
+         "name"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"name\":\"a\\nb\"}", 400, "name"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"name\":\"a\\u009b2Jb\"}", 400,
+         "name"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char body[1024];

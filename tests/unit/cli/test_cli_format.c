@@ -204,6 +204,43 @@ static void jobs_table(void **state)
     free(out);
 }
 
+static void print_job_with_checkpoints_fwd(FILE *f, const json_t *v)
+{
+    cli_print_job(f, json_object_get(v, "job"), NULL);
+}
+
+/* A name the server sends is the user's text: its control characters
+ * are shown, never obeyed by the terminal. */
+static void untrusted_text_is_escaped(void **state)
+{
+    (void)state;
+    char *out = render(cli_print_jobs,
+                       "{\"object\":\"list\",\"data\":[{\"id\":\"ftjob-e\","
+                       "\"name\":\"a\\u001b[2J\\u009bb\\nc\",\"status\":\"queued\"}]}");
+    assert_null(strchr(out, 0x1b));
+    assert_null(strstr(out, "\xc2\x9b"));
+    assert_non_null(strstr(out, "a\\x1b[2J\\u009bb\\x0ac"));
+    free(out);
+    out = render(print_job_with_checkpoints_fwd,
+                 "{\"job\":{\"id\":\"ftjob-e\",\"name\":\"x\\u0007y\",\"status\":\"failed\","
+                 "\"message\":\"Training failed: \\u001b]0;owned\\u0007\"}}");
+    assert_null(strchr(out, 0x1b));
+    assert_null(strchr(out, 0x07));
+    assert_non_null(strstr(out, "ftjob-e  x\\x07y\n"));
+    assert_non_null(strstr(out, "Training failed: \\x1b]0;owned\\x07\n"));
+    free(out);
+    char buf[8];
+    assert_string_equal(cli_safe_text(buf, sizeof buf, "ab\x1b"), "ab\\x1b");
+    assert_string_equal(cli_safe_text(buf, sizeof buf, "abcd\x1b"), "abcd"); /* no cut escape */
+    char *log = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&log, &len);
+    cli_write_safe(f, "step 1\tloss\n\x1b[31mred\n", 21);
+    fclose(f);
+    assert_string_equal(log, "step 1\tloss\n\\x1b[31mred\n");
+    free(log);
+}
+
 static void print_job_with_checkpoints(FILE *f, const json_t *v)
 {
     cli_print_job(f, json_object_get(v, "job"), json_object_get(v, "checkpoints"));
@@ -341,6 +378,7 @@ int main(void)
         cmocka_unit_test(job_detail),
         cmocka_unit_test(estimate_view),
         cmocka_unit_test(other_lists),
+        cmocka_unit_test(untrusted_text_is_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,6 +176,26 @@ struct seen {
     int stop_at;
 };
 
+/* A byte-order mark starts many files saved on Windows: skipped at the
+ * start of the file (line numbers unchanged), named clearly elsewhere. */
+static void byte_order_mark(void **state)
+{
+    (void)state;
+    const char *pc = "\xEF\xBB\xBF{\"prompt\":\"2+2=\",\"completion\":\" 4\"}\n"
+                     "{\"prompt\":\"1+1=\",\"completion\":\" 2\"}\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(pc, strlen(pc), &c), 0);
+    assert_int_equal(c.examples, 2);
+    assert_int_equal(c.format, DATASET_PROMPT_COMPLETION);
+    expect_error("\xEF\xBB\xBF{\"prompt\":\"a\",\"completion\":\"b\"}\n{\"prompt\":\"c\"}\n",
+                 "line 2 of train.jsonl: missing field \"completion\"");
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"}\n"
+                 "\xEF\xBB\xBF{\"prompt\":\"a\",\"completion\":\"b\"}\n",
+                 "line 2 of train.jsonl: starts with a byte-order mark (U+FEFF), which is "
+                 "allowed only at the start of the file; remove it");
+    expect_error("\xEF\xBB\xBF", "train.jsonl: the file has no examples");
+}
+
 static int collect(void *ctx, long line, const struct dataset_example *ex)
 {
     struct seen *s = ctx;
@@ -222,6 +242,7 @@ int main(void)
         cmocka_unit_test(quoted_text_stays_utf8),
         cmocka_unit_test(error_line_is_clean),
         cmocka_unit_test(each_walks_examples),
+        cmocka_unit_test(byte_order_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -148,7 +148,7 @@ static void adapter_equals_merged(void **state)
     char *longp = malloc(600);
     memset(longp, 'a', 599);
     longp[599] = '\0';
-    assert_int_equal(gen_run(gb, longp, &go, &rb, err, sizeof err), -1);
+    assert_int_equal(gen_run(gb, longp, &go, &rb, err, sizeof err), GEN_TOO_LONG);
     assert_non_null(strstr(err, "context"));
     free(longp);
     gen_close(ga);
