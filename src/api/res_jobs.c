@@ -74,11 +74,16 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
         free(r);
         return;
     }
-    char why[200];
+    char why[200] = "";
     enum alallo_err e = control_job_create(srv->ctl, r, why, sizeof why);
-    if (e == ERR_INVALID) {
+    if (e == ERR_INVALID || e == ERR_NOT_FOUND) {
+        /* ERR_NOT_FOUND: a data set was deleted while the job was made. */
+        const char *param = e == ERR_INVALID ? "model"
+                            : r->job.validation_file[0] && strstr(why, r->job.validation_file)
+                                ? "validation_file"
+                                : "training_file";
+        api_error(res, e, why[0] ? why : NULL, param);
         free(r);
-        api_error(res, e, why, "model");
         return;
     }
     if (e) {

@@ -39,13 +39,9 @@ enum alallo_err control_file_delete(struct control *ctl, const char *account, co
                                     struct store_file *f)
 {
     /* A job that has not ended still needs its data (a later attempt reads
-     * it again after a move). */
-    bool in_use;
-    enum alallo_err e = store_file_in_use(ctl->store, account, id, &in_use);
-    if (!e && in_use)
-        return ERR_CONFLICT;
-    if (!e)
-        e = store_file_delete(ctl->store, account, id, f);
+     * it again after a move): the store refuses, in the delete's own
+     * transaction, so a job created at the same moment cannot slip in. */
+    enum alallo_err e = store_file_delete(ctl->store, account, id, f);
     if (e)
         return e;
     char path[1100];

@@ -161,6 +161,14 @@ enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, cha
         text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
     }
     e = store_job_insert(ctl->store, j, &first);
+    if (e == ERR_NOT_FOUND) {
+        /* A data set was deleted since the request was checked: the store
+         * refused the job in the transaction that would have inserted it. */
+        struct store_file f;
+        bool train_gone = store_file_get(ctl->store, j->account, j->training_file, &f) != ERR_OK;
+        text_printf(why, whycap, "No such file: %s.",
+                    train_gone || !j->validation_file[0] ? j->training_file : j->validation_file);
+    }
     if (e)
         return e;
     atomic_fetch_add(&ctl->metrics.jobs_created, 1);

@@ -57,7 +57,8 @@ void control_job_apply_estimate(struct job_draft *r);
 /* Estimates the draft and stores it as a new job: queued, or failed at once
  * (at no cost) when no known capacity can ever run it. r->job gets the job
  * as stored. ERR_INVALID with a reason in why for a shape the planner
- * refuses; a store error otherwise. */
+ * refuses; ERR_NOT_FOUND with "No such file: ID." in why when a data set
+ * was deleted before the job could be stored; a store error otherwise. */
 enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, char *why,
                                    size_t whycap);
 

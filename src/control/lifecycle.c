@@ -411,6 +411,8 @@ struct events_ctx {
     struct store_calibration cal[CAL_MAX]; /* OUT: calibration pairs written */
     int n_cal;
     enum tproto_stop stop; /* OUT */
+    long partial_step;     /* OUT: a cancel's partial model is due at this
+                              checkpoint step (outcome_partial_step); 0 none */
 };
 
 static long clamp_step(const struct store_job *j, long step)
@@ -933,6 +935,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         if (!e)
             e = settle(b, j, a, &o.ledger, w);
         if (!e)
+            b->partial_step = outcome_partial_step(&o, &b->st->ledger);
+        if (!e)
             e = note(w, now, "info", "The job was cancelled");
     } else if (o.kind == OUTCOME_STOPPED) {
         end_attempt(j, a, now, o.attempt_reason);
@@ -1008,32 +1012,41 @@ static enum alallo_err partial_cb(struct store_job *j, struct store_attempt *unu
     return store_writes_event(w, clock_now_ms(), "info", "message", msg, NULL);
 }
 
-/* A job cancelled while it ran keeps its latest checkpoint as a usable
- * partial model: made into a model folder (the trainer's materializer, as
- * a child process) where a finished job's model goes, and named after the
- * checkpoint, so completions and exports accept it. */
-static void keep_partial_model(struct control *ctl, const char *job_id)
+/* A job cancelled after it trained keeps the checkpoint at `step` (the
+ * last step it was charged for, outcome_partial_step) as a usable partial
+ * model: made into a model folder (the trainer's materializer, as a child
+ * process) where a finished job's model goes, and named after the
+ * checkpoint, so completions and exports accept it. Called after the
+ * cancel has committed, by every path that cancels: an attempt's end, a
+ * cancel while re-scheduling, a lost worker. */
+static void keep_partial_model(struct control *ctl, const char *job_id, long step)
 {
+    if (step <= 0)
+        return;
     struct store_job *j = malloc(sizeof *j);
-    struct store_checkpoint ck[1];
-    int n = 0;
+    struct store_checkpoint ck;
     char base[1024], out[1024];
     if (!j || store_job_get(ctl->store, NULL, job_id, j) != ERR_OK ||
         j->status != JOB_CANCELLED || j->fine_tuned_model[0] ||
-        store_checkpoint_list(ctl->store, job_id, ck, 1, &n) != ERR_OK || n == 0 ||
         !lifecycle_model_dir(ctl, j, base, sizeof base) ||
         !lifecycle_job_dir(ctl, job_id, "out/model", out, sizeof out)) {
         free(j);
         return;
     }
-    char *argv[] = {ctl->alallo_bin, "train", "--materialize", ck[0].path, "--base", base,
+    if (store_checkpoint_get(ctl->store, job_id, step, &ck) != ERR_OK) {
+        log_line("error", "job %s: no checkpoint at step %ld for its partial model", job_id,
+                 step);
+        free(j);
+        return;
+    }
+    char *argv[] = {ctl->alallo_bin, "train", "--materialize", ck.path, "--base", base,
                     "--out", out, NULL};
     struct child_result r;
     if (child_run(argv, 600, 1 << 16, &r) == 0 && r.exit_status == 0) {
         struct partial_ctx c;
         char name[256];
         control_fine_tuned_model_name(j, name, sizeof name);
-        text_printf(c.model, sizeof c.model, "%s:ckpt-step-%ld", name, ck[0].step);
+        text_printf(c.model, sizeof c.model, "%s:ckpt-step-%ld", name, ck.step);
         store_job_update(ctl->store, job_id, NULL, partial_cb, &c);
     } else {
         log_line("warn", "job %s: the partial model could not be made: %s", job_id, r.err);
@@ -1061,7 +1074,7 @@ enum alallo_err lifecycle_finish(struct control *ctl, const char *attempt_id, in
     feed_calibration(ctl, &c.base, e);
     free(history);
     if (!e && !c.already)
-        keep_partial_model(ctl, att.job);
+        keep_partial_model(ctl, att.job, c.base.partial_step);
     if (!e && c.internal) {
         struct store_job j;
         if (store_job_get(ctl->store, NULL, att.job, &j) == ERR_OK) {
@@ -1111,6 +1124,8 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
             return ERR_NOMEM;
         e = settle(c, j, NULL, &o.ledger, w);
         if (!e)
+            c->partial_step = outcome_partial_step(&o, &c->st->ledger);
+        if (!e)
             e = state_save(j, c->st);
         return e ? e : note(w, c->now, "info", "The job was cancelled");
     }
@@ -1135,6 +1150,8 @@ enum alallo_err lifecycle_cancel(struct control *ctl, const char *account, const
     e = store_job_update(ctl->store, id, NULL, cancel_cb, &c);
     free(c.st);
     free(history);
+    if (!e)
+        keep_partial_model(ctl, id, c.partial_step);
     if (!e)
         e = store_job_get(ctl->store, account, id, out);
     return e;
@@ -1199,6 +1216,8 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
         if (!e)
             e = settle(&c->base, j, a, &o.ledger, w);
         if (!e)
+            c->base.partial_step = outcome_partial_step(&o, &c->base.st->ledger);
+        if (!e)
             e = note(w, now, "info", "The job was cancelled");
     } else if (o.status == JOB_QUEUED) {
         e = job_move_to(j, JOB_QUEUED, o.message);
@@ -1236,6 +1255,8 @@ enum alallo_err lifecycle_worker_gone(struct control *ctl, const char *worker,
         enum alallo_err e2 = store_job_update(ctl->store, open[i].job, open[i].id, gone_cb, &c);
         free(c.base.st);
         feed_calibration(ctl, &c.base, e2);
+        if (!e2)
+            keep_partial_model(ctl, open[i].job, c.base.partial_step);
         if (e2 && !e)
             e = e2;
     }

@@ -124,20 +124,38 @@ void outcome_of_cancel(enum job_status status, bool has_attempt, struct outcome 
         return;
     }
     /* Nothing runs it: cancelled at once. Steps it did in earlier attempts
-     * (re-scheduling) are billed like a cancel while running. */
+     * (re-scheduling) are billed like a cancel while running, and kept as
+     * its partial model. */
     final(out, OUTCOME_CANCELLED, JOB_CANCELLED, MSG_NONE, status, NULL);
+    out->partial_model = status != JOB_QUEUED;
 }
 
 void outcome_of_worker_gone(enum job_status status, struct outcome *out)
 {
     if (job_status_is_terminal(status))
         nothing(status, out);
-    else if (status == JOB_CANCELLING)
+    else if (status == JOB_CANCELLING) {
+        /* Billed as a cancel while running: its latest checkpoint is what
+         * it keeps, and what it is charged for. */
         final(out, OUTCOME_CANCELLED, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, NULL);
-    else if (status == JOB_QUEUED)
+        out->partial_model = true;
+    } else if (status == JOB_QUEUED)
         requeued(out, JOB_QUEUED, false, NULL); /* lost before training started */
     else
         requeued(out, JOB_RESCHEDULING, true, NULL);
+}
+
+long outcome_partial_step(const struct outcome *o, const struct ledger_job *settled)
+{
+    if (o->kind != OUTCOME_CANCELLED || !o->partial_model)
+        return 0;
+    /* Attempts continue one another: the last step any of them keeps is
+     * the step of the job's model. */
+    long step = 0;
+    for (int i = 0; i < settled->n_attempts; i++)
+        if (settled->attempts[i].kept_step > step)
+            step = settled->attempts[i].kept_step;
+    return step;
 }
 
 enum stop_reason outcome_limit_stop(const struct ledger_job *ledger,

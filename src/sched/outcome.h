@@ -44,8 +44,9 @@ struct outcome {
     struct ledger_outcome ledger; /* meaningful when settle                  */
     enum stop_reason stop;       /* OUTCOME_CANCELLING: the stop to record  */
     bool requeue;                 /* back into the queue of the pass         */
-    bool partial_model;           /* cancelled after it trained: its latest
-                                     checkpoint is kept as a partial model  */
+    bool partial_model;           /* cancelled after it trained: the
+                                     checkpoint at outcome_partial_step()
+                                     is kept as a partial model            */
     bool internal;                /* alallo's failure: tell the operator     */
     const char *attempt_reason;   /* attempts[].reason; NULL when the caller
                                      words how the trainer ended            */
@@ -101,16 +102,26 @@ void outcome_of_done(enum job_status status, struct outcome *out /* OUT */);
 
 /* The user cancels a job in `status`; `has_attempt` when an attempt holds
  * it. Without one it is cancelled at once, billed as cancelled from
- * `status`; with one it is cancelling, its attempt asked to stop (CANCEL)
- * and the rest decided when it ends. NONE when it is already cancelling or
- * has ended. */
+ * `status` (re-scheduling: the steps it keeps, and their partial model);
+ * with one it is cancelling, its attempt asked to stop (CANCEL) and the
+ * rest decided when it ends. NONE when it is already cancelling or has
+ * ended. */
 void outcome_of_cancel(enum job_status status, bool has_attempt, struct outcome *out /* OUT */);
 
 /* The worker of the job's attempt is gone (lost, restarted). A cancelling
- * job is cancelled; one whose trainer had not started (queued) waits again
+ * job is cancelled, billed for and keeping its latest checkpoint; one whose trainer had not started (queued) waits again
  * with nothing to settle; any other re-schedules from its latest
  * checkpoint. */
 void outcome_of_worker_gone(enum job_status status, struct outcome *out /* OUT */);
+
+/* The step whose checkpoint becomes the partial model of a job cancelled
+ * by `o`, read from its ledger after the settle `o` asked for: the last
+ * step the job keeps, which for a charged cancel is exactly the last step
+ * charged (each kept step is billed once). 0 when no partial model is due:
+ * the outcome is not such a cancel, or the job keeps no step. Every
+ * cancel that charges steps has one, whichever way it came (the attempt
+ * ended, the job was re-scheduling, the worker was lost). */
+long outcome_partial_step(const struct outcome *o, const struct ledger_job *settled);
 
 /* The stop the limits call for now, over the job's ledger: TIME_LIMIT or
  * BUDGET (the smaller limit first, as ledger_limit_reached()), else NONE.

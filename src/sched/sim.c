@@ -454,6 +454,24 @@ static long stop_with_checkpoint(struct sim *s, long ji)
     return at;
 }
 
+/* A cancel that charges steps leaves the partial model of exactly those
+ * steps: the last step billed, seen from outside (the rows). */
+static void check_partial_model(struct sim *s, long ji, const struct outcome *o)
+{
+    const struct sim_job *j = &s->jobs[ji];
+    long billed = 0;
+    for (int i = 0; i < j->n_billed; i++)
+        if (j->billed[i].hi > j->billed[i].lo && j->billed[i].hi > billed)
+            billed = j->billed[i].hi;
+    if (ledger_net_micros(j->ledger) <= 0 || billed == 0)
+        return;
+    long step = outcome_partial_step(o, j->ledger);
+    if (step == 0)
+        violation(s, "a charged cancel leaves no partial model", ji);
+    else if (step != billed)
+        violation(s, "the partial model is not the steps charged", ji);
+}
+
 /* Carries out the outcome o (src/sched/outcome.h: the decisions the
  * server's lifecycle makes too) for job ji, whose attempt, if it had one,
  * has ended: its status, the queue, the ledger. */
@@ -473,6 +491,8 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
     }
     if (o->settle)
         settle(s, ji, o->ledger.status, o->ledger.message, o->ledger.cancelled_from);
+    if (o->kind == OUTCOME_CANCELLED)
+        check_partial_model(s, ji, o);
     if (job_status_is_terminal(o->status))
         make_terminal(s, ji, o->status, o->message);
     if (o->requeue)

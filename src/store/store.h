@@ -246,12 +246,11 @@ enum alallo_err store_file_list(struct store *s, const char *account, const char
                                 int limit, struct store_file *out /* OUT [limit] */,
                                 int *n /* OUT */, bool *has_more /* OUT */);
 
-/* Whether a job of `account` that has not ended trains or validates on
- * file `id`. */
-enum alallo_err store_file_in_use(struct store *s, const char *account, const char *id,
-                                  bool *in_use /* OUT */);
-
-/* Deletes the row; `out` gets it first (to remove its data). */
+/* Deletes the row; `out` gets it first (to remove its data). ERR_CONFLICT,
+ * and nothing deleted, when a job of `account` that has not ended trains
+ * or validates on it: checked in the transaction that deletes, so a job
+ * insert racing the delete either commits first (and the delete is
+ * refused) or finds the file gone. */
 enum alallo_err store_file_delete(struct store *s, const char *account, const char *id,
                                   struct store_file *out /* OUT, may be NULL */);
 
@@ -259,7 +258,9 @@ enum alallo_err store_file_delete(struct store *s, const char *account, const ch
 
 /* Inserts a new job and its first event; returns once committed and on
  * disk. Concurrent calls share one transaction (group commit). Sets
- * job->seq. ERR_CONFLICT when the id exists. */
+ * job->seq. ERR_CONFLICT when the id exists; ERR_NOT_FOUND, and nothing
+ * inserted, when its training or validation file is not (or no longer) a
+ * file of its account, checked in the transaction that inserts it. */
 enum alallo_err store_job_insert(struct store *s, struct store_job *job /* IN/OUT */,
                                  const struct store_event *first_event /* may be NULL */);
 
@@ -392,6 +393,10 @@ enum alallo_err store_log_last_attempt(struct store *s, const char *job,
 enum alallo_err store_checkpoint_list(struct store *s, const char *job,
                                       struct store_checkpoint *out /* OUT [cap] */, int cap,
                                       int *n /* OUT */);
+
+/* The checkpoint of `job` at `step`; ERR_NOT_FOUND when none. */
+enum alallo_err store_checkpoint_get(struct store *s, const char *job, long step,
+                                     struct store_checkpoint *out /* OUT */);
 
 /* ---- workers ---------------------------------------------------------- */
 

@@ -198,6 +198,7 @@ enum sql_id {
     S_FILE_LIST_AFTER,
     S_FILE_DELETE,
     S_FILE_IN_USE,
+    S_FILE_EXISTS,
     S_JOB_INSERT,
     S_JOB_UPDATE,
     S_JOB_GET,
@@ -223,6 +224,7 @@ enum sql_id {
     S_LOG_LAST,
     S_CK_PUT,
     S_CK_LIST,
+    S_CK_GET,
     S_W_PUT,
     S_W_GET,
     S_W_LIST,
@@ -255,6 +257,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_FILE_IN_USE] = "SELECT 1 FROM jobs WHERE account = ?1 AND (training_file = ?2 OR"
                       " validation_file = ?2) AND status NOT IN ('succeeded','failed','cancelled')"
                       " LIMIT 1",
+    [S_FILE_EXISTS] = "SELECT 1 FROM files WHERE account = ?1 AND id = ?2",
     [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
                      "?,?,?,?,?,?,?,?)",
     [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
@@ -298,6 +301,8 @@ static const char *const sql_text[S_COUNT] = {
                  " VALUES(?,?,?,?,?)",
     [S_CK_LIST] = "SELECT job, step, path, train_loss, created FROM checkpoints WHERE job = ?"
                   " ORDER BY step DESC LIMIT ?",
+    [S_CK_GET] = "SELECT job, step, path, train_loss, created FROM checkpoints WHERE job = ?"
+                 " AND step = ?",
     [S_W_PUT] = "INSERT OR REPLACE INTO workers(" WORKER_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_W_GET] = "SELECT " WORKER_COLS " FROM workers WHERE name = ?",
     [S_W_LIST] = "SELECT " WORKER_COLS " FROM workers ORDER BY name LIMIT ?",
@@ -976,48 +981,76 @@ enum alallo_err store_file_list(struct store *s, const char *account, const char
     return e;
 }
 
+/* Whether query q (S_FILE_IN_USE or S_FILE_EXISTS: ?1 account, ?2 file
+ * id) finds a row, on connection c. */
+static enum alallo_err file_query(struct conn *c, enum sql_id q, const char *account,
+                                  const char *id, bool *yes /* OUT */)
+{
+    *yes = false;
+    sqlite3_stmt *st = stmt(c, q);
+    if (!st)
+        return ERR_IO;
+    int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+    enum alallo_err e = step_row(c, st, rc, "read file");
+    if (e == ERR_OK) {
+        *yes = true;
+        sqlite3_reset(st);
+    }
+    return e == ERR_NOT_FOUND ? ERR_OK : e;
+}
+
+/* The delete proper, inside the caller's transaction on the writer. */
+static enum alallo_err file_delete_on(struct conn *c, const char *account, const char *id,
+                                      struct store_file *f)
+{
+    sqlite3_stmt *st = stmt(c, S_FILE_GET);
+    if (!st)
+        return ERR_IO;
+    int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+    enum alallo_err e = step_row(c, st, rc, "read file");
+    if (e)
+        return e;
+    read_file(st, f);
+    sqlite3_reset(st);
+    bool in_use;
+    e = file_query(c, S_FILE_IN_USE, account, id, &in_use);
+    if (e)
+        return e;
+    if (in_use)
+        return ERR_CONFLICT;
+    st = stmt(c, S_FILE_DELETE);
+    if (!st)
+        return ERR_IO;
+    rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+    e = step_done(c, st, rc, "delete file");
+    if (!e && sqlite3_changes(c->db) == 0)
+        e = ERR_NOT_FOUND;
+    return e;
+}
+
 enum alallo_err store_file_delete(struct store *s, const char *account, const char *id,
                                   struct store_file *out)
 {
     struct store_file f;
-    enum alallo_err e = store_file_get(s, account, id, &f);
-    if (e)
-        return e;
     WRITE_BEGIN(s);
-    e = ERR_IO;
-    sqlite3_stmt *st = stmt(c, S_FILE_DELETE);
-    if (st) {
-        int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
-        e = step_done(c, st, rc, "delete file");
-        if (!e && sqlite3_changes(c->db) == 0)
-            e = ERR_NOT_FOUND;
+    /* The check and the delete in one transaction under the write lock:
+     * a job inserted (store_job_insert checks its files under the same
+     * lock) either commits first, and the file is in use, or finds the
+     * file gone. */
+    enum alallo_err e = exec_stmt(c, S_BEGIN);
+    if (!e) {
+        e = file_delete_on(c, account, id, &f);
+        if (!e)
+            e = exec_stmt(c, S_COMMIT);
+        if (e)
+            exec_stmt(c, S_ROLLBACK);
     }
     WRITE_END(s);
     if (!e && out)
         *out = f;
-    return e;
-}
-
-enum alallo_err store_file_in_use(struct store *s, const char *account, const char *id,
-                                  bool *in_use)
-{
-    *in_use = false;
-    READ_BEGIN(s);
-    enum alallo_err e = ERR_IO;
-    sqlite3_stmt *st = stmt(c, S_FILE_IN_USE);
-    if (st) {
-        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
-        rc |= sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-        e = step_row(c, st, rc, "file in use");
-        if (e == ERR_OK) {
-            *in_use = true;
-            sqlite3_reset(st);
-        } else if (e == ERR_NOT_FOUND) {
-            e = ERR_OK;
-        }
-    }
-    READ_END(s);
     return e;
 }
 
@@ -1039,16 +1072,34 @@ static enum alallo_err insert_event(struct conn *c, const char *job, int64_t seq
     return step_done(c, st, rc, "insert event");
 }
 
+/* ERR_NOT_FOUND unless the job's data sets are rows of its account. */
+static enum alallo_err job_files_there(struct conn *c, const struct store_job *job)
+{
+    bool there;
+    enum alallo_err e = file_query(c, S_FILE_EXISTS, job->account, job->training_file, &there);
+    if (!e && there && job->validation_file[0])
+        e = file_query(c, S_FILE_EXISTS, job->account, job->validation_file, &there);
+    if (!e && !there) {
+        snprintf(last_error, sizeof last_error, "store: insert job: a data set is gone");
+        e = ERR_NOT_FOUND;
+    }
+    return e;
+}
+
 static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
                                       const struct store_event *ev)
 {
     enum alallo_err e = exec_stmt(c, S_SAVEPOINT);
     if (e)
         return e;
-    sqlite3_stmt *st = stmt(c, S_JOB_INSERT);
-    if (!st) {
+    /* The job's data sets must still be there, checked in the transaction
+     * that inserts it: store_file_delete() checks "in use" and deletes
+     * under the same write lock, so one of the two loses. */
+    e = job_files_there(c, job);
+    sqlite3_stmt *st = e ? NULL : stmt(c, S_JOB_INSERT);
+    if (!e && !st)
         e = ERR_IO;
-    } else {
+    if (!e) {
         if (ev && job->event_seq < 1)
             job->event_seq = 1;
         e = step_done(c, st, bind_job(st, job), "insert job");
@@ -1615,6 +1666,30 @@ enum alallo_err store_checkpoint_list(struct store *s, const char *job,
         }
         sqlite3_reset(st);
         e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+    }
+    READ_END(s);
+    return e;
+}
+
+enum alallo_err store_checkpoint_get(struct store *s, const char *job, long step,
+                                     struct store_checkpoint *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_CK_GET);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 2, step);
+        e = step_row(c, st, rc, "read checkpoint");
+        if (!e) {
+            memset(out, 0, sizeof *out);
+            col_str(st, 0, out->job, sizeof out->job);
+            out->step = (long)sqlite3_column_int64(st, 1);
+            col_str(st, 2, out->path, sizeof out->path);
+            out->train_loss = sqlite3_column_double(st, 3);
+            out->created_ms = sqlite3_column_int64(st, 4);
+            sqlite3_reset(st);
+        }
     }
     READ_END(s);
     return e;

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <sqlite3.h>
 
 #include "control/lifecycle.h"
 #include "../api/api_harness.h"
@@ -513,11 +514,19 @@ static void a_waiting_jobs_data_set_stays_or_the_job_fails(void **state)
     struct reply r = h_call(h, "DELETE", path, NULL, h->key, NULL);
     assert_int_equal(r.status, 409);
     reply_free(&r);
-    /* If it goes anyway (removed behind the API's back), the claim fails
-     * the job as the user's and answers 204, not 500. */
+    /* The store refuses too, in the delete's own transaction. */
     struct store_account a;
     assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
-    assert_int_equal(store_file_delete(h->srv.ctl->store, a.id, file, NULL), ERR_OK);
+    assert_int_equal(store_file_delete(h->srv.ctl->store, a.id, file, NULL), ERR_CONFLICT);
+    /* If it goes anyway (removed by hand, behind the store's back), the
+     * claim fails the job as the user's and answers 204, not 500. */
+    char db[600], sql[200];
+    snprintf(db, sizeof db, "%s/alallo.db", h->srv.ctl->cfg.data_dir);
+    snprintf(sql, sizeof sql, "DELETE FROM files WHERE id = '%s'", file);
+    sqlite3 *raw;
+    assert_int_equal(sqlite3_open(db, &raw), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(raw, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(raw);
     register_worker(h, "w1", "8000000000", 0);
     struct claim c;
     assert_false(claim(h, "w1", &c));
@@ -885,6 +894,156 @@ static void an_explicit_max_steps_sets_the_work(void **state)
     h_free(h);
 }
 
+/* The steps the ledger rows of job `id` bill, net (charges less refunds). */
+static long billed_steps(struct harness *h, const char *id)
+{
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+    struct store_ledger_row rows[STORE_LIST_MAX];
+    int n;
+    bool more;
+    assert_int_equal(store_ledger_list(h->srv.ctl->store, a.id, 0, STORE_LIST_MAX, rows, &n,
+                                       &more),
+                     ERR_OK);
+    long steps = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(rows[i].job, id) == 0)
+            steps += strcmp(rows[i].kind, "charge") == 0 ? rows[i].steps : -rows[i].steps;
+    return steps;
+}
+
+static double net_charge(json_t *j)
+{
+    json_t *price = json_object_get(j, "price");
+    return json_real_value(json_object_get(price, "charged")) -
+           json_real_value(json_object_get(price, "refunded"));
+}
+
+/* A charged cancel leaves the partial model of exactly the steps charged:
+ * fine_tuned_model names the checkpoint at that step. */
+static void assert_partial_model_of_charged_steps(struct harness *h, const char *id, long step)
+{
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "cancelled");
+    assert_true(net_charge(j) > 0);
+    assert_int_equal(billed_steps(h, id), step);
+    const char *model = h_str(j, "fine_tuned_model");
+    assert_non_null(model);
+    char want[32];
+    snprintf(want, sizeof want, ":ckpt-step-%ld", step);
+    assert_int_equal(strncmp(model, "ft:tiny:alallo:", 15), 0);
+    assert_string_equal(model + strlen(model) - strlen(want), want);
+    json_decref(j);
+}
+
+static int cancel_job(struct harness *h, const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/cancel", id);
+    struct reply r = h_call(h, "POST", path, NULL, h->key, NULL);
+    int status = r.status;
+    reply_free(&r);
+    return status;
+}
+
+/* Trainer clocks: 7 steps in 2 s, checkpointed. */
+#define RUN7                                                                                       \
+    "{\"event\":\"started\",\"t\":1,\"step\":0,\"max_steps\":30},"                                 \
+    "{\"event\":\"step\",\"t\":3,\"step\":7,\"loss\":2},"                                          \
+    "{\"event\":\"checkpoint\",\"t\":3,\"step\":7,\"path\":\"/x/7\",\"train_loss\":2}"
+
+/* Cancelled while re-scheduling (its attempt ended by a move, no other
+ * holding it yet): charged the steps the move kept, no more, and those
+ * steps stay as its partial model. Also a cancel that comes while the
+ * move's trainer still writes its checkpoint. */
+static void a_cancel_while_re_scheduling_keeps_the_partial_model(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    /* The materializer stands in for itself: the checkpoints here are not
+     * real ones, and which one is made into the model is what is tested. */
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "/bin/true");
+    register_worker(h, "w1", "8000000000", 3600.0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, RUN7, NULL, 0), 200);
+    struct reply r = h_call(h, "POST", "/v1/workers/w1/drain", NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    /* The trainer gets one step further, then stops without a newer
+     * checkpoint: the job continues from step 7. */
+    assert_int_equal(events(h, &c, c.fence, "{\"event\":\"step\",\"t\":3.3,\"step\":8,\"loss\":2}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "re-scheduling");
+    double before = net_charge(j);
+    assert_true(before > 0);
+    json_decref(j);
+    long steps_before = billed_steps(h, id);
+    assert_int_equal(steps_before, 7);
+
+    assert_int_equal(cancel_job(h, id), 200);
+    j = job(h, h->key, id);
+    /* No step more than the move kept. */
+    assert_true(fabs(net_charge(j) - before) < 1e-9);
+    json_decref(j);
+    assert_partial_model_of_charged_steps(h, id, 7);
+
+    /* Cancelled while the move is under way: the trainer, told to cancel
+     * now, writes its checkpoint at step 9 and exits; what it is charged
+     * for is that checkpoint, and it is the partial model. */
+    register_worker(h, "w2", "8000000000", 3600.0);
+    char *id2 = new_job(h, h->key, NULL);
+    assert_true(claim(h, "w2", &c));
+    assert_string_equal(c.job, id2);
+    assert_int_equal(events(h, &c, c.fence, RUN7, NULL, 0), 200);
+    r = h_call(h, "POST", "/v1/workers/w2/drain", NULL, h->key, NULL);
+    reply_free(&r);
+    assert_int_equal(cancel_job(h, id2), 200);
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"step\",\"t\":3.5,\"step\":9,\"loss\":2},"
+                            "{\"event\":\"checkpoint\",\"t\":3.5,\"step\":9,\"path\":\"/x/9\","
+                            "\"train_loss\":2}",
+                            stop, sizeof stop),
+                     200);
+    assert_string_equal(stop, "cancel");
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    assert_partial_model_of_charged_steps(h, id2, 9);
+    free(id);
+    free(id2);
+    h_free(h);
+}
+
+/* The worker of a cancelling job is lost before its trainer reported the
+ * end: the job is cancelled, charged its latest checkpoint, and keeps it
+ * as its partial model. */
+static void a_worker_lost_while_cancelling_leaves_the_partial_model(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "/bin/true");
+    register_worker(h, "w1", "8000000000", 3600.0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    /* Step 12 done, the latest checkpoint at 7: the charge is 7 steps. */
+    assert_int_equal(events(h, &c, c.fence,
+                            RUN7 ",{\"event\":\"step\",\"t\":4,\"step\":12,\"loss\":2}", NULL, 0),
+                     200);
+    assert_int_equal(cancel_job(h, id), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "cancelling");
+    json_decref(j);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "w1", "worker lost"), ERR_OK);
+    assert_partial_model_of_charged_steps(h, id, 7);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -902,6 +1061,8 @@ int main(void)
         cmocka_unit_test(a_burst_of_jobs_sees_each_other_in_the_queue),
         cmocka_unit_test(an_explicit_max_steps_sets_the_work),
         cmocka_unit_test(claims_right_after_a_pass_take_its_assignments),
+        cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
+        cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_outcome.c - what becomes of a job when its attempt ends, it is
  * cancelled, its worker is lost or it passes a limit (docs/lifecycle.md,
  * docs/ledger.md). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/outcome.h"
@@ -290,6 +291,64 @@ static void limits_call_for_a_stop(void **state)
     assert_int_equal(outcome_limit_stop(&j, &l, 5 * 3600.0), STOP_REASON_TIME_LIMIT);
 }
 
+/* Every cancel that charges steps has a partial model, at the last step
+ * charged: after an attempt's end, while re-scheduling, and when the
+ * worker of a cancelling job is lost. */
+static void a_charged_cancel_has_its_partial_model(void **state)
+{
+    (void)state;
+    struct ledger_job *lj = calloc(1, sizeof *lj);
+    assert_non_null(lj);
+    ledger_job_init(lj, 0, 1e6, 1e6, -1);
+    uint64_t f;
+    /* A first attempt checkpoints 7 of 9 steps and is moved; a second one
+     * takes it to 12, checkpointed at 10, and is then cancelled. */
+    assert_int_equal(ledger_attempt_begin(lj, 1, 3600, 0, 0, &f), ERR_OK);
+    assert_int_equal(ledger_attempt_progress(lj, f, 9, 9), ERR_OK);
+    assert_int_equal(ledger_attempt_checkpoint(lj, f, 7), ERR_OK);
+    assert_int_equal(ledger_attempt_end(lj, f, 10, 7), ERR_OK);
+
+    /* Cancelled while re-scheduling: the move's checkpoint. */
+    struct outcome o;
+    outcome_of_cancel(JOB_RESCHEDULING, false, &o);
+    assert_int_equal(o.kind, OUTCOME_CANCELLED);
+    assert_true(o.partial_model);
+    struct ledger_row rows[LEDGER_MAX_ROWS];
+    size_t n;
+    struct ledger_job *copy = malloc(sizeof *copy);
+    assert_non_null(copy);
+    *copy = *lj;
+    assert_int_equal(ledger_settle(copy, &o.ledger, 20, rows, LEDGER_MAX_ROWS, &n), ERR_OK);
+    assert_true(ledger_net_micros(copy) > 0);
+    assert_int_equal(outcome_partial_step(&o, copy), 7);
+    /* Queued, it never trained: none. */
+    outcome_of_cancel(JOB_QUEUED, false, &o);
+    assert_false(o.partial_model);
+    assert_int_equal(outcome_partial_step(&o, copy), 0);
+
+    /* The worker of the cancelling second attempt is lost: its latest
+     * checkpoint (10) is charged, and is the partial model. */
+    assert_int_equal(ledger_attempt_begin(lj, 2, 3600, 7, 30, &f), ERR_OK);
+    assert_int_equal(ledger_attempt_progress(lj, f, 12, 5), ERR_OK);
+    assert_int_equal(ledger_attempt_checkpoint(lj, f, 10), ERR_OK);
+    assert_int_equal(ledger_attempt_end(lj, f, 40, lj->latest_checkpoint), ERR_OK);
+    outcome_of_worker_gone(JOB_CANCELLING, &o);
+    assert_int_equal(o.kind, OUTCOME_CANCELLED);
+    assert_true(o.partial_model);
+    assert_int_equal(ledger_settle(lj, &o.ledger, 50, rows, LEDGER_MAX_ROWS, &n), ERR_OK);
+    long billed = 0;
+    for (int i = 0; i < lj->n_attempts; i++)
+        if (lj->attempts[i].billed_to > billed)
+            billed = lj->attempts[i].billed_to;
+    assert_int_equal(billed, 10);
+    assert_int_equal(outcome_partial_step(&o, lj), 10);
+    /* Other outcomes never make one. */
+    outcome_of_done(JOB_RUNNING, &o);
+    assert_int_equal(outcome_partial_step(&o, lj), 0);
+    free(copy);
+    free(lj);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +364,7 @@ int main(void)
         cmocka_unit_test(worker_gone),
         cmocka_unit_test(stop_requests),
         cmocka_unit_test(limits_call_for_a_stop),
+        cmocka_unit_test(a_charged_cancel_has_its_partial_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,30 @@ static int setup(void **state)
     return 0;
 }
 
+/* Adds the data set `id` of `account` (the jobs of make_job train on
+ * "file-x-ACCOUNT": a job is stored only while its data set is there). */
+static enum alallo_err add_data_set(struct store *s, const char *account, const char *id)
+{
+    struct store_file fl = {0};
+    snprintf(fl.id, sizeof fl.id, "%s", id);
+    snprintf(fl.account, sizeof fl.account, "%s", account);
+    snprintf(fl.filename, sizeof fl.filename, "train.jsonl");
+    snprintf(fl.purpose, sizeof fl.purpose, "fine-tune");
+    return store_file_insert(s, &fl);
+}
+
+/* A store whose two accounts have the data set make_job uses. */
+static int setup_with_data(void **state)
+{
+    if (setup(state))
+        return -1;
+    struct fixture *f = *state;
+    if (add_data_set(f->s, "acct-a", "file-x-acct-a") ||
+        add_data_set(f->s, "acct-b", "file-x-acct-b"))
+        return -1;
+    return 0;
+}
+
 static int teardown(void **state)
 {
     struct fixture *f = *state;
@@ -58,7 +82,7 @@ static void make_job(struct store_job *j, const char *account, int i)
     snprintf(j->account, sizeof j->account, "%s", account);
     snprintf(j->name, sizeof j->name, "job %d", i);
     snprintf(j->model, sizeof j->model, "tiny");
-    snprintf(j->training_file, sizeof j->training_file, "file-x");
+    snprintf(j->training_file, sizeof j->training_file, "file-x-%s", account);
     snprintf(j->method, sizeof j->method, "supervised");
     snprintf(j->precision, sizeof j->precision, "16-bit");
     snprintf(j->goal, sizeof j->goal, "lowest_cost");
@@ -448,7 +472,7 @@ static void acknowledged_jobs_survive_kill9(void **state)
         close(fds[0]);
         struct store *s;
         char err[200];
-        if (store_open(path, &s, err, sizeof err))
+        if (store_open(path, &s, err, sizeof err) || add_data_set(s, "acct-a", "file-x-acct-a"))
             _exit(2);
         for (int i = 0; i < 100000; i++) {
             struct store_job j;
@@ -513,21 +537,137 @@ static void workers_and_too_long_values(void **state)
     assert_int_equal(store_worker_put(f->s, &w), ERR_INVALID);
 }
 
+/* A job and the deletion of its data set: one of the two loses, whichever
+ * order they reach the store in. */
+static void a_job_and_the_deletion_of_its_data_set_exclude_each_other(void **state)
+{
+    struct fixture *f = *state;
+    /* The job first: the file is in use until the job ends. */
+    assert_int_equal(add_data_set(f->s, "acct-a", "file-used"), ERR_OK);
+    struct store_job j, got;
+    make_job(&j, "acct-a", 1);
+    strcpy(j.training_file, "file-used");
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+    struct store_file out;
+    assert_int_equal(store_file_delete(f->s, "acct-a", "file-used", &out), ERR_CONFLICT);
+    assert_int_equal(store_file_get(f->s, "acct-a", "file-used", &out), ERR_OK);
+    /* A validation file is held the same way. */
+    assert_int_equal(add_data_set(f->s, "acct-a", "file-check"), ERR_OK);
+    make_job(&j, "acct-a", 2);
+    strcpy(j.validation_file, "file-check");
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+    assert_int_equal(store_file_delete(f->s, "acct-a", "file-check", NULL), ERR_CONFLICT);
+    /* Once the job has ended, the file may go. */
+    assert_int_equal(store_job_update(f->s, j.id, NULL, finish_job, NULL), ERR_OK);
+    assert_int_equal(store_file_delete(f->s, "acct-a", "file-check", NULL), ERR_OK);
+
+    /* The deletion first: the job is refused, and nothing of it is kept. */
+    assert_int_equal(add_data_set(f->s, "acct-a", "file-gone"), ERR_OK);
+    assert_int_equal(store_file_delete(f->s, "acct-a", "file-gone", NULL), ERR_OK);
+    make_job(&j, "acct-a", 3);
+    strcpy(j.training_file, "file-gone");
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_NOT_FOUND);
+    assert_int_equal(store_job_get(f->s, NULL, j.id, &got), ERR_NOT_FOUND);
+    make_job(&j, "acct-a", 4);
+    strcpy(j.validation_file, "file-gone");
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_NOT_FOUND);
+    /* Another account's file is no data set of this job. */
+    make_job(&j, "acct-a", 5);
+    strcpy(j.training_file, "file-used");
+    strcpy(j.account, "acct-b");
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_NOT_FOUND);
+}
+
+struct race {
+    struct store *s;
+    char file[IDS_MAX];
+    pthread_barrier_t *go;
+    enum alallo_err result;
+    char job[IDS_MAX];
+};
+
+static void *race_insert(void *arg)
+{
+    struct race *r = arg;
+    struct store_job j;
+    make_job(&j, "acct-a", 0);
+    strcpy(j.training_file, r->file);
+    strcpy(r->job, j.id);
+    pthread_barrier_wait(r->go);
+    r->result = store_job_insert(r->s, &j, NULL);
+    return NULL;
+}
+
+static void *race_delete(void *arg)
+{
+    struct race *r = arg;
+    pthread_barrier_wait(r->go);
+    r->result = store_file_delete(r->s, "acct-a", r->file, NULL);
+    return NULL;
+}
+
+/* Creation and deletion released at the same moment, many times (and with
+ * other creations in the same group commit): never both acknowledged, and
+ * every stored job's data set is there. */
+static void racing_a_job_and_the_deletion_of_its_data_set(void **state)
+{
+    struct fixture *f = *state;
+    int both = 0, job_won = 0, delete_won = 0;
+    for (int i = 0; i < 200; i++) {
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, 3);
+        struct race ins = {.s = f->s, .go = &go}, del = {.s = f->s, .go = &go},
+                    other = {.s = f->s, .go = &go};
+        snprintf(ins.file, sizeof ins.file, "file-race-%d", i);
+        strcpy(del.file, ins.file);
+        strcpy(other.file, "file-x-acct-a");
+        assert_int_equal(add_data_set(f->s, "acct-a", ins.file), ERR_OK);
+        pthread_t t[3];
+        pthread_create(&t[0], NULL, race_insert, &ins);
+        pthread_create(&t[1], NULL, race_delete, &del);
+        pthread_create(&t[2], NULL, race_insert, &other);
+        for (int k = 0; k < 3; k++)
+            pthread_join(t[k], NULL);
+        pthread_barrier_destroy(&go);
+        assert_int_equal(other.result, ERR_OK);
+        if (ins.result == ERR_OK && del.result == ERR_OK)
+            both++;
+        struct store_job j;
+        struct store_file fl;
+        if (ins.result == ERR_OK) {
+            job_won++;
+            assert_int_equal(del.result, ERR_CONFLICT);
+            assert_int_equal(store_file_get(f->s, "acct-a", ins.file, &fl), ERR_OK);
+        } else {
+            delete_won++;
+            assert_int_equal(ins.result, ERR_NOT_FOUND);
+            assert_int_equal(del.result, ERR_OK);
+            assert_int_equal(store_job_get(f->s, NULL, ins.job, &j), ERR_NOT_FOUND);
+        }
+    }
+    assert_int_equal(both, 0);
+    assert_int_equal(job_won + delete_won, 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(migrations_apply_in_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(waiting_jobs_and_open_attempts_in_one_read, setup,
+        cmocka_unit_test_setup_teardown(waiting_jobs_and_open_attempts_in_one_read, setup_with_data,
                                         teardown),
         cmocka_unit_test_setup_teardown(wal_and_full_sync, setup, teardown),
         cmocka_unit_test_setup_teardown(accounts, setup, teardown),
         cmocka_unit_test_setup_teardown(files_paging_and_isolation, setup, teardown),
-        cmocka_unit_test_setup_teardown(jobs_paging_newest_first, setup, teardown),
-        cmocka_unit_test_setup_teardown(updates_are_atomic, setup, teardown),
-        cmocka_unit_test_setup_teardown(claim_candidates_one_per_account, setup, teardown),
-        cmocka_unit_test_setup_teardown(group_commit_many_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(jobs_paging_newest_first, setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(updates_are_atomic, setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(claim_candidates_one_per_account, setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(group_commit_many_threads, setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(acknowledged_jobs_survive_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(workers_and_too_long_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_job_and_the_deletion_of_its_data_set_exclude_each_other,
+                                        setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(racing_a_job_and_the_deletion_of_its_data_set,
+                                        setup_with_data, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
