@@ -102,6 +102,7 @@ struct claim_ctx {
     const struct store_worker *worker;
     const struct sched_worker *sworker; /* the same worker as the scheduler sees it */
     struct store_attempt attempt;       /* OUT */
+    long resume_step;                   /* OUT: the checkpoint it continues from; 0 none */
     int64_t now;
 };
 
@@ -121,7 +122,10 @@ static enum alallo_err state_save(struct store_job *j, const struct sched_state 
 }
 
 /* Starts the ledger's and time left's record of attempt a on worker sw:
- * it continues from the latest checkpoint. */
+ * it continues from the latest checkpoint the server recorded (the ledger's
+ * latest_checkpoint), which is also the checkpoint the attempt's spec names
+ * (resume_step): the server decides where an attempt resumes, never the
+ * trainer's folder. */
 static void begin_attempt(struct control *ctl, struct store_job *j, struct sched_state *st,
                           const struct store_attempt *a, const struct sched_worker *sw,
                           double now)
@@ -170,7 +174,6 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     text_copy(a->worker, sizeof a->worker, c->worker->name);
     a->fence = ++j->fence;
     text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_STARTING));
-    a->start_step = a->end_step = j->steps_done;
     a->price_per_hour = c->worker->price_per_hour;
     a->started_ms = c->now;
     a->t_started = a->t_last = -1;
@@ -184,6 +187,10 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     if (!st)
         return ERR_NOMEM;
     begin_attempt(c->ctl, j, st, a, c->sworker, (double)c->now / 1000.0);
+    /* Until `started` says otherwise, the attempt starts where it was told
+     * to; `started` is checked against this (apply_one). */
+    c->resume_step = st->ledger.latest_checkpoint;
+    a->start_step = a->end_step = c->resume_step;
     e = state_save(j, st);
     free(st);
     if (!e)
@@ -244,8 +251,10 @@ bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *o
     return false;
 }
 
-/* The trainer's spec for attempt a of job j (docs/trainer-protocol.md). */
-static json_t *make_spec(struct control *ctl, const struct store_job *j, const char *model_dir)
+/* The trainer's spec for an attempt of job j that continues from the
+ * checkpoint at resume_step (0: from the start) (docs/trainer-protocol.md). */
+static json_t *make_spec(struct control *ctl, const struct store_job *j, const char *model_dir,
+                         long resume_step)
 {
     struct store_file train, valid;
     if (store_file_get(ctl->store, j->account, j->training_file, &train))
@@ -270,7 +279,7 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     if (every < 10)
         every = 10;
     return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:[sssssss]},s:i,s:i,s:f,"
-                     "s:I,s:I,s:i,s:I,s:f}",
+                     "s:I,s:I,s:i,s:I,s:f,s:I}",
                      "model_dir", model_dir, "train_file", train.path, "train_file_name",
                      train.filename, "validation_file",
                      has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir", ckpt,
@@ -279,7 +288,8 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
                      "gate_proj", "up_proj", "down_proj", "n_epochs", j->n_epochs, "batch_size",
                      j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed, "max_steps",
                      (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
-                     (json_int_t)every, "checkpoint_every_s", 300.0);
+                     (json_int_t)every, "checkpoint_every_s", 300.0, "resume_step",
+                     (json_int_t)resume_step);
 }
 
 enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
@@ -331,7 +341,7 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
             return e;
         *attempt = c.attempt;
         if (store_job_get(ctl->store, NULL, j.id, &j) == ERR_OK)
-            *spec = make_spec(ctl, &j, model_dir);
+            *spec = make_spec(ctl, &j, model_dir, c.resume_step);
         if (!*spec) {
             /* The attempt cannot be prepared (a folder cannot be made): end
              * it as a failure on our side, rather than leave the job stuck,
@@ -410,6 +420,7 @@ struct events_ctx {
     struct sched_state *st; /* the job's, loaded in the callback */
     struct store_calibration cal[CAL_MAX]; /* OUT: calibration pairs written */
     int n_cal;
+    bool broken;           /* OUT: the trainer broke the protocol; the attempt was ended */
     enum tproto_stop stop; /* OUT */
     long partial_step;     /* OUT: a cancel's partial model is due at this
                               checkpoint step (outcome_partial_step); 0 none */
@@ -640,6 +651,93 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
     return ERR_OK;
 }
 
+/* The trainer said something the server cannot bill from (it resumed
+ * from another checkpoint than the spec named): the attempt ends as a
+ * failure on alallo's side, the job fails and costs nothing, and the
+ * worker is told to stop the trainer. */
+static enum alallo_err end_broken(struct events_ctx *c, struct store_job *j,
+                                  struct store_attempt *a, const char *why,
+                                  struct store_writes *w)
+{
+    log_line("error", "job %s attempt %s: %s", j->id, a->id, why);
+    char reason[STORE_MESSAGE_MAX];
+    text_printf(reason, sizeof reason, "trainer broke the protocol: %s", why);
+    end_attempt(j, a, c->now, reason);
+    enum alallo_err e = ledger_end(c, j, -1, w);
+    /* A job being cancelled ends cancelled (with the steps earlier attempts
+     * checkpointed); any other fails and costs nothing. */
+    bool cancelling = j->status == JOB_CANCELLING;
+    struct ledger_outcome o = {.status = cancelling ? JOB_CANCELLED : JOB_FAILED,
+                               .message = cancelling ? MSG_NONE : MSG_FAILED_INTERNAL,
+                               .cancelled_from = JOB_RUNNING};
+    if (!e)
+        e = job_move_to(j, o.status, o.message);
+    if (e)
+        return e;
+    j->finished_ms = c->now;
+    j->internal_failure = !cancelling;
+    set_stop(j, STOP_REASON_NONE);
+    c->broken = true;
+    e = settle(c, j, a, &o, w);
+    if (!e)
+        e = note(w, c->now, cancelling ? "info" : "error", "%s",
+                 cancelling ? "The job was cancelled" : j->message);
+    return e;
+}
+
+/* `started`: the trainer must continue from the checkpoint the spec named
+ * (a->start_step since the claim), or, when that one was missing or
+ * damaged, from an older one; never from a newer one the server never
+ * heard of (its steps would be billed without having been run). */
+static enum alallo_err on_started(struct events_ctx *c, struct store_job *j,
+                                  struct store_attempt *a, const struct tev *t,
+                                  struct store_writes *w)
+{
+    if (attempt_status_of(a->status) != ATTEMPT_STARTING)
+        return ERR_OK; /* said twice: the first one counts */
+    long asked = a->start_step;
+    long from = t->resumed_from < 0 ? 0 : t->resumed_from;
+    if (t->step != from || from > asked) {
+        char why[200];
+        text_printf(why, sizeof why,
+                    "it continued from step %ld (checkpoint %ld), not from the checkpoint at "
+                    "step %ld it was given",
+                    t->step, t->resumed_from, asked);
+        return end_broken(c, j, a, why, w);
+    }
+    enum alallo_err e = ERR_OK;
+    if (from < asked) {
+        /* Billing follows: the steps after `from` are run again and billed
+         * once, to this attempt; earlier attempts are refunded for them. */
+        if (c->st && ledger_attempt_rebase(&c->st->ledger, c->st->ledger.fence, from) != ERR_OK)
+            return end_broken(c, j, a, "it continued from an older checkpoint too late", w);
+        e = note(w, c->now, "warn",
+                 "The checkpoint at step %ld could not be read; continuing from step %ld", asked,
+                 from);
+        if (e)
+            return e;
+    }
+    if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING) {
+        e = job_move_to(j, JOB_RUNNING, MSG_NONE);
+        if (e)
+            return e;
+    }
+    if (!j->started_ms)
+        j->started_ms = c->now;
+    j->run_started_ms = c->now;
+    a->t_started = a->t_last = t->t;
+    if (c->st && c->st->has_tl)
+        tl_observe(&c->st->tl, from, (double)c->now / 1000.0);
+    j->steps_done = from;
+    j->run_start_step = j->steps_done;
+    a->start_step = a->end_step = j->steps_done;
+    text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_RUNNING));
+    if (from > 0)
+        return note(w, c->now, "info", "Resumed from the checkpoint at step %ld on worker %s",
+                    from, a->worker);
+    return note(w, c->now, "info", "Fine-tuning job started");
+}
+
 static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
                                  struct store_attempt *a, const struct tev *t,
                                  struct store_writes *w)
@@ -648,31 +746,17 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     char msg[STORE_MESSAGE_MAX], data[STORE_JSON_SMALL];
     switch (t->kind) {
     case TPROTO_EVENT_STARTED:
-        if (j->status == JOB_QUEUED || j->status == JOB_RESCHEDULING) {
-            e = job_move_to(j, JOB_RUNNING, MSG_NONE);
-            if (e)
-                break;
-        }
-        if (!j->started_ms)
-            j->started_ms = c->now;
-        j->run_started_ms = c->now;
-        a->t_started = a->t_last = t->t;
-        if (c->st && c->st->has_tl)
-            tl_observe(&c->st->tl, clamp_step(j, t->step), (double)c->now / 1000.0);
-        j->steps_done = clamp_step(j, t->step);
-        j->run_start_step = j->steps_done;
-        a->start_step = a->end_step = j->steps_done;
-        text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_RUNNING));
-        if (t->step > 0)
-            e = note(w, c->now, "info", "Resumed from the checkpoint at step %ld on worker %s",
-                     t->step, a->worker);
-        else
-            e = note(w, c->now, "info", "Fine-tuning job started");
+        e = on_started(c, j, a, t, w);
         break;
     case TPROTO_EVENT_LOG:
         e = store_writes_log(w, a->id, t->text);
         break;
     case TPROTO_EVENT_STEP:
+        /* Progress before `started` has no known starting point to be
+         * billed from, and a report below the steps already done takes
+         * nothing back. */
+        if (attempt_status_of(a->status) != ATTEMPT_RUNNING || t->step < a->end_step)
+            break;
         j->steps_done = clamp_step(j, t->step);
         a->end_step = j->steps_done;
         progress(c, j, a, t);
@@ -695,6 +779,15 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     case TPROTO_EVENT_CHECKPOINT: {
         struct store_checkpoint k = {.step = clamp_step(j, t->step), .train_loss = t->loss,
                                      .created_ms = c->now};
+        /* Only a checkpoint newer than the one the job continues from is
+         * recorded, and only after `started`: the store's checkpoints and
+         * the ledger's latest_checkpoint (what the next attempt resumes
+         * from, what is charged) stay the same list. A report at or below
+         * it is ignored. */
+        long recorded = c->st ? c->st->ledger.latest_checkpoint : j->run_start_step;
+        if (attempt_status_of(a->status) != ATTEMPT_RUNNING || k.step <= recorded ||
+            k.step < a->start_step)
+            break;
         text_copy(k.job, sizeof k.job, j->id);
         text_copy(k.path, sizeof k.path, t->text);
         if (k.step > j->steps_done)
@@ -703,8 +796,9 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         struct tev at = *t;
         at.step = k.step;
         progress(c, j, a, &at);
-        if (c->st)
-            ledger_attempt_checkpoint(&c->st->ledger, c->st->ledger.fence, k.step);
+        if (c->st &&
+            ledger_attempt_checkpoint(&c->st->ledger, c->st->ledger.fence, k.step) != ERR_OK)
+            break;
         e = store_writes_checkpoint(w, &k);
         if (!e)
             e = note(w, c->now, "info", "Checkpoint saved at step %ld", k.step);
@@ -797,7 +891,9 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
     else if (c->first < 0)
         a->events_applied += c->n - skip;
     check_limits(c->ctl, j, c->st, c->now);
-    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a) : TPROTO_STOP_NONE;
+    c->stop = attempt_owns(j, a) ? lifecycle_stop_for(j, a)
+              : c->broken        ? TPROTO_STOP_CANCEL
+                                 : TPROTO_STOP_NONE;
     return state_save(j, c->st);
 }
 

@@ -73,6 +73,17 @@ static long clamp_step(long s, long lo, long hi)
     return s < lo ? lo : s > hi ? hi : s;
 }
 
+/* The job continues from `step`: work of earlier attempts after it is
+ * lost, and the job's model keeps none of it. */
+static void keep_at_most(struct ledger_job *j, long step)
+{
+    for (int i = 0; i < j->n_attempts; i++) {
+        struct ledger_attempt *p = &j->attempts[i];
+        if (p->kept_step > step)
+            p->kept_step = step < p->start_step ? p->start_step : step;
+    }
+}
+
 enum alallo_err ledger_attempt_begin(struct ledger_job *j, int64_t id, double rate_per_hour,
                                      long start_step, double now, uint64_t *fence_out)
 {
@@ -82,13 +93,7 @@ enum alallo_err ledger_attempt_begin(struct ledger_job *j, int64_t id, double ra
         return ERR_TOO_LARGE;
     if (start_step < 0 || !(rate_per_hour >= 0) || !isfinite(rate_per_hour))
         return ERR_INVALID;
-    /* The job continues from start_step: work of earlier attempts after it
-     * is lost (a checkpoint may have been skipped as incomplete). */
-    for (int i = 0; i < j->n_attempts; i++) {
-        struct ledger_attempt *p = &j->attempts[i];
-        if (p->kept_step > start_step)
-            p->kept_step = start_step < p->start_step ? p->start_step : start_step;
-    }
+    keep_at_most(j, start_step);
     struct ledger_attempt *a = &j->attempts[j->n_attempts++];
     memset(a, 0, sizeof *a);
     a->id = id;
@@ -99,6 +104,22 @@ enum alallo_err ledger_attempt_begin(struct ledger_job *j, int64_t id, double ra
     j->latest_checkpoint = start_step;
     if (fence_out)
         *fence_out = a->fence;
+    return ERR_OK;
+}
+
+enum alallo_err ledger_attempt_rebase(struct ledger_job *j, uint64_t fence, long start_step)
+{
+    struct ledger_attempt *a = ledger_current(j, fence);
+    if (!a)
+        return ERR_FENCED;
+    if (start_step < 0 || start_step > a->start_step || a->done_step != a->start_step ||
+        a->billed_to != a->start_step || a->train_s > 0)
+        return ERR_INVALID;
+    if (start_step == a->start_step)
+        return ERR_OK;
+    keep_at_most(j, start_step);
+    a->start_step = a->done_step = a->kept_step = a->billed_to = start_step;
+    j->latest_checkpoint = start_step;
     return ERR_OK;
 }
 

@@ -134,6 +134,14 @@ void ledger_job_init(struct ledger_job *j /* OUT */, double created_s, double ti
 enum alallo_err ledger_attempt_begin(struct ledger_job *j, int64_t id, double rate_per_hour,
                                      long start_step, double now, uint64_t *fence_out /* OUT */);
 
+/* The attempt holding `fence` continues from start_step rather than the
+ * step it began with: its trainer could only resume from an older
+ * checkpoint (the one asked for was missing or damaged). Allowed before its
+ * first progress, and only downwards: work of earlier attempts after
+ * start_step becomes lost work. ERR_FENCED for a stale fence; ERR_INVALID
+ * for a step above the one it began with, or after progress. */
+enum alallo_err ledger_attempt_rebase(struct ledger_job *j, uint64_t fence, long start_step);
+
 /* A progress report of the attempt holding `fence`: `step` steps done and
  * train_s seconds spent on its steps so far (loading excluded). ERR_FENCED
  * for a stale fence; ERR_INVALID when step or time go backwards. */

@@ -334,6 +334,12 @@ static int list_steps(const char *root, uint64_t *steps, int cap)
 int ckpt_latest(const char *root, char *path_out, size_t pathcap, uint64_t *step, char *err,
                 size_t errcap)
 {
+    return ckpt_latest_at_most(root, UINT64_MAX, path_out, pathcap, step, err, errcap);
+}
+
+int ckpt_latest_at_most(const char *root, uint64_t max_step, char *path_out, size_t pathcap,
+                        uint64_t *step, char *err, size_t errcap)
+{
     uint64_t *steps = malloc(MAX_CKPTS * sizeof *steps);
     if (!steps) {
         snprintf(err, errcap, "out of memory");
@@ -347,6 +353,8 @@ int ckpt_latest(const char *root, char *path_out, size_t pathcap, uint64_t *step
     }
     for (int i = 0; i < n; i++) {
         char dir[CKPT_MAX_PATH + 32], why[CKPT_MAX_PATH + 128];
+        if (steps[i] > max_step)
+            continue;
         snprintf(dir, sizeof dir, "%s/step-%08" PRIu64, root, steps[i]);
         if (ckpt_verify(dir, why, sizeof why) == 0) {
             snprintf(path_out, pathcap, "%s", dir);
@@ -449,7 +457,26 @@ void ckpt_release(struct ckpt *c)
     c->meta_json = NULL;
 }
 
-int ckpt_prune(const char *root, int keep)
+int ckpt_drop_after(const char *root, uint64_t step)
+{
+    uint64_t *steps = malloc(MAX_CKPTS * sizeof *steps);
+    if (!steps)
+        return 0;
+    int n = list_steps(root, steps, MAX_CKPTS), deleted = 0;
+    for (int i = 0; i < n && steps[i] > step; i++) {
+        char path[CKPT_MAX_PATH + 32];
+        snprintf(path, sizeof path, "%s/step-%08" PRIu64, root, steps[i]);
+        fprintf(stderr, "alallo train: removing step-%08" PRIu64
+                " (newer than the checkpoint at step %" PRIu64 " to resume from)\n",
+                steps[i], step);
+        if (fs_remove_tree(path) == 0)
+            deleted++;
+    }
+    free(steps);
+    return deleted;
+}
+
+int ckpt_prune(const char *root, int keep, uint64_t hold)
 {
     int deleted = 0;
     DIR *d = opendir(root);
@@ -490,6 +517,8 @@ int ckpt_prune(const char *root, int keep)
             kept++;
             continue;
         }
+        if (hold && steps[i] == hold)
+            continue;
         if (complete && fs_remove_tree(path) == 0)
             deleted++;
     }

@@ -56,13 +56,26 @@ int ckpt_verify(const char *dir, char *err, size_t errcap);
 int ckpt_latest(const char *root, char *path_out, size_t pathcap, uint64_t *step /* OUT */,
                 char *err, size_t errcap);
 
+/* The same, among the checkpoints at step max_step or below. */
+int ckpt_latest_at_most(const char *root, uint64_t max_step, char *path_out, size_t pathcap,
+                        uint64_t *step /* OUT */, char *err, size_t errcap);
+
+/* Deletes every step folder under root above `step` (complete or not).
+ * For an attempt told to resume from `step`: newer ones are the work of an
+ * attempt that died before reporting them, never billed and never resumed
+ * from, and they would otherwise count toward ckpt_prune's `keep` and push
+ * out the one resumed from. Returns the number deleted. */
+int ckpt_drop_after(const char *root, uint64_t step);
+
 /* Reads a verified checkpoint (ckpt_verify first). 0, or -1 with a reason. */
 int ckpt_read(const char *dir, struct ckpt *out /* OUT */, char *err, size_t errcap);
 void ckpt_release(struct ckpt *c);
 
-/* Deletes complete checkpoints beyond the newest `keep`, and leftover
- * temporary folders. Returns the number deleted. */
-int ckpt_prune(const char *root, int keep);
+/* Deletes complete checkpoints beyond the newest `keep`, except the one at
+ * step `hold` (0: none; the checkpoint the attempt resumed from, the last
+ * one the server is sure to know of), and leftover temporary folders.
+ * Returns the number deleted. */
+int ckpt_prune(const char *root, int keep, uint64_t hold);
 
 /* The checksum used in COMPLETE, computed as a stream (any split of the
  * input gives the same value). */

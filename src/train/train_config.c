@@ -145,7 +145,7 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
     c->max_grad_norm = 1.0f;
     c->keep_checkpoints = 3;
     double lr = -1.0, every_s = 0.0, wd = 0.0, clip = 1.0;
-    uint64_t warm = UINT64_MAX;
+    uint64_t warm = UINT64_MAX, resume = UINT64_MAX;
     if (get_str(o, "model_dir", 1, c->model_dir, sizeof c->model_dir, err, errcap) ||
         get_str(o, "train_file", 1, c->train_file, sizeof c->train_file, err, errcap) ||
         get_str(o, "train_file_name", 0, c->train_file_name, sizeof c->train_file_name, err,
@@ -194,6 +194,9 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         get_num(o, "max_grad_norm", 0.0, 1e6, &clip, err, errcap) ||
         get_int(o, "keep_checkpoints", 0, 1, 1000, &c->keep_checkpoints, err, errcap))
         goto out;
+    if (get_uint(o, "resume_step", 0, 0, c->max_steps, &resume, err, errcap))
+        goto out;
+    c->resume_step = resume == UINT64_MAX ? -1 : (int64_t)resume;
     c->learning_rate = lr > 0.0 ? (float)lr : c->full ? 2e-5f : 2e-4f;
     c->checkpoint_every_s = every_s;
     c->weight_decay = (float)wd;

@@ -41,6 +41,10 @@ struct train_config {
     float weight_decay;              /* default 0 */
     float max_grad_norm;             /* default 1.0; 0 = no clipping */
     int keep_checkpoints;            /* default 3 */
+    int64_t resume_step;             /* -1 (absent): the latest complete checkpoint in
+                                        checkpoint_dir; 0: from the start; N: the
+                                        checkpoint at step N (or, if it is missing or
+                                        damaged, the newest complete one below it) */
 };
 
 /* Parses ATTEMPT.json text. 0, or -1 with a one-line reason for the user,

@@ -74,6 +74,7 @@ struct run {
     uint8_t *mask;
     double loss;
     uint64_t ckpt_step;
+    uint64_t resumed_step;   /* the checkpoint resumed from; 0 none (kept by pruning) */
     double ckpt_t;
     char *meta;
     char err[ERRCAP];
@@ -237,20 +238,34 @@ static int save_checkpoint(struct run *r)
     r->ckpt_t = tev_now();
     tev_checkpoint(r->step, path, r->loss);
     tev_log("saved checkpoint at step %" PRIu64, r->step);
-    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints);
+    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints, r->resumed_step);
     return 0;
 }
 
-/* Resumes from the latest complete checkpoint. Returns 1 resumed, 0 none,
- * -1 error (in r->err). */
+/* Resumes from the checkpoint the settings name (resume_step: exactly
+ * that one, or the newest complete one below it when it is missing or
+ * damaged; checkpoints above it are removed, see ckpt_drop_after), or,
+ * without resume_step, from the latest complete one. Returns 1 resumed,
+ * 0 none, -1 error (in r->err). */
 static int resume(struct run *r)
 {
     char path[CKPT_MAX_PATH];
-    uint64_t step;
-    int found = ckpt_latest(r->c->checkpoint_dir, path, sizeof path, &step, r->err,
-                            sizeof r->err);
+    uint64_t step, upto = UINT64_MAX;
+    if (r->c->resume_step >= 0) {
+        upto = (uint64_t)r->c->resume_step;
+        ckpt_drop_after(r->c->checkpoint_dir, upto);
+        if (upto == 0)
+            return 0;
+    }
+    int found = ckpt_latest_at_most(r->c->checkpoint_dir, upto, path, sizeof path, &step,
+                                    r->err, sizeof r->err);
     if (found <= 0)
         return found;
+    if (upto != UINT64_MAX && step != upto)
+        fprintf(stderr,
+                "alallo train: the checkpoint at step %" PRIu64 " is missing or damaged; "
+                "resuming from step %" PRIu64 "\n",
+                upto, step);
     struct ckpt k;
     if (ckpt_read(path, &k, r->err, sizeof r->err))
         return -1;
@@ -277,6 +292,7 @@ static int resume(struct run *r)
     r->rng = k.rng;
     r->loss = k.train_loss;
     r->ckpt_step = k.step;
+    r->resumed_step = k.step;
     rc = 1;
 out:
     ckpt_release(&k);

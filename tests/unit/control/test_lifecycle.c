@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include "control/lifecycle.h"
 #include "../api/api_harness.h"
@@ -49,6 +50,8 @@ struct claim {
     char attempt[64];
     char job[64];
     long long fence;
+    long resume_step; /* the spec's; -1 when it names none */
+    char checkpoint_dir[1024];
 };
 
 /* Claims work for `worker`; false on 204. */
@@ -71,6 +74,9 @@ static bool claim(struct harness *h, const char *worker, struct claim *c)
     assert_non_null(strstr(h_str(spec, "checkpoint_dir"), c->job));
     assert_int_equal(json_integer_value(json_object_get(spec, "max_steps")), 30);
     assert_null(json_object_get(spec, "threads"));
+    json_t *rs = json_object_get(spec, "resume_step");
+    c->resume_step = json_is_integer(rs) ? (long)json_integer_value(rs) : -1;
+    snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", h_str(spec, "checkpoint_dir"));
     reply_free(&r);
     return true;
 }
@@ -1044,6 +1050,209 @@ static void a_worker_lost_while_cancelling_leaves_the_partial_model(void **state
     h_free(h);
 }
 
+/* Checks that the job's ledger charges each training step of (0, max]
+ * once, net of lost-work refunds, and returns what those steps cost before
+ * the estimate's cap (rate x the time the kept steps took). */
+static double charged_once(struct harness *h, const char *id, long max)
+{
+    struct reply r = h_call(h, "GET", "/v1/billing/ledger", "limit=100", h->key, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *rows = json_object_get(r.json, "data");
+    long covered[64] = {0}; /* net charges per step (1..max) */
+    double steps = 0;
+    assert_true(max < 64);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        const char *why = h_str(row, "reason");
+        if (strcmp(h_str(row, "job"), id) != 0 ||
+            (strcmp(why, "training steps") != 0 &&
+             strcmp(why, "lost work (repeated for free)") != 0))
+            continue;
+        bool charge = strcmp(h_str(row, "kind"), "charge") == 0;
+        double amount = json_number_value(json_object_get(row, "amount"));
+        steps += charge ? amount : -amount;
+        long from = (long)json_integer_value(json_object_get(row, "from_step"));
+        long to = (long)json_integer_value(json_object_get(row, "to_step"));
+        assert_true(from >= 0 && to <= max);
+        for (long s = from + 1; s <= to; s++)
+            covered[s] += charge ? 1 : -1;
+    }
+    for (long s = 1; s <= max; s++)
+        assert_int_equal(covered[s], 1);
+    reply_free(&r);
+    return steps;
+}
+
+/* A worker dies after its trainer wrote a checkpoint (step 20) but before
+ * the report reached the server, which knows only step 10. The next
+ * attempt is told to resume from step 10 and is billed from there. */
+static void resumes_from_the_checkpoint_the_server_recorded(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(c.resume_step, 0);
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    assert_int_equal(
+        events(h, &c, c.fence,
+               "{\"event\":\"step\",\"t\":10.1,\"step\":10,\"loss\":2},"
+               "{\"event\":\"checkpoint\",\"t\":10.1,\"step\":10,\"path\":\"/x/step-00000010\","
+               "\"train_loss\":2}",
+               NULL, 0),
+        200);
+    /* the unreported checkpoint at step 20, on disk */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/step-00000020", c.checkpoint_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(store_worker_set_state(h->srv.ctl->store, "w1", "lost"), ERR_OK);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "w1", "worker lost"), ERR_OK);
+
+    register_worker(h, "w2", "8000000000", 3.6);
+    struct claim c2;
+    assert_true(claim(h, "w2", &c2));
+    assert_string_equal(c2.job, id);
+    assert_int_equal(c2.resume_step, 10);
+    assert_int_equal(
+        events(h, &c2, c2.fence,
+               "{\"event\":\"started\",\"t\":0.1,\"step\":10,\"resumed_from\":10},"
+               "{\"event\":\"step\",\"t\":20.1,\"step\":30,\"loss\":1},"
+               "{\"event\":\"done\",\"t\":20.1,\"step\":30,\"train_loss\":1,"
+               "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+               NULL, 0),
+        200);
+    assert_int_equal(finish(h, &c2, c2.fence, "\"exit_status\":0"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    json_decref(j);
+    /* 30 steps in 30 s at 3.6/h: 0.03, each step once */
+    assert_true(fabs(charged_once(h, id, 30) - 0.03) < 1e-9);
+    free(id);
+    h_free(h);
+}
+
+/* A trainer that resumes from a newer checkpoint than it was given (one
+ * the server never heard of) ends its attempt as alallo's failure: the
+ * job costs nothing. One that could only resume from an older one is
+ * billed from there, each step once. */
+static void a_resume_elsewhere_is_never_billed_wrong(void **state)
+{
+    (void)state;
+    for (int older = 0; older < 2; older++) {
+        struct harness *h = h_new();
+        register_worker(h, "w1", "8000000000", 3.6);
+        char *id = new_job(h, h->key, NULL);
+        struct claim c;
+        assert_true(claim(h, "w1", &c));
+        assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+        assert_int_equal(events(h, &c, c.fence,
+                                "{\"event\":\"step\",\"t\":10.1,\"step\":10,\"loss\":2},"
+                                "{\"event\":\"checkpoint\",\"t\":10.1,\"step\":10,"
+                                "\"path\":\"/x/step-00000010\",\"train_loss\":2}",
+                                NULL, 0),
+                         200);
+        assert_int_equal(store_worker_set_state(h->srv.ctl->store, "w1", "lost"), ERR_OK);
+        assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "w1", "worker lost"), ERR_OK);
+        register_worker(h, "w2", "8000000000", 3.6);
+        struct claim c2;
+        assert_true(claim(h, "w2", &c2));
+        char stop[16];
+        if (!older) {
+            assert_int_equal(
+                events(h, &c2, c2.fence,
+                       "{\"event\":\"started\",\"t\":0.1,\"step\":20,\"resumed_from\":20},"
+                       "{\"event\":\"step\",\"t\":10.1,\"step\":30,\"loss\":1}",
+                       stop, sizeof stop),
+                200);
+            assert_string_equal(stop, "cancel");
+            json_t *j = job(h, h->key, id);
+            assert_string_equal(h_str(j, "status"), "failed");
+            assert_non_null(strstr(h_str(j, "message"), "We've been notified"));
+            json_decref(j);
+            assert_int_equal(finish(h, &c2, c2.fence, "\"exit_status\":4"), 200);
+            struct reply r = h_call(h, "GET", "/v1/billing/ledger", "limit=100", h->key, NULL);
+            double net = 0;
+            json_t *rows = json_object_get(r.json, "data");
+            for (size_t i = 0; i < json_array_size(rows); i++) {
+                json_t *row = json_array_get(rows, i);
+                double amount = json_number_value(json_object_get(row, "amount"));
+                net += strcmp(h_str(row, "kind"), "charge") == 0 ? amount : -amount;
+            }
+            reply_free(&r);
+            assert_true(fabs(net) < 1e-9);
+        } else {
+            /* step 10's checkpoint was damaged: the trainer starts over */
+            assert_int_equal(
+                events(h, &c2, c2.fence,
+                       "{\"event\":\"started\",\"t\":0.1,\"step\":0,\"resumed_from\":null},"
+                       "{\"event\":\"step\",\"t\":30.1,\"step\":30,\"loss\":1},"
+                       "{\"event\":\"done\",\"t\":30.1,\"step\":30,\"train_loss\":1,"
+                       "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+                       stop, sizeof stop),
+                200);
+            assert_int_equal(finish(h, &c2, c2.fence, "\"exit_status\":0"), 200);
+            json_t *j = job(h, h->key, id);
+            assert_string_equal(h_str(j, "status"), "succeeded");
+            json_decref(j);
+            assert_true(fabs(charged_once(h, id, 30) - 0.03) < 1e-9);
+        }
+        free(id);
+        h_free(h);
+    }
+}
+
+/* Reports the server cannot bill from change nothing: progress before
+ * `started`, a checkpoint at or below the one recorded, steps going back. */
+static void reports_out_of_order_are_ignored(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"step\",\"t\":5,\"step\":20,\"loss\":2},"
+                            "{\"event\":\"checkpoint\",\"t\":5,\"step\":20,"
+                            "\"path\":\"/x/step-00000020\",\"train_loss\":2}",
+                            NULL, 0),
+                     200);
+    json_t *j = job(h, h->key, id);
+    assert_int_equal(progress(j, "steps_done"), 0);
+    json_decref(j);
+    assert_int_equal(events(h, &c, c.fence,
+                            STARTED ",{\"event\":\"step\",\"t\":10.1,\"step\":10,\"loss\":2},"
+                            "{\"event\":\"checkpoint\",\"t\":10.1,\"step\":10,"
+                            "\"path\":\"/x/step-00000010\",\"train_loss\":2},"
+                            "{\"event\":\"checkpoint\",\"t\":10.2,\"step\":5,"
+                            "\"path\":\"/x/step-00000005\",\"train_loss\":2},"
+                            "{\"event\":\"step\",\"t\":10.3,\"step\":4,\"loss\":2}",
+                            NULL, 0),
+                     200);
+    j = job(h, h->key, id);
+    assert_int_equal(progress(j, "steps_done"), 10);
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/checkpoints", id);
+    struct reply r = h_call(h, "GET", path, NULL, h->key, NULL);
+    json_t *data = json_object_get(r.json, "data");
+    assert_int_equal(json_array_size(data), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(data, 0), "step_number")),
+                     10);
+    reply_free(&r);
+    /* lost now: the next attempt resumes from 10, not 5 or 20 */
+    assert_int_equal(store_worker_set_state(h->srv.ctl->store, "w1", "lost"), ERR_OK);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "w1", "worker lost"), ERR_OK);
+    register_worker(h, "w2", "8000000000", 3.6);
+    struct claim c2;
+    assert_true(claim(h, "w2", &c2));
+    assert_int_equal(c2.resume_step, 10);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1063,6 +1272,9 @@ int main(void)
         cmocka_unit_test(claims_right_after_a_pass_take_its_assignments),
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
+        cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
+        cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
+        cmocka_unit_test(reports_out_of_order_are_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

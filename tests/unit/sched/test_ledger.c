@@ -242,6 +242,36 @@ static void a_skipped_checkpoint_refunds_lost_work(void **state)
     assert_string_equal(ledger_reason_text(LEDGER_R_LOST_WORK), "lost work (repeated for free)");
 }
 
+/* An attempt begun at the recorded checkpoint (50) whose trainer could
+ * only resume from 40 is rebased there before any progress: earlier work
+ * after 40 is refunded, and nothing goes up or after progress. */
+static void a_rebase_moves_the_start_down_only(void **state)
+{
+    (void)state;
+    struct ledger_job j;
+    init(&j);
+    struct rows r;
+    uint64_t f1 = run(&j, 1, 3.6, 0, 60, 600, 50, 0);
+    ledger_attempt_end(&j, f1, 600, 50);
+    settle(&j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, 600, &r);
+    uint64_t f2;
+    assert_int_equal(ledger_attempt_begin(&j, 2, 3.6, 50, 700, &f2), ERR_OK);
+    assert_int_equal(ledger_attempt_rebase(&j, f2, 51), ERR_INVALID);
+    assert_int_equal(ledger_attempt_rebase(&j, f1, 40), ERR_FENCED);
+    assert_int_equal(ledger_attempt_rebase(&j, f2, 40), ERR_OK);
+    assert_int_equal(j.latest_checkpoint, 40);
+    settle(&j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, 700, &r);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.r[0].reason, LEDGER_R_LOST_WORK);
+    assert_int_equal(r.r[0].from_step, 40);
+    assert_int_equal(r.r[0].to_step, 50);
+    assert_int_equal(ledger_attempt_progress(&j, f2, 100, 600), ERR_OK);
+    assert_int_equal(ledger_attempt_rebase(&j, f2, 30), ERR_INVALID);
+    ledger_attempt_end(&j, f2, 1400, 100);
+    settle(&j, JOB_SUCCEEDED, MSG_NONE, JOB_QUEUED, 1400, &r);
+    assert_int_equal(ledger_net_micros(&j), MICROS);
+}
+
 static void settling_is_idempotent(void **state)
 {
     (void)state;
@@ -331,6 +361,7 @@ int main(void)
         cmocka_unit_test(cancel_rules),
         cmocka_unit_test(each_step_billed_once_across_moves),
         cmocka_unit_test(a_skipped_checkpoint_refunds_lost_work),
+        cmocka_unit_test(a_rebase_moves_the_start_down_only),
         cmocka_unit_test(settling_is_idempotent),
         cmocka_unit_test(attempts_and_fences),
         cmocka_unit_test(limits),

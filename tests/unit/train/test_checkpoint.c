@@ -134,7 +134,7 @@ static void latest_skips_bad_ones(void **state)
      * have COMPLETE; keep 2 leaves 40 and 30) */
     snprintf(f, sizeof f, "%s/.tmp-step-00000060-999999", root);
     assert_int_equal(mkdir(f, 0755), 0);
-    int deleted = ckpt_prune(root, 2);
+    int deleted = ckpt_prune(root, 2, 0);
     assert_int_equal(deleted, 3);
     struct stat sb;
     assert_int_not_equal(stat(f, &sb), 0);
@@ -145,6 +145,39 @@ static void latest_skips_bad_ones(void **state)
     assert_int_equal(ckpt_write(root, &c, path, sizeof path, err, sizeof err), 0);
     assert_int_equal(ckpt_latest(root, path, sizeof path, &step, err, sizeof err), 1);
     assert_int_equal(step, 40);
+}
+
+/* An attempt told to resume from step 20 finds 20 even with newer
+ * checkpoints beside it, removes those (the work of an attempt that died
+ * before reporting them), and its pruning never removes step 20. */
+static void resume_from_a_named_step(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    float p[N], m[N], v[N];
+    struct ckpt c;
+    char path[CKPT_MAX_PATH], err[300];
+    uint64_t step = 0;
+    for (uint64_t s = 10; s <= 40; s += 10) {
+        fill(&c, s, N, p, m, v);
+        assert_int_equal(ckpt_write(root, &c, path, sizeof path, err, sizeof err), 0);
+    }
+    assert_int_equal(ckpt_latest_at_most(root, 25, path, sizeof path, &step, err, sizeof err), 1);
+    assert_int_equal(step, 20);
+    assert_int_equal(ckpt_latest_at_most(root, 5, path, sizeof path, &step, err, sizeof err), 0);
+    assert_int_equal(ckpt_drop_after(root, 20), 2);
+    assert_int_equal(ckpt_latest(root, path, sizeof path, &step, err, sizeof err), 1);
+    assert_int_equal(step, 20);
+    /* three newer ones written after the resume: keep 2 would drop 20, the
+     * one the server knows; `hold` keeps it (10 goes) */
+    for (uint64_t s = 30; s <= 50; s += 10) {
+        fill(&c, s, N, p, m, v);
+        assert_int_equal(ckpt_write(root, &c, path, sizeof path, err, sizeof err), 0);
+    }
+    assert_int_equal(ckpt_prune(root, 2, 20), 2);
+    assert_int_equal(ckpt_latest_at_most(root, 20, path, sizeof path, &step, err, sizeof err), 1);
+    assert_int_equal(step, 20);
+    assert_int_equal(ckpt_latest_at_most(root, 19, path, sizeof path, &step, err, sizeof err), 0);
 }
 
 static void hash_is_split_invariant(void **state)
@@ -172,6 +205,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(write_read_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(latest_skips_bad_ones, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_from_a_named_step, setup, teardown),
         cmocka_unit_test(hash_is_split_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

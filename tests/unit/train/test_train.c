@@ -211,6 +211,60 @@ static void resume_exact(const char *name, const char *extra, const char *file)
     json_decref(b2.events);
 }
 
+/* The server names the checkpoint to resume from (resume_step): a newer
+ * one in the folder (written by an attempt that died before reporting it)
+ * is ignored and removed, and the run from the named one is bit-exact
+ * with a straight run. */
+static void resume_exact_from_the_named_step(void **state)
+{
+    (void)state;
+    char ra[300], rb[300], cfg[320], pa[400], pb[400], extra[64];
+    snprintf(ra, sizeof ra, "%s/named-a", base);
+    snprintf(rb, sizeof rb, "%s/named-b", base);
+    make_root(ra, 30);
+    make_root(rb, 30);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", ra);
+    assert_int_equal(fx_write_attempt(cfg, ra, "", 12, 0), 0);
+    struct result a = run_train(cfg, 0, 0);
+    assert_int_equal(a.status, 0);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", rb);
+    assert_int_equal(fx_write_attempt(cfg, rb, "", 12, 5), 0);
+    struct result b1 = run_train(cfg, 0, 0);
+    assert_int_equal(b1.status, 0);
+    snprintf(pb, sizeof pb, "%s/out", rb);
+    assert_int_equal(fs_remove_tree(pb), 0);
+    snprintf(extra, sizeof extra, "\"resume_step\":5,");
+    assert_int_equal(fx_write_attempt(cfg, rb, extra, 12, 0), 0);
+    struct result b2 = run_train(cfg, 0, 0);
+    assert_int_equal(b2.status, 0);
+    json_t *st = find_event(&b2, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), 5);
+    assert_int_equal(json_integer_value(json_object_get(st, "resumed_from")), 5);
+    struct stat sb;
+    snprintf(pb, sizeof pb, "%s/ck/step-00000010", rb);
+    assert_int_not_equal(stat(pb, &sb), 0); /* the newer one is gone */
+    snprintf(pb, sizeof pb, "%s/ck/step-00000005", rb);
+    assert_int_equal(stat(pb, &sb), 0); /* the named one stays */
+    snprintf(pa, sizeof pa, "%s/out/adapter/adapter_model.safetensors", ra);
+    snprintf(pb, sizeof pb, "%s/out/adapter/adapter_model.safetensors", rb);
+    assert_true(files_equal(pa, pb));
+    /* resume_step 0: from the start, whatever the folder holds */
+    snprintf(pb, sizeof pb, "%s/out", rb);
+    assert_int_equal(fs_remove_tree(pb), 0);
+    assert_int_equal(fx_write_attempt(cfg, rb, "\"resume_step\":0,", 12, 0), 0);
+    struct result b3 = run_train(cfg, 0, 0);
+    assert_int_equal(b3.status, 0);
+    st = find_event(&b3, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "step")), 0);
+    assert_true(json_is_null(json_object_get(st, "resumed_from")));
+    snprintf(pb, sizeof pb, "%s/out/adapter/adapter_model.safetensors", rb);
+    assert_true(files_equal(pa, pb));
+    json_decref(a.events);
+    json_decref(b1.events);
+    json_decref(b2.events);
+    json_decref(b3.events);
+}
+
 static void resume_exact_lora16(void **state)
 {
     (void)state;
@@ -418,6 +472,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loss_goes_down_full),
         cmocka_unit_test(resume_exact_lora16),
+        cmocka_unit_test(resume_exact_from_the_named_step),
         cmocka_unit_test(resume_exact_lora4),
         cmocka_unit_test(resume_exact_full),
         cmocka_unit_test(signals_checkpoint),
