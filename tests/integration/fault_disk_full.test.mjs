@@ -84,10 +84,10 @@ test('a full disk during a checkpoint: the previous checkpoint stays usable and 
     // No half-written folder is left where a resume would look.
     const root = path.dirname(dirs[0]);
     assert.deepEqual(fs.readdirSync(root).filter((n) => n !== path.basename(dirs[0])), []);
-    // With the disk back, a trainer on the same settings resumes from it
-    // and trains to the end.
+    // With the disk back, a trainer on the same settings, told to resume
+    // from it as the server would name it, trains to the end.
     const conf = path.join(tmp, 'ATTEMPT.json');
-    fs.writeFileSync(conf, JSON.stringify({ ...spec, out_dir: path.join(tmp, 'out'), threads: 1 }));
+    fs.writeFileSync(conf, JSON.stringify({ ...spec, resume_step: first, out_dir: path.join(tmp, 'out'), threads: 1 }));
     const res = spawnSync(BIN, ['train', '--config', conf], { encoding: 'utf8', timeout: 180000, cwd: tmp });
     assert.equal(res.status, 0, `${res.stdout.slice(-2000)}\n${res.stderr.slice(-2000)}`);
     const events = res.stdout.trim().split('\n').map((l) => JSON.parse(l));
