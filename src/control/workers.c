@@ -15,8 +15,8 @@ bool control_worker_change_allowed(enum worker_state from, enum worker_state to)
     static const bool allowed[WORKER_STATE_COUNT][WORKER_STATE_COUNT] = {
         /*               active draining lost */
         [WORKER_ACTIVE] = {true, true, true},
-        [WORKER_DRAINING] = {true, false, true},
-        [WORKER_LOST] = {true, false, false},
+        [WORKER_DRAINING] = {false, true, true},
+        [WORKER_LOST] = {true, false, true},
     };
     if ((int)from < 0 || from >= WORKER_STATE_COUNT || (int)to < 0 || to >= WORKER_STATE_COUNT)
         return false;
@@ -30,17 +30,35 @@ static enum worker_state state_of(const struct store_worker *w)
     return worker_state_parse(w->state, &s) ? s : WORKER_LOST;
 }
 
-/* Moves worker w from its state to `to` in the store (and in *w), when the
- * table allows it. ERR_CONFLICT when it does not. */
-static enum alallo_err set_state(struct control *ctl, struct store_worker *w, enum worker_state to)
+/* Moves worker w from the state read into *w to `to`, when the table
+ * allows it and the store still holds that state (a compare-and-set, so a
+ * decision made on a stale read never undoes a newer one; with
+ * silent_before_ms > 0 only while the worker has not spoken since). When
+ * the state changed since *w was read, *w is read again and the move
+ * decided afresh, once. ERR_CONFLICT when the move is not allowed now;
+ * nothing changes then. A move to the state it is in changes nothing. */
+static enum alallo_err set_state(struct control *ctl, struct store_worker *w, enum worker_state to,
+                                 int64_t silent_before_ms)
 {
-    enum worker_state from = state_of(w);
-    if (!control_worker_change_allowed(from, to))
-        return ERR_CONFLICT;
-    enum alallo_err e = store_worker_set_state(ctl->store, w->name, worker_state_name(to));
-    if (!e)
-        text_copy(w->state, sizeof w->state, worker_state_name(to));
-    return e;
+    for (int tries = 0; tries < 2; tries++) {
+        enum worker_state from = state_of(w);
+        if (from == to)
+            return ERR_OK;
+        if (!control_worker_change_allowed(from, to))
+            return ERR_CONFLICT;
+        enum alallo_err e = store_worker_change_state(
+            ctl->store, w->name, worker_state_name(from), worker_state_name(to), silent_before_ms);
+        if (!e) {
+            text_copy(w->state, sizeof w->state, worker_state_name(to));
+            return ERR_OK;
+        }
+        if (e != ERR_CONFLICT || silent_before_ms > 0)
+            return e; /* a silent worker that spoke since is not lost */
+        e = store_worker_get(ctl->store, w->name, w);
+        if (e)
+            return e;
+    }
+    return ERR_CONFLICT;
 }
 
 enum alallo_err control_worker_register(struct control *ctl, struct store_worker *w)
@@ -68,8 +86,12 @@ enum alallo_err control_worker_heartbeat(struct control *ctl, const char *name,
     if (!e)
         e = store_worker_heartbeat(ctl->store, w->name, clock_now_ms());
     if (!e && state_of(w) == WORKER_LOST) {
-        /* Back from the dead: its attempts ended when it was lost. */
-        e = set_state(ctl, w, WORKER_ACTIVE);
+        /* Back from the dead: its attempts ended when it was lost. Another
+         * call may have moved it first (back, then drained): *w then says
+         * where it stands, and the heartbeat is answered with that. */
+        e = set_state(ctl, w, WORKER_ACTIVE, 0);
+        if (e == ERR_CONFLICT)
+            e = ERR_OK;
         fleet_changed(ctl);
     }
     return e;
@@ -100,8 +122,11 @@ enum alallo_err control_worker_take_away(struct control *ctl, const char *name, 
         return e;
     if (spot && strcmp(w->class_, "spot") != 0)
         return ERR_CONFLICT;
-    if (state_of(w) == WORKER_ACTIVE)
-        e = set_state(ctl, w, WORKER_DRAINING);
+    if (state_of(w) == WORKER_ACTIVE) {
+        e = set_state(ctl, w, WORKER_DRAINING, 0);
+        if (e == ERR_CONFLICT)
+            e = ERR_OK; /* lost meanwhile: its attempts move all the same */
+    }
     if (!e)
         e = store_attempt_list_open(ctl->store, name, open, cap, n);
     if (e)
@@ -125,7 +150,10 @@ void control_workers_check_lost(struct control *ctl, int64_t now_ms)
                 continue;
             log_line("warn", "worker %s lost: no heartbeat for %d s", ws[i].name,
                      ctl->cfg.worker_timeout_s);
-            if (set_state(ctl, &ws[i], WORKER_LOST) != ERR_OK)
+            /* Only if it is still silent: a heartbeat since this list was
+             * read keeps it. */
+            int64_t silent_before = now_ms - (int64_t)ctl->cfg.worker_timeout_s * 1000;
+            if (set_state(ctl, &ws[i], WORKER_LOST, silent_before) != ERR_OK)
                 continue;
             lifecycle_worker_gone(ctl, ws[i].name, "worker lost");
             fleet_changed(ctl);

@@ -5,7 +5,13 @@
  *   active   -> draining (drain, take-back), lost (no heartbeat)
  *   draining -> lost
  *   lost     -> active   (a heartbeat again: back from the dead)
- *   any      -> active   (it registers again: it restarted)
+ *   and a worker that registers again is active whatever it was (it
+ *   restarted: its row is replaced, not moved).
+ *
+ * Each move is a compare-and-set in the store (store_worker_change_state):
+ * it happens only from the state the decision was made on, so a heartbeat,
+ * a drain and the lost-worker check racing each other never undo one
+ * another, and a worker is marked lost only while it is still silent.
  *
  * A worker's attempts end when it is lost or registers again; its jobs
  * move on from their latest checkpoint (lifecycle_worker_gone).

@@ -409,6 +409,16 @@ enum alallo_err store_worker_list(struct store *s, struct store_worker *out /* O
 enum alallo_err store_worker_heartbeat(struct store *s, const char *name, int64_t now_ms);
 enum alallo_err store_worker_set_state(struct store *s, const char *name, const char *state);
 
+/* Compare-and-set of worker `name`'s state: it becomes `to` only while it
+ * is `from` and, when silent_before_ms > 0, only while its last heartbeat
+ * is older than that (a worker that spoke since is not lost). ERR_CONFLICT
+ * when the worker is not in that state (or spoke since), or is unknown;
+ * nothing changes then. The one way the control layer moves a worker
+ * between states, so that a decision made on a stale read never undoes a
+ * newer one. */
+enum alallo_err store_worker_change_state(struct store *s, const char *name, const char *from,
+                                          const char *to, int64_t silent_before_ms);
+
 /* ---- ledger ----------------------------------------------------------- */
 
 /* Ledger rows of `account`, newest first, older than row `before_seq` (0:

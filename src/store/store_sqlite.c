@@ -230,6 +230,7 @@ enum sql_id {
     S_W_LIST,
     S_W_HB,
     S_W_STATE,
+    S_W_CHANGE,
     S_LED_INSERT,
     S_LED_LIST,
     S_CAL_INSERT,
@@ -308,6 +309,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_W_LIST] = "SELECT " WORKER_COLS " FROM workers ORDER BY name LIMIT ?",
     [S_W_HB] = "UPDATE workers SET last_heartbeat = ? WHERE name = ?",
     [S_W_STATE] = "UPDATE workers SET state = ? WHERE name = ?",
+    [S_W_CHANGE] = "UPDATE workers SET state = ?1 WHERE name = ?2 AND state = ?3 "
+                   "AND (?4 = 0 OR last_heartbeat < ?4)",
     [S_LED_INSERT] = "INSERT INTO ledger(account, job, attempt, kind, amount, steps, created,"
                      " from_step, to_step, reason) VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)",
@@ -1782,6 +1785,25 @@ enum alallo_err store_worker_heartbeat(struct store *s, const char *name, int64_
 enum alallo_err store_worker_set_state(struct store *s, const char *name, const char *state)
 {
     return worker_update(s, S_W_STATE, name, state, 0);
+}
+
+enum alallo_err store_worker_change_state(struct store *s, const char *name, const char *from,
+                                          const char *to, int64_t silent_before_ms)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_W_CHANGE);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 3, from, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 4, silent_before_ms);
+        e = step_done(c, st, rc, "change worker state");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_CONFLICT;
+    }
+    WRITE_END(s);
+    return e;
 }
 
 /* ---- ledger ----------------------------------------------------------- */

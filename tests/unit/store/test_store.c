@@ -537,6 +537,32 @@ static void workers_and_too_long_values(void **state)
     assert_int_equal(store_worker_put(f->s, &w), ERR_INVALID);
 }
 
+/* A worker's state moves only from the state the decision was made on, and
+ * to lost only while the worker is still silent. */
+static void worker_state_changes_are_compare_and_set(void **state)
+{
+    struct fixture *f = *state;
+    struct store_worker w = {.cpus = 2, .mem_bytes = 1 << 30, .price_per_hour = 0.4};
+    strcpy(w.name, "w");
+    strcpy(w.class_, "spot");
+    strcpy(w.state, "active");
+    assert_int_equal(store_worker_put(f->s, &w), ERR_OK);
+    assert_int_equal(store_worker_heartbeat(f->s, "w", 1000), ERR_OK);
+    assert_int_equal(store_worker_change_state(f->s, "w", "active", "draining", 0), ERR_OK);
+    /* A decision made on the stale "active" changes nothing. */
+    assert_int_equal(store_worker_change_state(f->s, "w", "active", "lost", 0), ERR_CONFLICT);
+    /* It spoke at 1000: not lost as "silent before 500"... */
+    assert_int_equal(store_worker_change_state(f->s, "w", "draining", "lost", 500), ERR_CONFLICT);
+    struct store_worker got;
+    assert_int_equal(store_worker_get(f->s, "w", &got), ERR_OK);
+    assert_string_equal(got.state, "draining");
+    /* ...but lost as "silent before 2000". */
+    assert_int_equal(store_worker_change_state(f->s, "w", "draining", "lost", 2000), ERR_OK);
+    assert_int_equal(store_worker_get(f->s, "w", &got), ERR_OK);
+    assert_string_equal(got.state, "lost");
+    assert_int_equal(store_worker_change_state(f->s, "nobody", "lost", "active", 0), ERR_CONFLICT);
+}
+
 /* A job and the deletion of its data set: one of the two loses, whichever
  * order they reach the store in. */
 static void a_job_and_the_deletion_of_its_data_set_exclude_each_other(void **state)
@@ -657,6 +683,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(wal_and_full_sync, setup, teardown),
         cmocka_unit_test_setup_teardown(accounts, setup, teardown),
+        cmocka_unit_test_setup_teardown(worker_state_changes_are_compare_and_set, setup, teardown),
         cmocka_unit_test_setup_teardown(files_paging_and_isolation, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_paging_newest_first, setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(updates_are_atomic, setup_with_data, teardown),
