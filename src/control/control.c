@@ -7,6 +7,7 @@
 
 #include "control/catalog.h"
 #include "control/fleet.h"
+#include "control/lifecycle.h"
 #include "control/sched_link.h"
 #include "core/worker_state.h"
 
@@ -44,6 +45,7 @@ int control_open(struct control *ctl, struct store *store, char *err, size_t err
             if (!worker_state_parse(ws[i].state, &state) || state != WORKER_LOST)
                 store_worker_heartbeat(store, ws[i].name, clock_now_ms());
     free(ws);
+    lifecycle_repair_partial_models(ctl);
     return 0;
 fail:
     catalog_free(ctl->catalog);

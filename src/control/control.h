@@ -67,7 +67,9 @@ struct control {
 /* Makes the catalog and the scheduler's link over an open
  * store (which the control then owns) and replays the calibration history.
  * cfg and alallo_bin must be set. Workers the store knows get a fresh
- * grace period (they could not reach a server that was not running).
+ * grace period (they could not reach a server that was not running), and
+ * cancelled jobs charged without their partial model get it
+ * (lifecycle_repair_partial_models).
  * Returns 0, or -1 with a reason in err (everything it made is freed; the
  * store is left open). */
 int control_open(struct control *ctl, struct store *store, char *err, size_t errcap);

@@ -1151,6 +1151,44 @@ static void keep_partial_model(struct control *ctl, const char *job_id, long ste
     free(j);
 }
 
+#define REPAIR_SCAN_MAX 65536 /* cancelled jobs looked at by one repair */
+
+void lifecycle_repair_partial_models(struct control *ctl)
+{
+    char(*ids)[IDS_MAX] = calloc(REPAIR_SCAN_MAX, sizeof *ids);
+    struct store_job *j = malloc(sizeof *j);
+    int n = 0;
+    if (!ids || !j || store_job_ids_in_status(ctl->store, JOB_CANCELLED, ids, REPAIR_SCAN_MAX, &n)) {
+        free(ids);
+        free(j);
+        return;
+    }
+    if (n == REPAIR_SCAN_MAX)
+        log_line("warn", "partial models: only the oldest %d cancelled jobs were looked at", n);
+    int made = 0;
+    for (int i = 0; i < n; i++) {
+        if (store_job_get(ctl->store, NULL, ids[i], j) != ERR_OK || j->fine_tuned_model[0] ||
+            !(j->price_charged - j->price_refunded > 0))
+            continue;
+        /* Charged, and no model: the cancel committed and the server
+         * stopped before it made the model. The step is the ledger's, as
+         * when the cancel was decided (outcome_partial_step). */
+        struct sched_state *st = state_load(j);
+        if (!st)
+            continue;
+        struct outcome o = {.kind = OUTCOME_CANCELLED, .partial_model = true};
+        long step = outcome_partial_step(&o, &st->ledger);
+        free(st);
+        keep_partial_model(ctl, j->id, step);
+        made++;
+    }
+    if (made)
+        log_line("info", "partial models: %d cancelled job(s) charged without one were repaired",
+                 made);
+    free(ids);
+    free(j);
+}
+
 enum alallo_err lifecycle_finish(struct control *ctl, const char *attempt_id, int64_t fence,
                                  const struct attempt_end *end)
 {

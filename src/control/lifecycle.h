@@ -94,4 +94,9 @@ void lifecycle_check_limits(struct control *ctl, int64_t now_ms);
 void lifecycle_report_internal(struct control *ctl, const struct store_job *j,
                                const char *detail);
 
+/* Makes the partial model of every cancelled job that was charged but has
+ * none: the cancel committed and the server stopped before the model was
+ * made (keep_partial_model runs after the commit). Called at start-up. */
+void lifecycle_repair_partial_models(struct control *ctl);
+
 #endif

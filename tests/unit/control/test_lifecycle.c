@@ -1253,6 +1253,39 @@ static void reports_out_of_order_are_ignored(void **state)
     h_free(h);
 }
 
+/* A cancel that committed its charge but whose partial model was never
+ * made (the server stopped in between; here the materializer fails) gets
+ * its model when the control layer starts again. */
+static void a_partial_model_lost_to_a_stop_is_made_at_start_up(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "/bin/false");
+    register_worker(h, "w1", "8000000000", 3600.0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, RUN7, NULL, 0), 200);
+    struct reply r = h_call(h, "POST", "/v1/workers/w1/drain", NULL, h->key, NULL);
+    reply_free(&r);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    assert_int_equal(cancel_job(h, id), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "cancelled");
+    assert_true(net_charge(j) > 0);
+    assert_true(json_is_null(json_object_get(j, "fine_tuned_model")));
+    json_decref(j);
+
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "/bin/true");
+    lifecycle_repair_partial_models(h->srv.ctl);
+    assert_partial_model_of_charged_steps(h, id, 7);
+    /* Once made, a second start-up leaves it alone. */
+    lifecycle_repair_partial_models(h->srv.ctl);
+    assert_partial_model_of_charged_steps(h, id, 7);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1272,6 +1305,7 @@ int main(void)
         cmocka_unit_test(claims_right_after_a_pass_take_its_assignments),
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
+        cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
         cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
         cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
         cmocka_unit_test(reports_out_of_order_are_ignored),
