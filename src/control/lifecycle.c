@@ -1419,10 +1419,20 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
     if (e)
         return e;
     if (j->status == JOB_CANCELLING || stop_of(j) == STOP_REASON_CANCEL) {
+        /* As any attempt that ends while its job is cancelling
+         * (src/sched/outcome.h): steps earlier attempts kept are charged,
+         * and their checkpoint is the partial model. */
+        struct outcome_job oj = {.status = j->status, .stop = stop_of(j),
+                                 .trained = j->steps_done > 0};
+        struct outcome_end oe = {.exit_status = -1, .not_started = true};
+        struct outcome o;
+        outcome_of_end(&oj, &oe, &o);
         e = job_move_to(j, JOB_CANCELLED, MSG_NONE);
         j->finished_ms = now;
         if (!e)
-            e = settle_as(&c->base, j, a, JOB_CANCELLED, MSG_NONE, JOB_QUEUED, w);
+            e = settle(&c->base, j, a, &o.ledger, w);
+        if (!e)
+            c->base.partial_step = outcome_partial_step(&o, &c->base.st->ledger);
     } else if (c->earlier + 1 >= c->base.ctl->cfg.start_tries) {
         e = job_move_to(j, JOB_FAILED, MSG_FAILED_INTERNAL);
         j->finished_ms = now;
@@ -1472,6 +1482,8 @@ void lifecycle_check_starts(struct control *ctl, int64_t now_ms)
             store_job_update(ctl->store, open[k].job, open[k].id, start_timeout_cb, &c);
         free(c.base.st);
         feed_calibration(ctl, &c.base, e);
+        if (!e)
+            keep_partial_model(ctl, open[k].job, c.base.partial_step);
         struct store_job j;
         if (!e && c.internal && store_job_get(ctl->store, NULL, open[k].job, &j) == ERR_OK)
             lifecycle_report_internal(ctl, &j, "the trainer never started, attempt after "

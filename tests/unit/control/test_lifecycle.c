@@ -1286,6 +1286,38 @@ static void a_partial_model_lost_to_a_stop_is_made_at_start_up(void **state)
     h_free(h);
 }
 
+/* A job moved after 7 checkpointed steps, claimed again, then cancelled
+ * while its new trainer never starts: the start timeout ends it as any
+ * cancel of a job that trained (charged for its 7 steps, which become its
+ * partial model), not as a cancel of a job that never ran. */
+static void a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "/bin/true");
+    h->srv.ctl->cfg.start_timeout_s = 1;
+    register_worker(h, "w1", "8000000000", 3600.0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, RUN7, NULL, 0), 200);
+    struct reply r = h_call(h, "POST", "/v1/workers/w1/drain", NULL, h->key, NULL);
+    reply_free(&r);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    register_worker(h, "w2", "8000000000", 3600.0);
+    struct claim c2;
+    assert_true(claim(h, "w2", &c2));
+    assert_string_equal(c2.job, id);
+    assert_int_equal(cancel_job(h, id), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "cancelling");
+    json_decref(j);
+    lifecycle_check_starts(h->srv.ctl, clock_now_ms() + 2000);
+    assert_partial_model_of_charged_steps(h, id, 7);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1306,6 +1338,7 @@ int main(void)
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
+        cmocka_unit_test(a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model),
         cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
         cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
         cmocka_unit_test(reports_out_of_order_are_ignored),
