@@ -39,6 +39,14 @@ int cli_usage_error(struct cli_ctx *cx, const char *cmd, const char *reason);
 int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts,
                  json_t **body /* OUT */);
 
+/* Where a model is expected, a job id (ftjob-...) stands for its fine-tuned
+ * model: the job is looked up and *model set to its fine_tuned_model (in
+ * buf). Any other name is left as it is (*model = given). A job without a
+ * model is an error that says why ("the job failed: it has no model").
+ * Returns CLI_OK or an exit status after printing. */
+int cli_model_arg(struct cli_ctx *cx, const char *cmd, const char *given, char *buf, size_t cap,
+                  const char **model /* OUT */);
+
 /* The options cli_job_body reads; copy the array before parsing. */
 extern const struct cli_opt cli_job_opts[];
 #define CLI_JOB_OPTS_COUNT 15

@@ -15,6 +15,51 @@ static struct cli_opt *find(struct cli_opt *opts, const char *name, size_t len)
     return NULL;
 }
 
+/* Edits (insert, delete, replace) between a[0..an) and b; options are short,
+ * so one row of the table is enough. Capped at 9. */
+static size_t distance(const char *a, size_t an, const char *b)
+{
+    size_t bn = strlen(b);
+    if (an > 40 || bn > 40)
+        return 9;
+    size_t row[41];
+    for (size_t j = 0; j <= bn; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= an; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= bn; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[bn] < 9 ? row[bn] : 9;
+}
+
+/* The known option nearest to a mistyped one: two edits at most, or the
+ * one the typed text begins (--learning-rate for --learning-rate-multiplier). */
+static const char *nearest(const struct cli_opt *opts, const char *name, size_t len)
+{
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (const struct cli_opt *o = opts; o && o->name; o++) {
+        size_t d = distance(name, len, o->name);
+        if (d >= best_d && len > 3 && strncmp(o->name, name, len) == 0)
+            d = 2;
+        if (d < best_d) {
+            best_d = d;
+            best = o->name;
+        }
+    }
+    return best;
+}
+
 int cli_parse(int argc, char **argv, struct cli_opt *opts, struct cli_args *out, char *err,
               size_t errcap)
 {
@@ -44,7 +89,11 @@ int cli_parse(int argc, char **argv, struct cli_opt *opts, struct cli_args *out,
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         struct cli_opt *o = find(opts, a, len);
         if (!o) {
-            snprintf(err, errcap, "unknown option %.*s", (int)len, a);
+            const char *near = nearest(opts, a, len);
+            if (near)
+                snprintf(err, errcap, "unknown option %.*s (did you mean %s?)", (int)len, a, near);
+            else
+                snprintf(err, errcap, "unknown option %.*s", (int)len, a);
             return -1;
         }
         if (!o->takes_value) {

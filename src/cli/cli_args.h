@@ -24,8 +24,9 @@ struct cli_args {
 };
 
 /* Parses argv[0..argc-1] against opts. Returns 0, or -1 with a one-line
- * reason in err (an unknown option, a missing value, too many positional
- * arguments). A lone "--" ends the options. */
+ * reason in err (an unknown option, with the nearest known one when one is
+ * close: "unknown option --modle (did you mean --model?)"; a missing value;
+ * too many positional arguments). A lone "--" ends the options. */
 int cli_parse(int argc, char **argv, struct cli_opt *opts, struct cli_args *out /* OUT */,
               char *err, size_t errcap);
 

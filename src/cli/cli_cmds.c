@@ -186,6 +186,10 @@ int cli_generate(struct cli_ctx *cx, int argc, char **argv)
     const char *prompt = cli_get(opts, "--prompt");
     if (!model || !prompt)
         return cli_usage_error(cx, "generate", "--model and --prompt are required");
+    char ftbuf[256];
+    int mrc = cli_model_arg(cx, "generate", model, ftbuf, sizeof ftbuf, &model);
+    if (mrc != CLI_OK)
+        return mrc;
     json_t *body = json_pack("{s:s,s:s}", "model", model, "prompt", prompt);
     long n;
     double t;
@@ -249,8 +253,13 @@ int cli_export(struct cli_ctx *cx, int argc, char **argv)
         return cli_usage_error(cx, "export", "--format must be hf, peft or gguf");
     if (!out || !*out)
         return cli_usage_error(cx, "export", "--out PATH is required");
+    char ftbuf[256];
+    const char *model;
+    int mrc = cli_model_arg(cx, "export", args.pos[0], ftbuf, sizeof ftbuf, &model);
+    if (mrc != CLI_OK)
+        return mrc;
     char path[600] = "/v1/models/";
-    if (cli_url_escape(path, sizeof path, args.pos[0]) != 0 ||
+    if (cli_url_escape(path, sizeof path, model) != 0 ||
         strlen(path) + 32 > sizeof path)
         return cli_usage_error(cx, "export", "model ID too long");
     strcat(path, "/export?format=");

@@ -477,7 +477,16 @@ void cli_print_job(FILE *out, const json_t *job, const json_t *checkpoints)
         cli_estimate_time(t, sizeof t, est);
         cli_money_range(m, sizeof m, json_object_get(ep, "low"), json_object_get(ep, "high"),
                         str(ep, "currency"));
-        snprintf(buf, sizeof buf, "%s, %s", t, m);
+        /* A dash alone would read "Estimate: -, -"; say which part is missing. */
+        bool no_t = strcmp(t, "-") == 0, no_m = strcmp(m, "-") == 0;
+        if (no_t && no_m)
+            snprintf(buf, sizeof buf, "none (the job was not estimated)");
+        else if (no_t)
+            snprintf(buf, sizeof buf, "time not known, %s", m);
+        else if (no_m)
+            snprintf(buf, sizeof buf, "%s, price not known", t);
+        else
+            snprintf(buf, sizeof buf, "%s, %s", t, m);
         field(out, "Estimate:", buf);
     }
     const json_t *price = json_object_get(job, "price");

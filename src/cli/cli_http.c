@@ -50,7 +50,8 @@ int cli_conn_from_env(struct cli_conn *c, char *err, size_t errcap)
 {
     memset(c, 0, sizeof *c);
     const char *url = getenv("ALALLO_URL");
-    if (!url || !*url)
+    c->from_env = url && *url;
+    if (!c->from_env)
         url = CLI_DEFAULT_URL;
     size_t n = strlen(url);
     if (n >= sizeof c->base ||
@@ -61,6 +62,14 @@ int cli_conn_from_env(struct cli_conn *c, char *err, size_t errcap)
     memcpy(c->base, url, n + 1);
     while (n > 0 && c->base[n - 1] == '/')
         c->base[--n] = '\0';
+    /* Paths carry /v1 themselves; an SDK-style base URL ending in /v1 (what
+     * the README gives OpenAI's SDKs) is taken as the server's address. */
+    if (n >= 3 && strcmp(c->base + n - 3, "/v1") == 0) {
+        n -= 3;
+        c->base[n] = '\0';
+        while (n > 0 && c->base[n - 1] == '/')
+            c->base[--n] = '\0';
+    }
     const char *key = getenv("ALALLO_API_KEY");
     if (key && *key) {
         if (strlen(key) > 500 || strpbrk(key, "\r\n")) {
@@ -75,7 +84,8 @@ int cli_conn_from_env(struct cli_conn *c, char *err, size_t errcap)
 }
 
 /* Runs a prepared handle and fills the answer. */
-static int perform(CURL *curl, struct sink *s, const char *url, char *err, size_t errcap)
+static int perform(const struct cli_conn *c, CURL *curl, struct sink *s, const char *url,
+                   char *err, size_t errcap)
 {
     struct cli_answer *a = s->a;
     a->body = calloc(1, 1);
@@ -93,8 +103,15 @@ static int perform(CURL *curl, struct sink *s, const char *url, char *err, size_
             snprintf(err, errcap, "the answer from %s is too large", url);
         else if (s->write_failed)
             snprintf(err, errcap, "cannot write the download");
+        else if (c->from_env)
+            snprintf(err, errcap,
+                     "cannot reach %s: %s (ALALLO_URL is %s; is `alallo serve` running there?)",
+                     url, curl_easy_strerror(rc), c->base);
         else
-            snprintf(err, errcap, "cannot reach %s: %s", url, curl_easy_strerror(rc));
+            snprintf(err, errcap,
+                     "cannot reach %s: %s (ALALLO_URL is not set, so %s; start `alallo serve` "
+                     "or set ALALLO_URL)",
+                     url, curl_easy_strerror(rc), CLI_DEFAULT_URL);
         return -1;
     }
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a->status);
@@ -155,7 +172,7 @@ int cli_call(const struct cli_conn *c, const char *method, const char *path, jso
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, c->timeout_s);
     struct sink s = {.a = a, .curl = curl};
-    int rc = perform(curl, &s, url, err, errcap);
+    int rc = perform(c, curl, &s, url, err, errcap);
     curl_easy_cleanup(curl);
     curl_slist_free_all(headers);
     free(text);
@@ -189,7 +206,7 @@ int cli_upload(const struct cli_conn *c, const char *file_path, const char *purp
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, c->timeout_s * 10);
     struct sink s = {.a = a, .curl = curl};
-    int rc = perform(curl, &s, url, err, errcap);
+    int rc = perform(c, curl, &s, url, err, errcap);
     curl_easy_cleanup(curl);
     curl_mime_free(mime);
     curl_slist_free_all(headers);
@@ -207,7 +224,7 @@ int cli_get_to_file(const struct cli_conn *c, const char *path, FILE *out, struc
         return -1;
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     struct sink s = {.a = a, .out = out, .curl = curl};
-    int rc = perform(curl, &s, url, err, errcap);
+    int rc = perform(c, curl, &s, url, err, errcap);
     curl_easy_cleanup(curl);
     curl_slist_free_all(headers);
     return rc;

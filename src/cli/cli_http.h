@@ -9,6 +9,7 @@
 #define ALALLO_CLI_HTTP_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #define CLI_MAX_ANSWER (64L * 1024 * 1024)
@@ -18,6 +19,7 @@ struct cli_conn {
     char base[512];     /* ALALLO_URL without a trailing '/'            */
     char auth[600];     /* "Authorization: Bearer <key>", "" without key */
     long timeout_s;     /* total time of one ordinary call              */
+    bool from_env;      /* base came from ALALLO_URL (else the default) */
 };
 
 /* An answer held in memory. */
@@ -29,7 +31,8 @@ struct cli_answer {
     char content_type[128];
 };
 
-/* Reads ALALLO_URL (default CLI_DEFAULT_URL) and ALALLO_API_KEY. Returns 0,
+/* Reads ALALLO_URL (default CLI_DEFAULT_URL; a trailing "/v1", as SDKs are
+ * given, is dropped) and ALALLO_API_KEY. Returns 0,
  * or -1 with a reason in err (a URL that is not http(s), a key too long). */
 int cli_conn_from_env(struct cli_conn *c /* OUT */, char *err, size_t errcap);
 

@@ -153,6 +153,30 @@ static int check_pc(json_t *obj, long line, struct dataset_example *ex, struct d
     return 0;
 }
 
+/* The first character of a line that is not blank (n > 0). */
+static char first_char(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    return i < n ? s[i] : '\0';
+}
+
+/* A first line that is no JSON object means the file is in another format.
+ * The problem carries no line number (the message names line 1 itself), so
+ * dataset_check_error writes "NAME: alallo reads JSONL: ...". */
+static void wrong_format(struct dataset_check *c, long line, const char *s, size_t n)
+{
+    unsigned char ch = (unsigned char)first_char(s, n);
+    char shown[16];
+    if (ch >= 0x20 && ch < 0x7f)
+        snprintf(shown, sizeof shown, "'%c'", ch);
+    else
+        snprintf(shown, sizeof shown, "byte 0x%02X", ch);
+    problem(c, 0, "alallo reads JSONL: one JSON object per line (line %ld starts with %s)", line,
+            shown);
+}
+
 /* Checks one non-blank line; on success calls fn. */
 static int check_line(const char *s, size_t n, long line, struct dataset_turn *turns,
                       dataset_example_fn fn, void *ctx, struct dataset_check *c)
@@ -168,6 +192,13 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
         return -1;
     }
     json_t *obj = json_loadb(s, n, JSON_DECODE_ANY, &jerr);
+    if (!json_is_object(obj) && c->examples == 0 && first_char(s, n) != '{') {
+        /* The first line is not even the start of an object: a JSON array,
+         * a CSV file, plain text. The parser's words would not say why. */
+        wrong_format(c, line, s, n);
+        json_decref(obj);
+        return -1;
+    }
     if (!obj) {
         problem(c, line, "not valid JSON (column %d: %s)", jerr.column, jerr.text);
         return -1;

@@ -181,6 +181,11 @@ test('a job from create to a model: list, show, log --follow, generate, export',
   const again = alallo(['generate', '--model', model, '--prompt', 'Review: the service was good.\nSentiment:', '--max-tokens', '4', '--temperature', '0']);
   assert.equal(again.stdout, gen.stdout, 'temperature 0 is greedy: the same text twice');
 
+  // The job's id stands for its fine-tuned model.
+  const byJob = alallo(['generate', '--model', id, '--prompt', 'Review: the service was good.\nSentiment:', '--max-tokens', '4', '--temperature', '0']);
+  assert.equal(byJob.status, 0, byJob.stderr);
+  assert.equal(byJob.stdout, gen.stdout, 'the job id and the model name give the same text');
+
   const gguf = path.join(tmp, 'model.gguf');
   ok(['export', model, '--format', 'gguf', '--out', gguf]);
   assert.equal(fs.readFileSync(gguf).subarray(0, 4).toString(), 'GGUF');
@@ -192,6 +197,17 @@ test('cancel, errors in the server\'s words, usage errors', async () => {
   const c = ok(['jobs', 'cancel', id]);
   assert.match(c, new RegExp(`^${id}: (cancelling|cancelled)$`, 'm'));
   await until('the job to be cancelled', async () => (await job(id)).status === 'cancelled', 60000);
+  // A job without a model says why.
+  const noModel = alallo(['generate', '--model', id, '--prompt', 'hi']);
+  assert.equal(noModel.status, 1);
+  assert.equal(noModel.stderr, `alallo: ${id}: the job was cancelled: it has no model\n`);
+
+  // --file takes a path; a JSON array is named as the wrong format.
+  const arr = path.join(tmp, 'array.json');
+  fs.writeFileSync(arr, '[\n  {"prompt": "a", "completion": "b"}\n]\n');
+  const wrong = alallo(['jobs', 'create', '--model', 'alallo-tiny', '--file', arr]);
+  assert.equal(wrong.status, 1);
+  assert.equal(wrong.stderr, "alallo: array.json: alallo reads JSONL: one JSON object per line (line 1 starts with '[')\n");
 
   let r = alallo(['jobs', 'show', 'ftjob-does-not-exist']);
   assert.equal(r.status, 1);

@@ -39,7 +39,13 @@ static void usage_errors(void **state)
     char err[200] = "";
     char *a1[] = {"--modle", "x"};
     assert_int_equal(cli_parse(2, a1, opts, &a, err, sizeof err), -1);
-    assert_string_equal(err, "unknown option --modle");
+    assert_string_equal(err, "unknown option --modle (did you mean --model?)");
+    char *a5[] = {"--fol"};
+    assert_int_equal(cli_parse(1, a5, opts, &a, err, sizeof err), -1);
+    assert_string_equal(err, "unknown option --fol (did you mean --follow?)");
+    char *a6[] = {"--temperature=1"};
+    assert_int_equal(cli_parse(1, a6, opts, &a, err, sizeof err), -1);
+    assert_string_equal(err, "unknown option --temperature");
     char *a2[] = {"--model"};
     assert_int_equal(cli_parse(1, a2, opts, &a, err, sizeof err), -1);
     assert_string_equal(err, "--model needs a value");

@@ -96,8 +96,21 @@ static enum MHD_Result route(struct MHD_Connection *c, const char *url, const ch
                  job_json);
         return reply(c, 200, json, text);
     }
+    /* A job no capacity can run is created failed (SPEC §2), with 200. */
+    if (strcmp(url, "/v1/fine_tuning/jobs") == 0 && s->body && strstr(s->body, "\"huge\""))
+        return reply(c, 200, json,
+                     "{\"id\":\"ftjob-new\",\"status\":\"failed\",\"message\":\"No worker "
+                     "has enough memory for this job.\"}");
     if (strcmp(url, "/v1/fine_tuning/jobs") == 0)
         return reply(c, 200, json, "{\"id\":\"ftjob-new\",\"status\":\"queued\"}");
+    if (strcmp(url, "/v1/fine_tuning/jobs/ftjob-done") == 0)
+        return reply(c, 200, json,
+                     "{\"id\":\"ftjob-done\",\"status\":\"succeeded\","
+                     "\"fine_tuned_model\":\"ft-1\"}");
+    if (strcmp(url, "/v1/fine_tuning/jobs/ftjob-bad") == 0)
+        return reply(c, 200, json,
+                     "{\"id\":\"ftjob-bad\",\"status\":\"failed\",\"fine_tuned_model\":null,"
+                     "\"message\":\"Training failed: boom\"}");
     if (strcmp(url, "/v1/fine_tuning/jobs/ftjob-1") == 0)
         return reply(c, 200, json, job_json);
     if (strcmp(url, "/v1/fine_tuning/jobs/ftjob-1/checkpoints") == 0)
@@ -227,14 +240,15 @@ static void slurp(const char *path, char *buf, size_t cap)
         fclose(f);
 }
 
-/* Runs `alallo ARGS` (ARGS already shell-quoted) and returns its exit status. */
-static int run(const char *args)
+/* Runs `alallo ARGS` (ARGS already shell-quoted) with ALALLO_URL set to the
+ * stand-in's address followed by `tail`; returns its exit status. */
+static int run_url(const char *tail, const char *args)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && ALALLO_URL=http://127.0.0.1:%d/ ALALLO_API_KEY=sk-test %s %s "
+             "cd '%s' && ALALLO_URL=http://127.0.0.1:%d%s ALALLO_API_KEY=sk-test %s %s "
              ">out.txt 2>err.txt",
-             dir, S.port, ALALLO_BINARY, args);
+             dir, S.port, tail, ALALLO_BINARY, args);
     pthread_mutex_lock(&S.mu);
     for (int i = 0; i < S.n; i++) {
         free(S.req[i].body);
@@ -249,6 +263,11 @@ static int run(const char *args)
     snprintf(path, sizeof path, "%s/err.txt", dir);
     slurp(path, err, sizeof err);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run(const char *args)
+{
+    return run_url("/", args);
 }
 
 static void write_file(const char *name, const char *text)
@@ -488,6 +507,57 @@ static void cancel_drain_generate_export(void **state)
     assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* Where a model is expected, a job id stands for its fine-tuned model. */
+static void a_job_id_stands_for_its_model(void **state)
+{
+    (void)state;
+    assert_int_equal(run("generate --model ftjob-done --prompt hi"), 0);
+    assert_string_equal(S.req[0].url, "/v1/fine_tuning/jobs/ftjob-done");
+    json_t *b = body_of(1);
+    assert_string_equal(json_string_value(json_object_get(b, "model")), "ft-1");
+    json_decref(b);
+    assert_int_equal(run("export ftjob-done --format gguf --out byjob.gguf"), 0);
+    assert_string_equal(S.req[1].url, "/v1/models/ft-1/export?format=gguf");
+    assert_int_equal(run("jobs create --model ftjob-done --file file-1"), 0);
+    b = body_of(1);
+    assert_string_equal(json_string_value(json_object_get(b, "model")), "ft-1");
+    json_decref(b);
+    /* A job without a model says why, and nothing else is sent. */
+    assert_int_equal(run("generate --model ftjob-bad --prompt hi"), 1);
+    assert_string_equal(err, "alallo: ftjob-bad: the job failed: it has no model "
+                             "(Training failed: boom)\n");
+    assert_int_equal(S.n, 1);
+}
+
+/* A newcomer's first tries: a path given to --file, the epochs the server
+ * allows, a create the server answers with a failed job, an SDK-style URL. */
+static void first_tries(void **state)
+{
+    (void)state;
+    write_file("first.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\"}\n");
+    assert_int_equal(run("jobs create --model alallo-tiny --file first.jsonl"), 0);
+    assert_int_equal(S.n, 2);
+    assert_string_equal(S.req[0].url, "/v1/files");
+    json_t *b = body_of(1);
+    assert_string_equal(json_string_value(json_object_get(b, "training_file")), "file-abc");
+    json_decref(b);
+    assert_non_null(strstr(err, "uploaded first.jsonl as file-abc"));
+
+    assert_int_equal(run("jobs create --model m --file file-1 --epochs 51"), 2);
+    assert_non_null(strstr(err, "--epochs must be a whole number from 1 to 50"));
+    assert_int_equal(run("jobs create --model m --file file-1 --epochs 50"), 0);
+
+    assert_int_equal(run("jobs create --model huge --file file-1"), 1);
+    assert_string_equal(out, "ftjob-new\n");
+    assert_string_equal(err, "alallo: the job failed: No worker has enough memory for this job.\n");
+
+    assert_int_equal(run_url("/v1/", "jobs"), 0);
+    assert_string_equal(S.req[0].url, "/v1/fine_tuning/jobs?limit=20");
+    assert_non_null(strstr(out, "ftjob-1"));
+    assert_int_equal(run_url("/v1", "models --json"), 1); /* the stand-in has no /v1/models */
+    assert_string_equal(S.req[0].url, "/v1/models");
+}
+
 static void an_unreachable_server_exits_1(void **state)
 {
     (void)state;
@@ -501,6 +571,7 @@ static void an_unreachable_server_exits_1(void **state)
     snprintf(path, sizeof path, "%s/err.txt", dir);
     slurp(path, err, sizeof err);
     assert_non_null(strstr(err, "cannot reach http://127.0.0.1:1/v1/models"));
+    assert_non_null(strstr(err, "(ALALLO_URL is http://127.0.0.1:1; is `alallo serve` running"));
 }
 
 int main(void)
@@ -515,6 +586,8 @@ int main(void)
         cmocka_unit_test(estimate_prints_ranges_and_the_no_capacity_sentence),
         cmocka_unit_test(log_follow_streams),
         cmocka_unit_test(cancel_drain_generate_export),
+        cmocka_unit_test(a_job_id_stands_for_its_model),
+        cmocka_unit_test(first_tries),
         cmocka_unit_test(an_unreachable_server_exits_1),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

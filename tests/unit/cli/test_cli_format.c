@@ -296,6 +296,18 @@ static void job_detail(void **state)
                                 "missing field \"completion\"\n"));
     assert_non_null(strstr(out, "Time left (estimate):  -\n"));
     free(out);
+
+    /* An estimate without numbers reads as words, not "Estimate: -, -". */
+    out = render(print_job_with_checkpoints,
+                 "{\"job\":{\"id\":\"ftjob-3\",\"status\":\"failed\",\"estimate\":"
+                 "{\"time\":{\"low_s\":null,\"high_s\":null},\"price\":{\"low\":null}}}}");
+    assert_non_null(strstr(out, "Estimate:              none (the job was not estimated)\n"));
+    free(out);
+    out = render(print_job_with_checkpoints,
+                 "{\"job\":{\"id\":\"ftjob-4\",\"status\":\"queued\",\"estimate\":"
+                 "{\"time\":{\"low_s\":600,\"high_s\":600},\"price\":{}}}}");
+    assert_non_null(strstr(out, "Estimate:              10 min, price not known\n"));
+    free(out);
 }
 
 static void estimate_view(void **state)

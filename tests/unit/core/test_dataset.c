@@ -63,8 +63,16 @@ static void bad_lines(void **state)
                  "{\"prompt\":\"a\"}\n",
                  "line 3 of train.jsonl: missing field \"completion\"");
     expect_error("{\"completion\":\"b\"}", "line 1 of train.jsonl: missing field \"prompt\"");
-    expect_error("[1,2]", "line 1 of train.jsonl: not a JSON object");
-    expect_error("\"text\"", "line 1 of train.jsonl: not a JSON object");
+    /* Past the first example a stray value is a bad line... */
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"}\n[1,2]",
+                 "line 2 of train.jsonl: not a JSON object");
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"}\n\"text\"",
+                 "line 2 of train.jsonl: not a JSON object");
+    /* ...on the first line, a file in another format: say what is read. */
+    expect_error("[1,2]", "train.jsonl: alallo reads JSONL: one JSON object per line "
+                          "(line 1 starts with '[')");
+    expect_error("\"text\"", "train.jsonl: alallo reads JSONL: one JSON object per line "
+                             "(line 1 starts with '\"')");
     expect_error("{\"text\":\"hello\"}",
                  "line 1 of train.jsonl: missing field \"messages\" (or \"prompt\" and \"completion\")");
     expect_error("{\"prompt\":1,\"completion\":\"b\"}",
@@ -97,6 +105,31 @@ static void bad_lines(void **state)
                  "line 5 of train.jsonl: not valid JSON (column 5: string or '}' expected near 'oops')");
     expect_error("{\"prompt\":\"a\",\"completion\":\"b\"} trailing",
                  "line 1 of train.jsonl: not valid JSON (column 40: end of file expected near 'trailing')");
+}
+
+/* Whole files in the wrong format: a JSON array (pretty-printed or on one
+ * line), a CSV file, a file that starts with blank lines. */
+static void wrong_format(void **state)
+{
+    (void)state;
+    expect_error("[\n  {\"prompt\": \"a\", \"completion\": \"b\"},\n  {\"prompt\": \"c\"}\n]\n",
+                 "train.jsonl: alallo reads JSONL: one JSON object per line "
+                 "(line 1 starts with '[')");
+    expect_error("[{\"prompt\":\"a\",\"completion\":\"b\"}]",
+                 "train.jsonl: alallo reads JSONL: one JSON object per line "
+                 "(line 1 starts with '[')");
+    expect_error("prompt,completion\n2+2=,4\n",
+                 "train.jsonl: alallo reads JSONL: one JSON object per line "
+                 "(line 1 starts with 'p')");
+    expect_error("\n  \n\tprompt\tcompletion\n",
+                 "train.jsonl: alallo reads JSONL: one JSON object per line "
+                 "(line 3 starts with 'p')");
+    expect_error("\x01\x02",
+                 "train.jsonl: alallo reads JSONL: one JSON object per line "
+                 "(line 1 starts with byte 0x01)");
+    /* A broken object on line 1 is still JSONL: the parser's words. */
+    expect_error("{oops}",
+                 "line 1 of train.jsonl: not valid JSON (column 5: string or '}' expected near 'oops')");
 }
 
 static void not_json_details(void **state)
@@ -238,6 +271,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_files),      cmocka_unit_test(bad_lines),
+        cmocka_unit_test(wrong_format),
         cmocka_unit_test(not_json_details), cmocka_unit_test(long_line),
         cmocka_unit_test(quoted_text_stays_utf8),
         cmocka_unit_test(error_line_is_clean),
