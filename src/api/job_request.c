@@ -12,6 +12,7 @@
 #include "control/jobs.h"
 #include "core/ids.h"
 #include "core/text.h"
+#include "sched/hyper.h"
 
 
 static bool bad(struct http_response *res, enum alallo_err e, const char *param,
@@ -165,14 +166,19 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     if (hp && !json_is_null(hp) && !json_is_object(hp))
         return bad(res, ERR_INVALID, "hyperparameters", "hyperparameters must be an object.");
     long examples = out->file.examples;
-    double epochs = 3, batch = examples < 8 ? (examples > 0 ? (double)examples : 1) : 8, lr = 1.0;
+    /* 0: "auto" or left out, chosen below from the data set and the model
+     * (sched/hyper.h). */
+    double epochs = 0, batch = 0, lr = 0;
     if (!hyper(hp, "n_epochs", false, 1, 50, &epochs, res) ||
         !hyper(hp, "batch_size", false, 1, 256, &batch, res) ||
         !hyper(hp, "learning_rate_multiplier", true, 0, 10, &lr, res))
         return false;
-    j->n_epochs = (int)epochs;
-    j->batch_size = (int)batch;
-    j->lr_multiplier = lr;
+    struct hyper_params chosen = {.n_epochs = (int)epochs, .batch_size = (int)batch,
+                           .lr_multiplier = lr};
+    hyper_auto(examples, out->model.params, &chosen);
+    j->n_epochs = chosen.n_epochs;
+    j->batch_size = chosen.batch_size;
+    j->lr_multiplier = chosen.lr_multiplier;
     text_copy(j->method, sizeof j->method, "supervised");
 
     if (suffix && !valid_suffix(suffix))

@@ -9,6 +9,7 @@
 #include "api/paging.h"
 #include "api/shapes.h"
 #include "core/ids.h"
+#include "core/job.h"
 #include "core/text.h"
 
 #define NO_LOG_YET "No log yet. It appears once training starts."
@@ -71,6 +72,26 @@ out:
     free(ev);
 }
 
+/* Which of a job's checkpoints (newest first, n of them) are listed, kept
+ * in place at the front of ck: the newest (a succeeded job's final one, a
+ * running job's latest) and the newest CHECKPOINTS_LISTED_EPOCHS that end
+ * an epoch. The others were made for recovery only (every so many steps
+ * or minutes). Returns how many are kept. */
+#define CHECKPOINTS_LISTED_EPOCHS 3
+static int listed_checkpoints(const struct store_job *j, struct store_checkpoint *ck, int n)
+{
+    int kept = 0, epochs = 0;
+    for (int i = 0; i < n; i++) {
+        bool epoch = job_step_ends_epoch(j->examples, j->batch_size, ck[i].step) &&
+                     epochs < CHECKPOINTS_LISTED_EPOCHS;
+        if (epoch)
+            epochs++;
+        if (i == 0 || epoch)
+            ck[kept++] = ck[i];
+    }
+    return kept;
+}
+
 void jobs_checkpoints(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     struct store_job *j = malloc(sizeof *j);
@@ -90,6 +111,7 @@ void jobs_checkpoints(struct api_server *srv, struct http_request *req, struct h
         api_store_error(res, e);
         goto out;
     }
+    n = listed_checkpoints(j, ck, n);
     /* Newest first; `after` is a checkpoint id from an earlier page. */
     int start = 0;
     const char *after = http_query(req, "after");

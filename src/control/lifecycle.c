@@ -279,7 +279,7 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     if (every < 10)
         every = 10;
     return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:[sssssss]},s:i,s:i,s:f,"
-                     "s:I,s:I,s:i,s:I,s:f,s:I}",
+                     "s:I,s:I,s:i,s:I,s:f,s:i,s:I}",
                      "model_dir", model_dir, "train_file", train.path, "train_file_name",
                      train.filename, "validation_file",
                      has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir", ckpt,
@@ -288,7 +288,7 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
                      "gate_proj", "up_proj", "down_proj", "n_epochs", j->n_epochs, "batch_size",
                      j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed, "max_steps",
                      (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
-                     (json_int_t)every, "checkpoint_every_s", 300.0, "resume_step",
+                     (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1, "resume_step",
                      (json_int_t)resume_step);
 }
 

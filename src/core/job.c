@@ -218,3 +218,13 @@ long job_max_steps(long examples, int epochs, int batch_size)
     long total = examples * (long)epochs;
     return (total + batch_size - 1) / batch_size;
 }
+
+bool job_step_ends_epoch(long examples, int batch_size, long step)
+{
+    if (examples <= 0 || batch_size <= 0 || step <= 0)
+        return false;
+    /* Examples taken before and after the step; an epoch ends when a
+     * multiple of `examples` falls in (before, after]. */
+    long before = (step - 1) * (long)batch_size, after = step * (long)batch_size;
+    return after / examples > before / examples;
+}

@@ -93,4 +93,10 @@ int job_progress_percent(long steps_done, long max_steps, enum job_status s);
 /* max_steps = ceil(examples * epochs / batch_size); 0 on bad input. */
 long job_max_steps(long examples, int epochs, int batch_size);
 
+/* Whether optimizer step `step` (from 1) ends an epoch: its batch takes the
+ * data set's last example, as the trainer walks the examples in batches
+ * that run on from one epoch into the next (the trainer checkpoints there,
+ * docs/trainer.md). False on bad input. */
+bool job_step_ends_epoch(long examples, int batch_size, long step);
+
 #endif

@@ -188,6 +188,7 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         get_uint(o, "checkpoint_every_steps", 0, 0, 100000000, &c->checkpoint_every_steps, err,
                  errcap) ||
         get_num(o, "checkpoint_every_s", 0.0, 1e9, &every_s, err, errcap) ||
+        get_int(o, "checkpoint_each_epoch", 0, 0, 1, &c->checkpoint_each_epoch, err, errcap) ||
         get_int(o, "threads", 0, 1, 1024, &c->threads, err, errcap) ||
         get_uint(o, "warmup_steps", 0, 0, 100000000, &warm, err, errcap) ||
         get_num(o, "weight_decay", 0.0, 10.0, &wd, err, errcap) ||

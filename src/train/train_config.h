@@ -34,6 +34,8 @@ struct train_config {
     int seq_len;                     /* default 512, at most the model's context */
     uint64_t checkpoint_every_steps; /* 0 = off */
     double checkpoint_every_s;       /* 0 = off */
+    int checkpoint_each_epoch;       /* 1: also at the end of each epoch and at the
+                                        last step; default 0 */
     int threads;                     /* default: online CPUs */
     /* optional extras */
     uint64_t warmup_steps;           /* default: 5% of max_steps, at least 1 */

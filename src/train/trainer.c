@@ -525,6 +525,7 @@ int trainer_run(const struct train_config *c)
     double window_t = tev_now();
     while (r.step < c->max_steps) {
         size_t tokens = 0;
+        uint64_t epoch_before = r.epoch;
         int T = next_batch(&r, &tokens);
         if (T < 0) {
             rc = fail(0, "out of memory ordering the data");
@@ -566,8 +567,13 @@ int trainer_run(const struct train_config *c)
             window_tokens = 0;
             window_t = now;
         }
+        /* An epoch ends in the step whose batch took the data set's last
+         * example; the last step ends the run (a model each, docs/trainer.md). */
+        int epoch_end = c->checkpoint_each_epoch &&
+                        (r.epoch != epoch_before || r.step == c->max_steps);
         int due = (c->checkpoint_every_steps && r.step % c->checkpoint_every_steps == 0) ||
-                  (c->checkpoint_every_s > 0 && tev_now() - r.ckpt_t >= c->checkpoint_every_s);
+                  (c->checkpoint_every_s > 0 && tev_now() - r.ckpt_t >= c->checkpoint_every_s) ||
+                  epoch_end;
         if (g_usr1 || g_term || due) {
             g_usr1 = 0;
             if (r.step != r.ckpt_step && save_checkpoint(&r)) {

@@ -37,10 +37,10 @@ function radios(name, legend, choices) {
     }));
 }
 
-function numberField(id, label, min, max) {
+function numberField(id, label, min, max, step = '1') {
   return el('div', { class: 'field-row' },
     el('label', { for: id }, label),
-    el('input', { id, name: id, type: 'number', min, max, step: '1', inputmode: 'numeric', placeholder: 'auto' }));
+    el('input', { id, name: id, type: 'number', min, max, step, inputmode: step === '1' ? 'numeric' : 'decimal', placeholder: 'auto' }));
 }
 
 export function newJobView() {
@@ -71,6 +71,14 @@ export function newJobView() {
         return { error: `${k === 'n_epochs' ? 'Epochs' : 'Batch size'} must be a whole number from ${f[k].min} to ${f[k].max}.` };
       }
       hp[k] = n;
+    }
+    const lr = f.learning_rate_multiplier.value.trim();
+    if (lr !== '') {
+      const x = Number(lr);
+      if (!Number.isFinite(x) || x <= 0 || x > 10) {
+        return { error: 'Learning-rate multiplier must be a number above 0 and at most 10.' };
+      }
+      hp.learning_rate_multiplier = x;
     }
     if (Object.keys(hp).length) b.hyperparameters = hp;
     return { body: b };
@@ -214,7 +222,8 @@ export function newJobView() {
         el('details', {},
           el('summary', {}, 'Hyper-parameters'),
           numberField('n_epochs', 'Epochs', '1', '50'),
-          numberField('batch_size', 'Batch size', '1', '256')),
+          numberField('batch_size', 'Batch size', '1', '256'),
+          numberField('learning_rate_multiplier', 'Learning-rate multiplier', '0.01', '10', 'any')),
         ui.problem,
         el('div', { class: 'buttons' }, ui.estimateBtn, ui.startBtn),
         ui.estimate);

@@ -124,6 +124,42 @@ static void bad_uploads(void **state)
     h_free(h);
 }
 
+/* "auto" and a missing value are chosen from the data set and the model
+ * (sched/hyper.h): 3 examples on the small "tiny" model get 25 epochs of
+ * batch 1 at 10x the base learning rate; a given value is kept. */
+static void auto_hyperparameters(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    const char *asks[] = {"", ",\"hyperparameters\":{\"n_epochs\":\"auto\","
+                              "\"batch_size\":\"auto\",\"learning_rate_multiplier\":\"auto\"}"};
+    for (int i = 0; i < 2; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"%s}", file,
+                 asks[i]);
+        struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+        assert_int_equal(r.status, 200);
+        json_t *hp = json_object_get(r.json, "hyperparameters");
+        assert_int_equal(json_integer_value(json_object_get(hp, "n_epochs")), 25);
+        assert_int_equal(json_integer_value(json_object_get(hp, "batch_size")), 1);
+        assert_true(json_number_value(json_object_get(hp, "learning_rate_multiplier")) == 10.0);
+        reply_free(&r);
+    }
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+             "{\"n_epochs\":30}}",
+             file);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    json_t *hp = json_object_get(r.json, "hyperparameters");
+    assert_int_equal(json_integer_value(json_object_get(hp, "n_epochs")), 30);
+    assert_true(json_number_value(json_object_get(hp, "learning_rate_multiplier")) == 10.0);
+    reply_free(&r);
+    free(file);
+    h_free(h);
+}
+
 static void create_shapes_and_defaults(void **state)
 {
     (void)state;
@@ -412,6 +448,7 @@ int main(void)
         cmocka_unit_test(upload_and_file_shapes),
         cmocka_unit_test(bad_uploads),
         cmocka_unit_test(create_shapes_and_defaults),
+        cmocka_unit_test(auto_hyperparameters),
         cmocka_unit_test(bad_job_bodies),
         cmocka_unit_test(list_paging_newest_first),
         cmocka_unit_test(cancel_queued_events_and_log),

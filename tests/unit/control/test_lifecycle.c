@@ -422,7 +422,10 @@ static void too_big_for_every_worker(void **state)
     register_worker(h, "small", "100000000", 0);
     struct reply r = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
     char body[256];
-    snprintf(body, sizeof body, "{\"model\":\"big\",\"training_file\":\"%s\"}",
+    /* Batch 3 (the whole set), which sets the memory the worker must have. */
+    snprintf(body, sizeof body,
+             "{\"model\":\"big\",\"training_file\":\"%s\","
+             "\"hyperparameters\":{\"batch_size\":3}}",
              h_str(r.json, "id"));
     reply_free(&r);
     r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);

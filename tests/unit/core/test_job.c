@@ -162,6 +162,27 @@ static void progress(void **state)
     assert_int_equal(job_progress_percent(3, 0, JOB_RUNNING), 0);
 }
 
+/* The steps that end an epoch match the trainer's (test_train.c
+ * a_checkpoint_each_epoch: 30 examples, batch 4: steps 8 and 15). */
+static void epoch_ends(void **state)
+{
+    (void)state;
+    int ends[16] = {0}, n = 0;
+    for (long s = 1; s <= job_max_steps(30, 2, 4); s++)
+        if (job_step_ends_epoch(30, 4, s) && n < 16)
+            ends[n++] = (int)s;
+    assert_int_equal(n, 2);
+    assert_int_equal(ends[0], 8);
+    assert_int_equal(ends[1], 15);
+    for (long s = 1; s <= 6; s++) /* batch = examples: every step */
+        assert_true(job_step_ends_epoch(5, 5, s));
+    assert_true(job_step_ends_epoch(40, 4, 10));
+    assert_false(job_step_ends_epoch(40, 4, 9));
+    assert_false(job_step_ends_epoch(0, 4, 1));
+    assert_false(job_step_ends_epoch(40, 0, 1));
+    assert_false(job_step_ends_epoch(40, 4, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +192,7 @@ int main(void)
         cmocka_unit_test(transition_table_matches_doc),
         cmocka_unit_test(time_texts),
         cmocka_unit_test(progress),
+        cmocka_unit_test(epoch_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -324,6 +324,38 @@ static void signals_checkpoint(void **state)
     json_decref(r2.events);
 }
 
+/* checkpoint_each_epoch: 30 examples in batches of 4 over 2 epochs (15
+ * steps) end an epoch at step 8 (its batch takes example 30) and at step 15,
+ * the last; each is a checkpoint, with no other rule asking for one. */
+static void a_checkpoint_each_epoch(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/epochs", base);
+    make_root(root, 30);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(
+        fx_write_attempt(cfg, root, "\"checkpoint_each_epoch\":1,\"n_epochs\":2,", 15, 0), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    json_int_t steps[4];
+    int n = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(r.events, i, ev)
+    {
+        if (strcmp(json_string_value(json_object_get(ev, "event")), "checkpoint") == 0 && n < 4) {
+            steps[n++] = json_integer_value(json_object_get(ev, "step"));
+            assert_true(json_real_value(json_object_get(ev, "train_loss")) > 0.0);
+        }
+    }
+    assert_int_equal(n, 2);
+    assert_int_equal(steps[0], 8);
+    assert_int_equal(steps[1], 15);
+    assert_non_null(find_event(&r, "done", 0));
+    json_decref(r.events);
+}
+
 static void data_error_is_user_error(void **state)
 {
     (void)state;
@@ -476,6 +508,7 @@ int main(void)
         cmocka_unit_test(resume_exact_lora4),
         cmocka_unit_test(resume_exact_full),
         cmocka_unit_test(signals_checkpoint),
+        cmocka_unit_test(a_checkpoint_each_epoch),
         cmocka_unit_test(data_error_is_user_error),
         cmocka_unit_test(chat_data_and_validation),
         cmocka_unit_test(materialize_checkpoint),

@@ -1,0 +1,33 @@
+/* hyper.c - the "auto" hyper-parameters and the did-it-learn test
+ * (hyper.h, docs/api.md). */
+#include "sched/hyper.h"
+
+#include <math.h>
+
+static long clamp_long(long x, long lo, long hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+void hyper_auto(long examples, int64_t model_params, struct hyper_params *h)
+{
+    long n = examples > 0 ? examples : 1;
+    if (h->batch_size <= 0)
+        h->batch_size = (int)clamp_long(n / 10, 1, HYPER_MAX_BATCH);
+    if (h->n_epochs <= 0)
+        h->n_epochs =
+            (int)clamp_long((HYPER_TARGET_EXAMPLES + n - 1) / n, 1, HYPER_MAX_EPOCHS);
+    if (!(h->lr_multiplier > 0))
+        h->lr_multiplier = model_params < HYPER_SMALL_MODEL_PARAMS ? 10.0 : 1.0;
+}
+
+bool hyper_loss_known(double first_loss, double last_loss)
+{
+    return isfinite(first_loss) && isfinite(last_loss) && first_loss > 0 && last_loss > 0;
+}
+
+bool hyper_loss_went_down(double first_loss, double last_loss)
+{
+    return hyper_loss_known(first_loss, last_loss) &&
+           last_loss <= HYPER_LEARNED_RATIO * first_loss;
+}
