@@ -99,25 +99,18 @@ static bool time_left(const struct store_job *j, const struct sched_state *st, i
     return *high > 0;
 }
 
-/* What cancelling job j now would cost (net), by the ledger's rules. */
+/* What cancelling job j now would cost (net): ledger_cancel_micros(), the
+ * settle a cancel in this state ends with. The status it is cancelled from
+ * is the one the server's cancel settles with (src/sched/outcome.c): a
+ * running or cancelling job that has trained no step is billed as queued. */
 static double cancel_now(const struct store_job *j, const struct sched_state *st, int64_t now_ms)
 {
-    if (job_status_is_terminal(j->status) || j->status == JOB_CANCELLING)
+    if (job_status_is_terminal(j->status))
         return j->price_charged - j->price_refunded;
-    struct sched_state *copy = malloc(sizeof *copy);
-    if (!copy)
-        return 0;
-    *copy = *st;
-    struct ledger_outcome o = {.status = JOB_CANCELLED, .cancelled_from = j->status};
-    struct ledger_row rows[LEDGER_MAX_ROWS];
-    size_t n = 0;
-    double v = 0;
-    if (!copy->ledger.closed &&
-        ledger_settle(&copy->ledger, &o, (double)now_ms / 1000.0, rows, LEDGER_MAX_ROWS, &n) ==
-            ERR_OK)
-        v = sched_link_money(ledger_net_micros(&copy->ledger));
-    free(copy);
-    return v;
+    enum job_status from = j->status;
+    if (from == JOB_RUNNING || from == JOB_CANCELLING)
+        from = j->steps_done > 0 ? JOB_RUNNING : JOB_QUEUED;
+    return sched_link_money(ledger_cancel_micros(&st->ledger, from, (double)now_ms / 1000.0));
 }
 
 /* The error object of a failed job, or null. */

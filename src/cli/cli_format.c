@@ -100,11 +100,19 @@ char *cli_progress_bar(char *buf, size_t cap, int percent)
     return buf;
 }
 
-static char *money_value(char *buf, size_t cap, double a, const char *currency)
+/* exact: to the ledger's micro, trailing zeros dropped down to cents
+ * ("$0.0579", "$0.06"), so that amounts shown side by side add up;
+ * otherwise cents, or three significant digits below a cent. */
+static char *money_text(char *buf, size_t cap, double a, const char *currency, bool exact)
 {
     double m = fabs(a);
     char body[64];
-    if (a != 0 && m < 0.01) {
+    if (exact) {
+        snprintf(body, sizeof body, "%.6f", m);
+        size_t n = strlen(body);
+        while (n > 0 && body[n - 1] == '0' && n > strcspn(body, ".") + 3)
+            body[--n] = '\0';
+    } else if (a != 0 && m < 0.01) {
         int digits = 2 - (int)floor(log10(m));
         if (digits > 8)
             digits = 8;
@@ -128,6 +136,11 @@ static char *money_value(char *buf, size_t cap, double a, const char *currency)
         snprintf(buf, cap, "%s%s %s", sign, body, cur);
     }
     return buf;
+}
+
+static char *money_value(char *buf, size_t cap, double a, const char *currency)
+{
+    return money_text(buf, cap, a, currency, false);
 }
 
 char *cli_money(char *buf, size_t cap, const json_t *amount, const char *currency)
@@ -489,11 +502,22 @@ void cli_print_job(FILE *out, const json_t *job, const json_t *checkpoints)
             snprintf(buf, sizeof buf, "%s, %s", t, m);
         field(out, "Estimate:", buf);
     }
+    /* What the user pays first (charged less refunded), the ledger's two
+     * totals after it: "$0.0021 (charged $0.06, refunded $0.0579)", each to the
+     * ledger's micro so that they add up; the
+     * dashboard's job page says the same (web/js/format.js priceLine). */
     const json_t *price = json_object_get(job, "price");
-    char c[64], r[64];
-    cli_money(c, sizeof c, json_object_get(price, "charged"), str(price, "currency"));
-    cli_money(r, sizeof r, json_object_get(price, "refunded"), str(price, "currency"));
-    snprintf(buf, sizeof buf, "%s charged, %s refunded", c, r);
+    char c[64], r[64], paid[64];
+    double charged = 0, refunded = 0;
+    num(price, "charged", &charged);
+    num(price, "refunded", &refunded);
+    /* In micros, as the ledger keeps it, so that 0.06 - 0.0579 reads 0.0021. */
+    double net = (double)llround((charged - refunded) * 1e6) / 1e6;
+    const char *cur = str(price, "currency");
+    money_text(paid, sizeof paid, net > 0 ? net : 0, cur, true);
+    money_text(c, sizeof c, charged, cur, true);
+    money_text(r, sizeof r, refunded, cur, true);
+    snprintf(buf, sizeof buf, "%s (charged %s, refunded %s)", paid, c, r);
     field(out, "Price:", buf);
     /* What a cancel would cost now, while one is still possible. */
     const json_t *cn = json_object_get(price, "cancel_now");

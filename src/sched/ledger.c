@@ -348,6 +348,30 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
     return ERR_OK;
 }
 
+int64_t ledger_cancel_micros(const struct ledger_job *j, enum job_status from, double now)
+{
+    if (j->closed)
+        return ledger_net_micros(j);
+    /* The cancel runs on a copy, step by step as the server runs it. */
+    struct ledger_job copy = *j;
+    struct ledger_row rows[LEDGER_MAX_ROWS];
+    size_t n = 0;
+    struct ledger_attempt *run = running_attempt(&copy);
+    if (run) {
+        /* The trainer's checkpoint on stop holds every completed step;
+         * the attempt ends keeping them (ledger_attempt_end's kept_step). */
+        if (run->done_step > copy.latest_checkpoint)
+            copy.latest_checkpoint = run->done_step;
+        run->ended = true;
+        run->ended_s = now < run->began_s ? run->began_s : now;
+        run->kept_step = run->done_step;
+    }
+    struct ledger_outcome o = {.status = JOB_CANCELLED, .cancelled_from = from};
+    if (ledger_settle(&copy, &o, now, rows, LEDGER_MAX_ROWS, &n) != ERR_OK)
+        return ledger_net_micros(j);
+    return ledger_net_micros(&copy);
+}
+
 int64_t ledger_net_micros(const struct ledger_job *j)
 {
     return j->charged_micros - j->refunded_micros;

@@ -189,6 +189,17 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
                               double now, struct ledger_row *rows /* OUT [cap] */, size_t cap,
                               size_t *n_rows /* OUT */);
 
+/* What cancelling the job at `now` would make its net charge, cancelled
+ * from status `from` (the status the cancel's settle is given: queued,
+ * running or re-scheduling). It is the settle a cancel ends with: the
+ * trainer writes a checkpoint when it stops, so a running attempt keeps
+ * every step it has completed (done_step), and the cancel rules of
+ * ledger_settle() (queued or late: free; the estimate's cap) apply at now.
+ * A closed ledger answers its net charge. Pure: j is not changed. The API's
+ * price.cancel_now is this, so the amount shown is the amount a cancel in
+ * the same state charges. */
+int64_t ledger_cancel_micros(const struct ledger_job *j, enum job_status from, double now);
+
 /* The net charge of the job (charged - refunded). */
 int64_t ledger_net_micros(const struct ledger_job *j);
 

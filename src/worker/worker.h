@@ -17,6 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The hourly price of a worker declared without `price=`: a nominal
+ * on-demand rate, so that a fresh `make run` shows real amounts for
+ * estimates, charges and cancels. An operator sets price=0 for a free
+ * worker (docs/operations.md). */
+#define WORKER_DEFAULT_PRICE_PER_HOUR 0.40
+
 struct worker_config {
     char name[64];
     char server_url[256];   /* e.g. "http://127.0.0.1:8080"                   */

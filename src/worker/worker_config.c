@@ -59,7 +59,7 @@ void worker_config_defaults(struct worker_config *cfg)
     copy_str(cfg->name, sizeof cfg->name, host);
     cfg->cpus = machine_cpus();
     cfg->mem_bytes = machine_memory();
-    cfg->price_per_hour = 0.0;
+    cfg->price_per_hour = WORKER_DEFAULT_PRICE_PER_HOUR;
     copy_str(cfg->class_, sizeof cfg->class_, "on-demand");
     copy_str(cfg->accelerator, sizeof cfg->accelerator, "cpu");
     ssize_t n = readlink("/proc/self/exe", cfg->alallo_bin, sizeof cfg->alallo_bin - 1);

@@ -72,6 +72,16 @@ test('list price: estimate while active, net charge when ended, failed is free',
     { text: '$0.00', note: 'charged' });
 });
 
+test('price line: what the user pays first, then charged and refunded, adding up', () => {
+  assert.equal(format.priceLine({ charged: 0.06, refunded: 0.0579 }, 'USD'),
+    '$0.0021 (charged $0.06, refunded $0.0579)');
+  assert.equal(format.priceLine({ charged: 0.05, refunded: 0 }, 'usd'),
+    '$0.05 (charged $0.05, refunded $0.00)');
+  assert.equal(format.priceLine({ charged: 0.2, refunded: 0.2 }, 'EUR'),
+    '0.00 EUR (charged 0.20 EUR, refunded 0.20 EUR)');
+  assert.equal(format.priceLine(undefined), '$0.00 (charged $0.00, refunded $0.00)');
+});
+
 test('cancel cost follows the money rules of SPEC §2', () => {
   const now = 10000;
   const base = {

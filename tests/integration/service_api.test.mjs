@@ -91,7 +91,9 @@ describe('the API over HTTP', () => {
     });
     const notjson = await s.upload('x.jsonl', 'hello\n');
     assert.equal(notjson.status, 400);
-    assert.match(notjson.json.error.message, /^line 1 of x\.jsonl: /);
+    // Not JSONL at all: the message says what alallo reads.
+    assert.equal(notjson.json.error.message,
+      "x.jsonl: alallo reads JSONL: one JSON object per line (line 1 starts with 'h')");
     const purpose = await s.upload('x.jsonl', GOOD, { purpose: 'assistants' });
     assert.equal(purpose.status, 400);
     assert.equal(purpose.json.error.param, 'purpose');

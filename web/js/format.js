@@ -43,6 +43,23 @@ export function formatMoney(amount, currency = 'USD') {
   return `${sign}${body} ${cur}`;
 }
 
+// The job page's price line: what the user pays (charged less refunded)
+// first, the ledger's two totals after it, each to the ledger's micro (cents
+// at least) so that they add up: "$0.0021 (charged $0.06, refunded $0.0579)".
+// The CLI's `jobs show` writes the same line (src/cli/cli_format.c).
+export function priceLine(price, currency = 'USD') {
+  const p = price || {};
+  const charged = num(p.charged) ?? 0;
+  const refunded = num(p.refunded) ?? 0;
+  const cur = (currency || 'USD').toUpperCase();
+  const exact = (a) => {
+    const body = Math.abs(a).toFixed(6).replace(/(\.\d\d\d*?)0+$/, '$1');
+    return cur === 'USD' ? `$${body}` : `${body} ${cur}`;
+  };
+  const net = Math.max(0, Math.round((charged - refunded) * 1e6) / 1e6);
+  return `${exact(net)} (charged ${exact(charged)}, refunded ${exact(refunded)})`;
+}
+
 // A price range "A to B"; equal ends read once, like the time ranges.
 export function formatMoneyRange(low, high, currency) {
   const a = formatMoney(low, currency);

@@ -14,12 +14,12 @@ import { renderLossChart } from './chart.js';
 import { el, setText, setAttr, show, progressBar, updateProgress, updateBadge } from './dom.js';
 import {
   canCancel,
-  formatMoney,
   formatMoneyRange,
   formatWhen,
   isActive,
   methodLabel,
   num,
+  priceLine,
   progressPercent,
   stepsText,
   stepsTitle,
@@ -105,8 +105,7 @@ export function jobView(jobId) {
     ui.timeLeft = el('span', { class: 'time-left' });
     ui.basis = el('span', { class: 'sub' });
     ui.priceEst = el('span');
-    ui.charged = el('span');
-    ui.refunded = el('span');
+    ui.paid = el('span');
     ui.model = el('span');
     ui.method = el('span');
     ui.goal = el('span');
@@ -119,8 +118,7 @@ export function jobView(jobId) {
       field('Price',
         el('span', { class: 'price-lines' },
           el('span', {}, 'Estimate: ', ui.priceEst),
-          el('span', {}, 'Charged: ', ui.charged),
-          el('span', {}, 'Refunded: ', ui.refunded))),
+          el('span', {}, 'Paid: ', ui.paid))),
       field('Base model', ui.model),
       field('Training method', ui.method),
       field('Goal', ui.goal),
@@ -211,8 +209,7 @@ export function jobView(jobId) {
     const price = j.price || {};
     const cur = price.currency || est.currency || 'USD';
     setText(ui.priceEst, formatMoneyRange(est.low, est.high, est.currency || cur));
-    setText(ui.charged, formatMoney(num(price.charged) ?? 0, cur));
-    setText(ui.refunded, formatMoney(num(price.refunded) ?? 0, cur));
+    setText(ui.paid, priceLine(price, cur));
     setText(ui.model, j.model || '—');
     setText(ui.method, methodLabel(j));
     setText(ui.goal, GOALS[j.goal] || j.goal || '—');

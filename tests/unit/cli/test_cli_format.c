@@ -272,7 +272,7 @@ static void job_detail(void **state)
         "Progress:              [#########-----------]  45%  (54 / 120 steps)\n",
         "Time left (estimate):  40 min to 80 min  (from the job's pace)\n",
         "Estimate:              40 min to 1.3 h, $0.12 to $0.31\n",
-        "Price:                 $0.05 charged, $0.00 refunded\n",
+        "Price:                 $0.05 (charged $0.05, refunded $0.00)\n",
         "Cancel now:            $0.07\n",
         "Training method:       Supervised fine-tuning, 16-bit\n",
         "Goal:                  Lowest cost\n",
@@ -307,6 +307,14 @@ static void job_detail(void **state)
                  "{\"job\":{\"id\":\"ftjob-4\",\"status\":\"queued\",\"estimate\":"
                  "{\"time\":{\"low_s\":600,\"high_s\":600},\"price\":{}}}}");
     assert_non_null(strstr(out, "Estimate:              10 min, price not known\n"));
+    free(out);
+    /* A job capped at its estimate: what the user pays comes first. */
+    out = render(print_job_with_checkpoints,
+                 "{\"job\":{\"id\":\"ftjob-3\",\"status\":\"succeeded\","
+                 "\"progress\":{\"steps_done\":10,\"max_steps\":10},"
+                 "\"price\":{\"charged\":0.06,\"refunded\":0.0579,\"currency\":\"usd\"}}}");
+    if (!strstr(out, "Price:                 $0.0021 (charged $0.06, refunded $0.0579)\n"))
+        fail_msg("price line in:\n%s", out);
     free(out);
 }
 

@@ -1,4 +1,5 @@
 /* test_ledger.c - every money rule of SPEC §2, the limits, and fencing. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/ledger.h"
@@ -180,6 +181,92 @@ static void cancel_rules(void **state)
     assert_int_equal(ledger_net_micros(&j), MICROS);
 }
 
+/* The cancel a user is shown (ledger_cancel_micros, the API's
+ * price.cancel_now) is the cancel they are charged: at many points of a
+ * job (before its first checkpoint, between checkpoints, after a move,
+ * past the estimated time), a preview is taken, then the job is cancelled
+ * in that same state the way the server does it (the trainer writes a
+ * checkpoint when it stops, the attempt ends with it, the final settle),
+ * and the net charge is compared. */
+static void cancel_preview_is_the_charge(void **state)
+{
+    (void)state;
+    struct ledger_job *j = calloc(1, sizeof *j);
+    struct ledger_job *c = calloc(1, sizeof *c);
+    assert_non_null(j);
+    assert_non_null(c);
+    struct rows *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    unsigned seed = 12;
+    int compared = 0, nonzero = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        /* A job of 200 steps, 1 s each at 3.60/h, checkpointed every 50,
+         * moved once at step 120 (resumed from 100) on half the trials. */
+        ledger_job_init(j, 0, 7200, 5400, 10 * MICROS);
+        seed = seed * 1103515245u + 12345u;
+        long stop_at = 1 + (long)(seed >> 8) % 199;
+        bool moved = trial % 2 == 1;
+        double t0 = trial % 5 == 4 ? 7000 : 10; /* late: the cancel is free */
+        uint64_t f;
+        assert_int_equal(ledger_attempt_begin(j, 1, 3.6, 0, t0, &f), ERR_OK);
+        long start = 0;
+        for (long s = 1; s <= stop_at; s++) {
+            double now = t0 + (double)s;
+            assert_int_equal(ledger_attempt_progress(j, f, s, (double)(s - start)), ERR_OK);
+            if (s % 50 == 0) {
+                assert_int_equal(ledger_attempt_checkpoint(j, f, s), ERR_OK);
+                settle(j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, now, r);
+            }
+            if (moved && s == 120 && s < stop_at) {
+                moved = false;
+                assert_int_equal(ledger_attempt_end(j, f, now, j->latest_checkpoint), ERR_OK);
+                settle(j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, now, r);
+                start = j->latest_checkpoint;
+                assert_int_equal(ledger_attempt_begin(j, 2, 7.2, start, now, &f), ERR_OK);
+                s = start;
+                t0 = now - (double)s;
+            }
+        }
+        double now = t0 + (double)stop_at + 0.5;
+        int64_t shown = ledger_cancel_micros(j, JOB_RUNNING, now);
+        /* The cancel, as the server runs it. */
+        *c = *j;
+        struct ledger_attempt *a = ledger_current(c, c->fence);
+        assert_non_null(a);
+        if (a->done_step > c->latest_checkpoint)
+            assert_int_equal(ledger_attempt_checkpoint(c, c->fence, a->done_step), ERR_OK);
+        assert_int_equal(ledger_attempt_end(c, c->fence, now, c->latest_checkpoint), ERR_OK);
+        settle(c, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, now, r);
+        if (shown != ledger_net_micros(c))
+            print_error("trial %d: cancel at step %ld shown %lld, charged %lld\n", trial,
+                        stop_at, (long long)shown, (long long)ledger_net_micros(c));
+        assert_int_equal(shown, ledger_net_micros(c));
+        /* The preview changed nothing. */
+        assert_false(j->closed);
+        compared++;
+        nonzero += shown > 0;
+    }
+    assert_int_equal(compared, 200);
+    assert_true(nonzero > 100);
+    /* Cancelled while re-scheduling (nothing runs), and after the job
+     * closed: the preview is still the charge. */
+    ledger_job_init(j, 0, 7200, 5400, 10 * MICROS);
+    uint64_t f;
+    assert_int_equal(ledger_attempt_begin(j, 1, 3.6, 0, 0, &f), ERR_OK);
+    assert_int_equal(ledger_attempt_progress(j, f, 70, 70), ERR_OK);
+    assert_int_equal(ledger_attempt_checkpoint(j, f, 50), ERR_OK);
+    assert_int_equal(ledger_attempt_end(j, f, 80, 50), ERR_OK);
+    settle(j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, 80, r);
+    int64_t shown = ledger_cancel_micros(j, JOB_RESCHEDULING, 90);
+    settle(j, JOB_CANCELLED, MSG_NONE, JOB_RESCHEDULING, 90, r);
+    assert_int_equal(shown, ledger_net_micros(j));
+    assert_int_equal(shown, 50 * MICROS / 1000);
+    assert_int_equal(ledger_cancel_micros(j, JOB_RUNNING, 100), ledger_net_micros(j));
+    free(r);
+    free(c);
+    free(j);
+}
+
 static void each_step_billed_once_across_moves(void **state)
 {
     (void)state;
@@ -359,6 +446,7 @@ int main(void)
         cmocka_unit_test(succeeded_never_above_the_estimate),
         cmocka_unit_test(failed_and_stopped_are_free),
         cmocka_unit_test(cancel_rules),
+        cmocka_unit_test(cancel_preview_is_the_charge),
         cmocka_unit_test(each_step_billed_once_across_moves),
         cmocka_unit_test(a_skipped_checkpoint_refunds_lost_work),
         cmocka_unit_test(a_rebase_moves_the_start_down_only),

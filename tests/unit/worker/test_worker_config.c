@@ -18,7 +18,13 @@ static void defaults_describe_this_machine(void **state)
     assert_true(c.mem_bytes > 64LL * 1024 * 1024);
     assert_string_equal(c.class_, "on-demand");
     assert_string_equal(c.accelerator, "cpu");
+    /* A nominal on-demand price, so that money shows on a fresh server. */
+    assert_true(c.price_per_hour > 0.3999 && c.price_per_hour < 0.4001);
+    /* price=0 is kept: an operator's free worker. */
+    char err[200] = "";
+    assert_int_equal(worker_config_parse_spec(&c, "name=local,price=0", err, sizeof err), 0);
     assert_true(c.price_per_hour == 0.0);
+    assert_string_equal(c.name, "local");
     assert_true(worker_name_valid(c.name));
     /* The running binary: this test program itself. */
     char self[512];
