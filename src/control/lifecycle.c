@@ -22,6 +22,7 @@
 #include "control/sched_link.h"
 #include "control/jobs.h"
 #include "core/fs.h"
+#include "sched/hyper.h"
 #include "sched/outcome.h"
 #include "sched/resched.h"
 #include "core/ids.h"
@@ -738,6 +739,27 @@ static enum alallo_err on_started(struct events_ctx *c, struct store_job *j,
     return note(w, c->now, "info", "Fine-tuning job started");
 }
 
+/* The sentence a job that trained and learned nothing gets in its events
+ * and training log (docs/lifecycle.md). */
+#define NOTHING_LEARNED "The loss did not go down: try more epochs or a higher learning rate"
+
+/* A succeeded job whose training loss did not go down meaningfully
+ * (hyper_loss_went_down, src/sched/hyper.h) still succeeds, and says so in
+ * its events and its training log. */
+static enum alallo_err note_if_nothing_learned(struct store_writes *w, int64_t now,
+                                               const struct store_job *j,
+                                               const struct store_attempt *a)
+{
+    if (!hyper_loss_known(j->first_loss, j->train_loss) ||
+        hyper_loss_went_down(j->first_loss, j->train_loss))
+        return ERR_OK;
+    char line[STORE_MESSAGE_MAX];
+    text_printf(line, sizeof line, "%s (training loss %.4f at the first step, %.4f at the end).",
+                NOTHING_LEARNED, j->first_loss, j->train_loss);
+    enum alallo_err e = store_writes_event(w, now, "warn", "message", line, NULL);
+    return e ? e : store_writes_log(w, a->id, line);
+}
+
 static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
                                  struct store_attempt *a, const struct tev *t,
                                  struct store_writes *w)
@@ -761,6 +783,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         a->end_step = j->steps_done;
         progress(c, j, a, t);
         j->train_loss = t->loss;
+        if (!(j->first_loss > 0) && t->loss > 0 && isfinite(t->loss))
+            j->first_loss = t->loss; /* the job's first reported loss */
         text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
                     j->max_steps, t->loss);
         text_printf(data, sizeof data,
@@ -837,6 +861,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             e = calibrate_job(c, j, w);
         if (!e)
             e = note(w, c->now, "info", "The job has successfully completed");
+        if (!e)
+            e = note_if_nothing_learned(w, c->now, j, a);
         break;
     }
     case TPROTO_EVENT_ERROR:

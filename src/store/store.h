@@ -103,6 +103,7 @@ struct store_job {
     int64_t run_started_ms; /* when the current attempt reported `started`; 0 if none */
     long run_start_step;    /* the step the current attempt started from */
     double train_loss;      /* latest reported; NAN-free: 0 when none */
+    double first_loss;      /* of the job's first reported step; 0 when none */
     int64_t trained_tokens;
     int64_t log_seq;   /* lines in the training log so far */
     int64_t event_seq; /* events so far */

@@ -152,6 +152,9 @@ static const char *const migrations[] = {
      * first, without a sort */
     "CREATE INDEX jobs_active ON jobs(seq)"
     " WHERE status IN ('queued','re-scheduling','running','cancelling');",
+    /* 8: the training loss of the job's first step, to tell at the end
+     * whether it learned (0: none reported) */
+    "ALTER TABLE jobs ADD COLUMN first_loss REAL NOT NULL DEFAULT 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -166,8 +169,8 @@ int store_schema_latest(void) { return MIGRATIONS; }
     "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
     "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
     "trained_tokens, log_seq, event_seq, internal_failure, est_low_s, est_high_s, "               \
-    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state"
-#define JOB_NCOLS 48
+    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state, first_loss"
+#define JOB_NCOLS 49
 #define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
 #define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
 #define ATT_COLS                                                                                   \
@@ -260,9 +263,9 @@ static const char *const sql_text[S_COUNT] = {
                       " LIMIT 1",
     [S_FILE_EXISTS] = "SELECT 1 FROM files WHERE account = ?1 AND id = ?2",
     [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?,?,?,?,?,?,?,?)",
+                     "?,?,?,?,?,?,?,?,?)",
     [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?,?,?,?,?,?,?,?) WHERE seq = ?",
+                     "?,?,?,?,?,?,?,?,?) WHERE seq = ?",
     [S_JOB_GET] = JOB_SELECT "WHERE id = ?",
     [S_JOB_GET_ACC] = JOB_SELECT "WHERE id = ? AND account = ?",
     [S_JOB_BY_MODEL] = JOB_SELECT "WHERE fine_tuned_model = ? AND account = ? AND"
@@ -629,7 +632,8 @@ static int bind_job(sqlite3_stmt *st, const struct store_job *j)
     rc |= sqlite3_bind_double(st, i++, j->est_price_high);
     rc |= BIND_STR(st, i++, j->plan);
     rc |= BIND_STR(st, i++, j->ledger_state);
-    _Static_assert(JOB_NCOLS == 48, "bind_job binds every column of JOB_COLS");
+    rc |= sqlite3_bind_double(st, i++, j->first_loss);
+    _Static_assert(JOB_NCOLS == 49, "bind_job binds every column of JOB_COLS");
     return rc;
 }
 
@@ -688,6 +692,7 @@ static void read_job(sqlite3_stmt *st, struct store_job *j)
     j->est_price_high = sqlite3_column_double(st, i++);
     col_str(st, i++, j->plan, sizeof j->plan);
     col_str(st, i++, j->ledger_state, sizeof j->ledger_state);
+    j->first_loss = sqlite3_column_double(st, i++);
 }
 
 static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)

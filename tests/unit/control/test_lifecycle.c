@@ -227,6 +227,8 @@ static void succeeds_with_log_checkpoints_and_price(void **state)
     r = h_call(h, "GET", path, "limit=100", h->key, NULL);
     assert_non_null(strstr(r.body, "\"type\":\"metrics\""));
     assert_non_null(strstr(r.body, "The job has successfully completed"));
+    /* Its loss went from 2.31 to 1.2: it learned, and nothing says otherwise. */
+    assert_null(strstr(r.body, "The loss did not go down"));
     reply_free(&r);
     /* It ran at 3.6/h: some charge, within the estimate's upper end. */
     r = h_call(h, "GET", "/v1/billing/ledger", NULL, h->key, NULL);
@@ -1321,6 +1323,40 @@ static void a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model(voi
     h_free(h);
 }
 
+/* A job whose loss stays where it started succeeds, and its events and
+ * training log say it learned nothing, with what to try. */
+static void a_job_that_learned_nothing_says_so(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence,
+                            STARTED ",{\"event\":\"step\",\"t\":0.3,\"step\":5,\"loss\":4.1},"
+                                    "{\"event\":\"step\",\"t\":0.6,\"step\":20,\"loss\":3.9},"
+                                    "{\"event\":\"done\",\"step\":30,\"train_loss\":3.95,"
+                                    "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    struct reply r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    assert_non_null(strstr(r.body, "The loss did not go down: try more epochs or a higher "
+                                   "learning rate (training loss 4.1000 at the first step, "
+                                   "3.9500 at the end)."));
+    reply_free(&r);
+    char buf[4096];
+    assert_non_null(strstr(log_of(h, id, buf, sizeof buf), "The loss did not go down"));
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1341,6 +1377,7 @@ int main(void)
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
+        cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model),
         cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
         cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
