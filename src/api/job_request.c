@@ -10,6 +10,7 @@
 
 #include "api/shapes.h"
 #include "control/jobs.h"
+#include "control/models.h"
 #include "core/ids.h"
 #include "core/text.h"
 #include "sched/hyper.h"
@@ -101,12 +102,19 @@ static bool parse_metadata(json_t *body, struct store_job *j, struct http_respon
     return true;
 }
 
+/* The model `id` names: a base model, a fine-tuned model of the account,
+ * or a job id of the account standing for its fine-tuned model. */
 static bool resolve_model(struct api_server *srv, const char *account, const char *id,
                           struct catalog_model *m, struct http_response *res)
 {
-    if (control_model_find(srv->ctl, account, id, m))
+    char name[256], why[300];
+    if (!control_model_name(srv->ctl, account, id, name, sizeof name, why, sizeof why))
+        return bad(res, ERR_NOT_FOUND, "model", "%s", why);
+    if (control_model_find(srv->ctl, account, name, m))
         return true;
-    return bad(res, ERR_NOT_FOUND, "model", "No such model: %s.", id);
+    char msg[1024];
+    control_no_such_model(srv->ctl, account, id, msg, sizeof msg);
+    return bad(res, ERR_NOT_FOUND, "model", "%s", msg);
 }
 
 bool job_request_parse(struct api_server *srv, const struct http_request *req, json_t *body,
@@ -133,7 +141,7 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         return bad(res, ERR_INVALID, "model", "model is too long.");
     if (!resolve_model(srv, account, model, &out->model, res))
         return false;
-    text_copy(j->model, sizeof j->model, model);
+    text_copy(j->model, sizeof j->model, out->model.id); /* a job id: its model's name */
 
     if (!ids_valid(training) ||
         store_file_get(srv->ctl->store, account, training, &out->file) != ERR_OK)

@@ -78,10 +78,15 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         json_decref(body);
         return;
     }
-    char dir[1024];
-    if (!control_model_dir(srv->ctl, req->account.id, a.model, dir, sizeof dir)) {
-        char msg[300];
-        text_printf(msg, sizeof msg, "No such model: %.200s.", a.model);
+    char dir[1024], name[256], msg[1024];
+    if (!control_model_name(srv->ctl, req->account.id, a.model, name, sizeof name, msg,
+                            sizeof msg)) {
+        json_decref(body);
+        api_error(res, ERR_NOT_FOUND, msg, "model");
+        return;
+    }
+    if (!control_model_dir(srv->ctl, req->account.id, name, dir, sizeof dir)) {
+        control_no_such_model(srv->ctl, req->account.id, a.model, msg, sizeof msg);
         json_decref(body);
         api_error(res, ERR_NOT_FOUND, msg, "model");
         return;

@@ -75,20 +75,25 @@ out:
 }
 
 /* Finds the model named in the path: a base model, or one of the caller's
- * fine-tuned models (then *job is filled). Answers 404 when neither. */
+ * fine-tuned models, also named by its job's id (then *job is filled).
+ * Answers 404 when neither, naming the models there are. */
 static bool find_model(struct api_server *srv, struct http_request *req, struct http_response *res,
                        struct catalog_model *base, struct store_job *job, bool *tuned)
 {
-    const char *id = req->params[0];
     *tuned = false;
+    char id[256], msg[1024];
+    if (!control_model_name(srv->ctl, req->account.id, req->params[0], id, sizeof id, msg,
+                            sizeof msg)) {
+        api_error(res, ERR_NOT_FOUND, msg, "model");
+        return false;
+    }
     if (catalog_find(srv->ctl->catalog, id, base))
         return true;
     if (store_job_by_model(srv->ctl->store, req->account.id, id, job) == ERR_OK) {
         *tuned = true;
         return true;
     }
-    char msg[HTTP_VALUE_MAX + 32];
-    text_printf(msg, sizeof msg, "No such model: %s.", id);
+    control_no_such_model(srv->ctl, req->account.id, req->params[0], msg, sizeof msg);
     api_error(res, ERR_NOT_FOUND, msg, "model");
     return false;
 }

@@ -54,6 +54,52 @@ void control_model_methods(struct control *ctl, const struct catalog_model *m,
     }
 }
 
+bool control_model_name(struct control *ctl, const char *account, const char *id, char *out,
+                        size_t cap, char *why, size_t whycap)
+{
+    why[0] = '\0';
+    if (strncmp(id, "ftjob-", 6) != 0)
+        return text_copy(out, cap, id);
+    struct store_job *j = malloc(sizeof *j);
+    bool ok = false;
+    if (!j || store_job_get(ctl->store, account, id, j) != ERR_OK) {
+        text_printf(why, whycap, "No such job: %.100s.", id);
+    } else if (j->fine_tuned_model[0]) {
+        ok = text_copy(out, cap, j->fine_tuned_model);
+    } else if (job_status_is_terminal(j->status)) {
+        text_printf(why, whycap, "The job %s %s: it has no model.", j->id,
+                    j->status == JOB_FAILED ? "failed" : "was cancelled before it trained");
+    } else {
+        text_printf(why, whycap, "The job %s is %s: it has no model yet.", j->id,
+                    job_status_name(j->status));
+    }
+    free(j);
+    return ok;
+}
+
+void control_no_such_model(struct control *ctl, const char *account, const char *id, char *out,
+                           size_t cap)
+{
+    struct catalog_model *ms = calloc(CONTROL_MODELS_NAMED, sizeof *ms);
+    struct store_job *js = calloc(CONTROL_MODELS_NAMED, sizeof *js);
+    int nm = ms ? catalog_list(ctl->catalog, ms, CONTROL_MODELS_NAMED) : 0, nj = 0;
+    if (js && nm < CONTROL_MODELS_NAMED &&
+        store_job_list_models(ctl->store, account, CONTROL_MODELS_NAMED - nm, js, &nj) != ERR_OK)
+        nj = 0;
+    size_t len = 0;
+    text_printf(out, cap, "No such model: %.100s.", id);
+    len = strlen(out);
+    for (int i = 0; i < nm + nj && len + 2 < cap; i++) {
+        const char *name = i < nm ? ms[i].id : js[i - nm].fine_tuned_model;
+        text_printf(out + len, cap - len, "%s%s", i == 0 ? " Available: " : ", ", name);
+        len = strlen(out);
+    }
+    if (nm + nj > 0 && len + 1 < cap)
+        text_printf(out + len, cap - len, ".");
+    free(ms);
+    free(js);
+}
+
 bool control_model_dir(struct control *ctl, const char *account, const char *id, char *dir,
                        size_t cap)
 {

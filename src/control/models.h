@@ -38,6 +38,21 @@ struct control_method {
 void control_model_methods(struct control *ctl, const struct catalog_model *m,
                            struct control_method out[CONTROL_METHODS] /* OUT */);
 
+/* Where a model is expected, a job id (ftjob-...) of `account` stands for
+ * the job's fine-tuned model. Writes into out the model name `id` stands
+ * for (id itself when it is not a job id) and returns true; returns false
+ * with a sentence in why when it is a job id of the account whose job has
+ * no model ("The job ftjob-... failed: it has no model.") or no such job. */
+bool control_model_name(struct control *ctl, const char *account, const char *id, char *out,
+                        size_t cap, char *why, size_t whycap);
+
+/* "No such model: ID. Available: a, b, ..." naming the catalog's models and
+ * the account's newest fine-tuned ones (at most CONTROL_MODELS_NAMED in
+ * all), for an answer to a model that is not there. */
+#define CONTROL_MODELS_NAMED 12
+void control_no_such_model(struct control *ctl, const char *account, const char *id, char *out,
+                           size_t cap);
+
 /* The folder of model `id` as `account` may use it: a base model of the
  * catalog, or a fine-tuned model of the account. False when neither. */
 bool control_model_dir(struct control *ctl, const char *account, const char *id, char *dir,

@@ -283,6 +283,52 @@ static void bad_job_bodies(void **state)
     h_free(h);
 }
 
+/* Where a model is expected: an unknown one names the models there are, a
+ * job id stands for its model, and a job without one says why. */
+static void models_by_name_or_job(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\":\"nope\",\"training_file\":\"%s\"}", file);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 404);
+    assert_string_equal(h_err_message(&r), "No such model: nope. Available: big, tiny.");
+    reply_free(&r);
+
+    char *queued = create_ok(h, h->key, file, NULL);
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"training_file\":\"%s\"}", queued, file);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 404);
+    char want[200];
+    snprintf(want, sizeof want, "The job %s is queued: it has no model yet.", queued);
+    assert_string_equal(h_err_message(&r), want);
+    reply_free(&r);
+    /* Another account's job is no job of this one. */
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->other_key, body);
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"prompt\":\"hi\"}", queued);
+    r = h_call(h, "POST", "/v1/completions", NULL, h->key, body);
+    assert_int_equal(r.status, 404);
+    assert_string_equal(h_err_message(&r), want);
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/completions", NULL, h->key, "{\"model\":\"nope\",\"prompt\":\"hi\"}");
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(h_err_message(&r), "Available: big, tiny"));
+    reply_free(&r);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/models/%s", queued);
+    r = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 404);
+    assert_string_equal(h_err_message(&r), want);
+    reply_free(&r);
+    free(queued);
+    free(file);
+    h_free(h);
+}
+
 static void list_paging_newest_first(void **state)
 {
     (void)state;
@@ -450,6 +496,7 @@ int main(void)
         cmocka_unit_test(create_shapes_and_defaults),
         cmocka_unit_test(auto_hyperparameters),
         cmocka_unit_test(bad_job_bodies),
+        cmocka_unit_test(models_by_name_or_job),
         cmocka_unit_test(list_paging_newest_first),
         cmocka_unit_test(cancel_queued_events_and_log),
         cmocka_unit_test(estimates_and_models),
