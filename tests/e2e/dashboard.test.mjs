@@ -67,7 +67,7 @@ function jobRow(p, name) {
 
 // Fills the New job form through the page and starts the job. Returns
 // after the Jobs tab shows it.
-async function createThroughPage(p, name, { epochs, batch, file = trainFile } = {}) {
+async function createThroughPage(p, name, { epochs, batch, lr, file = trainFile } = {}) {
   await p.getByRole('link', { name: 'New job', exact: true }).first().click();
   await p.getByRole('heading', { name: 'New job' }).waitFor();
   await p.getByLabel('Name').fill(name);
@@ -75,10 +75,11 @@ async function createThroughPage(p, name, { epochs, batch, file = trainFile } = 
   await p.getByText(`Uploaded ${path.basename(file)}`).waitFor({ timeout: 30000 });
   assert.notEqual(await p.getByLabel('Data set', { exact: true }).inputValue(), '', 'the upload is selected as the data set');
   assert.notEqual(await p.getByLabel('Model').inputValue(), '', 'a base model is offered');
-  if (epochs || batch) {
+  if (epochs || batch || lr) {
     await p.getByText('Hyper-parameters').click();
     if (epochs) await p.getByLabel('Epochs').fill(String(epochs));
     if (batch) await p.getByLabel('Batch size').fill(String(batch));
+    if (lr) await p.getByLabel('Learning-rate multiplier').fill(String(lr));
   }
   await p.getByRole('button', { name: 'Start' }).click();
   await p.waitForURL(/#\/jobs$/);
@@ -129,7 +130,7 @@ test('a job created through the page goes from queued to succeeded without a rel
     window.__sameDocument = true;
   });
   // 24 examples, 10 epochs, batch 2: 120 steps, a few seconds of training.
-  await createThroughPage(page, name, { epochs: 10, batch: 2 });
+  await createThroughPage(page, name, { epochs: 10, batch: 2, lr: 5 });
   const row = jobRow(page, name);
   const seen = [];
   await until('the job to succeed on the Jobs tab', async () => {
@@ -145,6 +146,8 @@ test('a job created through the page goes from queued to succeeded without a rel
 
   const id = await row.getAttribute('data-id');
   const job = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${id}`);
+  // The form's learning-rate multiplier reached the job.
+  assert.equal(job.hyperparameters.learning_rate_multiplier, 5);
   const bar = row.locator('.progress');
   assert.equal(await bar.getAttribute('title'), `${job.progress.max_steps} steps`, 'hover shows the total steps');
   await bar.hover();
