@@ -98,3 +98,18 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
     }
     job_time_left_range_text(out->text, sizeof out->text, out->low_s, out->high_s);
 }
+
+void tl_before_start(double est_low_s, double est_high_s, double train_low_s,
+                     double train_high_s, double waited_s, double *low, double *high)
+{
+    if (!(waited_s > 0))
+        waited_s = 0;
+    double floor_lo = fmin(train_low_s, est_low_s);
+    double floor_hi = fmin(train_high_s, est_high_s);
+    *low = fmax(est_low_s - waited_s, floor_lo);
+    *high = fmax(est_high_s - waited_s, floor_hi);
+    if (*low < 0)
+        *low = 0;
+    if (*high < *low)
+        *high = *low;
+}

@@ -61,4 +61,15 @@ void tl_observe(struct tl_state *s, long step, double t);
 /* Time left at `now`. */
 void tl_value(const struct tl_state *s, double now, struct tl_value *out /* OUT */);
 
+/* Time left of a job that has not started yet, waited_s seconds after the
+ * estimate [est_low_s, est_high_s] (creation to finish) was made: the
+ * estimate minus the time already waited, so that at creation the two
+ * read the same. Each end is floored at the training part of the estimate
+ * [train_low_s, train_high_s], but never above that end of the estimate
+ * itself (the two ranges are calibrated apart, and the training one may
+ * start higher). */
+void tl_before_start(double est_low_s, double est_high_s, double train_low_s,
+                     double train_high_s, double waited_s, double *low /* OUT */,
+                     double *high /* OUT */);
+
 #endif

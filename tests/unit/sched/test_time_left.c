@@ -151,6 +151,38 @@ static void near_the_end_and_odd_reports(void **state)
     assert_near(v.high_s, 0, 0);
 }
 
+/* Before the start, time left is the estimate minus the time waited
+ * (issue 12: an estimate of 56 min to 3.6 h read "73 min to 3.6 h" of time
+ * left one second later, floored at a training range that began higher). */
+static void before_the_start_the_estimate_counts_down(void **state)
+{
+    (void)state;
+    double lo, hi;
+    /* The case seen: estimate 56 min..3.6 h, training part 73 min..3.0 h. */
+    tl_before_start(56 * 60, 3.6 * 3600, 73 * 60, 3.0 * 3600, 1, &lo, &hi);
+    assert_near(lo, 56 * 60, 1e-9); /* the training floor, clipped to the estimate */
+    assert_near(hi, 3.6 * 3600 - 1, 1e-9);
+    char a[48], b[48];
+    assert_string_equal(job_time_left_range_text(a, sizeof a, lo, hi),
+                        job_time_left_range_text(b, sizeof b, 56 * 60, 3.6 * 3600));
+    assert_string_equal(a, "56 min to 3.6 h");
+    /* At creation: exactly the estimate. */
+    tl_before_start(600, 1800, 300, 900, 0, &lo, &hi);
+    assert_near(lo, 600, 1e-9);
+    assert_near(hi, 1800, 1e-9);
+    /* Waiting counts down, never below the training part. */
+    tl_before_start(600, 1800, 300, 900, 200, &lo, &hi);
+    assert_near(lo, 400, 1e-9);
+    assert_near(hi, 1600, 1e-9);
+    tl_before_start(600, 1800, 300, 900, 5000, &lo, &hi);
+    assert_near(lo, 300, 1e-9);
+    assert_near(hi, 900, 1e-9);
+    /* A training range above the estimate floors at the estimate. */
+    tl_before_start(600, 1800, 700, 2000, 5000, &lo, &hi);
+    assert_near(lo, 600, 1e-9);
+    assert_near(hi, 1800, 1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +191,7 @@ int main(void)
         cmocka_unit_test(noisy_steps_widen_the_band),
         cmocka_unit_test(a_move_starts_again_from_the_estimate),
         cmocka_unit_test(near_the_end_and_odd_reports),
+        cmocka_unit_test(before_the_start_the_estimate_counts_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
