@@ -9,7 +9,9 @@
  * exponentially weighted average of the seconds per step between reports,
  * times the steps left (basis "pace"). The pace band is built from how much
  * the step times vary and how much of the attempt is still ahead, so it
- * narrows as the job goes. A move starts a new attempt, and so a new
+ * narrows as the job goes; its width relative to its size never passes
+ * the estimate band's, times 0.25 + 0.5 x the share still ahead, so a
+ * slowdown moves it rather than blowing it up (docs/estimator.md). A move starts a new attempt, and so a new
  * state: time left starts again from the estimate for the new capacity.
  */
 #ifndef ALALLO_SCHED_TIME_LEFT_H

@@ -151,6 +151,46 @@ static void near_the_end_and_odd_reports(void **state)
     assert_near(v.high_s, 0, 0);
 }
 
+/* Issue 12: after 5% the pace range is narrower than the estimate's and
+ * keeps narrowing; a worker that slows down mid-job moves the range. Seen
+ * before: 245..735 s, then 416..1511 s, then 771..3455 s. */
+static void a_slowdown_moves_the_range(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    /* 1000 steps, estimate 1500..3500 s; 2 s per step, 4 s from step 400. */
+    const double est_w = (3500.0 - 1500.0) / 2500.0;
+    tl_begin(&s, 1000, 0, 0, 0, 1500, 3500);
+    tl_observe(&s, 0, 0);
+    double t = 0, prev_w = est_w;
+    int checks = 0, inside = 0, widened = 0;
+    for (long step = 10; step <= 990; step += 10) {
+        t += 10 * (step <= 400 ? 2.0 : 4.0);
+        tl_observe(&s, step, t);
+        struct tl_value v;
+        tl_value(&s, t, &v);
+        if (v.basis != TL_PACE)
+            continue;
+        double truth = 4.0 * (double)(1000 - step) + 2.0 * (double)(step < 400 ? 400 - step : 0);
+        double w = (v.high_s - v.low_s) / (0.5 * (v.high_s + v.low_s));
+        double ahead = (1000.0 - (double)step) / 1000.0;
+        assert_true(w < est_w);                            /* narrower than the estimate */
+        assert_true(w <= est_w * (0.25 + 0.5 * ahead) + 1e-9); /* and more so as it goes */
+        if (w > prev_w + 1e-9) {
+            /* Re-widening only right after the change, within the cap. */
+            assert_true(step > 400 && step <= 500);
+            widened++;
+        }
+        prev_w = w;
+        if (step > 450) { /* a few reports after the change: the truth is inside */
+            checks++;
+            inside += truth >= v.low_s && truth <= v.high_s;
+        }
+    }
+    assert_true(inside >= 0.8 * checks);
+    assert_true(widened <= 3);
+}
+
 /* Before the start, time left is the estimate minus the time waited
  * (issue 12: an estimate of 56 min to 3.6 h read "73 min to 3.6 h" of time
  * left one second later, floored at a training range that began higher). */
@@ -192,6 +232,7 @@ int main(void)
         cmocka_unit_test(a_move_starts_again_from_the_estimate),
         cmocka_unit_test(near_the_end_and_odd_reports),
         cmocka_unit_test(before_the_start_the_estimate_counts_down),
+        cmocka_unit_test(a_slowdown_moves_the_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
