@@ -88,8 +88,8 @@ static bool time_left(const struct store_job *j, const struct sched_state *st, i
         /* Counting down from the estimate made at creation, never below
          * the training still to do. */
         double gone = (now_ms - j->created_ms) / 1000.0;
-        *low = fmax(j->est_low_s - gone, j->est_train_low_s);
-        *high = fmax(j->est_high_s - gone, j->est_train_high_s);
+        tl_before_start(j->est_low_s, j->est_high_s, j->est_train_low_s, j->est_train_high_s,
+                        gone, low, high);
     } else {
         *low = j->est_train_low_s * frac;
         *high = j->est_train_high_s * frac;

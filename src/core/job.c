@@ -174,17 +174,58 @@ char *job_estimate_end_text(char *buf, size_t cap, double seconds)
     return duration_text(buf, cap, seconds, 3600.0);
 }
 
+/* Ranges whose upper end is under this read with the short-range rule. */
+#define SHORT_RANGE_S 600.0
+
+/* Whole minutes of a short range's end: the low end rounded down, the high
+ * end up (a hair of slack so that 120.0000001 s is still 2 min). */
+static long minutes_down(double seconds)
+{
+    return (long)floor(seconds / 60.0 + 1e-9);
+}
+
+static long minutes_up(double seconds)
+{
+    return (long)ceil(seconds / 60.0 - 1e-9);
+}
+
+/* A range whose upper end is under SHORT_RANGE_S (10 min): rounded outward,
+ * so that two ends that differ by seconds do not read as one point, and a
+ * low end under 1 minute reads as "under": 15..54 s is "under 1 min",
+ * 30..100 s "under 2 min", 61..119 s "1 min to 2 min", 60..60 s "1 min". */
+static int short_range_text(char *buf, size_t cap, double low_s, double high_s)
+{
+    long hi = minutes_up(high_s);
+    if (hi < 1)
+        hi = 1;
+    if (low_s < 60.0)
+        return snprintf(buf, cap, "under %ld min", hi);
+    long lo = minutes_down(low_s);
+    if (lo < 1)
+        lo = 1;
+    if (lo >= hi)
+        return snprintf(buf, cap, "%ld min", hi);
+    return snprintf(buf, cap, "%ld min to %ld min", lo, hi);
+}
+
 static char *range_text(char *buf, size_t cap, double low_s, double high_s, double below_s)
 {
     char a[32], b[32];
     if (cap == 0)
         return buf;
-    if (high_s < low_s)
+    if (!(low_s >= 0)) /* negative or NaN */
+        low_s = 0;
+    if (!(high_s >= low_s))
         high_s = low_s;
-    duration_text(a, sizeof a, low_s, below_s);
-    duration_text(b, sizeof b, high_s, below_s);
-    int n = strcmp(a, b) == 0 ? snprintf(buf, cap, "%s", a)
+    int n;
+    if (high_s < SHORT_RANGE_S) {
+        n = short_range_text(buf, cap, low_s, high_s);
+    } else {
+        duration_text(a, sizeof a, low_s, below_s);
+        duration_text(b, sizeof b, high_s, below_s);
+        n = strcmp(a, b) == 0 ? snprintf(buf, cap, "%s", a)
                               : snprintf(buf, cap, "%s to %s", a, b);
+    }
     if (n < 0 || (size_t)n >= cap)
         buf[0] = '\0';
     return buf;

@@ -80,10 +80,15 @@ char *job_time_left_text(char *buf, size_t cap, double seconds);
 char *job_estimate_end_text(char *buf, size_t cap, double seconds);
 
 /* A range "A to B" using the estimate rule for each end ("40 min to 1.3 h");
- * when both ends read the same, once ("40 min"). */
+ * when both ends read the same, once ("40 min"). A range whose upper end is
+ * under 10 minutes reads in whole minutes rounded outward (low end down,
+ * high end up), and one whose low end is under a minute as "under B":
+ * 15..54 s is "under 1 min", 61..119 s "1 min to 2 min" (docs/estimator.md).
+ * Both range functions share this short-range rule. */
 char *job_estimate_range_text(char *buf, size_t cap, double low_s, double high_s);
 
-/* A range "A to B" using the time-left rule for each end. */
+/* A range "A to B" using the time-left rule for each end (and the
+ * short-range rule above). */
 char *job_time_left_range_text(char *buf, size_t cap, double low_s, double high_s);
 
 /* Progress percent 0..100 from steps; a succeeded job shows 100.

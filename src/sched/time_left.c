@@ -60,6 +60,18 @@ void tl_observe(struct tl_state *s, long step, double t)
     s->last_t = t;
 }
 
+/* The most the pace band may span, as a share of its size: the estimate
+ * band's relative width ((high - low) / middle), times 0.25 + 0.5 x the
+ * share of the attempt still ahead: about 0.72 of it at the switch, a
+ * quarter of it at the end. 0 (no cap) without an estimate. */
+static double pace_width_cap(const struct tl_state *s, double ahead)
+{
+    double mid = 0.5 * (s->est_low_s + s->est_high_s);
+    if (!(mid > 0) || !(s->est_high_s > s->est_low_s))
+        return 0;
+    return (s->est_high_s - s->est_low_s) / mid * (0.25 + 0.5 * ahead);
+}
+
 void tl_value(const struct tl_state *s, double now, struct tl_value *out)
 {
     long total = s->max_steps - s->start_step;
@@ -80,6 +92,15 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
         double ahead = share_left; /* narrows as the attempt goes */
         double rel_lo = fmin(0.6, 0.04 + cv + 0.10 * ahead);
         double rel_hi = 0.06 + 1.5 * cv + 0.20 * ahead;
+        /* Never wider, relative to its size, than the estimate's band, and
+         * less so the more is done: a slowdown (cv jumps while the smoothed
+         * pace catches up) moves the range rather than blowing it up. */
+        double cap = pace_width_cap(s, ahead);
+        if (cap > 0 && rel_lo + rel_hi > cap) {
+            double k = cap / (rel_lo + rel_hi);
+            rel_lo *= k;
+            rel_hi *= k;
+        }
         out->basis = TL_PACE;
         out->mid_s = mid;
         out->low_s = mid * (1.0 - rel_lo);
@@ -97,4 +118,19 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
         out->mid_s = 0.5 * (out->low_s + out->high_s);
     }
     job_time_left_range_text(out->text, sizeof out->text, out->low_s, out->high_s);
+}
+
+void tl_before_start(double est_low_s, double est_high_s, double train_low_s,
+                     double train_high_s, double waited_s, double *low, double *high)
+{
+    if (!(waited_s > 0))
+        waited_s = 0;
+    double floor_lo = fmin(train_low_s, est_low_s);
+    double floor_hi = fmin(train_high_s, est_high_s);
+    *low = fmax(est_low_s - waited_s, floor_lo);
+    *high = fmax(est_high_s - waited_s, floor_hi);
+    if (*low < 0)
+        *low = 0;
+    if (*high < *low)
+        *high = *low;
 }

@@ -9,7 +9,9 @@
  * exponentially weighted average of the seconds per step between reports,
  * times the steps left (basis "pace"). The pace band is built from how much
  * the step times vary and how much of the attempt is still ahead, so it
- * narrows as the job goes. A move starts a new attempt, and so a new
+ * narrows as the job goes; its width relative to its size never passes
+ * the estimate band's, times 0.25 + 0.5 x the share still ahead, so a
+ * slowdown moves it rather than blowing it up (docs/estimator.md). A move starts a new attempt, and so a new
  * state: time left starts again from the estimate for the new capacity.
  */
 #ifndef ALALLO_SCHED_TIME_LEFT_H
@@ -60,5 +62,16 @@ void tl_observe(struct tl_state *s, long step, double t);
 
 /* Time left at `now`. */
 void tl_value(const struct tl_state *s, double now, struct tl_value *out /* OUT */);
+
+/* Time left of a job that has not started yet, waited_s seconds after the
+ * estimate [est_low_s, est_high_s] (creation to finish) was made: the
+ * estimate minus the time already waited, so that at creation the two
+ * read the same. Each end is floored at the training part of the estimate
+ * [train_low_s, train_high_s], but never above that end of the estimate
+ * itself (the two ranges are calibrated apart, and the training one may
+ * start higher). */
+void tl_before_start(double est_low_s, double est_high_s, double train_low_s,
+                     double train_high_s, double waited_s, double *low /* OUT */,
+                     double *high /* OUT */);
 
 #endif

@@ -152,6 +152,33 @@ static void time_texts(void **state)
     assert_string_equal(job_estimate_range_text(tiny, sizeof tiny, 60, 7200), "");
 }
 
+/* A short range stays a range: outward rounding, "under" below a minute
+ * (issue 12: 15..54 s read "1 min", a point). */
+static void short_ranges_stay_ranges(void **state)
+{
+    (void)state;
+    char b[64];
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 15, 54), "under 1 min");
+    assert_string_equal(job_estimate_range_text(b, sizeof b, 15, 54), "under 1 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 0, 0), "under 1 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 30, 100), "under 2 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 61, 119), "1 min to 2 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 60, 120), "1 min to 2 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 60, 60), "1 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 150, 170), "2 min to 3 min");
+    assert_string_equal(job_estimate_range_text(b, sizeof b, 245, 539), "4 min to 9 min");
+    /* Whenever the seconds differ, the text is a range, never a point. */
+    for (int lo = 1; lo < 590; lo += 7)
+        for (int hi = lo; hi < 600; hi += 11) {
+            job_time_left_range_text(b, sizeof b, lo, hi);
+            if (hi > lo)
+                assert_true(strstr(b, " to ") || strstr(b, "under "));
+        }
+    /* From 10 minutes up, the page's rule as before. */
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 600, 660), "10 min to 11 min");
+    assert_string_equal(job_time_left_range_text(b, sizeof b, 40 * 60, 40 * 60 + 10), "40 min");
+}
+
 static void progress(void **state)
 {
     (void)state;
@@ -191,6 +218,7 @@ int main(void)
         cmocka_unit_test(transitions),
         cmocka_unit_test(transition_table_matches_doc),
         cmocka_unit_test(time_texts),
+        cmocka_unit_test(short_ranges_stay_ranges),
         cmocka_unit_test(progress),
         cmocka_unit_test(epoch_ends),
     };

@@ -144,11 +144,83 @@ static void near_the_end_and_odd_reports(void **state)
     /* Late: at least one step's time is left until the last step. */
     tl_value(&s, 500, &v);
     assert_near(v.mid_s, 1, 1e-9);
-    assert_string_equal(v.text, "1 min");
+    assert_string_equal(v.text, "under 1 min"); /* a short range reads "under" */
     /* Done: nothing left. */
     tl_observe(&s, 1000, 10);
     tl_value(&s, 10, &v);
     assert_near(v.high_s, 0, 0);
+}
+
+/* Issue 12: after 5% the pace range is narrower than the estimate's and
+ * keeps narrowing; a worker that slows down mid-job moves the range. Seen
+ * before: 245..735 s, then 416..1511 s, then 771..3455 s. */
+static void a_slowdown_moves_the_range(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    /* 1000 steps, estimate 1500..3500 s; 2 s per step, 4 s from step 400. */
+    const double est_w = (3500.0 - 1500.0) / 2500.0;
+    tl_begin(&s, 1000, 0, 0, 0, 1500, 3500);
+    tl_observe(&s, 0, 0);
+    double t = 0, prev_w = est_w;
+    int checks = 0, inside = 0, widened = 0;
+    for (long step = 10; step <= 990; step += 10) {
+        t += 10 * (step <= 400 ? 2.0 : 4.0);
+        tl_observe(&s, step, t);
+        struct tl_value v;
+        tl_value(&s, t, &v);
+        if (v.basis != TL_PACE)
+            continue;
+        double truth = 4.0 * (double)(1000 - step) + 2.0 * (double)(step < 400 ? 400 - step : 0);
+        double w = (v.high_s - v.low_s) / (0.5 * (v.high_s + v.low_s));
+        double ahead = (1000.0 - (double)step) / 1000.0;
+        assert_true(w < est_w);                            /* narrower than the estimate */
+        assert_true(w <= est_w * (0.25 + 0.5 * ahead) + 1e-9); /* and more so as it goes */
+        if (w > prev_w + 1e-9) {
+            /* Re-widening only right after the change, within the cap. */
+            assert_true(step > 400 && step <= 500);
+            widened++;
+        }
+        prev_w = w;
+        if (step > 450) { /* a few reports after the change: the truth is inside */
+            checks++;
+            inside += truth >= v.low_s && truth <= v.high_s;
+        }
+    }
+    assert_true(inside >= 0.8 * checks);
+    assert_true(widened <= 3);
+}
+
+/* Before the start, time left is the estimate minus the time waited
+ * (issue 12: an estimate of 56 min to 3.6 h read "73 min to 3.6 h" of time
+ * left one second later, floored at a training range that began higher). */
+static void before_the_start_the_estimate_counts_down(void **state)
+{
+    (void)state;
+    double lo, hi;
+    /* The case seen: estimate 56 min..3.6 h, training part 73 min..3.0 h. */
+    tl_before_start(56 * 60, 3.6 * 3600, 73 * 60, 3.0 * 3600, 1, &lo, &hi);
+    assert_near(lo, 56 * 60, 1e-9); /* the training floor, clipped to the estimate */
+    assert_near(hi, 3.6 * 3600 - 1, 1e-9);
+    char a[48], b[48];
+    assert_string_equal(job_time_left_range_text(a, sizeof a, lo, hi),
+                        job_time_left_range_text(b, sizeof b, 56 * 60, 3.6 * 3600));
+    assert_string_equal(a, "56 min to 3.6 h");
+    /* At creation: exactly the estimate. */
+    tl_before_start(600, 1800, 300, 900, 0, &lo, &hi);
+    assert_near(lo, 600, 1e-9);
+    assert_near(hi, 1800, 1e-9);
+    /* Waiting counts down, never below the training part. */
+    tl_before_start(600, 1800, 300, 900, 200, &lo, &hi);
+    assert_near(lo, 400, 1e-9);
+    assert_near(hi, 1600, 1e-9);
+    tl_before_start(600, 1800, 300, 900, 5000, &lo, &hi);
+    assert_near(lo, 300, 1e-9);
+    assert_near(hi, 900, 1e-9);
+    /* A training range above the estimate floors at the estimate. */
+    tl_before_start(600, 1800, 700, 2000, 5000, &lo, &hi);
+    assert_near(lo, 600, 1e-9);
+    assert_near(hi, 1800, 1e-9);
 }
 
 int main(void)
@@ -159,6 +231,8 @@ int main(void)
         cmocka_unit_test(noisy_steps_widen_the_band),
         cmocka_unit_test(a_move_starts_again_from_the_estimate),
         cmocka_unit_test(near_the_end_and_odd_reports),
+        cmocka_unit_test(before_the_start_the_estimate_counts_down),
+        cmocka_unit_test(a_slowdown_moves_the_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
