@@ -442,6 +442,41 @@ static void too_big_for_every_worker(void **state)
     h_free(h);
 }
 
+/* The worker a queued 16-bit job fitted leaves; the one left fits it at
+ * 4-bit only. The scheduling pass fails the job with the same message job
+ * creation would give: "Choose a lower precision." */
+static void the_pass_fails_a_job_that_fits_only_at_lower_precision(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "huge", "200000000000", 0);
+    register_worker(h, "mid", "20000000000", 0);
+    struct reply r = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"model\":\"big\",\"training_file\":\"%s\","
+             "\"hyperparameters\":{\"batch_size\":3}}",
+             h_str(r.json, "id"));
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "status"), "queued");
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    assert_int_equal(store_worker_set_state(h->srv.ctl->store, "huge", "lost"), ERR_OK);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "huge", "worker lost"), ERR_OK);
+    fleet_invalidate(h->srv.ctl);
+    struct claim c;
+    assert_false(claim(h, "mid", &c));
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"),
+                        "Not available right now. Choose a lower precision.");
+    json_decref(j);
+    free(id);
+    h_free(h);
+}
+
 /* Posts a batch with an explicit `first` index. */
 static int batch(struct harness *h, const struct claim *c, long first, const char *evs)
 {
@@ -1329,6 +1364,7 @@ int main(void)
         cmocka_unit_test(failures_have_their_messages),
         cmocka_unit_test(cancel_and_drain_a_running_job),
         cmocka_unit_test(too_big_for_every_worker),
+        cmocka_unit_test(the_pass_fails_a_job_that_fits_only_at_lower_precision),
         cmocka_unit_test(fair_between_accounts),
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
         cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
