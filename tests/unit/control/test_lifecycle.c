@@ -342,11 +342,20 @@ static void failures_have_their_messages(void **state)
                             sizeof stop),
                      200);
     assert_string_equal(stop, "cancel");
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"log\",\"line\":\"stopped at step 1 on request\"}",
+                            NULL, 0),
+                     200);
     assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
     j = job(h, h->key, t);
     assert_string_equal(h_str(j, "status"), "failed");
     assert_string_equal(h_str(j, "message"), "Stopped: the time limit was reached");
     json_decref(j);
+    /* The training log says which stop it was, and where: the page's words,
+     * not the trainer's "on request". */
+    log_of(h, t, buf, sizeof buf);
+    assert_non_null(strstr(buf, "Stopped: the time limit was reached at step 1"));
+    assert_null(strstr(buf, "on request"));
     free(a);
     free(b);
     free(t);
