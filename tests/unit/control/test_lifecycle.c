@@ -486,6 +486,34 @@ static void the_pass_fails_a_job_that_fits_only_at_lower_precision(void **state)
     h_free(h);
 }
 
+/* An estimate whose running time passes the server's time limit says so
+ * before the job starts; one well inside it says nothing. */
+static void the_estimate_warns_of_the_time_limit(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    struct reply u = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"}",
+             h_str(u.json, "id"));
+    reply_free(&u);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_null(json_object_get(r.json, "time_limit_message")));
+    reply_free(&r);
+    h->srv.ctl->cfg.time_limit_s = 1; /* below any running time */
+    r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    const char *m = h_str(r.json, "time_limit_message");
+    assert_non_null(m);
+    assert_non_null(strstr(m, "reach the "));
+    assert_non_null(strstr(m, "-hour time limit before it finishes; it would then stop, and "
+                              "you pay nothing."));
+    reply_free(&r);
+    h_free(h);
+}
+
 /* Posts a batch with an explicit `first` index. */
 static int batch(struct harness *h, const struct claim *c, long first, const char *evs)
 {
@@ -1373,6 +1401,7 @@ int main(void)
         cmocka_unit_test(failures_have_their_messages),
         cmocka_unit_test(cancel_and_drain_a_running_job),
         cmocka_unit_test(too_big_for_every_worker),
+        cmocka_unit_test(the_estimate_warns_of_the_time_limit),
         cmocka_unit_test(the_pass_fails_a_job_that_fits_only_at_lower_precision),
         cmocka_unit_test(fair_between_accounts),
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
