@@ -57,6 +57,8 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
         r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * ctl->cfg.plan_scale);
     if (!e)
         r->job.memory_bytes = r->est.memory_bytes;
+    if (!e)
+        est_time_limit_message(&r->est, (double)ctl->cfg.time_limit_s);
     return e;
 }
 
@@ -87,13 +89,14 @@ json_t *control_estimate_json(const struct estimate *e)
                                           (json_int_t)floor(e->train_low_s), "high_s",
                                           (json_int_t)ceil(e->train_high_s))
                               : json_null();
-    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o}", "object", "fine_tuning.estimate",
+    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o,s:o}", "object", "fine_tuning.estimate",
                      "time", time, "price", price, "plan", "memory_bytes",
                      (json_int_t)e->memory_bytes, "worker",
                      e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)
                                                          : json_null(),
                      "message", e->message ? json_string(e->message) : json_null(), "training",
-                     training);
+                     training, "time_limit_message",
+                     e->limit_message[0] ? json_string(e->limit_message) : json_null());
 }
 
 void control_job_apply_estimate(struct job_draft *r)

@@ -407,6 +407,38 @@ static bool parse_event(json_t *o, struct tev *t)
     return true;
 }
 
+/* Whether the job is being stopped for the time limit or the budget. */
+static bool limit_stop(const struct store_job *j)
+{
+    enum stop_reason s = stop_of(j);
+    return s == STOP_REASON_TIME_LIMIT || s == STOP_REASON_BUDGET;
+}
+
+/* Whether `text` is the trainer's log line for a stop on request
+ * ("stopped at step N on request"). */
+static bool trainer_stop_line(const char *text)
+{
+    long step;
+    int end = 0;
+    return text && sscanf(text, "stopped at step %ld on request%n", &step, &end) == 1 &&
+           end > 0 && text[end] == '\0';
+}
+
+/* Appends a formatted line to attempt `attempt`'s training log. */
+static enum alallo_err training_log(struct store_writes *w, const char *attempt,
+                                          const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum alallo_err training_log(struct store_writes *w, const char *attempt,
+                                          const char *fmt, ...)
+{
+    char line[STORE_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    return store_writes_log(w, attempt, line);
+}
+
 struct events_ctx {
     struct control *ctl;
     const struct tev *ev;
@@ -771,6 +803,11 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         e = on_started(c, j, a, t, w);
         break;
     case TPROTO_EVENT_LOG:
+        /* The trainer's own line for a stop the server asked for says "on
+         * request"; a stop for a limit gets the help page's words in the
+         * log instead, written when the attempt ends (finish_cb, OUTCOME_STOPPED). */
+        if (limit_stop(j) && trainer_stop_line(t->text))
+            break;
         e = store_writes_log(w, a->id, t->text);
         break;
     case TPROTO_EVENT_STEP:
@@ -1069,7 +1106,9 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
         if (!e)
             e = settle(b, j, a, &o.ledger, w);
         if (!e)
-            e = note(w, now, "error", "%s", j->message);
+            e = note(w, now, "error", "%s at step %ld", j->message, j->steps_done);
+        if (!e)
+            e = training_log(w, a->id, "%s at step %ld", j->message, j->steps_done);
     } else if (o.kind == OUTCOME_TRAINING_FAILED) {
         end_attempt(j, a, now, o.attempt_reason);
         e = ledger_end(b, j, -1, w);

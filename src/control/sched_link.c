@@ -975,6 +975,25 @@ struct message_ctx {
     int64_t now;
 };
 
+/* The message of a waiting job that no worker can run any more: the
+ * planner's rule (planner_fit_for_need), as at creation, so a 16-bit job
+ * that 4-bit would fit gets "Not available right now. Choose a lower
+ * precision." A job whose model is gone gets "Not available right now." */
+static enum job_message no_fit_message(struct control *ctl, const char *id, int64_t need,
+                                       const struct sched_worker *w, size_t n)
+{
+    struct store_job j;
+    struct catalog_model m;
+    struct plan_job pj, norm;
+    if (store_job_get(ctl->store, NULL, id, &j) || !catalog_find(ctl->catalog, j.model, &m))
+        return MSG_NOT_AVAILABLE;
+    sched_link_plan_job(&m, &j, &pj);
+    if (planner_normalize(&pj, &norm, NULL, 0))
+        return MSG_NOT_AVAILABLE;
+    enum job_message msg = planner_fit_message(planner_fit_for_need(&norm, need, w, n));
+    return msg == MSG_NONE ? MSG_NOT_AVAILABLE : msg;
+}
+
 /* Writes a waiting job's pass message, or fails a job nothing can run. */
 static enum alallo_err message_cb(struct store_job *j, struct store_attempt *unused,
                                   struct store_writes *w, void *vctx)
@@ -1100,7 +1119,7 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
         struct message_ctx c = {.message = msgs[i], .fail = MSG_NONE, .now = clock_now_ms()};
         bool fits = q.jobs[i].mem_bytes <= most_mem;
         if (!fits && n > 0)
-            c.fail = MSG_NOT_AVAILABLE;
+            c.fail = no_fit_message(ctl, q.ids[i], q.jobs[i].mem_bytes, w, (size_t)n);
         else if (!q.queued[i] || strcmp(q.message[i], job_message_text(msgs[i])) == 0)
             continue;
         store_job_update(ctl->store, q.ids[i], NULL, message_cb, &c);

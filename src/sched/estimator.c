@@ -289,3 +289,17 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->price_high_micros = capacity_price_micros(w->price_per_hour, out->train_high_s);
     return ERR_OK;
 }
+
+void est_time_limit_message(struct estimate *e, double limit_s)
+{
+    e->limit_message[0] = '\0';
+    if (!(limit_s > 0) || e->fit != PLAN_FITS || e->worker < 0)
+        return;
+    double low = e->startup_s + e->train_low_s, high = e->startup_s + e->train_high_s;
+    if (!(high > limit_s))
+        return;
+    snprintf(e->limit_message, sizeof e->limit_message,
+             "The job %s reach the %g-hour time limit before it finishes; it would then stop, "
+             "and you pay nothing.",
+             low > limit_s ? "would" : "may", limit_s / 3600.0);
+}

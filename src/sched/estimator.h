@@ -110,7 +110,16 @@ struct estimate {
     int64_t price_low_micros, price_high_micros; /* millionths of currency  */
     char currency[8];
     const char *message;           /* EST_NO_CAPACITY_MESSAGE or NULL       */
+    char limit_message[160];       /* est_time_limit_message(); "" none     */
 };
+
+/* When the job's estimated running time (startup plus training, the time
+ * the limit counts) passes the time limit of limit_s seconds, writes the
+ * estimate's warning into e->limit_message: "The job would reach the
+ * 12-hour time limit before it finishes; it would then stop, and you pay
+ * nothing." when even the lower end passes it, "The job may reach ..." when
+ * only the upper end does. Else (or limit_s <= 0, or no ranges) "". */
+void est_time_limit_message(struct estimate *e, double limit_s);
 
 void est_history_init(struct est_history *h /* OUT */);
 

@@ -251,6 +251,28 @@ static bool fits_some(int64_t need, const struct sched_worker *workers, size_t n
     return false;
 }
 
+enum plan_fit planner_fit_for_need(const struct plan_job *job, int64_t need_bytes,
+                                   const struct sched_worker *workers, size_t n_workers)
+{
+    if (need_bytes > 0 && fits_some(need_bytes, workers, n_workers))
+        return PLAN_FITS;
+    if (!job || job->precision != PLAN_16BIT)
+        return PLAN_FITS_NOWHERE;
+    struct plan_job lower = *job;
+    lower.precision = PLAN_4BIT;
+    lower.adapter = PLAN_LORA;
+    struct plan_memory m16, m4;
+    if (planner_memory(job, &m16, NULL, 0) || planner_memory(&lower, &m4, NULL, 0) ||
+        m16.total <= 0)
+        return PLAN_FITS_NOWHERE;
+    /* A need raised above the plan (a measured peak) raises the 4-bit
+     * need in the same ratio: only the 16-bit run was measured. */
+    int64_t need4 = m4.total;
+    if (need_bytes > m16.total)
+        need4 = (int64_t)ceil((double)need_bytes * (double)m4.total / (double)m16.total);
+    return fits_some(need4, workers, n_workers) ? PLAN_FITS_LOWER_PRECISION : PLAN_FITS_NOWHERE;
+}
+
 enum plan_fit planner_feasibility(const struct plan_job *job, const struct sched_worker *workers,
                                   size_t n_workers, int64_t *need_out)
 {
@@ -261,17 +283,7 @@ enum plan_fit planner_feasibility(const struct plan_job *job, const struct sched
         return PLAN_FITS_NOWHERE;
     if (need_out)
         *need_out = mem.total;
-    if (fits_some(mem.total, workers, n_workers))
-        return PLAN_FITS;
-    if (job->precision != PLAN_16BIT)
-        return PLAN_FITS_NOWHERE;
-    struct plan_job lower = *job;
-    lower.precision = PLAN_4BIT;
-    lower.adapter = PLAN_LORA;
-    if (planner_memory(&lower, &mem, NULL, 0) == ERR_OK &&
-        fits_some(mem.total, workers, n_workers))
-        return PLAN_FITS_LOWER_PRECISION;
-    return PLAN_FITS_NOWHERE;
+    return planner_fit_for_need(job, mem.total, workers, n_workers);
 }
 
 enum job_message planner_fit_message(enum plan_fit f)

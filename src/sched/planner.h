@@ -124,6 +124,17 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
  * 4-bit LoRA 4N + 6N_lora. 0 for an invalid job. */
 double planner_flops_per_token(const struct plan_job *job);
 
+/* The one rule for which "not available" message a job gets: whether a
+ * job that needs `need_bytes` can run on any of `workers` (lost ones
+ * excluded). When it cannot and the job is 16-bit, the same job as 4-bit
+ * LoRA is tried (its need scaled up in the ratio need_bytes / planned
+ * 16-bit need when need_bytes is above the plan), to tell
+ * PLAN_FITS_LOWER_PRECISION from PLAN_FITS_NOWHERE. `job` may be NULL (no
+ * lower-precision check). Job creation (the estimate), the scheduling
+ * pass and a memory report that finds no worker all decide through it. */
+enum plan_fit planner_fit_for_need(const struct plan_job *job, int64_t need_bytes,
+                                   const struct sched_worker *workers, size_t n_workers);
+
 /* Whether `job` can run on any of `workers` (lost ones excluded: they are
  * not capacity the service can count on). A 16-bit job that fits nowhere
  * is tried again as 4-bit LoRA, to tell PLAN_FITS_LOWER_PRECISION from

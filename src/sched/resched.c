@@ -30,37 +30,18 @@ void resched_on_memory(int64_t peak_rss_bytes, int64_t planned_bytes,
                                      .mem_bytes = need, .message = MSG_NONE};
     if (peak_rss_bytes <= current->mem_bytes)
         return;
-    for (size_t i = 0; i < n_workers; i++) {
-        if (workers[i].state != WORKER_LOST && workers[i].mem_bytes >= need) {
-            out->action = RESCHED_MOVE;
-            out->message = MSG_RESCHEDULING;
-            out->stop = "move";
-            out->reason = resched_reason_text(RESCHED_MEMORY);
-            return;
-        }
+    enum plan_fit fit = planner_fit_for_need(job, need, workers, n_workers);
+    if (fit == PLAN_FITS) {
+        out->action = RESCHED_MOVE;
+        out->message = MSG_RESCHEDULING;
+        out->stop = "move";
+        out->reason = resched_reason_text(RESCHED_MEMORY);
+        return;
     }
     out->action = RESCHED_FAIL;
-    out->message = MSG_NOT_AVAILABLE;
+    out->message = planner_fit_message(fit);
     out->reason = resched_reason_text(RESCHED_MEMORY);
     out->stop = "move";
-    if (job && job->precision == PLAN_16BIT) {
-        /* Would 4-bit fit? Scale the measured peak by the planner's ratio
-         * of the two needs, since only the 16-bit run was measured. */
-        struct plan_job lower = *job;
-        lower.precision = PLAN_4BIT;
-        lower.adapter = PLAN_LORA;
-        struct plan_memory m16, m4;
-        if (planner_memory(job, &m16, NULL, 0) == ERR_OK &&
-            planner_memory(&lower, &m4, NULL, 0) == ERR_OK && m16.total > 0) {
-            double need4 = (double)with_headroom * (double)m4.total / (double)m16.total;
-            for (size_t i = 0; i < n_workers; i++) {
-                if (workers[i].state != WORKER_LOST && (double)workers[i].mem_bytes >= need4) {
-                    out->message = MSG_NOT_AVAILABLE_LOWER_PRECISION;
-                    break;
-                }
-            }
-        }
-    }
 }
 
 void resched_on_worker(enum resched_cause cause, int64_t mem_bytes, struct resched_decision *out)

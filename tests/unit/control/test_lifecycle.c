@@ -344,11 +344,20 @@ static void failures_have_their_messages(void **state)
                             sizeof stop),
                      200);
     assert_string_equal(stop, "cancel");
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"log\",\"line\":\"stopped at step 1 on request\"}",
+                            NULL, 0),
+                     200);
     assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
     j = job(h, h->key, t);
     assert_string_equal(h_str(j, "status"), "failed");
     assert_string_equal(h_str(j, "message"), "Stopped: the time limit was reached");
     json_decref(j);
+    /* The training log says which stop it was, and where: the page's words,
+     * not the trainer's "on request". */
+    log_of(h, t, buf, sizeof buf);
+    assert_non_null(strstr(buf, "Stopped: the time limit was reached at step 1"));
+    assert_null(strstr(buf, "on request"));
     free(a);
     free(b);
     free(t);
@@ -440,6 +449,69 @@ static void too_big_for_every_worker(void **state)
     r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
     assert_string_equal(h_str(r.json, "message"),
                         "Not available right now. Choose a lower precision.");
+    reply_free(&r);
+    h_free(h);
+}
+
+/* The worker a queued 16-bit job fitted leaves; the one left fits it at
+ * 4-bit only. The scheduling pass fails the job with the same message job
+ * creation would give: "Choose a lower precision." */
+static void the_pass_fails_a_job_that_fits_only_at_lower_precision(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "huge", "200000000000", 0);
+    register_worker(h, "mid", "20000000000", 0);
+    struct reply r = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"model\":\"big\",\"training_file\":\"%s\","
+             "\"hyperparameters\":{\"batch_size\":3}}",
+             h_str(r.json, "id"));
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(h_str(r.json, "status"), "queued");
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    assert_int_equal(store_worker_set_state(h->srv.ctl->store, "huge", "lost"), ERR_OK);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "huge", "worker lost"), ERR_OK);
+    fleet_invalidate(h->srv.ctl);
+    struct claim c;
+    assert_false(claim(h, "mid", &c));
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"),
+                        "Not available right now. Choose a lower precision.");
+    json_decref(j);
+    free(id);
+    h_free(h);
+}
+
+/* An estimate whose running time passes the server's time limit says so
+ * before the job starts; one well inside it says nothing. */
+static void the_estimate_warns_of_the_time_limit(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    struct reply u = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"}",
+             h_str(u.json, "id"));
+    reply_free(&u);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_null(json_object_get(r.json, "time_limit_message")));
+    reply_free(&r);
+    h->srv.ctl->cfg.time_limit_s = 1; /* below any running time */
+    r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    const char *m = h_str(r.json, "time_limit_message");
+    assert_non_null(m);
+    assert_non_null(strstr(m, "reach the "));
+    assert_non_null(strstr(m, "-hour time limit before it finishes; it would then stop, and "
+                              "you pay nothing."));
     reply_free(&r);
     h_free(h);
 }
@@ -1365,6 +1437,8 @@ int main(void)
         cmocka_unit_test(failures_have_their_messages),
         cmocka_unit_test(cancel_and_drain_a_running_job),
         cmocka_unit_test(too_big_for_every_worker),
+        cmocka_unit_test(the_estimate_warns_of_the_time_limit),
+        cmocka_unit_test(the_pass_fails_a_job_that_fits_only_at_lower_precision),
         cmocka_unit_test(fair_between_accounts),
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
         cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
