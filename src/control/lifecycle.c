@@ -761,10 +761,21 @@ static enum alallo_err on_started(struct events_ctx *c, struct store_job *j,
     a->t_started = a->t_last = t->t;
     if (c->st && c->st->has_tl)
         tl_observe(&c->st->tl, from, (double)c->now / 1000.0);
+    long reached = j->steps_done; /* before the move: steps after `from` were lost */
     j->steps_done = from;
     j->run_start_step = j->steps_done;
     a->start_step = a->end_step = j->steps_done;
     text_copy(a->status, sizeof a->status, attempt_status_name(ATTEMPT_RUNNING));
+    if (from < reached) {
+        /* Progress shows where training really is, and the job says why it
+         * went back (docs/lifecycle.md). */
+        char line[STORE_MESSAGE_MAX];
+        text_printf(line, sizeof line,
+                    "Resumed from step %ld on worker %s; steps %ld-%ld are repeated at no charge",
+                    from, a->worker, from, reached);
+        e = store_writes_event(w, c->now, "info", "message", line, NULL);
+        return e ? e : store_writes_log(w, a->id, line);
+    }
     if (from > 0)
         return note(w, c->now, "info", "Resumed from the checkpoint at step %ld on worker %s",
                     from, a->worker);

@@ -1429,6 +1429,50 @@ static void a_job_that_learned_nothing_says_so(void **state)
     h_free(h);
 }
 
+/* Steps after the last checkpoint are lost with a worker: when the job
+ * resumes, progress shows where training really is (it goes back), and
+ * its events and log say which steps are repeated, at no charge. */
+static void progress_after_a_lost_worker_says_what_is_repeated(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    assert_int_equal(
+        events(h, &c, c.fence,
+               "{\"event\":\"step\",\"t\":10.1,\"step\":10,\"loss\":2},"
+               "{\"event\":\"checkpoint\",\"t\":10.1,\"step\":10,\"path\":\"/x/step-00000010\","
+               "\"train_loss\":2},"
+               "{\"event\":\"step\",\"t\":14.1,\"step\":14,\"loss\":1.9}",
+               NULL, 0),
+        200);
+    assert_int_equal(store_worker_set_state(h->srv.ctl->store, "w1", "lost"), ERR_OK);
+    assert_int_equal(lifecycle_worker_gone(h->srv.ctl, "w1", "worker lost"), ERR_OK);
+    register_worker(h, "w2", "8000000000", 3.6);
+    struct claim c2;
+    assert_true(claim(h, "w2", &c2));
+    assert_int_equal(events(h, &c2, c2.fence,
+                            "{\"event\":\"started\",\"t\":0.1,\"step\":10,\"resumed_from\":10}",
+                            NULL, 0),
+                     200);
+    json_t *j = job(h, h->key, id);
+    assert_int_equal(progress(j, "steps_done"), 10);
+    json_decref(j);
+    const char *want = "Resumed from step 10 on worker w2; steps 10-14 are repeated at no charge";
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    struct reply r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    assert_non_null(strstr(r.body, want));
+    reply_free(&r);
+    char buf[4096];
+    assert_non_null(strstr(log_of(h, id, buf, sizeof buf), want));
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1452,6 +1496,7 @@ int main(void)
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
+        cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
         cmocka_unit_test(a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model),
         cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
         cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
