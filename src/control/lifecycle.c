@@ -660,8 +660,17 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
             cur = &c->workers[i];
     if (!cur || peak <= 0 || stop_of(j) != STOP_REASON_NONE || j->status == JOB_CANCELLING)
         return ERR_OK;
+    /* The job's plan, so that a job that fits nowhere at 16-bit but would
+     * at 4-bit is told so (planner_fit_for_need, as at creation). */
+    struct catalog_model *m = malloc(sizeof *m);
+    struct plan_job pj;
+    bool planned = m && control_model_find(c->ctl, j->account, j->model, m);
+    if (planned)
+        sched_link_plan_job(m, j, &pj);
+    free(m);
     struct resched_decision d;
-    resched_on_memory(peak, j->memory_bytes, cur, c->workers, (size_t)c->n_workers, NULL, &d);
+    resched_on_memory(peak, j->memory_bytes, cur, c->workers, (size_t)c->n_workers,
+                      planned ? &pj : NULL, &d);
     j->memory_bytes = d.mem_bytes;
     if (d.action == RESCHED_MOVE) {
         set_stop(j, STOP_REASON_MOVE);
@@ -677,7 +686,9 @@ static enum alallo_err on_memory(struct events_ctx *c, struct store_job *j,
                     (double)d.mem_bytes / 1e6, a->worker);
     }
     if (d.action == RESCHED_FAIL) {
-        set_stop(j, STOP_REASON_NOT_AVAILABLE);
+        set_stop(j, d.message == MSG_NOT_AVAILABLE_LOWER_PRECISION
+                        ? STOP_REASON_NOT_AVAILABLE_LOWER
+                        : STOP_REASON_NOT_AVAILABLE);
         return note(w, c->now, "error", "The job needs %.0f MB; no known worker offers it",
                     (double)d.mem_bytes / 1e6);
     }

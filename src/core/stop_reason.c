@@ -10,6 +10,7 @@ static const char *const names[STOP_REASON_COUNT] = {
     [STOP_REASON_TIME_LIMIT] = "time_limit",
     [STOP_REASON_BUDGET] = "budget",
     [STOP_REASON_NOT_AVAILABLE] = "not_available",
+    [STOP_REASON_NOT_AVAILABLE_LOWER] = "not_available_lower_precision",
 };
 
 const char *stop_reason_name(enum stop_reason r)

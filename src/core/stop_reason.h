@@ -16,6 +16,8 @@ enum stop_reason {
     STOP_REASON_TIME_LIMIT,    /* "time_limit": past --time-limit                */
     STOP_REASON_BUDGET,        /* "budget": past --budget-multiple               */
     STOP_REASON_NOT_AVAILABLE, /* "not_available": no known worker has the memory */
+    STOP_REASON_NOT_AVAILABLE_LOWER, /* "not_available_lower_precision": none has it
+                                        at 16-bit, one would at 4-bit */
     STOP_REASON_COUNT
 };
 

@@ -9,7 +9,7 @@ enum stop_reason outcome_worker_stop(enum job_status status, enum stop_reason st
 {
     if (status == JOB_CANCELLING || stop == STOP_REASON_CANCEL ||
         stop == STOP_REASON_TIME_LIMIT || stop == STOP_REASON_BUDGET ||
-        stop == STOP_REASON_NOT_AVAILABLE)
+        stop == STOP_REASON_NOT_AVAILABLE || stop == STOP_REASON_NOT_AVAILABLE_LOWER)
         return STOP_REASON_CANCEL;
     if (stop == STOP_REASON_MOVE)
         return STOP_REASON_MOVE;
@@ -66,6 +66,7 @@ static enum job_message stop_message(enum stop_reason s)
     case STOP_REASON_TIME_LIMIT: return MSG_STOPPED_TIME_LIMIT;
     case STOP_REASON_BUDGET: return MSG_STOPPED_BUDGET;
     case STOP_REASON_NOT_AVAILABLE: return MSG_NOT_AVAILABLE;
+    case STOP_REASON_NOT_AVAILABLE_LOWER: return MSG_NOT_AVAILABLE_LOWER_PRECISION;
     default: return MSG_NONE;
     }
 }

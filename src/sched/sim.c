@@ -799,7 +799,9 @@ static void on_report(struct sim *s, const struct event *ev)
         if (d.action == RESCHED_FAIL) {
             /* Stopped: no worker offers what it needs. */
             end_attempt(s, ji, j->checkpoint);
-            attempt_stopped(s, ji, STOP_REASON_NOT_AVAILABLE);
+            attempt_stopped(s, ji, d.message == MSG_NOT_AVAILABLE_LOWER_PRECISION
+                                       ? STOP_REASON_NOT_AVAILABLE_LOWER
+                                       : STOP_REASON_NOT_AVAILABLE);
             return;
         }
         if (d.action == RESCHED_MOVE) {

@@ -1473,6 +1473,50 @@ static void progress_after_a_lost_worker_says_what_is_repeated(void **state)
     h_free(h);
 }
 
+/* A running 16-bit job measures more memory than any worker has: it is
+ * stopped, and when 4-bit would fit, its message says to choose a lower
+ * precision, as at creation and in the pass. */
+static void a_memory_report_keeps_the_lower_precision_message(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "huge", "200000000000", 0);
+    struct reply r = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"model\":\"big\",\"training_file\":\"%s\","
+             "\"hyperparameters\":{\"batch_size\":3}}",
+             h_str(r.json, "id"));
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    /* Claimed by hand: this job is not the "tiny" one claim() expects. */
+    struct claim c = {0};
+    r = h_call(h, "POST", "/internal/workers/huge/claim", NULL, h->srv.worker_token, "{}");
+    assert_int_equal(r.status, 200);
+    snprintf(c.attempt, sizeof c.attempt, "%s", h_str(r.json, "attempt_id"));
+    snprintf(c.job, sizeof c.job, "%s", h_str(r.json, "job_id"));
+    c.fence = json_integer_value(json_object_get(r.json, "fence"));
+    reply_free(&r);
+    assert_string_equal(c.job, id);
+    char stop[16];
+    assert_int_equal(events(h, &c, c.fence,
+                            STARTED ",{\"event\":\"memory\",\"peak_rss_bytes\":250000000000}",
+                            stop, sizeof stop),
+                     200);
+    assert_string_equal(stop, "cancel");
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "failed");
+    assert_string_equal(h_str(j, "message"),
+                        "Not available right now. Choose a lower precision.");
+    json_decref(j);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1497,6 +1541,7 @@ int main(void)
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
+        cmocka_unit_test(a_memory_report_keeps_the_lower_precision_message),
         cmocka_unit_test(a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model),
         cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
         cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
