@@ -141,7 +141,7 @@ test('models and workers list the catalog and the capacity', async () => {
 test('estimate prints a time range in the help page\'s words and a price range', () => {
   const text = ok(['estimate', '--model', 'alallo-tiny', '--upload', 'train.jsonl']);
   // "N min", "N min to M min", "N min to X.Y h" or "X.Y h to Z.W h".
-  assert.match(text, /^Time: +(\d+ min|\d+\.\d h)( to (\d+ min|\d+\.\d h))?$/m);
+  assert.match(text, /^Time: +((under )?\d+ min|\d+\.\d h)( to (\d+ min|\d+\.\d h))?$/m);
   assert.match(text, /^Price: +\$\d/m);
   const raw = JSON.parse(ok(['estimate', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--json']));
   assert.ok(raw.time.high_s >= raw.time.low_s);
