@@ -91,17 +91,6 @@ static void usage(void)
           stderr);
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* Makes `path` absolute (it must exist). */
 static int absolute(const char *path, char *out, size_t cap)
 {
@@ -158,7 +147,7 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
         }
         i++;
         if (strcmp(arg, "--port") == 0) {
-            if (parse_int(val, 0, 65535, &v))
+            if (!text_parse_long(val, 0, 65535, &v))
                 goto bad;
             cfg->port = (int)v;
         } else if (strcmp(arg, "--host") == 0) {
@@ -177,11 +166,11 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
                 return -1;
             }
         } else if (strcmp(arg, "--worker-timeout") == 0) {
-            if (parse_int(val, 1, 86400, &v))
+            if (!text_parse_long(val, 1, 86400, &v))
                 goto bad;
             ccfg->worker_timeout_s = (int)v;
         } else if (strcmp(arg, "--time-limit") == 0) {
-            if (parse_int(val, 1, 365L * 86400, &v))
+            if (!text_parse_long(val, 1, 365L * 86400, &v))
                 goto bad;
             ccfg->time_limit_s = v;
         } else if (strcmp(arg, "--budget-multiple") == 0) {
@@ -191,7 +180,7 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
                 goto bad;
             ccfg->budget_multiple = m;
         } else if (strcmp(arg, "--start-timeout") == 0) {
-            if (parse_int(val, 1, 86400, &v))
+            if (!text_parse_long(val, 1, 86400, &v))
                 goto bad;
             ccfg->start_timeout_s = (int)v;
         } else if (strcmp(arg, "--plan-scale") == 0) {
@@ -217,7 +206,7 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             /* Seconds a connection has to send its request's headers,
              * from when it opens or its previous answer ends; bytes that
              * trickle in do not extend it (docs/security.md). */
-            if (parse_int(val, 1, 3600, &v))
+            if (!text_parse_long(val, 1, 3600, &v))
                 goto bad;
             cfg->header_timeout_s = (int)v;
         } else if (strcmp(arg, "--max-upload") == 0) {

@@ -1,8 +1,10 @@
 /* text.c - bounded copies and formatting. */
 #include "core/text.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool text_copy(char *dst, size_t cap, const char *src)
@@ -97,4 +99,17 @@ bool text_has_control(const char *s)
         if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
             return true;
     return false;
+}
+
+bool text_parse_long(const char *s, long lo, long hi, long *out)
+{
+    if (!s)
+        return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
 }

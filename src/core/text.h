@@ -43,4 +43,9 @@ int text_utf8_prefix_n(const char *s, size_t len, size_t max);
 /* text_utf8_prefix_n for a NUL-terminated s (reads at most max + 1 bytes). */
 int text_utf8_prefix(const char *s, size_t max);
 
+/* Parses s as a whole decimal number in [lo, hi] into *out; false (and
+ * *out unchanged) for anything else: empty, trailing characters, out of
+ * range. For command-line values. */
+bool text_parse_long(const char *s, long lo, long hi, long *out /* OUT */);
+
 #endif

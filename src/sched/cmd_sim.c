@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "sched/cmd_sim.h"
+
+#include "core/text.h"
 #include "sched/sim.h"
 
 static void usage(FILE *f)
@@ -16,18 +18,6 @@ static void usage(FILE *f)
           "Simulates a fleet running the real planner, scheduler, estimator, time left\n"
           "and ledger on a virtual clock; prints one JSON object (docs/scheduler.md).\n",
           f);
-}
-
-/* Parses a whole number in [lo, hi]; false otherwise. */
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }
 
 static bool parse_double(const char *s, double lo, double hi, double *out)
@@ -63,15 +53,15 @@ int cmd_sim(int argc, char **argv)
         } else if (!v) {
             ok = false;
         } else if (strcmp(a, "--jobs") == 0) {
-            ok = parse_long(v, 1, SIM_MAX_JOBS, &c.jobs);
+            ok = text_parse_long(v, 1, SIM_MAX_JOBS, &c.jobs);
         } else if (strcmp(a, "--workers") == 0) {
-            ok = parse_long(v, 1, SIM_MAX_WORKERS, &n);
+            ok = text_parse_long(v, 1, SIM_MAX_WORKERS, &n);
             c.workers = (int)n;
         } else if (strcmp(a, "--seed") == 0) {
-            ok = parse_long(v, 0, 0x7fffffffL, &n);
+            ok = text_parse_long(v, 0, 0x7fffffffL, &n);
             c.seed = (uint64_t)n;
         } else if (strcmp(a, "--accounts") == 0) {
-            ok = parse_long(v, 1, 256, &n);
+            ok = text_parse_long(v, 1, 256, &n);
             c.accounts = (int)n;
         } else if (strcmp(a, "--load") == 0) {
             ok = parse_double(v, 0.01, 10, &c.load);

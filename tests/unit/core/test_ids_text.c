@@ -49,6 +49,21 @@ static void only_safe_ids_pass(void **state)
     assert_false(ids_valid_name("abcdef", 4));
 }
 
+static void whole_numbers_in_a_range(void **state)
+{
+    (void)state;
+    long v = -1;
+    assert_true(text_parse_long("42", 1, 100, &v));
+    assert_int_equal(v, 42);
+    assert_false(text_parse_long("0", 1, 100, &v));
+    assert_false(text_parse_long("101", 1, 100, &v));
+    assert_false(text_parse_long("4x", 1, 100, &v));
+    assert_false(text_parse_long("", 1, 100, &v));
+    assert_false(text_parse_long(NULL, 1, 100, &v));
+    assert_false(text_parse_long("99999999999999999999999", 1, 100, &v));
+    assert_int_equal(v, 42);
+}
+
 static void text_is_bounded(void **state)
 {
     (void)state;
@@ -69,6 +84,7 @@ int main(void)
         cmocka_unit_test(ids_have_their_shape),
         cmocka_unit_test(only_safe_ids_pass),
         cmocka_unit_test(text_is_bounded),
+        cmocka_unit_test(whole_numbers_in_a_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
