@@ -609,6 +609,9 @@ void cli_print_estimate(FILE *out, const json_t *estimate)
     char safe[1024];
     if (msg && *msg)
         fprintf(out, "%s\n", cli_safe_text(safe, sizeof safe, msg));
+    const char *limit = str(estimate, "time_limit_message");
+    if (limit && *limit)
+        fprintf(out, "%s\n", cli_safe_text(safe, sizeof safe, limit));
 }
 
 void cli_print_files(FILE *out, const json_t *list)

@@ -10,6 +10,10 @@
  * lowest_cost, so that a job does not queue behind the one worker whose
  * measured speed happens to be a few percent better. */
 #define COST_TIE_SHARE 0.10
+/* ...and prices within this much, in the service's currency, are a tie
+ * too: a saving under a cent is not worth a wait (a small job on a
+ * cheaper worker that is busy starts at once on a dearer idle one). */
+#define COST_TIE_MIN 0.01
 /* A busy worker is never seen as free sooner than this after now. */
 #define BUSY_MIN_S 1.0
 
@@ -74,7 +78,7 @@ static inline bool better(enum sched_goal goal, double now, const struct sched_c
         if (c_late && c->start_s != best->start_s) /* both late: the sooner */
             return c->start_s < best->start_s;
         double lo = min2(c->price, best->price);
-        if (fabs(c->price - best->price) > COST_TIE_SHARE * lo)
+        if (fabs(c->price - best->price) > max2(COST_TIE_SHARE * lo, COST_TIE_MIN))
             return c->price < best->price;
         if (c->finish_s != best->finish_s)
             return c->finish_s < best->finish_s;

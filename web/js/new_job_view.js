@@ -153,6 +153,9 @@ export function newJobView() {
           formatMoneyRange(e.price.low, e.price.high, e.price.currency)));
       }
       if (typeof e?.message === 'string' && e.message) lines.push(el('p', { class: 'note' }, e.message));
+      if (typeof e?.time_limit_message === 'string' && e.time_limit_message) {
+        lines.push(el('p', { class: 'note' }, e.time_limit_message));
+      }
       ui.estimate.replaceChildren(...lines);
     } catch (err) {
       ui.estimate.replaceChildren();

@@ -337,6 +337,12 @@ static void estimate_view(void **state)
     assert_string_equal(out, "Time:                  10 min\n"
                              "Price:                 $0.01\n");
     free(out);
+    /* Past the time limit: the estimate says so. */
+    out = render(cli_print_estimate, "{\"time\":{\"low_s\":219600,\"high_s\":840240},"
+                                     "\"time_limit_message\":\"The job would reach the 12-hour time "
+                                     "limit before it finishes.\"}");
+    assert_non_null(strstr(out, "The job would reach the 12-hour time limit before it finishes.\n"));
+    free(out);
 }
 
 static void other_lists(void **state)

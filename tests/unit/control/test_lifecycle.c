@@ -701,7 +701,9 @@ static void spot_take_back_moves_the_job(void **state)
 {
     (void)state;
     struct harness *h = h_new();
-    register_worker(h, "od", "8000000000", 1.0);
+    /* On-demand dear enough that spot saves this small job more than a
+     * cent: lowest_cost takes spot. */
+    register_worker(h, "od", "8000000000", 1000.0);
     struct reply r = h_call(h, "POST", "/internal/workers/register", NULL, h->srv.worker_token,
                             "{\"name\":\"sp\",\"cpus\":2,\"mem_bytes\":8000000000,"
                             "\"accelerator\":\"cpu\",\"price_per_hour\":0.1,\"class\":\"spot\","

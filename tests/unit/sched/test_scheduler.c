@@ -101,6 +101,30 @@ static void lowest_cost_ties_go_to_earlier_finish(void **state)
     assert_int_equal(planned, 1);
 }
 
+/* A small job asks for lowest cost: a cheaper worker busy for 37 s saves
+ * it less than a cent, so it starts at once on the idle, faster and dearer
+ * one; a long job still waits for the cheaper one. */
+static void lowest_cost_does_not_wait_to_save_pennies(void **state)
+{
+    (void)state;
+    struct sched_worker ws[2] = {worker("cheap", 80 * GB, 1e12, 0.40, WORKER_ON_DEMAND),
+                                 worker("fast", 80 * GB, 2e12, 1.00, WORKER_ON_DEMAND)};
+    ws[0].running_attempt = 3;
+    ws[0].busy_until_s = 37;
+    /* 30 s of training on cheap: $0.0033 there, $0.0042 on fast. */
+    struct sched_job j = job(1, 1, 0, SCHED_LOWEST_COST, GB, 3e13);
+    struct sched_assignment as[2];
+    enum job_message msg;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 1);
+    assert_int_equal(as[0].worker, 1);
+    assert_int_equal(msg, MSG_STARTING);
+    /* 30 hours of training: $12 on cheap against $15 on fast is worth
+     * 37 s of waiting. */
+    j.work_flops = 1.08e17;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 0);
+    assert_int_equal(msg, MSG_WAITING_FOR_CAPACITY);
+}
+
 static void fastest_waits_for_a_busy_faster_worker(void **state)
 {
     (void)state;
@@ -298,6 +322,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(goal_picks_fast_or_cheap),
         cmocka_unit_test(lowest_cost_ties_go_to_earlier_finish),
+        cmocka_unit_test(lowest_cost_does_not_wait_to_save_pennies),
         cmocka_unit_test(fastest_waits_for_a_busy_faster_worker),
         cmocka_unit_test(memory_and_worker_state),
         cmocka_unit_test(fair_between_accounts_fcfs_within),
