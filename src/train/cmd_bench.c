@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/rng.h"
 #include "train/train_cmds.h"
+#include "train/cmd_args.h"
 #include "train/omp_policy.h"
 #include "train/gemm.h"
 #include "train/model.h"
@@ -54,30 +55,6 @@ static double loadavg(void)
         fclose(f);
     }
     return l;
-}
-
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return NULL;
-}
-
-static int int_opt(int argc, char **argv, const char *name, long lo, long hi, int *out)
-{
-    const char *v = arg_value(argc, argv, name);
-    if (!v)
-        return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < lo || x > hi) {
-        fprintf(stderr, "alallo bench train: %s must be an integer from %ld to %ld\n", name, lo,
-                hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
 }
 
 /* FMA throughput of one thread for `iters` rounds: 12 independent
@@ -183,10 +160,10 @@ static void cpu_name(char *out, size_t cap)
 
 static int bench_train(int argc, char **argv)
 {
-    const char *model_dir = arg_value(argc, argv, "--model");
-    const char *shape = arg_value(argc, argv, "--shape");
-    const char *precision = arg_value(argc, argv, "--precision");
-    const char *adapter = arg_value(argc, argv, "--adapter");
+    const char *model_dir = cmd_arg_value(argc, argv, "--model");
+    const char *shape = cmd_arg_value(argc, argv, "--shape");
+    const char *precision = cmd_arg_value(argc, argv, "--precision");
+    const char *adapter = cmd_arg_value(argc, argv, "--adapter");
     if (!precision)
         precision = "16-bit";
     if (!adapter)
@@ -196,11 +173,11 @@ static int bench_train(int argc, char **argv)
     int B = 4, T = 64, steps = 5, r = 16, vocab = 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cpus > 0 ? (int)cpus : 1;
-    if (int_opt(argc, argv, "--batch", 1, 1024, &B) || int_opt(argc, argv, "--seq", 2, 65536, &T) ||
-        int_opt(argc, argv, "--steps", 2, 100000, &steps) ||
-        int_opt(argc, argv, "--threads", 1, 1024, &threads) ||
-        int_opt(argc, argv, "--lora-r", 1, 1024, &r) ||
-        int_opt(argc, argv, "--vocab", 2, MODEL_MAX_VOCAB, &vocab))
+    if (cmd_int_opt("alallo bench train", argc, argv, "--batch", 1, 1024, &B) || cmd_int_opt("alallo bench train", argc, argv, "--seq", 2, 65536, &T) ||
+        cmd_int_opt("alallo bench train", argc, argv, "--steps", 2, 100000, &steps) ||
+        cmd_int_opt("alallo bench train", argc, argv, "--threads", 1, 1024, &threads) ||
+        cmd_int_opt("alallo bench train", argc, argv, "--lora-r", 1, 1024, &r) ||
+        cmd_int_opt("alallo bench train", argc, argv, "--vocab", 2, MODEL_MAX_VOCAB, &vocab))
         return 2;
     int full = strcmp(adapter, "full") == 0, four = strcmp(precision, "4-bit") == 0;
     if ((!full && strcmp(adapter, "lora") != 0) || (!four && strcmp(precision, "16-bit") != 0) ||

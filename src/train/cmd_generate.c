@@ -24,30 +24,15 @@
 #include <unistd.h>
 
 #include "train/train_cmds.h"
+#include "train/cmd_args.h"
 #include "train/omp_policy.h"
 #include "train/gemm.h"
 #include "train/generate.h"
 
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return NULL;
-}
-
-static int has_flag(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return 1;
-    return 0;
-}
-
 /* A number option in [lo, hi]; absent keeps *out. */
 static int num_opt(int argc, char **argv, const char *name, double lo, double hi, double *out)
 {
-    const char *v = arg_value(argc, argv, name);
+    const char *v = cmd_arg_value(argc, argv, name);
     if (!v)
         return 0;
     char *end;
@@ -63,7 +48,7 @@ static int num_opt(int argc, char **argv, const char *name, double lo, double hi
 /* --seed: decimal digits only, 0 to UINT64_MAX; absent keeps *out. */
 static int seed_opt(int argc, char **argv, uint64_t *out)
 {
-    const char *v = arg_value(argc, argv, "--seed");
+    const char *v = cmd_arg_value(argc, argv, "--seed");
     if (!v)
         return 0;
     char *end;
@@ -81,8 +66,8 @@ static int seed_opt(int argc, char **argv, uint64_t *out)
 int cmd_generate_local(int argc, char **argv)
 {
     omp_policy_passive(argc, argv);
-    const char *dir = arg_value(argc, argv, "--model-dir");
-    const char *prompt = arg_value(argc, argv, "--prompt");
+    const char *dir = cmd_arg_value(argc, argv, "--model-dir");
+    const char *prompt = cmd_arg_value(argc, argv, "--prompt");
     if (!dir || !prompt) {
         fputs("usage: alallo generate --model-dir DIR --prompt TEXT [--max-tokens N]"
               " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json]\n",
@@ -101,7 +86,7 @@ int cmd_generate_local(int argc, char **argv)
         return 2;
     gemm_set_threads((int)threads);
     char err[2048];
-    struct generator *g = gen_open(dir, arg_value(argc, argv, "--adapter-dir"), err, sizeof err);
+    struct generator *g = gen_open(dir, cmd_arg_value(argc, argv, "--adapter-dir"), err, sizeof err);
     if (!g) {
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
@@ -112,7 +97,7 @@ int cmd_generate_local(int argc, char **argv)
     gen_close(g);
     if (rc == GEN_TOO_LONG || rc == GEN_EMPTY) {
         fprintf(stderr, "alallo generate: %s\n", err);
-        if (has_flag(argc, argv, "--json")) {
+        if (cmd_has_flag(argc, argv, "--json")) {
             json_t *j = json_pack("{ss si si}", "error",
                                   rc == GEN_TOO_LONG ? "context_length_exceeded" : "empty_prompt",
                                   "prompt_tokens", r.prompt_tokens, "context_tokens",
@@ -130,7 +115,7 @@ int cmd_generate_local(int argc, char **argv)
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
     }
-    if (has_flag(argc, argv, "--json")) {
+    if (cmd_has_flag(argc, argv, "--json")) {
         json_t *j = json_pack("{ss si si ss}", "text", r.text, "prompt_tokens", r.prompt_tokens,
                               "completion_tokens", r.completion_tokens, "finish_reason",
                               r.finish_reason);

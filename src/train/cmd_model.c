@@ -12,50 +12,18 @@
 
 #include "core/fs.h"
 #include "train/train_cmds.h"
+#include "train/cmd_args.h"
 #include "train/omp_policy.h"
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/tokenizer.h"
 
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return NULL;
-}
-
-static int has_flag(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return 1;
-    return 0;
-}
-
-/* An integer option in [lo, hi]; absent leaves *out. -1 on a bad value. */
-static int int_opt(int argc, char **argv, const char *name, long lo, long hi, int *out)
-{
-    const char *v = arg_value(argc, argv, name);
-    if (!v)
-        return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < lo || x > hi) {
-        fprintf(stderr, "alallo model init: %s must be an integer from %ld to %ld\n", name, lo,
-                hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
 static int model_init(int argc, char **argv)
 {
-    const char *shape = arg_value(argc, argv, "--shape");
-    const char *tok_path = arg_value(argc, argv, "--tokenizer");
-    const char *out = arg_value(argc, argv, "--out");
-    const char *seed_s = arg_value(argc, argv, "--seed");
+    const char *shape = cmd_arg_value(argc, argv, "--shape");
+    const char *tok_path = cmd_arg_value(argc, argv, "--tokenizer");
+    const char *out = cmd_arg_value(argc, argv, "--out");
+    const char *seed_s = cmd_arg_value(argc, argv, "--seed");
     if (!shape || !tok_path || !out) {
         fputs("usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH "
               "--out DIR [--seed S]\n",
@@ -78,22 +46,22 @@ static int model_init(int argc, char **argv)
         return 2;
     }
     if (custom) {
-        if (int_opt(argc, argv, "--hidden", 8, MODEL_MAX_HIDDEN, &c.hidden) ||
-            int_opt(argc, argv, "--layers", 1, MODEL_MAX_LAYERS, &c.n_layers) ||
-            int_opt(argc, argv, "--heads", 1, 1024, &c.n_heads) ||
-            int_opt(argc, argv, "--intermediate", 1, 8 * MODEL_MAX_HIDDEN, &c.intermediate) ||
-            int_opt(argc, argv, "--max-pos", 8, 1 << 20, &c.max_pos)) {
+        if (cmd_int_opt("alallo model init", argc, argv, "--hidden", 8, MODEL_MAX_HIDDEN, &c.hidden) ||
+            cmd_int_opt("alallo model init", argc, argv, "--layers", 1, MODEL_MAX_LAYERS, &c.n_layers) ||
+            cmd_int_opt("alallo model init", argc, argv, "--heads", 1, 1024, &c.n_heads) ||
+            cmd_int_opt("alallo model init", argc, argv, "--intermediate", 1, 8 * MODEL_MAX_HIDDEN, &c.intermediate) ||
+            cmd_int_opt("alallo model init", argc, argv, "--max-pos", 8, 1 << 20, &c.max_pos)) {
             tokenizer_free(tok);
             return 2;
         }
         c.n_kv_heads = c.n_heads;
-        if (int_opt(argc, argv, "--kv-heads", 1, 1024, &c.n_kv_heads)) {
+        if (cmd_int_opt("alallo model init", argc, argv, "--kv-heads", 1, 1024, &c.n_kv_heads)) {
             tokenizer_free(tok);
             return 2;
         }
         c.head_dim = c.hidden / c.n_heads;
-        c.tied = !has_flag(argc, argv, "--untied");
-        c.qkv_bias = has_flag(argc, argv, "--qkv-bias");
+        c.tied = !cmd_has_flag(argc, argv, "--untied");
+        c.qkv_bias = cmd_has_flag(argc, argv, "--qkv-bias");
     }
     c.bos_id = tokenizer_bos_id(tok);
     c.eos_id = tokenizer_eos_id(tok);

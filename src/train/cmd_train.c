@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "train/train_cmds.h"
+#include "train/cmd_args.h"
 #include "train/omp_policy.h"
 #include "train/model.h"
 #include "train/modelio.h"
@@ -27,22 +28,6 @@ static void usage(void)
           "       alallo train --materialize CKPT_DIR --base MODEL_DIR --out DIR"
           " [--adapter-out DIR]\n",
           stderr);
-}
-
-static const char *arg_value(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    return NULL;
-}
-
-static int has_flag(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return 1;
-    return 0;
 }
 
 /* Parses "1,2,3" into ids (at most cap). Returns the count, or -1. */
@@ -133,12 +118,12 @@ int cmd_train(int argc, char **argv)
 {
     omp_policy_passive(argc, argv);
     tev_init();
-    const char *config = arg_value(argc, argv, "--config");
-    const char *ckpt = arg_value(argc, argv, "--materialize");
-    if (has_flag(argc, argv, "--dump-grads")) {
-        const char *dir = arg_value(argc, argv, "--model-dir");
-        const char *ids = arg_value(argc, argv, "--ids");
-        const char *out = arg_value(argc, argv, "--out");
+    const char *config = cmd_arg_value(argc, argv, "--config");
+    const char *ckpt = cmd_arg_value(argc, argv, "--materialize");
+    if (cmd_has_flag(argc, argv, "--dump-grads")) {
+        const char *dir = cmd_arg_value(argc, argv, "--model-dir");
+        const char *ids = cmd_arg_value(argc, argv, "--ids");
+        const char *out = cmd_arg_value(argc, argv, "--out");
         if (!dir || !ids || !out) {
             fputs("usage: alallo train --dump-grads --model-dir DIR --ids 1,2,... --out FILE\n",
                   stderr);
@@ -147,14 +132,14 @@ int cmd_train(int argc, char **argv)
         return dump_grads(dir, ids, out);
     }
     if (ckpt) {
-        const char *base = arg_value(argc, argv, "--base");
-        const char *out = arg_value(argc, argv, "--out");
+        const char *base = cmd_arg_value(argc, argv, "--base");
+        const char *out = cmd_arg_value(argc, argv, "--out");
         if (!base || !out) {
             usage();
             return 2;
         }
         char err[2048];
-        if (trainer_materialize(ckpt, base, out, arg_value(argc, argv, "--adapter-out"), err,
+        if (trainer_materialize(ckpt, base, out, cmd_arg_value(argc, argv, "--adapter-out"), err,
                                 sizeof err)) {
             fprintf(stderr, "alallo train: %s\n", err);
             return 1;
