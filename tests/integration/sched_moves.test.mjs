@@ -42,11 +42,13 @@ function stepCoverage(rows, max) {
 
 test('a job that outgrows its memory allocation moves to a bigger worker', { timeout: 300000 }, async () => {
   // The plan is scaled down so that the small worker looks big enough; the
-  // trainer's measured peak shows it is not.
+  // trainer's measured peak shows it is not. Big is dear enough that
+  // lowest cost starts on small whatever the two measured (a saving under
+  // a cent would be a tie, and the faster one would win).
   const s = await start([
     '--plan-scale', '0.001',
     '--local-worker', 'name=small,cpus=1,mem=1M,price=0.10',
-    '--local-worker', 'name=big,cpus=1,mem=8G,price=1.00',
+    '--local-worker', 'name=big,cpus=1,mem=8G,price=100.00',
   ]);
   try {
     await waitFor(async () => (await s.call('GET', '/v1/workers')).json.data.length === 2, {
