@@ -48,7 +48,7 @@ test('a job that outgrows its memory allocation moves to a bigger worker', { tim
   const s = await start([
     '--plan-scale', '0.001',
     '--local-worker', 'name=small,cpus=1,mem=1M,price=0.10',
-    '--local-worker', 'name=big,cpus=1,mem=8G,price=100.00',
+    '--local-worker', 'name=big,cpus=1,mem=8G,price=10000',
   ]);
   try {
     await waitFor(async () => (await s.call('GET', '/v1/workers')).json.data.length === 2, {
