@@ -31,6 +31,7 @@
 #include "core/err.h"
 #include "core/ids.h"
 #include "core/job.h"
+#include "core/keys.h"
 
 struct store;
 
@@ -129,6 +130,15 @@ struct store_attempt {
     int64_t events_applied; /* trainer events applied so far (resent ones are skipped) */
     double t_started; /* the trainer's clock (its events' `t`) at `started`; -1 before */
     double t_last;    /* the trainer's clock at its latest step report; -1 before */
+    /* Attempts run by an engine (a Slurm job each; "" for registered workers). */
+    char token_hash[KEYS_HASH_HEX];  /* hash of the attempt's own token, "" when none */
+    char engine_id[32];              /* the engine's job id ("" before it is known)   */
+    char engine_state[16];           /* "", "submitting", "pending", "running", "gone" */
+    char engine_reason[STORE_MESSAGE_MAX]; /* why the engine holds it, in plain words */
+    int64_t engine_running_ms;       /* when the engine began running it, 0 before   */
+    int64_t heartbeat_ms;            /* the runner's latest heartbeat, 0 before       */
+    char node[STORE_NAME_MAX];       /* the node the runner is on, "" before          */
+    char resume_from[STORE_PATH_MAX]; /* the checkpoint it resumes from, "" for none  */
 };
 
 struct store_event {

@@ -155,6 +155,18 @@ static const char *const migrations[] = {
     /* 8: the training loss of the job's first step, to tell at the end
      * whether it learned (0: none reported) */
     "ALTER TABLE jobs ADD COLUMN first_loss REAL NOT NULL DEFAULT 0;",
+    /* 9: attempts run by an engine (a Slurm job per attempt): the hash of
+     * the attempt's own token, the engine's job id and state, why the
+     * engine holds it, when it began running there, the runner's latest
+     * heartbeat and node, and the checkpoint the attempt resumes from */
+    "ALTER TABLE attempts ADD COLUMN token_hash TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE attempts ADD COLUMN engine_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE attempts ADD COLUMN engine_state TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE attempts ADD COLUMN engine_reason TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE attempts ADD COLUMN engine_running INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE attempts ADD COLUMN heartbeat INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE attempts ADD COLUMN node TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE attempts ADD COLUMN resume_from TEXT NOT NULL DEFAULT '';",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -175,7 +187,8 @@ int store_schema_latest(void) { return MIGRATIONS; }
 #define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
 #define ATT_COLS                                                                                   \
     "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
-    "ended, run_ms, events_applied, t_started, t_last"
+    "ended, run_ms, events_applied, t_started, t_last, token_hash, engine_id, engine_state, "     \
+    "engine_reason, engine_running, heartbeat, node, resume_from"
 #define FILE_COLS "id, account, filename, bytes, purpose, examples, text_bytes, path, created"
 #define WORKER_COLS                                                                                \
     "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
@@ -285,7 +298,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_CLAIM] = "SELECT id, account, MIN(seq) FROM jobs INDEXED BY jobs_waiting"
                 " WHERE status IN ('queued','re-scheduling') AND active_attempt = ''"
                 " AND memory_bytes <= ? GROUP BY account",
-    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [S_ATT_PUT] = "INSERT OR REPLACE INTO attempts(" ATT_COLS ")"
+                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_ATT_GET] = "SELECT " ATT_COLS " FROM attempts WHERE id = ?",
     [S_ATT_LIST] = "SELECT " ATT_COLS " FROM attempts WHERE job = ? ORDER BY fence LIMIT ?",
     [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts INDEXED BY attempts_open"
@@ -713,6 +727,14 @@ static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
     rc |= sqlite3_bind_int64(st, i++, a->events_applied);
     rc |= sqlite3_bind_double(st, i++, a->t_started);
     rc |= sqlite3_bind_double(st, i++, a->t_last);
+    rc |= BIND_STR(st, i++, a->token_hash);
+    rc |= BIND_STR(st, i++, a->engine_id);
+    rc |= BIND_STR(st, i++, a->engine_state);
+    rc |= BIND_STR(st, i++, a->engine_reason);
+    rc |= sqlite3_bind_int64(st, i++, a->engine_running_ms);
+    rc |= sqlite3_bind_int64(st, i++, a->heartbeat_ms);
+    rc |= BIND_STR(st, i++, a->node);
+    rc |= BIND_STR(st, i++, a->resume_from);
     return rc;
 }
 
@@ -735,6 +757,14 @@ static void read_attempt(sqlite3_stmt *st, struct store_attempt *a)
     a->events_applied = sqlite3_column_int64(st, i++);
     a->t_started = sqlite3_column_double(st, i++);
     a->t_last = sqlite3_column_double(st, i++);
+    col_str(st, i++, a->token_hash, sizeof a->token_hash);
+    col_str(st, i++, a->engine_id, sizeof a->engine_id);
+    col_str(st, i++, a->engine_state, sizeof a->engine_state);
+    col_str(st, i++, a->engine_reason, sizeof a->engine_reason);
+    a->engine_running_ms = sqlite3_column_int64(st, i++);
+    a->heartbeat_ms = sqlite3_column_int64(st, i++);
+    col_str(st, i++, a->node, sizeof a->node);
+    col_str(st, i++, a->resume_from, sizeof a->resume_from);
 }
 
 static void read_file(sqlite3_stmt *st, struct store_file *f)
