@@ -26,7 +26,8 @@ set -u
 ARROWS=(
     "app:api control worker train sched cli store core" # wires the layers; dispatches sub-commands
     "api:control store sched core"                      # HTTP only; sched for types (via control)
-    "control:sched store core"                          # the service: every change to a job or worker
+    "control:sched store exec core"                     # the service: every change to a job or worker
+    "exec:core"                                         # engines (Slurm): submit, list, cancel by tag
     "sched:core"                                        # pure policy
     "store:core"
     "train:core"                                        # knows nothing of jobs

@@ -1,0 +1,97 @@
+/* executor.h - engines that run one attempt as one of their own jobs (a
+ * Slurm job today; docs/slurm.md). The control layer decides what runs
+ * where and when (pools, goals, fairness, moves, billing); an engine only
+ * submits, reports, cancels and lists what it was given, found by a tag:
+ * the name `alallo-<attempt id>`, never the engine's own job id (a Slurm
+ * controller that crashes can reuse ids).
+ *
+ * Implementations: exec/slurm.c (sbatch/squeue/scancel/scontrol through
+ * their command lines with fixed output formats; no libslurm) and
+ * exec/process.c (the attempt's script run as a local child process, for
+ * machines and tests without Slurm). Both are safe to call from one
+ * thread at a time per struct executor; the caller serialises.
+ *
+ * Ownership: the caller owns every struct it passes; an executor copies
+ * what it keeps. Nothing here touches the store.
+ */
+#ifndef ALALLO_EXEC_EXECUTOR_H
+#define ALALLO_EXEC_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+#define EXEC_TAG_PREFIX "alallo-"
+#define EXEC_ID_MAX 32     /* an engine's job id, with its NUL */
+#define EXEC_TAG_MAX 64    /* alallo-<attempt id>, with its NUL */
+#define EXEC_REASON_MAX 160
+#define EXEC_PATH_MAX 1024
+
+/* What one submission asks of the engine (a pool's settings plus the
+ * attempt's plan). Strings "" mean "not given". */
+struct exec_submit {
+    char tag[EXEC_TAG_MAX];        /* alallo-<attempt id>                          */
+    char partition[64];
+    char qos[64], account[64], constraint[128];
+    char gres[64];                 /* e.g. "gpu:a100:1", "" for none              */
+    int cpus;                      /* CPUs for the one task                        */
+    int64_t mem_mb;                /* memory per node, MiB                          */
+    long time_limit_min;           /* --time; 0: the partition's default           */
+    int signal_lead_s;             /* --signal=USR1@lead; 0: none                  */
+    char script[EXEC_PATH_MAX];    /* the batch script (written, fsynced, 0700)    */
+    char output[EXEC_PATH_MAX];    /* stdout/stderr of the engine's job            */
+    char workdir[EXEC_PATH_MAX];
+};
+
+/* An engine job as the engine reports it. */
+enum exec_state {
+    EXEC_PENDING,   /* accepted, not running yet (reason says why)          */
+    EXEC_RUNNING,
+    EXEC_ENDED,     /* completed, failed, cancelled, timed out, preempted… */
+};
+
+struct exec_job {
+    char id[EXEC_ID_MAX];
+    char tag[EXEC_TAG_MAX];
+    enum exec_state state;
+    char raw_state[24];             /* the engine's own word (RUNNING, NODE_FAIL…) */
+    char reason[EXEC_REASON_MAX];   /* why pending, in plain words; "" otherwise  */
+    char node[64];                  /* where it runs, "" before                    */
+    int64_t start_ms;               /* when it started or is expected to, 0: unknown */
+};
+
+struct executor;
+
+struct executor_ops {
+    /* Submits one job. ERR_OK with the engine's job id in id. On a reply
+     * lost (timeout), ERR_UNAVAILABLE: the caller finds out by listing. */
+    enum alallo_err (*submit)(struct executor *x, const struct exec_submit *s,
+                              char id[EXEC_ID_MAX] /* OUT */);
+    /* Lists the engine's jobs whose tag starts with EXEC_TAG_PREFIX,
+     * including those ended recently (Slurm: within MinJobAge). Writes at
+     * most cap into out and the total into *n. */
+    enum alallo_err (*list)(struct executor *x, struct exec_job *out /* OUT [cap] */, int cap,
+                            int *n /* OUT */);
+    /* Cancels every job tagged `tag` (pending or running); no job: ERR_OK. */
+    enum alallo_err (*cancel)(struct executor *x, const char *tag);
+    void (*close)(struct executor *x);
+};
+
+struct executor {
+    const struct executor_ops *ops;
+    char name[16]; /* "slurm", "process" */
+};
+
+/* The tag of attempt `attempt_id`: "alallo-<attempt id>". False when it
+ * does not fit or the id is not a safe id. */
+bool exec_tag_for(const char *attempt_id, char tag[EXEC_TAG_MAX] /* OUT */);
+
+/* The attempt id a tag names, or false when tag is not one of alallo's. */
+bool exec_attempt_of(const char *tag, char *attempt_id /* OUT */, size_t cap);
+
+/* Stops x and frees it; NULL is a no-op. */
+void executor_close(struct executor *x);
+
+#endif
