@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/handlers.h"
+#include "control/engine.h"
 #include "control/lifecycle.h"
 #include "control/workers.h"
 #include "core/ids.h"
@@ -226,4 +227,72 @@ void internal_finish(struct api_server *srv, struct http_request *req, struct ht
         return;
     }
     api_json(res, 200, json_object());
+}
+
+/* The runner's engine id and node ("" when absent or not plain text). */
+static void runner_place(json_t *body, char *engine_id, size_t idcap, char *node, size_t nodecap)
+{
+    const char *id = json_string_value(json_object_get(body, "engine_id"));
+    const char *n = json_string_value(json_object_get(body, "node"));
+    if (!id || text_has_control(id) || !text_copy(engine_id, idcap, id))
+        engine_id[0] = '\0';
+    if (!n || text_has_control(n) || !text_copy(node, nodecap, n))
+        node[0] = '\0';
+}
+
+void internal_attempt_start(struct api_server *srv, struct http_request *req,
+                            struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    char engine_id[32], node[STORE_NAME_MAX];
+    runner_place(body, engine_id, sizeof engine_id, node, sizeof node);
+    json_decref(body);
+    struct engine_start_answer *a = malloc(sizeof *a);
+    if (!a) {
+        api_store_error(res, ERR_NOMEM);
+        return;
+    }
+    enum alallo_err e = ids_valid(req->params[0])
+                            ? engine_attempt_start(srv->ctl, req->params[0], engine_id, node, a)
+                            : ERR_NOT_FOUND;
+    if (e) {
+        free(a);
+        answer_attempt_error(res, e);
+        return;
+    }
+    api_json(res, 200,
+             json_pack("{s:s,s:s,s:I,s:o,s:i,s:f,s:i}", "attempt_id", a->attempt.id, "job_id",
+                       a->attempt.job, "fence", (json_int_t)a->attempt.fence, "spec", a->spec,
+                       "cpus", a->cpus, "deadline_s", a->deadline_s, "heartbeat_s",
+                       a->heartbeat_s));
+    free(a);
+}
+
+void internal_attempt_heartbeat(struct api_server *srv, struct http_request *req,
+                                struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    int64_t fence;
+    if (!read_fence(body, &fence, res)) {
+        json_decref(body);
+        return;
+    }
+    char engine_id[32], node[STORE_NAME_MAX];
+    runner_place(body, engine_id, sizeof engine_id, node, sizeof node);
+    json_decref(body);
+    enum tproto_stop stop = TPROTO_STOP_NONE;
+    enum alallo_err e = ids_valid(req->params[0]) ? engine_attempt_heartbeat(
+                                                        srv->ctl, req->params[0], fence,
+                                                        engine_id, node, &stop)
+                                                  : ERR_NOT_FOUND;
+    if (e) {
+        answer_attempt_error(res, e);
+        return;
+    }
+    const char *word = tproto_stop_name(stop);
+    api_json(res, 200, json_pack("{s:o}", "stop", word ? json_string(word) : json_null()));
 }

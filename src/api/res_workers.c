@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/engine.h"
 #include "control/fleet.h"
 #include "api/handlers.h"
 #include "control/workers.h"
@@ -21,6 +22,31 @@ static json_t *worker_json(const struct store_worker *w, const struct store_atte
                      (json_int_t)(w->last_heartbeat_ms / 1000), "registered_at",
                      (json_int_t)(w->registered_ms / 1000), "running",
                      n > 0 ? json_string(open[0].job) : json_null());
+}
+
+/* An engine's attempt on a slot: where the engine holds it. */
+static void add_engine_state(json_t *o, const struct store_attempt *a)
+{
+    if (!a || !a->engine_state[0])
+        return;
+    json_object_set_new(o, "engine", json_pack("{s:s,s:s,s:s,s:s}", "state", a->engine_state,
+                                                "reason", a->engine_reason, "job_id",
+                                                a->engine_id, "node", a->node));
+}
+
+/* The engine's pools: slots, slots in use, attempts the engine holds
+ * pending. */
+static json_t *pools_json(struct api_server *srv)
+{
+    struct engine_pool_usage u[ENGINE_POOLS_MAX];
+    int n = engine_pools_usage(srv->ctl, u, ENGINE_POOLS_MAX);
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(
+            a, json_pack("{s:s,s:s,s:s,s:f,s:i,s:i,s:i}", "object", "pool", "name", u[i].name,
+                         "class", u[i].class_, "price_per_hour", u[i].price_per_hour, "slots",
+                         u[i].slots, "in_use", u[i].in_use, "pending", u[i].pending));
+    return a;
 }
 
 /* A worker as `req`'s account may see it: which job it runs is named only
@@ -56,9 +82,13 @@ void workers_list(struct api_server *srv, struct http_request *req, struct http_
         for (int i = 0; i < n; i++) {
             const struct store_attempt *a =
                 sched_link_attempt_of(open, n_open, &cursor, ws[i].name);
-            json_array_append_new(data, worker_for(srv, req, &ws[i], a, a ? 1 : 0));
+            json_t *o = worker_for(srv, req, &ws[i], a, a ? 1 : 0);
+            add_engine_state(o, a);
+            json_array_append_new(data, o);
         }
-        api_json(res, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+        api_json(res, 200, json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data,
+                                     "engine", engine_name(srv->ctl->engine), "pools",
+                                     pools_json(srv)));
     }
     free(open);
     free(ws);

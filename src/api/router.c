@@ -9,6 +9,7 @@
 #include "api/auth.h"
 #include "api/handlers.h"
 #include "api/ratelimit.h"
+#include "control/engine.h"
 #include "core/text.h"
 
 enum access {
@@ -16,6 +17,7 @@ enum access {
     KEY,      /* an account's API key */
     OPERATOR, /* the API key of the account `default` */
     WORKER,   /* the worker token */
+    ATTEMPT,  /* the worker token, or the token of the attempt the path names */
 };
 
 struct route {
@@ -53,8 +55,10 @@ static const struct route routes[] = {
     {"POST", "/internal/workers/register", WORKER, internal_register},
     {"POST", "/internal/workers/{}/heartbeat", WORKER, internal_heartbeat},
     {"POST", "/internal/workers/{}/claim", WORKER, internal_claim},
-    {"POST", "/internal/attempts/{}/events", WORKER, internal_events},
-    {"POST", "/internal/attempts/{}/finish", WORKER, internal_finish},
+    {"POST", "/internal/attempts/{}/start", ATTEMPT, internal_attempt_start},
+    {"POST", "/internal/attempts/{}/heartbeat", ATTEMPT, internal_attempt_heartbeat},
+    {"POST", "/internal/attempts/{}/events", ATTEMPT, internal_events},
+    {"POST", "/internal/attempts/{}/finish", ATTEMPT, internal_finish},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
@@ -140,6 +144,20 @@ static enum alallo_err authenticate_worker(struct api_server *srv, struct http_r
     return keys_equal(token, srv->worker_token) ? ERR_OK : ERR_UNAUTHORIZED;
 }
 
+/* The worker token, or the attempt's own token (an engine's attempt: good
+ * for that attempt's calls only). */
+static enum alallo_err authenticate_attempt(struct api_server *srv, struct http_request *req)
+{
+    char token[KEYS_MAX];
+    if (!auth_bearer(req->authorization, token, sizeof token))
+        return ERR_UNAUTHORIZED;
+    if (keys_equal(token, srv->worker_token))
+        return ERR_OK;
+    return req->n_params > 0 && engine_attempt_token_ok(srv->ctl, req->params[0], token)
+               ? ERR_OK
+               : ERR_UNAUTHORIZED;
+}
+
 /* Finds req's route and checks its caller. Returns the route when its
  * handler may run; else NULL with res answered: 404 or 405 for an unknown
  * route, the dashboard's file for a GET outside the API (when `serve_static`),
@@ -186,10 +204,13 @@ static const struct route *route_and_check(struct api_server *srv, struct http_r
     case WORKER:
         e = authenticate_worker(srv, req);
         break;
+    case ATTEMPT:
+        e = authenticate_attempt(srv, req);
+        break;
     }
     if (e == ERR_UNAUTHORIZED)
         api_error(res, e,
-                  found->access == WORKER
+                  found->access == WORKER || found->access == ATTEMPT
                       ? "Missing or invalid worker token (Authorization: Bearer <token>)."
                       : "Missing or invalid API key (Authorization: Bearer <key>).",
                   NULL);

@@ -195,6 +195,15 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_str(w, job_status_name(j->status));
     jsonw_key(w, "message");
     jsonw_str_or_null(w, shape_job_message(j, now_ms));
+    /* Beside the message, not in it (the help page's words stay exact):
+     * why the engine (Slurm) holds the job's attempt pending. */
+    const char *engine_reason = NULL;
+    for (int i = 0; i < n_attempts; i++)
+        if (strcmp(attempts[i].id, j->active_attempt) == 0 &&
+            strcmp(attempts[i].engine_state, "running") != 0 && attempts[i].engine_reason[0])
+            engine_reason = attempts[i].engine_reason;
+    jsonw_key(w, "engine_reason");
+    jsonw_str_or_null(w, engine_reason);
     jsonw_key(w, "training_file");
     jsonw_str(w, j->training_file);
     jsonw_key(w, "validation_file");
@@ -303,6 +312,22 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
         jsonw_str_or_null(w, a->reason);
         write_secs(w, "started_at", a->started_ms);
         write_secs(w, "ended_at", a->ended_ms);
+        if (a->engine_state[0]) {
+            jsonw_key(w, "engine");
+            jsonw_open(w, '{');
+            jsonw_key(w, "state");
+            jsonw_str(w, a->engine_state);
+            jsonw_key(w, "job_id");
+            jsonw_str_or_null(w, a->engine_id);
+            jsonw_key(w, "reason");
+            jsonw_str_or_null(w, a->engine_reason);
+            jsonw_key(w, "node");
+            jsonw_str_or_null(w, a->node);
+            write_secs(w, "running_at", a->engine_running_ms);
+            jsonw_key(w, "resume_from");
+            jsonw_str_or_null(w, a->resume_from);
+            jsonw_close(w, '}');
+        }
         jsonw_close(w, '}');
     }
     jsonw_close(w, ']');

@@ -12,6 +12,7 @@
 #include "cli/cmd_client.h"
 #include "sched/cmd_sim.h"
 #include "train/train_cmds.h"
+#include "worker/attempt_runner.h"
 #include "worker/cmd_worker.h"
 
 int cmd_serve(int argc, char **argv);    /* app/cmd_serve.c    */

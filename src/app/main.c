@@ -11,6 +11,7 @@ static void usage(FILE *f)
           "service:\n"
           "  serve [--port N] [--data DIR] [--local-worker SPEC|none]...\n"
           "  worker --server URL --token T [--name N] [--cpus N] [--mem SIZE] [--price P] [--class C]\n"
+          "  attempt run --server URL --attempt ID --token @FILE --work-dir DIR   (engines start it)\n"
           "  accounts create NAME --data DIR\n"
           "client (reads ALALLO_URL and ALALLO_API_KEY):\n"
           "  jobs [list|show ID|create ...|cancel ID|log ID [--follow]]\n"
@@ -56,6 +57,8 @@ int main(int argc, char **argv)
         return cmd_accounts(sub_argc, sub_argv);
     if (strcmp(cmd, "worker") == 0)
         return cmd_worker(sub_argc, sub_argv);
+    if (strcmp(cmd, "attempt") == 0)
+        return cmd_attempt(sub_argc, sub_argv);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(sub_argc, sub_argv);
     if (strcmp(cmd, "bench") == 0)

@@ -1,5 +1,6 @@
 /* control.c - see control.h. */
 #include "control/control.h"
+#include "control/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ fail:
 
 void control_close(struct control *ctl)
 {
+    engine_stop(ctl->engine); /* its thread uses the store */
     store_close(ctl->store);
     catalog_free(ctl->catalog);
     sched_link_free(ctl->sched);

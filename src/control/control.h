@@ -54,12 +54,14 @@ struct control_metrics {
 
 struct catalog;
 struct sched_link;
+struct engine;
 
 struct control {
     struct control_config cfg;
     struct store *store;
     struct catalog *catalog;
     struct sched_link *sched; /* calibration history and the pass (sched_link.h) */
+    struct engine *engine;    /* attempts run by an engine (engine.h); NULL: none */
     struct control_metrics metrics;
     char alallo_bin[512]; /* this binary, for child processes */
 };

@@ -61,6 +61,15 @@ bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char
                        sub ? sub : "");
 }
 
+bool lifecycle_attempt_dir(const struct control *ctl, const char *job_id, const char *attempt_id,
+                           const char *sub, char *out, size_t cap)
+{
+    if (!ids_valid(job_id) || !ids_valid(attempt_id))
+        return false;
+    return text_printf(out, cap, "%s/jobs/%s/attempts/%s%s%s", ctl->cfg.data_dir, job_id,
+                       attempt_id, sub ? "/" : "", sub ? sub : "");
+}
+
 /* ---- stops ------------------------------------------------------------ */
 
 /* The stop asked of j's attempt; text the store holds that this server does
@@ -102,6 +111,7 @@ struct claim_ctx {
     struct control *ctl;
     const struct store_worker *worker;
     const struct sched_worker *sworker; /* the same worker as the scheduler sees it */
+    bool engine;                        /* a slot of an engine's pool (lifecycle_claim_engine) */
     struct store_attempt attempt;       /* OUT */
     long resume_step;                   /* OUT: the checkpoint it continues from; 0 none */
     int64_t now;
@@ -179,9 +189,14 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     a->started_ms = c->now;
     a->t_started = a->t_last = -1;
     text_copy(j->active_attempt, sizeof j->active_attempt, a->id);
+    /* An engine's attempt is recorded before it is submitted (docs/slurm.md,
+     * "Crash-safe bookkeeping"); until the engine runs it the job still
+     * waits for capacity, in the help page's words. */
+    if (c->engine)
+        text_copy(a->engine_state, sizeof a->engine_state, "submitting");
     enum alallo_err e = ERR_OK;
     if (j->status == JOB_QUEUED)
-        e = job_move_to(j, JOB_QUEUED, MSG_STARTING);
+        e = job_move_to(j, JOB_QUEUED, c->engine ? MSG_WAITING_FOR_CAPACITY : MSG_STARTING);
     if (e)
         return e;
     struct sched_state *st = state_load(j);
@@ -196,7 +211,9 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     free(st);
     if (!e)
         e = store_writes_attempt(w, a);
-    if (!e)
+    if (!e && c->engine)
+        e = note(w, c->now, "info", "Submitting attempt %s to %s", a->id, c->worker->name);
+    else if (!e)
         e = note(w, c->now, "info", "Starting on worker %s", c->worker->name);
     return e;
 }
@@ -252,10 +269,14 @@ bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *o
     return false;
 }
 
-/* The trainer's spec for an attempt of job j that continues from the
- * checkpoint at resume_step (0: from the start) (docs/trainer-protocol.md). */
-static json_t *make_spec(struct control *ctl, const struct store_job *j, const char *model_dir,
-                         long resume_step)
+/* The trainer's spec for attempt `attempt_id` of job j that continues from
+ * the checkpoint at resume_step (0: from the start) (docs/trainer-protocol.md):
+ * the attempt writes its own checkpoint folder, and reads the one it
+ * resumes from (`resume_from`, the path the server recorded) without
+ * changing it, so that an attempt cut off from the server can never write
+ * what the next one resumes from. */
+static json_t *make_spec(struct control *ctl, const struct store_job *j, const char *attempt_id,
+                         const char *model_dir, long resume_step)
 {
     struct store_file train, valid;
     if (store_file_get(ctl->store, j->account, j->training_file, &train))
@@ -263,7 +284,10 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     bool has_valid = j->validation_file[0] &&
                      store_file_get(ctl->store, j->account, j->validation_file, &valid) == ERR_OK;
     char ckpt[1024], out[1024];
-    if (!lifecycle_job_dir(ctl, j->id, "checkpoints", ckpt, sizeof ckpt) ||
+    struct store_checkpoint from = {0};
+    if (resume_step > 0 && store_checkpoint_get(ctl->store, j->id, resume_step, &from) != ERR_OK)
+        from.path[0] = '\0'; /* not recorded: the trainer starts afresh, as for a damaged one */
+    if (!lifecycle_attempt_dir(ctl, j->id, attempt_id, "checkpoints", ckpt, sizeof ckpt) ||
         !lifecycle_job_dir(ctl, j->id, "out", out, sizeof out) || fs_mkdirs(ckpt, 0700) ||
         fs_mkdirs(out, 0700))
         return NULL;
@@ -280,7 +304,7 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     if (every < 10)
         every = 10;
     return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:[sssssss]},s:i,s:i,s:f,"
-                     "s:I,s:I,s:i,s:I,s:f,s:i,s:I}",
+                     "s:I,s:I,s:i,s:I,s:f,s:i,s:I,s:o}",
                      "model_dir", model_dir, "train_file", train.path, "train_file_name",
                      train.filename, "validation_file",
                      has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir", ckpt,
@@ -290,11 +314,14 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
                      j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed, "max_steps",
                      (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
                      (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1, "resume_step",
-                     (json_int_t)resume_step);
+                     (json_int_t)resume_step, "resume_from",
+                     from.path[0] ? json_string(from.path) : json_null());
 }
 
-enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
-                                struct store_attempt *attempt, json_t **spec)
+/* lifecycle_claim and lifecycle_claim_engine: `engine` records the attempt
+ * as an engine's, to be submitted. */
+static enum alallo_err claim(struct control *ctl, const char *worker, bool engine,
+                             struct store_attempt *attempt, json_t **spec)
 {
     *spec = NULL;
     struct store_worker w;
@@ -334,7 +361,8 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
             store_job_update(ctl->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
-        struct claim_ctx c = {.ctl = ctl, .worker = &w, .sworker = &sw, .now = clock_now_ms()};
+        struct claim_ctx c = {
+            .ctl = ctl, .worker = &w, .sworker = &sw, .engine = engine, .now = clock_now_ms()};
         e = store_job_update(ctl->store, j.id, NULL, claim_cb, &c);
         if (e == ERR_CONFLICT)
             continue;
@@ -342,7 +370,7 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
             return e;
         *attempt = c.attempt;
         if (store_job_get(ctl->store, NULL, j.id, &j) == ERR_OK)
-            *spec = make_spec(ctl, &j, model_dir, c.resume_step);
+            *spec = make_spec(ctl, &j, c.attempt.id, model_dir, c.resume_step);
         if (!*spec) {
             /* The attempt cannot be prepared (a folder cannot be made): end
              * it as a failure on our side, rather than leave the job stuck,
@@ -357,6 +385,41 @@ enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
         return ERR_OK;
     }
     return ERR_OK;
+}
+
+enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
+                                struct store_attempt *attempt, json_t **spec)
+{
+    return claim(ctl, worker, false, attempt, spec);
+}
+
+enum alallo_err lifecycle_claim_engine(struct control *ctl, const char *slot,
+                                       struct store_attempt *attempt, bool *claimed)
+{
+    json_t *spec = NULL;
+    enum alallo_err e = claim(ctl, slot, true, attempt, &spec);
+    *claimed = !e && spec;
+    json_decref(spec); /* the runner asks for it when it starts (lifecycle_attempt_spec) */
+    return e;
+}
+
+enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_id,
+                                       struct store_attempt *attempt, struct store_job *job,
+                                       json_t **spec)
+{
+    *spec = NULL;
+    enum alallo_err e = store_attempt_get(ctl->store, attempt_id, attempt);
+    if (!e)
+        e = store_job_get(ctl->store, NULL, attempt->job, job);
+    if (e)
+        return e;
+    if (!attempt_owns(job, attempt) || stop_of(job) == STOP_REASON_CANCEL)
+        return ERR_FENCED;
+    char model_dir[1024];
+    if (!lifecycle_model_dir(ctl, job, model_dir, sizeof model_dir))
+        return ERR_NOT_FOUND;
+    *spec = make_spec(ctl, job, attempt->id, model_dir, attempt->start_step);
+    return *spec ? ERR_OK : ERR_IO;
 }
 
 /* ---- trainer events --------------------------------------------------- */
@@ -872,7 +935,17 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             k.step < a->start_step)
             break;
         text_copy(k.job, sizeof k.job, j->id);
-        text_copy(k.path, sizeof k.path, t->text);
+        /* The path as the server sees it: the attempt's own folder (where
+         * its spec told it to write) and the step folder's name. A runner
+         * on a node that mounts the data elsewhere (--cluster-data) reports
+         * its own path; only the name is taken from it. */
+        const char *name = strrchr(t->text, '/');
+        name = name ? name + 1 : t->text;
+        char dir[STORE_PATH_MAX];
+        if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+            !lifecycle_attempt_dir(c->ctl, j->id, a->id, "checkpoints", dir, sizeof dir) ||
+            !text_printf(k.path, sizeof k.path, "%s/%s", dir, name))
+            break; /* names no folder: not recorded */
         if (k.step > j->steps_done)
             j->steps_done = k.step;
         a->end_step = j->steps_done;
@@ -1555,8 +1628,11 @@ void lifecycle_check_starts(struct control *ctl, int64_t now_ms)
         return;
     }
     for (int k = 0; k < n_open; k++) {
-        if (attempt_status_of(open[k].status) != ATTEMPT_STARTING ||
-            now_ms - open[k].started_ms < (int64_t)ctl->cfg.start_timeout_s * 1000)
+        /* An engine's attempt counts from when the engine runs it: time in
+         * the engine's queue is waiting for capacity, not a slow start. */
+        int64_t since = open[k].engine_state[0] ? open[k].engine_running_ms : open[k].started_ms;
+        if (attempt_status_of(open[k].status) != ATTEMPT_STARTING || since <= 0 ||
+            now_ms - since < (int64_t)ctl->cfg.start_timeout_s * 1000)
             continue;
         struct start_ctx c = {.base = {.ctl = ctl, .now = now_ms, .history = history}};
         c.base.n_history = load_history(ctl, open[k].job, history, ATTEMPTS_MAX);

@@ -22,6 +22,12 @@
 bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char *sub,
                        char *out, size_t cap);
 
+/* An attempt's own folder: DATA/jobs/JOB/attempts/ATT[/sub]; its trainer
+ * writes its checkpoints in ATT/checkpoints and nowhere else. False when an
+ * id is not a safe id or the path does not fit. */
+bool lifecycle_attempt_dir(const struct control *ctl, const char *job_id, const char *attempt_id,
+                           const char *sub, char *out, size_t cap);
+
 /* The folder of the model job j trains from: a base model of the catalog,
  * or a fine-tuned model of the same account. False when it is gone. */
 bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out,
@@ -33,6 +39,24 @@ bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *o
  * ERR_NOT_FOUND: the worker is not registered. */
 enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,
                                 struct store_attempt *attempt /* OUT */, json_t **spec /* OUT */);
+
+/* A free slot `slot` (a worker row of an engine's pool, control/engine.h)
+ * takes a waiting job as lifecycle_claim does, but the attempt is recorded
+ * with engine_state "submitting" in the same transaction, before anything
+ * is submitted, and the job's message stays "Waiting for capacity".
+ * *claimed false: nothing for it now. */
+enum alallo_err lifecycle_claim_engine(struct control *ctl, const char *slot,
+                                       struct store_attempt *attempt /* OUT */,
+                                       bool *claimed /* OUT */);
+
+/* The trainer's spec of attempt `attempt_id` (minus threads), made again
+ * from what the store holds: the same for every call (the start call of an
+ * attempt runner is idempotent). ERR_FENCED when the attempt no longer owns
+ * its job or the job is being cancelled; ERR_NOT_FOUND when the attempt or
+ * its model is gone. */
+enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_id,
+                                       struct store_attempt *attempt /* OUT */,
+                                       struct store_job *job /* OUT */, json_t **spec /* OUT */);
 
 /* Applies trainer events (docs/trainer-protocol.md) reported for attempt
  * `attempt_id` holding `fence`; `first` is the index within the attempt of

@@ -155,6 +155,7 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         get_str(o, "checkpoint_dir", 1, c->checkpoint_dir, sizeof c->checkpoint_dir, err,
                 errcap) ||
         get_str(o, "out_dir", 1, c->out_dir, sizeof c->out_dir, err, errcap) ||
+        get_str(o, "resume_from", 0, c->resume_from, sizeof c->resume_from, err, errcap) ||
         get_str(o, "precision", 0, precision, sizeof precision, err, errcap) ||
         get_str(o, "adapter", 0, adapter, sizeof adapter, err, errcap) ||
         get_str(o, "lr_schedule", 0, sched, sizeof sched, err, errcap))

@@ -47,6 +47,11 @@ struct train_config {
                                         checkpoint_dir; 0: from the start; N: the
                                         checkpoint at step N (or, if it is missing or
                                         damaged, the newest complete one below it) */
+    char resume_from[TRAIN_MAX_PATH]; /* "" (absent or null): resume in checkpoint_dir as
+                                        resume_step says; else the checkpoint folder to
+                                        resume from, outside checkpoint_dir (the server's
+                                        latest recorded one, written by an earlier
+                                        attempt): read, never changed */
 };
 
 /* Parses ATTEMPT.json text. 0, or -1 with a one-line reason for the user,

@@ -251,6 +251,20 @@ static int resume(struct run *r)
 {
     char path[CKPT_MAX_PATH];
     uint64_t step, upto = UINT64_MAX;
+    if (r->c->resume_from[0]) {
+        /* Another attempt's checkpoint: read only. This attempt's own
+         * folder starts empty, so a stale attempt elsewhere can never
+         * change what this one resumed from. A damaged one means a fresh
+         * start (reported as resumed_from null; the server accepts it). */
+        char why[256];
+        if (ckpt_verify(r->c->resume_from, why, sizeof why)) {
+            fprintf(stderr, "alallo train: cannot resume from %s (%s); starting from step 0\n",
+                    r->c->resume_from, why);
+            return 0;
+        }
+        snprintf(path, sizeof path, "%s", r->c->resume_from);
+        goto load;
+    }
     if (r->c->resume_step >= 0) {
         upto = (uint64_t)r->c->resume_step;
         ckpt_drop_after(r->c->checkpoint_dir, upto);
@@ -266,6 +280,7 @@ static int resume(struct run *r)
                 "alallo train: the checkpoint at step %" PRIu64 " is missing or damaged; "
                 "resuming from step %" PRIu64 "\n",
                 upto, step);
+load:;
     struct ckpt k;
     if (ckpt_read(path, &k, r->err, sizeof r->err))
         return -1;

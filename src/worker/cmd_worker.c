@@ -33,18 +33,6 @@ static void usage(FILE *f)
           f);
 }
 
-/* Reads "@FILE" tokens: the first line of FILE. */
-static int read_token(const char *arg, char *out, size_t cap)
-{
-    if (arg[0] != '@') {
-        if (strlen(arg) >= cap)
-            return -1;
-        snprintf(out, cap, "%s", arg);
-        return 0;
-    }
-    return fs_read_line(arg + 1, out, cap);
-}
-
 static int parse_seconds(const char *s, int *out)
 {
     char *end = NULL;
@@ -101,7 +89,7 @@ int cmd_worker(int argc, char **argv)
             }
             snprintf(cfg.server_url, sizeof cfg.server_url, "%s", v);
         } else if (strcmp(a, "--token") == 0) {
-            if (read_token(v, cfg.token, sizeof cfg.token) != 0) {
+            if (worker_read_token(v, cfg.token, sizeof cfg.token) != 0) {
                 fprintf(stderr, "alallo worker: cannot read the token from %s\n", v);
                 return 2;
             }

@@ -59,6 +59,10 @@ bool worker_name_valid(const char *name);
  * on a bad or out-of-range value. */
 int worker_parse_size(const char *text, int64_t *out /* OUT */);
 
+/* A --token argument: the token itself, or "@FILE" for the first line of
+ * FILE. Returns 0, or -1 (unreadable, empty, or longer than cap - 1). */
+int worker_read_token(const char *arg, char *out /* OUT */, size_t cap);
+
 /* Runs until *stop becomes non-zero (then stops its trainer with SIGTERM,
  * finishes the attempt and returns 0). Returns non-zero if it cannot
  * register with the server after retrying for 30 s (or at once when the

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fs.h"
+
 /* CPUs this process may run on: the affinity mask first, because a worker in
  * a container or under taskset must not declare the whole host. */
 static int machine_cpus(void)
@@ -198,4 +200,15 @@ int worker_config_parse_spec(struct worker_config *cfg, const char *spec, char *
             return -1;
     }
     return 0;
+}
+
+int worker_read_token(const char *arg, char *out, size_t cap)
+{
+    if (arg[0] != '@') {
+        if (strlen(arg) >= cap)
+            return -1;
+        snprintf(out, cap, "%s", arg);
+        return 0;
+    }
+    return fs_read_line(arg + 1, out, cap);
 }

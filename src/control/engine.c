@@ -1,0 +1,816 @@
+/* engine.c - attempts run by an engine: slots, submission, polling,
+ * reconciliation by tag, cancels and lost runners. See engine.h and
+ * docs/slurm.md ("What alallo does on each engine event").
+ */
+#include "control/engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "control/fleet.h"
+#include "control/job_move.h"
+#include "control/lifecycle.h"
+#include "control/sched_link.h"
+#include "control/workers.h"
+#include "core/fs.h"
+#include "core/ids.h"
+#include "core/job.h"
+#include "core/keys.h"
+#include "core/text.h"
+#include "core/worker_state.h"
+
+#define LIST_MAX 4096      /* engine jobs read by one list */
+#define OPEN_MAX ENGINE_SLOTS_MAX
+#define ALIVE_EVERY_MS 2000
+#define REFUSED_BACKOFF_MS 60000 /* a pool whose submission was refused rests */
+#define SCRIPT_MAX 4096
+
+struct slot {
+    char name[STORE_NAME_MAX]; /* ENGINE.POOL.K */
+    int pool;
+};
+
+/* A cancel asked of a running attempt: when the engine first saw it. */
+struct cancel_note {
+    char attempt[IDS_MAX];
+    int64_t since_ms;
+};
+
+struct engine {
+    struct control *ctl;
+    struct executor *x;
+    struct engine_config cfg;
+    struct slot slots[ENGINE_SLOTS_MAX];
+    int n_slots;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool quit;
+
+    /* the thread's own */
+    struct exec_job *jobs;
+    int n_jobs;
+    struct store_attempt *open;
+    int n_open;
+    struct cancel_note cancels[OPEN_MAX];
+    int n_cancels;
+    int64_t pool_rest_until[ENGINE_POOLS_MAX];
+};
+
+const char *engine_name(const struct engine *e)
+{
+    return e ? e->x->name : "";
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static const struct slot *slot_named(const struct engine *e, const char *name)
+{
+    for (int i = 0; i < e->n_slots; i++)
+        if (strcmp(e->slots[i].name, name) == 0)
+            return &e->slots[i];
+    return NULL;
+}
+
+static const struct engine_pool *pool_of(const struct engine *e, const char *slot)
+{
+    const struct slot *s = slot_named(e, slot);
+    return s ? &e->cfg.pools[s->pool] : NULL;
+}
+
+/* Whether worker name `w` is one of this engine's slots (also of a pool
+ * no longer declared: its attempts are still the engine's). */
+static bool engine_worker(const struct engine *e, const char *w)
+{
+    size_t n = strlen(e->x->name);
+    return strncmp(w, e->x->name, n) == 0 && w[n] == '.';
+}
+
+static const struct exec_job *job_tagged(const struct engine *e, const char *attempt_id)
+{
+    char tag[EXEC_TAG_MAX];
+    if (!exec_tag_for(attempt_id, tag))
+        return NULL;
+    for (int i = 0; i < e->n_jobs; i++)
+        if (strcmp(e->jobs[i].tag, tag) == 0)
+            return &e->jobs[i];
+    return NULL;
+}
+
+static void cancel_in_engine(struct engine *e, const char *attempt_id, const char *why)
+{
+    char tag[EXEC_TAG_MAX];
+    if (!exec_tag_for(attempt_id, tag))
+        return;
+    enum alallo_err r = e->x->ops->cancel(e->x, tag);
+    log_line(r ? "warn" : "info", "%s: cancel %s (%s)%s", e->x->name, tag, why,
+             r ? ": the engine did not answer; reconciliation tries again" : "");
+}
+
+/* Ends the engine's attempt on `slot` (lifecycle_worker_gone: the job
+ * continues from its latest checkpoint, or is cancelled if cancelling). */
+static void end_attempt(struct engine *e, const struct store_attempt *a, const char *reason)
+{
+    log_line("warn", "%s: attempt %s of job %s ends: %s", e->x->name, a->id, a->job, reason);
+    enum alallo_err r = lifecycle_worker_gone(e->ctl, a->worker, reason);
+    if (r)
+        log_line("error", "%s: could not end attempt %s: %s", e->x->name, a->id,
+                 err_code(r));
+    fleet_invalidate(e->ctl);
+}
+
+/* ---- the attempt's row ------------------------------------------------- */
+
+/* What to change on an engine attempt; fields left "" / 0 / false stay. */
+struct seen {
+    const char *expect_state; /* only from this engine_state ("" any)        */
+    const char *state;
+    const char *engine_id;
+    const char *reason;       /* NULL: keep                                   */
+    const char *node;
+    const char *token_hash;
+    const char *resume_from;
+    int64_t running_ms;       /* set when still 0                             */
+    int64_t heartbeat_ms;
+    int64_t fence;            /* > 0: the caller's fence must match           */
+    bool starting;            /* the engine runs it: "Starting"               */
+    char event[STORE_MESSAGE_MAX];
+    enum tproto_stop stop;    /* OUT */
+};
+
+static enum alallo_err seen_cb(struct store_job *j, struct store_attempt *a,
+                               struct store_writes *w, void *vctx)
+{
+    struct seen *s = vctx;
+    bool owns = a->fence == j->fence && attempt_status_of(a->status) != ATTEMPT_ENDED &&
+                strcmp(j->active_attempt, a->id) == 0;
+    if (!owns || (s->fence > 0 && s->fence != a->fence))
+        return ERR_FENCED;
+    if (s->expect_state && strcmp(a->engine_state, s->expect_state) != 0)
+        return ERR_CONFLICT;
+    if (s->state)
+        text_copy(a->engine_state, sizeof a->engine_state, s->state);
+    if (s->engine_id && s->engine_id[0])
+        text_copy(a->engine_id, sizeof a->engine_id, s->engine_id);
+    if (s->reason)
+        text_copy(a->engine_reason, sizeof a->engine_reason, s->reason);
+    if (s->node && s->node[0])
+        text_copy(a->node, sizeof a->node, s->node);
+    if (s->token_hash)
+        text_copy(a->token_hash, sizeof a->token_hash, s->token_hash);
+    if (s->resume_from)
+        text_copy(a->resume_from, sizeof a->resume_from, s->resume_from);
+    if (s->running_ms > 0 && a->engine_running_ms == 0)
+        a->engine_running_ms = s->running_ms;
+    if (s->heartbeat_ms > 0)
+        a->heartbeat_ms = s->heartbeat_ms;
+    enum alallo_err r = ERR_OK;
+    if (s->starting && j->status == JOB_QUEUED && a->engine_running_ms > 0 &&
+        attempt_status_of(a->status) == ATTEMPT_STARTING)
+        r = job_move_to(j, JOB_QUEUED, MSG_STARTING);
+    if (!r && s->event[0])
+        r = store_writes_event(w, clock_now_ms(), "info", "message", s->event, NULL);
+    s->stop = lifecycle_stop_for(j, a);
+    return r;
+}
+
+static enum alallo_err update(struct control *ctl, const struct store_attempt *a, struct seen *s)
+{
+    return store_job_update(ctl->store, a->job, a->id, seen_cb, s);
+}
+
+/* ---- submission --------------------------------------------------------- */
+
+/* Appends ' + s + ' to the script: a path in single quotes. */
+static bool quoted(char *out, size_t cap, const char *s)
+{
+    if (strchr(s, '\'') || strchr(s, '\n'))
+        return false;
+    size_t n = strlen(out);
+    return text_printf(out + n, cap - n, "'%s'", s);
+}
+
+/* The engine's --time for job j on pool p: the job's remaining limit and
+ * some slack, at most the pool's MaxTime. *clamped says whether it was cut. */
+static long time_limit_min(const struct control *ctl, const struct store_job *j,
+                           const struct engine_pool *p, bool *clamped)
+{
+    int64_t left_s = ctl->cfg.time_limit_s - j->running_ms / 1000;
+    if (left_s < 60)
+        left_s = 60;
+    long min = (long)((left_s + 59) / 60) + ENGINE_TIME_SLACK_MIN;
+    *clamped = p->max_time_min > 0 && min > p->max_time_min;
+    return *clamped ? p->max_time_min : min;
+}
+
+/* Writes the attempt's token and batch script and submits it. Each call
+ * makes a new token (only its hash is kept, so a resubmission after a crash
+ * cannot know the old one). Returns ERR_OK when submitted,
+ * ERR_UNAVAILABLE when the engine did not answer (reconciliation finds
+ * out), another error when it refused. */
+static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
+{
+    struct control *ctl = e->ctl;
+    const struct engine_pool *p = pool_of(e, a->worker);
+    if (!p)
+        return ERR_NOT_FOUND;
+    struct store_job *j = malloc(sizeof *j);
+    if (!j)
+        return ERR_NOMEM;
+    enum alallo_err r = store_job_get(ctl->store, NULL, a->job, j);
+    char dir[EXEC_PATH_MAX], node_dir[EXEC_PATH_MAX], path[EXEC_PATH_MAX];
+    char token[KEYS_MAX], hash[KEYS_HASH_HEX];
+    if (!r && (!lifecycle_attempt_dir(ctl, a->job, a->id, NULL, dir, sizeof dir) ||
+               !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir) ||
+               fs_mkdirs(dir, 0700) != 0))
+        r = ERR_IO;
+    if (!r && (keys_new_token(token, sizeof token) || keys_hash(token, hash)))
+        r = ERR_INTERNAL;
+    struct seen s = {.expect_state = "submitting", .token_hash = hash};
+    if (!r)
+        r = update(ctl, a, &s);
+    /* The token file before the script that names it; both durable before
+     * the engine can start either. */
+    char line[KEYS_MAX + 2];
+    text_printf(line, sizeof line, "%s\n", token);
+    if (!r && (!text_printf(path, sizeof path, "%s/token", dir) ||
+               fs_write_durably(path, line, strlen(line), 0600) != 0))
+        r = ERR_IO;
+    char script[SCRIPT_MAX] = "";
+    bool ok = !r && text_printf(script, sizeof script,
+                                "#!/bin/sh\n# attempt %s of job %s, written by alallo serve\n"
+                                "exec %s%s",
+                                a->id, a->job, e->cfg.launcher, e->cfg.launcher[0] ? " " : "");
+    char token_arg[EXEC_PATH_MAX + 8];
+    text_printf(token_arg, sizeof token_arg, "@%s/token", node_dir);
+    ok = ok && quoted(script, sizeof script, ctl->alallo_bin) &&
+         text_printf(script + strlen(script), sizeof script - strlen(script),
+                     " attempt run --server ") &&
+         quoted(script, sizeof script, e->cfg.server_url) &&
+         text_printf(script + strlen(script), sizeof script - strlen(script), " --attempt %s",
+                     a->id) &&
+         text_printf(script + strlen(script), sizeof script - strlen(script), " --token ") &&
+         quoted(script, sizeof script, token_arg) &&
+         text_printf(script + strlen(script), sizeof script - strlen(script), " --work-dir ") &&
+         quoted(script, sizeof script, node_dir) &&
+         text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
+    if (!r && !ok)
+        r = ERR_TOO_LARGE;
+    struct exec_submit sub = p->base;
+    if (!r && (!exec_tag_for(a->id, sub.tag) ||
+               !text_printf(sub.script, sizeof sub.script, "%s/attempt.sbatch", dir) ||
+               fs_write_durably(sub.script, script, strlen(script), 0700) != 0 ||
+               !text_printf(sub.output, sizeof sub.output, "%s/engine-%%j.out", node_dir) ||
+               !text_copy(sub.workdir, sizeof sub.workdir, node_dir)))
+        r = ERR_IO;
+    bool clamped = false;
+    if (!r)
+        sub.time_limit_min = time_limit_min(ctl, j, p, &clamped);
+    char id[EXEC_ID_MAX] = "";
+    if (!r)
+        r = e->x->ops->submit(e->x, &sub, id);
+    if (!r) {
+        struct seen done = {.expect_state = "submitting", .state = "pending", .engine_id = id,
+                            .reason = ""};
+        text_printf(done.event, sizeof done.event,
+                    "Submitted to pool %s as %s job %s (attempt %s)%s", p->name, e->x->name, id,
+                    a->id,
+                    clamped ? "; its time limit is cut to the pool's maximum" : "");
+        enum alallo_err u = update(ctl, a, &done);
+        if (u)
+            log_line("warn", "%s: attempt %s submitted as %s, not recorded (%s): reconciliation "
+                     "records it", e->x->name, a->id, id, err_code(u));
+        log_line("info", "%s: attempt %s of job %s submitted as %s to pool %s%s", e->x->name,
+                 a->id, a->job, id, p->name, clamped ? " (time limit clamped)" : "");
+    } else {
+        log_line("warn", "%s: attempt %s of job %s not submitted: %s", e->x->name, a->id, a->job,
+                 err_code(r));
+    }
+    memset(token, 0, sizeof token);
+    free(j);
+    return r;
+}
+
+/* A submission refused for good (not a lost answer): the attempt ends (its
+ * job waits again) and the pool rests a while, so that a wrong pool does
+ * not spin. */
+static void refused(struct engine *e, const struct store_attempt *a, enum alallo_err r)
+{
+    const struct slot *s = slot_named(e, a->worker);
+    if (s)
+        e->pool_rest_until[s->pool] = clock_now_ms() + REFUSED_BACKOFF_MS;
+    char why[STORE_MESSAGE_MAX];
+    text_printf(why, sizeof why, "the engine refused the submission (%s)", err_code(r));
+    cancel_in_engine(e, a->id, "refused");
+    end_attempt(e, a, why);
+}
+
+/* ---- the engine's view -------------------------------------------------- */
+
+/* Records what the engine says of attempt a (pending and why, or running),
+ * when it changed. */
+static void apply_state(struct engine *e, const struct store_attempt *a, const struct exec_job *x)
+{
+    if (x->state == EXEC_PENDING) {
+        bool changed = strcmp(a->engine_state, "pending") != 0 ||
+                       strcmp(a->engine_reason, x->reason) != 0 || strcmp(a->engine_id, x->id);
+        if (!changed || attempt_status_of(a->status) != ATTEMPT_STARTING)
+            return;
+        struct seen s = {.state = "pending", .engine_id = x->id, .reason = x->reason};
+        if (x->reason[0] && strcmp(a->engine_reason, x->reason) != 0)
+            text_printf(s.event, sizeof s.event, "Waiting in %s: %s", e->x->name, x->reason);
+        update(e->ctl, a, &s);
+    } else if (x->state == EXEC_RUNNING) {
+        if (strcmp(a->engine_state, "running") == 0 && a->engine_id[0])
+            return;
+        int64_t now = clock_now_ms();
+        struct seen s = {.state = "running", .engine_id = x->id, .reason = "", .node = x->node,
+                         .running_ms = now, .starting = true};
+        text_printf(s.event, sizeof s.event, "Running in %s%s%s (job %s)", e->x->name,
+                    x->node[0] ? " on " : "", x->node, x->id);
+        update(e->ctl, a, &s);
+    }
+}
+
+/* Reconciliation by tag (docs/slurm.md): the engine's jobs against the
+ * open attempts, read after the list so that an attempt whose runner
+ * finished before its job ended is no longer open. */
+static void reconcile(struct engine *e)
+{
+    for (int i = 0; i < e->n_open; i++) {
+        const struct store_attempt *a = &e->open[i];
+        const struct exec_job *x = job_tagged(e, a->id);
+        if (x && x->state != EXEC_ENDED)
+            continue; /* alive: apply_state records it */
+        if (!x && strcmp(a->engine_state, "submitting") == 0) {
+            log_line("warn", "%s: attempt %s was recorded but never reached the engine; "
+                     "submitting it again", e->x->name, a->id);
+            enum alallo_err r = submit(e, a);
+            if (r && r != ERR_UNAVAILABLE && r != ERR_FENCED && r != ERR_CONFLICT)
+                refused(e, a, r);
+            continue;
+        }
+        char why[STORE_MESSAGE_MAX];
+        if (x)
+            text_printf(why, sizeof why, "its %s job %s ended (%s) without a report", e->x->name,
+                        x->id, x->raw_state);
+        else
+            text_printf(why, sizeof why, "its %s job vanished", e->x->name);
+        end_attempt(e, a, why);
+    }
+    /* Engine jobs no open attempt owns: an orphan of a crash, a ghost of a
+     * controller that lost its state, or the tail of a finished runner. */
+    for (int i = 0; i < e->n_jobs; i++) {
+        const struct exec_job *x = &e->jobs[i];
+        char att[IDS_MAX];
+        if (x->state == EXEC_ENDED || !exec_attempt_of(x->tag, att, sizeof att))
+            continue;
+        bool owned = false;
+        for (int k = 0; k < e->n_open && !owned; k++)
+            owned = strcmp(e->open[k].id, att) == 0;
+        if (!owned)
+            cancel_in_engine(e, att, "no open attempt owns it");
+    }
+}
+
+/* ---- cancels and silent runners ----------------------------------------- */
+
+static struct cancel_note *cancel_note(struct engine *e, const char *attempt, int64_t now)
+{
+    for (int i = 0; i < e->n_cancels; i++)
+        if (strcmp(e->cancels[i].attempt, attempt) == 0)
+            return &e->cancels[i];
+    if (e->n_cancels >= OPEN_MAX)
+        return NULL;
+    struct cancel_note *c = &e->cancels[e->n_cancels++];
+    text_copy(c->attempt, sizeof c->attempt, attempt);
+    c->since_ms = now;
+    return c;
+}
+
+/* Forgets cancel notes of attempts no longer open. */
+static void prune_cancels(struct engine *e)
+{
+    int k = 0;
+    for (int i = 0; i < e->n_cancels; i++) {
+        bool open = false;
+        for (int j = 0; j < e->n_open && !open; j++)
+            open = strcmp(e->open[j].id, e->cancels[i].attempt) == 0;
+        if (open)
+            e->cancels[k++] = e->cancels[i];
+    }
+    e->n_cancels = k;
+}
+
+static void watch(struct engine *e, int64_t now)
+{
+    struct control *ctl = e->ctl;
+    struct store_job *j = malloc(sizeof *j);
+    if (!j)
+        return;
+    int64_t timeout_ms = (int64_t)ctl->cfg.worker_timeout_s * 1000;
+    for (int i = 0; i < e->n_open; i++) {
+        const struct store_attempt *a = &e->open[i];
+        if (store_job_get(ctl->store, NULL, a->job, j) != ERR_OK)
+            continue;
+        bool ran = strcmp(a->engine_state, "running") == 0 || a->heartbeat_ms > 0;
+        if (strcmp(j->stop_reason, "cancel") == 0 && strcmp(j->active_attempt, a->id) == 0) {
+            if (!ran) {
+                /* Never ran: out of the engine's queue at once, nothing
+                 * charged. */
+                cancel_in_engine(e, a->id, "the job was cancelled while pending");
+                end_attempt(e, a, "cancelled before it ran");
+                continue;
+            }
+            struct cancel_note *c = cancel_note(e, a->id, now);
+            if (c && now - c->since_ms > (int64_t)e->cfg.stop_grace_s * 1000) {
+                cancel_in_engine(e, a->id, "the runner did not stop within the grace");
+                end_attempt(e, a, "worker lost");
+            }
+            continue;
+        }
+        int64_t last = a->heartbeat_ms > a->engine_running_ms ? a->heartbeat_ms
+                                                               : a->engine_running_ms;
+        if (ran && last > 0 && now - last > timeout_ms) {
+            cancel_in_engine(e, a->id, "its runner fell silent");
+            end_attempt(e, a, "worker lost");
+        }
+    }
+    free(j);
+}
+
+/* ---- slots ------------------------------------------------------------- */
+
+static enum alallo_err declare_slot(struct engine *e, const struct slot *s)
+{
+    const struct engine_pool *p = &e->cfg.pools[s->pool];
+    struct store_worker w = {0}, old;
+    text_copy(w.name, sizeof w.name, s->name);
+    w.cpus = p->cpus;
+    w.mem_bytes = p->mem_bytes;
+    text_copy(w.class_, sizeof w.class_, p->class_);
+    w.price_per_hour = p->price_per_hour;
+    char accel[80];
+    text_printf(accel, sizeof accel, "%s:%s%s%s", e->x->name, p->name, p->base.gres[0] ? ":" : "",
+                p->base.gres);
+    text_printf(w.resources, sizeof w.resources, "{\"cpus\":%d,\"mem_bytes\":%lld,\"accelerator\":\"%s\"}",
+                w.cpus, (long long)w.mem_bytes, accel);
+    text_copy(w.speed, sizeof w.speed, "{\"tokens_per_s\":0,\"flops\":0}");
+    if (store_worker_get(e->ctl->store, s->name, &old) == ERR_OK) {
+        /* Known from before a restart: its open attempt (if any) lives on
+         * in the engine and reconciliation checks it; only the declaration
+         * is refreshed. */
+        w.registered_ms = old.registered_ms;
+        w.tokens_per_s = old.tokens_per_s;
+        w.flops = old.flops;
+        text_copy(w.speed, sizeof w.speed, old.speed);
+        text_copy(w.state, sizeof w.state, worker_state_name(WORKER_ACTIVE));
+        w.last_heartbeat_ms = clock_now_ms();
+        enum alallo_err r = store_worker_put(e->ctl->store, &w);
+        fleet_changed(e->ctl);
+        return r;
+    }
+    return control_worker_register(e->ctl, &w);
+}
+
+static void keep_alive(struct engine *e)
+{
+    for (int i = 0; i < e->n_slots; i++) {
+        struct store_worker w;
+        if (control_worker_heartbeat(e->ctl, e->slots[i].name, &w) == ERR_NOT_FOUND)
+            declare_slot(e, &e->slots[i]);
+    }
+}
+
+/* Offers each free slot to the scheduling pass; a placed job is claimed and
+ * submitted at once. */
+static void fill(struct engine *e, int64_t now)
+{
+    long counts[JOB_STATUS_COUNT];
+    if (store_job_count_by_status(e->ctl->store, counts) != ERR_OK ||
+        counts[JOB_QUEUED] + counts[JOB_RESCHEDULING] == 0)
+        return;
+    bool pool_done[ENGINE_POOLS_MAX] = {0};
+    for (int i = 0; i < e->n_slots; i++) {
+        const struct slot *s = &e->slots[i];
+        if (pool_done[s->pool] || now < e->pool_rest_until[s->pool])
+            continue;
+        bool busy = false;
+        for (int k = 0; k < e->n_open && !busy; k++)
+            busy = strcmp(e->open[k].worker, s->name) == 0;
+        if (busy)
+            continue;
+        struct store_attempt a;
+        bool claimed = false;
+        enum alallo_err r = lifecycle_claim_engine(e->ctl, s->name, &a, &claimed);
+        if (r || !claimed) {
+            pool_done[s->pool] = true; /* its other slots would get nothing either */
+            continue;
+        }
+        r = submit(e, &a);
+        if (r && r != ERR_UNAVAILABLE && r != ERR_FENCED && r != ERR_CONFLICT)
+            refused(e, &a, r);
+        if (e->n_open < OPEN_MAX)
+            e->open[e->n_open++] = a; /* busy from now on */
+    }
+}
+
+static bool read_open(struct engine *e)
+{
+    struct store_attempt *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
+    int n = 0;
+    if (!all || store_attempt_list_open(e->ctl->store, "", all, SCHED_LINK_WORKERS, &n)) {
+        free(all);
+        return false;
+    }
+    e->n_open = 0;
+    for (int i = 0; i < n && e->n_open < OPEN_MAX; i++)
+        if (engine_worker(e, all[i].worker))
+            e->open[e->n_open++] = all[i];
+    free(all);
+    return true;
+}
+
+static bool list_jobs(struct engine *e)
+{
+    int n = 0;
+    enum alallo_err r = e->x->ops->list(e->x, e->jobs, LIST_MAX, &n);
+    if (r) {
+        log_line("warn", "%s: cannot list the engine's jobs (%s)", e->x->name,
+                 err_code(r));
+        return false;
+    }
+    e->n_jobs = n < LIST_MAX ? n : LIST_MAX;
+    return true;
+}
+
+/* One round: what the engine says, then the attempts as they are now. */
+static void round_once(struct engine *e, bool poll, bool full)
+{
+    int64_t now = clock_now_ms();
+    bool listed = (poll || full) && list_jobs(e);
+    if (!read_open(e))
+        return;
+    if (listed)
+        for (int i = 0; i < e->n_open; i++) {
+            const struct exec_job *x = job_tagged(e, e->open[i].id);
+            if (x)
+                apply_state(e, &e->open[i], x);
+        }
+    if (listed && full)
+        reconcile(e);
+    if (listed && full && !read_open(e))
+        return;
+    watch(e, now);
+    prune_cancels(e);
+    if (!read_open(e))
+        return;
+    fill(e, now);
+}
+
+static void *engine_main(void *arg)
+{
+    struct engine *e = arg;
+    int64_t next_alive = 0, next_poll = 0, next_full = clock_now_ms() + ENGINE_RECONCILE_S * 1000;
+    pthread_mutex_lock(&e->mu);
+    while (!e->quit) {
+        pthread_mutex_unlock(&e->mu);
+        int64_t now = clock_now_ms();
+        if (now >= next_alive) {
+            keep_alive(e);
+            next_alive = now + ALIVE_EVERY_MS;
+        }
+        bool poll = now >= next_poll, full = now >= next_full;
+        if (poll)
+            next_poll = now + ENGINE_POLL_S * 1000;
+        if (full)
+            next_full = now + ENGINE_RECONCILE_S * 1000;
+        round_once(e, poll, full);
+        pthread_mutex_lock(&e->mu);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += 1;
+        while (!e->quit && pthread_cond_timedwait(&e->cv, &e->mu, &until) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+int engine_start(struct control *ctl, struct executor *x, const struct engine_config *cfg,
+                 char *err, size_t errcap)
+{
+    struct engine *e = calloc(1, sizeof *e);
+    if (e) {
+        e->jobs = calloc(LIST_MAX, sizeof *e->jobs);
+        e->open = calloc(OPEN_MAX, sizeof *e->open);
+    }
+    if (!e || !e->jobs || !e->open) {
+        if (e) {
+            free(e->jobs);
+            free(e->open);
+        }
+        free(e);
+        executor_close(x);
+        text_error(err, errcap, "out of memory");
+        return -1;
+    }
+    e->ctl = ctl;
+    e->x = x;
+    e->cfg = *cfg;
+    if (e->cfg.stop_grace_s <= 0)
+        e->cfg.stop_grace_s = 30;
+    for (int p = 0; p < cfg->n_pools; p++)
+        for (int k = 0; k < cfg->pools[p].slots; k++) {
+            if (e->n_slots >= ENGINE_SLOTS_MAX) {
+                text_error(err, errcap, "more than %d slots in all", ENGINE_SLOTS_MAX);
+                engine_stop(e);
+                return -1;
+            }
+            struct slot *s = &e->slots[e->n_slots++];
+            s->pool = p;
+            text_printf(s->name, sizeof s->name, "%s.%s.%d", x->name, cfg->pools[p].name, k);
+        }
+    for (int i = 0; i < e->n_slots; i++) {
+        enum alallo_err r = declare_slot(e, &e->slots[i]);
+        if (r) {
+            text_error(err, errcap, "cannot declare slot %s: %s", e->slots[i].name,
+                       err_code(r));
+            engine_stop(e);
+            return -1;
+        }
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    /* Reconcile before anything new is placed: a server that died around
+     * a submission finds out what the engine holds first. */
+    round_once(e, true, true);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        text_error(err, errcap, "cannot start the engine's thread");
+        engine_stop(e);
+        return -1;
+    }
+    e->started = true;
+    ctl->engine = e;
+    log_line("info", "%s: %d pool(s), %d slot(s); runners call %s", x->name, cfg->n_pools,
+             e->n_slots, cfg->server_url);
+    return 0;
+}
+
+void engine_stop(struct engine *e)
+{
+    if (!e)
+        return;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->quit = true;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
+    }
+    if (e->ctl && e->ctl->engine == e)
+        e->ctl->engine = NULL;
+    executor_close(e->x);
+    free(e->jobs);
+    free(e->open);
+    free(e);
+}
+
+/* ---- the runner's calls ------------------------------------------------- */
+
+/* Rewrites the paths of a spec as the nodes see them. */
+static bool map_spec(const struct engine_config *cfg, json_t *spec)
+{
+    static const char *const keys[] = {"model_dir",  "train_file", "validation_file",
+                                       "checkpoint_dir", "out_dir", "resume_from"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = json_string_value(json_object_get(spec, keys[i]));
+        char out[STORE_PATH_MAX];
+        if (!v)
+            continue;
+        if (!engine_map_path(cfg, v, out, sizeof out))
+            return false;
+        json_object_set_new(spec, keys[i], json_string(out));
+    }
+    return true;
+}
+
+enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id,
+                                     const char *engine_id, const char *node,
+                                     struct engine_start_answer *out)
+{
+    memset(out, 0, sizeof *out);
+    struct engine *e = ctl->engine;
+    if (!e)
+        return ERR_NOT_FOUND;
+    enum alallo_err r =
+        lifecycle_attempt_spec(ctl, attempt_id, &out->attempt, &out->job, &out->spec);
+    if (r)
+        return r;
+    const struct engine_pool *p = pool_of(e, out->attempt.worker);
+    if (!p || !out->attempt.engine_state[0]) {
+        json_decref(out->spec);
+        out->spec = NULL;
+        return ERR_NOT_FOUND;
+    }
+    int64_t now = clock_now_ms();
+    const char *from = json_string_value(json_object_get(out->spec, "resume_from"));
+    struct seen s = {.engine_id = engine_id, .node = node, .heartbeat_ms = now,
+                     .running_ms = now, .state = "running", .reason = "", .starting = true,
+                     .resume_from = from ? from : ""};
+    if (strcmp(out->attempt.engine_state, "running") != 0 || out->attempt.heartbeat_ms == 0)
+        text_printf(s.event, sizeof s.event, "Attempt %s runs on %s", out->attempt.id,
+                    node && node[0] ? node : "a node");
+    r = update(ctl, &out->attempt, &s);
+    if (!r && !map_spec(&e->cfg, out->spec))
+        r = ERR_TOO_LARGE;
+    if (r) {
+        json_decref(out->spec);
+        out->spec = NULL;
+        return r;
+    }
+    bool clamped;
+    long limit_min = time_limit_min(ctl, &out->job, p, &clamped);
+    int64_t since = out->attempt.engine_running_ms > 0 ? out->attempt.engine_running_ms : now;
+    double left = (double)limit_min * 60 - p->lead_s - (double)(now - since) / 1000.0;
+    out->deadline_s = left < 10 ? 10 : left;
+    out->cpus = p->cpus;
+    out->heartbeat_s = ctl->cfg.heartbeat_s;
+    return ERR_OK;
+}
+
+enum alallo_err engine_attempt_heartbeat(struct control *ctl, const char *attempt_id,
+                                         int64_t fence, const char *engine_id, const char *node,
+                                         enum tproto_stop *stop)
+{
+    *stop = TPROTO_STOP_NONE;
+    struct engine *e = ctl->engine;
+    struct store_attempt a;
+    enum alallo_err r = e ? store_attempt_get(ctl->store, attempt_id, &a) : ERR_NOT_FOUND;
+    if (r)
+        return r;
+    if (!a.engine_state[0])
+        return ERR_NOT_FOUND;
+    if (a.fence != fence || attempt_status_of(a.status) == ATTEMPT_ENDED)
+        return ERR_FENCED;
+    struct seen s = {.engine_id = engine_id, .node = node, .heartbeat_ms = clock_now_ms(),
+                     .fence = fence};
+    r = update(ctl, &a, &s);
+    if (!r)
+        *stop = s.stop;
+    return r;
+}
+
+bool engine_attempt_token_ok(struct control *ctl, const char *attempt_id, const char *token)
+{
+    struct store_attempt a;
+    char hash[KEYS_HASH_HEX];
+    if (!ids_valid(attempt_id) || store_attempt_get(ctl->store, attempt_id, &a) != ERR_OK ||
+        !a.token_hash[0] || keys_hash(token, hash))
+        return false;
+    return keys_equal(hash, a.token_hash);
+}
+
+int engine_pools_usage(struct control *ctl, struct engine_pool_usage *out, int cap)
+{
+    struct engine *e = ctl->engine;
+    if (!e)
+        return 0;
+    struct store_attempt *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
+    int n_all = 0;
+    if (!all || store_attempt_list_open(ctl->store, "", all, SCHED_LINK_WORKERS, &n_all))
+        n_all = 0;
+    int n = 0;
+    for (int p = 0; p < e->cfg.n_pools && n < cap; p++, n++) {
+        const struct engine_pool *pool = &e->cfg.pools[p];
+        struct engine_pool_usage *u = &out[n];
+        memset(u, 0, sizeof *u);
+        text_copy(u->name, sizeof u->name, pool->name);
+        text_copy(u->class_, sizeof u->class_, pool->class_);
+        u->price_per_hour = pool->price_per_hour;
+        u->slots = pool->slots;
+        for (int i = 0; i < n_all; i++) {
+            const struct slot *s = slot_named(e, all[i].worker);
+            if (!s || s->pool != p)
+                continue;
+            u->in_use++;
+            if (strcmp(all[i].engine_state, "running") != 0)
+                u->pending++;
+        }
+    }
+    free(all);
+    return n;
+}
