@@ -745,7 +745,9 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
     bool clamped;
     long limit_min = time_limit_min(ctl, &out->job, p, &clamped);
     int64_t since = out->attempt.engine_running_ms > 0 ? out->attempt.engine_running_ms : now;
-    double left = (double)limit_min * 60 - p->lead_s - (double)(now - since) / 1000.0;
+    /* The lead: the pool's, but at most a quarter of a short limit. */
+    double lead = fmin((double)p->lead_s, (double)limit_min * 60 / 4);
+    double left = (double)limit_min * 60 - lead - (double)(now - since) / 1000.0;
     out->deadline_s = left < 10 ? 10 : left;
     out->cpus = p->cpus;
     out->heartbeat_s = ctl->cfg.heartbeat_s;
