@@ -8,7 +8,8 @@ pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev libpcre2-dev libsodium-dev
       libopenblas-dev libcmocka-dev curl)
 if [[ $what == test ]]; then
-  pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev)
+  pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev
+         slurmctld slurmd slurm-client munge iproute2)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "control/catalog.h"
-#include "control/child.h"
+#include "core/child.h"
 #include "control/fleet.h"
 #include "control/job_move.h"
 #include "control/sched_link.h"
