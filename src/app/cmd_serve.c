@@ -3,6 +3,8 @@
  *   alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]
  *                [--local-worker SPEC|none]... [--worker-timeout S]
  *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
+ *                [--executor slurm|process [--slurm-pool SPEC]... [--cluster-data S=N]
+ *                 [--runner-url URL]]
  *
  * Opens the store in DATA (creating the account `default` and the key files
  * on first run), serves the API and the dashboard, starts the local workers
@@ -28,9 +30,12 @@
 #include "api/server.h"
 #include "app/cmds.h"
 #include "control/control.h"
+#include "control/engine.h"
 #include "control/setup.h"
 #include "control/workers.h"
 #include "core/text.h"
+#include "exec/process.h"
+#include "exec/slurm.h"
 #include "worker/worker.h"
 
 #define LOCAL_WORKERS_MAX 16
@@ -87,7 +92,11 @@ static void usage(void)
           "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
           "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
           "                    [--rate-limit PER_SECOND] [--header-timeout S]\n"
-          "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n",
+          "                    [--executor slurm|process] [--slurm-pool POOL]...\n"
+          "                    [--cluster-data SERVER_PREFIX=NODE_PREFIX] [--runner-url URL]\n"
+          "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
+          "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
+          "slots=4\n",
           stderr);
 }
 
@@ -128,6 +137,11 @@ struct serve_args {
     const char *specs[LOCAL_WORKERS_MAX];
     int n_specs;
     bool no_workers;
+    const char *executor;     /* NULL, "slurm" or "process" (docs/slurm.md) */
+    const char *pools[ENGINE_POOLS_MAX];
+    int n_pools;
+    const char *cluster_data; /* SERVER_PREFIX=NODE_PREFIX */
+    const char *runner_url;   /* what runners call; default the served address */
 };
 
 static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg,
@@ -165,6 +179,25 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
                 fprintf(stderr, "alallo serve: at most %d local workers\n", LOCAL_WORKERS_MAX);
                 return -1;
             }
+        } else if (strcmp(arg, "--executor") == 0) {
+            if (strcmp(val, "slurm") != 0 && strcmp(val, "process") != 0)
+                goto bad;
+            a->executor = val;
+        } else if (strcmp(arg, "--slurm-pool") == 0 || strcmp(arg, "--pool") == 0) {
+            if (a->n_pools >= ENGINE_POOLS_MAX) {
+                fprintf(stderr, "alallo serve: at most %d pools\n", ENGINE_POOLS_MAX);
+                return -1;
+            }
+            a->pools[a->n_pools++] = val;
+        } else if (strcmp(arg, "--cluster-data") == 0) {
+            const char *eq = strchr(val, '=');
+            if (!eq || eq == val || val[0] != '/' || eq[1] != '/')
+                goto bad;
+            a->cluster_data = val;
+        } else if (strcmp(arg, "--runner-url") == 0) {
+            if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
+                goto bad;
+            a->runner_url = val;
         } else if (strcmp(arg, "--worker-timeout") == 0) {
             if (!text_parse_long(val, 1, 86400, &v))
                 goto bad;
@@ -227,6 +260,15 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
     /* Workers heartbeat every 2 s, more often when the timeout is short, so
      * that at least three heartbeats fit in it. */
     ccfg->heartbeat_s = ccfg->worker_timeout_s >= 6 ? 2 : 1;
+    if ((a->n_pools || a->cluster_data || a->runner_url) && !a->executor) {
+        fprintf(stderr, "alallo serve: --slurm-pool, --cluster-data and --runner-url need "
+                        "--executor\n");
+        return -1;
+    }
+    if (a->executor && strcmp(a->executor, "slurm") == 0 && !a->n_pools) {
+        fprintf(stderr, "alallo serve: --executor slurm needs at least one --slurm-pool\n");
+        return -1;
+    }
     if (a->no_workers && a->n_specs) {
         fprintf(stderr, "alallo serve: --local-worker none cannot go with other workers\n");
         return -1;
@@ -238,8 +280,8 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
 static int local_workers(const struct serve_args *a, const struct api_server *srv, int port,
                          struct local_worker *lw)
 {
-    if (a->no_workers)
-        return 0;
+    if (a->no_workers || (a->executor && !a->n_specs))
+        return 0; /* an engine's pools are the capacity */
     int n = a->n_specs ? a->n_specs : 1;
     for (int i = 0; i < n; i++) {
         struct worker_config *c = &lw[i].cfg;
@@ -268,6 +310,89 @@ static int local_workers(const struct serve_args *a, const struct api_server *sr
         mkdir(c->work_dir, 0700);
     }
     return n;
+}
+
+/* The absolute path of `name` in PATH, for a batch script run with no
+ * PATH (Slurm's --export=NONE). */
+static bool in_path(const char *name, char *out, size_t cap)
+{
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    if (!path || !text_copy(dirs, sizeof dirs, path))
+        return false;
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save))
+        if (d[0] == '/' && text_printf(out, cap, "%s/%s", d, name) && access(out, X_OK) == 0)
+            return true;
+    return false;
+}
+
+/* Starts the engine --executor names over the pools declared (docs/slurm.md).
+ * Returns 0 (also when there is none), or -1 with a reason printed. */
+static int start_engine(struct control *ctl, const struct serve_args *a, const char *host,
+                        int port)
+{
+    if (!a->executor)
+        return 0;
+    static struct engine_config ec; /* big; read once by engine_start */
+    memset(&ec, 0, sizeof ec);
+    char err[512];
+    bool slurm = strcmp(a->executor, "slurm") == 0;
+    const char *local = "name=local,partition=local,mem=2G,class=on-demand,price=0.40/h,slots=1";
+    int n = a->n_pools ? a->n_pools : 1;
+    for (int i = 0; i < n; i++) {
+        const char *spec = a->n_pools ? a->pools[i] : local;
+        if (exec_pool_parse(spec, &ec.pools[i].decl, err, sizeof err) != ERR_OK) {
+            fprintf(stderr, "alallo serve: --slurm-pool %s: %s\n", spec, err);
+            return -1;
+        }
+        for (int k = 0; k < i; k++)
+            if (strcmp(ec.pools[k].decl.name, ec.pools[i].decl.name) == 0) {
+                fprintf(stderr, "alallo serve: two pools are named %s\n", ec.pools[i].decl.name);
+                return -1;
+            }
+    }
+    ec.n_pools = n;
+    if (a->runner_url)
+        text_copy(ec.server_url, sizeof ec.server_url, a->runner_url);
+    else
+        text_printf(ec.server_url, sizeof ec.server_url, "http://%s:%d", host, port);
+    if (a->cluster_data) {
+        const char *eq = strchr(a->cluster_data, '=');
+        if (!text_printf(ec.map_from, sizeof ec.map_from, "%.*s", (int)(eq - a->cluster_data),
+                         a->cluster_data) ||
+            !text_copy(ec.map_to, sizeof ec.map_to, eq + 1)) {
+            fprintf(stderr, "alallo serve: --cluster-data is too long\n");
+            return -1;
+        }
+    }
+    struct executor *x = NULL;
+    enum alallo_err e;
+    if (slurm) {
+        char srun[EXEC_PATH_MAX - 32];
+        if (!in_path("srun", srun, sizeof srun)) {
+            fprintf(stderr, "alallo serve: --executor slurm: srun is not in PATH\n");
+            return -1;
+        }
+        /* srun: preemption's SIGTERM reaches the job's steps only. */
+        text_printf(ec.launcher, sizeof ec.launcher, "%s --kill-on-bad-exit=1", srun);
+        struct slurm_config sc;
+        memset(&sc, 0, sizeof sc);
+        e = executor_slurm_open(&sc, &x, err, sizeof err);
+    } else {
+        e = executor_process_open(NULL, &x, err, sizeof err);
+    }
+    if (e) {
+        fprintf(stderr, "alallo serve: --executor %s: %s\n", a->executor, err);
+        return -1;
+    }
+    if (engine_start(ctl, x, &ec, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo serve: --executor %s: %s\n", a->executor, err);
+        return -1;
+    }
+    printf("alallo: executor %s: %d pool(s); runners call %s\n", a->executor, ec.n_pools,
+           ec.server_url);
+    return 0;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -365,6 +490,8 @@ int cmd_serve(int argc, char **argv)
 
     static struct local_worker lw[LOCAL_WORKERS_MAX];
     int n_local = local_workers(&a, &srv, port, lw);
+    if (n_local >= 0 && start_engine(&ctl, &a, shown_host, port) != 0)
+        n_local = -1;
     if (n_local < 0) {
         http_server_stop(http);
         control_close(&ctl);

@@ -23,6 +23,7 @@
 #include "core/keys.h"
 #include "core/text.h"
 #include "core/worker_state.h"
+#include "exec/reconcile.h"
 
 #define LIST_MAX 4096      /* engine jobs read by one list */
 #define OPEN_MAX ENGINE_SLOTS_MAX
@@ -109,9 +110,9 @@ static void cancel_in_engine(struct engine *e, const char *attempt_id, const cha
     char tag[EXEC_TAG_MAX];
     if (!exec_tag_for(attempt_id, tag))
         return;
-    enum alallo_err r = e->x->ops->cancel(e->x, tag);
-    log_line(r ? "warn" : "info", "%s: cancel %s (%s)%s", e->x->name, tag, why,
-             r ? ": the engine did not answer; reconciliation tries again" : "");
+    enum alallo_err r = executor_cancel(e->x, tag);
+    log_line(r ? "warn" : "info", "%s: cancel %s (%s)%s%s", e->x->name, tag, why,
+             r ? ": reconciliation tries again: " : "", r ? e->x->error : "");
 }
 
 /* Ends the engine's attempt on `slot` (lifecycle_worker_gone: the job
@@ -263,7 +264,9 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
          text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
     if (!r && !ok)
         r = ERR_TOO_LARGE;
-    struct exec_submit sub = p->base;
+    struct exec_submit sub;
+    memset(&sub, 0, sizeof sub);
+    exec_pool_fill_submit(&p->decl, &sub);
     if (!r && (!exec_tag_for(a->id, sub.tag) ||
                !text_printf(sub.script, sizeof sub.script, "%s/attempt.sbatch", dir) ||
                fs_write_durably(sub.script, script, strlen(script), 0700) != 0 ||
@@ -273,25 +276,28 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
     bool clamped = false;
     if (!r)
         sub.time_limit_min = time_limit_min(ctl, j, p, &clamped);
-    char id[EXEC_ID_MAX] = "";
+    struct exec_receipt rc;
+    memset(&rc, 0, sizeof rc);
     if (!r)
-        r = e->x->ops->submit(e->x, &sub, id);
+        r = executor_submit(e->x, &sub, &rc);
     if (!r) {
-        struct seen done = {.expect_state = "submitting", .state = "pending", .engine_id = id,
+        struct seen done = {.expect_state = "submitting", .state = "pending", .engine_id = rc.id,
                             .reason = ""};
-        text_printf(done.event, sizeof done.event,
-                    "Submitted to pool %s as %s job %s (attempt %s)%s", p->name, e->x->name, id,
-                    a->id,
-                    clamped ? "; its time limit is cut to the pool's maximum" : "");
+        clamped = clamped || rc.clamped;
+        text_printf(done.event, sizeof done.event, "Submitted to pool %s as %s job %s (attempt %s)%s%s",
+                    p->decl.name, e->x->name, rc.id, a->id, clamped ? "; " : "",
+                    !clamped ? ""
+                    : rc.note[0] ? rc.note
+                                 : "its time limit is cut to the partition's MaxTime");
         enum alallo_err u = update(ctl, a, &done);
         if (u)
             log_line("warn", "%s: attempt %s submitted as %s, not recorded (%s): reconciliation "
-                     "records it", e->x->name, a->id, id, err_code(u));
+                     "records it", e->x->name, a->id, rc.id, err_code(u));
         log_line("info", "%s: attempt %s of job %s submitted as %s to pool %s%s", e->x->name,
-                 a->id, a->job, id, p->name, clamped ? " (time limit clamped)" : "");
+                 a->id, a->job, rc.id, p->decl.name, clamped ? " (time limit clamped)" : "");
     } else {
-        log_line("warn", "%s: attempt %s of job %s not submitted: %s", e->x->name, a->id, a->job,
-                 err_code(r));
+        log_line("warn", "%s: attempt %s of job %s not submitted: %s: %s", e->x->name, a->id,
+                 a->job, err_code(r), e->x->error);
     }
     memset(token, 0, sizeof token);
     free(j);
@@ -307,7 +313,8 @@ static void refused(struct engine *e, const struct store_attempt *a, enum alallo
     if (s)
         e->pool_rest_until[s->pool] = clock_now_ms() + REFUSED_BACKOFF_MS;
     char why[STORE_MESSAGE_MAX];
-    text_printf(why, sizeof why, "the engine refused the submission (%s)", err_code(r));
+    text_printf(why, sizeof why, "the engine refused the submission (%s: %s)", err_code(r),
+                e->x->error);
     cancel_in_engine(e, a->id, "refused");
     end_attempt(e, a, why);
 }
@@ -339,45 +346,47 @@ static void apply_state(struct engine *e, const struct store_attempt *a, const s
     }
 }
 
-/* Reconciliation by tag (docs/slurm.md): the engine's jobs against the
- * open attempts, read after the list so that an attempt whose runner
- * finished before its job ended is no longer open. */
-static void reconcile(struct engine *e)
+/* Reconciliation by tag (docs/slurm.md), decided by exec_reconcile: the
+ * engine's jobs (listed at listed_ms) against the open attempts, read
+ * after the list so that an attempt whose runner finished before its job
+ * ended is no longer open. Updates of what runs are apply_state's. */
+static void reconcile(struct engine *e, int64_t listed_ms)
 {
+    struct exec_open_attempt *in = calloc((size_t)e->n_open + 1, sizeof *in);
+    struct exec_action *acts = calloc((size_t)(e->n_open + e->n_jobs) + 1, sizeof *acts);
+    if (!in || !acts) {
+        free(in);
+        free(acts);
+        return;
+    }
     for (int i = 0; i < e->n_open; i++) {
         const struct store_attempt *a = &e->open[i];
-        const struct exec_job *x = job_tagged(e, a->id);
-        if (x && x->state != EXEC_ENDED)
-            continue; /* alive: apply_state records it */
-        if (!x && strcmp(a->engine_state, "submitting") == 0) {
+        text_copy(in[i].attempt_id, sizeof in[i].attempt_id, a->id);
+        in[i].state = strcmp(a->engine_state, "submitting") == 0 ? EXEC_ATTEMPT_SUBMITTING
+                      : strcmp(a->engine_state, "running") == 0   ? EXEC_ATTEMPT_RUNNING
+                                                                  : EXEC_ATTEMPT_PENDING;
+        text_copy(in[i].engine_id, sizeof in[i].engine_id, a->engine_id);
+        in[i].submitted_ms = a->started_ms;
+    }
+    int n = 0;
+    exec_reconcile(in, e->n_open, e->jobs, e->n_jobs, listed_ms, acts, &n);
+    for (int k = 0; k < n; k++) {
+        const struct exec_action *act = &acts[k];
+        const struct store_attempt *a = k < e->n_open ? &e->open[k] : NULL;
+        if (act->kind == EXEC_ACT_RESUBMIT && a) {
             log_line("warn", "%s: attempt %s was recorded but never reached the engine; "
                      "submitting it again", e->x->name, a->id);
             enum alallo_err r = submit(e, a);
             if (r && r != ERR_UNAVAILABLE && r != ERR_FENCED && r != ERR_CONFLICT)
                 refused(e, a, r);
-            continue;
+        } else if (act->kind == EXEC_ACT_END && a) {
+            end_attempt(e, a, act->reason);
+        } else if (act->kind == EXEC_ACT_CANCEL) {
+            cancel_in_engine(e, act->attempt_id, "no open attempt owns it");
         }
-        char why[STORE_MESSAGE_MAX];
-        if (x)
-            text_printf(why, sizeof why, "its %s job %s ended (%s) without a report", e->x->name,
-                        x->id, x->raw_state);
-        else
-            text_printf(why, sizeof why, "its %s job vanished", e->x->name);
-        end_attempt(e, a, why);
     }
-    /* Engine jobs no open attempt owns: an orphan of a crash, a ghost of a
-     * controller that lost its state, or the tail of a finished runner. */
-    for (int i = 0; i < e->n_jobs; i++) {
-        const struct exec_job *x = &e->jobs[i];
-        char att[IDS_MAX];
-        if (x->state == EXEC_ENDED || !exec_attempt_of(x->tag, att, sizeof att))
-            continue;
-        bool owned = false;
-        for (int k = 0; k < e->n_open && !owned; k++)
-            owned = strcmp(e->open[k].id, att) == 0;
-        if (!owned)
-            cancel_in_engine(e, att, "no open attempt owns it");
-    }
+    free(in);
+    free(acts);
 }
 
 /* ---- cancels and silent runners ----------------------------------------- */
@@ -450,16 +459,16 @@ static void watch(struct engine *e, int64_t now)
 
 static enum alallo_err declare_slot(struct engine *e, const struct slot *s)
 {
-    const struct engine_pool *p = &e->cfg.pools[s->pool];
+    const struct exec_pool *p = &e->cfg.pools[s->pool].decl;
     struct store_worker w = {0}, old;
     text_copy(w.name, sizeof w.name, s->name);
     w.cpus = p->cpus;
-    w.mem_bytes = p->mem_bytes;
-    text_copy(w.class_, sizeof w.class_, p->class_);
+    w.mem_bytes = p->mem_mb * 1024 * 1024;
+    text_copy(w.class_, sizeof w.class_, exec_pool_class_name(p->class_));
     w.price_per_hour = p->price_per_hour;
-    char accel[80];
-    text_printf(accel, sizeof accel, "%s:%s%s%s", e->x->name, p->name, p->base.gres[0] ? ":" : "",
-                p->base.gres);
+    char accel[160];
+    text_printf(accel, sizeof accel, "%s:%s%s%s", e->x->name, p->name, p->gres[0] ? ":" : "",
+                p->gres);
     text_printf(w.resources, sizeof w.resources, "{\"cpus\":%d,\"mem_bytes\":%lld,\"accelerator\":\"%s\"}",
                 w.cpus, (long long)w.mem_bytes, accel);
     text_copy(w.speed, sizeof w.speed, "{\"tokens_per_s\":0,\"flops\":0}");
@@ -541,10 +550,10 @@ static bool read_open(struct engine *e)
 static bool list_jobs(struct engine *e)
 {
     int n = 0;
-    enum alallo_err r = e->x->ops->list(e->x, e->jobs, LIST_MAX, &n);
+    enum alallo_err r = executor_list(e->x, e->jobs, LIST_MAX, &n);
     if (r) {
-        log_line("warn", "%s: cannot list the engine's jobs (%s)", e->x->name,
-                 err_code(r));
+        log_line("warn", "%s: cannot list the engine's jobs (%s: %s)", e->x->name, err_code(r),
+                 e->x->error);
         return false;
     }
     e->n_jobs = n < LIST_MAX ? n : LIST_MAX;
@@ -556,6 +565,7 @@ static void round_once(struct engine *e, bool poll, bool full)
 {
     int64_t now = clock_now_ms();
     bool listed = (poll || full) && list_jobs(e);
+    int64_t listed_ms = clock_now_ms();
     if (!read_open(e))
         return;
     if (listed)
@@ -565,7 +575,7 @@ static void round_once(struct engine *e, bool poll, bool full)
                 apply_state(e, &e->open[i], x);
         }
     if (listed && full)
-        reconcile(e);
+        reconcile(e, listed_ms);
     if (listed && full && !read_open(e))
         return;
     watch(e, now);
@@ -627,8 +637,25 @@ int engine_start(struct control *ctl, struct executor *x, const struct engine_co
     e->cfg = *cfg;
     if (e->cfg.stop_grace_s <= 0)
         e->cfg.stop_grace_s = 30;
+    for (int p = 0; p < cfg->n_pools; p++) {
+        struct engine_pool *pool = &e->cfg.pools[p];
+        struct exec_capacity cap;
+        enum alallo_err r = executor_capacity(x, pool->decl.partition, pool->decl.gpu_type, &cap);
+        if (!r)
+            pool->max_time_min = cap.max_time_min;
+        if (pool->decl.slots == 0)
+            pool->decl.slots = r ? 0 : exec_pool_default_slots(&pool->decl, &cap);
+        if (pool->lead_s <= 0)
+            pool->lead_s = ENGINE_DEFAULT_LEAD_S;
+        if (pool->decl.slots == 0) {
+            text_error(err, errcap, "pool %s: no slots given and %s", pool->decl.name,
+                       r ? "the engine cannot tell its capacity" : "no attempt of its shape fits");
+            engine_stop(e);
+            return -1;
+        }
+    }
     for (int p = 0; p < cfg->n_pools; p++)
-        for (int k = 0; k < cfg->pools[p].slots; k++) {
+        for (int k = 0; k < e->cfg.pools[p].decl.slots; k++) {
             if (e->n_slots >= ENGINE_SLOTS_MAX) {
                 text_error(err, errcap, "more than %d slots in all", ENGINE_SLOTS_MAX);
                 engine_stop(e);
@@ -636,7 +663,7 @@ int engine_start(struct control *ctl, struct executor *x, const struct engine_co
             }
             struct slot *s = &e->slots[e->n_slots++];
             s->pool = p;
-            text_printf(s->name, sizeof s->name, "%s.%s.%d", x->name, cfg->pools[p].name, k);
+            text_printf(s->name, sizeof s->name, "%s.%s.%d", x->name, cfg->pools[p].decl.name, k);
         }
     for (int i = 0; i < e->n_slots; i++) {
         enum alallo_err r = declare_slot(e, &e->slots[i]);
@@ -749,7 +776,7 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
     double lead = fmin((double)p->lead_s, (double)limit_min * 60 / 4);
     double left = (double)limit_min * 60 - lead - (double)(now - since) / 1000.0;
     out->deadline_s = left < 10 ? 10 : left;
-    out->cpus = p->cpus;
+    out->cpus = p->decl.cpus;
     out->heartbeat_s = ctl->cfg.heartbeat_s;
     return ERR_OK;
 }
@@ -797,11 +824,11 @@ int engine_pools_usage(struct control *ctl, struct engine_pool_usage *out, int c
         n_all = 0;
     int n = 0;
     for (int p = 0; p < e->cfg.n_pools && n < cap; p++, n++) {
-        const struct engine_pool *pool = &e->cfg.pools[p];
+        const struct exec_pool *pool = &e->cfg.pools[p].decl;
         struct engine_pool_usage *u = &out[n];
         memset(u, 0, sizeof *u);
         text_copy(u->name, sizeof u->name, pool->name);
-        text_copy(u->class_, sizeof u->class_, pool->class_);
+        text_copy(u->class_, sizeof u->class_, exec_pool_class_name(pool->class_));
         u->price_per_hour = pool->price_per_hour;
         u->slots = pool->slots;
         for (int i = 0; i < n_all; i++) {

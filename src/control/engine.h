@@ -41,6 +41,7 @@
 #include "control/control.h"
 #include "core/trainer_protocol.h"
 #include "exec/executor.h"
+#include "exec/pool.h"
 
 #define ENGINE_POOLS_MAX 16
 #define ENGINE_SLOTS_MAX 256 /* slots of all pools together */
@@ -50,16 +51,12 @@
                                   * the engine's time limit */
 #define ENGINE_TIME_SLACK_MIN 5  /* --time above the job's remaining limit */
 
+/* A pool as the engine runs it: the operator's declaration (exec/pool.h)
+ * and what the engine learnt of its partition at start. */
 struct engine_pool {
-    char name[32];
-    char class_[16];          /* "on-demand" or "spot"                           */
-    double price_per_hour;
-    int slots;
-    int cpus;                 /* CPUs of one attempt (its trainer's threads)   */
-    int64_t mem_bytes;        /* memory of one attempt                          */
-    long max_time_min;        /* the partition's MaxTime (or the operator's cap); 0: none */
-    int lead_s;               /* see ENGINE_DEFAULT_LEAD_S                       */
-    struct exec_submit base;  /* partition, qos, account, constraint, gres, cpus, mem */
+    struct exec_pool decl;
+    long max_time_min;        /* the partition's MaxTime; 0: none or unknown */
+    int lead_s;               /* see ENGINE_DEFAULT_LEAD_S                   */
 };
 
 struct engine_config {
@@ -75,12 +72,6 @@ struct engine_config {
                                    * this long after its cancel was asked (30)    */
 };
 
-/* Parses one pool SPEC "name=spot,partition=spot,gres=gpu:1,cpus=2,mem=2G,
- * class=spot,price=0.80/h,slots=4[,qos=..,account=..,constraint=..,time=MIN,
- * lead=S]" into *p. Returns 0, or -1 with a one-line reason in err. */
-int engine_pool_parse(const char *spec, struct engine_pool *p /* OUT */, char *err,
-                      size_t errcap);
-
 /* Replaces the prefix map_from of `path` with map_to (a path the nodes
  * see). A path outside map_from, or no map, is copied. False when it does
  * not fit. */
@@ -89,8 +80,9 @@ bool engine_map_path(const struct engine_config *cfg, const char *path, char *ou
 struct engine;
 
 /* Starts the engine over executor x (owned from here, closed by
- * engine_stop, also on failure): declares the pools' slots, reconciles
- * once, and starts its thread. Sets ctl->engine. Returns 0, or -1 with a
+ * engine_stop, also on failure): asks the engine for each pool's partition
+ * (its MaxTime, and its slots when the declaration gave none), declares
+ * the pools' slots, reconciles once, and starts its thread. Sets ctl->engine. Returns 0, or -1 with a
  * reason in err. */
 int engine_start(struct control *ctl, struct executor *x, const struct engine_config *cfg,
                  char *err, size_t errcap);
@@ -133,7 +125,7 @@ bool engine_attempt_token_ok(struct control *ctl, const char *attempt_id, const 
 
 /* A pool as /v1/workers shows it. */
 struct engine_pool_usage {
-    char name[32];
+    char name[64];
     char class_[16];
     double price_per_hour;
     int slots;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,23 +458,35 @@ void ckpt_release(struct ckpt *c)
     c->meta_json = NULL;
 }
 
-int ckpt_drop_after(const char *root, uint64_t step)
+/* The step folders under root above `step`, removed (ckpt_drop_after) or
+ * only reported (ckpt_note_after). */
+static int after_step(const char *root, uint64_t step, bool remove)
 {
     uint64_t *steps = malloc(MAX_CKPTS * sizeof *steps);
     if (!steps)
         return 0;
-    int n = list_steps(root, steps, MAX_CKPTS), deleted = 0;
+    int n = list_steps(root, steps, MAX_CKPTS), count = 0;
     for (int i = 0; i < n && steps[i] > step; i++) {
         char path[CKPT_MAX_PATH + 32];
         snprintf(path, sizeof path, "%s/step-%08" PRIu64, root, steps[i]);
-        fprintf(stderr, "alallo train: removing step-%08" PRIu64
+        fprintf(stderr, "alallo train: %s step-%08" PRIu64
                 " (newer than the checkpoint at step %" PRIu64 " to resume from)\n",
-                steps[i], step);
-        if (fs_remove_tree(path) == 0)
-            deleted++;
+                remove ? "removing" : "ignoring", steps[i], step);
+        if (!remove || fs_remove_tree(path) == 0)
+            count++;
     }
     free(steps);
-    return deleted;
+    return count;
+}
+
+int ckpt_drop_after(const char *root, uint64_t step)
+{
+    return after_step(root, step, true);
+}
+
+int ckpt_note_after(const char *root, uint64_t step)
+{
+    return after_step(root, step, false);
 }
 
 int ckpt_prune(const char *root, int keep, uint64_t hold)

@@ -67,6 +67,10 @@ int ckpt_latest_at_most(const char *root, uint64_t max_step, char *path_out, siz
  * out the one resumed from. Returns the number deleted. */
 int ckpt_drop_after(const char *root, uint64_t step);
 
+/* The same, for another attempt's folder (read only): reports the step
+ * folders above `step` on stderr and leaves them. Returns their number. */
+int ckpt_note_after(const char *root, uint64_t step);
+
 /* Reads a verified checkpoint (ckpt_verify first). 0, or -1 with a reason. */
 int ckpt_read(const char *dir, struct ckpt *out /* OUT */, char *err, size_t errcap);
 void ckpt_release(struct ckpt *c);

@@ -244,34 +244,41 @@ static int save_checkpoint(struct run *r)
 
 /* Resumes from the checkpoint the settings name (resume_step: exactly
  * that one, or the newest complete one below it when it is missing or
- * damaged; checkpoints above it are removed, see ckpt_drop_after), or,
+ * damaged; checkpoints above it are removed from this attempt's own
+ * folder, see ckpt_drop_after, and left in another's, resume_from), or,
  * without resume_step, from the latest complete one. Returns 1 resumed,
  * 0 none, -1 error (in r->err). */
 static int resume(struct run *r)
 {
     char path[CKPT_MAX_PATH];
     uint64_t step, upto = UINT64_MAX;
-    if (r->c->resume_from[0]) {
-        /* Another attempt's checkpoint: read only. This attempt's own
-         * folder starts empty, so a stale attempt elsewhere can never
-         * change what this one resumed from. A damaged one means a fresh
-         * start (reported as resumed_from null; the server accepts it). */
-        char why[256];
-        if (ckpt_verify(r->c->resume_from, why, sizeof why)) {
-            fprintf(stderr, "alallo train: cannot resume from %s (%s); starting from step 0\n",
-                    r->c->resume_from, why);
-            return 0;
+    /* resume_from: another attempt's checkpoint, in that attempt's folder,
+     * read and never changed (this attempt writes only its own, empty
+     * folder, so a stale attempt elsewhere cannot change what this one
+     * resumes from). A damaged one: the newest complete one below it in
+     * the same folder, as for this attempt's own folder. */
+    char root[CKPT_MAX_PATH];
+    bool foreign = r->c->resume_from[0] != '\0';
+    snprintf(root, sizeof root, "%s", foreign ? r->c->resume_from : r->c->checkpoint_dir);
+    if (foreign) {
+        char *slash = strrchr(root, '/');
+        if (!slash || slash == root) {
+            snprintf(r->err, sizeof r->err, "resume_from %s is not a checkpoint folder's path",
+                     r->c->resume_from);
+            return -1;
         }
-        snprintf(path, sizeof path, "%s", r->c->resume_from);
-        goto load;
+        *slash = '\0';
     }
     if (r->c->resume_step >= 0) {
         upto = (uint64_t)r->c->resume_step;
-        ckpt_drop_after(r->c->checkpoint_dir, upto);
+        if (foreign)
+            ckpt_note_after(root, upto);
+        else
+            ckpt_drop_after(root, upto);
         if (upto == 0)
             return 0;
     }
-    int found = ckpt_latest_at_most(r->c->checkpoint_dir, upto, path, sizeof path, &step,
+    int found = ckpt_latest_at_most(root, upto, path, sizeof path, &step,
                                     r->err, sizeof r->err);
     if (found <= 0)
         return found;
@@ -280,7 +287,6 @@ static int resume(struct run *r)
                 "alallo train: the checkpoint at step %" PRIu64 " is missing or damaged; "
                 "resuming from step %" PRIu64 "\n",
                 upto, step);
-load:;
     struct ckpt k;
     if (ckpt_read(path, &k, r->err, sizeof r->err))
         return -1;

@@ -210,11 +210,20 @@ export function trainers({ ppid = null, under = null } = {}) {
   return pids;
 }
 
-// The complete checkpoint folders of a job on disk, oldest first.
+// The complete checkpoint folders of a job on disk, oldest first: each
+// attempt writes its own, DATA/jobs/ID/attempts/ATT/checkpoints.
 export function checkpointDirs(s, jobId) {
-  const root = path.join(s.data, 'jobs', jobId, 'checkpoints');
-  if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root).filter((n) => /^step-\d+$/.test(n) && fs.existsSync(path.join(root, n, 'COMPLETE'))).sort().map((n) => path.join(root, n));
+  const attempts = path.join(s.data, 'jobs', jobId, 'attempts');
+  if (!fs.existsSync(attempts)) return [];
+  const dirs = [];
+  for (const att of fs.readdirSync(attempts)) {
+    const root = path.join(attempts, att, 'checkpoints');
+    if (!fs.existsSync(root)) continue;
+    for (const n of fs.readdirSync(root)) {
+      if (/^step-\d+$/.test(n) && fs.existsSync(path.join(root, n, 'COMPLETE'))) dirs.push(path.join(root, n));
+    }
+  }
+  return dirs.sort((a, b) => path.basename(a).localeCompare(path.basename(b)));
 }
 
 export const stepOf = (dir) => Number(/step-(\d+)$/.exec(dir)[1]);

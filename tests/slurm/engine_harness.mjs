@@ -1,0 +1,114 @@
+// engine_harness.mjs - what the engine tests (tests/integration/slurm_*.test.mjs)
+// share: `alallo serve --executor process|slurm` with the tiny model, the
+// throwaway Slurm kit (tests/slurm/slurm-up.sh) started per test file and
+// stopped by PID at its end, Slurm's own view of alallo's jobs (squeue by
+// tag), and the runners' processes found in /proc. Not a test itself.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { ROOT, Serve, tinyModelsDir, tmpdir, waitFor } from '../integration/service_harness.mjs';
+
+export { Serve, tmpdir, waitFor };
+
+// A throwaway Slurm cluster; returns {kit, env} with SLURM_CONF set in env.
+// Call down() at the end (after()).
+export function slurmUp({ graceS = 20 } = {}) {
+  const kit = tmpdir('alallo-slurm-kit-');
+  const out = execFileSync(path.join(ROOT, 'tests/slurm/slurm-up.sh'), [kit], {
+    encoding: 'utf8',
+    env: { ...process.env, SLURM_KIT_GRACE_S: String(graceS) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const m = /SLURM_CONF=(\S+)/.exec(out);
+  if (!m) throw new Error(`slurm-up printed no SLURM_CONF:\n${out}`);
+  const env = { ...process.env, SLURM_CONF: m[1] };
+  return {
+    kit,
+    env,
+    down: () => execFileSync(path.join(ROOT, 'tests/slurm/slurm-down.sh'), [kit], { stdio: 'ignore' }),
+    // alallo's jobs as Slurm lists them: [{id, name, state, reason}]
+    jobs: () => {
+      const text = execFileSync('squeue', ['-h', '-a', '-t', 'all', '-o', '%i|%j|%T|%r'], { encoding: 'utf8', env });
+      return text.split('\n').filter((l) => l.includes('|alallo-')).map((l) => {
+        const [id, name, state, reason] = l.trim().split('|');
+        return { id, name, state, reason };
+      });
+    },
+    run: (cmd, args) => execFileSync(cmd, args, { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'] }),
+  };
+}
+
+// serve with an engine: no local worker, the tiny model, a short worker
+// timeout. env: the environment serve runs in (SLURM_CONF for Slurm).
+export async function startEngineServe({ executor = 'process', pools = [], args = [], env, data, port } = {}) {
+  const poolArgs = pools.flatMap((p) => ['--slurm-pool', p]);
+  const saved = { ...process.env };
+  if (env) Object.assign(process.env, env);
+  try {
+    return await Serve.start({
+      data,
+      port,
+      args: ['--models', tinyModelsDir(), '--executor', executor, ...poolArgs, '--worker-timeout', '6', ...args],
+    });
+  } finally {
+    if (env) {
+      for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+      Object.assign(process.env, saved);
+    }
+  }
+}
+
+// The sample data set, uploaded; returns its file id.
+export async function uploadSample(s) {
+  const up = await s.upload('sentiment-train.jsonl', fs.readFileSync(path.join(ROOT, 'examples/sentiment-train.jsonl')));
+  if (up.status !== 200) throw new Error(`upload: ${up.status} ${JSON.stringify(up.json)}`);
+  return up.json.id;
+}
+
+export async function createJob(s, file, { epochs = 1, batch = 2, seed = 5 } = {}) {
+  const r = await s.createJob({ model: 'tiny', training_file: file, hyperparameters: { n_epochs: epochs, batch_size: batch }, seed });
+  if (r.status !== 200) throw new Error(`create: ${r.status} ${r.text}`);
+  return r.json;
+}
+
+// Waits for job `id` to satisfy pred; fails at once when it ends otherwise.
+export async function waitJob(s, id, pred, what, { timeoutMs = 180000 } = {}) {
+  return waitFor(async () => {
+    const j = await s.job(id);
+    if (pred(j)) return j;
+    if (['succeeded', 'failed', 'cancelled'].includes(j.status) && !pred(j)) {
+      throw new Error(`job ${id} ended ${j.status} (${j.message}) while waiting for ${what}\n${JSON.stringify(j.attempts)}\n${s.output.slice(-3000)}`);
+    }
+    return false;
+  }, { timeoutMs, everyMs: 100, what: `job ${id} ${what}` });
+}
+
+// Live processes whose command line is `alallo attempt run ... --attempt ID`
+// (ID given) or any runner; [{pid, attempt}].
+export function runners(attempt = null) {
+  const out = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
+      if (cmd[1] !== 'attempt' || cmd[2] !== 'run') continue;
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue;
+      const a = cmd[cmd.indexOf('--attempt') + 1];
+      if (attempt === null || a === attempt) out.push({ pid: Number(d), attempt: a });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+// The runner's own log of attempt `att` of job `job`.
+export function runnerLog(s, job, att) {
+  try {
+    return fs.readFileSync(path.join(s.data, 'jobs', job, 'attempts', att, 'runner.log'), 'utf8');
+  } catch {
+    return '';
+  }
+}
