@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,16 @@ static enum alallo_err update(struct control *ctl, const struct store_attempt *a
 
 /* ---- submission --------------------------------------------------------- */
 
+/* A crash, as kill -9 would make it, at a named point: for the tests of
+ * crash-safe bookkeeping (tests/integration/slurm_cluster.test.mjs), which
+ * set ALALLO_TEST_CRASH to "before-submit" or "after-submit". */
+static void crash_point(const char *where)
+{
+    const char *at = getenv("ALALLO_TEST_CRASH");
+    if (at && strcmp(at, where) == 0)
+        raise(SIGKILL);
+}
+
 /* Appends ' + s + ' to the script: a path in single quotes. */
 static bool quoted(char *out, size_t cap, const char *s)
 {
@@ -279,7 +290,11 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
     struct exec_receipt rc;
     memset(&rc, 0, sizeof rc);
     if (!r)
+        crash_point("before-submit");
+    if (!r)
         r = executor_submit(e->x, &sub, &rc);
+    if (!r)
+        crash_point("after-submit");
     if (!r) {
         struct seen done = {.expect_state = "submitting", .state = "pending", .engine_id = rc.id,
                             .reason = ""};

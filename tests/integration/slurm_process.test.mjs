@@ -1,0 +1,154 @@
+// slurm_process.test.mjs - attempts run by an engine, on the local-process
+// engine (`serve --executor process`): the same control path as Slurm
+// (slots as workers, attempts recorded before submission, the attempt
+// runner with its own token, heartbeats, lost runners, fencing), without a
+// cluster. tests/integration/slurm_cluster.test.mjs runs the Slurm side.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
+import {
+  createJob, runnerLog, runners, startEngineServe, uploadSample, waitFor, waitJob,
+} from '../slurm/engine_harness.mjs';
+
+async function post(s, p, token, body) {
+  const r = await fetch(s.url + p, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { status: r.status, json: text ? JSON.parse(text) : null };
+}
+
+const attemptDir = (s, job, att) => path.join(s.data, 'jobs', job, 'attempts', att);
+
+test('a job runs as one engine job, its runner holding a token for its attempt only', { timeout: 180000 }, async () => {
+  const s = await startEngineServe({ executor: 'process' });
+  try {
+    const pools = (await s.call('GET', '/v1/workers')).json;
+    assert.equal(pools.engine, 'process');
+    assert.deepEqual(pools.pools.map((p) => [p.name, p.slots, p.in_use]), [['local', 1, 0]]);
+    assert.deepEqual(pools.data.map((w) => w.name), ['process.local.0']);
+
+    const file = await uploadSample(s);
+    const job = await createJob(s, file);
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed');
+    assert.equal(done.attempts.length, 1, JSON.stringify(done.attempts));
+    const a = done.attempts[0];
+    assert.equal(a.worker, 'process.local.0');
+    assert.equal(a.reason, 'succeeded');
+    assert.equal(a.engine.state, 'running');
+    assert.match(a.engine.job_id, /^\d+$/);
+    assert.equal(a.engine.resume_from, null);
+    assert.equal(done.engine_reason, null);
+
+    // The batch script and the token, in the attempt's own folder.
+    const dir = attemptDir(s, job.id, a.id);
+    const script = fs.readFileSync(path.join(dir, 'attempt.sbatch'), 'utf8');
+    assert.match(script, /^#!\/bin\/sh\n/);
+    assert.match(script, new RegExp(`^exec '/[^']+' attempt run --server '${s.url}' --attempt ${a.id} --token '@${dir}/token' --work-dir '${dir}'$`, 'm'));
+    assert.equal(fs.statSync(path.join(dir, 'attempt.sbatch')).mode & 0o777, 0o700);
+    assert.equal(fs.statSync(path.join(dir, 'token')).mode & 0o777, 0o600);
+    const token = fs.readFileSync(path.join(dir, 'token'), 'utf8').trim();
+    assert.match(token, /^[0-9a-f]{64}$/);
+    assert.notEqual(token, s.token);
+    // The checkpoints the trainer wrote are in the attempt's folder.
+    assert.ok(fs.readdirSync(path.join(dir, 'checkpoints')).some((n) => /^step-\d+$/.test(n)));
+    assert.match(runnerLog(s, job.id, a.id), /reported/);
+
+    // The token is good for its own attempt only, and for none of the
+    // worker's calls; an ended attempt cannot be started again.
+    const again = await post(s, `/internal/attempts/${a.id}/start`, token, {});
+    assert.equal(again.status, 409, JSON.stringify(again.json));
+    const other = await post(s, '/internal/attempts/att-someoneelse0000000000/start', token, {});
+    assert.equal(other.status, 401);
+    const reg = await post(s, '/internal/workers/register', token, { name: 'x', cpus: 1, mem_bytes: 1e9, class: 'spot', price_per_hour: 0 });
+    assert.equal(reg.status, 401);
+    const bad = await post(s, `/internal/attempts/${a.id}/heartbeat`, 'f'.repeat(64), { fence: a.fence ?? 1 });
+    assert.equal(bad.status, 401);
+
+    await waitFor(() => runners().length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
+    const after = (await s.call('GET', '/v1/workers')).json;
+    assert.equal(after.pools[0].in_use, 0);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('cancel while running: the runner stops its trainer and the job is cancelled', { timeout: 180000 }, async () => {
+  const s = await startEngineServe({ executor: 'process' });
+  try {
+    const file = await uploadSample(s);
+    const job = await createJob(s, file, { epochs: 20 });
+    const running = await waitJob(s, job.id, (j) => j.status === 'running' && j.progress.steps_done > 0, 'to run');
+    const att = running.attempts.at(-1).id;
+    assert.equal(runners(att).length, 1);
+    const r = await s.call('POST', `/v1/fine_tuning/jobs/${job.id}/cancel`);
+    assert.equal(r.status, 200);
+    const end = await s.waitStatus(job.id, 'cancelled', { timeoutMs: 60000 });
+    assert.equal(end.attempts.length, 1);
+    await waitFor(() => runners(att).length === 0 && trainers({ under: attemptDir(s, job.id, att) }).length === 0,
+      { timeoutMs: 30000, what: 'the runner and its trainer to exit' });
+    assert.match(runnerLog(s, job.id, att), /stopping the trainer \(cancel\)/);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a silent runner is lost; the job continues from its checkpoint; the stale runner is fenced', { timeout: 300000 }, async () => {
+  const s = await startEngineServe({ executor: 'process' });
+  const frozen = [];
+  try {
+    const file = await uploadSample(s);
+    // 2,000 steps, a checkpoint every 200.
+    const job = await createJob(s, file, { epochs: 20 });
+    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
+    const j1 = await s.job(job.id);
+    assert.equal(j1.status, 'running', 'the job ended before the cut: make it longer');
+    const stale = j1.attempts.at(-1);
+    const staleDir = attemptDir(s, job.id, stale.id);
+    const pids = [...runners(stale.id).map((r) => r.pid), ...trainers({ under: staleDir })];
+    assert.equal(pids.length, 2, `runner and trainer: ${pids}`);
+    const cutAt = Date.now();
+    for (const pid of pids) {
+      process.kill(pid, 'SIGSTOP');
+      frozen.push(pid);
+    }
+    // Lost within the worker timeout (6 s) and a tick or two; the job
+    // continues in a new attempt from the latest checkpoint recorded.
+    const moved = await waitJob(s, job.id, (j) => j.attempts.length === 2 && j.attempts[1].engine?.state === 'running', 'to move to a new attempt', { timeoutMs: 60000 });
+    assert.match(moved.attempts[0].reason, /lost/);
+    assert.ok(moved.attempts[0].ended_at * 1000 - cutAt < 15000, 'lost too late');
+    const next = moved.attempts[1];
+    assert.ok(next.start_step > 0, 'the new attempt continues from a checkpoint');
+    assert.equal(next.engine.resume_from, path.join(staleDir, 'checkpoints', `step-${String(next.start_step).padStart(8, '0')}`));
+
+    // The partition heals: the stale runner is refused and kills its
+    // trainer; it sends no finish and the job is unaffected.
+    for (const pid of frozen.splice(0)) process.kill(pid, 'SIGCONT');
+    await waitFor(() => runners(stale.id).length === 0 && trainers({ under: staleDir }).length === 0,
+      { timeoutMs: 30000, what: 'the stale runner and trainer to exit' });
+    assert.match(runnerLog(s, job.id, stale.id), /(409|fenced)/);
+
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed', { timeoutMs: 240000 });
+    assert.equal(done.attempts.length, 2, JSON.stringify(done.attempts));
+    // What any attempt resumed from was recorded while its writer owned the job.
+    for (const a of done.attempts.slice(1)) {
+      const from = a.engine.resume_from;
+      if (from && from.startsWith(staleDir)) assert.ok(Number(/step-(\d+)$/.exec(from)[1]) <= moved.attempts[0].end_step);
+    }
+    await assertBilledOnce(assert, s, done);
+  } finally {
+    for (const pid of frozen) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        // gone
+      }
+    }
+    await s.stop();
+  }
+});
