@@ -473,6 +473,13 @@ int cmd_serve(int argc, char **argv)
     }
     int port = http_server_port(http);
     const char *shown_host = strcmp(a.host, "0.0.0.0") == 0 ? "127.0.0.1" : a.host;
+    /* The engine before anything is announced: its pools are part of what
+     * the server serves. */
+    if (start_engine(&ctl, &a, shown_host, port) != 0) {
+        http_server_stop(http);
+        control_close(&ctl);
+        return 2;
+    }
     printf("alallo: serving on http://%s:%d (data in %s, models in %s)\n", shown_host, port,
            ctl.cfg.data_dir, ctl.cfg.models_dir);
     if (created)
@@ -490,8 +497,6 @@ int cmd_serve(int argc, char **argv)
 
     static struct local_worker lw[LOCAL_WORKERS_MAX];
     int n_local = local_workers(&a, &srv, port, lw);
-    if (n_local >= 0 && start_engine(&ctl, &a, shown_host, port) != 0)
-        n_local = -1;
     if (n_local < 0) {
         http_server_stop(http);
         control_close(&ctl);

@@ -603,7 +603,11 @@ static void round_once(struct engine *e, bool poll, bool full)
 static void *engine_main(void *arg)
 {
     struct engine *e = arg;
-    int64_t next_alive = 0, next_poll = 0, next_full = clock_now_ms() + ENGINE_RECONCILE_S * 1000;
+    /* The reconciliation at start-up leaves attempts recorded moments
+     * before it alone (too new to judge, exec/reconcile.h): a second one
+     * soon after settles them. */
+    int64_t next_alive = 0, next_poll = 0,
+            next_full = clock_now_ms() + 2 * EXEC_RECONCILE_SLACK_MS + 1000;
     pthread_mutex_lock(&e->mu);
     while (!e->quit) {
         pthread_mutex_unlock(&e->mu);

@@ -1,0 +1,166 @@
+// slurm_cluster.test.mjs - attempts as Slurm jobs on a throwaway
+// single-node cluster (tests/slurm/slurm-up.sh: partitions `ondemand` and
+// a preemptible `spot`, two fake GPUs). Each attempt is one Slurm job named
+// alallo-<attempt>; what alallo does on each Slurm event is docs/slurm.md.
+// The tests assert on the API's job, attempts and ledger, and on Slurm's
+// own list (squeue by name).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { assertBilledOnce, checkpoints } from '../fault/fault_harness.mjs';
+import {
+  createJob, runnerLog, slurmUp, startEngineServe, tmpdir, uploadSample, waitFor, waitJob,
+} from '../slurm/engine_harness.mjs';
+import { freePort, Serve } from './service_harness.mjs';
+
+const POOLS = [
+  'name=od,partition=ondemand,gres=gpu:1,cpus=1,mem=1000M,class=on-demand,price=0.40/h,slots=1',
+  'name=sp,partition=spot,gres=gpu:1,cpus=1,mem=1000M,class=spot,price=0.10/h,slots=1',
+];
+
+let cluster;
+before(() => {
+  cluster = slurmUp();
+});
+after(() => cluster?.down());
+
+const serve = (opts = {}) => startEngineServe({ executor: 'slurm', pools: POOLS, env: cluster.env, ...opts });
+
+// alallo's Slurm jobs of one attempt.
+const slurmJobsOf = (att) => cluster.jobs().filter((j) => j.name === `alallo-${att}`);
+// alallo's Slurm jobs still pending or running.
+const live = () => cluster.jobs().filter((j) => ['PENDING', 'RUNNING', 'CONFIGURING', 'COMPLETING'].includes(j.state));
+
+// Exactly one Slurm job per attempt, found by its tag, and none left alive.
+async function assertOneJobPerAttempt(j) {
+  for (const a of j.attempts) {
+    const js = slurmJobsOf(a.id);
+    assert.equal(js.length, 1, `attempt ${a.id}: Slurm jobs ${JSON.stringify(js)}`);
+    assert.equal(js[0].id, a.engine.job_id);
+  }
+  await waitFor(() => live().length === 0, { timeoutMs: 30000, what: `no alallo job left in Slurm: ${JSON.stringify(live())}` });
+}
+
+// The train loss of the checkpoint at the job's last step.
+async function finalLoss(s, j) {
+  const ck = (await checkpoints(s, j.id)).find((c) => c.step_number === j.progress.max_steps);
+  assert.ok(ck, 'a checkpoint at the last step');
+  return ck.metrics.train_loss;
+}
+
+let uninterrupted = null; // final loss of the 2,000-step job without a preemption
+
+test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 240000 }, async () => {
+  const s = await serve();
+  try {
+    const w = await waitFor(async () => {
+      const r = (await s.call('GET', '/v1/workers')).json;
+      return r.pools.length ? r : false;
+    }, { timeoutMs: 20000, what: 'the pools' });
+    assert.equal(w.engine, 'slurm');
+    assert.deepEqual(w.pools.map((p) => [p.name, p.class, p.slots]), [['od', 'on-demand', 1], ['sp', 'spot', 1]]);
+    const file = await uploadSample(s);
+    const job = await createJob(s, file, { epochs: 20 });
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed');
+    assert.equal(done.attempts.length, 1);
+    assert.match(done.attempts[0].engine.node, /\S/);
+    await assertOneJobPerAttempt(done);
+    await assertBilledOnce(assert, s, done);
+    uninterrupted = await finalLoss(s, done);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('spot preemption: checkpoint, re-scheduling within 5 s, a new attempt and Slurm job, billed once, same loss', { timeout: 300000 }, async () => {
+  const s = await serve({ pools: [POOLS[1]] }); // spot only
+  let preemptor = null;
+  try {
+    const file = await uploadSample(s);
+    const job = await createJob(s, file, { epochs: 20 });
+    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
+    const j1 = await s.job(job.id);
+    assert.equal(j1.status, 'running', 'the job ended before the preemption: make it longer');
+    const first = j1.attempts.at(-1);
+    assert.equal(first.worker, 'slurm.sp.0');
+    // An on-demand job that needs both GPUs preempts the spot attempt.
+    const t0 = Date.now();
+    preemptor = cluster.run('sbatch', ['--parsable', '-p', 'ondemand', '--gres=gpu:2', '-c', '1', '--mem=100M', '-J', 'preemptor', '-o', '/dev/null', '--wrap', 'sleep 12']).trim();
+    const moved = await waitJob(s, job.id, (j) => j.status === 're-scheduling' || j.attempts.length > 1, 'to be re-scheduled', { timeoutMs: 30000 });
+    const took = Date.now() - t0;
+    assert.ok(took < 5000, `re-scheduling ${took} ms after the preemptor's sbatch`);
+    const ended = moved.attempts.find((a) => a.id === first.id);
+    assert.equal(ended.status, 'ended');
+    assert.ok(ended.end_step > 0);
+    assert.match(runnerLog(s, job.id, first.id), /stopping the trainer \(move\)/);
+
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed after the preemption', { timeoutMs: 240000 });
+    assert.equal(done.attempts.length, 2, JSON.stringify(done.attempts));
+    assert.equal(done.attempts[1].start_step, done.attempts[0].end_step, 'continues from the checkpoint the preemption wrote');
+    assert.notEqual(done.attempts[1].engine.job_id, done.attempts[0].engine.job_id);
+    await assertOneJobPerAttempt(done);
+    await assertBilledOnce(assert, s, done);
+    if (uninterrupted !== null) assert.equal(await finalLoss(s, done), uninterrupted, 'the same final loss as an uninterrupted run');
+  } finally {
+    if (preemptor) cluster.run('scancel', [preemptor]);
+    await s.stop();
+  }
+});
+
+test('cancel while pending in Slurm: no run, nothing charged; the reason is shown beside the message', { timeout: 180000 }, async () => {
+  const s = await serve();
+  const blocker = cluster.run('sbatch', ['--parsable', '-p', 'ondemand', '--gres=gpu:2', '-c', '1', '--mem=100M', '-J', 'blocker', '-o', '/dev/null', '--wrap', 'sleep 300']).trim();
+  try {
+    await waitFor(() => /RUNNING/.test(cluster.run('squeue', ['-h', '-j', blocker, '-o', '%T'])), { timeoutMs: 30000, what: 'the blocker to run' });
+    const file = await uploadSample(s);
+    const job = await createJob(s, file, { epochs: 2 });
+    const pending = await waitJob(s, job.id, (j) => j.attempts.length > 0 && j.attempts[0].engine?.state === 'pending' && j.engine_reason, 'to be pending in Slurm with a reason', { timeoutMs: 60000 });
+    assert.equal(pending.status, 'queued');
+    assert.equal(pending.message, 'Waiting for capacity');
+    assert.match(pending.engine_reason, /\S/);
+    const events = (await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/events?limit=50`)).json.data.map((e) => e.message);
+    assert.ok(events.some((m) => m.startsWith('Waiting in slurm: ')), JSON.stringify(events));
+    const w = (await s.call('GET', '/v1/workers')).json;
+    assert.ok(w.pools.some((p) => p.in_use === 1 && p.pending === 1), JSON.stringify(w.pools));
+
+    const att = pending.attempts[0].id;
+    assert.equal((await s.call('POST', `/v1/fine_tuning/jobs/${job.id}/cancel`)).status, 200);
+    const end = await s.waitStatus(job.id, 'cancelled', { timeoutMs: 30000 });
+    assert.equal(end.price.charged, 0);
+    assert.equal(end.attempts[0].reason, 'cancelled before it ran');
+    await waitFor(() => slurmJobsOf(att).every((j) => j.state === 'CANCELLED'), { timeoutMs: 20000, what: `the pending Slurm job to be cancelled: ${JSON.stringify(slurmJobsOf(att))}` });
+    assert.equal(runnerLog(s, job.id, att), '', 'it never ran');
+  } finally {
+    cluster.run('scancel', [blocker]);
+    await s.stop();
+  }
+});
+
+// serve killed (as kill -9) just before, then just after, its sbatch: after
+// a restart there is exactly one Slurm job per attempt and no orphan.
+for (const point of ['before-submit', 'after-submit']) {
+  test(`kill -9 of serve ${point.replace('-', ' ')}: no duplicate and no orphan Slurm job`, { timeout: 240000 }, async () => {
+    const data = tmpdir();
+    const port = await freePort();
+    const s = await serve({ data, port, env: { ...cluster.env, ALALLO_TEST_CRASH: point } });
+    let s2 = null;
+    try {
+      const file = await uploadSample(s);
+      const known = new Set(cluster.jobs().map((j) => j.id));
+      const job = await createJob(s, file, { epochs: 2 });
+      const gone = await s.exited;
+      assert.equal(gone.signal, 'SIGKILL', `serve should have died at ${point}:\n${s.output.slice(-2000)}`);
+      const seen = cluster.jobs().filter((j) => !known.has(j.id));
+      assert.equal(seen.length, point === 'before-submit' ? 0 : 1, JSON.stringify(seen));
+      s2 = await serve({ data, port });
+      const done = await waitJob(s2, job.id, (j) => j.status === 'succeeded', 'to succeed after the restart');
+      assert.equal(done.attempts.length, 1, JSON.stringify(done.attempts));
+      await assertOneJobPerAttempt(done);
+      await assertBilledOnce(assert, s2, done);
+    } finally {
+      if (s2) await s2.stop();
+      await s.stop();
+      for (const j of live()) cluster.run('scancel', [j.id]);
+    }
+  });
+}
