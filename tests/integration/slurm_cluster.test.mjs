@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { assertBilledOnce, checkpoints } from '../fault/fault_harness.mjs';
+import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
 import {
-  createJob, runnerLog, slurmUp, startEngineServe, tmpdir, uploadSample, waitFor, waitJob,
+  createJob, runnerLog, runners, slurmUp, startEngineServe, tmpdir, uploadSample, waitFor, waitJob,
 } from '../slurm/engine_harness.mjs';
 import { freePort, Serve } from './service_harness.mjs';
 
@@ -164,3 +164,68 @@ for (const point of ['before-submit', 'after-submit']) {
     }
   });
 }
+
+// A node cut off from the server: its runner and trainer freeze (SIGSTOP).
+// The attempt is lost within the worker timeout (6 s here), its Slurm job
+// is cancelled, and the job continues from its latest recorded checkpoint
+// in a new attempt once the slot is free again; billed once.
+test('a runner cut off: lost within the worker timeout, its Slurm job cancelled, the job resumed', { timeout: 300000 }, async () => {
+  const s = await serve({ pools: [POOLS[0]] });
+  const frozen = [];
+  try {
+    const file = await uploadSample(s);
+    const job = await createJob(s, file, { epochs: 20 });
+    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
+    const j1 = await s.job(job.id);
+    assert.equal(j1.status, 'running', 'the job ended before the cut: make it longer');
+    const first = j1.attempts.at(-1);
+    const dir = `${s.data}/jobs/${job.id}/attempts/${first.id}`;
+    const pids = [...runners(first.id).map((r) => r.pid), ...trainers({ under: dir })];
+    assert.equal(pids.length, 2, `runner and trainer: ${pids}`);
+    const cutAt = Date.now();
+    for (const pid of pids) {
+      process.kill(pid, 'SIGSTOP');
+      frozen.push(pid);
+    }
+    const lost = await waitJob(s, job.id, (j) => j.attempts[0].status === 'ended', 'to lose its runner', { timeoutMs: 60000 });
+    assert.match(lost.attempts[0].reason, /lost/);
+    assert.ok(lost.attempts[0].ended_at * 1000 - cutAt < 15000, `lost ${lost.attempts[0].ended_at * 1000 - cutAt} ms after the cut`);
+    await waitFor(() => slurmJobsOf(first.id).every((j) => !['RUNNING', 'PENDING'].includes(j.state)), { timeoutMs: 30000, what: `its Slurm job to be cancelled: ${JSON.stringify(slurmJobsOf(first.id))}` });
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed in a new attempt', { timeoutMs: 240000 });
+    assert.equal(done.attempts.length, 2);
+    assert.ok(done.attempts[1].start_step > 0, 'resumed from a checkpoint');
+    await assertOneJobPerAttempt(done);
+    await assertBilledOnce(assert, s, done);
+  } finally {
+    for (const pid of frozen) {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        // gone
+      }
+    }
+    await s.stop();
+  }
+});
+
+// slurmctld killed (-9) right after alallo's sbatch, then started again:
+// whatever the controller kept or lost of the job, reconciliation by tag
+// recovers (a kept job runs on; a lost one is a vanished attempt and the
+// job continues in a new one), with no duplicate, no orphan, billed once.
+test('kill -9 of slurmctld right after a submit: reconciliation recovers', { timeout: 300000 }, async () => {
+  const s = await serve({ pools: [POOLS[0]] });
+  try {
+    const file = await uploadSample(s);
+    const job = await createJob(s, file, { epochs: 2 });
+    await waitJob(s, job.id, (j) => j.attempts.length > 0 && j.attempts[0].engine?.job_id, 'to be submitted', { timeoutMs: 60000, everyMs: 20 });
+    const ctl = cluster.killController();
+    await new Promise((r) => setTimeout(r, 2000));
+    await ctl.start();
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed after the controller came back', { timeoutMs: 240000 });
+    for (const a of done.attempts) assert.ok(slurmJobsOf(a.id).length <= 1, `attempt ${a.id}: ${JSON.stringify(slurmJobsOf(a.id))}`);
+    await waitFor(() => live().length === 0, { timeoutMs: 60000, what: `no alallo job left in Slurm: ${JSON.stringify(live())}` });
+    await assertBilledOnce(assert, s, done);
+  } finally {
+    await s.stop();
+  }
+});

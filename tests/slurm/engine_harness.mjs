@@ -3,7 +3,7 @@
 // throwaway Slurm kit (tests/slurm/slurm-up.sh) started per test file and
 // stopped by PID at its end, Slurm's own view of alallo's jobs (squeue by
 // tag), and the runners' processes found in /proc. Not a test itself.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -36,6 +36,28 @@ export function slurmUp({ graceS = 20 } = {}) {
       });
     },
     run: (cmd, args) => execFileSync(cmd, args, { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    // kill -9 of slurmctld; start() brings it back as slurm-up.sh did (its
+    // PID recorded for slurm-down.sh) and waits for it to answer.
+    killController: () => {
+      const pid = Number(fs.readFileSync(path.join(kit, 'run/slurmctld.pid'), 'utf8'));
+      process.kill(pid, 'SIGKILL');
+      return {
+        start: async () => {
+          const out = fs.openSync(path.join(kit, 'log/slurmctld.out'), 'a');
+          const p = spawn('slurmctld', ['-D', '-i'], { env, detached: true, stdio: ['ignore', out, out] });
+          p.unref();
+          fs.closeSync(out);
+          fs.writeFileSync(path.join(kit, 'run/slurmctld.pid'), `${p.pid}\n`);
+          await waitFor(() => {
+            try {
+              return /UP/.test(execFileSync('scontrol', ['ping'], { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'ignore'] }));
+            } catch {
+              return false;
+            }
+          }, { timeoutMs: 20000, what: 'slurmctld to answer again' });
+        },
+      };
+    },
   };
 }
 
