@@ -23,13 +23,15 @@ for lib in exec core; do
 done
 
 work=$(mktemp -d /tmp/alallo-bench-slurm-XXXXXX)
+chmod 755 "$work" # munged (user munge) must reach the kit inside
 kit=$work/kit
 cleanup() { "$root/tests/slurm/slurm-down.sh" "$kit" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 cc -O2 -std=c11 -D_GNU_SOURCE -I "$root/src" -o "$work/bench_slurm" "$here/bench_slurm.c" \
     "$build/libalallo_exec.a" "$build/libalallo_core.a" \
     $(pkg-config --libs jansson libsodium) -lm
-eval "$("$root/tests/slurm/slurm-up.sh" "$kit")"
+env_line=$("$root/tests/slurm/slurm-up.sh" "$kit")
+eval "$env_line"
 
 echo "machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg), $(sinfo -V)"
 out=$("$work/bench_slurm" "$kit/jobs" "$QUEUED" "$SAMPLES")
