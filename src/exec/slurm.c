@@ -124,6 +124,8 @@ static enum alallo_err partition_info(struct slurm_x *sx, const char *name,
     args[k] = NULL;
     struct child_result r;
     enum alallo_err e = run_tool(sx, "scontrol", args, &r);
+    if (e == ERR_INVALID && (strstr(r.err, "not found") || (r.out && strstr(r.out, "not found"))))
+        e = exec_fail(&sx->base, ERR_INVALID, "Slurm has no partition %s", name);
     if (e) {
         child_result_free(&r);
         return e;

@@ -104,6 +104,14 @@ chmod 400 "$KIT/munge-key/munge.key"
 [[ -e $KIT/dev/gpu0 ]] || mknod "$KIT/dev/gpu0" c 1 3
 [[ -e $KIT/dev/gpu1 ]] || mknod "$KIT/dev/gpu1" c 1 5
 
+# munged runs as munge and slurmd's jobs as their users: every folder
+# above KIT must let others pass (a mktemp -d folder is 0700).
+if ! runuser -u munge -- test -x "$KIT/munge"; then
+    echo "slurm-up: the munge user cannot reach $KIT/munge: a folder above $KIT is not" \
+        "searchable by others (chmod o+x it, or choose another KIT)" >&2
+    exit 1
+fi
+
 port=$(pick_ports) || fail "no free pair of ports between 20000 and 60000"
 echo "$port" >"$KIT/run/ports"
 node=$(hostname -s)
@@ -170,8 +178,8 @@ setsid runuser -u munge -- munged --foreground --force \
     --log-file="$KIT/munge/munged.log" --seed-file="$KIT/munge/munged.seed" \
     </dev/null >"$KIT/log/munged.out" 2>&1 &
 echo $! >"$KIT/run/munged.pid"
-wait_for 5 "munged's socket" "$KIT/munge/munged.log" test -S "$KIT/munge/munge.socket"
-wait_for 5 "a munge credential" "$KIT/munge/munged.log" \
+wait_for 10 "munged's socket" "$KIT/munge/munged.log" test -S "$KIT/munge/munge.socket"
+wait_for 10 "a munge credential" "$KIT/munge/munged.log" \
     bash -c "munge -S '$KIT/munge/munge.socket' -n | unmunge -S '$KIT/munge/munge.socket'"
 
 setsid slurmctld -D -i </dev/null >"$KIT/log/slurmctld.out" 2>&1 &
