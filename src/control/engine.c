@@ -281,7 +281,7 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
     if (!r && (!exec_tag_for(a->id, sub.tag) ||
                !text_printf(sub.script, sizeof sub.script, "%s/attempt.sbatch", dir) ||
                fs_write_durably(sub.script, script, strlen(script), 0700) != 0 ||
-               !text_printf(sub.output, sizeof sub.output, "%s/engine-%%j.out", node_dir) ||
+               !text_printf(sub.output, sizeof sub.output, "%s/%s-%%j.out", node_dir, e->x->name) ||
                !text_copy(sub.workdir, sizeof sub.workdir, node_dir)))
         r = ERR_IO;
     bool clamped = false;
