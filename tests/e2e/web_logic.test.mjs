@@ -152,3 +152,19 @@ test('loss chart geometry: inside the plot, falling loss goes down the page', ()
   assert.equal(early.last.x, 640 - 24);
   assert.deepEqual(niceTicks(0, 100, 5), [0, 20, 40, 60, 80, 100]);
 });
+
+test('a job held by the cluster keeps the help page message, with the reason beside it', () => {
+  assert.equal(format.messageText({ message: 'Waiting for capacity', engine_reason: 'Waiting for free GPUs, CPUs or memory on the cluster' }),
+    'Waiting for capacity (cluster: Waiting for free GPUs, CPUs or memory on the cluster)');
+  assert.equal(format.messageText({ message: 'Starting', engine_reason: null }), 'Starting');
+  assert.equal(format.messageText({ message: null }), '');
+});
+
+test('the pools line of the Jobs tab: slots in use and pending attempts per pool', () => {
+  assert.equal(format.poolsText([]), '');
+  assert.equal(format.poolsText(undefined), '');
+  assert.equal(format.poolsText([
+    { name: 'od', class: 'on-demand', slots: 2, in_use: 1, pending: 1 },
+    { name: 'sp', class: 'spot', slots: 4, in_use: 0, pending: 0 },
+  ]), 'Pools: od (on-demand) 1 of 2 slots in use, 1 pending · sp (spot) 0 of 4 slots in use');
+});

@@ -140,6 +140,30 @@ export function statusLine(job) {
   return job.message ? `${job.status}: ${job.message}` : job.status || '';
 }
 
+// The job's message with, beside it, why the cluster (Slurm) holds its
+// attempt pending: "Waiting for capacity (cluster: Waiting for free GPUs…)".
+// The message itself stays the help page's words.
+export function messageText(job) {
+  const m = job.message || '';
+  const r = typeof job.engine_reason === 'string' ? job.engine_reason : '';
+  if (!r) return m;
+  return m ? `${m} (cluster: ${r})` : `cluster: ${r}`;
+}
+
+// The engine's pools as one line of the Jobs tab, "" when there are none:
+// "Pools: od (on-demand) 1 of 2 slots in use, 1 pending · sp (spot) 0 of 4".
+export function poolsText(pools) {
+  if (!Array.isArray(pools) || pools.length === 0) return '';
+  const one = (p) => {
+    const inUse = num(p.in_use) ?? 0;
+    const pending = num(p.pending) ?? 0;
+    let t = `${p.name} (${p.class}) ${inUse} of ${num(p.slots) ?? 0} slots in use`;
+    if (pending > 0) t += `, ${pending} pending`;
+    return t;
+  };
+  return `Pools: ${pools.map(one).join(' · ')}`;
+}
+
 // Seconds since the epoch as a local date and time.
 export function formatWhen(seconds) {
   const s = num(seconds);

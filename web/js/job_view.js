@@ -17,6 +17,7 @@ import {
   formatMoneyRange,
   formatWhen,
   isActive,
+  messageText,
   methodLabel,
   num,
   priceLine,
@@ -194,7 +195,7 @@ export function jobView(jobId) {
     setText(ui.id, j.id);
     document.title = `${j.name || j.id} · alallo`;
     updateBadge(ui.badge, j.status);
-    setText(ui.message, j.message || '');
+    setText(ui.message, messageText(j));
     updateProgress(ui.bar, progressPercent(j), stepsTitle(j.progress?.max_steps));
     setText(ui.steps, stepsText(j));
     const tl = j.time_left;

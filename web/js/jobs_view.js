@@ -1,15 +1,19 @@
 // jobs_view.js - the Jobs tab: every job of the account, newest first.
 //
-// Data: GET /v1/fine_tuning/jobs, every page (api.listAllJobs). The app
+// Data: GET /v1/fine_tuning/jobs, every page (api.listAllJobs), and the
+// engine's pools from GET /v1/workers (a line above the list when serve
+// runs an executor, docs/slurm.md). The app
 // calls refresh() every few seconds; rows are keyed by job id and updated
 // in place (only changed text is written, rows are moved only when the order
 // changed), so polling neither flickers nor moves the scroll position.
 
-import { listAllJobs, PAGE_LIMIT, PAGE_MAX } from './api.js';
+import { api, listAllJobs, PAGE_LIMIT, PAGE_MAX } from './api.js';
 import { el, setText, show, progressBar, updateProgress, updateBadge } from './dom.js';
 import {
   listPrice,
+  messageText,
   methodLabel,
+  poolsText,
   progressPercent,
   stepsTitle,
   timeLeftText,
@@ -44,8 +48,9 @@ function updateRow(tr, job) {
   setText(p.model, job.model || '');
   setText(p.method, methodLabel(job));
   updateBadge(p.badge, job.status);
-  setText(p.message, job.message || '');
-  show(p.message, !!job.message);
+  const message = messageText(job);
+  setText(p.message, message);
+  show(p.message, !!message);
   updateProgress(p.bar, progressPercent(job), stepsTitle(job.progress?.max_steps));
   setText(p.timeLeft, timeLeftText(job));
   const price = listPrice(job);
@@ -59,6 +64,7 @@ export function jobsView() {
   let empty;
   let note;
   let problem;
+  let pools;
 
   return {
     title: 'Jobs',
@@ -70,11 +76,13 @@ export function jobsView() {
       note = el('p', { class: 'muted', hidden: true },
         `Showing the newest ${PAGE_LIMIT * PAGE_MAX} jobs.`);
       problem = el('p', { class: 'problem', role: 'status', hidden: true });
+      pools = el('p', { class: 'muted pools', hidden: true });
       main.append(
         el('div', { class: 'head' },
           el('h1', { tabindex: '-1' }, 'Jobs'),
           el('a', { href: '#/new', class: 'button' }, 'New job')),
         problem,
+        pools,
         el('div', { class: 'table-wrap' },
           el('table', { class: 'jobs' },
             el('caption', { class: 'visually-hidden' }, 'Jobs, newest first'),
@@ -87,7 +95,11 @@ export function jobsView() {
     async refresh() {
       let res;
       try {
-        res = await listAllJobs();
+        const [jobs, workers] = await Promise.all([listAllJobs(), api('/v1/workers').catch(() => null)]);
+        res = jobs;
+        const line = poolsText(workers?.pools);
+        setText(pools, line);
+        show(pools, !!line);
       } catch (e) {
         setText(problem, `Could not refresh the jobs: ${e.message} Retrying.`);
         show(problem, true);
