@@ -52,6 +52,7 @@ struct claim {
     long long fence;
     long resume_step; /* the spec's; -1 when it names none */
     char checkpoint_dir[1024];
+    char resume_from[1024]; /* the spec's; "" when null */
 };
 
 /* Claims work for `worker`; false on 204. */
@@ -77,6 +78,14 @@ static bool claim(struct harness *h, const char *worker, struct claim *c)
     json_t *rs = json_object_get(spec, "resume_step");
     c->resume_step = json_is_integer(rs) ? (long)json_integer_value(rs) : -1;
     snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", h_str(spec, "checkpoint_dir"));
+    const char *from = json_string_value(json_object_get(spec, "resume_from"));
+    snprintf(c->resume_from, sizeof c->resume_from, "%s", from ? from : "");
+    /* Each attempt writes its own folder: DATA/jobs/JOB/attempts/ATT/checkpoints. */
+    char own[256];
+    snprintf(own, sizeof own, "/jobs/%s/attempts/%s/checkpoints", c->job, c->attempt);
+    const char *at = strstr(c->checkpoint_dir, own);
+    assert_non_null(at);
+    assert_string_equal(at, own);
     reply_free(&r);
     return true;
 }
@@ -1174,7 +1183,10 @@ static void resumes_from_the_checkpoint_the_server_recorded(void **state)
     struct claim c;
     assert_true(claim(h, "w1", &c));
     assert_int_equal(c.resume_step, 0);
+    assert_string_equal(c.resume_from, "");
     assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    /* The path as the trainer saw it (a node may mount the data folder
+     * elsewhere): the server records its own path of the attempt's folder. */
     assert_int_equal(
         events(h, &c, c.fence,
                "{\"event\":\"step\",\"t\":10.1,\"step\":10,\"loss\":2},"
@@ -1194,6 +1206,12 @@ static void resumes_from_the_checkpoint_the_server_recorded(void **state)
     assert_true(claim(h, "w2", &c2));
     assert_string_equal(c2.job, id);
     assert_int_equal(c2.resume_step, 10);
+    /* It resumes from the first attempt's checkpoint the server recorded,
+     * and writes its own folder: the unreported step 20 is not named. */
+    char want[1200];
+    snprintf(want, sizeof want, "%s/step-00000010", c.checkpoint_dir);
+    assert_string_equal(c2.resume_from, want);
+    assert_string_not_equal(c2.checkpoint_dir, c.checkpoint_dir);
     assert_int_equal(
         events(h, &c2, c2.fence,
                "{\"event\":\"started\",\"t\":0.1,\"step\":10,\"resumed_from\":10},"
