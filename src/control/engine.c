@@ -28,7 +28,6 @@
 
 #define LIST_MAX 4096      /* engine jobs read by one list */
 #define OPEN_MAX ENGINE_SLOTS_MAX
-#define ALIVE_EVERY_MS 2000
 #define REFUSED_BACKOFF_MS 60000 /* a pool whose submission was refused rests */
 #define SCRIPT_MAX 4096
 
@@ -504,11 +503,12 @@ static enum alallo_err declare_slot(struct engine *e, const struct slot *s)
     return control_worker_register(e->ctl, &w);
 }
 
-static void keep_alive(struct engine *e)
+void engine_keep_slots(struct control *ctl)
 {
-    for (int i = 0; i < e->n_slots; i++) {
+    struct engine *e = ctl->engine;
+    for (int i = 0; e && i < e->n_slots; i++) {
         struct store_worker w;
-        if (control_worker_heartbeat(e->ctl, e->slots[i].name, &w) == ERR_NOT_FOUND)
+        if (control_worker_heartbeat(ctl, e->slots[i].name, &w) == ERR_NOT_FOUND)
             declare_slot(e, &e->slots[i]);
     }
 }
@@ -606,16 +606,11 @@ static void *engine_main(void *arg)
     /* The reconciliation at start-up leaves attempts recorded moments
      * before it alone (too new to judge, exec/reconcile.h): a second one
      * soon after settles them. */
-    int64_t next_alive = 0, next_poll = 0,
-            next_full = clock_now_ms() + 2 * EXEC_RECONCILE_SLACK_MS + 1000;
+    int64_t next_poll = 0, next_full = clock_now_ms() + 2 * EXEC_RECONCILE_SLACK_MS + 1000;
     pthread_mutex_lock(&e->mu);
     while (!e->quit) {
         pthread_mutex_unlock(&e->mu);
         int64_t now = clock_now_ms();
-        if (now >= next_alive) {
-            keep_alive(e);
-            next_alive = now + ALIVE_EVERY_MS;
-        }
         bool poll = now >= next_poll, full = now >= next_full;
         if (poll)
             next_poll = now + ENGINE_POLL_S * 1000;

@@ -87,6 +87,12 @@ struct engine;
 int engine_start(struct control *ctl, struct executor *x, const struct engine_config *cfg,
                  char *err, size_t errcap);
 
+/* Keeps the engine's slots alive (their worker rows' heartbeats), and
+ * declares a slot whose row is gone. Called by the server's ticker
+ * (control_tick), not by the engine's thread, so that an engine slow to
+ * answer (a Slurm controller down) never makes its slots look lost. */
+void engine_keep_slots(struct control *ctl);
+
 /* Stops the thread and closes the executor; the engine's jobs keep
  * running (a restarted server reconciles them). NULL is a no-op. */
 void engine_stop(struct engine *e);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/engine.h"
 #include "control/fleet.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
@@ -164,6 +165,8 @@ void control_workers_check_lost(struct control *ctl, int64_t now_ms)
 
 void control_tick(struct control *ctl, int64_t now_ms, long tick)
 {
+    if (tick % 2 == 0)
+        engine_keep_slots(ctl);
     control_workers_check_lost(ctl, now_ms);
     if (tick % 5 == 0) {
         lifecycle_check_limits(ctl, now_ms);

@@ -61,7 +61,8 @@ enum alallo_err control_worker_take_away(struct control *ctl, const char *name, 
 void control_workers_check_lost(struct control *ctl, int64_t now_ms);
 
 /* The server's ticker, called about once a second (tick counts them):
- * lost workers every tick; limits, start timeouts and a scheduling pass
+ * an engine's slots kept alive every second tick (engine.h); lost workers
+ * every tick; limits, start timeouts and a scheduling pass
  * every fifth. */
 void control_tick(struct control *ctl, int64_t now_ms, long tick);
 

@@ -229,3 +229,37 @@ test('kill -9 of slurmctld right after a submit: reconciliation recovers', { tim
     await s.stop();
   }
 });
+
+// A partition whose MaxTime is 1 minute: --time is cut to it (the job's
+// log says so), the runner stops its trainer with a checkpoint before
+// Slurm's kill (a quarter of the limit ahead), and the job continues from
+// that step in a new attempt and a new Slurm job.
+test('a short --time: checkpoint before the kill, then the job continues', { timeout: 300000 }, async () => {
+  cluster.run('scontrol', ['update', 'PartitionName=ondemand', 'MaxTime=1']);
+  let s = null;
+  try {
+    s = await serve({ pools: [POOLS[0]] });
+    const file = await uploadSample(s);
+    const r = await s.createJob({ model: 'tiny', training_file: file, hyperparameters: { n_epochs: 1, batch_size: 1 }, max_steps: 1000000, seed: 5 });
+    assert.equal(r.status, 200, r.text);
+    const job = r.json;
+    const moved = await waitJob(s, job.id, (j) => j.attempts.length >= 2 && j.attempts[1].engine?.state === 'running', 'to continue in a second attempt', { timeoutMs: 200000 });
+    const [a1, a2] = moved.attempts;
+    assert.ok(a1.end_step > 0);
+    assert.equal(a2.start_step, a1.end_step, 'continues from the checkpoint written before the kill');
+    assert.match(runnerLog(s, job.id, a1.id), /stopping the trainer \(move\)/);
+    const ran = (a1.ended_at - a1.engine.running_at);
+    assert.ok(ran >= 30 && ran < 60, `the first attempt ran ${ran} s of its 60`);
+    const events = (await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/events?limit=100`)).json.data.map((e) => e.message);
+    assert.ok(events.some((m) => /Submitted to pool od .*(MaxTime|time limit|cut)/i.test(m)), JSON.stringify(events));
+    const sj = slurmJobsOf(a1.id);
+    assert.equal(sj.length, 1);
+    assert.notEqual(sj[0].state, 'TIMEOUT', 'the runner ended it before Slurm had to');
+    assert.equal((await s.call('POST', `/v1/fine_tuning/jobs/${job.id}/cancel`)).status, 200);
+    await s.waitStatus(job.id, 'cancelled', { timeoutMs: 60000 });
+  } finally {
+    cluster.run('scontrol', ['update', 'PartitionName=ondemand', 'MaxTime=12:00:00']);
+    if (s) await s.stop();
+    for (const j of live()) cluster.run('scancel', [j.id]);
+  }
+});
