@@ -34,8 +34,6 @@
 #include "control/setup.h"
 #include "control/workers.h"
 #include "core/text.h"
-#include "exec/process.h"
-#include "exec/slurm.h"
 #include "worker/worker.h"
 
 #define LOCAL_WORKERS_MAX 16
@@ -342,7 +340,7 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
     int n = a->n_pools ? a->n_pools : 1;
     for (int i = 0; i < n; i++) {
         const char *spec = a->n_pools ? a->pools[i] : local;
-        if (exec_pool_parse(spec, &ec.pools[i].decl, err, sizeof err) != ERR_OK) {
+        if (engine_pool_parse(spec, &ec.pools[i], err, sizeof err) != 0) {
             fprintf(stderr, "alallo serve: --slurm-pool %s: %s\n", spec, err);
             return -1;
         }
@@ -366,8 +364,6 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
             return -1;
         }
     }
-    struct executor *x = NULL;
-    enum alallo_err e;
     if (slurm) {
         char srun[EXEC_PATH_MAX - 32];
         if (!in_path("srun", srun, sizeof srun)) {
@@ -376,17 +372,8 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
         }
         /* srun: preemption's SIGTERM reaches the job's steps only. */
         text_printf(ec.launcher, sizeof ec.launcher, "%s --kill-on-bad-exit=1", srun);
-        struct slurm_config sc;
-        memset(&sc, 0, sizeof sc);
-        e = executor_slurm_open(&sc, &x, err, sizeof err);
-    } else {
-        e = executor_process_open(NULL, &x, err, sizeof err);
     }
-    if (e) {
-        fprintf(stderr, "alallo serve: --executor %s: %s\n", a->executor, err);
-        return -1;
-    }
-    if (engine_start(ctl, x, &ec, err, sizeof err) != 0) {
+    if (engine_start(ctl, a->executor, &ec, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: --executor %s: %s\n", a->executor, err);
         return -1;
     }

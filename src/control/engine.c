@@ -24,7 +24,9 @@
 #include "core/keys.h"
 #include "core/text.h"
 #include "core/worker_state.h"
+#include "exec/process.h"
 #include "exec/reconcile.h"
+#include "exec/slurm.h"
 
 #define LIST_MAX 4096      /* engine jobs read by one list */
 #define OPEN_MAX ENGINE_SLOTS_MAX
@@ -628,9 +630,22 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-int engine_start(struct control *ctl, struct executor *x, const struct engine_config *cfg,
+int engine_start(struct control *ctl, const char *kind, const struct engine_config *cfg,
                  char *err, size_t errcap)
 {
+    struct executor *x = NULL;
+    enum alallo_err opened = ERR_INVALID;
+    if (strcmp(kind, "slurm") == 0) {
+        struct slurm_config sc;
+        memset(&sc, 0, sizeof sc);
+        opened = executor_slurm_open(&sc, &x, err, errcap);
+    } else if (strcmp(kind, "process") == 0) {
+        opened = executor_process_open(NULL, &x, err, errcap);
+    } else {
+        text_error(err, errcap, "unknown executor '%s' (slurm or process)", kind);
+    }
+    if (opened)
+        return -1;
     struct engine *e = calloc(1, sizeof *e);
     if (e) {
         e->jobs = calloc(LIST_MAX, sizeof *e->jobs);

@@ -27,8 +27,8 @@
  *
  * Threads: one thread of its own does 1-5; the executor is only called
  * from it. The calls from request threads read the configuration (fixed
- * after engine_start) and the store. Ownership: the engine owns the
- * executor it is given from engine_start on.
+ * after engine_start) and the store. Ownership: the engine opens and owns
+ * its executor.
  */
 #ifndef ALALLO_CONTROL_ENGINE_H
 #define ALALLO_CONTROL_ENGINE_H
@@ -72,6 +72,11 @@ struct engine_config {
                                    * this long after its cancel was asked (30)    */
 };
 
+/* Parses one --slurm-pool SPEC (exec/pool.h) into *p. Returns 0, or -1
+ * with a one-line reason in err. */
+int engine_pool_parse(const char *spec, struct engine_pool *p /* OUT */, char *err,
+                      size_t errcap);
+
 /* Replaces the prefix map_from of `path` with map_to (a path the nodes
  * see). A path outside map_from, or no map, is copied. False when it does
  * not fit. */
@@ -79,12 +84,13 @@ bool engine_map_path(const struct engine_config *cfg, const char *path, char *ou
 
 struct engine;
 
-/* Starts the engine over executor x (owned from here, closed by
- * engine_stop, also on failure): asks the engine for each pool's partition
+/* Opens the executor `kind` ("slurm": Slurm's tools found in PATH, for the
+ * cluster SLURM_CONF names; "process": local child processes) and starts
+ * the engine over it: asks the engine for each pool's partition
  * (its MaxTime, and its slots when the declaration gave none), declares
  * the pools' slots, reconciles once, and starts its thread. Sets ctl->engine. Returns 0, or -1 with a
  * reason in err. */
-int engine_start(struct control *ctl, struct executor *x, const struct engine_config *cfg,
+int engine_start(struct control *ctl, const char *kind, const struct engine_config *cfg,
                  char *err, size_t errcap);
 
 /* Keeps the engine's slots alive (their worker rows' heartbeats), and
