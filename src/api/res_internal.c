@@ -140,6 +140,18 @@ static bool read_fence(json_t *body, int64_t *fence, struct http_response *res)
     return true;
 }
 
+/* The body of an attempt call and the fence it must carry; NULL with res
+ * answered (400) when either is missing. The caller frees the body. */
+static json_t *fenced_body(struct http_request *req, struct http_response *res, int64_t *fence)
+{
+    json_t *body = api_body_object(req, res);
+    if (body && !read_fence(body, fence, res)) {
+        json_decref(body);
+        body = NULL;
+    }
+    return body;
+}
+
 static void answer_attempt_error(struct http_response *res, enum alallo_err e)
 {
     if (e == ERR_FENCED)
@@ -153,14 +165,10 @@ static void answer_attempt_error(struct http_response *res, enum alallo_err e)
 
 void internal_events(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    json_t *body = api_body_object(req, res);
+    int64_t fence;
+    json_t *body = fenced_body(req, res, &fence);
     if (!body)
         return;
-    int64_t fence;
-    if (!read_fence(body, &fence, res)) {
-        json_decref(body);
-        return;
-    }
     json_t *events = json_object_get(body, "events");
     if (!json_is_array(events)) {
         json_decref(body);
@@ -187,14 +195,10 @@ void internal_events(struct api_server *srv, struct http_request *req, struct ht
 
 void internal_finish(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    json_t *body = api_body_object(req, res);
+    int64_t fence;
+    json_t *body = fenced_body(req, res, &fence);
     if (!body)
         return;
-    int64_t fence;
-    if (!read_fence(body, &fence, res)) {
-        json_decref(body);
-        return;
-    }
     struct attempt_end end = {.exit_status = -1};
     json_t *status = json_object_get(body, "exit_status");
     json_t *sig = json_object_get(body, "signal");
@@ -273,14 +277,10 @@ void internal_attempt_start(struct api_server *srv, struct http_request *req,
 void internal_attempt_heartbeat(struct api_server *srv, struct http_request *req,
                                 struct http_response *res)
 {
-    json_t *body = api_body_object(req, res);
+    int64_t fence;
+    json_t *body = fenced_body(req, res, &fence);
     if (!body)
         return;
-    int64_t fence;
-    if (!read_fence(body, &fence, res)) {
-        json_decref(body);
-        return;
-    }
     char engine_id[32], node[STORE_NAME_MAX];
     runner_place(body, engine_id, sizeof engine_id, node, sizeof node);
     json_decref(body);

@@ -274,13 +274,7 @@ int cmd_attempt(int argc, char **argv)
     place(r);
     ssize_t n = readlink("/proc/self/exe", r->alallo_bin, sizeof r->alallo_bin - 1);
     r->alallo_bin[n > 0 ? n : 0] = '\0';
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    worker_catch_stop_signals(on_signal);
 
     char log_path[600], err[300];
     snprintf(log_path, sizeof log_path, "%s/runner.log", r->work_dir);

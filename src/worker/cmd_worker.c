@@ -120,14 +120,7 @@ int cmd_worker(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    /* A broken connection must be an error from curl, not a dead worker. */
-    signal(SIGPIPE, SIG_IGN);
+    worker_catch_stop_signals(on_signal);
     fprintf(stderr, "alallo worker %s: serving %s with %d cpus; log in %s%s/worker.log\n",
             cfg.name, cfg.server_url, cfg.cpus, cfg.work_dir[0] ? "" : "alallo-worker-",
             cfg.work_dir[0] ? cfg.work_dir : cfg.name);

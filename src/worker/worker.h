@@ -63,6 +63,11 @@ int worker_parse_size(const char *text, int64_t *out /* OUT */);
  * FILE. Returns 0, or -1 (unreadable, empty, or longer than cap - 1). */
 int worker_read_token(const char *arg, char *out /* OUT */, size_t cap);
 
+/* Installs `on` for SIGTERM and SIGINT (the signals that stop a worker or
+ * an attempt runner) and ignores SIGPIPE (a broken connection must be an
+ * error from curl, not a dead process). For the commands' main only. */
+void worker_catch_stop_signals(void (*on)(int));
+
 /* Runs until *stop becomes non-zero (then stops its trainer with SIGTERM,
  * finishes the attempt and returns 0). Returns non-zero if it cannot
  * register with the server after retrying for 30 s (or at once when the

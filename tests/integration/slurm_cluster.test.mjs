@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
+import { assertBilledOnce, checkpoints } from '../fault/fault_harness.mjs';
 import {
-  createJob, runnerLog, runners, slurmUp, startEngineServe, tmpdir, uploadSample, waitFor, waitJob,
+  createJob, freeze, runnerLog, runningJob, slurmUp, startEngineServe, thaw, tmpdir, uploadSample, waitFor, waitJob,
 } from '../slurm/engine_harness.mjs';
 import { freePort, Serve } from './service_harness.mjs';
 
@@ -173,20 +173,9 @@ test('a runner cut off: lost within the worker timeout, its Slurm job cancelled,
   const s = await serve({ pools: [POOLS[0]] });
   const frozen = [];
   try {
-    const file = await uploadSample(s);
-    const job = await createJob(s, file, { epochs: 20 });
-    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
-    const j1 = await s.job(job.id);
-    assert.equal(j1.status, 'running', 'the job ended before the cut: make it longer');
-    const first = j1.attempts.at(-1);
-    const dir = `${s.data}/jobs/${job.id}/attempts/${first.id}`;
-    const pids = [...runners(first.id).map((r) => r.pid), ...trainers({ under: dir })];
-    assert.equal(pids.length, 2, `runner and trainer: ${pids}`);
+    const { job, attempt: first, pids } = await runningJob(s, await uploadSample(s));
     const cutAt = Date.now();
-    for (const pid of pids) {
-      process.kill(pid, 'SIGSTOP');
-      frozen.push(pid);
-    }
+    frozen.push(...freeze(pids));
     const lost = await waitJob(s, job.id, (j) => j.attempts[0].status === 'ended', 'to lose its runner', { timeoutMs: 60000 });
     assert.match(lost.attempts[0].reason, /lost/);
     assert.ok(lost.attempts[0].ended_at * 1000 - cutAt < 15000, `lost ${lost.attempts[0].ended_at * 1000 - cutAt} ms after the cut`);
@@ -197,13 +186,7 @@ test('a runner cut off: lost within the worker timeout, its Slurm job cancelled,
     await assertOneJobPerAttempt(done);
     await assertBilledOnce(assert, s, done);
   } finally {
-    for (const pid of frozen) {
-      try {
-        process.kill(pid, 'SIGCONT');
-      } catch {
-        // gone
-      }
-    }
+    thaw(frozen);
     await s.stop();
   }
 });

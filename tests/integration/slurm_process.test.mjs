@@ -8,9 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
+import { assertBilledOnce, trainers } from '../fault/fault_harness.mjs';
 import {
-  createJob, runnerLog, runners, startEngineServe, uploadSample, waitFor, waitJob,
+  createJob, freeze, runnerLog, runners, runningJob, startEngineServe, thaw, uploadSample, waitFor, waitJob,
 } from '../slurm/engine_harness.mjs';
 
 async function post(s, p, token, body) {
@@ -102,21 +102,9 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
   const s = await startEngineServe({ executor: 'process' });
   const frozen = [];
   try {
-    const file = await uploadSample(s);
-    // 2,000 steps, a checkpoint every 200.
-    const job = await createJob(s, file, { epochs: 20 });
-    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
-    const j1 = await s.job(job.id);
-    assert.equal(j1.status, 'running', 'the job ended before the cut: make it longer');
-    const stale = j1.attempts.at(-1);
-    const staleDir = attemptDir(s, job.id, stale.id);
-    const pids = [...runners(stale.id).map((r) => r.pid), ...trainers({ under: staleDir })];
-    assert.equal(pids.length, 2, `runner and trainer: ${pids}`);
+    const { job, attempt: stale, dir: staleDir, pids } = await runningJob(s, await uploadSample(s));
     const cutAt = Date.now();
-    for (const pid of pids) {
-      process.kill(pid, 'SIGSTOP');
-      frozen.push(pid);
-    }
+    frozen.push(...freeze(pids));
     // Lost within the worker timeout (6 s) and a tick or two; the job
     // continues in a new attempt from the latest checkpoint recorded.
     const moved = await waitJob(s, job.id, (j) => j.attempts.length === 2 && j.attempts[1].engine?.state === 'running', 'to move to a new attempt', { timeoutMs: 60000 });
@@ -128,7 +116,7 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
 
     // The partition heals: the stale runner is refused and kills its
     // trainer; it sends no finish and the job is unaffected.
-    for (const pid of frozen.splice(0)) process.kill(pid, 'SIGCONT');
+    thaw(frozen);
     await waitFor(() => runners(stale.id).length === 0 && trainers({ under: staleDir }).length === 0,
       { timeoutMs: 30000, what: 'the stale runner and trainer to exit' });
     assert.match(runnerLog(s, job.id, stale.id), /(409|fenced)/);
@@ -142,13 +130,7 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
     }
     await assertBilledOnce(assert, s, done);
   } finally {
-    for (const pid of frozen) {
-      try {
-        process.kill(pid, 'SIGCONT');
-      } catch {
-        // gone
-      }
-    }
+    thaw(frozen);
     await s.stop();
   }
 });

@@ -7,6 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
+import { checkpoints, trainers } from '../fault/fault_harness.mjs';
 import { ROOT, Serve, tinyModelsDir, tmpdir, waitFor } from '../integration/service_harness.mjs';
 
 export { Serve, tmpdir, waitFor };
@@ -133,4 +134,36 @@ export function runnerLog(s, job, att) {
   } catch {
     return '';
   }
+}
+
+// A node cut off: its runner and trainer frozen (SIGSTOP). Returns the
+// PIDs; thaw() lets them go on (SIGCONT), ignoring those gone.
+export function freeze(pids) {
+  for (const pid of pids) process.kill(pid, 'SIGSTOP');
+  return pids;
+}
+
+export function thaw(pids) {
+  for (const pid of pids.splice(0)) {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      // gone
+    }
+  }
+}
+
+// A 2,000-step job (a checkpoint every 200) running after its first
+// checkpoint, with its runner and trainer: { job, attempt, dir, pids }.
+// Throws when the job ended first (the test needs it longer).
+export async function runningJob(s, file) {
+  const job = await createJob(s, file, { epochs: 20 });
+  await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
+  const j = await s.job(job.id);
+  if (j.status !== 'running') throw new Error(`job ${job.id} is ${j.status} already: make it longer`);
+  const attempt = j.attempts.at(-1);
+  const dir = path.join(s.data, 'jobs', job.id, 'attempts', attempt.id);
+  const pids = [...runners(attempt.id).map((r) => r.pid), ...trainers({ under: dir })];
+  if (pids.length !== 2) throw new Error(`runner and trainer of ${attempt.id}: ${pids}`);
+  return { job, attempt, dir, pids };
 }
