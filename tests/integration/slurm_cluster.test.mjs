@@ -246,3 +246,34 @@ test('a short --time: checkpoint before the kill, then the job continues', { tim
     for (const j of live()) cluster.run('scancel', [j.id]);
   }
 });
+
+// The node goes down (slurmd killed, the runner and trainer frozen): the
+// attempt is lost within the worker timeout, its Slurm job cancelled, and
+// the job resumes from its latest recorded checkpoint when the node is
+// back; billed once.
+test('node down: lost within the worker timeout, its Slurm job cancelled, resumed when the node is back', { timeout: 300000 }, async () => {
+  const s = await serve({ pools: [POOLS[0]] });
+  const frozen = [];
+  let node = null;
+  try {
+    const { job, attempt: first, pids } = await runningJob(s, await uploadSample(s));
+    const cutAt = Date.now();
+    frozen.push(...freeze(pids));
+    node = cluster.killNode();
+    const lost = await waitJob(s, job.id, (j) => j.attempts[0].status === 'ended', 'to lose its runner', { timeoutMs: 60000 });
+    assert.match(lost.attempts[0].reason, /lost/);
+    assert.ok(lost.attempts[0].ended_at * 1000 - cutAt < 15000, `lost ${lost.attempts[0].ended_at * 1000 - cutAt} ms after the cut`);
+    await node.start();
+    node = null;
+    await waitFor(() => slurmJobsOf(first.id).every((j) => !['RUNNING', 'PENDING', 'COMPLETING'].includes(j.state)), { timeoutMs: 60000, what: `its Slurm job to be cancelled: ${JSON.stringify(slurmJobsOf(first.id))}` });
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed once the node is back', { timeoutMs: 240000 });
+    assert.ok(done.attempts.length >= 2);
+    assert.ok(done.attempts.at(-1).start_step > 0, 'resumed from a checkpoint');
+    await assertOneJobPerAttempt(done);
+    await assertBilledOnce(assert, s, done);
+  } finally {
+    if (node) await node.start();
+    thaw(frozen);
+    await s.stop();
+  }
+});

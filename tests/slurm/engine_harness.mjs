@@ -39,25 +39,35 @@ export function slurmUp({ graceS = 20 } = {}) {
     run: (cmd, args) => execFileSync(cmd, args, { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'] }),
     // kill -9 of slurmctld; start() brings it back as slurm-up.sh did (its
     // PID recorded for slurm-down.sh) and waits for it to answer.
-    killController: () => {
-      const pid = Number(fs.readFileSync(path.join(kit, 'run/slurmctld.pid'), 'utf8'));
-      process.kill(pid, 'SIGKILL');
-      return {
-        start: async () => {
-          const out = fs.openSync(path.join(kit, 'log/slurmctld.out'), 'a');
-          const p = spawn('slurmctld', ['-D', '-i'], { env, detached: true, stdio: ['ignore', out, out] });
-          p.unref();
-          fs.closeSync(out);
-          fs.writeFileSync(path.join(kit, 'run/slurmctld.pid'), `${p.pid}\n`);
-          await waitFor(() => {
-            try {
-              return /UP/.test(execFileSync('scontrol', ['ping'], { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'ignore'] }));
-            } catch {
-              return false;
-            }
-          }, { timeoutMs: 20000, what: 'slurmctld to answer again' });
-        },
-      };
+    killController: () => killDaemon(kit, env, 'slurmctld', ['-D', '-i'], ['scontrol', 'ping'], /UP/),
+    // kill -9 of slurmd (the node goes away); start() brings it back.
+    killNode: () => {
+      const node = execFileSync('sinfo', ['-h', '-N', '-o', '%N'], { encoding: 'utf8', env }).trim().split('\n')[0];
+      return killDaemon(kit, env, 'slurmd', ['-D', '-N', node], ['sinfo', '-h', '-o', '%t'], /^(idle|mix|alloc)/m);
+    },
+  };
+}
+
+// Kills daemon `name` of the kit (-9) and returns {start}, which starts it
+// again as slurm-up.sh did (its PID recorded for slurm-down.sh) and waits
+// until `check` prints what `ready` matches.
+function killDaemon(kit, env, name, args, check, ready) {
+  const pidFile = path.join(kit, 'run', `${name}.pid`);
+  process.kill(Number(fs.readFileSync(pidFile, 'utf8')), 'SIGKILL');
+  return {
+    start: async () => {
+      const out = fs.openSync(path.join(kit, 'log', `${name}.out`), 'a');
+      const p = spawn(name, args, { env, detached: true, stdio: ['ignore', out, out] });
+      p.unref();
+      fs.closeSync(out);
+      fs.writeFileSync(pidFile, `${p.pid}\n`);
+      await waitFor(() => {
+        try {
+          return ready.test(execFileSync(check[0], check.slice(1), { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'ignore'] }));
+        } catch {
+          return false;
+        }
+      }, { timeoutMs: 60000, what: `${name} to answer again` });
     },
   };
 }
