@@ -57,6 +57,8 @@ test('a job runs as one engine job, its runner holding a token for its attempt o
     assert.notEqual(token, s.token);
     // The checkpoints the trainer wrote are in the attempt's folder.
     assert.ok(fs.readdirSync(path.join(dir, 'checkpoints')).some((n) => /^step-\d+$/.test(n)));
+    // The job succeeds at the trainer's `done`; the runner's finish follows.
+    await waitFor(() => runners().length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
     assert.match(runnerLog(s, job.id, a.id), /reported/);
 
     // The token is good for its own attempt only, and for none of the
@@ -70,7 +72,6 @@ test('a job runs as one engine job, its runner holding a token for its attempt o
     const bad = await post(s, `/internal/attempts/${a.id}/heartbeat`, 'f'.repeat(64), { fence: a.fence ?? 1 });
     assert.equal(bad.status, 401);
 
-    await waitFor(() => runners().length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
     const after = (await s.call('GET', '/v1/workers')).json;
     assert.equal(after.pools[0].in_use, 0);
   } finally {
