@@ -461,9 +461,11 @@ static void watch(struct engine *e, int64_t now)
             }
             continue;
         }
-        int64_t last = a->heartbeat_ms > a->engine_running_ms ? a->heartbeat_ms
-                                                               : a->engine_running_ms;
-        if (ran && last > 0 && now - last > timeout_ms) {
+        /* Silent since its last heartbeat. Before its first call a runner
+         * may take long to come up (srun, a node's prolog): that is the
+         * start timeout's to judge (lifecycle_check_starts counts it from
+         * when the engine runs the attempt). */
+        if (a->heartbeat_ms > 0 && now - a->heartbeat_ms > timeout_ms) {
             cancel_in_engine(e, a->id, "its runner fell silent");
             end_attempt(e, a, "worker lost");
         }

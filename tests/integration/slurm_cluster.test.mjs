@@ -13,14 +13,16 @@ import {
 } from '../slurm/engine_harness.mjs';
 import { freePort, Serve } from './service_harness.mjs';
 
+// 2 GB an attempt: room to spare for a trainer built with the sanitizers
+// (make asan); an attempt whose peak passes its slot's memory moves.
 const POOLS = [
-  'name=od,partition=ondemand,gres=gpu:1,cpus=1,mem=1000M,class=on-demand,price=0.40/h,slots=1',
-  'name=sp,partition=spot,gres=gpu:1,cpus=1,mem=1000M,class=spot,price=0.10/h,slots=1',
+  'name=od,partition=ondemand,gres=gpu:1,cpus=1,mem=2000M,class=on-demand,price=0.40/h,slots=1',
+  'name=sp,partition=spot,gres=gpu:1,cpus=1,mem=2000M,class=spot,price=0.10/h,slots=1',
 ];
 
 let cluster;
 before(() => {
-  cluster = slurmUp();
+  cluster = slurmUp({ memMb: 6000 });
 });
 after(() => cluster?.down());
 

@@ -14,11 +14,11 @@ export { Serve, tmpdir, waitFor };
 
 // A throwaway Slurm cluster; returns {kit, env} with SLURM_CONF set in env.
 // Call down() at the end (after()).
-export function slurmUp({ graceS = 20 } = {}) {
+export function slurmUp({ graceS = 20, memMb = 4000 } = {}) {
   const kit = tmpdir('alallo-slurm-kit-');
   const out = execFileSync(path.join(ROOT, 'tests/slurm/slurm-up.sh'), [kit], {
     encoding: 'utf8',
-    env: { ...process.env, SLURM_KIT_GRACE_S: String(graceS) },
+    env: { ...process.env, SLURM_KIT_GRACE_S: String(graceS), SLURM_KIT_MEM_MB: String(memMb) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const m = /SLURM_CONF=(\S+)/.exec(out);
