@@ -1205,10 +1205,13 @@ static bool write_batch(struct conn *c, struct store_pending *batch, bool alone)
         if (alone) {
             e = exec_cmd(c, p->result ? "ROLLBACK TO one" : "RELEASE one");
         } else if (PQtransactionStatus(c->db) != PQTRANS_INTRANS) {
-            /* An error aborts the transaction: redo the batch, a
-             * savepoint per job. */
+            /* An error aborted the transaction: nothing of the batch is
+             * written. Redo it a savepoint per job, unless the connection
+             * is gone (then every job of the batch fails). */
             rollback(c);
-            return !conn_lost(c);
+            if (!conn_lost(c))
+                return true;
+            e = ERR_UNAVAILABLE;
         }
     }
     if (!e)
