@@ -34,15 +34,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+source "$here/common.sh"
 loadgen=$work/loadgen
-cc -O2 -o "$loadgen" "$here/loadgen.c" -lcurl -lpthread
-mkdir -p "$work/models/tiny"
-cat > "$work/models/tiny/config.json" <<'JSON'
-{"hidden_size":64,"intermediate_size":172,"num_hidden_layers":2,"num_attention_heads":4,
- "num_key_value_heads":2,"vocab_size":400,"max_position_embeddings":512,"tie_word_embeddings":true}
-JSON
-echo '{}' > "$work/models/tiny/tokenizer.json"
-echo 'stand-in weights' > "$work/models/tiny/model.safetensors"
+bench_prepare "$work"
 printf '{"prompt":"good","completion":" positive"}\n' > "$work/train.jsonl"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cpus; $(date -u +%FT%TZ)" >&2
 
@@ -65,7 +59,7 @@ for store in $STORES; do
     "$root/tests/pg/pg-up.sh" "$kit" "$bin" >/dev/null
     extra=(--store "$("$root/tests/pg/pg-db.sh" "$kit" bench)")
   fi
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(bench_free_port)
   "$bin" serve --port "$port" --data "$data" --models "$work/models" --local-worker none \
     --rate-limit 0 "${extra[@]}" > "$work/serve-$store.log" 2>&1 &
   serve_pid=$!
