@@ -595,7 +595,7 @@ static enum alallo_err read_rows(struct store_impl *s, enum sql_id id, const str
             e = run(c, id, p, out, what);
     }
     pool_put(s, c);
-    return e;
+    return e == ERR_RETRY_TX ? ERR_UNAVAILABLE : e;
 }
 
 /* A one-statement write in its own transaction (durable at return). Not
@@ -677,7 +677,7 @@ static enum alallo_err migrate(struct conn *c, int target, int *version, char *e
 fail:
     snprintf(err, errcap, "schema migration failed: %s", store_last_error());
     rollback(c);
-    return e ? e : ERR_IO;
+    return e && e != ERR_RETRY_TX ? e : ERR_IO;
 }
 
 static void pg_close(struct store_impl *s)
