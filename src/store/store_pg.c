@@ -1,15 +1,16 @@
 /* store_pg.c - the store (store.h) on PostgreSQL 15, through libpq.
  *
- * Connections: one for group-commit batches of job creations (the
- * "writer") and a pool of POOL for everything else; each is opened from
+ * Connections: WRITERS for group-commit batches of job creations (one
+ * per leader: one batch executes while another's COMMIT flushes) and a
+ * pool of POOL for everything else; each is opened from
  * the same URL, with lock_timeout, statement_timeout and
  * synchronous_commit=on set for its session, so that a COMMIT returns only
  * once the server has flushed it. Statements are prepared per connection on
  * first use.
  *
- * Group commit: store_job_insert() queues its job; the first caller that
- * finds no batch in progress becomes the leader, takes every queued job and
- * writes them in one transaction on the writer (one statement each: the
+ * Group commit: store_job_insert() queues its job; a caller that finds a
+ * leader's slot free becomes a leader, takes every queued job and writes
+ * them in one transaction on that slot's writer (one statement each: the
  * job, its first event, and the check that its data sets are files of its
  * account), then wakes the others after COMMIT. Nobody returns before the
  * commit that holds their job. A job that fails for a reason of its own
@@ -40,6 +41,7 @@
 #include "store/store_writes.h"
 
 #define POOL 8
+#define WRITERS 4 /* group-commit leaders at once */
 #define RETRIES 5
 #define MAX_PARAMS 56
 #define NUM_TEXT 32
@@ -323,7 +325,7 @@ struct conn {
 };
 
 struct store_impl {
-    struct conn writer; /* group-commit batches; owned by the leader of the moment */
+    struct conn writers[WRITERS]; /* group-commit batches; writers[i] owned by slot i's leader */
     struct conn pool[POOL];
     int busy[POOL];
     pthread_mutex_t pmu; /* owns busy[] */
@@ -687,8 +689,9 @@ static void pg_close(struct store_impl *s)
     for (int i = 0; i < POOL; i++)
         if (s->pool[i].db)
             conn_close(&s->pool[i]);
-    if (s->writer.db)
-        conn_close(&s->writer);
+    for (int i = 0; i < WRITERS; i++)
+        if (s->writers[i].db)
+            conn_close(&s->writers[i]);
     pthread_mutex_destroy(&s->pmu);
     pthread_cond_destroy(&s->pcv);
     store_group_destroy(&s->group);
@@ -711,10 +714,12 @@ enum alallo_err store_pg_open_at(const char *url, int version, struct store_impl
     }
     pthread_mutex_init(&s->pmu, NULL);
     pthread_cond_init(&s->pcv, NULL);
-    store_group_init(&s->group);
-    enum alallo_err e = conn_open(&s->writer, url, err, errcap);
+    store_group_init(&s->group, WRITERS);
+    enum alallo_err e = conn_open(&s->writers[0], url, err, errcap);
     if (!e)
-        e = migrate(&s->writer, version, &s->version, err, errcap);
+        e = migrate(&s->writers[0], version, &s->version, err, errcap);
+    for (int i = 1; !e && i < WRITERS; i++)
+        e = conn_open(&s->writers[i], url, err, errcap);
     for (int i = 0; !e && i < POOL; i++)
         e = conn_open(&s->pool[i], url, err, errcap);
     if (e) {
@@ -1357,11 +1362,11 @@ static enum piped write_batch_piped(struct conn *c, struct store_pending *batch)
 /* The leader's commit (store_group_commit_fn): the batch in one
  * transaction and one round trip, written again a savepoint per job when
  * one job's error aborted it. */
-static void commit_batch(struct store_pending *batch, void *ctx)
+static void commit_batch(struct store_pending *batch, int slot, void *ctx)
 {
     struct store_impl *s = ctx;
-    if (write_batch_piped(&s->writer, batch) == PIPED_REDO_ALONE)
-        write_batch_alone(&s->writer, batch);
+    if (write_batch_piped(&s->writers[slot], batch) == PIPED_REDO_ALONE)
+        write_batch_alone(&s->writers[slot], batch);
 }
 
 static enum alallo_err pg_job_insert(struct store_impl *s, struct store_job *job,
