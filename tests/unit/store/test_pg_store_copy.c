@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "store/store.h"
 #include "store/store_copy.h"
@@ -186,6 +187,14 @@ static void copies_every_table_and_refuses_a_non_empty_target(void **state)
     snprintf(cmd, sizeof cmd, "'%s' store copy '%s' '%s' >/dev/null 2>&1", ALALLO_BINARY, from, to);
     int rc = system(cmd);
     assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    /* A folder without a store is not an empty store. */
+    char empty[] = "/tmp/alallo-copy-empty-XXXXXX";
+    assert_non_null(mkdtemp(empty));
+    char none[300];
+    snprintf(none, sizeof none, "sqlite:%s", empty);
+    assert_int_equal(store_copy(none, to, rows, err, sizeof err), ERR_NOT_FOUND);
+    assert_non_null(strstr(err, "does not exist"));
+    rmdir(empty);
     /* Only SQLite → PostgreSQL. */
     assert_int_equal(store_copy(to, from, rows, err, sizeof err), ERR_INVALID);
 

@@ -867,6 +867,30 @@ static void a_refused_job_fails_alone_and_broken_lines_are_kept(void **state)
     assert_string_equal(line.line, fixture_on_pg() ? "loss 1.0 ?? end" : "loss 1.0 \xff\xfe end");
 }
 
+/* store_open_url: the URL picks the store; a SQLite folder holds
+ * alallo.db; an unreachable PostgreSQL is a clear error, not a crash. */
+static void urls_pick_the_store(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(store_url_kind("postgresql:///x"), STORE_POSTGRESQL);
+    assert_int_equal(store_url_kind("postgres://h/x"), STORE_POSTGRESQL);
+    assert_int_equal(store_url_kind("sqlite:/x"), STORE_SQLITE);
+    assert_int_equal(store_url_kind("/var/alallo"), STORE_SQLITE);
+    char url[300], err[300], file[320];
+    struct store *s;
+    snprintf(url, sizeof url, "sqlite:%s", f->dir);
+    assert_int_equal(store_open_url(url, &s, err, sizeof err), ERR_OK);
+    assert_string_equal(store_backend_name(s), "sqlite");
+    store_close(s);
+    snprintf(file, sizeof file, "%s/alallo.db", f->dir);
+    assert_int_equal(access(file, F_OK), 0);
+    assert_int_equal(store_open_url("postgresql:///nowhere?host=/nonexistent-dir&port=1", &s, err,
+                                    sizeof err),
+                     ERR_UNAVAILABLE);
+    assert_null(s);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -891,6 +915,7 @@ int main(void)
                                         setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(a_refused_job_fails_alone_and_broken_lines_are_kept,
                                         setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(urls_pick_the_store, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
