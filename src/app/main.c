@@ -9,10 +9,11 @@ static void usage(FILE *f)
     fputs("usage: alallo COMMAND [ARGS]\n"
           "\n"
           "service:\n"
-          "  serve [--port N] [--data DIR] [--local-worker SPEC|none]...\n"
+          "  serve [--port N] [--data DIR] [--store URL] [--local-worker SPEC|none]...\n"
           "  worker --server URL --token T [--name N] [--cpus N] [--mem SIZE] [--price P] [--class C]\n"
           "  attempt run --server URL --attempt ID --token @FILE --work-dir DIR   (engines start it)\n"
-          "  accounts create NAME --data DIR\n"
+          "  accounts create NAME --data DIR [--store URL]\n"
+          "  store migrate URL | store copy sqlite:DIR postgresql://...\n"
           "client (reads ALALLO_URL and ALALLO_API_KEY):\n"
           "  jobs [list|show ID|create ...|cancel ID|log ID [--follow]]\n"
           "  files upload FILE | models | estimate ... | workers [drain NAME] | ledger\n"
@@ -55,6 +56,8 @@ int main(int argc, char **argv)
         return cmd_serve(sub_argc, sub_argv);
     if (strcmp(cmd, "accounts") == 0)
         return cmd_accounts(sub_argc, sub_argv);
+    if (strcmp(cmd, "store") == 0)
+        return cmd_store(sub_argc, sub_argv);
     if (strcmp(cmd, "worker") == 0)
         return cmd_worker(sub_argc, sub_argv);
     if (strcmp(cmd, "attempt") == 0)

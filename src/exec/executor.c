@@ -77,7 +77,7 @@ enum alallo_err executor_submit(struct executor *x, const struct exec_submit *s,
         return exec_fail(x, ERR_INVALID, "submit %s: a signal lead of %d s is more than 65535 s",
                          s->tag, s->signal_lead_s);
     const char *fields[] = {s->partition, s->qos, s->account, s->constraint, s->gres,
-                            s->script, s->output, s->workdir};
+                            s->script, s->output, s->workdir, s->comment};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (!plain(fields[i]))
             return exec_fail(x, ERR_INVALID, "submit %s: a setting holds a control character",

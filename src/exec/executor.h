@@ -49,6 +49,8 @@ struct exec_submit {
     char script[EXEC_PATH_MAX];    /* the batch script (written, fsynced, 0700)    */
     char output[EXEC_PATH_MAX];    /* stdout/stderr of the engine's job            */
     char workdir[EXEC_PATH_MAX];
+    char comment[128];             /* shown to the cluster's operators (squeue %k), e.g.
+                                      "alallo:<job id>:<fence>"; never read back    */
 };
 
 /* An engine job as the engine reports it. */

@@ -71,9 +71,11 @@ struct exec_action {
 };
 
 /* Decides one action per open attempt (in the order given) and then one
- * CANCEL per orphan tag (once per tag). out must have room for na + nj
- * actions; *nout gets how many were written. listed_ms is the wall time
- * the engine's list was taken. */
+ * CANCEL per orphan tag (once per tag). jobs must be the engine's whole
+ * list (executor_list's total no more than the room given): a job left
+ * out reads as vanished. out must have room for na + nj actions; *nout
+ * gets how many were written. listed_ms is the wall time the engine's
+ * list was taken. */
 void exec_reconcile(const struct exec_open_attempt *attempts, int na, const struct exec_job *jobs,
                     int nj, int64_t listed_ms, struct exec_action *out /* OUT [na + nj] */,
                     int *nout /* OUT */);

@@ -184,7 +184,7 @@ static enum alallo_err slurm_submit_receipt(struct executor *x, const struct exe
         }
     }
     /* Every value goes as one --key=value argument: no shell, no quoting. */
-    char a[14][EXEC_PATH_MAX + 24];
+    char a[16][EXEC_PATH_MAX + 24];
     int na = 0;
     char *args[MAX_ARGS] = {NULL, "--parsable", "--no-requeue", "--export=NONE", "--nodes=1",
                             "--ntasks=1"};
@@ -219,6 +219,8 @@ static enum alallo_err slurm_submit_receipt(struct executor *x, const struct exe
     }
     if (s->workdir[0])
         ADD("--chdir=%s", s->workdir);
+    if (s->comment[0])
+        ADD("--comment=%s", s->comment);
 #undef ADD
     args[k++] = (char *)s->script;
     args[k] = NULL;

@@ -9,7 +9,7 @@
  * its checkpoint as a new fenced attempt), --export=NONE (the script must
  * use absolute paths), --nodes=1 --ntasks=1, and --time, --gres, --mem,
  * --cpus-per-task, --signal=USR1@lead, --output with --open-mode=append,
- * --chdir, partition, QOS, account and constraint when given. A time
+ * --chdir, --comment, partition, QOS, account and constraint when given. A time
  * limit above the partition's MaxTime (`scontrol show partition -o`,
  * trusted for a minute) would leave the job pending for ever: it is
  * lowered to MaxTime and the receipt says so. A command that does not

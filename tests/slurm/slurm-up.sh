@@ -184,12 +184,12 @@ wait_for 10 "a munge credential" "$KIT/munge/munged.log" \
 
 setsid slurmctld -D -i </dev/null >"$KIT/log/slurmctld.out" 2>&1 &
 echo $! >"$KIT/run/slurmctld.pid"
-wait_for 15 "slurmctld answering (scontrol ping)" "$KIT/log/slurmctld.log" \
+wait_for 30 "slurmctld answering (scontrol ping)" "$KIT/log/slurmctld.log" \
     bash -c "scontrol ping | grep -q UP"
 
 setsid slurmd -D -N "$node" </dev/null >"$KIT/log/slurmd.out" 2>&1 &
 echo $! >"$KIT/run/slurmd.pid"
-wait_for 20 "the node idle (sinfo)" "$KIT/log/slurmd.log" \
+wait_for 30 "the node idle (sinfo)" "$KIT/log/slurmd.log" \
     bash -c "sinfo -h -o %t | grep -qx idle"
 
 echo "export SLURM_CONF=$KIT/etc/slurm.conf"

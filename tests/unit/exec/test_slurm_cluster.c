@@ -103,6 +103,7 @@ static struct exec_submit submission(const char *tag, const char *partition, con
     snprintf(s.script, sizeof s.script, "%s", script);
     snprintf(s.output, sizeof s.output, "%s/%s.out", jobs_dir, tag);
     snprintf(s.workdir, sizeof s.workdir, "%s", jobs_dir);
+    snprintf(s.comment, sizeof s.comment, "alallo:ftjob-test:1");
     return s;
 }
 

@@ -129,6 +129,7 @@ static void submit_asks_sbatch_for_everything(void **state)
     snprintf(s.account, sizeof s.account, "lab");
     snprintf(s.constraint, sizeof s.constraint, "a100&ib");
     snprintf(s.workdir, sizeof s.workdir, "/scratch");
+    snprintf(s.comment, sizeof s.comment, "alallo:ftjob-1:3");
     struct exec_receipt r;
     assert_int_equal(executor_submit(x, &s, &r), ERR_OK);
     assert_string_equal(r.id, "4242");
@@ -141,7 +142,8 @@ static void submit_asks_sbatch_for_everything(void **state)
                            "--account=lab\n--constraint=a100&ib\n--gres=gpu:a100:1\n"
                            "--cpus-per-task=4\n--mem=16384M\n--time=90\n--signal=USR1@120\n"
                            "--output=/data/jobs/j/attempts/a/slurm-%j.out\n--open-mode=append\n"
-                           "--chdir=/scratch\n/data/jobs/j/attempts/a/attempt.sbatch\n");
+                           "--chdir=/scratch\n--comment=alallo:ftjob-1:3\n"
+                           "/data/jobs/j/attempts/a/attempt.sbatch\n");
     /* The old entry point answers the same. */
     char id[EXEC_ID_MAX];
     put("sbatch.out", "4243;alallo-ci\n");
