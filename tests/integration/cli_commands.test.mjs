@@ -193,10 +193,16 @@ test('a job from create to a model: list, show, log --follow, generate, export',
 });
 
 test('cancel, errors in the server\'s words, usage errors', async () => {
+  // The one local worker is busy with a long job, so the second one is
+  // still queued when it is cancelled: it never ran and has no model.
+  const busy = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--epochs', '50', '--batch-size', '1']).trim();
+  await until('the first job to run', async () => (await job(busy)).status === 'running', 60000);
   const id = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--epochs', '50', '--batch-size', '1']).trim();
   const c = ok(['jobs', 'cancel', id]);
   assert.match(c, new RegExp(`^${id}: (cancelling|cancelled)$`, 'm'));
   await until('the job to be cancelled', async () => (await job(id)).status === 'cancelled', 60000);
+  ok(['jobs', 'cancel', busy]);
+  await until('the first job to be cancelled', async () => (await job(busy)).status === 'cancelled', 60000);
   // A job without a model says why.
   const noModel = alallo(['generate', '--model', id, '--prompt', 'hi']);
   assert.equal(noModel.status, 1);
