@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "control/fleet.h"
+#include "control/leadership.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
 #include "core/ids.h"
@@ -164,6 +165,8 @@ void control_workers_check_lost(struct control *ctl, int64_t now_ms)
 
 void control_tick(struct control *ctl, int64_t now_ms, long tick)
 {
+    if (!control_leads(ctl))
+        return; /* the timers are the leader's (leadership.h) */
     control_workers_check_lost(ctl, now_ms);
     if (tick % 5 == 0) {
         lifecycle_check_limits(ctl, now_ms);

@@ -62,7 +62,8 @@ void control_workers_check_lost(struct control *ctl, int64_t now_ms);
 
 /* The server's ticker, called about once a second (tick counts them):
  * lost workers every tick; limits, start timeouts and a scheduling pass
- * every fifth. */
+ * every fifth. Does nothing in a process that does not lead
+ * (leadership.h). */
 void control_tick(struct control *ctl, int64_t now_ms, long tick);
 
 #endif
