@@ -6,9 +6,10 @@ set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev libpcre2-dev libsodium-dev
-      libopenblas-dev libcmocka-dev curl)
+      libopenblas-dev libcmocka-dev curl libpq-dev)
 if [[ $what == test ]]; then
-  pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev)
+  pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev
+        postgresql)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
