@@ -25,7 +25,8 @@ struct leader_lock_pg {
 };
 
 /* Statements are short: none may hold the watcher for long. */
-#define STATEMENT_TIMEOUT "-c statement_timeout=3000 -c lock_timeout=3000"
+#define STATEMENT_TIMEOUT \
+    "-c statement_timeout=3000 -c lock_timeout=3000 -c client_min_messages=warning"
 
 static PGconn *connect_to(const char *url)
 {

@@ -1,0 +1,248 @@
+/* test_leader_lock.c - the leader lock of store/leader_lock.h on both
+ * stores: a data folder's flock and PostgreSQL's advisory lock (on a
+ * throwaway cluster of tests/pg/pg-up.sh, started here). One holder at a
+ * time, the holder's URL for the others, the lock free again when its
+ * holder closes or dies, and a PostgreSQL session that ends is a lost
+ * lock, never taken again by that handle. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store/leader_lock.h"
+
+/* Two handles on one store, as two serves would have. */
+static void one_holder_at_a_time(const char *where)
+{
+    char err[256];
+    struct leader_lock *a, *b, *c;
+    assert_int_equal(leader_lock_open(where, &a, err, sizeof err), ERR_OK);
+    assert_int_equal(leader_lock_open(where, &b, err, sizeof err), ERR_OK);
+    char url[LEADER_URL_MAX];
+    enum alallo_err e = leader_lock_url(b, url, sizeof url);
+    assert_true(e == ERR_NOT_FOUND);
+
+    assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_HELD);
+    assert_int_equal(leader_lock_try(b, "http://b:2"), LEADER_LOCK_STANDBY);
+    assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_HELD); /* kept */
+    assert_int_equal(leader_lock_try(b, "http://b:2"), LEADER_LOCK_STANDBY);
+    assert_int_equal(leader_lock_url(b, url, sizeof url), ERR_OK);
+    assert_string_equal(url, "http://a:1");
+
+    /* The holder goes: the standby takes it and names itself. */
+    leader_lock_close(a);
+    assert_int_equal(leader_lock_try(b, "http://b:2"), LEADER_LOCK_HELD);
+    assert_int_equal(leader_lock_open(where, &c, err, sizeof err), ERR_OK);
+    assert_int_equal(leader_lock_try(c, "http://c:3"), LEADER_LOCK_STANDBY);
+    assert_int_equal(leader_lock_url(c, url, sizeof url), ERR_OK);
+    assert_string_equal(url, "http://b:2");
+    leader_lock_close(b);
+    leader_lock_close(c);
+}
+
+/* A holder killed with SIGKILL (a child process) frees the lock. */
+static void freed_by_kill9(const char *where)
+{
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char err[256];
+        struct leader_lock *l;
+        char ok = leader_lock_open(where, &l, err, sizeof err) == ERR_OK &&
+                          leader_lock_try(l, "http://child:9") == LEADER_LOCK_HELD
+                      ? 'y'
+                      : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    assert_int_equal(read(ready[0], &ok, 1), 1);
+    assert_int_equal(ok, 'y');
+    char err[256];
+    struct leader_lock *l;
+    assert_int_equal(leader_lock_open(where, &l, err, sizeof err), ERR_OK);
+    assert_int_equal(leader_lock_try(l, "http://me:1"), LEADER_LOCK_STANDBY);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* The database notices the closed socket at once; allow it 10 s. */
+    enum leader_lock_state s = LEADER_LOCK_STANDBY;
+    for (int i = 0; i < 200 && s != LEADER_LOCK_HELD; i++) {
+        s = leader_lock_try(l, "http://me:1");
+        if (s != LEADER_LOCK_HELD)
+            usleep(50000);
+    }
+    assert_int_equal(s, LEADER_LOCK_HELD);
+    leader_lock_close(l);
+    close(ready[0]);
+    close(ready[1]);
+}
+
+static char folder[256];
+
+static void test_file_one_holder(void **state)
+{
+    (void)state;
+    one_holder_at_a_time(folder);
+}
+
+static void test_file_kill9(void **state)
+{
+    (void)state;
+    freed_by_kill9(folder);
+}
+
+static void test_file_bad_folder(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    struct leader_lock *l = NULL;
+    assert_int_equal(leader_lock_open("/nonexistent/alallo-data", &l, err, sizeof err), ERR_IO);
+    assert_null(l);
+    assert_non_null(strstr(err, "leader.lock"));
+}
+
+/* ---- PostgreSQL --------------------------------------------------------- */
+
+static char pg_dir[128];
+static char pg_url[512];
+
+/* Runs a command; its first line of output into out (may be NULL). */
+static int sh(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char line[512] = "";
+    if (!fgets(line, sizeof line, p))
+        line[0] = '\0';
+    int rc = pclose(p);
+    line[strcspn(line, "\n")] = '\0';
+    if (out)
+        snprintf(out, cap, "%s", line);
+    return rc;
+}
+
+static int pg_up(void **state)
+{
+    (void)state;
+    snprintf(pg_dir, sizeof pg_dir, "/tmp/alallo-ll-XXXXXX");
+    if (!mkdtemp(pg_dir))
+        return -1;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/tests/pg/pg-up.sh %s /nonexistent >/dev/null", ALALLO_SOURCE_DIR,
+             pg_dir);
+    if (sh(cmd, NULL, 0) != 0)
+        return -1;
+    snprintf(cmd, sizeof cmd, "%s/tests/pg/pg-db.sh %s leader_lock", ALALLO_SOURCE_DIR, pg_dir);
+    return sh(cmd, pg_url, sizeof pg_url) == 0 && pg_url[0] ? 0 : -1;
+}
+
+static int pg_down(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/tests/pg/pg-down.sh %s", ALALLO_SOURCE_DIR, pg_dir);
+    return sh(cmd, NULL, 0) == 0 ? 0 : -1;
+}
+
+static void test_pg_one_holder(void **state)
+{
+    (void)state;
+    one_holder_at_a_time(pg_url);
+}
+
+static void test_pg_kill9(void **state)
+{
+    (void)state;
+    freed_by_kill9(pg_url);
+}
+
+/* The holder's session is ended by the server (as when the database
+ * restarts or a network cuts it): the holder is told LOST, stays lost, and
+ * the other handle takes the lock. */
+static void test_pg_session_ended_is_lost(void **state)
+{
+    (void)state;
+    char err[256];
+    struct leader_lock *a, *b;
+    assert_int_equal(leader_lock_open(pg_url, &a, err, sizeof err), ERR_OK);
+    assert_int_equal(leader_lock_open(pg_url, &b, err, sizeof err), ERR_OK);
+    assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_HELD);
+    assert_int_equal(leader_lock_try(b, "http://b:2"), LEADER_LOCK_STANDBY);
+
+    PGconn *admin = PQconnectdb(pg_url);
+    assert_int_equal(PQstatus(admin), CONNECTION_OK);
+    /* The holder's backend: the one session that holds our advisory lock. */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+             "AND granted AND ((classid::bigint << 32) | objid::bigint) = %lld",
+             (long long)LEADER_LOCK_KEY);
+    PGresult *r = PQexec(admin, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), 1);
+    PQclear(r);
+    PQfinish(admin);
+
+    assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_LOST);
+    assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_LOST); /* for good */
+    enum leader_lock_state s = LEADER_LOCK_STANDBY;
+    for (int i = 0; i < 200 && s != LEADER_LOCK_HELD; i++) {
+        s = leader_lock_try(b, "http://b:2");
+        if (s != LEADER_LOCK_HELD)
+            usleep(50000);
+    }
+    assert_int_equal(s, LEADER_LOCK_HELD);
+    leader_lock_close(a);
+    leader_lock_close(b);
+}
+
+static void test_pg_bad_url(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    struct leader_lock *l = NULL;
+    char url[600];
+    snprintf(url, sizeof url, "postgresql:///no_such_db?host=%s&port=55432&user=alallo", pg_dir);
+    assert_int_equal(leader_lock_open(url, &l, err, sizeof err), ERR_UNAVAILABLE);
+    assert_null(l);
+    assert_non_null(strstr(err, "PostgreSQL"));
+}
+
+int main(void)
+{
+    snprintf(folder, sizeof folder, "/tmp/alallo-ll-file-XXXXXX");
+    if (!mkdtemp(folder))
+        return 1;
+    const struct CMUnitTest file_tests[] = {
+        cmocka_unit_test(test_file_one_holder),
+        cmocka_unit_test(test_file_kill9),
+        cmocka_unit_test(test_file_bad_folder),
+    };
+    const struct CMUnitTest pg_tests[] = {
+        cmocka_unit_test(test_pg_one_holder),
+        cmocka_unit_test(test_pg_kill9),
+        cmocka_unit_test(test_pg_session_ended_is_lost),
+        cmocka_unit_test(test_pg_bad_url),
+    };
+    int failed = cmocka_run_group_tests_name("leader lock, data folder", file_tests, NULL, NULL);
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s/leader.lock", folder);
+    unlink(lock);
+    rmdir(folder);
+    failed += cmocka_run_group_tests_name("leader lock, PostgreSQL", pg_tests, pg_up, pg_down);
+    return failed;
+}
