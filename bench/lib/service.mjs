@@ -16,7 +16,7 @@ export function alallo(bin, args) {
   return r.stdout;
 }
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve) => {
     const s = net.createServer();
     s.listen(0, '127.0.0.1', () => {
