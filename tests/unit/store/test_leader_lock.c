@@ -20,6 +20,20 @@
 
 #include "store/leader_lock.h"
 
+/* Tries l until it holds the lock, for up to 10 s: PostgreSQL frees a
+ * session's locks when its backend ends, a moment after the client has
+ * gone. Returns the last state. */
+static enum leader_lock_state take_within(struct leader_lock *l, const char *url)
+{
+    enum leader_lock_state s = LEADER_LOCK_STANDBY;
+    for (int i = 0; i < 200 && s == LEADER_LOCK_STANDBY; i++) {
+        s = leader_lock_try(l, url);
+        if (s == LEADER_LOCK_STANDBY)
+            usleep(50000);
+    }
+    return s;
+}
+
 /* Two handles on one store, as two serves would have. */
 static void one_holder_at_a_time(const char *where)
 {
@@ -40,7 +54,7 @@ static void one_holder_at_a_time(const char *where)
 
     /* The holder goes: the standby takes it and names itself. */
     leader_lock_close(a);
-    assert_int_equal(leader_lock_try(b, "http://b:2"), LEADER_LOCK_HELD);
+    assert_int_equal(take_within(b, "http://b:2"), LEADER_LOCK_HELD);
     assert_int_equal(leader_lock_open(where, &c, err, sizeof err), ERR_OK);
     assert_int_equal(leader_lock_try(c, "http://c:3"), LEADER_LOCK_STANDBY);
     assert_int_equal(leader_lock_url(c, url, sizeof url), ERR_OK);
@@ -77,14 +91,7 @@ static void freed_by_kill9(const char *where)
     assert_int_equal(leader_lock_try(l, "http://me:1"), LEADER_LOCK_STANDBY);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    /* The database notices the closed socket at once; allow it 10 s. */
-    enum leader_lock_state s = LEADER_LOCK_STANDBY;
-    for (int i = 0; i < 200 && s != LEADER_LOCK_HELD; i++) {
-        s = leader_lock_try(l, "http://me:1");
-        if (s != LEADER_LOCK_HELD)
-            usleep(50000);
-    }
-    assert_int_equal(s, LEADER_LOCK_HELD);
+    assert_int_equal(take_within(l, "http://me:1"), LEADER_LOCK_HELD);
     leader_lock_close(l);
     close(ready[0]);
     close(ready[1]);
@@ -199,13 +206,7 @@ static void test_pg_session_ended_is_lost(void **state)
 
     assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_LOST);
     assert_int_equal(leader_lock_try(a, "http://a:1"), LEADER_LOCK_LOST); /* for good */
-    enum leader_lock_state s = LEADER_LOCK_STANDBY;
-    for (int i = 0; i < 200 && s != LEADER_LOCK_HELD; i++) {
-        s = leader_lock_try(b, "http://b:2");
-        if (s != LEADER_LOCK_HELD)
-            usleep(50000);
-    }
-    assert_int_equal(s, LEADER_LOCK_HELD);
+    assert_int_equal(take_within(b, "http://b:2"), LEADER_LOCK_HELD);
     leader_lock_close(a);
     leader_lock_close(b);
 }
