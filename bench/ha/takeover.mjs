@@ -1,6 +1,5 @@
 // takeover.mjs - the body of bench/ha/takeover.sh (see there).
-import { spawn, spawnSync } from 'node:child_process';
-import path from 'node:path';
+import { spawn } from 'node:child_process';
 
 import { freePort, sleep, startService, uploadSamples } from '../lib/service.mjs';
 
@@ -8,13 +7,6 @@ const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
 const ROUNDS = Number(process.env.ROUNDS || 5);
 const PG = process.env.ALALLO_PG_DIR;
-
-function database(round) {
-  if (!PG) return [];
-  const r = spawnSync(path.join(ROOT, 'tests/pg/pg-db.sh'), [PG, `takeover_${round}`], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`pg-db.sh: ${r.stderr}`);
-  return ['--store', r.stdout.trim()];
-}
 
 async function healthy(url) {
   try {
@@ -28,14 +20,11 @@ async function healthy(url) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const rounds = [];
 for (let round = 1; round <= ROUNDS; round++) {
-  const store = database(round);
-  const args = [...store, '--rate-limit', '0', '--worker-timeout', '60', '--local-worker', 'none'];
+  const args = ['--rate-limit', '0', '--worker-timeout', '60', '--local-worker', 'none'];
   const a = await startService({ bin: BIN, root: ROOT, shapes: ['tiny'], prefix: 'alallo-ha-', args });
-  const data = path.join(a.tmp, 'data');
-  const models = path.join(a.tmp, 'models');
-  // The standby: same data folder (and store), its own port.
+  // The standby: same data folder and store, its own port.
   const bPort = await freePort();
-  const b = spawn(BIN, ['serve', '--port', String(bPort), '--data', data, '--models', models, ...args],
+  const b = spawn(BIN, ['serve', '--port', String(bPort), '--data', a.data, ...a.store, '--models', a.models, ...args],
     { stdio: ['ignore', 'ignore', 'ignore'] });
   process.on('exit', () => b.kill('SIGKILL'));
   const bUrl = `http://127.0.0.1:${bPort}`;

@@ -14,10 +14,5 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
 export ALALLO_BIN=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 export ALALLO_ROOT=$root
-if [[ ${STORE:-sqlite} == postgresql ]]; then
-  pg=$(mktemp -d /tmp/alallo-pgb-XXXXXX)
-  trap '"$root"/tests/pg/pg-down.sh "$pg"' EXIT
-  "$root"/tests/pg/pg-up.sh "$pg" "$ALALLO_BIN" >/dev/null
-  export ALALLO_PG_DIR=$pg
-fi
+source "$root/bench/lib/store.sh"
 node "$root/bench/ha/takeover.mjs"
