@@ -5,8 +5,9 @@
  *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
  *                [--advertise URL]
  *
- * Opens the store in DATA (creating the account `default` and the key files
- * on first run) and serves the API and the dashboard. Several serves may
+ * Opens the store (SQLite in DATA, or --store URL: docs/store.md; DATA keeps
+ * the files either way), creating the account `default` and the key files
+ * on first run, and serves the API and the dashboard. Several serves may
  * share one store: one leads (control/leadership.h) and the others stand
  * by, answering reads and forwarding writes to it (api/forward.h). The
  * leader starts the local workers (threads that speak the worker protocol
@@ -123,6 +124,7 @@ static void *watch(void *arg)
 static void usage(void)
 {
     fputs("usage: alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]\n"
+          "                    [--store URL (default: SQLite in DATA; postgresql://...)]\n"
           "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
           "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
           "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
@@ -165,6 +167,7 @@ static void default_models_dir(char *out, size_t cap)
 struct serve_args {
     const char *host;
     const char *data;
+    const char *store; /* a store URL (store_open_url); NULL: SQLite in data */
     const char *models;
     const char *specs[LOCAL_WORKERS_MAX];
     int n_specs;
@@ -196,6 +199,8 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             a->host = val;
         } else if (strcmp(arg, "--data") == 0) {
             a->data = val;
+        } else if (strcmp(arg, "--store") == 0) {
+            a->store = val;
         } else if (strcmp(arg, "--models") == 0) {
             a->models = val;
         } else if (strcmp(arg, "--advertise") == 0) {
@@ -363,7 +368,7 @@ int cmd_serve(int argc, char **argv)
     ctl.alallo_bin[n] = '\0';
 
     struct store *store;
-    if (setup_open_store(ctl.cfg.data_dir, &store, err, sizeof err) != 0) {
+    if (setup_open_store_at(a.store, ctl.cfg.data_dir, &store, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
         return 1;
     }
@@ -405,7 +410,12 @@ int cmd_serve(int argc, char **argv)
         text_printf(my_url, sizeof my_url, "http://%s:%d", shown_host, port);
     /* The lock is tried once before anything is said, so that a server
      * alone on its store leads from its first answer. */
-    if (leadership_open(&ctl, ctl.cfg.data_dir, my_url, err, sizeof err) != 0) {
+    /* The lock of a PostgreSQL store is in the database; of SQLite, in DATA. */
+    const char *lock_at = a.store && (strncmp(a.store, "postgresql://", 13) == 0 ||
+                                      strncmp(a.store, "postgres://", 11) == 0)
+                              ? a.store
+                              : ctl.cfg.data_dir;
+    if (leadership_open(&ctl, lock_at, my_url, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
         http_server_stop(http);
         control_close(&ctl);

@@ -459,6 +459,21 @@ struct events_ctx {
                               checkpoint step (outcome_partial_step); 0 none */
 };
 
+/* Clears what an earlier run of a callback left in c. store_job_update()
+ * may run a callback more than once (on PostgreSQL, again after a
+ * serialization failure or a deadlock: docs/store.md), and only the run
+ * that commits may leave its outputs, so every callback that uses an
+ * events_ctx starts with this. */
+static void events_ctx_rerun(struct events_ctx *c)
+{
+    free(c->st);
+    c->st = NULL;
+    c->n_cal = 0;
+    c->broken = false;
+    c->stop = TPROTO_STOP_NONE;
+    c->partial_step = 0;
+}
+
 static long clamp_step(const struct store_job *j, long step)
 {
     if (step < 0)
@@ -954,6 +969,7 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
                                  struct store_writes *w, void *vctx)
 {
     struct events_ctx *c = vctx;
+    events_ctx_rerun(c);
     if (a->fence != c->fence || !attempt_owns(j, a))
         return ERR_FENCED;
     c->st = state_load(j);
@@ -1074,6 +1090,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
 {
     struct finish_ctx *c = vctx;
     int64_t now = c->base.now;
+    events_ctx_rerun(&c->base);
+    c->already = c->internal = false;
     /* A finish sent again (its answer was lost) is answered 200 with no
      * change, unless the attempt was ended by the server (lost worker):
      * then its job has moved on and the report is stale. */
@@ -1325,6 +1343,7 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
 {
     struct events_ctx *c = vctx;
     (void)unused;
+    events_ctx_rerun(c);
     if (j->status == JOB_CANCELLING)
         return ERR_OK;
     if (job_status_is_terminal(j->status))
@@ -1414,6 +1433,7 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
 {
     struct gone_ctx *c = vctx;
     int64_t now = c->base.now;
+    events_ctx_rerun(&c->base);
     if (attempt_status_of(a->status) == ATTEMPT_ENDED)
         return ERR_OK;
     bool owned = attempt_owns(j, a);
@@ -1496,6 +1516,8 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
 {
     struct start_ctx *c = vctx;
     int64_t now = c->base.now;
+    events_ctx_rerun(&c->base);
+    c->internal = false;
     if (attempt_status_of(a->status) != ATTEMPT_STARTING || !attempt_owns(j, a))
         return ERR_CONFLICT;
     c->base.st = state_load(j);
@@ -1586,6 +1608,7 @@ static enum alallo_err limits_cb(struct store_job *j, struct store_attempt *unus
     struct events_ctx *c = vctx;
     (void)unused;
     (void)w;
+    events_ctx_rerun(c);
     char before[32];
     text_copy(before, sizeof before, j->stop_reason);
     c->st = state_load(j);
