@@ -1,9 +1,10 @@
 /* test_leader_lock.c - the leader lock of store/leader_lock.h on both
- * stores: a data folder's flock and PostgreSQL's advisory lock (on a
- * throwaway cluster of tests/pg/pg-up.sh, started here). One holder at a
- * time, the holder's URL for the others, the lock free again when its
- * holder closes or dies, and a PostgreSQL session that ends is a lost
- * lock, never taken again by that handle. */
+ * stores: a data folder's flock, and, in the PostgreSQL pass of the store
+ * tests (ALALLO_TEST_PG, store_fixture.h), PostgreSQL's advisory lock on a
+ * fresh database of the test server. One holder at a time, the holder's
+ * URL for the others, the lock free again when its holder closes or dies,
+ * and a PostgreSQL session that ends is a lost lock, never taken again by
+ * that handle. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "store/leader_lock.h"
+#include "store_fixture.h"
 
 /* Tries l until it holds the lock, for up to 10 s: PostgreSQL frees a
  * session's locks when its backend ends, a moment after the client has
@@ -123,46 +125,19 @@ static void test_file_bad_folder(void **state)
 
 /* ---- PostgreSQL --------------------------------------------------------- */
 
-static char pg_dir[128];
 static char pg_url[512];
 
-/* Runs a command; its first line of output into out (may be NULL). */
-static int sh(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    char line[512] = "";
-    if (!fgets(line, sizeof line, p))
-        line[0] = '\0';
-    int rc = pclose(p);
-    line[strcspn(line, "\n")] = '\0';
-    if (out)
-        snprintf(out, cap, "%s", line);
-    return rc;
-}
-
-static int pg_up(void **state)
+static int pg_setup(void **state)
 {
     (void)state;
-    snprintf(pg_dir, sizeof pg_dir, "/tmp/alallo-ll-XXXXXX");
-    if (!mkdtemp(pg_dir))
-        return -1;
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/tests/pg/pg-up.sh %s /nonexistent >/dev/null", ALALLO_SOURCE_DIR,
-             pg_dir);
-    if (sh(cmd, NULL, 0) != 0)
-        return -1;
-    snprintf(cmd, sizeof cmd, "%s/tests/pg/pg-db.sh %s leader_lock", ALALLO_SOURCE_DIR, pg_dir);
-    return sh(cmd, pg_url, sizeof pg_url) == 0 && pg_url[0] ? 0 : -1;
+    return fixture_store_url("/tmp", "leader_lock", pg_url, sizeof pg_url);
 }
 
-static int pg_down(void **state)
+static int pg_teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s/tests/pg/pg-down.sh %s", ALALLO_SOURCE_DIR, pg_dir);
-    return sh(cmd, NULL, 0) == 0 ? 0 : -1;
+    fixture_store_drop("leader_lock");
+    return 0;
 }
 
 static void test_pg_one_holder(void **state)
@@ -217,7 +192,8 @@ static void test_pg_bad_url(void **state)
     char err[256] = "";
     struct leader_lock *l = NULL;
     char url[600];
-    snprintf(url, sizeof url, "postgresql:///no_such_db?host=%s&port=55432&user=alallo", pg_dir);
+    snprintf(url, sizeof url, "postgresql:///no_such_db?host=%s&port=55432&user=alallo",
+             fixture_pg_dir());
     assert_int_equal(leader_lock_open(url, &l, err, sizeof err), ERR_UNAVAILABLE);
     assert_null(l);
     assert_non_null(strstr(err, "PostgreSQL"));
@@ -225,6 +201,16 @@ static void test_pg_bad_url(void **state)
 
 int main(void)
 {
+    if (fixture_on_pg()) {
+        const struct CMUnitTest pg_tests[] = {
+            cmocka_unit_test(test_pg_one_holder),
+            cmocka_unit_test(test_pg_kill9),
+            cmocka_unit_test(test_pg_session_ended_is_lost),
+            cmocka_unit_test(test_pg_bad_url),
+        };
+        return cmocka_run_group_tests_name("leader lock, PostgreSQL", pg_tests, pg_setup,
+                                           pg_teardown);
+    }
     snprintf(folder, sizeof folder, "/tmp/alallo-ll-file-XXXXXX");
     if (!mkdtemp(folder))
         return 1;
@@ -233,17 +219,10 @@ int main(void)
         cmocka_unit_test(test_file_kill9),
         cmocka_unit_test(test_file_bad_folder),
     };
-    const struct CMUnitTest pg_tests[] = {
-        cmocka_unit_test(test_pg_one_holder),
-        cmocka_unit_test(test_pg_kill9),
-        cmocka_unit_test(test_pg_session_ended_is_lost),
-        cmocka_unit_test(test_pg_bad_url),
-    };
     int failed = cmocka_run_group_tests_name("leader lock, data folder", file_tests, NULL, NULL);
     char lock[300];
     snprintf(lock, sizeof lock, "%s/leader.lock", folder);
     unlink(lock);
     rmdir(folder);
-    failed += cmocka_run_group_tests_name("leader lock, PostgreSQL", pg_tests, pg_up, pg_down);
     return failed;
 }
