@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "control/leadership.h"
 #include "core/text.h"
@@ -129,23 +130,43 @@ static void unavailable(struct http_response *res, const char *message)
     text_copy(res->header_value, sizeof res->header_value, "1");
 }
 
-void forward_to_leader(struct api_server *srv, const struct http_request *req,
+/* Waits up to FORWARD_WAIT_MS for a leader: this process (false) or
+ * another, whose URL goes into out (true). */
+static bool await_leader(struct api_server *srv, char *out, size_t cap, bool *leads)
+{
+    for (int waited = 0;; waited += 50) {
+        *leads = control_leads(srv->ctl);
+        if (*leads)
+            return false;
+        if (leadership_leader_url(srv->ctl, out, cap))
+            return true;
+        if (waited >= FORWARD_WAIT_MS)
+            return false;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+bool forward_to_leader(struct api_server *srv, const struct http_request *req,
                        struct http_response *res)
 {
     char leader[256];
     if (req->forwarded) {
         unavailable(res, "This server is not the leader either; retry shortly.");
-        return;
+        return true;
     }
-    if (!leadership_leader_url(srv->ctl, leader, sizeof leader)) {
+    bool leads;
+    if (!await_leader(srv, leader, sizeof leader, &leads)) {
+        if (leads)
+            return false; /* this process leads now: the caller answers */
         unavailable(res, "No server leads right now (a take-over is under way); retry "
                          "shortly.");
-        return;
+        return true;
     }
     char url[4 * HTTP_PATH_MAX + 1024];
     if (!build_url(leader, req, url, sizeof url)) {
         api_error(res, ERR_INVALID, "The request line is too long.", NULL);
-        return;
+        return true;
     }
     CURL *c = curl_easy_init();
     struct curl_slist *h = NULL;
@@ -177,7 +198,7 @@ void forward_to_leader(struct api_server *srv, const struct http_request *req,
         if (c)
             curl_easy_cleanup(c);
         api_error(res, ERR_NOMEM, NULL, NULL);
-        return;
+        return true;
     }
     struct answer a = {0};
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -215,4 +236,5 @@ void forward_to_leader(struct api_server *srv, const struct http_request *req,
     free(a.body);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
+    return true;
 }

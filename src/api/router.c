@@ -216,9 +216,9 @@ void api_dispatch(struct api_server *srv, struct http_request *req, struct http_
     const struct route *found = route_and_check(srv, req, res, true);
     /* A standby sends writes on to the leader, which also applies the
      * rate limit (api/forward.h). */
-    if (found && forward_needed(srv, found->method))
-        forward_to_leader(srv, req, res);
-    else if (found && !rate_limited(srv, found->access, req, res))
+    bool forwarded = found && forward_needed(srv, found->method) &&
+                     forward_to_leader(srv, req, res);
+    if (found && !forwarded && !rate_limited(srv, found->access, req, res))
         found->handler(srv, req, res);
     count(srv, res->status);
 }

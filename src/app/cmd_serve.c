@@ -404,8 +404,11 @@ int cmd_serve(int argc, char **argv)
     int port = http_server_port(http);
     const char *shown_host = strcmp(a.host, "0.0.0.0") == 0 ? "127.0.0.1" : a.host;
     char my_url[LEADER_URL_MAX];
+    char host_name[128];
     if (a.advertise)
         text_copy(my_url, sizeof my_url, a.advertise);
+    else if (strcmp(a.host, "0.0.0.0") == 0 && gethostname(host_name, sizeof host_name) == 0)
+        text_printf(my_url, sizeof my_url, "http://%.127s:%d", host_name, port); /* reachable */
     else
         text_printf(my_url, sizeof my_url, "http://%s:%d", shown_host, port);
     /* The lock is tried once before anything is said, so that a server
