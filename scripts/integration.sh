@@ -34,6 +34,7 @@ fi
 # A short path: the server's socket lives in it (107 bytes at most).
 pg=$(mktemp -d /tmp/alallo-pg-XXXXXX)
 trap '"$root"/tests/pg/pg-down.sh "$pg"' EXIT
+trap 'exit 143' INT TERM # so that the EXIT trap stops the server on a signal too
 "$root"/tests/pg/pg-up.sh "$pg" "$ALALLO_BIN" >/dev/null
 echo "integration: PostgreSQL in $pg (${#tests[@]} files)"
 ALALLO_TEST_STORE=postgresql ALALLO_PG_DIR=$pg node --test --test-concurrency=1 "${tests[@]}"

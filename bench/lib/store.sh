@@ -10,6 +10,7 @@ case ${STORE:-sqlite} in
     ALALLO_PG_DIR=$(mktemp -d /tmp/alallo-pgb-XXXXXX)
     export ALALLO_PG_DIR
     trap '"$root"/tests/pg/pg-down.sh "$ALALLO_PG_DIR"' EXIT
+    trap 'exit 143' INT TERM # the EXIT trap stops the server on a signal too
     "$root"/tests/pg/pg-up.sh "$ALALLO_PG_DIR" "$ALALLO_BIN" >/dev/null
     ;;
   *) echo "STORE is sqlite or postgresql, not '$STORE'" >&2; exit 2 ;;
