@@ -6,6 +6,7 @@ import { freePort, sleep, startService, uploadSamples } from '../lib/service.mjs
 const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
 const ROUNDS = Number(process.env.ROUNDS || 5);
+process.setMaxListeners(10 + 4 * ROUNDS); // each round's serves are killed on exit
 const PG = process.env.ALALLO_PG_DIR;
 
 async function healthy(url) {
