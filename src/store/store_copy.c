@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store/store_backend.h"
 
@@ -236,6 +237,11 @@ enum alallo_err store_copy(const char *from, const char *to,
     if (store_sqlite_file(from, path, sizeof path)) {
         snprintf(err, errcap, "the source's path is too long");
         return ERR_INVALID;
+    }
+    if (store_url_kind(from) == STORE_SQLITE && access(path, R_OK) != 0) {
+        /* Opening would make an empty store there, and copy nothing. */
+        snprintf(err, errcap, "the source has no store: %s does not exist", path);
+        return ERR_NOT_FOUND;
     }
     if (check_both(from, to, err, errcap))
         return ERR_INVALID;

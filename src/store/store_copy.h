@@ -15,8 +15,8 @@ const char *store_copy_table_name(int i);
  * SQLite store `from` ("sqlite:PATH" or a PATH, as store_open_url) into the
  * PostgreSQL store `to`, in one transaction, and checks that each table
  * has as many rows on both sides before it commits. Both are first brought
- * to this build's schema. The target must be empty: ERR_CONFLICT, and
- * nothing written, otherwise. rows[i] gets the rows copied into table i.
+ * to this build's schema. The source must exist (ERR_NOT_FOUND). The
+ * target must be empty: ERR_CONFLICT, and nothing written, otherwise. rows[i] gets the rows copied into table i.
  * On error writes a one-line reason into err and leaves the target as it
  * was. Files under the data folder (uploads, models) are not the store's:
  * they stay where they are. */

@@ -1,13 +1,16 @@
 /* store_group.h - group commit of job creations, shared by both store
- * implementations: concurrent store_job_insert() calls queue their job;
- * the first that finds no commit in progress becomes the leader, takes
- * every job queued so far and hands them to the implementation's commit
- * function (one transaction), then wakes the others. Nobody returns before
+ * implementations: concurrent store_job_insert() calls queue their job; a
+ * caller that finds jobs queued and a leader's slot free becomes a leader,
+ * takes every job queued so far and hands them to the implementation's
+ * commit function (one transaction on that slot's connection), then wakes
+ * the others. SQLite has one slot (one writer); PostgreSQL several, so that
+ * one batch's execution overlaps another's flush. Nobody returns before
  * the commit that holds their job has returned. Internal to src/store/. */
 #ifndef ALALLO_STORE_GROUP_H
 #define ALALLO_STORE_GROUP_H
 
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "store/store.h"
 
@@ -21,18 +24,23 @@ struct store_pending {
     struct store_pending *next;
 };
 
+#define STORE_GROUP_SLOTS_MAX 8
+
 struct store_group {
-    pthread_mutex_t mu; /* owns the queue and `committing` */
+    pthread_mutex_t mu; /* owns the queue and the slots */
     pthread_cond_t cv;
     struct store_pending *head, *tail;
-    int committing;
+    int slots;                            /* leaders at once, 1..STORE_GROUP_SLOTS_MAX */
+    bool busy[STORE_GROUP_SLOTS_MAX];     /* slot i has a leader */
 };
 
-/* Writes every job of the list `batch` in one transaction and sets each
- * one's result (and error). Runs on the leader's thread, one at a time. */
-typedef void (*store_group_commit_fn)(struct store_pending *batch, void *ctx);
+/* Writes every job of the list `batch` in one transaction on the
+ * connection of `slot` and sets each one's result (and error). Runs on a
+ * leader's thread; never two at once on one slot. */
+typedef void (*store_group_commit_fn)(struct store_pending *batch, int slot, void *ctx);
 
-void store_group_init(struct store_group *g);
+/* A group with `slots` leaders at most at once (1..STORE_GROUP_SLOTS_MAX). */
+void store_group_init(struct store_group *g, int slots);
 void store_group_destroy(struct store_group *g);
 
 /* Queues job (and its first event) and returns its result once a commit

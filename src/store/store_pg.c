@@ -1,15 +1,16 @@
 /* store_pg.c - the store (store.h) on PostgreSQL 15, through libpq.
  *
- * Connections: one for group-commit batches of job creations (the
- * "writer") and a pool of POOL for everything else; each is opened from
+ * Connections: WRITERS for group-commit batches of job creations (one
+ * per leader: one batch executes while another's COMMIT flushes) and a
+ * pool of POOL for everything else; each is opened from
  * the same URL, with lock_timeout, statement_timeout and
  * synchronous_commit=on set for its session, so that a COMMIT returns only
  * once the server has flushed it. Statements are prepared per connection on
  * first use.
  *
- * Group commit: store_job_insert() queues its job; the first caller that
- * finds no batch in progress becomes the leader, takes every queued job and
- * writes them in one transaction on the writer (one statement each: the
+ * Group commit: store_job_insert() queues its job; a caller that finds a
+ * leader's slot free becomes a leader, takes every queued job and writes
+ * them in one transaction on that slot's writer (one statement each: the
  * job, its first event, and the check that its data sets are files of its
  * account), then wakes the others after COMMIT. Nobody returns before the
  * commit that holds their job. A job that fails for a reason of its own
@@ -33,12 +34,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/text.h"
 #include "store/store_backend.h"
 #include "store/store_columns.h"
 #include "store/store_group.h"
 #include "store/store_writes.h"
 
 #define POOL 8
+#define WRITERS 4 /* group-commit leaders at once */
 #define RETRIES 5
 #define MAX_PARAMS 56
 #define NUM_TEXT 32
@@ -322,7 +325,7 @@ struct conn {
 };
 
 struct store_impl {
-    struct conn writer; /* group-commit batches; owned by the leader of the moment */
+    struct conn writers[WRITERS]; /* group-commit batches; writers[i] owned by slot i's leader */
     struct conn pool[POOL];
     int busy[POOL];
     pthread_mutex_t pmu; /* owns busy[] */
@@ -483,6 +486,25 @@ static enum alallo_err conn_ready(struct conn *c)
 
 static bool conn_lost(const struct conn *c) { return PQstatus(c->db) != CONNECTION_OK; }
 
+/* Prepares statement `id` on c unless it is already; writes its name. */
+static enum alallo_err prepare(struct conn *c, enum sql_id id, char name[16] /* OUT */,
+                               const char *what)
+{
+    snprintf(name, 16, "s%d", (int)id);
+    if (c->prepared[id])
+        return ERR_OK;
+    PGresult *r = PQprepare(c->db, name, sql_text[id], 0, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        enum alallo_err e = from_sqlstate(PQresultErrorField(r, PG_DIAG_SQLSTATE));
+        set_pg_error(what, c->db, r);
+        PQclear(r);
+        return e == ERR_OK ? ERR_IO : e;
+    }
+    PQclear(r);
+    c->prepared[id] = true;
+    return ERR_OK;
+}
+
 /* Runs statement `id` with params p on c; on success *out holds the result
  * (the caller PQclears it). Prepares it first on this connection. */
 static enum alallo_err run(struct conn *c, enum sql_id id, const struct params *p,
@@ -494,26 +516,16 @@ static enum alallo_err run(struct conn *c, enum sql_id id, const struct params *
         return ERR_INVALID;
     }
     char name[16];
-    snprintf(name, sizeof name, "s%d", (int)id);
-    if (!c->prepared[id]) {
-        PGresult *r = PQprepare(c->db, name, sql_text[id], 0, NULL);
-        ExecStatusType ps = PQresultStatus(r);
-        if (ps != PGRES_COMMAND_OK) {
-            enum alallo_err e = from_sqlstate(PQresultErrorField(r, PG_DIAG_SQLSTATE));
-            set_pg_error(what, c->db, r);
-            PQclear(r);
-            return e == ERR_OK ? ERR_IO : e;
-        }
-        PQclear(r);
-        c->prepared[id] = true;
-    }
+    enum alallo_err e = prepare(c, id, name, what);
+    if (e)
+        return e;
     PGresult *r = PQexecPrepared(c->db, name, p ? p->n : 0, p ? p->v : NULL, NULL, NULL, 0);
     ExecStatusType rs = PQresultStatus(r);
     if (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK) {
         *out = r;
         return ERR_OK;
     }
-    enum alallo_err e = from_sqlstate(PQresultErrorField(r, PG_DIAG_SQLSTATE));
+    e = from_sqlstate(PQresultErrorField(r, PG_DIAG_SQLSTATE));
     set_pg_error(what, c->db, r);
     PQclear(r);
     return e;
@@ -585,7 +597,7 @@ static enum alallo_err read_rows(struct store_impl *s, enum sql_id id, const str
             e = run(c, id, p, out, what);
     }
     pool_put(s, c);
-    return e;
+    return e == ERR_RETRY_TX ? ERR_UNAVAILABLE : e;
 }
 
 /* A one-statement write in its own transaction (durable at return). Not
@@ -667,7 +679,7 @@ static enum alallo_err migrate(struct conn *c, int target, int *version, char *e
 fail:
     snprintf(err, errcap, "schema migration failed: %s", store_last_error());
     rollback(c);
-    return e ? e : ERR_IO;
+    return e && e != ERR_RETRY_TX ? e : ERR_IO;
 }
 
 static void pg_close(struct store_impl *s)
@@ -677,8 +689,9 @@ static void pg_close(struct store_impl *s)
     for (int i = 0; i < POOL; i++)
         if (s->pool[i].db)
             conn_close(&s->pool[i]);
-    if (s->writer.db)
-        conn_close(&s->writer);
+    for (int i = 0; i < WRITERS; i++)
+        if (s->writers[i].db)
+            conn_close(&s->writers[i]);
     pthread_mutex_destroy(&s->pmu);
     pthread_cond_destroy(&s->pcv);
     store_group_destroy(&s->group);
@@ -701,10 +714,12 @@ enum alallo_err store_pg_open_at(const char *url, int version, struct store_impl
     }
     pthread_mutex_init(&s->pmu, NULL);
     pthread_cond_init(&s->pcv, NULL);
-    store_group_init(&s->group);
-    enum alallo_err e = conn_open(&s->writer, url, err, errcap);
+    store_group_init(&s->group, WRITERS);
+    enum alallo_err e = conn_open(&s->writers[0], url, err, errcap);
     if (!e)
-        e = migrate(&s->writer, version, &s->version, err, errcap);
+        e = migrate(&s->writers[0], version, &s->version, err, errcap);
+    for (int i = 1; !e && i < WRITERS; i++)
+        e = conn_open(&s->writers[i], url, err, errcap);
     for (int i = 0; !e && i < POOL; i++)
         e = conn_open(&s->pool[i], url, err, errcap);
     if (e) {
@@ -1146,35 +1161,31 @@ static enum alallo_err pg_file_delete(struct store_impl *s, const char *account,
 
 /* ---- jobs ------------------------------------------------------------- */
 
-/* Inserts one job (and its first event) inside the writer's transaction. */
-static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
-                                      const struct store_event *ev)
+/* The parameters of S_JOB_INSERT_EV (with a first event) or S_JOB_INSERT. */
+static enum sql_id bind_insert(struct params *p, struct store_job *job,
+                               const struct store_event *ev)
 {
     if (ev && job->event_seq < 1)
         job->event_seq = 1;
-    struct params p = {0};
-    bind_job(&p, job);
-    if (ev) {
-        p_i64(&p, ev->created_ms);
-        P_STR(&p, ev->level);
-        P_STR(&p, ev->type);
-        P_STR(&p, ev->message);
-        P_STR(&p, ev->data);
-    }
-    PGresult *r;
-    enum alallo_err e = run(c, ev ? S_JOB_INSERT_EV : S_JOB_INSERT, &p, &r, "insert job");
-    if (e)
-        return e;
-    if (PQntuples(r) == 1) {
-        job->seq = col_i64(r, 0, 0);
-        PQclear(r);
-        return ERR_OK;
-    }
-    PQclear(r);
-    /* No row: the id exists, or a data set is not a file of the account. */
+    bind_job(p, job);
+    if (!ev)
+        return S_JOB_INSERT;
+    p_i64(p, ev->created_ms);
+    P_STR(p, ev->level);
+    P_STR(p, ev->type);
+    P_STR(p, ev->message);
+    P_STR(p, ev->data);
+    return S_JOB_INSERT_EV;
+}
+
+/* Why an insert gave no row back: its id exists (ERR_CONFLICT), or a data
+ * set is not a file of its account (ERR_NOT_FOUND). */
+static enum alallo_err why_not_inserted(struct conn *c, const struct store_job *job)
+{
     struct params q = {0};
     p_text(&q, job->id);
-    e = run(c, S_JOB_EXISTS, &q, &r, "insert job");
+    PGresult *r;
+    enum alallo_err e = run(c, S_JOB_EXISTS, &q, &r, "insert job");
     if (e)
         return e;
     bool exists = PQntuples(r) > 0;
@@ -1187,50 +1198,175 @@ static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
     return ERR_NOT_FOUND;
 }
 
-/* Writes a batch of queued jobs in one transaction on the writer; sets
- * each result. With `alone`, each job gets a savepoint, so that one that
- * fails rolls back alone; without, the first error fails the batch (and
- * the caller writes it again alone). Returns whether it must be redone. */
-static bool write_batch(struct conn *c, struct store_pending *batch, bool alone)
+/* Inserts one job (and its first event) inside the writer's transaction. */
+static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
+                                      const struct store_event *ev)
+{
+    struct params p = {0};
+    enum sql_id id = bind_insert(&p, job, ev);
+    PGresult *r;
+    enum alallo_err e = run(c, id, &p, &r, "insert job");
+    if (e)
+        return e;
+    bool one = PQntuples(r) == 1;
+    if (one)
+        job->seq = col_i64(r, 0, 0);
+    PQclear(r);
+    return one ? ERR_OK : why_not_inserted(c, job);
+}
+
+static void fail_all(struct store_pending *batch, enum alallo_err e)
+{
+    for (struct store_pending *p = batch; p; p = p->next) {
+        p->result = e;
+        snprintf(p->error, sizeof p->error, "%s", store_last_error());
+    }
+}
+
+/* Writes a batch with a savepoint per job, so that a job that fails (a
+ * value the server refuses) rolls back alone; sets each result. */
+static void write_batch_alone(struct conn *c, struct store_pending *batch)
 {
     enum alallo_err e = conn_ready(c);
     if (!e)
         e = exec_cmd(c, "BEGIN");
     for (struct store_pending *p = batch; !e && p; p = p->next) {
-        if (alone && (e = exec_cmd(c, "SAVEPOINT one")))
+        if ((e = exec_cmd(c, "SAVEPOINT one")))
             break;
         p->result = insert_one_job(c, p->job, p->event);
         if (p->result)
             snprintf(p->error, sizeof p->error, "%s", store_last_error());
-        if (alone) {
-            e = exec_cmd(c, p->result ? "ROLLBACK TO one" : "RELEASE one");
-        } else if (PQtransactionStatus(c->db) != PQTRANS_INTRANS) {
-            /* An error aborts the transaction: redo the batch, a
-             * savepoint per job. */
-            rollback(c);
-            return !conn_lost(c);
-        }
+        e = exec_cmd(c, p->result ? "ROLLBACK TO one" : "RELEASE one");
     }
     if (!e)
         e = exec_cmd(c, "COMMIT");
     if (e) {
         rollback(c);
-        for (struct store_pending *p = batch; p; p = p->next) {
-            p->result = e == ERR_RETRY_TX ? ERR_UNAVAILABLE : e;
+        fail_all(batch, e == ERR_RETRY_TX ? ERR_UNAVAILABLE : e);
+    }
+}
+
+/* What a pipelined batch came to. */
+enum piped { PIPED_DONE, PIPED_REDO_ALONE };
+
+/* Writes a batch in one round trip (libpq's pipeline mode): BEGIN, one
+ * INSERT per job, COMMIT, a sync; then reads every answer. Sets each
+ * result, unless a job's error aborted the transaction: then nothing is
+ * written and the batch is to be redone a savepoint per job. A job is
+ * acknowledged only when the COMMIT's answer says it committed. */
+static enum piped write_batch_piped(struct conn *c, struct store_pending *batch)
+{
+    char ins[16], ins_ev[16];
+    enum alallo_err e = conn_ready(c);
+    if (!e)
+        e = prepare(c, S_JOB_INSERT, ins, "insert job");
+    if (!e)
+        e = prepare(c, S_JOB_INSERT_EV, ins_ev, "insert job");
+    if (!e && PQenterPipelineMode(c->db) != 1) {
+        set_pg_error("enter pipeline mode", c->db, NULL);
+        e = ERR_IO;
+    }
+    if (e) {
+        fail_all(batch, e);
+        return PIPED_DONE;
+    }
+    bool sent = PQsendQueryParams(c->db, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 1;
+    for (struct store_pending *p = batch; sent && p; p = p->next) {
+        struct params prm = {0};
+        enum sql_id id = bind_insert(&prm, p->job, p->event);
+        p->result = ERR_OK;
+        if (prm.bad) {
+            p->result = ERR_INVALID; /* not sent */
+            snprintf(p->error, sizeof p->error, "store: insert job: a value is too long");
+            continue;
+        }
+        sent = PQsendQueryPrepared(c->db, id == S_JOB_INSERT ? ins : ins_ev, prm.n, prm.v, NULL,
+                                   NULL, 0) == 1;
+    }
+    sent = sent && PQsendQueryParams(c->db, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) == 1;
+    sent = sent && PQpipelineSync(c->db) == 1;
+
+    /* The answers, in the order sent: BEGIN, each job that was sent, COMMIT,
+     * then the sync. Each query's results end with a NULL. */
+    struct store_pending *at = NULL; /* the job whose answer comes next */
+    int stage = 0;                   /* 0 BEGIN, 1 jobs, 2 COMMIT, 3 sync */
+    bool aborted = false, committed = false, lost = !sent;
+    while (!lost) {
+        PGresult *r = PQgetResult(c->db);
+        if (!r) {
+            if (conn_lost(c)) {
+                lost = true;
+                break;
+            }
+            /* The end of one query's results: on to the next. */
+            if (stage == 0) {
+                stage = 1;
+                at = batch;
+            } else if (stage == 1) {
+                at = at->next;
+            }
+            while (stage == 1 && at && at->result == ERR_INVALID)
+                at = at->next;
+            if (stage == 1 && !at)
+                stage = 2;
+            continue;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (st == PGRES_FATAL_ERROR) {
+            aborted = true;
+            set_pg_error("insert job", c->db, r);
+            if (!PQresultErrorField(r, PG_DIAG_SQLSTATE) || conn_lost(c))
+                lost = true;
+        } else if (st == PGRES_PIPELINE_ABORTED) {
+            aborted = true;
+        } else if (stage == 1 && at && st == PGRES_TUPLES_OK) {
+            if (PQntuples(r) == 1)
+                at->job->seq = col_i64(r, 0, 0);
+            else
+                at->result = ERR_NOT_FOUND; /* no row: which, asked below */
+        } else if (stage == 2 && st == PGRES_COMMAND_OK) {
+            committed = strcmp(PQcmdStatus(r), "COMMIT") == 0;
+        }
+        PQclear(r);
+    }
+    if (!lost)
+        PQexitPipelineMode(c->db);
+    if (lost || conn_lost(c)) {
+        /* Whether it committed is unknown: none is acknowledged. A
+         * connection left mid-pipeline is of no further use. */
+        store_set_error("store: insert job: the connection to PostgreSQL was lost");
+        fail_all(batch, ERR_UNAVAILABLE);
+        if (!conn_lost(c)) {
+            PQreset(c->db);
+            if (!conn_lost(c))
+                session_start(c);
+        }
+        return PIPED_DONE;
+    }
+    if (aborted || !committed) {
+        rollback(c);
+        return PIPED_REDO_ALONE;
+    }
+    for (struct store_pending *p = batch; p; p = p->next)
+        if (p->result == ERR_NOT_FOUND) {
+            p->result = why_not_inserted(c, p->job);
             snprintf(p->error, sizeof p->error, "%s", store_last_error());
         }
-    }
-    return false;
+    return PIPED_DONE;
 }
 
 /* The leader's commit (store_group_commit_fn): the batch in one
- * transaction, written again a savepoint per job when one job's error
- * aborted it. */
-static void commit_batch(struct store_pending *batch, void *ctx)
+ * transaction and one round trip, written again a savepoint per job when
+ * one job's error aborted it. */
+static void commit_batch(struct store_pending *batch, int slot, void *ctx)
 {
     struct store_impl *s = ctx;
-    if (write_batch(&s->writer, batch, false))
-        write_batch(&s->writer, batch, true);
+    if (write_batch_piped(&s->writers[slot], batch) == PIPED_REDO_ALONE)
+        write_batch_alone(&s->writers[slot], batch);
 }
 
 static enum alallo_err pg_job_insert(struct store_impl *s, struct store_job *job,
@@ -1463,6 +1599,41 @@ static enum alallo_err insert_event(struct conn *c, const char *job, int64_t seq
     return run_done(c, S_EV_INSERT, &p, "insert event");
 }
 
+/* Whether s is valid UTF-8 (PostgreSQL refuses text that is not; SQLite
+ * keeps any bytes). */
+static bool utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2
+                : (*p & 0xf8) == 0xf0                ? 3
+                                                     : -1;
+        if (n < 0 || (n == 1 && *p < 0xc2) || (n == 3 && *p > 0xf4))
+            return false;
+        for (int i = 1; i <= n; i++)
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+        if ((n == 2 && *p == 0xe0 && p[1] < 0xa0) || (n == 2 && *p == 0xed && p[1] >= 0xa0) ||
+            (n == 3 && *p == 0xf0 && p[1] < 0x90) || (n == 3 && *p == 0xf4 && p[1] >= 0x90))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* A trainer's text (a log line, an event's message) as PostgreSQL can keep
+ * it: as it is when valid UTF-8, else with each broken byte (and control
+ * character) made '?' in `fixed` (text_one_line), rather than failing the
+ * whole update over one line of output. */
+static const char *storable_text(const char *s, char *fixed, size_t cap)
+{
+    if (utf8_valid(s))
+        return s;
+    snprintf(fixed, cap, "%s", s);
+    text_one_line(fixed);
+    return fixed;
+}
+
 /* Writes everything an update callback queued, numbering log lines and
  * events from the job's counters. */
 static enum alallo_err write_queued(struct conn *c, struct store_job *job,
@@ -1472,15 +1643,21 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
     for (int i = 0; !e && i < w->n_attempts; i++)
         e = put_attempt(c, &w->attempts[i]);
     for (int i = 0; !e && i < w->n_logs; i++) {
+        char fixed[STORE_LOG_LINE_MAX];
         struct params p = {0};
         p_text(&p, job->id);
         p_i64(&p, ++job->log_seq);
         P_STR(&p, w->logs[i].attempt);
-        P_STR(&p, w->logs[i].line);
+        p_str(&p, storable_text(w->logs[i].line, fixed, sizeof fixed), sizeof fixed);
         e = run_done(c, S_LOG_INSERT, &p, "append log");
     }
-    for (int i = 0; !e && i < w->n_events; i++)
-        e = insert_event(c, job->id, ++job->event_seq, &w->events[i]);
+    for (int i = 0; !e && i < w->n_events; i++) {
+        struct store_event ev = w->events[i];
+        char fixed[STORE_MESSAGE_MAX];
+        snprintf(ev.message, sizeof ev.message, "%s",
+                 storable_text(w->events[i].message, fixed, sizeof fixed));
+        e = insert_event(c, job->id, ++job->event_seq, &ev);
+    }
     for (int i = 0; !e && i < w->n_checkpoints; i++) {
         const struct store_checkpoint *k = &w->checkpoints[i];
         struct params p = {0};

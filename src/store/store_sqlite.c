@@ -462,7 +462,7 @@ enum alallo_err store_sqlite_open_at(const char *path, int version, struct store
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->rmu, NULL);
     pthread_cond_init(&s->rcv, NULL);
-    store_group_init(&s->group);
+    store_group_init(&s->group, 1); /* one writer */
     enum alallo_err e = conn_open(&s->writer, path, err, errcap);
     if (e)
         goto fail;
@@ -1115,9 +1115,10 @@ static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
 
 /* Writes a batch of queued jobs in one transaction; sets each result
  * (store_group_commit_fn). */
-static void commit_batch(struct store_pending *batch, void *ctx)
+static void commit_batch(struct store_pending *batch, int slot, void *ctx)
 {
     struct store_impl *s = ctx;
+    (void)slot; /* one slot: the writer */
     WRITE_BEGIN(s);
     enum alallo_err e = exec_stmt(c, S_BEGIN);
     if (!e) {

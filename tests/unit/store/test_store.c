@@ -814,6 +814,83 @@ static void eight_threads_updating_one_job_keep_fence_and_ledger(void **state)
     assert_int_equal(seen, THREADS * EACH);
 }
 
+static enum alallo_err log_broken_line(struct store_job *job, struct store_attempt *att,
+                                       struct store_writes *w, void *ctx)
+{
+    (void)job;
+    (void)att;
+    (void)ctx;
+    return store_writes_log(w, "att-x", "loss 1.0 \xff\xfe end");
+}
+
+/* A job whose values the database refuses fails alone, not with the jobs
+ * that share its group commit; a trainer's line that is not UTF-8 does not
+ * fail its update. PostgreSQL refuses text that is not UTF-8 (SQLite keeps
+ * the bytes): the job is ERR_INVALID there, and the line is kept with '?'
+ * for each broken byte. */
+static void a_refused_job_fails_alone_and_broken_lines_are_kept(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 16 };
+    struct burst b[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = (struct burst){f->s, 5, 0};
+        pthread_create(&t[i], NULL, insert_many, &b[i]);
+    }
+    struct store_job bad, got;
+    make_job(&bad, "acct-a", 1);
+    strcpy(bad.name, "broken \xff\xfe name");
+    enum alallo_err e = store_job_insert(f->s, &bad, NULL);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(b[i].failures, 0);
+    }
+    long counts[JOB_STATUS_COUNT];
+    assert_int_equal(store_job_count_by_status(f->s, counts), ERR_OK);
+    if (fixture_on_pg()) {
+        assert_int_equal(e, ERR_INVALID);
+        assert_int_equal(store_job_get(f->s, NULL, bad.id, &got), ERR_NOT_FOUND);
+        assert_int_equal(counts[JOB_QUEUED], N * 5);
+    } else {
+        assert_int_equal(e, ERR_OK);
+        assert_int_equal(counts[JOB_QUEUED], N * 5 + 1);
+    }
+    struct store_job j;
+    make_job(&j, "acct-a", 2);
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+    assert_int_equal(store_job_update(f->s, j.id, NULL, log_broken_line, NULL), ERR_OK);
+    struct store_log_line line;
+    int n;
+    assert_int_equal(store_log_read(f->s, j.id, NULL, 0, &line, 1, &n), ERR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(line.line, fixture_on_pg() ? "loss 1.0 ?? end" : "loss 1.0 \xff\xfe end");
+}
+
+/* store_open_url: the URL picks the store; a SQLite folder holds
+ * alallo.db; an unreachable PostgreSQL is a clear error, not a crash. */
+static void urls_pick_the_store(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(store_url_kind("postgresql:///x"), STORE_POSTGRESQL);
+    assert_int_equal(store_url_kind("postgres://h/x"), STORE_POSTGRESQL);
+    assert_int_equal(store_url_kind("sqlite:/x"), STORE_SQLITE);
+    assert_int_equal(store_url_kind("/var/alallo"), STORE_SQLITE);
+    char url[300], err[300], file[320];
+    struct store *s;
+    snprintf(url, sizeof url, "sqlite:%s", f->dir);
+    assert_int_equal(store_open_url(url, &s, err, sizeof err), ERR_OK);
+    assert_string_equal(store_backend_name(s), "sqlite");
+    store_close(s);
+    snprintf(file, sizeof file, "%s/alallo.db", f->dir);
+    assert_int_equal(access(file, F_OK), 0);
+    assert_int_equal(store_open_url("postgresql:///nowhere?host=/nonexistent-dir&port=1", &s, err,
+                                    sizeof err),
+                     ERR_UNAVAILABLE);
+    assert_null(s);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -836,6 +913,9 @@ int main(void)
                                         setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(eight_threads_updating_one_job_keep_fence_and_ledger,
                                         setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(a_refused_job_fails_alone_and_broken_lines_are_kept,
+                                        setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(urls_pick_the_store, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
