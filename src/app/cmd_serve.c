@@ -411,9 +411,9 @@ int cmd_serve(int argc, char **argv)
         text_printf(my_url, sizeof my_url, "http://%.127s:%d", host_name, port); /* reachable */
     else
         text_printf(my_url, sizeof my_url, "http://%s:%d", shown_host, port);
-    /* The lock is tried once before anything is said, so that a server
-     * alone on its store leads from its first answer. */
-    /* The lock of a PostgreSQL store is in the database; of SQLite, in DATA. */
+    /* The lock (of a PostgreSQL store in the database; of SQLite in DATA)
+     * is tried once before anything is printed; a write that comes in
+     * meanwhile waits for the outcome (api/forward.h). */
     const char *lock_at = a.store && (strncmp(a.store, "postgresql://", 13) == 0 ||
                                       strncmp(a.store, "postgres://", 11) == 0)
                               ? a.store
