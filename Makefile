@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8080
 DATA ?= var
 
-.PHONY: all build deps deps-test run test unit integration e2e asan fuzz bench clean node-deps layers
+.PHONY: all build deps deps-test run test unit integration integration-pg e2e asan fuzz bench clean node-deps layers
 
 all: build
 
@@ -33,8 +33,14 @@ layers:
 unit: layers build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Every file on SQLite, then a subset on a throwaway PostgreSQL (service_*,
+# sched_*, kill -9 of serve, remote workers, the take-over of a standby).
 integration: build node-deps
 	@scripts/integration.sh $(BUILD)/alallo
+	@scripts/integration.sh $(BUILD)/alallo postgresql
+
+integration-pg: build node-deps
+	@scripts/integration.sh $(BUILD)/alallo postgresql
 
 # Browser tests of the dashboard: headless Chromium through playwright-core.
 e2e: build node-deps

@@ -16,7 +16,7 @@ export function alallo(bin, args) {
   return r.stdout;
 }
 
-function freePort() {
+export function freePort() {
   return new Promise((resolve) => {
     const s = net.createServer();
     s.listen(0, '127.0.0.1', () => {
@@ -26,9 +26,21 @@ function freePort() {
   });
 }
 
+// `--store URL` of a new database `name` of the throwaway PostgreSQL in
+// ALALLO_PG_DIR (bench/lib/store.sh), or [] (SQLite in the data folder).
+let databases = 0;
+export function storeArgs(root, name = `bench_${process.pid}_${++databases}`) {
+  const dir = process.env.ALALLO_PG_DIR;
+  if (!dir) return [];
+  const r = spawnSync(path.join(root, 'tests/pg/pg-db.sh'), [dir, name], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`tests/pg/pg-db.sh: ${r.stderr}`);
+  return ['--store', r.stdout.trim()];
+}
+
 // Starts `alallo serve` with models of the given shapes (made here) and
-// the extra arguments; resolves once it answers and its keys are written.
-// Returns { url, key, workerToken, sample, serve, tmp, stop() }.
+// the extra arguments, on a store of its own (storeArgs); resolves once it
+// answers and its keys are written.
+// Returns { url, key, workerToken, sample, serve, tmp, data, models, store, stop() }.
 export async function startService({ bin, root, shapes, args, prefix }) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -41,7 +53,8 @@ export async function startService({ bin, root, shapes, args, prefix }) {
     alallo(bin, ['model', 'init', '--shape', shape, '--tokenizer', tok, '--out', path.join(models, shape)]);
   const port = await freePort();
   const data = path.join(tmp, 'data');
-  const serve = spawn(bin, ['serve', '--port', String(port), '--data', data, '--models', models, ...args],
+  const store = storeArgs(root);
+  const serve = spawn(bin, ['serve', '--port', String(port), '--data', data, ...store, '--models', models, ...args],
     { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   serve.stderr.on('data', (d) => (log = (log + d).slice(-20000)));
@@ -56,8 +69,8 @@ export async function startService({ bin, root, shapes, args, prefix }) {
     await sleep(100);
   }
   const read = (f) => fs.readFileSync(path.join(data, f), 'utf8').trim();
-  return { url, key: read('api-key'), workerToken: read('worker-token'), sample, serve, tmp,
-    stop: () => serve.kill('SIGTERM') };
+  return { url, key: read('api-key'), workerToken: read('worker-token'), sample, serve, tmp, data,
+    models, store, stop: () => serve.kill('SIGTERM') };
 }
 
 // Uploads data sets of the first n examples of the sample, for each n;

@@ -7,9 +7,11 @@
 # the busy fleet. Prints one JSON object; the pass times come from the
 # server's /metrics (wall time, store reads included).
 #   bench/sched/server_pass.sh [path/to/alallo]
+#   STORE=postgresql bench/sched/server_pass.sh   on a throwaway PostgreSQL
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
 export ALALLO_BIN=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 export ALALLO_ROOT=$root
-exec node "$root/bench/sched/server_pass.mjs"
+source "$root/bench/lib/store.sh"
+node "$root/bench/sched/server_pass.mjs"

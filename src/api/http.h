@@ -31,6 +31,7 @@ struct http_request {
     int n_query;
     char authorization[HTTP_VALUE_MAX];
     char content_type[HTTP_VALUE_MAX];
+    bool forwarded; /* sent on by a standby (X-Alallo-Forwarded; api/forward.h) */
     const char *body; /* not NUL-terminated */
     size_t body_len;
     /* Set by the router. */

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include "api/conn_guard.h"
+#include "api/forward.h"
 #include "api/handlers.h"
 #include "api/router.h"
 #include "core/clock.h"
@@ -288,6 +289,7 @@ static bool read_request(struct conn_state *cs, struct MHD_Connection *conn, con
         req->authorization[0] = '\0';
     if (ctype && !text_copy(req->content_type, sizeof req->content_type, ctype))
         req->content_type[0] = '\0';
+    req->forwarded = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, FORWARD_HEADER) != NULL;
     struct query_collect q = {.req = req};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_query, &q);
     if (q.overflow) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "control/fleet.h"
+#include "control/leadership.h"
 #include "api/handlers.h"
 
 static const int codes[METRIC_CODES] = {200, 204, 400, 401, 403, 404,
@@ -32,8 +33,10 @@ void health_get(struct api_server *srv, struct http_request *req, struct http_re
         api_store_error(res, e);
         return;
     }
-    api_json(res, 200, json_pack("{s:s,s:i}", "status", "ok", "schema_version",
-                                 store_schema_version(srv->ctl->store)));
+    /* "leader": whether this process leads its store (control/leadership.h). */
+    api_json(res, 200, json_pack("{s:s,s:i,s:b}", "status", "ok", "schema_version",
+                                 store_schema_version(srv->ctl->store), "leader",
+                                 control_leads(srv->ctl)));
 }
 
 struct out {
@@ -95,6 +98,9 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
             "# HELP alallo_workers_busy Active workers running an attempt.\n"
             "# TYPE alallo_workers_busy gauge\nalallo_workers_busy %ld\n",
             active, draining, busy);
+    put(&o, "# HELP alallo_leader 1 when this process leads its store (runs the passes and "
+            "the timers), 0 for a standby.\n# TYPE alallo_leader gauge\nalallo_leader %d\n",
+        control_leads(srv->ctl) ? 1 : 0);
     put(&o, "# HELP alallo_internal_failures_total Jobs failed on alallo's side.\n"
             "# TYPE alallo_internal_failures_total counter\nalallo_internal_failures_total %ld\n",
         atomic_load(&srv->ctl->metrics.internal_failures));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/auth.h"
+#include "api/forward.h"
 #include "api/handlers.h"
 #include "api/ratelimit.h"
 #include "control/engine.h"
@@ -234,7 +235,11 @@ bool api_admit_body(struct api_server *srv, struct http_request *req, struct htt
 void api_dispatch(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     const struct route *found = route_and_check(srv, req, res, true);
-    if (found && !rate_limited(srv, found->access, req, res))
+    /* A standby sends writes on to the leader, which also applies the
+     * rate limit (api/forward.h). */
+    bool forwarded = found && forward_needed(srv, found->method) &&
+                     forward_to_leader(srv, req, res);
+    if (found && !forwarded && !rate_limited(srv, found->access, req, res))
         found->handler(srv, req, res);
     count(srv, res->status);
 }

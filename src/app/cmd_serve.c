@@ -4,21 +4,27 @@
  *                [--local-worker SPEC|none]... [--worker-timeout S]
  *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
  *                [--executor slurm|process [--slurm-pool SPEC]... [--cluster-data S=N]
- *                 [--runner-url URL]]
+ *                 [--runner-url URL]] [--advertise URL]
  *
  * Opens the store (SQLite in DATA, or --store URL: docs/store.md; DATA keeps
  * the files either way), creating the account `default` and the key files
- * on first run, serves the API and the dashboard, starts the local workers
- * (threads that speak the worker protocol to this server over loopback),
- * and watches for lost workers and jobs past their limits. SIGTERM or
- * SIGINT stops it gracefully: local workers checkpoint and hand back their
- * attempts first. See docs/operations.md.
+ * on first run, and serves the API and the dashboard. Several serves may
+ * share one store: one leads (control/leadership.h) and the others stand
+ * by, answering reads and forwarding writes to it (api/forward.h). The
+ * leader starts the local workers (threads that speak the worker protocol
+ * to this server over loopback) and watches for lost workers and jobs past
+ * their limits; a standby that takes the lead starts its own then. SIGTERM
+ * or SIGINT stops it gracefully: local workers checkpoint and hand back
+ * their attempts first. A leader that loses its lock stops the same way
+ * and exits with status 3, to be restarted as a standby. See
+ * docs/operations.md.
  */
 #include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +38,9 @@
 #include "app/cmds.h"
 #include "control/control.h"
 #include "control/engine.h"
+#include "control/leadership.h"
 #include "control/setup.h"
+#include "store/leader_lock.h"
 #include "control/workers.h"
 #include "core/text.h"
 #include "worker/worker.h"
@@ -57,27 +65,58 @@ static void *run_local_worker(void *arg)
 
 struct watcher {
     struct control *ctl;
+    struct local_worker *lw; /* started when this process takes the lead */
+    int n_local;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
+    atomic_int lost; /* leadership was lost: the process stops, status 3 */
 };
 
-/* Once a second, the control layer's tick (control_tick). */
+static void start_local_workers(struct watcher *w)
+{
+    for (int i = 0; i < w->n_local; i++) {
+        struct local_worker *lw = &w->lw[i];
+        if (lw->started)
+            continue;
+        if (pthread_create(&lw->thread, NULL, run_local_worker, lw) == 0)
+            lw->started = 1;
+        printf("alallo: local worker %s: %d cpus, %.1f GB, %s, %.2f/h\n", lw->cfg.name,
+               lw->cfg.cpus, (double)lw->cfg.mem_bytes / 1e9, lw->cfg.class_,
+               lw->cfg.price_per_hour);
+    }
+    fflush(stdout);
+}
+
+/* Every half second the leader lock (leadership_step): taking the lead
+ * starts the local workers, losing it stops the process (SIGTERM to
+ * itself, taken by the main thread's sigwait). Once a second the control
+ * layer's tick (control_tick), which only the leader acts on. */
 static void *watch(void *arg)
 {
     struct watcher *w = arg;
-    long tick = 0;
+    long step = 0, tick = 0;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        ts.tv_nsec += LEADERSHIP_STEP_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
         if (w->stop)
             break;
         pthread_mutex_unlock(&w->mu);
-        control_tick(w->ctl, clock_now_ms(), ++tick);
+        enum leadership_change ch = leadership_step(w->ctl);
+        if (ch == LEADERSHIP_TAKEN) {
+            start_local_workers(w);
+        } else if (ch == LEADERSHIP_LOST && !w->lost) {
+            w->lost = 1;
+            kill(getpid(), SIGTERM);
+        }
+        if (++step % (1000 / LEADERSHIP_STEP_MS) == 0)
+            control_tick(w->ctl, clock_now_ms(), ++tick);
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
@@ -94,6 +133,7 @@ static void usage(void)
           "                    [--rate-limit PER_SECOND] [--header-timeout S]\n"
           "                    [--executor slurm|process] [--slurm-pool POOL]...\n"
           "                    [--cluster-data SERVER_PREFIX=NODE_PREFIX] [--runner-url URL]\n"
+          "                    [--advertise URL]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
@@ -143,6 +183,7 @@ struct serve_args {
     int n_pools;
     const char *cluster_data; /* SERVER_PREFIX=NODE_PREFIX */
     const char *runner_url;   /* what runners call; default the served address */
+    const char *advertise;    /* where the others reach this serve; NULL: from --host, --port */
 };
 
 static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg,
@@ -173,6 +214,13 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             a->store = val;
         } else if (strcmp(arg, "--models") == 0) {
             a->models = val;
+        } else if (strcmp(arg, "--advertise") == 0) {
+            /* The URL other serves of the same store forward writes to
+             * when this one leads (docs/operations.md). */
+            if ((strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
+                strlen(val) >= LEADER_URL_MAX)
+                goto bad;
+            a->advertise = val;
         } else if (strcmp(arg, "--local-worker") == 0) {
             if (strcmp(val, "none") == 0) {
                 a->no_workers = true;
@@ -443,6 +491,7 @@ int cmd_serve(int argc, char **argv)
         store_close(store);
         return 1;
     }
+    ctl.cfg.standby = true; /* leads once it holds the lock (leadership.h) */
     if (control_open(&ctl, store, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
         store_close(store);
@@ -466,12 +515,35 @@ int cmd_serve(int argc, char **argv)
     int port = http_server_port(http);
     const char *shown_host = strcmp(a.host, "0.0.0.0") == 0 ? "127.0.0.1" : a.host;
     /* The engine before anything is announced: its pools are part of what
-     * the server serves. */
+     * the server serves. Its thread submits, polls and reconciles only
+     * while this process leads (engine.c). */
     if (start_engine(&ctl, &a, shown_host, port) != 0) {
         http_server_stop(http);
         control_close(&ctl);
         return 2;
     }
+    char my_url[LEADER_URL_MAX];
+    char host_name[128];
+    if (a.advertise)
+        text_copy(my_url, sizeof my_url, a.advertise);
+    else if (strcmp(a.host, "0.0.0.0") == 0 && gethostname(host_name, sizeof host_name) == 0)
+        text_printf(my_url, sizeof my_url, "http://%.127s:%d", host_name, port); /* reachable */
+    else
+        text_printf(my_url, sizeof my_url, "http://%s:%d", shown_host, port);
+    /* The lock (of a PostgreSQL store in the database; of SQLite in DATA)
+     * is tried once before anything is printed; a write that comes in
+     * meanwhile waits for the outcome (api/forward.h). */
+    const char *lock_at = a.store && (strncmp(a.store, "postgresql://", 13) == 0 ||
+                                      strncmp(a.store, "postgres://", 11) == 0)
+                              ? a.store
+                              : ctl.cfg.data_dir;
+    if (leadership_open(&ctl, lock_at, my_url, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo serve: %s\n", err);
+        http_server_stop(http);
+        control_close(&ctl);
+        return 1;
+    }
+    bool leads = leadership_step(&ctl) == LEADERSHIP_TAKEN;
     printf("alallo: serving on http://%s:%d (data in %s, models in %s)\n", shown_host, port,
            ctl.cfg.data_dir, ctl.cfg.models_dir);
     if (created)
@@ -485,48 +557,48 @@ int cmd_serve(int argc, char **argv)
                "with `alallo accounts create NAME --data %s`)\n",
                shown_host, port, ctl.cfg.data_dir, ctl.cfg.data_dir);
     }
+    if (!leads)
+        printf("alallo: standing by: another serve leads this store; this one answers reads, "
+               "forwards writes to it and takes over if it stops\n");
     fflush(stdout);
 
     static struct local_worker lw[LOCAL_WORKERS_MAX];
     int n_local = local_workers(&a, &srv, port, lw);
     if (n_local < 0) {
         http_server_stop(http);
+        leadership_close(&ctl);
         control_close(&ctl);
         return 2;
     }
-    for (int i = 0; i < n_local; i++) {
-        if (pthread_create(&lw[i].thread, NULL, run_local_worker, &lw[i]) == 0)
-            lw[i].started = 1;
-        printf("alallo: local worker %s: %d cpus, %.1f GB, %s, %.2f/h\n", lw[i].cfg.name,
-               lw[i].cfg.cpus, (double)lw[i].cfg.mem_bytes / 1e9, lw[i].cfg.class_,
-               lw[i].cfg.price_per_hour);
-    }
-    fflush(stdout);
-
-    struct watcher w = {.ctl = &ctl};
+    struct watcher w = {.ctl = &ctl, .lw = lw, .n_local = n_local};
+    if (leads)
+        start_local_workers(&w);
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     pthread_create(&w.thread, NULL, watch, &w);
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    log_line("info", "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log_line("info", "%s: stopping", w.lost ? "leadership lost" : sig == SIGINT ? "SIGINT"
+                                                                              : "SIGTERM");
 
-    /* Workers first, while the API still answers them: each stops its
-     * trainer (which checkpoints) and reports the attempt's end. */
-    workers_stop = 1;
-    for (int i = 0; i < n_local; i++)
-        if (lw[i].started)
-            pthread_join(lw[i].thread, NULL);
+    /* The watcher first, so that no local worker starts from here on. */
     pthread_mutex_lock(&w.mu);
     w.stop = 1;
     pthread_cond_signal(&w.cv);
     pthread_mutex_unlock(&w.mu);
     pthread_join(w.thread, NULL);
+    /* Workers next, while the API still answers them: each stops its
+     * trainer (which checkpoints) and reports the attempt's end. */
+    workers_stop = 1;
+    for (int i = 0; i < n_local; i++)
+        if (lw[i].started)
+            pthread_join(lw[i].thread, NULL);
     http_server_stop(http);
+    leadership_close(&ctl);
     ratelimit_free(srv.ratelimit);
     control_close(&ctl);
     curl_global_cleanup();
     log_line("info", "stopped");
-    return 0;
+    return w.lost ? 3 : 0;
 }

@@ -34,19 +34,11 @@ int control_open(struct control *ctl, struct store *store, char *err, size_t err
         snprintf(err, errcap, "out of memory");
         goto fail;
     }
-    if (sched_link_load_history(ctl->sched, store) != ERR_OK)
+    atomic_store(&ctl->leading, 0);
+    if (!ctl->cfg.standby)
+        control_begin_leading(ctl);
+    else if (sched_link_load_history(ctl->sched, store) != ERR_OK)
         log_line("warn", "calibration history could not be read: %s", store_last_error());
-    /* Workers known from before get a fresh grace period: they could not
-     * reach a server that was not running. */
-    struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
-    int nw = 0;
-    enum worker_state state;
-    if (ws && store_worker_list(store, ws, FLEET_MAX, &nw) == ERR_OK)
-        for (int i = 0; i < nw; i++)
-            if (!worker_state_parse(ws[i].state, &state) || state != WORKER_LOST)
-                store_worker_heartbeat(store, ws[i].name, clock_now_ms());
-    free(ws);
-    lifecycle_repair_partial_models(ctl);
     return 0;
 fail:
     catalog_free(ctl->catalog);
@@ -55,6 +47,25 @@ fail:
     ctl->sched = NULL;
     ctl->store = NULL;
     return -1;
+}
+
+void control_begin_leading(struct control *ctl)
+{
+    if (sched_link_reload(ctl->sched, ctl->store) != ERR_OK)
+        log_line("warn", "calibration history could not be read: %s", store_last_error());
+    /* Workers known from before get a fresh grace period: they could not
+     * reach a server that was not running. */
+    struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);
+    int nw = 0;
+    enum worker_state state;
+    if (ws && store_worker_list(ctl->store, ws, FLEET_MAX, &nw) == ERR_OK)
+        for (int i = 0; i < nw; i++)
+            if (!worker_state_parse(ws[i].state, &state) || state != WORKER_LOST)
+                store_worker_heartbeat(ctl->store, ws[i].name, clock_now_ms());
+    free(ws);
+    fleet_changed(ctl);
+    lifecycle_repair_partial_models(ctl);
+    atomic_store(&ctl->leading, 1);
 }
 
 void control_close(struct control *ctl)

@@ -12,6 +12,7 @@
 #define ALALLO_CONTROL_CONTROL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,8 @@ struct control_config {
     double plan_scale;      /* memory plan x this (tests; default 1) */
     double pass_reuse_s; /* a claim this soon after a pass takes what that pass
                             assigned it (default 0.5; sched_link.h) */
+    bool standby; /* open as a standby, leading only once leadership.h says
+                     so (default false: lead at once) */
 };
 
 /* Fills the defaults documented in docs/operations.md. */
@@ -53,6 +56,7 @@ struct control_metrics {
 };
 
 struct catalog;
+struct leadership;
 struct sched_link;
 struct engine;
 
@@ -64,17 +68,24 @@ struct control {
     struct engine *engine;    /* attempts run by an engine (engine.h); NULL: none */
     struct control_metrics metrics;
     char alallo_bin[512]; /* this binary, for child processes */
+    atomic_int leading; /* 1 when this process leads (leadership.h) */
+    struct leadership *lead; /* NULL: the only server on its store */
 };
 
 /* Makes the catalog and the scheduler's link over an open
  * store (which the control then owns) and replays the calibration history.
- * cfg and alallo_bin must be set. Workers the store knows get a fresh
- * grace period (they could not reach a server that was not running), and
- * cancelled jobs charged without their partial model get it
- * (lifecycle_repair_partial_models).
+ * cfg and alallo_bin must be set. Unless cfg.standby, this process then
+ * leads at once (control_begin_leading); a standby writes nothing.
  * Returns 0, or -1 with a reason in err (everything it made is freed; the
  * store is left open). */
 int control_open(struct control *ctl, struct store *store, char *err, size_t errcap);
+
+/* Makes this process the leader: what it remembers of the scheduler is
+ * read afresh from the store (sched_link_reload), workers the store knows
+ * get a fresh grace period (they could not reach a leader that was not
+ * running), cancelled jobs charged without their partial model get it
+ * (lifecycle_repair_partial_models); then ctl->leading is set. */
+void control_begin_leading(struct control *ctl);
 
 /* Frees what control_open made and closes the store. */
 void control_close(struct control *ctl);

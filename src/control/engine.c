@@ -15,6 +15,7 @@
 
 #include "control/fleet.h"
 #include "control/job_move.h"
+#include "control/leadership.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
 #include "control/workers.h"
@@ -611,16 +612,24 @@ static void *engine_main(void *arg)
      * before it alone (too new to judge, exec/reconcile.h): a second one
      * soon after settles them. */
     int64_t next_poll = 0, next_full = clock_now_ms() + 2 * EXEC_RECONCILE_SLACK_MS + 1000;
+    bool led = true; /* only the leader submits, polls and reconciles (leadership.h) */
     pthread_mutex_lock(&e->mu);
     while (!e->quit) {
         pthread_mutex_unlock(&e->mu);
         int64_t now = clock_now_ms();
-        bool poll = now >= next_poll, full = now >= next_full;
+        bool leads = control_leads(e->ctl), took_over = leads && !led;
+        led = leads;
+        if (took_over) /* look at the engine now */
+            next_poll = 0, next_full = 0;
+        bool poll = leads && now >= next_poll, full = leads && now >= next_full;
         if (poll)
             next_poll = now + ENGINE_POLL_S * 1000;
         if (full)
             next_full = now + ENGINE_RECONCILE_S * 1000;
-        round_once(e, poll, full);
+        if (took_over) /* and again soon, as at start-up */
+            next_full = now + 2 * EXEC_RECONCILE_SLACK_MS + 1000;
+        if (leads)
+            round_once(e, poll, full);
         pthread_mutex_lock(&e->mu);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "control/job_move.h"
+#include "control/leadership.h"
 #include "core/text.h"
 
 /* Loading before the first step, nominal: starting a process and reading
@@ -92,6 +93,7 @@ struct sched_link {
     } memo[SCHED_LINK_WORKERS];
 };
 
+static void memo_clear(struct sched_link *l);
 
 struct sched_link *sched_link_new(void)
 {
@@ -216,6 +218,22 @@ enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s)
     pthread_mutex_unlock(&l->mu);
     free(rows);
     return e;
+}
+
+enum alallo_err sched_link_reload(struct sched_link *l, struct store *s)
+{
+    pthread_mutex_lock(&l->mu);
+    est_history_init(&l->history);
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_lock(&l->model_mu);
+    l->n_models = 0;
+    pthread_mutex_unlock(&l->model_mu);
+    pthread_mutex_lock(&l->snap_mu);
+    if (l->snap_at > 0)
+        l->snap_at = -1; /* stale: the next estimate reads the store */
+    pthread_mutex_unlock(&l->snap_mu);
+    memo_clear(l);
+    return sched_link_load_history(l, s);
 }
 
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k)
@@ -1051,6 +1069,8 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
 {
     if (job_out)
         job_out[0] = '\0';
+    if (!control_leads(ctl))
+        return ERR_UNAVAILABLE; /* only the leader places jobs (leadership.h) */
     struct timespec t0, c0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);

@@ -67,6 +67,12 @@ void sched_link_free(struct sched_link *l);
 /* Replays the store's calibration rows into the history. */
 enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s);
 
+/* Forgets everything learnt or cached in this process (the history, the
+ * models' factors, the snapshot, the latest pass's assignments) and
+ * replays the store's calibration rows: for a standby that becomes the
+ * leader, whose memory missed what the previous leader did. */
+enum alallo_err sched_link_reload(struct sched_link *l, struct store *s);
+
 /* How many times slower than the FLOPs model `model` trains, learnt from
  * its finished attempts (calibration rows of kind "model"); 1 when none. */
 double sched_link_model_factor(struct sched_link *l, const char *model);
@@ -150,7 +156,8 @@ void sched_state_of_job(const struct store_job *j, struct sched_state *out /* OU
  * "Starting" / "Waiting for capacity" into queued jobs whose message
  * changed, and fails at once a waiting job no known capacity can run. With
  * `claimer` non-NULL, *job_out gets the job the pass assigned to that
- * worker ("" when none). */
+ * worker ("" when none). ERR_UNAVAILABLE, with nothing done, in a process
+ * that does not lead (leadership.h): a standby never runs a pass. */
 enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
                                 char job_out[IDS_MAX] /* OUT, may be NULL */);
 

@@ -6,6 +6,7 @@
 
 #include "control/engine.h"
 #include "control/fleet.h"
+#include "control/leadership.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
 #include "core/ids.h"
@@ -165,6 +166,8 @@ void control_workers_check_lost(struct control *ctl, int64_t now_ms)
 
 void control_tick(struct control *ctl, int64_t now_ms, long tick)
 {
+    if (!control_leads(ctl))
+        return; /* the timers are the leader's (leadership.h) */
     if (tick % 2 == 0)
         engine_keep_slots(ctl);
     control_workers_check_lost(ctl, now_ms);

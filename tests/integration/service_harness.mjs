@@ -1,6 +1,12 @@
 // service_harness.mjs - starts the real `alallo serve` on 127.0.0.1 with a
 // free port and a temporary data folder, for the service and SDK tests.
 // Not a test itself (the runner picks up *.test.mjs only).
+//
+// The store: SQLite in the data folder, or, with ALALLO_TEST_STORE=postgresql,
+// a fresh database of the throwaway PostgreSQL in ALALLO_PG_DIR (started by
+// scripts/integration.sh with tests/pg/pg-up.sh) for each data folder:
+// every serve started on one data folder (a restart, a standby) shares its
+// database, as they share its SQLite file.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -33,6 +39,28 @@ export async function freePort() {
       s.close(() => resolve(port));
     });
   });
+}
+
+export const STORE = process.env.ALALLO_TEST_STORE || 'sqlite';
+if (!['sqlite', 'postgresql'].includes(STORE)) throw new Error(`ALALLO_TEST_STORE=${STORE}: sqlite or postgresql`);
+const databases = new Map(); // data folder -> its database's URL
+let databaseCount = 0;
+
+// The `--store URL` arguments of data folder `data` for serve and
+// `accounts` ([] on SQLite): a new database of the throwaway cluster the
+// first time a folder is named, the same one afterwards.
+export function storeArgs(data) {
+  if (STORE !== 'postgresql') return [];
+  const key = path.resolve(data);
+  if (!databases.has(key)) {
+    const dir = process.env.ALALLO_PG_DIR;
+    if (!dir) throw new Error('ALALLO_TEST_STORE=postgresql needs ALALLO_PG_DIR, a cluster of tests/pg/pg-up.sh');
+    const name = `it_${process.pid}_${++databaseCount}`;
+    const r = spawnSync(path.join(ROOT, 'tests/pg/pg-db.sh'), [dir, name], { encoding: 'utf8', timeout: 60000 });
+    if (r.status !== 0) throw new Error(`tests/pg/pg-db.sh ${dir} ${name} exited ${r.status}: ${r.stderr}`);
+    databases.set(key, r.stdout.trim());
+  }
+  return ['--store', databases.get(key)];
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -89,7 +117,7 @@ export class Serve {
   }
 
   async spawn() {
-    this.proc = spawn(BIN, ['serve', '--port', String(this.port), '--data', this.data, ...this.args], {
+    this.proc = spawn(BIN, ['serve', '--port', String(this.port), '--data', this.data, ...storeArgs(this.data), ...this.args], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.proc.stdout.on('data', (d) => (this.output += d));
@@ -121,7 +149,7 @@ export class Serve {
 
   // A new account; returns its key (the last line `accounts create` prints).
   account(name) {
-    const out = run(['accounts', 'create', name, '--data', this.data]);
+    const out = run(['accounts', 'create', name, '--data', this.data, ...storeArgs(this.data)]);
     return out.trim().split('\n').pop();
   }
 

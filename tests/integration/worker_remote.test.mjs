@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { storeArgs } from './service_harness.mjs';
 
 const BIN = process.env.ALALLO_BIN || path.resolve('build/alallo');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-worker-it-'));
@@ -111,7 +112,7 @@ async function startServe(extra = [], reuse = null) {
   const dir = reuse?.dir ?? fs.mkdtempSync(path.join(tmp, 'data-'));
   const port = reuse?.port ?? (await freePort());
   const models = makeModels();
-  const p = start(['serve', '--port', String(port), '--data', dir, '--models', models, '--local-worker', 'none', '--worker-timeout', '4', ...extra], 'serve');
+  const p = start(['serve', '--port', String(port), '--data', dir, ...storeArgs(dir), '--models', models, '--local-worker', 'none', '--worker-timeout', '4', ...extra], 'serve');
   const base = `http://127.0.0.1:${port}`;
   await until(`serve on ${base} (output: ${p.out})`, async () => {
     if (p.exited !== null) throw new Error(`serve exited with ${p.exited}: ${p.out}`);
