@@ -365,6 +365,9 @@ struct tev {
     enum tproto_event kind; /* TPROTO_EVENT_COUNT: unknown to this server, or malformed */
     long step;
     double loss, lr, tokens_per_s;
+    double packing_eff;                  /* step: -1 when absent */
+    bool dpo;                            /* step: reward_margin/accuracy present */
+    double reward_margin, reward_accuracy;
     int64_t peak_rss;
     int64_t tokens;
     long resumed_from; /* -1 when fresh */
@@ -390,6 +393,16 @@ static bool parse_event(json_t *o, struct tev *t)
         t->loss = 0;
     t->lr = json_number_value(json_object_get(o, "lr"));
     t->tokens_per_s = json_number_value(json_object_get(o, "tokens_per_s"));
+    json_t *pe = json_object_get(o, "packing_efficiency");
+    t->packing_eff = json_is_number(pe) && json_number_value(pe) >= 0 &&
+                             json_number_value(pe) <= 1
+                         ? json_number_value(pe)
+                         : -1;
+    json_t *rm = json_object_get(o, "reward_margin"), *ra = json_object_get(o, "reward_accuracy");
+    t->dpo = json_is_number(rm) && json_is_number(ra) && isfinite(json_number_value(rm)) &&
+             isfinite(json_number_value(ra));
+    t->reward_margin = t->dpo ? json_number_value(rm) : 0;
+    t->reward_accuracy = t->dpo ? json_number_value(ra) : 0;
     t->peak_rss = (int64_t)json_number_value(json_object_get(o, "peak_rss_bytes"));
     t->tokens = (int64_t)json_number_value(json_object_get(o, "tokens"));
     json_t *rf = json_object_get(o, "resumed_from");
@@ -405,6 +418,22 @@ static bool parse_event(json_t *o, struct tev *t)
         t->step < 0)
         return false;
     return true;
+}
+
+/* The data of a step's metrics event: the step, the loss, the rate and the
+ * speed, then what the trainer sent besides (packing, DPO rewards). */
+static void step_metrics(const struct store_job *j, const struct tev *t, char *data, size_t cap)
+{
+    char pack[64] = "", dpo[96] = "";
+    if (t->packing_eff >= 0)
+        text_printf(pack, sizeof pack, ",\"packing_efficiency\":%.4f", t->packing_eff);
+    if (t->dpo)
+        text_printf(dpo, sizeof dpo, ",\"reward_margin\":%.6g,\"reward_accuracy\":%.4f",
+                    t->reward_margin, t->reward_accuracy);
+    text_printf(data, cap,
+                "{\"step\":%ld,\"train_loss\":%.6g,\"learning_rate\":%.6g,"
+                "\"tokens_per_s\":%.6g%s%s}",
+                j->steps_done, t->loss, t->lr, t->tokens_per_s, pack, dpo);
 }
 
 /* Whether the job is being stopped for the time limit or the budget. */
@@ -846,10 +875,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             j->first_loss = t->loss; /* the job's first reported loss */
         text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
                     j->max_steps, t->loss);
-        text_printf(data, sizeof data,
-                    "{\"step\":%ld,\"train_loss\":%.6g,\"learning_rate\":%.6g,"
-                    "\"tokens_per_s\":%.6g}",
-                    j->steps_done, t->loss, t->lr, t->tokens_per_s);
+        step_metrics(j, t, data, sizeof data);
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         break;
     case TPROTO_EVENT_MEMORY:

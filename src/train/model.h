@@ -174,6 +174,16 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
                               const uint8_t *mask, int B, int T, float dscale, int backward,
                               size_t *n_targets /* OUT */);
 
+/* The same for packed rows: seg (B,T) holds, for each position, the index
+ * within its row of the first position of its example (NULL: one example
+ * per row). Attention stays inside each example and rotary positions
+ * restart at each example's start, so a packed row computes what its
+ * examples would alone. The caller clears mask at each example's first
+ * position (nothing before it in the example predicts it). */
+double model_forward_backward_packed(struct model *m, struct model_acts *a, const int32_t *ids,
+                                     const uint8_t *mask, const int32_t *seg, int B, int T,
+                                     float dscale, int backward, size_t *n_targets /* OUT */);
+
 /* Forward pass only, writing the logits of every position (B*T, V). */
 void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *ids, int B,
                           int T, float *logits);

@@ -180,7 +180,8 @@ static void layer_view(const struct model *m, const struct model_acts *a, int l,
         la->xa[p] = r ? a->xa + ((size_t)l * PROJ_COUNT + p) * N * r : NULL;
 }
 
-static void layer_forward(struct model *m, struct model_acts *a, int l, int B, int T)
+static void layer_forward(struct model *m, struct model_acts *a, int l, const int32_t *seg, int B,
+                          int T)
 {
     const struct model_config *c = &m->cfg;
     struct model_layer *L = &m->layers[l];
@@ -193,9 +194,9 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, int B, i
     linear_forward(&L->proj[PROJ_Q], s.q, a->ln, N, s.xa[PROJ_Q], &a->ls);
     linear_forward(&L->proj[PROJ_K], s.k, a->ln, N, s.xa[PROJ_K], &a->ls);
     linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], &a->ls);
-    ops_rope_forward(s.q, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
-    ops_rope_forward(s.k, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
-    ops_attention_forward(s.ao, s.lse, s.q, s.k, s.v, B, T, H, KV, hd);
+    ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+    ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    ops_attention_forward_seg(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd);
     linear_forward(&L->proj[PROJ_O], a->tmp, s.ao, N, s.xa[PROJ_O], &a->ls);
     ops_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(silu(gate(ln2 mid)) * up(ln2 mid)) */
@@ -208,8 +209,8 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, int B, i
 }
 
 /* On entry a->dres holds d(loss)/d(out of layer l); on return, d/d(x). */
-static void layer_backward(struct model *m, struct model_acts *a, int l, int B, int T,
-                           int need_dx)
+static void layer_backward(struct model *m, struct model_acts *a, int l, const int32_t *seg,
+                           int B, int T, int need_dx)
 {
     const struct model_config *c = &m->cfg;
     struct model_layer *L = &m->layers[l];
@@ -238,9 +239,10 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, int B, 
     memset(a->dq, 0, Nq * sizeof(float));
     memset(a->dk, 0, Nk * sizeof(float));
     memset(a->dv, 0, Nk * sizeof(float));
-    ops_attention_backward(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, B, T, H, KV, hd);
-    ops_rope_backward(a->dq, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
-    ops_rope_backward(a->dk, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
+    ops_attention_backward_seg(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, seg, B, T, H,
+                               KV, hd);
+    ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+    ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
     ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);
     float *dln = need_dx ? a->dln : NULL;
     if (dln)
@@ -327,8 +329,8 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
 }
 
 /* Embedding, every layer and the final norm: leaves a->lnf (N,C). */
-static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *ids, int B,
-                          int T)
+static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *ids,
+                          const int32_t *seg, int B, int T)
 {
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
@@ -344,7 +346,7 @@ static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *
             memcpy(dst, src, sizeof(float) * C);
     }
     for (int l = 0; l < c->n_layers; l++)
-        layer_forward(m, a, l, B, T);
+        layer_forward(m, a, l, seg, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     ops_rmsnorm_forward(a->lnf, a->rstdf, xL, m->norm_f, N, C, c->rms_eps);
 }
@@ -355,7 +357,7 @@ void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden, V = c->vocab;
     struct linear *head = c->tied ? &m->embed : &m->head;
-    trunk_forward(m, a, ids, B, T);
+    trunk_forward(m, a, ids, NULL, B, T);
     int vstep = (int)(a->ls.deq_cap / (size_t)C);
     if (head->kind == WK_F32 || vstep > V)
         vstep = V;
@@ -371,10 +373,18 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
                               const uint8_t *mask, int B, int T, float dscale, int backward,
                               size_t *n_targets)
 {
+    return model_forward_backward_packed(m, a, ids, mask, NULL, B, T, dscale, backward,
+                                         n_targets);
+}
+
+double model_forward_backward_packed(struct model *m, struct model_acts *a, const int32_t *ids,
+                                     const uint8_t *mask, const int32_t *seg, int B, int T,
+                                     float dscale, int backward, size_t *n_targets)
+{
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
     double t0 = clock_mono_s();
-    trunk_forward(m, a, ids, B, T);
+    trunk_forward(m, a, ids, seg, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     double t1 = clock_mono_s();
     double loss = head_loss(m, a, ids, mask, B, T, dscale, backward, n_targets);
@@ -390,7 +400,7 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
     a->dres = a->dres2;
     a->dres2 = swap;
     for (int l = c->n_layers - 1; l >= 0; l--)
-        layer_backward(m, a, l, B, T, l > 0 || m->embed.dw != NULL);
+        layer_backward(m, a, l, seg, B, T, l > 0 || m->embed.dw != NULL);
     if (m->embed.dw) {
         /* Serial over rows: a token seen twice adds in a fixed order. */
         for (int n = 0; n < N; n++) {

@@ -86,14 +86,16 @@ void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
     }
 }
 
-/* sign = +1 rotates by +angle (forward), -1 by -angle (the transpose). */
-static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0,
+/* sign = +1 rotates by +angle (forward), -1 by -angle (the transpose).
+ * seg (B*T, or NULL for all zero): row t of a sequence is at position
+ * pos0 + t - seg[t], so packed examples each start again at position 0. */
+static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0, const int32_t *seg,
                        const float *cos_t, const float *sin_t, float sign)
 {
     int half = hd / 2;
 #pragma omp parallel for schedule(static) if ((long)B * T * nh * hd > PAR_MIN)
     for (int bt = 0; bt < B * T; bt++) {
-        int t = bt % T + pos0;
+        int t = bt % T + pos0 - (seg ? seg[bt] : 0);
         const float *cr = cos_t + (size_t)t * half;
         const float *sr = sin_t + (size_t)t * half;
         for (int h = 0; h < nh; h++) {
@@ -112,30 +114,45 @@ static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0,
 void ops_rope_forward(float *x, int B, int T, int nh, int hd, int pos0,
                       const float *cos_t, const float *sin_t)
 {
-    rope_apply(x, B, T, nh, hd, pos0, cos_t, sin_t, 1.0f);
+    rope_apply(x, B, T, nh, hd, pos0, NULL, cos_t, sin_t, 1.0f);
 }
 
 void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
                        const float *cos_t, const float *sin_t)
 {
-    rope_apply(dx, B, T, nh, hd, pos0, cos_t, sin_t, -1.0f);
+    rope_apply(dx, B, T, nh, hd, pos0, NULL, cos_t, sin_t, -1.0f);
 }
 
-/* Causal softmax of row i of a (T,T) score block in place: entries j <= i
- * become probabilities, the rest zero. Returns the row's log-sum-exp. */
-static float causal_softmax_row(float *p, int i, int T)
+void ops_rope_forward_seg(float *x, int B, int T, int nh, int hd, const int32_t *seg,
+                          const float *cos_t, const float *sin_t)
+{
+    rope_apply(x, B, T, nh, hd, 0, seg, cos_t, sin_t, 1.0f);
+}
+
+void ops_rope_backward_seg(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
+                           const float *cos_t, const float *sin_t)
+{
+    rope_apply(dx, B, T, nh, hd, 0, seg, cos_t, sin_t, -1.0f);
+}
+
+/* Causal softmax of row i of a (T,T) score block in place: entries
+ * lo <= j <= i become probabilities, the rest zero (lo > 0: the row's
+ * example starts at lo in a packed row). Returns the row's log-sum-exp. */
+static float causal_softmax_row(float *p, int lo, int i, int T)
 {
     float mx = -FLT_MAX;
-    for (int j = 0; j <= i; j++)
+    for (int j = 0; j < lo; j++)
+        p[j] = 0.0f;
+    for (int j = lo; j <= i; j++)
         if (p[j] > mx)
             mx = p[j];
     float sum = 0.0f;
-    for (int j = 0; j <= i; j++) {
+    for (int j = lo; j <= i; j++) {
         p[j] = expf(p[j] - mx);
         sum += p[j];
     }
     float inv = 1.0f / sum;
-    for (int j = 0; j <= i; j++)
+    for (int j = lo; j <= i; j++)
         p[j] *= inv;
     for (int j = i + 1; j < T; j++)
         p[j] = 0.0f;
@@ -151,6 +168,13 @@ static float causal_softmax_row(float *p, int i, int T)
  * floats per layer (600 MB for the 124m shape at batch 4 x 512). */
 void ops_attention_forward(float *out, float *lse, const float *q, const float *k,
                            const float *v, int B, int T, int H, int KV, int hd)
+{
+    ops_attention_forward_seg(out, lse, q, k, v, NULL, B, T, H, KV, hd);
+}
+
+void ops_attention_forward_seg(float *out, float *lse, const float *q, const float *k,
+                               const float *v, const int32_t *seg, int B, int T, int H, int KV,
+                               int hd)
 {
     int group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
@@ -170,8 +194,9 @@ void ops_attention_forward(float *out, float *lse, const float *q, const float *
                 float *l = lse + ((size_t)b * H + h) * T;
                 /* S = scale Q K^T (T,T), then the causal softmax by rows */
                 gemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, p, T);
+                const int32_t *sb = seg ? seg + (size_t)b * T : NULL;
                 for (int i = 0; i < T; i++)
-                    l[i] = causal_softmax_row(p + (size_t)i * T, i, T);
+                    l[i] = causal_softmax_row(p + (size_t)i * T, sb ? sb[i] : 0, i, T);
                 /* O = P V (T,hd) */
                 gemm(0, 0, T, hd, T, 1.0f, p, T, vb, ks, 0.0f,
                      out + (size_t)b * T * qs + (size_t)h * hd, qs);
@@ -184,6 +209,14 @@ void ops_attention_forward(float *out, float *lse, const float *q, const float *
 void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                             const float *lse, const float *q, const float *k,
                             const float *v, int B, int T, int H, int KV, int hd)
+{
+    ops_attention_backward_seg(dq, dk, dv, dout, lse, q, k, v, NULL, B, T, H, KV, hd);
+}
+
+void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *dout,
+                                const float *lse, const float *q, const float *k,
+                                const float *v, const int32_t *seg, int B, int T, int H, int KV,
+                                int hd)
 {
     int group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
@@ -201,6 +234,7 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                 if (!p || !ds)
                     abort(); /* out of memory mid-step: nothing sane to return */
                 size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
+                const int32_t *sb = seg ? seg + (size_t)b * T : NULL;
                 for (int h = kh * group; h < (kh + 1) * group; h++) {
                     size_t qo = (size_t)b * T * qs + (size_t)h * hd;
                     const float *l = lse + ((size_t)b * H + h) * T;
@@ -208,7 +242,10 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                     gemm(0, 1, T, T, hd, scale, q + qo, qs, k + ko, ks, 0.0f, p, T);
                     for (int i = 0; i < T; i++) {
                         float *pr = p + (size_t)i * T;
-                        for (int j = 0; j <= i; j++)
+                        int lo = sb ? sb[i] : 0;
+                        for (int j = 0; j < lo; j++)
+                            pr[j] = 0.0f;
+                        for (int j = lo; j <= i; j++)
                             pr[j] = expf(pr[j] - l[i]);
                         for (int j = i + 1; j < T; j++)
                             pr[j] = 0.0f;
@@ -222,6 +259,7 @@ void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         float dot = 0.0f;
                         for (int j = 0; j <= i; j++)
                             dot += pr[j] * dr[j];
+                        /* pr is zero below the example's start, so dr is too */
                         for (int j = 0; j <= i; j++)
                             dr[j] = pr[j] * (dr[j] - dot) * scale;
                         for (int j = i + 1; j < T; j++)

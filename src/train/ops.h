@@ -37,6 +37,14 @@ void ops_rope_forward(float *x, int B, int T, int nh, int hd, int pos0,
 void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
                        const float *cos_t, const float *sin_t);
 
+/* The same with positions restarting per packed example: seg (B,T) holds,
+ * for each row, the index (within its sequence) of the first row of its
+ * example, so row t is at position t - seg[t]. seg NULL: all zero. */
+void ops_rope_forward_seg(float *x, int B, int T, int nh, int hd, const int32_t *seg,
+                          const float *cos_t, const float *sin_t);
+void ops_rope_backward_seg(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
+                           const float *cos_t, const float *sin_t);
+
 /* Causal grouped-query attention. q: (B,T,H,hd), k,v: (B,T,KV,hd),
  * out OUT: (B,T,H,hd), lse OUT: (B,H,T) the log-sum-exp of each row of
  * scaled scores, kept for the backward pass (which recomputes the
@@ -47,6 +55,17 @@ void ops_attention_forward(float *out, float *lse, const float *q, const float *
 void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                             const float *lse, const float *q, const float *k,
                             const float *v, int B, int T, int H, int KV, int hd);
+
+/* The same, block-diagonal for packed examples: row i attends to rows
+ * seg[i] .. i of its sequence only (seg as for ops_rope_forward_seg, with
+ * seg[i] <= i; NULL: plain causal). */
+void ops_attention_forward_seg(float *out, float *lse, const float *q, const float *k,
+                               const float *v, const int32_t *seg, int B, int T, int H, int KV,
+                               int hd);
+void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *dout,
+                                const float *lse, const float *q, const float *k,
+                                const float *v, const int32_t *seg, int B, int T, int H, int KV,
+                                int hd);
 
 /* SwiGLU: h = silu(g) * u, g,u,h: (N,I) as n = N*I values. */
 void ops_swiglu_forward(float *h, const float *g, const float *u, size_t n);

@@ -29,6 +29,7 @@
 #include "train/modelio.h"
 #include "train/ops.h"
 #include "train/optim.h"
+#include "train/pack.h"
 #include "core/rng.h"
 #include "train/tokenizer.h"
 #include "train/train_events.h"
@@ -69,9 +70,11 @@ struct run {
     struct lr_schedule sched;
     uint64_t step, epoch, cursor;
     uint64_t perm_epoch;
+    int seq;                  /* the context: seq_len capped by the model's */
     uint32_t *perm;
-    int32_t *ids;
+    int32_t *ids, *seg;
     uint8_t *mask;
+    size_t real_tokens, row_tokens; /* this attempt's, for the packing efficiency */
     double loss;
     uint64_t ckpt_step;
     uint64_t resumed_step;   /* the checkpoint resumed from; 0 none (kept by pruning) */
@@ -90,6 +93,7 @@ static void run_free(struct run *r)
     tokenizer_free(r->tok);
     free(r->perm);
     free(r->ids);
+    free(r->seg);
     free(r->mask);
     free(r->meta);
 }
@@ -191,35 +195,55 @@ static int ensure_perm(struct run *r)
     return 0;
 }
 
-/* Fills ids/mask (B,T) with the next examples; returns T and adds the real
- * token count to *tokens. Pads with id 0 and mask 0. */
-static int next_batch(struct run *r, size_t *tokens)
+/* Lays examples ex[0..n) out as rows of ids/mask/seg (pack.h): pads with
+ * id 0 and mask 0, clears the mask at each example's first position (no
+ * earlier token of the example predicts it) and sets seg to where each
+ * example starts. Returns the layout, or rows 0 on a bad argument. */
+static struct pack_layout lay_out(struct run *r, const struct example *const *ex, int n,
+                                  size_t cap, int packing)
+{
+    size_t len[PACK_MAX_EXAMPLES], off[PACK_MAX_EXAMPLES];
+    int row[PACK_MAX_EXAMPLES];
+    struct pack_layout p = {0};
+    for (int i = 0; i < n; i++)
+        len[i] = ex[i]->len;
+    if (pack_rows(len, n, cap, packing, row, off, &p))
+        return (struct pack_layout){0};
+    size_t T = (size_t)p.T;
+    memset(r->ids, 0, (size_t)p.rows * T * sizeof *r->ids);
+    memset(r->mask, 0, (size_t)p.rows * T);
+    for (size_t i = 0; i < (size_t)p.rows * T; i++)
+        r->seg[i] = (int32_t)(i % T); /* padding attends to itself alone */
+    for (int i = 0; i < n; i++) {
+        size_t at = (size_t)row[i] * T + off[i];
+        memcpy(r->ids + at, ex[i]->ids, len[i] * sizeof *r->ids);
+        memcpy(r->mask + at, ex[i]->mask, len[i]);
+        r->mask[at] = 0;
+        for (size_t t = 0; t < len[i]; t++)
+            r->seg[at + t] = (int32_t)off[i];
+    }
+    return p;
+}
+
+/* Fills ids/mask/seg with the next batch_size examples of the epoch's
+ * order; returns their layout (rows 0 on failure) and adds the real token
+ * count to *tokens. */
+static struct pack_layout next_batch(struct run *r, size_t *tokens)
 {
     int B = r->c->batch_size;
-    const struct example *ex[1024];
-    int T = 2;
+    const struct example *ex[PACK_MAX_EXAMPLES];
     for (int b = 0; b < B; b++) {
         if (ensure_perm(r))
-            return -1;
+            return (struct pack_layout){0};
         ex[b] = &r->ds->ex[r->perm[r->cursor]];
         if (++r->cursor == r->ds->n) {
             r->cursor = 0;
             r->epoch++;
         }
-        if ((int)ex[b]->len > T)
-            T = (int)ex[b]->len;
     }
-    for (int b = 0; b < B; b++) {
-        size_t len = ex[b]->len;
-        int32_t *ids = r->ids + (size_t)b * T;
-        uint8_t *mask = r->mask + (size_t)b * T;
-        memcpy(ids, ex[b]->ids, len * sizeof *ids);
-        memcpy(mask, ex[b]->mask, len);
-        memset(ids + len, 0, (T - len) * sizeof *ids);
-        memset(mask + len, 0, T - len);
-        *tokens += len;
-    }
-    return T;
+    struct pack_layout p = lay_out(r, ex, B, (size_t)r->seq, r->c->packing);
+    *tokens += p.real;
+    return p;
 }
 
 /* ------------------------------------------------------------ checkpoints */
@@ -412,22 +436,23 @@ static double validation_loss(struct run *r)
     size_t count = 0;
     for (size_t i = 0; i < v->n; i += (size_t)B) {
         int nb = (int)(v->n - i < (size_t)B ? v->n - i : (size_t)B);
-        int T = 2;
+        const struct example *ex[PACK_MAX_EXAMPLES];
         for (int b = 0; b < nb; b++)
-            if ((int)v->ex[i + b].len > T)
-                T = (int)v->ex[i + b].len;
-        for (int b = 0; b < nb; b++) {
-            const struct example *e = &v->ex[i + b];
-            memcpy(r->ids + (size_t)b * T, e->ids, e->len * sizeof(int32_t));
-            memcpy(r->mask + (size_t)b * T, e->mask, e->len);
-            memset(r->ids + (size_t)b * T + e->len, 0, (T - e->len) * sizeof(int32_t));
-            memset(r->mask + (size_t)b * T + e->len, 0, T - e->len);
-        }
+            ex[b] = &v->ex[i + b];
+        struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
         size_t nt;
-        sum += model_forward_backward(r->m, r->a, r->ids, r->mask, nb, T, 1.0f, 0, &nt);
+        sum += model_forward_backward_packed(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T,
+                                             1.0f, 0, &nt);
         count += nt;
     }
     return count ? sum / (double)count : 0.0;
+}
+
+/* train_on_inputs: every token but an example's first becomes a target. */
+static void train_all_tokens(struct dataset *d)
+{
+    for (size_t i = 0; d && i < d->n; i++)
+        memset(d->ex[i].mask + 1, 1, d->ex[i].len > 1 ? d->ex[i].len - 1 : 0);
 }
 
 static int load_everything(struct run *r)
@@ -449,6 +474,7 @@ static int load_everything(struct run *r)
         return TRAIN_USER;
     }
     int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
+    r->seq = seq;
     r->ds = dataset_load(c->train_file, c->train_file_name, r->tok, (size_t)seq, r->err,
                          sizeof r->err);
     if (!r->ds)
@@ -464,6 +490,10 @@ static int load_everything(struct run *r)
         if (!r->val)
             return TRAIN_USER;
     }
+    if (c->train_on_inputs) {
+        train_all_tokens(r->ds);
+        train_all_tokens(r->val);
+    }
     struct model_opts o = opts_of(c);
     r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
     if (!r->m)
@@ -476,8 +506,9 @@ static int load_everything(struct run *r)
     r->a = model_acts_create(r->m, c->batch_size, seq);
     r->ids = malloc((size_t)c->batch_size * seq * sizeof *r->ids);
     r->mask = malloc((size_t)c->batch_size * seq);
+    r->seg = malloc((size_t)c->batch_size * seq * sizeof *r->seg);
     r->meta = meta_json(c, r->m->n_train);
-    if (!r->a || !r->ids || !r->mask || !r->meta || model_rope_ensure(r->m, seq)) {
+    if (!r->a || !r->ids || !r->mask || !r->seg || !r->meta || model_rope_ensure(r->m, seq)) {
         snprintf(r->err, sizeof r->err, "out of memory for activations (batch %d x %d tokens)",
                  c->batch_size, seq);
         return TRAIN_INTERNAL;
@@ -526,16 +557,18 @@ int trainer_run(const struct train_config *c)
     while (r.step < c->max_steps) {
         size_t tokens = 0;
         uint64_t epoch_before = r.epoch;
-        int T = next_batch(&r, &tokens);
-        if (T < 0) {
+        struct pack_layout p = next_batch(&r, &tokens);
+        if (p.rows == 0) {
             rc = fail(0, "out of memory ordering the data");
             goto out;
         }
+        r.real_tokens += p.real;
+        r.row_tokens += (size_t)p.rows * p.T;
         ops_zero(r.m->grad, r.m->n_train);
-        size_t nt = model_count_targets(r.mask, c->batch_size, T);
+        size_t nt = model_count_targets(r.mask, p.rows, p.T);
         size_t got;
-        double sum = model_forward_backward(r.m, r.a, r.ids, r.mask, c->batch_size, T,
-                                            nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+        double sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
+                                                   nt ? 1.0f / (float)nt : 0.0f, 1, &got);
         float lr = optim_lr(&r.sched, r.step);
         if (nt) {
             r.loss = sum / (double)nt;
@@ -563,7 +596,10 @@ int trainer_run(const struct train_config *c)
             double now = tev_now();
             double tps = now > window_t ? (double)window_tokens / (now - window_t) : 0.0;
             tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
-            tev_step(r.step, r.loss, lr, tps);
+            struct tev_step_extra x = {
+                .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1};
+            tev_step_with(r.step, r.loss, lr, tps, &x);
+            r.real_tokens = r.row_tokens = 0;
             window_tokens = 0;
             window_t = now;
         }
