@@ -77,6 +77,7 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
     }
     f.examples = check.examples;
     f.text_bytes = check.bytes_of_text;
+    text_copy(f.format, sizeof f.format, dataset_format_name(check.format));
     enum alallo_err e = control_file_add(srv->ctl, req->account.id, file->data, file->len, &f);
     if (e) {
         api_store_error(res, e);

@@ -21,6 +21,7 @@
 #include "control/job_move.h"
 #include "control/sched_link.h"
 #include "control/jobs.h"
+#include "core/job_hyper.h"
 #include "core/fs.h"
 #include "sched/hyper.h"
 #include "sched/outcome.h"
@@ -270,7 +271,9 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     bool full = strcmp(j->adapter, "full") == 0;
     /* Learning rate: the multiplier times a base rate fit for the method. */
     double lr = j->lr_multiplier * (full ? 2e-5 : 2e-4);
-    int seq_len = 256;
+    struct job_hyper h;
+    job_hyper_parse(j->hyper, &h);
+    int seq_len = h.max_seq_len;
     struct catalog_model m;
     char err[200];
     if (catalog_read_dir(model_dir, &m, err, sizeof err) == 0 && m.max_positions > 0 &&
@@ -279,18 +282,35 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     long every = j->max_steps / 10;
     if (every < 10)
         every = 10;
-    return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:[sssssss]},s:i,s:i,s:f,"
-                     "s:I,s:I,s:i,s:I,s:f,s:i,s:I}",
-                     "model_dir", model_dir, "train_file", train.path, "train_file_name",
-                     train.filename, "validation_file",
-                     has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir", ckpt,
-                     "out_dir", out, "precision", j->precision, "adapter", j->adapter, "lora", "r",
-                     16, "alpha", 32, "targets", "q_proj", "k_proj", "v_proj", "o_proj",
-                     "gate_proj", "up_proj", "down_proj", "n_epochs", j->n_epochs, "batch_size",
-                     j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed, "max_steps",
-                     (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
-                     (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1, "resume_step",
-                     (json_int_t)resume_step);
+    json_t *targets = json_array();
+    for (int i = 0; i < JOB_HYPER_TARGETS; i++)
+        if (h.lora_targets & (1u << i))
+            json_array_append_new(targets, json_string(job_hyper_target_name(i)));
+    json_t *spec = json_pack(
+        "{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:f,s:o},s:i,s:i,s:f,"
+        "s:I,s:I,s:i,s:I,s:f,s:i,s:I}",
+        "model_dir", model_dir, "train_file", train.path, "train_file_name", train.filename,
+        "validation_file", has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir",
+        ckpt, "out_dir", out, "precision", j->precision, "adapter", j->adapter, "lora", "r",
+        h.lora_rank, "alpha", h.lora_alpha, "targets", targets, "n_epochs", j->n_epochs,
+        "batch_size", j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed,
+        "max_steps", (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
+        (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1,
+        "resume_step", (json_int_t)resume_step);
+    if (!spec)
+        return NULL;
+    /* The rest of the job's hyper-parameters (core/job_hyper.h). */
+    json_object_set_new(spec, "packing", json_integer(h.packing));
+    json_object_set_new(spec, "train_on_inputs", json_integer(h.train_on_inputs));
+    json_object_set_new(spec, "lr_schedule", json_string(job_hyper_schedule_name(h.lr_schedule)));
+    json_object_set_new(spec, "warmup_steps",
+                        json_integer(job_hyper_warmup_steps(&h, j->max_steps)));
+    json_object_set_new(spec, "weight_decay", json_real(h.weight_decay));
+    if (strcmp(j->method, "dpo") == 0) {
+        json_object_set_new(spec, "method", json_string("dpo"));
+        json_object_set_new(spec, "dpo_beta", json_real(h.dpo_beta));
+    }
+    return spec;
 }
 
 enum alallo_err lifecycle_claim(struct control *ctl, const char *worker,

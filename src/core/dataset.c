@@ -86,16 +86,106 @@ static int check_message(json_t *m, size_t idx, long line, struct dataset_turn *
     return 0;
 }
 
+const char *dataset_format_name(enum dataset_format f)
+{
+    switch (f) {
+    case DATASET_CHAT:
+        return "chat";
+    case DATASET_PROMPT_COMPLETION:
+        return "prompt-completion";
+    case DATASET_MIXED:
+        return "mixed";
+    case DATASET_PREFERENCE:
+        return "preference";
+    case DATASET_EMPTY:
+        break;
+    }
+    return "";
+}
+
+/* One output of a preference pair: an array of one assistant message with
+ * non-empty content. */
+static int check_output(json_t *obj, const char *key, long line, const char **text,
+                        size_t *len, struct dataset_check *c)
+{
+    json_t *o = json_object_get(obj, key);
+    if (!o) {
+        problem(c, line, "missing field \"%s\"", key);
+        return -1;
+    }
+    json_t *m = json_array_get(o, 0);
+    struct dataset_turn t;
+    if (!json_is_array(o) || json_array_size(o) != 1) {
+        problem(c, line, "field \"%s\" must be an array of one assistant message", key);
+        return -1;
+    }
+    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")) ||
+        strcmp(json_string_value(json_object_get(m, "role")), "assistant") != 0) {
+        problem(c, line, "field \"%s\": the message's role must be \"assistant\"", key);
+        return -1;
+    }
+    if (check_message(m, 0, line, &t, c) < 0)
+        return -1;
+    if (t.len == 0) {
+        problem(c, line, "field \"%s\": the message's content is empty", key);
+        return -1;
+    }
+    *text = t.text;
+    *len = t.len;
+    c->bytes_of_text += (long)t.len;
+    return 0;
+}
+
+static int check_messages(json_t *msgs, const char *field, long line, int need_assistant,
+                          struct dataset_turn *turns, size_t *n_out, struct dataset_check *c);
+
+static int check_pref(json_t *obj, long line, struct dataset_turn *turns,
+                      struct dataset_example *ex, struct dataset_check *c)
+{
+    json_t *in = json_object_get(obj, "input");
+    if (!in) {
+        problem(c, line, "missing field \"input\"");
+        return -1;
+    }
+    if (!json_is_object(in) || !json_object_get(in, "messages")) {
+        problem(c, line, "field \"input\" must be an object with \"messages\"");
+        return -1;
+    }
+    if (check_messages(json_object_get(in, "messages"), "input.messages", line, 0, turns,
+                       &ex->n_turns, c) < 0 ||
+        check_output(obj, "preferred_output", line, &ex->preferred, &ex->preferred_len, c) < 0 ||
+        check_output(obj, "non_preferred_output", line, &ex->non_preferred,
+                     &ex->non_preferred_len, c) < 0)
+        return -1;
+    ex->form = DATASET_PREFERENCE;
+    ex->turns = turns;
+    return 0;
+}
+
 static int check_chat(json_t *msgs, long line, struct dataset_turn *turns,
                       struct dataset_example *ex, struct dataset_check *c)
 {
+    size_t n;
+    if (check_messages(msgs, "messages", line, 1, turns, &n, c) < 0)
+        return -1;
+    ex->form = DATASET_CHAT;
+    ex->turns = turns;
+    ex->n_turns = n;
+    return 0;
+}
+
+/* A message array named `field`: non-empty, each message valid, and (when
+ * need_assistant) one from the assistant at least. */
+static int check_messages(json_t *msgs, const char *field, long line, int need_assistant,
+                          struct dataset_turn *turns, size_t *n_out, struct dataset_check *c)
+{
     if (!json_is_array(msgs)) {
-        problem(c, line, "field \"messages\" must be an array");
+        problem(c, line, "field \"%s\" must be an array", field);
         return -1;
     }
     size_t n = json_array_size(msgs);
     if (n == 0) {
-        problem(c, line, "field \"messages\" is empty");
+        problem(c, line, "field \"%s\" is empty", field);
         return -1;
     }
     if (n > MAX_TURNS) {
@@ -110,13 +200,11 @@ static int check_chat(json_t *msgs, long line, struct dataset_turn *turns,
             assistant = 1;
         c->bytes_of_text += (long)turns[i].len;
     }
-    if (!assistant) {
+    if (!assistant && need_assistant) {
         problem(c, line, "no assistant message");
         return -1;
     }
-    ex->form = DATASET_CHAT;
-    ex->turns = turns;
-    ex->n_turns = n;
+    *n_out = n;
     return 0;
 }
 
@@ -211,17 +299,33 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
     }
     json_t *msgs = json_object_get(obj, "messages");
     int has_pc = json_object_get(obj, "prompt") || json_object_get(obj, "completion");
-    if (msgs && has_pc) {
+    int has_pref = json_object_get(obj, "input") || json_object_get(obj, "preferred_output") ||
+                   json_object_get(obj, "non_preferred_output");
+    if (has_pref && (msgs || has_pc)) {
+        problem(c, line, "has both a preference pair (\"input\", \"preferred_output\", "
+                         "\"non_preferred_output\") and \"%s\"; use one form",
+                msgs ? "messages" : "prompt");
+        goto out;
+    }
+    if (has_pref) {
+        if (check_pref(obj, line, turns, &ex, c) < 0)
+            goto out;
+    } else if (msgs && has_pc) {
         problem(c, line, "has both \"messages\" and \"prompt\"/\"completion\"; use one form");
         goto out;
-    }
-    if (!msgs && !has_pc) {
+    } else if (!msgs && !has_pc) {
         problem(c, line, "missing field \"messages\" (or \"prompt\" and \"completion\")");
         goto out;
-    }
-    if ((msgs ? check_chat(msgs, line, turns, &ex, c) : check_pc(obj, line, &ex, c)) < 0)
+    } else if ((msgs ? check_chat(msgs, line, turns, &ex, c) : check_pc(obj, line, &ex, c)) < 0) {
         goto out;
+    }
     enum dataset_format f = ex.form;
+    if (c->format != DATASET_EMPTY &&
+        (c->format == DATASET_PREFERENCE) != (f == DATASET_PREFERENCE)) {
+        problem(c, line, "a file of preference pairs holds nothing else (this line is %s)",
+                f == DATASET_PREFERENCE ? "a preference pair" : "not a preference pair");
+        goto out;
+    }
     if (c->format == DATASET_EMPTY)
         c->format = f;
     else if (c->format != f)

@@ -4,14 +4,20 @@
  * A valid line is a JSON object in chat form ("messages": a non-empty array
  * of {"role": "system"|"user"|"assistant", "content": string} with at least
  * one assistant message) or prompt/completion form ("prompt" and
- * "completion" strings, completion non-empty). Blank lines are skipped.
+ * "completion" strings, completion non-empty), or, for DPO, a preference pair
+ * in OpenAI's form: {"input": {"messages": [...]}, "preferred_output":
+ * [{"role": "assistant", "content": "..."}], "non_preferred_output": [...]}
+ * (input messages as in chat form, no assistant needed; each output one
+ * non-empty assistant message). A file of preference pairs holds nothing
+ * else. Blank lines are skipped.
  */
 #ifndef ALALLO_CORE_DATASET_H
 #define ALALLO_CORE_DATASET_H
 
 #include <stddef.h>
 
-enum dataset_format { DATASET_EMPTY = 0, DATASET_CHAT, DATASET_PROMPT_COMPLETION, DATASET_MIXED };
+enum dataset_format { DATASET_EMPTY = 0, DATASET_CHAT, DATASET_PROMPT_COMPLETION, DATASET_MIXED,
+                      DATASET_PREFERENCE };
 
 struct dataset_check {
     long examples;             /* valid examples counted                     */
@@ -20,6 +26,10 @@ struct dataset_check {
     long bad_line;             /* 0 when valid; else the first bad line (1-based) */
     char problem[200];         /* e.g. missing field "completion"            */
 };
+
+/* "chat", "prompt-completion", "mixed", "preference" ("" for empty): the
+ * format a file object states. */
+const char *dataset_format_name(enum dataset_format f);
 
 #define DATASET_MAX_LINE (1024 * 1024) /* bytes in one line, newline excluded */
 
@@ -34,15 +44,18 @@ struct dataset_turn {
 };
 
 /* One valid example, as handed to a dataset_each callback. For chat form
- * `turns` is set; for prompt/completion `prompt` and `completion` are. */
+ * `turns` is set; for prompt/completion `prompt` and `completion` are; for
+ * a preference pair `turns`, `preferred` and `non_preferred`. */
 struct dataset_example {
     enum dataset_format form; /* DATASET_CHAT or DATASET_PROMPT_COMPLETION */
     const char *prompt;
     size_t prompt_len;
     const char *completion;
     size_t completion_len;
-    const struct dataset_turn *turns;
+    const struct dataset_turn *turns; /* chat form; preference: the input messages */
     size_t n_turns;
+    const char *preferred, *non_preferred; /* preference form: the two answers */
+    size_t preferred_len, non_preferred_len;
 };
 
 /* Called once per valid example in file order; `line` is 1-based. A
