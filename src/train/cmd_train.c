@@ -5,6 +5,7 @@
  *   alallo train --config ATTEMPT.json
  *   alallo train --materialize CKPT_DIR --base MODEL_DIR --out DIR [--adapter-out DIR]
  *   alallo train --dump-grads --model-dir DIR --ids 1,2,3,... --out FILE.safetensors
+ *   alallo train --dump-dpo ... (dump_dpo.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,8 @@ int cmd_train(int argc, char **argv)
     tev_init();
     const char *config = cmd_arg_value(argc, argv, "--config");
     const char *ckpt = cmd_arg_value(argc, argv, "--materialize");
+    if (cmd_has_flag(argc, argv, "--dump-dpo"))
+        return cmd_train_dump_dpo(argc, argv);
     if (cmd_has_flag(argc, argv, "--dump-grads")) {
         const char *dir = cmd_arg_value(argc, argv, "--model-dir");
         const char *ids = cmd_arg_value(argc, argv, "--ids");

@@ -142,9 +142,43 @@ static void window(const struct seq *s, int has_bos, size_t max_len, size_t *lo,
     *hi = f + tgt_keep;
 }
 
+static int add_example(struct loader *L, long line, const struct dataset_example *ex);
+
+/* A preference pair becomes two examples side by side: the input's
+ * messages followed by the preferred answer (ex[2i]), then by the other
+ * (ex[2i+1]); the loss mask covers each answer (data.h). */
+static int add_pair(struct loader *L, long line, const struct dataset_example *ex)
+{
+    struct dataset_turn *turns = malloc((ex->n_turns + 1) * sizeof *turns);
+    if (!turns) {
+        text_error(L->err, L->errcap, "line %ld of %s: out of memory", line, L->name);
+        return 1;
+    }
+    memcpy(turns, ex->turns, ex->n_turns * sizeof *turns);
+    struct dataset_example one = {.form = DATASET_CHAT, .turns = turns,
+                                  .n_turns = ex->n_turns + 1};
+    turns[ex->n_turns] = (struct dataset_turn){DATASET_ASSISTANT, ex->preferred,
+                                               ex->preferred_len};
+    int rc = add_example(L, line, &one);
+    turns[ex->n_turns] = (struct dataset_turn){DATASET_ASSISTANT, ex->non_preferred,
+                                               ex->non_preferred_len};
+    if (rc == 0)
+        rc = add_example(L, line, &one);
+    free(turns);
+    L->d->pairs = 1;
+    return rc;
+}
+
 static int on_example(void *ctx, long line, const struct dataset_example *ex)
 {
     struct loader *L = ctx;
+    if (ex->form == DATASET_PREFERENCE)
+        return add_pair(L, line, ex);
+    return add_example(L, line, ex);
+}
+
+static int add_example(struct loader *L, long line, const struct dataset_example *ex)
+{
     struct dataset *d = L->d;
     if (render(L->tok, ex, &L->s) < 0) {
         text_error(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)",

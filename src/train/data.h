@@ -29,6 +29,9 @@ struct dataset {
     size_t n;
     size_t n_tokens;     /* sum of len */
     size_t n_truncated;  /* examples cut to fit the context (docs/data.md) */
+    int pairs;           /* 1: a file of preference pairs (DPO): ex[2i] holds pair i's
+                            input and preferred answer, ex[2i+1] the same input and
+                            the other answer; the mask covers each answer */
 };
 
 /* Reads and tokenizes `path`. `display_name` is how the file is named in

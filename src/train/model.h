@@ -184,6 +184,28 @@ double model_forward_backward_packed(struct model *m, struct model_acts *a, cons
                                      const uint8_t *mask, const int32_t *seg, int B, int T,
                                      float dscale, int backward, size_t *n_targets /* OUT */);
 
+/* Each target's loss: tok_loss (B,T) OUT gets -log p(ids[i+1]) at every
+ * position i whose next token is a target, 0 elsewhere. Forward only;
+ * returns their sum. */
+double model_token_losses(struct model *m, struct model_acts *a, const int32_t *ids,
+                          const uint8_t *mask, const int32_t *seg, int B, int T,
+                          double *tok_loss /* OUT (B*T) */, size_t *n_targets /* OUT */);
+
+/* Given every target's loss (tok_loss, as model_token_losses writes it),
+ * writes w (B*T): d(the caller's loss)/d(tok_loss[i]). */
+typedef void (*model_weights_fn)(void *ctx, const double *tok_loss, float *w);
+
+/* A loss that is a function of the per-token losses (DPO's, of each
+ * sequence's log-probability): the forward pass and the head give
+ * tok_loss, fn turns it into weights w, and the backward pass adds
+ * sum_i w[i] d(tok_loss[i])/d(param) into the gradients. tok_loss and
+ * tok_w are the caller's (B*T) buffers. Returns the sum of tok_loss. */
+double model_forward_backward_weighted(struct model *m, struct model_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, model_weights_fn fn,
+                                       void *ctx, double *tok_loss /* OUT */,
+                                       float *tok_w /* OUT */, size_t *n_targets /* OUT */);
+
 /* Forward pass only, writing the logits of every position (B*T, V). */
 void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *ids, int B,
                           int T, float *logits);

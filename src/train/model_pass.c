@@ -272,7 +272,7 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
  * target get zero) and the head's weight gradient is accumulated. */
 static double head_loss(struct model *m, struct model_acts *a, const int32_t *ids,
                         const uint8_t *mask, int B, int T, float dscale, int backward,
-                        size_t *n_targets)
+                        const float *tok_w, double *tok_loss, size_t *n_targets)
 {
     const struct model_config *c = &m->cfg;
     int C = c->hidden, V = c->vocab;
@@ -291,6 +291,18 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
     *n_targets = (size_t)M;
     if (backward)
         memset(a->dres, 0, (size_t)B * T * C * sizeof(float));
+    if (tok_loss)
+        memset(tok_loss, 0, (size_t)B * T * sizeof *tok_loss);
+    /* Per-token weights and losses (DPO) go row by row through
+     * ops_xent_rows, with the block's weights and losses gathered here. */
+    float *wbuf = NULL;
+    double *lbuf = NULL;
+    if (tok_w || tok_loss) {
+        wbuf = malloc((size_t)a->head_rows * sizeof *wbuf);
+        lbuf = malloc((size_t)a->head_rows * sizeof *lbuf);
+        if (!wbuf || !lbuf)
+            abort(); /* out of memory mid-step: nothing sane to return */
+    }
     int vstep = (int)(a->ls.deq_cap / (size_t)C);
     if (head->kind == WK_F32 || vstep > V)
         vstep = V;
@@ -306,11 +318,23 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             gemm(0, 1, mr, nv, C, 1.0f, a->xc, C, w,
                         C, 0.0f, a->logits + v0, V);
         }
-        if (!backward) {
+        if (lbuf) {
+            for (int i = 0; i < mr; i++)
+                wbuf[i] = tok_w ? tok_w[a->rows[m0 + i]] : dscale;
+            ops_xent_rows(a->logits, a->tgt + m0, mr, V, backward ? wbuf : NULL, lbuf);
+            for (int i = 0; i < mr; i++) {
+                loss += lbuf[i];
+                if (tok_loss)
+                    tok_loss[a->rows[m0 + i]] = lbuf[i];
+            }
+            if (!backward)
+                continue;
+        } else if (!backward) {
             loss += ops_xent_forward(a->logits, a->tgt + m0, mr, V);
             continue;
+        } else {
+            loss += ops_xent_forward_backward(a->logits, a->tgt + m0, mr, V, dscale);
         }
-        loss += ops_xent_forward_backward(a->logits, a->tgt + m0, mr, V, dscale);
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
             const float *w = linear_rows(head, v0, nv, a->ls.deq);
@@ -325,6 +349,8 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             memcpy(a->dres + (size_t)a->rows[m0 + i] * C, a->dxc + (size_t)i * C,
                    sizeof(float) * C);
     }
+    free(wbuf);
+    free(lbuf);
     return loss;
 }
 
@@ -377,9 +403,13 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
                                          n_targets);
 }
 
-double model_forward_backward_packed(struct model *m, struct model_acts *a, const int32_t *ids,
-                                     const uint8_t *mask, const int32_t *seg, int B, int T,
-                                     float dscale, int backward, size_t *n_targets)
+/* The pass behind every entry point: forward, the head's losses, and with
+ * backward set the gradient, each target weighted by dscale, or by the
+ * weights fn writes from the per-token losses when fn is set. */
+static double pass(struct model *m, struct model_acts *a, const int32_t *ids,
+                   const uint8_t *mask, const int32_t *seg, int B, int T, float dscale,
+                   int backward, model_weights_fn fn, void *ctx, double *tok_loss,
+                   float *tok_w, size_t *n_targets)
 {
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
@@ -387,7 +417,15 @@ double model_forward_backward_packed(struct model *m, struct model_acts *a, cons
     trunk_forward(m, a, ids, seg, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     double t1 = clock_mono_s();
-    double loss = head_loss(m, a, ids, mask, B, T, dscale, backward, n_targets);
+    double loss;
+    if (fn) {
+        /* the losses first, then the head again with their weights */
+        loss = head_loss(m, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, n_targets);
+        fn(ctx, tok_loss, tok_w);
+        head_loss(m, a, ids, mask, B, T, 0.0f, 1, tok_w, NULL, n_targets);
+    } else {
+        loss = head_loss(m, a, ids, mask, B, T, dscale, backward, NULL, tok_loss, n_targets);
+    }
     double t2 = clock_mono_s();
     a->t_forward += t1 - t0;
     a->t_head += t2 - t1;
@@ -412,4 +450,28 @@ double model_forward_backward_packed(struct model *m, struct model_acts *a, cons
     }
     a->t_backward += clock_mono_s() - t2;
     return loss;
+}
+
+double model_forward_backward_packed(struct model *m, struct model_acts *a, const int32_t *ids,
+                                     const uint8_t *mask, const int32_t *seg, int B, int T,
+                                     float dscale, int backward, size_t *n_targets)
+{
+    return pass(m, a, ids, mask, seg, B, T, dscale, backward, NULL, NULL, NULL, NULL,
+                n_targets);
+}
+
+double model_token_losses(struct model *m, struct model_acts *a, const int32_t *ids,
+                          const uint8_t *mask, const int32_t *seg, int B, int T,
+                          double *tok_loss, size_t *n_targets)
+{
+    return pass(m, a, ids, mask, seg, B, T, 0.0f, 0, NULL, NULL, tok_loss, NULL, n_targets);
+}
+
+double model_forward_backward_weighted(struct model *m, struct model_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, model_weights_fn fn,
+                                       void *ctx, double *tok_loss, float *tok_w,
+                                       size_t *n_targets)
+{
+    return pass(m, a, ids, mask, seg, B, T, 0.0f, 1, fn, ctx, tok_loss, tok_w, n_targets);
 }

@@ -342,6 +342,29 @@ double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, i
     return total;
 }
 
+void ops_xent_rows(float *logits, const int32_t *targets, int M, int V, const float *w,
+                   double *row_loss)
+{
+#pragma omp parallel for schedule(static) if ((long)M * V > PAR_MIN)
+    for (int r = 0; r < M; r++) {
+        float *row = logits + (size_t)r * V;
+        int t = targets[r];
+        float mx = kern_max(row, (size_t)V);
+        float xt = row[t];
+        if (!w) {
+            row_loss[r] = (double)(row_lse(row, V) - xt);
+            continue;
+        }
+        float sum = kern_exp_sum(row, row, (size_t)V, mx);
+        row_loss[r] = (double)(mx + logf(sum) - xt);
+        float k = w[r] / sum;
+#pragma omp simd
+        for (int j = 0; j < V; j++)
+            row[j] *= k;
+        row[t] -= w[r];
+    }
+}
+
 double ops_xent_forward(const float *logits, const int32_t *targets, int M, int V)
 {
     double total = 0.0;

@@ -82,6 +82,14 @@ double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, i
 /* The same loss without the gradient (logits left unchanged). */
 double ops_xent_forward(const float *logits, const int32_t *targets, int M, int V);
 
+/* Per row: row_loss[r] OUT = -log p(target) of row r; when w is not NULL,
+ * row r of logits is replaced by its gradient times w[r] (each row its own
+ * weight: DPO weighs the tokens of each sequence by that sequence's share
+ * of the loss). Rows are independent, so the result does not depend on the
+ * number of threads. */
+void ops_xent_rows(float *logits, const int32_t *targets, int M, int V, const float *w,
+                   double *row_loss);
+
 /* Residual add: y = a + b, n values (y may alias a). */
 void ops_add(float *y, const float *a, const float *b, size_t n);
 /* y += x, n values. */

@@ -200,6 +200,21 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         goto out;
     if (get_uint(o, "resume_step", 0, 0, c->max_steps, &resume, err, errcap))
         goto out;
+    char method[16] = "supervised";
+    double beta = 0.1;
+    if (get_str(o, "method", 0, method, sizeof method, err, errcap) ||
+        get_num(o, "dpo_beta", 1e-6, 100.0, &beta, err, errcap))
+        goto out;
+    if (strcmp(method, "supervised") != 0 && strcmp(method, "dpo") != 0) {
+        snprintf(err, errcap, "settings: method must be \"supervised\" or \"dpo\"");
+        goto out;
+    }
+    c->dpo = strcmp(method, "dpo") == 0;
+    c->dpo_beta = (float)beta;
+    if (c->dpo && c->batch_size > 512) {
+        snprintf(err, errcap, "settings: field \"batch_size\" must be at most 512 pairs for DPO");
+        goto out;
+    }
     c->resume_step = resume == UINT64_MAX ? -1 : (int64_t)resume;
     c->learning_rate = lr > 0.0 ? (float)lr : c->full ? 2e-5f : 2e-4f;
     c->checkpoint_every_s = every_s;

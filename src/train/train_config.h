@@ -45,6 +45,10 @@ struct train_config {
     int keep_checkpoints;            /* default 3 */
     int packing;                     /* 1 (default): a step's examples share rows
                                         (train/pack.h); 0: a row each, padded */
+    int dpo;                         /* method "dpo": preference pairs (default
+                                        "supervised"); batch_size counts pairs, at
+                                        most PACK_MAX_EXAMPLES / 2 */
+    float dpo_beta;                  /* default 0.1 */
     int train_on_inputs;             /* 1: loss on every token after the first, prompts
                                         included; default 0 (completions only) */
     int64_t resume_step;             /* -1 (absent): the latest complete checkpoint in

@@ -29,6 +29,7 @@
 #include "train/modelio.h"
 #include "train/ops.h"
 #include "train/optim.h"
+#include "train/dpo.h"
 #include "train/pack.h"
 #include "core/rng.h"
 #include "train/tokenizer.h"
@@ -74,6 +75,17 @@ struct run {
     uint32_t *perm;
     int32_t *ids, *seg;
     uint8_t *mask;
+    /* the step's layout: example i of the step at row prow[i], offset poff[i] */
+    int prow[PACK_MAX_EXAMPLES];
+    size_t poff[PACK_MAX_EXAMPLES], plen[PACK_MAX_EXAMPLES];
+    int pn, pT;
+    size_t step_ex[PACK_MAX_EXAMPLES]; /* DPO: the data set index of each */
+    /* DPO: the reference's log-probability of every example (ds->ex order),
+     * computed once from the frozen base before training */
+    double *ref_logp;
+    double *tok_loss;
+    float *tok_w;
+    struct dpo_stats dpo;
     size_t real_tokens, row_tokens; /* this attempt's, for the packing efficiency */
     double loss;
     uint64_t ckpt_step;
@@ -94,6 +106,9 @@ static void run_free(struct run *r)
     free(r->perm);
     free(r->ids);
     free(r->seg);
+    free(r->ref_logp);
+    free(r->tok_loss);
+    free(r->tok_w);
     free(r->mask);
     free(r->meta);
 }
@@ -174,9 +189,15 @@ static int meta_opts(const char *meta, struct model_opts *o, size_t *n_params, c
 
 /* ------------------------------------------------------------ data order */
 
+/* What the epoch's order shuffles: examples, or DPO's pairs. */
+static size_t units(const struct run *r)
+{
+    return r->c->dpo ? r->ds->n / 2 : r->ds->n;
+}
+
 static int ensure_perm(struct run *r)
 {
-    size_t n = r->ds->n;
+    size_t n = units(r);
     if (r->perm && r->perm_epoch == r->epoch)
         return 0;
     if (!r->perm && !(r->perm = malloc(n * sizeof *r->perm)))
@@ -203,12 +224,15 @@ static struct pack_layout lay_out(struct run *r, const struct example *const *ex
                                   size_t cap, int packing)
 {
     size_t len[PACK_MAX_EXAMPLES], off[PACK_MAX_EXAMPLES];
-    int row[PACK_MAX_EXAMPLES];
+    int *row = r->prow;
     struct pack_layout p = {0};
     for (int i = 0; i < n; i++)
-        len[i] = ex[i]->len;
+        len[i] = r->plen[i] = ex[i]->len;
     if (pack_rows(len, n, cap, packing, row, off, &p))
         return (struct pack_layout){0};
+    memcpy(r->poff, off, (size_t)n * sizeof *off);
+    r->pn = n;
+    r->pT = p.T;
     size_t T = (size_t)p.T;
     memset(r->ids, 0, (size_t)p.rows * T * sizeof *r->ids);
     memset(r->mask, 0, (size_t)p.rows * T);
@@ -230,20 +254,63 @@ static struct pack_layout lay_out(struct run *r, const struct example *const *ex
  * count to *tokens. */
 static struct pack_layout next_batch(struct run *r, size_t *tokens)
 {
-    int B = r->c->batch_size;
+    int B = r->c->batch_size, n = 0;
     const struct example *ex[PACK_MAX_EXAMPLES];
     for (int b = 0; b < B; b++) {
         if (ensure_perm(r))
             return (struct pack_layout){0};
-        ex[b] = &r->ds->ex[r->perm[r->cursor]];
-        if (++r->cursor == r->ds->n) {
+        size_t u = r->perm[r->cursor];
+        if (r->c->dpo) { /* a pair: its preferred example, then the other */
+            r->step_ex[n] = 2 * u;
+            ex[n++] = &r->ds->ex[2 * u];
+            r->step_ex[n] = 2 * u + 1;
+            ex[n++] = &r->ds->ex[2 * u + 1];
+        } else {
+            ex[n++] = &r->ds->ex[u];
+        }
+        if (++r->cursor == units(r)) {
             r->cursor = 0;
             r->epoch++;
         }
     }
-    struct pack_layout p = lay_out(r, ex, B, (size_t)r->seq, r->c->packing);
+    struct pack_layout p = lay_out(r, ex, n, (size_t)r->seq, r->c->packing);
     *tokens += p.real;
     return p;
+}
+
+/* ------------------------------------------------------------ DPO */
+
+/* The step's layout as dpo.h reads it; ref: the reference's log-probability
+ * of each of the step's examples (NULL while computing them). */
+static struct dpo_batch dpo_batch_of(const struct run *r, const double *ref)
+{
+    return (struct dpo_batch){.n_ex = r->pn, .row = r->prow, .off = r->poff, .len = r->plen,
+                              .T = r->pT, .ref = ref, .beta = r->c->dpo_beta};
+}
+
+/* The frozen reference's log-probability of every example, once, before
+ * training changes anything: the base model as loaded (LoRA's B starts at
+ * zero, so the adapters add nothing; full fine-tuning has not stepped yet).
+ * No second copy of the weights is kept (docs/trainer.md, "DPO"). */
+static int reference_logps(struct run *r)
+{
+    const struct dataset *d = r->ds;
+    r->ref_logp = malloc(d->n * sizeof *r->ref_logp);
+    if (!r->ref_logp)
+        return -1;
+    int chunk = 2 * r->c->batch_size;
+    for (size_t i = 0; i < d->n; i += (size_t)chunk) {
+        int nb = (int)(d->n - i < (size_t)chunk ? d->n - i : (size_t)chunk);
+        const struct example *ex[PACK_MAX_EXAMPLES];
+        for (int b = 0; b < nb; b++)
+            ex[b] = &d->ex[i + b];
+        struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
+        size_t nt;
+        model_token_losses(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T, r->tok_loss, &nt);
+        struct dpo_batch b = dpo_batch_of(r, NULL);
+        dpo_example_logps(&b, r->tok_loss, r->ref_logp + i);
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ checkpoints */
@@ -312,7 +379,7 @@ static int resume(struct run *r)
     r->opt.t = k.opt_t;
     r->step = k.step;
     r->epoch = k.epoch;
-    r->cursor = k.cursor % r->ds->n;
+    r->cursor = k.cursor % units(r);
     r->rng = k.rng;
     r->loss = k.train_loss;
     r->ckpt_step = k.step;
@@ -490,6 +557,14 @@ static int load_everything(struct run *r)
         if (!r->val)
             return TRAIN_USER;
     }
+    if (r->ds->pairs != c->dpo) {
+        snprintf(r->err, sizeof r->err,
+                 c->dpo ? "%s: DPO needs preference pairs (input, preferred_output, "
+                          "non_preferred_output)"
+                        : "%s holds preference pairs: train on it with DPO",
+                 c->train_file_name);
+        return TRAIN_USER;
+    }
     if (c->train_on_inputs) {
         train_all_tokens(r->ds);
         train_all_tokens(r->val);
@@ -503,14 +578,25 @@ static int load_everything(struct run *r)
         snprintf(r->err, sizeof r->err, "out of memory for the optimizer state");
         return TRAIN_INTERNAL;
     }
-    r->a = model_acts_create(r->m, c->batch_size, seq);
-    r->ids = malloc((size_t)c->batch_size * seq * sizeof *r->ids);
-    r->mask = malloc((size_t)c->batch_size * seq);
-    r->seg = malloc((size_t)c->batch_size * seq * sizeof *r->seg);
+    /* rows: one per example at most; a DPO step holds two per pair */
+    int rows = c->dpo ? 2 * c->batch_size : c->batch_size;
+    r->a = model_acts_create(r->m, rows, seq);
+    r->ids = malloc((size_t)rows * seq * sizeof *r->ids);
+    r->mask = malloc((size_t)rows * seq);
+    r->seg = malloc((size_t)rows * seq * sizeof *r->seg);
+    if (c->dpo) {
+        r->tok_loss = malloc((size_t)rows * seq * sizeof *r->tok_loss);
+        r->tok_w = malloc((size_t)rows * seq * sizeof *r->tok_w);
+    }
     r->meta = meta_json(c, r->m->n_train);
-    if (!r->a || !r->ids || !r->mask || !r->seg || !r->meta || model_rope_ensure(r->m, seq)) {
+    if (!r->a || !r->ids || !r->mask || !r->seg || (c->dpo && (!r->tok_loss || !r->tok_w)) ||
+        !r->meta || model_rope_ensure(r->m, seq)) {
         snprintf(r->err, sizeof r->err, "out of memory for activations (batch %d x %d tokens)",
                  c->batch_size, seq);
+        return TRAIN_INTERNAL;
+    }
+    if (c->dpo && reference_logps(r)) {
+        snprintf(r->err, sizeof r->err, "out of memory for the reference's log-probabilities");
         return TRAIN_INTERNAL;
     }
     return TRAIN_OK;
@@ -567,8 +653,20 @@ int trainer_run(const struct train_config *c)
         ops_zero(r.m->grad, r.m->n_train);
         size_t nt = model_count_targets(r.mask, p.rows, p.T);
         size_t got;
-        double sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
-                                                   nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+        double sum;
+        if (c->dpo) {
+            double ref[PACK_MAX_EXAMPLES];
+            for (int i = 0; i < r.pn; i++)
+                ref[i] = r.ref_logp[r.step_ex[i]];
+            struct dpo_batch b = dpo_batch_of(&r, ref);
+            model_forward_backward_weighted(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
+                                            dpo_batch_weights, &b, r.tok_loss, r.tok_w, &got);
+            r.dpo = b.st;
+            sum = r.dpo.loss * (double)nt; /* the mean below is DPO's loss */
+        } else {
+            sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
+                                                nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+        }
         float lr = optim_lr(&r.sched, r.step);
         if (nt) {
             r.loss = sum / (double)nt;
@@ -597,7 +695,9 @@ int trainer_run(const struct train_config *c)
             double tps = now > window_t ? (double)window_tokens / (now - window_t) : 0.0;
             tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
             struct tev_step_extra x = {
-                .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1};
+                .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
+                .dpo = c->dpo, .reward_margin = r.dpo.reward_margin,
+                .reward_accuracy = r.dpo.reward_accuracy};
             tev_step_with(r.step, r.loss, lr, tps, &x);
             r.real_tokens = r.row_tokens = 0;
             window_tokens = 0;
@@ -632,7 +732,9 @@ int trainer_run(const struct train_config *c)
         rc = TRAIN_STOPPED;
         goto out;
     }
-    if (r.val)
+    if (r.val && c->dpo)
+        tev_log("validation loss is not computed for DPO");
+    else if (r.val)
         tev_log("validation loss %.4f", validation_loss(&r));
     char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
     double final_loss = r.loss;
