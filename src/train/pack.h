@@ -4,7 +4,10 @@
  * padded to the longest. With packing (the default, docs/trainer.md) the
  * step's examples are placed first fit in decreasing length (ties in
  * order) into rows of at most `cap` tokens, so short examples share a row
- * instead of paying for padding. The step's examples are the same either
+ * instead of paying for padding; a few row lengths up to `cap` are tried
+ * and the layout computing the fewest positions (rows x longest row, then
+ * the shorter rows) is kept, one example a row included, so packing never
+ * computes more than padding would. The step's examples are the same either
  * way (batch_size examples of the epoch's order), so the data order, the
  * number of steps and exact resume do not change; attention and rotary
  * positions stay inside each example (model_forward_backward_packed), so a

@@ -267,6 +267,51 @@ static void each_walks_examples(void **state)
     assert_int_equal(c.bad_line, 1);
 }
 
+#define PAIR(IN, A, B)                                                                         \
+    "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"" IN "\"}]},"                 \
+    "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"" A "\"}],"                 \
+    "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"" B "\"}]}"
+
+/* DPO's preference pairs, in OpenAI's form: valid files, and each mistake
+ * named with its line. */
+static void preference_pairs(void **state)
+{
+    (void)state;
+    const char *ok = PAIR("Hi", "Hello!", "Go away.") "\n" PAIR("2+2?", "4", "5") "\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(ok, strlen(ok), &c), 0);
+    assert_int_equal(c.examples, 2);
+    assert_int_equal(c.format, DATASET_PREFERENCE);
+    assert_string_equal(dataset_format_name(c.format), "preference");
+    assert_int_equal(c.bytes_of_text, 2 + 6 + 8 + 4 + 1 + 1);
+    expect_error(PAIR("a", "b", "c") "\n{\"input\":{\"messages\":[]},\"preferred_output\":[],"
+                 "\"non_preferred_output\":[]}",
+                 "line 2 of train.jsonl: field \"input.messages\" is empty");
+    expect_error("{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]},"
+                 "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: missing field \"preferred_output\"");
+    expect_error("{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]},"
+                 "\"preferred_output\":[{\"role\":\"user\",\"content\":\"b\"}],"
+                 "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: field \"preferred_output\": the message's role must be "
+                 "\"assistant\"");
+    expect_error(PAIR("a", "b", ""),
+                 "line 1 of train.jsonl: field \"non_preferred_output\": the message's content "
+                 "is empty");
+    expect_error("{\"input\":\"hi\",\"preferred_output\":[],\"non_preferred_output\":[]}",
+                 "line 1 of train.jsonl: field \"input\" must be an object with \"messages\"");
+    expect_error(PAIR("a", "b", "c") "\n{\"prompt\":\"a\",\"completion\":\"b\"}",
+                 "line 2 of train.jsonl: a file of preference pairs holds nothing else (this "
+                 "line is not a preference pair)");
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"}\n" PAIR("a", "b", "c"),
+                 "line 2 of train.jsonl: a file of preference pairs holds nothing else (this "
+                 "line is a preference pair)");
+    expect_error("{\"messages\":[],\"input\":{}}",
+                 "line 1 of train.jsonl: has both a preference pair (\"input\", "
+                 "\"preferred_output\", \"non_preferred_output\") and \"messages\"; use one "
+                 "form");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +322,7 @@ int main(void)
         cmocka_unit_test(error_line_is_clean),
         cmocka_unit_test(each_walks_examples),
         cmocka_unit_test(byte_order_mark),
+        cmocka_unit_test(preference_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,16 +23,17 @@ static void first_fit_decreasing(void **state)
     size_t off[6];
     struct pack_layout p;
     assert_int_equal(pack_rows(len, 6, 8, 1, row, off, &p), 0);
-    /* 7 -> row 0; 5 -> row 1; 3 (#0) -> row 1 at 5; 3 (#4) -> row 2;
-     * 2 -> row 2 at 3; 1 -> row 0 at 7 */
-    int want_row[6] = {1, 0, 2, 1, 2, 0};
-    size_t want_off[6] = {5, 0, 3, 0, 0, 7};
+    /* rows of 8 would take 3 x 8; rows of 7 hold all 21 in 3 x 7:
+     * 7 -> row 0; 5 -> row 1; 3 (#0) -> row 2; 3 (#4) -> row 2 at 3;
+     * 2 -> row 1 at 5; 1 -> row 2 at 6 */
+    int want_row[6] = {2, 0, 1, 1, 2, 2};
+    size_t want_off[6] = {0, 0, 5, 0, 3, 6};
     for (int i = 0; i < 6; i++) {
         assert_int_equal(row[i], want_row[i]);
         assert_int_equal(off[i], want_off[i]);
     }
     assert_int_equal(p.rows, 3);
-    assert_int_equal(p.T, 8);
+    assert_int_equal(p.T, 7);
     assert_int_equal(p.real, 21);
     /* without packing: a row each, as long as the longest */
     assert_int_equal(pack_rows(len, 6, 8, 0, row, off, &p), 0);
@@ -42,6 +43,27 @@ static void first_fit_decreasing(void **state)
         assert_int_equal(row[i], i);
         assert_int_equal(off[i], 0);
     }
+}
+
+/* Equal lengths gain nothing from sharing rows: the layout stays one
+ * example a row, never more positions than padding. A shorter row length
+ * than the context is chosen when it computes less. */
+static void never_worse_than_padding(void **state)
+{
+    (void)state;
+    size_t same[4] = {10, 10, 10, 10}, mixed[4] = {12, 3, 4, 5};
+    int row[4];
+    size_t off[4];
+    struct pack_layout p;
+    assert_int_equal(pack_rows(same, 4, 64, 1, row, off, &p), 0);
+    assert_int_equal(p.rows * p.T, 40);
+    assert_int_equal(p.T, 10); /* the tie goes to the shorter rows */
+    assert_int_equal(pack_rows(mixed, 4, 64, 1, row, off, &p), 0);
+    /* one row of 24 rather than 4 x 12 = 48, or 2 rows of 12 = 24 with
+     * longer attention... both 24 positions: the shorter rows win */
+    assert_int_equal(p.rows * p.T, 24);
+    assert_int_equal(p.T, 12);
+    assert_int_equal(p.rows, 2);
 }
 
 static void refuses_bad_input(void **state)
@@ -188,6 +210,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(first_fit_decreasing),
+        cmocka_unit_test(never_worse_than_padding),
         cmocka_unit_test(refuses_bad_input),
         cmocka_unit_test(packed_full),
         cmocka_unit_test(packed_lora),
