@@ -351,6 +351,10 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     j->examples = examples;
     j->tokens =
         control_job_tokens_per_epoch(examples, out->file.text_bytes, more.max_seq_len);
+    /* DPO trains both answers of a pair, each after the input: about twice
+     * the file's tokens (docs/api.md, "DPO"). */
+    if (dpo)
+        j->tokens *= 2;
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {
