@@ -156,6 +156,36 @@ test('a job created through the page goes from queued to succeeded without a rel
   await page.screenshot({ path: screenshotPath('jobs-tab.png'), fullPage: true });
 });
 
+test('the New job form\'s Advanced settings reach the job', async () => {
+  const name = `e2e-advanced-${Date.now()}`;
+  await page.goto(`${busy.base}/#/jobs`);
+  await page.getByRole('link', { name: 'New job', exact: true }).first().click();
+  await page.getByRole('heading', { name: 'New job' }).waitFor();
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await page.getByText(`Uploaded ${path.basename(trainFile)}`).waitFor({ timeout: 30000 });
+  await page.getByText('Advanced', { exact: true }).click();
+  await page.getByLabel('Context (max_seq_len)').fill('128');
+  await page.getByLabel('LoRA rank').fill('8');
+  await page.getByLabel('Warm-up (share of the steps)').fill('0.1');
+  await page.getByLabel('Packing: several short examples share a row').uncheck();
+  await page.getByLabel('k_proj', { exact: true }).uncheck();
+  await page.getByLabel('Learning-rate schedule').selectOption('linear');
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForURL(/#\/jobs$/);
+  await jobRow(page, name).waitFor({ timeout: 15000 });
+  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
+  const job = list.data.find((j) => j.name === name);
+  assert.ok(job, `the job ${name} is listed`);
+  const hp = job.hyperparameters;
+  assert.equal(hp.max_seq_len, 128);
+  assert.equal(hp.lora_rank, 8);
+  assert.equal(hp.warmup_ratio, 0.1);
+  assert.equal(hp.packing, false);
+  assert.equal(hp.lr_scheduler, 'linear');
+  assert.deepEqual(hp.lora_target_modules, ['q_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+});
+
 test('the job page shows status, progress, time left, price, log, loss curve, checkpoints, attempts', async () => {
   await page.goto(`${busy.base}/#/jobs`);
   const link = page.locator('a.job-link', { hasText: 'e2e-watch-' }).first();
