@@ -90,18 +90,7 @@ static int dump_grads(const char *dir, const char *ids_s, const char *out)
     ts[1] = (struct st_tensor){.name = "logits", .dtype = ST_F32, .ndim = 2,
                                .shape = {T, m->cfg.vocab}, .data = logits,
                                .nbytes = (size_t)T * m->cfg.vocab * 4};
-    for (int i = 0; i < m->n_tensors; i++) {
-        const struct model_tensor *mt = &m->tensors[i];
-        struct st_tensor *t = &ts[2 + i];
-        snprintf(t->name, sizeof t->name, "grad.%s", mt->name);
-        t->dtype = ST_F32;
-        t->ndim = mt->is1d ? 1 : 2;
-        t->shape[0] = mt->is1d ? mt->cols : mt->rows;
-        t->shape[1] = mt->cols;
-        float *p = mt->vec ? mt->vec : mt->lin->w;
-        t->data = m->grad + (p - m->train);
-        t->nbytes = (size_t)mt->rows * mt->cols * 4;
-    }
+    modelio_grad_tensors(m, ts + 2);
     if (st_write(out, ts, (size_t)m->n_tensors + 2, NULL, err, sizeof err)) {
         fprintf(stderr, "alallo train: %s\n", err);
         goto out;

@@ -170,18 +170,7 @@ static int dump(const char *dir, const char *ref_dir, const char *pairs, double 
                                .data = fl, .nbytes = (size_t)n_ex * 4};
     ts[2] = (struct st_tensor){.name = "ref_logp", .dtype = ST_F32, .ndim = 1, .shape = {n_ex},
                                .data = fr, .nbytes = (size_t)n_ex * 4};
-    for (int i = 0; i < m->n_tensors; i++) {
-        const struct model_tensor *mt = &m->tensors[i];
-        struct st_tensor *t = &ts[3 + i];
-        snprintf(t->name, sizeof t->name, "grad.%s", mt->name);
-        t->dtype = ST_F32;
-        t->ndim = mt->is1d ? 1 : 2;
-        t->shape[0] = mt->is1d ? mt->cols : mt->rows;
-        t->shape[1] = mt->cols;
-        float *pp = mt->vec ? mt->vec : mt->lin->w;
-        t->data = m->grad + (pp - m->train);
-        t->nbytes = (size_t)mt->rows * mt->cols * 4;
-    }
+    modelio_grad_tensors(m, ts + 3);
     if (st_write(out, ts, (size_t)m->n_tensors + 3, NULL, err, sizeof err)) {
         fprintf(stderr, "alallo train: %s\n", err);
         goto out;

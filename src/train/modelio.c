@@ -446,3 +446,19 @@ int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_
     st_close(f);
     return rc;
 }
+
+void modelio_grad_tensors(const struct model *m, struct st_tensor *out)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *mt = &m->tensors[i];
+        struct st_tensor *t = &out[i];
+        snprintf(t->name, sizeof t->name, "grad.%s", mt->name);
+        t->dtype = ST_F32;
+        t->ndim = mt->is1d ? 1 : 2;
+        t->shape[0] = mt->is1d ? mt->cols : mt->rows;
+        t->shape[1] = mt->cols;
+        const float *p = mt->vec ? mt->vec : mt->lin->w;
+        t->data = m->grad + (p - m->train);
+        t->nbytes = (size_t)mt->rows * mt->cols * 4;
+    }
+}
