@@ -624,18 +624,20 @@ int trainer_run(const struct train_config *c)
     }
     r.sched = (struct lr_schedule){(enum lr_kind)c->lr_schedule, c->learning_rate,
                                    c->warmup_steps, c->max_steps, 0.0f};
-    tev_started(r.step, c->max_steps, r.ds->n, r.ds->n_tokens, resumed ? (int64_t)r.step : -1);
+    /* examples: what a step counts (DPO: pairs) */
+    tev_started(r.step, c->max_steps, units(&r), r.ds->n_tokens, resumed ? (int64_t)r.step : -1);
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, r.step);
     else
-        tev_log("training started: %" PRIu64 " steps, %zu examples, %zu tokens, %s", c->max_steps,
-                r.ds->n, r.ds->n_tokens,
+        tev_log("training started: %" PRIu64 " steps, %zu %s, %zu tokens, context %d%s, %s%s",
+                c->max_steps, units(&r), c->dpo ? "preference pairs" : "examples",
+                r.ds->n_tokens, r.seq, c->packing ? " packed" : "", c->dpo ? "DPO, " : "",
                 c->full       ? "full fine-tuning (fp32)"
                 : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                               : "LoRA on a 16-bit (bf16) base");
     if (r.ds->n_truncated && !resumed)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
-                r.ds->n_truncated, c->seq_len);
+                r.ds->n_truncated, r.seq);
     r.ckpt_t = tev_now();
     uint64_t first = r.step, reported_rss = 0;
     size_t window_tokens = 0;
