@@ -6,10 +6,13 @@ set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev libpcre2-dev libsodium-dev
-      libopenblas-dev libcmocka-dev curl)
+      libopenblas-dev libcmocka-dev curl libpq-dev)
 if [[ $what == test ]]; then
-  pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev)
+  pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev
+        postgresql)
 fi
+# The throwaway Slurm cluster of the Slurm tests (tests/slurm/slurm-up.sh).
+[[ $what == test ]] && pkgs+=(slurmctld slurmd slurm-client munge iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

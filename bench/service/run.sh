@@ -23,18 +23,11 @@ READ_SECONDS=${READ_SECONDS:-10}
 JOBS=${JOBS:-100000}
 
 work=$(mktemp -d /tmp/alallo-bench-XXXXXX)
+source "$here/common.sh"
 loadgen=$work/loadgen
-cc -O2 -o "$loadgen" "$here/loadgen.c" -lcurl -lpthread
+bench_prepare "$work"
 
-mkdir -p "$work/models/tiny"
-cat > "$work/models/tiny/config.json" <<'JSON'
-{"hidden_size":64,"intermediate_size":172,"num_hidden_layers":2,"num_attention_heads":4,
- "num_key_value_heads":2,"vocab_size":400,"max_position_embeddings":512,"tie_word_embeddings":true}
-JSON
-echo '{}' > "$work/models/tiny/tokenizer.json"
-echo 'stand-in weights' > "$work/models/tiny/model.safetensors"
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(bench_free_port)
 "$bin" serve --port "$port" --data "$work/data" --models "$work/models" --local-worker none --rate-limit 0 \
   > "$work/serve.log" 2>&1 &
 serve_pid=$!

@@ -1,5 +1,6 @@
-/* cmd_accounts.c - `alallo accounts create NAME --data DIR`: a new account
- * in the data folder of a (running or stopped) server. Its API key is
+/* cmd_accounts.c - `alallo accounts create NAME --data DIR [--store URL]`:
+ * a new account in the store of a (running or stopped) server (SQLite in
+ * DIR unless --store names another). Its API key is
  * printed once, on the last line; only its hash is kept. */
 #include <stdio.h>
 #include <string.h>
@@ -8,11 +9,14 @@
 #include "control/setup.h"
 #include "app/cmds.h"
 
-static void usage(void) { fputs("usage: alallo accounts create NAME --data DIR\n", stderr); }
+static void usage(void)
+{
+    fputs("usage: alallo accounts create NAME --data DIR [--store URL]\n", stderr);
+}
 
 int cmd_accounts(int argc, char **argv)
 {
-    const char *name = NULL, *data = NULL;
+    const char *name = NULL, *data = NULL, *store = NULL;
     if (argc < 2 || strcmp(argv[1], "create") != 0) {
         usage();
         return 2;
@@ -20,6 +24,8 @@ int cmd_accounts(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
             data = argv[++i];
+        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
+            store = argv[++i];
         else if (argv[i][0] != '-' && !name)
             name = argv[i];
         else {
@@ -35,7 +41,7 @@ int cmd_accounts(int argc, char **argv)
     char err[512];
     struct store *s;
     if (setup_data_dir(data, err, sizeof err) != 0 ||
-        setup_open_store(data, &s, err, sizeof err) != 0) {
+        setup_open_store_at(store, data, &s, err, sizeof err) != 0) {
         fprintf(stderr, "alallo accounts: %s\n", err);
         return 1;
     }

@@ -4,8 +4,9 @@
  *                [--local-worker SPEC|none]... [--worker-timeout S]
  *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
  *
- * Opens the store in DATA (creating the account `default` and the key files
- * on first run), serves the API and the dashboard, starts the local workers
+ * Opens the store (SQLite in DATA, or --store URL: docs/store.md; DATA keeps
+ * the files either way), creating the account `default` and the key files
+ * on first run, serves the API and the dashboard, starts the local workers
  * (threads that speak the worker protocol to this server over loopback),
  * and watches for lost workers and jobs past their limits. SIGTERM or
  * SIGINT stops it gracefully: local workers checkpoint and hand back their
@@ -83,6 +84,7 @@ static void *watch(void *arg)
 static void usage(void)
 {
     fputs("usage: alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]\n"
+          "                    [--store URL (default: SQLite in DATA; postgresql://...)]\n"
           "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
           "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
           "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
@@ -124,6 +126,7 @@ static void default_models_dir(char *out, size_t cap)
 struct serve_args {
     const char *host;
     const char *data;
+    const char *store; /* a store URL (store_open_url); NULL: SQLite in data */
     const char *models;
     const char *specs[LOCAL_WORKERS_MAX];
     int n_specs;
@@ -154,6 +157,8 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             a->host = val;
         } else if (strcmp(arg, "--data") == 0) {
             a->data = val;
+        } else if (strcmp(arg, "--store") == 0) {
+            a->store = val;
         } else if (strcmp(arg, "--models") == 0) {
             a->models = val;
         } else if (strcmp(arg, "--local-worker") == 0) {
@@ -314,7 +319,7 @@ int cmd_serve(int argc, char **argv)
     ctl.alallo_bin[n] = '\0';
 
     struct store *store;
-    if (setup_open_store(ctl.cfg.data_dir, &store, err, sizeof err) != 0) {
+    if (setup_open_store_at(a.store, ctl.cfg.data_dir, &store, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
         return 1;
     }

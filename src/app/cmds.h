@@ -2,7 +2,7 @@
  *
  * Each takes the arguments after its own name (argv[0] is the command name)
  * and returns the process exit status: 0 success, 1 failure, 2 usage error.
- * Owners: app/ serve and accounts (the only commands that wire several
+ * Owners: app/ serve, accounts and store (the only commands that wire several
  * layers together); worker/ worker; cli/ the client commands; train/ train,
  * bench, model, generate and export on local folders, tokenizer; sched/ sim.
  */
@@ -16,5 +16,6 @@
 
 int cmd_serve(int argc, char **argv);    /* app/cmd_serve.c    */
 int cmd_accounts(int argc, char **argv); /* app/cmd_accounts.c */
+int cmd_store(int argc, char **argv);    /* app/cmd_store.c    */
 
 #endif

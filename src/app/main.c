@@ -9,9 +9,10 @@ static void usage(FILE *f)
     fputs("usage: alallo COMMAND [ARGS]\n"
           "\n"
           "service:\n"
-          "  serve [--port N] [--data DIR] [--local-worker SPEC|none]...\n"
+          "  serve [--port N] [--data DIR] [--store URL] [--local-worker SPEC|none]...\n"
           "  worker --server URL --token T [--name N] [--cpus N] [--mem SIZE] [--price P] [--class C]\n"
-          "  accounts create NAME --data DIR\n"
+          "  accounts create NAME --data DIR [--store URL]\n"
+          "  store migrate URL | store copy sqlite:DIR postgresql://...\n"
           "client (reads ALALLO_URL and ALALLO_API_KEY):\n"
           "  jobs [list|show ID|create ...|cancel ID|log ID [--follow]]\n"
           "  files upload FILE | models | estimate ... | workers [drain NAME] | ledger\n"
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
         return cmd_serve(sub_argc, sub_argv);
     if (strcmp(cmd, "accounts") == 0)
         return cmd_accounts(sub_argc, sub_argv);
+    if (strcmp(cmd, "store") == 0)
+        return cmd_store(sub_argc, sub_argv);
     if (strcmp(cmd, "worker") == 0)
         return cmd_worker(sub_argc, sub_argv);
     if (strcmp(cmd, "train") == 0)

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "control/catalog.h"
-#include "control/child.h"
+#include "core/child.h"
 #include "control/fleet.h"
 #include "control/job_move.h"
 #include "control/sched_link.h"
@@ -507,6 +507,21 @@ struct events_ctx {
     long partial_step;     /* OUT: a cancel's partial model is due at this
                               checkpoint step (outcome_partial_step); 0 none */
 };
+
+/* Clears what an earlier run of a callback left in c. store_job_update()
+ * may run a callback more than once (on PostgreSQL, again after a
+ * serialization failure or a deadlock: docs/store.md), and only the run
+ * that commits may leave its outputs, so every callback that uses an
+ * events_ctx starts with this. */
+static void events_ctx_rerun(struct events_ctx *c)
+{
+    free(c->st);
+    c->st = NULL;
+    c->n_cal = 0;
+    c->broken = false;
+    c->stop = TPROTO_STOP_NONE;
+    c->partial_step = 0;
+}
 
 static long clamp_step(const struct store_job *j, long step)
 {
@@ -1000,6 +1015,7 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
                                  struct store_writes *w, void *vctx)
 {
     struct events_ctx *c = vctx;
+    events_ctx_rerun(c);
     if (a->fence != c->fence || !attempt_owns(j, a))
         return ERR_FENCED;
     c->st = state_load(j);
@@ -1120,6 +1136,8 @@ static enum alallo_err finish_cb(struct store_job *j, struct store_attempt *a,
 {
     struct finish_ctx *c = vctx;
     int64_t now = c->base.now;
+    events_ctx_rerun(&c->base);
+    c->already = c->internal = false;
     /* A finish sent again (its answer was lost) is answered 200 with no
      * change, unless the attempt was ended by the server (lost worker):
      * then its job has moved on and the report is stale. */
@@ -1371,6 +1389,7 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
 {
     struct events_ctx *c = vctx;
     (void)unused;
+    events_ctx_rerun(c);
     if (j->status == JOB_CANCELLING)
         return ERR_OK;
     if (job_status_is_terminal(j->status))
@@ -1460,6 +1479,7 @@ static enum alallo_err gone_cb(struct store_job *j, struct store_attempt *a,
 {
     struct gone_ctx *c = vctx;
     int64_t now = c->base.now;
+    events_ctx_rerun(&c->base);
     if (attempt_status_of(a->status) == ATTEMPT_ENDED)
         return ERR_OK;
     bool owned = attempt_owns(j, a);
@@ -1542,6 +1562,8 @@ static enum alallo_err start_timeout_cb(struct store_job *j, struct store_attemp
 {
     struct start_ctx *c = vctx;
     int64_t now = c->base.now;
+    events_ctx_rerun(&c->base);
+    c->internal = false;
     if (attempt_status_of(a->status) != ATTEMPT_STARTING || !attempt_owns(j, a))
         return ERR_CONFLICT;
     c->base.st = state_load(j);
@@ -1632,6 +1654,7 @@ static enum alallo_err limits_cb(struct store_job *j, struct store_attempt *unus
     struct events_ctx *c = vctx;
     (void)unused;
     (void)w;
+    events_ctx_rerun(c);
     char before[32];
     text_copy(before, sizeof before, j->stop_reason);
     c->st = state_load(j);

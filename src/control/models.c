@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "control/child.h"
+#include "core/child.h"
 #include "control/fleet.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"

@@ -4,7 +4,7 @@
  * download (exports, a checkpoint made into a model).
  *
  * Generations and exports run this binary as a child process with a time
- * limit (child.h), so a crash or a runaway one never takes the server down.
+ * limit (core/child.h), so a crash or a runaway one never takes the server down.
  * Their files are made in DATA/tmp and belong to the caller's struct
  * control_artifact until control_artifact_free.
  */

@@ -40,6 +40,14 @@ int setup_open_store(const char *data, struct store **out, char *err, size_t err
     return store_open(path, out, err, errcap) ? -1 : 0;
 }
 
+int setup_open_store_at(const char *url, const char *data, struct store **out, char *err,
+                        size_t errcap)
+{
+    if (!url)
+        return setup_open_store(data, out, err, errcap);
+    return store_open_url(url, out, err, errcap) ? -1 : 0;
+}
+
 int setup_write_secret(const char *path, const char *text)
 {
     size_t n = strlen(text);

@@ -23,6 +23,12 @@ int setup_data_dir(const char *data, char *err, size_t errcap);
 /* Opens DATA/alallo.db. Returns 0 or -1 with err. */
 int setup_open_store(const char *data, struct store **out /* OUT */, char *err, size_t errcap);
 
+/* The store `url` names (store_open_url: "postgresql://…", "sqlite:PATH"),
+ * or with url NULL the one in DATA (setup_open_store). Returns 0 or -1 with
+ * err. */
+int setup_open_store_at(const char *url, const char *data, struct store **out /* OUT */,
+                        char *err, size_t errcap);
+
 /* On a data folder without the account `default`: creates it and writes
  * its key to DATA/api-key; also makes DATA/worker-token when missing.
  * Writes the key of `default` into key (or "" when its file is gone) and

@@ -1,6 +1,9 @@
-/* executor.c - what every engine shares: the tag of an attempt. */
+/* executor.c - what every engine shares: the tag of an attempt, the checks
+ * made before a call reaches an engine, and the error line. */
 #include "exec/executor.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/ids.h"
@@ -25,4 +28,101 @@ void executor_close(struct executor *x)
 {
     if (x)
         x->ops->close(x);
+}
+
+enum alallo_err exec_fail(struct executor *x, enum alallo_err e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->error, sizeof x->error, fmt, ap);
+    va_end(ap);
+    text_one_line(x->error);
+    return e;
+}
+
+static bool is_alallo_tag(const char *tag)
+{
+    char id[EXEC_TAG_MAX];
+    return tag && exec_attempt_of(tag, id, sizeof id);
+}
+
+/* A value passed to an engine as one argument: printable, one line. */
+static bool plain(const char *s)
+{
+    return !text_has_control(s);
+}
+
+enum alallo_err executor_submit(struct executor *x, const struct exec_submit *s,
+                                struct exec_receipt *r)
+{
+    struct exec_receipt ignored;
+    if (!r)
+        r = &ignored;
+    memset(r, 0, sizeof *r);
+    x->error[0] = '\0';
+    if (!is_alallo_tag(s->tag))
+        return exec_fail(x, ERR_INVALID, "submit: '%.80s' is not an attempt's tag (%s<attempt id>)",
+                         s->tag, EXEC_TAG_PREFIX);
+    if (s->script[0] != '/')
+        return exec_fail(x, ERR_INVALID, "submit %s: the batch script must be an absolute path",
+                         s->tag);
+    if (s->output[0] && s->output[0] != '/')
+        return exec_fail(x, ERR_INVALID, "submit %s: the output file must be an absolute path",
+                         s->tag);
+    if (s->cpus < 0 || s->mem_mb < 0 || s->time_limit_min < 0 || s->signal_lead_s < 0)
+        return exec_fail(x, ERR_INVALID,
+                         "submit %s: cpus, memory, time limit and signal lead cannot be negative",
+                         s->tag);
+    if (s->signal_lead_s > 65535)
+        return exec_fail(x, ERR_INVALID, "submit %s: a signal lead of %d s is more than 65535 s",
+                         s->tag, s->signal_lead_s);
+    const char *fields[] = {s->partition, s->qos, s->account, s->constraint, s->gres,
+                            s->script, s->output, s->workdir, s->comment};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!plain(fields[i]))
+            return exec_fail(x, ERR_INVALID, "submit %s: a setting holds a control character",
+                             s->tag);
+    return x->ops->submit_receipt(x, s, r);
+}
+
+enum alallo_err exec_submit_by_receipt(struct executor *x, const struct exec_submit *s,
+                                       char id[EXEC_ID_MAX])
+{
+    struct exec_receipt r;
+    enum alallo_err e = executor_submit(x, s, &r);
+    text_copy(id, EXEC_ID_MAX, e ? "" : r.id);
+    return e;
+}
+
+enum alallo_err executor_list(struct executor *x, struct exec_job *out, int cap, int *n)
+{
+    *n = 0;
+    x->error[0] = '\0';
+    if (cap < 0 || (cap > 0 && !out))
+        return exec_fail(x, ERR_INVALID, "list: no room given for the jobs");
+    return x->ops->list(x, out, cap, n);
+}
+
+enum alallo_err executor_cancel(struct executor *x, const char *tag)
+{
+    x->error[0] = '\0';
+    if (!is_alallo_tag(tag))
+        return exec_fail(x, ERR_INVALID, "cancel: '%.80s' is not an attempt's tag",
+                         tag ? tag : "");
+    return x->ops->cancel(x, tag);
+}
+
+enum alallo_err executor_capacity(struct executor *x, const char *partition, const char *gpu_type,
+                                  struct exec_capacity *c)
+{
+    memset(c, 0, sizeof *c);
+    x->error[0] = '\0';
+    if (!partition)
+        partition = "";
+    if (!gpu_type)
+        gpu_type = "";
+    if (!plain(partition) || !plain(gpu_type))
+        return exec_fail(x, ERR_INVALID, "capacity: the partition or GPU type holds a control "
+                                         "character");
+    return x->ops->capacity(x, partition, gpu_type, c);
 }

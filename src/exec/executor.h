@@ -13,6 +13,12 @@
  *
  * Ownership: the caller owns every struct it passes; an executor copies
  * what it keeps. Nothing here touches the store.
+ *
+ * Callers go through the executor_* functions at the end of this file
+ * (they check arguments and fill x->error); the ops table is what an
+ * engine implements. After any call that fails, x->error says why in one
+ * line a user can read, with the engine's own message (a command's
+ * stderr) where there is one.
  */
 #ifndef ALALLO_EXEC_EXECUTOR_H
 #define ALALLO_EXEC_EXECUTOR_H
@@ -43,6 +49,8 @@ struct exec_submit {
     char script[EXEC_PATH_MAX];    /* the batch script (written, fsynced, 0700)    */
     char output[EXEC_PATH_MAX];    /* stdout/stderr of the engine's job            */
     char workdir[EXEC_PATH_MAX];
+    char comment[128];             /* shown to the cluster's operators (squeue %k), e.g.
+                                      "alallo:<job id>:<fence>"; never read back    */
 };
 
 /* An engine job as the engine reports it. */
@@ -57,9 +65,31 @@ struct exec_job {
     char tag[EXEC_TAG_MAX];
     enum exec_state state;
     char raw_state[24];             /* the engine's own word (RUNNING, NODE_FAIL…) */
-    char reason[EXEC_REASON_MAX];   /* why pending, in plain words; "" otherwise  */
+    char raw_reason[48];            /* the engine's own reason word, "" for none   */
+    char reason[EXEC_REASON_MAX];   /* plain words: why pending, or how it ended;
+                                       "" while running                          */
     char node[64];                  /* where it runs, "" before                    */
     int64_t start_ms;               /* when it started or is expected to, 0: unknown */
+};
+
+/* What the engine made of one submission. */
+struct exec_receipt {
+    char id[EXEC_ID_MAX];          /* the engine's job id (a Slurm ";cluster" cut off) */
+    long time_limit_min;           /* the limit asked of the engine; 0: its default */
+    bool clamped;                  /* the caller's limit was above the partition's  */
+    char note[EXEC_REASON_MAX];    /* when clamped: a sentence for the job's log    */
+};
+
+/* What one partition (Slurm) or machine (process) can hold, counting only
+ * nodes that take work now (not down, drained or failing). */
+struct exec_capacity {
+    int nodes;                     /* nodes in the partition                       */
+    int nodes_up;
+    int cpus;                      /* CPUs on the nodes up                         */
+    int64_t mem_mb;                /* memory on the nodes up, MiB                  */
+    int gpus;                      /* GPUs of the asked type on the nodes up       */
+    int max_gpus_per_node;         /* the most such GPUs one node up has           */
+    long max_time_min;             /* the partition's MaxTime; 0: unlimited        */
 };
 
 struct executor;
@@ -77,11 +107,23 @@ struct executor_ops {
     /* Cancels every job tagged `tag` (pending or running); no job: ERR_OK. */
     enum alallo_err (*cancel)(struct executor *x, const char *tag);
     void (*close)(struct executor *x);
+    /* submit, telling what became of the time limit (clamped to the
+     * partition's MaxTime, which would otherwise leave the job pending for
+     * ever). Same errors as submit. */
+    enum alallo_err (*submit_receipt)(struct executor *x, const struct exec_submit *s,
+                                      struct exec_receipt *r /* OUT */);
+    /* The capacity of `partition` ("" : the engine's default) counting
+     * GPUs of type gpu_type ("" : any type). */
+    enum alallo_err (*capacity)(struct executor *x, const char *partition, const char *gpu_type,
+                                struct exec_capacity *c /* OUT */);
 };
+
+#define EXEC_ERROR_MAX 512
 
 struct executor {
     const struct executor_ops *ops;
-    char name[16]; /* "slurm", "process" */
+    char name[16];               /* "slurm", "process"                          */
+    char error[EXEC_ERROR_MAX];  /* why the last failed call failed, one line   */
 };
 
 /* The tag of attempt `attempt_id`: "alallo-<attempt id>". False when it
@@ -93,5 +135,24 @@ bool exec_attempt_of(const char *tag, char *attempt_id /* OUT */, size_t cap);
 
 /* Stops x and frees it; NULL is a no-op. */
 void executor_close(struct executor *x);
+
+/* The calls, through x->ops, with the arguments checked first (a tag that
+ * is not alallo's, a script path that is not absolute, a negative limit:
+ * ERR_INVALID). r, when not NULL, receives the receipt. */
+enum alallo_err executor_submit(struct executor *x, const struct exec_submit *s,
+                                struct exec_receipt *r /* OUT, may be NULL */);
+enum alallo_err executor_list(struct executor *x, struct exec_job *out /* OUT [cap] */, int cap,
+                              int *n /* OUT */);
+enum alallo_err executor_cancel(struct executor *x, const char *tag);
+enum alallo_err executor_capacity(struct executor *x, const char *partition, const char *gpu_type,
+                                  struct exec_capacity *c /* OUT */);
+
+/* The ops->submit of an engine whose submit_receipt does the work. */
+enum alallo_err exec_submit_by_receipt(struct executor *x, const struct exec_submit *s,
+                                       char id[EXEC_ID_MAX] /* OUT */);
+
+/* Sets x->error (printf, one line, cut to fit) and returns e: for engines. */
+enum alallo_err exec_fail(struct executor *x, enum alallo_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

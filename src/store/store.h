@@ -2,20 +2,25 @@
  * attempts, events, training log lines, checkpoints, workers and the ledger.
  *
  * The interface is narrow on purpose: an opaque handle, plain structs in and
- * out, and no SQL outside the implementation (store_sqlite.c; a PostgreSQL
- * one can follow behind the same functions). Every function is thread-safe.
+ * out, and no SQL outside the implementations: store_sqlite.c (embedded,
+ * the default) and store_pg.c (PostgreSQL, for clusters), chosen by URL
+ * (store_open_url). Every function is thread-safe.
  *
  * Durability: a function that writes returns only after its transaction has
- * committed and reached the disk (SQLite WAL, synchronous=FULL). Concurrent
- * job creations are committed together in one transaction (group commit);
- * each caller still returns only after that commit is on disk.
+ * committed and reached the disk (SQLite WAL, synchronous=FULL; PostgreSQL
+ * synchronous_commit as the server is set, on by default). Concurrent job
+ * creations are committed together in one transaction (group commit); each
+ * caller still returns only after that commit is on disk.
  *
  * Lifecycle changes go through store_job_update(): it loads a job (and one
  * of its attempts), hands them to a caller's function under the store's
  * write lock, and writes back the job, the attempt and everything the
  * function queued in `struct store_writes`, all in one transaction. The
  * rules live in the caller (src/control/lifecycle.c); the store only makes them
- * atomic.
+ * atomic. On PostgreSQL, updates of different jobs run at once, and an
+ * update whose transaction hits a serialization failure or a deadlock is
+ * run again from the start, callback included: a callback must change
+ * nothing but its job, its attempt and its writes (docs/store.md).
  *
  * Times are milliseconds since the Unix epoch. Strings are NUL-terminated
  * and fit their arrays; inputs longer than an array are refused with
@@ -216,14 +221,36 @@ struct store_writes;
 
 /* ---- opening ---------------------------------------------------------- */
 
-/* Opens (creating if needed) the store at `path` and brings its schema up
- * to date, applying each missing migration in order in one transaction.
+enum store_kind { STORE_SQLITE, STORE_POSTGRESQL };
+
+/* Which implementation `url` names: "postgresql://…" and "postgres://…"
+ * (libpq URLs) are PostgreSQL; "sqlite:PATH" and a plain PATH are SQLite. */
+enum store_kind store_url_kind(const char *url);
+
+/* Opens the store `url` names (store_url_kind) and brings its schema up to
+ * date, as store_open does. A SQLite PATH is a database file, or a folder
+ * that holds (or will hold) alallo.db. A PostgreSQL database must exist;
+ * its tables are created on first open. On error returns non-zero and
+ * writes a one-line reason into err. */
+enum alallo_err store_open_url(const char *url, struct store **out /* OUT */, char *err,
+                               size_t errcap);
+
+/* store_open_url migrating only up to `version` (see store_open_at). */
+enum alallo_err store_open_url_at(const char *url, int version, struct store **out /* OUT */,
+                                  char *err, size_t errcap);
+
+/* "sqlite" or "postgresql". */
+const char *store_backend_name(struct store *s);
+
+/* Opens (creating if needed) the store at `path` (or any URL of
+ * store_open_url) and brings its schema up to date, applying each missing migration in order in one transaction.
  * On error returns non-zero and writes a one-line reason into err. */
 enum alallo_err store_open(const char *path, struct store **out /* OUT */, char *err,
                            size_t errcap);
 
-/* Like store_open, but migrates only up to schema `version` (1..latest).
- * For tests that prove later migrations apply on top of old data. */
+/* Like store_open, but migrates only up to schema `version` (1..latest;
+ * PostgreSQL: store_pg_first_version()..latest). For tests that prove later
+ * migrations apply on top of old data. */
 enum alallo_err store_open_at(const char *path, int version, struct store **out /* OUT */,
                               char *err, size_t errcap);
 

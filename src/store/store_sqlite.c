@@ -20,20 +20,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "store/store_backend.h"
+#include "store/store_columns.h"
+#include "store/store_group.h"
 #include "store/store_writes.h"
 
 #define READERS 8
 
 /* ---- errors ----------------------------------------------------------- */
 
-static _Thread_local char last_error[256];
-
-const char *store_last_error(void) { return last_error; }
-
 static void set_error(const char *what, sqlite3 *db)
 {
-    snprintf(last_error, sizeof last_error, "store: %s: %s", what,
-             db ? sqlite3_errmsg(db) : "error");
+    store_set_error("store: %s: %s", what, db ? sqlite3_errmsg(db) : "error");
 }
 
 /* Maps an SQLite result to the control plane's error. */
@@ -180,30 +178,7 @@ int store_schema_latest(void) { return MIGRATIONS; }
 
 /* ---- statements ------------------------------------------------------- */
 
-#define JOB_COLS                                                                                   \
-    "id, account, name, model, training_file, validation_file, method, precision, goal, "         \
-    "adapter, suffix, n_epochs, batch_size, lr_multiplier, seed, examples, tokens, "              \
-    "memory_bytes, max_steps, steps_done, status, message, estimate, price_charged, "             \
-    "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
-    "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
-    "trained_tokens, log_seq, event_seq, internal_failure, est_low_s, est_high_s, "               \
-    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state, first_loss, hyper"
-#define JOB_NCOLS 50
-#define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
 #define JOB_Q10 "?,?,?,?,?,?,?,?,?,?,"
-#define ATT_COLS                                                                                   \
-    "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
-    "ended, run_ms, events_applied, t_started, t_last, token_hash, engine_id, engine_state, "     \
-    "engine_reason, engine_running, heartbeat, node, resume_from"
-#define FILE_COLS                                                                                  \
-    "id, account, filename, bytes, purpose, examples, text_bytes, path, created, format"
-#define WORKER_COLS                                                                                \
-    "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
-    "tokens_per_s, flops, registered"
-#define LEDGER_COLS                                                                                \
-    "seq, account, job, attempt, kind, amount, steps, created, from_step, to_step, reason"
-#define CALIB_COLS                                                                                 \
-    "kind, method, class, waited, goal, actual_a, nominal_a, actual_b, nominal_b, created, model"
 
 enum sql_id {
     S_BEGIN,
@@ -297,9 +272,7 @@ static const char *const sql_text[S_COUNT] = {
                                      " ORDER BY seq DESC LIMIT ?",
     [S_JOB_COUNTS] = "SELECT status, COUNT(*) FROM jobs GROUP BY status",
     [S_JOB_IDS_STATUS] = "SELECT id FROM jobs WHERE status = ? ORDER BY seq LIMIT ?",
-    [S_WAITING] = "SELECT id, account, model, status, message, stop_reason, active_attempt,"
-                  " created, memory_bytes, tokens, examples, max_steps, steps_done, n_epochs,"
-                  " batch_size, plan FROM jobs INDEXED BY jobs_active"
+    [S_WAITING] = "SELECT " WAITING_COLS " FROM jobs INDEXED BY jobs_active"
                   " WHERE status IN ('queued','re-scheduling','running','cancelling')"
                   " ORDER BY seq LIMIT ?",
     [S_CLAIM] = "SELECT id, account, MIN(seq) FROM jobs INDEXED BY jobs_waiting"
@@ -312,9 +285,9 @@ static const char *const sql_text[S_COUNT] = {
     [S_ATT_OPEN] = "SELECT " ATT_COLS " FROM attempts INDEXED BY attempts_open"
                    " WHERE status <> 'ended' AND (?1 = '' OR worker = ?1)"
                    " ORDER BY worker, started LIMIT ?2",
-    [S_EV_INSERT] = "INSERT INTO events(job, seq, created, level, type, message, data)"
+    [S_EV_INSERT] = "INSERT INTO events(" EVENT_COLS ")"
                     " VALUES(?,?,?,?,?,?,?)",
-    [S_EV_LIST] = "SELECT job, seq, created, level, type, message, data FROM events"
+    [S_EV_LIST] = "SELECT " EVENT_COLS " FROM events"
                   " WHERE job = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
     [S_LOG_INSERT] = "INSERT INTO log_lines(job, seq, attempt, line) VALUES(?,?,?,?)",
     [S_LOG_READ] = "SELECT seq, attempt, line FROM log_lines WHERE job = ? AND attempt = ?"
@@ -324,9 +297,9 @@ static const char *const sql_text[S_COUNT] = {
     [S_LOG_LAST] = "SELECT attempt FROM log_lines WHERE job = ? ORDER BY seq DESC LIMIT 1",
     [S_CK_PUT] = "INSERT OR REPLACE INTO checkpoints(job, step, path, train_loss, created)"
                  " VALUES(?,?,?,?,?)",
-    [S_CK_LIST] = "SELECT job, step, path, train_loss, created FROM checkpoints WHERE job = ?"
+    [S_CK_LIST] = "SELECT " CHECKPOINT_COLS " FROM checkpoints WHERE job = ?"
                   " ORDER BY step DESC LIMIT ?",
-    [S_CK_GET] = "SELECT job, step, path, train_loss, created FROM checkpoints WHERE job = ?"
+    [S_CK_GET] = "SELECT " CHECKPOINT_COLS " FROM checkpoints WHERE job = ?"
                  " AND step = ?",
     [S_W_PUT] = "INSERT OR REPLACE INTO workers(" WORKER_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
     [S_W_GET] = "SELECT " WORKER_COLS " FROM workers WHERE name = ?",
@@ -349,15 +322,7 @@ struct conn {
     sqlite3_stmt *st[S_COUNT];
 };
 
-struct pending {
-    struct store_job *job;
-    const struct store_event *event;
-    enum alallo_err result;
-    int done;
-    struct pending *next;
-};
-
-struct store {
+struct store_impl {
     struct conn writer;
     pthread_mutex_t wmu; /* owns `writer` and `writes` */
     struct store_writes writes;
@@ -365,10 +330,7 @@ struct store {
     int reader_busy[READERS];
     pthread_mutex_t rmu;
     pthread_cond_t rcv;
-    pthread_mutex_t gmu; /* owns the group-commit queue */
-    pthread_cond_t gcv;
-    struct pending *head, *tail;
-    int committing;
+    struct store_group group;
     int version;
 };
 
@@ -488,15 +450,17 @@ fail:
     return ERR_IO;
 }
 
-enum alallo_err store_open_at(const char *path, int version, struct store **out, char *err,
-                              size_t errcap)
+static void sq_close(struct store_impl *s);
+
+enum alallo_err store_sqlite_open_at(const char *path, int version, struct store_impl **out,
+                                     char *err, size_t errcap)
 {
     *out = NULL;
     if (version < 1 || version > MIGRATIONS) {
         snprintf(err, errcap, "no schema version %d", version);
         return ERR_INVALID;
     }
-    struct store *s = calloc(1, sizeof *s);
+    struct store_impl *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errcap, "out of memory");
         return ERR_NOMEM;
@@ -504,8 +468,7 @@ enum alallo_err store_open_at(const char *path, int version, struct store **out,
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->rmu, NULL);
     pthread_cond_init(&s->rcv, NULL);
-    pthread_mutex_init(&s->gmu, NULL);
-    pthread_cond_init(&s->gcv, NULL);
+    store_group_init(&s->group, 1); /* one writer */
     enum alallo_err e = conn_open(&s->writer, path, err, errcap);
     if (e)
         goto fail;
@@ -520,16 +483,11 @@ enum alallo_err store_open_at(const char *path, int version, struct store **out,
     *out = s;
     return ERR_OK;
 fail:
-    store_close(s);
+    sq_close(s);
     return e;
 }
 
-enum alallo_err store_open(const char *path, struct store **out, char *err, size_t errcap)
-{
-    return store_open_at(path, MIGRATIONS, out, err, errcap);
-}
-
-void store_close(struct store *s)
+static void sq_close(struct store_impl *s)
 {
     if (!s)
         return;
@@ -542,16 +500,15 @@ void store_close(struct store *s)
     pthread_mutex_destroy(&s->wmu);
     pthread_mutex_destroy(&s->rmu);
     pthread_cond_destroy(&s->rcv);
-    pthread_mutex_destroy(&s->gmu);
-    pthread_cond_destroy(&s->gcv);
+    store_group_destroy(&s->group);
     free(s);
 }
 
-int store_schema_version(struct store *s) { return s->version; }
+static int sq_schema_version(struct store_impl *s) { return s->version; }
 
 /* ---- connection pool -------------------------------------------------- */
 
-static struct conn *reader_get(struct store *s)
+static struct conn *reader_get(struct store_impl *s)
 {
     pthread_mutex_lock(&s->rmu);
     for (;;) {
@@ -566,7 +523,7 @@ static struct conn *reader_get(struct store *s)
     }
 }
 
-static void reader_put(struct store *s, struct conn *c)
+static void reader_put(struct store_impl *s, struct conn *c)
 {
     pthread_mutex_lock(&s->rmu);
     s->reader_busy[c - s->readers] = 0;
@@ -850,7 +807,7 @@ static int64_t now_ms(void)
 static enum alallo_err step_done(struct conn *c, sqlite3_stmt *st, int bind_rc, const char *what)
 {
     if (bind_rc != SQLITE_OK) {
-        snprintf(last_error, sizeof last_error, "store: %s: a value is too long", what);
+        store_set_error("store: %s: a value is too long", what);
         sqlite3_reset(st);
         return ERR_INVALID;
     }
@@ -892,7 +849,7 @@ static enum alallo_err step_row(struct conn *c, sqlite3_stmt *st, int bind_rc, c
 
 /* ---- accounts --------------------------------------------------------- */
 
-enum alallo_err store_account_create(struct store *s, const char *name, const char *key_hash,
+static enum alallo_err sq_account_create(struct store_impl *s, const char *name, const char *key_hash,
                                      struct store_account *out)
 {
     struct store_account a = {0};
@@ -918,7 +875,7 @@ enum alallo_err store_account_create(struct store *s, const char *name, const ch
     return e;
 }
 
-static enum alallo_err account_by(struct store *s, enum sql_id id, const char *key,
+static enum alallo_err account_by(struct store_impl *s, enum sql_id id, const char *key,
                                   struct store_account *out)
 {
     READ_BEGIN(s);
@@ -939,13 +896,13 @@ static enum alallo_err account_by(struct store *s, enum sql_id id, const char *k
     return e;
 }
 
-enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash,
+static enum alallo_err sq_account_by_key_hash(struct store_impl *s, const char *key_hash,
                                           struct store_account *out)
 {
     return account_by(s, S_ACC_BY_HASH, key_hash, out);
 }
 
-enum alallo_err store_account_by_name(struct store *s, const char *name,
+static enum alallo_err sq_account_by_name(struct store_impl *s, const char *name,
                                       struct store_account *out)
 {
     return account_by(s, S_ACC_BY_NAME, name, out);
@@ -953,7 +910,7 @@ enum alallo_err store_account_by_name(struct store *s, const char *name,
 
 /* ---- files ------------------------------------------------------------ */
 
-enum alallo_err store_file_insert(struct store *s, const struct store_file *f)
+static enum alallo_err sq_file_insert(struct store_impl *s, const struct store_file *f)
 {
     WRITE_BEGIN(s);
     enum alallo_err e = ERR_IO;
@@ -975,7 +932,7 @@ enum alallo_err store_file_insert(struct store *s, const struct store_file *f)
     return e;
 }
 
-enum alallo_err store_file_get(struct store *s, const char *account, const char *id,
+static enum alallo_err sq_file_get(struct store_impl *s, const char *account, const char *id,
                                struct store_file *out)
 {
     READ_BEGIN(s);
@@ -994,7 +951,7 @@ enum alallo_err store_file_get(struct store *s, const char *account, const char 
     return e;
 }
 
-enum alallo_err store_file_list(struct store *s, const char *account, const char *after,
+static enum alallo_err sq_file_list(struct store_impl *s, const char *account, const char *after,
                                 int limit, struct store_file *out, int *n, bool *has_more)
 {
     *n = 0;
@@ -1080,7 +1037,7 @@ static enum alallo_err file_delete_on(struct conn *c, const char *account, const
     return e;
 }
 
-enum alallo_err store_file_delete(struct store *s, const char *account, const char *id,
+static enum alallo_err sq_file_delete(struct store_impl *s, const char *account, const char *id,
                                   struct store_file *out)
 {
     struct store_file f;
@@ -1129,7 +1086,7 @@ static enum alallo_err job_files_there(struct conn *c, const struct store_job *j
     if (!e && there && job->validation_file[0])
         e = file_query(c, S_FILE_EXISTS, job->account, job->validation_file, &there);
     if (!e && !there) {
-        snprintf(last_error, sizeof last_error, "store: insert job: a data set is gone");
+        store_set_error("store: insert job: a data set is gone");
         e = ERR_NOT_FOUND;
     }
     return e;
@@ -1142,7 +1099,7 @@ static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
     if (e)
         return e;
     /* The job's data sets must still be there, checked in the transaction
-     * that inserts it: store_file_delete() checks "in use" and deletes
+     * that inserts it: sq_file_delete() checks "in use" and deletes
      * under the same write lock, so one of the two loses. */
     e = job_files_there(c, job);
     sqlite3_stmt *st = e ? NULL : stmt(c, S_JOB_INSERT);
@@ -1166,55 +1123,36 @@ static enum alallo_err insert_one_job(struct conn *c, struct store_job *job,
     return exec_stmt(c, S_RELEASE);
 }
 
-/* Writes a batch of queued jobs in one transaction; sets each result. */
-static void commit_batch(struct store *s, struct pending *batch)
+/* Writes a batch of queued jobs in one transaction; sets each result
+ * (store_group_commit_fn). */
+static void commit_batch(struct store_pending *batch, int slot, void *ctx)
 {
+    struct store_impl *s = ctx;
+    (void)slot; /* one slot: the writer */
     WRITE_BEGIN(s);
     enum alallo_err e = exec_stmt(c, S_BEGIN);
     if (!e) {
-        for (struct pending *p = batch; p; p = p->next)
+        for (struct store_pending *p = batch; p; p = p->next) {
             p->result = insert_one_job(c, p->job, p->event);
+            if (p->result)
+                snprintf(p->error, sizeof p->error, "%s", store_last_error());
+        }
         e = exec_stmt(c, S_COMMIT);
         if (e)
             exec_stmt(c, S_ROLLBACK);
     }
     if (e)
-        for (struct pending *p = batch; p; p = p->next)
+        for (struct store_pending *p = batch; p; p = p->next) {
             p->result = e;
+            snprintf(p->error, sizeof p->error, "%s", store_last_error());
+        }
     WRITE_END(s);
 }
 
-enum alallo_err store_job_insert(struct store *s, struct store_job *job,
-                                 const struct store_event *first_event)
+static enum alallo_err sq_job_insert(struct store_impl *s, struct store_job *job,
+                                     const struct store_event *first_event)
 {
-    struct pending me = {.job = job, .event = first_event};
-    pthread_mutex_lock(&s->gmu);
-    if (s->tail)
-        s->tail->next = &me;
-    else
-        s->head = &me;
-    s->tail = &me;
-    while (!me.done) {
-        if (s->committing) {
-            pthread_cond_wait(&s->gcv, &s->gmu);
-            continue;
-        }
-        /* Lead: take everything queued so far, ourselves included. */
-        s->committing = 1;
-        struct pending *batch = s->head;
-        s->head = s->tail = NULL;
-        pthread_mutex_unlock(&s->gmu);
-        commit_batch(s, batch);
-        pthread_mutex_lock(&s->gmu);
-        for (struct pending *p = batch, *next; p; p = next) {
-            next = p->next; /* read first: a waiter may leave once done is set */
-            p->done = 1;
-        }
-        s->committing = 0;
-        pthread_cond_broadcast(&s->gcv);
-    }
-    pthread_mutex_unlock(&s->gmu);
-    return me.result;
+    return store_group_insert(&s->group, job, first_event, commit_batch, s);
 }
 
 static enum alallo_err job_get_on(struct conn *c, const char *account, const char *id,
@@ -1234,7 +1172,7 @@ static enum alallo_err job_get_on(struct conn *c, const char *account, const cha
     return e;
 }
 
-enum alallo_err store_job_get(struct store *s, const char *account, const char *id,
+static enum alallo_err sq_job_get(struct store_impl *s, const char *account, const char *id,
                               struct store_job *out)
 {
     READ_BEGIN(s);
@@ -1243,7 +1181,7 @@ enum alallo_err store_job_get(struct store *s, const char *account, const char *
     return e;
 }
 
-enum alallo_err store_job_by_model(struct store *s, const char *account, const char *model,
+static enum alallo_err sq_job_by_model(struct store_impl *s, const char *account, const char *model,
                                    struct store_job *out)
 {
     READ_BEGIN(s);
@@ -1284,7 +1222,7 @@ static enum alallo_err read_jobs(struct conn *c, sqlite3_stmt *st, int limit,
     return ERR_OK;
 }
 
-enum alallo_err store_job_list(struct store *s, const char *account, const char *after,
+static enum alallo_err sq_job_list(struct store_impl *s, const char *account, const char *after,
                                int limit, struct store_job *out, int *n, bool *has_more)
 {
     *n = 0;
@@ -1325,7 +1263,7 @@ out:
     return e;
 }
 
-enum alallo_err store_job_list_models(struct store *s, const char *account, int limit,
+static enum alallo_err sq_job_list_models(struct store_impl *s, const char *account, int limit,
                                       struct store_job *out, int *n)
 {
     *n = 0;
@@ -1343,7 +1281,7 @@ enum alallo_err store_job_list_models(struct store *s, const char *account, int 
     return e;
 }
 
-enum alallo_err store_job_count_by_status(struct store *s, long counts[JOB_STATUS_COUNT])
+static enum alallo_err sq_job_count_by_status(struct store_impl *s, long counts[JOB_STATUS_COUNT])
 {
     memset(counts, 0, sizeof(long) * JOB_STATUS_COUNT);
     READ_BEGIN(s);
@@ -1363,7 +1301,7 @@ enum alallo_err store_job_count_by_status(struct store *s, long counts[JOB_STATU
     return e;
 }
 
-enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status,
+static enum alallo_err sq_job_ids_in_status(struct store_impl *s, enum job_status status,
                                         char (*ids)[IDS_MAX], int cap, int *n)
 {
     *n = 0;
@@ -1382,7 +1320,7 @@ enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status,
     return e;
 }
 
-enum alallo_err store_waiting_each(struct store *s, int cap, store_waiting_fn fn, void *ctx)
+static enum alallo_err sq_waiting_each(struct store_impl *s, int cap, store_waiting_fn fn, void *ctx)
 {
     struct store_waiting *w = malloc(sizeof *w);
     if (!w)
@@ -1423,7 +1361,7 @@ enum alallo_err store_waiting_each(struct store *s, int cap, store_waiting_fn fn
     return e;
 }
 
-enum alallo_err store_claim_candidates(struct store *s, int64_t mem_bytes,
+static enum alallo_err sq_claim_candidates(struct store_impl *s, int64_t mem_bytes,
                                        struct store_claim_candidate *out, int cap, int *n)
 {
     *n = 0;
@@ -1537,7 +1475,7 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
     return e;
 }
 
-enum alallo_err store_job_update(struct store *s, const char *id, const char *attempt_id,
+static enum alallo_err sq_job_update(struct store_impl *s, const char *id, const char *attempt_id,
                                  store_job_fn fn, void *ctx)
 {
     struct store_job job;
@@ -1581,7 +1519,7 @@ out:
 
 /* ---- attempts, events, log, checkpoints ------------------------------- */
 
-enum alallo_err store_attempt_get(struct store *s, const char *id, struct store_attempt *out)
+static enum alallo_err sq_attempt_get(struct store_impl *s, const char *id, struct store_attempt *out)
 {
     READ_BEGIN(s);
     enum alallo_err e = attempt_get_on(c, id, out);
@@ -1589,7 +1527,7 @@ enum alallo_err store_attempt_get(struct store *s, const char *id, struct store_
     return e;
 }
 
-static enum alallo_err attempt_list(struct store *s, enum sql_id id, const char *key,
+static enum alallo_err attempt_list(struct store_impl *s, enum sql_id id, const char *key,
                                     struct store_attempt *out, int cap, int *n)
 {
     *n = 0;
@@ -1608,19 +1546,19 @@ static enum alallo_err attempt_list(struct store *s, enum sql_id id, const char 
     return e;
 }
 
-enum alallo_err store_attempt_list(struct store *s, const char *job, struct store_attempt *out,
+static enum alallo_err sq_attempt_list(struct store_impl *s, const char *job, struct store_attempt *out,
                                    int cap, int *n)
 {
     return attempt_list(s, S_ATT_LIST, job, out, cap, n);
 }
 
-enum alallo_err store_attempt_list_open(struct store *s, const char *worker,
+static enum alallo_err sq_attempt_list_open(struct store_impl *s, const char *worker,
                                         struct store_attempt *out, int cap, int *n)
 {
     return attempt_list(s, S_ATT_OPEN, worker, out, cap, n);
 }
 
-enum alallo_err store_event_list(struct store *s, const char *job, int64_t before_seq, int limit,
+static enum alallo_err sq_event_list(struct store_impl *s, const char *job, int64_t before_seq, int limit,
                                  struct store_event *out, int *n, bool *has_more)
 {
     *n = 0;
@@ -1648,7 +1586,7 @@ enum alallo_err store_event_list(struct store *s, const char *job, int64_t befor
     return e;
 }
 
-enum alallo_err store_log_read(struct store *s, const char *job, const char *attempt,
+static enum alallo_err sq_log_read(struct store_impl *s, const char *job, const char *attempt,
                                int64_t after_seq, struct store_log_line *out, int cap, int *n)
 {
     *n = 0;
@@ -1674,7 +1612,7 @@ enum alallo_err store_log_read(struct store *s, const char *job, const char *att
     return e;
 }
 
-enum alallo_err store_log_last_attempt(struct store *s, const char *job, char attempt[IDS_MAX])
+static enum alallo_err sq_log_last_attempt(struct store_impl *s, const char *job, char attempt[IDS_MAX])
 {
     attempt[0] = '\0';
     READ_BEGIN(s);
@@ -1694,7 +1632,7 @@ enum alallo_err store_log_last_attempt(struct store *s, const char *job, char at
     return e;
 }
 
-enum alallo_err store_checkpoint_list(struct store *s, const char *job,
+static enum alallo_err sq_checkpoint_list(struct store_impl *s, const char *job,
                                       struct store_checkpoint *out, int cap, int *n)
 {
     *n = 0;
@@ -1720,7 +1658,7 @@ enum alallo_err store_checkpoint_list(struct store *s, const char *job,
     return e;
 }
 
-enum alallo_err store_checkpoint_get(struct store *s, const char *job, long step,
+static enum alallo_err sq_checkpoint_get(struct store_impl *s, const char *job, long step,
                                      struct store_checkpoint *out)
 {
     READ_BEGIN(s);
@@ -1746,7 +1684,7 @@ enum alallo_err store_checkpoint_get(struct store *s, const char *job, long step
 
 /* ---- workers ---------------------------------------------------------- */
 
-enum alallo_err store_worker_put(struct store *s, const struct store_worker *w)
+static enum alallo_err sq_worker_put(struct store_impl *s, const struct store_worker *w)
 {
     WRITE_BEGIN(s);
     enum alallo_err e = ERR_IO;
@@ -1771,7 +1709,7 @@ enum alallo_err store_worker_put(struct store *s, const struct store_worker *w)
     return e;
 }
 
-enum alallo_err store_worker_get(struct store *s, const char *name, struct store_worker *out)
+static enum alallo_err sq_worker_get(struct store_impl *s, const char *name, struct store_worker *out)
 {
     READ_BEGIN(s);
     enum alallo_err e = ERR_IO;
@@ -1788,7 +1726,7 @@ enum alallo_err store_worker_get(struct store *s, const char *name, struct store
     return e;
 }
 
-enum alallo_err store_worker_list(struct store *s, struct store_worker *out, int cap, int *n)
+static enum alallo_err sq_worker_list(struct store_impl *s, struct store_worker *out, int cap, int *n)
 {
     *n = 0;
     READ_BEGIN(s);
@@ -1805,7 +1743,7 @@ enum alallo_err store_worker_list(struct store *s, struct store_worker *out, int
     return e;
 }
 
-static enum alallo_err worker_update(struct store *s, enum sql_id id, const char *name,
+static enum alallo_err worker_update(struct store_impl *s, enum sql_id id, const char *name,
                                      const char *text, int64_t num)
 {
     WRITE_BEGIN(s);
@@ -1823,17 +1761,17 @@ static enum alallo_err worker_update(struct store *s, enum sql_id id, const char
     return e;
 }
 
-enum alallo_err store_worker_heartbeat(struct store *s, const char *name, int64_t now)
+static enum alallo_err sq_worker_heartbeat(struct store_impl *s, const char *name, int64_t now)
 {
     return worker_update(s, S_W_HB, name, NULL, now);
 }
 
-enum alallo_err store_worker_set_state(struct store *s, const char *name, const char *state)
+static enum alallo_err sq_worker_set_state(struct store_impl *s, const char *name, const char *state)
 {
     return worker_update(s, S_W_STATE, name, state, 0);
 }
 
-enum alallo_err store_worker_change_state(struct store *s, const char *name, const char *from,
+static enum alallo_err sq_worker_change_state(struct store_impl *s, const char *name, const char *from,
                                           const char *to, int64_t silent_before_ms)
 {
     WRITE_BEGIN(s);
@@ -1854,7 +1792,7 @@ enum alallo_err store_worker_change_state(struct store *s, const char *name, con
 
 /* ---- ledger ----------------------------------------------------------- */
 
-enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t before_seq,
+static enum alallo_err sq_ledger_list(struct store_impl *s, const char *account, int64_t before_seq,
                                   int limit, struct store_ledger_row *out, int *n, bool *has_more)
 {
     *n = 0;
@@ -1884,7 +1822,7 @@ enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t 
 
 /* ---- calibration ------------------------------------------------------ */
 
-enum alallo_err store_calibration_list(struct store *s, int cap, struct store_calibration *out,
+static enum alallo_err sq_calibration_list(struct store_impl *s, int cap, struct store_calibration *out,
                                        int *n)
 {
     *n = 0;
@@ -1918,3 +1856,42 @@ enum alallo_err store_calibration_list(struct store *s, int cap, struct store_ca
     READ_END(s);
     return e;
 }
+
+const struct store_ops store_sqlite_ops = {
+    .name = "sqlite",
+    .close = sq_close,
+    .schema_version = sq_schema_version,
+    .account_create = sq_account_create,
+    .account_by_key_hash = sq_account_by_key_hash,
+    .account_by_name = sq_account_by_name,
+    .file_insert = sq_file_insert,
+    .file_get = sq_file_get,
+    .file_list = sq_file_list,
+    .file_delete = sq_file_delete,
+    .job_insert = sq_job_insert,
+    .job_get = sq_job_get,
+    .job_by_model = sq_job_by_model,
+    .job_list = sq_job_list,
+    .job_list_models = sq_job_list_models,
+    .job_count_by_status = sq_job_count_by_status,
+    .job_ids_in_status = sq_job_ids_in_status,
+    .waiting_each = sq_waiting_each,
+    .claim_candidates = sq_claim_candidates,
+    .job_update = sq_job_update,
+    .attempt_get = sq_attempt_get,
+    .attempt_list = sq_attempt_list,
+    .attempt_list_open = sq_attempt_list_open,
+    .event_list = sq_event_list,
+    .log_read = sq_log_read,
+    .log_last_attempt = sq_log_last_attempt,
+    .checkpoint_list = sq_checkpoint_list,
+    .checkpoint_get = sq_checkpoint_get,
+    .worker_put = sq_worker_put,
+    .worker_get = sq_worker_get,
+    .worker_list = sq_worker_list,
+    .worker_heartbeat = sq_worker_heartbeat,
+    .worker_set_state = sq_worker_set_state,
+    .worker_change_state = sq_worker_change_state,
+    .ledger_list = sq_ledger_list,
+    .calibration_list = sq_calibration_list,
+};

@@ -79,7 +79,7 @@ printf 'int y;\n' >"$T/loose.c"
 out=$("$CHECK" "$T" 2>&1)
 rc=$?
 expect "control including api/router.h fails" 1 "$out" $rc \
-    "$T/control/back.c:1: includes api/router.h, but control may include only sched, store and core"
+    "$T/control/back.c:1: includes api/router.h, but control may include only sched, store, exec and core"
 expect "an include by ../ fails" 1 "$out" $rc "$T/sched/rel.c:1: includes ../store/store.h"
 expect "a folder outside the table fails" 1 "$out" $rc "$T/misc/x.c: folder misc is not a layer"
 expect "a file directly in src/ fails" 1 "$out" $rc "$T/loose.c: is directly in"

@@ -1,5 +1,6 @@
-/* test_store.c - the SQLite store: migrations, durability, paging,
- * isolation between accounts, atomic updates, group commit. */
+/* test_store.c - the store: migrations, durability, paging, isolation
+ * between accounts, atomic updates, group commit. Runs twice under CTest:
+ * on SQLite, and on PostgreSQL (ALALLO_TEST_PG; store_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,10 +17,12 @@
 #include <unistd.h>
 
 #include "store/store.h"
+#include "store/store_backend.h"
+#include "store_fixture.h"
 
 struct fixture {
     char dir[256];
-    char path[300];
+    char path[400]; /* the store's URL: a SQLite file or a PostgreSQL database */
     struct store *s;
 };
 
@@ -29,7 +32,8 @@ static int setup(void **state)
     snprintf(f->dir, sizeof f->dir, "/tmp/alallo-store-XXXXXX");
     if (!mkdtemp(f->dir))
         return -1;
-    snprintf(f->path, sizeof f->path, "%s/alallo.db", f->dir);
+    if (fixture_store_url(f->dir, "main", f->path, sizeof f->path))
+        return -1;
     char err[200];
     if (store_open(f->path, &f->s, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -67,6 +71,9 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     store_close(f->s);
+    fixture_store_drop("main");
+    fixture_store_drop("old");
+    fixture_store_drop("kill");
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     if (system(cmd) != 0)
@@ -97,11 +104,50 @@ static void make_job(struct store_job *j, const char *account, int i)
     j->created_ms = 1000 + i;
 }
 
+/* PostgreSQL: the schema starts at store_pg_first_version() (the whole
+ * schema of that version in one entry), reaches the same latest version as
+ * SQLite's list, is made in an empty database on first open, and a
+ * database newer than the build is refused. */
+static void pg_migrations(struct fixture *f)
+{
+    assert_int_equal(store_pg_latest(), store_schema_latest());
+    char url[400], err[200];
+    assert_int_equal(fixture_store_url(f->dir, "old", url, sizeof url), 0);
+    char db[64];
+    snprintf(db, sizeof db, "t%ld_old", (long)getpid());
+    char sql[200];
+    /* An empty database, not one from the template. */
+    snprintf(sql, sizeof sql, "DROP DATABASE %s", db);
+    assert_int_equal(fixture_pg_exec("postgres", sql), 0);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
+    assert_int_equal(fixture_pg_exec("postgres", sql), 0);
+    struct store *s;
+    assert_int_equal(store_open_at(url, store_pg_first_version() - 1, &s, err, sizeof err),
+                     ERR_INVALID);
+    assert_int_equal(store_open_at(url, store_pg_first_version(), &s, err, sizeof err), ERR_OK);
+    assert_string_equal(store_backend_name(s), "postgresql");
+    assert_int_equal(store_schema_version(s), store_pg_first_version());
+    assert_int_equal(store_account_create(s, "alice", "hash-a", NULL), ERR_OK);
+    store_close(s);
+    assert_int_equal(store_open(url, &s, err, sizeof err), ERR_OK);
+    assert_int_equal(store_schema_version(s), store_schema_latest());
+    struct store_account a;
+    assert_int_equal(store_account_by_name(s, "alice", &a), ERR_OK);
+    store_close(s);
+    assert_int_equal(fixture_pg_exec(db, "UPDATE schema_version SET version = 999"), 0);
+    assert_int_equal(store_open(url, &s, err, sizeof err), ERR_INVALID);
+    assert_non_null(strstr(err, "newer"));
+}
+
 static void migrations_apply_in_order(void **state)
 {
     struct fixture *f = *state;
     assert_int_equal(store_schema_version(f->s), store_schema_latest());
     assert_true(store_schema_latest() >= 2);
+    if (fixture_on_pg()) {
+        pg_migrations(f);
+        return;
+    }
 
     /* A store left at version 1 keeps its rows when the next migration
      * runs on top of it. */
@@ -135,9 +181,19 @@ static void migrations_apply_in_order(void **state)
     assert_non_null(strstr(err, "newer"));
 }
 
+/* Each commit is durable: SQLite in WAL mode (synchronous=FULL is set per
+ * connection); PostgreSQL with fsync on (synchronous_commit is set on per
+ * session by the store). */
 static void wal_and_full_sync(void **state)
 {
     struct fixture *f = *state;
+    if (fixture_on_pg()) {
+        assert_string_equal(store_backend_name(f->s), "postgresql");
+        /* Fails (no such setting value) unless fsync is on. */
+        assert_int_equal(fixture_pg_exec("postgres", "SELECT 1/(current_setting('fsync') = 'on')::int"), 0);
+        return;
+    }
+    assert_string_equal(store_backend_name(f->s), "sqlite");
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     sqlite3_stmt *st;
@@ -463,8 +519,8 @@ static void group_commit_many_threads(void **state)
 static void acknowledged_jobs_survive_kill9(void **state)
 {
     struct fixture *f = *state;
-    char path[320];
-    snprintf(path, sizeof path, "%s/kill.db", f->dir);
+    char path[400];
+    assert_int_equal(fixture_store_url(f->dir, "kill", path, sizeof path), 0);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
@@ -675,6 +731,166 @@ static void racing_a_job_and_the_deletion_of_its_data_set(void **state)
     assert_int_equal(job_won + delete_won, 200);
 }
 
+/* One step of a job as billing does it: a new fence, the next step done,
+ * and a charge row for exactly that step. Touches nothing but the job and
+ * its writes, so it is safe to run again (store_job_update on PostgreSQL
+ * repeats it after a serialization failure or a deadlock). */
+static enum alallo_err bill_one_step(struct store_job *job, struct store_attempt *att,
+                                     struct store_writes *w, void *ctx)
+{
+    (void)att;
+    (void)ctx;
+    struct store_ledger_row r = {.amount = 0.5, .steps = 1, .created_ms = 1};
+    strcpy(r.account, job->account);
+    strcpy(r.job, job->id);
+    strcpy(r.kind, "charge");
+    r.from_step = job->steps_done;
+    r.to_step = job->steps_done + 1;
+    job->fence++;
+    job->steps_done++;
+    job->price_charged += r.amount;
+    return store_writes_ledger(w, &r);
+}
+
+struct hammer {
+    struct store *s;
+    const char *job;
+    int n;
+    int failures;
+};
+
+static void *hammer_one_job(void *arg)
+{
+    struct hammer *h = arg;
+    for (int i = 0; i < h->n; i++)
+        if (store_job_update(h->s, h->job, NULL, bill_one_step, NULL))
+            h->failures++;
+    return NULL;
+}
+
+/* Eight threads update one job at once: no update is lost or applied
+ * twice (the fence and the steps grow by one each), and the ledger bills
+ * every step exactly once, in order. */
+static void eight_threads_updating_one_job_keep_fence_and_ledger(void **state)
+{
+    struct fixture *f = *state;
+    struct store_job j;
+    make_job(&j, "acct-a", 1);
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+    enum { THREADS = 8, EACH = 40 };
+    pthread_t t[THREADS];
+    struct hammer h[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        h[i] = (struct hammer){.s = f->s, .job = j.id, .n = EACH};
+        pthread_create(&t[i], NULL, hammer_one_job, &h[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(h[i].failures, 0);
+    }
+    struct store_job got;
+    assert_int_equal(store_job_get(f->s, NULL, j.id, &got), ERR_OK);
+    assert_int_equal(got.fence, THREADS * EACH);
+    assert_int_equal(got.steps_done, THREADS * EACH);
+    assert_true(got.price_charged > 0.5 * THREADS * EACH - 1e-6 &&
+                got.price_charged < 0.5 * THREADS * EACH + 1e-6);
+    /* The ledger, newest first: steps (k-1, k] for k = 320 down to 1. */
+    struct store_ledger_row rows[STORE_LIST_MAX];
+    int n, seen = 0;
+    bool more = true;
+    int64_t before = 0;
+    long expect_to = THREADS * EACH;
+    while (more) {
+        assert_int_equal(store_ledger_list(f->s, "acct-a", before, STORE_LIST_MAX, rows, &n, &more),
+                         ERR_OK);
+        for (int i = 0; i < n; i++, seen++) {
+            assert_int_equal(rows[i].to_step, expect_to);
+            assert_int_equal(rows[i].from_step, expect_to - 1);
+            expect_to--;
+        }
+        if (n)
+            before = rows[n - 1].seq;
+    }
+    assert_int_equal(seen, THREADS * EACH);
+}
+
+static enum alallo_err log_broken_line(struct store_job *job, struct store_attempt *att,
+                                       struct store_writes *w, void *ctx)
+{
+    (void)job;
+    (void)att;
+    (void)ctx;
+    return store_writes_log(w, "att-x", "loss 1.0 \xff\xfe end");
+}
+
+/* A job whose values the database refuses fails alone, not with the jobs
+ * that share its group commit; a trainer's line that is not UTF-8 does not
+ * fail its update. PostgreSQL refuses text that is not UTF-8 (SQLite keeps
+ * the bytes): the job is ERR_INVALID there, and the line is kept with '?'
+ * for each broken byte. */
+static void a_refused_job_fails_alone_and_broken_lines_are_kept(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 16 };
+    struct burst b[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = (struct burst){f->s, 5, 0};
+        pthread_create(&t[i], NULL, insert_many, &b[i]);
+    }
+    struct store_job bad, got;
+    make_job(&bad, "acct-a", 1);
+    strcpy(bad.name, "broken \xff\xfe name");
+    enum alallo_err e = store_job_insert(f->s, &bad, NULL);
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(b[i].failures, 0);
+    }
+    long counts[JOB_STATUS_COUNT];
+    assert_int_equal(store_job_count_by_status(f->s, counts), ERR_OK);
+    if (fixture_on_pg()) {
+        assert_int_equal(e, ERR_INVALID);
+        assert_int_equal(store_job_get(f->s, NULL, bad.id, &got), ERR_NOT_FOUND);
+        assert_int_equal(counts[JOB_QUEUED], N * 5);
+    } else {
+        assert_int_equal(e, ERR_OK);
+        assert_int_equal(counts[JOB_QUEUED], N * 5 + 1);
+    }
+    struct store_job j;
+    make_job(&j, "acct-a", 2);
+    assert_int_equal(store_job_insert(f->s, &j, NULL), ERR_OK);
+    assert_int_equal(store_job_update(f->s, j.id, NULL, log_broken_line, NULL), ERR_OK);
+    struct store_log_line line;
+    int n;
+    assert_int_equal(store_log_read(f->s, j.id, NULL, 0, &line, 1, &n), ERR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(line.line, fixture_on_pg() ? "loss 1.0 ?? end" : "loss 1.0 \xff\xfe end");
+}
+
+/* store_open_url: the URL picks the store; a SQLite folder holds
+ * alallo.db; an unreachable PostgreSQL is a clear error, not a crash. */
+static void urls_pick_the_store(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(store_url_kind("postgresql:///x"), STORE_POSTGRESQL);
+    assert_int_equal(store_url_kind("postgres://h/x"), STORE_POSTGRESQL);
+    assert_int_equal(store_url_kind("sqlite:/x"), STORE_SQLITE);
+    assert_int_equal(store_url_kind("/var/alallo"), STORE_SQLITE);
+    char url[300], err[300], file[320];
+    struct store *s;
+    snprintf(url, sizeof url, "sqlite:%s", f->dir);
+    assert_int_equal(store_open_url(url, &s, err, sizeof err), ERR_OK);
+    assert_string_equal(store_backend_name(s), "sqlite");
+    store_close(s);
+    snprintf(file, sizeof file, "%s/alallo.db", f->dir);
+    assert_int_equal(access(file, F_OK), 0);
+    assert_int_equal(store_open_url("postgresql:///nowhere?host=/nonexistent-dir&port=1", &s, err,
+                                    sizeof err),
+                     ERR_UNAVAILABLE);
+    assert_null(s);
+    assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -695,6 +911,11 @@ int main(void)
                                         setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(racing_a_job_and_the_deletion_of_its_data_set,
                                         setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(eight_threads_updating_one_job_keep_fence_and_ledger,
+                                        setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(a_refused_job_fails_alone_and_broken_lines_are_kept,
+                                        setup_with_data, teardown),
+        cmocka_unit_test_setup_teardown(urls_pick_the_store, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* child.c - a bounded child process with its output collected. */
-#include "control/child.h"
+#include "core/child.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +17,11 @@
 extern char **environ;
 
 int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_result *r)
+{
+    return child_run_ms(argv, (int64_t)timeout_s * 1000, out_cap, r);
+}
+
+int child_run_ms(char *const argv[], int64_t timeout_ms, size_t out_cap, struct child_result *r)
 {
     memset(r, 0, sizeof *r);
     r->exit_status = -1;
@@ -41,7 +46,8 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, environ);
+    int rc = strchr(argv[0], '/') ? posix_spawn(&pid, argv[0], &fa, &attr, argv, environ)
+                                   : posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(out_pipe[1]);
@@ -52,7 +58,7 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
         errno = rc;
         return -1;
     }
-    double deadline = clock_mono_s() + timeout_s;
+    double deadline = clock_mono_s() + (double)timeout_ms / 1000.0;
     size_t cap = 0;
     int open_fds = 2;
     struct pollfd p[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
@@ -82,6 +88,7 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
             if (i == 0) {
                 if (r->out_len + (size_t)got > out_cap) {
                     r->timed_out = 1; /* too much output: treated like the limit */
+                    r->too_large = 1;
                     open_fds = 0;
                     break;
                 }
@@ -119,9 +126,26 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
             close(p[i].fd);
     if (r->timed_out)
         kill(-pid, SIGKILL);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    /* The output is closed; the child may still run (it closed its
+     * streams, or left them to a grandchild): wait for it up to the same
+     * deadline. */
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, r->timed_out ? 0 : WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
+            break;
+        if (w == 0 && clock_mono_s() >= deadline) {
+            r->timed_out = 1;
+            kill(-pid, SIGKILL);
+            continue;
+        }
+        if (w == 0) {
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
     if (WIFEXITED(status) && !r->timed_out)
         r->exit_status = WEXITSTATUS(status);
     else if (WIFSIGNALED(status))

@@ -1,0 +1,279 @@
+/* store.c - the store's front door: picks an implementation by URL
+ * (store_open_url) and forwards every function of store.h to it.
+ *
+ * "sqlite:PATH" or a plain PATH is the embedded SQLite store (PATH a
+ * database file, or a folder that holds alallo.db); "postgresql://…" and
+ * "postgres://…" are PostgreSQL (any libpq URL).
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store/store_backend.h"
+
+struct store {
+    const struct store_ops *ops;
+    struct store_impl *impl;
+};
+
+_Thread_local char store_error_text[256];
+
+const char *store_last_error(void) { return store_error_text; }
+
+void store_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(store_error_text, sizeof store_error_text, fmt, ap);
+    va_end(ap);
+}
+
+enum store_kind store_url_kind(const char *url)
+{
+    if (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11))
+        return STORE_POSTGRESQL;
+    return STORE_SQLITE;
+}
+
+int store_sqlite_file(const char *url, char *path, size_t cap)
+{
+    if (!strncmp(url, "sqlite:", 7))
+        url += 7;
+    struct stat st;
+    int n;
+    if (stat(url, &st) == 0 && S_ISDIR(st.st_mode))
+        n = snprintf(path, cap, "%s/alallo.db", url);
+    else
+        n = snprintf(path, cap, "%s", url);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+enum alallo_err store_open_url_at(const char *url, int version, struct store **out, char *err,
+                                  size_t errcap)
+{
+    *out = NULL;
+    struct store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errcap, "out of memory");
+        return ERR_NOMEM;
+    }
+    enum alallo_err e;
+    if (store_url_kind(url) == STORE_POSTGRESQL) {
+        s->ops = &store_pg_ops;
+        e = store_pg_open_at(url, version, &s->impl, err, errcap);
+    } else {
+        char path[STORE_PATH_MAX];
+        s->ops = &store_sqlite_ops;
+        if (store_sqlite_file(url, path, sizeof path)) {
+            snprintf(err, errcap, "the store's path is too long");
+            e = ERR_INVALID;
+        } else {
+            e = store_sqlite_open_at(path, version, &s->impl, err, errcap);
+        }
+    }
+    if (e) {
+        free(s);
+        return e;
+    }
+    *out = s;
+    return ERR_OK;
+}
+
+enum alallo_err store_open_url(const char *url, struct store **out, char *err, size_t errcap)
+{
+    return store_open_url_at(url, store_schema_latest(), out, err, errcap);
+}
+
+enum alallo_err store_open(const char *path, struct store **out, char *err, size_t errcap)
+{
+    return store_open_url_at(path, store_schema_latest(), out, err, errcap);
+}
+
+enum alallo_err store_open_at(const char *path, int version, struct store **out, char *err,
+                              size_t errcap)
+{
+    return store_open_url_at(path, version, out, err, errcap);
+}
+
+void store_close(struct store *s)
+{
+    if (!s)
+        return;
+    s->ops->close(s->impl);
+    free(s);
+}
+
+const char *store_backend_name(struct store *s) { return s->ops->name; }
+
+int store_schema_version(struct store *s)
+{
+    return s->ops->schema_version(s->impl);
+}
+
+enum alallo_err store_account_create(struct store *s, const char *name, const char *key_hash, struct store_account *out)
+{
+    return s->ops->account_create(s->impl, name, key_hash, out);
+}
+
+enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash, struct store_account *out)
+{
+    return s->ops->account_by_key_hash(s->impl, key_hash, out);
+}
+
+enum alallo_err store_account_by_name(struct store *s, const char *name, struct store_account *out)
+{
+    return s->ops->account_by_name(s->impl, name, out);
+}
+
+enum alallo_err store_file_insert(struct store *s, const struct store_file *f)
+{
+    return s->ops->file_insert(s->impl, f);
+}
+
+enum alallo_err store_file_get(struct store *s, const char *account, const char *id, struct store_file *out)
+{
+    return s->ops->file_get(s->impl, account, id, out);
+}
+
+enum alallo_err store_file_list(struct store *s, const char *account, const char *after, int limit, struct store_file *out, int *n, bool *has_more)
+{
+    return s->ops->file_list(s->impl, account, after, limit, out, n, has_more);
+}
+
+enum alallo_err store_file_delete(struct store *s, const char *account, const char *id, struct store_file *out)
+{
+    return s->ops->file_delete(s->impl, account, id, out);
+}
+
+enum alallo_err store_job_insert(struct store *s, struct store_job *job, const struct store_event *first_event)
+{
+    return s->ops->job_insert(s->impl, job, first_event);
+}
+
+enum alallo_err store_job_get(struct store *s, const char *account, const char *id, struct store_job *out)
+{
+    return s->ops->job_get(s->impl, account, id, out);
+}
+
+enum alallo_err store_job_by_model(struct store *s, const char *account, const char *model, struct store_job *out)
+{
+    return s->ops->job_by_model(s->impl, account, model, out);
+}
+
+enum alallo_err store_job_list(struct store *s, const char *account, const char *after, int limit, struct store_job *out, int *n, bool *has_more)
+{
+    return s->ops->job_list(s->impl, account, after, limit, out, n, has_more);
+}
+
+enum alallo_err store_job_list_models(struct store *s, const char *account, int limit, struct store_job *out, int *n)
+{
+    return s->ops->job_list_models(s->impl, account, limit, out, n);
+}
+
+enum alallo_err store_job_count_by_status(struct store *s, long counts[JOB_STATUS_COUNT])
+{
+    return s->ops->job_count_by_status(s->impl, counts);
+}
+
+enum alallo_err store_job_ids_in_status(struct store *s, enum job_status status, char (*ids)[IDS_MAX], int cap, int *n)
+{
+    return s->ops->job_ids_in_status(s->impl, status, ids, cap, n);
+}
+
+enum alallo_err store_waiting_each(struct store *s, int cap, store_waiting_fn fn, void *ctx)
+{
+    return s->ops->waiting_each(s->impl, cap, fn, ctx);
+}
+
+enum alallo_err store_claim_candidates(struct store *s, int64_t mem_bytes, struct store_claim_candidate *out, int cap, int *n)
+{
+    return s->ops->claim_candidates(s->impl, mem_bytes, out, cap, n);
+}
+
+enum alallo_err store_job_update(struct store *s, const char *id, const char *attempt_id, store_job_fn fn, void *ctx)
+{
+    return s->ops->job_update(s->impl, id, attempt_id, fn, ctx);
+}
+
+enum alallo_err store_attempt_get(struct store *s, const char *id, struct store_attempt *out)
+{
+    return s->ops->attempt_get(s->impl, id, out);
+}
+
+enum alallo_err store_attempt_list(struct store *s, const char *job, struct store_attempt *out, int cap, int *n)
+{
+    return s->ops->attempt_list(s->impl, job, out, cap, n);
+}
+
+enum alallo_err store_attempt_list_open(struct store *s, const char *worker, struct store_attempt *out, int cap, int *n)
+{
+    return s->ops->attempt_list_open(s->impl, worker, out, cap, n);
+}
+
+enum alallo_err store_event_list(struct store *s, const char *job, int64_t before_seq, int limit, struct store_event *out, int *n, bool *has_more)
+{
+    return s->ops->event_list(s->impl, job, before_seq, limit, out, n, has_more);
+}
+
+enum alallo_err store_log_read(struct store *s, const char *job, const char *attempt, int64_t after_seq, struct store_log_line *out, int cap, int *n)
+{
+    return s->ops->log_read(s->impl, job, attempt, after_seq, out, cap, n);
+}
+
+enum alallo_err store_log_last_attempt(struct store *s, const char *job, char attempt[IDS_MAX])
+{
+    return s->ops->log_last_attempt(s->impl, job, attempt);
+}
+
+enum alallo_err store_checkpoint_list(struct store *s, const char *job, struct store_checkpoint *out, int cap, int *n)
+{
+    return s->ops->checkpoint_list(s->impl, job, out, cap, n);
+}
+
+enum alallo_err store_checkpoint_get(struct store *s, const char *job, long step, struct store_checkpoint *out)
+{
+    return s->ops->checkpoint_get(s->impl, job, step, out);
+}
+
+enum alallo_err store_worker_put(struct store *s, const struct store_worker *w)
+{
+    return s->ops->worker_put(s->impl, w);
+}
+
+enum alallo_err store_worker_get(struct store *s, const char *name, struct store_worker *out)
+{
+    return s->ops->worker_get(s->impl, name, out);
+}
+
+enum alallo_err store_worker_list(struct store *s, struct store_worker *out, int cap, int *n)
+{
+    return s->ops->worker_list(s->impl, out, cap, n);
+}
+
+enum alallo_err store_worker_heartbeat(struct store *s, const char *name, int64_t now_ms)
+{
+    return s->ops->worker_heartbeat(s->impl, name, now_ms);
+}
+
+enum alallo_err store_worker_set_state(struct store *s, const char *name, const char *state)
+{
+    return s->ops->worker_set_state(s->impl, name, state);
+}
+
+enum alallo_err store_worker_change_state(struct store *s, const char *name, const char *from, const char *to, int64_t silent_before_ms)
+{
+    return s->ops->worker_change_state(s->impl, name, from, to, silent_before_ms);
+}
+
+enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t before_seq, int limit, struct store_ledger_row *out, int *n, bool *has_more)
+{
+    return s->ops->ledger_list(s->impl, account, before_seq, limit, out, n, has_more);
+}
+
+enum alallo_err store_calibration_list(struct store *s, int cap, struct store_calibration *out, int *n)
+{
+    return s->ops->calibration_list(s->impl, cap, out, n);
+}

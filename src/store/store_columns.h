@@ -1,0 +1,37 @@
+/* store_columns.h - the column lists both store implementations read and
+ * write, in the order of their bind_* and read_* functions. The tables
+ * have the same column names on SQLite and PostgreSQL (which is also what
+ * lets `alallo store copy` move rows by name). Internal to src/store/. */
+#ifndef ALALLO_STORE_COLUMNS_H
+#define ALALLO_STORE_COLUMNS_H
+
+#define JOB_COLS                                                                                   \
+    "id, account, name, model, training_file, validation_file, method, precision, goal, "         \
+    "adapter, suffix, n_epochs, batch_size, lr_multiplier, seed, examples, tokens, "              \
+    "memory_bytes, max_steps, steps_done, status, message, estimate, price_charged, "             \
+    "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
+    "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
+    "trained_tokens, log_seq, event_seq, internal_failure, est_low_s, est_high_s, "               \
+    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state, first_loss, hyper"
+#define JOB_NCOLS 50
+#define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
+#define ATT_COLS                                                                                   \
+    "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
+    "ended, run_ms, events_applied, t_started, t_last, token_hash, engine_id, engine_state, "     \
+    "engine_reason, engine_running, heartbeat, node, resume_from"
+#define FILE_COLS                                                                                  \
+    "id, account, filename, bytes, purpose, examples, text_bytes, path, created, format"
+#define WORKER_COLS                                                                                \
+    "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
+    "tokens_per_s, flops, registered"
+#define LEDGER_COLS                                                                                \
+    "seq, account, job, attempt, kind, amount, steps, created, from_step, to_step, reason"
+#define CALIB_COLS                                                                                 \
+    "kind, method, class, waited, goal, actual_a, nominal_a, actual_b, nominal_b, created, model"
+#define WAITING_COLS                                                                               \
+    "id, account, model, status, message, stop_reason, active_attempt, created, memory_bytes,"     \
+    " tokens, examples, max_steps, steps_done, n_epochs, batch_size, plan"
+#define EVENT_COLS "job, seq, created, level, type, message, data"
+#define CHECKPOINT_COLS "job, step, path, train_loss, created"
+
+#endif

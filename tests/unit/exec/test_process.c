@@ -1,0 +1,326 @@
+/* test_process.c - the process executor: real child processes running
+ * small shell scripts. Every wait polls the executor's list up to a
+ * generous deadline (a loaded machine is slow), never a fixed sleep. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/fs.h"
+#include "exec/process.h"
+
+#define DEADLINE_S 60.0
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/alallo-test-process-%ld", (long)getpid());
+    fs_remove_tree(dir);
+    return mkdir(dir, 0700);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return fs_remove_tree(dir);
+}
+
+static void script(const char *name, const char *body, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n%s", body);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, 0700), 0);
+}
+
+static struct executor *open_x(int grace_s)
+{
+    struct process_config cfg = {.grace_s = grace_s, .keep_ended_s = 600, .gpus = 2};
+    struct executor *x = NULL;
+    char err[128];
+    assert_int_equal(executor_process_open(&cfg, &x, err, sizeof err), ERR_OK);
+    assert_string_equal(x->name, "process");
+    return x;
+}
+
+static struct exec_submit submission(const char *tag, const char *script_path)
+{
+    struct exec_submit s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.tag, sizeof s.tag, "%s", tag);
+    snprintf(s.script, sizeof s.script, "%s", script_path);
+    snprintf(s.output, sizeof s.output, "%s/%s.out", dir, tag);
+    return s;
+}
+
+/* The job tagged tag in a fresh list; false when not listed. */
+static bool find(struct executor *x, const char *tag, struct exec_job *out)
+{
+    struct exec_job jobs[16];
+    int n = 0;
+    assert_int_equal(executor_list(x, jobs, 16, &n), ERR_OK);
+    for (int i = 0; i < n && i < 16; i++)
+        if (strcmp(jobs[i].tag, tag) == 0) {
+            *out = jobs[i];
+            return true;
+        }
+    return false;
+}
+
+static void pause_a_little(void)
+{
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Lists until the job tagged tag has ended; fails past the deadline. */
+static struct exec_job wait_ended(struct executor *x, const char *tag)
+{
+    double end = clock_mono_s() + DEADLINE_S;
+    struct exec_job j;
+    for (;;) {
+        assert_true(find(x, tag, &j));
+        if (j.state == EXEC_ENDED)
+            return j;
+        assert_true(clock_mono_s() < end);
+        pause_a_little();
+    }
+}
+
+/* Waits until file path holds text. */
+static void wait_text(const char *path, const char *text)
+{
+    double end = clock_mono_s() + DEADLINE_S;
+    for (;;) {
+        char buf[4096] = "";
+        FILE *f = fopen(path, "r");
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
+            fclose(f);
+        }
+        if (strstr(buf, text))
+            return;
+        assert_true(clock_mono_s() < end);
+        pause_a_little();
+    }
+}
+
+static void a_script_runs_and_completes(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(5);
+    char path[512], out[512];
+    script("ok.sh", "echo hello from $PWD\n", path, sizeof path);
+    struct exec_submit s = submission("alallo-att-ok", path);
+    snprintf(s.workdir, sizeof s.workdir, "%s", dir);
+    struct exec_receipt r;
+    assert_int_equal(executor_submit(x, &s, &r), ERR_OK);
+    assert_true(r.id[0] != '\0');
+    struct exec_job j = wait_ended(x, "alallo-att-ok");
+    assert_string_equal(j.id, r.id);
+    assert_string_equal(j.raw_state, "COMPLETED");
+    assert_string_equal(j.node, "localhost");
+    assert_non_null(strstr(j.reason, "completed"));
+    snprintf(out, sizeof out, "%s/alallo-att-ok.out", dir);
+    char want[600];
+    snprintf(want, sizeof want, "hello from %s", dir);
+    wait_text(out, want);
+    executor_close(x);
+}
+
+static void a_failing_script_says_its_status(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(5);
+    char path[512];
+    script("fail.sh", "echo oops >&2; exit 3\n", path, sizeof path);
+    struct exec_submit s = submission("alallo-att-fail", path);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
+    struct exec_job j = wait_ended(x, "alallo-att-fail");
+    assert_string_equal(j.raw_state, "FAILED");
+    assert_string_equal(j.reason, "The process exited with status 3");
+    char out[512];
+    snprintf(out, sizeof out, "%s/alallo-att-fail.out", dir);
+    wait_text(out, "oops"); /* stderr goes to the output too */
+    executor_close(x);
+}
+
+static void cancel_sends_term_to_the_whole_group(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(5);
+    char path[512], out[512];
+    /* The script and a child of it both trap TERM: both must hear it. */
+    script("term.sh",
+           "sh -c 'trap \"echo child got TERM; exit 4\" TERM; echo child up; "
+           "while :; do sleep 0.05; done' &\n"
+           "trap 'echo got TERM; wait; exit 4' TERM\n"
+           "echo up\n"
+           "while :; do sleep 0.05; done\n",
+           path, sizeof path);
+    struct exec_submit s = submission("alallo-att-term", path);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
+    snprintf(out, sizeof out, "%s/alallo-att-term.out", dir);
+    wait_text(out, "child up");
+    wait_text(out, "up\n");
+    struct exec_job j;
+    assert_true(find(x, "alallo-att-term", &j));
+    assert_int_equal(j.state, EXEC_RUNNING);
+    assert_int_equal(executor_cancel(x, "alallo-att-term"), ERR_OK);
+    j = wait_ended(x, "alallo-att-term");
+    assert_string_equal(j.raw_state, "CANCELLED");
+    wait_text(out, "got TERM");
+    wait_text(out, "child got TERM");
+    /* Cancelling again, or a tag with no job: nothing to do. */
+    assert_int_equal(executor_cancel(x, "alallo-att-term"), ERR_OK);
+    assert_int_equal(executor_cancel(x, "alallo-att-none"), ERR_OK);
+    executor_close(x);
+}
+
+static void a_script_that_ignores_term_is_killed_after_the_grace(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(1);
+    char path[512], out[512];
+    script("stubborn.sh", "trap '' TERM\necho up\nwhile :; do sleep 0.05; done\n", path,
+           sizeof path);
+    struct exec_submit s = submission("alallo-att-stubborn", path);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
+    snprintf(out, sizeof out, "%s/alallo-att-stubborn.out", dir);
+    wait_text(out, "up");
+    double t0 = clock_mono_s();
+    assert_int_equal(executor_cancel(x, "alallo-att-stubborn"), ERR_OK);
+    struct exec_job j = wait_ended(x, "alallo-att-stubborn");
+    assert_true(clock_mono_s() - t0 >= 0.9); /* not before the grace */
+    assert_string_equal(j.raw_state, "CANCELLED");
+    executor_close(x);
+}
+
+static void usr1_comes_the_lead_before_the_limit(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(5);
+    char path[512], out[512];
+    script("usr1.sh",
+           "trap 'echo got USR1' USR1\necho up\nwhile :; do sleep 0.05; done\n", path,
+           sizeof path);
+    struct exec_submit s = submission("alallo-att-usr1", path);
+    s.time_limit_min = 1;
+    s.signal_lead_s = 59; /* USR1 about 1 s after the start */
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
+    snprintf(out, sizeof out, "%s/alallo-att-usr1.out", dir);
+    wait_text(out, "up");
+    double end = clock_mono_s() + DEADLINE_S;
+    for (;;) { /* the executor acts on time when called: keep listing */
+        struct exec_job j;
+        assert_true(find(x, "alallo-att-usr1", &j));
+        assert_int_equal(j.state, EXEC_RUNNING);
+        FILE *f = fopen(out, "r");
+        char buf[256] = "";
+        if (f) {
+            buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
+            fclose(f);
+        }
+        if (strstr(buf, "got USR1"))
+            break;
+        assert_true(clock_mono_s() < end);
+        pause_a_little();
+    }
+    executor_close(x); /* stops it: SIGTERM, the default action */
+}
+
+static void close_stops_what_still_runs(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(1);
+    char path[512], out[512], pidfile[512];
+    snprintf(pidfile, sizeof pidfile, "%s/pid", dir);
+    script("long.sh", "echo $$ > \"$1\"\necho up\nexec sleep 600\n", path, sizeof path);
+    /* The script reads its pid file's path from $1: give it by a wrapper. */
+    char wrapper[512], body[1200];
+    snprintf(body, sizeof body, "exec '%s' '%s'\n", path, pidfile);
+    script("wrap.sh", body, wrapper, sizeof wrapper);
+    struct exec_submit s = submission("alallo-att-long", wrapper);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
+    snprintf(out, sizeof out, "%s/alallo-att-long.out", dir);
+    wait_text(out, "up");
+    FILE *f = fopen(pidfile, "r");
+    assert_non_null(f);
+    int pid = 0;
+    assert_int_equal(fscanf(f, "%d", &pid), 1);
+    fclose(f);
+    assert_int_equal(kill(pid, 0), 0);
+    executor_close(x);
+    /* Reaped by close: the PID no longer names the script. */
+    assert_int_equal(kill(pid, 0), -1);
+}
+
+static void bad_submissions_are_clear_errors(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(5);
+    char path[512];
+    script("ok.sh", "exit 0\n", path, sizeof path);
+    struct exec_submit s = submission("alallo-att-bad", path);
+    snprintf(s.output, sizeof s.output, "%s/no/such/folder/out", dir);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_INVALID);
+    assert_non_null(strstr(x->error, "cannot open the output"));
+    s = submission("alallo-att-bad", path);
+    snprintf(s.workdir, sizeof s.workdir, "%s/nowhere", dir);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_INVALID);
+    assert_non_null(strstr(x->error, "is not a folder"));
+    char notexec[512];
+    snprintf(notexec, sizeof notexec, "%s/plain.txt", dir);
+    FILE *f = fopen(notexec, "w");
+    assert_non_null(f);
+    fclose(f);
+    s = submission("alallo-att-bad", notexec);
+    assert_int_equal(executor_submit(x, &s, NULL), ERR_INVALID);
+    assert_non_null(strstr(x->error, "could not run"));
+    struct exec_job jobs[4];
+    int n = -1;
+    assert_int_equal(executor_list(x, jobs, 4, &n), ERR_OK);
+    assert_int_equal(n, 0); /* nothing half-recorded */
+    struct exec_capacity c;
+    assert_int_equal(executor_capacity(x, "", "", &c), ERR_OK);
+    assert_int_equal(c.nodes_up, 1);
+    assert_true(c.cpus >= 1);
+    assert_true(c.mem_mb > 0);
+    assert_int_equal(c.gpus, 2);
+    executor_close(x);
+
+    struct process_config bad = {.grace_s = -1};
+    char err[128];
+    assert_int_equal(executor_process_open(&bad, &x, err, sizeof err), ERR_INVALID);
+    assert_null(x);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(a_script_runs_and_completes, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_failing_script_says_its_status, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_sends_term_to_the_whole_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_script_that_ignores_term_is_killed_after_the_grace,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(usr1_comes_the_lead_before_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(close_stops_what_still_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_submissions_are_clear_errors, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
