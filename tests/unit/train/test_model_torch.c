@@ -81,11 +81,51 @@ static void untied_with_qkv_bias(void **state)
                       "--intermediate 100 --untied --qkv-bias");
 }
 
+/* The families of `model init --family` (docs/models.md), each against
+ * reference.py's own PyTorch forward of that family. */
+static void family_llama3_rope_scaling(void **state)
+{
+    (void)state;
+    compare("llama3", "--family llama3");
+}
+
+static void family_qwen2(void **state)
+{
+    (void)state;
+    compare("qwen2", "--family qwen2");
+}
+
+static void family_mistral(void **state)
+{
+    (void)state;
+    compare("mistral", "--family mistral");
+}
+
+static void family_gemma(void **state)
+{
+    (void)state;
+    compare("gemma", "--family gemma");
+}
+
+/* Small caps, where tanh bends (random tiny weights give scores and logits
+ * near 0.1), and a query scalar apart from head_dim. */
+static void family_gemma2_softcapped(void **state)
+{
+    (void)state;
+    compare("gemma2", "--family gemma2 --attn-softcap 0.1 --final-softcap 0.08 "
+                      "--query-scalar 20");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_tied_gqa),
         cmocka_unit_test(untied_with_qkv_bias),
+        cmocka_unit_test(family_llama3_rope_scaling),
+        cmocka_unit_test(family_qwen2),
+        cmocka_unit_test(family_mistral),
+        cmocka_unit_test(family_gemma),
+        cmocka_unit_test(family_gemma2_softcapped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
