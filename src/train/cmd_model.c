@@ -6,8 +6,8 @@
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
  *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2 --tokenizer PATH
- *                     --out DIR [--seed S] [--attn-softcap X --final-softcap X
- *                      --query-scalar X]
+ *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
+ *                      --final-softcap X --query-scalar X]
  *
  * A family makes the tiny shape with that family's switches as its
  * published configs set them (model_config_family_tiny), so that tests can
@@ -30,7 +30,7 @@
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
     "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2 --tokenizer PATH "  \
-    "--out DIR [--seed S]\n"
+    "--out DIR [--seed S] [--init-std X] [--norm-std X]\n"
 
 /* --family NAME: "llama3" is Llama's model_type with Llama 3's rotary scaling. */
 static int family_config(const char *name, int vocab, int argc, char **argv,
@@ -118,9 +118,21 @@ static int model_init(int argc, char **argv)
     c.eos_id = tokenizer_eos_id(tok);
     tokenizer_free(tok);
     unsigned long long seed = seed_s ? strtoull(seed_s, NULL, 10) : 0;
+    const char *std_s = cmd_arg_value(argc, argv, "--init-std");
+    char *std_end = NULL;
+    double std = std_s ? strtod(std_s, &std_end) : 0.02;
+    const char *nstd_s = cmd_arg_value(argc, argv, "--norm-std");
+    char *nstd_end = NULL;
+    double nstd = nstd_s ? strtod(nstd_s, &nstd_end) : 0.0;
+    if ((std_s && (*std_end || !(std > 0.0 && std <= 10.0))) ||
+        (nstd_s && (*nstd_end || !(nstd >= 0.0 && nstd <= 100.0)))) {
+        fputs("alallo model init: --init-std takes a number in (0, 10], --norm-std in "
+              "[0, 100]\n", stderr);
+        return 2;
+    }
     struct model_opts o = {.full = 1};
     struct model *m = model_create(&c, &o, err, sizeof err);
-    if (!m || model_init_random(m, seed) ||
+    if (!m || model_init_random_std(m, seed, (float)std, (float)nstd) ||
         modelio_save_merged(m, out, NULL, err, sizeof err)) {
         fprintf(stderr, "alallo model init: %s\n", m ? err : err);
         model_free(m);

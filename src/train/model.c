@@ -925,17 +925,42 @@ static void fill_const(void *ctx, size_t start, size_t count, float *out)
 
 int model_init_random(struct model *m, uint64_t seed)
 {
-    float resid = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layers);
+    return model_init_random_std(m, seed, 0.02f, 0.0f);
+}
+
+/* fill_normal's values around a centre: the norm scales' jitter. */
+struct jitter_ctx {
+    struct init_ctx normal;
+    float centre;
+};
+
+static void fill_jitter(void *ctx, size_t start, size_t count, float *out)
+{
+    struct jitter_ctx *j = ctx;
+    fill_normal(&j->normal, start, count, out);
+    for (size_t i = 0; i < count; i++)
+        out[i] += j->centre;
+}
+
+int model_init_random_std(struct model *m, uint64_t seed, float std, float norm_std)
+{
+    float resid = std / sqrtf(2.0f * (float)m->cfg.n_layers);
     for (int i = 0; i < m->n_tensors; i++) {
         struct model_tensor *t = &m->tensors[i];
         struct init_ctx c = {rng_derive(seed, (uint64_t)i), 0.0f};
         int rc;
         if (t->vec) {
-            /* Norm scales one (a Gemma norm's stored weight zero), biases zero. */
-            c.std = strstr(t->name, "norm") ? 1.0f - t->offset : 0.0f;
-            rc = model_fill_tensor(m, i, fill_const, &c);
+            /* Norm scales one (a Gemma norm's stored weight zero), biases zero;
+             * norm scales jittered by norm_std where asked. */
+            int norm = strstr(t->name, "norm") != NULL;
+            c.std = norm ? 1.0f - t->offset : 0.0f;
+            struct jitter_ctx j = {{c.seed, norm_std}, c.std};
+            if (norm && norm_std > 0.0f)
+                rc = model_fill_tensor(m, i, fill_jitter, &j);
+            else
+                rc = model_fill_tensor(m, i, fill_const, &c);
         } else {
-            c.std = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") ? resid : 0.02f;
+            c.std = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") ? resid : std;
             rc = model_fill_tensor(m, i, fill_normal, &c);
         }
         if (rc)

@@ -184,6 +184,10 @@ void model_get_tensor(const struct model *m, int i, float *out);
 /* Random init for a fresh model (model init, bench): normal(0, 0.02)
  * matrices, down/o projections scaled by 1/sqrt(2L), norms one, biases 0. */
 int model_init_random(struct model *m, uint64_t seed);
+/* The same with another standard deviation than 0.02, and norm scales of
+ * one plus normal(0, norm_std) (0: exactly one), for tests that need outputs
+ * far from uniform (llama.cpp against alallo). */
+int model_init_random_std(struct model *m, uint64_t seed, float std, float norm_std);
 /* LoRA init: A uniform in +-1/sqrt(in) (Kaiming-uniform as PEFT does), B zero. */
 void model_lora_init(struct model *m, uint64_t seed);
 
