@@ -15,7 +15,9 @@ scaled by query_pre_attn_scalar^-0.5 and tanh soft-capping of scores and
 logits.
 on the given token ids with the loss on every position after the first, and
 compares with the dump `alallo train --dump-grads` wrote: the loss, the
-logits, and the gradient of every tensor.
+logits, and the gradient of every tensor (full fine-tuning) or, when the
+dump holds LoRA adapters (`--lora-rank`), of every adapter's A and B with
+the base frozen and W + scale * B A in place of each projection.
 
 usage: reference.py MODEL_DIR DUMP.safetensors IDS   (IDS: "1,2,3,...")
 Exit status: 0 all within tolerance, 1 a mismatch, 2 torch or numpy missing.
@@ -163,6 +165,10 @@ def rel_err(a, b):
     return float((a - b).norm() / max(float(b.norm()), 1e-30))
 
 
+PARTS = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
+         "o_proj": "self_attn", "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -170,13 +176,29 @@ def main():
     model_dir, dump_path, ids_s = sys.argv[1:]
     cfg = json.load(open(f"{model_dir}/config.json"))
     params = read_safetensors(f"{model_dir}/model.safetensors")
-    for t in params.values():
-        t.requires_grad_(True)
+    dump = read_safetensors(dump_path)
     ids = torch.tensor([int(s) for s in ids_s.split(",")])
+    lora = "lora_scale" in dump
+    if lora:
+        # LoRA: the base frozen, W + scale * B A on every projection; the
+        # adapters (as alallo started them) are what trains.
+        scale = float(dump["lora_scale"].reshape(()))
+        trained = {}
+        for name, t in dump.items():
+            if name.startswith("lora.") and name.endswith(".A"):
+                _, layer, proj, _ = name.split(".")
+                a = t.clone().requires_grad_(True)
+                b = dump[name[:-1] + "B"].clone().requires_grad_(True)
+                trained[name], trained[name[:-1] + "B"] = a, b
+                key = f"model.layers.{layer}.{PARTS[proj]}.{proj}.weight"
+                params[key] = params[key] + scale * (b @ a)
+    else:
+        for t in params.values():
+            t.requires_grad_(True)
+        trained = params
     logits = forward(cfg, params, ids)
     loss = torch.nn.functional.cross_entropy(logits[:-1], ids[1:])
     loss.backward()
-    dump = read_safetensors(dump_path)
     failures = []
 
     def check(name, got, want, tol):
@@ -188,14 +210,14 @@ def main():
 
     check("loss", dump["loss"].reshape(()), loss.detach(), 1e-5)
     check("logits", dump["logits"], logits.detach(), 1e-5)
-    for name, t in params.items():
+    for name, t in trained.items():
         check("grad " + name, dump["grad." + name], t.grad, 1e-4)
     if failures:
         print(f"reference.py: {len(failures)} mismatches: {', '.join(failures[:5])}",
               file=sys.stderr)
         return 1
     print(f"reference.py: alallo matches PyTorch {torch.__version__} (float64) on "
-          f"{len(params)} tensors")
+          f"{len(trained)} {'adapter ' if lora else ''}tensors")
     return 0
 
 
