@@ -115,12 +115,8 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
     const struct model_config *c = &m->cfg;
     int C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     int qd = H * hd, kd = KV * hd, group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int i = 0; i < n; i++) {
-        const float *src = linear_rows(&m->embed, ids[i], 1, w->x + (size_t)i * C);
-        if (src != w->x + (size_t)i * C)
-            memcpy(w->x + (size_t)i * C, src, sizeof(float) * C);
-    }
+    float scale = model_attn_scale(c);
+    model_embed(m, ids, n, w->x);
     for (int l = 0; l < c->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         float *kc = w->kc + (size_t)l * w->ctx * kd, *vc = w->vc + (size_t)l * w->ctx * kd;
@@ -143,6 +139,8 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
                     for (int d = 0; d < hd; d++)
                         s += qi[d] * kj[d];
                     w->att[j] = s * scale;
+                    if (c->attn_softcap > 0.0f)
+                        ops_softcap(&w->att[j], 1, c->attn_softcap);
                     if (w->att[j] > mx)
                         mx = w->att[j];
                 }
@@ -162,12 +160,20 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
             }
         }
         linear_forward(&L->proj[PROJ_O], w->tmp, w->ao, n, w->xa, &w->ls);
+        if (L->ln3) { /* Gemma 2's norm after attention (w->ln is free here) */
+            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln3, n, C, c->rms_eps);
+            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
+        }
         ops_add(w->x, w->x, w->tmp, (size_t)n * C);
         ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln2, n, C, c->rms_eps);
         linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
         linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
-        ops_swiglu_forward(w->h, w->g, w->u, (size_t)n * c->intermediate);
+        model_mlp_act(m, w->h, w->g, w->u, (size_t)n * c->intermediate);
         linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
+        if (L->ln4) { /* and after the MLP */
+            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln4, n, C, c->rms_eps);
+            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
+        }
         ops_add(w->x, w->x, w->tmp, (size_t)n * C);
     }
     /* only the last position's logits are needed */
@@ -175,6 +181,8 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
     ops_rmsnorm_forward(w->ln, w->rstd, xl, m->norm_f, 1, C, c->rms_eps);
     struct linear *head = c->tied ? &m->embed : &m->head;
     linear_forward(head, w->logits, w->ln, 1, NULL, &w->ls);
+    if (c->final_softcap > 0.0f)
+        ops_softcap(w->logits, (size_t)c->vocab, c->final_softcap);
 }
 
 struct cand {

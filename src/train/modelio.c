@@ -242,9 +242,9 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
         t->nbytes = n * sizeof(float);
         /* fp32 weights without an adapter are written straight from the
          * model; the rest are merged into a buffer. */
-        if (mt->vec) {
+        if (mt->vec && mt->offset == 0.0f) {
             t->data = mt->vec;
-        } else if (mt->lin->kind == WK_F32 && mt->lin->r == 0) {
+        } else if (mt->lin && mt->lin->kind == WK_F32 && mt->lin->r == 0) {
             t->data = mt->lin->w;
         } else {
             bufs[i] = malloc(n * sizeof(float));

@@ -72,13 +72,16 @@ void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
     }
 }
 
-void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta)
+void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta,
+                     const float *div)
 {
     int half = hd / 2;
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < half; i++) {
             /* Angles in double: at long positions float loses the phase. */
             double inv = pow((double)theta, -2.0 * i / (double)hd);
+            if (div)
+                inv /= (double)div[i];
             double a = (double)t * inv;
             cos_t[(size_t)t * half + i] = (float)cos(a);
             sin_t[(size_t)t * half + i] = (float)sin(a);
@@ -167,17 +170,17 @@ static float causal_softmax_row(float *p, int lo, int i, int T)
  * log-sum-exp, one more (T,T,hd) product per head instead of (B,H,T,T)
  * floats per layer (600 MB for the 124m shape at batch 4 x 512). */
 void ops_attention_forward(float *out, float *lse, const float *q, const float *k,
-                           const float *v, int B, int T, int H, int KV, int hd)
+                           const float *v, int B, int T, int H, int KV, int hd, float scale,
+                           float cap)
 {
-    ops_attention_forward_seg(out, lse, q, k, v, NULL, B, T, H, KV, hd);
+    ops_attention_forward_seg(out, lse, q, k, v, NULL, B, T, H, KV, hd, scale, cap);
 }
 
 void ops_attention_forward_seg(float *out, float *lse, const float *q, const float *k,
                                const float *v, const int32_t *seg, int B, int T, int H, int KV,
-                               int hd)
+                               int hd, float scale, float cap)
 {
     int group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KV * hd;
 #pragma omp parallel if ((long)B * H * T * T * hd > PAR_MIN)
     {
@@ -194,6 +197,8 @@ void ops_attention_forward_seg(float *out, float *lse, const float *q, const flo
                 float *l = lse + ((size_t)b * H + h) * T;
                 /* S = scale Q K^T (T,T), then the causal softmax by rows */
                 gemm(0, 1, T, T, hd, scale, qb, qs, kb, ks, 0.0f, p, T);
+                if (cap > 0.0f)
+                    ops_softcap(p, (size_t)T * T, cap);
                 const int32_t *sb = seg ? seg + (size_t)b * T : NULL;
                 for (int i = 0; i < T; i++)
                     l[i] = causal_softmax_row(p + (size_t)i * T, sb ? sb[i] : 0, i, T);
@@ -208,18 +213,19 @@ void ops_attention_forward_seg(float *out, float *lse, const float *q, const flo
 
 void ops_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                             const float *lse, const float *q, const float *k,
-                            const float *v, int B, int T, int H, int KV, int hd)
+                            const float *v, int B, int T, int H, int KV, int hd, float scale,
+                            float cap)
 {
-    ops_attention_backward_seg(dq, dk, dv, dout, lse, q, k, v, NULL, B, T, H, KV, hd);
+    ops_attention_backward_seg(dq, dk, dv, dout, lse, q, k, v, NULL, B, T, H, KV, hd, scale,
+                               cap);
 }
 
 void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *dout,
                                 const float *lse, const float *q, const float *k,
                                 const float *v, const int32_t *seg, int B, int T, int H, int KV,
-                                int hd)
+                                int hd, float scale, float cap)
 {
     int group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
     int qs = H * hd, ks = KV * hd;
     /* One task per (sequence, key/value head): the query heads that share a
      * key/value head add into the same dk/dv rows, so they run in one task,
@@ -228,10 +234,12 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
     {
         float *p = malloc(sizeof(float) * (size_t)T * T);
         float *ds = malloc(sizeof(float) * (size_t)T * T);
+        /* the capped scores, for the cap's derivative */
+        float *sc = cap > 0.0f ? malloc(sizeof(float) * (size_t)T * T) : NULL;
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int kh = 0; kh < KV; kh++) {
-                if (!p || !ds)
+                if (!p || !ds || (cap > 0.0f && !sc))
                     abort(); /* out of memory mid-step: nothing sane to return */
                 size_t ko = (size_t)b * T * ks + (size_t)kh * hd;
                 const int32_t *sb = seg ? seg + (size_t)b * T : NULL;
@@ -240,6 +248,10 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
                     const float *l = lse + ((size_t)b * H + h) * T;
                     /* P again: exp(scale Q K^T - lse), causal */
                     gemm(0, 1, T, T, hd, scale, q + qo, qs, k + ko, ks, 0.0f, p, T);
+                    if (sc) {
+                        ops_softcap(p, (size_t)T * T, cap);
+                        memcpy(sc, p, sizeof(float) * (size_t)T * T);
+                    }
                     for (int i = 0; i < T; i++) {
                         float *pr = p + (size_t)i * T;
                         int lo = sb ? sb[i] : 0;
@@ -265,6 +277,8 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
                         for (int j = i + 1; j < T; j++)
                             dr[j] = 0.0f;
                     }
+                    if (sc)
+                        ops_softcap_backward(ds, sc, (size_t)T * T, cap);
                     /* dQ += dS K, dK += dS^T Q, dV += P^T dO */
                     gemm(0, 0, T, hd, T, 1.0f, ds, T, k + ko, ks, 1.0f, dq + qo, qs);
                     gemm(1, 0, T, hd, T, 1.0f, ds, T, q + qo, qs, 1.0f, dk + ko, ks);
@@ -274,6 +288,53 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
         }
         free(p);
         free(ds);
+        free(sc);
+    }
+}
+
+void ops_softcap(float *x, size_t n, float cap)
+{
+    float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++)
+        x[i] = cap * tanhf(x[i] * inv);
+}
+
+void ops_softcap_backward(float *dx, const float *y, size_t n, float cap)
+{
+    float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++) {
+        float t = y[i] * inv;
+        dx[i] *= 1.0f - t * t;
+    }
+}
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(s (x + 0.044715 x^3))),
+ * s = sqrt(2/pi), and its derivative. */
+#define GELU_S 0.7978845608028654f
+#define GELU_A 0.044715f
+
+void ops_geglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+        h[i] = 0.5f * x * (1.0f + t) * u[i];
+    }
+}
+
+void ops_geglu_backward(float *dg, float *du, const float *dh, const float *g,
+                        const float *u, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float x = g[i];
+        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+        float gelu = 0.5f * x * (1.0f + t);
+        float dgelu = 0.5f * (1.0f + t) +
+                      0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+        dg[i] += dh[i] * u[i] * dgelu;
+        du[i] += dh[i] * gelu;
     }
 }
 
