@@ -33,8 +33,9 @@
 
 /* Role headers: the first message's, and every later one's (which carries
  * the blank line that separates messages). */
-static const char *const header_first[] = {"System:\n", "User:\n", "Assistant:\n"};
-static const char *const header_next[] = {"\n\nSystem:\n", "\n\nUser:\n", "\n\nAssistant:\n"};
+static const char *const header_first[] = {"System:\n", "User:\n", "Assistant:\n", "Tool:\n"};
+static const char *const header_next[] = {"\n\nSystem:\n", "\n\nUser:\n", "\n\nAssistant:\n",
+                                          "\n\nTool:\n"};
 
 struct seq {
     int32_t *ids;
@@ -291,7 +292,7 @@ int data_encode_chat(const struct tokenizer *tok, const struct dataset_turn *tur
     int rc = bos >= 0 ? seq_push(&s, bos, 0) : 0;
     for (size_t i = 0; i < n_turns && rc == 0; i++) {
         const struct dataset_turn *t = &turns[i];
-        if ((unsigned)t->role > DATASET_ASSISTANT) {
+        if ((unsigned)t->role > DATASET_TOOL) {
             rc = -1;
             break;
         }
