@@ -27,6 +27,7 @@
 
 #include "core/dataset.h"
 #include "core/text.h"
+#include "train/chat_format.h"
 
 #define DATA_MAX_FILE ((size_t)4 << 30)
 #define DATA_MIN_CONTEXT 4
@@ -45,6 +46,8 @@ struct seq {
 
 struct loader {
     const struct tokenizer *tok;
+    const struct chat_format *fmt; /* the model's chat template, or NULL */
+    char why[300];                 /* what the template said, when it failed */
     size_t max_len;
     const char *name;
     struct dataset *d;
@@ -91,10 +94,33 @@ static int seq_text(struct seq *s, const struct tokenizer *tok, const char *text
     return rc;
 }
 
-/* The whole example per the template, before truncation. */
-static int render(const struct tokenizer *tok, const struct dataset_example *ex, struct seq *s)
+/* A chat example through the model's own template (chat_format.h). */
+static int render_template(struct loader *L, const struct dataset_example *ex, struct seq *s)
 {
+    int32_t *ids;
+    uint8_t *mask;
+    size_t n;
+    if (chat_format_encode(L->fmt, L->tok, ex->messages, ex->tools, &ids, &mask, &n, L->why,
+                           sizeof L->why) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = seq_push(s, ids[i], mask[i]);
+    free(ids);
+    free(mask);
+    if (rc)
+        snprintf(L->why, sizeof L->why, "out of memory");
+    return rc;
+}
+
+/* The whole example per the template, before truncation. */
+static int render(struct loader *L, const struct dataset_example *ex, struct seq *s)
+{
+    const struct tokenizer *tok = L->tok;
     s->n = 0;
+    snprintf(L->why, sizeof L->why, "could not be tokenized (out of memory)");
+    if (L->fmt && ex->form == DATASET_CHAT)
+        return render_template(L, ex, s);
     int bos = tokenizer_bos_id(tok), eos = tokenizer_eos_id(tok);
     if (bos >= 0 && seq_push(s, bos, 0) < 0)
         return -1;
@@ -147,12 +173,13 @@ static int on_example(void *ctx, long line, const struct dataset_example *ex)
 {
     struct loader *L = ctx;
     struct dataset *d = L->d;
-    if (render(L->tok, ex, &L->s) < 0) {
-        text_error(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)",
-                   line, L->name);
+    if (render(L, ex, &L->s) < 0) {
+        text_error(L->err, L->errcap, "line %ld of %s: %s", line, L->name, L->why);
         return 1;
     }
-    int has_bos = tokenizer_bos_id(L->tok) >= 0;
+    /* A chat template decides itself whether the text starts with BOS. */
+    int bos = tokenizer_bos_id(L->tok);
+    int has_bos = bos >= 0 && L->s.n > 0 && L->s.ids[0] == bos;
     size_t lo, hi;
     int cut;
     window(&L->s, has_bos, L->max_len, &lo, &hi, &cut);
@@ -194,6 +221,13 @@ struct dataset *dataset_load(const char *path, const char *display_name,
                              const struct tokenizer *tok, size_t max_len, char *err,
                              size_t errcap)
 {
+    return dataset_load_chat(path, display_name, tok, NULL, max_len, err, errcap);
+}
+
+struct dataset *dataset_load_chat(const char *path, const char *display_name,
+                                  const struct tokenizer *tok, const struct chat_format *fmt,
+                                  size_t max_len, char *err, size_t errcap)
+{
     const char *name = display_name ? display_name : path;
     if (max_len < DATA_MIN_CONTEXT) {
         text_error(err, errcap, "context length %zu is too short (at least %d)", max_len,
@@ -223,7 +257,7 @@ struct dataset *dataset_load(const char *path, const char *display_name,
     }
     close(fd);
     struct dataset *d = calloc(1, sizeof *d);
-    struct loader L = {.tok = tok, .max_len = max_len, .name = name, .d = d, .err = err,
+    struct loader L = {.tok = tok, .fmt = fmt, .max_len = max_len, .name = name, .d = d, .err = err,
                        .errcap = errcap};
     int rc = -1;
     if (!d) {

@@ -24,6 +24,7 @@
 #include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
+#include "train/chat_format.h"
 #include "train/data.h"
 #include "train/model.h"
 #include "train/modelio.h"
@@ -449,21 +450,29 @@ static int load_everything(struct run *r)
         return TRAIN_USER;
     }
     int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
-    r->ds = dataset_load(c->train_file, c->train_file_name, r->tok, (size_t)seq, r->err,
-                         sizeof r->err);
-    if (!r->ds)
+    /* The model's own chat template, when it has one (docs/data.md). */
+    struct chat_format *fmt = chat_format_load(c->model_dir, r->err, sizeof r->err);
+    if (!fmt && r->err[0])
         return TRAIN_USER;
+    r->ds = dataset_load_chat(c->train_file, c->train_file_name, r->tok, fmt, (size_t)seq,
+                              r->err, sizeof r->err);
+    if (!r->ds) {
+        chat_format_free(fmt);
+        return TRAIN_USER;
+    }
     if (r->ds->n == 0) {
+        chat_format_free(fmt);
         snprintf(r->err, sizeof r->err, "%s: the file has no examples", c->train_file_name);
         return TRAIN_USER;
     }
     if (c->validation_file[0]) {
         const char *slash = strrchr(c->validation_file, '/');
-        r->val = dataset_load(c->validation_file, slash ? slash + 1 : c->validation_file, r->tok,
-                              (size_t)seq, r->err, sizeof r->err);
-        if (!r->val)
-            return TRAIN_USER;
+        r->val = dataset_load_chat(c->validation_file, slash ? slash + 1 : c->validation_file,
+                                   r->tok, fmt, (size_t)seq, r->err, sizeof r->err);
     }
+    chat_format_free(fmt);
+    if (c->validation_file[0] && !r->val)
+        return TRAIN_USER;
     struct model_opts o = opts_of(c);
     r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
     if (!r->m)
