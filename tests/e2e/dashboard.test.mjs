@@ -216,7 +216,7 @@ test('Try it chats with the fine-tuned model', async () => {
   const failed = page.getByRole('alert').filter({ hasText: 'Could not generate' });
   const answers = page.getByLabel('Model answer');
   for (const [i, text] of ['Review: the service was good on day 3.', 'And on day 4?'].entries()) {
-    await page.getByLabel('Message').fill(text);
+    await page.getByLabel('Message', { exact: true }).fill(text);
     await page.getByLabel('Max tokens').fill('4');
     await page.getByRole('button', { name: 'Send' }).click();
     await until(`answer ${i + 1} or an error in Try it`, async () => {
