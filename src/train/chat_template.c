@@ -1306,6 +1306,15 @@ static json_t *to_string(struct rt *r, const json_t *v)
 
 static json_t *str_n(struct rt *r, const char *s, size_t n) { return own(r, json_stringn(s, n)); }
 
+/* The text written into o as a value; o's buffer is freed. */
+static json_t *take_str(struct rt *r, struct outbuf *o)
+{
+    json_t *v = json_stringn(o->s ? o->s : "", o->n);
+    free(o->s);
+    o->s = NULL;
+    return own(r, v);
+}
+
 static json_t *lookup(struct rt *r, const char *name)
 {
     for (int i = r->n_frames - 1; i >= 0; i--) {
@@ -1442,9 +1451,7 @@ static json_t *slice(struct rt *r, const json_t *v, const json_t *a, const json_
     }
     r->out = saved;
     if (is_str) {
-        json_t *res = str_n(r, o.s ? o.s : "", o.n);
-        free(o.s);
-        return res;
+        return take_str(r, &o);
     }
     free(o.s);
     return out;
@@ -1583,9 +1590,7 @@ static json_t *replace(struct rt *r, const json_t *v, const json_t *from, const 
         done++;
     }
     r->out = saved;
-    json_t *res = str_n(r, o.s ? o.s : "", o.n);
-    free(o.s);
-    return res;
+    return take_str(r, &o);
 }
 
 static json_t *split(struct rt *r, const json_t *v, const json_t *sep, const json_t *maxs,
@@ -1872,9 +1877,7 @@ static json_t *filter(struct rt *r, const char *name, json_t *v, const struct ar
         struct outbuf o = {0};
         json_text(r, &o, v, ind && json_is_integer(ind) ? (int)json_integer_value(ind) : 0, 0,
                   truthy(sk));
-        json_t *res = str_n(r, o.s ? o.s : "null", o.n);
-        free(o.s);
-        return res;
+        return take_str(r, &o);
     }
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         json_t *dv = arg(a, 0, "default_value", &found);
@@ -1929,9 +1932,7 @@ static json_t *filter(struct rt *r, const char *name, json_t *v, const struct ar
             r->out = saved;
             str_text(r, &o, item, 0);
         }
-        json_t *res = str_n(r, o.s ? o.s : "", o.n);
-        free(o.s);
-        return res;
+        return take_str(r, &o);
     }
     if (!strcmp(name, "replace"))
         return replace(r, to_string(r, v), arg(a, 0, NULL, NULL), arg(a, 1, NULL, NULL),
@@ -2001,9 +2002,7 @@ static json_t *filter(struct rt *r, const char *name, json_t *v, const struct ar
                 first_line = 0;
         }
         r->out = saved;
-        json_t *res = str_n(r, o.s, o.n);
-        free(o.s);
-        return res;
+        return take_str(r, &o);
     }
     rerr(r, line, "unsupported filter \"%s\"", name);
     return NULL;
@@ -2117,9 +2116,7 @@ static json_t *binop(struct rt *r, const char *op, json_t *x, json_t *y, int lin
         out_put(r, json_string_value(a), json_string_length(a));
         out_put(r, json_string_value(b), json_string_length(b));
         r->out = saved;
-        json_t *res = str_n(r, o.s, o.n);
-        free(o.s);
-        return res;
+        return take_str(r, &o);
     }
     if (!x || !y)
         rerr(r, line, "undefined value used with \"%s\"", op);
@@ -2141,9 +2138,7 @@ static json_t *binop(struct rt *r, const char *op, json_t *x, json_t *y, int lin
         out_put(r, json_string_value(x), json_string_length(x));
         out_put(r, json_string_value(y), json_string_length(y));
         r->out = saved;
-        json_t *res = str_n(r, o.s, o.n);
-        free(o.s);
-        return res;
+        return take_str(r, &o);
     }
     if (!strcmp(op, "+") && json_is_array(x) && json_is_array(y)) {
         json_t *out = own(r, json_copy(x));
