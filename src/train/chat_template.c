@@ -27,6 +27,7 @@
 #define MAX_POOL (4 << 20)   /* values made in one render */
 #define MAX_DEPTH 64         /* nesting of macro calls and of frames */
 #define MAX_TOKENS (1 << 20)
+#define MAX_STEPS (10 * 1000 * 1000) /* loop passes in one render: no template loops for ever */
 
 /* ---- tokens ------------------------------------------------------------ */
 
@@ -473,10 +474,17 @@ static struct node *primary(struct parser *p)
 {
     struct token *t = next(p);
     char b[64];
-    if (t->kind == T_STR)
-        return lit(p, json_stringn(t->s, t->n), t->line);
-    if (t->kind == T_NUM)
+    if (t->kind == T_STR) {
+        json_t *v = json_stringn(t->s, t->n);
+        if (!v)
+            perr(p, t->line, "a string that is not valid UTF-8");
+        return lit(p, v, t->line);
+    }
+    if (t->kind == T_NUM) {
+        if (!(t->num < 9.0e18)) /* what a 64-bit integer (and a finite float) holds */
+            perr(p, t->line, "a number too large");
         return lit(p, t->is_int ? json_integer((json_int_t)t->num) : json_real(t->num), t->line);
+    }
     if (t->kind == T_NAME) {
         if (is_name(t, "true") || is_name(t, "True"))
             return lit(p, json_true(), t->line);
@@ -1016,6 +1024,7 @@ struct rt {
     int n_macros;
     int depth;
     int ctl; /* 1 break, 2 continue */
+    long steps; /* loop passes so far */
 };
 
 static void rerr(struct rt *r, int line, const char *fmt, ...)
@@ -2283,6 +2292,8 @@ static void exec_for(struct rt *r, const struct node *n)
     }
     size_t len = json_array_size(items);
     for (size_t i = 0; i < len; i++) {
+        if (++r->steps > MAX_STEPS)
+            rerr(r, n->line, "the chat template ran more than %d loop passes", MAX_STEPS);
         json_t *frame_i = own(r, json_object()); /* each pass starts clean, as in Jinja */
         r->frames[r->n_frames - 1] = frame_i;
         json_t *it = json_array_get(items, i);
