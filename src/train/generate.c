@@ -338,7 +338,10 @@ static int plain_chat(const struct generator *g, const json_t *messages, int32_t
 {
     size_t nm = json_array_size(messages);
     struct dataset_turn *turns = calloc(nm + 1, sizeof *turns);
-    if (!turns) {
+    json_t *keep = json_array(); /* texts made here, until encoded */
+    if (!turns || !keep) {
+        json_decref(keep);
+        free(turns);
         snprintf(err, errcap, "out of memory");
         return -1;
     }
@@ -351,15 +354,39 @@ static int plain_chat(const struct generator *g, const json_t *messages, int32_t
             if (strcmp(role, dataset_role_name((enum dataset_role)k)) == 0)
                 r = k;
         if (r < 0) {
+            json_decref(keep);
             free(turns);
             snprintf(err, errcap, "message %zu: unknown role", i + 1);
             return -1;
         }
         turns[i].role = (enum dataset_role)r;
         turns[i].text = json_is_string(content) ? json_string_value(content) : "";
+        /* an assistant's calls as training wrote them (core/dataset.h) */
+        json_t *calls = json_object_get(m, "tool_calls");
+        for (size_t k = 0; k < json_array_size(calls); k++) {
+            json_t *fn = json_object_get(json_array_get(calls, k), "function");
+            const char *args_text = json_string_value(json_object_get(fn, "arguments"));
+            json_t *args = args_text ? json_loads(args_text, 0, NULL) : NULL;
+            char *a = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            char *line = NULL;
+            if (asprintf(&line, "%s%s<tool_call>{\"name\": \"%s\", \"arguments\": %s}</tool_call>",
+                         turns[i].text, turns[i].text[0] ? "\n" : "", name ? name : "",
+                         a ? a : "{}") < 0)
+                line = NULL;
+            free(a);
+            json_decref(args);
+            if (!line || json_array_append_new(keep, json_string(line)) < 0) {
+                free(line);
+                break;
+            }
+            free(line);
+            turns[i].text = json_string_value(json_array_get(keep, json_array_size(keep) - 1));
+        }
         turns[i].len = strlen(turns[i].text);
     }
     int rc = data_encode_chat(g->tok, turns, nm, ids, n);
+    json_decref(keep);
     free(turns);
     if (rc)
         snprintf(err, errcap, "cannot encode the conversation");
