@@ -47,6 +47,7 @@ struct seq {
 struct loader {
     const struct tokenizer *tok;
     const struct chat_format *fmt; /* the model's chat template, or NULL */
+    const char *fmt_err;           /* why the model's template cannot be used, or NULL */
     char why[300];                 /* what the template said, when it failed */
     size_t max_len;
     const char *name;
@@ -119,6 +120,10 @@ static int render(struct loader *L, const struct dataset_example *ex, struct seq
     const struct tokenizer *tok = L->tok;
     s->n = 0;
     snprintf(L->why, sizeof L->why, "could not be tokenized (out of memory)");
+    if (L->fmt_err && ex->form == DATASET_CHAT) {
+        snprintf(L->why, sizeof L->why, "the model's chat template cannot be used: %s", L->fmt_err);
+        return -1;
+    }
     if (L->fmt && ex->form == DATASET_CHAT)
         return render_template(L, ex, s);
     int bos = tokenizer_bos_id(tok), eos = tokenizer_eos_id(tok);
@@ -221,12 +226,12 @@ struct dataset *dataset_load(const char *path, const char *display_name,
                              const struct tokenizer *tok, size_t max_len, char *err,
                              size_t errcap)
 {
-    return dataset_load_chat(path, display_name, tok, NULL, max_len, err, errcap);
+    return dataset_load_chat(path, display_name, tok, NULL, NULL, max_len, err, errcap);
 }
 
 struct dataset *dataset_load_chat(const char *path, const char *display_name,
                                   const struct tokenizer *tok, const struct chat_format *fmt,
-                                  size_t max_len, char *err, size_t errcap)
+                                  const char *fmt_err, size_t max_len, char *err, size_t errcap)
 {
     const char *name = display_name ? display_name : path;
     if (max_len < DATA_MIN_CONTEXT) {
@@ -257,7 +262,7 @@ struct dataset *dataset_load_chat(const char *path, const char *display_name,
     }
     close(fd);
     struct dataset *d = calloc(1, sizeof *d);
-    struct loader L = {.tok = tok, .fmt = fmt, .max_len = max_len, .name = name, .d = d, .err = err,
+    struct loader L = {.tok = tok, .fmt = fmt, .fmt_err = fmt_err, .max_len = max_len, .name = name, .d = d, .err = err,
                        .errcap = errcap};
     int rc = -1;
     if (!d) {

@@ -23,6 +23,7 @@ struct generator {
     struct tokenizer *tok;
     int eos;
     struct chat_format *fmt; /* the model's chat template, or NULL */
+    char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
     int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
     int n_stop;
 };
@@ -49,9 +50,8 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
     if (!g->tok)
         goto fail;
     g->eos = g->m->cfg.eos_id >= 0 ? g->m->cfg.eos_id : tokenizer_eos_id(g->tok);
-    g->fmt = chat_format_load(model_dir, err, errcap);
-    if (!g->fmt && err[0])
-        goto fail;
+    /* A template alallo cannot read fails chats only, not completions. */
+    g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
     return g;
 fail:
     gen_close(g);
@@ -399,6 +399,10 @@ int gen_run_chat(struct generator *g, const json_t *messages, const json_t *tool
     memset(out, 0, sizeof *out);
     int32_t *ids = NULL;
     size_t n = 0;
+    if (g->fmt_err[0]) {
+        snprintf(err, errcap, "%s", g->fmt_err);
+        return GEN_BAD_CHAT;
+    }
     if (!g->fmt) {
         if (plain_chat(g, messages, &ids, &n, err, errcap))
             return GEN_BAD_CHAT;

@@ -451,11 +451,11 @@ static int load_everything(struct run *r)
     }
     int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
     /* The model's own chat template, when it has one (docs/data.md). */
-    struct chat_format *fmt = chat_format_load(c->model_dir, r->err, sizeof r->err);
-    if (!fmt && r->err[0])
-        return TRAIN_USER;
-    r->ds = dataset_load_chat(c->train_file, c->train_file_name, r->tok, fmt, (size_t)seq,
-                              r->err, sizeof r->err);
+    char fmt_err[400];
+    struct chat_format *fmt = chat_format_load(c->model_dir, fmt_err, sizeof fmt_err);
+    const char *why_no_fmt = !fmt && fmt_err[0] ? fmt_err : NULL; /* fails chat lines only */
+    r->ds = dataset_load_chat(c->train_file, c->train_file_name, r->tok, fmt, why_no_fmt,
+                              (size_t)seq, r->err, sizeof r->err);
     if (!r->ds) {
         chat_format_free(fmt);
         return TRAIN_USER;
@@ -468,7 +468,8 @@ static int load_everything(struct run *r)
     if (c->validation_file[0]) {
         const char *slash = strrchr(c->validation_file, '/');
         r->val = dataset_load_chat(c->validation_file, slash ? slash + 1 : c->validation_file,
-                                   r->tok, fmt, (size_t)seq, r->err, sizeof r->err);
+                                   r->tok, fmt, why_no_fmt, (size_t)seq, r->err,
+                                   sizeof r->err);
     }
     chat_format_free(fmt);
     if (c->validation_file[0] && !r->val)

@@ -311,7 +311,7 @@ static void model_chat_templates(void **state)
     const char *p = write_file("tpl.jsonl", CONV_CHAT);
     char err[300];
     struct chat_format *fmt = format_of("qwen2.5", "<s>", "</s>");
-    struct dataset *d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, 4096, err, sizeof err);
+    struct dataset *d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
     if (!d)
         fail_msg("%s", err);
     expect_template_example(&d->ex[0], "qwen2.5.chat.txt",
@@ -322,7 +322,7 @@ static void model_chat_templates(void **state)
     /* Mistral writes the system message only into the last user message:
      * the turns are found from their content. */
     fmt = format_of("mistral-v0.3", "<s>", "</s>");
-    d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, 4096, err, sizeof err);
+    d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
     if (!d)
         fail_msg("%s", err);
     expect_template_example(&d->ex[0], "mistral-v0.3.chat.txt", "Paris.</s>Rome — Roma.</s>");
@@ -337,7 +337,7 @@ static void model_chat_templates(void **state)
                    "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
                    "\"tool_call_id\":\"call12345\",\"content\":\"21\"},{\"role\":\"assistant\","
                    "\"content\":\"Warm.\"}]}\n");
-    d = dataset_load_chat(p, "tools.jsonl", tok, fmt, 4096, err, sizeof err);
+    d = dataset_load_chat(p, "tools.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
     if (!d)
         fail_msg("%s", err);
     size_t m = 0;
@@ -354,10 +354,20 @@ static void model_chat_templates(void **state)
     /* A conversation the template refuses names the line and the reason. */
     fmt = format_of("gemma2", "<bos>", "<eos>");
     p = write_file("tpl.jsonl", "\n" CONV_CHAT);
-    assert_null(dataset_load_chat(p, "train.jsonl", tok, fmt, 4096, err, sizeof err));
+    assert_null(dataset_load_chat(p, "train.jsonl", tok, fmt, NULL, 4096, err, sizeof err));
     assert_string_equal(err, "line 2 of train.jsonl: the chat template refused: System role not "
                              "supported");
     chat_format_free(fmt);
+
+    /* A template alallo cannot read fails chat lines, not prompt/completion ones. */
+    const char *why = "chat template line 1: unsupported statement \"include\"";
+    assert_null(dataset_load_chat(p, "train.jsonl", tok, NULL, why, 4096, err, sizeof err));
+    assert_string_equal(err, "line 2 of train.jsonl: the model's chat template cannot be used: "
+                             "chat template line 1: unsupported statement \"include\"");
+    p = write_file("pc.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\"}\n");
+    struct dataset *pc = dataset_load_chat(p, "pc.jsonl", tok, NULL, why, 64, err, sizeof err);
+    assert_non_null(pc);
+    dataset_free(pc);
 }
 
 int main(void)
