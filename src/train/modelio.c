@@ -213,7 +213,7 @@ static int finish_folder(const char *tmp, const char *out_dir, char *err, size_t
 
 static const char *const tokenizer_files[] = {
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "generation_config.json", NULL,
+    "generation_config.json", "chat_template.jinja", NULL,
 };
 
 int modelio_save_merged(const struct model *m, const char *out_dir, const char *tokenizer_dir,

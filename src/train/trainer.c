@@ -24,6 +24,7 @@
 #include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
+#include "train/chat_format.h"
 #include "train/data.h"
 #include "train/model.h"
 #include "train/modelio.h"
@@ -542,21 +543,30 @@ static int load_everything(struct run *r)
     }
     int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
     r->seq = seq;
-    r->ds = dataset_load(c->train_file, c->train_file_name, r->tok, (size_t)seq, r->err,
-                         sizeof r->err);
-    if (!r->ds)
+    /* The model's own chat template, when it has one (docs/data.md). */
+    char fmt_err[400];
+    struct chat_format *fmt = chat_format_load(c->model_dir, fmt_err, sizeof fmt_err);
+    const char *why_no_fmt = !fmt && fmt_err[0] ? fmt_err : NULL; /* fails chat lines only */
+    r->ds = dataset_load_chat(c->train_file, c->train_file_name, r->tok, fmt, why_no_fmt,
+                              (size_t)seq, r->err, sizeof r->err);
+    if (!r->ds) {
+        chat_format_free(fmt);
         return TRAIN_USER;
+    }
     if (r->ds->n == 0) {
+        chat_format_free(fmt);
         snprintf(r->err, sizeof r->err, "%s: the file has no examples", c->train_file_name);
         return TRAIN_USER;
     }
     if (c->validation_file[0]) {
         const char *slash = strrchr(c->validation_file, '/');
-        r->val = dataset_load(c->validation_file, slash ? slash + 1 : c->validation_file, r->tok,
-                              (size_t)seq, r->err, sizeof r->err);
-        if (!r->val)
-            return TRAIN_USER;
+        r->val = dataset_load_chat(c->validation_file, slash ? slash + 1 : c->validation_file,
+                                   r->tok, fmt, why_no_fmt, (size_t)seq, r->err,
+                                   sizeof r->err);
     }
+    chat_format_free(fmt);
+    if (c->validation_file[0] && !r->val)
+        return TRAIN_USER;
     if (r->ds->pairs != c->dpo) {
         snprintf(r->err, sizeof r->err,
                  c->dpo ? "%s: DPO needs preference pairs (input, preferred_output, "

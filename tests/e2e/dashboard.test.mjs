@@ -241,20 +241,29 @@ test('the fine-tuned model downloads from the job page (GGUF)', async () => {
   assert.equal(head, 'GGUF', 'the file is a GGUF model');
 });
 
-test('Try it answers from the fine-tuned model', async () => {
+test('Try it chats with the fine-tuned model', async () => {
   await page.goto(`${busy.base}/#/jobs/${watchedId}`);
-  await page.getByLabel('Prompt').fill('Review: the service was good on day 3.\nSentiment:');
-  await page.getByLabel('Max tokens').fill('4');
-  await page.getByRole('button', { name: 'Generate' }).click();
-  const out = page.getByLabel('Model output');
   const failed = page.getByRole('alert').filter({ hasText: 'Could not generate' });
-  await until('an answer or an error in Try it', async () => {
-    if (await failed.isVisible()) return true;
-    const t = await out.textContent();
-    return t && t !== 'Generating…';
-  }, 60000);
-  if (await failed.isVisible()) assert.fail(await failed.textContent());
-  assert.ok((await out.textContent()).length > 0);
+  const answers = page.getByLabel('Model answer');
+  for (const [i, text] of ['Review: the service was good on day 3.', 'And on day 4?'].entries()) {
+    await page.getByLabel('Message', { exact: true }).fill(text);
+    await page.getByLabel('Max tokens').fill('4');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await until(`answer ${i + 1} or an error in Try it`, async () => {
+      if (await failed.isVisible()) return true;
+      if ((await answers.count()) < i + 1) return false;
+      const t = await answers.nth(i).textContent();
+      return t && t !== 'Generating…';
+    }, 60000);
+    if (await failed.isVisible()) assert.fail(await failed.textContent());
+    assert.ok((await answers.nth(i).textContent()).length > 0);
+  }
+  // Both of the user's messages are on the page, in order, and New chat clears them.
+  const mine = page.getByLabel('Your message');
+  assert.equal(await mine.count(), 2);
+  assert.equal(await mine.nth(1).textContent(), 'And on day 4?');
+  await page.getByRole('button', { name: 'New chat' }).click();
+  assert.equal(await mine.count(), 0);
 });
 
 test('cancel a running job: the cost is stated, then it is cancelled', async () => {
