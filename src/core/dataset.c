@@ -565,7 +565,9 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
     }
     json_t *msgs = json_object_get(obj, "messages");
     int has_pc = json_object_get(obj, "prompt") || json_object_get(obj, "completion");
-    int has_pref = json_object_get(obj, "input") || json_object_get(obj, "preferred_output") ||
+    /* Alpaca's "input" is a string; a preference pair's is an object */
+    int has_pref = json_is_object(json_object_get(obj, "input")) ||
+                   json_object_get(obj, "preferred_output") ||
                    json_object_get(obj, "non_preferred_output");
     json_t *conv = json_object_get(obj, "conversations");
     int alpaca = json_object_get(obj, "instruction") || json_object_get(obj, "output");
