@@ -370,6 +370,40 @@ static void model_chat_templates(void **state)
     dataset_free(pc);
 }
 
+/* A preference pair's two examples go through the model's template as a
+ * chat line would: the input's messages, then one answer, the loss on it. */
+static void preference_pair_template(void **state)
+{
+    (void)state;
+    const char *p = write_file(
+        "pref.jsonl",
+        "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"Capital of France?\"}]},"
+        "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"Paris.\"}],"
+        "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"Lyon.\"}]}\n");
+    char err[300];
+    struct chat_format *fmt = format_of("qwen2.5", "<s>", "</s>");
+    struct dataset *d = dataset_load_chat(p, "pref.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
+    if (!d)
+        fail_msg("%s", err);
+    assert_int_equal(d->n, 2);
+    assert_int_equal(d->pairs, 1);
+    const char *want[2] = {"Paris.<|im_end|>\n", "Lyon.<|im_end|>\n"};
+    for (int k = 0; k < 2; k++) {
+        char all[2048], masked[256];
+        size_t a = 0, m = 0;
+        for (size_t i = 0; i < d->ex[k].len && a < sizeof all - 1; i++) {
+            all[a++] = (char)d->ex[k].ids[i];
+            if (d->ex[k].mask[i] && m < sizeof masked - 1)
+                masked[m++] = (char)d->ex[k].ids[i];
+        }
+        all[a] = masked[m] = '\0';
+        assert_string_equal(masked, want[k]);
+        assert_non_null(strstr(all, "<|im_start|>user\nCapital of France?<|im_end|>\n"));
+    }
+    dataset_free(d);
+    chat_format_free(fmt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +411,7 @@ int main(void)
         cmocka_unit_test(truncation_rule),            cmocka_unit_test(error_lines),
         cmocka_unit_test(prompt_for_generation),
         cmocka_unit_test(model_chat_templates),
+        cmocka_unit_test(preference_pair_template),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
