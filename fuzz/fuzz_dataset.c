@@ -39,7 +39,7 @@ static int count_example(void *ctx, long line, const struct dataset_example *ex)
         int assistant = 0;
         for (size_t i = 0; i < ex->n_turns; i++) {
             const struct dataset_turn *turn = &ex->turns[i];
-            FUZZ_CHECK((unsigned)turn->role <= DATASET_ASSISTANT);
+            FUZZ_CHECK((unsigned)turn->role <= DATASET_TOOL);
             FUZZ_CHECK(turn->text != NULL);
             fuzz_touch(turn->text, turn->len);
             assistant |= turn->role == DATASET_ASSISTANT;

@@ -5,6 +5,7 @@
  *   res_job_views.c   events, checkpoints, training log of a job
  *   res_estimates.c   /v1/fine_tuning/estimates
  *   res_completions.c /v1/completions
+ *   res_chat.c        /v1/chat/completions
  *   res_workers.c     /v1/workers, drain
  *   res_billing.c     /v1/billing/ledger
  *   res_health.c      /healthz, /metrics
@@ -43,6 +44,19 @@ void jobs_checkpoint_content(struct api_server *, struct http_request *, struct 
 void jobs_log(struct api_server *, struct http_request *, struct http_response *);
 void estimates_create(struct api_server *, struct http_request *, struct http_response *);
 void completions_create(struct api_server *, struct http_request *, struct http_response *);
+void chat_completions_create(struct api_server *, struct http_request *, struct http_response *);
+
+/* Shared by /v1/completions and /v1/chat/completions (res_completions.c):
+ * the sampling fields of a request into g (false with res set), and one
+ * generation from `model` (NULL with res set; else the generator's object,
+ * the caller's). input_param names the request field a user mistake is
+ * about ("prompt", "messages"). */
+struct control_generation;
+bool completion_sampling_parse(json_t *body, struct control_generation *g,
+                               struct http_response *res);
+json_t *completion_generate(struct api_server *srv, struct http_request *req, const char *model,
+                            const struct control_generation *g, const char *input_param,
+                            struct http_response *res);
 void workers_list(struct api_server *, struct http_request *, struct http_response *);
 void workers_drain(struct api_server *, struct http_request *, struct http_response *);
 /* The spot capacity of a worker was taken back (the provider's notice, as

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "api/shapes.h"
+#include "control/context.h"
 #include "control/jobs.h"
 #include "control/models.h"
+#include "core/job_hyper.h"
 #include "core/ids.h"
 #include "core/text.h"
 #include "sched/hyper.h"
@@ -60,6 +62,95 @@ static bool hyper(json_t *hp, const char *key, bool real, double lo, double hi, 
         return bad(res, ERR_INVALID, param, "%s must be %s between %g and %g, or \"auto\".", key,
                    real ? "a number" : "an integer", lo, hi);
     *out = x;
+    return true;
+}
+
+/* A hyper-parameter that is a boolean, or absent / "auto" (keeps *out). */
+static bool hyper_bool(json_t *hp, const char *key, bool *out, struct http_response *res)
+{
+    json_t *v = json_object_get(hp, key);
+    if (!v || json_is_null(v) || (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0))
+        return true;
+    char param[80];
+    text_printf(param, sizeof param, "hyperparameters.%s", key);
+    if (!json_is_boolean(v))
+        return bad(res, ERR_INVALID, param, "%s must be true or false.", key);
+    *out = json_is_true(v);
+    return true;
+}
+
+/* A hyper-parameter that is a number in [lo, hi] (zero allowed), or absent. */
+static bool hyper_range(json_t *hp, const char *key, double lo, double hi, double *out,
+                        struct http_response *res)
+{
+    json_t *v = json_object_get(hp, key);
+    if (!v || json_is_null(v) || (json_is_string(v) && strcmp(json_string_value(v), "auto") == 0))
+        return true;
+    char param[80];
+    text_printf(param, sizeof param, "hyperparameters.%s", key);
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < lo ||
+        json_number_value(v) > hi)
+        return bad(res, ERR_INVALID, param, "%s must be a number from %g to %g.", key, lo, hi);
+    *out = json_number_value(v);
+    return true;
+}
+
+/* lora_target_modules: "all", or a non-empty array of distinct module names. */
+static bool hyper_targets(json_t *hp, unsigned *out, struct http_response *res)
+{
+    json_t *v = json_object_get(hp, "lora_target_modules");
+    const char *param = "hyperparameters.lora_target_modules";
+    if (!v || json_is_null(v) || (json_is_string(v) && (strcmp(json_string_value(v), "auto") == 0 ||
+                                                         strcmp(json_string_value(v), "all") == 0)))
+        return true;
+    const char *expect = "lora_target_modules must be \"all\" or a list of q_proj, k_proj, "
+                         "v_proj, o_proj, gate_proj, up_proj, down_proj.";
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > JOB_HYPER_TARGETS)
+        return bad(res, ERR_INVALID, param, "%s", expect);
+    unsigned bits = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        int b = job_hyper_target_parse(json_string_value(e));
+        if (b < 0)
+            return bad(res, ERR_INVALID, param, "%s", expect);
+        bits |= 1u << b;
+    }
+    *out = bits;
+    return true;
+}
+
+/* The hyper-parameters beyond epochs, batch and rate (core/job_hyper.h).
+ * max_seq_len is bounded by the model's context; 0 in h->max_seq_len when
+ * left to the default. */
+static bool parse_more_hyper(json_t *hp, bool dpo, int model_ctx, struct job_hyper *h,
+                             struct http_response *res)
+{
+    double seq = 0, rank = h->lora_rank, dropout = 0;
+    if (!hyper(hp, "max_seq_len", false, JOB_HYPER_MIN_SEQ, model_ctx, &seq, res) ||
+        !hyper_bool(hp, "packing", &h->packing, res) ||
+        !hyper(hp, "lora_rank", false, 1, JOB_HYPER_MAX_RANK, &rank, res) ||
+        !hyper(hp, "lora_alpha", true, 0, JOB_HYPER_MAX_ALPHA, &h->lora_alpha, res) ||
+        !hyper_range(hp, "lora_dropout", 0, 0, &dropout, res) ||
+        !hyper_targets(hp, &h->lora_targets, res) ||
+        !hyper_range(hp, "warmup_ratio", 0, JOB_HYPER_MAX_WARMUP, &h->warmup_ratio, res) ||
+        !hyper_range(hp, "weight_decay", 0, JOB_HYPER_MAX_DECAY, &h->weight_decay, res) ||
+        !hyper_bool(hp, "train_on_inputs", &h->train_on_inputs, res))
+        return false;
+    h->max_seq_len = (int)seq;
+    h->lora_rank = (int)rank;
+    json_t *sch = json_object_get(hp, "lr_scheduler");
+    if (sch && !json_is_null(sch) &&
+        !(json_is_string(sch) && strcmp(json_string_value(sch), "auto") == 0) &&
+        !job_hyper_schedule_parse(json_string_value(sch), &h->lr_schedule))
+        return bad(res, ERR_INVALID, "hyperparameters.lr_scheduler",
+                   "lr_scheduler must be \"cosine\", \"linear\" or \"constant\".");
+    if (dpo && !hyper(hp, "beta", true, 0, JOB_HYPER_MAX_BETA, &h->dpo_beta, res))
+        return false;
+    if (!dpo && json_object_get(hp, "beta"))
+        return bad(res, ERR_INVALID, "hyperparameters.beta",
+                   "beta is a hyper-parameter of DPO (method.type \"dpo\").");
     return true;
 }
 
@@ -159,14 +250,16 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
      * older top-level hyperparameters, as in OpenAI's API. */
     json_t *hp = json_object_get(body, "hyperparameters");
     json_t *method = json_object_get(body, "method");
+    bool dpo = false;
     if (method && !json_is_null(method)) {
         const char *type = json_string_value(json_object_get(method, "type"));
         if (!json_is_object(method) || !type)
             return bad(res, ERR_INVALID, "method", "method must be an object with a type.");
-        if (strcmp(type, "supervised") != 0)
+        if (strcmp(type, "supervised") != 0 && strcmp(type, "dpo") != 0)
             return bad(res, ERR_INVALID, "method.type",
-                       "Only supervised fine-tuning is offered (method.type \"supervised\").");
-        json_t *sup = json_object_get(method, "supervised");
+                       "method.type must be \"supervised\" or \"dpo\".");
+        dpo = strcmp(type, "dpo") == 0;
+        json_t *sup = json_object_get(method, type);
         json_t *mhp = json_object_get(sup, "hyperparameters");
         if (mhp)
             hp = mhp;
@@ -187,7 +280,19 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     j->n_epochs = chosen.n_epochs;
     j->batch_size = chosen.batch_size;
     j->lr_multiplier = chosen.lr_multiplier;
-    text_copy(j->method, sizeof j->method, "supervised");
+    text_copy(j->method, sizeof j->method, dpo ? "dpo" : "supervised");
+    struct job_hyper more;
+    job_hyper_defaults(&more);
+    if (!parse_more_hyper(hp, dpo, control_model_context(&out->model), &more, res))
+        return false;
+    if (dpo && strcmp(out->file.format, "preference") != 0)
+        return bad(res, ERR_INVALID, "training_file",
+                   "DPO trains on preference data (input, preferred_output, "
+                   "non_preferred_output); %s is not.", training);
+    if (!dpo && strcmp(out->file.format, "preference") == 0)
+        return bad(res, ERR_INVALID, "training_file",
+                   "%s holds preference pairs: train on it with method.type \"dpo\".",
+                   training);
 
     if (suffix && !valid_suffix(suffix))
         return bad(res, ERR_INVALID, "suffix",
@@ -233,8 +338,23 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     if (!parse_metadata(body, j, res))
         return false;
 
+    /* The context last: its default depends on the precision, adapter and
+     * batch, and on what the workers offer. */
+    if (more.max_seq_len == 0) {
+        more.max_seq_len = JOB_HYPER_LEGACY_SEQ;
+        if (!job_hyper_format(&more, dpo, j->hyper, sizeof j->hyper))
+            return bad(res, ERR_INTERNAL, "hyperparameters", "hyperparameters are too large.");
+        more.max_seq_len = control_default_context(srv->ctl, &out->model, j);
+    }
+    if (!job_hyper_format(&more, dpo, j->hyper, sizeof j->hyper))
+        return bad(res, ERR_INTERNAL, "hyperparameters", "hyperparameters are too large.");
     j->examples = examples;
-    j->tokens = control_job_tokens_per_epoch(examples, out->file.text_bytes, JOB_SEQ_LEN);
+    j->tokens =
+        control_job_tokens_per_epoch(examples, out->file.text_bytes, more.max_seq_len);
+    /* DPO trains both answers of a pair, each after the input: about twice
+     * the file's tokens (docs/api.md, "DPO"). */
+    if (dpo)
+        j->tokens *= 2;
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {

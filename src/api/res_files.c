@@ -77,12 +77,29 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
     }
     f.examples = check.examples;
     f.text_bytes = check.bytes_of_text;
-    enum alallo_err e = control_file_add(srv->ctl, req->account.id, file->data, file->len, &f);
+    text_copy(f.format, sizeof f.format, dataset_format_name(check.format));
+    /* Alpaca and ShareGPT lines are stored converted to chat form, so the
+     * trainer and a download see what is trained on (docs/data.md). */
+    const char *converted_from = dataset_check_converted_from(&check);
+    char *converted = NULL;
+    size_t converted_len = 0;
+    if (converted_from && dataset_convert(file->data, file->len, &converted, &converted_len,
+                                          &check) != 0) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    enum alallo_err e = control_file_add(srv->ctl, req->account.id,
+                                         converted ? converted : file->data,
+                                         converted ? converted_len : file->len, &f);
+    free(converted);
     if (e) {
         api_store_error(res, e);
         return;
     }
-    api_json(res, 200, shape_file(&f));
+    json_t *obj = shape_file(&f);
+    if (converted_from)
+        json_object_set_new(obj, "converted_from", json_string(converted_from));
+    api_json(res, 200, obj);
 }
 
 void files_list(struct api_server *srv, struct http_request *req, struct http_response *res)

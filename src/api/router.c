@@ -49,6 +49,7 @@ static const struct route routes[] = {
     {"GET", "/v1/fine_tuning/jobs/{}/checkpoints/{}/content", KEY, jobs_checkpoint_content},
     {"GET", "/v1/fine_tuning/jobs/{}/log", KEY, jobs_log},
     {"POST", "/v1/completions", KEY, completions_create},
+    {"POST", "/v1/chat/completions", KEY, chat_completions_create},
     {"GET", "/v1/workers", KEY, workers_list},
     {"POST", "/v1/workers/{}/drain", OPERATOR, workers_drain},
     {"POST", "/v1/workers/{}/reclaim", OPERATOR, workers_reclaim},

@@ -10,6 +10,7 @@
 
 #include "control/sched_link.h"
 #include "api/jsonw.h"
+#include "core/job_hyper.h"
 #include "core/text.h"
 
 /* Money is shown rounded to a hundredth of a cent. */
@@ -40,7 +41,8 @@ const char *shape_job_message(const struct store_job *j, int64_t now_ms)
 
 const char *shape_training_method(const struct store_job *j)
 {
-    (void)j;
+    if (strcmp(j->method, "dpo") == 0)
+        return "Direct preference optimization (DPO)";
     return "Supervised fine-tuning";
 }
 
@@ -159,6 +161,38 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
     jsonw_int(w, j->batch_size);
     jsonw_key(w, "learning_rate_multiplier");
     jsonw_num(w, j->lr_multiplier);
+    struct job_hyper h;
+    job_hyper_parse(j->hyper, &h);
+    jsonw_key(w, "max_seq_len");
+    jsonw_int(w, h.max_seq_len);
+    jsonw_key(w, "packing");
+    jsonw_bool(w, h.packing);
+    if (strcmp(j->adapter, "full") != 0) {
+        jsonw_key(w, "lora_rank");
+        jsonw_int(w, h.lora_rank);
+        jsonw_key(w, "lora_alpha");
+        jsonw_num(w, h.lora_alpha);
+        jsonw_key(w, "lora_dropout");
+        jsonw_num(w, 0.0);
+        jsonw_key(w, "lora_target_modules");
+        jsonw_open(w, '[');
+        for (int i = 0; i < JOB_HYPER_TARGETS; i++)
+            if (h.lora_targets & (1u << i))
+                jsonw_str(w, job_hyper_target_name(i));
+        jsonw_close(w, ']');
+    }
+    jsonw_key(w, "lr_scheduler");
+    jsonw_str(w, job_hyper_schedule_name(h.lr_schedule));
+    jsonw_key(w, "warmup_ratio");
+    jsonw_num(w, h.warmup_ratio);
+    jsonw_key(w, "weight_decay");
+    jsonw_num(w, h.weight_decay);
+    jsonw_key(w, "train_on_inputs");
+    jsonw_bool(w, h.train_on_inputs);
+    if (strcmp(j->method, "dpo") == 0) {
+        jsonw_key(w, "beta");
+        jsonw_num(w, h.dpo_beta);
+    }
     jsonw_close(w, '}');
 }
 
@@ -214,7 +248,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_open(w, '{');
     jsonw_key(w, "type");
     jsonw_str(w, j->method);
-    jsonw_key(w, "supervised");
+    jsonw_key(w, strcmp(j->method, "dpo") == 0 ? "dpo" : "supervised");
     jsonw_open(w, '{');
     jsonw_key(w, "hyperparameters");
     write_hyper(w, j);
@@ -346,10 +380,13 @@ json_t *shape_job(const struct store_job *j, const struct store_attempt *attempt
 
 json_t *shape_file(const struct store_file *f)
 {
-    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:n,s:I}", "object", "file", "id", f->id,
+    json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:s,s:s,s:s,s:n,s:I}", "object", "file", "id", f->id,
                      "bytes", (json_int_t)f->bytes, "created_at", (json_int_t)(f->created_ms / 1000),
                      "filename", f->filename, "purpose", f->purpose, "status", "processed",
                      "status_details", "examples", (json_int_t)f->examples);
+    if (o && f->format[0])
+        json_object_set_new(o, "format", json_string(f->format));
+    return o;
 }
 
 json_t *shape_event(const struct store_job *j, const struct store_event *e)

@@ -1,4 +1,5 @@
 /* cli_jobs.c - `alallo jobs ...` and `alallo estimate`. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,70 @@ const struct cli_opt cli_job_opts[] = {
     {"--adapter", true, NULL},
     {"--validation-file", true, NULL},
     {"--max-steps", true, NULL},
+    {"--method", true, NULL},
+    {"--beta", true, NULL},
+    {"--max-seq-len", true, NULL},
+    {"--packing", true, NULL},
+    {"--lora-rank", true, NULL},
+    {"--lora-alpha", true, NULL},
+    {"--lora-target-modules", true, NULL},
+    {"--lr-scheduler", true, NULL},
+    {"--warmup-ratio", true, NULL},
+    {"--weight-decay", true, NULL},
+    {"--train-on-inputs", true, NULL},
     {NULL, false, NULL},
 };
+_Static_assert(sizeof cli_job_opts / sizeof cli_job_opts[0] == CLI_JOB_OPTS_COUNT,
+               "CLI_JOB_OPTS_COUNT counts cli_job_opts");
+
+/* The further hyper-parameters (docs/api.md): passed on for the server to
+ * check (its 400 names the field); here only their type is read. Returns
+ * the bad option's message, or NULL. */
+static const char *more_hyper(const struct cli_opt *opts, json_t *hp)
+{
+    static const char *const nums[][2] = {
+        {"--beta", "beta"},           {"--max-seq-len", "max_seq_len"},
+        {"--lora-rank", "lora_rank"}, {"--lora-alpha", "lora_alpha"},
+        {"--warmup-ratio", "warmup_ratio"}, {"--weight-decay", "weight_decay"},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const char *v = cli_get(opts, nums[i][0]);
+        double x;
+        long n;
+        if (!v)
+            continue;
+        if (cli_parse_long(v, 0, 1L << 30, &n) == 0)
+            json_object_set_new(hp, nums[i][1], json_integer(n));
+        else if (cli_parse_double(v, 0, 1e9, &x) == 0)
+            json_object_set_new(hp, nums[i][1], json_real(x));
+        else
+            return "--beta, --max-seq-len, --lora-rank, --lora-alpha, --warmup-ratio and "
+                   "--weight-decay take numbers";
+    }
+    static const char *const flags[][2] = {{"--packing", "packing"},
+                                           {"--train-on-inputs", "train_on_inputs"}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const char *v = cli_get(opts, flags[i][0]);
+        if (!v)
+            continue;
+        if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+            return "--packing and --train-on-inputs take on or off";
+        json_object_set_new(hp, flags[i][1], json_boolean(strcmp(v, "on") == 0));
+    }
+    const char *sch = cli_get(opts, "--lr-scheduler");
+    if (sch)
+        json_object_set_new(hp, "lr_scheduler", json_string(sch));
+    const char *tm = cli_get(opts, "--lora-target-modules");
+    if (tm) {
+        json_t *a = json_array();
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", tm);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            json_array_append_new(a, json_string(t));
+        json_object_set_new(hp, "lora_target_modules", a);
+    }
+    return NULL;
+}
 
 static bool one_of(const char *v, const char *a, const char *b)
 {
@@ -65,6 +128,11 @@ int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts
         return cli_usage_error(cx, cmd, "--goal must be lowest_cost or fastest_finish");
     if (adapter && !one_of(adapter, "lora", "full"))
         return cli_usage_error(cx, cmd, "--adapter must be lora or full");
+    const char *mtype = cli_get(opts, "--method");
+    if (mtype && !one_of(mtype, "supervised", "dpo"))
+        return cli_usage_error(cx, cmd, "--method must be supervised or dpo");
+    if (!mtype)
+        mtype = "supervised";
 
     char ftbuf[256];
     int mrc = cli_model_arg(cx, cmd, model, ftbuf, sizeof ftbuf, &model);
@@ -99,16 +167,23 @@ int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts
             json_object_set_new(hp, "learning_rate_multiplier", json_real(x));
         }
     }
+    if (!bad) {
+        what = more_hyper(opts, hp);
+        bad = what != NULL;
+    }
     if (bad) {
         json_decref(b);
         json_decref(hp);
         return cli_usage_error(cx, cmd, what);
     }
-    if (json_object_size(hp) > 0)
+    /* DPO's hyper-parameters live in method.dpo only (beta is not one of
+     * the top-level, supervised ones). */
+    bool dpo = strcmp(mtype, "dpo") == 0;
+    if (json_object_size(hp) > 0 && !dpo)
         json_object_set(b, "hyperparameters", hp);
-    json_t *method = json_pack("{s:s}", "type", "supervised");
+    json_t *method = json_pack("{s:s}", "type", mtype);
     if (json_object_size(hp) > 0)
-        json_object_set_new(method, "supervised", json_pack("{s:O}", "hyperparameters", hp));
+        json_object_set_new(method, mtype, json_pack("{s:O}", "hyperparameters", hp));
     json_object_set_new(b, "method", method);
     json_decref(hp);
     static const char *const plain[][2] = {

@@ -52,14 +52,22 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     m->vocab = int_field(cfg, "vocab_size", 0);
     m->max_positions = int_field(cfg, "max_position_embeddings", 2048);
     m->tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
+    /* Gemma ties its head unless the config says otherwise, and may set a
+     * head_dim apart from hidden / heads (docs/models.md) */
+    const char *type = json_string_value(json_object_get(cfg, "model_type"));
+    if (type && strncmp(type, "gemma", 5) == 0 &&
+        !json_is_false(json_object_get(cfg, "tie_word_embeddings")))
+        m->tied = true;
+    int head_dim = int_field(cfg, "head_dim", m->heads > 0 ? m->hidden / m->heads : 0);
     json_decref(cfg);
     if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->kv_heads <= 0 ||
-        m->intermediate <= 0 || m->vocab <= 0 || m->hidden % m->heads != 0) {
+        m->intermediate <= 0 || m->vocab <= 0 || head_dim <= 0) {
         snprintf(err, errcap, "config.json lacks a Llama shape (hidden_size, layers, heads...)");
         return -1;
     }
-    int64_t h = m->hidden, kv = (int64_t)m->kv_heads * (h / m->heads);
-    int64_t per_layer = h * h * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h;
+    int64_t h = m->hidden, q = (int64_t)m->heads * head_dim;
+    int64_t kv = (int64_t)m->kv_heads * head_dim;
+    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h;
     m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
     text_copy(m->dir, sizeof m->dir, dir);
 

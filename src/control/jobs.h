@@ -17,7 +17,6 @@
 #include "control/sched_link.h"
 #include "store/store.h"
 
-#define JOB_SEQ_LEN SCHED_LINK_SEQ_LEN /* training context length the service uses */
 #define CONTROL_CURRENCY "USD"         /* the currency of every price */
 
 struct job_draft {

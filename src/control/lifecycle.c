@@ -21,6 +21,7 @@
 #include "control/job_move.h"
 #include "control/sched_link.h"
 #include "control/jobs.h"
+#include "core/job_hyper.h"
 #include "core/fs.h"
 #include "sched/hyper.h"
 #include "sched/outcome.h"
@@ -294,7 +295,9 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     bool full = strcmp(j->adapter, "full") == 0;
     /* Learning rate: the multiplier times a base rate fit for the method. */
     double lr = j->lr_multiplier * (full ? 2e-5 : 2e-4);
-    int seq_len = 256;
+    struct job_hyper h;
+    job_hyper_parse(j->hyper, &h);
+    int seq_len = h.max_seq_len;
     struct catalog_model m;
     char err[200];
     if (catalog_read_dir(model_dir, &m, err, sizeof err) == 0 && m.max_positions > 0 &&
@@ -303,19 +306,38 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     long every = j->max_steps / 10;
     if (every < 10)
         every = 10;
-    return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:i,s:[sssssss]},s:i,s:i,s:f,"
-                     "s:I,s:I,s:i,s:I,s:f,s:i,s:I,s:o}",
-                     "model_dir", model_dir, "train_file", train.path, "train_file_name",
-                     train.filename, "validation_file",
-                     has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir", ckpt,
-                     "out_dir", out, "precision", j->precision, "adapter", j->adapter, "lora", "r",
-                     16, "alpha", 32, "targets", "q_proj", "k_proj", "v_proj", "o_proj",
-                     "gate_proj", "up_proj", "down_proj", "n_epochs", j->n_epochs, "batch_size",
-                     j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed, "max_steps",
-                     (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
-                     (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1, "resume_step",
-                     (json_int_t)resume_step, "resume_from",
-                     from.path[0] ? json_string(from.path) : json_null());
+    json_t *targets = json_array();
+    for (int i = 0; i < JOB_HYPER_TARGETS; i++)
+        if (h.lora_targets & (1u << i))
+            json_array_append_new(targets, json_string(job_hyper_target_name(i)));
+    json_t *spec = json_pack(
+        "{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:f,s:o},s:i,s:i,s:f,"
+        "s:I,s:I,s:i,s:I,s:f,s:i,s:I}",
+        "model_dir", model_dir, "train_file", train.path, "train_file_name", train.filename,
+        "validation_file", has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir",
+        ckpt, "out_dir", out, "precision", j->precision, "adapter", j->adapter, "lora", "r",
+        h.lora_rank, "alpha", h.lora_alpha, "targets", targets, "n_epochs", j->n_epochs,
+        "batch_size", j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed,
+        "max_steps", (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
+        (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1,
+        "resume_step", (json_int_t)resume_step);
+    if (!spec)
+        return NULL;
+    /* The checkpoint the server recorded last, which this attempt resumes
+     * from (its own folder is new: a stale attempt never writes here). */
+    json_object_set_new(spec, "resume_from", from.path[0] ? json_string(from.path) : json_null());
+    /* The rest of the job's hyper-parameters (core/job_hyper.h). */
+    json_object_set_new(spec, "packing", json_integer(h.packing));
+    json_object_set_new(spec, "train_on_inputs", json_integer(h.train_on_inputs));
+    json_object_set_new(spec, "lr_schedule", json_string(job_hyper_schedule_name(h.lr_schedule)));
+    json_object_set_new(spec, "warmup_steps",
+                        json_integer(job_hyper_warmup_steps(&h, j->max_steps)));
+    json_object_set_new(spec, "weight_decay", json_real(h.weight_decay));
+    if (strcmp(j->method, "dpo") == 0) {
+        json_object_set_new(spec, "method", json_string("dpo"));
+        json_object_set_new(spec, "dpo_beta", json_real(h.dpo_beta));
+    }
+    return spec;
 }
 
 /* lifecycle_claim and lifecycle_claim_engine: `engine` records the attempt
@@ -428,6 +450,9 @@ struct tev {
     enum tproto_event kind; /* TPROTO_EVENT_COUNT: unknown to this server, or malformed */
     long step;
     double loss, lr, tokens_per_s;
+    double packing_eff;                  /* step: -1 when absent */
+    bool dpo;                            /* step: reward_margin/accuracy present */
+    double reward_margin, reward_accuracy;
     int64_t peak_rss;
     int64_t tokens;
     long resumed_from; /* -1 when fresh */
@@ -453,6 +478,16 @@ static bool parse_event(json_t *o, struct tev *t)
         t->loss = 0;
     t->lr = json_number_value(json_object_get(o, "lr"));
     t->tokens_per_s = json_number_value(json_object_get(o, "tokens_per_s"));
+    json_t *pe = json_object_get(o, "packing_efficiency");
+    t->packing_eff = json_is_number(pe) && json_number_value(pe) >= 0 &&
+                             json_number_value(pe) <= 1
+                         ? json_number_value(pe)
+                         : -1;
+    json_t *rm = json_object_get(o, "reward_margin"), *ra = json_object_get(o, "reward_accuracy");
+    t->dpo = json_is_number(rm) && json_is_number(ra) && isfinite(json_number_value(rm)) &&
+             isfinite(json_number_value(ra));
+    t->reward_margin = t->dpo ? json_number_value(rm) : 0;
+    t->reward_accuracy = t->dpo ? json_number_value(ra) : 0;
     t->peak_rss = (int64_t)json_number_value(json_object_get(o, "peak_rss_bytes"));
     t->tokens = (int64_t)json_number_value(json_object_get(o, "tokens"));
     json_t *rf = json_object_get(o, "resumed_from");
@@ -468,6 +503,22 @@ static bool parse_event(json_t *o, struct tev *t)
         t->step < 0)
         return false;
     return true;
+}
+
+/* The data of a step's metrics event: the step, the loss, the rate and the
+ * speed, then what the trainer sent besides (packing, DPO rewards). */
+static void step_metrics(const struct store_job *j, const struct tev *t, char *data, size_t cap)
+{
+    char pack[64] = "", dpo[96] = "";
+    if (t->packing_eff >= 0)
+        text_printf(pack, sizeof pack, ",\"packing_efficiency\":%.4f", t->packing_eff);
+    if (t->dpo)
+        text_printf(dpo, sizeof dpo, ",\"reward_margin\":%.6g,\"reward_accuracy\":%.4f",
+                    t->reward_margin, t->reward_accuracy);
+    text_printf(data, cap,
+                "{\"step\":%ld,\"train_loss\":%.6g,\"learning_rate\":%.6g,"
+                "\"tokens_per_s\":%.6g%s%s}",
+                j->steps_done, t->loss, t->lr, t->tokens_per_s, pack, dpo);
 }
 
 /* Whether the job is being stopped for the time limit or the budget. */
@@ -924,10 +975,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             j->first_loss = t->loss; /* the job's first reported loss */
         text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
                     j->max_steps, t->loss);
-        text_printf(data, sizeof data,
-                    "{\"step\":%ld,\"train_loss\":%.6g,\"learning_rate\":%.6g,"
-                    "\"tokens_per_s\":%.6g}",
-                    j->steps_done, t->loss, t->lr, t->tokens_per_s);
+        step_metrics(j, t, data, sizeof data);
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         break;
     case TPROTO_EVENT_MEMORY:

@@ -127,6 +127,10 @@ static bool user_mistake(const json_t *o, char *why, size_t whycap)
                            "is %lld tokens; at least one token must be left for the completion. "
                            "Shorten the prompt.",
                            (long long)ctx, (long long)pt);
+    const char *msg = json_string_value(json_object_get(o, "message"));
+    if (code && strcmp(code, "invalid_chat") == 0 && msg)
+        return text_printf(why, whycap, "This model's chat template cannot lay out these "
+                                        "messages: %s", msg);
     if (code && strcmp(code, "empty_prompt") == 0)
         return text_copy(why, whycap,
                          "The prompt is empty, and this model needs some text to continue.");
@@ -144,7 +148,8 @@ enum alallo_err control_generate(struct control *ctl, const char *dir, const cha
     text_printf(temperature, sizeof temperature, "%g", g->temperature);
     text_printf(seed, sizeof seed, "%lld", g->seed);
     char *argv[16] = {ctl->alallo_bin,  "generate",    "--model-dir",    (char *)dir,
-                      "--prompt",       (char *)g->prompt, "--max-tokens", max_tokens,
+                      g->chat ? "--chat" : "--prompt",
+                      g->chat ? (char *)g->chat : (char *)g->prompt, "--max-tokens", max_tokens,
                       "--temperature",  temperature,   "--json"};
     if (g->seed >= 0) {
         argv[11] = "--seed";

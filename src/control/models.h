@@ -60,6 +60,7 @@ bool control_model_dir(struct control *ctl, const char *account, const char *id,
 
 struct control_generation {
     const char *prompt;
+    const char *chat; /* instead of prompt: {"messages": [...], "tools": [...]} as JSON text */
     long max_tokens;
     double temperature;
     long long seed; /* 0..LLONG_MAX; -1: none */

@@ -14,6 +14,7 @@
 
 #include "control/job_move.h"
 #include "control/leadership.h"
+#include "core/job_hyper.h"
 #include "core/text.h"
 
 /* Loading before the first step, nominal: starting a process and reading
@@ -275,10 +276,12 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
         out->precision = PLAN_16BIT;
     if (!planner_adapter_parse(j->adapter, &out->adapter))
         out->adapter = PLAN_LORA;
-    out->lora_rank = 16;
-    out->lora_targets = PLAN_T_ALL;
+    struct job_hyper h;
+    job_hyper_parse(j->hyper, &h);
+    out->lora_rank = h.lora_rank;
+    out->lora_targets = h.lora_targets; /* the same bit order as PLAN_T_* */
     out->batch = j->batch_size > 0 ? j->batch_size : 1;
-    int seq = SCHED_LINK_SEQ_LEN;
+    int seq = h.max_seq_len;
     if (m->max_positions > 0 && m->max_positions < seq)
         seq = m->max_positions;
     out->seq_len = seq;

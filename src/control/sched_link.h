@@ -29,7 +29,7 @@
 #include "sched/time_left.h"
 #include "store/store.h"
 
-#define SCHED_LINK_SEQ_LEN 256     /* training context the service uses     */
+#define SCHED_LINK_SEQ_LEN 256     /* context of jobs older than max_seq_len */
 #define SCHED_LINK_WORKERS 1024    /* workers seen by one pass              */
 #define SCHED_LINK_QUEUE 16384     /* waiting jobs seen by one pass         */
 #define SCHED_LINK_CALIBRATION 4096 /* calibration rows read at start-up    */

@@ -17,11 +17,11 @@
 #define BOM "\xEF\xBB\xBF" /* U+FEFF in UTF-8 */
 #define MAX_TURNS 4096 /* messages in one example; a 1 MiB line allows no more anyway */
 
-static const char *const role_names[] = {"system", "user", "assistant"};
+static const char *const role_names[] = {"system", "user", "assistant", "tool"};
 
 const char *dataset_role_name(enum dataset_role r)
 {
-    return (unsigned)r <= DATASET_ASSISTANT ? role_names[r] : "?";
+    return (unsigned)r <= DATASET_TOOL ? role_names[r] : "?";
 }
 
 
@@ -43,11 +43,117 @@ static int blank(const char *s, size_t n)
     return 1;
 }
 
+/* What the checks of one line share: the line number, the turns being
+ * filled, values that must live until the callback returns (`keep`), and
+ * the ids of the tool calls seen so far in the example. */
+struct line_ctx {
+    long line;
+    struct dataset_turn *turns;
+    json_t *keep;
+    json_t *call_ids;
+    int parallel; /* 0 when the line says "parallel_tool_calls": false */
+};
+
+/* Checks one tool call of an assistant message and appends its plain-text
+ * line to `text`. */
+static int check_tool_call(json_t *tc, size_t k, size_t j, struct line_ctx *L, json_t *text,
+                           struct dataset_check *c)
+{
+    long line = L->line;
+    if (!json_is_object(tc)) {
+        problem(c, line, "message %zu: tool call %zu is not an object", k, j);
+        return -1;
+    }
+    json_t *id = json_object_get(tc, "id"), *type = json_object_get(tc, "type");
+    json_t *fn = json_object_get(tc, "function");
+    if (!json_is_string(id) || json_string_length(id) == 0) {
+        problem(c, line, "message %zu: tool call %zu needs an \"id\" string", k, j);
+        return -1;
+    }
+    if (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0)) {
+        problem(c, line, "message %zu: tool call %zu: \"type\" must be \"function\"", k, j);
+        return -1;
+    }
+    if (!json_is_object(fn)) {
+        problem(c, line, "message %zu: tool call %zu needs a \"function\" object", k, j);
+        return -1;
+    }
+    json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+    if (!json_is_string(name) || json_string_length(name) == 0) {
+        problem(c, line, "message %zu: tool call %zu: function needs a \"name\" string", k, j);
+        return -1;
+    }
+    if (!json_is_string(args)) {
+        problem(c, line,
+                "message %zu: tool call %zu: \"arguments\" must be a string of JSON (as OpenAI "
+                "writes it)", k, j);
+        return -1;
+    }
+    json_error_t je;
+    json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), 0, &je);
+    if (!json_is_object(parsed)) {
+        json_decref(parsed);
+        problem(c, line, "message %zu: tool call %zu: \"arguments\" is not a JSON object", k, j);
+        return -1;
+    }
+    json_array_append(L->call_ids, id);
+    char *compact = json_dumps(parsed, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(parsed);
+    if (!compact) {
+        problem(c, line, "out of memory");
+        return -1;
+    }
+    const char *prev = json_string_value(text);
+    size_t n = strlen(prev) + strlen(compact) + json_string_length(name) + 64;
+    char *buf = malloc(n);
+    if (buf)
+        snprintf(buf, n, "%s%s<tool_call>{\"name\": \"%s\", \"arguments\": %s}</tool_call>", prev,
+                 prev[0] ? "\n" : "", json_string_value(name), compact);
+    free(compact);
+    if (!buf || json_string_set(text, buf) < 0) {
+        free(buf);
+        problem(c, line, "out of memory");
+        return -1;
+    }
+    free(buf);
+    return 0;
+}
+
+/* An assistant message's "tool_calls"; its turn text becomes the content
+ * followed by one line per call (dataset.h). */
+static int check_tool_calls(json_t *m, json_t *calls, size_t k, struct line_ctx *L,
+                            struct dataset_turn *turn, struct dataset_check *c)
+{
+    if (!json_is_array(calls) || json_array_size(calls) == 0) {
+        problem(c, L->line, "message %zu: \"tool_calls\" must be a non-empty array", k);
+        return -1;
+    }
+    if (!L->parallel && json_array_size(calls) > 1) {
+        problem(c, L->line,
+                "message %zu: %zu tool calls in one message, but \"parallel_tool_calls\" is false",
+                k, json_array_size(calls));
+        return -1;
+    }
+    json_t *content = json_object_get(m, "content");
+    json_t *text = json_string(json_is_string(content) ? json_string_value(content) : "");
+    if (!text || json_array_append_new(L->keep, text) < 0) {
+        problem(c, L->line, "out of memory");
+        return -1;
+    }
+    for (size_t j = 0; j < json_array_size(calls); j++)
+        if (check_tool_call(json_array_get(calls, j), k, j + 1, L, text, c) < 0)
+            return -1;
+    turn->text = json_string_value(text);
+    turn->len = json_string_length(text);
+    return 0;
+}
+
 /* Checks one message of a chat example; fills *turn on success. */
-static int check_message(json_t *m, size_t idx, long line, struct dataset_turn *turn,
+static int check_message(json_t *m, size_t idx, struct line_ctx *L, struct dataset_turn *turn,
                          struct dataset_check *c)
 {
     size_t k = idx + 1; /* people count messages from 1 */
+    long line = L->line;
     if (!json_is_object(m)) {
         problem(c, line, "message %zu is not an object", k);
         return -1;
@@ -64,13 +170,27 @@ static int check_message(json_t *m, size_t idx, long line, struct dataset_turn *
     }
     const char *r = json_string_value(role);
     int ri = -1;
-    for (int i = 0; i <= DATASET_ASSISTANT; i++)
+    for (int i = 0; i <= DATASET_TOOL; i++)
         if (strcmp(r, role_names[i]) == 0)
             ri = i;
     if (ri < 0) {
-        problem(c, line, "message %zu: unknown role \"%.*s\" (use system, user or assistant)", k,
+        problem(c, line,
+                "message %zu: unknown role \"%.*s\" (use system, user, assistant or tool)", k,
                 text_utf8_prefix(r, 40), r);
         return -1;
+    }
+    turn->role = (enum dataset_role)ri;
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (calls && !json_is_null(calls)) {
+        if (ri != DATASET_ASSISTANT) {
+            problem(c, line, "message %zu: only assistant messages have \"tool_calls\"", k);
+            return -1;
+        }
+        if (content && !json_is_null(content) && !json_is_string(content)) {
+            problem(c, line, "message %zu: field \"content\" must be a string or null", k);
+            return -1;
+        }
+        return check_tool_calls(m, calls, k, L, turn, c);
     }
     if (!content) {
         problem(c, line, "message %zu: missing field \"content\"", k);
@@ -80,44 +200,272 @@ static int check_message(json_t *m, size_t idx, long line, struct dataset_turn *
         problem(c, line, "message %zu: field \"content\" must be a string", k);
         return -1;
     }
-    turn->role = (enum dataset_role)ri;
+    if (ri == DATASET_TOOL) {
+        json_t *id = json_object_get(m, "tool_call_id");
+        if (!json_is_string(id)) {
+            problem(c, line, "message %zu: a tool message needs a \"tool_call_id\" string", k);
+            return -1;
+        }
+        int known = 0;
+        for (size_t i = 0; i < json_array_size(L->call_ids) && !known; i++)
+            known = json_equal(json_array_get(L->call_ids, i), id);
+        if (!known) {
+            problem(c, line, "message %zu: \"tool_call_id\" \"%.*s\" answers no earlier tool call",
+                    k, text_utf8_prefix(json_string_value(id), 40), json_string_value(id));
+            return -1;
+        }
+    }
     turn->text = json_string_value(content);
     turn->len = json_string_length(content);
     return 0;
 }
 
-static int check_chat(json_t *msgs, long line, struct dataset_turn *turns,
-                      struct dataset_example *ex, struct dataset_check *c)
+const char *dataset_format_name(enum dataset_format f)
 {
+    switch (f) {
+    case DATASET_CHAT:
+        return "chat";
+    case DATASET_PROMPT_COMPLETION:
+        return "prompt-completion";
+    case DATASET_MIXED:
+        return "mixed";
+    case DATASET_PREFERENCE:
+        return "preference";
+    case DATASET_EMPTY:
+        break;
+    }
+    return "";
+}
+
+/* One output of a preference pair: an array of one assistant message with
+ * non-empty content. */
+static int check_output(json_t *obj, const char *key, struct line_ctx *L, const char **text,
+                        size_t *len, const struct json_t **msg, struct dataset_check *c)
+{
+    long line = L->line;
+    json_t *o = json_object_get(obj, key);
+    if (!o) {
+        problem(c, line, "missing field \"%s\"", key);
+        return -1;
+    }
+    json_t *m = json_array_get(o, 0);
+    struct dataset_turn t;
+    if (!json_is_array(o) || json_array_size(o) != 1) {
+        problem(c, line, "field \"%s\" must be an array of one assistant message", key);
+        return -1;
+    }
+    if (!json_is_object(m) || !json_is_string(json_object_get(m, "role")) ||
+        strcmp(json_string_value(json_object_get(m, "role")), "assistant") != 0) {
+        problem(c, line, "field \"%s\": the message's role must be \"assistant\"", key);
+        return -1;
+    }
+    if (check_message(m, 0, L, &t, c) < 0)
+        return -1;
+    if (t.len == 0) {
+        problem(c, line, "field \"%s\": the message's content is empty", key);
+        return -1;
+    }
+    *text = t.text;
+    *len = t.len;
+    *msg = m;
+    c->bytes_of_text += (long)t.len;
+    return 0;
+}
+
+/* "tools": OpenAI's function definitions. */
+static int check_tools(json_t *tools, long line, struct dataset_check *c)
+{
+    if (!json_is_array(tools)) {
+        problem(c, line, "field \"tools\" must be an array");
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        json_t *t = json_array_get(tools, i);
+        json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+        json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")) ||
+            (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0))) {
+            problem(c, line,
+                    "tool %zu must be {\"type\": \"function\", \"function\": {\"name\": ..., "
+                    "\"parameters\": {...}}}", i + 1);
+            return -1;
+        }
+        json_t *params = json_object_get(fn, "parameters");
+        if (params && !json_is_object(params)) {
+            problem(c, line, "tool %zu: \"parameters\" must be a JSON Schema object", i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A message array named `field` of the object obj (whose "tools" and
+ * "parallel_tool_calls" it reads): non-empty, each message valid, and (when
+ * need_assistant) one from the assistant at least. */
+static int check_messages(json_t *obj, json_t *msgs, const char *field, struct line_ctx *L,
+                          int need_assistant, size_t *n_out, struct dataset_check *c)
+{
+    long line = L->line;
+    struct dataset_turn *turns = L->turns;
     if (!json_is_array(msgs)) {
-        problem(c, line, "field \"messages\" must be an array");
+        problem(c, line, "field \"%s\" must be an array", field);
         return -1;
     }
     size_t n = json_array_size(msgs);
     if (n == 0) {
-        problem(c, line, "field \"messages\" is empty");
+        problem(c, line, "field \"%s\" is empty", field);
         return -1;
     }
     if (n > MAX_TURNS) {
         problem(c, line, "more than %d messages", MAX_TURNS);
         return -1;
     }
-    int assistant = 0;
+    json_t *tools = json_object_get(obj, "tools");
+    if (tools && check_tools(tools, line, c) < 0)
+        return -1;
+    json_t *par = json_object_get(obj, "parallel_tool_calls");
+    if (par && !json_is_boolean(par)) {
+        problem(c, line, "field \"parallel_tool_calls\" must be true or false");
+        return -1;
+    }
+    L->parallel = !json_is_false(par);
+    int assistant = 0, tool_use = tools != NULL;
     for (size_t i = 0; i < n; i++) {
-        if (check_message(json_array_get(msgs, i), i, line, &turns[i], c) < 0)
+        if (check_message(json_array_get(msgs, i), i, L, &turns[i], c) < 0)
             return -1;
         if (turns[i].role == DATASET_ASSISTANT)
             assistant = 1;
+        if (turns[i].role == DATASET_TOOL)
+            tool_use = 1;
         c->bytes_of_text += (long)turns[i].len;
     }
-    if (!assistant) {
+    if (!assistant && need_assistant) {
         problem(c, line, "no assistant message");
         return -1;
     }
-    ex->form = DATASET_CHAT;
-    ex->turns = turns;
-    ex->n_turns = n;
+    c->tool_examples += tool_use || json_array_size(L->call_ids) > 0;
+    *n_out = n;
     return 0;
+}
+
+static int check_pref(json_t *obj, struct line_ctx *L, struct dataset_example *ex,
+                      struct dataset_check *c)
+{
+    long line = L->line;
+    json_t *in = json_object_get(obj, "input");
+    if (!in) {
+        problem(c, line, "missing field \"input\"");
+        return -1;
+    }
+    if (!json_is_object(in) || !json_object_get(in, "messages")) {
+        problem(c, line, "field \"input\" must be an object with \"messages\"");
+        return -1;
+    }
+    if (check_messages(in, json_object_get(in, "messages"), "input.messages", L, 0,
+                       &ex->n_turns, c) < 0 ||
+        check_output(obj, "preferred_output", L, &ex->preferred, &ex->preferred_len,
+                     &ex->preferred_msg, c) < 0 ||
+        check_output(obj, "non_preferred_output", L, &ex->non_preferred,
+                     &ex->non_preferred_len, &ex->non_preferred_msg, c) < 0)
+        return -1;
+    ex->form = DATASET_PREFERENCE;
+    ex->turns = L->turns;
+    ex->messages = json_object_get(in, "messages");
+    ex->tools = json_object_get(in, "tools");
+    return 0;
+}
+
+static int check_chat(json_t *obj, json_t *msgs, struct line_ctx *L, struct dataset_example *ex,
+                      struct dataset_check *c)
+{
+    size_t n;
+    if (check_messages(obj, msgs, "messages", L, 1, &n, c) < 0)
+        return -1;
+    ex->form = DATASET_CHAT;
+    ex->turns = L->turns;
+    ex->n_turns = n;
+    ex->messages = msgs;
+    ex->tools = json_object_get(obj, "tools");
+    return 0;
+}
+
+/* {"role": role, "content": text} appended to msgs. */
+static int add_message(json_t *msgs, const char *role, json_t *content)
+{
+    return json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", role, "content", content));
+}
+
+/* Alpaca: instruction, optional input, output (and an optional system),
+ * as a chat: [system,] user "instruction\n\ninput", assistant "output". */
+static json_t *from_alpaca(json_t *obj, long line, struct dataset_check *c)
+{
+    json_t *ins = json_object_get(obj, "instruction"), *in = json_object_get(obj, "input");
+    json_t *out = json_object_get(obj, "output"), *sys = json_object_get(obj, "system");
+    const char *bad = !json_is_string(ins)                          ? "instruction"
+                      : !json_is_string(out)                        ? "output"
+                      : in && !json_is_null(in) && !json_is_string(in) ? "input"
+                      : sys && !json_is_string(sys)                 ? "system"
+                                                                    : NULL;
+    if (bad) {
+        problem(c, line, "Alpaca form: field \"%s\" must be a string", bad);
+        return NULL;
+    }
+    json_t *msgs = json_array();
+    json_t *user = json_string(json_string_value(ins));
+    if (json_is_string(in) && json_string_length(in) > 0) {
+        size_t n = json_string_length(ins) + json_string_length(in) + 3;
+        char *s = malloc(n);
+        if (s) {
+            snprintf(s, n, "%s\n\n%s", json_string_value(ins), json_string_value(in));
+            json_string_set(user, s);
+        }
+        free(s);
+    }
+    if (sys && json_string_length(sys) > 0)
+        add_message(msgs, "system", sys);
+    add_message(msgs, "user", user);
+    add_message(msgs, "assistant", out);
+    json_decref(user);
+    c->alpaca++;
+    return msgs;
+}
+
+/* ShareGPT: conversations of {"from", "value"}. */
+static json_t *from_sharegpt(json_t *conv, long line, struct dataset_check *c)
+{
+    static const char *const speakers[][2] = {
+        {"system", "system"}, {"human", "user"},           {"user", "user"},
+        {"gpt", "assistant"}, {"assistant", "assistant"}, {"chatgpt", "assistant"},
+    };
+    if (!json_is_array(conv)) {
+        problem(c, line, "ShareGPT form: field \"conversations\" must be an array");
+        return NULL;
+    }
+    json_t *msgs = json_array();
+    for (size_t i = 0; i < json_array_size(conv); i++) {
+        json_t *t = json_array_get(conv, i);
+        json_t *from = json_is_object(t) ? json_object_get(t, "from") : NULL;
+        json_t *value = json_is_object(t) ? json_object_get(t, "value") : NULL;
+        if (!json_is_string(from) || !json_is_string(value)) {
+            problem(c, line, "ShareGPT form: turn %zu needs \"from\" and \"value\" strings", i + 1);
+            json_decref(msgs);
+            return NULL;
+        }
+        const char *role = NULL;
+        for (size_t k = 0; k < sizeof speakers / sizeof *speakers; k++)
+            if (strcmp(json_string_value(from), speakers[k][0]) == 0)
+                role = speakers[k][1];
+        if (!role) {
+            problem(c, line, "ShareGPT form: turn %zu: unknown speaker \"%.*s\" (use system, "
+                             "human or gpt)", i + 1,
+                    text_utf8_prefix(json_string_value(from), 40), json_string_value(from));
+            json_decref(msgs);
+            return NULL;
+        }
+        add_message(msgs, role, value);
+    }
+    c->sharegpt++;
+    return msgs;
 }
 
 static int check_pc(json_t *obj, long line, struct dataset_example *ex, struct dataset_check *c)
@@ -179,7 +527,8 @@ static void wrong_format(struct dataset_check *c, long line, const char *s, size
 
 /* Checks one non-blank line; on success calls fn. */
 static int check_line(const char *s, size_t n, long line, struct dataset_turn *turns,
-                      dataset_example_fn fn, void *ctx, struct dataset_check *c)
+                      dataset_example_fn fn, void *ctx, struct dataset_check *c,
+                      json_t **converted /* OUT: the line in chat form, when converted */)
 {
     if (n > DATASET_MAX_LINE) {
         problem(c, line, "line is longer than 1 MiB");
@@ -205,23 +554,62 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
     }
     int rc = -1;
     struct dataset_example ex = {0};
+    json_t *keep = json_array(), *call_ids = json_array();
+    if (!keep || !call_ids) {
+        problem(c, line, "out of memory");
+        goto out;
+    }
     if (!json_is_object(obj)) {
         problem(c, line, "not a JSON object");
         goto out;
     }
     json_t *msgs = json_object_get(obj, "messages");
     int has_pc = json_object_get(obj, "prompt") || json_object_get(obj, "completion");
-    if (msgs && has_pc) {
-        problem(c, line, "has both \"messages\" and \"prompt\"/\"completion\"; use one form");
+    /* Alpaca's "input" is a string; a preference pair's is an object */
+    int has_pref = json_is_object(json_object_get(obj, "input")) ||
+                   json_object_get(obj, "preferred_output") ||
+                   json_object_get(obj, "non_preferred_output");
+    json_t *conv = json_object_get(obj, "conversations");
+    int alpaca = json_object_get(obj, "instruction") || json_object_get(obj, "output");
+    if (has_pref && (msgs || has_pc || conv || alpaca)) {
+        problem(c, line, "has both a preference pair (\"input\", \"preferred_output\", "
+                         "\"non_preferred_output\") and \"%s\"; use one form",
+                msgs ? "messages" : has_pc ? "prompt" : conv ? "conversations" : "instruction");
         goto out;
     }
-    if (!msgs && !has_pc) {
-        problem(c, line, "missing field \"messages\" (or \"prompt\" and \"completion\")");
-        goto out;
+    struct line_ctx L = {.line = line, .turns = turns, .keep = keep, .call_ids = call_ids};
+    if (has_pref) {
+        if (check_pref(obj, &L, &ex, c) < 0)
+            goto out;
+    } else {
+        if ((msgs != NULL) + has_pc + (conv != NULL) + alpaca > 1) {
+            problem(c, line,
+                    "has fields of several forms (\"messages\", \"prompt\"/\"completion\", "
+                    "\"instruction\"/\"output\", \"conversations\"); use one form");
+            goto out;
+        }
+        if (!msgs && !has_pc && !conv && !alpaca) {
+            problem(c, line, "missing field \"messages\" (or \"prompt\" and \"completion\")");
+            goto out;
+        }
+        if (conv || alpaca) {
+            msgs = alpaca ? from_alpaca(obj, line, c) : from_sharegpt(conv, line, c);
+            if (!msgs)
+                goto out;
+            json_object_set_new(obj, "messages", msgs); /* lives as long as the line */
+            if (converted)
+                *converted = json_pack("{s:O}", "messages", msgs);
+        }
+        if ((msgs ? check_chat(obj, msgs, &L, &ex, c) : check_pc(obj, line, &ex, c)) < 0)
+            goto out;
     }
-    if ((msgs ? check_chat(msgs, line, turns, &ex, c) : check_pc(obj, line, &ex, c)) < 0)
-        goto out;
     enum dataset_format f = ex.form;
+    if (c->format != DATASET_EMPTY &&
+        (c->format == DATASET_PREFERENCE) != (f == DATASET_PREFERENCE)) {
+        problem(c, line, "a file of preference pairs holds nothing else (this line is %s)",
+                f == DATASET_PREFERENCE ? "a preference pair" : "not a preference pair");
+        goto out;
+    }
     if (c->format == DATASET_EMPTY)
         c->format = f;
     else if (c->format != f)
@@ -229,12 +617,42 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
     c->examples++;
     rc = fn ? fn(ctx, line, &ex) : 0;
 out:
+    json_decref(keep);
+    json_decref(call_ids);
     json_decref(obj);
     return rc;
 }
 
-int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
-                 struct dataset_check *out)
+/* The converted copy dataset_convert writes (NULL: none wanted). */
+struct copy {
+    char *s;
+    size_t n, cap;
+    int oom;
+};
+
+static void copy_put(struct copy *o, const char *s, size_t n)
+{
+    if (!o || o->oom)
+        return;
+    if (o->n + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap : 4096;
+        while (cap < o->n + n + 1)
+            cap *= 2;
+        char *a = realloc(o->s, cap);
+        if (!a) {
+            o->oom = 1;
+            return;
+        }
+        o->s = a;
+        o->cap = cap;
+    }
+    memcpy(o->s + o->n, s, n);
+    o->n += n;
+    o->s[o->n] = '\0';
+}
+
+static int walk(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
+                struct dataset_check *out, struct copy *copy)
 {
     memset(out, 0, sizeof *out);
     struct dataset_turn *turns = malloc(MAX_TURNS * sizeof *turns);
@@ -257,8 +675,16 @@ int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
         size_t n = end - pos;
         if (n > 0 && s[n - 1] == '\r')
             n--;
+        json_t *converted = NULL;
         if (!blank(s, n))
-            rc = check_line(s, n, line, turns, fn, ctx, out);
+            rc = check_line(s, n, line, turns, fn, ctx, out, copy ? &converted : NULL);
+        char *text = converted ? json_dumps(converted, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        if (converted && !text && copy)
+            copy->oom = 1;
+        copy_put(copy, text ? text : s, text ? strlen(text) : n);
+        copy_put(copy, "\n", 1);
+        free(text);
+        json_decref(converted);
         pos = end + 1;
     }
     free(turns);
@@ -268,7 +694,40 @@ int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
         problem(out, 0, "the file has no examples");
         return -1;
     }
+    if (copy && copy->oom) {
+        problem(out, 0, "out of memory");
+        return -1;
+    }
     return 0;
+}
+
+int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
+                 struct dataset_check *out)
+{
+    return walk(buf, len, fn, ctx, out, NULL);
+}
+
+int dataset_convert(const char *buf, size_t len, char **out, size_t *out_len,
+                    struct dataset_check *check)
+{
+    struct copy copy = {0};
+    *out = NULL;
+    *out_len = 0;
+    int rc = walk(buf, len, NULL, NULL, check, &copy);
+    if (rc != 0) {
+        free(copy.s);
+        return -1;
+    }
+    *out = copy.s;
+    *out_len = copy.n;
+    return 0;
+}
+
+const char *dataset_check_converted_from(const struct dataset_check *c)
+{
+    if (c->alpaca && c->sharegpt)
+        return "alpaca+sharegpt";
+    return c->alpaca ? "alpaca" : c->sharegpt ? "sharegpt" : NULL;
 }
 
 int dataset_check_buffer(const char *buf, size_t len, struct dataset_check *out)

@@ -1,17 +1,33 @@
 /* dataset.h - line-by-line validation of a JSONL data set, as done at
  * upload (the API) and again by the trainer. Pure: works on a buffer.
  *
- * A valid line is a JSON object in chat form ("messages": a non-empty array
- * of {"role": "system"|"user"|"assistant", "content": string} with at least
- * one assistant message) or prompt/completion form ("prompt" and
- * "completion" strings, completion non-empty). Blank lines are skipped.
+ * A valid line is a JSON object in one of these forms (docs/data.md):
+ *  - chat: "messages", a non-empty array of {"role": "system"|"user"|
+ *    "assistant"|"tool", "content": string} with at least one assistant
+ *    message; OpenAI's tool calls: "tools" (function definitions), assistant
+ *    "tool_calls" (content may then be null), "tool" messages answering a
+ *    call by its "tool_call_id", and "parallel_tool_calls": false (at most
+ *    one call per assistant message);
+ *  - prompt/completion: "prompt" and "completion" strings, completion
+ *    non-empty;
+ *  - Alpaca: "instruction", optional "input", "output" (and "system");
+ *  - ShareGPT: "conversations", [{"from": "system"|"human"|"gpt", "value"}];
+ *  - for DPO, a preference pair in OpenAI's form: {"input": {"messages":
+ *    [...]}, "preferred_output": [{"role": "assistant", "content": "..."}],
+ *    "non_preferred_output": [...]} (input messages as in chat form, no
+ *    assistant needed; each output one non-empty assistant message). A file
+ *    of preference pairs holds nothing else.
+ * Alpaca and ShareGPT lines are converted to chat form (counted in
+ * dataset_check.converted and named by dataset_check_converted_from) and
+ * then checked as chat. Blank lines are skipped.
  */
 #ifndef ALALLO_CORE_DATASET_H
 #define ALALLO_CORE_DATASET_H
 
 #include <stddef.h>
 
-enum dataset_format { DATASET_EMPTY = 0, DATASET_CHAT, DATASET_PROMPT_COMPLETION, DATASET_MIXED };
+enum dataset_format { DATASET_EMPTY = 0, DATASET_CHAT, DATASET_PROMPT_COMPLETION, DATASET_MIXED,
+                      DATASET_PREFERENCE };
 
 struct dataset_check {
     long examples;             /* valid examples counted                     */
@@ -19,14 +35,25 @@ struct dataset_check {
     enum dataset_format format;
     long bad_line;             /* 0 when valid; else the first bad line (1-based) */
     char problem[200];         /* e.g. missing field "completion"            */
+    long alpaca, sharegpt;     /* lines converted from each form             */
+    long tool_examples;        /* chat examples with tools or tool calls     */
 };
+
+/* "chat", "prompt-completion", "mixed", "preference" ("" for empty): the
+ * format a file object states. */
+const char *dataset_format_name(enum dataset_format f);
 
 #define DATASET_MAX_LINE (1024 * 1024) /* bytes in one line, newline excluded */
 
-enum dataset_role { DATASET_SYSTEM = 0, DATASET_USER, DATASET_ASSISTANT };
+enum dataset_role { DATASET_SYSTEM = 0, DATASET_USER, DATASET_ASSISTANT, DATASET_TOOL };
+
+struct json_t;
 
 /* One message of a chat example, pointing into parser-owned memory that is
- * valid only during the callback. */
+ * valid only during the callback. An assistant message with tool calls has
+ * them written after its content, one line each:
+ *   <tool_call>{"name": NAME, "arguments": ARGUMENTS}</tool_call>
+ * (the plain-text layout of models without a chat template). */
 struct dataset_turn {
     enum dataset_role role;
     const char *text;
@@ -34,15 +61,26 @@ struct dataset_turn {
 };
 
 /* One valid example, as handed to a dataset_each callback. For chat form
- * `turns` is set; for prompt/completion `prompt` and `completion` are. */
+ * `turns` is set; for prompt/completion `prompt` and `completion` are; for
+ * a preference pair `turns`, `preferred` and `non_preferred`. */
 struct dataset_example {
     enum dataset_format form; /* DATASET_CHAT or DATASET_PROMPT_COMPLETION */
     const char *prompt;
     size_t prompt_len;
     const char *completion;
     size_t completion_len;
-    const struct dataset_turn *turns;
+    const struct dataset_turn *turns; /* chat form; preference: the input messages */
     size_t n_turns;
+    const char *preferred, *non_preferred; /* preference form: the two answers */
+    size_t preferred_len, non_preferred_len;
+    /* preference form: the two answers' messages, as JSON for a chat template
+     * (messages and tools are then the input's) */
+    const struct json_t *preferred_msg, *non_preferred_msg;
+    /* chat form: the line's messages (converted ones for Alpaca/ShareGPT)
+     * and its "tools" (NULL when none), as JSON for a chat template; valid
+     * only during the callback */
+    const struct json_t *messages;
+    const struct json_t *tools;
 };
 
 /* Called once per valid example in file order; `line` is 1-based. A
@@ -64,6 +102,17 @@ const char *dataset_role_name(enum dataset_role r);
  * least one example; -1 otherwise with out->bad_line/problem set (bad_line 0
  * and problem "the file has no examples" for an empty file). */
 int dataset_check_buffer(const char *buf, size_t len, struct dataset_check *out /* OUT */);
+
+/* "alpaca", "sharegpt", "alpaca+sharegpt" or NULL (nothing converted). */
+const char *dataset_check_converted_from(const struct dataset_check *c);
+
+/* Validates `len` bytes like dataset_check_buffer and writes the data set in
+ * chat and prompt/completion forms only: each Alpaca or ShareGPT line
+ * becomes {"messages": [...]} on the same line number; other lines are
+ * copied unchanged. *out is malloc'd (the caller's). 0, or -1 with out
+ * check's bad_line/problem set (or "out of memory"). */
+int dataset_convert(const char *buf, size_t len, char **out /* OUT */, size_t *out_len /* OUT */,
+                    struct dataset_check *check /* OUT */);
 
 /* Writes "line N of NAME: PROBLEM" (or "NAME: PROBLEM" when bad_line is 0). */
 char *dataset_check_error(const struct dataset_check *c, const char *name, char *buf, size_t cap);

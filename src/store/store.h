@@ -65,6 +65,7 @@ struct store_file {
     int64_t text_bytes; /* bytes of prompt/completion/content text */
     char path[STORE_PATH_MAX];
     int64_t created_ms;
+    char format[24]; /* dataset_format_name: "chat", ..., "preference"; "" unknown */
 };
 
 struct store_job {
@@ -117,6 +118,9 @@ struct store_job {
     /* The scheduler's state of the job, opaque to the store: its plan (the
      * estimate's nominal parts) and its ledger (src/control/sched_link.h). */
     char plan[STORE_JSON_SMALL];
+    /* Further hyper-parameters as the API took them (api/job_request.h):
+     * a JSON object, "" for the defaults. */
+    char hyper[STORE_JSON_SMALL];
     char ledger_state[STORE_LEDGER_STATE_MAX];
 };
 

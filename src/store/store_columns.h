@@ -12,14 +12,15 @@
     "price_refunded, fine_tuned_model, created, started, finished, metadata, fence, "             \
     "active_attempt, stop_reason, running_ms, run_started_ms, run_start_step, train_loss, "       \
     "trained_tokens, log_seq, event_seq, internal_failure, est_low_s, est_high_s, "               \
-    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state, first_loss"
-#define JOB_NCOLS 49
+    "est_train_low_s, est_train_high_s, est_price_high, plan, ledger_state, first_loss, hyper"
+#define JOB_NCOLS 50
 #define JOB_SELECT "SELECT seq, " JOB_COLS " FROM jobs "
 #define ATT_COLS                                                                                   \
     "id, job, worker, fence, status, start_step, end_step, reason, price_per_hour, started, "      \
     "ended, run_ms, events_applied, t_started, t_last, token_hash, engine_id, engine_state, "     \
     "engine_reason, engine_running, heartbeat, node, resume_from"
-#define FILE_COLS "id, account, filename, bytes, purpose, examples, text_bytes, path, created"
+#define FILE_COLS                                                                                  \
+    "id, account, filename, bytes, purpose, examples, text_bytes, path, created, format"
 #define WORKER_COLS                                                                                \
     "name, resources, cpus, mem_bytes, class, price_per_hour, state, last_heartbeat, speed, "     \
     "tokens_per_s, flops, registered"

@@ -128,6 +128,9 @@ static const char *const migrations[] = {
     " nominal_a DOUBLE PRECISION NOT NULL, actual_b DOUBLE PRECISION NOT NULL,"
     " nominal_b DOUBLE PRECISION NOT NULL, created BIGINT NOT NULL,"
     " model TEXT NOT NULL DEFAULT '');",
+    /* 10: as SQLite's 10, a job's further hyper-parameters and a file's format */
+    "ALTER TABLE jobs ADD COLUMN hyper TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE files ADD COLUMN format TEXT NOT NULL DEFAULT '';",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -146,7 +149,7 @@ int store_pg_latest(void) { return PG_LATEST; }
     "$24::float8, $25::float8, $26::text, $27::bigint, $28::bigint, $29::bigint, $30::text, "     \
     "$31::bigint, $32::text, $33::text, $34::bigint, $35::bigint, $36::bigint, $37::float8, "     \
     "$38::bigint, $39::bigint, $40::bigint, $41::bigint, $42::float8, $43::float8, $44::float8, " \
-    "$45::float8, $46::float8, $47::text, $48::text, $49::float8"
+    "$45::float8, $46::float8, $47::text, $48::text, $49::float8, $50::text"
 /* A job is inserted only while its data sets are files of its account; the
  * files are locked FOR SHARE, so a delete (which locks its file FOR
  * UPDATE) either commits first or waits for this transaction. No row back:
@@ -215,7 +218,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_ACC_INSERT] = "INSERT INTO accounts(id, name, key_hash, created) VALUES($1,$2,$3,$4)",
     [S_ACC_BY_HASH] = "SELECT id, name, created FROM accounts WHERE key_hash = $1",
     [S_ACC_BY_NAME] = "SELECT id, name, created FROM accounts WHERE name = $1",
-    [S_FILE_INSERT] = "INSERT INTO files(" FILE_COLS ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
+    [S_FILE_INSERT] = "INSERT INTO files(" FILE_COLS ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
     [S_FILE_GET] = "SELECT " FILE_COLS " FROM files WHERE id = $1 AND account = $2",
     [S_FILE_LOCK] = "SELECT " FILE_COLS " FROM files WHERE id = $1 AND account = $2 FOR UPDATE",
     [S_FILE_LIST] = "SELECT " FILE_COLS " FROM files WHERE account = $1 ORDER BY seq DESC LIMIT $2",
@@ -229,11 +232,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_JOB_INSERT] = JOB_INSERT,
     /* The job and its first event in one statement (one round trip). */
     [S_JOB_INSERT_EV] = "WITH j AS (" JOB_INSERT "), e AS (INSERT INTO events(job, seq, created,"
-                        " level, type, message, data) SELECT $1, 1, $50::bigint, $51::text, $52::text,"
-                        " $53::text, $54::text"
+                        " level, type, message, data) SELECT $1, 1, $51::bigint, $52::text, $53::text,"
+                        " $54::text, $55::text"
                         " FROM j) SELECT seq FROM j",
     [S_JOB_EXISTS] = "SELECT 1 FROM jobs WHERE id = $1",
-    [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_VALUES ") WHERE seq = $50",
+    [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_VALUES ") WHERE seq = $51",
     [S_JOB_GET] = JOB_SELECT "WHERE id = $1",
     [S_JOB_GET_ACC] = JOB_SELECT "WHERE id = $1 AND account = $2",
     [S_JOB_LOCK] = JOB_SELECT "WHERE id = $1 FOR UPDATE",
@@ -790,7 +793,8 @@ static void bind_job(struct params *p, const struct store_job *j)
     P_STR(p, j->plan);
     P_STR(p, j->ledger_state);
     p_dbl(p, j->first_loss);
-    _Static_assert(JOB_NCOLS == 49, "bind_job binds every column of JOB_COLS");
+    P_STR(p, j->hyper);
+    _Static_assert(JOB_NCOLS == 50, "bind_job binds every column of JOB_COLS");
 }
 
 static void read_job(const PGresult *r, int row, struct store_job *j)
@@ -848,6 +852,7 @@ static void read_job(const PGresult *r, int row, struct store_job *j)
     col_str(r, row, i++, j->plan, sizeof j->plan);
     col_str(r, row, i++, j->ledger_state, sizeof j->ledger_state);
     j->first_loss = col_dbl(r, row, i++);
+    col_str(r, row, i++, j->hyper, sizeof j->hyper);
 }
 
 static void bind_attempt(struct params *p, const struct store_attempt *a)
@@ -919,6 +924,7 @@ static void read_file(const PGresult *r, int row, struct store_file *f)
     f->text_bytes = col_i64(r, row, i++);
     col_str(r, row, i++, f->path, sizeof f->path);
     f->created_ms = col_i64(r, row, i++);
+    col_str(r, row, i++, f->format, sizeof f->format);
 }
 
 static void read_worker(const PGresult *r, int row, struct store_worker *w)
@@ -1055,6 +1061,7 @@ static enum alallo_err pg_file_insert(struct store_impl *s, const struct store_f
     p_i64(&p, f->text_bytes);
     P_STR(&p, f->path);
     p_i64(&p, f->created_ms);
+    P_STR(&p, f->format);
     return write_one(s, S_FILE_INSERT, &p, NULL, "insert file");
 }
 

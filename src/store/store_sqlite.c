@@ -165,6 +165,12 @@ static const char *const migrations[] = {
     "ALTER TABLE attempts ADD COLUMN heartbeat INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE attempts ADD COLUMN node TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE attempts ADD COLUMN resume_from TEXT NOT NULL DEFAULT '';",
+    /* 10: the job's further hyper-parameters (context, packing, LoRA, the
+     * schedule, train_on_inputs, DPO), a JSON object ('' for older jobs:
+     * the defaults); a file's format (dataset_format_name; '' for older
+     * files: not preference pairs, which did not exist) */
+    "ALTER TABLE jobs ADD COLUMN hyper TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE files ADD COLUMN format TEXT NOT NULL DEFAULT '';",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -240,7 +246,7 @@ static const char *const sql_text[S_COUNT] = {
     [S_ACC_INSERT] = "INSERT INTO accounts(id, name, key_hash, created) VALUES(?,?,?,?)",
     [S_ACC_BY_HASH] = "SELECT id, name, created FROM accounts WHERE key_hash = ?",
     [S_ACC_BY_NAME] = "SELECT id, name, created FROM accounts WHERE name = ?",
-    [S_FILE_INSERT] = "INSERT INTO files(" FILE_COLS ") VALUES(?,?,?,?,?,?,?,?,?)",
+    [S_FILE_INSERT] = "INSERT INTO files(" FILE_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_FILE_GET] = "SELECT " FILE_COLS " FROM files WHERE id = ? AND account = ?",
     [S_FILE_LIST] = "SELECT " FILE_COLS " FROM files WHERE account = ? ORDER BY seq DESC LIMIT ?",
     [S_FILE_LIST_AFTER] = "SELECT " FILE_COLS " FROM files WHERE account = ?1 AND seq <"
@@ -252,9 +258,9 @@ static const char *const sql_text[S_COUNT] = {
                       " LIMIT 1",
     [S_FILE_EXISTS] = "SELECT 1 FROM files WHERE account = ?1 AND id = ?2",
     [S_JOB_INSERT] = "INSERT INTO jobs(" JOB_COLS ") VALUES(" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?,?,?,?,?,?,?,?,?)",
+                     "?,?,?,?,?,?,?,?,?,?)",
     [S_JOB_UPDATE] = "UPDATE jobs SET (" JOB_COLS ") = (" JOB_Q10 JOB_Q10 JOB_Q10 JOB_Q10
-                     "?,?,?,?,?,?,?,?,?) WHERE seq = ?",
+                     "?,?,?,?,?,?,?,?,?,?) WHERE seq = ?",
     [S_JOB_GET] = JOB_SELECT "WHERE id = ?",
     [S_JOB_GET_ACC] = JOB_SELECT "WHERE id = ? AND account = ?",
     [S_JOB_BY_MODEL] = JOB_SELECT "WHERE fine_tuned_model = ? AND account = ? AND"
@@ -605,7 +611,8 @@ static int bind_job(sqlite3_stmt *st, const struct store_job *j)
     rc |= BIND_STR(st, i++, j->plan);
     rc |= BIND_STR(st, i++, j->ledger_state);
     rc |= sqlite3_bind_double(st, i++, j->first_loss);
-    _Static_assert(JOB_NCOLS == 49, "bind_job binds every column of JOB_COLS");
+    rc |= BIND_STR(st, i++, j->hyper);
+    _Static_assert(JOB_NCOLS == 50, "bind_job binds every column of JOB_COLS");
     return rc;
 }
 
@@ -665,6 +672,7 @@ static void read_job(sqlite3_stmt *st, struct store_job *j)
     col_str(st, i++, j->plan, sizeof j->plan);
     col_str(st, i++, j->ledger_state, sizeof j->ledger_state);
     j->first_loss = sqlite3_column_double(st, i++);
+    col_str(st, i++, j->hyper, sizeof j->hyper);
 }
 
 static int bind_attempt(sqlite3_stmt *st, const struct store_attempt *a)
@@ -738,6 +746,7 @@ static void read_file(sqlite3_stmt *st, struct store_file *f)
     f->text_bytes = sqlite3_column_int64(st, i++);
     col_str(st, i++, f->path, sizeof f->path);
     f->created_ms = sqlite3_column_int64(st, i++);
+    col_str(st, i++, f->format, sizeof f->format);
 }
 
 static void read_worker(sqlite3_stmt *st, struct store_worker *w)
@@ -916,6 +925,7 @@ static enum alallo_err sq_file_insert(struct store_impl *s, const struct store_f
         rc |= sqlite3_bind_int64(st, 7, f->text_bytes);
         rc |= BIND_STR(st, 8, f->path);
         rc |= sqlite3_bind_int64(st, 9, f->created_ms);
+        rc |= BIND_STR(st, 10, f->format);
         e = step_done(c, st, rc, "insert file");
     }
     WRITE_END(s);

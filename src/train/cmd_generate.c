@@ -2,7 +2,7 @@
  * local model folder (with --json, one object {"text","prompt_tokens",
  * "completion_tokens","finish_reason"}).
  *
- *   alallo generate --model-dir DIR --prompt TEXT [--max-tokens N]
+ *   alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
  *                   [--adapter-dir DIR] [--threads N] [--json]
  *
@@ -12,7 +12,11 @@
  * object {"error": "context_length_exceeded" or "empty_prompt",
  * "prompt_tokens", "context_tokens"}, so a caller can tell its user what
  * to change without showing this process's messages (control/models.c).
- * --seed is a decimal integer from 0 to 2^64 - 1.
+ * --seed is a decimal integer from 0 to 2^64 - 1. --chat is a JSON object
+ * {"messages": [...], "tools": [...]} (OpenAI's shapes): the answer is the
+ * next assistant turn, laid out by the model's chat template
+ * (generate.h's gen_run_chat); a conversation the template refuses exits
+ * with status 3 and {"error": "invalid_chat", "message": ...}.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -68,8 +72,16 @@ int cmd_generate_local(int argc, char **argv)
     omp_policy_passive(argc, argv);
     const char *dir = cmd_arg_value(argc, argv, "--model-dir");
     const char *prompt = cmd_arg_value(argc, argv, "--prompt");
-    if (!dir || !prompt) {
-        fputs("usage: alallo generate --model-dir DIR --prompt TEXT [--max-tokens N]"
+    const char *chat_text = cmd_arg_value(argc, argv, "--chat");
+    json_t *chat = chat_text ? json_loads(chat_text, 0, NULL) : NULL;
+    if (chat_text && !json_is_array(json_object_get(chat, "messages"))) {
+        json_decref(chat);
+        fputs("alallo generate: --chat must be a JSON object with a \"messages\" array\n", stderr);
+        return 2;
+    }
+    if (!dir || (!prompt && !chat)) {
+        json_decref(chat);
+        fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
               " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json]\n",
               stderr);
         return 2;
@@ -82,19 +94,37 @@ int cmd_generate_local(int argc, char **argv)
         num_opt(argc, argv, "--temperature", 0, 100, &temp) ||
         num_opt(argc, argv, "--top-p", 1e-6, 1, &top_p) ||
         seed_opt(argc, argv, &seed) ||
-        num_opt(argc, argv, "--threads", 1, 1024, &threads))
+        num_opt(argc, argv, "--threads", 1, 1024, &threads)) {
+        json_decref(chat);
         return 2;
+    }
     gemm_set_threads((int)threads);
     char err[2048];
     struct generator *g = gen_open(dir, cmd_arg_value(argc, argv, "--adapter-dir"), err, sizeof err);
     if (!g) {
+        json_decref(chat);
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
     }
     struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
     struct gen_result r;
-    int rc = gen_run(g, prompt, &o, &r, err, sizeof err);
+    int rc = chat ? gen_run_chat(g, json_object_get(chat, "messages"),
+                                 json_object_get(chat, "tools"), &o, &r, err, sizeof err)
+                  : gen_run(g, prompt, &o, &r, err, sizeof err);
     gen_close(g);
+    json_decref(chat);
+    if (rc == GEN_BAD_CHAT) {
+        fprintf(stderr, "alallo generate: %s\n", err);
+        if (cmd_has_flag(argc, argv, "--json")) {
+            json_t *j = json_pack("{ss ss}", "error", "invalid_chat", "message", err);
+            char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+            if (s)
+                puts(s);
+            free(s);
+            json_decref(j);
+        }
+        return 3;
+    }
     if (rc == GEN_TOO_LONG || rc == GEN_EMPTY) {
         fprintf(stderr, "alallo generate: %s\n", err);
         if (cmd_has_flag(argc, argv, "--json")) {

@@ -5,11 +5,14 @@
  *   alallo train --config ATTEMPT.json
  *   alallo train --materialize CKPT_DIR --base MODEL_DIR --out DIR [--adapter-out DIR]
  *   alallo train --dump-grads --model-dir DIR --ids 1,2,3,... --out FILE.safetensors
+ *                [--lora-rank R]
+ *   alallo train --dump-dpo ... (dump_dpo.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "train/train_cmds.h"
 #include "train/cmd_args.h"
 #include "train/omp_policy.h"
@@ -47,17 +50,58 @@ static int parse_ids(const char *s, int32_t *ids, int cap, int vocab)
     return n;
 }
 
-/* Full fine-tuning mode, one sequence, every position after the first a
- * target: writes "loss" (1), "logits" (T,V) and "grad.<tensor>" for every
- * tensor, all F32, for tests/torch/reference.py to compare. */
-static int dump_grads(const char *dir, const char *ids_s, const char *out)
+/* LoRA mode: "lora_scale" (1), and per adapted projection
+ * "lora.<layer>.<proj>.A" (r,in), ".B" (out,r) and their "grad." twins,
+ * into ts from index k; returns the next index. */
+static int dump_adapters(const struct model *m, struct st_tensor *ts, int k, float *scale)
+{
+    *scale = m->layers[0].proj[0].scale;
+    ts[k++] = (struct st_tensor){.name = "lora_scale", .dtype = ST_F32, .ndim = 1, .shape = {1},
+                                 .data = scale, .nbytes = 4};
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const struct linear *ln = &m->layers[l].proj[p];
+            const float *vals[4] = {ln->la, ln->lb, m->grad + (ln->la - m->train),
+                                    m->grad + (ln->lb - m->train)};
+            for (int j = 0; j < 4; j++) {
+                struct st_tensor *t = &ts[k++];
+                snprintf(t->name, sizeof t->name, "%slora.%d.%s.%c", j >= 2 ? "grad." : "", l,
+                         model_proj_name(p), j % 2 ? 'B' : 'A');
+                t->dtype = ST_F32;
+                t->ndim = 2;
+                t->shape[0] = j % 2 ? ln->out : ln->r;
+                t->shape[1] = j % 2 ? ln->r : ln->in;
+                t->data = vals[j];
+                t->nbytes = (size_t)t->shape[0] * t->shape[1] * 4;
+            }
+        }
+    }
+    return k;
+}
+
+/* One sequence, every position after the first a target: writes "loss"
+ * (1), "logits" (T,V) and, in full fine-tuning, "grad.<tensor>" for every
+ * tensor; with lora_rank > 0, LoRA on every projection of an fp32 base
+ * (A as PEFT starts it, B random so that A's gradient is not zero) and the
+ * adapters with their gradients (dump_adapters). All F32, for
+ * tests/torch/reference.py to compare. */
+static int dump_grads(const char *dir, const char *ids_s, const char *out, int lora_rank)
 {
     char err[1024];
-    struct model_opts o = {.full = 1};
+    struct model_opts o = {.full = lora_rank == 0, .base_kind = WK_F32, .lora_r = lora_rank,
+                           .lora_alpha = 2.0f * (float)lora_rank,
+                           .lora_targets = MODEL_ALL_PROJ};
     struct model *m = modelio_load(dir, &o, err, sizeof err);
     if (!m) {
         fprintf(stderr, "alallo train: %s\n", err);
         return 1;
+    }
+    if (lora_rank) {
+        model_lora_init(m, 1);
+        struct rng r;
+        rng_seed(&r, 2);
+        for (size_t i = 0; i < m->n_train; i++)
+            m->train[i] += 0.05f * rng_normal(&r);
     }
     static int32_t ids[MAX_DUMP_IDS];
     static uint8_t mask[MAX_DUMP_IDS];
@@ -75,7 +119,9 @@ static int dump_grads(const char *dir, const char *ids_s, const char *out)
         mask[t] = t > 0;
     a = model_acts_create(m, 1, T);
     logits = malloc((size_t)T * m->cfg.vocab * sizeof(float));
-    ts = calloc((size_t)m->n_tensors + 2, sizeof *ts);
+    size_t n_ts = lora_rank ? 3 + (size_t)m->cfg.n_layers * PROJ_COUNT * 4
+                            : (size_t)m->n_tensors + 2;
+    ts = calloc(n_ts, sizeof *ts);
     if (!a || !logits || !ts) {
         fprintf(stderr, "alallo train: out of memory\n");
         goto out;
@@ -89,19 +135,12 @@ static int dump_grads(const char *dir, const char *ids_s, const char *out)
     ts[1] = (struct st_tensor){.name = "logits", .dtype = ST_F32, .ndim = 2,
                                .shape = {T, m->cfg.vocab}, .data = logits,
                                .nbytes = (size_t)T * m->cfg.vocab * 4};
-    for (int i = 0; i < m->n_tensors; i++) {
-        const struct model_tensor *mt = &m->tensors[i];
-        struct st_tensor *t = &ts[2 + i];
-        snprintf(t->name, sizeof t->name, "grad.%s", mt->name);
-        t->dtype = ST_F32;
-        t->ndim = mt->is1d ? 1 : 2;
-        t->shape[0] = mt->is1d ? mt->cols : mt->rows;
-        t->shape[1] = mt->cols;
-        float *p = mt->vec ? mt->vec : mt->lin->w;
-        t->data = m->grad + (p - m->train);
-        t->nbytes = (size_t)mt->rows * mt->cols * 4;
-    }
-    if (st_write(out, ts, (size_t)m->n_tensors + 2, NULL, err, sizeof err)) {
+    float scale;
+    if (lora_rank)
+        dump_adapters(m, ts, 2, &scale);
+    else
+        modelio_grad_tensors(m, ts + 2);
+    if (st_write(out, ts, n_ts, NULL, err, sizeof err)) {
         fprintf(stderr, "alallo train: %s\n", err);
         goto out;
     }
@@ -120,16 +159,21 @@ int cmd_train(int argc, char **argv)
     tev_init();
     const char *config = cmd_arg_value(argc, argv, "--config");
     const char *ckpt = cmd_arg_value(argc, argv, "--materialize");
+    if (cmd_has_flag(argc, argv, "--dump-dpo"))
+        return cmd_train_dump_dpo(argc, argv);
     if (cmd_has_flag(argc, argv, "--dump-grads")) {
         const char *dir = cmd_arg_value(argc, argv, "--model-dir");
         const char *ids = cmd_arg_value(argc, argv, "--ids");
         const char *out = cmd_arg_value(argc, argv, "--out");
-        if (!dir || !ids || !out) {
-            fputs("usage: alallo train --dump-grads --model-dir DIR --ids 1,2,... --out FILE\n",
+        int rank = 0;
+        if (!dir || !ids || !out ||
+            cmd_int_opt("alallo train", argc, argv, "--lora-rank", 1, 64, &rank)) {
+            fputs("usage: alallo train --dump-grads --model-dir DIR --ids 1,2,... --out FILE"
+                  " [--lora-rank R]\n",
                   stderr);
             return 2;
         }
-        return dump_grads(dir, ids, out);
+        return dump_grads(dir, ids, out, rank);
     }
     if (ckpt) {
         const char *base = cmd_arg_value(argc, argv, "--base");

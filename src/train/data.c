@@ -27,14 +27,16 @@
 
 #include "core/dataset.h"
 #include "core/text.h"
+#include "train/chat_format.h"
 
 #define DATA_MAX_FILE ((size_t)4 << 30)
 #define DATA_MIN_CONTEXT 4
 
 /* Role headers: the first message's, and every later one's (which carries
  * the blank line that separates messages). */
-static const char *const header_first[] = {"System:\n", "User:\n", "Assistant:\n"};
-static const char *const header_next[] = {"\n\nSystem:\n", "\n\nUser:\n", "\n\nAssistant:\n"};
+static const char *const header_first[] = {"System:\n", "User:\n", "Assistant:\n", "Tool:\n"};
+static const char *const header_next[] = {"\n\nSystem:\n", "\n\nUser:\n", "\n\nAssistant:\n",
+                                          "\n\nTool:\n"};
 
 struct seq {
     int32_t *ids;
@@ -44,6 +46,9 @@ struct seq {
 
 struct loader {
     const struct tokenizer *tok;
+    const struct chat_format *fmt; /* the model's chat template, or NULL */
+    const char *fmt_err;           /* why the model's template cannot be used, or NULL */
+    char why[300];                 /* what the template said, when it failed */
     size_t max_len;
     const char *name;
     struct dataset *d;
@@ -90,10 +95,37 @@ static int seq_text(struct seq *s, const struct tokenizer *tok, const char *text
     return rc;
 }
 
-/* The whole example per the template, before truncation. */
-static int render(const struct tokenizer *tok, const struct dataset_example *ex, struct seq *s)
+/* A chat example through the model's own template (chat_format.h). */
+static int render_template(struct loader *L, const struct dataset_example *ex, struct seq *s)
 {
+    int32_t *ids;
+    uint8_t *mask;
+    size_t n;
+    if (chat_format_encode(L->fmt, L->tok, ex->messages, ex->tools, &ids, &mask, &n, L->why,
+                           sizeof L->why) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = seq_push(s, ids[i], mask[i]);
+    free(ids);
+    free(mask);
+    if (rc)
+        snprintf(L->why, sizeof L->why, "out of memory");
+    return rc;
+}
+
+/* The whole example per the template, before truncation. */
+static int render(struct loader *L, const struct dataset_example *ex, struct seq *s)
+{
+    const struct tokenizer *tok = L->tok;
     s->n = 0;
+    snprintf(L->why, sizeof L->why, "could not be tokenized (out of memory)");
+    if (L->fmt_err && ex->form == DATASET_CHAT) {
+        snprintf(L->why, sizeof L->why, "the model's chat template cannot be used: %s", L->fmt_err);
+        return -1;
+    }
+    if (L->fmt && ex->form == DATASET_CHAT)
+        return render_template(L, ex, s);
     int bos = tokenizer_bos_id(tok), eos = tokenizer_eos_id(tok);
     if (bos >= 0 && seq_push(s, bos, 0) < 0)
         return -1;
@@ -142,16 +174,73 @@ static void window(const struct seq *s, int has_bos, size_t max_len, size_t *lo,
     *hi = f + tgt_keep;
 }
 
+static int add_example(struct loader *L, long line, const struct dataset_example *ex);
+
+/* The input's messages followed by one answer, as JSON for a chat
+ * template (NULL when out of memory). */
+static json_t *pair_messages(const struct dataset_example *ex, const json_t *answer)
+{
+    json_t *msgs = json_copy((json_t *)ex->messages);
+    if (msgs && json_array_append((json_t *)msgs, (json_t *)answer) < 0) {
+        json_decref(msgs);
+        return NULL;
+    }
+    return msgs;
+}
+
+/* A preference pair becomes two examples side by side: the input's
+ * messages followed by the preferred answer (ex[2i]), then by the other
+ * (ex[2i+1]); the loss mask covers each answer (data.h). Through the
+ * model's chat template when it has one, as chat examples are. */
+static int add_pair(struct loader *L, long line, const struct dataset_example *ex)
+{
+    struct dataset_turn *turns = malloc((ex->n_turns + 1) * sizeof *turns);
+    json_t *msgs_a = ex->messages ? pair_messages(ex, ex->preferred_msg) : NULL;
+    json_t *msgs_b = ex->messages ? pair_messages(ex, ex->non_preferred_msg) : NULL;
+    if (!turns || (ex->messages && (!msgs_a || !msgs_b))) {
+        free(turns);
+        json_decref(msgs_a);
+        json_decref(msgs_b);
+        text_error(L->err, L->errcap, "line %ld of %s: out of memory", line, L->name);
+        return 1;
+    }
+    memcpy(turns, ex->turns, ex->n_turns * sizeof *turns);
+    struct dataset_example one = {.form = DATASET_CHAT, .turns = turns,
+                                  .n_turns = ex->n_turns + 1, .messages = msgs_a,
+                                  .tools = ex->tools};
+    turns[ex->n_turns] = (struct dataset_turn){DATASET_ASSISTANT, ex->preferred,
+                                               ex->preferred_len};
+    int rc = add_example(L, line, &one);
+    turns[ex->n_turns] = (struct dataset_turn){DATASET_ASSISTANT, ex->non_preferred,
+                                               ex->non_preferred_len};
+    one.messages = msgs_b;
+    if (rc == 0)
+        rc = add_example(L, line, &one);
+    free(turns);
+    json_decref(msgs_a);
+    json_decref(msgs_b);
+    L->d->pairs = 1;
+    return rc;
+}
+
 static int on_example(void *ctx, long line, const struct dataset_example *ex)
 {
     struct loader *L = ctx;
+    if (ex->form == DATASET_PREFERENCE)
+        return add_pair(L, line, ex);
+    return add_example(L, line, ex);
+}
+
+static int add_example(struct loader *L, long line, const struct dataset_example *ex)
+{
     struct dataset *d = L->d;
-    if (render(L->tok, ex, &L->s) < 0) {
-        text_error(L->err, L->errcap, "line %ld of %s: could not be tokenized (out of memory)",
-                   line, L->name);
+    if (render(L, ex, &L->s) < 0) {
+        text_error(L->err, L->errcap, "line %ld of %s: %s", line, L->name, L->why);
         return 1;
     }
-    int has_bos = tokenizer_bos_id(L->tok) >= 0;
+    /* A chat template decides itself whether the text starts with BOS. */
+    int bos = tokenizer_bos_id(L->tok);
+    int has_bos = bos >= 0 && L->s.n > 0 && L->s.ids[0] == bos;
     size_t lo, hi;
     int cut;
     window(&L->s, has_bos, L->max_len, &lo, &hi, &cut);
@@ -193,6 +282,13 @@ struct dataset *dataset_load(const char *path, const char *display_name,
                              const struct tokenizer *tok, size_t max_len, char *err,
                              size_t errcap)
 {
+    return dataset_load_chat(path, display_name, tok, NULL, NULL, max_len, err, errcap);
+}
+
+struct dataset *dataset_load_chat(const char *path, const char *display_name,
+                                  const struct tokenizer *tok, const struct chat_format *fmt,
+                                  const char *fmt_err, size_t max_len, char *err, size_t errcap)
+{
     const char *name = display_name ? display_name : path;
     if (max_len < DATA_MIN_CONTEXT) {
         text_error(err, errcap, "context length %zu is too short (at least %d)", max_len,
@@ -222,7 +318,7 @@ struct dataset *dataset_load(const char *path, const char *display_name,
     }
     close(fd);
     struct dataset *d = calloc(1, sizeof *d);
-    struct loader L = {.tok = tok, .max_len = max_len, .name = name, .d = d, .err = err,
+    struct loader L = {.tok = tok, .fmt = fmt, .fmt_err = fmt_err, .max_len = max_len, .name = name, .d = d, .err = err,
                        .errcap = errcap};
     int rc = -1;
     if (!d) {
@@ -291,7 +387,7 @@ int data_encode_chat(const struct tokenizer *tok, const struct dataset_turn *tur
     int rc = bos >= 0 ? seq_push(&s, bos, 0) : 0;
     for (size_t i = 0; i < n_turns && rc == 0; i++) {
         const struct dataset_turn *t = &turns[i];
-        if ((unsigned)t->role > DATASET_ASSISTANT) {
+        if ((unsigned)t->role > DATASET_TOOL) {
             rc = -1;
             break;
         }

@@ -29,6 +29,9 @@ struct dataset {
     size_t n;
     size_t n_tokens;     /* sum of len */
     size_t n_truncated;  /* examples cut to fit the context (docs/data.md) */
+    int pairs;           /* 1: a file of preference pairs (DPO): ex[2i] holds pair i's
+                            input and preferred answer, ex[2i+1] the same input and
+                            the other answer; the mask covers each answer */
 };
 
 /* Reads and tokenizes `path`. `display_name` is how the file is named in
@@ -38,6 +41,16 @@ struct dataset {
 struct dataset *dataset_load(const char *path, const char *display_name,
                              const struct tokenizer *tok, size_t max_len,
                              char *err, size_t errcap);
+
+/* As dataset_load, with chat examples laid out by the model's own chat
+ * template (fmt, chat_format.h) instead of the plain layout; fmt NULL is
+ * dataset_load. Loss falls on the assistant turns the template writes.
+ * fmt_err, when not NULL, says why the model's template cannot be used:
+ * a chat example is then an error (prompt/completion ones still load). */
+struct chat_format;
+struct dataset *dataset_load_chat(const char *path, const char *display_name,
+                                  const struct tokenizer *tok, const struct chat_format *fmt,
+                                  const char *fmt_err, size_t max_len, char *err, size_t errcap);
 void dataset_free(struct dataset *d); /* NULL is fine */
 
 /* Formats a prompt for generation the way training formatted prompts

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,62 +172,108 @@ static const struct st_tensor *shards_find(const struct shards *s, const char *n
 /* ---- the tensors a config implies ---------------------------------------- */
 
 struct want {
-    char hf[128];
+    char hf[128];       /* empty: made by alallo (rope_freqs), not read from the folder */
     char gguf[64];
     int64_t rows, cols; /* cols 0 for a vector */
     int permute_heads;  /* > 0: llama.cpp's q/k row order with this many heads */
+    float add, mul;     /* written value = stored * mul + add (Gemma norms: + 1) */
 };
+
+/* llama.cpp's architecture for a family: Mistral is Llama to it. */
+static const char *gguf_arch(const struct model_config *c)
+{
+    switch (c->family) {
+    case FAM_QWEN2: return "qwen2";
+    case FAM_GEMMA: return "gemma";
+    case FAM_GEMMA2: return "gemma2";
+    default: return "llama";
+    }
+}
+
+/* llama.cpp scales Gemma 2 scores by 1/sqrt(head_dim) (1/sqrt(hidden/heads)
+ * for its 46-layer 27B); another query_pre_attn_scalar is folded into the
+ * query rows, which rotary positions leave linear. */
+static float gemma2_q_mul(const struct model_config *c)
+{
+    if (c->family != FAM_GEMMA2)
+        return 1.0f;
+    double den = c->n_layers == 46 ? (double)c->hidden / c->n_heads : (double)c->head_dim;
+    return (float)sqrt(den / (double)c->query_scalar);
+}
 
 /* Fills *out (malloc'd) with the tensors of cfg, in GGUF's usual order. */
 static int want_list(const struct model_config *c, struct want **out, size_t *n)
 {
-    size_t cap = 3 + (size_t)c->n_layers * 12, k = 0;
+    size_t cap = 4 + (size_t)c->n_layers * 14, k = 0;
     struct want *w = calloc(cap, sizeof *w);
     if (!w)
         return -1;
     int64_t C = c->hidden, I = c->intermediate, V = c->vocab;
     int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
-#define WANT(HF, GG, R, COLS, PERM)                                                            \
+    float na = c->norm_plus_one ? 1.0f : 0.0f;
+    /* llama.cpp's Llama reorders q/k rows; its Qwen2 and Gemma do not */
+    int perm = strcmp(gguf_arch(c), "llama") == 0;
+#define WANT(HF, GG, R, COLS, PERM, ADD, MUL)                                                  \
     do {                                                                                       \
         snprintf(w[k].hf, sizeof w[k].hf, "%s", HF);                                            \
         snprintf(w[k].gguf, sizeof w[k].gguf, "%s", GG);                                        \
         w[k].rows = (R);                                                                       \
         w[k].cols = (COLS);                                                                    \
         w[k].permute_heads = (PERM);                                                           \
+        w[k].add = (ADD);                                                                      \
+        w[k].mul = (MUL);                                                                      \
         k++;                                                                                   \
     } while (0)
-    WANT("model.embed_tokens.weight", "token_embd.weight", V, C, 0);
+    WANT("model.embed_tokens.weight", "token_embd.weight", V, C, 0, 0.0f, 1.0f);
+    if (c->rope_factor > 0.0f)
+        WANT("", "rope_freqs.weight", c->head_dim / 2, 0, 0, 0.0f, 1.0f);
     for (int l = 0; l < c->n_layers; l++) {
         char hf[128], gg[64];
-        static const struct {
+        struct {
             const char *hf, *gg;
-        } parts[] = {
-            {"input_layernorm.weight", "attn_norm.weight"},
-            {"self_attn.q_proj.weight", "attn_q.weight"},
-            {"self_attn.k_proj.weight", "attn_k.weight"},
-            {"self_attn.v_proj.weight", "attn_v.weight"},
-            {"self_attn.o_proj.weight", "attn_output.weight"},
-            {"post_attention_layernorm.weight", "ffn_norm.weight"},
-            {"mlp.gate_proj.weight", "ffn_gate.weight"},
-            {"mlp.up_proj.weight", "ffn_up.weight"},
-            {"mlp.down_proj.weight", "ffn_down.weight"},
-            {"self_attn.q_proj.bias", "attn_q.bias"},
-            {"self_attn.k_proj.bias", "attn_k.bias"},
-            {"self_attn.v_proj.bias", "attn_v.bias"},
-        };
-        const int64_t rows[] = {C, q, kv, kv, C, C, I, I, C, q, kv, kv};
-        const int64_t cols[] = {0, C, C, C, q, 0, C, C, I, 0, 0, 0};
-        const int perm[] = {0, c->n_heads, c->n_kv_heads, 0, 0, 0, 0, 0, 0, c->n_heads, c->n_kv_heads, 0};
-        int parts_n = c->qkv_bias ? 12 : 9;
-        for (int p = 0; p < parts_n; p++) {
+            int64_t rows, cols;
+            int perm;
+            float add, mul;
+        } parts[14];
+        int np = 0;
+#define PART(H, G, R, CO, P, A, M) parts[np++] = (__typeof__(parts[0])){H, G, R, CO, P, A, M}
+        PART("input_layernorm.weight", "attn_norm.weight", C, 0, 0, na, 1.0f);
+        PART("self_attn.q_proj.weight", "attn_q.weight", q, C, perm ? c->n_heads : 0, 0.0f,
+             gemma2_q_mul(c));
+        PART("self_attn.k_proj.weight", "attn_k.weight", kv, C, perm ? c->n_kv_heads : 0, 0.0f,
+             1.0f);
+        PART("self_attn.v_proj.weight", "attn_v.weight", kv, C, 0, 0.0f, 1.0f);
+        PART("self_attn.o_proj.weight", "attn_output.weight", C, q, 0, 0.0f, 1.0f);
+        if (c->post_norms) {
+            PART("post_attention_layernorm.weight", "post_attention_norm.weight", C, 0, 0, na,
+                 1.0f);
+            PART("pre_feedforward_layernorm.weight", "ffn_norm.weight", C, 0, 0, na, 1.0f);
+        } else {
+            PART("post_attention_layernorm.weight", "ffn_norm.weight", C, 0, 0, na, 1.0f);
+        }
+        PART("mlp.gate_proj.weight", "ffn_gate.weight", I, C, 0, 0.0f, 1.0f);
+        PART("mlp.up_proj.weight", "ffn_up.weight", I, C, 0, 0.0f, 1.0f);
+        PART("mlp.down_proj.weight", "ffn_down.weight", C, I, 0, 0.0f, 1.0f);
+        if (c->post_norms)
+            PART("post_feedforward_layernorm.weight", "post_ffw_norm.weight", C, 0, 0, na, 1.0f);
+        if (c->qkv_bias) {
+            PART("self_attn.q_proj.bias", "attn_q.bias", q, 0, perm ? c->n_heads : 0, 0.0f,
+                 gemma2_q_mul(c));
+            PART("self_attn.k_proj.bias", "attn_k.bias", kv, 0, perm ? c->n_kv_heads : 0, 0.0f,
+                 1.0f);
+            PART("self_attn.v_proj.bias", "attn_v.bias", kv, 0, 0, 0.0f, 1.0f);
+        }
+#undef PART
+        for (int p = 0; p < np; p++) {
             snprintf(hf, sizeof hf, "model.layers.%d.%s", l, parts[p].hf);
             snprintf(gg, sizeof gg, "blk.%d.%s", l, parts[p].gg);
-            WANT(hf, gg, rows[p], cols[p], perm[p]);
+            WANT(hf, gg, parts[p].rows, parts[p].cols, parts[p].perm, parts[p].add,
+                 parts[p].mul);
         }
     }
-    WANT("model.norm.weight", "output_norm.weight", C, 0, 0);
+    WANT("model.norm.weight", "output_norm.weight", C, 0, 0, na, 1.0f);
     if (!c->tied)
-        WANT("lm_head.weight", "output.weight", V, C, 0);
+        WANT("lm_head.weight", "output.weight", V, C, 0, 0.0f, 1.0f);
 #undef WANT
     *out = w;
     *n = k;
@@ -297,7 +344,8 @@ static int hf_open(const char *dir, struct hf_model *m, char *err, size_t cap)
         goto fail;
     }
     for (size_t i = 0; i < m->n_want; i++)
-        if (check_tensor(shards_find(&m->sh, m->want[i].hf), &m->want[i], why, sizeof why) < 0) {
+        if (m->want[i].hf[0] &&
+            check_tensor(shards_find(&m->sh, m->want[i].hf), &m->want[i], why, sizeof why) < 0) {
             text_error(err, cap, "%s: %s", dir, why);
             goto fail;
         }
@@ -490,10 +538,12 @@ int export_peft(const char *adapter_dir, const char *out_dir, char *err, size_t 
 /* ---- GGUF ----------------------------------------------------------------- */
 
 struct conv {
-    const struct st_tensor *src;
+    const struct st_tensor *src; /* NULL: the values are `mem` */
+    const float *mem;
     enum gguf_ttype to;
     size_t rows, cols; /* cols 1 for a vector */
     int permute_heads;
+    float add, mul;
 };
 
 static float load_elem(const struct st_tensor *t, size_t i)
@@ -519,7 +569,8 @@ static int fill_conv(void *ctx, void *out, size_t nbytes)
     for (size_t r = 0; r < c->rows; r++) {
         size_t sr = c->permute_heads ? export_permuted_row(r, c->rows, c->permute_heads) : r;
         for (size_t k = 0; k < c->cols; k++) {
-            float v = load_elem(c->src, sr * c->cols + k);
+            size_t i = sr * c->cols + k;
+            float v = (c->src ? load_elem(c->src, i) : c->mem[i]) * c->mul + c->add;
             size_t at = (r * c->cols + k) * es;
             if (c->to == GGUF_T_F32) {
                 memcpy(o + at, &v, 4);
@@ -711,6 +762,48 @@ out:
     return rc;
 }
 
+/* "ARCH.key" */
+static int set_u32k(struct gguf_writer *w, const char *arch, const char *key, uint32_t v)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return gguf_set_u32(w, k, v);
+}
+
+static int set_f32k(struct gguf_writer *w, const char *arch, const char *key, float v)
+{
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    return gguf_set_f32(w, k, v);
+}
+
+/* The architecture's hyper-parameters under llama.cpp's keys. */
+static int set_hparams(struct gguf_writer *w, const struct model_config *c)
+{
+    const char *a = gguf_arch(c);
+    int bad = set_u32k(w, a, "vocab_size", (uint32_t)c->vocab) ||
+              set_u32k(w, a, "context_length", (uint32_t)c->max_pos) ||
+              set_u32k(w, a, "embedding_length", (uint32_t)c->hidden) ||
+              set_u32k(w, a, "block_count", (uint32_t)c->n_layers) ||
+              set_u32k(w, a, "feed_forward_length", (uint32_t)c->intermediate) ||
+              set_u32k(w, a, "rope.dimension_count", (uint32_t)c->head_dim) ||
+              set_u32k(w, a, "attention.head_count", (uint32_t)c->n_heads) ||
+              set_u32k(w, a, "attention.head_count_kv", (uint32_t)c->n_kv_heads) ||
+              set_u32k(w, a, "attention.key_length", (uint32_t)c->head_dim) ||
+              set_u32k(w, a, "attention.value_length", (uint32_t)c->head_dim) ||
+              set_f32k(w, a, "attention.layer_norm_rms_epsilon", c->rms_eps) ||
+              set_f32k(w, a, "rope.freq_base", c->rope_theta);
+    if (!bad && c->family == FAM_GEMMA2) {
+        bad = set_u32k(w, a, "attention.sliding_window",
+                       (uint32_t)(c->sliding_window > 0 ? c->sliding_window : c->max_pos));
+        if (!bad && c->attn_softcap > 0.0f)
+            bad = set_f32k(w, a, "attn_logit_softcapping", c->attn_softcap);
+        if (!bad && c->final_softcap > 0.0f)
+            bad = set_f32k(w, a, "final_logit_softcapping", c->final_softcap);
+    }
+    return bad;
+}
+
 static void model_name(const char *dir, char *out, size_t cap)
 {
     char buf[PATH_CAP];
@@ -743,41 +836,35 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     int rc = -1;
     struct gguf_writer *w = gguf_writer_new();
     struct conv *cv = calloc(m.n_want, sizeof *cv);
+    float rope_div[512];
     if (!w || !cv) {
         text_error(err, errcap, "out of memory");
         goto out;
     }
     char name[256];
     model_name(model_dir, name, sizeof name);
-    int bad = gguf_set_str(w, "general.architecture", "llama") ||
+    int bad = gguf_set_str(w, "general.architecture", gguf_arch(c)) ||
               gguf_set_str(w, "general.name", name) ||
               gguf_set_u32(w, "general.file_type", dtype == EXPORT_BF16 ? 32 : dtype == EXPORT_F32 ? 0 : 1) ||
-              gguf_set_u32(w, "llama.vocab_size", (uint32_t)c->vocab) ||
-              gguf_set_u32(w, "llama.context_length", (uint32_t)c->max_pos) ||
-              gguf_set_u32(w, "llama.embedding_length", (uint32_t)c->hidden) ||
-              gguf_set_u32(w, "llama.block_count", (uint32_t)c->n_layers) ||
-              gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)c->intermediate) ||
-              gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim) ||
-              gguf_set_u32(w, "llama.attention.head_count", (uint32_t)c->n_heads) ||
-              gguf_set_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads) ||
-              gguf_set_u32(w, "llama.attention.key_length", (uint32_t)c->head_dim) ||
-              gguf_set_u32(w, "llama.attention.value_length", (uint32_t)c->head_dim) ||
-              gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", c->rms_eps) ||
-              gguf_set_f32(w, "llama.rope.freq_base", c->rope_theta);
+              set_hparams(w, c);
     if (bad) {
         text_error(err, errcap, "out of memory");
         goto out;
     }
+    model_rope_freq_div(c, rope_div);
     if (set_tokenizer(w, &m, model_dir, err, errcap) < 0)
         goto out;
     enum gguf_ttype mat = dtype == EXPORT_BF16 ? GGUF_T_BF16 : dtype == EXPORT_F32 ? GGUF_T_F32 : GGUF_T_F16;
     for (size_t i = 0; i < m.n_want; i++) {
         const struct want *wt = &m.want[i];
-        cv[i] = (struct conv){.src = shards_find(&m.sh, wt->hf),
+        cv[i] = (struct conv){.src = wt->hf[0] ? shards_find(&m.sh, wt->hf) : NULL,
+                              .mem = rope_div,
                               .to = wt->cols ? mat : GGUF_T_F32,
                               .rows = (size_t)wt->rows,
                               .cols = wt->cols ? (size_t)wt->cols : 1,
-                              .permute_heads = wt->permute_heads};
+                              .permute_heads = wt->permute_heads,
+                              .add = wt->add,
+                              .mul = wt->mul};
         uint64_t ne[2] = {cv[i].cols, cv[i].rows};
         int nd = wt->cols ? 2 : 1;
         if (!wt->cols)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/chat_format.h"
 #include "train/data.h"
 #include "train/gemm.h"
 #include "train/model.h"
@@ -15,10 +16,16 @@
 #include "core/rng.h"
 #include "train/tokenizer.h"
 
+#define GEN_MAX_STOP 8
+
 struct generator {
     struct model *m;
     struct tokenizer *tok;
     int eos;
+    struct chat_format *fmt; /* the model's chat template, or NULL */
+    char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
+    int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
+    int n_stop;
 };
 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
@@ -43,6 +50,8 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
     if (!g->tok)
         goto fail;
     g->eos = g->m->cfg.eos_id >= 0 ? g->m->cfg.eos_id : tokenizer_eos_id(g->tok);
+    /* A template alallo cannot read fails chats only, not completions. */
+    g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
     return g;
 fail:
     gen_close(g);
@@ -55,6 +64,7 @@ void gen_close(struct generator *g)
         return;
     model_free(g->m);
     tokenizer_free(g->tok);
+    chat_format_free(g->fmt);
     free(g);
 }
 
@@ -115,12 +125,8 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
     const struct model_config *c = &m->cfg;
     int C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     int qd = H * hd, kd = KV * hd, group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int i = 0; i < n; i++) {
-        const float *src = linear_rows(&m->embed, ids[i], 1, w->x + (size_t)i * C);
-        if (src != w->x + (size_t)i * C)
-            memcpy(w->x + (size_t)i * C, src, sizeof(float) * C);
-    }
+    float scale = model_attn_scale(c);
+    model_embed(m, ids, n, w->x);
     for (int l = 0; l < c->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         float *kc = w->kc + (size_t)l * w->ctx * kd, *vc = w->vc + (size_t)l * w->ctx * kd;
@@ -143,6 +149,8 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
                     for (int d = 0; d < hd; d++)
                         s += qi[d] * kj[d];
                     w->att[j] = s * scale;
+                    if (c->attn_softcap > 0.0f)
+                        ops_softcap(&w->att[j], 1, c->attn_softcap);
                     if (w->att[j] > mx)
                         mx = w->att[j];
                 }
@@ -162,12 +170,20 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
             }
         }
         linear_forward(&L->proj[PROJ_O], w->tmp, w->ao, n, w->xa, &w->ls);
+        if (L->ln3) { /* Gemma 2's norm after attention (w->ln is free here) */
+            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln3, n, C, c->rms_eps);
+            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
+        }
         ops_add(w->x, w->x, w->tmp, (size_t)n * C);
         ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln2, n, C, c->rms_eps);
         linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
         linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
-        ops_swiglu_forward(w->h, w->g, w->u, (size_t)n * c->intermediate);
+        model_mlp_act(m, w->h, w->g, w->u, (size_t)n * c->intermediate);
         linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
+        if (L->ln4) { /* and after the MLP */
+            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln4, n, C, c->rms_eps);
+            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
+        }
         ops_add(w->x, w->x, w->tmp, (size_t)n * C);
     }
     /* only the last position's logits are needed */
@@ -175,6 +191,8 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
     ops_rmsnorm_forward(w->ln, w->rstd, xl, m->norm_f, 1, C, c->rms_eps);
     struct linear *head = c->tied ? &m->embed : &m->head;
     linear_forward(head, w->logits, w->ln, 1, NULL, &w->ls);
+    if (c->final_softcap > 0.0f)
+        ops_softcap(w->logits, (size_t)c->vocab, c->final_softcap);
 }
 
 struct cand {
@@ -255,7 +273,10 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     *finish_reason = "length";
     while (count < max_new) {
         int next = pick(w.logits, m->cfg.vocab, o, &r, cands);
-        if (next == g->eos) {
+        int stop = next == g->eos;
+        for (int i = 0; i < g->n_stop; i++)
+            stop |= next == g->stop[i];
+        if (stop) {
             *finish_reason = "stop";
             break;
         }
@@ -270,16 +291,10 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     return count;
 }
 
-int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
-            struct gen_result *out, char *err, size_t errcap)
+/* Generates after `ids` (n of them, taken over and freed). */
+static int run_ids(struct generator *g, int32_t *ids, size_t n, const struct gen_opts *o,
+                   struct gen_result *out, char *err, size_t errcap)
 {
-    memset(out, 0, sizeof *out);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (data_encode_prompt(g->tok, prompt, &ids, &n) != 0) {
-        snprintf(err, errcap, "cannot encode the prompt");
-        return -1;
-    }
     int cap = o->max_tokens > 0 && o->max_tokens <= GEN_MAX_TOKENS ? o->max_tokens : 1;
     int32_t *gen = malloc(sizeof *gen * (size_t)cap);
     const char *finish = "length";
@@ -309,4 +324,107 @@ int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
     if (k == GEN_TOO_LONG || k == GEN_EMPTY)
         return k;
     return k < 0 ? -1 : 0;
+}
+
+int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
+            struct gen_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (data_encode_prompt(g->tok, prompt, &ids, &n) != 0) {
+        snprintf(err, errcap, "cannot encode the prompt");
+        return -1;
+    }
+    g->n_stop = 0;
+    return run_ids(g, ids, n, o, out, err, errcap);
+}
+
+/* The plain layout of a conversation (models without a chat template). */
+static int plain_chat(const struct generator *g, const json_t *messages, int32_t **ids,
+                      size_t *n, char *err, size_t errcap)
+{
+    size_t nm = json_array_size(messages);
+    struct dataset_turn *turns = calloc(nm + 1, sizeof *turns);
+    json_t *keep = json_array(); /* texts made here, until encoded */
+    if (!turns || !keep) {
+        json_decref(keep);
+        free(turns);
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        json_t *m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        json_t *content = json_object_get(m, "content");
+        int r = -1;
+        for (int k = 0; role && k <= DATASET_TOOL; k++)
+            if (strcmp(role, dataset_role_name((enum dataset_role)k)) == 0)
+                r = k;
+        if (r < 0) {
+            json_decref(keep);
+            free(turns);
+            snprintf(err, errcap, "message %zu: unknown role", i + 1);
+            return -1;
+        }
+        turns[i].role = (enum dataset_role)r;
+        turns[i].text = json_is_string(content) ? json_string_value(content) : "";
+        /* an assistant's calls as training wrote them (core/dataset.h) */
+        json_t *calls = json_object_get(m, "tool_calls");
+        for (size_t k = 0; k < json_array_size(calls); k++) {
+            json_t *fn = json_object_get(json_array_get(calls, k), "function");
+            const char *args_text = json_string_value(json_object_get(fn, "arguments"));
+            json_t *args = args_text ? json_loads(args_text, 0, NULL) : NULL;
+            char *a = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            char *line = NULL;
+            if (asprintf(&line, "%s%s<tool_call>{\"name\": \"%s\", \"arguments\": %s}</tool_call>",
+                         turns[i].text, turns[i].text[0] ? "\n" : "", name ? name : "",
+                         a ? a : "{}") < 0)
+                line = NULL;
+            free(a);
+            json_decref(args);
+            if (!line || json_array_append_new(keep, json_string(line)) < 0) {
+                free(line);
+                break;
+            }
+            free(line);
+            turns[i].text = json_string_value(json_array_get(keep, json_array_size(keep) - 1));
+        }
+        turns[i].len = strlen(turns[i].text);
+    }
+    int rc = data_encode_chat(g->tok, turns, nm, ids, n);
+    json_decref(keep);
+    free(turns);
+    if (rc)
+        snprintf(err, errcap, "cannot encode the conversation");
+    return rc;
+}
+
+int gen_run_chat(struct generator *g, const json_t *messages, const json_t *tools,
+                 const struct gen_opts *o, struct gen_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (g->fmt_err[0]) {
+        snprintf(err, errcap, "%s", g->fmt_err);
+        return GEN_BAD_CHAT;
+    }
+    if (!g->fmt) {
+        if (plain_chat(g, messages, &ids, &n, err, errcap))
+            return GEN_BAD_CHAT;
+    } else {
+        char *text;
+        if (chat_format_prompt(g->fmt, messages, tools, &text, err, errcap))
+            return GEN_BAD_CHAT;
+        int rc = tokenizer_encode_special(g->tok, text, strlen(text), &ids, &n);
+        free(text);
+        if (rc) {
+            snprintf(err, errcap, "cannot encode the conversation");
+            return -1;
+        }
+    }
+    g->n_stop = chat_format_stop_ids(g->fmt, g->tok, g->stop, GEN_MAX_STOP);
+    return run_ids(g, ids, n, o, out, err, errcap);
 }

@@ -59,6 +59,22 @@ void gen_close(struct generator *g); /* NULL is fine */
 int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
             struct gen_result *out /* OUT */, char *err, size_t errcap);
 
+/* What gen_run_chat returns when the conversation is one the model's chat
+ * template refuses (its raise_exception, e.g. roles that do not alternate)
+ * or names an unknown role: the caller's mistake, with the reason. */
+#define GEN_BAD_CHAT (-4)
+
+struct json_t;
+
+/* Generates the next assistant turn of a conversation (OpenAI's messages,
+ * and tools or NULL) laid out by the model's chat template, or by the
+ * plain layout of data_encode_chat for a model without one; stops at EOS
+ * or at the template family's end-of-turn token (chat_format_stop_ids).
+ * Returns as gen_run, or GEN_BAD_CHAT. */
+int gen_run_chat(struct generator *g, const struct json_t *messages, const struct json_t *tools,
+                 const struct gen_opts *o, struct gen_result *out /* OUT */, char *err,
+                 size_t errcap);
+
 /* Generates from token ids (after the prompt formatting), writing up to
  * max_tokens ids into out_ids. Returns the count, GEN_TOO_LONG, GEN_EMPTY
  * or -1, as gen_run. For tests. */

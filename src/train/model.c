@@ -90,15 +90,158 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap)
         snprintf(err, errcap, "config.json: head dimension must be even and at most 1024");
         return -1;
     }
-    if (!(c->rms_eps > 0.0f) || !(c->rope_theta > 0.0f) || c->max_pos < 1) {
+    if (!(c->rms_eps > 0.0f) || !(c->rope_theta > 0.0f) || c->max_pos < 1 ||
+        !(c->query_scalar > 0.0f)) {
         snprintf(err, errcap, "config.json: rms_norm_eps, rope_theta and "
-                              "max_position_embeddings must be positive");
+                              "max_position_embeddings (and query_pre_attn_scalar) must be "
+                              "positive");
         return -1;
     }
     if (c->bos_id >= c->vocab || c->eos_id >= c->vocab) {
         snprintf(err, errcap, "config.json: bos/eos token id outside the vocabulary");
         return -1;
     }
+    return 0;
+}
+
+static const char *const family_names[FAM_COUNT] = {"llama", "mistral", "qwen2", "gemma",
+                                                     "gemma2"};
+static const char *const family_archs[FAM_COUNT] = {
+    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+};
+
+const char *model_family_name(int family)
+{
+    return family >= 0 && family < FAM_COUNT ? family_names[family] : NULL;
+}
+
+int model_family_parse(const char *name)
+{
+    for (int f = 0; f < FAM_COUNT; f++)
+        if (strcmp(name, family_names[f]) == 0)
+            return f;
+    return -1;
+}
+
+/* rope_scaling: null, "default", or Llama 3's; anything else is refused. */
+static int parse_rope_scaling(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    json_t *rs = json_object_get(o, "rope_scaling");
+    if (!rs || json_is_null(rs))
+        return 0;
+    if (!json_is_object(rs)) {
+        snprintf(err, errcap, "config.json: rope_scaling must be an object or null");
+        return -1;
+    }
+    const char *type = json_string_value(json_object_get(rs, "rope_type"));
+    if (!type)
+        type = json_string_value(json_object_get(rs, "type"));
+    if (type && strcmp(type, "default") == 0)
+        return 0;
+    if (!type || strcmp(type, "llama3") != 0) {
+        snprintf(err, errcap,
+                 "config.json: rope_scaling.rope_type \"%.40s\" is not supported (llama3 only)",
+                 type ? type : "(missing)");
+        return -1;
+    }
+    double factor, low, high;
+    long orig;
+    if (get_num(rs, "factor", 0.0, &factor, err, errcap) ||
+        get_num(rs, "low_freq_factor", 1.0, &low, err, errcap) ||
+        get_num(rs, "high_freq_factor", 4.0, &high, err, errcap) ||
+        get_int(rs, "original_max_position_embeddings", 8192, &orig, err, errcap))
+        return -1;
+    if (!(factor >= 1.0 && factor <= 1024.0) || !(low > 0.0) || !(high > low) || orig < 1 ||
+        orig > (1L << 24)) {
+        snprintf(err, errcap, "config.json: rope_scaling needs factor in [1, 1024], "
+                              "0 < low_freq_factor < high_freq_factor and a positive "
+                              "original_max_position_embeddings");
+        return -1;
+    }
+    c->rope_factor = (float)factor;
+    c->rope_low_freq = (float)low;
+    c->rope_high_freq = (float)high;
+    c->rope_orig_max = (int)orig;
+    return 0;
+}
+
+/* The MLP activation each family computes; the key that names it. */
+static int parse_activation(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
+    const char *key = "hidden_act";
+    const char *act = json_string_value(json_object_get(o, key));
+    if (gemma && json_string_value(json_object_get(o, "hidden_activation"))) {
+        key = "hidden_activation";
+        act = json_string_value(json_object_get(o, key));
+    }
+    if (!gemma) {
+        if (act && strcmp(act, "silu") != 0) {
+            snprintf(err, errcap,
+                     "config.json: %s \"%.40s\" is not supported for %s (silu only)", key, act,
+                     family_names[c->family]);
+            return -1;
+        }
+        return 0;
+    }
+    /* Hugging Face runs Gemma's "gelu" as the tanh approximation too. */
+    if (act && strcmp(act, "gelu_pytorch_tanh") != 0 && strcmp(act, "gelu") != 0) {
+        snprintf(err, errcap,
+                 "config.json: %s \"%.40s\" is not supported for %s (gelu_pytorch_tanh only)",
+                 key, act, family_names[c->family]);
+        return -1;
+    }
+    c->gelu = 1;
+    return 0;
+}
+
+/* Gemma's switches, and Gemma 2's soft-capping and query scalar. */
+static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    json_t *tie = json_object_get(o, "tie_word_embeddings");
+    if (json_is_false(tie)) {
+        snprintf(err, errcap, "config.json: tie_word_embeddings false is not supported for %s "
+                              "(its head is the embedding)", family_names[c->family]);
+        return -1;
+    }
+    c->tied = 1;
+    c->norm_plus_one = 1;
+    c->embed_scale = 1;
+    if (c->family != FAM_GEMMA2)
+        return 0;
+    double acap, fcap, qs;
+    if (get_num(o, "attn_logit_softcapping", 0.0, &acap, err, errcap) ||
+        get_num(o, "final_logit_softcapping", 0.0, &fcap, err, errcap) ||
+        get_num(o, "query_pre_attn_scalar", c->head_dim, &qs, err, errcap))
+        return -1;
+    if (acap < 0.0 || fcap < 0.0 || !(qs > 0.0)) {
+        snprintf(err, errcap, "config.json: attn_logit_softcapping and final_logit_softcapping "
+                              "must be positive or null, query_pre_attn_scalar positive");
+        return -1;
+    }
+    c->post_norms = 1;
+    c->attn_softcap = (float)acap;
+    c->final_softcap = (float)fcap;
+    c->query_scalar = (float)qs;
+    return 0;
+}
+
+/* sliding_window: kept, and the context capped to it (docs/models.md). */
+static int parse_window(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    long win;
+    if (json_is_false(json_object_get(o, "use_sliding_window")))
+        return 0; /* Qwen2 states a window it does not use */
+    if (get_int(o, "sliding_window", 0, &win, err, errcap))
+        return -1;
+    if (win < 0 || win > (1L << 24)) {
+        snprintf(err, errcap, "config.json: sliding_window out of range");
+        return -1;
+    }
+    c->sliding_window = (int)win;
+    if (win > 0 && win < c->max_pos)
+        c->max_pos = (int)win;
     return 0;
 }
 
@@ -117,17 +260,20 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     double eps, theta;
     memset(c, 0, sizeof *c);
     const char *type = json_string_value(json_object_get(o, "model_type"));
-    const char *act = json_string_value(json_object_get(o, "hidden_act"));
-    json_t *scaling = json_object_get(o, "rope_scaling");
-    if (act && strcmp(act, "silu") != 0) {
-        snprintf(err, errcap, "config.json: hidden_act \"%.40s\" is not supported (silu only)",
-                 act);
+    c->family = type ? model_family_parse(type) : FAM_LLAMA;
+    if (c->family < 0) {
+        snprintf(err, errcap,
+                 "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
+                 "gemma, gemma2)",
+                 type);
         goto out;
     }
-    if (scaling && !json_is_null(scaling)) {
-        snprintf(err, errcap, "config.json: rope_scaling is not supported");
+    if (json_is_true(json_object_get(o, "mlp_bias"))) {
+        snprintf(err, errcap, "config.json: mlp_bias true is not supported");
         goto out;
     }
+    if (parse_activation(o, c, err, errcap) || parse_rope_scaling(o, c, err, errcap))
+        goto out;
     if (get_int(o, "hidden_size", -2, &hidden, err, errcap) ||
         get_int(o, "intermediate_size", -2, &inter, err, errcap) ||
         get_int(o, "num_hidden_layers", -2, &layers, err, errcap) ||
@@ -156,15 +302,19 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     c->n_kv_heads = (int)kv;
     c->head_dim = (int)hd;
     c->vocab = (int)vocab;
-    c->max_pos = (int)maxpos;
+    c->max_pos = c->max_pos_config = (int)maxpos;
     c->rms_eps = (float)eps;
     c->rope_theta = (float)theta;
+    c->query_scalar = (float)hd;
     c->bos_id = bos >= 0 && bos < vocab ? (int)bos : -1;
     c->eos_id = eos >= 0 && eos < vocab ? (int)eos : -1;
     /* Hugging Face's Llama default is untied; most small models tie. */
     c->tied = json_is_true(json_object_get(o, "tie_word_embeddings"));
-    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) ||
-                  (type && strcmp(type, "qwen2") == 0);
+    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) || c->family == FAM_QWEN2;
+    if (parse_window(o, c, err, errcap))
+        goto out;
+    if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
+        goto out;
     rc = model_config_check(c, err, errcap);
 out:
     json_decref(o);
@@ -211,8 +361,10 @@ char *model_config_to_json(const struct model_config *c)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
-    json_object_set_new(o, "model_type", json_string("llama"));
+    int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
+    const char *act = c->gelu ? "gelu_pytorch_tanh" : "silu";
+    json_object_set_new(o, "architectures", json_pack("[s]", family_archs[c->family]));
+    json_object_set_new(o, "model_type", json_string(family_names[c->family]));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden));
     json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
     json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
@@ -220,14 +372,39 @@ char *model_config_to_json(const struct model_config *c)
     json_object_set_new(o, "num_key_value_heads", json_integer(c->n_kv_heads));
     json_object_set_new(o, "head_dim", json_integer(c->head_dim));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab));
-    json_object_set_new(o, "max_position_embeddings", json_integer(c->max_pos));
+    json_object_set_new(o, "max_position_embeddings",
+                        json_integer(c->sliding_window > 0 && c->max_pos_config > c->max_pos
+                                         ? c->max_pos_config
+                                         : c->max_pos));
     json_object_set_new(o, "rms_norm_eps", json_real(float_short(c->rms_eps)));
     json_object_set_new(o, "rope_theta", json_real(float_short(c->rope_theta)));
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
     json_object_set_new(o, "attention_bias", json_boolean(c->qkv_bias));
     json_object_set_new(o, "mlp_bias", json_false());
-    json_object_set_new(o, "hidden_act", json_string("silu"));
-    json_object_set_new(o, "rope_scaling", json_null());
+    json_object_set_new(o, "hidden_act", json_string(act));
+    if (gemma)
+        json_object_set_new(o, "hidden_activation", json_string(act));
+    if (c->rope_factor > 0.0f)
+        json_object_set_new(
+            o, "rope_scaling",
+            json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor",
+                      float_short(c->rope_factor), "low_freq_factor",
+                      float_short(c->rope_low_freq), "high_freq_factor",
+                      float_short(c->rope_high_freq), "original_max_position_embeddings",
+                      c->rope_orig_max));
+    else
+        json_object_set_new(o, "rope_scaling", json_null());
+    if (c->sliding_window > 0)
+        json_object_set_new(o, "sliding_window", json_integer(c->sliding_window));
+    if (c->family == FAM_GEMMA2) {
+        json_object_set_new(o, "query_pre_attn_scalar", json_real(float_short(c->query_scalar)));
+        json_object_set_new(o, "attn_logit_softcapping",
+                            c->attn_softcap > 0.0f ? json_real(float_short(c->attn_softcap))
+                                                   : json_null());
+        json_object_set_new(o, "final_logit_softcapping",
+                            c->final_softcap > 0.0f ? json_real(float_short(c->final_softcap))
+                                                    : json_null());
+    }
     json_object_set_new(o, "torch_dtype", json_string("float32"));
     json_object_set_new(o, "bos_token_id", c->bos_id >= 0 ? json_integer(c->bos_id) : json_null());
     json_object_set_new(o, "eos_token_id", c->eos_id >= 0 ? json_integer(c->eos_id) : json_null());
@@ -239,6 +416,7 @@ char *model_config_to_json(const struct model_config *c)
 int model_config_shape(const char *name, int vocab, struct model_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->family = FAM_LLAMA;
     c->rms_eps = 1e-5f;
     c->rope_theta = 10000.0f;
     c->tied = 1;
@@ -260,7 +438,72 @@ int model_config_shape(const char *name, int vocab, struct model_config *c)
     }
     c->vocab = vocab;
     c->head_dim = c->hidden / c->n_heads;
+    c->query_scalar = (float)c->head_dim;
+    c->max_pos_config = c->max_pos;
     return 0;
+}
+
+int model_config_family_tiny(int family, int vocab, struct model_config *c)
+{
+    if (family < 0 || family >= FAM_COUNT || model_config_shape("tiny", vocab, c))
+        return -1;
+    c->family = family;
+    switch (family) {
+    case FAM_LLAMA: /* Llama 3.2: tied, theta 5e5, the llama3 ramp (scaled to the tiny context) */
+        c->rope_theta = 500000.0f;
+        c->rope_factor = 8.0f, c->rope_low_freq = 1.0f, c->rope_high_freq = 4.0f;
+        c->rope_orig_max = 64;
+        break;
+    case FAM_MISTRAL: /* untied, a window longer than the context */
+        c->tied = 0;
+        c->sliding_window = 4096;
+        break;
+    case FAM_QWEN2: /* q/k/v biases, theta 1e6 */
+        c->qkv_bias = 1;
+        c->rope_theta = 1000000.0f;
+        c->rms_eps = 1e-6f;
+        break;
+    default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
+        c->gelu = c->norm_plus_one = c->embed_scale = 1;
+        c->head_dim = 32;
+        c->n_kv_heads = family == FAM_GEMMA ? 1 : 2;
+        c->rms_eps = 1e-6f;
+        break;
+    }
+    if (family == FAM_GEMMA2) {
+        c->post_norms = 1;
+        c->attn_softcap = 50.0f;
+        c->final_softcap = 30.0f;
+        c->sliding_window = 4096;
+    }
+    c->query_scalar = (float)c->head_dim;
+    return 0;
+}
+
+void model_rope_freq_div(const struct model_config *c, float *div)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        div[i] = 1.0f;
+        if (!(c->rope_factor > 0.0f))
+            continue;
+        /* Llama 3: long wavelengths slow down by `factor`, short ones stay,
+         * and the band between ramps smoothly (in the inverse frequency). */
+        double inv = pow((double)c->rope_theta, -2.0 * i / (double)c->head_dim);
+        double wavelen = 2.0 * M_PI / inv;
+        double lo_wl = c->rope_orig_max / (double)c->rope_low_freq;
+        double hi_wl = c->rope_orig_max / (double)c->rope_high_freq;
+        if (wavelen < hi_wl)
+            continue;
+        if (wavelen > lo_wl) {
+            div[i] = c->rope_factor;
+            continue;
+        }
+        double smooth = (c->rope_orig_max / wavelen - c->rope_low_freq) /
+                        (double)(c->rope_high_freq - c->rope_low_freq);
+        double scaled = (1.0 - smooth) / c->rope_factor + smooth; /* times inv */
+        div[i] = (float)(1.0 / scaled);
+    }
 }
 
 static void proj_shape(const struct model_config *c, int p, int *out, int *in)
@@ -285,7 +528,7 @@ size_t model_config_params(const struct model_config *c)
         proj_shape(c, p, &o, &i);
         n += (size_t)c->n_layers * o * i;
     }
-    n += (size_t)c->n_layers * 2 * c->hidden;
+    n += (size_t)c->n_layers * (c->post_norms ? 4 : 2) * c->hidden;
     if (c->qkv_bias)
         n += (size_t)c->n_layers * (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
     return n;
@@ -388,6 +631,10 @@ static void layout(struct model *m, struct layout *y)
         struct model_layer *L = &m->layers[l];
         place_vector(m, y, &L->ln1, &L->dln1, (size_t)c->hidden);
         place_vector(m, y, &L->ln2, &L->dln2, (size_t)c->hidden);
+        if (c->post_norms) {
+            place_vector(m, y, &L->ln3, &L->dln3, (size_t)c->hidden);
+            place_vector(m, y, &L->ln4, &L->dln4, (size_t)c->hidden);
+        }
         if (c->qkv_bias)
             for (int p = PROJ_Q; p <= PROJ_V; p++)
                 place_vector(m, y, &L->proj[p].bias, &L->proj[p].dbias,
@@ -406,12 +653,13 @@ static void add_tensor(struct model *m, const char *name, int rows, int cols, in
     t->is1d = is1d;
     t->lin = lin;
     t->vec = vec;
+    t->offset = vec && m->cfg.norm_plus_one && strstr(name, "norm") ? 1.0f : 0.0f;
 }
 
 static int build_tensor_table(struct model *m)
 {
     const struct model_config *c = &m->cfg;
-    int cap = 3 + c->n_layers * 12;
+    int cap = 3 + c->n_layers * 14;
     m->tensors = calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors)
         return -1;
@@ -431,11 +679,24 @@ static int build_tensor_table(struct model *m)
                          proj_names[p]);
                 add_tensor(m, name, 1, ln->out, 1, NULL, ln->bias);
             }
-            if (p == PROJ_O) {
+            if (p == PROJ_O && c->post_norms) {
+                /* Gemma 2 names its norm after attention as Llama names the
+                 * one before the MLP */
+                snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight",
+                         l);
+                add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln3);
+                snprintf(name, sizeof name, "model.layers.%d.pre_feedforward_layernorm.weight",
+                         l);
+                add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln2);
+            } else if (p == PROJ_O) {
                 snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight",
                          l);
                 add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln2);
             }
+        }
+        if (c->post_norms) {
+            snprintf(name, sizeof name, "model.layers.%d.post_feedforward_layernorm.weight", l);
+            add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln4);
         }
     }
     add_tensor(m, "model.norm.weight", 1, c->hidden, 1, NULL, m->norm_f);
@@ -450,12 +711,16 @@ int model_rope_ensure(struct model *m, int len)
         return 0;
     size_t n = (size_t)len * (m->cfg.head_dim / 2);
     float *cs = malloc(n * sizeof(float)), *sn = malloc(n * sizeof(float));
-    if (!cs || !sn) {
+    float *div = malloc(sizeof(float) * (size_t)(m->cfg.head_dim / 2));
+    if (!cs || !sn || !div) {
         free(cs);
         free(sn);
+        free(div);
         return -1;
     }
-    ops_rope_tables(cs, sn, len, m->cfg.head_dim, m->cfg.rope_theta);
+    model_rope_freq_div(&m->cfg, div);
+    ops_rope_tables(cs, sn, len, m->cfg.head_dim, m->cfg.rope_theta, div);
+    free(div);
     free(m->rope_cos);
     free(m->rope_sin);
     m->rope_cos = cs;
@@ -508,8 +773,12 @@ struct model *model_create(const struct model_config *cfg, const struct model_op
     if (build_tensor_table(m))
         goto oom;
     for (int l = 0; l < cfg->n_layers; l++)
-        for (int c = 0; c < cfg->hidden; c++)
-            m->layers[l].ln1[c] = m->layers[l].ln2[c] = 1.0f;
+        for (int c = 0; c < cfg->hidden; c++) {
+            struct model_layer *L = &m->layers[l];
+            L->ln1[c] = L->ln2[c] = 1.0f;
+            if (L->ln3)
+                L->ln3[c] = L->ln4[c] = 1.0f;
+        }
     for (int c = 0; c < cfg->hidden; c++)
         m->norm_f[c] = 1.0f;
     if (model_rope_ensure(m, cfg->max_pos < 4096 ? cfg->max_pos : 4096))
@@ -560,6 +829,8 @@ int model_fill_tensor(struct model *m, int i, model_fill_fn fn, void *ctx)
     size_t n = (size_t)t->rows * t->cols;
     if (t->vec) {
         fn(ctx, 0, n, t->vec);
+        for (size_t j = 0; t->offset != 0.0f && j < n; j++)
+            t->vec[j] += t->offset;
         return 0;
     }
     struct linear *l = t->lin;
@@ -607,7 +878,8 @@ void model_get_tensor(const struct model *m, int i, float *out)
 {
     const struct model_tensor *t = &m->tensors[i];
     if (t->vec)
-        memcpy(out, t->vec, sizeof(float) * (size_t)t->cols);
+        for (int j = 0; j < t->cols; j++)
+            out[j] = t->vec[j] - t->offset;
     else
         linear_merged_weight(t->lin, out);
 }
@@ -653,17 +925,42 @@ static void fill_const(void *ctx, size_t start, size_t count, float *out)
 
 int model_init_random(struct model *m, uint64_t seed)
 {
-    float resid = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layers);
+    return model_init_random_std(m, seed, 0.02f, 0.0f);
+}
+
+/* fill_normal's values around a centre: the norm scales' jitter. */
+struct jitter_ctx {
+    struct init_ctx normal;
+    float centre;
+};
+
+static void fill_jitter(void *ctx, size_t start, size_t count, float *out)
+{
+    struct jitter_ctx *j = ctx;
+    fill_normal(&j->normal, start, count, out);
+    for (size_t i = 0; i < count; i++)
+        out[i] += j->centre;
+}
+
+int model_init_random_std(struct model *m, uint64_t seed, float std, float norm_std)
+{
+    float resid = std / sqrtf(2.0f * (float)m->cfg.n_layers);
     for (int i = 0; i < m->n_tensors; i++) {
         struct model_tensor *t = &m->tensors[i];
         struct init_ctx c = {rng_derive(seed, (uint64_t)i), 0.0f};
         int rc;
         if (t->vec) {
-            /* Norm weights one, biases zero. */
-            c.std = strstr(t->name, "norm") ? 1.0f : 0.0f;
-            rc = model_fill_tensor(m, i, fill_const, &c);
+            /* Norm scales one (a Gemma norm's stored weight zero), biases zero;
+             * norm scales jittered by norm_std where asked. */
+            int norm = strstr(t->name, "norm") != NULL;
+            c.std = norm ? 1.0f - t->offset : 0.0f;
+            struct jitter_ctx j = {{c.seed, norm_std}, c.std};
+            if (norm && norm_std > 0.0f)
+                rc = model_fill_tensor(m, i, fill_jitter, &j);
+            else
+                rc = model_fill_tensor(m, i, fill_const, &c);
         } else {
-            c.std = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") ? resid : 0.02f;
+            c.std = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") ? resid : std;
             rc = model_fill_tensor(m, i, fill_normal, &c);
         }
         if (rc)

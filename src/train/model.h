@@ -5,6 +5,15 @@
  * with rotary positions (rotate-half), residual; RMSNorm, SwiGLU MLP,
  * residual] -> RMSNorm -> output head (tied to the embedding or not).
  *
+ * Families (docs/models.md) are this one decoder with switches in the
+ * config: Llama 3's rotary frequency scaling, Qwen2's q/k/v biases, and
+ * Gemma's GeGLU (GELU-tanh), embeddings scaled by sqrt(hidden), norms that
+ * scale by (1 + weight) and, for Gemma 2, norms after attention and after
+ * the MLP and tanh soft-capping of attention scores and logits.
+ * A Gemma norm is held as its effective scale (1 + the stored weight):
+ * loading adds the tensor's `offset`, reading back subtracts it, so the
+ * pass, the gradients and llama.cpp all see the plain RMSNorm scale.
+ *
  * Storage modes (struct model_opts):
  *  - full: every parameter is an fp32 master weight that trains;
  *  - LoRA: the base is frozen as fp32, bf16 or NF4 (base_kind) and only the
@@ -30,7 +39,11 @@
 #define MODEL_MAX_HIDDEN 16384
 #define MODEL_MAX_VOCAB 1048576
 
+/* Hugging Face's model_type values alallo reads. */
+enum model_family { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_GEMMA, FAM_GEMMA2, FAM_COUNT };
+
 struct model_config {
+    int family;        /* enum model_family */
     int hidden;        /* C */
     int intermediate;  /* I */
     int n_layers;      /* L */
@@ -44,11 +57,37 @@ struct model_config {
     int tied;          /* lm_head shares the embedding */
     int qkv_bias;      /* q/k/v projections carry a bias */
     int bos_id, eos_id; /* -1 when absent */
+    /* Llama 3 rotary scaling (rope_scaling.rope_type "llama3"); factor 0 = none */
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int rope_orig_max;
+    int gelu;          /* MLP is GeGLU with GELU-tanh (Gemma), not SwiGLU */
+    int norm_plus_one; /* stored norm weights w scale by (1 + w) (Gemma) */
+    int embed_scale;   /* embeddings times sqrt(hidden) (Gemma) */
+    int post_norms;    /* Gemma 2: norms after attention and after the MLP */
+    float query_scalar;   /* scores scale by query_scalar^-0.5 (head_dim unless set) */
+    float attn_softcap;   /* scores -> cap * tanh(s / cap); 0 = none */
+    float final_softcap;  /* logits likewise; 0 = none */
+    int sliding_window;   /* as in config.json; 0 = none. max_pos is capped to it */
+    int max_pos_config;   /* max_position_embeddings as written (max_pos may be less) */
 };
 
-/* Parses a Hugging Face config.json text. Accepts model_type llama, mistral,
- * qwen2 (q/k/v bias) and others with the same fields; refuses rope_scaling
- * and activations other than silu. 0, or -1 with a one-line reason. */
+/* "llama", "mistral", ... (Hugging Face model_type); NULL when out of range. */
+const char *model_family_name(int family);
+/* Looks a family up by model_type; -1 if unknown. */
+int model_family_parse(const char *name);
+/* Fills `c` with a tiny random-test config of `family` (vocabulary `vocab`):
+ * the family's switches as its published configs set them, at the tiny
+ * shape (hidden 64, 2 layers). 0, or -1 if unknown. */
+int model_config_family_tiny(int family, int vocab, struct model_config *c /* OUT */);
+/* Per-frequency divisors of the rotary angles, (head_dim/2) values: all 1
+ * without scaling; Llama 3's smooth ramp between low and high frequency
+ * otherwise (the factors llama.cpp reads as rope_freqs.weight). */
+void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
+
+/* Parses a Hugging Face config.json text: model_type llama (also when
+ * absent), mistral, qwen2, gemma or gemma2. Refuses, naming the key, what
+ * the pass does not compute: other model types, rope_scaling other than
+ * llama3, activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
                        size_t errcap);
 /* Reads and parses `path`. */
@@ -84,8 +123,10 @@ struct model_opts {
 };
 
 struct model_layer {
-    float *ln1, *ln2;       /* (C) */
+    float *ln1, *ln2;       /* (C) before attention, before the MLP */
     float *dln1, *dln2;     /* gradients, NULL when frozen */
+    float *ln3, *ln4;       /* (C) Gemma 2: after attention, after the MLP; else NULL */
+    float *dln3, *dln4;
     struct linear proj[PROJ_COUNT];
 };
 
@@ -96,6 +137,7 @@ struct model_tensor {
     int is1d;
     struct linear *lin;    /* the weight of this linear, or NULL */
     float *vec;            /* a norm weight or a bias, or NULL */
+    float offset;          /* held value = stored value + offset (Gemma norms: 1) */
 };
 
 struct model {
@@ -142,6 +184,10 @@ void model_get_tensor(const struct model *m, int i, float *out);
 /* Random init for a fresh model (model init, bench): normal(0, 0.02)
  * matrices, down/o projections scaled by 1/sqrt(2L), norms one, biases 0. */
 int model_init_random(struct model *m, uint64_t seed);
+/* The same with another standard deviation than 0.02, and norm scales of
+ * one plus normal(0, norm_std) (0: exactly one), for tests that need outputs
+ * far from uniform (llama.cpp against alallo). */
+int model_init_random_std(struct model *m, uint64_t seed, float std, float norm_std);
 /* LoRA init: A uniform in +-1/sqrt(in) (Kaiming-uniform as PEFT does), B zero. */
 void model_lora_init(struct model *m, uint64_t seed);
 
@@ -174,9 +220,49 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
                               const uint8_t *mask, int B, int T, float dscale, int backward,
                               size_t *n_targets /* OUT */);
 
+/* The same for packed rows: seg (B,T) holds, for each position, the index
+ * within its row of the first position of its example (NULL: one example
+ * per row). Attention stays inside each example and rotary positions
+ * restart at each example's start, so a packed row computes what its
+ * examples would alone. The caller clears mask at each example's first
+ * position (nothing before it in the example predicts it). */
+double model_forward_backward_packed(struct model *m, struct model_acts *a, const int32_t *ids,
+                                     const uint8_t *mask, const int32_t *seg, int B, int T,
+                                     float dscale, int backward, size_t *n_targets /* OUT */);
+
+/* Each target's loss: tok_loss (B,T) OUT gets -log p(ids[i+1]) at every
+ * position i whose next token is a target, 0 elsewhere. Forward only;
+ * returns their sum. */
+double model_token_losses(struct model *m, struct model_acts *a, const int32_t *ids,
+                          const uint8_t *mask, const int32_t *seg, int B, int T,
+                          double *tok_loss /* OUT (B*T) */, size_t *n_targets /* OUT */);
+
+/* Given every target's loss (tok_loss, as model_token_losses writes it),
+ * writes w (B*T): d(the caller's loss)/d(tok_loss[i]). */
+typedef void (*model_weights_fn)(void *ctx, const double *tok_loss, float *w);
+
+/* A loss that is a function of the per-token losses (DPO's, of each
+ * sequence's log-probability): the forward pass and the head give
+ * tok_loss, fn turns it into weights w, and the backward pass adds
+ * sum_i w[i] d(tok_loss[i])/d(param) into the gradients. tok_loss and
+ * tok_w are the caller's (B*T) buffers. Returns the sum of tok_loss. */
+double model_forward_backward_weighted(struct model *m, struct model_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, model_weights_fn fn,
+                                       void *ctx, double *tok_loss /* OUT */,
+                                       float *tok_w /* OUT */, size_t *n_targets /* OUT */);
+
 /* Forward pass only, writing the logits of every position (B*T, V). */
 void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *ids, int B,
                           int T, float *logits);
+
+/* The family's parts shared by the training pass and generation. */
+/* out (n,C) = embedding rows of ids, times sqrt(C) where the family says. */
+void model_embed(const struct model *m, const int32_t *ids, int n, float *out);
+/* MLP activation h = act(g) * u over n values (SwiGLU or GeGLU). */
+void model_mlp_act(const struct model *m, float *h, const float *g, const float *u, size_t n);
+/* The scale of attention scores. */
+float model_attn_scale(const struct model_config *c);
 
 /* Number of positions with a target in a batch (mask[t+1] set for t < T-1). */
 size_t model_count_targets(const uint8_t *mask, int B, int T);

@@ -11,6 +11,7 @@
  * have a target, a block of rows at a time, and are turned into their
  * gradient in place, so a 50k vocabulary never needs (B*T, V) floats.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,6 +37,9 @@ struct model_acts {
     float *q, *k, *v, *ao;  /* (L, N, qd) (L, N, kd) (L, N, kd) (L, N, qd) */
     float *lse;             /* (L, B, H, T) attention log-sum-exp per row */
     float *g, *u;           /* (L, N, I) */
+    float *pa, *pf;         /* Gemma 2 (L, N, C): attention and MLP outputs before their norms */
+    float *rstd3, *rstd4;   /* Gemma 2 (L, N) */
+    float *capped;          /* (head_rows, V) soft-capped logits, when the family caps */
     float *xa;              /* (L, PROJ_COUNT, N, r) LoRA products */
     float *lnf, *rstdf;     /* (N, C), (N) */
     /* scratch, one layer at a time */
@@ -63,6 +67,7 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
     size_t r = m->opts.full ? 0 : (size_t)m->opts.lora_r;
+    size_t pn = c->post_norms ? 1 : 0;
     size_t hr = HEAD_MAX_FLOATS / V;
     if (hr < 16)
         hr = 16;
@@ -91,12 +96,15 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
         N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
         hr * V, hr * C, hr * C,                          /* logits xc dxc */
         deq, N * (r > 0 ? r : 1),                        /* ls.deq ls.tmp */
+        L * N * C * pn, L * N * C * pn, L * N * pn, L * N * pn, /* pa pf rstd3 rstd4 */
+        c->final_softcap > 0.0f ? hr * V : 0,            /* capped */
     };
     float **dst[] = {
         &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
         &a->g, &a->u, &a->xa, &a->lnf, &a->rstdf, &a->ln, &a->tmp, &a->dres, &a->dres2,
         &a->dln, &a->dq, &a->dao, &a->dk, &a->dv, &a->hbuf, &a->dg, &a->du, &a->dh,
         &a->logits, &a->xc, &a->dxc, &a->ls.deq, &a->ls.tmp,
+        &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->capped,
     };
     size_t total = 0, n = sizeof sizes / sizeof sizes[0];
     for (size_t i = 0; i < n; i++)
@@ -153,6 +161,7 @@ size_t model_count_targets(const uint8_t *mask, int B, int T)
 /* Pointers to one layer's saved activations. */
 struct layer_acts {
     float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
+    float *pa, *pf, *rstd3, *rstd4; /* NULL without post norms */
     float *xa[PROJ_COUNT];
 };
 
@@ -176,11 +185,17 @@ static void layer_view(const struct model *m, const struct model_acts *a, int l,
     la->lse = a->lse + (size_t)l * a->B * c->n_heads * a->T;
     la->g = a->g + (size_t)l * N * F;
     la->u = a->u + (size_t)l * N * F;
+    int pn = c->post_norms;
+    la->pa = pn ? a->pa + (size_t)l * N * C : NULL;
+    la->pf = pn ? a->pf + (size_t)l * N * C : NULL;
+    la->rstd3 = pn ? a->rstd3 + (size_t)l * N : NULL;
+    la->rstd4 = pn ? a->rstd4 + (size_t)l * N : NULL;
     for (int p = 0; p < PROJ_COUNT; p++)
         la->xa[p] = r ? a->xa + ((size_t)l * PROJ_COUNT + p) * N * r : NULL;
 }
 
-static void layer_forward(struct model *m, struct model_acts *a, int l, int B, int T)
+static void layer_forward(struct model *m, struct model_acts *a, int l, const int32_t *seg, int B,
+                          int T)
 {
     const struct model_config *c = &m->cfg;
     struct model_layer *L = &m->layers[l];
@@ -193,23 +208,61 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, int B, i
     linear_forward(&L->proj[PROJ_Q], s.q, a->ln, N, s.xa[PROJ_Q], &a->ls);
     linear_forward(&L->proj[PROJ_K], s.k, a->ln, N, s.xa[PROJ_K], &a->ls);
     linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], &a->ls);
-    ops_rope_forward(s.q, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
-    ops_rope_forward(s.k, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
-    ops_attention_forward(s.ao, s.lse, s.q, s.k, s.v, B, T, H, KV, hd);
-    linear_forward(&L->proj[PROJ_O], a->tmp, s.ao, N, s.xa[PROJ_O], &a->ls);
+    ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+    ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    ops_attention_forward_seg(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd,
+                              model_attn_scale(c), c->attn_softcap);
+    /* Gemma 2 normalizes the block's output (ln3) before the residual add */
+    float *ao_out = s.pa ? s.pa : a->tmp;
+    linear_forward(&L->proj[PROJ_O], ao_out, s.ao, N, s.xa[PROJ_O], &a->ls);
+    if (s.pa)
+        ops_rmsnorm_forward(a->tmp, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     ops_add(s.mid, s.x, a->tmp, NC);
-    /* MLP block: out = mid + down(silu(gate(ln2 mid)) * up(ln2 mid)) */
+    /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
     linear_forward(&L->proj[PROJ_GATE], s.g, a->ln, N, s.xa[PROJ_GATE], &a->ls);
     linear_forward(&L->proj[PROJ_UP], s.u, a->ln, N, s.xa[PROJ_UP], &a->ls);
-    ops_swiglu_forward(a->hbuf, s.g, s.u, (size_t)N * c->intermediate);
-    linear_forward(&L->proj[PROJ_DOWN], a->tmp, a->hbuf, N, s.xa[PROJ_DOWN], &a->ls);
+    model_mlp_act(m, a->hbuf, s.g, s.u, (size_t)N * c->intermediate);
+    float *mlp_out = s.pf ? s.pf : a->tmp;
+    linear_forward(&L->proj[PROJ_DOWN], mlp_out, a->hbuf, N, s.xa[PROJ_DOWN], &a->ls);
+    if (s.pf)
+        ops_rmsnorm_forward(a->tmp, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     ops_add(s.out, s.mid, a->tmp, NC);
 }
 
+void model_embed(const struct model *m, const int32_t *ids, int n, float *out)
+{
+    int C = m->cfg.hidden;
+    /* Hugging Face rounds sqrt(hidden) to the activations' type first */
+    float sc = m->cfg.embed_scale ? sqrtf((float)C) : 1.0f;
+#pragma omp parallel for schedule(static) if ((long)n * C > 32768)
+    for (int i = 0; i < n; i++) {
+        float *dst = out + (size_t)i * C;
+        const float *src = linear_rows(&m->embed, ids[i], 1, dst);
+        if (src != dst)
+            memcpy(dst, src, sizeof(float) * C);
+        if (m->cfg.embed_scale)
+            for (int j = 0; j < C; j++)
+                dst[j] *= sc;
+    }
+}
+
+void model_mlp_act(const struct model *m, float *h, const float *g, const float *u, size_t n)
+{
+    if (m->cfg.gelu)
+        ops_geglu_forward(h, g, u, n);
+    else
+        ops_swiglu_forward(h, g, u, n);
+}
+
+float model_attn_scale(const struct model_config *c)
+{
+    return 1.0f / sqrtf(c->query_scalar);
+}
+
 /* On entry a->dres holds d(loss)/d(out of layer l); on return, d/d(x). */
-static void layer_backward(struct model *m, struct model_acts *a, int l, int B, int T,
-                           int need_dx)
+static void layer_backward(struct model *m, struct model_acts *a, int l, const int32_t *seg,
+                           int B, int T, int need_dx)
 {
     const struct model_config *c = &m->cfg;
     struct model_layer *L = &m->layers[l];
@@ -219,28 +272,44 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, int B, 
     size_t NC = (size_t)N * C, NI = (size_t)N * c->intermediate;
     size_t Nq = (size_t)N * H * hd, Nk = (size_t)N * KV * hd;
     float eps = c->rms_eps;
-    /* MLP block, recomputing ln2(mid) and the SwiGLU output */
+    /* MLP block, recomputing ln2(mid) and the activation's output */
     ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, eps);
-    ops_swiglu_forward(a->hbuf, s.g, s.u, NI);
+    model_mlp_act(m, a->hbuf, s.g, s.u, NI);
+    const float *dmlp = a->dres;
+    if (s.pf) { /* through ln4 into a->tmp */
+        memset(a->tmp, 0, NC * sizeof(float));
+        ops_rmsnorm_backward(a->tmp, L->dln4, a->dres, s.pf, L->ln4, s.rstd4, N, C);
+        dmlp = a->tmp;
+    }
     memset(a->dh, 0, NI * sizeof(float));
-    linear_backward(&L->proj[PROJ_DOWN], a->dh, a->dres, a->hbuf, s.xa[PROJ_DOWN], N, &a->ls);
+    linear_backward(&L->proj[PROJ_DOWN], a->dh, dmlp, a->hbuf, s.xa[PROJ_DOWN], N, &a->ls);
     memset(a->dg, 0, NI * sizeof(float));
     memset(a->du, 0, NI * sizeof(float));
-    ops_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
+    if (c->gelu)
+        ops_geglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
+    else
+        ops_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
     memset(a->dln, 0, NC * sizeof(float));
     linear_backward(&L->proj[PROJ_GATE], a->dln, a->dg, a->ln, s.xa[PROJ_GATE], N, &a->ls);
     linear_backward(&L->proj[PROJ_UP], a->dln, a->du, a->ln, s.xa[PROJ_UP], N, &a->ls);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     ops_rmsnorm_backward(a->dres, L->dln2, a->dln, s.mid, L->ln2, s.rstd2, N, C);
     /* attention block */
+    const float *dattn = a->dres;
+    if (s.pa) { /* through ln3 into a->tmp */
+        memset(a->tmp, 0, NC * sizeof(float));
+        ops_rmsnorm_backward(a->tmp, L->dln3, a->dres, s.pa, L->ln3, s.rstd3, N, C);
+        dattn = a->tmp;
+    }
     memset(a->dao, 0, Nq * sizeof(float));
-    linear_backward(&L->proj[PROJ_O], a->dao, a->dres, s.ao, s.xa[PROJ_O], N, &a->ls);
+    linear_backward(&L->proj[PROJ_O], a->dao, dattn, s.ao, s.xa[PROJ_O], N, &a->ls);
     memset(a->dq, 0, Nq * sizeof(float));
     memset(a->dk, 0, Nk * sizeof(float));
     memset(a->dv, 0, Nk * sizeof(float));
-    ops_attention_backward(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, B, T, H, KV, hd);
-    ops_rope_backward(a->dq, B, T, H, hd, 0, m->rope_cos, m->rope_sin);
-    ops_rope_backward(a->dk, B, T, KV, hd, 0, m->rope_cos, m->rope_sin);
+    ops_attention_backward_seg(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, seg, B, T, H,
+                               KV, hd, model_attn_scale(c), c->attn_softcap);
+    ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+    ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
     ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);
     float *dln = need_dx ? a->dln : NULL;
     if (dln)
@@ -270,7 +339,7 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, int B, 
  * target get zero) and the head's weight gradient is accumulated. */
 static double head_loss(struct model *m, struct model_acts *a, const int32_t *ids,
                         const uint8_t *mask, int B, int T, float dscale, int backward,
-                        size_t *n_targets)
+                        const float *tok_w, double *tok_loss, size_t *n_targets)
 {
     const struct model_config *c = &m->cfg;
     int C = c->hidden, V = c->vocab;
@@ -289,6 +358,18 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
     *n_targets = (size_t)M;
     if (backward)
         memset(a->dres, 0, (size_t)B * T * C * sizeof(float));
+    if (tok_loss)
+        memset(tok_loss, 0, (size_t)B * T * sizeof *tok_loss);
+    /* Per-token weights and losses (DPO) go row by row through
+     * ops_xent_rows, with the block's weights and losses gathered here. */
+    float *wbuf = NULL;
+    double *lbuf = NULL;
+    if (tok_w || tok_loss) {
+        wbuf = malloc((size_t)a->head_rows * sizeof *wbuf);
+        lbuf = malloc((size_t)a->head_rows * sizeof *lbuf);
+        if (!wbuf || !lbuf)
+            abort(); /* out of memory mid-step: nothing sane to return */
+    }
     int vstep = (int)(a->ls.deq_cap / (size_t)C);
     if (head->kind == WK_F32 || vstep > V)
         vstep = V;
@@ -304,11 +385,31 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             gemm(0, 1, mr, nv, C, 1.0f, a->xc, C, w,
                         C, 0.0f, a->logits + v0, V);
         }
-        if (!backward) {
+        size_t mv = (size_t)mr * V;
+        if (c->final_softcap > 0.0f) {
+            ops_softcap(a->logits, mv, c->final_softcap);
+            if (backward)
+                memcpy(a->capped, a->logits, mv * sizeof(float));
+        }
+        if (lbuf) {
+            for (int i = 0; i < mr; i++)
+                wbuf[i] = tok_w ? tok_w[a->rows[m0 + i]] : dscale;
+            ops_xent_rows(a->logits, a->tgt + m0, mr, V, backward ? wbuf : NULL, lbuf);
+            for (int i = 0; i < mr; i++) {
+                loss += lbuf[i];
+                if (tok_loss)
+                    tok_loss[a->rows[m0 + i]] = lbuf[i];
+            }
+            if (!backward)
+                continue;
+        } else if (!backward) {
             loss += ops_xent_forward(a->logits, a->tgt + m0, mr, V);
             continue;
+        } else {
+            loss += ops_xent_forward_backward(a->logits, a->tgt + m0, mr, V, dscale);
         }
-        loss += ops_xent_forward_backward(a->logits, a->tgt + m0, mr, V, dscale);
+        if (c->final_softcap > 0.0f)
+            ops_softcap_backward(a->logits, a->capped, mv, c->final_softcap);
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
             const float *w = linear_rows(head, v0, nv, a->ls.deq);
@@ -323,28 +424,24 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             memcpy(a->dres + (size_t)a->rows[m0 + i] * C, a->dxc + (size_t)i * C,
                    sizeof(float) * C);
     }
+    free(wbuf);
+    free(lbuf);
     return loss;
 }
 
 /* Embedding, every layer and the final norm: leaves a->lnf (N,C). */
-static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *ids, int B,
-                          int T)
+static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *ids,
+                          const int32_t *seg, int B, int T)
 {
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
     /* Callers validate sizes; these are invariants, not input checks. */
     if ((size_t)N > a->N || T > a->T || B > a->B || T > m->rope_len)
         abort();
-    /* embedding: res0[n] = E[ids[n]] */
-#pragma omp parallel for schedule(static) if ((long)N * C > 32768)
-    for (int n = 0; n < N; n++) {
-        float *dst = a->res + (size_t)n * C;
-        const float *src = linear_rows(&m->embed, ids[n], 1, dst);
-        if (src != dst)
-            memcpy(dst, src, sizeof(float) * C);
-    }
+    /* embedding: res0[n] = E[ids[n]] (times sqrt(C) for Gemma) */
+    model_embed(m, ids, N, a->res);
     for (int l = 0; l < c->n_layers; l++)
-        layer_forward(m, a, l, B, T);
+        layer_forward(m, a, l, seg, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     ops_rmsnorm_forward(a->lnf, a->rstdf, xL, m->norm_f, N, C, c->rms_eps);
 }
@@ -355,7 +452,7 @@ void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden, V = c->vocab;
     struct linear *head = c->tied ? &m->embed : &m->head;
-    trunk_forward(m, a, ids, B, T);
+    trunk_forward(m, a, ids, NULL, B, T);
     int vstep = (int)(a->ls.deq_cap / (size_t)C);
     if (head->kind == WK_F32 || vstep > V)
         vstep = V;
@@ -365,19 +462,41 @@ void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *
         gemm(0, 1, N, nv, C, 1.0f, a->lnf, C, w, C,
                     0.0f, logits + v0, V);
     }
+    if (c->final_softcap > 0.0f)
+        ops_softcap(logits, (size_t)N * V, c->final_softcap);
 }
 
 double model_forward_backward(struct model *m, struct model_acts *a, const int32_t *ids,
                               const uint8_t *mask, int B, int T, float dscale, int backward,
                               size_t *n_targets)
 {
+    return model_forward_backward_packed(m, a, ids, mask, NULL, B, T, dscale, backward,
+                                         n_targets);
+}
+
+/* The pass behind every entry point: forward, the head's losses, and with
+ * backward set the gradient, each target weighted by dscale, or by the
+ * weights fn writes from the per-token losses when fn is set. */
+static double pass(struct model *m, struct model_acts *a, const int32_t *ids,
+                   const uint8_t *mask, const int32_t *seg, int B, int T, float dscale,
+                   int backward, model_weights_fn fn, void *ctx, double *tok_loss,
+                   float *tok_w, size_t *n_targets)
+{
     const struct model_config *c = &m->cfg;
     int N = B * T, C = c->hidden;
     double t0 = clock_mono_s();
-    trunk_forward(m, a, ids, B, T);
+    trunk_forward(m, a, ids, seg, B, T);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     double t1 = clock_mono_s();
-    double loss = head_loss(m, a, ids, mask, B, T, dscale, backward, n_targets);
+    double loss;
+    if (fn) {
+        /* the losses first, then the head again with their weights */
+        loss = head_loss(m, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, n_targets);
+        fn(ctx, tok_loss, tok_w);
+        head_loss(m, a, ids, mask, B, T, 0.0f, 1, tok_w, NULL, n_targets);
+    } else {
+        loss = head_loss(m, a, ids, mask, B, T, dscale, backward, NULL, tok_loss, n_targets);
+    }
     double t2 = clock_mono_s();
     a->t_forward += t1 - t0;
     a->t_head += t2 - t1;
@@ -390,16 +509,41 @@ double model_forward_backward(struct model *m, struct model_acts *a, const int32
     a->dres = a->dres2;
     a->dres2 = swap;
     for (int l = c->n_layers - 1; l >= 0; l--)
-        layer_backward(m, a, l, B, T, l > 0 || m->embed.dw != NULL);
+        layer_backward(m, a, l, seg, B, T, l > 0 || m->embed.dw != NULL);
     if (m->embed.dw) {
+        float sc = c->embed_scale ? sqrtf((float)C) : 1.0f;
         /* Serial over rows: a token seen twice adds in a fixed order. */
         for (int n = 0; n < N; n++) {
             float *dw = m->embed.dw + (size_t)ids[n] * C;
             const float *d = a->dres + (size_t)n * C;
             for (int j = 0; j < C; j++)
-                dw[j] += d[j];
+                dw[j] += d[j] * sc;
         }
     }
     a->t_backward += clock_mono_s() - t2;
     return loss;
+}
+
+double model_forward_backward_packed(struct model *m, struct model_acts *a, const int32_t *ids,
+                                     const uint8_t *mask, const int32_t *seg, int B, int T,
+                                     float dscale, int backward, size_t *n_targets)
+{
+    return pass(m, a, ids, mask, seg, B, T, dscale, backward, NULL, NULL, NULL, NULL,
+                n_targets);
+}
+
+double model_token_losses(struct model *m, struct model_acts *a, const int32_t *ids,
+                          const uint8_t *mask, const int32_t *seg, int B, int T,
+                          double *tok_loss, size_t *n_targets)
+{
+    return pass(m, a, ids, mask, seg, B, T, 0.0f, 0, NULL, NULL, tok_loss, NULL, n_targets);
+}
+
+double model_forward_backward_weighted(struct model *m, struct model_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, model_weights_fn fn,
+                                       void *ctx, double *tok_loss, float *tok_w,
+                                       size_t *n_targets)
+{
+    return pass(m, a, ids, mask, seg, B, T, 0.0f, 1, fn, ctx, tok_loss, tok_w, n_targets);
 }

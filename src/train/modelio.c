@@ -213,7 +213,7 @@ static int finish_folder(const char *tmp, const char *out_dir, char *err, size_t
 
 static const char *const tokenizer_files[] = {
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "generation_config.json", NULL,
+    "generation_config.json", "chat_template.jinja", NULL,
 };
 
 int modelio_save_merged(const struct model *m, const char *out_dir, const char *tokenizer_dir,
@@ -242,9 +242,9 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
         t->nbytes = n * sizeof(float);
         /* fp32 weights without an adapter are written straight from the
          * model; the rest are merged into a buffer. */
-        if (mt->vec) {
+        if (mt->vec && mt->offset == 0.0f) {
             t->data = mt->vec;
-        } else if (mt->lin->kind == WK_F32 && mt->lin->r == 0) {
+        } else if (mt->lin && mt->lin->kind == WK_F32 && mt->lin->r == 0) {
             t->data = mt->lin->w;
         } else {
             bufs[i] = malloc(n * sizeof(float));
@@ -445,4 +445,20 @@ int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_
     }
     st_close(f);
     return rc;
+}
+
+void modelio_grad_tensors(const struct model *m, struct st_tensor *out)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *mt = &m->tensors[i];
+        struct st_tensor *t = &out[i];
+        snprintf(t->name, sizeof t->name, "grad.%s", mt->name);
+        t->dtype = ST_F32;
+        t->ndim = mt->is1d ? 1 : 2;
+        t->shape[0] = mt->is1d ? mt->cols : mt->rows;
+        t->shape[1] = mt->cols;
+        const float *p = mt->vec ? mt->vec : mt->lin->w;
+        t->data = m->grad + (p - m->train);
+        t->nbytes = (size_t)mt->rows * mt->cols * 4;
+    }
 }

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "train/model.h"
+#include "train/safetensors.h"
 
 #define MODELIO_MAX_PATH 1024
 
@@ -50,5 +51,10 @@ int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_
 
 /* Writes `text` to path (fsynced). 0 or -1. */
 int modelio_write_text(const char *path, const char *text);
+
+/* Describes the gradient of every tensor of a full fine-tuning model as
+ * F32 safetensors entries named "grad.<tensor>" pointing into m->grad
+ * (m->n_tensors entries into out), for the PyTorch comparison dumps. */
+void modelio_grad_tensors(const struct model *m, struct st_tensor *out /* OUT */);
 
 #endif

@@ -5,6 +5,7 @@
 #define ALALLO_TRAIN_TRAIN_CMDS_H
 
 int cmd_train(int argc, char **argv);          /* cmd_train.c     */
+int cmd_train_dump_dpo(int argc, char **argv); /* dump_dpo.c: --dump-dpo */
 int cmd_bench(int argc, char **argv);          /* cmd_bench.c     */
 int cmd_model(int argc, char **argv);          /* cmd_model.c     */
 int cmd_generate_local(int argc, char **argv); /* cmd_generate.c  */

@@ -144,6 +144,7 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
     c->threads = cpus > 0 ? (int)cpus : 1;
     c->max_grad_norm = 1.0f;
     c->keep_checkpoints = 3;
+    c->packing = 1;
     double lr = -1.0, every_s = 0.0, wd = 0.0, clip = 1.0;
     uint64_t warm = UINT64_MAX, resume = UINT64_MAX;
     if (get_str(o, "model_dir", 1, c->model_dir, sizeof c->model_dir, err, errcap) ||
@@ -194,10 +195,27 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         get_uint(o, "warmup_steps", 0, 0, 100000000, &warm, err, errcap) ||
         get_num(o, "weight_decay", 0.0, 10.0, &wd, err, errcap) ||
         get_num(o, "max_grad_norm", 0.0, 1e6, &clip, err, errcap) ||
-        get_int(o, "keep_checkpoints", 0, 1, 1000, &c->keep_checkpoints, err, errcap))
+        get_int(o, "keep_checkpoints", 0, 1, 1000, &c->keep_checkpoints, err, errcap) ||
+        get_int(o, "packing", 0, 0, 1, &c->packing, err, errcap) ||
+        get_int(o, "train_on_inputs", 0, 0, 1, &c->train_on_inputs, err, errcap))
         goto out;
     if (get_uint(o, "resume_step", 0, 0, c->max_steps, &resume, err, errcap))
         goto out;
+    char method[16] = "supervised";
+    double beta = 0.1;
+    if (get_str(o, "method", 0, method, sizeof method, err, errcap) ||
+        get_num(o, "dpo_beta", 1e-6, 100.0, &beta, err, errcap))
+        goto out;
+    if (strcmp(method, "supervised") != 0 && strcmp(method, "dpo") != 0) {
+        snprintf(err, errcap, "settings: method must be \"supervised\" or \"dpo\"");
+        goto out;
+    }
+    c->dpo = strcmp(method, "dpo") == 0;
+    c->dpo_beta = (float)beta;
+    if (c->dpo && c->batch_size > 512) {
+        snprintf(err, errcap, "settings: field \"batch_size\" must be at most 512 pairs for DPO");
+        goto out;
+    }
     c->resume_step = resume == UINT64_MAX ? -1 : (int64_t)resume;
     c->learning_rate = lr > 0.0 ? (float)lr : c->full ? 2e-5f : 2e-4f;
     c->checkpoint_every_s = every_s;

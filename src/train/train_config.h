@@ -43,6 +43,14 @@ struct train_config {
     float weight_decay;              /* default 0 */
     float max_grad_norm;             /* default 1.0; 0 = no clipping */
     int keep_checkpoints;            /* default 3 */
+    int packing;                     /* 1 (default): a step's examples share rows
+                                        (train/pack.h); 0: a row each, padded */
+    int dpo;                         /* method "dpo": preference pairs (default
+                                        "supervised"); batch_size counts pairs, at
+                                        most PACK_MAX_EXAMPLES / 2 */
+    float dpo_beta;                  /* default 0.1 */
+    int train_on_inputs;             /* 1: loss on every token after the first, prompts
+                                        included; default 0 (completions only) */
     int64_t resume_step;             /* -1 (absent): the latest complete checkpoint in
                                         checkpoint_dir; 0: from the start; N: the
                                         checkpoint at step N (or, if it is missing or

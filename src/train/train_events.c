@@ -70,9 +70,21 @@ void tev_log(const char *fmt, ...)
 
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s)
 {
-    emit(tproto_event_name(TPROTO_EVENT_STEP),
-         json_pack("{sI sf sf sf}", "step", (json_int_t)step, "loss", loss, "lr", lr,
-                   "tokens_per_s", tokens_per_s));
+    tev_step_with(step, loss, lr, tokens_per_s, NULL);
+}
+
+void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
+                   const struct tev_step_extra *x)
+{
+    json_t *o = json_pack("{sI sf sf sf}", "step", (json_int_t)step, "loss", loss, "lr", lr,
+                          "tokens_per_s", tokens_per_s);
+    if (o && x && x->packing_efficiency >= 0)
+        json_object_set_new(o, "packing_efficiency", json_real(x->packing_efficiency));
+    if (o && x && x->dpo) {
+        json_object_set_new(o, "reward_margin", json_real(x->reward_margin));
+        json_object_set_new(o, "reward_accuracy", json_real(x->reward_accuracy));
+    }
+    emit(tproto_event_name(TPROTO_EVENT_STEP), o);
 }
 
 void tev_memory(uint64_t peak_rss_bytes)

@@ -20,6 +20,16 @@ void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t toke
 /* A line of the training log users read (also copied to stderr). */
 void tev_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s);
+/* What a step event may carry besides (docs/trainer-protocol.md). */
+struct tev_step_extra {
+    double packing_efficiency; /* real tokens / tokens computed since the last
+                                  step event, 0..1; < 0: not written */
+    int dpo;                   /* 1: the two DPO fields below are written */
+    double reward_margin;      /* mean beta * (chosen - rejected) log-ratio */
+    double reward_accuracy;    /* share of pairs with a positive margin */
+};
+void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
+                   const struct tev_step_extra *x /* NULL: none */);
 void tev_memory(uint64_t peak_rss_bytes);
 void tev_checkpoint(uint64_t step, const char *path, double train_loss);
 /* adapter_dir NULL is written as null. */

@@ -24,11 +24,14 @@
 #include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
+#include "train/chat_format.h"
 #include "train/data.h"
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/ops.h"
 #include "train/optim.h"
+#include "train/dpo.h"
+#include "train/pack.h"
 #include "core/rng.h"
 #include "train/tokenizer.h"
 #include "train/train_events.h"
@@ -69,9 +72,22 @@ struct run {
     struct lr_schedule sched;
     uint64_t step, epoch, cursor;
     uint64_t perm_epoch;
+    int seq;                  /* the context: seq_len capped by the model's */
     uint32_t *perm;
-    int32_t *ids;
+    int32_t *ids, *seg;
     uint8_t *mask;
+    /* the step's layout: example i of the step at row prow[i], offset poff[i] */
+    int prow[PACK_MAX_EXAMPLES];
+    size_t poff[PACK_MAX_EXAMPLES], plen[PACK_MAX_EXAMPLES];
+    int pn, pT;
+    size_t step_ex[PACK_MAX_EXAMPLES]; /* DPO: the data set index of each */
+    /* DPO: the reference's log-probability of every example (ds->ex order),
+     * computed once from the frozen base before training */
+    double *ref_logp;
+    double *tok_loss;
+    float *tok_w;
+    struct dpo_stats dpo;
+    size_t real_tokens, row_tokens; /* this attempt's, for the packing efficiency */
     double loss;
     uint64_t ckpt_step;
     uint64_t resumed_step;   /* the checkpoint resumed from; 0 none (kept by pruning) */
@@ -90,6 +106,10 @@ static void run_free(struct run *r)
     tokenizer_free(r->tok);
     free(r->perm);
     free(r->ids);
+    free(r->seg);
+    free(r->ref_logp);
+    free(r->tok_loss);
+    free(r->tok_w);
     free(r->mask);
     free(r->meta);
 }
@@ -170,9 +190,15 @@ static int meta_opts(const char *meta, struct model_opts *o, size_t *n_params, c
 
 /* ------------------------------------------------------------ data order */
 
+/* What the epoch's order shuffles: examples, or DPO's pairs. */
+static size_t units(const struct run *r)
+{
+    return r->c->dpo ? r->ds->n / 2 : r->ds->n;
+}
+
 static int ensure_perm(struct run *r)
 {
-    size_t n = r->ds->n;
+    size_t n = units(r);
     if (r->perm && r->perm_epoch == r->epoch)
         return 0;
     if (!r->perm && !(r->perm = malloc(n * sizeof *r->perm)))
@@ -191,35 +217,101 @@ static int ensure_perm(struct run *r)
     return 0;
 }
 
-/* Fills ids/mask (B,T) with the next examples; returns T and adds the real
- * token count to *tokens. Pads with id 0 and mask 0. */
-static int next_batch(struct run *r, size_t *tokens)
+/* Lays examples ex[0..n) out as rows of ids/mask/seg (pack.h): pads with
+ * id 0 and mask 0, clears the mask at each example's first position (no
+ * earlier token of the example predicts it) and sets seg to where each
+ * example starts. Returns the layout, or rows 0 on a bad argument. */
+static struct pack_layout lay_out(struct run *r, const struct example *const *ex, int n,
+                                  size_t cap, int packing)
 {
-    int B = r->c->batch_size;
-    const struct example *ex[1024];
-    int T = 2;
+    size_t len[PACK_MAX_EXAMPLES], off[PACK_MAX_EXAMPLES];
+    int *row = r->prow;
+    struct pack_layout p = {0};
+    for (int i = 0; i < n; i++)
+        len[i] = r->plen[i] = ex[i]->len;
+    if (pack_rows(len, n, cap, packing, row, off, &p))
+        return (struct pack_layout){0};
+    memcpy(r->poff, off, (size_t)n * sizeof *off);
+    r->pn = n;
+    r->pT = p.T;
+    size_t T = (size_t)p.T;
+    memset(r->ids, 0, (size_t)p.rows * T * sizeof *r->ids);
+    memset(r->mask, 0, (size_t)p.rows * T);
+    for (size_t i = 0; i < (size_t)p.rows * T; i++)
+        r->seg[i] = (int32_t)(i % T); /* padding attends to itself alone */
+    for (int i = 0; i < n; i++) {
+        size_t at = (size_t)row[i] * T + off[i];
+        memcpy(r->ids + at, ex[i]->ids, len[i] * sizeof *r->ids);
+        memcpy(r->mask + at, ex[i]->mask, len[i]);
+        r->mask[at] = 0;
+        for (size_t t = 0; t < len[i]; t++)
+            r->seg[at + t] = (int32_t)off[i];
+    }
+    return p;
+}
+
+/* Fills ids/mask/seg with the next batch_size examples of the epoch's
+ * order; returns their layout (rows 0 on failure) and adds the real token
+ * count to *tokens. */
+static struct pack_layout next_batch(struct run *r, size_t *tokens)
+{
+    int B = r->c->batch_size, n = 0;
+    const struct example *ex[PACK_MAX_EXAMPLES];
     for (int b = 0; b < B; b++) {
         if (ensure_perm(r))
-            return -1;
-        ex[b] = &r->ds->ex[r->perm[r->cursor]];
-        if (++r->cursor == r->ds->n) {
+            return (struct pack_layout){0};
+        size_t u = r->perm[r->cursor];
+        if (r->c->dpo) { /* a pair: its preferred example, then the other */
+            r->step_ex[n] = 2 * u;
+            ex[n++] = &r->ds->ex[2 * u];
+            r->step_ex[n] = 2 * u + 1;
+            ex[n++] = &r->ds->ex[2 * u + 1];
+        } else {
+            ex[n++] = &r->ds->ex[u];
+        }
+        if (++r->cursor == units(r)) {
             r->cursor = 0;
             r->epoch++;
         }
-        if ((int)ex[b]->len > T)
-            T = (int)ex[b]->len;
     }
-    for (int b = 0; b < B; b++) {
-        size_t len = ex[b]->len;
-        int32_t *ids = r->ids + (size_t)b * T;
-        uint8_t *mask = r->mask + (size_t)b * T;
-        memcpy(ids, ex[b]->ids, len * sizeof *ids);
-        memcpy(mask, ex[b]->mask, len);
-        memset(ids + len, 0, (T - len) * sizeof *ids);
-        memset(mask + len, 0, T - len);
-        *tokens += len;
+    struct pack_layout p = lay_out(r, ex, n, (size_t)r->seq, r->c->packing);
+    *tokens += p.real;
+    return p;
+}
+
+/* ------------------------------------------------------------ DPO */
+
+/* The step's layout as dpo.h reads it; ref: the reference's log-probability
+ * of each of the step's examples (NULL while computing them). */
+static struct dpo_batch dpo_batch_of(const struct run *r, const double *ref)
+{
+    return (struct dpo_batch){.n_ex = r->pn, .row = r->prow, .off = r->poff, .len = r->plen,
+                              .T = r->pT, .ref = ref, .beta = r->c->dpo_beta};
+}
+
+/* The frozen reference's log-probability of every example, once, before
+ * training changes anything: the base model as loaded (LoRA's B starts at
+ * zero, so the adapters add nothing; full fine-tuning has not stepped yet).
+ * No second copy of the weights is kept (docs/trainer.md, "DPO"). */
+static int reference_logps(struct run *r)
+{
+    const struct dataset *d = r->ds;
+    r->ref_logp = malloc(d->n * sizeof *r->ref_logp);
+    if (!r->ref_logp)
+        return -1;
+    int chunk = 2 * r->c->batch_size;
+    for (size_t i = 0; i < d->n; i += (size_t)chunk) {
+        int nb = (int)(d->n - i < (size_t)chunk ? d->n - i : (size_t)chunk);
+        const struct example *ex[PACK_MAX_EXAMPLES];
+        for (int b = 0; b < nb; b++)
+            ex[b] = &d->ex[i + b];
+        struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
+        size_t nt;
+        model_token_losses(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T, r->tok_loss, &nt);
+        struct dpo_batch b = dpo_batch_of(r, NULL);
+        dpo_example_logps(&b, r->tok_loss, r->ref_logp + i);
     }
-    return T;
+    return 0;
 }
 
 /* ------------------------------------------------------------ checkpoints */
@@ -309,7 +401,7 @@ static int resume(struct run *r)
     r->opt.t = k.opt_t;
     r->step = k.step;
     r->epoch = k.epoch;
-    r->cursor = k.cursor % r->ds->n;
+    r->cursor = k.cursor % units(r);
     r->rng = k.rng;
     r->loss = k.train_loss;
     r->ckpt_step = k.step;
@@ -433,22 +525,23 @@ static double validation_loss(struct run *r)
     size_t count = 0;
     for (size_t i = 0; i < v->n; i += (size_t)B) {
         int nb = (int)(v->n - i < (size_t)B ? v->n - i : (size_t)B);
-        int T = 2;
+        const struct example *ex[PACK_MAX_EXAMPLES];
         for (int b = 0; b < nb; b++)
-            if ((int)v->ex[i + b].len > T)
-                T = (int)v->ex[i + b].len;
-        for (int b = 0; b < nb; b++) {
-            const struct example *e = &v->ex[i + b];
-            memcpy(r->ids + (size_t)b * T, e->ids, e->len * sizeof(int32_t));
-            memcpy(r->mask + (size_t)b * T, e->mask, e->len);
-            memset(r->ids + (size_t)b * T + e->len, 0, (T - e->len) * sizeof(int32_t));
-            memset(r->mask + (size_t)b * T + e->len, 0, T - e->len);
-        }
+            ex[b] = &v->ex[i + b];
+        struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
         size_t nt;
-        sum += model_forward_backward(r->m, r->a, r->ids, r->mask, nb, T, 1.0f, 0, &nt);
+        sum += model_forward_backward_packed(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T,
+                                             1.0f, 0, &nt);
         count += nt;
     }
     return count ? sum / (double)count : 0.0;
+}
+
+/* train_on_inputs: every token but an example's first becomes a target. */
+static void train_all_tokens(struct dataset *d)
+{
+    for (size_t i = 0; d && i < d->n; i++)
+        memset(d->ex[i].mask + 1, 1, d->ex[i].len > 1 ? d->ex[i].len - 1 : 0);
 }
 
 static int load_everything(struct run *r)
@@ -470,20 +563,42 @@ static int load_everything(struct run *r)
         return TRAIN_USER;
     }
     int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
-    r->ds = dataset_load(c->train_file, c->train_file_name, r->tok, (size_t)seq, r->err,
-                         sizeof r->err);
-    if (!r->ds)
+    r->seq = seq;
+    /* The model's own chat template, when it has one (docs/data.md). */
+    char fmt_err[400];
+    struct chat_format *fmt = chat_format_load(c->model_dir, fmt_err, sizeof fmt_err);
+    const char *why_no_fmt = !fmt && fmt_err[0] ? fmt_err : NULL; /* fails chat lines only */
+    r->ds = dataset_load_chat(c->train_file, c->train_file_name, r->tok, fmt, why_no_fmt,
+                              (size_t)seq, r->err, sizeof r->err);
+    if (!r->ds) {
+        chat_format_free(fmt);
         return TRAIN_USER;
+    }
     if (r->ds->n == 0) {
+        chat_format_free(fmt);
         snprintf(r->err, sizeof r->err, "%s: the file has no examples", c->train_file_name);
         return TRAIN_USER;
     }
     if (c->validation_file[0]) {
         const char *slash = strrchr(c->validation_file, '/');
-        r->val = dataset_load(c->validation_file, slash ? slash + 1 : c->validation_file, r->tok,
-                              (size_t)seq, r->err, sizeof r->err);
-        if (!r->val)
-            return TRAIN_USER;
+        r->val = dataset_load_chat(c->validation_file, slash ? slash + 1 : c->validation_file,
+                                   r->tok, fmt, why_no_fmt, (size_t)seq, r->err,
+                                   sizeof r->err);
+    }
+    chat_format_free(fmt);
+    if (c->validation_file[0] && !r->val)
+        return TRAIN_USER;
+    if (r->ds->pairs != c->dpo) {
+        snprintf(r->err, sizeof r->err,
+                 c->dpo ? "%s: DPO needs preference pairs (input, preferred_output, "
+                          "non_preferred_output)"
+                        : "%s holds preference pairs: train on it with DPO",
+                 c->train_file_name);
+        return TRAIN_USER;
+    }
+    if (c->train_on_inputs) {
+        train_all_tokens(r->ds);
+        train_all_tokens(r->val);
     }
     struct model_opts o = opts_of(c);
     r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
@@ -494,13 +609,25 @@ static int load_everything(struct run *r)
         snprintf(r->err, sizeof r->err, "out of memory for the optimizer state");
         return TRAIN_INTERNAL;
     }
-    r->a = model_acts_create(r->m, c->batch_size, seq);
-    r->ids = malloc((size_t)c->batch_size * seq * sizeof *r->ids);
-    r->mask = malloc((size_t)c->batch_size * seq);
+    /* rows: one per example at most; a DPO step holds two per pair */
+    int rows = c->dpo ? 2 * c->batch_size : c->batch_size;
+    r->a = model_acts_create(r->m, rows, seq);
+    r->ids = malloc((size_t)rows * seq * sizeof *r->ids);
+    r->mask = malloc((size_t)rows * seq);
+    r->seg = malloc((size_t)rows * seq * sizeof *r->seg);
+    if (c->dpo) {
+        r->tok_loss = malloc((size_t)rows * seq * sizeof *r->tok_loss);
+        r->tok_w = malloc((size_t)rows * seq * sizeof *r->tok_w);
+    }
     r->meta = meta_json(c, r->m->n_train);
-    if (!r->a || !r->ids || !r->mask || !r->meta || model_rope_ensure(r->m, seq)) {
+    if (!r->a || !r->ids || !r->mask || !r->seg || (c->dpo && (!r->tok_loss || !r->tok_w)) ||
+        !r->meta || model_rope_ensure(r->m, seq)) {
         snprintf(r->err, sizeof r->err, "out of memory for activations (batch %d x %d tokens)",
                  c->batch_size, seq);
+        return TRAIN_INTERNAL;
+    }
+    if (c->dpo && reference_logps(r)) {
+        snprintf(r->err, sizeof r->err, "out of memory for the reference's log-probabilities");
         return TRAIN_INTERNAL;
     }
     return TRAIN_OK;
@@ -528,18 +655,20 @@ int trainer_run(const struct train_config *c)
     }
     r.sched = (struct lr_schedule){(enum lr_kind)c->lr_schedule, c->learning_rate,
                                    c->warmup_steps, c->max_steps, 0.0f};
-    tev_started(r.step, c->max_steps, r.ds->n, r.ds->n_tokens, resumed ? (int64_t)r.step : -1);
+    /* examples: what a step counts (DPO: pairs) */
+    tev_started(r.step, c->max_steps, units(&r), r.ds->n_tokens, resumed ? (int64_t)r.step : -1);
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, r.step);
     else
-        tev_log("training started: %" PRIu64 " steps, %zu examples, %zu tokens, %s", c->max_steps,
-                r.ds->n, r.ds->n_tokens,
+        tev_log("training started: %" PRIu64 " steps, %zu %s, %zu tokens, context %d%s, %s%s",
+                c->max_steps, units(&r), c->dpo ? "preference pairs" : "examples",
+                r.ds->n_tokens, r.seq, c->packing ? " packed" : "", c->dpo ? "DPO, " : "",
                 c->full       ? "full fine-tuning (fp32)"
                 : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                               : "LoRA on a 16-bit (bf16) base");
     if (r.ds->n_truncated && !resumed)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
-                r.ds->n_truncated, c->seq_len);
+                r.ds->n_truncated, r.seq);
     r.ckpt_t = tev_now();
     uint64_t first = r.step, reported_rss = 0;
     size_t window_tokens = 0;
@@ -547,16 +676,30 @@ int trainer_run(const struct train_config *c)
     while (r.step < c->max_steps) {
         size_t tokens = 0;
         uint64_t epoch_before = r.epoch;
-        int T = next_batch(&r, &tokens);
-        if (T < 0) {
+        struct pack_layout p = next_batch(&r, &tokens);
+        if (p.rows == 0) {
             rc = fail(0, "out of memory ordering the data");
             goto out;
         }
+        r.real_tokens += p.real;
+        r.row_tokens += (size_t)p.rows * p.T;
         ops_zero(r.m->grad, r.m->n_train);
-        size_t nt = model_count_targets(r.mask, c->batch_size, T);
+        size_t nt = model_count_targets(r.mask, p.rows, p.T);
         size_t got;
-        double sum = model_forward_backward(r.m, r.a, r.ids, r.mask, c->batch_size, T,
-                                            nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+        double sum;
+        if (c->dpo) {
+            double ref[PACK_MAX_EXAMPLES];
+            for (int i = 0; i < r.pn; i++)
+                ref[i] = r.ref_logp[r.step_ex[i]];
+            struct dpo_batch b = dpo_batch_of(&r, ref);
+            model_forward_backward_weighted(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
+                                            dpo_batch_weights, &b, r.tok_loss, r.tok_w, &got);
+            r.dpo = b.st;
+            sum = r.dpo.loss * (double)nt; /* the mean below is DPO's loss */
+        } else {
+            sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
+                                                nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+        }
         float lr = optim_lr(&r.sched, r.step);
         if (nt) {
             r.loss = sum / (double)nt;
@@ -584,7 +727,12 @@ int trainer_run(const struct train_config *c)
             double now = tev_now();
             double tps = now > window_t ? (double)window_tokens / (now - window_t) : 0.0;
             tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
-            tev_step(r.step, r.loss, lr, tps);
+            struct tev_step_extra x = {
+                .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
+                .dpo = c->dpo, .reward_margin = r.dpo.reward_margin,
+                .reward_accuracy = r.dpo.reward_accuracy};
+            tev_step_with(r.step, r.loss, lr, tps, &x);
+            r.real_tokens = r.row_tokens = 0;
             window_tokens = 0;
             window_t = now;
         }
@@ -617,7 +765,9 @@ int trainer_run(const struct train_config *c)
         rc = TRAIN_STOPPED;
         goto out;
     }
-    if (r.val)
+    if (r.val && c->dpo)
+        tev_log("validation loss is not computed for DPO");
+    else if (r.val)
         tev_log("validation loss %.4f", validation_loss(&r));
     char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
     double final_loss = r.loss;

@@ -156,6 +156,36 @@ test('a job created through the page goes from queued to succeeded without a rel
   await page.screenshot({ path: screenshotPath('jobs-tab.png'), fullPage: true });
 });
 
+test('the New job form\'s Advanced settings reach the job', async () => {
+  const name = `e2e-advanced-${Date.now()}`;
+  await page.goto(`${busy.base}/#/jobs`);
+  await page.getByRole('link', { name: 'New job', exact: true }).first().click();
+  await page.getByRole('heading', { name: 'New job' }).waitFor();
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await page.getByText(`Uploaded ${path.basename(trainFile)}`).waitFor({ timeout: 30000 });
+  await page.getByText('Advanced', { exact: true }).click();
+  await page.getByLabel('Context (max_seq_len)').fill('128');
+  await page.getByLabel('LoRA rank').fill('8');
+  await page.getByLabel('Warm-up (share of the steps)').fill('0.1');
+  await page.getByLabel('Packing: several short examples share a row').uncheck();
+  await page.getByLabel('k_proj', { exact: true }).uncheck();
+  await page.getByLabel('Learning-rate schedule').selectOption('linear');
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForURL(/#\/jobs$/);
+  await jobRow(page, name).waitFor({ timeout: 15000 });
+  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
+  const job = list.data.find((j) => j.name === name);
+  assert.ok(job, `the job ${name} is listed`);
+  const hp = job.hyperparameters;
+  assert.equal(hp.max_seq_len, 128);
+  assert.equal(hp.lora_rank, 8);
+  assert.equal(hp.warmup_ratio, 0.1);
+  assert.equal(hp.packing, false);
+  assert.equal(hp.lr_scheduler, 'linear');
+  assert.deepEqual(hp.lora_target_modules, ['q_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+});
+
 test('the job page shows status, progress, time left, price, log, loss curve, checkpoints, attempts', async () => {
   await page.goto(`${busy.base}/#/jobs`);
   const link = page.locator('a.job-link', { hasText: 'e2e-watch-' }).first();
@@ -211,20 +241,29 @@ test('the fine-tuned model downloads from the job page (GGUF)', async () => {
   assert.equal(head, 'GGUF', 'the file is a GGUF model');
 });
 
-test('Try it answers from the fine-tuned model', async () => {
+test('Try it chats with the fine-tuned model', async () => {
   await page.goto(`${busy.base}/#/jobs/${watchedId}`);
-  await page.getByLabel('Prompt').fill('Review: the service was good on day 3.\nSentiment:');
-  await page.getByLabel('Max tokens').fill('4');
-  await page.getByRole('button', { name: 'Generate' }).click();
-  const out = page.getByLabel('Model output');
   const failed = page.getByRole('alert').filter({ hasText: 'Could not generate' });
-  await until('an answer or an error in Try it', async () => {
-    if (await failed.isVisible()) return true;
-    const t = await out.textContent();
-    return t && t !== 'Generating…';
-  }, 60000);
-  if (await failed.isVisible()) assert.fail(await failed.textContent());
-  assert.ok((await out.textContent()).length > 0);
+  const answers = page.getByLabel('Model answer');
+  for (const [i, text] of ['Review: the service was good on day 3.', 'And on day 4?'].entries()) {
+    await page.getByLabel('Message', { exact: true }).fill(text);
+    await page.getByLabel('Max tokens').fill('4');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await until(`answer ${i + 1} or an error in Try it`, async () => {
+      if (await failed.isVisible()) return true;
+      if ((await answers.count()) < i + 1) return false;
+      const t = await answers.nth(i).textContent();
+      return t && t !== 'Generating…';
+    }, 60000);
+    if (await failed.isVisible()) assert.fail(await failed.textContent());
+    assert.ok((await answers.nth(i).textContent()).length > 0);
+  }
+  // Both of the user's messages are on the page, in order, and New chat clears them.
+  const mine = page.getByLabel('Your message');
+  assert.equal(await mine.count(), 2);
+  assert.equal(await mine.nth(1).textContent(), 'And on day 4?');
+  await page.getByRole('button', { name: 'New chat' }).click();
+  assert.equal(await mine.count(), 0);
 });
 
 test('cancel a running job: the cost is stated, then it is cancelled', async () => {

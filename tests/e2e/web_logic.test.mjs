@@ -13,6 +13,7 @@ const format = await load('format.js');
 const { cancelCost } = await load('cancel.js');
 const { parseLoss } = await load('loss.js');
 const { lossGeometry, niceTicks } = await load('chart.js');
+const { readAdvanced, TARGET_MODULES } = await load('advanced.js');
 
 test('money: dollars with cents, tiny amounts keep three significant digits', () => {
   assert.equal(format.formatMoney(0), '$0.00');
@@ -167,4 +168,16 @@ test('the pools line of the Jobs tab: slots in use and pending attempts per pool
     { name: 'od', class: 'on-demand', slots: 2, in_use: 1, pending: 1 },
     { name: 'sp', class: 'spot', slots: 4, in_use: 0, pending: 0 },
   ]), 'Pools: od (on-demand) 1 of 2 slots in use, 1 pending · sp (spot) 0 of 4 slots in use');
+});
+
+test('Advanced settings: empty fields stay the server\'s, values are checked, DPO keeps beta', () => {
+  const blank = { method: 'supervised', packing: true, train_on_inputs: false, lr_scheduler: 'cosine' };
+  assert.deepEqual(readAdvanced(blank, TARGET_MODULES), { method: 'supervised', hp: {} });
+  const all = readAdvanced({ ...blank, max_seq_len: '1024', lora_rank: '8', lora_alpha: '16', warmup_ratio: '0.1', weight_decay: '0.01', packing: false, train_on_inputs: true, lr_scheduler: 'linear', beta: '0.3' }, ['q_proj', 'v_proj']);
+  assert.deepEqual(all, { method: 'supervised', hp: { max_seq_len: 1024, lora_rank: 8, lora_alpha: 16, warmup_ratio: 0.1, weight_decay: 0.01, packing: false, train_on_inputs: true, lr_scheduler: 'linear', lora_target_modules: ['q_proj', 'v_proj'] } });
+  assert.deepEqual(readAdvanced({ ...blank, method: 'dpo', beta: '0.3' }, TARGET_MODULES), { method: 'dpo', hp: { beta: 0.3 } });
+  assert.match(readAdvanced({ ...blank, max_seq_len: '10' }, TARGET_MODULES).error, /Context \(max_seq_len\) must be a whole number from 32/);
+  assert.match(readAdvanced({ ...blank, lora_rank: '2.5' }, TARGET_MODULES).error, /LoRA rank/);
+  assert.match(readAdvanced({ ...blank, method: 'dpo', beta: '0' }, TARGET_MODULES).error, /DPO beta must be a number above 0/);
+  assert.match(readAdvanced(blank, []).error, /at least one LoRA target module/);
 });

@@ -182,7 +182,9 @@ test('the time limit and the budget stop a job, free, in the help page\'s words'
 test('too big at 16-bit for every worker, fitting at 4-bit: the lower-precision message', { timeout: 180000 }, async () => {
   // The planner's needs for this job, with no capacity known yet.
   const probe = await start(['--local-worker', 'none']);
-  const body = { model: 'tiny', training_file: probe.file, hyperparameters: { batch_size: 8 } };
+  // The context is pinned: left to its default it would shrink to what the
+  // worker fits (docs/api.md, max_seq_len), and the job would fit at 16-bit.
+  const body = { model: 'tiny', training_file: probe.file, hyperparameters: { batch_size: 8, max_seq_len: 256 } };
   let need16;
   let need4;
   try {
@@ -209,7 +211,7 @@ test('too big at 16-bit for every worker, fitting at 4-bit: the lower-precision 
     assert.equal(ok.plan.worker, 'w1');
     assert.ok(ok.time.low_s > 0 && ok.time.high_s > ok.time.low_s, JSON.stringify(ok.time));
     // A job nothing could ever run, even at 4-bit: the plain message.
-    const huge = await s.createJob({ ...body, training_file: s.file, precision: '4-bit', hyperparameters: { batch_size: 256 } });
+    const huge = await s.createJob({ ...body, training_file: s.file, precision: '4-bit', hyperparameters: { batch_size: 256, max_seq_len: 256 } });
     assert.equal(huge.json.status, 'failed');
     assert.equal(huge.json.message, 'Not available right now.');
   } finally {

@@ -5,14 +5,25 @@ Reads a model folder written by alallo (config.json + model.safetensors),
 builds the same Llama-style decoder in PyTorch in float64 (RMSNorm, rotary
 embeddings in the rotate-half convention, grouped-query causal attention,
 SwiGLU, tied or untied head, optional q/k/v bias), runs forward and backward
+with each family's published differences, written here from the families'
+definitions (not from alallo's code): Llama 3's rope_scaling ("llama3":
+low frequencies slowed by `factor`, a smooth ramp between low_freq_factor
+and high_freq_factor), Qwen2's q/k/v biases, Mistral's sliding window, and
+Gemma's RMSNorm by (1 + w), GeGLU with the tanh GELU, embeddings times
+sqrt(hidden); Gemma 2 adds norms after attention and after the MLP, scores
+scaled by query_pre_attn_scalar^-0.5 and tanh soft-capping of scores and
+logits.
 on the given token ids with the loss on every position after the first, and
 compares with the dump `alallo train --dump-grads` wrote: the loss, the
-logits, and the gradient of every tensor.
+logits, and the gradient of every tensor (full fine-tuning) or, when the
+dump holds LoRA adapters (`--lora-rank`), of every adapter's A and B with
+the base frozen and W + scale * B A in place of each projection.
 
 usage: reference.py MODEL_DIR DUMP.safetensors IDS   (IDS: "1,2,3,...")
 Exit status: 0 all within tolerance, 1 a mismatch, 2 torch or numpy missing.
 """
 import json
+import math
 import struct
 import sys
 
@@ -56,6 +67,29 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def llama3_inv_freq(inv, rs):
+    """Llama 3.1's frequency scaling, from Meta's published apply_scaling."""
+    factor = rs["factor"]
+    low = rs.get("low_freq_factor", 1.0)
+    high = rs.get("high_freq_factor", 4.0)
+    old = rs.get("original_max_position_embeddings", 8192)
+    out = []
+    for f in inv.tolist():
+        wavelen = 2 * math.pi / f
+        if wavelen < old / high:
+            out.append(f)
+        elif wavelen > old / low:
+            out.append(f / factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append((1 - smooth) * f / factor + smooth * f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def softcap(x, cap):
+    return cap * torch.tanh(x / cap) if cap else x
+
+
 def forward(cfg, p, ids):
     T = ids.shape[0]
     C = cfg["hidden_size"]
@@ -64,15 +98,35 @@ def forward(cfg, p, ids):
     hd = cfg.get("head_dim", C // H)
     eps = cfg.get("rms_norm_eps", 1e-6)
     theta = cfg.get("rope_theta", 10000.0)
+    family = cfg.get("model_type", "llama")
+    gemma = family in ("gemma", "gemma2")
+    gemma2 = family == "gemma2"
     inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    rs = cfg.get("rope_scaling")
+    if rs:
+        assert rs.get("rope_type", rs.get("type")) == "llama3", rs
+        inv = llama3_inv_freq(inv, rs)
     ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
     cos = torch.cat((ang, ang), -1).cos()
     sin = torch.cat((ang, ang), -1).sin()
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    if window:  # a query sees the last `window` positions only
+        mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-window)
+    scale = (cfg.get("query_pre_attn_scalar", hd) if gemma2 else hd) ** -0.5
+    attn_cap = cfg.get("attn_logit_softcapping") if gemma2 else None
+    final_cap = cfg.get("final_logit_softcapping") if gemma2 else None
+
+    def norm(x, name):
+        w = p[name]
+        return rms_norm(x, 1.0 + w if gemma else w, eps)
+
     x = p["model.embed_tokens.weight"][ids]
+    if gemma:
+        x = x * C ** 0.5
     for l in range(cfg["num_hidden_layers"]):
         pre = f"model.layers.{l}."
-        h = rms_norm(x, p[pre + "input_layernorm.weight"], eps)
+        h = norm(x, pre + "input_layernorm.weight")
 
         def proj(name, inp):
             y = inp @ p[pre + name + ".weight"].T
@@ -86,20 +140,33 @@ def forward(cfg, p, ids):
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
-        att = torch.softmax(q @ k.transpose(1, 2) / hd ** 0.5 + mask, dim=-1)
-        o = (att @ v).transpose(0, 1).reshape(T, H * hd)
-        x = x + proj("self_attn.o_proj", o)
-        h = rms_norm(x, p[pre + "post_attention_layernorm.weight"], eps)
+        att = torch.softmax(softcap(q @ k.transpose(1, 2) * scale, attn_cap) + mask, dim=-1)
+        o = proj("self_attn.o_proj", (att @ v).transpose(0, 1).reshape(T, H * hd))
+        if gemma2:
+            x = x + norm(o, pre + "post_attention_layernorm.weight")
+            h = norm(x, pre + "pre_feedforward_layernorm.weight")
+        else:
+            x = x + o
+            h = norm(x, pre + "post_attention_layernorm.weight")
         g = proj("mlp.gate_proj", h)
         u = proj("mlp.up_proj", h)
-        x = x + proj("mlp.down_proj", torch.nn.functional.silu(g) * u)
-    x = rms_norm(x, p["model.norm.weight"], eps)
+        if gemma:
+            act = torch.nn.functional.gelu(g, approximate="tanh")
+        else:
+            act = torch.nn.functional.silu(g)
+        m = proj("mlp.down_proj", act * u)
+        x = x + (norm(m, pre + "post_feedforward_layernorm.weight") if gemma2 else m)
+    x = norm(x, "model.norm.weight")
     head = p["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else p["lm_head.weight"]
-    return x @ head.T
+    return softcap(x @ head.T, final_cap)
 
 
 def rel_err(a, b):
     return float((a - b).norm() / max(float(b.norm()), 1e-30))
+
+
+PARTS = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
+         "o_proj": "self_attn", "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
 
 
 def main():
@@ -109,13 +176,29 @@ def main():
     model_dir, dump_path, ids_s = sys.argv[1:]
     cfg = json.load(open(f"{model_dir}/config.json"))
     params = read_safetensors(f"{model_dir}/model.safetensors")
-    for t in params.values():
-        t.requires_grad_(True)
+    dump = read_safetensors(dump_path)
     ids = torch.tensor([int(s) for s in ids_s.split(",")])
+    lora = "lora_scale" in dump
+    if lora:
+        # LoRA: the base frozen, W + scale * B A on every projection; the
+        # adapters (as alallo started them) are what trains.
+        scale = float(dump["lora_scale"].reshape(()))
+        trained = {}
+        for name, t in dump.items():
+            if name.startswith("lora.") and name.endswith(".A"):
+                _, layer, proj, _ = name.split(".")
+                a = t.clone().requires_grad_(True)
+                b = dump[name[:-1] + "B"].clone().requires_grad_(True)
+                trained[name], trained[name[:-1] + "B"] = a, b
+                key = f"model.layers.{layer}.{PARTS[proj]}.{proj}.weight"
+                params[key] = params[key] + scale * (b @ a)
+    else:
+        for t in params.values():
+            t.requires_grad_(True)
+        trained = params
     logits = forward(cfg, params, ids)
     loss = torch.nn.functional.cross_entropy(logits[:-1], ids[1:])
     loss.backward()
-    dump = read_safetensors(dump_path)
     failures = []
 
     def check(name, got, want, tol):
@@ -127,14 +210,14 @@ def main():
 
     check("loss", dump["loss"].reshape(()), loss.detach(), 1e-5)
     check("logits", dump["logits"], logits.detach(), 1e-5)
-    for name, t in params.items():
+    for name, t in trained.items():
         check("grad " + name, dump["grad." + name], t.grad, 1e-4)
     if failures:
         print(f"reference.py: {len(failures)} mismatches: {', '.join(failures[:5])}",
               file=sys.stderr)
         return 1
     print(f"reference.py: alallo matches PyTorch {torch.__version__} (float64) on "
-          f"{len(params)} tensors")
+          f"{len(trained)} {'adapter ' if lora else ''}tensors")
     return 0
 
 

@@ -5,7 +5,8 @@
 //                                               time left, price, attempts
 //   GET /v1/fine_tuning/jobs/{id}/log           training log (text)
 //   GET /v1/fine_tuning/jobs/{id}/checkpoints   checkpoints
-// Actions: POST .../cancel, and POST /v1/completions for "Try it".
+// Actions: POST .../cancel, and POST /v1/chat/completions for "Try it", a chat
+// with the fine-tuned model (the conversation so far is sent each time).
 // Once the job has ended the page reads everything one last time and stops.
 
 import { api, saveBlob, pathId, ApiError } from './api.js';
@@ -31,7 +32,7 @@ import { parseLoss } from './loss.js';
 export const EMPTY_LOG = 'No log yet. It appears once training starts.';
 // Lines of log kept on the page; the newest ones, at the bottom.
 const LOG_MAX_LINES = 5000;
-// Longest prompt sent from "Try it", in characters.
+// Longest message sent from "Try it", in characters.
 const PROMPT_MAX = 4000;
 // A model export runs `alallo export` on the server; the server gives it up
 // to 10 minutes, the page waits as long.
@@ -141,18 +142,46 @@ export function jobView(jobId) {
   }
 
   function buildTry() {
+    ui.chat = [];
     ui.prompt = el('textarea', { id: 'try-prompt', rows: '3', maxlength: String(PROMPT_MAX), required: true });
     ui.maxTokens = el('input', { id: 'try-max', type: 'number', min: '1', max: '512', value: '64' });
-    ui.tryBtn = el('button', { type: 'submit' }, 'Generate');
-    ui.tryOut = el('pre', { class: 'try-out', 'aria-live': 'polite', tabindex: '0', 'aria-label': 'Model output', hidden: true });
+    ui.tryBtn = el('button', { type: 'submit' }, 'Send');
+    ui.newChat = el('button', { type: 'button', onclick: onNewChat }, 'New chat');
+    ui.tryLog = el('ol', { class: 'try-chat', 'aria-live': 'polite', 'aria-label': 'Conversation', hidden: true });
     ui.tryErr = el('p', { class: 'problem', role: 'alert', hidden: true });
     ui.tryForm = el('form', { class: 'try', onsubmit: onTry, hidden: true },
-      el('label', { for: 'try-prompt' }, 'Prompt'), ui.prompt,
+      ui.tryLog,
+      el('label', { for: 'try-prompt' }, 'Message'), ui.prompt,
       el('div', { class: 'row' },
-        el('label', { for: 'try-max' }, 'Max tokens'), ui.maxTokens, ui.tryBtn),
-      ui.tryErr, ui.tryOut);
+        el('label', { for: 'try-max' }, 'Max tokens'), ui.maxTokens, ui.tryBtn, ui.newChat),
+      ui.tryErr);
     ui.tryNote = el('p', { class: 'muted' }, 'Try it becomes available when the job has a fine-tuned model.');
     return section('Try it', ui.tryNote, ui.tryForm);
+  }
+
+  // One turn of the conversation on the page.
+  function addTurn(role, text) {
+    const item = el('li', { class: `turn ${role}` },
+      el('span', { class: 'who' }, role === 'user' ? 'You' : 'Model'),
+      el('pre', { class: 'try-out', tabindex: '0', 'aria-label': role === 'user' ? 'Your message' : 'Model answer' }, text));
+    ui.tryLog.append(item);
+    show(ui.tryLog, true);
+    return item;
+  }
+
+  function onNewChat() {
+    ui.chat = [];
+    ui.tryLog.replaceChildren();
+    show(ui.tryLog, false);
+    show(ui.tryErr, false);
+  }
+
+  // The assistant's text of an answer: its content, or its tool calls.
+  function answerText(msg) {
+    if (!msg) return '(no answer)';
+    const calls = (msg.tool_calls || []).map((c) => `${c.function?.name}(${c.function?.arguments})`);
+    const text = [msg.content || '', ...calls].filter((x) => x !== '').join('\n');
+    return text === '' ? '(an empty answer)' : text;
   }
 
   // Downloads of the fine-tuned model, one per export format.
@@ -312,21 +341,26 @@ export function jobView(jobId) {
 
   async function onTry(ev) {
     ev.preventDefault();
-    const prompt = ui.prompt.value;
-    if (!prompt.trim()) return;
+    const content = ui.prompt.value;
+    if (!content.trim()) return;
     const maxTokens = Math.max(1, Math.min(512, Number(ui.maxTokens.value) || 64));
     ui.tryBtn.disabled = true;
     show(ui.tryErr, false);
-    setText(ui.tryOut, 'Generating…');
-    show(ui.tryOut, true);
+    const messages = [...ui.chat, { role: 'user', content }];
+    addTurn('user', content);
+    const pending = addTurn('assistant', 'Generating…');
     try {
-      const res = await api('/v1/completions', {
-        json: { model: job.fine_tuned_model, prompt, max_tokens: maxTokens, temperature: 0 },
+      const res = await api('/v1/chat/completions', {
+        json: { model: job.fine_tuned_model, messages, max_tokens: maxTokens, temperature: 0 },
       });
-      const text = res?.choices?.[0]?.text;
-      setText(ui.tryOut, typeof text === 'string' ? text : '(no text in the answer)');
+      const msg = res?.choices?.[0]?.message;
+      setText(pending.querySelector('pre'), answerText(msg));
+      ui.chat = [...messages, { role: 'assistant', content: msg?.content || '' }];
+      ui.prompt.value = '';
     } catch (e) {
-      show(ui.tryOut, false);
+      pending.remove();
+      ui.tryLog.lastChild?.remove();
+      show(ui.tryLog, ui.tryLog.childElementCount > 0);
       setText(ui.tryErr, `Could not generate: ${e.message}`);
       show(ui.tryErr, true);
     } finally {

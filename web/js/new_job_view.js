@@ -7,6 +7,7 @@
 // GET /v1/models (base models), POST /v1/fine_tuning/estimates and
 // POST /v1/fine_tuning/jobs with the same body.
 
+import { advancedFields, advancedOf } from './advanced.js';
 import { api } from './api.js';
 import { el, setText, show } from './dom.js';
 import { formatMoneyRange } from './format.js';
@@ -80,7 +81,15 @@ export function newJobView() {
       }
       hp.learning_rate_multiplier = x;
     }
-    if (Object.keys(hp).length) b.hyperparameters = hp;
+    const adv = advancedOf(ui.form);
+    if (adv.error) return { error: adv.error };
+    Object.assign(hp, adv.hp);
+    if (adv.method === 'dpo') {
+      // DPO's hyper-parameters (beta among them) go in method.dpo only.
+      b.method = { type: 'dpo', dpo: { hyperparameters: hp } };
+    } else if (Object.keys(hp).length) {
+      b.hyperparameters = hp;
+    }
     return { body: b };
   }
 
@@ -227,6 +236,7 @@ export function newJobView() {
           numberField('n_epochs', 'Epochs', '1', '50'),
           numberField('batch_size', 'Batch size', '1', '256'),
           numberField('learning_rate_multiplier', 'Learning-rate multiplier', '0.01', '10', 'any')),
+        advancedFields(),
         ui.problem,
         el('div', { class: 'buttons' }, ui.estimateBtn, ui.startBtn),
         ui.estimate);

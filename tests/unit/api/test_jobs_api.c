@@ -192,6 +192,17 @@ static void create_shapes_and_defaults(void **state)
     json_t *hp = json_object_get(j, "hyperparameters");
     assert_int_equal(json_integer_value(json_object_get(hp, "n_epochs")), 2);
     assert_int_equal(json_integer_value(json_object_get(hp, "batch_size")), 2);
+    /* the further hyper-parameters' defaults: the model's context (no worker
+     * is known to cap it), packing on, LoRA 16/32 on all seven projections */
+    assert_int_equal(json_integer_value(json_object_get(hp, "max_seq_len")), 512);
+    assert_true(json_is_true(json_object_get(hp, "packing")));
+    assert_int_equal(json_integer_value(json_object_get(hp, "lora_rank")), 16);
+    assert_true(json_number_value(json_object_get(hp, "lora_alpha")) == 32.0);
+    assert_int_equal(json_array_size(json_object_get(hp, "lora_target_modules")), 7);
+    assert_string_equal(h_str(hp, "lr_scheduler"), "cosine");
+    assert_true(json_number_value(json_object_get(hp, "warmup_ratio")) == 0.05);
+    assert_true(json_is_false(json_object_get(hp, "train_on_inputs")));
+    assert_null(json_object_get(hp, "beta"));
     json_t *progress = json_object_get(j, "progress");
     /* max_steps = ceil(3 examples * 2 epochs / batch 2) */
     assert_int_equal(json_integer_value(json_object_get(progress, "max_steps")), 3);
@@ -203,6 +214,31 @@ static void create_shapes_and_defaults(void **state)
                         "No capacity is free right now; the job would wait in the queue.");
     assert_true(json_is_array(json_object_get(j, "attempts")));
     reply_free(&r);
+
+    /* Every further hyper-parameter set reaches the job as given. */
+    char body2[1024];
+    snprintf(body2, sizeof body2,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+             "{\"max_seq_len\":128,\"packing\":false,\"lora_rank\":8,\"lora_alpha\":16,"
+             "\"lora_target_modules\":[\"v_proj\",\"q_proj\"],\"lr_scheduler\":\"linear\","
+             "\"warmup_ratio\":0.1,\"weight_decay\":0.01,\"train_on_inputs\":true}}",
+             file);
+    struct reply r2 = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body2);
+    assert_int_equal(r2.status, 200);
+    json_t *hp2 = json_object_get(r2.json, "hyperparameters");
+    assert_int_equal(json_integer_value(json_object_get(hp2, "max_seq_len")), 128);
+    assert_true(json_is_false(json_object_get(hp2, "packing")));
+    assert_int_equal(json_integer_value(json_object_get(hp2, "lora_rank")), 8);
+    assert_true(json_number_value(json_object_get(hp2, "lora_alpha")) == 16.0);
+    json_t *tm = json_object_get(hp2, "lora_target_modules");
+    assert_int_equal(json_array_size(tm), 2);
+    assert_string_equal(json_string_value(json_array_get(tm, 0)), "q_proj");
+    assert_string_equal(json_string_value(json_array_get(tm, 1)), "v_proj");
+    assert_string_equal(h_str(hp2, "lr_scheduler"), "linear");
+    assert_true(json_number_value(json_object_get(hp2, "warmup_ratio")) == 0.1);
+    assert_true(json_number_value(json_object_get(hp2, "weight_decay")) == 0.01);
+    assert_true(json_is_true(json_object_get(hp2, "train_on_inputs")));
+    reply_free(&r2);
 
     /* Its first event is the creation, in OpenAI's shape. */
     char path[128];
@@ -241,8 +277,37 @@ static void bad_job_bodies(void **state)
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"goal\":\"cheap\"}", 400, "goal"},
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"suffix\":\"a:b\"}", 400, "suffix"},
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"seed\":-3}", 400, "seed"},
-        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":\"dpo\"}}", 400,
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":\"rl\"}}", 400,
          "method.type"},
+        /* DPO needs preference pairs; this file holds prompt/completion pairs */
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":\"dpo\"}}", 400,
+         "training_file"},
+        /* the further hyper-parameters, each named when out of range */
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"max_seq_len\":513}}",
+         400, "hyperparameters.max_seq_len"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"max_seq_len\":8}}",
+         400, "hyperparameters.max_seq_len"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"packing\":1}}", 400,
+         "hyperparameters.packing"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_rank\":0}}", 400,
+         "hyperparameters.lora_rank"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_alpha\":-1}}",
+         400, "hyperparameters.lora_alpha"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_dropout\":0.1}}",
+         400, "hyperparameters.lora_dropout"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+         "{\"lora_target_modules\":[\"q_proj\",\"fc1\"]}}",
+         400, "hyperparameters.lora_target_modules"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lr_scheduler\":\"step\"}}",
+         400, "hyperparameters.lr_scheduler"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"warmup_ratio\":0.9}}",
+         400, "hyperparameters.warmup_ratio"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"weight_decay\":-0.1}}",
+         400, "hyperparameters.weight_decay"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"train_on_inputs\":\"yes\"}}",
+         400, "hyperparameters.train_on_inputs"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"beta\":0.1}}", 400,
+         "hyperparameters.beta"},
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"adapter\":\"full\",\"precision\":"
          "\"4-bit\"}",
          400, "adapter"},

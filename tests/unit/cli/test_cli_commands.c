@@ -425,6 +425,34 @@ static void create_uploads_then_creates(void **state)
     json_decref(b);
 }
 
+/* The further hyper-parameters reach the body: DPO's under method.dpo. */
+static void create_dpo_with_more_hyperparameters(void **state)
+{
+    (void)state;
+    assert_int_equal(run("jobs create --model alallo-tiny --file file-abc --method dpo "
+                         "--beta 0.2 --max-seq-len 1024 --packing off --lora-rank 8 "
+                         "--lora-alpha 16 --lora-target-modules q_proj,v_proj "
+                         "--lr-scheduler linear --warmup-ratio 0.1 --weight-decay 0.01 "
+                         "--train-on-inputs on"),
+                     0);
+    json_t *b = body_of(0);
+    json_t *m = json_object_get(b, "method");
+    assert_string_equal(json_string_value(json_object_get(m, "type")), "dpo");
+    json_t *hp = json_object_get(json_object_get(m, "dpo"), "hyperparameters");
+    assert_true(json_number_value(json_object_get(hp, "beta")) == 0.2);
+    assert_int_equal(json_integer_value(json_object_get(hp, "max_seq_len")), 1024);
+    assert_true(json_is_false(json_object_get(hp, "packing")));
+    assert_int_equal(json_integer_value(json_object_get(hp, "lora_rank")), 8);
+    assert_int_equal(json_array_size(json_object_get(hp, "lora_target_modules")), 2);
+    assert_string_equal(json_string_value(json_object_get(hp, "lr_scheduler")), "linear");
+    assert_true(json_is_true(json_object_get(hp, "train_on_inputs")));
+    assert_null(json_object_get(b, "hyperparameters"));
+    json_decref(b);
+    assert_int_equal(run("jobs create --model alallo-tiny --file file-abc --packing maybe"), 2);
+    assert_non_null(strstr(err, "--packing and --train-on-inputs take on or off"));
+    assert_int_equal(run("jobs create --model alallo-tiny --file file-abc --method rl"), 2);
+}
+
 static void a_bad_line_is_shown_as_the_server_words_it(void **state)
 {
     (void)state;
@@ -582,6 +610,7 @@ int main(void)
         cmocka_unit_test(server_errors_exit_1_with_its_message),
         cmocka_unit_test(usage_errors_exit_2),
         cmocka_unit_test(create_uploads_then_creates),
+        cmocka_unit_test(create_dpo_with_more_hyperparameters),
         cmocka_unit_test(a_bad_line_is_shown_as_the_server_words_it),
         cmocka_unit_test(estimate_prints_ranges_and_the_no_capacity_sentence),
         cmocka_unit_test(log_follow_streams),

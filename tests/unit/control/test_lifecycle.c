@@ -475,7 +475,7 @@ static void the_pass_fails_a_job_that_fits_only_at_lower_precision(void **state)
     char body[256];
     snprintf(body, sizeof body,
              "{\"model\":\"big\",\"training_file\":\"%s\","
-             "\"hyperparameters\":{\"batch_size\":3}}",
+             "\"hyperparameters\":{\"batch_size\":3,\"max_seq_len\":256}}",
              h_str(r.json, "id"));
     reply_free(&r);
     r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);

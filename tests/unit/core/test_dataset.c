@@ -93,11 +93,11 @@ static void bad_lines(void **state)
     expect_error("{\"messages\":[{\"role\":7,\"content\":\"a\"}]}",
                  "line 1 of train.jsonl: message 1: field \"role\" must be a string");
     expect_error("{\"messages\":[{\"role\":\"bot\",\"content\":\"a\"}]}",
-                 "line 1 of train.jsonl: message 1: unknown role \"bot\" (use system, user or assistant)");
+                 "line 1 of train.jsonl: message 1: unknown role \"bot\" (use system, user, assistant or tool)");
     expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
                  "line 1 of train.jsonl: no assistant message");
     expect_error("{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"}],\"prompt\":\"x\"}",
-                 "line 1 of train.jsonl: has both \"messages\" and \"prompt\"/\"completion\"; use one form");
+                 "line 1 of train.jsonl: has fields of several forms (\"messages\", \"prompt\"/\"completion\", \"instruction\"/\"output\", \"conversations\"); use one form");
     expect_error("", "train.jsonl: the file has no examples");
     expect_error("\n  \n\r\n", "train.jsonl: the file has no examples");
     /* Blank lines still count in line numbers. */
@@ -167,7 +167,7 @@ static void quoted_text_stays_utf8(void **state)
     char want[200] = "message 1: unknown role \"a";
     for (int i = 0; i < 19; i++)
         strcat(want, "\xc3\xb6");
-    strcat(want, "\" (use system, user or assistant)");
+    strcat(want, "\" (use system, user, assistant or tool)");
     assert_string_equal(c.problem, want);
 }
 
@@ -267,6 +267,159 @@ static void each_walks_examples(void **state)
     assert_int_equal(c.bad_line, 1);
 }
 
+#define PAIR(IN, A, B)                                                                         \
+    "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"" IN "\"}]},"                 \
+    "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"" A "\"}],"                 \
+    "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"" B "\"}]}"
+
+/* DPO's preference pairs, in OpenAI's form: valid files, and each mistake
+ * named with its line. */
+static void preference_pairs(void **state)
+{
+    (void)state;
+    const char *ok = PAIR("Hi", "Hello!", "Go away.") "\n" PAIR("2+2?", "4", "5") "\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(ok, strlen(ok), &c), 0);
+    assert_int_equal(c.examples, 2);
+    assert_int_equal(c.format, DATASET_PREFERENCE);
+    assert_string_equal(dataset_format_name(c.format), "preference");
+    assert_int_equal(c.bytes_of_text, 2 + 6 + 8 + 4 + 1 + 1);
+    expect_error(PAIR("a", "b", "c") "\n{\"input\":{\"messages\":[]},\"preferred_output\":[],"
+                 "\"non_preferred_output\":[]}",
+                 "line 2 of train.jsonl: field \"input.messages\" is empty");
+    expect_error("{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]},"
+                 "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: missing field \"preferred_output\"");
+    expect_error("{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]},"
+                 "\"preferred_output\":[{\"role\":\"user\",\"content\":\"b\"}],"
+                 "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: field \"preferred_output\": the message's role must be "
+                 "\"assistant\"");
+    expect_error(PAIR("a", "b", ""),
+                 "line 1 of train.jsonl: field \"non_preferred_output\": the message's content "
+                 "is empty");
+    expect_error("{\"input\":\"hi\",\"preferred_output\":[],\"non_preferred_output\":[]}",
+                 "line 1 of train.jsonl: field \"input\" must be an object with \"messages\"");
+    expect_error(PAIR("a", "b", "c") "\n{\"prompt\":\"a\",\"completion\":\"b\"}",
+                 "line 2 of train.jsonl: a file of preference pairs holds nothing else (this "
+                 "line is not a preference pair)");
+    expect_error("{\"prompt\":\"a\",\"completion\":\"b\"}\n" PAIR("a", "b", "c"),
+                 "line 2 of train.jsonl: a file of preference pairs holds nothing else (this "
+                 "line is a preference pair)");
+    expect_error("{\"messages\":[],\"input\":{}}",
+                 "line 1 of train.jsonl: has both a preference pair (\"input\", "
+                 "\"preferred_output\", \"non_preferred_output\") and \"messages\"; use one "
+                 "form");
+}
+
+#define TOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"," \
+              "\"parameters\":{\"type\":\"object\"}}}]"
+#define CALL(id) "{\"id\":\"" id "\",\"type\":\"function\",\"function\":{\"name\":" \
+                 "\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}"
+
+static int tool_turns(void *ctx, long line, const struct dataset_example *ex)
+{
+    (void)ctx;
+    (void)line;
+    assert_int_equal(ex->form, DATASET_CHAT);
+    assert_non_null(ex->messages);
+    assert_non_null(ex->tools);
+    assert_int_equal(ex->turns[1].role, DATASET_ASSISTANT);
+    assert_string_equal(ex->turns[1].text,
+                        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}"
+                        "</tool_call>\n<tool_call>{\"name\": \"get_weather\", \"arguments\": "
+                        "{\"city\":\"Paris\"}}</tool_call>");
+    assert_int_equal(ex->turns[2].role, DATASET_TOOL);
+    assert_string_equal(ex->turns[2].text, "21 C");
+    return 0;
+}
+
+static void tool_calls(void **state)
+{
+    (void)state;
+    const char *ok = "{" TOOLS ",\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},"
+                     "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[" CALL("c1") ","
+                     CALL("c2") "]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21 C\"},"
+                     "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"21 C\"},"
+                     "{\"role\":\"assistant\",\"content\":\"Warm.\"}]}\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_each(ok, strlen(ok), tool_turns, NULL, &c), 0);
+    assert_int_equal(c.tool_examples, 1);
+
+    expect_error("{\"parallel_tool_calls\":false,\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                 "{\"role\":\"assistant\",\"tool_calls\":[" CALL("c1") "," CALL("c2") "]}]}",
+                 "line 1 of train.jsonl: message 2: 2 tool calls in one message, but "
+                 "\"parallel_tool_calls\" is false");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+                 "\"tool_calls\":[{\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{x\"}}]}]}",
+                 "line 1 of train.jsonl: message 2: tool call 1: \"arguments\" is not a JSON object");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+                 "\"tool_calls\":[{\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+                 "line 1 of train.jsonl: message 2: tool call 1: \"arguments\" must be a string of "
+                 "JSON (as OpenAI writes it)");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+                 "\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+                 "line 1 of train.jsonl: message 2: tool call 1 needs an \"id\" string");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\","
+                 "\"tool_call_id\":\"zz\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: message 2: \"tool_call_id\" \"zz\" answers no earlier tool call");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[" CALL("c") "]},"
+                 "{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: message 1: only assistant messages have \"tool_calls\"");
+    expect_error("{\"tools\":[{\"type\":\"function\"}],\"messages\":[{\"role\":\"assistant\","
+                 "\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: tool 1 must be {\"type\": \"function\", \"function\": "
+                 "{\"name\": ..., \"parameters\": {...}}}");
+    expect_error("{\"parallel_tool_calls\":1,\"messages\":[{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: field \"parallel_tool_calls\" must be true or false");
+}
+
+static void alpaca_and_sharegpt(void **state)
+{
+    (void)state;
+    const char *in = "{\"instruction\":\"Add\",\"input\":\"2 and 2\",\"output\":\"4\"}\n"
+                     "\n"
+                     "{\"conversations\":[{\"from\":\"system\",\"value\":\"Be brief.\"},"
+                     "{\"from\":\"human\",\"value\":\"Hi\"},{\"from\":\"gpt\",\"value\":\"Hello\"}]}\n"
+                     "{\"instruction\":\"Say hi\",\"input\":\"\",\"output\":\"hi\",\"system\":\"S\"}\n"
+                     "{\"prompt\":\"p\",\"completion\":\"c\"}";
+    char *out;
+    size_t n;
+    struct dataset_check c;
+    assert_int_equal(dataset_convert(in, strlen(in), &out, &n, &c), 0);
+    assert_int_equal(c.examples, 4);
+    assert_int_equal(c.alpaca, 2);
+    assert_int_equal(c.sharegpt, 1);
+    assert_string_equal(dataset_check_converted_from(&c), "alpaca+sharegpt");
+    assert_string_equal(
+        out,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Add\\n\\n2 and 2\"},"
+        "{\"role\":\"assistant\",\"content\":\"4\"}]}\n"
+        "\n"
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+        "\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Hello\"}]}\n"
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
+        "\"Say hi\"},{\"role\":\"assistant\",\"content\":\"hi\"}]}\n"
+        "{\"prompt\":\"p\",\"completion\":\"c\"}\n");
+    /* the converted file checks as chat, with nothing left to convert */
+    struct dataset_check c2;
+    assert_int_equal(dataset_check_buffer(out, n, &c2), 0);
+    assert_null(dataset_check_converted_from(&c2));
+    assert_int_equal(c2.examples, 4);
+    free(out);
+
+    expect_error("{\"instruction\":\"a\"}", "line 1 of train.jsonl: Alpaca form: field \"output\" must be a string");
+    expect_error("{\"instruction\":\"a\",\"output\":\"b\",\"input\":3}",
+                 "line 1 of train.jsonl: Alpaca form: field \"input\" must be a string");
+    expect_error("{\"conversations\":[{\"from\":\"bot\",\"value\":\"x\"}]}",
+                 "line 1 of train.jsonl: ShareGPT form: turn 1: unknown speaker \"bot\" (use "
+                 "system, human or gpt)");
+    expect_error("{\"conversations\":[{\"from\":\"human\",\"value\":\"x\"}]}",
+                 "line 1 of train.jsonl: no assistant message");
+    expect_error("{\"conversations\":{}}",
+                 "line 1 of train.jsonl: ShareGPT form: field \"conversations\" must be an array");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +430,9 @@ int main(void)
         cmocka_unit_test(error_line_is_clean),
         cmocka_unit_test(each_walks_examples),
         cmocka_unit_test(byte_order_mark),
+        cmocka_unit_test(preference_pairs),
+        cmocka_unit_test(tool_calls),
+        cmocka_unit_test(alpaca_and_sharegpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "train/chat_format.h"
 #include "train/data.h"
 
 static struct tokenizer *tok;
@@ -248,12 +249,169 @@ static void prompt_for_generation(void **state)
     free(ids);
 }
 
+/* A model's own chat template (train/chat_format.c): the ids are the text
+ * Jinja2 renders (the fixtures of test_chat_template.c, bytes here) and the
+ * loss falls exactly on the assistant turns as the template writes them. */
+static struct chat_format *format_of(const char *fixture, const char *bos, const char *eos)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/unit/train/chat_templates/%s.jinja", ALALLO_SOURCE_DIR,
+             fixture);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char src[8192];
+    size_t n = fread(src, 1, sizeof src - 1, f);
+    fclose(f);
+    src[n] = '\0';
+    json_t *cfg = json_pack("{s:s,s:s,s:{s:s}}", "chat_template", src, "bos_token", bos,
+                            "eos_token", "content", eos);
+    char *text = json_dumps(cfg, 0);
+    char err[300];
+    struct chat_format *fmt = chat_format_from_config(text, strlen(text), err, sizeof err);
+    if (!fmt)
+        fail_msg("%s", err);
+    free(text);
+    json_decref(cfg);
+    return fmt;
+}
+
+static void expect_template_example(const struct example *e, const char *fixture_txt,
+                                    const char *targets)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/unit/train/chat_templates/%s", ALALLO_SOURCE_DIR,
+             fixture_txt);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char want[8192];
+    size_t n = fread(want, 1, sizeof want - 1, f);
+    fclose(f);
+    want[n] = '\0';
+    static char all[8192], masked[8192];
+    size_t a = 0, m = 0;
+    for (size_t i = 0; i < e->len && a < sizeof all - 1; i++) {
+        all[a++] = (char)e->ids[i];
+        if (e->mask[i])
+            masked[m++] = (char)e->ids[i];
+    }
+    all[a] = masked[m] = '\0';
+    assert_string_equal(all, want);
+    assert_string_equal(masked, targets);
+}
+
+#define CONV_CHAT                                                                                  \
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Answer briefly.\"},{\"role\":\"user\","    \
+    "\"content\":\"Capital of France?\"},{\"role\":\"assistant\",\"content\":\" Paris. \"},"     \
+    "{\"role\":\"user\",\"content\":\"And of Italy, \\\"please\\\"?\\n\"},{\"role\":\"assistant\"," \
+    "\"content\":\"Rome — Roma.\"}]}\n"
+
+static void model_chat_templates(void **state)
+{
+    (void)state;
+    const char *p = write_file("tpl.jsonl", CONV_CHAT);
+    char err[300];
+    struct chat_format *fmt = format_of("qwen2.5", "<s>", "</s>");
+    struct dataset *d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
+    if (!d)
+        fail_msg("%s", err);
+    expect_template_example(&d->ex[0], "qwen2.5.chat.txt",
+                            " Paris. <|im_end|>\nRome — Roma.<|im_end|>\n");
+    dataset_free(d);
+    chat_format_free(fmt);
+
+    /* Mistral writes the system message only into the last user message:
+     * the turns are found from their content. */
+    fmt = format_of("mistral-v0.3", "<s>", "</s>");
+    d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
+    if (!d)
+        fail_msg("%s", err);
+    expect_template_example(&d->ex[0], "mistral-v0.3.chat.txt", "Paris.</s>Rome — Roma.</s>");
+    dataset_free(d);
+
+    /* Tool calls go through the template too (arguments as an object). */
+    p = write_file("tools.jsonl",
+                   "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                   "\"parameters\":{\"type\":\"object\"}}}],\"messages\":[{\"role\":\"user\","
+                   "\"content\":\"Weather?\"},{\"role\":\"assistant\",\"tool_calls\":[{\"id\":"
+                   "\"call12345\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                   "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
+                   "\"tool_call_id\":\"call12345\",\"content\":\"21\"},{\"role\":\"assistant\","
+                   "\"content\":\"Warm.\"}]}\n");
+    d = dataset_load_chat(p, "tools.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
+    if (!d)
+        fail_msg("%s", err);
+    size_t m = 0;
+    char masked[512];
+    for (size_t i = 0; i < d->ex[0].len; i++)
+        if (d->ex[0].mask[i])
+            masked[m++] = (char)d->ex[0].ids[i];
+    masked[m] = '\0';
+    assert_string_equal(masked, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": "
+                                "{\"city\": \"Paris\"}, \"id\": \"call12345\"}]</s> Warm.</s>");
+    dataset_free(d);
+    chat_format_free(fmt);
+
+    /* A conversation the template refuses names the line and the reason. */
+    fmt = format_of("gemma2", "<bos>", "<eos>");
+    p = write_file("tpl.jsonl", "\n" CONV_CHAT);
+    assert_null(dataset_load_chat(p, "train.jsonl", tok, fmt, NULL, 4096, err, sizeof err));
+    assert_string_equal(err, "line 2 of train.jsonl: the chat template refused: System role not "
+                             "supported");
+    chat_format_free(fmt);
+
+    /* A template alallo cannot read fails chat lines, not prompt/completion ones. */
+    const char *why = "chat template line 1: unsupported statement \"include\"";
+    assert_null(dataset_load_chat(p, "train.jsonl", tok, NULL, why, 4096, err, sizeof err));
+    assert_string_equal(err, "line 2 of train.jsonl: the model's chat template cannot be used: "
+                             "chat template line 1: unsupported statement \"include\"");
+    p = write_file("pc.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\"}\n");
+    struct dataset *pc = dataset_load_chat(p, "pc.jsonl", tok, NULL, why, 64, err, sizeof err);
+    assert_non_null(pc);
+    dataset_free(pc);
+}
+
+/* A preference pair's two examples go through the model's template as a
+ * chat line would: the input's messages, then one answer, the loss on it. */
+static void preference_pair_template(void **state)
+{
+    (void)state;
+    const char *p = write_file(
+        "pref.jsonl",
+        "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"Capital of France?\"}]},"
+        "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"Paris.\"}],"
+        "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"Lyon.\"}]}\n");
+    char err[300];
+    struct chat_format *fmt = format_of("qwen2.5", "<s>", "</s>");
+    struct dataset *d = dataset_load_chat(p, "pref.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
+    if (!d)
+        fail_msg("%s", err);
+    assert_int_equal(d->n, 2);
+    assert_int_equal(d->pairs, 1);
+    const char *want[2] = {"Paris.<|im_end|>\n", "Lyon.<|im_end|>\n"};
+    for (int k = 0; k < 2; k++) {
+        char all[2048], masked[256];
+        size_t a = 0, m = 0;
+        for (size_t i = 0; i < d->ex[k].len && a < sizeof all - 1; i++) {
+            all[a++] = (char)d->ex[k].ids[i];
+            if (d->ex[k].mask[i] && m < sizeof masked - 1)
+                masked[m++] = (char)d->ex[k].ids[i];
+        }
+        all[a] = masked[m] = '\0';
+        assert_string_equal(masked, want[k]);
+        assert_non_null(strstr(all, "<|im_start|>user\nCapital of France?<|im_end|>\n"));
+    }
+    dataset_free(d);
+    chat_format_free(fmt);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(prompt_completion_template), cmocka_unit_test(chat_template),
         cmocka_unit_test(truncation_rule),            cmocka_unit_test(error_lines),
         cmocka_unit_test(prompt_for_generation),
+        cmocka_unit_test(model_chat_templates),
+        cmocka_unit_test(preference_pair_template),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -62,6 +62,8 @@ static void config_parse(void **state)
 }
 
 enum { B = 2, T = 7 };
+/* finite-difference step for adapters (Gemma 2 bends more: smaller) */
+static float lora_step = 3e-3f;
 
 struct mctx {
     struct model *m;
@@ -116,14 +118,25 @@ static void check_all(struct mctx *c, double atol)
             char name[64];
             snprintf(name, sizeof name, "layer %d %s A", l, model_proj_name(p));
             bad += gc_check(name, mloss, c, ln->la, (size_t)ln->r * ln->in,
-                            grad + (ln->la - m->train), 10, 3e-3, atol, 3e-2);
+                            grad + (ln->la - m->train), 10, lora_step, atol, 3e-2);
             snprintf(name, sizeof name, "layer %d %s B", l, model_proj_name(p));
             bad += gc_check(name, mloss, c, ln->lb, (size_t)ln->r * ln->out,
-                            grad + (ln->lb - m->train), 10, 3e-3, atol, 3e-2);
+                            grad + (ln->lb - m->train), 10, lora_step, atol, 3e-2);
         }
     }
     free(grad);
     assert_int_equal(bad, 0);
+}
+
+/* Activations, a batch, every gradient checked; frees the model. */
+static void check_model(struct mctx *c, int vocab)
+{
+    c->a = model_acts_create(c->m, B, T);
+    assert_non_null(c->a);
+    make_batch(c, vocab);
+    check_all(c, 1e-3);
+    model_acts_free(c->a);
+    model_free(c->m);
 }
 
 static void full_model_gradients(void **state)
@@ -178,12 +191,156 @@ static void lora_model_gradients(enum wkind kind)
     rng_seed(&r, 8);
     for (size_t i = 0; i < c.m->n_train; i++)
         c.m->train[i] += 0.1f * rng_normal(&r);
-    c.a = model_acts_create(c.m, B, T);
-    assert_non_null(c.a);
-    make_batch(&c, cfg.vocab);
-    check_all(&c, 1e-3);
-    model_acts_free(c.a);
-    model_free(c.m);
+    check_model(&c, cfg.vocab);
+}
+
+/* The families' switches on the tiny config (docs/models.md): every
+ * parameter's gradient (full) and every adapter's (LoRA over an fp32 base)
+ * by finite differences, with the switches' paths carrying signal: Llama
+ * 3's frequency ramp across the three bands at T = 7, Gemma's GeGLU,
+ * embedding scale and head_dim apart from hidden/heads, Gemma 2's post
+ * norms, a score scale apart from head_dim and caps where tanh bends. */
+static void family_switches(struct model_config *cfg, int family)
+{
+    cfg->family = family;
+    if (family == FAM_LLAMA) {
+        cfg->rope_factor = 8.0f, cfg->rope_low_freq = 1.0f, cfg->rope_high_freq = 4.0f;
+        cfg->rope_orig_max = 8;
+        return;
+    }
+    cfg->gelu = cfg->norm_plus_one = cfg->embed_scale = 1;
+    cfg->head_dim = 6;
+    cfg->query_scalar = 6.0f;
+    if (family == FAM_GEMMA2) {
+        cfg->post_norms = 1;
+        cfg->attn_softcap = 0.5f;
+        cfg->final_softcap = 0.7f;
+        cfg->query_scalar = 3.0f;
+    }
+}
+
+static void family_gradients(int family, int full)
+{
+    struct model_config cfg;
+    char err[200];
+    assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+    family_switches(&cfg, family);
+    struct model_opts o = {.full = full, .base_kind = WK_F32, .lora_r = 2, .lora_alpha = 4.0f,
+                           .lora_targets = MODEL_ALL_PROJ};
+    struct mctx c;
+    c.m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(c.m);
+    assert_int_equal(model_init_random(c.m, 5), 0);
+    struct rng r;
+    rng_seed(&r, 9);
+    if (full) {
+        /* Gemma 2's norms after small blocks bend sharply: finite
+         * differences need the smaller weights there */
+        float grow = family == FAM_GEMMA2 ? 2.0f : 5.0f;
+        for (size_t i = 0; i < c.m->n_decay; i++)
+            c.m->train[i] *= grow;
+        for (size_t i = c.m->n_decay; i < c.m->n_train; i++)
+            c.m->train[i] += 0.2f * rng_normal(&r);
+    } else {
+        model_lora_init(c.m, 7);
+        for (size_t i = 0; i < c.m->n_train; i++)
+            c.m->train[i] += 0.1f * rng_normal(&r);
+    }
+    check_model(&c, cfg.vocab);
+}
+
+static void llama3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_LLAMA, 1);
+    family_gradients(FAM_LLAMA, 0);
+}
+
+static void gemma_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_GEMMA, 1);
+    family_gradients(FAM_GEMMA, 0);
+}
+
+static void gemma2_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_GEMMA2, 1);
+    lora_step = 1e-3f;
+    family_gradients(FAM_GEMMA2, 0);
+    lora_step = 3e-3f;
+}
+
+/* What each family reads from config.json, and what is refused naming the
+ * key (Llama 3.1's rope_scaling is read, not refused). */
+static void family_configs(void **state)
+{
+    (void)state;
+    struct model_config c, c2;
+    char err[300], j[1200];
+    const char *shape = "\"hidden_size\":16,\"intermediate_size\":24,\"num_hidden_layers\":1,"
+                        "\"num_attention_heads\":4,\"vocab_size\":23,"
+                        "\"max_position_embeddings\":8192";
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"llama\",\"rope_scaling\":{\"factor\":8.0,"
+             "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+             "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.rope_factor == 8.0f && c.rope_orig_max == 8192);
+    float div[2];
+    model_rope_freq_div(&c, div); /* hd 4, theta 1e4: wavelengths 6.3 and 628 */
+    assert_true(div[0] == 1.0f && div[1] == 1.0f);
+    c.rope_orig_max = 200; /* 628 > 200: slowed by the factor; 6.3 < 50: kept */
+    model_rope_freq_div(&c, div);
+    assert_true(div[0] == 1.0f && div[1] == 8.0f);
+    c.rope_orig_max = 1000; /* 250 < 628 < 1000: on the ramp */
+    model_rope_freq_div(&c, div);
+    assert_true(div[1] > 1.0f && div[1] < 8.0f);
+    snprintf(j, sizeof j, "{%s,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: rope_scaling.rope_type \"yarn\" is not supported "
+                             "(llama3 only)");
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"phi3\"}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "model_type \"phi3\" is not supported"));
+    snprintf(j, sizeof j, "{%s,\"mlp_bias\":true}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "mlp_bias"));
+    /* Gemma: its activation key, (1 + w) norms, tied by default */
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma\",\"head_dim\":8,"
+             "\"hidden_activation\":\"gelu_pytorch_tanh\"}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.gelu && c.norm_plus_one && c.embed_scale && c.tied && c.head_dim == 8);
+    assert_true(c.query_scalar == 8.0f && !c.post_norms);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma\",\"hidden_activation\":\"relu\"}",
+             shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "hidden_activation \"relu\""));
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma\",\"tie_word_embeddings\":false}",
+             shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tie_word_embeddings"));
+    /* Gemma 2: caps, query scalar, and the window caps the context */
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma2\",\"attn_logit_softcapping\":50.0,"
+             "\"final_logit_softcapping\":30.0,\"query_pre_attn_scalar\":24,"
+             "\"sliding_window\":4096}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.post_norms && c.attn_softcap == 50.0f && c.final_softcap == 30.0f);
+    assert_true(c.query_scalar == 24.0f && c.max_pos == 4096 && c.max_pos_config == 8192);
+    /* Qwen2: biases whatever attention_bias says; an unused window is ignored */
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"qwen2\",\"use_sliding_window\":false,"
+             "\"sliding_window\":64}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.qkv_bias && c.max_pos == 8192 && c.sliding_window == 0);
+    /* every family's tiny config survives our own writer and reader */
+    for (int f = 0; f < FAM_COUNT; f++) {
+        assert_int_equal(model_config_family_tiny(f, 300, &c), 0);
+        char *w = model_config_to_json(&c);
+        assert_non_null(w);
+        assert_int_equal(model_config_parse(w, &c2, err, sizeof err), 0);
+        free(w);
+        assert_memory_equal(&c, &c2, sizeof c);
+    }
 }
 
 static void lora_bf16_gradients(void **state)
@@ -370,6 +527,10 @@ int main(void)
         cmocka_unit_test(lora_nf4_gradients),
         cmocka_unit_test(loads_bf16_shards),
         cmocka_unit_test(head_in_vocab_chunks),
+        cmocka_unit_test(family_configs),
+        cmocka_unit_test(llama3_gradients),
+        cmocka_unit_test(gemma_gradients),
+        cmocka_unit_test(gemma2_gradients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_model_torch.c - the decoder's forward and backward against PyTorch:
  * `alallo model init` writes a model folder, `alallo train --dump-grads`
- * dumps alallo's loss, logits and gradients, and tests/torch/reference.py
+ * dumps alallo's loss, logits and gradients (of every tensor in full
+ * fine-tuning, and of the adapters with --lora-rank), and tests/torch/reference.py
  * (the project's own script, run with Debian's /usr/bin/python3 and its
  * python3-torch) recomputes them in float64 and compares. A missing torch
  * is a failure with a clear message, never a skip. */
@@ -49,15 +50,16 @@ static int sh(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-static void compare(const char *name, const char *init_args)
+/* Full fine-tuning, and LoRA of rank 4 on every projection (dump_args). */
+static void compare_as(const char *name, const char *init_args, const char *dump_args)
 {
     char cmd[2000], dir[400];
     snprintf(dir, sizeof dir, "%s/%s", base, name);
     snprintf(cmd, sizeof cmd, "%s model init %s --tokenizer %s/tokenizer.json --out %s --seed 9",
              ALALLO_BINARY, init_args, base, dir);
     assert_int_equal(sh(cmd), 0);
-    snprintf(cmd, sizeof cmd, "%s train --dump-grads --model-dir %s --ids %s --out %s/dump.st",
-             ALALLO_BINARY, dir, ids, dir);
+    snprintf(cmd, sizeof cmd, "%s train --dump-grads --model-dir %s --ids %s --out %s/dump.st %s",
+             ALALLO_BINARY, dir, ids, dir, dump_args);
     assert_int_equal(sh(cmd), 0);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/torch/reference.py %s %s/dump.st %s",
              ALALLO_SOURCE_DIR, dir, dir, ids);
@@ -66,6 +68,14 @@ static void compare(const char *name, const char *init_args)
         fprintf(stderr, "FAIL: PyTorch is not available to /usr/bin/python3: install Debian's "
                         "python3-torch (make deps-test)\n");
     assert_int_equal(rc, 0);
+}
+
+static void compare(const char *name, const char *init_args)
+{
+    char lora[200];
+    compare_as(name, init_args, "");
+    snprintf(lora, sizeof lora, "%s-lora", name);
+    compare_as(lora, init_args, "--lora-rank 4");
 }
 
 static void tiny_tied_gqa(void **state)
@@ -81,11 +91,51 @@ static void untied_with_qkv_bias(void **state)
                       "--intermediate 100 --untied --qkv-bias");
 }
 
+/* The families of `model init --family` (docs/models.md), each against
+ * reference.py's own PyTorch forward of that family. */
+static void family_llama3_rope_scaling(void **state)
+{
+    (void)state;
+    compare("llama3", "--family llama3");
+}
+
+static void family_qwen2(void **state)
+{
+    (void)state;
+    compare("qwen2", "--family qwen2");
+}
+
+static void family_mistral(void **state)
+{
+    (void)state;
+    compare("mistral", "--family mistral");
+}
+
+static void family_gemma(void **state)
+{
+    (void)state;
+    compare("gemma", "--family gemma");
+}
+
+/* Small caps, where tanh bends (random tiny weights give scores and logits
+ * near 0.1), and a query scalar apart from head_dim. */
+static void family_gemma2_softcapped(void **state)
+{
+    (void)state;
+    compare("gemma2", "--family gemma2 --attn-softcap 0.1 --final-softcap 0.08 "
+                      "--query-scalar 20");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tiny_tied_gqa),
         cmocka_unit_test(untied_with_qkv_bias),
+        cmocka_unit_test(family_llama3_rope_scaling),
+        cmocka_unit_test(family_qwen2),
+        cmocka_unit_test(family_mistral),
+        cmocka_unit_test(family_gemma),
+        cmocka_unit_test(family_gemma2_softcapped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -79,7 +79,7 @@ static void rope_gradients_and_convention(void **state)
     size_t n = 2 * 5 * 3 * 8;
     float x[240], y[240], dyw[240], dx[240], cs[5 * 4], sn[5 * 4];
     c.x = x, c.y = y, c.cs = cs, c.sn = sn, c.dyw = dyw;
-    ops_rope_tables(cs, sn, 5, 8, 10000.0f);
+    ops_rope_tables(cs, sn, 5, 8, 10000.0f, NULL);
     gc_fill(x, n, &r, 1.0f);
     gc_fill(dyw, n, &r, 1.0f);
     memcpy(dx, dyw, sizeof dx);
@@ -101,12 +101,14 @@ static void rope_gradients_and_convention(void **state)
 struct att_ctx {
     int B, T, H, KV, hd;
     float *q, *k, *v, *out, *lse, *dyw;
+    float scale, cap;
 };
 
 static double att_loss(void *p)
 {
     struct att_ctx *c = p;
-    ops_attention_forward(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->H, c->KV, c->hd);
+    ops_attention_forward(c->out, c->lse, c->q, c->k, c->v, c->B, c->T, c->H, c->KV, c->hd,
+                          c->scale, c->cap);
     return gc_dot(c->dyw, c->out, (size_t)c->B * c->T * c->H * c->hd);
 }
 
@@ -116,7 +118,7 @@ static void attention_gradients_gqa(void **state)
     struct rng r;
     rng_seed(&r, 3);
     enum { B = 2, T = 6, H = 4, KV = 2, HD = 4 };
-    struct att_ctx c = {B, T, H, KV, HD, NULL, NULL, NULL, NULL, NULL, NULL};
+    struct att_ctx c = {B, T, H, KV, HD, NULL, NULL, NULL, NULL, NULL, NULL, 0.5f, 0.0f};
     size_t nq = B * T * H * HD, nk = B * T * KV * HD;
     float q[B * T * H * HD], k[B * T * KV * HD], v[B * T * KV * HD], out[B * T * H * HD];
     float lse[B * H * T], dyw[B * T * H * HD];
@@ -127,7 +129,7 @@ static void attention_gradients_gqa(void **state)
     gc_fill(v, nk, &r, 1.0f);
     gc_fill(dyw, nq, &r, 1.0f);
     att_loss(&c);
-    ops_attention_backward(dq, dk, dv, dyw, lse, q, k, v, B, T, H, KV, HD);
+    ops_attention_backward(dq, dk, dv, dyw, lse, q, k, v, B, T, H, KV, HD, 0.5f, 0.0f);
     assert_int_equal(gc_check("attn dq", att_loss, &c, q, nq, dq, 96, H_STEP, ATOL, RTOL), 0);
     assert_int_equal(gc_check("attn dk", att_loss, &c, k, nk, dk, 96, H_STEP, ATOL, RTOL), 0);
     assert_int_equal(gc_check("attn dv", att_loss, &c, v, nk, dv, 96, H_STEP, ATOL, RTOL), 0);
@@ -149,38 +151,101 @@ static void attention_gradients_gqa(void **state)
     assert_memory_equal(out, keep, sizeof(float) * (size_t)(T - 1) * H * HD);
 }
 
-/* ---- swiglu */
+/* ---- gated MLP activations: SwiGLU (Llama) and GeGLU with the tanh GELU
+ * (Gemma), gradients by finite differences and values worked by hand */
+typedef void (*glu_fwd)(float *h, const float *g, const float *u, size_t n);
+typedef void (*glu_bwd)(float *dg, float *du, const float *dh, const float *g, const float *u,
+                        size_t n);
+
 struct swi_ctx {
     size_t n;
     float *g, *u, *h, *dyw;
+    glu_fwd fwd;
 };
 
 static double swi_loss(void *p)
 {
     struct swi_ctx *c = p;
-    ops_swiglu_forward(c->h, c->g, c->u, c->n);
+    c->fwd(c->h, c->g, c->u, c->n);
     return gc_dot(c->dyw, c->h, c->n);
+}
+
+static void check_glu(const char *name, glu_fwd fwd, glu_bwd bwd, uint64_t seed)
+{
+    struct rng r;
+    rng_seed(&r, seed);
+    float g[50], u[50], h[50], dyw[50], dg[50] = {0}, du[50] = {0};
+    struct swi_ctx c = {50, g, u, h, dyw, fwd};
+    gc_fill(g, 50, &r, 2.0f);
+    gc_fill(u, 50, &r, 1.0f);
+    gc_fill(dyw, 50, &r, 1.0f);
+    swi_loss(&c);
+    bwd(dg, du, dyw, g, u, 50);
+    assert_int_equal(gc_check(name, swi_loss, &c, g, 50, dg, 50, H_STEP, ATOL, RTOL), 0);
+    assert_int_equal(gc_check(name, swi_loss, &c, u, 50, du, 50, H_STEP, ATOL, RTOL), 0);
 }
 
 static void swiglu_gradients(void **state)
 {
     (void)state;
-    struct rng r;
-    rng_seed(&r, 4);
-    float g[50], u[50], h[50], dyw[50], dg[50] = {0}, du[50] = {0};
-    struct swi_ctx c = {50, g, u, h, dyw};
-    gc_fill(g, 50, &r, 2.0f);
-    gc_fill(u, 50, &r, 1.0f);
-    gc_fill(dyw, 50, &r, 1.0f);
-    swi_loss(&c);
-    ops_swiglu_backward(dg, du, dyw, g, u, 50);
-    assert_int_equal(gc_check("swiglu dg", swi_loss, &c, g, 50, dg, 50, H_STEP, ATOL, RTOL), 0);
-    assert_int_equal(gc_check("swiglu du", swi_loss, &c, u, 50, du, 50, H_STEP, ATOL, RTOL), 0);
+    check_glu("swiglu", ops_swiglu_forward, ops_swiglu_backward, 4);
     /* silu(0) = 0, silu(x) -> x for large x */
     float g2[2] = {0.0f, 20.0f}, u2[2] = {1.0f, 1.0f}, h2[2];
     ops_swiglu_forward(h2, g2, u2, 2);
     assert_float_equal(h2[0], 0.0f, 0);
     assert_float_equal(h2[1], 20.0f, 1e-4);
+}
+
+static void geglu_gradients(void **state)
+{
+    (void)state;
+    check_glu("geglu", ops_geglu_forward, ops_geglu_backward, 14);
+    /* gelu_tanh(0) = 0; gelu_tanh(1) = 0.5 (1 + tanh(0.79788456 * 1.044715)) = 0.8411920 */
+    float g2[2] = {0.0f, 1.0f}, u2[2] = {1.0f, 1.0f}, h2[2];
+    ops_geglu_forward(h2, g2, u2, 2);
+    assert_float_equal(h2[0], 0.0f, 0);
+    assert_float_equal(h2[1], 0.8411920f, 1e-6);
+}
+
+/* Attention with Gemma 2's soft-capped scores and a scale that is not
+ * 1/sqrt(hd): gradients by finite differences, and the cap bounds the
+ * log-sum-exp of the first row (its one score) by the cap. */
+static void attention_softcap_gradients(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 13);
+    enum { B = 1, T = 5, H = 2, KV = 1, HD = 4 };
+    struct att_ctx c = {B, T, H, KV, HD, NULL, NULL, NULL, NULL, NULL, NULL, 0.9f, 1.5f};
+    size_t nq = B * T * H * HD, nk = B * T * KV * HD;
+    float q[B * T * H * HD], k[B * T * KV * HD], v[B * T * KV * HD], out[B * T * H * HD];
+    float lse[B * H * T], dyw[B * T * H * HD];
+    float dq[B * T * H * HD] = {0}, dk[B * T * KV * HD] = {0}, dv[B * T * KV * HD] = {0};
+    c.q = q, c.k = k, c.v = v, c.out = out, c.lse = lse, c.dyw = dyw;
+    gc_fill(q, nq, &r, 2.0f);
+    gc_fill(k, nk, &r, 2.0f);
+    gc_fill(v, nk, &r, 1.0f);
+    gc_fill(dyw, nq, &r, 1.0f);
+    att_loss(&c);
+    ops_attention_backward(dq, dk, dv, dyw, lse, q, k, v, B, T, H, KV, HD, 0.9f, 1.5f);
+    assert_int_equal(gc_check("capped dq", att_loss, &c, q, nq, dq, 40, H_STEP, ATOL, RTOL), 0);
+    assert_int_equal(gc_check("capped dk", att_loss, &c, k, nk, dk, 20, H_STEP, ATOL, RTOL), 0);
+    assert_int_equal(gc_check("capped dv", att_loss, &c, v, nk, dv, 20, H_STEP, ATOL, RTOL), 0);
+    float s00 = 0.0f;
+    for (int d = 0; d < HD; d++)
+        s00 += q[d] * k[d];
+    assert_float_equal(lse[0], 1.5f * tanhf(0.9f * s00 / 1.5f), 1e-5);
+}
+
+/* Llama 3's frequency scaling: angles divided per frequency. */
+static void rope_tables_divisor(void **state)
+{
+    (void)state;
+    float cs[3 * 2], sn[3 * 2], div[2] = {1.0f, 8.0f};
+    ops_rope_tables(cs, sn, 3, 4, 100.0f, div);
+    /* position 2: pair 0 turns 2 rad; pair 1 turns 2 * 100^(-1/2) / 8 */
+    assert_float_equal(cs[2 * 2 + 0], cosf(2.0f), 1e-6);
+    assert_float_equal(sn[2 * 2 + 1], sinf(2.0f * 0.1f / 8.0f), 1e-6);
 }
 
 /* ---- cross-entropy */
@@ -236,9 +301,9 @@ static void determinism_across_threads(void **state)
     static float dq2[B * T * H * HD], dk2[B * T * KV * HD], dv2[B * T * KV * HD];
     gc_fill(q, sizeof q / 4, &r, 1), gc_fill(k, sizeof k / 4, &r, 1);
     gc_fill(v, sizeof v / 4, &r, 1), gc_fill(dout, sizeof dout / 4, &r, 1);
-    ops_attention_forward(out, lse, q, k, v, B, T, H, KV, HD);
-    ops_attention_backward(dq1, dk1, dv1, dout, lse, q, k, v, B, T, H, KV, HD);
-    ops_attention_backward(dq2, dk2, dv2, dout, lse, q, k, v, B, T, H, KV, HD);
+    ops_attention_forward(out, lse, q, k, v, B, T, H, KV, HD, 0.35f, 0.0f);
+    ops_attention_backward(dq1, dk1, dv1, dout, lse, q, k, v, B, T, H, KV, HD, 0.35f, 0.0f);
+    ops_attention_backward(dq2, dk2, dv2, dout, lse, q, k, v, B, T, H, KV, HD, 0.35f, 0.0f);
     assert_memory_equal(dk1, dk2, sizeof dk1);
     assert_memory_equal(dv1, dv2, sizeof dv1);
     assert_memory_equal(dq1, dq2, sizeof dq1);
@@ -251,6 +316,9 @@ int main(void)
         cmocka_unit_test(rope_gradients_and_convention),
         cmocka_unit_test(attention_gradients_gqa),
         cmocka_unit_test(swiglu_gradients),
+        cmocka_unit_test(geglu_gradients),
+        cmocka_unit_test(attention_softcap_gradients),
+        cmocka_unit_test(rope_tables_divisor),
         cmocka_unit_test(xent_gradients),
         cmocka_unit_test(determinism_across_threads),
     };

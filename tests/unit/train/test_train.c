@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,24 @@ static int teardown(void **state)
     return fs_remove_tree(base);
 }
 
-/* A run's root folder with model/ and train.jsonl. */
+/* Preference pairs: the word said is preferred to another word. */
+static int write_pairs(const char *path, int n)
+{
+    static const char *const words[] = {"apple", "river", "stone", "cloud", "ember", "frost"};
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    for (int i = 0; i < n; i++)
+        fprintf(f,
+                "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"%s says:\"}]},"
+                "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"%s\"}],"
+                "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"%s\"}]}\n",
+                words[i % 6], words[i % 6], words[(i + 1) % 6]);
+    return fclose(f);
+}
+
+/* A run's root folder with model/ and train.jsonl (preference pairs when
+ * the folder's name starts with "dpo"). */
 static void make_root(const char *root, int n_lines)
 {
     char p[512];
@@ -46,7 +64,9 @@ static void make_root(const char *root, int n_lines)
     snprintf(p, sizeof p, "%s/model", root);
     assert_int_equal(fx_make_model(p, NULL, 11), 0);
     snprintf(p, sizeof p, "%s/train.jsonl", root);
-    assert_int_equal(fx_write_data(p, n_lines), 0);
+    const char *name = strrchr(root, '/') ? strrchr(root, '/') + 1 : root;
+    int pairs = strncmp(name, "dpo", 3) == 0;
+    assert_int_equal(pairs ? write_pairs(p, n_lines) : fx_write_data(p, n_lines), 0);
 }
 
 struct result {
@@ -284,6 +304,97 @@ static void resume_exact_full(void **state)
                  "model/model.safetensors");
 }
 
+/* DPO resumes bit-exactly too (the pairs' order is the checkpoint's). */
+static void resume_exact_dpo(void **state)
+{
+    (void)state;
+    resume_exact("dpo", "\"method\":\"dpo\",\"dpo_beta\":0.5,", "adapter/adapter_model.safetensors");
+}
+
+/* DPO learns the preference: the reward margin grows from 0 (the policy
+ * starts as the reference) and the pairs end up mostly right; the step
+ * events carry the margin and the accuracy. */
+static void dpo_learns_the_preference(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/dpo-learn", base);
+    make_root(root, 24);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "\"method\":\"dpo\",\"dpo_beta\":0.5,", 30, 0),
+                     0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    json_t *s1 = find_event(&r, "step", 0), *sl = find_event(&r, "step", -1);
+    double m1 = json_number_value(json_object_get(s1, "reward_margin"));
+    double ml = json_number_value(json_object_get(sl, "reward_margin"));
+    double acc = json_number_value(json_object_get(sl, "reward_accuracy"));
+    double loss = json_number_value(json_object_get(sl, "loss"));
+    fprintf(stderr, "dpo: margin %.4f -> %.4f, accuracy %.2f, loss %.4f\n", m1, ml, acc, loss);
+    assert_non_null(json_object_get(s1, "reward_accuracy"));
+    assert_true(ml > m1);
+    assert_true(ml > 0.2);
+    assert_true(acc >= 0.75);
+    assert_true(loss < 0.6931); /* below log 2, where it starts */
+    json_decref(r.events);
+}
+
+/* SFT data handed to DPO is a user error naming the file (and the other way). */
+static void dpo_needs_pairs(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/sft-for-dpo", base);
+    make_root(root, 8);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "\"method\":\"dpo\",", 3, 0), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 3);
+    json_t *e = find_event(&r, "error", 0);
+    assert_non_null(strstr(json_string_value(json_object_get(e, "line")), "preference pairs"));
+    json_decref(r.events);
+}
+
+/* Packing changes how a step's examples lie in rows, not what they compute:
+ * the same run with and without it ends at the same loss, and the step
+ * events report how much of what was computed was real tokens. */
+static void packing_same_loss_less_padding(void **state)
+{
+    (void)state;
+    double loss[2], eff[2];
+    for (int packing = 0; packing < 2; packing++) {
+        char root[300], cfg[320], extra[64];
+        snprintf(root, sizeof root, "%s/pack%d", base, packing);
+        make_root(root, 30);
+        /* examples of mixed lengths: a completion of 1 to 8 words */
+        char p[400];
+        snprintf(p, sizeof p, "%s/train.jsonl", root);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 30; i++) {
+            fprintf(f, "{\"prompt\":\"count %d:\",\"completion\":\"", i % 8 + 1);
+            for (int w = 0; w <= i % 8; w++)
+                fprintf(f, " tick");
+            fprintf(f, "\"}\n");
+        }
+        assert_int_equal(fclose(f), 0);
+        snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+        snprintf(extra, sizeof extra, "\"packing\":%d,\"adapter\":\"full\",", packing);
+        assert_int_equal(fx_write_attempt(cfg, root, extra, 10, 0), 0);
+        struct result r = run_train(cfg, 0, 0);
+        assert_int_equal(r.status, 0);
+        json_t *st = find_event(&r, "step", -1);
+        loss[packing] = json_number_value(json_object_get(st, "loss"));
+        eff[packing] = json_number_value(json_object_get(st, "packing_efficiency"));
+        json_decref(r.events);
+    }
+    fprintf(stderr, "packing: loss %.6f / %.6f, efficiency %.3f / %.3f\n", loss[0], loss[1],
+            eff[0], eff[1]);
+    assert_true(fabs(loss[0] - loss[1]) < 1e-3 * loss[0]);
+    assert_true(eff[1] > eff[0]);
+    assert_true(eff[1] <= 1.0 && eff[0] > 0.0);
+}
+
 static void signals_checkpoint(void **state)
 {
     (void)state;
@@ -507,6 +618,10 @@ int main(void)
         cmocka_unit_test(resume_exact_from_the_named_step),
         cmocka_unit_test(resume_exact_lora4),
         cmocka_unit_test(resume_exact_full),
+        cmocka_unit_test(resume_exact_dpo),
+        cmocka_unit_test(dpo_learns_the_preference),
+        cmocka_unit_test(dpo_needs_pairs),
+        cmocka_unit_test(packing_same_loss_less_padding),
         cmocka_unit_test(signals_checkpoint),
         cmocka_unit_test(a_checkpoint_each_epoch),
         cmocka_unit_test(data_error_is_user_error),

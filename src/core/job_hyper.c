@@ -1,0 +1,134 @@
+/* job_hyper.c - a job's further hyper-parameters as stored (job_hyper.h). */
+#include "core/job_hyper.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const target_names[JOB_HYPER_TARGETS] = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+static const char *const schedule_names[JOB_LR_COUNT] = {"cosine", "linear", "constant"};
+
+void job_hyper_defaults(struct job_hyper *h)
+{
+    memset(h, 0, sizeof *h);
+    h->packing = true;
+    h->lora_rank = 16;
+    h->lora_alpha = 32.0;
+    h->lora_targets = JOB_HYPER_ALL_TARGETS;
+    h->lr_schedule = JOB_LR_COSINE;
+    h->warmup_ratio = 0.05;
+    h->dpo_beta = 0.1;
+}
+
+const char *job_hyper_target_name(int i)
+{
+    return i >= 0 && i < JOB_HYPER_TARGETS ? target_names[i] : NULL;
+}
+
+int job_hyper_target_parse(const char *name)
+{
+    for (int i = 0; name && i < JOB_HYPER_TARGETS; i++)
+        if (strcmp(name, target_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *job_hyper_schedule_name(enum job_lr_schedule s)
+{
+    return (int)s >= 0 && s < JOB_LR_COUNT ? schedule_names[s] : NULL;
+}
+
+bool job_hyper_schedule_parse(const char *name, enum job_lr_schedule *out)
+{
+    for (int i = 0; name && i < JOB_LR_COUNT; i++)
+        if (strcmp(name, schedule_names[i]) == 0) {
+            *out = (enum job_lr_schedule)i;
+            return true;
+        }
+    return false;
+}
+
+/* A number of o[key] within [lo, hi] into *out; anything else keeps it. */
+static void num_in(json_t *o, const char *key, double lo, double hi, double *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) >= lo &&
+        json_number_value(v) <= hi)
+        *out = json_number_value(v);
+}
+
+void job_hyper_parse(const char *json, struct job_hyper *out)
+{
+    job_hyper_defaults(out);
+    json_t *o = json && json[0] ? json_loads(json, 0, NULL) : NULL;
+    if (!json_is_object(o)) {
+        out->max_seq_len = JOB_HYPER_LEGACY_SEQ;
+        out->packing = false;
+        json_decref(o);
+        return;
+    }
+    double seq = 0, rank = out->lora_rank;
+    num_in(o, "max_seq_len", JOB_HYPER_MIN_SEQ, JOB_HYPER_MAX_SEQ, &seq);
+    out->max_seq_len = seq > 0 ? (int)seq : JOB_HYPER_LEGACY_SEQ;
+    if (json_is_boolean(json_object_get(o, "packing")))
+        out->packing = json_is_true(json_object_get(o, "packing"));
+    num_in(o, "lora_rank", 1, JOB_HYPER_MAX_RANK, &rank);
+    out->lora_rank = (int)rank;
+    num_in(o, "lora_alpha", 1e-9, JOB_HYPER_MAX_ALPHA, &out->lora_alpha);
+    json_t *t = json_object_get(o, "lora_target_modules");
+    if (json_is_array(t) && json_array_size(t) > 0) {
+        unsigned bits = 0;
+        size_t i;
+        json_t *v;
+        json_array_foreach(t, i, v)
+        {
+            int b = job_hyper_target_parse(json_string_value(v));
+            if (b >= 0)
+                bits |= 1u << b;
+        }
+        if (bits)
+            out->lora_targets = bits;
+    }
+    job_hyper_schedule_parse(json_string_value(json_object_get(o, "lr_scheduler")),
+                             &out->lr_schedule);
+    num_in(o, "warmup_ratio", 0, JOB_HYPER_MAX_WARMUP, &out->warmup_ratio);
+    num_in(o, "weight_decay", 0, JOB_HYPER_MAX_DECAY, &out->weight_decay);
+    if (json_is_boolean(json_object_get(o, "train_on_inputs")))
+        out->train_on_inputs = json_is_true(json_object_get(o, "train_on_inputs"));
+    num_in(o, "beta", 1e-9, JOB_HYPER_MAX_BETA, &out->dpo_beta);
+    json_decref(o);
+}
+
+bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap)
+{
+    json_t *t = json_array();
+    for (int i = 0; i < JOB_HYPER_TARGETS; i++)
+        if (h->lora_targets & (1u << i))
+            json_array_append_new(t, json_string(target_names[i]));
+    json_t *o = json_pack("{si sb si sf so ss sf sf sb}", "max_seq_len", h->max_seq_len,
+                          "packing", h->packing, "lora_rank", h->lora_rank, "lora_alpha",
+                          h->lora_alpha, "lora_target_modules", t, "lr_scheduler",
+                          job_hyper_schedule_name(h->lr_schedule) ? job_hyper_schedule_name(
+                                                                        h->lr_schedule)
+                                                                  : "cosine",
+                          "warmup_ratio", h->warmup_ratio, "weight_decay", h->weight_decay,
+                          "train_on_inputs", h->train_on_inputs);
+    if (o && dpo)
+        json_object_set_new(o, "beta", json_real(h->dpo_beta));
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+    json_decref(o);
+    bool ok = s && strlen(s) < cap;
+    if (ok)
+        memcpy(out, s, strlen(s) + 1);
+    free(s);
+    return ok;
+}
+
+long job_hyper_warmup_steps(const struct job_hyper *h, long max_steps)
+{
+    if (max_steps <= 0)
+        return 0;
+    return (long)ceil(h->warmup_ratio * (double)max_steps - 1e-9);
+}

@@ -1,0 +1,70 @@
+/* job_hyper.h - a job's hyper-parameters beyond epochs, batch size and
+ * learning rate: the context, packing, the LoRA adapter, the learning-rate
+ * schedule, train_on_inputs and DPO's beta (docs/api.md, "Hyper-parameters").
+ *
+ * The API validates them at the edge (api/job_request.c) and the store keeps
+ * them as one JSON object (store_job.hyper); the planner, the estimator and
+ * the trainer's settings read them back through job_hyper_parse. Pure: no I/O.
+ */
+#ifndef ALALLO_CORE_JOB_HYPER_H
+#define ALALLO_CORE_JOB_HYPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Ranges the API accepts (docs/api.md). */
+#define JOB_HYPER_MIN_SEQ 32
+#define JOB_HYPER_MAX_SEQ 131072
+#define JOB_HYPER_MAX_RANK 256
+#define JOB_HYPER_MAX_ALPHA 1024.0
+#define JOB_HYPER_MAX_WARMUP 0.5
+#define JOB_HYPER_MAX_DECAY 1.0
+#define JOB_HYPER_MAX_BETA 10.0
+/* The context of jobs made before max_seq_len existed. */
+#define JOB_HYPER_LEGACY_SEQ 256
+
+/* LoRA target modules, one bit each, in the order of the names below. */
+#define JOB_HYPER_TARGETS 7
+#define JOB_HYPER_ALL_TARGETS 0x7fu
+
+enum job_lr_schedule { JOB_LR_COSINE = 0, JOB_LR_LINEAR, JOB_LR_CONSTANT, JOB_LR_COUNT };
+
+struct job_hyper {
+    int max_seq_len;        /* tokens per example (and per packed row) */
+    bool packing;           /* several examples per row (default true) */
+    int lora_rank;          /* 1..JOB_HYPER_MAX_RANK, default 16 */
+    double lora_alpha;      /* (0, JOB_HYPER_MAX_ALPHA], default 32 */
+    unsigned lora_targets;  /* non-empty bit set, default all seven */
+    enum job_lr_schedule lr_schedule; /* default cosine */
+    double warmup_ratio;    /* share of the steps warming up, default 0.05 */
+    double weight_decay;    /* AdamW's, default 0 */
+    bool train_on_inputs;   /* loss on prompts too, default false */
+    double dpo_beta;        /* DPO only: (0, JOB_HYPER_MAX_BETA], default 0.1 */
+};
+
+/* The defaults above, with max_seq_len 0 (chosen per model and fleet). */
+void job_hyper_defaults(struct job_hyper *h /* OUT */);
+
+/* "q_proj" ... "down_proj" for bit i; NULL out of range. */
+const char *job_hyper_target_name(int i);
+/* The bit of a target module's name; -1 if unknown. */
+int job_hyper_target_parse(const char *name);
+/* "cosine", "linear", "constant"; NULL out of range. */
+const char *job_hyper_schedule_name(enum job_lr_schedule s);
+/* false for an unknown name. */
+bool job_hyper_schedule_parse(const char *name, enum job_lr_schedule *out /* OUT */);
+
+/* Reads the stored object. "" (a job made before these existed) gives the
+ * defaults with max_seq_len JOB_HYPER_LEGACY_SEQ and packing off, so that
+ * such a job trains as it did. Fields missing or out of range keep their
+ * default. */
+void job_hyper_parse(const char *json, struct job_hyper *out /* OUT */);
+
+/* Writes the object (every field; dpo_beta only when `dpo`). false when it
+ * does not fit in cap. */
+bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap);
+
+/* Warm-up steps of a job of max_steps steps: ceil(ratio * max_steps). */
+long job_hyper_warmup_steps(const struct job_hyper *h, long max_steps);
+
+#endif

@@ -1,0 +1,97 @@
+// gguf_families.test.mjs - each model family's GGUF runs in llama.cpp as
+// the model runs in alallo.
+//
+// For each family of `alallo model init --family` (Llama 3 with its rotary
+// scaling, Qwen2, Mistral, Gemma, Gemma 2; docs/models.md) the test makes a
+// tiny random model with weights large enough that attention, rotary
+// positions, norms and soft-caps decide the output, exports it with
+// `alallo export --format gguf --dtype f32`, and checks:
+//  * npm @huggingface/gguf reads the family's llama.cpp architecture and
+//    its keys (Gemma 2's soft-caps and window, Llama 3's rope_freqs);
+//  * npm node-llama-cpp (llama.cpp) loads it and its greedy continuation of
+//    a prompt equals `alallo generate --temperature 0` on the Hugging Face
+//    folder. alallo's forward pass is proven against PyTorch per family in
+//    tests/unit/train/test_model_torch.c, so this ties llama.cpp to it.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { gguf } from '@huggingface/gguf';
+import { getLlama } from 'node-llama-cpp';
+
+const BIN = process.env.ALALLO_BIN;
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-gguf-fam-'));
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+const PROMPT = 'the king said unto the people';
+const STEPS = 8;
+
+const alallo = (args) => execFileSync(BIN, args, { maxBuffer: 1 << 26 }).toString();
+
+// family -> [llama.cpp architecture, tensors it must hold besides the usual]
+const FAMILIES = {
+  llama3: ['llama', ['rope_freqs.weight']],
+  qwen2: ['qwen2', ['blk.0.attn_q.bias', 'blk.0.attn_k.bias', 'blk.0.attn_v.bias']],
+  mistral: ['llama', ['output.weight']],
+  gemma: ['gemma', []],
+  gemma2: ['gemma2', ['blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight']],
+};
+
+let tokPath;
+test.before(() => {
+  const words = 'the king said unto the people and they went out of the city into the field where the lord spake'.split(' ');
+  let corpus = '';
+  for (let i = 0; i < 3000; i++) corpus += words[(i * 7 + (i >> 3)) % words.length] + (i % 11 ? ' ' : '.\n');
+  fs.writeFileSync(path.join(dir, 'corpus.txt'), corpus);
+  tokPath = path.join(dir, 'tokenizer.json');
+  alallo(['tokenizer', 'train', '--input', path.join(dir, 'corpus.txt'), '--vocab-size', '320', '--out', tokPath]);
+});
+
+for (const [family, [arch, extra]] of Object.entries(FAMILIES)) {
+  test(`${family}: llama.cpp reads the ${arch} GGUF and continues as alallo generate`, async () => {
+    const modelDir = path.join(dir, family);
+    alallo(['model', 'init', '--family', family, '--tokenizer', tokPath, '--out', modelDir, '--seed', '7', '--init-std', '0.4', '--norm-std', '5']);
+    const cfg = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'));
+    const out = path.join(dir, `${family}.gguf`);
+    alallo(['export', '--model-dir', modelDir, '--format', 'gguf', '--dtype', 'f32', '--out', out]);
+
+    const { metadata: m, tensorInfos } = await gguf(out, { allowLocalFile: true });
+    assert.equal(m['general.architecture'], arch);
+    assert.equal(m[`${arch}.block_count`], cfg.num_hidden_layers);
+    assert.equal(m[`${arch}.attention.key_length`], cfg.head_dim);
+    const names = new Set(tensorInfos.map((t) => t.name));
+    for (const t of extra) assert.ok(names.has(t), `${family}: no ${t}`);
+    if (family === 'gemma2') {
+      assert.equal(m['gemma2.attn_logit_softcapping'], cfg.attn_logit_softcapping);
+      assert.equal(m['gemma2.final_logit_softcapping'], cfg.final_logit_softcapping);
+      assert.equal(m['gemma2.attention.sliding_window'], cfg.sliding_window);
+    }
+    if (family.startsWith('gemma')) assert.ok(!names.has('output.weight'), 'Gemma ties its head');
+
+    const ids = JSON.parse(alallo(['tokenizer', 'encode', '--tokenizer', tokPath, '--text', PROMPT]));
+    const prompt = cfg.bos_token_id != null ? [cfg.bos_token_id, ...ids] : ids;
+    const gen = JSON.parse(alallo(['generate', '--model-dir', modelDir, '--prompt', PROMPT, '--max-tokens', String(STEPS), '--temperature', '0', '--json']));
+
+    const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
+    try {
+      const model = await llama.loadModel({ modelPath: out });
+      const ctx = await model.createContext({ contextSize: 64 });
+      const got = [];
+      for await (const t of ctx.getSequence().evaluate(prompt, { temperature: 0 })) {
+        if (t === cfg.eos_token_id) break;
+        got.push(t);
+        if (got.length === STEPS) break;
+      }
+      const text = got.length
+        ? JSON.parse(alallo(['tokenizer', 'decode', '--tokenizer', tokPath, '--ids', got.join(','), '--skip-special']))
+        : '';
+      assert.equal(text, gen.text, `${family}: llama.cpp ${JSON.stringify(text)} vs alallo ${JSON.stringify(gen.text)}`);
+      assert.ok(new Set(got).size > 1 || got.length < 2, `${family}: degenerate continuation ${got}`);
+      await ctx.dispose();
+      await model.dispose();
+    } finally {
+      await llama.dispose();
+    }
+  });
+}
