@@ -34,7 +34,8 @@
 #define OPEN_MAX ENGINE_SLOTS_MAX
 #define REFUSED_BACKOFF_MS 60000 /* a pool whose submission was refused rests */
 #define SCRIPT_MAX 4096
-#define BENCH_TIMEOUT_MS (10 * 60 * 1000) /* a bench job running longer is cancelled */
+#define BENCH_TIMEOUT_MS (10 * 60 * 1000) /* a bench job not ended this long after its
+                                            * submission (queued or running) is cancelled */
 #define BENCH_RETRY_MS (60 * 60 * 1000)   /* a failed bench is tried again after this */
 #define BENCH_OUTPUT_MAX (64 * 1024)      /* of a bench's output, what is read */
 
@@ -767,8 +768,10 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
             continue;
         }
         if (b->running) {
-            /* Ended, or not listed (yet: a submission a moment before the list). */
-            if (!ended && b->since_ms > listed_ms - EXEC_RECONCILE_SLACK_MS)
+            /* Ended, or not listed. A submission moments before the list
+             * may not be in it yet, and an ended job of the tag may be an
+             * earlier bench's: judged at a later list. */
+            if (b->since_ms > listed_ms - EXEC_RECONCILE_SLACK_MS)
                 continue;
             struct bench_speed sp;
             char why[512];
