@@ -19,6 +19,7 @@
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
 #include "control/workers.h"
+#include "core/bench_speed.h"
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/job.h"
@@ -33,10 +34,22 @@
 #define OPEN_MAX ENGINE_SLOTS_MAX
 #define REFUSED_BACKOFF_MS 60000 /* a pool whose submission was refused rests */
 #define SCRIPT_MAX 4096
+#define BENCH_TIMEOUT_MS (10 * 60 * 1000) /* a bench job not ended this long after its
+                                            * submission (queued or running) is cancelled */
+#define BENCH_RETRY_MS (60 * 60 * 1000)   /* a failed bench is tried again after this */
+#define BENCH_OUTPUT_MAX (64 * 1024)      /* of a bench's output, what is read */
 
 struct slot {
     char name[STORE_NAME_MAX]; /* ENGINE.POOL.K */
     int pool;
+};
+
+/* A pool's bench job (engine.h), as the engine's thread follows it. */
+struct pool_bench {
+    bool known;           /* a slot of the pool has a speed: no bench again */
+    bool running;         /* a bench job was submitted and has not been judged */
+    int64_t since_ms;     /* when it was submitted (or found, after a restart) */
+    int64_t next_try_ms;  /* after a failure: not before this */
 };
 
 /* A cancel asked of a running attempt: when the engine first saw it. */
@@ -66,6 +79,7 @@ struct engine {
     struct cancel_note cancels[OPEN_MAX];
     int n_cancels;
     int64_t pool_rest_until[ENGINE_POOLS_MAX];
+    struct pool_bench bench[ENGINE_POOLS_MAX];
 };
 
 const char *engine_name(const struct engine *e)
@@ -580,6 +594,217 @@ static bool list_jobs(struct engine *e)
     return true;
 }
 
+/* ---- a pool's speed: one bench job -------------------------------------- */
+
+/* DATA/engine/bench/POOL.out (what bench printed), or the folder with
+ * file NULL. */
+static bool bench_path(const struct engine *e, int pool, const char *suffix, char *out, size_t cap)
+{
+    if (!suffix)
+        return text_printf(out, cap, "%s/engine/bench", e->ctl->cfg.data_dir);
+    return text_printf(out, cap, "%s/engine/bench/%s%s", e->ctl->cfg.data_dir,
+                       e->cfg.pools[pool].decl.name, suffix);
+}
+
+/* Whether a slot of pool p has a speed in the store (measured by a bench
+ * job, kept over a restart, or calibrated from finished attempts). */
+static bool pool_speed_known(struct engine *e, int p)
+{
+    for (int i = 0; i < e->n_slots; i++) {
+        struct store_worker w;
+        if (e->slots[i].pool == p &&
+            store_worker_get(e->ctl->store, e->slots[i].name, &w) == ERR_OK && w.tokens_per_s > 0)
+            return true;
+    }
+    return false;
+}
+
+/* Writes the speed into every slot of pool p. */
+static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp)
+{
+    for (int i = 0; i < e->n_slots; i++) {
+        struct store_worker w;
+        if (e->slots[i].pool != p ||
+            store_worker_get(e->ctl->store, e->slots[i].name, &w) != ERR_OK)
+            continue;
+        w.tokens_per_s = sp->tokens_per_s;
+        w.flops = sp->flops;
+        text_printf(w.speed, sizeof w.speed, "{\"tokens_per_s\":%.6g,\"flops\":%.6g}",
+                    sp->tokens_per_s, sp->flops);
+        enum alallo_err r = store_worker_put(e->ctl->store, &w);
+        if (r)
+            log_line("warn", "%s: pool %s: cannot record the speed of slot %s: %s", e->x->name,
+                     e->cfg.pools[p].decl.name, w.name, err_code(r));
+    }
+    fleet_changed(e->ctl);
+}
+
+/* Submits pool p's bench job: `alallo bench train --shape tiny --steps 3`
+ * with the pool's CPUs, under the launcher, its output into
+ * DATA/engine/bench/POOL.out (removed first, so that an old one is never
+ * read as new). */
+static enum alallo_err bench_submit(struct engine *e, int p)
+{
+    const struct engine_pool *pool = &e->cfg.pools[p];
+    char dir[EXEC_PATH_MAX], node_dir[EXEC_PATH_MAX], out[EXEC_PATH_MAX], node_out[EXEC_PATH_MAX];
+    struct exec_submit sub;
+    memset(&sub, 0, sizeof sub);
+    exec_pool_fill_submit(&pool->decl, &sub);
+    if (!exec_bench_tag_for(pool->decl.name, sub.tag) || !bench_path(e, p, NULL, dir, sizeof dir) ||
+        !bench_path(e, p, ".out", out, sizeof out) ||
+        !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir) ||
+        !engine_map_path(&e->cfg, out, node_out, sizeof node_out))
+        return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's paths do not fit");
+    if (fs_mkdirs(dir, 0700) != 0)
+        return exec_fail(e->x, ERR_IO, "cannot make %.200s", dir);
+    if (remove(out) != 0 && errno != ENOENT)
+        return exec_fail(e->x, ERR_IO, "cannot remove the old %.200s", out);
+    char script[SCRIPT_MAX] = "";
+    bool ok = text_printf(script, sizeof script,
+                          "#!/bin/sh\n# the bench job of pool %s, written by alallo serve\n"
+                          "exec %s%s",
+                          pool->decl.name, e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
+              quoted(script, sizeof script, e->ctl->alallo_bin) &&
+              text_printf(script + strlen(script), sizeof script - strlen(script),
+                          " bench train --shape tiny --steps 3 --threads %d >",
+                          pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
+              quoted(script, sizeof script, node_out) &&
+              text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
+    if (!ok)
+        return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's script does not fit");
+    if (!text_printf(sub.script, sizeof sub.script, "%s/%s.sbatch", dir, pool->decl.name) ||
+        !text_printf(sub.output, sizeof sub.output, "%s/%s-%%j.log", node_dir, pool->decl.name) ||
+        !text_copy(sub.workdir, sizeof sub.workdir, node_dir))
+        return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's paths do not fit");
+    if (fs_write_durably(sub.script, script, strlen(script), 0700) != 0)
+        return exec_fail(e->x, ERR_IO, "cannot write %.200s", sub.script);
+    sub.time_limit_min = BENCH_TIMEOUT_MS / 60000;
+    if (pool->max_time_min > 0 && sub.time_limit_min > pool->max_time_min)
+        sub.time_limit_min = pool->max_time_min;
+    struct exec_receipt rc;
+    enum alallo_err r = executor_submit(e->x, &sub, &rc);
+    if (!r)
+        log_line("info", "%s: pool %s: its speed is unknown; bench job %s submitted (%s)",
+                 e->x->name, pool->decl.name, rc.id, sub.tag);
+    return r;
+}
+
+/* Reads what pool p's bench printed. Returns 0, or -1 with why in err. */
+static int bench_read(struct engine *e, int p, struct bench_speed *sp, char *err, size_t cap)
+{
+    char path[EXEC_PATH_MAX];
+    memset(sp, 0, sizeof *sp);
+    if (!bench_path(e, p, ".out", path, sizeof path)) {
+        text_error(err, cap, "the output's path does not fit");
+        return -1;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        text_error(err, cap, "no output in %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *text = malloc(BENCH_OUTPUT_MAX + 1);
+    size_t n = text ? fread(text, 1, BENCH_OUTPUT_MAX, f) : 0;
+    fclose(f);
+    if (!text) {
+        text_error(err, cap, "out of memory");
+        return -1;
+    }
+    text[n] = '\0';
+    int rc = bench_speed_parse(text, sp);
+    free(text);
+    if (rc)
+        text_error(err, cap, "bench printed no tokens_per_s in %s", path);
+    return rc;
+}
+
+static void bench_failed(struct engine *e, int p, int64_t now, const char *why)
+{
+    struct pool_bench *b = &e->bench[p];
+    b->running = false;
+    b->next_try_ms = now + BENCH_RETRY_MS;
+    log_line("warn", "%s: pool %s: the bench job failed: %s; its speed stays unknown (calibrated "
+             "from finished attempts), another bench in %d min", e->x->name,
+             e->cfg.pools[p].decl.name, why, BENCH_RETRY_MS / 60000);
+}
+
+/* One look at each pool whose speed is unknown, after a list of the
+ * engine's jobs: judges its bench job when it has ended (or ran too long),
+ * submits one when none runs. */
+static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
+{
+    for (int p = 0; p < e->cfg.n_pools; p++) {
+        struct pool_bench *b = &e->bench[p];
+        const char *name = e->cfg.pools[p].decl.name;
+        if (b->known)
+            continue;
+        char tag[EXEC_TAG_MAX];
+        if (!exec_bench_tag_for(name, tag))
+            continue;
+        const struct exec_job *live = NULL, *ended = NULL;
+        for (int i = 0; i < e->n_jobs; i++)
+            if (strcmp(e->jobs[i].tag, tag) == 0) {
+                if (e->jobs[i].state == EXEC_ENDED)
+                    ended = &e->jobs[i];
+                else
+                    live = &e->jobs[i];
+            }
+        if (!b->running && pool_speed_known(e, p)) {
+            b->known = true;
+            if (live) /* left by a server before a restart: no longer needed */
+                executor_cancel(e->x, tag);
+            continue;
+        }
+        if (live) {
+            if (!b->running) /* submitted before a restart or by another leader */
+                b->running = true, b->since_ms = now;
+            if (now - b->since_ms > BENCH_TIMEOUT_MS) {
+                enum alallo_err r = executor_cancel(e->x, tag);
+                char why[EXEC_REASON_MAX + 64];
+                text_printf(why, sizeof why, "it ran longer than %d min%s%s",
+                            BENCH_TIMEOUT_MS / 60000, r ? "; cancel: " : "", r ? e->x->error : "");
+                bench_failed(e, p, now, why);
+            }
+            continue;
+        }
+        if (b->running) {
+            /* Ended, or not listed. A submission moments before the list
+             * may not be in it yet, and an ended job of the tag may be an
+             * earlier bench's: judged at a later list. */
+            if (b->since_ms > listed_ms - EXEC_RECONCILE_SLACK_MS)
+                continue;
+            struct bench_speed sp;
+            char why[512];
+            if (bench_read(e, p, &sp, why, sizeof why) != 0) {
+                if (ended && ended->reason[0]) {
+                    size_t n = strlen(why);
+                    text_printf(why + n, sizeof why - n, "; the engine says: %s", ended->reason);
+                }
+                bench_failed(e, p, now, why);
+                continue;
+            }
+            pool_speed_set(e, p, &sp);
+            b->running = false;
+            b->known = true;
+            log_line("info", "%s: pool %s: measured %.1f tokens/s, %.3g FLOP/s by its bench job; "
+                     "recorded on its %d slot(s)", e->x->name, name, sp.tokens_per_s, sp.flops,
+                     e->cfg.pools[p].decl.slots);
+            continue;
+        }
+        if (now < b->next_try_ms)
+            continue;
+        enum alallo_err r = bench_submit(e, p);
+        if (r) {
+            char why[EXEC_ERROR_MAX + 32];
+            text_printf(why, sizeof why, "not submitted: %s: %s", err_code(r), e->x->error);
+            bench_failed(e, p, now, why);
+            continue;
+        }
+        b->running = true;
+        b->since_ms = clock_now_ms();
+    }
+}
+
 /* One round: what the engine says, then the attempts as they are now. */
 static void round_once(struct engine *e, bool poll, bool full)
 {
@@ -603,6 +828,8 @@ static void round_once(struct engine *e, bool poll, bool full)
     if (!read_open(e))
         return;
     fill(e, now);
+    if (listed)
+        bench_pools(e, now, listed_ms);
 }
 
 static void *engine_main(void *arg)

@@ -19,9 +19,28 @@ bool exec_tag_for(const char *attempt_id, char tag[EXEC_TAG_MAX])
 bool exec_attempt_of(const char *tag, char *attempt_id, size_t cap)
 {
     size_t n = strlen(EXEC_TAG_PREFIX);
-    if (strncmp(tag, EXEC_TAG_PREFIX, n) != 0 || !ids_valid(tag + n))
+    if (strncmp(tag, EXEC_TAG_PREFIX, n) != 0 ||
+        strncmp(tag, EXEC_BENCH_PREFIX, strlen(EXEC_BENCH_PREFIX)) == 0 || !ids_valid(tag + n))
         return false;
     return text_copy(attempt_id, cap, tag + n);
+}
+
+bool exec_bench_tag_for(const char *pool, char tag[EXEC_TAG_MAX])
+{
+    if (!ids_valid_name(pool, EXEC_TAG_MAX - strlen(EXEC_BENCH_PREFIX)))
+        return false;
+    return text_printf(tag, EXEC_TAG_MAX, "%s%s", EXEC_BENCH_PREFIX, pool);
+}
+
+bool exec_tag_is_alallo(const char *tag)
+{
+    size_t n = strlen(EXEC_BENCH_PREFIX);
+    char id[EXEC_TAG_MAX];
+    if (!tag)
+        return false;
+    if (strncmp(tag, EXEC_BENCH_PREFIX, n) == 0)
+        return ids_valid_name(tag + n, EXEC_TAG_MAX - n);
+    return exec_attempt_of(tag, id, sizeof id);
 }
 
 void executor_close(struct executor *x)
@@ -40,12 +59,6 @@ enum alallo_err exec_fail(struct executor *x, enum alallo_err e, const char *fmt
     return e;
 }
 
-static bool is_alallo_tag(const char *tag)
-{
-    char id[EXEC_TAG_MAX];
-    return tag && exec_attempt_of(tag, id, sizeof id);
-}
-
 /* A value passed to an engine as one argument: printable, one line. */
 static bool plain(const char *s)
 {
@@ -60,9 +73,10 @@ enum alallo_err executor_submit(struct executor *x, const struct exec_submit *s,
         r = &ignored;
     memset(r, 0, sizeof *r);
     x->error[0] = '\0';
-    if (!is_alallo_tag(s->tag))
-        return exec_fail(x, ERR_INVALID, "submit: '%.80s' is not an attempt's tag (%s<attempt id>)",
-                         s->tag, EXEC_TAG_PREFIX);
+    if (!exec_tag_is_alallo(s->tag))
+        return exec_fail(x, ERR_INVALID, "submit: '%.80s' is not an attempt's tag (%s<attempt id>) "
+                         "nor a bench job's (%s<pool>)",
+                         s->tag, EXEC_TAG_PREFIX, EXEC_BENCH_PREFIX);
     if (s->script[0] != '/')
         return exec_fail(x, ERR_INVALID, "submit %s: the batch script must be an absolute path",
                          s->tag);
@@ -106,7 +120,7 @@ enum alallo_err executor_list(struct executor *x, struct exec_job *out, int cap,
 enum alallo_err executor_cancel(struct executor *x, const char *tag)
 {
     x->error[0] = '\0';
-    if (!is_alallo_tag(tag))
+    if (!exec_tag_is_alallo(tag))
         return exec_fail(x, ERR_INVALID, "cancel: '%.80s' is not an attempt's tag",
                          tag ? tag : "");
     return x->ops->cancel(x, tag);

@@ -30,6 +30,7 @@
 #include "core/err.h"
 
 #define EXEC_TAG_PREFIX "alallo-"
+#define EXEC_BENCH_PREFIX "alallo-bench-" /* a pool's bench job, not an attempt's */
 #define EXEC_ID_MAX 32     /* an engine's job id, with its NUL */
 #define EXEC_TAG_MAX 64    /* alallo-<attempt id>, with its NUL */
 #define EXEC_REASON_MAX 160
@@ -130,8 +131,17 @@ struct executor {
  * does not fit or the id is not a safe id. */
 bool exec_tag_for(const char *attempt_id, char tag[EXEC_TAG_MAX] /* OUT */);
 
-/* The attempt id a tag names, or false when tag is not one of alallo's. */
+/* The attempt id a tag names, or false when tag is not one of alallo's
+ * attempts' (a bench tag is not: reconciliation leaves bench jobs alone). */
 bool exec_attempt_of(const char *tag, char *attempt_id /* OUT */, size_t cap);
+
+/* The tag of pool `pool`'s bench job: "alallo-bench-<pool>" (the engine
+ * measures a pool's speed with it, control/engine.h). False when it does
+ * not fit or the name is not a safe name. */
+bool exec_bench_tag_for(const char *pool, char tag[EXEC_TAG_MAX] /* OUT */);
+
+/* Whether tag is one of alallo's: an attempt's or a bench job's. */
+bool exec_tag_is_alallo(const char *tag);
 
 /* Stops x and frees it; NULL is a no-op. */
 void executor_close(struct executor *x);

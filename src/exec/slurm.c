@@ -258,8 +258,7 @@ static enum alallo_err slurm_list(struct executor *x, struct exec_job *out, int 
                           copy);
             break;
         }
-        char attempt[EXEC_TAG_MAX];
-        if (!exec_attempt_of(j.tag, attempt, sizeof attempt))
+        if (!exec_tag_is_alallo(j.tag))
             continue;
         if (count < cap)
             out[count] = j;

@@ -40,7 +40,7 @@ struct worker {
     struct wlog log;
     struct wapi api; /* the main thread's client */
     char work_dir[512];
-    struct worker_speed speed;
+    struct bench_speed speed;
     bool speed_known;
 
     pthread_mutex_t mu; /* guards what follows */

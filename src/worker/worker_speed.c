@@ -1,7 +1,6 @@
 /* worker_speed.c - the speed measurement a worker runs at start. */
 #include "worker/worker_speed.h"
 
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,63 +32,8 @@ static void on_line(void *ctx, int stream, const char *line, size_t len, bool tr
     c->text[c->len] = '\0';
 }
 
-static double number(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return json_is_number(v) ? json_number_value(v) : 0.0;
-}
-
-static int parse_object(const char *text, size_t len, struct worker_speed *out)
-{
-    json_t *obj = json_loadb(text, len, 0, NULL);
-    if (!json_is_object(obj)) {
-        json_decref(obj);
-        return -1;
-    }
-    double tps = number(obj, "tokens_per_s");
-    double flops = number(obj, "flops_per_s");
-    if (flops <= 0)
-        flops = number(obj, "flops");
-    /* Achieved FLOP/s: what the model's FLOPs per token make of the pace. */
-    if (flops <= 0 && number(obj, "flops_per_token") > 0)
-        flops = tps * number(obj, "flops_per_token");
-    double peak = number(obj, "peak_fp32_flops");
-    if (peak <= 0)
-        peak = number(obj, "peak_flops");
-    if (flops <= 0 && number(obj, "mfu") > 0 && peak > 0)
-        flops = number(obj, "mfu") * peak;
-    json_decref(obj);
-    if (!(tps > 0))
-        return -1;
-    out->tokens_per_s = tps;
-    out->flops = flops > 0 ? flops : 0;
-    return 0;
-}
-
-int worker_speed_parse(const char *text, struct worker_speed *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!text)
-        return -1;
-    size_t n = strlen(text);
-    /* The whole text may be one pretty-printed object. */
-    if (parse_object(text, n, out) == 0)
-        return 0;
-    /* Otherwise the last line that is an object: bench may print notes first. */
-    size_t end = n;
-    while (end > 0) {
-        size_t start = end;
-        while (start > 0 && text[start - 1] != '\n')
-            start--;
-        if (end > start && parse_object(text + start, end - start, out) == 0)
-            return 0;
-        end = start > 0 ? start - 1 : 0;
-    }
-    return -1;
-}
-
 int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
-                         volatile sig_atomic_t *stop, struct worker_speed *out, char *err,
+                         volatile sig_atomic_t *stop, struct bench_speed *out, char *err,
                          size_t errcap)
 {
     memset(out, 0, sizeof *out);
@@ -125,7 +69,7 @@ int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
         snprintf(err, errcap, "bench %s %d%s%s", p.term_signal ? "killed by signal" : "exited with",
                  p.term_signal ? p.term_signal : p.exit_status, c->last_err[0] ? ": " : "",
                  c->last_err);
-    else if (worker_speed_parse(c->text, out) != 0)
+    else if (bench_speed_parse(c->text, out) != 0)
         snprintf(err, errcap, "bench printed no tokens_per_s");
     else
         rc = 0;

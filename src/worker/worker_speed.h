@@ -10,22 +10,13 @@
 #include <signal.h>
 #include <stddef.h>
 
-struct worker_speed {
-    double tokens_per_s;  /* 0 when unknown */
-    double flops;         /* achieved FLOP/s; 0 when unknown */
-};
+#include "core/bench_speed.h"
 
 /* Runs the benchmark with `threads` threads for at most timeout_s seconds,
  * or until *stop (may be NULL) becomes non-zero. Returns 0 with *out filled,
  * or -1 with a one-line reason in err (and *out zeroed: speed unknown). */
 int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
-                         volatile sig_atomic_t *stop, struct worker_speed *out /* OUT */,
+                         volatile sig_atomic_t *stop, struct bench_speed *out /* OUT */,
                          char *err, size_t errcap);
-
-/* Reads bench's output: the last line that is a JSON object with a positive
- * "tokens_per_s". FLOP/s come from "flops_per_s" or "flops", else from
- * "tokens_per_s" × "flops_per_token", else from "mfu" × "peak_fp32_flops"
- * (or "peak_flops"), else 0. Returns 0 or -1. */
-int worker_speed_parse(const char *text, struct worker_speed *out /* OUT */);
 
 #endif

@@ -50,6 +50,13 @@ async function finalLoss(s, j) {
   return ck.metrics.train_loss;
 }
 
+// Each pool's speed, measured by its bench job (alallo-bench-POOL, not an
+// attempt's: docs/slurm.md, Speed).
+async function measured(s) {
+  await waitFor(async () => (await s.call('GET', '/v1/workers')).json.data.every((x) => x.speed.tokens_per_s > 0),
+    { timeoutMs: 30000, what: "the pools' bench jobs to measure their speed" });
+}
+
 let uninterrupted = null; // final loss of the 2,000-step job without a preemption
 
 test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 240000 }, async () => {
@@ -69,6 +76,7 @@ test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 24000
     await assertOneJobPerAttempt(done);
     await assertBilledOnce(assert, s, done);
     uninterrupted = await finalLoss(s, done);
+    await measured(s);
   } finally {
     await s.stop();
   }
@@ -258,6 +266,7 @@ test('node down: lost within the worker timeout, its Slurm job cancelled, resume
   const frozen = [];
   let node = null;
   try {
+    await measured(s); // its bench job ended before the node goes down
     const { job, attempt: first, pids } = await runningJob(s, await uploadSample(s));
     const cutAt = Date.now();
     frozen.push(...freeze(pids));

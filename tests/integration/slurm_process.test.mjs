@@ -135,3 +135,34 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
     await s.stop();
   }
 });
+
+test("a pool's speed is measured once by a bench job, and kept over a restart", { timeout: 60000 }, async () => {
+  const speedOf = async (s) => (await s.call('GET', '/v1/workers')).json.data.find((w) => w.name === 'process.local.0').speed;
+  let s = await startEngineServe({ executor: 'process' });
+  const data = s.data;
+  const out = path.join(data, 'engine', 'bench', 'local.out');
+  let measured;
+  try {
+    measured = await waitFor(async () => {
+      const sp = await speedOf(s);
+      return sp.tokens_per_s > 0 ? sp : null;
+    }, { timeoutMs: 20000, what: 'the pool to be measured' });
+    assert.ok(measured.flops > 0, JSON.stringify(measured));
+    assert.match(fs.readFileSync(out, 'utf8'), /"tokens_per_s":/);
+    assert.match(fs.readFileSync(path.join(data, 'engine', 'bench', 'local.sbatch'), 'utf8'),
+      /^exec '\/[^']+' bench train --shape tiny --steps 3 --threads \d+ >'\/[^']+\/local\.out'$/m);
+    assert.match(s.output, /pool local: measured [\d.]+ tokens\/s/);
+  } finally {
+    await s.stop();
+  }
+  const mtime = fs.statSync(out).mtimeMs;
+  s = await startEngineServe({ executor: 'process', data });
+  try {
+    await new Promise((r) => setTimeout(r, 3000)); // a poll or two
+    assert.deepEqual(await speedOf(s), measured);
+    assert.doesNotMatch(s.output, /bench job/);
+    assert.equal(fs.statSync(out).mtimeMs, mtime);
+  } finally {
+    await s.stop();
+  }
+});

@@ -230,6 +230,26 @@ static void jobs_no_open_attempt_owns_are_cancelled_once(void **state)
     assert_string_equal(exec_action_name(act[1].kind), "cancel");
 }
 
+/* A pool's bench job (alallo-bench-POOL) is the engine's, not an
+ * attempt's: reconciliation never cancels it as an orphan. */
+static void a_bench_job_is_left_alone(void **state)
+{
+    (void)state;
+    char tag[EXEC_TAG_MAX], id[EXEC_TAG_MAX];
+    assert_true(exec_bench_tag_for("a100-spot", tag));
+    assert_string_equal(tag, "alallo-bench-a100-spot");
+    assert_true(exec_bench_tag_for("gpu.big_1", tag));
+    assert_false(exec_bench_tag_for("bad/pool", tag));
+    assert_false(exec_attempt_of("alallo-bench-a100-spot", id, sizeof id));
+    assert_true(exec_tag_is_alallo("alallo-bench-gpu.big_1"));
+    assert_true(exec_tag_is_alallo("alallo-att-1"));
+    assert_false(exec_tag_is_alallo("alallo-bench-"));
+    assert_false(exec_tag_is_alallo("other-att-1"));
+    struct exec_job j = job("40", "bench-a100-spot", EXEC_RUNNING, "");
+    struct exec_action act[1];
+    assert_int_equal(run(NULL, 0, &j, 1, act), 0);
+}
+
 static void several_jobs_of_one_tag_the_furthest_along_counts(void **state)
 {
     (void)state;
@@ -259,6 +279,7 @@ int main(void)
         cmocka_unit_test(too_new_to_judge_is_kept),
         cmocka_unit_test(jobs_no_open_attempt_owns_are_cancelled_once),
         cmocka_unit_test(several_jobs_of_one_tag_the_furthest_along_counts),
+        cmocka_unit_test(a_bench_job_is_left_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,36 +45,36 @@ static void fake_bin(char *path, size_t cap, const char *name, const char *body)
 static void parses_bench_output(void **state)
 {
     (void)state;
-    struct worker_speed s;
-    assert_int_equal(worker_speed_parse("{\"tokens_per_s\": 1234.5, \"mfu\": 0.1, "
+    struct bench_speed s;
+    assert_int_equal(bench_speed_parse("{\"tokens_per_s\": 1234.5, \"mfu\": 0.1, "
                                         "\"peak_rss_bytes\": 100}",
                                         &s),
                      0);
     assert_true(s.tokens_per_s == 1234.5);
     assert_true(s.flops == 0);
-    assert_int_equal(worker_speed_parse("note: warming up\n"
+    assert_int_equal(bench_speed_parse("note: warming up\n"
                                         "{\"tokens_per_s\": 10, \"flops_per_s\": 5e9}\n",
                                         &s),
                      0);
     assert_true(s.tokens_per_s == 10 && s.flops == 5e9);
-    assert_int_equal(worker_speed_parse("{\n  \"tokens_per_s\": 7,\n  \"mfu\": 0.5,\n"
+    assert_int_equal(bench_speed_parse("{\n  \"tokens_per_s\": 7,\n  \"mfu\": 0.5,\n"
                                         "  \"peak_flops\": 2e9\n}\n",
                                         &s),
                      0);
     assert_true(s.tokens_per_s == 7 && s.flops == 1e9);
     /* What `alallo bench train` prints. */
-    assert_int_equal(worker_speed_parse("{\"shape\":\"tiny\",\"tokens_per_s\":6492.34,"
+    assert_int_equal(bench_speed_parse("{\"shape\":\"tiny\",\"tokens_per_s\":6492.34,"
                                         "\"mfu\":0.478567,\"flops_per_token\":716800.0,"
                                         "\"peak_fp32_flops\":9.72425e9}",
                                         &s),
                      0);
     assert_true(s.tokens_per_s == 6492.34);
     assert_true(s.flops > 4.65e9 && s.flops < 4.66e9);
-    assert_int_equal(worker_speed_parse("{\"tokens_per_s\": 0}", &s), -1);
-    assert_int_equal(worker_speed_parse("{\"mfu\": 0.3}", &s), -1);
-    assert_int_equal(worker_speed_parse("garbage", &s), -1);
-    assert_int_equal(worker_speed_parse("", &s), -1);
-    assert_int_equal(worker_speed_parse(NULL, &s), -1);
+    assert_int_equal(bench_speed_parse("{\"tokens_per_s\": 0}", &s), -1);
+    assert_int_equal(bench_speed_parse("{\"mfu\": 0.3}", &s), -1);
+    assert_int_equal(bench_speed_parse("garbage", &s), -1);
+    assert_int_equal(bench_speed_parse("", &s), -1);
+    assert_int_equal(bench_speed_parse(NULL, &s), -1);
 }
 
 static void measures_with_the_right_arguments(void **state)
@@ -87,7 +87,7 @@ static void measures_with_the_right_arguments(void **state)
              "{ echo \"bad args: $*\" >&2; exit 9; }\n"
              "echo 'loading' >&2\n"
              "echo '{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}'");
-    struct worker_speed s;
+    struct bench_speed s;
     if (worker_speed_measure(bin, 3, 10, NULL, &s, err, sizeof err) != 0)
         fail_msg("measure: %s", err);
     assert_true(s.tokens_per_s == 4321);
@@ -98,7 +98,7 @@ static void failure_means_unknown(void **state)
 {
     (void)state;
     char bin[300], err[300] = "";
-    struct worker_speed s;
+    struct bench_speed s;
     fake_bin(bin, sizeof bin, "alallo-fail", "echo 'unknown shape tiny' >&2; exit 2");
     assert_int_equal(worker_speed_measure(bin, 1, 10, NULL, &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "exited with 2: unknown shape tiny"));
@@ -117,7 +117,7 @@ static void bounded_in_time(void **state)
 {
     (void)state;
     char bin[300], err[300] = "";
-    struct worker_speed s;
+    struct bench_speed s;
     fake_bin(bin, sizeof bin, "alallo-slow", "sleep 60; echo '{\"tokens_per_s\": 1}'");
     double t0 = trainer_proc_now();
     assert_int_equal(worker_speed_measure(bin, 1, 1, NULL, &s, err, sizeof err), -1);
