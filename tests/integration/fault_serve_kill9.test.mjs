@@ -44,12 +44,19 @@ test('kill -9 of serve during running jobs: they continue after a restart, bille
     const b = rb.json;
     await waitJob(s, b.id, (j) => j.attempts.length > 0, 'to be claimed');
     const a = await createLongJob(s, file, { epochs: 20, seed: 1 });
-    // Both train at once, each on its own worker, and each has a checkpoint.
+    // Both train at once, each on its own worker, and each has a checkpoint
+    // the server recorded (a later attempt resumes from the latest one the
+    // server recorded, not from whatever is on disk): the trainer reports
+    // the checkpoint before its "saved checkpoint" log line, and the server
+    // applies reports in order.
+    const recorded = async (j) => checkpointDirs(s, j.id).length > 0 &&
+      /saved checkpoint at step/.test((await s.call('GET', `/v1/fine_tuning/jobs/${j.id}/log`)).text);
     await waitFor(async () => {
       const both = [await s.job(a.id), await s.job(b.id)];
       for (const j of both) if (['succeeded', 'failed', 'cancelled'].includes(j.status)) throw new Error(`job ${j.id} ended ${j.status} before serve was killed: ${JSON.stringify(both.map((x) => [x.status, x.message, x.attempts]))}`);
-      return both.every((j) => j.status === 'running' && checkpointDirs(s, j.id).length > 0) ? both : false;
-    }, { timeoutMs: 180000, everyMs: 50, what: 'both jobs running, with a checkpoint each' });
+      for (const j of both) if (j.status !== 'running' || !(await recorded(j))) return false;
+      return both;
+    }, { timeoutMs: 180000, everyMs: 50, what: 'both jobs running, with a checkpoint each that the server recorded' });
     const ja = await s.job(a.id);
     const jb = await s.job(b.id);
     const onLocal = ja.attempts.at(-1).worker === 'local1' ? ja : jb;
