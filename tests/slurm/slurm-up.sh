@@ -68,20 +68,24 @@ wait_for() {
     done
 }
 
-# A port is taken when something listens on it (ss lists it) or another kit
-# being set up has reserved it in /tmp.
+# A port is taken when any TCP socket uses it (listening or connected: ss
+# lists it) or another kit being set up has reserved it in /tmp. Ports come
+# from below the kernel's ephemeral range, so that no outgoing connection
+# of another program takes one between the check and slurmctld's bind.
 port_free() {
-    ! ss -Hltn "sport = :$1" 2>/dev/null | grep -q . &&
-        ! ss -Hltn "sport = :$2" 2>/dev/null | grep -q .
+    ! ss -Htan "sport = :$1" 2>/dev/null | grep -q . &&
+        ! ss -Htan "sport = :$2" 2>/dev/null | grep -q .
 }
 pick_ports() {
+    local lo=20000 hi eph
+    eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    hi=$((eph > lo + 2000 ? eph : 60000))
+    local pairs=$(((hi - lo) / 2 - 1))
     local h
     h=$(printf '%s' "$KIT" | cksum | cut -d' ' -f1)
-    local base=$((20000 + (h % 20000) * 2))
     local i
     for ((i = 0; i < 200; i++)); do
-        local p=$((base + 2 * i))
-        ((p + 1 < 60000)) || p=$((20000 + (p % 40000)))
+        local p=$((lo + ((h + i) % pairs) * 2))
         if port_free "$p" $((p + 1)) &&
             mkdir "/tmp/alallo-slurm-port-$p" 2>/dev/null; then
             echo "$KIT" >"/tmp/alallo-slurm-port-$p/kit"
@@ -112,7 +116,7 @@ if ! runuser -u munge -- test -x "$KIT/munge"; then
     exit 1
 fi
 
-port=$(pick_ports) || fail "no free pair of ports between 20000 and 60000"
+port=$(pick_ports) || fail "no free pair of ports below the ephemeral range"
 echo "$port" >"$KIT/run/ports"
 node=$(hostname -s)
 cpus=$(nproc)
