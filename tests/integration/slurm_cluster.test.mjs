@@ -232,6 +232,7 @@ test('a short --time: checkpoint before the kill, then the job continues', { tim
   let s = null;
   try {
     s = await serve({ pools: [POOLS[0]] });
+    await measured(s); // its bench job has ended: the two attempts have the node to themselves
     const file = await uploadSample(s);
     const r = await s.createJob({ model: 'tiny', training_file: file, hyperparameters: { n_epochs: 1, batch_size: 1 }, max_steps: 1000000, seed: 5 });
     assert.equal(r.status, 200, r.text);
