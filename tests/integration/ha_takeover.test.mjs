@@ -61,8 +61,15 @@ test('kill -9 of the leader: the standby takes over, jobs finish, each step bill
     await waitFor(async () => {
       const both = [await b.job(ra.id), await b.job(rb.json.id)];
       for (const j of both) if (['succeeded', 'failed', 'cancelled'].includes(j.status)) throw new Error(`job ${j.id} ended ${j.status} before the leader was killed`);
-      return both.every((j) => j.status === 'running' && checkpointDirs(b, j.id).length > 0);
-    }, { timeoutMs: 180000, everyMs: 100, what: 'both jobs running, with a checkpoint each' });
+      // A checkpoint the store recorded (a later attempt resumes from the
+      // latest recorded one, not from the disk): the trainer reports it
+      // before its "saved checkpoint" log line, and reports apply in order.
+      for (const j of both) {
+        if (j.status !== 'running' || checkpointDirs(b, j.id).length === 0) return false;
+        if (!/saved checkpoint at step/.test((await b.call('GET', `/v1/fine_tuning/jobs/${j.id}/log`)).text)) return false;
+      }
+      return true;
+    }, { timeoutMs: 180000, everyMs: 100, what: 'both jobs running, with a checkpoint each that the store recorded' });
     const ja = await b.job(ra.id);
     assert.equal(ja.attempts.at(-1).worker, 'localA');
     assert.equal((await b.job(rb.json.id)).attempts.at(-1).worker, 'remote1');
