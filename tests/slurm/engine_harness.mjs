@@ -39,13 +39,35 @@ export function slurmUp({ graceS = 20, memMb = 4000 } = {}) {
     run: (cmd, args) => execFileSync(cmd, args, { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'] }),
     // kill -9 of slurmctld; start() brings it back as slurm-up.sh did (its
     // PID recorded for slurm-down.sh) and waits for it to answer.
-    killController: () => killDaemon(kit, env, 'slurmctld', ['-D', '-i'], ['scontrol', 'ping'], /UP/),
+    // It restarts from its saved state, as a crashed controller does (that
+    // state may miss the latest submissions: reconciliation's work), and
+    // the node is made usable again should the restart have drained it.
+    killController: () => {
+      const k = killDaemon(kit, env, 'slurmctld', ['-D'], ['scontrol', 'ping'], /UP/);
+      return { start: async () => { await k.start(); await healNode(env); } };
+    },
     // kill -9 of slurmd (the node goes away); start() brings it back.
     killNode: () => {
       const node = execFileSync('sinfo', ['-h', '-N', '-o', '%N'], { encoding: 'utf8', env }).trim().split('\n')[0];
       return killDaemon(kit, env, 'slurmd', ['-D', '-N', node], ['sinfo', '-h', '-o', '%t'], /^(idle|mix|alloc)/m);
     },
   };
+}
+
+// Waits until the kit's node takes jobs, resuming it when a restart left
+// it drained or down.
+async function healNode(env) {
+  const run = (args) => execFileSync(args[0], args.slice(1), { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'ignore'] });
+  await waitFor(() => {
+    try {
+      const [node, state] = run(['sinfo', '-h', '-N', '-o', '%N|%t']).trim().split('\n')[0].split('|');
+      if (/^(idle|mix|alloc)$/.test(state)) return true;
+      if (/drain|down|drng|fail/.test(state)) run(['scontrol', 'update', `nodename=${node}`, 'state=resume']);
+    } catch {
+      /* the controller is still coming up */
+    }
+    return false;
+  }, { timeoutMs: 60000, everyMs: 500, what: 'the node to take jobs again' });
 }
 
 // Kills daemon `name` of the kit (-9) and returns {start}, which starts it
