@@ -128,24 +128,56 @@ enum alallo_err store_account_by_name(struct store *s, const char *name, struct 
     return s->ops->account_by_name(s->impl, name, out);
 }
 
+/* A file's format column holds "FORMAT from CONVERTED_FROM" when the upload
+ * was converted (schema 10 has no column of its own for it, and a format
+ * never contains a space), else FORMAT alone: joined here on the way in and
+ * split on the way out, the same for every backend. */
+#define FORMAT_FROM " from "
+
+static void file_format_split(struct store_file *f)
+{
+    char *from = strstr(f->format, FORMAT_FROM);
+    f->converted_from[0] = '\0';
+    if (!from)
+        return;
+    snprintf(f->converted_from, sizeof f->converted_from, "%s", from + strlen(FORMAT_FROM));
+    *from = '\0';
+}
+
 enum alallo_err store_file_insert(struct store *s, const struct store_file *f)
 {
-    return s->ops->file_insert(s->impl, f);
+    if (!f->converted_from[0])
+        return s->ops->file_insert(s->impl, f);
+    struct store_file joined = *f;
+    int len = snprintf(joined.format, sizeof joined.format, "%s" FORMAT_FROM "%s", f->format,
+                       f->converted_from);
+    if (len < 0 || (size_t)len >= sizeof joined.format || strstr(f->format, FORMAT_FROM))
+        return ERR_INVALID;
+    return s->ops->file_insert(s->impl, &joined);
 }
 
 enum alallo_err store_file_get(struct store *s, const char *account, const char *id, struct store_file *out)
 {
-    return s->ops->file_get(s->impl, account, id, out);
+    enum alallo_err e = s->ops->file_get(s->impl, account, id, out);
+    if (!e)
+        file_format_split(out);
+    return e;
 }
 
 enum alallo_err store_file_list(struct store *s, const char *account, const char *after, int limit, struct store_file *out, int *n, bool *has_more)
 {
-    return s->ops->file_list(s->impl, account, after, limit, out, n, has_more);
+    enum alallo_err e = s->ops->file_list(s->impl, account, after, limit, out, n, has_more);
+    for (int i = 0; !e && i < *n; i++)
+        file_format_split(&out[i]);
+    return e;
 }
 
 enum alallo_err store_file_delete(struct store *s, const char *account, const char *id, struct store_file *out)
 {
-    return s->ops->file_delete(s->impl, account, id, out);
+    enum alallo_err e = s->ops->file_delete(s->impl, account, id, out);
+    if (!e && out)
+        file_format_split(out);
+    return e;
 }
 
 enum alallo_err store_job_insert(struct store *s, struct store_job *job, const struct store_event *first_event)

@@ -65,7 +65,14 @@ struct store_file {
     int64_t text_bytes; /* bytes of prompt/completion/content text */
     char path[STORE_PATH_MAX];
     int64_t created_ms;
-    char format[24]; /* dataset_format_name: "chat", ..., "preference"; "" unknown */
+    /* dataset_format_name: "chat", ..., "preference"; "" unknown. Sized for
+     * the stored form "FORMAT from CONVERTED_FROM" a backend reads. */
+    char format[56];
+    /* "alpaca", "sharegpt", "alpaca+sharegpt" when the upload was converted
+     * to chat form (dataset_check_converted_from); "" otherwise. Kept in the
+     * files table's format column with the format ("chat from alpaca"), so
+     * no column of its own: the dispatcher (store.c) joins and splits it. */
+    char converted_from[24];
 };
 
 struct store_job {

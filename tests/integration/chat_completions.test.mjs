@@ -158,6 +158,15 @@ describe('chat completions with the openai SDK', () => {
     const sg = '{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}\n';
     const g = await client.files.create({ file: await toFile(Buffer.from(sg), 'sharegpt.jsonl'), purpose: 'fine-tune' });
     assert.equal(g.converted_from, 'sharegpt');
+    // Kept with the file: shown again by GET /v1/files/{id} and GET /v1/files.
+    assert.equal((await client.files.retrieve(f.id)).converted_from, 'alpaca');
+    assert.equal((await client.files.retrieve(g.id)).converted_from, 'sharegpt');
+    const listed = new Map();
+    for await (const x of client.files.list()) listed.set(x.id, x);
+    assert.equal(listed.get(f.id).converted_from, 'alpaca');
+    assert.equal(listed.get(g.id).format, 'chat');
+    assert.equal(listed.get(g.id).converted_from, 'sharegpt');
+    assert.equal(listed.get(g.id).object, 'file');
   });
 
   test('a job trains through the template on tool calls; its model chats', async () => {
