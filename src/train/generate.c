@@ -113,6 +113,9 @@ static int work_init(struct work *w, const struct model *m, int ctx, int n)
     }
     w->ls.deq_cap = sizes[16];
     w->ls.tmp_cap = sizes[17];
+    w->ls.dropout = (struct linear_dropout){0}; /* generation never drops */
+    w->ls.drop = NULL;
+    w->ls.drop_cap = 0;
     w->ctx = ctx;
     w->n = n;
     return 0;
