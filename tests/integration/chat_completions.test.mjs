@@ -169,6 +169,73 @@ describe('chat completions with the openai SDK', () => {
     assert.equal(listed.get(g.id).object, 'file');
   });
 
+  test('a model fine-tuned to call a tool answers with tool_calls, plain and streamed', async () => {
+    // Every assistant turn is the same call, so that a tiny model learns
+    // to reproduce it at temperature 0 within a few hundred steps.
+    const question = 'What is the weather in Paris?';
+    const args = { city: 'Paris' };
+    const lines = [];
+    for (let i = 0; i < 16; i++) {
+      lines.push(JSON.stringify({
+        tools: TOOLS,
+        messages: [
+          { role: 'user', content: question },
+          { role: 'assistant', content: null, tool_calls: [{ id: `call${i}`, type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(args) } }] },
+        ],
+      }));
+    }
+    const f = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'calls.jsonl'), purpose: 'fine-tune' });
+    const job = await client.fineTuning.jobs.create({
+      model: 'tiny-tools',
+      training_file: f.id,
+      suffix: 'caller',
+      seed: 7,
+      method: { type: 'supervised', supervised: { hyperparameters: { n_epochs: 25, batch_size: 2, learning_rate_multiplier: 10, lora_alpha: 128 } } },
+    });
+    const done = await waitFor(
+      async () => {
+        const j = await client.fineTuning.jobs.retrieve(job.id);
+        return ['succeeded', 'failed', 'cancelled'].includes(j.status) ? j : false;
+      },
+      { timeoutMs: 400000, what: 'the tool-call job to end' },
+    );
+    assert.equal(done.status, 'succeeded', JSON.stringify(done.error));
+    const q = { model: done.fine_tuned_model, messages: [{ role: 'user', content: question }], tools: TOOLS, max_tokens: 80, temperature: 0 };
+    const c = await client.chat.completions.create(q);
+    const m = c.choices[0].message;
+    assert.ok(m.tool_calls, `no tool call in ${JSON.stringify(m)}`);
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].type, 'function');
+    assert.match(m.tool_calls[0].id, /^call_/);
+    assert.equal(m.tool_calls[0].function.name, 'get_weather');
+    assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), args);
+    assert.equal(c.choices[0].finish_reason, 'tool_calls');
+
+    // Streamed: the call arrives as a tool_calls delta, and the stream ends
+    // with finish_reason "tool_calls".
+    const stream = await client.chat.completions.create({ ...q, stream: true });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        for (const tc of ch.delta.tool_calls || []) {
+          if (!calls[tc.index]) calls[tc.index] = { id: tc.id, name: '', arguments: '' };
+          if (tc.function?.name) calls[tc.index].name += tc.function.name;
+          if (tc.function?.arguments) calls[tc.index].arguments += tc.function.arguments;
+        }
+        if (ch.finish_reason) finish = ch.finish_reason;
+      }
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].name, 'get_weather');
+    assert.deepEqual(JSON.parse(calls[0].arguments), args);
+    // Without tools in the request nothing is read as a call.
+    const plain = await client.chat.completions.create({ ...q, tools: undefined });
+    assert.equal(plain.choices[0].message.tool_calls, undefined);
+    assert.notEqual(plain.choices[0].finish_reason, 'tool_calls');
+  });
+
   test('a job trains through the template on tool calls; its model chats', async () => {
     const lines = [];
     for (let i = 0; i < 8; i++) {
