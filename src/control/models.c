@@ -137,6 +137,18 @@ static bool user_mistake(const json_t *o, char *why, size_t whycap)
     return false;
 }
 
+/* A line of `alallo generate --stream`: {"delta": TEXT} goes to on_delta;
+ * the final object (the last line) is read when the child has ended. */
+static void delta_line(void *ctx, const char *line, size_t len)
+{
+    const struct control_generation *g = ctx;
+    json_t *o = json_loadb(line, len, 0, NULL);
+    json_t *d = json_object_get(o, "delta");
+    if (json_is_string(d) && json_object_size(o) == 1)
+        g->on_delta(g->on_delta_ctx, json_string_value(d), json_string_length(d));
+    json_decref(o);
+}
+
 enum alallo_err control_generate(struct control *ctl, const char *dir, const char *model_name,
                                  const struct control_generation *g, int timeout_s,
                                  json_t **out, char *why, size_t whycap)
@@ -151,12 +163,16 @@ enum alallo_err control_generate(struct control *ctl, const char *dir, const cha
                       g->chat ? "--chat" : "--prompt",
                       g->chat ? (char *)g->chat : (char *)g->prompt, "--max-tokens", max_tokens,
                       "--temperature",  temperature,   "--json"};
+    int argc = 11;
     if (g->seed >= 0) {
-        argv[11] = "--seed";
-        argv[12] = seed;
+        argv[argc++] = "--seed";
+        argv[argc++] = seed;
     }
+    if (g->on_delta)
+        argv[argc++] = "--stream";
     struct child_result r;
-    int rc = child_run(argv, timeout_s, 4 << 20, &r);
+    int rc = child_run_lines(argv, (int64_t)timeout_s * 1000, 4 << 20,
+                             g->on_delta ? delta_line : NULL, (void *)g, &r);
     json_t *o = NULL;
     bool mistake = rc == 0 && r.exit_status == 3;
     if (rc == 0 && (r.exit_status == 0 || mistake) && r.out) {

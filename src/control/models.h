@@ -64,6 +64,12 @@ struct control_generation {
     long max_tokens;
     double temperature;
     long long seed; /* 0..LLONG_MAX; -1: none */
+    /* When set, called (in the calling thread) with each piece of the text
+     * as the generator produces it (`alallo generate --stream`), before
+     * control_generate returns the whole; the pieces joined are a prefix of
+     * the final text. */
+    void (*on_delta)(void *ctx, const char *piece, size_t len);
+    void *on_delta_ctx;
 };
 
 /* Generates from the model in `dir` (`alallo generate --json`) for at most

@@ -4,8 +4,11 @@
  *
  *   alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
- *                   [--adapter-dir DIR] [--threads N] [--json]
+ *                   [--adapter-dir DIR] [--threads N] [--json [--stream]]
  *
+ * With --json --stream, lines {"delta": TEXT} come first, one as the text
+ * grows by each token (flushed at once: the server streams them on), then
+ * the final object as without --stream.
  * Exit status: 0 done; 1 the generator failed; 2 bad options; 3 the prompt
  * cannot be completed by this model (longer than its context, or empty for
  * a model without a start token). With --json, status 3 also prints one
@@ -67,6 +70,21 @@ static int seed_opt(int argc, char **argv, uint64_t *out)
     return 0;
 }
 
+/* --stream: each piece of the text as it grows, one line {"delta": ...}
+ * written at once, before the final object. */
+static void print_delta(void *ctx, const char *piece, size_t len)
+{
+    (void)ctx;
+    json_t *j = json_pack("{s:s%}", "delta", piece, len);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (s) {
+        puts(s);
+        fflush(stdout);
+    }
+    free(s);
+    json_decref(j);
+}
+
 int cmd_generate_local(int argc, char **argv)
 {
     omp_policy_passive(argc, argv);
@@ -82,7 +100,7 @@ int cmd_generate_local(int argc, char **argv)
     if (!dir || (!prompt && !chat)) {
         json_decref(chat);
         fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
-              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json]\n",
+              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json [--stream]]\n",
               stderr);
         return 2;
     }
@@ -107,6 +125,8 @@ int cmd_generate_local(int argc, char **argv)
         return 1;
     }
     struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
+    if (cmd_has_flag(argc, argv, "--json") && cmd_has_flag(argc, argv, "--stream"))
+        gen_set_on_text(g, print_delta, NULL);
     struct gen_result r;
     int rc = chat ? gen_run_chat(g, json_object_get(chat, "messages"),
                                  json_object_get(chat, "tools"), &o, &r, err, sizeof err)

@@ -26,7 +26,35 @@ struct generator {
     char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
     int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
     int n_stop;
+    gen_text_fn on_text;     /* pieces of the text as it grows, or NULL */
+    void *on_text_ctx;
+    size_t sent;             /* bytes of the completion given to on_text */
 };
+
+void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
+{
+    g->on_text = fn;
+    g->on_text_ctx = ctx;
+}
+
+/* Gives on_text what the completion's text (ids[0..n)) has grown by since
+ * the last call, up to its last whole character: a token may end inside a
+ * character (decoded as U+FFFD until the next one completes it). */
+static void send_growth(struct generator *g, const int32_t *ids, int n)
+{
+    char *text = tokenizer_decode(g->tok, ids, (size_t)n, 1);
+    if (!text)
+        return;
+    size_t len = strlen(text);
+    static const char repl[] = "\xef\xbf\xbd";
+    while (len >= 3 && memcmp(text + len - 3, repl, 3) == 0)
+        len -= 3;
+    if (len > g->sent) {
+        g->on_text(g->on_text_ctx, text + g->sent, len - g->sent);
+        g->sent = len;
+    }
+    free(text);
+}
 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
                            size_t errcap)
@@ -273,6 +301,7 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     rng_seed(&r, o->seed);
     forward(m, &w, ids, n, 0);
     int count = 0;
+    g->sent = 0;
     *finish_reason = "length";
     while (count < max_new) {
         int next = pick(w.logits, m->cfg.vocab, o, &r, cands);
@@ -284,6 +313,8 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
             break;
         }
         out_ids[count++] = next;
+        if (g->on_text)
+            send_growth(g, out_ids, count);
         if (count == max_new || n + count >= ctx)
             break;
         int32_t id = next;

@@ -44,6 +44,16 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
                            size_t errcap);
 void gen_close(struct generator *g); /* NULL is fine */
 
+/* Called while a completion is generated with each piece of its text as
+ * it grows (UTF-8, whole characters; special tokens skipped): the pieces
+ * joined are a prefix of the result's text, which they equal unless the
+ * last characters were still incomplete when generation stopped (the
+ * caller sends the rest from the result). */
+typedef void (*gen_text_fn)(void *ctx, const char *piece, size_t len);
+
+/* Sets (fn NULL: clears) the piece callback of the following calls. */
+void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx);
+
 /* What gen_run and gen_ids return when the caller asked for something the
  * model cannot do (the caller's mistake, not the generator's failure):
  * GEN_TOO_LONG, the prompt fills the model's context (prompt_tokens and

@@ -1,7 +1,8 @@
 // chat_completions.test.mjs - POST /v1/chat/completions through the official
 // `openai` SDK, unchanged: plain and streamed answers from a base model
 // without a chat template and from models carrying the real Qwen2.5 and
-// Gemma 2 templates; tools in the request; a conversation a template
+// Gemma 2 templates; a long answer streamed piece by piece as it is
+// generated; tools in the request; a conversation a template
 // refuses; then a job trained through a template with tools on tool-call
 // and Alpaca lines (uploaded as such) and the chat of its fine-tuned model.
 import assert from 'node:assert/strict';
@@ -94,6 +95,36 @@ describe('chat completions with the openai SDK', () => {
       assert.deepEqual(usage, c.usage);
     });
   }
+
+  test('a streamed answer arrives piece by piece while it is generated', async () => {
+    const long = { model: 'tiny', messages: [{ role: 'user', content: 'the film was a delight' }], max_tokens: 400, temperature: 0 };
+    const whole = await client.chat.completions.create(long);
+    // A long answer (the tiny model seldom stops early): enough tokens that
+    // generating them takes a while even on a fast machine.
+    assert.ok(whole.usage.completion_tokens >= 200, `only ${whole.usage.completion_tokens} tokens`);
+    const t0 = performance.now();
+    const stream = await client.chat.completions.create({ ...long, stream: true });
+    const arrivals = [];
+    let text = '';
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        if (ch.delta.content) {
+          text += ch.delta.content;
+          arrivals.push(performance.now() - t0);
+        }
+      }
+    }
+    assert.equal(text, whole.choices[0].message.content);
+    assert.ok(arrivals.length >= 50, `${arrivals.length} content chunks`);
+    // The first piece came well before the last: the pieces were sent as
+    // the generator made them, not all at the end. (Generating the answer
+    // took the time between them; sent at once, they would arrive within a
+    // millisecond or two of each other.)
+    const spread = arrivals[arrivals.length - 1] - arrivals[0];
+    const firstHalf = arrivals.filter((t) => t < arrivals[0] + spread / 2).length;
+    assert.ok(spread > 50, `pieces arrived within ${spread.toFixed(1)} ms`);
+    assert.ok(firstHalf >= 5 && firstHalf < arrivals.length - 5, `${firstHalf} of ${arrivals.length} pieces in the first half of ${spread.toFixed(1)} ms`);
+  });
 
   test('tools in the request reach the template; the answer keeps OpenAI\'s shape', async () => {
     const c = await client.chat.completions.create({
