@@ -24,6 +24,7 @@
 #include "core/ids.h"
 #include "core/job.h"
 #include "core/keys.h"
+#include "core/stop_reason.h"
 #include "core/text.h"
 #include "core/worker_state.h"
 #include "exec/process.h"
@@ -461,7 +462,8 @@ static void watch(struct engine *e, int64_t now)
         if (store_job_get(ctl->store, NULL, a->job, j) != ERR_OK)
             continue;
         bool ran = strcmp(a->engine_state, "running") == 0 || a->heartbeat_ms > 0;
-        if (strcmp(j->stop_reason, "cancel") == 0 && strcmp(j->active_attempt, a->id) == 0) {
+        if (stop_reason_of(j->stop_reason) == STOP_REASON_CANCEL &&
+            strcmp(j->active_attempt, a->id) == 0) {
             if (!ran) {
                 /* Never ran: out of the engine's queue at once, nothing
                  * charged. */

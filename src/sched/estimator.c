@@ -275,7 +275,13 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     snprintf(out->worker_name, sizeof out->worker_name, "%s", w->name);
     out->worker_class = w->class_;
     out->waits = out->wait_s > 0;
-    out->message = free_now ? NULL : EST_NO_CAPACITY_MESSAGE;
+    if (!free_now)
+        out->message = EST_NO_CAPACITY_MESSAGE;
+    else if (out->wait_s > 0) /* its goal waits for a busy worker: say so */
+        out->message = req->goal == SCHED_LOWEST_COST ? EST_WAITS_CHEAPER_MESSAGE
+                                                      : EST_WAITS_FASTER_MESSAGE;
+    else
+        out->message = NULL;
 
     double start = out->wait_s + out->startup_s;
     double nominal = start + out->train_s;

@@ -39,6 +39,12 @@
 #define EST_HISTORY_CAP 256
 #define EST_DEFAULT_STARTUP_S 60.0
 #define EST_NO_CAPACITY_MESSAGE "No capacity is free right now; the job would wait in the queue."
+/* Capacity is free, but the job's goal places it on a busy worker: it
+ * would wait for that one (its time counts the wait). */
+#define EST_WAITS_CHEAPER_MESSAGE                                                            \
+    "A cheaper worker is busy; for the lowest cost the job would wait for it."
+#define EST_WAITS_FASTER_MESSAGE                                                             \
+    "A faster worker is busy; for the fastest finish the job would wait for it."
 
 /* The newest EST_HISTORY_CAP log ratios of one cell. */
 struct est_ring {
@@ -115,7 +121,9 @@ struct estimate {
     double train_low_s, train_high_s; /* training time range on the worker  */
     int64_t price_low_micros, price_high_micros; /* millionths of currency  */
     char currency[8];
-    const char *message;           /* EST_NO_CAPACITY_MESSAGE or NULL       */
+    const char *message;           /* EST_NO_CAPACITY_MESSAGE, EST_WAITS_*
+                                      when it waits for a busy worker though
+                                      another is free, or NULL              */
     char limit_message[160];       /* est_time_limit_message(); "" none     */
 };
 

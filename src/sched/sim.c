@@ -294,6 +294,17 @@ static void violation(struct sim *s, const char *what, long job)
     s->res->invariant_violations++;
 }
 
+/* A status change of job ji after its first status, checked against the
+ * server's transition table (core/job.c, the one job_move_to() in
+ * src/control enforces): a move the server would refuse is a violation. */
+static void move_job(struct sim *s, long ji, enum job_status to)
+{
+    struct sim_job *j = &s->jobs[ji];
+    if (!job_transition_allowed(j->status, to))
+        violation(s, "a status change the transition table forbids", ji);
+    j->status = to;
+}
+
 static void need_pass(struct sim *s)
 {
     if (s->pass_scheduled)
@@ -384,7 +395,7 @@ static void check_job(struct sim *s, long ji)
 static void make_terminal(struct sim *s, long ji, enum job_status st, enum job_message m)
 {
     struct sim_job *j = &s->jobs[ji];
-    j->status = st;
+    move_job(s, ji, st);
     j->message = m;
     j->finish_s = s->now;
     j->in_queue = false;
@@ -481,7 +492,7 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
     if (o->kind == OUTCOME_NONE)
         return;
     if (o->requeue) {
-        j->status = o->status;
+        move_job(s, ji, o->status);
         j->message = o->message;
         j->in_queue = true;
         s->queue[s->n_queue++] = (int)ji;
@@ -509,7 +520,7 @@ static void ask_move(struct sim *s, long ji)
     if (outcome_stop_request(j->status, j->worker >= 0, STOP_REASON_NONE, STOP_REASON_MOVE,
                              &stop, &to) &&
         to != j->status) {
-        j->status = to;
+        move_job(s, ji, to);
         j->message = MSG_RESCHEDULING;
     }
 }
@@ -740,7 +751,7 @@ static void on_loaded(struct sim *s, const struct event *ev)
     j->loaded = true;
     if (j->first_step_t <= 0)
         j->first_step_t = s->now;
-    j->status = JOB_RUNNING;
+    move_job(s, ev->job, JOB_RUNNING);
     j->message = MSG_NONE;
     j->last_report_t = s->now;
     tl_observe(&j->tl, j->steps, s->now);
@@ -845,7 +856,7 @@ static void on_cancel(struct sim *s, const struct event *ev)
     outcome_of_cancel(j->status, j->worker >= 0, &o);
     if (o.kind == OUTCOME_CANCELLING) {
         /* Placed or running: stop with a checkpoint, the partial model. */
-        j->status = o.status;
+        move_job(s, ji, o.status);
         long at = stop_with_checkpoint(s, ji);
         end_attempt(s, ji, at);
         attempt_stopped(s, ji, o.stop);

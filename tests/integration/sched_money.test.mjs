@@ -152,6 +152,15 @@ test('cancel while queued is free; cancel while running charges the completed st
   }
 });
 
+// The training log names the stop and its step in the help page's words,
+// never the trainer's "stopped at step N on request" (issue 12, item 11).
+async function stopInLog(s, id, words) {
+  const log = await s.call('GET', `/v1/fine_tuning/jobs/${id}/log`);
+  assert.equal(log.status, 200, log.text);
+  assert.match(log.text, new RegExp(`${words} at step \\d+`), log.text);
+  assert.ok(!log.text.includes('on request'), log.text);
+}
+
 test('the time limit and the budget stop a job, free, in the help page\'s words', { timeout: 300000 }, async () => {
   const s = await start(['--local-worker', 'name=w1,cpus=1,mem=4G,price=3.60', '--time-limit', '3']);
   try {
@@ -162,6 +171,7 @@ test('the time limit and the budget stop a job, free, in the help page\'s words'
     assert.equal(done.message, 'Stopped: the time limit was reached');
     assert.equal(done.price.charged - done.price.refunded, 0);
     assert.equal(net(await ledgerOf(s, j.id)), 0);
+    await stopInLog(s, j.id, 'Stopped: the time limit was reached');
   } finally {
     await s.stop();
   }
@@ -174,6 +184,7 @@ test('the time limit and the budget stop a job, free, in the help page\'s words'
     assert.equal(done.message, 'Stopped: the budget was reached');
     assert.equal(done.price.charged - done.price.refunded, 0);
     assert.equal(net(await ledgerOf(b, j.id)), 0);
+    await stopInLog(b, j.id, 'Stopped: the budget was reached');
   } finally {
     await b.stop();
   }

@@ -37,6 +37,33 @@ export function slurmUp({ graceS = 20, memMb = 4000 } = {}) {
       });
     },
     run: (cmd, args) => execFileSync(cmd, args, { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    // The node made usable again, as an operator would after a controller
+    // crash: a job the crashed controller forgot can still run on the node,
+    // and when the restarted controller hands its job id to a new job, the
+    // node may be drained. Returns the reason Slurm gave, if any.
+    heal: async () => {
+      let why = '';
+      try {
+        why = execFileSync('sinfo', ['-h', '-R', '-o', '%E'], { encoding: 'utf8', env }).trim();
+      } catch {
+        /* the controller is still coming up */
+      }
+      await healNode(env);
+      return why;
+    },
+    // The same at once, without waiting: resumes the node when Slurm has
+    // drained it or set it down; returns Slurm's reason, or '' when the
+    // node was fine (or the controller did not answer).
+    resumeIfDrained: () => {
+      try {
+        const [node, state, why] = execFileSync('sinfo', ['-h', '-N', '-o', '%N|%t|%E'], { encoding: 'utf8', env }).trim().split('\n')[0].split('|');
+        if (!/drain|down|drng|fail/.test(state)) return '';
+        execFileSync('scontrol', ['update', `nodename=${node}`, 'state=resume'], { env, stdio: 'ignore' });
+        return `${state}: ${why}`;
+      } catch {
+        return '';
+      }
+    },
     // kill -9 of slurmctld; start() brings it back as slurm-up.sh did (its
     // PID recorded for slurm-down.sh) and waits for it to answer.
     // It restarts from its saved state, as a crashed controller does (that
@@ -129,14 +156,24 @@ export async function createJob(s, file, { epochs = 1, batch = 2, seed = 5 } = {
 
 // Waits for job `id` to satisfy pred; fails at once when it ends otherwise.
 export async function waitJob(s, id, pred, what, { timeoutMs = 180000 } = {}) {
-  return waitFor(async () => {
-    const j = await s.job(id);
-    if (pred(j)) return j;
-    if (['succeeded', 'failed', 'cancelled'].includes(j.status) && !pred(j)) {
-      throw new Error(`job ${id} ended ${j.status} (${j.message}) while waiting for ${what}\n${JSON.stringify(j.attempts)}\n${s.output.slice(-3000)}`);
+  let last = null;
+  try {
+    return await waitFor(async () => {
+      const j = await s.job(id);
+      last = j;
+      if (pred(j)) return j;
+      if (['succeeded', 'failed', 'cancelled'].includes(j.status) && !pred(j)) {
+        throw new Error(`job ${id} ended ${j.status} (${j.message}) while waiting for ${what}\n${JSON.stringify(j.attempts)}\n${s.output.slice(-3000)}`);
+      }
+      return false;
+    }, { timeoutMs, everyMs: 100, what: `job ${id} ${what}` });
+  } catch (e) {
+    // A timeout says where the job stood and what serve said last.
+    if (/timed out/.test(e.message) && last) {
+      e.message += `\nthe job: ${JSON.stringify({ status: last.status, message: last.message, progress: last.progress, attempts: last.attempts })}\nserve's output:\n${s.output.slice(-4000)}`;
     }
-    return false;
-  }, { timeoutMs, everyMs: 100, what: `job ${id} ${what}` });
+    throw e;
+  }
 }
 
 // Live processes whose command line is `alallo attempt run ... --attempt ID`
@@ -190,7 +227,12 @@ export function thaw(pids) {
 // Throws when the job ended first (the test needs it longer).
 export async function runningJob(s, file) {
   const job = await createJob(s, file, { epochs: 20 });
-  await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
+  try {
+    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
+  } catch (e) {
+    e.message += `\nthe job: ${JSON.stringify(await s.job(job.id))}\nserve's output:\n${s.output.slice(-4000)}`;
+    throw e;
+  }
   const j = await s.job(job.id);
   if (j.status !== 'running') throw new Error(`job ${job.id} is ${j.status} already: make it longer`);
   const attempt = j.attempts.at(-1);

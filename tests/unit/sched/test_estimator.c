@@ -164,6 +164,47 @@ static void no_capacity_free_now(void **state)
     assert_true(e.wait_s > 0);
 }
 
+/* Capacity is free, but the goal waits for a busy worker: the estimate
+ * says so and its time counts the wait (before, the message was null and
+ * the job then showed "Waiting for capacity" with an idle worker). */
+static void waiting_for_a_busy_worker_is_said(void **state)
+{
+    (void)state;
+    struct sched_worker ws[2] = {worker("cheap", 80 * GB, 1e12, 0.40, WORKER_ON_DEMAND),
+                                 worker("fast", 80 * GB, 2e12, 1.00, WORKER_ON_DEMAND)};
+    ws[0].running_attempt = 3;
+    ws[0].busy_until_s = 1000 + 37;
+    struct est_request r = request(1, SCHED_LOWEST_COST);
+    double fpt = planner_flops_per_token(&r.job);
+    /* 30 hours of training on cheap ($12) against 15 on fast ($15). */
+    r.train_tokens = 1.08e17 / fpt;
+    struct estimate e;
+    assert_int_equal(est_estimate(&r, ws, 2, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.worker, 0);
+    assert_near(e.wait_s, 37, 1e-9);
+    assert_true(e.waits);
+    assert_string_equal(e.message, EST_WAITS_CHEAPER_MESSAGE);
+    assert_near(e.finish_s, 1000 + 37 + 60 + e.train_s, 1e-6);
+
+    /* A small job does not wait to save pennies: it starts on fast, and
+     * nothing is said. */
+    r.train_tokens = 3e13 / fpt;
+    assert_int_equal(est_estimate(&r, ws, 2, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.worker, 1);
+    assert_near(e.wait_s, 0, 0);
+    assert_null(e.message);
+
+    /* fastest_finish waits for the busy faster worker on a long job. */
+    ws[0].running_attempt = 0;
+    ws[1].running_attempt = 4;
+    ws[1].busy_until_s = 1000 + 37;
+    r = request(1.08e17 / fpt, SCHED_FASTEST_FINISH);
+    assert_int_equal(est_estimate(&r, ws, 2, NULL, NULL, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.worker, 1);
+    assert_near(e.wait_s, 37, 1e-9);
+    assert_string_equal(e.message, EST_WAITS_FASTER_MESSAGE);
+}
+
 static void not_available_messages(void **state)
 {
     (void)state;
@@ -322,6 +363,7 @@ int main(void)
         cmocka_unit_test(parts_from_job_and_fleet),
         cmocka_unit_test(no_capacity_free_now),
         cmocka_unit_test(dpo_adds_the_reference_pass),
+        cmocka_unit_test(waiting_for_a_busy_worker_is_said),
         cmocka_unit_test(not_available_messages),
         cmocka_unit_test(calibration_narrows_and_shifts),
         cmocka_unit_test(estimate_uses_job_history),
