@@ -4,7 +4,7 @@
  *
  *   alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
- *                   [--adapter-dir DIR] [--threads N] [--json]
+ *                   [--adapter-dir DIR] [--quant q8_0|q4_0|q4_k_m] [--threads N] [--json]
  *
  * Exit status: 0 done; 1 the generator failed; 2 bad options; 3 the prompt
  * cannot be completed by this model (longer than its context, or empty for
@@ -17,6 +17,8 @@
  * next assistant turn, laid out by the model's chat template
  * (generate.h's gen_run_chat); a conversation the template refuses exits
  * with status 3 and {"error": "invalid_chat", "message": ...}.
+ * --quant runs the weights a quantized GGUF export of the folder holds
+ * (generate.h's gen_quantize).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -82,7 +84,8 @@ int cmd_generate_local(int argc, char **argv)
     if (!dir || (!prompt && !chat)) {
         json_decref(chat);
         fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
-              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json]\n",
+              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR]"
+              " [--quant q8_0|q4_0|q4_k_m] [--json]\n",
               stderr);
         return 2;
     }
@@ -105,6 +108,13 @@ int cmd_generate_local(int argc, char **argv)
         json_decref(chat);
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
+    }
+    const char *quant = cmd_arg_value(argc, argv, "--quant");
+    if (quant && gen_quantize(g, quant, err, sizeof err) < 0) {
+        gen_close(g);
+        json_decref(chat);
+        fprintf(stderr, "alallo generate: %s\n", err);
+        return 2;
     }
     struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
     struct gen_result r;

@@ -13,6 +13,7 @@
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/ops.h"
+#include "train/quant.h"
 #include "core/rng.h"
 #include "train/tokenizer.h"
 
@@ -26,6 +27,7 @@ struct generator {
     char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
     int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
     int n_stop;
+    int has_adapter;
 };
 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
@@ -44,6 +46,7 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
         goto fail;
     if (adapter_dir && modelio_load_peft(g->m, adapter_dir, err, errcap))
         goto fail;
+    g->has_adapter = adapter_dir != NULL;
     char path[MODELIO_MAX_PATH + 32];
     snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
     g->tok = tokenizer_load(path, err, errcap);
@@ -56,6 +59,48 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
 fail:
     gen_close(g);
     return NULL;
+}
+
+int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errcap)
+{
+    enum quant_scheme s;
+    if (quant_scheme_parse(scheme, &s) < 0) {
+        snprintf(err, errcap, "unknown quantization \"%s\" (q8_0, q4_0 or q4_k_m)", scheme);
+        return -1;
+    }
+    if (g->has_adapter) {
+        snprintf(err, errcap, "quantization applies to a merged model, not one with an adapter");
+        return -1;
+    }
+    struct model *m = g->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *t = &m->tensors[i];
+        if (!t->lin || t->is1d)
+            continue;
+        size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
+        enum quant_type qt = quant_pick(s, quant_role_of(t->name, m->cfg.tied), cols);
+        float *w = malloc(rows * cols * sizeof *w);
+        unsigned char *blocks = malloc(quant_row_bytes(qt, cols));
+        if (!w || !blocks) {
+            free(w);
+            free(blocks);
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+        model_get_tensor(m, i, w);
+        for (size_t r = 0; r < rows; r++) {
+            quant_row(qt, w + r * cols, cols, blocks);
+            quant_dequant_row(qt, blocks, cols, w + r * cols);
+        }
+        int rc = model_set_tensor(m, i, w);
+        free(w);
+        free(blocks);
+        if (rc < 0) {
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void gen_close(struct generator *g)

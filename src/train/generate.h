@@ -44,6 +44,15 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
                            size_t errcap);
 void gen_close(struct generator *g); /* NULL is fine */
 
+/* Replaces every matrix of a generator opened without an adapter by its
+ * round trip through the GGUF export's quantization (quant.h's choice per
+ * tensor, the same encoder and decoder), so that generation runs the
+ * weights `alallo export --dtype SCHEME` writes. Quantizing rows commutes
+ * with llama.cpp's q/k row order; Gemma 2's folded query scale is not
+ * applied first, so its q rows are close, not identical. 0, or -1 with a
+ * reason (an adapter is loaded; out of memory). */
+int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errcap);
+
 /* What gen_run and gen_ids return when the caller asked for something the
  * model cannot do (the caller's mistake, not the generator's failure):
  * GEN_TOO_LONG, the prompt fills the model's context (prompt_tokens and
