@@ -18,11 +18,13 @@
  * (generate.h's gen_run_chat); a conversation the template refuses exits
  * with status 3 and {"error": "invalid_chat", "message": ...}.
  * --quant runs the weights a quantized GGUF export of the folder holds
- * (generate.h's gen_quantize).
+ * (generate.h's gen_quantize). --score prints {"loss","perplexity",
+ * "tokens"} of the --prompt text instead of generating (gen_score).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +117,19 @@ int cmd_generate_local(int argc, char **argv)
         json_decref(chat);
         fprintf(stderr, "alallo generate: %s\n", err);
         return 2;
+    }
+    if (cmd_has_flag(argc, argv, "--score") && prompt) {
+        double loss;
+        long n;
+        int src = gen_score(g, prompt, &loss, &n, err, sizeof err);
+        gen_close(g);
+        json_decref(chat);
+        if (src < 0) {
+            fprintf(stderr, "alallo generate: %s\n", err);
+            return 1;
+        }
+        printf("{\"loss\":%.6f,\"perplexity\":%.4f,\"tokens\":%ld}\n", loss, exp(loss), n);
+        return 0;
     }
     struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
     struct gen_result r;

@@ -336,6 +336,47 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     return count;
 }
 
+int gen_score(struct generator *g, const char *text, double *loss, long *tokens, char *err,
+              size_t errcap)
+{
+    struct model *m = g->m;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (data_encode_prompt(g->tok, text, &ids, &n) != 0 || n < 2) {
+        free(ids);
+        snprintf(err, errcap, "the text has fewer than two tokens");
+        return -1;
+    }
+    int win = m->cfg.max_pos, V = m->cfg.vocab;
+    struct work w;
+    if (model_rope_ensure(m, win) || work_init(&w, m, win, 1)) {
+        free(ids);
+        snprintf(err, errcap, "out of memory for scoring");
+        return -1;
+    }
+    double sum = 0.0;
+    long count = 0;
+    for (size_t s = 0; s + 1 < n; s += (size_t)win) {
+        size_t end = s + (size_t)win < n ? s + (size_t)win : n;
+        for (size_t i = s; i + 1 < end; i++) {
+            forward(m, &w, &ids[i], 1, (int)(i - s));
+            float mx = w.logits[0];
+            for (int j = 1; j < V; j++)
+                mx = fmaxf(mx, w.logits[j]);
+            double z = 0.0;
+            for (int j = 0; j < V; j++)
+                z += exp((double)(w.logits[j] - mx));
+            sum += log(z) + (double)mx - (double)w.logits[ids[i + 1]];
+            count++;
+        }
+    }
+    free(w.mem);
+    free(ids);
+    *loss = sum / (double)count;
+    *tokens = count;
+    return 0;
+}
+
 /* Generates after `ids` (n of them, taken over and freed). */
 static int run_ids(struct generator *g, int32_t *ids, size_t n, const struct gen_opts *o,
                    struct gen_result *out, char *err, size_t errcap)

@@ -68,6 +68,14 @@ int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errc
 int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
             struct gen_result *out /* OUT */, char *err, size_t errcap);
 
+/* The model's mean loss (natural log) on `text`: encoded as a prompt
+ * (BOS text), cut into windows of the model's context, each token after the
+ * first of a window predicted from the window before it. *tokens gets the
+ * count of predicted tokens. 0, or -1 with a reason (fewer than two tokens;
+ * out of memory). For comparing weights (bench/gguf), not a server path. */
+int gen_score(struct generator *g, const char *text, double *loss /* OUT */,
+              long *tokens /* OUT */, char *err, size_t errcap);
+
 /* What gen_run_chat returns when the conversation is one the model's chat
  * template refuses (its raise_exception, e.g. roles that do not alternate)
  * or names an unknown role: the caller's mistake, with the reason. */
