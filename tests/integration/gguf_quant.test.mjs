@@ -7,9 +7,10 @@
 //  * npm @huggingface/gguf reads the file type and each tensor's type;
 //  * npm node-llama-cpp (llama.cpp) loads the file and its greedy
 //    continuation agrees with `alallo generate --quant SCHEME`, which runs
-//    the same quantized weights through alallo's own decoder. llama.cpp
-//    also rounds activations to 8 bits in its quantized products, so only
-//    the first tokens must agree, as with F16 in gguf.test.mjs.
+//    the same quantized weights through alallo's own decoder, on the first
+//    two tokens of all but at most one of six prompts. llama.cpp also rounds
+//    activations to 8 bits in its quantized products, which on this
+//    deliberately sensitive random model parts the two after a few tokens.
 // Then `--format ollama` makes a folder with model.gguf and a Modelfile
 // whose TEMPLATE is read off the model's chat template.
 import { test, after } from 'node:test';
@@ -25,9 +26,12 @@ import { rng, writeSafetensors } from './llama_folder.mjs';
 const BIN = process.env.ALALLO_BIN;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-gguf-quant-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
-const PROMPT = 'the king said unto the people';
-const STEPS = 8;
-const AGREE = 3;
+// Agreement is counted over several prompts, each on its first tokens: a
+// wrong block layout garbles every answer from the first token, while the
+// activation rounding llama.cpp adds may flip a near-tie in one.
+const PROMPTS = ['the king said unto the people', 'and they went out of the city', 'where the lord spake',
+  'the people and the king', 'into the field the king', 'they went out and the lord said'];
+const AGREE = 2;
 
 const cfg = {
   architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 256, intermediate_size: 512,
@@ -102,8 +106,7 @@ test.before(() => {
 });
 
 test('q8_0, q4_0 and q4_k_m: the tensor types, and llama.cpp continues as alallo generate --quant does', async () => {
-  const ids = JSON.parse(alallo(['tokenizer', 'encode', '--tokenizer', path.join(model.modelDir, 'tokenizer.json'), '--text', PROMPT]));
-  const prompt = [model.eot, ...ids];
+  const tokPath = path.join(model.modelDir, 'tokenizer.json');
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   const f16 = path.join(dir, 'f16.gguf');
   alallo(['export', '--model-dir', model.modelDir, '--format', 'gguf', '--dtype', 'f16', '--out', f16]);
@@ -119,24 +122,31 @@ test('q8_0, q4_0 and q4_k_m: the tensor types, and llama.cpp continues as alallo
       const types = Object.fromEntries(tensorInfos.map((t) => [t.name, t.dtype]));
       for (const [name, type] of Object.entries(want.types)) assert.equal(types[name], type, `${scheme}: ${name}`);
 
-      const gen = JSON.parse(alallo(['generate', '--model-dir', model.modelDir, '--quant', scheme, '--prompt', PROMPT,
-        '--max-tokens', String(STEPS), '--temperature', '0', '--json']));
       const m = await llama.loadModel({ modelPath: out });
-      assert.deepEqual(Array.from(m.tokenize(PROMPT)), ids, `${scheme}: llama.cpp tokenizes differently`);
       const ctx = await m.createContext({ contextSize: 64 });
-      const got = [];
-      for await (const t of ctx.getSequence().evaluate(prompt, { temperature: 0 })) {
-        got.push(t);
-        if (got.length === STEPS) break;
+      let agree = 0;
+      const report = [];
+      for (const p of PROMPTS) {
+        const ids = JSON.parse(alallo(['tokenizer', 'encode', '--tokenizer', tokPath, '--text', p]));
+        assert.deepEqual(Array.from(m.tokenize(p)), ids, `${scheme}: llama.cpp tokenizes differently`);
+        const seq = ctx.getSequence();
+        const got = [];
+        for await (const t of seq.evaluate([model.eot, ...ids], { temperature: 0 })) {
+          got.push(t);
+          if (got.length === AGREE) break;
+        }
+        seq.dispose();
+        const stop = got.indexOf(model.eot);
+        const head = stop >= 0 ? got.slice(0, stop) : got;
+        const text = head.length ? JSON.parse(alallo(['tokenizer', 'decode', '--tokenizer', tokPath, '--ids', head.join(','), '--skip-special'])) : '';
+        const gen = JSON.parse(alallo(['generate', '--model-dir', model.modelDir, '--quant', scheme, '--prompt', p,
+          '--max-tokens', String(AGREE), '--temperature', '0', '--json']));
+        if (gen.text.startsWith(text)) agree++;
+        report.push(`${JSON.stringify(p)}: llama.cpp ${JSON.stringify(text)}, alallo ${JSON.stringify(gen.text)}`);
       }
       await ctx.dispose();
       await m.dispose();
-      const stop = got.indexOf(model.eot);
-      const head = got.slice(0, stop >= 0 && stop < AGREE ? stop : AGREE);
-      const text = head.length ? JSON.parse(alallo(['tokenizer', 'decode', '--tokenizer', path.join(model.modelDir, 'tokenizer.json'),
-        '--ids', head.join(','), '--skip-special'])) : '';
-      assert.ok(gen.text.startsWith(text),
-        `${scheme}: llama.cpp continued ${JSON.stringify(text)} (${got}), alallo ${JSON.stringify(gen.text)}`);
+      assert.ok(agree >= PROMPTS.length - 1, `${scheme}: ${agree} of ${PROMPTS.length} agree\n${report.join('\n')}`);
     }
   } finally {
     await llama.dispose();
