@@ -264,8 +264,17 @@ static enum alallo_err lora_adapter(struct control *ctl, const struct store_job 
     return ERR_OK;
 }
 
+bool control_export_dtype_valid(const char *dtype)
+{
+    static const char *const names[] = {"f16", "bf16", "f32", "q8_0", "q4_0", "q4_k_m"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(dtype, names[i]) == 0)
+            return true;
+    return false;
+}
+
 enum alallo_err control_export(struct control *ctl, const char *base_dir,
-                               const struct store_job *j, const char *format,
+                               const struct store_job *j, const char *format, const char *dtype,
                                struct control_artifact *out, char *why, size_t whycap)
 {
     why[0] = '\0';
@@ -295,10 +304,11 @@ enum alallo_err control_export(struct control *ctl, const char *base_dir,
         control_artifact_free(out);
         return e;
     }
-    char *argv[] = {ctl->alallo_bin, "export", "--model-dir", dir,           "--format",
-                    (char *)format,  "--out",  out->path,     "--adapter-dir", adapter, NULL};
+    char *argv[] = {ctl->alallo_bin, "export",  "--model-dir", dir,     "--format",
+                    (char *)format,  "--out",   out->path,     "--dtype", (char *)(dtype ? dtype : "f16"),
+                    "--adapter-dir", adapter, NULL};
     if (!peft)
-        argv[8] = NULL; /* hf and gguf export the merged folder only */
+        argv[10] = NULL; /* hf, gguf and ollama export the merged folder only */
     struct stat st;
     if (run_child(argv, "an export") != 0 || stat(out->path, &st) != 0) {
         text_copy(why, whycap, "The export failed.");

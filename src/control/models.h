@@ -91,7 +91,12 @@ struct control_artifact {
     bool is_dir;
 };
 
-/* Exports a model as `format` ("hf", "peft" or "gguf"): the base model in
+/* Whether `dtype` is a GGUF storage `alallo export --dtype` takes. */
+bool control_export_dtype_valid(const char *dtype);
+
+/* Exports a model as `format` ("hf", "peft", "gguf" or "ollama": a folder
+ * of model.gguf and its Modelfile), the GGUF matrices stored as dtype (NULL:
+ * f16; checked with control_export_dtype_valid): the base model in
  * base_dir, or (base_dir NULL) the fine-tuned model of job j. PEFT is the
  * LoRA adapter: for a finished LoRA job the one it saved, for a cancelled
  * one's partial model made again from its latest checkpoint.
@@ -100,7 +105,7 @@ struct control_artifact {
  * child's words go to the log). why gets a sentence for the caller that
  * never names a folder. */
 enum alallo_err control_export(struct control *ctl, const char *base_dir,
-                               const struct store_job *j, const char *format,
+                               const struct store_job *j, const char *format, const char *dtype,
                                struct control_artifact *out /* OUT */, char *why, size_t whycap);
 
 /* Makes checkpoint `ckpt_path` of job j into a model folder (the base with

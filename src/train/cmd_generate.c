@@ -4,7 +4,8 @@
  *
  *   alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
- *                   [--adapter-dir DIR] [--threads N] [--json [--stream]]
+ *                   [--adapter-dir DIR] [--quant q8_0|q4_0|q4_k_m] [--threads N] [--json [--stream]]
+ *                   [--score]
  *
  * With --json --stream, lines {"delta": TEXT} come first, one as the text
  * grows by each token (flushed at once: the server streams them on), then
@@ -20,10 +21,14 @@
  * next assistant turn, laid out by the model's chat template
  * (generate.h's gen_run_chat); a conversation the template refuses exits
  * with status 3 and {"error": "invalid_chat", "message": ...}.
+ * --quant runs the weights a quantized GGUF export of the folder holds
+ * (generate.h's gen_quantize). --score prints {"loss","perplexity",
+ * "tokens"} of the --prompt text instead of generating (gen_score).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +105,8 @@ int cmd_generate_local(int argc, char **argv)
     if (!dir || (!prompt && !chat)) {
         json_decref(chat);
         fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
-              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json [--stream]]\n",
+              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR]"
+              " [--quant q8_0|q4_0|q4_k_m] [--json [--stream]] [--score]\n",
               stderr);
         return 2;
     }
@@ -123,6 +129,26 @@ int cmd_generate_local(int argc, char **argv)
         json_decref(chat);
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
+    }
+    const char *quant = cmd_arg_value(argc, argv, "--quant");
+    if (quant && gen_quantize(g, quant, err, sizeof err) < 0) {
+        gen_close(g);
+        json_decref(chat);
+        fprintf(stderr, "alallo generate: %s\n", err);
+        return 2;
+    }
+    if (cmd_has_flag(argc, argv, "--score") && prompt) {
+        double loss;
+        long n;
+        int src = gen_score(g, prompt, &loss, &n, err, sizeof err);
+        gen_close(g);
+        json_decref(chat);
+        if (src < 0) {
+            fprintf(stderr, "alallo generate: %s\n", err);
+            return 1;
+        }
+        printf("{\"loss\":%.6f,\"perplexity\":%.4f,\"tokens\":%ld}\n", loss, exp(loss), n);
+        return 0;
     }
     struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
     if (cmd_has_flag(argc, argv, "--json") && cmd_has_flag(argc, argv, "--stream"))
