@@ -11,12 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "store/account_cache.h"
 #include "store/store_backend.h"
 
 struct store {
     const struct store_ops *ops;
     struct store_impl *impl;
+    struct account_cache accounts; /* found by key hash: one query less per request */
 };
 
 _Thread_local char store_error_text[256];
@@ -78,6 +81,7 @@ enum alallo_err store_open_url_at(const char *url, int version, struct store **o
         free(s);
         return e;
     }
+    account_cache_init(&s->accounts);
     *out = s;
     return ERR_OK;
 }
@@ -103,6 +107,7 @@ void store_close(struct store *s)
     if (!s)
         return;
     s->ops->close(s->impl);
+    account_cache_destroy(&s->accounts);
     free(s);
 }
 
@@ -118,9 +123,24 @@ enum alallo_err store_account_create(struct store *s, const char *name, const ch
     return s->ops->account_create(s->impl, name, key_hash, out);
 }
 
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every authenticated request asks this: a recent find is answered from
+ * memory (account_cache.h says why that is the store's answer). */
 enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash, struct store_account *out)
 {
-    return s->ops->account_by_key_hash(s->impl, key_hash, out);
+    int64_t now = monotonic_ms();
+    if (account_cache_get(&s->accounts, key_hash, now, out))
+        return ERR_OK;
+    enum alallo_err e = s->ops->account_by_key_hash(s->impl, key_hash, out);
+    if (!e)
+        account_cache_put(&s->accounts, key_hash, out, now);
+    return e;
 }
 
 enum alallo_err store_account_by_name(struct store *s, const char *name, struct store_account *out)

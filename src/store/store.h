@@ -276,6 +276,9 @@ int store_schema_latest(void);
  * ERR_CONFLICT when the name exists. */
 enum alallo_err store_account_create(struct store *s, const char *name, const char *key_hash,
                                      struct store_account *out /* OUT, may be NULL */);
+/* The account whose API key hashes to key_hash; ERR_NOT_FOUND when none.
+ * A find is remembered for a few seconds (store/account_cache.h: an
+ * account never changes, so that is still the store's answer). */
 enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash,
                                           struct store_account *out /* OUT */);
 enum alallo_err store_account_by_name(struct store *s, const char *name,

@@ -214,6 +214,21 @@ static void accounts(void **state)
     assert_int_equal(store_account_by_key_hash(f->s, "h1", &b), ERR_OK);
     assert_string_equal(a.id, b.id);
     assert_int_equal(store_account_by_key_hash(f->s, "nope", &b), ERR_NOT_FOUND);
+    /* Found again (from memory now): the same account. */
+    memset(&b, 0, sizeof b);
+    assert_int_equal(store_account_by_key_hash(f->s, "h1", &b), ERR_OK);
+    assert_string_equal(a.id, b.id);
+    assert_string_equal(b.name, "default");
+    /* A key that was not found is asked again: an account another process
+     * creates is found at once. */
+    struct store *other;
+    char err[200];
+    assert_int_equal(store_account_by_key_hash(f->s, "h3", &b), ERR_NOT_FOUND);
+    assert_int_equal(store_open(f->path, &other, err, sizeof err), ERR_OK);
+    assert_int_equal(store_account_create(other, "second", "h3", &a), ERR_OK);
+    store_close(other);
+    assert_int_equal(store_account_by_key_hash(f->s, "h3", &b), ERR_OK);
+    assert_string_equal(a.id, b.id);
 }
 
 static void files_paging_and_isolation(void **state)
