@@ -412,6 +412,12 @@ json_t *shape_checkpoint(const struct store_job *j, const struct store_checkpoin
                           (json_int_t)(c->created_ms / 1000), "fine_tuned_model_checkpoint", model,
                           "fine_tuning_job_id", j->id, "metrics", "step", (json_int_t)c->step,
                           "train_loss", c->train_loss, "step_number", (json_int_t)c->step);
+    /* The validation metrics the trainer measured by this step, by
+     * OpenAI's names (docs/api.md, "Metrics"). */
+    json_t *more = c->metrics[0] ? json_loads(c->metrics, 0, NULL) : NULL;
+    if (o && json_is_object(more))
+        json_object_update(json_object_get(o, "metrics"), more);
+    json_decref(more);
     /* A download only while its files are kept. */
     struct stat st;
     char url[IDS_MAX + 96];
