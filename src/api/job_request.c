@@ -121,6 +121,31 @@ static bool hyper_targets(json_t *hp, unsigned *out, struct http_response *res)
     return true;
 }
 
+/* validation_split and early_stopping {patience, min_delta} (docs/api.md,
+ * "Validation and early stopping"). */
+static bool parse_watch(json_t *hp, struct job_hyper *h, struct http_response *res)
+{
+    if (!hyper_range(hp, "validation_split", 0, JOB_HYPER_MAX_SPLIT, &h->validation_split, res))
+        return false;
+    json_t *es = json_object_get(hp, "early_stopping");
+    if (!es || json_is_null(es))
+        return true;
+    const char *param = "hyperparameters.early_stopping";
+    double patience = 0;
+    if (!json_is_object(es) ||
+        !hyper(es, "patience", false, 1, JOB_HYPER_MAX_PATIENCE, &patience, res) ||
+        !hyper_range(es, "min_delta", 0, JOB_HYPER_MAX_MIN_DELTA,
+                     &h->early_stopping_min_delta, res))
+        return json_is_object(es) ? false
+                                  : bad(res, ERR_INVALID, param,
+                                        "early_stopping must be an object {patience, min_delta}.");
+    if (patience < 1)
+        return bad(res, ERR_INVALID, param, "early_stopping needs patience, 1 to %d epochs.",
+                   JOB_HYPER_MAX_PATIENCE);
+    h->early_stopping_patience = (int)patience;
+    return true;
+}
+
 /* The hyper-parameters beyond epochs, batch and rate (core/job_hyper.h).
  * max_seq_len is bounded by the model's context; 0 in h->max_seq_len when
  * left to the default. */
@@ -151,7 +176,7 @@ static bool parse_more_hyper(json_t *hp, bool dpo, int model_ctx, struct job_hyp
     if (!dpo && json_object_get(hp, "beta"))
         return bad(res, ERR_INVALID, "hyperparameters.beta",
                    "beta is a hyper-parameter of DPO (method.type \"dpo\").");
-    return true;
+    return parse_watch(hp, h, res);
 }
 
 static bool valid_suffix(const char *s)
@@ -285,6 +310,13 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     job_hyper_defaults(&more);
     if (!parse_more_hyper(hp, dpo, control_model_context(&out->model), &more, res))
         return false;
+    if (more.early_stopping_patience > 0 && !j->validation_file[0] && !(more.validation_split > 0))
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping",
+                   "early_stopping watches the validation loss: give a validation_file or a "
+                   "validation_split.");
+    if (dpo && (more.early_stopping_patience > 0 || more.validation_split > 0))
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping",
+                   "DPO has no validation loss to watch (validation_split, early_stopping).");
     if (dpo && strcmp(out->file.format, "preference") != 0)
         return bad(res, ERR_INVALID, "training_file",
                    "DPO trains on preference data (input, preferred_output, "

@@ -10,6 +10,7 @@
 
 #include "control/sched_link.h"
 #include "api/jsonw.h"
+#include "api/results_file.h"
 #include "core/job_hyper.h"
 #include "core/text.h"
 
@@ -224,6 +225,9 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_str(w, j->account);
     jsonw_key(w, "result_files");
     jsonw_open(w, '[');
+    char results[IDS_MAX];
+    if (results_file_id(j, results, sizeof results))
+        jsonw_str(w, results);
     jsonw_close(w, ']');
     jsonw_key(w, "status");
     jsonw_str(w, job_status_name(j->status));

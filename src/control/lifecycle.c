@@ -333,6 +333,14 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     json_object_set_new(spec, "warmup_steps",
                         json_integer(job_hyper_warmup_steps(&h, j->max_steps)));
     json_object_set_new(spec, "weight_decay", json_real(h.weight_decay));
+    if (h.validation_split > 0)
+        json_object_set_new(spec, "validation_split", json_real(h.validation_split));
+    if (h.early_stopping_patience > 0) {
+        json_object_set_new(spec, "early_stopping_patience",
+                            json_integer(h.early_stopping_patience));
+        json_object_set_new(spec, "early_stopping_min_delta",
+                            json_real(h.early_stopping_min_delta));
+    }
     if (strcmp(j->method, "dpo") == 0) {
         json_object_set_new(spec, "method", json_string("dpo"));
         json_object_set_new(spec, "dpo_beta", json_real(h.dpo_beta));
