@@ -263,8 +263,8 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         store_file_get(srv->ctl->store, account, training, &out->file) != ERR_OK)
         return bad(res, ERR_NOT_FOUND, "training_file", "No such file: %s.", training);
     text_copy(j->training_file, sizeof j->training_file, training);
+    struct store_file vf = {0};
     if (validation) {
-        struct store_file vf;
         if (!ids_valid(validation) ||
             store_file_get(srv->ctl->store, account, validation, &vf) != ERR_OK)
             return bad(res, ERR_NOT_FOUND, "validation_file", "No such file: %s.", validation);
@@ -387,6 +387,15 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
      * the file's tokens (docs/api.md, "DPO"). */
     if (dpo)
         j->tokens *= 2;
+    /* What validation reads, for the estimate (control_job_estimate). */
+    if (validation && !dpo) {
+        out->valid_examples = vf.examples;
+        out->valid_tokens = (double)control_job_tokens_per_epoch(vf.examples, vf.text_bytes,
+                                                                 more.max_seq_len);
+    } else if (more.validation_split > 0 && !dpo) {
+        out->valid_examples = (long)llround(more.validation_split * (double)examples);
+        out->valid_tokens = (double)j->tokens * more.validation_split;
+    }
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {

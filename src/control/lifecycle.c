@@ -333,6 +333,7 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     json_object_set_new(spec, "warmup_steps",
                         json_integer(job_hyper_warmup_steps(&h, j->max_steps)));
     json_object_set_new(spec, "weight_decay", json_real(h.weight_decay));
+    json_object_set_new(spec, "valid_every_steps", json_integer(CONTROL_VALID_EVERY_STEPS));
     if (h.validation_split > 0)
         json_object_set_new(spec, "validation_split", json_real(h.validation_split));
     if (h.early_stopping_patience > 0) {
@@ -1150,7 +1151,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         last.step = ran;
         progress(c, j, a, &last);
         j->finished_ms = c->now;
-        j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
+        j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j) * (double)ran /
+                                             (double)(j->max_steps > 0 ? j->max_steps : 1));
         control_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
         set_stop(j, STOP_REASON_NONE);
         end_attempt(j, a, c->now, o.attempt_reason);
