@@ -825,7 +825,10 @@ int trainer_run(const struct train_config *c)
         if (report || valid_due || (watch && epoch_done)) {
             double now = tev_now();
             double tps = now > window_t ? (double)window_tokens / (now - window_t) : 0.0;
-            if (report)
+            if (report && valid_due)
+                tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f, validation loss %.4f", r.step,
+                        c->max_steps, r.loss, r.metrics.v[TPROTO_METRIC_VALID_LOSS]);
+            else if (report || valid_due)
                 tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
             /* Each metric goes out once, in the step event of the step it
              * was measured at (the checkpoints keep the latest). */

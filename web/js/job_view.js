@@ -274,7 +274,7 @@ export function jobView(jobId) {
     if (atBottom || !box.dataset.seen) box.scrollTop = box.scrollHeight;
     box.dataset.seen = '1';
     const loss = parseLoss(body);
-    renderLossChart(ui.chart, loss.points, loss.maxSteps || job?.progress?.max_steps);
+    renderLossChart(ui.chart, loss.points, loss.maxSteps || job?.progress?.max_steps, loss);
   }
 
   function updateAttempts() {
