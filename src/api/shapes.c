@@ -194,6 +194,19 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
         jsonw_key(w, "beta");
         jsonw_num(w, h.dpo_beta);
     }
+    if (h.validation_split > 0) {
+        jsonw_key(w, "validation_split");
+        jsonw_num(w, h.validation_split);
+    }
+    if (h.early_stopping_patience > 0) {
+        jsonw_key(w, "early_stopping");
+        jsonw_open(w, '{');
+        jsonw_key(w, "patience");
+        jsonw_int(w, h.early_stopping_patience);
+        jsonw_key(w, "min_delta");
+        jsonw_num(w, h.early_stopping_min_delta);
+        jsonw_close(w, '}');
+    }
     jsonw_close(w, '}');
 }
 
