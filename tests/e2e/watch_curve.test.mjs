@@ -66,6 +66,7 @@ test('the loss curve shows validation and epoch boundaries; the Jobs tab the lat
   const chart = page.locator('svg.chart');
   await chart.locator('path.line.full').waitFor({ timeout: 60000 });
   assert.equal(await chart.locator('path.line.valid').count(), 1, 'the batch validation line');
+  assert.equal(await chart.locator('circle.dot.valid').count(), 1, 'one batch check, at step 10');
   assert.equal(await chart.locator('circle.dot.full').count(), 5, 'a full validation loss each epoch');
   assert.equal(await chart.locator('line.epoch').count(), 4, 'the boundaries between 5 epochs');
   assert.match(await chart.getAttribute('aria-label'), /Full validation loss [0-9.]+ at step 15\./);

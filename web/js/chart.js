@@ -29,7 +29,7 @@ export function niceTicks(lo, hi, count = 4) {
 // `maxSteps` is kept for callers and ignored when the latest step is known.
 // `more` (optional) adds validation: { valid: [{step, loss}] (a batch's),
 // full: [{step, loss}] (the whole set's, at epochs' ends), epochs: [step] }.
-// Returns { path, validPath, fullPath, fullDots: [{x, y}], epochXs: [x],
+// Returns { path, validPath, fullPath, fullDots, validDots: [{x, y}], epochXs: [x],
 // xTicks: [{x, label}], yTicks: [{y, label}], last: {x, y} } or null when
 // there are fewer than two training points to draw a line through.
 export function lossGeometry(points, maxSteps, more = {}) {
@@ -59,13 +59,15 @@ export function lossGeometry(points, maxSteps, more = {}) {
   const validPath = valid.length ? line(valid) : '';
   const fullPath = full.length ? line(full) : '';
   const fullDots = full.map((p) => ({ x: sx(p.step), y: sy(p.loss) }));
+  // a dot each, so that a single batch check is seen too
+  const validDots = valid.map((p) => ({ x: sx(p.step), y: sy(p.loss) }));
   const epochXs = (more.epochs || []).filter((s) => s > 0 && s < xMax).map((s) => sx(s));
   const xTicks = niceTicks(0, xMax, 5)
     .filter((v) => Number.isInteger(v))
     .map((v) => ({ x: sx(v), label: String(v) }));
   const yTicks = niceTicks(yMin, yMax, 5).map((v) => ({ y: sy(v), label: String(v) }));
   const lastP = points[points.length - 1];
-  return { path, validPath, fullPath, fullDots, epochXs, xTicks, yTicks,
+  return { path, validPath, fullPath, fullDots, validDots, epochXs, xTicks, yTicks,
     last: { x: sx(lastP.step), y: sy(lastP.loss) } };
 }
 
@@ -124,6 +126,7 @@ export function renderLossChart(box, points, maxSteps, more = {}) {
   if (g.validPath) svg.append(svgEl('path', { d: g.validPath, class: 'line valid' }));
   if (g.fullPath) svg.append(svgEl('path', { d: g.fullPath, class: 'line full' }));
   for (const d of g.fullDots) svg.append(svgEl('circle', { cx: d.x, cy: d.y, r: 3, class: 'dot full' }));
+  for (const d of g.validDots) svg.append(svgEl('circle', { cx: d.x, cy: d.y, r: 2.5, class: 'dot valid' }));
   svg.append(svgEl('circle', { cx: g.last.x, cy: g.last.y, r: 3.5, class: 'dot' }));
   box.append(svg);
   if (g.validPath || g.fullPath || g.epochXs.length) {
