@@ -455,6 +455,10 @@ enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_
 
 /* ---- trainer events --------------------------------------------------- */
 
+/* The longest prompt and answer text of a sample event kept (bytes, cut
+ * at a character's start): both fit in an event's data. */
+#define SAMPLE_TEXT_MAX 150
+
 struct tev {
     enum tproto_event kind; /* TPROTO_EVENT_COUNT: unknown to this server, or malformed */
     long step;
@@ -472,6 +476,9 @@ struct tev {
     double metric[TPROTO_METRIC_COUNT];
     bool early_stopped; /* done: early stopping ended it at `step` */
     long best_step;     /* done, early: the checkpoint that is the model */
+    /* sample: a prompt and the model's answer, cut to fit an event's data */
+    bool base;
+    char prompt[SAMPLE_TEXT_MAX], answer[SAMPLE_TEXT_MAX];
 };
 
 /* Reads the metrics named in o (docs/api.md, "Metrics"); NAN for each
@@ -498,6 +505,20 @@ static bool append_metrics(const double *metric, char *out, size_t cap)
             return false;
     }
     return true;
+}
+
+/* Copies src (NULL: "") into dst, cut at a UTF-8 character's start so that
+ * the copy stays valid text. */
+static void utf8_cut(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
 }
 
 /* Reads one trainer event; returns false for an unknown or malformed one
@@ -537,6 +558,11 @@ static bool parse_event(json_t *o, struct tev *t)
     parse_metrics(t->kind == TPROTO_EVENT_CHECKPOINT ? json_object_get(o, "metrics") : o,
                   t->metric);
     t->early_stopped = json_is_true(json_object_get(o, "early_stopped"));
+    t->base = json_is_true(json_object_get(o, "base"));
+    utf8_cut(t->prompt, sizeof t->prompt, json_string_value(json_object_get(o, "prompt")));
+    utf8_cut(t->answer, sizeof t->answer, json_string_value(json_object_get(o, "answer")));
+    if (t->kind == TPROTO_EVENT_SAMPLE && (t->step < 0 || !json_object_get(o, "answer")))
+        return false;
     json_t *best = json_object_get(o, "best_step");
     t->best_step = json_is_integer(best) ? (long)json_integer_value(best) : -1;
     if (t->kind == TPROTO_EVENT_DONE && t->early_stopped && (t->step < 1 || t->best_step < 1))
@@ -1174,6 +1200,22 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
          * to the log so the user sees it where the help page says. */
         e = store_writes_log(w, a->id, t->text);
         break;
+    case TPROTO_EVENT_SAMPLE: {
+        /* A sample answer: an event of type "message" (the types OpenAI's
+         * SDKs know) whose data says which prompt, which step, and whether
+         * it is the base model's (docs/api.md, "Sample answers"). */
+        json_t *d = json_pack("{sb sI sb ss ss}", "sample", 1, "step", (json_int_t)t->step,
+                              "base", t->base, "prompt", t->prompt, "answer", t->answer);
+        char *text = d ? json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(d);
+        if (text && strlen(text) < sizeof data) {
+            text_printf(msg, sizeof msg, "%s answer at step %ld: %s",
+                        t->base ? "The base model's" : "The model's", t->step, t->answer);
+            e = store_writes_event(w, c->now, "info", "message", msg, text);
+        }
+        free(text);
+        break;
+    }
     case TPROTO_EVENT_COUNT:
         break;
     }

@@ -7,7 +7,7 @@ static const char *const event_names[TPROTO_EVENT_COUNT] = {
     [TPROTO_EVENT_STARTED] = "started",       [TPROTO_EVENT_LOG] = "log",
     [TPROTO_EVENT_STEP] = "step",             [TPROTO_EVENT_MEMORY] = "memory",
     [TPROTO_EVENT_CHECKPOINT] = "checkpoint", [TPROTO_EVENT_DONE] = "done",
-    [TPROTO_EVENT_ERROR] = "error",
+    [TPROTO_EVENT_ERROR] = "error",           [TPROTO_EVENT_SAMPLE] = "sample",
 };
 
 static const char *const metric_names[TPROTO_METRIC_COUNT] = {

@@ -26,12 +26,13 @@ enum tproto_event {
     TPROTO_EVENT_CHECKPOINT,
     TPROTO_EVENT_DONE,
     TPROTO_EVENT_ERROR,
+    TPROTO_EVENT_SAMPLE, /* a prompt's greedy answer at a step (docs/trainer-protocol.md) */
     TPROTO_EVENT_COUNT
 };
 
 /* "started", "log", ...; NULL for an out-of-range value. */
 const char *tproto_event_name(enum tproto_event e);
-/* False when `name` is NULL or not one of the seven. */
+/* False when `name` is NULL or not one of the eight. */
 bool tproto_event_parse(const char *name, enum tproto_event *out /* OUT */);
 
 /* The metrics a `step` event may carry beside `loss`, and a `checkpoint`

@@ -26,7 +26,20 @@ struct generator {
     char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
     int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
     int n_stop;
+    int borrowed; /* m and tok are the caller's (gen_borrow) */
 };
+
+struct generator *gen_borrow(struct model *m, struct tokenizer *tok)
+{
+    struct generator *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->m = m;
+    g->tok = tok;
+    g->borrowed = 1;
+    g->eos = m->cfg.eos_id >= 0 ? m->cfg.eos_id : tokenizer_eos_id(tok);
+    return g;
+}
 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
                            size_t errcap)
@@ -62,8 +75,10 @@ void gen_close(struct generator *g)
 {
     if (!g)
         return;
-    model_free(g->m);
-    tokenizer_free(g->tok);
+    if (!g->borrowed) {
+        model_free(g->m);
+        tokenizer_free(g->tok);
+    }
     chat_format_free(g->fmt);
     free(g);
 }

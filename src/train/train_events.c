@@ -140,6 +140,13 @@ void tev_done_early(uint64_t step, double train_loss, const char *model_dir,
                    "best_step", (json_int_t)best_step));
 }
 
+void tev_sample(uint64_t step, int base, const char *prompt, const char *answer)
+{
+    emit(tproto_event_name(TPROTO_EVENT_SAMPLE),
+         json_pack("{sI sb ss ss}", "step", (json_int_t)step, "base", base, "prompt", prompt,
+                   "answer", answer));
+}
+
 void tev_error(int user, const char *line)
 {
     fprintf(stderr, "alallo train: %s\n", line);

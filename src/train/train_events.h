@@ -50,6 +50,8 @@ void tev_done(uint64_t step, double train_loss, const char *model_dir, const cha
  * the checkpoint at best_step (docs/trainer-protocol.md). */
 void tev_done_early(uint64_t step, double train_loss, const char *model_dir,
                     const char *adapter_dir, uint64_t best_step);
+ /* A prompt's greedy answer at `step` (base: the model before training). */
+void tev_sample(uint64_t step, int base, const char *prompt, const char *answer);
 /* user: 1 for kind "user" (data or settings), 0 for "internal". */
 void tev_error(int user, const char *line);
 

@@ -24,6 +24,7 @@
 #include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
+#include "train/generate.h"
 #include "train/chat_format.h"
 #include "train/data.h"
 #include "train/model.h"
@@ -39,6 +40,10 @@
 #define ERRCAP 2048
 /* Steps between step events and log lines. */
 #define REPORT_EVERY 10
+/* Sample answers: the first prompts of the validation set, greedy, this
+ * many tokens at most (docs/trainer.md, "Sample answers"). */
+#define SAMPLE_PROMPTS 3
+#define SAMPLE_TOKENS 32
 
 static volatile sig_atomic_t g_term, g_usr1;
 
@@ -584,6 +589,40 @@ static int validate_epoch(struct run *r)
     return r->bad_epochs >= r->c->early_stopping_patience;
 }
 
+/* The greedy answers of the current model to the first SAMPLE_PROMPTS
+ * prompts of the validation set (an example's tokens before its first
+ * target), as `sample` events; base: before any step. A prompt the model
+ * cannot answer (too long) is left out. */
+static void sample_answers(struct run *r, int base)
+{
+    struct generator *g = gen_borrow(r->m, r->tok);
+    if (!g)
+        return;
+    size_t n = r->val->n < SAMPLE_PROMPTS ? r->val->n : SAMPLE_PROMPTS;
+    for (size_t i = 0; i < n; i++) {
+        const struct example *e = &r->val->ex[i];
+        size_t p = 0;
+        while (p < e->len && !e->mask[p])
+            p++;
+        if (p == 0 || p >= e->len)
+            continue;
+        int32_t out[SAMPLE_TOKENS];
+        const char *finish;
+        char err[200];
+        struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
+        int k = gen_ids(g, e->ids, (int)p, &o, out, &finish, err, sizeof err);
+        if (k < 0)
+            continue;
+        char *prompt = tokenizer_decode(r->tok, e->ids, p, 1);
+        char *answer = tokenizer_decode(r->tok, out, (size_t)k, 1);
+        if (prompt && answer)
+            tev_sample(r->step, base, prompt, answer);
+        free(prompt);
+        free(answer);
+    }
+    gen_close(g);
+}
+
 /* Early stopping's model: the best checkpoint made into out_dir's model
  * (and adapter) folders; frees the training state first. */
 static int save_best(struct run *r, char *model_out, char *adapter_out, size_t cap)
@@ -746,9 +785,11 @@ int trainer_run(const struct train_config *c)
                 c->full       ? "full fine-tuning (fp32)"
                 : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                               : "LoRA on a 16-bit (bf16) base");
-    if (r.val && !c->dpo && !resumed)
+    if (r.val && !c->dpo && !resumed) {
         tev_log("validating on %zu examples%s", r.val->n,
                 c->validation_file[0] ? "" : " held out of the training file");
+        sample_answers(&r, 1);
+    }
     if (r.ds->n_truncated && !resumed)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
                 r.ds->n_truncated, r.seq);
@@ -819,8 +860,10 @@ int trainer_run(const struct train_config *c)
         int valid_due = watch && c->valid_every_steps && r.step % c->valid_every_steps == 0;
         if (valid_due)
             validate_batch(&r);
-        if (watch && epoch_done)
+        if (watch && epoch_done) {
             stop_early = validate_epoch(&r);
+            sample_answers(&r, 0);
+        }
         int report = r.step % REPORT_EVERY == 0 || r.step == c->max_steps;
         if (report || valid_due || (watch && epoch_done)) {
             double now = tev_now();

@@ -2,7 +2,8 @@
 // Chromium against the real `alallo serve` and its local worker (nothing
 // mocked). A job with a validation file draws the training loss, the
 // validation loss on a batch, the full validation loss at each epoch's end
-// and the epoch boundaries; the Jobs tab shows the latest validation loss.
+// and the epoch boundaries; the Jobs tab shows the latest validation loss;
+// the Sample answers section the model's answers beside the base model's.
 // A screenshot goes to build/e2e-artifacts/ (ALALLO_E2E_ARTIFACTS).
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -73,6 +74,13 @@ test('the loss curve shows validation and epoch boundaries; the Jobs tab the lat
   const legend = await page.locator('.chart-legend').textContent();
   assert.match(legend, /full validation loss/);
   assert.match(legend, /epoch boundary/);
+  // sample answers: a table per validation prompt, the base model's answer
+  // first, then one per epoch's end
+  const samples = page.locator('table.samples');
+  await samples.first().waitFor({ timeout: 30000 });
+  assert.equal(await samples.count(), 3, 'the first three validation prompts');
+  const rows = await samples.first().locator('tbody tr td:first-child').allTextContents();
+  assert.deepEqual(rows, ['Base model', 'Step 3', 'Step 6', 'Step 9', 'Step 12', 'Step 15']);
   await page.screenshot({ path: screenshotPath('job-page-validation-curve.png'), fullPage: true });
   assert.deepEqual(record.consoleErrors, []);
   assert.deepEqual(record.external, []);

@@ -205,3 +205,23 @@ test('Advanced settings: empty fields stay the server\'s, values are checked, DP
   assert.match(readAdvanced({ ...blank, method: 'dpo', beta: '0' }, TARGET_MODULES).error, /DPO beta must be a number above 0/);
   assert.match(readAdvanced(blank, []).error, /at least one LoRA target module/);
 });
+
+test('sample answers: grouped by prompt, base first, steps in order, the newest per step', async () => {
+  const { groupSamples } = await load('samples.js');
+  const ev = (t, step, base, prompt, answer) => ({ created_at: t, type: 'message', data: { sample: true, step, base, prompt, answer } });
+  const events = [ // newest first, as the API lists them
+    ev(5, 6, false, 'Say hi:', ' hi again'),
+    { created_at: 4, type: 'metrics', data: { step: 6, train_loss: 1 } },
+    ev(3, 6, false, 'Say hi:', ' hi'),
+    ev(3, 3, false, 'Say hi:', ' h'),
+    ev(2, 3, false, 'Count:', ' 1 2'),
+    ev(1, 0, true, 'Say hi:', ' xq'),
+    ev(1, 0, true, 'Count:', ' zz'),
+  ];
+  const g = groupSamples(events);
+  assert.deepEqual(g.map((p) => p.prompt), ['Say hi:', 'Count:']);
+  assert.equal(g[0].base, ' xq');
+  assert.deepEqual(g[0].answers, [{ step: 3, answer: ' h' }, { step: 6, answer: ' hi again' }]);
+  assert.deepEqual(g[1].answers, [{ step: 3, answer: ' 1 2' }]);
+  assert.deepEqual(groupSamples(undefined), []);
+});

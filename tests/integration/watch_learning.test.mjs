@@ -1,6 +1,7 @@
 // watch_learning.test.mjs - watching a job learn through the API (docs/api.md,
 // "Validation and early stopping"): with a validation file the job's
-// metrics events carry OpenAI's six metric names, its checkpoints carry the
+// metrics events carry OpenAI's six metric names, sample answers come as
+// events (the base model's, then at each epoch's end), its checkpoints carry the
 // validation metrics, and its results file is a CSV step by step; early
 // stopping on a data set made to overfit ends the job as succeeded before
 // its planned steps, with the best checkpoint as the model, charged for the
@@ -70,6 +71,15 @@ describe('watching a job learn', () => {
       assert.equal(e.object, 'fine_tuning.job.event');
       assert.ok(e.data.train_mean_token_accuracy >= 0 && e.data.train_mean_token_accuracy <= 1, JSON.stringify(e));
     }
+    // sample answers: 3 validation prompts, by the base model and at each epoch's end
+    const samples = (await allEvents(s, done.id)).filter((e) => e.data && e.data.sample === true);
+    for (const e of samples) assert.equal(e.type, 'message');
+    assert.equal(samples.filter((e) => e.data.base && e.data.step === 0).length, 3);
+    for (const step of [5, 10, 15]) {
+      assert.equal(samples.filter((e) => !e.data.base && e.data.step === step).length, 3, `samples at ${step}`);
+    }
+    assert.ok(samples[0].data.prompt.startsWith('Review:'), JSON.stringify(samples[0]));
+    assert.match(samples[0].message, /^The base model's answer at step 0: /);
     const withValid = metrics.find((e) => 'valid_loss' in e.data);
     assert.match(withValid.message, /^Step 10\/15: training loss=[0-9.]+, validation loss=[0-9.]+/);
 

@@ -651,6 +651,27 @@ static void validation_metrics_by_name(void **state)
     }
     assert_int_equal(valid_seen, 2);
     assert_int_equal(full_seen, 2);
+    /* sample answers: the first 3 validation prompts, by the base model
+     * before any step and at each epoch's end */
+    json_t *first = find_event(&r, "sample", 0);
+    assert_non_null(first);
+    assert_string_equal(json_string_value(json_object_get(first, "prompt")), "apple says:");
+    int base_samples = 0, samples_6 = 0, samples_12 = 0;
+    for (size_t i = 0; i < json_array_size(r.events); i++) {
+        json_t *e = json_array_get(r.events, i);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "sample") != 0)
+            continue;
+        assert_non_null(json_string_value(json_object_get(e, "answer")));
+        int step = (int)json_integer_value(json_object_get(e, "step"));
+        int by_base = json_is_true(json_object_get(e, "base"));
+        assert_int_equal(by_base, step == 0);
+        base_samples += by_base;
+        samples_6 += step == 6;
+        samples_12 += step == 12;
+    }
+    assert_int_equal(base_samples, 3);
+    assert_int_equal(samples_6, 3);
+    assert_int_equal(samples_12, 3);
     /* the epoch's checkpoint carries what was measured by then */
     json_t *ck = find_event(&r, "checkpoint", 0);
     assert_int_equal(json_integer_value(json_object_get(ck, "step")), 6);
