@@ -131,18 +131,23 @@ static bool parse_watch(json_t *hp, struct job_hyper *h, struct http_response *r
     if (!es || json_is_null(es))
         return true;
     const char *param = "hyperparameters.early_stopping";
-    double patience = 0;
-    if (!json_is_object(es) ||
-        !hyper(es, "patience", false, 1, JOB_HYPER_MAX_PATIENCE, &patience, res) ||
-        !hyper_range(es, "min_delta", 0, JOB_HYPER_MAX_MIN_DELTA,
-                     &h->early_stopping_min_delta, res))
-        return json_is_object(es) ? false
-                                  : bad(res, ERR_INVALID, param,
-                                        "early_stopping must be an object {patience, min_delta}.");
-    if (patience < 1)
-        return bad(res, ERR_INVALID, param, "early_stopping needs patience, 1 to %d epochs.",
+    if (!json_is_object(es))
+        return bad(res, ERR_INVALID, param,
+                   "early_stopping must be an object {patience, min_delta}.");
+    json_t *p = json_object_get(es, "patience"), *d = json_object_get(es, "min_delta");
+    if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+        json_integer_value(p) > JOB_HYPER_MAX_PATIENCE)
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping.patience",
+                   "early_stopping.patience must be an integer from 1 to %d (epochs).",
                    JOB_HYPER_MAX_PATIENCE);
-    h->early_stopping_patience = (int)patience;
+    if (d && !json_is_null(d) &&
+        !(json_is_number(d) && isfinite(json_number_value(d)) && json_number_value(d) >= 0 &&
+          json_number_value(d) <= JOB_HYPER_MAX_MIN_DELTA))
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping.min_delta",
+                   "early_stopping.min_delta must be a number from 0 to %g.",
+                   JOB_HYPER_MAX_MIN_DELTA);
+    h->early_stopping_patience = (int)json_integer_value(p);
+    h->early_stopping_min_delta = d && json_is_number(d) ? json_number_value(d) : 0.0;
     return true;
 }
 

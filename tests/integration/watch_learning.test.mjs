@@ -127,6 +127,19 @@ describe('watching a job learn', () => {
     });
     const train = await s.upload('overfit.jsonl', Buffer.from(lines.join('\n') + '\n'));
     const valid = await s.upload('flipped.jsonl', Buffer.from(flipped.join('\n') + '\n'));
+    // bad settings get a 400 naming the field, and nothing is created
+    const noValid = await s.createJob({ model: 'tiny', training_file: train.json.id,
+      hyperparameters: { early_stopping: { patience: 2 } } });
+    assert.equal(noValid.status, 400, noValid.text);
+    assert.equal(noValid.json.error.param, 'hyperparameters.early_stopping');
+    const badPatience = await s.createJob({ model: 'tiny', training_file: train.json.id,
+      validation_file: valid.json.id, hyperparameters: { early_stopping: { patience: 0 } } });
+    assert.equal(badPatience.status, 400, badPatience.text);
+    assert.equal(badPatience.json.error.param, 'hyperparameters.early_stopping.patience');
+    const badSplit = await s.createJob({ model: 'tiny', training_file: train.json.id,
+      hyperparameters: { validation_split: 0.9 } });
+    assert.equal(badSplit.status, 400, badSplit.text);
+    assert.equal(badSplit.json.error.param, 'hyperparameters.validation_split');
     // 16 x 30 epochs in batches of 8: 60 steps planned, 2 an epoch
     const created = await s.createJob({
       model: 'tiny', training_file: train.json.id, validation_file: valid.json.id,
