@@ -121,6 +121,36 @@ static bool hyper_targets(json_t *hp, unsigned *out, struct http_response *res)
     return true;
 }
 
+/* validation_split and early_stopping {patience, min_delta} (docs/api.md,
+ * "Validation and early stopping"). */
+static bool parse_watch(json_t *hp, struct job_hyper *h, struct http_response *res)
+{
+    if (!hyper_range(hp, "validation_split", 0, JOB_HYPER_MAX_SPLIT, &h->validation_split, res))
+        return false;
+    json_t *es = json_object_get(hp, "early_stopping");
+    if (!es || json_is_null(es))
+        return true;
+    const char *param = "hyperparameters.early_stopping";
+    if (!json_is_object(es))
+        return bad(res, ERR_INVALID, param,
+                   "early_stopping must be an object {patience, min_delta}.");
+    json_t *p = json_object_get(es, "patience"), *d = json_object_get(es, "min_delta");
+    if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+        json_integer_value(p) > JOB_HYPER_MAX_PATIENCE)
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping.patience",
+                   "early_stopping.patience must be an integer from 1 to %d (epochs).",
+                   JOB_HYPER_MAX_PATIENCE);
+    if (d && !json_is_null(d) &&
+        !(json_is_number(d) && isfinite(json_number_value(d)) && json_number_value(d) >= 0 &&
+          json_number_value(d) <= JOB_HYPER_MAX_MIN_DELTA))
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping.min_delta",
+                   "early_stopping.min_delta must be a number from 0 to %g.",
+                   JOB_HYPER_MAX_MIN_DELTA);
+    h->early_stopping_patience = (int)json_integer_value(p);
+    h->early_stopping_min_delta = d && json_is_number(d) ? json_number_value(d) : 0.0;
+    return true;
+}
+
 /* The hyper-parameters beyond epochs, batch and rate (core/job_hyper.h).
  * max_seq_len is bounded by the model's context; 0 in h->max_seq_len when
  * left to the default. */
@@ -154,7 +184,7 @@ static bool parse_more_hyper(json_t *hp, bool dpo, int model_ctx, struct job_hyp
     if (!dpo && json_object_get(hp, "beta"))
         return bad(res, ERR_INVALID, "hyperparameters.beta",
                    "beta is a hyper-parameter of DPO (method.type \"dpo\").");
-    return true;
+    return parse_watch(hp, h, res);
 }
 
 static bool valid_suffix(const char *s)
@@ -241,8 +271,8 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         store_file_get(srv->ctl->store, account, training, &out->file) != ERR_OK)
         return bad(res, ERR_NOT_FOUND, "training_file", "No such file: %s.", training);
     text_copy(j->training_file, sizeof j->training_file, training);
+    struct store_file vf = {0};
     if (validation) {
-        struct store_file vf;
         if (!ids_valid(validation) ||
             store_file_get(srv->ctl->store, account, validation, &vf) != ERR_OK)
             return bad(res, ERR_NOT_FOUND, "validation_file", "No such file: %s.", validation);
@@ -288,6 +318,13 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     job_hyper_defaults(&more);
     if (!parse_more_hyper(hp, dpo, control_model_context(&out->model), &more, res))
         return false;
+    if (more.early_stopping_patience > 0 && !j->validation_file[0] && !(more.validation_split > 0))
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping",
+                   "early_stopping watches the validation loss: give a validation_file or a "
+                   "validation_split.");
+    if (dpo && (more.early_stopping_patience > 0 || more.validation_split > 0))
+        return bad(res, ERR_INVALID, "hyperparameters.early_stopping",
+                   "DPO has no validation loss to watch (validation_split, early_stopping).");
     if (dpo && strcmp(out->file.format, "preference") != 0)
         return bad(res, ERR_INVALID, "training_file",
                    "DPO trains on preference data (input, preferred_output, "
@@ -358,6 +395,15 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
      * the file's tokens (docs/api.md, "DPO"). */
     if (dpo)
         j->tokens *= 2;
+    /* What validation reads, for the estimate (control_job_estimate). */
+    if (validation && !dpo) {
+        out->valid_examples = vf.examples;
+        out->valid_tokens = (double)control_job_tokens_per_epoch(vf.examples, vf.text_bytes,
+                                                                 more.max_seq_len);
+    } else if (more.validation_split > 0 && !dpo) {
+        out->valid_examples = (long)llround(more.validation_split * (double)examples);
+        out->valid_tokens = (double)j->tokens * more.validation_split;
+    }
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {

@@ -12,6 +12,7 @@
 #include "api/handlers.h"
 #include "api/multipart.h"
 #include "api/paging.h"
+#include "api/results_file.h"
 #include "api/shapes.h"
 #include "control/files.h"
 #include "core/dataset.h"
@@ -146,6 +147,11 @@ static bool load_file(struct api_server *srv, struct http_request *req, struct h
 void files_get(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     struct store_file f;
+    char job[IDS_MAX];
+    if (results_file_job(req->params[0], job, sizeof job)) {
+        results_file_get(srv, req, res, job, false);
+        return;
+    }
     if (load_file(srv, req, res, &f))
         api_json(res, 200, shape_file(&f));
 }
@@ -153,6 +159,11 @@ void files_get(struct api_server *srv, struct http_request *req, struct http_res
 void files_content(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     struct store_file f;
+    char job[IDS_MAX];
+    if (results_file_job(req->params[0], job, sizeof job)) {
+        results_file_get(srv, req, res, job, true);
+        return;
+    }
     if (!load_file(srv, req, res, &f))
         return;
     FILE *in = fopen(f.path, "rb");

@@ -10,6 +10,7 @@
 
 #include "control/sched_link.h"
 #include "api/jsonw.h"
+#include "api/results_file.h"
 #include "core/job_hyper.h"
 #include "core/text.h"
 
@@ -193,6 +194,19 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
         jsonw_key(w, "beta");
         jsonw_num(w, h.dpo_beta);
     }
+    if (h.validation_split > 0) {
+        jsonw_key(w, "validation_split");
+        jsonw_num(w, h.validation_split);
+    }
+    if (h.early_stopping_patience > 0) {
+        jsonw_key(w, "early_stopping");
+        jsonw_open(w, '{');
+        jsonw_key(w, "patience");
+        jsonw_int(w, h.early_stopping_patience);
+        jsonw_key(w, "min_delta");
+        jsonw_num(w, h.early_stopping_min_delta);
+        jsonw_close(w, '}');
+    }
     jsonw_close(w, '}');
 }
 
@@ -224,6 +238,9 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_str(w, j->account);
     jsonw_key(w, "result_files");
     jsonw_open(w, '[');
+    char results[IDS_MAX];
+    if (results_file_id(j, results, sizeof results))
+        jsonw_str(w, results);
     jsonw_close(w, ']');
     jsonw_key(w, "status");
     jsonw_str(w, job_status_name(j->status));
@@ -414,6 +431,12 @@ json_t *shape_checkpoint(const struct store_job *j, const struct store_checkpoin
                           (json_int_t)(c->created_ms / 1000), "fine_tuned_model_checkpoint", model,
                           "fine_tuning_job_id", j->id, "metrics", "step", (json_int_t)c->step,
                           "train_loss", c->train_loss, "step_number", (json_int_t)c->step);
+    /* The validation metrics the trainer measured by this step, by
+     * OpenAI's names (docs/api.md, "Metrics"). */
+    json_t *more = c->metrics[0] ? json_loads(c->metrics, 0, NULL) : NULL;
+    if (o && json_is_object(more))
+        json_object_update(json_object_get(o, "metrics"), more);
+    json_decref(more);
     /* A download only while its files are kept. */
     struct stat st;
     char url[IDS_MAX + 96];

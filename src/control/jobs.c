@@ -57,6 +57,13 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
         r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * ctl->cfg.plan_scale);
     if (!e)
         r->job.memory_bytes = r->est.memory_bytes;
+    /* validation runs between steps on the same worker (docs/estimator.md) */
+    if (!e && r->valid_examples > 0)
+        est_add_validation(&r->est,
+                           est_validation_share(sched_link_train_tokens(&r->job), r->valid_tokens,
+                                                r->valid_examples, r->job.n_epochs,
+                                                r->job.max_steps, r->job.batch_size,
+                                                CONTROL_VALID_EVERY_STEPS));
     if (!e)
         est_time_limit_message(&r->est, (double)ctl->cfg.time_limit_s);
     return e;

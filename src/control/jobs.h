@@ -18,6 +18,7 @@
 #include "store/store.h"
 
 #define CONTROL_CURRENCY "USD"         /* the currency of every price */
+#define CONTROL_VALID_EVERY_STEPS 10   /* the trainer's default valid_every_steps */
 
 struct job_draft {
     struct store_job job; /* no id, status or estimate yet */
@@ -26,6 +27,10 @@ struct job_draft {
     struct estimate est; /* the real estimator's (src/sched/estimator.h) */
     double now;          /* when it was estimated, seconds */
     double model_factor; /* the model's speed factor the estimate used */
+    /* validation: one pass over the validation set (a file, or the share
+     * of the training file held out); 0 none */
+    double valid_tokens;
+    long valid_examples;
 };
 
 /* The name a succeeded job's model gets: "ft:MODEL:SUFFIX:RANDOM". */

@@ -333,6 +333,15 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     json_object_set_new(spec, "warmup_steps",
                         json_integer(job_hyper_warmup_steps(&h, j->max_steps)));
     json_object_set_new(spec, "weight_decay", json_real(h.weight_decay));
+    json_object_set_new(spec, "valid_every_steps", json_integer(CONTROL_VALID_EVERY_STEPS));
+    if (h.validation_split > 0)
+        json_object_set_new(spec, "validation_split", json_real(h.validation_split));
+    if (h.early_stopping_patience > 0) {
+        json_object_set_new(spec, "early_stopping_patience",
+                            json_integer(h.early_stopping_patience));
+        json_object_set_new(spec, "early_stopping_min_delta",
+                            json_real(h.early_stopping_min_delta));
+    }
     if (strcmp(j->method, "dpo") == 0) {
         json_object_set_new(spec, "method", json_string("dpo"));
         json_object_set_new(spec, "dpo_beta", json_real(h.dpo_beta));
@@ -446,6 +455,10 @@ enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_
 
 /* ---- trainer events --------------------------------------------------- */
 
+/* The longest prompt and answer text of a sample event kept (bytes, cut
+ * at a character's start): both fit in an event's data. */
+#define SAMPLE_TEXT_MAX 150
+
 struct tev {
     enum tproto_event kind; /* TPROTO_EVENT_COUNT: unknown to this server, or malformed */
     long step;
@@ -458,7 +471,55 @@ struct tev {
     long resumed_from; /* -1 when fresh */
     double t;          /* the trainer's clock; -1 when absent */
     char text[STORE_LOG_LINE_MAX]; /* log/error line, or checkpoint path */
+    /* step: the metrics measured at it; checkpoint: its `metrics` object.
+     * NAN when absent (enum tproto_metric) */
+    double metric[TPROTO_METRIC_COUNT];
+    bool early_stopped; /* done: early stopping ended it at `step` */
+    long best_step;     /* done, early: the checkpoint that is the model */
+    /* sample: a prompt and the model's answer, cut to fit an event's data */
+    bool base;
+    char prompt[SAMPLE_TEXT_MAX], answer[SAMPLE_TEXT_MAX];
 };
+
+/* Reads the metrics named in o (docs/api.md, "Metrics"); NAN for each
+ * absent or not a finite number. */
+static void parse_metrics(json_t *o, double *metric)
+{
+    for (int i = 0; i < TPROTO_METRIC_COUNT; i++) {
+        json_t *v = o ? json_object_get(o, tproto_metric_name((enum tproto_metric)i)) : NULL;
+        metric[i] = json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v)
+                                                                         : NAN;
+    }
+}
+
+/* Appends ,"name":value for each metric present to out (text_printf's
+ * truncation rule: false when it did not fit). */
+static bool append_metrics(const double *metric, char *out, size_t cap)
+{
+    for (int i = 0; i < TPROTO_METRIC_COUNT; i++) {
+        if (isnan(metric[i]))
+            continue;
+        size_t len = strlen(out);
+        if (!text_printf(out + len, cap - len, ",\"%s\":%.6g",
+                         tproto_metric_name((enum tproto_metric)i), metric[i]))
+            return false;
+    }
+    return true;
+}
+
+/* Copies src (NULL: "") into dst, cut at a UTF-8 character's start so that
+ * the copy stays valid text. */
+static void utf8_cut(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+}
 
 /* Reads one trainer event; returns false for an unknown or malformed one
  * (ignored: a newer trainer may send more). */
@@ -494,6 +555,18 @@ static bool parse_event(json_t *o, struct tev *t)
     t->resumed_from = json_is_integer(rf) ? (long)json_integer_value(rf) : -1;
     json_t *tt = json_object_get(o, "t");
     t->t = json_is_number(tt) && json_number_value(tt) >= 0 ? json_number_value(tt) : -1;
+    parse_metrics(t->kind == TPROTO_EVENT_CHECKPOINT ? json_object_get(o, "metrics") : o,
+                  t->metric);
+    t->early_stopped = json_is_true(json_object_get(o, "early_stopped"));
+    t->base = json_is_true(json_object_get(o, "base"));
+    utf8_cut(t->prompt, sizeof t->prompt, json_string_value(json_object_get(o, "prompt")));
+    utf8_cut(t->answer, sizeof t->answer, json_string_value(json_object_get(o, "answer")));
+    if (t->kind == TPROTO_EVENT_SAMPLE && (t->step < 0 || !json_object_get(o, "answer")))
+        return false;
+    json_t *best = json_object_get(o, "best_step");
+    t->best_step = json_is_integer(best) ? (long)json_integer_value(best) : -1;
+    if (t->kind == TPROTO_EVENT_DONE && t->early_stopped && (t->step < 1 || t->best_step < 1))
+        return false;
     const char *text = json_string_value(
         json_object_get(o, t->kind == TPROTO_EVENT_CHECKPOINT ? "path" : "line"));
     text_copy(t->text, sizeof t->text, text);
@@ -509,16 +582,37 @@ static bool parse_event(json_t *o, struct tev *t)
  * speed, then what the trainer sent besides (packing, DPO rewards). */
 static void step_metrics(const struct store_job *j, const struct tev *t, char *data, size_t cap)
 {
-    char pack[64] = "", dpo[96] = "";
+    char pack[64] = "", dpo[96] = "", metrics[256] = "";
     if (t->packing_eff >= 0)
         text_printf(pack, sizeof pack, ",\"packing_efficiency\":%.4f", t->packing_eff);
     if (t->dpo)
         text_printf(dpo, sizeof dpo, ",\"reward_margin\":%.6g,\"reward_accuracy\":%.4f",
                     t->reward_margin, t->reward_accuracy);
+    /* train_loss is the step's loss; the others as the trainer measured */
+    double rest[TPROTO_METRIC_COUNT];
+    memcpy(rest, t->metric, sizeof rest);
+    rest[TPROTO_METRIC_TRAIN_LOSS] = NAN;
+    append_metrics(rest, metrics, sizeof metrics);
     text_printf(data, cap,
                 "{\"step\":%ld,\"train_loss\":%.6g,\"learning_rate\":%.6g,"
-                "\"tokens_per_s\":%.6g%s%s}",
-                j->steps_done, t->loss, t->lr, t->tokens_per_s, pack, dpo);
+                "\"tokens_per_s\":%.6g%s%s%s}",
+                j->steps_done, t->loss, t->lr, t->tokens_per_s, pack, dpo, metrics);
+}
+
+/* A step's event message, as OpenAI words it ("Step 10/100: training
+ * loss=1.23, validation loss=1.41"), with the full validation loss at an
+ * epoch's end. */
+static void step_message(const struct store_job *j, const struct tev *t, char *msg, size_t cap)
+{
+    char valid[48] = "", full[48] = "";
+    if (!isnan(t->metric[TPROTO_METRIC_VALID_LOSS]))
+        text_printf(valid, sizeof valid, ", validation loss=%.4f",
+                    t->metric[TPROTO_METRIC_VALID_LOSS]);
+    if (!isnan(t->metric[TPROTO_METRIC_FULL_VALID_LOSS]))
+        text_printf(full, sizeof full, ", full validation loss=%.4f",
+                    t->metric[TPROTO_METRIC_FULL_VALID_LOSS]);
+    text_printf(msg, cap, "Step %ld/%ld: training loss=%.4f%s%s", j->steps_done, j->max_steps,
+                t->loss, valid, full);
 }
 
 /* Whether the job is being stopped for the time limit or the budget. */
@@ -943,6 +1037,36 @@ static enum alallo_err note_if_nothing_learned(struct store_writes *w, int64_t n
     return e ? e : store_writes_log(w, a->id, line);
 }
 
+/* What stopping early saved against the plan: the steps not run, the
+ * time they would have taken at this attempt's pace, and their price at
+ * the price charged per step run. In the events and the training log. */
+static enum alallo_err note_early_stop(struct events_ctx *c, struct store_writes *w,
+                                       const struct store_job *j, const struct store_attempt *a,
+                                       const struct tev *t)
+{
+    long ran = j->steps_done, saved = j->max_steps - ran;
+    long here = ran - a->start_step;
+    double step_s = here > 0 ? (double)a->run_ms / 1000.0 / (double)here : 0;
+    double net = j->price_charged - j->price_refunded;
+    double step_price = ran > 0 ? net / (double)ran : 0;
+    char line[STORE_MESSAGE_MAX];
+    text_printf(line, sizeof line,
+                "Stopped early at step %ld of %ld: the full validation loss stopped improving; "
+                "the fine-tuned model is the checkpoint at step %ld. Stopping early saved %ld "
+                "steps (%.0f%%), about %.0f s of training and $%.4f against the plan.",
+                ran, j->max_steps, t->best_step, saved,
+                j->max_steps > 0 ? 100.0 * (double)saved / (double)j->max_steps : 0.0,
+                step_s * (double)saved, step_price * (double)saved);
+    char data[STORE_JSON_SMALL];
+    text_printf(data, sizeof data,
+                "{\"early_stopped\":true,\"steps_run\":%ld,\"planned_steps\":%ld,"
+                "\"best_step\":%ld,\"saved_steps\":%ld,\"saved_s\":%.1f,\"saved_price\":%.4f}",
+                ran, j->max_steps, t->best_step, saved, step_s * (double)saved,
+                step_price * (double)saved);
+    enum alallo_err e = store_writes_event(w, c->now, "info", "message", line, data);
+    return e ? e : store_writes_log(w, a->id, line);
+}
+
 static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
                                  struct store_attempt *a, const struct tev *t,
                                  struct store_writes *w)
@@ -973,8 +1097,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         j->train_loss = t->loss;
         if (!(j->first_loss > 0) && t->loss > 0 && isfinite(t->loss))
             j->first_loss = t->loss; /* the job's first reported loss */
-        text_printf(msg, sizeof msg, "Step %ld/%ld: training loss=%.4f", j->steps_done,
-                    j->max_steps, t->loss);
+        step_message(j, t, msg, sizeof msg);
         step_metrics(j, t, data, sizeof data);
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         break;
@@ -988,6 +1111,12 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     case TPROTO_EVENT_CHECKPOINT: {
         struct store_checkpoint k = {.step = clamp_step(j, t->step), .train_loss = t->loss,
                                      .created_ms = c->now};
+        double rest[TPROTO_METRIC_COUNT];
+        memcpy(rest, t->metric, sizeof rest);
+        rest[TPROTO_METRIC_TRAIN_LOSS] = NAN; /* train_loss has its own column */
+        char extra[STORE_JSON_SMALL] = "";
+        if (append_metrics(rest, extra, sizeof extra) && extra[0])
+            text_printf(k.metrics, sizeof k.metrics, "{%s}", extra + 1);
         /* Only a checkpoint newer than the one the job continues from is
          * recorded, and only after `started`: the store's checkpoints and
          * the ledger's latest_checkpoint (what the next attempt resumes
@@ -1037,23 +1166,29 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             e = job_move_to(j, JOB_SUCCEEDED, MSG_NONE);
         if (e)
             break;
-        j->steps_done = j->max_steps;
+        /* Early stopping ran fewer steps than planned, and is charged for
+         * those alone (docs/api.md, "Early stopping"). */
+        long ran = t->early_stopped ? clamp_step(j, t->step) : j->max_steps;
+        j->steps_done = ran;
         if (t->loss > 0)
             j->train_loss = t->loss;
         a->end_step = j->steps_done;
         struct tev last = *t;
-        last.step = j->max_steps;
+        last.step = ran;
         progress(c, j, a, &last);
         j->finished_ms = c->now;
-        j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j));
+        j->trained_tokens = (int64_t)llround(sched_link_train_tokens(j) * (double)ran /
+                                             (double)(j->max_steps > 0 ? j->max_steps : 1));
         control_fine_tuned_model_name(j, j->fine_tuned_model, sizeof j->fine_tuned_model);
         set_stop(j, STOP_REASON_NONE);
         end_attempt(j, a, c->now, o.attempt_reason);
-        e = ledger_end(c, j, j->max_steps, w);
+        e = ledger_end(c, j, ran, w);
         if (!e)
             e = settle(c, j, a, &o.ledger, w);
         if (!e)
             e = calibrate_job(c, j, w);
+        if (!e && t->early_stopped)
+            e = note_early_stop(c, w, j, a, t);
         if (!e)
             e = note(w, c->now, "info", "The job has successfully completed");
         if (!e)
@@ -1065,6 +1200,22 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
          * to the log so the user sees it where the help page says. */
         e = store_writes_log(w, a->id, t->text);
         break;
+    case TPROTO_EVENT_SAMPLE: {
+        /* A sample answer: an event of type "message" (the types OpenAI's
+         * SDKs know) whose data says which prompt, which step, and whether
+         * it is the base model's (docs/api.md, "Sample answers"). */
+        json_t *d = json_pack("{sb sI sb ss ss}", "sample", 1, "step", (json_int_t)t->step,
+                              "base", t->base, "prompt", t->prompt, "answer", t->answer);
+        char *text = d ? json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(d);
+        if (text && strlen(text) < sizeof data) {
+            text_printf(msg, sizeof msg, "%s answer at step %ld: %s",
+                        t->base ? "The base model's" : "The model's", t->step, t->answer);
+            e = store_writes_event(w, c->now, "info", "message", msg, text);
+        }
+        free(text);
+        break;
+    }
     case TPROTO_EVENT_COUNT:
         break;
     }

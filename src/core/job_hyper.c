@@ -101,6 +101,12 @@ void job_hyper_parse(const char *json, struct job_hyper *out)
     if (json_is_boolean(json_object_get(o, "train_on_inputs")))
         out->train_on_inputs = json_is_true(json_object_get(o, "train_on_inputs"));
     num_in(o, "beta", 1e-9, JOB_HYPER_MAX_BETA, &out->dpo_beta);
+    num_in(o, "validation_split", 0, JOB_HYPER_MAX_SPLIT, &out->validation_split);
+    json_t *es = json_object_get(o, "early_stopping");
+    double patience = 0;
+    num_in(es, "patience", 0, JOB_HYPER_MAX_PATIENCE, &patience);
+    out->early_stopping_patience = (int)patience;
+    num_in(es, "min_delta", 0, JOB_HYPER_MAX_MIN_DELTA, &out->early_stopping_min_delta);
     json_decref(o);
 }
 
@@ -121,6 +127,13 @@ bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap
                           "train_on_inputs", h->train_on_inputs);
     if (o && dpo)
         json_object_set_new(o, "beta", json_real(h->dpo_beta));
+    /* only when set, so that the object stays small for every other job */
+    if (o && h->validation_split > 0)
+        json_object_set_new(o, "validation_split", json_real(h->validation_split));
+    if (o && h->early_stopping_patience > 0)
+        json_object_set_new(o, "early_stopping",
+                            json_pack("{si sf}", "patience", h->early_stopping_patience,
+                                      "min_delta", h->early_stopping_min_delta));
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
     json_decref(o);
     bool ok = s && strlen(s) < cap;

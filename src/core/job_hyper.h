@@ -21,6 +21,9 @@
 #define JOB_HYPER_MAX_DECAY 1.0
 #define JOB_HYPER_MAX_BETA 10.0
 /* lora_dropout is in [0, 1): 1 would drop every input */
+#define JOB_HYPER_MAX_SPLIT 0.5     /* validation_split */
+#define JOB_HYPER_MAX_PATIENCE 100  /* early_stopping.patience, in epochs */
+#define JOB_HYPER_MAX_MIN_DELTA 100.0
 /* The context of jobs made before max_seq_len existed. */
 #define JOB_HYPER_LEGACY_SEQ 256
 
@@ -42,6 +45,12 @@ struct job_hyper {
     double weight_decay;    /* AdamW's, default 0 */
     bool train_on_inputs;   /* loss on prompts too, default false */
     double dpo_beta;        /* DPO only: (0, JOB_HYPER_MAX_BETA], default 0.1 */
+    /* watching it learn (docs/api.md, "Validation and early stopping") */
+    double validation_split; /* without a validation file: the share of the training
+                                file held out, 0 (default, off) to JOB_HYPER_MAX_SPLIT */
+    int early_stopping_patience; /* epochs without a better full validation loss
+                                    before stopping; 0 (default) off */
+    double early_stopping_min_delta; /* how much lower counts as better, default 0 */
 };
 
 /* The defaults above, with max_seq_len 0 (chosen per model and fleet). */

@@ -7,8 +7,22 @@ static const char *const event_names[TPROTO_EVENT_COUNT] = {
     [TPROTO_EVENT_STARTED] = "started",       [TPROTO_EVENT_LOG] = "log",
     [TPROTO_EVENT_STEP] = "step",             [TPROTO_EVENT_MEMORY] = "memory",
     [TPROTO_EVENT_CHECKPOINT] = "checkpoint", [TPROTO_EVENT_DONE] = "done",
-    [TPROTO_EVENT_ERROR] = "error",
+    [TPROTO_EVENT_ERROR] = "error",           [TPROTO_EVENT_SAMPLE] = "sample",
 };
+
+static const char *const metric_names[TPROTO_METRIC_COUNT] = {
+    [TPROTO_METRIC_TRAIN_LOSS] = "train_loss",
+    [TPROTO_METRIC_TRAIN_ACCURACY] = "train_mean_token_accuracy",
+    [TPROTO_METRIC_VALID_LOSS] = "valid_loss",
+    [TPROTO_METRIC_VALID_ACCURACY] = "valid_mean_token_accuracy",
+    [TPROTO_METRIC_FULL_VALID_LOSS] = "full_valid_loss",
+    [TPROTO_METRIC_FULL_VALID_ACCURACY] = "full_valid_mean_token_accuracy",
+};
+
+const char *tproto_metric_name(enum tproto_metric m)
+{
+    return (int)m >= 0 && m < TPROTO_METRIC_COUNT ? metric_names[m] : NULL;
+}
 
 static const char *const error_kind_names[TPROTO_ERROR_KIND_COUNT] = {
     [TPROTO_ERROR_NONE] = NULL,

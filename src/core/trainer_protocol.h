@@ -26,13 +26,30 @@ enum tproto_event {
     TPROTO_EVENT_CHECKPOINT,
     TPROTO_EVENT_DONE,
     TPROTO_EVENT_ERROR,
+    TPROTO_EVENT_SAMPLE, /* a prompt's greedy answer at a step (docs/trainer-protocol.md) */
     TPROTO_EVENT_COUNT
 };
 
 /* "started", "log", ...; NULL for an out-of-range value. */
 const char *tproto_event_name(enum tproto_event e);
-/* False when `name` is NULL or not one of the seven. */
+/* False when `name` is NULL or not one of the eight. */
 bool tproto_event_parse(const char *name, enum tproto_event *out /* OUT */);
+
+/* The metrics a `step` event may carry beside `loss`, and a `checkpoint`
+ * event in its `metrics` object, named as OpenAI names them (docs/api.md,
+ * "Metrics"). The order is the results file's column order. */
+enum tproto_metric {
+    TPROTO_METRIC_TRAIN_LOSS = 0,      /* "train_loss": the step's batch        */
+    TPROTO_METRIC_TRAIN_ACCURACY,      /* "train_mean_token_accuracy"           */
+    TPROTO_METRIC_VALID_LOSS,          /* "valid_loss": one validation batch    */
+    TPROTO_METRIC_VALID_ACCURACY,      /* "valid_mean_token_accuracy"           */
+    TPROTO_METRIC_FULL_VALID_LOSS,     /* "full_valid_loss": the whole set, at an epoch's end */
+    TPROTO_METRIC_FULL_VALID_ACCURACY, /* "full_valid_mean_token_accuracy"      */
+    TPROTO_METRIC_COUNT
+};
+
+/* "train_loss", ...; NULL for an out-of-range value. */
+const char *tproto_metric_name(enum tproto_metric m);
 
 /* `kind` of an `error` event, and `error_kind` of a finish. */
 enum tproto_error_kind {

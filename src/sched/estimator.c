@@ -312,3 +312,35 @@ void est_time_limit_message(struct estimate *e, double limit_s)
              "and you pay nothing.",
              low > limit_s ? "would" : "may", limit_s / 3600.0);
 }
+
+double est_validation_share(double train_tokens, double valid_tokens, long valid_examples,
+                            int n_epochs, long max_steps, int batch, long valid_every)
+{
+    if (!(train_tokens > 0) || !(valid_tokens > 0) || valid_examples <= 0)
+        return 0.0;
+    /* forward only: about 1 of the 3 matrix products per weight a step makes */
+    const double forward_share = 1.0 / 3.0;
+    double per_example = valid_tokens / (double)valid_examples;
+    double batches = valid_every > 0 ? (double)(max_steps / valid_every) : 0.0;
+    long per_batch = batch < valid_examples ? batch : valid_examples;
+    double tokens = (double)(n_epochs > 0 ? n_epochs : 1) * valid_tokens +
+                    batches * (double)per_batch * per_example;
+    return forward_share * tokens / train_tokens;
+}
+
+void est_add_validation(struct estimate *e, double share)
+{
+    if (!(share > 0))
+        return;
+    double extra_low = e->train_low_s * share, extra_high = e->train_high_s * share;
+    e->train_s *= 1.0 + share;
+    e->train_low_s += extra_low;
+    e->train_high_s += extra_high;
+    e->time_low_s += extra_low;
+    e->time_high_s += extra_high;
+    e->finish_s += e->train_s * share / (1.0 + share);
+    e->price_low_micros = (int64_t)llround((double)e->price_low_micros * (1.0 + share));
+    e->price_high_micros = (int64_t)llround((double)e->price_high_micros * (1.0 + share));
+    job_estimate_range_text(e->time_text, sizeof e->time_text, e->time_low_s,
+                            e->time_high_s);
+}

@@ -135,6 +135,19 @@ struct estimate {
  * only the upper end does. Else (or limit_s <= 0, or no ranges) "". */
 void est_time_limit_message(struct estimate *e, double limit_s);
 
+/* The training work validation adds, as a share of the training's own
+ * (docs/estimator.md, "Validation"): a forward pass (about a third of a
+ * step's forward and backward work per token) over the whole validation
+ * set at each of n_epochs epochs' ends, and over one batch every
+ * valid_every steps. valid_tokens and valid_examples: one pass over the
+ * set; train_tokens: the whole run's. 0 without validation. */
+double est_validation_share(double train_tokens, double valid_tokens, long valid_examples,
+                            int n_epochs, long max_steps, int batch, long valid_every);
+
+/* Stretches the estimate's training time, total time and price by
+ * (1 + share): validation runs on the same worker between steps. */
+void est_add_validation(struct estimate *e, double share);
+
 void est_history_init(struct est_history *h /* OUT */);
 
 /* Adds one attempt's training ratio. Ignored unless both times are > 0 and

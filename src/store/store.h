@@ -179,6 +179,9 @@ struct store_checkpoint {
     char path[STORE_PATH_MAX];
     double train_loss;
     int64_t created_ms;
+    /* the other metrics the trainer measured by then, a JSON object by
+     * their OpenAI names ("valid_loss", "full_valid_loss", ...); "" none */
+    char metrics[STORE_JSON_SMALL];
 };
 
 struct store_worker {

@@ -32,6 +32,6 @@
     "id, account, model, status, message, stop_reason, active_attempt, created, memory_bytes,"     \
     " tokens, examples, max_steps, steps_done, n_epochs, batch_size, plan"
 #define EVENT_COLS "job, seq, created, level, type, message, data"
-#define CHECKPOINT_COLS "job, step, path, train_loss, created"
+#define CHECKPOINT_COLS "job, step, path, train_loss, created, metrics"
 
 #endif

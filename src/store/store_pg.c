@@ -131,6 +131,8 @@ static const char *const migrations[] = {
     /* 10: as SQLite's 10, a job's further hyper-parameters and a file's format */
     "ALTER TABLE jobs ADD COLUMN hyper TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE files ADD COLUMN format TEXT NOT NULL DEFAULT '';",
+    /* 11: as SQLite's 11, a checkpoint's validation metrics */
+    "ALTER TABLE checkpoints ADD COLUMN metrics TEXT NOT NULL DEFAULT '';",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -290,10 +292,10 @@ static const char *const sql_text[S_COUNT] = {
     [S_LOG_READ_ALL] = "SELECT seq, attempt, line FROM log_lines WHERE job = $1"
                        " AND seq > $2 ORDER BY seq LIMIT $3",
     [S_LOG_LAST] = "SELECT attempt FROM log_lines WHERE job = $1 ORDER BY seq DESC LIMIT 1",
-    [S_CK_PUT] = "INSERT INTO checkpoints(job, step, path, train_loss, created)"
-                 " VALUES($1,$2,$3,$4,$5) ON CONFLICT (job, step) DO UPDATE SET"
+    [S_CK_PUT] = "INSERT INTO checkpoints(" CHECKPOINT_COLS ")"
+                 " VALUES($1,$2,$3,$4,$5,$6) ON CONFLICT (job, step) DO UPDATE SET"
                  " path = EXCLUDED.path, train_loss = EXCLUDED.train_loss,"
-                 " created = EXCLUDED.created",
+                 " created = EXCLUDED.created, metrics = EXCLUDED.metrics",
     [S_CK_LIST] = "SELECT " CHECKPOINT_COLS " FROM checkpoints WHERE job = $1"
                   " ORDER BY step DESC LIMIT $2",
     [S_CK_GET] = "SELECT " CHECKPOINT_COLS " FROM checkpoints WHERE job = $1"
@@ -987,6 +989,7 @@ static void read_checkpoint(const PGresult *r, int row, struct store_checkpoint 
     col_str(r, row, 2, k->path, sizeof k->path);
     k->train_loss = col_dbl(r, row, 3);
     k->created_ms = col_i64(r, row, 4);
+    col_str(r, row, 5, k->metrics, sizeof k->metrics);
 }
 
 static int64_t now_ms(void)
@@ -1675,6 +1678,7 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
         P_STR(&p, k->path);
         p_dbl(&p, k->train_loss);
         p_i64(&p, k->created_ms);
+        P_STR(&p, k->metrics);
         e = run_done(c, S_CK_PUT, &p, "write checkpoint");
     }
     for (int i = 0; !e && i < w->n_ledger; i++) {

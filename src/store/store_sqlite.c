@@ -171,6 +171,9 @@ static const char *const migrations[] = {
      * files: not preference pairs, which did not exist) */
     "ALTER TABLE jobs ADD COLUMN hyper TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE files ADD COLUMN format TEXT NOT NULL DEFAULT '';",
+    /* 11: a checkpoint's validation metrics,
+     * a JSON object ('' for none) */
+    "ALTER TABLE checkpoints ADD COLUMN metrics TEXT NOT NULL DEFAULT '';",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -295,8 +298,8 @@ static const char *const sql_text[S_COUNT] = {
     [S_LOG_READ_ALL] = "SELECT seq, attempt, line FROM log_lines WHERE job = ?1 AND ?2 IS NULL"
                        " AND seq > ?3 ORDER BY seq LIMIT ?4",
     [S_LOG_LAST] = "SELECT attempt FROM log_lines WHERE job = ? ORDER BY seq DESC LIMIT 1",
-    [S_CK_PUT] = "INSERT OR REPLACE INTO checkpoints(job, step, path, train_loss, created)"
-                 " VALUES(?,?,?,?,?)",
+    [S_CK_PUT] = "INSERT OR REPLACE INTO checkpoints(" CHECKPOINT_COLS ")"
+                 " VALUES(?,?,?,?,?,?)",
     [S_CK_LIST] = "SELECT " CHECKPOINT_COLS " FROM checkpoints WHERE job = ?"
                   " ORDER BY step DESC LIMIT ?",
     [S_CK_GET] = "SELECT " CHECKPOINT_COLS " FROM checkpoints WHERE job = ?"
@@ -1435,6 +1438,7 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
         rc |= BIND_STR(st, 3, k->path);
         rc |= sqlite3_bind_double(st, 4, k->train_loss);
         rc |= sqlite3_bind_int64(st, 5, k->created_ms);
+        rc |= BIND_STR(st, 6, k->metrics);
         e = step_done(c, st, rc, "write checkpoint");
     }
     for (int i = 0; !e && i < w->n_ledger; i++) {
@@ -1650,6 +1654,7 @@ static enum alallo_err sq_checkpoint_list(struct store_impl *s, const char *job,
             col_str(st, 2, k->path, sizeof k->path);
             k->train_loss = sqlite3_column_double(st, 3);
             k->created_ms = sqlite3_column_int64(st, 4);
+            col_str(st, 5, k->metrics, sizeof k->metrics);
         }
         sqlite3_reset(st);
         e = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
@@ -1675,6 +1680,7 @@ static enum alallo_err sq_checkpoint_get(struct store_impl *s, const char *job, 
             col_str(st, 2, out->path, sizeof out->path);
             out->train_loss = sqlite3_column_double(st, 3);
             out->created_ms = sqlite3_column_int64(st, 4);
+            col_str(st, 5, out->metrics, sizeof out->metrics);
             sqlite3_reset(st);
         }
     }

@@ -19,12 +19,14 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/rng.h"
 #include "core/dataset.h"
 #include "core/text.h"
 #include "train/chat_format.h"
@@ -350,6 +352,57 @@ void dataset_free(struct dataset *d)
     }
     free(d->ex);
     free(d);
+}
+
+struct dataset *dataset_split_off(struct dataset *d, double share, uint64_t seed)
+{
+    if (!d || d->n < 2 || d->pairs || !(share > 0.0 && share < 1.0))
+        return NULL;
+    size_t k = (size_t)llround(share * (double)d->n);
+    k = k < 1 ? 1 : k > d->n - 1 ? d->n - 1 : k;
+    struct dataset *v = calloc(1, sizeof *v);
+    uint8_t *take = calloc(d->n, 1);
+    struct example *ex = v && take ? malloc(k * sizeof *ex) : NULL;
+    if (!ex) {
+        free(v);
+        free(take);
+        return NULL;
+    }
+    /* k distinct indices: a partial Fisher-Yates over 0..n */
+    size_t *idx = malloc(d->n * sizeof *idx);
+    if (!idx) {
+        free(v);
+        free(take);
+        free(ex);
+        return NULL;
+    }
+    for (size_t i = 0; i < d->n; i++)
+        idx[i] = i;
+    struct rng g;
+    rng_seed(&g, rng_derive(seed, 0x7a1dULL));
+    for (size_t i = 0; i < k; i++) {
+        size_t j = i + (size_t)rng_below(&g, (uint64_t)(d->n - i));
+        size_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+        take[idx[i]] = 1;
+    }
+    free(idx);
+    size_t kept = 0, moved = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (take[i]) {
+            ex[moved++] = d->ex[i];
+            v->n_tokens += d->ex[i].len;
+            d->n_tokens -= d->ex[i].len;
+        } else {
+            d->ex[kept++] = d->ex[i];
+        }
+    }
+    free(take);
+    d->n = kept;
+    v->ex = ex;
+    v->n = moved;
+    return v;
 }
 
 /* Hands s's ids to the caller (a valid pointer even for no tokens). */

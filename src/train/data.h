@@ -53,6 +53,13 @@ struct dataset *dataset_load_chat(const char *path, const char *display_name,
                                   const char *fmt_err, size_t max_len, char *err, size_t errcap);
 void dataset_free(struct dataset *d); /* NULL is fine */
 
+/* Moves a share (0 < share < 1) of d's examples, drawn from the seed, into
+ * a new dataset (validation_split): round(share * n), at least 1, and at
+ * least 1 left in d; the rest keep their order in d. Not for preference
+ * pairs. NULL when d has fewer than 2 examples or memory runs out (d is
+ * then unchanged). */
+struct dataset *dataset_split_off(struct dataset *d, double share, uint64_t seed);
+
 /* Formats a prompt for generation the way training formatted prompts
  * (prompt/completion form: the prompt text as trained). malloc'd ids, or -1. */
 int data_encode_prompt(const struct tokenizer *tok, const char *prompt,

@@ -31,6 +31,7 @@ struct generator {
     void *on_text_ctx;
     size_t sent;             /* bytes of the completion given to on_text */
     int has_adapter;
+    int borrowed; /* m and tok are the caller's (gen_borrow) */
 };
 
 void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
@@ -56,6 +57,18 @@ static void send_growth(struct generator *g, const int32_t *ids, int n)
         g->sent = len;
     }
     free(text);
+}
+
+struct generator *gen_borrow(struct model *m, struct tokenizer *tok)
+{
+    struct generator *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->m = m;
+    g->tok = tok;
+    g->borrowed = 1;
+    g->eos = m->cfg.eos_id >= 0 ? m->cfg.eos_id : tokenizer_eos_id(tok);
+    return g;
 }
 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
@@ -135,8 +148,10 @@ void gen_close(struct generator *g)
 {
     if (!g)
         return;
-    model_free(g->m);
-    tokenizer_free(g->tok);
+    if (!g->borrowed) {
+        model_free(g->m);
+        tokenizer_free(g->tok);
+    }
     chat_format_free(g->fmt);
     free(g);
 }

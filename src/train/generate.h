@@ -63,6 +63,14 @@ void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx);
  * reason (an adapter is loaded; out of memory). */
 int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errcap);
 
+struct model;
+struct tokenizer;
+/* A generator over a model and tokenizer the caller keeps owning (the
+ * trainer's, for sample answers during training: LoRA adapters are
+ * applied at run time as for gen_open's). gen_close frees only the
+ * generator. NULL on out of memory. */
+struct generator *gen_borrow(struct model *m, struct tokenizer *tok);
+
 /* What gen_run and gen_ids return when the caller asked for something the
  * model cannot do (the caller's mistake, not the generator's failure):
  * GEN_TOO_LONG, the prompt fills the model's context (prompt_tokens and

@@ -276,6 +276,10 @@ void model_mlp_act(const struct model *m, float *h, const float *g, const float 
 /* The scale of attention scores. */
 float model_attn_scale(const struct model_config *c);
 
+/* Of the last pass's targets, how many the model predicted (its arg-max
+ * is the target): the token accuracy is this over n_targets. */
+size_t model_last_hits(const struct model_acts *a);
+
 /* Number of positions with a target in a batch (mask[t+1] set for t < T-1). */
 size_t model_count_targets(const uint8_t *mask, int B, int T);
 

@@ -56,6 +56,7 @@ struct model_acts {
     float *mem;
     size_t mem_floats;
     double t_forward, t_head, t_backward;
+    size_t hits; /* targets the last pass predicted (arg-max), model_last_hits */
 };
 
 struct model_acts *model_acts_create(const struct model *m, int B, int T)
@@ -187,6 +188,11 @@ void model_acts_timing(const struct model_acts *a, struct model_timing *t)
     t->forward = a->t_forward;
     t->head = a->t_head;
     t->backward = a->t_backward;
+}
+
+size_t model_last_hits(const struct model_acts *a)
+{
+    return a->hits;
 }
 
 size_t model_count_targets(const uint8_t *mask, int B, int T)
@@ -396,6 +402,7 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
         }
     }
     *n_targets = (size_t)M;
+    a->hits = 0;
     if (backward)
         memset(a->dres, 0, (size_t)B * T * C * sizeof(float));
     if (tok_loss)
@@ -431,6 +438,7 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             if (backward)
                 memcpy(a->capped, a->logits, mv * sizeof(float));
         }
+        a->hits += ops_argmax_hits(a->logits, a->tgt + m0, mr, V);
         if (lbuf) {
             for (int i = 0; i < mr; i++)
                 wbuf[i] = tok_w ? tok_w[a->rows[m0 + i]] : dscale;

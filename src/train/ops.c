@@ -426,6 +426,20 @@ void ops_xent_rows(float *logits, const int32_t *targets, int M, int V, const fl
     }
 }
 
+size_t ops_argmax_hits(const float *logits, const int32_t *targets, int M, int V)
+{
+    size_t hits = 0;
+    for (int r = 0; r < M; r++) {
+        const float *x = logits + (size_t)r * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (x[v] > x[best])
+                best = v;
+        hits += best == targets[r];
+    }
+    return hits;
+}
+
 double ops_xent_forward(const float *logits, const int32_t *targets, int M, int V)
 {
     double total = 0.0;

@@ -95,6 +95,10 @@ double ops_xent_forward_backward(float *logits, const int32_t *targets, int M, i
                                  float dscale);
 /* The same loss without the gradient (logits left unchanged). */
 double ops_xent_forward(const float *logits, const int32_t *targets, int M, int V);
+/* How many rows of logits (M,V) have their target as the arg-max (the
+ * greedy choice; ties go to the lowest id, as generation breaks them).
+ * The token accuracy's numerator. */
+size_t ops_argmax_hits(const float *logits, const int32_t *targets, int M, int V);
 
 /* Per row: row_loss[r] OUT = -log p(target) of row r; when w is not NULL,
  * row r of logits is replaced by its gradient times w[r] (each row its own

@@ -151,6 +151,7 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
     c->max_grad_norm = 1.0f;
     c->keep_checkpoints = 3;
     c->packing = 1;
+    c->valid_every_steps = 10;
     double lr = -1.0, every_s = 0.0, wd = 0.0, clip = 1.0;
     uint64_t warm = UINT64_MAX, resume = UINT64_MAX;
     if (get_str(o, "model_dir", 1, c->model_dir, sizeof c->model_dir, err, errcap) ||
@@ -203,7 +204,13 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         get_num(o, "max_grad_norm", 0.0, 1e6, &clip, err, errcap) ||
         get_int(o, "keep_checkpoints", 0, 1, 1000, &c->keep_checkpoints, err, errcap) ||
         get_int(o, "packing", 0, 0, 1, &c->packing, err, errcap) ||
-        get_int(o, "train_on_inputs", 0, 0, 1, &c->train_on_inputs, err, errcap))
+        get_int(o, "train_on_inputs", 0, 0, 1, &c->train_on_inputs, err, errcap) ||
+        get_num(o, "validation_split", 0.0, 0.5, &c->validation_split, err, errcap) ||
+        get_uint(o, "valid_every_steps", 0, 0, 100000000, &c->valid_every_steps, err, errcap) ||
+        get_int(o, "early_stopping_patience", 0, 0, 1000, &c->early_stopping_patience, err,
+                errcap) ||
+        get_num(o, "early_stopping_min_delta", 0.0, 1e6, &c->early_stopping_min_delta, err,
+                errcap))
         goto out;
     if (get_uint(o, "resume_step", 0, 0, c->max_steps, &resume, err, errcap))
         goto out;

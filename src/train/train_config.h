@@ -56,6 +56,14 @@ struct train_config {
                                         checkpoint_dir; 0: from the start; N: the
                                         checkpoint at step N (or, if it is missing or
                                         damaged, the newest complete one below it) */
+    /* watching the job learn (docs/trainer.md, "Validation and early stopping") */
+    double validation_split;         /* without validation_file: the share of the training
+                                        examples held out for validation, 0 (default) to 0.5 */
+    uint64_t valid_every_steps;      /* validation loss on one batch every N steps;
+                                        default 10 (the step events' rhythm), 0 = off */
+    int early_stopping_patience;     /* epochs without a better full validation loss
+                                        before stopping; 0 (default) = off */
+    double early_stopping_min_delta; /* how much lower counts as better; default 0 */
     char resume_from[TRAIN_MAX_PATH]; /* "" (absent or null): resume in checkpoint_dir as
                                         resume_step says; else the checkpoint folder to
                                         resume from, outside checkpoint_dir (the server's

@@ -2,6 +2,7 @@
 #include "train/train_events.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,20 @@ void tev_log(const char *fmt, ...)
     emit(tproto_event_name(TPROTO_EVENT_LOG), json_pack("{ss}", "line", line));
 }
 
+void tev_metrics_clear(struct tev_metrics *m)
+{
+    for (int i = 0; i < TPROTO_METRIC_COUNT; i++)
+        m->v[i] = NAN;
+}
+
+/* Sets each measured metric of m on o by its name. */
+static void put_metrics(json_t *o, const struct tev_metrics *m)
+{
+    for (int i = 0; o && m && i < TPROTO_METRIC_COUNT; i++)
+        if (isfinite(m->v[i]))
+            json_object_set_new(o, tproto_metric_name((enum tproto_metric)i), json_real(m->v[i]));
+}
+
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s)
 {
     tev_step_with(step, loss, lr, tokens_per_s, NULL);
@@ -84,6 +99,8 @@ void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
         json_object_set_new(o, "reward_margin", json_real(x->reward_margin));
         json_object_set_new(o, "reward_accuracy", json_real(x->reward_accuracy));
     }
+    if (x)
+        put_metrics(o, x->metrics);
     emit(tproto_event_name(TPROTO_EVENT_STEP), o);
 }
 
@@ -93,10 +110,17 @@ void tev_memory(uint64_t peak_rss_bytes)
          json_pack("{sI}", "peak_rss_bytes", (json_int_t)peak_rss_bytes));
 }
 
-void tev_checkpoint(uint64_t step, const char *path, double train_loss)
+void tev_checkpoint(uint64_t step, const char *path, double train_loss,
+                    const struct tev_metrics *metrics)
 {
-    emit(tproto_event_name(TPROTO_EVENT_CHECKPOINT),
-         json_pack("{sI ss sf}", "step", (json_int_t)step, "path", path, "train_loss", train_loss));
+    json_t *o = json_pack("{sI ss sf}", "step", (json_int_t)step, "path", path, "train_loss",
+                          train_loss);
+    if (o && metrics) {
+        json_t *m = json_object();
+        put_metrics(m, metrics);
+        json_object_set_new(o, "metrics", m);
+    }
+    emit(tproto_event_name(TPROTO_EVENT_CHECKPOINT), o);
 }
 
 void tev_done(uint64_t step, double train_loss, const char *model_dir, const char *adapter_dir)
@@ -104,6 +128,23 @@ void tev_done(uint64_t step, double train_loss, const char *model_dir, const cha
     emit(tproto_event_name(TPROTO_EVENT_DONE),
          json_pack("{sI sf ss so}", "step", (json_int_t)step, "train_loss", train_loss, "model_dir",
                    model_dir, "adapter_dir", adapter_dir ? json_string(adapter_dir) : json_null()));
+}
+
+void tev_done_early(uint64_t step, double train_loss, const char *model_dir,
+                    const char *adapter_dir, uint64_t best_step)
+{
+    emit(tproto_event_name(TPROTO_EVENT_DONE),
+         json_pack("{sI sf ss so sb sI}", "step", (json_int_t)step, "train_loss", train_loss,
+                   "model_dir", model_dir, "adapter_dir",
+                   adapter_dir ? json_string(adapter_dir) : json_null(), "early_stopped", 1,
+                   "best_step", (json_int_t)best_step));
+}
+
+void tev_sample(uint64_t step, int base, const char *prompt, const char *answer)
+{
+    emit(tproto_event_name(TPROTO_EVENT_SAMPLE),
+         json_pack("{sI sb ss ss}", "step", (json_int_t)step, "base", base, "prompt", prompt,
+                   "answer", answer));
 }
 
 void tev_error(int user, const char *line)

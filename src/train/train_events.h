@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/trainer_protocol.h"
+
 /* Starts the clock for "t". */
 void tev_init(void);
 /* Seconds since tev_init. */
@@ -20,6 +22,13 @@ void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t toke
 /* A line of the training log users read (also copied to stderr). */
 void tev_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s);
+/* Metrics by enum tproto_metric; NAN: not measured (not written). */
+struct tev_metrics {
+    double v[TPROTO_METRIC_COUNT];
+};
+/* All NAN. */
+void tev_metrics_clear(struct tev_metrics *m);
+
 /* What a step event may carry besides (docs/trainer-protocol.md). */
 struct tev_step_extra {
     double packing_efficiency; /* real tokens / tokens computed since the last
@@ -27,13 +36,22 @@ struct tev_step_extra {
     int dpo;                   /* 1: the two DPO fields below are written */
     double reward_margin;      /* mean beta * (chosen - rejected) log-ratio */
     double reward_accuracy;    /* share of pairs with a positive margin */
+    const struct tev_metrics *metrics; /* NULL: none; else each measured one */
 };
 void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
                    const struct tev_step_extra *x /* NULL: none */);
 void tev_memory(uint64_t peak_rss_bytes);
-void tev_checkpoint(uint64_t step, const char *path, double train_loss);
+/* metrics NULL: no `metrics` object. */
+void tev_checkpoint(uint64_t step, const char *path, double train_loss,
+                    const struct tev_metrics *metrics);
 /* adapter_dir NULL is written as null. */
 void tev_done(uint64_t step, double train_loss, const char *model_dir, const char *adapter_dir);
+/* Early stopping ended the run at `step` (the steps run), the model being
+ * the checkpoint at best_step (docs/trainer-protocol.md). */
+void tev_done_early(uint64_t step, double train_loss, const char *model_dir,
+                    const char *adapter_dir, uint64_t best_step);
+ /* A prompt's greedy answer at `step` (base: the model before training). */
+void tev_sample(uint64_t step, int base, const char *prompt, const char *answer);
 /* user: 1 for kind "user" (data or settings), 0 for "internal". */
 void tev_error(int user, const char *line);
 

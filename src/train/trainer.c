@@ -24,6 +24,7 @@
 #include "core/fs.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
+#include "train/generate.h"
 #include "train/chat_format.h"
 #include "train/data.h"
 #include "train/model.h"
@@ -41,6 +42,11 @@
 #define REPORT_EVERY 10
 /* rng_derive streams of the LoRA dropout masks: this plus the step */
 #define LORA_DROPOUT_STREAM 0xd40900000000ULL
+
+/* Sample answers: the first prompts of the validation set, greedy, this
+ * many tokens at most (docs/trainer.md, "Sample answers"). */
+#define SAMPLE_PROMPTS 3
+#define SAMPLE_TOKENS 32
 
 static volatile sig_atomic_t g_term, g_usr1;
 
@@ -94,6 +100,12 @@ struct run {
     uint64_t ckpt_step;
     uint64_t resumed_step;   /* the checkpoint resumed from; 0 none (kept by pruning) */
     double ckpt_t;
+    /* watching it learn (docs/trainer.md, "Validation and early stopping") */
+    struct tev_metrics metrics; /* the latest of each; what checkpoints carry */
+    size_t val_cursor;          /* the next validation example of the batch check */
+    double best_full;           /* the lowest full validation loss; INFINITY: none */
+    uint64_t best_step;         /* its step, whose checkpoint is kept; 0 none */
+    int bad_epochs;             /* epochs ended since best_full last improved */
     char *meta;
     char err[ERRCAP];
 };
@@ -330,9 +342,11 @@ static int save_checkpoint(struct run *r)
         return -1;
     r->ckpt_step = r->step;
     r->ckpt_t = tev_now();
-    tev_checkpoint(r->step, path, r->loss);
+    tev_checkpoint(r->step, path, r->loss, r->val && !r->c->dpo ? &r->metrics : NULL);
     tev_log("saved checkpoint at step %" PRIu64, r->step);
-    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints, r->resumed_step);
+    /* Early stopping's best checkpoint outlives `keep`: it becomes the model. */
+    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints,
+               r->best_step ? r->best_step : r->resumed_step);
     return 0;
 }
 
@@ -519,24 +533,119 @@ static int save_final(struct run *r, char *model_out, char *adapter_out, size_t 
 
 /* ------------------------------------------------------------ the run */
 
-static double validation_loss(struct run *r)
+/* The current model's loss and token accuracy on n validation examples
+ * from `from` on (wrapping around), in batches of batch_size: the mean
+ * over all their targets, not over batches. Forward only. */
+static void evaluate(struct run *r, size_t from, size_t n, double *loss /* OUT */,
+                     double *accuracy /* OUT */)
 {
     const struct dataset *v = r->val;
     int B = r->c->batch_size;
     double sum = 0.0;
-    size_t count = 0;
-    for (size_t i = 0; i < v->n; i += (size_t)B) {
-        int nb = (int)(v->n - i < (size_t)B ? v->n - i : (size_t)B);
+    size_t count = 0, hits = 0;
+    for (size_t i = 0; i < n; i += (size_t)B) {
+        int nb = (int)(n - i < (size_t)B ? n - i : (size_t)B);
         const struct example *ex[PACK_MAX_EXAMPLES];
         for (int b = 0; b < nb; b++)
-            ex[b] = &v->ex[i + b];
+            ex[b] = &v->ex[(from + i + (size_t)b) % v->n];
         struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
         size_t nt;
         sum += model_forward_backward_packed(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T,
                                              1.0f, 0, &nt);
         count += nt;
+        hits += model_last_hits(r->a);
     }
-    return count ? sum / (double)count : 0.0;
+    *loss = count ? sum / (double)count : 0.0;
+    *accuracy = count ? (double)hits / (double)count : 0.0;
+}
+
+/* The validation loss on the next batch_size examples (every
+ * valid_every_steps steps). */
+static void validate_batch(struct run *r)
+{
+    size_t n = (size_t)r->c->batch_size < r->val->n ? (size_t)r->c->batch_size : r->val->n;
+    evaluate(r, r->val_cursor, n, &r->metrics.v[TPROTO_METRIC_VALID_LOSS],
+             &r->metrics.v[TPROTO_METRIC_VALID_ACCURACY]);
+    r->val_cursor = (r->val_cursor + n) % r->val->n;
+}
+
+/* The full validation loss at an epoch's end, and early stopping's count:
+ * returns 1 when patience ran out (the run stops after this step's
+ * checkpoint). */
+static int validate_epoch(struct run *r)
+{
+    double *loss = &r->metrics.v[TPROTO_METRIC_FULL_VALID_LOSS];
+    evaluate(r, 0, r->val->n, loss, &r->metrics.v[TPROTO_METRIC_FULL_VALID_ACCURACY]);
+    tev_log("step %" PRIu64 ": full validation loss %.4f, token accuracy %.4f", r->step, *loss,
+            r->metrics.v[TPROTO_METRIC_FULL_VALID_ACCURACY]);
+    if (r->c->early_stopping_patience <= 0)
+        return 0;
+    if (*loss < r->best_full - r->c->early_stopping_min_delta) {
+        r->best_full = *loss;
+        r->best_step = r->step;
+        r->bad_epochs = 0;
+        return 0;
+    }
+    r->bad_epochs++;
+    tev_log("no better full validation loss for %d epoch%s (best %.4f at step %" PRIu64 ")",
+            r->bad_epochs, r->bad_epochs == 1 ? "" : "s", r->best_full, r->best_step);
+    return r->bad_epochs >= r->c->early_stopping_patience;
+}
+
+/* The greedy answers of the current model to the first SAMPLE_PROMPTS
+ * prompts of the validation set (an example's tokens before its first
+ * target), as `sample` events; base: before any step. A prompt the model
+ * cannot answer (too long) is left out. */
+static void sample_answers(struct run *r, int base)
+{
+    struct generator *g = gen_borrow(r->m, r->tok);
+    if (!g)
+        return;
+    size_t n = r->val->n < SAMPLE_PROMPTS ? r->val->n : SAMPLE_PROMPTS;
+    for (size_t i = 0; i < n; i++) {
+        const struct example *e = &r->val->ex[i];
+        size_t p = 0;
+        while (p < e->len && !e->mask[p])
+            p++;
+        if (p == 0 || p >= e->len)
+            continue;
+        int32_t out[SAMPLE_TOKENS];
+        const char *finish;
+        char err[200];
+        struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
+        int k = gen_ids(g, e->ids, (int)p, &o, out, &finish, err, sizeof err);
+        if (k < 0)
+            continue;
+        char *prompt = tokenizer_decode(r->tok, e->ids, p, 1);
+        char *answer = tokenizer_decode(r->tok, out, (size_t)k, 1);
+        if (prompt && answer)
+            tev_sample(r->step, base, prompt, answer);
+        free(prompt);
+        free(answer);
+    }
+    gen_close(g);
+}
+
+/* Early stopping's model: the best checkpoint made into out_dir's model
+ * (and adapter) folders; frees the training state first. */
+static int save_best(struct run *r, char *model_out, char *adapter_out, size_t cap)
+{
+    const struct train_config *c = r->c;
+    char ckpt[TRAIN_MAX_PATH + 32];
+    snprintf(model_out, cap, "%s/model", c->out_dir);
+    snprintf(adapter_out, cap, "%s/adapter", c->out_dir);
+    snprintf(ckpt, sizeof ckpt, "%s/step-%08" PRIu64, c->checkpoint_dir, r->best_step);
+    if (fs_mkdirs(c->out_dir, 0755) != 0) {
+        snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
+        return -1;
+    }
+    model_acts_free(r->a);
+    r->a = NULL;
+    optim_free(&r->opt);
+    model_free(r->m);
+    r->m = NULL;
+    return trainer_materialize(ckpt, c->model_dir, model_out, c->full ? NULL : adapter_out,
+                               r->err, sizeof r->err);
 }
 
 /* train_on_inputs: every token but an example's first becomes a target. */
@@ -590,6 +699,15 @@ static int load_everything(struct run *r)
     chat_format_free(fmt);
     if (c->validation_file[0] && !r->val)
         return TRAIN_USER;
+    if (!r->val && c->validation_split > 0.0 && !c->dpo) {
+        r->val = dataset_split_off(r->ds, c->validation_split, c->seed);
+        if (!r->val) {
+            snprintf(r->err, sizeof r->err,
+                     "%s: validation_split needs at least 2 examples to hold some out",
+                     c->train_file_name);
+            return r->ds->n < 2 ? TRAIN_USER : TRAIN_INTERNAL;
+        }
+    }
     if (r->ds->pairs != c->dpo) {
         snprintf(r->err, sizeof r->err,
                  c->dpo ? "%s: DPO needs preference pairs (input, preferred_output, "
@@ -643,6 +761,8 @@ int trainer_run(const struct train_config *c)
     memset(&r, 0, sizeof r);
     r.c = c;
     rng_seed(&r.rng, c->seed);
+    tev_metrics_clear(&r.metrics);
+    r.best_full = INFINITY;
     int rc = load_everything(&r);
     if (rc != TRAIN_OK) {
         rc = fail(rc == TRAIN_USER, r.err);
@@ -668,11 +788,19 @@ int trainer_run(const struct train_config *c)
                 c->full       ? "full fine-tuning (fp32)"
                 : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                               : "LoRA on a 16-bit (bf16) base");
+    if (r.val && !c->dpo && !resumed) {
+        tev_log("validating on %zu examples%s", r.val->n,
+                c->validation_file[0] ? "" : " held out of the training file");
+        sample_answers(&r, 1);
+    }
     if (r.ds->n_truncated && !resumed)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
                 r.ds->n_truncated, r.seq);
     r.ckpt_t = tev_now();
     uint64_t first = r.step, reported_rss = 0;
+    int stop_early = 0;
+    /* What this run watches (DPO has no token loss to validate on). */
+    const struct dataset *watch = c->dpo ? NULL : r.val;
     size_t window_tokens = 0;
     double window_t = tev_now();
     while (r.step < c->max_steps) {
@@ -716,6 +844,10 @@ int trainer_run(const struct train_config *c)
         float lr = optim_lr(&r.sched, r.step);
         if (nt) {
             r.loss = sum / (double)nt;
+            r.metrics.v[TPROTO_METRIC_TRAIN_LOSS] = r.loss;
+            if (!c->dpo)
+                r.metrics.v[TPROTO_METRIC_TRAIN_ACCURACY] =
+                    (double)model_last_hits(r.a) / (double)nt;
             double norm = optim_grad_norm(r.m->grad, r.m->n_train);
             if (!isfinite(r.loss) || !isfinite(norm)) {
                 snprintf(r.err, sizeof r.err,
@@ -736,23 +868,48 @@ int trainer_run(const struct train_config *c)
                 reported_rss = rss;
             }
         }
-        if (r.step % REPORT_EVERY == 0 || r.step == c->max_steps) {
+        /* An epoch ends in the step whose batch took the data set's last
+         * example; the last step ends the run (a model each, docs/trainer.md). */
+        int epoch_done = r.epoch != epoch_before || r.step == c->max_steps;
+        int valid_due = watch && c->valid_every_steps && r.step % c->valid_every_steps == 0;
+        if (valid_due)
+            validate_batch(&r);
+        if (watch && epoch_done) {
+            stop_early = validate_epoch(&r);
+            sample_answers(&r, 0);
+        }
+        int report = r.step % REPORT_EVERY == 0 || r.step == c->max_steps;
+        if (report || valid_due || (watch && epoch_done)) {
             double now = tev_now();
             double tps = now > window_t ? (double)window_tokens / (now - window_t) : 0.0;
-            tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
+            if (report && valid_due)
+                tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f, validation loss %.4f", r.step,
+                        c->max_steps, r.loss, r.metrics.v[TPROTO_METRIC_VALID_LOSS]);
+            else if (report || valid_due)
+                tev_log("step %" PRIu64 "/%" PRIu64 ": loss %.4f", r.step, c->max_steps, r.loss);
+            /* Each metric goes out once, in the step event of the step it
+             * was measured at (the checkpoints keep the latest). */
+            struct tev_metrics sent;
+            tev_metrics_clear(&sent);
+            sent.v[TPROTO_METRIC_TRAIN_LOSS] = r.loss;
+            sent.v[TPROTO_METRIC_TRAIN_ACCURACY] = r.metrics.v[TPROTO_METRIC_TRAIN_ACCURACY];
+            for (int k = TPROTO_METRIC_VALID_LOSS; k <= TPROTO_METRIC_VALID_ACCURACY && valid_due; k++)
+                sent.v[k] = r.metrics.v[k];
+            for (int k = TPROTO_METRIC_FULL_VALID_LOSS; watch && epoch_done && k < TPROTO_METRIC_COUNT; k++)
+                sent.v[k] = r.metrics.v[k];
             struct tev_step_extra x = {
                 .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
                 .dpo = c->dpo, .reward_margin = r.dpo.reward_margin,
-                .reward_accuracy = r.dpo.reward_accuracy};
+                .reward_accuracy = r.dpo.reward_accuracy, .metrics = c->dpo ? NULL : &sent};
             tev_step_with(r.step, r.loss, lr, tps, &x);
             r.real_tokens = r.row_tokens = 0;
             window_tokens = 0;
             window_t = now;
         }
-        /* An epoch ends in the step whose batch took the data set's last
-         * example; the last step ends the run (a model each, docs/trainer.md). */
-        int epoch_end = c->checkpoint_each_epoch &&
-                        (r.epoch != epoch_before || r.step == c->max_steps);
+        /* Early stopping needs a checkpoint at each epoch's end: the best
+         * one becomes the model. */
+        int epoch_end = (c->checkpoint_each_epoch || (watch && c->early_stopping_patience)) &&
+                        epoch_done;
         int due = (c->checkpoint_every_steps && r.step % c->checkpoint_every_steps == 0) ||
                   (c->checkpoint_every_s > 0 && tev_now() - r.ckpt_t >= c->checkpoint_every_s) ||
                   epoch_end;
@@ -768,6 +925,8 @@ int trainer_run(const struct train_config *c)
                 goto out;
             }
         }
+        if (stop_early && r.step < c->max_steps)
+            break;
     }
     if (g_term) {
         /* Stopped before any step ran (or right at the end). */
@@ -781,12 +940,25 @@ int trainer_run(const struct train_config *c)
     if (r.val && c->dpo)
         tev_log("validation loss is not computed for DPO");
     else if (r.val)
-        tev_log("validation loss %.4f", validation_loss(&r));
+        tev_log("validation loss %.4f", r.metrics.v[TPROTO_METRIC_FULL_VALID_LOSS]);
     char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
     double final_loss = r.loss;
     uint64_t final_step = r.step;
-    if (save_final(&r, model_out, adapter_out, sizeof model_out)) {
+    int early = stop_early && r.step < c->max_steps;
+    if (early ? save_best(&r, model_out, adapter_out, sizeof model_out)
+              : save_final(&r, model_out, adapter_out, sizeof model_out)) {
         rc = fail(0, r.err);
+        goto out;
+    }
+    if (early) {
+        tev_log("stopped early at step %" PRIu64 " of %" PRIu64 ": the full validation loss did "
+                "not improve by more than %g for %d epochs; the model is the checkpoint at step "
+                "%" PRIu64 " (full validation loss %.4f)",
+                final_step, c->max_steps, c->early_stopping_min_delta,
+                c->early_stopping_patience, r.best_step, r.best_full);
+        tev_done_early(final_step, final_loss, model_out, c->full ? NULL : adapter_out,
+                       r.best_step);
+        rc = TRAIN_OK;
         goto out;
     }
     tev_log("training finished: %" PRIu64 " steps, final loss %.4f", final_step, final_loss);

@@ -131,8 +131,32 @@ test('loss points come from "step N/M: loss X" lines, latest value per step', ()
     { step: 20, loss: 2.0 },
     { step: 40, loss: 1.25 },
   ]);
-  assert.deepEqual(parseLoss('No log yet. It appears once training starts.'), { points: [], maxSteps: 0 });
-  assert.deepEqual(parseLoss(undefined), { points: [], maxSteps: 0 });
+  const none = { points: [], maxSteps: 0, valid: [], full: [], epochs: [] };
+  assert.deepEqual(parseLoss('No log yet. It appears once training starts.'), none);
+  assert.deepEqual(parseLoss(undefined), none);
+});
+
+test('validation in the log: a batch\'s loss, the full loss at epochs\' ends, epoch boundaries', () => {
+  const log = [
+    'step 5: full validation loss 2.5000, token accuracy 0.1000',
+    'step 10/15: loss 2.1000, validation loss 2.3000',
+    'step 10: full validation loss 2.2000, token accuracy 0.2000',
+    'step 15/15: loss 1.9000',
+    'step 15: full validation loss 2.0000, token accuracy 0.3000',
+  ].join('\n');
+  const l = parseLoss(log);
+  assert.deepEqual(l.points, [{ step: 10, loss: 2.1 }, { step: 15, loss: 1.9 }]);
+  assert.deepEqual(l.valid, [{ step: 10, loss: 2.3 }]);
+  assert.deepEqual(l.full.map((p) => p.step), [5, 10, 15]);
+  assert.deepEqual(l.epochs, [5, 10], 'the last step ends the run, not a boundary drawn');
+  const g = lossGeometry(l.points, l.maxSteps, l);
+  assert.equal(g.fullDots.length, 3);
+  assert.equal(g.epochXs.length, 2);
+  assert.ok(g.validPath.startsWith('M'));
+  // the validation losses are inside the plot: the y range covers them
+  for (const d of g.fullDots) assert.ok(d.y >= 12 && d.y <= 260 - 36, `y ${d.y} inside`);
+  // the full loss of 2.5 is above (smaller y) the training loss of 1.9
+  assert.ok(g.fullDots[0].y < g.last.y);
 });
 
 test('loss chart geometry: inside the plot, falling loss goes down the page', () => {
@@ -183,4 +207,24 @@ test('Advanced settings: empty fields stay the server\'s, values are checked, DP
   assert.deepEqual(readAdvanced({ ...blank, lora_dropout: '0.05' }, TARGET_MODULES), { method: 'supervised', hp: { lora_dropout: 0.05 } });
   assert.deepEqual(readAdvanced({ ...blank, lora_dropout: '0' }, TARGET_MODULES), { method: 'supervised', hp: { lora_dropout: 0 } });
   assert.match(readAdvanced({ ...blank, lora_dropout: '1' }, TARGET_MODULES).error, /LoRA dropout must be a number at least 0 and below 1/);
+});
+
+test('sample answers: grouped by prompt, base first, steps in order, the newest per step', async () => {
+  const { groupSamples } = await load('samples.js');
+  const ev = (t, step, base, prompt, answer) => ({ created_at: t, type: 'message', data: { sample: true, step, base, prompt, answer } });
+  const events = [ // newest first, as the API lists them
+    ev(5, 6, false, 'Say hi:', ' hi again'),
+    { created_at: 4, type: 'metrics', data: { step: 6, train_loss: 1 } },
+    ev(3, 6, false, 'Say hi:', ' hi'),
+    ev(3, 3, false, 'Say hi:', ' h'),
+    ev(2, 3, false, 'Count:', ' 1 2'),
+    ev(1, 0, true, 'Say hi:', ' xq'),
+    ev(1, 0, true, 'Count:', ' zz'),
+  ];
+  const g = groupSamples(events);
+  assert.deepEqual(g.map((p) => p.prompt), ['Say hi:', 'Count:']);
+  assert.equal(g[0].base, ' xq');
+  assert.deepEqual(g[0].answers, [{ step: 3, answer: ' h' }, { step: 6, answer: ' hi again' }]);
+  assert.deepEqual(g[1].answers, [{ step: 3, answer: ' 1 2' }]);
+  assert.deepEqual(groupSamples(undefined), []);
 });

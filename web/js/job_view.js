@@ -27,6 +27,7 @@ import {
   stepsTitle,
 } from './format.js';
 import { parseLoss } from './loss.js';
+import { groupSamples } from './samples.js';
 
 // The help page's sentence for a job whose training has not started.
 export const EMPTY_LOG = 'No log yet. It appears once training starts.';
@@ -274,7 +275,7 @@ export function jobView(jobId) {
     if (atBottom || !box.dataset.seen) box.scrollTop = box.scrollHeight;
     box.dataset.seen = '1';
     const loss = parseLoss(body);
-    renderLossChart(ui.chart, loss.points, loss.maxSteps || job?.progress?.max_steps);
+    renderLossChart(ui.chart, loss.points, loss.maxSteps || job?.progress?.max_steps, loss);
   }
 
   function updateAttempts() {
@@ -295,6 +296,21 @@ export function jobView(jobId) {
     }));
     show(t.table, list.length > 0);
     show(t.none, list.length === 0);
+  }
+
+  // Sample answers: a table per prompt, the base model's answer first.
+  function updateSamples(events) {
+    const groups = groupSamples(events);
+    const key = JSON.stringify(groups);
+    if (key === ui.samplesKey) return;
+    ui.samplesKey = key;
+    ui.samples.replaceChildren(...groups.map((g) => el('table', { class: 'samples' },
+      el('caption', {}, 'Prompt: ', el('code', {}, g.prompt)),
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Model'), el('th', { scope: 'col' }, 'Answer'))),
+      el('tbody', {},
+        g.base === null ? [] : [el('tr', { class: 'base' }, el('td', {}, 'Base model'), el('td', {}, el('code', {}, g.base)))],
+        g.answers.map((a) => el('tr', {}, el('td', {}, `Step ${a.step}`), el('td', {}, el('code', {}, a.answer))))))));
+    show(ui.samplesNone, groups.length === 0);
   }
 
   function updateCheckpoints(list) {
@@ -376,9 +392,13 @@ export function jobView(jobId) {
       ui.id = el('p', { class: 'sub mono' });
       ui.problem = el('p', { class: 'problem', role: 'status', hidden: true });
       ui.chart = el('div', { class: 'chart-box' });
+      ui.samples = el('div', { class: 'samples-box' });
+      ui.samplesNone = el('p', { class: 'muted' },
+        'Sample answers appear when training starts, for jobs with validation data.');
       ui.page = el('div', { class: 'job', hidden: true },
         section('Summary', buildSummary(), buildCancel()),
         section('Loss', ui.chart),
+        section('Sample answers', ui.samplesNone, ui.samples),
         buildLog(),
         buildTable('Checkpoints', ['Step', 'Training loss', 'Checkpoint', 'Download'], 'checkpoints'),
         buildTable('Attempts', ['Attempt', 'Worker', 'Status', 'Steps', 'Why it ended or moved'], 'attempts'),
@@ -413,10 +433,12 @@ export function jobView(jobId) {
       updateDownloads();
       // The log and the checkpoints are read after the job, so that a job
       // seen as ended has its final log and checkpoints on the page.
-      const [log, ckpts] = await Promise.allSettled([
+      const [log, ckpts, events] = await Promise.allSettled([
         api(`${base}/log`, { as: 'text' }),
         api(`${base}/checkpoints?limit=100`),
+        api(`${base}/events?limit=100`),
       ]);
+      if (events.status === 'fulfilled') updateSamples(events.value?.data);
       if (log.status === 'fulfilled') {
         if (ui.logNote.dataset.err) {
           delete ui.logNote.dataset.err;

@@ -6,6 +6,9 @@
 // calls refresh() every few seconds; rows are keyed by job id and updated
 // in place (only changed text is written, rows are moved only when the order
 // changed), so polling neither flickers nor moves the scroll position.
+// A job that validates shows its latest validation loss under its progress,
+// from its newest events (GET /v1/fine_tuning/jobs/{id}/events): read at
+// each refresh while it runs, once after it ended.
 
 import { api, listAllJobs, PAGE_LIMIT, PAGE_MAX } from './api.js';
 import { el, setText, show, progressBar, updateProgress, updateBadge } from './dom.js';
@@ -28,6 +31,7 @@ function makeRow(job) {
   const badge = el('span', { class: 'badge' });
   const message = el('span', { class: 'sub' });
   const bar = progressBar();
+  const valid = el('span', { class: 'sub valid-loss', hidden: true });
   const timeLeft = el('td', { 'data-label': 'Time left', class: 'time-left' });
   const priceText = el('span', { class: 'price-text' });
   const priceNote = el('span', { class: 'sub' });
@@ -35,10 +39,10 @@ function makeRow(job) {
     el('th', { scope: 'row', 'data-label': 'Name' }, link, model),
     method,
     el('td', { 'data-label': 'Status', class: 'status' }, badge, message),
-    el('td', { 'data-label': 'Progress' }, bar),
+    el('td', { 'data-label': 'Progress' }, bar, valid),
     timeLeft,
     el('td', { 'data-label': 'Price', class: 'price' }, priceText, priceNote));
-  tr.parts = { link, model, method, badge, message, bar, timeLeft, priceText, priceNote };
+  tr.parts = { link, model, method, badge, message, bar, valid, timeLeft, priceText, priceNote };
   return tr;
 }
 
@@ -56,6 +60,35 @@ function updateRow(tr, job) {
   const price = listPrice(job);
   setText(p.priceText, price.text);
   setText(p.priceNote, price.note);
+}
+
+// Whether a job measures a validation loss (a file, or a share held out).
+export function validates(job) {
+  return !!job.validation_file || Number(job.hyperparameters?.validation_split) > 0;
+}
+
+// The newest validation loss among a page of events (newest first): the
+// whole set's at an epoch's end or a batch's, whichever came last; null if none.
+export function latestValidLoss(events) {
+  for (const e of events || []) {
+    const d = e?.data || {};
+    const v = typeof d.full_valid_loss === 'number' ? d.full_valid_loss : d.valid_loss;
+    if (typeof v === 'number' && Number.isFinite(v)) return v;
+  }
+  return null;
+}
+
+async function showValidLoss(tr, job) {
+  try {
+    const page = await api(`/v1/fine_tuning/jobs/${encodeURIComponent(job.id)}/events?limit=50`);
+    const v = latestValidLoss(page?.data);
+    if (v === null) return;
+    setText(tr.parts.valid, `validation loss ${v.toFixed(4)}`);
+    show(tr.parts.valid, true);
+    tr.validDone = job.status === 'succeeded' || job.status === 'failed' || job.status === 'cancelled';
+  } catch {
+    // the next refresh tries again
+  }
 }
 
 export function jobsView() {
@@ -117,6 +150,7 @@ export function jobsView() {
           rows.set(job.id, tr);
         }
         updateRow(tr, job);
+        if (validates(job) && !tr.validDone && job.status !== 'queued') showValidLoss(tr, job);
         const want = prev ? prev.nextSibling : tbody.firstChild;
         if (want !== tr) tbody.insertBefore(tr, want);
         prev = tr;

@@ -8,20 +8,34 @@
 // since the curve's end is what people watch.
 export const LOSS_MAX_TEXT = 4 * 1024 * 1024;
 
-const LINE = /\bstep (\d+)\/(\d+): loss ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)/;
+const NUM = '([-+]?(?:\\d+\\.?\\d*|\\.\\d+)(?:[eE][-+]?\\d+)?)';
+const LINE = new RegExp(`\\bstep (\\d+)\\/(\\d+): loss ${NUM}(?:, validation loss ${NUM})?`);
+// The full validation loss, measured at each epoch's end (docs/trainer.md).
+const FULL = new RegExp(`\\bstep (\\d+): full validation loss ${NUM}`);
 
-// Returns { points: [{step, loss}] sorted by step, maxSteps } from a log's
-// text. A step logged twice (a run resumed from a checkpoint repeats the
+function sorted(map) {
+  return [...map.entries()].map(([step, loss]) => ({ step, loss })).sort((a, b) => a.step - b.step);
+}
+
+// Returns { points: [{step, loss}] sorted by step, maxSteps, valid, full,
+// epochs } from a log's text: valid holds the validation loss on a batch
+// (every 10 steps), full the whole validation set's at each epoch's end,
+// epochs the steps where an epoch ended (those of full, but the last step). A step logged twice (a run resumed from a checkpoint repeats the
 // steps after it) keeps its latest value. Lines with a loss that is not a
 // finite number are left out.
 export function parseLoss(text) {
-  if (typeof text !== 'string') return { points: [], maxSteps: 0 };
+  if (typeof text !== 'string') return { points: [], maxSteps: 0, valid: [], full: [], epochs: [] };
   const src = text.length > LOSS_MAX_TEXT ? text.slice(text.length - LOSS_MAX_TEXT) : text;
   const byStep = new Map();
+  const valid = new Map();
+  const full = new Map();
   let maxSteps = 0;
   for (const line of src.split('\n')) {
+    const f = FULL.exec(line);
+    if (f && Number.isFinite(Number(f[2]))) full.set(Number(f[1]), Number(f[2]));
     const m = LINE.exec(line);
     if (!m) continue;
+    if (m[4] !== undefined && Number.isFinite(Number(m[4]))) valid.set(Number(m[1]), Number(m[4]));
     const step = Number(m[1]);
     const total = Number(m[2]);
     const loss = Number(m[3]);
@@ -29,8 +43,8 @@ export function parseLoss(text) {
     byStep.set(step, loss);
     if (Number.isSafeInteger(total) && total > maxSteps) maxSteps = total;
   }
-  const points = [...byStep.entries()]
-    .map(([step, loss]) => ({ step, loss }))
-    .sort((a, b) => a.step - b.step);
-  return { points, maxSteps };
+  const points = sorted(byStep);
+  const fullPoints = sorted(full);
+  const epochs = fullPoints.map((p) => p.step).filter((s) => !(maxSteps && s >= maxSteps));
+  return { points, maxSteps, valid: sorted(valid), full: fullPoints, epochs };
 }

@@ -357,6 +357,27 @@ static void text_forms(void **state)
     assert_string_equal(e.time_text, "30 min to 1.7 h");
 }
 
+/* Validation's share of the training work by hand: 10,000 training tokens
+ * in all; a 1,000-token set of 10 examples, 2 epochs, 40 steps in batches
+ * of 4 with a batch check every 10 steps: (2 x 1000 + 4 x 4 x 100) / 3 =
+ * 1,200 token-equivalents, 12% of the training's. */
+static void validation_share_by_hand(void **state)
+{
+    (void)state;
+    assert_float_equal(est_validation_share(10000, 1000, 10, 2, 40, 4, 10), 0.12, 1e-12);
+    assert_float_equal(est_validation_share(10000, 0, 0, 2, 40, 4, 10), 0.0, 0.0);
+    /* a batch larger than the set reads the set once */
+    assert_float_equal(est_validation_share(10000, 1000, 2, 1, 10, 8, 10),
+                       (1000.0 + 1000.0) / 3.0 / 10000.0, 1e-12);
+    struct estimate e = {.train_s = 100, .train_low_s = 80, .train_high_s = 150,
+                         .time_low_s = 100, .time_high_s = 200, .price_low_micros = 1000,
+                         .price_high_micros = 2000};
+    est_add_validation(&e, 0.1);
+    assert_float_equal(e.train_high_s, 165, 1e-9);
+    assert_float_equal(e.time_high_s, 215, 1e-9);
+    assert_int_equal(e.price_high_micros, 2200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -368,6 +389,7 @@ int main(void)
         cmocka_unit_test(calibration_narrows_and_shifts),
         cmocka_unit_test(estimate_uses_job_history),
         cmocka_unit_test(text_forms),
+        cmocka_unit_test(validation_share_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

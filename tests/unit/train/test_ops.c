@@ -309,6 +309,24 @@ static void determinism_across_threads(void **state)
     assert_memory_equal(dq1, dq2, sizeof dq1);
 }
 
+/* Token accuracy's numerator by hand: 4 rows over a vocabulary of 3.
+ * Row 0 picks 2 (target 2: hit), row 1 picks 0 (target 1: miss), row 2 ties
+ * between 0 and 1 and the lowest id wins (target 0: hit), row 3 picks 1
+ * (target 2: miss). Two hits of four. */
+static void argmax_hits_by_hand(void **state)
+{
+    (void)state;
+    const float logits[4 * 3] = {0.1f, 0.2f, 0.9f,  /* */
+                                 2.0f, 1.5f, -1.0f, /* */
+                                 0.5f, 0.5f, 0.1f,  /* */
+                                 -3.0f, 4.0f, 3.9f};
+    const int32_t targets[4] = {2, 1, 0, 2};
+    assert_int_equal(ops_argmax_hits(logits, targets, 4, 3), 2);
+    assert_int_equal(ops_argmax_hits(logits, targets, 1, 3), 1);
+    const int32_t all_right[4] = {2, 0, 0, 1};
+    assert_int_equal(ops_argmax_hits(logits, all_right, 4, 3), 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +339,7 @@ int main(void)
         cmocka_unit_test(rope_tables_divisor),
         cmocka_unit_test(xent_gradients),
         cmocka_unit_test(determinism_across_threads),
+        cmocka_unit_test(argmax_hits_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

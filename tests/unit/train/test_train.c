@@ -22,6 +22,9 @@
 #include "core/fs.h"
 #include "test_train_fixture.h"
 #include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/tokenizer.h"
+#include "train/trainer.h"
 
 static char base[256];
 
@@ -584,6 +587,217 @@ static void chat_data_and_validation(void **state)
     json_decref(r.events);
 }
 
+/* Writes n prompt/completion lines where the completion is the word
+ * `shift` places after the prompt's (shift 0: the training rule). */
+static void write_words(const char *path, int n, int shift)
+{
+    static const char *const words[] = {"apple", "river", "stone", "cloud", "ember", "frost"};
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "{\"prompt\":\"%s says:\",\"completion\":\" %s\"}\n", words[i % 6],
+                words[(i + shift) % 6]);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The mean loss over every target of a data set, and the share predicted,
+ * computed here one example at a time (no batches, no packing) with the
+ * model folder at model_dir. */
+static void whole_set_loss(const char *model_dir, const char *data, double *loss, double *acc)
+{
+    char err[512], p[600];
+    snprintf(p, sizeof p, "%s/tokenizer.json", model_dir);
+    struct tokenizer *tok = tokenizer_load(p, err, sizeof err);
+    assert_non_null(tok);
+    struct dataset *d = dataset_load_chat(data, "valid.jsonl", tok, NULL, NULL, 64, err,
+                                          sizeof err);
+    assert_non_null(d);
+    struct model_opts o = {.full = 1, .base_kind = WK_F32};
+    struct model *m = modelio_load(model_dir, &o, err, sizeof err);
+    assert_non_null(m);
+    struct model_acts *a = model_acts_create(m, 1, 64);
+    assert_non_null(a);
+    assert_int_equal(model_rope_ensure(m, 64), 0);
+    double sum = 0;
+    size_t targets = 0, hits = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        uint8_t mask[64];
+        memcpy(mask, d->ex[i].mask, d->ex[i].len);
+        mask[0] = 0;
+        size_t nt;
+        sum += model_forward_backward(m, a, d->ex[i].ids, mask, 1, (int)d->ex[i].len, 0.0f, 0,
+                                      &nt);
+        targets += nt;
+        hits += model_last_hits(a);
+    }
+    *loss = sum / (double)targets;
+    *acc = (double)hits / (double)targets;
+    model_acts_free(a);
+    model_free(m);
+    dataset_free(d);
+    tokenizer_free(tok);
+}
+
+/* A validation file: every step event has the training metrics, every
+ * valid_every_steps one a batch's validation metrics, each epoch's end the
+ * full ones; checkpoints carry them; the full validation loss at the end is
+ * the mean over every target of the set (not of batch means). */
+static void validation_metrics_by_name(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400], extra[700];
+    snprintf(root, sizeof root, "%s/valm", base);
+    make_root(root, 24);
+    snprintf(p, sizeof p, "%s/valid.jsonl", root);
+    write_words(p, 7, 1); /* 7: the last batch of 4 is short */
+    snprintf(extra, sizeof extra,
+             "\"adapter\":\"full\",\"validation_file\":\"%s\",\"valid_every_steps\":5,"
+             "\"checkpoint_each_epoch\":1,",
+             p);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, extra, 12, 0), 0); /* 6 steps an epoch */
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    int valid_seen = 0, full_seen = 0;
+    double full_at_6 = -1;
+    for (size_t i = 0; i < json_array_size(r.events); i++) {
+        json_t *e = json_array_get(r.events, i);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "step") != 0)
+            continue;
+        int step = (int)json_integer_value(json_object_get(e, "step"));
+        json_t *tl = json_object_get(e, "train_loss");
+        json_t *ta = json_object_get(e, "train_mean_token_accuracy");
+        assert_true(json_is_number(tl) && json_is_number(ta));
+        assert_float_equal(json_number_value(tl), json_number_value(json_object_get(e, "loss")),
+                           1e-9);
+        assert_true(json_number_value(ta) >= 0 && json_number_value(ta) <= 1);
+        json_t *vl = json_object_get(e, "valid_loss");
+        json_t *va = json_object_get(e, "valid_mean_token_accuracy");
+        assert_int_equal(vl != NULL, step % 5 == 0);
+        assert_int_equal(va != NULL, step % 5 == 0);
+        valid_seen += vl != NULL;
+        json_t *fl = json_object_get(e, "full_valid_loss");
+        json_t *fa = json_object_get(e, "full_valid_mean_token_accuracy");
+        assert_int_equal(fl != NULL, step == 6 || step == 12);
+        assert_int_equal(fa != NULL, step == 6 || step == 12);
+        full_seen += fl != NULL;
+        if (step == 6)
+            full_at_6 = json_number_value(fl);
+    }
+    assert_int_equal(valid_seen, 2);
+    assert_int_equal(full_seen, 2);
+    /* sample answers: the first 3 validation prompts, by the base model
+     * before any step and at each epoch's end */
+    json_t *first = find_event(&r, "sample", 0);
+    assert_non_null(first);
+    assert_string_equal(json_string_value(json_object_get(first, "prompt")), "apple says:");
+    int base_samples = 0, samples_6 = 0, samples_12 = 0;
+    for (size_t i = 0; i < json_array_size(r.events); i++) {
+        json_t *e = json_array_get(r.events, i);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "sample") != 0)
+            continue;
+        assert_non_null(json_string_value(json_object_get(e, "answer")));
+        int step = (int)json_integer_value(json_object_get(e, "step"));
+        int by_base = json_is_true(json_object_get(e, "base"));
+        assert_int_equal(by_base, step == 0);
+        base_samples += by_base;
+        samples_6 += step == 6;
+        samples_12 += step == 12;
+    }
+    assert_int_equal(base_samples, 3);
+    assert_int_equal(samples_6, 3);
+    assert_int_equal(samples_12, 3);
+    /* the epoch's checkpoint carries what was measured by then */
+    json_t *ck = find_event(&r, "checkpoint", 0);
+    assert_int_equal(json_integer_value(json_object_get(ck, "step")), 6);
+    json_t *m = json_object_get(ck, "metrics");
+    assert_float_equal(json_number_value(json_object_get(m, "full_valid_loss")), full_at_6,
+                       1e-6);
+    assert_non_null(json_object_get(m, "valid_loss"));
+    assert_non_null(json_object_get(m, "train_mean_token_accuracy"));
+    /* the last full validation loss is the whole set's mean, computed
+     * again here from the final model */
+    json_t *last = find_event(&r, "step", -1);
+    double full = json_number_value(json_object_get(last, "full_valid_loss"));
+    double acc = json_number_value(json_object_get(last, "full_valid_mean_token_accuracy"));
+    double want, want_acc;
+    snprintf(p, sizeof p, "%s/out/model", root);
+    char vpath[400];
+    snprintf(vpath, sizeof vpath, "%s/valid.jsonl", root);
+    whole_set_loss(p, vpath, &want, &want_acc);
+    assert_true(fabs(full - want) <= 1e-3 * (want > 1 ? want : 1));
+    assert_float_equal(acc, want_acc, 1e-9);
+    json_decref(r.events);
+}
+
+/* validation_split holds a share of the training file out. */
+static void validation_split_holds_out(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/vsplit", base);
+    make_root(root, 20);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "\"validation_split\":0.25,", 5, 0), 0);
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    json_t *st = find_event(&r, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "examples")), 15);
+    json_t *last = find_event(&r, "step", -1);
+    assert_non_null(json_object_get(last, "full_valid_loss"));
+    json_decref(r.events);
+    /* more than half is refused, as a settings error */
+    assert_int_equal(fx_write_attempt(cfg, root, "\"validation_split\":0.6,", 5, 0), 0);
+    r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 3);
+    json_decref(r.events);
+}
+
+/* Early stopping on a validation set that contradicts the training rule:
+ * the run ends before max_steps once the full validation loss has not
+ * improved for `patience` epochs, and the model is the best checkpoint. */
+static void early_stopping_keeps_the_best(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400], extra[700];
+    snprintf(root, sizeof root, "%s/early", base);
+    make_root(root, 24);
+    snprintf(p, sizeof p, "%s/valid.jsonl", root);
+    write_words(p, 6, 2); /* learning the training rule makes these worse */
+    snprintf(extra, sizeof extra,
+             "\"adapter\":\"full\",\"validation_file\":\"%s\",\"early_stopping_patience\":2,",
+             p);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0); /* 20 epochs */
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    json_t *done = find_event(&r, "done", 0);
+    assert_non_null(done);
+    assert_true(json_is_true(json_object_get(done, "early_stopped")));
+    long step = (long)json_integer_value(json_object_get(done, "step"));
+    long best = (long)json_integer_value(json_object_get(done, "best_step"));
+    assert_true(step < 120);
+    assert_int_equal(step - best, 2 * 6); /* two epochs without a better loss */
+    /* the model is the best checkpoint, made into a model the same way */
+    char ck[400], mat[400], a[500], b[500];
+    snprintf(ck, sizeof ck, "%s/ck/step-%08ld", root, best);
+    snprintf(mat, sizeof mat, "%s/best", root);
+    char err[512];
+    snprintf(a, sizeof a, "%s/model", root);
+    assert_int_equal(trainer_materialize(ck, a, mat, NULL, err, sizeof err), 0);
+    snprintf(a, sizeof a, "%s/out/model/model.safetensors", root);
+    snprintf(b, sizeof b, "%s/best/model.safetensors", root);
+    size_t la, lb;
+    char *fa = fx_slurp(a, &la), *fb = fx_slurp(b, &lb);
+    assert_non_null(fa);
+    assert_non_null(fb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(fa, fb, la);
+    free(fa);
+    free(fb);
+    json_decref(r.events);
+}
+
 static void materialize_checkpoint(void **state)
 {
     (void)state;
@@ -664,6 +878,9 @@ int main(void)
         cmocka_unit_test(data_error_is_user_error),
         cmocka_unit_test(chat_data_and_validation),
         cmocka_unit_test(materialize_checkpoint),
+        cmocka_unit_test(validation_metrics_by_name),
+        cmocka_unit_test(validation_split_holds_out),
+        cmocka_unit_test(early_stopping_keeps_the_best),
         cmocka_unit_test(bench_prints_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,193 @@
+/* results_file.c - a job's metrics as a CSV file (results_file.h). */
+#include "api/results_file.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/handlers.h"
+#include "api/shapes.h"
+#include "core/ids.h"
+#include "core/job.h"
+#include "core/log.h"
+#include "core/text.h"
+#include "core/trainer_protocol.h"
+
+#define JOB_PREFIX "ftjob-"
+#define EVENT_PAGE STORE_LIST_MAX
+
+/* OpenAI's column names, in enum tproto_metric order after "step" (the
+ * training accuracy is "train_accuracy" there, not the event's name). */
+static const char *const columns[TPROTO_METRIC_COUNT] = {
+    "train_loss",      "train_accuracy",  "valid_loss",
+    "valid_mean_token_accuracy", "full_valid_loss", "full_valid_mean_token_accuracy"};
+
+struct row {
+    long step;
+    double v[TPROTO_METRIC_COUNT]; /* NAN: not measured at this step */
+};
+
+struct results_csv {
+    struct row *rows;
+    size_t n, cap;
+};
+
+bool results_file_id(const struct store_job *j, char *out, size_t cap)
+{
+    if (!job_status_is_terminal(j->status) || j->steps_done <= 0 ||
+        strncmp(j->id, JOB_PREFIX, strlen(JOB_PREFIX)) != 0)
+        return false;
+    return text_printf(out, cap, RESULTS_FILE_PREFIX "%s", j->id + strlen(JOB_PREFIX));
+}
+
+bool results_file_job(const char *file_id, char *job, size_t cap)
+{
+    size_t n = strlen(RESULTS_FILE_PREFIX);
+    if (!file_id || strncmp(file_id, RESULTS_FILE_PREFIX, n) != 0 || !file_id[n])
+        return false;
+    return text_printf(job, cap, JOB_PREFIX "%s", file_id + n) && ids_valid(job);
+}
+
+struct results_csv *results_csv_new(void)
+{
+    return calloc(1, sizeof(struct results_csv));
+}
+
+void results_csv_free(struct results_csv *c)
+{
+    if (!c)
+        return;
+    free(c->rows);
+    free(c);
+}
+
+bool results_csv_add(struct results_csv *c, const char *event_data)
+{
+    json_t *o = event_data && event_data[0] ? json_loads(event_data, 0, NULL) : NULL;
+    json_t *step = json_object_get(o, "step");
+    if (!json_is_integer(step) || !json_is_number(json_object_get(o, "train_loss"))) {
+        json_decref(o);
+        return true; /* not a step's metrics (memory, or a message) */
+    }
+    struct row r = {.step = (long)json_integer_value(step)};
+    for (int i = 0; i < TPROTO_METRIC_COUNT; i++) {
+        json_t *v = json_object_get(o, tproto_metric_name((enum tproto_metric)i));
+        r.v[i] = json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v) : NAN;
+    }
+    json_decref(o);
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->rows[i].step != r.step)
+            continue;
+        for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
+            if (!isnan(r.v[k]))
+                c->rows[i].v[k] = r.v[k];
+        return true;
+    }
+    if (c->n == RESULTS_MAX_ROWS)
+        return false;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        struct row *rows = realloc(c->rows, cap * sizeof *rows);
+        if (!rows)
+            return false;
+        c->rows = rows;
+        c->cap = cap;
+    }
+    c->rows[c->n++] = r;
+    return true;
+}
+
+static int by_step(const void *a, const void *b)
+{
+    long x = ((const struct row *)a)->step, y = ((const struct row *)b)->step;
+    return (x > y) - (x < y);
+}
+
+char *results_csv_text(struct results_csv *c, size_t *len)
+{
+    qsort(c->rows, c->n, sizeof *c->rows, by_step);
+    /* a row: the step and six numbers of at most 16 characters, commas */
+    size_t cap = 256 + c->n * (24 + TPROTO_METRIC_COUNT * 18), at = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    at += (size_t)snprintf(out, cap, "step");
+    for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
+        at += (size_t)snprintf(out + at, cap - at, ",%s", columns[k]);
+    at += (size_t)snprintf(out + at, cap - at, "\n");
+    for (size_t i = 0; i < c->n; i++) {
+        at += (size_t)snprintf(out + at, cap - at, "%ld", c->rows[i].step);
+        for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
+            at += isnan(c->rows[i].v[k])
+                      ? (size_t)snprintf(out + at, cap - at, ",")
+                      : (size_t)snprintf(out + at, cap - at, ",%.6g", c->rows[i].v[k]);
+        at += (size_t)snprintf(out + at, cap - at, "\n");
+    }
+    *len = at;
+    return out;
+}
+
+/* The CSV of job j from its metrics events, oldest page last (the rows are
+ * sorted by step at the end). ERR_OK with *text malloc'd. */
+static enum alallo_err build(struct api_server *srv, const struct store_job *j, char **text,
+                             size_t *len)
+{
+    struct store_event *ev = calloc(EVENT_PAGE, sizeof *ev);
+    struct results_csv *c = results_csv_new();
+    enum alallo_err e = ev && c ? ERR_OK : ERR_NOMEM;
+    int64_t before = 0;
+    bool more = true;
+    while (!e && more) {
+        int n = 0;
+        e = store_event_list(srv->ctl->store, j->id, before, EVENT_PAGE, ev, &n, &more);
+        for (int i = 0; !e && i < n; i++)
+            if (strcmp(ev[i].type, "metrics") == 0 && !results_csv_add(c, ev[i].data))
+                e = ERR_TOO_LARGE;
+        if (n == 0)
+            more = false;
+        else
+            before = ev[n - 1].seq;
+    }
+    if (!e) {
+        *text = results_csv_text(c, len);
+        e = *text ? ERR_OK : ERR_NOMEM;
+    }
+    results_csv_free(c);
+    free(ev);
+    return e;
+}
+
+void results_file_get(struct api_server *srv, struct http_request *req, struct http_response *res,
+                      const char *job_id, bool content)
+{
+    struct store_job j;
+    char id[IDS_MAX];
+    enum alallo_err e = store_job_get(srv->ctl->store, req->account.id, job_id, &j);
+    if (e == ERR_NOT_FOUND || (!e && !results_file_id(&j, id, sizeof id))) {
+        char msg[HTTP_VALUE_MAX + 32];
+        text_printf(msg, sizeof msg, "No such file: %s.", req->params[0]);
+        api_error(res, ERR_NOT_FOUND, msg, "id");
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (!e)
+        e = build(srv, &j, &text, &len);
+    if (e) {
+        api_store_error(res, e);
+        return;
+    }
+    if (content) {
+        http_respond(res, 200, "text/csv", text, len);
+    } else {
+        struct store_file f = {.bytes = (int64_t)len, .created_ms = j.finished_ms};
+        text_copy(f.id, sizeof f.id, id);
+        text_copy(f.account, sizeof f.account, j.account);
+        text_copy(f.filename, sizeof f.filename, RESULTS_FILE_NAME);
+        text_copy(f.purpose, sizeof f.purpose, "fine-tune-results");
+        api_json(res, 200, shape_file(&f));
+    }
+    free(text);
+}

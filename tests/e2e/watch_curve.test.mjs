@@ -1,0 +1,87 @@
+// The job page's loss curve with validation, in the browser: headless
+// Chromium against the real `alallo serve` and its local worker (nothing
+// mocked). A job with a validation file draws the training loss, the
+// validation loss on a batch, the full validation loss at each epoch's end
+// and the epoch boundaries; the Jobs tab shows the latest validation loss;
+// the Sample answers section the model's answers beside the base model's.
+// A screenshot goes to build/e2e-artifacts/ (ALALLO_E2E_ARTIFACTS).
+import test, { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  apiCall,
+  dataset,
+  launchBrowser,
+  makeModels,
+  newRecord,
+  screenshotPath,
+  startServe,
+  until,
+  uploadDataset,
+  watchedPage,
+} from './harness.mjs';
+
+const TRAIN_TIMEOUT_MS = Number(process.env.ALALLO_E2E_TRAIN_TIMEOUT_MS || 240000);
+
+let srv;
+let browser;
+let page;
+const record = newRecord();
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-e2e-watch-'));
+
+before(async () => {
+  srv = await startServe(['--models', makeModels(tmp), '--local-worker', 'name=local,cpus=2,mem=4G']);
+  browser = await launchBrowser();
+  page = await watchedPage(browser, srv, record);
+});
+
+after(async () => {
+  await browser?.close();
+  await srv?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('the loss curve shows validation and epoch boundaries; the Jobs tab the latest validation loss', { timeout: TRAIN_TIMEOUT_MS + 60000 }, async () => {
+  const train = await uploadDataset(srv, 'train.jsonl', dataset(24));
+  const valid = await uploadDataset(srv, 'valid.jsonl', dataset(30).split('\n').slice(24).join('\n'));
+  // 24 examples in batches of 8: 3 steps an epoch, 15 steps; a batch check at step 10
+  const job = await apiCall(srv, 'POST', '/v1/fine_tuning/jobs', {
+    model: 'alallo-tiny', training_file: train.id, validation_file: valid.id,
+    hyperparameters: { n_epochs: 5, batch_size: 8 },
+  });
+  await until('the job to succeed', async () => {
+    const j = await apiCall(srv, 'GET', `/v1/fine_tuning/jobs/${job.id}`);
+    if (j.status === 'failed' || j.status === 'cancelled') throw new Error(`job ${j.status}: ${j.message}\n${srv.output()}`);
+    return j.status === 'succeeded';
+  }, TRAIN_TIMEOUT_MS);
+
+  await page.goto(srv.signinUrl);
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  const cell = page.locator(`tr[data-id="${job.id}"] .valid-loss`);
+  await cell.waitFor({ timeout: 30000 });
+  assert.match(await cell.textContent(), /^validation loss \d+\.\d{4}$/);
+
+  await page.goto(`${srv.base}/#/jobs/${job.id}`);
+  const chart = page.locator('svg.chart');
+  await chart.locator('path.line.full').waitFor({ timeout: 60000 });
+  assert.equal(await chart.locator('path.line.valid').count(), 1, 'the batch validation line');
+  assert.equal(await chart.locator('circle.dot.valid').count(), 1, 'one batch check, at step 10');
+  assert.equal(await chart.locator('circle.dot.full').count(), 5, 'a full validation loss each epoch');
+  assert.equal(await chart.locator('line.epoch').count(), 4, 'the boundaries between 5 epochs');
+  assert.match(await chart.getAttribute('aria-label'), /Full validation loss [0-9.]+ at step 15\./);
+  const legend = await page.locator('.chart-legend').textContent();
+  assert.match(legend, /full validation loss/);
+  assert.match(legend, /epoch boundary/);
+  // sample answers: a table per validation prompt, the base model's answer
+  // first, then one per epoch's end
+  const samples = page.locator('table.samples');
+  await samples.first().waitFor({ timeout: 30000 });
+  assert.equal(await samples.count(), 3, 'the first three validation prompts');
+  const rows = await samples.first().locator('tbody tr td:first-child').allTextContents();
+  assert.deepEqual(rows, ['Base model', 'Step 3', 'Step 6', 'Step 9', 'Step 12', 'Step 15']);
+  await page.screenshot({ path: screenshotPath('job-page-validation-curve.png'), fullPage: true });
+  assert.deepEqual(record.consoleErrors, []);
+  assert.deepEqual(record.external, []);
+});
