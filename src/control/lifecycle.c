@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "control/catalog.h"
+#include "control/checkpoint_models.h"
 #include "core/child.h"
 #include "control/fleet.h"
 #include "control/job_move.h"
@@ -258,7 +259,8 @@ static const char *missing_file(struct control *ctl, const struct store_job *j)
 }
 
 /* The folder of the model a job trains from: a base model of the catalog,
- * or a fine-tuned model of the same account. */
+ * a fine-tuned model of the same account, or one of its listed checkpoints
+ * (checkpoint_models.h). */
 bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out, size_t cap)
 {
     struct catalog_model m;
@@ -267,7 +269,9 @@ bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *o
     struct store_job base;
     if (store_job_by_model(ctl->store, j->account, j->model, &base) == ERR_OK)
         return lifecycle_job_dir(ctl, base.id, "out/model", out, cap);
-    return false;
+    char adapter[1024], why[300];
+    return control_checkpoint_model_dir(ctl, j->account, j->model, out, cap, adapter,
+                                        sizeof adapter, &base, why, sizeof why) == ERR_OK;
 }
 
 /* The trainer's spec for attempt `attempt_id` of job j that continues from
