@@ -195,7 +195,8 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
      * "Crash-safe bookkeeping"); until the engine runs it the job still
      * waits for capacity, in the help page's words. */
     if (c->engine)
-        text_copy(a->engine_state, sizeof a->engine_state, "submitting");
+        text_copy(a->engine_state, sizeof a->engine_state,
+                  engine_state_name(ENGINE_STATE_SUBMITTING));
     enum alallo_err e = ERR_OK;
     if (j->status == JOB_QUEUED)
         e = job_move_to(j, JOB_QUEUED, c->engine ? MSG_WAITING_FOR_CAPACITY : MSG_STARTING);
@@ -1704,7 +1705,9 @@ void lifecycle_check_starts(struct control *ctl, int64_t now_ms)
     for (int k = 0; k < n_open; k++) {
         /* An engine's attempt counts from when the engine runs it: time in
          * the engine's queue is waiting for capacity, not a slow start. */
-        int64_t since = open[k].engine_state[0] ? open[k].engine_running_ms : open[k].started_ms;
+        int64_t since = engine_state_of(open[k].engine_state) != ENGINE_STATE_NONE
+                            ? open[k].engine_running_ms
+                            : open[k].started_ms;
         if (attempt_status_of(open[k].status) != ATTEMPT_STARTING || since <= 0 ||
             now_ms - since < (int64_t)ctl->cfg.start_timeout_s * 1000)
             continue;
