@@ -4,7 +4,8 @@
  * Two kinds of input:
  *  - starting with "GGUF": a file image for gguf_parse. Property: no crash
  *    or bad access whatever the bytes; when it parses, every tensor lies in
- *    the buffer with nbytes = product(ne) x type size, and every accessor
+ *    the buffer with nbytes = product(ne) x type size (whole blocks of each
+ *    row for the quantized types), and every accessor
  *    (keys, scalars converted to int and float, array elements, tensor
  *    lookups) is safe to call on every index the file reports.
  *  - anything else: a recipe, read byte by byte, of key/value pairs and
@@ -40,6 +41,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static size_t ttype_bytes(enum gguf_ttype t)
 {
     return t == GGUF_T_F32 ? 4 : (t == GGUF_T_F16 || t == GGUF_T_BF16) ? 2 : 0;
+}
+
+/* ggml's block types: values and bytes per block (0 values: not one). */
+static size_t block_values(enum gguf_ttype t, size_t *bytes)
+{
+    switch (t) {
+    case GGUF_T_Q4_0: *bytes = 18; return 32;
+    case GGUF_T_Q8_0: *bytes = 34; return 32;
+    case GGUF_T_Q4_K: *bytes = 144; return 256;
+    case GGUF_T_Q6_K: *bytes = 210; return 256;
+    default: *bytes = 0; return 0;
+    }
+}
+
+/* The bytes a parsed tensor must span: whole blocks of its rows. */
+static bool nbytes_ok(const struct gguf_tensor_info *t, uint64_t count)
+{
+    size_t bytes, values = block_values(t->type, &bytes);
+    if (values)
+        return t->ne[0] % values == 0 && count / values * bytes == t->nbytes;
+    return ttype_bytes(t->type) > 0 && count * ttype_bytes(t->type) == t->nbytes;
 }
 
 /* Calls every accessor on everything f reports; f parsed buf[0, len). */
@@ -86,7 +108,7 @@ static void walk(const struct gguf_file *f, const uint8_t *buf, size_t len)
         uint64_t count = 1;
         for (int d = 0; d < t->n_dims; d++)
             FUZZ_CHECK(!__builtin_mul_overflow(count, t->ne[d], &count));
-        FUZZ_CHECK(ttype_bytes(t->type) > 0 && count * ttype_bytes(t->type) == t->nbytes);
+        FUZZ_CHECK(nbytes_ok(t, count));
         const uint8_t *p = t->data;
         FUZZ_CHECK(p >= buf && p <= buf + len && t->nbytes <= (size_t)(buf + len - p));
         fuzz_touch(p, t->nbytes);
@@ -232,7 +254,8 @@ static void step(struct rd *r, struct gguf_writer *w, struct recipe *e)
         struct et *t = &e->t[e->n_t];
         memset(t, 0, sizeof *t);
         str(r, t->name, MAX_STR, false);
-        static const uint32_t types[] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, 2 /* Q4_0 */};
+        /* Q4_0 rows here (at most 5 values) are never whole blocks: refused */
+        static const uint32_t types[] = {GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q4_0};
         uint8_t tb = u8(r);
         t->type = (enum gguf_ttype)types[tb % 4];
         t->n_dims = u8(r) % 6; /* 0 and 5 are out of range */

@@ -127,17 +127,20 @@ static bool hyper_targets(json_t *hp, unsigned *out, struct http_response *res)
 static bool parse_more_hyper(json_t *hp, bool dpo, int model_ctx, struct job_hyper *h,
                              struct http_response *res)
 {
-    double seq = 0, rank = h->lora_rank, dropout = 0;
+    double seq = 0, rank = h->lora_rank;
     if (!hyper(hp, "max_seq_len", false, JOB_HYPER_MIN_SEQ, model_ctx, &seq, res) ||
         !hyper_bool(hp, "packing", &h->packing, res) ||
         !hyper(hp, "lora_rank", false, 1, JOB_HYPER_MAX_RANK, &rank, res) ||
         !hyper(hp, "lora_alpha", true, 0, JOB_HYPER_MAX_ALPHA, &h->lora_alpha, res) ||
-        !hyper_range(hp, "lora_dropout", 0, 0, &dropout, res) ||
+        !hyper_range(hp, "lora_dropout", 0, 1, &h->lora_dropout, res) ||
         !hyper_targets(hp, &h->lora_targets, res) ||
         !hyper_range(hp, "warmup_ratio", 0, JOB_HYPER_MAX_WARMUP, &h->warmup_ratio, res) ||
         !hyper_range(hp, "weight_decay", 0, JOB_HYPER_MAX_DECAY, &h->weight_decay, res) ||
         !hyper_bool(hp, "train_on_inputs", &h->train_on_inputs, res))
         return false;
+    if (h->lora_dropout >= 1)
+        return bad(res, ERR_INVALID, "hyperparameters.lora_dropout",
+                   "lora_dropout must be at least 0 and below 1.");
     h->max_seq_len = (int)seq;
     h->lora_rank = (int)rank;
     json_t *sch = json_object_get(hp, "lr_scheduler");

@@ -6,8 +6,9 @@
  * model family's form (core/tool_calls.h) is returned as `tool_calls` with
  * finish_reason "tool_calls". With "stream": true the answer is sent as
  * server-sent events of chat.completion.chunk objects ending in
- * `data: [DONE]`; the events are written when the generation has ended
- * (docs/api.md). */
+ * `data: [DONE]`, each piece of text sent as the generator produces it
+ * (struct live below; docs/api.md). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,25 +156,11 @@ static json_t *chunk(const char *id, json_int_t created, const char *model, json
                      finish ? json_string(finish) : json_null());
 }
 
-static void stream_answer(struct http_response *res, const char *id, json_int_t created,
-                          const char *model, json_t *message, const char *finish, json_t *usage,
-                          bool include_usage)
+/* The events that end a streamed answer: its tool calls (whole, one chunk
+ * each), the finish reason, the usage when asked for, and [DONE]. */
+static void end_events(struct jsonw *b, const char *id, json_int_t created, const char *model,
+                       json_t *message, const char *finish, json_t *usage, bool include_usage)
 {
-    struct jsonw b = {0};
-    event(&b, chunk(id, created, model, json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
-                    NULL));
-    const char *text = json_string_value(json_object_get(message, "content"));
-    /* the text in pieces of a word each, as a client shows them */
-    for (size_t at = 0, n = text ? strlen(text) : 0; at < n;) {
-        size_t end = at;
-        while (end < n && text[end] == ' ')
-            end++;
-        while (end < n && text[end] != ' ')
-            end++;
-        json_t *piece = json_stringn(text + at, end - at);
-        event(&b, chunk(id, created, model, json_pack("{s:o}", "content", piece), NULL));
-        at = end;
-    }
     json_t *calls = json_object_get(message, "tool_calls");
     size_t i;
     json_t *c;
@@ -181,19 +168,219 @@ static void stream_answer(struct http_response *res, const char *id, json_int_t 
         json_t *d = json_pack("{s:[{s:i,s:O,s:O,s:O}]}", "tool_calls", "index", (int)i, "id",
                               json_object_get(c, "id"), "type", json_object_get(c, "type"),
                               "function", json_object_get(c, "function"));
-        event(&b, chunk(id, created, model, d, NULL));
+        event(b, chunk(id, created, model, d, NULL));
     }
-    event(&b, chunk(id, created, model, json_object(), finish));
+    event(b, chunk(id, created, model, json_object(), finish));
     if (include_usage)
-        event(&b, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", id, "object",
-                            "chat.completion.chunk", "created", created, "model", model,
-                            "choices", "usage", usage));
-    jsonw_raw(&b, "data: [DONE]\n\n", 14);
-    if (b.failed)
+        event(b, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", id, "object",
+                           "chat.completion.chunk", "created", created, "model", model,
+                           "choices", "usage", usage));
+    jsonw_raw(b, "data: [DONE]\n\n", 14);
+}
+
+/* A streamed answer. The generation runs in a thread of its own and
+ * appends each piece of text, as the generator produces it, to `buf` as a
+ * chunk event; the connection's thread (live_read) sends the events on as
+ * they come. With tools in the request the text is sent until a character
+ * that may start a tool call ('<', '[', '{'); the rest waits for the end,
+ * where the whole answer is parsed and its calls (or the held text) sent.
+ * Shared by the two threads; whichever lets go last frees it. */
+struct live {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    bool started;             /* the first piece came: the answer is 200 */
+    bool done;                /* the generation has ended                 */
+    struct jsonw buf;         /* events, buf.p[sent..] not yet sent       */
+    size_t sent;
+    struct http_response err; /* the error, when it failed before a piece */
+    struct api_server *srv;
+    struct http_request req;  /* the caller's account; the body is not used */
+    struct control_generation g;
+    char *chat_text, *model;
+    char id[IDS_MAX];
+    json_int_t created;
+    bool tools, include_usage;
+    bool holding;             /* tools: a piece may have begun a call      */
+    size_t text_sent;         /* bytes of the text sent as content         */
+};
+
+static void live_release(void *ctx)
+{
+    struct live *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    bool last = --l->refs == 0;
+    pthread_mutex_unlock(&l->mu);
+    if (!last)
+        return;
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    jsonw_free(&l->buf);
+    http_response_free(&l->err);
+    free(l->chat_text);
+    free(l->model);
+    free(l);
+}
+
+static void content_event(struct live *l, const char *piece, size_t len)
+{
+    if (len == 0)
+        return;
+    event(&l->buf, chunk(l->id, l->created, l->model,
+                         json_pack("{s:s%}", "content", piece, len), NULL));
+    l->text_sent += len;
+}
+
+static void live_piece(void *ctx, const char *piece, size_t len)
+{
+    struct live *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    if (!l->holding) {
+        size_t n = l->tools ? strcspn(piece, "<[{") : len;
+        if (n > len)
+            n = len;
+        content_event(l, piece, n);
+        l->holding = n < len;
+    }
+    l->started = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* The end of a generation that succeeded: what was held, the calls, the
+ * finish reason and the usage. Under l->mu. */
+static void live_finish(struct live *l, json_t *out)
+{
+    const char *text = json_string_value(json_object_get(out, "text"));
+    const char *finish = json_string_value(json_object_get(out, "finish_reason"));
+    json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
+    json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
+    if (!text)
+        text = "";
+    if (!finish)
+        finish = "length";
+    json_t *message = answer_message(text, l->tools, l->id, &finish);
+    size_t tn = strlen(text), sent = l->text_sent <= tn ? l->text_sent : tn;
+    if (json_object_get(message, "tool_calls")) {
+        /* the content is the text outside the calls, trimmed: send what
+         * of it follows the part already sent */
+        const char *c = json_string_value(json_object_get(message, "content"));
+        size_t lead = strspn(text, " \t\r\n"), done = sent > lead ? sent - lead : 0;
+        if (c && strlen(c) > done && strncmp(c, text + lead, done) == 0)
+            content_event(l, c + done, strlen(c) - done);
+    } else {
+        content_event(l, text + sent, tn - sent);
+    }
+    json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
+                              "total_tokens", pt + ct);
+    end_events(&l->buf, l->id, l->created, l->model, message, finish, usage, l->include_usage);
+    json_decref(usage);
+    json_decref(message);
+}
+
+static void *live_run(void *ctx)
+{
+    struct live *l = ctx;
+    json_t *out = completion_generate(l->srv, &l->req, l->model, &l->g, "messages", &l->err);
+    pthread_mutex_lock(&l->mu);
+    if (out) { /* an empty answer starts here; a failure after the first
+                  piece ends the stream without [DONE] */
+        l->started = true;
+        live_finish(l, out);
+    }
+    l->done = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    json_decref(out);
+    live_release(l);
+    return NULL;
+}
+
+/* http_stream_fn: the events as they come; -1 at the end. */
+static ssize_t live_read(void *ctx, char *buf, size_t max)
+{
+    struct live *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    while (l->sent == l->buf.len && !l->done && !l->buf.failed)
+        pthread_cond_wait(&l->cv, &l->mu);
+    ssize_t n = -1;
+    if (l->buf.failed) {
+        n = -2;
+    } else if (l->sent < l->buf.len) {
+        size_t k = l->buf.len - l->sent < max ? l->buf.len - l->sent : max;
+        memcpy(buf, l->buf.p + l->sent, k);
+        l->sent += k;
+        n = (ssize_t)k;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+/* Starts the streamed answer: waits for the first piece or the end, so
+ * that a request the generator refuses still gets its error status. */
+static void live_start(struct api_server *srv, struct http_request *req,
+                       struct http_response *res, const char *model,
+                       const struct control_generation *g, const char *chat_text, bool tools,
+                       bool include_usage)
+{
+    struct live *l = calloc(1, sizeof *l);
+    if (!l || !(l->chat_text = strdup(chat_text)) || !(l->model = strdup(model))) {
+        if (l) {
+            free(l->chat_text);
+            free(l);
+        }
         api_error(res, ERR_NOMEM, NULL, NULL);
-    else
-        http_respond(res, 200, "text/event-stream", b.p ? b.p : "", b.len);
-    jsonw_free(&b);
+        return;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    l->refs = 2;
+    l->srv = srv;
+    l->req = *req;
+    l->req.body = NULL;
+    l->req.body_len = 0;
+    l->g = *g;
+    l->g.chat = l->chat_text;
+    l->g.on_delta = live_piece;
+    l->g.on_delta_ctx = l;
+    l->tools = tools;
+    l->include_usage = include_usage;
+    ids_make(l->id, sizeof l->id, "chatcmpl-");
+    l->created = (json_int_t)(clock_now_ms() / 1000);
+    event(&l->buf, chunk(l->id, l->created, l->model,
+                         json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL));
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, live_run, l) != 0) {
+        pthread_attr_destroy(&attr);
+        l->refs = 1;
+        live_release(l);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&l->mu);
+    while (!l->started && !l->done)
+        pthread_cond_wait(&l->cv, &l->mu);
+    bool failed = !l->started;
+    if (failed) { /* the error completion_generate wrote, handed over */
+        http_response_free(res);
+        *res = l->err;
+        memset(&l->err, 0, sizeof l->err);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (failed) {
+        live_release(l);
+        return;
+    }
+    http_response_free(res);
+    res->status = 200;
+    text_copy(res->content_type, sizeof res->content_type, "text/event-stream");
+    res->stream = live_read;
+    res->stream_ctx = l;
+    res->stream_free = live_release;
 }
 
 void chat_completions_create(struct api_server *srv, struct http_request *req,
@@ -231,6 +418,12 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
             ok = bad(res, "messages", "messages and tools are too long (at most 65536 bytes).");
     }
     g.chat = chat_text;
+    if (ok && json_is_true(stream)) {
+        json_t *so = json_object_get(body, "stream_options");
+        live_start(srv, req, res, model, &g, chat_text, use_tools,
+                   json_is_true(json_object_get(so, "include_usage")));
+        ok = false; /* answered */
+    }
     json_t *out = ok ? completion_generate(srv, req, model, &g, "messages", res) : NULL;
     if (out) {
         char id[IDS_MAX];
@@ -245,18 +438,11 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
         json_t *message = answer_message(text ? text : "", use_tools, id, &finish);
         json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
                                   "total_tokens", pt + ct);
-        if (json_is_true(stream)) {
-            json_t *so = json_object_get(body, "stream_options");
-            stream_answer(res, id, created, model, message, finish, usage,
-                          json_is_true(json_object_get(so, "include_usage")));
-            json_decref(message);
-        } else {
-            api_json(res, 200,
-                     json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:s}],s:O}", "id", id, "object",
-                               "chat.completion", "created", created, "model", model, "choices",
-                               "index", 0, "message", message, "logprobs", "finish_reason",
-                               finish, "usage", usage));
-        }
+        api_json(res, 200,
+                 json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:s}],s:O}", "id", id, "object",
+                           "chat.completion", "created", created, "model", model, "choices",
+                           "index", 0, "message", message, "logprobs", "finish_reason", finish,
+                           "usage", usage));
         json_decref(usage);
         json_decref(out);
     }

@@ -81,6 +81,8 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
     /* Alpaca and ShareGPT lines are stored converted to chat form, so the
      * trainer and a download see what is trained on (docs/data.md). */
     const char *converted_from = dataset_check_converted_from(&check);
+    if (converted_from)
+        text_copy(f.converted_from, sizeof f.converted_from, converted_from);
     char *converted = NULL;
     size_t converted_len = 0;
     if (converted_from && dataset_convert(file->data, file->len, &converted, &converted_len,
@@ -96,10 +98,7 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
         api_store_error(res, e);
         return;
     }
-    json_t *obj = shape_file(&f);
-    if (converted_from)
-        json_object_set_new(obj, "converted_from", json_string(converted_from));
-    api_json(res, 200, obj);
+    api_json(res, 200, shape_file(&f));
 }
 
 void files_list(struct api_server *srv, struct http_request *req, struct http_response *res)

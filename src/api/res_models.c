@@ -290,9 +290,15 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
     }
     const char *format = http_query(req, "format");
     if (!format || (strcmp(format, "hf") != 0 && strcmp(format, "peft") != 0 &&
-                    strcmp(format, "gguf") != 0)) {
+                    strcmp(format, "gguf") != 0 && strcmp(format, "ollama") != 0)) {
         free(f);
-        api_error(res, ERR_INVALID, "format must be hf, peft or gguf.", "format");
+        api_error(res, ERR_INVALID, "format must be hf, peft, gguf or ollama.", "format");
+        return;
+    }
+    const char *dtype = http_query(req, "dtype");
+    if (dtype && !control_export_dtype_valid(dtype)) {
+        free(f);
+        api_error(res, ERR_INVALID, "dtype must be f16, bf16, f32, q8_0, q4_0 or q4_k_m.", "dtype");
         return;
     }
     struct export_stream *x = export_begin(srv, res);
@@ -306,7 +312,7 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
                        f->ckpt_dir[0] ? f->ckpt_dir
                        : f->tuned     ? NULL
                                       : f->base.dir,
-                       f->ckpt_adapter, f->tuned ? &f->job : NULL, format, &x->art, why,
+                       f->ckpt_adapter, f->tuned ? &f->job : NULL, format, dtype, &x->art, why,
                        sizeof why);
     free(f);
     if (e) {
@@ -329,7 +335,9 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
               x->art.is_dir ? "application/x-tar" : "application/octet-stream");
     text_copy(res->header_name, sizeof res->header_name, "Content-Disposition");
     text_printf(res->header_value, sizeof res->header_value, "attachment; filename=\"%s\"",
-                x->art.is_dir ? (strcmp(format, "hf") == 0 ? "model-hf.tar" : "adapter-peft.tar")
+                x->art.is_dir ? (strcmp(format, "hf") == 0     ? "model-hf.tar"
+                                 : strcmp(format, "ollama") == 0 ? "model-ollama.tar"
+                                                                 : "adapter-peft.tar")
                           : "model.gguf");
     res->stream = export_read;
     res->stream_ctx = x;

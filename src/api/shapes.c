@@ -174,7 +174,7 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
         jsonw_key(w, "lora_alpha");
         jsonw_num(w, h.lora_alpha);
         jsonw_key(w, "lora_dropout");
-        jsonw_num(w, 0.0);
+        jsonw_num(w, h.lora_dropout);
         jsonw_key(w, "lora_target_modules");
         jsonw_open(w, '[');
         for (int i = 0; i < JOB_HYPER_TARGETS; i++)
@@ -388,6 +388,8 @@ json_t *shape_file(const struct store_file *f)
                      "status_details", "examples", (json_int_t)f->examples);
     if (o && f->format[0])
         json_object_set_new(o, "format", json_string(f->format));
+    if (o && f->converted_from[0])
+        json_object_set_new(o, "converted_from", json_string(f->converted_from));
     return o;
 }
 

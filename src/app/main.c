@@ -18,7 +18,7 @@ static void usage(FILE *f)
           "  jobs [list|show ID|create ...|cancel ID|log ID [--follow]]\n"
           "  files upload FILE | models | estimate ... | workers [drain NAME] | ledger\n"
           "  generate --model ID --prompt TEXT [--max-tokens N] [--temperature T]\n"
-          "  export ID --format hf|peft|gguf --out PATH\n"
+          "  export ID --format hf|peft|gguf|ollama [--dtype q8_0|q4_k_m|...] --out PATH\n"
           "trainer and tools:\n"
           "  train ...            the trainer, as a worker starts it (docs/trainer-protocol.md)\n"
           "  bench train ...      trainer throughput\n"

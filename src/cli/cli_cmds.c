@@ -241,16 +241,21 @@ static bool ends_with(const char *s, const char *tail)
 
 int cli_export(struct cli_ctx *cx, int argc, char **argv)
 {
-    struct cli_opt opts[] = {{"--format", true, NULL}, {"--out", true, NULL}, {NULL, 0, 0}};
+    struct cli_opt opts[] = {
+        {"--format", true, NULL}, {"--out", true, NULL}, {"--dtype", true, NULL}, {NULL, 0, 0}};
     struct cli_args args;
     char err[600];
     if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos != 1)
         return cli_usage_error(cx, "export", args.npos != 1 ? "give one model ID" : err);
     const char *format = cli_get(opts, "--format");
     const char *out = cli_get(opts, "--out");
+    const char *dtype = cli_get(opts, "--dtype");
     if (!format || (strcmp(format, "hf") != 0 && strcmp(format, "peft") != 0 &&
-                    strcmp(format, "gguf") != 0))
-        return cli_usage_error(cx, "export", "--format must be hf, peft or gguf");
+                    strcmp(format, "gguf") != 0 && strcmp(format, "ollama") != 0))
+        return cli_usage_error(cx, "export", "--format must be hf, peft, gguf or ollama");
+    if (dtype && (strlen(dtype) > 8 || strspn(dtype, "abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                                           strlen(dtype)))
+        return cli_usage_error(cx, "export", "--dtype must be f16, bf16, f32, q8_0, q4_0 or q4_k_m");
     if (!out || !*out)
         return cli_usage_error(cx, "export", "--out PATH is required");
     char ftbuf[256];
@@ -260,10 +265,14 @@ int cli_export(struct cli_ctx *cx, int argc, char **argv)
         return mrc;
     char path[600] = "/v1/models/";
     if (cli_url_escape(path, sizeof path, model) != 0 ||
-        strlen(path) + 32 > sizeof path)
+        strlen(path) + 48 > sizeof path)
         return cli_usage_error(cx, "export", "model ID too long");
     strcat(path, "/export?format=");
     strcat(path, format);
+    if (dtype) {
+        strcat(path, "&dtype=");
+        strcat(path, dtype);
+    }
     struct stat st;
     if (stat(out, &st) == 0) {
         fprintf(cx->err, "alallo: %s already exists\n", out);

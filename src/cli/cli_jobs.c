@@ -27,6 +27,7 @@ const struct cli_opt cli_job_opts[] = {
     {"--packing", true, NULL},
     {"--lora-rank", true, NULL},
     {"--lora-alpha", true, NULL},
+    {"--lora-dropout", true, NULL},
     {"--lora-target-modules", true, NULL},
     {"--lr-scheduler", true, NULL},
     {"--warmup-ratio", true, NULL},
@@ -45,6 +46,7 @@ static const char *more_hyper(const struct cli_opt *opts, json_t *hp)
     static const char *const nums[][2] = {
         {"--beta", "beta"},           {"--max-seq-len", "max_seq_len"},
         {"--lora-rank", "lora_rank"}, {"--lora-alpha", "lora_alpha"},
+        {"--lora-dropout", "lora_dropout"},
         {"--warmup-ratio", "warmup_ratio"}, {"--weight-decay", "weight_decay"},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
@@ -58,8 +60,8 @@ static const char *more_hyper(const struct cli_opt *opts, json_t *hp)
         else if (cli_parse_double(v, 0, 1e9, &x) == 0)
             json_object_set_new(hp, nums[i][1], json_real(x));
         else
-            return "--beta, --max-seq-len, --lora-rank, --lora-alpha, --warmup-ratio and "
-                   "--weight-decay take numbers";
+            return "--beta, --max-seq-len, --lora-rank, --lora-alpha, --lora-dropout, "
+                   "--warmup-ratio and --weight-decay take numbers";
     }
     static const char *const flags[][2] = {{"--packing", "packing"},
                                            {"--train-on-inputs", "train_on_inputs"}};

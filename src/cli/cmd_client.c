@@ -15,7 +15,7 @@ static const char usage_text[] =
     "       [--batch-size N] [--learning-rate-multiplier X] [--seed S] [--suffix S]\n"
     "       [--adapter lora|full] [--validation-file FILE_ID] [--max-steps N]\n"
     "       [--method supervised|dpo] [--beta X] [--max-seq-len N] [--packing on|off]\n"
-    "       [--lora-rank N] [--lora-alpha X] [--lora-target-modules q_proj,v_proj,...]\n"
+    "       [--lora-rank N] [--lora-alpha X] [--lora-dropout P] [--lora-target-modules q_proj,v_proj,...]\n"
     "       [--lr-scheduler cosine|linear|constant] [--warmup-ratio X]\n"
     "       [--weight-decay X] [--train-on-inputs on|off]\n"
     "  alallo jobs cancel ID\n"
@@ -26,7 +26,7 @@ static const char usage_text[] =
     "  alallo workers [list] | workers drain NAME\n"
     "  alallo ledger\n"
     "  alallo generate --model ID --prompt TEXT [--max-tokens N] [--temperature T]\n"
-    "  alallo export ID --format hf|peft|gguf --out PATH\n"
+    "  alallo export ID --format hf|peft|gguf|ollama [--dtype q8_0|q4_k_m|...] --out PATH\n"
     "every command takes --json to print the server's JSON as it is\n";
 
 int cmd_client(int argc, char **argv)

@@ -14,8 +14,9 @@
 
 /* The model's context (max_positions; JOB_HYPER_MAX_SEQ when unknown, at
  * most that), halved while job j with that context would need more memory
- * than any known worker offers, down to CONTEXT_MIN_DEFAULT (no worker
- * known at all: the model's context). j's precision,
+ * than any known worker offers (the fleet as estimates see it,
+ * sched_link_fleet), down to CONTEXT_MIN_DEFAULT (no worker known at all:
+ * the model's context). j's precision,
  * adapter, batch size and hyper-parameters count; its max_seq_len does
  * not. */
 int control_default_context(struct control *ctl, const struct catalog_model *m,

@@ -316,12 +316,12 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
         if (h.lora_targets & (1u << i))
             json_array_append_new(targets, json_string(job_hyper_target_name(i)));
     json_t *spec = json_pack(
-        "{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:f,s:o},s:i,s:i,s:f,"
+        "{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s,s:{s:i,s:f,s:f,s:o},s:i,s:i,s:f,"
         "s:I,s:I,s:i,s:I,s:f,s:i,s:I}",
         "model_dir", model_dir, "train_file", train.path, "train_file_name", train.filename,
         "validation_file", has_valid ? json_string(valid.path) : json_null(), "checkpoint_dir",
         ckpt, "out_dir", out, "precision", j->precision, "adapter", j->adapter, "lora", "r",
-        h.lora_rank, "alpha", h.lora_alpha, "targets", targets, "n_epochs", j->n_epochs,
+        h.lora_rank, "alpha", h.lora_alpha, "dropout", h.lora_dropout, "targets", targets, "n_epochs", j->n_epochs,
         "batch_size", j->batch_size, "learning_rate", lr, "seed", (json_int_t)j->seed,
         "max_steps", (json_int_t)j->max_steps, "seq_len", seq_len, "checkpoint_every_steps",
         (json_int_t)every, "checkpoint_every_s", 300.0, "checkpoint_each_epoch", 1,

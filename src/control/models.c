@@ -150,6 +150,18 @@ static bool user_mistake(const json_t *o, char *why, size_t whycap)
     return false;
 }
 
+/* A line of `alallo generate --stream`: {"delta": TEXT} goes to on_delta;
+ * the final object (the last line) is read when the child has ended. */
+static void delta_line(void *ctx, const char *line, size_t len)
+{
+    const struct control_generation *g = ctx;
+    json_t *o = json_loadb(line, len, 0, NULL);
+    json_t *d = json_object_get(o, "delta");
+    if (json_is_string(d) && json_object_size(o) == 1)
+        g->on_delta(g->on_delta_ctx, json_string_value(d), json_string_length(d));
+    json_decref(o);
+}
+
 enum alallo_err control_generate(struct control *ctl, const char *dir, const char *model_name,
                                  const struct control_generation *g, int timeout_s,
                                  json_t **out, char *why, size_t whycap)
@@ -164,12 +176,16 @@ enum alallo_err control_generate(struct control *ctl, const char *dir, const cha
                       g->chat ? "--chat" : "--prompt",
                       g->chat ? (char *)g->chat : (char *)g->prompt, "--max-tokens", max_tokens,
                       "--temperature",  temperature,   "--json"};
+    int argc = 11;
     if (g->seed >= 0) {
-        argv[11] = "--seed";
-        argv[12] = seed;
+        argv[argc++] = "--seed";
+        argv[argc++] = seed;
     }
+    if (g->on_delta)
+        argv[argc++] = "--stream";
     struct child_result r;
-    int rc = child_run(argv, timeout_s, 4 << 20, &r);
+    int rc = child_run_lines(argv, (int64_t)timeout_s * 1000, 4 << 20,
+                             g->on_delta ? delta_line : NULL, (void *)g, &r);
     json_t *o = NULL;
     bool mistake = rc == 0 && r.exit_status == 3;
     if (rc == 0 && (r.exit_status == 0 || mistake) && r.out) {
@@ -261,10 +277,19 @@ static enum alallo_err lora_adapter(struct control *ctl, const struct store_job 
     return ERR_OK;
 }
 
+bool control_export_dtype_valid(const char *dtype)
+{
+    static const char *const names[] = {"f16", "bf16", "f32", "q8_0", "q4_0", "q4_k_m"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(dtype, names[i]) == 0)
+            return true;
+    return false;
+}
+
 enum alallo_err control_export(struct control *ctl, const char *base_dir,
                                const char *adapter_dir, const struct store_job *j,
-                               const char *format, struct control_artifact *out, char *why,
-                               size_t whycap)
+                               const char *format, const char *dtype,
+                               struct control_artifact *out, char *why, size_t whycap)
 {
     why[0] = '\0';
     memset(out, 0, sizeof *out);
@@ -298,10 +323,11 @@ enum alallo_err control_export(struct control *ctl, const char *base_dir,
         control_artifact_free(out);
         return e;
     }
-    char *argv[] = {ctl->alallo_bin, "export", "--model-dir", dir,           "--format",
-                    (char *)format,  "--out",  out->path,     "--adapter-dir", adapter, NULL};
+    char *argv[] = {ctl->alallo_bin, "export",  "--model-dir", dir,     "--format",
+                    (char *)format,  "--out",   out->path,     "--dtype", (char *)(dtype ? dtype : "f16"),
+                    "--adapter-dir", adapter, NULL};
     if (!peft)
-        argv[8] = NULL; /* hf and gguf export the merged folder only */
+        argv[10] = NULL; /* hf, gguf and ollama export the merged folder only */
     struct stat st;
     if (run_child(argv, "an export") != 0 || stat(out->path, &st) != 0) {
         text_copy(why, whycap, "The export failed.");

@@ -69,6 +69,12 @@ struct control_generation {
     long max_tokens;
     double temperature;
     long long seed; /* 0..LLONG_MAX; -1: none */
+    /* When set, called (in the calling thread) with each piece of the text
+     * as the generator produces it (`alallo generate --stream`), before
+     * control_generate returns the whole; the pieces joined are a prefix of
+     * the final text. */
+    void (*on_delta)(void *ctx, const char *piece, size_t len);
+    void *on_delta_ctx;
 };
 
 /* Generates from the model in `dir` (`alallo generate --json`) for at most
@@ -90,10 +96,15 @@ struct control_artifact {
     bool is_dir;
 };
 
-/* Exports a model as `format` ("hf", "peft" or "gguf"): the model in
- * base_dir (a base model when j is NULL; a checkpoint of job j made into a
- * model, its LoRA adapter in adapter_dir, otherwise), or (base_dir NULL)
- * the fine-tuned model of job j. PEFT is the
+/* Whether `dtype` is a GGUF storage `alallo export --dtype` takes. */
+bool control_export_dtype_valid(const char *dtype);
+
+/* Exports a model as `format` ("hf", "peft", "gguf" or "ollama": a folder
+ * of model.gguf and its Modelfile), the GGUF matrices stored as dtype (NULL:
+ * f16; checked with control_export_dtype_valid): the model in base_dir (a
+ * base model when j is NULL; a checkpoint of job j made into a model, its
+ * LoRA adapter in adapter_dir, otherwise), or (base_dir NULL) the
+ * fine-tuned model of job j. PEFT is the
  * LoRA adapter: for a finished LoRA job the one it saved, for a cancelled
  * one's partial model made again from its latest checkpoint.
  * ERR_INVALID when the model has no such form (a base model or a full
@@ -102,8 +113,8 @@ struct control_artifact {
  * never names a folder. */
 enum alallo_err control_export(struct control *ctl, const char *base_dir,
                                const char *adapter_dir, const struct store_job *j,
-                               const char *format, struct control_artifact *out /* OUT */,
-                               char *why, size_t whycap);
+                               const char *format, const char *dtype,
+                               struct control_artifact *out /* OUT */, char *why, size_t whycap);
 
 /* Makes checkpoint `ckpt_path` of job j into a model folder (the base with
  * the checkpoint's weights). ERR_NOT_FOUND when the job's base model is

@@ -260,6 +260,11 @@ double sched_link_train_tokens(const struct store_job *j)
     return train_tokens(j->tokens, j->examples, j->max_steps, j->batch_size, j->n_epochs);
 }
 
+double sched_link_reference_tokens(const struct store_job *j)
+{
+    return strcmp(j->method, "dpo") == 0 && j->tokens > 0 ? (double)j->tokens : 0;
+}
+
 void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
                          struct plan_job *out)
 {
@@ -570,6 +575,7 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
     struct est_request req = {.now = now, .currency = "USD", .startup_s = startup_of(m)};
     sched_link_plan_job(m, j, &req.job);
     req.train_tokens = sched_link_train_tokens(j);
+    req.reference_tokens = sched_link_reference_tokens(j);
     if (!sched_goal_parse(j->goal, &req.goal))
         req.goal = SCHED_LOWEST_COST;
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
@@ -595,8 +601,9 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                          .created_s = now,
                                          .goal = req.goal,
                                          .mem_bytes = mem.total,
-                                         .work_flops = req.train_tokens *
-                                                       planner_flops_per_token(&pj) *
+                                         .work_flops = planner_work_flops(
+                                                           &pj, req.train_tokens,
+                                                           req.reference_tokens) *
                                                        req.work_factor,
                                          .startup_s = req.startup_s};
         /* A job that comes last in the fair order sees the queue's full
@@ -627,7 +634,9 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
             planner_memory(&norm, &need, why, whycap) == ERR_OK) {
             out->memory_bytes = need.total;
             out->flops_per_token = planner_flops_per_token(&norm);
-            out->work_flops = req.train_tokens * out->flops_per_token;
+            out->work_flops =
+                planner_work_flops(&norm, req.train_tokens, req.reference_tokens);
+            out->reference_flops = out->work_flops - req.train_tokens * out->flops_per_token;
         }
         out->method = planner_method(req.job.precision, req.job.adapter);
         out->startup_s = req.startup_s;

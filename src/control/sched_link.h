@@ -93,6 +93,10 @@ void sched_link_calibrate(struct sched_link *l, const struct store_calibration *
  * about tokens/examples long. */
 double sched_link_train_tokens(const struct store_job *j);
 
+/* The tokens the frozen reference of a DPO job reads before training: the
+ * data set once (j->tokens); 0 for any other method. */
+double sched_link_reference_tokens(const struct store_job *j);
+
 /* The planner's view of training model m with the settings of job j. */
 void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
                          struct plan_job *out /* OUT */);

@@ -23,6 +23,12 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
 
 int child_run_ms(char *const argv[], int64_t timeout_ms, size_t out_cap, struct child_result *r)
 {
+    return child_run_lines(argv, timeout_ms, out_cap, NULL, NULL, r);
+}
+
+int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, child_line_fn fn,
+                    void *ctx, struct child_result *r)
+{
     memset(r, 0, sizeof *r);
     r->exit_status = -1;
     int out_pipe[2], err_pipe[2];
@@ -62,7 +68,7 @@ int child_run_ms(char *const argv[], int64_t timeout_ms, size_t out_cap, struct 
     size_t cap = 0;
     int open_fds = 2;
     struct pollfd p[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
-    size_t err_len = 0;
+    size_t err_len = 0, line_at = 0; /* where the next line of stdout starts */
     while (open_fds > 0) {
         double left = deadline - clock_mono_s();
         if (left <= 0) {
@@ -108,6 +114,9 @@ int child_run_ms(char *const argv[], int64_t timeout_ms, size_t out_cap, struct 
                 memcpy(r->out + r->out_len, buf, (size_t)got);
                 r->out_len += (size_t)got;
                 r->out[r->out_len] = '\0';
+                for (char *nl; fn && (nl = memchr(r->out + line_at, '\n', r->out_len - line_at));
+                     line_at = (size_t)(nl - r->out) + 1)
+                    fn(ctx, r->out + line_at, (size_t)(nl - (r->out + line_at)));
             } else {
                 /* Keep the last bytes of stderr: the error is at the end. */
                 for (ssize_t k = 0; k < got; k++) {

@@ -30,6 +30,14 @@ int child_run(char *const argv[], int timeout_s, size_t out_cap, struct child_re
 int child_run_ms(char *const argv[], int64_t timeout_ms, size_t out_cap,
                  struct child_result *r /* OUT */);
 
+/* Called with each whole line of stdout (without its '\n') as it arrives. */
+typedef void (*child_line_fn)(void *ctx, const char *line, size_t len);
+
+/* child_run_ms that also gives each line of stdout to fn as the child
+ * writes it (stdout is still collected into r->out). */
+int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, child_line_fn fn,
+                    void *ctx, struct child_result *r /* OUT */);
+
 void child_result_free(struct child_result *r);
 
 #endif

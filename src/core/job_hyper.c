@@ -77,6 +77,9 @@ void job_hyper_parse(const char *json, struct job_hyper *out)
     num_in(o, "lora_rank", 1, JOB_HYPER_MAX_RANK, &rank);
     out->lora_rank = (int)rank;
     num_in(o, "lora_alpha", 1e-9, JOB_HYPER_MAX_ALPHA, &out->lora_alpha);
+    num_in(o, "lora_dropout", 0, 1, &out->lora_dropout);
+    if (out->lora_dropout >= 1)
+        out->lora_dropout = 0;
     json_t *t = json_object_get(o, "lora_target_modules");
     if (json_is_array(t) && json_array_size(t) > 0) {
         unsigned bits = 0;
@@ -107,9 +110,10 @@ bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap
     for (int i = 0; i < JOB_HYPER_TARGETS; i++)
         if (h->lora_targets & (1u << i))
             json_array_append_new(t, json_string(target_names[i]));
-    json_t *o = json_pack("{si sb si sf so ss sf sf sb}", "max_seq_len", h->max_seq_len,
+    json_t *o = json_pack("{si sb si sf sf so ss sf sf sb}", "max_seq_len", h->max_seq_len,
                           "packing", h->packing, "lora_rank", h->lora_rank, "lora_alpha",
-                          h->lora_alpha, "lora_target_modules", t, "lr_scheduler",
+                          h->lora_alpha, "lora_dropout", h->lora_dropout,
+                          "lora_target_modules", t, "lr_scheduler",
                           job_hyper_schedule_name(h->lr_schedule) ? job_hyper_schedule_name(
                                                                         h->lr_schedule)
                                                                   : "cosine",

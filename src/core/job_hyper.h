@@ -20,6 +20,7 @@
 #define JOB_HYPER_MAX_WARMUP 0.5
 #define JOB_HYPER_MAX_DECAY 1.0
 #define JOB_HYPER_MAX_BETA 10.0
+/* lora_dropout is in [0, 1): 1 would drop every input */
 /* The context of jobs made before max_seq_len existed. */
 #define JOB_HYPER_LEGACY_SEQ 256
 
@@ -35,6 +36,7 @@ struct job_hyper {
     int lora_rank;          /* 1..JOB_HYPER_MAX_RANK, default 16 */
     double lora_alpha;      /* (0, JOB_HYPER_MAX_ALPHA], default 32 */
     unsigned lora_targets;  /* non-empty bit set, default all seven */
+    double lora_dropout;    /* [0, 1), default 0 (docs/api.md) */
     enum job_lr_schedule lr_schedule; /* default cosine */
     double warmup_ratio;    /* share of the steps warming up, default 0.05 */
     double weight_decay;    /* AdamW's, default 0 */

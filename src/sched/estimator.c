@@ -217,6 +217,8 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         return fail(why, whycap, ERR_INVALID, "too many workers");
     if (!(req->train_tokens > 0) || !isfinite(req->train_tokens) || req->train_tokens > 1e15)
         return fail(why, whycap, ERR_INVALID, "token count out of range");
+    if (!(req->reference_tokens >= 0) || req->reference_tokens > 1e15)
+        return fail(why, whycap, ERR_INVALID, "reference token count out of range");
     if ((int)req->goal < 0 || req->goal >= SCHED_GOAL_COUNT)
         return fail(why, whycap, ERR_INVALID, "unknown goal");
     struct plan_job job;
@@ -232,7 +234,8 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         return ERR_OK;
     }
     out->flops_per_token = planner_flops_per_token(&job);
-    out->work_flops = req->train_tokens * out->flops_per_token;
+    out->work_flops = planner_work_flops(&job, req->train_tokens, req->reference_tokens);
+    out->reference_flops = out->work_flops - req->train_tokens * out->flops_per_token;
     out->startup_s = req->startup_s > 0 ? req->startup_s : EST_DEFAULT_STARTUP_S;
 
     double factor = req->work_factor > 0 && isfinite(req->work_factor) ? req->work_factor : 1.0;

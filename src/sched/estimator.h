@@ -5,8 +5,9 @@
  * Nominal parts (from the job and the fleet, never constants alone):
  *   wait      when the chosen worker is free, after the queue ahead
  *             (the scheduler's horizon, scheduler.h: sched_pass free_at_s)
- *   training  train_tokens x model FLOPs per token / the worker's measured
- *             FLOP/s (planner.h, capacity.h)
+ *   training  train_tokens x model FLOPs per token (plus, for DPO, one
+ *             forward of the frozen reference over the data set) / the
+ *             worker's measured FLOP/s (planner.h, capacity.h)
  *   start-up  loading before the first step (the caller's figure)
  * Ranges come from history, as logs of actual/nominal ratios kept in rings
  * of EST_HISTORY_CAP: each attempt's training by (method, worker class);
@@ -86,6 +87,9 @@ struct est_band {
 struct est_request {
     struct plan_job job;
     double train_tokens;  /* tokens trained over all epochs                */
+    double reference_tokens; /* DPO: tokens the frozen reference reads
+                                before training (the data set once); 0
+                                for supervised jobs (planner_work_flops) */
     enum sched_goal goal;
     double startup_s;     /* expected loading; <= 0: EST_DEFAULT_STARTUP_S */
     double work_factor;   /* how many times slower than its FLOPs this
@@ -102,7 +106,9 @@ struct estimate {
     enum plan_method method;
     int64_t memory_bytes;          /* plan.memory_bytes                     */
     double flops_per_token;
-    double work_flops;             /* train_tokens x flops_per_token        */
+    double work_flops;             /* planner_work_flops: training, plus
+                                      the DPO reference pass               */
+    double reference_flops;        /* the reference pass's part of it      */
     int worker;                    /* index into workers; -1 none           */
     char worker_name[CAPACITY_NAME_MAX]; /* plan.worker; "" none           */
     enum worker_class worker_class;

@@ -242,6 +242,24 @@ double planner_flops_per_token(const struct plan_job *job)
     return 4.0 * n + 6.0 * lora_params(&j);
 }
 
+double planner_reference_flops_per_token(const struct plan_job *job)
+{
+    struct plan_job j;
+    if (planner_normalize(job, &j, NULL, 0))
+        return 0;
+    if (j.adapter == PLAN_FULL)
+        return planner_flops_per_token(&j) / 3.0;
+    return 2.0 * (double)j.model.params + 2.0 * lora_params(&j);
+}
+
+double planner_work_flops(const struct plan_job *job, double train_tokens,
+                          double reference_tokens)
+{
+    double ref = reference_tokens > 0 ? reference_tokens * planner_reference_flops_per_token(job)
+                                      : 0;
+    return train_tokens * planner_flops_per_token(job) + ref;
+}
+
 /* True when some worker that is not lost offers `need` bytes. */
 static bool fits_some(int64_t need, const struct sched_worker *workers, size_t n)
 {

@@ -124,6 +124,19 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
  * 4-bit LoRA 4N + 6N_lora. 0 for an invalid job. */
 double planner_flops_per_token(const struct plan_job *job);
 
+/* FLOPs per token of one forward pass of the frozen reference (DPO reads
+ * every example once through it at the start of each attempt, before the
+ * first step): full 2N + 2LdT (a third of training's), LoRA and 4-bit LoRA
+ * 2N + 2N_lora (the adapters run, adding zero). 0 for an invalid job. */
+double planner_reference_flops_per_token(const struct plan_job *job);
+
+/* A job's work in FLOPs: train_tokens x planner_flops_per_token plus
+ * reference_tokens x planner_reference_flops_per_token (reference_tokens:
+ * the tokens the DPO reference reads, 0 for supervised jobs). The one rule
+ * the estimate and the queue's placement share. */
+double planner_work_flops(const struct plan_job *job, double train_tokens,
+                          double reference_tokens);
+
 /* The one rule for which "not available" message a job gets: whether a
  * job that needs `need_bytes` can run on any of `workers` (lost ones
  * excluded). When it cannot and the job is 16-bit, the same job as 4-bit

@@ -11,12 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "store/account_cache.h"
 #include "store/store_backend.h"
 
 struct store {
     const struct store_ops *ops;
     struct store_impl *impl;
+    struct account_cache accounts; /* found by key hash: one query less per request */
 };
 
 _Thread_local char store_error_text[256];
@@ -78,6 +81,7 @@ enum alallo_err store_open_url_at(const char *url, int version, struct store **o
         free(s);
         return e;
     }
+    account_cache_init(&s->accounts);
     *out = s;
     return ERR_OK;
 }
@@ -103,6 +107,7 @@ void store_close(struct store *s)
     if (!s)
         return;
     s->ops->close(s->impl);
+    account_cache_destroy(&s->accounts);
     free(s);
 }
 
@@ -118,9 +123,24 @@ enum alallo_err store_account_create(struct store *s, const char *name, const ch
     return s->ops->account_create(s->impl, name, key_hash, out);
 }
 
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every authenticated request asks this: a recent find is answered from
+ * memory (account_cache.h says why that is the store's answer). */
 enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash, struct store_account *out)
 {
-    return s->ops->account_by_key_hash(s->impl, key_hash, out);
+    int64_t now = monotonic_ms();
+    if (account_cache_get(&s->accounts, key_hash, now, out))
+        return ERR_OK;
+    enum alallo_err e = s->ops->account_by_key_hash(s->impl, key_hash, out);
+    if (!e)
+        account_cache_put(&s->accounts, key_hash, out, now);
+    return e;
 }
 
 enum alallo_err store_account_by_name(struct store *s, const char *name, struct store_account *out)
@@ -128,24 +148,56 @@ enum alallo_err store_account_by_name(struct store *s, const char *name, struct 
     return s->ops->account_by_name(s->impl, name, out);
 }
 
+/* A file's format column holds "FORMAT from CONVERTED_FROM" when the upload
+ * was converted (schema 10 has no column of its own for it, and a format
+ * never contains a space), else FORMAT alone: joined here on the way in and
+ * split on the way out, the same for every backend. */
+#define FORMAT_FROM " from "
+
+static void file_format_split(struct store_file *f)
+{
+    char *from = strstr(f->format, FORMAT_FROM);
+    f->converted_from[0] = '\0';
+    if (!from)
+        return;
+    snprintf(f->converted_from, sizeof f->converted_from, "%s", from + strlen(FORMAT_FROM));
+    *from = '\0';
+}
+
 enum alallo_err store_file_insert(struct store *s, const struct store_file *f)
 {
-    return s->ops->file_insert(s->impl, f);
+    if (!f->converted_from[0])
+        return s->ops->file_insert(s->impl, f);
+    struct store_file joined = *f;
+    int len = snprintf(joined.format, sizeof joined.format, "%s" FORMAT_FROM "%s", f->format,
+                       f->converted_from);
+    if (len < 0 || (size_t)len >= sizeof joined.format || strstr(f->format, FORMAT_FROM))
+        return ERR_INVALID;
+    return s->ops->file_insert(s->impl, &joined);
 }
 
 enum alallo_err store_file_get(struct store *s, const char *account, const char *id, struct store_file *out)
 {
-    return s->ops->file_get(s->impl, account, id, out);
+    enum alallo_err e = s->ops->file_get(s->impl, account, id, out);
+    if (!e)
+        file_format_split(out);
+    return e;
 }
 
 enum alallo_err store_file_list(struct store *s, const char *account, const char *after, int limit, struct store_file *out, int *n, bool *has_more)
 {
-    return s->ops->file_list(s->impl, account, after, limit, out, n, has_more);
+    enum alallo_err e = s->ops->file_list(s->impl, account, after, limit, out, n, has_more);
+    for (int i = 0; !e && i < *n; i++)
+        file_format_split(&out[i]);
+    return e;
 }
 
 enum alallo_err store_file_delete(struct store *s, const char *account, const char *id, struct store_file *out)
 {
-    return s->ops->file_delete(s->impl, account, id, out);
+    enum alallo_err e = s->ops->file_delete(s->impl, account, id, out);
+    if (!e && out)
+        file_format_split(out);
+    return e;
 }
 
 enum alallo_err store_job_insert(struct store *s, struct store_job *job, const struct store_event *first_event)

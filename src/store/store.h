@@ -65,7 +65,14 @@ struct store_file {
     int64_t text_bytes; /* bytes of prompt/completion/content text */
     char path[STORE_PATH_MAX];
     int64_t created_ms;
-    char format[24]; /* dataset_format_name: "chat", ..., "preference"; "" unknown */
+    /* dataset_format_name: "chat", ..., "preference"; "" unknown. Sized for
+     * the stored form "FORMAT from CONVERTED_FROM" a backend reads. */
+    char format[56];
+    /* "alpaca", "sharegpt", "alpaca+sharegpt" when the upload was converted
+     * to chat form (dataset_check_converted_from); "" otherwise. Kept in the
+     * files table's format column with the format ("chat from alpaca"), so
+     * no column of its own: the dispatcher (store.c) joins and splits it. */
+    char converted_from[24];
 };
 
 struct store_job {
@@ -269,6 +276,9 @@ int store_schema_latest(void);
  * ERR_CONFLICT when the name exists. */
 enum alallo_err store_account_create(struct store *s, const char *name, const char *key_hash,
                                      struct store_account *out /* OUT, may be NULL */);
+/* The account whose API key hashes to key_hash; ERR_NOT_FOUND when none.
+ * A find is remembered for a few seconds (store/account_cache.h: an
+ * account never changes, so that is still the store's answer). */
 enum alallo_err store_account_by_key_hash(struct store *s, const char *key_hash,
                                           struct store_account *out /* OUT */);
 enum alallo_err store_account_by_name(struct store *s, const char *name,

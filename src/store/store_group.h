@@ -5,11 +5,17 @@
  * commit function (one transaction on that slot's connection), then wakes
  * the others. SQLite has one slot (one writer); PostgreSQL several, so that
  * one batch's execution overlaps another's flush. Nobody returns before
- * the commit that holds their job has returned. Internal to src/store/. */
+ * the commit that holds their job has returned. Each waiter sleeps on its
+ * own semaphore and is woken once, when its commit is done, or when a slot
+ * is free and it heads the queue (it then leads): a commit never wakes
+ * every waiter (with 64 at once that herd cost most of serve's CPU).
+ * Internal to src/store/. */
 #ifndef ALALLO_STORE_GROUP_H
 #define ALALLO_STORE_GROUP_H
 
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "store/store.h"
@@ -20,7 +26,8 @@ struct store_pending {
     const struct store_event *event;
     enum alallo_err result; /* set by the commit function */
     char error[256];        /* its store_last_error() text when result != ERR_OK */
-    int done;
+    atomic_int done;        /* set last by the leader: then the entry is its caller's again */
+    sem_t wake;             /* posted when done, or when this caller is to lead */
     struct store_pending *next;
 };
 
@@ -28,7 +35,6 @@ struct store_pending {
 
 struct store_group {
     pthread_mutex_t mu; /* owns the queue and the slots */
-    pthread_cond_t cv;
     struct store_pending *head, *tail;
     int slots;                            /* leaders at once, 1..STORE_GROUP_SLOTS_MAX */
     bool busy[STORE_GROUP_SLOTS_MAX];     /* slot i has a leader */

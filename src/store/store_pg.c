@@ -244,7 +244,12 @@ static const char *const sql_text[S_COUNT] = {
                                   " fine_tuned_model <> ''",
     [S_JOB_SEQ_ACC] = "SELECT seq FROM jobs WHERE id = $1 AND account = $2",
     [S_JOB_LIST] = JOB_SELECT "WHERE account = $1 ORDER BY seq DESC LIMIT $2",
-    [S_JOB_LIST_AFTER] = JOB_SELECT "WHERE account = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3",
+    /* The cursor's seq found in the same statement (one round trip); no
+     * row at all sends the caller to S_JOB_SEQ_ACC to tell an unknown
+     * cursor from the end. */
+    [S_JOB_LIST_AFTER] = JOB_SELECT "WHERE account = $1 AND seq <"
+                                    " (SELECT seq FROM jobs WHERE id = $2 AND account = $1)"
+                                    " ORDER BY seq DESC LIMIT $3",
     [S_JOB_LIST_MODELS] = JOB_SELECT "WHERE account = $1 AND fine_tuned_model <> ''"
                                      " ORDER BY seq DESC LIMIT $2",
     [S_JOB_COUNTS] = "SELECT status, COUNT(*) FROM jobs GROUP BY status",
@@ -1430,6 +1435,9 @@ static void read_jobs(const PGresult *r, int limit, struct store_job *out, int *
     }
 }
 
+/* One round trip: the page (its cursor looked up in the same statement)
+ * and one row more, whose presence is has_more. Only an empty page after
+ * a cursor asks again, whether the cursor is one of the account's jobs. */
 static enum alallo_err pg_job_list(struct store_impl *s, const char *account, const char *after,
                                    int limit, struct store_job *out, int *n, bool *has_more)
 {
@@ -1437,34 +1445,28 @@ static enum alallo_err pg_job_list(struct store_impl *s, const char *account, co
     *has_more = false;
     if (limit < 1 || limit > STORE_LIST_MAX)
         return ERR_INVALID;
-    PGresult *r;
-    enum alallo_err e;
-    int64_t after_seq = 0;
-    if (after) {
-        struct params q = {0};
-        p_text(&q, after);
-        p_text(&q, account);
-        e = read_rows(s, S_JOB_SEQ_ACC, &q, &r, "find job");
-        if (e)
-            return e;
-        if (PQntuples(r) == 0) {
-            PQclear(r);
-            return ERR_NOT_FOUND;
-        }
-        after_seq = col_i64(r, 0, 0);
-        PQclear(r);
-    }
     struct params p = {0};
     p_text(&p, account);
     if (after)
-        p_i64(&p, after_seq);
+        p_text(&p, after);
     p_i64(&p, limit + 1);
-    e = read_rows(s, after ? S_JOB_LIST_AFTER : S_JOB_LIST, &p, &r, "list jobs");
+    PGresult *r;
+    enum alallo_err e = read_rows(s, after ? S_JOB_LIST_AFTER : S_JOB_LIST, &p, &r, "list jobs");
     if (e)
         return e;
     read_jobs(r, limit, out, n, has_more);
     PQclear(r);
-    return ERR_OK;
+    if (*n > 0 || !after)
+        return ERR_OK;
+    struct params q = {0};
+    p_text(&q, after);
+    p_text(&q, account);
+    e = read_rows(s, S_JOB_SEQ_ACC, &q, &r, "find job");
+    if (e)
+        return e;
+    bool known = PQntuples(r) > 0;
+    PQclear(r);
+    return known ? ERR_OK : ERR_NOT_FOUND;
 }
 
 static enum alallo_err pg_job_list_models(struct store_impl *s, const char *account, int limit,

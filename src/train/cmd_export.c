@@ -1,12 +1,15 @@
 /* cmd_export.c - `alallo export --model-dir DIR ...`: export a local model
  * folder (the client's `alallo export ID` goes through the API instead).
  *
- *   alallo export --model-dir DIR --format hf|peft|gguf --out PATH
- *                 [--dtype f16|bf16|f32] [--adapter-dir DIR]
+ *   alallo export --model-dir DIR --format hf|peft|gguf|ollama --out PATH
+ *                 [--dtype f16|bf16|f32|q8_0|q4_0|q4_k_m] [--adapter-dir DIR]
  *
  * hf copies the checked merged folder; peft copies the adapter folder
  * (--adapter-dir, or DIR/../adapter when DIR is a trainer's out_dir/model);
- * gguf converts the merged folder. Prints one JSON line on success.
+ * gguf converts the merged folder; ollama makes a folder PATH holding
+ * model.gguf and an Ollama Modelfile (modelfile.h) beside it, built under
+ * PATH.tmp and renamed, so it appears whole or not at all. Prints one JSON
+ * line on success.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -15,12 +18,15 @@
 #include <sys/stat.h>
 
 #include "train/train_cmds.h"
+#include "core/fs.h"
+#include "core/text.h"
 #include "train/export.h"
+#include "train/modelfile.h"
 
 static void usage(FILE *f)
 {
-    fputs("usage: alallo export --model-dir DIR --format hf|peft|gguf --out PATH"
-          " [--dtype f16|bf16|f32] [--adapter-dir DIR]\n",
+    fputs("usage: alallo export --model-dir DIR --format hf|peft|gguf|ollama --out PATH"
+          " [--dtype f16|bf16|f32|q8_0|q4_0|q4_k_m] [--adapter-dir DIR]\n",
           f);
 }
 
@@ -28,6 +34,55 @@ static int is_dir(const char *p)
 {
     struct stat sb;
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int parse_dtype(const char *s, enum export_dtype *out)
+{
+    static const struct {
+        const char *name;
+        enum export_dtype d;
+    } names[] = {{"f16", EXPORT_F16},   {"bf16", EXPORT_BF16}, {"f32", EXPORT_F32},
+                 {"q8_0", EXPORT_Q8_0}, {"q4_0", EXPORT_Q4_0}, {"q4_k_m", EXPORT_Q4_K_M}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].d;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The ollama format: PATH/model.gguf and PATH/Modelfile, made in PATH.tmp. */
+static int export_ollama(const char *dir, const char *out, enum export_dtype dt, char *err,
+                         size_t cap)
+{
+    char tmp[4200], gguf[4300], mf[4300];
+    struct stat st;
+    if (lstat(out, &st) == 0) {
+        text_error(err, cap, "%s already exists", out);
+        return -1;
+    }
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", out) >= sizeof tmp) {
+        text_error(err, cap, "the output path is too long");
+        return -1;
+    }
+    snprintf(gguf, sizeof gguf, "%s/model.gguf", tmp);
+    snprintf(mf, sizeof mf, "%s/Modelfile", tmp);
+    fs_remove_tree(tmp); /* a crashed earlier export's leftovers */
+    if (fs_mkdirs(tmp, 0755) < 0) {
+        text_error(err, cap, "%s cannot be made", tmp);
+        return -1;
+    }
+    int rc = export_gguf(dir, gguf, dt, err, cap);
+    if (rc == 0)
+        rc = modelfile_write(dir, "model.gguf", mf, err, cap);
+    if (rc == 0 && (rename(tmp, out) != 0 || fs_sync_parent(out) < 0)) {
+        text_error(err, cap, "%s cannot be renamed to %s", tmp, out);
+        rc = -1;
+    }
+    if (rc < 0)
+        fs_remove_tree(tmp);
+    return rc;
 }
 
 int cmd_export_local(int argc, char **argv)
@@ -55,8 +110,9 @@ int cmd_export_local(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (strcmp(dtype, "f16") != 0 && strcmp(dtype, "bf16") != 0 && strcmp(dtype, "f32") != 0) {
-        fprintf(stderr, "alallo export: --dtype must be f16, bf16 or f32\n");
+    enum export_dtype dt;
+    if (parse_dtype(dtype, &dt) < 0) {
+        fprintf(stderr, "alallo export: --dtype must be f16, bf16, f32, q8_0, q4_0 or q4_k_m\n");
         return 2;
     }
     char err[600], guess[4200];
@@ -64,10 +120,9 @@ int cmd_export_local(int argc, char **argv)
     if (strcmp(format, "hf") == 0) {
         rc = export_hf(dir, out, err, sizeof err);
     } else if (strcmp(format, "gguf") == 0) {
-        enum export_dtype dt = strcmp(dtype, "bf16") == 0  ? EXPORT_BF16
-                               : strcmp(dtype, "f32") == 0 ? EXPORT_F32
-                                                           : EXPORT_F16;
         rc = export_gguf(dir, out, dt, err, sizeof err);
+    } else if (strcmp(format, "ollama") == 0) {
+        rc = export_ollama(dir, out, dt, err, sizeof err);
     } else if (strcmp(format, "peft") == 0) {
         if (!adapter) {
             snprintf(guess, sizeof guess, "%s/../adapter", dir);
@@ -81,7 +136,7 @@ int cmd_export_local(int argc, char **argv)
         }
         rc = export_peft(adapter, out, err, sizeof err);
     } else {
-        fprintf(stderr, "alallo export: --format must be hf, peft or gguf\n");
+        fprintf(stderr, "alallo export: --format must be hf, peft, gguf or ollama\n");
         return 2;
     }
     if (rc < 0) {

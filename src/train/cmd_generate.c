@@ -4,8 +4,12 @@
  *
  *   alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
- *                   [--adapter-dir DIR] [--threads N] [--json]
+ *                   [--adapter-dir DIR] [--quant q8_0|q4_0|q4_k_m] [--threads N] [--json [--stream]]
+ *                   [--score]
  *
+ * With --json --stream, lines {"delta": TEXT} come first, one as the text
+ * grows by each token (flushed at once: the server streams them on), then
+ * the final object as without --stream.
  * Exit status: 0 done; 1 the generator failed; 2 bad options; 3 the prompt
  * cannot be completed by this model (longer than its context, or empty for
  * a model without a start token). With --json, status 3 also prints one
@@ -17,10 +21,14 @@
  * next assistant turn, laid out by the model's chat template
  * (generate.h's gen_run_chat); a conversation the template refuses exits
  * with status 3 and {"error": "invalid_chat", "message": ...}.
+ * --quant runs the weights a quantized GGUF export of the folder holds
+ * (generate.h's gen_quantize). --score prints {"loss","perplexity",
+ * "tokens"} of the --prompt text instead of generating (gen_score).
  */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +75,21 @@ static int seed_opt(int argc, char **argv, uint64_t *out)
     return 0;
 }
 
+/* --stream: each piece of the text as it grows, one line {"delta": ...}
+ * written at once, before the final object. */
+static void print_delta(void *ctx, const char *piece, size_t len)
+{
+    (void)ctx;
+    json_t *j = json_pack("{s:s%}", "delta", piece, len);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (s) {
+        puts(s);
+        fflush(stdout);
+    }
+    free(s);
+    json_decref(j);
+}
+
 int cmd_generate_local(int argc, char **argv)
 {
     omp_policy_passive(argc, argv);
@@ -82,7 +105,8 @@ int cmd_generate_local(int argc, char **argv)
     if (!dir || (!prompt && !chat)) {
         json_decref(chat);
         fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
-              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR] [--json]\n",
+              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR]"
+              " [--quant q8_0|q4_0|q4_k_m] [--json [--stream]] [--score]\n",
               stderr);
         return 2;
     }
@@ -106,7 +130,29 @@ int cmd_generate_local(int argc, char **argv)
         fprintf(stderr, "alallo generate: %s\n", err);
         return 1;
     }
+    const char *quant = cmd_arg_value(argc, argv, "--quant");
+    if (quant && gen_quantize(g, quant, err, sizeof err) < 0) {
+        gen_close(g);
+        json_decref(chat);
+        fprintf(stderr, "alallo generate: %s\n", err);
+        return 2;
+    }
+    if (cmd_has_flag(argc, argv, "--score") && prompt) {
+        double loss;
+        long n;
+        int src = gen_score(g, prompt, &loss, &n, err, sizeof err);
+        gen_close(g);
+        json_decref(chat);
+        if (src < 0) {
+            fprintf(stderr, "alallo generate: %s\n", err);
+            return 1;
+        }
+        printf("{\"loss\":%.6f,\"perplexity\":%.4f,\"tokens\":%ld}\n", loss, exp(loss), n);
+        return 0;
+    }
     struct gen_opts o = {(int)max_tokens, (float)temp, (float)top_p, seed};
+    if (cmd_has_flag(argc, argv, "--json") && cmd_has_flag(argc, argv, "--stream"))
+        gen_set_on_text(g, print_delta, NULL);
     struct gen_result r;
     int rc = chat ? gen_run_chat(g, json_object_get(chat, "messages"),
                                  json_object_get(chat, "tools"), &o, &r, err, sizeof err)

@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "train/gguf.h"
 #include "train/model.h"
+#include "train/quant.h"
 #include "train/safetensors.h"
 #include "train/tokenizer.h"
 #include "core/text.h"
@@ -559,27 +560,45 @@ static float load_elem(const struct st_tensor *t, size_t i)
     return t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
 }
 
+/* One row of the written tensor (destination row r) as fp32. */
+static void conv_row(const struct conv *c, size_t r, float *row)
+{
+    size_t sr = c->permute_heads ? export_permuted_row(r, c->rows, c->permute_heads) : r;
+    for (size_t k = 0; k < c->cols; k++) {
+        size_t i = sr * c->cols + k;
+        row[k] = (c->src ? load_elem(c->src, i) : c->mem[i]) * c->mul + c->add;
+    }
+}
+
 static int fill_conv(void *ctx, void *out, size_t nbytes)
 {
     const struct conv *c = ctx;
-    size_t es = c->to == GGUF_T_F32 ? 4 : 2;
-    if (nbytes != c->rows * c->cols * es)
-        return -1;
     unsigned char *o = out;
+    int plain = c->to == GGUF_T_F32 || c->to == GGUF_T_F16 || c->to == GGUF_T_BF16;
+    size_t es = c->to == GGUF_T_F32 ? 4 : 2;
+    size_t row_bytes = plain ? c->cols * es : quant_row_bytes((enum quant_type)c->to, c->cols);
+    float *row = malloc(c->cols * sizeof *row);
+    if (!row || row_bytes == 0 || nbytes != c->rows * row_bytes) {
+        free(row);
+        return -1;
+    }
     for (size_t r = 0; r < c->rows; r++) {
-        size_t sr = c->permute_heads ? export_permuted_row(r, c->rows, c->permute_heads) : r;
+        conv_row(c, r, row);
+        unsigned char *at = o + r * row_bytes;
+        if (!plain) {
+            quant_row((enum quant_type)c->to, row, c->cols, at);
+            continue;
+        }
         for (size_t k = 0; k < c->cols; k++) {
-            size_t i = sr * c->cols + k;
-            float v = (c->src ? load_elem(c->src, i) : c->mem[i]) * c->mul + c->add;
-            size_t at = (r * c->cols + k) * es;
             if (c->to == GGUF_T_F32) {
-                memcpy(o + at, &v, 4);
+                memcpy(at + k * 4, &row[k], 4);
             } else {
-                uint16_t h = c->to == GGUF_T_F16 ? st_f32_to_f16(v) : st_f32_to_bf16(v);
-                memcpy(o + at, &h, 2);
+                uint16_t h = c->to == GGUF_T_F16 ? st_f32_to_f16(row[k]) : st_f32_to_bf16(row[k]);
+                memcpy(at + k * 2, &h, 2);
             }
         }
     }
+    free(row);
     return 0;
 }
 
@@ -822,6 +841,32 @@ static void model_name(const char *dir, char *out, size_t cap)
     snprintf(out, cap, "%s", base);
 }
 
+/* llama.cpp's general.file_type of an export. */
+static uint32_t file_type(enum export_dtype d)
+{
+    switch (d) {
+    case EXPORT_BF16: return 32;
+    case EXPORT_F32: return 0;
+    case EXPORT_F16: return 1;
+    case EXPORT_Q8_0: return quant_scheme_file_type(QSCHEME_Q8_0);
+    case EXPORT_Q4_0: return quant_scheme_file_type(QSCHEME_Q4_0);
+    default: return quant_scheme_file_type(QSCHEME_Q4_K_M);
+    }
+}
+
+/* The storage of one matrix in an export of `d`. */
+static enum gguf_ttype matrix_type(enum export_dtype d, const struct want *w, int tied)
+{
+    switch (d) {
+    case EXPORT_BF16: return GGUF_T_BF16;
+    case EXPORT_F32: return GGUF_T_F32;
+    case EXPORT_F16: return GGUF_T_F16;
+    default: break;
+    }
+    enum quant_scheme s = d == EXPORT_Q8_0 ? QSCHEME_Q8_0 : d == EXPORT_Q4_0 ? QSCHEME_Q4_0 : QSCHEME_Q4_K_M;
+    return (enum gguf_ttype)quant_pick(s, quant_role_of(w->hf, tied), (size_t)w->cols);
+}
+
 int export_gguf(const char *model_dir, const char *out_path, enum export_dtype dtype, char *err,
                 size_t errcap)
 {
@@ -845,7 +890,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     model_name(model_dir, name, sizeof name);
     int bad = gguf_set_str(w, "general.architecture", gguf_arch(c)) ||
               gguf_set_str(w, "general.name", name) ||
-              gguf_set_u32(w, "general.file_type", dtype == EXPORT_BF16 ? 32 : dtype == EXPORT_F32 ? 0 : 1) ||
+              gguf_set_u32(w, "general.file_type", file_type(dtype)) ||
               set_hparams(w, c);
     if (bad) {
         text_error(err, errcap, "out of memory");
@@ -854,12 +899,11 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     model_rope_freq_div(c, rope_div);
     if (set_tokenizer(w, &m, model_dir, err, errcap) < 0)
         goto out;
-    enum gguf_ttype mat = dtype == EXPORT_BF16 ? GGUF_T_BF16 : dtype == EXPORT_F32 ? GGUF_T_F32 : GGUF_T_F16;
     for (size_t i = 0; i < m.n_want; i++) {
         const struct want *wt = &m.want[i];
         cv[i] = (struct conv){.src = wt->hf[0] ? shards_find(&m.sh, wt->hf) : NULL,
                               .mem = rope_div,
-                              .to = wt->cols ? mat : GGUF_T_F32,
+                              .to = wt->cols ? matrix_type(dtype, wt, c->tied) : GGUF_T_F32,
                               .rows = (size_t)wt->rows,
                               .cols = wt->cols ? (size_t)wt->cols : 1,
                               .permute_heads = wt->permute_heads,

@@ -22,8 +22,10 @@
 #include <stdint.h>
 
 /* Storage of the matrices in GGUF; vectors are always F32. F32 exists for
- * checking numerics against a reference, F16 is what people run. */
-enum export_dtype { EXPORT_F16 = 0, EXPORT_BF16, EXPORT_F32 };
+ * checking numerics against a reference, F16 is what people run; the
+ * quantized ones are alallo's own encoders of ggml's block formats, with
+ * the per-tensor choice of quant.h (quant_pick). */
+enum export_dtype { EXPORT_F16 = 0, EXPORT_BF16, EXPORT_F32, EXPORT_Q8_0, EXPORT_Q4_0, EXPORT_Q4_K_M };
 
 /* Checks a Hugging Face model folder as described above. 0, or -1 with a
  * one-line reason. */

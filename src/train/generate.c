@@ -13,6 +13,7 @@
 #include "train/model.h"
 #include "train/modelio.h"
 #include "train/ops.h"
+#include "train/quant.h"
 #include "core/rng.h"
 #include "train/tokenizer.h"
 
@@ -26,7 +27,36 @@ struct generator {
     char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
     int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
     int n_stop;
+    gen_text_fn on_text;     /* pieces of the text as it grows, or NULL */
+    void *on_text_ctx;
+    size_t sent;             /* bytes of the completion given to on_text */
+    int has_adapter;
 };
+
+void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
+{
+    g->on_text = fn;
+    g->on_text_ctx = ctx;
+}
+
+/* Gives on_text what the completion's text (ids[0..n)) has grown by since
+ * the last call, up to its last whole character: a token may end inside a
+ * character (decoded as U+FFFD until the next one completes it). */
+static void send_growth(struct generator *g, const int32_t *ids, int n)
+{
+    char *text = tokenizer_decode(g->tok, ids, (size_t)n, 1);
+    if (!text)
+        return;
+    size_t len = strlen(text);
+    static const char repl[] = "\xef\xbf\xbd";
+    while (len >= 3 && memcmp(text + len - 3, repl, 3) == 0)
+        len -= 3;
+    if (len > g->sent) {
+        g->on_text(g->on_text_ctx, text + g->sent, len - g->sent);
+        g->sent = len;
+    }
+    free(text);
+}
 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
                            size_t errcap)
@@ -44,6 +74,7 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
         goto fail;
     if (adapter_dir && modelio_load_peft(g->m, adapter_dir, err, errcap))
         goto fail;
+    g->has_adapter = adapter_dir != NULL;
     char path[MODELIO_MAX_PATH + 32];
     snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
     g->tok = tokenizer_load(path, err, errcap);
@@ -56,6 +87,48 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
 fail:
     gen_close(g);
     return NULL;
+}
+
+int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errcap)
+{
+    enum quant_scheme s;
+    if (quant_scheme_parse(scheme, &s) < 0) {
+        snprintf(err, errcap, "unknown quantization \"%s\" (q8_0, q4_0 or q4_k_m)", scheme);
+        return -1;
+    }
+    if (g->has_adapter) {
+        snprintf(err, errcap, "quantization applies to a merged model, not one with an adapter");
+        return -1;
+    }
+    struct model *m = g->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *t = &m->tensors[i];
+        if (!t->lin || t->is1d)
+            continue;
+        size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
+        enum quant_type qt = quant_pick(s, quant_role_of(t->name, m->cfg.tied), cols);
+        float *w = malloc(rows * cols * sizeof *w);
+        unsigned char *blocks = malloc(quant_row_bytes(qt, cols));
+        if (!w || !blocks) {
+            free(w);
+            free(blocks);
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+        model_get_tensor(m, i, w);
+        for (size_t r = 0; r < rows; r++) {
+            quant_row(qt, w + r * cols, cols, blocks);
+            quant_dequant_row(qt, blocks, cols, w + r * cols);
+        }
+        int rc = model_set_tensor(m, i, w);
+        free(w);
+        free(blocks);
+        if (rc < 0) {
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void gen_close(struct generator *g)
@@ -113,6 +186,9 @@ static int work_init(struct work *w, const struct model *m, int ctx, int n)
     }
     w->ls.deq_cap = sizes[16];
     w->ls.tmp_cap = sizes[17];
+    w->ls.dropout = (struct linear_dropout){0}; /* generation never drops */
+    w->ls.drop = NULL;
+    w->ls.drop_cap = 0;
     w->ctx = ctx;
     w->n = n;
     return 0;
@@ -270,6 +346,7 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     rng_seed(&r, o->seed);
     forward(m, &w, ids, n, 0);
     int count = 0;
+    g->sent = 0;
     *finish_reason = "length";
     while (count < max_new) {
         int next = pick(w.logits, m->cfg.vocab, o, &r, cands);
@@ -281,6 +358,8 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
             break;
         }
         out_ids[count++] = next;
+        if (g->on_text)
+            send_growth(g, out_ids, count);
         if (count == max_new || n + count >= ctx)
             break;
         int32_t id = next;
@@ -289,6 +368,47 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     free(w.mem);
     free(cands);
     return count;
+}
+
+int gen_score(struct generator *g, const char *text, double *loss, long *tokens, char *err,
+              size_t errcap)
+{
+    struct model *m = g->m;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (data_encode_prompt(g->tok, text, &ids, &n) != 0 || n < 2) {
+        free(ids);
+        snprintf(err, errcap, "the text has fewer than two tokens");
+        return -1;
+    }
+    int win = m->cfg.max_pos, V = m->cfg.vocab;
+    struct work w;
+    if (model_rope_ensure(m, win) || work_init(&w, m, win, 1)) {
+        free(ids);
+        snprintf(err, errcap, "out of memory for scoring");
+        return -1;
+    }
+    double sum = 0.0;
+    long count = 0;
+    for (size_t s = 0; s + 1 < n; s += (size_t)win) {
+        size_t end = s + (size_t)win < n ? s + (size_t)win : n;
+        for (size_t i = s; i + 1 < end; i++) {
+            forward(m, &w, &ids[i], 1, (int)(i - s));
+            float mx = w.logits[0];
+            for (int j = 1; j < V; j++)
+                mx = fmaxf(mx, w.logits[j]);
+            double z = 0.0;
+            for (int j = 0; j < V; j++)
+                z += exp((double)(w.logits[j] - mx));
+            sum += log(z) + (double)mx - (double)w.logits[ids[i + 1]];
+            count++;
+        }
+    }
+    free(w.mem);
+    free(ids);
+    *loss = sum / (double)count;
+    *tokens = count;
+    return 0;
 }
 
 /* Generates after `ids` (n of them, taken over and freed). */

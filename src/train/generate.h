@@ -44,6 +44,25 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
                            size_t errcap);
 void gen_close(struct generator *g); /* NULL is fine */
 
+/* Called while a completion is generated with each piece of its text as
+ * it grows (UTF-8, whole characters; special tokens skipped): the pieces
+ * joined are a prefix of the result's text, which they equal unless the
+ * last characters were still incomplete when generation stopped (the
+ * caller sends the rest from the result). */
+typedef void (*gen_text_fn)(void *ctx, const char *piece, size_t len);
+
+/* Sets (fn NULL: clears) the piece callback of the following calls. */
+void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx);
+
+/* Replaces every matrix of a generator opened without an adapter by its
+ * round trip through the GGUF export's quantization (quant.h's choice per
+ * tensor, the same encoder and decoder), so that generation runs the
+ * weights `alallo export --dtype SCHEME` writes. Quantizing rows commutes
+ * with llama.cpp's q/k row order; Gemma 2's folded query scale is not
+ * applied first, so its q rows are close, not identical. 0, or -1 with a
+ * reason (an adapter is loaded; out of memory). */
+int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errcap);
+
 /* What gen_run and gen_ids return when the caller asked for something the
  * model cannot do (the caller's mistake, not the generator's failure):
  * GEN_TOO_LONG, the prompt fills the model's context (prompt_tokens and
@@ -58,6 +77,14 @@ void gen_close(struct generator *g); /* NULL is fine */
  * would run past the context stops there (finish_reason "length"). */
 int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
             struct gen_result *out /* OUT */, char *err, size_t errcap);
+
+/* The model's mean loss (natural log) on `text`: encoded as a prompt
+ * (BOS text), cut into windows of the model's context, each token after the
+ * first of a window predicted from the window before it. *tokens gets the
+ * count of predicted tokens. 0, or -1 with a reason (fewer than two tokens;
+ * out of memory). For comparing weights (bench/gguf), not a server path. */
+int gen_score(struct generator *g, const char *text, double *loss /* OUT */,
+              long *tokens /* OUT */, char *err, size_t errcap);
 
 /* What gen_run_chat returns when the conversation is one the model's chat
  * template refuses (its raise_exception, e.g. roles that do not alternate)

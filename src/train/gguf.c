@@ -27,16 +27,31 @@
 #define MAX_ARRAY ((uint64_t)1 << 28)    /* elements in one array */
 #define MAX_NAME 256                     /* tensor names (llama.cpp uses 64) */
 
-static size_t ttype_size(enum gguf_ttype t)
+/* Values per block and bytes per block of a tensor type (ggml's block
+ * formats, quant.h); 0 for a type alallo does not handle. */
+static size_t ttype_block(enum gguf_ttype t, size_t *bytes)
 {
     switch (t) {
-    case GGUF_T_F32:
-        return 4;
+    case GGUF_T_F32: *bytes = 4; return 1;
     case GGUF_T_F16:
-    case GGUF_T_BF16:
-        return 2;
+    case GGUF_T_BF16: *bytes = 2; return 1;
+    case GGUF_T_Q4_0: *bytes = 18; return 32;
+    case GGUF_T_Q8_0: *bytes = 34; return 32;
+    case GGUF_T_Q4_K: *bytes = 144; return 256;
+    case GGUF_T_Q6_K: *bytes = 210; return 256;
     }
+    *bytes = 0;
     return 0;
+}
+
+/* Bytes of a tensor of `count` values whose rows hold ne0; -1 for an
+ * unknown type, rows that are no whole number of blocks, or overflow. */
+static int tensor_nbytes(enum gguf_ttype t, uint64_t ne0, uint64_t count, uint64_t *out)
+{
+    size_t bytes, values = ttype_block(t, &bytes);
+    if (values == 0 || ne0 % values != 0)
+        return -1;
+    return __builtin_mul_overflow(count / values, (uint64_t)bytes, out) ? -1 : 0;
 }
 
 static size_t vtype_size(enum gguf_vtype t)
@@ -222,7 +237,8 @@ int gguf_set_arr_f32(struct gguf_writer *w, const char *key, const float *v, siz
 int gguf_add_tensor(struct gguf_writer *w, const char *name, enum gguf_ttype type, int n_dims,
                     const uint64_t *ne, gguf_fill_fn fill, void *ctx)
 {
-    if (ttype_size(type) == 0 || n_dims < 1 || n_dims > GGUF_MAX_DIMS || !name ||
+    uint64_t nbytes;
+    if (n_dims < 1 || n_dims > GGUF_MAX_DIMS || !name ||
         strlen(name) >= MAX_NAME || !fill)
         goto bad;
     for (size_t i = 0; i < w->n_t; i++)
@@ -232,6 +248,8 @@ int gguf_add_tensor(struct gguf_writer *w, const char *name, enum gguf_ttype typ
     for (int d = 0; d < n_dims; d++)
         if (ne[d] == 0 || __builtin_mul_overflow(count, ne[d], &count))
             goto bad;
+    if (tensor_nbytes(type, ne[0], count, &nbytes) < 0)
+        goto bad;
     if (w->n_t == w->t_cap) {
         size_t cap = w->t_cap ? w->t_cap * 2 : 64;
         struct wtensor *t = realloc(w->t, cap * sizeof *t);
@@ -248,7 +266,7 @@ int gguf_add_tensor(struct gguf_writer *w, const char *name, enum gguf_ttype typ
     t->type = type;
     t->n_dims = n_dims;
     memcpy(t->ne, ne, (size_t)n_dims * sizeof *ne);
-    t->nbytes = count * ttype_size(type);
+    t->nbytes = nbytes;
     t->fill = fill;
     t->ctx = ctx;
     w->n_t++;
@@ -659,14 +677,16 @@ static int parse_file(struct gguf_file *f, const unsigned char *buf, size_t len,
         if (get_u32(&c, &type, "tensor type") || get_u64(&c, &offs[i], "tensor offset"))
             goto out;
         t->type = (enum gguf_ttype)type;
-        if (ttype_size(t->type) == 0) {
-            text_error(err, errcap, "tensor \"%s\": ggml type %u is not F32, F16 or BF16",
-                   printable(t->name, shown, sizeof shown), type);
+        size_t unused;
+        if (ttype_block(t->type, &unused) == 0) {
+            text_error(err, errcap,
+                       "tensor \"%s\": ggml type %u is not F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K",
+                       printable(t->name, shown, sizeof shown), type);
             goto out;
         }
         uint64_t nbytes;
-        if (__builtin_mul_overflow(count, (uint64_t)ttype_size(t->type), &nbytes)) {
-            text_error(err, errcap, "tensor \"%s\": shape too large",
+        if (tensor_nbytes(t->type, t->ne[0], count, &nbytes) < 0) {
+            text_error(err, errcap, "tensor \"%s\": shape too large or rows not whole blocks",
                        printable(t->name, shown, sizeof shown));
             goto out;
         }

@@ -29,8 +29,12 @@ enum gguf_vtype {
     GGUF_I64 = 11, GGUF_F64 = 12, GGUF_VTYPE_COUNT
 };
 
-/* Tensor types (ggml's numbering); only these are written or read. */
-enum gguf_ttype { GGUF_T_F32 = 0, GGUF_T_F16 = 1, GGUF_T_BF16 = 30 };
+/* Tensor types (ggml's numbering); only these are written or read. The
+ * block types (quant.h) need rows (ne[0]) of whole blocks. */
+enum gguf_ttype {
+    GGUF_T_F32 = 0, GGUF_T_F16 = 1, GGUF_T_Q4_0 = 2, GGUF_T_Q8_0 = 8, GGUF_T_Q4_K = 12,
+    GGUF_T_Q6_K = 14, GGUF_T_BF16 = 30
+};
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32

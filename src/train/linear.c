@@ -1,8 +1,10 @@
 /* linear.c - linear projections over fp32/bf16/NF4 weights with LoRA. */
 #include "train/linear.h"
 
+#include <stdbool.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "train/gemm.h"
 #include "train/kern.h"
 
@@ -69,6 +71,34 @@ static int chunk_rows(const struct linear *l, const struct linear_scratch *s)
     return rows > (size_t)l->out ? l->out : (int)rows;
 }
 
+float linear_dropout_keep(const struct linear_dropout *d, size_t e)
+{
+    /* 32 bits of one 64-bit draw per element, two elements a draw */
+    uint64_t word = rng_derive(d->seed, e >> 1);
+    uint32_t u = (uint32_t)(e & 1 ? word >> 32 : word);
+    uint32_t cut = (uint32_t)((double)d->p * 4294967296.0);
+    return u < cut ? 0.0f : 1.0f / (1.0f - d->p);
+}
+
+static bool dropping(const struct linear *l, const struct linear_scratch *s)
+{
+    return l->r > 0 && s->dropout.p > 0.0f;
+}
+
+/* out (N,in) = v * keep/(1-p) (add: out += instead of =). */
+static void apply_dropout(const struct linear_dropout *d, float *out, const float *v, int N,
+                          int in, bool add)
+{
+#pragma omp parallel for schedule(static) if ((long)N * in > 32768)
+    for (int n = 0; n < N; n++) {
+        size_t row = (size_t)n * in;
+        for (int i = 0; i < in; i++) {
+            float k = linear_dropout_keep(d, row + i) * v[row + i];
+            out[row + i] = add ? out[row + i] + k : k;
+        }
+    }
+}
+
 void linear_forward(const struct linear *l, float *y, const float *x, int N, float *xa,
                     struct linear_scratch *s)
 {
@@ -87,7 +117,11 @@ void linear_forward(const struct linear *l, float *y, const float *x, int N, flo
                 y[(size_t)n * l->out + o] += l->bias[o];
     }
     if (l->r > 0) {
-        /* xa = x A^T (N,r); y += scale xa B^T */
+        if (dropping(l, s)) {
+            apply_dropout(&s->dropout, s->drop, x, N, l->in, false);
+            x = s->drop;
+        }
+        /* xa = x' A^T (N,r); y += scale xa B^T */
         gemm(0, 1, N, l->r, l->in, 1.0f, x, l->in,
                     l->la, l->in, 0.0f, xa, l->r);
         gemm(0, 1, N, l->out, l->r, l->scale, xa,
@@ -134,12 +168,21 @@ void linear_backward(const struct linear *l, float *dx, const float *dy, const f
         if (l->dlb) /* dB (out,r) += scale dy^T xa */
             gemm(1, 0, l->out, l->r, N, l->scale, dy,
                         l->out, xa, l->r, 1.0f, l->dlb, l->r);
-        if (l->dla) /* dA (r,in) += scale t^T x */
+        bool drop = dropping(l, s);
+        if (l->dla) { /* dA (r,in) += scale t^T x' */
+            if (drop)
+                apply_dropout(&s->dropout, s->drop, x, N, l->in, false);
             gemm(1, 0, l->r, l->in, N, l->scale, t,
-                        l->r, x, l->in, 1.0f, l->dla, l->in);
-        if (dx) /* dx += scale t A */
+                        l->r, drop ? s->drop : x, l->in, 1.0f, l->dla, l->in);
+        }
+        if (dx && drop) { /* dx += (scale t A) * keep/(1-p) */
+            gemm(0, 0, N, l->in, l->r, l->scale, t,
+                        l->r, l->la, l->in, 0.0f, s->drop, l->in);
+            apply_dropout(&s->dropout, dx, s->drop, N, l->in, true);
+        } else if (dx) { /* dx += scale t A */
             gemm(0, 0, N, l->in, l->r, l->scale, t,
                         l->r, l->la, l->in, 1.0f, dx, l->in);
+        }
     }
 }
 

@@ -35,14 +35,32 @@ struct linear {
     float *lb, *dlb;        /* LoRA B (out,r) and its gradient        */
 };
 
+/* LoRA dropout of one product (PEFT's lora_dropout): the adapter reads
+ * x' = x * keep / (1 - p) in place of x, so h = x W^T + scale (x' A^T) B^T;
+ * the frozen or trained weight W still reads x. keep[n][i] is 0 with
+ * probability p, drawn from (seed, n * in + i) alone, so the backward pass
+ * recomputes the same mask and a run resumed from a checkpoint draws the
+ * same masks as one that never stopped. */
+struct linear_dropout {
+    float p;       /* [0, 1); 0: no dropout */
+    uint64_t seed; /* distinct for every product of every step */
+};
+
 /* Scratch for one product at a time: `deq` holds dequantized weight rows
- * (at least in floats, see linear_scratch_floats), `tmp` holds (N,r). */
+ * (at least in floats, see linear_scratch_floats), `tmp` holds (N,r).
+ * With dropout.p > 0 (and an adapter) `drop` must hold N*in floats. */
 struct linear_scratch {
     float *deq;
     size_t deq_cap; /* floats */
     float *tmp;
     size_t tmp_cap; /* floats */
+    struct linear_dropout dropout; /* set by the caller before each product */
+    float *drop;                   /* (N,in) the adapter's input x'       */
+    size_t drop_cap;               /* floats                              */
 };
+
+/* keep / (1 - p) of element e of a product under dropout d: 0 or 1/(1-p). */
+float linear_dropout_keep(const struct linear_dropout *d, size_t e);
 
 /* Floats of `deq` scratch that let every weight of width `in` be read in
  * chunks of at least one row; the trainer sizes it larger for speed. */
@@ -52,14 +70,16 @@ size_t linear_scratch_floats(int in);
  * filled by dequantization (nr*in floats). */
 const float *linear_rows(const struct linear *l, int r0, int nr, float *buf);
 
-/* y = x W^T + b + scale (x A^T) B^T. xa OUT (N,r) is kept for the backward
- * pass (NULL allowed when r == 0). */
+/* y = x W^T + b + scale (x' A^T) B^T, x' = x without dropout (s->dropout).
+ * xa OUT (N,r) = x' A^T is kept for the backward pass (NULL allowed when
+ * r == 0). */
 void linear_forward(const struct linear *l, float *y, const float *x, int N, float *xa,
                     struct linear_scratch *s);
 
-/* Given dy (N,out): dx += dy W + scale (dy B) A (dx NULL to skip),
- * dw += dy^T x, dbias += column sums of dy, dB += scale dy^T xa,
- * dA += scale (dy B)^T x, each only where that gradient pointer is set. */
+/* Given dy (N,out): dx += dy W + scale ((dy B) A) * keep/(1-p) (dx NULL to
+ * skip), dw += dy^T x, dbias += column sums of dy, dB += scale dy^T xa,
+ * dA += scale (dy B)^T x', each only where that gradient pointer is set;
+ * s->dropout must be what the forward pass had. */
 void linear_backward(const struct linear *l, float *dx, const float *dy, const float *x,
                      const float *xa, int N, struct linear_scratch *s);
 

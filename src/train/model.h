@@ -205,6 +205,18 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T);
 void model_acts_free(struct model_acts *a); /* NULL is fine */
 size_t model_acts_bytes(const struct model_acts *a);
 
+/* LoRA dropout (PEFT's lora_dropout) for every pass through `a` from now
+ * on, forward and backward alike, until it is set again (p = 0: none):
+ * each adapter reads its input with a fraction p of its elements zeroed
+ * and the rest scaled by 1/(1-p) (train/linear.h), a mask drawn from
+ * `seed`, the layer, the projection and the element alone, so the same
+ * seed gives the same masks (the trainer passes one per step: a resumed
+ * run drops what an unbroken one does). Nothing drops in full fine-tuning
+ * (no adapters). Allocates N x the widest adapter input floats the first
+ * time p > 0. Returns 0, or -1 for p outside [0, 1) or out of memory (no
+ * dropout then). */
+int model_acts_dropout(struct model_acts *a, const struct model *m, float p, uint64_t seed);
+
 /* Seconds spent per phase since the acts were made (bench and logs). */
 struct model_timing {
     double forward, head, backward;

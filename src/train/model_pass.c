@@ -18,6 +18,7 @@
 
 
 #include "core/clock.h"
+#include "core/rng.h"
 #include "train/gemm.h"
 #include "train/model.h"
 #include "train/ops.h"
@@ -50,6 +51,8 @@ struct model_acts {
     float *xc, *dxc;                       /* (head_rows, C) */
     int32_t *rows, *tgt;                   /* (N) */
     struct linear_scratch ls;
+    float drop_p;           /* LoRA dropout of the passes now (model_acts_dropout) */
+    uint64_t drop_seed;
     float *mem;
     size_t mem_floats;
     double t_forward, t_head, t_backward;
@@ -127,10 +130,47 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     return a;
 }
 
+int model_acts_dropout(struct model_acts *a, const struct model *m, float p, uint64_t seed)
+{
+    if (!(p >= 0.0f && p < 1.0f))
+        return -1;
+    a->drop_p = m->opts.full ? 0.0f : p;
+    a->drop_seed = seed;
+    if (a->drop_p == 0.0f || a->ls.drop)
+        return 0;
+    /* x' of the widest adapter input, made the first time it is needed:
+     * a run without dropout never holds it */
+    const struct model_config *c = &m->cfg;
+    size_t in = (size_t)c->hidden;
+    if ((size_t)c->intermediate > in)
+        in = (size_t)c->intermediate;
+    if ((size_t)c->n_heads * c->head_dim > in)
+        in = (size_t)c->n_heads * c->head_dim;
+    a->ls.drop = malloc(a->N * in * sizeof(float));
+    if (!a->ls.drop) {
+        a->drop_p = 0.0f;
+        return -1;
+    }
+    a->ls.drop_cap = a->N * in;
+    return 0;
+}
+
+/* The dropout of projection p of layer l in the passes now: its own mask
+ * (PEFT gives each adapted module its own dropout). */
+static struct linear_scratch *proj_scratch(struct model_acts *a, int l, int p)
+{
+    a->ls.dropout = (struct linear_dropout){0};
+    if (a->drop_p > 0.0f)
+        a->ls.dropout = (struct linear_dropout){
+            a->drop_p, rng_derive(a->drop_seed, (uint64_t)l * PROJ_COUNT + (uint64_t)p)};
+    return &a->ls;
+}
+
 void model_acts_free(struct model_acts *a)
 {
     if (!a)
         return;
+    free(a->ls.drop);
     free(a->mem);
     free(a->rows);
     free(a->tgt);
@@ -205,26 +245,26 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, const in
     size_t NC = (size_t)N * C;
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
     ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
-    linear_forward(&L->proj[PROJ_Q], s.q, a->ln, N, s.xa[PROJ_Q], &a->ls);
-    linear_forward(&L->proj[PROJ_K], s.k, a->ln, N, s.xa[PROJ_K], &a->ls);
-    linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], &a->ls);
+    linear_forward(&L->proj[PROJ_Q], s.q, a->ln, N, s.xa[PROJ_Q], proj_scratch(a, l, PROJ_Q));
+    linear_forward(&L->proj[PROJ_K], s.k, a->ln, N, s.xa[PROJ_K], proj_scratch(a, l, PROJ_K));
+    linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], proj_scratch(a, l, PROJ_V));
     ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
     ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
     ops_attention_forward_seg(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd,
                               model_attn_scale(c), c->attn_softcap);
     /* Gemma 2 normalizes the block's output (ln3) before the residual add */
     float *ao_out = s.pa ? s.pa : a->tmp;
-    linear_forward(&L->proj[PROJ_O], ao_out, s.ao, N, s.xa[PROJ_O], &a->ls);
+    linear_forward(&L->proj[PROJ_O], ao_out, s.ao, N, s.xa[PROJ_O], proj_scratch(a, l, PROJ_O));
     if (s.pa)
         ops_rmsnorm_forward(a->tmp, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     ops_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    linear_forward(&L->proj[PROJ_GATE], s.g, a->ln, N, s.xa[PROJ_GATE], &a->ls);
-    linear_forward(&L->proj[PROJ_UP], s.u, a->ln, N, s.xa[PROJ_UP], &a->ls);
+    linear_forward(&L->proj[PROJ_GATE], s.g, a->ln, N, s.xa[PROJ_GATE], proj_scratch(a, l, PROJ_GATE));
+    linear_forward(&L->proj[PROJ_UP], s.u, a->ln, N, s.xa[PROJ_UP], proj_scratch(a, l, PROJ_UP));
     model_mlp_act(m, a->hbuf, s.g, s.u, (size_t)N * c->intermediate);
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    linear_forward(&L->proj[PROJ_DOWN], mlp_out, a->hbuf, N, s.xa[PROJ_DOWN], &a->ls);
+    linear_forward(&L->proj[PROJ_DOWN], mlp_out, a->hbuf, N, s.xa[PROJ_DOWN], proj_scratch(a, l, PROJ_DOWN));
     if (s.pf)
         ops_rmsnorm_forward(a->tmp, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     ops_add(s.out, s.mid, a->tmp, NC);
@@ -282,7 +322,7 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
         dmlp = a->tmp;
     }
     memset(a->dh, 0, NI * sizeof(float));
-    linear_backward(&L->proj[PROJ_DOWN], a->dh, dmlp, a->hbuf, s.xa[PROJ_DOWN], N, &a->ls);
+    linear_backward(&L->proj[PROJ_DOWN], a->dh, dmlp, a->hbuf, s.xa[PROJ_DOWN], N, proj_scratch(a, l, PROJ_DOWN));
     memset(a->dg, 0, NI * sizeof(float));
     memset(a->du, 0, NI * sizeof(float));
     if (c->gelu)
@@ -290,8 +330,8 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
     else
         ops_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
     memset(a->dln, 0, NC * sizeof(float));
-    linear_backward(&L->proj[PROJ_GATE], a->dln, a->dg, a->ln, s.xa[PROJ_GATE], N, &a->ls);
-    linear_backward(&L->proj[PROJ_UP], a->dln, a->du, a->ln, s.xa[PROJ_UP], N, &a->ls);
+    linear_backward(&L->proj[PROJ_GATE], a->dln, a->dg, a->ln, s.xa[PROJ_GATE], N, proj_scratch(a, l, PROJ_GATE));
+    linear_backward(&L->proj[PROJ_UP], a->dln, a->du, a->ln, s.xa[PROJ_UP], N, proj_scratch(a, l, PROJ_UP));
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     ops_rmsnorm_backward(a->dres, L->dln2, a->dln, s.mid, L->ln2, s.rstd2, N, C);
     /* attention block */
@@ -302,7 +342,7 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
         dattn = a->tmp;
     }
     memset(a->dao, 0, Nq * sizeof(float));
-    linear_backward(&L->proj[PROJ_O], a->dao, dattn, s.ao, s.xa[PROJ_O], N, &a->ls);
+    linear_backward(&L->proj[PROJ_O], a->dao, dattn, s.ao, s.xa[PROJ_O], N, proj_scratch(a, l, PROJ_O));
     memset(a->dq, 0, Nq * sizeof(float));
     memset(a->dk, 0, Nk * sizeof(float));
     memset(a->dv, 0, Nk * sizeof(float));
@@ -314,9 +354,9 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
     float *dln = need_dx ? a->dln : NULL;
     if (dln)
         memset(dln, 0, NC * sizeof(float));
-    linear_backward(&L->proj[PROJ_Q], dln, a->dq, a->ln, s.xa[PROJ_Q], N, &a->ls);
-    linear_backward(&L->proj[PROJ_K], dln, a->dk, a->ln, s.xa[PROJ_K], N, &a->ls);
-    linear_backward(&L->proj[PROJ_V], dln, a->dv, a->ln, s.xa[PROJ_V], N, &a->ls);
+    linear_backward(&L->proj[PROJ_Q], dln, a->dq, a->ln, s.xa[PROJ_Q], N, proj_scratch(a, l, PROJ_Q));
+    linear_backward(&L->proj[PROJ_K], dln, a->dk, a->ln, s.xa[PROJ_K], N, proj_scratch(a, l, PROJ_K));
+    linear_backward(&L->proj[PROJ_V], dln, a->dv, a->ln, s.xa[PROJ_V], N, proj_scratch(a, l, PROJ_V));
     if (need_dx || L->dln1) {
         /* The norm weight's gradient needs dln even where dx is not needed. */
         if (!need_dx) {
@@ -327,7 +367,7 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
                 frozen.dbias = NULL;
                 frozen.dla = frozen.dlb = NULL;
                 linear_backward(&frozen, a->dln, p == PROJ_Q ? a->dq : p == PROJ_K ? a->dk : a->dv,
-                                a->ln, s.xa[p], N, &a->ls);
+                                a->ln, s.xa[p], N, proj_scratch(a, l, p));
             }
         }
         ops_rmsnorm_backward(a->dres, L->dln1, a->dln, s.x, L->ln1, s.rstd1, N, C);

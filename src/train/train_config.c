@@ -90,11 +90,17 @@ static int parse_lora(json_t *o, struct train_config *c, char *err, size_t errca
         snprintf(err, errcap, "settings: field \"lora\" must be an object");
         return -1;
     }
-    double alpha = c->lora_alpha;
+    double alpha = c->lora_alpha, dropout = 0.0;
     if (get_int(l, "r", 0, 1, 1024, &c->lora_r, err, errcap) ||
-        get_num(l, "alpha", 1e-6, 1e6, &alpha, err, errcap))
+        get_num(l, "alpha", 1e-6, 1e6, &alpha, err, errcap) ||
+        get_num(l, "dropout", 0.0, 1.0, &dropout, err, errcap))
         return -1;
+    if (dropout >= 1.0) {
+        snprintf(err, errcap, "settings: lora.dropout must be below 1");
+        return -1;
+    }
     c->lora_alpha = (float)alpha;
+    c->lora_dropout = (float)dropout;
     json_t *t = json_object_get(l, "targets");
     if (!t || json_is_null(t))
         return 0;

@@ -25,6 +25,7 @@ struct train_config {
     int full;                        /* adapter "full" */
     int lora_r;                      /* default 16 */
     float lora_alpha;                /* default 32 */
+    float lora_dropout;              /* [0, 1), default 0 (train/linear.h) */
     unsigned lora_targets;           /* default all seven projections */
     int n_epochs;                    /* default 1 (informational: max_steps rules) */
     int batch_size;                  /* default 4 */

@@ -39,6 +39,8 @@
 #define ERRCAP 2048
 /* Steps between step events and log lines. */
 #define REPORT_EVERY 10
+/* rng_derive streams of the LoRA dropout masks: this plus the step */
+#define LORA_DROPOUT_STREAM 0xd40900000000ULL
 
 static volatile sig_atomic_t g_term, g_usr1;
 
@@ -687,6 +689,15 @@ int trainer_run(const struct train_config *c)
         size_t nt = model_count_targets(r.mask, p.rows, p.T);
         size_t got;
         double sum;
+        /* LoRA dropout in this step's pass only (validation and the DPO
+         * reference never drop): masks from the seed and the step, so a
+         * resumed run draws what an unbroken one would */
+        if (c->lora_dropout > 0.0f &&
+            model_acts_dropout(r.a, r.m, c->lora_dropout,
+                               rng_derive(c->seed, LORA_DROPOUT_STREAM + r.step))) {
+            rc = fail(0, "out of memory for LoRA dropout");
+            goto out;
+        }
         if (c->dpo) {
             double ref[PACK_MAX_EXAMPLES];
             for (int i = 0; i < r.pn; i++)
@@ -700,6 +711,8 @@ int trainer_run(const struct train_config *c)
             sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
                                                 nt ? 1.0f / (float)nt : 0.0f, 1, &got);
         }
+        if (c->lora_dropout > 0.0f)
+            model_acts_dropout(r.a, r.m, 0.0f, 0);
         float lr = optim_lr(&r.sched, r.step);
         if (nt) {
             r.loss = sum / (double)nt;

@@ -180,4 +180,7 @@ test('Advanced settings: empty fields stay the server\'s, values are checked, DP
   assert.match(readAdvanced({ ...blank, lora_rank: '2.5' }, TARGET_MODULES).error, /LoRA rank/);
   assert.match(readAdvanced({ ...blank, method: 'dpo', beta: '0' }, TARGET_MODULES).error, /DPO beta must be a number above 0/);
   assert.match(readAdvanced(blank, []).error, /at least one LoRA target module/);
+  assert.deepEqual(readAdvanced({ ...blank, lora_dropout: '0.05' }, TARGET_MODULES), { method: 'supervised', hp: { lora_dropout: 0.05 } });
+  assert.deepEqual(readAdvanced({ ...blank, lora_dropout: '0' }, TARGET_MODULES), { method: 'supervised', hp: { lora_dropout: 0 } });
+  assert.match(readAdvanced({ ...blank, lora_dropout: '1' }, TARGET_MODULES).error, /LoRA dropout must be a number at least 0 and below 1/);
 });

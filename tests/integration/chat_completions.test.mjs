@@ -1,7 +1,8 @@
 // chat_completions.test.mjs - POST /v1/chat/completions through the official
 // `openai` SDK, unchanged: plain and streamed answers from a base model
 // without a chat template and from models carrying the real Qwen2.5 and
-// Gemma 2 templates; tools in the request; a conversation a template
+// Gemma 2 templates; a long answer streamed piece by piece as it is
+// generated; tools in the request; a conversation a template
 // refuses; then a job trained through a template with tools on tool-call
 // and Alpaca lines (uploaded as such) and the chat of its fine-tuned model.
 import assert from 'node:assert/strict';
@@ -95,6 +96,36 @@ describe('chat completions with the openai SDK', () => {
     });
   }
 
+  test('a streamed answer arrives piece by piece while it is generated', async () => {
+    const long = { model: 'tiny', messages: [{ role: 'user', content: 'the film was a delight' }], max_tokens: 400, temperature: 0 };
+    const whole = await client.chat.completions.create(long);
+    // A long answer (the tiny model seldom stops early): enough tokens that
+    // generating them takes a while even on a fast machine.
+    assert.ok(whole.usage.completion_tokens >= 200, `only ${whole.usage.completion_tokens} tokens`);
+    const t0 = performance.now();
+    const stream = await client.chat.completions.create({ ...long, stream: true });
+    const arrivals = [];
+    let text = '';
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        if (ch.delta.content) {
+          text += ch.delta.content;
+          arrivals.push(performance.now() - t0);
+        }
+      }
+    }
+    assert.equal(text, whole.choices[0].message.content);
+    assert.ok(arrivals.length >= 50, `${arrivals.length} content chunks`);
+    // The first piece came well before the last: the pieces were sent as
+    // the generator made them, not all at the end. (Generating the answer
+    // took the time between them; sent at once, they would arrive within a
+    // millisecond or two of each other.)
+    const spread = arrivals[arrivals.length - 1] - arrivals[0];
+    const firstHalf = arrivals.filter((t) => t < arrivals[0] + spread / 2).length;
+    assert.ok(spread > 50, `pieces arrived within ${spread.toFixed(1)} ms`);
+    assert.ok(firstHalf >= 5 && firstHalf < arrivals.length - 5, `${firstHalf} of ${arrivals.length} pieces in the first half of ${spread.toFixed(1)} ms`);
+  });
+
   test('tools in the request reach the template; the answer keeps OpenAI\'s shape', async () => {
     const c = await client.chat.completions.create({
       model: 'tiny-tools',
@@ -158,6 +189,82 @@ describe('chat completions with the openai SDK', () => {
     const sg = '{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}\n';
     const g = await client.files.create({ file: await toFile(Buffer.from(sg), 'sharegpt.jsonl'), purpose: 'fine-tune' });
     assert.equal(g.converted_from, 'sharegpt');
+    // Kept with the file: shown again by GET /v1/files/{id} and GET /v1/files.
+    assert.equal((await client.files.retrieve(f.id)).converted_from, 'alpaca');
+    assert.equal((await client.files.retrieve(g.id)).converted_from, 'sharegpt');
+    const listed = new Map();
+    for await (const x of client.files.list()) listed.set(x.id, x);
+    assert.equal(listed.get(f.id).converted_from, 'alpaca');
+    assert.equal(listed.get(g.id).format, 'chat');
+    assert.equal(listed.get(g.id).converted_from, 'sharegpt');
+    assert.equal(listed.get(g.id).object, 'file');
+  });
+
+  test('a model fine-tuned to call a tool answers with tool_calls, plain and streamed', async () => {
+    // Every assistant turn is the same call, so that a tiny model learns
+    // to reproduce it at temperature 0 within a few hundred steps.
+    const question = 'What is the weather in Paris?';
+    const args = { city: 'Paris' };
+    const lines = [];
+    for (let i = 0; i < 16; i++) {
+      lines.push(JSON.stringify({
+        tools: TOOLS,
+        messages: [
+          { role: 'user', content: question },
+          { role: 'assistant', content: null, tool_calls: [{ id: `call${i}`, type: 'function', function: { name: 'get_weather', arguments: JSON.stringify(args) } }] },
+        ],
+      }));
+    }
+    const f = await client.files.create({ file: await toFile(Buffer.from(lines.join('\n')), 'calls.jsonl'), purpose: 'fine-tune' });
+    const job = await client.fineTuning.jobs.create({
+      model: 'tiny-tools',
+      training_file: f.id,
+      suffix: 'caller',
+      seed: 7,
+      method: { type: 'supervised', supervised: { hyperparameters: { n_epochs: 25, batch_size: 2, learning_rate_multiplier: 10, lora_alpha: 128 } } },
+    });
+    const done = await waitFor(
+      async () => {
+        const j = await client.fineTuning.jobs.retrieve(job.id);
+        return ['succeeded', 'failed', 'cancelled'].includes(j.status) ? j : false;
+      },
+      { timeoutMs: 400000, what: 'the tool-call job to end' },
+    );
+    assert.equal(done.status, 'succeeded', JSON.stringify(done.error));
+    const q = { model: done.fine_tuned_model, messages: [{ role: 'user', content: question }], tools: TOOLS, max_tokens: 80, temperature: 0 };
+    const c = await client.chat.completions.create(q);
+    const m = c.choices[0].message;
+    assert.ok(m.tool_calls, `no tool call in ${JSON.stringify(m)}`);
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].type, 'function');
+    assert.match(m.tool_calls[0].id, /^call_/);
+    assert.equal(m.tool_calls[0].function.name, 'get_weather');
+    assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), args);
+    assert.equal(c.choices[0].finish_reason, 'tool_calls');
+
+    // Streamed: the call arrives as a tool_calls delta, and the stream ends
+    // with finish_reason "tool_calls".
+    const stream = await client.chat.completions.create({ ...q, stream: true });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        for (const tc of ch.delta.tool_calls || []) {
+          if (!calls[tc.index]) calls[tc.index] = { id: tc.id, name: '', arguments: '' };
+          if (tc.function?.name) calls[tc.index].name += tc.function.name;
+          if (tc.function?.arguments) calls[tc.index].arguments += tc.function.arguments;
+        }
+        if (ch.finish_reason) finish = ch.finish_reason;
+      }
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].name, 'get_weather');
+    assert.deepEqual(JSON.parse(calls[0].arguments), args);
+    // Without tools in the request nothing is read as a call.
+    const plain = await client.chat.completions.create({ ...q, tools: undefined });
+    assert.equal(plain.choices[0].message.tool_calls, undefined);
+    assert.notEqual(plain.choices[0].finish_reason, 'tool_calls');
   });
 
   test('a job trains through the template on tool calls; its model chats', async () => {

@@ -190,6 +190,14 @@ test('a job from create to a model: list, show, log --follow, generate, export',
   ok(['export', model, '--format', 'gguf', '--out', gguf]);
   assert.equal(fs.readFileSync(gguf).subarray(0, 4).toString(), 'GGUF');
   assert.ok(!fs.existsSync(`${gguf}.part`));
+  // Quantized, with an Ollama Modelfile beside it (a folder, sent as a tar).
+  const ollama = path.join(tmp, 'ollama');
+  ok(['export', model, '--format', 'ollama', '--dtype', 'q8_0', '--out', ollama]);
+  assert.deepEqual(fs.readdirSync(ollama).sort(), ['Modelfile', 'model.gguf']);
+  assert.match(fs.readFileSync(path.join(ollama, 'Modelfile'), 'utf8'), /^FROM \.\/model\.gguf$/m);
+  const q8 = fs.readFileSync(path.join(ollama, 'model.gguf'));
+  assert.equal(q8.subarray(0, 4).toString(), 'GGUF');
+  assert.ok(q8.length < fs.statSync(gguf).size, 'q8_0 is smaller than f16');
 });
 
 test('cancel, errors in the server\'s words, usage errors', async () => {

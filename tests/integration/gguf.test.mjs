@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { gguf } from '@huggingface/gguf';
 import { getLlama } from 'node-llama-cpp';
+import { rng, writeSafetensors } from './llama_folder.mjs';
 
 const BIN = process.env.ALALLO_BIN;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-gguf-'));
@@ -35,30 +36,6 @@ const cfg = {
 
 function alallo(args) {
   return execFileSync(BIN, args, { maxBuffer: 1 << 26 }).toString();
-}
-
-// Deterministic normal samples (xorshift + Box-Muller).
-function rng(seed) {
-  let s = seed >>> 0 || 1;
-  const u = () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return (s + 0.5) / 4294967296;
-  };
-  return () => Math.sqrt(-2 * Math.log(u())) * Math.cos(2 * Math.PI * u());
-}
-
-function writeSafetensors(file, tensors) {
-  const header = {};
-  let off = 0;
-  for (const [name, shape, data] of tensors) {
-    header[name] = { dtype: 'F32', shape, data_offsets: [off, off + data.byteLength] };
-    off += data.byteLength;
-  }
-  let h = JSON.stringify(header);
-  while ((8 + h.length) % 8) h += ' ';
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(h.length));
-  fs.writeFileSync(file, Buffer.concat([len, Buffer.from(h), ...tensors.map((t) => Buffer.from(t[2].buffer))]));
 }
 
 function makeModel() {

@@ -205,12 +205,15 @@ test('a runner cut off: lost within the worker timeout, its Slurm job cancelled,
 // whatever the controller kept or lost of the job, reconciliation by tag
 // recovers (a kept job runs on; a lost one is a vanished attempt and the
 // job continues in a new one), with no duplicate, no orphan, billed once.
-// A job the controller forgot may still run on the node, and Slurm can
-// drain the node when the restarted controller reuses its job id: that is
-// the operator's to resume (alallo shows Slurm's reason beside "Waiting for
-// capacity"), so the test resumes the node for the tests after it.
+// When the controller lost the job, the restarted one hands its job id to
+// the next job (the new attempt), while the lost job may still be starting
+// on the node: Slurm then fails that launch and drains the node. Resuming a
+// drained node is the operator's part (alallo shows Slurm's reason beside
+// "Waiting for capacity"), so the test plays the operator: it resumes the
+// node whenever Slurm drains it, and says so.
 test('kill -9 of slurmctld right after a submit: reconciliation recovers', { timeout: 300000 }, async () => {
   const s = await serve({ pools: [POOLS[0]] });
+  let operator = null;
   try {
     const file = await uploadSample(s);
     const job = await createJob(s, file, { epochs: 2 });
@@ -218,16 +221,21 @@ test('kill -9 of slurmctld right after a submit: reconciliation recovers', { tim
     const ctl = cluster.killController();
     await new Promise((r) => setTimeout(r, 2000));
     await ctl.start();
+    operator = setInterval(() => {
+      const why = cluster.resumeIfDrained();
+      if (why) console.log(`the operator resumed the node Slurm had drained (${why})`);
+    }, 1000);
     const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed after the controller came back', { timeoutMs: 240000 });
     for (const a of done.attempts) assert.ok(slurmJobsOf(a.id).length <= 1, `attempt ${a.id}: ${JSON.stringify(slurmJobsOf(a.id))}`);
     await waitFor(() => live().length === 0, { timeoutMs: 60000, what: `no alallo job left in Slurm: ${JSON.stringify(live())}` });
     await assertBilledOnce(assert, s, done);
   } finally {
+    clearInterval(operator);
     await s.stop();
     for (const j of live()) cluster.run('scancel', [j.id]);
     await waitFor(() => live().length === 0, { timeoutMs: 60000, what: 'no alallo job left in Slurm' });
     const why = await cluster.heal();
-    if (why) console.log(`# the node was resumed after the controller's restart (Slurm: ${why})`);
+    if (why) console.log(`the node was resumed after the controller's restart (Slurm: ${why})`);
   }
 });
 

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { assertBilledOnce, trainers } from '../fault/fault_harness.mjs';
+import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
 import {
   createJob, freeze, runnerLog, runners, runningJob, startEngineServe, thaw, uploadSample, waitFor, waitJob,
 } from '../slurm/engine_harness.mjs';
@@ -84,7 +84,9 @@ test('cancel while running: the runner stops its trainer and the job is cancelle
   try {
     const file = await uploadSample(s);
     const job = await createJob(s, file, { epochs: 20 });
-    const running = await waitJob(s, job.id, (j) => j.status === 'running' && j.progress.steps_done > 0, 'to run');
+    // Once a checkpoint is recorded, so that the cancel has a partial model.
+    await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, what: 'a first checkpoint' });
+    const running = await waitJob(s, job.id, (j) => j.status === 'running', 'to run');
     const att = running.attempts.at(-1).id;
     assert.equal(runners(att).length, 1);
     const r = await s.call('POST', `/v1/fine_tuning/jobs/${job.id}/cancel`);
@@ -94,6 +96,19 @@ test('cancel while running: the runner stops its trainer and the job is cancelle
     await waitFor(() => runners(att).length === 0 && trainers({ under: attemptDir(s, job.id, att) }).length === 0,
       { timeoutMs: 30000, what: 'the runner and its trainer to exit' });
     assert.match(runnerLog(s, job.id, att), /stopping the trainer \(cancel\)/);
+    // Refund rules as for a worker: the steps charged are those of the
+    // partial model, the latest checkpoint, which completions accept.
+    const partial = await waitFor(async () => {
+      const j = await s.job(job.id);
+      return j.fine_tuned_model ? j : false;
+    }, { timeoutMs: 60000, what: 'the partial model' });
+    const cks = (await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/checkpoints`)).json.data;
+    assert.equal(partial.fine_tuned_model, cks[0].fine_tuned_model_checkpoint, JSON.stringify(cks));
+    const rows = await assertBilledOnce(assert, s, partial);
+    const charged = rows.filter((x) => x.kind === 'charge').reduce((n, x) => n + x.steps, 0);
+    assert.equal(charged, cks[0].step_number, `charged ${charged} steps, the partial model is step ${cks[0].step_number}: ${JSON.stringify(rows)}`);
+    const gen = await s.call('POST', '/v1/completions', { body: { model: partial.fine_tuned_model, prompt: 'Review: good', max_tokens: 3, temperature: 0 } });
+    assert.equal(gen.status, 200, gen.text);
   } finally {
     await s.stop();
   }

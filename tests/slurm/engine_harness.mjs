@@ -51,6 +51,19 @@ export function slurmUp({ graceS = 20, memMb = 4000 } = {}) {
       await healNode(env);
       return why;
     },
+    // The same at once, without waiting: resumes the node when Slurm has
+    // drained it or set it down; returns Slurm's reason, or '' when the
+    // node was fine (or the controller did not answer).
+    resumeIfDrained: () => {
+      try {
+        const [node, state, why] = execFileSync('sinfo', ['-h', '-N', '-o', '%N|%t|%E'], { encoding: 'utf8', env }).trim().split('\n')[0].split('|');
+        if (!/drain|down|drng|fail/.test(state)) return '';
+        execFileSync('scontrol', ['update', `nodename=${node}`, 'state=resume'], { env, stdio: 'ignore' });
+        return `${state}: ${why}`;
+      } catch {
+        return '';
+      }
+    },
     // kill -9 of slurmctld; start() brings it back as slurm-up.sh did (its
     // PID recorded for slurm-down.sh) and waits for it to answer.
     // It restarts from its saved state, as a crashed controller does (that

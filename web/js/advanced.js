@@ -1,6 +1,6 @@
 // advanced.js - the New job form's Advanced settings: the training method
 // (supervised or DPO, with beta), the context (max_seq_len) and packing,
-// the LoRA adapter (rank, alpha, target modules), the learning-rate
+// the LoRA adapter (rank, alpha, dropout, target modules), the learning-rate
 // schedule, warm-up, weight decay and train_on_inputs (docs/api.md,
 // "Hyper-parameters"). Empty fields are left to the server's defaults;
 // the server checks every value again and names the field it refuses.
@@ -14,6 +14,7 @@ const NUMBERS = [
   ['max_seq_len', 'Context (max_seq_len)', 32, 131072, true],
   ['lora_rank', 'LoRA rank', 1, 256, true],
   ['lora_alpha', 'LoRA alpha', 0, 1024, false],
+  ['lora_dropout', 'LoRA dropout', 0, 1, false],
   ['warmup_ratio', 'Warm-up (share of the steps)', 0, 0.5, false],
   ['weight_decay', 'Weight decay', 0, 1, false],
   ['beta', 'DPO beta', 0, 10, false],
@@ -31,9 +32,12 @@ export function readAdvanced(v, targets) {
     if (k === 'beta' && method !== 'dpo') continue;
     const x = Number(s);
     const strictMin = k === 'lora_alpha' || k === 'beta';
-    if (!Number.isFinite(x) || (whole && !Number.isInteger(x)) || x > max ||
+    const strictMax = k === 'lora_dropout'; // 1 would drop every input
+    if (!Number.isFinite(x) || (whole && !Number.isInteger(x)) || (strictMax ? x >= max : x > max) ||
         (strictMin ? x <= min : x < min)) {
-      return { error: `${label} must be ${whole ? 'a whole number' : 'a number'} ${strictMin ? 'above' : 'from'} ${min} ${strictMin ? 'and at most' : 'to'} ${max}.` };
+      const lower = strictMin ? 'above' : strictMax ? 'at least' : 'from';
+      const upper = strictMax ? 'and below' : strictMin ? 'and at most' : 'to';
+      return { error: `${label} must be ${whole ? 'a whole number' : 'a number'} ${lower} ${min} ${upper} ${max}.` };
     }
     hp[k] = x;
   }

@@ -198,6 +198,7 @@ static void create_shapes_and_defaults(void **state)
     assert_true(json_is_true(json_object_get(hp, "packing")));
     assert_int_equal(json_integer_value(json_object_get(hp, "lora_rank")), 16);
     assert_true(json_number_value(json_object_get(hp, "lora_alpha")) == 32.0);
+    assert_true(json_number_value(json_object_get(hp, "lora_dropout")) == 0.0);
     assert_int_equal(json_array_size(json_object_get(hp, "lora_target_modules")), 7);
     assert_string_equal(h_str(hp, "lr_scheduler"), "cosine");
     assert_true(json_number_value(json_object_get(hp, "warmup_ratio")) == 0.05);
@@ -220,6 +221,7 @@ static void create_shapes_and_defaults(void **state)
     snprintf(body2, sizeof body2,
              "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
              "{\"max_seq_len\":128,\"packing\":false,\"lora_rank\":8,\"lora_alpha\":16,"
+             "\"lora_dropout\":0.05,"
              "\"lora_target_modules\":[\"v_proj\",\"q_proj\"],\"lr_scheduler\":\"linear\","
              "\"warmup_ratio\":0.1,\"weight_decay\":0.01,\"train_on_inputs\":true}}",
              file);
@@ -230,6 +232,7 @@ static void create_shapes_and_defaults(void **state)
     assert_true(json_is_false(json_object_get(hp2, "packing")));
     assert_int_equal(json_integer_value(json_object_get(hp2, "lora_rank")), 8);
     assert_true(json_number_value(json_object_get(hp2, "lora_alpha")) == 16.0);
+    assert_true(json_number_value(json_object_get(hp2, "lora_dropout")) == 0.05);
     json_t *tm = json_object_get(hp2, "lora_target_modules");
     assert_int_equal(json_array_size(tm), 2);
     assert_string_equal(json_string_value(json_array_get(tm, 0)), "q_proj");
@@ -293,7 +296,9 @@ static void bad_job_bodies(void **state)
          "hyperparameters.lora_rank"},
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_alpha\":-1}}",
          400, "hyperparameters.lora_alpha"},
-        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_dropout\":0.1}}",
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_dropout\":1}}",
+         400, "hyperparameters.lora_dropout"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"lora_dropout\":-0.1}}",
          400, "hyperparameters.lora_dropout"},
         {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
          "{\"lora_target_modules\":[\"q_proj\",\"fc1\"]}}",

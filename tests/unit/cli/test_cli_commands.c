@@ -431,7 +431,7 @@ static void create_dpo_with_more_hyperparameters(void **state)
     (void)state;
     assert_int_equal(run("jobs create --model alallo-tiny --file file-abc --method dpo "
                          "--beta 0.2 --max-seq-len 1024 --packing off --lora-rank 8 "
-                         "--lora-alpha 16 --lora-target-modules q_proj,v_proj "
+                         "--lora-alpha 16 --lora-dropout 0.05 --lora-target-modules q_proj,v_proj "
                          "--lr-scheduler linear --warmup-ratio 0.1 --weight-decay 0.01 "
                          "--train-on-inputs on"),
                      0);
@@ -443,6 +443,7 @@ static void create_dpo_with_more_hyperparameters(void **state)
     assert_int_equal(json_integer_value(json_object_get(hp, "max_seq_len")), 1024);
     assert_true(json_is_false(json_object_get(hp, "packing")));
     assert_int_equal(json_integer_value(json_object_get(hp, "lora_rank")), 8);
+    assert_true(json_number_value(json_object_get(hp, "lora_dropout")) == 0.05);
     assert_int_equal(json_array_size(json_object_get(hp, "lora_target_modules")), 2);
     assert_string_equal(json_string_value(json_object_get(hp, "lr_scheduler")), "linear");
     assert_true(json_is_true(json_object_get(hp, "train_on_inputs")));

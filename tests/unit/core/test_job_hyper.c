@@ -19,6 +19,7 @@ static void defaults_and_legacy(void **state)
     assert_true(h.packing);
     assert_int_equal(h.lora_rank, 16);
     assert_true(h.lora_alpha == 32.0);
+    assert_true(h.lora_dropout == 0.0);
     assert_int_equal(h.lora_targets, JOB_HYPER_ALL_TARGETS);
     assert_int_equal(h.lr_schedule, JOB_LR_COSINE);
     assert_true(h.warmup_ratio == 0.05);
@@ -41,6 +42,7 @@ static void round_trip(void **state)
     h.packing = false;
     h.lora_rank = 8;
     h.lora_alpha = 12.5;
+    h.lora_dropout = 0.1;
     h.lora_targets = (1u << 0) | (1u << 2);
     h.lr_schedule = JOB_LR_CONSTANT;
     h.warmup_ratio = 0.2;
@@ -64,13 +66,14 @@ static void out_of_range_reads_as_default(void **state)
 {
     (void)state;
     struct job_hyper h;
-    job_hyper_parse("{\"max_seq_len\":1,\"lora_rank\":100000,\"lora_alpha\":-1,"
+    job_hyper_parse("{\"max_seq_len\":1,\"lora_rank\":100000,\"lora_alpha\":-1,\"lora_dropout\":1,"
                     "\"lora_target_modules\":[\"nope\"],\"lr_scheduler\":\"step\","
                     "\"warmup_ratio\":3,\"weight_decay\":-2,\"packing\":1,\"beta\":0}",
                     &h);
     assert_int_equal(h.max_seq_len, JOB_HYPER_LEGACY_SEQ);
     assert_int_equal(h.lora_rank, 16);
     assert_true(h.lora_alpha == 32.0);
+    assert_true(h.lora_dropout == 0.0);
     assert_int_equal(h.lora_targets, JOB_HYPER_ALL_TARGETS);
     assert_int_equal(h.lr_schedule, JOB_LR_COSINE);
     assert_true(h.warmup_ratio == 0.05);

@@ -86,6 +86,49 @@ static void parts_from_job_and_fleet(void **state)
     free(h);
 }
 
+/* A DPO job reads its data set once through the frozen reference before
+ * training: its estimate is the same SFT job's plus that forward pass, by
+ * the share the planner's FLOP counts give (LoRA: (2N + 2N_lora) / (4N +
+ * 6N_lora) per epoch; full: a third per epoch), in time and in price. */
+static void dpo_adds_the_reference_pass(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    est_history_init(h);
+    struct sched_worker ws[1] = {worker("cpu-a", 16 * GB, 1e11, 1.00, WORKER_ON_DEMAND)};
+    char why[128];
+    for (int full = 0; full < 2; full++) {
+        for (int epochs = 1; epochs <= 3; epochs += 2) {
+            struct est_request sft = request(3e6, SCHED_FASTEST_FINISH);
+            sft.job.adapter = full ? PLAN_FULL : PLAN_LORA;
+            struct est_request dpo = sft;
+            dpo.reference_tokens = sft.train_tokens / epochs; /* the data set once */
+            struct estimate es, ed;
+            assert_int_equal(est_estimate(&sft, ws, 1, NULL, h, &es, why, sizeof why), ERR_OK);
+            assert_int_equal(est_estimate(&dpo, ws, 1, NULL, h, &ed, why, sizeof why), ERR_OK);
+            struct plan_job j;
+            assert_int_equal(planner_normalize(&sft.job, &j, why, sizeof why), ERR_OK);
+            double n = (double)j.model.params, nl = (double)planner_lora_params(&j);
+            double share = full ? 1.0 / 3.0 : (2 * n + 2 * nl) / (4 * n + 6 * nl);
+            share /= epochs;
+            assert_near(es.reference_flops, 0, 0);
+            assert_near(ed.reference_flops / es.work_flops, share, 1e-9);
+            assert_near(ed.train_s / es.train_s, 1 + share, 1e-9);
+            assert_near(ed.train_high_s / es.train_high_s, 1 + share, 1e-9);
+            assert_true(ed.price_high_micros > es.price_high_micros);
+            assert_true(ed.time_high_s > es.time_high_s);
+            /* LoRA one epoch: about half again; full one epoch: a third. */
+            if (epochs == 1)
+                assert_near(share, full ? 1.0 / 3.0 : 0.5, 0.01);
+        }
+    }
+    struct est_request bad = request(1e6, SCHED_FASTEST_FINISH);
+    bad.reference_tokens = -1;
+    struct estimate e;
+    assert_int_equal(est_estimate(&bad, ws, 1, NULL, h, &e, why, sizeof why), ERR_INVALID);
+    free(h);
+}
+
 static void no_capacity_free_now(void **state)
 {
     (void)state;
@@ -319,6 +362,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parts_from_job_and_fleet),
         cmocka_unit_test(no_capacity_free_now),
+        cmocka_unit_test(dpo_adds_the_reference_pass),
         cmocka_unit_test(waiting_for_a_busy_worker_is_said),
         cmocka_unit_test(not_available_messages),
         cmocka_unit_test(calibration_narrows_and_shifts),

@@ -214,6 +214,21 @@ static void accounts(void **state)
     assert_int_equal(store_account_by_key_hash(f->s, "h1", &b), ERR_OK);
     assert_string_equal(a.id, b.id);
     assert_int_equal(store_account_by_key_hash(f->s, "nope", &b), ERR_NOT_FOUND);
+    /* Found again (from memory now): the same account. */
+    memset(&b, 0, sizeof b);
+    assert_int_equal(store_account_by_key_hash(f->s, "h1", &b), ERR_OK);
+    assert_string_equal(a.id, b.id);
+    assert_string_equal(b.name, "default");
+    /* A key that was not found is asked again: an account another process
+     * creates is found at once. */
+    struct store *other;
+    char err[200];
+    assert_int_equal(store_account_by_key_hash(f->s, "h3", &b), ERR_NOT_FOUND);
+    assert_int_equal(store_open(f->path, &other, err, sizeof err), ERR_OK);
+    assert_int_equal(store_account_create(other, "second", "h3", &a), ERR_OK);
+    store_close(other);
+    assert_int_equal(store_account_by_key_hash(f->s, "h3", &b), ERR_OK);
+    assert_string_equal(a.id, b.id);
 }
 
 static void files_paging_and_isolation(void **state)
@@ -246,6 +261,39 @@ static void files_paging_and_isolation(void **state)
     assert_int_equal(store_file_delete(f->s, "acct-a", ids[0], out), ERR_OK);
     assert_string_equal(out[0].filename, "f0.jsonl");
     assert_int_equal(store_file_get(f->s, "acct-a", ids[0], out), ERR_NOT_FOUND);
+}
+
+/* An upload converted from Alpaca/ShareGPT keeps where it came from next to
+ * its format, through get, list and delete, on either backend. */
+static void files_keep_their_conversion(void **state)
+{
+    struct fixture *f = *state;
+    struct store_file a = {0}, b = {0}, out[2];
+    ids_make(a.id, sizeof a.id, "file-");
+    strcpy(a.account, "acct-a");
+    strcpy(a.filename, "alpaca.jsonl");
+    strcpy(a.purpose, "fine-tune");
+    strcpy(a.format, "chat");
+    strcpy(a.converted_from, "alpaca+sharegpt");
+    assert_int_equal(store_file_insert(f->s, &a), ERR_OK);
+    b = a;
+    ids_make(b.id, sizeof b.id, "file-");
+    b.converted_from[0] = '\0';
+    assert_int_equal(store_file_insert(f->s, &b), ERR_OK);
+    assert_int_equal(store_file_get(f->s, "acct-a", a.id, out), ERR_OK);
+    assert_string_equal(out[0].format, "chat");
+    assert_string_equal(out[0].converted_from, "alpaca+sharegpt");
+    int n;
+    bool more;
+    assert_int_equal(store_file_list(f->s, "acct-a", NULL, 2, out, &n, &more), ERR_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(out[0].format, "chat"); /* b, newest first */
+    assert_string_equal(out[0].converted_from, "");
+    assert_string_equal(out[1].format, "chat");
+    assert_string_equal(out[1].converted_from, "alpaca+sharegpt");
+    assert_int_equal(store_file_delete(f->s, "acct-a", a.id, out), ERR_OK);
+    assert_string_equal(out[0].converted_from, "alpaca+sharegpt");
+    assert_string_equal(out[0].format, "chat");
 }
 
 static void jobs_paging_newest_first(void **state)
@@ -901,6 +949,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(accounts, setup, teardown),
         cmocka_unit_test_setup_teardown(worker_state_changes_are_compare_and_set, setup, teardown),
         cmocka_unit_test_setup_teardown(files_paging_and_isolation, setup, teardown),
+        cmocka_unit_test_setup_teardown(files_keep_their_conversion, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_paging_newest_first, setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(updates_are_atomic, setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(claim_candidates_one_per_account, setup_with_data, teardown),

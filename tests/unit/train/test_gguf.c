@@ -216,10 +216,12 @@ static void malformed(void **state)
     expect_bad(buf, len, "outside the file"); /* misaligned */
     put64(off, 0);
     expect_bad(buf, len, "overlap");
-    /* Unknown tensor type. */
+    /* Unknown tensor type; a block type whose rows are no whole blocks. */
     memcpy(buf, good, len);
+    off[-4] = 3; /* Q4_1 */
+    expect_bad(buf, len, "not F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K");
     off[-4] = 2; /* Q4_0 */
-    expect_bad(buf, len, "not F32, F16 or BF16");
+    expect_bad(buf, len, "rows not whole blocks");
     /* Bad value type for a key. */
     memcpy(buf, good, len);
     unsigned char *key = memmem(buf, len, "general.architecture", 20);

@@ -167,6 +167,17 @@ static void full_model_gradients(void **state)
     model_free(c.m);
 }
 
+/* Random base and adapters, B non-zero so that gradients reach A. */
+static void init_adapters(struct model *m)
+{
+    assert_int_equal(model_init_random(m, 6), 0);
+    model_lora_init(m, 7);
+    struct rng r;
+    rng_seed(&r, 8);
+    for (size_t i = 0; i < m->n_train; i++)
+        m->train[i] += 0.1f * rng_normal(&r);
+}
+
 static void lora_model_gradients(enum wkind kind)
 {
     struct model_config cfg;
@@ -184,14 +195,43 @@ static void lora_model_gradients(enum wkind kind)
     /* a larger init than training uses, so that the base carries signal */
     struct model_config big = cfg;
     (void)big;
-    assert_int_equal(model_init_random(c.m, 6), 0);
-    model_lora_init(c.m, 7);
-    /* B non-zero so that gradients reach A */
-    struct rng r;
-    rng_seed(&r, 8);
-    for (size_t i = 0; i < c.m->n_train; i++)
-        c.m->train[i] += 0.1f * rng_normal(&r);
+    init_adapters(c.m);
     check_model(&c, cfg.vocab);
+}
+
+/* LoRA dropout through the whole model with its masks fixed (one seed):
+ * every adapter's gradient by finite differences, the forward pass changed
+ * by the masks, the same seed giving the same loss, and p = 0 giving
+ * exactly the loss without dropout. */
+static void lora_dropout_gradients(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[200];
+    assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+    struct model_opts o = {.base_kind = WK_F32, .lora_r = 2, .lora_alpha = 4.0f,
+                           .lora_targets = MODEL_ALL_PROJ};
+    struct mctx c;
+    c.m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(c.m);
+    init_adapters(c.m);
+    c.a = model_acts_create(c.m, B, T);
+    assert_non_null(c.a);
+    make_batch(&c, cfg.vocab);
+    double plain = mloss(&c);
+    assert_int_equal(model_acts_dropout(c.a, c.m, 0.0f, 42), 0);
+    assert_true(mloss(&c) == plain);
+    assert_int_equal(model_acts_dropout(c.a, c.m, 0.4f, 42), 0);
+    double dropped = mloss(&c);
+    assert_true(dropped != plain);
+    assert_true(mloss(&c) == dropped);
+    assert_int_equal(model_acts_dropout(c.a, c.m, 0.4f, 43), 0);
+    assert_true(mloss(&c) != dropped); /* another step, other masks */
+    assert_int_equal(model_acts_dropout(c.a, c.m, 1.0f, 43), -1);
+    assert_int_equal(model_acts_dropout(c.a, c.m, 0.4f, 42), 0);
+    check_all(&c, 1e-3);
+    model_acts_free(c.a);
+    model_free(c.m);
 }
 
 /* The families' switches on the tiny config (docs/models.md): every
@@ -525,6 +565,7 @@ int main(void)
         cmocka_unit_test(full_model_gradients),
         cmocka_unit_test(lora_bf16_gradients),
         cmocka_unit_test(lora_nf4_gradients),
+        cmocka_unit_test(lora_dropout_gradients),
         cmocka_unit_test(loads_bf16_shards),
         cmocka_unit_test(head_in_vocab_chunks),
         cmocka_unit_test(family_configs),

@@ -139,7 +139,7 @@ static void nf4_linear_gradient(void **state)
     gc_fill(dyw, N * OUT, &r, 1.0f);
     struct nf4_tensor *t = nf4_quantize(w, OUT * IN);
     struct linear l = {.in = IN, .out = OUT, .kind = WK_NF4, .wq = t};
-    struct linear_scratch s = {deq, OUT * IN, tmp, N};
+    struct linear_scratch s = {.deq = deq, .deq_cap = OUT * IN, .tmp = tmp, .tmp_cap = N};
     struct ctx c = {&l, &s, x, y, dyw};
     loss(&c);
     linear_backward(&l, dx, dyw, x, NULL, N, &s);

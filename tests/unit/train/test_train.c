@@ -304,6 +304,41 @@ static void resume_exact_full(void **state)
                  "model/model.safetensors");
 }
 
+/* With LoRA dropout the masks come from the seed and the step: a resumed
+ * run drops what the straight one dropped, bit for bit. */
+static void resume_exact_lora_dropout(void **state)
+{
+    (void)state;
+    resume_exact("dropout", "\"lora\":{\"dropout\":0.2},", "adapter/adapter_model.safetensors");
+}
+
+/* lora.dropout 0 trains exactly what a run without the setting does (as
+ * before dropout existed); 0.2 trains something else, and still learns. */
+static void lora_dropout_zero_is_unchanged(void **state)
+{
+    (void)state;
+    const char *extra[3] = {"", "\"lora\":{\"dropout\":0},", "\"lora\":{\"dropout\":0.2},"};
+    char root[3][300], cfg[1024], p[3][1024];
+    double loss[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(root[i], sizeof root[i], "%s/drop%d", base, i);
+        make_root(root[i], 30);
+        snprintf(cfg, sizeof cfg, "%s/attempt.json", root[i]);
+        assert_int_equal(fx_write_attempt(cfg, root[i], extra[i], 12, 0), 0);
+        struct result r = run_train(cfg, 0, 0);
+        assert_int_equal(r.status, 0);
+        loss[i] = json_real_value(json_object_get(find_event(&r, "done", 0), "train_loss"));
+        snprintf(p[i], sizeof p[i], "%s/out/adapter/adapter_model.safetensors", root[i]);
+        json_decref(r.events);
+    }
+    fprintf(stderr, "dropout: final loss none %.9g, 0 %.9g, 0.2 %.9g\n", loss[0], loss[1],
+            loss[2]);
+    assert_true(loss[0] == loss[1]);
+    assert_true(files_equal(p[0], p[1]));
+    assert_true(loss[2] != loss[0] && isfinite(loss[2]) && loss[2] < 5.0);
+    assert_false(files_equal(p[0], p[2]));
+}
+
 /* DPO resumes bit-exactly too (the pairs' order is the checkpoint's). */
 static void resume_exact_dpo(void **state)
 {
@@ -619,6 +654,8 @@ int main(void)
         cmocka_unit_test(resume_exact_lora4),
         cmocka_unit_test(resume_exact_full),
         cmocka_unit_test(resume_exact_dpo),
+        cmocka_unit_test(resume_exact_lora_dropout),
+        cmocka_unit_test(lora_dropout_zero_is_unchanged),
         cmocka_unit_test(dpo_learns_the_preference),
         cmocka_unit_test(dpo_needs_pairs),
         cmocka_unit_test(packing_same_loss_less_padding),
