@@ -157,7 +157,7 @@ int main(int argc, char **argv)
     struct exec_action *act = calloc((size_t)(2 * n), sizeof *act);
     for (int i = 0; i < n; i++) {
         exec_attempt_of(jobs[i].tag, att[i].attempt_id, sizeof att[i].attempt_id);
-        att[i].state = jobs[i].state == EXEC_RUNNING ? EXEC_ATTEMPT_RUNNING : EXEC_ATTEMPT_PENDING;
+        att[i].state = jobs[i].state == EXEC_RUNNING ? ENGINE_STATE_RUNNING : ENGINE_STATE_PENDING;
         snprintf(att[i].engine_id, sizeof att[i].engine_id, "%s", jobs[i].id);
         att[i].submitted_ms = clock_now_ms() - 60000;
     }

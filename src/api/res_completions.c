@@ -65,9 +65,10 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
         api_error(res, ERR_NOT_FOUND, msg, "model");
         return NULL;
     }
-    if (!control_model_dir(srv->ctl, req->account.id, name, dir, sizeof dir)) {
-        control_no_such_model(srv->ctl, req->account.id, model, msg, sizeof msg);
-        api_error(res, ERR_NOT_FOUND, msg, "model");
+    enum alallo_err found =
+        control_model_dir(srv->ctl, req->account.id, name, dir, sizeof dir, msg, sizeof msg);
+    if (found) {
+        api_error(res, found, msg[0] ? msg : NULL, found == ERR_NOT_FOUND ? "model" : NULL);
         return NULL;
     }
     if (atomic_fetch_add(&srv->completions_running, 1) >= srv->cfg.max_completions) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "control/catalog.h"
+#include "control/checkpoint_models.h"
 #include "control/fleet.h"
 #include "control/sched_link.h"
 #include "api/handlers.h"
@@ -17,6 +18,7 @@
 #include "control/lifecycle.h"
 #include "control/models.h"
 #include "core/fs.h"
+#include "core/ids.h"
 #include "core/text.h"
 
 
@@ -74,24 +76,42 @@ out:
     free(jobs);
 }
 
-/* Finds the model named in the path: a base model, or one of the caller's
- * fine-tuned models, also named by its job's id (then *job is filled).
- * Answers 404 when neither, naming the models there are. */
+/* The model named in the path: a base model (base), one of the caller's
+ * fine-tuned models, also named by its job's id (job), or one of their
+ * listed checkpoints (job, and the folders it was made into). */
+struct found_model {
+    struct catalog_model base;
+    struct store_job job;
+    bool tuned;
+    char name[256];
+    char ckpt_dir[1024], ckpt_adapter[1024]; /* "" unless a checkpoint */
+};
+
+/* Fills f; answers 404 when there is no such model, naming the models
+ * there are. */
 static bool find_model(struct api_server *srv, struct http_request *req, struct http_response *res,
-                       struct catalog_model *base, struct store_job *job, bool *tuned)
+                       struct found_model *f)
 {
-    *tuned = false;
-    char id[256], msg[1024];
-    if (!control_model_name(srv->ctl, req->account.id, req->params[0], id, sizeof id, msg,
-                            sizeof msg)) {
+    memset(f, 0, sizeof *f);
+    char msg[1024], job_id[IDS_MAX];
+    long step;
+    if (!control_model_name(srv->ctl, req->account.id, req->params[0], f->name, sizeof f->name,
+                            msg, sizeof msg)) {
         api_error(res, ERR_NOT_FOUND, msg, "model");
         return false;
     }
-    if (catalog_find(srv->ctl->catalog, id, base))
+    if (catalog_find(srv->ctl->catalog, f->name, &f->base))
         return true;
-    if (store_job_by_model(srv->ctl->store, req->account.id, id, job) == ERR_OK) {
-        *tuned = true;
+    f->tuned = true;
+    if (store_job_by_model(srv->ctl->store, req->account.id, f->name, &f->job) == ERR_OK)
         return true;
+    if (control_checkpoint_name_parse(f->name, job_id, sizeof job_id, &step)) {
+        enum alallo_err e = control_checkpoint_model_dir(
+            srv->ctl, req->account.id, f->name, f->ckpt_dir, sizeof f->ckpt_dir, f->ckpt_adapter,
+            sizeof f->ckpt_adapter, &f->job, msg, sizeof msg);
+        if (e)
+            api_error(res, e, msg[0] ? msg : NULL, e == ERR_NOT_FOUND ? "model" : NULL);
+        return e == ERR_OK;
     }
     control_no_such_model(srv->ctl, req->account.id, req->params[0], msg, sizeof msg);
     api_error(res, ERR_NOT_FOUND, msg, "model");
@@ -100,15 +120,18 @@ static bool find_model(struct api_server *srv, struct http_request *req, struct 
 
 void models_get(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    struct catalog_model m;
-    struct store_job *j = malloc(sizeof *j);
-    bool tuned;
-    if (j && find_model(srv, req, res, &m, j, &tuned))
-        api_json(res, 200,
-                 tuned ? tuned_model(j, req->account.name) : base_model(srv, &m));
-    else if (!j)
+    struct found_model *f = malloc(sizeof *f);
+    if (!f) {
         api_error(res, ERR_NOMEM, NULL, NULL);
-    free(j);
+        return;
+    }
+    if (find_model(srv, req, res, f)) {
+        json_t *o = f->tuned ? tuned_model(&f->job, req->account.name) : base_model(srv, &f->base);
+        if (o && f->ckpt_dir[0])
+            json_object_set_new(o, "id", json_string(f->name)); /* the checkpoint's name */
+        api_json(res, 200, o);
+    }
+    free(f);
 }
 
 /* ---- export: stream a file, or a folder as a tar archive -------------- */
@@ -256,40 +279,42 @@ static ssize_t export_read(void *vctx, char *buf, size_t max)
 
 void models_export(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    struct catalog_model m;
-    struct store_job *j = malloc(sizeof *j);
-    bool tuned;
-    if (!j) {
+    struct found_model *f = malloc(sizeof *f);
+    if (!f) {
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
-    if (!find_model(srv, req, res, &m, j, &tuned)) {
-        free(j);
+    if (!find_model(srv, req, res, f)) {
+        free(f);
         return;
     }
     const char *format = http_query(req, "format");
     if (!format || (strcmp(format, "hf") != 0 && strcmp(format, "peft") != 0 &&
                     strcmp(format, "gguf") != 0 && strcmp(format, "ollama") != 0)) {
-        free(j);
+        free(f);
         api_error(res, ERR_INVALID, "format must be hf, peft, gguf or ollama.", "format");
         return;
     }
     const char *dtype = http_query(req, "dtype");
     if (dtype && !control_export_dtype_valid(dtype)) {
-        free(j);
+        free(f);
         api_error(res, ERR_INVALID, "dtype must be f16, bf16, f32, q8_0, q4_0 or q4_k_m.", "dtype");
         return;
     }
     struct export_stream *x = export_begin(srv, res);
     if (!x) {
-        free(j);
+        free(f);
         return;
     }
     char why[300];
     enum alallo_err e =
-        control_export(srv->ctl, tuned ? NULL : m.dir, tuned ? j : NULL, format, dtype, &x->art,
-                       why, sizeof why);
-    free(j);
+        control_export(srv->ctl,
+                       f->ckpt_dir[0] ? f->ckpt_dir
+                       : f->tuned     ? NULL
+                                      : f->base.dir,
+                       f->ckpt_adapter, f->tuned ? &f->job : NULL, format, dtype, &x->art, why,
+                       sizeof why);
+    free(f);
     if (e) {
         export_free(x);
         api_error(res, e, why[0] ? why : NULL, e == ERR_INVALID ? "format" : NULL);

@@ -13,6 +13,7 @@
 #include "api/results_file.h"
 #include "core/job_hyper.h"
 #include "core/text.h"
+#include "core/worker_state.h"
 
 /* Money is shown rounded to a hundredth of a cent. */
 static json_t *money(double v) { return json_real(llround(v * 10000.0) / 10000.0); }
@@ -251,7 +252,8 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     const char *engine_reason = NULL;
     for (int i = 0; i < n_attempts; i++)
         if (strcmp(attempts[i].id, j->active_attempt) == 0 &&
-            strcmp(attempts[i].engine_state, "running") != 0 && attempts[i].engine_reason[0])
+            engine_state_of(attempts[i].engine_state) != ENGINE_STATE_RUNNING &&
+            attempts[i].engine_reason[0])
             engine_reason = attempts[i].engine_reason;
     jsonw_key(w, "engine_reason");
     jsonw_str_or_null(w, engine_reason);

@@ -149,8 +149,8 @@ static void end_attempt(struct engine *e, const struct store_attempt *a, const c
 
 /* What to change on an engine attempt; fields left "" / 0 / false stay. */
 struct seen {
-    const char *expect_state; /* only from this engine_state ("" any)        */
-    const char *state;
+    enum engine_state expect_state; /* only from this state (none: any)    */
+    enum engine_state state;        /* none: keep                          */
     const char *engine_id;
     const char *reason;       /* NULL: keep                                   */
     const char *node;
@@ -172,10 +172,10 @@ static enum alallo_err seen_cb(struct store_job *j, struct store_attempt *a,
                 strcmp(j->active_attempt, a->id) == 0;
     if (!owns || (s->fence > 0 && s->fence != a->fence))
         return ERR_FENCED;
-    if (s->expect_state && strcmp(a->engine_state, s->expect_state) != 0)
+    if (s->expect_state && engine_state_of(a->engine_state) != s->expect_state)
         return ERR_CONFLICT;
     if (s->state)
-        text_copy(a->engine_state, sizeof a->engine_state, s->state);
+        text_copy(a->engine_state, sizeof a->engine_state, engine_state_name(s->state));
     if (s->engine_id && s->engine_id[0])
         text_copy(a->engine_id, sizeof a->engine_id, s->engine_id);
     if (s->reason)
@@ -262,7 +262,7 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
         r = ERR_IO;
     if (!r && (keys_new_token(token, sizeof token) || keys_hash(token, hash)))
         r = ERR_INTERNAL;
-    struct seen s = {.expect_state = "submitting", .token_hash = hash};
+    struct seen s = {.expect_state = ENGINE_STATE_SUBMITTING, .token_hash = hash};
     if (!r)
         r = update(ctl, a, &s);
     /* The token file before the script that names it; both durable before
@@ -313,8 +313,8 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
     if (!r)
         crash_point("after-submit");
     if (!r) {
-        struct seen done = {.expect_state = "submitting", .state = "pending", .engine_id = rc.id,
-                            .reason = ""};
+        struct seen done = {.expect_state = ENGINE_STATE_SUBMITTING,
+                            .state = ENGINE_STATE_PENDING, .engine_id = rc.id, .reason = ""};
         clamped = clamped || rc.clamped;
         text_printf(done.event, sizeof done.event, "Submitted to pool %s as %s job %s (attempt %s)%s%s",
                     p->decl.name, e->x->name, rc.id, a->id, clamped ? "; " : "",
@@ -358,19 +358,20 @@ static void refused(struct engine *e, const struct store_attempt *a, enum alallo
 static void apply_state(struct engine *e, const struct store_attempt *a, const struct exec_job *x)
 {
     if (x->state == EXEC_PENDING) {
-        bool changed = strcmp(a->engine_state, "pending") != 0 ||
+        bool changed = engine_state_of(a->engine_state) != ENGINE_STATE_PENDING ||
                        strcmp(a->engine_reason, x->reason) != 0 || strcmp(a->engine_id, x->id);
         if (!changed || attempt_status_of(a->status) != ATTEMPT_STARTING)
             return;
-        struct seen s = {.state = "pending", .engine_id = x->id, .reason = x->reason};
+        struct seen s = {.state = ENGINE_STATE_PENDING, .engine_id = x->id, .reason = x->reason};
         if (x->reason[0] && strcmp(a->engine_reason, x->reason) != 0)
             text_printf(s.event, sizeof s.event, "Waiting in %s: %s", e->x->name, x->reason);
         update(e->ctl, a, &s);
     } else if (x->state == EXEC_RUNNING) {
-        if (strcmp(a->engine_state, "running") == 0 && a->engine_id[0])
+        if (engine_state_of(a->engine_state) == ENGINE_STATE_RUNNING && a->engine_id[0])
             return;
         int64_t now = clock_now_ms();
-        struct seen s = {.state = "running", .engine_id = x->id, .reason = "", .node = x->node,
+        struct seen s = {.state = ENGINE_STATE_RUNNING, .engine_id = x->id, .reason = "",
+                         .node = x->node,
                          .running_ms = now, .starting = true};
         text_printf(s.event, sizeof s.event, "Running in %s%s%s (job %s)", e->x->name,
                     x->node[0] ? " on " : "", x->node, x->id);
@@ -394,9 +395,8 @@ static void reconcile(struct engine *e, int64_t listed_ms)
     for (int i = 0; i < e->n_open; i++) {
         const struct store_attempt *a = &e->open[i];
         text_copy(in[i].attempt_id, sizeof in[i].attempt_id, a->id);
-        in[i].state = strcmp(a->engine_state, "submitting") == 0 ? EXEC_ATTEMPT_SUBMITTING
-                      : strcmp(a->engine_state, "running") == 0   ? EXEC_ATTEMPT_RUNNING
-                                                                  : EXEC_ATTEMPT_PENDING;
+        enum engine_state st = engine_state_of(a->engine_state);
+        in[i].state = st == ENGINE_STATE_NONE ? ENGINE_STATE_PENDING : st;
         text_copy(in[i].engine_id, sizeof in[i].engine_id, a->engine_id);
         in[i].submitted_ms = a->started_ms;
     }
@@ -461,7 +461,7 @@ static void watch(struct engine *e, int64_t now)
         const struct store_attempt *a = &e->open[i];
         if (store_job_get(ctl->store, NULL, a->job, j) != ERR_OK)
             continue;
-        bool ran = strcmp(a->engine_state, "running") == 0 || a->heartbeat_ms > 0;
+        bool ran = engine_state_of(a->engine_state) == ENGINE_STATE_RUNNING || a->heartbeat_ms > 0;
         if (stop_reason_of(j->stop_reason) == STOP_REASON_CANCEL &&
             strcmp(j->active_attempt, a->id) == 0) {
             if (!ran) {
@@ -1017,7 +1017,7 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
     if (r)
         return r;
     const struct engine_pool *p = pool_of(e, out->attempt.worker);
-    if (!p || !out->attempt.engine_state[0]) {
+    if (!p || engine_state_of(out->attempt.engine_state) == ENGINE_STATE_NONE) {
         json_decref(out->spec);
         out->spec = NULL;
         return ERR_NOT_FOUND;
@@ -1025,9 +1025,10 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
     int64_t now = clock_now_ms();
     const char *from = json_string_value(json_object_get(out->spec, "resume_from"));
     struct seen s = {.engine_id = engine_id, .node = node, .heartbeat_ms = now,
-                     .running_ms = now, .state = "running", .reason = "", .starting = true,
+                     .running_ms = now, .state = ENGINE_STATE_RUNNING, .reason = "", .starting = true,
                      .resume_from = from ? from : ""};
-    if (strcmp(out->attempt.engine_state, "running") != 0 || out->attempt.heartbeat_ms == 0)
+    if (engine_state_of(out->attempt.engine_state) != ENGINE_STATE_RUNNING ||
+        out->attempt.heartbeat_ms == 0)
         text_printf(s.event, sizeof s.event, "Attempt %s runs on %s", out->attempt.id,
                     node && node[0] ? node : "a node");
     r = update(ctl, &out->attempt, &s);
@@ -1060,7 +1061,7 @@ enum alallo_err engine_attempt_heartbeat(struct control *ctl, const char *attemp
     enum alallo_err r = e ? store_attempt_get(ctl->store, attempt_id, &a) : ERR_NOT_FOUND;
     if (r)
         return r;
-    if (!a.engine_state[0])
+    if (engine_state_of(a.engine_state) == ENGINE_STATE_NONE)
         return ERR_NOT_FOUND;
     if (a.fence != fence || attempt_status_of(a.status) == ATTEMPT_ENDED)
         return ERR_FENCED;
@@ -1105,7 +1106,7 @@ int engine_pools_usage(struct control *ctl, struct engine_pool_usage *out, int c
             if (!s || s->pool != p)
                 continue;
             u->in_use++;
-            if (strcmp(all[i].engine_state, "running") != 0)
+            if (engine_state_of(all[i].engine_state) != ENGINE_STATE_RUNNING)
                 u->pending++;
         }
     }

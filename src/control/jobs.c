@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "control/catalog.h"
+#include "control/checkpoint_models.h"
 #include "control/job_move.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -33,6 +34,14 @@ bool control_model_find(struct control *ctl, const char *account, const char *id
             text_copy(m->id, sizeof m->id, id);
             return true;
         }
+    }
+    /* A listed checkpoint, made into a model on first use. */
+    char dir[1024], adapter[1024], why[300], err[200];
+    if (control_checkpoint_model_dir(ctl, account, id, dir, sizeof dir, adapter, sizeof adapter,
+                                     NULL, why, sizeof why) == ERR_OK &&
+        catalog_read_dir(dir, m, err, sizeof err) == 0) {
+        text_copy(m->id, sizeof m->id, id);
+        return true;
     }
     return false;
 }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "control/catalog.h"
+#include "control/checkpoint_models.h"
 #include "core/child.h"
 #include "control/fleet.h"
 #include "control/job_move.h"
@@ -194,7 +195,8 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
      * "Crash-safe bookkeeping"); until the engine runs it the job still
      * waits for capacity, in the help page's words. */
     if (c->engine)
-        text_copy(a->engine_state, sizeof a->engine_state, "submitting");
+        text_copy(a->engine_state, sizeof a->engine_state,
+                  engine_state_name(ENGINE_STATE_SUBMITTING));
     enum alallo_err e = ERR_OK;
     if (j->status == JOB_QUEUED)
         e = job_move_to(j, JOB_QUEUED, c->engine ? MSG_WAITING_FOR_CAPACITY : MSG_STARTING);
@@ -258,7 +260,8 @@ static const char *missing_file(struct control *ctl, const struct store_job *j)
 }
 
 /* The folder of the model a job trains from: a base model of the catalog,
- * or a fine-tuned model of the same account. */
+ * a fine-tuned model of the same account, or one of its listed checkpoints
+ * (checkpoint_models.h). */
 bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out, size_t cap)
 {
     struct catalog_model m;
@@ -267,7 +270,9 @@ bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *o
     struct store_job base;
     if (store_job_by_model(ctl->store, j->account, j->model, &base) == ERR_OK)
         return lifecycle_job_dir(ctl, base.id, "out/model", out, cap);
-    return false;
+    char adapter[1024], why[300];
+    return control_checkpoint_model_dir(ctl, j->account, j->model, out, cap, adapter,
+                                        sizeof adapter, &base, why, sizeof why) == ERR_OK;
 }
 
 /* The trainer's spec for attempt `attempt_id` of job j that continues from
@@ -1851,7 +1856,9 @@ void lifecycle_check_starts(struct control *ctl, int64_t now_ms)
     for (int k = 0; k < n_open; k++) {
         /* An engine's attempt counts from when the engine runs it: time in
          * the engine's queue is waiting for capacity, not a slow start. */
-        int64_t since = open[k].engine_state[0] ? open[k].engine_running_ms : open[k].started_ms;
+        int64_t since = engine_state_of(open[k].engine_state) != ENGINE_STATE_NONE
+                            ? open[k].engine_running_ms
+                            : open[k].started_ms;
         if (attempt_status_of(open[k].status) != ATTEMPT_STARTING || since <= 0 ||
             now_ms - since < (int64_t)ctl->cfg.start_timeout_s * 1000)
             continue;

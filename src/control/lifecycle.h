@@ -29,7 +29,8 @@ bool lifecycle_attempt_dir(const struct control *ctl, const char *job_id, const 
                            const char *sub, char *out, size_t cap);
 
 /* The folder of the model job j trains from: a base model of the catalog,
- * or a fine-tuned model of the same account. False when it is gone. */
+ * or a fine-tuned model of the same account, or one of its listed
+ * checkpoints (checkpoint_models.h). False when it is gone. */
 bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out,
                          size_t cap);
 

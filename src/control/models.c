@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 
 #include "core/child.h"
+#include "control/checkpoint_models.h"
 #include "control/fleet.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
 #include "core/fs.h"
+#include "core/ids.h"
 #include "core/text.h"
 
 /* The memory of the largest active worker now; 0 when none. */
@@ -100,17 +102,28 @@ void control_no_such_model(struct control *ctl, const char *account, const char 
     free(js);
 }
 
-bool control_model_dir(struct control *ctl, const char *account, const char *id, char *dir,
-                       size_t cap)
+enum alallo_err control_model_dir(struct control *ctl, const char *account, const char *id,
+                                  char *dir, size_t cap, char *why, size_t whycap)
 {
+    why[0] = '\0';
     struct catalog_model m;
     if (catalog_find(ctl->catalog, id, &m))
-        return text_copy(dir, cap, m.dir);
+        return text_copy(dir, cap, m.dir) ? ERR_OK : ERR_INTERNAL;
     struct store_job *j = malloc(sizeof *j);
-    bool found = j && store_job_by_model(ctl->store, account, id, j) == ERR_OK &&
-                 lifecycle_job_dir(ctl, j->id, "out/model", dir, cap);
+    if (!j)
+        return ERR_NOMEM;
+    char adapter[1024], job_id[IDS_MAX];
+    long step;
+    enum alallo_err e = ERR_NOT_FOUND;
+    if (store_job_by_model(ctl->store, account, id, j) == ERR_OK)
+        e = lifecycle_job_dir(ctl, j->id, "out/model", dir, cap) ? ERR_OK : ERR_INTERNAL;
+    else if (control_checkpoint_name_parse(id, job_id, sizeof job_id, &step))
+        e = control_checkpoint_model_dir(ctl, account, id, dir, cap, adapter, sizeof adapter, j,
+                                         why, whycap);
+    else
+        control_no_such_model(ctl, account, id, why, whycap);
     free(j);
-    return found;
+    return e;
 }
 
 /* The user's mistake the generator reported (exit status 3 and one JSON
@@ -274,7 +287,8 @@ bool control_export_dtype_valid(const char *dtype)
 }
 
 enum alallo_err control_export(struct control *ctl, const char *base_dir,
-                               const struct store_job *j, const char *format, const char *dtype,
+                               const char *adapter_dir, const struct store_job *j,
+                               const char *format, const char *dtype,
                                struct control_artifact *out, char *why, size_t whycap)
 {
     why[0] = '\0';
@@ -289,8 +303,8 @@ enum alallo_err control_export(struct control *ctl, const char *base_dir,
         return ERR_INVALID;
     }
     char dir[1024], adapter[1024];
-    if (j ? !lifecycle_job_dir(ctl, j->id, "out/model", dir, sizeof dir)
-          : !text_copy(dir, sizeof dir, base_dir)) {
+    if (base_dir ? !text_copy(dir, sizeof dir, base_dir)
+                 : !lifecycle_job_dir(ctl, j->id, "out/model", dir, sizeof dir)) {
         text_copy(why, whycap, "The export failed.");
         return ERR_INTERNAL;
     }
@@ -298,8 +312,13 @@ enum alallo_err control_export(struct control *ctl, const char *base_dir,
         artifact_begin(ctl, "export", strcmp(format, "gguf") == 0 ? "model.gguf" : format, out);
     if (e)
         return e;
-    if (peft)
-        e = lora_adapter(ctl, j, out, adapter, sizeof adapter, why, whycap);
+    if (peft && base_dir && !(adapter_dir && adapter_dir[0])) {
+        text_copy(why, whycap, "This model's adapter is no longer kept; use hf or gguf.");
+        e = ERR_INVALID;
+    } else if (peft) {
+        e = base_dir ? (text_copy(adapter, sizeof adapter, adapter_dir) ? ERR_OK : ERR_INTERNAL)
+                     : lora_adapter(ctl, j, out, adapter, sizeof adapter, why, whycap);
+    }
     if (e) {
         control_artifact_free(out);
         return e;

@@ -54,9 +54,14 @@ void control_no_such_model(struct control *ctl, const char *account, const char 
                            size_t cap);
 
 /* The folder of model `id` as `account` may use it: a base model of the
- * catalog, or a fine-tuned model of the account. False when neither. */
-bool control_model_dir(struct control *ctl, const char *account, const char *id, char *dir,
-                       size_t cap);
+ * catalog, a fine-tuned model of the account, or one of its listed
+ * checkpoints (made into a model on first use, checkpoint_models.h).
+ * ERR_NOT_FOUND with a sentence naming the model in why when none of
+ * these ("No such model: ID. Available: ..." unless it names a checkpoint
+ * that is gone); ERR_INTERNAL when a checkpoint could not be made into a
+ * model. */
+enum alallo_err control_model_dir(struct control *ctl, const char *account, const char *id,
+                                  char *dir, size_t cap, char *why, size_t whycap);
 
 struct control_generation {
     const char *prompt;
@@ -96,8 +101,10 @@ bool control_export_dtype_valid(const char *dtype);
 
 /* Exports a model as `format` ("hf", "peft", "gguf" or "ollama": a folder
  * of model.gguf and its Modelfile), the GGUF matrices stored as dtype (NULL:
- * f16; checked with control_export_dtype_valid): the base model in
- * base_dir, or (base_dir NULL) the fine-tuned model of job j. PEFT is the
+ * f16; checked with control_export_dtype_valid): the model in base_dir (a
+ * base model when j is NULL; a checkpoint of job j made into a model, its
+ * LoRA adapter in adapter_dir, otherwise), or (base_dir NULL) the
+ * fine-tuned model of job j. PEFT is the
  * LoRA adapter: for a finished LoRA job the one it saved, for a cancelled
  * one's partial model made again from its latest checkpoint.
  * ERR_INVALID when the model has no such form (a base model or a full
@@ -105,7 +112,8 @@ bool control_export_dtype_valid(const char *dtype);
  * child's words go to the log). why gets a sentence for the caller that
  * never names a folder. */
 enum alallo_err control_export(struct control *ctl, const char *base_dir,
-                               const struct store_job *j, const char *format, const char *dtype,
+                               const char *adapter_dir, const struct store_job *j,
+                               const char *format, const char *dtype,
                                struct control_artifact *out /* OUT */, char *why, size_t whycap);
 
 /* Makes checkpoint `ckpt_path` of job j into a model folder (the base with

@@ -389,7 +389,10 @@ static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, in
                                                          j->batch_size, j->n_epochs) *
                                             p.flops_per_token *
                                             sched_link_model_factor(l, j->model),
-                              .startup_s = p.startup_s};
+                              .startup_s = p.startup_s,
+                              .deadline_s = j->est_high_s > 0
+                                                ? (double)j->created_ms / 1000.0 + j->est_high_s
+                                                : 0};
     if (!(out->work_flops > 0))
         out->work_flops = 1;
     return true;

@@ -30,4 +30,24 @@ const char *attempt_status_name(enum attempt_status s);
  * (an attempt this server cannot read changes nothing). */
 enum attempt_status attempt_status_of(const char *name);
 
+/* Where an attempt stands with a batch engine (Slurm), beside its status:
+ * none: not an engine's attempt (a worker's), or text this server does not
+ * know. submitting: recorded before the submit, no engine id yet. pending:
+ * the engine holds it, not running. running: the engine runs it. */
+enum engine_state {
+    ENGINE_STATE_NONE = 0,
+    ENGINE_STATE_SUBMITTING,
+    ENGINE_STATE_PENDING,
+    ENGINE_STATE_RUNNING,
+    ENGINE_STATE_COUNT
+};
+
+/* "", "submitting", "pending", "running": the text the store keeps; NULL
+ * when out of range. */
+const char *engine_state_name(enum engine_state s);
+
+/* The engine state named by stored text; "" and text it does not know read
+ * as none. */
+enum engine_state engine_state_of(const char *name);
+
 #endif

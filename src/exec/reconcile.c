@@ -38,11 +38,11 @@ static void decide(const struct exec_open_attempt *a, const struct exec_job *job
     bool too_new = a->submitted_ms > listed_ms - EXEC_RECONCILE_SLACK_MS;
 
     if (j && j->state != EXEC_ENDED) {
-        enum exec_attempt_state now =
-            j->state == EXEC_RUNNING ? EXEC_ATTEMPT_RUNNING : EXEC_ATTEMPT_PENDING;
+        enum engine_state now =
+            j->state == EXEC_RUNNING ? ENGINE_STATE_RUNNING : ENGINE_STATE_PENDING;
         /* A runner already heard from is not sent back to pending. */
-        if (now == EXEC_ATTEMPT_PENDING && a->state == EXEC_ATTEMPT_RUNNING)
-            now = EXEC_ATTEMPT_RUNNING;
+        if (now == ENGINE_STATE_PENDING && a->state == ENGINE_STATE_RUNNING)
+            now = ENGINE_STATE_RUNNING;
         act->kind = (strcmp(a->engine_id, j->id) != 0 || now != a->state) ? EXEC_ACT_UPDATE
                                                                          : EXEC_ACT_KEEP;
         act->state = now;
@@ -65,7 +65,7 @@ static void decide(const struct exec_open_attempt *a, const struct exec_job *job
                                              "reporting its end");
         return;
     }
-    if (a->state == EXEC_ATTEMPT_SUBMITTING) {
+    if (a->state == ENGINE_STATE_SUBMITTING) {
         act->kind = EXEC_ACT_RESUBMIT;
         return;
     }

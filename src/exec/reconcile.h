@@ -32,20 +32,14 @@
 #include <stdint.h>
 
 #include "core/ids.h"
+#include "core/worker_state.h"
 #include "exec/executor.h"
 
 #define EXEC_RECONCILE_SLACK_MS 2000
 
-/* An attempt's state as the store records it for its engine. */
-enum exec_attempt_state {
-    EXEC_ATTEMPT_SUBMITTING, /* recorded before the submit; no engine id yet */
-    EXEC_ATTEMPT_PENDING,    /* the engine holds it, not running            */
-    EXEC_ATTEMPT_RUNNING,
-};
-
 struct exec_open_attempt {
     char attempt_id[IDS_MAX];
-    enum exec_attempt_state state;
+    enum engine_state state;     /* core/worker_state.h; never none here      */
     char engine_id[EXEC_ID_MAX]; /* "" when not recorded                    */
     bool finished;               /* the runner's finish was received         */
     int64_t submitted_ms;        /* wall clock, when the intent was recorded */
@@ -64,7 +58,7 @@ struct exec_action {
     char attempt_id[IDS_MAX];     /* CANCEL: the id the orphan tag names       */
     char tag[EXEC_TAG_MAX];
     char engine_id[EXEC_ID_MAX];  /* the job's id when one was listed         */
-    enum exec_attempt_state state;/* UPDATE and KEEP: the state to record      */
+    enum engine_state state;      /* UPDATE and KEEP: the state to record      */
     char node[64];                /* where it runs, when listed                */
     char reason[EXEC_REASON_MAX]; /* END: why, in words; KEEP/UPDATE while
                                      pending: why it waits                     */

@@ -57,22 +57,35 @@ void sched_free_at(const struct sched_worker *workers, size_t n_workers, double 
  * behind the cheapest class while other workers stand idle. */
 #define PATIENCE_MIN_S 3600.0
 
-/* True when candidate c is a better place than best for a job of `goal`.
- * The order is total and depends only on the values, so a pass is
- * deterministic for a given input. */
 /* max and min without a call into libm (this is the inner loop of a pass;
  * no value here is NaN). */
 static inline double max2(double a, double b) { return a > b ? a : b; }
 static inline double min2(double a, double b) { return a < b ? a : b; }
 
-static inline bool better(enum sched_goal goal, double now, const struct sched_choice *c,
+/* True when a lowest-cost job would wait too long for candidate c: past
+ * the patience below, or (deadline_s > 0) past what its estimate allowed,
+ * finishing after the upper end of the time it showed, unless c starts it
+ * now. The one rule of the server's passes and the simulation
+ * (docs/scheduler.md, "Lowest cost"). */
+static inline bool waits_too_long(const struct sched_job *job, double now,
+                                  const struct sched_choice *c)
+{
+    if (c->start_s - now > max2(PATIENCE_MIN_S, c->train_s))
+        return true;
+    return job->deadline_s > 0 && c->start_s > now && c->finish_s > job->deadline_s;
+}
+
+/* True when candidate c is a better place than best for job. The order is
+ * total and depends only on the values, so a pass is deterministic for a
+ * given input. */
+static inline bool better(const struct sched_job *job, double now, const struct sched_choice *c,
                           int64_t c_mem, const struct sched_choice *best, int64_t best_mem)
 {
     if (best->worker < 0)
         return true;
-    if (goal == SCHED_LOWEST_COST) {
-        bool c_late = c->start_s - now > max2(PATIENCE_MIN_S, c->train_s);
-        bool b_late = best->start_s - now > max2(PATIENCE_MIN_S, best->train_s);
+    if (job->goal == SCHED_LOWEST_COST) {
+        bool c_late = waits_too_long(job, now, c);
+        bool b_late = waits_too_long(job, now, best);
         if (c_late != b_late)
             return !c_late;
         if (c_late && c->start_s != best->start_s) /* both late: the sooner */
@@ -129,7 +142,7 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
         c.train_s = work * sl->inv_flops;
         c.finish_s = c.start_s + job->startup_s + c.train_s;
         c.price = sl->price_per_hour * c.train_s / 3600.0;
-        if (better(job->goal, now, &c, sl->mem_bytes, &best, best_mem)) {
+        if (better(job, now, &c, sl->mem_bytes, &best, best_mem)) {
             best = c;
             best_mem = sl->mem_bytes;
         }

@@ -52,6 +52,10 @@ struct sched_job {
     int64_t mem_bytes;    /* memory need (planner.h, or measured + margin) */
     double work_flops;    /* FLOPs of the training still to do             */
     double startup_s;     /* expected loading time before the first step   */
+    double deadline_s;    /* lowest cost: the upper end of the time its
+                             estimate showed (created + high end); it waits
+                             for a busy cheaper worker only while that one
+                             still finishes it by then. 0: no such bound   */
 };
 
 /* Jobs an account has running now (attempts on workers). Accounts absent

@@ -940,7 +940,8 @@ static size_t pass_input(struct sim *s, long extra, size_t *n_loads)
             .id = ji, .account = j->account, .created_s = j->submit_s, .goal = j->goal,
             .mem_bytes = j->mem_need,
             .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
-            .startup_s = j->startup_nominal_s};
+            .startup_s = j->startup_nominal_s,
+            .deadline_s = j->est_high > 0 ? j->submit_s + j->est_high : 0};
     }
     size_t nl = 0;
     for (int a = 0; a < s->cfg->accounts; a++)

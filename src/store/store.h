@@ -362,6 +362,7 @@ struct store_waiting {
     long examples, max_steps, steps_done;
     int n_epochs, batch_size;
     char plan[STORE_JSON_SMALL];
+    double est_high_s;    /* the upper end of its estimate, submit to finish; 0 none */
 };
 
 /* Calls fn once per job that is queued, re-scheduling, running or

@@ -30,7 +30,7 @@
     "kind, method, class, waited, goal, actual_a, nominal_a, actual_b, nominal_b, created, model"
 #define WAITING_COLS                                                                               \
     "id, account, model, status, message, stop_reason, active_attempt, created, memory_bytes,"     \
-    " tokens, examples, max_steps, steps_done, n_epochs, batch_size, plan"
+    " tokens, examples, max_steps, steps_done, n_epochs, batch_size, plan, est_high_s"
 #define EVENT_COLS "job, seq, created, level, type, message, data"
 #define CHECKPOINT_COLS "job, step, path, train_loss, created, metrics"
 

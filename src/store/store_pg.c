@@ -1560,6 +1560,7 @@ static enum alallo_err pg_waiting_each(struct store_impl *s, int cap, store_wait
         w->n_epochs = (int)col_i64(r, row, i++);
         w->batch_size = (int)col_i64(r, row, i++);
         col_str(r, row, i++, w->plan, sizeof w->plan);
+        w->est_high_s = col_dbl(r, row, i++);
         if (job_status_parse(status, &w->status))
             fn(w, ctx);
     }

@@ -1352,6 +1352,7 @@ static enum alallo_err sq_waiting_each(struct store_impl *s, int cap, store_wait
             w->n_epochs = sqlite3_column_int(st, i++);
             w->batch_size = sqlite3_column_int(st, i++);
             col_str(st, i++, w->plan, sizeof w->plan);
+            w->est_high_s = sqlite3_column_double(st, i++);
             if (status && job_status_parse((const char *)status, &w->status))
                 fn(w, ctx);
             rc = SQLITE_OK;

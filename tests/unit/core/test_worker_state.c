@@ -35,11 +35,29 @@ static void attempt_statuses_round_trip(void **state)
     assert_int_equal(attempt_status_of(NULL), ATTEMPT_ENDED);
 }
 
+/* The engine states the store keeps as text, parsed once here: the Slurm
+ * engine, the reconciler and the job's shape compare the enum. */
+static void engine_states_round_trip(void **state)
+{
+    (void)state;
+    for (int s = 0; s < ENGINE_STATE_COUNT; s++)
+        assert_int_equal(engine_state_of(engine_state_name((enum engine_state)s)), s);
+    assert_string_equal(engine_state_name(ENGINE_STATE_SUBMITTING), "submitting");
+    assert_string_equal(engine_state_name(ENGINE_STATE_PENDING), "pending");
+    assert_string_equal(engine_state_name(ENGINE_STATE_RUNNING), "running");
+    assert_string_equal(engine_state_name(ENGINE_STATE_NONE), "");
+    assert_int_equal(engine_state_of("Running"), ENGINE_STATE_NONE);
+    assert_int_equal(engine_state_of("gone"), ENGINE_STATE_NONE);
+    assert_int_equal(engine_state_of(NULL), ENGINE_STATE_NONE);
+    assert_null(engine_state_name(ENGINE_STATE_COUNT));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(worker_states_round_trip),
         cmocka_unit_test(attempt_statuses_round_trip),
+        cmocka_unit_test(engine_states_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@
 #define NOW 1000000000LL            /* when the list was taken           */
 #define LONG_AGO (NOW - 60 * 1000)  /* submitted a minute before          */
 
-static struct exec_open_attempt attempt(const char *id, enum exec_attempt_state st,
+static struct exec_open_attempt attempt(const char *id, enum engine_state st,
                                         const char *engine_id, bool finished, int64_t at)
 {
     struct exec_open_attempt a;
@@ -57,7 +57,7 @@ static int run(const struct exec_open_attempt *a, int na, const struct exec_job 
 static void submitting_and_no_job_is_resubmitted(void **state)
 {
     (void)state;
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_SUBMITTING, "", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_SUBMITTING, "", false, LONG_AGO);
     struct exec_job other = job("5", "att-2", EXEC_RUNNING, ""); /* an orphan, see below */
     struct exec_action act[4];
     int n = run(&a, 1, &other, 1, act);
@@ -71,26 +71,26 @@ static void submitting_and_no_job_is_resubmitted(void **state)
 static void submitting_and_a_pending_job_records_the_id(void **state)
 {
     (void)state;
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_SUBMITTING, "", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_SUBMITTING, "", false, LONG_AGO);
     struct exec_job j = job("17", "att-1", EXEC_PENDING, "Waiting for free GPUs (Slurm: Resources)");
     struct exec_action act[2];
     int n = run(&a, 1, &j, 1, act);
     assert_int_equal(n, 1);
     assert_int_equal(act[0].kind, EXEC_ACT_UPDATE);
     assert_string_equal(act[0].engine_id, "17");
-    assert_int_equal(act[0].state, EXEC_ATTEMPT_PENDING);
+    assert_int_equal(act[0].state, ENGINE_STATE_PENDING);
     assert_string_equal(act[0].reason, "Waiting for free GPUs (Slurm: Resources)");
 }
 
 static void pending_that_now_runs_is_updated(void **state)
 {
     (void)state;
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_PENDING, "17", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_PENDING, "17", false, LONG_AGO);
     struct exec_job j = job("17", "att-1", EXEC_RUNNING, "");
     struct exec_action act[2];
     assert_int_equal(run(&a, 1, &j, 1, act), 1);
     assert_int_equal(act[0].kind, EXEC_ACT_UPDATE);
-    assert_int_equal(act[0].state, EXEC_ATTEMPT_RUNNING);
+    assert_int_equal(act[0].state, ENGINE_STATE_RUNNING);
     assert_string_equal(act[0].node, "node7");
     assert_string_equal(act[0].reason, "");
 }
@@ -99,8 +99,8 @@ static void as_recorded_is_kept(void **state)
 {
     (void)state;
     struct exec_open_attempt a[2] = {
-        attempt("att-1", EXEC_ATTEMPT_PENDING, "17", false, LONG_AGO),
-        attempt("att-2", EXEC_ATTEMPT_RUNNING, "18", false, LONG_AGO),
+        attempt("att-1", ENGINE_STATE_PENDING, "17", false, LONG_AGO),
+        attempt("att-2", ENGINE_STATE_RUNNING, "18", false, LONG_AGO),
     };
     struct exec_job j[2] = {job("17", "att-1", EXEC_PENDING, "Waiting (Slurm: Priority)"),
                             job("18", "att-2", EXEC_RUNNING, "")};
@@ -109,19 +109,19 @@ static void as_recorded_is_kept(void **state)
     assert_int_equal(act[0].kind, EXEC_ACT_KEEP);
     assert_string_equal(act[0].reason, "Waiting (Slurm: Priority)"); /* for the message */
     assert_int_equal(act[1].kind, EXEC_ACT_KEEP);
-    assert_int_equal(act[1].state, EXEC_ATTEMPT_RUNNING);
+    assert_int_equal(act[1].state, ENGINE_STATE_RUNNING);
 }
 
 static void a_running_attempt_is_not_sent_back_to_pending(void **state)
 {
     (void)state;
     /* The runner was heard from while Slurm still says PENDING (CONFIGURING). */
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_RUNNING, "17", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_RUNNING, "17", false, LONG_AGO);
     struct exec_job j = job("17", "att-1", EXEC_PENDING, "x");
     struct exec_action act[2];
     assert_int_equal(run(&a, 1, &j, 1, act), 1);
     assert_int_equal(act[0].kind, EXEC_ACT_KEEP);
-    assert_int_equal(act[0].state, EXEC_ATTEMPT_RUNNING);
+    assert_int_equal(act[0].state, ENGINE_STATE_RUNNING);
 }
 
 static void a_new_job_id_for_the_same_tag_is_recorded_not_trusted(void **state)
@@ -129,7 +129,7 @@ static void a_new_job_id_for_the_same_tag_is_recorded_not_trusted(void **state)
     (void)state;
     /* The store holds id 17; the engine lists the tag under id 40 (the
      * submit was retried): the tag decides, the new id is recorded. */
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_PENDING, "17", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_PENDING, "17", false, LONG_AGO);
     struct exec_job j[2] = {job("17", "att-9", EXEC_RUNNING, ""),
                             job("40", "att-1", EXEC_PENDING, "w")};
     struct exec_action act[4];
@@ -145,7 +145,7 @@ static void a_new_job_id_for_the_same_tag_is_recorded_not_trusted(void **state)
 static void ended_without_a_finish_is_ended_with_the_reason(void **state)
 {
     (void)state;
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_RUNNING, "17", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_RUNNING, "17", false, LONG_AGO);
     struct exec_job j = job("17", "att-1", EXEC_ENDED, "The node running the Slurm job failed "
                                                        "(Slurm: NODE_FAIL)");
     struct exec_action act[2];
@@ -154,7 +154,7 @@ static void ended_without_a_finish_is_ended_with_the_reason(void **state)
     assert_string_equal(act[0].reason, "The node running the Slurm job failed (Slurm: NODE_FAIL)");
     assert_string_equal(act[0].engine_id, "17");
     /* A job ended while the store still says submitting: ended too. */
-    a = attempt("att-1", EXEC_ATTEMPT_SUBMITTING, "", false, LONG_AGO);
+    a = attempt("att-1", ENGINE_STATE_SUBMITTING, "", false, LONG_AGO);
     assert_int_equal(run(&a, 1, &j, 1, act), 1);
     assert_int_equal(act[0].kind, EXEC_ACT_END);
     /* An ended job without words gets the general ones. */
@@ -167,8 +167,8 @@ static void vanished_is_ended(void **state)
 {
     (void)state;
     struct exec_open_attempt a[2] = {
-        attempt("att-1", EXEC_ATTEMPT_PENDING, "17", false, LONG_AGO),
-        attempt("att-2", EXEC_ATTEMPT_RUNNING, "18", false, LONG_AGO),
+        attempt("att-1", ENGINE_STATE_PENDING, "17", false, LONG_AGO),
+        attempt("att-2", ENGINE_STATE_RUNNING, "18", false, LONG_AGO),
     };
     struct exec_action act[2];
     assert_int_equal(run(a, 2, NULL, 0, act), 2);
@@ -181,7 +181,7 @@ static void vanished_is_ended(void **state)
 static void with_a_finish_the_finish_closes_it(void **state)
 {
     (void)state;
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_RUNNING, "17", true, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_RUNNING, "17", true, LONG_AGO);
     struct exec_job j = job("17", "att-1", EXEC_ENDED, "x");
     struct exec_action act[2];
     assert_int_equal(run(&a, 1, &j, 1, act), 1);
@@ -195,8 +195,8 @@ static void too_new_to_judge_is_kept(void **state)
     (void)state;
     /* Recorded after the list was taken: the list cannot show it yet. */
     struct exec_open_attempt a[2] = {
-        attempt("att-1", EXEC_ATTEMPT_SUBMITTING, "", false, NOW + 5),
-        attempt("att-2", EXEC_ATTEMPT_PENDING, "19", false, NOW - 100),
+        attempt("att-1", ENGINE_STATE_SUBMITTING, "", false, NOW + 5),
+        attempt("att-2", ENGINE_STATE_PENDING, "19", false, NOW - 100),
     };
     struct exec_action act[2];
     assert_int_equal(run(a, 2, NULL, 0, act), 2);
@@ -219,7 +219,7 @@ static void jobs_no_open_attempt_owns_are_cancelled_once(void **state)
         job("34", "att-ghost", EXEC_RUNNING, ""),
     };
     snprintf(j[4].tag, sizeof j[4].tag, "alallo-bad/tag"); /* not a tag of ours */
-    struct exec_open_attempt a = attempt("att-open", EXEC_ATTEMPT_RUNNING, "33", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-open", ENGINE_STATE_RUNNING, "33", false, LONG_AGO);
     struct exec_action act[6];
     int n = run(&a, 1, j, 5, act);
     assert_int_equal(n, 2);
@@ -253,7 +253,7 @@ static void a_bench_job_is_left_alone(void **state)
 static void several_jobs_of_one_tag_the_furthest_along_counts(void **state)
 {
     (void)state;
-    struct exec_open_attempt a = attempt("att-1", EXEC_ATTEMPT_PENDING, "17", false, LONG_AGO);
+    struct exec_open_attempt a = attempt("att-1", ENGINE_STATE_PENDING, "17", false, LONG_AGO);
     struct exec_job j[3] = {job("16", "att-1", EXEC_ENDED, "old"),
                             job("17", "att-1", EXEC_PENDING, "w"),
                             job("18", "att-1", EXEC_RUNNING, "")};
@@ -261,7 +261,7 @@ static void several_jobs_of_one_tag_the_furthest_along_counts(void **state)
     assert_int_equal(run(&a, 1, j, 3, act), 1);
     assert_int_equal(act[0].kind, EXEC_ACT_UPDATE);
     assert_string_equal(act[0].engine_id, "18");
-    assert_int_equal(act[0].state, EXEC_ATTEMPT_RUNNING);
+    assert_int_equal(act[0].state, ENGINE_STATE_RUNNING);
 }
 
 int main(void)

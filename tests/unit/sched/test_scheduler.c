@@ -125,6 +125,48 @@ static void lowest_cost_does_not_wait_to_save_pennies(void **state)
     assert_int_equal(msg, MSG_WAITING_FOR_CAPACITY);
 }
 
+/* Lowest cost waits for a busy cheaper worker only as long as the job's
+ * estimate allowed (issue 12, item 10): while that worker still finishes
+ * the job by the upper end of the time its estimate showed (deadline_s).
+ * Past that, the idle dearer worker takes it. */
+static void lowest_cost_waits_only_as_its_estimate_allowed(void **state)
+{
+    (void)state;
+    struct sched_worker ws[2] = {worker("cheap", 80 * GB, 1e14, 1.00, WORKER_ON_DEMAND),
+                                 worker("dear", 80 * GB, 1e14, 1.15, WORKER_ON_DEMAND)};
+    ws[0].running_attempt = 3;
+    ws[0].busy_until_s = 1000; /* cheap: 1000 + 60 + 3600 = 4660 */
+    struct sched_job j = job(1, 1, 0, SCHED_LOWEST_COST, GB, 3.6e17);
+    struct sched_assignment as[2];
+    enum job_message msg;
+    /* The estimate showed the wait: up to 5000 s in all. It waits. */
+    j.deadline_s = 5000;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 0);
+    assert_int_equal(msg, MSG_WAITING_FOR_CAPACITY);
+    /* The estimate showed no wait (at most 3700 s, the idle worker's
+     * time): it starts at once on the dearer idle worker, where the
+     * patience rule alone would have it wait 1000 s for the cheaper one. */
+    j.deadline_s = 3700;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 1);
+    assert_int_equal(as[0].worker, 1);
+    assert_int_equal(msg, MSG_STARTING);
+    j.deadline_s = 0; /* no estimate recorded: the patience rule */
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 0, as, &msg, NULL, NULL), 0);
+    /* Later in the same wait the cheap worker is still busy past what the
+     * estimate allowed: the job stops waiting and takes the idle one. */
+    j.deadline_s = 5000;
+    ws[0].busy_until_s = 1500; /* 1500 + 3660 = 5160 > 5000 */
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 900, as, &msg, NULL, NULL), 1);
+    assert_int_equal(as[0].worker, 1);
+    /* The dearer one busy too: it waits for the one that still finishes
+     * in time. */
+    ws[1].running_attempt = 4;
+    ws[1].busy_until_s = 1200;
+    int planned;
+    assert_int_equal(pass(&j, 1, ws, 2, NULL, 0, 900, as, &msg, &planned, NULL), 0);
+    assert_int_equal(planned, 1);
+}
+
 static void fastest_waits_for_a_busy_faster_worker(void **state)
 {
     (void)state;
@@ -323,6 +365,7 @@ int main(void)
         cmocka_unit_test(goal_picks_fast_or_cheap),
         cmocka_unit_test(lowest_cost_ties_go_to_earlier_finish),
         cmocka_unit_test(lowest_cost_does_not_wait_to_save_pennies),
+        cmocka_unit_test(lowest_cost_waits_only_as_its_estimate_allowed),
         cmocka_unit_test(fastest_waits_for_a_busy_faster_worker),
         cmocka_unit_test(memory_and_worker_state),
         cmocka_unit_test(fair_between_accounts_fcfs_within),

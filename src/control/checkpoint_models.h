@@ -1,0 +1,40 @@
+/* checkpoint_models.h - a listed checkpoint used as a model.
+ *
+ * Every checkpoint the API lists has a model name,
+ * "ft:BASE:SUFFIX:ID:ckpt-step-N" (the job's fine-tuned model name and the
+ * step, OpenAI's fine_tuned_model_checkpoint). Such a name works wherever a
+ * model is expected. The first use makes the checkpoint into a model folder
+ * (`alallo train --materialize`, a child process, as a checkpoint download
+ * does) and keeps it with the job's files, in DATA/jobs/ID/checkpoint-models/
+ * step-N/{model,adapter}, so later uses (and jobs trained from it) find it
+ * even after the trainer pruned the checkpoint's own files. The folder is
+ * made under a temporary name and renamed into place, so concurrent first
+ * uses and a crash halfway never leave a half-made model there.
+ */
+#ifndef ALALLO_CONTROL_CHECKPOINT_MODELS_H
+#define ALALLO_CONTROL_CHECKPOINT_MODELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "control/control.h"
+#include "core/err.h"
+#include "store/store.h"
+
+/* Splits a checkpoint model name into its job's id (ftjob-ID) and step.
+ * False when `name` is not of that form. */
+bool control_checkpoint_name_parse(const char *name, char *job_id, size_t cap,
+                                   long *step /* OUT */);
+
+/* The model folder (and, for a LoRA job, the adapter folder; "" otherwise)
+ * of checkpoint model `name` of `account`'s job, made on first use.
+ * `job`, when not NULL, gets the job. ERR_NOT_FOUND with a sentence naming
+ * the model in why when it is no checkpoint of the account or its files are
+ * no longer kept; ERR_INTERNAL when it could not be made (logged). */
+enum alallo_err control_checkpoint_model_dir(struct control *ctl, const char *account,
+                                             const char *name, char *dir, size_t cap,
+                                             char *adapter, size_t acap,
+                                             struct store_job *job /* OUT, may be NULL */,
+                                             char *why, size_t whycap);
+
+#endif
