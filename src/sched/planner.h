@@ -7,8 +7,7 @@
  *   frozen base   16-bit: 2 bytes per parameter (bf16)
  *                 4-bit:  NF4 linear weights of the blocks at 4.127 bits
  *                         (one absmax per 64, double-quantised scales),
- *                         embeddings, head and norms in bf16, plus one
- *                         fp32 buffer of the largest matrix to dequantise into
+ *                         embeddings, head and norms in bf16
  *   LoRA          fp32 adapter + gradient + AdamW m and v: 16 bytes each
  *   full (16-bit) fp32 master + gradient + AdamW m and v + a bf16 working
  *                 copy: 18 bytes per parameter
