@@ -4,11 +4,13 @@
 # on small shapes: the built-in model at two contexts, a tiny Gemma 2
 # (alallo model init --family gemma2) and a tiny Llama 3 given a 4096-token
 # context. Each row fills the context with one example, so the attention
-# score blocks are as large as they get. The trainer runs THREADS OpenMP
-# threads (default 2) and the planner is told the same.
+# score blocks are as large as they get. The trainer runs THREADS threads
+# (the attempt's "threads", default 2) and the planner is told the same.
 #   bench/plan/rss.sh [BUILD_DIR] [THREADS]
 # Prints one JSON object; "planned" is the planner's total, "planned_work"
 # the same without its fixed 256 MiB process allowance and 5% margin.
+# Exits 1 when a row is outside the tolerance: the planned total must be
+# above the peak, and the planned working set within 32 MiB + 10% of it.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -39,7 +41,8 @@ PY
   cat > "$work/$1.json" <<JSON
 {"model_dir":"$2","train_file":"$work/$1.jsonl","train_file_name":"t.jsonl",
  "checkpoint_dir":"$work/ck-$1","out_dir":"$work/out-$1","batch_size":1,
- "learning_rate":0.001,"seed":1,"max_steps":2,"seq_len":$3,"keep_checkpoints":1}
+ "learning_rate":0.001,"seed":1,"max_steps":2,"seq_len":$3,"keep_checkpoints":1,
+ "threads":$threads}
 JSON
   OMP_NUM_THREADS=$threads /usr/bin/time -f "%M" -o "$work/$1.rss" \
     "$build/alallo" train --config "$work/$1.json" > "$work/$1.events" 2>"$work/$1.err" ||
@@ -72,4 +75,11 @@ import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print(json.dumps({"machine": f"{os.cpu_count()} CPUs, load {open('/proc/loadavg').read().split()[0]}",
                   "rows": rows}, indent=1))
+bad = [r["case"] for r in rows
+       if r["planned_mib"] < r["measured_peak_rss_mib"]
+       or abs(r["measured_peak_rss_mib"] - r["planned_work_mib"])
+          > 32 + 0.1 * r["measured_peak_rss_mib"]]
+if bad:
+    print("outside the tolerance: " + ", ".join(bad), file=sys.stderr)
+    sys.exit(1)
 PY
