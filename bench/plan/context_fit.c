@@ -54,7 +54,7 @@ int main(int argc, char **argv)
     } methods[] = {{"16-bit LoRA", PLAN_16BIT, PLAN_LORA},
                    {"4-bit LoRA", PLAN_4BIT, PLAN_LORA},
                    {"16-bit full", PLAN_16BIT, PLAN_FULL}};
-    printf("{\"worker_gib\": %g, \"results\": [\n", gib);
+    printf("{\"worker_gib\": %g, \"threads\": %d, \"results\": [\n", gib, PLAN_ASSUMED_THREADS);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
             for (int batch = 1; batch <= 4; batch += 3) {

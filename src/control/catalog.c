@@ -59,6 +59,14 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
         !json_is_false(json_object_get(cfg, "tie_word_embeddings")))
         m->tied = true;
     int head_dim = int_field(cfg, "head_dim", m->heads > 0 ? m->hidden / m->heads : 0);
+    m->head_dim = head_dim;
+    if (type && strcmp(type, "gemma2") == 0) {
+        m->post_norms = true;
+        json_t *ac = json_object_get(cfg, "attn_logit_softcapping");
+        json_t *fc = json_object_get(cfg, "final_logit_softcapping");
+        m->attn_softcap = json_is_number(ac) && json_number_value(ac) > 0;
+        m->final_softcap = json_is_number(fc) && json_number_value(fc) > 0;
+    }
     json_decref(cfg);
     if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->kv_heads <= 0 ||
         m->intermediate <= 0 || m->vocab <= 0 || head_dim <= 0) {

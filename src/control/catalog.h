@@ -22,6 +22,10 @@ struct catalog_model {
     int64_t bytes;  /* size of its *.safetensors files */
     int hidden, layers, heads, kv_heads, intermediate, vocab, max_positions;
     bool tied;
+    int head_dim;       /* heads * head_dim may differ from hidden (Gemma)   */
+    bool post_norms;    /* Gemma 2's norms after attention and MLP           */
+    bool attn_softcap;  /* Gemma 2's soft-capped attention logits            */
+    bool final_softcap; /* Gemma 2's soft-capped final logits                */
     int64_t created_ms; /* the folder's modification time */
 };
 

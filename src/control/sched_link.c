@@ -276,7 +276,11 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
                                      .heads = m->heads,
                                      .kv_heads = m->kv_heads,
                                      .vocab = m->vocab,
-                                     .tied = m->tied};
+                                     .tied = m->tied,
+                                     .head_dim = m->head_dim,
+                                     .post_norms = m->post_norms,
+                                     .attn_softcap = m->attn_softcap,
+                                     .final_softcap = m->final_softcap};
     if (!planner_precision_parse(j->precision, &out->precision))
         out->precision = PLAN_16BIT;
     if (!planner_adapter_parse(j->adapter, &out->adapter))

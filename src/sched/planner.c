@@ -11,6 +11,11 @@
 #define NF4_BITS_PER_WEIGHT 4.127 /* 4 bits + 8-bit scale per 64 + fp32 per 256 scales */
 #define ACT_BYTES 4.0             /* the trainer keeps activations in fp32 */
 #define DEFAULT_LORA_RANK 16
+/* The trainer's own sizes (src/train/model_pass.c): logits are computed a
+ * block of rows of at most this many floats at a time, and the 4-bit
+ * dequantisation buffer is at least this many floats. */
+#define HEAD_MAX_FLOATS (16.0 * MIB)
+#define DEQ_MIN_FLOATS (2.0 * MIB)
 
 static const char *const precision_names[PLAN_PRECISION_COUNT] = {"16-bit", "4-bit"};
 static const char *const adapter_names[PLAN_ADAPTER_COUNT] = {"lora", "full"};
@@ -69,17 +74,23 @@ static enum alallo_err invalid(char *why, size_t cap, const char *reason)
     return ERR_INVALID;
 }
 
+/* Width of the query (and attention output) projections. */
+static double q_dim(const struct plan_model *m)
+{
+    return m->head_dim > 0 ? (double)m->heads * m->head_dim : (double)m->hidden;
+}
+
 /* Width of the key/value projections. */
 static double kv_dim(const struct plan_model *m)
 {
-    return (double)m->hidden * m->kv_heads / m->heads;
+    return q_dim(m) * m->kv_heads / m->heads;
 }
 
 /* Parameters of the attention projections of one layer. */
 static double attn_params(const struct plan_model *m)
 {
     double h = m->hidden;
-    return 2.0 * h * h + 2.0 * h * kv_dim(m);
+    return 2.0 * h * q_dim(m) + 2.0 * h * kv_dim(m);
 }
 
 /* Embedding, output head (unless tied) and the norms. */
@@ -105,6 +116,8 @@ enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *ou
         return invalid(why, whycap, "model vocabulary out of range");
     if (m->heads < 1 || m->heads > m->hidden)
         return invalid(why, whycap, "model attention heads out of range");
+    if (m->head_dim < 0 || m->head_dim > PLAN_MAX_HIDDEN)
+        return invalid(why, whycap, "model head dimension out of range");
     if (m->kv_heads == 0)
         m->kv_heads = m->heads;
     if (m->kv_heads < 1 || m->kv_heads > m->heads)
@@ -146,6 +159,10 @@ enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *ou
         return invalid(why, whycap, "batch size out of range");
     if (j.seq_len < 1 || j.seq_len > PLAN_MAX_SEQ)
         return invalid(why, whycap, "sequence length out of range");
+    if (j.threads == 0)
+        j.threads = PLAN_ASSUMED_THREADS;
+    if (j.threads < 1 || j.threads > PLAN_MAX_THREADS)
+        return invalid(why, whycap, "thread count out of range");
     *out = j;
     return ERR_OK;
 }
@@ -156,17 +173,17 @@ static double lora_params(const struct plan_job *job)
     if (job->adapter != PLAN_LORA)
         return 0;
     const struct plan_model *m = &job->model;
-    double h = m->hidden, kv = kv_dim(m), im = m->intermediate, r = job->lora_rank;
+    double h = m->hidden, q = q_dim(m), kv = kv_dim(m), im = m->intermediate, r = job->lora_rank;
     unsigned t = job->lora_targets;
     double per_layer = 0;
     if (t & PLAN_T_Q)
-        per_layer += r * (h + h);
+        per_layer += r * (h + q);
     if (t & PLAN_T_K)
         per_layer += r * (h + kv);
     if (t & PLAN_T_V)
         per_layer += r * (h + kv);
     if (t & PLAN_T_O)
-        per_layer += r * (h + h);
+        per_layer += r * (q + h);
     if (t & PLAN_T_GATE)
         per_layer += r * (h + im);
     if (t & PLAN_T_UP)
@@ -198,8 +215,10 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
         return e;
     const struct plan_model *m = &j.model;
     double n = (double)m->params;
-    double h = m->hidden, kv = kv_dim(m), im = m->intermediate;
+    double h = m->hidden, q = q_dim(m), kv = kv_dim(m), im = m->intermediate;
     double tokens = (double)j.batch * j.seq_len;
+    /* the largest projection: the trainer dequantises into a buffer of it */
+    double largest = fmax(DEQ_MIN_FLOATS, fmax(h * fmax(q, kv), h * im));
 
     double base, trainable;
     if (j.adapter == PLAN_FULL) {
@@ -208,17 +227,24 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
     } else {
         if (j.precision == PLAN_4BIT) {
             double linear = n - outside_block_params(m);
-            double largest = fmax(h * h, h * im);
-            base = linear * NF4_BITS_PER_WEIGHT / 8.0 + 2.0 * outside_block_params(m) +
-                   4.0 * largest;
+            base = linear * NF4_BITS_PER_WEIGHT / 8.0 + 2.0 * outside_block_params(m);
         } else {
             base = 2.0 * n;
         }
         trainable = 16.0 * lora_params(&j);
     }
-    double per_token_layer = 6.0 * h + 2.0 * kv + 4.0 * im + (double)m->heads * j.seq_len;
-    double activations = ACT_BYTES * tokens * per_token_layer * (m->layers + 1);
-    double logits = 2.0 * 4.0 * tokens * m->vocab;
+    /* What model_acts_create (src/train/model_pass.c) allocates. */
+    double r = j.adapter == PLAN_LORA ? j.lora_rank : 0;
+    double kept = 2.0 * h + 2.0 + 2.0 * q + 2.0 * kv + m->heads + 2.0 * im + 7.0 * r;
+    if (m->post_norms)
+        kept += 2.0 * h + 2.0;
+    double scratch = 7.0 * h + 1.0 + 2.0 * q + 2.0 * kv + 4.0 * im + fmax(r, 1.0);
+    double scores = (m->attn_softcap ? 3.0 : 2.0) * (double)j.seq_len * j.seq_len * j.threads;
+    double activations =
+        ACT_BYTES * (tokens * (kept * m->layers + scratch) + largest + scores);
+    double rows = fmin(tokens, fmax(16.0, floor(HEAD_MAX_FLOATS / (double)m->vocab)));
+    double logits =
+        ACT_BYTES * rows * ((m->final_softcap ? 2.0 : 1.0) * m->vocab + 2.0 * h);
     double sum = base + trainable + activations + logits + PROCESS_OVERHEAD_BYTES;
     double total = sum * (1.0 + MARGIN);
 

@@ -7,15 +7,21 @@
  *   frozen base   16-bit: 2 bytes per parameter (bf16)
  *                 4-bit:  NF4 linear weights of the blocks at 4.127 bits
  *                         (one absmax per 64, double-quantised scales),
- *                         embeddings, head and norms in bf16, plus one
- *                         fp32 buffer of the largest matrix to dequantise into
+ *                         embeddings, head and norms in bf16
  *   LoRA          fp32 adapter + gradient + AdamW m and v: 16 bytes each
  *   full (16-bit) fp32 master + gradient + AdamW m and v + a bf16 working
  *                 copy: 18 bytes per parameter
- *   activations   fp32 tensors kept for backward, per token and layer:
- *                 6h + 2kv + 4i + heads*T elements, plus one layer's worth
- *                 of gradients in flight
- *   logits        B*T*V fp32 logits and their gradient
+ *   activations   what the trainer allocates (model_acts_create in
+ *                 src/train/model_pass.c), fp32, per token and layer
+ *                 2h + 2 + 2qd + 2kd + heads + 2i + 7r (+ 2h + 2 with
+ *                 Gemma 2's post norms), qd = heads*head_dim,
+ *                 kd = kv_heads*head_dim; one layer's scratch per token
+ *                 7h + 1 + 2qd + 2kd + 4i + r; a dequantisation buffer of
+ *                 the largest projection (at least 8 MiB); and the
+ *                 attention score blocks each training thread holds while
+ *                 it runs: 2 T*T floats (3 with soft-capped attention)
+ *   logits        a block of rows of logits at a time (64 MiB of fp32,
+ *                 twice with final soft-capping) and two h-wide rows
  *   overhead      256 MiB for the process, then 5% on top of everything
  * The trainer reports its measured peak after the first steps; a job that
  * needs more than its worker offers is moved (resched.h).
@@ -67,6 +73,10 @@ struct plan_model {
     int kv_heads;     /* 0 = heads                                          */
     int vocab;
     bool tied;        /* embeddings shared with the output head             */
+    int head_dim;     /* 0 = hidden / heads; Gemma's may be wider           */
+    bool post_norms;  /* Gemma 2: norms after attention and MLP too         */
+    bool attn_softcap; /* Gemma 2: attention logits soft-capped             */
+    bool final_softcap; /* Gemma 2: final logits soft-capped                */
 };
 
 struct plan_job {
@@ -77,7 +87,14 @@ struct plan_job {
     unsigned lora_targets;  /* LoRA only; 0 = PLAN_T_ALL                    */
     int batch;
     int seq_len;
+    int threads;            /* training threads (the worker's cpus); 0 =
+                               PLAN_ASSUMED_THREADS                          */
 };
+
+/* Threads assumed when the worker is not known yet: the attention score
+ * blocks (T*T floats each) are held per thread. */
+#define PLAN_ASSUMED_THREADS 16
+#define PLAN_MAX_THREADS 4096
 
 /* Where the bytes go; total is what a worker must offer. */
 struct plan_memory {

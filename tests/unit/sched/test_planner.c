@@ -111,10 +111,17 @@ static void memory_of_the_parts(void **state)
     assert_int_equal(planner_memory(&j, &lora, NULL, 0), ERR_OK);
     assert_int_equal(lora.base, 2 * 123551232LL);
     assert_int_equal(lora.trainable, 16 * 2801664LL);
-    /* logits and their gradient in fp32: 2 * 4 * B*T*V */
-    assert_int_equal(lora.logits, 8LL * 4 * 64 * 50257);
-    /* fp32 activations, (layers + 1) * B*T * (6h + 2kv + 4i + heads*T) */
-    assert_int_equal(lora.activations, 4LL * 256 * (6 * 768 + 2 * 768 + 4 * 2048 + 12 * 64) * 13);
+    /* a block of logit rows (all 256 tokens: under 16 Mi floats) and two
+     * h-wide rows, fp32 */
+    assert_int_equal(lora.logits, 4LL * 256 * (50257 + 2 * 768));
+    /* fp32, as model_acts_create allocates: kept per token and layer
+     * 2h + 2 + 2qd + 2kd + heads + 2i + 7r, scratch per token
+     * 7h + 1 + 2qd + 2kd + 4i + r, the 2 Mi-float dequantisation buffer and
+     * 2 T*T score blocks per thread (16 assumed) */
+    const long long kept = 2 * 768 + 2 + 2 * 768 + 2 * 768 + 12 + 2 * 2048 + 7 * 16;
+    const long long scratch = 7 * 768 + 1 + 2 * 768 + 2 * 768 + 4 * 2048 + 16;
+    assert_int_equal(lora.activations,
+                     4LL * (256 * (kept * 12 + scratch) + 2097152 + 2LL * 64 * 64 * 16));
     assert_true(lora.total > lora.base + lora.trainable + lora.activations + lora.logits);
 
     struct plan_job f = job_124m(PLAN_16BIT, PLAN_FULL);
@@ -139,7 +146,105 @@ static void memory_of_the_parts(void **state)
     struct plan_memory more;
     j.batch = 8;
     planner_memory(&j, &more, NULL, 0);
-    assert_true(more.activations == 2 * lora.activations);
+    assert_true(more.activations - lora.activations == 4LL * 256 * (kept * 12 + scratch));
+}
+
+/* A tiny Gemma 2 shape (alallo model init --family gemma2): heads *
+ * head_dim = 128, twice hidden; post norms; both soft-caps. */
+static struct plan_job job_gemma2(void)
+{
+    struct plan_job j = {
+        .model = {.layers = 2, .hidden = 64, .intermediate = 172, .heads = 4, .kv_heads = 2,
+                  .head_dim = 32, .vocab = 4096, .tied = true, .post_norms = true,
+                  .attn_softcap = true, .final_softcap = true},
+        .precision = PLAN_16BIT,
+        .adapter = PLAN_LORA,
+        .batch = 1,
+        .seq_len = 512,
+        .threads = 2,
+    };
+    return j;
+}
+
+static void memory_follows_wide_heads(void **state)
+{
+    (void)state;
+    struct plan_job g = job_gemma2();
+    g.model.post_norms = g.model.attn_softcap = g.model.final_softcap = false;
+    struct plan_job narrow = g;
+    narrow.model.head_dim = 0; /* hidden / heads = 16 */
+    struct plan_job n;
+    struct plan_memory wide, thin;
+    assert_int_equal(planner_normalize(&g, &n, NULL, 0), ERR_OK);
+    /* parameters: q and o are (64 x 128), k and v (64 x 64) per layer */
+    assert_int_equal(n.model.params,
+                     4096LL * 64 + 2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 172) + 5 * 64);
+    /* LoRA r=16 on q (64 -> 128), k, v (64 -> 64), o (128 -> 64), MLP */
+    assert_int_equal(planner_lora_params(&n),
+                     2 * 16 * ((64 + 128) * 2 + (64 + 64) * 2 + (64 + 172) * 3));
+    assert_int_equal(planner_memory(&g, &wide, NULL, 0), ERR_OK);
+    assert_int_equal(planner_memory(&narrow, &thin, NULL, 0), ERR_OK);
+    /* qd = 128, kd = 64 against 64 and 32: 2 dq + 2 dkv more floats per
+     * token in each layer's kept arrays and in the scratch */
+    assert_int_equal(wide.activations - thin.activations, 4LL * 512 * 3 * (2 * 64 + 2 * 32));
+    const long long kept = 2 * 64 + 2 + 2 * 128 + 2 * 64 + 4 + 2 * 172 + 7 * 16;
+    const long long scratch = 7 * 64 + 1 + 2 * 128 + 2 * 64 + 4 * 172 + 16;
+    assert_int_equal(wide.activations,
+                     4LL * (512 * (kept * 2 + scratch) + 2097152 + 2LL * 512 * 512 * 2));
+}
+
+static void memory_counts_gemma2_extras(void **state)
+{
+    (void)state;
+    struct plan_job g = job_gemma2(), plain = g;
+    plain.model.post_norms = plain.model.attn_softcap = plain.model.final_softcap = false;
+    struct plan_memory m, p;
+    assert_int_equal(planner_memory(&g, &m, NULL, 0), ERR_OK);
+    assert_int_equal(planner_memory(&plain, &p, NULL, 0), ERR_OK);
+    /* post norms: two more (L, N, h) arrays and two (L, N) rstd; the
+     * capped attention: a third T*T block per thread */
+    assert_int_equal(m.activations - p.activations,
+                     4LL * (512 * 2 * (2 * 64 + 2) + 512LL * 512 * 2));
+    /* the capped final logits: a second block of logit rows */
+    assert_int_equal(m.logits - p.logits, 4LL * 512 * 4096);
+    /* what bench/plan/rss.sh measures on this model at T=512, 2 threads */
+    assert_int_equal(m.activations, 22349824);
+    assert_int_equal(m.logits, 17039360);
+}
+
+static void memory_at_long_context(void **state)
+{
+    (void)state;
+    /* Llama 3.2 1B's shape at 32k tokens: scores are not kept, so the kept
+     * arrays grow with T; only the per-thread score blocks grow with T*T. */
+    struct plan_job j = {
+        .model = {.layers = 16, .hidden = 2048, .intermediate = 8192, .heads = 32,
+                  .kv_heads = 8, .vocab = 128256, .tied = true},
+        .precision = PLAN_4BIT,
+        .adapter = PLAN_LORA,
+        .batch = 1,
+        .seq_len = 32768,
+        .threads = 8,
+    };
+    struct plan_memory m8, m16, half;
+    assert_int_equal(planner_memory(&j, &m8, NULL, 0), ERR_OK);
+    j.threads = 16;
+    assert_int_equal(planner_memory(&j, &m16, NULL, 0), ERR_OK);
+    /* eight more threads, eight more pairs of 32k x 32k fp32 blocks */
+    assert_int_equal(m16.activations - m8.activations, 8LL * 2 * 32768 * 32768 * 4);
+    /* a sixteenth of keeping every score (heads x T per token and layer:
+     * 2 TiB), with 16 threads */
+    assert_true((double)m16.activations < 32.0 * 32768 * 32768 * 16 * 4 / 10);
+    /* without the score blocks, linear in T */
+    j.seq_len = 16384;
+    assert_int_equal(planner_memory(&j, &half, NULL, 0), ERR_OK);
+    long long lin16 = m16.activations - 16LL * 2 * 32768 * 32768 * 4;
+    long long linh = half.activations - 16LL * 2 * 16384 * 16384 * 4;
+    long long fixed = 4LL * 2048 * 8192; /* the dequantisation buffer */
+    assert_int_equal(lin16 - fixed, 2 * (linh - fixed));
+    /* the thread count is checked */
+    j.threads = -1;
+    assert_int_equal(planner_memory(&j, &half, NULL, 0), ERR_INVALID);
 }
 
 static struct sched_worker worker(const char *name, int64_t mem, enum worker_state s)
@@ -241,6 +346,9 @@ int main(void)
         cmocka_unit_test(refuses_bad_input),
         cmocka_unit_test(lora_params_and_flops),
         cmocka_unit_test(memory_of_the_parts),
+        cmocka_unit_test(memory_follows_wide_heads),
+        cmocka_unit_test(memory_counts_gemma2_extras),
+        cmocka_unit_test(memory_at_long_context),
         cmocka_unit_test(feasibility_and_messages),
         cmocka_unit_test(names_parse_back),
         cmocka_unit_test(pace_and_price),

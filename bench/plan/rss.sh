@@ -1,0 +1,85 @@
+#!/bin/sh
+# bench/plan/rss.sh - the planner's memory need against the peak RSS of the
+# real trainer (alallo train --config, 16-bit LoRA rank 16, a few steps),
+# on small shapes: the built-in model at two contexts, a tiny Gemma 2
+# (alallo model init --family gemma2) and a tiny Llama 3 given a 4096-token
+# context. Each row fills the context with one example, so the attention
+# score blocks are as large as they get. The trainer runs THREADS threads
+# (the attempt's "threads", default 2) and the planner is told the same.
+#   bench/plan/rss.sh [BUILD_DIR] [THREADS]
+# Prints one JSON object; "planned" is the planner's total, "planned_work"
+# the same without its fixed 256 MiB process allowance and 5% margin.
+# Exits 1 when a row is outside the tolerance: the planned total must be
+# above the peak, and the planned working set within 32 MiB + 10% of it.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+threads=${2:-2}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -std=c11 -O2 -I"$root/src" "$root/bench/plan/plan_need.c" \
+   "$build/libalallo_sched.a" "$build/libalallo_core.a" \
+   $(pkg-config --libs jansson libsodium) -lm -o "$work/plan_need"
+tok="$root/models/alallo-base/tokenizer.json"
+"$build/alallo" model init --family gemma2 --tokenizer "$tok" --out "$work/gemma2" >/dev/null
+"$build/alallo" model init --family llama3 --tokenizer "$tok" --out "$work/llama3" >/dev/null
+# the tiny Llama 3 with a longer context (its llama3 RoPE scaling allows it)
+python3 - "$work/llama3/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = 4096
+json.dump(c, open(sys.argv[1], "w"))
+PY
+run() { # NAME MODEL_DIR SEQ
+  python3 - "$work/$1.jsonl" "$3" <<'PY'
+import json, sys
+# " tick" is two tokens of alallo-base's tokenizer: each example fills a row
+n = int(sys.argv[2]) // 2 - 8
+with open(sys.argv[1], "w") as f:
+    for i in range(4):
+        f.write(json.dumps({"prompt": "count:", "completion": " tick" * n}) + "\n")
+PY
+  cat > "$work/$1.json" <<JSON
+{"model_dir":"$2","train_file":"$work/$1.jsonl","train_file_name":"t.jsonl",
+ "checkpoint_dir":"$work/ck-$1","out_dir":"$work/out-$1","batch_size":1,
+ "learning_rate":0.001,"seed":1,"max_steps":2,"seq_len":$3,"keep_checkpoints":1,
+ "threads":$threads}
+JSON
+  OMP_NUM_THREADS=$threads /usr/bin/time -f "%M" -o "$work/$1.rss" \
+    "$build/alallo" train --config "$work/$1.json" > "$work/$1.events" 2>"$work/$1.err" ||
+    { cat "$work/$1.err" >&2; exit 1; }
+  python3 - "$2/config.json" "$3" "$threads" "$work/plan_need" "$work/$1.rss" "$1" <<'PY' >> "$work/rows"
+import json, subprocess, sys
+c = json.load(open(sys.argv[1])); seq, thr = sys.argv[2], sys.argv[3]
+g2 = c["model_type"] == "gemma2"
+args = [c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"],
+        c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
+        c.get("head_dim", 0), c["vocab_size"], int(bool(c.get("tie_word_embeddings"))), int(g2),
+        int(g2 and (c.get("attn_logit_softcapping") or 0) > 0),
+        int(g2 and (c.get("final_logit_softcapping") or 0) > 0), 1, seq, thr, 16]
+p = json.loads(subprocess.check_output([sys.argv[4]] + [str(a) for a in args]))
+rss = int(open(sys.argv[5]).read().split()[-1]) * 1024
+mib = lambda b: round(b / 2**20, 1)
+work = p["total"] / 1.05 - 256 * 2**20
+print(json.dumps({"case": sys.argv[6], "seq_len": int(seq), "threads": int(thr),
+                  "measured_peak_rss_mib": mib(rss), "planned_mib": mib(p["total"]),
+                  "planned_work_mib": mib(work), "planned_activations_mib": mib(p["activations"]),
+                  "planned_logits_mib": mib(p["logits"])}))
+PY
+}
+run base-256 "$root/models/alallo-base" 256
+run base-64 "$root/models/alallo-base" 64
+run gemma2-512 "$work/gemma2" 512
+run llama3-4096 "$work/llama3" 4096
+python3 - "$work/rows" <<'PY'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(json.dumps({"machine": f"{os.cpu_count()} CPUs, load {open('/proc/loadavg').read().split()[0]}",
+                  "rows": rows}, indent=1))
+bad = [r["case"] for r in rows
+       if r["planned_mib"] < r["measured_peak_rss_mib"]
+       or abs(r["measured_peak_rss_mib"] - r["planned_work_mib"])
+          > 32 + 0.1 * r["measured_peak_rss_mib"]]
+if bad:
+    print("outside the tolerance: " + ", ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY

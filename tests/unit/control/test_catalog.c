@@ -1,0 +1,93 @@
+/* test_catalog.c - catalog_read_dir: the shape the planner gets from a
+ * model folder's config.json, with Gemma's head_dim and Gemma 2's extras. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "control/catalog.h"
+
+/* A model folder in a fresh temporary directory: config.json as given,
+ * a one-byte safetensors file and an empty tokenizer.json. */
+static void make_model(char *dir, size_t cap, const char *config)
+{
+    snprintf(dir, cap, "/tmp/alallo-catalog-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    const char *names[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    const char *texts[] = {config, "x", "{}"};
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(texts[i], f);
+        fclose(f);
+    }
+}
+
+static void remove_model(const char *dir)
+{
+    const char *names[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static void reads_gemma2_shape(void **state)
+{
+    (void)state;
+    char dir[64], err[256];
+    make_model(dir, sizeof dir,
+               "{\"model_type\":\"gemma2\",\"hidden_size\":64,\"intermediate_size\":172,"
+               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+               "\"head_dim\":32,\"vocab_size\":4096,\"attn_logit_softcapping\":50.0,"
+               "\"final_logit_softcapping\":null}");
+    struct catalog_model m;
+    memset(&m, 0, sizeof m);
+    assert_int_equal(catalog_read_dir(dir, &m, err, sizeof err), 0);
+    assert_int_equal(m.head_dim, 32);
+    assert_true(m.tied);
+    assert_true(m.post_norms);
+    assert_true(m.attn_softcap);
+    assert_false(m.final_softcap); /* null: not capped */
+    /* q, o: 64 x 128; k, v: 64 x 64 */
+    assert_int_equal(m.params,
+                     4096LL * 64 + 2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 172 + 2 * 64) + 64);
+    remove_model(dir);
+}
+
+static void reads_llama_shape(void **state)
+{
+    (void)state;
+    char dir[64], err[256];
+    make_model(dir, sizeof dir,
+               "{\"model_type\":\"llama\",\"hidden_size\":192,\"intermediate_size\":512,"
+               "\"num_hidden_layers\":4,\"num_attention_heads\":6,\"num_key_value_heads\":3,"
+               "\"vocab_size\":4096,\"attn_logit_softcapping\":50.0}");
+    struct catalog_model m;
+    memset(&m, 0, sizeof m);
+    assert_int_equal(catalog_read_dir(dir, &m, err, sizeof err), 0);
+    assert_int_equal(m.head_dim, 32); /* hidden / heads */
+    assert_false(m.post_norms);
+    assert_false(m.attn_softcap); /* only Gemma 2 caps */
+    assert_false(m.final_softcap);
+    remove_model(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reads_gemma2_shape),
+        cmocka_unit_test(reads_llama_shape),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
