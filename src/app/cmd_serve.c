@@ -39,6 +39,7 @@
 #include "control/control.h"
 #include "control/engine.h"
 #include "control/leadership.h"
+#include "control/webhook_delivery.h"
 #include "control/setup.h"
 #include "store/leader_lock.h"
 #include "control/workers.h"
@@ -576,6 +577,9 @@ int cmd_serve(int argc, char **argv)
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     pthread_create(&w.thread, NULL, watch, &w);
+    struct webhook_sender *sender = webhook_sender_start(&ctl);
+    if (!sender)
+        log_line("warn", "webhooks: the sender did not start; deliveries wait in the outbox");
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -595,6 +599,7 @@ int cmd_serve(int argc, char **argv)
         if (lw[i].started)
             pthread_join(lw[i].thread, NULL);
     http_server_stop(http);
+    webhook_sender_stop(sender);
     leadership_close(&ctl);
     ratelimit_free(srv.ratelimit);
     control_close(&ctl);

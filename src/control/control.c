@@ -10,6 +10,7 @@
 #include "control/fleet.h"
 #include "control/lifecycle.h"
 #include "control/sched_link.h"
+#include "control/webhook_events.h"
 #include "core/worker_state.h"
 
 void control_config_defaults(struct control_config *cfg)
@@ -28,6 +29,7 @@ void control_config_defaults(struct control_config *cfg)
 int control_open(struct control *ctl, struct store *store, char *err, size_t errcap)
 {
     ctl->store = store;
+    store_set_job_hook(store, webhook_events_hook, NULL);
     ctl->catalog = catalog_new(ctl->cfg.models_dir);
     ctl->sched = sched_link_new();
     if (!ctl->catalog || !ctl->sched) {

@@ -20,6 +20,8 @@ struct store {
     const struct store_ops *ops;
     struct store_impl *impl;
     struct account_cache accounts; /* found by key hash: one query less per request */
+    store_job_hook_fn hook;
+    void *hook_ctx;
 };
 
 _Thread_local char store_error_text[256];
@@ -245,9 +247,36 @@ enum alallo_err store_claim_candidates(struct store *s, int64_t mem_bytes, struc
     return s->ops->claim_candidates(s->impl, mem_bytes, out, cap, n);
 }
 
+void store_set_job_hook(struct store *s, store_job_hook_fn fn, void *ctx)
+{
+    s->hook = fn;
+    s->hook_ctx = ctx;
+}
+
+/* The caller's callback, then the hook, as one callback. */
+struct hooked {
+    struct store *s;
+    store_job_fn fn;
+    void *ctx;
+};
+
+static enum alallo_err hooked_cb(struct store_job *job, struct store_attempt *att,
+                                 struct store_writes *w, void *ctx)
+{
+    struct hooked *h = ctx;
+    enum job_status before = job->status;
+    enum alallo_err e = h->fn(job, att, w, h->ctx);
+    if (!e)
+        e = h->s->hook(before, job, w, h->s->hook_ctx);
+    return e;
+}
+
 enum alallo_err store_job_update(struct store *s, const char *id, const char *attempt_id, store_job_fn fn, void *ctx)
 {
-    return s->ops->job_update(s->impl, id, attempt_id, fn, ctx);
+    if (!s->hook)
+        return s->ops->job_update(s->impl, id, attempt_id, fn, ctx);
+    struct hooked h = {s, fn, ctx};
+    return s->ops->job_update(s->impl, id, attempt_id, hooked_cb, &h);
 }
 
 enum alallo_err store_attempt_get(struct store *s, const char *id, struct store_attempt *out)
@@ -328,4 +357,39 @@ enum alallo_err store_ledger_list(struct store *s, const char *account, int64_t 
 enum alallo_err store_calibration_list(struct store *s, int cap, struct store_calibration *out, int *n)
 {
     return s->ops->calibration_list(s->impl, cap, out, n);
+}
+
+enum alallo_err store_webhook_insert(struct store *s, const struct store_webhook *w)
+{
+    return s->ops->webhook_insert(s->impl, w);
+}
+
+enum alallo_err store_webhook_list(struct store *s, const char *account, struct store_webhook *out, int cap, int *n)
+{
+    return s->ops->webhook_list(s->impl, account, out, cap, n);
+}
+
+enum alallo_err store_webhook_get(struct store *s, const char *account, const char *id, struct store_webhook *out)
+{
+    return s->ops->webhook_get(s->impl, account, id, out);
+}
+
+enum alallo_err store_webhook_delete(struct store *s, const char *account, const char *id)
+{
+    return s->ops->webhook_delete(s->impl, account, id);
+}
+
+enum alallo_err store_delivery_list(struct store *s, const char *webhook, struct store_delivery *out, int cap, int *n)
+{
+    return s->ops->delivery_list(s->impl, webhook, out, cap, n);
+}
+
+enum alallo_err store_delivery_due(struct store *s, int64_t now_ms, struct store_delivery *out, int cap, int *n)
+{
+    return s->ops->delivery_due(s->impl, now_ms, out, cap, n);
+}
+
+enum alallo_err store_delivery_record(struct store *s, const struct store_delivery *d)
+{
+    return s->ops->delivery_record(s->impl, d);
 }

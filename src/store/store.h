@@ -490,6 +490,106 @@ enum alallo_err store_calibration_list(struct store *s, int cap,
                                        struct store_calibration *out /* OUT [cap] */,
                                        int *n /* OUT */);
 
+/* ---- webhooks --------------------------------------------------------- */
+
+#define STORE_URL_MAX 1024
+#define STORE_WEBHOOK_EVENTS_MAX 256
+#define STORE_EVENT_TYPE_MAX 48
+#define STORE_ANSWER_MAX 256
+
+/* An endpoint an account registered (POST /v1/webhooks). */
+struct store_webhook {
+    char id[IDS_MAX];
+    char account[IDS_MAX];
+    char url[STORE_URL_MAX];
+    /* event types it wants, comma-separated ("a,b"); "" for every type */
+    char events[STORE_WEBHOOK_EVENTS_MAX];
+    char secret[64]; /* "whsec_…" (core/webhook_sign.h) */
+    int64_t created_ms;
+};
+
+/* States of a delivery. */
+enum store_delivery_state { STORE_DELIVERY_PENDING = 0, STORE_DELIVERY_DONE = 1, STORE_DELIVERY_GAVE_UP = 2 };
+
+/* One event to send to one webhook: a row of the outbox. */
+struct store_delivery {
+    int64_t seq; /* outbox order; set by the store */
+    char event_id[IDS_MAX]; /* "evt_…", the body's id and the webhook-id header */
+    char webhook[IDS_MAX];
+    char account[IDS_MAX];
+    char job[IDS_MAX];
+    char type[STORE_EVENT_TYPE_MAX];
+    char body[STORE_JSON_SMALL]; /* the event object, as sent */
+    int attempts;
+    int64_t next_ms;  /* when to try next (pending) */
+    int last_status;  /* HTTP status of the latest try; 0: none or no answer */
+    char last_answer[STORE_ANSWER_MAX]; /* its answer's start, or why none came */
+    enum store_delivery_state state;
+    int64_t created_ms, delivered_ms; /* delivered_ms: 0 until delivered */
+};
+
+/* An event a job update raises, to be put in the outbox of every webhook
+ * of the job's account that wants its type (store_writes_webhook_event). */
+struct store_webhook_event {
+    char event_id[IDS_MAX];
+    char type[STORE_EVENT_TYPE_MAX];
+    char body[STORE_JSON_SMALL];
+    int64_t created_ms;
+};
+
+/* Queues an event of the job being updated: in the update's transaction,
+ * a delivery row is inserted for each webhook of the job's account whose
+ * events filter is "" or names ev->type. */
+enum alallo_err store_writes_webhook_event(struct store_writes *w,
+                                           const struct store_webhook_event *ev);
+
+/* Called by store_job_update() after each run of its callback, in the same
+ * transaction, with the status the job had before and the job and writes
+ * as the callback left them: where the control layer queues the webhook
+ * events a change raises. Non-zero rolls the update back. */
+typedef enum alallo_err (*store_job_hook_fn)(enum job_status before,
+                                             const struct store_job *job,
+                                             struct store_writes *w, void *ctx);
+
+/* Sets the hook (NULL: none). Call before the store is shared. */
+void store_set_job_hook(struct store *s, store_job_hook_fn fn, void *ctx);
+
+/* The checkpoints the current update has queued so far (for the hook). */
+int store_writes_checkpoint_count(const struct store_writes *w);
+const struct store_checkpoint *store_writes_checkpoint_at(const struct store_writes *w, int i);
+
+/* Inserts w (its id, account, url, events, secret and created_ms set). */
+enum alallo_err store_webhook_insert(struct store *s, const struct store_webhook *w);
+
+/* Webhooks of `account`, oldest first, at most cap. */
+enum alallo_err store_webhook_list(struct store *s, const char *account,
+                                   struct store_webhook *out /* OUT [cap] */, int cap,
+                                   int *n /* OUT */);
+
+/* The webhook `id`; with `account` non-NULL only if it belongs to it. */
+enum alallo_err store_webhook_get(struct store *s, const char *account, const char *id,
+                                  struct store_webhook *out /* OUT */);
+
+/* Deletes the webhook `id` of `account` and its deliveries (those not yet
+ * sent are dropped). ERR_NOT_FOUND when absent or another's. */
+enum alallo_err store_webhook_delete(struct store *s, const char *account, const char *id);
+
+/* Deliveries of webhook `webhook`, newest first, at most cap. */
+enum alallo_err store_delivery_list(struct store *s, const char *webhook,
+                                    struct store_delivery *out /* OUT [cap] */, int cap,
+                                    int *n /* OUT */);
+
+/* Pending deliveries due by now_ms that are each the oldest pending one of
+ * their (webhook, job): sending only these keeps a job's events in order
+ * at each endpoint. Oldest first, at most cap. */
+enum alallo_err store_delivery_due(struct store *s, int64_t now_ms,
+                                   struct store_delivery *out /* OUT [cap] */, int cap,
+                                   int *n /* OUT */);
+
+/* Records a try of delivery `seq`: its attempts, last_status,
+ * last_answer, state, next_ms and delivered_ms as d holds them. */
+enum alallo_err store_delivery_record(struct store *s, const struct store_delivery *d);
+
 /* The last one-line reason of a failed store call on this thread. */
 const char *store_last_error(void);
 

@@ -53,6 +53,13 @@ struct store_ops {
     enum alallo_err (*worker_change_state)(struct store_impl *s, const char *name, const char *from, const char *to, int64_t silent_before_ms);
     enum alallo_err (*ledger_list)(struct store_impl *s, const char *account, int64_t before_seq, int limit, struct store_ledger_row *out, int *n, bool *has_more);
     enum alallo_err (*calibration_list)(struct store_impl *s, int cap, struct store_calibration *out, int *n);
+    enum alallo_err (*webhook_insert)(struct store_impl *s, const struct store_webhook *w);
+    enum alallo_err (*webhook_list)(struct store_impl *s, const char *account, struct store_webhook *out, int cap, int *n);
+    enum alallo_err (*webhook_get)(struct store_impl *s, const char *account, const char *id, struct store_webhook *out);
+    enum alallo_err (*webhook_delete)(struct store_impl *s, const char *account, const char *id);
+    enum alallo_err (*delivery_list)(struct store_impl *s, const char *webhook, struct store_delivery *out, int cap, int *n);
+    enum alallo_err (*delivery_due)(struct store_impl *s, int64_t now_ms, struct store_delivery *out, int cap, int *n);
+    enum alallo_err (*delivery_record)(struct store_impl *s, const struct store_delivery *d);
 };
 
 /* The SQLite file that "sqlite:PATH" or a plain PATH names (PATH/alallo.db

@@ -33,5 +33,9 @@
     " tokens, examples, max_steps, steps_done, n_epochs, batch_size, plan, est_high_s"
 #define EVENT_COLS "job, seq, created, level, type, message, data"
 #define CHECKPOINT_COLS "job, step, path, train_loss, created, metrics"
+#define WH_COLS "id, account, url, events, secret, created"
+#define DLV_COLS                                                                                   \
+    "seq, event_id, webhook, account, job, type, body, attempts, next_try, last_status, "        \
+    "last_answer, state, created, delivered"
 
 #endif

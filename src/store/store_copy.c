@@ -24,6 +24,7 @@
 static const char *const tables[STORE_COPY_TABLES] = {
     "accounts", "files",       "jobs",    "attempts", "events",
     "log_lines", "checkpoints", "workers", "ledger",   "calibration",
+    "webhooks",  "deliveries",
 };
 
 const char *store_copy_table_name(int i)
@@ -290,7 +291,8 @@ enum alallo_err store_copy(const char *from, const char *to,
         if (copy_table(db, pg, tables[i], &rows[i], err, errcap))
             goto out;
     /* New rows continue after the copied numbers. */
-    static const char *const seqs[] = {"files", "jobs", "ledger", "calibration"};
+    static const char *const seqs[] = {"files", "jobs", "ledger", "calibration",
+                                         "webhooks", "deliveries"};
     for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
         char sql[256];
         snprintf(sql, sizeof sql,

@@ -133,6 +133,19 @@ static const char *const migrations[] = {
     "ALTER TABLE files ADD COLUMN format TEXT NOT NULL DEFAULT '';",
     /* 11: as SQLite's 11, a checkpoint's validation metrics */
     "ALTER TABLE checkpoints ADD COLUMN metrics TEXT NOT NULL DEFAULT '';",
+    /* 12: as SQLite's 12, webhooks and the outbox of their deliveries */
+    "CREATE TABLE webhooks(seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " id TEXT NOT NULL UNIQUE, account TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,"
+    " secret TEXT NOT NULL, created BIGINT NOT NULL);"
+    "CREATE INDEX webhooks_account ON webhooks(account, seq);"
+    "CREATE TABLE deliveries(seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " event_id TEXT NOT NULL, webhook TEXT NOT NULL, account TEXT NOT NULL, job TEXT NOT NULL,"
+    " type TEXT NOT NULL, body TEXT NOT NULL, attempts BIGINT NOT NULL DEFAULT 0,"
+    " next_try BIGINT NOT NULL, last_status BIGINT NOT NULL DEFAULT 0,"
+    " last_answer TEXT NOT NULL DEFAULT '', state BIGINT NOT NULL DEFAULT 0,"
+    " created BIGINT NOT NULL, delivered BIGINT NOT NULL DEFAULT 0, UNIQUE(webhook, event_id));"
+    "CREATE INDEX deliveries_webhook ON deliveries(webhook, seq);"
+    "CREATE INDEX deliveries_pending ON deliveries(webhook, job, seq) WHERE state = 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -213,6 +226,15 @@ enum sql_id {
     S_LED_LIST,
     S_CAL_INSERT,
     S_CAL_LIST,
+    S_WH_INSERT,
+    S_WH_LIST,
+    S_WH_GET,
+    S_WH_GET_ACC,
+    S_WH_DELETE,
+    S_DLV_ENQUEUE,
+    S_DLV_LIST,
+    S_DLV_DUE,
+    S_DLV_RECORD,
     S_COUNT
 };
 
@@ -321,6 +343,25 @@ static const char *const sql_text[S_COUNT] = {
                      " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT $1) AS newest ORDER BY seq",
+    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES($1,$2,$3,$4,$5,$6)",
+    [S_WH_LIST] = "SELECT " WH_COLS " FROM webhooks WHERE account = $1 ORDER BY seq LIMIT $2",
+    [S_WH_GET] = "SELECT " WH_COLS " FROM webhooks WHERE id = $1",
+    [S_WH_GET_ACC] = "SELECT " WH_COLS " FROM webhooks WHERE id = $1 AND account = $2",
+    [S_WH_DELETE] = "WITH gone AS (DELETE FROM webhooks WHERE id = $1 AND account = $2"
+                    " RETURNING id), dlv AS (DELETE FROM deliveries WHERE webhook IN"
+                    " (SELECT id FROM gone)) SELECT id FROM gone",
+    [S_DLV_ENQUEUE] = "INSERT INTO deliveries(event_id, webhook, account, job, type, body,"
+                      " next_try, created) SELECT $1, id, account, $2, $3, $4, $5, $5"
+                      " FROM webhooks WHERE account = $6 AND (events = '' OR"
+                      " position(',' || $3 || ',' IN ',' || events || ',') > 0) ORDER BY seq",
+    [S_DLV_LIST] = "SELECT " DLV_COLS " FROM deliveries WHERE webhook = $1"
+                   " ORDER BY seq DESC LIMIT $2",
+    [S_DLV_DUE] = "SELECT " DLV_COLS " FROM deliveries d WHERE state = 0 AND next_try <= $1"
+                  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.state = 0"
+                  " AND p.webhook = d.webhook AND p.job = d.job AND p.seq < d.seq)"
+                  " ORDER BY seq LIMIT $2",
+    [S_DLV_RECORD] = "UPDATE deliveries SET attempts = $1, last_status = $2, last_answer = $3,"
+                     " state = $4, next_try = $5, delivered = $6 WHERE seq = $7",
 };
 
 /* Set on every new or reset session. */
@@ -1713,6 +1754,17 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
         P_STR(&p, k->model);
         e = run_done(c, S_CAL_INSERT, &p, "write calibration");
     }
+    for (int i = 0; !e && i < w->n_webhook_events; i++) {
+        const struct store_webhook_event *v = &w->webhook_events[i];
+        struct params p = {0};
+        P_STR(&p, v->event_id);
+        p_text(&p, job->id);
+        P_STR(&p, v->type);
+        P_STR(&p, v->body);
+        p_i64(&p, v->created_ms);
+        p_text(&p, job->account);
+        e = run_done(c, S_DLV_ENQUEUE, &p, "enqueue webhook deliveries");
+    }
     return e;
 }
 
@@ -2094,6 +2146,141 @@ static enum alallo_err pg_calibration_list(struct store_impl *s, int cap,
     return ERR_OK;
 }
 
+/* ---- webhooks --------------------------------------------------------- */
+
+static void read_webhook(const PGresult *r, int row, struct store_webhook *w)
+{
+    col_str(r, row, 0, w->id, sizeof w->id);
+    col_str(r, row, 1, w->account, sizeof w->account);
+    col_str(r, row, 2, w->url, sizeof w->url);
+    col_str(r, row, 3, w->events, sizeof w->events);
+    col_str(r, row, 4, w->secret, sizeof w->secret);
+    w->created_ms = col_i64(r, row, 5);
+}
+
+static void read_delivery(const PGresult *r, int row, struct store_delivery *d)
+{
+    d->seq = col_i64(r, row, 0);
+    col_str(r, row, 1, d->event_id, sizeof d->event_id);
+    col_str(r, row, 2, d->webhook, sizeof d->webhook);
+    col_str(r, row, 3, d->account, sizeof d->account);
+    col_str(r, row, 4, d->job, sizeof d->job);
+    col_str(r, row, 5, d->type, sizeof d->type);
+    col_str(r, row, 6, d->body, sizeof d->body);
+    d->attempts = (int)col_i64(r, row, 7);
+    d->next_ms = col_i64(r, row, 8);
+    d->last_status = (int)col_i64(r, row, 9);
+    col_str(r, row, 10, d->last_answer, sizeof d->last_answer);
+    d->state = (enum store_delivery_state)col_i64(r, row, 11);
+    d->created_ms = col_i64(r, row, 12);
+    d->delivered_ms = col_i64(r, row, 13);
+}
+
+static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct store_webhook *w)
+{
+    struct params p = {0};
+    P_STR(&p, w->id);
+    P_STR(&p, w->account);
+    P_STR(&p, w->url);
+    P_STR(&p, w->events);
+    P_STR(&p, w->secret);
+    p_i64(&p, w->created_ms);
+    return write_one(s, S_WH_INSERT, &p, NULL, "write webhook");
+}
+
+static enum alallo_err pg_webhook_list(struct store_impl *s, const char *account,
+                                       struct store_webhook *out, int cap, int *n)
+{
+    *n = 0;
+    struct params p = {0};
+    p_text(&p, account);
+    p_i64(&p, cap);
+    PGresult *r;
+    enum alallo_err e = read_rows(s, S_WH_LIST, &p, &r, "list webhooks");
+    if (e)
+        return e;
+    for (int i = 0; i < PQntuples(r) && *n < cap; i++)
+        read_webhook(r, i, &out[(*n)++]);
+    PQclear(r);
+    return ERR_OK;
+}
+
+static enum alallo_err pg_webhook_get(struct store_impl *s, const char *account, const char *id,
+                                      struct store_webhook *out)
+{
+    struct params p = {0};
+    p_text(&p, id);
+    if (account)
+        p_text(&p, account);
+    PGresult *r;
+    enum alallo_err e = read_rows(s, account ? S_WH_GET_ACC : S_WH_GET, &p, &r, "read webhook");
+    if (e)
+        return e;
+    if (PQntuples(r) == 0)
+        e = ERR_NOT_FOUND;
+    else
+        read_webhook(r, 0, out);
+    PQclear(r);
+    return e;
+}
+
+static enum alallo_err pg_webhook_delete(struct store_impl *s, const char *account, const char *id)
+{
+    struct params p = {0};
+    p_text(&p, id);
+    p_text(&p, account);
+    long changed = 0;
+    enum alallo_err e = write_one(s, S_WH_DELETE, &p, &changed, "delete webhook");
+    return !e && changed == 0 ? ERR_NOT_FOUND : e;
+}
+
+static enum alallo_err deliveries(struct store_impl *s, enum sql_id id, const struct params *p,
+                                  struct store_delivery *out, int cap, int *n)
+{
+    *n = 0;
+    PGresult *r;
+    enum alallo_err e = read_rows(s, id, p, &r, "list deliveries");
+    if (e)
+        return e;
+    for (int i = 0; i < PQntuples(r) && *n < cap; i++)
+        read_delivery(r, i, &out[(*n)++]);
+    PQclear(r);
+    return ERR_OK;
+}
+
+static enum alallo_err pg_delivery_list(struct store_impl *s, const char *webhook,
+                                        struct store_delivery *out, int cap, int *n)
+{
+    struct params p = {0};
+    p_text(&p, webhook);
+    p_i64(&p, cap);
+    return deliveries(s, S_DLV_LIST, &p, out, cap, n);
+}
+
+static enum alallo_err pg_delivery_due(struct store_impl *s, int64_t now,
+                                       struct store_delivery *out, int cap, int *n)
+{
+    struct params p = {0};
+    p_i64(&p, now);
+    p_i64(&p, cap);
+    return deliveries(s, S_DLV_DUE, &p, out, cap, n);
+}
+
+static enum alallo_err pg_delivery_record(struct store_impl *s, const struct store_delivery *d)
+{
+    struct params p = {0};
+    p_i64(&p, d->attempts);
+    p_i64(&p, d->last_status);
+    P_STR(&p, d->last_answer);
+    p_i64(&p, (int64_t)d->state);
+    p_i64(&p, d->next_ms);
+    p_i64(&p, d->delivered_ms);
+    p_i64(&p, d->seq);
+    long changed = 0;
+    enum alallo_err e = write_one(s, S_DLV_RECORD, &p, &changed, "record delivery");
+    return !e && changed == 0 ? ERR_NOT_FOUND : e;
+}
+
 const struct store_ops store_pg_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -2131,4 +2318,11 @@ const struct store_ops store_pg_ops = {
     .worker_change_state = pg_worker_change_state,
     .ledger_list = pg_ledger_list,
     .calibration_list = pg_calibration_list,
+    .webhook_insert = pg_webhook_insert,
+    .webhook_list = pg_webhook_list,
+    .webhook_get = pg_webhook_get,
+    .webhook_delete = pg_webhook_delete,
+    .delivery_list = pg_delivery_list,
+    .delivery_due = pg_delivery_due,
+    .delivery_record = pg_delivery_record,
 };

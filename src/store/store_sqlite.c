@@ -174,6 +174,21 @@ static const char *const migrations[] = {
     /* 11: a checkpoint's validation metrics,
      * a JSON object ('' for none) */
     "ALTER TABLE checkpoints ADD COLUMN metrics TEXT NOT NULL DEFAULT '';",
+    /* 12: webhooks an account registered, and the outbox of their
+     * deliveries (state 0 pending, 1 delivered, 2 given up); the partial
+     * index finds each (webhook, job)'s oldest pending one */
+    "CREATE TABLE webhooks(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+    " account TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL, secret TEXT NOT NULL,"
+    " created INTEGER NOT NULL);"
+    "CREATE INDEX webhooks_account ON webhooks(account, seq);"
+    "CREATE TABLE deliveries(seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL,"
+    " webhook TEXT NOT NULL, account TEXT NOT NULL, job TEXT NOT NULL, type TEXT NOT NULL,"
+    " body TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_try INTEGER NOT NULL,"
+    " last_status INTEGER NOT NULL DEFAULT 0, last_answer TEXT NOT NULL DEFAULT '',"
+    " state INTEGER NOT NULL DEFAULT 0, created INTEGER NOT NULL,"
+    " delivered INTEGER NOT NULL DEFAULT 0, UNIQUE(webhook, event_id));"
+    "CREATE INDEX deliveries_webhook ON deliveries(webhook, seq);"
+    "CREATE INDEX deliveries_pending ON deliveries(webhook, job, seq) WHERE state = 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -236,6 +251,16 @@ enum sql_id {
     S_LED_LIST,
     S_CAL_INSERT,
     S_CAL_LIST,
+    S_WH_INSERT,
+    S_WH_LIST,
+    S_WH_GET,
+    S_WH_GET_ACC,
+    S_WH_DELETE,
+    S_WH_DELETE_DLV,
+    S_DLV_ENQUEUE,
+    S_DLV_LIST,
+    S_DLV_DUE,
+    S_DLV_RECORD,
     S_COUNT
 };
 
@@ -318,6 +343,23 @@ static const char *const sql_text[S_COUNT] = {
                    " LIMIT ?) ORDER BY seq",
     [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
                    " ORDER BY seq DESC LIMIT ?",
+    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES(?,?,?,?,?,?)",
+    [S_WH_LIST] = "SELECT " WH_COLS " FROM webhooks WHERE account = ? ORDER BY seq LIMIT ?",
+    [S_WH_GET] = "SELECT " WH_COLS " FROM webhooks WHERE id = ?",
+    [S_WH_GET_ACC] = "SELECT " WH_COLS " FROM webhooks WHERE id = ? AND account = ?",
+    [S_WH_DELETE] = "DELETE FROM webhooks WHERE id = ? AND account = ?",
+    [S_WH_DELETE_DLV] = "DELETE FROM deliveries WHERE webhook = ?",
+    [S_DLV_ENQUEUE] = "INSERT INTO deliveries(event_id, webhook, account, job, type, body, next_try,"
+                      " created) SELECT ?1, id, account, ?2, ?3, ?4, ?5, ?5 FROM webhooks"
+                      " WHERE account = ?6 AND (events = '' OR"
+                      " instr(',' || events || ',', ',' || ?3 || ',') > 0) ORDER BY seq",
+    [S_DLV_LIST] = "SELECT " DLV_COLS " FROM deliveries WHERE webhook = ? ORDER BY seq DESC LIMIT ?",
+    [S_DLV_DUE] = "SELECT " DLV_COLS " FROM deliveries d WHERE state = 0 AND next_try <= ?1"
+                  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.state = 0"
+                  " AND p.webhook = d.webhook AND p.job = d.job AND p.seq < d.seq)"
+                  " ORDER BY seq LIMIT ?2",
+    [S_DLV_RECORD] = "UPDATE deliveries SET attempts = ?, last_status = ?, last_answer = ?,"
+                     " state = ?, next_try = ?, delivered = ? WHERE seq = ?",
 };
 
 struct conn {
@@ -1477,6 +1519,19 @@ static enum alallo_err write_queued(struct conn *c, struct store_job *job,
         rc |= BIND_STR(st, 11, k->model);
         e = step_done(c, st, rc, "write calibration");
     }
+    for (int i = 0; !e && i < w->n_webhook_events; i++) {
+        const struct store_webhook_event *v = &w->webhook_events[i];
+        sqlite3_stmt *st = stmt(c, S_DLV_ENQUEUE);
+        if (!st)
+            return ERR_IO;
+        int rc = BIND_STR(st, 1, v->event_id);
+        rc |= sqlite3_bind_text(st, 2, job->id, -1, SQLITE_STATIC);
+        rc |= BIND_STR(st, 3, v->type);
+        rc |= BIND_STR(st, 4, v->body);
+        rc |= sqlite3_bind_int64(st, 5, v->created_ms);
+        rc |= sqlite3_bind_text(st, 6, job->account, -1, SQLITE_STATIC);
+        e = step_done(c, st, rc, "enqueue webhook deliveries");
+    }
     return e;
 }
 
@@ -1864,6 +1919,191 @@ static enum alallo_err sq_calibration_list(struct store_impl *s, int cap, struct
     return e;
 }
 
+/* ---- webhooks --------------------------------------------------------- */
+
+static void read_webhook(sqlite3_stmt *st, struct store_webhook *w)
+{
+    col_str(st, 0, w->id, sizeof w->id);
+    col_str(st, 1, w->account, sizeof w->account);
+    col_str(st, 2, w->url, sizeof w->url);
+    col_str(st, 3, w->events, sizeof w->events);
+    col_str(st, 4, w->secret, sizeof w->secret);
+    w->created_ms = sqlite3_column_int64(st, 5);
+}
+
+static void read_delivery(sqlite3_stmt *st, struct store_delivery *d)
+{
+    d->seq = sqlite3_column_int64(st, 0);
+    col_str(st, 1, d->event_id, sizeof d->event_id);
+    col_str(st, 2, d->webhook, sizeof d->webhook);
+    col_str(st, 3, d->account, sizeof d->account);
+    col_str(st, 4, d->job, sizeof d->job);
+    col_str(st, 5, d->type, sizeof d->type);
+    col_str(st, 6, d->body, sizeof d->body);
+    d->attempts = sqlite3_column_int(st, 7);
+    d->next_ms = sqlite3_column_int64(st, 8);
+    d->last_status = sqlite3_column_int(st, 9);
+    col_str(st, 10, d->last_answer, sizeof d->last_answer);
+    d->state = (enum store_delivery_state)sqlite3_column_int(st, 11);
+    d->created_ms = sqlite3_column_int64(st, 12);
+    d->delivered_ms = sqlite3_column_int64(st, 13);
+}
+
+static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct store_webhook *w)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_WH_INSERT);
+    if (st) {
+        int rc = BIND_STR(st, 1, w->id);
+        rc |= BIND_STR(st, 2, w->account);
+        rc |= BIND_STR(st, 3, w->url);
+        rc |= BIND_STR(st, 4, w->events);
+        rc |= BIND_STR(st, 5, w->secret);
+        rc |= sqlite3_bind_int64(st, 6, w->created_ms);
+        e = step_done(c, st, rc, "write webhook");
+    }
+    WRITE_END(s);
+    return e;
+}
+
+/* Reads up to cap rows of a bound statement with `read`. */
+static enum alallo_err read_rows(sqlite3_stmt *st, int rc, void *out, size_t size, int cap,
+                                 int *n, void (*read)(sqlite3_stmt *, void *))
+{
+    *n = 0;
+    if (rc != SQLITE_OK) {
+        sqlite3_reset(st);
+        return ERR_INVALID;
+    }
+    while (*n < cap && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        read(st, (char *)out + (size_t)(*n)++ * size);
+    sqlite3_reset(st);
+    return (rc == SQLITE_DONE || rc == SQLITE_ROW) ? ERR_OK : from_sqlite(rc);
+}
+
+static void read_webhook_any(sqlite3_stmt *st, void *p) { read_webhook(st, p); }
+static void read_delivery_any(sqlite3_stmt *st, void *p) { read_delivery(st, p); }
+
+static enum alallo_err sq_webhook_list(struct store_impl *s, const char *account,
+                                       struct store_webhook *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_WH_LIST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        e = read_rows(st, rc, out, sizeof *out, cap, n, read_webhook_any);
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err sq_webhook_get(struct store_impl *s, const char *account, const char *id,
+                                      struct store_webhook *out)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, account ? S_WH_GET_ACC : S_WH_GET);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        if (account)
+            rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read webhook");
+        if (!e) {
+            read_webhook(st, out);
+            sqlite3_reset(st);
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err sq_webhook_delete(struct store_impl *s, const char *account, const char *id)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = exec_stmt(c, S_BEGIN);
+    if (e)
+        goto out;
+    sqlite3_stmt *st = stmt(c, S_WH_DELETE);
+    e = ERR_IO;
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, account, -1, SQLITE_STATIC);
+        e = step_done(c, st, rc, "delete webhook");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_NOT_FOUND;
+    }
+    if (!e) {
+        st = stmt(c, S_WH_DELETE_DLV);
+        e = st ? step_done(c, st, sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC),
+                           "delete deliveries")
+               : ERR_IO;
+    }
+    if (!e)
+        e = exec_stmt(c, S_COMMIT);
+    if (e)
+        exec_stmt(c, S_ROLLBACK);
+out:
+    WRITE_END(s);
+    return e;
+}
+
+static enum alallo_err sq_delivery_list(struct store_impl *s, const char *webhook,
+                                        struct store_delivery *out, int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_DLV_LIST);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, webhook, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        e = read_rows(st, rc, out, sizeof *out, cap, n, read_delivery_any);
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err sq_delivery_due(struct store_impl *s, int64_t now, struct store_delivery *out,
+                                       int cap, int *n)
+{
+    *n = 0;
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_DLV_DUE);
+    if (st) {
+        int rc = sqlite3_bind_int64(st, 1, now);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        e = read_rows(st, rc, out, sizeof *out, cap, n, read_delivery_any);
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err sq_delivery_record(struct store_impl *s, const struct store_delivery *d)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_DLV_RECORD);
+    if (st) {
+        int rc = sqlite3_bind_int(st, 1, d->attempts);
+        rc |= sqlite3_bind_int(st, 2, d->last_status);
+        rc |= BIND_STR(st, 3, d->last_answer);
+        rc |= sqlite3_bind_int(st, 4, (int)d->state);
+        rc |= sqlite3_bind_int64(st, 5, d->next_ms);
+        rc |= sqlite3_bind_int64(st, 6, d->delivered_ms);
+        rc |= sqlite3_bind_int64(st, 7, d->seq);
+        e = step_done(c, st, rc, "record delivery");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_NOT_FOUND;
+    }
+    WRITE_END(s);
+    return e;
+}
+
 const struct store_ops store_sqlite_ops = {
     .name = "sqlite",
     .close = sq_close,
@@ -1901,4 +2141,11 @@ const struct store_ops store_sqlite_ops = {
     .worker_change_state = sq_worker_change_state,
     .ledger_list = sq_ledger_list,
     .calibration_list = sq_calibration_list,
+    .webhook_insert = sq_webhook_insert,
+    .webhook_list = sq_webhook_list,
+    .webhook_get = sq_webhook_get,
+    .webhook_delete = sq_webhook_delete,
+    .delivery_list = sq_delivery_list,
+    .delivery_due = sq_delivery_due,
+    .delivery_record = sq_delivery_record,
 };

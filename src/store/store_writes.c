@@ -106,10 +106,22 @@ enum alallo_err store_writes_attempt(struct store_writes *w, const struct store_
     return ERR_OK;
 }
 
+enum alallo_err store_writes_webhook_event(struct store_writes *w,
+                                           const struct store_webhook_event *ev)
+{
+    struct store_webhook_event *d =
+        slot((void **)&w->webhook_events, &w->n_webhook_events, sizeof *d);
+    if (!d)
+        return ERR_TOO_LARGE;
+    *d = *ev;
+    return ERR_OK;
+}
+
 void store_writes_reset(struct store_writes *w)
 {
     w->n_logs = w->n_events = w->n_checkpoints = w->n_ledger = w->n_attempts = 0;
     w->n_calibration = 0;
+    w->n_webhook_events = 0;
 }
 
 void store_writes_free(struct store_writes *w)
@@ -122,5 +134,13 @@ void store_writes_free(struct store_writes *w)
     free(w->ledger);
     free(w->calibration);
     free(w->attempts);
+    free(w->webhook_events);
     memset(w, 0, sizeof *w);
+}
+
+int store_writes_checkpoint_count(const struct store_writes *w) { return w->n_checkpoints; }
+
+const struct store_checkpoint *store_writes_checkpoint_at(const struct store_writes *w, int i)
+{
+    return i >= 0 && i < w->n_checkpoints ? &w->checkpoints[i] : NULL;
 }

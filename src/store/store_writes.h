@@ -23,6 +23,8 @@ struct store_writes {
     int n_attempts;
     struct store_calibration *calibration;
     int n_calibration;
+    struct store_webhook_event *webhook_events;
+    int n_webhook_events;
 };
 
 /* Empties w, keeping any memory it holds. */

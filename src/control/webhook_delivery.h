@@ -1,0 +1,47 @@
+/* webhook_delivery.h - the sender of the webhook outbox (the deliveries
+ * table): a thread that, while this process leads (control_leads), POSTs
+ * each due delivery, signed (core/webhook_sign.h), and records the answer.
+ *
+ * At least once: a delivery is marked done only after a 2xx answer has
+ * come back, so a crash between the answer and the record sends it again
+ * (same webhook-id: receivers deduplicate by it). In order per job and
+ * endpoint: store_delivery_due() hands out only the oldest pending
+ * delivery of each (webhook, job), so a job's next event waits until the
+ * previous one is delivered or given up.
+ *
+ * Each try has WEBHOOK_TIMEOUT_MS; a failed try (no answer, or not 2xx)
+ * is tried again after WEBHOOK_RETRY_BASE_MS, doubling each time up to
+ * WEBHOOK_RETRY_MAX_MS between tries, until WEBHOOK_GIVE_UP_MS after the
+ * event: then it is given up. Tries are sent one at a time, so an endpoint
+ * that hangs delays the others by up to the timeout per try.
+ */
+#ifndef ALALLO_CONTROL_WEBHOOK_DELIVERY_H
+#define ALALLO_CONTROL_WEBHOOK_DELIVERY_H
+
+#include <stdint.h>
+
+#include "control/control.h"
+
+#define WEBHOOK_TIMEOUT_MS 10000
+#define WEBHOOK_RETRY_BASE_MS 2000
+#define WEBHOOK_RETRY_MAX_MS (3600 * 1000)
+#define WEBHOOK_GIVE_UP_MS ((int64_t)24 * 3600 * 1000)
+
+struct webhook_sender;
+
+/* When a delivery that failed its `attempts`-th try (1..) is tried next,
+ * or -1 when it is given up (created_ms + WEBHOOK_GIVE_UP_MS has passed). */
+int64_t webhook_next_try_ms(int attempts, int64_t created_ms, int64_t now_ms);
+
+/* Tries every delivery due by now_ms once and records each. Returns how
+ * many were tried. */
+int webhook_send_due(struct control *ctl, int64_t now_ms);
+
+/* Starts the sender thread over ctl (which must outlive it). NULL when the
+ * thread could not start. */
+struct webhook_sender *webhook_sender_start(struct control *ctl);
+
+/* Stops and frees the sender (waits for a try in flight); NULL is fine. */
+void webhook_sender_stop(struct webhook_sender *ws);
+
+#endif
