@@ -26,7 +26,9 @@ int64_t webhook_next_try_ms(int attempts, int64_t created_ms, int64_t now_ms)
         wait *= 2;
     if (wait > WEBHOOK_RETRY_MAX_MS)
         wait = WEBHOOK_RETRY_MAX_MS;
-    return now_ms + wait;
+    /* the last try is at the day's end, not past it */
+    int64_t last = created_ms + WEBHOOK_GIVE_UP_MS;
+    return now_ms + wait < last ? now_ms + wait : last;
 }
 
 /* The start of an answer, kept as printable ASCII (the store keeps text;
@@ -98,10 +100,13 @@ static void post_once(const char *url, const char *secret, struct store_delivery
 
 int webhook_send_due(struct control *ctl, int64_t now_ms)
 {
-    static struct store_delivery due[DUE_BATCH]; /* the sender thread's own */
+    struct store_delivery *due = calloc(DUE_BATCH, sizeof *due);
     int n = 0;
+    if (!due)
+        return 0;
     if (store_delivery_due(ctl->store, now_ms, due, DUE_BATCH, &n) != ERR_OK) {
         log_line("warn", "webhooks: reading the outbox: %s", store_last_error());
+        free(due);
         return 0;
     }
     for (int i = 0; i < n; i++) {
@@ -129,6 +134,7 @@ int webhook_send_due(struct control *ctl, int64_t now_ms)
         if (store_delivery_record(ctl->store, d) != ERR_OK)
             log_line("warn", "webhooks: recording %s: %s", d->event_id, store_last_error());
     }
+    free(due);
     return n;
 }
 

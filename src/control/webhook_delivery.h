@@ -29,8 +29,9 @@
 
 struct webhook_sender;
 
-/* When a delivery that failed its `attempts`-th try (1..) is tried next,
- * or -1 when it is given up (created_ms + WEBHOOK_GIVE_UP_MS has passed). */
+/* When a delivery that failed its `attempts`-th try (1..) is tried next
+ * (never past created_ms + WEBHOOK_GIVE_UP_MS: the last try is then), or
+ * -1 when it is given up (that time has come). */
 int64_t webhook_next_try_ms(int attempts, int64_t created_ms, int64_t now_ms);
 
 /* Tries every delivery due by now_ms once and records each. Returns how
