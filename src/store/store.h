@@ -490,6 +490,38 @@ enum alallo_err store_calibration_list(struct store *s, int cap,
                                        struct store_calibration *out /* OUT [cap] */,
                                        int *n /* OUT */);
 
+/* ---- account settings and integration cursors (schema 13) ------------ */
+
+#define STORE_SETTING_MAX 256 /* longest setting value, NUL included */
+
+/* Sets account `account`'s setting `key` (e.g. "wandb_api_key") to
+ * `value` ("" removes it), durably. ERR_INVALID when value does not fit
+ * STORE_SETTING_MAX. Settings may be secrets: the store never logs them. */
+enum alallo_err store_account_setting_put(struct store *s, const char *account, const char *key,
+                                          const char *value);
+/* Account `account`'s setting `key` into out[cap]; ERR_NOT_FOUND when unset. */
+enum alallo_err store_account_setting_get(struct store *s, const char *account, const char *key,
+                                          char *out /* OUT [cap] */, size_t cap);
+
+/* A job's progress in forwarding its events to integration `kind`
+ * ("wandb"): every event with seq <= sent_seq has been delivered. */
+struct store_cursor {
+    char job[IDS_MAX];
+    char account[IDS_MAX];
+    int64_t sent_seq;
+    int64_t event_seq; /* the job's events so far */
+};
+/* Sets the cursor of (job, kind) to sent_seq, creating it when absent. A
+ * cursor row may exist before its job does (it is made first, so that a
+ * crash between the two loses no forwarding); pending ignores such rows. */
+enum alallo_err store_cursor_put(struct store *s, const char *job, const char *kind,
+                                 int64_t sent_seq);
+/* Cursors of `kind` whose job has events past them, oldest job first, at
+ * most cap. */
+enum alallo_err store_cursor_pending(struct store *s, const char *kind,
+                                     struct store_cursor *out /* OUT [cap] */, int cap,
+                                     int *n /* OUT */);
+
 /* The last one-line reason of a failed store call on this thread. */
 const char *store_last_error(void);
 

@@ -133,6 +133,13 @@ static const char *const migrations[] = {
     "ALTER TABLE files ADD COLUMN format TEXT NOT NULL DEFAULT '';",
     /* 11: as SQLite's 11, a checkpoint's validation metrics */
     "ALTER TABLE checkpoints ADD COLUMN metrics TEXT NOT NULL DEFAULT '';",
+    /* 12: taken by the webhooks branch; a placeholder until it merges */
+    "SELECT 1;",
+    /* 13: as SQLite's 13, account settings and integration cursors */
+    "CREATE TABLE account_settings(account TEXT NOT NULL, key TEXT NOT NULL,"
+    " value TEXT NOT NULL, PRIMARY KEY(account, key));"
+    "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
+    " sent_seq BIGINT NOT NULL, PRIMARY KEY(job, kind));",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -213,6 +220,11 @@ enum sql_id {
     S_LED_LIST,
     S_CAL_INSERT,
     S_CAL_LIST,
+    S_SET_PUT,
+    S_SET_DEL,
+    S_SET_GET,
+    S_CUR_PUT,
+    S_CUR_PENDING,
     S_COUNT
 };
 
@@ -319,6 +331,15 @@ static const char *const sql_text[S_COUNT] = {
                    " ORDER BY seq DESC LIMIT $3",
     [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ")"
                      " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
+    [S_SET_PUT] = "INSERT INTO account_settings(account, key, value) VALUES($1,$2,$3)"
+                  " ON CONFLICT(account, key) DO UPDATE SET value = excluded.value",
+    [S_SET_DEL] = "DELETE FROM account_settings WHERE account = $1 AND key = $2",
+    [S_SET_GET] = "SELECT value FROM account_settings WHERE account = $1 AND key = $2",
+    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq) VALUES($1,$2,$3)"
+                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq",
+    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq FROM integration_cursors c"
+                      " JOIN jobs j ON j.id = c.job WHERE c.kind = $1 AND j.event_seq > c.sent_seq"
+                      " ORDER BY j.seq LIMIT $2",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT $1) AS newest ORDER BY seq",
 };
@@ -2094,6 +2115,69 @@ static enum alallo_err pg_calibration_list(struct store_impl *s, int cap,
     return ERR_OK;
 }
 
+/* ---- account settings and integration cursors ------------------------ */
+
+static enum alallo_err pg_setting_put(struct store_impl *s, const char *account, const char *key,
+                                      const char *value)
+{
+    struct params p = {0};
+    p_text(&p, account);
+    p_text(&p, key);
+    if (value[0])
+        p_text(&p, value);
+    return write_one(s, value[0] ? S_SET_PUT : S_SET_DEL, &p, NULL, "write account setting");
+}
+
+static enum alallo_err pg_setting_get(struct store_impl *s, const char *account, const char *key,
+                                      char *out, size_t cap)
+{
+    struct params p = {0};
+    p_text(&p, account);
+    p_text(&p, key);
+    PGresult *r;
+    enum alallo_err e = read_rows(s, S_SET_GET, &p, &r, "read account setting");
+    if (e)
+        return e;
+    if (PQntuples(r) < 1)
+        e = ERR_NOT_FOUND;
+    else
+        col_str(r, 0, 0, out, cap);
+    PQclear(r);
+    return e;
+}
+
+static enum alallo_err pg_cursor_put(struct store_impl *s, const char *job, const char *kind,
+                                     int64_t sent_seq)
+{
+    struct params p = {0};
+    p_text(&p, job);
+    p_text(&p, kind);
+    p_i64(&p, sent_seq);
+    return write_one(s, S_CUR_PUT, &p, NULL, "write integration cursor");
+}
+
+static enum alallo_err pg_cursor_pending(struct store_impl *s, const char *kind,
+                                         struct store_cursor *out, int cap, int *n)
+{
+    struct params p = {0};
+    p_text(&p, kind);
+    p_i64(&p, cap);
+    PGresult *r;
+    enum alallo_err e = read_rows(s, S_CUR_PENDING, &p, &r, "list integration cursors");
+    if (e)
+        return e;
+    for (int row = 0; row < PQntuples(r) && *n < cap; row++) {
+        struct store_cursor *k = &out[(*n)++];
+        memset(k, 0, sizeof *k);
+        col_str(r, row, 0, k->job, sizeof k->job);
+        col_str(r, row, 1, k->account, sizeof k->account);
+        k->sent_seq = col_i64(r, row, 2);
+        k->event_seq = col_i64(r, row, 3);
+    }
+    PQclear(r);
+    return ERR_OK;
+}
+
 const struct store_ops store_pg_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -2131,4 +2215,8 @@ const struct store_ops store_pg_ops = {
     .worker_change_state = pg_worker_change_state,
     .ledger_list = pg_ledger_list,
     .calibration_list = pg_calibration_list,
+    .setting_put = pg_setting_put,
+    .setting_get = pg_setting_get,
+    .cursor_put = pg_cursor_put,
+    .cursor_pending = pg_cursor_pending,
 };
