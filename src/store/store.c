@@ -345,9 +345,9 @@ enum alallo_err store_account_setting_get(struct store *s, const char *account, 
 }
 
 enum alallo_err store_cursor_put(struct store *s, const char *job, const char *kind,
-                                 int64_t sent_seq)
+                                 int64_t sent_seq, int64_t sent_lines)
 {
-    return s->ops->cursor_put(s->impl, job, kind, sent_seq);
+    return s->ops->cursor_put(s->impl, job, kind, sent_seq, sent_lines);
 }
 
 enum alallo_err store_cursor_pending(struct store *s, const char *kind, struct store_cursor *out,

@@ -126,8 +126,9 @@ struct store_job {
      * estimate's nominal parts) and its ledger (src/control/sched_link.h). */
     char plan[STORE_JSON_SMALL];
     /* Further hyper-parameters as the API took them (api/job_request.h):
-     * a JSON object, "" for the defaults. */
-    char hyper[STORE_JSON_SMALL];
+     * a JSON object, "" for the defaults; with the job's integrations
+     * (core/integrations.h) it may pass STORE_JSON_SMALL. */
+    char hyper[STORE_JSON_MAX];
     char ledger_state[STORE_LEDGER_STATE_MAX];
 };
 
@@ -509,13 +510,14 @@ struct store_cursor {
     char job[IDS_MAX];
     char account[IDS_MAX];
     int64_t sent_seq;
-    int64_t event_seq; /* the job's events so far */
+    int64_t event_seq;  /* the job's events so far */
+    int64_t sent_lines; /* the integration's own count (W&B: history lines sent) */
 };
-/* Sets the cursor of (job, kind) to sent_seq, creating it when absent. A
+/* Sets the cursor of (job, kind) to sent_seq and sent_lines, creating it when absent. A
  * cursor row may exist before its job does (it is made first, so that a
  * crash between the two loses no forwarding); pending ignores such rows. */
 enum alallo_err store_cursor_put(struct store *s, const char *job, const char *kind,
-                                 int64_t sent_seq);
+                                 int64_t sent_seq, int64_t sent_lines);
 /* Cursors of `kind` whose job has events past them, oldest job first, at
  * most cap. */
 enum alallo_err store_cursor_pending(struct store *s, const char *kind,

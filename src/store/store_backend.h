@@ -55,7 +55,7 @@ struct store_ops {
     enum alallo_err (*calibration_list)(struct store_impl *s, int cap, struct store_calibration *out, int *n);
     enum alallo_err (*setting_put)(struct store_impl *s, const char *account, const char *key, const char *value);
     enum alallo_err (*setting_get)(struct store_impl *s, const char *account, const char *key, char *out, size_t cap);
-    enum alallo_err (*cursor_put)(struct store_impl *s, const char *job, const char *kind, int64_t sent_seq);
+    enum alallo_err (*cursor_put)(struct store_impl *s, const char *job, const char *kind, int64_t sent_seq, int64_t sent_lines);
     enum alallo_err (*cursor_pending)(struct store_impl *s, const char *kind, struct store_cursor *out, int cap, int *n);
 };
 

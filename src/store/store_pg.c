@@ -139,7 +139,7 @@ static const char *const migrations[] = {
     "CREATE TABLE account_settings(account TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY(account, key));"
     "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
-    " sent_seq BIGINT NOT NULL, PRIMARY KEY(job, kind));",
+    " sent_seq BIGINT NOT NULL, sent_lines BIGINT NOT NULL, PRIMARY KEY(job, kind));",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -335,9 +335,10 @@ static const char *const sql_text[S_COUNT] = {
                   " ON CONFLICT(account, key) DO UPDATE SET value = excluded.value",
     [S_SET_DEL] = "DELETE FROM account_settings WHERE account = $1 AND key = $2",
     [S_SET_GET] = "SELECT value FROM account_settings WHERE account = $1 AND key = $2",
-    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq) VALUES($1,$2,$3)"
-                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq",
-    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq FROM integration_cursors c"
+    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq, sent_lines) VALUES($1,$2,$3,$4)"
+                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq,"
+                  " sent_lines = excluded.sent_lines",
+    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq, c.sent_lines FROM integration_cursors c"
                       " JOIN jobs j ON j.id = c.job WHERE c.kind = $1 AND j.event_seq > c.sent_seq"
                       " ORDER BY j.seq LIMIT $2",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
@@ -2147,12 +2148,13 @@ static enum alallo_err pg_setting_get(struct store_impl *s, const char *account,
 }
 
 static enum alallo_err pg_cursor_put(struct store_impl *s, const char *job, const char *kind,
-                                     int64_t sent_seq)
+                                     int64_t sent_seq, int64_t sent_lines)
 {
     struct params p = {0};
     p_text(&p, job);
     p_text(&p, kind);
     p_i64(&p, sent_seq);
+    p_i64(&p, sent_lines);
     return write_one(s, S_CUR_PUT, &p, NULL, "write integration cursor");
 }
 
@@ -2173,6 +2175,7 @@ static enum alallo_err pg_cursor_pending(struct store_impl *s, const char *kind,
         col_str(r, row, 1, k->account, sizeof k->account);
         k->sent_seq = col_i64(r, row, 2);
         k->event_seq = col_i64(r, row, 3);
+        k->sent_lines = col_i64(r, row, 4);
     }
     PQclear(r);
     return ERR_OK;

@@ -181,7 +181,7 @@ static const char *const migrations[] = {
     "CREATE TABLE account_settings(account TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY(account, key));"
     "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
-    " sent_seq INTEGER NOT NULL, PRIMARY KEY(job, kind));",
+    " sent_seq INTEGER NOT NULL, sent_lines INTEGER NOT NULL, PRIMARY KEY(job, kind));",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -331,9 +331,10 @@ static const char *const sql_text[S_COUNT] = {
                   " ON CONFLICT(account, key) DO UPDATE SET value = excluded.value",
     [S_SET_DEL] = "DELETE FROM account_settings WHERE account = ? AND key = ?",
     [S_SET_GET] = "SELECT value FROM account_settings WHERE account = ? AND key = ?",
-    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq) VALUES(?,?,?)"
-                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq",
-    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq FROM integration_cursors c"
+    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq, sent_lines) VALUES(?,?,?,?)"
+                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq,"
+                  " sent_lines = excluded.sent_lines",
+    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq, c.sent_lines FROM integration_cursors c"
                       " JOIN jobs j ON j.id = c.job WHERE c.kind = ? AND j.event_seq > c.sent_seq"
                       " ORDER BY j.seq LIMIT ?",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
@@ -1925,7 +1926,7 @@ static enum alallo_err sq_setting_get(struct store_impl *s, const char *account,
 }
 
 static enum alallo_err sq_cursor_put(struct store_impl *s, const char *job, const char *kind,
-                                     int64_t sent_seq)
+                                     int64_t sent_seq, int64_t sent_lines)
 {
     WRITE_BEGIN(s);
     enum alallo_err e = ERR_IO;
@@ -1934,6 +1935,7 @@ static enum alallo_err sq_cursor_put(struct store_impl *s, const char *job, cons
         int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
         rc |= sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
         rc |= sqlite3_bind_int64(st, 3, sent_seq);
+        rc |= sqlite3_bind_int64(st, 4, sent_lines);
         e = step_done(c, st, rc, "write integration cursor");
     }
     WRITE_END(s);
@@ -1965,6 +1967,7 @@ static enum alallo_err sq_cursor_pending(struct store_impl *s, const char *kind,
             col_str(st, 1, k->account, sizeof k->account);
             k->sent_seq = sqlite3_column_int64(st, 2);
             k->event_seq = sqlite3_column_int64(st, 3);
+            k->sent_lines = sqlite3_column_int64(st, 4);
         }
         sqlite3_reset(st);
     }
