@@ -5,7 +5,8 @@
 // project, entity, display name, tags) and posts each step's metrics as
 // wandb-history.jsonl lines to file_stream with basic auth api:KEY; the
 // server's first file_stream call fails and the lines still all arrive, in
-// order at their offsets, with the last post marked complete.
+// order at their offsets, with the last post marked complete; after a
+// restart nothing already taken is sent again.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -18,9 +19,9 @@ const KEY = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
 // The fake server: records every call; the first file_stream call answers 500.
 function fakeWandb() {
   const calls = [];
-  const history = []; // line offset -> line
+  const history = {}; // file_stream URL -> [line offset] -> line
   let failed = false;
-  let complete = null;
+  const complete = {}; // file_stream URL -> the post marked complete
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (d) => (body += d));
@@ -43,8 +44,9 @@ function fakeWandb() {
           return;
         }
         const f = call.body.files['wandb-history.jsonl'];
-        f.content.forEach((line, i) => (history[f.offset + i] = JSON.parse(line)));
-        if (call.body.complete) complete = call.body;
+        if (!history[req.url]) history[req.url] = [];
+        f.content.forEach((line, i) => (history[req.url][f.offset + i] = JSON.parse(line)));
+        if (call.body.complete) complete[req.url] = call.body;
         res.end('{"exitcode":null,"limits":{}}');
         return;
       }
@@ -52,7 +54,7 @@ function fakeWandb() {
       res.end('{}');
     });
   });
-  return { server, calls, history, done: () => complete };
+  return { server, calls, history, done: (url) => complete[url] };
 }
 
 function sampleLines(from, n) {
@@ -121,7 +123,8 @@ describe('W&B integration', () => {
     assert.equal(done.status, 'succeeded', `${done.message}\n${s.output}`);
     assert.deepEqual(done.integrations, integrations);
 
-    await waitFor(() => fake.done(), { timeoutMs: 60000, what: 'the run to be marked complete' });
+    const streamUrl = `/files/my-team/alallo-tests/${id}/file_stream`;
+    await waitFor(() => fake.done(streamUrl), { timeoutMs: 60000, what: 'the run to be marked complete' });
     const auth = `Basic ${Buffer.from(`api:${KEY}`).toString('base64')}`;
     for (const c of fake.calls) assert.equal(c.auth, auth, c.url);
     const upsert = fake.calls.find((c) => c.url === '/graphql');
@@ -130,29 +133,47 @@ describe('W&B integration', () => {
       name: id, project: 'alallo-tests', displayName: 'tiny run', entity: 'my-team', tags: ['a', 'b'],
     });
     const streams = fake.calls.filter((c) => c.url.endsWith('/file_stream'));
-    for (const c of streams) assert.equal(c.url, `/files/my-team/alallo-tests/${id}/file_stream`);
+    for (const c of streams) assert.equal(c.url, streamUrl);
     assert.ok(streams.length >= 2, 'the failed call was retried');
     assert.match(s.output, /wandb: job \S+: HTTP 500/);
 
+    const lines = fake.history[streamUrl];
     // each metrics event with a step once, in order, at its offset, with its metrics
     const events = await s.call('GET', `/v1/fine_tuning/jobs/${id}/events?limit=100`);
     assert.equal(events.json.has_more, false);
     const metrics = events.json.data.filter((e) => e.type === 'metrics' && Number.isInteger(e.data.step)).reverse();
     // 15 steps; the full validation loss at each epoch's end (5, 10, 15)
-    assert.deepEqual(fake.history.filter((l) => 'full_valid_loss' in l).map((l) => l._step), [5, 10, 15]);
-    assert.equal(fake.history.length, metrics.length);
+    assert.deepEqual(lines.filter((l) => 'full_valid_loss' in l).map((l) => l._step), [5, 10, 15]);
+    assert.equal(lines.length, metrics.length);
     metrics.forEach((e, i) => {
-      const l = fake.history[i];
+      const l = lines[i];
       assert.equal(l._step, e.data.step);
       for (const k of Object.keys(e.data)) if (k !== 'step' && typeof e.data[k] === 'number') assert.equal(l[k], e.data[k], k);
       assert.ok(l._timestamp > 1.6e9);
     });
     assert.equal(metrics[metrics.length - 1].data.step, 15);
-    assert.equal(fake.done().exitcode, 0);
+    assert.equal(fake.done(streamUrl).exitcode, 0);
 
     // the key is nowhere else: not in the log, the job, its events
     assert.ok(!s.output.includes(KEY));
     assert.ok(!events.text.includes(KEY));
     assert.ok(!JSON.stringify(done).includes(KEY));
+
+    // a restart resends nothing the server took: a second job's run
+    // completes after it (jobs are forwarded oldest first) and the first
+    // job's run got no post meanwhile
+    const before = fake.calls.length;
+    await s.stop();
+    await s.spawn();
+    r = await s.createJob({ ...job, integrations: [{ type: 'wandb', wandb: { project: 'alallo-tests' } }] });
+    assert.equal(r.status, 200, r.text);
+    const second = `/files/default-entity/alallo-tests/${r.json.id}/file_stream`;
+    await waitFor(() => fake.done(second), { timeoutMs: 240000, what: 'the second run to be marked complete' });
+    const again = fake.calls.slice(before);
+    assert.ok(again.some((c) => c.url === second));
+    assert.deepEqual(again.filter((c) => c.url === streamUrl), []);
+    const upsert2 = again.find((c) => c.url === '/graphql');
+    assert.equal(upsert2.body.variables.displayName, r.json.id);
+    assert.equal('entity' in upsert2.body.variables, false);
   });
 });

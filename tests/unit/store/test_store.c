@@ -968,7 +968,7 @@ static void settings_and_integration_cursors(void **state)
     make_job(&j, "acct-a", 1);
     struct store_cursor c[4];
     int n = -1;
-    assert_int_equal(store_cursor_put(f->s, j.id, "wandb", 0), ERR_OK);
+    assert_int_equal(store_cursor_put(f->s, j.id, "wandb", 0, 0), ERR_OK);
     assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
     assert_int_equal(n, 0);
     struct store_event ev = {.created_ms = 1};
@@ -982,9 +982,10 @@ static void settings_and_integration_cursors(void **state)
     assert_string_equal(c[0].account, "acct-a");
     assert_int_equal(c[0].sent_seq, 0);
     assert_int_equal(c[0].event_seq, 1);
+    assert_int_equal(c[0].sent_lines, 0);
     assert_int_equal(store_cursor_pending(f->s, "other", c, 4, &n), ERR_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(store_cursor_put(f->s, j.id, "wandb", 1), ERR_OK);
+    assert_int_equal(store_cursor_put(f->s, j.id, "wandb", 1, 3), ERR_OK);
     assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
     assert_int_equal(n, 0);
 }
