@@ -175,5 +175,10 @@ describe('W&B integration', () => {
     const upsert2 = again.find((c) => c.url === '/graphql');
     assert.equal(upsert2.body.variables.displayName, r.json.id);
     assert.equal('entity' in upsert2.body.variables, false);
+
+    // a sanitized build's serve stops clean (the forwarder joins, frees)
+    await s.stop();
+    assert.doesNotMatch(s.output, /Sanitizer|runtime error/);
+    assert.ok(!s.output.includes(KEY));
   });
 });
