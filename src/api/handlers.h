@@ -8,6 +8,7 @@
  *   res_chat.c        /v1/chat/completions
  *   res_workers.c     /v1/workers, drain
  *   res_billing.c     /v1/billing/ledger
+ *   res_integrations.c /v1/organization/integrations/wandb (the W&B API key)
  *   res_webhooks.c    /v1/webhooks, their deliveries
  *   res_health.c      /healthz, /metrics
  *   res_internal.c    /internal (the worker protocol)
@@ -64,6 +65,10 @@ void workers_drain(struct api_server *, struct http_request *, struct http_respo
  * the operator or its tooling relays it): like a drain, for spot workers
  * only; the running job checkpoints and moves. */
 void workers_reclaim(struct api_server *, struct http_request *, struct http_response *);
+void integrations_wandb_set(struct api_server *, struct http_request *, struct http_response *);
+void integrations_wandb_get(struct api_server *, struct http_request *, struct http_response *);
+void integrations_wandb_delete(struct api_server *, struct http_request *,
+                               struct http_response *);
 void billing_ledger(struct api_server *, struct http_request *, struct http_response *);
 void webhooks_create(struct api_server *, struct http_request *, struct http_response *);
 void webhooks_list(struct api_server *, struct http_request *, struct http_response *);

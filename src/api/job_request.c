@@ -12,6 +12,7 @@
 #include "control/context.h"
 #include "control/jobs.h"
 #include "control/models.h"
+#include "core/integrations.h"
 #include "core/job_hyper.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -241,6 +242,33 @@ static bool resolve_model(struct api_server *srv, const char *account, const cha
     return bad(res, ERR_NOT_FOUND, "model", "%s", msg);
 }
 
+/* `integrations` (core/integrations.h), kept in the job's hyper object. A
+ * W&B integration needs the account's W&B API key to be set. */
+static bool parse_integrations(struct api_server *srv, const struct http_request *req,
+                               json_t *body, struct store_job *j, struct http_response *res)
+{
+    struct job_wandb w;
+    char param[64], msg[160];
+    if (!integrations_parse(json_object_get(body, "integrations"), &w, param, sizeof param, msg,
+                            sizeof msg))
+        return bad(res, ERR_INVALID, param, "%s", msg);
+    if (!w.on)
+        return true;
+    char key[STORE_SETTING_MAX];
+    enum alallo_err e = store_account_setting_get(srv->ctl->store, req->account.id, "wandb_api_key", key,
+                                                  sizeof key);
+    explicit_bzero(key, sizeof key);
+    if (e == ERR_NOT_FOUND)
+        return bad(res, ERR_INVALID, "integrations",
+                   "Set the account's W&B API key first (POST "
+                   "/v1/organization/integrations/wandb).");
+    if (e)
+        return bad(res, e, "integrations", "Could not read the account's settings.");
+    if (!integrations_into_hyper(&w, j->hyper, sizeof j->hyper))
+        return bad(res, ERR_INVALID, "integrations", "integrations are too large.");
+    return true;
+}
+
 bool job_request_parse(struct api_server *srv, const struct http_request *req, json_t *body,
                        struct job_draft *out, struct http_response *res)
 {
@@ -388,6 +416,8 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
     }
     if (!job_hyper_format(&more, dpo, j->hyper, sizeof j->hyper))
         return bad(res, ERR_INTERNAL, "hyperparameters", "hyperparameters are too large.");
+    if (!parse_integrations(srv, req, body, j, res))
+        return false;
     j->examples = examples;
     j->tokens =
         control_job_tokens_per_epoch(examples, out->file.text_bytes, more.max_seq_len);

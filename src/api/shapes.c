@@ -11,6 +11,7 @@
 #include "control/sched_link.h"
 #include "api/jsonw.h"
 #include "api/results_file.h"
+#include "core/integrations.h"
 #include "core/job_hyper.h"
 #include "core/text.h"
 #include "core/worker_state.h"
@@ -152,6 +153,36 @@ static void write_secs(struct jsonw *w, const char *key, int64_t ms)
         jsonw_int(w, ms / 1000);
     else
         jsonw_null(w);
+}
+
+/* The job's integrations in OpenAI's shape (an empty array for none). */
+static void write_integrations(struct jsonw *w, const struct store_job *j)
+{
+    struct job_wandb wb;
+    integrations_from_hyper(j->hyper, &wb);
+    jsonw_key(w, "integrations");
+    jsonw_open(w, '[');
+    if (wb.on) {
+        jsonw_open(w, '{');
+        jsonw_key(w, "type");
+        jsonw_str(w, "wandb");
+        jsonw_key(w, "wandb");
+        jsonw_open(w, '{');
+        jsonw_key(w, "project");
+        jsonw_str(w, wb.project);
+        jsonw_key(w, "name");
+        jsonw_str_or_null(w, wb.name);
+        jsonw_key(w, "entity");
+        jsonw_str_or_null(w, wb.entity);
+        jsonw_key(w, "tags");
+        jsonw_open(w, '[');
+        for (int i = 0; i < wb.n_tags; i++)
+            jsonw_str(w, wb.tags[i]);
+        jsonw_close(w, ']');
+        jsonw_close(w, '}');
+        jsonw_close(w, '}');
+    }
+    jsonw_close(w, ']');
 }
 
 static void write_hyper(struct jsonw *w, const struct store_job *j)
@@ -296,9 +327,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
         jsonw_int(w, now_ms / 1000 + (int64_t)ceil(high));
     else
         jsonw_null(w);
-    jsonw_key(w, "integrations");
-    jsonw_open(w, '[');
-    jsonw_close(w, ']');
+    write_integrations(w, j);
     jsonw_key(w, "metadata");
     jsonw_json(w, j->metadata);
     jsonw_key(w, "precision");

@@ -4,7 +4,7 @@
  *                [--local-worker SPEC|none]... [--worker-timeout S]
  *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
  *                [--executor slurm|process [--slurm-pool SPEC]... [--cluster-data S=N]
- *                 [--runner-url URL]] [--advertise URL]
+ *                 [--runner-url URL]] [--advertise URL] [--wandb-url URL]
  *
  * Opens the store (SQLite in DATA, or --store URL: docs/store.md; DATA keeps
  * the files either way), creating the account `default` and the key files
@@ -42,6 +42,7 @@
 #include "control/webhook_delivery.h"
 #include "control/setup.h"
 #include "store/leader_lock.h"
+#include "control/wandb_forward.h"
 #include "control/workers.h"
 #include "core/text.h"
 #include "worker/worker.h"
@@ -134,7 +135,7 @@ static void usage(void)
           "                    [--rate-limit PER_SECOND] [--header-timeout S]\n"
           "                    [--executor slurm|process] [--slurm-pool POOL]...\n"
           "                    [--cluster-data SERVER_PREFIX=NODE_PREFIX] [--runner-url URL]\n"
-          "                    [--advertise URL]\n"
+          "                    [--advertise URL] [--wandb-url URL (default " WANDB_DEFAULT_URL ")]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
@@ -185,6 +186,7 @@ struct serve_args {
     const char *cluster_data; /* SERVER_PREFIX=NODE_PREFIX */
     const char *runner_url;   /* what runners call; default the served address */
     const char *advertise;    /* where the others reach this serve; NULL: from --host, --port */
+    const char *wandb_url;    /* the W&B-compatible server (control/wandb_forward.h) */
 };
 
 static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg,
@@ -215,6 +217,11 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             a->store = val;
         } else if (strcmp(arg, "--models") == 0) {
             a->models = val;
+        } else if (strcmp(arg, "--wandb-url") == 0) {
+            /* where jobs' metrics go for their W&B integration (self-hosted W&B) */
+            if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
+                goto bad;
+            a->wandb_url = val;
         } else if (strcmp(arg, "--advertise") == 0) {
             /* The URL other serves of the same store forward writes to
              * when this one leads (docs/operations.md). */
@@ -440,7 +447,7 @@ int cmd_serve(int argc, char **argv)
 {
     static struct control ctl;    /* big; lives as long as the process */
     static struct api_server srv = {.ctl = &ctl};
-    struct serve_args a = {.host = "127.0.0.1", .data = "var"};
+    struct serve_args a = {.host = "127.0.0.1", .data = "var", .wandb_url = WANDB_DEFAULT_URL};
     api_config_defaults(&srv.cfg);
     control_config_defaults(&ctl.cfg);
     int rc = parse_args(argc, argv, &srv.cfg, &ctl.cfg, &a);
@@ -571,6 +578,10 @@ int cmd_serve(int argc, char **argv)
         control_close(&ctl);
         return 2;
     }
+    /* Forwards only while this process leads (wandb_forward.h). */
+    struct wandb_forward *wandb = NULL;
+    if (wandb_forward_start(&ctl, a.wandb_url, &wandb, err, sizeof err) != 0)
+        log_line("warn", "alallo serve: %s: W&B integrations will not be forwarded", err);
     struct watcher w = {.ctl = &ctl, .lw = lw, .n_local = n_local};
     if (leads)
         start_local_workers(&w);
@@ -600,6 +611,7 @@ int cmd_serve(int argc, char **argv)
             pthread_join(lw[i].thread, NULL);
     http_server_stop(http);
     webhook_sender_stop(sender);
+    wandb_forward_stop(wandb);
     leadership_close(&ctl);
     ratelimit_free(srv.ratelimit);
     control_close(&ctl);

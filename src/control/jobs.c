@@ -10,6 +10,7 @@
 #include "control/catalog.h"
 #include "control/checkpoint_models.h"
 #include "control/job_move.h"
+#include "core/integrations.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -178,6 +179,16 @@ enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, cha
         if (e)
             return e;
         text_printf(first.message, sizeof first.message, "Created fine-tuning job %s", j->id);
+    }
+    /* The forwarding cursor goes first: a crash before the job's insert
+     * leaves a row no job matches (store_cursor_pending ignores it), a
+     * crash after leaves a job whose metrics still reach W&B. */
+    struct job_wandb wb;
+    integrations_from_hyper(j->hyper, &wb);
+    if (wb.on && j->status == JOB_QUEUED) {
+        e = store_cursor_put(ctl->store, j->id, "wandb", 0, 0);
+        if (e)
+            return e;
     }
     e = store_job_insert(ctl->store, j, &first);
     if (e == ERR_NOT_FOUND) {

@@ -393,3 +393,32 @@ enum alallo_err store_delivery_record(struct store *s, const struct store_delive
 {
     return s->ops->delivery_record(s->impl, d);
 }
+
+enum alallo_err store_account_setting_put(struct store *s, const char *account, const char *key,
+                                          const char *value)
+{
+    if (strlen(value) >= STORE_SETTING_MAX)
+        return ERR_INVALID;
+    return s->ops->setting_put(s->impl, account, key, value);
+}
+
+enum alallo_err store_account_setting_get(struct store *s, const char *account, const char *key,
+                                          char *out, size_t cap)
+{
+    return s->ops->setting_get(s->impl, account, key, out, cap);
+}
+
+enum alallo_err store_cursor_put(struct store *s, const char *job, const char *kind,
+                                 int64_t sent_seq, int64_t sent_lines)
+{
+    return s->ops->cursor_put(s->impl, job, kind, sent_seq, sent_lines);
+}
+
+enum alallo_err store_cursor_pending(struct store *s, const char *kind, struct store_cursor *out,
+                                     int cap, int *n)
+{
+    *n = 0;
+    if (cap < 1)
+        return ERR_INVALID;
+    return s->ops->cursor_pending(s->impl, kind, out, cap, n);
+}

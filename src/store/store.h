@@ -126,8 +126,9 @@ struct store_job {
      * estimate's nominal parts) and its ledger (src/control/sched_link.h). */
     char plan[STORE_JSON_SMALL];
     /* Further hyper-parameters as the API took them (api/job_request.h):
-     * a JSON object, "" for the defaults. */
-    char hyper[STORE_JSON_SMALL];
+     * a JSON object, "" for the defaults; with the job's integrations
+     * (core/integrations.h) it may pass STORE_JSON_SMALL. */
+    char hyper[STORE_JSON_MAX];
     char ledger_state[STORE_LEDGER_STATE_MAX];
 };
 
@@ -589,6 +590,39 @@ enum alallo_err store_delivery_due(struct store *s, int64_t now_ms,
 /* Records a try of delivery `seq`: its attempts, last_status,
  * last_answer, state, next_ms and delivered_ms as d holds them. */
 enum alallo_err store_delivery_record(struct store *s, const struct store_delivery *d);
+
+/* ---- account settings and integration cursors (schema 13) ------------ */
+
+#define STORE_SETTING_MAX 256 /* longest setting value, NUL included */
+
+/* Sets account `account`'s setting `key` (e.g. "wandb_api_key") to
+ * `value` ("" removes it), durably. ERR_INVALID when value does not fit
+ * STORE_SETTING_MAX. Settings may be secrets: the store never logs them. */
+enum alallo_err store_account_setting_put(struct store *s, const char *account, const char *key,
+                                          const char *value);
+/* Account `account`'s setting `key` into out[cap]; ERR_NOT_FOUND when unset. */
+enum alallo_err store_account_setting_get(struct store *s, const char *account, const char *key,
+                                          char *out /* OUT [cap] */, size_t cap);
+
+/* A job's progress in forwarding its events to integration `kind`
+ * ("wandb"): every event with seq <= sent_seq has been delivered. */
+struct store_cursor {
+    char job[IDS_MAX];
+    char account[IDS_MAX];
+    int64_t sent_seq;
+    int64_t event_seq;  /* the job's events so far */
+    int64_t sent_lines; /* the integration's own count (W&B: history lines sent) */
+};
+/* Sets the cursor of (job, kind) to sent_seq and sent_lines, creating it when absent. A
+ * cursor row may exist before its job does (it is made first, so that a
+ * crash between the two loses no forwarding); pending ignores such rows. */
+enum alallo_err store_cursor_put(struct store *s, const char *job, const char *kind,
+                                 int64_t sent_seq, int64_t sent_lines);
+/* Cursors of `kind` whose job has events past them, oldest job first, at
+ * most cap. */
+enum alallo_err store_cursor_pending(struct store *s, const char *kind,
+                                     struct store_cursor *out /* OUT [cap] */, int cap,
+                                     int *n /* OUT */);
 
 /* The last one-line reason of a failed store call on this thread. */
 const char *store_last_error(void);

@@ -53,6 +53,10 @@ struct store_ops {
     enum alallo_err (*worker_change_state)(struct store_impl *s, const char *name, const char *from, const char *to, int64_t silent_before_ms);
     enum alallo_err (*ledger_list)(struct store_impl *s, const char *account, int64_t before_seq, int limit, struct store_ledger_row *out, int *n, bool *has_more);
     enum alallo_err (*calibration_list)(struct store_impl *s, int cap, struct store_calibration *out, int *n);
+    enum alallo_err (*setting_put)(struct store_impl *s, const char *account, const char *key, const char *value);
+    enum alallo_err (*setting_get)(struct store_impl *s, const char *account, const char *key, char *out, size_t cap);
+    enum alallo_err (*cursor_put)(struct store_impl *s, const char *job, const char *kind, int64_t sent_seq, int64_t sent_lines);
+    enum alallo_err (*cursor_pending)(struct store_impl *s, const char *kind, struct store_cursor *out, int cap, int *n);
     enum alallo_err (*webhook_insert)(struct store_impl *s, const struct store_webhook *w);
     enum alallo_err (*webhook_list)(struct store_impl *s, const char *account, struct store_webhook *out, int cap, int *n);
     enum alallo_err (*webhook_get)(struct store_impl *s, const char *account, const char *id, struct store_webhook *out);

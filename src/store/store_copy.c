@@ -24,7 +24,7 @@
 static const char *const tables[STORE_COPY_TABLES] = {
     "accounts", "files",       "jobs",    "attempts", "events",
     "log_lines", "checkpoints", "workers", "ledger",   "calibration",
-    "webhooks",  "deliveries",
+    "webhooks",  "deliveries",  "account_settings", "integration_cursors",
 };
 
 const char *store_copy_table_name(int i)

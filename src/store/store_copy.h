@@ -5,7 +5,7 @@
 
 #include "store/store.h"
 
-#define STORE_COPY_TABLES 12
+#define STORE_COPY_TABLES 14
 
 /* The name of table i (0..STORE_COPY_TABLES-1) of store_copy's counts. */
 const char *store_copy_table_name(int i);

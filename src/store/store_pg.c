@@ -146,6 +146,11 @@ static const char *const migrations[] = {
     " created BIGINT NOT NULL, delivered BIGINT NOT NULL DEFAULT 0, UNIQUE(webhook, event_id));"
     "CREATE INDEX deliveries_webhook ON deliveries(webhook, seq);"
     "CREATE INDEX deliveries_pending ON deliveries(webhook, job, seq) WHERE state = 0;",
+    /* 13: as SQLite's 13, account settings and integration cursors */
+    "CREATE TABLE account_settings(account TEXT NOT NULL, key TEXT NOT NULL,"
+    " value TEXT NOT NULL, PRIMARY KEY(account, key));"
+    "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
+    " sent_seq BIGINT NOT NULL, sent_lines BIGINT NOT NULL, PRIMARY KEY(job, kind));",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -213,6 +218,11 @@ enum sql_id {
     S_LOG_READ,
     S_LOG_READ_ALL,
     S_LOG_LAST,
+    S_SET_PUT,
+    S_SET_DEL,
+    S_SET_GET,
+    S_CUR_PUT,
+    S_CUR_PENDING,
     S_CK_PUT,
     S_CK_LIST,
     S_CK_GET,
@@ -341,6 +351,16 @@ static const char *const sql_text[S_COUNT] = {
                    " ORDER BY seq DESC LIMIT $3",
     [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ")"
                      " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)",
+    [S_SET_PUT] = "INSERT INTO account_settings(account, key, value) VALUES($1,$2,$3)"
+                  " ON CONFLICT(account, key) DO UPDATE SET value = excluded.value",
+    [S_SET_DEL] = "DELETE FROM account_settings WHERE account = $1 AND key = $2",
+    [S_SET_GET] = "SELECT value FROM account_settings WHERE account = $1 AND key = $2",
+    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq, sent_lines) VALUES($1,$2,$3,$4)"
+                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq,"
+                  " sent_lines = excluded.sent_lines",
+    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq, c.sent_lines FROM integration_cursors c"
+                      " JOIN jobs j ON j.id = c.job WHERE c.kind = $1 AND j.event_seq > c.sent_seq"
+                      " ORDER BY j.seq LIMIT $2",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT $1) AS newest ORDER BY seq",
     [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES($1,$2,$3,$4,$5,$6)",
@@ -2281,6 +2301,71 @@ static enum alallo_err pg_delivery_record(struct store_impl *s, const struct sto
     return !e && changed == 0 ? ERR_NOT_FOUND : e;
 }
 
+/* ---- account settings and integration cursors ------------------------ */
+
+static enum alallo_err pg_setting_put(struct store_impl *s, const char *account, const char *key,
+                                      const char *value)
+{
+    struct params p = {0};
+    p_text(&p, account);
+    p_text(&p, key);
+    if (value[0])
+        p_text(&p, value);
+    return write_one(s, value[0] ? S_SET_PUT : S_SET_DEL, &p, NULL, "write account setting");
+}
+
+static enum alallo_err pg_setting_get(struct store_impl *s, const char *account, const char *key,
+                                      char *out, size_t cap)
+{
+    struct params p = {0};
+    p_text(&p, account);
+    p_text(&p, key);
+    PGresult *r;
+    enum alallo_err e = read_rows(s, S_SET_GET, &p, &r, "read account setting");
+    if (e)
+        return e;
+    if (PQntuples(r) < 1)
+        e = ERR_NOT_FOUND;
+    else
+        col_str(r, 0, 0, out, cap);
+    PQclear(r);
+    return e;
+}
+
+static enum alallo_err pg_cursor_put(struct store_impl *s, const char *job, const char *kind,
+                                     int64_t sent_seq, int64_t sent_lines)
+{
+    struct params p = {0};
+    p_text(&p, job);
+    p_text(&p, kind);
+    p_i64(&p, sent_seq);
+    p_i64(&p, sent_lines);
+    return write_one(s, S_CUR_PUT, &p, NULL, "write integration cursor");
+}
+
+static enum alallo_err pg_cursor_pending(struct store_impl *s, const char *kind,
+                                         struct store_cursor *out, int cap, int *n)
+{
+    struct params p = {0};
+    p_text(&p, kind);
+    p_i64(&p, cap);
+    PGresult *r;
+    enum alallo_err e = read_rows(s, S_CUR_PENDING, &p, &r, "list integration cursors");
+    if (e)
+        return e;
+    for (int row = 0; row < PQntuples(r) && *n < cap; row++) {
+        struct store_cursor *k = &out[(*n)++];
+        memset(k, 0, sizeof *k);
+        col_str(r, row, 0, k->job, sizeof k->job);
+        col_str(r, row, 1, k->account, sizeof k->account);
+        k->sent_seq = col_i64(r, row, 2);
+        k->event_seq = col_i64(r, row, 3);
+        k->sent_lines = col_i64(r, row, 4);
+    }
+    PQclear(r);
+    return ERR_OK;
+}
+
 const struct store_ops store_pg_ops = {
     .name = "postgresql",
     .close = pg_close,
@@ -2318,6 +2403,10 @@ const struct store_ops store_pg_ops = {
     .worker_change_state = pg_worker_change_state,
     .ledger_list = pg_ledger_list,
     .calibration_list = pg_calibration_list,
+    .setting_put = pg_setting_put,
+    .setting_get = pg_setting_get,
+    .cursor_put = pg_cursor_put,
+    .cursor_pending = pg_cursor_pending,
     .webhook_insert = pg_webhook_insert,
     .webhook_list = pg_webhook_list,
     .webhook_get = pg_webhook_get,

@@ -189,6 +189,12 @@ static const char *const migrations[] = {
     " delivered INTEGER NOT NULL DEFAULT 0, UNIQUE(webhook, event_id));"
     "CREATE INDEX deliveries_webhook ON deliveries(webhook, seq);"
     "CREATE INDEX deliveries_pending ON deliveries(webhook, job, seq) WHERE state = 0;",
+    /* 13: an account's settings (the W&B API key) and each job's progress
+     * in forwarding its events to an integration (docs/integrations.md) */
+    "CREATE TABLE account_settings(account TEXT NOT NULL, key TEXT NOT NULL,"
+    " value TEXT NOT NULL, PRIMARY KEY(account, key));"
+    "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
+    " sent_seq INTEGER NOT NULL, sent_lines INTEGER NOT NULL, PRIMARY KEY(job, kind));",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -236,6 +242,11 @@ enum sql_id {
     S_EV_LIST,
     S_LOG_INSERT,
     S_LOG_READ,
+    S_SET_PUT,
+    S_SET_DEL,
+    S_SET_GET,
+    S_CUR_PUT,
+    S_CUR_PENDING,
     S_LOG_READ_ALL,
     S_LOG_LAST,
     S_CK_PUT,
@@ -339,6 +350,16 @@ static const char *const sql_text[S_COUNT] = {
     [S_LED_INSERT] = "INSERT INTO ledger(account, job, attempt, kind, amount, steps, created,"
                      " from_step, to_step, reason) VALUES(?,?,?,?,?,?,?,?,?,?)",
     [S_CAL_INSERT] = "INSERT INTO calibration(" CALIB_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    [S_SET_PUT] = "INSERT INTO account_settings(account, key, value) VALUES(?,?,?)"
+                  " ON CONFLICT(account, key) DO UPDATE SET value = excluded.value",
+    [S_SET_DEL] = "DELETE FROM account_settings WHERE account = ? AND key = ?",
+    [S_SET_GET] = "SELECT value FROM account_settings WHERE account = ? AND key = ?",
+    [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq, sent_lines) VALUES(?,?,?,?)"
+                  " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq,"
+                  " sent_lines = excluded.sent_lines",
+    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq, c.sent_lines FROM integration_cursors c"
+                      " JOIN jobs j ON j.id = c.job WHERE c.kind = ? AND j.event_seq > c.sent_seq"
+                      " ORDER BY j.seq LIMIT ?",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT ?) ORDER BY seq",
     [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
@@ -2104,6 +2125,94 @@ static enum alallo_err sq_delivery_record(struct store_impl *s, const struct sto
     return e;
 }
 
+/* ---- account settings and integration cursors ------------------------ */
+
+static enum alallo_err sq_setting_put(struct store_impl *s, const char *account, const char *key,
+                                      const char *value)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, value[0] ? S_SET_PUT : S_SET_DEL);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        if (value[0])
+            rc |= sqlite3_bind_text(st, 3, value, -1, SQLITE_STATIC);
+        e = step_done(c, st, rc, "write account setting");
+    }
+    WRITE_END(s);
+    return e;
+}
+
+static enum alallo_err sq_setting_get(struct store_impl *s, const char *account, const char *key,
+                                      char *out, size_t cap)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_SET_GET);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, account, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        e = step_row(c, st, rc, "read account setting");
+        if (!e) {
+            col_str(st, 0, out, cap);
+            sqlite3_reset(st);
+        }
+    }
+    READ_END(s);
+    return e;
+}
+
+static enum alallo_err sq_cursor_put(struct store_impl *s, const char *job, const char *kind,
+                                     int64_t sent_seq, int64_t sent_lines)
+{
+    WRITE_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_CUR_PUT);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, job, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int64(st, 3, sent_seq);
+        rc |= sqlite3_bind_int64(st, 4, sent_lines);
+        e = step_done(c, st, rc, "write integration cursor");
+    }
+    WRITE_END(s);
+    return e;
+}
+
+static enum alallo_err sq_cursor_pending(struct store_impl *s, const char *kind,
+                                         struct store_cursor *out, int cap, int *n)
+{
+    READ_BEGIN(s);
+    enum alallo_err e = ERR_IO;
+    sqlite3_stmt *st = stmt(c, S_CUR_PENDING);
+    if (st) {
+        int rc = sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+        rc |= sqlite3_bind_int(st, 2, cap);
+        e = rc == SQLITE_OK ? ERR_OK : ERR_INVALID;
+        while (!e && *n < cap) {
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_DONE)
+                break;
+            if (rc != SQLITE_ROW) {
+                set_error("list integration cursors", c->db);
+                e = from_sqlite(rc);
+                break;
+            }
+            struct store_cursor *k = &out[(*n)++];
+            memset(k, 0, sizeof *k);
+            col_str(st, 0, k->job, sizeof k->job);
+            col_str(st, 1, k->account, sizeof k->account);
+            k->sent_seq = sqlite3_column_int64(st, 2);
+            k->event_seq = sqlite3_column_int64(st, 3);
+            k->sent_lines = sqlite3_column_int64(st, 4);
+        }
+        sqlite3_reset(st);
+    }
+    READ_END(s);
+    return e;
+}
+
 const struct store_ops store_sqlite_ops = {
     .name = "sqlite",
     .close = sq_close,
@@ -2141,6 +2250,10 @@ const struct store_ops store_sqlite_ops = {
     .worker_change_state = sq_worker_change_state,
     .ledger_list = sq_ledger_list,
     .calibration_list = sq_calibration_list,
+    .setting_put = sq_setting_put,
+    .setting_get = sq_setting_get,
+    .cursor_put = sq_cursor_put,
+    .cursor_pending = sq_cursor_pending,
     .webhook_insert = sq_webhook_insert,
     .webhook_list = sq_webhook_list,
     .webhook_get = sq_webhook_get,

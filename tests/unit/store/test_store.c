@@ -939,6 +939,57 @@ static void urls_pick_the_store(void **state)
     assert_non_null(strstr(err, "cannot connect to PostgreSQL"));
 }
 
+/* Settings are per account, replaced and removed; integration cursors
+ * made before their job are ignored until it exists, and a job is pending
+ * while it has events past its cursor. */
+static void settings_and_integration_cursors(void **state)
+{
+    struct fixture *f = *state;
+    char v[STORE_SETTING_MAX];
+    assert_int_equal(store_account_setting_get(f->s, "acct-a", "wandb_api_key", v, sizeof v),
+                     ERR_NOT_FOUND);
+    assert_int_equal(store_account_setting_put(f->s, "acct-a", "wandb_api_key", "k1"), ERR_OK);
+    assert_int_equal(store_account_setting_put(f->s, "acct-a", "wandb_api_key", "k2"), ERR_OK);
+    assert_int_equal(store_account_setting_get(f->s, "acct-a", "wandb_api_key", v, sizeof v),
+                     ERR_OK);
+    assert_string_equal(v, "k2");
+    assert_int_equal(store_account_setting_get(f->s, "acct-b", "wandb_api_key", v, sizeof v),
+                     ERR_NOT_FOUND);
+    char big[STORE_SETTING_MAX + 1];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    assert_int_equal(store_account_setting_put(f->s, "acct-a", "wandb_api_key", big),
+                     ERR_INVALID);
+    assert_int_equal(store_account_setting_put(f->s, "acct-a", "wandb_api_key", ""), ERR_OK);
+    assert_int_equal(store_account_setting_get(f->s, "acct-a", "wandb_api_key", v, sizeof v),
+                     ERR_NOT_FOUND);
+
+    struct store_job j;
+    make_job(&j, "acct-a", 1);
+    struct store_cursor c[4];
+    int n = -1;
+    assert_int_equal(store_cursor_put(f->s, j.id, "wandb", 0, 0), ERR_OK);
+    assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
+    assert_int_equal(n, 0);
+    struct store_event ev = {.created_ms = 1};
+    snprintf(ev.level, sizeof ev.level, "info");
+    snprintf(ev.type, sizeof ev.type, "message");
+    snprintf(ev.message, sizeof ev.message, "Created");
+    assert_int_equal(store_job_insert(f->s, &j, &ev), ERR_OK);
+    assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(c[0].job, j.id);
+    assert_string_equal(c[0].account, "acct-a");
+    assert_int_equal(c[0].sent_seq, 0);
+    assert_int_equal(c[0].event_seq, 1);
+    assert_int_equal(c[0].sent_lines, 0);
+    assert_int_equal(store_cursor_pending(f->s, "other", c, 4, &n), ERR_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(store_cursor_put(f->s, j.id, "wandb", 1, 3), ERR_OK);
+    assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -965,6 +1016,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_refused_job_fails_alone_and_broken_lines_are_kept,
                                         setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(urls_pick_the_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(settings_and_integration_cursors, setup_with_data,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

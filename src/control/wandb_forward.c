@@ -1,0 +1,380 @@
+/* wandb_forward.c - the leader's W&B forwarding thread (wandb_forward.h). */
+#include "control/wandb_forward.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "control/leadership.h"
+#include "core/clock.h"
+#include "core/integrations.h"
+#include "core/job.h"
+#include "core/log.h"
+#include "core/text.h"
+#include "store/store.h"
+
+#define KIND "wandb"
+#define JOBS_PER_ROUND 32
+#define EVENTS_PER_POST 50
+#define TRACKED_MAX 256       /* jobs whose back-off is remembered */
+#define RESPONSE_MAX 65536    /* a longer answer is refused */
+#define CALL_TIMEOUT_S 15
+#define BACKOFF_MAX_MS 60000
+
+/* What the thread remembers of a job between rounds (lost on restart:
+ * then the run is upserted again, which W&B allows). */
+struct tracked {
+    char job[IDS_MAX];
+    char entity[WANDB_FIELD_MAX]; /* the run's entity, "" until upserted */
+    int failures;
+    int64_t next_try_ms;
+};
+
+struct wandb_forward {
+    struct control *ctl;
+    char base[512];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    struct tracked tracked[TRACKED_MAX];
+    int n_tracked;
+};
+
+struct body {
+    char *p;
+    size_t n;
+    bool too_large;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct body *b = ud;
+    size_t n = size * nmemb;
+    if (b->n + n >= RESPONSE_MAX) {
+        b->too_large = true;
+        return 0;
+    }
+    char *q = realloc(b->p, b->n + n + 1);
+    if (!q)
+        return 0;
+    memcpy(q + b->n, ptr, n);
+    b->p = q;
+    b->n += n;
+    b->p[b->n] = 0;
+    return n;
+}
+
+/* POSTs the JSON `payload` to url as api:KEY. Returns the parsed answer of
+ * a 2xx response (NULL otherwise, with the reason in why: never the key). */
+static json_t *post_json(const char *url, const char *key, json_t *payload, char *why,
+                         size_t whycap)
+{
+    char *text = json_dumps(payload, JSON_COMPACT);
+    CURL *h = curl_easy_init();
+    struct body b = {0};
+    json_t *answer = NULL;
+    if (!text || !h) {
+        text_copy(why, whycap, "out of memory");
+        goto out;
+    }
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(h, CURLOPT_USERNAME, "api");
+    curl_easy_setopt(h, CURLOPT_PASSWORD, key);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)CALL_TIMEOUT_S);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdr);
+    if (rc != CURLE_OK)
+        text_printf(why, whycap, "%s", b.too_large ? "answer too large" : curl_easy_strerror(rc));
+    else if (status < 200 || status > 299)
+        text_printf(why, whycap, "HTTP %ld", status);
+    else if (!(answer = json_loads(b.p ? b.p : "{}", 0, NULL)))
+        text_copy(why, whycap, "the answer is not JSON");
+out:
+    curl_easy_cleanup(h);
+    free(b.p);
+    free(text);
+    return answer;
+}
+
+static struct tracked *tracked_of(struct wandb_forward *f, const char *job)
+{
+    for (int i = 0; i < f->n_tracked; i++)
+        if (strcmp(f->tracked[i].job, job) == 0)
+            return &f->tracked[i];
+    /* full: forget the oldest entry (it is upserted again if it returns) */
+    if (f->n_tracked == TRACKED_MAX)
+        memmove(&f->tracked[0], &f->tracked[1], sizeof f->tracked[0] * (TRACKED_MAX - 1));
+    else
+        f->n_tracked++;
+    struct tracked *t = &f->tracked[f->n_tracked - 1];
+    memset(t, 0, sizeof *t);
+    text_copy(t->job, sizeof t->job, job);
+    return t;
+}
+
+static const char UPSERT[] =
+    "mutation UpsertBucket($name: String, $project: String, $entity: String, "
+    "$displayName: String, $tags: [String!]) { upsertBucket(input: {name: $name, "
+    "modelName: $project, entityName: $entity, displayName: $displayName, tags: $tags}) "
+    "{ bucket { id name displayName project { name entity { name } } } inserted } }";
+
+/* Makes or finds the job's run; sets t->entity. */
+static bool upsert_run(struct wandb_forward *f, const struct store_job *j,
+                       const struct job_wandb *w, const char *key, struct tracked *t, char *why,
+                       size_t whycap)
+{
+    char url[600];
+    text_printf(url, sizeof url, "%s/graphql", f->base);
+    json_t *vars = json_pack("{ss ss ss}", "name", j->id, "project", w->project, "displayName",
+                             w->name[0] ? w->name : j->id);
+    if (w->entity[0])
+        json_object_set_new(vars, "entity", json_string(w->entity));
+    json_t *tags = json_array();
+    for (int i = 0; i < w->n_tags; i++)
+        json_array_append_new(tags, json_string(w->tags[i]));
+    json_object_set_new(vars, "tags", tags);
+    json_t *q = json_pack("{ss so}", "query", UPSERT, "variables", vars);
+    json_t *a = post_json(url, key, q, why, whycap);
+    json_decref(q);
+    if (!a)
+        return false;
+    const char *entity = NULL;
+    json_t *err = json_object_get(a, "errors");
+    if (json_array_size(err) > 0)
+        text_copy(why, whycap, "the server refused the run (GraphQL errors)");
+    else if (json_unpack(a, "{s:{s:{s:{s:{s:{s:s}}}}}}", "data", "upsertBucket", "bucket",
+                         "project", "entity", "name", &entity) != 0 || !entity[0])
+        text_copy(why, whycap, "the server's upsertBucket answer has no entity");
+    else
+        text_copy(t->entity, sizeof t->entity, entity);
+    json_decref(a);
+    return t->entity[0] != 0;
+}
+
+/* One history line of a metrics event: its metrics by name, _step and
+ * _timestamp; NULL for events without a step (e.g. peak memory). */
+static json_t *history_line(const struct store_event *ev)
+{
+    if (strcmp(ev->type, "metrics") != 0 || !ev->data[0])
+        return NULL;
+    json_t *d = json_loads(ev->data, 0, NULL);
+    json_t *step = json_object_get(d, "step");
+    if (!json_is_integer(step)) {
+        json_decref(d);
+        return NULL;
+    }
+    json_t *line = json_object();
+    json_object_set_new(line, "_step", json_integer(json_integer_value(step)));
+    json_object_set_new(line, "_timestamp", json_real((double)ev->created_ms / 1000.0));
+    const char *k;
+    json_t *v;
+    json_object_foreach(d, k, v)
+    {
+        if (strcmp(k, "step") != 0 && json_is_number(v))
+            json_object_set(line, k, v);
+    }
+    json_decref(d);
+    char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(line);
+    json_t *out = s ? json_string(s) : NULL;
+    free(s);
+    return out;
+}
+
+/* Sends the events after the cursor (at most EVENTS_PER_POST) and moves it. */
+static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, struct tracked *t,
+                        char *why, size_t whycap)
+{
+    struct store *st = f->ctl->store;
+    struct store_job *j = malloc(sizeof *j);
+    struct store_event *ev = malloc(sizeof *ev * EVENTS_PER_POST);
+    char key[STORE_SETTING_MAX] = "";
+    bool ok = false;
+    if (!j || !ev) {
+        text_copy(why, whycap, "out of memory");
+        goto out;
+    }
+    enum alallo_err e = store_job_get(st, NULL, c->job, j);
+    if (e) {
+        text_printf(why, whycap, "cannot read the job (%s)", err_code(e));
+        goto out;
+    }
+    struct job_wandb w;
+    integrations_from_hyper(j->hyper, &w);
+    if (!w.on) { /* nothing to send to: move past it */
+        ok = store_cursor_put(st, c->job, KIND, c->event_seq, c->sent_lines) == ERR_OK;
+        goto out;
+    }
+    if (store_account_setting_get(st, j->account, "wandb_api_key", key, sizeof key) != ERR_OK) {
+        text_copy(why, whycap, "the account has no W&B API key");
+        goto out;
+    }
+    if (!t->entity[0] && !upsert_run(f, j, &w, key, t, why, whycap))
+        goto out;
+
+    int n = 0;
+    bool more = false;
+    e = store_event_list(st, c->job, c->sent_seq + 1 + EVENTS_PER_POST, EVENTS_PER_POST, ev, &n,
+                         &more);
+    if (e) {
+        text_printf(why, whycap, "cannot read the job's events (%s)", err_code(e));
+        goto out;
+    }
+    json_t *content = json_array();
+    int64_t last = c->sent_seq;
+    for (int i = n - 1; i >= 0; i--) { /* newest first: oldest first here */
+        if (ev[i].seq <= c->sent_seq)
+            continue;
+        json_t *line = history_line(&ev[i]);
+        if (line)
+            json_array_append_new(content, line);
+        if (ev[i].seq > last)
+            last = ev[i].seq;
+    }
+    int64_t lines = (int64_t)json_array_size(content);
+    bool complete = last >= c->event_seq && job_status_is_terminal(j->status);
+    if (lines == 0 && !complete) {
+        json_decref(content);
+        ok = store_cursor_put(st, c->job, KIND, last, c->sent_lines) == ERR_OK;
+        goto out;
+    }
+    json_t *body = json_pack("{s:{s:{s:I s:o}}}", "files", "wandb-history.jsonl", "offset",
+                             (json_int_t)c->sent_lines, "content", content);
+    if (complete) {
+        json_object_set_new(body, "complete", json_true());
+        json_object_set_new(body, "exitcode", json_integer(j->status == JOB_SUCCEEDED ? 0 : 1));
+    }
+    char url[1200];
+    text_printf(url, sizeof url, "%s/files/%s/%s/%s/file_stream", f->base, t->entity, w.project,
+                j->id);
+    json_t *a = post_json(url, key, body, why, whycap);
+    json_decref(body);
+    if (!a)
+        goto out;
+    json_decref(a);
+    e = store_cursor_put(st, c->job, KIND, last, c->sent_lines + lines);
+    if (e) {
+        text_printf(why, whycap, "cannot move the cursor (%s)", err_code(e));
+        goto out;
+    }
+    ok = true;
+out:
+    explicit_bzero(key, sizeof key);
+    free(ev);
+    free(j);
+    return ok;
+}
+
+static void round_once(struct wandb_forward *f)
+{
+    struct store_cursor c[JOBS_PER_ROUND];
+    int n = 0;
+    if (store_cursor_pending(f->ctl->store, KIND, c, JOBS_PER_ROUND, &n) != ERR_OK)
+        return;
+    for (int i = 0; i < n; i++) {
+        struct tracked *t = tracked_of(f, c[i].job);
+        int64_t now = clock_mono_ms();
+        if (now < t->next_try_ms)
+            continue;
+        char why[256] = "";
+        if (forward_job(f, &c[i], t, why, sizeof why)) {
+            t->failures = 0;
+            t->next_try_ms = 0;
+            continue;
+        }
+        t->failures++;
+        int64_t wait = 1000;
+        for (int k = 1; k < t->failures && wait < BACKOFF_MAX_MS; k++)
+            wait *= 2;
+        if (wait > BACKOFF_MAX_MS)
+            wait = BACKOFF_MAX_MS;
+        t->next_try_ms = now + wait;
+        t->entity[0] = 0; /* upsert again next time: the server may have lost it */
+        log_line("warn", "wandb: job %s: %s (try %d; next in %" PRId64 " ms)", c[i].job, why,
+                 t->failures, wait);
+    }
+}
+
+static void *forward_main(void *arg)
+{
+    struct wandb_forward *f = arg;
+    pthread_mutex_lock(&f->mu);
+    while (!f->stop) {
+        pthread_mutex_unlock(&f->mu);
+        if (control_leads(f->ctl))
+            round_once(f);
+        pthread_mutex_lock(&f->mu);
+        if (f->stop)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 500 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+int wandb_forward_start(struct control *ctl, const char *base_url, struct wandb_forward **out,
+                        char *err, size_t errcap)
+{
+    *out = NULL;
+    struct wandb_forward *f = calloc(1, sizeof *f);
+    if (!f) {
+        text_copy(err, errcap, "out of memory");
+        return -1;
+    }
+    f->ctl = ctl;
+    if (!text_copy(f->base, sizeof f->base, base_url)) {
+        free(f);
+        text_copy(err, errcap, "--wandb-url is too long");
+        return -1;
+    }
+    size_t n = strlen(f->base);
+    while (n > 0 && f->base[n - 1] == '/')
+        f->base[--n] = 0;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    if (pthread_create(&f->thread, NULL, forward_main, f) != 0) {
+        pthread_mutex_destroy(&f->mu);
+        pthread_cond_destroy(&f->cv);
+        free(f);
+        text_copy(err, errcap, "cannot start the W&B forwarding thread");
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+void wandb_forward_stop(struct wandb_forward *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->thread, NULL);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+}

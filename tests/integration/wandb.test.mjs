@@ -1,0 +1,184 @@
+// wandb.test.mjs - a job's W&B integration (docs/integrations.md) against a
+// fake W&B server on loopback: the account's key is set through the API and
+// never shown; a job's integrations are checked (400s naming the field) and
+// shown back; the leader makes the run with GraphQL upsertBucket (name,
+// project, entity, display name, tags) and posts each step's metrics as
+// wandb-history.jsonl lines to file_stream with basic auth api:KEY; the
+// server's first file_stream call fails and the lines still all arrive, in
+// order at their offsets, with the last post marked complete; after a
+// restart nothing already taken is sent again.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import { after, before, describe, test } from 'node:test';
+
+import { SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
+
+const KEY = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
+
+// The fake server: records every call; the first file_stream call answers 500.
+function fakeWandb() {
+  const calls = [];
+  const history = {}; // file_stream URL -> [line offset] -> line
+  let failed = false;
+  const complete = {}; // file_stream URL -> the post marked complete
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const call = { method: req.method, url: req.url, auth: req.headers.authorization, body: JSON.parse(body || '{}') };
+      calls.push(call);
+      res.setHeader('Content-Type', 'application/json');
+      if (req.url === '/graphql') {
+        const v = call.body.variables;
+        res.end(JSON.stringify({ data: { upsertBucket: { inserted: true, bucket: {
+          id: 'run-1', name: v.name, displayName: v.displayName,
+          project: { name: v.project, entity: { name: v.entity || 'default-entity' } } } } } }));
+        return;
+      }
+      if (req.url.endsWith('/file_stream')) {
+        if (!failed) {
+          failed = true;
+          res.statusCode = 500;
+          res.end('{"error":"try again"}');
+          return;
+        }
+        const f = call.body.files['wandb-history.jsonl'];
+        if (!history[req.url]) history[req.url] = [];
+        f.content.forEach((line, i) => (history[req.url][f.offset + i] = JSON.parse(line)));
+        if (call.body.complete) complete[req.url] = call.body;
+        res.end('{"exitcode":null,"limits":{}}');
+        return;
+      }
+      res.statusCode = 404;
+      res.end('{}');
+    });
+  });
+  return { server, calls, history, done: (url) => complete[url] };
+}
+
+function sampleLines(from, n) {
+  return fs.readFileSync(SAMPLE, 'utf8').split('\n').filter((l) => l.trim()).slice(from, from + n);
+}
+
+describe('W&B integration', () => {
+  let s;
+  let fake;
+  before(async () => {
+    fake = fakeWandb();
+    await new Promise((r) => fake.server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${fake.server.address().port}`;
+    s = await Serve.start({
+      args: ['--models', tinyModelsDir(), '--local-worker', 'name=w1,cpus=1,mem=4G', '--wandb-url', url],
+    });
+  });
+  after(async () => {
+    if (s) await s.stop();
+    if (fake) fake.server.close();
+  });
+
+  test('the key is checked, refused jobs name the field, metrics reach the run', { timeout: 300000 }, async () => {
+    const train = await s.upload('train.jsonl', Buffer.from(sampleLines(0, 40).join('\n') + '\n'));
+    const valid = await s.upload('valid.jsonl', Buffer.from(sampleLines(100, 10).join('\n') + '\n'));
+    assert.equal(train.status, 200);
+    assert.equal(valid.status, 200);
+    const integrations = [{ type: 'wandb', wandb: { project: 'alallo-tests', name: 'tiny run', entity: 'my-team', tags: ['a', 'b'] } }];
+    const job = { model: 'tiny', training_file: train.json.id, validation_file: valid.json.id,
+      hyperparameters: { n_epochs: 3, batch_size: 8 }, integrations };
+
+    // no key yet: refused, naming the field
+    let r = await s.createJob(job);
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.param, 'integrations');
+    r = await s.call('GET', '/v1/organization/integrations/wandb');
+    assert.equal(r.json.configured, false);
+    r = await s.call('POST', '/v1/organization/integrations/wandb', { body: { api_key: 'bad key!' } });
+    assert.equal(r.status, 400);
+    assert.equal(r.json.error.param, 'api_key');
+    r = await s.call('POST', '/v1/organization/integrations/wandb', { body: { api_key: KEY } });
+    assert.equal(r.status, 200, r.text);
+    assert.ok(!r.text.includes(KEY));
+    r = await s.call('GET', '/v1/organization/integrations/wandb');
+    assert.equal(r.json.configured, true);
+    assert.ok(!r.text.includes(KEY));
+
+    // bad integrations: 400 with the field
+    for (const [bad, param] of [
+      [[{ type: 'mlflow' }], 'integrations[0].type'],
+      [[{ type: 'wandb', wandb: {} }], 'integrations[0].wandb.project'],
+      [[{ type: 'wandb', wandb: { project: 'p', name: 'x'.repeat(200) } }], 'integrations[0].wandb.name'],
+      [[{ type: 'wandb', wandb: { project: 'p', tags: [1] } }], 'integrations[0].wandb.tags'],
+      ['wandb', 'integrations'],
+    ]) {
+      r = await s.createJob({ ...job, integrations: bad });
+      assert.equal(r.status, 400, `${JSON.stringify(bad)}: ${r.text}`);
+      assert.equal(r.json.error.param, param, JSON.stringify(bad));
+    }
+
+    r = await s.createJob(job);
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json.integrations, integrations);
+    const id = r.json.id;
+    const done = await s.waitStatus(id, ['succeeded', 'failed'], { timeoutMs: 240000 });
+    assert.equal(done.status, 'succeeded', `${done.message}\n${s.output}`);
+    assert.deepEqual(done.integrations, integrations);
+
+    const streamUrl = `/files/my-team/alallo-tests/${id}/file_stream`;
+    await waitFor(() => fake.done(streamUrl), { timeoutMs: 60000, what: 'the run to be marked complete' });
+    const auth = `Basic ${Buffer.from(`api:${KEY}`).toString('base64')}`;
+    for (const c of fake.calls) assert.equal(c.auth, auth, c.url);
+    const upsert = fake.calls.find((c) => c.url === '/graphql');
+    assert.match(upsert.body.query, /upsertBucket/);
+    assert.deepEqual(upsert.body.variables, {
+      name: id, project: 'alallo-tests', displayName: 'tiny run', entity: 'my-team', tags: ['a', 'b'],
+    });
+    const streams = fake.calls.filter((c) => c.url.endsWith('/file_stream'));
+    for (const c of streams) assert.equal(c.url, streamUrl);
+    assert.ok(streams.length >= 2, 'the failed call was retried');
+    assert.match(s.output, /wandb: job \S+: HTTP 500/);
+
+    const lines = fake.history[streamUrl];
+    // each metrics event with a step once, in order, at its offset, with its metrics
+    const events = await s.call('GET', `/v1/fine_tuning/jobs/${id}/events?limit=100`);
+    assert.equal(events.json.has_more, false);
+    const metrics = events.json.data.filter((e) => e.type === 'metrics' && Number.isInteger(e.data.step)).reverse();
+    // 15 steps; the full validation loss at each epoch's end (5, 10, 15)
+    assert.deepEqual(lines.filter((l) => 'full_valid_loss' in l).map((l) => l._step), [5, 10, 15]);
+    assert.equal(lines.length, metrics.length);
+    metrics.forEach((e, i) => {
+      const l = lines[i];
+      assert.equal(l._step, e.data.step);
+      for (const k of Object.keys(e.data)) if (k !== 'step' && typeof e.data[k] === 'number') assert.equal(l[k], e.data[k], k);
+      assert.ok(l._timestamp > 1.6e9);
+    });
+    assert.equal(metrics[metrics.length - 1].data.step, 15);
+    assert.equal(fake.done(streamUrl).exitcode, 0);
+
+    // the key is nowhere else: not in the log, the job, its events
+    assert.ok(!s.output.includes(KEY));
+    assert.ok(!events.text.includes(KEY));
+    assert.ok(!JSON.stringify(done).includes(KEY));
+
+    // a restart resends nothing the server took: a second job's run
+    // completes after it (jobs are forwarded oldest first) and the first
+    // job's run got no post meanwhile
+    const before = fake.calls.length;
+    await s.stop();
+    await s.spawn();
+    r = await s.createJob({ ...job, integrations: [{ type: 'wandb', wandb: { project: 'alallo-tests' } }] });
+    assert.equal(r.status, 200, r.text);
+    const second = `/files/default-entity/alallo-tests/${r.json.id}/file_stream`;
+    await waitFor(() => fake.done(second), { timeoutMs: 240000, what: 'the second run to be marked complete' });
+    const again = fake.calls.slice(before);
+    assert.ok(again.some((c) => c.url === second));
+    assert.deepEqual(again.filter((c) => c.url === streamUrl), []);
+    const upsert2 = again.find((c) => c.url === '/graphql');
+    assert.equal(upsert2.body.variables.displayName, r.json.id);
+    assert.equal('entity' in upsert2.body.variables, false);
+
+    // a sanitized build's serve stops clean (the forwarder joins, frees)
+    await s.stop();
+    assert.doesNotMatch(s.output, /Sanitizer|runtime error/);
+    assert.ok(!s.output.includes(KEY));
+  });
+});
