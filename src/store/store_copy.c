@@ -15,6 +15,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,6 +149,20 @@ static int pg_columns(PGconn *pg, const char *table, char *cols, size_t cap, cha
     return rc;
 }
 
+/* Whether the list "a, b, c" (pg_columns) names column `name` itself (not
+ * one that only contains it, as sent_seq contains seq). */
+static bool has_column(const char *cols, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = cols; (p = strstr(p, name)) != NULL; p += n) {
+        bool starts = p == cols || p[-1] == ' ';
+        bool ends = p[n] == '\0' || p[n] == ',';
+        if (starts && ends)
+            return true;
+    }
+    return false;
+}
+
 static int copy_table(sqlite3 *db, PGconn *pg, const char *table, long long *rows, char *err,
                       size_t errcap)
 {
@@ -156,7 +171,7 @@ static int copy_table(sqlite3 *db, PGconn *pg, const char *table, long long *row
         return -1;
     /* Insertion order: the tables with a seq by it, the others by rowid
      * (or their primary key for WITHOUT ROWID tables). */
-    const char *order = strstr(cols, "seq") ? "seq" : "1";
+    const char *order = has_column(cols, "seq") ? "seq" : "1";
     snprintf(sql, sizeof sql, "SELECT %s FROM %s ORDER BY %s", cols, table, order);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
