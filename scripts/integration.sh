@@ -29,7 +29,9 @@ if ((${#tests[@]} == 0)); then
   tests=("$root"/tests/integration/service_*.test.mjs "$root"/tests/integration/sched_*.test.mjs
          "$root"/tests/integration/fault_serve_kill9.test.mjs
          "$root"/tests/integration/worker_remote.test.mjs
-         "$root"/tests/integration/ha_takeover.test.mjs)
+         "$root"/tests/integration/ha_takeover.test.mjs
+         "$root"/tests/integration/webhooks.test.mjs
+         "$root"/tests/integration/wandb.test.mjs)
 fi
 # A short path: the server's socket lives in it (107 bytes at most).
 pg=$(mktemp -d /tmp/alallo-pg-XXXXXX)
