@@ -57,9 +57,14 @@ async function measured(s) {
     { timeoutMs: 30000, what: "the pools' bench jobs to measure their speed" });
 }
 
-let uninterrupted = null; // final loss of the 2,000-step job without a preemption
+let uninterrupted = null; // final loss of the 5,000-step job without a preemption
 
-test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 240000 }, async () => {
+// The job of the first two tests: 5,000 steps, so that on a quiet, fast
+// machine (about 700 steps/s) the spot attempt is still running seconds
+// after its first checkpoint, when the preemptor comes.
+const LONG_EPOCHS = 50;
+
+test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 600000 }, async () => {
   const s = await serve();
   try {
     const w = await waitFor(async () => {
@@ -69,8 +74,8 @@ test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 24000
     assert.equal(w.engine, 'slurm');
     assert.deepEqual(w.pools.map((p) => [p.name, p.class, p.slots]), [['od', 'on-demand', 1], ['sp', 'spot', 1]]);
     const file = await uploadSample(s);
-    const job = await createJob(s, file, { epochs: 20 });
-    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed');
+    const job = await createJob(s, file, { epochs: LONG_EPOCHS });
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed', { timeoutMs: 540000 });
     assert.equal(done.attempts.length, 1);
     assert.match(done.attempts[0].engine.node, /\S/);
     await assertOneJobPerAttempt(done);
@@ -82,12 +87,12 @@ test('a job succeeds through Slurm, one Slurm job per attempt', { timeout: 24000
   }
 });
 
-test('spot preemption: checkpoint, re-scheduling within 5 s, a new attempt and Slurm job, billed once, same loss', { timeout: 300000 }, async () => {
+test('spot preemption: checkpoint, re-scheduling within 5 s, a new attempt and Slurm job, billed once, same loss', { timeout: 600000 }, async () => {
   const s = await serve({ pools: [POOLS[1]] }); // spot only
   let preemptor = null;
   try {
     const file = await uploadSample(s);
-    const job = await createJob(s, file, { epochs: 20 });
+    const job = await createJob(s, file, { epochs: LONG_EPOCHS });
     await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
     const j1 = await s.job(job.id);
     assert.equal(j1.status, 'running', 'the job ended before the preemption: make it longer');
@@ -104,7 +109,7 @@ test('spot preemption: checkpoint, re-scheduling within 5 s, a new attempt and S
     assert.ok(ended.end_step > 0);
     assert.match(runnerLog(s, job.id, first.id), /stopping the trainer \(move\)/);
 
-    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed after the preemption', { timeoutMs: 240000 });
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed after the preemption', { timeoutMs: 500000 });
     assert.equal(done.attempts.length, 2, JSON.stringify(done.attempts));
     assert.equal(done.attempts[1].start_step, done.attempts[0].end_step, 'continues from the checkpoint the preemption wrote');
     assert.notEqual(done.attempts[1].engine.job_id, done.attempts[0].engine.job_id);
