@@ -1,13 +1,16 @@
 /* cmd_bench.c - `alallo bench train`: trainer throughput on a real model
  * folder or a randomly initialised model of a named shape, with random
  * tokens. Prints one JSON object: tokens_per_s, mfu, peak_rss_bytes, the
- * measured fp32 peak of this machine (an FMA loop run on the same threads
- * in the same process) and the time per phase.
+ * CPU path that ran (train/cpu_path.h; --path or ALALLO_CPU_PATH, else
+ * the best), the measured fp32 peak of that path (an FMA loop, AVX2 or
+ * AVX-512, run on the same threads in the same process), on the
+ * avx512bf16 path also the bf16 dot-product peak, and the time per
+ * phase.
  *
  *   alallo bench train [--model DIR | --shape tiny|small|124m] [--vocab V]
  *                      [--precision 16-bit|4-bit] [--adapter lora|full]
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
- *                      [--lora-r R]
+ *                      [--lora-r R] [--path avx2|avx512|avx512bf16]
  *
  * MFU = model FLOPs per token x tokens / wall time / measured peak, with
  * full fine-tuning at 6N + 6 L d T FLOPs per token and LoRA at
@@ -27,6 +30,7 @@
 #include "core/rng.h"
 #include "train/train_cmds.h"
 #include "train/cmd_args.h"
+#include "train/cpu_path.h"
 #include "train/omp_policy.h"
 #include "train/gemm.h"
 #include "train/model.h"
@@ -99,6 +103,20 @@ __attribute__((target("avx512f"))) static float fma_loop_avx512(long iters)
     return _mm512_reduce_add_ps(s);
 }
 
+/* bf16 dot products (vdpbf16ps: 32 multiply-adds each), as fma_loop. */
+__attribute__((target("avx512f,avx512bf16"))) static float dp_loop_bf16(long iters)
+{
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = x; /* pairs of 1.0 */
+    __m512 a0 = _mm512_set1_ps(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    __m512 a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+    for (long it = 0; it < iters; it++)
+        FMA12(_mm512_dpbf16_ps);
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    return _mm512_reduce_add_ps(s);
+}
+
 static double thread_cpu_s(void)
 {
     struct timespec ts;
@@ -106,17 +124,30 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Measured fp32 peak (FLOP/s) of `threads` cores; *isa names the kind.
- * Each thread's FMA rate is taken over its own CPU time, not wall time, so
- * that other processes sharing the cores do not make the peak look lower
- * than the hardware's (which would inflate the MFU); the rates of the
- * threads are added up. The best of a few repetitions is kept. */
-static double measure_peak(int threads, const char **isa)
+enum peak_kind { PEAK_AVX2, PEAK_AVX512, PEAK_BF16 };
+
+/* The fp32 FMA peak that bounds a path: AVX2 for avx2 (OpenBLAS's kernels
+ * there are AVX2 ones whatever the CPU), AVX-512 for the others. */
+static enum peak_kind path_peak(enum cpu_path p)
 {
-    int wide = __builtin_cpu_supports("avx512f");
-    *isa = wide ? "AVX-512 FMA, per-thread CPU time" : "AVX2 FMA, per-thread CPU time";
+    return p == CPU_PATH_AVX2 ? PEAK_AVX2 : PEAK_AVX512;
+}
+
+/* Measured peak (FLOP/s) of `threads` cores for one kind of instruction;
+ * *isa names it. Each thread's rate is taken over its own CPU time, not
+ * wall time, so that other processes sharing the cores do not make the
+ * peak look lower than the hardware's (which would inflate the MFU); the
+ * rates of the threads are added up. The best of a few repetitions is
+ * kept. */
+static double measure_peak(int threads, enum peak_kind kind, const char **isa)
+{
+    static const char *const names[] = {"AVX2 FMA, per-thread CPU time",
+                                        "AVX-512 FMA, per-thread CPU time",
+                                        "AVX512-BF16 vdpbf16ps, per-thread CPU time"};
+    int wide = kind != PEAK_AVX2;
+    *isa = names[kind];
     long iters = 10000000 / (wide ? 2 : 1); /* ~25 ms per repetition */
-    double flops = (double)iters * 12.0 * (wide ? 16 : 8) * 2.0;
+    double flops = (double)iters * 12.0 * (wide ? 16 : 8) * 2.0 * (kind == PEAK_BF16 ? 2 : 1);
     double best = 0.0;
     volatile float sink = 0.0f;
     for (int rep = 0; rep < 4; rep++) {
@@ -124,7 +155,9 @@ static double measure_peak(int threads, const char **isa)
 #pragma omp parallel num_threads(threads) reduction(+ : total)
         {
             double t0 = thread_cpu_s();
-            float r = wide ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
+            float r = kind == PEAK_BF16  ? dp_loop_bf16(iters)
+                      : kind == PEAK_AVX512 ? fma_loop_avx512(iters)
+                                            : fma_loop_avx2(iters);
             double dt = thread_cpu_s() - t0;
             total += dt > 0.0 ? flops / dt : 0.0;
 #pragma omp atomic
@@ -187,13 +220,18 @@ static int bench_train(int argc, char **argv)
         return 2;
     }
     gemm_set_threads(threads);
+    char err[2048];
+    if (cpu_path_init(cmd_arg_value(argc, argv, "--path"), err, sizeof err)) {
+        fprintf(stderr, "alallo bench train: %s\n", err);
+        return 2;
+    }
+    enum cpu_path path = cpu_path_current();
     struct model_opts o = {.full = full, .base_kind = four ? WK_NF4 : WK_BF16};
     if (!full) {
         o.lora_r = r;
         o.lora_alpha = 2.0f * (float)r;
         o.lora_targets = MODEL_ALL_PROJ;
     }
-    char err[2048];
     struct model *m = NULL;
     if (model_dir) {
         m = modelio_load(model_dir, &o, err, sizeof err);
@@ -230,8 +268,11 @@ static int bench_train(int argc, char **argv)
         mask[i] = 1;
     }
     size_t nt = model_count_targets(mask, B, T), got;
-    const char *isa0;
-    double peak0 = measure_peak(threads, &isa0); /* measured again after the steps */
+    const char *isa0, *isa_bf16 = "";
+    /* measured before and after the steps; the better of the two counts */
+    double peak0 = measure_peak(threads, path_peak(path), &isa0);
+    int bf16 = path == CPU_PATH_AVX512BF16;
+    double peak_bf16 = bf16 ? measure_peak(threads, PEAK_BF16, &isa_bf16) : 0.0;
     double t_opt = 0.0, t_start = 0.0, loss = 0.0, c_start = 0.0, load0 = loadavg();
     struct model_timing warm = {0};
     for (int s = 0; s < steps; s++) {
@@ -262,9 +303,14 @@ static int bench_train(int argc, char **argv)
     tm.backward -= warm.backward;
     uint64_t rss = tev_peak_rss();
     const char *isa;
-    double peak = measure_peak(threads, &isa);
+    double peak = measure_peak(threads, path_peak(path), &isa);
     if (peak0 > peak)
         peak = peak0;
+    if (bf16) {
+        double again = measure_peak(threads, PEAK_BF16, &isa_bf16);
+        if (again > peak_bf16)
+            peak_bf16 = again;
+    }
     const struct model_config *c = &m->cfg;
     double n_model = (double)model_config_params(c);
     double flops_tok = full ? 6.0 * n_model + 6.0 * c->n_layers * c->hidden * (double)T
@@ -284,6 +330,15 @@ static int bench_train(int argc, char **argv)
         tm.head / (steps - 1), "backward", tm.backward / (steps - 1), "optimizer",
         t_opt / (steps - 1), "param_bytes", (double)model_param_bytes(m), "final_loss", loss,
         "cpu", cpu, "cpu_share", cpu_share, "loadavg_at_start", load0);
+    if (j) {
+        json_object_set_new(j, "cpu_path", json_string(cpu_path_name(path)));
+        json_object_set_new(j, "cpu_flags", json_string(cpu_path_flags()));
+        if (bf16) {
+            json_object_set_new(j, "peak_bf16_flops", json_real(peak_bf16));
+            json_object_set_new(j, "peak_bf16_method", json_string(isa_bf16));
+            json_object_set_new(j, "mfu_of_bf16_peak", json_real(tps * flops_tok / peak_bf16));
+        }
+    }
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))
                 : NULL;
     if (s)
@@ -304,7 +359,8 @@ int cmd_bench(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "train") == 0)
         return bench_train(argc - 1, argv + 1);
     fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
-          " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]\n",
+          " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
+          " [--path avx2|avx512|avx512bf16]\n",
           stderr);
     return 2;
 }

@@ -1,8 +1,14 @@
-/* gemm.c - sgemm split over OpenMP threads (see gemm.h). */
+/* gemm.c - products split over OpenMP threads and sent to the CPU path's
+ * code (see gemm.h). */
 #include "train/gemm.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <omp.h>
+#include <stddef.h>
+
+#include "train/cpu_path.h"
+#include "train/gemm_kern.h"
 
 /* Below this many multiply-adds a product runs on one thread: splitting
  * costs more than it saves. */
@@ -16,38 +22,94 @@ void gemm_set_threads(int threads)
     openblas_set_num_threads(1);
 }
 
-void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-          const float *B, int ldb, float beta, float *C, int ldc)
+int gemm_has_bf16(void)
 {
-    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    return cpu_path_current() == CPU_PATH_AVX512BF16;
+}
+
+/* One product, or one block of it, on one thread. */
+struct product {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    const float *A, *Bf;
+    const uint16_t *Bh;
+    int lda, ldb, ldc;
+    float *C;
+    int bf16;
+};
+
+static void run_block(const struct product *p, enum cpu_path path)
+{
+    if (p->bf16) {
+        gemm_kern_bf16(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->Bh, p->Bf,
+                       p->ldb, p->beta, p->C, p->ldc);
+    } else if (path == CPU_PATH_AVX2) {
+        cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans,
+                    p->tb ? CblasTrans : CblasNoTrans, p->M, p->N, p->K, p->alpha, p->A, p->lda,
+                    p->Bf, p->ldb, p->beta, p->C, p->ldc);
+    } else {
+        gemm_kern_f32(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->Bf, p->ldb,
+                      p->beta, p->C, p->ldc);
+    }
+}
+
+/* Rows [s, e) of op(A) and of C, or columns [s, e) of op(B) and of C. */
+static struct product cut(const struct product *p, int by_rows, int s, int e)
+{
+    struct product b = *p;
+    if (by_rows) {
+        b.M = e - s;
+        b.A = p->ta ? p->A + s : p->A + (long)s * p->lda;
+        b.C = p->C + (long)s * p->ldc;
+    } else {
+        b.N = e - s;
+        size_t off = p->tb ? (size_t)s * p->ldb : (size_t)s;
+        if (p->Bh)
+            b.Bh = p->Bh + off;
+        else
+            b.Bf = p->Bf + off;
+        b.C = p->C + s;
+    }
+    return b;
+}
+
+static void run(const struct product *p)
+{
+    enum cpu_path path = cpu_path_current();
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-    if (nt <= 1 || (long)M * N * K < PAR_MIN_WORK) {
-        cblas_sgemm(CblasRowMajor, opa, opb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (nt <= 1 || (long)p->M * p->N * p->K < PAR_MIN_WORK) {
+        run_block(p, path);
         return;
     }
-    /* Cut the longer side of C, in multiples of 16 so that every block
-     * keeps whole vector tiles. */
-    int by_rows = M >= N;
-    int len = by_rows ? M : N;
+    /* Cut the longer side of C, in multiples of 32 so that every block
+     * keeps whole register tiles. */
+    int by_rows = p->M >= p->N;
+    int len = by_rows ? p->M : p->N;
     int chunk = (len + nt - 1) / nt;
-    chunk = (chunk + 15) & ~15;
+    chunk = (chunk + 31) & ~31;
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int t = 0; t < nt; t++) {
         int s = t * chunk;
         int e = s + chunk < len ? s + chunk : len;
         if (s >= e)
             continue;
-        if (by_rows) {
-            /* rows s..e of op(A): A + s*lda, or columns s.. of stored A^T */
-            const float *a = ta ? A + s : A + (long)s * lda;
-            cblas_sgemm(CblasRowMajor, opa, opb, e - s, N, K, alpha, a, lda, B, ldb, beta,
-                        C + (long)s * ldc, ldc);
-        } else {
-            /* columns s..e of op(B): B + s, or rows s.. of stored B^T */
-            const float *b = tb ? B + (long)s * ldb : B + s;
-            cblas_sgemm(CblasRowMajor, opa, opb, M, e - s, K, alpha, A, lda, b, ldb, beta,
-                        C + s, ldc);
-        }
+        struct product b = cut(p, by_rows, s, e);
+        run_block(&b, path);
     }
+}
+
+void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc)
+{
+    struct product p = {ta, tb, M, N, K, alpha, beta, A, B, NULL, lda, ldb, ldc, C, 0};
+    run(&p);
+}
+
+void gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc)
+{
+    assert(gemm_has_bf16());
+    assert((Bh != NULL) != (Bf != NULL));
+    struct product p = {ta, tb, M, N, K, alpha, beta, A, Bf, Bh, lda, ldb, ldc, C, 1};
+    run(&p);
 }

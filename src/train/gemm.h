@@ -1,16 +1,29 @@
-/* gemm.h - fp32 matrix products for the trainer: OpenBLAS sgemm, split
- * over the trainer's OpenMP threads.
+/* gemm.h - the trainer's matrix products, split over its OpenMP threads
+ * and run by the CPU path chosen at start (train/cpu_path.h):
+ *   avx2        OpenBLAS sgemm, single-threaded per block
+ *   avx512      alallo's AVX-512 kernels (train/gemm_kern.h)
+ *   avx512bf16  the same for fp32 products; gemm_bf16 for products with a
+ *               frozen bf16/NF4 weight
  *
  * Why not OpenBLAS's own threads: Debian's OpenBLAS runs a pthread pool of
  * its own, and on a machine with few cores its spinning workers and
  * OpenMP's fight over the same cores (measured: ~70% of a tiny model's time
  * went to spinning). So OpenBLAS is kept single-threaded (gemm_set_threads)
  * and each product is cut into one block of rows or columns per OpenMP
- * thread; each output element is computed by one thread with the same
- * K-order however the cut falls, so results do not depend on the split.
+ * thread.
+ *
+ * Determinism: on one machine and path, the same inputs give the same
+ * bits. Each output element is computed by one thread with the same
+ * K-order however the cut falls; on the avx512 paths the result does not
+ * depend on the thread count either (gemm_kern.h). Tolerances against
+ * plain fp32 (tests/unit/train/test_gemm_paths.c): avx2 and avx512 within
+ * 1e-5 relative to the sum of |a||b|; bf16 within 2^-7 of it (each input
+ * rounds to 8 significant bits).
  */
 #ifndef ALALLO_TRAIN_GEMM_H
 #define ALALLO_TRAIN_GEMM_H
+
+#include <stdint.h>
 
 /* Sets the OpenMP thread count for all trainer work and makes OpenBLAS
  * single-threaded. Call once before any compute. */
@@ -21,5 +34,15 @@ void gemm_set_threads(int threads);
  * Same contract as cblas_sgemm with CblasRowMajor. */
 void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
+
+/* True when products with frozen 16-bit weights go through gemm_bf16 (the
+ * path in use is avx512bf16). */
+int gemm_has_bf16(void);
+
+/* As gemm, with bf16 products and fp32 accumulation: A is fp32 rounded to
+ * bf16; B is bf16 (Bh) or fp32 (Bf, rounded the same way), exactly one
+ * non-NULL. Only when gemm_has_bf16(). */
+void gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc);
 
 #endif

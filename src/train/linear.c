@@ -63,12 +63,48 @@ const float *linear_rows(const struct linear *l, int r0, int nr, float *buf)
 /* Rows of W that fit in the scratch at once. */
 static int chunk_rows(const struct linear *l, const struct linear_scratch *s)
 {
-    if (l->kind == WK_F32)
+    if (l->kind == WK_F32 || (l->kind == WK_BF16 && gemm_has_bf16()))
         return l->out;
     size_t rows = s->deq_cap / (size_t)l->in;
     if (rows < 1)
         rows = 1;
     return rows > (size_t)l->out ? l->out : (int)rows;
+}
+
+/* Products with frozen 16-bit weights go straight to bf16 kernels. */
+static bool bf16_products(const struct linear *l)
+{
+    return l->kind != WK_F32 && gemm_has_bf16();
+}
+
+void linear_times_wt(const struct linear *l, int r0, int nr, const float *x, int ldx, int N,
+                     float beta, float *y, int ldy, float *deq)
+{
+    if (bf16_products(l) && l->kind == WK_BF16) {
+        gemm_bf16(0, 1, N, nr, l->in, 1.0f, x, ldx, l->wb + (size_t)r0 * l->in, NULL, l->in,
+                  beta, y, ldy);
+        return;
+    }
+    const float *w = linear_rows(l, r0, nr, deq);
+    if (bf16_products(l))
+        gemm_bf16(0, 1, N, nr, l->in, 1.0f, x, ldx, NULL, w, l->in, beta, y, ldy);
+    else
+        gemm(0, 1, N, nr, l->in, 1.0f, x, ldx, w, l->in, beta, y, ldy);
+}
+
+void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int lddy, int N,
+                    float beta, float *dx, float *deq)
+{
+    if (bf16_products(l) && l->kind == WK_BF16) {
+        gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, l->wb + (size_t)r0 * l->in, NULL, l->in,
+                  beta, dx, l->in);
+        return;
+    }
+    const float *w = linear_rows(l, r0, nr, deq);
+    if (bf16_products(l))
+        gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, NULL, w, l->in, beta, dx, l->in);
+    else
+        gemm(0, 0, N, l->in, nr, 1.0f, dy, lddy, w, l->in, beta, dx, l->in);
 }
 
 float linear_dropout_keep(const struct linear_dropout *d, size_t e)
@@ -105,10 +141,8 @@ void linear_forward(const struct linear *l, float *y, const float *x, int N, flo
     int step = chunk_rows(l, s);
     for (int r0 = 0; r0 < l->out; r0 += step) {
         int nr = l->out - r0 < step ? l->out - r0 : step;
-        const float *w = linear_rows(l, r0, nr, s->deq);
         /* y[:, r0:r0+nr] = x (N,in) . w^T (in,nr) */
-        gemm(0, 1, N, nr, l->in, 1.0f, x, l->in,
-                    w, l->in, 0.0f, y + r0, l->out);
+        linear_times_wt(l, r0, nr, x, l->in, N, 0.0f, y + r0, l->out, s->deq);
     }
     if (l->bias) {
 #pragma omp parallel for schedule(static) if ((long)N * l->out > 32768)
@@ -136,12 +170,8 @@ void linear_backward(const struct linear *l, float *dx, const float *dy, const f
         int step = chunk_rows(l, s);
         for (int r0 = 0; r0 < l->out; r0 += step) {
             int nr = l->out - r0 < step ? l->out - r0 : step;
-            if (dx) {
-                /* dx (N,in) += dy[:, r0:r0+nr] (N,nr) . w (nr,in) */
-                const float *w = linear_rows(l, r0, nr, s->deq);
-                gemm(0, 0, N, l->in, nr, 1.0f,
-                            dy + r0, l->out, w, l->in, 1.0f, dx, l->in);
-            }
+            if (dx) /* dx (N,in) += dy[:, r0:r0+nr] (N,nr) . w (nr,in) */
+                linear_times_w(l, r0, nr, dy + r0, l->out, N, 1.0f, dx, s->deq);
             if (l->dw) {
                 /* dw[r0:r0+nr] (nr,in) += dy[:, r0:]^T (nr,N) . x (N,in) */
                 gemm(1, 0, nr, l->in, N, 1.0f,

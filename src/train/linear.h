@@ -3,9 +3,11 @@
  *
  * Shapes: x (N,in), y (N,out), W (out,in) as Hugging Face stores it, bias
  * (out), LoRA A (r,in) and B (out,r) with h = x W^T + (alpha/r) (x A^T) B^T.
- * A frozen bf16/NF4 weight is dequantized to fp32 in row chunks into the
- * caller's scratch just before each product (memory stays at the stored
- * size; compute is fp32 through OpenBLAS sgemm).
+ * A frozen bf16/NF4 weight is read as it is stored: on the avx512bf16
+ * path (train/cpu_path.h) its products take bf16 inputs with fp32
+ * accumulation (an NF4 weight is widened in row chunks first); on the
+ * other paths it is widened to fp32 in row chunks into the caller's
+ * scratch just before each product. Memory stays at the stored size.
  *
  * Ownership: a struct linear only points into memory that its model owns;
  * nothing here allocates. Gradient pointers are NULL for frozen parts.
@@ -69,6 +71,16 @@ size_t linear_scratch_floats(int in);
 /* Weight rows [r0, r0+nr) as fp32: a pointer into w (WK_F32) or `buf`
  * filled by dequantization (nr*in floats). */
 const float *linear_rows(const struct linear *l, int r0, int nr, float *buf);
+
+/* The products with W alone, for the model's own loops (the head): 
+ * y[:, 0:nr] (ldy) = beta y + x (N,in; ldx) . W[r0:r0+nr]^T, and
+ * dx (N,in) = beta dx + dy (N,nr; lddy) . W[r0:r0+nr].
+ * A frozen bf16/NF4 weight takes bf16 products when gemm_has_bf16();
+ * otherwise W's rows are widened to fp32 in `deq` (nr*in floats). */
+void linear_times_wt(const struct linear *l, int r0, int nr, const float *x, int ldx, int N,
+                     float beta, float *y, int ldy, float *deq);
+void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int lddy, int N,
+                    float beta, float *dx, float *deq);
 
 /* y = x W^T + b + scale (x' A^T) B^T, x' = x without dropout (s->dropout).
  * xa OUT (N,r) = x' A^T is kept for the backward pass (NULL allowed when

@@ -418,7 +418,7 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             abort(); /* out of memory mid-step: nothing sane to return */
     }
     int vstep = (int)(a->ls.deq_cap / (size_t)C);
-    if (head->kind == WK_F32 || vstep > V)
+    if (head->kind == WK_F32 || (head->kind == WK_BF16 && gemm_has_bf16()) || vstep > V)
         vstep = V;
     double loss = 0.0;
     for (int m0 = 0; m0 < M; m0 += a->head_rows) {
@@ -428,9 +428,7 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
                    sizeof(float) * C);
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
-            const float *w = linear_rows(head, v0, nv, a->ls.deq);
-            gemm(0, 1, mr, nv, C, 1.0f, a->xc, C, w,
-                        C, 0.0f, a->logits + v0, V);
+            linear_times_wt(head, v0, nv, a->xc, C, mr, 0.0f, a->logits + v0, V, a->ls.deq);
         }
         size_t mv = (size_t)mr * V;
         if (c->final_softcap > 0.0f) {
@@ -460,10 +458,9 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             ops_softcap_backward(a->logits, a->capped, mv, c->final_softcap);
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
-            const float *w = linear_rows(head, v0, nv, a->ls.deq);
             /* dxc (mr,C) (+)= dlogits[:, v0:v0+nv] . w (nv,C) */
-            gemm(0, 0, mr, C, nv, 1.0f,
-                        a->logits + v0, V, w, C, v0 ? 1.0f : 0.0f, a->dxc, C);
+            linear_times_w(head, v0, nv, a->logits + v0, V, mr, v0 ? 1.0f : 0.0f, a->dxc,
+                           a->ls.deq);
             if (head->dw) /* dW (nv,C) += dlogits^T . xc */
                 gemm(1, 0, nv, C, mr, 1.0f,
                             a->logits + v0, V, a->xc, C, 1.0f, head->dw + (size_t)v0 * C, C);
@@ -502,13 +499,11 @@ void model_forward_logits(struct model *m, struct model_acts *a, const int32_t *
     struct linear *head = c->tied ? &m->embed : &m->head;
     trunk_forward(m, a, ids, NULL, B, T);
     int vstep = (int)(a->ls.deq_cap / (size_t)C);
-    if (head->kind == WK_F32 || vstep > V)
+    if (head->kind == WK_F32 || (head->kind == WK_BF16 && gemm_has_bf16()) || vstep > V)
         vstep = V;
     for (int v0 = 0; v0 < V; v0 += vstep) {
         int nv = V - v0 < vstep ? V - v0 : vstep;
-        const float *w = linear_rows(head, v0, nv, a->ls.deq);
-        gemm(0, 1, N, nv, C, 1.0f, a->lnf, C, w, C,
-                    0.0f, logits + v0, V);
+        linear_times_wt(head, v0, nv, a->lnf, C, N, 0.0f, logits + v0, V, a->ls.deq);
     }
     if (c->final_softcap > 0.0f)
         ops_softcap(logits, (size_t)N * V, c->final_softcap);

@@ -50,12 +50,14 @@ static void emit(const char *name, json_t *o)
 }
 
 void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t tokens,
-                 int64_t resumed_from)
+                 int64_t resumed_from, const char *cpu_path)
 {
     emit(tproto_event_name(TPROTO_EVENT_STARTED),
-         json_pack("{sI sI sI sI so}", "step", (json_int_t)step, "max_steps", (json_int_t)max_steps,
-                   "examples", (json_int_t)examples, "tokens", (json_int_t)tokens, "resumed_from",
-                   resumed_from >= 0 ? json_integer(resumed_from) : json_null()));
+         json_pack("{sI sI sI sI so ss}", "step", (json_int_t)step, "max_steps",
+                   (json_int_t)max_steps, "examples", (json_int_t)examples, "tokens",
+                   (json_int_t)tokens, "resumed_from",
+                   resumed_from >= 0 ? json_integer(resumed_from) : json_null(), "cpu_path",
+                   cpu_path));
 }
 
 void tev_log(const char *fmt, ...)

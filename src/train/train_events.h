@@ -16,9 +16,10 @@ void tev_init(void);
 /* Seconds since tev_init. */
 double tev_now(void);
 
-/* resumed_from < 0 is written as null. */
+/* resumed_from < 0 is written as null; cpu_path names the matrix-product
+ * path in use (train/cpu_path.h). */
 void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t tokens,
-                 int64_t resumed_from);
+                 int64_t resumed_from, const char *cpu_path);
 /* A line of the training log users read (also copied to stderr). */
 void tev_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s);

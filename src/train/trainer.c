@@ -23,6 +23,7 @@
 
 #include "core/fs.h"
 #include "train/checkpoint.h"
+#include "train/cpu_path.h"
 #include "train/gemm.h"
 #include "train/generate.h"
 #include "train/chat_format.h"
@@ -107,6 +108,7 @@ struct run {
     uint64_t best_step;         /* its step, whose checkpoint is kept; 0 none */
     int bad_epochs;             /* epochs ended since best_full last improved */
     char *meta;
+    char path_note[256]; /* a resume on another CPU path, or "" */
     char err[ERRCAP];
 };
 
@@ -157,12 +159,14 @@ static char *meta_json(const struct train_config *c, size_t n_params)
     for (int p = 0; p < PROJ_COUNT; p++)
         if (c->lora_targets & (1u << p))
             json_array_append_new(t, json_string(model_proj_name(p)));
-    json_t *o = json_pack("{ss ss ss s{si sf so} sI ss si si sI}", "format", "alallo-checkpoint",
+    json_t *o = json_pack("{ss ss ss s{si sf so} sI ss si si sI ss si}", "format",
+                          "alallo-checkpoint",
                           "adapter", c->full ? "full" : "lora", "precision",
                           c->four_bit ? "4-bit" : "16-bit", "lora", "r", c->lora_r, "alpha",
                           (double)c->lora_alpha, "targets", t, "n_params", (json_int_t)n_params,
                           "model_dir", c->model_dir, "seq_len", c->seq_len, "batch_size",
-                          c->batch_size, "seed", (json_int_t)c->seed);
+                          c->batch_size, "seed", (json_int_t)c->seed, "cpu_path",
+                          cpu_path_name(cpu_path_current()), "threads", c->threads);
     char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
@@ -356,6 +360,28 @@ static int save_checkpoint(struct run *r)
  * folder, see ckpt_drop_after, and left in another's, resume_from), or,
  * without resume_step, from the latest complete one. Returns 1 resumed,
  * 0 none, -1 error (in r->err). */
+/* Keeps the CPU path (and thread count) the checkpoint was written on,
+ * when they differ from this attempt's: a resume on another path goes on,
+ * and the log says so (train/cpu_path.h). */
+static void note_path(struct run *r, const char *meta)
+{
+    json_t *j = json_loads(meta, 0, NULL);
+    const char *was = j ? json_string_value(json_object_get(j, "cpu_path")) : NULL;
+    json_int_t threads = j ? json_integer_value(json_object_get(j, "threads")) : 0;
+    const char *now = cpu_path_name(cpu_path_current());
+    if (was && strcmp(was, now) != 0)
+        snprintf(r->path_note, sizeof r->path_note,
+                 "the checkpoint was written on the %s path and this attempt runs on the %s "
+                 "path: from here on its numbers differ in their last bits from a run that "
+                 "stayed on %s",
+                 was, now, was);
+    else if (was && threads > 0 && threads != r->c->threads)
+        snprintf(r->path_note, sizeof r->path_note,
+                 "the checkpoint was written with %d threads and this attempt runs %d",
+                 (int)threads, r->c->threads);
+    json_decref(j);
+}
+
 static int resume(struct run *r)
 {
     char path[CKPT_MAX_PATH];
@@ -411,6 +437,7 @@ static int resume(struct run *r)
                  " was made with other settings than this attempt's", k.step);
         goto out;
     }
+    note_path(r, k.meta_json);
     memcpy(r->m->train, k.params, k.n * sizeof(float));
     memcpy(r->opt.m, k.m, k.n * sizeof(float));
     memcpy(r->opt.v, k.v, k.n * sizeof(float));
@@ -757,6 +784,9 @@ int trainer_run(const struct train_config *c)
 {
     install_signals();
     gemm_set_threads(c->threads);
+    char perr[256];
+    if (cpu_path_init(NULL, perr, sizeof perr))
+        return fail(0, perr);
     struct run r;
     memset(&r, 0, sizeof r);
     r.c = c;
@@ -778,9 +808,14 @@ int trainer_run(const struct train_config *c)
     r.sched = (struct lr_schedule){(enum lr_kind)c->lr_schedule, c->learning_rate,
                                    c->warmup_steps, c->max_steps, 0.0f};
     /* examples: what a step counts (DPO: pairs) */
-    tev_started(r.step, c->max_steps, units(&r), r.ds->n_tokens, resumed ? (int64_t)r.step : -1);
+    tev_started(r.step, c->max_steps, units(&r), r.ds->n_tokens, resumed ? (int64_t)r.step : -1,
+                cpu_path_name(cpu_path_current()));
+    tev_log("matrix products on the %s path (CPU flags: %s)", cpu_path_name(cpu_path_current()),
+            cpu_path_flags());
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, r.step);
+    if (r.path_note[0])
+        tev_log("%s", r.path_note);
     else
         tev_log("training started: %" PRIu64 " steps, %zu %s, %zu tokens, context %d%s, %s%s",
                 c->max_steps, units(&r), c->dpo ? "preference pairs" : "examples",

@@ -1,0 +1,110 @@
+/* cpu_path.c - the run-time choice of matrix-product code (cpu_path.h). */
+#include "train/cpu_path.h"
+
+#include <assert.h>
+#include <cpuid.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const names[CPU_PATH_COUNT] = {"avx2", "avx512", "avx512bf16"};
+static int current = -1;
+
+const char *cpu_path_name(enum cpu_path p)
+{
+    assert(p >= 0 && p < CPU_PATH_COUNT);
+    return names[p];
+}
+
+int cpu_path_parse(const char *name)
+{
+    for (int i = 0; name && i < CPU_PATH_COUNT; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+bool cpu_path_has_amx(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return false;
+    return (d & (1u << 22)) && (d & (1u << 24)); /* AMX-BF16, AMX-TILE */
+}
+
+bool cpu_path_supported(enum cpu_path p)
+{
+    __builtin_cpu_init();
+    switch (p) {
+    case CPU_PATH_AVX2:
+        return true;
+    case CPU_PATH_AVX512:
+        return __builtin_cpu_supports("avx512f") != 0;
+    case CPU_PATH_AVX512BF16:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    case CPU_PATH_COUNT:
+        break;
+    }
+    return false;
+}
+
+enum cpu_path cpu_path_best(void)
+{
+    for (int p = CPU_PATH_COUNT - 1; p > 0; p--)
+        if (cpu_path_supported((enum cpu_path)p))
+            return (enum cpu_path)p;
+    return CPU_PATH_AVX2;
+}
+
+int cpu_path_init(const char *want, char *err, int errlen)
+{
+    if (!want || !*want)
+        want = getenv("ALALLO_CPU_PATH");
+    if (!want || !*want) {
+        current = cpu_path_best();
+        return 0;
+    }
+    int p = cpu_path_parse(want);
+    if (p < 0) {
+        snprintf(err, (size_t)errlen, "unknown CPU path \"%s\" (avx2, avx512 or avx512bf16)",
+                 want);
+        return -1;
+    }
+    if (!cpu_path_supported((enum cpu_path)p)) {
+        snprintf(err, (size_t)errlen, "this CPU cannot run the %s path (it has: %s)", want,
+                 cpu_path_flags());
+        return -1;
+    }
+    current = p;
+    return 0;
+}
+
+enum cpu_path cpu_path_current(void)
+{
+    if (current < 0) {
+        enum cpu_path best = cpu_path_best();
+        current = best > CPU_PATH_AVX512 ? CPU_PATH_AVX512 : best;
+    }
+    return (enum cpu_path)current;
+}
+
+void cpu_path_set(enum cpu_path p)
+{
+    assert(cpu_path_supported(p));
+    current = p;
+}
+
+const char *cpu_path_flags(void)
+{
+    static char line[96];
+    __builtin_cpu_init();
+    snprintf(line, sizeof line, "%s%s%s%s%s", __builtin_cpu_supports("avx2") ? "avx2 " : "",
+             __builtin_cpu_supports("fma") ? "fma " : "",
+             __builtin_cpu_supports("avx512f") ? "avx512f " : "",
+             __builtin_cpu_supports("avx512bf16") ? "avx512bf16 " : "",
+             cpu_path_has_amx() ? "amx-bf16 " : "");
+    size_t n = strlen(line);
+    if (n)
+        line[n - 1] = '\0';
+    return line;
+}

@@ -1,0 +1,476 @@
+/* gemm_kern.c - AVX-512 fp32 and AVX512-BF16 product kernels (gemm_kern.h).
+ *
+ * Blocking: the N side is cut into panels of NC columns; for each block of
+ * K, B's panel is packed into NR-column strips (K-major, zero-padded at
+ * the edges), then every MR-row strip of A meets every strip of B in a
+ * register-tile kernel (MR x NR = 8 x 32: 16 zmm accumulators). The fp32
+ * kernel broadcasts A straight from its rows (no packing) when op(A) is
+ * A; a transposed or edge strip of A is copied first. The bf16 kernel
+ * always packs A, rounding it to bf16 pairs.
+ *
+ * Compiled for the plain x86-64 baseline: the kernels carry their own
+ * target attributes and are only called when cpu_path says the CPU has
+ * the instructions.
+ */
+#include "train/gemm_kern.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MR 8
+#define NR 32
+#define KC 256   /* fp32: K per block                     */
+#define KC2 512  /* bf16: K per block (256 pairs)          */
+#define NC 512   /* columns of B packed at once           */
+
+/* Per-thread buffers: B panel (fp32: KC x NC floats; bf16: KC2 x NC
+ * halves, the same bytes), one A strip, one edge tile. */
+static _Thread_local float *bpack;
+static _Thread_local float *apack;
+
+static int buffers(void)
+{
+    if (!bpack) {
+        bpack = aligned_alloc(64, sizeof(float) * KC * NC);
+        apack = aligned_alloc(64, sizeof(float) * KC * MR);
+    }
+    return bpack && apack ? 0 : -1;
+}
+
+/* c = fma(alpha, acc, first ? beta c : c) for an edge tile (nr < NR or
+ * mr < MR), the scalar twin of the kernels' stores. */
+static void store_edge(const float *acc, int mr, int nr, float *c, long ldc, float alpha,
+                       float beta, int first)
+{
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float *p = c + i * ldc + j;
+            float base = first ? (beta == 0.0f ? 0.0f : beta * *p) : *p;
+            *p = fmaf(alpha, acc[i * NR + j], base);
+        }
+}
+
+/* ---- fp32 ---- */
+
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+tile_f32(int kc, const float *a, long rs, long cs, const float *bp, float *c, long ldc,
+         float alpha, float beta, int first)
+{
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+        const float *ak = a + k * cs;
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512 ai = _mm512_set1_ps(ak[i * rs]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+        bp += NR;
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int i = 0; i < MR; i++)
+        for (int h = 0; h < 2; h++) {
+            float *p = c + i * ldc + 16 * h;
+            __m512 base = !first ? _mm512_loadu_ps(p)
+                          : beta == 0.0f ? _mm512_setzero_ps()
+                                         : _mm512_mul_ps(vb, _mm512_loadu_ps(p));
+            _mm512_storeu_ps(p, _mm512_fmadd_ps(va, acc[i][h], base));
+        }
+}
+
+/* A strip read in place: rows lda apart, K contiguous. */
+__attribute__((target("avx512f"))) static void tile_f32_rows(int kc, const float *a, long lda,
+                                                             const float *bp, float *c, long ldc,
+                                                             float alpha, float beta, int first)
+{
+    tile_f32(kc, a, lda, 1, bp, c, ldc, alpha, beta, first);
+}
+
+/* A strip packed: ap[k * MR + i]. */
+__attribute__((target("avx512f"))) static void tile_f32_packed(int kc, const float *ap,
+                                                               const float *bp, float *c,
+                                                               long ldc, float alpha, float beta,
+                                                               int first)
+{
+    tile_f32(kc, ap, 1, MR, bp, c, ldc, alpha, beta, first);
+}
+
+/* 16 rows of B^T (16 columns j of op(B), K contiguous), 16 values of K
+ * each, transposed in registers into bp[k * NR + j] for k < 16. */
+__attribute__((target("avx512f"))) static void transpose16(const float *src, long ldb, float *bp)
+{
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps(src + i * ldb);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    /* r[4q + s] holds, in each 128-bit lane L, rows 4q..4q+3 at k = 4L + s;
+     * gather lane L of the four q into one vector for that k */
+    for (int s = 0; s < 4; s++) {
+        __m512 a = _mm512_shuffle_f32x4(r[s], r[4 + s], 0x44);     /* q0 L0 L1, q1 L0 L1 */
+        __m512 b = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0x44); /* q2 L0 L1, q3 L0 L1 */
+        __m512 c = _mm512_shuffle_f32x4(r[s], r[4 + s], 0xee);      /* q0 L2 L3, q1 L2 L3 */
+        __m512 d = _mm512_shuffle_f32x4(r[8 + s], r[12 + s], 0xee); /* q2 L2 L3, q3 L2 L3 */
+        int ks = s;
+        _mm512_store_ps(bp + (0 + ks) * NR, _mm512_shuffle_f32x4(a, b, 0x88));
+        _mm512_store_ps(bp + (4 + ks) * NR, _mm512_shuffle_f32x4(a, b, 0xdd));
+        _mm512_store_ps(bp + (8 + ks) * NR, _mm512_shuffle_f32x4(c, d, 0x88));
+        _mm512_store_ps(bp + (12 + ks) * NR, _mm512_shuffle_f32x4(c, d, 0xdd));
+    }
+}
+
+/* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column strips. */
+static void pack_b_f32(int tb, const float *B, long ldb, int k0, int kc, int j0, int nc,
+                       float *bp)
+{
+    for (int s = 0; s < nc; s += NR, bp += (size_t)kc * NR) {
+        int nr = nc - s < NR ? nc - s : NR;
+        if (!tb) {
+            for (int k = 0; k < kc; k++) {
+                const float *src = B + (long)(k0 + k) * ldb + j0 + s;
+                memcpy(bp + k * NR, src, sizeof(float) * (size_t)nr);
+                for (int j = nr; j < NR; j++)
+                    bp[k * NR + j] = 0.0f;
+            }
+        } else if (nr == NR) {
+            const float *src = B + (long)(j0 + s) * ldb + k0;
+            int k = 0;
+            for (; k + 16 <= kc; k += 16)
+                for (int h = 0; h < NR; h += 16)
+                    transpose16(src + (long)h * ldb + k, ldb, bp + k * NR + h);
+            for (; k < kc; k++)
+                for (int j = 0; j < NR; j++)
+                    bp[k * NR + j] = src[(long)j * ldb + k];
+        } else {
+            for (int j = 0; j < NR; j++) {
+                if (j >= nr) {
+                    for (int k = 0; k < kc; k++)
+                        bp[k * NR + j] = 0.0f;
+                    continue;
+                }
+                const float *src = B + (long)(j0 + s + j) * ldb + k0;
+                for (int k = 0; k < kc; k++)
+                    bp[k * NR + j] = src[k];
+            }
+        }
+    }
+}
+
+/* Packs op(A)[i0:i0+mr, k0:k0+kc] as ap[k * MR + i], zero rows past mr. */
+static void pack_a_f32(int ta, const float *A, long lda, int i0, int mr, int k0, int kc,
+                       float *ap)
+{
+    if (ta && mr == MR) {
+        for (int k = 0; k < kc; k++)
+            memcpy(ap + k * MR, A + (long)(k0 + k) * lda + i0, sizeof(float) * MR);
+        return;
+    }
+    for (int k = 0; k < kc; k++)
+        for (int i = 0; i < MR; i++)
+            ap[k * MR + i] = i >= mr ? 0.0f
+                             : ta    ? A[(long)(k0 + k) * lda + i0 + i]
+                                     : A[(long)(i0 + i) * lda + k0 + k];
+}
+
+void gemm_kern_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (buffers() != 0)
+        abort();
+    float edge[MR * NR] __attribute__((aligned(64)));
+    if (K <= 0) { /* C = beta C */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
+        return;
+    }
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = K - pc < KC ? K - pc : KC;
+            int first = pc == 0;
+            pack_b_f32(tb, B, ldb, pc, kc, jc, nc, bpack);
+            for (int ic = 0; ic < M; ic += MR) {
+                int mr = M - ic < MR ? M - ic : MR;
+                int packed = ta || mr < MR;
+                if (packed)
+                    pack_a_f32(ta, A, lda, ic, mr, pc, kc, apack);
+                for (int s = 0; s < nc; s += NR) {
+                    int nr = nc - s < NR ? nc - s : NR;
+                    const float *bp = bpack + (size_t)(s / NR) * kc * NR;
+                    float *c = C + (long)ic * ldc + jc + s;
+                    if (mr == MR && nr == NR) {
+                        if (packed)
+                            tile_f32_packed(kc, apack, bp, c, ldc, alpha, beta, first);
+                        else
+                            tile_f32_rows(kc, A + (long)ic * lda + pc, lda, bp, c, ldc, alpha,
+                                          beta, first);
+                    } else {
+                        if (packed)
+                            tile_f32_packed(kc, apack, bp, edge, NR, 1.0f, 0.0f, 1);
+                        else
+                            tile_f32_rows(kc, A + (long)ic * lda + pc, lda, bp, edge, NR, 1.0f,
+                                          0.0f, 1);
+                        store_edge(edge, mr, nr, c, ldc, alpha, beta, first);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- bf16 ---- */
+
+/* One bf16 pair (lo = element k, hi = element k+1) in a 32-bit word. */
+typedef uint32_t pair_t;
+
+__attribute__((target("avx512f,avx512bf16"))) static void
+tile_bf16(int kp, const pair_t *ap, const pair_t *bp, float *c, long ldc, float alpha,
+          float beta, int first)
+{
+    __m512 acc[MR][2];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int k = 0; k < kp; k++) {
+        __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)bp);
+        __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(bp + 16));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512bh ai = (__m512bh)_mm512_set1_epi32((int)ap[i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+        ap += MR;
+        bp += NR;
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int i = 0; i < MR; i++)
+        for (int h = 0; h < 2; h++) {
+            float *p = c + i * ldc + 16 * h;
+            __m512 base = !first ? _mm512_loadu_ps(p)
+                          : beta == 0.0f ? _mm512_setzero_ps()
+                                         : _mm512_mul_ps(vb, _mm512_loadu_ps(p));
+            _mm512_storeu_ps(p, _mm512_fmadd_ps(va, acc[i][h], base));
+        }
+}
+
+/* 16 floats at x (n valid, the rest zero) and 16 more at x + 16 as 16 bf16
+ * pairs, rounded to nearest even. */
+__attribute__((target("avx512f,avx512bf16"))) static void pairs16(const float *x, int n,
+                                                                  pair_t *out)
+{
+    __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+    int n1 = n - 16;
+    __mmask16 m1 = (__mmask16)(n1 >= 16 ? 0xffff : n1 <= 0 ? 0 : (1u << n1) - 1);
+    __m512 lo = _mm512_maskz_loadu_ps(m0, x), hi = _mm512_maskz_loadu_ps(m1, x + 16);
+    _mm512_storeu_si512((void *)out, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* One fp32 value as bf16, the same rounding as pairs16. */
+__attribute__((target("avx512f,avx512bf16"))) static uint16_t one_bf16(float x)
+{
+    pair_t p[16];
+    float v[32] = {x};
+    pairs16(v, 1, p);
+    return (uint16_t)(p[0] & 0xffff);
+}
+
+/* A row of n fp32 values (stride 1) as n/2 pairs written dst[q * stride]. */
+static void row_pairs(const float *x, int n, pair_t *dst, int stride)
+{
+    pair_t tmp[16];
+    for (int k = 0; k < n; k += 32) {
+        int m = n - k < 32 ? n - k : 32;
+        pairs16(x + k, m, tmp);
+        for (int q = 0; q < (m + 1) / 2; q++)
+            dst[(size_t)(k / 2 + q) * stride] = tmp[q];
+    }
+}
+
+static pair_t make_pair(uint16_t lo, uint16_t hi)
+{
+    return (pair_t)lo | (pair_t)hi << 16;
+}
+
+/* op(A)[i0:i0+mr, k0:k0+kc] as ap[kp * MR + i], zero past mr and kc. */
+static void pack_a_bf16(int ta, const float *A, long lda, int i0, int mr, int k0, int kc,
+                        pair_t *ap)
+{
+    int kp = (kc + 1) / 2;
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) {
+            for (int q = 0; q < kp; q++)
+                ap[q * MR + i] = 0;
+        } else if (!ta) {
+            row_pairs(A + (long)(i0 + i) * lda + k0, kc, ap + i, MR);
+        } else {
+            for (int q = 0; q < kp; q++) {
+                int k = k0 + 2 * q;
+                uint16_t lo = one_bf16(A[(long)k * lda + i0 + i]);
+                uint16_t hi = 2 * q + 1 < kc ? one_bf16(A[(long)(k + 1) * lda + i0 + i]) : 0;
+                ap[q * MR + i] = make_pair(lo, hi);
+            }
+        }
+    }
+}
+
+/* 16 columns of row r of B as bf16 (n valid, the rest zero). */
+__attribute__((target("avx512f,avx512bf16"))) static __m256i
+row16_bf16(const uint16_t *Bh, const float *Bf, long at, int n)
+{
+    if (Bf) {
+        __mmask16 m = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+        return (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, Bf + at));
+    }
+    if (n >= 16)
+        return _mm256_loadu_si256((const void *)(Bh + at));
+    uint16_t t[16] = {0};
+    memcpy(t, Bh + at, sizeof(uint16_t) * (size_t)n);
+    return _mm256_loadu_si256((const void *)t);
+}
+
+/* Strip of op(B) = B (K,N) stored by rows: pairs interleave rows r, r+1. */
+__attribute__((target("avx512f,avx512bf16"))) static void
+pack_b_rows_bf16(const uint16_t *Bh, const float *Bf, long ldb, int k0, int kc, long col, int nr,
+                 pair_t *bp)
+{
+    int kp = (kc + 1) / 2;
+    for (int h = 0; h < NR; h += 16) {
+        int n = nr - h;
+        for (int q = 0; q < kp; q++) {
+            __m512i v = _mm512_setzero_si512();
+            if (n > 0) {
+                long r = k0 + 2 * q;
+                __m512i lo = _mm512_cvtepu16_epi32(row16_bf16(Bh, Bf, r * ldb + col + h, n));
+                v = lo;
+                if (2 * q + 1 < kc) {
+                    __m512i hi =
+                        _mm512_cvtepu16_epi32(row16_bf16(Bh, Bf, (r + 1) * ldb + col + h, n));
+                    v = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+                }
+            }
+            _mm512_store_si512((void *)(bp + (size_t)q * NR + h), v);
+        }
+    }
+}
+
+/* A whole strip of op(B) = B^T (NR rows of B, K contiguous): the pairs of
+ * each row are 32-bit words, transposed 16 x 16 at a time (an fp32 B is
+ * rounded to pairs first, 16 rows x 16 pairs through `tmp`). */
+static void pack_b_cols_bf16(const uint16_t *Bh, const float *Bf, long ldb, int k0, int kc,
+                             long col, pair_t *bp)
+{
+    int kp = (kc + 1) / 2, q = 0;
+    pair_t tmp[16 * 16] __attribute__((aligned(64)));
+    for (; 2 * (q + 16) <= kc; q += 16)
+        for (int h = 0; h < NR; h += 16) {
+            if (Bf) {
+                for (int j = 0; j < 16; j++)
+                    pairs16(Bf + (col + h + j) * ldb + k0 + 2 * q, 32, tmp + 16 * j);
+                transpose16((const float *)tmp, 16, (float *)bp + (size_t)q * NR + h);
+            } else {
+                const uint16_t *src = Bh + (col + h) * ldb + k0 + 2 * q;
+                transpose16((const float *)src, ldb / 2, (float *)bp + (size_t)q * NR + h);
+            }
+        }
+    for (; q < kp; q++) /* the last pairs, one at a time */
+        for (int j = 0; j < NR; j++) {
+            long at = (col + j) * ldb + k0 + 2 * q;
+            int two = 2 * q + 1 < kc;
+            uint16_t lo = Bh ? Bh[at] : one_bf16(Bf[at]);
+            uint16_t hi = !two ? 0 : Bh ? Bh[at + 1] : one_bf16(Bf[at + 1]);
+            bp[(size_t)q * NR + j] = make_pair(lo, hi);
+        }
+}
+
+/* op(B)[k0:k0+kc, j0:j0+nc] into NR-column strips of pairs:
+ * bp[kp * NR + j]. */
+static void pack_b_bf16(int tb, const uint16_t *Bh, const float *Bf, long ldb, int k0, int kc,
+                        int j0, int nc, pair_t *bp)
+{
+    int kp = (kc + 1) / 2;
+    for (int s = 0; s < nc; s += NR, bp += (size_t)kp * NR) {
+        int nr = nc - s < NR ? nc - s : NR;
+        if (!tb) {
+            pack_b_rows_bf16(Bh, Bf, ldb, k0, kc, j0 + s, nr, bp);
+            continue;
+        }
+        if (nr == NR && (Bf || ldb % 2 == 0)) {
+            pack_b_cols_bf16(Bh, Bf, ldb, k0, kc, j0 + s, bp);
+            continue;
+        }
+        for (int j = 0; j < NR; j++) {
+            if (j >= nr) {
+                for (int q = 0; q < kp; q++)
+                    bp[q * NR + j] = 0;
+                continue;
+            }
+            long col = j0 + s + j;
+            if (Bf) {
+                row_pairs(Bf + col * ldb + k0, kc, bp + j, NR);
+                continue;
+            }
+            const uint16_t *src = Bh + col * ldb + k0;
+            int whole = kc / 2;
+            for (int q = 0; q < whole; q++)
+                memcpy(&bp[q * NR + j], src + 2 * q, sizeof(pair_t));
+            if (kc & 1)
+                bp[whole * NR + j] = src[kc - 1];
+        }
+    }
+}
+
+void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (buffers() != 0)
+        abort();
+    float edge[MR * NR] __attribute__((aligned(64)));
+    if (K <= 0) {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
+        return;
+    }
+    pair_t *bp = (pair_t *)bpack, *ap = (pair_t *)apack;
+    for (int jc = 0; jc < N; jc += NC) {
+        int nc = N - jc < NC ? N - jc : NC;
+        for (int pc = 0; pc < K; pc += KC2) {
+            int kc = K - pc < KC2 ? K - pc : KC2, kp = (kc + 1) / 2;
+            int first = pc == 0;
+            pack_b_bf16(tb, Bh, Bf, ldb, pc, kc, jc, nc, bp);
+            for (int ic = 0; ic < M; ic += MR) {
+                int mr = M - ic < MR ? M - ic : MR;
+                pack_a_bf16(ta, A, lda, ic, mr, pc, kc, ap);
+                for (int s = 0; s < nc; s += NR) {
+                    int nr = nc - s < NR ? nc - s : NR;
+                    const pair_t *b = bp + (size_t)(s / NR) * kp * NR;
+                    float *c = C + (long)ic * ldc + jc + s;
+                    if (mr == MR && nr == NR) {
+                        tile_bf16(kp, ap, b, c, ldc, alpha, beta, first);
+                    } else {
+                        tile_bf16(kp, ap, b, edge, NR, 1.0f, 0.0f, 1);
+                        store_edge(edge, mr, nr, c, ldc, alpha, beta, first);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+/* gemm_kern.h - alallo's own single-threaded matrix-product kernels for
+ * the avx512 and avx512bf16 CPU paths (train/cpu_path.h). gemm.c splits a
+ * product into blocks and calls these; nothing else should.
+ *
+ * Contract (both): row-major C (M,N) = alpha op(A) op(B) + beta C, with
+ * op(A) (M,K) (A stored (K,M) when ta) and op(B) (K,N) (B stored (N,K)
+ * when tb), as cblas_sgemm. beta == 0 never reads C.
+ *
+ * Numerics, the same for every block cut: each C element is
+ * fma(alpha, s, c') per block of K (256 for fp32, 512 for bf16), where s
+ * is the sum of that block's products in K order (one FMA chain, or pairs
+ * of bf16 products for vdpbf16ps) and c' is beta C (first block) or the
+ * previous block's result. So a result depends only on M, N, K, the data
+ * and the path: not on how gemm.c cut the product or on the thread count.
+ *
+ * Memory: packing buffers are per thread (thread-local, allocated on first
+ * use, about 0.6 MiB, kept for the thread's life).
+ */
+#ifndef ALALLO_TRAIN_GEMM_KERN_H
+#define ALALLO_TRAIN_GEMM_KERN_H
+
+#include <stdint.h>
+
+/* fp32 inputs, fp32 accumulation (AVX-512 FMA). Needs avx512f. */
+void gemm_kern_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc);
+
+/* bf16 products, fp32 accumulation (vdpbf16ps). A is fp32 and rounds to
+ * the nearest bf16 (ties to even); B is bf16 (Bh) or fp32 (Bf, rounded the
+ * same way): exactly one of them is non-NULL. Needs avx512f and
+ * avx512bf16. */
+void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc);
+
+#endif

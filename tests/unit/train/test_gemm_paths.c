@@ -1,0 +1,208 @@
+/* test_gemm_paths.c - every CPU path's matrix products against a plain
+ * fp32 reference, their tolerances, and their determinism. A path this CPU
+ * lacks is skipped with a line that says so. */
+#include <math.h>
+#include <omp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "train/cpu_path.h"
+#include "train/gemm.h"
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+struct shape {
+    int M, N, K, ta, tb;
+    float alpha, beta;
+};
+
+/* Edges in every direction, both transposes, K over one block, beta 0/1/½. */
+static const struct shape shapes[] = {
+    {1, 1, 1, 0, 0, 1.0f, 0.0f},       {7, 5, 3, 0, 1, 1.0f, 0.0f},
+    {8, 32, 256, 0, 1, 1.0f, 0.0f},    {64, 64, 64, 0, 1, 0.125f, 0.0f},
+    {64, 64, 64, 0, 0, 1.0f, 1.0f},    {64, 64, 64, 1, 0, 1.0f, 1.0f},
+    {33, 97, 515, 0, 1, 1.0f, 0.5f},   {256, 768, 768, 0, 1, 1.0f, 0.0f},
+    {256, 768, 300, 0, 0, 1.0f, 1.0f}, {300, 70, 256, 1, 0, 2.0f, 1.0f},
+    {129, 600, 1031, 1, 1, 1.0f, 0.0f}, {17, 1100, 40, 0, 1, -1.0f, 0.5f},
+};
+
+/* ref = alpha op(A) op(B) + beta C0 in double; bound = |alpha| sum |a||b|. */
+static void reference(const struct shape *s, const float *A, const float *B, const float *C0,
+                      double *ref, double *bound)
+{
+    int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+    for (int i = 0; i < s->M; i++)
+        for (int j = 0; j < s->N; j++) {
+            double acc = 0, mag = 0;
+            for (int k = 0; k < s->K; k++) {
+                double a = s->ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+                double b = s->tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+                acc += a * b;
+                mag += fabs(a * b);
+            }
+            ref[(size_t)i * s->N + j] = s->alpha * acc + s->beta * C0[(size_t)i * s->N + j];
+            bound[(size_t)i * s->N + j] = fabs(s->alpha) * mag + fabs(s->beta * C0[(size_t)i * s->N + j]);
+        }
+}
+
+/* Runs every shape on the current path (bf16: gemm_bf16 with B as bf16 and
+ * as fp32) and checks |got - ref| <= tol * bound + 1e-30. */
+static void check_shapes(int bf16, int b_as_f32, double tol)
+{
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+        const struct shape *s = &shapes[t];
+        size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
+        float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4), *C0 = malloc(nc * 4);
+        uint16_t *Bh = malloc(nb * 2);
+        double *ref = malloc(nc * 8), *bound = malloc(nc * 8);
+        uint64_t seed = 42 + t;
+        for (size_t i = 0; i < na; i++)
+            A[i] = frand(&seed);
+        for (size_t i = 0; i < nb; i++) {
+            B[i] = frand(&seed);
+            Bh[i] = to_bf16(B[i]);
+            if (bf16 && !b_as_f32)
+                B[i] = from_bf16(Bh[i]); /* the reference sees the stored weight */
+        }
+        for (size_t i = 0; i < nc; i++)
+            C0[i] = C[i] = frand(&seed);
+        reference(s, A, B, C0, ref, bound);
+        int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
+        if (!bf16)
+            gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, B, ldb, s->beta, C, s->N);
+        else
+            gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, s->alpha, A, lda, b_as_f32 ? NULL : Bh,
+                      b_as_f32 ? B : NULL, ldb, s->beta, C, s->N);
+        double worst = 0;
+        for (size_t i = 0; i < nc; i++) {
+            double e = fabs(C[i] - ref[i]) / (bound[i] + 1e-30);
+            if (e > worst)
+                worst = e;
+        }
+        if (worst > tol)
+            fail_msg("path %s shape %dx%dx%d ta%d tb%d: error %.3g of sum|ab| (limit %.3g)",
+                     cpu_path_name(cpu_path_current()), s->M, s->N, s->K, s->ta, s->tb, worst,
+                     tol);
+        free(A), free(B), free(C), free(C0), free(Bh), free(ref), free(bound);
+    }
+}
+
+/* Two runs, and on the own kernels a run on one thread, give the same bits. */
+static void check_bits(int bf16)
+{
+    int M = 130, N = 777, K = 600;
+    float *A = malloc((size_t)M * K * 4), *B = malloc((size_t)N * K * 4);
+    float *C1 = malloc((size_t)M * N * 4), *C2 = malloc((size_t)M * N * 4);
+    float *C3 = malloc((size_t)M * N * 4);
+    uint64_t seed = 7;
+    for (int i = 0; i < M * K; i++)
+        A[i] = frand(&seed);
+    for (int i = 0; i < N * K; i++)
+        B[i] = frand(&seed);
+    int threads = omp_get_max_threads();
+    for (int run = 0; run < 3; run++) {
+        float *C = run == 0 ? C1 : run == 1 ? C2 : C3;
+        gemm_set_threads(run == 2 ? 1 : 2);
+        if (bf16)
+            gemm_bf16(0, 1, M, N, K, 1.0f, A, K, NULL, B, K, 0.0f, C, N);
+        else
+            gemm(0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+    }
+    gemm_set_threads(threads);
+    assert_memory_equal(C1, C2, (size_t)M * N * 4);
+    if (cpu_path_current() != CPU_PATH_AVX2) /* own kernels: any cut, same bits */
+        assert_memory_equal(C1, C3, (size_t)M * N * 4);
+    free(A), free(B), free(C1), free(C2), free(C3);
+}
+
+static int on_path(enum cpu_path p)
+{
+    if (!cpu_path_supported(p)) {
+        printf("path %s: skipped, this CPU lacks it (it has: %s)\n", cpu_path_name(p),
+               cpu_path_flags());
+        return 0;
+    }
+    cpu_path_set(p);
+    printf("path %s: running (CPU flags: %s)\n", cpu_path_name(p), cpu_path_flags());
+    return 1;
+}
+
+static void test_avx2(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_AVX2))
+        skip();
+    check_shapes(0, 0, 1e-5);
+    check_bits(0);
+}
+
+static void test_avx512(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_AVX512))
+        skip();
+    check_shapes(0, 0, 1e-5);
+    check_bits(0);
+}
+
+static void test_avx512bf16(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_AVX512BF16))
+        skip();
+    check_shapes(0, 0, 1e-5);   /* fp32 products stay fp32 */
+    check_shapes(1, 0, 1.0 / 128); /* bf16 weight: A rounds to bf16 */
+    check_shapes(1, 1, 1.0 / 64);  /* fp32 weight rounded too */
+    check_bits(1);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    char err[160];
+    assert_int_equal(cpu_path_parse("avx512bf16"), CPU_PATH_AVX512BF16);
+    assert_int_equal(cpu_path_parse("sse"), -1);
+    assert_int_equal(cpu_path_init("sse", err, sizeof err), -1);
+    assert_non_null(strstr(err, "unknown CPU path"));
+    assert_int_equal(cpu_path_init("avx2", err, sizeof err), 0);
+    assert_int_equal(cpu_path_current(), CPU_PATH_AVX2);
+    assert_true(cpu_path_supported(cpu_path_best()));
+}
+
+int main(void)
+{
+    gemm_set_threads(2);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_avx512bf16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
