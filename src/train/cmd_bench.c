@@ -10,7 +10,11 @@
  *   alallo bench train [--model DIR | --shape tiny|small|124m] [--vocab V]
  *                      [--precision 16-bit|4-bit] [--adapter lora|full]
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
- *                      [--lora-r R] [--path avx2|avx512|avx512bf16]
+ *                      [--lora-r R] [--path avx2|avx512|avx512bf16] [--losses]
+ *                      [--lr LR]
+ *
+ * --losses adds "losses": the loss of every step (the same batch each
+ * step, so it falls as the model learns it), to compare paths' curves.
  *
  * MFU = model FLOPs per token x tokens / wall time / measured peak, with
  * full fine-tuning at 6N + 6 L d T FLOPs per token and LoRA at
@@ -212,6 +216,16 @@ static int bench_train(int argc, char **argv)
         cmd_int_opt("alallo bench train", argc, argv, "--lora-r", 1, 1024, &r) ||
         cmd_int_opt("alallo bench train", argc, argv, "--vocab", 2, MODEL_MAX_VOCAB, &vocab))
         return 2;
+    float lr = 1e-5f;
+    const char *lr_s = cmd_arg_value(argc, argv, "--lr");
+    if (lr_s) {
+        char *end;
+        lr = strtof(lr_s, &end);
+        if (end == lr_s || *end || !(lr > 0.0f && lr < 1.0f)) {
+            fputs("alallo bench train: --lr must be a number between 0 and 1\n", stderr);
+            return 2;
+        }
+    }
     int full = strcmp(adapter, "full") == 0, four = strcmp(precision, "4-bit") == 0;
     if ((!full && strcmp(adapter, "lora") != 0) || (!four && strcmp(precision, "16-bit") != 0) ||
         (full && four)) {
@@ -275,6 +289,7 @@ static int bench_train(int argc, char **argv)
     double peak_bf16 = bf16 ? measure_peak(threads, PEAK_BF16, &isa_bf16) : 0.0;
     double t_opt = 0.0, t_start = 0.0, loss = 0.0, c_start = 0.0, load0 = loadavg();
     struct model_timing warm = {0};
+    json_t *losses = json_array();
     for (int s = 0; s < steps; s++) {
         if (s == 1) {
             /* the first step warms caches and pages in memory: left out */
@@ -286,9 +301,10 @@ static int bench_train(int argc, char **argv)
         ops_zero(m->grad, m->n_train);
         loss = model_forward_backward(m, a, ids, mask, B, T, 1.0f / (float)nt, 1, &got) /
                (double)nt;
+        json_array_append_new(losses, json_real(loss));
         double t0 = clock_mono_s();
         double norm = optim_grad_norm(m->grad, m->n_train);
-        optim_adamw_step(&opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), 1e-5f);
+        optim_adamw_step(&opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), lr);
         t_opt += clock_mono_s() - t0;
     }
     double wall = clock_mono_s() - t_start;
@@ -333,6 +349,8 @@ static int bench_train(int argc, char **argv)
     if (j) {
         json_object_set_new(j, "cpu_path", json_string(cpu_path_name(path)));
         json_object_set_new(j, "cpu_flags", json_string(cpu_path_flags()));
+        if (cmd_has_flag(argc, argv, "--losses"))
+            json_object_set_new(j, "losses", json_incref(losses));
         if (bf16) {
             json_object_set_new(j, "peak_bf16_flops", json_real(peak_bf16));
             json_object_set_new(j, "peak_bf16_method", json_string(isa_bf16));
@@ -345,6 +363,7 @@ static int bench_train(int argc, char **argv)
         puts(s);
     free(s);
     json_decref(j);
+    json_decref(losses);
     free(ids);
     free(mask);
     optim_free(&opt);

@@ -21,6 +21,7 @@
 
 #include "core/fs.h"
 #include "test_train_fixture.h"
+#include "train/cpu_path.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/tokenizer.h"
@@ -167,8 +168,12 @@ static void loss_goes_down_full(void **state)
     assert_true(l1 < 5.0);
     assert_true(l4 < 0.8 * l1);
     assert_true(json_real_value(json_object_get(s4, "tokens_per_s")) > 0.0);
-    json_t *log = find_event(&r, "log", 1);
+    /* the log names the CPU path first, then says what it trains, then steps */
+    json_t *log = find_event(&r, "log", 0);
     const char *line = json_string_value(json_object_get(log, "line"));
+    assert_true(strncmp(line, "matrix products on the ", 23) == 0);
+    log = find_event(&r, "log", 2);
+    line = json_string_value(json_object_get(log, "line"));
     assert_true(strncmp(line, "step 10/40: loss ", 17) == 0);
     json_t *done = find_event(&r, "done", 0);
     assert_non_null(done);
@@ -305,6 +310,78 @@ static void resume_exact_full(void **state)
     (void)state;
     resume_exact("full", "\"adapter\":\"full\",\"learning_rate\":0.001,",
                  "model/model.safetensors");
+}
+
+/* Every CPU path this machine has: the started event names it, and a run
+ * resumed on the same path is bit-exact with one that never stopped. */
+static void resume_exact_every_path(void **state)
+{
+    (void)state;
+    for (int p = 0; p < CPU_PATH_COUNT; p++) {
+        const char *name = cpu_path_name((enum cpu_path)p);
+        if (!cpu_path_supported((enum cpu_path)p)) {
+            printf("path %s: skipped, this CPU lacks it (it has: %s)\n", name,
+                   cpu_path_flags());
+            continue;
+        }
+        char run[64];
+        snprintf(run, sizeof run, "path-%s", name);
+        setenv("ALALLO_CPU_PATH", name, 1);
+        resume_exact(run, "", "adapter/adapter_model.safetensors");
+        unsetenv("ALALLO_CPU_PATH");
+    }
+}
+
+/* A checkpoint written on one path resumes on another: allowed, and the
+ * log says so. An unknown or missing path is refused with a sentence. */
+static void resume_on_another_path(void **state)
+{
+    (void)state;
+    enum cpu_path best = cpu_path_best();
+    if (best == CPU_PATH_AVX2) {
+        printf("resume on another path: skipped, this CPU has only the avx2 path (%s)\n",
+               cpu_path_flags());
+        skip();
+    }
+    char root[300], cfg[320], p[400];
+    snprintf(root, sizeof root, "%s/otherpath", base);
+    make_root(root, 30);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, "", 12, 5), 0);
+    setenv("ALALLO_CPU_PATH", "avx2", 1);
+    struct result a = run_train(cfg, 0, 0);
+    assert_int_equal(a.status, 0);
+    assert_string_equal(
+        json_string_value(json_object_get(find_event(&a, "started", 0), "cpu_path")), "avx2");
+    snprintf(p, sizeof p, "%s/ck/step-00000010", root);
+    assert_int_equal(fs_remove_tree(p), 0);
+    snprintf(p, sizeof p, "%s/out", root);
+    assert_int_equal(fs_remove_tree(p), 0);
+    setenv("ALALLO_CPU_PATH", cpu_path_name(best), 1);
+    struct result b = run_train(cfg, 0, 0);
+    assert_int_equal(b.status, 0);
+    json_t *st = find_event(&b, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "resumed_from")), 5);
+    assert_string_equal(json_string_value(json_object_get(st, "cpu_path")), cpu_path_name(best));
+    int noted = 0;
+    for (size_t i = 0; i < json_array_size(b.events); i++) {
+        const char *line = json_string_value(json_object_get(json_array_get(b.events, i), "line"));
+        if (line && strstr(line, "the checkpoint was written on the avx2 path"))
+            noted = 1;
+    }
+    assert_true(noted);
+    /* a path this CPU cannot run, or no such path: the run fails at once */
+    setenv("ALALLO_CPU_PATH", "avx1024", 1);
+    struct result c = run_train(cfg, 0, 0);
+    assert_int_not_equal(c.status, 0);
+    json_t *f = find_event(&c, "error", 0);
+    assert_non_null(f);
+    assert_string_equal(json_string_value(json_object_get(f, "kind")), "internal");
+    assert_non_null(strstr(json_string_value(json_object_get(f, "line")), "unknown CPU path"));
+    unsetenv("ALALLO_CPU_PATH");
+    json_decref(a.events);
+    json_decref(b.events);
+    json_decref(c.events);
 }
 
 /* With LoRA dropout the masks come from the seed and the step: a resumed
@@ -869,6 +946,8 @@ int main(void)
         cmocka_unit_test(resume_exact_full),
         cmocka_unit_test(resume_exact_dpo),
         cmocka_unit_test(resume_exact_lora_dropout),
+        cmocka_unit_test(resume_exact_every_path),
+        cmocka_unit_test(resume_on_another_path),
         cmocka_unit_test(lora_dropout_zero_is_unchanged),
         cmocka_unit_test(dpo_learns_the_preference),
         cmocka_unit_test(dpo_needs_pairs),
