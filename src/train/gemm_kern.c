@@ -24,9 +24,12 @@
 #define KC 256   /* fp32: K per block                     */
 #define KC2 512  /* bf16: K per block (256 pairs)          */
 #define NC 512   /* columns of B packed at once           */
+#define MCB 256  /* bf16: rows of A rounded at once        */
+#define MCF 256  /* fp32: rows of A (packed or not) per pass over a B panel */
 
 /* Per-thread buffers: B panel (fp32: KC x NC floats; bf16: KC2 x NC
- * halves, the same bytes), one A strip, one edge tile. */
+ * halves, the same bytes); A: MCF rows of fp32 strips (KC x MCF floats) or
+ * MCB rows of bf16 pairs (KC2 x MCB halves), the same bytes. */
 static _Thread_local float *bpack;
 static _Thread_local float *apack;
 
@@ -34,7 +37,7 @@ static int buffers(void)
 {
     if (!bpack) {
         bpack = aligned_alloc(64, sizeof(float) * KC * NC);
-        apack = aligned_alloc(64, sizeof(float) * KC * MR);
+        apack = aligned_alloc(64, sizeof(uint16_t) * KC2 * MCB);
     }
     return bpack && apack ? 0 : -1;
 }
@@ -138,7 +141,10 @@ static void pack_b_f32(int tb, const float *B, long ldb, int k0, int kc, int j0,
 {
     for (int s = 0; s < nc; s += NR, bp += (size_t)kc * NR) {
         int nr = nc - s < NR ? nc - s : NR;
-        if (!tb) {
+        if (!tb && nr == NR) { /* a constant size: vector moves, not rep movs */
+            for (int k = 0; k < kc; k++)
+                memcpy(bp + k * NR, B + (long)(k0 + k) * ldb + j0 + s, sizeof(float) * NR);
+        } else if (!tb) {
             for (int k = 0; k < kc; k++) {
                 const float *src = B + (long)(k0 + k) * ldb + j0 + s;
                 memcpy(bp + k * NR, src, sizeof(float) * (size_t)nr);
@@ -199,34 +205,42 @@ void gemm_kern_f32(int ta, int tb, int M, int N, int K, float alpha, const float
                 C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
         return;
     }
+    /* Each strip of B (KC x NR, 32 KiB) stays in L1 while the strips of A
+     * (MCF rows of them, from L2) pass over it. */
     for (int jc = 0; jc < N; jc += NC) {
         int nc = N - jc < NC ? N - jc : NC;
         for (int pc = 0; pc < K; pc += KC) {
             int kc = K - pc < KC ? K - pc : KC;
             int first = pc == 0;
             pack_b_f32(tb, B, ldb, pc, kc, jc, nc, bpack);
-            for (int ic = 0; ic < M; ic += MR) {
-                int mr = M - ic < MR ? M - ic : MR;
-                int packed = ta || mr < MR;
-                if (packed)
-                    pack_a_f32(ta, A, lda, ic, mr, pc, kc, apack);
+            for (int mc = 0; mc < M; mc += MCF) {
+                int mcn = M - mc < MCF ? M - mc : MCF;
+                for (int ic = 0; ic < mcn; ic += MR) {
+                    int mr = mcn - ic < MR ? mcn - ic : MR;
+                    if (ta || mr < MR)
+                        pack_a_f32(ta, A, lda, mc + ic, mr, pc, kc,
+                                   apack + (size_t)(ic / MR) * kc * MR);
+                }
                 for (int s = 0; s < nc; s += NR) {
                     int nr = nc - s < NR ? nc - s : NR;
                     const float *bp = bpack + (size_t)(s / NR) * kc * NR;
-                    float *c = C + (long)ic * ldc + jc + s;
-                    if (mr == MR && nr == NR) {
+                    for (int ic = 0; ic < mcn; ic += MR) {
+                        int mr = mcn - ic < MR ? mcn - ic : MR;
+                        const float *ap = apack + (size_t)(ic / MR) * kc * MR;
+                        const float *ar = A + (long)(mc + ic) * lda + pc;
+                        int packed = ta || mr < MR;
+                        float *c = C + (long)(mc + ic) * ldc + jc + s;
+                        int whole = mr == MR && nr == NR;
+                        float *dst = whole ? c : edge;
+                        long ldd = whole ? ldc : NR;
+                        float al = whole ? alpha : 1.0f, be = whole ? beta : 0.0f;
+                        int fi = whole ? first : 1;
                         if (packed)
-                            tile_f32_packed(kc, apack, bp, c, ldc, alpha, beta, first);
+                            tile_f32_packed(kc, ap, bp, dst, ldd, al, be, fi);
                         else
-                            tile_f32_rows(kc, A + (long)ic * lda + pc, lda, bp, c, ldc, alpha,
-                                          beta, first);
-                    } else {
-                        if (packed)
-                            tile_f32_packed(kc, apack, bp, edge, NR, 1.0f, 0.0f, 1);
-                        else
-                            tile_f32_rows(kc, A + (long)ic * lda + pc, lda, bp, edge, NR, 1.0f,
-                                          0.0f, 1);
-                        store_edge(edge, mr, nr, c, ldc, alpha, beta, first);
+                            tile_f32_rows(kc, ar, lda, bp, dst, ldd, al, be, fi);
+                        if (!whole)
+                            store_edge(edge, mr, nr, c, ldc, alpha, beta, first);
                     }
                 }
             }
@@ -449,25 +463,34 @@ void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const floa
                 C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
         return;
     }
+    /* Blocks of K outermost: A's rows (MCB at a time) are rounded to bf16
+     * once per block of K, and meet every panel of B. */
     pair_t *bp = (pair_t *)bpack, *ap = (pair_t *)apack;
-    for (int jc = 0; jc < N; jc += NC) {
-        int nc = N - jc < NC ? N - jc : NC;
-        for (int pc = 0; pc < K; pc += KC2) {
-            int kc = K - pc < KC2 ? K - pc : KC2, kp = (kc + 1) / 2;
-            int first = pc == 0;
-            pack_b_bf16(tb, Bh, Bf, ldb, pc, kc, jc, nc, bp);
-            for (int ic = 0; ic < M; ic += MR) {
-                int mr = M - ic < MR ? M - ic : MR;
-                pack_a_bf16(ta, A, lda, ic, mr, pc, kc, ap);
-                for (int s = 0; s < nc; s += NR) {
-                    int nr = nc - s < NR ? nc - s : NR;
-                    const pair_t *b = bp + (size_t)(s / NR) * kp * NR;
-                    float *c = C + (long)ic * ldc + jc + s;
-                    if (mr == MR && nr == NR) {
-                        tile_bf16(kp, ap, b, c, ldc, alpha, beta, first);
-                    } else {
-                        tile_bf16(kp, ap, b, edge, NR, 1.0f, 0.0f, 1);
-                        store_edge(edge, mr, nr, c, ldc, alpha, beta, first);
+    for (int pc = 0; pc < K; pc += KC2) {
+        int kc = K - pc < KC2 ? K - pc : KC2, kp = (kc + 1) / 2;
+        int first = pc == 0;
+        for (int mc = 0; mc < M; mc += MCB) {
+            int mcn = M - mc < MCB ? M - mc : MCB;
+            for (int ic = 0; ic < mcn; ic += MR) {
+                int mr = mcn - ic < MR ? mcn - ic : MR;
+                pack_a_bf16(ta, A, lda, mc + ic, mr, pc, kc, ap + (size_t)(ic / MR) * kp * MR);
+            }
+            for (int jc = 0; jc < N; jc += NC) {
+                int nc = N - jc < NC ? N - jc : NC;
+                pack_b_bf16(tb, Bh, Bf, ldb, pc, kc, jc, nc, bp);
+                for (int ic = 0; ic < mcn; ic += MR) {
+                    int mr = mcn - ic < MR ? mcn - ic : MR;
+                    const pair_t *a = ap + (size_t)(ic / MR) * kp * MR;
+                    for (int s = 0; s < nc; s += NR) {
+                        int nr = nc - s < NR ? nc - s : NR;
+                        const pair_t *b = bp + (size_t)(s / NR) * kp * NR;
+                        float *c = C + (long)(mc + ic) * ldc + jc + s;
+                        if (mr == MR && nr == NR) {
+                            tile_bf16(kp, a, b, c, ldc, alpha, beta, first);
+                        } else {
+                            tile_bf16(kp, a, b, edge, NR, 1.0f, 0.0f, 1);
+                            store_edge(edge, mr, nr, c, ldc, alpha, beta, first);
+                        }
                     }
                 }
             }

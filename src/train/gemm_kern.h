@@ -14,7 +14,7 @@
  * and the path: not on how gemm.c cut the product or on the thread count.
  *
  * Memory: packing buffers are per thread (thread-local, allocated on first
- * use, about 0.6 MiB, kept for the thread's life).
+ * use, 0.75 MiB, kept for the thread's life).
  */
 #ifndef ALALLO_TRAIN_GEMM_KERN_H
 #define ALALLO_TRAIN_GEMM_KERN_H

@@ -428,14 +428,16 @@ void ops_xent_rows(float *logits, const int32_t *targets, int M, int V, const fl
 
 size_t ops_argmax_hits(const float *logits, const int32_t *targets, int M, int V)
 {
+    /* the target is the first index of the row's maximum */
     size_t hits = 0;
+#pragma omp parallel for schedule(static) reduction(+ : hits) if ((long)M * V > PAR_MIN)
     for (int r = 0; r < M; r++) {
         const float *x = logits + (size_t)r * V;
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (x[v] > x[best])
-                best = v;
-        hits += best == targets[r];
+        int t = targets[r];
+        if (t < 0 || t >= V)
+            continue;
+        float top = kern_max(x, (size_t)V);
+        hits += x[t] == top && (t == 0 || kern_max(x, (size_t)t) < top);
     }
     return hits;
 }
