@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "core/fs.h"
+#include "core/sample_prompts.h"
 #include "train/checkpoint.h"
 #include "train/gemm.h"
 #include "train/generate.h"
@@ -43,10 +44,11 @@
 /* rng_derive streams of the LoRA dropout masks: this plus the step */
 #define LORA_DROPOUT_STREAM 0xd40900000000ULL
 
-/* Sample answers: the first prompts of the validation set, greedy, this
- * many tokens at most (docs/trainer.md, "Sample answers"). */
-#define SAMPLE_PROMPTS 3
-#define SAMPLE_TOKENS 32
+/* Sample answers: the job's own prompts, or the first prompts of the
+ * validation set, greedy, this many tokens at most (docs/trainer.md,
+ * "Sample answers"). */
+#define SAMPLE_PROMPTS SAMPLE_PROMPTS_FROM_VALIDATION
+#define SAMPLE_TOKENS SAMPLE_ANSWER_TOKENS
 
 static volatile sig_atomic_t g_term, g_usr1;
 
@@ -106,6 +108,7 @@ struct run {
     double best_full;           /* the lowest full validation loss; INFINITY: none */
     uint64_t best_step;         /* its step, whose checkpoint is kept; 0 none */
     int bad_epochs;             /* epochs ended since best_full last improved */
+    json_t *samples;            /* the job's own sample prompts (c->sample_prompts); NULL none */
     char *meta;
     char err[ERRCAP];
 };
@@ -126,6 +129,7 @@ static void run_free(struct run *r)
     free(r->tok_w);
     free(r->mask);
     free(r->meta);
+    json_decref(r->samples);
 }
 
 static int fail(int user, const char *line)
@@ -592,15 +596,48 @@ static int validate_epoch(struct run *r)
     return r->bad_epochs >= r->c->early_stopping_patience;
 }
 
-/* The greedy answers of the current model to the first SAMPLE_PROMPTS
- * prompts of the validation set (an example's tokens before its first
- * target), as `sample` events; base: before any step. A prompt the model
- * cannot answer (too long) is left out. */
+/* The greedy answers of the current model to the job's own prompts, laid
+ * out as generation lays them out (a string as a prompt/completion prompt,
+ * a conversation by the model's chat template or the plain layout). */
+static void own_sample_answers(struct run *r, struct generator *g, int base)
+{
+    for (size_t i = 0; i < json_array_size(r->samples); i++) {
+        const json_t *p = json_array_get(r->samples, i);
+        struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
+        struct gen_result res;
+        char err[200];
+        int rc = json_is_string(p) ? gen_run(g, json_string_value(p), &o, &res, err, sizeof err)
+                                   : gen_run_chat(g, p, NULL, &o, &res, err, sizeof err);
+        if (rc == 0)
+            tev_sample(r->step, base, sample_prompt_text(p), res.text);
+        else if (base)
+            tev_log("sample prompt %zu cannot be answered: %s", i + 1, err);
+        gen_result_free(&res);
+    }
+}
+
+/* Whether this run answers sample prompts: its own, or (supervised, with
+ * validation data) the validation set's first ones. */
+static int has_samples(const struct run *r)
+{
+    return r->samples || (r->val && !r->c->dpo);
+}
+
+/* The greedy answers of the current model to the job's own prompts or,
+ * without them, to the first SAMPLE_PROMPTS prompts of the validation set
+ * (an example's tokens before its first target), as `sample` events; base:
+ * before any step. A prompt the model cannot answer (too long) is left
+ * out. */
 static void sample_answers(struct run *r, int base)
 {
-    struct generator *g = gen_borrow(r->m, r->tok);
+    struct generator *g = gen_borrow(r->m, r->tok, r->c->model_dir);
     if (!g)
         return;
+    if (r->samples) {
+        own_sample_answers(r, g, base);
+        gen_close(g);
+        return;
+    }
     size_t n = r->val->n < SAMPLE_PROMPTS ? r->val->n : SAMPLE_PROMPTS;
     for (size_t i = 0; i < n; i++) {
         const struct example *e = &r->val->ex[i];
@@ -763,6 +800,11 @@ int trainer_run(const struct train_config *c)
     rng_seed(&r.rng, c->seed);
     tev_metrics_clear(&r.metrics);
     r.best_full = INFINITY;
+    if (c->sample_prompts[0]) {
+        r.samples = json_loads(c->sample_prompts, 0, NULL);
+        if (!r.samples)
+            return fail(0, "out of memory reading the sample prompts");
+    }
     int rc = load_everything(&r);
     if (rc != TRAIN_OK) {
         rc = fail(rc == TRAIN_USER, r.err);
@@ -788,11 +830,11 @@ int trainer_run(const struct train_config *c)
                 c->full       ? "full fine-tuning (fp32)"
                 : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                               : "LoRA on a 16-bit (bf16) base");
-    if (r.val && !c->dpo && !resumed) {
+    if (r.val && !c->dpo && !resumed)
         tev_log("validating on %zu examples%s", r.val->n,
                 c->validation_file[0] ? "" : " held out of the training file");
+    if (has_samples(&r) && !resumed)
         sample_answers(&r, 1);
-    }
     if (r.ds->n_truncated && !resumed)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
                 r.ds->n_truncated, r.seq);
@@ -874,10 +916,10 @@ int trainer_run(const struct train_config *c)
         int valid_due = watch && c->valid_every_steps && r.step % c->valid_every_steps == 0;
         if (valid_due)
             validate_batch(&r);
-        if (watch && epoch_done) {
+        if (watch && epoch_done)
             stop_early = validate_epoch(&r);
+        if (epoch_done && has_samples(&r))
             sample_answers(&r, 0);
-        }
         int report = r.step % REPORT_EVERY == 0 || r.step == c->max_steps;
         if (report || valid_due || (watch && epoch_done)) {
             double now = tev_now();

@@ -753,6 +753,55 @@ static void validation_split_holds_out(void **state)
     json_decref(r.events);
 }
 
+/* The job's own sample prompts, without validation data: a string and a
+ * conversation, answered by the base model before any step and at each
+ * epoch's end; a bad value is a settings error. */
+static void own_sample_prompts(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/ownsamples", base);
+    make_root(root, 24);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root,
+                                      "\"sample_prompts\":[\"apple says:\",[{\"role\":\"system\","
+                                      "\"content\":\"Be brief.\"},{\"role\":\"user\","
+                                      "\"content\":\"pear?\"}]],\"checkpoint_each_epoch\":1,",
+                                      12, 0),
+                     0); /* 6 steps an epoch */
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    int seen[13][2] = {{0}};
+    for (size_t i = 0; i < json_array_size(r.events); i++) {
+        json_t *e = json_array_get(r.events, i);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "sample") != 0)
+            continue;
+        assert_non_null(json_string_value(json_object_get(e, "answer")));
+        int step = (int)json_integer_value(json_object_get(e, "step"));
+        assert_int_equal(json_is_true(json_object_get(e, "base")), step == 0);
+        assert_true(step == 0 || step == 6 || step == 12);
+        const char *prompt = json_string_value(json_object_get(e, "prompt"));
+        assert_non_null(prompt);
+        int which = strcmp(prompt, "apple says:") == 0 ? 0 : strcmp(prompt, "pear?") == 0 ? 1 : -1;
+        assert_true(which >= 0);
+        seen[step][which]++;
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(seen[0][k], 1);
+        assert_int_equal(seen[6][k], 1);
+        assert_int_equal(seen[12][k], 1);
+    }
+    json_decref(r.events);
+    /* six prompts are refused, as a settings error */
+    assert_int_equal(fx_write_attempt(cfg, root,
+                                      "\"sample_prompts\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\"],",
+                                      12, 0),
+                     0);
+    r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 3);
+    json_decref(r.events);
+}
+
 /* Early stopping on a validation set that contradicts the training rule:
  * the run ends before max_steps once the full validation loss has not
  * improved for `patience` epochs, and the model is the best checkpoint. */
@@ -880,6 +929,7 @@ int main(void)
         cmocka_unit_test(materialize_checkpoint),
         cmocka_unit_test(validation_metrics_by_name),
         cmocka_unit_test(validation_split_holds_out),
+        cmocka_unit_test(own_sample_prompts),
         cmocka_unit_test(early_stopping_keeps_the_best),
         cmocka_unit_test(bench_prints_json),
     };
