@@ -847,6 +847,69 @@ static void early_stopping_keeps_the_best(void **state)
     json_decref(r.events);
 }
 
+/* A moved job: the next attempt resumes, in a folder of its own, from a
+ * checkpoint of the earlier attempt's folder (resume_from, as the server
+ * names it) taken after the best epoch, one epoch into patience. Early
+ * stopping goes on counting from there: it stops at the same step as the
+ * unbroken run, and the model is the same best checkpoint, read from the
+ * earlier attempt's folder. */
+static void early_stopping_survives_a_move(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400], extra[700];
+    snprintf(root, sizeof root, "%s/early-move", base);
+    make_root(root, 24);
+    snprintf(p, sizeof p, "%s/valid.jsonl", root);
+    write_words(p, 6, 2);
+    snprintf(extra, sizeof extra,
+             "\"adapter\":\"full\",\"validation_file\":\"%s\",\"early_stopping_patience\":2,",
+             p);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0); /* 20 epochs of 6 steps */
+    struct result a = run_train(cfg, 0, 0);
+    assert_int_equal(a.status, 0);
+    json_t *done = find_event(&a, "done", 0);
+    assert_true(json_is_true(json_object_get(done, "early_stopped")));
+    long stop = (long)json_integer_value(json_object_get(done, "step"));
+    long best = (long)json_integer_value(json_object_get(done, "best_step"));
+    assert_int_equal(stop - best, 12);
+    /* the second attempt: its own folders, resuming one epoch after the best */
+    long from = best + 6;
+    json_error_t je;
+    json_t *c = json_load_file(cfg, 0, &je);
+    assert_non_null(c);
+    snprintf(p, sizeof p, "%s/ck2", root);
+    json_object_set_new(c, "checkpoint_dir", json_string(p));
+    snprintf(p, sizeof p, "%s/out2", root);
+    json_object_set_new(c, "out_dir", json_string(p));
+    snprintf(p, sizeof p, "%s/ck/step-%08ld", root, from);
+    json_object_set_new(c, "resume_from", json_string(p));
+    json_object_set_new(c, "resume_step", json_integer(from));
+    snprintf(cfg, sizeof cfg, "%s/attempt2.json", root);
+    assert_int_equal(json_dump_file(c, cfg, 0), 0);
+    json_decref(c);
+    struct result b = run_train(cfg, 0, 0);
+    assert_int_equal(b.status, 0);
+    json_t *st = find_event(&b, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "resumed_from")), from);
+    json_t *done2 = find_event(&b, "done", 0);
+    assert_non_null(done2);
+    assert_true(json_is_true(json_object_get(done2, "early_stopped")));
+    assert_int_equal(json_integer_value(json_object_get(done2, "step")), stop);
+    assert_int_equal(json_integer_value(json_object_get(done2, "best_step")), best);
+    /* the same model: the best checkpoint, in the first attempt's folder */
+    char ma[500], mb[500];
+    snprintf(ma, sizeof ma, "%s/out/model/model.safetensors", root);
+    snprintf(mb, sizeof mb, "%s/out2/model/model.safetensors", root);
+    assert_true(files_equal(ma, mb));
+    /* the first attempt's folder is read, never changed: the best is still there */
+    snprintf(p, sizeof p, "%s/ck/step-%08ld", root, best);
+    char err[256];
+    assert_int_equal(ckpt_verify(p, err, sizeof err), 0);
+    json_decref(a.events);
+    json_decref(b.events);
+}
+
 static void materialize_checkpoint(void **state)
 {
     (void)state;
@@ -930,6 +993,7 @@ int main(void)
         cmocka_unit_test(validation_metrics_by_name),
         cmocka_unit_test(validation_split_holds_out),
         cmocka_unit_test(own_sample_prompts),
+        cmocka_unit_test(early_stopping_survives_a_move),
         cmocka_unit_test(early_stopping_keeps_the_best),
         cmocka_unit_test(bench_prints_json),
     };
