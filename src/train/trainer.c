@@ -699,7 +699,8 @@ static int has_samples(const struct run *r)
  * out. */
 static void sample_answers(struct run *r, int base)
 {
-    struct generator *g = gen_borrow(r->m, r->tok, r->c->model_dir);
+    /* the model's chat template only for conversations of the job's own */
+    struct generator *g = gen_borrow(r->m, r->tok, r->samples ? r->c->model_dir : NULL);
     if (!g)
         return;
     if (r->samples) {

@@ -805,19 +805,29 @@ static void own_sample_prompts(void **state)
 /* Early stopping on a validation set that contradicts the training rule:
  * the run ends before max_steps once the full validation loss has not
  * improved for `patience` epochs, and the model is the best checkpoint. */
-static void early_stopping_keeps_the_best(void **state)
+/* A run of 20 epochs of 6 steps, full fine-tuning, patience 2, whose
+ * validation set contradicts the training rule (learning it makes these
+ * worse), in base/name; its settings in cfg. */
+static void early_stopping_root(const char *name, char *root, size_t rcap, char *cfg,
+                                size_t ccap)
 {
-    (void)state;
-    char root[300], cfg[320], p[400], extra[700];
-    snprintf(root, sizeof root, "%s/early", base);
+    char p[400], extra[700];
+    snprintf(root, rcap, "%s/%s", base, name);
     make_root(root, 24);
     snprintf(p, sizeof p, "%s/valid.jsonl", root);
-    write_words(p, 6, 2); /* learning the training rule makes these worse */
+    write_words(p, 6, 2);
     snprintf(extra, sizeof extra,
              "\"adapter\":\"full\",\"validation_file\":\"%s\",\"early_stopping_patience\":2,",
              p);
-    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
-    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0); /* 20 epochs */
+    snprintf(cfg, ccap, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0);
+}
+
+static void early_stopping_keeps_the_best(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    early_stopping_root("early", root, sizeof root, cfg, sizeof cfg);
     struct result r = run_train(cfg, 0, 0);
     assert_int_equal(r.status, 0);
     json_t *done = find_event(&r, "done", 0);
@@ -856,16 +866,8 @@ static void early_stopping_keeps_the_best(void **state)
 static void early_stopping_survives_a_move(void **state)
 {
     (void)state;
-    char root[300], cfg[320], p[400], extra[700];
-    snprintf(root, sizeof root, "%s/early-move", base);
-    make_root(root, 24);
-    snprintf(p, sizeof p, "%s/valid.jsonl", root);
-    write_words(p, 6, 2);
-    snprintf(extra, sizeof extra,
-             "\"adapter\":\"full\",\"validation_file\":\"%s\",\"early_stopping_patience\":2,",
-             p);
-    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
-    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0); /* 20 epochs of 6 steps */
+    char root[300], cfg[320], p[400];
+    early_stopping_root("early-move", root, sizeof root, cfg, sizeof cfg);
     struct result a = run_train(cfg, 0, 0);
     assert_int_equal(a.status, 0);
     json_t *done = find_event(&a, "done", 0);
