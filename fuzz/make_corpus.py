@@ -199,6 +199,9 @@ def router():
       '"hyperparameters":{"batch_size":1e300},"metadata":[1]}')
     r("job-create-full16", "POST", "/v1/fine_tuning/jobs",
       '{"model":"$MODEL","training_file":"$FILE","adapter":"full","precision":"16-bit"}')
+    r("job-create-samples", "POST", "/v1/fine_tuning/jobs",
+      '{"model":"$MODEL","training_file":"$FILE","sample_prompts":["Review: fine\\nSentiment:",'
+      '[{"role":"system","content":"Be brief."},{"role":"user","content":"Good?"}]]}')
     r("estimate", "POST", "/v1/fine_tuning/estimates",
       '{"model":"$MODEL","training_file":"$FILE","goal":"lowest_cost"}')
     r("estimate-not-json", "POST", "/v1/fine_tuning/estimates", '{"model":"$MODEL",')

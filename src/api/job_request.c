@@ -1,6 +1,7 @@
 /* job_request.c - validating a job's settings at the edge (job_request.h). */
 #include "api/job_request.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <sodium.h>
@@ -15,6 +16,7 @@
 #include "core/integrations.h"
 #include "core/job_hyper.h"
 #include "core/ids.h"
+#include "core/sample_prompts.h"
 #include "core/text.h"
 #include "sched/hyper.h"
 
@@ -269,6 +271,37 @@ static bool parse_integrations(struct api_server *srv, const struct http_request
     return true;
 }
 
+/* `sample_prompts` (core/sample_prompts.h), kept in the job's hyper object,
+ * and what answering them adds to the estimate (out->sample_*). Without
+ * prompts of its own, a supervised job with validation data is answered on
+ * the first of its validation prompts. */
+static bool parse_sample_prompts(json_t *body, bool dpo, struct job_draft *out,
+                                 struct http_response *res)
+{
+    json_t *v = json_object_get(body, "sample_prompts");
+    char param[64], msg[200];
+    if (!sample_prompts_check(v, param, sizeof param, msg, sizeof msg))
+        return bad(res, ERR_INVALID, param, "%s", msg);
+    if (!sample_prompts_into_hyper(v, out->job.hyper, sizeof out->job.hyper))
+        return bad(res, ERR_INVALID, "sample_prompts",
+                   "sample_prompts are too large together with the job's other settings "
+                   "(%zu bytes at most).", sizeof out->job.hyper - 1);
+    if (json_array_size(v) > 0) {
+        out->sample_prompts = (int)json_array_size(v);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            int64_t bytes = (int64_t)sample_prompt_bytes(json_array_get(v, i));
+            out->sample_tokens += (double)control_job_tokens_per_epoch(1, bytes, INT_MAX);
+        }
+    } else if (out->valid_examples > 0 && !dpo) {
+        out->sample_prompts = out->valid_examples < SAMPLE_PROMPTS_FROM_VALIDATION
+                                  ? (int)out->valid_examples
+                                  : SAMPLE_PROMPTS_FROM_VALIDATION;
+        out->sample_tokens =
+            out->sample_prompts * (out->valid_tokens / (double)out->valid_examples);
+    }
+    return true;
+}
+
 bool job_request_parse(struct api_server *srv, const struct http_request *req, json_t *body,
                        struct job_draft *out, struct http_response *res)
 {
@@ -434,6 +467,8 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         out->valid_examples = (long)llround(more.validation_split * (double)examples);
         out->valid_tokens = (double)j->tokens * more.validation_split;
     }
+    if (!parse_sample_prompts(body, dpo, out, res))
+        return false;
     j->max_steps = job_max_steps(examples, j->n_epochs, j->batch_size);
     json_t *ms = json_object_get(body, "max_steps");
     if (ms && !json_is_null(ms)) {

@@ -6,8 +6,8 @@
  * Accepted fields: model, training_file, validation_file, hyperparameters
  * {n_epochs, batch_size, learning_rate_multiplier} (numbers or "auto") or
  * the same inside method {type: "supervised", supervised: {hyperparameters}},
- * suffix, seed, metadata, and alallo's name, precision, goal, adapter,
- * max_steps. Unknown fields are ignored, as OpenAI SDKs may send more.
+ * suffix, seed, metadata, integrations, and alallo's name, precision, goal,
+ * adapter, max_steps and sample_prompts (core/sample_prompts.h). Unknown fields are ignored, as OpenAI SDKs may send more.
  */
 #ifndef ALALLO_API_JOB_REQUEST_H
 #define ALALLO_API_JOB_REQUEST_H

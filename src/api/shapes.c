@@ -12,6 +12,7 @@
 #include "api/jsonw.h"
 #include "api/results_file.h"
 #include "core/integrations.h"
+#include "core/sample_prompts.h"
 #include "core/job_hyper.h"
 #include "core/text.h"
 #include "core/worker_state.h"
@@ -242,6 +243,17 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
     jsonw_close(w, '}');
 }
 
+/* The job's own sample prompts as given (an empty array for none). */
+static void write_sample_prompts(struct jsonw *w, const struct store_job *j)
+{
+    json_t *v = sample_prompts_from_hyper(j->hyper);
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    jsonw_key(w, "sample_prompts");
+    jsonw_json(w, text ? text : "[]");
+    free(text);
+    json_decref(v);
+}
+
 static void write_money(struct jsonw *w, const char *key, double v)
 {
     jsonw_key(w, key);
@@ -328,6 +340,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     else
         jsonw_null(w);
     write_integrations(w, j);
+    write_sample_prompts(w, j);
     jsonw_key(w, "metadata");
     jsonw_json(w, j->metadata);
     jsonw_key(w, "precision");

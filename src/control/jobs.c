@@ -11,6 +11,7 @@
 #include "control/checkpoint_models.h"
 #include "control/job_move.h"
 #include "core/integrations.h"
+#include "core/sample_prompts.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -67,13 +68,16 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
         r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * ctl->cfg.plan_scale);
     if (!e)
         r->job.memory_bytes = r->est.memory_bytes;
-    /* validation runs between steps on the same worker (docs/estimator.md) */
-    if (!e && r->valid_examples > 0)
+    /* validation and sample answers run between steps on the same worker
+     * (docs/estimator.md) */
+    double trained = sched_link_train_tokens(&r->job);
+    if (!e && (r->valid_examples > 0 || r->sample_prompts > 0))
         est_add_validation(&r->est,
-                           est_validation_share(sched_link_train_tokens(&r->job), r->valid_tokens,
-                                                r->valid_examples, r->job.n_epochs,
-                                                r->job.max_steps, r->job.batch_size,
-                                                CONTROL_VALID_EVERY_STEPS));
+                           est_validation_share(trained, r->valid_tokens, r->valid_examples,
+                                                r->job.n_epochs, r->job.max_steps,
+                                                r->job.batch_size, CONTROL_VALID_EVERY_STEPS) +
+                               est_samples_share(trained, r->sample_prompts, r->sample_tokens,
+                                                 SAMPLE_ANSWER_TOKENS, r->job.n_epochs));
     if (!e)
         est_time_limit_message(&r->est, (double)ctl->cfg.time_limit_s);
     return e;

@@ -31,6 +31,11 @@ struct job_draft {
      * of the training file held out); 0 none */
     double valid_tokens;
     long valid_examples;
+    /* sample answers at each epoch's end and before the first step: the
+     * prompts answered (the job's own, or the first validation prompts),
+     * and their tokens together; 0 none */
+    int sample_prompts;
+    double sample_tokens;
 };
 
 /* The name a succeeded job's model gets: "ft:MODEL:SUFFIX:RANDOM". */

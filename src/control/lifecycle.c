@@ -23,6 +23,7 @@
 #include "control/sched_link.h"
 #include "control/jobs.h"
 #include "core/job_hyper.h"
+#include "core/sample_prompts.h"
 #include "core/fs.h"
 #include "sched/hyper.h"
 #include "sched/outcome.h"
@@ -347,6 +348,10 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
         json_object_set_new(spec, "early_stopping_min_delta",
                             json_real(h.early_stopping_min_delta));
     }
+    /* the job's own sample prompts (core/sample_prompts.h) */
+    json_t *samples = sample_prompts_from_hyper(j->hyper);
+    if (samples)
+        json_object_set_new(spec, "sample_prompts", samples);
     if (strcmp(j->method, "dpo") == 0) {
         json_object_set_new(spec, "method", json_string("dpo"));
         json_object_set_new(spec, "dpo_beta", json_real(h.dpo_beta));

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/job_hyper.h"
+
 static bool fail(char *param, size_t pcap, const char *p, char *msg, size_t mcap, const char *m)
 {
     snprintf(param, pcap, "%s", p);
@@ -113,17 +115,5 @@ bool integrations_into_hyper(const struct job_wandb *w, char *hyper, size_t cap)
 {
     if (!w->on)
         return true;
-    json_t *o = json_loads(hyper, 0, NULL);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return false;
-    }
-    json_object_set_new(o, "integrations", integrations_to_json(w));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-    json_decref(o);
-    bool ok = s && strlen(s) < cap;
-    if (ok)
-        memcpy(hyper, s, strlen(s) + 1);
-    free(s);
-    return ok;
+    return job_hyper_set(hyper, cap, "integrations", integrations_to_json(w));
 }

@@ -110,6 +110,17 @@ void job_hyper_parse(const char *json, struct job_hyper *out)
     json_decref(o);
 }
 
+/* o as the stored text into out; false (out unchanged) when it does not fit. */
+static bool dump_into(const json_t *o, char *out, size_t cap)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    bool ok = s && strlen(s) < cap;
+    if (ok)
+        memcpy(out, s, strlen(s) + 1);
+    free(s);
+    return ok;
+}
+
 bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap)
 {
     json_t *t = json_array();
@@ -134,12 +145,18 @@ bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap
         json_object_set_new(o, "early_stopping",
                             json_pack("{si sf}", "patience", h->early_stopping_patience,
                                       "min_delta", h->early_stopping_min_delta));
-    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+    bool ok = o && dump_into(o, out, cap);
     json_decref(o);
-    bool ok = s && strlen(s) < cap;
-    if (ok)
-        memcpy(out, s, strlen(s) + 1);
-    free(s);
+    return ok;
+}
+
+bool job_hyper_set(char *hyper, size_t cap, const char *key, json_t *value)
+{
+    json_t *o = json_loads(hyper, 0, NULL);
+    bool ok = json_is_object(o) && value && json_object_set(o, key, value) == 0 &&
+              dump_into(o, hyper, cap);
+    json_decref(value);
+    json_decref(o);
     return ok;
 }
 

@@ -9,6 +9,7 @@
 #ifndef ALALLO_CORE_JOB_HYPER_H
 #define ALALLO_CORE_JOB_HYPER_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -74,6 +75,13 @@ void job_hyper_parse(const char *json, struct job_hyper *out /* OUT */);
 /* Writes the object (every field; dpo_beta only when `dpo`). false when it
  * does not fit in cap. */
 bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap);
+
+/* Sets key to value in the stored object `hyper` (the job's further
+ * settings kept beside the hyper-parameters: integrations, sample prompts).
+ * Takes the caller's reference to value (NULL: false). false, hyper
+ * unchanged, when hyper is no JSON object or the result does not fit in
+ * cap. */
+bool job_hyper_set(char *hyper /* IN/OUT */, size_t cap, const char *key, json_t *value);
 
 /* Warm-up steps of a job of max_steps steps: ceil(ratio * max_steps). */
 long job_hyper_warmup_steps(const struct job_hyper *h, long max_steps);

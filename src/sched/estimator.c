@@ -328,6 +328,17 @@ double est_validation_share(double train_tokens, double valid_tokens, long valid
     return forward_share * tokens / train_tokens;
 }
 
+double est_samples_share(double train_tokens, int n_prompts, double prompt_tokens,
+                         int answer_tokens, int n_epochs)
+{
+    if (!(train_tokens > 0) || n_prompts <= 0 || !(prompt_tokens >= 0) || answer_tokens < 0)
+        return 0.0;
+    const double forward_share = 1.0 / 3.0;
+    double rounds = 1.0 + (double)(n_epochs > 0 ? n_epochs : 1); /* the base model's, each epoch */
+    double per_round = prompt_tokens + EST_DECODE_SLOWDOWN * (double)n_prompts * answer_tokens;
+    return forward_share * rounds * per_round / train_tokens;
+}
+
 void est_add_validation(struct estimate *e, double share)
 {
     if (!(share > 0))

@@ -144,8 +144,21 @@ void est_time_limit_message(struct estimate *e, double limit_s);
 double est_validation_share(double train_tokens, double valid_tokens, long valid_examples,
                             int n_epochs, long max_steps, int batch, long valid_every);
 
+/* The training work sample answers add, as a share of the training's own
+ * (docs/estimator.md, "Sample answers"): n_prompts prompts of
+ * prompt_tokens tokens together, answered before the first step and at
+ * each of n_epochs epochs' ends, each answer answer_tokens long at most.
+ * Reading a prompt is a forward pass (a third of a step's work per token);
+ * each answer token is generated alone, a forward pass of one token that
+ * uses the machine EST_DECODE_SLOWDOWN times worse than a batch's.
+ * train_tokens: the whole run's. 0 without samples. */
+#define EST_DECODE_SLOWDOWN 4.0
+double est_samples_share(double train_tokens, int n_prompts, double prompt_tokens,
+                         int answer_tokens, int n_epochs);
+
 /* Stretches the estimate's training time, total time and price by
- * (1 + share): validation runs on the same worker between steps. */
+ * (1 + share): validation and sample answers run on the same worker
+ * between steps. */
 void est_add_validation(struct estimate *e, double share);
 
 void est_history_init(struct est_history *h /* OUT */);

@@ -59,7 +59,7 @@ static void send_growth(struct generator *g, const int32_t *ids, int n)
     free(text);
 }
 
-struct generator *gen_borrow(struct model *m, struct tokenizer *tok)
+struct generator *gen_borrow(struct model *m, struct tokenizer *tok, const char *model_dir)
 {
     struct generator *g = calloc(1, sizeof *g);
     if (!g)
@@ -68,6 +68,8 @@ struct generator *gen_borrow(struct model *m, struct tokenizer *tok)
     g->tok = tok;
     g->borrowed = 1;
     g->eos = m->cfg.eos_id >= 0 ? m->cfg.eos_id : tokenizer_eos_id(tok);
+    if (model_dir)
+        g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
     return g;
 }
 

@@ -67,9 +67,11 @@ struct model;
 struct tokenizer;
 /* A generator over a model and tokenizer the caller keeps owning (the
  * trainer's, for sample answers during training: LoRA adapters are
- * applied at run time as for gen_open's). gen_close frees only the
- * generator. NULL on out of memory. */
-struct generator *gen_borrow(struct model *m, struct tokenizer *tok);
+ * applied at run time as for gen_open's). model_dir, when not NULL, is
+ * the folder whose chat template lays out conversations (gen_run_chat),
+ * as gen_open's. gen_close frees only the generator. NULL on out of
+ * memory. */
+struct generator *gen_borrow(struct model *m, struct tokenizer *tok, const char *model_dir);
 
 /* What gen_run and gen_ids return when the caller asked for something the
  * model cannot do (the caller's mistake, not the generator's failure):

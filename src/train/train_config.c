@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/sample_prompts.h"
 #include "train/model.h"
 #include "train/optim.h"
 
@@ -52,6 +53,29 @@ static int get_uint(json_t *o, const char *key, int required, uint64_t lo, uint6
         return -1;
     }
     *out = (uint64_t)d;
+    return 0;
+}
+
+/* sample_prompts: checked as the API checks them, kept as JSON text. */
+static int get_sample_prompts(json_t *o, struct train_config *c, char *err, size_t errcap)
+{
+    json_t *v = json_object_get(o, "sample_prompts");
+    char param[64], msg[200];
+    if (!sample_prompts_check(v, param, sizeof param, msg, sizeof msg)) {
+        snprintf(err, errcap, "settings: %s", msg);
+        return -1;
+    }
+    if (!v || json_is_null(v))
+        return 0;
+    char *text = json_dumps(v, JSON_COMPACT);
+    if (!text || strlen(text) >= sizeof c->sample_prompts) {
+        free(text);
+        snprintf(err, errcap, "settings: field \"sample_prompts\" must be under %zu bytes",
+                 sizeof c->sample_prompts);
+        return -1;
+    }
+    memcpy(c->sample_prompts, text, strlen(text) + 1);
+    free(text);
     return 0;
 }
 
@@ -212,7 +236,8 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         get_num(o, "early_stopping_min_delta", 0.0, 1e6, &c->early_stopping_min_delta, err,
                 errcap))
         goto out;
-    if (get_uint(o, "resume_step", 0, 0, c->max_steps, &resume, err, errcap))
+    if (get_uint(o, "resume_step", 0, 0, c->max_steps, &resume, err, errcap) ||
+        get_sample_prompts(o, c, err, errcap))
         goto out;
     char method[16] = "supervised";
     double beta = 0.1;

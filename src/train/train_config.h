@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #define TRAIN_MAX_PATH 1024
+#define TRAIN_SAMPLE_PROMPTS_MAX 8192 /* sample_prompts as compact JSON text */
 
 struct train_config {
     char model_dir[TRAIN_MAX_PATH];
@@ -64,6 +65,10 @@ struct train_config {
     int early_stopping_patience;     /* epochs without a better full validation loss
                                         before stopping; 0 (default) = off */
     double early_stopping_min_delta; /* how much lower counts as better; default 0 */
+    char sample_prompts[TRAIN_SAMPLE_PROMPTS_MAX]; /* the job's own prompts to answer at
+                                        each epoch's end (core/sample_prompts.h), as
+                                        compact JSON; "" (absent or null): the first
+                                        validation prompts */
     char resume_from[TRAIN_MAX_PATH]; /* "" (absent or null): resume in checkpoint_dir as
                                         resume_step says; else the checkpoint folder to
                                         resume from, outside checkpoint_dir (the server's

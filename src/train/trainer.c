@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "core/fs.h"
+#include "core/sample_prompts.h"
 #include "train/checkpoint.h"
 #include "train/cpu_path.h"
 #include "train/gemm.h"
@@ -44,10 +45,11 @@
 /* rng_derive streams of the LoRA dropout masks: this plus the step */
 #define LORA_DROPOUT_STREAM 0xd40900000000ULL
 
-/* Sample answers: the first prompts of the validation set, greedy, this
- * many tokens at most (docs/trainer.md, "Sample answers"). */
-#define SAMPLE_PROMPTS 3
-#define SAMPLE_TOKENS 32
+/* Sample answers: the job's own prompts, or the first prompts of the
+ * validation set, greedy, this many tokens at most (docs/trainer.md,
+ * "Sample answers"). */
+#define SAMPLE_PROMPTS SAMPLE_PROMPTS_FROM_VALIDATION
+#define SAMPLE_TOKENS SAMPLE_ANSWER_TOKENS
 
 static volatile sig_atomic_t g_term, g_usr1;
 
@@ -106,7 +108,10 @@ struct run {
     size_t val_cursor;          /* the next validation example of the batch check */
     double best_full;           /* the lowest full validation loss; INFINITY: none */
     uint64_t best_step;         /* its step, whose checkpoint is kept; 0 none */
+    char best_path[TRAIN_MAX_PATH + 32]; /* that checkpoint's folder: this attempt's, or
+                                    an earlier attempt's (carried through a resume) */
     int bad_epochs;             /* epochs ended since best_full last improved */
+    json_t *samples;            /* the job's own sample prompts (c->sample_prompts); NULL none */
     char *meta;
     char path_note[256]; /* a resume on another CPU path, or "" */
     char err[ERRCAP];
@@ -128,6 +133,7 @@ static void run_free(struct run *r)
     free(r->tok_w);
     free(r->mask);
     free(r->meta);
+    json_decref(r->samples);
 }
 
 static int fail(int user, const char *line)
@@ -334,23 +340,86 @@ static int reference_logps(struct run *r)
 
 /* ------------------------------------------------------------ checkpoints */
 
+/* Whether early stopping's best checkpoint is in this attempt's own folder. */
+static int best_is_own(const struct run *r)
+{
+    size_t n = strlen(r->c->checkpoint_dir);
+    return r->best_step && strncmp(r->best_path, r->c->checkpoint_dir, n) == 0 &&
+           r->best_path[n] == '/';
+}
+
+/* A checkpoint's meta.json: the run's settings and, with early stopping,
+ * where its count stands (the best full validation loss, its step and
+ * checkpoint, the epochs since), so that an attempt resuming from it goes
+ * on counting as an unbroken run would (docs/trainer.md). malloc'd; NULL on
+ * out of memory. */
+static char *checkpoint_meta(const struct run *r)
+{
+    json_t *o = json_loads(r->meta, 0, NULL);
+    if (o && r->c->early_stopping_patience > 0 && r->best_step)
+        json_object_set_new(o, "early_stopping",
+                            json_pack("{sf sI ss si}", "best_full_valid_loss", r->best_full,
+                                      "best_step", (json_int_t)r->best_step, "best_path",
+                                      r->best_path, "bad_epochs", r->bad_epochs));
+    char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* Takes early stopping's count from the meta.json of the checkpoint
+ * resumed from, when it has one whose best checkpoint is still there. */
+static void resume_early_stopping(struct run *r, const char *meta)
+{
+    json_t *o = json_loads(meta, 0, NULL);
+    json_t *es = json_object_get(o, "early_stopping");
+    json_t *loss = json_object_get(es, "best_full_valid_loss");
+    json_int_t best = json_integer_value(json_object_get(es, "best_step"));
+    json_int_t bad = json_integer_value(json_object_get(es, "bad_epochs"));
+    const char *path = json_string_value(json_object_get(es, "best_path"));
+    char why[200];
+    if (r->c->early_stopping_patience > 0 && json_is_number(loss) && best > 0 &&
+        (uint64_t)best <= r->step && bad >= 0 && path &&
+        strlen(path) < sizeof r->best_path) {
+        if (ckpt_verify(path, why, sizeof why) == 0) {
+            r->best_full = json_number_value(loss);
+            r->best_step = (uint64_t)best;
+            r->bad_epochs = (int)bad;
+            snprintf(r->best_path, sizeof r->best_path, "%s", path);
+        } else {
+            fprintf(stderr,
+                    "alallo train: early stopping's best checkpoint %s is gone (%s); "
+                    "counting patience afresh\n",
+                    path, why);
+        }
+    }
+    json_decref(o);
+}
+
 static int save_checkpoint(struct run *r)
 {
+    char *meta = checkpoint_meta(r);
+    if (!meta) {
+        snprintf(r->err, sizeof r->err, "out of memory writing a checkpoint");
+        return -1;
+    }
     struct ckpt k = {
         .step = r->step, .opt_t = r->opt.t, .epoch = r->epoch, .cursor = r->cursor,
         .rng = r->rng, .train_loss = r->loss, .n = r->m->n_train, .params = r->m->train,
-        .m = r->opt.m, .v = r->opt.v, .meta_json = r->meta,
+        .m = r->opt.m, .v = r->opt.v, .meta_json = meta,
     };
     char path[CKPT_MAX_PATH];
-    if (ckpt_write(r->c->checkpoint_dir, &k, path, sizeof path, r->err, sizeof r->err))
+    int rc = ckpt_write(r->c->checkpoint_dir, &k, path, sizeof path, r->err, sizeof r->err);
+    free(meta);
+    if (rc)
         return -1;
     r->ckpt_step = r->step;
     r->ckpt_t = tev_now();
     tev_checkpoint(r->step, path, r->loss, r->val && !r->c->dpo ? &r->metrics : NULL);
     tev_log("saved checkpoint at step %" PRIu64, r->step);
-    /* Early stopping's best checkpoint outlives `keep`: it becomes the model. */
+    /* Early stopping's best checkpoint outlives `keep`: it becomes the model.
+     * (One in an earlier attempt's folder is never pruned from here.) */
     ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints,
-               r->best_step ? r->best_step : r->resumed_step);
+               best_is_own(r) ? r->best_step : r->resumed_step);
     return 0;
 }
 
@@ -449,6 +518,7 @@ static int resume(struct run *r)
     r->loss = k.train_loss;
     r->ckpt_step = k.step;
     r->resumed_step = k.step;
+    resume_early_stopping(r, k.meta_json);
     rc = 1;
 out:
     ckpt_release(&k);
@@ -610,6 +680,9 @@ static int validate_epoch(struct run *r)
     if (*loss < r->best_full - r->c->early_stopping_min_delta) {
         r->best_full = *loss;
         r->best_step = r->step;
+        /* the checkpoint this step's epoch end writes next */
+        snprintf(r->best_path, sizeof r->best_path, "%s/step-%08" PRIu64,
+                 r->c->checkpoint_dir, r->step);
         r->bad_epochs = 0;
         return 0;
     }
@@ -619,15 +692,49 @@ static int validate_epoch(struct run *r)
     return r->bad_epochs >= r->c->early_stopping_patience;
 }
 
-/* The greedy answers of the current model to the first SAMPLE_PROMPTS
- * prompts of the validation set (an example's tokens before its first
- * target), as `sample` events; base: before any step. A prompt the model
- * cannot answer (too long) is left out. */
+/* The greedy answers of the current model to the job's own prompts, laid
+ * out as generation lays them out (a string as a prompt/completion prompt,
+ * a conversation by the model's chat template or the plain layout). */
+static void own_sample_answers(struct run *r, struct generator *g, int base)
+{
+    for (size_t i = 0; i < json_array_size(r->samples); i++) {
+        const json_t *p = json_array_get(r->samples, i);
+        struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
+        struct gen_result res;
+        char err[200];
+        int rc = json_is_string(p) ? gen_run(g, json_string_value(p), &o, &res, err, sizeof err)
+                                   : gen_run_chat(g, p, NULL, &o, &res, err, sizeof err);
+        if (rc == 0)
+            tev_sample(r->step, base, sample_prompt_text(p), res.text);
+        else if (base)
+            tev_log("sample prompt %zu cannot be answered: %s", i + 1, err);
+        gen_result_free(&res);
+    }
+}
+
+/* Whether this run answers sample prompts: its own, or (supervised, with
+ * validation data) the validation set's first ones. */
+static int has_samples(const struct run *r)
+{
+    return r->samples || (r->val && !r->c->dpo);
+}
+
+/* The greedy answers of the current model to the job's own prompts or,
+ * without them, to the first SAMPLE_PROMPTS prompts of the validation set
+ * (an example's tokens before its first target), as `sample` events; base:
+ * before any step. A prompt the model cannot answer (too long) is left
+ * out. */
 static void sample_answers(struct run *r, int base)
 {
-    struct generator *g = gen_borrow(r->m, r->tok);
+    /* the model's chat template only for conversations of the job's own */
+    struct generator *g = gen_borrow(r->m, r->tok, r->samples ? r->c->model_dir : NULL);
     if (!g)
         return;
+    if (r->samples) {
+        own_sample_answers(r, g, base);
+        gen_close(g);
+        return;
+    }
     size_t n = r->val->n < SAMPLE_PROMPTS ? r->val->n : SAMPLE_PROMPTS;
     for (size_t i = 0; i < n; i++) {
         const struct example *e = &r->val->ex[i];
@@ -658,10 +765,8 @@ static void sample_answers(struct run *r, int base)
 static int save_best(struct run *r, char *model_out, char *adapter_out, size_t cap)
 {
     const struct train_config *c = r->c;
-    char ckpt[TRAIN_MAX_PATH + 32];
     snprintf(model_out, cap, "%s/model", c->out_dir);
     snprintf(adapter_out, cap, "%s/adapter", c->out_dir);
-    snprintf(ckpt, sizeof ckpt, "%s/step-%08" PRIu64, c->checkpoint_dir, r->best_step);
     if (fs_mkdirs(c->out_dir, 0755) != 0) {
         snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
         return -1;
@@ -671,8 +776,8 @@ static int save_best(struct run *r, char *model_out, char *adapter_out, size_t c
     optim_free(&r->opt);
     model_free(r->m);
     r->m = NULL;
-    return trainer_materialize(ckpt, c->model_dir, model_out, c->full ? NULL : adapter_out,
-                               r->err, sizeof r->err);
+    return trainer_materialize(r->best_path, c->model_dir, model_out,
+                               c->full ? NULL : adapter_out, r->err, sizeof r->err);
 }
 
 /* train_on_inputs: every token but an example's first becomes a target. */
@@ -793,6 +898,11 @@ int trainer_run(const struct train_config *c)
     rng_seed(&r.rng, c->seed);
     tev_metrics_clear(&r.metrics);
     r.best_full = INFINITY;
+    if (c->sample_prompts[0]) {
+        r.samples = json_loads(c->sample_prompts, 0, NULL);
+        if (!r.samples)
+            return fail(0, "out of memory reading the sample prompts");
+    }
     int rc = load_everything(&r);
     if (rc != TRAIN_OK) {
         rc = fail(rc == TRAIN_USER, r.err);
@@ -814,8 +924,6 @@ int trainer_run(const struct train_config *c)
             cpu_path_flags());
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, r.step);
-    if (r.path_note[0])
-        tev_log("%s", r.path_note);
     else
         tev_log("training started: %" PRIu64 " steps, %zu %s, %zu tokens, context %d%s, %s%s",
                 c->max_steps, units(&r), c->dpo ? "preference pairs" : "examples",
@@ -823,11 +931,17 @@ int trainer_run(const struct train_config *c)
                 c->full       ? "full fine-tuning (fp32)"
                 : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                               : "LoRA on a 16-bit (bf16) base");
-    if (r.val && !c->dpo && !resumed) {
+    if (r.path_note[0])
+        tev_log("%s", r.path_note);
+    if (resumed && r.best_step)
+        tev_log("early stopping goes on: best full validation loss %.4f at step %" PRIu64
+                ", %d epoch%s without a better one since",
+                r.best_full, r.best_step, r.bad_epochs, r.bad_epochs == 1 ? "" : "s");
+    if (r.val && !c->dpo && !resumed)
         tev_log("validating on %zu examples%s", r.val->n,
                 c->validation_file[0] ? "" : " held out of the training file");
+    if (has_samples(&r) && !resumed)
         sample_answers(&r, 1);
-    }
     if (r.ds->n_truncated && !resumed)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
                 r.ds->n_truncated, r.seq);
@@ -909,10 +1023,10 @@ int trainer_run(const struct train_config *c)
         int valid_due = watch && c->valid_every_steps && r.step % c->valid_every_steps == 0;
         if (valid_due)
             validate_batch(&r);
-        if (watch && epoch_done) {
+        if (watch && epoch_done)
             stop_early = validate_epoch(&r);
+        if (epoch_done && has_samples(&r))
             sample_answers(&r, 0);
-        }
         int report = r.step % REPORT_EVERY == 0 || r.step == c->max_steps;
         if (report || valid_due || (watch && epoch_done)) {
             double now = tev_now();

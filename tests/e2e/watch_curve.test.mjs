@@ -3,7 +3,9 @@
 // mocked). A job with a validation file draws the training loss, the
 // validation loss on a batch, the full validation loss at each epoch's end
 // and the epoch boundaries; the Jobs tab shows the latest validation loss;
-// the Sample answers section the model's answers beside the base model's.
+// the Sample answers section the model's answers beside the base model's,
+// for validation prompts and for prompts given with a job that has no
+// validation file.
 // A screenshot goes to build/e2e-artifacts/ (ALALLO_E2E_ARTIFACTS).
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -82,6 +84,45 @@ test('the loss curve shows validation and epoch boundaries; the Jobs tab the lat
   const rows = await samples.first().locator('tbody tr td:first-child').allTextContents();
   assert.deepEqual(rows, ['Base model', 'Step 3', 'Step 6', 'Step 9', 'Step 12', 'Step 15']);
   await page.screenshot({ path: screenshotPath('job-page-validation-curve.png'), fullPage: true });
+  assert.deepEqual(record.consoleErrors, []);
+  assert.deepEqual(record.external, []);
+});
+
+test('sample prompts given with the job: answered beside the base model without a validation file', { timeout: TRAIN_TIMEOUT_MS + 60000 }, async () => {
+  const train = await uploadDataset(srv, 'train-own.jsonl', dataset(16));
+  const prompts = [
+    'Review: the soup was cold and late.\nSentiment:',
+    [{ role: 'user', content: 'How was the service?' }],
+  ];
+  // 16 examples in batches of 8: 2 steps an epoch, 6 steps
+  const job = await apiCall(srv, 'POST', '/v1/fine_tuning/jobs', {
+    model: 'alallo-tiny', training_file: train.id, sample_prompts: prompts,
+    hyperparameters: { n_epochs: 3, batch_size: 8 },
+  });
+  assert.deepEqual(job.sample_prompts, prompts);
+  await until('the job to succeed', async () => {
+    const j = await apiCall(srv, 'GET', `/v1/fine_tuning/jobs/${job.id}`);
+    if (j.status === 'failed' || j.status === 'cancelled') throw new Error(`job ${j.status}: ${j.message}\n${srv.output()}`);
+    return j.status === 'succeeded';
+  }, TRAIN_TIMEOUT_MS);
+
+  await page.goto(`${srv.base}/#/jobs/${job.id}`);
+  const samples = page.locator('table.samples');
+  await samples.first().waitFor({ timeout: 30000 });
+  assert.equal(await samples.count(), 2, 'a table per prompt given');
+  const captions = await samples.locator('caption').allTextContents();
+  assert.deepEqual(captions.map((c) => c.replace(/\s+/g, ' ').trim()),
+    ['Prompt: Review: the soup was cold and late. Sentiment:', 'Prompt: How was the service?']);
+  for (let i = 0; i < 2; i++) {
+    const rows = await samples.nth(i).locator('tbody tr td:first-child').allTextContents();
+    assert.deepEqual(rows, ['Base model', 'Step 2', 'Step 4', 'Step 6']);
+    // every answer cell says something, an empty answer included
+    for (const cell of await samples.nth(i).locator('tbody tr td:nth-child(2)').allTextContents()) {
+      assert.ok(cell.length > 0, 'an empty cell');
+    }
+  }
+  assert.equal(await page.getByText('Sample answers appear when training starts').isVisible(), false);
+  await page.screenshot({ path: screenshotPath('job-page-own-sample-prompts.png'), fullPage: true });
   assert.deepEqual(record.consoleErrors, []);
   assert.deepEqual(record.external, []);
 });

@@ -228,3 +228,18 @@ test('sample answers: grouped by prompt, base first, steps in order, the newest 
   assert.deepEqual(g[1].answers, [{ step: 3, answer: ' 1 2' }]);
   assert.deepEqual(groupSamples(undefined), []);
 });
+
+test('sample answers: prompts answered in the same second keep the order the trainer answered them in', async () => {
+  const { groupSamples } = await load('samples.js');
+  const ev = (seq, step, base, prompt, answer) => ({ id: `ftevent-abc-${seq}`, created_at: 7, type: 'message', data: { sample: true, step, base, prompt, answer } });
+  const events = [ // newest first, as the API lists them, all in one second
+    ev(12, 2, false, 'Second:', ' b2'),
+    ev(11, 2, false, 'First:', ' a2'),
+    ev(10, 0, true, 'Second:', ' b0'),
+    ev(9, 0, true, 'First:', ' a0'),
+  ];
+  const g = groupSamples(events);
+  assert.deepEqual(g.map((p) => p.prompt), ['First:', 'Second:']);
+  assert.equal(g[1].base, ' b0');
+  assert.deepEqual(g[1].answers, [{ step: 2, answer: ' b2' }]);
+});

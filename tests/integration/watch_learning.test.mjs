@@ -1,7 +1,8 @@
 // watch_learning.test.mjs - watching a job learn through the API (docs/api.md,
 // "Validation and early stopping"): with a validation file the job's
 // metrics events carry OpenAI's six metric names, sample answers come as
-// events (the base model's, then at each epoch's end), its checkpoints carry the
+// events (the base model's, then at each epoch's end; for prompts given with
+// the job too, with or without validation data), its checkpoints carry the
 // validation metrics, and its results file is a CSV step by step; early
 // stopping on a data set made to overfit ends the job as succeeded before
 // its planned steps, with the best checkpoint as the model, charged for the
@@ -114,6 +115,84 @@ describe('watching a job learn', () => {
     const other = s.account('someone-else');
     const hidden = await s.call('GET', `/v1/files/${fileId}/content`, { key: other });
     assert.equal(hidden.status, 404);
+  });
+
+  test('sample prompts given with the job: checked, kept, answered at each epoch without a validation file, in the estimate', { timeout: 300000 }, async () => {
+    const train = await s.upload('train-own.jsonl', Buffer.from(sampleLines(0, 40).join('\n') + '\n'));
+    assert.equal(train.status, 200, train.text);
+    const base = { model: 'tiny', training_file: train.json.id };
+    // bad values get a 400 in OpenAI's error shape naming the field, and nothing is created
+    const long = 'x'.repeat(501);
+    const bad = [
+      ['a single string', 'sample_prompts'],
+      [[], 'sample_prompts'],
+      [['1', '2', '3', '4', '5', '6'], 'sample_prompts'],
+      [['fine', 7], 'sample_prompts[1]'],
+      [[''], 'sample_prompts[0]'],
+      [[long], 'sample_prompts[0]'],
+      [[[{ role: 'user', content: '' }]], 'sample_prompts[0][0].content'],
+      [[[{ role: 'robot', content: 'hi' }]], 'sample_prompts[0][0].role'],
+      [[[{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }]], 'sample_prompts[0][1].role'],
+    ];
+    const before = (await s.call('GET', '/v1/fine_tuning/jobs?limit=100')).json.data.length;
+    for (const [value, param] of bad) {
+      const r = await s.createJob({ ...base, sample_prompts: value });
+      assert.equal(r.status, 400, `${JSON.stringify(value).slice(0, 80)}: ${r.text}`);
+      assert.equal(r.json.error.param, param, r.text);
+      assert.equal(r.json.error.code, 'invalid_request_error', r.text);
+      assert.ok(r.json.error.message.length > 10, r.text);
+    }
+    assert.equal((await s.call('GET', '/v1/fine_tuning/jobs?limit=100')).json.data.length, before);
+
+    // answering them is in the estimate (50 epochs: long enough for whole seconds to show it)
+    const many = Array.from({ length: 5 }, (_, i) => `Review: ${'a fine and quiet film '.repeat(20)}${i}\nSentiment:`);
+    const est = async (extra) => {
+      const r = await s.call('POST', '/v1/fine_tuning/estimates', { body: { ...base, hyperparameters: { n_epochs: 50, batch_size: 8 }, ...extra } });
+      assert.equal(r.status, 200, r.text);
+      assert.ok(r.json.training, r.text);
+      return r.json;
+    };
+    const plain = await est({});
+    const withSamples = await est({ sample_prompts: many });
+    assert.ok(withSamples.training.high_s > plain.training.high_s,
+      `training ${JSON.stringify(plain.training)} -> ${JSON.stringify(withSamples.training)}`);
+    assert.ok(withSamples.price.high >= plain.price.high, `${plain.price.high} -> ${withSamples.price.high}`);
+
+    // a string prompt and a conversation; 40 x 2 epochs in batches of 8: epochs end at 5 and 10
+    const prompts = [
+      'Review: A quiet, moving film about two brothers.\nSentiment:',
+      [{ role: 'system', content: 'Answer in one word.' }, { role: 'user', content: 'Was the film good?' }],
+    ];
+    const created = await s.createJob({ ...base, hyperparameters: { n_epochs: 2, batch_size: 8 }, sample_prompts: prompts });
+    assert.equal(created.status, 200, created.text);
+    assert.deepEqual(created.json.sample_prompts, prompts);
+    assert.equal(created.json.validation_file, null);
+    const done = await ended(s, created.json.id);
+    assert.equal(done.status, 'succeeded', `${done.message}\n${s.output}`);
+    assert.deepEqual(done.sample_prompts, prompts);
+
+    const samples = (await allEvents(s, done.id)).filter((e) => e.data && e.data.sample === true);
+    const shown = [prompts[0], 'Was the film good?'];
+    for (const e of samples) {
+      assert.equal(e.type, 'message');
+      assert.ok(shown.includes(e.data.prompt), JSON.stringify(e.data));
+      assert.equal(typeof e.data.answer, 'string');
+    }
+    for (const prompt of shown) {
+      const of = samples.filter((e) => e.data.prompt === prompt);
+      assert.deepEqual(of.filter((e) => e.data.base).map((e) => e.data.step), [0], prompt);
+      assert.deepEqual(of.filter((e) => !e.data.base).map((e) => e.data.step), [5, 10], prompt);
+    }
+    const baseEvent = samples.find((e) => e.data.base);
+    assert.match(baseEvent.message, /^The base model's answer at step 0: /);
+    // without a validation file there is no validation loss, only the answers
+    const metrics = (await allEvents(s, done.id)).filter((e) => e.type === 'metrics');
+    assert.ok(metrics.every((e) => !('full_valid_loss' in e.data)));
+    // a job without its own prompts shows none
+    const other = await s.createJob({ ...base, hyperparameters: { n_epochs: 1, batch_size: 8 } });
+    assert.equal(other.status, 200, other.text);
+    assert.deepEqual(other.json.sample_prompts, []);
+    await ended(s, other.json.id);
   });
 
   test('early stopping on data made to overfit: succeeded early, best checkpoint, charged for the steps run', { timeout: 400000 }, async () => {

@@ -298,6 +298,12 @@ export function jobView(jobId) {
     show(t.none, list.length === 0);
   }
 
+  // An answer as the table shows it; an empty one (the model ended its
+  // answer at once) says so rather than leaving a blank cell.
+  function sampleAnswer(text) {
+    return text === '' ? el('span', { class: 'muted' }, '(empty answer)') : el('code', {}, text);
+  }
+
   // Sample answers: a table per prompt, the base model's answer first.
   function updateSamples(events) {
     const groups = groupSamples(events);
@@ -308,8 +314,8 @@ export function jobView(jobId) {
       el('caption', {}, 'Prompt: ', el('code', {}, g.prompt)),
       el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Model'), el('th', { scope: 'col' }, 'Answer'))),
       el('tbody', {},
-        g.base === null ? [] : [el('tr', { class: 'base' }, el('td', {}, 'Base model'), el('td', {}, el('code', {}, g.base)))],
-        g.answers.map((a) => el('tr', {}, el('td', {}, `Step ${a.step}`), el('td', {}, el('code', {}, a.answer))))))));
+        g.base === null ? [] : [el('tr', { class: 'base' }, el('td', {}, 'Base model'), el('td', {}, sampleAnswer(g.base)))],
+        g.answers.map((a) => el('tr', {}, el('td', {}, `Step ${a.step}`), el('td', {}, sampleAnswer(a.answer))))))));
     show(ui.samplesNone, groups.length === 0);
   }
 
@@ -394,7 +400,7 @@ export function jobView(jobId) {
       ui.chart = el('div', { class: 'chart-box' });
       ui.samples = el('div', { class: 'samples-box' });
       ui.samplesNone = el('p', { class: 'muted' },
-        'Sample answers appear when training starts, for jobs with validation data.');
+        'Sample answers appear when training starts, for jobs with validation data or sample prompts of their own.');
       ui.page = el('div', { class: 'job', hidden: true },
         section('Summary', buildSummary(), buildCancel()),
         section('Loss', ui.chart),

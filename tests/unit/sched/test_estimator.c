@@ -378,6 +378,34 @@ static void validation_share_by_hand(void **state)
     assert_int_equal(e.price_high_micros, 2200);
 }
 
+/* Sample answers' share by hand: 10,000 training tokens; 2 prompts of 30
+ * tokens together, answers of 32 tokens, 3 epochs: 4 rounds (the base
+ * model's and one per epoch) of 30 prompt tokens + 4 x 2 x 32 = 256 decoded
+ * token-equivalents, a third each: 4 x 286 / 3 / 10000. */
+static void samples_share_by_hand(void **state)
+{
+    (void)state;
+    assert_float_equal(est_samples_share(10000, 2, 30, 32, 3),
+                       4.0 * (30.0 + EST_DECODE_SLOWDOWN * 2 * 32) / 3.0 / 10000.0, 1e-12);
+    assert_float_equal(EST_DECODE_SLOWDOWN, 4.0, 0.0);
+    assert_float_equal(est_samples_share(10000, 2, 30, 32, 3), 4.0 * 286.0 / 3.0 / 10000.0,
+                       1e-12);
+    /* none, or nothing to train: nothing added */
+    assert_float_equal(est_samples_share(10000, 0, 0, 32, 3), 0.0, 0.0);
+    assert_float_equal(est_samples_share(0, 2, 30, 32, 3), 0.0, 0.0);
+    /* more epochs, more rounds; the share falls as training grows */
+    assert_true(est_samples_share(10000, 2, 30, 32, 5) > est_samples_share(10000, 2, 30, 32, 3));
+    assert_true(est_samples_share(20000, 2, 30, 32, 3) < est_samples_share(10000, 2, 30, 32, 3));
+    /* added to the estimate as validation is: time and price grow by it */
+    double share = est_samples_share(10000, 2, 30, 32, 3);
+    struct estimate e = {.train_s = 100, .train_low_s = 80, .train_high_s = 150,
+                         .time_low_s = 100, .time_high_s = 200, .price_low_micros = 1000,
+                         .price_high_micros = 2000};
+    est_add_validation(&e, share);
+    assert_float_equal(e.train_high_s, 150 * (1 + share), 1e-9);
+    assert_float_equal(e.time_high_s, 200 + 150 * share, 1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +418,7 @@ int main(void)
         cmocka_unit_test(estimate_uses_job_history),
         cmocka_unit_test(text_forms),
         cmocka_unit_test(validation_share_by_hand),
+        cmocka_unit_test(samples_share_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

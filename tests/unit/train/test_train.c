@@ -830,22 +830,81 @@ static void validation_split_holds_out(void **state)
     json_decref(r.events);
 }
 
+/* The job's own sample prompts, without validation data: a string and a
+ * conversation, answered by the base model before any step and at each
+ * epoch's end; a bad value is a settings error. */
+static void own_sample_prompts(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    snprintf(root, sizeof root, "%s/ownsamples", base);
+    make_root(root, 24);
+    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root,
+                                      "\"sample_prompts\":[\"apple says:\",[{\"role\":\"system\","
+                                      "\"content\":\"Be brief.\"},{\"role\":\"user\","
+                                      "\"content\":\"pear?\"}]],\"checkpoint_each_epoch\":1,",
+                                      12, 0),
+                     0); /* 6 steps an epoch */
+    struct result r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 0);
+    int seen[13][2] = {{0}};
+    for (size_t i = 0; i < json_array_size(r.events); i++) {
+        json_t *e = json_array_get(r.events, i);
+        if (strcmp(json_string_value(json_object_get(e, "event")), "sample") != 0)
+            continue;
+        assert_non_null(json_string_value(json_object_get(e, "answer")));
+        int step = (int)json_integer_value(json_object_get(e, "step"));
+        assert_int_equal(json_is_true(json_object_get(e, "base")), step == 0);
+        assert_true(step == 0 || step == 6 || step == 12);
+        const char *prompt = json_string_value(json_object_get(e, "prompt"));
+        assert_non_null(prompt);
+        int which = strcmp(prompt, "apple says:") == 0 ? 0 : strcmp(prompt, "pear?") == 0 ? 1 : -1;
+        assert_true(which >= 0);
+        seen[step][which]++;
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(seen[0][k], 1);
+        assert_int_equal(seen[6][k], 1);
+        assert_int_equal(seen[12][k], 1);
+    }
+    json_decref(r.events);
+    /* six prompts are refused, as a settings error */
+    assert_int_equal(fx_write_attempt(cfg, root,
+                                      "\"sample_prompts\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\"],",
+                                      12, 0),
+                     0);
+    r = run_train(cfg, 0, 0);
+    assert_int_equal(r.status, 3);
+    json_decref(r.events);
+}
+
 /* Early stopping on a validation set that contradicts the training rule:
  * the run ends before max_steps once the full validation loss has not
  * improved for `patience` epochs, and the model is the best checkpoint. */
-static void early_stopping_keeps_the_best(void **state)
+/* A run of 20 epochs of 6 steps, full fine-tuning, patience 2, whose
+ * validation set contradicts the training rule (learning it makes these
+ * worse), in base/name; its settings in cfg. */
+static void early_stopping_root(const char *name, char *root, size_t rcap, char *cfg,
+                                size_t ccap)
 {
-    (void)state;
-    char root[300], cfg[320], p[400], extra[700];
-    snprintf(root, sizeof root, "%s/early", base);
+    char p[400], extra[700];
+    snprintf(root, rcap, "%s/%s", base, name);
     make_root(root, 24);
     snprintf(p, sizeof p, "%s/valid.jsonl", root);
-    write_words(p, 6, 2); /* learning the training rule makes these worse */
+    write_words(p, 6, 2);
     snprintf(extra, sizeof extra,
              "\"adapter\":\"full\",\"validation_file\":\"%s\",\"early_stopping_patience\":2,",
              p);
-    snprintf(cfg, sizeof cfg, "%s/attempt.json", root);
-    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0); /* 20 epochs */
+    snprintf(cfg, ccap, "%s/attempt.json", root);
+    assert_int_equal(fx_write_attempt(cfg, root, extra, 120, 0), 0);
+}
+
+static void early_stopping_keeps_the_best(void **state)
+{
+    (void)state;
+    char root[300], cfg[320];
+    early_stopping_root("early", root, sizeof root, cfg, sizeof cfg);
     struct result r = run_train(cfg, 0, 0);
     assert_int_equal(r.status, 0);
     json_t *done = find_event(&r, "done", 0);
@@ -873,6 +932,61 @@ static void early_stopping_keeps_the_best(void **state)
     free(fa);
     free(fb);
     json_decref(r.events);
+}
+
+/* A moved job: the next attempt resumes, in a folder of its own, from a
+ * checkpoint of the earlier attempt's folder (resume_from, as the server
+ * names it) taken after the best epoch, one epoch into patience. Early
+ * stopping goes on counting from there: it stops at the same step as the
+ * unbroken run, and the model is the same best checkpoint, read from the
+ * earlier attempt's folder. */
+static void early_stopping_survives_a_move(void **state)
+{
+    (void)state;
+    char root[300], cfg[320], p[400];
+    early_stopping_root("early-move", root, sizeof root, cfg, sizeof cfg);
+    struct result a = run_train(cfg, 0, 0);
+    assert_int_equal(a.status, 0);
+    json_t *done = find_event(&a, "done", 0);
+    assert_true(json_is_true(json_object_get(done, "early_stopped")));
+    long stop = (long)json_integer_value(json_object_get(done, "step"));
+    long best = (long)json_integer_value(json_object_get(done, "best_step"));
+    assert_int_equal(stop - best, 12);
+    /* the second attempt: its own folders, resuming one epoch after the best */
+    long from = best + 6;
+    json_error_t je;
+    json_t *c = json_load_file(cfg, 0, &je);
+    assert_non_null(c);
+    snprintf(p, sizeof p, "%s/ck2", root);
+    json_object_set_new(c, "checkpoint_dir", json_string(p));
+    snprintf(p, sizeof p, "%s/out2", root);
+    json_object_set_new(c, "out_dir", json_string(p));
+    snprintf(p, sizeof p, "%s/ck/step-%08ld", root, from);
+    json_object_set_new(c, "resume_from", json_string(p));
+    json_object_set_new(c, "resume_step", json_integer(from));
+    snprintf(cfg, sizeof cfg, "%s/attempt2.json", root);
+    assert_int_equal(json_dump_file(c, cfg, 0), 0);
+    json_decref(c);
+    struct result b = run_train(cfg, 0, 0);
+    assert_int_equal(b.status, 0);
+    json_t *st = find_event(&b, "started", 0);
+    assert_int_equal(json_integer_value(json_object_get(st, "resumed_from")), from);
+    json_t *done2 = find_event(&b, "done", 0);
+    assert_non_null(done2);
+    assert_true(json_is_true(json_object_get(done2, "early_stopped")));
+    assert_int_equal(json_integer_value(json_object_get(done2, "step")), stop);
+    assert_int_equal(json_integer_value(json_object_get(done2, "best_step")), best);
+    /* the same model: the best checkpoint, in the first attempt's folder */
+    char ma[500], mb[500];
+    snprintf(ma, sizeof ma, "%s/out/model/model.safetensors", root);
+    snprintf(mb, sizeof mb, "%s/out2/model/model.safetensors", root);
+    assert_true(files_equal(ma, mb));
+    /* the first attempt's folder is read, never changed: the best is still there */
+    snprintf(p, sizeof p, "%s/ck/step-%08ld", root, best);
+    char err[256];
+    assert_int_equal(ckpt_verify(p, err, sizeof err), 0);
+    json_decref(a.events);
+    json_decref(b.events);
 }
 
 static void materialize_checkpoint(void **state)
@@ -959,6 +1073,8 @@ int main(void)
         cmocka_unit_test(materialize_checkpoint),
         cmocka_unit_test(validation_metrics_by_name),
         cmocka_unit_test(validation_split_holds_out),
+        cmocka_unit_test(own_sample_prompts),
+        cmocka_unit_test(early_stopping_survives_a_move),
         cmocka_unit_test(early_stopping_keeps_the_best),
         cmocka_unit_test(bench_prints_json),
     };
