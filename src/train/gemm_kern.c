@@ -135,44 +135,43 @@ __attribute__((target("avx512f"))) static void transpose16(const float *src, lon
     }
 }
 
-/* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column strips. */
+/* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column strips. B is read in
+ * its own order (row by row when op(B) = B; 16 rows at a time, along K,
+ * when op(B) = B^T) so that the prefetcher follows few streams. */
 static void pack_b_f32(int tb, const float *B, long ldb, int k0, int kc, int j0, int nc,
                        float *bp)
 {
-    for (int s = 0; s < nc; s += NR, bp += (size_t)kc * NR) {
-        int nr = nc - s < NR ? nc - s : NR;
-        if (!tb && nr == NR) { /* a constant size: vector moves, not rep movs */
-            for (int k = 0; k < kc; k++)
-                memcpy(bp + k * NR, B + (long)(k0 + k) * ldb + j0 + s, sizeof(float) * NR);
-        } else if (!tb) {
-            for (int k = 0; k < kc; k++) {
-                const float *src = B + (long)(k0 + k) * ldb + j0 + s;
-                memcpy(bp + k * NR, src, sizeof(float) * (size_t)nr);
-                for (int j = nr; j < NR; j++)
-                    bp[k * NR + j] = 0.0f;
-            }
-        } else if (nr == NR) {
+    int whole = nc / NR * NR;
+    if (!tb) {
+        for (int k = 0; k < kc; k++) {
+            const float *src = B + (long)(k0 + k) * ldb + j0;
+            for (int s = 0; s < whole; s += NR) /* a constant size: vector moves */
+                memcpy(bp + (size_t)(s / NR) * kc * NR + k * NR, src + s, sizeof(float) * NR);
+        }
+    } else {
+        for (int s = 0; s < whole; s += NR) {
+            float *strip = bp + (size_t)(s / NR) * kc * NR;
             const float *src = B + (long)(j0 + s) * ldb + k0;
-            int k = 0;
-            for (; k + 16 <= kc; k += 16)
-                for (int h = 0; h < NR; h += 16)
-                    transpose16(src + (long)h * ldb + k, ldb, bp + k * NR + h);
-            for (; k < kc; k++)
-                for (int j = 0; j < NR; j++)
-                    bp[k * NR + j] = src[(long)j * ldb + k];
-        } else {
-            for (int j = 0; j < NR; j++) {
-                if (j >= nr) {
-                    for (int k = 0; k < kc; k++)
-                        bp[k * NR + j] = 0.0f;
-                    continue;
-                }
-                const float *src = B + (long)(j0 + s + j) * ldb + k0;
-                for (int k = 0; k < kc; k++)
-                    bp[k * NR + j] = src[k];
+            for (int h = 0; h < NR; h += 16) {
+                int k = 0;
+                for (; k + 16 <= kc; k += 16)
+                    transpose16(src + (long)h * ldb + k, ldb, strip + k * NR + h);
+                for (; k < kc; k++)
+                    for (int j = h; j < h + 16; j++)
+                        strip[k * NR + j] = src[(long)j * ldb + k];
             }
         }
     }
+    if (whole == nc)
+        return;
+    /* the last, narrower strip, zero-padded */
+    int nr = nc - whole;
+    float *strip = bp + (size_t)(whole / NR) * kc * NR;
+    for (int k = 0; k < kc; k++)
+        for (int j = 0; j < NR; j++)
+            strip[k * NR + j] = j >= nr ? 0.0f
+                                : tb    ? B[(long)(j0 + whole + j) * ldb + k0 + k]
+                                        : B[(long)(k0 + k) * ldb + j0 + whole + j];
 }
 
 /* Packs op(A)[i0:i0+mr, k0:k0+kc] as ap[k * MR + i], zero rows past mr. */
