@@ -9,7 +9,8 @@
 # `alallo bench train` prints it (tokens/s, MFU against the path's fp32
 # peak measured in the same process, the bf16 peak where used, peak RSS).
 # Then bench/train/torch_ref.py (full fp32, LoRA fp32, LoRA with bf16
-# autocast) on the same threads, and CURVE_STEPS steps of 16-bit LoRA on
+# autocast) on the same threads, with OpenMP's own waiting (alallo's
+# passive waiting would slow PyTorch down), and CURVE_STEPS steps of 16-bit LoRA on
 # the avx512 (fp32) and avx512bf16 paths with --losses.
 #
 # usage: bench/train/paths.sh [ALALLO_BIN] [OUT_JSON]
@@ -54,8 +55,8 @@ if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
     while IFS= read -r line; do
         echo "$line" >&2
         torch+=("$line")
-    done < <(/usr/bin/python3 "$root/bench/train/torch_ref.py" --threads "$threads" \
-        --steps "$steps")
+    done < <(env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/train/torch_ref.py" \
+        --threads "$threads" --steps "$steps")
 else
     echo "bench: PyTorch (python3-torch) is not installed: no reference" >&2
 fi
@@ -114,8 +115,9 @@ for path in ("avx2", "avx512", "avx512bf16"):
 cv = {x["cpu_path"]: x["losses"] for x in r["curves"]}
 if "avx512" in cv and "avx512bf16" in cv:
     a, b = cv["avx512"], cv["avx512bf16"]
-    d = max(abs(x - y) for x, y in zip(a, b))
-    rel = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+    gaps = [abs(x - y) for x, y in zip(a, b)]
+    at = max(range(len(gaps)), key=gaps.__getitem__)
     print(f"loss curve, {len(a)} steps: fp32 {a[0]:.4f} -> {a[-1]:.4f}, bf16 {b[0]:.4f} -> {b[-1]:.4f};"
-          f" largest gap {d:.4f} ({rel*100:.2f}%)")
+          f" largest gap {gaps[at]:.4f} at step {at} ({gaps[at] / a[0] * 100:.2f}% of the first loss,"
+          f" {gaps[at] / a[at] * 100:.1f}% of that step's)")
 PY
