@@ -57,6 +57,22 @@ static void store_edge(const float *acc, int mr, int nr, float *c, long ldc, flo
 
 /* ---- fp32 ---- */
 
+/* c = fma(alpha, acc, first ? beta c : c) for a whole MR x NR tile; beta 0
+ * on the first block never reads c. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+store_tile(__m512 acc[MR][2], float *c, long ldc, float alpha, float beta, int first)
+{
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int i = 0; i < MR; i++)
+        for (int h = 0; h < 2; h++) {
+            float *p = c + i * ldc + 16 * h;
+            __m512 base = !first ? _mm512_loadu_ps(p)
+                          : beta == 0.0f ? _mm512_setzero_ps()
+                                         : _mm512_mul_ps(vb, _mm512_loadu_ps(p));
+            _mm512_storeu_ps(p, _mm512_fmadd_ps(va, acc[i][h], base));
+        }
+}
+
 __attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
 tile_f32(int kc, const float *a, long rs, long cs, const float *bp, float *c, long ldc,
          float alpha, float beta, int first)
@@ -75,15 +91,7 @@ tile_f32(int kc, const float *a, long rs, long cs, const float *bp, float *c, lo
         }
         bp += NR;
     }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    for (int i = 0; i < MR; i++)
-        for (int h = 0; h < 2; h++) {
-            float *p = c + i * ldc + 16 * h;
-            __m512 base = !first ? _mm512_loadu_ps(p)
-                          : beta == 0.0f ? _mm512_setzero_ps()
-                                         : _mm512_mul_ps(vb, _mm512_loadu_ps(p));
-            _mm512_storeu_ps(p, _mm512_fmadd_ps(va, acc[i][h], base));
-        }
+    store_tile(acc, c, ldc, alpha, beta, first);
 }
 
 /* A strip read in place: rows lda apart, K contiguous. */
@@ -271,15 +279,7 @@ tile_bf16(int kp, const pair_t *ap, const pair_t *bp, float *c, long ldc, float 
         ap += MR;
         bp += NR;
     }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    for (int i = 0; i < MR; i++)
-        for (int h = 0; h < 2; h++) {
-            float *p = c + i * ldc + 16 * h;
-            __m512 base = !first ? _mm512_loadu_ps(p)
-                          : beta == 0.0f ? _mm512_setzero_ps()
-                                         : _mm512_mul_ps(vb, _mm512_loadu_ps(p));
-            _mm512_storeu_ps(p, _mm512_fmadd_ps(va, acc[i][h], base));
-        }
+    store_tile(acc, c, ldc, alpha, beta, first);
 }
 
 /* 16 floats at x (n valid, the rest zero) and 16 more at x + 16 as 16 bf16
