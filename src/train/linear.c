@@ -85,6 +85,12 @@ void linear_times_wt(const struct linear *l, int r0, int nr, const float *x, int
                   beta, y, ldy);
         return;
     }
+    if (bf16_products(l) && l->kind == WK_NF4) { /* decoded straight to bf16 */
+        uint16_t *h = (uint16_t *)deq;
+        nf4_dequantize_bf16(l->wq, (size_t)r0 * l->in, (size_t)nr * l->in, h);
+        gemm_bf16(0, 1, N, nr, l->in, 1.0f, x, ldx, h, NULL, l->in, beta, y, ldy);
+        return;
+    }
     const float *w = linear_rows(l, r0, nr, deq);
     if (bf16_products(l))
         gemm_bf16(0, 1, N, nr, l->in, 1.0f, x, ldx, NULL, w, l->in, beta, y, ldy);
@@ -98,6 +104,12 @@ void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int
     if (bf16_products(l) && l->kind == WK_BF16) {
         gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, l->wb + (size_t)r0 * l->in, NULL, l->in,
                   beta, dx, l->in);
+        return;
+    }
+    if (bf16_products(l) && l->kind == WK_NF4) {
+        uint16_t *h = (uint16_t *)deq;
+        nf4_dequantize_bf16(l->wq, (size_t)r0 * l->in, (size_t)nr * l->in, h);
+        gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, h, NULL, l->in, beta, dx, l->in);
         return;
     }
     const float *w = linear_rows(l, r0, nr, deq);

@@ -195,6 +195,39 @@ void nf4_dequantize_range(const struct nf4_tensor *t, size_t start, size_t count
     }
 }
 
+/* n <= 64 fp32 values as bf16, rounded to nearest even (vcvtneps2bf16). */
+__attribute__((target("avx512f,avx512bf16"))) static void to_bf16(const float *x, size_t n,
+                                                                   uint16_t *out)
+{
+    for (size_t k = 0; k < n; k += 16) {
+        size_t m = n - k < 16 ? n - k : 16;
+        __mmask16 mask = (__mmask16)(m == 16 ? 0xffff : (1u << m) - 1);
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x + k));
+        uint16_t tmp[16];
+        _mm256_storeu_si256((__m256i *)tmp, h);
+        memcpy(out + k, tmp, m * sizeof *out);
+    }
+}
+
+void nf4_dequantize_bf16(const struct nf4_tensor *t, size_t start, size_t count, uint16_t *out)
+{
+    size_t chunk = 64 * NF4_BLOCK;
+    size_t nchunks = (count + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t s = c * chunk, e = s + chunk < count ? s + chunk : count;
+        float tmp[NF4_BLOCK];
+        /* a block (or the part of one in range) at a time, through tmp */
+        for (size_t i = s; i < e;) {
+            size_t at = start + i, end = (at / NF4_BLOCK + 1) * NF4_BLOCK - start;
+            size_t n = (end < e ? end : e) - i;
+            nf4_dequantize_range(t, at, n, tmp);
+            to_bf16(tmp, n, out + i);
+            i += n;
+        }
+    }
+}
+
 void nf4_dequantize_parallel(const struct nf4_tensor *t, size_t start, size_t count,
                              float *out)
 {

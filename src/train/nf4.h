@@ -65,6 +65,11 @@ void nf4_dequantize_range(const struct nf4_tensor *t, size_t start, size_t count
 void nf4_dequantize_parallel(const struct nf4_tensor *t, size_t start, size_t count,
                              float *out);
 
+/* As nf4_dequantize_range over all threads, each value rounded to bf16
+ * (nearest, ties to even): what a bf16 product reads. Needs avx512f and
+ * avx512bf16 (the caller checks: train/cpu_path.h). */
+void nf4_dequantize_bf16(const struct nf4_tensor *t, size_t start, size_t count, uint16_t *out);
+
 /* Index of the NF4 level nearest to v (v is clamped to [-1, 1]). */
 int nf4_nearest(float v);
 

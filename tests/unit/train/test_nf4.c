@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "test_ops_gradcheck.h"
+#include "train/cpu_path.h"
 #include "train/linear.h"
 #include "train/nf4.h"
 
@@ -180,6 +181,40 @@ static void decode_matches_the_definition(void **state)
     free(out);
 }
 
+/* The bf16 decoding is the fp32 one rounded to nearest even, from any
+ * start and length (where the CPU has avx512bf16). */
+static void decode_bf16_is_the_rounded_value(void **state)
+{
+    (void)state;
+    if (!cpu_path_supported(CPU_PATH_AVX512BF16)) {
+        printf("nf4 bf16 decoding: skipped, this CPU lacks avx512bf16 (it has: %s)\n",
+               cpu_path_flags());
+        skip();
+    }
+    size_t n = 64 * 300 + 37;
+    float *x = malloc(n * sizeof *x), *f = malloc(n * sizeof *f);
+    uint16_t *h = malloc(n * sizeof *h);
+    assert_true(x && f && h);
+    for (size_t i = 0; i < n; i++)
+        x[i] = sinf((float)i * 0.37f) * (float)(1 + i % 5);
+    struct nf4_tensor *t = nf4_quantize(x, n);
+    assert_non_null(t);
+    const size_t starts[] = {0, 1, 63, 64, 100, 64 * 70 + 5};
+    for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+        size_t start = starts[k], count = n - start - k * 3;
+        nf4_dequantize_range(t, start, count, f);
+        nf4_dequantize_bf16(t, start, count, h);
+        for (size_t i = 0; i < count; i++)
+            if (h[i] != linear_f32_to_bf16(f[i]))
+                fail_msg("value %zu (start %zu): bf16 %04x, want %04x", start + i, start, h[i],
+                         linear_f32_to_bf16(f[i]));
+    }
+    nf4_free(t);
+    free(x);
+    free(f);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +223,7 @@ int main(void)
         cmocka_unit_test(random_round_trip_error_bound),
         cmocka_unit_test(nf4_linear_gradient),
         cmocka_unit_test(decode_matches_the_definition),
+        cmocka_unit_test(decode_bf16_is_the_rounded_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
