@@ -1,12 +1,15 @@
 /* gemm_kern.c - AVX-512 fp32 and AVX512-BF16 product kernels (gemm_kern.h).
  *
- * Blocking: the N side is cut into panels of NC columns; for each block of
- * K, B's panel is packed into NR-column strips (K-major, zero-padded at
- * the edges), then every MR-row strip of A meets every strip of B in a
- * register-tile kernel (MR x NR = 8 x 32: 16 zmm accumulators). The fp32
- * kernel broadcasts A straight from its rows (no packing) when op(A) is
- * A; a transposed or edge strip of A is copied first. The bf16 kernel
- * always packs A, rounding it to bf16 pairs.
+ * Blocking (fp32): the N side is cut into panels of NC columns; for each
+ * block of K, B's panel is packed into NR-column strips (K-major,
+ * zero-padded at the edges), and each strip stays in L1 while the MR-row
+ * strips of A pass over it in a register-tile kernel (MR x NR = 8 x 32:
+ * 16 zmm accumulators). A is read straight from its rows when op(A) is A;
+ * a transposed or edge strip of A is copied first.
+ *
+ * Blocking (bf16): blocks of K outermost; A's rows are rounded to bf16
+ * pairs once per block of K (MCB rows at a time) and meet every panel of
+ * B, packed as pairs.
  *
  * Compiled for the plain x86-64 baseline: the kernels carry their own
  * target attributes and are only called when cpu_path says the CPU has
