@@ -308,6 +308,18 @@ static void to_sched_worker(const struct store_worker *w, struct sched_worker *o
     out->flops = w->flops;
     if (!worker_state_parse(w->state, &out->state))
         out->state = WORKER_ACTIVE;
+    /* GPUs live in the declaration (resources), validated at registration. */
+    json_t *res = json_loads(w->resources, 0, NULL);
+    json_t *g = json_object_get(res, "gpus");
+    json_int_t count = json_integer_value(json_object_get(g, "count"));
+    json_int_t mem = json_integer_value(json_object_get(g, "mem_bytes"));
+    const char *kind = json_string_value(json_object_get(g, "kind"));
+    if (count > 0 && mem > 0 && kind) {
+        out->gpus = (int)count;
+        out->gpu_mem_bytes = (int64_t)mem;
+        text_copy(out->gpu_kind, sizeof out->gpu_kind, kind);
+    }
+    json_decref(res);
 }
 
 /* When the job of attempt a is expected to end, from its time left. */
@@ -605,6 +617,7 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                          .created_s = now,
                                          .goal = req.goal,
                                          .mem_bytes = mem.total,
+                                         .gpu_mem_bytes = planner_gpu_need(&pj),
                                          .work_flops = planner_work_flops(
                                                            &pj, req.train_tokens,
                                                            req.reference_tokens) *

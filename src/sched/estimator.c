@@ -193,7 +193,8 @@ static int fallback_worker(const struct sched_job *sj, const struct sched_worker
     int best = -1;
     double best_t = INFINITY;
     for (size_t i = 0; i < n; i++) {
-        if (workers[i].state == WORKER_LOST || workers[i].mem_bytes < sj->mem_bytes)
+        if (workers[i].state == WORKER_LOST || workers[i].mem_bytes < sj->mem_bytes ||
+            !sched_gpu_fits(sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1))
             continue;
         double t = capacity_train_seconds(sj->work_flops, &workers[i]);
         if (t < best_t) {
@@ -241,7 +242,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     double factor = req->work_factor > 0 && isfinite(req->work_factor) ? req->work_factor : 1.0;
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
                            .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
-                           .created_s = req->now};
+                           .created_s = req->now, .gpu_mem_bytes = planner_gpu_need(&job)};
     double *own = NULL;
     if (!free_at) {
         own = malloc((n_workers ? n_workers : 1) * sizeof *own);
@@ -253,6 +254,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     bool free_now = false;
     for (size_t i = 0; i < n_workers; i++)
         if (workers[i].state == WORKER_ACTIVE && workers[i].mem_bytes >= sj.mem_bytes &&
+            sched_gpu_fits(&sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1) &&
             free_at[i] <= req->now)
             free_now = true;
     struct sched_choice c;
