@@ -369,6 +369,7 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
     }
     free(open);
     free(all);
+    est_gpu_fill_speed(out, (size_t)k);
     return k;
 }
 

@@ -357,3 +357,46 @@ void est_add_validation(struct estimate *e, double share)
     job_estimate_range_text(e->time_text, sizeof e->time_text, e->time_low_s,
                             e->time_high_s);
 }
+
+int est_gpu_kinds(const struct sched_worker *workers, size_t n, struct est_gpu_kind *out, int cap)
+{
+    int k = 0;
+    double log_sum[EST_GPU_KINDS_MAX] = {0};
+    if (cap > EST_GPU_KINDS_MAX)
+        cap = EST_GPU_KINDS_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const struct sched_worker *w = &workers[i];
+        if (w->gpus <= 0 || !w->gpu_kind[0] || !(w->flops > 0) || !isfinite(w->flops))
+            continue;
+        int at = -1;
+        for (int j = 0; j < k && at < 0; j++)
+            if (strcmp(out[j].kind, w->gpu_kind) == 0)
+                at = j;
+        if (at < 0) {
+            if (k >= cap)
+                continue;
+            at = k++;
+            memset(&out[at], 0, sizeof out[at]);
+            snprintf(out[at].kind, sizeof out[at].kind, "%s", w->gpu_kind);
+        }
+        log_sum[at] += log(w->flops / w->gpus);
+        out[at].workers++;
+    }
+    for (int j = 0; j < k; j++)
+        out[j].flops_per_gpu = exp(log_sum[j] / out[j].workers);
+    return k;
+}
+
+void est_gpu_fill_speed(struct sched_worker *workers, size_t n)
+{
+    struct est_gpu_kind kinds[EST_GPU_KINDS_MAX];
+    int k = est_gpu_kinds(workers, n, kinds, EST_GPU_KINDS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        struct sched_worker *w = &workers[i];
+        if (w->gpus <= 0 || w->flops > 0)
+            continue;
+        for (int j = 0; j < k; j++)
+            if (strcmp(kinds[j].kind, w->gpu_kind) == 0)
+                w->flops = kinds[j].flops_per_gpu * w->gpus;
+    }
+}

@@ -198,6 +198,29 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
                              const struct est_history *h, struct estimate *out /* OUT */,
                              char *why, size_t whycap);
 
+/* Speed per GPU kind (docs/estimator.md, "GPU workers"). A worker measures
+ * its own speed when it starts, as every worker does; the speed of a GPU
+ * kind is the geometric mean, per GPU, of the measured workers of that
+ * kind (a worker's FLOP/s / its GPUs: an attempt holds all of them). */
+#define EST_GPU_KINDS_MAX 64
+struct est_gpu_kind {
+    char kind[32];
+    double flops_per_gpu; /* learnt FLOP/s of one GPU of the kind */
+    int workers;          /* measured workers it rests on         */
+};
+
+/* The kinds of the measured GPU workers among `workers` (lost ones
+ * included: a measurement stays true of its kind), at most cap. Returns
+ * how many were written. */
+int est_gpu_kinds(const struct sched_worker *workers, size_t n, struct est_gpu_kind *out /* OUT */,
+                  int cap);
+
+/* Gives each GPU worker that has not measured yet the speed of its kind
+ * (flops_per_gpu x its GPUs), so that a new worker of a known kind is
+ * estimated at once instead of at capacity_worker_flops's slow default.
+ * Measured workers and CPU workers are left alone. */
+void est_gpu_fill_speed(struct sched_worker *workers, size_t n);
+
 /* The training-time range for `nominal_s` seconds of training of method m on
  * a worker of class c: [nominal x band.lo, nominal x band.hi]. Used for the
  * estimate, for time left at the start of an attempt (time_left.h) and for
