@@ -276,6 +276,15 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     const struct sched_worker *w = &workers[out->worker];
     snprintf(out->worker_name, sizeof out->worker_name, "%s", w->name);
     out->worker_class = w->class_;
+    if (w->gpus > 0) {
+        struct plan_job at = job;
+        struct plan_memory gm;
+        at.batch = planner_gpu_batch(&job, w->gpu_mem_bytes);
+        if (at.batch > 0 && planner_memory_gpu(&at, &gm, NULL, 0) == ERR_OK) {
+            out->gpu_batch = at.batch;
+            out->gpu_memory_bytes = gm.total;
+        }
+    }
     out->waits = out->wait_s > 0;
     if (!free_now)
         out->message = EST_NO_CAPACITY_MESSAGE;

@@ -111,6 +111,10 @@ struct estimate {
     double reference_flops;        /* the reference pass's part of it      */
     int worker;                    /* index into workers; -1 none           */
     char worker_name[CAPACITY_NAME_MAX]; /* plan.worker; "" none           */
+    int gpu_batch;                 /* on a GPU worker: the micro-batch that
+                                      fits one of its GPUs (planner_gpu_batch);
+                                      0 otherwise                           */
+    int64_t gpu_memory_bytes;      /* the GPU memory at that batch; 0 none  */
     enum worker_class worker_class;
     bool waits;                    /* the job would not start at once       */
     double wait_s, startup_s, train_s; /* nominal parts                     */

@@ -451,6 +451,11 @@ static void speed_per_gpu_kind(void **state)
     double fpt = planner_flops_per_token(&r.job);
     assert_near(e.train_s, 1e9 * fpt / (4 * 4e14), 1e-6);
     assert_int_equal(e.price_high_micros, capacity_price_micros(16.0, e.train_high_s));
+    /* The 124m job at batch 4 fits one 80 GB GPU whole. */
+    assert_int_equal(e.gpu_batch, 4);
+    struct plan_memory gm;
+    planner_memory_gpu(&r.job, &gm, NULL, 0);
+    assert_int_equal(e.gpu_memory_bytes, gm.total);
     /* A GPU too small for the job: the worker is not chosen, whatever its
      * host memory. */
     ws[3].gpu_mem_bytes = 1;
