@@ -127,3 +127,21 @@ test('alallo worker and alallo serve refuse an incomplete GPU declaration in one
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('an engine pool declared with gres and gpu_mem makes GPU workers of its slots', async () => {
+  const { startEngineServe } = await import('../slurm/engine_harness.mjs');
+  const s = await startEngineServe({
+    executor: 'process',
+    pools: ['name=h100,partition=local,gres=gpu:H100:4,gpu_mem=80G,mem=4G,class=on-demand,price=12/h,slots=1'],
+  });
+  try {
+    const slot = await waitFor(
+      async () => (await s.call('GET', '/v1/workers')).json.data.find((x) => x.resources && x.resources.gpus),
+      { timeoutMs: 60000, what: 'the pool\'s slot to be declared' },
+    );
+    assert.deepEqual(slot.resources.gpus, { count: 4, kind: 'h100', mem_bytes: 80 * GIB });
+    assert.equal(slot.price_per_gpu_hour, 3);
+  } finally {
+    await s.stop();
+  }
+});
