@@ -235,6 +235,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         return ERR_OK;
     }
     out->flops_per_token = planner_flops_per_token(&job);
+    out->gpu_need_bytes = planner_gpu_need(&job);
     out->work_flops = planner_work_flops(&job, req->train_tokens, req->reference_tokens);
     out->reference_flops = out->work_flops - req->train_tokens * out->flops_per_token;
     out->startup_s = req->startup_s > 0 ? req->startup_s : EST_DEFAULT_STARTUP_S;
@@ -242,7 +243,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     double factor = req->work_factor > 0 && isfinite(req->work_factor) ? req->work_factor : 1.0;
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
                            .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
-                           .created_s = req->now, .gpu_mem_bytes = planner_gpu_need(&job)};
+                           .created_s = req->now, .gpu_mem_bytes = out->gpu_need_bytes};
     double *own = NULL;
     if (!free_at) {
         own = malloc((n_workers ? n_workers : 1) * sizeof *own);

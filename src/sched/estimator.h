@@ -111,6 +111,8 @@ struct estimate {
     double reference_flops;        /* the reference pass's part of it      */
     int worker;                    /* index into workers; -1 none           */
     char worker_name[CAPACITY_NAME_MAX]; /* plan.worker; "" none           */
+    int64_t gpu_need_bytes;        /* planner_gpu_need: what a GPU must hold
+                                      to run the job at all (any worker)    */
     int gpu_batch;                 /* on a GPU worker: the micro-batch that
                                       fits one of its GPUs (planner_gpu_batch);
                                       0 otherwise                           */

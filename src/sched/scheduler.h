@@ -53,7 +53,7 @@ struct sched_job {
     int64_t gpu_mem_bytes; /* GPU memory need at a batch of 1
                               (planner_gpu_need); a GPU worker whose GPUs
                               are smaller is skipped. 0: not known, no
-                              check (the queue's stored plans lack it)    */
+                              check (plans stored before GPUs lack it)    */
     double work_flops;    /* FLOPs of the training still to do             */
     double startup_s;     /* expected loading time before the first step   */
     double deadline_s;    /* lowest cost: the upper end of the time its

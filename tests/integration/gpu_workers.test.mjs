@@ -5,7 +5,7 @@
 //    per GPU-hour) and so does `alallo workers`;
 //  * a job's estimate is planned on that worker, with the micro-batch that
 //    fits one of its GPUs; a faster, free worker whose GPU is too small for
-//    the job is never chosen;
+//    the job is never chosen, by the estimate or the scheduling pass;
 //  * incomplete or bad declarations are refused with one clear line, by
 //    `alallo worker`, `alallo serve` and the registration call.
 //
@@ -85,6 +85,15 @@ describe('workers with GPUs', () => {
       assert.ok(est.json.plan.gpu.memory_bytes > GIB && est.json.plan.gpu.memory_bytes < 141 * GIB, est.text);
       assert.ok(est.json.price.high > 0, est.text);
     }
+    // The scheduling pass judges the same way: the small GPU's claim gets
+    // nothing, and the job runs on gpu-local (the CPU trainer, for now).
+    const job = await s.createJob({ model: 'tiny', training_file: file, goal: 'lowest_cost', hyperparameters: { n_epochs: 1, batch_size: 8 } });
+    assert.equal(job.status, 200, job.text);
+    const claim = await internal(s, '/internal/workers/gpu-small/claim', {});
+    assert.equal(claim.status, 204, JSON.stringify(claim.json));
+    const done = await s.waitStatus(job.json.id, ['succeeded', 'failed', 'cancelled'], { timeoutMs: 300000 });
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    assert.deepEqual(done.attempts.map((a) => a.worker), ['gpu-local']);
   });
 
   test('a registration with a bad GPU declaration is refused and says why', async () => {
