@@ -16,7 +16,8 @@ static json_t *worker_json(const struct store_worker *w, const struct store_atte
     json_t *resources = json_loads(w->resources, 0, NULL);
     json_t *speed = json_loads(w->speed, 0, NULL);
     /* An attempt holds all of a worker's GPUs: its hourly price is theirs. */
-    json_int_t gpus = json_integer_value(json_object_get(json_object_get(resources, "gpus"), "count"));
+    json_t *declared = json_object_get(resources, "gpus");
+    json_int_t gpus = json_integer_value(json_object_get(declared, "count"));
     json_t *o = json_pack("{s:s,s:s,s:o,s:s,s:f,s:s,s:o,s:I,s:I,s:o}", "object", "worker", "name",
                      w->name, "resources", resources ? resources : json_object(), "class",
                      w->class_, "price_per_hour", w->price_per_hour, "state", w->state, "speed",

@@ -515,8 +515,9 @@ static enum alallo_err declare_slot(struct engine *e, const struct slot *s)
         kind[i] = '\0';
     }
     if (p->gpus > 0 && p->gpu_mem_mb > 0)
-        text_printf(gpus, sizeof gpus, ",\"gpus\":{\"count\":%d,\"kind\":\"%s\",\"mem_bytes\":%lld}",
-                    p->gpus, kind, (long long)p->gpu_mem_mb * 1024 * 1024);
+        text_printf(gpus, sizeof gpus,
+                    ",\"gpus\":{\"count\":%d,\"kind\":\"%s\",\"mem_bytes\":%lld}", p->gpus,
+                    kind, (long long)p->gpu_mem_mb * 1024 * 1024);
     text_printf(w.resources, sizeof w.resources,
                 "{\"cpus\":%d,\"mem_bytes\":%lld,\"accelerator\":\"%s\"%s}", w.cpus,
                 (long long)w.mem_bytes, accel, gpus);

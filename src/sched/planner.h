@@ -180,11 +180,12 @@ double planner_work_flops(const struct plan_job *job, double train_tokens,
 /* The one rule for which "not available" message a job gets: whether a
  * job that needs `need_bytes` can run on any of `workers` (lost ones
  * excluded; a GPU worker must also hold the job on one of its GPUs at a
- * batch of at least 1, planner_gpu_batch, which needs `job`). When it cannot and the job is 16-bit, the same job as 4-bit
- * LoRA is tried (its need scaled up in the ratio need_bytes / planned
- * 16-bit need when need_bytes is above the plan), to tell
- * PLAN_FITS_LOWER_PRECISION from PLAN_FITS_NOWHERE. `job` may be NULL (no
- * lower-precision check). Job creation (the estimate), the scheduling
+ * batch of at least 1, planner_gpu_need, which needs `job`). When it
+ * cannot and the job is 16-bit, the same job as 4-bit LoRA is tried (its
+ * need scaled up in the ratio need_bytes / planned 16-bit need when
+ * need_bytes is above the plan), to tell PLAN_FITS_LOWER_PRECISION from
+ * PLAN_FITS_NOWHERE. `job` may be NULL (no lower-precision check, and no
+ * GPU worker counts). Job creation (the estimate), the scheduling
  * pass and a memory report that finds no worker all decide through it. */
 enum plan_fit planner_fit_for_need(const struct plan_job *job, int64_t need_bytes,
                                    const struct sched_worker *workers, size_t n_workers);
