@@ -17,6 +17,30 @@ static double number(json_t *o, const char *key, double dflt)
     return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
+/* The optional "gpus" of a registration: {"count","kind","mem_bytes"}
+ * (docs/worker-protocol.md). Returns NULL when absent or well formed, with
+ * *out a new object to store (NULL when absent); else the reason. */
+static const char *gpus_declared(json_t *body, json_t **out)
+{
+    *out = NULL;
+    json_t *g = json_object_get(body, "gpus");
+    if (!g || json_is_null(g))
+        return NULL;
+    const char *kind = json_string_value(json_object_get(g, "kind"));
+    double count = number(g, "count", 0), mem = number(g, "mem_bytes", 0);
+    if (!json_is_object(g))
+        return "gpus must be an object {\"count\",\"kind\",\"mem_bytes\"}.";
+    if (!(count >= 1 && count <= 64) || count != floor(count))
+        return "gpus.count must be a whole number from 1 to 64.";
+    if (!kind || !ids_valid_name(kind, 32))
+        return "gpus.kind must be a short name such as \"h200\".";
+    if (!(mem >= 1024.0 * 1024 * 1024 && mem < 9e18))
+        return "gpus.mem_bytes must be the memory of one GPU, at least 1 GiB.";
+    *out = json_pack("{s:i,s:s,s:I}", "count", (int)count, "kind", kind, "mem_bytes",
+                     (json_int_t)mem);
+    return NULL;
+}
+
 void internal_register(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     json_t *body = api_body_object(req, res);
@@ -29,6 +53,7 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
     double cpus = number(body, "cpus", 0), mem = number(body, "mem_bytes", 0);
     double price = number(body, "price_per_hour", 0);
     json_t *speed = json_object_get(body, "speed");
+    json_t *gpus = NULL;
     const char *bad = NULL;
     if (!name || !ids_valid_name(name, 64))
         bad = "name must be 1 to 63 letters, digits, '.', '-' or '_'.";
@@ -40,7 +65,10 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         bad = "class must be \"on-demand\" or \"spot\".";
     else if (!(price >= 0 && price <= 1e6))
         bad = "price_per_hour must be from 0 to 1000000.";
+    else
+        bad = gpus_declared(body, &gpus);
     if (bad) {
+        json_decref(gpus);
         json_decref(body);
         api_error(res, ERR_INVALID, bad, NULL);
         return;
@@ -55,6 +83,10 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
     w.flops = isfinite(flops) && flops > 0 ? flops : 0;
     json_t *resources = json_pack("{s:i,s:I,s:s}", "cpus", w.cpus, "mem_bytes",
                                   (json_int_t)w.mem_bytes, "accelerator", accel ? accel : "cpu");
+    if (resources && gpus)
+        json_object_set_new(resources, "gpus", gpus);
+    else
+        json_decref(gpus);
     json_t *sp = json_pack("{s:f,s:f}", "tokens_per_s", w.tokens_per_s, "flops", w.flops);
     char *rtext = resources ? json_dumps(resources, JSON_COMPACT) : NULL;
     char *stext = sp ? json_dumps(sp, JSON_COMPACT) : NULL;

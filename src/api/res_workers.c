@@ -15,13 +15,19 @@ static json_t *worker_json(const struct store_worker *w, const struct store_atte
 {
     json_t *resources = json_loads(w->resources, 0, NULL);
     json_t *speed = json_loads(w->speed, 0, NULL);
-    return json_pack("{s:s,s:s,s:o,s:s,s:f,s:s,s:o,s:I,s:I,s:o}", "object", "worker", "name",
+    /* An attempt holds all of a worker's GPUs: its hourly price is theirs. */
+    json_t *declared = json_object_get(resources, "gpus");
+    json_int_t gpus = json_integer_value(json_object_get(declared, "count"));
+    json_t *o = json_pack("{s:s,s:s,s:o,s:s,s:f,s:s,s:o,s:I,s:I,s:o}", "object", "worker", "name",
                      w->name, "resources", resources ? resources : json_object(), "class",
                      w->class_, "price_per_hour", w->price_per_hour, "state", w->state, "speed",
                      speed ? speed : json_object(), "last_heartbeat_at",
                      (json_int_t)(w->last_heartbeat_ms / 1000), "registered_at",
                      (json_int_t)(w->registered_ms / 1000), "running",
                      n > 0 ? json_string(open[0].job) : json_null());
+    if (o && gpus > 0)
+        json_object_set_new(o, "price_per_gpu_hour", json_real(w->price_per_hour / (double)gpus));
+    return o;
 }
 
 /* An engine's attempt on a slot: where the engine holds it. */

@@ -348,7 +348,8 @@ static int local_workers(const struct serve_args *a, const struct api_server *sr
         if (!a->n_specs)
             text_copy(c->name, sizeof c->name, "local");
         char err[256];
-        if (a->n_specs && worker_config_parse_spec(c, a->specs[i], err, sizeof err) != 0) {
+        if (a->n_specs && (worker_config_parse_spec(c, a->specs[i], err, sizeof err) != 0 ||
+                           worker_config_check(c, err, sizeof err) != 0)) {
             fprintf(stderr, "alallo serve: --local-worker %s: %s\n", a->specs[i], err);
             return -1;
         }

@@ -707,14 +707,14 @@ void cli_print_workers(FILE *out, const json_t *list)
         fputs("No workers.\n", out);
         return;
     }
-    static const char *const head[] = {"NAME", "STATE",   "CLASS", "CPUS",
-                                       "MEMORY", "PRICE/H", "SPEED", "RUNNING"};
+    static const char *const head[] = {"NAME",   "STATE", "CLASS",   "CPUS",  "MEMORY",
+                                       "GPUS",   "PRICE/H", "SPEED", "RUNNING"};
     struct cli_table t;
-    cli_table_init(&t, 8, head);
+    cli_table_init(&t, 9, head);
     size_t i;
     const json_t *w;
     json_array_foreach(data, i, w) {
-        char cpus[16] = "-", mem[32] = "-", price[64], speed[64] = "unknown";
+        char cpus[16] = "-", mem[32] = "-", gpus[96] = "-", price[64], speed[64] = "unknown";
         /* The declaration sits in `resources`; top-level fields are read too. */
         const json_t *res = json_object_get(w, "resources");
         double v;
@@ -722,12 +722,20 @@ void cli_print_workers(FILE *out, const json_t *list)
             snprintf(cpus, sizeof cpus, "%.0f", v);
         if (num(res, "mem_bytes", &v) || num(w, "mem_bytes", &v))
             cli_bytes(mem, sizeof mem, v);
+        /* "8 x h200 (141 GiB)": count, kind and the memory of one GPU */
+        const json_t *g = json_object_get(res, "gpus");
+        double gmem;
+        if (num(g, "count", &v) && str(g, "kind") && num(g, "mem_bytes", &gmem)) {
+            char b[32];
+            snprintf(gpus, sizeof gpus, "%.0f x %s (%s)", v, str(g, "kind"),
+                     cli_bytes(b, sizeof b, gmem));
+        }
         cli_money(price, sizeof price, json_object_get(w, "price_per_hour"), str(w, "currency"));
         if (num(json_object_get(w, "speed"), "tokens_per_s", &v) && v > 0)
             snprintf(speed, sizeof speed, "%.0f tokens/s", v);
         const char *running = str(w, "running");
-        const char *row[] = {str(w, "name"), str(w, "state"), str(w, "class"), cpus, mem, price,
-                             speed, running ? running : "-"};
+        const char *row[] = {str(w, "name"), str(w, "state"), str(w, "class"), cpus, mem, gpus,
+                             price, speed, running ? running : "-"};
         cli_table_add(&t, row);
     }
     cli_table_print(&t, out);

@@ -4,6 +4,7 @@
  */
 #include "control/engine.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -504,8 +505,22 @@ static enum alallo_err declare_slot(struct engine *e, const struct slot *s)
     char accel[160];
     text_printf(accel, sizeof accel, "%s:%s%s%s", e->x->name, p->name, p->gres[0] ? ":" : "",
                 p->gres);
-    text_printf(w.resources, sizeof w.resources, "{\"cpus\":%d,\"mem_bytes\":%lld,\"accelerator\":\"%s\"}",
-                w.cpus, (long long)w.mem_bytes, accel);
+    /* With gpu_mem, the slot is a GPU worker (docs/slurm.md): its GPUs'
+     * kind is the gres type, "gpu" when the gres names none. */
+    char gpus[160] = "", kind[sizeof p->gpu_type] = "gpu";
+    if (p->gpu_type[0]) { /* one spelling per kind, as workers have */
+        size_t i = 0;
+        for (; p->gpu_type[i]; i++)
+            kind[i] = (char)tolower((unsigned char)p->gpu_type[i]);
+        kind[i] = '\0';
+    }
+    if (p->gpus > 0 && p->gpu_mem_mb > 0)
+        text_printf(gpus, sizeof gpus,
+                    ",\"gpus\":{\"count\":%d,\"kind\":\"%s\",\"mem_bytes\":%lld}", p->gpus,
+                    kind, (long long)p->gpu_mem_mb * 1024 * 1024);
+    text_printf(w.resources, sizeof w.resources,
+                "{\"cpus\":%d,\"mem_bytes\":%lld,\"accelerator\":\"%s\"%s}", w.cpus,
+                (long long)w.mem_bytes, accel, gpus);
     text_copy(w.speed, sizeof w.speed, "{\"tokens_per_s\":0,\"flops\":0}");
     if (store_worker_get(e->ctl->store, s->name, &old) == ERR_OK) {
         /* Known from before a restart: its open attempt (if any) lives on

@@ -110,13 +110,18 @@ json_t *control_estimate_json(const struct estimate *e)
                                           (json_int_t)floor(e->train_low_s), "high_s",
                                           (json_int_t)ceil(e->train_high_s))
                               : json_null();
-    return json_pack("{s:s,s:o,s:o,s:{s:I,s:o},s:o,s:o,s:o}", "object", "fine_tuning.estimate",
-                     "time", time, "price", price, "plan", "memory_bytes",
-                     (json_int_t)e->memory_bytes, "worker",
-                     e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)
-                                                         : json_null(),
-                     "message", e->message ? json_string(e->message) : json_null(), "training",
-                     training, "time_limit_message",
+    json_t *plan = json_pack("{s:I,s:o}", "memory_bytes", (json_int_t)e->memory_bytes, "worker",
+                             e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)
+                                                                 : json_null());
+    /* On a GPU worker: the micro-batch that fits one GPU and its memory. */
+    if (plan && ranged && e->gpu_batch > 0)
+        json_object_set_new(plan, "gpu", json_pack("{s:i,s:I}", "batch", e->gpu_batch,
+                                                   "memory_bytes",
+                                                   (json_int_t)e->gpu_memory_bytes));
+    return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "object", "fine_tuning.estimate", "time",
+                     time, "price", price, "plan", plan ? plan : json_object(), "message",
+                     e->message ? json_string(e->message) : json_null(), "training", training,
+                     "time_limit_message",
                      e->limit_message[0] ? json_string(e->limit_message) : json_null());
 }
 

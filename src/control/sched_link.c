@@ -308,6 +308,18 @@ static void to_sched_worker(const struct store_worker *w, struct sched_worker *o
     out->flops = w->flops;
     if (!worker_state_parse(w->state, &out->state))
         out->state = WORKER_ACTIVE;
+    /* GPUs live in the declaration (resources), validated at registration. */
+    json_t *res = json_loads(w->resources, 0, NULL);
+    json_t *g = json_object_get(res, "gpus");
+    json_int_t count = json_integer_value(json_object_get(g, "count"));
+    json_int_t mem = json_integer_value(json_object_get(g, "mem_bytes"));
+    const char *kind = json_string_value(json_object_get(g, "kind"));
+    if (count > 0 && mem > 0 && kind) {
+        out->gpus = (int)count;
+        out->gpu_mem_bytes = (int64_t)mem;
+        text_copy(out->gpu_kind, sizeof out->gpu_kind, kind);
+    }
+    json_decref(res);
 }
 
 /* When the job of attempt a is expected to end, from its time left. */
@@ -357,6 +369,7 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
     }
     free(open);
     free(all);
+    est_gpu_fill_speed(out, (size_t)k);
     return k;
 }
 
@@ -388,6 +401,7 @@ static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, in
                               .created_s = (double)j->created_ms / 1000.0,
                               .goal = p.goal,
                               .mem_bytes = j->memory_bytes,
+                              .gpu_mem_bytes = p.gpu_need,
                               .work_flops = left *
                                             train_tokens(j->tokens, j->examples, j->max_steps,
                                                          j->batch_size, j->n_epochs) *
@@ -605,6 +619,7 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                          .created_s = now,
                                          .goal = req.goal,
                                          .mem_bytes = mem.total,
+                                         .gpu_mem_bytes = planner_gpu_need(&pj),
                                          .work_flops = planner_work_flops(
                                                            &pj, req.train_tokens,
                                                            req.reference_tokens) *
@@ -742,7 +757,7 @@ void sched_link_invalidate(struct sched_link *l)
 
 #define PLAN_FORMAT                                                                                \
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
-    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g}"
+    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -770,7 +785,7 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
     return text_printf(out, cap, PLAN_FORMAT, e->flops_per_token, (int)e->method,
                        (int)e->worker_class, e->waits ? 1 : 0,
                        (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s,
-                       model_factor);
+                       model_factor, (long long)e->gpu_need_bytes);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -798,7 +813,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g;
+    double m, c, w, g, gpu = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -806,13 +821,15 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           plan_number(&p, ",\"start_s\":", all ? &out->start_s : NULL) &&
           plan_number(&p, ",\"train_s\":", all ? &out->train_s : NULL) &&
           plan_number(&p, ",\"startup_s\":", &out->startup_s) &&
-          plan_number(&p, ",\"mf\":", all ? &out->model_factor : NULL) && strcmp(p, "}") == 0 &&
+          plan_number(&p, ",\"mf\":", all ? &out->model_factor : NULL) &&
+          (plan_number(&p, ",\"gpu\":", &gpu) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
     out->waits = w != 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
+    out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
     return plan_valid(out, (int)m, (int)c, (int)g);
 }
 
@@ -850,6 +867,8 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     out->model_factor = json_number_value(json_object_get(o, "mf"));
     if (!(out->model_factor > 0))
         out->model_factor = 1.0; /* plans written before the factor */
+    double gpu = json_number_value(json_object_get(o, "gpu"));
+    out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
     json_decref(o);
     return plan_valid(out, method, class_, goal);
 }

@@ -45,6 +45,9 @@ struct sched_plan {
     double train_s;           /* nominal training                        */
     double startup_s;         /* nominal loading                         */
     double model_factor;      /* the model's factor the estimate used    */
+    int64_t gpu_need;         /* GPU memory at a batch of 1 (estimate
+                                 gpu_need_bytes); 0 in plans written before
+                                 it: the pass then checks no GPU        */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in

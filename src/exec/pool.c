@@ -11,10 +11,12 @@
 #include "core/ids.h"
 #include "core/text.h"
 
-static const char *const keys[] = {"name", "partition", "gres", "cpus", "mem", "class",
-                                   "price", "slots", "qos", "account", "constraint"};
+static const char *const keys[] = {"name",  "partition", "gres",  "gpu_mem", "cpus",
+                                   "mem",   "class",     "price", "slots",   "qos",
+                                   "account", "constraint"};
 #define NKEYS (sizeof keys / sizeof keys[0])
-#define KNOWN "name, partition, gres, cpus, mem, class, price, slots, qos, account, constraint"
+#define KNOWN                                                                                  \
+    "name, partition, gres, gpu_mem, cpus, mem, class, price, slots, qos, account, constraint"
 
 /* A Slurm name (partition, QOS, account): what Slurm itself accepts in
  * these, and nothing a command line could misread. */
@@ -139,6 +141,12 @@ static enum alallo_err apply(struct exec_pool *p, const char *k, const char *v, 
             return ERR_INVALID;
         }
         p->cpus = (int)n;
+    } else if (strcmp(k, "gpu_mem") == 0) {
+        if (!parse_mem_mb(v, &p->gpu_mem_mb) || p->gpu_mem_mb < 1024) {
+            text_error(err, errcap, "gpu_mem=%.80s: expected the memory of one GPU, at least "
+                                    "1G, such as 80G", v);
+            return ERR_INVALID;
+        }
     } else if (strcmp(k, "mem") == 0) {
         if (!parse_mem_mb(v, &p->mem_mb)) {
             text_error(err, errcap, "mem=%.80s: expected a memory size such as 64G or 500M "
@@ -232,6 +240,11 @@ enum alallo_err exec_pool_parse(const char *spec, struct exec_pool *p, char *err
                                     "class, price)", p->name[0] ? p->name : "", required[i]);
             return ERR_INVALID;
         }
+    }
+    if (p->gpu_mem_mb > 0 && p->gpus == 0) {
+        text_error(err, errcap, "pool %.64s: gpu_mem= needs gres= (such as gres=gpu:h100:1)",
+                   p->name);
+        return ERR_INVALID;
     }
     return ERR_OK;
 }

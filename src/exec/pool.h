@@ -2,11 +2,13 @@
  * partition with a GPU shape, a class and a price), declared by the
  * operator with `serve --slurm-pool SPEC` (docs/slurm.md):
  *
- *   name=a100,partition=gpu,gres=gpu:a100:1,cpus=8,mem=64G,class=on-demand,
- *   price=2.10/h,slots=8[,qos=…,account=…,constraint=…]
+ *   name=a100,partition=gpu,gres=gpu:a100:1,gpu_mem=80G,cpus=8,mem=64G,
+ *   class=on-demand,price=2.10/h,slots=8[,qos=…,account=…,constraint=…]
  *
  * Required: name, partition, mem, class, price. Optional: gres (none: a
- * CPU-only pool), cpus (1), slots (from the partition's capacity, see
+ * CPU-only pool), gpu_mem (the memory of one GPU; with gres only: the slots
+ * are then declared as GPU workers that the planner's GPU memory model
+ * judges, docs/slurm.md), cpus (1), slots (from the partition's capacity, see
  * exec_pool_default_slots), qos, account, constraint. Each slot is room for
  * one attempt of this shape; the scheduling pass sees the slots as workers.
  * Pure: parsing and arithmetic only.
@@ -34,6 +36,7 @@ struct exec_pool {
     char gres[64];          /* "gpu:a100:1", "gpu:2"; "" for none            */
     char gpu_type[32];      /* "a100", "" for any type                        */
     int gpus;               /* GPUs per attempt (from gres)                   */
+    int64_t gpu_mem_mb;     /* memory of one GPU, MiB; 0: not declared        */
     int cpus;               /* CPUs per attempt                               */
     int64_t mem_mb;         /* memory per attempt, MiB                        */
     enum exec_pool_class class_;

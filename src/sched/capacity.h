@@ -38,6 +38,9 @@ struct sched_worker {
     double busy_until_s;      /* when its running attempt is expected to end
                                  (same clock as `now` everywhere); ignored
                                  when running_attempt is 0                   */
+    int gpus;                 /* GPUs declared; 0: a CPU worker             */
+    char gpu_kind[32];        /* e.g. "h200"; the estimator's key           */
+    int64_t gpu_mem_bytes;    /* memory of one GPU                          */
 };
 
 /* "on-demand" / "spot"; NULL for an out-of-range value. */

@@ -193,7 +193,8 @@ static int fallback_worker(const struct sched_job *sj, const struct sched_worker
     int best = -1;
     double best_t = INFINITY;
     for (size_t i = 0; i < n; i++) {
-        if (workers[i].state == WORKER_LOST || workers[i].mem_bytes < sj->mem_bytes)
+        if (workers[i].state == WORKER_LOST || workers[i].mem_bytes < sj->mem_bytes ||
+            !sched_gpu_fits(sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1))
             continue;
         double t = capacity_train_seconds(sj->work_flops, &workers[i]);
         if (t < best_t) {
@@ -234,6 +235,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         return ERR_OK;
     }
     out->flops_per_token = planner_flops_per_token(&job);
+    out->gpu_need_bytes = planner_gpu_need(&job);
     out->work_flops = planner_work_flops(&job, req->train_tokens, req->reference_tokens);
     out->reference_flops = out->work_flops - req->train_tokens * out->flops_per_token;
     out->startup_s = req->startup_s > 0 ? req->startup_s : EST_DEFAULT_STARTUP_S;
@@ -241,7 +243,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     double factor = req->work_factor > 0 && isfinite(req->work_factor) ? req->work_factor : 1.0;
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
                            .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
-                           .created_s = req->now};
+                           .created_s = req->now, .gpu_mem_bytes = out->gpu_need_bytes};
     double *own = NULL;
     if (!free_at) {
         own = malloc((n_workers ? n_workers : 1) * sizeof *own);
@@ -253,6 +255,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     bool free_now = false;
     for (size_t i = 0; i < n_workers; i++)
         if (workers[i].state == WORKER_ACTIVE && workers[i].mem_bytes >= sj.mem_bytes &&
+            sched_gpu_fits(&sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1) &&
             free_at[i] <= req->now)
             free_now = true;
     struct sched_choice c;
@@ -274,6 +277,15 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     const struct sched_worker *w = &workers[out->worker];
     snprintf(out->worker_name, sizeof out->worker_name, "%s", w->name);
     out->worker_class = w->class_;
+    if (w->gpus > 0) {
+        struct plan_job at = job;
+        struct plan_memory gm;
+        at.batch = planner_gpu_batch(&job, w->gpu_mem_bytes);
+        if (at.batch > 0 && planner_memory_gpu(&at, &gm, NULL, 0) == ERR_OK) {
+            out->gpu_batch = at.batch;
+            out->gpu_memory_bytes = gm.total;
+        }
+    }
     out->waits = out->wait_s > 0;
     if (!free_now)
         out->message = EST_NO_CAPACITY_MESSAGE;
@@ -354,4 +366,47 @@ void est_add_validation(struct estimate *e, double share)
     e->price_high_micros = (int64_t)llround((double)e->price_high_micros * (1.0 + share));
     job_estimate_range_text(e->time_text, sizeof e->time_text, e->time_low_s,
                             e->time_high_s);
+}
+
+int est_gpu_kinds(const struct sched_worker *workers, size_t n, struct est_gpu_kind *out, int cap)
+{
+    int k = 0;
+    double log_sum[EST_GPU_KINDS_MAX] = {0};
+    if (cap > EST_GPU_KINDS_MAX)
+        cap = EST_GPU_KINDS_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const struct sched_worker *w = &workers[i];
+        if (w->gpus <= 0 || !w->gpu_kind[0] || !(w->flops > 0) || !isfinite(w->flops))
+            continue;
+        int at = -1;
+        for (int j = 0; j < k && at < 0; j++)
+            if (strcmp(out[j].kind, w->gpu_kind) == 0)
+                at = j;
+        if (at < 0) {
+            if (k >= cap)
+                continue;
+            at = k++;
+            memset(&out[at], 0, sizeof out[at]);
+            snprintf(out[at].kind, sizeof out[at].kind, "%s", w->gpu_kind);
+        }
+        log_sum[at] += log(w->flops / w->gpus);
+        out[at].workers++;
+    }
+    for (int j = 0; j < k; j++)
+        out[j].flops_per_gpu = exp(log_sum[j] / out[j].workers);
+    return k;
+}
+
+void est_gpu_fill_speed(struct sched_worker *workers, size_t n)
+{
+    struct est_gpu_kind kinds[EST_GPU_KINDS_MAX];
+    int k = est_gpu_kinds(workers, n, kinds, EST_GPU_KINDS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        struct sched_worker *w = &workers[i];
+        if (w->gpus <= 0 || w->flops > 0)
+            continue;
+        for (int j = 0; j < k; j++)
+            if (strcmp(kinds[j].kind, w->gpu_kind) == 0)
+                w->flops = kinds[j].flops_per_gpu * w->gpus;
+    }
 }

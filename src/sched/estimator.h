@@ -111,6 +111,12 @@ struct estimate {
     double reference_flops;        /* the reference pass's part of it      */
     int worker;                    /* index into workers; -1 none           */
     char worker_name[CAPACITY_NAME_MAX]; /* plan.worker; "" none           */
+    int64_t gpu_need_bytes;        /* planner_gpu_need: what a GPU must hold
+                                      to run the job at all (any worker)    */
+    int gpu_batch;                 /* on a GPU worker: the micro-batch that
+                                      fits one of its GPUs (planner_gpu_batch);
+                                      0 otherwise                           */
+    int64_t gpu_memory_bytes;      /* the GPU memory at that batch; 0 none  */
     enum worker_class worker_class;
     bool waits;                    /* the job would not start at once       */
     double wait_s, startup_s, train_s; /* nominal parts                     */
@@ -197,6 +203,29 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
                              size_t n_workers, const double *free_at,
                              const struct est_history *h, struct estimate *out /* OUT */,
                              char *why, size_t whycap);
+
+/* Speed per GPU kind (docs/estimator.md, "GPU workers"). A worker measures
+ * its own speed when it starts, as every worker does; the speed of a GPU
+ * kind is the geometric mean, per GPU, of the measured workers of that
+ * kind (a worker's FLOP/s / its GPUs: an attempt holds all of them). */
+#define EST_GPU_KINDS_MAX 64
+struct est_gpu_kind {
+    char kind[32];
+    double flops_per_gpu; /* learnt FLOP/s of one GPU of the kind */
+    int workers;          /* measured workers it rests on         */
+};
+
+/* The kinds of the measured GPU workers among `workers` (lost ones
+ * included: a measurement stays true of its kind), at most cap. Returns
+ * how many were written. */
+int est_gpu_kinds(const struct sched_worker *workers, size_t n, struct est_gpu_kind *out /* OUT */,
+                  int cap);
+
+/* Gives each GPU worker that has not measured yet the speed of its kind
+ * (flops_per_gpu x its GPUs), so that a new worker of a known kind is
+ * estimated at once instead of at capacity_worker_flops's slow default.
+ * Measured workers and CPU workers are left alone. */
+void est_gpu_fill_speed(struct sched_worker *workers, size_t n);
 
 /* The training-time range for `nominal_s` seconds of training of method m on
  * a worker of class c: [nominal x band.lo, nominal x band.hi]. Used for the

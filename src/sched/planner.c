@@ -10,6 +10,7 @@
 #define MARGIN 0.05
 #define NF4_BITS_PER_WEIGHT 4.127 /* 4 bits + 8-bit scale per 64 + fp32 per 256 scales */
 #define ACT_BYTES 4.0             /* the trainer keeps activations in fp32 */
+#define GPU_ACT_BYTES 2.0         /* on a GPU they are bf16 */
 #define DEFAULT_LORA_RANK 16
 /* The trainer's own sizes (src/train/model_pass.c): logits are computed a
  * block of rows of at most this many floats at a time, and the 4-bit
@@ -206,8 +207,10 @@ static int64_t bytes(double b)
     return (int64_t)ceil(b);
 }
 
-enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *out, char *why,
-                               size_t whycap)
+/* Both memory models: on_gpu selects the GPU's activations, overhead and
+ * margin (planner.h says what differs). */
+static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
+                                    struct plan_memory *out, char *why, size_t whycap)
 {
     struct plan_job j;
     enum alallo_err e = planner_normalize(job, &j, why, whycap);
@@ -242,11 +245,14 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
     double scores = (m->attn_softcap ? 3.0 : 2.0) * (double)j.seq_len * j.seq_len * j.threads;
     double activations =
         ACT_BYTES * (tokens * (kept * m->layers + scratch) + largest + scores);
+    if (on_gpu) /* bf16, fused attention and NF4 dequantisation */
+        activations = GPU_ACT_BYTES * tokens * (kept * m->layers + scratch);
     double rows = fmin(tokens, fmax(16.0, floor(HEAD_MAX_FLOATS / (double)m->vocab)));
     double logits =
         ACT_BYTES * rows * ((m->final_softcap ? 2.0 : 1.0) * m->vocab + 2.0 * h);
-    double sum = base + trainable + activations + logits + PROCESS_OVERHEAD_BYTES;
-    double total = sum * (1.0 + MARGIN);
+    double overhead = on_gpu ? (double)PLAN_GPU_OVERHEAD_BYTES : PROCESS_OVERHEAD_BYTES;
+    double sum = base + trainable + activations + logits + overhead;
+    double total = sum * (1.0 + (on_gpu ? PLAN_GPU_MARGIN : MARGIN));
 
     out->base = bytes(base);
     out->trainable = bytes(trainable);
@@ -255,6 +261,46 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
     out->overhead = bytes(total - base - trainable - activations - logits);
     out->total = bytes(total);
     return ERR_OK;
+}
+
+enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *out, char *why,
+                               size_t whycap)
+{
+    return memory_model(job, false, out, why, whycap);
+}
+
+enum alallo_err planner_memory_gpu(const struct plan_job *job, struct plan_memory *out,
+                                   char *why, size_t whycap)
+{
+    return memory_model(job, true, out, why, whycap);
+}
+
+int64_t planner_gpu_need(const struct plan_job *job)
+{
+    struct plan_job one = *job;
+    one.batch = 1;
+    struct plan_memory m;
+    return memory_model(&one, true, &m, NULL, 0) ? 0 : m.total;
+}
+
+int planner_gpu_batch(const struct plan_job *job, int64_t gpu_mem_bytes)
+{
+    struct plan_job j = *job;
+    struct plan_memory m;
+    if (job->batch < 1 || job->batch > PLAN_MAX_BATCH)
+        return 0;
+    /* The largest divisor of the batch that fits, so that micro-batches
+     * times accumulation steps are exactly the batch the user chose. */
+    for (int b = job->batch; b >= 1; b--) {
+        if (job->batch % b != 0)
+            continue;
+        j.batch = b;
+        if (memory_model(&j, true, &m, NULL, 0) != ERR_OK)
+            return 0;
+        if (m.total <= gpu_mem_bytes)
+            return b;
+    }
+    return 0;
 }
 
 double planner_flops_per_token(const struct plan_job *job)
@@ -286,19 +332,27 @@ double planner_work_flops(const struct plan_job *job, double train_tokens,
     return train_tokens * planner_flops_per_token(job) + ref;
 }
 
-/* True when some worker that is not lost offers `need` bytes. */
-static bool fits_some(int64_t need, const struct sched_worker *workers, size_t n)
+/* True when some worker that is not lost offers `need` bytes, and, when it
+ * has GPUs, holds `job` on one of them (never without a job). */
+static bool fits_some(int64_t need, const struct plan_job *job, const struct sched_worker *workers,
+                      size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (workers[i].state != WORKER_LOST && workers[i].mem_bytes >= need)
-            return true;
+    int64_t gpu_need = job ? planner_gpu_need(job) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sched_worker *w = &workers[i];
+        if (w->state == WORKER_LOST || w->mem_bytes < need)
+            continue;
+        if (w->gpus > 0 && !(gpu_need > 0 && gpu_need <= w->gpu_mem_bytes))
+            continue;
+        return true;
+    }
     return false;
 }
 
 enum plan_fit planner_fit_for_need(const struct plan_job *job, int64_t need_bytes,
                                    const struct sched_worker *workers, size_t n_workers)
 {
-    if (need_bytes > 0 && fits_some(need_bytes, workers, n_workers))
+    if (need_bytes > 0 && fits_some(need_bytes, job, workers, n_workers))
         return PLAN_FITS;
     if (!job || job->precision != PLAN_16BIT)
         return PLAN_FITS_NOWHERE;
@@ -314,7 +368,8 @@ enum plan_fit planner_fit_for_need(const struct plan_job *job, int64_t need_byte
     int64_t need4 = m4.total;
     if (need_bytes > m16.total)
         need4 = (int64_t)ceil((double)need_bytes * (double)m4.total / (double)m16.total);
-    return fits_some(need4, workers, n_workers) ? PLAN_FITS_LOWER_PRECISION : PLAN_FITS_NOWHERE;
+    return fits_some(need4, &lower, workers, n_workers) ? PLAN_FITS_LOWER_PRECISION
+                                                         : PLAN_FITS_NOWHERE;
 }
 
 enum plan_fit planner_feasibility(const struct plan_job *job, const struct sched_worker *workers,

@@ -137,6 +137,29 @@ int64_t planner_lora_params(const struct plan_job *job);
 enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *out /* OUT */,
                                char *why, size_t whycap);
 
+/* GPU memory of the job on one GPU (docs/scheduler.md, "GPU memory"): the
+ * same weights, adapters and optimizer state as planner_memory; activations
+ * in bf16 (2 bytes) with no T*T score blocks (fused attention holds a
+ * tile, so memory grows linearly with the context) and no dequantisation
+ * buffer (NF4 is dequantised inside the matrix product); the same logits
+ * block; PLAN_GPU_OVERHEAD_BYTES for the CUDA context and the cuBLASLt
+ * workspace, then PLAN_GPU_MARGIN on top for the allocator. threads is
+ * ignored. ERR_INVALID as planner_memory. */
+#define PLAN_GPU_OVERHEAD_BYTES (1024LL * 1024 * 1024)
+#define PLAN_GPU_MARGIN 0.10
+enum alallo_err planner_memory_gpu(const struct plan_job *job, struct plan_memory *out /* OUT */,
+                                   char *why, size_t whycap);
+
+/* The batch the job runs at on a GPU of gpu_mem_bytes: its own batch when
+ * that fits, else the largest divisor of it that does (a micro-batch; the
+ * batch the user chose is kept by accumulating batch / micro-batch
+ * steps). 0 when even a batch of 1 does not fit, or the job is invalid. */
+int planner_gpu_batch(const struct plan_job *job, int64_t gpu_mem_bytes);
+
+/* The GPU memory the job needs at its smallest micro-batch (1): what a GPU
+ * must offer to run it at all. 0 for an invalid job. */
+int64_t planner_gpu_need(const struct plan_job *job);
+
 /* Model FLOPs per trained token (FACTS.md): full 6N + 6LdT, LoRA and
  * 4-bit LoRA 4N + 6N_lora. 0 for an invalid job. */
 double planner_flops_per_token(const struct plan_job *job);
@@ -156,11 +179,13 @@ double planner_work_flops(const struct plan_job *job, double train_tokens,
 
 /* The one rule for which "not available" message a job gets: whether a
  * job that needs `need_bytes` can run on any of `workers` (lost ones
- * excluded). When it cannot and the job is 16-bit, the same job as 4-bit
- * LoRA is tried (its need scaled up in the ratio need_bytes / planned
- * 16-bit need when need_bytes is above the plan), to tell
- * PLAN_FITS_LOWER_PRECISION from PLAN_FITS_NOWHERE. `job` may be NULL (no
- * lower-precision check). Job creation (the estimate), the scheduling
+ * excluded; a GPU worker must also hold the job on one of its GPUs at a
+ * batch of at least 1, planner_gpu_need, which needs `job`). When it
+ * cannot and the job is 16-bit, the same job as 4-bit LoRA is tried (its
+ * need scaled up in the ratio need_bytes / planned 16-bit need when
+ * need_bytes is above the plan), to tell PLAN_FITS_LOWER_PRECISION from
+ * PLAN_FITS_NOWHERE. `job` may be NULL (no lower-precision check, and no
+ * GPU worker counts). Job creation (the estimate), the scheduling
  * pass and a memory report that finds no worker all decide through it. */
 enum plan_fit planner_fit_for_need(const struct plan_job *job, int64_t need_bytes,
                                    const struct sched_worker *workers, size_t n_workers);

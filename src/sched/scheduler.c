@@ -107,11 +107,17 @@ static inline bool better(const struct sched_job *job, double now, const struct 
 /* What a placement needs of one worker, laid out for the inner loop of a
  * pass (J x W of these comparisons). free_at is +inf for a worker that
  * takes nothing. */
+bool sched_gpu_fits(const struct sched_job *job, int64_t gpu_mem_bytes)
+{
+    return gpu_mem_bytes < 0 || job->gpu_mem_bytes <= gpu_mem_bytes;
+}
+
 struct slot {
     double free_at;
     double inv_flops;
     double price_per_hour;
     int64_t mem_bytes;
+    int64_t gpu_mem_bytes; /* -1: no GPUs */
 };
 
 static void fill_slots(const struct sched_worker *workers, size_t n, const double *free_at,
@@ -123,6 +129,7 @@ static void fill_slots(const struct sched_worker *workers, size_t n, const doubl
         slots[i].inv_flops = 1.0 / capacity_worker_flops(w);
         slots[i].price_per_hour = w->price_per_hour;
         slots[i].mem_bytes = w->mem_bytes;
+        slots[i].gpu_mem_bytes = w->gpus > 0 ? w->gpu_mem_bytes : -1;
     }
 }
 
@@ -134,7 +141,8 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
     double work = job->work_flops > 0 ? job->work_flops : 0;
     for (size_t i = 0; i < n; i++) {
         const struct slot *sl = &slots[i];
-        if (sl->mem_bytes < job->mem_bytes || !isfinite(sl->free_at))
+        if (sl->mem_bytes < job->mem_bytes || !isfinite(sl->free_at) ||
+            !sched_gpu_fits(job, sl->gpu_mem_bytes))
             continue;
         struct sched_choice c;
         c.worker = (int)i;

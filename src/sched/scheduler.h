@@ -50,6 +50,10 @@ struct sched_job {
     double created_s;     /* when the job was created: FCFS within account */
     enum sched_goal goal;
     int64_t mem_bytes;    /* memory need (planner.h, or measured + margin) */
+    int64_t gpu_mem_bytes; /* GPU memory need at a batch of 1
+                              (planner_gpu_need); a GPU worker whose GPUs
+                              are smaller is skipped. 0: not known, no
+                              check (plans stored before GPUs lack it)    */
     double work_flops;    /* FLOPs of the training still to do             */
     double startup_s;     /* expected loading time before the first step   */
     double deadline_s;    /* lowest cost: the upper end of the time its
@@ -110,6 +114,11 @@ void sched_free_at(const struct sched_worker *workers, size_t n_workers, double 
 /* The best worker for `job` by its goal at `now`, given free_at[] (see
  * above). Returns false, with out->worker = -1, when no active worker has
  * the memory. */
+/* Whether a worker whose GPUs hold gpu_mem_bytes each (-1: a CPU worker)
+ * can hold `job` on one of them. Always true on a CPU worker and for a job
+ * whose GPU need is not known (0). */
+bool sched_gpu_fits(const struct sched_job *job, int64_t gpu_mem_bytes);
+
 bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
                   size_t n_workers, const double *free_at, double now,
                   struct sched_choice *out /* OUT */);

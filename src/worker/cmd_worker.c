@@ -3,6 +3,7 @@
  *   alallo worker --server URL --token T [--name N] [--cpus N] [--mem SIZE]
  *                 [--price P] [--class on-demand|spot] [--work-dir DIR]
  *                 [--bench-timeout S] [--stop-grace S]
+ *                 [--gpus N --gpu-kind K --gpu-mem SIZE]
  *
  * The only place in the worker module that installs signal handlers: SIGTERM
  * and SIGINT set the stop flag that worker_run watches.
@@ -29,6 +30,9 @@ static void usage(FILE *f)
     fputs("usage: alallo worker --server URL --token T [--name N] [--cpus N] [--mem SIZE]\n"
           "                     [--price P] [--class on-demand|spot] [--work-dir DIR]\n"
           "                     [--bench-timeout S] [--stop-grace S]\n"
+          "                     [--gpus N --gpu-kind K --gpu-mem SIZE]\n"
+          "  --gpu-mem is the memory of one GPU (e.g. 80G); --price is the whole worker's\n"
+          "  hourly price: an attempt holds all N GPUs, so a GPU-hour costs price / N\n"
           "  --token may be given as @FILE to read the token from FILE (e.g. DATA/worker-token)\n",
           f);
 }
@@ -52,6 +56,7 @@ int cmd_worker(int argc, char **argv)
     static const char *const spec_opts[][2] = {
         {"--name", "name"},   {"--cpus", "cpus"},   {"--mem", "mem"},
         {"--price", "price"}, {"--class", "class"}, {"--accelerator", "accelerator"},
+        {"--gpus", "gpus"},   {"--gpu-kind", "gpu_kind"}, {"--gpu-mem", "gpu_mem"},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -114,6 +119,10 @@ int cmd_worker(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (worker_config_check(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "alallo worker: %s\n", err);
+        return 2;
     }
     if (!cfg.server_url[0] || !cfg.token[0]) {
         fprintf(stderr, "alallo worker: --server and --token are required\n");

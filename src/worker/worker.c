@@ -85,9 +85,16 @@ static json_t *registration_body(struct worker *w)
                               "flops",
                               w->speed_known && w->speed.flops > 0 ? json_real(w->speed.flops)
                                                                    : json_null());
-    return json_pack("{s:s,s:i,s:I,s:s,s:f,s:s,s:o}", "name", c->name, "cpus", c->cpus,
-                     "mem_bytes", (json_int_t)c->mem_bytes, "accelerator", c->accelerator,
-                     "price_per_hour", c->price_per_hour, "class", c->class_, "speed", speed);
+    json_t *body = json_pack("{s:s,s:i,s:I,s:s,s:f,s:s,s:o}", "name", c->name, "cpus", c->cpus,
+                             "mem_bytes", (json_int_t)c->mem_bytes, "accelerator", c->accelerator,
+                             "price_per_hour", c->price_per_hour, "class", c->class_, "speed",
+                             speed);
+    /* GPUs only when declared: a server from before them refuses no key. */
+    if (body && c->gpus > 0)
+        json_object_set_new(body, "gpus",
+                            json_pack("{s:i,s:s,s:I}", "count", c->gpus, "kind", c->gpu_kind,
+                                      "mem_bytes", (json_int_t)c->gpu_mem_bytes));
+    return body;
 }
 
 /* One register call. Returns 0 on success, 1 when worth retrying, -1 when

@@ -23,6 +23,9 @@
  * worker (docs/operations.md). */
 #define WORKER_DEFAULT_PRICE_PER_HOUR 0.40
 
+/* The most GPUs one worker may declare (docs/worker.md, "GPUs"). */
+#define WORKER_GPUS_MAX 64
+
 struct worker_config {
     char name[64];
     char server_url[256];   /* e.g. "http://127.0.0.1:8080"                   */
@@ -32,6 +35,9 @@ struct worker_config {
     double price_per_hour;  /* in the service's currency                      */
     char class_[16];        /* "on-demand" or "spot"                           */
     char accelerator[32];   /* "cpu" unless a real accelerator is declared     */
+    int gpus;               /* GPUs declared (0: none); each attempt holds all */
+    char gpu_kind[32];      /* e.g. "h200"; "" when gpus is 0                  */
+    int64_t gpu_mem_bytes;  /* memory of one GPU; 0 when gpus is 0            */
     char alallo_bin[512];   /* path of the binary to start as `alallo train`  */
     char work_dir[512];     /* folder for attempt configs and worker logs;
                              * "" means ./alallo-worker-<name>                 */
@@ -47,9 +53,16 @@ void worker_config_defaults(struct worker_config *cfg /* OUT */);
 
 /* Parses a --local-worker SPEC "name=small,cpus=1,mem=2G,price=0.40,class=spot"
  * on top of what cfg holds (keys: name, cpus, mem, price, class,
- * accelerator; sizes take K, M, G or T suffixes, powers of 1024). Returns 0,
- * or -1 with a one-line reason in err; cfg may then be partly updated. */
+ * accelerator, gpus, gpu_kind, gpu_mem; sizes take K, M, G or T suffixes,
+ * powers of 1024). Returns 0, or -1 with a one-line reason in err; cfg may
+ * then be partly updated. A SPEC that declares GPUs must be complete:
+ * call worker_config_check once every SPEC and option is applied. */
 int worker_config_parse_spec(struct worker_config *cfg, const char *spec, char *err, size_t errcap);
+
+/* The checks across keys, once the whole declaration is parsed: gpus needs
+ * gpu_kind and gpu_mem, and gpu_kind or gpu_mem need gpus. Returns 0, or -1
+ * with a one-line reason in err. */
+int worker_config_check(const struct worker_config *cfg, char *err, size_t errcap);
 
 /* True when `name` is 1 to 63 letters, digits, '-', '_' or '.', not
  * starting with '.': safe in URL paths and file names. */

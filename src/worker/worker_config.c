@@ -169,9 +169,51 @@ static int apply_pair(struct worker_config *cfg, const char *key, const char *va
             return -1;
         }
         copy_str(cfg->accelerator, sizeof cfg->accelerator, val);
+    } else if (strcmp(key, "gpus") == 0) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(val, &end, 10);
+        if (errno || end == val || *end || n < 1 || n > WORKER_GPUS_MAX) {
+            snprintf(err, errcap, "gpus=%s: expected a whole number from 1 to %d", val,
+                     WORKER_GPUS_MAX);
+            return -1;
+        }
+        cfg->gpus = (int)n;
+    } else if (strcmp(key, "gpu_kind") == 0) {
+        if (!worker_name_valid(val) || strlen(val) >= sizeof cfg->gpu_kind) {
+            snprintf(err, errcap, "gpu_kind=%s: expected a short name such as h200", val);
+            return -1;
+        }
+        /* One spelling per kind: the estimator learns speed by this name. */
+        for (size_t i = 0; val[i]; i++)
+            cfg->gpu_kind[i] = (char)tolower((unsigned char)val[i]);
+        cfg->gpu_kind[strlen(val)] = '\0';
+    } else if (strcmp(key, "gpu_mem") == 0) {
+        int64_t bytes;
+        if (worker_parse_size(val, &bytes) != 0 || bytes < 1024 * 1024 * 1024) {
+            snprintf(err, errcap, "gpu_mem=%s: expected the memory of one GPU, at least 1G, "
+                     "such as 80G", val);
+            return -1;
+        }
+        cfg->gpu_mem_bytes = bytes;
     } else {
         snprintf(err, errcap,
-                 "unknown key '%s' (known: name, cpus, mem, price, class, accelerator)", key);
+                 "unknown key '%s' (known: name, cpus, mem, price, class, accelerator, gpus, "
+                 "gpu_kind, gpu_mem)", key);
+        return -1;
+    }
+    return 0;
+}
+
+int worker_config_check(const struct worker_config *cfg, char *err, size_t errcap)
+{
+    if (cfg->gpus > 0 && (!cfg->gpu_kind[0] || cfg->gpu_mem_bytes <= 0)) {
+        snprintf(err, errcap, "gpus=%d needs gpu_kind (such as h200) and gpu_mem (the memory "
+                 "of one GPU, such as 80G)", cfg->gpus);
+        return -1;
+    }
+    if (cfg->gpus == 0 && (cfg->gpu_kind[0] || cfg->gpu_mem_bytes > 0)) {
+        snprintf(err, errcap, "gpu_kind and gpu_mem need gpus (how many GPUs, such as 1)");
         return -1;
     }
     return 0;

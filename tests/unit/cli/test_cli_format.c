@@ -354,13 +354,20 @@ static void other_lists(void **state)
                        "\"price_per_hour\":0.4,\"speed\":{\"tokens_per_s\":4321.2},\"running\":null},"
                        "{\"name\":\"b\",\"state\":\"draining\",\"class\":\"on-demand\","
                        "\"resources\":{\"cpus\":1,\"mem_bytes\":1048576},\"price_per_hour\":0,"
-                       "\"speed\":{\"tokens_per_s\":null},\"running\":\"ftjob-9\"}]}");
+                       "\"speed\":{\"tokens_per_s\":null},\"running\":\"ftjob-9\"},"
+                       "{\"name\":\"g\",\"state\":\"active\",\"class\":\"on-demand\","
+                       "\"resources\":{\"cpus\":16,\"mem_bytes\":137438953472,\"gpus\":"
+                       "{\"count\":8,\"kind\":\"h200\",\"mem_bytes\":151397597184}},"
+                       "\"price_per_hour\":20,\"speed\":{},\"running\":null}]}");
     assert_string_equal(out,
-                        "NAME   STATE     CLASS      CPUS  MEMORY   PRICE/H  SPEED          "
-                        "RUNNING\n"
-                        "local  active    spot       2     2.0 GiB  $0.40    4321 tokens/s  -\n"
-                        "b      draining  on-demand  1     1.0 MiB  $0.00    unknown        "
-                        "ftjob-9\n");
+                        "NAME   STATE     CLASS      CPUS  MEMORY     GPUS                  "
+                        "PRICE/H  SPEED          RUNNING\n"
+                        "local  active    spot       2     2.0 GiB    -                     "
+                        "$0.40    4321 tokens/s  -\n"
+                        "b      draining  on-demand  1     1.0 MiB    -                     "
+                        "$0.00    unknown        ftjob-9\n"
+                        "g      active    on-demand  16    128.0 GiB  8 x h200 (141.0 GiB)  "
+                        "$20.00   unknown        -\n");
     free(out);
     out = render(cli_print_ledger,
                  "{\"data\":[{\"created_at\":0,\"job\":\"ftjob-1\",\"attempt\":\"att-1\","

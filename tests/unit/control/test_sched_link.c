@@ -92,7 +92,7 @@ static void plan_round_trip(void **state)
     (void)state;
     struct estimate e = {.flops_per_token = 1.5e9, .method = PLAN_METHOD_LORA_4,
                          .worker_class = WORKER_SPOT, .waits = true, .wait_s = 30,
-                         .startup_s = 4.5, .train_s = 120.25};
+                         .startup_s = 4.5, .train_s = 120.25, .gpu_need_bytes = 6270000000};
     char text[STORE_JSON_SMALL];
     assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, text, sizeof text));
     struct sched_plan p;
@@ -105,15 +105,24 @@ static void plan_round_trip(void **state)
     assert_true(p.start_s == 34.5);
     assert_true(p.train_s == 120.25);
     assert_true(p.model_factor == 2.5);
+    assert_int_equal(p.gpu_need, 6270000000);
+    /* A plan written before GPUs reads with no GPU need, on both paths. */
+    assert_true(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
+                                "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}",
+                                &p));
+    assert_int_equal(p.gpu_need, 0);
+    assert_true(sched_plan_read("{ \"fpt\": 1, \"method\": 0, \"class\": 0, \"goal\": 0 }", &p));
+    assert_int_equal(p.gpu_need, 0);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
     assert_false(sched_plan_read("not json", &p));
     /* The same plan written by anything else (spaces, another key order)
      * reads through the JSON parser with the same values. */
     assert_true(sched_plan_read("{ \"method\": 2, \"fpt\": 1.5e9, \"class\": 1, \"waits\": 1,"
                                 " \"goal\": 1, \"start_s\": 34.5, \"train_s\": 120.25,"
-                                " \"startup_s\": 4.5, \"mf\": 2.5 }",
+                                " \"startup_s\": 4.5, \"mf\": 2.5, \"gpu\": 6270000000 }",
                                 &p));
     assert_true(p.flops_per_token == 1.5e9 && p.train_s == 120.25 && p.model_factor == 2.5);
+    assert_int_equal(p.gpu_need, 6270000000);
     assert_int_equal(p.method, PLAN_METHOD_LORA_4);
     /* Out-of-range numbers in the plan's own format are refused, not cast. */
     assert_false(sched_plan_read("{\"fpt\":1,\"method\":1e300,\"class\":0,\"waits\":0,\"goal\":0,"

@@ -35,6 +35,18 @@ static void a_full_declaration(void **state)
     assert_string_equal(p.account, "lab");
     assert_string_equal(p.constraint, "ib&a100");
     assert_string_equal(exec_pool_class_name(p.class_), "on-demand");
+    assert_int_equal(p.gpu_mem_mb, 0); /* GPUs without their memory: not judged as GPUs */
+    assert_int_equal(exec_pool_parse("name=h,partition=gpu,gres=gpu:H100:4,gpu_mem=80G,mem=64G,"
+                                     "class=spot,price=8/h",
+                                     &p, err, sizeof err),
+                     ERR_OK);
+    assert_int_equal(p.gpus, 4);
+    assert_int_equal(p.gpu_mem_mb, 80 * 1024);
+    assert_int_equal(exec_pool_parse("name=a100,partition=gpu,gres=gpu:a100:2,cpus=8,mem=64G,"
+                                     "class=on-demand,price=2.10/h,slots=8,qos=high,"
+                                     "account=lab,constraint=ib&a100",
+                                     &p, err, sizeof err),
+                     ERR_OK);
 
     struct exec_submit s;
     memset(&s, 0, sizeof s);
@@ -104,6 +116,9 @@ static void each_bad_key_is_named(void **state)
     refused(BASE ",gres=gpu:0", "gres=gpu:0");
     refused(BASE ",gres=tpu:1", "gres=tpu:1");
     refused(BASE ",gres=gpu:a 100:1", "gres=gpu:a 100:1");
+    refused(BASE ",gres=gpu:1,gpu_mem=lots", "gpu_mem=lots: expected the memory of one GPU");
+    refused(BASE ",gres=gpu:1,gpu_mem=512M", "gpu_mem=512M");
+    refused(BASE ",gpu_mem=80G", "gpu_mem= needs gres=");
     refused(BASE ",cpus=0", "cpus=0");
     refused(BASE ",slots=99999", "slots=99999");
     refused(BASE ",qos=a;b", "qos=a;b");

@@ -406,6 +406,64 @@ static void samples_share_by_hand(void **state)
     assert_float_equal(e.time_high_s, 200 + 150 * share, 1e-9);
 }
 
+static struct sched_worker gpu(const char *name, const char *kind, int gpus, double flops)
+{
+    struct sched_worker w = worker(name, 512 * GB, flops, 4.0 * gpus, WORKER_ON_DEMAND);
+    w.gpus = gpus;
+    w.gpu_mem_bytes = 80 * GB;
+    snprintf(w.gpu_kind, sizeof w.gpu_kind, "%s", kind);
+    return w;
+}
+
+/* Speed per GPU kind: the measured workers of a kind teach it, per GPU;
+ * an unmeasured worker of that kind is estimated at it, one of an unknown
+ * kind stays at the slow default, and CPU workers are not touched. */
+static void speed_per_gpu_kind(void **state)
+{
+    (void)state;
+    struct sched_worker ws[6] = {
+        gpu("h-1", "h100", 1, 2e14), gpu("h-8", "h100", 8, 8 * 8e14), /* 2e14 and 8e14 a GPU */
+        gpu("a-2", "a100", 2, 2 * 1e14), gpu("h-new", "h100", 4, 0),
+        gpu("l-new", "l40s", 1, 0), worker("cpu", 16 * GB, 0, 0.4, WORKER_ON_DEMAND)};
+    struct est_gpu_kind k[EST_GPU_KINDS_MAX];
+    int n = est_gpu_kinds(ws, 6, k, EST_GPU_KINDS_MAX);
+    assert_int_equal(n, 2);
+    assert_string_equal(k[0].kind, "h100");
+    assert_int_equal(k[0].workers, 2);
+    assert_near(k[0].flops_per_gpu, 4e14, 1e3); /* geometric mean of 2e14 and 8e14 */
+    assert_string_equal(k[1].kind, "a100");
+    assert_near(k[1].flops_per_gpu, 1e14, 1e3);
+    est_gpu_fill_speed(ws, 6);
+    assert_near(ws[3].flops, 4 * 4e14, 1e3);
+    assert_near(ws[4].flops, 0, 0);
+    assert_near(ws[5].flops, 0, 0);
+    assert_near(ws[0].flops, 2e14, 0); /* a measured worker keeps its own */
+
+    /* The estimate on the new h100 worker: its kind's speed, its hourly
+     * price for the whole worker (4 GPUs at 4.0 each a GPU-hour). */
+    struct est_history *h = calloc(1, sizeof *h);
+    est_history_init(h);
+    struct est_request r = request(1e9, SCHED_FASTEST_FINISH);
+    struct estimate e;
+    char why[128];
+    assert_int_equal(est_estimate(&r, ws + 3, 1, NULL, h, &e, why, sizeof why), ERR_OK);
+    assert_string_equal(e.worker_name, "h-new");
+    double fpt = planner_flops_per_token(&r.job);
+    assert_near(e.train_s, 1e9 * fpt / (4 * 4e14), 1e-6);
+    assert_int_equal(e.price_high_micros, capacity_price_micros(16.0, e.train_high_s));
+    /* The 124m job at batch 4 fits one 80 GB GPU whole. */
+    assert_int_equal(e.gpu_batch, 4);
+    struct plan_memory gm;
+    planner_memory_gpu(&r.job, &gm, NULL, 0);
+    assert_int_equal(e.gpu_memory_bytes, gm.total);
+    /* A GPU too small for the job: the worker is not chosen, whatever its
+     * host memory. */
+    ws[3].gpu_mem_bytes = 1;
+    assert_int_equal(est_estimate(&r, ws + 3, 1, NULL, h, &e, why, sizeof why), ERR_OK);
+    assert_int_equal(e.fit, PLAN_FITS_NOWHERE);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +477,7 @@ int main(void)
         cmocka_unit_test(text_forms),
         cmocka_unit_test(validation_share_by_hand),
         cmocka_unit_test(samples_share_by_hand),
+        cmocka_unit_test(speed_per_gpu_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -296,6 +296,126 @@ static void feasibility_and_messages(void **state)
     assert_int_equal(planner_feasibility(&j16, ws, 0, NULL), PLAN_FITS_NOWHERE);
 }
 
+/* A Llama-3.2-1B-like shape at context 2048: hidden 2048, 16 layers, GQA
+ * 32/8 heads, intermediate 8192, vocabulary 128256, tied embeddings. */
+static struct plan_job job_1b(enum plan_precision p, enum plan_adapter a, int batch)
+{
+    struct plan_job j = {
+        .model = {.layers = 16, .hidden = 2048, .intermediate = 8192, .heads = 32,
+                  .kv_heads = 8, .vocab = 128256, .tied = true},
+        .precision = p,
+        .adapter = a,
+        .batch = batch,
+        .seq_len = 2048,
+    };
+    return j;
+}
+
+static struct sched_worker gpu_worker(const char *name, int64_t gpu_mem)
+{
+    struct sched_worker w = worker(name, (int64_t)(512 * GIB), WORKER_ACTIVE);
+    w.gpus = 1;
+    w.gpu_mem_bytes = gpu_mem;
+    strcpy(w.gpu_kind, "h100");
+    return w;
+}
+
+static void gpu_memory_model(void **state)
+{
+    (void)state;
+    struct plan_job lora = job_1b(PLAN_16BIT, PLAN_LORA, 1);
+    struct plan_memory cpu, gpu;
+    assert_int_equal(planner_memory(&lora, &cpu, NULL, 0), ERR_OK);
+    assert_int_equal(planner_memory_gpu(&lora, &gpu, NULL, 0), ERR_OK);
+    /* Same weights and adapters; bf16 activations without T*T score
+     * blocks; a CUDA context's overhead. */
+    assert_int_equal(gpu.base, cpu.base);
+    assert_int_equal(gpu.trainable, cpu.trainable);
+    assert_int_equal(gpu.logits, cpu.logits);
+    assert_true(gpu.activations < cpu.activations / 2);
+    assert_true(gpu.overhead > (int64_t)GIB);
+    assert_int_equal(gpu.total, planner_gpu_need(&lora));
+    /* Linear in the batch: activations of batch 2 are twice batch 1's. */
+    struct plan_job two = job_1b(PLAN_16BIT, PLAN_LORA, 2);
+    struct plan_memory gpu2;
+    planner_memory_gpu(&two, &gpu2, NULL, 0);
+    assert_near((double)gpu2.activations / (double)gpu.activations, 2.0, 1e-6);
+    /* Linear in the context too (fused attention): twice the context is
+     * twice the activations, where the CPU's T*T blocks grow faster. */
+    struct plan_job longer = lora;
+    longer.seq_len = 4096;
+    struct plan_memory gl, cl;
+    planner_memory_gpu(&longer, &gl, NULL, 0);
+    planner_memory(&longer, &cl, NULL, 0);
+    assert_near((double)gl.activations / (double)gpu.activations, 2.0, 1e-6);
+    assert_true((double)cl.activations / (double)cpu.activations > 2.0);
+    /* Full fine-tuning at 4-bit has no model, as on the CPU. */
+    struct plan_job bad = job_1b(PLAN_4BIT, PLAN_FULL, 1);
+    char why[100] = "";
+    assert_int_equal(planner_memory_gpu(&bad, &gpu, why, sizeof why), ERR_INVALID);
+    assert_string_equal(why, "full fine-tuning needs 16-bit precision");
+}
+
+static void gpu_batch_that_fits(void **state)
+{
+    (void)state;
+    const int64_t g80 = (int64_t)(80 * GIB), g24 = (int64_t)(24 * GIB);
+    /* LoRA 16-bit at batch 64 (about 128 GiB at once): micro-batches of 32
+     * on 80 GiB, 8 on 24 GiB, each a divisor of 64. */
+    struct plan_job lora = job_1b(PLAN_16BIT, PLAN_LORA, 64);
+    assert_int_equal(planner_gpu_batch(&lora, g80), 32);
+    assert_int_equal(planner_gpu_batch(&lora, g24), 8);
+    struct plan_memory m;
+    lora.batch = 32;
+    planner_memory_gpu(&lora, &m, NULL, 0);
+    assert_true(m.total <= g80);
+    lora.batch = 64;
+    planner_memory_gpu(&lora, &m, NULL, 0);
+    assert_true(m.total > g80);
+    /* A batch that fits whole is kept. */
+    lora.batch = 4;
+    assert_int_equal(planner_gpu_batch(&lora, g80), 4);
+    /* A batch of 12 on 24 GiB: 6; on 12 GiB 6 does not fit, 4 does (not
+     * 5, which does not divide 12). */
+    lora.batch = 12;
+    assert_int_equal(planner_gpu_batch(&lora, g24), 6);
+    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(12 * GIB)), 4);
+    /* Full fine-tuning: 18 bytes a parameter (about 20 GiB) plus the rest:
+     * 16 on 80 GiB, nothing on 24 GiB. */
+    struct plan_job full = job_1b(PLAN_16BIT, PLAN_FULL, 64);
+    assert_int_equal(planner_gpu_batch(&full, g80), 16);
+    assert_int_equal(planner_gpu_batch(&full, g24), 0);
+    /* Nothing fits on a GPU smaller than the weights. */
+    assert_int_equal(planner_gpu_batch(&lora, (int64_t)GIB), 0);
+}
+
+static void gpu_feasibility(void **state)
+{
+    (void)state;
+    struct sched_worker ws[2] = {gpu_worker("h80", (int64_t)(80 * GIB)),
+                                 gpu_worker("g24", (int64_t)(24 * GIB))};
+    struct plan_job full = job_1b(PLAN_16BIT, PLAN_FULL, 64);
+    struct plan_job lora4 = job_1b(PLAN_4BIT, PLAN_LORA, 64);
+    assert_int_equal(planner_feasibility(&full, ws, 2, NULL), PLAN_FITS);
+    /* Only the 24 GiB GPU: full fine-tuning of 1B fits not even at batch
+     * 1; 4-bit LoRA does: the lower-precision message. */
+    assert_int_equal(planner_feasibility(&full, ws + 1, 1, NULL), PLAN_FITS_LOWER_PRECISION);
+    assert_int_equal(planner_feasibility(&lora4, ws + 1, 1, NULL), PLAN_FITS);
+    /* A GPU smaller than even 4-bit LoRA at batch 1 runs nothing, however
+     * much host memory its worker has. */
+    ws[1].gpu_mem_bytes = planner_gpu_need(&lora4) - 1;
+    assert_int_equal(planner_feasibility(&full, ws + 1, 1, NULL), PLAN_FITS_NOWHERE);
+    assert_int_equal(planner_feasibility(&lora4, ws + 1, 1, NULL), PLAN_FITS_NOWHERE);
+    ws[1].gpu_mem_bytes = planner_gpu_need(&lora4);
+    assert_int_equal(planner_feasibility(&lora4, ws + 1, 1, NULL), PLAN_FITS);
+    /* The host memory still counts (the trainer loads the weights there). */
+    ws[0].mem_bytes = (int64_t)GIB;
+    assert_int_equal(planner_feasibility(&full, ws, 1, NULL), PLAN_FITS_NOWHERE);
+    /* Without a job (a measured need alone) no GPU worker is counted. */
+    ws[0].mem_bytes = (int64_t)(512 * GIB);
+    assert_int_equal(planner_fit_for_need(NULL, (int64_t)GIB, ws, 1), PLAN_FITS_NOWHERE);
+}
+
 static void names_parse_back(void **state)
 {
     (void)state;
@@ -350,6 +470,9 @@ int main(void)
         cmocka_unit_test(memory_counts_gemma2_extras),
         cmocka_unit_test(memory_at_long_context),
         cmocka_unit_test(feasibility_and_messages),
+        cmocka_unit_test(gpu_memory_model),
+        cmocka_unit_test(gpu_batch_that_fits),
+        cmocka_unit_test(gpu_feasibility),
         cmocka_unit_test(names_parse_back),
         cmocka_unit_test(pace_and_price),
     };

@@ -92,7 +92,14 @@ static void check_error(const char *spec, const char *want_in_err)
 static void bad_specs_say_why(void **state)
 {
     (void)state;
-    check_error("gpus=2", "unknown key 'gpus'");
+    check_error("gpu=2", "unknown key 'gpu'");
+    check_error("gpus=0", "gpus=0: expected a whole number from 1 to 64");
+    check_error("gpus=-1", "gpus=-1");
+    check_error("gpus=65", "gpus=65");
+    check_error("gpus=two", "whole number");
+    check_error("gpu_kind=h 200", "gpu_kind=h 200: expected a short name");
+    check_error("gpu_mem=80X", "gpu_mem=80X");
+    check_error("gpu_mem=512M", "at least 1G");
     check_error("cpus=0", "cpus=0");
     check_error("cpus=two", "whole number");
     check_error("mem=lots", "mem=lots");
@@ -104,6 +111,40 @@ static void bad_specs_say_why(void **state)
     check_error("cpus", "key=value");
     check_error("", "empty");
     check_error("name=.hidden", "name=.hidden");
+}
+
+static void check_error_after(const char *spec, const char *want_in_err)
+{
+    struct worker_config c;
+    worker_config_defaults(&c);
+    char err[200] = "";
+    assert_int_equal(worker_config_parse_spec(&c, spec, err, sizeof err), 0);
+    assert_int_equal(worker_config_check(&c, err, sizeof err), -1);
+    if (!strstr(err, want_in_err))
+        fail_msg("spec '%s': error '%s' lacks '%s'", spec, err, want_in_err);
+}
+
+static void gpus_are_declared_whole(void **state)
+{
+    (void)state;
+    struct worker_config c;
+    worker_config_defaults(&c);
+    char err[200] = "";
+    assert_int_equal(c.gpus, 0);
+    assert_int_equal(worker_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(
+        worker_config_parse_spec(&c, "name=g,gpus=8,gpu_kind=H200,gpu_mem=141G", err, sizeof err),
+        0);
+    assert_int_equal(worker_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(c.gpus, 8);
+    assert_string_equal(c.gpu_kind, "h200"); /* one spelling per kind */
+    assert_int_equal(c.gpu_mem_bytes, 141LL << 30);
+    /* Parts of a declaration are refused once all is parsed. */
+    check_error_after("gpus=2", "gpus=2 needs gpu_kind");
+    check_error_after("gpus=2,gpu_kind=a100", "and gpu_mem");
+    check_error_after("gpus=2,gpu_mem=40G", "needs gpu_kind");
+    check_error_after("gpu_kind=a100,gpu_mem=40G", "need gpus");
+    check_error_after("gpu_mem=40G", "need gpus");
 }
 
 static void names(void **state)
@@ -129,6 +170,7 @@ int main(void)
         cmocka_unit_test(spec_sets_every_key),
         cmocka_unit_test(sizes),
         cmocka_unit_test(bad_specs_say_why),
+        cmocka_unit_test(gpus_are_declared_whole),
         cmocka_unit_test(names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
