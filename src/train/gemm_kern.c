@@ -58,6 +58,14 @@ static void store_edge(const float *acc, int mr, int nr, float *c, long ldc, flo
         }
 }
 
+/* C = beta C, for a product with K = 0 (beta 0 never reads C). */
+static void scale_c(int M, int N, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
+}
+
 /* ---- fp32 ---- */
 
 /* c = fma(alpha, acc, first ? beta c : c) for a whole MR x NR tile; beta 0
@@ -209,10 +217,8 @@ void gemm_kern_f32(int ta, int tb, int M, int N, int K, float alpha, const float
     if (buffers() != 0)
         abort();
     float edge[MR * NR] __attribute__((aligned(64)));
-    if (K <= 0) { /* C = beta C */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
+    if (K <= 0) {
+        scale_c(M, N, beta, C, ldc);
         return;
     }
     /* Each strip of B (KC x NR, 32 KiB) stays in L1 while the strips of A
@@ -460,9 +466,7 @@ void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const floa
         abort();
     float edge[MR * NR] __attribute__((aligned(64)));
     if (K <= 0) {
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++)
-                C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
+        scale_c(M, N, beta, C, ldc);
         return;
     }
     /* Blocks of K outermost: A's rows (MCB at a time) are rounded to bf16
