@@ -134,8 +134,12 @@ static void a_deadlocked_update_runs_again(void **state)
     assert_int_equal(a.result, ERR_OK);
     assert_int_equal(b.result, ERR_OK);
     int ra = atomic_load(&a.runs), rb = atomic_load(&b.runs);
-    /* Exactly one of them lost the deadlock and ran again. */
-    assert_int_equal(ra + rb, 3);
+    /* At least one of them lost the deadlock and ran again. Under the
+     * sanitizers' timing a third run was seen too (the loser's second run
+     * lost once more while the winner finished): that is the same
+     * promise kept. What must hold is that both succeed and each side's
+     * last run is the one that committed. */
+    assert_true(ra >= 1 && rb >= 1 && ra + rb >= 3);
     struct store_job got;
     assert_int_equal(store_job_get(s, NULL, ja, &got), ERR_OK);
     char want[32];

@@ -157,12 +157,22 @@ static void train_family(const char *family, const char *mode, const char *extra
     double first, last;
     snprintf(log, sizeof log, "%s/train.log", root);
     loss_ends(log, 5, &first, &last);
+    fprintf(stderr, "%s %s: loss %.4f -> %.4f\n", family, mode, first, last);
     if (!(last < first - 0.1))
         fail_msg("%s %s: loss %.4f -> %.4f", family, mode, first, last);
 }
 
-#define LORA_LR 0.01f
 #define LORA_STEPS 300
+
+/* LoRA's learning rate: 0.01, but 0.005 for gemma. Gemma's tiny model
+ * (embeddings times sqrt(hidden)) learns erratically at 0.01: over 300
+ * steps its loss fell by 0.09 to 0.42 depending on the seed, on the fp32
+ * and the bf16 products alike; at 0.005 it falls by about 0.8 for every
+ * seed on both. */
+static float lora_lr(const char *family)
+{
+    return strcmp(family, "gemma") == 0 ? 0.005f : 0.01f;
+}
 
 #define FAMILY_TESTS(F)                                                                   \
     static void F##_full(void **state)                                                     \
@@ -173,12 +183,12 @@ static void train_family(const char *family, const char *mode, const char *extra
     static void F##_lora_16bit(void **state)                                               \
     {                                                                                      \
         (void)state;                                                                       \
-        train_family(#F, "lora16", "", LORA_LR, LORA_STEPS);                        \
+        train_family(#F, "lora16", "", lora_lr(#F), LORA_STEPS);                   \
     }                                                                                      \
     static void F##_qlora_4bit(void **state)                                               \
     {                                                                                      \
         (void)state;                                                                       \
-        train_family(#F, "qlora4", "\"precision\":\"4-bit\",", LORA_LR, LORA_STEPS);                       \
+        train_family(#F, "qlora4", "\"precision\":\"4-bit\",", lora_lr(#F), LORA_STEPS);  \
     }
 
 FAMILY_TESTS(llama3)
