@@ -1,0 +1,214 @@
+/* cuda_ctx.c - the GPU context: device query, stream, cuBLASLt handle and
+ * workspace, device memory accounting (contract in cuda_ctx.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "train/cuda/cuda_ctx.h"
+
+/* cuBLASLt's workspace: enough for its split-K and stream-K algorithms on
+ * Hopper (NVIDIA advises 32 MiB there). */
+#define LT_WORKSPACE_BYTES (32u << 20)
+
+static struct {
+    int open;
+    struct cuda_device_info dev;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    size_t in_use, peak;
+} ctx;
+
+static char err_text[512];
+
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_text, sizeof err_text, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *cuda_ctx_error(void)
+{
+    return err_text;
+}
+
+int cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clears "no driver" so later calls start clean */
+        return 0;
+    }
+    return n;
+}
+
+int cuda_device_query(int index, struct cuda_device_info *out)
+{
+    struct cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, index);
+    if (e != cudaSuccess)
+        return fail("GPU %d: cudaGetDeviceProperties failed: %s", index, cudaGetErrorString(e));
+    memset(out, 0, sizeof *out);
+    out->index = index;
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->total_bytes = p.totalGlobalMem;
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    out->sm_count = p.multiProcessorCount;
+    return 0;
+}
+
+int cuda_ctx_open(int index)
+{
+    if (ctx.open)
+        return fail("the GPU context is already open (device %d)", ctx.dev.index);
+    int n = cuda_device_count();
+    if (n == 0)
+        return fail("no GPU is visible to this process (CUDA_VISIBLE_DEVICES, driver)");
+    if (index < 0 || index >= n)
+        return fail("GPU %d does not exist: %d visible", index, n);
+    if (cuda_device_query(index, &ctx.dev) < 0)
+        return -1;
+    if (ctx.dev.cc_major < 8)
+        return fail("GPU %d (%s) has compute capability %d.%d; the trainer needs 8.0 or later "
+                    "(bf16 tensor cores)",
+                    index, ctx.dev.name, ctx.dev.cc_major, ctx.dev.cc_minor);
+    cudaError_t e = cudaSetDevice(index);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+        return fail("GPU %d: could not start: %s", index, cudaGetErrorString(e));
+    cublasStatus_t s = cublasLtCreate(&ctx.lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(ctx.stream);
+        return fail("GPU %d: cublasLtCreate failed: %s", index, cublasGetStatusString(s));
+    }
+    e = cudaMalloc(&ctx.workspace, LT_WORKSPACE_BYTES);
+    if (e != cudaSuccess) {
+        cublasLtDestroy(ctx.lt);
+        cudaStreamDestroy(ctx.stream);
+        return fail("GPU %d: no room for cuBLASLt's workspace: %s", index, cudaGetErrorString(e));
+    }
+    ctx.open = 1;
+    ctx.in_use = ctx.peak = LT_WORKSPACE_BYTES;
+    return 0;
+}
+
+void cuda_ctx_close(void)
+{
+    if (!ctx.open)
+        return;
+    cudaStreamSynchronize(ctx.stream);
+    cudaFree(ctx.workspace);
+    cublasLtDestroy(ctx.lt);
+    cudaStreamDestroy(ctx.stream);
+    memset(&ctx, 0, sizeof ctx);
+}
+
+const struct cuda_device_info *cuda_ctx_device(void)
+{
+    return ctx.open ? &ctx.dev : NULL;
+}
+
+void *cuda_ctx_stream(void)
+{
+    return ctx.stream;
+}
+
+void *cuda_ctx_lt(void)
+{
+    return ctx.lt;
+}
+
+void *cuda_ctx_workspace(size_t *bytes)
+{
+    *bytes = LT_WORKSPACE_BYTES;
+    return ctx.workspace;
+}
+
+int cuda_ctx_sync(void)
+{
+    cudaError_t e = cudaStreamSynchronize(ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return fail("the GPU reported an error: %s (%s)", cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+    return 0;
+}
+
+/* Each allocation carries its size in a header, so cuda_free can count it. */
+#define HDR 256 /* keeps the caller's pointer 256-byte aligned */
+
+void *cuda_alloc(size_t bytes, int zero)
+{
+    char *p = NULL;
+    cudaError_t e = cudaMalloc((void **)&p, bytes + HDR);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fail("the GPU has no room for %zu more MiB (%zu MiB in use): %s", bytes >> 20,
+             ctx.in_use >> 20, cudaGetErrorString(e));
+        return NULL;
+    }
+    size_t size = bytes;
+    e = cudaMemcpy(p, &size, sizeof size, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && zero)
+        e = cudaMemsetAsync(p + HDR, 0, bytes, ctx.stream);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        fail("GPU memory set-up failed: %s", cudaGetErrorString(e));
+        return NULL;
+    }
+    ctx.in_use += bytes;
+    if (ctx.in_use > ctx.peak)
+        ctx.peak = ctx.in_use;
+    return p + HDR;
+}
+
+void cuda_free(void *p)
+{
+    if (!p)
+        return;
+    char *base = (char *)p - HDR;
+    size_t size = 0;
+    cudaStreamSynchronize(ctx.stream);
+    if (cudaMemcpy(&size, base, sizeof size, cudaMemcpyDeviceToHost) == cudaSuccess)
+        ctx.in_use -= size <= ctx.in_use ? size : ctx.in_use;
+    cudaFree(base);
+}
+
+int cuda_upload(void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx.stream);
+    if (e != cudaSuccess)
+        return fail("copy of %zu bytes to the GPU failed: %s", bytes, cudaGetErrorString(e));
+    return 0;
+}
+
+int cuda_download(void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx.stream);
+    if (e != cudaSuccess)
+        return fail("copy of %zu bytes from the GPU failed: %s", bytes, cudaGetErrorString(e));
+    return 0;
+}
+
+size_t cuda_mem_in_use(void)
+{
+    return ctx.in_use;
+}
+
+size_t cuda_mem_peak(void)
+{
+    return ctx.peak;
+}

@@ -1,0 +1,29 @@
+/* cuda_gemm.h - matrix products on the GPU through cuBLASLt (tensor cores).
+ *
+ * The same row-major contract as gemm.h: C (M,N) = alpha op(A) op(B) +
+ * beta C, op(A) (M,K) (A stored (K,M) when ta), op(B) (K,N) (B stored (N,K)
+ * when tb). Runs on cuda_ctx_stream(); all pointers are device pointers.
+ *
+ * Numerics: bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 or
+ * bf16 output. Determinism: cuBLASLt picks its algorithm by heuristics once
+ * per shape and the choice is cached for the process, with split-K
+ * reductions that are not atomic, so the same GPU kind, shapes and
+ * library version give the same bits (docs/trainer.md, "GPU").
+ */
+#ifndef ALALLO_TRAIN_CUDA_GEMM_H
+#define ALALLO_TRAIN_CUDA_GEMM_H
+
+#include <stdint.h>
+
+/* bf16 x bf16 -> fp32 C. 0, or -1 with a reason in cuda_ctx_error(). */
+int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                   int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc);
+/* bf16 x bf16 -> bf16 C (beta applies to the bf16 C). */
+int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                       int lda, const uint16_t *B, int ldb, float beta, uint16_t *C, int ldc);
+/* fp32 x fp32 -> fp32 without TF32 (CUBLAS_COMPUTE_32F): small products
+ * that must match the CPU closely (LoRA's rank-r products, tests). */
+int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif

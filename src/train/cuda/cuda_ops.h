@@ -1,0 +1,131 @@
+/* cuda_ops.h - the decoder's layers as CUDA kernels, forward and backward,
+ * on device arrays: the GPU twin of train/ops.h, with the same shapes,
+ * layouts and meanings (read ops.h for each one; only what differs is said
+ * here). Every function launches on cuda_ctx_stream() and returns at once;
+ * errors surface at cuda_ctx_sync().
+ *
+ * Conventions (as ops.h): row-major, N = B*T rows, fp32 unless a parameter
+ * is uint16_t (bf16 bits). Every backward ADDS into its gradient outputs.
+ *
+ * Determinism: no floating-point atomics. Every reduction (RMSNorm's weight
+ * gradient, attention's dk/dv over the query heads of a group, the
+ * embedding's gradient, the gradient norm) runs in a fixed order, so the
+ * same GPU kind and inputs give the same bits, which exact resume needs.
+ *
+ * Tolerance against the CPU ops (tests/gpu/test_cuda_ops.c): fp32 kernels
+ * within 1e-4 relative (1e-3 for attention, whose sums run in another
+ * order); bf16 conversions exact (round to nearest even, as the CPU's).
+ */
+#ifndef ALALLO_TRAIN_CUDA_OPS_H
+#define ALALLO_TRAIN_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* --- attention and rotary positions (train/cuda/cuda_attn.cu) --- */
+
+/* Rotates x (B,T,nh,hd) in place, rotate-half, row t of each sequence at
+ * position t - seg[b*T+t] (seg NULL: t). cos/sin: (Tmax, hd/2) on the
+ * device, as ops_rope_tables fills them. */
+void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *seg,
+                       const float *cos_t, const float *sin_t);
+void cuda_rope_backward(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
+                        const float *cos_t, const float *sin_t);
+
+/* Causal grouped-query attention, flash-style: tiles of queries against
+ * tiles of keys in shared memory with an online softmax, so memory is
+ * O(T) per head, never (T,T). out (B,T,H,hd), lse (B,H,T) as
+ * ops_attention_forward_seg (seg NULL: plain causal; cap > 0: soft-capped
+ * scores). hd <= 256. */
+void cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *seg, int B, int T, int H, int KV,
+                            int hd, float scale, float cap);
+/* dq, dk, dv += gradients, recomputing probabilities from lse. Two passes
+ * with no atomics: one owns rows of dq, one owns rows of dk and dv
+ * (summing over the H/KV query heads of the group in order). */
+void cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                             const float *lse, const float *q, const float *k, const float *v,
+                             const int32_t *seg, int B, int T, int H, int KV, int hd,
+                             float scale, float cap);
+
+/* --- everything else (train/cuda/cuda_ops.cu) --- */
+
+/* RMSNorm as ops_rmsnorm_forward/backward. dw (C) may be NULL (frozen);
+ * when set, its column sums over N rows run in a fixed order. */
+void cuda_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                          float eps);
+void cuda_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                           const float *w, const float *rstd, int N, int C);
+
+/* SwiGLU and GeGLU (tanh), n values, as ops.h. */
+void cuda_swiglu_forward(float *h, const float *g, const float *u, size_t n);
+void cuda_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
+                          const float *u, size_t n);
+void cuda_geglu_forward(float *h, const float *g, const float *u, size_t n);
+void cuda_geglu_backward(float *dg, float *du, const float *dh, const float *g,
+                         const float *u, size_t n);
+
+/* Soft-capping in place and its backward, as ops_softcap(_backward). */
+void cuda_softcap(float *x, size_t n, float cap);
+void cuda_softcap_backward(float *dx, const float *y, size_t n, float cap);
+
+/* Cross-entropy on M rows of logits (M,V), one thread block per row (the
+ * vocabulary is read in chunks, max and sum online): row_loss[r] OUT =
+ * -log p(target r); when `grad`, row r becomes (softmax - onehot) *
+ * dscale * (w ? w[r] : 1). hits OUT (M, may be NULL): 1 where the target
+ * is the arg-max (ties to the lowest id), else 0. The caller sums
+ * row_loss in row order on the host (determinism). */
+void cuda_xent_rows(float *logits, const int32_t *targets, int M, int V, int grad,
+                    float dscale, const float *w, float *row_loss, int32_t *hits);
+
+/* Token embedding: out (n,C) row i = table[ids[i]] * scale; the table is
+ * fp32 (tf) or bf16 (tb), exactly one non-NULL. */
+void cuda_embed_forward(float *out, const int32_t *ids, int n, const float *tf,
+                        const uint16_t *tb, int C, float scale);
+/* dtable (V,C) += scale * dout rows scattered by ids, each column summed
+ * over the n rows in row order (no atomics). */
+void cuda_embed_backward(float *dtable, const int32_t *ids, int n, const float *dout, int C,
+                         float scale);
+
+/* Elementwise. y = a + b (y may alias a); y += x; y *= s; y = 0. */
+void cuda_add(float *y, const float *a, const float *b, size_t n);
+void cuda_accumulate(float *y, const float *x, size_t n);
+void cuda_scale(float *y, float s, size_t n);
+void cuda_zero(void *y, size_t bytes);
+/* y (N,C) += bias (C) per row; dbias (C) += column sums of dy (N,C) in row
+ * order. */
+void cuda_add_bias(float *y, const float *bias, int N, int C);
+void cuda_bias_backward(float *dbias, const float *dy, int N, int C);
+
+/* bf16 conversions, round to nearest even (NaN stays NaN), as
+ * linear_f32_to_bf16 / linear_bf16_to_f32. */
+void cuda_to_bf16(uint16_t *dst, const float *src, size_t n);
+void cuda_from_bf16(float *dst, const uint16_t *src, size_t n);
+
+/* NF4 on the device: the arrays of struct nf4_tensor (train/nf4.h) copied
+ * as they are. Writes values [start, start+count) as bf16 (each the fp32
+ * value nf4_dequantize_range gives, rounded), start a multiple of
+ * NF4_BLOCK. */
+struct cuda_nf4 {
+    size_t n, n_blocks, n_groups;
+    const uint8_t *codes;
+    const int8_t *scale_codes;
+    const float *group_mean, *group_absmax;
+};
+void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, size_t count);
+
+/* LoRA dropout: x_out = x * keep / (1 - p) for n values, element e's keep
+ * drawn exactly as linear_dropout_keep({p, seed}, e0 + e) draws it (the
+ * same hash, bit for bit, so a job can move between CPU and GPU). */
+void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed, size_t e0);
+
+/* The sum of squares of g (n) into *out (one double on the device), in
+ * fixed chunks summed in chunk order, as optim_grad_norm before its sqrt. */
+void cuda_sumsq(double *out, const float *g, size_t n);
+/* One AdamW update as optim_adamw_step for t (already incremented), on
+ * n parameters with decay on [0, n_decay): gradient gscale * g. */
+void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, size_t n_decay,
+                float gscale, float lr, float beta1, float beta2, float eps, float wd,
+                uint64_t t);
+
+#endif
