@@ -298,7 +298,7 @@ static int bench_train(int argc, char **argv)
             t_start = clock_mono_s();
             c_start = cpu_s();
         }
-        ops_zero(m->grad, m->n_train);
+        model_grad_begin(m);
         loss = model_forward_backward(m, a, ids, mask, B, T, 1.0f / (float)nt, 1, &got) /
                (double)nt;
         json_array_append_new(losses, json_real(loss));

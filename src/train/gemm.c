@@ -36,13 +36,14 @@ struct product {
     int lda, ldb, ldc;
     float *C;
     int bf16;
+    struct gemm_nf4 q; /* an NF4 B when q.t is set */
 };
 
 static void run_block(const struct product *p, enum cpu_path path)
 {
     if (p->bf16) {
         gemm_kern_bf16(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->Bh, p->Bf,
-                       p->ldb, p->beta, p->C, p->ldc);
+                       p->q.t ? &p->q : NULL, p->ldb, p->beta, p->C, p->ldc);
     } else if (path == CPU_PATH_AVX2) {
         cblas_sgemm(CblasRowMajor, p->ta ? CblasTrans : CblasNoTrans,
                     p->tb ? CblasTrans : CblasNoTrans, p->M, p->N, p->K, p->alpha, p->A, p->lda,
@@ -64,7 +65,9 @@ static struct product cut(const struct product *p, int by_rows, int s, int e)
     } else {
         b.N = e - s;
         size_t off = p->tb ? (size_t)s * p->ldb : (size_t)s;
-        if (p->Bh)
+        if (p->q.t)
+            b.q.base = p->q.base + off;
+        else if (p->Bh)
             b.Bh = p->Bh + off;
         else
             b.Bf = p->Bf + off;
@@ -101,7 +104,7 @@ static void run(const struct product *p)
 void gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc)
 {
-    struct product p = {ta, tb, M, N, K, alpha, beta, A, B, NULL, lda, ldb, ldc, C, 0};
+    struct product p = {ta, tb, M, N, K, alpha, beta, A, B, NULL, lda, ldb, ldc, C, 0, {0}};
     run(&p);
 }
 
@@ -110,6 +113,15 @@ void gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 {
     assert(gemm_has_bf16());
     assert((Bh != NULL) != (Bf != NULL));
-    struct product p = {ta, tb, M, N, K, alpha, beta, A, Bf, Bh, lda, ldb, ldc, C, 1};
+    struct product p = {ta, tb, M, N, K, alpha, beta, A, Bf, Bh, lda, ldb, ldc, C, 1, {0}};
+    run(&p);
+}
+
+void gemm_bf16_nf4(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const struct gemm_nf4 *Bq, int ldb, float beta, float *C, int ldc)
+{
+    assert(gemm_has_bf16());
+    assert(Bq && Bq->t);
+    struct product p = {ta, tb, M, N, K, alpha, beta, A, NULL, NULL, lda, ldb, ldc, C, 1, *Bq};
     run(&p);
 }

@@ -23,7 +23,10 @@
 #ifndef ALALLO_TRAIN_GEMM_H
 #define ALALLO_TRAIN_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+struct nf4_tensor;
 
 /* Sets the OpenMP thread count for all trainer work and makes OpenBLAS
  * single-threaded. Call once before any compute. */
@@ -44,5 +47,19 @@ int gemm_has_bf16(void);
  * non-NULL. Only when gemm_has_bf16(). */
 void gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc);
+
+/* A frozen NF4 weight read as a bf16 matrix: element (i, j) of the stored
+ * matrix (leading dimension ldb) is value base + i * ldb + j of t, rounded
+ * to bf16 exactly as nf4_dequantize_bf16 gives it. */
+struct gemm_nf4 {
+    const struct nf4_tensor *t;
+    size_t base;
+};
+/* As gemm_bf16 with B an NF4 weight, decoded a strip at a time as B is
+ * packed (into a per-thread buffer of 32 KiB), never whole: the same bits
+ * as nf4_dequantize_bf16 into a buffer and gemm_bf16 on it, with neither
+ * the buffer nor its pass over memory. Only when gemm_has_bf16(). */
+void gemm_bf16_nf4(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const struct gemm_nf4 *Bq, int ldb, float beta, float *C, int ldc);
 
 #endif

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/nf4.h"
+
 #define MR 8
 #define NR 32
 #define KC 256   /* fp32: K per block                     */
@@ -35,14 +37,17 @@
  * MCB rows of bf16 pairs (KC2 x MCB halves), the same bytes. */
 static _Thread_local float *bpack;
 static _Thread_local float *apack;
+/* bf16 with an NF4 B: one strip of B decoded (NR x KC2 halves, 32 KiB) */
+static _Thread_local uint16_t *qstrip;
 
 static int buffers(void)
 {
     if (!bpack) {
         bpack = aligned_alloc(64, sizeof(float) * KC * NC);
         apack = aligned_alloc(64, sizeof(uint16_t) * KC2 * MCB);
+        qstrip = aligned_alloc(64, sizeof(uint16_t) * KC2 * NR);
     }
-    return bpack && apack ? 0 : -1;
+    return bpack && apack && qstrip ? 0 : -1;
 }
 
 /* c = fma(alpha, acc, first ? beta c : c) for an edge tile (nr < NR or
@@ -420,20 +425,48 @@ static void pack_b_cols_bf16(const uint16_t *Bh, const float *Bf, long ldb, int 
         }
 }
 
+/* The strip op(B)[k0:k0+kc, col:col+nr] of an NF4 B decoded into qstrip,
+ * laid out as the stored B would hold it: NR rows of kc (ld KC2) when tb,
+ * kc rows of nr (ld NR) when not. Returns the leading dimension. */
+static long decode_strip(int tb, const struct gemm_nf4 *Bq, long ldb, int k0, int kc, long col,
+                         int nr)
+{
+    if (tb) {
+        for (int j = 0; j < nr; j++)
+            nf4_dequantize_bf16_range(Bq->t, Bq->base + (size_t)(col + j) * ldb + k0,
+                                      (size_t)kc, qstrip + (size_t)j * KC2);
+        return KC2;
+    }
+    for (int r = 0; r < kc; r++)
+        nf4_dequantize_bf16_range(Bq->t, Bq->base + (size_t)(k0 + r) * ldb + col, (size_t)nr,
+                                  qstrip + (size_t)r * NR);
+    return NR;
+}
+
 /* op(B)[k0:k0+kc, j0:j0+nc] into NR-column strips of pairs:
- * bp[kp * NR + j]. */
-static void pack_b_bf16(int tb, const uint16_t *Bh, const float *Bf, long ldb, int k0, int kc,
-                        int j0, int nc, pair_t *bp)
+ * bp[kp * NR + j]. An NF4 B is decoded a strip at a time into qstrip and
+ * packed from there as a bf16 one. */
+static void pack_b_bf16(int tb, const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq,
+                        long ldb, int k0, int kc, int j0, int nc, pair_t *bp)
 {
     int kp = (kc + 1) / 2;
     for (int s = 0; s < nc; s += NR, bp += (size_t)kp * NR) {
         int nr = nc - s < NR ? nc - s : NR;
+        const uint16_t *h = Bh;
+        long ld = ldb, col = j0 + s;
+        int k = k0;
+        if (Bq) {
+            ld = decode_strip(tb, Bq, ldb, k0, kc, col, nr);
+            h = qstrip;
+            k = 0;
+            col = 0;
+        }
         if (!tb) {
-            pack_b_rows_bf16(Bh, Bf, ldb, k0, kc, j0 + s, nr, bp);
+            pack_b_rows_bf16(h, Bf, ld, k, kc, col, nr, bp);
             continue;
         }
-        if (nr == NR && (Bf || ldb % 2 == 0)) {
-            pack_b_cols_bf16(Bh, Bf, ldb, k0, kc, j0 + s, bp);
+        if (nr == NR && (Bf || ld % 2 == 0)) {
+            pack_b_cols_bf16(h, Bf, ld, k, kc, col, bp);
             continue;
         }
         for (int j = 0; j < NR; j++) {
@@ -442,12 +475,11 @@ static void pack_b_bf16(int tb, const uint16_t *Bh, const float *Bf, long ldb, i
                     bp[q * NR + j] = 0;
                 continue;
             }
-            long col = j0 + s + j;
             if (Bf) {
-                row_pairs(Bf + col * ldb + k0, kc, bp + j, NR);
+                row_pairs(Bf + (col + j) * ld + k, kc, bp + j, NR);
                 continue;
             }
-            const uint16_t *src = Bh + col * ldb + k0;
+            const uint16_t *src = h + (col + j) * ld + k;
             int whole = kc / 2;
             for (int q = 0; q < whole; q++)
                 memcpy(&bp[q * NR + j], src + 2 * q, sizeof(pair_t));
@@ -458,7 +490,8 @@ static void pack_b_bf16(int tb, const uint16_t *Bh, const float *Bf, long ldb, i
 }
 
 void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                    const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc)
+                    const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq, int ldb,
+                    float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
@@ -483,7 +516,7 @@ void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const floa
             }
             for (int jc = 0; jc < N; jc += NC) {
                 int nc = N - jc < NC ? N - jc : NC;
-                pack_b_bf16(tb, Bh, Bf, ldb, pc, kc, jc, nc, bp);
+                pack_b_bf16(tb, Bh, Bf, Bq, ldb, pc, kc, jc, nc, bp);
                 for (int ic = 0; ic < mcn; ic += MR) {
                     int mr = mcn - ic < MR ? mcn - ic : MR;
                     const pair_t *a = ap + (size_t)(ic / MR) * kp * MR;

@@ -21,15 +21,19 @@
 
 #include <stdint.h>
 
+#include "train/gemm.h"
+
 /* fp32 inputs, fp32 accumulation (AVX-512 FMA). Needs avx512f. */
 void gemm_kern_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
 
 /* bf16 products, fp32 accumulation (vdpbf16ps). A is fp32 and rounds to
- * the nearest bf16 (ties to even); B is bf16 (Bh) or fp32 (Bf, rounded the
- * same way): exactly one of them is non-NULL. Needs avx512f and
+ * the nearest bf16 (ties to even); B is bf16 (Bh), fp32 (Bf, rounded the
+ * same way) or NF4 (Bq, decoded to bf16 a strip at a time as it is
+ * packed): exactly one of them is non-NULL. Needs avx512f and
  * avx512bf16. */
 void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                    const uint16_t *Bh, const float *Bf, int ldb, float beta, float *C, int ldc);
+                    const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq, int ldb,
+                    float beta, float *C, int ldc);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "core/rng.h"
 #include "train/gemm.h"
+#include "train/ops.h"
 #include "train/kern.h"
 
 /* Columns per task for the bias gradient (a sum down the rows). */
@@ -63,7 +64,7 @@ const float *linear_rows(const struct linear *l, int r0, int nr, float *buf)
 /* Rows of W that fit in the scratch at once. */
 static int chunk_rows(const struct linear *l, const struct linear_scratch *s)
 {
-    if (l->kind == WK_F32 || (l->kind == WK_BF16 && gemm_has_bf16()))
+    if (l->kind == WK_F32 || gemm_has_bf16()) /* bf16 and NF4 products need no scratch */
         return l->out;
     size_t rows = s->deq_cap / (size_t)l->in;
     if (rows < 1)
@@ -85,10 +86,9 @@ void linear_times_wt(const struct linear *l, int r0, int nr, const float *x, int
                   beta, y, ldy);
         return;
     }
-    if (bf16_products(l) && l->kind == WK_NF4) { /* decoded straight to bf16 */
-        uint16_t *h = (uint16_t *)deq;
-        nf4_dequantize_bf16(l->wq, (size_t)r0 * l->in, (size_t)nr * l->in, h);
-        gemm_bf16(0, 1, N, nr, l->in, 1.0f, x, ldx, h, NULL, l->in, beta, y, ldy);
+    if (bf16_products(l) && l->kind == WK_NF4) { /* decoded as it is packed */
+        struct gemm_nf4 q = {l->wq, (size_t)r0 * l->in};
+        gemm_bf16_nf4(0, 1, N, nr, l->in, 1.0f, x, ldx, &q, l->in, beta, y, ldy);
         return;
     }
     const float *w = linear_rows(l, r0, nr, deq);
@@ -107,9 +107,8 @@ void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int
         return;
     }
     if (bf16_products(l) && l->kind == WK_NF4) {
-        uint16_t *h = (uint16_t *)deq;
-        nf4_dequantize_bf16(l->wq, (size_t)r0 * l->in, (size_t)nr * l->in, h);
-        gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, h, NULL, l->in, beta, dx, l->in);
+        struct gemm_nf4 q = {l->wq, (size_t)r0 * l->in};
+        gemm_bf16_nf4(0, 0, N, l->in, nr, 1.0f, dy, lddy, &q, l->in, beta, dx, l->in);
         return;
     }
     const float *w = linear_rows(l, r0, nr, deq);
@@ -117,6 +116,13 @@ void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int
         gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, NULL, w, l->in, beta, dx, l->in);
     else
         gemm(0, 0, N, l->in, nr, 1.0f, dy, lddy, w, l->in, beta, dx, l->in);
+}
+
+void linear_grad_touch(struct linear *l)
+{
+    if (l->dw && l->dw_fresh)
+        ops_zero(l->dw, (size_t)l->out * l->in);
+    l->dw_fresh = 0;
 }
 
 float linear_dropout_keep(const struct linear_dropout *d, size_t e)
@@ -175,7 +181,7 @@ void linear_forward(const struct linear *l, float *y, const float *x, int N, flo
     }
 }
 
-void linear_backward(const struct linear *l, float *dx, const float *dy, const float *x,
+void linear_backward(struct linear *l, float *dx, const float *dy, const float *x,
                      const float *xa, int N, struct linear_scratch *s)
 {
     if (dx || l->dw) {
@@ -185,12 +191,13 @@ void linear_backward(const struct linear *l, float *dx, const float *dy, const f
             if (dx) /* dx (N,in) += dy[:, r0:r0+nr] (N,nr) . w (nr,in) */
                 linear_times_w(l, r0, nr, dy + r0, l->out, N, 1.0f, dx, s->deq);
             if (l->dw) {
-                /* dw[r0:r0+nr] (nr,in) += dy[:, r0:]^T (nr,N) . x (N,in) */
+                /* dw[r0:r0+nr] (nr,in) (+)= dy[:, r0:]^T (nr,N) . x (N,in) */
                 gemm(1, 0, nr, l->in, N, 1.0f,
-                            dy + r0, l->out, x, l->in, 1.0f, l->dw + (size_t)r0 * l->in,
-                            l->in);
+                            dy + r0, l->out, x, l->in, l->dw_fresh ? 0.0f : 1.0f,
+                            l->dw + (size_t)r0 * l->in, l->in);
             }
         }
+        l->dw_fresh = 0;
     }
     if (l->dbias) {
         int chunks = (l->out + COL_CHUNK - 1) / COL_CHUNK;

@@ -35,6 +35,9 @@ struct linear {
     float scale;            /* alpha / r                              */
     float *la, *dla;        /* LoRA A (r,in) and its gradient         */
     float *lb, *dlb;        /* LoRA B (out,r) and its gradient        */
+    int dw_fresh;           /* dw holds nothing yet this step: the next
+                               product writes it instead of adding
+                               (model_grad_begin)                     */
 };
 
 /* LoRA dropout of one product (PEFT's lora_dropout): the adapter reads
@@ -88,11 +91,15 @@ void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int
 void linear_forward(const struct linear *l, float *y, const float *x, int N, float *xa,
                     struct linear_scratch *s);
 
+/* Makes a fresh dw hold zeros (for a contribution that only adds). */
+void linear_grad_touch(struct linear *l);
+
 /* Given dy (N,out): dx += dy W + scale ((dy B) A) * keep/(1-p) (dx NULL to
  * skip), dw += dy^T x, dbias += column sums of dy, dB += scale dy^T xa,
- * dA += scale (dy B)^T x', each only where that gradient pointer is set;
+ * dA += scale (dy B)^T x', each only where that gradient pointer is set
+ * (dw = dy^T x when dw_fresh, which it then clears);
  * s->dropout must be what the forward pass had. */
-void linear_backward(const struct linear *l, float *dx, const float *dy, const float *x,
+void linear_backward(struct linear *l, float *dx, const float *dy, const float *x,
                      const float *xa, int N, struct linear_scratch *s);
 
 /* Writes the effective weight W + scale B A (out,in) into w_out. */

@@ -4,6 +4,7 @@
  * pass are in model_pass.c; the contract of both is model.h. */
 #include "train/model.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -998,4 +999,52 @@ size_t model_param_bytes(const struct model *m)
             if (m->layers[l].proj[p].wq)
                 b += nf4_bytes(m->layers[l].proj[p].wq);
     return b;
+}
+
+/* Calls fn on every linear of the model that has a weight gradient. */
+static void each_dw(struct model *m, void (*fn)(struct linear *, void *), void *ctx)
+{
+    if (m->embed.dw)
+        fn(&m->embed, ctx);
+    if (!m->cfg.tied && m->head.dw) /* a tied head is a copy of embed */
+        fn(&m->head, ctx);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if (m->layers[l].proj[p].dw)
+                fn(&m->layers[l].proj[p], ctx);
+}
+
+/* Marks a matrix gradient fresh and counts the floats it covers. */
+static void mark_fresh(struct linear *l, void *ctx)
+{
+    size_t *covered = ctx;
+    l->dw_fresh = 1;
+    *covered += (size_t)l->out * l->in;
+}
+
+static void touch(struct linear *l, void *ctx)
+{
+    (void)ctx;
+    linear_grad_touch(l);
+}
+
+void model_grad_begin(struct model *m)
+{
+    size_t covered = 0;
+    each_dw(m, mark_fresh, &covered);
+    /* In full fine-tuning the weight matrices are exactly [0, n_decay) of
+     * the block (the layout puts matrices first), so only the vectors after
+     * them need zeros now. */
+    assert(covered == 0 || covered == m->n_decay);
+    if (covered != m->n_decay) {
+        model_grad_settle(m);
+        ops_zero(m->grad, m->n_train);
+        return;
+    }
+    ops_zero(m->grad + m->n_decay, m->n_train - m->n_decay);
+}
+
+void model_grad_settle(struct model *m)
+{
+    each_dw(m, touch, NULL);
 }

@@ -198,6 +198,17 @@ int model_rope_ensure(struct model *m, int len);
 /* Bytes held by the model's parameters (for memory reports). */
 size_t model_param_bytes(const struct model *m);
 
+/* Readies the gradient block for a step: as zeroing it all, but each
+ * full-fine-tuning weight matrix is only marked fresh (dw_fresh), so its
+ * first product writes it instead of adding to zeros: a pass over the
+ * block saved, and a read of each matrix gradient. The pass
+ * (model_forward_backward*) settles what it did not write
+ * (model_grad_settle), so after it the block holds exactly what zeroing
+ * first would give, bit for bit. */
+void model_grad_begin(struct model *m);
+/* Zeroes every matrix gradient still marked fresh. */
+void model_grad_settle(struct model *m);
+
 /* Saved activations and scratch for batches up to B x T. */
 struct model_acts;
 

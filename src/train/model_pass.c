@@ -461,10 +461,11 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             /* dxc (mr,C) (+)= dlogits[:, v0:v0+nv] . w (nv,C) */
             linear_times_w(head, v0, nv, a->logits + v0, V, mr, v0 ? 1.0f : 0.0f, a->dxc,
                            a->ls.deq);
-            if (head->dw) /* dW (nv,C) += dlogits^T . xc */
-                gemm(1, 0, nv, C, mr, 1.0f,
-                            a->logits + v0, V, a->xc, C, 1.0f, head->dw + (size_t)v0 * C, C);
+            if (head->dw) /* dW (nv,C) (+)= dlogits^T . xc */
+                gemm(1, 0, nv, C, mr, 1.0f, a->logits + v0, V, a->xc, C,
+                     head->dw_fresh ? 0.0f : 1.0f, head->dw + (size_t)v0 * C, C);
         }
+        head->dw_fresh = 0; /* every row of dW was written */
         for (int i = 0; i < mr; i++)
             memcpy(a->dres + (size_t)a->rows[m0 + i] * C, a->dxc + (size_t)i * C,
                    sizeof(float) * C);
@@ -555,6 +556,7 @@ static double pass(struct model *m, struct model_acts *a, const int32_t *ids,
         layer_backward(m, a, l, seg, B, T, l > 0 || m->embed.dw != NULL);
     if (m->embed.dw) {
         float sc = c->embed_scale ? sqrtf((float)C) : 1.0f;
+        linear_grad_touch(&m->embed);
         /* Serial over rows: a token seen twice adds in a fixed order. */
         for (int n = 0; n < N; n++) {
             float *dw = m->embed.dw + (size_t)ids[n] * C;
@@ -563,6 +565,7 @@ static double pass(struct model *m, struct model_acts *a, const int32_t *ids,
                 dw[j] += d[j] * sc;
         }
     }
+    model_grad_settle(m);
     a->t_backward += clock_mono_s() - t2;
     return loss;
 }

@@ -135,18 +135,19 @@ struct nf4_tensor *nf4_quantize(const float *x, size_t n)
     return t;
 }
 
-/* One whole block (64 values from byte c) with AVX-512: the 16 scaled
- * levels sit in one register and each nibble picks its lane; the values
- * are the scalar loop's (the same products, looked up). */
+/* Whole halves of a block (32 values from byte c, `halves` of them) with
+ * AVX-512: the 16 scaled levels sit in one register and each nibble picks
+ * its lane; the values are the scalar loop's (the same products, looked
+ * up). */
 __attribute__((target("avx512f"))) static void block_avx512(const uint8_t *c, const float *lv,
-                                                            float *out)
+                                                            int halves, float *out)
 {
     __m512 table = _mm512_loadu_ps(lv);
     const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
                                             7, 23);
     const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14,
                                              30, 15, 31);
-    for (int h = 0; h < 2; h++) {
+    for (int h = 0; h < halves; h++) {
         __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c + 16 * h)));
         __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
         __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15)), table);
@@ -169,11 +170,13 @@ void nf4_dequantize_range(const struct nf4_tensor *t, size_t start, size_t count
         float lv[16];
         for (int k = 0; k < 16; k++)
             lv[k] = nf4_levels[k] * s;
-        if (wide && i == b * NF4_BLOCK && be - i == NF4_BLOCK) {
-            block_avx512(t->codes + i / 2, lv, out);
-            out += NF4_BLOCK;
-            i = be;
-            continue;
+        if (wide && i % 32 == 0 && be - i >= 32) { /* whole halves of the block */
+            int halves = (int)((be - i) / 32);
+            block_avx512(t->codes + i / 2, lv, halves, out);
+            out += 32 * halves;
+            i += 32 * (size_t)halves;
+            if (i == be)
+                continue;
         }
         if (i % 2 == 1) {
             *out++ = lv[t->codes[i / 2] & 15];
@@ -209,6 +212,55 @@ __attribute__((target("avx512f,avx512bf16"))) static void to_bf16(const float *x
     }
 }
 
+/* Values [start, start + 32 * halves) straight to bf16 (start a multiple
+ * of 32, in range): the scaled levels are the scalar loop's products
+ * (one fp32 multiply each, in a register), rounded as to_bf16 rounds. */
+__attribute__((target("avx512f,avx512bf16"))) static void
+halves_bf16(const struct nf4_tensor *t, size_t start, size_t halves, uint16_t *out)
+{
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
+                                            7, 23);
+    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14,
+                                             30, 15, 31);
+    const __m512 levels = _mm512_loadu_ps(nf4_levels);
+    size_t b = SIZE_MAX;
+    __m512 table = levels;
+    for (size_t h = 0; h < halves; h++) {
+        size_t at = start + 32 * h;
+        if (at / NF4_BLOCK != b) {
+            b = at / NF4_BLOCK;
+            table = _mm512_mul_ps(levels, _mm512_set1_ps(nf4_block_scale(t, b)));
+        }
+        __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(t->codes + at / 2)));
+        __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+        __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15)), table);
+        __m512 v0 = _mm512_permutex2var_ps(hi, first, lo);
+        __m512 v1 = _mm512_permutex2var_ps(hi, second, lo);
+        _mm512_storeu_si512((void *)(out + 32 * h), (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+    }
+}
+
+void nf4_dequantize_bf16_range(const struct nf4_tensor *t, size_t start, size_t count,
+                               uint16_t *out)
+{
+    if (start % 32 == 0 && count >= 32) { /* whole halves of blocks, in registers */
+        size_t halves = count / 32;
+        halves_bf16(t, start, halves, out);
+        start += 32 * halves;
+        out += 32 * halves;
+        count -= 32 * halves;
+    }
+    float tmp[NF4_BLOCK];
+    /* a block (or the part of one in range) at a time, through tmp */
+    for (size_t i = 0; i < count;) {
+        size_t at = start + i, end = (at / NF4_BLOCK + 1) * NF4_BLOCK - start;
+        size_t n = (end < count ? end : count) - i;
+        nf4_dequantize_range(t, at, n, tmp);
+        to_bf16(tmp, n, out + i);
+        i += n;
+    }
+}
+
 void nf4_dequantize_bf16(const struct nf4_tensor *t, size_t start, size_t count, uint16_t *out)
 {
     size_t chunk = 64 * NF4_BLOCK;
@@ -216,15 +268,7 @@ void nf4_dequantize_bf16(const struct nf4_tensor *t, size_t start, size_t count,
 #pragma omp parallel for schedule(static) if (nchunks > 1)
     for (size_t c = 0; c < nchunks; c++) {
         size_t s = c * chunk, e = s + chunk < count ? s + chunk : count;
-        float tmp[NF4_BLOCK];
-        /* a block (or the part of one in range) at a time, through tmp */
-        for (size_t i = s; i < e;) {
-            size_t at = start + i, end = (at / NF4_BLOCK + 1) * NF4_BLOCK - start;
-            size_t n = (end < e ? end : e) - i;
-            nf4_dequantize_range(t, at, n, tmp);
-            to_bf16(tmp, n, out + i);
-            i += n;
-        }
+        nf4_dequantize_bf16_range(t, start + s, e - s, out + s);
     }
 }
 

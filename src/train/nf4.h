@@ -70,6 +70,10 @@ void nf4_dequantize_parallel(const struct nf4_tensor *t, size_t start, size_t co
  * avx512bf16 (the caller checks: train/cpu_path.h). */
 void nf4_dequantize_bf16(const struct nf4_tensor *t, size_t start, size_t count, uint16_t *out);
 
+/* As nf4_dequantize_bf16, on the calling thread only (what the bf16
+ * product kernels call as they pack an NF4 weight: train/gemm.h). */
+void nf4_dequantize_bf16_range(const struct nf4_tensor *t, size_t start, size_t count,
+                               uint16_t *out);
 /* Index of the NF4 level nearest to v (v is clamped to [-1, 1]). */
 int nf4_nearest(float v);
 

@@ -962,7 +962,7 @@ int trainer_run(const struct train_config *c)
         }
         r.real_tokens += p.real;
         r.row_tokens += (size_t)p.rows * p.T;
-        ops_zero(r.m->grad, r.m->n_train);
+        model_grad_begin(r.m);
         size_t nt = model_count_targets(r.mask, p.rows, p.T);
         size_t got;
         double sum;

@@ -14,6 +14,7 @@
 
 #include "train/cpu_path.h"
 #include "train/gemm.h"
+#include "train/nf4.h"
 
 static float frand(uint64_t *s)
 {
@@ -182,6 +183,59 @@ static void test_avx512bf16(void **state)
     check_bits(1);
 }
 
+/* An NF4 B decoded as it is packed gives the same bits as decoding it all
+ * first: both transposes, edges, a weight that starts inside the tensor
+ * (base), rows that do not start on a block, one and two threads. */
+static void test_nf4_b_matches_decoded(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_AVX512BF16))
+        skip();
+    static const struct shape qs[] = {
+        {256, 768, 768, 0, 1, 1.0f, 0.0f},  {256, 768, 2048, 0, 0, 1.0f, 1.0f},
+        {33, 97, 515, 0, 1, 1.0f, 0.5f},    {70, 300, 130, 0, 0, 1.0f, 1.0f},
+        {8, 1100, 40, 0, 1, -1.0f, 0.0f},   {600, 64, 96, 0, 0, 0.5f, 0.0f},
+    };
+    int threads = omp_get_max_threads();
+    for (size_t si = 0; si < sizeof qs / sizeof qs[0]; si++) {
+        const struct shape *s = &qs[si];
+        int ldb = s->tb ? s->K : s->N, rows = s->tb ? s->N : s->K;
+        size_t base = si % 2 ? 96 : 0, n = base + (size_t)rows * ldb;
+        float *A = malloc((size_t)s->M * s->K * 4), *W = malloc(n * 4);
+        float *C1 = malloc((size_t)s->M * s->N * 4), *C2 = malloc((size_t)s->M * s->N * 4);
+        uint16_t *Bh = malloc(n * 2);
+        uint64_t seed = 11 + si;
+        for (size_t i = 0; i < (size_t)s->M * s->K; i++)
+            A[i] = frand(&seed);
+        for (size_t i = 0; i < n; i++)
+            W[i] = frand(&seed) * 0.05f;
+        for (size_t i = 0; i < (size_t)s->M * s->N; i++)
+            C1[i] = C2[i] = frand(&seed);
+        struct nf4_tensor *t = nf4_quantize(W, n);
+        assert_non_null(t);
+        nf4_dequantize_bf16(t, base, n - base, Bh);
+        struct gemm_nf4 q = {t, base};
+        for (int nt = 1; nt <= 2; nt++) {
+            gemm_set_threads(nt);
+            for (size_t i = 0; i < (size_t)s->M * s->N; i++)
+                C2[i] = C1[i];
+            float *Cd = malloc((size_t)s->M * s->N * 4);
+            memcpy(Cd, C1, (size_t)s->M * s->N * 4);
+            gemm_bf16(0, s->tb, s->M, s->N, s->K, s->alpha, A, s->K, Bh, NULL, ldb, s->beta, Cd,
+                      s->N);
+            gemm_bf16_nf4(0, s->tb, s->M, s->N, s->K, s->alpha, A, s->K, &q, ldb, s->beta, C2,
+                          s->N);
+            assert_memory_equal(Cd, C2, (size_t)s->M * s->N * 4);
+            free(Cd);
+        }
+        printf("nf4 B %dx%dx%d tb=%d base %zu: same bits as decoded first\n", s->M, s->N, s->K,
+               s->tb, base);
+        nf4_free(t);
+        free(A), free(W), free(C1), free(C2), free(Bh);
+    }
+    gemm_set_threads(threads);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -203,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx512bf16),
+        cmocka_unit_test(test_nf4_b_matches_decoded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

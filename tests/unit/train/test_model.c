@@ -167,6 +167,52 @@ static void full_model_gradients(void **state)
     model_free(c.m);
 }
 
+/* model_grad_begin (fresh matrices written by their first product) gives
+ * the very bits of zeroing the block first, tied and untied, with stale
+ * values left in the block from an earlier step. */
+static void fresh_gradients_match_zeroed(void **state)
+{
+    (void)state;
+    for (int tied = 0; tied <= 1; tied++) {
+        struct model_config cfg;
+        char err[200];
+        assert_int_equal(model_config_parse(tiny_json, &cfg, err, sizeof err), 0);
+        cfg.tied = tied;
+        struct model_opts o = {.full = 1};
+        struct mctx c;
+        c.m = model_create(&cfg, &o, err, sizeof err);
+        assert_non_null(c.m);
+        assert_int_equal(model_init_random(c.m, 5), 0);
+        c.a = model_acts_create(c.m, B, T);
+        assert_non_null(c.a);
+        make_batch(&c, cfg.vocab);
+        size_t n = c.m->n_train, nt;
+        float *want = malloc(n * sizeof *want);
+        assert_non_null(want);
+        memset(c.m->grad, 0, n * sizeof(float));
+        model_forward_backward(c.m, c.a, c.ids, c.mask, B, T, 0.25f, 1, &nt);
+        memcpy(want, c.m->grad, n * sizeof(float));
+        for (size_t i = 0; i < n; i++) /* stale values from a step before */
+            c.m->grad[i] = 1.0f + (float)(i % 7);
+        model_grad_begin(c.m);
+        model_forward_backward(c.m, c.a, c.ids, c.mask, B, T, 0.25f, 1, &nt);
+        assert_memory_equal(want, c.m->grad, n * sizeof(float));
+        /* a pass with nothing to learn from settles every fresh matrix */
+        for (size_t i = 0; i < n; i++)
+            c.m->grad[i] = 3.0f;
+        model_grad_begin(c.m);
+        uint8_t none[B * T];
+        memset(none, 0, sizeof none);
+        model_forward_backward(c.m, c.a, c.ids, none, B, T, 0.25f, 1, &nt);
+        assert_int_equal(nt, 0);
+        for (size_t i = 0; i < n; i++)
+            assert_true(c.m->grad[i] == 0.0f);
+        free(want);
+        model_acts_free(c.a);
+        model_free(c.m);
+    }
+}
+
 /* Random base and adapters, B non-zero so that gradients reach A. */
 static void init_adapters(struct model *m)
 {
@@ -563,6 +609,7 @@ int main(void)
         cmocka_unit_test(config_parse),
         cmocka_unit_test(tensor_names_and_round_trip),
         cmocka_unit_test(full_model_gradients),
+        cmocka_unit_test(fresh_gradients_match_zeroed),
         cmocka_unit_test(lora_bf16_gradients),
         cmocka_unit_test(lora_nf4_gradients),
         cmocka_unit_test(lora_dropout_gradients),
