@@ -2,7 +2,8 @@
  * field's parsing, the refusal of "cuda" by a CPU-only alallo (exit 3, a
  * sentence that says so) and, in a CUDA build, with no GPU visible (exit 1,
  * a sentence naming CUDA_VISIBLE_DEVICES), each before anything is written;
- * and a "cpu" attempt that trains exactly as one without the field.
+ * a "cpu" attempt that trains exactly as one without the field; and `bench
+ * train --device cuda` refused likewise.
  *
  * CUDA_VISIBLE_DEVICES is set empty for the whole test, so the outcome is
  * the same on a machine with GPUs: the GPU's own tests are in tests/gpu/.
@@ -204,6 +205,30 @@ static void test_cpu_attempt_unchanged(void **state)
     remove_root();
 }
 
+/* `bench train --device cuda` where it cannot run: a CPU-only alallo says
+ * so (usage, exit 2); a CUDA build with no GPU names CUDA_VISIBLE_DEVICES
+ * (exit 1). Neither prints a JSON result. */
+static void test_bench_gpu_refused(void **state)
+{
+    (void)state;
+    char cmd[600], out[1024];
+    snprintf(cmd, sizeof cmd, "%s bench train --device cuda 2>&1", ALALLO_BINARY);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    assert_true(WIFEXITED(st));
+    assert_null(strchr(out, '{'));
+    if (train_device_cuda_built()) {
+        assert_int_equal(WEXITSTATUS(st), 1);
+        assert_non_null(strstr(out, "no GPU is visible (CUDA_VISIBLE_DEVICES="));
+    } else {
+        assert_int_equal(WEXITSTATUS(st), 2);
+        assert_non_null(strstr(out, "this alallo was built without CUDA"));
+    }
+}
+
 int main(void)
 {
     setenv("CUDA_VISIBLE_DEVICES", "", 1); /* no GPU, on any machine */
@@ -212,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_prepare),
         cmocka_unit_test(test_cuda_refused_by_the_process),
         cmocka_unit_test(test_cpu_attempt_unchanged),
+        cmocka_unit_test(test_bench_gpu_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
