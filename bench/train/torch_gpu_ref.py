@@ -22,7 +22,8 @@ tokens_per_s, step_s, mfu against the bf16 peak measured in the same run
 as alallo's bench counts them: full 6 N + 6 L d T, LoRA 4 N + 6 N_lora
 (N the base parameters, embeddings included).
 
-One JSON object on stdout; progress on stderr. --dry-run prints the plan
+One JSON object on stdout, also when stopped by SIGTERM (a timeout: the
+runs not finished say so); progress on stderr. --dry-run prints the plan
 (shapes, modes, batch, what would be measured) without importing torch.
 
 usage: torch_gpu_ref.py [--shapes 1b,124m] [--modes lora,qlora,full]
@@ -33,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -204,8 +206,17 @@ def run_one(torch, run, a, peak, tmp):
     return out
 
 
+class Stopped(Exception):
+    """SIGTERM (a timeout): print what was measured so far."""
+
+
+def on_term(signum, frame):
+    raise Stopped()
+
+
 def main(argv=None):
     a = parse_args(argv)
+    signal.signal(signal.SIGTERM, on_term)
     runs = plan(a)
     if a.dry_run:
         print(json.dumps(dict(dry_run=True, warmup=a.warmup, steps=a.steps,
@@ -250,11 +261,17 @@ def main(argv=None):
                                               + bnb_error + ")"))
                 continue
             log("%s %s: batch %d x %d ..." % (run["shape"], run["mode"], a.batch, a.seq))
+            if result.get("stopped"):
+                result["results"].append(dict(run, skipped="stopped by SIGTERM"))
+                continue
             try:
                 r = run_one(torch, run, a, peak, tmp)
                 log("  %.0f tokens/s, MFU %.1f%%, peak %.1f GiB, loss %.3f -> %.3f"
                     % (r["tokens_per_s"], 100 * r["mfu"], r["peak_mem_bytes"] / 2 ** 30,
                        r["loss_first"], r["loss_last"]))
+            except Stopped:
+                result["stopped"] = True
+                r = dict(run, error="stopped by SIGTERM during the run")
             except Exception as e:  # one run's failure (out of memory ...) is reported
                 r = dict(run, error="%s: %s" % (type(e).__name__, str(e)[:500]))
                 log("  failed:", r["error"])
