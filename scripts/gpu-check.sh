@@ -129,6 +129,17 @@ if [[ ${GPU_CHECK_GPUDEPS:-} == 1 ]] || ! command -v pkg-config >/dev/null ||
     rm -rf "$deps" && mkdir -p "$deps"
     for f in .gpudeps/*.deb; do dpkg-deb -x "$f" "$deps"; done
     multi=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    # A library the machine has already (libssl, libffi ...) stays the
+    # machine's: its copy here is removed, so LD_LIBRARY_PATH only adds what
+    # is missing and never shadows what PyTorch or python3 load. alallo's
+    # own packages' libraries stay (their -dev links point at them).
+    have=$(ldconfig -p 2>/dev/null | awk '{print $1}')
+    for f in "$deps"/usr/lib/"$multi"/lib*.so.*; do
+      name=$(basename "$f")
+      [[ $name =~ ^lib(jansson|sqlite3|pq|microhttpd|curl|pcre2|sodium|openblas|cmocka|pkgconf) ]] &&
+        continue
+      grep -qxF "$name" <<<"$have" && rm -f "$f"
+    done
     libdirs=$deps/usr/lib/$multi:$deps/usr/lib/$multi/openblas-pthread:$deps/usr/lib
     export PKG_CONFIG_SYSROOT_DIR=$deps
     export PKG_CONFIG_LIBDIR=$deps/usr/lib/$multi/pkgconfig:$deps/usr/lib/$multi/openblas-pthread/pkgconfig:$deps/usr/share/pkgconfig
