@@ -127,7 +127,14 @@ if [[ ${GPU_CHECK_GPUDEPS:-} == 1 ]] || ! command -v pkg-config >/dev/null ||
   if compgen -G ".gpudeps/*.deb" >/dev/null; then
     deps=/tmp/alallo-gpudeps
     rm -rf "$deps" && mkdir -p "$deps"
-    for f in .gpudeps/*.deb; do dpkg-deb -x "$f" "$deps"; done
+    for f in .gpudeps/*.deb; do
+      if command -v dpkg-deb >/dev/null; then
+        dpkg-deb -x "$f" "$deps"
+      else # a .deb is an ar archive around data.tar.*
+        m=$(ar t "$f" | grep -m1 '^data\.tar')
+        (cd "$deps" && ar x "$root/$f" "$m" && tar -xf "$m" && rm -f "$m")
+      fi
+    done
     multi=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
     # A library the machine has already (libssl, libffi ...) stays the
     # machine's: its copy here is removed, so LD_LIBRARY_PATH only adds what
