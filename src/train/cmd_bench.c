@@ -12,6 +12,7 @@
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
  *                      [--lora-r R] [--path avx2|avx512|avx512bf16] [--losses]
  *                      [--lr LR]
+ *   alallo bench train --device cuda [--size N]   (bench_gpu.c: the GPU's peak)
  *
  * --losses adds "losses": the loss of every step (the same batch each
  * step, so it falls as the model learns it), to compare paths' curves.
@@ -197,6 +198,9 @@ static void cpu_name(char *out, size_t cap)
 
 static int bench_train(int argc, char **argv)
 {
+    const char *device = cmd_arg_value(argc, argv, "--device");
+    if (device && strcmp(device, "cpu") != 0)
+        return cmd_bench_gpu(argc, argv);
     const char *model_dir = cmd_arg_value(argc, argv, "--model");
     const char *shape = cmd_arg_value(argc, argv, "--shape");
     const char *precision = cmd_arg_value(argc, argv, "--precision");
@@ -379,7 +383,8 @@ int cmd_bench(int argc, char **argv)
         return bench_train(argc - 1, argv + 1);
     fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
           " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
-          " [--path avx2|avx512|avx512bf16]\n",
+          " [--path avx2|avx512|avx512bf16]\n"
+          "       alallo bench train --device cuda [--size N]\n",
           stderr);
     return 2;
 }

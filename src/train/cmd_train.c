@@ -20,6 +20,7 @@
 #include "train/modelio.h"
 #include "train/safetensors.h"
 #include "train/train_config.h"
+#include "train/train_device.h"
 #include "train/train_events.h"
 #include "train/trainer.h"
 
@@ -205,7 +206,15 @@ int cmd_train(int argc, char **argv)
         free(c);
         return TRAIN_USER;
     }
-    int rc = trainer_run(c);
+    int on_gpu = 0;
+    int rc = train_device_prepare(c, &on_gpu, err, sizeof err);
+    if (rc)
+        tev_error(rc == TRAIN_USER, err);
+    else if (on_gpu)
+        rc = train_device_run_gpu(c);
+    else
+        rc = trainer_run(c);
+    train_device_release();
     free(c);
     return rc;
 }

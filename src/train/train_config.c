@@ -249,6 +249,14 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
         goto out;
     }
     c->dpo = strcmp(method, "dpo") == 0;
+    char device[16] = "cpu";
+    if (get_str(o, "device", 0, device, sizeof device, err, errcap))
+        goto out;
+    if (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0) {
+        snprintf(err, errcap, "settings: device must be \"cpu\" or \"cuda\"");
+        goto out;
+    }
+    c->device = strcmp(device, "cuda") == 0 ? TRAIN_DEVICE_CUDA : TRAIN_DEVICE_CPU;
     c->dpo_beta = (float)beta;
     if (c->dpo && c->batch_size > 512) {
         snprintf(err, errcap, "settings: field \"batch_size\" must be at most 512 pairs for DPO");

@@ -15,6 +15,12 @@
 #define TRAIN_MAX_PATH 1024
 #define TRAIN_SAMPLE_PROMPTS_MAX 8192 /* sample_prompts as compact JSON text */
 
+/* Where the attempt runs (field "device"; train/train_device.h). */
+enum train_device {
+    TRAIN_DEVICE_CPU = 0, /* "cpu", and the default */
+    TRAIN_DEVICE_CUDA,    /* "cuda": the first GPU CUDA_VISIBLE_DEVICES leaves visible */
+};
+
 struct train_config {
     char model_dir[TRAIN_MAX_PATH];
     char train_file[TRAIN_MAX_PATH];
@@ -74,6 +80,7 @@ struct train_config {
                                         resume from, outside checkpoint_dir (the server's
                                         latest recorded one, written by an earlier
                                         attempt): read, never changed */
+    int device;                      /* enum train_device; default TRAIN_DEVICE_CPU */
 };
 
 /* Parses ATTEMPT.json text. 0, or -1 with a one-line reason for the user,

@@ -24,7 +24,7 @@ static struct {
 
 static char err_text[512];
 
-static int fail(const char *fmt, ...)
+int cuda_ctx_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -32,6 +32,7 @@ static int fail(const char *fmt, ...)
     va_end(ap);
     return -1;
 }
+#define fail cuda_ctx_fail /* this file's short name for it */
 
 const char *cuda_ctx_error(void)
 {
@@ -87,7 +88,7 @@ int cuda_ctx_open(int index)
     cublasStatus_t s = cublasLtCreate(&ctx.lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
         cudaStreamDestroy(ctx.stream);
-        return fail("GPU %d: cublasLtCreate failed: %s", index, cublasGetStatusString(s));
+        return fail("GPU %d: cublasLtCreate failed: %s", index, cublasLtGetStatusString(s));
     }
     e = cudaMalloc(&ctx.workspace, LT_WORKSPACE_BYTES);
     if (e != cudaSuccess) {

@@ -51,6 +51,10 @@ void *cuda_ctx_workspace(size_t *bytes /* OUT */);
 int cuda_ctx_sync(void);
 /* The reason for the last -1 (a sentence naming the call that failed). */
 const char *cuda_ctx_error(void);
+/* Sets that reason (printf-style) for the backend's other modules
+ * (cuda_gemm.c ...), so that every GPU failure reads from one place.
+ * Returns -1. */
+int cuda_ctx_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Device memory: bytes on the device (NULL with a reason when it does not
  * fit), zeroed when `zero`; cuda_free(NULL) is fine. */

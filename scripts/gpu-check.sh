@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh - the GPU check of issue 15 in one run, for a short
+# lease of a GPU machine (an NVIDIA H200 with CUDA 13, cuBLAS, PyTorch,
+# transformers and peft): configure and build with CUDA, run the GPU tests
+# (`ctest -L gpu`) and the trainer's unit tests, the GPU bench (`alallo
+# bench train --device cuda`) and the PyTorch reference
+# (bench/train/torch_gpu_ref.py), each under its own `timeout`, then one
+# summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
+#
+# Usage: scripts/gpu-check.sh          the check (on a machine without a GPU:
+#                                      the CUDA build alone, a compile check,
+#                                      then exit 0)
+#        scripts/gpu-check.sh --pack   here, on Debian 12 with its archive:
+#                                      fetch the Debian packages the build
+#                                      needs into .gpudeps/ (git-ignored),
+#                                      for a GPU machine that has none of them
+#
+# On a slow machine (a compile check on 2 shared cores) give the build more
+# time: GPU_CHECK_BUILD_S (default 200) and GPU_CHECK_LIMIT_S (the whole
+# run's, default 450).
+#
+# Output: everything goes to $OUT when it is set (the device tool's output
+# folder, of which at most 8 files come back), else to build-gpu/check/:
+# summary.txt, build.log, ctest.log, bench.json, torch.json, torch.log.
+# Exit status: 0 when every part that ran passed (or, without a GPU, the
+# build did), 1 otherwise.
+#
+# The GPU machine's image has nvcc, CMake and PyTorch but maybe not the C
+# packages alallo links (jansson, SQLite, libpq, libmicrohttpd, curl, PCRE2,
+# libsodium, OpenBLAS, cmocka) and no package archive. When pkg-config
+# misses any of them and .gpudeps/ holds packages (from --pack; carry
+# .gpudeps with the run), they are unpacked under /tmp/alallo-gpudeps and
+# the build and the tests are pointed there (PKG_CONFIG_SYSROOT_DIR,
+# LD_LIBRARY_PATH). Debian 12's libraries need glibc 2.36 or later.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+
+# --- --pack: the Debian packages, with what they need beyond a base system.
+# The -dev packages of CMakeLists.txt's pkg_check_modules, pkgconf itself,
+# and every library they depend on except the C runtime and the compiler's
+# own (libgomp: the GPU machine's gcc links its own), and OpenBLAS's
+# OpenMP and serial variants (only the pthread one is linked).
+if [[ ${1:-} == --pack ]]; then
+  wanted=(libjansson-dev libsqlite3-dev libpq-dev libmicrohttpd-dev libcurl4-openssl-dev
+          libpcre2-dev libsodium-dev libopenblas-dev libopenblas-pthread-dev libcmocka-dev
+          pkgconf libpkgconf3)
+  keep_out='^(libopenblas0-openmp|libopenblas0-serial|libgomp1|libc6|libc6-dev|libgcc-s1|libstdc\+\+6|gcc-.*-base|libcrypt1|libcrypt-dev|zlib1g|debconf|dpkg|perl-base|tar|coreutils|.*-dev-bin|linux-libc-dev|libnsl.*|rpcsvc-proto|libtirpc.*)$'
+  mapfile -t closure < <(apt-cache depends --recurse --no-recommends --no-suggests \
+      --no-conflicts --no-breaks --no-replaces --no-enhances "${wanted[@]}" |
+    grep -v '^ \|^<' | sort -u)
+  pkgs=()
+  for p in "${closure[@]}"; do
+    [[ $p =~ $keep_out ]] && continue
+    # -dev packages only where named: the headers alallo includes.
+    if [[ $p == *-dev ]] && ! printf '%s\n' "${wanted[@]}" | grep -qxF "$p"; then continue; fi
+    pkgs+=("$p")
+  done
+  rm -rf .gpudeps && mkdir -p .gpudeps
+  (cd .gpudeps && apt-get download "${pkgs[@]}") || exit 1
+  echo "gpu-check: ${#pkgs[@]} packages, $(du -sh .gpudeps | cut -f1) in .gpudeps/" \
+       "(carry .gpudeps with the run)"
+  exit 0
+fi
+
+out=${OUT:-$root/build-gpu/check}
+build=$root/build-gpu
+mkdir -p "$out" "$build"
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "gpu-check: $*" | tee -a "$summary"; }
+t_start=$SECONDS
+failed=0
+# part NAME SECONDS LOG CMD...: runs CMD under timeout, its output appended
+# to LOG, and records the outcome in the summary.
+# Each part gets its own limit, cut to what is left of the whole run's
+# (GPU_CHECK_LIMIT_S, default 450 s), so the run ends inside 8 minutes.
+deadline=$((t_start + ${GPU_CHECK_LIMIT_S:-450}))
+part() {
+  local name=$1 limit=$2 log=$3 t0=$SECONDS rc left=$((deadline - SECONDS))
+  shift 3
+  ((left < limit)) && limit=$left
+  if ((limit < 5)); then
+    failed=1
+    say "$name: NOT RUN, no time left of the run's ${GPU_CHECK_LIMIT_S:-450} s"
+    return 1
+  fi
+  [[ $log == *.json ]] || echo "=== $name: $*" >>"$log"
+  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  if ((rc == 0)); then
+    say "$name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=1
+    if ((rc == 124 || rc == 137)); then
+      say "$name: TIMED OUT after $limit s (log: $(basename "$log"))"
+    else
+      say "$name: FAILED, exit $rc ($((SECONDS - t0)) s; log: $(basename "$log"))"
+    fi
+  fi
+  return $rc
+}
+
+# --- the compiler and the GPU
+nvcc=""
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then nvcc=/usr/local/cuda/bin/nvcc
+elif command -v nvcc >/dev/null; then nvcc=$(command -v nvcc); fi
+if [[ -z $nvcc ]]; then
+  say "no nvcc (neither /usr/local/cuda/bin/nvcc nor on PATH): nothing to check"
+  exit 1
+fi
+gpu=""
+if command -v nvidia-smi >/dev/null; then
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
+        head -1)
+fi
+say "machine: $(nproc) CPUs; nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p');" \
+    "GPU: ${gpu:-none visible}"
+
+# --- the C packages, from .gpudeps/ when the machine lacks them
+mods=(jansson sqlite3 libpq libmicrohttpd libcurl libpcre2-8 libsodium openblas cmocka)
+orig_ld=${LD_LIBRARY_PATH:-} # PyTorch runs with the machine's own libraries
+# GPU_CHECK_GPUDEPS=1 takes .gpudeps/ even where pkg-config finds everything
+# (to try the unpacking on a machine that has the packages).
+if [[ ${GPU_CHECK_GPUDEPS:-} == 1 ]] || ! command -v pkg-config >/dev/null ||
+   ! pkg-config --exists "${mods[@]}" 2>/dev/null; then
+  if compgen -G ".gpudeps/*.deb" >/dev/null; then
+    deps=/tmp/alallo-gpudeps
+    rm -rf "$deps" && mkdir -p "$deps"
+    for f in .gpudeps/*.deb; do
+      if command -v dpkg-deb >/dev/null; then
+        dpkg-deb -x "$f" "$deps"
+      else # a .deb is an ar archive around data.tar.*
+        m=$(ar t "$f" | grep -m1 '^data\.tar')
+        (cd "$deps" && ar x "$root/$f" "$m" && tar -xf "$m" && rm -f "$m")
+      fi
+    done
+    multi=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    # A library the machine has already (libssl, libffi ...) stays the
+    # machine's: its copy here is removed, so LD_LIBRARY_PATH only adds what
+    # is missing and never shadows what PyTorch or python3 load. alallo's
+    # own packages' libraries stay (their -dev links point at them).
+    have=$(ldconfig -p 2>/dev/null | awk '{print $1}')
+    for f in "$deps"/usr/lib/"$multi"/lib*.so.*; do
+      name=$(basename "$f")
+      [[ $name =~ ^lib(jansson|sqlite3|pq|microhttpd|curl|pcre2|sodium|openblas|cmocka|pkgconf) ]] &&
+        continue
+      grep -qxF "$name" <<<"$have" && rm -f "$f"
+    done
+    libdirs=$deps/usr/lib/$multi:$deps/usr/lib/$multi/openblas-pthread:$deps/usr/lib
+    export PKG_CONFIG_SYSROOT_DIR=$deps
+    export PKG_CONFIG_LIBDIR=$deps/usr/lib/$multi/pkgconfig:$deps/usr/lib/$multi/openblas-pthread/pkgconfig:$deps/usr/share/pkgconfig
+    export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LIBRARY_PATH=$libdirs${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export PKG_CONFIG=$deps/usr/bin/pkgconf # CMake's FindPkgConfig takes it from here
+    # The packages' Requires.private (libpq's libssl, libmicrohttpd's
+    # gnutls ...) are for static links only: an empty stand-in each, so
+    # that pkgconf finds them without their -dev packages.
+    mkdir -p "$deps/stub-pc"
+    PKG_CONFIG_LIBDIR=$PKG_CONFIG_LIBDIR:$deps/stub-pc
+    for _ in 1 2 3 4 5 6 7 8; do
+      missing=$("$PKG_CONFIG" --cflags --libs "${mods[@]}" 2>&1 >/dev/null |
+                sed -n "s/^Package '\([^']*\)', required by .*/\1/p" | sort -u)
+      [[ -z $missing ]] && break
+      for m in $missing; do
+        printf 'Name: %s\nDescription: stand-in (scripts/gpu-check.sh)\nVersion: 999\n' "$m" \
+          >"$deps/stub-pc/$m.pc"
+      done
+    done
+    say "C packages: unpacked $(ls .gpudeps/*.deb | wc -l) from .gpudeps/ into $deps"
+  else
+    say "C packages: pkg-config misses some of ${mods[*]} and there is no .gpudeps/" \
+        "(run scripts/gpu-check.sh --pack where Debian's archive is, and carry .gpudeps)"
+  fi
+fi
+
+# --- build
+jobs=$(nproc)
+((jobs > 16)) && jobs=16
+part configure 60 "$out/build.log" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DALALLO_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" || { say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
+part build "${GPU_CHECK_BUILD_S:-200}" "$out/build.log" cmake --build "$build" -j "$jobs" ||
+  { tail -30 "$out/build.log" | grep -i -m 10 "error" | tee -a "$summary"; say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
+
+if [[ -z $gpu ]] || [[ $("$build/alallo" bench train --device cuda --size 256 2>&1) == *"no GPU is visible"* ]]; then
+  say "no GPU visible: the CUDA build compiled and linked; the GPU tests, the bench and the" \
+      "PyTorch reference need a GPU (skipped)"
+  say "summary: compile check passed ($((SECONDS - t_start)) s)"
+  exit 0
+fi
+
+# --- tests: the GPU's, then the trainer's unit tests on this build
+part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 85"
+part train-unit-tests 120 "$out/ctest.log" bash -c "cd '$build' && ctest -R '^train/' -j 8 --output-on-failure --timeout 115"
+grep -E "tests passed|tests failed|Skipped|\(Failed\)|\(Timeout\)" "$out/ctest.log" | tee -a "$summary"
+
+# --- the GPU bench and the PyTorch reference (JSON on stdout, notes on stderr)
+part bench 45 "$out/bench.json" "$build/alallo" bench train --device cuda
+left=$((deadline - SECONDS - 25))
+part torch-ref 150 "$out/torch.json" bash -c \
+  "LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3 bench/train/torch_gpu_ref.py --budget-s $((left > 10 ? left : 10)) 2>>'$out/torch.log'"
+
+if ((failed)); then
+  say "summary: FAILED ($((SECONDS - t_start)) s); logs in $out"
+  exit 1
+fi
+say "summary: all passed ($((SECONDS - t_start)) s); logs in $out"
+exit 0
