@@ -15,7 +15,8 @@
  * arithmetic is written with the _rn intrinsics, which nvcc never fuses
  * into a multiply-add, in the order of the CPU code it mirrors; host-side
  * factors (AdamW's bias corrections, dropout's threshold) are computed on
- * the host by the same C as the CPU path.
+ * the host by the same C as the CPU path. Build without --use_fast_math
+ * and without -ftz=true: flushing subnormals would change those bits.
  *
  * Launches go on cuda_ctx_stream() and return at once; a launch error
  * surfaces at cuda_ctx_sync() (cudaGetLastError there). A call with nothing
