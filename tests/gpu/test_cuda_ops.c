@@ -533,6 +533,10 @@ static void nf4_matches_cpu(void **state)
     nf4_range_case(&g, t, NF4_GROUP_VALUES, NF4_GROUP_VALUES, 0);
     nf4_range_case(&g, t, 7 * NF4_BLOCK, 1000, 3); /* a destination off 16 bytes */
     nf4_range_case(&g, t, (t->n_blocks - 1) * NF4_BLOCK, n - (t->n_blocks - 1) * NF4_BLOCK, 8);
+    /* starts off the blocks (beyond the contract, which the trainer's row
+     * chunks of a width not a multiple of 64 would need) */
+    nf4_range_case(&g, t, 5 * NF4_BLOCK + 3, 300, 0);
+    nf4_range_case(&g, t, 48 * 7, 48 * 20, 0);
     cuda_free((void *)g.codes), cuda_free((void *)g.scale_codes);
     cuda_free((void *)g.group_mean), cuda_free((void *)g.group_absmax);
     nf4_free(t);

@@ -587,12 +587,22 @@ struct nf4_table {
     float v[16];
 };
 
-/* Each thread decodes an octet: 8 values of one block (start is a multiple
- * of NF4_BLOCK, so octets never straddle blocks) from 4 code bytes. The
- * block scale is nf4_block_scale's, unfused: mean + code * (absmax / 127);
- * each value is level * scale, as nf4_dequantize_range's table holds it,
- * then rounded to bf16. `vec`: the codes are 4-byte and dst 16-byte
- * aligned, so whole octets load and store at once. */
+/* nf4_block_scale's value, unfused: mean + code * (absmax / 127). */
+__device__ static float nf4_scale(const int8_t *scale_codes, const float *group_mean,
+                                  const float *group_absmax, size_t b)
+{
+    size_t g = b / NF4_SCALE_GROUP;
+    return __fadd_rn(group_mean[g],
+                     __fmul_rn((float)scale_codes[b], __fdiv_rn(group_absmax[g], 127.0f)));
+}
+
+/* Each thread decodes an octet, values [start + 8o, +8) of the range; each
+ * value is level * block scale, as nf4_dequantize_range's table holds it,
+ * then rounded to bf16. `vec`: start is a multiple of 8 (so an octet never
+ * straddles two blocks), the codes are 4-byte and dst 16-byte aligned, so
+ * a whole octet loads its 4 code bytes and stores its 8 values at once.
+ * Otherwise (any start: the contract asks for a multiple of NF4_BLOCK, but
+ * nothing here needs it) each value finds its own block. */
 __global__ static void nf4_bf16_kernel(uint16_t *dst, const uint8_t *codes,
                                        const int8_t *scale_codes, const float *group_mean,
                                        const float *group_absmax, size_t start, size_t count,
@@ -606,12 +616,11 @@ __global__ static void nf4_bf16_kernel(uint16_t *dst, const uint8_t *codes,
     __syncthreads();
     size_t octets = (count + 7) / 8;
     FOR_EACH(o, octets) {
-        size_t e0 = start + 8 * o, b = e0 / NF4_BLOCK, g = b / NF4_SCALE_GROUP;
-        float s = __fadd_rn(group_mean[g], __fmul_rn((float)scale_codes[b],
-                                                     __fdiv_rn(group_absmax[g], 127.0f)));
+        size_t e0 = start + 8 * o;
         size_t m = count - 8 * o < 8 ? count - 8 * o : 8;
         uint16_t *out = dst + 8 * o;
         if (vec && m == 8) {
+            float s = nf4_scale(scale_codes, group_mean, group_absmax, e0 / NF4_BLOCK);
             uint32_t word = *(const uint32_t *)(codes + e0 / 2);
             uint32_t h[4];
 #pragma unroll
@@ -626,6 +635,7 @@ __global__ static void nf4_bf16_kernel(uint16_t *dst, const uint8_t *codes,
         }
         for (size_t j = 0; j < m; j++) {
             size_t e = e0 + j;
+            float s = nf4_scale(scale_codes, group_mean, group_absmax, e / NF4_BLOCK);
             uint8_t byte = codes[e / 2];
             unsigned q = e & 1 ? byte & 15u : (unsigned)byte >> 4;
             out[j] = f32_to_bf16(__fmul_rn(level[q], s));
@@ -641,7 +651,7 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
     for (int k = 0; k < 16; k++)
         lv.v[k] = nf4_levels[k];
     const uint8_t *c0 = t->codes + start / 2;
-    int vec = ((uintptr_t)c0 & 3u) == 0 && ((uintptr_t)dst & 15u) == 0;
+    int vec = start % 8 == 0 && ((uintptr_t)c0 & 3u) == 0 && ((uintptr_t)dst & 15u) == 0;
     nf4_bf16_kernel<<<ew_blocks((count + 7) / 8), EW_THREADS, 0, stream()>>>(
         dst, t->codes, t->scale_codes, t->group_mean, t->group_absmax, start, count, lv, vec);
 }
