@@ -92,23 +92,18 @@ __device__ static float warp_sum(float v)
     return v;
 }
 
-/* The sum of v over the block, returned to every thread. sh: 33 floats of
+/* The sum of v over the block, returned to every thread: each warp's sum,
+ * then every warp adds those in the same butterfly (so every thread holds
+ * the same bits, and every thread reaches every shuffle). sh: 32 floats of
  * shared memory, free again on return. */
 __device__ static float block_sum(float v, float *sh)
 {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     v = warp_sum(v);
     if (lane == 0)
         sh[w] = v;
     __syncthreads();
-    if (w == 0) {
-        int nw = (blockDim.x + 31) >> 5;
-        v = warp_sum(lane < nw ? sh[lane] : 0.0f);
-        if (lane == 0)
-            sh[32] = v;
-    }
-    __syncthreads();
-    v = sh[32];
+    v = warp_sum(lane < nw ? sh[lane] : 0.0f);
     __syncthreads();
     return v;
 }
@@ -118,7 +113,7 @@ __device__ static float block_sum(float v, float *sh)
 __global__ static void rmsnorm_fwd_kernel(float *y, float *rstd, const float *x, const float *w,
                                           int C, float eps)
 {
-    __shared__ float sh[33];
+    __shared__ float sh[32];
     const float *xr = x + (size_t)blockIdx.x * C;
     float *yr = y + (size_t)blockIdx.x * C;
     float ss = 0.0f;
@@ -144,7 +139,7 @@ void cuda_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
 __global__ static void rmsnorm_bwd_kernel(float *dx, const float *dy, const float *x,
                                           const float *w, const float *rstd, int C)
 {
-    __shared__ float sh[33];
+    __shared__ float sh[32];
     size_t off = (size_t)blockIdx.x * C;
     const float *xr = x + off, *dyr = dy + off;
     float *dxr = dx + off;
@@ -718,13 +713,17 @@ __global__ static void sumsq_blocks_kernel(const float *g, size_t n, size_t per)
     size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     size_t c0 = blockIdx.x * per, c1 = c0 + per < chunks ? c0 + per : chunks;
     double acc = 0.0;
-    for (size_t c = c0 + wp; c < c1; c += SUMSQ_WARPS) {
-        size_t s = c * NORM_CHUNK, e = s + NORM_CHUNK < n ? s + NORM_CHUNK : n;
+    /* rounds of SUMSQ_WARPS chunks, so that every warp takes every round */
+    for (size_t cr = c0; cr < c1; cr += SUMSQ_WARPS) {
+        size_t c = cr + wp;
+        size_t s = c * NORM_CHUNK, e = c < c1 ? (s + NORM_CHUNK < n ? s + NORM_CHUNK : n) : s;
         float f = 0.0f;
 #pragma unroll 8
         for (size_t i = s + lane; i < e; i += 32)
             f += g[i] * g[i];
-        acc += (double)warp_sum(f);
+        f = warp_sum(f);
+        if (c < c1)
+            acc += (double)f;
     }
     if (lane == 0)
         wsum[wp] = acc;
