@@ -73,10 +73,11 @@ static unsigned ew_blocks(size_t n)
 #define EMB_THREADS 256
 #define EMB_PARTS 128
 #define EMB_TILE 2048
-/* The sum of squares: chunks of NORM_CHUNK values (a warp each, in float),
- * chunk sums added in double, in chunk order, by at most SUMSQ_BLOCKS
- * blocks that each own a contiguous run of chunks, then the blocks' sums
- * in block order. Sum order. */
+/* The sum of squares: chunks of NORM_CHUNK values (a warp each, in float);
+ * at most SUMSQ_BLOCKS blocks each own a contiguous run of chunks, each of
+ * their SUMSQ_WARPS warps adds every SUMSQ_WARPS-th chunk sum of the run in
+ * double, in order; then the warps' sums in warp order and the blocks'
+ * sums in block order. Sum order. */
 #define NORM_CHUNK 4096
 #define SUMSQ_BLOCKS 1024
 #define SUMSQ_WARPS 8
