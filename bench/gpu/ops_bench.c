@@ -88,8 +88,8 @@ int main(int argc, char **argv)
     sumsq = dev(sizeof *sumsq);
     size_t qn = (size_t)I * C;
     q.n = qn;
-    q.n_blocks = qn / NF4_BLOCK;
-    q.n_groups = q.n_blocks / NF4_SCALE_GROUP;
+    q.n_blocks = (qn + NF4_BLOCK - 1) / NF4_BLOCK;
+    q.n_groups = (q.n_blocks + NF4_SCALE_GROUP - 1) / NF4_SCALE_GROUP;
     q.codes = dev(qn / 2), q.scale_codes = dev(q.n_blocks);
     q.group_mean = dev(q.n_groups * 4), q.group_absmax = dev(q.n_groups * 4);
 
