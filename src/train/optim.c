@@ -81,16 +81,23 @@ float optim_clip(float *g, size_t n, double norm, float max_norm)
     return f;
 }
 
+void optim_adamw_factors(uint64_t t, float beta1, float beta2, float lr, float wd,
+                         float *step, float *rc2, float *decay)
+{
+    /* Bias corrections folded into the step size and the epsilon. */
+    double c1 = 1.0 - pow((double)beta1, (double)t);
+    double c2 = 1.0 - pow((double)beta2, (double)t);
+    *step = (float)((double)lr / c1);
+    *rc2 = (float)(1.0 / sqrt(c2));
+    *decay = 1.0f - lr * wd;
+}
+
 void optim_adamw_step(struct optim *o, float *p, const float *g, float gscale, float lr)
 {
     o->t++;
     float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-    /* Bias corrections folded into the step size and the epsilon. */
-    double c1 = 1.0 - pow((double)b1, (double)o->t);
-    double c2 = 1.0 - pow((double)b2, (double)o->t);
-    float step = (float)((double)lr / c1);
-    float rc2 = (float)(1.0 / sqrt(c2));
-    float decay = 1.0f - lr * o->weight_decay;
+    float step, rc2, decay;
+    optim_adamw_factors(o->t, b1, b2, lr, o->weight_decay, &step, &rc2, &decay);
     float *m = o->m, *v = o->v;
     /* Two ranges, [0, n_decay) decays and the rest does not, each cut in
      * fixed blocks (elementwise, so the cut never changes a result). */

@@ -44,6 +44,13 @@ float optim_clip_factor(double norm, float max_norm);
  * p -= lr * mhat / (sqrt(vhat) + eps). Increments o->t first. */
 void optim_adamw_step(struct optim *o, float *p, const float *g, float gscale, float lr);
 
+/* The per-update factors of update t (1-based) that every element uses:
+ * `step` (lr over the first moment's bias correction), `rc2` (one over the
+ * square root of the second's) and `decay` (1 - lr*wd). Computed once on
+ * the host, so that the CPU and GPU updates use the same bits. */
+void optim_adamw_factors(uint64_t t, float beta1, float beta2, float lr, float wd,
+                         float *step /* OUT */, float *rc2 /* OUT */, float *decay /* OUT */);
+
 enum lr_kind { LR_COSINE = 0, LR_LINEAR, LR_CONSTANT };
 
 struct lr_schedule {

@@ -1,0 +1,788 @@
+/* cuda_ops.cu - the decoder's layers other than attention and RoPE as CUDA
+ * kernels: RMSNorm, SwiGLU/GeGLU, soft-cap, cross-entropy rows, the token
+ * embedding, elementwise helpers and bias, bf16 conversions, NF4 to bf16,
+ * LoRA dropout, the gradient's sum of squares and AdamW (contract in
+ * cuda_ops.h, second section).
+ *
+ * Determinism. Every reduction has a fixed shape set by the constants
+ * below, never by the device (its multiprocessor count) or by timing, and
+ * no kernel uses floating-point atomics; so the same inputs on the same GPU
+ * kind give the same bits. Changing a constant marked "sum order" changes
+ * the bits of a run and so breaks exact resume across builds.
+ *
+ * Bit-exact twins. Where a kernel must give the CPU's bits (bf16 rounding,
+ * NF4 values, dropout masks, the embedding's gradient, AdamW) its
+ * arithmetic is written with the _rn intrinsics, which nvcc never fuses
+ * into a multiply-add, in the order of the CPU code it mirrors; host-side
+ * factors (AdamW's bias corrections, dropout's threshold) are computed on
+ * the host by the same C as the CPU path. Build without --use_fast_math
+ * and without -ftz=true: flushing subnormals would change those bits.
+ *
+ * Launches go on cuda_ctx_stream() and return at once; a launch error
+ * surfaces at cuda_ctx_sync() (cudaGetLastError there). A call with nothing
+ * to do launches nothing.
+ */
+#include <cuda_runtime.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+extern "C" {
+#include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_ops.h"
+#include "train/nf4.h"
+#include "train/optim.h"
+}
+
+static cudaStream_t stream(void)
+{
+    return (cudaStream_t)cuda_ctx_stream();
+}
+
+/* ---- launch shapes ------------------------------------------------------ */
+
+/* Elementwise kernels: a grid-stride loop over at most EW_MAX_BLOCKS
+ * blocks (each element's arithmetic is alone, so the shape is free). */
+#define EW_THREADS 256
+#define EW_MAX_BLOCKS 65536u
+
+static unsigned ew_blocks(size_t n)
+{
+    size_t b = (n + EW_THREADS - 1) / EW_THREADS;
+    return b > EW_MAX_BLOCKS ? EW_MAX_BLOCKS : (unsigned)b;
+}
+
+#define FOR_EACH(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                   \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Per-row kernels (RMSNorm): one block per row. Sum order. */
+#define ROW_THREADS 256
+/* Cross-entropy: one block per row of logits. Sum order. */
+#define XENT_THREADS 512
+/* Column sums (RMSNorm's weight gradient, the bias gradient): a block owns
+ * COLSUM_W columns (one per lane) and its COLSUM_G warps each walk every
+ * COLSUM_G-th row in order; the warps' partial sums are then added in warp
+ * order. Sum order. */
+#define COLSUM_W 32
+#define COLSUM_G 32
+/* The embedding's gradient: table rows are split over EMB_PARTS blocks by
+ * id modulo EMB_PARTS (every row of the table has one owner), each thread
+ * owns a column and walks the batch's rows in order; ids are read in tiles
+ * of EMB_TILE through shared memory. */
+#define EMB_THREADS 256
+#define EMB_PARTS 128
+#define EMB_TILE 2048
+/* The sum of squares: chunks of NORM_CHUNK values (a warp each, in float);
+ * at most SUMSQ_BLOCKS blocks each own a contiguous run of chunks, each of
+ * their SUMSQ_WARPS warps adds every SUMSQ_WARPS-th chunk sum of the run in
+ * double, in order; then the warps' sums in warp order and the blocks'
+ * sums in block order. Sum order. */
+#define NORM_CHUNK 4096
+#define SUMSQ_BLOCKS 1024
+#define SUMSQ_WARPS 8
+
+/* ---- reductions -------------------------------------------------------- */
+
+/* Butterfly sum over a warp: every lane ends with the same bits (each step
+ * adds the same two values, and addition commutes). */
+__device__ static float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The sum of v over the block, returned to every thread: each warp's sum,
+ * then every warp adds those in the same butterfly (so every thread holds
+ * the same bits, and every thread reaches every shuffle). sh: 32 floats of
+ * shared memory, free again on return. */
+__device__ static float block_sum(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = warp_sum(lane < nw ? sh[lane] : 0.0f);
+    __syncthreads();
+    return v;
+}
+
+/* ---- RMSNorm ----------------------------------------------------------- */
+
+__global__ static void rmsnorm_fwd_kernel(float *y, float *rstd, const float *x, const float *w,
+                                          int C, float eps)
+{
+    __shared__ float sh[32];
+    const float *xr = x + (size_t)blockIdx.x * C;
+    float *yr = y + (size_t)blockIdx.x * C;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        ss += xr[c] * xr[c];
+    ss = block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)C + eps);
+    if (threadIdx.x == 0)
+        rstd[blockIdx.x] = r;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        yr[c] = xr[c] * r * w[c];
+}
+
+void cuda_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C,
+                          float eps)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    rmsnorm_fwd_kernel<<<N, ROW_THREADS, 0, stream()>>>(y, rstd, x, w, C, eps);
+}
+
+/* dx_c += r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j), as ops.c. */
+__global__ static void rmsnorm_bwd_kernel(float *dx, const float *dy, const float *x,
+                                          const float *w, const float *rstd, int C)
+{
+    __shared__ float sh[32];
+    size_t off = (size_t)blockIdx.x * C;
+    const float *xr = x + off, *dyr = dy + off;
+    float *dxr = dx + off;
+    float r = rstd[blockIdx.x];
+    float dot = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dot += w[c] * dyr[c] * xr[c];
+    dot = block_sum(dot, sh);
+    float k = r * r * r * dot / (float)C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dxr[c] += r * w[c] * dyr[c] - k * xr[c];
+}
+
+/* out (C) += column sums of a (N,C), each term a[n][c] * x[n][c] * rstd[n]
+ * when x is set (RMSNorm's dw), a[n][c] alone otherwise (a bias). Block
+ * (COLSUM_W, COLSUM_G). */
+__global__ static void colsum_kernel(float *out, const float *a, const float *x,
+                                     const float *rstd, int N, int C)
+{
+    __shared__ float part[COLSUM_G][COLSUM_W + 1];
+    int lane = threadIdx.x, g = threadIdx.y;
+    int c = blockIdx.x * COLSUM_W + lane;
+    float s = 0.0f;
+    if (c < C) {
+#pragma unroll 4
+        for (int n = g; n < N; n += COLSUM_G) {
+            size_t i = (size_t)n * C + c;
+            s += x ? a[i] * x[i] * rstd[n] : a[i];
+        }
+    }
+    part[g][lane] = s;
+    __syncthreads();
+    if (g == 0 && c < C) {
+        float t = 0.0f;
+        for (int k = 0; k < COLSUM_G; k++)
+            t += part[k][lane];
+        out[c] += t;
+    }
+}
+
+static void colsum(float *out, const float *a, const float *x, const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    dim3 block(COLSUM_W, COLSUM_G);
+    colsum_kernel<<<(C + COLSUM_W - 1) / COLSUM_W, block, 0, stream()>>>(out, a, x, rstd, N, C);
+}
+
+void cuda_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                           const float *w, const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    rmsnorm_bwd_kernel<<<N, ROW_THREADS, 0, stream()>>>(dx, dy, x, w, rstd, C);
+    if (dw)
+        colsum(dw, dy, x, rstd, N, C);
+}
+
+/* ---- gated activations and soft-cap ------------------------------------ */
+
+__global__ static void swiglu_fwd_kernel(float *h, const float *g, const float *u, size_t n)
+{
+    FOR_EACH(i, n) {
+        float x = g[i];
+        float s = 1.0f / (1.0f + expf(-x));
+        h[i] = x * s * u[i];
+    }
+}
+
+__global__ static void swiglu_bwd_kernel(float *dg, float *du, const float *dh, const float *g,
+                                         const float *u, size_t n)
+{
+    FOR_EACH(i, n) {
+        float x = g[i];
+        float s = 1.0f / (1.0f + expf(-x));
+        /* d silu/dx = s (1 + x (1 - s)) */
+        dg[i] += dh[i] * u[i] * s * (1.0f + x * (1.0f - s));
+        du[i] += dh[i] * x * s;
+    }
+}
+
+/* GELU, tanh approximation, as ops.c. */
+#define GELU_S 0.7978845608028654f
+#define GELU_A 0.044715f
+
+__global__ static void geglu_fwd_kernel(float *h, const float *g, const float *u, size_t n)
+{
+    FOR_EACH(i, n) {
+        float x = g[i];
+        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+        h[i] = 0.5f * x * (1.0f + t) * u[i];
+    }
+}
+
+__global__ static void geglu_bwd_kernel(float *dg, float *du, const float *dh, const float *g,
+                                        const float *u, size_t n)
+{
+    FOR_EACH(i, n) {
+        float x = g[i];
+        float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
+        float gelu = 0.5f * x * (1.0f + t);
+        float dgelu = 0.5f * (1.0f + t) +
+                      0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
+        dg[i] += dh[i] * u[i] * dgelu;
+        du[i] += dh[i] * gelu;
+    }
+}
+
+void cuda_swiglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+    if (n)
+        swiglu_fwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(h, g, u, n);
+}
+
+void cuda_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
+                          const float *u, size_t n)
+{
+    if (n)
+        swiglu_bwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dg, du, dh, g, u, n);
+}
+
+void cuda_geglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+    if (n)
+        geglu_fwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(h, g, u, n);
+}
+
+void cuda_geglu_backward(float *dg, float *du, const float *dh, const float *g,
+                         const float *u, size_t n)
+{
+    if (n)
+        geglu_bwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dg, du, dh, g, u, n);
+}
+
+__global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)
+{
+    FOR_EACH(i, n)
+        x[i] = cap * tanhf(x[i] * inv);
+}
+
+__global__ static void softcap_bwd_kernel(float *dx, const float *y, size_t n, float inv)
+{
+    FOR_EACH(i, n) {
+        float t = y[i] * inv;
+        dx[i] *= 1.0f - t * t;
+    }
+}
+
+void cuda_softcap(float *x, size_t n, float cap)
+{
+    if (n)
+        softcap_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(x, n, cap, 1.0f / cap);
+}
+
+void cuda_softcap_backward(float *dx, const float *y, size_t n, float cap)
+{
+    if (n)
+        softcap_bwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dx, y, n, 1.0f / cap);
+}
+
+/* ---- cross-entropy ----------------------------------------------------- */
+
+/* A running softmax denominator: s = sum exp(x - m) over what was seen. */
+struct lse_acc {
+    float m, s;
+};
+
+__device__ static struct lse_acc lse_join(struct lse_acc a, struct lse_acc b)
+{
+    float m = fmaxf(a.m, b.m);
+    struct lse_acc r = {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+    return r;
+}
+
+/* The greatest value and its lowest index. */
+struct arg_max {
+    float v;
+    int i;
+};
+
+__device__ static struct arg_max argmax_join(struct arg_max a, struct arg_max b)
+{
+    return b.v > a.v || (b.v == a.v && b.i < a.i) ? b : a;
+}
+
+/* Row blockIdx.x of logits (V wide): each thread walks its columns (every
+ * XENT_THREADS-th, in order) keeping an online max and sum and an arg-max;
+ * warps join by shuffles, then warp 0 joins the warps in order. With
+ * `grad` a second pass writes (softmax - onehot) * scale over the row. */
+__global__ static void xent_kernel(float *logits, const int32_t *targets, int V, int grad,
+                                   float dscale, const float *w, float *row_loss,
+                                   int32_t *hits)
+{
+    __shared__ struct lse_acc sl[32];
+    __shared__ struct arg_max sa[32];
+    int r = blockIdx.x, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    float *x = logits + (size_t)r * V;
+    int t = targets[r];
+    if (t < 0 || t >= V) { /* the caller validates targets; a bad one shows as a NaN loss */
+        if (threadIdx.x == 0) {
+            row_loss[r] = NAN;
+            if (hits)
+                hits[r] = 0;
+        }
+        return;
+    }
+    float xt = x[t];
+    struct lse_acc acc = {-FLT_MAX, 0.0f};
+    struct arg_max best = {-INFINITY, INT32_MAX};
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float v = x[j];
+        if (v > acc.m) {
+            acc.s = acc.s * expf(acc.m - v) + 1.0f;
+            acc.m = v;
+        } else {
+            acc.s += expf(v - acc.m);
+        }
+        if (v > best.v) {
+            best.v = v;
+            best.i = j;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        struct lse_acc oa = {__shfl_down_sync(0xffffffffu, acc.m, o),
+                             __shfl_down_sync(0xffffffffu, acc.s, o)};
+        struct arg_max ob = {__shfl_down_sync(0xffffffffu, best.v, o),
+                             __shfl_down_sync(0xffffffffu, best.i, o)};
+        acc = lse_join(acc, oa);
+        best = argmax_join(best, ob);
+    }
+    if (lane == 0) {
+        sl[wp] = acc;
+        sa[wp] = best;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int nw = (blockDim.x + 31) >> 5;
+        for (int k = 1; k < nw; k++) {
+            acc = lse_join(acc, sl[k]);
+            best = argmax_join(best, sa[k]);
+        }
+        sl[0] = acc;
+        row_loss[r] = acc.m + logf(acc.s) - xt;
+        if (hits)
+            hits[r] = best.i == t;
+    }
+    if (!grad)
+        return;
+    __syncthreads();
+    acc = sl[0];
+    float scale = w ? dscale * w[r] : dscale;
+    float k = scale / acc.s;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float p = __fmul_rn(expf(x[j] - acc.m), k);
+        x[j] = j == t ? p - scale : p;
+    }
+}
+
+void cuda_xent_rows(float *logits, const int32_t *targets, int M, int V, int grad,
+                    float dscale, const float *w, float *row_loss, int32_t *hits)
+{
+    if (M <= 0 || V <= 0)
+        return;
+    xent_kernel<<<M, XENT_THREADS, 0, stream()>>>(logits, targets, V, grad, dscale, w, row_loss,
+                                                  hits);
+}
+
+/* ---- token embedding --------------------------------------------------- */
+
+__device__ static float bf16_to_f32(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+/* linear_f32_to_bf16 on the device: nearest, ties to even, NaN kept. */
+__device__ static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu))
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Row i of out = row ids[i] of the table times scale; a negative id (the
+ * caller validates ids) gives a zero row rather than a stray read. */
+__global__ static void embed_fwd_kernel(float *out, const int32_t *ids, size_t n, const float *tf,
+                                        const uint16_t *tb, int C, float scale)
+{
+    FOR_EACH(e, n * (size_t)C) {
+        size_t i = e / (size_t)C, c = e % (size_t)C;
+        int32_t id = ids[i];
+        float v = 0.0f;
+        if (id >= 0) {
+            size_t s = (size_t)id * C + c;
+            v = tf ? tf[s] : bf16_to_f32(tb[s]);
+        }
+        out[e] = __fmul_rn(v, scale);
+    }
+}
+
+void cuda_embed_forward(float *out, const int32_t *ids, int n, const float *tf,
+                        const uint16_t *tb, int C, float scale)
+{
+    size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(C > 0 ? C : 0);
+    if (total)
+        embed_fwd_kernel<<<ew_blocks(total), EW_THREADS, 0, stream()>>>(out, ids, (size_t)n, tf,
+                                                                       tb, C, scale);
+}
+
+/* Block (x, y) owns columns [x*EMB_THREADS, ...) of the table rows whose id
+ * is y modulo EMB_PARTS; each thread adds its column of every such row of
+ * dout, in row order, as model_pass.c's serial loop does (dw += d * sc,
+ * unfused), so the bits are the CPU's. */
+__global__ static void embed_bwd_kernel(float *dtable, const int32_t *ids, int n,
+                                        const float *dout, int C, float scale)
+{
+    __shared__ int32_t tile[EMB_TILE];
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int part = blockIdx.y;
+    for (int i0 = 0; i0 < n; i0 += EMB_TILE) {
+        int cnt = n - i0 < EMB_TILE ? n - i0 : EMB_TILE;
+        __syncthreads();
+        for (int k = threadIdx.x; k < cnt; k += blockDim.x)
+            tile[k] = ids[i0 + k];
+        __syncthreads();
+        if (c >= C)
+            continue;
+        for (int k = 0; k < cnt; k++) {
+            int32_t id = tile[k];
+            if (id < 0 || id % EMB_PARTS != part)
+                continue;
+            float *d = dtable + (size_t)id * C + c;
+            *d = __fadd_rn(*d, __fmul_rn(dout[(size_t)(i0 + k) * C + c], scale));
+        }
+    }
+}
+
+void cuda_embed_backward(float *dtable, const int32_t *ids, int n, const float *dout, int C,
+                         float scale)
+{
+    if (n <= 0 || C <= 0)
+        return;
+    dim3 grid((C + EMB_THREADS - 1) / EMB_THREADS, EMB_PARTS);
+    embed_bwd_kernel<<<grid, EMB_THREADS, 0, stream()>>>(dtable, ids, n, dout, C, scale);
+}
+
+/* ---- elementwise and bias ---------------------------------------------- */
+
+__global__ static void add_kernel(float *y, const float *a, const float *b, size_t n)
+{
+    FOR_EACH(i, n)
+        y[i] = a[i] + b[i];
+}
+
+__global__ static void accumulate_kernel(float *y, const float *x, size_t n)
+{
+    FOR_EACH(i, n)
+        y[i] += x[i];
+}
+
+__global__ static void scale_kernel(float *y, float s, size_t n)
+{
+    FOR_EACH(i, n)
+        y[i] *= s;
+}
+
+__global__ static void add_bias_kernel(float *y, const float *bias, size_t n, int C)
+{
+    FOR_EACH(i, n)
+        y[i] += bias[i % (size_t)C];
+}
+
+void cuda_add(float *y, const float *a, const float *b, size_t n)
+{
+    if (n)
+        add_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, a, b, n);
+}
+
+void cuda_accumulate(float *y, const float *x, size_t n)
+{
+    if (n)
+        accumulate_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, x, n);
+}
+
+void cuda_scale(float *y, float s, size_t n)
+{
+    if (n)
+        scale_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, s, n);
+}
+
+void cuda_zero(void *y, size_t bytes)
+{
+    if (bytes)
+        cudaMemsetAsync(y, 0, bytes, stream()); /* an error stays for cuda_ctx_sync */
+}
+
+void cuda_add_bias(float *y, const float *bias, int N, int C)
+{
+    size_t n = (size_t)(N > 0 ? N : 0) * (size_t)(C > 0 ? C : 0);
+    if (n)
+        add_bias_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, bias, n, C);
+}
+
+void cuda_bias_backward(float *dbias, const float *dy, int N, int C)
+{
+    colsum(dbias, dy, NULL, NULL, N, C);
+}
+
+/* ---- bf16 -------------------------------------------------------------- */
+
+__global__ static void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
+{
+    FOR_EACH(i, n)
+        dst[i] = f32_to_bf16(src[i]);
+}
+
+__global__ static void from_bf16_kernel(float *dst, const uint16_t *src, size_t n)
+{
+    FOR_EACH(i, n)
+        dst[i] = bf16_to_f32(src[i]);
+}
+
+void cuda_to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+    if (n)
+        to_bf16_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dst, src, n);
+}
+
+void cuda_from_bf16(float *dst, const uint16_t *src, size_t n)
+{
+    if (n)
+        from_bf16_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dst, src, n);
+}
+
+/* ---- NF4 --------------------------------------------------------------- */
+
+/* The 16 levels, passed by value from nf4_levels (one table, the CPU's). */
+struct nf4_table {
+    float v[16];
+};
+
+/* nf4_block_scale's value, unfused: mean + code * (absmax / 127). */
+__device__ static float nf4_scale(const int8_t *scale_codes, const float *group_mean,
+                                  const float *group_absmax, size_t b)
+{
+    size_t g = b / NF4_SCALE_GROUP;
+    return __fadd_rn(group_mean[g],
+                     __fmul_rn((float)scale_codes[b], __fdiv_rn(group_absmax[g], 127.0f)));
+}
+
+/* Each thread decodes an octet, values [start + 8o, +8) of the range; each
+ * value is level * block scale, as nf4_dequantize_range's table holds it,
+ * then rounded to bf16. `vec`: start is a multiple of 8 (so an octet never
+ * straddles two blocks), the codes are 4-byte and dst 16-byte aligned, so
+ * a whole octet loads its 4 code bytes and stores its 8 values at once.
+ * Otherwise (any start: the contract asks for a multiple of NF4_BLOCK, but
+ * nothing here needs it) each value finds its own block. */
+__global__ static void nf4_bf16_kernel(uint16_t *dst, const uint8_t *codes,
+                                       const int8_t *scale_codes, const float *group_mean,
+                                       const float *group_absmax, size_t start, size_t count,
+                                       struct nf4_table lv, int vec)
+{
+    __shared__ float level[16];
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        if (threadIdx.x == k)
+            level[k] = lv.v[k];
+    __syncthreads();
+    size_t octets = (count + 7) / 8;
+    FOR_EACH(o, octets) {
+        size_t e0 = start + 8 * o;
+        size_t m = count - 8 * o < 8 ? count - 8 * o : 8;
+        uint16_t *out = dst + 8 * o;
+        if (vec && m == 8) {
+            float s = nf4_scale(scale_codes, group_mean, group_absmax, e0 / NF4_BLOCK);
+            uint32_t word = *(const uint32_t *)(codes + e0 / 2);
+            uint32_t h[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                uint32_t byte = (word >> (8 * j)) & 0xffu;
+                uint32_t hi = f32_to_bf16(__fmul_rn(level[byte >> 4], s));
+                uint32_t lo = f32_to_bf16(__fmul_rn(level[byte & 15u], s));
+                h[j] = hi | lo << 16; /* element 2j first: the lower half */
+            }
+            *(uint4 *)out = make_uint4(h[0], h[1], h[2], h[3]);
+            continue;
+        }
+        for (size_t j = 0; j < m; j++) {
+            size_t e = e0 + j;
+            float s = nf4_scale(scale_codes, group_mean, group_absmax, e / NF4_BLOCK);
+            uint8_t byte = codes[e / 2];
+            unsigned q = e & 1 ? byte & 15u : (unsigned)byte >> 4;
+            out[j] = f32_to_bf16(__fmul_rn(level[q], s));
+        }
+    }
+}
+
+void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, size_t count)
+{
+    if (!count)
+        return;
+    struct nf4_table lv;
+    for (int k = 0; k < 16; k++)
+        lv.v[k] = nf4_levels[k];
+    const uint8_t *c0 = t->codes + start / 2;
+    int vec = start % 8 == 0 && ((uintptr_t)c0 & 3u) == 0 && ((uintptr_t)dst & 15u) == 0;
+    nf4_bf16_kernel<<<ew_blocks((count + 7) / 8), EW_THREADS, 0, stream()>>>(
+        dst, t->codes, t->scale_codes, t->group_mean, t->group_absmax, start, count, lv, vec);
+}
+
+/* ---- LoRA dropout ------------------------------------------------------ */
+
+/* core/rng.c's splitmix64 and rng_derive, bit for bit. */
+__device__ static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+__device__ static uint64_t rng_derive_dev(uint64_t seed, uint64_t stream_no)
+{
+    uint64_t x = seed ^ (stream_no * 0xd1b54a32d192ed03ULL);
+    splitmix64(&x);
+    return splitmix64(&x);
+}
+
+/* linear_dropout_keep's draw: 32 bits of one 64-bit draw per element, two
+ * elements a draw; dropped below `cut`, else scaled by `keep`. */
+__global__ static void dropout_kernel(float *x_out, const float *x, size_t n, uint64_t seed,
+                                      size_t e0, uint32_t cut, float keep)
+{
+    FOR_EACH(i, n) {
+        size_t e = e0 + i;
+        uint64_t word = rng_derive_dev(seed, (uint64_t)(e >> 1));
+        uint32_t u = (uint32_t)(e & 1 ? word >> 32 : word);
+        x_out[i] = __fmul_rn(u < cut ? 0.0f : keep, x[i]);
+    }
+}
+
+void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed, size_t e0)
+{
+    if (!n)
+        return;
+    if (p >= 1.0f) { /* outside the contract's [0, 1): everything dropped */
+        cudaMemsetAsync(x_out, 0, n * sizeof(float), stream());
+        return;
+    }
+    /* as linear_dropout_keep computes them, on the host */
+    uint32_t cut = p > 0.0f ? (uint32_t)((double)p * 4294967296.0) : 0;
+    float keep = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+    dropout_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(x_out, x, n, seed, e0, cut, keep);
+}
+
+/* ---- gradient norm and AdamW ------------------------------------------- */
+
+/* Each block's share of the sum of squares, written by sumsq_blocks_kernel
+ * and read by sumsq_total_kernel on the same stream. */
+__device__ static double sumsq_part[SUMSQ_BLOCKS];
+
+/* Block b owns chunks [b*per, (b+1)*per); warp w takes every SUMSQ_WARPS-th
+ * of them in order, each chunk summed in float (lane-strided, then a
+ * butterfly) and added to the warp's double; the warps' doubles are added
+ * in warp order. */
+__global__ static void sumsq_blocks_kernel(const float *g, size_t n, size_t per)
+{
+    __shared__ double wsum[SUMSQ_WARPS];
+    int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    size_t c0 = blockIdx.x * per, c1 = c0 + per < chunks ? c0 + per : chunks;
+    double acc = 0.0;
+    /* rounds of SUMSQ_WARPS chunks, so that every warp takes every round */
+    for (size_t cr = c0; cr < c1; cr += SUMSQ_WARPS) {
+        size_t c = cr + wp;
+        size_t s = c * NORM_CHUNK, e = c < c1 ? (s + NORM_CHUNK < n ? s + NORM_CHUNK : n) : s;
+        float f = 0.0f;
+#pragma unroll 8
+        for (size_t i = s + lane; i < e; i += 32)
+            f += g[i] * g[i];
+        f = warp_sum(f);
+        if (c < c1)
+            acc += (double)f;
+    }
+    if (lane == 0)
+        wsum[wp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int k = 0; k < SUMSQ_WARPS; k++)
+            t += wsum[k];
+        sumsq_part[blockIdx.x] = t;
+    }
+}
+
+__global__ static void sumsq_total_kernel(double *out, int blocks)
+{
+    double t = 0.0;
+    for (int b = 0; b < blocks; b++)
+        t += sumsq_part[b];
+    *out = t;
+}
+
+void cuda_sumsq(double *out, const float *g, size_t n)
+{
+    size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    if (!chunks) {
+        cudaMemsetAsync(out, 0, sizeof *out, stream());
+        return;
+    }
+    size_t per = (chunks + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;
+    int blocks = (int)((chunks + per - 1) / per);
+    sumsq_blocks_kernel<<<blocks, SUMSQ_WARPS * 32, 0, stream()>>>(g, n, per);
+    sumsq_total_kernel<<<1, 1, 0, stream()>>>(out, blocks);
+}
+
+/* kern.c's adamw_scalar, operation for operation, unfused. */
+__global__ static void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n,
+                                    size_t n_decay, float gscale, float b1, float b2,
+                                    float step, float rc2, float eps, float decay)
+{
+    FOR_EACH(i, n) {
+        float dk = i < n_decay ? decay : 1.0f;
+        float gi = __fmul_rn(g[i], gscale);
+        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
+        float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rc2), eps);
+        p[i] = __fsub_rn(__fmul_rn(p[i], dk), __fdiv_rn(__fmul_rn(step, mi), den));
+    }
+}
+
+void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, size_t n_decay,
+                float gscale, float lr, float beta1, float beta2, float eps, float wd,
+                uint64_t t)
+{
+    if (!n)
+        return;
+    float step, rc2, decay;
+    optim_adamw_factors(t, beta1, beta2, lr, wd, &step, &rc2, &decay);
+    adamw_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(
+        p, g, m, v, n, n_decay < n ? n_decay : n, gscale, beta1, beta2, step, rc2, eps, decay);
+}

@@ -1,0 +1,669 @@
+/* test_cuda_ops.c - the GPU kernels of train/cuda/cuda_ops.cu (everything
+ * but attention and RoPE) against their CPU twins in train/ on the same
+ * random inputs: sizes that are not multiples of any block, a 50257-wide
+ * vocabulary, NF4 over a few scale groups, dropout masks bit for bit
+ * against linear_dropout_keep, bf16 conversion of ties, NaN, Inf and
+ * subnormals.
+ *
+ * Tolerances (cuda_ops.h): fp32 kernels within 1e-4 relative of the CPU
+ * (|gpu - cpu| <= 1e-4 (|cpu| + rms(cpu)), the rms term for entries near
+ * zero); exact bits where the contract promises the CPU's bits: bf16
+ * conversions, NF4 values, dropout, the embedding, the elementwise
+ * helpers, AdamW. Reductions are also run twice and must repeat their
+ * bits (determinism).
+ *
+ * Needs a GPU: without one it prints a `skip:` line and exits 77 (CTest's
+ * skip code).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_ops.h"
+#include "train/linear.h"
+#include "train/nf4.h"
+#include "train/ops.h"
+#include "train/optim.h"
+
+#define RTOL 1e-4
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static void *dev_copy(const void *host, size_t bytes)
+{
+    void *d = cuda_alloc(bytes ? bytes : 1, 0);
+    if (!d)
+        fail_msg("cuda_alloc(%zu): %s", bytes, cuda_ctx_error());
+    if (bytes && cuda_upload(d, host, bytes) != 0)
+        fail_msg("cuda_upload: %s", cuda_ctx_error());
+    return d;
+}
+
+static void *dev_zero(size_t bytes)
+{
+    void *d = cuda_alloc(bytes ? bytes : 1, 1);
+    if (!d)
+        fail_msg("cuda_alloc(%zu): %s", bytes, cuda_ctx_error());
+    return d;
+}
+
+/* Waits for the kernels, then copies bytes of dev back into host. */
+static void fetch(void *host, const void *dev, size_t bytes)
+{
+    if (cuda_ctx_sync() != 0)
+        fail_msg("kernel failed: %s", cuda_ctx_error());
+    if (cuda_download(host, dev, bytes) != 0)
+        fail_msg("cuda_download: %s", cuda_ctx_error());
+}
+
+static float *fill(size_t n, struct rng *r, float scale)
+{
+    float *x = malloc(n * sizeof *x + 1);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * (2.0f * rng_uniform(r) - 1.0f);
+    return x;
+}
+
+static float *dup(const float *x, size_t n)
+{
+    float *y = malloc(n * sizeof *y + 1);
+    assert_non_null(y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+/* |got - want| <= RTOL (|want| + rms(want)) everywhere; prints the worst. */
+static void expect_close(const char *what, const float *got, const float *want, size_t n)
+{
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++)
+        ss += (double)want[i] * want[i];
+    double rms = n ? sqrt(ss / (double)n) : 0.0;
+    size_t bad = 0, worst = 0;
+    double worst_ratio = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)want[i]);
+        double lim = RTOL * (fabs((double)want[i]) + rms);
+        double ratio = lim > 0.0 ? err / lim : (err > 0.0 ? INFINITY : 0.0);
+        if (!(ratio <= 1.0))
+            bad++;
+        if (!(ratio <= worst_ratio)) {
+            worst_ratio = ratio;
+            worst = i;
+        }
+    }
+    if (bad)
+        fail_msg("%s: %zu of %zu values off; worst [%zu] gpu %.9g cpu %.9g (%.3g x the "
+                 "tolerance)",
+                 what, bad, n, worst, (double)got[worst], (double)want[worst], worst_ratio);
+}
+
+static void expect_same_bits(const char *what, const void *got, const void *want, size_t bytes,
+                             size_t elem)
+{
+    const unsigned char *g = got, *w = want;
+    for (size_t i = 0; i < bytes; i++) {
+        if (g[i] != w[i]) {
+            size_t e = i / elem, o = e * elem;
+            uint32_t gv = 0, wv = 0;
+            memcpy(&gv, g + o, elem < 4 ? elem : 4);
+            memcpy(&wv, w + o, elem < 4 ? elem : 4);
+            fail_msg("%s: element %zu differs: gpu bits 0x%08x, cpu 0x%08x", what, e, gv, wv);
+        }
+    }
+}
+
+/* ---- RMSNorm ----------------------------------------------------------- */
+
+static void rmsnorm_case(int N, int C, int with_dw)
+{
+    struct rng r;
+    rng_seed(&r, (uint64_t)N * 1000 + (uint64_t)C);
+    size_t nc = (size_t)N * C;
+    float *x = fill(nc, &r, 2.0f), *w = fill((size_t)C, &r, 1.5f), *dy = fill(nc, &r, 1.0f);
+    float *dx0 = fill(nc, &r, 0.5f), *dw0 = fill((size_t)C, &r, 0.5f);
+    float *y = malloc(nc * sizeof *y), *rstd = malloc((size_t)N * sizeof *rstd);
+    float *dx = dup(dx0, nc), *dw = dup(dw0, (size_t)C);
+    ops_rmsnorm_forward(y, rstd, x, w, N, C, 1e-5f);
+    ops_rmsnorm_backward(dx, with_dw ? dw : NULL, dy, x, w, rstd, N, C);
+
+    float *gx = dev_copy(x, nc * 4), *gw = dev_copy(w, (size_t)C * 4), *gdy = dev_copy(dy, nc * 4);
+    float *gy = dev_zero(nc * 4), *grstd = dev_zero((size_t)N * 4);
+    float *gdx = dev_copy(dx0, nc * 4), *gdw = dev_copy(dw0, (size_t)C * 4);
+    cuda_rmsnorm_forward(gy, grstd, gx, gw, N, C, 1e-5f);
+    cuda_rmsnorm_backward(gdx, with_dw ? gdw : NULL, gdy, gx, gw, grstd, N, C);
+    float *hy = malloc(nc * 4), *hr = malloc((size_t)N * 4), *hdx = malloc(nc * 4);
+    float *hdw = malloc((size_t)C * 4), *hdw2 = malloc((size_t)C * 4);
+    fetch(hy, gy, nc * 4);
+    fetch(hr, grstd, (size_t)N * 4);
+    fetch(hdx, gdx, nc * 4);
+    fetch(hdw, gdw, (size_t)C * 4);
+    expect_close("rmsnorm y", hy, y, nc);
+    expect_close("rmsnorm rstd", hr, rstd, (size_t)N);
+    expect_close("rmsnorm dx", hdx, dx, nc);
+    if (with_dw) {
+        expect_close("rmsnorm dw", hdw, dw, (size_t)C);
+        /* the same sums again from the same start: the same bits */
+        cuda_upload(gdw, dw0, (size_t)C * 4);
+        cuda_rmsnorm_backward(gdx, gdw, gdy, gx, gw, grstd, N, C);
+        fetch(hdw2, gdw, (size_t)C * 4);
+        expect_same_bits("rmsnorm dw, run twice", hdw2, hdw, (size_t)C * 4, 4);
+    } else {
+        expect_same_bits("rmsnorm dw NULL leaves dw", hdw, dw0, (size_t)C * 4, 4);
+    }
+    cuda_free(gx), cuda_free(gw), cuda_free(gdy), cuda_free(gy), cuda_free(grstd);
+    cuda_free(gdx), cuda_free(gdw);
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(y), free(rstd), free(dx), free(dw);
+    free(hy), free(hr), free(hdx), free(hdw), free(hdw2);
+}
+
+static void rmsnorm_matches_cpu(void **state)
+{
+    (void)state;
+    rmsnorm_case(1, 63, 1);
+    rmsnorm_case(7, 1000, 1);
+    rmsnorm_case(33, 2053, 0);
+    rmsnorm_case(300, 577, 1); /* more rows than the column sum's row groups */
+}
+
+/* ---- gated activations and soft-cap ------------------------------------ */
+
+typedef void (*act_fwd)(float *, const float *, const float *, size_t);
+typedef void (*act_bwd)(float *, float *, const float *, const float *, const float *, size_t);
+
+static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, act_fwd gpu_f,
+                     act_bwd gpu_b, size_t n)
+{
+    struct rng r;
+    rng_seed(&r, n);
+    float *g = fill(n, &r, 6.0f), *u = fill(n, &r, 2.0f), *dh = fill(n, &r, 1.0f);
+    float *dg0 = fill(n, &r, 0.5f), *du0 = fill(n, &r, 0.5f);
+    float *h = malloc(n * 4), *dg = dup(dg0, n), *du = dup(du0, n);
+    cpu_f(h, g, u, n);
+    cpu_b(dg, du, dh, g, u, n);
+    float *gg = dev_copy(g, n * 4), *gu = dev_copy(u, n * 4), *gdh = dev_copy(dh, n * 4);
+    float *gh = dev_zero(n * 4), *gdg = dev_copy(dg0, n * 4), *gdu = dev_copy(du0, n * 4);
+    gpu_f(gh, gg, gu, n);
+    gpu_b(gdg, gdu, gdh, gg, gu, n);
+    float *out = malloc(n * 4);
+    char what[64];
+    fetch(out, gh, n * 4);
+    snprintf(what, sizeof what, "%s forward (n %zu)", name, n);
+    expect_close(what, out, h, n);
+    fetch(out, gdg, n * 4);
+    snprintf(what, sizeof what, "%s dg (n %zu)", name, n);
+    expect_close(what, out, dg, n);
+    fetch(out, gdu, n * 4);
+    snprintf(what, sizeof what, "%s du (n %zu)", name, n);
+    expect_close(what, out, du, n);
+    cuda_free(gg), cuda_free(gu), cuda_free(gdh), cuda_free(gh), cuda_free(gdg), cuda_free(gdu);
+    free(g), free(u), free(dh), free(dg0), free(du0), free(h), free(dg), free(du), free(out);
+}
+
+static void gated_activations_match_cpu(void **state)
+{
+    (void)state;
+    size_t sizes[] = {1, 255, 100003};
+    for (size_t i = 0; i < 3; i++) {
+        act_case("swiglu", ops_swiglu_forward, ops_swiglu_backward, cuda_swiglu_forward,
+                 cuda_swiglu_backward, sizes[i]);
+        act_case("geglu", ops_geglu_forward, ops_geglu_backward, cuda_geglu_forward,
+                 cuda_geglu_backward, sizes[i]);
+    }
+}
+
+static void softcap_matches_cpu(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 5);
+    size_t n = 70001;
+    float cap = 30.0f;
+    float *x = fill(n, &r, 100.0f), *dx0 = fill(n, &r, 1.0f);
+    float *y = dup(x, n), *dx = dup(dx0, n), *out = malloc(n * 4);
+    ops_softcap(y, n, cap);
+    ops_softcap_backward(dx, y, n, cap);
+    float *gx = dev_copy(x, n * 4), *gdx = dev_copy(dx0, n * 4), *gy = dev_copy(y, n * 4);
+    cuda_softcap(gx, n, cap);
+    fetch(out, gx, n * 4);
+    expect_close("softcap", out, y, n);
+    /* the backward reads the CPU's capped values: 1 - (y/cap)^2 near the
+     * cap would magnify an ulp of difference in y */
+    cuda_softcap_backward(gdx, gy, n, cap);
+    fetch(out, gdx, n * 4);
+    expect_close("softcap backward", out, dx, n);
+    cuda_free(gx), cuda_free(gdx), cuda_free(gy);
+    free(x), free(dx0), free(y), free(dx), free(out);
+}
+
+/* ---- cross-entropy ----------------------------------------------------- */
+
+/* M rows of V logits; the GPU's loss, hits and (with grad) gradient against
+ * ops_xent_rows and ops_argmax_hits row by row. */
+static void xent_case(int M, int V, int grad, int weighted)
+{
+    struct rng r;
+    rng_seed(&r, (uint64_t)M * 7 + (uint64_t)V);
+    size_t mv = (size_t)M * V;
+    float *x = fill(mv, &r, 8.0f);
+    int32_t *t = malloc((size_t)M * sizeof *t);
+    float *w = malloc((size_t)M * sizeof *w), *wc = malloc((size_t)M * sizeof *wc);
+    float dscale = 0.37f;
+    for (int i = 0; i < M; i++) {
+        t[i] = (int32_t)rng_below(&r, (uint64_t)V);
+        w[i] = 0.25f + rng_uniform(&r);
+        wc[i] = weighted ? dscale * w[i] : dscale;
+        /* The top is raised by 1 only: a target with nearly all the
+         * probability would leave its gradient p - 1 to cancellation, where
+         * the CPU's own float sum of the row is the less exact side. */
+        float *row = x + (size_t)i * V, top = row[0];
+        for (int j = 1; j < V; j++)
+            top = row[j] > top ? row[j] : top;
+        if (i % 3 == 0) /* the target is the maximum: a hit */
+            row[t[i]] = top + 1.0f;
+        if (i % 3 == 1 && V > 1) { /* a tie at the top: only the lower id hits */
+            int other = (t[i] + 1 + (int)rng_below(&r, (uint64_t)(V - 1))) % V;
+            row[t[i]] = row[other] = top + 1.0f;
+        }
+    }
+    float *ref = dup(x, mv);
+    double *loss = malloc((size_t)M * sizeof *loss);
+    int32_t *hits = malloc((size_t)M * sizeof *hits);
+    for (int i = 0; i < M; i++)
+        hits[i] = (int32_t)ops_argmax_hits(x + (size_t)i * V, t + i, 1, V);
+    ops_xent_rows(ref, t, M, V, grad ? wc : NULL, loss);
+
+    float *gx = dev_copy(x, mv * 4), *gw = dev_copy(w, (size_t)M * 4);
+    int32_t *gt = dev_copy(t, (size_t)M * 4), *gh = dev_zero((size_t)M * 4);
+    float *gl = dev_zero((size_t)M * 4);
+    cuda_xent_rows(gx, gt, M, V, grad, dscale, weighted ? gw : NULL, gl, gh);
+    float *hl = malloc((size_t)M * 4), *lossf = malloc((size_t)M * 4), *out = malloc(mv * 4);
+    int32_t *hh = malloc((size_t)M * 4);
+    fetch(hl, gl, (size_t)M * 4);
+    fetch(hh, gh, (size_t)M * 4);
+    fetch(out, gx, mv * 4);
+    for (int i = 0; i < M; i++)
+        lossf[i] = (float)loss[i];
+    char what[96];
+    snprintf(what, sizeof what, "xent loss (M %d, V %d)", M, V);
+    expect_close(what, hl, lossf, (size_t)M);
+    snprintf(what, sizeof what, "xent hits (M %d, V %d)", M, V);
+    expect_same_bits(what, hh, hits, (size_t)M * 4, 4);
+    int any = 0;
+    for (int i = 0; i < M; i++)
+        any += hits[i];
+    assert_true(any > 0); /* the rows made to hit did */
+    snprintf(what, sizeof what, "xent %s (M %d, V %d)", grad ? "gradient" : "logits kept", M, V);
+    if (grad)
+        expect_close(what, out, ref, mv);
+    else
+        expect_same_bits(what, out, x, mv * 4, 4);
+    cuda_free(gx), cuda_free(gw), cuda_free(gt), cuda_free(gh), cuda_free(gl);
+    free(x), free(t), free(w), free(wc), free(ref), free(loss), free(hits);
+    free(hl), free(lossf), free(out), free(hh);
+}
+
+static void xent_matches_cpu(void **state)
+{
+    (void)state;
+    xent_case(6, 50257, 1, 1);
+    xent_case(5, 50257, 1, 0);
+    xent_case(37, 1000, 0, 0);
+    xent_case(4, 3, 1, 1); /* fewer columns than threads */
+}
+
+/* ---- embedding --------------------------------------------------------- */
+
+static void embedding_matches_cpu(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 11);
+    int V = 300, C = 257, n = 501;
+    size_t vc = (size_t)V * C, nc = (size_t)n * C;
+    float scale = sqrtf((float)C);
+    float *tf = fill(vc, &r, 1.0f);
+    uint16_t *tb = malloc(vc * sizeof *tb);
+    for (size_t i = 0; i < vc; i++)
+        tb[i] = linear_f32_to_bf16(tf[i] * 3.0f);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    for (int i = 0; i < n; i++) /* repeats, and ids past EMB_PARTS */
+        ids[i] = (int32_t)rng_below(&r, (uint64_t)V);
+    /* model_embed: the row, times the scale */
+    float *want_f = malloc(nc * 4), *want_b = malloc(nc * 4), *out = malloc(nc * 4);
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < C; c++) {
+            size_t s = (size_t)ids[i] * C + c;
+            want_f[(size_t)i * C + c] = tf[s] * scale;
+            want_b[(size_t)i * C + c] = linear_bf16_to_f32(tb[s]) * scale;
+        }
+    float *gtf = dev_copy(tf, vc * 4), *gout = dev_zero(nc * 4);
+    uint16_t *gtb = dev_copy(tb, vc * 2);
+    int32_t *gids = dev_copy(ids, (size_t)n * 4);
+    cuda_embed_forward(gout, gids, n, gtf, NULL, C, scale);
+    fetch(out, gout, nc * 4);
+    expect_same_bits("embed forward, fp32 table", out, want_f, nc * 4, 4);
+    cuda_embed_forward(gout, gids, n, NULL, gtb, C, scale);
+    fetch(out, gout, nc * 4);
+    expect_same_bits("embed forward, bf16 table", out, want_b, nc * 4, 4);
+
+    /* model_pass.c's serial loop: rows in order, dw += d * sc */
+    float *dout = fill(nc, &r, 1.0f), *dt0 = fill(vc, &r, 0.1f), *dt = dup(dt0, vc);
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < C; c++)
+            dt[(size_t)ids[i] * C + c] += dout[(size_t)i * C + c] * scale;
+    float *gdout = dev_copy(dout, nc * 4), *gdt = dev_copy(dt0, vc * 4);
+    float *hdt = malloc(vc * 4);
+    cuda_embed_backward(gdt, gids, n, gdout, C, scale);
+    fetch(hdt, gdt, vc * 4);
+    expect_same_bits("embed backward", hdt, dt, vc * 4, 4);
+    cuda_free(gtf), cuda_free(gout), cuda_free(gtb), cuda_free(gids), cuda_free(gdout);
+    cuda_free(gdt);
+    free(tf), free(tb), free(ids), free(want_f), free(want_b), free(out), free(dout), free(dt0);
+    free(dt), free(hdt);
+}
+
+/* ---- elementwise and bias ---------------------------------------------- */
+
+static void elementwise_and_bias_match_cpu(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 13);
+    int N = 131, C = 77;
+    size_t n = (size_t)N * C;
+    float *a = fill(n, &r, 3.0f), *b = fill(n, &r, 3.0f), *bias = fill((size_t)C, &r, 1.0f);
+    float *want = malloc(n * 4), *out = malloc(n * 4);
+    float *ga = dev_copy(a, n * 4), *gb = dev_copy(b, n * 4), *gbias = dev_copy(bias, C * 4);
+    float *gy = dev_zero(n * 4);
+
+    ops_add(want, a, b, n);
+    cuda_add(gy, ga, gb, n);
+    fetch(out, gy, n * 4);
+    expect_same_bits("add", out, want, n * 4, 4);
+    cuda_add(ga, ga, gb, n); /* y aliasing a */
+    fetch(out, ga, n * 4);
+    expect_same_bits("add in place", out, want, n * 4, 4);
+
+    ops_accumulate(want, b, n); /* want = a + 2b, ga holds a + b */
+    cuda_accumulate(ga, gb, n);
+    fetch(out, ga, n * 4);
+    expect_same_bits("accumulate", out, want, n * 4, 4);
+
+    for (size_t i = 0; i < n; i++)
+        want[i] *= -0.75f;
+    cuda_scale(ga, -0.75f, n);
+    fetch(out, ga, n * 4);
+    expect_same_bits("scale", out, want, n * 4, 4);
+
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < C; c++)
+            want[(size_t)i * C + c] += bias[c];
+    cuda_add_bias(ga, gbias, N, C);
+    fetch(out, ga, n * 4);
+    expect_same_bits("add_bias", out, want, n * 4, 4);
+
+    /* linear_backward's bias gradient: column sums in row order */
+    float *db = dup(bias, (size_t)C), *hdb = malloc(C * 4), *hdb2 = malloc(C * 4);
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < C; c++)
+            db[c] += a[(size_t)i * C + c];
+    float *gdb = dev_copy(bias, C * 4), *ga0 = dev_copy(a, n * 4);
+    cuda_bias_backward(gdb, ga0, N, C);
+    fetch(hdb, gdb, C * 4);
+    expect_close("bias backward", hdb, db, (size_t)C);
+    cuda_upload(gdb, bias, C * 4);
+    cuda_bias_backward(gdb, ga0, N, C);
+    fetch(hdb2, gdb, C * 4);
+    expect_same_bits("bias backward, run twice", hdb2, hdb, C * 4, 4);
+
+    cuda_zero(ga, n * 4 - 4); /* all but the last float */
+    fetch(out, ga, n * 4);
+    for (size_t i = 0; i + 1 < n; i++)
+        assert_true(out[i] == 0.0f && !signbit(out[i]));
+    assert_true(out[n - 1] == want[n - 1]);
+
+    cuda_free(ga), cuda_free(gb), cuda_free(gbias), cuda_free(gy), cuda_free(gdb);
+    cuda_free(ga0);
+    free(a), free(b), free(bias), free(want), free(out), free(db), free(hdb), free(hdb2);
+}
+
+/* ---- bf16 -------------------------------------------------------------- */
+
+static void bf16_conversions_are_the_cpus(void **state)
+{
+    (void)state;
+    static const uint32_t awkward[] = {
+        0x00000000u, 0x80000000u,             /* +-0 */
+        0x3f808000u, 0x3f818000u,             /* ties: to even, down and up */
+        0x3f807fffu, 0x3f808001u,             /* either side of a tie */
+        0x7f800000u, 0xff800000u,             /* +-Inf */
+        0x7fc00000u, 0xffc00001u, 0x7f800001u, /* quiet and signalling NaNs */
+        0x7fff8000u, 0x7f80ffffu,             /* NaNs that rounding would carry */
+        0x00000001u, 0x00008000u, 0x00018000u, /* subnormals, ties among them */
+        0x007fffffu, 0x807fffffu,             /* the largest subnormals */
+        0x7f7fffffu, 0xff7fffffu,             /* the largest finite: round to Inf */
+        0x7f7f7fffu, 0x3f800000u,
+    };
+    size_t na = sizeof awkward / sizeof awkward[0], n = na + 100000;
+    float *x = malloc(n * 4);
+    memcpy(x, awkward, na * 4);
+    struct rng r;
+    rng_seed(&r, 17);
+    for (size_t i = na; i < n; i++) {
+        uint32_t u = (uint32_t)rng_next(&r);
+        memcpy(&x[i], &u, 4);
+    }
+    uint16_t *want = malloc(n * 2), *got = malloc(n * 2);
+    for (size_t i = 0; i < n; i++)
+        want[i] = linear_f32_to_bf16(x[i]);
+    float *gx = dev_copy(x, n * 4);
+    uint16_t *gh = dev_zero(n * 2);
+    cuda_to_bf16(gh, gx, n);
+    fetch(got, gh, n * 2);
+    expect_same_bits("f32 to bf16", got, want, n * 2, 2);
+
+    /* every bf16 value back to fp32 */
+    uint16_t *all = malloc(65536 * 2);
+    float *wf = malloc(65536 * 4), *gf = malloc(65536 * 4);
+    for (uint32_t i = 0; i < 65536; i++) {
+        all[i] = (uint16_t)i;
+        wf[i] = linear_bf16_to_f32((uint16_t)i);
+    }
+    uint16_t *gall = dev_copy(all, 65536 * 2);
+    float *gout = dev_zero(65536 * 4);
+    cuda_from_bf16(gout, gall, 65536);
+    fetch(gf, gout, 65536 * 4);
+    expect_same_bits("bf16 to f32", gf, wf, 65536 * 4, 4);
+    cuda_free(gx), cuda_free(gh), cuda_free(gall), cuda_free(gout);
+    free(x), free(want), free(got), free(all), free(wf), free(gf);
+}
+
+/* ---- NF4 --------------------------------------------------------------- */
+
+static void nf4_range_case(const struct cuda_nf4 *g, const struct nf4_tensor *t, size_t start,
+                           size_t count, size_t dst_off)
+{
+    float *f = malloc(count * 4);
+    uint16_t *want = malloc(count * 2), *got = malloc(count * 2);
+    nf4_dequantize_range(t, start, count, f);
+    for (size_t i = 0; i < count; i++)
+        want[i] = linear_f32_to_bf16(f[i]);
+    uint16_t *gd = dev_zero((count + dst_off) * 2);
+    cuda_nf4_to_bf16(gd + dst_off, g, start, count);
+    fetch(got, gd + dst_off, count * 2);
+    char what[96];
+    snprintf(what, sizeof what, "nf4 to bf16 [%zu, +%zu) at offset %zu", start, count, dst_off);
+    expect_same_bits(what, got, want, count * 2, 2);
+    cuda_free(gd);
+    free(f), free(want), free(got);
+}
+
+static void nf4_matches_cpu(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 19);
+    size_t n = 3 * NF4_GROUP_VALUES + 1000 + 37; /* three groups, a short one, an odd end */
+    float *x = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) /* scales that differ block to block */
+        x[i] = rng_normal(&r) * (0.01f + 0.05f * (float)((i / NF4_BLOCK) % 13));
+    struct nf4_tensor *t = nf4_quantize(x, n);
+    assert_non_null(t);
+    struct cuda_nf4 g = {
+        .n = t->n,
+        .n_blocks = t->n_blocks,
+        .n_groups = t->n_groups,
+        .codes = dev_copy(t->codes, (t->n + 1) / 2),
+        .scale_codes = dev_copy(t->scale_codes, t->n_blocks),
+        .group_mean = dev_copy(t->group_mean, t->n_groups * 4),
+        .group_absmax = dev_copy(t->group_absmax, t->n_groups * 4),
+    };
+    nf4_range_case(&g, t, 0, n, 0);                      /* all of it */
+    nf4_range_case(&g, t, 5 * NF4_BLOCK, 3 * NF4_BLOCK + 5, 0);
+    nf4_range_case(&g, t, NF4_GROUP_VALUES, NF4_GROUP_VALUES, 0);
+    nf4_range_case(&g, t, 7 * NF4_BLOCK, 1000, 3); /* a destination off 16 bytes */
+    nf4_range_case(&g, t, (t->n_blocks - 1) * NF4_BLOCK, n - (t->n_blocks - 1) * NF4_BLOCK, 8);
+    /* starts off the blocks (beyond the contract, which the trainer's row
+     * chunks of a width not a multiple of 64 would need) */
+    nf4_range_case(&g, t, 5 * NF4_BLOCK + 3, 300, 0);
+    nf4_range_case(&g, t, 48 * 7, 48 * 20, 0);
+    cuda_free((void *)g.codes), cuda_free((void *)g.scale_codes);
+    cuda_free((void *)g.group_mean), cuda_free((void *)g.group_absmax);
+    nf4_free(t);
+    free(x);
+}
+
+/* ---- dropout ----------------------------------------------------------- */
+
+static void dropout_case(float p, uint64_t seed, size_t e0, size_t n)
+{
+    struct rng r;
+    rng_seed(&r, seed);
+    float *x = fill(n, &r, 2.0f), *want = malloc(n * 4), *got = malloc(n * 4);
+    struct linear_dropout d = {p, seed};
+    size_t dropped = 0;
+    for (size_t i = 0; i < n; i++) {
+        float k = linear_dropout_keep(&d, e0 + i);
+        dropped += k == 0.0f;
+        want[i] = k * x[i];
+    }
+    float *gx = dev_copy(x, n * 4), *go = dev_zero(n * 4);
+    cuda_dropout(go, gx, n, p, seed, e0);
+    fetch(got, go, n * 4);
+    char what[96];
+    snprintf(what, sizeof what, "dropout p %g seed %llu e0 %zu", (double)p,
+             (unsigned long long)seed, e0);
+    expect_same_bits(what, got, want, n * 4, 4);
+    if (p > 0.0f) /* the mask really drops about p of the values */
+        assert_true(fabs((double)dropped / (double)n - (double)p) < 0.05);
+    cuda_free(gx), cuda_free(go);
+    free(x), free(want), free(got);
+}
+
+static void dropout_masks_are_the_cpus(void **state)
+{
+    (void)state;
+    dropout_case(0.1f, 0x9e3779b97f4a7c15ULL, 0, 100003);
+    dropout_case(0.05f, 42, 12345, 100003); /* an odd first element */
+    dropout_case(0.5f, 7, ((size_t)1 << 33) + 1, 4097); /* elements past 2^32 */
+    dropout_case(0.0f, 7, 0, 999);
+}
+
+/* ---- sum of squares and AdamW ------------------------------------------ */
+
+static void sumsq_matches_cpu(void **state)
+{
+    (void)state;
+    size_t sizes[] = {1, 4095, 4097, 5000003};
+    struct rng r;
+    rng_seed(&r, 23);
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = sizes[k];
+        float *g = fill(n, &r, 0.01f);
+        double want = optim_grad_norm(g, n);
+        want *= want;
+        float *gg = dev_copy(g, n * 4);
+        double *gs = dev_zero(sizeof(double));
+        double got = 0.0, again = 0.0;
+        cuda_sumsq(gs, gg, n);
+        fetch(&got, gs, sizeof got);
+        cuda_sumsq(gs, gg, n);
+        fetch(&again, gs, sizeof again);
+        if (!(fabs(got - want) <= RTOL * want))
+            fail_msg("sumsq (n %zu): gpu %.17g cpu %.17g", n, got, want);
+        expect_same_bits("sumsq, run twice", &again, &got, sizeof got, 8);
+        cuda_free(gg), cuda_free(gs);
+        free(g);
+    }
+}
+
+static void adamw_is_the_cpus(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 29);
+    size_t n = 100003, n_decay = 60001;
+    float lr = 1e-3f, wd = 0.1f, gscale = 0.7f;
+    float *p = fill(n, &r, 1.0f), *gp = dev_copy(p, n * 4);
+    struct optim o;
+    assert_int_equal(optim_init(&o, n, n_decay, wd), 0);
+    float *gm = dev_zero(n * 4), *gv = dev_zero(n * 4), *gg = dev_zero(n * 4);
+    float *hp = malloc(n * 4), *hm = malloc(n * 4), *hv = malloc(n * 4);
+    for (int step = 0; step < 3; step++) {
+        float *g = fill(n, &r, 0.05f);
+        optim_adamw_step(&o, p, g, gscale, lr);
+        cuda_upload(gg, g, n * 4);
+        cuda_adamw(gp, gg, gm, gv, n, n_decay, gscale, lr, o.beta1, o.beta2, o.eps, wd, o.t);
+        free(g);
+    }
+    fetch(hp, gp, n * 4);
+    fetch(hm, gm, n * 4);
+    fetch(hv, gv, n * 4);
+    expect_same_bits("adamw m", hm, o.m, n * 4, 4);
+    expect_same_bits("adamw v", hv, o.v, n * 4, 4);
+    expect_same_bits("adamw p", hp, p, n * 4, 4);
+    cuda_free(gp), cuda_free(gm), cuda_free(gv), cuda_free(gg);
+    optim_free(&o);
+    free(p), free(hp), free(hm), free(hv);
+}
+
+int main(void)
+{
+    if (cuda_device_count() == 0) {
+        printf("skip: no GPU visible (cuda_device_count() is 0): test_cuda_ops checks the "
+               "kernels only on a GPU\n");
+        return 77;
+    }
+    if (cuda_ctx_open(0) != 0) {
+        fprintf(stderr, "test_cuda_ops: %s\n", cuda_ctx_error());
+        return 1;
+    }
+    printf("GPU: %s (compute capability %d.%d)\n", cuda_ctx_device()->name,
+           cuda_ctx_device()->cc_major, cuda_ctx_device()->cc_minor);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rmsnorm_matches_cpu),
+        cmocka_unit_test(gated_activations_match_cpu),
+        cmocka_unit_test(softcap_matches_cpu),
+        cmocka_unit_test(xent_matches_cpu),
+        cmocka_unit_test(embedding_matches_cpu),
+        cmocka_unit_test(elementwise_and_bias_match_cpu),
+        cmocka_unit_test(bf16_conversions_are_the_cpus),
+        cmocka_unit_test(nf4_matches_cpu),
+        cmocka_unit_test(dropout_masks_are_the_cpus),
+        cmocka_unit_test(sumsq_matches_cpu),
+        cmocka_unit_test(adamw_is_the_cpus),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cuda_ctx_close();
+    return failed;
+}
