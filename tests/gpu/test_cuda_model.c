@@ -17,7 +17,8 @@
  *    moments come back bit for bit, and the next pass and step on both
  *    copies agree bit for bit (resume on the same GPU is exact).
  * And LoRA dropout draws the CPU's masks (gradients within TOL_GRAD with
- * dropout on both sides, far apart from the pass without it).
+ * dropout on both sides, far apart from the pass without it); the
+ * trainer's seam (cuda_train.h) resumes from the host state bit for bit.
  *
  * Without a GPU it prints one `skip:` line and exits 77.
  */
@@ -35,6 +36,7 @@
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_model.h"
 #include "train/cuda/cuda_optim.h"
+#include "train/cuda/cuda_train.h"
 #include "train/model.h"
 #include "train/ops.h"
 #include "train/optim.h"
@@ -394,6 +396,89 @@ static void refuses_fp32_base(void **state)
     model_free(m);
 }
 
+/* The trainer's seam: three steps through cuda_train, down to the host
+ * (what a checkpoint writes), closed, opened again from the host state
+ * (what a resume does): the next step is the one an unbroken run takes,
+ * bit for bit. It opens and closes the context itself. */
+static void train_seam_resume(void **state)
+{
+    (void)state;
+    cuda_ctx_close();
+    struct model *m = make_model(FAM_QWEN2, &modes[1]);
+    size_t n = m->n_train;
+    struct optim o;
+    assert_int_equal(optim_init(&o, n, m->n_decay, 0.01f), 0);
+    char err[256];
+    int user = -1;
+    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, 1, err, sizeof err, &user));
+    assert_int_equal(user, 1);
+    assert_non_null(strstr(err, "DPO"));
+    struct cuda_train *t = cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user);
+    if (!t)
+        fail_msg("cuda_train_open: %s", err);
+    double loss[STEPS + 1], norm;
+    size_t nt, hits;
+    for (int s = 0; s <= STEPS; s++) {
+        struct batch b;
+        make_batch(&b, 300 + (uint64_t)s);
+        if (s == STEPS) { /* the checkpoint, and a new process resuming from it */
+            assert_int_equal(cuda_train_to_host(t, m, &o), 0);
+            assert_int_equal(o.t, (uint64_t)STEPS);
+            cuda_train_close(t);
+            t = cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user);
+            if (!t)
+                fail_msg("cuda_train_open again: %s", err);
+        }
+        assert_int_equal(cuda_train_pass(t, b.ids, b.mask, b.seg, BATCH, SEQ,
+                                         1.0f / (float)b.nt, 1, 0.1f, 77 + (uint64_t)s,
+                                         &loss[s], &nt, &hits),
+                         0);
+        assert_int_equal(nt, b.nt);
+        assert_true(hits <= nt);
+        assert_int_equal(cuda_train_grad_norm(t, &norm), 0);
+        assert_true(norm > 0.0 && isfinite(norm));
+        assert_int_equal(cuda_train_adamw(t, optim_clip_factor(norm, MAX_NORM), LR), 0);
+    }
+    assert_int_equal(cuda_train_to_host(t, m, &o), 0);
+    float *resumed = malloc(n * sizeof(float));
+    assert_non_null(resumed);
+    memcpy(resumed, m->train, n * sizeof(float));
+    cuda_train_close(t);
+
+    /* the unbroken run from the same start */
+    struct model *u = make_model(FAM_QWEN2, &modes[1]);
+    struct optim ou;
+    assert_int_equal(optim_init(&ou, n, u->n_decay, 0.01f), 0);
+    t = cuda_train_open(0, u, &ou, BATCH, SEQ, 0, err, sizeof err, &user);
+    if (!t)
+        fail_msg("cuda_train_open: %s", err);
+    for (int s = 0; s <= STEPS; s++) {
+        struct batch b;
+        make_batch(&b, 300 + (uint64_t)s);
+        double l;
+        assert_int_equal(cuda_train_pass(t, b.ids, b.mask, b.seg, BATCH, SEQ,
+                                         1.0f / (float)b.nt, 1, 0.1f, 77 + (uint64_t)s, &l,
+                                         &nt, NULL),
+                         0);
+        assert_memory_equal(&l, &loss[s], sizeof l);
+        assert_int_equal(cuda_train_grad_norm(t, &norm), 0);
+        assert_int_equal(cuda_train_adamw(t, optim_clip_factor(norm, MAX_NORM), LR), 0);
+    }
+    assert_int_equal(cuda_train_to_host(t, u, &ou), 0);
+    assert_memory_equal(u->train, resumed, n * sizeof(float));
+    assert_memory_equal(ou.m, o.m, n * sizeof(float));
+    assert_memory_equal(ou.v, o.v, n * sizeof(float));
+    printf("seam: loss %.6f -> %.6f over %d steps, resumed at step %d bit for bit\n", loss[0],
+           loss[STEPS], STEPS + 1, STEPS);
+    cuda_train_close(t);
+    free(resumed);
+    optim_free(&o);
+    optim_free(&ou);
+    model_free(m);
+    model_free(u);
+    assert_int_equal(cuda_ctx_open(0), 0);
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
@@ -412,6 +497,7 @@ int main(void)
         cmocka_unit_test(mistral_full),  cmocka_unit_test(gemma2_lora),
         cmocka_unit_test(gemma2_qlora),  cmocka_unit_test(gemma2_full),
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(refuses_fp32_base),
+        cmocka_unit_test(train_seam_resume),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cuda_ctx_close();
