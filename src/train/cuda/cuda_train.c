@@ -8,6 +8,7 @@
 #include "train/cuda/cuda_optim.h"
 
 struct cuda_train {
+    int owns_ctx; /* opened the context (else the caller had: train_device.h) */
     struct cuda_model *cm;
     struct cuda_acts *a;
     struct cuda_optim opt;
@@ -25,16 +26,19 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     if (cuda_model_check(m, err, errcap))
         return NULL;
     *user = 0;
-    if (cuda_ctx_open(device)) {
+    int open = cuda_ctx_device() == NULL;
+    if (open && cuda_ctx_open(device)) {
         snprintf(err, errcap, "%s", cuda_ctx_error());
         return NULL;
     }
     struct cuda_train *t = calloc(1, sizeof *t);
     if (!t) {
         snprintf(err, errcap, "out of memory");
-        cuda_ctx_close();
+        if (open)
+            cuda_ctx_close();
         return NULL;
     }
+    t->owns_ctx = open;
     t->cm = cuda_model_upload(m, err, errcap);
     if (t->cm)
         t->a = cuda_acts_create(t->cm, B, T, err, errcap);
@@ -53,8 +57,9 @@ void cuda_train_close(struct cuda_train *t)
     cuda_optim_free(&t->opt);
     cuda_acts_free(t->a);
     cuda_model_free(t->cm);
+    if (t->owns_ctx)
+        cuda_ctx_close();
     free(t);
-    cuda_ctx_close();
 }
 
 const struct cuda_device_info *cuda_train_device(const struct cuda_train *t)

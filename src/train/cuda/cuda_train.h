@@ -1,7 +1,7 @@
 /* cuda_train.h - the seam between the trainer (trainer.c) and the GPU: the
  * trainer keeps its loop, data, events, validation and checkpoints, and
  * calls these in place of the CPU pass and optimizer when the attempt runs
- * on a GPU.
+ * on a GPU (trainer_run_gpu).
  *
  *   open          after load_everything and resume: opens the GPU, copies
  *                 the model, the optimizer state and room for the batch up
@@ -17,8 +17,8 @@
  * per-token weighted pass), a frozen fp32 base (cuda_model_check).
  *
  * Ownership: the trainer keeps the host struct model and struct optim;
- * the struct cuda_train holds only device copies and the open context,
- * and cuda_train_close releases both.
+ * the struct cuda_train holds only device copies (and the context when it
+ * opened it), and cuda_train_close releases them.
  */
 #ifndef ALALLO_TRAIN_CUDA_TRAIN_H
 #define ALALLO_TRAIN_CUDA_TRAIN_H
@@ -32,8 +32,9 @@
 
 struct cuda_train;
 
-/* Opens GPU `device` (a CUDA ordinal after CUDA_VISIBLE_DEVICES) and copies
- * model m and optimizer o up, with activations for batches of B x T. dpo
+/* Opens GPU `device` (a CUDA ordinal after CUDA_VISIBLE_DEVICES; a context
+ * already open, train_device_prepare's, is used as it is and left open by
+ * close) and copies model m and optimizer o up, with activations for batches of B x T. dpo
  * set: refused (the GPU pass has no weighted loss yet). NULL with a reason
  * in err; *user OUT is 1 when the reason is the attempt's (nothing the GPU
  * can run), 0 when it is the machine's (no GPU, out of memory). */
