@@ -38,6 +38,9 @@
 #include "core/rng.h"
 #include "train/tokenizer.h"
 #include "train/train_events.h"
+#ifdef ALALLO_HAVE_CUDA
+#include "train/cuda/cuda_train.h"
+#endif
 
 #define ERRCAP 2048
 /* Steps between step events and log lines. */
@@ -77,8 +80,10 @@ struct run {
     struct tokenizer *tok;
     struct dataset *ds, *val;
     struct model *m;
-    struct model_acts *a;
+    struct model_acts *a;     /* NULL on the GPU */
     struct optim opt;
+    struct cuda_train *gpu;   /* the GPU's pass and optimizer (trainer_run_gpu), or NULL */
+    int on_gpu;
     struct rng rng;
     struct lr_schedule sched;
     uint64_t step, epoch, cursor;
@@ -117,8 +122,66 @@ struct run {
     char err[ERRCAP];
 };
 
+#ifdef ALALLO_HAVE_CUDA
+/* The GPU's side of a step (cuda_train.h); each 0, or -1 with r->err. */
+static int gpu_failed(struct run *r)
+{
+    snprintf(r->err, sizeof r->err, "on the GPU: %s", cuda_ctx_error());
+    return -1;
+}
+
+static int gpu_pass(struct run *r, struct pack_layout p, float dscale, int backward, float drop,
+                    uint64_t seed, double *sum, size_t *got, size_t *hits)
+{
+    if (cuda_train_pass(r->gpu, r->ids, r->mask, r->seg, p.rows, p.T, dscale, backward, drop,
+                        seed, sum, got, hits))
+        return gpu_failed(r);
+    return 0;
+}
+
+static int gpu_norm(struct run *r, double *norm)
+{
+    return cuda_train_grad_norm(r->gpu, norm) ? gpu_failed(r) : 0;
+}
+
+static int gpu_adamw(struct run *r, float gscale, float lr)
+{
+    return cuda_train_adamw(r->gpu, gscale, lr) ? gpu_failed(r) : 0;
+}
+
+/* The host model and optimizer made the GPU's, before anything reads them. */
+static int gpu_to_host(struct run *r)
+{
+    if (r->gpu && cuda_train_to_host(r->gpu, r->m, &r->opt))
+        return gpu_failed(r);
+    return 0;
+}
+#else
+/* A CPU-only build never has r->gpu set: these are never reached. */
+static int gpu_pass(struct run *r, struct pack_layout p, float dscale, int backward, float drop,
+                    uint64_t seed, double *sum, size_t *got, size_t *hits)
+{
+    abort();
+}
+static int gpu_norm(struct run *r, double *norm)
+{
+    abort();
+}
+static int gpu_adamw(struct run *r, float gscale, float lr)
+{
+    abort();
+}
+static int gpu_to_host(struct run *r)
+{
+    return 0;
+}
+#endif
+
 static void run_free(struct run *r)
 {
+#ifdef ALALLO_HAVE_CUDA
+    cuda_train_close(r->gpu);
+#endif
     model_acts_free(r->a);
     model_free(r->m);
     optim_free(&r->opt);
@@ -397,6 +460,8 @@ static void resume_early_stopping(struct run *r, const char *meta)
 
 static int save_checkpoint(struct run *r)
 {
+    if (gpu_to_host(r))
+        return -1;
     char *meta = checkpoint_meta(r);
     if (!meta) {
         snprintf(r->err, sizeof r->err, "out of memory writing a checkpoint");
@@ -604,6 +669,8 @@ static int save_final(struct run *r, char *model_out, char *adapter_out, size_t 
         snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
         return -1;
     }
+    if (gpu_to_host(r))
+        return -1;
     if (c->full)
         return modelio_save_merged(r->m, model_out, c->model_dir, r->err, sizeof r->err);
     if (modelio_save_peft(r->m, adapter_out, c->model_dir, r->err, sizeof r->err))
@@ -646,11 +713,22 @@ static void evaluate(struct run *r, size_t from, size_t n, double *loss /* OUT *
         for (int b = 0; b < nb; b++)
             ex[b] = &v->ex[(from + i + (size_t)b) % v->n];
         struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
-        size_t nt;
-        sum += model_forward_backward_packed(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T,
-                                             1.0f, 0, &nt);
+        size_t nt, h;
+        double s = 0.0;
+        if (r->gpu) {
+            /* a GPU failure is sticky: the next step or save reports it */
+            if (gpu_pass(r, p, 1.0f, 0, 0.0f, 0, &s, &nt, &h)) {
+                *loss = *accuracy = NAN;
+                return;
+            }
+        } else {
+            s = model_forward_backward_packed(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T,
+                                              1.0f, 0, &nt);
+            h = model_last_hits(r->a);
+        }
+        sum += s;
         count += nt;
-        hits += model_last_hits(r->a);
+        hits += h;
     }
     *loss = count ? sum / (double)count : 0.0;
     *accuracy = count ? (double)hits / (double)count : 0.0;
@@ -726,6 +804,8 @@ static int has_samples(const struct run *r)
  * out. */
 static void sample_answers(struct run *r, int base)
 {
+    if (gpu_to_host(r)) /* a GPU failure is sticky: the next step reports it */
+        return;
     /* the model's chat template only for conversations of the job's own */
     struct generator *g = gen_borrow(r->m, r->tok, r->samples ? r->c->model_dir : NULL);
     if (!g)
@@ -863,7 +943,7 @@ static int load_everything(struct run *r)
     }
     /* rows: one per example at most; a DPO step holds two per pair */
     int rows = c->dpo ? 2 * c->batch_size : c->batch_size;
-    r->a = model_acts_create(r->m, rows, seq);
+    r->a = r->on_gpu ? NULL : model_acts_create(r->m, rows, seq); /* the GPU has its own */
     r->ids = malloc((size_t)rows * seq * sizeof *r->ids);
     r->mask = malloc((size_t)rows * seq);
     r->seg = malloc((size_t)rows * seq * sizeof *r->seg);
@@ -872,8 +952,8 @@ static int load_everything(struct run *r)
         r->tok_w = malloc((size_t)rows * seq * sizeof *r->tok_w);
     }
     r->meta = meta_json(c, r->m->n_train);
-    if (!r->a || !r->ids || !r->mask || !r->seg || (c->dpo && (!r->tok_loss || !r->tok_w)) ||
-        !r->meta || model_rope_ensure(r->m, seq)) {
+    if ((!r->a && !r->on_gpu) || !r->ids || !r->mask || !r->seg ||
+        (c->dpo && (!r->tok_loss || !r->tok_w)) || !r->meta || model_rope_ensure(r->m, seq)) {
         snprintf(r->err, sizeof r->err, "out of memory for activations (batch %d x %d tokens)",
                  c->batch_size, seq);
         return TRAIN_INTERNAL;
@@ -885,7 +965,8 @@ static int load_everything(struct run *r)
     return TRAIN_OK;
 }
 
-int trainer_run(const struct train_config *c)
+/* The attempt, on the CPU or (gpu set) on the GPU whose context is open. */
+static int run_attempt(const struct train_config *c, int gpu)
 {
     install_signals();
     gemm_set_threads(c->threads);
@@ -895,6 +976,7 @@ int trainer_run(const struct train_config *c)
     struct run r;
     memset(&r, 0, sizeof r);
     r.c = c;
+    r.on_gpu = gpu;
     rng_seed(&r.rng, c->seed);
     tev_metrics_clear(&r.metrics);
     r.best_full = INFINITY;
@@ -902,6 +984,11 @@ int trainer_run(const struct train_config *c)
         r.samples = json_loads(c->sample_prompts, 0, NULL);
         if (!r.samples)
             return fail(0, "out of memory reading the sample prompts");
+    }
+    if (gpu && c->dpo) {
+        json_decref(r.samples);
+        return fail(1, "DPO runs on the CPU only: the GPU trainer has no per-token weighted "
+                       "loss yet (ask for device \"cpu\")");
     }
     int rc = load_everything(&r);
     if (rc != TRAIN_OK) {
@@ -915,13 +1002,36 @@ int trainer_run(const struct train_config *c)
         run_free(&r);
         return rc;
     }
+#ifdef ALALLO_HAVE_CUDA
+    if (gpu) { /* the model and optimizer as loaded or resumed, copied up */
+        int user = 0;
+        r.gpu = cuda_train_open(0, r.m, &r.opt, c->batch_size, r.seq, c->dpo, r.err,
+                                sizeof r.err, &user);
+        if (!r.gpu) {
+            rc = fail(user, r.err);
+            run_free(&r);
+            return rc;
+        }
+    }
+#endif
     r.sched = (struct lr_schedule){(enum lr_kind)c->lr_schedule, c->learning_rate,
                                    c->warmup_steps, c->max_steps, 0.0f};
     /* examples: what a step counts (DPO: pairs) */
     tev_started(r.step, c->max_steps, units(&r), r.ds->n_tokens, resumed ? (int64_t)r.step : -1,
                 cpu_path_name(cpu_path_current()));
-    tev_log("matrix products on the %s path (CPU flags: %s)", cpu_path_name(cpu_path_current()),
-            cpu_path_flags());
+#ifdef ALALLO_HAVE_CUDA
+    if (r.gpu) {
+        const struct cuda_device_info *d = cuda_train_device(r.gpu);
+        tev_log("matrix products on the GPU (GPU %d: %s, %.1f GiB, %.2f GiB of it holding the "
+                "model, the optimizer state and the activations; the passes and AdamW run "
+                "there), and on the %s path on the CPU for sample answers (CPU flags: %s)",
+                d->index, d->name, (double)d->total_bytes / (1u << 30),
+                (double)cuda_train_peak_bytes(r.gpu) / (1u << 30),
+                cpu_path_name(cpu_path_current()), cpu_path_flags());
+    } else
+#endif
+        tev_log("matrix products on the %s path (CPU flags: %s)",
+                cpu_path_name(cpu_path_current()), cpu_path_flags());
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, r.step);
     else
@@ -962,16 +1072,17 @@ int trainer_run(const struct train_config *c)
         }
         r.real_tokens += p.real;
         r.row_tokens += (size_t)p.rows * p.T;
-        model_grad_begin(r.m);
+        if (!r.gpu) /* the GPU's pass zeroes its own */
+            model_grad_begin(r.m);
         size_t nt = model_count_targets(r.mask, p.rows, p.T);
-        size_t got;
+        size_t got, hits = 0;
         double sum;
         /* LoRA dropout in this step's pass only (validation and the DPO
          * reference never drop): masks from the seed and the step, so a
          * resumed run draws what an unbroken one would */
-        if (c->lora_dropout > 0.0f &&
-            model_acts_dropout(r.a, r.m, c->lora_dropout,
-                               rng_derive(c->seed, LORA_DROPOUT_STREAM + r.step))) {
+        uint64_t drop_seed = rng_derive(c->seed, LORA_DROPOUT_STREAM + r.step);
+        if (!r.gpu && c->lora_dropout > 0.0f &&
+            model_acts_dropout(r.a, r.m, c->lora_dropout, drop_seed)) {
             rc = fail(0, "out of memory for LoRA dropout");
             goto out;
         }
@@ -984,20 +1095,32 @@ int trainer_run(const struct train_config *c)
                                             dpo_batch_weights, &b, r.tok_loss, r.tok_w, &got);
             r.dpo = b.st;
             sum = r.dpo.loss * (double)nt; /* the mean below is DPO's loss */
+        } else if (r.gpu) {
+            if (gpu_pass(&r, p, nt ? 1.0f / (float)nt : 0.0f, 1, c->lora_dropout, drop_seed,
+                         &sum, &got, &hits)) {
+                rc = fail(0, r.err);
+                goto out;
+            }
         } else {
             sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
                                                 nt ? 1.0f / (float)nt : 0.0f, 1, &got);
+            hits = model_last_hits(r.a);
         }
-        if (c->lora_dropout > 0.0f)
+        if (!r.gpu && c->lora_dropout > 0.0f)
             model_acts_dropout(r.a, r.m, 0.0f, 0);
         float lr = optim_lr(&r.sched, r.step);
         if (nt) {
             r.loss = sum / (double)nt;
             r.metrics.v[TPROTO_METRIC_TRAIN_LOSS] = r.loss;
             if (!c->dpo)
-                r.metrics.v[TPROTO_METRIC_TRAIN_ACCURACY] =
-                    (double)model_last_hits(r.a) / (double)nt;
-            double norm = optim_grad_norm(r.m->grad, r.m->n_train);
+                r.metrics.v[TPROTO_METRIC_TRAIN_ACCURACY] = (double)hits / (double)nt;
+            double norm = 0.0;
+            if (!r.gpu) {
+                norm = optim_grad_norm(r.m->grad, r.m->n_train);
+            } else if (gpu_norm(&r, &norm)) {
+                rc = fail(0, r.err);
+                goto out;
+            }
             if (!isfinite(r.loss) || !isfinite(norm)) {
                 snprintf(r.err, sizeof r.err,
                          "the loss became %s at step %" PRIu64 "; try a lower learning rate",
@@ -1005,8 +1128,13 @@ int trainer_run(const struct train_config *c)
                 rc = fail(1, r.err);
                 goto out;
             }
-            optim_adamw_step(&r.opt, r.m->train, r.m->grad,
-                             optim_clip_factor(norm, c->max_grad_norm), lr);
+            if (!r.gpu) {
+                optim_adamw_step(&r.opt, r.m->train, r.m->grad,
+                                 optim_clip_factor(norm, c->max_grad_norm), lr);
+            } else if (gpu_adamw(&r, optim_clip_factor(norm, c->max_grad_norm), lr)) {
+                rc = fail(0, r.err);
+                goto out;
+            }
         }
         r.step++;
         window_tokens += tokens;
@@ -1117,3 +1245,15 @@ out:
     run_free(&r);
     return rc;
 }
+
+int trainer_run(const struct train_config *c)
+{
+    return run_attempt(c, 0);
+}
+
+#ifdef ALALLO_HAVE_CUDA
+int trainer_run_gpu(const struct train_config *c)
+{
+    return run_attempt(c, 1);
+}
+#endif

@@ -21,6 +21,12 @@ enum train_exit {
 
 /* Runs the attempt described by `c`. Returns an enum train_exit. */
 int trainer_run(const struct train_config *c);
+#ifdef ALALLO_HAVE_CUDA
+/* The same attempt with its passes and AdamW on the GPU (cuda_train.h):
+ * the same loop, data, events and checkpoints. Uses the context that is
+ * open (train_device_prepare), or opens GPU 0. DPO is refused. */
+int trainer_run_gpu(const struct train_config *c);
+#endif
 
 /* Makes a merged model folder at out_dir from the checkpoint folder
  * ckpt_dir over the base model base_dir (and, when adapter_dir is not NULL

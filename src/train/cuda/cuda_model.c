@@ -1,0 +1,942 @@
+/* cuda_model.c - the device copy of a model and its training pass on the
+ * GPU (contract in cuda_model.h; the CPU twin is model_pass.c and linear.c,
+ * read side by side: same layers, same saved activations, same order).
+ *
+ * Kept per layer, as on the CPU: the residual stream before the layer and
+ * after attention, the RMSNorm scales, q/k (after rotation), v, the
+ * attention output and its log-sum-exp, the MLP gate and up projections,
+ * and the LoRA products x A^T. The normalized inputs and the MLP output are
+ * recomputed in the backward pass.
+ */
+#include "train/cuda/cuda_model.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "core/rng.h"
+#include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_gemm.h"
+#include "train/cuda/cuda_ops.h"
+
+/* Logit floats held at once on the device (rows x vocabulary); 256 MiB:
+ * at a 128k vocabulary, blocks of 512 rows keep the head's products large
+ * enough for the tensor cores. */
+#define CUDA_HEAD_MAX_FLOATS (64u << 20)
+/* bf16 values of NF4 decoding scratch at least (the untied head's chunks). */
+#define CUDA_DEQ_MIN (4u << 20)
+
+/* One projection on the device: the struct linear of the host model with
+ * its pointers mapped, and the bf16 weight the products read. */
+struct dlin {
+    int in, out, r;
+    float scale;
+    const uint16_t *wb;    /* bf16 (out,in) or NULL for NF4 */
+    struct cuda_nf4 wq;    /* NF4 (wq.n > 0) */
+    void *wq_mem;          /* the NF4 arrays' one allocation */
+    float *dw;             /* full fine-tuning: fp32 gradient (out,in) */
+    float *bias, *dbias;
+    float *la, *dla, *lb, *dlb;
+};
+
+struct dlayer {
+    const float *ln1, *ln2, *ln3, *ln4;
+    float *dln1, *dln2, *dln3, *dln4;
+    struct dlin proj[PROJ_COUNT];
+};
+
+struct cuda_model {
+    struct model_config cfg;
+    int full;
+    size_t n_train, n_decay, n_fixed, n_bf;
+    float *train, *grad, *fixed;
+    uint16_t *bf;
+    uint16_t *wbf;         /* full: bf16 copy of train[0, n_decay) */
+    uint16_t *embed_bf;    /* QLoRA: the embedding decoded once */
+    const float *embed_f;  /* the lookup's table: fp32 (full) ... */
+    const uint16_t *embed_b; /* ... or bf16 */
+    float *embed_dw;
+    struct dlin head;      /* the output head (the embedding when tied) */
+    const float *norm_f;
+    float *dnorm_f;
+    struct dlayer *layers;
+    float *rope_cos, *rope_sin;
+    int rope_len;
+    size_t bytes;
+};
+
+struct cuda_acts {
+    int B, T;
+    size_t N;
+    int head_rows;
+    int r;                       /* LoRA rank (0 full) */
+    size_t max_in;               /* widest product input */
+    float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
+    float *pa, *pf, *rstd3, *rstd4;
+    float *xa, *lnf, *rstdf;
+    float *ln, *tmp, *dres, *dres2, *dln;
+    float *dq, *dao, *dk, *dv;
+    float *hbuf, *dg, *du, *dh;
+    float *logits, *capped, *xc, *dxc;
+    float *ltmp;                 /* (N, r) LoRA dy B */
+    float *attn_d;               /* (B, H, T) attention backward's scratch */
+    float *row_loss;             /* (head_rows) */
+    uint16_t *xb, *yb;           /* bf16 of a product's input and of dy */
+    uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
+    uint16_t *deq;               /* NF4 decoding scratch */
+    size_t deq_cap;              /* bf16 values */
+    int32_t *ids, *seg, *rows, *tgt, *hits_d; /* device copies */
+    int32_t *rows_h, *tgt_h, *hits_h;         /* host staging */
+    float *loss_h;
+    float *drop, *drop2;         /* (N, max_in) LoRA dropout, made on first use */
+    float drop_p;
+    uint64_t drop_seed;
+    void *mem;
+    size_t bytes;
+    size_t hits;
+    int failed;                  /* a product returned -1 in this pass */
+};
+
+/* ------------------------------------------------------------ mapping */
+
+static int inside(const void *p, const void *base, size_t n, size_t elem)
+{
+    uintptr_t u = (uintptr_t)p, b = (uintptr_t)base;
+    return base && u >= b && u < b + n * elem;
+}
+
+/* The device address of a host fp32 pointer into one of the model's
+ * blocks (NULL stays NULL). A pointer elsewhere breaks model.h's layout. */
+static float *map_f(const struct cuda_model *cm, const struct model *m, const float *h)
+{
+    if (!h)
+        return NULL;
+    if (inside(h, m->train, m->n_train, sizeof(float)))
+        return cm->train + (h - m->train);
+    if (inside(h, m->grad, m->n_train, sizeof(float)))
+        return cm->grad + (h - m->grad);
+    if (inside(h, m->fixed, m->n_fixed, sizeof(float)))
+        return cm->fixed + (h - m->fixed);
+    fprintf(stderr, "cuda_model: a parameter outside the model's blocks\n");
+    abort();
+}
+
+/* The bf16 weight the products read for host linear l (NULL for NF4). */
+static const uint16_t *map_wb(const struct cuda_model *cm, const struct model *m,
+                              const struct linear *l)
+{
+    if (l->kind == WK_F32) /* full fine-tuning: the bf16 copy of the master */
+        return cm->wbf + (l->w - m->train);
+    if (l->kind == WK_BF16)
+        return cm->bf + (l->wb - m->bf);
+    return NULL;
+}
+
+/* Copies NF4 tensor t to the device as one allocation. */
+static int nf4_upload(struct dlin *d, const struct nf4_tensor *t, size_t *bytes)
+{
+    size_t nc = (t->n + 1) / 2, al = 256;
+    size_t o_sc = (nc + al - 1) / al * al;
+    size_t o_mean = o_sc + (t->n_blocks + al - 1) / al * al;
+    size_t o_max = o_mean + (t->n_groups * sizeof(float) + al - 1) / al * al;
+    size_t total = o_max + t->n_groups * sizeof(float);
+    uint8_t *mem = cuda_alloc(total, 0);
+    if (!mem)
+        return -1;
+    d->wq_mem = mem;
+    *bytes += total;
+    if (cuda_upload(mem, t->codes, nc) || cuda_upload(mem + o_sc, t->scale_codes, t->n_blocks) ||
+        cuda_upload(mem + o_mean, t->group_mean, t->n_groups * sizeof(float)) ||
+        cuda_upload(mem + o_max, t->group_absmax, t->n_groups * sizeof(float)))
+        return -1;
+    d->wq = (struct cuda_nf4){t->n, t->n_blocks, t->n_groups, mem,
+                              (const int8_t *)(mem + o_sc), (const float *)(mem + o_mean),
+                              (const float *)(mem + o_max)};
+    return 0;
+}
+
+static int dlin_make(struct cuda_model *cm, const struct model *m, const struct linear *l,
+                     struct dlin *d)
+{
+    memset(d, 0, sizeof *d);
+    d->in = l->in;
+    d->out = l->out;
+    d->r = l->r;
+    d->scale = l->scale;
+    d->wb = map_wb(cm, m, l);
+    if (l->kind == WK_NF4 && nf4_upload(d, l->wq, &cm->bytes))
+        return -1;
+    d->dw = map_f(cm, m, l->dw);
+    d->bias = map_f(cm, m, l->bias);
+    d->dbias = map_f(cm, m, l->dbias);
+    d->la = map_f(cm, m, l->la);
+    d->dla = map_f(cm, m, l->dla);
+    d->lb = map_f(cm, m, l->lb);
+    d->dlb = map_f(cm, m, l->dlb);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the model */
+
+int cuda_model_check(const struct model *m, char *err, size_t errcap)
+{
+    if (!m->opts.full && m->opts.base_kind == WK_F32) {
+        snprintf(err, errcap,
+                 "the GPU trainer reads a frozen base as bf16 or NF4, not fp32: train LoRA "
+                 "with a 16-bit or a 4-bit base");
+        return -1;
+    }
+    if (m->cfg.head_dim > 256) {
+        snprintf(err, errcap, "the GPU attention takes head dimensions up to 256, not %d",
+                 m->cfg.head_dim);
+        return -1;
+    }
+    return 0;
+}
+
+static void *dev_copy(const void *src, size_t bytes, size_t *total)
+{
+    if (!bytes)
+        return NULL;
+    void *d = cuda_alloc(bytes, 0);
+    if (!d)
+        return NULL;
+    *total += bytes;
+    if (src && cuda_upload(d, src, bytes)) {
+        cuda_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t errcap)
+{
+    if (cuda_model_check(m, err, errcap))
+        return NULL;
+    const struct model_config *c = &m->cfg;
+    struct cuda_model *cm = calloc(1, sizeof *cm);
+    if (!cm || !(cm->layers = calloc((size_t)c->n_layers, sizeof *cm->layers))) {
+        free(cm);
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    cm->cfg = *c;
+    cm->full = m->opts.full;
+    cm->n_train = m->n_train;
+    cm->n_decay = m->n_decay;
+    cm->n_fixed = m->n_fixed;
+    cm->n_bf = m->n_bf;
+    size_t half = (size_t)c->head_dim / 2, nr = (size_t)m->rope_len * half;
+    int bad = 0;
+    if (m->n_train) {
+        cm->train = dev_copy(m->train, m->n_train * sizeof(float), &cm->bytes);
+        cm->grad = cuda_alloc(m->n_train * sizeof(float), 1);
+        cm->bytes += m->n_train * sizeof(float);
+        bad |= !cm->train || !cm->grad;
+    }
+    if (m->n_fixed)
+        bad |= !(cm->fixed = dev_copy(m->fixed, m->n_fixed * sizeof(float), &cm->bytes));
+    if (m->n_bf)
+        bad |= !(cm->bf = dev_copy(m->bf, m->n_bf * sizeof(uint16_t), &cm->bytes));
+    if (cm->full && m->n_decay)
+        bad |= !(cm->wbf = dev_copy(NULL, m->n_decay * sizeof(uint16_t), &cm->bytes));
+    cm->rope_cos = dev_copy(m->rope_cos, nr * sizeof(float), &cm->bytes);
+    cm->rope_sin = dev_copy(m->rope_sin, nr * sizeof(float), &cm->bytes);
+    cm->rope_len = m->rope_len;
+    bad |= !cm->rope_cos || !cm->rope_sin;
+    if (bad)
+        goto fail;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        struct dlayer *D = &cm->layers[l];
+        D->ln1 = map_f(cm, m, L->ln1);
+        D->ln2 = map_f(cm, m, L->ln2);
+        D->ln3 = map_f(cm, m, L->ln3);
+        D->ln4 = map_f(cm, m, L->ln4);
+        D->dln1 = map_f(cm, m, L->dln1);
+        D->dln2 = map_f(cm, m, L->dln2);
+        D->dln3 = map_f(cm, m, L->dln3);
+        D->dln4 = map_f(cm, m, L->dln4);
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if (dlin_make(cm, m, &L->proj[p], &D->proj[p]))
+                goto fail;
+    }
+    cm->norm_f = map_f(cm, m, m->norm_f);
+    cm->dnorm_f = map_f(cm, m, m->dnorm_f);
+    cm->embed_dw = map_f(cm, m, m->embed.dw);
+    const struct linear *E = &m->embed;
+    if (E->kind == WK_F32) {
+        cm->embed_f = map_f(cm, m, E->w);
+    } else if (E->kind == WK_BF16) {
+        cm->embed_b = map_wb(cm, m, E);
+    } else {
+        /* QLoRA: the lookup reads scattered rows, so the embedding is
+         * decoded once and kept as bf16 (its NF4 arrays are dropped) */
+        struct dlin tmp = {0};
+        size_t n = (size_t)E->out * E->in, before = cm->bytes;
+        cm->embed_bf = dev_copy(NULL, n * sizeof(uint16_t), &cm->bytes);
+        if (!cm->embed_bf || dlin_make(cm, m, E, &tmp)) {
+            cuda_free(tmp.wq_mem);
+            goto fail;
+        }
+        cuda_nf4_to_bf16(cm->embed_bf, &tmp.wq, 0, n);
+        int rc = cuda_ctx_sync();
+        cuda_free(tmp.wq_mem);
+        cm->bytes = before + n * sizeof(uint16_t);
+        if (rc)
+            goto fail;
+        cm->embed_b = cm->embed_bf;
+    }
+    if (c->tied && E->kind == WK_NF4) /* the head reads the decoded embedding */
+        cm->head = (struct dlin){.in = E->in, .out = E->out, .wb = cm->embed_bf};
+    else if (dlin_make(cm, m, c->tied ? E : &m->head, &cm->head))
+        goto fail;
+    cuda_model_params_changed(cm);
+    if (cuda_ctx_sync())
+        goto fail;
+    return cm;
+fail:
+    snprintf(err, errcap, "copying the model to the GPU: %s", cuda_ctx_error());
+    cuda_model_free(cm);
+    return NULL;
+}
+
+void cuda_model_free(struct cuda_model *cm)
+{
+    if (!cm)
+        return;
+    for (int l = 0; cm->layers && l < cm->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            cuda_free(cm->layers[l].proj[p].wq_mem);
+    cuda_free(cm->head.wq_mem);
+    cuda_free(cm->train);
+    cuda_free(cm->grad);
+    cuda_free(cm->fixed);
+    cuda_free(cm->bf);
+    cuda_free(cm->wbf);
+    cuda_free(cm->embed_bf);
+    cuda_free(cm->rope_cos);
+    cuda_free(cm->rope_sin);
+    free(cm->layers);
+    free(cm);
+}
+
+size_t cuda_model_bytes(const struct cuda_model *cm)
+{
+    return cm->bytes;
+}
+
+float *cuda_model_params(struct cuda_model *cm)
+{
+    return cm->train;
+}
+
+float *cuda_model_grads(struct cuda_model *cm)
+{
+    return cm->grad;
+}
+
+size_t cuda_model_n_train(const struct cuda_model *cm)
+{
+    return cm->n_train;
+}
+
+size_t cuda_model_n_decay(const struct cuda_model *cm)
+{
+    return cm->n_decay;
+}
+
+void cuda_model_zero_grads(struct cuda_model *cm)
+{
+    if (cm->n_train)
+        cuda_zero(cm->grad, cm->n_train * sizeof(float));
+}
+
+void cuda_model_params_changed(struct cuda_model *cm)
+{
+    if (cm->wbf)
+        cuda_to_bf16(cm->wbf, cm->train, cm->n_decay);
+}
+
+int cuda_model_put_params(struct cuda_model *cm, const struct model *m)
+{
+    if (m->n_train != cm->n_train)
+        return -1;
+    if (cm->n_train && cuda_upload(cm->train, m->train, cm->n_train * sizeof(float)))
+        return -1;
+    cuda_model_params_changed(cm);
+    return cuda_ctx_sync();
+}
+
+int cuda_model_get_params(const struct cuda_model *cm, struct model *m)
+{
+    if (m->n_train != cm->n_train)
+        return -1;
+    return cm->n_train ? cuda_download(m->train, cm->train, cm->n_train * sizeof(float)) : 0;
+}
+
+int cuda_model_get_grads(const struct cuda_model *cm, struct model *m)
+{
+    if (m->n_train != cm->n_train)
+        return -1;
+    return cm->n_train ? cuda_download(m->grad, cm->grad, cm->n_train * sizeof(float)) : 0;
+}
+
+/* ------------------------------------------------------------ activations */
+
+struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, char *err,
+                                   size_t errcap)
+{
+    const struct model_config *c = &cm->cfg;
+    if (B < 1 || T < 1 || (size_t)B * T > (1u << 22)) {
+        snprintf(err, errcap, "a batch of %d x %d tokens is outside what the GPU pass takes",
+                 B, T);
+        return NULL;
+    }
+    if (T > cm->rope_len) {
+        snprintf(err, errcap, "context %d is beyond the %d positions of the uploaded rotary "
+                 "tables", T, cm->rope_len);
+        return NULL;
+    }
+    struct cuda_acts *a = calloc(1, sizeof *a);
+    if (!a) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    size_t N = (size_t)B * T, L = (size_t)c->n_layers, C = (size_t)c->hidden;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
+    size_t r = 0, pn = c->post_norms ? 1 : 0;
+    size_t deq = CUDA_DEQ_MIN, max_in = C, max_out = C;
+    for (int p = 0; p < PROJ_COUNT; p++) {
+        const struct dlin *d = &cm->layers[0].proj[p];
+        if ((size_t)d->r > r)
+            r = (size_t)d->r;
+        if ((size_t)d->in > max_in)
+            max_in = (size_t)d->in;
+        if ((size_t)d->out > max_out)
+            max_out = (size_t)d->out;
+        if ((size_t)d->in * d->out > deq)
+            deq = (size_t)d->in * d->out;
+    }
+    size_t hr = CUDA_HEAD_MAX_FLOATS / V;
+    if (hr < 16)
+        hr = 16;
+    if (hr > N)
+        hr = N;
+    a->B = B;
+    a->T = T;
+    a->N = N;
+    a->head_rows = (int)hr;
+    a->r = (int)r;
+    a->max_in = max_in;
+    a->deq_cap = deq;
+    /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
+    size_t fsz[] = {
+        (L + 1) * N * C, L * N * C, L * N, L * N,        /* res mid rstd1 rstd2 */
+        L * N * qd, L * N * kd, L * N * kd, L * N * qd,  /* q k v ao */
+        L * (size_t)B * c->n_heads * T,                  /* lse */
+        L * N * F, L * N * F,                            /* g u */
+        L * N * C * pn, L * N * C * pn, L * N * pn, L * N * pn, /* pa pf rstd3 rstd4 */
+        L * PROJ_COUNT * N * r, N * C, N,                /* xa lnf rstdf */
+        N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
+        N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
+        N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
+        hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
+        hr * C, hr * C, N * (r ? r : 1), hr,             /* xc dxc ltmp row_loss */
+        (size_t)B * c->n_heads * T,                      /* attn_d */
+    };
+    float **fdst[] = {
+        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
+        &a->g, &a->u, &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->xa, &a->lnf, &a->rstdf,
+        &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
+        &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
+        &a->ltmp, &a->row_loss, &a->attn_d,
+    };
+    size_t bsz[] = {N * max_in, N * max_out, hr * V, hr * C, deq}; /* bf16 values */
+    uint16_t **bdst[] = {&a->xb, &a->yb, &a->logits_b, &a->xcb, &a->deq};
+    size_t isz[] = {N, N, N, N, hr}; /* int32 values */
+    int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
+    size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
+    size_t ni = sizeof isz / sizeof isz[0];
+    size_t total = 0;
+    for (size_t i = 0; i < nf; i++)
+        total += (fsz[i] * sizeof(float) + 255) & ~(size_t)255;
+    for (size_t i = 0; i < nb; i++)
+        total += (bsz[i] * sizeof(uint16_t) + 255) & ~(size_t)255;
+    for (size_t i = 0; i < ni; i++)
+        total += (isz[i] * sizeof(int32_t) + 255) & ~(size_t)255;
+    a->mem = cuda_alloc(total, 1);
+    a->rows_h = malloc(N * sizeof(int32_t));
+    a->tgt_h = malloc(N * sizeof(int32_t));
+    a->hits_h = malloc(hr * sizeof(int32_t));
+    a->loss_h = malloc(hr * sizeof(float));
+    if (!a->mem || !a->rows_h || !a->tgt_h || !a->hits_h || !a->loss_h) {
+        snprintf(err, errcap, "no room for the activations of %d x %d tokens (%zu MiB): %s",
+                 B, T, total >> 20, a->mem ? "out of host memory" : cuda_ctx_error());
+        cuda_acts_free(a);
+        return NULL;
+    }
+    a->bytes = total;
+    uint8_t *base = a->mem;
+    size_t off = 0;
+    for (size_t i = 0; i < nf; i++) {
+        *fdst[i] = fsz[i] ? (float *)(base + off) : NULL;
+        off += (fsz[i] * sizeof(float) + 255) & ~(size_t)255;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        *bdst[i] = (uint16_t *)(base + off);
+        off += (bsz[i] * sizeof(uint16_t) + 255) & ~(size_t)255;
+    }
+    for (size_t i = 0; i < ni; i++) {
+        *idst[i] = (int32_t *)(base + off);
+        off += (isz[i] * sizeof(int32_t) + 255) & ~(size_t)255;
+    }
+    return a;
+}
+
+void cuda_acts_free(struct cuda_acts *a)
+{
+    if (!a)
+        return;
+    cuda_free(a->drop);
+    cuda_free(a->drop2);
+    cuda_free(a->mem);
+    free(a->rows_h);
+    free(a->tgt_h);
+    free(a->hits_h);
+    free(a->loss_h);
+    free(a);
+}
+
+size_t cuda_acts_bytes(const struct cuda_acts *a)
+{
+    return a->bytes + (a->drop ? 2 * a->N * a->max_in * sizeof(float) : 0);
+}
+
+size_t cuda_acts_hits(const struct cuda_acts *a)
+{
+    return a->hits;
+}
+
+int cuda_acts_dropout(struct cuda_acts *a, float p, uint64_t seed)
+{
+    if (!(p >= 0.0f && p < 1.0f))
+        return -1;
+    a->drop_p = a->r ? p : 0.0f; /* nothing drops without adapters */
+    a->drop_seed = seed;
+    if (a->drop_p == 0.0f || a->drop)
+        return 0;
+    /* x' and the masked dx of the widest adapter input, made the first
+     * time they are needed */
+    size_t bytes = a->N * a->max_in * sizeof(float);
+    a->drop = cuda_alloc(bytes, 0);
+    a->drop2 = a->drop ? cuda_alloc(bytes, 0) : NULL;
+    if (!a->drop2) {
+        cuda_free(a->drop);
+        a->drop = NULL;
+        a->drop_p = 0.0f;
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ products */
+
+static void check(struct cuda_acts *a, int rc)
+{
+    if (rc)
+        a->failed = 1;
+}
+
+/* The dropout of projection p of layer l in the passes now (as
+ * proj_scratch in model_pass.c): its own mask per product. */
+static struct linear_dropout proj_dropout(const struct cuda_acts *a, const struct dlin *d, int l,
+                                          int p)
+{
+    struct linear_dropout x = {0};
+    if (a->drop_p > 0.0f && d->r > 0)
+        x = (struct linear_dropout){
+            a->drop_p, rng_derive(a->drop_seed, (uint64_t)l * PROJ_COUNT + (uint64_t)p)};
+    return x;
+}
+
+/* Weight rows [r0, r0+nr) of d as bf16: the stored copy, or NF4 decoded
+ * into the acts' scratch just now. */
+static const uint16_t *weight_rows(struct cuda_acts *a, const struct dlin *d, int r0, int nr)
+{
+    if (d->wb)
+        return d->wb + (size_t)r0 * d->in;
+    cuda_nf4_to_bf16(a->deq, &d->wq, (size_t)r0 * d->in, (size_t)nr * d->in);
+    return a->deq;
+}
+
+/* y (N,out) = x W^T + b + scale (x' A^T) B^T; xb is x as bf16 (the caller
+ * converts once for the products that share an input); xa OUT = x' A^T. */
+static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, const float *x,
+                        const uint16_t *xb, int N, float *xa, struct linear_dropout dr)
+{
+    const uint16_t *w = weight_rows(a, d, 0, d->out);
+    check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, d->in, w, d->in, 0.0f, y, d->out));
+    if (d->bias)
+        cuda_add_bias(y, d->bias, N, d->out);
+    if (d->r > 0) {
+        size_t n = (size_t)N * d->in;
+        if (dr.p > 0.0f) {
+            cuda_dropout(a->drop, x, n, dr.p, dr.seed, 0);
+            x = a->drop;
+        }
+        check(a, cuda_gemm_f32(0, 1, N, d->r, d->in, 1.0f, x, d->in, d->la, d->in, 0.0f, xa,
+                               d->r));
+        check(a, cuda_gemm_f32(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lb, d->r, 1.0f, y,
+                               d->out));
+    }
+}
+
+/* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
+ * skip), dw += dy^T x (xb: x as bf16, needed when d->dw), dbias, dB, dA. */
+static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, const float *dy,
+                         const float *x, const uint16_t *xb, const float *xa, int N,
+                         struct linear_dropout dr)
+{
+    if (dx || d->dw) {
+        cuda_to_bf16(a->yb, dy, (size_t)N * d->out);
+        if (dx) {
+            const uint16_t *w = weight_rows(a, d, 0, d->out);
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, a->yb, d->out, w, d->in, 1.0f,
+                                    dx, d->in));
+        }
+        if (d->dw)
+            check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, a->yb, d->out, xb, d->in,
+                                    1.0f, d->dw, d->in));
+    }
+    if (d->dbias)
+        cuda_bias_backward(d->dbias, dy, N, d->out);
+    if (d->r > 0) {
+        size_t n = (size_t)N * d->in;
+        int drop = dr.p > 0.0f;
+        float *t = a->ltmp; /* (N,r) = dy B */
+        check(a, cuda_gemm_f32(0, 0, N, d->r, d->out, 1.0f, dy, d->out, d->lb, d->r, 0.0f, t,
+                               d->r));
+        if (d->dlb) /* dB (out,r) += scale dy^T xa */
+            check(a, cuda_gemm_f32(1, 0, d->out, d->r, N, d->scale, dy, d->out, xa, d->r, 1.0f,
+                                   d->dlb, d->r));
+        if (d->dla) { /* dA (r,in) += scale t^T x' */
+            if (drop)
+                cuda_dropout(a->drop, x, n, dr.p, dr.seed, 0);
+            check(a, cuda_gemm_f32(1, 0, d->r, d->in, N, d->scale, t, d->r, drop ? a->drop : x,
+                                   d->in, 1.0f, d->dla, d->in));
+        }
+        if (dx && drop) { /* dx += (scale t A) * keep/(1-p) */
+            check(a, cuda_gemm_f32(0, 0, N, d->in, d->r, d->scale, t, d->r, d->la, d->in, 0.0f,
+                                   a->drop, d->in));
+            cuda_dropout(a->drop2, a->drop, n, dr.p, dr.seed, 0);
+            cuda_accumulate(dx, a->drop2, n);
+        } else if (dx) {
+            check(a, cuda_gemm_f32(0, 0, N, d->in, d->r, d->scale, t, d->r, d->la, d->in, 1.0f,
+                                   dx, d->in));
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the pass */
+
+struct layer_acts {
+    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
+    float *pa, *pf, *rstd3, *rstd4;
+    float *xa[PROJ_COUNT];
+};
+
+static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, int l,
+                       struct layer_acts *s)
+{
+    const struct model_config *c = &cm->cfg;
+    size_t N = a->N, C = (size_t)c->hidden, F = (size_t)c->intermediate;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t r = (size_t)a->r;
+    s->x = a->res + (size_t)l * N * C;
+    s->out = a->res + (size_t)(l + 1) * N * C;
+    s->mid = a->mid + (size_t)l * N * C;
+    s->rstd1 = a->rstd1 + (size_t)l * N;
+    s->rstd2 = a->rstd2 + (size_t)l * N;
+    s->q = a->q + (size_t)l * N * qd;
+    s->k = a->k + (size_t)l * N * kd;
+    s->v = a->v + (size_t)l * N * kd;
+    s->ao = a->ao + (size_t)l * N * qd;
+    s->lse = a->lse + (size_t)l * a->B * c->n_heads * a->T;
+    s->g = a->g + (size_t)l * N * F;
+    s->u = a->u + (size_t)l * N * F;
+    int pn = c->post_norms;
+    s->pa = pn ? a->pa + (size_t)l * N * C : NULL;
+    s->pf = pn ? a->pf + (size_t)l * N * C : NULL;
+    s->rstd3 = pn ? a->rstd3 + (size_t)l * N : NULL;
+    s->rstd4 = pn ? a->rstd4 + (size_t)l * N : NULL;
+    for (int p = 0; p < PROJ_COUNT; p++)
+        s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + ((size_t)l * PROJ_COUNT + p) * N * r
+                                                : NULL;
+}
+
+static void mlp_act(const struct cuda_model *cm, float *h, const float *g, const float *u,
+                    size_t n)
+{
+    if (cm->cfg.gelu)
+        cuda_geglu_forward(h, g, u, n);
+    else
+        cuda_swiglu_forward(h, g, u, n);
+}
+
+static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int l,
+                          const int32_t *seg, int B, int T)
+{
+    const struct model_config *c = &cm->cfg;
+    const struct dlayer *L = &cm->layers[l];
+    const struct dlin *P = L->proj;
+    struct layer_acts s;
+    layer_view(cm, a, l, &s);
+    int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
+    float scale = model_attn_scale(c);
+    /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
+    cuda_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    cuda_to_bf16(a->xb, a->ln, NC);
+    lin_forward(a, &P[PROJ_Q], s.q, a->ln, a->xb, N, s.xa[PROJ_Q], proj_dropout(a, &P[PROJ_Q], l, PROJ_Q));
+    lin_forward(a, &P[PROJ_K], s.k, a->ln, a->xb, N, s.xa[PROJ_K], proj_dropout(a, &P[PROJ_K], l, PROJ_K));
+    lin_forward(a, &P[PROJ_V], s.v, a->ln, a->xb, N, s.xa[PROJ_V], proj_dropout(a, &P[PROJ_V], l, PROJ_V));
+    cuda_rope_forward(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_rope_forward(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_attention_forward(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd, scale,
+                           c->attn_softcap);
+    float *ao_out = s.pa ? s.pa : a->tmp;
+    cuda_to_bf16(a->xb, s.ao, (size_t)N * H * hd);
+    lin_forward(a, &P[PROJ_O], ao_out, s.ao, a->xb, N, s.xa[PROJ_O], proj_dropout(a, &P[PROJ_O], l, PROJ_O));
+    if (s.pa)
+        cuda_rmsnorm_forward(a->tmp, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
+    cuda_add(s.mid, s.x, a->tmp, NC);
+    /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
+    cuda_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
+    cuda_to_bf16(a->xb, a->ln, NC);
+    lin_forward(a, &P[PROJ_GATE], s.g, a->ln, a->xb, N, s.xa[PROJ_GATE], proj_dropout(a, &P[PROJ_GATE], l, PROJ_GATE));
+    lin_forward(a, &P[PROJ_UP], s.u, a->ln, a->xb, N, s.xa[PROJ_UP], proj_dropout(a, &P[PROJ_UP], l, PROJ_UP));
+    mlp_act(cm, a->hbuf, s.g, s.u, NF);
+    float *mlp_out = s.pf ? s.pf : a->tmp;
+    cuda_to_bf16(a->xb, a->hbuf, NF);
+    lin_forward(a, &P[PROJ_DOWN], mlp_out, a->hbuf, a->xb, N, s.xa[PROJ_DOWN], proj_dropout(a, &P[PROJ_DOWN], l, PROJ_DOWN));
+    if (s.pf)
+        cuda_rmsnorm_forward(a->tmp, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
+    cuda_add(s.out, s.mid, a->tmp, NC);
+}
+
+/* The bf16 of x for a weight gradient: only full fine-tuning needs it. */
+static const uint16_t *input_bf16(const struct cuda_model *cm, struct cuda_acts *a,
+                                  const float *x, size_t n)
+{
+    if (!cm->full)
+        return NULL;
+    cuda_to_bf16(a->xb, x, n);
+    return a->xb;
+}
+
+/* On entry a->dres holds d(loss)/d(out of layer l); on return, d/d(x). */
+static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int l,
+                           const int32_t *seg, int B, int T, int need_dx)
+{
+    const struct model_config *c = &cm->cfg;
+    const struct dlayer *L = &cm->layers[l];
+    const struct dlin *P = L->proj;
+    struct layer_acts s;
+    layer_view(cm, a, l, &s);
+    int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
+    size_t Nq = (size_t)N * H * hd, Nk = (size_t)N * KV * hd;
+    float eps = c->rms_eps, scale = model_attn_scale(c);
+    const uint16_t *xb;
+    /* MLP block, recomputing ln2(mid) and the activation's output */
+    cuda_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, eps);
+    mlp_act(cm, a->hbuf, s.g, s.u, NF);
+    const float *dmlp = a->dres;
+    if (s.pf) { /* through ln4 into a->tmp */
+        cuda_zero(a->tmp, NC * sizeof(float));
+        cuda_rmsnorm_backward(a->tmp, L->dln4, a->dres, s.pf, L->ln4, s.rstd4, N, C);
+        dmlp = a->tmp;
+    }
+    cuda_zero(a->dh, NF * sizeof(float));
+    xb = input_bf16(cm, a, a->hbuf, NF);
+    lin_backward(a, &P[PROJ_DOWN], a->dh, dmlp, a->hbuf, xb, s.xa[PROJ_DOWN], N, proj_dropout(a, &P[PROJ_DOWN], l, PROJ_DOWN));
+    cuda_zero(a->dg, NF * sizeof(float));
+    cuda_zero(a->du, NF * sizeof(float));
+    if (c->gelu)
+        cuda_geglu_backward(a->dg, a->du, a->dh, s.g, s.u, NF);
+    else
+        cuda_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NF);
+    cuda_zero(a->dln, NC * sizeof(float));
+    xb = input_bf16(cm, a, a->ln, NC);
+    lin_backward(a, &P[PROJ_GATE], a->dln, a->dg, a->ln, xb, s.xa[PROJ_GATE], N, proj_dropout(a, &P[PROJ_GATE], l, PROJ_GATE));
+    lin_backward(a, &P[PROJ_UP], a->dln, a->du, a->ln, xb, s.xa[PROJ_UP], N, proj_dropout(a, &P[PROJ_UP], l, PROJ_UP));
+    /* dres: d(out) -> d(mid), residual path plus the norm path */
+    cuda_rmsnorm_backward(a->dres, L->dln2, a->dln, s.mid, L->ln2, s.rstd2, N, C);
+    /* attention block */
+    const float *dattn = a->dres;
+    if (s.pa) { /* through ln3 into a->tmp */
+        cuda_zero(a->tmp, NC * sizeof(float));
+        cuda_rmsnorm_backward(a->tmp, L->dln3, a->dres, s.pa, L->ln3, s.rstd3, N, C);
+        dattn = a->tmp;
+    }
+    cuda_zero(a->dao, Nq * sizeof(float));
+    xb = input_bf16(cm, a, s.ao, Nq);
+    lin_backward(a, &P[PROJ_O], a->dao, dattn, s.ao, xb, s.xa[PROJ_O], N, proj_dropout(a, &P[PROJ_O], l, PROJ_O));
+    cuda_zero(a->dq, Nq * sizeof(float));
+    cuda_zero(a->dk, Nk * sizeof(float));
+    cuda_zero(a->dv, Nk * sizeof(float));
+    cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->dao, s.ao, s.lse, s.q, s.k, s.v,
+                            seg, B, T, H, KV, hd, scale, c->attn_softcap);
+    cuda_rope_backward(a->dq, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_rope_backward(a->dk, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);
+    xb = input_bf16(cm, a, a->ln, NC);
+    /* The norm weight's gradient needs dln even where dx is not needed. */
+    float *dln = need_dx || L->dln1 ? a->dln : NULL;
+    if (dln)
+        cuda_zero(dln, NC * sizeof(float));
+    lin_backward(a, &P[PROJ_Q], dln, a->dq, a->ln, xb, s.xa[PROJ_Q], N, proj_dropout(a, &P[PROJ_Q], l, PROJ_Q));
+    lin_backward(a, &P[PROJ_K], dln, a->dk, a->ln, xb, s.xa[PROJ_K], N, proj_dropout(a, &P[PROJ_K], l, PROJ_K));
+    lin_backward(a, &P[PROJ_V], dln, a->dv, a->ln, xb, s.xa[PROJ_V], N, proj_dropout(a, &P[PROJ_V], l, PROJ_V));
+    if (dln)
+        cuda_rmsnorm_backward(a->dres, L->dln1, a->dln, s.x, L->ln1, s.rstd1, N, C);
+}
+
+/* The output head fused with the loss over the rows that have targets, a
+ * block of rows at a time (gathered with the embedding's lookup kernel,
+ * scattered back with its backward). With backward set, a->dres receives
+ * d(loss)/d(lnf) (zero for rows without a target) and the head's weight
+ * gradient is accumulated (full fine-tuning). */
+static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
+                     const uint8_t *mask, int B, int T, float dscale, int backward,
+                     double *loss_out, size_t *n_targets)
+{
+    const struct model_config *c = &cm->cfg;
+    const struct dlin *head = &cm->head;
+    int C = c->hidden, V = c->vocab;
+    int M = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t + 1 < T; t++) {
+            size_t i = (size_t)b * T + t;
+            if (mask[i + 1]) {
+                a->rows_h[M] = (int32_t)i;
+                a->tgt_h[M] = ids[i + 1];
+                M++;
+            }
+        }
+    *n_targets = (size_t)M;
+    a->hits = 0;
+    if (backward)
+        cuda_zero(a->dres, (size_t)B * T * C * sizeof(float));
+    if (M && (cuda_upload(a->rows, a->rows_h, (size_t)M * sizeof(int32_t)) ||
+              cuda_upload(a->tgt, a->tgt_h, (size_t)M * sizeof(int32_t))))
+        return -1;
+    /* rows of the head at once: all of them from a bf16 copy, chunks of
+     * the scratch from an NF4 head */
+    int vstep = V;
+    if (!head->wb && a->deq_cap / (size_t)C < (size_t)V) /* chunks start on NF4 blocks */
+        vstep = (int)(a->deq_cap / (size_t)C / NF4_BLOCK * NF4_BLOCK);
+    double loss = 0.0;
+    for (int m0 = 0; m0 < M; m0 += a->head_rows) {
+        int mr = M - m0 < a->head_rows ? M - m0 : a->head_rows;
+        size_t mv = (size_t)mr * V;
+        cuda_embed_forward(a->xc, a->rows + m0, mr, a->lnf, NULL, C, 1.0f);
+        cuda_to_bf16(a->xcb, a->xc, (size_t)mr * C);
+        for (int v0 = 0; v0 < V; v0 += vstep) {
+            int nv = V - v0 < vstep ? V - v0 : vstep;
+            const uint16_t *w = weight_rows(a, head, v0, nv);
+            check(a, cuda_gemm_bf16(0, 1, mr, nv, C, 1.0f, a->xcb, C, w, C, 0.0f,
+                                    a->logits + v0, V));
+        }
+        if (c->final_softcap > 0.0f) {
+            cuda_softcap(a->logits, mv, c->final_softcap);
+            if (backward &&
+                cudaMemcpyAsync(a->capped, a->logits, mv * sizeof(float),
+                                cudaMemcpyDeviceToDevice,
+                                (cudaStream_t)cuda_ctx_stream()) != cudaSuccess)
+                return -1;
+        }
+        cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, dscale, NULL, a->row_loss,
+                       a->hits_d);
+        if (cuda_download(a->loss_h, a->row_loss, (size_t)mr * sizeof(float)) ||
+            cuda_download(a->hits_h, a->hits_d, (size_t)mr * sizeof(int32_t)))
+            return -1;
+        for (int i = 0; i < mr; i++) {
+            loss += (double)a->loss_h[i];
+            a->hits += (size_t)(a->hits_h[i] != 0);
+        }
+        if (!backward)
+            continue;
+        if (c->final_softcap > 0.0f)
+            cuda_softcap_backward(a->logits, a->capped, mv, c->final_softcap);
+        cuda_to_bf16(a->logits_b, a->logits, mv);
+        for (int v0 = 0; v0 < V; v0 += vstep) {
+            int nv = V - v0 < vstep ? V - v0 : vstep;
+            const uint16_t *w = weight_rows(a, head, v0, nv);
+            /* dxc (mr,C) (+)= dlogits[:, v0:v0+nv] . w (nv,C) */
+            check(a, cuda_gemm_bf16(0, 0, mr, C, nv, 1.0f, a->logits_b + v0, V, w, C,
+                                    v0 ? 1.0f : 0.0f, a->dxc, C));
+            if (head->dw) /* dW (nv,C) += dlogits^T . xc */
+                check(a, cuda_gemm_bf16(1, 0, nv, C, mr, 1.0f, a->logits_b + v0, V, a->xcb, C,
+                                        1.0f, head->dw + (size_t)v0 * C, C));
+        }
+        /* the rows are distinct: adding into zeroed dres places them */
+        cuda_embed_backward(a->dres, a->rows + m0, mr, a->dxc, C, 1.0f);
+    }
+    *loss_out = loss;
+    return 0;
+}
+
+int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, float dscale,
+                                       int backward, double *loss, size_t *n_targets)
+{
+    const struct model_config *c = &cm->cfg;
+    int N = B * T, C = c->hidden;
+    /* Callers validate sizes; these are invariants, not input checks. */
+    if (B < 1 || T < 1 || (size_t)N > a->N || T > a->T || B > a->B || T > cm->rope_len)
+        abort();
+    *loss = 0.0;
+    *n_targets = 0;
+    a->failed = 0;
+    if (cuda_upload(a->ids, ids, (size_t)N * sizeof(int32_t)))
+        return -1;
+    const int32_t *seg_d = NULL;
+    if (seg) {
+        if (cuda_upload(a->seg, seg, (size_t)N * sizeof(int32_t)))
+            return -1;
+        seg_d = a->seg;
+    }
+    /* embedding: res0[n] = E[ids[n]] (times sqrt(C) for Gemma) */
+    cuda_embed_forward(a->res, a->ids, N, cm->embed_f, cm->embed_b, C,
+                       c->embed_scale ? sqrtf((float)C) : 1.0f);
+    for (int l = 0; l < c->n_layers; l++)
+        layer_forward(cm, a, l, seg_d, B, T);
+    float *xL = a->res + (size_t)c->n_layers * a->N * C;
+    cuda_rmsnorm_forward(a->lnf, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
+    if (head_loss(cm, a, ids, mask, B, T, dscale, backward, loss, n_targets) || a->failed)
+        return -1;
+    if (!backward)
+        return cuda_ctx_sync();
+    /* dres holds d/d(lnf); through the final norm into dres2 */
+    cuda_zero(a->dres2, (size_t)N * C * sizeof(float));
+    cuda_rmsnorm_backward(a->dres2, cm->dnorm_f, a->dres, xL, cm->norm_f, a->rstdf, N, C);
+    float *swap = a->dres;
+    a->dres = a->dres2;
+    a->dres2 = swap;
+    for (int l = c->n_layers - 1; l >= 0; l--)
+        layer_backward(cm, a, l, seg_d, B, T, l > 0 || cm->embed_dw != NULL);
+    if (cm->embed_dw) /* a token seen twice adds in row order (no atomics) */
+        cuda_embed_backward(cm->embed_dw, a->ids, N, a->dres, C,
+                            c->embed_scale ? sqrtf((float)C) : 1.0f);
+    if (a->failed)
+        return -1;
+    return cuda_ctx_sync();
+}

@@ -1,0 +1,105 @@
+/* cuda_model.h - a device copy of a struct model and its training pass on
+ * the GPU: the twin of model_pass.c, with the same activations, the same
+ * arithmetic order of layers and the same meaning of every argument.
+ *
+ * One model definition: train/model.h. The device copy mirrors the host
+ * model's blocks as they are laid out there (trainable fp32 parameters,
+ * their gradients, frozen fp32 values, frozen bf16 values), so every host
+ * pointer of a struct linear or a norm maps to the device by its offset in
+ * its block. On top of that the device holds, per mode:
+ *  - full fine-tuning: a bf16 copy of the matrices ([0, n_decay) of the
+ *    trainable block) that every product reads; the fp32 master weights
+ *    are what AdamW updates (cuda_model_params_changed refreshes the copy);
+ *  - LoRA on a bf16 base: the bf16 block as it is;
+ *  - QLoRA (NF4 base): each matrix's NF4 arrays (struct cuda_nf4), decoded
+ *    to bf16 into one scratch matrix just before each product; the
+ *    embedding alone is decoded once at upload and kept as bf16, because
+ *    the lookup reads scattered rows (and the tied head reads it too).
+ * A frozen fp32 base (LoRA with base_kind WK_F32) is refused: the GPU
+ * products read bf16 (cuda_model_check says so in a sentence).
+ *
+ * Products: bf16 inputs with fp32 accumulation (cuda_gemm_bf16); the
+ * activations are rounded to bf16 just before each product, the outputs
+ * stay fp32. LoRA's rank-r products run in fp32 (cuda_gemm_f32). The
+ * head is fused with the loss in blocks of rows that have a target, so
+ * (N, V) logits never exist.
+ *
+ * Errors: every function that can fail returns 0 or -1 (NULL for the
+ * constructors) with the reason in cuda_ctx_error() or `err`. The context
+ * (cuda_ctx.h) must be open before any of these is called.
+ *
+ * Ownership: cuda_model_upload copies what it needs from the host model
+ * and keeps no pointer into it; the caller keeps the host model (the
+ * checkpoint's source and target). The device model owns all its device
+ * memory; the acts own theirs.
+ */
+#ifndef ALALLO_TRAIN_CUDA_MODEL_H
+#define ALALLO_TRAIN_CUDA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/model.h"
+
+struct cuda_model;
+struct cuda_acts;
+
+/* 0 when the GPU pass computes model m; -1 with a sentence naming what it
+ * does not (a frozen fp32 base, a head dimension over 256). */
+int cuda_model_check(const struct model *m, char *err, size_t errcap);
+
+/* Copies model m to the device: every block, the NF4 arrays, the rotary
+ * tables (m->rope_len positions: call model_rope_ensure for the context
+ * first). Gradients start at zero. NULL with a reason. */
+struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t errcap);
+void cuda_model_free(struct cuda_model *cm); /* NULL is fine */
+/* Device bytes the model holds (parameters, gradients, copies). */
+size_t cuda_model_bytes(const struct cuda_model *cm);
+
+/* The trainable block and its gradients on the device (n_train floats). */
+float *cuda_model_params(struct cuda_model *cm);
+float *cuda_model_grads(struct cuda_model *cm);
+size_t cuda_model_n_train(const struct cuda_model *cm);
+size_t cuda_model_n_decay(const struct cuda_model *cm);
+/* Sets every gradient to zero (callers do, once per step, as on the CPU). */
+void cuda_model_zero_grads(struct cuda_model *cm);
+/* Call after the trainable block changed on the device (an optimizer
+ * step, an upload): refreshes the bf16 copy the products read (full
+ * fine-tuning; nothing otherwise). */
+void cuda_model_params_changed(struct cuda_model *cm);
+
+/* Host <-> device for the trainable block: put uploads m->train (after a
+ * resume) and refreshes the copies; get downloads into m->train (for a
+ * checkpoint or the final model); get_grads into m->grad (tests).
+ * m must be the model the device copy was made from. 0 or -1. */
+int cuda_model_put_params(struct cuda_model *cm, const struct model *m);
+int cuda_model_get_params(const struct cuda_model *cm, struct model *m);
+int cuda_model_get_grads(const struct cuda_model *cm, struct model *m);
+
+/* Activations and scratch on the device for batches up to B x T (as
+ * model_acts_create). NULL with a reason (too large, T beyond the
+ * uploaded rotary tables, out of device memory). */
+struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, char *err,
+                                   size_t errcap);
+void cuda_acts_free(struct cuda_acts *a); /* NULL is fine */
+size_t cuda_acts_bytes(const struct cuda_acts *a);
+/* LoRA dropout of the passes from now on, as model_acts_dropout (the same
+ * masks bit for bit: cuda_dropout draws what linear_dropout_keep draws).
+ * 0, or -1 for p outside [0, 1) or out of device memory (no dropout then). */
+int cuda_acts_dropout(struct cuda_acts *a, float p, uint64_t seed);
+/* Of the last pass's targets, how many the model predicted (arg-max). */
+size_t cuda_acts_hits(const struct cuda_acts *a);
+
+/* model_forward_backward_packed on the GPU: ids, mask and seg (B,T) are
+ * host arrays (seg NULL: one example per row). *loss OUT gets the summed
+ * loss over targets (natural log, summed on the host in row order);
+ * with backward set, dscale * d(sum)/d(param) is added into the device
+ * gradients. Returns 0, or -1 with the reason in cuda_ctx_error() (the
+ * gradients are then undefined). */
+int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, float dscale,
+                                       int backward, double *loss /* OUT */,
+                                       size_t *n_targets /* OUT */);
+
+#endif

@@ -1,0 +1,117 @@
+/* cuda_train.c - the trainer's seam to the GPU (contract in cuda_train.h). */
+#include "train/cuda/cuda_train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "train/cuda/cuda_model.h"
+#include "train/cuda/cuda_optim.h"
+
+struct cuda_train {
+    int owns_ctx; /* opened the context (else the caller had: train_device.h) */
+    struct cuda_model *cm;
+    struct cuda_acts *a;
+    struct cuda_optim opt;
+};
+
+struct cuda_train *cuda_train_open(int device, const struct model *m, const struct optim *o,
+                                   int B, int T, int dpo, char *err, size_t errcap, int *user)
+{
+    *user = 1;
+    if (dpo) {
+        snprintf(err, errcap, "DPO runs on the CPU only: the GPU trainer has no per-token "
+                              "weighted loss yet");
+        return NULL;
+    }
+    if (cuda_model_check(m, err, errcap))
+        return NULL;
+    *user = 0;
+    int open = cuda_ctx_device() == NULL;
+    if (open && cuda_ctx_open(device)) {
+        snprintf(err, errcap, "%s", cuda_ctx_error());
+        return NULL;
+    }
+    struct cuda_train *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errcap, "out of memory");
+        if (open)
+            cuda_ctx_close();
+        return NULL;
+    }
+    t->owns_ctx = open;
+    t->cm = cuda_model_upload(m, err, errcap);
+    if (t->cm)
+        t->a = cuda_acts_create(t->cm, B, T, err, errcap);
+    if (t->a && cuda_optim_init(&t->opt, o))
+        snprintf(err, errcap, "the optimizer state on the GPU: %s", cuda_ctx_error());
+    else if (t->a)
+        return t;
+    cuda_train_close(t);
+    return NULL;
+}
+
+void cuda_train_close(struct cuda_train *t)
+{
+    if (!t)
+        return;
+    cuda_optim_free(&t->opt);
+    cuda_acts_free(t->a);
+    cuda_model_free(t->cm);
+    if (t->owns_ctx)
+        cuda_ctx_close();
+    free(t);
+}
+
+const struct cuda_device_info *cuda_train_device(const struct cuda_train *t)
+{
+    (void)t;
+    return cuda_ctx_device();
+}
+
+size_t cuda_train_peak_bytes(const struct cuda_train *t)
+{
+    (void)t;
+    return cuda_mem_peak();
+}
+
+int cuda_train_pass(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
+                    const int32_t *seg, int B, int T, float dscale, int backward, float drop_p,
+                    uint64_t drop_seed, double *loss, size_t *n_targets, size_t *hits)
+{
+    if (backward)
+        cuda_model_zero_grads(t->cm);
+    if (cuda_acts_dropout(t->a, drop_p, drop_seed))
+        return -1;
+    int rc = cuda_model_forward_backward_packed(t->cm, t->a, ids, mask, seg, B, T, dscale,
+                                                backward, loss, n_targets);
+    cuda_acts_dropout(t->a, 0.0f, 0);
+    if (hits)
+        *hits = cuda_acts_hits(t->a);
+    return rc;
+}
+
+int cuda_train_grad_norm(struct cuda_train *t, double *norm)
+{
+    return cuda_optim_grad_norm(&t->opt, cuda_model_grads(t->cm), norm);
+}
+
+int cuda_train_adamw(struct cuda_train *t, float gscale, float lr)
+{
+    cuda_optim_step(&t->opt, cuda_model_params(t->cm), cuda_model_grads(t->cm), gscale, lr);
+    cuda_model_params_changed(t->cm);
+    return cuda_ctx_sync();
+}
+
+int cuda_train_to_host(const struct cuda_train *t, struct model *m, struct optim *o)
+{
+    if (cuda_model_get_params(t->cm, m) || cuda_optim_download(&t->opt, o))
+        return -1;
+    return 0;
+}
+
+int cuda_train_from_host(struct cuda_train *t, const struct model *m, const struct optim *o)
+{
+    if (cuda_model_put_params(t->cm, m) || cuda_optim_upload(&t->opt, o))
+        return -1;
+    return 0;
+}

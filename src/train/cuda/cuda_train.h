@@ -1,0 +1,70 @@
+/* cuda_train.h - the seam between the trainer (trainer.c) and the GPU: the
+ * trainer keeps its loop, data, events, validation and checkpoints, and
+ * calls these in place of the CPU pass and optimizer when the attempt runs
+ * on a GPU (trainer_run_gpu).
+ *
+ *   open          after load_everything and resume: opens the GPU, copies
+ *                 the model, the optimizer state and room for the batch up
+ *   pass          in place of ops_zero + model_forward_backward_packed
+ *                 (and, with backward 0, in evaluate)
+ *   grad_norm     in place of optim_grad_norm
+ *   adamw         in place of optim_adamw_step
+ *   to_host       before anything reads the host model or optimizer: a
+ *                 checkpoint, sample answers, the final model
+ *   from_host     after the host state changed (a resume once open)
+ *
+ * What the GPU does not run is refused at open with a sentence: DPO (the
+ * per-token weighted pass), a frozen fp32 base (cuda_model_check).
+ *
+ * Ownership: the trainer keeps the host struct model and struct optim;
+ * the struct cuda_train holds only device copies (and the context when it
+ * opened it), and cuda_train_close releases them.
+ */
+#ifndef ALALLO_TRAIN_CUDA_TRAIN_H
+#define ALALLO_TRAIN_CUDA_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/cuda/cuda_ctx.h"
+#include "train/model.h"
+#include "train/optim.h"
+
+struct cuda_train;
+
+/* Opens GPU `device` (a CUDA ordinal after CUDA_VISIBLE_DEVICES; a context
+ * already open, train_device_prepare's, is used as it is and left open by
+ * close) and copies model m and optimizer o up, with activations for batches of B x T. dpo
+ * set: refused (the GPU pass has no weighted loss yet). NULL with a reason
+ * in err; *user OUT is 1 when the reason is the attempt's (nothing the GPU
+ * can run), 0 when it is the machine's (no GPU, out of memory). */
+struct cuda_train *cuda_train_open(int device, const struct model *m, const struct optim *o,
+                                   int B, int T, int dpo, char *err, size_t errcap,
+                                   int *user /* OUT */);
+void cuda_train_close(struct cuda_train *t); /* NULL is fine */
+/* The GPU in use (for the log and the started event). */
+const struct cuda_device_info *cuda_train_device(const struct cuda_train *t);
+/* Device bytes at most since open (the memory the events report). */
+size_t cuda_train_peak_bytes(const struct cuda_train *t);
+
+/* One pass, as model_forward_backward_packed: with backward set the
+ * gradients are zeroed first, then dscale * d(sum)/d(param) lands in
+ * them. LoRA dropout drop_p (0 none) with masks from drop_seed, as
+ * model_acts_dropout. *loss OUT the summed loss, *n_targets, *hits OUT
+ * (hits may be NULL). 0, or -1 with a reason in cuda_ctx_error(). */
+int cuda_train_pass(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
+                    const int32_t *seg, int B, int T, float dscale, int backward, float drop_p,
+                    uint64_t drop_seed, double *loss /* OUT */, size_t *n_targets /* OUT */,
+                    size_t *hits /* OUT */);
+/* The gradients' global norm (optim_grad_norm's meaning). 0 or -1. */
+int cuda_train_grad_norm(struct cuda_train *t, double *norm /* OUT */);
+/* One AdamW update with gradient gscale * g (gscale: optim_clip_factor)
+ * at rate lr, then the copies the products read are refreshed. 0 or -1. */
+int cuda_train_adamw(struct cuda_train *t, float gscale, float lr);
+/* Device parameters and moments into m->train and o (m, o: the ones open
+ * was given). 0 or -1. */
+int cuda_train_to_host(const struct cuda_train *t, struct model *m, struct optim *o);
+/* m->train and o onto the device. 0 or -1. */
+int cuda_train_from_host(struct cuda_train *t, const struct model *m, const struct optim *o);
+
+#endif
