@@ -56,15 +56,13 @@ int train_device_prepare(const struct train_config *c, int *on_gpu, char *err, s
 
 int train_device_run_gpu(const struct train_config *c)
 {
+#ifdef ALALLO_HAVE_CUDA
+    return trainer_run_gpu(c); /* uses the context train_device_prepare opened */
+#else
     (void)c;
-    /* LEAD: wire the GPU trainer here once src/train/cuda/cuda_train.h is
-     * merged: include it under ALALLO_HAVE_CUDA above and
-     *     return cuda_train_run(c);
-     * (its own events and exit status, as trainer_run's). Until then a
-     * "cuda" attempt that reached a GPU fails on alallo's side. */
-    tev_error(0, "device \"cuda\": this alallo opens the GPU but has no GPU trainer yet "
-                 "(issue 15)");
-    return TRAIN_INTERNAL;
+    tev_error(0, "device \"cuda\": this alallo was built without CUDA");
+    return TRAIN_USER;
+#endif
 }
 
 void train_device_release(void)
