@@ -8,7 +8,8 @@
 #   e.g. tests/gpu/emu/run.sh build tests/gpu/test_cuda_attn.c src/train/cuda/cuda_attn.cu
 #
 # BUILD_DIR holds a CPU build (libalallo_train.a, libalallo_core.a).
-# EMU_SAN=1 builds with AddressSanitizer and UBSan. Exit status: the test's.
+# EMU_SAN=1 (implied by an ALALLO_SANITIZE build) builds with AddressSanitizer
+# and UBSan. Exit status: the test's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -19,6 +20,8 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do kernels+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 extra=("$@")
 san=()
+# a sanitized build's libraries need the sanitizers at link time too
+if grep -q '^ALALLO_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then EMU_SAN=1; fi
 if [ "${EMU_SAN:-0}" = 1 ]; then
   san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 fi
@@ -31,7 +34,8 @@ cxx=(g++ -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Werror -Wno-unused-f
 objs=()
 for k in "${kernels[@]}"; do
   o="$out/$(basename "$k").o"
-  "${cxx[@]}" -x c++ -c "$root/$k" -o "$o"
+  case $k in /*) src=$k ;; *) src=$root/$k ;; esac
+  "${cxx[@]}" -x c++ -c "$src" -o "$o"
   objs+=("$o")
 done
 "${cxx[@]}" -c "$root/tests/gpu/emu/cuda_emu.cc" -o "$out/cuda_emu.o"
