@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # run.sh - builds bench/gpu/attn_bench.c by hand (nvcc for the kernels, gcc
-# for the host code, a CPU build's libraries) and runs it: one JSON line
-# per shape. Until CMake builds src/train/cuda/, this is how it runs on the
-# GPU machine.
+# for the host code; no other library of the project or the system, so it
+# builds on the GPU machine's image as it is) and runs it: one JSON line
+# per shape.
 #
-#   bench/gpu/run.sh BUILD_DIR [iterations]
+#   bench/gpu/run.sh [iterations]
 #
 # Without a GPU it prints a `skip:` line and exits 77.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "$1" && pwd)
-iters=${2:-10}
+iters=${1:-10}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=$(mktemp -d /tmp/alallo-attn-bench.XXXXXX)
 trap 'rm -rf "$out"' EXIT
@@ -21,6 +20,6 @@ for c in src/train/cuda/cuda_ctx.c bench/gpu/attn_bench.c; do
     -c "$root/$c" -o "$out/$(basename "$c" .c).o"
 done
 g++ -o "$out/attn_bench" "$out/attn_bench.o" "$out/cuda_attn.o" "$out/cuda_ctx.o" \
-  "$build/libalallo_core.a" -L"$cuda/lib64" -lcudart -lcublasLt -lcublas \
+  -L"$cuda/lib64" -lcudart -lcublasLt -lcublas \
   -Wl,-rpath,"$cuda/lib64"
 "$out/attn_bench" "$iters"

@@ -45,6 +45,8 @@ static const struct attn_case cases[] = {
     {2, 45, 8, 8, 64, 0, 50.0f},    /* capped, no seg */
     {1, 33, 4, 2, 256, 2, 0.0f},    /* the largest head dim */
     {2, 5, 2, 1, 48, 0, 0.0f},      /* one partial tile, hd not a power of 2 */
+    {3, 128, 4, 2, 32, 4, 0.0f},    /* sequence 2's second example starts at row 32,
+                                       a tile's first */
     {1, 1030, 4, 1, 128, 3, 50.0f}, /* many tiles skipped whole, group of 4 */
 };
 #define N_CASES (sizeof cases / sizeof cases[0])

@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(THREADS)
             for (int x = 0; x < COLS; x++) {
                 int r = tx + 4 * x;
                 float p = 0.0f, ds = 0.0f;
-                if (visible(q0 + r, j, Lo[r], T) && j < T) {
+                if (visible(q0 + r, j, Lo[r], T)) {
                     float sc = score_of(s[x], scale, cap);
                     p = expf(sc - Ls[r]);
                     ds = dscore_of(p, dp[x], Ds[r], sc, scale, cap);

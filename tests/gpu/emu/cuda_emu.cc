@@ -70,6 +70,37 @@ size_t sched_stack_size;
     abort();
 }
 
+/* Guard zones of NaN bytes on both sides of shared memory and of every
+ * device allocation: a kernel's write past either end is caught when the
+ * block ends or the array is freed (without AddressSanitizer too), and a
+ * read there gives NaN. */
+#define GUARD 4096u
+
+unsigned char *guarded_alloc(size_t bytes, int fill)
+{
+    unsigned char *p = static_cast<unsigned char *>(malloc(bytes + 2 * GUARD));
+    if (!p)
+        return nullptr;
+    memset(p, 0xff, GUARD);
+    memset(p + GUARD, fill, bytes);
+    memset(p + GUARD + bytes, 0xff, GUARD);
+    return p + GUARD;
+}
+
+void guarded_free(unsigned char *p, size_t bytes, const char *what)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[-(long)GUARD + (long)i] != 0xff || p[bytes + i] != 0xff) {
+            int after = p[bytes + i] != 0xff;
+            fprintf(stderr, "cuda emulator: a kernel wrote outside %s of %zu bytes, at byte "
+                    "%s%zu\n", what, bytes, after ? "" : "-", after ? bytes + i : GUARD - i);
+            abort();
+        }
+    free(p - GUARD);
+}
+
 /* The two halves of a switch, annotated so AddressSanitizer follows the
  * stacks. */
 void to_fiber(size_t i)
@@ -153,18 +184,22 @@ bool release_warps()
     return any;
 }
 
+/* Apart from run_block: getcontext returns twice, like setjmp. */
+__attribute__((noinline)) void start_fiber(fiber &f)
+{
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = STACK_BYTES;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, fiber_entry, 0);
+    f.st = RUN;
+}
+
 void run_block()
 {
     size_t n = fibers.size();
-    for (size_t i = 0; i < n; i++) {
-        fiber &f = fibers[i];
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack;
-        f.ctx.uc_stack.ss_size = STACK_BYTES;
-        f.ctx.uc_link = nullptr;
-        makecontext(&f.ctx, fiber_entry, 0);
-        f.st = RUN;
-    }
+    for (size_t i = 0; i < n; i++)
+        start_fiber(fibers[i]);
     for (;;) {
         for (size_t i = 0; i < n; i++) {
             if (fibers[i].st == RUN) {
@@ -280,13 +315,13 @@ void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<v
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 cur_block = dim3(x, y, z);
-                cur_smem = smem ? static_cast<float *>(malloc(smem)) : nullptr;
-                if (smem && !cur_smem)
+                /* NaN in every float */
+                unsigned char *sh = smem ? guarded_alloc(smem, 0xff) : nullptr;
+                if (smem && !sh)
                     die("out of memory for shared memory");
-                if (smem)
-                    memset(cur_smem, 0xff, smem); /* NaN in every float */
+                cur_smem = reinterpret_cast<float *>(sh);
                 run_block();
-                free(cur_smem);
+                guarded_free(sh, smem, "shared memory");
                 cur_smem = nullptr;
             }
 }
@@ -348,29 +383,35 @@ int cuda_ctx_sync(void)
 
 const char *cuda_ctx_error(void) { return ctx_error; }
 
-/* A size word before each allocation, for the in-use count. */
+/* Sizes by address, for the in-use count and the guards. */
+static std::map<void *, size_t> allocs;
+
 void *cuda_alloc(size_t bytes, int zero)
 {
-    size_t *p = static_cast<size_t *>(malloc(sizeof(size_t) * 2 + bytes));
+    unsigned char *p = guarded_alloc(bytes, zero ? 0 : 0xff);
     if (!p) {
         snprintf(ctx_error, sizeof ctx_error, "out of memory for %zu bytes (emulated)", bytes);
         return nullptr;
     }
-    p[0] = bytes;
-    memset(p + 2, zero ? 0 : 0xff, bytes);
+    allocs[p] = bytes;
     in_use += bytes;
     if (in_use > peak)
         peak = in_use;
-    return p + 2;
+    return p;
 }
 
 void cuda_free(void *p)
 {
     if (!p)
         return;
-    size_t *h = static_cast<size_t *>(p) - 2;
-    in_use -= h[0];
-    free(h);
+    auto it = allocs.find(p);
+    if (it == allocs.end()) {
+        fprintf(stderr, "cuda emulator: cuda_free of %p, which cuda_alloc did not give\n", p);
+        abort();
+    }
+    in_use -= it->second;
+    guarded_free(static_cast<unsigned char *>(p), it->second, "a device array");
+    allocs.erase(it);
 }
 
 int cuda_upload(void *dst, const void *src, size_t bytes)

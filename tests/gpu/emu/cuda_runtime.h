@@ -8,8 +8,10 @@
  * __syncwarp and the shuffles wait for the 32 lanes of the warp, and a
  * barrier some threads can never reach is reported and aborts the run
  * (a hang on a GPU). Shared memory is a fresh allocation of exactly the
- * launch's bytes per block, filled with NaN, so an overrun trips
- * AddressSanitizer and a read of an unwritten word shows as a NaN.
+ * launch's bytes per block, and device arrays are host allocations, both
+ * filled with NaN (a read of an unwritten word shows) between guard zones
+ * that catch a write past either end (AddressSanitizer, with EMU_SAN=1,
+ * catches reads too).
  * Arithmetic is the host's: results match a GPU's to rounding, not bits.
  */
 #ifndef ALALLO_EMU_CUDA_RUNTIME_H
