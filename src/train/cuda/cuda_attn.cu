@@ -179,6 +179,14 @@ __device__ __forceinline__ bool tiles_meet(const int32_t *seg, int b, int T, int
     return __syncthreads_or(pred) != 0;
 }
 
+/* The query tile a block of a (query tiles, ...) grid owns: the last tiles,
+ * which see the most keys, first, so the long blocks start in the first
+ * wave and the short ones fill in behind them. */
+__device__ __forceinline__ int last_first(unsigned bx)
+{
+    return (int)(gridDim.x - 1 - bx);
+}
+
 /* ---- forward */
 
 /* grid (query tiles, H, B). Shared: Q, K, V tiles (TILE, hd+1) and the
@@ -191,7 +199,7 @@ __global__ void __launch_bounds__(THREADS)
     float *sm = cuda_shared();
     const int ld = hd + 1;
     float *Qs = sm, *Ks = Qs + TILE * ld, *Vs = Ks + TILE * ld, *Ps = Vs + TILE * ld;
-    const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * TILE;
+    const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TILE;
     const int kh = h / (H / KV);
     const int r = threadIdx.x / 4, tx = threadIdx.x % 4;
     const int i = q0 + r;
@@ -306,7 +314,7 @@ __global__ void __launch_bounds__(THREADS)
     const int ld = hd + 1;
     float *Qs = sm, *Os = Qs + TILE * ld, *Ks = Os + TILE * ld, *Vs = Ks + TILE * ld;
     float *Ss = Vs + TILE * ld;
-    const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * TILE;
+    const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TILE;
     const int kh = h / (H / KV);
     const int r = threadIdx.x / 4, tx = threadIdx.x % 4;
     const int i = q0 + r;
