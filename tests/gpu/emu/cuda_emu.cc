@@ -1,0 +1,441 @@
+/* cuda_emu.cc - a CPU emulator for the backend's kernels, and train/cuda/
+ * cuda_ctx.h over host memory, so that a tests/gpu program links against
+ * kernels compiled by g++ (cuda_runtime.h beside this says how) and runs
+ * its GPU checks on a machine with no GPU. It proves a kernel's indexing,
+ * masking, tiling and barriers, not its speed or its bits on a real GPU:
+ * the real run is still tests/gpu on the GPU machine.
+ *
+ * One block at a time; its threads are ucontext fibers run in turn up to
+ * their next barrier or warp operation. Device memory is malloc'd host
+ * memory (fresh allocations filled with NaN unless zeroed).
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include <ucontext.h>
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "train/cuda/cuda_ctx.h"
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+namespace {
+
+enum state { RUN, AT_WARP, AT_BLOCK, DONE };
+enum op { OP_SYNCWARP, OP_SHFL, OP_SYNC, OP_SYNC_OR };
+
+#define STACK_BYTES (512u << 10)
+#define DEFAULT_SMEM (48u << 10)
+#define MAX_SMEM (227u << 10) /* Hopper's opt-in limit per block */
+
+struct fiber {
+    ucontext_t ctx;
+    char *stack;
+    dim3 tid;
+    state st;
+    op kind;
+    float val;
+    int lane_mask, pred;
+};
+
+std::vector<fiber> fibers;
+
+/* Frees the fibers' stacks at exit (before LeakSanitizer looks). */
+struct release_stacks {
+    ~release_stacks()
+    {
+        for (fiber &f : fibers)
+            free(f.stack);
+    }
+} release_at_exit;
+ucontext_t sched_ctx;
+size_t cur;
+dim3 cur_block, cur_bdim, cur_grid;
+float *cur_smem;
+std::function<void()> *cur_body;
+std::map<const void *, int> smem_limits;
+char launch_error[512];
+size_t in_use, peak;
+#if EMU_ASAN
+const void *sched_stack_bottom;
+size_t sched_stack_size;
+#endif
+
+[[noreturn]] void die(const char *what)
+{
+    fprintf(stderr, "cuda emulator: %s (block %u,%u,%u)\n", what, cur_block.x, cur_block.y,
+            cur_block.z);
+    abort();
+}
+
+/* Guard zones of NaN bytes on both sides of shared memory and of every
+ * device allocation: a kernel's write past either end is caught when the
+ * block ends or the array is freed (without AddressSanitizer too), and a
+ * read there gives NaN. */
+#define GUARD 4096u
+
+unsigned char *guarded_alloc(size_t bytes, int fill)
+{
+    unsigned char *p = static_cast<unsigned char *>(malloc(bytes + 2 * GUARD));
+    if (!p)
+        return nullptr;
+    memset(p, 0xff, GUARD);
+    memset(p + GUARD, fill, bytes);
+    memset(p + GUARD + bytes, 0xff, GUARD);
+    return p + GUARD;
+}
+
+void guarded_free(unsigned char *p, size_t bytes, const char *what)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[-(long)GUARD + (long)i] != 0xff || p[bytes + i] != 0xff) {
+            int after = p[bytes + i] != 0xff;
+            fprintf(stderr, "cuda emulator: a kernel wrote outside %s of %zu bytes, at byte "
+                    "%s%zu\n", what, bytes, after ? "" : "-", after ? bytes + i : GUARD - i);
+            abort();
+        }
+    free(p - GUARD);
+}
+
+/* The two halves of a switch, annotated so AddressSanitizer follows the
+ * stacks. */
+void to_fiber(size_t i)
+{
+#if EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, fibers[i].stack, STACK_BYTES);
+#endif
+    swapcontext(&sched_ctx, &fibers[i].ctx);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, &sched_stack_bottom, &sched_stack_size);
+#endif
+}
+
+void to_scheduler(bool exiting)
+{
+#if EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(exiting ? nullptr : &fake, sched_stack_bottom,
+                                   sched_stack_size);
+#endif
+    if (exiting) {
+        setcontext(&sched_ctx);
+        die("setcontext returned");
+    }
+    swapcontext(&fibers[cur].ctx, &sched_ctx);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+void fiber_entry()
+{
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &sched_stack_bottom, &sched_stack_size);
+#endif
+    (*cur_body)();
+    fibers[cur].st = DONE;
+    to_scheduler(true);
+}
+
+void wait_at(state st, op kind)
+{
+    fibers[cur].st = st;
+    fibers[cur].kind = kind;
+    to_scheduler(false);
+}
+
+/* Completes warp operations every lane of a warp waits at; true when one
+ * did. */
+bool release_warps()
+{
+    bool any = false;
+    size_t n = fibers.size();
+    for (size_t w = 0; w < n; w += 32) {
+        size_t lanes = std::min<size_t>(32, n - w);
+        bool all = true;
+        for (size_t l = 0; l < lanes && all; l++)
+            all = fibers[w + l].st == AT_WARP;
+        if (!all)
+            continue;
+        op kind = fibers[w].kind;
+        int m = fibers[w].lane_mask;
+        for (size_t l = 0; l < lanes; l++)
+            if (fibers[w + l].kind != kind || (kind == OP_SHFL && fibers[w + l].lane_mask != m))
+                die("the lanes of a warp wait at different warp operations");
+        std::vector<float> vals(lanes);
+        for (size_t l = 0; l < lanes; l++)
+            vals[l] = fibers[w + l].val;
+        for (size_t l = 0; l < lanes; l++) {
+            if (kind == OP_SHFL) {
+                size_t src = l ^ (size_t)m;
+                if (src >= lanes)
+                    die("a shuffle reads a lane the warp does not have");
+                fibers[w + l].val = vals[src];
+            }
+            fibers[w + l].st = RUN;
+        }
+        any = true;
+    }
+    return any;
+}
+
+/* Apart from run_block: getcontext returns twice, like setjmp. */
+__attribute__((noinline)) void start_fiber(fiber &f)
+{
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = STACK_BYTES;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, fiber_entry, 0);
+    f.st = RUN;
+}
+
+void run_block()
+{
+    size_t n = fibers.size();
+    for (size_t i = 0; i < n; i++)
+        start_fiber(fibers[i]);
+    for (;;) {
+        for (size_t i = 0; i < n; i++) {
+            if (fibers[i].st == RUN) {
+                cur = i;
+                to_fiber(i);
+            }
+        }
+        if (release_warps())
+            continue;
+        size_t done = 0, at_block = 0;
+        for (size_t i = 0; i < n; i++) {
+            done += fibers[i].st == DONE;
+            at_block += fibers[i].st == AT_BLOCK;
+        }
+        if (done == n)
+            return;
+        if (at_block != n)
+            die(done ? "a barrier waits for threads that have exited"
+                     : "threads wait at a barrier and at warp operations at once (a hang)");
+        op kind = fibers[0].kind;
+        int any = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (fibers[i].kind != kind)
+                die("threads wait at different kinds of barrier");
+            any |= fibers[i].pred;
+        }
+        for (size_t i = 0; i < n; i++) {
+            fibers[i].pred = any;
+            fibers[i].st = RUN;
+        }
+    }
+}
+
+} // namespace
+
+namespace emu {
+
+const dim3 &thread_idx() { return fibers[cur].tid; }
+const dim3 &block_idx() { return cur_block; }
+const dim3 &block_dim() { return cur_bdim; }
+const dim3 &grid_dim() { return cur_grid; }
+float *shared() { return cur_smem; }
+
+void sync_block()
+{
+    fibers[cur].pred = 0;
+    wait_at(AT_BLOCK, OP_SYNC);
+}
+
+int sync_block_or(int pred)
+{
+    fibers[cur].pred = pred != 0;
+    wait_at(AT_BLOCK, OP_SYNC_OR);
+    return fibers[cur].pred;
+}
+
+void sync_warp()
+{
+    wait_at(AT_WARP, OP_SYNCWARP);
+}
+
+float shfl_xor(unsigned mask, float v, int lane_mask)
+{
+    if (mask != 0xffffffffu)
+        die("the emulator runs full-warp shuffles only");
+    fibers[cur].val = v;
+    fibers[cur].lane_mask = lane_mask;
+    wait_at(AT_WARP, OP_SHFL);
+    return fibers[cur].val;
+}
+
+cudaError_t set_smem_limit(const void *kernel, int bytes)
+{
+    if (bytes < 0 || (unsigned)bytes > MAX_SMEM)
+        return cudaErrorInvalidValue;
+    smem_limits[kernel] = bytes;
+    return cudaSuccess;
+}
+
+void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<void()> body)
+{
+    size_t threads = (size_t)block.x * block.y * block.z;
+    size_t limit = DEFAULT_SMEM;
+    auto it = smem_limits.find(kernel);
+    if (it != smem_limits.end() && (size_t)it->second > limit)
+        limit = (size_t)it->second;
+    if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535 || smem > limit) {
+        if (!launch_error[0])
+            snprintf(launch_error, sizeof launch_error,
+                     "invalid launch: grid %u,%u,%u block %u,%u,%u, %zu bytes of shared memory "
+                     "(limit %zu)",
+                     grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, limit);
+        return;
+    }
+    if (fibers.size() != threads) {
+        for (fiber &f : fibers)
+            free(f.stack);
+        fibers.assign(threads, fiber());
+        for (fiber &f : fibers) {
+            f.stack = static_cast<char *>(malloc(STACK_BYTES));
+            if (!f.stack)
+                die("out of memory for fiber stacks");
+        }
+    }
+    for (size_t t = 0; t < threads; t++)
+        fibers[t].tid = dim3((unsigned)(t % block.x), (unsigned)(t / block.x % block.y),
+                             (unsigned)(t / ((size_t)block.x * block.y)));
+    cur_grid = grid;
+    cur_bdim = block;
+    cur_body = &body;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                cur_block = dim3(x, y, z);
+                /* NaN in every float */
+                unsigned char *sh = smem ? guarded_alloc(smem, 0xff) : nullptr;
+                if (smem && !sh)
+                    die("out of memory for shared memory");
+                cur_smem = reinterpret_cast<float *>(sh);
+                run_block();
+                guarded_free(sh, smem, "shared memory");
+                cur_smem = nullptr;
+            }
+}
+
+} // namespace emu
+
+/* ---- train/cuda/cuda_ctx.h over host memory */
+
+static char ctx_error[600];
+static struct cuda_device_info emu_dev;
+static int emu_open;
+
+extern "C" {
+
+int cuda_device_count(void) { return 1; }
+
+int cuda_device_query(int index, struct cuda_device_info *out)
+{
+    if (index != 0) {
+        snprintf(ctx_error, sizeof ctx_error, "GPU %d does not exist: 1 visible (emulated)",
+                 index);
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "CPU emulator");
+    out->total_bytes = (size_t)1 << 34;
+    out->cc_major = 9;
+    out->sm_count = 1;
+    return 0;
+}
+
+int cuda_ctx_open(int index)
+{
+    if (cuda_device_query(index, &emu_dev) < 0)
+        return -1;
+    emu_open = 1;
+    return 0;
+}
+
+void cuda_ctx_close(void) { emu_open = 0; }
+const struct cuda_device_info *cuda_ctx_device(void) { return emu_open ? &emu_dev : nullptr; }
+void *cuda_ctx_stream(void) { return nullptr; }
+void *cuda_ctx_lt(void) { return nullptr; }
+
+void *cuda_ctx_workspace(size_t *bytes)
+{
+    *bytes = 0;
+    return nullptr;
+}
+
+int cuda_ctx_sync(void)
+{
+    if (!launch_error[0])
+        return 0;
+    snprintf(ctx_error, sizeof ctx_error, "the GPU reported an error: %s", launch_error);
+    launch_error[0] = 0;
+    return -1;
+}
+
+const char *cuda_ctx_error(void) { return ctx_error; }
+
+/* Sizes by address, for the in-use count and the guards. */
+static std::map<void *, size_t> allocs;
+
+void *cuda_alloc(size_t bytes, int zero)
+{
+    unsigned char *p = guarded_alloc(bytes, zero ? 0 : 0xff);
+    if (!p) {
+        snprintf(ctx_error, sizeof ctx_error, "out of memory for %zu bytes (emulated)", bytes);
+        return nullptr;
+    }
+    allocs[p] = bytes;
+    in_use += bytes;
+    if (in_use > peak)
+        peak = in_use;
+    return p;
+}
+
+void cuda_free(void *p)
+{
+    if (!p)
+        return;
+    auto it = allocs.find(p);
+    if (it == allocs.end()) {
+        fprintf(stderr, "cuda emulator: cuda_free of %p, which cuda_alloc did not give\n", p);
+        abort();
+    }
+    in_use -= it->second;
+    guarded_free(static_cast<unsigned char *>(p), it->second, "a device array");
+    allocs.erase(it);
+}
+
+int cuda_upload(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+int cuda_download(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+size_t cuda_mem_in_use(void) { return in_use; }
+size_t cuda_mem_peak(void) { return peak; }
+
+} /* extern "C" */

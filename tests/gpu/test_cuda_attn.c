@@ -1,0 +1,314 @@
+/* test_cuda_attn.c - the GPU's rotary positions and attention (forward and
+ * backward, train/cuda/cuda_attn.cu) against the CPU's ops_rope_*_seg and
+ * ops_attention_*_seg on the same random inputs, over shapes that reach
+ * every path: lengths that are not a multiple of the 32-row tile, grouped
+ * (H/KV 4/2, 4/1) and plain (8/8) heads, head dims 16 to 256, packed rows
+ * of 2-3 examples, no cap and a cap of 50.
+ *
+ * Tolerance: rotary 1e-5 and attention 1e-3 of the tensor's magnitude
+ * (max |x - x_cpu| <= tol * max |x_cpu|): the GPU's sums run in another
+ * order (an online softmax over key tiles) than the CPU's BLAS products.
+ * The GPU runs twice on the same inputs and must give the same bits (no
+ * atomics).
+ *
+ * Without a visible GPU it prints one `skip:` line and exits 77 (CTest's
+ * skip code), as every tests/gpu program does.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_ops.h"
+#include "train/ops.h"
+
+#define ROPE_TOL 1e-5
+#define ATTN_TOL 1e-3
+
+struct attn_case {
+    int B, T, H, KV, hd;
+    int examples; /* per sequence; 0: no seg (plain causal) */
+    float cap;
+};
+
+static const struct attn_case cases[] = {
+    {2, 37, 4, 2, 16, 0, 0.0f},     /* T under two tiles, GQA, small hd */
+    {2, 70, 4, 2, 64, 3, 50.0f},    /* 3 packed examples, capped */
+    {1, 100, 8, 8, 128, 2, 0.0f},   /* plain heads, 2 examples */
+    {2, 45, 8, 8, 64, 0, 50.0f},    /* capped, no seg */
+    {1, 33, 4, 2, 256, 2, 0.0f},    /* the largest head dim */
+    {2, 5, 2, 1, 48, 0, 0.0f},      /* one partial tile, hd not a power of 2 */
+    {3, 128, 4, 2, 32, 4, 0.0f},    /* sequence 2's second example starts at row 32,
+                                       a tile's first */
+    {1, 1030, 4, 1, 128, 3, 50.0f}, /* many tiles skipped whole, group of 4 */
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+static void fill(struct rng *r, float *x, size_t n, float amp)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (rng_uniform(r) * 2.0f - 1.0f) * amp;
+}
+
+/* seg (B,T): each sequence cut into `examples` pieces at points that differ
+ * per sequence; row t holds the first row of its piece. */
+static void fill_seg(int32_t *seg, int B, int T, int examples)
+{
+    for (int b = 0; b < B; b++) {
+        int start = 0;
+        for (int t = 0; t < T; t++) {
+            for (int e = 1; e < examples; e++)
+                if (t == (T * e) / examples + (b * 7 + e * 3) % 5 - 2)
+                    start = t;
+            seg[(size_t)b * T + t] = start;
+        }
+    }
+}
+
+static void *on_device(const void *host, size_t bytes)
+{
+    void *d = cuda_alloc(bytes, 0);
+    if (!d)
+        fail_msg("cuda_alloc(%zu): %s", bytes, cuda_ctx_error());
+    if (cuda_upload(d, host, bytes) < 0)
+        fail_msg("cuda_upload: %s", cuda_ctx_error());
+    return d;
+}
+
+static float *from_device(const void *dev, size_t n)
+{
+    float *h = malloc(sizeof(float) * n);
+    assert_non_null(h);
+    if (cuda_download(h, dev, sizeof(float) * n) < 0)
+        fail_msg("cuda_download: %s", cuda_ctx_error());
+    return h;
+}
+
+static void sync_or_fail(void)
+{
+    if (cuda_ctx_sync() < 0)
+        fail_msg("%s", cuda_ctx_error());
+}
+
+/* max |got - want| <= tol * max |want|, with the figures on failure. */
+static void assert_close(const char *what, const float *got, const float *want, size_t n,
+                         double tol)
+{
+    double mag = 0.0, err = 0.0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = fabs((double)want[i]);
+        if (a > mag)
+            mag = a;
+        double e = fabs((double)got[i] - (double)want[i]);
+        if (!(e <= err)) { /* NaN counts as the worst */
+            err = e;
+            worst = i;
+        }
+    }
+    printf("  %-4s max|cpu| %.4g  max err %.3g (%.2g of it)\n", what, mag, err,
+           mag > 0 ? err / mag : err);
+    if (!(mag > 0.0))
+        fail_msg("%s: the CPU's values are all zero; the case proves nothing", what);
+    if (!(err <= tol * mag))
+        fail_msg("%s: element %zu is %.9g on the GPU, %.9g on the CPU (max error %.3g > "
+                 "%.1g of %.4g)",
+                 what, worst, (double)got[worst], (double)want[worst], err, tol, mag);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    struct rng r;
+    rng_seed(&r, 11);
+    const int B = 2, T = 75, nh = 6, hd = 64, half = hd / 2;
+    size_t n = (size_t)B * T * nh * hd;
+    float *x = malloc(sizeof(float) * n), *cpu = malloc(sizeof(float) * n);
+    float *cs = malloc(sizeof(float) * T * half), *sn = malloc(sizeof(float) * T * half);
+    int32_t *seg = malloc(sizeof(int32_t) * B * T);
+    assert_true(x && cpu && cs && sn && seg);
+    fill(&r, x, n, 1.0f);
+    fill_seg(seg, B, T, 3);
+    ops_rope_tables(cs, sn, T, hd, 10000.0f, NULL);
+    float *dx = on_device(x, sizeof(float) * n);
+    float *dcs = on_device(cs, sizeof(float) * T * half);
+    float *dsn = on_device(sn, sizeof(float) * T * half);
+    int32_t *dseg = on_device(seg, sizeof(int32_t) * B * T);
+
+    for (int with_seg = 0; with_seg < 2; with_seg++) {
+        const int32_t *s = with_seg ? seg : NULL;
+        const int32_t *ds = with_seg ? dseg : NULL;
+        printf("rope %s\n", with_seg ? "packed" : "plain");
+        memcpy(cpu, x, sizeof(float) * n);
+        assert_int_equal(cuda_upload(dx, x, sizeof(float) * n), 0);
+        ops_rope_forward_seg(cpu, B, T, nh, hd, s, cs, sn);
+        cuda_rope_forward(dx, B, T, nh, hd, ds, dcs, dsn);
+        sync_or_fail();
+        float *got = from_device(dx, n);
+        assert_close("fwd", got, cpu, n, ROPE_TOL);
+        free(got);
+        ops_rope_backward_seg(cpu, B, T, nh, hd, s, cs, sn);
+        cuda_rope_backward(dx, B, T, nh, hd, ds, dcs, dsn);
+        sync_or_fail();
+        got = from_device(dx, n);
+        assert_close("bwd", got, cpu, n, ROPE_TOL);
+        /* the transpose undoes the rotation */
+        assert_close("back", got, x, n, ROPE_TOL);
+        free(got);
+    }
+    cuda_free(dx);
+    cuda_free(dcs);
+    cuda_free(dsn);
+    cuda_free(dseg);
+    free(x);
+    free(cpu);
+    free(cs);
+    free(sn);
+    free(seg);
+}
+
+/* One GPU forward and backward: out, lse, and dq/dk/dv (starting from the
+ * given values, since the backward adds) back on the host. */
+struct gpu_run {
+    float *out, *lse, *dq, *dk, *dv;
+};
+
+static struct gpu_run run_gpu(const struct attn_case *c, float *const dev[8], float scale,
+                              const float *dq0, const float *dk0, size_t nq, size_t nk,
+                              const int32_t *dseg)
+{
+    float *dq = dev[0], *dk = dev[1], *dv = dev[2], *dout = dev[3], *out = dev[4],
+          *lse = dev[5], *q = dev[6], *kv = dev[7];
+    const float *k = kv, *v = kv + nk;
+    assert_int_equal(cuda_upload(dq, dq0, sizeof(float) * nq), 0);
+    assert_int_equal(cuda_upload(dk, dk0, sizeof(float) * nk), 0);
+    assert_int_equal(cuda_upload(dv, dk0, sizeof(float) * nk), 0);
+    size_t nl = (size_t)c->B * c->H * c->T;
+    float *scratch = cuda_alloc(sizeof(float) * nl, 0);
+    assert_non_null(scratch);
+    cuda_attention_forward(out, lse, q, k, v, dseg, c->B, c->T, c->H, c->KV, c->hd, scale,
+                           c->cap);
+    cuda_attention_backward(dq, dk, dv, scratch, dout, out, lse, q, k, v, dseg, c->B, c->T,
+                            c->H, c->KV, c->hd, scale, c->cap);
+    sync_or_fail();
+    cuda_free(scratch);
+    struct gpu_run g = {from_device(out, nq), from_device(lse, nl), from_device(dq, nq),
+                        from_device(dk, nk), from_device(dv, nk)};
+    return g;
+}
+
+static void free_run(struct gpu_run *g)
+{
+    free(g->out);
+    free(g->lse);
+    free(g->dq);
+    free(g->dk);
+    free(g->dv);
+}
+
+static void test_attention(void **state)
+{
+    const struct attn_case *c = *state;
+    const int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd;
+    printf("attention B %d T %d H %d KV %d hd %d examples %d cap %g\n", B, T, H, KV, hd,
+           c->examples, (double)c->cap);
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
+    /* capped cases get scores of tens, where the cap bends them */
+    float amp = c->cap > 0.0f ? 2.0f : 1.0f;
+    float scale = c->cap > 0.0f ? 1.0f : 1.0f / sqrtf((float)hd);
+    struct rng r;
+    rng_seed(&r, 1000u + (uint64_t)(c - cases));
+
+    float *q = malloc(sizeof(float) * nq), *kv = malloc(sizeof(float) * 2 * nk);
+    float *dout = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * nq);
+    float *lse = malloc(sizeof(float) * nl);
+    float *dq0 = malloc(sizeof(float) * nq), *dk0 = malloc(sizeof(float) * nk);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk);
+    float *dv = malloc(sizeof(float) * nk);
+    int32_t *seg = c->examples ? malloc(sizeof(int32_t) * B * T) : NULL;
+    assert_true(q && kv && dout && out && lse && dq0 && dk0 && dq && dk && dv);
+    fill(&r, q, nq, amp);
+    fill(&r, kv, 2 * nk, amp);
+    fill(&r, dout, nq, 1.0f);
+    fill(&r, dq0, nq, 0.5f);
+    fill(&r, dk0, nk, 0.5f);
+    if (seg)
+        fill_seg(seg, B, T, c->examples);
+    const float *k = kv, *v = kv + nk;
+
+    /* the CPU: forward, then the backward adding into dq0/dk0/dk0 */
+    ops_attention_forward_seg(out, lse, q, k, v, seg, B, T, H, KV, hd, scale, c->cap);
+    memcpy(dq, dq0, sizeof(float) * nq);
+    memcpy(dk, dk0, sizeof(float) * nk);
+    memcpy(dv, dk0, sizeof(float) * nk);
+    ops_attention_backward_seg(dq, dk, dv, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale,
+                               c->cap);
+
+    float *dev[8] = {cuda_alloc(sizeof(float) * nq, 0), cuda_alloc(sizeof(float) * nk, 0),
+                     cuda_alloc(sizeof(float) * nk, 0), on_device(dout, sizeof(float) * nq),
+                     cuda_alloc(sizeof(float) * nq, 0), cuda_alloc(sizeof(float) * nl, 0),
+                     on_device(q, sizeof(float) * nq), on_device(kv, sizeof(float) * 2 * nk)};
+    for (int i = 0; i < 8; i++)
+        assert_non_null(dev[i]);
+    int32_t *dseg = seg ? on_device(seg, sizeof(int32_t) * B * T) : NULL;
+
+    struct gpu_run g = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg);
+    assert_close("out", g.out, out, nq, ATTN_TOL);
+    assert_close("lse", g.lse, lse, nl, ATTN_TOL);
+    assert_close("dq", g.dq, dq, nq, ATTN_TOL);
+    assert_close("dk", g.dk, dk, nk, ATTN_TOL);
+    assert_close("dv", g.dv, dv, nk, ATTN_TOL);
+
+    /* the same inputs again: the same bits */
+    struct gpu_run g2 = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg);
+    assert_memory_equal(g.out, g2.out, sizeof(float) * nq);
+    assert_memory_equal(g.lse, g2.lse, sizeof(float) * nl);
+    assert_memory_equal(g.dq, g2.dq, sizeof(float) * nq);
+    assert_memory_equal(g.dk, g2.dk, sizeof(float) * nk);
+    assert_memory_equal(g.dv, g2.dv, sizeof(float) * nk);
+
+    free_run(&g);
+    free_run(&g2);
+    for (int i = 0; i < 8; i++)
+        cuda_free(dev[i]);
+    cuda_free(dseg);
+    free(q);
+    free(kv);
+    free(dout);
+    free(out);
+    free(lse);
+    free(dq0);
+    free(dk0);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(seg);
+}
+
+int main(void)
+{
+    if (cuda_device_count() == 0) {
+        printf("skip: no GPU visible (cuda_device_count() is 0); test_cuda_attn needs an "
+               "NVIDIA GPU\n");
+        return 77;
+    }
+    if (cuda_ctx_open(0) < 0) {
+        fprintf(stderr, "test_cuda_attn: %s\n", cuda_ctx_error());
+        return 1;
+    }
+    struct CMUnitTest tests[1 + N_CASES];
+    tests[0] = (struct CMUnitTest)cmocka_unit_test(test_rope);
+    for (size_t i = 0; i < N_CASES; i++)
+        tests[1 + i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_attention,
+                                                                    (void *)&cases[i]);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cuda_ctx_close();
+    return failed;
+}
