@@ -110,6 +110,9 @@ before(async () => {
   });
   key = fs.readFileSync(path.join(data, 'api-key'), 'utf8').trim();
   fs.writeFileSync(path.join(tmp, 'train.jsonl'), dataset(24));
+  // Long enough (24,000 steps at 50 epochs) that a job still runs when the
+  // test cancels it: 24 examples took the tiny model a few seconds.
+  fs.writeFileSync(path.join(tmp, 'long.jsonl'), dataset(480));
   fs.writeFileSync(path.join(tmp, 'bad.jsonl'), '{"prompt":"a","completion":"b"}\n{"prompt":"c","completion":"d"}\n{"prompt":"e"}\n');
 });
 
@@ -203,7 +206,7 @@ test('a job from create to a model: list, show, log --follow, generate, export',
 test('cancel, errors in the server\'s words, usage errors', async () => {
   // The one local worker is busy with a long job, so the second one is
   // still queued when it is cancelled: it never ran and has no model.
-  const busy = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--epochs', '50', '--batch-size', '1']).trim();
+  const busy = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'long.jsonl', '--epochs', '50', '--batch-size', '1']).trim();
   await until('the first job to run', async () => (await job(busy)).status === 'running', 60000);
   const id = ok(['jobs', 'create', '--model', 'alallo-tiny', '--upload', 'train.jsonl', '--epochs', '50', '--batch-size', '1']).trim();
   const c = ok(['jobs', 'cancel', id]);
