@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 
+#include "train/bigmem.h"
 #include "train/ops.h"
 
 /* ---------------------------------------------------------------- config */
@@ -756,16 +757,16 @@ struct model *model_create(const struct model_config *cfg, const struct model_op
     m->n_fixed = y.nfixed;
     m->n_bf = y.nbf;
     /* calloc: zero pages stay untouched until written, and gradients must
-     * start at zero anyway. */
+     * start at zero anyway; on huge pages where the kernel allows. */
     if (m->n_train) {
-        m->train = calloc(m->n_train, sizeof(float));
-        m->grad = calloc(m->n_train, sizeof(float));
+        m->train = bigmem_calloc(m->n_train, sizeof(float));
+        m->grad = bigmem_calloc(m->n_train, sizeof(float));
         if (!m->train || !m->grad)
             goto oom;
     }
-    if (m->n_fixed && !(m->fixed = calloc(m->n_fixed, sizeof(float))))
+    if (m->n_fixed && !(m->fixed = bigmem_calloc(m->n_fixed, sizeof(float))))
         goto oom;
-    if (m->n_bf && !(m->bf = calloc(m->n_bf, sizeof(uint16_t))))
+    if (m->n_bf && !(m->bf = bigmem_calloc(m->n_bf, sizeof(uint16_t))))
         goto oom;
     struct layout y2 = {m->train, m->grad, m->fixed, m->bf, 0, 0, 0, 1};
     layout(m, &y2);

@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "train/bigmem.h"
 #include "train/gemm.h"
 #include "train/model.h"
 #include "train/ops.h"
@@ -114,6 +115,7 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     for (size_t i = 0; i < n; i++)
         total += (sizes[i] + 15) & ~(size_t)15; /* 64-byte aligned starts */
     a->mem = aligned_alloc(64, total * sizeof(float));
+    bigmem_mark(a->mem, total * sizeof(float));
     a->rows = malloc(N * sizeof(int32_t));
     a->tgt = malloc(N * sizeof(int32_t));
     if (!a->mem || !a->rows || !a->tgt) {

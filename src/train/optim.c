@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/bigmem.h"
 #include "train/kern.h"
 
 /* Values per partial sum of the norm: a fixed size keeps the sum order
@@ -24,8 +25,8 @@ int optim_init(struct optim *o, size_t n, size_t n_decay, float weight_decay)
     o->weight_decay = weight_decay;
     if (n == 0)
         return 0;
-    o->m = calloc(n, sizeof(float));
-    o->v = calloc(n, sizeof(float));
+    o->m = bigmem_calloc(n, sizeof(float));
+    o->v = bigmem_calloc(n, sizeof(float));
     if (!o->m || !o->v) {
         optim_free(o);
         return -1;
