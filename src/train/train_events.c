@@ -106,10 +106,12 @@ void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
     emit(tproto_event_name(TPROTO_EVENT_STEP), o);
 }
 
-void tev_memory(uint64_t peak_rss_bytes)
+void tev_memory(uint64_t peak_rss_bytes, uint64_t gpu_peak_bytes)
 {
-    emit(tproto_event_name(TPROTO_EVENT_MEMORY),
-         json_pack("{sI}", "peak_rss_bytes", (json_int_t)peak_rss_bytes));
+    json_t *o = json_pack("{sI}", "peak_rss_bytes", (json_int_t)peak_rss_bytes);
+    if (o && gpu_peak_bytes)
+        json_object_set_new(o, "gpu_peak_bytes", json_integer((json_int_t)gpu_peak_bytes));
+    emit(tproto_event_name(TPROTO_EVENT_MEMORY), o);
 }
 
 void tev_checkpoint(uint64_t step, const char *path, double train_loss,

@@ -41,7 +41,9 @@ struct tev_step_extra {
 };
 void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
                    const struct tev_step_extra *x /* NULL: none */);
-void tev_memory(uint64_t peak_rss_bytes);
+/* gpu_peak_bytes: device memory at most since the GPU trainer opened (the
+ * model, the optimizer state, the activations), 0 on the CPU (left out). */
+void tev_memory(uint64_t peak_rss_bytes, uint64_t gpu_peak_bytes);
 /* metrics NULL: no `metrics` object. */
 void tev_checkpoint(uint64_t step, const char *path, double train_loss,
                     const struct tev_metrics *metrics);

@@ -1056,7 +1056,7 @@ static int run_attempt(const struct train_config *c, int gpu)
         tev_log("%zu examples longer than %d tokens were cut to fit the context",
                 r.ds->n_truncated, r.seq);
     r.ckpt_t = tev_now();
-    uint64_t first = r.step, reported_rss = 0;
+    uint64_t first = r.step, reported_rss = 0, reported_gpu = 0;
     int stop_early = 0;
     /* What this run watches (DPO has no token loss to validate on). */
     const struct dataset *watch = c->dpo ? NULL : r.val;
@@ -1139,10 +1139,16 @@ static int run_attempt(const struct train_config *c, int gpu)
         r.step++;
         window_tokens += tokens;
         if (r.step == first + 1 || r.step % REPORT_EVERY == 0) {
-            uint64_t rss = tev_peak_rss();
-            if (rss > reported_rss + reported_rss / 10) {
-                tev_memory(rss);
+            uint64_t rss = tev_peak_rss(), gpu_bytes = 0;
+#ifdef ALALLO_HAVE_CUDA
+            if (r.gpu)
+                gpu_bytes = cuda_train_peak_bytes(r.gpu);
+#endif
+            if (rss > reported_rss + reported_rss / 10 ||
+                gpu_bytes > reported_gpu + reported_gpu / 10) {
+                tev_memory(rss, gpu_bytes);
                 reported_rss = rss;
+                reported_gpu = gpu_bytes;
             }
         }
         /* An epoch ends in the step whose batch took the data set's last

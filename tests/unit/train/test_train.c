@@ -157,7 +157,10 @@ static void loss_goes_down_full(void **state)
     assert_int_equal(json_integer_value(json_object_get(started, "step")), 0);
     assert_true(json_is_null(json_object_get(started, "resumed_from")));
     assert_int_equal(json_integer_value(json_object_get(started, "examples")), 48);
-    assert_non_null(find_event(&r, "memory", 0));
+    json_t *mem = find_event(&r, "memory", 0);
+    assert_non_null(mem);
+    assert_true(json_integer_value(json_object_get(mem, "peak_rss_bytes")) > 1000000);
+    assert_null(json_object_get(mem, "gpu_peak_bytes")); /* on the CPU: left out */
     json_t *s1 = find_event(&r, "step", 0), *s4 = find_event(&r, "step", -1);
     assert_int_equal(json_integer_value(json_object_get(s1, "step")), 10);
     assert_int_equal(json_integer_value(json_object_get(s4, "step")), 40);
