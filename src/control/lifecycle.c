@@ -477,6 +477,7 @@ struct tev {
     bool dpo;                            /* step: reward_margin/accuracy present */
     double reward_margin, reward_accuracy;
     int64_t peak_rss;
+    int64_t gpu_peak;  /* memory: device bytes on a GPU, 0 when absent */
     int64_t tokens;
     long resumed_from; /* -1 when fresh */
     double t;          /* the trainer's clock; -1 when absent */
@@ -560,6 +561,9 @@ static bool parse_event(json_t *o, struct tev *t)
     t->reward_margin = t->dpo ? json_number_value(rm) : 0;
     t->reward_accuracy = t->dpo ? json_number_value(ra) : 0;
     t->peak_rss = (int64_t)json_number_value(json_object_get(o, "peak_rss_bytes"));
+    t->gpu_peak = (int64_t)json_number_value(json_object_get(o, "gpu_peak_bytes"));
+    if (t->gpu_peak < 0)
+        t->gpu_peak = 0;
     t->tokens = (int64_t)json_number_value(json_object_get(o, "tokens"));
     json_t *rf = json_object_get(o, "resumed_from");
     t->resumed_from = json_is_integer(rf) ? (long)json_integer_value(rf) : -1;
@@ -1112,8 +1116,16 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         break;
     case TPROTO_EVENT_MEMORY:
-        text_printf(data, sizeof data, "{\"peak_rss_bytes\":%" PRId64 "}", t->peak_rss);
-        text_printf(msg, sizeof msg, "Peak memory %.1f MB", (double)t->peak_rss / 1e6);
+        if (t->gpu_peak > 0) {
+            text_printf(data, sizeof data,
+                        "{\"peak_rss_bytes\":%" PRId64 ",\"gpu_peak_bytes\":%" PRId64 "}",
+                        t->peak_rss, t->gpu_peak);
+            text_printf(msg, sizeof msg, "Peak memory %.1f MB, GPU memory %.1f MB",
+                        (double)t->peak_rss / 1e6, (double)t->gpu_peak / 1e6);
+        } else {
+            text_printf(data, sizeof data, "{\"peak_rss_bytes\":%" PRId64 "}", t->peak_rss);
+            text_printf(msg, sizeof msg, "Peak memory %.1f MB", (double)t->peak_rss / 1e6);
+        }
         e = store_writes_event(w, c->now, "info", "metrics", msg, data);
         if (!e)
             e = on_memory(c, j, a, t->peak_rss, w);

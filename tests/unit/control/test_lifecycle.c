@@ -182,6 +182,9 @@ static void succeeds_with_log_checkpoints_and_price(void **state)
                "{\"event\":\"checkpoint\",\"t\":0.6,\"step\":10,\"path\":\"/x/step-00000010\","
                "\"train_loss\":2.3114},"
                "{\"event\":\"log\",\"line\":\"saved checkpoint at step 10\"},"
+               "{\"event\":\"memory\",\"peak_rss_bytes\":300000000},"
+               "{\"event\":\"memory\",\"peak_rss_bytes\":400000000,"
+               "\"gpu_peak_bytes\":21500000000},"
                "{\"event\":\"future_event\",\"x\":1}",
                NULL, 0),
         200);
@@ -236,6 +239,10 @@ static void succeeds_with_log_checkpoints_and_price(void **state)
     r = h_call(h, "GET", path, "limit=100", h->key, NULL);
     assert_non_null(strstr(r.body, "\"type\":\"metrics\""));
     assert_non_null(strstr(r.body, "The job has successfully completed"));
+    /* Memory: the host's peak, and on a GPU the device's beside it. */
+    assert_non_null(strstr(r.body, "\"Peak memory 300.0 MB\""));
+    assert_non_null(strstr(r.body, "\"Peak memory 400.0 MB, GPU memory 21500.0 MB\""));
+    assert_non_null(strstr(r.body, "\"gpu_peak_bytes\":21500000000"));
     /* Its loss went from 2.31 to 1.2: it learned, and nothing says otherwise. */
     assert_null(strstr(r.body, "The loss did not go down"));
     reply_free(&r);
