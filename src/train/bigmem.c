@@ -35,8 +35,10 @@ void bigmem_mark(void *p, size_t bytes)
 
 void *bigmem_calloc(size_t n, size_t size)
 {
+    if (size && n > SIZE_MAX / size)
+        return NULL; /* n * size overflows: refused here, as calloc would */
     void *p = calloc(n, size);
-    if (p && n)
-        bigmem_mark(p, n * size); /* calloc checked n * size for overflow */
+    if (p)
+        bigmem_mark(p, n * size);
     return p;
 }

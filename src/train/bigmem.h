@@ -9,8 +9,8 @@
  * pages are "madvise" or "always" (/sys/kernel/mm/transparent_hugepage/
  * enabled); where they are "never", or on another OS, the mark is a no-op.
  *
- * Contract: bigmem_calloc is calloc (zeroed, free() releases it) that also
- * marks the 2 MiB-aligned inside of a block of 2 MiB or more; bigmem_mark
+ * Contract: bigmem_calloc is calloc (zeroed, free() releases it; NULL when
+ * n * size overflows, without calling calloc) that also marks the 2 MiB-aligned inside of a block of 2 MiB or more; bigmem_mark
  * marks an existing block the same way (best done before first touch).
  * Nothing about the numbers changes: pages hold the same bytes either way.
  * ALALLO_HUGEPAGES=0 in the environment turns the marking off (for
