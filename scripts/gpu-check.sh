@@ -3,9 +3,10 @@
 # lease of a GPU machine (an NVIDIA H200 with CUDA 13, cuBLAS, PyTorch,
 # transformers and peft): configure and build with CUDA, run the GPU tests
 # (`ctest -L gpu`) and the trainer's unit tests, the GPU bench (`alallo
-# bench train --device cuda`) and the PyTorch reference
-# (bench/train/torch_gpu_ref.py), each under its own `timeout`, then one
-# summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
+# bench train --device cuda`), the service end to end on the GPU
+# (tests/integration/gpu_e2e.test.mjs, where node is there) and the
+# PyTorch reference (bench/train/torch_gpu_ref.py), each under its own
+# `timeout`, then one summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
 #
 # Usage: scripts/gpu-check.sh          the check (on a machine without a GPU:
 #                                      the CUDA build alone, a compile check,
@@ -196,6 +197,18 @@ grep -E "tests passed|tests failed|Skipped|\(Failed\)|\(Timeout\)" "$out/ctest.l
 
 # --- the GPU bench and the PyTorch reference (JSON on stdout, notes on stderr)
 part bench 45 "$out/bench.json" "$build/alallo" bench train --device cuda
+
+# --- the service end to end on the GPU (tests/integration/gpu_e2e.test.mjs):
+# a GPU worker plans, runs and bills a tiny job. It needs node (18 or later),
+# which a GPU machine's image may lack (no package archive to install it
+# from there): then it is not run, and the summary says so, without failing.
+if command -v node >/dev/null; then
+  part gpu-e2e 120 "$out/ctest.log" env ALALLO_BIN="$build/alallo" ALALLO_ROOT="$root" \
+    node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
+  grep -E "^# (pass|fail|skipped) [1-9]|# SKIP" "$out/ctest.log" | tee -a "$summary"
+else
+  say "gpu-e2e: NOT RUN, no node on this machine (tests/integration/gpu_e2e.test.mjs needs it)"
+fi
 left=$((deadline - SECONDS - 25))
 part torch-ref 150 "$out/torch.json" bash -c \
   "LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3 bench/train/torch_gpu_ref.py --budget-s $((left > 10 ? left : 10)) 2>>'$out/torch.log'"
