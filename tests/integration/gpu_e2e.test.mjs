@@ -14,6 +14,11 @@
 // CUDA (`alallo version` prints `cuda: no`) or when no GPU is visible
 // (nvidia-smi missing or listing none): always so in CI and on machines
 // without a GPU.
+//
+// A second test is for the other case, a CUDA build on a machine without a
+// GPU (a developer's, with nvcc): the GPU worker still asks for "cuda" and
+// its attempt fails with the trainer's "no GPU is visible" line; it skips
+// elsewhere.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,12 +29,15 @@ import { BIN, SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mj
 
 const PRICE = 36; // per hour, for the whole worker: one GPU, so also per GPU-hour
 
-// Why this machine cannot run the test, or null when it can; sets `gpu`.
+// Why this machine cannot run the test, or null when it can; sets `gpu`
+// and `cudaBuilt`.
 let gpu = null;
+let cudaBuilt = false;
 function whySkip() {
   const v = spawnSync(BIN, ['version'], { encoding: 'utf8', timeout: 30000 });
   if (v.status !== 0) return `${BIN} version failed (exit ${v.status}): ${v.stderr}`;
   if (!/^cuda: yes$/m.test(v.stdout)) return `${BIN} was built without CUDA (alallo version: cuda: no)`;
+  cudaBuilt = true;
   const q = spawnSync('nvidia-smi', ['--query-gpu=name,memory.total', '--format=csv,noheader,nounits'], {
     encoding: 'utf8',
     timeout: 30000,
@@ -98,6 +106,37 @@ test('a job is planned, run and billed on the GPU worker', { skip: skip || false
     const hours = (attempt.ended_at - attempt.started_at + 2) / 3600; // whole seconds on both ends
     assert.ok(charged <= w.price_per_gpu_hour * w.resources.gpus.count * hours + 1e-6,
       `charged ${charged} for an attempt of at most ${hours * 3600} s at ${w.price_per_gpu_hour}/GPU-hour`);
+  } finally {
+    await s.stop();
+  }
+});
+
+const noGpuSkip = !cudaBuilt ? skip : gpu ? 'a GPU is visible: the test above runs instead' : false;
+test('a CUDA build with no GPU visible: the attempt asks for cuda and says no GPU is visible', { skip: noGpuSkip, timeout: 300000 }, async () => {
+  const s = await Serve.start({
+    args: ['--models', tinyModelsDir(), '--local-worker', 'name=g,cpus=1,gpus=1,gpu_kind=h100,gpu_mem=80G'],
+  });
+  try {
+    const file = (await s.upload('sentiment.jsonl', fs.readFileSync(SAMPLE))).json.id;
+    const job = await s.createJob({ model: 'tiny', training_file: file, hyperparameters: { n_epochs: 1 } });
+    assert.equal(job.status, 200, job.text);
+    const w = await waitFor(
+      async () => (await s.call('GET', '/v1/workers')).json.data.find((x) => x.name === 'g'),
+      { timeoutMs: 180000, what: 'the GPU worker to register' },
+    );
+    assert.equal(w.resources.trainer, 'cuda', JSON.stringify(w));
+    const attempts = path.join(s.data, 'workers', 'g', 'attempts');
+    const config = await waitFor(async () => {
+      const ids = fs.existsSync(attempts) ? fs.readdirSync(attempts) : [];
+      const f = ids.map((id) => path.join(attempts, id, 'ATTEMPT.json')).find((x) => fs.existsSync(x));
+      return f && JSON.parse(fs.readFileSync(f, 'utf8'));
+    }, { timeoutMs: 180000, what: 'the first ATTEMPT.json' });
+    assert.equal(config.device, 'cuda');
+    const log = await waitFor(async () => {
+      const t = (await s.call('GET', `/v1/fine_tuning/jobs/${job.json.id}/log`)).text;
+      return /device "cuda": no GPU is visible to the trainer/.test(t) && t;
+    }, { timeoutMs: 180000, what: 'the trainer to say no GPU is visible' });
+    assert.doesNotMatch(log, /training started/);
   } finally {
     await s.stop();
   }
