@@ -3,10 +3,11 @@
 # lease of a GPU machine (an NVIDIA H200 with CUDA 13, cuBLAS, PyTorch,
 # transformers and peft): configure and build with CUDA, run the GPU tests
 # (`ctest -L gpu`) and the trainer's unit tests, the GPU bench (`alallo
-# bench train --device cuda`), the service end to end on the GPU
-# (tests/integration/gpu_e2e.test.mjs, where node is there) and the
-# PyTorch reference (bench/train/torch_gpu_ref.py), each under its own
-# `timeout`, then one summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
+# bench train --device cuda`: the peak, then the trainer at the 124m and 1b
+# shapes, LoRA 16-bit, QLoRA and full, batch 4 x 2048), the service end to
+# end on the GPU (tests/integration/gpu_e2e.test.mjs, where node is there)
+# and the PyTorch reference (bench/train/torch_gpu_ref.py), each under its
+# own `timeout`, then one summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
 #
 # Usage: scripts/gpu-check.sh          the check (on a machine without a GPU:
 #                                      the CUDA build alone, a compile check,
@@ -197,13 +198,25 @@ grep -E "tests passed|tests failed|Skipped|\(Failed\)|\(Timeout\)" "$out/ctest.l
 
 # --- the GPU bench and the PyTorch reference (JSON on stdout, notes on stderr)
 part bench 45 "$out/bench.json" "$build/alallo" bench train --device cuda
+# the GPU trainer at the issue's shapes, one JSON line each, appended to
+# bench.json (GPU_CHECK_BENCH_S in all, default 120; 1b runs after 124m)
+bench_end=$((SECONDS + ${GPU_CHECK_BENCH_S:-120}))
+for shape in 124m 1b; do
+  for run in "16-bit lora" "4-bit lora" "16-bit full"; do
+    set -- $run
+    left=$((bench_end - SECONDS))
+    ((left > 10)) || { say "bench $shape $1 $2: no time left (skipped)"; continue; }
+    part "bench-$shape-$1-$2" "$left" "$out/bench.json" "$build/alallo" bench train \
+      --device cuda --shape "$shape" --precision "$1" --adapter "$2" --batch 4 --seq 2048 --steps 5
+  done
+done
 
 # --- the service end to end on the GPU (tests/integration/gpu_e2e.test.mjs):
 # a GPU worker plans, runs and bills a tiny job. It needs node (18 or later),
 # which a GPU machine's image may lack (no package archive to install it
 # from there): then it is not run, and the summary says so, without failing.
 if command -v node >/dev/null; then
-  part gpu-e2e 120 "$out/ctest.log" env ALALLO_BIN="$build/alallo" ALALLO_ROOT="$root" \
+  part gpu-e2e 90 "$out/ctest.log" env ALALLO_BIN="$build/alallo" ALALLO_ROOT="$root" \
     node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
   grep -E "^# (pass|fail|skipped) [1-9]|# SKIP" "$out/ctest.log" | tee -a "$summary"
 else

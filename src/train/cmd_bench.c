@@ -7,12 +7,13 @@
  * avx512bf16 path also the bf16 dot-product peak, and the time per
  * phase.
  *
- *   alallo bench train [--model DIR | --shape tiny|small|124m] [--vocab V]
+ *   alallo bench train [--model DIR | --shape tiny|small|124m|1b] [--vocab V]
  *                      [--precision 16-bit|4-bit] [--adapter lora|full]
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
  *                      [--lora-r R] [--path avx2|avx512|avx512bf16] [--losses]
  *                      [--lr LR]
- *   alallo bench train --device cuda [--size N]   (bench_gpu.c: the GPU's peak)
+ *   alallo bench train --device cuda [--size N]   (bench_gpu.c: the GPU's peak,
+ *                      and with --shape or --model the GPU trainer's figures)
  *
  * --losses adds "losses": the loss of every step (the same batch each
  * step, so it falls as the model learns it), to compare paths' curves.
@@ -34,6 +35,7 @@
 #include "core/clock.h"
 #include "core/rng.h"
 #include "train/train_cmds.h"
+#include "train/bench_model.h"
 #include "train/cmd_args.h"
 #include "train/cpu_path.h"
 #include "train/omp_policy.h"
@@ -201,42 +203,13 @@ static int bench_train(int argc, char **argv)
     const char *device = cmd_arg_value(argc, argv, "--device");
     if (device && strcmp(device, "cpu") != 0)
         return cmd_bench_gpu(argc, argv);
-    const char *model_dir = cmd_arg_value(argc, argv, "--model");
-    const char *shape = cmd_arg_value(argc, argv, "--shape");
-    const char *precision = cmd_arg_value(argc, argv, "--precision");
-    const char *adapter = cmd_arg_value(argc, argv, "--adapter");
-    if (!precision)
-        precision = "16-bit";
-    if (!adapter)
-        adapter = "lora";
-    if (!model_dir && !shape)
-        shape = "124m";
-    int B = 4, T = 64, steps = 5, r = 16, vocab = 0;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cpus > 0 ? (int)cpus : 1;
-    if (cmd_int_opt("alallo bench train", argc, argv, "--batch", 1, 1024, &B) || cmd_int_opt("alallo bench train", argc, argv, "--seq", 2, 65536, &T) ||
-        cmd_int_opt("alallo bench train", argc, argv, "--steps", 2, 100000, &steps) ||
-        cmd_int_opt("alallo bench train", argc, argv, "--threads", 1, 1024, &threads) ||
-        cmd_int_opt("alallo bench train", argc, argv, "--lora-r", 1, 1024, &r) ||
-        cmd_int_opt("alallo bench train", argc, argv, "--vocab", 2, MODEL_MAX_VOCAB, &vocab))
+    struct bench_opts bo;
+    if (bench_opts_parse(argc, argv, &bo))
         return 2;
-    float lr = 1e-5f;
-    const char *lr_s = cmd_arg_value(argc, argv, "--lr");
-    if (lr_s) {
-        char *end;
-        lr = strtof(lr_s, &end);
-        if (end == lr_s || *end || !(lr > 0.0f && lr < 1.0f)) {
-            fputs("alallo bench train: --lr must be a number between 0 and 1\n", stderr);
-            return 2;
-        }
-    }
-    int full = strcmp(adapter, "full") == 0, four = strcmp(precision, "4-bit") == 0;
-    if ((!full && strcmp(adapter, "lora") != 0) || (!four && strcmp(precision, "16-bit") != 0) ||
-        (full && four)) {
-        fputs("alallo bench train: --adapter lora|full, --precision 16-bit|4-bit "
-              "(full needs 16-bit)\n", stderr);
-        return 2;
-    }
+    const char *shape = bo.shape, *precision = bo.precision, *adapter = bo.adapter;
+    const char *model_dir = bo.model_dir;
+    int B = bo.B, T = bo.T, steps = bo.steps, threads = bo.threads;
+    float lr = bo.lr;
     gemm_set_threads(threads);
     char err[2048];
     if (cpu_path_init(cmd_arg_value(argc, argv, "--path"), err, sizeof err)) {
@@ -244,48 +217,22 @@ static int bench_train(int argc, char **argv)
         return 2;
     }
     enum cpu_path path = cpu_path_current();
-    struct model_opts o = {.full = full, .base_kind = four ? WK_NF4 : WK_BF16};
-    if (!full) {
-        o.lora_r = r;
-        o.lora_alpha = 2.0f * (float)r;
-        o.lora_targets = MODEL_ALL_PROJ;
-    }
-    struct model *m = NULL;
-    if (model_dir) {
-        m = modelio_load(model_dir, &o, err, sizeof err);
-    } else {
-        struct model_config c;
-        if (!vocab)
-            vocab = strcmp(shape, "tiny") == 0 ? 512 : strcmp(shape, "small") == 0 ? 4096 : 0;
-        if (model_config_shape(shape, vocab, &c)) {
-            fprintf(stderr, "alallo bench train: unknown shape '%s'\n", shape);
-            return 2;
-        }
-        m = model_create(&c, &o, err, sizeof err);
-        if (m && model_init_random(m, 1))
-            snprintf(err, sizeof err, "out of memory"), model_free(m), m = NULL;
-    }
-    if (!m) {
+    struct bench_setup su;
+    if (bench_setup_make(&bo, &su, err, sizeof err)) {
         fprintf(stderr, "alallo bench train: %s\n", err);
         return 1;
     }
-    model_lora_init(m, 2);
-    struct optim opt;
+    struct model *m = su.m;
     struct model_acts *a = model_acts_create(m, B, T);
-    int32_t *ids = malloc(sizeof *ids * (size_t)B * T);
-    uint8_t *mask = malloc((size_t)B * T);
-    if (!a || !ids || !mask || optim_init(&opt, m->n_train, m->n_decay, 0.0f) ||
-        model_rope_ensure(m, T)) {
+    if (!a) {
         fprintf(stderr, "alallo bench train: out of memory\n");
+        bench_setup_free(&su);
         return 1;
     }
-    struct rng g;
-    rng_seed(&g, 7);
-    for (int i = 0; i < B * T; i++) {
-        ids[i] = (int32_t)rng_below(&g, (uint64_t)m->cfg.vocab);
-        mask[i] = 1;
-    }
-    size_t nt = model_count_targets(mask, B, T), got;
+    const int32_t *ids = su.ids;
+    const uint8_t *mask = su.mask;
+    struct optim *opt = &su.opt;
+    size_t nt = su.n_targets, got;
     const char *isa0, *isa_bf16 = "";
     /* measured before and after the steps; the better of the two counts */
     double peak0 = measure_peak(threads, path_peak(path), &isa0);
@@ -308,7 +255,7 @@ static int bench_train(int argc, char **argv)
         json_array_append_new(losses, json_real(loss));
         double t0 = clock_mono_s();
         double norm = optim_grad_norm(m->grad, m->n_train);
-        optim_adamw_step(&opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), lr);
+        optim_adamw_step(opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), lr);
         t_opt += clock_mono_s() - t0;
     }
     double wall = clock_mono_s() - t_start;
@@ -331,10 +278,8 @@ static int bench_train(int argc, char **argv)
         if (again > peak_bf16)
             peak_bf16 = again;
     }
-    const struct model_config *c = &m->cfg;
-    double n_model = (double)model_config_params(c);
-    double flops_tok = full ? 6.0 * n_model + 6.0 * c->n_layers * c->hidden * (double)T
-                            : 4.0 * n_model + 6.0 * (double)m->n_train;
+    double n_model = (double)model_config_params(&m->cfg);
+    double flops_tok = bench_flops_per_token(m, &bo);
     double tokens = (double)B * T * (steps - 1);
     double tps = tokens / wall;
     char cpu[256];
@@ -368,11 +313,8 @@ static int bench_train(int argc, char **argv)
     free(s);
     json_decref(j);
     json_decref(losses);
-    free(ids);
-    free(mask);
-    optim_free(&opt);
     model_acts_free(a);
-    model_free(m);
+    bench_setup_free(&su);
     return 0;
 }
 
@@ -384,7 +326,8 @@ int cmd_bench(int argc, char **argv)
     fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
           " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
           " [--path avx2|avx512|avx512bf16]\n"
-          "       alallo bench train --device cuda [--size N]\n",
+          "       alallo bench train --device cuda [--size N] [--shape NAME|--model DIR"
+          " --precision ... --adapter ... --batch B --seq T --steps N]\n",
           stderr);
     return 2;
 }

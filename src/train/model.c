@@ -435,6 +435,14 @@ int model_config_shape(const char *name, int vocab, struct model_config *c)
         c->hidden = 768, c->n_layers = 12, c->n_heads = 12, c->n_kv_heads = 12;
         c->intermediate = 2048, c->max_pos = 1024;
         vocab = 50257;
+    } else if (strcmp(name, "1b") == 0) {
+        /* Llama-3.2-1B-class, for the GPU bench: 1.24B parameters */
+        if (vocab > 128256)
+            return -1;
+        c->hidden = 2048, c->n_layers = 16, c->n_heads = 32, c->n_kv_heads = 8;
+        c->intermediate = 8192, c->max_pos = 8192;
+        c->rope_theta = 500000.0f;
+        vocab = 128256;
     } else {
         return -1;
     }

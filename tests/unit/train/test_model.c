@@ -61,6 +61,30 @@ static void config_parse(void **state)
     assert_int_equal(model_config_params(&c2), 2 * 23 * 16 + 2 * per_layer + 16);
 }
 
+/* The named shapes the benches use: 124m and the Llama-3.2-1B-class 1b
+ * have the parameter counts of their namesakes (tied heads). */
+static void named_shapes(void **state)
+{
+    (void)state;
+    struct model_config c;
+    assert_int_equal(model_config_shape("124m", 0, &c), 0);
+    assert_int_equal(c.vocab, 50257);
+    assert_int_equal(model_config_shape("1b", 0, &c), 0);
+    assert_int_equal(c.hidden, 2048);
+    assert_int_equal(c.n_layers, 16);
+    assert_int_equal(c.n_heads, 32);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.intermediate, 8192);
+    assert_int_equal(c.vocab, 128256);
+    assert_true(c.tied);
+    /* 128256 * 2048 + 16 * (q,o 2048^2 + k,v 512 * 2048 + 3 * 8192 * 2048
+     * + 2 norms) + final norm */
+    assert_int_equal(model_config_params(&c), 1235814400);
+    assert_int_equal(model_config_shape("1b", 128257, &c), -1);
+    assert_int_equal(model_config_shape("7b", 0, &c), -1);
+}
+
 enum { B = 2, T = 7 };
 /* finite-difference step for adapters (Gemma 2 bends more: smaller) */
 static float lora_step = 3e-3f;
@@ -607,6 +631,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_parse),
+        cmocka_unit_test(named_shapes),
         cmocka_unit_test(tensor_names_and_round_trip),
         cmocka_unit_test(full_model_gradients),
         cmocka_unit_test(fresh_gradients_match_zeroed),

@@ -208,25 +208,44 @@ static void test_cpu_attempt_unchanged(void **state)
 /* `bench train --device cuda` where it cannot run: a CPU-only alallo says
  * so (usage, exit 2); a CUDA build with no GPU names CUDA_VISIBLE_DEVICES
  * (exit 1). Neither prints a JSON result. */
-static void test_bench_gpu_refused(void **state)
+/* Runs `alallo bench train --device cuda ARGS`: its exit status, with
+ * stdout and stderr in out. */
+static int bench_gpu(const char *args, char *out, size_t cap)
 {
-    (void)state;
-    char cmd[600], out[1024];
-    snprintf(cmd, sizeof cmd, "%s bench train --device cuda 2>&1", ALALLO_BINARY);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s bench train --device cuda%s 2>&1", ALALLO_BINARY, args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
+    size_t n = fread(out, 1, cap - 1, p);
     out[n] = '\0';
     int st = pclose(p);
     assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void bench_gpu_refused_with(const char *args)
+{
+    char out[1024];
+    int rc = bench_gpu(args, out, sizeof out);
     assert_null(strchr(out, '{'));
     if (train_device_cuda_built()) {
-        assert_int_equal(WEXITSTATUS(st), 1);
+        assert_int_equal(rc, 1);
         assert_non_null(strstr(out, "no GPU is visible (CUDA_VISIBLE_DEVICES="));
     } else {
-        assert_int_equal(WEXITSTATUS(st), 2);
+        assert_int_equal(rc, 2);
         assert_non_null(strstr(out, "this alallo was built without CUDA"));
     }
+}
+
+static void test_bench_gpu_refused(void **state)
+{
+    (void)state;
+    bench_gpu_refused_with("");
+    /* the model's timing is refused the same way, after its options */
+    bench_gpu_refused_with(" --shape 124m --adapter full --steps 3");
+    char out[1024];
+    assert_int_equal(bench_gpu(" --shape 124m --adapter sideways", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--adapter lora|full"));
 }
 
 int main(void)
