@@ -417,11 +417,11 @@ int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop)
         goto out;
     }
     if (cfg->bench_timeout_s > 0) {
-        if (worker_speed_measure(cfg->alallo_bin, cfg->cpus, cfg->bench_timeout_s, stop,
-                                 &w->speed, err, sizeof err) == 0) {
+        if (worker_speed_measure(cfg->alallo_bin, cfg->cpus, worker_trainer_device(cfg),
+                                 cfg->bench_timeout_s, stop, &w->speed, err, sizeof err) == 0) {
             w->speed_known = true;
-            wlog_printf(&w->log, "measured speed: %.1f tokens/s, %.3g FLOP/s",
-                        w->speed.tokens_per_s, w->speed.flops);
+            wlog_printf(&w->log, "measured speed: %.1f tokens/s, %.3g FLOP/s (on %s)",
+                        w->speed.tokens_per_s, w->speed.flops, worker_trainer_device(cfg));
         } else {
             wlog_printf(&w->log, "speed unknown: %s", err);
         }

@@ -8,7 +8,8 @@
 //    log has the trainer's "matrix products on the GPU" line;
 //  * bills it at the worker's price per GPU-hour: the ledger's net charge is
 //    positive, equals the job's `price`, and is at most that price times
-//    the GPUs times the attempt's hours.
+//    the GPUs times the attempt's hours;
+//  * and the worker measured its speed with the GPU trainer.
 //
 // It skips, with one line that says why, when this alallo was built without
 // CUDA (`alallo version` prints `cuda: no`) or when no GPU is visible
@@ -106,6 +107,10 @@ test('a job is planned, run and billed on the GPU worker', { skip: skip || false
     const hours = (attempt.ended_at - attempt.started_at + 2) / 3600; // whole seconds on both ends
     assert.ok(charged <= w.price_per_gpu_hour * w.resources.gpus.count * hours + 1e-6,
       `charged ${charged} for an attempt of at most ${hours * 3600} s at ${w.price_per_gpu_hour}/GPU-hour`);
+
+    // Its speed was measured on the GPU trainer (docs/worker.md, "GPUs").
+    const wlog = fs.readFileSync(path.join(s.data, 'workers', 'g', 'worker.log'), 'utf8');
+    assert.match(wlog, /measured speed: [\d.]+ tokens\/s, \S+ FLOP\/s \(on cuda\)/, wlog);
   } finally {
     await s.stop();
   }
@@ -137,6 +142,9 @@ test('a CUDA build with no GPU visible: the attempt asks for cuda and says no GP
       return /device "cuda": no GPU is visible to the trainer/.test(t) && t;
     }, { timeoutMs: 180000, what: 'the trainer to say no GPU is visible' });
     assert.doesNotMatch(log, /training started/);
+    // It measured its speed on the GPU too, which failed the same way.
+    const wlog = fs.readFileSync(path.join(s.data, 'workers', 'g', 'worker.log'), 'utf8');
+    assert.match(wlog, /speed unknown: bench exited with 1/, wlog);
   } finally {
     await s.stop();
   }
