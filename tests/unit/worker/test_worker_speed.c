@@ -77,18 +77,30 @@ static void parses_bench_output(void **state)
     assert_int_equal(bench_speed_parse(NULL, &s), -1);
 }
 
+/* A stand-in bench that prints `json` only when called with exactly
+ * `args` (else exit 9), measured for `threads` on `device`: 0 or -1. */
+static int measure_with(const char *args, const char *json, int threads, const char *device,
+                        struct bench_speed *s, char *err, size_t errcap)
+{
+    char bin[300], body[1024];
+    snprintf(body, sizeof body,
+             "[ \"$*\" = '%s' ] || { echo \"bad args: $*\" >&2; exit 9; }\n"
+             "echo 'loading' >&2\n"
+             "echo '%s'",
+             args, json);
+    fake_bin(bin, sizeof bin, "alallo-args", body);
+    return worker_speed_measure(bin, threads, device, 10, NULL, s, err, errcap);
+}
+
 static void measures_with_the_right_arguments(void **state)
 {
     (void)state;
-    char bin[300], err[300] = "";
-    /* The script checks the exact command line the worker promises. */
-    fake_bin(bin, sizeof bin, "alallo-ok",
-             "[ \"$*\" = 'bench train --shape tiny --steps 3 --threads 3' ] || "
-             "{ echo \"bad args: $*\" >&2; exit 9; }\n"
-             "echo 'loading' >&2\n"
-             "echo '{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}'");
+    char err[300] = "";
     struct bench_speed s;
-    if (worker_speed_measure(bin, 3, "cpu", 10, NULL, &s, err, sizeof err) != 0)
+    /* The exact command line the worker promises. */
+    if (measure_with("bench train --shape tiny --steps 3 --threads 3",
+                     "{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}", 3, "cpu", &s,
+                     err, sizeof err) != 0)
         fail_msg("measure: %s", err);
     assert_true(s.tokens_per_s == 4321);
     assert_true(s.flops == 1.5e10);
@@ -97,21 +109,19 @@ static void measures_with_the_right_arguments(void **state)
 static void a_cuda_worker_measures_the_gpu_trainer(void **state)
 {
     (void)state;
-    char bin[300], err[300] = "";
+    char err[300] = "";
+    struct bench_speed s;
     /* What the GPU bench prints with --shape: FLOP/s from tokens/s times
      * the FLOPs of a token. */
-    fake_bin(bin, sizeof bin, "alallo-gpu",
-             "[ \"$*\" = 'bench train --device cuda --shape tiny --steps 3 --threads 2' ] || "
-             "{ echo \"bad args: $*\" >&2; exit 9; }\n"
-             "echo '{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"tiny\","
-             "\"tokens_per_s\":200000,\"flops_per_token\":716800.0,\"mfu\":0.0002}'");
-    struct bench_speed s;
-    if (worker_speed_measure(bin, 2, "cuda", 10, NULL, &s, err, sizeof err) != 0)
+    const char *args = "bench train --device cuda --shape tiny --steps 3 --threads 2";
+    const char *json = "{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"tiny\","
+                       "\"tokens_per_s\":200000,\"flops_per_token\":716800.0,\"mfu\":0.0002}";
+    if (measure_with(args, json, 2, "cuda", &s, err, sizeof err) != 0)
         fail_msg("measure: %s", err);
     assert_true(s.tokens_per_s == 200000);
     assert_true(s.flops > 1.43e11 && s.flops < 1.44e11);
-    /* The same binary on a CPU worker is asked for the CPU bench. */
-    assert_int_equal(worker_speed_measure(bin, 2, "cpu", 10, NULL, &s, err, sizeof err), -1);
+    /* A CPU worker is asked for the CPU bench, not this one. */
+    assert_int_equal(measure_with(args, json, 2, "cpu", &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "bench exited with 9"));
 }
 
