@@ -4,9 +4,10 @@
 # transformers and peft): configure and build with CUDA, run the GPU tests
 # (`ctest -L gpu`) and the trainer's unit tests, the GPU bench (`alallo
 # bench train --device cuda`: the peak, then the trainer at the 124m and 1b
-# shapes, LoRA 16-bit, QLoRA and full, batch 4 x 2048) and the PyTorch reference
-# (bench/train/torch_gpu_ref.py), each under its own `timeout`, then one
-# summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
+# shapes, LoRA 16-bit, QLoRA and full, batch 4 x 2048), the service end to
+# end on the GPU (tests/integration/gpu_e2e.test.mjs, where node is there)
+# and the PyTorch reference (bench/train/torch_gpu_ref.py), each under its
+# own `timeout`, then one summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
 #
 # Usage: scripts/gpu-check.sh          the check (on a machine without a GPU:
 #                                      the CUDA build alone, a compile check,
@@ -209,6 +210,18 @@ for shape in 124m 1b; do
       --device cuda --shape "$shape" --precision "$1" --adapter "$2" --batch 4 --seq 2048 --steps 5
   done
 done
+
+# --- the service end to end on the GPU (tests/integration/gpu_e2e.test.mjs):
+# a GPU worker plans, runs and bills a tiny job. It needs node (18 or later),
+# which a GPU machine's image may lack (no package archive to install it
+# from there): then it is not run, and the summary says so, without failing.
+if command -v node >/dev/null; then
+  part gpu-e2e 90 "$out/ctest.log" env ALALLO_BIN="$build/alallo" ALALLO_ROOT="$root" \
+    node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
+  grep -E "^# (pass|fail|skipped) [1-9]|# SKIP" "$out/ctest.log" | tee -a "$summary"
+else
+  say "gpu-e2e: NOT RUN, no node on this machine (tests/integration/gpu_e2e.test.mjs needs it)"
+fi
 left=$((deadline - SECONDS - 25))
 part torch-ref 150 "$out/torch.json" bash -c \
   "LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3 bench/train/torch_gpu_ref.py --budget-s $((left > 10 ? left : 10)) 2>>'$out/torch.log'"

@@ -50,6 +50,9 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
     const char *name = json_string_value(json_object_get(body, "name"));
     const char *class_ = json_string_value(json_object_get(body, "class"));
     const char *accel = json_string_value(json_object_get(body, "accelerator"));
+    /* Where its attempts train (docs/worker-protocol.md); absent from a
+     * worker from before the field. */
+    json_t *trainer = json_object_get(body, "trainer");
     double cpus = number(body, "cpus", 0), mem = number(body, "mem_bytes", 0);
     double price = number(body, "price_per_hour", 0);
     json_t *speed = json_object_get(body, "speed");
@@ -65,6 +68,10 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         bad = "class must be \"on-demand\" or \"spot\".";
     else if (!(price >= 0 && price <= 1e6))
         bad = "price_per_hour must be from 0 to 1000000.";
+    else if (trainer && !json_is_null(trainer) &&
+             (!json_is_string(trainer) || (strcmp(json_string_value(trainer), "cpu") != 0 &&
+                                            strcmp(json_string_value(trainer), "cuda") != 0)))
+        bad = "trainer must be \"cpu\" or \"cuda\".";
     else
         bad = gpus_declared(body, &gpus);
     if (bad) {
@@ -87,6 +94,8 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         json_object_set_new(resources, "gpus", gpus);
     else
         json_decref(gpus);
+    if (resources && json_is_string(trainer))
+        json_object_set_new(resources, "trainer", json_string(json_string_value(trainer)));
     json_t *sp = json_pack("{s:f,s:f}", "tokens_per_s", w.tokens_per_s, "flops", w.flops);
     char *rtext = resources ? json_dumps(resources, JSON_COMPACT) : NULL;
     char *stext = sp ? json_dumps(sp, JSON_COMPACT) : NULL;

@@ -45,6 +45,7 @@
 #include "control/wandb_forward.h"
 #include "control/workers.h"
 #include "core/text.h"
+#include "train/train_device.h"
 #include "worker/worker.h"
 
 #define LOCAL_WORKERS_MAX 16
@@ -362,6 +363,7 @@ static int local_workers(const struct serve_args *a, const struct api_server *sr
         text_printf(c->server_url, sizeof c->server_url, "http://127.0.0.1:%d", port);
         text_copy(c->token, sizeof c->token, srv->worker_token);
         text_copy(c->alallo_bin, sizeof c->alallo_bin, srv->ctl->alallo_bin);
+        c->trainer_cuda = train_device_cuda_built() != 0; /* alallo_bin is this binary */
         if (!text_printf(c->work_dir, sizeof c->work_dir, "%s/workers/%s", srv->ctl->cfg.data_dir,
                          c->name)) {
             fprintf(stderr, "alallo serve: the data folder's path is too long\n");

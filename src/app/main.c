@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "app/cmds.h"
+#include "train/train_device.h"
 
 static void usage(FILE *f)
 {
@@ -26,8 +27,17 @@ static void usage(FILE *f)
           "  generate --model-dir DIR ...   generate from a local model folder\n"
           "  export --model-dir DIR ...     export a local model folder\n"
           "  tokenizer train ...  learn a byte-level BPE tokenizer\n"
-          "  sim --jobs N --workers M --seed S   fleet simulation\n",
+          "  sim --jobs N --workers M --seed S   fleet simulation\n"
+          "  version              what this binary was built with (cuda: yes|no)\n",
           f);
+}
+
+/* `alallo version`: one "key: value" line per build fact, for scripts and
+ * tests (docs/trainer.md, "GPU"). */
+static int cmd_version(void)
+{
+    printf("alallo\ncuda: %s\n", train_device_cuda_built() ? "yes" : "no");
+    return 0;
 }
 
 static int has_arg(int argc, char **argv, const char *name)
@@ -59,7 +69,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "store") == 0)
         return cmd_store(sub_argc, sub_argv);
     if (strcmp(cmd, "worker") == 0)
-        return cmd_worker(sub_argc, sub_argv);
+        return cmd_worker(sub_argc, sub_argv, train_device_cuda_built() != 0);
     if (strcmp(cmd, "attempt") == 0)
         return cmd_attempt(sub_argc, sub_argv);
     if (strcmp(cmd, "train") == 0)
@@ -70,6 +80,8 @@ int main(int argc, char **argv)
         return cmd_model(sub_argc, sub_argv);
     if (strcmp(cmd, "tokenizer") == 0)
         return cmd_tokenizer(sub_argc, sub_argv);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return cmd_version();
     if (strcmp(cmd, "sim") == 0)
         return cmd_sim(sub_argc, sub_argv);
     if (strcmp(cmd, "generate") == 0 && has_arg(sub_argc, sub_argv, "--model-dir"))

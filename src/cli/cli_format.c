@@ -727,8 +727,12 @@ void cli_print_workers(FILE *out, const json_t *list)
         double gmem;
         if (num(g, "count", &v) && str(g, "kind") && num(g, "mem_bytes", &gmem)) {
             char b[32];
-            snprintf(gpus, sizeof gpus, "%.0f x %s (%s)", v, str(g, "kind"),
-                     cli_bytes(b, sizeof b, gmem));
+            /* a worker whose trainer was built without CUDA trains on its
+             * CPUs: its GPUs are declared but idle */
+            const char *trainer = str(res, "trainer");
+            snprintf(gpus, sizeof gpus, "%.0f x %s (%s)%s", v, str(g, "kind"),
+                     cli_bytes(b, sizeof b, gmem),
+                     trainer && strcmp(trainer, "cpu") == 0 ? " unused: no CUDA" : "");
         }
         cli_money(price, sizeof price, json_object_get(w, "price_per_hour"), str(w, "currency"));
         if (num(json_object_get(w, "speed"), "tokens_per_s", &v) && v > 0)

@@ -10,8 +10,8 @@
 
 #include "core/fs.h"
 
-int attempt_config_write(const json_t *spec, int threads, const char *path, char *err,
-                         size_t errcap)
+int attempt_config_write(const json_t *spec, int threads, const char *device, const char *path,
+                         char *err, size_t errcap)
 {
     if (!json_is_object(spec)) {
         snprintf(err, errcap, "attempt spec is not a JSON object");
@@ -21,8 +21,13 @@ int attempt_config_write(const json_t *spec, int threads, const char *path, char
         snprintf(err, errcap, "threads must be at least 1");
         return -1;
     }
+    if (!device || (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)) {
+        snprintf(err, errcap, "device must be \"cpu\" or \"cuda\"");
+        return -1;
+    }
     json_t *copy = json_deep_copy(spec);
-    if (!copy || json_object_set_new(copy, "threads", json_integer(threads)) != 0) {
+    if (!copy || json_object_set_new(copy, "threads", json_integer(threads)) != 0 ||
+        json_object_set_new(copy, "device", json_string(device)) != 0) {
         json_decref(copy);
         snprintf(err, errcap, "out of memory");
         return -1;

@@ -302,7 +302,8 @@ enum attempt_report attempt_run(const struct attempt_host *h, const char *id, lo
     if (fs_mkdirs(h->dir, 0700) != 0) {
         snprintf(start_error, sizeof start_error, "worker: cannot create %s: %s", h->dir,
                  strerror(errno));
-    } else if (attempt_config_write(spec, h->cpus, config, err, sizeof err) != 0) {
+    } else if (attempt_config_write(spec, h->cpus, h->device ? h->device : "cpu", config, err,
+                                    sizeof err) != 0) {
         snprintf(start_error, sizeof start_error, "worker: %s", err);
     } else {
         char *argv[] = {(char *)h->alallo_bin, "train", "--config", config, NULL};

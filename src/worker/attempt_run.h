@@ -25,6 +25,8 @@ struct attempt_host {
     struct wlog *log;
     const char *alallo_bin;      /* started as `alallo train --config ATTEMPT.json`  */
     int cpus;                    /* the trainer's threads                             */
+    const char *device;          /* "cpu" or "cuda": ATTEMPT.json's "device"; NULL:
+                                  * "cpu"                                             */
     int stop_grace_s;            /* SIGTERM to SIGKILL of the trainer                */
     const char *dir;             /* the attempt's folder (absolute; made here)       */
     volatile sig_atomic_t *stop; /* the host goes away: the trainer checkpoints and

@@ -47,10 +47,11 @@ static int parse_seconds(const char *s, int *out)
     return 0;
 }
 
-int cmd_worker(int argc, char **argv)
+int cmd_worker(int argc, char **argv, bool trainer_cuda)
 {
     struct worker_config cfg;
     worker_config_defaults(&cfg);
+    cfg.trainer_cuda = trainer_cuda;
     char err[300];
     /* Options that map onto the SPEC syntax reuse its checks and messages. */
     static const char *const spec_opts[][2] = {
@@ -130,8 +131,9 @@ int cmd_worker(int argc, char **argv)
         return 2;
     }
     worker_catch_stop_signals(on_signal);
-    fprintf(stderr, "alallo worker %s: serving %s with %d cpus; log in %s%s/worker.log\n",
-            cfg.name, cfg.server_url, cfg.cpus, cfg.work_dir[0] ? "" : "alallo-worker-",
-            cfg.work_dir[0] ? cfg.work_dir : cfg.name);
+    fprintf(stderr,
+            "alallo worker %s: serving %s with %d cpus, training on %s; log in %s%s/worker.log\n",
+            cfg.name, cfg.server_url, cfg.cpus, worker_trainer_device(&cfg),
+            cfg.work_dir[0] ? "" : "alallo-worker-", cfg.work_dir[0] ? cfg.work_dir : cfg.name);
     return worker_run(&cfg, &stop_flag) == 0 ? 0 : 1;
 }

@@ -85,10 +85,10 @@ static json_t *registration_body(struct worker *w)
                               "flops",
                               w->speed_known && w->speed.flops > 0 ? json_real(w->speed.flops)
                                                                    : json_null());
-    json_t *body = json_pack("{s:s,s:i,s:I,s:s,s:f,s:s,s:o}", "name", c->name, "cpus", c->cpus,
-                             "mem_bytes", (json_int_t)c->mem_bytes, "accelerator", c->accelerator,
-                             "price_per_hour", c->price_per_hour, "class", c->class_, "speed",
-                             speed);
+    json_t *body = json_pack("{s:s,s:i,s:I,s:s,s:f,s:s,s:o,s:s}", "name", c->name, "cpus",
+                             c->cpus, "mem_bytes", (json_int_t)c->mem_bytes, "accelerator",
+                             c->accelerator, "price_per_hour", c->price_per_hour, "class",
+                             c->class_, "speed", speed, "trainer", worker_trainer_device(c));
     /* GPUs only when declared: a server from before them refuses no key. */
     if (body && c->gpus > 0)
         json_object_set_new(body, "gpus",
@@ -277,6 +277,7 @@ static void run_attempt(struct worker *w, json_t *claim)
         .log = &w->log,
         .alallo_bin = w->cfg->alallo_bin,
         .cpus = w->cfg->cpus,
+        .device = worker_trainer_device(w->cfg),
         .stop_grace_s = w->cfg->stop_grace_s,
         .dir = dir,
         .stop = w->stop,
@@ -400,8 +401,15 @@ int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->wake, &ca);
     pthread_condattr_destroy(&ca);
-    wlog_printf(&w->log, "starting: %d cpus, %lld bytes, %s, %.4f/h, server %s", cfg->cpus,
-                (long long)cfg->mem_bytes, cfg->class_, cfg->price_per_hour, cfg->server_url);
+    wlog_printf(&w->log, "starting: %d cpus, %lld bytes, %s, %.4f/h, server %s, trainer %s",
+                cfg->cpus, (long long)cfg->mem_bytes, cfg->class_, cfg->price_per_hour,
+                cfg->server_url, worker_trainer_device(cfg));
+    char warning[300];
+    if (worker_gpu_warning(cfg, warning, sizeof warning)) {
+        /* The log, and the operator's terminal (serve's or worker's stderr). */
+        wlog_printf(&w->log, "%s", warning);
+        fprintf(stderr, "worker %s: %s\n", cfg->name, warning);
+    }
 
     if (wapi_init(&w->api, cfg->server_url, cfg->token, HTTP_TIMEOUT_MS, err, sizeof err) != 0) {
         fprintf(stderr, "worker %s: %s\n", cfg->name, err);
@@ -409,11 +417,11 @@ int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop)
         goto out;
     }
     if (cfg->bench_timeout_s > 0) {
-        if (worker_speed_measure(cfg->alallo_bin, cfg->cpus, cfg->bench_timeout_s, stop,
-                                 &w->speed, err, sizeof err) == 0) {
+        if (worker_speed_measure(cfg->alallo_bin, cfg->cpus, worker_trainer_device(cfg),
+                                 cfg->bench_timeout_s, stop, &w->speed, err, sizeof err) == 0) {
             w->speed_known = true;
-            wlog_printf(&w->log, "measured speed: %.1f tokens/s, %.3g FLOP/s",
-                        w->speed.tokens_per_s, w->speed.flops);
+            wlog_printf(&w->log, "measured speed: %.1f tokens/s, %.3g FLOP/s (on %s)",
+                        w->speed.tokens_per_s, w->speed.flops, worker_trainer_device(cfg));
         } else {
             wlog_printf(&w->log, "speed unknown: %s", err);
         }

@@ -38,6 +38,10 @@ struct worker_config {
     int gpus;               /* GPUs declared (0: none); each attempt holds all */
     char gpu_kind[32];      /* e.g. "h200"; "" when gpus is 0                  */
     int64_t gpu_mem_bytes;  /* memory of one GPU; 0 when gpus is 0            */
+    bool trainer_cuda;      /* alallo_bin was built with the CUDA backend: set
+                             * by the caller (src/app, from
+                             * train_device_cuda_built()), since this layer may
+                             * not ask src/train; false by default            */
     char alallo_bin[512];   /* path of the binary to start as `alallo train`  */
     char work_dir[512];     /* folder for attempt configs and worker logs;
                              * "" means ./alallo-worker-<name>                 */
@@ -50,6 +54,17 @@ struct worker_config {
  * "cpu", the running binary (/proc/self/exe), the host name as the worker
  * name, an empty server URL and token. */
 void worker_config_defaults(struct worker_config *cfg /* OUT */);
+
+/* The device this worker's attempts train on, written as "device" into
+ * every ATTEMPT.json and declared as "trainer" at registration: "cuda" when
+ * it declares GPUs and its trainer was built with CUDA, else "cpu"
+ * (docs/worker.md, "GPUs"). */
+const char *worker_trainer_device(const struct worker_config *cfg);
+
+/* The one warning line of a worker that declares GPUs but whose trainer was
+ * built without CUDA, written to cap bytes of out; "" (returns false) for
+ * any other worker. */
+bool worker_gpu_warning(const struct worker_config *cfg, char *out /* OUT */, size_t cap);
 
 /* Parses a --local-worker SPEC "name=small,cpus=1,mem=2G,price=0.40,class=spot"
  * on top of what cfg holds (keys: name, cpus, mem, price, class,

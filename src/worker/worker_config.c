@@ -74,6 +74,24 @@ void worker_config_defaults(struct worker_config *cfg)
     cfg->bench_timeout_s = 120;
 }
 
+const char *worker_trainer_device(const struct worker_config *cfg)
+{
+    return cfg->gpus > 0 && cfg->trainer_cuda ? "cuda" : "cpu";
+}
+
+bool worker_gpu_warning(const struct worker_config *cfg, char *out, size_t cap)
+{
+    if (cap > 0)
+        out[0] = '\0';
+    if (cfg->gpus <= 0 || cfg->trainer_cuda)
+        return false;
+    snprintf(out, cap,
+             "warning: %d GPU%s declared, but this alallo was built without CUDA: its attempts "
+             "train on the CPU (build with CUDA as docs/trainer.md \"GPU\" says)",
+             cfg->gpus, cfg->gpus == 1 ? "" : "s");
+    return true;
+}
+
 bool worker_name_valid(const char *name)
 {
     size_t n = strlen(name);

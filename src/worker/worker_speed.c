@@ -32,15 +32,18 @@ static void on_line(void *ctx, int stream, const char *line, size_t len, bool tr
     c->text[c->len] = '\0';
 }
 
-int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
+int worker_speed_measure(const char *alallo_bin, int threads, const char *device, int timeout_s,
                          volatile sig_atomic_t *stop, struct bench_speed *out, char *err,
                          size_t errcap)
 {
     memset(out, 0, sizeof *out);
     char threads_s[16];
     snprintf(threads_s, sizeof threads_s, "%d", threads > 0 ? threads : 1);
-    char *argv[] = {(char *)alallo_bin, "bench", "train", "--shape", "tiny", "--steps", "3",
-                    "--threads", threads_s, NULL};
+    char *cpu_argv[] = {(char *)alallo_bin, "bench", "train", "--shape", "tiny", "--steps", "3",
+                        "--threads", threads_s, NULL};
+    char *cuda_argv[] = {(char *)alallo_bin, "bench", "train", "--device", "cuda", "--shape",
+                         "tiny", "--steps", "3", "--threads", threads_s, NULL};
+    char **argv = device && strcmp(device, "cuda") == 0 ? cuda_argv : cpu_argv;
     struct collected *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errcap, "out of memory");

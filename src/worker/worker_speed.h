@@ -3,6 +3,8 @@
  *
  * It runs `<alallo_bin> bench train --shape tiny --steps 3 --threads N` as a
  * child, bounded in time, and reads the one JSON object that bench prints.
+ * A worker whose attempts train on the GPU adds `--device cuda` (first), so
+ * that its pace is the GPU trainer's (docs/worker.md, "GPUs").
  */
 #ifndef ALALLO_WORKER_WORKER_SPEED_H
 #define ALALLO_WORKER_WORKER_SPEED_H
@@ -12,10 +14,12 @@
 
 #include "core/bench_speed.h"
 
-/* Runs the benchmark with `threads` threads for at most timeout_s seconds,
- * or until *stop (may be NULL) becomes non-zero. Returns 0 with *out filled,
- * or -1 with a one-line reason in err (and *out zeroed: speed unknown). */
-int worker_speed_measure(const char *alallo_bin, int threads, int timeout_s,
+/* Runs the benchmark with `threads` threads on `device` ("cpu" or "cuda",
+ * as the worker's attempts train: worker_trainer_device) for at most
+ * timeout_s seconds, or until *stop (may be NULL) becomes non-zero. Returns
+ * 0 with *out filled, or -1 with a one-line reason in err (and *out zeroed:
+ * speed unknown). */
+int worker_speed_measure(const char *alallo_bin, int threads, const char *device, int timeout_s,
                          volatile sig_atomic_t *stop, struct bench_speed *out /* OUT */,
                          char *err, size_t errcap);
 

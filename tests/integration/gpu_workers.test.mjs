@@ -7,18 +7,25 @@
 //    fits one of its GPUs; a faster, free worker whose GPU is too small for
 //    the job is never chosen, by the estimate or the scheduling pass;
 //  * incomplete or bad declarations are refused with one clear line, by
-//    `alallo worker`, `alallo serve` and the registration call.
+//    `alallo worker`, `alallo serve` and the registration call;
+//  * on a build without CUDA (CI's), the worker still serves, warns once at
+//    start that its attempts train on the CPU, declares `trainer: "cpu"`
+//    (`alallo workers`: "unused: no CUDA") and writes `"device": "cpu"`.
 //
-// No GPU is needed: until a GPU trainer exists a job on a GPU worker runs
-// the CPU trainer; only declaring, planning and pricing are tested here.
+// No GPU is needed: on a build without CUDA a job on a GPU worker runs the
+// CPU trainer; only declaring, planning and pricing are tested here. The
+// GPU end to end is tests/integration/gpu_e2e.test.mjs.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { BIN, SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
 
 const GIB = 1024 ** 3;
+// What this binary was built with: `alallo version` prints "cuda: yes|no".
+const CUDA = /^cuda: yes$/m.test(spawnSync(BIN, ['version'], { encoding: 'utf8' }).stdout);
 
 async function internal(s, p, body) {
   const r = await fetch(s.url + p, {
@@ -61,6 +68,19 @@ describe('workers with GPUs', () => {
     assert.equal(cli.status, 0, cli.stderr);
     assert.match(cli.stdout, /^NAME\s+STATE\s+CLASS\s+CPUS\s+MEMORY\s+GPUS\s+PRICE\/H/m);
     assert.match(cli.stdout, /^gpu-local\s+active\s.*\s2 x h200 \(141\.0 GiB\)\s/m);
+    // Where its attempts train, and what it said at start about it.
+    const warning = 'gpu-local: warning: 2 GPUs declared, but this alallo was built without CUDA: '
+      + 'its attempts train on the CPU (build with CUDA as docs/trainer.md "GPU" says)';
+    const log = fs.readFileSync(path.join(s.data, 'workers', 'gpu-local', 'worker.log'), 'utf8');
+    if (CUDA) {
+      assert.equal(w.resources.trainer, 'cuda');
+      assert.ok(!log.includes('warning'), log);
+      return;
+    }
+    assert.equal(w.resources.trainer, 'cpu');
+    assert.match(cli.stdout, /^gpu-local\s.*\s2 x h200 \(141\.0 GiB\) unused: no CUDA\s/m);
+    assert.equal(log.split('\n').filter((l) => l.includes(warning)).length, 1, log);
+    assert.ok(s.output.includes(`worker ${warning}\n`), s.output);
   });
 
   test('an estimate is planned on the GPU worker, at a batch one GPU holds', async () => {
@@ -86,7 +106,8 @@ describe('workers with GPUs', () => {
       assert.ok(est.json.price.high > 0, est.text);
     }
     // The scheduling pass judges the same way: the small GPU's claim gets
-    // nothing, and the job runs on gpu-local (the CPU trainer, for now).
+    // nothing, and the job runs on gpu-local (the CPU trainer on a build
+    // without CUDA).
     const job = await s.createJob({ model: 'tiny', training_file: file, goal: 'lowest_cost', hyperparameters: { n_epochs: 1, batch_size: 8 } });
     assert.equal(job.status, 200, job.text);
     const claim = await internal(s, '/internal/workers/gpu-small/claim', {});
@@ -94,6 +115,9 @@ describe('workers with GPUs', () => {
     const done = await s.waitStatus(job.json.id, ['succeeded', 'failed', 'cancelled'], { timeoutMs: 300000 });
     assert.equal(done.status, 'succeeded', JSON.stringify(done));
     assert.deepEqual(done.attempts.map((a) => a.worker), ['gpu-local']);
+    const config = JSON.parse(fs.readFileSync(
+      path.join(s.data, 'workers', 'gpu-local', 'attempts', done.attempts[0].id, 'ATTEMPT.json'), 'utf8'));
+    assert.equal(config.device, CUDA ? 'cuda' : 'cpu');
   });
 
   test('a registration with a bad GPU declaration is refused and says why', async () => {
@@ -112,6 +136,9 @@ describe('workers with GPUs', () => {
       assert.equal(r.status, 400, JSON.stringify(r.json));
       assert.match(r.json.error.message, why);
     }
+    const trainer = await internal(s, '/internal/workers/register', { ...base, trainer: 'tpu' });
+    assert.equal(trainer.status, 400, JSON.stringify(trainer.json));
+    assert.match(trainer.json.error.message, /trainer must be "cpu" or "cuda"/);
     const list = (await s.call('GET', '/v1/workers')).json;
     assert.ok(!list.data.some((x) => x.name === 'bad-gpu'));
   });

@@ -369,6 +369,22 @@ static void other_lists(void **state)
                         "g      active    on-demand  16    128.0 GiB  8 x h200 (141.0 GiB)  "
                         "$20.00   unknown        -\n");
     free(out);
+    /* GPUs whose worker trains on its CPUs (a binary built without CUDA)
+     * say so; a "cuda" trainer adds nothing. */
+    out = render(cli_print_workers,
+                 "{\"data\":[{\"name\":\"g\",\"state\":\"active\",\"class\":\"on-demand\","
+                 "\"resources\":{\"cpus\":2,\"mem_bytes\":1073741824,\"trainer\":\"cpu\",\"gpus\":"
+                 "{\"count\":1,\"kind\":\"h100\",\"mem_bytes\":85899345920}},"
+                 "\"price_per_hour\":3,\"speed\":{},\"running\":null},"
+                 "{\"name\":\"c\",\"state\":\"active\",\"class\":\"on-demand\","
+                 "\"resources\":{\"cpus\":2,\"mem_bytes\":1073741824,\"trainer\":\"cuda\",\"gpus\":"
+                 "{\"count\":1,\"kind\":\"h100\",\"mem_bytes\":85899345920}},"
+                 "\"price_per_hour\":3,\"speed\":{},\"running\":null}]}");
+    assert_non_null(
+        strstr(out, "\ng     active  on-demand  2     1.0 GiB  1 x h100 (80.0 GiB) unused: no CUDA  "));
+    assert_non_null(
+        strstr(out, "\nc     active  on-demand  2     1.0 GiB  1 x h100 (80.0 GiB)                  "));
+    free(out);
     out = render(cli_print_ledger,
                  "{\"data\":[{\"created_at\":0,\"job\":\"ftjob-1\",\"attempt\":\"att-1\","
                  "\"kind\":\"charge\",\"amount\":0.3,\"currency\":\"usd\",\"steps\":40},"

@@ -299,6 +299,18 @@ static const char *event_name(size_t i)
     return json_string_value(json_object_get(json_array_get(F.events, i), "event"));
 }
 
+/* The worker's log in dir/SUB/worker.log, into out. */
+static void read_worker_log(const char *sub, char *out, size_t cap)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s/worker.log", dir, sub);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    fclose(f);
+}
+
 /* ---- the tests ---------------------------------------------------------- */
 
 static void a_successful_attempt(void **state)
@@ -336,12 +348,15 @@ static void a_successful_attempt(void **state)
     assert_true(json_number_value(json_object_get(speed, "tokens_per_s")) == 4321);
     assert_true(json_number_value(json_object_get(speed, "flops")) == 2e9);
 
-    /* ATTEMPT.json = spec + threads. */
+    assert_string_equal(json_string_value(json_object_get(r, "trainer")), "cpu");
+
+    /* ATTEMPT.json = spec + threads + device. */
     char path[400];
     snprintf(path, sizeof path, "%s/work/attempts/seen-config.json", dir);
     json_t *conf = json_load_file(path, 0, NULL);
     assert_non_null(conf);
     assert_int_equal(json_integer_value(json_object_get(conf, "threads")), 2);
+    assert_string_equal(json_string_value(json_object_get(conf, "device")), "cpu");
     assert_string_equal(json_string_value(json_object_get(conf, "model_dir")), "/models/tiny");
     json_decref(conf);
 
@@ -370,16 +385,57 @@ static void a_successful_attempt(void **state)
     assert_true(F.heartbeats_with_attempt >= 1);
 
     /* The worker's own log has the trainer's stderr and the dropped line. */
-    snprintf(path, sizeof path, "%s/work/worker.log", dir);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
     char logtext[16384];
-    size_t n = fread(logtext, 1, sizeof logtext - 1, f);
-    logtext[n] = '\0';
-    fclose(f);
+    read_worker_log("work", logtext, sizeof logtext);
     assert_non_null(strstr(logtext, "a diagnostic"));
     assert_non_null(strstr(logtext, "not an event"));
     assert_non_null(strstr(logtext, "measured speed: 4321.0 tokens/s"));
+}
+
+/* A worker with one GPU whose trainer was (not) built with CUDA runs one
+ * attempt: ATTEMPT.json's "device" and the registration's "trainer" are
+ * `expect`, and its log warns exactly when the GPU goes unused. */
+static void gpu_worker_trains_on(bool trainer_cuda, const char *expect)
+{
+    char err[200];
+    assert_int_equal(
+        worker_config_parse_spec(&cfg, "gpus=1,gpu_kind=h100,gpu_mem=80G", err, sizeof err), 0);
+    cfg.trainer_cuda = trainer_cuda;
+    fake_start(0);
+    F.claims_to_give = 1;
+    fake_bin("cp \"$CONFIG\" ../seen-config.json\n"
+             "echo '{\"event\":\"done\",\"t\":0.1,\"step\":20,\"train_loss\":1.5}'\n"
+             "exit 0");
+    start_worker();
+    assert_true(wait_finish(20) > 0);
+    assert_int_equal(stop_worker(), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/work/attempts/seen-config.json", dir);
+    json_t *conf = json_load_file(path, 0, NULL);
+    assert_non_null(conf);
+    assert_string_equal(json_string_value(json_object_get(conf, "device")), expect);
+    json_decref(conf);
+    assert_string_equal(json_string_value(json_object_get(F.register_body, "trainer")), expect);
+    char logtext[16384];
+    read_worker_log("work", logtext, sizeof logtext);
+    const char *warning = strstr(logtext, "w1: warning: 1 GPU declared, but this alallo was built "
+                                          "without CUDA: its attempts train on the CPU");
+    if (trainer_cuda)
+        assert_null(warning);
+    else
+        assert_non_null(warning);
+}
+
+static void a_gpu_worker_with_a_cuda_trainer_trains_on_cuda(void **state)
+{
+    (void)state;
+    gpu_worker_trains_on(true, "cuda");
+}
+
+static void a_gpu_worker_without_cuda_trains_on_the_cpu_and_says_so(void **state)
+{
+    (void)state;
+    gpu_worker_trains_on(false, "cpu");
 }
 
 static void a_user_error_is_reported_with_its_line(void **state)
@@ -657,6 +713,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_successful_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_gpu_worker_with_a_cuda_trainer_trains_on_cuda, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_gpu_worker_without_cuda_trains_on_the_cpu_and_says_so,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(a_user_error_is_reported_with_its_line, setup, teardown),
         cmocka_unit_test_setup_teardown(a_crash_reports_the_signal_and_last_stderr_line, setup,
                                         teardown),

@@ -77,21 +77,52 @@ static void parses_bench_output(void **state)
     assert_int_equal(bench_speed_parse(NULL, &s), -1);
 }
 
+/* A stand-in bench that prints `json` only when called with exactly
+ * `args` (else exit 9), measured for `threads` on `device`: 0 or -1. */
+static int measure_with(const char *args, const char *json, int threads, const char *device,
+                        struct bench_speed *s, char *err, size_t errcap)
+{
+    char bin[300], body[1024];
+    snprintf(body, sizeof body,
+             "[ \"$*\" = '%s' ] || { echo \"bad args: $*\" >&2; exit 9; }\n"
+             "echo 'loading' >&2\n"
+             "echo '%s'",
+             args, json);
+    fake_bin(bin, sizeof bin, "alallo-args", body);
+    return worker_speed_measure(bin, threads, device, 10, NULL, s, err, errcap);
+}
+
 static void measures_with_the_right_arguments(void **state)
 {
     (void)state;
-    char bin[300], err[300] = "";
-    /* The script checks the exact command line the worker promises. */
-    fake_bin(bin, sizeof bin, "alallo-ok",
-             "[ \"$*\" = 'bench train --shape tiny --steps 3 --threads 3' ] || "
-             "{ echo \"bad args: $*\" >&2; exit 9; }\n"
-             "echo 'loading' >&2\n"
-             "echo '{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}'");
+    char err[300] = "";
     struct bench_speed s;
-    if (worker_speed_measure(bin, 3, 10, NULL, &s, err, sizeof err) != 0)
+    /* The exact command line the worker promises. */
+    if (measure_with("bench train --shape tiny --steps 3 --threads 3",
+                     "{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}", 3, "cpu", &s,
+                     err, sizeof err) != 0)
         fail_msg("measure: %s", err);
     assert_true(s.tokens_per_s == 4321);
     assert_true(s.flops == 1.5e10);
+}
+
+static void a_cuda_worker_measures_the_gpu_trainer(void **state)
+{
+    (void)state;
+    char err[300] = "";
+    struct bench_speed s;
+    /* What the GPU bench prints with --shape: FLOP/s from tokens/s times
+     * the FLOPs of a token. */
+    const char *args = "bench train --device cuda --shape tiny --steps 3 --threads 2";
+    const char *json = "{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"tiny\","
+                       "\"tokens_per_s\":200000,\"flops_per_token\":716800.0,\"mfu\":0.0002}";
+    if (measure_with(args, json, 2, "cuda", &s, err, sizeof err) != 0)
+        fail_msg("measure: %s", err);
+    assert_true(s.tokens_per_s == 200000);
+    assert_true(s.flops > 1.43e11 && s.flops < 1.44e11);
+    /* A CPU worker is asked for the CPU bench, not this one. */
+    assert_int_equal(measure_with(args, json, 2, "cpu", &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "bench exited with 9"));
 }
 
 static void failure_means_unknown(void **state)
@@ -100,16 +131,16 @@ static void failure_means_unknown(void **state)
     char bin[300], err[300] = "";
     struct bench_speed s;
     fake_bin(bin, sizeof bin, "alallo-fail", "echo 'unknown shape tiny' >&2; exit 2");
-    assert_int_equal(worker_speed_measure(bin, 1, 10, NULL, &s, err, sizeof err), -1);
+    assert_int_equal(worker_speed_measure(bin, 1, "cpu", 10, NULL, &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "exited with 2: unknown shape tiny"));
     assert_true(s.tokens_per_s == 0);
 
     fake_bin(bin, sizeof bin, "alallo-silent", "echo '{\"mfu\": 1}'");
-    assert_int_equal(worker_speed_measure(bin, 1, 10, NULL, &s, err, sizeof err), -1);
+    assert_int_equal(worker_speed_measure(bin, 1, "cpu", 10, NULL, &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "no tokens_per_s"));
 
-    assert_int_equal(worker_speed_measure("/nonexistent/alallo", 1, 10, NULL, &s, err, sizeof err),
-                     -1);
+    assert_int_equal(
+        worker_speed_measure("/nonexistent/alallo", 1, "cpu", 10, NULL, &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot run"));
 }
 
@@ -120,14 +151,14 @@ static void bounded_in_time(void **state)
     struct bench_speed s;
     fake_bin(bin, sizeof bin, "alallo-slow", "sleep 60; echo '{\"tokens_per_s\": 1}'");
     double t0 = trainer_proc_now();
-    assert_int_equal(worker_speed_measure(bin, 1, 1, NULL, &s, err, sizeof err), -1);
+    assert_int_equal(worker_speed_measure(bin, 1, "cpu", 1, NULL, &s, err, sizeof err), -1);
     double took = trainer_proc_now() - t0;
     assert_true(took < 5);
     assert_non_null(strstr(err, "within 1 s"));
     /* A stop flag cuts it short too. */
     volatile sig_atomic_t stop = 1;
     t0 = trainer_proc_now();
-    assert_int_equal(worker_speed_measure(bin, 1, 60, &stop, &s, err, sizeof err), -1);
+    assert_int_equal(worker_speed_measure(bin, 1, "cpu", 60, &stop, &s, err, sizeof err), -1);
     assert_true(trainer_proc_now() - t0 < 5);
     assert_non_null(strstr(err, "stopping"));
 }
@@ -137,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_bench_output),
         cmocka_unit_test(measures_with_the_right_arguments),
+        cmocka_unit_test(a_cuda_worker_measures_the_gpu_trainer),
         cmocka_unit_test(failure_means_unknown),
         cmocka_unit_test(bounded_in_time),
     };
