@@ -308,10 +308,10 @@ void internal_attempt_start(struct api_server *srv, struct http_request *req,
         return;
     }
     api_json(res, 200,
-             json_pack("{s:s,s:s,s:I,s:o,s:i,s:f,s:i}", "attempt_id", a->attempt.id, "job_id",
-                       a->attempt.job, "fence", (json_int_t)a->attempt.fence, "spec", a->spec,
-                       "cpus", a->cpus, "deadline_s", a->deadline_s, "heartbeat_s",
-                       a->heartbeat_s));
+             json_pack("{s:s,s:s,s:I,s:o,s:i,s:i,s:f,s:i}", "attempt_id", a->attempt.id,
+                       "job_id", a->attempt.job, "fence", (json_int_t)a->attempt.fence, "spec",
+                       a->spec, "cpus", a->cpus, "gpus", a->gpus, "deadline_s", a->deadline_s,
+                       "heartbeat_s", a->heartbeat_s));
     free(a);
 }
 

@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "worker") == 0)
         return cmd_worker(sub_argc, sub_argv, train_device_cuda_built() != 0);
     if (strcmp(cmd, "attempt") == 0)
-        return cmd_attempt(sub_argc, sub_argv);
+        return cmd_attempt(sub_argc, sub_argv, train_device_cuda_built() != 0);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(sub_argc, sub_argv);
     if (strcmp(cmd, "bench") == 0)

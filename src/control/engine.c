@@ -1062,6 +1062,7 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
     double left = (double)limit_min * 60 - lead - (double)(now - since) / 1000.0;
     out->deadline_s = left < 10 ? 10 : left;
     out->cpus = p->decl.cpus;
+    out->gpus = p->decl.gpus;
     out->heartbeat_s = ctl->cfg.heartbeat_s;
     return ERR_OK;
 }

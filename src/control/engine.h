@@ -112,6 +112,7 @@ struct engine_start_answer {
     struct store_job job;
     json_t *spec;       /* owned by the caller; paths as the nodes see them */
     int cpus;           /* the trainer's threads                              */
+    int gpus;           /* GPUs the slot holds (the pool's gres), 0: none     */
     double deadline_s;  /* from now: stop the trainer with a checkpoint then */
     int heartbeat_s;
 };

@@ -39,6 +39,7 @@ static void on_signal(int sig)
 }
 
 struct runner {
+    bool trainer_cuda; /* this alallo was built with CUDA (from src/app) */
     char server[256];
     char attempt[IDS_MAX];
     char token[128];
@@ -258,11 +259,12 @@ static void place(struct runner *r)
     r->node[sizeof r->node - 1] = '\0';
 }
 
-int cmd_attempt(int argc, char **argv)
+int cmd_attempt(int argc, char **argv, bool trainer_cuda)
 {
     struct runner *r = calloc(1, sizeof *r);
     if (!r)
         return 1;
+    r->trainer_cuda = trainer_cuda;
     r->stop_grace_s = 30;
     r->heartbeat_s = 2;
     r->log.fd = -1;
@@ -317,10 +319,21 @@ int cmd_attempt(int argc, char **argv)
     int threads = json_is_integer(cpus) && json_integer_value(cpus) >= 1
                       ? (int)json_integer_value(cpus)
                       : 1;
+    /* The slot's GPUs (its pool's gres; Slurm sets CUDA_VISIBLE_DEVICES to
+     * the ones it allocated): the trainer takes them when this alallo has
+     * CUDA. */
+    json_t *gpus = json_object_get(answer, "gpus");
+    struct worker_config slot = {.trainer_cuda = r->trainer_cuda};
+    if (json_is_integer(gpus) && json_integer_value(gpus) > 0 && json_integer_value(gpus) <= 64)
+        slot.gpus = (int)json_integer_value(gpus);
+    char warning[300];
+    if (worker_gpu_warning(&slot, warning, sizeof warning))
+        wlog_printf(&r->log, "%s", warning);
     double left = json_is_number(deadline) ? json_number_value(deadline) : 0;
-    wlog_printf(&r->log, "attempt %s of job %s: fence %lld, %d threads, deadline in %.0f s",
+    wlog_printf(&r->log,
+                "attempt %s of job %s: fence %lld, %d threads, trainer on %s, deadline in %.0f s",
                 r->attempt, json_string_value(json_object_get(answer, "job_id")), r->fence,
-                threads, left);
+                threads, worker_trainer_device(&slot), left);
     pthread_t thread;
     if (pthread_create(&thread, NULL, heartbeat_main, r) != 0) {
         wlog_printf(&r->log, "cannot start the heartbeat thread");
@@ -332,6 +345,7 @@ int cmd_attempt(int argc, char **argv)
         .log = &r->log,
         .alallo_bin = r->alallo_bin,
         .cpus = threads,
+        .device = worker_trainer_device(&slot),
         .stop_grace_s = r->stop_grace_s,
         .dir = r->work_dir,
         .stop = &stop_flag,

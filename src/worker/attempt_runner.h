@@ -10,7 +10,9 @@
  *    deadline (seconds left before the engine's time limit, less a lead).
  * 2. Heartbeats POST /internal/attempts/ID/heartbeat every heartbeat_s with
  *    {fence, engine_id, node}; the answer's stop works as a worker's.
- * 3. Runs the trainer in DIR, relays its events and finishes (attempt_run.h).
+ * 3. Runs the trainer in DIR, relays its events and finishes (attempt_run.h),
+ *    on the GPUs when the answer's "gpus" (the pool's gres) is above 0 and
+ *    this alallo has CUDA; on the CPU with one warning line otherwise.
  *    SIGTERM or SIGINT (preemption, scancel, the time limit) and the
  *    deadline stop the trainer with a checkpoint; the finish then says
  *    stop "move". A 409 (another attempt owns the job): the trainer is
@@ -23,6 +25,10 @@
 #ifndef ALALLO_WORKER_ATTEMPT_RUNNER_H
 #define ALALLO_WORKER_ATTEMPT_RUNNER_H
 
-int cmd_attempt(int argc, char **argv);
+#include <stdbool.h>
+
+/* trainer_cuda: this alallo was built with CUDA (train_device_cuda_built,
+ * passed in by src/app): a slot that holds GPUs then trains on them. */
+int cmd_attempt(int argc, char **argv, bool trainer_cuda);
 
 #endif

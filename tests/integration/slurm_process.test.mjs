@@ -4,11 +4,13 @@
 // runner with its own token, heartbeats, lost runners, fencing), without a
 // cluster. tests/integration/slurm_cluster.test.mjs runs the Slurm side.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
 import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
+import { BIN } from './service_harness.mjs';
 import {
   createJob, freeze, runnerLog, runners, runningJob, startEngineServe, thaw, uploadSample, waitFor, waitJob,
 } from '../slurm/engine_harness.mjs';
@@ -177,6 +179,43 @@ test("a pool's speed is measured once by a bench job, and kept over a restart", 
     assert.deepEqual(await speedOf(s), measured);
     assert.doesNotMatch(s.output, /bench job/);
     assert.equal(fs.statSync(out).mtimeMs, mtime);
+  } finally {
+    await s.stop();
+  }
+});
+
+// A pool whose slots hold GPUs (gres): the runner learns it from its start
+// answer and asks the trainer for cuda when this alallo has CUDA; a build
+// without CUDA trains on the CPU and its runner says why, once.
+test('a slot with GPUs trains on them where alallo has CUDA, else on the CPU with a warning', { timeout: 180000 }, async () => {
+  const CUDA = /^cuda: yes$/m.test(spawnSync(BIN, ['version'], { encoding: 'utf8' }).stdout);
+  const GPU_VISIBLE = spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' }).status === 0;
+  const s = await startEngineServe({
+    executor: 'process',
+    pools: ['name=g,partition=local,gres=gpu:1,gpu_mem=16G,cpus=1,mem=2G,class=on-demand,price=1.00/h,slots=1'],
+  });
+  try {
+    const file = await uploadSample(s);
+    const job = await createJob(s, file);
+    const done = await waitJob(s, job.id, (j) => ['succeeded', 'failed'].includes(j.status), 'to end');
+    const a = done.attempts[0];
+    assert.equal(a.worker, 'process.g.0');
+    const dir = attemptDir(s, job.id, a.id);
+    const config = JSON.parse(fs.readFileSync(path.join(dir, 'ATTEMPT.json'), 'utf8'));
+    await waitFor(() => runners().length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
+    const log = runnerLog(s, job.id, a.id);
+    if (CUDA) {
+      assert.equal(config.device, 'cuda');
+      assert.match(log, /trainer on cuda/);
+      assert.equal(done.status, GPU_VISIBLE ? 'succeeded' : 'failed', JSON.stringify(done));
+    } else {
+      assert.equal(config.device, 'cpu');
+      assert.match(log, /trainer on cpu/);
+      const warnings = log.split('\n').filter((l) => l.includes('built without CUDA'));
+      assert.equal(warnings.length, 1, log);
+      assert.match(warnings[0], /1 GPU declared, but this alallo was built without CUDA: its attempts train on the CPU/);
+      assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    }
   } finally {
     await s.stop();
   }
