@@ -243,6 +243,8 @@ def hf_pass(model_dir, cfg, params, dump, ids, lora, device):
         model = peft.get_peft_model(model, peft.LoraConfig(
             r=r, lora_alpha=scale * r, lora_dropout=0.0, bias="none",
             target_modules=list(PARTS)))
+    model.to(device)  # first: the parameters named below are the device's
+    if lora:
         mods = dict(model.named_modules())
         for name, t in dump.items():
             if name.startswith("lora.") and name[-2:] in (".A", ".B"):
@@ -256,7 +258,6 @@ def hf_pass(model_dir, cfg, params, dump, ids, lora, device):
         for n, w in model.named_parameters():
             w.requires_grad_(True)
             names[n] = w
-    model.to(device)
     x = ids.to(device)[None]
     with torch.autocast(device_type=device, dtype=torch.bfloat16):
         out = model(input_ids=x, labels=x)
