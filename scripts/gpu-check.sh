@@ -193,8 +193,8 @@ fi
 
 # --- tests: the GPU's, then the trainer's unit tests on this build
 # The two that drive processes (the cross-device resume: 12 short `alallo
-# train` runs; PyTorch + transformers + peft: 4 python runs, each importing
-# them) get their own part, so the kernels' tests keep their 90 s. PyTorch
+# train` runs; PyTorch + transformers + peft: 4 GPU dumps, then one python
+# run that imports them once) get their own part, so the kernels' tests keep their 90 s. PyTorch
 # runs with the machine's own libraries (orig_ld), as torch-ref does.
 part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -L gpu -E 'test_cuda_(resume|torch)' --output-on-failure --timeout 85"
 part gpu-resume-torch 120 "$out/ctest.log" bash -c "cd '$build' && ALALLO_PYTHON=\"env LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3\" ctest -R 'gpu/test_cuda_(resume|torch)' --output-on-failure --timeout 115"

@@ -170,8 +170,11 @@ static void run_attempt(const char *config, struct attempt *a)
     }
     int st = pclose(p);
     a->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    if (a->status)
-        fprintf(stderr, "%s: exit %d (stderr in %s/stderr.log)\n", config, a->status, root);
+    if (a->status) { /* what it said, for ctest --output-on-failure */
+        fprintf(stderr, "%s: exit %d; the end of its stderr:\n", config, a->status);
+        snprintf(cmd, sizeof cmd, "tail -n 8 %s/stderr.log >&2", root);
+        (void)!system(cmd);
+    }
 }
 
 static double rel(double got, double want)

@@ -9,7 +9,8 @@
  * reference.py: the loss within 1e-2 relative, each gradient tensor
  * within 1e-1 relative L2; docs/trainer.md, "GPU", says why).
  *
- * Cases: LoRA on a 16-bit base, QLoRA (PyTorch gets the dump's "base.*",
+ * Cases (a dump each, then one run of reference.py for all: its imports
+ * take seconds): LoRA on a 16-bit base, QLoRA (PyTorch gets the dump's "base.*",
  * the NF4-decoded base alallo trained on, so bitsandbytes is not needed)
  * and full fine-tuning on the tiny llama (tied head, grouped-query
  * attention), and LoRA on qwen2 (q/k/v biases).
@@ -52,30 +53,6 @@ static int teardown(void **state)
     return fs_remove_tree(base);
 }
 
-/* One model (init_args), dumped with dump_args on `device`, compared. */
-static void compare(const char *name, const char *init_args, const char *dump_args)
-{
-    char cmd[2000], dir[400];
-    snprintf(dir, sizeof dir, "%s/%s", base, name);
-    snprintf(cmd, sizeof cmd, "%s model init %s --tokenizer %s/tokenizer.json --out %s --seed 9",
-             ALALLO_BINARY, init_args, base, dir);
-    assert_int_equal(fx_sh(cmd), 0);
-    snprintf(cmd, sizeof cmd,
-             "%s train --dump-grads --device %s --model-dir %s --ids %s --out %s/dump.st %s",
-             ALALLO_BINARY, device, dir, ids, dir, dump_args);
-    assert_int_equal(fx_sh(cmd), 0);
-    const char *py = getenv("ALALLO_PYTHON");
-    printf("%s (%s): alallo on %s against PyTorch\n", name, dump_args, device);
-    fflush(stdout);
-    snprintf(cmd, sizeof cmd, "%s %s/tests/torch/reference.py --bf16 --device %s %s %s/dump.st %s",
-             py && *py ? py : "python3", ALALLO_SOURCE_DIR, device, dir, dir, ids);
-    int rc = fx_sh(cmd);
-    if (rc == 2)
-        fprintf(stderr, "FAIL: reference.py could not run (PyTorch missing, or torch sees no "
-                        "GPU): set ALALLO_PYTHON to a python with torch\n");
-    assert_int_equal(rc, 0);
-}
-
 /* name, `model init` arguments, `--dump-grads` arguments */
 static const char *const cases[][3] = {
     {"llama-lora", "--shape tiny", "--lora-rank 4 --precision 16-bit"},
@@ -83,11 +60,41 @@ static const char *const cases[][3] = {
     {"llama-full", "--shape tiny", ""},
     {"qwen2-lora", "--family qwen2", "--lora-rank 4 --precision 16-bit"},
 };
+enum { N_CASES = sizeof cases / sizeof cases[0] };
 
-static void run_case(void **state)
+/* One case's model folder, and alallo's dump on `device` in it. */
+static void dump_case(void **state)
 {
     const char *const *c = *state;
-    compare(c[0], c[1], c[2]);
+    char cmd[2000], dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", base, c[0]);
+    snprintf(cmd, sizeof cmd, "%s model init %s --tokenizer %s/tokenizer.json --out %s --seed 9",
+             ALALLO_BINARY, c[1], base, dir);
+    assert_int_equal(fx_sh(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s train --dump-grads --device %s --model-dir %s --ids %s --out %s/dump.st %s",
+             ALALLO_BINARY, device, dir, ids, dir, c[2]);
+    assert_int_equal(fx_sh(cmd), 0);
+}
+
+/* Every case against PyTorch in one run of reference.py (transformers and
+ * peft import once: seconds each). */
+static void pytorch_agrees(void **state)
+{
+    (void)state;
+    static char cmd[16384];
+    const char *py = getenv("ALALLO_PYTHON");
+    int n = snprintf(cmd, sizeof cmd, "%s %s/tests/torch/reference.py --bf16 --device %s",
+                     py && *py ? py : "python3", ALALLO_SOURCE_DIR, device);
+    for (int i = 0; i < N_CASES; i++)
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %s/%s %s/%s/dump.st %s", base,
+                      cases[i][0], base, cases[i][0], ids);
+    assert_true(n < (int)sizeof cmd);
+    int rc = fx_sh(cmd);
+    if (rc == 2)
+        fprintf(stderr, "FAIL: reference.py could not run (PyTorch missing, or torch sees no "
+                        "GPU): set ALALLO_PYTHON to a python with torch\n");
+    assert_int_equal(rc, 0);
 }
 
 int main(int argc, char **argv)
@@ -102,9 +109,10 @@ int main(int argc, char **argv)
             return rc;
         cuda_ctx_close(); /* the GPU is alallo's and PyTorch's processes' */
     }
-    struct CMUnitTest tests[sizeof cases / sizeof cases[0]];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        tests[i] = (struct CMUnitTest){.name = cases[i][0], .test_func = run_case,
+    struct CMUnitTest tests[N_CASES + 1];
+    for (int i = 0; i < N_CASES; i++)
+        tests[i] = (struct CMUnitTest){.name = cases[i][0], .test_func = dump_case,
                                        .initial_state = (void *)cases[i]};
+    tests[N_CASES] = (struct CMUnitTest){.name = "pytorch_agrees", .test_func = pytorch_agrees};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

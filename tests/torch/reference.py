@@ -19,8 +19,8 @@ logits, and the gradient of every tensor (full fine-tuning) or, when the
 dump holds LoRA adapters (`--lora-rank`), of every adapter's A and B with
 the base frozen and W + scale * B A in place of each projection.
 
-usage: reference.py [--bf16 [--device cpu|cuda]] MODEL_DIR DUMP.safetensors IDS
-       (IDS: "1,2,3,...")
+usage: reference.py MODEL_DIR DUMP.safetensors IDS      (IDS: "1,2,3,...")
+       reference.py --bf16 [--device cpu|cuda] MODEL_DIR DUMP IDS [MODEL_DIR DUMP IDS ...]
 Exit status: 0 all within tolerance, 1 a mismatch, 2 torch or numpy missing
 (or, with --device cuda, no GPU visible to torch).
 
@@ -285,13 +285,21 @@ def main_bf16(argv):
     device = "cpu"
     if argv[:1] == ["--device"]:
         device, argv = argv[1], argv[2:]
-    if len(argv) != 3 or device not in ("cpu", "cuda"):
+    if not argv or len(argv) % 3 or device not in ("cpu", "cuda"):
         print(__doc__, file=sys.stderr)
         return 2
     if device == "cuda" and not torch.cuda.is_available():
         print("reference.py: --device cuda: torch sees no GPU", file=sys.stderr)
         return 2
-    model_dir, dump_path, ids_s = argv
+    # several comparisons in one run: the imports (seconds each) once
+    rc = 0
+    for i in range(0, len(argv), 3):
+        print(f"reference.py --bf16: {argv[i]}", flush=True)
+        rc = max(rc, compare_bf16(device, *argv[i:i + 3]))
+    return rc
+
+
+def compare_bf16(device, model_dir, dump_path, ids_s):
     cfg = json.load(open(f"{model_dir}/config.json"))
     params = read_safetensors(f"{model_dir}/model.safetensors")
     dump = read_safetensors(dump_path)
