@@ -2,7 +2,8 @@
 # scripts/gpu-check.sh - the GPU check of issue 15 in one run, for a short
 # lease of a GPU machine (an NVIDIA H200 with CUDA 13, cuBLAS, PyTorch,
 # transformers and peft): configure and build with CUDA, run the GPU tests
-# (`ctest -L gpu`) and the trainer's unit tests, the GPU bench (`alallo
+# (`ctest -L gpu`: the kernels, the pass, the cross-device resume and the
+# pass against transformers + peft) and the trainer's unit tests, the GPU bench (`alallo
 # bench train --device cuda`: the peak, then the trainer at the 124m and 1b
 # shapes, LoRA 16-bit, QLoRA and full, batch 4 x 2048), the service end to
 # end on the GPU (tests/integration/gpu_e2e.test.mjs, where node is there)
@@ -192,7 +193,12 @@ if [[ -z $gpu ]] || [[ $("$build/alallo" bench train --device cuda --size 256 2>
 fi
 
 # --- tests: the GPU's, then the trainer's unit tests on this build
-part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 85"
+# The two that drive processes (the cross-device resume: 12 short `alallo
+# train` runs; PyTorch + transformers + peft: 4 GPU dumps, then one python
+# run that imports them once) get their own part, so the kernels' tests keep their 90 s. PyTorch
+# runs with the machine's own libraries (orig_ld), as torch-ref does.
+part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -L gpu -E 'test_cuda_(resume|torch)' --output-on-failure --timeout 85"
+part gpu-resume-torch 120 "$out/ctest.log" bash -c "cd '$build' && ALALLO_PYTHON=\"env LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3\" ctest -R 'gpu/test_cuda_(resume|torch)' --output-on-failure --timeout 115"
 part train-unit-tests 120 "$out/ctest.log" bash -c "cd '$build' && ctest -R '^train/' -j 8 --output-on-failure --timeout 115"
 grep -E "tests passed|tests failed|Skipped|\(Failed\)|\(Timeout\)" "$out/ctest.log" | tee -a "$summary"
 

@@ -19,8 +19,19 @@ logits, and the gradient of every tensor (full fine-tuning) or, when the
 dump holds LoRA adapters (`--lora-rank`), of every adapter's A and B with
 the base frozen and W + scale * B A in place of each projection.
 
-usage: reference.py MODEL_DIR DUMP.safetensors IDS   (IDS: "1,2,3,...")
-Exit status: 0 all within tolerance, 1 a mismatch, 2 torch or numpy missing.
+usage: reference.py MODEL_DIR DUMP.safetensors IDS      (IDS: "1,2,3,...")
+       reference.py --bf16 [--device cpu|cuda] MODEL_DIR DUMP IDS [MODEL_DIR DUMP IDS ...]
+Exit status: 0 all within tolerance, 1 a mismatch, 2 torch or numpy missing
+(or, with --device cuda, no GPU visible to torch).
+
+--bf16 is the comparison with bf16 training as PyTorch users run it: the
+parameters in float32 (a dump's "base.*" tensors, the bf16 or NF4-decoded
+base alallo trained on, in place of model.safetensors's), the pass under
+torch.autocast(bfloat16) on --device, through transformers'
+AutoModelForCausalLM and peft's LoRA where those two import, else through
+this file's own forward above. A dump from the GPU has no logits; the loss
+and the gradients are checked within bf16 tolerances (BF16_TOL below),
+not float64's.
 """
 import json
 import math
@@ -101,18 +112,21 @@ def forward(cfg, p, ids):
     family = cfg.get("model_type", "llama")
     gemma = family in ("gemma", "gemma2")
     gemma2 = family == "gemma2"
+    dev = p["model.embed_tokens.weight"].device
     inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
     rs = cfg.get("rope_scaling")
     if rs:
         assert rs.get("rope_type", rs.get("type")) == "llama3", rs
         inv = llama3_inv_freq(inv, rs)
     ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
-    cos = torch.cat((ang, ang), -1).cos()
-    sin = torch.cat((ang, ang), -1).sin()
-    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    # the parameters' type: float64, or float32 under --bf16's autocast
+    fdt = p["model.embed_tokens.weight"].dtype
+    cos = torch.cat((ang, ang), -1).cos().to(dev, fdt)
+    sin = torch.cat((ang, ang), -1).sin().to(dev, fdt)
+    mask = torch.full((T, T), float("-inf"), dtype=fdt, device=dev).triu(1)
     window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
     if window:  # a query sees the last `window` positions only
-        mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-window)
+        mask = mask + torch.full((T, T), float("-inf"), dtype=fdt, device=dev).tril(-window)
     scale = (cfg.get("query_pre_attn_scalar", hd) if gemma2 else hd) ** -0.5
     attn_cap = cfg.get("attn_logit_softcapping") if gemma2 else None
     final_cap = cfg.get("final_logit_softcapping") if gemma2 else None
@@ -169,7 +183,171 @@ PARTS = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
          "o_proj": "self_attn", "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
 
 
+# Relative tolerances of --bf16 (relative L2 for the gradients), sized on
+# the CPU by running this file's own forward under CPU autocast against
+# alallo's CPU pass on the same bf16 and NF4 bases (docs/trainer.md, "GPU",
+# "Against PyTorch"): each keeps a factor of 3 or more over what was seen,
+# and the GPU's own distance from the CPU (test_cuda_model.c: 7e-5 on the
+# loss, 9e-3 on the gradients, emulated) fits inside that factor.
+BF16_TOL = {"loss": 1e-2, "grad": 1e-1, "all": 5e-2}
+
+
+def make_trained(params, dump, lora, copy):
+    """What trains, by name, each a leaf that wants its gradient. LoRA: the
+    base frozen, W + scale * B A on every projection (params changed in
+    place), the adapters as alallo started them (copy(t) of the dump's);
+    full fine-tuning: every tensor of params."""
+    if not lora:
+        for t in params.values():
+            t.requires_grad_(True)
+        return params
+    scale = float(dump["lora_scale"].reshape(()))
+    trained = {}
+    for name, t in dump.items():
+        if name.startswith("lora.") and name.endswith(".A"):
+            _, layer, proj, _ = name.split(".")
+            a = copy(t).requires_grad_(True)
+            b = copy(dump[name[:-1] + "B"]).requires_grad_(True)
+            trained[name], trained[name[:-1] + "B"] = a, b
+            key = f"model.layers.{layer}.{PARTS[proj]}.{proj}.weight"
+            params[key] = params[key] + scale * (b @ a)
+    return trained
+
+
+def hf_pass(model_dir, cfg, params, dump, ids, lora, device):
+    """The pass through transformers + peft; None when they do not import.
+    Returns (loss, {dump name: gradient})."""
+    try:
+        import transformers
+        import peft
+    except ImportError:
+        return None
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    try:  # eager: the plain softmax attention, as alallo's (no fused kernels)
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    except TypeError:  # a transformers older than the option
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    model = model.float()
+    state = {k: v.float() for k, v in params.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k != "lm_head.weight" or not cfg.get("tie_word_embeddings")]
+    if missing or unexpected:
+        raise SystemExit(f"reference.py: transformers' model does not take alallo's tensors: "
+                         f"missing {missing[:3]}, unexpected {unexpected[:3]}")
+    if cfg.get("tie_word_embeddings"):
+        model.tie_weights()
+    names = {}
+    if lora:
+        r = dump[next(n for n in dump if n.startswith("lora.") and n.endswith(".A"))].shape[0]
+        scale = float(dump["lora_scale"].reshape(()))
+        model = peft.get_peft_model(model, peft.LoraConfig(
+            r=r, lora_alpha=scale * r, lora_dropout=0.0, bias="none",
+            target_modules=list(PARTS)))
+    model.to(device)  # first: the parameters named below are the device's
+    if lora:
+        mods = dict(model.named_modules())
+        for name, t in dump.items():
+            if name.startswith("lora.") and name[-2:] in (".A", ".B"):
+                _, layer, proj, ab = name.split(".")
+                mod = mods[f"base_model.model.model.layers.{layer}.{PARTS[proj]}.{proj}"]
+                w = (mod.lora_A if ab == "A" else mod.lora_B)["default"].weight
+                with torch.no_grad():
+                    w.copy_(t.float())
+                names[name] = w
+    else:
+        for n, w in model.named_parameters():
+            w.requires_grad_(True)
+            names[n] = w
+    x = ids.to(device)[None]
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        out = model(input_ids=x, labels=x)
+    out.loss.backward()
+    grads = {n: w.grad.detach().double().cpu() for n, w in names.items()}
+    if not lora and cfg.get("tie_word_embeddings"):
+        grads.pop("lm_head.weight", None)  # the same tensor as the embedding
+    return float(out.loss), grads
+
+
+def own_pass(cfg, params, dump, ids, lora, device):
+    """This file's forward under autocast: the --bf16 reference where
+    transformers or peft is missing (Debian's python3-torch)."""
+    p = {k: v.float().to(device) for k, v in params.items()}
+    trained = make_trained(p, dump, lora, lambda t: t.float().to(device))
+    x = ids.to(device)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        logits = forward(cfg, p, x)
+    loss = torch.nn.functional.cross_entropy(logits[:-1].float(), x[1:])
+    loss.backward()
+    return float(loss), {n: t.grad.detach().double().cpu() for n, t in trained.items()}
+
+
+def main_bf16(argv):
+    device = "cpu"
+    if argv[:1] == ["--device"]:
+        device, argv = argv[1], argv[2:]
+    if not argv or len(argv) % 3 or device not in ("cpu", "cuda"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if device == "cuda" and not torch.cuda.is_available():
+        print("reference.py: --device cuda: torch sees no GPU", file=sys.stderr)
+        return 2
+    # several comparisons in one run: the imports (seconds each) once
+    rc = 0
+    for i in range(0, len(argv), 3):
+        print(f"reference.py --bf16: {argv[i]}", flush=True)
+        rc = max(rc, compare_bf16(device, *argv[i:i + 3]))
+    return rc
+
+
+def compare_bf16(device, model_dir, dump_path, ids_s):
+    cfg = json.load(open(f"{model_dir}/config.json"))
+    params = read_safetensors(f"{model_dir}/model.safetensors")
+    dump = read_safetensors(dump_path)
+    for name, t in dump.items():  # the base alallo trained on
+        if name.startswith("base."):
+            params[name[5:]] = t
+    ids = torch.tensor([int(s) for s in ids_s.split(",")])
+    lora = "lora_scale" in dump
+    torch.manual_seed(0)
+    got = hf_pass(model_dir, cfg, params, dump, ids, lora, device)
+    how = "transformers + peft" if got is not None else "reference.py's own forward"
+    if got is None:
+        got = own_pass(cfg, params, dump, ids, lora, device)
+    loss, grads = got
+    failures = []
+    worst = 0.0
+    e = abs(float(dump["loss"].reshape(())) - loss) / abs(loss)
+    print(f"{'loss':60s} rel err {e:.2e} (tolerance {BF16_TOL['loss']:.0e})")
+    if e > BF16_TOL["loss"]:
+        failures.append("loss")
+    for name, g in grads.items():
+        e = rel_err(dump["grad." + name], g)
+        worst = max(worst, e)
+        status = "ok" if e <= BF16_TOL["grad"] else "MISMATCH"
+        print(f"{'grad ' + name:60s} rel err {e:.2e} (tolerance {BF16_TOL['grad']:.0e}) {status}")
+        if e > BF16_TOL["grad"]:
+            failures.append(name)
+    if not grads:
+        failures.append("no gradients compared")
+    else:  # every gradient as one vector: the bound that small tensors cannot dodge
+        mine = torch.cat([dump["grad." + n].reshape(-1) for n in grads])
+        e = rel_err(mine, torch.cat([g.reshape(-1) for g in grads.values()]))
+        print(f"{'every gradient together':60s} rel err {e:.2e} (tolerance {BF16_TOL['all']:.0e})")
+        if e > BF16_TOL["all"]:
+            failures.append("every gradient together")
+    if failures:
+        print(f"reference.py: {len(failures)} mismatches: {', '.join(failures[:5])}",
+              file=sys.stderr)
+        return 1
+    print(f"reference.py: alallo matches PyTorch {torch.__version__} ({how}, bf16 autocast on "
+          f"{device}) on {len(grads)} {'adapter ' if lora else ''}tensors; worst gradient "
+          f"rel err {worst:.2e}")
+    return 0
+
+
 def main():
+    if sys.argv[1:2] == ["--bf16"]:
+        return main_bf16(sys.argv[2:])
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
@@ -179,23 +357,7 @@ def main():
     dump = read_safetensors(dump_path)
     ids = torch.tensor([int(s) for s in ids_s.split(",")])
     lora = "lora_scale" in dump
-    if lora:
-        # LoRA: the base frozen, W + scale * B A on every projection; the
-        # adapters (as alallo started them) are what trains.
-        scale = float(dump["lora_scale"].reshape(()))
-        trained = {}
-        for name, t in dump.items():
-            if name.startswith("lora.") and name.endswith(".A"):
-                _, layer, proj, _ = name.split(".")
-                a = t.clone().requires_grad_(True)
-                b = dump[name[:-1] + "B"].clone().requires_grad_(True)
-                trained[name], trained[name[:-1] + "B"] = a, b
-                key = f"model.layers.{layer}.{PARTS[proj]}.{proj}.weight"
-                params[key] = params[key] + scale * (b @ a)
-    else:
-        for t in params.values():
-            t.requires_grad_(True)
-        trained = params
+    trained = make_trained(params, dump, lora, lambda t: t.clone())
     logits = forward(cfg, params, ids)
     loss = torch.nn.functional.cross_entropy(logits[:-1], ids[1:])
     loss.backward()

@@ -109,6 +109,11 @@ int cuda_train_to_host(const struct cuda_train *t, struct model *m, struct optim
     return 0;
 }
 
+int cuda_train_grads_to_host(const struct cuda_train *t, struct model *m)
+{
+    return cuda_model_get_grads(t->cm, m) ? -1 : 0;
+}
+
 int cuda_train_from_host(struct cuda_train *t, const struct model *m, const struct optim *o)
 {
     if (cuda_model_put_params(t->cm, m) || cuda_optim_upload(&t->opt, o))

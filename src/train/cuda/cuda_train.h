@@ -11,6 +11,7 @@
  *   adamw         in place of optim_adamw_step
  *   to_host       before anything reads the host model or optimizer: a
  *                 checkpoint, sample answers, the final model
+ *   grads_to_host the gradients, for the PyTorch comparison's dump only
  *   from_host     after the host state changed (a resume once open)
  *
  * What the GPU does not run is refused at open with a sentence: DPO (the
@@ -64,6 +65,10 @@ int cuda_train_adamw(struct cuda_train *t, float gscale, float lr);
 /* Device parameters and moments into m->train and o (m, o: the ones open
  * was given). 0 or -1. */
 int cuda_train_to_host(const struct cuda_train *t, struct model *m, struct optim *o);
+/* The last pass's gradients into m->grad (m: the one open was given), for
+ * `alallo train --dump-grads --device cuda` (tests/gpu/test_cuda_torch.c);
+ * the trainer itself never reads them on the host. 0 or -1. */
+int cuda_train_grads_to_host(const struct cuda_train *t, struct model *m);
 /* m->train and o onto the device. 0 or -1. */
 int cuda_train_from_host(struct cuda_train *t, const struct model *m, const struct optim *o);
 

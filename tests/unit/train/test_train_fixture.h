@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "train/model.h"
 #include "train/modelio.h"
@@ -105,6 +108,26 @@ static inline int fx_write_attempt(const char *path, const char *root, const cha
             "\"max_steps\":%d,\"seq_len\":64,\"checkpoint_every_steps\":%d,\"threads\":2}\n",
             extra, root, root, root, root, max_steps, ckpt_every);
     return fclose(f);
+}
+
+/* A shell command's exit status (128 when it did not exit). */
+static inline int fx_sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* A fresh folder /tmp/alallo-TAG-PID (into dir) holding tokenizer.json,
+ * for the PyTorch comparisons. 0 or -1. */
+static inline int fx_torch_root(char *dir, size_t cap, const char *tag)
+{
+    snprintf(dir, cap, "/tmp/alallo-%s-%ld", tag, (long)getpid());
+    char cmd[600], p[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (fx_sh(cmd) || mkdir(dir, 0755))
+        return -1;
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    return fx_write_tokenizer(p);
 }
 
 /* Reads a whole file (malloc'd); NULL on failure. */
