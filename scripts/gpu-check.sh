@@ -22,6 +22,17 @@
 # time: GPU_CHECK_BUILD_S (default 200) and GPU_CHECK_LIMIT_S (the whole
 # run's, default 450).
 #
+# GPU_CHECK_PARTS picks what runs after the build, in this order (default:
+# all but train-unit, which CI runs on the CPU build):
+#   tests         ctest -L gpu: the kernels and the pass against the CPU (90 s)
+#   resume-torch  the cross-device resume and the pass against PyTorch (120 s)
+#   bench         the peak, then the trainer at 124m and 1b (GPU_CHECK_BENCH_S, 120 s)
+#   torch-ref     bench/train/torch_gpu_ref.py, what is left of the run
+#   e2e           tests/integration/gpu_e2e.test.mjs, where node is (90 s)
+#   train-unit    the trainer's CPU unit tests on this build (120 s)
+# e.g. a second run on a machine still warm, its build kept:
+#   GPU_CHECK_PARTS="bench torch-ref" scripts/gpu-check.sh
+#
 # Output: everything goes to $OUT when it is set (the device tool's output
 # folder, of which at most 8 files come back), else to build-gpu/check/:
 # summary.txt, build.log, ctest.log, bench.json, torch.json, torch.log.
@@ -103,6 +114,9 @@ part() {
   fi
   return $rc
 }
+# want PART: whether GPU_CHECK_PARTS asks for it.
+parts=" ${GPU_CHECK_PARTS:-tests resume-torch bench torch-ref e2e} "
+want() { [[ $parts == *" $1 "* ]]; }
 
 # --- the compiler and the GPU
 nvcc=""
@@ -197,12 +211,13 @@ fi
 # train` runs; PyTorch + transformers + peft: 4 GPU dumps, then one python
 # run that imports them once) get their own part, so the kernels' tests keep their 90 s. PyTorch
 # runs with the machine's own libraries (orig_ld), as torch-ref does.
-part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -L gpu -E 'test_cuda_(resume|torch)' --output-on-failure --timeout 85"
-part gpu-resume-torch 120 "$out/ctest.log" bash -c "cd '$build' && ALALLO_PYTHON=\"env LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3\" ctest -R 'gpu/test_cuda_(resume|torch)' --output-on-failure --timeout 115"
-part train-unit-tests 120 "$out/ctest.log" bash -c "cd '$build' && ctest -R '^train/' -j 8 --output-on-failure --timeout 115"
+want tests && part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -L gpu -E 'test_cuda_(resume|torch)' --output-on-failure --timeout 85"
+want resume-torch && part gpu-resume-torch 120 "$out/ctest.log" bash -c "cd '$build' && ALALLO_PYTHON=\"env LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3\" ctest -R 'gpu/test_cuda_(resume|torch)' --output-on-failure --timeout 115"
+want train-unit && part train-unit-tests 120 "$out/ctest.log" bash -c "cd '$build' && ctest -R '^train/' -j 8 --output-on-failure --timeout 115"
 grep -E "tests passed|tests failed|Skipped|\(Failed\)|\(Timeout\)" "$out/ctest.log" | tee -a "$summary"
 
 # --- the GPU bench and the PyTorch reference (JSON on stdout, notes on stderr)
+if want bench; then
 part bench 45 "$out/bench.json" "$build/alallo" bench train --device cuda
 # the GPU trainer at the issue's shapes, one JSON line each, appended to
 # bench.json (GPU_CHECK_BENCH_S in all, default 120; 1b runs after 124m)
@@ -216,21 +231,30 @@ for shape in 124m 1b; do
       --device cuda --shape "$shape" --precision "$1" --adapter "$2" --batch 4 --seq 2048 --steps 5
   done
 done
+fi
+
+# --- the PyTorch reference: PyTorch + peft at the same shapes
+if want torch-ref; then
+reserve=25 # the summary; and the e2e test's 90 s when it will run
+want e2e && command -v node >/dev/null && reserve=115
+left=$((deadline - SECONDS - reserve))
+part torch-ref 150 "$out/torch.json" bash -c \
+  "LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3 bench/train/torch_gpu_ref.py --budget-s $((left > 10 ? left : 10)) 2>>'$out/torch.log'"
+fi
 
 # --- the service end to end on the GPU (tests/integration/gpu_e2e.test.mjs):
 # a GPU worker plans, runs and bills a tiny job. It needs node (18 or later),
 # which a GPU machine's image may lack (no package archive to install it
 # from there): then it is not run, and the summary says so, without failing.
-if command -v node >/dev/null; then
+if ! want e2e; then
+  :
+elif command -v node >/dev/null; then
   part gpu-e2e 90 "$out/ctest.log" env ALALLO_BIN="$build/alallo" ALALLO_ROOT="$root" \
     node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
   grep -E "^# (pass|fail|skipped) [1-9]|# SKIP" "$out/ctest.log" | tee -a "$summary"
 else
   say "gpu-e2e: NOT RUN, no node on this machine (tests/integration/gpu_e2e.test.mjs needs it)"
 fi
-left=$((deadline - SECONDS - 25))
-part torch-ref 150 "$out/torch.json" bash -c \
-  "LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3 bench/train/torch_gpu_ref.py --budget-s $((left > 10 ? left : 10)) 2>>'$out/torch.log'"
 
 if ((failed)); then
   say "summary: FAILED ($((SECONDS - t_start)) s); logs in $out"
