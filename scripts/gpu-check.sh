@@ -26,7 +26,8 @@
 # all but train-unit, which CI runs on the CPU build):
 #   tests         ctest -L gpu: the kernels and the pass against the CPU (90 s)
 #   resume-torch  the cross-device resume and the pass against PyTorch (120 s)
-#   bench         the peak, then the trainer at 124m and 1b (GPU_CHECK_BENCH_S, 120 s)
+#   bench         the peak, then the trainer at 124m and 1b, then 124m full on
+#                 the fp32 attention kernels (GPU_CHECK_BENCH_S, 120 s)
 #   torch-ref     bench/train/torch_gpu_ref.py, what is left of the run
 #   e2e           tests/integration/gpu_e2e.test.mjs, where node is (90 s)
 #   train-unit    the trainer's CPU unit tests on this build (120 s)
@@ -231,6 +232,16 @@ for shape in 124m 1b; do
       --device cuda --shape "$shape" --precision "$1" --adapter "$2" --batch 4 --seq 2048 --steps 5
   done
 done
+# what the tensor-core attention buys: 124m full again on the fp32
+# reference kernels ("attention":"fp32" in its line), when time is left
+left=$((bench_end - SECONDS))
+if ((left > 30)); then
+  part "bench-124m-full-fp32-attention" "$left" "$out/bench.json" env ALALLO_CUDA_ATTENTION=fp32 \
+    "$build/alallo" bench train --device cuda --shape 124m --precision 16-bit --adapter full \
+    --batch 4 --seq 2048 --steps 5
+else
+  say "bench 124m full, fp32 attention: no time left (skipped)"
+fi
 fi
 
 # --- the PyTorch reference: PyTorch + peft at the same shapes

@@ -5,9 +5,18 @@
  * (H/KV 4/2, 4/1) and plain (8/8) heads, head dims 16 to 256, packed rows
  * of 2-3 examples, no cap and a cap of 50.
  *
- * Tolerance: rotary 1e-5 and attention 1e-3 of the tensor's magnitude
- * (max |x - x_cpu| <= tol * max |x_cpu|): the GPU's sums run in another
- * order (an online softmax over key tiles) than the CPU's BLAS products.
+ * Every attention case runs on both kernels (cuda_attention_use): the fp32
+ * reference and the bf16 one on tensor cores (head dims up to 128; past
+ * that the bf16 setting runs the fp32 kernels, and the case says so).
+ *
+ * Tolerance: rotary 1e-5, fp32 attention 1e-3 and bf16 attention 2e-2 of
+ * the tensor's magnitude (max |x - x_cpu| <= tol * max |x_cpu|): the GPU's
+ * sums run in another order (an online softmax over key tiles) than the
+ * CPU's BLAS products. The bf16 kernels are compared with the CPU run on
+ * Q, K, V and dO rounded to bf16 as they round them, so what is left is
+ * their rounding of p and dS (8 bits of mantissa) and the order of sums;
+ * on the raw inputs, scores of tens (the capped cases) would move by
+ * tenths and the probabilities by more than any fixed tolerance says.
  * The GPU runs twice on the same inputs and must give the same bits (no
  * atomics).
  *
@@ -27,10 +36,13 @@
 #include "core/rng.h"
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_ops.h"
+#include "train/kern.h"
+#include "train/linear.h"
 #include "train/ops.h"
 
 #define ROPE_TOL 1e-5
 #define ATTN_TOL 1e-3
+#define ATTN_BF16_TOL 2e-2
 
 struct attn_case {
     int B, T, H, KV, hd;
@@ -70,6 +82,18 @@ static void fill_seg(int32_t *seg, int B, int T, int examples)
             seg[(size_t)b * T + t] = start;
         }
     }
+}
+
+/* x rounded to bf16 (as the bf16 kernels stage it), in a new array. */
+static float *bf16_copy(const float *x, size_t n)
+{
+    float *y = malloc(sizeof(float) * n);
+    assert_non_null(y);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = linear_f32_to_bf16(x[i]);
+        kern_bf16_to_f32(&h, &y[i], 1);
+    }
+    return y;
 }
 
 static void *on_device(const void *host, size_t bytes)
@@ -213,12 +237,23 @@ static void free_run(struct gpu_run *g)
     free(g->dv);
 }
 
+/* A case on one of the two kernels. */
+struct attn_run {
+    const struct attn_case *c;
+    enum cuda_attn_kind kind;
+};
+
 static void test_attention(void **state)
 {
-    const struct attn_case *c = *state;
+    const struct attn_run *run = *state;
+    const struct attn_case *c = run->c;
     const int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd;
-    printf("attention B %d T %d H %d KV %d hd %d examples %d cap %g\n", B, T, H, KV, hd,
-           c->examples, (double)c->cap);
+    cuda_attention_use(run->kind);
+    enum cuda_attn_kind ran = cuda_attention_kind(hd);
+    double tol = ran == CUDA_ATTN_BF16 ? ATTN_BF16_TOL : ATTN_TOL;
+    printf("attention B %d T %d H %d KV %d hd %d examples %d cap %g: %s kernels%s\n", B, T,
+           H, KV, hd, c->examples, (double)c->cap, ran == CUDA_ATTN_BF16 ? "bf16" : "fp32",
+           ran != run->kind ? " (bf16 asked; hd > 128 runs fp32)" : "");
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, nl = (size_t)B * H * T;
     /* capped cases get scores of tens, where the cap bends them */
     float amp = c->cap > 0.0f ? 2.0f : 1.0f;
@@ -241,15 +276,26 @@ static void test_attention(void **state)
     fill(&r, dk0, nk, 0.5f);
     if (seg)
         fill_seg(seg, B, T, c->examples);
-    const float *k = kv, *v = kv + nk;
+    /* the bf16 kernels are held to the CPU on the inputs they round */
+    float *cq = q, *ckv = kv, *cdout = dout;
+    if (ran == CUDA_ATTN_BF16) {
+        cq = bf16_copy(q, nq);
+        ckv = bf16_copy(kv, 2 * nk);
+        cdout = bf16_copy(dout, nq);
+    }
 
     /* the CPU: forward, then the backward adding into dq0/dk0/dk0 */
-    ops_attention_forward_seg(out, lse, q, k, v, seg, B, T, H, KV, hd, scale, c->cap);
+    ops_attention_forward_seg(out, lse, cq, ckv, ckv + nk, seg, B, T, H, KV, hd, scale, c->cap);
     memcpy(dq, dq0, sizeof(float) * nq);
     memcpy(dk, dk0, sizeof(float) * nk);
     memcpy(dv, dk0, sizeof(float) * nk);
-    ops_attention_backward_seg(dq, dk, dv, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale,
-                               c->cap);
+    ops_attention_backward_seg(dq, dk, dv, cdout, lse, cq, ckv, ckv + nk, seg, B, T, H, KV, hd,
+                               scale, c->cap);
+    if (ran == CUDA_ATTN_BF16) {
+        free(cq);
+        free(ckv);
+        free(cdout);
+    }
 
     float *dev[8] = {cuda_alloc(sizeof(float) * nq, 0), cuda_alloc(sizeof(float) * nk, 0),
                      cuda_alloc(sizeof(float) * nk, 0), on_device(dout, sizeof(float) * nq),
@@ -260,11 +306,11 @@ static void test_attention(void **state)
     int32_t *dseg = seg ? on_device(seg, sizeof(int32_t) * B * T) : NULL;
 
     struct gpu_run g = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg);
-    assert_close("out", g.out, out, nq, ATTN_TOL);
-    assert_close("lse", g.lse, lse, nl, ATTN_TOL);
-    assert_close("dq", g.dq, dq, nq, ATTN_TOL);
-    assert_close("dk", g.dk, dk, nk, ATTN_TOL);
-    assert_close("dv", g.dv, dv, nk, ATTN_TOL);
+    assert_close("out", g.out, out, nq, tol);
+    assert_close("lse", g.lse, lse, nl, tol);
+    assert_close("dq", g.dq, dq, nq, tol);
+    assert_close("dk", g.dk, dk, nk, tol);
+    assert_close("dv", g.dv, dv, nk, tol);
 
     /* the same inputs again: the same bits */
     struct gpu_run g2 = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg);
@@ -303,11 +349,13 @@ int main(void)
         fprintf(stderr, "test_cuda_attn: %s\n", cuda_ctx_error());
         return 1;
     }
-    struct CMUnitTest tests[1 + N_CASES];
+    static struct attn_run runs[2 * N_CASES];
+    struct CMUnitTest tests[1 + 2 * N_CASES];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_rope);
-    for (size_t i = 0; i < N_CASES; i++)
-        tests[1 + i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_attention,
-                                                                    (void *)&cases[i]);
+    for (size_t i = 0; i < 2 * N_CASES; i++) {
+        runs[i] = (struct attn_run){&cases[i / 2], i % 2 ? CUDA_ATTN_BF16 : CUDA_ATTN_FP32};
+        tests[1 + i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_attention, &runs[i]);
+    }
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cuda_ctx_close();
     return failed;

@@ -1,7 +1,9 @@
 /* cuda_attn.cu - rotary positions and causal grouped-query attention on the
- * GPU, forward and backward, in fp32 (contract in cuda_ops.h, first
- * section; the CPU twin is ops_rope_*_seg and ops_attention_*_seg in
- * train/ops.c).
+ * GPU, forward and backward (contract in cuda_ops.h, first section; the
+ * CPU twin is ops_rope_*_seg and ops_attention_*_seg in train/ops.c): the
+ * entry points, which send attention to the tensor-core kernels of
+ * cuda_attn_tc.cu when the bf16 path is chosen (the default), and the
+ * fp32 kernels below, the reference, which run otherwise.
  *
  * Attention is flash-style: a thread block owns a tile of BQ query rows of
  * one head and walks the key tiles its rows can see, each staged in shared
@@ -31,9 +33,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "train/cuda/cuda_launch.cuh"
+#include "train/cuda/cuda_attn_common.cuh"
 
 extern "C" {
+#include "train/cuda/cuda_attn_tc.h"
 #include "train/cuda/cuda_ops.h"
 }
 
@@ -41,15 +44,6 @@ extern "C" {
 #define THREADS 128         /* 4 threads per tile row */
 #define COLS (TILE / 4)     /* score columns per thread */
 #define PSTRIDE (TILE + 1)  /* padded row of a (TILE,TILE) score tile */
-
-/* A caller broke the contract (not bad data: shapes the trainer chose). */
-static void check_shape(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "cuda_attn: %s\n", what);
-        abort();
-    }
-}
 
 /* ---- rotary positions */
 
@@ -99,13 +93,7 @@ extern "C" void cuda_rope_backward(float *dx, int B, int T, int nh, int hd, cons
     rope_launch(dx, B, T, nh, hd, seg, cos_t, sin_t, -1.0f);
 }
 
-/* ---- shared pieces of the attention kernels */
-
-/* Where a sequence's rows live: row r of sequence b, head h of n heads. */
-__device__ __forceinline__ size_t row_at(int b, int T, int r, int n, int h, int hd)
-{
-    return (((size_t)b * T + r) * n + h) * hd;
-}
+/* ---- pieces of the fp32 kernels (the shared ones: cuda_attn_common.cuh) */
 
 /* Copies rows [r0, r0+TILE) of head h (of n) into a (TILE, ld) shared tile,
  * zeros past T: coalesced along the head dimension. */
@@ -116,34 +104,6 @@ __device__ __forceinline__ void load_tile(float *dst, int ld, const float *src, 
         int r = e / hd, d = e % hd;
         dst[r * ld + d] = r0 + r < T ? src[row_at(b, T, r0 + r, n, h, hd) + d] : 0.0f;
     }
-}
-
-/* Whether query row i may see key j: lo = seg[i] (0 without seg). */
-__device__ __forceinline__ bool visible(int i, int j, int lo, int T)
-{
-    return i < T && j <= i && j >= lo;
-}
-
-/* The (scaled, capped) score that a visible pair gets, as ops.c makes it:
- * scale * q.k, then cap * tanh(s / cap) when cap > 0. */
-__device__ __forceinline__ float score_of(float dot, float scale, float cap)
-{
-    float s = dot * scale;
-    return cap > 0.0f ? cap * tanhf(s * (1.0f / cap)) : s;
-}
-
-/* d(loss)/d(q.k) from d(loss)/d(p) for one visible pair: dS = p (dp - D),
- * through the cap's derivative, times scale (ops.c's order of rounding
- * aside). */
-__device__ __forceinline__ float dscore_of(float p, float dp, float D, float s, float scale,
-                                           float cap)
-{
-    float ds = p * (dp - D) * scale;
-    if (cap > 0.0f) {
-        float t = s * (1.0f / cap);
-        ds *= 1.0f - t * t;
-    }
-    return ds;
 }
 
 __device__ __forceinline__ float quad_max(float x)
@@ -158,33 +118,6 @@ __device__ __forceinline__ float quad_sum(float x)
 {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-/* The first row of the example of row i of sequence b (0 without seg). */
-__device__ __forceinline__ int seg_lo(const int32_t *seg, int b, int T, int i)
-{
-    return seg && i < T ? seg[(size_t)b * T + i] : 0;
-}
-
-/* Whether any (query, key) pair of the tiles at q0 and k0 is visible: a
- * block-wide vote, which also serves as a barrier. */
-__device__ __forceinline__ bool tiles_meet(const int32_t *seg, int b, int T, int q0, int k0)
-{
-    int pred = 0;
-    if (threadIdx.x < TILE) {
-        int i = q0 + (int)threadIdx.x;
-        int klast = min(k0 + TILE - 1, T - 1);
-        pred = i < T && i >= k0 && seg_lo(seg, b, T, i) <= klast;
-    }
-    return __syncthreads_or(pred) != 0;
-}
-
-/* The query tile a block of a (query tiles, ...) grid owns: the last tiles,
- * which see the most keys, first, so the long blocks start in the first
- * wave and the short ones fill in behind them. */
-__device__ __forceinline__ int last_first(unsigned bx)
-{
-    return (int)(gridDim.x - 1 - bx);
 }
 
 /* ---- forward */
@@ -214,7 +147,7 @@ __global__ void __launch_bounds__(THREADS)
 
     int klast = min(q0 + TILE - 1, T - 1);
     for (int k0 = 0; k0 <= klast; k0 += TILE) {
-        if (!tiles_meet(seg, b, T, q0, k0))
+        if (!tiles_meet(seg, b, T, q0, TILE, k0, TILE))
             continue; /* the vote was the barrier: nothing staged is read */
         load_tile(Ks, ld, k, b, T, k0, KV, kh, hd);
         load_tile(Vs, ld, v, b, T, k0, KV, kh, hd);
@@ -332,7 +265,7 @@ __global__ void __launch_bounds__(THREADS)
 
     int klast = min(q0 + TILE - 1, T - 1);
     for (int k0 = 0; k0 <= klast; k0 += TILE) {
-        if (!tiles_meet(seg, b, T, q0, k0))
+        if (!tiles_meet(seg, b, T, q0, TILE, k0, TILE))
             continue;
         load_tile(Ks, ld, k, b, T, k0, KV, kh, hd);
         load_tile(Vs, ld, v, b, T, k0, KV, kh, hd);
@@ -415,7 +348,7 @@ __global__ void __launch_bounds__(THREADS)
         const size_t hrow = ((size_t)b * H + h) * T;
         /* query rows before k0 see none of these keys */
         for (int q0 = k0 / TILE * TILE; q0 < T; q0 += TILE) {
-            if (!tiles_meet(seg, b, T, q0, k0))
+            if (!tiles_meet(seg, b, T, q0, TILE, k0, TILE))
                 continue;
             load_tile(Qs, ld, q, b, T, q0, H, h, hd);
             load_tile(Os, ld, dout, b, T, q0, H, h, hd);
@@ -497,21 +430,26 @@ static size_t dkdv_smem(int hd)
                             (size_t)3 * TILE);
 }
 
-/* Raises a kernel's dynamic shared-memory limit past the default 48 KB; a
- * failure stays as CUDA's last error, so the next cuda_ctx_sync reports it. */
-template <typename K>
-static void allow_smem(K kernel, size_t bytes)
+/* ---- which kernels run */
+
+static enum cuda_attn_kind attn_kind = CUDA_ATTN_BF16;
+
+extern "C" void cuda_attention_use(enum cuda_attn_kind kind)
 {
-    if (bytes > 48u * 1024u)
-        (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   (int)bytes);
+    attn_kind = kind;
+}
+
+extern "C" enum cuda_attn_kind cuda_attention_kind(int hd)
+{
+    return attn_kind == CUDA_ATTN_BF16 && hd <= CUDA_ATTN_TC_MAX_HD ? CUDA_ATTN_BF16
+                                                                   : CUDA_ATTN_FP32;
 }
 
 static void check_attn(int B, int T, int H, int KV, int hd)
 {
-    check_shape(B >= 0 && T >= 0, "attention: negative batch or length");
-    check_shape(hd >= 1 && hd <= 256, "attention: head dimension must be 1..256");
-    check_shape(KV >= 1 && H >= KV && H % KV == 0,
+    attn_check_shape(B >= 0 && T >= 0, "attention: negative batch or length");
+    attn_check_shape(hd >= 1 && hd <= 256, "attention: head dimension must be 1..256");
+    attn_check_shape(KV >= 1 && H >= KV && H % KV == 0,
                 "attention: query heads must be a multiple of key/value heads");
 }
 
@@ -534,6 +472,10 @@ extern "C" void cuda_attention_forward(float *out, float *lse, const float *q, c
     check_attn(B, T, H, KV, hd);
     if (B == 0 || T == 0)
         return;
+    if (cuda_attention_kind(hd) == CUDA_ATTN_BF16) {
+        cuda_attn_tc_forward(out, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        return;
+    }
     if (hd <= 32)
         fwd_launch<32>(out, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 64)
@@ -576,6 +518,11 @@ extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *
         blocks = 65536;
     cuda_launch(attn_rowdot_kernel, dim3((unsigned)blocks), dim3(256), 0, scratch, dout, out, B, T,
                 H, hd);
+    if (cuda_attention_kind(hd) == CUDA_ATTN_BF16) {
+        cuda_attn_tc_backward(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd,
+                              scale, cap);
+        return;
+    }
     if (hd <= 32)
         bwd_launch<32>(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 64)

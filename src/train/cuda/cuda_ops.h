@@ -13,8 +13,9 @@
  * same GPU kind and inputs give the same bits, which exact resume needs.
  *
  * Tolerance against the CPU ops (tests/gpu/test_cuda_ops.c): fp32 kernels
- * within 1e-4 relative (1e-3 for attention, whose sums run in another
- * order); bf16 conversions exact (round to nearest even, as the CPU's).
+ * within 1e-4 relative (1e-3 for fp32 attention, whose sums run in another
+ * order; 2e-2 for bf16 attention); bf16 conversions exact (round to
+ * nearest even, as the CPU's).
  */
 #ifndef ALALLO_TRAIN_CUDA_OPS_H
 #define ALALLO_TRAIN_CUDA_OPS_H
@@ -31,6 +32,22 @@ void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *se
                        const float *cos_t, const float *sin_t);
 void cuda_rope_backward(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
                         const float *cos_t, const float *sin_t);
+
+/* Which kernels attention runs (one setting per process; the trainer sets
+ * it at open from ALALLO_CUDA_ATTENTION, tests per case):
+ *   CUDA_ATTN_BF16  the default: products on tensor cores, with Q, K, V,
+ *                   dO, p and dS rounded to bf16 and every sum, the softmax
+ *                   and lse in fp32 (cuda_attn_tc.cu), for hd <= 128;
+ *                   larger heads run the fp32 kernels.
+ *   CUDA_ATTN_FP32  every product in fp32 on CUDA cores: the reference.
+ * Each gives the same bits for the same inputs on the same GPU kind; the
+ * two differ by bf16 rounding (test_cuda_attn.c: bf16 within 2e-2 of each
+ * tensor's magnitude of the CPU on the same rounded inputs; fp32 within
+ * 1e-3 on the raw ones). */
+enum cuda_attn_kind { CUDA_ATTN_BF16 = 0, CUDA_ATTN_FP32 = 1 };
+void cuda_attention_use(enum cuda_attn_kind kind);
+/* The kernels that run now for head dimension hd. */
+enum cuda_attn_kind cuda_attention_kind(int hd);
 
 /* Causal grouped-query attention, flash-style: tiles of queries against
  * tiles of keys in shared memory with an online softmax, so memory is

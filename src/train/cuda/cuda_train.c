@@ -3,12 +3,15 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "train/cuda/cuda_model.h"
+#include "train/cuda/cuda_ops.h"
 #include "train/cuda/cuda_optim.h"
 
 struct cuda_train {
     int owns_ctx; /* opened the context (else the caller had: train_device.h) */
+    int head_dim; /* the model's, for which attention kernels run */
     struct cuda_model *cm;
     struct cuda_acts *a;
     struct cuda_optim opt;
@@ -26,6 +29,14 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     if (cuda_model_check(m, err, errcap))
         return NULL;
     *user = 0;
+    /* the machine's setting, so not the attempt's fault when it is wrong */
+    const char *attn = getenv("ALALLO_CUDA_ATTENTION");
+    if (attn && *attn && strcmp(attn, "bf16") != 0 && strcmp(attn, "fp32") != 0) {
+        snprintf(err, errcap, "ALALLO_CUDA_ATTENTION is \"%s\": it takes bf16 (the default: "
+                              "tensor cores) or fp32 (the reference kernels)", attn);
+        return NULL;
+    }
+    cuda_attention_use(attn && strcmp(attn, "fp32") == 0 ? CUDA_ATTN_FP32 : CUDA_ATTN_BF16);
     int open = cuda_ctx_device() == NULL;
     if (open && cuda_ctx_open(device)) {
         snprintf(err, errcap, "%s", cuda_ctx_error());
@@ -39,6 +50,7 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
         return NULL;
     }
     t->owns_ctx = open;
+    t->head_dim = m->cfg.head_dim;
     t->cm = cuda_model_upload(m, err, errcap);
     if (t->cm)
         t->a = cuda_acts_create(t->cm, B, T, err, errcap);
@@ -66,6 +78,11 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t)
 {
     (void)t;
     return cuda_ctx_device();
+}
+
+const char *cuda_train_attention(const struct cuda_train *t)
+{
+    return cuda_attention_kind(t->head_dim) == CUDA_ATTN_BF16 ? "bf16" : "fp32";
 }
 
 size_t cuda_train_peak_bytes(const struct cuda_train *t)

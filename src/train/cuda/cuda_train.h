@@ -45,6 +45,10 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
 void cuda_train_close(struct cuda_train *t); /* NULL is fine */
 /* The GPU in use (for the log and the started event). */
 const struct cuda_device_info *cuda_train_device(const struct cuda_train *t);
+/* Which attention kernels the passes run: "bf16" (tensor cores) or "fp32"
+ * (the reference), from ALALLO_CUDA_ATTENTION (bf16 when unset; any other
+ * value is refused at open) and the model's head dimension (cuda_ops.h). */
+const char *cuda_train_attention(const struct cuda_train *t);
 /* Device bytes at most since open (the memory the events report). */
 size_t cuda_train_peak_bytes(const struct cuda_train *t);
 

@@ -87,9 +87,10 @@ size_t sched_stack_size;
 
 unsigned char *guarded_alloc(size_t bytes, int fill)
 {
-    unsigned char *p = static_cast<unsigned char *>(malloc(bytes + 2 * GUARD));
-    if (!p)
+    void *raw = nullptr; /* on 256 bytes, as cudaMalloc's (wmma needs 32) */
+    if (posix_memalign(&raw, 256, bytes + 2 * GUARD) != 0)
         return nullptr;
+    unsigned char *p = static_cast<unsigned char *>(raw);
     memset(p, 0xff, GUARD);
     memset(p + GUARD, fill, bytes);
     memset(p + GUARD + bytes, 0xff, GUARD);
@@ -251,6 +252,7 @@ const dim3 &block_idx() { return cur_block; }
 const dim3 &block_dim() { return cur_bdim; }
 const dim3 &grid_dim() { return cur_grid; }
 float *shared() { return cur_smem; }
+unsigned lane_id() { return (unsigned)(cur % 32); }
 
 void sync_block()
 {

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 struct dim3 {
     unsigned x, y, z;
@@ -42,6 +43,8 @@ int sync_block_or(int pred);
 void sync_warp();
 float shfl_xor(unsigned mask, float v, int lane_mask);
 float *shared();
+/* This thread's lane in its warp (the wmma emulation's, mma.h). */
+unsigned lane_id();
 cudaError_t set_smem_limit(const void *kernel, int bytes);
 /* Runs body once per thread of every block, blocks one after another. */
 void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<void()> body);
