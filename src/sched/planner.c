@@ -10,7 +10,6 @@
 #define MARGIN 0.05
 #define NF4_BITS_PER_WEIGHT 4.127 /* 4 bits + 8-bit scale per 64 + fp32 per 256 scales */
 #define ACT_BYTES 4.0             /* the trainer keeps activations in fp32 */
-#define GPU_ACT_BYTES 2.0         /* on a GPU they are bf16 */
 #define DEFAULT_LORA_RANK 16
 /* The trainer's own sizes (src/train/model_pass.c): logits are computed a
  * block of rows of at most this many floats at a time, and the 4-bit
@@ -245,11 +244,19 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     double scores = (m->attn_softcap ? 3.0 : 2.0) * (double)j.seq_len * j.seq_len * j.threads;
     double activations =
         ACT_BYTES * (tokens * (kept * m->layers + scratch) + largest + scores);
-    if (on_gpu) /* bf16, fused attention and NF4 dequantisation */
-        activations = GPU_ACT_BYTES * tokens * (kept * m->layers + scratch);
+    /* What cuda_acts_create (src/train/cuda/cuda_model.c) allocates: the
+     * same fp32 arrays, no T x T score blocks (fused attention), plus bf16
+     * copies of a product's input and output (each at most max(h, q, im)
+     * wide) and a bf16 buffer of the largest projection (NF4 decoding). */
+    double widest = fmax(h, fmax(q, im));
+    if (on_gpu)
+        activations = ACT_BYTES * tokens * (kept * m->layers + scratch) +
+                      2.0 * (tokens * 2.0 * widest + largest);
     double rows = fmin(tokens, fmax(16.0, floor(HEAD_MAX_FLOATS / (double)m->vocab)));
     double logits =
         ACT_BYTES * rows * ((m->final_softcap ? 2.0 : 1.0) * m->vocab + 2.0 * h);
+    if (on_gpu) /* the head's block of logits again in bf16, and its input */
+        logits += 2.0 * rows * (m->vocab + h);
     double overhead = on_gpu ? (double)PLAN_GPU_OVERHEAD_BYTES : PROCESS_OVERHEAD_BYTES;
     double sum = base + trainable + activations + logits + overhead;
     double total = sum * (1.0 + (on_gpu ? PLAN_GPU_MARGIN : MARGIN));

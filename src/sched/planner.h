@@ -138,11 +138,12 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
                                char *why, size_t whycap);
 
 /* GPU memory of the job on one GPU (docs/scheduler.md, "GPU memory"): the
- * same weights, adapters and optimizer state as planner_memory; activations
- * in bf16 (2 bytes) with no T*T score blocks (fused attention holds a
- * tile, so memory grows linearly with the context) and no dequantisation
- * buffer (NF4 is dequantised inside the matrix product); the same logits
- * block; PLAN_GPU_OVERHEAD_BYTES for the CUDA context and the cuBLASLt
+ * same weights, adapters and optimizer state as planner_memory; the same
+ * fp32 activations with no T*T score blocks (fused attention holds a tile,
+ * so memory grows linearly with the context), plus what the GPU trainer
+ * adds (cuda_acts_create): bf16 copies of a product's input and output, a
+ * bf16 buffer of the largest projection for NF4 decoding, and the head's
+ * block of logits again in bf16; PLAN_GPU_OVERHEAD_BYTES for the CUDA context and the cuBLASLt
  * workspace, then PLAN_GPU_MARGIN on top for the allocator. threads is
  * ignored. ERR_INVALID as planner_memory. */
 #define PLAN_GPU_OVERHEAD_BYTES (1024LL * 1024 * 1024)

@@ -327,28 +327,37 @@ static void gpu_memory_model(void **state)
     struct plan_memory cpu, gpu;
     assert_int_equal(planner_memory(&lora, &cpu, NULL, 0), ERR_OK);
     assert_int_equal(planner_memory_gpu(&lora, &gpu, NULL, 0), ERR_OK);
-    /* Same weights and adapters; bf16 activations without T*T score
-     * blocks; a CUDA context's overhead. */
+    /* Same weights and adapters; the same fp32 activations without T*T
+     * score blocks or dequantisation buffer, with bf16 staging copies (at
+     * batch 1 and context 2048, 0.89 of the CPU's); the logits block and its bf16 copy; a CUDA context's
+     * overhead. */
     assert_int_equal(gpu.base, cpu.base);
     assert_int_equal(gpu.trainable, cpu.trainable);
-    assert_int_equal(gpu.logits, cpu.logits);
-    assert_true(gpu.activations < cpu.activations / 2);
+    assert_true(gpu.logits > cpu.logits && gpu.logits < 2 * cpu.logits);
+    assert_true(gpu.activations > cpu.activations * 0.85 &&
+                gpu.activations < cpu.activations * 1.05);
     assert_true(gpu.overhead > (int64_t)GIB);
     assert_int_equal(gpu.total, planner_gpu_need(&lora));
-    /* Linear in the batch: activations of batch 2 are twice batch 1's. */
-    struct plan_job two = job_1b(PLAN_16BIT, PLAN_LORA, 2);
-    struct plan_memory gpu2;
+    /* Linear in the batch: each example adds the same bytes. */
+    struct plan_job two = job_1b(PLAN_16BIT, PLAN_LORA, 2), three = job_1b(PLAN_16BIT, PLAN_LORA, 3);
+    struct plan_memory gpu2, gpu3;
     planner_memory_gpu(&two, &gpu2, NULL, 0);
-    assert_near((double)gpu2.activations / (double)gpu.activations, 2.0, 1e-6);
-    /* Linear in the context too (fused attention): twice the context is
-     * twice the activations, where the CPU's T*T blocks grow faster. */
-    struct plan_job longer = lora;
+    planner_memory_gpu(&three, &gpu3, NULL, 0);
+    assert_near((double)(gpu3.activations - gpu2.activations),
+                (double)(gpu2.activations - gpu.activations), 8.0);
+    /* Linear in the context too (fused attention): each 2048 positions add
+     * the same bytes, where the CPU's T*T blocks grow faster. */
+    struct plan_job longer = lora, longest = lora;
     longer.seq_len = 4096;
-    struct plan_memory gl, cl;
+    longest.seq_len = 6144;
+    struct plan_memory gl, gll, cl, cll;
     planner_memory_gpu(&longer, &gl, NULL, 0);
+    planner_memory_gpu(&longest, &gll, NULL, 0);
     planner_memory(&longer, &cl, NULL, 0);
-    assert_near((double)gl.activations / (double)gpu.activations, 2.0, 1e-6);
-    assert_true((double)cl.activations / (double)cpu.activations > 2.0);
+    planner_memory(&longest, &cll, NULL, 0);
+    assert_near((double)(gll.activations - gl.activations),
+                (double)(gl.activations - gpu.activations), 8.0);
+    assert_true(cll.activations - cl.activations > cl.activations - cpu.activations);
     /* Full fine-tuning at 4-bit has no model, as on the CPU. */
     struct plan_job bad = job_1b(PLAN_4BIT, PLAN_FULL, 1);
     char why[100] = "";
@@ -360,13 +369,13 @@ static void gpu_batch_that_fits(void **state)
 {
     (void)state;
     const int64_t g80 = (int64_t)(80 * GIB), g24 = (int64_t)(24 * GIB);
-    /* LoRA 16-bit at batch 64 (about 128 GiB at once): micro-batches of 32
-     * on 80 GiB, 8 on 24 GiB, each a divisor of 64. */
+    /* LoRA 16-bit at batch 64 (about 258 GiB at once): micro-batches of 16
+     * on 80 GiB, 4 on 24 GiB, each a divisor of 64. */
     struct plan_job lora = job_1b(PLAN_16BIT, PLAN_LORA, 64);
-    assert_int_equal(planner_gpu_batch(&lora, g80), 32);
-    assert_int_equal(planner_gpu_batch(&lora, g24), 8);
+    assert_int_equal(planner_gpu_batch(&lora, g80), 16);
+    assert_int_equal(planner_gpu_batch(&lora, g24), 4);
     struct plan_memory m;
-    lora.batch = 32;
+    lora.batch = 16;
     planner_memory_gpu(&lora, &m, NULL, 0);
     assert_true(m.total <= g80);
     lora.batch = 64;
@@ -375,15 +384,15 @@ static void gpu_batch_that_fits(void **state)
     /* A batch that fits whole is kept. */
     lora.batch = 4;
     assert_int_equal(planner_gpu_batch(&lora, g80), 4);
-    /* A batch of 12 on 24 GiB: 6; on 12 GiB 6 does not fit, 4 does (not
-     * 5, which does not divide 12). */
+    /* A batch of 12 on 24 GiB: 6 does not fit, 5 would (23.8 GiB) but
+     * does not divide 12, so 4; on 12 GiB 3 does not fit, 2 does. */
     lora.batch = 12;
-    assert_int_equal(planner_gpu_batch(&lora, g24), 6);
-    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(12 * GIB)), 4);
+    assert_int_equal(planner_gpu_batch(&lora, g24), 4);
+    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(12 * GIB)), 2);
     /* Full fine-tuning: 18 bytes a parameter (about 20 GiB) plus the rest:
-     * 16 on 80 GiB, nothing on 24 GiB. */
+     * 8 on 80 GiB, nothing on 24 GiB. */
     struct plan_job full = job_1b(PLAN_16BIT, PLAN_FULL, 64);
-    assert_int_equal(planner_gpu_batch(&full, g80), 16);
+    assert_int_equal(planner_gpu_batch(&full, g80), 8);
     assert_int_equal(planner_gpu_batch(&full, g24), 0);
     /* Nothing fits on a GPU smaller than the weights. */
     assert_int_equal(planner_gpu_batch(&lora, (int64_t)GIB), 0);
