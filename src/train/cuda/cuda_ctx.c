@@ -194,6 +194,14 @@ int cuda_upload(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+int cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream);
+    if (e != cudaSuccess)
+        return fail("copy of %zu bytes on the GPU failed: %s", bytes, cudaGetErrorString(e));
+    return 0;
+}
+
 int cuda_download(void *dst, const void *src, size_t bytes)
 {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream);

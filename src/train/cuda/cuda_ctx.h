@@ -63,6 +63,9 @@ void cuda_free(void *p);
 /* Copies on the stream, then waits (host memory is pageable). 0 or -1. */
 int cuda_upload(void *dst_dev, const void *src_host, size_t bytes);
 int cuda_download(void *dst_host, const void *src_dev, size_t bytes);
+/* Device to device, queued on the stream (no wait). 0, or -1 when it
+ * could not be queued. */
+int cuda_copy(void *dst_dev, const void *src_dev, size_t bytes);
 /* Bytes in use on the device now and at most since the context opened
  * (through cuda_alloc; the peak a benchmark reports). */
 size_t cuda_mem_in_use(void);

@@ -27,10 +27,11 @@ static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block, size
     kernel<<<grid, block, smem, (cudaStream_t)cuda_ctx_stream()>>>(args...);
 }
 
-/* The block's dynamic shared memory (the launch's smem bytes). */
+/* The block's dynamic shared memory (the launch's smem bytes), on 128
+ * bytes (wmma's fragments need 32). */
 __device__ __forceinline__ float *cuda_shared(void)
 {
-    extern __shared__ float cuda_shared_mem[];
+    extern __shared__ __align__(128) float cuda_shared_mem[];
     return cuda_shared_mem;
 }
 

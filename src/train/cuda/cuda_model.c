@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
-
 #include "core/rng.h"
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_gemm.h"
@@ -856,10 +854,7 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
         }
         if (c->final_softcap > 0.0f) {
             cuda_softcap(a->logits, mv, c->final_softcap);
-            if (backward &&
-                cudaMemcpyAsync(a->capped, a->logits, mv * sizeof(float),
-                                cudaMemcpyDeviceToDevice,
-                                (cudaStream_t)cuda_ctx_stream()) != cudaSuccess)
+            if (backward && cuda_copy(a->capped, a->logits, mv * sizeof(float)))
                 return -1;
         }
         cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, dscale, NULL, a->row_loss,

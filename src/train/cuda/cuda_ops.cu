@@ -20,12 +20,15 @@
  *
  * Launches go on cuda_ctx_stream() and return at once; a launch error
  * surfaces at cuda_ctx_sync() (cudaGetLastError there). A call with nothing
- * to do launches nothing.
+ * to do launches nothing. Kernels follow cuda_launch.cuh's rules (launched
+ * through cuda_launch, shared memory from cuda_shared()), so that the CPU
+ * emulator of tests/gpu/emu/ runs them too.
  */
-#include <cuda_runtime.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+
+#include "train/cuda/cuda_launch.cuh"
 
 extern "C" {
 #include "train/cuda/cuda_ctx.h"
@@ -114,7 +117,7 @@ __device__ static float block_sum(float v, float *sh)
 __global__ static void rmsnorm_fwd_kernel(float *y, float *rstd, const float *x, const float *w,
                                           int C, float eps)
 {
-    __shared__ float sh[32];
+    float *sh = cuda_shared(); /* 32 floats */
     const float *xr = x + (size_t)blockIdx.x * C;
     float *yr = y + (size_t)blockIdx.x * C;
     float ss = 0.0f;
@@ -133,14 +136,15 @@ void cuda_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
 {
     if (N <= 0 || C <= 0)
         return;
-    rmsnorm_fwd_kernel<<<N, ROW_THREADS, 0, stream()>>>(y, rstd, x, w, C, eps);
+    cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, rstd, x, w,
+                C, eps);
 }
 
 /* dx_c += r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j), as ops.c. */
 __global__ static void rmsnorm_bwd_kernel(float *dx, const float *dy, const float *x,
                                           const float *w, const float *rstd, int C)
 {
-    __shared__ float sh[32];
+    float *sh = cuda_shared(); /* 32 floats */
     size_t off = (size_t)blockIdx.x * C;
     const float *xr = x + off, *dyr = dy + off;
     float *dxr = dx + off;
@@ -160,7 +164,7 @@ __global__ static void rmsnorm_bwd_kernel(float *dx, const float *dy, const floa
 __global__ static void colsum_kernel(float *out, const float *a, const float *x,
                                      const float *rstd, int N, int C)
 {
-    __shared__ float part[COLSUM_G][COLSUM_W + 1];
+    float(*part)[COLSUM_W + 1] = (float(*)[COLSUM_W + 1])cuda_shared(); /* [COLSUM_G] */
     int lane = threadIdx.x, g = threadIdx.y;
     int c = blockIdx.x * COLSUM_W + lane;
     float s = 0.0f;
@@ -186,7 +190,8 @@ static void colsum(float *out, const float *a, const float *x, const float *rstd
     if (N <= 0 || C <= 0)
         return;
     dim3 block(COLSUM_W, COLSUM_G);
-    colsum_kernel<<<(C + COLSUM_W - 1) / COLSUM_W, block, 0, stream()>>>(out, a, x, rstd, N, C);
+    cuda_launch(colsum_kernel, dim3((C + COLSUM_W - 1) / COLSUM_W), dim3(block),
+                COLSUM_G * (COLSUM_W + 1) * sizeof(float), out, a, x, rstd, N, C);
 }
 
 void cuda_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
@@ -194,7 +199,8 @@ void cuda_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x
 {
     if (N <= 0 || C <= 0)
         return;
-    rmsnorm_bwd_kernel<<<N, ROW_THREADS, 0, stream()>>>(dx, dy, x, w, rstd, C);
+    cuda_launch(rmsnorm_bwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dy, x, w,
+                rstd, C);
     if (dw)
         colsum(dw, dy, x, rstd, N, C);
 }
@@ -252,27 +258,28 @@ __global__ static void geglu_bwd_kernel(float *dg, float *du, const float *dh, c
 void cuda_swiglu_forward(float *h, const float *g, const float *u, size_t n)
 {
     if (n)
-        swiglu_fwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(h, g, u, n);
+        cuda_launch(swiglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, g, u, n);
 }
 
 void cuda_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
                           const float *u, size_t n)
 {
     if (n)
-        swiglu_bwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dg, du, dh, g, u, n);
+        cuda_launch(swiglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dh, g, u,
+                    n);
 }
 
 void cuda_geglu_forward(float *h, const float *g, const float *u, size_t n)
 {
     if (n)
-        geglu_fwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(h, g, u, n);
+        cuda_launch(geglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, g, u, n);
 }
 
 void cuda_geglu_backward(float *dg, float *du, const float *dh, const float *g,
                          const float *u, size_t n)
 {
     if (n)
-        geglu_bwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dg, du, dh, g, u, n);
+        cuda_launch(geglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dh, g, u, n);
 }
 
 __global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)
@@ -292,13 +299,14 @@ __global__ static void softcap_bwd_kernel(float *dx, const float *y, size_t n, f
 void cuda_softcap(float *x, size_t n, float cap)
 {
     if (n)
-        softcap_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(x, n, cap, 1.0f / cap);
+        cuda_launch(softcap_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, x, n, cap, 1.0f / cap);
 }
 
 void cuda_softcap_backward(float *dx, const float *y, size_t n, float cap)
 {
     if (n)
-        softcap_bwd_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dx, y, n, 1.0f / cap);
+        cuda_launch(softcap_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dx, y, n,
+                    1.0f / cap);
 }
 
 /* ---- cross-entropy ----------------------------------------------------- */
@@ -334,8 +342,8 @@ __global__ static void xent_kernel(float *logits, const int32_t *targets, int V,
                                    float dscale, const float *w, float *row_loss,
                                    int32_t *hits)
 {
-    __shared__ struct lse_acc sl[32];
-    __shared__ struct arg_max sa[32];
+    struct lse_acc *sl = (struct lse_acc *)cuda_shared(); /* 32 of each */
+    struct arg_max *sa = (struct arg_max *)(sl + 32);
     int r = blockIdx.x, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
     float *x = logits + (size_t)r * V;
     int t = targets[r];
@@ -404,8 +412,9 @@ void cuda_xent_rows(float *logits, const int32_t *targets, int M, int V, int gra
 {
     if (M <= 0 || V <= 0)
         return;
-    xent_kernel<<<M, XENT_THREADS, 0, stream()>>>(logits, targets, V, grad, dscale, w, row_loss,
-                                                  hits);
+    cuda_launch(xent_kernel, dim3(M), dim3(XENT_THREADS),
+                32 * (sizeof(struct lse_acc) + sizeof(struct arg_max)), logits, targets, V, grad,
+                dscale, w, row_loss, hits);
 }
 
 /* ---- token embedding --------------------------------------------------- */
@@ -447,8 +456,8 @@ void cuda_embed_forward(float *out, const int32_t *ids, int n, const float *tf,
 {
     size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(C > 0 ? C : 0);
     if (total)
-        embed_fwd_kernel<<<ew_blocks(total), EW_THREADS, 0, stream()>>>(out, ids, (size_t)n, tf,
-                                                                       tb, C, scale);
+        cuda_launch(embed_fwd_kernel, dim3(ew_blocks(total)), dim3(EW_THREADS), 0, out, ids,
+                    (size_t)n, tf, tb, C, scale);
 }
 
 /* Block (x, y) owns columns [x*EMB_THREADS, ...) of the table rows whose id
@@ -458,7 +467,7 @@ void cuda_embed_forward(float *out, const int32_t *ids, int n, const float *tf,
 __global__ static void embed_bwd_kernel(float *dtable, const int32_t *ids, int n,
                                         const float *dout, int C, float scale)
 {
-    __shared__ int32_t tile[EMB_TILE];
+    int32_t *tile = (int32_t *)cuda_shared(); /* EMB_TILE */
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     int part = blockIdx.y;
     for (int i0 = 0; i0 < n; i0 += EMB_TILE) {
@@ -485,7 +494,8 @@ void cuda_embed_backward(float *dtable, const int32_t *ids, int n, const float *
     if (n <= 0 || C <= 0)
         return;
     dim3 grid((C + EMB_THREADS - 1) / EMB_THREADS, EMB_PARTS);
-    embed_bwd_kernel<<<grid, EMB_THREADS, 0, stream()>>>(dtable, ids, n, dout, C, scale);
+    cuda_launch(embed_bwd_kernel, dim3(grid), dim3(EMB_THREADS), EMB_TILE * sizeof(int32_t), dtable,
+                ids, n, dout, C, scale);
 }
 
 /* ---- elementwise and bias ---------------------------------------------- */
@@ -517,19 +527,19 @@ __global__ static void add_bias_kernel(float *y, const float *bias, size_t n, in
 void cuda_add(float *y, const float *a, const float *b, size_t n)
 {
     if (n)
-        add_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, a, b, n);
+        cuda_launch(add_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, y, a, b, n);
 }
 
 void cuda_accumulate(float *y, const float *x, size_t n)
 {
     if (n)
-        accumulate_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, x, n);
+        cuda_launch(accumulate_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, y, x, n);
 }
 
 void cuda_scale(float *y, float s, size_t n)
 {
     if (n)
-        scale_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, s, n);
+        cuda_launch(scale_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, y, s, n);
 }
 
 void cuda_zero(void *y, size_t bytes)
@@ -542,7 +552,7 @@ void cuda_add_bias(float *y, const float *bias, int N, int C)
 {
     size_t n = (size_t)(N > 0 ? N : 0) * (size_t)(C > 0 ? C : 0);
     if (n)
-        add_bias_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(y, bias, n, C);
+        cuda_launch(add_bias_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, y, bias, n, C);
 }
 
 void cuda_bias_backward(float *dbias, const float *dy, int N, int C)
@@ -567,13 +577,13 @@ __global__ static void from_bf16_kernel(float *dst, const uint16_t *src, size_t 
 void cuda_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
     if (n)
-        to_bf16_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dst, src, n);
+        cuda_launch(to_bf16_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dst, src, n);
 }
 
 void cuda_from_bf16(float *dst, const uint16_t *src, size_t n)
 {
     if (n)
-        from_bf16_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(dst, src, n);
+        cuda_launch(from_bf16_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dst, src, n);
 }
 
 /* ---- NF4 --------------------------------------------------------------- */
@@ -604,10 +614,10 @@ __global__ static void nf4_bf16_kernel(uint16_t *dst, const uint8_t *codes,
                                        const float *group_absmax, size_t start, size_t count,
                                        struct nf4_table lv, int vec)
 {
-    __shared__ float level[16];
+    float *level = cuda_shared(); /* 16 */
 #pragma unroll
     for (int k = 0; k < 16; k++)
-        if (threadIdx.x == k)
+        if ((int)threadIdx.x == k)
             level[k] = lv.v[k];
     __syncthreads();
     size_t octets = (count + 7) / 8;
@@ -648,8 +658,9 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
         lv.v[k] = nf4_levels[k];
     const uint8_t *c0 = t->codes + start / 2;
     int vec = start % 8 == 0 && ((uintptr_t)c0 & 3u) == 0 && ((uintptr_t)dst & 15u) == 0;
-    nf4_bf16_kernel<<<ew_blocks((count + 7) / 8), EW_THREADS, 0, stream()>>>(
-        dst, t->codes, t->scale_codes, t->group_mean, t->group_absmax, start, count, lv, vec);
+    cuda_launch(nf4_bf16_kernel, dim3(ew_blocks((count + 7) / 8)), dim3(EW_THREADS),
+                16 * sizeof(float), dst, t->codes, t->scale_codes, t->group_mean, t->group_absmax,
+                start, count, lv, vec);
 }
 
 /* ---- LoRA dropout ------------------------------------------------------ */
@@ -694,7 +705,8 @@ void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed
     /* as linear_dropout_keep computes them, on the host */
     uint32_t cut = p > 0.0f ? (uint32_t)((double)p * 4294967296.0) : 0;
     float keep = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-    dropout_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(x_out, x, n, seed, e0, cut, keep);
+    cuda_launch(dropout_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, x_out, x, n, seed, e0, cut,
+                keep);
 }
 
 /* ---- gradient norm and AdamW ------------------------------------------- */
@@ -709,7 +721,7 @@ __device__ static double sumsq_part[SUMSQ_BLOCKS];
  * in warp order. */
 __global__ static void sumsq_blocks_kernel(const float *g, size_t n, size_t per)
 {
-    __shared__ double wsum[SUMSQ_WARPS];
+    double *wsum = (double *)cuda_shared(); /* SUMSQ_WARPS */
     int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
     size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     size_t c0 = blockIdx.x * per, c1 = c0 + per < chunks ? c0 + per : chunks;
@@ -754,8 +766,9 @@ void cuda_sumsq(double *out, const float *g, size_t n)
     }
     size_t per = (chunks + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;
     int blocks = (int)((chunks + per - 1) / per);
-    sumsq_blocks_kernel<<<blocks, SUMSQ_WARPS * 32, 0, stream()>>>(g, n, per);
-    sumsq_total_kernel<<<1, 1, 0, stream()>>>(out, blocks);
+    cuda_launch(sumsq_blocks_kernel, dim3(blocks), dim3(SUMSQ_WARPS * 32),
+                SUMSQ_WARPS * sizeof(double), g, n, per);
+    cuda_launch(sumsq_total_kernel, dim3(1), dim3(1), 0, out, blocks);
 }
 
 /* kern.c's adamw_scalar, operation for operation, unfused. */
@@ -767,7 +780,8 @@ __global__ static void adamw_kernel(float *p, const float *g, float *m, float *v
         float dk = i < n_decay ? decay : 1.0f;
         float gi = __fmul_rn(g[i], gscale);
         float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
-        float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
+        float vi =
+            __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
         m[i] = mi;
         v[i] = vi;
         float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rc2), eps);
@@ -783,6 +797,6 @@ void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, size_t n
         return;
     float step, rc2, decay;
     optim_adamw_factors(t, beta1, beta2, lr, wd, &step, &rc2, &decay);
-    adamw_kernel<<<ew_blocks(n), EW_THREADS, 0, stream()>>>(
-        p, g, m, v, n, n_decay < n ? n_decay : n, gscale, beta1, beta2, step, rc2, eps, decay);
+    cuda_launch(adamw_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, p, g, m, v, n,
+                n_decay < n ? n_decay : n, gscale, beta1, beta2, step, rc2, eps, decay);
 }

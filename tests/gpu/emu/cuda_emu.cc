@@ -5,8 +5,9 @@
  * masking, tiling and barriers, not its speed or its bits on a real GPU:
  * the real run is still tests/gpu on the GPU machine.
  *
- * One block at a time; its threads are ucontext fibers run in turn up to
- * their next barrier or warp operation. Device memory is malloc'd host
+ * One block at a time; its threads are fibers (ucontext to start, then
+ * GCC's builtin setjmp/longjmp) run in turn up to their next barrier or warp
+ * operation. Device memory is malloc'd host
  * memory (fresh allocations filled with NaN unless zeroed).
  */
 #include <cstdio>
@@ -33,14 +34,28 @@ extern "C" {
 namespace {
 
 enum state { RUN, AT_WARP, AT_BLOCK, DONE };
-enum op { OP_SYNCWARP, OP_SHFL, OP_SYNC, OP_SYNC_OR };
+
+/* GCC's own setjmp and longjmp (5 words: frame, stack and resume
+ * addresses): no signal mask, no system call, and no libc entry point for
+ * a sanitizer to intercept (AddressSanitizer's _longjmp unpoisons the
+ * stack with a system call each time). __builtin_longjmp may not sit in
+ * the function that called __builtin_setjmp, hence jump(). */
+typedef void *jump_buf[5];
+
+__attribute__((noinline, noreturn)) void jump(jump_buf to)
+{
+    __builtin_longjmp(to, 1);
+}
+enum op { OP_SYNCWARP, OP_SHFL, OP_SHFL_DOWN, OP_SYNC, OP_SYNC_OR };
 
 #define STACK_BYTES (512u << 10)
 #define DEFAULT_SMEM (48u << 10)
 #define MAX_SMEM (227u << 10) /* Hopper's opt-in limit per block */
 
 struct fiber {
-    ucontext_t ctx;
+    ucontext_t ctx; /* where the fiber starts */
+    jump_buf jmp;   /* where it waits, once started */
+    bool entered;
     char *stack;
     dim3 tid;
     state st;
@@ -49,7 +64,11 @@ struct fiber {
     int lane_mask, pred;
 };
 
+/* The fibers, made once and kept: a block of n threads runs on the first
+ * n, each entered once by setcontext and resumed ever after by jump()
+ * (fiber_entry loops over the blocks it is given). */
 std::vector<fiber> fibers;
+size_t n_threads; /* the running block's */
 
 /* Frees the fibers' stacks at exit (before LeakSanitizer looks). */
 struct release_stacks {
@@ -59,7 +78,7 @@ struct release_stacks {
             free(f.stack);
     }
 } release_at_exit;
-ucontext_t sched_ctx;
+jump_buf sched_jmp;
 size_t cur;
 dim3 cur_block, cur_bdim, cur_grid;
 float *cur_smem;
@@ -112,31 +131,38 @@ void guarded_free(unsigned char *p, size_t bytes, const char *what)
 }
 
 /* The two halves of a switch, annotated so AddressSanitizer follows the
- * stacks. */
+ * stacks. A fiber is entered the first time by setcontext (onto the stack
+ * makecontext prepared); every later switch, either way, is GCC's
+ * __builtin_setjmp and __builtin_longjmp (jump_buf above): swapcontext's
+ * two system calls per switch made the emulator spend half its time in
+ * the kernel. */
 void to_fiber(size_t i)
 {
 #if EMU_ASAN
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, fibers[i].stack, STACK_BYTES);
 #endif
-    swapcontext(&sched_ctx, &fibers[i].ctx);
+    if (__builtin_setjmp(sched_jmp) == 0) {
+        if (!fibers[i].entered) {
+            fibers[i].entered = true;
+            setcontext(&fibers[i].ctx);
+            die("setcontext returned");
+        }
+        jump(fibers[i].jmp);
+    }
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, &sched_stack_bottom, &sched_stack_size);
 #endif
 }
 
-void to_scheduler(bool exiting)
+void to_scheduler()
 {
 #if EMU_ASAN
     void *fake = nullptr;
-    __sanitizer_start_switch_fiber(exiting ? nullptr : &fake, sched_stack_bottom,
-                                   sched_stack_size);
+    __sanitizer_start_switch_fiber(&fake, sched_stack_bottom, sched_stack_size);
 #endif
-    if (exiting) {
-        setcontext(&sched_ctx);
-        die("setcontext returned");
-    }
-    swapcontext(&fibers[cur].ctx, &sched_ctx);
+    if (__builtin_setjmp(fibers[cur].jmp) == 0)
+        jump(sched_jmp);
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -147,16 +173,18 @@ void fiber_entry()
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &sched_stack_bottom, &sched_stack_size);
 #endif
-    (*cur_body)();
-    fibers[cur].st = DONE;
-    to_scheduler(true);
+    for (;;) { /* one thread of each block the fiber is given */
+        (*cur_body)();
+        fibers[cur].st = DONE;
+        to_scheduler();
+    }
 }
 
 void wait_at(state st, op kind)
 {
     fibers[cur].st = st;
     fibers[cur].kind = kind;
-    to_scheduler(false);
+    to_scheduler();
 }
 
 /* Completes warp operations every lane of a warp waits at; true when one
@@ -164,7 +192,7 @@ void wait_at(state st, op kind)
 bool release_warps()
 {
     bool any = false;
-    size_t n = fibers.size();
+    size_t n = n_threads;
     for (size_t w = 0; w < n; w += 32) {
         size_t lanes = std::min<size_t>(32, n - w);
         bool all = true;
@@ -175,7 +203,8 @@ bool release_warps()
         op kind = fibers[w].kind;
         int m = fibers[w].lane_mask;
         for (size_t l = 0; l < lanes; l++)
-            if (fibers[w + l].kind != kind || (kind == OP_SHFL && fibers[w + l].lane_mask != m))
+            if (fibers[w + l].kind != kind ||
+                ((kind == OP_SHFL || kind == OP_SHFL_DOWN) && fibers[w + l].lane_mask != m))
                 die("the lanes of a warp wait at different warp operations");
         std::vector<float> vals(lanes);
         for (size_t l = 0; l < lanes; l++)
@@ -186,6 +215,8 @@ bool release_warps()
                 if (src >= lanes)
                     die("a shuffle reads a lane the warp does not have");
                 fibers[w + l].val = vals[src];
+            } else if (kind == OP_SHFL_DOWN && l + (size_t)m < lanes) {
+                fibers[w + l].val = vals[l + (size_t)m];
             }
             fibers[w + l].st = RUN;
         }
@@ -194,22 +225,23 @@ bool release_warps()
     return any;
 }
 
-/* Apart from run_block: getcontext returns twice, like setjmp. */
-__attribute__((noinline)) void start_fiber(fiber &f)
+/* A new fiber's start (apart from its caller: getcontext returns twice,
+ * like setjmp). */
+__attribute__((noinline)) void make_fiber(fiber &f)
 {
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
     f.ctx.uc_stack.ss_size = STACK_BYTES;
     f.ctx.uc_link = nullptr;
     makecontext(&f.ctx, fiber_entry, 0);
-    f.st = RUN;
+    f.entered = false;
 }
 
 void run_block()
 {
-    size_t n = fibers.size();
+    size_t n = n_threads;
     for (size_t i = 0; i < n; i++)
-        start_fiber(fibers[i]);
+        fibers[i].st = RUN;
     for (;;) {
         for (size_t i = 0; i < n; i++) {
             if (fibers[i].st == RUN) {
@@ -272,14 +304,34 @@ void sync_warp()
     wait_at(AT_WARP, OP_SYNCWARP);
 }
 
-float shfl_xor(unsigned mask, float v, int lane_mask)
+} // namespace emu
+
+namespace {
+
+/* A shuffle of kind OP_SHFL (arg: the lane mask) or OP_SHFL_DOWN (arg:
+ * the distance), completed by release_warps. */
+float shuffle(unsigned mask, float v, int arg, op kind)
 {
     if (mask != 0xffffffffu)
         die("the emulator runs full-warp shuffles only");
     fibers[cur].val = v;
-    fibers[cur].lane_mask = lane_mask;
-    wait_at(AT_WARP, OP_SHFL);
+    fibers[cur].lane_mask = arg;
+    wait_at(AT_WARP, kind);
     return fibers[cur].val;
+}
+
+} // namespace
+
+namespace emu {
+
+float shfl_xor(unsigned mask, float v, int lane_mask)
+{
+    return shuffle(mask, v, lane_mask, OP_SHFL);
+}
+
+float shfl_down(unsigned mask, float v, int delta)
+{
+    return shuffle(mask, v, delta, OP_SHFL_DOWN);
 }
 
 cudaError_t set_smem_limit(const void *kernel, int bytes)
@@ -306,16 +358,17 @@ void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<v
                      grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, limit);
         return;
     }
-    if (fibers.size() != threads) {
-        for (fiber &f : fibers)
-            free(f.stack);
-        fibers.assign(threads, fiber());
-        for (fiber &f : fibers) {
-            f.stack = static_cast<char *>(malloc(STACK_BYTES));
-            if (!f.stack)
-                die("out of memory for fiber stacks");
-        }
+    /* never moved once made: a ucontext_t points into itself */
+    fibers.reserve(1024);
+    while (fibers.size() < threads) {
+        fibers.push_back(fiber());
+        fiber &f = fibers.back();
+        f.stack = static_cast<char *>(malloc(STACK_BYTES));
+        if (!f.stack)
+            die("out of memory for fiber stacks");
+        make_fiber(f);
     }
+    n_threads = threads;
     for (size_t t = 0; t < threads; t++)
         fibers[t].tid = dim3((unsigned)(t % block.x), (unsigned)(t / block.x % block.y),
                              (unsigned)(t / ((size_t)block.x * block.y)));
@@ -428,6 +481,12 @@ void cuda_free(void *p)
 int cuda_upload(void *dst, const void *src, size_t bytes)
 {
     memcpy(dst, src, bytes);
+    return 0;
+}
+
+int cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    memmove(dst, src, bytes);
     return 0;
 }
 

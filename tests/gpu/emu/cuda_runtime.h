@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <type_traits>
 
@@ -42,6 +43,7 @@ void sync_block();
 int sync_block_or(int pred);
 void sync_warp();
 float shfl_xor(unsigned mask, float v, int lane_mask);
+float shfl_down(unsigned mask, float v, int delta);
 float *shared();
 /* This thread's lane in its warp (the wmma emulation's, mma.h). */
 unsigned lane_id();
@@ -71,7 +73,51 @@ static inline cudaError_t cudaFuncSetAttribute(K kernel, cudaFuncAttribute attr,
 #define __syncwarp(...) emu::sync_warp()
 #define __shfl_xor_sync(mask, v, m) emu::shfl_xor((mask), (v), (m))
 
+/* A shuffle down the warp: lane l gets lane l + delta's v (its own past
+ * the warp's end), for 4-byte values. */
+template <typename T>
+static inline T __shfl_down_sync(unsigned mask, T v, int delta)
+{
+    static_assert(sizeof(T) == 4, "the emulator shuffles 4-byte values");
+    float f;
+    memcpy(&f, &v, 4);
+    f = emu::shfl_down(mask, f, delta);
+    memcpy(&v, &f, 4);
+    return v;
+}
+
+struct uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
+{
+    return uint4{x, y, z, w};
+}
+static inline float __uint_as_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint32_t __float_as_uint(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* Device memory is host memory: the stream's copies and fills run at once. */
+enum cudaMemcpyKind { cudaMemcpyDeviceToDevice = 3 };
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    (void)s;
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
 static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 using std::max;

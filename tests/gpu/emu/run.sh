@@ -4,8 +4,13 @@
 # source compiled by g++, so their indexing, masking and barriers are
 # checked on a machine with no GPU.
 #
-#   tests/gpu/emu/run.sh BUILD_DIR TEST.c KERNELS.cu... [-- CFLAGS...]
+#   tests/gpu/emu/run.sh BUILD_DIR TEST.c SOURCES... [-- CFLAGS...]
 #   e.g. tests/gpu/emu/run.sh build tests/gpu/test_cuda_attn.c src/train/cuda/cuda_attn.cu
+#
+# SOURCES: kernels (.cu) and emulator parts (.cc, such as
+# tests/gpu/emu/cuda_gemm_emu.cc, cuBLASLt's stand-in) compile as C++, the
+# backend's host code (.c: cuda_model.c, cuda_optim.c, cuda_train.c; never
+# cuda_ctx.c or cuda_gemm.c, which the emulator replaces) as C.
 #
 # BUILD_DIR holds a CPU build (libalallo_train.a, libalallo_core.a).
 # EMU_SAN=1 builds the kernels and the emulator with AddressSanitizer and
@@ -36,16 +41,19 @@ trap 'rm -rf "$out"' EXIT
 cxx=(g++ -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Werror -Wno-unused-function -Wno-unknown-pragmas
      -I "$root/tests/gpu/emu" -I "$root/src" "${san[@]}" "${extra[@]}")
 objs=()
+cc=(gcc -std=c11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow
+    -Wstrict-prototypes -Wmissing-prototypes -Wvla -D_GNU_SOURCE -I "$root/src")
 for k in "${kernels[@]}"; do
   o="$out/$(basename "$k").o"
   case $k in /*) src=$k ;; *) src=$root/$k ;; esac
-  "${cxx[@]}" -x c++ -c "$src" -o "$o"
+  case $k in
+    *.c) "${cc[@]}" "${link_san[@]}" -c "$src" -o "$o" ;; # host code (cuda_model.c ...)
+    *) "${cxx[@]}" -x c++ -c "$src" -o "$o" ;;             # kernels, emulator parts
+  esac
   objs+=("$o")
 done
 "${cxx[@]}" -c "$root/tests/gpu/emu/cuda_emu.cc" -o "$out/cuda_emu.o"
-gcc -std=c11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
-  -Wstrict-prototypes -Wmissing-prototypes -Wvla -D_GNU_SOURCE -I "$root/src" \
-  "${link_san[@]}" -c "$root/$test_src" -o "$out/test.o"
+"${cc[@]}" "${link_san[@]}" -c "$root/$test_src" -o "$out/test.o"
 g++ "${link_san[@]}" -o "$out/test" "$out/test.o" "${objs[@]}" "$out/cuda_emu.o" \
   "$build/libalallo_train.a" "$build/libalallo_core.a" \
   $(pkg-config --libs openblas libpcre2-8 jansson libsodium cmocka) -fopenmp -lm

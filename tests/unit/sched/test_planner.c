@@ -329,8 +329,8 @@ static void gpu_memory_model(void **state)
     assert_int_equal(planner_memory_gpu(&lora, &gpu, NULL, 0), ERR_OK);
     /* Same weights and adapters; the same fp32 activations without T*T
      * score blocks or dequantisation buffer, with bf16 staging copies (at
-     * batch 1 and context 2048, 0.89 of the CPU's); the logits block and its bf16 copy; a CUDA context's
-     * overhead. */
+     * batch 1 and context 2048, 0.89 of the CPU's); the logits block and its bf16 copy; a CUDA
+     * context's overhead. */
     assert_int_equal(gpu.base, cpu.base);
     assert_int_equal(gpu.trainable, cpu.trainable);
     assert_true(gpu.logits > cpu.logits && gpu.logits < 2 * cpu.logits);
@@ -339,7 +339,8 @@ static void gpu_memory_model(void **state)
     assert_true(gpu.overhead > (int64_t)GIB);
     assert_int_equal(gpu.total, planner_gpu_need(&lora));
     /* Linear in the batch: each example adds the same bytes. */
-    struct plan_job two = job_1b(PLAN_16BIT, PLAN_LORA, 2), three = job_1b(PLAN_16BIT, PLAN_LORA, 3);
+    struct plan_job two = job_1b(PLAN_16BIT, PLAN_LORA, 2),
+                    three = job_1b(PLAN_16BIT, PLAN_LORA, 3);
     struct plan_memory gpu2, gpu3;
     planner_memory_gpu(&two, &gpu2, NULL, 0);
     planner_memory_gpu(&three, &gpu3, NULL, 0);

@@ -1,0 +1,82 @@
+/* cuda_gemm_emu.cc - train/cuda/cuda_gemm.h for the CPU emulator: the same
+ * row-major contract (C (M,N) = alpha op(A) op(B) + beta C, A stored (K,M)
+ * when ta, B stored (N,K) when tb), computed on the host with fp32 sums in
+ * order along K, the bf16 inputs widened exactly and a bf16 output rounded
+ * to nearest even. It stands in for cuBLASLt so that programs built on the
+ * backend's host code (cuda_model.c and the rest) run under the emulator;
+ * cuBLASLt itself is checked against this contract on the GPU
+ * (tests/gpu/test_cuda_gemm.c).
+ */
+#include <cstdint>
+#include <cstring>
+
+#include <cuda_bf16.h>
+
+extern "C" {
+#include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_gemm.h"
+}
+
+namespace {
+
+float widen(uint16_t h)
+{
+    __nv_bfloat16 b;
+    b.x = h;
+    return __bfloat162float(b);
+}
+float widen(float f) { return f; }
+
+template <typename In>
+float dot(int ta, int tb, int K, const In *A, int lda, const In *B, int ldb, int i, int j)
+{
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        float a = widen(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+        float b = widen(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+        acc += a * b;
+    }
+    return acc;
+}
+
+} // namespace
+
+extern "C" int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha,
+                              const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                              float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float *c = &C[(size_t)i * ldc + j];
+            float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
+            *c = beta != 0.0f ? v + beta * *c : v;
+        }
+    return 0;
+}
+
+extern "C" int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alpha,
+                                  const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                                  float beta, uint16_t *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            uint16_t *c = &C[(size_t)i * ldc + j];
+            float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
+            if (beta != 0.0f)
+                v += beta * widen(*c);
+            *c = __float2bfloat16_rn(v).x;
+        }
+    return 0;
+}
+
+extern "C" int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                             int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float *c = &C[(size_t)i * ldc + j];
+            float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
+            *c = beta != 0.0f ? v + beta * *c : v;
+        }
+    return 0;
+}
