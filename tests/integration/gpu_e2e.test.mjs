@@ -39,10 +39,14 @@ function whySkip() {
   if (v.status !== 0) return `${BIN} version failed (exit ${v.status}): ${v.stderr}`;
   if (!/^cuda: yes$/m.test(v.stdout)) return `${BIN} was built without CUDA (alallo version: cuda: no)`;
   cudaBuilt = true;
-  const q = spawnSync('nvidia-smi', ['--query-gpu=name,memory.total', '--format=csv,noheader,nounits'], {
-    encoding: 'utf8',
-    timeout: 30000,
-  });
+  // ALALLO_TEST_GPU="NAME,MIB" stands for nvidia-smi's line: the emulated
+  // build (ALALLO_CUDA_EMU) sees one GPU that nvidia-smi does not
+  const q = process.env.ALALLO_TEST_GPU
+    ? { status: 0, stdout: process.env.ALALLO_TEST_GPU }
+    : spawnSync('nvidia-smi', ['--query-gpu=name,memory.total', '--format=csv,noheader,nounits'], {
+        encoding: 'utf8',
+        timeout: 30000,
+      });
   const first = q.status === 0 ? q.stdout.split('\n').find((l) => l.trim()) : undefined;
   if (!first) return `no GPU visible (nvidia-smi ${q.error ? 'not found' : `exit ${q.status}`})`;
   const [name, mib] = first.split(',').map((x) => x.trim());

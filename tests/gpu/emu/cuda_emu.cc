@@ -10,6 +10,7 @@
  * operation. Device memory is malloc'd host
  * memory (fresh allocations filled with NaN unless zeroed).
  */
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -446,6 +447,15 @@ int cuda_ctx_sync(void)
 }
 
 const char *cuda_ctx_error(void) { return ctx_error; }
+
+int cuda_ctx_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx_error, sizeof ctx_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
 
 /* Sizes by address, for the in-use count and the guards. */
 static std::map<void *, size_t> allocs;
