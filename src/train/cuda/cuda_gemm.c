@@ -168,21 +168,13 @@ static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, c
 {
     if (!cuda_ctx_lt())
         return cuda_ctx_fail("a GPU product was asked for with no GPU context open");
-    /* The stored row-major shapes and their least leading dimensions. */
-    int a_cols = ta ? M : K, b_cols = tb ? K : N;
-    if (M < 0 || N < 0 || K < 0 || lda < (a_cols > 1 ? a_cols : 1) ||
-        ldb < (b_cols > 1 ? b_cols : 1) || ldc < (N > 1 ? N : 1))
-        return cuda_ctx_fail("bad GPU product: M %d, N %d, K %d (ta %d, tb %d) with leading "
-                             "dimensions %d %d %d",
-                             M, N, K, ta, tb, lda, ldb, ldc);
-    if (M == 0 || N == 0)
+    int what = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (what < 0)
+        return -1;
+    if (what == CUDA_GEMM_NOTHING)
         return 0;
     size_t esize = kind == BF16_BF16 ? 2 : 4;
-    if (K == 0) { /* C = beta C: only the two betas the trainer uses */
-        if (beta == 1.0f)
-            return 0;
-        if (beta != 0.0f)
-            return cuda_ctx_fail("a GPU product with K 0 takes beta 0 or 1, not %g", beta);
+    if (what == CUDA_GEMM_ZERO) {
         cudaError_t e = cudaMemset2DAsync(C, (size_t)ldc * esize, 0, (size_t)N * esize,
                                           (size_t)M, (cudaStream_t)cuda_ctx_stream());
         return e == cudaSuccess ? 0 : cuda_ctx_fail("cudaMemset2DAsync failed: %s",

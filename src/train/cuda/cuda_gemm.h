@@ -26,4 +26,12 @@ int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alpha, const u
 int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
 
+/* The arguments' checks each product above makes first
+ * (cuda_gemm_args.c): -1 refused, with a reason in cuda_ctx_error() (a
+ * negative size, a leading dimension shorter than a stored row, K 0 with a
+ * beta other than 0 or 1); else what to do. */
+enum { CUDA_GEMM_RUN = 0, CUDA_GEMM_NOTHING = 1 /* empty C, or K 0 and beta 1 */,
+       CUDA_GEMM_ZERO = 2 /* K 0 and beta 0: C = 0 */ };
+int cuda_gemm_args(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float beta);
+
 #endif

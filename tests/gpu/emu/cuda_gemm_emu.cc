@@ -39,34 +39,15 @@ float dot(int ta, int tb, int K, const In *A, int lda, const In *B, int ldb, int
     return acc;
 }
 
-/* cuda_gemm.c's refusals, with its sentences: a leading dimension shorter
- * than a stored row, a K of 0 with a beta other than 0 or 1. 1 when there
- * is nothing to compute (an empty C, or K 0 with beta 1), -1 refused, 0
- * go on. */
-int refuse(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float beta)
-{
-    int a_cols = ta ? M : K, b_cols = tb ? K : N;
-    if (M < 0 || N < 0 || K < 0 || lda < (a_cols > 1 ? a_cols : 1) ||
-        ldb < (b_cols > 1 ? b_cols : 1) || ldc < (N > 1 ? N : 1))
-        return cuda_ctx_fail("bad GPU product: M %d, N %d, K %d (ta %d, tb %d) with leading "
-                             "dimensions %d %d %d",
-                             M, N, K, ta, tb, lda, ldb, ldc);
-    if (M == 0 || N == 0 || (K == 0 && beta == 1.0f))
-        return 1;
-    if (K == 0 && beta != 0.0f)
-        return cuda_ctx_fail("a GPU product with K 0 takes beta 0 or 1, not %g", (double)beta);
-    return 0;
-}
-
 } // namespace
 
 extern "C" int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha,
                               const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                               float *C, int ldc)
 {
-    int r = refuse(ta, tb, M, N, K, lda, ldb, ldc, beta);
-    if (r)
-        return r < 0 ? -1 : 0;
+    int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r < 0 || r == CUDA_GEMM_NOTHING)
+        return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             float *c = &C[(size_t)i * ldc + j];
@@ -80,9 +61,9 @@ extern "C" int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alp
                                   const uint16_t *A, int lda, const uint16_t *B, int ldb,
                                   float beta, uint16_t *C, int ldc)
 {
-    int r = refuse(ta, tb, M, N, K, lda, ldb, ldc, beta);
-    if (r)
-        return r < 0 ? -1 : 0;
+    int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r < 0 || r == CUDA_GEMM_NOTHING)
+        return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             uint16_t *c = &C[(size_t)i * ldc + j];
@@ -97,9 +78,9 @@ extern "C" int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alp
 extern "C" int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                              int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    int r = refuse(ta, tb, M, N, K, lda, ldb, ldc, beta);
-    if (r)
-        return r < 0 ? -1 : 0;
+    int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r < 0 || r == CUDA_GEMM_NOTHING)
+        return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             float *c = &C[(size_t)i * ldc + j];
