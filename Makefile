@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PORT ?= 8080
 DATA ?= var
 
-.PHONY: all build deps deps-test run test unit integration integration-pg e2e asan fuzz bench clean node-deps layers
+.PHONY: all build deps deps-test run test unit integration integration-pg e2e gpu-emu asan fuzz bench clean node-deps layers
 
 all: build
 
@@ -53,8 +53,23 @@ test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory gpu-emu
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory fuzz
+
+# The GPU backend compiled onto the CPU emulator of tests/gpu/emu/ (a test
+# build, never a product one; docs/trainer.md, "The whole binary under the
+# emulator"): every GPU test but the PyTorch comparison (which needs
+# transformers and peft, on the GPU machine: scripts/gpu-check.sh), then the
+# service end to end with one emulated GPU worker, ALALLO_TEST_GPU standing
+# in for nvidia-smi's line.
+gpu-emu: deps node-deps
+	@cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON >/dev/null
+	@cmake --build build-emu -j $(JOBS) --target alallo gpu_test_cuda_attn gpu_test_cuda_gemm \
+	  gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume
+	@cd build-emu && ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS)
+	@ALALLO_TEST_GPU="emulated-gpu,16384" ALALLO_BIN=$(abspath build-emu/alallo) ALALLO_ROOT=$(CURDIR) \
+	  node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
 
 # Every libFuzzer target for a short, bounded time, after replaying the
 # saved crash inputs (fuzz/run.sh; FUZZ_SECONDS per target).
@@ -75,4 +90,4 @@ asan: deps node-deps
 	@ASAN_OPTIONS=detect_leaks=0 scripts/integration.sh build-asan/alallo
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-emu
