@@ -11,8 +11,10 @@ Shapes (random initialisation, nothing downloaded):
 Modes:
   lora   16-bit LoRA: bf16 frozen base, LoRA r 16 / alpha 32 on all seven
          projections (peft keeps the adapters in fp32), bf16 autocast
-  qlora  4-bit QLoRA: NF4 base through bitsandbytes, the same LoRA; only when
-         bitsandbytes imports (else the result says it was skipped and why)
+  qlora  4-bit QLoRA: NF4 base through bitsandbytes, the same LoRA, with
+         gradient checkpointing per layer (peft's kbit default, and what
+         alallo's 4-bit LoRA does on a GPU); only when bitsandbytes imports
+         (else the result says it was skipped and why)
   full   full fine-tuning: fp32 master weights, bf16 autocast, AdamW
 Each runs `--warmup` untimed steps then `--steps` timed ones on random
 tokens (batch x seq), AdamW (fused), SDPA attention. Reported per run:
@@ -158,6 +160,10 @@ def build_model(torch, run, tmp):
             model = LlamaForCausalLM(cfg)
         if mode == "lora":
             model = model.to(torch.bfloat16)
+    if mode == "qlora":
+        # as peft's prepare_model_for_kbit_training does by default, and as
+        # alallo's GPU trainer does for 4-bit LoRA (ALALLO_CUDA_RECOMPUTE=auto)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if mode in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA,

@@ -249,8 +249,14 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
      * copies of a product's input and output (each at most max(h, q, im)
      * wide) and a bf16 buffer of the largest projection (NF4 decoding). */
     double widest = fmax(h, fmax(q, im));
+    /* 4-bit LoRA on a GPU recomputes each layer in the backward pass
+     * (cuda_train_recompute_auto): it keeps each layer's input (h) and one
+     * layer's other activations */
+    double layers_kept = kept * m->layers;
+    if (on_gpu && j.adapter == PLAN_LORA && j.precision == PLAN_4BIT)
+        layers_kept = h * m->layers + kept;
     if (on_gpu)
-        activations = ACT_BYTES * tokens * (kept * m->layers + scratch) +
+        activations = ACT_BYTES * tokens * (layers_kept + scratch) +
                       2.0 * (tokens * 2.0 * widest + largest);
     double rows = fmin(tokens, fmax(16.0, floor(HEAD_MAX_FLOATS / (double)m->vocab)));
     double logits =

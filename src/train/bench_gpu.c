@@ -16,6 +16,8 @@
  *   "shape","precision","adapter","batch","seq","steps","params",
  *   "trainable_params","tokens_per_s","step_s","flops_per_token","mfu",
  *   "attention" ("bf16" or "fp32": ALALLO_CUDA_ATTENTION),
+ *   "recompute" (true when the backward recomputes each layer:
+ *   ALALLO_CUDA_RECOMPUTE, by default 4-bit LoRA; cuda_train.h),
  *   "gpu_mem_train_peak_bytes","final_loss"
  *
  * MFU = model FLOPs per token (bench_flops_per_token) x tokens/s / the
@@ -106,6 +108,7 @@ static int time_model(const struct bench_opts *o, double peak, json_t *j)
     json_object_set_new(j, "flops_per_token", json_real(flops_tok));
     json_object_set_new(j, "mfu", json_real(tps * flops_tok / peak));
     json_object_set_new(j, "attention", json_string(cuda_train_attention(t)));
+    json_object_set_new(j, "recompute", json_boolean(cuda_train_recompute(t)));
     json_object_set_new(j, "gpu_mem_train_peak_bytes",
                         json_integer((json_int_t)cuda_train_peak_bytes(t)));
     json_object_set_new(j, "final_loss", json_real(loss / (double)su.n_targets));

@@ -1024,10 +1024,13 @@ static int run_attempt(const struct train_config *c, int gpu)
         const struct cuda_device_info *d = cuda_train_device(r.gpu);
         tev_log("matrix products on the GPU (GPU %d: %s, %.1f GiB, %.2f GiB of it holding the "
                 "model, the optimizer state and the activations; the passes and AdamW run "
-                "there, attention on the %s kernels), and on the %s path on the CPU for "
+                "there, attention on the %s kernels%s), and on the %s path on the CPU for "
                 "sample answers (CPU flags: %s)",
                 d->index, d->name, (double)d->total_bytes / (1u << 30),
                 (double)cuda_train_peak_bytes(r.gpu) / (1u << 30), cuda_train_attention(r.gpu),
+                cuda_train_recompute(r.gpu) ? ", each layer's activations recomputed in the "
+                                              "backward pass to save memory"
+                                            : "",
                 cpu_path_name(cpu_path_current()), cpu_path_flags());
     } else
 #endif

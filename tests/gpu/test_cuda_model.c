@@ -8,7 +8,9 @@
  *  - the loss and every gradient against the CPU within bf16 tolerance
  *    (TOL_LOSS, TOL_GRAD below: the GPU rounds every product's inputs to
  *    bf16, the CPU keeps fp32 activations);
- *  - two passes on the GPU give the same bits;
+ *  - two passes on the GPU give the same bits, and so does the pass that
+ *    recomputes each layer in the backward (with dropout too), in fewer
+ *    bytes;
  *  - three AdamW steps: the GPU optimizer against optim_adamw_step on the
  *    same (downloaded) gradients (fp32 elementwise, TOL_ADAM), and the
  *    GPU's updates against the CPU trainer's own three steps (same
@@ -188,13 +190,38 @@ static struct cuda_model *upload(const struct model *m)
     return cm;
 }
 
-static struct cuda_acts *acts(const struct cuda_model *cm)
+static struct cuda_acts *acts_made(const struct cuda_model *cm, int recompute)
 {
     char err[256];
-    struct cuda_acts *a = cuda_acts_create(cm, BATCH, SEQ, err, sizeof err);
+    struct cuda_acts *a = cuda_acts_create(cm, BATCH, SEQ, recompute, err, sizeof err);
     if (!a)
         fail_msg("acts: %s", err);
     return a;
+}
+
+static struct cuda_acts *acts(const struct cuda_model *cm)
+{
+    return acts_made(cm, 0);
+}
+
+/* The pass that recomputes each layer in the backward gives the same bits
+ * as the one that keeps every activation (loss and gradients, given in
+ * loss and g; LoRA dropout drop_p from seed on both), in fewer bytes. m
+ * receives the gradients. */
+static void recompute_same_bits(struct model *m, struct cuda_model *cm, const struct cuda_acts *ga,
+                                const struct batch *b, float drop_p, uint64_t seed, double loss,
+                                const float *g)
+{
+    struct cuda_acts *rc = acts_made(cm, 1);
+    assert_int_equal(cuda_acts_dropout(rc, drop_p, seed), 0);
+    double lr = gpu_pass(cm, rc, b);
+    assert_int_equal(cuda_model_get_grads(cm, m), 0);
+    assert_memory_equal(&lr, &loss, sizeof loss);
+    assert_memory_equal(m->grad, g, m->n_train * sizeof(float));
+    printf("recompute: the same bits in %zu bytes of activations, not %zu\n",
+           cuda_acts_bytes(rc), cuda_acts_bytes(ga));
+    assert_true(cuda_acts_bytes(rc) < cuda_acts_bytes(ga));
+    cuda_acts_free(rc);
 }
 
 static void gpu_step(struct cuda_model *cm, struct cuda_optim *o, double *norm)
@@ -244,6 +271,7 @@ static void run_case(int fam, const struct mode *md)
     assert_int_equal(cuda_model_get_grads(cm, m), 0);
     assert_memory_equal(&lg2, &lg, sizeof lg);
     assert_memory_equal(m->grad, gg, n * sizeof(float));
+    recompute_same_bits(m, cm, ga, &b, 0.0f, 0, lg, gg);
 
     /* three AdamW steps on each side */
     struct optim oh, oc;
@@ -370,6 +398,11 @@ static void lora_dropout(void **state)
     assert_int_equal(cuda_acts_dropout(ga, 0.2f, 4242), 0);
     double lg = gpu_pass(cm, ga, &b);
     assert_int_equal(cuda_model_get_grads(cm, m), 0);
+    float *gd = malloc(n * sizeof(float));
+    assert_non_null(gd);
+    memcpy(gd, m->grad, n * sizeof(float));
+    recompute_same_bits(m, cm, ga, &b, 0.2f, 4242, lg, gd); /* the same masks drawn again */
+    free(gd);
     double gnorm = l2(gc, NULL, n);
     double err = l2(m->grad, gc, n) / gnorm, apart = l2(g0, gc, n) / gnorm;
     printf("dropout: loss cpu %.6f gpu %.6f (none %.6f); gradient rel L2 %.2e, without "
@@ -399,7 +432,8 @@ static void refuses_fp32_base(void **state)
 /* The trainer's seam: three steps through cuda_train, down to the host
  * (what a checkpoint writes), closed, opened again from the host state
  * (what a resume does): the next step is the one an unbroken run takes,
- * bit for bit. The context stays open throughout, as train_device_prepare
+ * bit for bit (the run recomputing activations, 4-bit LoRA's default; the
+ * unbroken one not, ALALLO_CUDA_RECOMPUTE=off). The context stays open throughout, as train_device_prepare
  * leaves it for the trainer. */
 static void train_seam_resume(void **state)
 {
@@ -413,9 +447,15 @@ static void train_seam_resume(void **state)
     assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, 1, err, sizeof err, &user));
     assert_int_equal(user, 1);
     assert_non_null(strstr(err, "DPO"));
+    setenv("ALALLO_CUDA_RECOMPUTE", "sometimes", 1); /* the machine's setting, refused */
+    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user));
+    assert_int_equal(user, 0);
+    assert_non_null(strstr(err, "ALALLO_CUDA_RECOMPUTE"));
+    unsetenv("ALALLO_CUDA_RECOMPUTE");
     struct cuda_train *t = cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user);
     if (!t)
         fail_msg("cuda_train_open: %s", err);
+    assert_int_equal(cuda_train_recompute(t), 1); /* 4-bit LoRA: by default */
     double loss[STEPS + 1], norm;
     size_t nt, hits;
     for (int s = 0; s <= STEPS; s++) {
@@ -445,13 +485,17 @@ static void train_seam_resume(void **state)
     memcpy(resumed, m->train, n * sizeof(float));
     cuda_train_close(t);
 
-    /* the unbroken run from the same start */
+    /* the unbroken run from the same start, keeping every activation: the
+     * same bits as the run that recomputed them */
     struct model *u = make_model(FAM_QWEN2, &modes[1]);
     struct optim ou;
     assert_int_equal(optim_init(&ou, n, u->n_decay, 0.01f), 0);
+    setenv("ALALLO_CUDA_RECOMPUTE", "off", 1);
     t = cuda_train_open(0, u, &ou, BATCH, SEQ, 0, err, sizeof err, &user);
+    unsetenv("ALALLO_CUDA_RECOMPUTE");
     if (!t)
         fail_msg("cuda_train_open: %s", err);
+    assert_int_equal(cuda_train_recompute(t), 0);
     for (int s = 0; s <= STEPS; s++) {
         struct batch b;
         make_batch(&b, 300 + (uint64_t)s);

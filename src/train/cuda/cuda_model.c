@@ -72,6 +72,7 @@ struct cuda_acts {
     size_t N;
     int head_rows;
     int r;                       /* LoRA rank (0 full) */
+    int recompute;               /* one layer's activations kept, not L */
     size_t max_in;               /* widest product input */
     float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
@@ -386,8 +387,8 @@ int cuda_model_get_grads(const struct cuda_model *cm, struct model *m)
 
 /* ------------------------------------------------------------ activations */
 
-struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, char *err,
-                                   size_t errcap)
+struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, int recompute,
+                                   char *err, size_t errcap)
 {
     const struct model_config *c = &cm->cfg;
     if (B < 1 || T < 1 || (size_t)B * T > (1u << 22)) {
@@ -405,7 +406,10 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, ch
         snprintf(err, errcap, "out of memory");
         return NULL;
     }
+    /* L: layers whose inputs are kept; K: layers whose other activations
+     * are (one when the backward pass recomputes them) */
     size_t N = (size_t)B * T, L = (size_t)c->n_layers, C = (size_t)c->hidden;
+    size_t K = recompute ? 1 : L;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
     size_t r = 0, pn = c->post_norms ? 1 : 0;
@@ -431,16 +435,17 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, ch
     a->N = N;
     a->head_rows = (int)hr;
     a->r = (int)r;
+    a->recompute = recompute != 0;
     a->max_in = max_in;
     a->deq_cap = deq;
     /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
     size_t fsz[] = {
-        (L + 1) * N * C, L * N * C, L * N, L * N,        /* res mid rstd1 rstd2 */
-        L * N * qd, L * N * kd, L * N * kd, L * N * qd,  /* q k v ao */
-        L * (size_t)B * c->n_heads * T,                  /* lse */
-        L * N * F, L * N * F,                            /* g u */
-        L * N * C * pn, L * N * C * pn, L * N * pn, L * N * pn, /* pa pf rstd3 rstd4 */
-        L * PROJ_COUNT * N * r, N * C, N,                /* xa lnf rstdf */
+        (L + 1) * N * C, K * N * C, K * N, K * N,        /* res mid rstd1 rstd2 */
+        K * N * qd, K * N * kd, K * N * kd, K * N * qd,  /* q k v ao */
+        K * (size_t)B * c->n_heads * T,                  /* lse */
+        K * N * F, K * N * F,                            /* g u */
+        K * N * C * pn, K * N * C * pn, K * N * pn, K * N * pn, /* pa pf rstd3 rstd4 */
+        K * PROJ_COUNT * N * r, N * C, N,                /* xa lnf rstdf */
         N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
         N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
         N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
@@ -656,26 +661,26 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
     size_t N = a->N, C = (size_t)c->hidden, F = (size_t)c->intermediate;
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t r = (size_t)a->r;
+    size_t k = a->recompute ? 0 : (size_t)l; /* the slot of the layer's other activations */
     s->x = a->res + (size_t)l * N * C;
     s->out = a->res + (size_t)(l + 1) * N * C;
-    s->mid = a->mid + (size_t)l * N * C;
-    s->rstd1 = a->rstd1 + (size_t)l * N;
-    s->rstd2 = a->rstd2 + (size_t)l * N;
-    s->q = a->q + (size_t)l * N * qd;
-    s->k = a->k + (size_t)l * N * kd;
-    s->v = a->v + (size_t)l * N * kd;
-    s->ao = a->ao + (size_t)l * N * qd;
-    s->lse = a->lse + (size_t)l * a->B * c->n_heads * a->T;
-    s->g = a->g + (size_t)l * N * F;
-    s->u = a->u + (size_t)l * N * F;
+    s->mid = a->mid + k * N * C;
+    s->rstd1 = a->rstd1 + k * N;
+    s->rstd2 = a->rstd2 + k * N;
+    s->q = a->q + k * N * qd;
+    s->k = a->k + k * N * kd;
+    s->v = a->v + k * N * kd;
+    s->ao = a->ao + k * N * qd;
+    s->lse = a->lse + k * a->B * c->n_heads * a->T;
+    s->g = a->g + k * N * F;
+    s->u = a->u + k * N * F;
     int pn = c->post_norms;
-    s->pa = pn ? a->pa + (size_t)l * N * C : NULL;
-    s->pf = pn ? a->pf + (size_t)l * N * C : NULL;
-    s->rstd3 = pn ? a->rstd3 + (size_t)l * N : NULL;
-    s->rstd4 = pn ? a->rstd4 + (size_t)l * N : NULL;
+    s->pa = pn ? a->pa + k * N * C : NULL;
+    s->pf = pn ? a->pf + k * N * C : NULL;
+    s->rstd3 = pn ? a->rstd3 + k * N : NULL;
+    s->rstd4 = pn ? a->rstd4 + k * N : NULL;
     for (int p = 0; p < PROJ_COUNT; p++)
-        s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + ((size_t)l * PROJ_COUNT + p) * N * r
-                                                : NULL;
+        s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
 }
 
 static void mlp_act(const struct cuda_model *cm, float *h, const float *g, const float *u,
@@ -687,8 +692,11 @@ static void mlp_act(const struct cuda_model *cm, float *h, const float *g, const
         cuda_swiglu_forward(h, g, u, n);
 }
 
+/* again set: the backward pass recomputes what it needs of layer l (the
+ * same kernels on the same input, so the same bits), and the layer's
+ * output, already kept as the next layer's input, is not written. */
 static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int l,
-                          const int32_t *seg, int B, int T)
+                          const int32_t *seg, int B, int T, int again)
 {
     const struct model_config *c = &cm->cfg;
     const struct dlayer *L = &cm->layers[l];
@@ -725,7 +733,8 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     lin_forward(a, &P[PROJ_DOWN], mlp_out, a->hbuf, a->xb, N, s.xa[PROJ_DOWN], proj_dropout(a, &P[PROJ_DOWN], l, PROJ_DOWN));
     if (s.pf)
         cuda_rmsnorm_forward(a->tmp, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
-    cuda_add(s.out, s.mid, a->tmp, NC);
+    if (!again)
+        cuda_add(s.out, s.mid, a->tmp, NC);
 }
 
 /* The bf16 of x for a weight gradient: only full fine-tuning needs it. */
@@ -913,7 +922,7 @@ int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *
     cuda_embed_forward(a->res, a->ids, N, cm->embed_f, cm->embed_b, C,
                        c->embed_scale ? sqrtf((float)C) : 1.0f);
     for (int l = 0; l < c->n_layers; l++)
-        layer_forward(cm, a, l, seg_d, B, T);
+        layer_forward(cm, a, l, seg_d, B, T, 0);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     cuda_rmsnorm_forward(a->lnf, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
     if (head_loss(cm, a, ids, mask, B, T, dscale, backward, loss, n_targets) || a->failed)
@@ -926,8 +935,12 @@ int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *
     float *swap = a->dres;
     a->dres = a->dres2;
     a->dres2 = swap;
-    for (int l = c->n_layers - 1; l >= 0; l--)
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        /* the slot holds the last layer's activations from the forward */
+        if (a->recompute && l < c->n_layers - 1)
+            layer_forward(cm, a, l, seg_d, B, T, 1);
         layer_backward(cm, a, l, seg_d, B, T, l > 0 || cm->embed_dw != NULL);
+    }
     if (cm->embed_dw) /* a token seen twice adds in row order (no atomics) */
         cuda_embed_backward(cm->embed_dw, a->ids, N, a->dres, C,
                             c->embed_scale ? sqrtf((float)C) : 1.0f);

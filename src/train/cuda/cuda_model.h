@@ -77,10 +77,15 @@ int cuda_model_get_params(const struct cuda_model *cm, struct model *m);
 int cuda_model_get_grads(const struct cuda_model *cm, struct model *m);
 
 /* Activations and scratch on the device for batches up to B x T (as
- * model_acts_create). NULL with a reason (too large, T beyond the
- * uploaded rotary tables, out of device memory). */
-struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, char *err,
-                                   size_t errcap);
+ * model_acts_create). recompute set: only each layer's input is kept
+ * through the forward pass, with one layer's other activations, and the
+ * backward pass runs each layer's forward again before its backward
+ * (activation checkpointing per layer: about a third more work for the
+ * products, and the same bits of loss and gradients as without, since the
+ * same kernels run on the same inputs). NULL with a reason (too large, T
+ * beyond the uploaded rotary tables, out of device memory). */
+struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, int recompute,
+                                   char *err, size_t errcap);
 void cuda_acts_free(struct cuda_acts *a); /* NULL is fine */
 size_t cuda_acts_bytes(const struct cuda_acts *a);
 /* LoRA dropout of the passes from now on, as model_acts_dropout (the same

@@ -12,10 +12,16 @@
 struct cuda_train {
     int owns_ctx; /* opened the context (else the caller had: train_device.h) */
     int head_dim; /* the model's, for which attention kernels run */
+    int recompute; /* the backward pass recomputes each layer (cuda_model.h) */
     struct cuda_model *cm;
     struct cuda_acts *a;
     struct cuda_optim opt;
 };
+
+int cuda_train_recompute_auto(const struct model *m)
+{
+    return !m->opts.full && m->opts.base_kind == WK_NF4;
+}
 
 struct cuda_train *cuda_train_open(int device, const struct model *m, const struct optim *o,
                                    int B, int T, int dpo, char *err, size_t errcap, int *user)
@@ -37,6 +43,16 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
         return NULL;
     }
     cuda_attention_use(attn && strcmp(attn, "fp32") == 0 ? CUDA_ATTN_FP32 : CUDA_ATTN_BF16);
+    const char *rec = getenv("ALALLO_CUDA_RECOMPUTE");
+    if (rec && *rec && strcmp(rec, "auto") != 0 && strcmp(rec, "on") != 0 &&
+        strcmp(rec, "off") != 0) {
+        snprintf(err, errcap, "ALALLO_CUDA_RECOMPUTE is \"%s\": it takes auto (the default: "
+                              "4-bit LoRA recomputes), on or off", rec);
+        return NULL;
+    }
+    int recompute = rec && strcmp(rec, "on") == 0    ? 1
+                    : rec && strcmp(rec, "off") == 0 ? 0
+                                                     : cuda_train_recompute_auto(m);
     int open = cuda_ctx_device() == NULL;
     if (open && cuda_ctx_open(device)) {
         snprintf(err, errcap, "%s", cuda_ctx_error());
@@ -51,9 +67,10 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     }
     t->owns_ctx = open;
     t->head_dim = m->cfg.head_dim;
+    t->recompute = recompute;
     t->cm = cuda_model_upload(m, err, errcap);
     if (t->cm)
-        t->a = cuda_acts_create(t->cm, B, T, err, errcap);
+        t->a = cuda_acts_create(t->cm, B, T, recompute, err, errcap);
     if (t->a && cuda_optim_init(&t->opt, o))
         snprintf(err, errcap, "the optimizer state on the GPU: %s", cuda_ctx_error());
     else if (t->a)
@@ -83,6 +100,11 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t)
 const char *cuda_train_attention(const struct cuda_train *t)
 {
     return cuda_attention_kind(t->head_dim) == CUDA_ATTN_BF16 ? "bf16" : "fp32";
+}
+
+int cuda_train_recompute(const struct cuda_train *t)
+{
+    return t->recompute;
 }
 
 size_t cuda_train_peak_bytes(const struct cuda_train *t)

@@ -49,6 +49,17 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t);
  * (the reference), from ALALLO_CUDA_ATTENTION (bf16 when unset; any other
  * value is refused at open) and the model's head dimension (cuda_ops.h). */
 const char *cuda_train_attention(const struct cuda_train *t);
+/* Whether the backward pass recomputes each layer's activations from its
+ * kept input (cuda_model.h, cuda_acts_create): ALALLO_CUDA_RECOMPUTE "on"
+ * or "off", else, and for "auto", cuda_train_recompute_auto's choice (any
+ * other value is refused at open). */
+int cuda_train_recompute(const struct cuda_train *t);
+/* The default: 1 for LoRA on a 4-bit (NF4) base, the method people pick to
+ * fit in less memory, as QLoRA setups turn activation checkpointing on;
+ * 0 for 16-bit LoRA and full fine-tuning, which keep every activation and
+ * so skip the extra forward. The planner's GPU memory model
+ * (sched/planner.c) counts the same. */
+int cuda_train_recompute_auto(const struct model *m);
 /* Device bytes at most since open (the memory the events report). */
 size_t cuda_train_peak_bytes(const struct cuda_train *t);
 

@@ -397,6 +397,25 @@ static void gpu_batch_that_fits(void **state)
     assert_int_equal(planner_gpu_batch(&full, g24), 0);
     /* Nothing fits on a GPU smaller than the weights. */
     assert_int_equal(planner_gpu_batch(&lora, (int64_t)GIB), 0);
+    /* 4-bit LoRA recomputes each layer in the backward pass (the GPU
+     * trainer's default for it): each layer's input and one layer's other
+     * activations are kept, so batch 64 fits whole on 80 GiB (66.4 GiB)
+     * and 16 on 24 GiB; at batch 4 it needs a third of 16-bit LoRA
+     * (6.5 of 19.8 GiB). */
+    struct plan_job lora4 = job_1b(PLAN_4BIT, PLAN_LORA, 64);
+    assert_int_equal(planner_gpu_batch(&lora4, g80), 64);
+    assert_int_equal(planner_gpu_batch(&lora4, g24), 16);
+    struct plan_memory m4, m16;
+    lora4.batch = 4;
+    lora.batch = 4;
+    planner_memory_gpu(&lora4, &m4, NULL, 0);
+    planner_memory_gpu(&lora, &m16, NULL, 0);
+    assert_true(m4.total < m16.total * 0.35 && m4.total > m16.total * 0.3);
+    assert_true(m4.activations < m16.activations / 3);
+    /* the CPU trainer keeps every activation at either precision */
+    planner_memory(&lora4, &m4, NULL, 0);
+    planner_memory(&lora, &m16, NULL, 0);
+    assert_true(m4.activations == m16.activations);
 }
 
 static void gpu_feasibility(void **state)
