@@ -8,7 +8,8 @@
 # shapes, LoRA 16-bit, QLoRA and full, batch 4 x 2048), the service end to
 # end on the GPU (tests/integration/gpu_e2e.test.mjs, where node is there)
 # and the PyTorch reference (bench/train/torch_gpu_ref.py), each under its
-# own `timeout`, then one summary. The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
+# own `timeout`, then one summary, which ends with the figures set against
+# the issue's targets (bench/train/gpu_targets.py). The whole run stays under 8 minutes (450 s of limits in all), so a lease of 15 fits two.
 #
 # Usage: scripts/gpu-check.sh          the check (on a machine without a GPU:
 #                                      the CUDA build alone, a compile check,
@@ -265,6 +266,11 @@ elif command -v node >/dev/null; then
   grep -E "^# (pass|fail|skipped) [1-9]|# SKIP" "$out/ctest.log" | tee -a "$summary"
 else
   say "gpu-e2e: NOT RUN, no node on this machine (tests/integration/gpu_e2e.test.mjs needs it)"
+fi
+
+# the figures against issue 15's targets (bench/train/gpu_targets.py)
+if want bench; then
+  python3 bench/train/gpu_targets.py "$out/bench.json" "$out/torch.json" | tee -a "$summary"
 fi
 
 if ((failed)); then

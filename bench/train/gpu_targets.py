@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""bench/train/gpu_targets.py - the GPU trainer's figures set against issue
+15's targets, from one run of scripts/gpu-check.sh: its bench.json (the
+JSON lines of `alallo bench train --device cuda`) and torch.json
+(bench/train/torch_gpu_ref.py's object). Per shape (124m, 1b):
+
+  16-bit LoRA   alallo tokens/s / PyTorch + peft tokens/s     target >= 1.3
+  full          alallo MFU against the bf16 peak of its run   target >= 0.40
+  4-bit LoRA    peak GPU memory / 16-bit LoRA's               target <= 0.45
+                tokens/s / 16-bit LoRA's                      target >= 0.6
+
+One line each, "met", "NOT met" or "no figure" (a run missing or failed),
+with the numbers. Exit 0 always: a target not met is a finding to report,
+not a failure of the check.
+
+usage: gpu_targets.py BENCH_JSON TORCH_JSON
+"""
+import json
+import sys
+
+
+def bench_runs(path):
+    runs = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    d = json.loads(line)
+                except ValueError:
+                    continue
+                if "shape" in d and "tokens_per_s" in d:
+                    runs[(d["shape"], d["precision"], d["adapter"], d.get("attention"))] = d
+    except OSError:
+        pass
+    return runs
+
+
+def torch_runs(path):
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {(r["shape"], r["mode"]): r for r in d.get("results", []) if "tokens_per_s" in r}
+
+
+def verdict(ok):
+    return "met" if ok else "NOT met"
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    a, t = bench_runs(argv[1]), torch_runs(argv[2])
+    for shape in ("124m", "1b"):
+        lora = a.get((shape, "16-bit", "lora", "bf16"))
+        qlora = a.get((shape, "4-bit", "lora", "bf16"))
+        full = a.get((shape, "16-bit", "full", "bf16"))
+        ref = t.get((shape, "lora"))
+        if lora and ref:
+            x = lora["tokens_per_s"] / ref["tokens_per_s"]
+            print("target %s 16-bit LoRA vs PyTorch + peft: %.2fx (%.0f / %.0f tokens/s), "
+                  ">= 1.3x: %s" % (shape, x, lora["tokens_per_s"], ref["tokens_per_s"],
+                                   verdict(x >= 1.3)))
+        else:
+            print("target %s 16-bit LoRA vs PyTorch + peft: no figure" % shape)
+        if full:
+            print("target %s full fine-tuning MFU: %.3f, >= 0.40: %s"
+                  % (shape, full["mfu"], verdict(full["mfu"] >= 0.40)))
+        else:
+            print("target %s full fine-tuning MFU: no figure" % shape)
+        if lora and qlora:
+            mem = qlora["gpu_mem_train_peak_bytes"] / lora["gpu_mem_train_peak_bytes"]
+            speed = qlora["tokens_per_s"] / lora["tokens_per_s"]
+            print("target %s 4-bit LoRA (recompute %s): memory %.2fx of 16-bit LoRA (%.2f / "
+                  "%.2f GiB), <= 0.45x: %s; speed %.2fx, >= 0.6x: %s"
+                  % (shape, str(qlora.get("recompute")).lower(), mem,
+                     qlora["gpu_mem_train_peak_bytes"] / 2 ** 30,
+                     lora["gpu_mem_train_peak_bytes"] / 2 ** 30, verdict(mem <= 0.45), speed,
+                     verdict(speed >= 0.6)))
+        else:
+            print("target %s 4-bit LoRA memory and speed: no figure" % shape)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
