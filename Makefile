@@ -66,7 +66,7 @@ test: deps-test
 gpu-emu: deps node-deps
 	@cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON >/dev/null
 	@cmake --build build-emu -j $(JOBS) --target alallo gpu_test_cuda_attn gpu_test_cuda_gemm \
-	  gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume
+	  gpu_test_cuda_memory gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume
 	@cd build-emu && ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS)
 	@ALALLO_TEST_GPU="emulated-gpu,16384" ALALLO_BIN=$(abspath build-emu/alallo) ALALLO_ROOT=$(CURDIR) \
 	  node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs

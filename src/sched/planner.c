@@ -16,6 +16,10 @@
  * dequantisation buffer is at least this many floats. */
 #define HEAD_MAX_FLOATS (16.0 * MIB)
 #define DEQ_MIN_FLOATS (2.0 * MIB)
+/* The GPU trainer's (src/train/cuda/cuda_model.c: CUDA_HEAD_MAX_FLOATS,
+ * CUDA_DEQ_MIN): larger blocks of logits, for the tensor cores. */
+#define GPU_HEAD_MAX_FLOATS (64.0 * MIB)
+#define GPU_DEQ_MIN_FLOATS (4.0 * MIB)
 
 static const char *const precision_names[PLAN_PRECISION_COUNT] = {"16-bit", "4-bit"};
 static const char *const adapter_names[PLAN_ADAPTER_COUNT] = {"lora", "full"};
@@ -220,7 +224,8 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     double h = m->hidden, q = q_dim(m), kv = kv_dim(m), im = m->intermediate;
     double tokens = (double)j.batch * j.seq_len;
     /* the largest projection: the trainer dequantises into a buffer of it */
-    double largest = fmax(DEQ_MIN_FLOATS, fmax(h * fmax(q, kv), h * im));
+    double largest =
+        fmax(on_gpu ? GPU_DEQ_MIN_FLOATS : DEQ_MIN_FLOATS, fmax(h * fmax(q, kv), h * im));
 
     double base, trainable;
     if (j.adapter == PLAN_FULL) {
@@ -258,7 +263,8 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     if (on_gpu)
         activations = ACT_BYTES * tokens * (layers_kept + scratch) +
                       2.0 * (tokens * 2.0 * widest + largest);
-    double rows = fmin(tokens, fmax(16.0, floor(HEAD_MAX_FLOATS / (double)m->vocab)));
+    double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
+    double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));
     double logits =
         ACT_BYTES * rows * ((m->final_softcap ? 2.0 : 1.0) * m->vocab + 2.0 * h);
     if (on_gpu) /* the head's block of logits again in bf16, and its input */

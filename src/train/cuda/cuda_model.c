@@ -25,7 +25,9 @@
  * at a 128k vocabulary, blocks of 512 rows keep the head's products large
  * enough for the tensor cores. */
 #define CUDA_HEAD_MAX_FLOATS (64u << 20)
-/* bf16 values of NF4 decoding scratch at least (the untied head's chunks). */
+/* bf16 values of NF4 decoding scratch at least (the untied head's chunks).
+ * The planner's GPU memory model counts both (sched/planner.c; held to
+ * these allocations by tests/gpu/test_cuda_memory.c). */
 #define CUDA_DEQ_MIN (4u << 20)
 
 /* One projection on the device: the struct linear of the host model with
