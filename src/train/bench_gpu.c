@@ -59,7 +59,7 @@ static int time_model(const struct bench_opts *o, double peak, json_t *j)
         return 1;
     }
     int user = 0;
-    struct cuda_train *t = cuda_train_open(0, su.m, &su.opt, o->B, o->T, 0, err, sizeof err,
+    struct cuda_train *t = cuda_train_open(0, su.m, &su.opt, o->B, o->T, err, sizeof err,
                                            &user);
     if (!t) {
         fprintf(stderr, "alallo bench train: --device cuda: %s\n", err);

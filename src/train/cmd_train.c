@@ -129,7 +129,7 @@ static int gpu_loss_grads(struct model *m, const int32_t *ids, const uint8_t *ma
     }
     int user, rc = -1;
     size_t nt;
-    struct cuda_train *t = cuda_train_open(0, m, &o, 1, T, 0, err, errcap, &user);
+    struct cuda_train *t = cuda_train_open(0, m, &o, 1, T, err, errcap, &user);
     if (t) {
         if (cuda_train_pass(t, ids, mask, seg, 1, T, dscale, 1, 0.0f, 0, loss, &nt, NULL) ||
             cuda_train_grads_to_host(t, m))

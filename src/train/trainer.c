@@ -144,6 +144,29 @@ static int gpu_norm(struct run *r, double *norm)
     return cuda_train_grad_norm(r->gpu, norm) ? gpu_failed(r) : 0;
 }
 
+/* DPO's passes: the reference's token losses, and the weighted step. */
+static int gpu_token_losses(struct run *r, struct pack_layout p, size_t *nt)
+{
+    if (cuda_train_token_losses(r->gpu, r->ids, r->mask, r->seg, p.rows, p.T, r->tok_loss, nt))
+        return gpu_failed(r);
+    return 0;
+}
+
+static int gpu_pass_weighted(struct run *r, struct pack_layout p, struct dpo_batch *b,
+                             float drop, uint64_t seed, size_t *got)
+{
+    if (cuda_train_pass_weighted(r->gpu, r->ids, r->mask, r->seg, p.rows, p.T,
+                                 dpo_batch_weights, b, r->tok_loss, r->tok_w, drop, seed, got))
+        return gpu_failed(r);
+    return 0;
+}
+
+/* The host model and optimizer (a resume's) onto the GPU. */
+static int gpu_from_host(struct run *r)
+{
+    return cuda_train_from_host(r->gpu, r->m, &r->opt) ? gpu_failed(r) : 0;
+}
+
 static int gpu_adamw(struct run *r, float gscale, float lr)
 {
     return cuda_train_adamw(r->gpu, gscale, lr) ? gpu_failed(r) : 0;
@@ -164,6 +187,19 @@ static int gpu_pass(struct run *r, struct pack_layout p, float dscale, int backw
     abort();
 }
 static int gpu_norm(struct run *r, double *norm)
+{
+    abort();
+}
+static int gpu_token_losses(struct run *r, struct pack_layout p, size_t *nt)
+{
+    abort();
+}
+static int gpu_pass_weighted(struct run *r, struct pack_layout p, struct dpo_batch *b,
+                             float drop, uint64_t seed, size_t *got)
+{
+    abort();
+}
+static int gpu_from_host(struct run *r)
 {
     abort();
 }
@@ -378,14 +414,18 @@ static struct dpo_batch dpo_batch_of(const struct run *r, const double *ref)
 
 /* The frozen reference's log-probability of every example, once, before
  * training changes anything: the base model as loaded (LoRA's B starts at
- * zero, so the adapters add nothing; full fine-tuning has not stepped yet).
- * No second copy of the weights is kept (docs/trainer.md, "DPO"). */
+ * zero, so the adapters add nothing; full fine-tuning has not stepped yet),
+ * on the GPU when the attempt has one (before a resume is copied up).
+ * No second copy of the weights is kept (docs/trainer.md, "DPO").
+ * 0, or -1 with r->err. */
 static int reference_logps(struct run *r)
 {
     const struct dataset *d = r->ds;
     r->ref_logp = malloc(d->n * sizeof *r->ref_logp);
-    if (!r->ref_logp)
+    if (!r->ref_logp) {
+        snprintf(r->err, sizeof r->err, "out of memory for the reference's log-probabilities");
         return -1;
+    }
     int chunk = 2 * r->c->batch_size;
     for (size_t i = 0; i < d->n; i += (size_t)chunk) {
         int nb = (int)(d->n - i < (size_t)chunk ? d->n - i : (size_t)chunk);
@@ -394,7 +434,13 @@ static int reference_logps(struct run *r)
             ex[b] = &d->ex[i + b];
         struct pack_layout p = lay_out(r, ex, nb, (size_t)r->seq, r->c->packing);
         size_t nt;
-        model_token_losses(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T, r->tok_loss, &nt);
+        if (r->gpu) {
+            if (gpu_token_losses(r, p, &nt))
+                return -1;
+        } else {
+            model_token_losses(r->m, r->a, r->ids, r->mask, r->seg, p.rows, p.T, r->tok_loss,
+                               &nt);
+        }
         struct dpo_batch b = dpo_batch_of(r, NULL);
         dpo_example_logps(&b, r->tok_loss, r->ref_logp + i);
     }
@@ -958,10 +1004,9 @@ static int load_everything(struct run *r)
                  c->batch_size, seq);
         return TRAIN_INTERNAL;
     }
-    if (c->dpo && reference_logps(r)) {
-        snprintf(r->err, sizeof r->err, "out of memory for the reference's log-probabilities");
+    /* on the GPU: once it is open (run_attempt) */
+    if (c->dpo && !r->on_gpu && reference_logps(r))
         return TRAIN_INTERNAL;
-    }
     return TRAIN_OK;
 }
 
@@ -985,35 +1030,30 @@ static int run_attempt(const struct train_config *c, int gpu)
         if (!r.samples)
             return fail(0, "out of memory reading the sample prompts");
     }
-    if (gpu && c->dpo) {
-        json_decref(r.samples);
-        return fail(1, "DPO runs on the CPU only: the GPU trainer has no per-token weighted "
-                       "loss yet (ask for device \"cpu\")");
-    }
     int rc = load_everything(&r);
     if (rc != TRAIN_OK) {
         rc = fail(rc == TRAIN_USER, r.err);
         run_free(&r);
         return rc;
     }
-    int resumed = resume(&r);
-    if (resumed < 0) {
-        rc = fail(0, r.err);
-        run_free(&r);
-        return rc;
-    }
 #ifdef ALALLO_HAVE_CUDA
-    if (gpu) { /* the model and optimizer as loaded or resumed, copied up */
+    if (gpu) { /* the model as loaded, copied up; a resume's state follows it */
         int user = 0;
-        r.gpu = cuda_train_open(0, r.m, &r.opt, c->batch_size, r.seq, c->dpo, r.err,
-                                sizeof r.err, &user);
-        if (!r.gpu) {
+        r.gpu = cuda_train_open(0, r.m, &r.opt, c->dpo ? 2 * c->batch_size : c->batch_size,
+                                r.seq, r.err, sizeof r.err, &user);
+        if (!r.gpu || (c->dpo && reference_logps(&r))) {
             rc = fail(user, r.err);
             run_free(&r);
             return rc;
         }
     }
 #endif
+    int resumed = resume(&r);
+    if (resumed < 0 || (resumed && r.gpu && gpu_from_host(&r))) {
+        rc = fail(0, r.err);
+        run_free(&r);
+        return rc;
+    }
     r.sched = (struct lr_schedule){(enum lr_kind)c->lr_schedule, c->learning_rate,
                                    c->warmup_steps, c->max_steps, 0.0f};
     /* examples: what a step counts (DPO: pairs) */
@@ -1095,8 +1135,16 @@ static int run_attempt(const struct train_config *c, int gpu)
             for (int i = 0; i < r.pn; i++)
                 ref[i] = r.ref_logp[r.step_ex[i]];
             struct dpo_batch b = dpo_batch_of(&r, ref);
-            model_forward_backward_weighted(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
-                                            dpo_batch_weights, &b, r.tok_loss, r.tok_w, &got);
+            if (r.gpu) {
+                if (gpu_pass_weighted(&r, p, &b, c->lora_dropout, drop_seed, &got)) {
+                    rc = fail(0, r.err);
+                    goto out;
+                }
+            } else {
+                model_forward_backward_weighted(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
+                                                dpo_batch_weights, &b, r.tok_loss, r.tok_w,
+                                                &got);
+            }
             r.dpo = b.st;
             sum = r.dpo.loss * (double)nt; /* the mean below is DPO's loss */
         } else if (r.gpu) {

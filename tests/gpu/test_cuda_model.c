@@ -39,6 +39,7 @@
 #include "train/cuda/cuda_model.h"
 #include "train/cuda/cuda_optim.h"
 #include "train/cuda/cuda_train.h"
+#include "train/dpo.h"
 #include "train/model.h"
 #include "train/ops.h"
 #include "train/optim.h"
@@ -418,6 +419,85 @@ static void lora_dropout(void **state)
     free(g0);
 }
 
+/* DPO's passes on the GPU against the CPU's: the reference's token losses
+ * (model_token_losses) and the weighted pass (model_forward_backward_weighted
+ * with dpo_batch_weights) on one pair, row 0 preferred and the first
+ * example of row 1 not, for LoRA on a 4-bit base and full fine-tuning. */
+static void dpo_case(const struct mode *md)
+{
+    struct model *m = make_model(FAM_LLAMA, md);
+    size_t n = m->n_train, bt = (size_t)BATCH * SEQ;
+    struct batch b;
+    make_batch(&b, 41);
+    double *tc = malloc(bt * sizeof(double)), *tg = malloc(bt * sizeof(double));
+    float *wc = malloc(bt * sizeof(float)), *wg = malloc(bt * sizeof(float));
+    float *gc = malloc(n * sizeof(float));
+    assert_non_null(tc && tg && wc && wg && gc);
+    struct model_acts *ca = model_acts_create(m, BATCH, SEQ);
+    assert_non_null(ca);
+    struct cuda_model *cm = upload(m);
+    struct cuda_acts *ga = acts(cm);
+
+    /* the reference's token losses: the same positions, close values */
+    size_t ntc, ntg;
+    double sc = model_token_losses(m, ca, b.ids, b.mask, b.seg, BATCH, SEQ, tc, &ntc), sg;
+    if (cuda_model_token_losses(cm, ga, b.ids, b.mask, b.seg, BATCH, SEQ, tg, &sg, &ntg))
+        fail_msg("GPU token losses: %s", cuda_ctx_error());
+    assert_int_equal(ntg, ntc);
+    for (size_t i = 0; i < bt; i++) {
+        assert_true((tc[i] == 0.0) == (tg[i] == 0.0));
+        assert_true(fabs(tg[i] - tc[i]) <= 2e-2 * fabs(tc[i]) + 1e-3);
+    }
+    assert_true(fabs(sg - sc) <= TOL_LOSS * fabs(sc));
+
+    /* the weighted pass with DPO's weights */
+    int row[2] = {0, 1};
+    size_t off[2] = {0, 0}, len[2] = {SEQ, SPLIT};
+    double ref[2] = {-sc / 3.0, -sc / 5.0};
+    struct dpo_batch dc = {.n_ex = 2, .row = row, .off = off, .len = len, .T = SEQ, .ref = ref,
+                           .beta = 0.1};
+    struct dpo_batch dg = dc;
+    /* dpo_batch_weights writes the pair's positions only: row 1's second
+     * example (not in the pair) keeps weight 0 */
+    memset(wc, 0, bt * sizeof(float));
+    memset(wg, 0, bt * sizeof(float));
+    ops_zero(m->grad, n);
+    model_forward_backward_weighted(m, ca, b.ids, b.mask, b.seg, BATCH, SEQ, dpo_batch_weights,
+                                    &dc, tc, wc, &ntc);
+    memcpy(gc, m->grad, n * sizeof(float));
+    double lg;
+    cuda_model_zero_grads(cm);
+    if (cuda_model_forward_backward_weighted(cm, ga, b.ids, b.mask, b.seg, BATCH, SEQ,
+                                             dpo_batch_weights, &dg, tg, wg, &lg, &ntg))
+        fail_msg("GPU weighted pass: %s", cuda_ctx_error());
+    assert_int_equal(cuda_model_get_grads(cm, m), 0);
+    double gnorm = l2(gc, NULL, n), gerr = l2(m->grad, gc, n) / gnorm;
+    printf("dpo %s: loss cpu %.6f gpu %.6f, margin cpu %.4f gpu %.4f; gradient rel L2 %.2e\n",
+           md->name, dc.st.loss, dg.st.loss, dc.st.reward_margin, dg.st.reward_margin, gerr);
+    assert_true(gnorm > 0.0);
+    assert_true(fabs(dg.st.loss - dc.st.loss) <= TOL_LOSS * fabs(dc.st.loss) + 1e-4);
+    assert_true(gerr <= TOL_GRAD);
+    size_t weighted = 0;
+    for (size_t i = 0; i < bt; i++) {
+        assert_true((wc[i] == 0.0f) == (wg[i] == 0.0f));
+        weighted += wc[i] != 0.0f;
+    }
+    assert_true(weighted > 0);
+
+    cuda_acts_free(ga);
+    cuda_model_free(cm);
+    model_acts_free(ca);
+    model_free(m);
+    free(tc);
+    free(tg);
+    free(wc);
+    free(wg);
+    free(gc);
+}
+
+static void dpo_qlora(void **s) { (void)s; dpo_case(&modes[1]); }
+static void dpo_full(void **s) { (void)s; dpo_case(&modes[2]); }
+
 /* A frozen fp32 base is refused with a sentence. */
 static void refuses_fp32_base(void **state)
 {
@@ -444,15 +524,12 @@ static void train_seam_resume(void **state)
     assert_int_equal(optim_init(&o, n, m->n_decay, 0.01f), 0);
     char err[256];
     int user = -1;
-    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, 1, err, sizeof err, &user));
-    assert_int_equal(user, 1);
-    assert_non_null(strstr(err, "DPO"));
     setenv("ALALLO_CUDA_RECOMPUTE", "sometimes", 1); /* the machine's setting, refused */
-    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user));
+    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user));
     assert_int_equal(user, 0);
     assert_non_null(strstr(err, "ALALLO_CUDA_RECOMPUTE"));
     unsetenv("ALALLO_CUDA_RECOMPUTE");
-    struct cuda_train *t = cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user);
+    struct cuda_train *t = cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user);
     if (!t)
         fail_msg("cuda_train_open: %s", err);
     assert_int_equal(cuda_train_recompute(t), 1); /* 4-bit LoRA: by default */
@@ -465,7 +542,7 @@ static void train_seam_resume(void **state)
             assert_int_equal(cuda_train_to_host(t, m, &o), 0);
             assert_int_equal(o.t, (uint64_t)STEPS);
             cuda_train_close(t);
-            t = cuda_train_open(0, m, &o, BATCH, SEQ, 0, err, sizeof err, &user);
+            t = cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user);
             if (!t)
                 fail_msg("cuda_train_open again: %s", err);
         }
@@ -491,7 +568,7 @@ static void train_seam_resume(void **state)
     struct optim ou;
     assert_int_equal(optim_init(&ou, n, u->n_decay, 0.01f), 0);
     setenv("ALALLO_CUDA_RECOMPUTE", "off", 1);
-    t = cuda_train_open(0, u, &ou, BATCH, SEQ, 0, err, sizeof err, &user);
+    t = cuda_train_open(0, u, &ou, BATCH, SEQ, err, sizeof err, &user);
     unsetenv("ALALLO_CUDA_RECOMPUTE");
     if (!t)
         fail_msg("cuda_train_open: %s", err);
@@ -540,7 +617,8 @@ int main(void)
         cmocka_unit_test(mistral_lora),  cmocka_unit_test(mistral_qlora),
         cmocka_unit_test(mistral_full),  cmocka_unit_test(gemma2_lora),
         cmocka_unit_test(gemma2_qlora),  cmocka_unit_test(gemma2_full),
-        cmocka_unit_test(lora_dropout),  cmocka_unit_test(refuses_fp32_base),
+        cmocka_unit_test(lora_dropout),  cmocka_unit_test(dpo_qlora),
+        cmocka_unit_test(dpo_full),      cmocka_unit_test(refuses_fp32_base),
         cmocka_unit_test(train_seam_resume),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

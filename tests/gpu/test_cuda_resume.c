@@ -2,7 +2,9 @@
  * checkpoint resumed on the CPU, and a CPU attempt's resumed on the GPU,
  * through the real `alallo train` and the trainer protocol (ATTEMPT.json
  * with "device" and "resume_from", events on stdout, checkpoints on disk),
- * for LoRA on a 16-bit base, QLoRA (4-bit base) and full fine-tuning.
+ * for LoRA on a 16-bit base, QLoRA (4-bit base) and full fine-tuning,
+ * and DPO (QLoRA; its reference log-probabilities computed on the device
+ * of the attempt, its training loss watched in place of validation).
  *
  * Per mode, four attempts of 8 steps on the same model, data and seed,
  * each with a checkpoint every 4 steps and a validation loss on one fixed
@@ -70,11 +72,14 @@ enum { STEPS = 8, AT = 4 };
 struct mode {
     const char *name;
     const char *fields; /* spliced into ATTEMPT.json */
+    int dpo;            /* preference pairs, and no validation (DPO has none) */
 };
 static const struct mode modes[] = {
-    {"lora-16bit", "\"precision\":\"16-bit\",\"adapter\":\"lora\","},
-    {"qlora-4bit", "\"precision\":\"4-bit\",\"adapter\":\"lora\","},
-    {"full", "\"precision\":\"16-bit\",\"adapter\":\"full\","},
+    {"lora-16bit", "\"precision\":\"16-bit\",\"adapter\":\"lora\",", 0},
+    {"qlora-4bit", "\"precision\":\"4-bit\",\"adapter\":\"lora\",", 0},
+    {"full", "\"precision\":\"16-bit\",\"adapter\":\"full\",", 0},
+    {"dpo-qlora-4bit",
+     "\"method\":\"dpo\",\"dpo_beta\":0.5,\"precision\":\"4-bit\",\"adapter\":\"lora\",", 1},
 };
 
 static const char *gpu_device = "cuda"; /* "cpu" with --cpu-twin */
@@ -100,6 +105,8 @@ static void make_root(void)
     assert_int_equal(fx_make_model(p, NULL, 11), 0);
     snprintf(p, sizeof p, "%s/train.jsonl", root);
     assert_int_equal(fx_write_data(p, 48), 0);
+    snprintf(p, sizeof p, "%s/pairs.jsonl", root);
+    assert_int_equal(fx_write_pairs(p, 48), 0);
     /* one batch's worth: every step validates on the same 4 examples */
     snprintf(p, sizeof p, "%s/valid.jsonl", root);
     assert_int_equal(fx_write_data(p, 4), 0);
@@ -114,18 +121,22 @@ static void write_attempt(const char *name, const struct mode *md, const char *d
     if (from)
         snprintf(resume, sizeof resume, "\"resume_from\":\"%s\",\"resume_step\":%d,", from,
                  AT); /* as the server writes them: that folder, that step */
+    char valid[400] = "";
+    if (!md->dpo)
+        snprintf(valid, sizeof valid,
+                 "\"validation_file\":\"%s/valid.jsonl\",\"valid_every_steps\":1,", root);
     snprintf(path, cap, "%s/%s.json", root, name);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f,
-            "{%s%s\"device\":\"%s\",\"model_dir\":\"%s/model\","
-            "\"train_file\":\"%s/train.jsonl\",\"train_file_name\":\"train.jsonl\","
+            "{%s%s%s\"device\":\"%s\",\"model_dir\":\"%s/model\","
+            "\"train_file\":\"%s/%s\",\"train_file_name\":\"%s\","
             "\"checkpoint_dir\":\"%s/%s-ck\",\"out_dir\":\"%s/%s-out\",\"batch_size\":4,"
             "\"learning_rate\":0.001,\"lr_schedule\":\"constant\",\"warmup_steps\":1,"
             "\"seed\":3,\"max_steps\":%d,\"seq_len\":64,\"checkpoint_every_steps\":%d,"
-            "\"validation_file\":\"%s/valid.jsonl\",\"valid_every_steps\":1,\"lora_r\":4,"
-            "\"lora_alpha\":8,\"threads\":2}\n",
-            md->fields, resume, dev, root, root, root, name, root, name, STEPS, AT, root);
+            "\"lora_r\":4,\"lora_alpha\":8,\"threads\":2}\n",
+            md->fields, resume, valid, dev, root, root, md->dpo ? "pairs.jsonl" : "train.jsonl",
+            md->dpo ? "pairs.jsonl" : "train.jsonl", root, name, root, name, STEPS, AT);
     assert_int_equal(fclose(f), 0);
 }
 
@@ -186,7 +197,7 @@ static double rel(double got, double want)
  * saved the checkpoint: step AT+1 within TOL_PASS, AT+1..STEPS within
  * TOL_RUN (tol_run 0 in --cpu-twin: the same bits). */
 static void check_continues(const char *tag, const struct attempt *r, const struct attempt *u,
-                            double tol_pass, double tol_run)
+                            double tol_pass, double tol_run, int dpo)
 {
     assert_int_equal(r->status, 0);
     assert_int_equal(r->resumed_from, AT);
@@ -195,13 +206,15 @@ static void check_continues(const char *tag, const struct attempt *r, const stru
         assert_true(isnan(r->loss[s])); /* nothing before the checkpoint ran again */
     double worst = 0.0;
     for (int s = AT + 1; s <= STEPS; s++) {
+        if (dpo && s < STEPS) /* its step events: every REPORT_EVERY steps and the last */
+            continue;
         assert_true(isfinite(r->loss[s]) && isfinite(u->loss[s]));
-        assert_true(isfinite(r->valid[s]) && isfinite(u->valid[s]));
-        double el = rel(r->loss[s], u->loss[s]), ev = rel(r->valid[s], u->valid[s]);
+        assert_true(dpo || (isfinite(r->valid[s]) && isfinite(u->valid[s])));
+        double el = rel(r->loss[s], u->loss[s]), ev = dpo ? 0.0 : rel(r->valid[s], u->valid[s]);
         printf("  %s step %d: loss %.6f against %.6f (rel %.1e), validation %.6f against "
                "%.6f (rel %.1e)\n",
                tag, s, r->loss[s], u->loss[s], el, r->valid[s], u->valid[s], ev);
-        if (s == AT + 1 && el > tol_pass)
+        if (s == AT + 1 && !dpo && el > tol_pass)
             fail_msg("%s: step %d's loss on the checkpoint's weights is %.2e apart (tolerance "
                      "%.0e)", tag, s, el, tol_pass);
         if (el > tol_run || ev > tol_run)
@@ -213,17 +226,22 @@ static void check_continues(const char *tag, const struct attempt *r, const stru
            STEPS);
 }
 
-static void fresh_run_ok(const char *tag, const struct attempt *a)
+/* dpo: the training loss of the last step stands in for the validation
+ * loss (DPO has none, and reports a step event every REPORT_EVERY steps
+ * and at the last); it starts at log 2, where the policy is the
+ * reference. */
+static void fresh_run_ok(const char *tag, const struct attempt *a, int dpo)
 {
     assert_int_equal(a->status, 0);
     assert_int_equal(a->resumed_from, -1);
     assert_int_equal(a->last_step, STEPS);
-    for (int s = 1; s <= STEPS; s++)
-        if (!isfinite(a->loss[s]) || !isfinite(a->valid[s]))
+    for (int s = dpo ? STEPS : 1; s <= STEPS; s++)
+        if (!isfinite(a->loss[s]) || (!dpo && !isfinite(a->valid[s])))
             fail_msg("%s: no losses at step %d", tag, s);
-    double move = rel(a->valid[STEPS], a->valid[1]);
-    printf("  %s: validation loss %.6f at step 1, %.6f at step %d (moved %.1e)\n", tag,
-           a->valid[1], a->valid[STEPS], STEPS, move);
+    double start = dpo ? log(2.0) : a->valid[1], end = dpo ? a->loss[STEPS] : a->valid[STEPS];
+    double move = rel(end, start);
+    printf("  %s: %s loss %.6f at step 1, %.6f at step %d (moved %.1e)\n", tag,
+           dpo ? "DPO" : "validation", start, end, STEPS, move);
     if (move <= MOVE_OVER_TOL * TOL_RUN)
         fail_msg("%s: the validation loss moved only %.2e over %d steps: TOL_RUN %.0e could not "
                  "tell a resume from a restart", tag, move, STEPS, TOL_RUN);
@@ -237,10 +255,10 @@ static void run_mode(const struct mode *md)
     printf("%s (the second device: %s)\n", md->name, gpu_device);
     write_attempt("cpu", md, "cpu", NULL, cfg, sizeof cfg);
     run_attempt(cfg, &cpu);
-    fresh_run_ok("cpu", &cpu);
+    fresh_run_ok("cpu", &cpu, md->dpo);
     write_attempt("gpu", md, gpu_device, NULL, cfg, sizeof cfg);
     run_attempt(cfg, &gpu);
-    fresh_run_ok("gpu", &gpu);
+    fresh_run_ok("gpu", &gpu, md->dpo);
 
     struct stat st;
     snprintf(from, sizeof from, "%s/gpu-ck/step-%08d", root, AT);
@@ -253,8 +271,10 @@ static void run_mode(const struct mode *md)
     run_attempt(cfg, &c2g);
 
     int twin = strcmp(gpu_device, "cpu") == 0;
-    check_continues("gpu>cpu", &g2c, &gpu, twin ? 0.0 : TOL_PASS, twin ? 0.0 : TOL_RUN);
-    check_continues("cpu>gpu", &c2g, &cpu, twin ? 0.0 : TOL_PASS, twin ? 0.0 : TOL_RUN);
+    check_continues("gpu>cpu", &g2c, &gpu, twin ? 0.0 : TOL_PASS, twin ? 0.0 : TOL_RUN,
+                    md->dpo);
+    check_continues("cpu>gpu", &c2g, &cpu, twin ? 0.0 : TOL_PASS, twin ? 0.0 : TOL_RUN,
+                    md->dpo);
     /* where the two devices stand after all 8 steps, for the record */
     printf("  cpu against gpu from the start, step %d: loss rel %.1e, validation rel %.1e\n",
            STEPS, rel(gpu.loss[STEPS], cpu.loss[STEPS]),
@@ -266,6 +286,7 @@ static void run_mode(const struct mode *md)
 static void lora_16bit(void **s) { (void)s; run_mode(&modes[0]); }
 static void qlora_4bit(void **s) { (void)s; run_mode(&modes[1]); }
 static void full_ft(void **s) { (void)s; run_mode(&modes[2]); }
+static void dpo_qlora_4bit(void **s) { (void)s; run_mode(&modes[3]); }
 
 int main(int argc, char **argv)
 {
@@ -282,6 +303,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(lora_16bit),
         cmocka_unit_test(qlora_4bit),
         cmocka_unit_test(full_ft),
+        cmocka_unit_test(dpo_qlora_4bit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,12 +86,14 @@ struct cuda_acts {
     float *ltmp;                 /* (N, r) LoRA dy B */
     float *attn_d;               /* (B, H, T) attention backward's scratch */
     float *row_loss;             /* (head_rows) */
+    float *row_w;                /* (N) a weighted pass's weight per target row */
     uint16_t *xb, *yb;           /* bf16 of a product's input and of dy */
     uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
     uint16_t *deq;               /* NF4 decoding scratch */
     size_t deq_cap;              /* bf16 values */
     int32_t *ids, *seg, *rows, *tgt, *hits_d; /* device copies */
     int32_t *rows_h, *tgt_h, *hits_h;         /* host staging */
+    float *row_w_h;                           /* host staging of row_w */
     float *loss_h;
     float *drop, *drop2;         /* (N, max_in) LoRA dropout, made on first use */
     float drop_p;
@@ -453,14 +455,14 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
         hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
         hr * C, hr * C, N * (r ? r : 1), hr,             /* xc dxc ltmp row_loss */
-        (size_t)B * c->n_heads * T,                      /* attn_d */
+        (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
         &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
         &a->g, &a->u, &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->xa, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
-        &a->ltmp, &a->row_loss, &a->attn_d,
+        &a->ltmp, &a->row_loss, &a->attn_d, &a->row_w,
     };
     size_t bsz[] = {N * max_in, N * max_out, hr * V, hr * C, deq}; /* bf16 values */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->logits_b, &a->xcb, &a->deq};
@@ -480,7 +482,8 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->tgt_h = malloc(N * sizeof(int32_t));
     a->hits_h = malloc(hr * sizeof(int32_t));
     a->loss_h = malloc(hr * sizeof(float));
-    if (!a->mem || !a->rows_h || !a->tgt_h || !a->hits_h || !a->loss_h) {
+    a->row_w_h = malloc(N * sizeof(float));
+    if (!a->mem || !a->rows_h || !a->tgt_h || !a->hits_h || !a->loss_h || !a->row_w_h) {
         snprintf(err, errcap, "no room for the activations of %d x %d tokens (%zu MiB): %s",
                  B, T, total >> 20, a->mem ? "out of host memory" : cuda_ctx_error());
         cuda_acts_free(a);
@@ -515,6 +518,7 @@ void cuda_acts_free(struct cuda_acts *a)
     free(a->tgt_h);
     free(a->hits_h);
     free(a->loss_h);
+    free(a->row_w_h);
     free(a);
 }
 
@@ -821,10 +825,13 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
  * block of rows at a time (gathered with the embedding's lookup kernel,
  * scattered back with its backward). With backward set, a->dres receives
  * d(loss)/d(lnf) (zero for rows without a target) and the head's weight
- * gradient is accumulated (full fine-tuning). */
+ * gradient is accumulated (full fine-tuning); each target's loss gradient
+ * is dscale, or tok_w[i] (host, B*T) for the target after position i when
+ * tok_w is given. tok_loss (host, B*T, may be NULL) OUT gets each target's
+ * loss at its position, 0 elsewhere (model_token_losses' layout). */
 static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
                      const uint8_t *mask, int B, int T, float dscale, int backward,
-                     double *loss_out, size_t *n_targets)
+                     const float *tok_w, double *tok_loss, double *loss_out, size_t *n_targets)
 {
     const struct model_config *c = &cm->cfg;
     const struct dlin *head = &cm->head;
@@ -841,11 +848,19 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
         }
     *n_targets = (size_t)M;
     a->hits = 0;
+    if (tok_loss)
+        memset(tok_loss, 0, (size_t)B * T * sizeof *tok_loss);
     if (backward)
         cuda_zero(a->dres, (size_t)B * T * C * sizeof(float));
     if (M && (cuda_upload(a->rows, a->rows_h, (size_t)M * sizeof(int32_t)) ||
               cuda_upload(a->tgt, a->tgt_h, (size_t)M * sizeof(int32_t))))
         return -1;
+    if (backward && tok_w && M) {
+        for (int i = 0; i < M; i++)
+            a->row_w_h[i] = tok_w[a->rows_h[i]];
+        if (cuda_upload(a->row_w, a->row_w_h, (size_t)M * sizeof(float)))
+            return -1;
+    }
     /* rows of the head at once: all of them from a bf16 copy, chunks of
      * the scratch from an NF4 head */
     int vstep = V;
@@ -868,14 +883,16 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
             if (backward && cuda_copy(a->capped, a->logits, mv * sizeof(float)))
                 return -1;
         }
-        cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, dscale, NULL, a->row_loss,
-                       a->hits_d);
+        cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, tok_w ? 1.0f : dscale,
+                       backward && tok_w ? a->row_w + m0 : NULL, a->row_loss, a->hits_d);
         if (cuda_download(a->loss_h, a->row_loss, (size_t)mr * sizeof(float)) ||
             cuda_download(a->hits_h, a->hits_d, (size_t)mr * sizeof(int32_t)))
             return -1;
         for (int i = 0; i < mr; i++) {
             loss += (double)a->loss_h[i];
             a->hits += (size_t)(a->hits_h[i] != 0);
+            if (tok_loss)
+                tok_loss[a->rows_h[m0 + i]] = (double)a->loss_h[i];
         }
         if (!backward)
             continue;
@@ -899,10 +916,13 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
     return 0;
 }
 
-int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *a,
-                                       const int32_t *ids, const uint8_t *mask,
-                                       const int32_t *seg, int B, int T, float dscale,
-                                       int backward, double *loss, size_t *n_targets)
+/* The pass all three entry points share (model_pass.c's pass): with fn,
+ * the head runs forward for tok_loss, fn turns it into tok_w, and the head
+ * runs again with those weights for the backward. */
+static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
+                const uint8_t *mask, const int32_t *seg, int B, int T, float dscale,
+                int backward, model_weights_fn fn, void *ctx, double *tok_loss, float *tok_w,
+                double *loss, size_t *n_targets)
 {
     const struct model_config *c = &cm->cfg;
     int N = B * T, C = c->hidden;
@@ -927,7 +947,18 @@ int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *
         layer_forward(cm, a, l, seg_d, B, T, 0);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     cuda_rmsnorm_forward(a->lnf, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
-    if (head_loss(cm, a, ids, mask, B, T, dscale, backward, loss, n_targets) || a->failed)
+    if (fn) {
+        if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets) ||
+            a->failed)
+            return -1;
+        fn(ctx, tok_loss, tok_w);
+        if (head_loss(cm, a, ids, mask, B, T, 0.0f, 1, tok_w, NULL, loss, n_targets))
+            return -1;
+    } else if (head_loss(cm, a, ids, mask, B, T, dscale, backward, NULL, tok_loss, loss,
+                         n_targets)) {
+        return -1;
+    }
+    if (a->failed)
         return -1;
     if (!backward)
         return cuda_ctx_sync();
@@ -949,4 +980,31 @@ int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *
     if (a->failed)
         return -1;
     return cuda_ctx_sync();
+}
+
+int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *a,
+                                       const int32_t *ids, const uint8_t *mask,
+                                       const int32_t *seg, int B, int T, float dscale,
+                                       int backward, double *loss, size_t *n_targets)
+{
+    return pass(cm, a, ids, mask, seg, B, T, dscale, backward, NULL, NULL, NULL, NULL, loss,
+                n_targets);
+}
+
+int cuda_model_token_losses(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
+                            const uint8_t *mask, const int32_t *seg, int B, int T,
+                            double *tok_loss, double *loss, size_t *n_targets)
+{
+    return pass(cm, a, ids, mask, seg, B, T, 0.0f, 0, NULL, NULL, tok_loss, NULL, loss,
+                n_targets);
+}
+
+int cuda_model_forward_backward_weighted(struct cuda_model *cm, struct cuda_acts *a,
+                                         const int32_t *ids, const uint8_t *mask,
+                                         const int32_t *seg, int B, int T, model_weights_fn fn,
+                                         void *ctx, double *tok_loss, float *tok_w,
+                                         double *loss, size_t *n_targets)
+{
+    return pass(cm, a, ids, mask, seg, B, T, 0.0f, 1, fn, ctx, tok_loss, tok_w, loss,
+                n_targets);
 }

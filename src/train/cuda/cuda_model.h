@@ -107,4 +107,24 @@ int cuda_model_forward_backward_packed(struct cuda_model *cm, struct cuda_acts *
                                        int backward, double *loss /* OUT */,
                                        size_t *n_targets /* OUT */);
 
+/* model_token_losses on the GPU: forward only; tok_loss (host, B*T) OUT
+ * gets each target's loss at the position before it, 0 elsewhere; *loss
+ * OUT their sum. 0 or -1. */
+int cuda_model_token_losses(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
+                            const uint8_t *mask, const int32_t *seg, int B, int T,
+                            double *tok_loss /* OUT */, double *loss /* OUT */,
+                            size_t *n_targets /* OUT */);
+
+/* model_forward_backward_weighted on the GPU (DPO's pass): the forward
+ * and the head give tok_loss (host, B*T) OUT, fn turns it into tok_w
+ * (host, B*T) OUT, and sum_i tok_w[i] d(tok_loss[i])/d(param) is added into
+ * the device gradients (the head's logits are computed again for it).
+ * *loss OUT is the sum of tok_loss. 0 or -1. */
+int cuda_model_forward_backward_weighted(struct cuda_model *cm, struct cuda_acts *a,
+                                         const int32_t *ids, const uint8_t *mask,
+                                         const int32_t *seg, int B, int T, model_weights_fn fn,
+                                         void *ctx, double *tok_loss /* OUT */,
+                                         float *tok_w /* OUT */, double *loss /* OUT */,
+                                         size_t *n_targets /* OUT */);
+
 #endif

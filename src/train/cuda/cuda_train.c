@@ -24,14 +24,9 @@ int cuda_train_recompute_auto(const struct model *m)
 }
 
 struct cuda_train *cuda_train_open(int device, const struct model *m, const struct optim *o,
-                                   int B, int T, int dpo, char *err, size_t errcap, int *user)
+                                   int B, int T, char *err, size_t errcap, int *user)
 {
     *user = 1;
-    if (dpo) {
-        snprintf(err, errcap, "DPO runs on the CPU only: the GPU trainer has no per-token "
-                              "weighted loss yet");
-        return NULL;
-    }
     if (cuda_model_check(m, err, errcap))
         return NULL;
     *user = 0;
@@ -126,6 +121,30 @@ int cuda_train_pass(struct cuda_train *t, const int32_t *ids, const uint8_t *mas
     cuda_acts_dropout(t->a, 0.0f, 0);
     if (hits)
         *hits = cuda_acts_hits(t->a);
+    return rc;
+}
+
+int cuda_train_token_losses(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
+                            const int32_t *seg, int B, int T, double *tok_loss,
+                            size_t *n_targets)
+{
+    double loss;
+    return cuda_model_token_losses(t->cm, t->a, ids, mask, seg, B, T, tok_loss, &loss,
+                                   n_targets);
+}
+
+int cuda_train_pass_weighted(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
+                             const int32_t *seg, int B, int T, model_weights_fn fn, void *ctx,
+                             double *tok_loss, float *tok_w, float drop_p, uint64_t drop_seed,
+                             size_t *n_targets)
+{
+    cuda_model_zero_grads(t->cm);
+    if (cuda_acts_dropout(t->a, drop_p, drop_seed))
+        return -1;
+    double loss;
+    int rc = cuda_model_forward_backward_weighted(t->cm, t->a, ids, mask, seg, B, T, fn, ctx,
+                                                  tok_loss, tok_w, &loss, n_targets);
+    cuda_acts_dropout(t->a, 0.0f, 0);
     return rc;
 }
 

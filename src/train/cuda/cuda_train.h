@@ -7,6 +7,8 @@
  *                 the model, the optimizer state and room for the batch up
  *   pass          in place of ops_zero + model_forward_backward_packed
  *                 (and, with backward 0, in evaluate)
+ *   token_losses  in place of model_token_losses (DPO's reference)
+ *   pass_weighted in place of model_forward_backward_weighted (DPO's step)
  *   grad_norm     in place of optim_grad_norm
  *   adamw         in place of optim_adamw_step
  *   to_host       before anything reads the host model or optimizer: a
@@ -14,8 +16,8 @@
  *   grads_to_host the gradients, for the PyTorch comparison's dump only
  *   from_host     after the host state changed (a resume once open)
  *
- * What the GPU does not run is refused at open with a sentence: DPO (the
- * per-token weighted pass), a frozen fp32 base (cuda_model_check).
+ * What the GPU does not run is refused at open with a sentence: a frozen
+ * fp32 base (cuda_model_check).
  *
  * Ownership: the trainer keeps the host struct model and struct optim;
  * the struct cuda_train holds only device copies (and the context when it
@@ -35,12 +37,12 @@ struct cuda_train;
 
 /* Opens GPU `device` (a CUDA ordinal after CUDA_VISIBLE_DEVICES; a context
  * already open, train_device_prepare's, is used as it is and left open by
- * close) and copies model m and optimizer o up, with activations for batches of B x T. dpo
- * set: refused (the GPU pass has no weighted loss yet). NULL with a reason
- * in err; *user OUT is 1 when the reason is the attempt's (nothing the GPU
+ * close) and copies model m and optimizer o up, with activations for
+ * batches of B x T (rows x context: a DPO step's rows are two per pair).
+ * NULL with a reason in err; *user OUT is 1 when the reason is the attempt's (nothing the GPU
  * can run), 0 when it is the machine's (no GPU, out of memory). */
 struct cuda_train *cuda_train_open(int device, const struct model *m, const struct optim *o,
-                                   int B, int T, int dpo, char *err, size_t errcap,
+                                   int B, int T, char *err, size_t errcap,
                                    int *user /* OUT */);
 void cuda_train_close(struct cuda_train *t); /* NULL is fine */
 /* The GPU in use (for the log and the started event). */
@@ -72,6 +74,20 @@ int cuda_train_pass(struct cuda_train *t, const int32_t *ids, const uint8_t *mas
                     const int32_t *seg, int B, int T, float dscale, int backward, float drop_p,
                     uint64_t drop_seed, double *loss /* OUT */, size_t *n_targets /* OUT */,
                     size_t *hits /* OUT */);
+/* The frozen reference's pass of DPO, as model_token_losses: forward only,
+ * tok_loss (host, B*T) OUT each target's loss at the position before it.
+ * 0, or -1 with a reason in cuda_ctx_error(). */
+int cuda_train_token_losses(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
+                            const int32_t *seg, int B, int T, double *tok_loss /* OUT */,
+                            size_t *n_targets /* OUT */);
+/* DPO's step pass, as model_forward_backward_weighted (fn turns tok_loss
+ * into tok_w, host buffers of B*T), with the gradients zeroed first and
+ * LoRA dropout as cuda_train_pass. 0, or -1 with a reason in
+ * cuda_ctx_error(). */
+int cuda_train_pass_weighted(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
+                             const int32_t *seg, int B, int T, model_weights_fn fn, void *ctx,
+                             double *tok_loss /* OUT */, float *tok_w /* OUT */, float drop_p,
+                             uint64_t drop_seed, size_t *n_targets /* OUT */);
 /* The gradients' global norm (optim_grad_norm's meaning). 0 or -1. */
 int cuda_train_grad_norm(struct cuda_train *t, double *norm /* OUT */);
 /* One AdamW update with gradient gscale * g (gscale: optim_clip_factor)

@@ -43,22 +43,6 @@ static int teardown(void **state)
     return fs_remove_tree(base);
 }
 
-/* Preference pairs: the word said is preferred to another word. */
-static int write_pairs(const char *path, int n)
-{
-    static const char *const words[] = {"apple", "river", "stone", "cloud", "ember", "frost"};
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    for (int i = 0; i < n; i++)
-        fprintf(f,
-                "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"%s says:\"}]},"
-                "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"%s\"}],"
-                "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"%s\"}]}\n",
-                words[i % 6], words[i % 6], words[(i + 1) % 6]);
-    return fclose(f);
-}
-
 /* A run's root folder with model/ and train.jsonl (preference pairs when
  * the folder's name starts with "dpo"). */
 static void make_root(const char *root, int n_lines)
@@ -70,7 +54,7 @@ static void make_root(const char *root, int n_lines)
     snprintf(p, sizeof p, "%s/train.jsonl", root);
     const char *name = strrchr(root, '/') ? strrchr(root, '/') + 1 : root;
     int pairs = strncmp(name, "dpo", 3) == 0;
-    assert_int_equal(pairs ? write_pairs(p, n_lines) : fx_write_data(p, n_lines), 0);
+    assert_int_equal(pairs ? fx_write_pairs(p, n_lines) : fx_write_data(p, n_lines), 0);
 }
 
 struct result {

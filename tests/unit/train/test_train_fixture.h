@@ -93,6 +93,23 @@ static inline int fx_write_data(const char *path, int n)
     return fclose(f);
 }
 
+/* Writes n preference pairs (DPO's data): the word said is preferred to
+ * the next word. 0 or -1. */
+static inline int fx_write_pairs(const char *path, int n)
+{
+    static const char *const words[] = {"apple", "river", "stone", "cloud", "ember", "frost"};
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    for (int i = 0; i < n; i++)
+        fprintf(f,
+                "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"%s says:\"}]},"
+                "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"%s\"}],"
+                "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"%s\"}]}\n",
+                words[i % 6], words[i % 6], words[(i + 1) % 6]);
+    return fclose(f);
+}
+
 /* Writes an ATTEMPT.json; `extra` is spliced in as more JSON fields ("" for
  * none, else e.g. "\"adapter\":\"full\","). */
 static inline int fx_write_attempt(const char *path, const char *root, const char *extra,
