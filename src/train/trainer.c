@@ -1062,6 +1062,11 @@ static int run_attempt(const struct train_config *c, int gpu)
 #ifdef ALALLO_HAVE_CUDA
     if (r.gpu) {
         const struct cuda_device_info *d = cuda_train_device(r.gpu);
+        int rows = c->dpo ? 2 * c->batch_size : c->batch_size;
+        if (cuda_train_micro_rows(r.gpu) < rows)
+            tev_log("a step's %d rows do not fit in GPU memory at once: each step runs as %d "
+                    "micro-batches of %d rows, their gradients added up",
+                    rows, rows / cuda_train_micro_rows(r.gpu), cuda_train_micro_rows(r.gpu));
         tev_log("matrix products on the GPU (GPU %d: %s, %.1f GiB, %.2f GiB of it holding the "
                 "model, the optimizer state and the activations; the passes and AdamW run "
                 "there, attention on the %s kernels%s), and on the %s path on the CPU for "

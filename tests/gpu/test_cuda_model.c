@@ -498,6 +498,91 @@ static void dpo_case(const struct mode *md)
 static void dpo_qlora(void **s) { (void)s; dpo_case(&modes[1]); }
 static void dpo_full(void **s) { (void)s; dpo_case(&modes[2]); }
 
+/* One step through the seam on model m: its loss, targets, hits, the
+ * gradients into g, the device bytes in use once open and the rows a pass
+ * held. LoRA dropout 0.2. */
+struct seam_step {
+    double loss;
+    size_t nt, hits, bytes;
+    int micro;
+};
+
+static struct seam_step seam_step(struct model *m, const struct batch *b, float *g)
+{
+    struct optim o;
+    assert_int_equal(optim_init(&o, m->n_train, m->n_decay, 0.01f), 0);
+    char err[256];
+    int user;
+    struct cuda_train *t = cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user);
+    if (!t)
+        fail_msg("cuda_train_open: %s", err);
+    struct seam_step r = {.bytes = cuda_mem_in_use(), .micro = cuda_train_micro_rows(t)};
+    if (cuda_train_pass(t, b->ids, b->mask, b->seg, BATCH, SEQ, 1.0f / (float)b->nt, 1, 0.2f,
+                        99, &r.loss, &r.nt, &r.hits))
+        fail_msg("pass: %s", cuda_ctx_error());
+    assert_int_equal(cuda_train_grads_to_host(t, m), 0);
+    memcpy(g, m->grad, m->n_train * sizeof(float));
+    cuda_train_close(t);
+    optim_free(&o);
+    return r;
+}
+
+/* Micro-batches: a step whose rows do not all fit runs as passes of fewer
+ * rows, their gradients added up; the loss, targets, hits and gradients
+ * are the whole pass's within summation-order rounding, and LoRA dropout
+ * draws the same masks (a mask shifted by a row would be 0.5 apart, as
+ * lora_dropout shows). Forced by ALALLO_CUDA_MAX_ROWS=1, and, on the
+ * emulator, by a GPU too small for two rows (ALALLO_EMU_GPU_BYTES). */
+static void micro_batches(void **state)
+{
+    (void)state;
+    struct model *m = make_model(FAM_QWEN2, &modes[1]);
+    size_t n = m->n_train;
+    struct batch b;
+    make_batch(&b, 51);
+    float *g1 = malloc(n * sizeof(float)), *g2 = malloc(n * sizeof(float));
+    assert_non_null(g1 && g2);
+    struct seam_step whole = seam_step(m, &b, g1);
+    assert_int_equal(whole.micro, BATCH);
+    setenv("ALALLO_CUDA_MAX_ROWS", "1", 1);
+    struct seam_step one = seam_step(m, &b, g2);
+    unsetenv("ALALLO_CUDA_MAX_ROWS");
+    assert_int_equal(one.micro, 1);
+    double gerr = l2(g2, g1, n) / l2(g1, NULL, n);
+    printf("micro-batches of 1 row: loss %.9f against %.9f, gradient rel L2 %.2e\n", one.loss,
+           whole.loss, gerr);
+    assert_int_equal(one.nt, whole.nt);
+    assert_int_equal(one.hits, whole.hits);
+    assert_true(fabs(one.loss - whole.loss) <= 1e-5 * fabs(whole.loss));
+    assert_true(gerr <= 1e-4);
+    if (strcmp(cuda_ctx_device()->name, "CPU emulator") == 0) {
+        char lim[32];
+        snprintf(lim, sizeof lim, "%zu", one.bytes + (whole.bytes - one.bytes) / 2);
+        setenv("ALALLO_EMU_GPU_BYTES", lim, 1);
+        struct seam_step fit = seam_step(m, &b, g2);
+        unsetenv("ALALLO_EMU_GPU_BYTES");
+        printf("a GPU of %s bytes (two rows need %zu): micro-batches of %d row\n", lim,
+               whole.bytes, fit.micro);
+        assert_int_equal(fit.micro, 1);
+        assert_memory_equal(&fit.loss, &one.loss, sizeof one.loss);
+    } else {
+        printf("micro-batches forced by GPU memory: checked on the emulator only\n");
+    }
+    setenv("ALALLO_CUDA_MAX_ROWS", "none", 1); /* the machine's setting, refused */
+    struct optim o;
+    assert_int_equal(optim_init(&o, n, m->n_decay, 0.01f), 0);
+    char err[256];
+    int user = -1;
+    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user));
+    unsetenv("ALALLO_CUDA_MAX_ROWS");
+    assert_int_equal(user, 0);
+    assert_non_null(strstr(err, "ALALLO_CUDA_MAX_ROWS"));
+    optim_free(&o);
+    model_free(m);
+    free(g1);
+    free(g2);
+}
+
 /* A frozen fp32 base is refused with a sentence. */
 static void refuses_fp32_base(void **state)
 {
@@ -618,7 +703,8 @@ int main(void)
         cmocka_unit_test(mistral_full),  cmocka_unit_test(gemma2_lora),
         cmocka_unit_test(gemma2_qlora),  cmocka_unit_test(gemma2_full),
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(dpo_qlora),
-        cmocka_unit_test(dpo_full),      cmocka_unit_test(refuses_fp32_base),
+        cmocka_unit_test(dpo_full),      cmocka_unit_test(micro_batches),
+        cmocka_unit_test(refuses_fp32_base),
         cmocka_unit_test(train_seam_resume),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

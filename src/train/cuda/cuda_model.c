@@ -98,6 +98,7 @@ struct cuda_acts {
     float *drop, *drop2;         /* (N, max_in) LoRA dropout, made on first use */
     float drop_p;
     uint64_t drop_seed;
+    size_t tok0;                 /* the pass's first token in its step (micro-batches) */
     void *mem;
     size_t bytes;
     size_t hits;
@@ -527,6 +528,16 @@ size_t cuda_acts_bytes(const struct cuda_acts *a)
     return a->bytes + (a->drop ? 2 * a->N * a->max_in * sizeof(float) : 0);
 }
 
+void cuda_acts_offset(struct cuda_acts *a, size_t tok0)
+{
+    a->tok0 = tok0;
+}
+
+int cuda_acts_rows(const struct cuda_acts *a)
+{
+    return a->B;
+}
+
 size_t cuda_acts_hits(const struct cuda_acts *a)
 {
     return a->hits;
@@ -596,7 +607,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
     if (d->r > 0) {
         size_t n = (size_t)N * d->in;
         if (dr.p > 0.0f) {
-            cuda_dropout(a->drop, x, n, dr.p, dr.seed, 0);
+            cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             x = a->drop;
         }
         check(a, cuda_gemm_f32(0, 1, N, d->r, d->in, 1.0f, x, d->in, d->la, d->in, 0.0f, xa,
@@ -636,14 +647,14 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
                                    d->dlb, d->r));
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             if (drop)
-                cuda_dropout(a->drop, x, n, dr.p, dr.seed, 0);
+                cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             check(a, cuda_gemm_f32(1, 0, d->r, d->in, N, d->scale, t, d->r, drop ? a->drop : x,
                                    d->in, 1.0f, d->dla, d->in));
         }
         if (dx && drop) { /* dx += (scale t A) * keep/(1-p) */
             check(a, cuda_gemm_f32(0, 0, N, d->in, d->r, d->scale, t, d->r, d->la, d->in, 0.0f,
                                    a->drop, d->in));
-            cuda_dropout(a->drop2, a->drop, n, dr.p, dr.seed, 0);
+            cuda_dropout(a->drop2, a->drop, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             cuda_accumulate(dx, a->drop2, n);
         } else if (dx) {
             check(a, cuda_gemm_f32(0, 0, N, d->in, d->r, d->scale, t, d->r, d->la, d->in, 1.0f,

@@ -92,6 +92,12 @@ size_t cuda_acts_bytes(const struct cuda_acts *a);
  * masks bit for bit: cuda_dropout draws what linear_dropout_keep draws).
  * 0, or -1 for p outside [0, 1) or out of device memory (no dropout then). */
 int cuda_acts_dropout(struct cuda_acts *a, float p, uint64_t seed);
+/* A pass over rows [r, r + B) of a step that runs as micro-batches: tok0
+ * = r x T, the first token's index in the step, so that LoRA dropout
+ * draws each token's mask as the whole step's pass would (0 by default). */
+void cuda_acts_offset(struct cuda_acts *a, size_t tok0);
+/* The rows (B) the activations were made for. */
+int cuda_acts_rows(const struct cuda_acts *a);
 /* Of the last pass's targets, how many the model predicted (arg-max). */
 size_t cuda_acts_hits(const struct cuda_acts *a);
 

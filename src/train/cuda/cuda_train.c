@@ -13,6 +13,8 @@ struct cuda_train {
     int owns_ctx; /* opened the context (else the caller had: train_device.h) */
     int head_dim; /* the model's, for which attention kernels run */
     int recompute; /* the backward pass recomputes each layer (cuda_model.h) */
+    int rows;      /* the step's rows the open asked for */
+    int micro;     /* rows a pass holds: a divisor of rows (micro-batches below it) */
     struct cuda_model *cm;
     struct cuda_acts *a;
     struct cuda_optim opt;
@@ -48,6 +50,18 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     int recompute = rec && strcmp(rec, "on") == 0    ? 1
                     : rec && strcmp(rec, "off") == 0 ? 0
                                                      : cuda_train_recompute_auto(m);
+    const char *cap_s = getenv("ALALLO_CUDA_MAX_ROWS");
+    int cap = B;
+    if (cap_s && *cap_s) {
+        char *end;
+        long v = strtol(cap_s, &end, 10);
+        if (*end || v < 1 || v > 1 << 20) {
+            snprintf(err, errcap, "ALALLO_CUDA_MAX_ROWS is \"%s\": it takes a whole number of "
+                                  "rows from 1", cap_s);
+            return NULL;
+        }
+        cap = v < B ? (int)v : B;
+    }
     int open = cuda_ctx_device() == NULL;
     if (open && cuda_ctx_open(device)) {
         snprintf(err, errcap, "%s", cuda_ctx_error());
@@ -63,9 +77,16 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     t->owns_ctx = open;
     t->head_dim = m->cfg.head_dim;
     t->recompute = recompute;
+    t->rows = B;
     t->cm = cuda_model_upload(m, err, errcap);
-    if (t->cm)
-        t->a = cuda_acts_create(t->cm, B, T, recompute, err, errcap);
+    /* the largest divisor of the rows whose activations fit (and at most
+     * the cap): the step runs as rows / micro passes, gradients added up */
+    for (int d = cap; t->cm && !t->a && d >= 1; d--) {
+        if (B % d)
+            continue;
+        t->a = cuda_acts_create(t->cm, d, T, recompute, err, errcap);
+        t->micro = d;
+    }
     if (t->a && cuda_optim_init(&t->opt, o))
         snprintf(err, errcap, "the optimizer state on the GPU: %s", cuda_ctx_error());
     else if (t->a)
@@ -108,19 +129,41 @@ size_t cuda_train_peak_bytes(const struct cuda_train *t)
     return cuda_mem_peak();
 }
 
+int cuda_train_micro_rows(const struct cuda_train *t)
+{
+    return t->micro;
+}
+
 int cuda_train_pass(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
                     const int32_t *seg, int B, int T, float dscale, int backward, float drop_p,
                     uint64_t drop_seed, double *loss, size_t *n_targets, size_t *hits)
 {
+    *loss = 0.0;
+    *n_targets = 0;
+    if (hits)
+        *hits = 0;
     if (backward)
         cuda_model_zero_grads(t->cm);
     if (cuda_acts_dropout(t->a, drop_p, drop_seed))
         return -1;
-    int rc = cuda_model_forward_backward_packed(t->cm, t->a, ids, mask, seg, B, T, dscale,
-                                                backward, loss, n_targets);
+    int rc = 0;
+    /* micro-batches of rows in order; each adds its gradients, scaled by
+     * the step's dscale, so their sum is the whole step's */
+    for (int r0 = 0; r0 < B && !rc; r0 += t->micro) {
+        int nr = B - r0 < t->micro ? B - r0 : t->micro;
+        size_t at = (size_t)r0 * T, nt;
+        double l;
+        cuda_acts_offset(t->a, at);
+        rc = cuda_model_forward_backward_packed(t->cm, t->a, ids + at, mask + at,
+                                                seg ? seg + at : NULL, nr, T, dscale, backward,
+                                                &l, &nt);
+        *loss += l;
+        *n_targets += nt;
+        if (hits)
+            *hits += cuda_acts_hits(t->a);
+    }
+    cuda_acts_offset(t->a, 0);
     cuda_acts_dropout(t->a, 0.0f, 0);
-    if (hits)
-        *hits = cuda_acts_hits(t->a);
     return rc;
 }
 
@@ -128,9 +171,17 @@ int cuda_train_token_losses(struct cuda_train *t, const int32_t *ids, const uint
                             const int32_t *seg, int B, int T, double *tok_loss,
                             size_t *n_targets)
 {
-    double loss;
-    return cuda_model_token_losses(t->cm, t->a, ids, mask, seg, B, T, tok_loss, &loss,
-                                   n_targets);
+    *n_targets = 0;
+    for (int r0 = 0; r0 < B; r0 += t->micro) {
+        int nr = B - r0 < t->micro ? B - r0 : t->micro;
+        size_t at = (size_t)r0 * T, nt;
+        double loss;
+        if (cuda_model_token_losses(t->cm, t->a, ids + at, mask + at, seg ? seg + at : NULL, nr,
+                                    T, tok_loss + at, &loss, &nt))
+            return -1;
+        *n_targets += nt;
+    }
+    return 0;
 }
 
 int cuda_train_pass_weighted(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
@@ -138,6 +189,9 @@ int cuda_train_pass_weighted(struct cuda_train *t, const int32_t *ids, const uin
                              double *tok_loss, float *tok_w, float drop_p, uint64_t drop_seed,
                              size_t *n_targets)
 {
+    if (B > t->micro) /* DPO's weights need every pair's log-probabilities first */
+        return cuda_ctx_fail("DPO on the GPU runs a step's %d rows in one pass, and only %d "
+                             "fit in GPU memory: choose a smaller batch size", B, t->micro);
     cuda_model_zero_grads(t->cm);
     if (cuda_acts_dropout(t->a, drop_p, drop_seed))
         return -1;

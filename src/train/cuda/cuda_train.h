@@ -51,6 +51,14 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t);
  * (the reference), from ALALLO_CUDA_ATTENTION (bf16 when unset; any other
  * value is refused at open) and the model's head dimension (cuda_ops.h). */
 const char *cuda_train_attention(const struct cuda_train *t);
+/* The rows one pass holds: the largest divisor of open's B whose
+ * activations fit in GPU memory (and at most ALALLO_CUDA_MAX_ROWS, an
+ * operator's cap; a value that is not a whole number from 1 is refused at
+ * open). Below B, a step runs as B / micro passes of that many rows in
+ * order, each adding its gradients (micro-batches, as the planner's
+ * planner_gpu_batch expects); the same bits run after run for the same
+ * micro, close to but not the bits of one pass (sums in another order). */
+int cuda_train_micro_rows(const struct cuda_train *t);
 /* Whether the backward pass recomputes each layer's activations from its
  * kept input (cuda_model.h, cuda_acts_create): ALALLO_CUDA_RECOMPUTE "on"
  * or "off", else, and for "auto", cuda_train_recompute_auto's choice (any
@@ -65,7 +73,8 @@ int cuda_train_recompute_auto(const struct model *m);
 /* Device bytes at most since open (the memory the events report). */
 size_t cuda_train_peak_bytes(const struct cuda_train *t);
 
-/* One pass, as model_forward_backward_packed: with backward set the
+/* One step's pass, as model_forward_backward_packed (as micro-batches of
+ * cuda_train_micro_rows rows when B is more): with backward set the
  * gradients are zeroed first, then dscale * d(sum)/d(param) lands in
  * them. LoRA dropout drop_p (0 none) with masks from drop_seed, as
  * model_acts_dropout. *loss OUT the summed loss, *n_targets, *hits OUT
@@ -82,8 +91,9 @@ int cuda_train_token_losses(struct cuda_train *t, const int32_t *ids, const uint
                             size_t *n_targets /* OUT */);
 /* DPO's step pass, as model_forward_backward_weighted (fn turns tok_loss
  * into tok_w, host buffers of B*T), with the gradients zeroed first and
- * LoRA dropout as cuda_train_pass. 0, or -1 with a reason in
- * cuda_ctx_error(). */
+ * LoRA dropout as cuda_train_pass. The whole step in one pass: with
+ * micro-batches (B above cuda_train_micro_rows) it fails, saying so. 0, or
+ * -1 with a reason in cuda_ctx_error(). */
 int cuda_train_pass_weighted(struct cuda_train *t, const int32_t *ids, const uint8_t *mask,
                              const int32_t *seg, int B, int T, model_weights_fn fn, void *ctx,
                              double *tok_loss /* OUT */, float *tok_w /* OUT */, float drop_p,

@@ -403,6 +403,15 @@ extern "C" {
 
 int cuda_device_count(void) { return 1; }
 
+/* The emulated GPU's memory: 16 GiB, or ALALLO_EMU_GPU_BYTES (tests that
+ * make the trainer fall back to micro-batches). Allocations past it fail
+ * as cudaMalloc's do. */
+static size_t emu_total_bytes(void)
+{
+    const char *e = getenv("ALALLO_EMU_GPU_BYTES");
+    return e && *e ? (size_t)strtoull(e, nullptr, 10) : (size_t)1 << 34;
+}
+
 int cuda_device_query(int index, struct cuda_device_info *out)
 {
     if (index != 0) {
@@ -412,7 +421,7 @@ int cuda_device_query(int index, struct cuda_device_info *out)
     }
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "CPU emulator");
-    out->total_bytes = (size_t)1 << 34;
+    out->total_bytes = emu_total_bytes();
     out->cc_major = 9;
     out->sm_count = 1;
     return 0;
@@ -462,6 +471,12 @@ static std::map<void *, size_t> allocs;
 
 void *cuda_alloc(size_t bytes, int zero)
 {
+    if (in_use + bytes > emu_total_bytes()) {
+        snprintf(ctx_error, sizeof ctx_error,
+                 "the GPU has no room for %zu more MiB (%zu MiB in use; emulated)", bytes >> 20,
+                 in_use >> 20);
+        return nullptr;
+    }
     unsigned char *p = guarded_alloc(bytes, zero ? 0 : 0xff);
     if (!p) {
         snprintf(ctx_error, sizeof ctx_error, "out of memory for %zu bytes (emulated)", bytes);
