@@ -290,6 +290,10 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
     out->lora_rank = h.lora_rank;
     out->lora_targets = h.lora_targets; /* the same bit order as PLAN_T_* */
     out->batch = j->batch_size > 0 ? j->batch_size : 1;
+    /* a DPO step holds two rows per pair (the preferred answer and the
+     * other), and the trainer's activations are sized for them */
+    if (strcmp(j->method, "dpo") == 0)
+        out->batch *= 2;
     int seq = h.max_seq_len;
     if (m->max_positions > 0 && m->max_positions < seq)
         seq = m->max_positions;
