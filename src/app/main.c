@@ -23,6 +23,7 @@ static void usage(FILE *f)
           "trainer and tools:\n"
           "  train ...            the trainer, as a worker starts it (docs/trainer-protocol.md)\n"
           "  bench train ...      trainer throughput\n"
+          "  bench gemm ...       the training step's matrix products alone\n"
           "  model init ...       a randomly initialised model folder\n"
           "  generate --model-dir DIR ...   generate from a local model folder\n"
           "  export --model-dir DIR ...     export a local model folder\n"

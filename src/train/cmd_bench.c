@@ -15,6 +15,10 @@
  *   alallo bench train --device cuda [--size N]   (bench_gpu.c: the GPU's peak,
  *                      and with --shape or --model the GPU trainer's figures)
  *
+ *   alallo bench gemm [--shape NAME] [--batch B] [--seq T] [--threads N]
+ *                     [--path avx2|avx512|avx512bf16] [--reps R] [--hot]
+ *                     (the step's fp32 products alone: bench_gemm below)
+ *
  * --losses adds "losses": the loss of every step (the same batch each
  * step, so it falls as the model learns it), to compare paths' curves.
  *
@@ -36,6 +40,7 @@
 #include "core/rng.h"
 #include "train/train_cmds.h"
 #include "train/bench_model.h"
+#include "train/bigmem.h"
 #include "train/cmd_args.h"
 #include "train/cpu_path.h"
 #include "train/omp_policy.h"
@@ -318,16 +323,175 @@ static int bench_train(int argc, char **argv)
     return 0;
 }
 
+/* One matrix product of a training step, as linear.c calls it. */
+struct bench_product {
+    const char *name;
+    int ta, tb, M, N, K;
+    int per_step; /* how many a step runs (layers x linears of this size) */
+};
+
+/* Seconds for one call of p on fresh buffers, the best of `reps`, each
+ * after writing `flush` bytes so that the operands come from memory as a
+ * step's weights do (none when flush is 0). */
+static double time_product(const struct bench_product *p, int reps, char *flush, size_t flush_n)
+{
+    size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N, nc = (size_t)p->M * p->N;
+    float *A = bigmem_calloc(na, sizeof(float)), *B = bigmem_calloc(nb, sizeof(float));
+    float *C = bigmem_calloc(nc, sizeof(float));
+    double best = -1.0;
+    if (A && B && C) {
+        for (size_t i = 0; i < na; i++)
+            A[i] = (float)(i % 7) * 0.1f;
+        for (size_t i = 0; i < nb; i++)
+            B[i] = (float)(i % 5) * 0.1f;
+        memset(C, 0, nc * sizeof(float));
+        int lda = p->ta ? p->M : p->K, ldb = p->tb ? p->K : p->N;
+        for (int r = -2; r < reps; r++) { /* two untimed calls first: warm threads */
+            /* on every thread, as a step's work before a product keeps them
+             * all busy (an idle virtual CPU takes milliseconds to come back) */
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < flush_n; i += 64)
+                flush[i]++;
+            double t0 = clock_mono_s();
+            gemm(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
+            double dt = clock_mono_s() - t0;
+            if (r >= 0 && (best < 0.0 || dt < best))
+                best = dt;
+        }
+    }
+    free(A), free(B), free(C);
+    return best;
+}
+
+/* `alallo bench gemm`: the fp32 products of a full fine-tuning step at a
+ * named shape (forward, input gradient and weight gradient of each
+ * linear, and the head), each timed through gemm() on the CPU path, with
+ * the caches flushed before each call unless --hot; efficiency against
+ * the path's FMA peak measured in the same run, and the step's products
+ * weighted by how often a step runs them. */
+static int bench_gemm(int argc, char **argv)
+{
+    static const char *const who = "alallo bench gemm";
+    const char *shape = cmd_arg_value(argc, argv, "--shape");
+    int threads = omp_get_num_procs(), B = 4, T = 64, reps = 8;
+    int hot = cmd_has_flag(argc, argv, "--hot");
+    if (cmd_int_opt(who, argc, argv, "--threads", 1, 1024, &threads) ||
+        cmd_int_opt(who, argc, argv, "--batch", 1, 4096, &B) ||
+        cmd_int_opt(who, argc, argv, "--seq", 1, 65536, &T) ||
+        cmd_int_opt(who, argc, argv, "--reps", 1, 1000, &reps))
+        return 2;
+    struct model_config c;
+    char err[256];
+    shape = shape ? shape : "124m";
+    /* the vocabularies bench train gives the small shapes */
+    int vocab = strcmp(shape, "tiny") == 0 ? 512 : strcmp(shape, "small") == 0 ? 4096 : 0;
+    if (model_config_shape(shape, vocab, &c)) {
+        fprintf(stderr, "%s: unknown shape '%s' (tiny, small, 124m, 1b)\n", who, shape);
+        return 2;
+    }
+    gemm_set_threads(threads);
+    if (cpu_path_init(cmd_arg_value(argc, argv, "--path"), err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", who, err);
+        return 2;
+    }
+    enum cpu_path path = cpu_path_current();
+    int n = B * T, h = c.hidden, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
+    int in[] = {h, h, h, q, h, c.intermediate, h};
+    int out[] = {q, kv, kv, h, c.intermediate, h, c.vocab};
+    int count[] = {1, 1, 1, 1, 2, 1, 1};
+    const char *lin[] = {"q", "k", "v", "o", "gate_up", "down", "head"};
+    struct bench_product ps[3 * 7];
+    int np = 0;
+    for (int i = 0; i < 7; i++) {
+        int per = i == 6 ? 1 : count[i] * c.n_layers;
+        ps[np++] = (struct bench_product){lin[i], 0, 1, n, out[i], in[i], per}; /* y = x w^T */
+        ps[np++] = (struct bench_product){lin[i], 0, 0, n, in[i], out[i], per}; /* dx = dy w */
+        ps[np++] = (struct bench_product){lin[i], 1, 0, out[i], in[i], n, per}; /* dw = dy^T x */
+    }
+    size_t flush_n = hot ? 0 : (size_t)64 << 20;
+    char *flush = flush_n ? calloc(1, flush_n) : NULL;
+    if (flush_n && !flush) {
+        fprintf(stderr, "%s: out of memory\n", who);
+        return 1;
+    }
+    const char *isa;
+    double peak = measure_peak(threads, path_peak(path), &isa);
+    static const char *const kinds[] = {"forward", "input_grad", "weight_grad"};
+    json_t *j = json_object(), *rows = json_array();
+    double trunk_s = 0.0, trunk_f = 0.0, head_s = 0.0, head_f = 0.0;
+    for (int i = 0; i < np; i++) {
+        const struct bench_product *p = &ps[i];
+        double s = time_product(p, reps, flush, flush_n);
+        if (s <= 0.0) {
+            fprintf(stderr, "%s: out of memory\n", who);
+            free(flush);
+            json_decref(j);
+            json_decref(rows);
+            return 1;
+        }
+        double f = 2.0 * p->M * p->N * p->K;
+        int is_head = strcmp(p->name, "head") == 0;
+        *(is_head ? &head_s : &trunk_s) += s * p->per_step;
+        *(is_head ? &head_f : &trunk_f) += f * p->per_step;
+        json_t *r = json_object();
+        json_object_set_new(r, "linear", json_string(p->name));
+        json_object_set_new(r, "product", json_string(kinds[i % 3]));
+        json_object_set_new(r, "ta", json_integer(p->ta));
+        json_object_set_new(r, "tb", json_integer(p->tb));
+        json_object_set_new(r, "M", json_integer(p->M));
+        json_object_set_new(r, "N", json_integer(p->N));
+        json_object_set_new(r, "K", json_integer(p->K));
+        json_object_set_new(r, "seconds", json_real(s));
+        json_object_set_new(r, "efficiency", json_real(f / s / peak));
+        json_array_append_new(rows, r);
+    }
+    double peak1 = measure_peak(threads, path_peak(path), &isa);
+    if (peak1 > peak) /* the better of the two counts, as in bench train */
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *r = json_array_get(rows, i);
+            double e = json_real_value(json_object_get(r, "efficiency"));
+            json_object_set_new(r, "efficiency", json_real(e * peak / peak1));
+        }
+    peak = peak > peak1 ? peak : peak1;
+    char cpu[256];
+    cpu_name(cpu, sizeof cpu);
+    json_object_set_new(j, "shape", json_string(shape));
+    json_object_set_new(j, "tokens", json_integer(n));
+    json_object_set_new(j, "threads", json_integer(threads));
+    json_object_set_new(j, "caches", json_string(hot ? "hot" : "flushed before each call"));
+    json_object_set_new(j, "cpu_path", json_string(cpu_path_name(path)));
+    json_object_set_new(j, "peak_fp32_flops", json_real(peak));
+    json_object_set_new(j, "peak_method", json_string(isa));
+    json_object_set_new(j, "trunk_efficiency", json_real(trunk_f / trunk_s / peak));
+    json_object_set_new(j, "head_efficiency", json_real(head_f / head_s / peak));
+    json_object_set_new(j, "step_products_s", json_real(trunk_s + head_s));
+    json_object_set_new(j, "cpu", json_string(cpu));
+    json_object_set_new(j, "cpu_flags", json_string(cpu_path_flags()));
+    json_object_set_new(j, "loadavg_at_start", json_real(loadavg()));
+    json_object_set_new(j, "products", rows);
+    char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    if (text)
+        puts(text);
+    free(text);
+    free(flush);
+    json_decref(j);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     omp_policy_passive(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "train") == 0)
         return bench_train(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "gemm") == 0)
+        return bench_gemm(argc - 1, argv + 1);
     fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
           " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
           " [--path avx2|avx512|avx512bf16]\n"
           "       alallo bench train --device cuda [--size N] [--shape NAME|--model DIR"
-          " --precision ... --adapter ... --batch B --seq T --steps N]\n",
+          " --precision ... --adapter ... --batch B --seq T --steps N]\n"
+          "       alallo bench gemm [--shape NAME] [--batch B] [--seq T] [--threads N]"
+          " [--path avx2|avx512|avx512bf16] [--reps R] [--hot]\n",
           stderr);
     return 2;
 }

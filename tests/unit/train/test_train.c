@@ -1003,23 +1003,29 @@ static void materialize_checkpoint(void **state)
     assert_int_equal(access(a, R_OK), 0);
 }
 
+/* Runs `alallo ARGS` (stderr dropped), which must exit 0, and parses the
+ * JSON object it prints. */
+static json_t *command_json(const char *args)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", ALALLO_BINARY, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    json_t *o = json_loads(buf, 0, NULL);
+    assert_non_null(o);
+    return o;
+}
+
 /* `alallo bench train` prints one JSON object with the fields the worker's
  * speed measurement and the docs rely on. */
 static void bench_prints_json(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "%s bench train --shape tiny --steps 3 --threads 2 2>/dev/null",
-             ALALLO_BINARY);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = '\0';
-    assert_int_equal(pclose(p), 0);
-    json_error_t je;
-    json_t *o = json_loads(buf, 0, &je);
-    assert_non_null(o);
+    json_t *o = command_json("bench train --shape tiny --steps 3 --threads 2");
     assert_true(json_real_value(json_object_get(o, "tokens_per_s")) > 0.0);
     /* against the fp32 peak: bf16 products may run up to twice as fast */
     double mfu = json_real_value(json_object_get(o, "mfu"));
@@ -1033,8 +1039,33 @@ static void bench_prints_json(void **state)
     assert_non_null(json_object_get(ph, "optimizer"));
     json_decref(o);
     /* a bad option is a usage error */
+    char cmd[600];
     snprintf(cmd, sizeof cmd, "%s bench train --adapter full --precision 4-bit 2>/dev/null",
              ALALLO_BINARY);
+    int st = system(cmd);
+    assert_int_equal(WEXITSTATUS(st), 2);
+}
+
+/* `alallo bench gemm` times the step's products of a shape: three for
+ * each linear (forward, input gradient, weight gradient), each with its
+ * efficiency, and the trunk's and the head's together. */
+static void bench_gemm_prints_json(void **state)
+{
+    (void)state;
+    json_t *o = command_json("bench gemm --shape tiny --reps 1 --threads 2");
+    assert_true(json_real_value(json_object_get(o, "peak_fp32_flops")) > 1e9);
+    assert_true(json_real_value(json_object_get(o, "trunk_efficiency")) > 0.0);
+    assert_true(json_real_value(json_object_get(o, "head_efficiency")) > 0.0);
+    json_t *ps = json_object_get(o, "products");
+    assert_int_equal(json_array_size(ps), 21); /* q k v o gate_up down head, x3 */
+    json_t *dw = json_array_get(ps, 20);
+    assert_string_equal(json_string_value(json_object_get(dw, "linear")), "head");
+    assert_string_equal(json_string_value(json_object_get(dw, "product")), "weight_grad");
+    assert_int_equal(json_integer_value(json_object_get(dw, "K")), 256); /* 4 x 64 tokens */
+    assert_int_equal(json_integer_value(json_object_get(dw, "M")), 512); /* tiny's vocab */
+    json_decref(o);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s bench gemm --shape huge 2>/dev/null", ALALLO_BINARY);
     int st = system(cmd);
     assert_int_equal(WEXITSTATUS(st), 2);
 }
@@ -1042,19 +1073,12 @@ static void bench_prints_json(void **state)
 /* `bench train --losses` on one path: the loss of every step. */
 static json_t *bench_losses(const char *path)
 {
-    char cmd[700];
-    snprintf(cmd, sizeof cmd,
-             "%s bench train --shape tiny --adapter lora --steps 200 --lr 1e-3 --threads 2 "
-             "--losses --path %s 2>/dev/null",
-             ALALLO_BINARY, path);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = '\0';
-    assert_int_equal(pclose(p), 0);
-    json_t *o = json_loads(buf, 0, NULL);
-    assert_non_null(o);
+    char args[300];
+    snprintf(args, sizeof args,
+             "bench train --shape tiny --adapter lora --steps 200 --lr 1e-3 --threads 2 "
+             "--losses --path %s",
+             path);
+    json_t *o = command_json(args);
     assert_string_equal(json_string_value(json_object_get(o, "cpu_path")), path);
     json_t *l = json_incref(json_object_get(o, "losses"));
     json_decref(o);
@@ -1117,6 +1141,7 @@ int main(void)
         cmocka_unit_test(early_stopping_survives_a_move),
         cmocka_unit_test(early_stopping_keeps_the_best),
         cmocka_unit_test(bench_prints_json),
+        cmocka_unit_test(bench_gemm_prints_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
