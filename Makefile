@@ -83,8 +83,13 @@ fuzz: deps-test
 # CPU-only (-DALALLO_CUDA=OFF, as CI's build): the CUDA runtime does not run
 # under ASan's default shadow-memory layout (it needs protect_shadow_gap=0),
 # and the GPU code is checked on a GPU by scripts/gpu-check.sh.
+# Optimised (-O2, as the product build; AddressSanitizer's documentation
+# advises -O1 or more): every access and operation the program still makes
+# is checked, and the trainer, which the integration files run again and
+# again, is many times faster than at -O0 (docs/testing.md).
 asan: deps node-deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DALALLO_SANITIZE=ON -DALALLO_CUDA=OFF >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O2" \
+	  -DALALLO_SANITIZE=ON -DALALLO_CUDA=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=0 scripts/integration.sh build-asan/alallo
