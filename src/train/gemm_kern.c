@@ -334,24 +334,39 @@ static pair_t make_pair(uint16_t lo, uint16_t hi)
     return (pair_t)lo | (pair_t)hi << 16;
 }
 
+/* op(A) = A^T: rows k and k+1 of the stored A give the pairs of MR
+ * columns at once (masked past mr), rounded as pairs16 rounds. */
+__attribute__((target("avx512f,avx512bf16"))) static void
+pack_at_bf16(const float *A, long lda, int i0, int mr, int k0, int kc, pair_t *ap)
+{
+    __mmask16 m = (__mmask16)((1u << mr) - 1);
+    for (int q = 0; q < (kc + 1) / 2; q++) {
+        const float *r = A + (long)(k0 + 2 * q) * lda + i0;
+        __m256bh lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r));
+        __m512i v = _mm512_cvtepu16_epi32((__m256i)lo);
+        if (2 * q + 1 < kc) {
+            __m256bh hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r + lda));
+            v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
+        }
+        _mm512_mask_storeu_epi32(ap + (size_t)q * MR, 0xff, v);
+    }
+}
+
 /* op(A)[i0:i0+mr, k0:k0+kc] as ap[kp * MR + i], zero past mr and kc. */
 static void pack_a_bf16(int ta, const float *A, long lda, int i0, int mr, int k0, int kc,
                         pair_t *ap)
 {
+    if (ta) {
+        pack_at_bf16(A, lda, i0, mr, k0, kc, ap);
+        return;
+    }
     int kp = (kc + 1) / 2;
     for (int i = 0; i < MR; i++) {
         if (i >= mr) {
             for (int q = 0; q < kp; q++)
                 ap[q * MR + i] = 0;
-        } else if (!ta) {
-            row_pairs(A + (long)(i0 + i) * lda + k0, kc, ap + i, MR);
         } else {
-            for (int q = 0; q < kp; q++) {
-                int k = k0 + 2 * q;
-                uint16_t lo = one_bf16(A[(long)k * lda + i0 + i]);
-                uint16_t hi = 2 * q + 1 < kc ? one_bf16(A[(long)(k + 1) * lda + i0 + i]) : 0;
-                ap[q * MR + i] = make_pair(lo, hi);
-            }
+            row_pairs(A + (long)(i0 + i) * lda + k0, kc, ap + i, MR);
         }
     }
 }

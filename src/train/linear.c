@@ -72,10 +72,12 @@ static int chunk_rows(const struct linear *l, const struct linear_scratch *s)
     return rows > (size_t)l->out ? l->out : (int)rows;
 }
 
-/* Products with frozen 16-bit weights go straight to bf16 kernels. */
+/* On the avx512bf16 path every product with W takes bf16 inputs: a
+ * frozen 16-bit or NF4 W as stored, a trained fp32 W rounded as packed. */
 static bool bf16_products(const struct linear *l)
 {
-    return l->kind != WK_F32 && gemm_has_bf16();
+    (void)l;
+    return gemm_has_bf16();
 }
 
 void linear_times_wt(const struct linear *l, int r0, int nr, const float *x, int ldx, int N,
@@ -116,6 +118,16 @@ void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int
         gemm_bf16(0, 0, N, l->in, nr, 1.0f, dy, lddy, NULL, w, l->in, beta, dx, l->in);
     else
         gemm(0, 0, N, l->in, nr, 1.0f, dy, lddy, w, l->in, beta, dx, l->in);
+}
+
+void linear_weight_grad(const struct linear *l, int r0, int nr, const float *dy, int lddy,
+                        const float *x, int N, float beta)
+{
+    float *dw = l->dw + (size_t)r0 * l->in;
+    if (bf16_products(l))
+        gemm_bf16(1, 0, nr, l->in, N, 1.0f, dy, lddy, NULL, x, l->in, beta, dw, l->in);
+    else
+        gemm(1, 0, nr, l->in, N, 1.0f, dy, lddy, x, l->in, beta, dw, l->in);
 }
 
 void linear_grad_touch(struct linear *l)
@@ -190,12 +202,9 @@ void linear_backward(struct linear *l, float *dx, const float *dy, const float *
             int nr = l->out - r0 < step ? l->out - r0 : step;
             if (dx) /* dx (N,in) += dy[:, r0:r0+nr] (N,nr) . w (nr,in) */
                 linear_times_w(l, r0, nr, dy + r0, l->out, N, 1.0f, dx, s->deq);
-            if (l->dw) {
-                /* dw[r0:r0+nr] (nr,in) (+)= dy[:, r0:]^T (nr,N) . x (N,in) */
-                gemm(1, 0, nr, l->in, N, 1.0f,
-                            dy + r0, l->out, x, l->in, l->dw_fresh ? 0.0f : 1.0f,
-                            l->dw + (size_t)r0 * l->in, l->in);
-            }
+            if (l->dw) /* dw[r0:r0+nr] (nr,in) (+)= dy[:, r0:]^T (nr,N) . x (N,in) */
+                linear_weight_grad(l, r0, nr, dy + r0, l->out, x, N,
+                                   l->dw_fresh ? 0.0f : 1.0f);
         }
         l->dw_fresh = 0;
     }

@@ -3,11 +3,14 @@
  *
  * Shapes: x (N,in), y (N,out), W (out,in) as Hugging Face stores it, bias
  * (out), LoRA A (r,in) and B (out,r) with h = x W^T + (alpha/r) (x A^T) B^T.
- * A frozen bf16/NF4 weight is read as it is stored: on the avx512bf16
- * path (train/cpu_path.h) its products take bf16 inputs with fp32
- * accumulation (an NF4 weight is widened in row chunks first); on the
- * other paths it is widened to fp32 in row chunks into the caller's
- * scratch just before each product. Memory stays at the stored size.
+ * On the avx512bf16 path (train/cpu_path.h) every product with W, and a
+ * trained W's gradient dy^T x, takes bf16 inputs with fp32 accumulation,
+ * as the GPU trainer's do: a frozen bf16/NF4 weight is read as stored (an
+ * NF4 one decoded strip by strip), a trained fp32 weight and the
+ * activations are rounded to bf16 as the kernel packs them. LoRA's rank-r
+ * products stay fp32. On the other paths a frozen bf16/NF4 weight is
+ * widened to fp32 in row chunks into the caller's scratch just before each
+ * product. Memory stays at the stored size.
  *
  * Ownership: a struct linear only points into memory that its model owns;
  * nothing here allocates. Gradient pointers are NULL for frozen parts.
@@ -78,12 +81,18 @@ const float *linear_rows(const struct linear *l, int r0, int nr, float *buf);
 /* The products with W alone, for the model's own loops (the head): 
  * y[:, 0:nr] (ldy) = beta y + x (N,in; ldx) . W[r0:r0+nr]^T, and
  * dx (N,in) = beta dx + dy (N,nr; lddy) . W[r0:r0+nr].
- * A frozen bf16/NF4 weight takes bf16 products when gemm_has_bf16();
- * otherwise W's rows are widened to fp32 in `deq` (nr*in floats). */
+ * Every W takes bf16 products when gemm_has_bf16(); otherwise a frozen
+ * bf16/NF4 W's rows are widened to fp32 in `deq` (nr*in floats). */
 void linear_times_wt(const struct linear *l, int r0, int nr, const float *x, int ldx, int N,
                      float beta, float *y, int ldy, float *deq);
 void linear_times_w(const struct linear *l, int r0, int nr, const float *dy, int lddy, int N,
                     float beta, float *dx, float *deq);
+
+/* A trained W's gradient, rows [r0, r0+nr):
+ * dw[r0:r0+nr] (nr,in) = beta dw[...] + dy[:, 0:nr] (N,nr; lddy)^T . x (N,in),
+ * in the precision of W's other products. */
+void linear_weight_grad(const struct linear *l, int r0, int nr, const float *dy, int lddy,
+                        const float *x, int N, float beta);
 
 /* y = x W^T + b + scale (x' A^T) B^T, x' = x without dropout (s->dropout).
  * xa OUT (N,r) = x' A^T is kept for the backward pass (NULL allowed when

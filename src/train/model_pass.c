@@ -464,8 +464,8 @@ static double head_loss(struct model *m, struct model_acts *a, const int32_t *id
             linear_times_w(head, v0, nv, a->logits + v0, V, mr, v0 ? 1.0f : 0.0f, a->dxc,
                            a->ls.deq);
             if (head->dw) /* dW (nv,C) (+)= dlogits^T . xc */
-                gemm(1, 0, nv, C, mr, 1.0f, a->logits + v0, V, a->xc, C,
-                     head->dw_fresh ? 0.0f : 1.0f, head->dw + (size_t)v0 * C, C);
+                linear_weight_grad(head, v0, nv, a->logits + v0, V, a->xc, mr,
+                                   head->dw_fresh ? 0.0f : 1.0f);
         }
         head->dw_fresh = 0; /* every row of dW was written */
         for (int i = 0; i < mr; i++)

@@ -183,6 +183,53 @@ static void test_avx512bf16(void **state)
     check_bits(1);
 }
 
+/* bf16 products with op(A) = A^T (a weight's gradient dy^T x) give the
+ * same bits as with A transposed first: the transposed pack rounds the
+ * same values and the sums keep their order. Edges in M, odd K, fp32 and
+ * bf16 B, one and two threads. */
+static void test_bf16_transposed_a_matches(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_AVX512BF16))
+        skip();
+    static const struct shape ts[] = {
+        {768, 768, 256, 1, 0, 1.0f, 0.0f}, {300, 70, 257, 1, 0, 2.0f, 1.0f},
+        {13, 40, 1031, 1, 1, 1.0f, 0.5f},  {8, 32, 1, 1, 0, 1.0f, 0.0f},
+    };
+    int threads = omp_get_max_threads();
+    for (size_t si = 0; si < sizeof ts / sizeof ts[0]; si++) {
+        const struct shape *s = &ts[si];
+        size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
+        float *At = malloc(na * 4), *A = malloc(na * 4), *B = malloc(nb * 4);
+        float *C0 = malloc(nc * 4), *C1 = malloc(nc * 4), *C2 = malloc(nc * 4);
+        uint16_t *Bh = malloc(nb * 2);
+        uint64_t seed = 91 + si;
+        for (int k = 0; k < s->K; k++) /* At (K,M) stored; A (M,K) its transpose */
+            for (int i = 0; i < s->M; i++)
+                A[(size_t)i * s->K + k] = At[(size_t)k * s->M + i] = frand(&seed);
+        for (size_t i = 0; i < nb; i++)
+            Bh[i] = to_bf16(B[i] = frand(&seed));
+        for (size_t i = 0; i < nc; i++)
+            C0[i] = frand(&seed);
+        int ldb = s->tb ? s->K : s->N;
+        for (int nt = 1; nt <= 2; nt++)
+            for (int f32 = 0; f32 <= 1; f32++) {
+                gemm_set_threads(nt);
+                memcpy(C1, C0, nc * 4);
+                memcpy(C2, C0, nc * 4);
+                gemm_bf16(1, s->tb, s->M, s->N, s->K, s->alpha, At, s->M, f32 ? NULL : Bh,
+                          f32 ? B : NULL, ldb, s->beta, C1, s->N);
+                gemm_bf16(0, s->tb, s->M, s->N, s->K, s->alpha, A, s->K, f32 ? NULL : Bh,
+                          f32 ? B : NULL, ldb, s->beta, C2, s->N);
+                assert_memory_equal(C1, C2, nc * 4);
+            }
+        printf("bf16 A^T %dx%dx%d tb=%d: same bits as A transposed first\n", s->M, s->N, s->K,
+               s->tb);
+        free(At), free(A), free(B), free(C0), free(C1), free(C2), free(Bh);
+    }
+    gemm_set_threads(threads);
+}
+
 /* An NF4 B decoded as it is packed gives the same bits as decoding it all
  * first: both transposes, edges, a weight that starts inside the tensor
  * (base), rows that do not start on a block, one and two threads. */
@@ -258,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx512bf16),
         cmocka_unit_test(test_nf4_b_matches_decoded),
+        cmocka_unit_test(test_bf16_transposed_a_matches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
