@@ -8,8 +8,8 @@
 # LoRA on a 4-bit base at the 124m shape, batch 4 x 64, each as
 # `alallo bench train` prints it (tokens/s, MFU against the path's fp32
 # peak measured in the same process, the bf16 peak where used, peak RSS).
-# Then bench/train/torch_ref.py (full fp32, LoRA fp32, LoRA with bf16
-# autocast) on the same threads, with OpenMP's own waiting (alallo's
+# Then bench/train/torch_ref.py (full fp32, full with bf16 autocast, LoRA
+# fp32, LoRA with bf16 autocast) on the same threads, with OpenMP's own waiting (alallo's
 # passive waiting would slow PyTorch down), and CURVE_STEPS steps of 16-bit LoRA on
 # the avx512 (fp32) and avx512bf16 paths with --losses.
 #
@@ -112,6 +112,9 @@ for path in ("avx2", "avx512", "avx512bf16"):
     full = by.get((path, "full", "16-bit"))
     if full and "full" in t:
         print(f"{path}: full fine-tuning vs PyTorch fp32: {full['tokens_per_s']/t['full']['tokens_per_s']:.2f}x")
+    if full and path == "avx512bf16" and "full-bf16" in t:
+        print(f"{path}: full fine-tuning vs PyTorch bf16 autocast: "
+              f"{full['tokens_per_s']/t['full-bf16']['tokens_per_s']:.2f}x")
 cv = {x["cpu_path"]: x["losses"] for x in r["curves"]}
 if "avx512" in cv and "avx512bf16" in cv:
     a, b = cv["avx512"], cv["avx512bf16"]
