@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bench/train/gemm.sh - the step's fp32 products alone (`alallo bench gemm`)
-# on every CPU path this CPU has, on one thread and on all of them, caches
-# flushed before each call as a step's weights come from memory. Prints a
-# line a run and writes every run's JSON to OUT_JSON.
+# bench/train/gemm.sh - the step's products alone (`alallo bench gemm`: fp32,
+# or bf16 inputs on avx512bf16, as the trainer runs them) on every CPU path
+# this CPU has, on one thread and on all of them, caches flushed before each
+# call as a step's weights come from memory. Prints a line a run and writes
+# every run's JSON to OUT_JSON.
 #
 # usage: bench/train/gemm.sh [ALALLO_BIN] [OUT_JSON]
 #   env SHAPE (124m), REPS (8), PATHS (every path the CPU has)
@@ -28,9 +29,10 @@ for p in $paths; do
         echo "$j" | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
-print('$p, $t threads: trunk products %.3f of the peak, head %.3f, %.3f s a step '
-      '(peak %.0f GFLOP/s)' % (d['trunk_efficiency'], d['head_efficiency'],
-                               d['step_products_s'], d['peak_fp32_flops'] / 1e9))" >&2
+print('$p, $t threads, %s: trunk products %.3f of the peak, head %.3f, %.3f s a step '
+      '(peak %.0f GFLOP/s)' % (d['products_precision'], d['trunk_efficiency'],
+                               d['head_efficiency'], d['step_products_s'],
+                               d['peak_flops'] / 1e9))" >&2
         rows+=("$j")
     done
 done

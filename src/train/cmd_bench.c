@@ -332,8 +332,10 @@ struct bench_product {
 
 /* Seconds for one call of p on fresh buffers, the best of `reps`, each
  * after writing `flush` bytes so that the operands come from memory as a
- * step's weights do (none when flush is 0). */
-static double time_product(const struct bench_product *p, int reps, char *flush, size_t flush_n)
+ * step's weights do (none when flush is 0); with bf16, as gemm_bf16 with
+ * an fp32 B (full fine-tuning's products on the avx512bf16 path). */
+static double time_product(const struct bench_product *p, int bf16, int reps, char *flush,
+                           size_t flush_n)
 {
     size_t na = (size_t)p->M * p->K, nb = (size_t)p->K * p->N, nc = (size_t)p->M * p->N;
     float *A = bigmem_calloc(na, sizeof(float)), *B = bigmem_calloc(nb, sizeof(float));
@@ -353,7 +355,11 @@ static double time_product(const struct bench_product *p, int reps, char *flush,
             for (size_t i = 0; i < flush_n; i += 64)
                 flush[i]++;
             double t0 = clock_mono_s();
-            gemm(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
+            if (bf16)
+                gemm_bf16(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, NULL, B, ldb, 0.0f, C,
+                          p->N);
+            else
+                gemm(p->ta, p->tb, p->M, p->N, p->K, 1.0f, A, lda, B, ldb, 0.0f, C, p->N);
             double dt = clock_mono_s() - t0;
             if (r >= 0 && (best < 0.0 || dt < best))
                 best = dt;
@@ -363,12 +369,14 @@ static double time_product(const struct bench_product *p, int reps, char *flush,
     return best;
 }
 
-/* `alallo bench gemm`: the fp32 products of a full fine-tuning step at a
- * named shape (forward, input gradient and weight gradient of each
- * linear, and the head), each timed through gemm() on the CPU path, with
+/* `alallo bench gemm`: the products of a full fine-tuning step at a named
+ * shape (forward, input gradient and weight gradient of each linear, and
+ * the head), each timed as the trainer runs it on the CPU path (fp32
+ * through gemm(), or bf16 inputs through gemm_bf16() on avx512bf16), with
  * the caches flushed before each call unless --hot; efficiency against
- * the path's FMA peak measured in the same run, and the step's products
- * weighted by how often a step runs them. */
+ * the peak of those products measured in the same run (the path's FMA
+ * peak, or the vdpbf16ps peak), and the step's products weighted by how
+ * often a step runs them. */
 static int bench_gemm(int argc, char **argv)
 {
     static const char *const who = "alallo bench gemm";
@@ -414,14 +422,19 @@ static int bench_gemm(int argc, char **argv)
         fprintf(stderr, "%s: out of memory\n", who);
         return 1;
     }
-    const char *isa;
-    double peak = measure_peak(threads, path_peak(path), &isa);
+    int bf16 = gemm_has_bf16();
+    enum peak_kind kind = bf16 ? PEAK_BF16 : path_peak(path);
+    const char *isa, *isa_fp32;
+    double peak_fp32 = measure_peak(threads, path_peak(path), &isa_fp32);
+    double peak = bf16 ? measure_peak(threads, kind, &isa) : peak_fp32;
+    if (!bf16)
+        isa = isa_fp32;
     static const char *const kinds[] = {"forward", "input_grad", "weight_grad"};
     json_t *j = json_object(), *rows = json_array();
     double trunk_s = 0.0, trunk_f = 0.0, head_s = 0.0, head_f = 0.0;
     for (int i = 0; i < np; i++) {
         const struct bench_product *p = &ps[i];
-        double s = time_product(p, reps, flush, flush_n);
+        double s = time_product(p, bf16, reps, flush, flush_n);
         if (s <= 0.0) {
             fprintf(stderr, "%s: out of memory\n", who);
             free(flush);
@@ -445,7 +458,7 @@ static int bench_gemm(int argc, char **argv)
         json_object_set_new(r, "efficiency", json_real(f / s / peak));
         json_array_append_new(rows, r);
     }
-    double peak1 = measure_peak(threads, path_peak(path), &isa);
+    double peak1 = measure_peak(threads, kind, &isa);
     if (peak1 > peak) /* the better of the two counts, as in bench train */
         for (size_t i = 0; i < json_array_size(rows); i++) {
             json_t *r = json_array_get(rows, i);
@@ -460,8 +473,11 @@ static int bench_gemm(int argc, char **argv)
     json_object_set_new(j, "threads", json_integer(threads));
     json_object_set_new(j, "caches", json_string(hot ? "hot" : "flushed before each call"));
     json_object_set_new(j, "cpu_path", json_string(cpu_path_name(path)));
-    json_object_set_new(j, "peak_fp32_flops", json_real(peak));
+    json_object_set_new(j, "products_precision",
+                        json_string(bf16 ? "bf16 inputs, fp32 accumulation" : "fp32"));
+    json_object_set_new(j, "peak_flops", json_real(peak));
     json_object_set_new(j, "peak_method", json_string(isa));
+    json_object_set_new(j, "peak_fp32_flops", json_real(bf16 ? peak_fp32 : peak));
     json_object_set_new(j, "trunk_efficiency", json_real(trunk_f / trunk_s / peak));
     json_object_set_new(j, "head_efficiency", json_real(head_f / head_s / peak));
     json_object_set_new(j, "step_products_s", json_real(trunk_s + head_s));

@@ -1054,6 +1054,11 @@ static void bench_gemm_prints_json(void **state)
     (void)state;
     json_t *o = command_json("bench gemm --shape tiny --reps 1 --threads 2");
     assert_true(json_real_value(json_object_get(o, "peak_fp32_flops")) > 1e9);
+    assert_true(json_real_value(json_object_get(o, "peak_flops")) > 1e9);
+    /* the products the trainer runs on this path: bf16 ones on avx512bf16 */
+    int bf16 = strcmp(json_string_value(json_object_get(o, "cpu_path")), "avx512bf16") == 0;
+    assert_string_equal(json_string_value(json_object_get(o, "products_precision")),
+                        bf16 ? "bf16 inputs, fp32 accumulation" : "fp32");
     assert_true(json_real_value(json_object_get(o, "trunk_efficiency")) > 0.0);
     assert_true(json_real_value(json_object_get(o, "head_efficiency")) > 0.0);
     json_t *ps = json_object_get(o, "products");
