@@ -6,6 +6,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "train/cpu_path.h"
 #include "train/gemm_kern.h"
@@ -39,9 +40,17 @@ struct product {
     struct gemm_nf4 q; /* an NF4 B when q.t is set */
 };
 
-static void run_block(const struct product *p, enum cpu_path path)
+/* A bf16 product's A rounded once for every thread (see run), row-major
+ * (M,K); grows as needed and is kept, one per calling thread. */
+static _Thread_local uint16_t *shared_ah;
+static _Thread_local size_t shared_ah_cap;
+
+static void run_block(const struct product *p, enum cpu_path path, const uint16_t *ah)
 {
-    if (p->bf16) {
+    if (p->bf16 && ah) {
+        gemm_kern_bf16_ah(p->M, p->N, p->K, p->alpha, ah, p->K, p->tb, p->Bh, p->Bf,
+                          p->q.t ? &p->q : NULL, p->ldb, p->beta, p->C, p->ldc);
+    } else if (p->bf16) {
         gemm_kern_bf16(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->Bh, p->Bf,
                        p->q.t ? &p->q : NULL, p->ldb, p->beta, p->C, p->ldc);
     } else if (path == CPU_PATH_AVX2) {
@@ -81,7 +90,7 @@ static void run(const struct product *p)
     enum cpu_path path = cpu_path_current();
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nt <= 1 || (long)p->M * p->N * p->K < PAR_MIN_WORK) {
-        run_block(p, path);
+        run_block(p, path, NULL);
         return;
     }
     /* Cut the longer side of C, in multiples of 32 so that every block
@@ -90,6 +99,28 @@ static void run(const struct product *p)
     int len = by_rows ? p->M : p->N;
     int chunk = (len + nt - 1) / nt;
     chunk = (chunk + 31) & ~31;
+    /* Cut by columns, every thread reads all of A: a bf16 product rounds
+     * it once, the threads a share of its rows each, and they all read
+     * that (the same bits as each rounding its own). */
+    const uint16_t *ah = NULL;
+    if (p->bf16 && !p->ta && !by_rows) {
+        size_t need = (size_t)p->M * p->K;
+        if (need > shared_ah_cap) {
+            free(shared_ah);
+            shared_ah = malloc(need * sizeof(uint16_t));
+            shared_ah_cap = shared_ah ? need : 0;
+        }
+        uint16_t *buf = shared_ah; /* the caller's: the team's threads have their own */
+        if (buf) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+            for (int t = 0; t < nt; t++) {
+                int r0 = (int)((long)p->M * t / nt), r1 = (int)((long)p->M * (t + 1) / nt);
+                gemm_kern_round_bf16(p->A + (long)r0 * p->lda, p->lda, r1 - r0, p->K,
+                                     buf + (size_t)r0 * p->K, p->K);
+            }
+            ah = buf;
+        }
+    }
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int t = 0; t < nt; t++) {
         int s = t * chunk;
@@ -97,7 +128,7 @@ static void run(const struct product *p)
         if (s >= e)
             continue;
         struct product b = cut(p, by_rows, s, e);
-        run_block(&b, path);
+        run_block(&b, path, ah);
     }
 }
 

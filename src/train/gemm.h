@@ -19,6 +19,10 @@
  * plain fp32 (tests/unit/train/test_gemm_paths.c): avx2 and avx512 within
  * 1e-5 relative to the sum of |a||b|; bf16 within 2^-7 of it (each input
  * rounds to 8 significant bits).
+ *
+ * Memory: a bf16 product cut by columns rounds A to bf16 once for all
+ * threads (rather than each thread rounding all of it) into a buffer of
+ * M x K halves that grows as needed and is kept, one per calling thread.
  */
 #ifndef ALALLO_TRAIN_GEMM_H
 #define ALALLO_TRAIN_GEMM_H

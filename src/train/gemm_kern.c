@@ -352,10 +352,30 @@ pack_at_bf16(const float *A, long lda, int i0, int mr, int k0, int kc, pair_t *a
     }
 }
 
-/* op(A)[i0:i0+mr, k0:k0+kc] as ap[kp * MR + i], zero past mr and kc. */
-static void pack_a_bf16(int ta, const float *A, long lda, int i0, int mr, int k0, int kc,
-                        pair_t *ap)
+/* A already in bf16 (rows lda apart): each pair is two neighbours of a
+ * row, copied; the last one alone when kc is odd. */
+static void pack_ah_bf16(const uint16_t *Ah, long lda, int i0, int mr, int k0, int kc,
+                         pair_t *ap)
 {
+    int kp = (kc + 1) / 2;
+    for (int i = 0; i < MR; i++) {
+        const uint16_t *r = Ah + (long)(i0 + i) * lda + k0;
+        for (int q = 0; q < kp; q++)
+            ap[q * MR + i] = i >= mr          ? 0
+                             : 2 * q + 1 < kc ? make_pair(r[2 * q], r[2 * q + 1])
+                                              : r[2 * q];
+    }
+}
+
+/* op(A)[i0:i0+mr, k0:k0+kc] as ap[kp * MR + i], zero past mr and kc; from
+ * the bf16 Ah when there is one. */
+static void pack_a_bf16(int ta, const float *A, const uint16_t *Ah, long lda, int i0, int mr,
+                        int k0, int kc, pair_t *ap)
+{
+    if (Ah) {
+        pack_ah_bf16(Ah, lda, i0, mr, k0, kc, ap);
+        return;
+    }
     if (ta) {
         pack_at_bf16(A, lda, i0, mr, k0, kc, ap);
         return;
@@ -504,9 +524,9 @@ static void pack_b_bf16(int tb, const uint16_t *Bh, const float *Bf, const struc
     }
 }
 
-void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                    const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq, int ldb,
-                    float beta, float *C, int ldc)
+static void kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                      const uint16_t *Ah, int lda, const uint16_t *Bh, const float *Bf,
+                      const struct gemm_nf4 *Bq, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
         return;
@@ -527,7 +547,8 @@ void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const floa
             int mcn = M - mc < MCB ? M - mc : MCB;
             for (int ic = 0; ic < mcn; ic += MR) {
                 int mr = mcn - ic < MR ? mcn - ic : MR;
-                pack_a_bf16(ta, A, lda, mc + ic, mr, pc, kc, ap + (size_t)(ic / MR) * kp * MR);
+                pack_a_bf16(ta, A, Ah, lda, mc + ic, mr, pc, kc,
+                            ap + (size_t)(ic / MR) * kp * MR);
             }
             for (int jc = 0; jc < N; jc += NC) {
                 int nc = N - jc < NC ? N - jc : NC;
@@ -550,4 +571,37 @@ void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const floa
             }
         }
     }
+}
+
+void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                    const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq, int ldb,
+                    float beta, float *C, int ldc)
+{
+    kern_bf16(ta, tb, M, N, K, alpha, A, NULL, lda, Bh, Bf, Bq, ldb, beta, C, ldc);
+}
+
+void gemm_kern_bf16_ah(int M, int N, int K, float alpha, const uint16_t *Ah, int lda,
+                       int tb, const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq,
+                       int ldb, float beta, float *C, int ldc)
+{
+    kern_bf16(0, tb, M, N, K, alpha, NULL, Ah, lda, Bh, Bf, Bq, ldb, beta, C, ldc);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void
+gemm_kern_round_bf16(const float *x, int ldx, int rows, int cols, uint16_t *out, int ldo)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j += 16) {
+            int n = cols - j < 16 ? cols - j : 16;
+            __mmask16 m = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, x + (long)i * ldx + j);
+            __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+            if (n == 16) {
+                _mm256_storeu_si256((void *)(out + (long)i * ldo + j), h);
+            } else {
+                uint16_t t[16];
+                _mm256_storeu_si256((void *)t, h);
+                memcpy(out + (long)i * ldo + j, t, sizeof(uint16_t) * (size_t)n);
+            }
+        }
 }

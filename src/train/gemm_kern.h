@@ -36,4 +36,17 @@ void gemm_kern_bf16(int ta, int tb, int M, int N, int K, float alpha, const floa
                     const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq, int ldb,
                     float beta, float *C, int ldc);
 
+/* The same product with A already rounded to bf16 (Ah, row-major (M,K),
+ * lda apart, as gemm_kern_round_bf16 writes it; op(A) = A only): the same
+ * bits as gemm_kern_bf16 on the fp32 A, without rounding it again, so that
+ * threads sharing one A round it once. */
+void gemm_kern_bf16_ah(int M, int N, int K, float alpha, const uint16_t *Ah, int lda,
+                       int tb, const uint16_t *Bh, const float *Bf, const struct gemm_nf4 *Bq,
+                       int ldb, float beta, float *C, int ldc);
+
+/* rows x cols fp32 values (rows ldx apart) rounded to bf16 (nearest, ties
+ * to even, as the kernels round) into out (rows ldo apart). Needs
+ * avx512bf16. */
+void gemm_kern_round_bf16(const float *x, int ldx, int rows, int cols, uint16_t *out, int ldo);
+
 #endif
