@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "control/leadership.h"
+#include "control/wandb_batch.h"
 #include "core/clock.h"
 #include "core/integrations.h"
 #include "core/job.h"
@@ -166,36 +167,6 @@ static bool upsert_run(struct wandb_forward *f, const struct store_job *j,
     return t->entity[0] != 0;
 }
 
-/* One history line of a metrics event: its metrics by name, _step and
- * _timestamp; NULL for events without a step (e.g. peak memory). */
-static json_t *history_line(const struct store_event *ev)
-{
-    if (strcmp(ev->type, "metrics") != 0 || !ev->data[0])
-        return NULL;
-    json_t *d = json_loads(ev->data, 0, NULL);
-    json_t *step = json_object_get(d, "step");
-    if (!json_is_integer(step)) {
-        json_decref(d);
-        return NULL;
-    }
-    json_t *line = json_object();
-    json_object_set_new(line, "_step", json_integer(json_integer_value(step)));
-    json_object_set_new(line, "_timestamp", json_real((double)ev->created_ms / 1000.0));
-    const char *k;
-    json_t *v;
-    json_object_foreach(d, k, v)
-    {
-        if (strcmp(k, "step") != 0 && json_is_number(v))
-            json_object_set(line, k, v);
-    }
-    json_decref(d);
-    char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(line);
-    json_t *out = s ? json_string(s) : NULL;
-    free(s);
-    return out;
-}
-
 /* Sends the events after the cursor (at most EVENTS_PER_POST) and moves it. */
 static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, struct tracked *t,
                         char *why, size_t whycap)
@@ -235,27 +206,21 @@ static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, s
         text_printf(why, whycap, "cannot read the job's events (%s)", err_code(e));
         goto out;
     }
-    json_t *content = json_array();
-    int64_t last = c->sent_seq;
-    for (int i = n - 1; i >= 0; i--) { /* newest first: oldest first here */
-        if (ev[i].seq <= c->sent_seq)
-            continue;
-        json_t *line = history_line(&ev[i]);
-        if (line)
-            json_array_append_new(content, line);
-        if (ev[i].seq > last)
-            last = ev[i].seq;
+    struct wandb_batch plan;
+    if (!wandb_batch_plan(j, c->sent_seq, ev, n, &plan)) {
+        json_decref(plan.lines);
+        text_copy(why, whycap, "out of memory");
+        goto out;
     }
-    int64_t lines = (int64_t)json_array_size(content);
-    bool complete = last >= c->event_seq && job_status_is_terminal(j->status);
-    if (lines == 0 && !complete) {
-        json_decref(content);
-        ok = store_cursor_put(st, c->job, KIND, last, c->sent_lines) == ERR_OK;
+    int64_t lines = (int64_t)json_array_size(plan.lines);
+    if (lines == 0 && !plan.complete) {
+        json_decref(plan.lines);
+        ok = store_cursor_put(st, c->job, KIND, plan.last_seq, c->sent_lines) == ERR_OK;
         goto out;
     }
     json_t *body = json_pack("{s:{s:{s:I s:o}}}", "files", "wandb-history.jsonl", "offset",
-                             (json_int_t)c->sent_lines, "content", content);
-    if (complete) {
+                             (json_int_t)c->sent_lines, "content", plan.lines);
+    if (plan.complete) {
         json_object_set_new(body, "complete", json_true());
         json_object_set_new(body, "exitcode", json_integer(j->status == JOB_SUCCEEDED ? 0 : 1));
     }
@@ -267,7 +232,7 @@ static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, s
     if (!a)
         goto out;
     json_decref(a);
-    e = store_cursor_put(st, c->job, KIND, last, c->sent_lines + lines);
+    e = store_cursor_put(st, c->job, KIND, plan.last_seq, c->sent_lines + lines);
     if (e) {
         text_printf(why, whycap, "cannot move the cursor (%s)", err_code(e));
         goto out;

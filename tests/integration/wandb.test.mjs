@@ -168,7 +168,11 @@ describe('W&B integration', () => {
     r = await s.createJob({ ...job, integrations: [{ type: 'wandb', wandb: { project: 'alallo-tests' } }] });
     assert.equal(r.status, 200, r.text);
     const second = `/files/default-entity/alallo-tests/${r.json.id}/file_stream`;
-    await waitFor(() => fake.done(second), { timeoutMs: 240000, what: 'the second run to be marked complete' });
+    await waitFor(() => fake.done(second), { timeoutMs: 240000, what: 'the second run to be marked complete' })
+      .catch(async (err) => {
+        const j = await s.call('GET', `/v1/fine_tuning/jobs/${r.json.id}`);
+        throw new Error(`${err.message}\njob: ${j.text}\nposts: ${JSON.stringify(fake.calls.slice(before).map((c) => c.url))}\n${s.output}`);
+      });
     const again = fake.calls.slice(before);
     assert.ok(again.some((c) => c.url === second));
     assert.deepEqual(again.filter((c) => c.url === streamUrl), []);
