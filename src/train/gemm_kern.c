@@ -162,15 +162,19 @@ __attribute__((target("avx512f"))) static void transpose16(const float *src, lon
 /* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column strips. B is read in
  * its own order (row by row when op(B) = B; 16 rows at a time, along K,
  * when op(B) = B^T) so that the prefetcher follows few streams. */
-static void pack_b_f32(int tb, const float *B, long ldb, int k0, int kc, int j0, int nc,
-                       float *bp)
+__attribute__((target("avx512f"))) static void pack_b_f32(int tb, const float *B, long ldb,
+                                                          int k0, int kc, int j0, int nc,
+                                                          float *bp)
 {
     int whole = nc / NR * NR;
     if (!tb) {
         for (int k = 0; k < kc; k++) {
             const float *src = B + (long)(k0 + k) * ldb + j0;
-            for (int s = 0; s < whole; s += NR) /* a constant size: vector moves */
-                memcpy(bp + (size_t)(s / NR) * kc * NR + k * NR, src + s, sizeof(float) * NR);
+            for (int s = 0; s < whole; s += NR) {
+                float *dst = bp + (size_t)(s / NR) * kc * NR + k * NR;
+                _mm512_store_ps(dst, _mm512_loadu_ps(src + s));
+                _mm512_store_ps(dst + 16, _mm512_loadu_ps(src + s + 16));
+            }
         }
     } else {
         for (int s = 0; s < whole; s += NR) {
@@ -199,12 +203,13 @@ static void pack_b_f32(int tb, const float *B, long ldb, int k0, int kc, int j0,
 }
 
 /* Packs op(A)[i0:i0+mr, k0:k0+kc] as ap[k * MR + i], zero rows past mr. */
-static void pack_a_f32(int ta, const float *A, long lda, int i0, int mr, int k0, int kc,
-                       float *ap)
+__attribute__((target("avx512f"))) static void pack_a_f32(int ta, const float *A, long lda,
+                                                          int i0, int mr, int k0, int kc,
+                                                          float *ap)
 {
     if (ta && mr == MR) {
         for (int k = 0; k < kc; k++)
-            memcpy(ap + k * MR, A + (long)(k0 + k) * lda + i0, sizeof(float) * MR);
+            _mm256_store_ps(ap + k * MR, _mm256_loadu_ps(A + (long)(k0 + k) * lda + i0));
         return;
     }
     for (int k = 0; k < kc; k++)
