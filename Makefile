@@ -48,14 +48,9 @@ e2e: build node-deps
 	  ALALLO_E2E_ARTIFACTS=$(abspath $(BUILD))/e2e-artifacts \
 	  node --test --test-concurrency=1 tests/e2e/*.test.mjs
 
+# Each stage timed; the log ends with a line a stage (scripts/test-stages.sh).
 test: deps-test
-	@$(MAKE) --no-print-directory layers
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory integration
-	@$(MAKE) --no-print-directory e2e
-	@$(MAKE) --no-print-directory gpu-emu
-	@$(MAKE) --no-print-directory asan
-	@$(MAKE) --no-print-directory fuzz
+	@scripts/test-stages.sh layers unit integration e2e gpu-emu asan fuzz
 
 # The GPU backend compiled onto the CPU emulator of tests/gpu/emu/ (a test
 # build, never a product one; docs/trainer.md, "The whole binary under the
