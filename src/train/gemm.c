@@ -101,8 +101,9 @@ static void run(const struct product *p)
     chunk = (chunk + 31) & ~31;
     /* Cut by columns, every thread reads all of A: a bf16 product rounds
      * it once, the threads a share of its rows each, and they all read
-     * that (the same bits as each rounding its own). */
-    const uint16_t *ah = NULL;
+     * that (the same bits as each rounding its own), in the same parallel
+     * region as the product (a region more costs the threads a wake-up). */
+    uint16_t *ah = NULL; /* the caller's: the team's threads have their own */
     if (p->bf16 && !p->ta && !by_rows) {
         size_t need = (size_t)p->M * p->K;
         if (need > shared_ah_cap) {
@@ -110,25 +111,28 @@ static void run(const struct product *p)
             shared_ah = malloc(need * sizeof(uint16_t));
             shared_ah_cap = shared_ah ? need : 0;
         }
-        uint16_t *buf = shared_ah; /* the caller's: the team's threads have their own */
-        if (buf) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-            for (int t = 0; t < nt; t++) {
+        ah = shared_ah;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        /* block t of nt on thread t % team, should the team be smaller */
+        int me = omp_get_thread_num(), team = omp_get_num_threads();
+        if (ah) { /* the same for every thread: all or none meet the barrier */
+            for (int t = me; t < nt; t += team) {
                 int r0 = (int)((long)p->M * t / nt), r1 = (int)((long)p->M * (t + 1) / nt);
                 gemm_kern_round_bf16(p->A + (long)r0 * p->lda, p->lda, r1 - r0, p->K,
-                                     buf + (size_t)r0 * p->K, p->K);
+                                     ah + (size_t)r0 * p->K, p->K);
             }
-            ah = buf;
+#pragma omp barrier
         }
-    }
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int t = 0; t < nt; t++) {
-        int s = t * chunk;
-        int e = s + chunk < len ? s + chunk : len;
-        if (s >= e)
-            continue;
-        struct product b = cut(p, by_rows, s, e);
-        run_block(&b, path, ah);
+        for (int t = me; t < nt; t += team) {
+            int s = t * chunk;
+            int e = s + chunk < len ? s + chunk : len;
+            if (s >= e)
+                continue;
+            struct product b = cut(p, by_rows, s, e);
+            run_block(&b, path, ah);
+        }
     }
 }
 
