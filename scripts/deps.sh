@@ -17,7 +17,7 @@ sudo=""
 (( EUID == 0 )) || sudo=sudo
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev libpcre2-dev libsodium-dev
-      libopenblas-dev libcmocka-dev curl libpq-dev)
+      libopenblas-dev libdnnl-dev libcmocka-dev curl libpq-dev)
 if [[ $what == cuda ]]; then
   suite=$(. /etc/os-release && echo "${VERSION_CODENAME:?not a Debian release}")
   list=/etc/apt/sources.list.d/alallo-non-free.list

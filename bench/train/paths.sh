@@ -3,7 +3,7 @@
 # (docs/trainer.md, "CPU paths"), side by side in one run with PyTorch at
 # the same shape, and the bf16 path's loss curve against the fp32 path's.
 #
-# For each path (avx2, avx512, avx512bf16; a path the CPU lacks is skipped
+# For each path (avx2, avx512, avx512bf16, onednn; a path the CPU lacks is skipped
 # with a line that says so): full fine-tuning, LoRA on a 16-bit base and
 # LoRA on a 4-bit base at the 124m shape, batch 4 x 64, each as
 # `alallo bench train` prints it (tokens/s, MFU against the path's fp32
@@ -11,7 +11,7 @@
 # Then bench/train/torch_ref.py (full fp32, full with bf16 autocast, LoRA
 # fp32, LoRA with bf16 autocast) on the same threads, with OpenMP's own waiting (alallo's
 # passive waiting would slow PyTorch down), and CURVE_STEPS steps of 16-bit LoRA on
-# the avx512 (fp32) and avx512bf16 paths with --losses.
+# the avx512 (fp32), avx512bf16 and onednn paths with --losses.
 #
 # usage: bench/train/paths.sh [ALALLO_BIN] [OUT_JSON]
 #   env STEPS (6), THREADS (nproc), CURVE_STEPS (200, 0 = no curve),
@@ -32,7 +32,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 runs=()
-for path in avx2 avx512 avx512bf16; do
+for path in avx2 avx512 avx512bf16 onednn; do
     if ! "$bin" bench train --shape tiny --steps 2 --threads 1 --path "$path" \
         > /dev/null 2> "$tmp/why"; then
         echo "path $path: skipped: $(cat "$tmp/why")" >&2
@@ -63,7 +63,7 @@ fi
 
 curves=()
 if [[ "$curve_steps" -gt 0 ]]; then
-    for path in avx512 avx512bf16; do
+    for path in avx512 avx512bf16 onednn; do
         if ! "$bin" bench train --shape tiny --steps 2 --threads 1 --path "$path" \
             > /dev/null 2>&1; then
             echo "curve on $path: skipped, this CPU lacks it" >&2
@@ -102,7 +102,7 @@ for x in r["runs"]:
 t = {x["config"]: x for x in r["torch"]}
 for c, x in t.items():
     print(f"pytorch     {c:10s} {x['tokens_per_s']:7.1f} tok/s")
-for path in ("avx2", "avx512", "avx512bf16"):
+for path in ("avx2", "avx512", "avx512bf16", "onednn"):
     l16, l4 = by.get((path, "lora", "16-bit")), by.get((path, "lora", "4-bit"))
     if l16 and l4:
         print(f"{path}: 4-bit vs 16-bit LoRA: memory {l4['peak_rss_bytes']/l16['peak_rss_bytes']:.2f}x,"
@@ -112,15 +112,17 @@ for path in ("avx2", "avx512", "avx512bf16"):
     full = by.get((path, "full", "16-bit"))
     if full and "full" in t:
         print(f"{path}: full fine-tuning vs PyTorch fp32: {full['tokens_per_s']/t['full']['tokens_per_s']:.2f}x")
-    if full and path == "avx512bf16" and "full-bf16" in t:
+    if full and path in ("avx512bf16", "onednn") and "full-bf16" in t:
         print(f"{path}: full fine-tuning vs PyTorch bf16 autocast: "
               f"{full['tokens_per_s']/t['full-bf16']['tokens_per_s']:.2f}x")
 cv = {x["cpu_path"]: x["losses"] for x in r["curves"]}
-if "avx512" in cv and "avx512bf16" in cv:
-    a, b = cv["avx512"], cv["avx512bf16"]
+for bf in ("avx512bf16", "onednn"):
+    if "avx512" not in cv or bf not in cv:
+        continue
+    a, b = cv["avx512"], cv[bf]
     gaps = [abs(x - y) for x, y in zip(a, b)]
     at = max(range(len(gaps)), key=gaps.__getitem__)
-    print(f"loss curve, {len(a)} steps: fp32 {a[0]:.4f} -> {a[-1]:.4f}, bf16 {b[0]:.4f} -> {b[-1]:.4f};"
+    print(f"loss curve, {len(a)} steps: fp32 {a[0]:.4f} -> {a[-1]:.4f}, {bf} {b[0]:.4f} -> {b[-1]:.4f};"
           f" largest gap {gaps[at]:.4f} at step {at} ({gaps[at] / a[0] * 100:.2f}% of the first loss,"
           f" {gaps[at] / a[at] * 100:.1f}% of that step's)")
 PY

@@ -4,19 +4,21 @@
  * CPU path that ran (train/cpu_path.h; --path or ALALLO_CPU_PATH, else
  * the best), the measured fp32 peak of that path (an FMA loop, AVX2 or
  * AVX-512, run on the same threads in the same process), on the
- * avx512bf16 path also the bf16 dot-product peak, and the time per
- * phase.
+ * avx512bf16 and onednn paths also the bf16 dot-product peak, on the
+ * onednn path oneDNN's own rate on a large bf16 product (on a CPU with
+ * AMX, the tiles' rate, which the dot-product loop cannot show), and the
+ * time per phase.
  *
  *   alallo bench train [--model DIR | --shape tiny|small|124m|1b] [--vocab V]
  *                      [--precision 16-bit|4-bit] [--adapter lora|full]
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
- *                      [--lora-r R] [--path avx2|avx512|avx512bf16] [--losses]
+ *                      [--lora-r R] [--path avx2|avx512|avx512bf16|onednn] [--losses]
  *                      [--lr LR]
  *   alallo bench train --device cuda [--size N]   (bench_gpu.c: the GPU's peak,
  *                      and with --shape or --model the GPU trainer's figures)
  *
  *   alallo bench gemm [--shape NAME] [--batch B] [--seq T] [--threads N]
- *                     [--path avx2|avx512|avx512bf16] [--reps R] [--hot]
+ *                     [--path avx2|avx512|avx512bf16|onednn] [--reps R] [--hot]
  *                     (the step's fp32 products alone: bench_gemm below)
  *
  * --losses adds "losses": the loss of every step (the same batch each
@@ -44,6 +46,7 @@
 #include "train/cmd_args.h"
 #include "train/cpu_path.h"
 #include "train/omp_policy.h"
+#include "train/onednn.h"
 #include "train/gemm.h"
 #include "train/model.h"
 #include "train/modelio.h"
@@ -182,6 +185,58 @@ static double measure_peak(int threads, enum peak_kind kind, const char **isa)
     return best;
 }
 
+/* On the onednn path: oneDNN's bf16 matmul rate (FLOP/s) at a square
+ * product of ONEDNN_PEAK_N, warm, wall time on the process's threads, the
+ * best of five; the kernels it ran in *impl. 0 when it could not run. On
+ * a CPU with AMX this is the reference the tiles reach, as the FMA and
+ * dot-product loops are for the other paths. */
+#define ONEDNN_PEAK_N 2048
+static double measure_onednn_peak(const char **impl)
+{
+    const int n = ONEDNN_PEAK_N;
+    size_t nn = (size_t)n * n;
+    uint16_t *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b);
+    float *c = malloc(nn * sizeof *c);
+    double best = 0.0;
+    *impl = "";
+    for (size_t i = 0; a && b && c && i < nn; i++) {
+        a[i] = (uint16_t)(0x3f80u + (i * 7u) % 64u); /* values in [1, 1.5) */
+        b[i] = (uint16_t)(0xbf80u + (i * 13u) % 64u);
+    }
+    for (int rep = 0; a && b && c && rep < 6; rep++) {
+        double t0 = clock_mono_s();
+        if (onednn_gemm_bf16(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n))
+            break;
+        double dt = clock_mono_s() - t0;
+        if (rep > 0 && dt > 0.0 && 2.0 * n * n * (double)n / dt > best)
+            best = 2.0 * n * n * (double)n / dt;
+    }
+    if (best > 0.0)
+        *impl = onednn_last_impl();
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+/* The onednn path's own figures, into j: what ran (oneDNN's version and
+ * instruction set), its matmul rate, and with flops_s (the run's model
+ * FLOP/s; 0 for none) the share of that rate the run reached. */
+static void onednn_figures(json_t *j, double flops_s)
+{
+    const char *impl;
+    double peak = measure_onednn_peak(&impl);
+    char method[160];
+    snprintf(method, sizeof method,
+             "oneDNN bf16 matmul %dx%dx%d, warm, wall time (its kernels: %s)", ONEDNN_PEAK_N,
+             ONEDNN_PEAK_N, ONEDNN_PEAK_N, impl);
+    json_object_set_new(j, "cpu_path_detail", json_string(cpu_path_detail()));
+    json_object_set_new(j, "peak_onednn_flops", json_real(peak));
+    json_object_set_new(j, "peak_onednn_method", json_string(method));
+    if (flops_s > 0.0 && peak > 0.0)
+        json_object_set_new(j, "share_of_onednn_peak", json_real(flops_s / peak));
+}
+
 static void cpu_name(char *out, size_t cap)
 {
     snprintf(out, cap, "unknown");
@@ -241,7 +296,7 @@ static int bench_train(int argc, char **argv)
     const char *isa0, *isa_bf16 = "";
     /* measured before and after the steps; the better of the two counts */
     double peak0 = measure_peak(threads, path_peak(path), &isa0);
-    int bf16 = path == CPU_PATH_AVX512BF16;
+    int bf16 = gemm_has_bf16();
     double peak_bf16 = bf16 ? measure_peak(threads, PEAK_BF16, &isa_bf16) : 0.0;
     double t_opt = 0.0, t_start = 0.0, loss = 0.0, c_start = 0.0, load0 = loadavg();
     struct model_timing warm = {0};
@@ -310,6 +365,8 @@ static int bench_train(int argc, char **argv)
             json_object_set_new(j, "peak_bf16_method", json_string(isa_bf16));
             json_object_set_new(j, "mfu_of_bf16_peak", json_real(tps * flops_tok / peak_bf16));
         }
+        if (path == CPU_PATH_ONEDNN)
+            onednn_figures(j, tps * flops_tok);
     }
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))
                 : NULL;
@@ -484,6 +541,8 @@ static int bench_gemm(int argc, char **argv)
     json_object_set_new(j, "cpu", json_string(cpu));
     json_object_set_new(j, "cpu_flags", json_string(cpu_path_flags()));
     json_object_set_new(j, "loadavg_at_start", json_real(loadavg()));
+    if (path == CPU_PATH_ONEDNN)
+        onednn_figures(j, 0.0);
     json_object_set_new(j, "products", rows);
     char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     if (text)
@@ -503,11 +562,11 @@ int cmd_bench(int argc, char **argv)
         return bench_gemm(argc - 1, argv + 1);
     fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
           " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
-          " [--path avx2|avx512|avx512bf16]\n"
+          " [--path avx2|avx512|avx512bf16|onednn]\n"
           "       alallo bench train --device cuda [--size N] [--shape NAME|--model DIR"
           " --precision ... --adapter ... --batch B --seq T --steps N]\n"
           "       alallo bench gemm [--shape NAME] [--batch B] [--seq T] [--threads N]"
-          " [--path avx2|avx512|avx512bf16] [--reps R] [--hot]\n",
+          " [--path avx2|avx512|avx512bf16|onednn] [--reps R] [--hot]\n",
           stderr);
     return 2;
 }

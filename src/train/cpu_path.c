@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[CPU_PATH_COUNT] = {"avx2", "avx512", "avx512bf16"};
+#include "train/onednn.h"
+
+static const char *const names[CPU_PATH_COUNT] = {"avx2", "avx512", "avx512bf16",
+                                                    "onednn"};
 static int current = -1;
 
 const char *cpu_path_name(enum cpu_path p)
@@ -42,6 +45,8 @@ bool cpu_path_supported(enum cpu_path p)
         return __builtin_cpu_supports("avx512f") != 0;
     case CPU_PATH_AVX512BF16:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    case CPU_PATH_ONEDNN: /* its NF4 products run alallo's avx512bf16 kernels */
+        return cpu_path_supported(CPU_PATH_AVX512BF16) && onednn_available(NULL, 0);
     case CPU_PATH_COUNT:
         break;
     }
@@ -66,8 +71,14 @@ int cpu_path_init(const char *want, char *err, int errlen)
     }
     int p = cpu_path_parse(want);
     if (p < 0) {
-        snprintf(err, (size_t)errlen, "unknown CPU path \"%s\" (avx2, avx512 or avx512bf16)",
-                 want);
+        snprintf(err, (size_t)errlen,
+                 "unknown CPU path \"%s\" (avx2, avx512, avx512bf16 or onednn)", want);
+        return -1;
+    }
+    char why[256];
+    if (p == CPU_PATH_ONEDNN && cpu_path_supported(CPU_PATH_AVX512BF16) &&
+        !onednn_available(why, sizeof why)) {
+        snprintf(err, (size_t)errlen, "the onednn path needs oneDNN: %s", why);
         return -1;
     }
     if (!cpu_path_supported((enum cpu_path)p)) {
@@ -81,10 +92,8 @@ int cpu_path_init(const char *want, char *err, int errlen)
 
 enum cpu_path cpu_path_current(void)
 {
-    if (current < 0) {
-        enum cpu_path best = cpu_path_best();
-        current = best > CPU_PATH_AVX512 ? CPU_PATH_AVX512 : best;
-    }
+    if (current < 0) /* never the bf16 paths, nor opening oneDNN, unasked */
+        current = cpu_path_supported(CPU_PATH_AVX512) ? CPU_PATH_AVX512 : CPU_PATH_AVX2;
     return (enum cpu_path)current;
 }
 
@@ -92,6 +101,11 @@ void cpu_path_set(enum cpu_path p)
 {
     assert(cpu_path_supported(p));
     current = p;
+}
+
+const char *cpu_path_detail(void)
+{
+    return cpu_path_current() == CPU_PATH_ONEDNN ? onednn_describe() : "";
 }
 
 const char *cpu_path_flags(void)

@@ -11,9 +11,13 @@
  *               frozen bf16 or NF4 weight take bf16 inputs (the activation
  *               rounded to nearest-even bf16) with fp32 accumulation
  *               (vdpbf16ps)
- * AMX is detected and reported (cpu_path_has_amx) but not used: products
- * on an AMX machine take the avx512bf16 path (docs/trainer.md, "CPU
- * paths").
+ *   onednn      as avx512bf16, but the bf16 products with a frozen bf16
+ *               or a trained weight go through oneDNN's matmul
+ *               (train/onednn.h), AMX tiles where the CPU has them; a
+ *               weight's gradient too where oneDNN runs AMX (without
+ *               AMX alallo's kernels are faster there). NF4 weights keep
+ *               alallo's kernels. Offered where avx512bf16 is and oneDNN
+ *               opens (docs/trainer.md, "CPU paths").
  *
  * The path is process-wide state, set once before any product
  * (cpu_path_init) and read by gemm.c and linear.c. The same machine,
@@ -24,22 +28,32 @@
 
 #include <stdbool.h>
 
-enum cpu_path { CPU_PATH_AVX2 = 0, CPU_PATH_AVX512, CPU_PATH_AVX512BF16, CPU_PATH_COUNT };
+enum cpu_path {
+    CPU_PATH_AVX2 = 0,
+    CPU_PATH_AVX512,
+    CPU_PATH_AVX512BF16,
+    CPU_PATH_ONEDNN,
+    CPU_PATH_COUNT
+};
 
-/* The name of a path ("avx2", "avx512", "avx512bf16"). */
+/* The name of a path ("avx2", "avx512", "avx512bf16", "onednn"). */
 const char *cpu_path_name(enum cpu_path p);
 
 /* Parses a path name; -1 when it names none. */
 int cpu_path_parse(const char *name);
 
 /* True when this CPU (and its OS) can run path p. avx2 is always true:
- * OpenBLAS runs on any x86-64, with the kernels it picks itself. */
+ * OpenBLAS runs on any x86-64, with the kernels it picks itself. onednn
+ * also needs the library (libdnnl2) to open. */
 bool cpu_path_supported(enum cpu_path p);
 
-/* The best path this CPU runs. */
+/* The best path this CPU runs: the last of avx2, avx512, avx512bf16,
+ * onednn it has (measured: docs/trainer.md, "CPU paths"). */
 enum cpu_path cpu_path_best(void);
 
-/* True when the CPU has AMX tiles with bf16 (reported, not used). */
+/* True when the CPU's flags say AMX tiles with bf16. Whether oneDNN gets
+ * to use them (the kernel must grant a process the tile state; oneDNN
+ * asks) shows in cpu_path_detail's isa. */
 bool cpu_path_has_amx(void);
 
 /* Sets the process's path: `want` (a name, or NULL/"" for the environment's
@@ -54,6 +68,11 @@ enum cpu_path cpu_path_current(void);
 
 /* Forces the path (tests and benchmarks). The CPU must support it. */
 void cpu_path_set(enum cpu_path p);
+
+/* What runs the products beyond the path's name: on onednn, the
+ * library's version and the instruction set it uses ("oneDNN 2.6.3, isa
+ * avx512_core_amx"); "" on the other paths. */
+const char *cpu_path_detail(void);
 
 /* CPU flags that matter to the paths, as one line ("avx2 fma avx512f
  * avx512bf16 amx-bf16"), for logs and benchmarks. */

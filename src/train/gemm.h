@@ -4,6 +4,9 @@
  *   avx512      alallo's AVX-512 kernels (train/gemm_kern.h)
  *   avx512bf16  the same for fp32 products; gemm_bf16 for products with a
  *               frozen bf16/NF4 weight
+ *   onednn      as avx512bf16, with gemm_bf16's products (but an NF4 B's,
+ *               and a weight's gradient's unless oneDNN runs AMX) through
+ *               oneDNN's matmul (train/onednn.h)
  *
  * Why not OpenBLAS's own threads: Debian's OpenBLAS runs a pthread pool of
  * its own, and on a machine with few cores its spinning workers and
@@ -15,14 +18,19 @@
  * Determinism: on one machine and path, the same inputs give the same
  * bits. Each output element is computed by one thread with the same
  * K-order however the cut falls; on the avx512 paths the result does not
- * depend on the thread count either (gemm_kern.h). Tolerances against
- * plain fp32 (tests/unit/train/test_gemm_paths.c): avx2 and avx512 within
- * 1e-5 relative to the sum of |a||b|; bf16 within 2^-7 of it (each input
- * rounds to 8 significant bits).
+ * depend on the thread count either (gemm_kern.h). oneDNN's products keep
+ * its own order of the sums: the same bits run to run for one thread
+ * count, different bits from alallo's kernels. Tolerances against plain
+ * fp32 (tests/unit/train/test_gemm_paths.c): avx2 and avx512 within 1e-5
+ * relative to the sum of |a||b|; bf16 (both bf16 paths) within 2^-7 of it
+ * (each input rounds to 8 significant bits).
  *
  * Memory: a bf16 product cut by columns rounds A to bf16 once for all
  * threads (rather than each thread rounding all of it) into a buffer of
  * M x K halves that grows as needed and is kept, one per calling thread.
+ * The onednn path rounds every product's A the same way (and an fp32 B
+ * into a second buffer), as oneDNN reads bf16 memory: half the bytes of
+ * the largest fp32 A (and B) the process multiplies, kept.
  */
 #ifndef ALALLO_TRAIN_GEMM_H
 #define ALALLO_TRAIN_GEMM_H

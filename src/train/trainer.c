@@ -1079,8 +1079,9 @@ static int run_attempt(const struct train_config *c, int gpu)
                 cpu_path_name(cpu_path_current()), cpu_path_flags());
     } else
 #endif
-        tev_log("matrix products on the %s path (CPU flags: %s)",
-                cpu_path_name(cpu_path_current()), cpu_path_flags());
+        tev_log("matrix products on the %s path (%s%sCPU flags: %s)",
+                cpu_path_name(cpu_path_current()), cpu_path_detail(),
+                cpu_path_detail()[0] ? "; " : "", cpu_path_flags());
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, r.step);
     else

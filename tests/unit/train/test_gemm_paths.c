@@ -15,6 +15,7 @@
 #include "train/cpu_path.h"
 #include "train/gemm.h"
 #include "train/nf4.h"
+#include "train/onednn.h"
 
 static float frand(uint64_t *s)
 {
@@ -137,13 +138,20 @@ static void check_bits(int bf16)
     }
     gemm_set_threads(threads);
     assert_memory_equal(C1, C2, (size_t)M * N * 4);
-    if (cpu_path_current() != CPU_PATH_AVX2) /* own kernels: any cut, same bits */
+    enum cpu_path path = cpu_path_current();
+    if (path == CPU_PATH_AVX512 || path == CPU_PATH_AVX512BF16) /* own kernels: any cut */
         assert_memory_equal(C1, C3, (size_t)M * N * 4);
     free(A), free(B), free(C1), free(C2), free(C3);
 }
 
 static int on_path(enum cpu_path p)
 {
+    char why[256];
+    if (p == CPU_PATH_ONEDNN && cpu_path_supported(CPU_PATH_AVX512BF16) &&
+        !onednn_available(why, sizeof why)) {
+        printf("path onednn: skipped, %s\n", why);
+        return 0;
+    }
     if (!cpu_path_supported(p)) {
         printf("path %s: skipped, this CPU lacks it (it has: %s)\n", cpu_path_name(p),
                cpu_path_flags());
@@ -181,6 +189,141 @@ static void test_avx512bf16(void **state)
     check_shapes(1, 0, 1.0 / 128); /* bf16 weight: A rounds to bf16 */
     check_shapes(1, 1, 1.0 / 64);  /* fp32 weight rounded too */
     check_bits(1);
+}
+
+/* The onednn path: the bf16 tolerances, the same bits run to run, and
+ * the products that should reach oneDNN do (its implementation is named
+ * after one). */
+static void test_onednn(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_ONEDNN))
+        skip();
+    printf("onednn: %s\n", cpu_path_detail());
+    check_shapes(0, 0, 1e-5);      /* fp32 products: alallo's kernels */
+    check_shapes(1, 0, 1.0 / 128); /* bf16 weight */
+    check_shapes(1, 1, 1.0 / 64);  /* fp32 weight rounded too */
+    check_bits(1);
+    assert_true(onednn_last_impl()[0] != '\0');
+    printf("onednn ran its products on %s\n", onednn_last_impl());
+    /* tb = 0 (an input's gradient, dy W) and op(A) = A^T, twice each: the
+     * same bits */
+    static const struct shape bs[] = {{256, 768, 300, 0, 0, 1.0f, 1.0f},
+                                      {300, 70, 256, 1, 0, 2.0f, 1.0f}};
+    for (size_t si = 0; si < 2; si++) {
+        const struct shape *s = &bs[si];
+        size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
+        float *A = malloc(na * 4), *C1 = malloc(nc * 4), *C2 = malloc(nc * 4);
+        uint16_t *Bh = malloc(nb * 2);
+        uint64_t seed = 5 + si;
+        for (size_t i = 0; i < na; i++)
+            A[i] = frand(&seed);
+        for (size_t i = 0; i < nb; i++)
+            Bh[i] = to_bf16(frand(&seed));
+        for (size_t i = 0; i < nc; i++)
+            C1[i] = C2[i] = frand(&seed);
+        int lda = s->ta ? s->M : s->K;
+        gemm_bf16(s->ta, 0, s->M, s->N, s->K, s->alpha, A, lda, Bh, NULL, s->N, s->beta, C1,
+                  s->N);
+        gemm_bf16(s->ta, 0, s->M, s->N, s->K, s->alpha, A, lda, Bh, NULL, s->N, s->beta, C2,
+                  s->N);
+        assert_memory_equal(C1, C2, nc * 4);
+        free(A), free(C1), free(C2), free(Bh);
+    }
+}
+
+/* An NF4 B on the onednn path, decoded a strip at a time (several strips
+ * in the larger shapes, as bands of C's columns or of K): within 1e-5 of
+ * sum|ab| of the same product on the weight decoded first, the same bits
+ * run to run. */
+static void test_onednn_nf4(void **state)
+{
+    (void)state;
+    if (!on_path(CPU_PATH_ONEDNN))
+        skip();
+    static const struct shape qs[] = {
+        {256, 768, 768, 0, 1, 1.0f, 0.0f}, {256, 768, 2048, 0, 0, 1.0f, 1.0f},
+        {33, 97, 515, 0, 1, 1.0f, 0.5f},   {70, 300, 130, 0, 0, 1.0f, 1.0f},
+        {64, 1500, 1400, 0, 1, 1.0f, 0.0f}, {64, 1400, 1500, 0, 0, 0.5f, 1.0f},
+    };
+    for (size_t si = 0; si < sizeof qs / sizeof qs[0]; si++) {
+        const struct shape *s = &qs[si];
+        int ldb = s->tb ? s->K : s->N, rows = s->tb ? s->N : s->K;
+        size_t base = si % 2 ? 96 : 0, n = base + (size_t)rows * ldb;
+        size_t na = (size_t)s->M * s->K, nc = (size_t)s->M * s->N;
+        float *A = malloc(na * 4), *W = malloc(n * 4), *B = malloc((n - base) * 4);
+        float *C0 = malloc(nc * 4), *C1 = malloc(nc * 4), *C2 = malloc(nc * 4);
+        float *Cd = malloc(nc * 4);
+        double *ref = malloc(nc * 8), *bound = malloc(nc * 8);
+        uint16_t *Bh = malloc(n * 2);
+        uint64_t seed = 17 + si;
+        for (size_t i = 0; i < na; i++)
+            A[i] = frand(&seed);
+        for (size_t i = 0; i < n; i++)
+            W[i] = frand(&seed) * 0.05f;
+        for (size_t i = 0; i < nc; i++)
+            C0[i] = frand(&seed);
+        struct nf4_tensor *t = nf4_quantize(W, n);
+        assert_non_null(t);
+        nf4_dequantize_bf16(t, base, n - base, Bh);
+        for (size_t i = 0; i < n - base; i++)
+            B[i] = from_bf16(Bh[i]);
+        reference(s, A, B, C0, ref, bound);
+        struct gemm_nf4 q = {t, base};
+        memcpy(Cd, C0, nc * 4);
+        gemm_bf16(0, s->tb, s->M, s->N, s->K, s->alpha, A, s->K, Bh, NULL, ldb, s->beta, Cd,
+                  s->N);
+        for (int run = 0; run < 2; run++) {
+            float *C = run ? C2 : C1;
+            memcpy(C, C0, nc * 4);
+            gemm_bf16_nf4(0, s->tb, s->M, s->N, s->K, s->alpha, A, s->K, &q, ldb, s->beta, C,
+                          s->N);
+        }
+        assert_memory_equal(C1, C2, nc * 4);
+        double worst = 0;
+        for (size_t i = 0; i < nc; i++) {
+            double e = fabs((double)C1[i] - Cd[i]) / (bound[i] + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+        printf("onednn nf4 B %dx%dx%d tb=%d: %.2g of sum|ab| from the decoded weight's\n",
+               s->M, s->N, s->K, s->tb, worst);
+        assert_true(worst <= 1e-5);
+        nf4_free(t);
+        free(A), free(W), free(B), free(C0), free(C1), free(C2), free(Cd), free(ref);
+        free(bound), free(Bh);
+    }
+}
+
+/* Where the CPU has AMX, the onednn path runs its products on the tiles,
+ * a weight's gradient too. Skipped, with a line, on a CPU without. */
+static void test_onednn_amx(void **state)
+{
+    (void)state;
+    if (!cpu_path_has_amx()) {
+        printf("onednn on AMX: skipped, this CPU has no AMX (it has: %s)\n", cpu_path_flags());
+        skip();
+    }
+    if (!on_path(CPU_PATH_ONEDNN))
+        fail_msg("this CPU has AMX but the onednn path is not offered");
+    printf("onednn: %s\n", cpu_path_detail());
+    assert_true(onednn_uses_amx());
+    int M = 256, N = 768, K = 768;
+    float *A = malloc((size_t)M * K * 4), *C = malloc((size_t)M * N * 4);
+    float *W = malloc((size_t)K * N * 4);
+    uint16_t *Bh = malloc((size_t)N * K * 2);
+    uint64_t seed = 3;
+    for (int i = 0; i < M * K; i++)
+        A[i] = frand(&seed);
+    for (int i = 0; i < N * K; i++)
+        Bh[i] = to_bf16(frand(&seed));
+    gemm_bf16(0, 1, M, N, K, 1.0f, A, K, Bh, NULL, K, 0.0f, C, N);
+    printf("onednn forward on %s\n", onednn_last_impl());
+    assert_non_null(strstr(onednn_last_impl(), "amx"));
+    /* a weight's gradient dW (N,K) = dy^T x, with dy = C and x = A */
+    gemm_bf16(1, 0, N, K, M, 1.0f, C, N, NULL, A, K, 0.0f, W, K);
+    printf("onednn weight gradient on %s\n", onednn_last_impl());
+    assert_non_null(strstr(onednn_last_impl(), "amx"));
+    free(A), free(C), free(W), free(Bh);
 }
 
 /* bf16 products with op(A) = A^T (a weight's gradient dy^T x) give the
@@ -288,6 +431,7 @@ static void test_names(void **state)
     (void)state;
     char err[160];
     assert_int_equal(cpu_path_parse("avx512bf16"), CPU_PATH_AVX512BF16);
+    assert_int_equal(cpu_path_parse("onednn"), CPU_PATH_ONEDNN);
     assert_int_equal(cpu_path_parse("sse"), -1);
     assert_int_equal(cpu_path_init("sse", err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown CPU path"));
@@ -304,6 +448,9 @@ int main(void)
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx512bf16),
+        cmocka_unit_test(test_onednn),
+        cmocka_unit_test(test_onednn_nf4),
+        cmocka_unit_test(test_onednn_amx),
         cmocka_unit_test(test_nf4_b_matches_decoded),
         cmocka_unit_test(test_bf16_transposed_a_matches),
     };

@@ -22,6 +22,7 @@
 #include "core/fs.h"
 #include "test_train_fixture.h"
 #include "train/cpu_path.h"
+#include "train/onednn.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/tokenizer.h"
@@ -1055,8 +1056,15 @@ static void bench_gemm_prints_json(void **state)
     json_t *o = command_json("bench gemm --shape tiny --reps 1 --threads 2");
     assert_true(json_real_value(json_object_get(o, "peak_fp32_flops")) > 1e9);
     assert_true(json_real_value(json_object_get(o, "peak_flops")) > 1e9);
-    /* the products the trainer runs on this path: bf16 ones on avx512bf16 */
-    int bf16 = strcmp(json_string_value(json_object_get(o, "cpu_path")), "avx512bf16") == 0;
+    /* the products the trainer runs on this path: bf16 ones on avx512bf16
+     * and onednn; on onednn, oneDNN's own rate and what it ran on */
+    const char *path = json_string_value(json_object_get(o, "cpu_path"));
+    int bf16 = strcmp(path, "avx512bf16") == 0 || strcmp(path, "onednn") == 0;
+    if (strcmp(path, "onednn") == 0) {
+        assert_true(json_real_value(json_object_get(o, "peak_onednn_flops")) > 1e9);
+        assert_non_null(strstr(json_string_value(json_object_get(o, "cpu_path_detail")),
+                               "oneDNN"));
+    }
     assert_string_equal(json_string_value(json_object_get(o, "products_precision")),
                         bf16 ? "bf16 inputs, fp32 accumulation" : "fp32");
     assert_true(json_real_value(json_object_get(o, "trunk_efficiency")) > 0.0);
@@ -1095,9 +1103,9 @@ static json_t *bench_losses(const char *path, const char *adapter, const char *l
  * gap stays within 2% of the first loss at every step, and both learn.
  * 16-bit LoRA (a bf16 base) and full fine-tuning (fp32 master weights,
  * rounded to bf16 for their products; docs/trainer.md, "CPU paths"). */
-static void bf16_curve(const char *adapter, const char *lr)
+static void bf16_curve(const char *path, const char *adapter, const char *lr)
 {
-    json_t *a = bench_losses("avx512", adapter, lr), *b = bench_losses("avx512bf16", adapter, lr);
+    json_t *a = bench_losses("avx512", adapter, lr), *b = bench_losses(path, adapter, lr);
     double first = json_real_value(json_array_get(a, 0)), worst = 0.0;
     for (size_t i = 0; i < 200; i++) {
         double d = fabs(json_real_value(json_array_get(a, i)) -
@@ -1106,8 +1114,8 @@ static void bf16_curve(const char *adapter, const char *lr)
     }
     double last_a = json_real_value(json_array_get(a, 199));
     double last_b = json_real_value(json_array_get(b, 199));
-    fprintf(stderr, "bf16 curve (%s): first %.4f, last fp32 %.4f bf16 %.4f, largest gap %.5f\n",
-            adapter, first, last_a, last_b, worst);
+    fprintf(stderr, "%s curve (%s): first %.4f, last fp32 %.4f bf16 %.4f, largest gap %.5f\n",
+            path, adapter, first, last_a, last_b, worst);
     assert_true(worst <= 0.02 * first);
     assert_true(last_a < 0.9 * first && last_b < 0.9 * first);
     json_decref(a);
@@ -1122,8 +1130,22 @@ static void bf16_loss_curve_follows_fp32(void **state)
                cpu_path_flags());
         skip();
     }
-    bf16_curve("lora", "1e-3");
-    bf16_curve("full", "3e-4");
+    bf16_curve("avx512bf16", "lora", "1e-3");
+    bf16_curve("avx512bf16", "full", "3e-4");
+}
+
+/* The same on the onednn path (oneDNN's bf16 products). */
+static void onednn_loss_curve_follows_fp32(void **state)
+{
+    (void)state;
+    char why[256];
+    if (!cpu_path_supported(CPU_PATH_AVX512BF16) || !onednn_available(why, sizeof why)) {
+        printf("onednn loss curve: skipped, %s\n",
+               cpu_path_supported(CPU_PATH_AVX512BF16) ? why : "this CPU lacks avx512bf16");
+        skip();
+    }
+    bf16_curve("onednn", "lora", "1e-3");
+    bf16_curve("onednn", "full", "3e-4");
 }
 
 int main(void)
@@ -1139,6 +1161,7 @@ int main(void)
         cmocka_unit_test(resume_exact_every_path),
         cmocka_unit_test(resume_on_another_path),
         cmocka_unit_test(bf16_loss_curve_follows_fp32),
+        cmocka_unit_test(onednn_loss_curve_follows_fp32),
         cmocka_unit_test(lora_dropout_zero_is_unchanged),
         cmocka_unit_test(dpo_learns_the_preference),
         cmocka_unit_test(dpo_needs_pairs),
