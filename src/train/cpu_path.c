@@ -108,6 +108,31 @@ const char *cpu_path_detail(void)
     return cpu_path_current() == CPU_PATH_ONEDNN ? onednn_describe() : "";
 }
 
+void cpu_path_resume_note(const char *was, const char *was_detail, int was_threads,
+                          int now_threads, char *out, int outlen)
+{
+    const char *now = cpu_path_name(cpu_path_current());
+    const char *now_detail = cpu_path_detail();
+    size_t cap = (size_t)outlen;
+    out[0] = '\0';
+    if (!was)
+        return;
+    if (strcmp(was, now) != 0)
+        snprintf(out, cap,
+                 "the checkpoint was written on the %s path and this attempt runs on the %s "
+                 "path: from here on its numbers differ in their last bits from a run that "
+                 "stayed on %s",
+                 was, now, was);
+    else if (was_detail && strcmp(was_detail, now_detail) != 0)
+        snprintf(out, cap,
+                 "the checkpoint was written on the %s path with %s and this attempt runs it "
+                 "with %s: from here on its numbers differ in their last bits",
+                 now, was_detail, now_detail);
+    else if (was_threads > 0 && was_threads != now_threads)
+        snprintf(out, cap, "the checkpoint was written with %d threads and this attempt runs %d",
+                 was_threads, now_threads);
+}
+
 const char *cpu_path_flags(void)
 {
     static char line[96];

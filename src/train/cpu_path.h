@@ -74,6 +74,14 @@ void cpu_path_set(enum cpu_path p);
  * avx512_core_amx"); "" on the other paths. */
 const char *cpu_path_detail(void);
 
+/* The log line for a resume from a checkpoint written on path `was`
+ * (with cpu_path_detail `was_detail`, NULL when none was kept) and
+ * was_threads threads, by this process on its path with now_threads: a
+ * sentence when the path, what runs it (oneDNN's isa) or the thread count
+ * differ, else "". was NULL (an old checkpoint): "". */
+void cpu_path_resume_note(const char *was, const char *was_detail, int was_threads,
+                          int now_threads, char *out, int outlen);
+
 /* CPU flags that matter to the paths, as one line ("avx2 fma avx512f
  * avx512bf16 amx-bf16"), for logs and benchmarks. */
 const char *cpu_path_flags(void);

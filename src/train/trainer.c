@@ -118,7 +118,7 @@ struct run {
     int bad_epochs;             /* epochs ended since best_full last improved */
     json_t *samples;            /* the job's own sample prompts (c->sample_prompts); NULL none */
     char *meta;
-    char path_note[256]; /* a resume on another CPU path, or "" */
+    char path_note[320]; /* a resume on another CPU path, or "" */
     char err[ERRCAP];
 };
 
@@ -272,6 +272,8 @@ static char *meta_json(const struct train_config *c, size_t n_params)
                           "model_dir", c->model_dir, "seq_len", c->seq_len, "batch_size",
                           c->batch_size, "seed", (json_int_t)c->seed, "cpu_path",
                           cpu_path_name(cpu_path_current()), "threads", c->threads);
+    if (o && cpu_path_detail()[0]) /* what runs the products on onednn: its isa */
+        json_object_set_new(o, "cpu_path_detail", json_string(cpu_path_detail()));
     char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
@@ -548,17 +550,9 @@ static void note_path(struct run *r, const char *meta)
     json_t *j = json_loads(meta, 0, NULL);
     const char *was = j ? json_string_value(json_object_get(j, "cpu_path")) : NULL;
     json_int_t threads = j ? json_integer_value(json_object_get(j, "threads")) : 0;
-    const char *now = cpu_path_name(cpu_path_current());
-    if (was && strcmp(was, now) != 0)
-        snprintf(r->path_note, sizeof r->path_note,
-                 "the checkpoint was written on the %s path and this attempt runs on the %s "
-                 "path: from here on its numbers differ in their last bits from a run that "
-                 "stayed on %s",
-                 was, now, was);
-    else if (was && threads > 0 && threads != r->c->threads)
-        snprintf(r->path_note, sizeof r->path_note,
-                 "the checkpoint was written with %d threads and this attempt runs %d",
-                 (int)threads, r->c->threads);
+    const char *was_detail = j ? json_string_value(json_object_get(j, "cpu_path_detail")) : NULL;
+    cpu_path_resume_note(was, was_detail, (int)threads, r->c->threads, r->path_note,
+                         sizeof r->path_note);
     json_decref(j);
 }
 

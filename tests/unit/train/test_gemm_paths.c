@@ -426,6 +426,34 @@ static void test_nf4_b_matches_decoded(void **state)
     gemm_set_threads(threads);
 }
 
+/* A resume's log line: another path, the same path run by another isa of
+ * oneDNN's, another thread count, or nothing to say. */
+static void test_resume_note(void **state)
+{
+    (void)state;
+    char line[320];
+    cpu_path_set(CPU_PATH_AVX2);
+    cpu_path_resume_note("avx512", NULL, 2, 2, line, sizeof line);
+    assert_non_null(strstr(line, "written on the avx512 path and this attempt runs on the avx2"));
+    cpu_path_resume_note("avx2", NULL, 2, 4, line, sizeof line);
+    assert_string_equal(line, "the checkpoint was written with 2 threads and this attempt runs 4");
+    cpu_path_resume_note("avx2", NULL, 2, 2, line, sizeof line);
+    assert_string_equal(line, "");
+    cpu_path_resume_note(NULL, NULL, 0, 2, line, sizeof line);
+    assert_string_equal(line, "");
+    if (!on_path(CPU_PATH_ONEDNN))
+        skip();
+    cpu_path_resume_note("onednn", "oneDNN 2.6.3, isa avx512_core_amx", 2, 2, line, sizeof line);
+    printf("%s\n", line);
+    if (onednn_uses_amx())
+        assert_string_equal(line, "");
+    else
+        assert_non_null(strstr(line, "with oneDNN 2.6.3, isa avx512_core_amx and this attempt "
+                                     "runs it with oneDNN "));
+    cpu_path_resume_note("onednn", cpu_path_detail(), 2, 2, line, sizeof line);
+    assert_string_equal(line, "");
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -445,6 +473,7 @@ int main(void)
     gemm_set_threads(2);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_resume_note),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx512bf16),
