@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "train/onednn.h"
 
@@ -35,6 +37,19 @@ bool cpu_path_has_amx(void)
     return (d & (1u << 22)) && (d & (1u << 24)); /* AMX-BF16, AMX-TILE */
 }
 
+/* Linux (5.16 on) gives a process AMX's tile data only when it asks. */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+bool cpu_path_amx_granted(void)
+{
+    static int granted = -1; /* asked once per process */
+    if (granted < 0)
+        granted = cpu_path_has_amx() &&
+                  syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    return granted;
+}
+
 bool cpu_path_supported(enum cpu_path p)
 {
     __builtin_cpu_init();
@@ -46,6 +61,7 @@ bool cpu_path_supported(enum cpu_path p)
     case CPU_PATH_AVX512BF16:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
     case CPU_PATH_ONEDNN: /* its NF4 products run alallo's avx512bf16 kernels */
+        (void)cpu_path_amx_granted(); /* before oneDNN looks at what it may use */
         return cpu_path_supported(CPU_PATH_AVX512BF16) && onednn_available(NULL, 0);
     case CPU_PATH_COUNT:
         break;

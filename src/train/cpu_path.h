@@ -56,6 +56,11 @@ enum cpu_path cpu_path_best(void);
  * asks) shows in cpu_path_detail's isa. */
 bool cpu_path_has_amx(void);
 
+/* True when the CPU has AMX and the kernel granted this process the tile
+ * state (asked once, through arch_prctl, before oneDNN is opened): where
+ * oneDNN can run its AMX kernels. */
+bool cpu_path_amx_granted(void);
+
 /* Sets the process's path: `want` (a name, or NULL/"" for the environment's
  * ALALLO_CPU_PATH, else the best). Returns 0, or -1 with a sentence in
  * err when the named path is unknown or this CPU lacks it. */
