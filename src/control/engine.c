@@ -745,6 +745,17 @@ static void bench_failed(struct engine *e, int p, int64_t now, const char *why)
              e->cfg.pools[p].decl.name, why, BENCH_RETRY_MS / 60000);
 }
 
+/* Pool p's speed, as its bench job measured it: recorded on its slots. */
+static void bench_measured(struct engine *e, int p, const struct bench_speed *sp)
+{
+    pool_speed_set(e, p, sp);
+    e->bench[p].running = false;
+    e->bench[p].known = true;
+    log_line("info", "%s: pool %s: measured %.1f tokens/s, %.3g FLOP/s by its bench job; "
+             "recorded on its %d slot(s)", e->x->name, e->cfg.pools[p].decl.name,
+             sp->tokens_per_s, sp->flops, e->cfg.pools[p].decl.slots);
+}
+
 /* One look at each pool whose speed is unknown, after a list of the
  * engine's jobs: judges its bench job when it has ended (or ran too long),
  * submits one when none runs. */
@@ -775,6 +786,18 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
         if (live) {
             if (!b->running) /* submitted before a restart or by another leader */
                 b->running = true, b->since_ms = now;
+            /* Its output already complete: the bench is done, whatever the
+             * engine still lists. A controller restarted while the bench
+             * ended may keep a ghost RUNNING; cancelled, it leaves no job. */
+            struct bench_speed done;
+            char unread[512];
+            if (bench_read(e, p, &done, unread, sizeof unread) == 0) {
+                bench_measured(e, p, &done);
+                if (executor_cancel(e->x, tag))
+                    log_line("warn", "%s: pool %s: its bench job, done, is still listed and "
+                             "could not be cancelled: %s", e->x->name, name, e->x->error);
+                continue;
+            }
             if (now - b->since_ms > BENCH_TIMEOUT_MS) {
                 enum alallo_err r = executor_cancel(e->x, tag);
                 char why[EXEC_REASON_MAX + 64];
@@ -800,12 +823,7 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
                 bench_failed(e, p, now, why);
                 continue;
             }
-            pool_speed_set(e, p, &sp);
-            b->running = false;
-            b->known = true;
-            log_line("info", "%s: pool %s: measured %.1f tokens/s, %.3g FLOP/s by its bench job; "
-                     "recorded on its %d slot(s)", e->x->name, name, sp.tokens_per_s, sp.flops,
-                     e->cfg.pools[p].decl.slots);
+            bench_measured(e, p, &sp);
             continue;
         }
         if (now < b->next_try_ms)
