@@ -100,8 +100,21 @@ static struct exec_job wait_ended(struct executor *x, const char *tag)
     }
 }
 
-/* Waits until file path holds text. */
-static void wait_text(const char *path, const char *text)
+/* Whether buf holds line as one whole line of its own: a line that only
+ * contains it ("child up" for "up") does not count, so a wait can never be
+ * satisfied by another process's output. */
+static bool holds_line(const char *buf, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = buf; (p = strstr(p, line)) != NULL; p++)
+        if ((p == buf || p[-1] == '\n') && p[n] == '\n')
+            return true;
+    return false;
+}
+
+/* Waits until file path holds line as a whole line; fails past the
+ * deadline. */
+static void wait_line(const char *path, const char *line)
 {
     double end = clock_mono_s() + DEADLINE_S;
     for (;;) {
@@ -112,11 +125,22 @@ static void wait_text(const char *path, const char *text)
             buf[n] = '\0';
             fclose(f);
         }
-        if (strstr(buf, text))
+        if (holds_line(buf, line))
             return;
         assert_true(clock_mono_s() < end);
         pause_a_little();
     }
+}
+
+static void a_line_is_matched_whole(void **state)
+{
+    (void)state;
+    assert_true(holds_line("up\n", "up"));
+    assert_true(holds_line("child up\nup\n", "up"));
+    assert_false(holds_line("child up\n", "up"));
+    assert_false(holds_line("up", "up")); /* not yet ended by a newline */
+    assert_false(holds_line("child got TERM\n", "got TERM"));
+    assert_true(holds_line("child got TERM\ngot TERM\n", "got TERM"));
 }
 
 static void a_script_runs_and_completes(void **state)
@@ -138,7 +162,7 @@ static void a_script_runs_and_completes(void **state)
     snprintf(out, sizeof out, "%s/alallo-att-ok.out", dir);
     char want[600];
     snprintf(want, sizeof want, "hello from %s", dir);
-    wait_text(out, want);
+    wait_line(out, want);
     executor_close(x);
 }
 
@@ -155,7 +179,7 @@ static void a_failing_script_says_its_status(void **state)
     assert_string_equal(j.reason, "The process exited with status 3");
     char out[512];
     snprintf(out, sizeof out, "%s/alallo-att-fail.out", dir);
-    wait_text(out, "oops"); /* stderr goes to the output too */
+    wait_line(out, "oops"); /* stderr goes to the output too */
     executor_close(x);
 }
 
@@ -175,16 +199,18 @@ static void cancel_sends_term_to_the_whole_group(void **state)
     struct exec_submit s = submission("alallo-att-term", path);
     assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
     snprintf(out, sizeof out, "%s/alallo-att-term.out", dir);
-    wait_text(out, "child up");
-    wait_text(out, "up\n");
+    /* Both traps are set before their lines are printed; each line is
+     * matched whole, so "child up" never stands in for the script's "up". */
+    wait_line(out, "child up");
+    wait_line(out, "up");
     struct exec_job j;
     assert_true(find(x, "alallo-att-term", &j));
     assert_int_equal(j.state, EXEC_RUNNING);
     assert_int_equal(executor_cancel(x, "alallo-att-term"), ERR_OK);
     j = wait_ended(x, "alallo-att-term");
     assert_string_equal(j.raw_state, "CANCELLED");
-    wait_text(out, "got TERM");
-    wait_text(out, "child got TERM");
+    wait_line(out, "got TERM");
+    wait_line(out, "child got TERM");
     /* Cancelling again, or a tag with no job: nothing to do. */
     assert_int_equal(executor_cancel(x, "alallo-att-term"), ERR_OK);
     assert_int_equal(executor_cancel(x, "alallo-att-none"), ERR_OK);
@@ -201,7 +227,7 @@ static void a_script_that_ignores_term_is_killed_after_the_grace(void **state)
     struct exec_submit s = submission("alallo-att-stubborn", path);
     assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
     snprintf(out, sizeof out, "%s/alallo-att-stubborn.out", dir);
-    wait_text(out, "up");
+    wait_line(out, "up");
     double t0 = clock_mono_s();
     assert_int_equal(executor_cancel(x, "alallo-att-stubborn"), ERR_OK);
     struct exec_job j = wait_ended(x, "alallo-att-stubborn");
@@ -220,10 +246,12 @@ static void usr1_comes_the_lead_before_the_limit(void **state)
            sizeof path);
     struct exec_submit s = submission("alallo-att-usr1", path);
     s.time_limit_min = 1;
-    s.signal_lead_s = 59; /* USR1 about 1 s after the start */
+    /* USR1 about 5 s after the start: the trap is set well before, even on
+     * a loaded machine (at 1 s a slow start met the default action). */
+    s.signal_lead_s = 55;
     assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
     snprintf(out, sizeof out, "%s/alallo-att-usr1.out", dir);
-    wait_text(out, "up");
+    wait_line(out, "up");
     double end = clock_mono_s() + DEADLINE_S;
     for (;;) { /* the executor acts on time when called: keep listing */
         struct exec_job j;
@@ -257,7 +285,7 @@ static void close_stops_what_still_runs(void **state)
     struct exec_submit s = submission("alallo-att-long", wrapper);
     assert_int_equal(executor_submit(x, &s, NULL), ERR_OK);
     snprintf(out, sizeof out, "%s/alallo-att-long.out", dir);
-    wait_text(out, "up");
+    wait_line(out, "up");
     FILE *f = fopen(pidfile, "r");
     assert_non_null(f);
     int pid = 0;
@@ -313,6 +341,7 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_line_is_matched_whole),
         cmocka_unit_test_setup_teardown(a_script_runs_and_completes, setup, teardown),
         cmocka_unit_test_setup_teardown(a_failing_script_says_its_status, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_sends_term_to_the_whole_group, setup, teardown),
