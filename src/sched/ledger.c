@@ -349,6 +349,10 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
         long t = target[i];
         if (t != a->billed_to) {
             int64_t step_amount = steps_cost(a, t) - steps_cost(a, a->billed_to);
+            /* Priced at the cancel: its steps are one row of the amount. */
+            if (fixed_cancel && i == j->n_attempts - 1 && t > a->billed_to &&
+                desired[i] > a->billed_micros)
+                step_amount = desired[i] - a->billed_micros;
             enum ledger_reason why = t > a->billed_to ? LEDGER_R_STEPS
                                      : is_free       ? free_reason
                                                      : LEDGER_R_LOST_WORK;

@@ -257,6 +257,28 @@ test('a job created before any capacity is known is priced when placed, never fr
     assert.ok(ev.json.data.some((e) => /Estimated when first placed/.test(e.message)), ev.text);
     const log = await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/log`);
     assert.match(log.text, /Estimated when first placed/);
+    // The calibration counts it: its real time and price against its range.
+    const cal = await s.call('GET', '/v1/estimates/calibration?limit=10');
+    assert.equal(cal.status, 200, cal.text);
+    assert.equal(cal.json.object, 'estimates.calibration');
+    assert.equal(cal.json.window, 10);
+    assert.equal(cal.json.jobs, 1, cal.text);
+    const took = (done.finished_at - done.created_at);
+    const inTime = took >= done.estimate.time.low_s - 1 && took <= done.estimate.time.high_s + 1;
+    assert.equal(cal.json.time.inside + cal.json.time.below + cal.json.time.above, 1, cal.text);
+    if (took > done.estimate.time.high_s + 1) assert.equal(cal.json.time.above, 1, cal.text);
+    if (took < done.estimate.time.low_s - 1) assert.equal(cal.json.time.below, 1, cal.text);
+    if (inTime && took > done.estimate.time.low_s + 1 && took < done.estimate.time.high_s - 1) assert.equal(cal.json.time.inside, 1, cal.text);
+    assert.equal(cal.json.price.inside, paid >= done.estimate.price.low - 1e-4 ? 1 : 0, cal.text);
+    assert.ok(cal.json.time.median_width >= 1, cal.text);
+    const bad = await s.call('GET', '/v1/estimates/calibration?limit=0');
+    assert.equal(bad.status, 400, bad.text);
+    // Another account sees only its own jobs.
+    const other = s.account('calibration-other');
+    const theirs = await s.call('GET', '/v1/estimates/calibration', { key: other });
+    assert.equal(theirs.status, 200, theirs.text);
+    assert.equal(theirs.json.jobs, 0, theirs.text);
+    assert.equal(theirs.json.time.median_width, null, theirs.text);
   } finally {
     await s.stop();
   }
