@@ -45,6 +45,7 @@ void jobs_checkpoints(struct api_server *, struct http_request *, struct http_re
 void jobs_checkpoint_content(struct api_server *, struct http_request *, struct http_response *);
 void jobs_log(struct api_server *, struct http_request *, struct http_response *);
 void estimates_create(struct api_server *, struct http_request *, struct http_response *);
+void estimates_calibration(struct api_server *, struct http_request *, struct http_response *);
 void completions_create(struct api_server *, struct http_request *, struct http_response *);
 void chat_completions_create(struct api_server *, struct http_request *, struct http_response *);
 

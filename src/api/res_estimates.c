@@ -1,9 +1,12 @@
 /* res_estimates.c - POST /v1/fine_tuning/estimates: the time and price a
- * job would take, before it is created (same body as job creation). */
+ * job would take, before it is created (same body as job creation); GET
+ * /v1/estimates/calibration: how well the caller's past estimates held. */
 #include <stdlib.h>
 
 #include "api/handlers.h"
 #include "api/job_request.h"
+#include "api/paging.h"
+#include "control/calibration.h"
 #include "control/jobs.h"
 
 void estimates_create(struct api_server *srv, struct http_request *req, struct http_response *res)
@@ -27,4 +30,32 @@ void estimates_create(struct api_server *srv, struct http_request *req, struct h
     }
     json_decref(body);
     free(r);
+}
+
+static json_t *summary_json(const struct calib_summary *c)
+{
+    double n = c->n ? (double)c->n : 1.0;
+    return json_pack("{s:I,s:I,s:I,s:f,s:f,s:f,s:o}", "inside", (json_int_t)c->inside, "below",
+                     (json_int_t)c->below, "above", (json_int_t)c->above, "inside_share",
+                     (double)c->inside / n, "below_share", (double)c->below / n, "above_share",
+                     (double)c->above / n, "median_width",
+                     c->n ? json_real(c->median_ratio) : json_null());
+}
+
+void estimates_calibration(struct api_server *srv, struct http_request *req,
+                           struct http_response *res)
+{
+    int window = paging_limit(req, res, CALIBRATION_DEFAULT_JOBS);
+    if (window < 0)
+        return;
+    struct control_calibration c;
+    enum alallo_err e = control_calibration(srv->ctl, req->account.id, window, &c);
+    if (e) {
+        api_error(res, e, NULL, NULL);
+        return;
+    }
+    api_json(res, 200,
+             json_pack("{s:s,s:i,s:I,s:o,s:o}", "object", "estimates.calibration", "window",
+                       c.window, "jobs", (json_int_t)c.time.n, "time", summary_json(&c.time),
+                       "price", summary_json(&c.price)));
 }

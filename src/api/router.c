@@ -40,6 +40,7 @@ static const struct route routes[] = {
     {"GET", "/v1/models/{}", KEY, models_get},
     {"GET", "/v1/models/{}/export", KEY, models_export},
     {"POST", "/v1/fine_tuning/estimates", KEY, estimates_create},
+    {"GET", "/v1/estimates/calibration", KEY, estimates_calibration},
     {"POST", "/v1/fine_tuning/jobs", KEY, jobs_create},
     {"GET", "/v1/fine_tuning/jobs", KEY, jobs_list},
     {"GET", "/v1/fine_tuning/jobs/{}", KEY, jobs_get},

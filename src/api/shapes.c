@@ -113,9 +113,7 @@ static double cancel_now(const struct store_job *j, const struct sched_state *st
 {
     if (job_status_is_terminal(j->status))
         return j->price_charged - j->price_refunded;
-    enum job_status from = j->status;
-    if (from == JOB_RUNNING || from == JOB_CANCELLING)
-        from = j->steps_done > 0 ? JOB_RUNNING : JOB_QUEUED;
+    enum job_status from = ledger_cancel_from(j->status, j->steps_done);
     return sched_link_money(ledger_cancel_micros(&st->ledger, from, (double)now_ms / 1000.0));
 }
 

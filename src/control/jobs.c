@@ -125,7 +125,10 @@ json_t *control_estimate_json(const struct estimate *e)
                      e->limit_message[0] ? json_string(e->limit_message) : json_null());
 }
 
-void control_job_apply_estimate(struct job_draft *r)
+/* Fills the draft's estimate fields, plan and ledger from r->est, for a
+ * job created at created_s (seconds): the time range and the ledger's
+ * upper end of time count from creation. */
+static void apply_estimate(struct job_draft *r, double created_s)
 {
     struct store_job *j = &r->job;
     const struct estimate *e = &r->est;
@@ -141,19 +144,57 @@ void control_job_apply_estimate(struct job_draft *r)
         g = SCHED_LOWEST_COST;
     sched_plan_write(e, g, r->model_factor, j->plan, sizeof j->plan);
     if (e->worker < 0)
-        return; /* no capacity known yet: no ranges, the ledger starts later */
-    j->est_low_s = e->time_low_s;
-    j->est_high_s = e->time_high_s;
+        return; /* no capacity known yet: no ranges, the ledger starts when placed */
+    double waited = r->now > created_s ? r->now - created_s : 0;
+    j->est_low_s = waited + e->time_low_s;
+    j->est_high_s = waited + e->time_high_s;
     j->est_train_low_s = e->train_low_s;
     j->est_train_high_s = e->train_high_s;
     j->est_price_high = (double)e->price_high_micros / 1e6;
     struct sched_state *st = calloc(1, sizeof *st);
     if (!st)
         return;
-    ledger_job_init(&st->ledger, r->now, e->time_high_s, e->startup_s + e->train_high_s,
-                    e->price_high_micros);
+    ledger_job_init(&st->ledger, created_s, waited + e->time_high_s,
+                    e->startup_s + e->train_high_s, e->price_high_micros);
     sched_state_write(st, j->ledger_state, sizeof j->ledger_state);
     free(st);
+}
+
+void control_job_apply_estimate(struct job_draft *r)
+{
+    apply_estimate(r, r->now);
+}
+
+bool control_job_unpriced(const struct store_job *j)
+{
+    return !j->ledger_state[0] && !(j->est_price_high > 0) && !(j->est_high_s > 0);
+}
+
+enum alallo_err control_job_estimate_placed(struct control *ctl, const struct store_job *j,
+                                            struct job_draft *r, char *why, size_t whycap)
+{
+    memset(r, 0, sizeof *r);
+    r->job = *j;
+    if (!control_model_find(ctl, j->account, j->model, &r->model)) {
+        text_printf(why, whycap, "the model %s is gone", j->model);
+        return ERR_NOT_FOUND;
+    }
+    enum alallo_err e = control_job_estimate(ctl, r, why, whycap);
+    if (!e && (r->est.fit != PLAN_FITS || r->est.worker < 0)) {
+        text_copy(why, whycap, "no capacity with a known speed can run it yet");
+        e = ERR_UNAVAILABLE;
+    }
+    return e;
+}
+
+bool control_job_price_placed(struct store_job *j, struct job_draft *r)
+{
+    if (!control_job_unpriced(j) || r->est.worker < 0)
+        return false;
+    r->job = *j;
+    apply_estimate(r, (double)j->created_ms / 1000.0);
+    *j = r->job;
+    return true;
 }
 
 enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, char *why,

@@ -63,6 +63,23 @@ json_t *control_estimate_json(const struct estimate *e);
 /* Fills the draft's estimate fields, plan and ledger from r->est. */
 void control_job_apply_estimate(struct job_draft *r);
 
+/* Whether job j has no price range yet: it was created while no capacity
+ * (no worker, or none with a known speed) was known, so its estimate says
+ * why there is none and its ledger has not started. Such a job is priced
+ * when it is first placed, never run uncapped or free. */
+bool control_job_unpriced(const struct store_job *j);
+
+/* The estimate of unpriced job j now that capacity is known, into r (r->job
+ * a copy of j). ERR_UNAVAILABLE, with why, while still no capacity with a
+ * known speed can run it: the job is not placed then. */
+enum alallo_err control_job_estimate_placed(struct control *ctl, const struct store_job *j,
+                                            struct job_draft *r, char *why, size_t whycap);
+
+/* Gives job j (inside its update) the estimate of r: its ranges counted
+ * from its creation, its plan, and its ledger with the price's upper end
+ * as its cap. False (j unchanged) when j is priced already. */
+bool control_job_price_placed(struct store_job *j, struct job_draft *r);
+
 /* Estimates the draft and stores it as a new job: queued, or failed at once
  * (at no cost) when no known capacity can ever run it. r->job gets the job
  * as stored. ERR_INVALID with a reason in why for a shape the planner

@@ -115,6 +115,7 @@ struct claim_ctx {
     const struct store_worker *worker;
     const struct sched_worker *sworker; /* the same worker as the scheduler sees it */
     bool engine;                        /* a slot of an engine's pool (lifecycle_claim_engine) */
+    struct job_draft *priced;           /* the estimate of a job that had none; NULL */
     struct store_attempt attempt;       /* OUT */
     long resume_step;                   /* OUT: the checkpoint it continues from; 0 none */
     int64_t now;
@@ -203,6 +204,14 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
         e = job_move_to(j, JOB_QUEUED, c->engine ? MSG_WAITING_FOR_CAPACITY : MSG_STARTING);
     if (e)
         return e;
+    /* Created while no capacity was known: priced now, before its ledger
+     * starts, so that its price has a cap (docs/estimator.md). */
+    bool priced_now = false;
+    if (control_job_unpriced(j)) {
+        if (!c->priced || !control_job_price_placed(j, c->priced))
+            return ERR_CONFLICT; /* estimated by someone else meanwhile: look again */
+        priced_now = true;
+    }
     struct sched_state *st = state_load(j);
     if (!st)
         return ERR_NOMEM;
@@ -215,6 +224,18 @@ static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unuse
     free(st);
     if (!e)
         e = store_writes_attempt(w, a);
+    if (!e && priced_now) {
+        const struct estimate *est = &c->priced->est;
+        char line[STORE_MESSAGE_MAX];
+        text_printf(line, sizeof line,
+                    "Estimated when first placed (no capacity was known when the job was "
+                    "created): %s, $%.4f to $%.4f; the price will not pass $%.4f",
+                    est->time_text, (double)est->price_low_micros / 1e6,
+                    (double)est->price_high_micros / 1e6, (double)est->price_high_micros / 1e6);
+        e = note(w, c->now, "info", "%s", line);
+        if (!e)
+            e = store_writes_log(w, a->id, line);
+    }
     if (!e && c->engine)
         e = note(w, c->now, "info", "Submitting attempt %s to %s", a->id, c->worker->name);
     else if (!e)
@@ -402,9 +423,28 @@ static enum alallo_err claim(struct control *ctl, const char *worker, bool engin
             store_job_update(ctl->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
-        struct claim_ctx c = {
-            .ctl = ctl, .worker = &w, .sworker = &sw, .engine = engine, .now = clock_now_ms()};
+        /* A job created while no capacity was known is estimated now that
+         * some is; while none with a known speed can run it, it waits. */
+        struct job_draft *priced = NULL;
+        if (control_job_unpriced(&j)) {
+            char why[STORE_MESSAGE_MAX];
+            priced = calloc(1, sizeof *priced);
+            if (!priced)
+                return ERR_NOMEM;
+            if (control_job_estimate_placed(ctl, &j, priced, why, sizeof why) != ERR_OK) {
+                log_line("warn", "job %s is not placed yet: %s", j.id, why);
+                free(priced);
+                return ERR_OK;
+            }
+        }
+        struct claim_ctx c = {.ctl = ctl,
+                              .worker = &w,
+                              .sworker = &sw,
+                              .engine = engine,
+                              .priced = priced,
+                              .now = clock_now_ms()};
         e = store_job_update(ctl->store, j.id, NULL, claim_cb, &c);
+        free(priced);
         if (e == ERR_CONFLICT)
             continue;
         if (e)
@@ -1663,7 +1703,18 @@ static enum alallo_err cancel_cb(struct store_job *j, struct store_attempt *unus
             e = state_save(j, c->st);
         return e ? e : note(w, c->now, "info", "The job was cancelled");
     }
-    e = job_move_to(j, JOB_CANCELLING, MSG_NONE);
+    /* Priced now: what the job shows as "Cancelling now costs" at this
+     * moment is what it is charged, whatever the trainer completes while
+     * it stops (docs/ledger.md). A running attempt that has trained no
+     * step is cancelled as queued, as the API's cancel_now says. */
+    c->st = state_load(j);
+    if (!c->st)
+        return ERR_NOMEM;
+    ledger_fix_cancel(&c->st->ledger, ledger_cancel_from(j->status, j->steps_done),
+                      (double)c->now / 1000.0);
+    e = state_save(j, c->st);
+    if (!e)
+        e = job_move_to(j, JOB_CANCELLING, MSG_NONE);
     if (e)
         return e;
     set_stop(j, o.stop);

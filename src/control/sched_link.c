@@ -882,6 +882,7 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
 /* Format, one record a line, numbers separated by spaces:
  *   S1 created time_high train_high price_high fence latest n charged refunded closed
  *   A id fence rate start done kept train_s began ended_s ended billed_to billed_micros
+ *   C from cancel_s cancel_step cancel_micros     (only once a cancel was priced)
  *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
  *     ewma ewma_var nominal_step_s class model_factor   (only while an attempt runs)
  * Doubles are written with %.17g so a round trip is exact. */
@@ -906,6 +907,13 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
                      a->id, a->fence, a->rate_per_hour, a->start_step, a->done_step, a->kept_step,
                      a->train_s, a->began_s, a->ended_s, a->ended ? 1 : 0, a->billed_to,
                      a->billed_micros);
+        if (n < 0 || (size_t)n >= cap - len)
+            return false;
+        len += (size_t)n;
+    }
+    if (j->cancel_fixed) {
+        n = snprintf(out + len, cap - len, "C %d %.17g %ld %" PRId64 "\n", (int)j->cancel_from,
+                     j->cancel_s, j->cancel_step, j->cancel_micros);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
         len += (size_t)n;
@@ -988,6 +996,16 @@ bool sched_state_read(const char *text, struct sched_state *out)
             return false;
         a->ended = ended != 0;
         p = strchr(p, '\n');
+    }
+    if (p && p[1] == 'C') {
+        int from = 0;
+        if (sscanf(p + 1, "C %d %lf %ld %" SCNd64, &from, &j->cancel_s, &j->cancel_step,
+                   &j->cancel_micros) != 4 ||
+            from < 0 || from >= JOB_STATUS_COUNT)
+            return false;
+        j->cancel_from = (enum job_status)from;
+        j->cancel_fixed = true;
+        p = strchr(p + 1, '\n');
     }
     if (p && p[1] == 'T') {
         if (!read_tl_line(p + 1, out))

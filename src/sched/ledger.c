@@ -16,6 +16,7 @@ static const char *const reason_texts[LEDGER_REASON_COUNT] = {
     "cancelled while queued",
     "cancelled after the estimated time",
     "step time revised",
+    "above the price the cancel was accepted at",
 };
 
 const char *ledger_kind_name(enum ledger_kind k)
@@ -241,7 +242,10 @@ static bool free_outcome(const struct ledger_job *j, const struct ledger_outcome
         return true;
     }
     if (o->status == JOB_CANCELLED) {
-        if (o->cancelled_from == JOB_QUEUED) {
+        enum job_status from = j->cancel_fixed ? j->cancel_from : o->cancelled_from;
+        if (j->cancel_fixed)
+            now = j->cancel_s; /* priced when the cancel was accepted */
+        if (from == JOB_QUEUED) {
             *reason = LEDGER_R_CANCELLED_QUEUED;
             return true;
         }
@@ -291,6 +295,15 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
         run->kept_step = clamp_step(j->latest_checkpoint, run->start_step, run->done_step);
     }
 
+    /* A cancel priced when accepted: no step after it is billed, and the
+     * net charge is at most what it was shown at. */
+    bool fixed_cancel = outcome->status == JOB_CANCELLED && j->cancel_fixed;
+    int64_t cap_micros = j->price_high_micros;
+    enum ledger_reason cap_reason = LEDGER_R_ABOVE_ESTIMATE;
+    if (fixed_cancel && (cap_micros < 0 || j->cancel_micros < cap_micros)) {
+        cap_micros = j->cancel_micros;
+        cap_reason = LEDGER_R_CANCEL_PRICE;
+    }
     long target[LEDGER_MAX_ATTEMPTS];
     int64_t desired[LEDGER_MAX_ATTEMPTS];
     bool capped[LEDGER_MAX_ATTEMPTS];
@@ -304,13 +317,23 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
             t = clamp_step(j->latest_checkpoint, a->start_step, a->done_step);
         else
             t = clamp_step(a->kept_step, a->start_step, a->done_step);
+        if (fixed_cancel && t > a->start_step && t > j->cancel_step)
+            t = j->cancel_step > a->start_step ? j->cancel_step : a->start_step;
         target[i] = t;
         desired[i] = steps_cost(a, t);
         capped[i] = false;
         total += desired[i];
     }
-    if (j->price_high_micros >= 0 && total > j->price_high_micros) {
-        int64_t excess = total - j->price_high_micros;
+    /* The partial model holds every step the cancel was priced for: the
+     * charge is that price to the micro, though the average step time
+     * reported since (and so steps_cost) moved a little. */
+    if (fixed_cancel && !is_free && j->n_attempts > 0 &&
+        target[j->n_attempts - 1] == j->cancel_step && total < j->cancel_micros) {
+        desired[j->n_attempts - 1] += j->cancel_micros - total;
+        total = j->cancel_micros;
+    }
+    if (cap_micros >= 0 && total > cap_micros) {
+        int64_t excess = total - cap_micros;
         for (int i = j->n_attempts - 1; i >= 0 && excess > 0; i--) {
             int64_t r = desired[i] < excess ? desired[i] : excess;
             if (r > 0) {
@@ -326,6 +349,10 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
         long t = target[i];
         if (t != a->billed_to) {
             int64_t step_amount = steps_cost(a, t) - steps_cost(a, a->billed_to);
+            /* Priced at the cancel: its steps are one row of the amount. */
+            if (fixed_cancel && i == j->n_attempts - 1 && t > a->billed_to &&
+                desired[i] > a->billed_micros)
+                step_amount = desired[i] - a->billed_micros;
             enum ledger_reason why = t > a->billed_to ? LEDGER_R_STEPS
                                      : is_free       ? free_reason
                                                      : LEDGER_R_LOST_WORK;
@@ -338,7 +365,7 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
         int64_t residual = desired[i] - a->billed_micros;
         enum ledger_reason why = residual > 0 ? LEDGER_R_ADJUST
                                  : is_free    ? free_reason
-                                 : capped[i]  ? LEDGER_R_ABOVE_ESTIMATE
+                                 : capped[i]  ? cap_reason
                                               : LEDGER_R_ADJUST;
         add_row(j, rows, n_rows, residual, a, t, t, why);
         a->billed_micros = desired[i];
@@ -352,6 +379,8 @@ int64_t ledger_cancel_micros(const struct ledger_job *j, enum job_status from, d
 {
     if (j->closed)
         return ledger_net_micros(j);
+    if (j->cancel_fixed)
+        return j->cancel_micros;
     /* The cancel runs on a copy, step by step as the server runs it. */
     struct ledger_job copy = *j;
     struct ledger_row rows[LEDGER_MAX_ROWS];
@@ -370,6 +399,28 @@ int64_t ledger_cancel_micros(const struct ledger_job *j, enum job_status from, d
     if (ledger_settle(&copy, &o, now, rows, LEDGER_MAX_ROWS, &n) != ERR_OK)
         return ledger_net_micros(j);
     return ledger_net_micros(&copy);
+}
+
+enum job_status ledger_cancel_from(enum job_status status, long steps_done)
+{
+    if (status == JOB_RUNNING || status == JOB_CANCELLING)
+        return steps_done > 0 ? JOB_RUNNING : JOB_QUEUED;
+    return status;
+}
+
+void ledger_fix_cancel(struct ledger_job *j, enum job_status from, double now)
+{
+    if (j->cancel_fixed || j->closed)
+        return;
+    const struct ledger_attempt *run = running_attempt(j);
+    long step = j->latest_checkpoint;
+    if (run && run->done_step > step)
+        step = run->done_step;
+    j->cancel_micros = ledger_cancel_micros(j, from, now);
+    j->cancel_from = from;
+    j->cancel_s = now;
+    j->cancel_step = step;
+    j->cancel_fixed = true;
 }
 
 int64_t ledger_net_micros(const struct ledger_job *j)

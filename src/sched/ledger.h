@@ -20,7 +20,10 @@
  *  - cancelled while queued: free. Cancelled while running or re-scheduling:
  *    the steps in the partial model (the checkpoint written on cancel) are
  *    charged. Cancelled after the upper end of the estimated time range has
- *    passed since creation: free.
+ *    passed since creation: free. A cancel is priced when it is accepted
+ *    (ledger_fix_cancel): the job is then charged exactly what cancelling
+ *    cost at that moment; steps the trainer completes while it stops stay
+ *    in the partial model, free.
  * Settling is idempotent: ledger_settle() compares what each attempt should
  * have been charged with what it was, and returns only the difference as
  * rows. Money is in micros (millionths of the currency unit).
@@ -75,6 +78,13 @@ struct ledger_job {
     int64_t charged_micros;    /* sum of charge rows (price.charged)        */
     int64_t refunded_micros;   /* sum of refund rows (price.refunded)       */
     bool closed;               /* the final settle was done                 */
+    /* A cancel accepted while an attempt ran (ledger_fix_cancel): what it
+     * charges was fixed then. */
+    bool cancel_fixed;
+    enum job_status cancel_from; /* the status it was cancelled from        */
+    double cancel_s;             /* when it was accepted                    */
+    long cancel_step;            /* steps after this one are not billed     */
+    int64_t cancel_micros;       /* the net charge it was shown at          */
 };
 
 struct ledger_limits {
@@ -93,6 +103,7 @@ enum ledger_reason {
     LEDGER_R_CANCELLED_QUEUED, /* cancelled while queued: free              */
     LEDGER_R_CANCELLED_LATE,   /* cancelled after the estimated time: free  */
     LEDGER_R_ADJUST,           /* the step time of an attempt was revised   */
+    LEDGER_R_CANCEL_PRICE,     /* above what the cancel cost when accepted  */
     LEDGER_REASON_COUNT
 };
 
@@ -199,6 +210,20 @@ enum alallo_err ledger_settle(struct ledger_job *j, const struct ledger_outcome 
  * price.cancel_now is this, so the amount shown is the amount a cancel in
  * the same state charges. */
 int64_t ledger_cancel_micros(const struct ledger_job *j, enum job_status from, double now);
+
+/* The status a cancel of a job in `status` with steps_done steps trained
+ * is priced from: a running or cancelling job that has trained no step is
+ * priced as queued (free). */
+enum job_status ledger_cancel_from(enum job_status status, long steps_done);
+
+/* Fixes what a cancel accepted at `now` from status `from` charges: the
+ * ledger_cancel_micros() of that moment, for the steps completed by then
+ * (the running attempt's done_step). The final settle of a cancelled job
+ * then charges at most that amount, for at most those steps, and judges
+ * "late" by `now` rather than by when the trainer stopped;
+ * ledger_cancel_micros() answers the fixed amount from then on. A second
+ * call changes nothing. */
+void ledger_fix_cancel(struct ledger_job *j, enum job_status from, double now);
 
 /* The net charge of the job (charged - refunded). */
 int64_t ledger_net_micros(const struct ledger_job *j);

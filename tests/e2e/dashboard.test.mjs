@@ -153,6 +153,10 @@ test('a job created through the page goes from queued to succeeded without a rel
   await bar.hover();
   assert.equal((await bar.locator('.pct').textContent()).trim(), '100%');
   assert.match(await row.textContent(), /Supervised fine-tuning, 16-bit/);
+  // Under the list: how the account's estimates held, once a job finished.
+  await until('the calibration line', async () =>
+    /How estimates held, over your last .*finished job/.test((await page.locator('p.calibration').textContent()) || ''),
+  30000, 200);
   await page.screenshot({ path: screenshotPath('jobs-tab.png'), fullPage: true });
 });
 

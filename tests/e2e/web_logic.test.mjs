@@ -32,6 +32,15 @@ test('money ranges read "A to B", equal ends once', () => {
   assert.equal(format.formatMoneyRange(null, 0.3), '$0.30');
 });
 
+test('calibration line: shares of jobs inside their ranges, and how wide', () => {
+  assert.equal(format.calibrationText(null), '');
+  assert.equal(format.calibrationText({ jobs: 0, time: {}, price: {} }), '');
+  assert.equal(format.calibrationText({ jobs: 1, time: { inside: 1, median_width: 1.8 }, price: { inside: 0 } }),
+    'How estimates held, over your last finished job: time inside the range 1 of 1 (100%), price inside the range 0 of 1 (0%). Time ranges were typically 1.8× wide.');
+  assert.equal(format.calibrationText({ jobs: 12, time: { inside: 11, median_width: null }, price: { inside: 12 } }),
+    'How estimates held, over your last 12 finished jobs: time inside the range 11 of 12 (92%), price inside the range 12 of 12 (100%).');
+});
+
 test('training method is "Supervised fine-tuning" with the precision', () => {
   assert.equal(format.methodLabel({ precision: '4-bit' }), 'Supervised fine-tuning, 4-bit');
   assert.equal(format.methodLabel({ precision: '16-bit', training_method: 'Supervised fine-tuning' }),

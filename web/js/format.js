@@ -170,3 +170,18 @@ export function formatWhen(seconds) {
   if (s === null || s <= 0) return '—';
   return new Date(s * 1000).toLocaleString();
 }
+
+// The calibration panel's line (GET /v1/estimates/calibration): how often
+// the account's finished jobs ended inside the ranges they were shown, and
+// how wide those ranges were; '' until a job has finished with a range.
+export function calibrationText(c) {
+  const n = Number(c?.jobs);
+  if (!Number.isInteger(n) || n <= 0) return '';
+  const share = (s) => `${Math.round((100 * (Number(s?.inside) || 0)) / n)}%`;
+  const jobs = n === 1 ? 'your last finished job' : `your last ${n} finished jobs`;
+  let text = `How estimates held, over ${jobs}: time inside the range ${c.time?.inside ?? 0} of ${n} (${share(c.time)}), ` +
+    `price inside the range ${c.price?.inside ?? 0} of ${n} (${share(c.price)}).`;
+  const w = Number(c.time?.median_width);
+  if (Number.isFinite(w) && w >= 1) text += ` Time ranges were typically ${w.toFixed(1)}× wide.`;
+  return text;
+}

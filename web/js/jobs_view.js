@@ -9,10 +9,13 @@
 // A job that validates shows its latest validation loss under its progress,
 // from its newest events (GET /v1/fine_tuning/jobs/{id}/events): read at
 // each refresh while it runs, once after it ended.
+// Under the list, how the account's estimates held (GET
+// /v1/estimates/calibration): a range a person can check is one they trust.
 
 import { api, listAllJobs, PAGE_LIMIT, PAGE_MAX } from './api.js';
 import { el, setText, show, progressBar, updateProgress, updateBadge } from './dom.js';
 import {
+  calibrationText,
   listPrice,
   messageText,
   methodLabel,
@@ -98,6 +101,7 @@ export function jobsView() {
   let note;
   let problem;
   let pools;
+  let calibration;
 
   return {
     title: 'Jobs',
@@ -110,6 +114,7 @@ export function jobsView() {
         `Showing the newest ${PAGE_LIMIT * PAGE_MAX} jobs.`);
       problem = el('p', { class: 'problem', role: 'status', hidden: true });
       pools = el('p', { class: 'muted pools', hidden: true });
+      calibration = el('p', { class: 'muted calibration', hidden: true });
       main.append(
         el('div', { class: 'head' },
           el('h1', { tabindex: '-1' }, 'Jobs'),
@@ -122,17 +127,22 @@ export function jobsView() {
             el('thead', {}, el('tr', {}, COLUMNS.map((c) => el('th', { scope: 'col' }, c)))),
             tbody)),
         empty,
-        note);
+        note,
+        calibration);
     },
 
     async refresh() {
       let res;
       try {
-        const [jobs, workers] = await Promise.all([listAllJobs(), api('/v1/workers').catch(() => null)]);
+        const [jobs, workers, cal] = await Promise.all([listAllJobs(), api('/v1/workers').catch(() => null),
+          api('/v1/estimates/calibration').catch(() => null)]);
         res = jobs;
         const line = poolsText(workers?.pools);
         setText(pools, line);
         show(pools, !!line);
+        const held = calibrationText(cal);
+        setText(calibration, held);
+        show(calibration, !!held);
       } catch (e) {
         setText(problem, `Could not refresh the jobs: ${e.message} Retrying.`);
         show(problem, true);

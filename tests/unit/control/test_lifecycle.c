@@ -1020,14 +1020,16 @@ static double net_charge(json_t *j)
            json_real_value(json_object_get(price, "refunded"));
 }
 
-/* A charged cancel leaves the partial model of exactly the steps charged:
- * fine_tuned_model names the checkpoint at that step. */
-static void assert_partial_model_of_charged_steps(struct harness *h, const char *id, long step)
+/* A charged cancel leaves a partial model: fine_tuned_model names the
+ * checkpoint at `step`, of which the steps up to `billed` are charged (the
+ * steps completed after the cancel was accepted are in it, free). */
+static void assert_partial_model_billed(struct harness *h, const char *id, long step,
+                                        long billed)
 {
     json_t *j = job(h, h->key, id);
     assert_string_equal(h_str(j, "status"), "cancelled");
     assert_true(net_charge(j) > 0);
-    assert_int_equal(billed_steps(h, id), step);
+    assert_int_equal(billed_steps(h, id), billed);
     const char *model = h_str(j, "fine_tuned_model");
     assert_non_null(model);
     char want[32];
@@ -1035,6 +1037,12 @@ static void assert_partial_model_of_charged_steps(struct harness *h, const char 
     assert_int_equal(strncmp(model, "ft:tiny:alallo:", 15), 0);
     assert_string_equal(model + strlen(model) - strlen(want), want);
     json_decref(j);
+}
+
+/* A charged cancel whose partial model holds exactly the steps charged. */
+static void assert_partial_model_of_charged_steps(struct harness *h, const char *id, long step)
+{
+    assert_partial_model_billed(h, id, step, step);
 }
 
 static int cancel_job(struct harness *h, const char *id)
@@ -1093,9 +1101,10 @@ static void a_cancel_while_re_scheduling_keeps_the_partial_model(void **state)
     json_decref(j);
     assert_partial_model_of_charged_steps(h, id, 7);
 
-    /* Cancelled while the move is under way: the trainer, told to cancel
-     * now, writes its checkpoint at step 9 and exits; what it is charged
-     * for is that checkpoint, and it is the partial model. */
+    /* Cancelled while the move is under way, at step 7: the trainer, told
+     * to cancel now, writes its checkpoint at step 9 and exits; it is the
+     * partial model, and it is charged the 7 steps the cancel was priced
+     * at (steps 8 and 9, completed while stopping, are free). */
     register_worker(h, "w2", "8000000000", 3600.0);
     char *id2 = new_job(h, h->key, NULL);
     assert_true(claim(h, "w2", &c));
@@ -1103,7 +1112,11 @@ static void a_cancel_while_re_scheduling_keeps_the_partial_model(void **state)
     assert_int_equal(events(h, &c, c.fence, RUN7, NULL, 0), 200);
     r = h_call(h, "POST", "/v1/workers/w2/drain", NULL, h->key, NULL);
     reply_free(&r);
+    json_t *shown = job(h, h->key, id2);
     assert_int_equal(cancel_job(h, id2), 200);
+    double shown_now = json_real_value(
+        json_object_get(json_object_get(shown, "price"), "cancel_now"));
+    json_decref(shown);
     char stop[16];
     assert_int_equal(events(h, &c, c.fence,
                             "{\"event\":\"step\",\"t\":3.5,\"step\":9,\"loss\":2},"
@@ -1113,7 +1126,10 @@ static void a_cancel_while_re_scheduling_keeps_the_partial_model(void **state)
                      200);
     assert_string_equal(stop, "cancel");
     assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
-    assert_partial_model_of_charged_steps(h, id2, 9);
+    assert_partial_model_billed(h, id2, 9, 7);
+    j = job(h, h->key, id2);
+    assert_true(fabs(net_charge(j) - shown_now) < 1e-9); /* what it showed before */
+    json_decref(j);
     free(id);
     free(id2);
     h_free(h);

@@ -36,6 +36,10 @@ static void ledger_state_round_trip_is_exact(void **state)
     a->nominal_step_s = 0.1234;
     a->model_factor = 0.375;
     a->worker_class = WORKER_SPOT;
+    /* A cancel priced when accepted (its own line, before the time left's). */
+    assert_int_equal(ledger_attempt_progress(&a->ledger, fence, 55, 4.5), ERR_OK);
+    ledger_fix_cancel(&a->ledger, JOB_RUNNING, 1764495046.25);
+    assert_true(a->ledger.cancel_fixed && a->ledger.cancel_step == 55);
 
     char text[STORE_LEDGER_STATE_MAX];
     assert_true(sched_state_write(a, text, sizeof text));

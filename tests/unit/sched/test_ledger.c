@@ -267,6 +267,66 @@ static void cancel_preview_is_the_charge(void **state)
     free(j);
 }
 
+/* A cancel is priced when it is accepted (ledger_fix_cancel): the steps
+ * the trainer completes while it stops (or had completed but not yet
+ * reported), a slower step time reported meanwhile, and a stop that ends
+ * past the estimated time change nothing: the net charge is the amount
+ * shown at acceptance, and the later steps stay in the partial model. */
+static void a_cancel_charges_what_it_was_accepted_at(void **state)
+{
+    (void)state;
+    struct ledger_job *j = calloc(1, sizeof *j);
+    struct rows *r = calloc(1, sizeof *r);
+    assert_non_null(j);
+    assert_non_null(r);
+    for (int trial = 0; trial < 4; trial++) {
+        ledger_job_init(j, 0, 7200, 5400, 10 * MICROS);
+        uint64_t f;
+        assert_int_equal(ledger_attempt_begin(j, 1, 3.6, 0, 10, &f), ERR_OK);
+        assert_int_equal(ledger_attempt_progress(j, f, 80, 80), ERR_OK);
+        assert_int_equal(ledger_attempt_checkpoint(j, f, 50), ERR_OK);
+        settle(j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, 90, r);
+        /* trial 3: accepted just before the estimated time runs out */
+        double accepted = trial == 3 ? 7190 : 95;
+        enum job_status from = ledger_cancel_from(JOB_RUNNING, 80);
+        assert_int_equal(from, JOB_RUNNING);
+        int64_t shown = ledger_cancel_micros(j, from, accepted);
+        assert_int_equal(shown, 80 * MICROS / 1000); /* 80 s at 3.60/h */
+        ledger_fix_cancel(j, from, accepted);
+        /* Shown again, later, with more steps reported: the same. */
+        assert_int_equal(ledger_cancel_micros(j, JOB_RUNNING, accepted + 30), shown);
+        ledger_fix_cancel(j, JOB_QUEUED, accepted + 40); /* a second call: nothing */
+        /* While stopping: 20 more steps (slower on trial 1), a checkpoint
+         * holding them, the attempt's end and the final settle. */
+        double train_s = trial == 1 ? 140 : 100;
+        assert_int_equal(ledger_attempt_progress(j, f, 100, train_s), ERR_OK);
+        assert_int_equal(ledger_attempt_checkpoint(j, f, 100), ERR_OK);
+        double end = accepted + (trial == 2 ? 7200 : 20); /* trial 2: stops late */
+        assert_int_equal(ledger_attempt_end(j, f, end, 100), ERR_OK);
+        settle(j, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, end, r);
+        if (ledger_net_micros(j) != shown)
+            print_error("trial %d: shown %lld, charged %lld\n", trial, (long long)shown,
+                        (long long)ledger_net_micros(j));
+        /* trial 1: slower steps reported since; still the price shown */
+        assert_int_equal(ledger_net_micros(j), shown);
+        /* No step after the accepted one is billed. */
+        assert_int_equal(j->attempts[0].billed_to, 80);
+    }
+    /* Accepted before the first step: free, even if steps come after. */
+    ledger_job_init(j, 0, 7200, 5400, 10 * MICROS);
+    uint64_t f;
+    assert_int_equal(ledger_attempt_begin(j, 1, 3.6, 0, 10, &f), ERR_OK);
+    ledger_fix_cancel(j, ledger_cancel_from(JOB_RUNNING, 0), 12);
+    assert_int_equal(ledger_cancel_micros(j, JOB_RUNNING, 20), 0);
+    assert_int_equal(ledger_attempt_progress(j, f, 10, 10), ERR_OK);
+    assert_int_equal(ledger_attempt_checkpoint(j, f, 10), ERR_OK);
+    assert_int_equal(ledger_attempt_end(j, f, 30, 10), ERR_OK);
+    settle(j, JOB_CANCELLED, MSG_NONE, JOB_RUNNING, 30, r);
+    assert_int_equal(ledger_net_micros(j), 0);
+    free(r);
+    free(j);
+}
+
 static void each_step_billed_once_across_moves(void **state)
 {
     (void)state;
@@ -447,6 +507,7 @@ int main(void)
         cmocka_unit_test(failed_and_stopped_are_free),
         cmocka_unit_test(cancel_rules),
         cmocka_unit_test(cancel_preview_is_the_charge),
+        cmocka_unit_test(a_cancel_charges_what_it_was_accepted_at),
         cmocka_unit_test(each_step_billed_once_across_moves),
         cmocka_unit_test(a_skipped_checkpoint_refunds_lost_work),
         cmocka_unit_test(a_rebase_moves_the_start_down_only),
