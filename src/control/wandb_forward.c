@@ -225,8 +225,11 @@ static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, s
         json_object_set_new(body, "exitcode", json_integer(j->status == JOB_SUCCEEDED ? 0 : 1));
     }
     char url[1200];
-    text_printf(url, sizeof url, "%s/files/%s/%s/%s/file_stream", f->base, t->entity, w.project,
-                j->id);
+    if (!wandb_stream_url(f->base, t->entity, w.project, j->id, url, sizeof url)) {
+        json_decref(body);
+        text_copy(why, whycap, "the run's entity or project cannot name a URL path segment");
+        goto out;
+    }
     json_t *a = post_json(url, key, body, why, whycap);
     json_decref(body);
     if (!a)

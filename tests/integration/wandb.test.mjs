@@ -109,6 +109,12 @@ describe('W&B integration', () => {
       [[{ type: 'wandb', wandb: { project: 'p', name: 'x'.repeat(200) } }], 'integrations[0].wandb.name'],
       [[{ type: 'wandb', wandb: { project: 'p', tags: [1] } }], 'integrations[0].wandb.tags'],
       ['wandb', 'integrations'],
+      // names that would post elsewhere than the run's own path
+      ...['../../../graphql?x=', '..', '.', 'team/sub', 'p#frag', 'a b', 'a\nb', 'a%2F', 'c:d', 'x'.repeat(129)]
+        .map((p) => [[{ type: 'wandb', wandb: { project: p } }], 'integrations[0].wandb.project']),
+      [[{ type: 'wandb', wandb: { project: 'p', entity: '../graphql' } }], 'integrations[0].wandb.entity'],
+      [[{ type: 'wandb', wandb: { project: 'p', entity: 'my team' } }], 'integrations[0].wandb.entity'],
+      [[{ type: 'wandb', wandb: { project: 'p', name: 'two\nlines' } }], 'integrations[0].wandb.name'],
     ]) {
       r = await s.createJob({ ...job, integrations: bad });
       assert.equal(r.status, 400, `${JSON.stringify(bad)}: ${r.text}`);
