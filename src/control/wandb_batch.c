@@ -1,6 +1,7 @@
 /* wandb_batch.c - one W&B post of a job (wandb_batch.h). */
 #include "control/wandb_batch.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,4 +55,44 @@ bool wandb_batch_plan(const struct store_job *j, int64_t sent_seq, const struct 
     }
     out->complete = job_status_is_terminal(j->status) && out->last_seq >= horizon;
     return true;
+}
+
+/* Appends segment seg, percent-encoded, and a '/' to out at *at. */
+static bool put_segment(char *out, size_t cap, size_t *at, const char *seg)
+{
+    static const char HEX[] = "0123456789ABCDEF";
+    if (!seg[0] || strcmp(seg, ".") == 0 || strcmp(seg, "..") == 0)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)seg; *p; p++) {
+        unsigned char c = *p;
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                     (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
+        size_t need = plain ? 1 : 3;
+        if (*at + need + 1 >= cap)
+            return false;
+        if (plain) {
+            out[(*at)++] = (char)c;
+        } else {
+            out[(*at)++] = '%';
+            out[(*at)++] = HEX[c >> 4];
+            out[(*at)++] = HEX[c & 15];
+        }
+    }
+    out[(*at)++] = '/';
+    out[*at] = 0;
+    return true;
+}
+
+bool wandb_stream_url(const char *base, const char *entity, const char *project, const char *run,
+                      char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/files/", base);
+    if (n < 0 || (size_t)n >= cap)
+        return false;
+    size_t at = (size_t)n;
+    if (!put_segment(out, cap, &at, entity) || !put_segment(out, cap, &at, project) ||
+        !put_segment(out, cap, &at, run))
+        return false;
+    n = snprintf(out + at, cap - at, "file_stream");
+    return n >= 0 && (size_t)n < cap - at;
 }

@@ -10,12 +10,15 @@
  * and the cursor must not move past it before a read that shows that
  * change, or the run would never be marked complete. The run is complete
  * when the job as read has ended and the batch reaches its horizon.
+ *
+ * Also the URL of that post (wandb_stream_url), every path segment encoded.
  */
 #ifndef ALALLO_CONTROL_WANDB_BATCH_H
 #define ALALLO_CONTROL_WANDB_BATCH_H
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "store/store.h"
@@ -36,5 +39,13 @@ bool wandb_batch_plan(const struct store_job *j, int64_t sent_seq, const struct 
  * _step and _timestamp (seconds); NULL for events without a step (e.g.
  * peak memory) or when out of memory. */
 json_t *wandb_history_line(const struct store_event *ev);
+
+/* The run's file_stream URL, BASE/files/ENTITY/PROJECT/RUN/file_stream,
+ * into out[cap] with each of the three segments percent-encoded (every
+ * byte but ASCII letters, digits, '-', '_', '.' and '~'). false when a
+ * segment is empty, "." or ".." (it would not name itself in a path), or
+ * the URL does not fit cap. */
+bool wandb_stream_url(const char *base, const char *entity, const char *project, const char *run,
+                      char *out /* OUT [cap] */, size_t cap);
 
 #endif

@@ -20,20 +20,25 @@
 #include "store/store.h"
 
 #define KIND "wandb"
-#define JOBS_PER_ROUND 32
+#define PENDING_PER_ROUND 128 /* pending jobs read per round, in turns between accounts */
+#define POSTS_PER_ROUND 32    /* jobs tried per round (those waiting out a back-off are free) */
 #define EVENTS_PER_POST 50
-#define TRACKED_MAX 256       /* jobs whose back-off is remembered */
+#define TRACKED_MAX 256       /* jobs whose back-off is remembered (> PENDING_PER_ROUND) */
 #define RESPONSE_MAX 65536    /* a longer answer is refused */
 #define CALL_TIMEOUT_S 15
 #define BACKOFF_MAX_MS 60000
+#define LAST_TRY_REFUSED 5    /* tries in a row the server refuses (4xx): about 15 s */
+#define LAST_TRY_OTHER 30     /* tries in a row failing otherwise: about 25 min */
 
 /* What the thread remembers of a job between rounds (lost on restart:
  * then the run is upserted again, which W&B allows). */
 struct tracked {
     char job[IDS_MAX];
     char entity[WANDB_FIELD_MAX]; /* the run's entity, "" until upserted */
-    int failures;
+    int failures;                 /* tries failed in a row */
+    int refusals;                 /* of which the last ones the server refused (4xx) */
     int64_t next_try_ms;
+    int64_t seen_ms;              /* when a round last read it (the oldest is forgotten first) */
 };
 
 struct wandb_forward {
@@ -72,9 +77,11 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 }
 
 /* POSTs the JSON `payload` to url as api:KEY. Returns the parsed answer of
- * a 2xx response (NULL otherwise, with the reason in why: never the key). */
-static json_t *post_json(const char *url, const char *key, json_t *payload, char *why,
-                         size_t whycap)
+ * a 2xx response (NULL otherwise, with the reason in why: never the key;
+ * *refused set when the server refused the call itself, a 4xx other than
+ * 408 and 429, which trying again will not change). */
+static json_t *post_json(const char *url, const char *key, json_t *payload, bool *refused,
+                         char *why, size_t whycap)
 {
     char *text = json_dumps(payload, JSON_COMPACT);
     CURL *h = curl_easy_init();
@@ -101,9 +108,10 @@ static json_t *post_json(const char *url, const char *key, json_t *payload, char
     curl_slist_free_all(hdr);
     if (rc != CURLE_OK)
         text_printf(why, whycap, "%s", b.too_large ? "answer too large" : curl_easy_strerror(rc));
-    else if (status < 200 || status > 299)
+    else if (status < 200 || status > 299) {
         text_printf(why, whycap, "HTTP %ld", status);
-    else if (!(answer = json_loads(b.p ? b.p : "{}", 0, NULL)))
+        *refused = status >= 400 && status <= 499 && status != 408 && status != 429;
+    } else if (!(answer = json_loads(b.p ? b.p : "{}", 0, NULL)))
         text_copy(why, whycap, "the answer is not JSON");
 out:
     curl_easy_cleanup(h);
@@ -112,20 +120,34 @@ out:
     return answer;
 }
 
-static struct tracked *tracked_of(struct wandb_forward *f, const char *job)
+/* The job's entry, seen at now_ms. When the table is full the entry least
+ * recently seen is forgotten (it is upserted again if it returns); a round
+ * reads fewer jobs than the table holds, so no job of the current round is. */
+static struct tracked *tracked_of(struct wandb_forward *f, const char *job, int64_t now_ms)
 {
-    for (int i = 0; i < f->n_tracked; i++)
+    struct tracked *t = NULL;
+    for (int i = 0; i < f->n_tracked && !t; i++)
         if (strcmp(f->tracked[i].job, job) == 0)
-            return &f->tracked[i];
-    /* full: forget the oldest entry (it is upserted again if it returns) */
-    if (f->n_tracked == TRACKED_MAX)
-        memmove(&f->tracked[0], &f->tracked[1], sizeof f->tracked[0] * (TRACKED_MAX - 1));
-    else
-        f->n_tracked++;
-    struct tracked *t = &f->tracked[f->n_tracked - 1];
-    memset(t, 0, sizeof *t);
-    text_copy(t->job, sizeof t->job, job);
+            t = &f->tracked[i];
+    if (!t) {
+        if (f->n_tracked < TRACKED_MAX) {
+            t = &f->tracked[f->n_tracked++];
+        } else {
+            t = &f->tracked[0];
+            for (int i = 1; i < f->n_tracked; i++)
+                if (f->tracked[i].seen_ms < t->seen_ms)
+                    t = &f->tracked[i];
+        }
+        memset(t, 0, sizeof *t);
+        text_copy(t->job, sizeof t->job, job);
+    }
+    t->seen_ms = now_ms;
     return t;
+}
+
+static void tracked_forget(struct wandb_forward *f, struct tracked *t)
+{
+    *t = f->tracked[--f->n_tracked];
 }
 
 static const char UPSERT[] =
@@ -136,8 +158,8 @@ static const char UPSERT[] =
 
 /* Makes or finds the job's run; sets t->entity. */
 static bool upsert_run(struct wandb_forward *f, const struct store_job *j,
-                       const struct job_wandb *w, const char *key, struct tracked *t, char *why,
-                       size_t whycap)
+                       const struct job_wandb *w, const char *key, struct tracked *t,
+                       bool *refused, char *why, size_t whycap)
 {
     char url[600];
     text_printf(url, sizeof url, "%s/graphql", f->base);
@@ -150,15 +172,16 @@ static bool upsert_run(struct wandb_forward *f, const struct store_job *j,
         json_array_append_new(tags, json_string(w->tags[i]));
     json_object_set_new(vars, "tags", tags);
     json_t *q = json_pack("{ss so}", "query", UPSERT, "variables", vars);
-    json_t *a = post_json(url, key, q, why, whycap);
+    json_t *a = post_json(url, key, q, refused, why, whycap);
     json_decref(q);
     if (!a)
         return false;
     const char *entity = NULL;
     json_t *err = json_object_get(a, "errors");
-    if (json_array_size(err) > 0)
+    if (json_array_size(err) > 0) {
         text_copy(why, whycap, "the server refused the run (GraphQL errors)");
-    else if (json_unpack(a, "{s:{s:{s:{s:{s:{s:s}}}}}}", "data", "upsertBucket", "bucket",
+        *refused = true;
+    } else if (json_unpack(a, "{s:{s:{s:{s:{s:{s:s}}}}}}", "data", "upsertBucket", "bucket",
                          "project", "entity", "name", &entity) != 0 || !entity[0])
         text_copy(why, whycap, "the server's upsertBucket answer has no entity");
     else
@@ -167,9 +190,11 @@ static bool upsert_run(struct wandb_forward *f, const struct store_job *j,
     return t->entity[0] != 0;
 }
 
-/* Sends the events after the cursor (at most EVENTS_PER_POST) and moves it. */
+/* Sends the events after the cursor (at most EVENTS_PER_POST) and moves it.
+ * On failure sets *refused when the account's own call was refused (its key,
+ * its run) rather than the server or the store failing. */
 static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, struct tracked *t,
-                        char *why, size_t whycap)
+                        bool *refused, char *why, size_t whycap)
 {
     struct store *st = f->ctl->store;
     struct store_job *j = malloc(sizeof *j);
@@ -193,9 +218,10 @@ static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, s
     }
     if (store_account_setting_get(st, j->account, "wandb_api_key", key, sizeof key) != ERR_OK) {
         text_copy(why, whycap, "the account has no W&B API key");
+        *refused = true;
         goto out;
     }
-    if (!t->entity[0] && !upsert_run(f, j, &w, key, t, why, whycap))
+    if (!t->entity[0] && !upsert_run(f, j, &w, key, t, refused, why, whycap))
         goto out;
 
     int n = 0;
@@ -225,9 +251,12 @@ static bool forward_job(struct wandb_forward *f, const struct store_cursor *c, s
         json_object_set_new(body, "exitcode", json_integer(j->status == JOB_SUCCEEDED ? 0 : 1));
     }
     char url[1200];
-    text_printf(url, sizeof url, "%s/files/%s/%s/%s/file_stream", f->base, t->entity, w.project,
-                j->id);
-    json_t *a = post_json(url, key, body, why, whycap);
+    if (!wandb_stream_url(f->base, t->entity, w.project, j->id, url, sizeof url)) {
+        json_decref(body);
+        text_copy(why, whycap, "the run's entity or project cannot name a URL path segment");
+        goto out;
+    }
+    json_t *a = post_json(url, key, body, refused, why, whycap);
     json_decref(body);
     if (!a)
         goto out;
@@ -245,34 +274,82 @@ out:
     return ok;
 }
 
+struct stop_note {
+    char message[400];
+    int64_t now_ms;
+};
+
+static enum alallo_err stop_note_cb(struct store_job *j, struct store_attempt *unused,
+                                    struct store_writes *w, void *vctx)
+{
+    const struct stop_note *n = vctx;
+    (void)j;
+    (void)unused;
+    return store_writes_event(w, n->now_ms, "warn", "message", n->message, NULL);
+}
+
+/* The job's last try failed: an event on the job says why, and its cursor
+ * stops for good (STORE_CURSOR_STOPPED), so that it is not tried again. The
+ * event is written first: a crash between the two means one more round of
+ * tries after the restart, not a stop nobody was told of. */
+static void stop_job(struct wandb_forward *f, const struct store_cursor *c, struct tracked *t,
+                     const char *why)
+{
+    struct stop_note n = {.now_ms = clock_now_ms()};
+    text_printf(n.message, sizeof n.message,
+                "Metrics are no longer sent to W&B: %d tries in a row failed (last: %s).",
+                t->failures, why);
+    enum alallo_err e = store_job_update(f->ctl->store, c->job, NULL, stop_note_cb, &n);
+    if (!e)
+        e = store_cursor_put(f->ctl->store, c->job, KIND, STORE_CURSOR_STOPPED, c->sent_lines);
+    if (e) {
+        log_line("warn", "wandb: job %s: cannot stop its forwarding (%s); tried again later",
+                 c->job, err_code(e));
+        return;
+    }
+    log_line("warn", "wandb: job %s: forwarding stopped after %d tries (last: %s)", c->job,
+             t->failures, why);
+    tracked_forget(f, t);
+}
+
 static void round_once(struct wandb_forward *f)
 {
-    struct store_cursor c[JOBS_PER_ROUND];
+    struct store_cursor *c = malloc(sizeof *c * PENDING_PER_ROUND);
     int n = 0;
-    if (store_cursor_pending(f->ctl->store, KIND, c, JOBS_PER_ROUND, &n) != ERR_OK)
-        return;
-    for (int i = 0; i < n; i++) {
-        struct tracked *t = tracked_of(f, c[i].job);
+    if (!c || store_cursor_pending(f->ctl->store, KIND, c, PENDING_PER_ROUND, &n) != ERR_OK)
+        n = 0;
+    int posts = 0;
+    for (int i = 0; i < n && posts < POSTS_PER_ROUND; i++) {
         int64_t now = clock_mono_ms();
+        struct tracked *t = tracked_of(f, c[i].job, now);
         if (now < t->next_try_ms)
             continue;
+        posts++;
         char why[256] = "";
-        if (forward_job(f, &c[i], t, why, sizeof why)) {
+        bool refused = false;
+        if (forward_job(f, &c[i], t, &refused, why, sizeof why)) {
             t->failures = 0;
+            t->refusals = 0;
             t->next_try_ms = 0;
             continue;
         }
         t->failures++;
+        t->refusals = refused ? t->refusals + 1 : 0;
+        t->entity[0] = 0; /* upsert again next time: the server may have lost it */
+        if (t->refusals >= LAST_TRY_REFUSED || t->failures >= LAST_TRY_OTHER) {
+            stop_job(f, &c[i], t, why);
+            continue;
+        }
         int64_t wait = 1000;
         for (int k = 1; k < t->failures && wait < BACKOFF_MAX_MS; k++)
             wait *= 2;
         if (wait > BACKOFF_MAX_MS)
             wait = BACKOFF_MAX_MS;
         t->next_try_ms = now + wait;
-        t->entity[0] = 0; /* upsert again next time: the server may have lost it */
         log_line("warn", "wandb: job %s: %s (try %d; next in %" PRId64 " ms)", c[i].job, why,
                  t->failures, wait);
     }
+    free(c);
 }
 
 static void *forward_main(void *arg)

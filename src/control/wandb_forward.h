@@ -13,8 +13,11 @@
  * sequence and history lines sent) moves only after the server took the
  * lines, so after a crash the lines since the cursor are posted again at
  * the same offset. A failed call is retried with back-off (1 s doubling to
- * 60 s) per job; other jobs go on meanwhile. Only the leader forwards
- * (control_leads).
+ * 60 s) per job; other jobs go on meanwhile. A job has a last try (the 5th
+ * refusal in a row, or the 30th failure of any kind): then an event on the
+ * job says why and its cursor stops for good. Pending jobs are taken in
+ * turns between accounts (store_cursor_pending), so one account's stuck
+ * jobs never hold up another's. Only the leader forwards (control_leads).
  */
 #ifndef ALALLO_CONTROL_WANDB_FORWARD_H
 #define ALALLO_CONTROL_WANDB_FORWARD_H

@@ -14,9 +14,42 @@ static bool fail(char *param, size_t pcap, const char *p, char *msg, size_t mcap
     return false;
 }
 
-/* A string field of 1..cap-1 bytes; absent or null allowed unless `required`. */
-static bool field(json_t *o, const char *key, bool required, char *dst, size_t cap, char *param,
-                  size_t pcap, char *msg, size_t mcap)
+bool wandb_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n >= WANDB_FIELD_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+bool wandb_display_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n >= WANDB_FIELD_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return false;
+        /* C1 controls, U+0080..U+009F, are 0xC2 0x80..0x9F in UTF-8 */
+        if (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
+            (unsigned char)s[i + 1] <= 0x9f)
+            return false;
+    }
+    return true;
+}
+
+/* A string field checked by `valid` (whose rule `rule` states); absent or
+ * null allowed unless `required`. */
+static bool field(json_t *o, const char *key, bool required, bool (*valid)(const char *),
+                  const char *rule, char *dst, size_t cap, char *param, size_t pcap, char *msg,
+                  size_t mcap)
 {
     json_t *v = json_object_get(o, key);
     char p[64];
@@ -27,13 +60,14 @@ static bool field(json_t *o, const char *key, bool required, char *dst, size_t c
         dst[0] = 0;
         return true;
     }
-    size_t n = json_is_string(v) ? strlen(json_string_value(v)) : 0;
-    if (n < 1 || n >= cap) {
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    size_t n = strlen(s);
+    if (n >= cap || !valid(s)) {
         snprintf(param, pcap, "%s", p);
-        snprintf(msg, mcap, "%s must be a string of 1 to %zu characters.", p, cap - 1);
+        snprintf(msg, mcap, "%s must be %s.", p, rule);
         return false;
     }
-    memcpy(dst, json_string_value(v), n + 1);
+    memcpy(dst, s, n + 1);
     return true;
 }
 
@@ -60,9 +94,15 @@ bool integrations_parse(json_t *v, struct job_wandb *out, char *param, size_t pc
     if (!json_is_object(w))
         return fail(param, pcap, "integrations[0].wandb", msg, mcap,
                     "integrations[0].wandb must be an object with at least a project.");
-    if (!field(w, "project", true, out->project, sizeof out->project, param, pcap, msg, mcap) ||
-        !field(w, "name", false, out->name, sizeof out->name, param, pcap, msg, mcap) ||
-        !field(w, "entity", false, out->entity, sizeof out->entity, param, pcap, msg, mcap))
+    static const char NAME_RULE[] =
+        "1 to 128 letters, digits, '-', '_' or '.' (not \".\" or \"..\" alone)";
+    static const char TEXT_RULE[] = "a string of 1 to 128 bytes without control characters";
+    if (!field(w, "project", true, wandb_name_valid, NAME_RULE, out->project, sizeof out->project,
+               param, pcap, msg, mcap) ||
+        !field(w, "name", false, wandb_display_name_valid, TEXT_RULE, out->name, sizeof out->name,
+               param, pcap, msg, mcap) ||
+        !field(w, "entity", false, wandb_name_valid, NAME_RULE, out->entity, sizeof out->entity,
+               param, pcap, msg, mcap))
         return false;
     json_t *tags = json_object_get(w, "tags");
     if (tags && !json_is_null(tags)) {

@@ -27,6 +27,17 @@ struct job_wandb {
     int n_tags;
 };
 
+/* Whether s is a W&B project or entity name as alallo takes it
+ * (docs/integrations.md): 1 to 128 ASCII letters, digits, '-', '_' and
+ * '.', but not "." or ".." alone. Such a name is one safe URL path segment
+ * as it is: no '/', '\\', '#', '?', '%', ':', space or control character. */
+bool wandb_name_valid(const char *s);
+
+/* Whether s is a run's display name: 1 to 128 bytes of text without a
+ * control character (C0, DEL or C1). It is sent only inside JSON, never in
+ * a URL. */
+bool wandb_display_name_valid(const char *s);
+
 /* Checks the request's `integrations` value (NULL or null: none). On a bad
  * value returns false with the offending field (e.g.
  * "integrations[0].wandb.project") in param and a sentence in msg. */

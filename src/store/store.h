@@ -613,13 +613,18 @@ struct store_cursor {
     int64_t event_seq;  /* the job's events so far */
     int64_t sent_lines; /* the integration's own count (W&B: history lines sent) */
 };
+/* The sent_seq of a cursor whose forwarding stopped for good (the
+ * forwarder's last try): no event is ever past it, so it is never pending. */
+#define STORE_CURSOR_STOPPED INT64_MAX
 /* Sets the cursor of (job, kind) to sent_seq and sent_lines, creating it when absent. A
  * cursor row may exist before its job does (it is made first, so that a
  * crash between the two loses no forwarding); pending ignores such rows. */
 enum alallo_err store_cursor_put(struct store *s, const char *job, const char *kind,
                                  int64_t sent_seq, int64_t sent_lines);
-/* Cursors of `kind` whose job has events past them, oldest job first, at
- * most cap. */
+/* Cursors of `kind` whose job has events past them, at most cap, in turns
+ * between accounts: every account's oldest such job (oldest first), then
+ * every account's second, and so on; so however many jobs one account has
+ * pending, another's are among the first. */
 enum alallo_err store_cursor_pending(struct store *s, const char *kind,
                                      struct store_cursor *out /* OUT [cap] */, int cap,
                                      int *n /* OUT */);

@@ -358,9 +358,11 @@ static const char *const sql_text[S_COUNT] = {
     [S_CUR_PUT] = "INSERT INTO integration_cursors(job, kind, sent_seq, sent_lines) VALUES($1,$2,$3,$4)"
                   " ON CONFLICT(job, kind) DO UPDATE SET sent_seq = excluded.sent_seq,"
                   " sent_lines = excluded.sent_lines",
-    [S_CUR_PENDING] = "SELECT c.job, j.account, c.sent_seq, j.event_seq, c.sent_lines FROM integration_cursors c"
-                      " JOIN jobs j ON j.id = c.job WHERE c.kind = $1 AND j.event_seq > c.sent_seq"
-                      " ORDER BY j.seq LIMIT $2",
+    [S_CUR_PENDING] = "SELECT job, account, sent_seq, event_seq, sent_lines FROM (SELECT c.job,"
+                      " j.account, c.sent_seq, j.event_seq, c.sent_lines, j.seq, ROW_NUMBER() OVER"
+                      " (PARTITION BY j.account ORDER BY j.seq) AS turn FROM integration_cursors c"
+                      " JOIN jobs j ON j.id = c.job WHERE c.kind = $1 AND j.event_seq > c.sent_seq)"
+                      " AS pending ORDER BY turn, seq LIMIT $2",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT $1) AS newest ORDER BY seq",
     [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES($1,$2,$3,$4,$5,$6)",

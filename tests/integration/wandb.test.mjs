@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
-import { SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
+import { SAMPLE, Serve, sleep, tinyModelsDir, waitFor } from './service_harness.mjs';
 
 const KEY = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
 
@@ -109,6 +109,12 @@ describe('W&B integration', () => {
       [[{ type: 'wandb', wandb: { project: 'p', name: 'x'.repeat(200) } }], 'integrations[0].wandb.name'],
       [[{ type: 'wandb', wandb: { project: 'p', tags: [1] } }], 'integrations[0].wandb.tags'],
       ['wandb', 'integrations'],
+      // names that would post elsewhere than the run's own path
+      ...['../../../graphql?x=', '..', '.', 'team/sub', 'p#frag', 'a b', 'a\nb', 'a%2F', 'c:d', 'x'.repeat(129)]
+        .map((p) => [[{ type: 'wandb', wandb: { project: p } }], 'integrations[0].wandb.project']),
+      [[{ type: 'wandb', wandb: { project: 'p', entity: '../graphql' } }], 'integrations[0].wandb.entity'],
+      [[{ type: 'wandb', wandb: { project: 'p', entity: 'my team' } }], 'integrations[0].wandb.entity'],
+      [[{ type: 'wandb', wandb: { project: 'p', name: 'two\nlines' } }], 'integrations[0].wandb.name'],
     ]) {
       r = await s.createJob({ ...job, integrations: bad });
       assert.equal(r.status, 400, `${JSON.stringify(bad)}: ${r.text}`);
@@ -184,5 +190,99 @@ describe('W&B integration', () => {
     await s.stop();
     assert.doesNotMatch(s.output, /Sanitizer|runtime error/);
     assert.ok(!s.output.includes(KEY));
+  });
+});
+
+// One account whose key W&B refuses (401) on many jobs: another account's
+// run is still made at once (pending jobs are read in turns between
+// accounts, and a job waiting out its back-off costs a round nothing), and
+// each refused job is tried at most 5 times in a row, then stops with an
+// event on the job saying why (docs/integrations.md, "Delivery").
+describe('W&B forwarding is fair between accounts and has a last try', () => {
+  const GOOD = 'b1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
+  const REVOKED = 'deadbeefdeadbeefdeadbeefdeadbeefdeadbeef';
+  const STUCK = 34; // more than one round's posts (32)
+  let s;
+  let server;
+  const calls = []; // { job, auth, at }
+  before(async () => {
+    server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        const b = JSON.parse(body || '{}');
+        const job = req.url === '/graphql' ? b.variables.name : req.url.split('/')[4];
+        calls.push({ job, url: req.url, auth: req.headers.authorization, at: Date.now() });
+        res.setHeader('Content-Type', 'application/json');
+        if (req.headers.authorization !== `Basic ${Buffer.from(`api:${GOOD}`).toString('base64')}`) {
+          res.statusCode = 401;
+          res.end('{"errors":[{"message":"user is not logged in"}]}');
+          return;
+        }
+        if (req.url === '/graphql') {
+          res.end(JSON.stringify({ data: { upsertBucket: { inserted: true, bucket: {
+            id: 'run', name: job, project: { name: b.variables.project, entity: { name: 'e' } } } } } }));
+          return;
+        }
+        res.end('{}');
+      });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    // no worker: the jobs wait queued, and their first events are pending
+    s = await Serve.start({
+      args: ['--models', tinyModelsDir(), '--wandb-url', `http://127.0.0.1:${server.address().port}`],
+    });
+  });
+  after(async () => {
+    if (s) await s.stop();
+    if (server) server.close();
+  });
+
+  test('a revoked key on 34 jobs neither blinds another account nor is tried forever', { timeout: 120000 }, async () => {
+    const quiet = s.account('quiet');
+    const data = Buffer.from(sampleLines(0, 20).join('\n') + '\n');
+    const job = (file) => ({ model: 'tiny', training_file: file,
+      integrations: [{ type: 'wandb', wandb: { project: 'p' } }] });
+    let r = await s.call('POST', '/v1/organization/integrations/wandb', { body: { api_key: REVOKED } });
+    assert.equal(r.status, 200, r.text);
+    r = await s.call('POST', '/v1/organization/integrations/wandb', { key: quiet, body: { api_key: GOOD } });
+    assert.equal(r.status, 200, r.text);
+    const busyFile = await s.upload('t.jsonl', data);
+    const quietFile = await s.upload('t.jsonl', data, { key: quiet });
+    const stuck = [];
+    for (let i = 0; i < STUCK; i++) {
+      r = await s.createJob(job(busyFile.json.id));
+      assert.equal(r.status, 200, r.text);
+      stuck.push(r.json.id);
+    }
+    r = await s.createJob(job(quietFile.json.id), quiet);
+    assert.equal(r.status, 200, r.text);
+    const other = r.json.id;
+    const t0 = Date.now();
+    await waitFor(() => calls.some((c) => c.job === other && c.url === '/graphql'), {
+      timeoutMs: 10000, what: "the other account's run to be made",
+    }).catch((err) => {
+      throw new Error(`${err.message}: ${calls.length} calls, ${calls.filter((c) => c.job === other).length} for it\n${s.output.slice(-3000)}`);
+    });
+    const made = Date.now() - t0;
+
+    // every stuck job stops, with an event saying why
+    const stopped = async (id) => {
+      const ev = await s.call('GET', `/v1/fine_tuning/jobs/${id}/events?limit=100`);
+      return ev.json.data.find((e) => /no longer sent to W&B/.test(e.message));
+    };
+    await waitFor(async () => (await Promise.all(stuck.map(stopped))).every(Boolean), {
+      timeoutMs: 60000, what: 'every stuck job to stop forwarding',
+    });
+    const note = await stopped(stuck[0]);
+    assert.equal(note.level, 'warn');
+    assert.match(note.message, /5 tries in a row failed \(last: HTTP 401\)/);
+    assert.ok(!note.message.includes(REVOKED));
+    const tries = calls.filter((c) => stuck.includes(c.job)).length;
+    assert.ok(tries <= STUCK * 5, `${tries} tries`);
+    await sleep(3000);
+    assert.equal(calls.filter((c) => stuck.includes(c.job)).length, tries, 'tried again after the last try');
+    assert.ok(!s.output.includes(REVOKED));
+    console.log(`# the other account's run made after ${made} ms; ${tries} tries of ${STUCK} stuck jobs`);
   });
 });

@@ -139,6 +139,27 @@ static void lines_without_a_step_are_skipped(void **state)
     assert_null(wandb_history_line(&e));
 }
 
+/* Each segment of the file_stream URL is percent-encoded, so that no name
+ * (an entity the server answered, a job stored before the name rule) can
+ * leave its segment; "." and ".." alone are refused. */
+static void stream_url_encodes_every_segment(void **state)
+{
+    (void)state;
+    char url[256];
+    assert_true(wandb_stream_url("http://127.0.0.1:9", "my-team", "p_1.x", "ftjob-abc", url,
+                                 sizeof url));
+    assert_string_equal(url, "http://127.0.0.1:9/files/my-team/p_1.x/ftjob-abc/file_stream");
+    assert_true(wandb_stream_url("http://h", "a/b", "../../../graphql?x=", "r#1 \n%", url,
+                                 sizeof url));
+    assert_string_equal(url, "http://h/files/a%2Fb/..%2F..%2F..%2Fgraphql%3Fx%3D/r%231%20%0A%25/"
+                             "file_stream");
+    assert_false(wandb_stream_url("http://h", "..", "p", "r", url, sizeof url));
+    assert_false(wandb_stream_url("http://h", "e", ".", "r", url, sizeof url));
+    assert_false(wandb_stream_url("http://h", "e", "p", "", url, sizeof url));
+    char small[32];
+    assert_false(wandb_stream_url("http://h", "e", "pppppppppppppppp", "r", small, sizeof small));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +167,7 @@ int main(void)
         cmocka_unit_test(events_past_the_job_as_read_wait),
         cmocka_unit_test(an_ended_job_is_complete_only_at_its_last_event),
         cmocka_unit_test(lines_without_a_step_are_skipped),
+        cmocka_unit_test(stream_url_encodes_every_segment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,58 @@ static void accepted_and_refused(void **state)
     }
 }
 
+/* Project and entity are URL path segments: W&B's safe names only, each
+ * refusal naming its field; the run's name is free text without control
+ * characters. */
+static void names_that_would_leave_their_path_are_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *wandb, *param;
+    } bad[] = {
+        {"{\"project\":\"../../../graphql?x=\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"..\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\".\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"team/sub\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"p#frag\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"a b\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"a\\nb\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"a%2Fb\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"c:d\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"back\\\\slash\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"caf\u00e9\"}", "integrations[0].wandb.project"},
+        {"{\"project\":\"p\",\"entity\":\"..\"}", "integrations[0].wandb.entity"},
+        {"{\"project\":\"p\",\"entity\":\"my team\"}", "integrations[0].wandb.entity"},
+        {"{\"project\":\"p\",\"entity\":\"e?x=1\"}", "integrations[0].wandb.entity"},
+        {"{\"project\":\"p\",\"name\":\"a\\nb\"}", "integrations[0].wandb.name"},
+        {"{\"project\":\"p\",\"name\":\"tab\\there\"}", "integrations[0].wandb.name"},
+        {"{\"project\":\"p\",\"name\":\"c1\\u0085\"}", "integrations[0].wandb.name"},
+        {"{\"project\":\"p\",\"name\":\"\"}", "integrations[0].wandb.name"},
+    };
+    struct job_wandb w;
+    char param[64], text[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "[{\"type\":\"wandb\",\"wandb\":%s}]", bad[i].wandb);
+        param[0] = 0;
+        if (parse(text, &w, param))
+            fail_msg("accepted %s", bad[i].wandb);
+        assert_string_equal(param, bad[i].param);
+    }
+    char p128[129];
+    memset(p128, 'p', 128);
+    p128[128] = 0;
+    snprintf(text, sizeof text,
+             "[{\"type\":\"wandb\",\"wandb\":{\"project\":\"%s\",\"entity\":\"my-team_2.x\","
+             "\"name\":\"tiny run: caf\u00e9 #1 / ../x?\"}}]",
+             p128);
+    assert_true(parse(text, &w, param));
+    assert_string_equal(w.project, p128);
+    assert_string_equal(w.entity, "my-team_2.x");
+    assert_string_equal(w.name, "tiny run: caf\xc3\xa9 #1 / ../x?");
+    assert_true(wandb_name_valid("..."));
+    assert_false(wandb_name_valid(""));
+}
+
 static void round_trip_through_hyper(void **state)
 {
     (void)state;
@@ -94,6 +147,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(accepted_and_refused),
+        cmocka_unit_test(names_that_would_leave_their_path_are_refused),
         cmocka_unit_test(round_trip_through_hyper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -990,6 +990,42 @@ static void settings_and_integration_cursors(void **state)
     assert_int_equal(n, 0);
 }
 
+/* Pending cursors come in turns between accounts: one account's many
+ * older jobs do not keep another's newer one out of a short read; a
+ * stopped cursor is never pending again. */
+static void pending_cursors_take_turns_between_accounts(void **state)
+{
+    struct fixture *f = *state;
+    struct store_event ev = {.created_ms = 1};
+    snprintf(ev.level, sizeof ev.level, "info");
+    snprintf(ev.type, sizeof ev.type, "message");
+    snprintf(ev.message, sizeof ev.message, "Created");
+    struct store_job a[3], b;
+    for (int i = 0; i < 3; i++) {
+        make_job(&a[i], "acct-a", i);
+        assert_int_equal(store_cursor_put(f->s, a[i].id, "wandb", 0, 0), ERR_OK);
+        assert_int_equal(store_job_insert(f->s, &a[i], &ev), ERR_OK);
+    }
+    make_job(&b, "acct-b", 9);
+    assert_int_equal(store_cursor_put(f->s, b.id, "wandb", 0, 0), ERR_OK);
+    assert_int_equal(store_job_insert(f->s, &b, &ev), ERR_OK);
+    struct store_cursor c[4];
+    int n = 0;
+    assert_int_equal(store_cursor_pending(f->s, "wandb", c, 2, &n), ERR_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(c[0].job, a[0].id);
+    assert_string_equal(c[1].job, b.id);
+    assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
+    assert_int_equal(n, 4);
+    assert_string_equal(c[2].job, a[1].id);
+    assert_string_equal(c[3].job, a[2].id);
+    assert_int_equal(store_cursor_put(f->s, a[0].id, "wandb", STORE_CURSOR_STOPPED, 0), ERR_OK);
+    assert_int_equal(store_cursor_pending(f->s, "wandb", c, 4, &n), ERR_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(c[0].job, a[1].id);
+    assert_string_equal(c[1].job, b.id);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1016,6 +1052,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_refused_job_fails_alone_and_broken_lines_are_kept,
                                         setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(urls_pick_the_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(pending_cursors_take_turns_between_accounts,
+                                        setup_with_data, teardown),
         cmocka_unit_test_setup_teardown(settings_and_integration_cursors, setup_with_data,
                                         teardown),
     };
