@@ -383,9 +383,22 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         return bad(res, ERR_INVALID, "hyperparameters.early_stopping",
                    "early_stopping watches the validation loss: give a validation_file or a "
                    "validation_split.");
-    if (dpo && (more.early_stopping_patience > 0 || more.validation_split > 0))
+    if (dpo && more.validation_split > 0)
+        return bad(res, ERR_INVALID, "hyperparameters.validation_split",
+                   "DPO has no validation loss to watch: validation_split is for supervised "
+                   "jobs.");
+    if (dpo && more.early_stopping_patience > 0)
         return bad(res, ERR_INVALID, "hyperparameters.early_stopping",
-                   "DPO has no validation loss to watch (validation_split, early_stopping).");
+                   "DPO has no validation loss to watch: early_stopping is for supervised "
+                   "jobs.");
+    long held_out = j->validation_file[0] ? 0 : job_hyper_split_held_out(more.validation_split,
+                                                                          examples);
+    if (held_out < 0)
+        return bad(res, ERR_INVALID, "hyperparameters.validation_split",
+                   "validation_split holds out some of the training file's examples and trains "
+                   "on the rest: %s has %ld example%s, at least 2 are needed (or give a "
+                   "validation_file).",
+                   out->file.filename, examples, examples == 1 ? "" : "s");
     if (dpo && strcmp(out->file.format, "preference") != 0)
         return bad(res, ERR_INVALID, "training_file",
                    "DPO trains on preference data (input, preferred_output, "
@@ -463,9 +476,9 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         out->valid_examples = vf.examples;
         out->valid_tokens = (double)control_job_tokens_per_epoch(vf.examples, vf.text_bytes,
                                                                  more.max_seq_len);
-    } else if (more.validation_split > 0 && !dpo) {
-        out->valid_examples = (long)llround(more.validation_split * (double)examples);
-        out->valid_tokens = (double)j->tokens * more.validation_split;
+    } else if (held_out > 0 && !dpo) {
+        out->valid_examples = held_out;
+        out->valid_tokens = (double)j->tokens * (double)held_out / (double)examples;
     }
     if (!parse_sample_prompts(body, dpo, out, res))
         return false;

@@ -3,6 +3,8 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +31,16 @@ struct row {
     double v[TPROTO_METRIC_COUNT]; /* NAN: not measured at this step */
 };
 
+/* The rows in the order their steps first came, and an index from a step
+ * to its row: open addressing, linear probing, a power of two of slots at
+ * most half full (slot: row number + 1; 0 is empty). */
 struct results_csv {
     struct row *rows;
     size_t n, cap;
+    uint32_t *slots;
+    size_t n_slots;
+    bool sorted;  /* rows in step order (after a text or a size) */
+    size_t work;  /* slots looked at (results_csv_work) */
 };
 
 bool results_file_id(const struct store_job *j, char *out, size_t cap)
@@ -60,7 +69,57 @@ void results_csv_free(struct results_csv *c)
     if (!c)
         return;
     free(c->rows);
+    free(c->slots);
     free(c);
+}
+
+static size_t slot_of(long step, size_t n_slots)
+{
+    return (size_t)(((uint64_t)step * 0x9e3779b97f4a7c15ULL) >> 32) & (n_slots - 1);
+}
+
+/* The slot of `step`: its row's, or the empty one where it would go. */
+static size_t find_slot(struct results_csv *c, long step)
+{
+    size_t i = slot_of(step, c->n_slots);
+    for (;;) {
+        c->work++;
+        if (!c->slots[i] || c->rows[c->slots[i] - 1].step == step)
+            return i;
+        i = (i + 1) & (c->n_slots - 1);
+    }
+}
+
+/* Fills the index anew from the rows (after they moved, or it grew). */
+static void reindex(struct results_csv *c)
+{
+    memset(c->slots, 0, c->n_slots * sizeof *c->slots);
+    for (size_t r = 0; r < c->n; r++)
+        c->slots[find_slot(c, c->rows[r].step)] = (uint32_t)(r + 1);
+}
+
+/* Room for one more row, its slot included; false when out of memory. */
+static bool make_room(struct results_csv *c)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        struct row *rows = realloc(c->rows, cap * sizeof *rows);
+        if (!rows)
+            return false;
+        c->rows = rows;
+        c->cap = cap;
+    }
+    if (2 * (c->n + 1) <= c->n_slots)
+        return true;
+    size_t n_slots = c->n_slots ? 2 * c->n_slots : 128;
+    uint32_t *slots = malloc(n_slots * sizeof *slots);
+    if (!slots)
+        return false;
+    free(c->slots);
+    c->slots = slots;
+    c->n_slots = n_slots;
+    reindex(c);
+    return true;
 }
 
 bool results_csv_add(struct results_csv *c, const char *event_data)
@@ -77,26 +136,29 @@ bool results_csv_add(struct results_csv *c, const char *event_data)
         r.v[i] = json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v) : NAN;
     }
     json_decref(o);
-    for (size_t i = 0; i < c->n; i++) {
-        if (c->rows[i].step != r.step)
-            continue;
+    size_t i = c->n_slots ? find_slot(c, r.step) : 0;
+    if (c->n_slots && c->slots[i]) {
+        struct row *had = &c->rows[c->slots[i] - 1];
         for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
             if (!isnan(r.v[k]))
-                c->rows[i].v[k] = r.v[k];
+                had->v[k] = r.v[k];
         return true;
     }
-    if (c->n == RESULTS_MAX_ROWS)
+    size_t n_slots = c->n_slots;
+    if (c->n == RESULTS_MAX_ROWS || !make_room(c))
         return false;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        struct row *rows = realloc(c->rows, cap * sizeof *rows);
-        if (!rows)
-            return false;
-        c->rows = rows;
-        c->cap = cap;
-    }
-    c->rows[c->n++] = r;
+    if (c->n_slots != n_slots)
+        i = find_slot(c, r.step); /* the index grew */
+    c->rows[c->n] = r;
+    c->slots[i] = (uint32_t)(c->n + 1);
+    c->n++;
+    c->sorted = false;
     return true;
+}
+
+size_t results_csv_work(const struct results_csv *c)
+{
+    return c->work;
 }
 
 static int by_step(const void *a, const void *b)
@@ -105,34 +167,69 @@ static int by_step(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Appends to out at *at, or with out NULL only moves *at on by the length. */
+static void put(char *out, size_t cap, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *out, size_t cap, size_t *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = out ? vsnprintf(out + *at, cap - *at, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    *at += n > 0 ? (size_t)n : 0;
+}
+
+/* Writes the CSV into out (cap bytes, enough by the widths in
+ * results_csv_text), or with out NULL counts its bytes, the rows sorted by
+ * step first. Its length. */
+static size_t write_csv(struct results_csv *c, char *out, size_t cap)
+{
+    if (!c->sorted) {
+        qsort(c->rows, c->n, sizeof *c->rows, by_step);
+        if (c->n_slots)
+            reindex(c); /* the rows moved */
+        c->sorted = true;
+    }
+    size_t at = 0;
+    put(out, cap, &at, "step");
+    for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
+        put(out, cap, &at, ",%s", columns[k]);
+    put(out, cap, &at, "\n");
+    for (size_t i = 0; i < c->n; i++) {
+        put(out, cap, &at, "%ld", c->rows[i].step);
+        for (int k = 0; k < TPROTO_METRIC_COUNT; k++) {
+            if (isnan(c->rows[i].v[k]))
+                put(out, cap, &at, ",");
+            else
+                put(out, cap, &at, ",%.6g", c->rows[i].v[k]);
+        }
+        put(out, cap, &at, "\n");
+    }
+    return at;
+}
+
 char *results_csv_text(struct results_csv *c, size_t *len)
 {
-    qsort(c->rows, c->n, sizeof *c->rows, by_step);
     /* a row: the step and six numbers of at most 16 characters, commas */
-    size_t cap = 256 + c->n * (24 + TPROTO_METRIC_COUNT * 18), at = 0;
+    size_t cap = 256 + c->n * (24 + TPROTO_METRIC_COUNT * 18);
     char *out = malloc(cap);
     if (!out)
         return NULL;
-    at += (size_t)snprintf(out, cap, "step");
-    for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
-        at += (size_t)snprintf(out + at, cap - at, ",%s", columns[k]);
-    at += (size_t)snprintf(out + at, cap - at, "\n");
-    for (size_t i = 0; i < c->n; i++) {
-        at += (size_t)snprintf(out + at, cap - at, "%ld", c->rows[i].step);
-        for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
-            at += isnan(c->rows[i].v[k])
-                      ? (size_t)snprintf(out + at, cap - at, ",")
-                      : (size_t)snprintf(out + at, cap - at, ",%.6g", c->rows[i].v[k]);
-        at += (size_t)snprintf(out + at, cap - at, "\n");
-    }
-    *len = at;
+    *len = write_csv(c, out, cap);
     return out;
 }
 
+size_t results_csv_size(struct results_csv *c)
+{
+    return write_csv(c, NULL, 0);
+}
+
 /* The CSV of job j from its metrics events, oldest page last (the rows are
- * sorted by step at the end). ERR_OK with *text malloc'd. */
-static enum alallo_err build(struct api_server *srv, const struct store_job *j, char **text,
-                             size_t *len)
+ * sorted by step at the end), in time linear in the events. ERR_OK with
+ * *text malloc'd and *len its length; with text NULL, only *len: the size
+ * is counted and no text is written. */
+static enum alallo_err build(struct api_server *srv, const struct store_job *j,
+                             char **text /* OUT, or NULL */, size_t *len /* OUT */)
 {
     struct store_event *ev = calloc(EVENT_PAGE, sizeof *ev);
     struct results_csv *c = results_csv_new();
@@ -150,9 +247,11 @@ static enum alallo_err build(struct api_server *srv, const struct store_job *j, 
         else
             before = ev[n - 1].seq;
     }
-    if (!e) {
+    if (!e && text) {
         *text = results_csv_text(c, len);
         e = *text ? ERR_OK : ERR_NOMEM;
+    } else if (!e) {
+        *len = results_csv_size(c);
     }
     results_csv_free(c);
     free(ev);
@@ -174,7 +273,7 @@ void results_file_get(struct api_server *srv, struct http_request *req, struct h
     char *text = NULL;
     size_t len = 0;
     if (!e)
-        e = build(srv, &j, &text, &len);
+        e = build(srv, &j, content ? &text : NULL, &len);
     if (e) {
         api_store_error(res, e);
         return;

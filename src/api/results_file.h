@@ -38,9 +38,16 @@ struct results_csv *results_csv_new(void);
 void results_csv_free(struct results_csv *c); /* NULL is fine */
 /* false: out of memory or more than RESULTS_MAX_ROWS rows. */
 bool results_csv_add(struct results_csv *c, const char *event_data);
+/* How many rows the adds so far looked at to find a step's row (the index
+ * regrown included): a small multiple of the events added, whatever their
+ * number (a row is found by its step, never searched for). For tests. */
+size_t results_csv_work(const struct results_csv *c);
 /* The CSV text, rows by step, the header first; malloc'd, *len its length.
- * NULL on out of memory. */
+ * NULL on out of memory. Rows may still be added after. */
 char *results_csv_text(struct results_csv *c, size_t *len /* OUT */);
+/* The length results_csv_text would give, without writing the text (for
+ * the file object's `bytes`). */
+size_t results_csv_size(struct results_csv *c);
 
 /* GET /v1/files/{id} and /content for a results file id (results_file_job
  * true): answers res (404 when the caller's job has none). */

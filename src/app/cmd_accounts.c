@@ -7,18 +7,23 @@
 #include <sys/stat.h>
 
 #include "control/setup.h"
+#include "core/cmd_help.h"
 #include "app/cmds.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fputs("usage: alallo accounts create NAME --data DIR [--store URL]\n", stderr);
+    fputs("usage: alallo accounts create NAME --data DIR [--store URL]\n", f);
 }
 
 int cmd_accounts(int argc, char **argv)
 {
     const char *name = NULL, *data = NULL, *store = NULL;
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "create") != 0) {
-        usage();
+        usage(stderr);
         return 2;
     }
     for (int i = 2; i < argc; i++) {
@@ -29,12 +34,12 @@ int cmd_accounts(int argc, char **argv)
         else if (argv[i][0] != '-' && !name)
             name = argv[i];
         else {
-            usage();
+            usage(stderr);
             return 2;
         }
     }
     if (!name || !data) {
-        usage();
+        usage(stderr);
         return 2;
     }
     umask(077);

@@ -44,6 +44,7 @@
 #include "store/leader_lock.h"
 #include "control/wandb_forward.h"
 #include "control/workers.h"
+#include "core/cmd_help.h"
 #include "core/text.h"
 #include "train/train_device.h"
 #include "worker/worker.h"
@@ -126,7 +127,7 @@ static void *watch(void *arg)
     return NULL;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
     fputs("usage: alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]\n"
           "                    [--store URL (default: SQLite in DATA; postgresql://...)]\n"
@@ -140,7 +141,7 @@ static void usage(void)
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
-          stderr);
+          f);
 }
 
 /* Makes `path` absolute (it must exist). */
@@ -197,10 +198,6 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         long v;
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            usage();
-            return 1;
-        }
         if (!val) {
             fprintf(stderr, "alallo serve: %s needs a value\n", arg);
             return -1;
@@ -309,7 +306,7 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             cfg->max_upload = bytes;
         } else {
             fprintf(stderr, "alallo serve: unknown option %s\n", arg);
-            usage();
+            usage(stderr);
             return -1;
         }
         continue;
@@ -453,9 +450,12 @@ int cmd_serve(int argc, char **argv)
     struct serve_args a = {.host = "127.0.0.1", .data = "var", .wandb_url = WANDB_DEFAULT_URL};
     api_config_defaults(&srv.cfg);
     control_config_defaults(&ctl.cfg);
-    int rc = parse_args(argc, argv, &srv.cfg, &ctl.cfg, &a);
-    if (rc)
-        return rc > 0 ? 0 : 2;
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    if (parse_args(argc, argv, &srv.cfg, &ctl.cfg, &a))
+        return 2;
 
     /* Signals are taken by sigwait below; every thread started from here
      * on inherits the block. Trainers get their mask reset. */

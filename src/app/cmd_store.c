@@ -10,14 +10,15 @@
 #include <sys/stat.h>
 
 #include "app/cmds.h"
+#include "core/cmd_help.h"
 #include "store/store.h"
 #include "store/store_copy.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
     fputs("usage: alallo store migrate URL\n"
           "       alallo store copy sqlite:DIR postgresql://…\n",
-          stderr);
+          f);
 }
 
 static int migrate(const char *url)
@@ -52,11 +53,15 @@ static int copy(const char *from, const char *to)
 
 int cmd_store(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     umask(077); /* a new SQLite file holds key hashes */
     if (argc == 3 && strcmp(argv[1], "migrate") == 0)
         return migrate(argv[2]);
     if (argc == 4 && strcmp(argv[1], "copy") == 0)
         return copy(argv[2], argv[3]);
-    usage();
+    usage(stderr);
     return 2;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "app/cmds.h"
+#include "core/cmd_help.h"
 #include "train/train_device.h"
 
 static void usage(FILE *f)
@@ -81,8 +82,13 @@ int main(int argc, char **argv)
         return cmd_model(sub_argc, sub_argv);
     if (strcmp(cmd, "tokenizer") == 0)
         return cmd_tokenizer(sub_argc, sub_argv);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        if (cmd_help_asked(sub_argc, sub_argv)) {
+            puts("usage: alallo version   what this binary was built with (cuda: yes|no)");
+            return 0;
+        }
         return cmd_version();
+    }
     if (strcmp(cmd, "sim") == 0)
         return cmd_sim(sub_argc, sub_argv);
     if (strcmp(cmd, "generate") == 0 && has_arg(sub_argc, sub_argv, "--model-dir"))

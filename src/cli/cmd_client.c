@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd_client.h"
+#include "core/cmd_help.h"
 
 static const char usage_text[] =
     "usage (reads ALALLO_URL, default " CLI_DEFAULT_URL ", and ALALLO_API_KEY):\n"
@@ -33,11 +34,9 @@ int cmd_client(int argc, char **argv)
 {
     struct cli_ctx cx = {.out = stdout, .err = stderr};
     const char *cmd = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        }
+    if (cmd_help_asked(argc, argv)) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
     }
     char err[300];
     if (cli_conn_from_env(&cx.conn, err, sizeof err) != 0) {

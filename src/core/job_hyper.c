@@ -160,6 +160,16 @@ bool job_hyper_set(char *hyper, size_t cap, const char *key, json_t *value)
     return ok;
 }
 
+long job_hyper_split_held_out(double split, long examples)
+{
+    if (!(split > 0))
+        return 0;
+    if (examples < 2)
+        return -1;
+    long k = (long)llround(split * (double)examples);
+    return k < 1 ? 1 : k > examples - 1 ? examples - 1 : k;
+}
+
 long job_hyper_warmup_steps(const struct job_hyper *h, long max_steps)
 {
     if (max_steps <= 0)

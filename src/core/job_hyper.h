@@ -83,6 +83,14 @@ bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap
  * cap. */
 bool job_hyper_set(char *hyper /* IN/OUT */, size_t cap, const char *key, json_t *value);
 
+/* How many of a training file's `examples` a validation_split of `split`
+ * holds out, by the trainer's rule (docs/api.md, "Hyper-parameters"):
+ * round(split * examples), at least 1, and at least 1 left to train on.
+ * 0 when split is 0 (off); -1 when the file has fewer than 2 examples, so
+ * that none can be held out: the API refuses such a job when it is made or
+ * estimated, naming hyperparameters.validation_split. */
+long job_hyper_split_held_out(double split, long examples);
+
 /* Warm-up steps of a job of max_steps steps: ceil(ratio * max_steps). */
 long job_hyper_warmup_steps(const struct job_hyper *h, long max_steps);
 

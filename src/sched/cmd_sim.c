@@ -7,6 +7,7 @@
 
 #include "sched/cmd_sim.h"
 
+#include "core/cmd_help.h"
 #include "core/text.h"
 #include "sched/sim.h"
 
@@ -33,6 +34,10 @@ static bool parse_double(const char *s, double lo, double hi, double *out)
 
 int cmd_sim(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     struct sim_config c;
     sim_config_default(&c);
     bool timing = true;
@@ -41,10 +46,7 @@ int cmd_sim(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n;
         bool ok = true;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--burst") == 0) {
+        if (strcmp(a, "--burst") == 0) {
             c.burst = true;
             continue;
         } else if (strcmp(a, "--no-timing") == 0) {

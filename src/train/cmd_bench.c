@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/cmd_help.h"
 #include "core/rng.h"
 #include "train/train_cmds.h"
 #include "train/bench_model.h"
@@ -553,13 +554,8 @@ static int bench_gemm(int argc, char **argv)
     return 0;
 }
 
-int cmd_bench(int argc, char **argv)
+static void usage(FILE *f)
 {
-    omp_policy_passive(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "train") == 0)
-        return bench_train(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "gemm") == 0)
-        return bench_gemm(argc - 1, argv + 1);
     fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
           " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
           " [--path avx2|avx512|avx512bf16|onednn]\n"
@@ -567,6 +563,20 @@ int cmd_bench(int argc, char **argv)
           " --precision ... --adapter ... --batch B --seq T --steps N]\n"
           "       alallo bench gemm [--shape NAME] [--batch B] [--seq T] [--threads N]"
           " [--path avx2|avx512|avx512bf16|onednn] [--reps R] [--hot]\n",
-          stderr);
+          f);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    omp_policy_passive(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "train") == 0)
+        return bench_train(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "gemm") == 0)
+        return bench_gemm(argc - 1, argv + 1);
+    usage(stderr);
     return 2;
 }

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "train/train_cmds.h"
+#include "core/cmd_help.h"
 #include "core/fs.h"
 #include "core/text.h"
 #include "train/export.h"
@@ -87,6 +88,10 @@ static int export_ollama(const char *dir, const char *out, enum export_dtype dt,
 
 int cmd_export_local(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     const char *dir = NULL, *format = NULL, *out = NULL, *dtype = "f16", *adapter = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -96,10 +101,6 @@ int cmd_export_local(int argc, char **argv)
                             : strcmp(a, "--dtype") == 0       ? &dtype
                             : strcmp(a, "--adapter-dir") == 0 ? &adapter
                                                               : NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
         if (!slot || i + 1 >= argc) {
             usage(stderr);
             return 2;

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cmd_help.h"
 #include "train/train_cmds.h"
 #include "train/cmd_args.h"
 #include "train/omp_policy.h"
@@ -90,8 +91,20 @@ static void print_delta(void *ctx, const char *piece, size_t len)
     json_decref(j);
 }
 
+static void usage(FILE *f)
+{
+    fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
+          " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR]"
+          " [--quant q8_0|q4_0|q4_k_m] [--json [--stream]] [--score]\n",
+          f);
+}
+
 int cmd_generate_local(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     omp_policy_passive(argc, argv);
     const char *dir = cmd_arg_value(argc, argv, "--model-dir");
     const char *prompt = cmd_arg_value(argc, argv, "--prompt");
@@ -104,10 +117,7 @@ int cmd_generate_local(int argc, char **argv)
     }
     if (!dir || (!prompt && !chat)) {
         json_decref(chat);
-        fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
-              " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR]"
-              " [--quant q8_0|q4_0|q4_k_m] [--json [--stream]] [--score]\n",
-              stderr);
+        usage(stderr);
         return 2;
     }
     double max_tokens = 64, temp = 0.0, top_p = 1.0;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cmd_help.h"
 #include "core/fs.h"
 #include "train/train_cmds.h"
 #include "train/cmd_args.h"
@@ -153,6 +154,10 @@ static int model_init(int argc, char **argv)
 
 int cmd_model(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
     omp_policy_passive(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "init") == 0)
         return model_init(argc - 1, argv + 1);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cmd_help.h"
 #include "train/train_cmds.h"
 #include "train/bpe_train.h"
 #include "train/tokenizer.h"
@@ -270,6 +271,10 @@ static int cmd_train_tok(int argc, char **argv)
 
 int cmd_tokenizer(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -280,10 +285,6 @@ int cmd_tokenizer(int argc, char **argv)
         return cmd_encode(argc - 1, argv + 1);
     if (strcmp(argv[1], "decode") == 0)
         return cmd_decode(argc - 1, argv + 1);
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        usage(stdout);
-        return 0;
-    }
     usage(stderr);
     return 2;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cmd_help.h"
 #include "core/rng.h"
 #include "train/train_cmds.h"
 #include "train/cmd_args.h"
@@ -30,12 +31,12 @@
 
 #define MAX_DUMP_IDS 4096
 
-static void usage(void)
+static void usage(FILE *f)
 {
     fputs("usage: alallo train --config ATTEMPT.json\n"
           "       alallo train --materialize CKPT_DIR --base MODEL_DIR --out DIR"
           " [--adapter-out DIR]\n",
-          stderr);
+          f);
 }
 
 /* Parses "1,2,3" into ids (at most cap). Returns the count, or -1. */
@@ -254,6 +255,10 @@ out:
 
 int cmd_train(int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     omp_policy_passive(argc, argv);
     tev_init();
     const char *config = cmd_arg_value(argc, argv, "--config");
@@ -298,7 +303,7 @@ int cmd_train(int argc, char **argv)
         const char *base = cmd_arg_value(argc, argv, "--base");
         const char *out = cmd_arg_value(argc, argv, "--out");
         if (!base || !out) {
-            usage();
+            usage(stderr);
             return 2;
         }
         char err[2048];
@@ -310,7 +315,7 @@ int cmd_train(int argc, char **argv)
         return 0;
     }
     if (!config) {
-        usage();
+        usage(stderr);
         return 2;
     }
     struct train_config *c = malloc(sizeof *c);

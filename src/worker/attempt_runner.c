@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cmd_help.h"
 #include "core/fs.h"
 #include "core/ids.h"
 #include "core/trainer_protocol.h"
@@ -192,16 +193,16 @@ static int start(struct runner *r, struct wapi *api, json_t **answer)
 
 static int parse_args(struct runner *r, int argc, char **argv)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return -1;
+    }
     if (argc < 2 || strcmp(argv[1], "run") != 0) {
         usage(stderr);
         return 2;
     }
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return -1;
-        }
         if (i + 1 >= argc) {
             fprintf(stderr, "alallo attempt run: %s needs a value\n", a);
             return 2;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "worker/cmd_worker.h"
+#include "core/cmd_help.h"
 #include "core/fs.h"
 #include "worker/worker.h"
 
@@ -49,6 +50,10 @@ static int parse_seconds(const char *s, int *out)
 
 int cmd_worker(int argc, char **argv, bool trainer_cuda)
 {
+    if (cmd_help_asked(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
     struct worker_config cfg;
     worker_config_defaults(&cfg);
     cfg.trainer_cuda = trainer_cuda;
@@ -61,10 +66,6 @@ int cmd_worker(int argc, char **argv, bool trainer_cuda)
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
         if (i + 1 >= argc) {
             fprintf(stderr, "alallo worker: %s needs a value\n", a);
             usage(stderr);

@@ -558,6 +558,85 @@ static void estimates_and_models(void **state)
     h_free(h);
 }
 
+/* validation_split is checked when the job is made and estimated, against
+ * the training file's size: it holds out at least one example and trains on
+ * at least one, so a 1-example file cannot take it (the trainer would fail
+ * later); a validation_file makes it unused. DPO has no validation loss:
+ * the 400 names the field that was sent. */
+static void validation_split_checked_at_creation(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    struct reply r = h_upload(h, h->key, "one.jsonl",
+                              "{\"prompt\":\"I loved it\",\"completion\":\" positive\"}\n");
+    assert_int_equal(r.status, 200);
+    char one[64];
+    snprintf(one, sizeof one, "%s", h_str(r.json, "id"));
+    reply_free(&r);
+    r = h_upload(h, h->key, "pref.jsonl",
+                 "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"Capital?\"}]},"
+                 "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"Paris.\"}],"
+                 "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"Lyon.\"}]}\n"
+                 "{\"input\":{\"messages\":[{\"role\":\"user\",\"content\":\"Sky?\"}]},"
+                 "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"Blue.\"}],"
+                 "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"Red.\"}]}\n");
+    assert_int_equal(r.status, 200);
+    char pref[64];
+    snprintf(pref, sizeof pref, "%s", h_str(r.json, "id"));
+    reply_free(&r);
+    char *three = upload_ok(h, h->key);
+    struct {
+        const char *body;
+        const char *file;
+        int status;
+        const char *param;
+    } cases[] = {
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+         "{\"validation_split\":0.2}}",
+         one, 400, "hyperparameters.validation_split"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+         "{\"validation_split\":0.5,\"early_stopping\":{\"patience\":2}}}",
+         one, 400, "hyperparameters.validation_split"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":\"dpo\",\"dpo\":"
+         "{\"hyperparameters\":{\"validation_split\":0.1}}}}",
+         pref, 400, "hyperparameters.validation_split"},
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":\"dpo\",\"dpo\":"
+         "{\"hyperparameters\":{\"early_stopping\":{\"patience\":2}}}}}",
+         pref, 400, "hyperparameters.early_stopping"},
+        /* three examples: one held out (round(0.1 * 3) is 0, at least 1), two trained */
+        {"{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+         "{\"validation_split\":0.1}}",
+         three, 200, ""},
+    };
+    const char *paths[] = {"/v1/fine_tuning/estimates", "/v1/fine_tuning/jobs"};
+    for (size_t p = 0; p < 2; p++) {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char body[1024];
+            snprintf(body, sizeof body, cases[i].body, cases[i].file);
+            r = h_call(h, "POST", paths[p], NULL, h->key, body);
+            if (r.status != cases[i].status || strcmp(h_err_param(&r), cases[i].param) != 0)
+                fprintf(stderr, "case %zu: %s %s -> %d %s\n", i, paths[p], body, r.status,
+                        r.body);
+            assert_int_equal(r.status, cases[i].status);
+            assert_string_equal(h_err_param(&r), cases[i].param);
+            if (cases[i].status == 400 && strstr(cases[i].param, "validation_split"))
+                assert_non_null(strstr(h_err_message(&r), "validation_split"));
+            reply_free(&r);
+        }
+    }
+    /* with a validation_file the split is not used: a 1-example file is fine */
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"validation_file\":\"%s\","
+             "\"hyperparameters\":{\"validation_split\":0.2}}",
+             one, three);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    free(three);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +649,7 @@ int main(void)
         cmocka_unit_test(list_paging_newest_first),
         cmocka_unit_test(cancel_queued_events_and_log),
         cmocka_unit_test(estimates_and_models),
+        cmocka_unit_test(validation_split_checked_at_creation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,20 @@ static void warmup_steps_and_names(void **state)
     assert_false(job_hyper_schedule_parse("step", &s));
 }
 
+/* validation_split's held-out count, as the trainer splits (at least one
+ * held out, at least one trained on); -1 when a file cannot be split. */
+static void split_held_out(void **state)
+{
+    (void)state;
+    assert_int_equal(job_hyper_split_held_out(0, 1), 0); /* off: any file */
+    assert_int_equal(job_hyper_split_held_out(0.2, 1), -1);
+    assert_int_equal(job_hyper_split_held_out(0.2, 0), -1);
+    assert_int_equal(job_hyper_split_held_out(0.5, 2), 1);
+    assert_int_equal(job_hyper_split_held_out(0.1, 3), 1);  /* round(0.3) is 0: at least 1 */
+    assert_int_equal(job_hyper_split_held_out(0.5, 3), 2);  /* round(1.5), one left */
+    assert_int_equal(job_hyper_split_held_out(0.2, 200), 40);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -109,6 +123,7 @@ int main(void)
         cmocka_unit_test(round_trip),
         cmocka_unit_test(out_of_range_reads_as_default),
         cmocka_unit_test(warmup_steps_and_names),
+        cmocka_unit_test(split_held_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
