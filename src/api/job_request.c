@@ -370,7 +370,10 @@ bool job_request_parse(struct api_server *srv, const struct http_request *req, j
         return false;
     struct hyper_params chosen = {.n_epochs = (int)epochs, .batch_size = (int)batch,
                            .lr_multiplier = lr};
-    hyper_auto(examples, out->model.params, &chosen);
+    if (dpo)
+        hyper_auto_dpo(examples, out->model.params, &chosen);
+    else
+        hyper_auto(examples, out->model.params, &chosen);
     j->n_epochs = chosen.n_epochs;
     j->batch_size = chosen.batch_size;
     j->lr_multiplier = chosen.lr_multiplier;

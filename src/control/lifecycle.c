@@ -527,6 +527,7 @@ struct tev {
     double metric[TPROTO_METRIC_COUNT];
     bool early_stopped; /* done: early stopping ended it at `step` */
     long best_step;     /* done, early: the checkpoint that is the model */
+    bool warn;          /* log: "level": "warn", also a warning event */
     /* sample: a prompt and the model's answer, cut to fit an event's data */
     bool base;
     char prompt[SAMPLE_TEXT_MAX], answer[SAMPLE_TEXT_MAX];
@@ -612,6 +613,8 @@ static bool parse_event(json_t *o, struct tev *t)
     parse_metrics(t->kind == TPROTO_EVENT_CHECKPOINT ? json_object_get(o, "metrics") : o,
                   t->metric);
     t->early_stopped = json_is_true(json_object_get(o, "early_stopped"));
+    const char *level = json_string_value(json_object_get(o, "level"));
+    t->warn = level && strcmp(level, "warn") == 0;
     t->base = json_is_true(json_object_get(o, "base"));
     utf8_cut(t->prompt, sizeof t->prompt, json_string_value(json_object_get(o, "prompt")));
     utf8_cut(t->answer, sizeof t->answer, json_string_value(json_object_get(o, "answer")));
@@ -1138,6 +1141,10 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         if (limit_stop(j) && trainer_stop_line(t->text))
             break;
         e = store_writes_log(w, a->id, t->text);
+        /* a trainer's warning (a DPO collapse, docs/trainer-protocol.md)
+         * is also one of the job's events, as the server's own are */
+        if (!e && t->warn)
+            e = store_writes_event(w, c->now, "warn", "message", t->text, NULL);
         break;
     case TPROTO_EVENT_STEP:
         /* Progress before `started` has no known starting point to be

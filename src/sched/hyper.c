@@ -21,6 +21,20 @@ void hyper_auto(long examples, int64_t model_params, struct hyper_params *h)
         h->lr_multiplier = model_params < HYPER_SMALL_MODEL_PARAMS ? 10.0 : 1.0;
 }
 
+void hyper_auto_dpo(long pairs, int64_t model_params, struct hyper_params *h)
+{
+    long n = pairs > 0 ? pairs : 1;
+    if (!(h->lr_multiplier > 0))
+        h->lr_multiplier = model_params < HYPER_SMALL_MODEL_PARAMS ? 0.5 : 0.05;
+    if (h->batch_size <= 0)
+        h->batch_size = (int)clamp_long(n / 10, 1, HYPER_MAX_BATCH);
+    if (h->n_epochs <= 0) {
+        long per_epoch = (n + h->batch_size - 1) / h->batch_size;
+        h->n_epochs = (int)clamp_long((HYPER_DPO_TARGET_STEPS + per_epoch - 1) / per_epoch, 1,
+                                      HYPER_DPO_MAX_EPOCHS);
+    }
+}
+
 bool hyper_loss_known(double first_loss, double last_loss)
 {
     return isfinite(first_loss) && isfinite(last_loss) && first_loss > 0 && last_loss > 0;

@@ -41,6 +41,31 @@ struct hyper_params {
  *                  small model's low-rank update needs larger steps). */
 void hyper_auto(long examples, int64_t model_params, struct hyper_params *h /* IN/OUT */);
 
+/* DPO's "auto" (docs/api.md, 'Hyper-parameters chosen by "auto"'). DPO
+ * moves a model that already writes both answers from one toward the
+ * other; how far it moves goes with the learning rate times the steps, and
+ * past a point it lowers both answers until the model writes neither.
+ * Measured on the built-in model (bench/train/dpo_defaults.mjs, 30 pairs
+ * after a supervised run that answers the other way 2 to 1): the
+ * supervised rule's 250 steps at 10x left every answer a repeated
+ * fragment, 0 of 10 preferred; 30 steps at 1x moved none; 50 steps at 1x
+ * and 100 at 0.5x moved all 10; 100 at 1x moved 7 to 9, the rest drifting
+ * to another question's words. */
+#define HYPER_DPO_TARGET_STEPS 100 /* optimizer steps in all, when the set allows */
+#define HYPER_DPO_MAX_EPOCHS 10
+
+/* As hyper_auto, for a DPO job of `pairs` preference pairs:
+ *
+ *   batch_size     pairs / 10, between 1 and HYPER_MAX_BATCH, as for
+ *                  supervised training;
+ *   n_epochs       enough for HYPER_DPO_TARGET_STEPS steps of that batch
+ *                  (given or chosen), between 1 and HYPER_DPO_MAX_EPOCHS;
+ *   lr_multiplier  a twentieth of supervised training's: 0.5 for a model
+ *                  under HYPER_SMALL_MODEL_PARAMS, else 0.05 (1e-5 for LoRA
+ *                  and 1e-6 for full fine-tuning, where DPO's usual rates
+ *                  lie). */
+void hyper_auto_dpo(long pairs, int64_t model_params, struct hyper_params *h /* IN/OUT */);
+
 /* Whether a job's training loss went down meaningfully: the last reported
  * loss is at most HYPER_LEARNED_RATIO times the first. A job that trained
  * and did not is told so (docs/lifecycle.md). False when either loss is

@@ -55,6 +55,28 @@ void dpo_example_logps(const struct dpo_batch *b, const double *tok_loss, double
     }
 }
 
+/* The mean log-probability per target token of the chosen and rejected
+ * answers, the policy's (pc, pr) and the reference's (rc, rr), into st. */
+static void per_token_logps(const struct dpo_batch *b, const double *pc, const double *pr,
+                            const double *rc, const double *rr, struct dpo_stats *st)
+{
+    double tok[2] = {0, 0}, pol[2] = {0, 0}, ref[2] = {0, 0};
+    for (int i = 0; i < b->n_ex; i++) {
+        const unsigned char *m = b->mask + (size_t)b->row[i] * b->T + b->off[i];
+        size_t n = 0;
+        for (size_t t = 0; t < b->len[i]; t++)
+            n += m[t] != 0;
+        int k = i % 2; /* 0: chosen, 1: rejected */
+        tok[k] += (double)n;
+        pol[k] += k ? pr[i / 2] : pc[i / 2];
+        ref[k] += k ? rr[i / 2] : rc[i / 2];
+    }
+    st->chosen_logp = tok[0] > 0 ? pol[0] / tok[0] : 0;
+    st->rejected_logp = tok[1] > 0 ? pol[1] / tok[1] : 0;
+    st->chosen_ref_logp = tok[0] > 0 ? ref[0] / tok[0] : 0;
+    st->rejected_ref_logp = tok[1] > 0 ? ref[1] / tok[1] : 0;
+}
+
 void dpo_batch_weights(void *ctx, const double *tok_loss, float *w)
 {
     struct dpo_batch *b = ctx;
@@ -73,6 +95,8 @@ void dpo_batch_weights(void *ctx, const double *tok_loss, float *w)
         rr[i] = b->ref[2 * i + 1];
     }
     dpo_loss(n, pc, pr, rc, rr, b->beta, dpc, dpr, &b->st);
+    if (b->mask)
+        per_token_logps(b, pc, pr, rc, rr, &b->st);
     for (int i = 0; i < b->n_ex; i++) {
         /* d loss / d tok_loss = -(d loss / d logp); only target positions
          * are read, and those lie inside the example */
@@ -81,4 +105,27 @@ void dpo_batch_weights(void *ctx, const double *tok_loss, float *w)
         for (size_t t = 0; t < b->len[i]; t++)
             wr[t] = g;
     }
+}
+
+void dpo_watch_add(struct dpo_watch *w, const struct dpo_stats *st)
+{
+    w->sum_c += st->chosen_logp;
+    w->sum_r += st->rejected_logp;
+    w->sum_rc += st->chosen_ref_logp;
+    w->sum_rr += st->rejected_ref_logp;
+    w->n++;
+}
+
+int dpo_watch_collapsed(struct dpo_watch *w, double *drop_c, double *drop_r)
+{
+    int n = w->n;
+    double dc = n ? (w->sum_rc - w->sum_c) / n : 0, dr = n ? (w->sum_rr - w->sum_r) / n : 0;
+    int warned = w->warned;
+    *w = (struct dpo_watch){.warned = warned};
+    if (warned || n == 0 || !(dc > DPO_COLLAPSE_DROP && dr > DPO_COLLAPSE_DROP))
+        return 0;
+    w->warned = 1;
+    *drop_c = dc;
+    *drop_r = dr;
+    return 1;
 }

@@ -19,6 +19,10 @@ struct dpo_stats {
     double reward_margin;   /* mean chosen - rejected reward */
     double reward_accuracy; /* share of pairs with a positive margin, 0..1 */
     double chosen_reward, rejected_reward; /* means */
+    /* dpo_batch_weights with a mask: the policy's and the reference's mean
+     * log-probability per answer token over the step's preferred (chosen)
+     * and other (rejected) answers; 0 without a mask */
+    double chosen_logp, rejected_logp, chosen_ref_logp, rejected_ref_logp;
 };
 
 /* n pairs (n >= 1). dpc/dpr OUT (n): d(loss)/d(pc_i) and d(loss)/d(pr_i).
@@ -39,6 +43,8 @@ struct dpo_batch {
     const size_t *off, *len;
     int T;
     const double *ref;
+    const unsigned char *mask; /* the rows' target marks (B*T), or NULL: no
+                                  per-token log-probabilities in st */
     double beta;
     struct dpo_stats st; /* OUT: the step's, set by dpo_batch_weights */
 };
@@ -53,5 +59,31 @@ void dpo_example_logps(const struct dpo_batch *b, const double *tok_loss, double
 /* A model_weights_fn (train/model.h) with ctx a struct dpo_batch: the DPO
  * loss of the pairs, and every answer token's weight d(loss)/d(tok_loss). */
 void dpo_batch_weights(void *ctx, const double *tok_loss, float *w /* OUT */);
+
+/* ---- the collapse watch ----------------------------------------------
+ * DPO can lower both answers' log-probabilities while it widens their gap:
+ * the margin grows, the loss falls, and the model forgets how to write
+ * either answer (at a learning rate fit for memorising, every answer became
+ * a repeated fragment). The watch sums a report window's per-token
+ * log-probabilities and calls it a collapse when the policy's mean per
+ * answer token has fallen more than DPO_COLLAPSE_DROP nats below the
+ * reference's, on the same answers, for the preferred answers and the other
+ * ones alike (docs/trainer.md, "DPO"). A healthy run lowers the other
+ * answers and keeps the preferred ones near where they were. */
+#define DPO_COLLAPSE_DROP 0.5
+
+struct dpo_watch {
+    double sum_c, sum_r, sum_rc, sum_rr; /* the window's per-token means, summed */
+    int n;                               /* steps in the window */
+    int warned;                          /* 1 once a collapse was reported */
+};
+
+/* Adds one step's statistics (st from dpo_batch_weights with a mask). */
+void dpo_watch_add(struct dpo_watch *w, const struct dpo_stats *st);
+
+/* At a report: whether the window shows a collapse not reported before
+ * (then *drop_c and *drop_r, OUT, are how far the preferred and the other
+ * answers fell, nats per token). Starts a new window either way. */
+int dpo_watch_collapsed(struct dpo_watch *w, double *drop_c /* OUT */, double *drop_r /* OUT */);
 
 #endif

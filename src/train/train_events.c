@@ -60,15 +60,32 @@ void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t toke
                    cpu_path));
 }
 
-void tev_log(const char *fmt, ...)
+/* A `log` event of the formatted line, with "level": "warn" when warn. */
+static void log_event(int warn, const char *fmt, va_list ap)
 {
     char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "%s%s\n", warn ? "warning: " : "", line);
+    json_t *o = json_pack("{ss}", "line", line);
+    if (o && warn)
+        json_object_set_new(o, "level", json_string("warn"));
+    emit(tproto_event_name(TPROTO_EVENT_LOG), o);
+}
+
+void tev_log(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    log_event(0, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s\n", line);
-    emit(tproto_event_name(TPROTO_EVENT_LOG), json_pack("{ss}", "line", line));
+}
+
+void tev_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_event(1, fmt, ap);
+    va_end(ap);
 }
 
 void tev_metrics_clear(struct tev_metrics *m)
@@ -100,6 +117,8 @@ void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
     if (o && x && x->dpo) {
         json_object_set_new(o, "reward_margin", json_real(x->reward_margin));
         json_object_set_new(o, "reward_accuracy", json_real(x->reward_accuracy));
+        json_object_set_new(o, "chosen_logp", json_real(x->chosen_logp));
+        json_object_set_new(o, "rejected_logp", json_real(x->rejected_logp));
     }
     if (x)
         put_metrics(o, x->metrics);

@@ -22,6 +22,9 @@ void tev_started(uint64_t step, uint64_t max_steps, size_t examples, size_t toke
                  int64_t resumed_from, const char *cpu_path);
 /* A line of the training log users read (also copied to stderr). */
 void tev_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A warning for the training log: a `log` event with "level": "warn",
+ * which the server also records as a warning event of the job. */
+void tev_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tev_step(uint64_t step, double loss, double lr, double tokens_per_s);
 /* Metrics by enum tproto_metric; NAN: not measured (not written). */
 struct tev_metrics {
@@ -37,6 +40,7 @@ struct tev_step_extra {
     int dpo;                   /* 1: the two DPO fields below are written */
     double reward_margin;      /* mean beta * (chosen - rejected) log-ratio */
     double reward_accuracy;    /* share of pairs with a positive margin */
+    double chosen_logp, rejected_logp; /* mean log-probability per answer token */
     const struct tev_metrics *metrics; /* NULL: none; else each measured one */
 };
 void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,

@@ -103,6 +103,7 @@ struct run {
     double *tok_loss;
     float *tok_w;
     struct dpo_stats dpo;
+    struct dpo_watch watch;    /* DPO: both answers' log-probabilities falling */
     size_t real_tokens, row_tokens; /* this attempt's, for the packing efficiency */
     double loss;
     uint64_t ckpt_step;
@@ -411,7 +412,8 @@ static struct pack_layout next_batch(struct run *r, size_t *tokens)
 static struct dpo_batch dpo_batch_of(const struct run *r, const double *ref)
 {
     return (struct dpo_batch){.n_ex = r->pn, .row = r->prow, .off = r->poff, .len = r->plen,
-                              .T = r->pT, .ref = ref, .beta = r->c->dpo_beta};
+                              .T = r->pT, .ref = ref, .mask = r->mask,
+                              .beta = r->c->dpo_beta};
 }
 
 /* The frozen reference's log-probability of every example, once, before
@@ -1146,6 +1148,7 @@ static int run_attempt(const struct train_config *c, int gpu)
                                                 &got);
             }
             r.dpo = b.st;
+            dpo_watch_add(&r.watch, &r.dpo);
             sum = r.dpo.loss * (double)nt; /* the mean below is DPO's loss */
         } else if (r.gpu) {
             if (gpu_pass(&r, p, nt ? 1.0f / (float)nt : 0.0f, 1, c->lora_dropout, drop_seed,
@@ -1235,8 +1238,16 @@ static int run_attempt(const struct train_config *c, int gpu)
             struct tev_step_extra x = {
                 .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
                 .dpo = c->dpo, .reward_margin = r.dpo.reward_margin,
-                .reward_accuracy = r.dpo.reward_accuracy, .metrics = c->dpo ? NULL : &sent};
+                .reward_accuracy = r.dpo.reward_accuracy, .chosen_logp = r.dpo.chosen_logp,
+                .rejected_logp = r.dpo.rejected_logp, .metrics = c->dpo ? NULL : &sent};
             tev_step_with(r.step, r.loss, lr, tps, &x);
+            double drop_c, drop_r;
+            if (c->dpo && report && dpo_watch_collapsed(&r.watch, &drop_c, &drop_r))
+                tev_warn("DPO is lowering both answers: by step %" PRIu64 " the preferred "
+                         "answers' log-probability fell %.2f nats per token below the "
+                         "reference's and the other answers' %.2f, so the model is losing "
+                         "both; try a lower learning rate or fewer epochs",
+                         r.step, drop_c, drop_r);
             r.real_tokens = r.row_tokens = 0;
             window_tokens = 0;
             window_t = now;

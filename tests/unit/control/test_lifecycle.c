@@ -1472,6 +1472,50 @@ static void a_job_that_learned_nothing_says_so(void **state)
     h_free(h);
 }
 
+/* A trainer's warning (a log line with "level": "warn", as a DPO run that
+ * lowers both answers sends) is in the training log and is a warning event
+ * of the job; a plain log line is no event. */
+static void a_trainers_warning_is_a_job_event(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence,
+                            STARTED ",{\"event\":\"log\",\"line\":\"plain line\"},"
+                                    "{\"event\":\"log\",\"level\":\"warn\","
+                                    "\"line\":\"DPO is lowering both answers\"}",
+                            NULL, 0),
+                     200);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    struct reply r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    json_t *body = json_loads(r.body, 0, NULL);
+    int warned = 0, plain = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(body, "data"), i, e)
+    {
+        const char *m = json_string_value(json_object_get(e, "message"));
+        const char *level = json_string_value(json_object_get(e, "level"));
+        warned += m && level && strcmp(m, "DPO is lowering both answers") == 0 &&
+                  strcmp(level, "warn") == 0;
+        plain += m && strcmp(m, "plain line") == 0;
+    }
+    json_decref(body);
+    reply_free(&r);
+    assert_int_equal(warned, 1);
+    assert_int_equal(plain, 0);
+    char buf[4096];
+    const char *log = log_of(h, id, buf, sizeof buf);
+    assert_non_null(strstr(log, "plain line"));
+    assert_non_null(strstr(log, "DPO is lowering both answers"));
+    free(id);
+    h_free(h);
+}
+
 /* Steps after the last checkpoint are lost with a worker: when the job
  * resumes, progress shows where training really is (it goes back), and
  * its events and log say which steps are repeated, at no charge. */
@@ -1583,6 +1627,7 @@ int main(void)
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
+        cmocka_unit_test(a_trainers_warning_is_a_job_event),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
         cmocka_unit_test(a_memory_report_keeps_the_lower_precision_message),
         cmocka_unit_test(a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model),

@@ -75,6 +75,56 @@ static void given_values_are_kept(void **state)
     assert_near(h.lr_multiplier, 0.5, 0);
 }
 
+static struct hyper_params dpo_of(long pairs, int64_t params)
+{
+    struct hyper_params h = {0};
+    hyper_auto_dpo(pairs, params, &h);
+    return h;
+}
+
+/* 30 pairs on the built-in model (bench/train/dpo_defaults.mjs): the
+ * supervised rule's 25 epochs of 3 at 10x, 250 steps, ruined the model (0
+ * of 10 answers preferred, every one a repeated fragment); DPO's own, 10
+ * epochs of 3 at 0.5x, 100 steps, moved all 10 to the preferred answer. */
+static void dpo_gets_its_own_rule(void **state)
+{
+    (void)state;
+    struct hyper_params sft = auto_of(30, 2400000), dpo = dpo_of(30, 2400000);
+    assert_int_equal(sft.n_epochs, 25);
+    assert_near(sft.lr_multiplier, 10.0, 0);
+    assert_int_equal(dpo.n_epochs, 10);
+    assert_int_equal(dpo.batch_size, 3);
+    assert_near(dpo.lr_multiplier, 0.5, 0);
+    assert_near(dpo_of(30, HYPER_SMALL_MODEL_PARAMS).lr_multiplier, 0.05, 0);
+    assert_near(dpo_of(30, 0).lr_multiplier, 0.5, 0); /* unknown: small */
+}
+
+/* About HYPER_DPO_TARGET_STEPS steps: a few epochs of a small set, one of
+ * a large one, never more than HYPER_DPO_MAX_EPOCHS. */
+static void dpo_aims_at_a_hundred_steps(void **state)
+{
+    (void)state;
+    assert_int_equal(dpo_of(1, 0).n_epochs, HYPER_DPO_MAX_EPOCHS);
+    assert_int_equal(dpo_of(0, 0).n_epochs, HYPER_DPO_MAX_EPOCHS); /* counted as 1 */
+    assert_int_equal(dpo_of(100, 0).n_epochs, 8);   /* 13 steps an epoch: 104 */
+    assert_int_equal(dpo_of(300, 0).n_epochs, 3);   /* 38 an epoch: 114 */
+    assert_int_equal(dpo_of(800, 0).n_epochs, 1);
+    assert_int_equal(dpo_of(100000, 0).n_epochs, 1);
+    /* a batch given counts */
+    struct hyper_params h = {.batch_size = 30};
+    hyper_auto_dpo(30, 0, &h);
+    assert_int_equal(h.n_epochs, HYPER_DPO_MAX_EPOCHS);
+    h = (struct hyper_params){.batch_size = 1};
+    hyper_auto_dpo(30, 0, &h);
+    assert_int_equal(h.n_epochs, 4); /* 30 steps an epoch: 120 */
+    /* values given are kept */
+    h = (struct hyper_params){.n_epochs = 2, .batch_size = 16, .lr_multiplier = 5};
+    hyper_auto_dpo(30, 0, &h);
+    assert_int_equal(h.n_epochs, 2);
+    assert_int_equal(h.batch_size, 16);
+    assert_near(h.lr_multiplier, 5.0, 0);
+}
+
 static void loss_went_down(void **state)
 {
     (void)state;
@@ -97,6 +147,8 @@ int main(void)
         cmocka_unit_test(batch_gives_about_ten_steps_an_epoch),
         cmocka_unit_test(large_models_keep_the_base_rate),
         cmocka_unit_test(given_values_are_kept),
+        cmocka_unit_test(dpo_gets_its_own_rule),
+        cmocka_unit_test(dpo_aims_at_a_hundred_steps),
         cmocka_unit_test(loss_went_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
