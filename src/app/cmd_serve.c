@@ -45,7 +45,7 @@
 #include "control/wandb_forward.h"
 #include "control/workers.h"
 #include "core/text.h"
-#include "train/train_device.h"
+#include "train/run/train_device.h"
 #include "worker/worker.h"
 
 #define LOCAL_WORKERS_MAX 16

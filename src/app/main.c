@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "app/cmds.h"
-#include "train/train_device.h"
+#include "train/run/train_device.h"
 
 static void usage(FILE *f)
 {
