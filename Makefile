@@ -4,6 +4,11 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PORT ?= 8080
 DATA ?= var
+# Warnings as errors (-DALALLO_WERROR): on for the test targets, and so for
+# `make test` and CI; a plain `make` or `make run` leaves the build folder's
+# choice as it is (off in a new one).
+WERROR ?=
+cmake_werror = $(if $(WERROR),-DALALLO_WERROR=$(WERROR))
 
 .PHONY: all build deps deps-test run test unit integration integration-pg e2e gpu-emu asan fuzz bench clean node-deps layers
 
@@ -16,7 +21,7 @@ deps-test:
 	@scripts/deps.sh test
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(cmake_werror) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
@@ -29,6 +34,8 @@ node-deps: deps-test
 # (scripts/check-layers.sh; docs/architecture.md).
 layers:
 	@scripts/check-layers.sh
+
+unit integration integration-pg e2e gpu-emu asan: WERROR = ON
 
 unit: layers build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -59,7 +66,8 @@ test: deps-test
 # service end to end with one emulated GPU worker, ALALLO_TEST_GPU standing
 # in for nvidia-smi's line.
 gpu-emu: deps node-deps
-	@cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON >/dev/null
+	@cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON \
+	  $(cmake_werror) >/dev/null
 	@cmake --build build-emu -j $(JOBS) --target alallo gpu_test_cuda_attn gpu_test_cuda_gemm \
 	  gpu_test_cuda_memory gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume
 	@cd build-emu && ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS)
@@ -84,7 +92,7 @@ fuzz: deps-test
 # again, is many times faster than at -O0 (docs/testing.md).
 asan: deps node-deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O2" \
-	  -DALALLO_SANITIZE=ON -DALALLO_CUDA=OFF >/dev/null
+	  -DALALLO_SANITIZE=ON -DALALLO_CUDA=OFF $(cmake_werror) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=0 scripts/integration.sh build-asan/alallo

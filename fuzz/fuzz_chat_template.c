@@ -1,5 +1,5 @@
 /* fuzz_chat_template.c - libFuzzer driver for the Jinja subset of chat
- * templates (train/chat_template.h), which reads text from model folders.
+ * templates (train/tokenizer/chat_template.h), which reads text from model folders.
  *
  * Input: a template's text. It is parsed and, when it parses, rendered on
  * a fixed conversation with tools. Properties:
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "train/chat_template.h"
+#include "train/tokenizer/chat_template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

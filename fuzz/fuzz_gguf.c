@@ -1,5 +1,5 @@
 /* fuzz_gguf.c - libFuzzer driver for the GGUF writer and reader
- * (train/gguf.h), used by `alallo export --format gguf`.
+ * (train/formats/gguf.h), used by `alallo export --format gguf`.
  *
  * Two kinds of input:
  *  - starting with "GGUF": a file image for gguf_parse. Property: no crash
@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "train/gguf.h"
+#include "train/formats/gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c - libFuzzer driver for st_parse (train/safetensors.h).
+/* fuzz_safetensors.c - libFuzzer driver for st_parse (train/formats/safetensors.h).
  *
  * Input: a whole safetensors file. Property: parsing never crashes or
  * reads outside the buffer; a refusal is one line of valid UTF-8 (errors
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "train/safetensors.h"
+#include "train/formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

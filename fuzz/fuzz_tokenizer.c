@@ -1,5 +1,5 @@
 /* fuzz_tokenizer.c - libFuzzer driver for tokenizer.json loading and
- * encode/decode (train/tokenizer.h). A base model's folder, and so its
+ * encode/decode (train/tokenizer/tokenizer.h). A base model's folder, and so its
  * tokenizer.json, may come from a user, so the loader meets hostile input.
  *
  * Two kinds of input, told apart by the first byte:
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "train/tokenizer.h"
+#include "train/tokenizer/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

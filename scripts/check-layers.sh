@@ -1,63 +1,108 @@
 #!/bin/bash
 # scripts/check-layers.sh [SRC_DIR] - fails on an #include across a
-# forbidden arrow between the folders (layers) of src/.
+# forbidden arrow between the folders (layers, and the rooms of a layer
+# that has them) of src/.
 #
-# Scans SRC_DIR/**/*.c and *.h (default: the src/ of this repository) for
-# #include "LAYER/file.h" and prints, for each include of a folder that
-# the including file's folder may not use, one line:
+# The arrows are read from one table, scripts/layers.txt (KEY: the layers
+# and rooms it may include). Scans SRC_DIR/**/*.c, *.h, *.cu and *.cuh
+# (default: the src/ of this repository) for #include "LAYER/file.h" and
+# #include <LAYER/file.h> (src/ is on the include path, so the angle
+# brackets reach it too) and prints, for each include of a folder that the
+# including file's layer or room may not use, one line:
 #
 #   src/sched/sim.c:12: includes control/lifecycle.h, but sched may include only core (docs/architecture.md)
+#   src/train/kernels/gemm.c:9: includes train/model/model.h, but train/kernels may include only core (docs/architecture.md)
 #
-# then a summary line. Exit status: 0 when every include follows the
-# arrows, 1 on any violation, 2 on a usage error. A file may always include
-# headers of its own folder; includes in <angle brackets> (the system's and
-# the packages') are not looked at. A .c or .h directly in SRC_DIR, or in a
-# folder the table does not name, is a violation too: a new layer needs its
-# arrows decided here first.
+# then a summary line. A file may always include headers of its own layer
+# or room; an include whose first folder is not one of src/ (a system or
+# package header) is not looked at. A file directly in SRC_DIR, in a folder
+# the table does not name, or directly in a layer that has rooms (train/)
+# is a violation too: a new layer or room needs its arrows decided first.
+#
+# It also checks that the table of arrows in docs/architecture.md (between
+# its "arrows begin" and "arrows end" marks) is the one
+# `scripts/check-layers.sh --doc-table` writes from scripts/layers.txt.
+# LAYERS_TABLE and LAYERS_DOC name other files (the self-test does).
+#
+# Exit status: 0 when every include follows the arrows and the docs' table
+# matches, 1 on any violation, 2 on a usage error or a malformed table.
 #
 # `make layers` runs it, and `make test` and `make unit` run that first;
-# tests/layers/test_check_layers.sh shows it catches a planted violation.
+# tests/layers/test_check_layers.sh shows it catches planted violations.
 set -u
 
-# The arrows: LAYER:the folders it may include. This table is the one
-# place they are written down for the build's checks; docs/architecture.md
-# shows the same table with the reasons, and CMakeLists.txt links each
-# layer's library to exactly these (keep the three in step).
-ARROWS=(
-    "app:api control worker train sched cli store core" # wires the layers; dispatches sub-commands
-    "api:control store sched core"                      # HTTP only; sched for types (via control)
-    "control:sched store exec core"                     # the service: every change to a job or worker
-    "exec:core"                                         # engines (Slurm): submit, list, cancel by tag
-    "sched:core"                                        # pure policy
-    "store:core"
-    "train:core"                                        # knows nothing of jobs
-    "cli:core"                                          # talks to the service over HTTP only
-    "worker:core"                                       # reaches train only through the trainer process
-    "core:"                                             # depends on nothing
-)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TABLE=${LAYERS_TABLE:-$ROOT/scripts/layers.txt}
+DOCFILE=${LAYERS_DOC:-$ROOT/docs/architecture.md}
 DOC="docs/architecture.md"
 
+usage() {
+    echo "usage: scripts/check-layers.sh [SRC_DIR] | --doc-table   ($1)" >&2
+    exit 2
+}
+
+# The table: allowed[KEY]=" the keys it may include "; why[KEY]; keys in
+# the table's order; rooms[LAYER]=1 for a layer that has rooms.
+declare -A allowed=() why=() rooms=()
+keys=()
+[ -r "$TABLE" ] || usage "no table '$TABLE'"
+ln=0
+while IFS= read -r line || [ -n "$line" ]; do
+    ln=$((ln + 1))
+    [[ "$line" =~ ^[[:space:]]*(#|$) ]] && continue
+    if [[ ! "$line" =~ ^([a-z_]+(/[a-z_]+)?):([^#]*)(#[[:space:]]*(.*))?$ ]]; then
+        echo "$TABLE:$ln: not a line 'KEY: FOLDERS  # why'" >&2
+        exit 2
+    fi
+    key=${BASH_REMATCH[1]}
+    deps=$(echo ${BASH_REMATCH[3]}) # squeezes the blanks
+    allowed[$key]=" $deps "
+    why[$key]=${BASH_REMATCH[5]}
+    keys+=("$key")
+    [[ "$key" == */* ]] && rooms[${key%%/*}]=1
+done <"$TABLE"
+for key in "${keys[@]}"; do
+    for d in ${allowed[$key]}; do
+        if [ -z "${allowed[$d]+set}" ]; then
+            echo "$TABLE: $key may include $d, which is no layer or room of the table" >&2
+            exit 2
+        fi
+    done
+done
+
+# The docs' table, as docs/architecture.md shows it.
+doc_table() {
+    local key d list
+    echo "| layer or room | may include | why |"
+    echo "|---|---|---|"
+    for key in "${keys[@]}"; do
+        list=""
+        for d in ${allowed[$key]}; do list+="${list:+, }\`$d\`"; done
+        echo "| \`$key\` | ${list:-nothing} | ${why[$key]} |"
+    done
+}
+
+if [ "${1:-}" = "--doc-table" ]; then
+    [ $# -eq 1 ] || usage "--doc-table takes nothing more"
+    doc_table
+    exit 0
+fi
+
 if [ $# -eq 0 ]; then
-    cd "$(dirname "$0")/.." || exit 2
+    cd "$ROOT" || exit 2
 fi
 SRC=${1:-src}
 SRC=${SRC%/}
 if [ $# -gt 1 ] || [ ! -d "$SRC" ]; then
-    echo "usage: scripts/check-layers.sh [SRC_DIR]   (no folder '$SRC')" >&2
-    exit 2
+    usage "no folder '$SRC'"
 fi
-
-declare -A allowed=()
-for row in "${ARROWS[@]}"; do
-    allowed[${row%%:*}]=" ${row#*:} "
-done
 
 # "only api, control and core" / "nothing outside core".
 may_include() {
-    local layer=$1 list
-    read -r -a list <<<"${allowed[$layer]}"
+    local key=$1 list
+    read -r -a list <<<"${allowed[$key]}"
     if [ ${#list[@]} -eq 0 ]; then
-        echo "nothing outside $layer"
+        echo "nothing outside $key"
         return
     fi
     local out="only ${list[0]}" i
@@ -67,9 +112,37 @@ may_include() {
     echo "$out"
 }
 
+# key_of PATH (relative to src/): sets KEY to the layer or room PATH lies
+# in, or WHY to what is wrong with it (and KEY to "").
+key_of() {
+    local path=$1 top=${1%%/*} rest room
+    KEY="" WHY=""
+    if [ -n "${rooms[$top]+set}" ]; then
+        rest=${path#*/}
+        if [[ "$rest" != */* ]]; then
+            WHY="is directly in $top/, whose files each belong to one of its rooms"
+            return
+        fi
+        room=${rest%%/*}
+        if [ -z "${allowed[$top/$room]+set}" ]; then
+            WHY="names $top/$room, which is no room of $top in scripts/layers.txt"
+            return
+        fi
+        KEY=$top/$room
+        return
+    fi
+    if [ -z "${allowed[$top]+set}" ]; then
+        WHY="names $top, which is no layer of scripts/layers.txt"
+        return
+    fi
+    KEY=$top
+}
+
 violations=0
 files=0
-while IFS= read -r -d '' f; do
+declare -A key_of_file=()
+mapfile -d '' sources < <(find "$SRC" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
+for f in "${sources[@]}"; do
     files=$((files + 1))
     rel=${f#"$SRC"/}
     if [[ "$rel" != */* ]]; then
@@ -77,38 +150,74 @@ while IFS= read -r -d '' f; do
         violations=$((violations + 1))
         continue
     fi
-    layer=${rel%%/*}
-    if [ -z "${allowed[$layer]+set}" ]; then
-        echo "$f: folder $layer is not a layer of the table in scripts/check-layers.sh ($DOC)"
+    key_of "$rel"
+    if [ -z "$KEY" ]; then
+        echo "$f: $WHY ($DOC)"
         violations=$((violations + 1))
         continue
     fi
-    n=0
-    while IFS= read -r line; do
-        n=$((n + 1))
-        [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]] || continue
+    key_of_file[$f]=$KEY
+done
+
+# The include lines of every file placed above, as FILE:LINE:TEXT (one grep
+# for the whole tree: reading each line in bash is slow on a busy machine).
+while IFS= read -r hit; do
+    f=${hit%%:*}
+    rest=${hit#*:}
+    n=${rest%%:*}
+    line=${rest#*:}
+    layer=${key_of_file[$f]:-}
+    [ -n "$layer" ] || continue
+    if [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]]; then
         inc=${BASH_REMATCH[1]}
+        shown=$inc
         if [[ "$inc" == ../* || "$inc" == */../* ]]; then
             echo "$f:$n: includes $inc; name a header from $SRC/ as LAYER/file.h, never by ../ ($DOC)"
             violations=$((violations + 1))
             continue
         fi
-        [[ "$inc" == */* ]] || continue # a header next to the file: its own folder
-        to=${inc%%/*}
-        [ "$to" = "$layer" ] && continue
-        # Not one of ours (a folder of src/ or a layer of the table): a
-        # package header written with quotes.
-        [ -d "$SRC/$to" ] || [ -n "${allowed[$to]+set}" ] || continue
-        if [[ "${allowed[$layer]}" != *" $to "* ]]; then
-            echo "$f:$n: includes $inc, but $layer may include $(may_include "$layer") ($DOC)"
-            violations=$((violations + 1))
-        fi
-    done <"$f"
-done < <(find "$SRC" -type f \( -name '*.c' -o -name '*.h' \) -print0 | sort -z)
+    elif [[ "$line" =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*\<([^\>]+)\> ]]; then
+        inc=${BASH_REMATCH[1]}
+        shown="<$inc>"
+    else
+        continue
+    fi
+    [[ "$inc" == */* ]] || continue # a header next to the file: its own folder
+    to=${inc%%/*}
+    # Not one of ours (a folder of src/ or a layer of the table): a
+    # system or package header.
+    [ -d "$SRC/$to" ] || [ -n "${allowed[$to]+set}" ] || [ -n "${rooms[$to]+set}" ] || continue
+    key_of "$inc"
+    if [ -z "$KEY" ]; then
+        echo "$f:$n: includes $shown, which $WHY ($DOC)"
+        violations=$((violations + 1))
+        continue
+    fi
+    [ "$KEY" = "$layer" ] && continue
+    if [[ "${allowed[$layer]}" != *" $KEY "* ]]; then
+        echo "$f:$n: includes $shown, but $layer may include $(may_include "$layer") ($DOC)"
+        violations=$((violations + 1))
+    fi
+done < <([ ${#key_of_file[@]} -eq 0 ] || printf '%s\0' "${!key_of_file[@]}" | sort -z |
+    xargs -0 grep -n -H -E '^[[:space:]]*#[[:space:]]*include')
 
-if [ "$violations" -gt 0 ]; then
-    echo "check-layers: FAIL: $violations include(s) across a forbidden arrow in $files files of $SRC/ ($DOC)"
+# The docs' table against the one written from scripts/layers.txt.
+doc_ok=1
+if [ ! -r "$DOCFILE" ]; then
+    echo "$DOCFILE: not found; its table of arrows comes from scripts/layers.txt"
+    doc_ok=0
+else
+    shown=$(sed -n '/<!-- arrows begin/,/<!-- arrows end/p' "$DOCFILE" | sed '1d;$d')
+    if [ "$shown" != "$(doc_table)" ]; then
+        echo "$DOCFILE: its table of arrows (between the 'arrows begin' and 'arrows end' marks) is not scripts/layers.txt's; write it with scripts/check-layers.sh --doc-table"
+        diff <(echo "$shown") <(doc_table) | sed 's/^/    /'
+        doc_ok=0
+    fi
+fi
+
+if [ "$violations" -gt 0 ] || [ "$doc_ok" -eq 0 ]; then
+    echo "check-layers: FAIL: $violations include(s) across a forbidden arrow in $files files of $SRC/ ($DOC)$([ "$doc_ok" -eq 0 ] && echo "; docs' table differs from scripts/layers.txt")"
     exit 1
 fi
-echo "check-layers: ok: $files files of $SRC/, every #include follows the arrows"
+echo "check-layers: ok: $files files of $SRC/, every #include follows the arrows of scripts/layers.txt"
 exit 0

@@ -197,7 +197,7 @@ fi
 jobs=$(nproc)
 ((jobs > 16)) && jobs=16
 part configure 60 "$out/build.log" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DALALLO_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" || { say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
+  -DALALLO_CUDA=ON -DALALLO_WERROR=ON -DCMAKE_CUDA_COMPILER="$nvcc" || { say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
 part build "${GPU_CHECK_BUILD_S:-200}" "$out/build.log" cmake --build "$build" -j "$jobs" ||
   { tail -30 "$out/build.log" | grep -i -m 10 "error" | tee -a "$summary"; say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
 

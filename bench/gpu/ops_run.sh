@@ -16,7 +16,7 @@ out=$(mktemp -d /tmp/alallo-ops-bench.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 "$cuda/bin/nvcc" -arch=sm_90 -std=c++17 -O3 -Xcompiler -Wall,-Wextra,-Werror -I "$root/src" \
   -c "$root/src/train/cuda/cuda_ops.cu" -o "$out/cuda_ops.o"
-for c in src/train/cuda/cuda_ctx.c src/train/nf4.c src/train/optim.c src/train/kern.c \
+for c in src/train/cuda/cuda_ctx.c src/train/kernels/nf4.c src/train/model/optim.c src/train/kernels/kern.c \
          bench/gpu/ops_bench.c; do
   gcc -std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -isystem "$cuda/include" \
     -I "$root/src" -c "$root/$c" -o "$out/$(basename "$c" .c).o"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/train/hugepages.sh - what huge pages (train/bigmem.h) give the
+# bench/train/hugepages.sh - what huge pages (train/kernels/bigmem.h) give the
 # trainer: each round runs the same binary twice, with the large blocks
 # marked MADV_HUGEPAGE (the default) and with ALALLO_HUGEPAGES=0, in
 # alternating order so that drift on a noisy machine hits both alike.

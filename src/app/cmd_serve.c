@@ -46,7 +46,7 @@
 #include "control/workers.h"
 #include "core/cmd_help.h"
 #include "core/text.h"
-#include "train/train_device.h"
+#include "train/run/train_device.h"
 #include "worker/worker.h"
 
 #define LOCAL_WORKERS_MAX 16

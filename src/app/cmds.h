@@ -11,7 +11,7 @@
 
 #include "cli/cmd_client.h"
 #include "sched/cmd_sim.h"
-#include "train/train_cmds.h"
+#include "train/cmds/train_cmds.h"
 #include "worker/attempt_runner.h"
 #include "worker/cmd_worker.h"
 

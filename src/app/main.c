@@ -4,7 +4,7 @@
 
 #include "app/cmds.h"
 #include "core/cmd_help.h"
-#include "train/train_device.h"
+#include "train/run/train_device.h"
 
 static void usage(FILE *f)
 {

@@ -11,7 +11,7 @@
 #define NF4_BITS_PER_WEIGHT 4.127 /* 4 bits + 8-bit scale per 64 + fp32 per 256 scales */
 #define ACT_BYTES 4.0             /* the trainer keeps activations in fp32 */
 #define DEFAULT_LORA_RANK 16
-/* The trainer's own sizes (src/train/model_pass.c): logits are computed a
+/* The trainer's own sizes (src/train/model/model_pass.c): logits are computed a
  * block of rows of at most this many floats at a time, and the 4-bit
  * dequantisation buffer is at least this many floats. */
 #define HEAD_MAX_FLOATS (16.0 * MIB)
@@ -240,7 +240,7 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         }
         trainable = 16.0 * lora_params(&j);
     }
-    /* What model_acts_create (src/train/model_pass.c) allocates. */
+    /* What model_acts_create (src/train/model/model_pass.c) allocates. */
     double r = j.adapter == PLAN_LORA ? j.lora_rank : 0;
     double kept = 2.0 * h + 2.0 + 2.0 * q + 2.0 * kv + m->heads + 2.0 * im + 7.0 * r;
     if (m->post_norms)

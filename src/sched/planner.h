@@ -12,7 +12,7 @@
  *   full (16-bit) fp32 master + gradient + AdamW m and v + a bf16 working
  *                 copy: 18 bytes per parameter
  *   activations   what the trainer allocates (model_acts_create in
- *                 src/train/model_pass.c), fp32, per token and layer
+ *                 src/train/model/model_pass.c), fp32, per token and layer
  *                 2h + 2 + 2qd + 2kd + heads + 2i + 7r (+ 2h + 2 with
  *                 Gemma 2's post norms), qd = heads*head_dim,
  *                 kd = kv_heads*head_dim; one layer's scratch per token

@@ -161,6 +161,12 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
 bool sched_choose(const struct sched_job *job, const struct sched_worker *workers,
                   size_t n_workers, const double *free_at, double now, struct sched_choice *out)
 {
+    /* No worker, no choice; and so the slots below are always written
+     * before choose_in reads them (gcc 12 at -O3 could not tell). */
+    if (n_workers == 0) {
+        *out = (struct sched_choice){.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
+        return false;
+    }
     struct slot local[256];
     struct slot *slots = n_workers <= 256 ? local : malloc(n_workers * sizeof *slots);
     if (!slots) {

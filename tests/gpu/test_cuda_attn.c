@@ -36,9 +36,9 @@
 #include "core/rng.h"
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_ops.h"
-#include "train/kern.h"
-#include "train/linear.h"
-#include "train/ops.h"
+#include "train/kernels/kern.h"
+#include "train/model/linear.h"
+#include "train/model/ops.h"
 
 #define ROPE_TOL 1e-5
 #define ATTN_TOL 1e-3

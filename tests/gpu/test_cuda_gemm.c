@@ -1,5 +1,5 @@
 /* test_cuda_gemm.c - the GPU's products (cuda_gemm.h) against the CPU's
- * gemm (train/gemm.h) on the same inputs: every transpose, odd sizes,
+ * gemm (train/kernels/gemm.h) on the same inputs: every transpose, odd sizes,
  * leading dimensions wider than the rows, beta 0, 1 and 1/2, each output
  * type; the same bits twice; bad shapes refused with a reason.
  *
@@ -25,8 +25,8 @@
 #include "gpu_test.h"
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_gemm.h"
-#include "train/gemm.h"
-#include "train/linear.h"
+#include "train/kernels/gemm.h"
+#include "train/model/linear.h"
 
 enum out_kind { OUT_F32, OUT_BF16, IN_F32 };
 

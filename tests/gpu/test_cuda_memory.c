@@ -30,8 +30,8 @@
 #include "train/cuda/cuda_model.h"
 #include "train/cuda/cuda_optim.h"
 #include "train/cuda/cuda_train.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "train/model/model.h"
+#include "train/model/optim.h"
 
 #define TOL_OVER 0.15
 #define TOL_UNDER 0.02

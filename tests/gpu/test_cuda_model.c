@@ -39,10 +39,10 @@
 #include "train/cuda/cuda_model.h"
 #include "train/cuda/cuda_optim.h"
 #include "train/cuda/cuda_train.h"
-#include "train/dpo.h"
-#include "train/model.h"
-#include "train/ops.h"
-#include "train/optim.h"
+#include "train/model/dpo.h"
+#include "train/model/model.h"
+#include "train/model/ops.h"
+#include "train/model/optim.h"
 
 /* The tolerances below were sized by running this file's logic on the CPU
  * with every GPU call replaced by its CPU twin plus the GPU's bf16

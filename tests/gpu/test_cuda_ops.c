@@ -28,10 +28,10 @@
 #include "core/rng.h"
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_ops.h"
-#include "train/linear.h"
-#include "train/nf4.h"
-#include "train/ops.h"
-#include "train/optim.h"
+#include "train/model/linear.h"
+#include "train/kernels/nf4.h"
+#include "train/model/ops.h"
+#include "train/model/optim.h"
 
 #define RTOL 1e-4
 

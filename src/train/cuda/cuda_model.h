@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/model.h"
+#include "train/model/model.h"
 
 struct cuda_model;
 struct cuda_acts;

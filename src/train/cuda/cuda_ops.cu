@@ -33,8 +33,8 @@
 extern "C" {
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_ops.h"
-#include "train/nf4.h"
-#include "train/optim.h"
+#include "train/kernels/nf4.h"
+#include "train/model/optim.h"
 }
 
 static cudaStream_t stream(void)

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/optim.h"
+#include "train/model/optim.h"
 
 struct cuda_optim {
     float *m, *v;      /* (n) on the device */

@@ -30,8 +30,8 @@
 #include <stdint.h>
 
 #include "train/cuda/cuda_ctx.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "train/model/model.h"
+#include "train/model/optim.h"
 
 struct cuda_train;
 

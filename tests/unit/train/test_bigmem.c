@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "train/bigmem.h"
+#include "train/kernels/bigmem.h"
 
 /* 1 when the mapping holding p has the huge-page advice (VmFlags "hg"),
  * 0 when not, -1 when /proc/self/smaps cannot tell. */

@@ -1,4 +1,4 @@
-/* test_chat_format.c - where train/chat_format.c finds a model's chat
+/* test_chat_format.c - where train/tokenizer/chat_format.c finds a model's chat
  * template (tokenizer_config.json as a string or a list of named
  * templates, chat_template.jinja), what the template is given, and the
  * refusals. Rendering itself is test_chat_template.c's; the loss mask is
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/chat_format.h"
+#include "train/tokenizer/chat_format.h"
 
 static char dir[64];
 

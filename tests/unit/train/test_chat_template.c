@@ -1,4 +1,4 @@
-/* test_chat_template.c - train/chat_template.c against Jinja2 itself: the
+/* test_chat_template.c - train/tokenizer/chat_template.c against Jinja2 itself: the
  * real chat templates of Llama 3 / 3.1, Qwen2 / 2.5, Mistral v0.3 and
  * Gemma 2 (tests/unit/train/chat_templates/NAME.jinja) rendered on the
  * conversations of cases.json must equal what Jinja2, configured as
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/chat_template.h"
+#include "train/tokenizer/chat_template.h"
 
 #define FIXTURES ALALLO_SOURCE_DIR "/tests/unit/train/chat_templates/"
 

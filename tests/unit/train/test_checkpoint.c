@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "train/checkpoint.h"
+#include "train/formats/checkpoint.h"
 
 static char root[256];
 

@@ -1,5 +1,5 @@
 /* test_data.c - the text template, loss masks, truncation rule and error
- * lines of train/data.c, with a byte tokenizer (id = byte value, 256 =
+ * lines of train/data/data.c, with a byte tokenizer (id = byte value, 256 =
  * <|endoftext|> as BOS and EOS) so expected ids can be written by hand. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/chat_format.h"
-#include "train/data.h"
+#include "train/tokenizer/chat_format.h"
+#include "train/data/data.h"
 
 static struct tokenizer *tok;
 static char dir[64];
@@ -249,7 +249,7 @@ static void prompt_for_generation(void **state)
     free(ids);
 }
 
-/* A model's own chat template (train/chat_format.c): the ids are the text
+/* A model's own chat template (train/tokenizer/chat_format.c): the ids are the text
  * Jinja2 renders (the fixtures of test_chat_template.c, bytes here) and the
  * loss falls exactly on the assistant turns as the template writes them. */
 static struct chat_format *format_of(const char *fixture, const char *bos, const char *eos)

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/dpo.h"
+#include "train/model/dpo.h"
 
 #define ROW 8
 

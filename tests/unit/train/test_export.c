@@ -1,5 +1,5 @@
 /* test_export.c - model folder checks and the hf / peft / gguf exports of
- * train/export.c, on a tiny Llama folder this test writes itself. */
+ * train/formats/export.c, on a tiny Llama folder this test writes itself. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "train/bpe_train.h"
-#include "train/export.h"
-#include "train/gguf.h"
-#include "train/safetensors.h"
+#include "train/tokenizer/bpe_train.h"
+#include "train/formats/export.h"
+#include "train/formats/gguf.h"
+#include "train/formats/safetensors.h"
 
 static char root[64];
 

@@ -25,7 +25,7 @@
 
 #include "core/fs.h"
 #include "test_train_fixture.h"
-#include "train/generate.h"
+#include "train/run/generate.h"
 
 static char base[256];
 

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "train/cpu_path.h"
-#include "train/gemm.h"
-#include "train/nf4.h"
-#include "train/onednn.h"
+#include "train/kernels/cpu_path.h"
+#include "train/kernels/gemm.h"
+#include "train/kernels/nf4.h"
+#include "train/kernels/onednn.h"
 
 static float frand(uint64_t *s)
 {

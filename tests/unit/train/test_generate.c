@@ -16,8 +16,8 @@
 
 #include "core/fs.h"
 #include "test_train_fixture.h"
-#include "train/checkpoint.h"
-#include "train/generate.h"
+#include "train/formats/checkpoint.h"
+#include "train/run/generate.h"
 
 static char base[256];
 

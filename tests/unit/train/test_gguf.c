@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/gguf.h"
+#include "train/formats/gguf.h"
 
 static char path[128];
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "test_ops_gradcheck.h"
-#include "train/linear.h"
+#include "train/model/linear.h"
 
 enum { N = 5, IN = 7, OUT = 6, R = 3 };
 

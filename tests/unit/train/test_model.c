@@ -14,10 +14,10 @@
 
 #include "core/fs.h"
 #include "test_ops_gradcheck.h"
-#include "train/checkpoint.h"
-#include "train/model.h"
-#include "train/modelio.h"
-#include "train/safetensors.h"
+#include "train/formats/checkpoint.h"
+#include "train/model/model.h"
+#include "train/formats/modelio.h"
+#include "train/formats/safetensors.h"
 
 static const char *tiny_json =
     "{\"model_type\":\"llama\",\"hidden_size\":16,\"intermediate_size\":24,"

@@ -19,7 +19,7 @@
 
 #include "core/fs.h"
 #include "test_train_fixture.h"
-#include "train/checkpoint.h"
+#include "train/formats/checkpoint.h"
 
 static char base[256];
 static const char *ids =

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "test_ops_gradcheck.h"
-#include "train/cpu_path.h"
-#include "train/linear.h"
-#include "train/nf4.h"
+#include "train/kernels/cpu_path.h"
+#include "train/model/linear.h"
+#include "train/kernels/nf4.h"
 
 static void levels_and_nearest(void **state)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "test_ops_gradcheck.h"
-#include "train/ops.h"
+#include "train/model/ops.h"
 
 #define H_STEP 1e-2
 #define ATOL 5e-4

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "train/kern.h"
-#include "train/optim.h"
+#include "train/kernels/kern.h"
+#include "train/model/optim.h"
 #include "core/rng.h"
 
 static void adamw_two_steps_by_hand(void **state)

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "train/model.h"
-#include "train/pack.h"
+#include "train/model/model.h"
+#include "train/data/pack.h"
 
 static void first_fit_decreasing(void **state)
 {

@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "core/rng.h"
-#include "train/bpe_train.h"
-#include "train/gguf.h"
-#include "train/modelfile.h"
-#include "train/quant.h"
-#include "train/safetensors.h"
+#include "train/tokenizer/bpe_train.h"
+#include "train/formats/gguf.h"
+#include "train/formats/modelfile.h"
+#include "train/formats/quant.h"
+#include "train/formats/safetensors.h"
 
 static float f16_at(const unsigned char *p)
 {

@@ -1,5 +1,5 @@
 /* test_safetensors.c - round trips, header validation and the 16-bit
- * conversions of train/safetensors.c. */
+ * conversions of train/formats/safetensors.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/safetensors.h"
+#include "train/formats/safetensors.h"
 
 static char tmpdir[256];
 

@@ -1,4 +1,4 @@
-/* test_tokenizer.c - train/tokenizer.c on small hand-made tokenizer.json
+/* test_tokenizer.c - train/tokenizer/tokenizer.c on small hand-made tokenizer.json
  * files whose right answers can be worked out by hand: byte-level BPE
  * (GPT-2 and Llama 3 layouts) and SentencePiece-style BPE with byte
  * fallback (legacy normalizer layout and Metaspace layout). The comparison
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/tokenizer.h"
+#include "train/tokenizer/tokenizer.h"
 
 /* GPT-2's byte -> character table, written independently of the library's. */
 static void byte_char_utf8(int b, char out[4])

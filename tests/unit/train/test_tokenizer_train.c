@@ -1,4 +1,4 @@
-/* test_tokenizer_train.c - byte-level BPE training (train/bpe_train.c):
+/* test_tokenizer_train.c - byte-level BPE training (train/tokenizer/bpe_train.c):
  * merges equal a slow, obviously-correct trainer's; the written
  * tokenizer.json reloads with tokenizer_load and round-trips text exactly;
  * runs are deterministic; and `alallo tokenizer train` works end to end. */
@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "train/bpe_train.h"
-#include "train/tokenizer.h"
+#include "train/tokenizer/bpe_train.h"
+#include "train/tokenizer/tokenizer.h"
 
 /* Deterministic pseudo-English: words drawn with a skewed distribution so
  * some pairs are far more frequent than others, plus digits, punctuation,

@@ -21,12 +21,12 @@
 
 #include "core/fs.h"
 #include "test_train_fixture.h"
-#include "train/cpu_path.h"
-#include "train/onednn.h"
-#include "train/checkpoint.h"
-#include "train/data.h"
-#include "train/tokenizer.h"
-#include "train/trainer.h"
+#include "train/kernels/cpu_path.h"
+#include "train/kernels/onednn.h"
+#include "train/formats/checkpoint.h"
+#include "train/data/data.h"
+#include "train/tokenizer/tokenizer.h"
+#include "train/run/trainer.h"
 
 static char base[256];
 

@@ -1,4 +1,4 @@
-/* test_train_device.c - the attempt's device (train/train_device.h): the
+/* test_train_device.c - the attempt's device (train/run/train_device.h): the
  * field's parsing, the refusal of "cuda" by a CPU-only alallo (exit 3, a
  * sentence that says so) and, in a CUDA build, with no GPU visible (exit 1,
  * a sentence naming CUDA_VISIBLE_DEVICES), each before anything is written;
@@ -22,9 +22,9 @@
 #include <cmocka.h>
 
 #include "test_train_fixture.h"
-#include "train/train_config.h"
-#include "train/train_device.h"
-#include "train/trainer.h"
+#include "train/run/train_config.h"
+#include "train/run/train_device.h"
+#include "train/run/trainer.h"
 
 static const char *const base_json =
     "{\"model_dir\":\"/nonexistent/model\",\"train_file\":\"/nonexistent/t.jsonl\","

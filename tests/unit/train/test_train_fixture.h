@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "train/model.h"
-#include "train/modelio.h"
+#include "train/model/model.h"
+#include "train/formats/modelio.h"
 
 /* GPT-2's printable stand-in for byte b, UTF-8 encoded into out. */
 static inline void fx_byte_char(int b, char out[4])

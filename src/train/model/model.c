@@ -1,0 +1,1059 @@
+/* model.c - the Llama-style decoder as data: its config (parse, check,
+ * JSON), the layout of weights, LoRA adapters and gradients in one buffer,
+ * the tensor table, filling and initialisation. The forward and backward
+ * pass are in model_pass.c; the contract of both is model.h. */
+#include "train/model/model.h"
+
+#include <assert.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "train/kernels/bigmem.h"
+#include "train/model/ops.h"
+
+/* ---------------------------------------------------------------- config */
+
+static const char *const proj_names[PROJ_COUNT] = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+};
+
+const char *model_proj_name(enum model_proj p)
+{
+    return (unsigned)p < PROJ_COUNT ? proj_names[p] : NULL;
+}
+
+int model_proj_parse(const char *name)
+{
+    for (int p = 0; p < PROJ_COUNT; p++)
+        if (strcmp(name, proj_names[p]) == 0)
+            return p;
+    return -1;
+}
+
+/* An integer field; `def` when absent (or -2 to make it required). */
+static int get_int(json_t *o, const char *key, long def, long *out, char *err, size_t errcap)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (def == -2) {
+            snprintf(err, errcap, "config.json: missing field \"%s\"", key);
+            return -1;
+        }
+        *out = def;
+        return 0;
+    }
+    if (json_is_array(v) && json_array_size(v) > 0)
+        v = json_array_get(v, 0); /* e.g. eos_token_id: [a, b] takes the first */
+    if (!json_is_integer(v)) {
+        snprintf(err, errcap, "config.json: field \"%s\" must be an integer", key);
+        return -1;
+    }
+    *out = (long)json_integer_value(v);
+    return 0;
+}
+
+static int get_num(json_t *o, const char *key, double def, double *out, char *err,
+                   size_t errcap)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v)) {
+        snprintf(err, errcap, "config.json: field \"%s\" must be a number", key);
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+int model_config_check(const struct model_config *c, char *err, size_t errcap)
+{
+    if (c->hidden < 1 || c->hidden > MODEL_MAX_HIDDEN || c->intermediate < 1 ||
+        c->intermediate > 8 * MODEL_MAX_HIDDEN || c->n_layers < 1 ||
+        c->n_layers > MODEL_MAX_LAYERS || c->vocab < 2 || c->vocab > MODEL_MAX_VOCAB) {
+        snprintf(err, errcap, "config.json: model size out of range");
+        return -1;
+    }
+    if (c->n_heads < 1 || c->n_kv_heads < 1 || c->n_heads % c->n_kv_heads != 0) {
+        snprintf(err, errcap,
+                 "config.json: num_attention_heads must be a multiple of num_key_value_heads");
+        return -1;
+    }
+    if (c->head_dim < 2 || c->head_dim % 2 != 0 || c->head_dim > 1024 ||
+        (long)c->head_dim * c->n_heads > 8L * MODEL_MAX_HIDDEN) {
+        snprintf(err, errcap, "config.json: head dimension must be even and at most 1024");
+        return -1;
+    }
+    if (!(c->rms_eps > 0.0f) || !(c->rope_theta > 0.0f) || c->max_pos < 1 ||
+        !(c->query_scalar > 0.0f)) {
+        snprintf(err, errcap, "config.json: rms_norm_eps, rope_theta and "
+                              "max_position_embeddings (and query_pre_attn_scalar) must be "
+                              "positive");
+        return -1;
+    }
+    if (c->bos_id >= c->vocab || c->eos_id >= c->vocab) {
+        snprintf(err, errcap, "config.json: bos/eos token id outside the vocabulary");
+        return -1;
+    }
+    return 0;
+}
+
+static const char *const family_names[FAM_COUNT] = {"llama", "mistral", "qwen2", "gemma",
+                                                     "gemma2"};
+static const char *const family_archs[FAM_COUNT] = {
+    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+};
+
+const char *model_family_name(int family)
+{
+    return family >= 0 && family < FAM_COUNT ? family_names[family] : NULL;
+}
+
+int model_family_parse(const char *name)
+{
+    for (int f = 0; f < FAM_COUNT; f++)
+        if (strcmp(name, family_names[f]) == 0)
+            return f;
+    return -1;
+}
+
+/* rope_scaling: null, "default", or Llama 3's; anything else is refused. */
+static int parse_rope_scaling(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    json_t *rs = json_object_get(o, "rope_scaling");
+    if (!rs || json_is_null(rs))
+        return 0;
+    if (!json_is_object(rs)) {
+        snprintf(err, errcap, "config.json: rope_scaling must be an object or null");
+        return -1;
+    }
+    const char *type = json_string_value(json_object_get(rs, "rope_type"));
+    if (!type)
+        type = json_string_value(json_object_get(rs, "type"));
+    if (type && strcmp(type, "default") == 0)
+        return 0;
+    if (!type || strcmp(type, "llama3") != 0) {
+        snprintf(err, errcap,
+                 "config.json: rope_scaling.rope_type \"%.40s\" is not supported (llama3 only)",
+                 type ? type : "(missing)");
+        return -1;
+    }
+    double factor, low, high;
+    long orig;
+    if (get_num(rs, "factor", 0.0, &factor, err, errcap) ||
+        get_num(rs, "low_freq_factor", 1.0, &low, err, errcap) ||
+        get_num(rs, "high_freq_factor", 4.0, &high, err, errcap) ||
+        get_int(rs, "original_max_position_embeddings", 8192, &orig, err, errcap))
+        return -1;
+    if (!(factor >= 1.0 && factor <= 1024.0) || !(low > 0.0) || !(high > low) || orig < 1 ||
+        orig > (1L << 24)) {
+        snprintf(err, errcap, "config.json: rope_scaling needs factor in [1, 1024], "
+                              "0 < low_freq_factor < high_freq_factor and a positive "
+                              "original_max_position_embeddings");
+        return -1;
+    }
+    c->rope_factor = (float)factor;
+    c->rope_low_freq = (float)low;
+    c->rope_high_freq = (float)high;
+    c->rope_orig_max = (int)orig;
+    return 0;
+}
+
+/* The MLP activation each family computes; the key that names it. */
+static int parse_activation(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
+    const char *key = "hidden_act";
+    const char *act = json_string_value(json_object_get(o, key));
+    if (gemma && json_string_value(json_object_get(o, "hidden_activation"))) {
+        key = "hidden_activation";
+        act = json_string_value(json_object_get(o, key));
+    }
+    if (!gemma) {
+        if (act && strcmp(act, "silu") != 0) {
+            snprintf(err, errcap,
+                     "config.json: %s \"%.40s\" is not supported for %s (silu only)", key, act,
+                     family_names[c->family]);
+            return -1;
+        }
+        return 0;
+    }
+    /* Hugging Face runs Gemma's "gelu" as the tanh approximation too. */
+    if (act && strcmp(act, "gelu_pytorch_tanh") != 0 && strcmp(act, "gelu") != 0) {
+        snprintf(err, errcap,
+                 "config.json: %s \"%.40s\" is not supported for %s (gelu_pytorch_tanh only)",
+                 key, act, family_names[c->family]);
+        return -1;
+    }
+    c->gelu = 1;
+    return 0;
+}
+
+/* Gemma's switches, and Gemma 2's soft-capping and query scalar. */
+static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    json_t *tie = json_object_get(o, "tie_word_embeddings");
+    if (json_is_false(tie)) {
+        snprintf(err, errcap, "config.json: tie_word_embeddings false is not supported for %s "
+                              "(its head is the embedding)", family_names[c->family]);
+        return -1;
+    }
+    c->tied = 1;
+    c->norm_plus_one = 1;
+    c->embed_scale = 1;
+    if (c->family != FAM_GEMMA2)
+        return 0;
+    double acap, fcap, qs;
+    if (get_num(o, "attn_logit_softcapping", 0.0, &acap, err, errcap) ||
+        get_num(o, "final_logit_softcapping", 0.0, &fcap, err, errcap) ||
+        get_num(o, "query_pre_attn_scalar", c->head_dim, &qs, err, errcap))
+        return -1;
+    if (acap < 0.0 || fcap < 0.0 || !(qs > 0.0)) {
+        snprintf(err, errcap, "config.json: attn_logit_softcapping and final_logit_softcapping "
+                              "must be positive or null, query_pre_attn_scalar positive");
+        return -1;
+    }
+    c->post_norms = 1;
+    c->attn_softcap = (float)acap;
+    c->final_softcap = (float)fcap;
+    c->query_scalar = (float)qs;
+    return 0;
+}
+
+/* sliding_window: kept, and the context capped to it (docs/models.md). */
+static int parse_window(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    long win;
+    if (json_is_false(json_object_get(o, "use_sliding_window")))
+        return 0; /* Qwen2 states a window it does not use */
+    if (get_int(o, "sliding_window", 0, &win, err, errcap))
+        return -1;
+    if (win < 0 || win > (1L << 24)) {
+        snprintf(err, errcap, "config.json: sliding_window out of range");
+        return -1;
+    }
+    c->sliding_window = (int)win;
+    if (win > 0 && win < c->max_pos)
+        c->max_pos = (int)win;
+    return 0;
+}
+
+int model_config_parse(const char *text, struct model_config *c, char *err, size_t errcap)
+{
+    json_error_t je;
+    json_t *o = json_loads(text, 0, &je);
+    if (!o || !json_is_object(o)) {
+        snprintf(err, errcap, "config.json: not a JSON object (line %d: %s)", je.line,
+                 je.text);
+        json_decref(o);
+        return -1;
+    }
+    int rc = -1;
+    long hidden, inter, layers, heads, kv, vocab, hd, maxpos, bos, eos;
+    double eps, theta;
+    memset(c, 0, sizeof *c);
+    const char *type = json_string_value(json_object_get(o, "model_type"));
+    c->family = type ? model_family_parse(type) : FAM_LLAMA;
+    if (c->family < 0) {
+        snprintf(err, errcap,
+                 "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
+                 "gemma, gemma2)",
+                 type);
+        goto out;
+    }
+    if (json_is_true(json_object_get(o, "mlp_bias"))) {
+        snprintf(err, errcap, "config.json: mlp_bias true is not supported");
+        goto out;
+    }
+    if (parse_activation(o, c, err, errcap) || parse_rope_scaling(o, c, err, errcap))
+        goto out;
+    if (get_int(o, "hidden_size", -2, &hidden, err, errcap) ||
+        get_int(o, "intermediate_size", -2, &inter, err, errcap) ||
+        get_int(o, "num_hidden_layers", -2, &layers, err, errcap) ||
+        get_int(o, "num_attention_heads", -2, &heads, err, errcap) ||
+        get_int(o, "vocab_size", -2, &vocab, err, errcap) ||
+        get_int(o, "max_position_embeddings", 2048, &maxpos, err, errcap) ||
+        get_int(o, "bos_token_id", -1, &bos, err, errcap) ||
+        get_int(o, "eos_token_id", -1, &eos, err, errcap) ||
+        get_num(o, "rms_norm_eps", 1e-6, &eps, err, errcap) ||
+        get_num(o, "rope_theta", 10000.0, &theta, err, errcap))
+        goto out;
+    if (get_int(o, "num_key_value_heads", heads, &kv, err, errcap) ||
+        get_int(o, "head_dim", heads > 0 ? hidden / heads : 0, &hd, err, errcap))
+        goto out;
+    if (hidden < 1 || hidden > MODEL_MAX_HIDDEN || heads < 1 || heads > 1024 || kv < 1 ||
+        kv > 1024 || inter < 1 || inter > 8L * MODEL_MAX_HIDDEN || layers < 1 ||
+        layers > MODEL_MAX_LAYERS || vocab < 2 || vocab > MODEL_MAX_VOCAB || hd < 1 ||
+        hd > 1024 || maxpos < 1 || maxpos > (1L << 24)) {
+        snprintf(err, errcap, "config.json: model size out of range");
+        goto out;
+    }
+    c->hidden = (int)hidden;
+    c->intermediate = (int)inter;
+    c->n_layers = (int)layers;
+    c->n_heads = (int)heads;
+    c->n_kv_heads = (int)kv;
+    c->head_dim = (int)hd;
+    c->vocab = (int)vocab;
+    c->max_pos = c->max_pos_config = (int)maxpos;
+    c->rms_eps = (float)eps;
+    c->rope_theta = (float)theta;
+    c->query_scalar = (float)hd;
+    c->bos_id = bos >= 0 && bos < vocab ? (int)bos : -1;
+    c->eos_id = eos >= 0 && eos < vocab ? (int)eos : -1;
+    /* Hugging Face's Llama default is untied; most small models tie. */
+    c->tied = json_is_true(json_object_get(o, "tie_word_embeddings"));
+    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) || c->family == FAM_QWEN2;
+    if (parse_window(o, c, err, errcap))
+        goto out;
+    if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
+        goto out;
+    rc = model_config_check(c, err, errcap);
+out:
+    json_decref(o);
+    return rc;
+}
+
+int model_config_load(const char *path, struct model_config *c, char *err, size_t errcap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "config.json: cannot open %s", path);
+        return -1;
+    }
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    int big = buf && n == (1 << 20) - 1;
+    fclose(f);
+    if (!buf || big) {
+        free(buf);
+        snprintf(err, errcap, "config.json: %s", buf ? "larger than 1 MiB" : "out of memory");
+        return -1;
+    }
+    buf[n] = '\0';
+    int rc = model_config_parse(buf, c, err, errcap);
+    free(buf);
+    return rc;
+}
+
+/* The shortest decimal that reads back as the same float, as a double, so
+ * that 1e-5f is written 1e-05 and not 9.99999975e-06. */
+static double float_short(float f)
+{
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f)
+            break;
+    }
+    return strtod(buf, NULL);
+}
+
+char *model_config_to_json(const struct model_config *c)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
+    const char *act = c->gelu ? "gelu_pytorch_tanh" : "silu";
+    json_object_set_new(o, "architectures", json_pack("[s]", family_archs[c->family]));
+    json_object_set_new(o, "model_type", json_string(family_names[c->family]));
+    json_object_set_new(o, "hidden_size", json_integer(c->hidden));
+    json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
+    json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
+    json_object_set_new(o, "num_attention_heads", json_integer(c->n_heads));
+    json_object_set_new(o, "num_key_value_heads", json_integer(c->n_kv_heads));
+    json_object_set_new(o, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(o, "vocab_size", json_integer(c->vocab));
+    json_object_set_new(o, "max_position_embeddings",
+                        json_integer(c->sliding_window > 0 && c->max_pos_config > c->max_pos
+                                         ? c->max_pos_config
+                                         : c->max_pos));
+    json_object_set_new(o, "rms_norm_eps", json_real(float_short(c->rms_eps)));
+    json_object_set_new(o, "rope_theta", json_real(float_short(c->rope_theta)));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
+    json_object_set_new(o, "attention_bias", json_boolean(c->qkv_bias));
+    json_object_set_new(o, "mlp_bias", json_false());
+    json_object_set_new(o, "hidden_act", json_string(act));
+    if (gemma)
+        json_object_set_new(o, "hidden_activation", json_string(act));
+    if (c->rope_factor > 0.0f)
+        json_object_set_new(
+            o, "rope_scaling",
+            json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor",
+                      float_short(c->rope_factor), "low_freq_factor",
+                      float_short(c->rope_low_freq), "high_freq_factor",
+                      float_short(c->rope_high_freq), "original_max_position_embeddings",
+                      c->rope_orig_max));
+    else
+        json_object_set_new(o, "rope_scaling", json_null());
+    if (c->sliding_window > 0)
+        json_object_set_new(o, "sliding_window", json_integer(c->sliding_window));
+    if (c->family == FAM_GEMMA2) {
+        json_object_set_new(o, "query_pre_attn_scalar", json_real(float_short(c->query_scalar)));
+        json_object_set_new(o, "attn_logit_softcapping",
+                            c->attn_softcap > 0.0f ? json_real(float_short(c->attn_softcap))
+                                                   : json_null());
+        json_object_set_new(o, "final_logit_softcapping",
+                            c->final_softcap > 0.0f ? json_real(float_short(c->final_softcap))
+                                                    : json_null());
+    }
+    json_object_set_new(o, "torch_dtype", json_string("float32"));
+    json_object_set_new(o, "bos_token_id", c->bos_id >= 0 ? json_integer(c->bos_id) : json_null());
+    json_object_set_new(o, "eos_token_id", c->eos_id >= 0 ? json_integer(c->eos_id) : json_null());
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    return s;
+}
+
+int model_config_shape(const char *name, int vocab, struct model_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->family = FAM_LLAMA;
+    c->rms_eps = 1e-5f;
+    c->rope_theta = 10000.0f;
+    c->tied = 1;
+    c->bos_id = c->eos_id = -1;
+    if (strcmp(name, "tiny") == 0) {
+        c->hidden = 64, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
+        c->intermediate = 172, c->max_pos = 512;
+    } else if (strcmp(name, "small") == 0) {
+        c->hidden = 256, c->n_layers = 6, c->n_heads = 4, c->n_kv_heads = 4;
+        c->intermediate = 768, c->max_pos = 1024;
+    } else if (strcmp(name, "124m") == 0) {
+        if (vocab > 50257)
+            return -1;
+        c->hidden = 768, c->n_layers = 12, c->n_heads = 12, c->n_kv_heads = 12;
+        c->intermediate = 2048, c->max_pos = 1024;
+        vocab = 50257;
+    } else if (strcmp(name, "1b") == 0) {
+        /* Llama-3.2-1B-class, for the GPU bench: 1.24B parameters */
+        if (vocab > 128256)
+            return -1;
+        c->hidden = 2048, c->n_layers = 16, c->n_heads = 32, c->n_kv_heads = 8;
+        c->intermediate = 8192, c->max_pos = 8192;
+        c->rope_theta = 500000.0f;
+        vocab = 128256;
+    } else {
+        return -1;
+    }
+    c->vocab = vocab;
+    c->head_dim = c->hidden / c->n_heads;
+    c->query_scalar = (float)c->head_dim;
+    c->max_pos_config = c->max_pos;
+    return 0;
+}
+
+int model_config_family_tiny(int family, int vocab, struct model_config *c)
+{
+    if (family < 0 || family >= FAM_COUNT || model_config_shape("tiny", vocab, c))
+        return -1;
+    c->family = family;
+    switch (family) {
+    case FAM_LLAMA: /* Llama 3.2: tied, theta 5e5, the llama3 ramp (scaled to the tiny context) */
+        c->rope_theta = 500000.0f;
+        c->rope_factor = 8.0f, c->rope_low_freq = 1.0f, c->rope_high_freq = 4.0f;
+        c->rope_orig_max = 64;
+        break;
+    case FAM_MISTRAL: /* untied, a window longer than the context */
+        c->tied = 0;
+        c->sliding_window = 4096;
+        break;
+    case FAM_QWEN2: /* q/k/v biases, theta 1e6 */
+        c->qkv_bias = 1;
+        c->rope_theta = 1000000.0f;
+        c->rms_eps = 1e-6f;
+        break;
+    default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
+        c->gelu = c->norm_plus_one = c->embed_scale = 1;
+        c->head_dim = 32;
+        c->n_kv_heads = family == FAM_GEMMA ? 1 : 2;
+        c->rms_eps = 1e-6f;
+        break;
+    }
+    if (family == FAM_GEMMA2) {
+        c->post_norms = 1;
+        c->attn_softcap = 50.0f;
+        c->final_softcap = 30.0f;
+        c->sliding_window = 4096;
+    }
+    c->query_scalar = (float)c->head_dim;
+    return 0;
+}
+
+void model_rope_freq_div(const struct model_config *c, float *div)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        div[i] = 1.0f;
+        if (!(c->rope_factor > 0.0f))
+            continue;
+        /* Llama 3: long wavelengths slow down by `factor`, short ones stay,
+         * and the band between ramps smoothly (in the inverse frequency). */
+        double inv = pow((double)c->rope_theta, -2.0 * i / (double)c->head_dim);
+        double wavelen = 2.0 * M_PI / inv;
+        double lo_wl = c->rope_orig_max / (double)c->rope_low_freq;
+        double hi_wl = c->rope_orig_max / (double)c->rope_high_freq;
+        if (wavelen < hi_wl)
+            continue;
+        if (wavelen > lo_wl) {
+            div[i] = c->rope_factor;
+            continue;
+        }
+        double smooth = (c->rope_orig_max / wavelen - c->rope_low_freq) /
+                        (double)(c->rope_high_freq - c->rope_low_freq);
+        double scaled = (1.0 - smooth) / c->rope_factor + smooth; /* times inv */
+        div[i] = (float)(1.0 / scaled);
+    }
+}
+
+static void proj_shape(const struct model_config *c, int p, int *out, int *in)
+{
+    int qd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+    switch (p) {
+    case PROJ_Q: *out = qd; *in = c->hidden; break;
+    case PROJ_K:
+    case PROJ_V: *out = kd; *in = c->hidden; break;
+    case PROJ_O: *out = c->hidden; *in = qd; break;
+    case PROJ_GATE:
+    case PROJ_UP: *out = c->intermediate; *in = c->hidden; break;
+    default: *out = c->hidden; *in = c->intermediate; break;
+    }
+}
+
+size_t model_config_params(const struct model_config *c)
+{
+    size_t n = (size_t)c->vocab * c->hidden * (c->tied ? 1 : 2) + c->hidden;
+    for (int p = 0; p < PROJ_COUNT; p++) {
+        int o, i;
+        proj_shape(c, p, &o, &i);
+        n += (size_t)c->n_layers * o * i;
+    }
+    n += (size_t)c->n_layers * (c->post_norms ? 4 : 2) * c->hidden;
+    if (c->qkv_bias)
+        n += (size_t)c->n_layers * (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+    return n;
+}
+
+/* ---------------------------------------------------------------- layout */
+
+/* Offsets into the storage blocks, counted in a first pass (base pointers
+ * NULL) and turned into pointers in the second. */
+struct layout {
+    float *train, *grad, *fixed;
+    uint16_t *bf;
+    size_t ntrain, nfixed, nbf;
+    int pass; /* 0 count, 1 assign */
+};
+
+static float *take_train(struct layout *y, size_t n, float **grad)
+{
+    size_t off = y->ntrain;
+    y->ntrain += n;
+    if (!y->pass) {
+        *grad = NULL;
+        return NULL;
+    }
+    *grad = y->grad + off;
+    return y->train + off;
+}
+
+static float *take_fixed(struct layout *y, size_t n)
+{
+    size_t off = y->nfixed;
+    y->nfixed += n;
+    return y->pass ? y->fixed + off : NULL;
+}
+
+/* Places a matrix weight (rows,cols) by the model's mode. */
+static void place_matrix(struct model *m, struct layout *y, struct linear *l, int rows,
+                         int cols)
+{
+    size_t n = (size_t)rows * cols;
+    l->out = rows;
+    l->in = cols;
+    if (m->opts.full) {
+        l->kind = WK_F32;
+        l->w = take_train(y, n, &l->dw);
+        return;
+    }
+    l->kind = m->opts.base_kind;
+    l->dw = NULL;
+    if (l->kind == WK_F32) {
+        l->w = take_fixed(y, n);
+    } else if (l->kind == WK_BF16) {
+        size_t off = y->nbf;
+        y->nbf += n;
+        l->wb = y->pass ? y->bf + off : NULL;
+    }
+}
+
+static void place_vector(struct model *m, struct layout *y, float **v, float **dv, size_t n)
+{
+    if (m->opts.full) {
+        *v = take_train(y, n, dv);
+    } else {
+        *v = take_fixed(y, n);
+        *dv = NULL;
+    }
+}
+
+static void layout(struct model *m, struct layout *y)
+{
+    const struct model_config *c = &m->cfg;
+    /* Matrices first (weight decay covers them), then vectors. */
+    place_matrix(m, y, &m->embed, c->vocab, c->hidden);
+    for (int l = 0; l < c->n_layers; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            int o, i;
+            proj_shape(c, p, &o, &i);
+            place_matrix(m, y, &m->layers[l].proj[p], o, i);
+        }
+    }
+    if (!c->tied)
+        place_matrix(m, y, &m->head, c->vocab, c->hidden);
+    if (!m->opts.full && m->opts.lora_r > 0) {
+        int r = m->opts.lora_r;
+        for (int l = 0; l < c->n_layers; l++) {
+            for (int p = 0; p < PROJ_COUNT; p++) {
+                struct linear *ln = &m->layers[l].proj[p];
+                if (!(m->opts.lora_targets & (1u << p)))
+                    continue;
+                ln->r = r;
+                ln->scale = m->opts.lora_alpha / (float)r;
+                ln->la = take_train(y, (size_t)r * ln->in, &ln->dla);
+                ln->lb = take_train(y, (size_t)ln->out * r, &ln->dlb);
+            }
+        }
+    }
+    if (y->pass)
+        m->n_decay = y->ntrain;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        place_vector(m, y, &L->ln1, &L->dln1, (size_t)c->hidden);
+        place_vector(m, y, &L->ln2, &L->dln2, (size_t)c->hidden);
+        if (c->post_norms) {
+            place_vector(m, y, &L->ln3, &L->dln3, (size_t)c->hidden);
+            place_vector(m, y, &L->ln4, &L->dln4, (size_t)c->hidden);
+        }
+        if (c->qkv_bias)
+            for (int p = PROJ_Q; p <= PROJ_V; p++)
+                place_vector(m, y, &L->proj[p].bias, &L->proj[p].dbias,
+                             (size_t)L->proj[p].out);
+    }
+    place_vector(m, y, &m->norm_f, &m->dnorm_f, (size_t)c->hidden);
+}
+
+static void add_tensor(struct model *m, const char *name, int rows, int cols, int is1d,
+                       struct linear *lin, float *vec)
+{
+    struct model_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    t->is1d = is1d;
+    t->lin = lin;
+    t->vec = vec;
+    t->offset = vec && m->cfg.norm_plus_one && strstr(name, "norm") ? 1.0f : 0.0f;
+}
+
+static int build_tensor_table(struct model *m)
+{
+    const struct model_config *c = &m->cfg;
+    int cap = 3 + c->n_layers * 14;
+    m->tensors = calloc((size_t)cap, sizeof *m->tensors);
+    if (!m->tensors)
+        return -1;
+    char name[96];
+    add_tensor(m, "model.embed_tokens.weight", c->vocab, c->hidden, 0, &m->embed, NULL);
+    for (int l = 0; l < c->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln1);
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const char *part = p <= PROJ_O ? "self_attn" : "mlp";
+            struct linear *ln = &L->proj[p];
+            snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, part, proj_names[p]);
+            add_tensor(m, name, ln->out, ln->in, 0, ln, NULL);
+            if (ln->bias) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.%s.bias", l, part,
+                         proj_names[p]);
+                add_tensor(m, name, 1, ln->out, 1, NULL, ln->bias);
+            }
+            if (p == PROJ_O && c->post_norms) {
+                /* Gemma 2 names its norm after attention as Llama names the
+                 * one before the MLP */
+                snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight",
+                         l);
+                add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln3);
+                snprintf(name, sizeof name, "model.layers.%d.pre_feedforward_layernorm.weight",
+                         l);
+                add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln2);
+            } else if (p == PROJ_O) {
+                snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight",
+                         l);
+                add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln2);
+            }
+        }
+        if (c->post_norms) {
+            snprintf(name, sizeof name, "model.layers.%d.post_feedforward_layernorm.weight", l);
+            add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln4);
+        }
+    }
+    add_tensor(m, "model.norm.weight", 1, c->hidden, 1, NULL, m->norm_f);
+    if (!c->tied)
+        add_tensor(m, "lm_head.weight", c->vocab, c->hidden, 0, &m->head, NULL);
+    return 0;
+}
+
+int model_rope_ensure(struct model *m, int len)
+{
+    if (len <= m->rope_len)
+        return 0;
+    size_t n = (size_t)len * (m->cfg.head_dim / 2);
+    float *cs = malloc(n * sizeof(float)), *sn = malloc(n * sizeof(float));
+    float *div = malloc(sizeof(float) * (size_t)(m->cfg.head_dim / 2));
+    if (!cs || !sn || !div) {
+        free(cs);
+        free(sn);
+        free(div);
+        return -1;
+    }
+    model_rope_freq_div(&m->cfg, div);
+    ops_rope_tables(cs, sn, len, m->cfg.head_dim, m->cfg.rope_theta, div);
+    free(div);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    m->rope_cos = cs;
+    m->rope_sin = sn;
+    m->rope_len = len;
+    return 0;
+}
+
+struct model *model_create(const struct model_config *cfg, const struct model_opts *opts,
+                           char *err, size_t errcap)
+{
+    if (model_config_check(cfg, err, errcap))
+        return NULL;
+    if (!opts->full && opts->lora_r > 0 &&
+        (opts->lora_r > 1024 || !(opts->lora_alpha > 0.0f) || !opts->lora_targets)) {
+        snprintf(err, errcap, "lora: rank must be 1..1024, alpha positive, targets not empty");
+        return NULL;
+    }
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    m->cfg = *cfg;
+    m->opts = *opts;
+    m->layers = calloc((size_t)cfg->n_layers, sizeof *m->layers);
+    if (!m->layers)
+        goto oom;
+    struct layout y = {0};
+    layout(m, &y);
+    m->n_train = y.ntrain;
+    m->n_fixed = y.nfixed;
+    m->n_bf = y.nbf;
+    /* calloc: zero pages stay untouched until written, and gradients must
+     * start at zero anyway; on huge pages where the kernel allows. */
+    if (m->n_train) {
+        m->train = bigmem_calloc(m->n_train, sizeof(float));
+        m->grad = bigmem_calloc(m->n_train, sizeof(float));
+        if (!m->train || !m->grad)
+            goto oom;
+    }
+    if (m->n_fixed && !(m->fixed = bigmem_calloc(m->n_fixed, sizeof(float))))
+        goto oom;
+    if (m->n_bf && !(m->bf = bigmem_calloc(m->n_bf, sizeof(uint16_t))))
+        goto oom;
+    struct layout y2 = {m->train, m->grad, m->fixed, m->bf, 0, 0, 0, 1};
+    layout(m, &y2);
+    if (cfg->tied)
+        m->head = m->embed;
+    if (build_tensor_table(m))
+        goto oom;
+    for (int l = 0; l < cfg->n_layers; l++)
+        for (int c = 0; c < cfg->hidden; c++) {
+            struct model_layer *L = &m->layers[l];
+            L->ln1[c] = L->ln2[c] = 1.0f;
+            if (L->ln3)
+                L->ln3[c] = L->ln4[c] = 1.0f;
+        }
+    for (int c = 0; c < cfg->hidden; c++)
+        m->norm_f[c] = 1.0f;
+    if (model_rope_ensure(m, cfg->max_pos < 4096 ? cfg->max_pos : 4096))
+        goto oom;
+    return m;
+oom:
+    snprintf(err, errcap, "out of memory laying out the model");
+    model_free(m);
+    return NULL;
+}
+
+void model_free(struct model *m)
+{
+    if (!m)
+        return;
+    if (m->layers)
+        for (int l = 0; l < m->cfg.n_layers; l++)
+            for (int p = 0; p < PROJ_COUNT; p++)
+                nf4_free(m->layers[l].proj[p].wq);
+    nf4_free(m->embed.wq);
+    if (!m->cfg.tied)
+        nf4_free(m->head.wq);
+    free(m->layers);
+    free(m->train);
+    free(m->grad);
+    free(m->fixed);
+    free(m->bf);
+    free(m->tensors);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    free(m);
+}
+
+int model_tensor_find(const struct model *m, const char *name)
+{
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Values per fill chunk: whole NF4 groups, bounded scratch. */
+#define FILL_CHUNK (64 * NF4_GROUP_VALUES)
+
+int model_fill_tensor(struct model *m, int i, model_fill_fn fn, void *ctx)
+{
+    struct model_tensor *t = &m->tensors[i];
+    size_t n = (size_t)t->rows * t->cols;
+    if (t->vec) {
+        fn(ctx, 0, n, t->vec);
+        for (size_t j = 0; t->offset != 0.0f && j < n; j++)
+            t->vec[j] += t->offset;
+        return 0;
+    }
+    struct linear *l = t->lin;
+    if (l->kind == WK_F32) {
+        fn(ctx, 0, n, l->w);
+        return 0;
+    }
+    if (l->kind == WK_NF4) {
+        nf4_free(l->wq);
+        l->wq = nf4_create(n);
+        if (!l->wq)
+            return -1;
+        if (m->cfg.tied && l == &m->embed)
+            m->head.wq = l->wq;
+    }
+    float *buf = malloc(sizeof(float) * (n < FILL_CHUNK ? n : FILL_CHUNK));
+    if (!buf)
+        return -1;
+    for (size_t s = 0; s < n; s += FILL_CHUNK) {
+        size_t k = n - s < FILL_CHUNK ? n - s : FILL_CHUNK;
+        fn(ctx, s, k, buf);
+        if (l->kind == WK_BF16) {
+#pragma omp parallel for schedule(static)
+            for (size_t j = 0; j < k; j++)
+                l->wb[s + j] = linear_f32_to_bf16(buf[j]);
+        } else {
+            nf4_encode(l->wq, s, buf, k);
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static void fill_copy(void *ctx, size_t start, size_t count, float *out)
+{
+    memcpy(out, (const float *)ctx + start, count * sizeof(float));
+}
+
+int model_set_tensor(struct model *m, int i, const float *values)
+{
+    return model_fill_tensor(m, i, fill_copy, (void *)values);
+}
+
+void model_get_tensor(const struct model *m, int i, float *out)
+{
+    const struct model_tensor *t = &m->tensors[i];
+    if (t->vec)
+        for (int j = 0; j < t->cols; j++)
+            out[j] = t->vec[j] - t->offset;
+    else
+        linear_merged_weight(t->lin, out);
+}
+
+struct init_ctx {
+    uint64_t seed;
+    float std;
+};
+
+/* Values per random stream: each block of the tensor draws from its own
+ * stream, so blocks fill in parallel and the values do not depend on the
+ * thread count or the fill chunking. */
+#define INIT_BLOCK 65536
+
+static void fill_normal(void *ctx, size_t start, size_t count, float *out)
+{
+    const struct init_ctx *c = ctx;
+    size_t b0 = start / INIT_BLOCK, b1 = (start + count + INIT_BLOCK - 1) / INIT_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (size_t b = b0; b < b1; b++) {
+        struct rng r;
+        rng_seed(&r, rng_derive(c->seed, b));
+        size_t s = b * INIT_BLOCK, e = s + INIT_BLOCK;
+        /* Values come in pairs from the block's stream; a fill range that
+         * starts or ends inside a block (never, in practice: fill chunks
+         * are multiples of INIT_BLOCK) draws and drops the rest. */
+        for (size_t i = s; i < e && i < start + count; i += 2) {
+            float v[2];
+            rng_normal2(&r, v);
+            for (int k = 0; k < 2; k++)
+                if (i + k >= start && i + k < start + count && i + k < e)
+                    out[i + k - start] = c->std * v[k];
+        }
+    }
+}
+
+static void fill_const(void *ctx, size_t start, size_t count, float *out)
+{
+    (void)start;
+    for (size_t j = 0; j < count; j++)
+        out[j] = ((struct init_ctx *)ctx)->std;
+}
+
+int model_init_random(struct model *m, uint64_t seed)
+{
+    return model_init_random_std(m, seed, 0.02f, 0.0f);
+}
+
+/* fill_normal's values around a centre: the norm scales' jitter. */
+struct jitter_ctx {
+    struct init_ctx normal;
+    float centre;
+};
+
+static void fill_jitter(void *ctx, size_t start, size_t count, float *out)
+{
+    struct jitter_ctx *j = ctx;
+    fill_normal(&j->normal, start, count, out);
+    for (size_t i = 0; i < count; i++)
+        out[i] += j->centre;
+}
+
+int model_init_random_std(struct model *m, uint64_t seed, float std, float norm_std)
+{
+    float resid = std / sqrtf(2.0f * (float)m->cfg.n_layers);
+    for (int i = 0; i < m->n_tensors; i++) {
+        struct model_tensor *t = &m->tensors[i];
+        struct init_ctx c = {rng_derive(seed, (uint64_t)i), 0.0f};
+        int rc;
+        if (t->vec) {
+            /* Norm scales one (a Gemma norm's stored weight zero), biases zero;
+             * norm scales jittered by norm_std where asked. */
+            int norm = strstr(t->name, "norm") != NULL;
+            c.std = norm ? 1.0f - t->offset : 0.0f;
+            struct jitter_ctx j = {{c.seed, norm_std}, c.std};
+            if (norm && norm_std > 0.0f)
+                rc = model_fill_tensor(m, i, fill_jitter, &j);
+            else
+                rc = model_fill_tensor(m, i, fill_const, &c);
+        } else {
+            c.std = strstr(t->name, "o_proj") || strstr(t->name, "down_proj") ? resid : std;
+            rc = model_fill_tensor(m, i, fill_normal, &c);
+        }
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+void model_lora_init(struct model *m, uint64_t seed)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            struct linear *ln = &m->layers[l].proj[p];
+            if (ln->r == 0)
+                continue;
+            struct rng r;
+            rng_seed(&r, rng_derive(seed, 1000003ULL * (uint64_t)l + (uint64_t)p));
+            float bound = 1.0f / sqrtf((float)ln->in);
+            for (size_t j = 0; j < (size_t)ln->r * ln->in; j++)
+                ln->la[j] = (2.0f * rng_uniform(&r) - 1.0f) * bound;
+            memset(ln->lb, 0, sizeof(float) * (size_t)ln->out * ln->r);
+        }
+    }
+}
+
+size_t model_param_bytes(const struct model *m)
+{
+    size_t b = (m->n_train * 2 + m->n_fixed) * sizeof(float) + m->n_bf * sizeof(uint16_t);
+    if (m->embed.wq)
+        b += nf4_bytes(m->embed.wq);
+    if (!m->cfg.tied && m->head.wq)
+        b += nf4_bytes(m->head.wq);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if (m->layers[l].proj[p].wq)
+                b += nf4_bytes(m->layers[l].proj[p].wq);
+    return b;
+}
+
+/* Calls fn on every linear of the model that has a weight gradient. */
+static void each_dw(struct model *m, void (*fn)(struct linear *, void *), void *ctx)
+{
+    if (m->embed.dw)
+        fn(&m->embed, ctx);
+    if (!m->cfg.tied && m->head.dw) /* a tied head is a copy of embed */
+        fn(&m->head, ctx);
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if (m->layers[l].proj[p].dw)
+                fn(&m->layers[l].proj[p], ctx);
+}
+
+/* Marks a matrix gradient fresh and counts the floats it covers. */
+static void mark_fresh(struct linear *l, void *ctx)
+{
+    size_t *covered = ctx;
+    l->dw_fresh = 1;
+    *covered += (size_t)l->out * l->in;
+}
+
+static void touch(struct linear *l, void *ctx)
+{
+    (void)ctx;
+    linear_grad_touch(l);
+}
+
+void model_grad_begin(struct model *m)
+{
+    size_t covered = 0;
+    each_dw(m, mark_fresh, &covered);
+    /* In full fine-tuning the weight matrices are exactly [0, n_decay) of
+     * the block (the layout puts matrices first), so only the vectors after
+     * them need zeros now. */
+    assert(covered == 0 || covered == m->n_decay);
+    if (covered != m->n_decay) {
+        model_grad_settle(m);
+        ops_zero(m->grad, m->n_train);
+        return;
+    }
+    ops_zero(m->grad + m->n_decay, m->n_train - m->n_decay);
+}
+
+void model_grad_settle(struct model *m)
+{
+    each_dw(m, touch, NULL);
+}

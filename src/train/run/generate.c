@@ -1,0 +1,567 @@
+/* generate.c - KV-cache decoding (see generate.h). */
+#include "train/run/generate.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/tokenizer/chat_format.h"
+#include "train/data/data.h"
+#include "train/kernels/gemm.h"
+#include "train/model/model.h"
+#include "train/formats/modelio.h"
+#include "train/model/ops.h"
+#include "train/formats/quant.h"
+#include "core/rng.h"
+#include "train/tokenizer/tokenizer.h"
+
+#define GEN_MAX_STOP 8
+
+struct generator {
+    struct model *m;
+    struct tokenizer *tok;
+    int eos;
+    struct chat_format *fmt; /* the model's chat template, or NULL */
+    char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
+    int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
+    int n_stop;
+    gen_text_fn on_text;     /* pieces of the text as it grows, or NULL */
+    void *on_text_ctx;
+    size_t sent;             /* bytes of the completion given to on_text */
+    int has_adapter;
+    int borrowed; /* m and tok are the caller's (gen_borrow) */
+};
+
+void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
+{
+    g->on_text = fn;
+    g->on_text_ctx = ctx;
+}
+
+/* Gives on_text what the completion's text (ids[0..n)) has grown by since
+ * the last call, up to its last whole character: a token may end inside a
+ * character (decoded as U+FFFD until the next one completes it). */
+static void send_growth(struct generator *g, const int32_t *ids, int n)
+{
+    char *text = tokenizer_decode(g->tok, ids, (size_t)n, 1);
+    if (!text)
+        return;
+    size_t len = strlen(text);
+    static const char repl[] = "\xef\xbf\xbd";
+    while (len >= 3 && memcmp(text + len - 3, repl, 3) == 0)
+        len -= 3;
+    if (len > g->sent) {
+        g->on_text(g->on_text_ctx, text + g->sent, len - g->sent);
+        g->sent = len;
+    }
+    free(text);
+}
+
+struct generator *gen_borrow(struct model *m, struct tokenizer *tok, const char *model_dir)
+{
+    struct generator *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->m = m;
+    g->tok = tok;
+    g->borrowed = 1;
+    g->eos = m->cfg.eos_id >= 0 ? m->cfg.eos_id : tokenizer_eos_id(tok);
+    if (model_dir)
+        g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
+    return g;
+}
+
+struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
+                           size_t errcap)
+{
+    struct generator *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    struct model_opts o = {.full = 0, .base_kind = WK_F32};
+    if (adapter_dir && modelio_peft_opts(adapter_dir, &o, err, errcap))
+        goto fail;
+    g->m = modelio_load(model_dir, &o, err, errcap);
+    if (!g->m)
+        goto fail;
+    if (adapter_dir && modelio_load_peft(g->m, adapter_dir, err, errcap))
+        goto fail;
+    g->has_adapter = adapter_dir != NULL;
+    char path[MODELIO_MAX_PATH + 32];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    g->tok = tokenizer_load(path, err, errcap);
+    if (!g->tok)
+        goto fail;
+    g->eos = g->m->cfg.eos_id >= 0 ? g->m->cfg.eos_id : tokenizer_eos_id(g->tok);
+    /* A template alallo cannot read fails chats only, not completions. */
+    g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
+    return g;
+fail:
+    gen_close(g);
+    return NULL;
+}
+
+int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errcap)
+{
+    enum quant_scheme s;
+    if (quant_scheme_parse(scheme, &s) < 0) {
+        snprintf(err, errcap, "unknown quantization \"%s\" (q8_0, q4_0 or q4_k_m)", scheme);
+        return -1;
+    }
+    if (g->has_adapter) {
+        snprintf(err, errcap, "quantization applies to a merged model, not one with an adapter");
+        return -1;
+    }
+    struct model *m = g->m;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct model_tensor *t = &m->tensors[i];
+        if (!t->lin || t->is1d)
+            continue;
+        size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
+        enum quant_type qt = quant_pick(s, quant_role_of(t->name, m->cfg.tied), cols);
+        float *w = malloc(rows * cols * sizeof *w);
+        unsigned char *blocks = malloc(quant_row_bytes(qt, cols));
+        if (!w || !blocks) {
+            free(w);
+            free(blocks);
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+        model_get_tensor(m, i, w);
+        for (size_t r = 0; r < rows; r++) {
+            quant_row(qt, w + r * cols, cols, blocks);
+            quant_dequant_row(qt, blocks, cols, w + r * cols);
+        }
+        int rc = model_set_tensor(m, i, w);
+        free(w);
+        free(blocks);
+        if (rc < 0) {
+            snprintf(err, errcap, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void gen_close(struct generator *g)
+{
+    if (!g)
+        return;
+    if (!g->borrowed) {
+        model_free(g->m);
+        tokenizer_free(g->tok);
+    }
+    chat_format_free(g->fmt);
+    free(g);
+}
+
+void gen_result_free(struct gen_result *r)
+{
+    free(r->text);
+    r->text = NULL;
+}
+
+/* Working memory of one generation: the cache for `ctx` positions and the
+ * activations of up to `n` new tokens at once. */
+struct work {
+    int ctx, n;
+    float *kc, *vc;           /* (L, ctx, kd) */
+    float *x, *ln, *q, *k, *v, *ao, *tmp, *rstd; /* (n, ...) */
+    float *g, *u, *h;         /* (n, I) */
+    float *xa, *att;          /* (n, r) LoRA product; (ctx) scores */
+    float *logits;            /* (V) */
+    struct linear_scratch ls;
+    float *mem;
+};
+
+static int work_init(struct work *w, const struct model *m, int ctx, int n)
+{
+    const struct model_config *c = &m->cfg;
+    size_t L = (size_t)c->n_layers, C = (size_t)c->hidden;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate, r = (size_t)(m->opts.lora_r > 0 ? m->opts.lora_r : 1);
+    size_t N = (size_t)n;
+    size_t sizes[] = {L * ctx * kd, L * ctx * kd, N * C, N * C, N * qd, N * kd, N * kd, N * qd,
+                      N * C, N, N * F, N * F, N * F, N * r, (size_t)ctx, (size_t)c->vocab,
+                      linear_scratch_floats(c->intermediate), N * r};
+    float **dst[] = {&w->kc, &w->vc, &w->x, &w->ln, &w->q, &w->k, &w->v, &w->ao, &w->tmp,
+                     &w->rstd, &w->g, &w->u, &w->h, &w->xa, &w->att, &w->logits, &w->ls.deq,
+                     &w->ls.tmp};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += sizes[i];
+    w->mem = malloc(total * sizeof(float));
+    if (!w->mem)
+        return -1;
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *dst[i] = w->mem + off;
+        off += sizes[i];
+    }
+    w->ls.deq_cap = sizes[16];
+    w->ls.tmp_cap = sizes[17];
+    w->ls.dropout = (struct linear_dropout){0}; /* generation never drops */
+    w->ls.drop = NULL;
+    w->ls.drop_cap = 0;
+    w->ctx = ctx;
+    w->n = n;
+    return 0;
+}
+
+/* Runs n tokens at positions p0.. through the model, filling the cache,
+ * and leaves the logits of the last one in w->logits. */
+static void forward(struct model *m, struct work *w, const int32_t *ids, int n, int p0)
+{
+    const struct model_config *c = &m->cfg;
+    int C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    int qd = H * hd, kd = KV * hd, group = H / KV;
+    float scale = model_attn_scale(c);
+    model_embed(m, ids, n, w->x);
+    for (int l = 0; l < c->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        float *kc = w->kc + (size_t)l * w->ctx * kd, *vc = w->vc + (size_t)l * w->ctx * kd;
+        ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln1, n, C, c->rms_eps);
+        linear_forward(&L->proj[PROJ_Q], w->q, w->ln, n, w->xa, &w->ls);
+        linear_forward(&L->proj[PROJ_K], kc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
+        linear_forward(&L->proj[PROJ_V], vc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
+        ops_rope_forward(w->q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
+        ops_rope_forward(kc + (size_t)p0 * kd, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+        /* each new token attends to the cache up to its own position */
+        for (int i = 0; i < n; i++) {
+            int pos = p0 + i;
+            for (int h = 0; h < H; h++) {
+                const float *qi = w->q + (size_t)i * qd + (size_t)h * hd;
+                int kh = h / group;
+                float mx = -FLT_MAX;
+                for (int j = 0; j <= pos; j++) {
+                    const float *kj = kc + (size_t)j * kd + (size_t)kh * hd;
+                    float s = 0.0f;
+                    for (int d = 0; d < hd; d++)
+                        s += qi[d] * kj[d];
+                    w->att[j] = s * scale;
+                    if (c->attn_softcap > 0.0f)
+                        ops_softcap(&w->att[j], 1, c->attn_softcap);
+                    if (w->att[j] > mx)
+                        mx = w->att[j];
+                }
+                float sum = 0.0f;
+                for (int j = 0; j <= pos; j++) {
+                    w->att[j] = expf(w->att[j] - mx);
+                    sum += w->att[j];
+                }
+                float *o = w->ao + (size_t)i * qd + (size_t)h * hd;
+                memset(o, 0, sizeof(float) * hd);
+                for (int j = 0; j <= pos; j++) {
+                    const float *vj = vc + (size_t)j * kd + (size_t)kh * hd;
+                    float p = w->att[j] / sum;
+                    for (int d = 0; d < hd; d++)
+                        o[d] += p * vj[d];
+                }
+            }
+        }
+        linear_forward(&L->proj[PROJ_O], w->tmp, w->ao, n, w->xa, &w->ls);
+        if (L->ln3) { /* Gemma 2's norm after attention (w->ln is free here) */
+            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln3, n, C, c->rms_eps);
+            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
+        }
+        ops_add(w->x, w->x, w->tmp, (size_t)n * C);
+        ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln2, n, C, c->rms_eps);
+        linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
+        linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
+        model_mlp_act(m, w->h, w->g, w->u, (size_t)n * c->intermediate);
+        linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
+        if (L->ln4) { /* and after the MLP */
+            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln4, n, C, c->rms_eps);
+            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
+        }
+        ops_add(w->x, w->x, w->tmp, (size_t)n * C);
+    }
+    /* only the last position's logits are needed */
+    const float *xl = w->x + (size_t)(n - 1) * C;
+    ops_rmsnorm_forward(w->ln, w->rstd, xl, m->norm_f, 1, C, c->rms_eps);
+    struct linear *head = c->tied ? &m->embed : &m->head;
+    linear_forward(head, w->logits, w->ln, 1, NULL, &w->ls);
+    if (c->final_softcap > 0.0f)
+        ops_softcap(w->logits, (size_t)c->vocab, c->final_softcap);
+}
+
+struct cand {
+    float p;
+    int id;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p < y->p ? 1 : -1;
+    return x->id - y->id; /* ties in id order: deterministic */
+}
+
+static int pick(const float *logits, int V, const struct gen_opts *o, struct rng *r,
+                struct cand *buf)
+{
+    int best = 0;
+    for (int j = 1; j < V; j++)
+        if (logits[j] > logits[best])
+            best = j;
+    if (!(o->temperature > 0.0f))
+        return best;
+    float mx = logits[best];
+    double sum = 0.0;
+    for (int j = 0; j < V; j++) {
+        buf[j].p = expf((logits[j] - mx) / o->temperature);
+        buf[j].id = j;
+        sum += buf[j].p;
+    }
+    qsort(buf, (size_t)V, sizeof *buf, cmp_cand);
+    /* nucleus: the smallest prefix whose mass reaches top_p */
+    double keep = 0.0;
+    int k = 0;
+    double limit = (o->top_p > 0.0f && o->top_p < 1.0f ? o->top_p : 1.0) * sum;
+    while (k < V && (k == 0 || keep < limit))
+        keep += buf[k++].p;
+    double u = (double)rng_uniform(r) * keep, acc = 0.0;
+    for (int j = 0; j < k; j++) {
+        acc += buf[j].p;
+        if (u < acc)
+            return buf[j].id;
+    }
+    return buf[k - 1].id;
+}
+
+int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opts *o,
+            int32_t *out_ids, const char **finish_reason, char *err, size_t errcap)
+{
+    struct model *m = g->m;
+    int maxpos = m->cfg.max_pos;
+    if (n < 1) {
+        snprintf(err, errcap, "the prompt is empty and the model has no start token");
+        return GEN_EMPTY;
+    }
+    if (n >= maxpos) {
+        snprintf(err, errcap, "the prompt is %d tokens; the model's context is %d", n, maxpos);
+        return GEN_TOO_LONG;
+    }
+    if (o->max_tokens < 1 || o->max_tokens > GEN_MAX_TOKENS) {
+        snprintf(err, errcap, "max_tokens must be from 1 to %d", GEN_MAX_TOKENS);
+        return -1;
+    }
+    int max_new = o->max_tokens < maxpos - n ? o->max_tokens : maxpos - n;
+    int ctx = n + max_new;
+    struct work w;
+    struct cand *cands = malloc(sizeof *cands * (size_t)m->cfg.vocab);
+    if (!cands || model_rope_ensure(m, ctx) || work_init(&w, m, ctx, n)) {
+        free(cands);
+        snprintf(err, errcap, "out of memory for generation");
+        return -1;
+    }
+    struct rng r;
+    rng_seed(&r, o->seed);
+    forward(m, &w, ids, n, 0);
+    int count = 0;
+    g->sent = 0;
+    *finish_reason = "length";
+    while (count < max_new) {
+        int next = pick(w.logits, m->cfg.vocab, o, &r, cands);
+        int stop = next == g->eos;
+        for (int i = 0; i < g->n_stop; i++)
+            stop |= next == g->stop[i];
+        if (stop) {
+            *finish_reason = "stop";
+            break;
+        }
+        out_ids[count++] = next;
+        if (g->on_text)
+            send_growth(g, out_ids, count);
+        if (count == max_new || n + count >= ctx)
+            break;
+        int32_t id = next;
+        forward(m, &w, &id, 1, n + count - 1);
+    }
+    free(w.mem);
+    free(cands);
+    return count;
+}
+
+int gen_score(struct generator *g, const char *text, double *loss, long *tokens, char *err,
+              size_t errcap)
+{
+    struct model *m = g->m;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (data_encode_prompt(g->tok, text, &ids, &n) != 0 || n < 2) {
+        free(ids);
+        snprintf(err, errcap, "the text has fewer than two tokens");
+        return -1;
+    }
+    int win = m->cfg.max_pos, V = m->cfg.vocab;
+    struct work w;
+    if (model_rope_ensure(m, win) || work_init(&w, m, win, 1)) {
+        free(ids);
+        snprintf(err, errcap, "out of memory for scoring");
+        return -1;
+    }
+    double sum = 0.0;
+    long count = 0;
+    for (size_t s = 0; s + 1 < n; s += (size_t)win) {
+        size_t end = s + (size_t)win < n ? s + (size_t)win : n;
+        for (size_t i = s; i + 1 < end; i++) {
+            forward(m, &w, &ids[i], 1, (int)(i - s));
+            float mx = w.logits[0];
+            for (int j = 1; j < V; j++)
+                mx = fmaxf(mx, w.logits[j]);
+            double z = 0.0;
+            for (int j = 0; j < V; j++)
+                z += exp((double)(w.logits[j] - mx));
+            sum += log(z) + (double)mx - (double)w.logits[ids[i + 1]];
+            count++;
+        }
+    }
+    free(w.mem);
+    free(ids);
+    *loss = sum / (double)count;
+    *tokens = count;
+    return 0;
+}
+
+/* Generates after `ids` (n of them, taken over and freed). */
+static int run_ids(struct generator *g, int32_t *ids, size_t n, const struct gen_opts *o,
+                   struct gen_result *out, char *err, size_t errcap)
+{
+    int cap = o->max_tokens > 0 && o->max_tokens <= GEN_MAX_TOKENS ? o->max_tokens : 1;
+    int32_t *gen = malloc(sizeof *gen * (size_t)cap);
+    const char *finish = "length";
+    int k = -1;
+    if (gen && n < (size_t)g->m->cfg.max_pos)
+        k = gen_ids(g, ids, (int)n, o, gen, &finish, err, errcap);
+    else if (gen) {
+        snprintf(err, errcap, "the prompt is %zu tokens; the model's context is %d", n,
+                 g->m->cfg.max_pos);
+        k = GEN_TOO_LONG;
+    }
+    if (k >= 0) {
+        out->text = tokenizer_decode(g->tok, gen, (size_t)k, 1);
+        if (!out->text) {
+            snprintf(err, errcap, "out of memory decoding");
+            k = -1;
+        }
+    } else if (!gen) {
+        snprintf(err, errcap, "out of memory");
+    }
+    out->prompt_tokens = n < (size_t)INT32_MAX ? (int)n : INT32_MAX;
+    out->context_tokens = g->m->cfg.max_pos;
+    out->completion_tokens = k > 0 ? k : 0;
+    out->finish_reason = finish;
+    free(ids);
+    free(gen);
+    if (k == GEN_TOO_LONG || k == GEN_EMPTY)
+        return k;
+    return k < 0 ? -1 : 0;
+}
+
+int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
+            struct gen_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (data_encode_prompt(g->tok, prompt, &ids, &n) != 0) {
+        snprintf(err, errcap, "cannot encode the prompt");
+        return -1;
+    }
+    g->n_stop = 0;
+    return run_ids(g, ids, n, o, out, err, errcap);
+}
+
+/* The plain layout of a conversation (models without a chat template). */
+static int plain_chat(const struct generator *g, const json_t *messages, int32_t **ids,
+                      size_t *n, char *err, size_t errcap)
+{
+    size_t nm = json_array_size(messages);
+    struct dataset_turn *turns = calloc(nm + 1, sizeof *turns);
+    json_t *keep = json_array(); /* texts made here, until encoded */
+    if (!turns || !keep) {
+        json_decref(keep);
+        free(turns);
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        json_t *m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        json_t *content = json_object_get(m, "content");
+        int r = -1;
+        for (int k = 0; role && k <= DATASET_TOOL; k++)
+            if (strcmp(role, dataset_role_name((enum dataset_role)k)) == 0)
+                r = k;
+        if (r < 0) {
+            json_decref(keep);
+            free(turns);
+            snprintf(err, errcap, "message %zu: unknown role", i + 1);
+            return -1;
+        }
+        turns[i].role = (enum dataset_role)r;
+        turns[i].text = json_is_string(content) ? json_string_value(content) : "";
+        /* an assistant's calls as training wrote them (core/dataset.h) */
+        json_t *calls = json_object_get(m, "tool_calls");
+        for (size_t k = 0; k < json_array_size(calls); k++) {
+            json_t *fn = json_object_get(json_array_get(calls, k), "function");
+            const char *args_text = json_string_value(json_object_get(fn, "arguments"));
+            json_t *args = args_text ? json_loads(args_text, 0, NULL) : NULL;
+            char *a = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            char *line = NULL;
+            if (asprintf(&line, "%s%s<tool_call>{\"name\": \"%s\", \"arguments\": %s}</tool_call>",
+                         turns[i].text, turns[i].text[0] ? "\n" : "", name ? name : "",
+                         a ? a : "{}") < 0)
+                line = NULL;
+            free(a);
+            json_decref(args);
+            if (!line || json_array_append_new(keep, json_string(line)) < 0) {
+                free(line);
+                break;
+            }
+            free(line);
+            turns[i].text = json_string_value(json_array_get(keep, json_array_size(keep) - 1));
+        }
+        turns[i].len = strlen(turns[i].text);
+    }
+    int rc = data_encode_chat(g->tok, turns, nm, ids, n);
+    json_decref(keep);
+    free(turns);
+    if (rc)
+        snprintf(err, errcap, "cannot encode the conversation");
+    return rc;
+}
+
+int gen_run_chat(struct generator *g, const json_t *messages, const json_t *tools,
+                 const struct gen_opts *o, struct gen_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (g->fmt_err[0]) {
+        snprintf(err, errcap, "%s", g->fmt_err);
+        return GEN_BAD_CHAT;
+    }
+    if (!g->fmt) {
+        if (plain_chat(g, messages, &ids, &n, err, errcap))
+            return GEN_BAD_CHAT;
+    } else {
+        char *text;
+        if (chat_format_prompt(g->fmt, messages, tools, &text, err, errcap))
+            return GEN_BAD_CHAT;
+        int rc = tokenizer_encode_special(g->tok, text, strlen(text), &ids, &n);
+        free(text);
+        if (rc) {
+            snprintf(err, errcap, "cannot encode the conversation");
+            return -1;
+        }
+    }
+    g->n_stop = chat_format_stop_ids(g->fmt, g->tok, g->stop, GEN_MAX_STOP);
+    return run_ids(g, ids, n, o, out, err, errcap);
+}

@@ -1,0 +1,38 @@
+/* trainer.h - one training attempt from start to final model, as
+ * `alallo train --config ATTEMPT.json` runs it (docs/trainer-protocol.md),
+ * and the making of a model folder from a checkpoint.
+ *
+ * The trainer owns its process: it installs SIGTERM/SIGUSR1 handlers,
+ * writes events on stdout, and returns the exit status the protocol names
+ * (0 done, 3 user error, 4 stopped on request, 1 internal error).
+ */
+#ifndef ALALLO_TRAIN_TRAINER_H
+#define ALALLO_TRAIN_TRAINER_H
+
+#include "core/trainer_protocol.h"
+#include "train/run/train_config.h"
+
+enum train_exit {
+    TRAIN_OK = TPROTO_EXIT_DONE,
+    TRAIN_INTERNAL = TPROTO_EXIT_INTERNAL,
+    TRAIN_USER = TPROTO_EXIT_USER_ERROR,
+    TRAIN_STOPPED = TPROTO_EXIT_STOPPED
+};
+
+/* Runs the attempt described by `c`. Returns an enum train_exit. */
+int trainer_run(const struct train_config *c);
+#ifdef ALALLO_HAVE_CUDA
+/* The same attempt with its passes and AdamW on the GPU (cuda_train.h):
+ * the same loop, data, events and checkpoints. Uses the context that is
+ * open (train_device_prepare), or opens GPU 0. DPO is refused. */
+int trainer_run_gpu(const struct train_config *c);
+#endif
+
+/* Makes a merged model folder at out_dir from the checkpoint folder
+ * ckpt_dir over the base model base_dir (and, when adapter_dir is not NULL
+ * and the checkpoint holds LoRA adapters, a PEFT folder there).
+ * 0, or -1 with a reason. */
+int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *out_dir,
+                        const char *adapter_dir, char *err, size_t errcap);
+
+#endif
