@@ -236,6 +236,7 @@ enum sql_id {
     S_LED_LIST,
     S_CAL_INSERT,
     S_CAL_LIST,
+    S_WH_LOCK,
     S_WH_INSERT,
     S_WH_LIST,
     S_WH_GET,
@@ -363,7 +364,11 @@ static const char *const sql_text[S_COUNT] = {
                       " ORDER BY j.seq LIMIT $2",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT $1) AS newest ORDER BY seq",
-    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES($1,$2,$3,$4,$5,$6)",
+    /* an account's registrations one at a time (pg_webhook_insert) */
+    [S_WH_LOCK] = "SELECT pg_advisory_xact_lock(7160002, hashtext($1))",
+    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") SELECT $1::text, $2::text, $3::text,"
+                    " $4::text, $5::text, $6::bigint"
+                    " WHERE (SELECT count(*) FROM webhooks WHERE account = $2) < $7::bigint",
     [S_WH_LIST] = "SELECT " WH_COLS " FROM webhooks WHERE account = $1 ORDER BY seq LIMIT $2",
     [S_WH_GET] = "SELECT " WH_COLS " FROM webhooks WHERE id = $1",
     [S_WH_GET_ACC] = "SELECT " WH_COLS " FROM webhooks WHERE id = $1 AND account = $2",
@@ -2196,8 +2201,15 @@ static void read_delivery(const PGresult *r, int row, struct store_delivery *d)
     d->delivered_ms = col_i64(r, row, 13);
 }
 
-static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct store_webhook *w)
+/* The count and the insert in one transaction that holds the account's
+ * advisory lock: under READ COMMITTED the insert's count then sees every
+ * registration of the account committed before it, so concurrent ones
+ * never pass the cap together. */
+static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct store_webhook *w,
+                                         int cap)
 {
+    struct params lock = {0};
+    p_text(&lock, w->account);
     struct params p = {0};
     P_STR(&p, w->id);
     P_STR(&p, w->account);
@@ -2205,7 +2217,25 @@ static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct stor
     P_STR(&p, w->events);
     P_STR(&p, w->secret);
     p_i64(&p, w->created_ms);
-    return write_one(s, S_WH_INSERT, &p, NULL, "write webhook");
+    p_i64(&p, cap);
+    struct conn *c = pool_get(s);
+    enum alallo_err e = conn_ready(c);
+    if (!e)
+        e = exec_cmd(c, "BEGIN");
+    if (!e)
+        e = run_done(c, S_WH_LOCK, &lock, "lock the account's webhooks");
+    PGresult *r = NULL;
+    if (!e)
+        e = run(c, S_WH_INSERT, &p, &r, "write webhook");
+    if (!e && strtol(PQcmdTuples(r), NULL, 10) == 0)
+        e = ERR_CONFLICT; /* the account has `cap` already */
+    PQclear(r);
+    if (!e)
+        e = exec_cmd(c, "COMMIT");
+    if (e)
+        rollback(c);
+    pool_put(s, c);
+    return e == ERR_RETRY_TX ? ERR_UNAVAILABLE : e;
 }
 
 static enum alallo_err pg_webhook_list(struct store_impl *s, const char *account,

@@ -364,7 +364,9 @@ static const char *const sql_text[S_COUNT] = {
                    " LIMIT ?) ORDER BY seq",
     [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
                    " ORDER BY seq DESC LIMIT ?",
-    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES(?,?,?,?,?,?)",
+    /* one statement under the write lock: the count and the insert are atomic */
+    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") SELECT ?1,?2,?3,?4,?5,?6"
+                    " WHERE (SELECT count(*) FROM webhooks WHERE account = ?2) < ?7",
     [S_WH_LIST] = "SELECT " WH_COLS " FROM webhooks WHERE account = ? ORDER BY seq LIMIT ?",
     [S_WH_GET] = "SELECT " WH_COLS " FROM webhooks WHERE id = ?",
     [S_WH_GET_ACC] = "SELECT " WH_COLS " FROM webhooks WHERE id = ? AND account = ?",
@@ -1970,7 +1972,8 @@ static void read_delivery(sqlite3_stmt *st, struct store_delivery *d)
     d->delivered_ms = sqlite3_column_int64(st, 13);
 }
 
-static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct store_webhook *w)
+static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct store_webhook *w,
+                                         int cap)
 {
     WRITE_BEGIN(s);
     enum alallo_err e = ERR_IO;
@@ -1982,7 +1985,10 @@ static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct stor
         rc |= BIND_STR(st, 4, w->events);
         rc |= BIND_STR(st, 5, w->secret);
         rc |= sqlite3_bind_int64(st, 6, w->created_ms);
+        rc |= sqlite3_bind_int(st, 7, cap);
         e = step_done(c, st, rc, "write webhook");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_CONFLICT; /* the account has `cap` already */
     }
     WRITE_END(s);
     return e;

@@ -2,7 +2,7 @@
  * isolation, deliveries queued only in the transaction of the job change
  * that raised them (none when it rolls back) and only for the webhooks that
  * want the type, handed out one per (webhook, job) in order, and gone with
- * their webhook. Runs twice under CTest: on SQLite and on PostgreSQL
+ * their webhook; the per-account cap holds when many insert at once. Runs twice under CTest: on SQLite and on PostgreSQL
  * (ALALLO_TEST_PG; store_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ static void add_webhook(struct store *s, const char *id, const char *account, co
     strcpy(w.events, events);
     strcpy(w.secret, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
     w.created_ms = 1000;
-    assert_int_equal(store_webhook_insert(s, &w), ERR_OK);
+    assert_int_equal(store_webhook_insert(s, &w, 20), ERR_OK);
 }
 
 static void add_job(struct store *s, char id[IDS_MAX])
@@ -132,7 +133,59 @@ static void webhooks_belong_to_their_account(void **state)
     strcpy(w.id, "wh-4");
     strcpy(w.account, "acct-a");
     memset(w.url, 'x', sizeof w.url);
-    assert_int_equal(store_webhook_insert(f->s, &w), ERR_INVALID);
+    assert_int_equal(store_webhook_insert(f->s, &w, 20), ERR_INVALID);
+}
+
+#define RACERS 8
+#define TRIES 10
+#define CAP 5
+
+struct racer {
+    struct store *s;
+    int index, accepted, refused;
+};
+
+static void *race(void *arg)
+{
+    struct racer *r = arg;
+    for (int i = 0; i < TRIES; i++) {
+        struct store_webhook w = {0};
+        snprintf(w.id, sizeof w.id, "wh-r%d-%d", r->index, i);
+        strcpy(w.account, "acct-race");
+        strcpy(w.url, "http://127.0.0.1:9/h");
+        strcpy(w.secret, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        enum alallo_err e = store_webhook_insert(r->s, &w, CAP);
+        r->accepted += e == ERR_OK;
+        r->refused += e == ERR_CONFLICT;
+    }
+    return NULL;
+}
+
+/* The count and the insert are one step: RACERS threads inserting at once
+ * get exactly CAP in, every other insert refused with ERR_CONFLICT. */
+static void the_cap_holds_under_concurrent_inserts(void **state)
+{
+    struct fixture *f = *state;
+    add_webhook(f->s, "wh-other", "acct-other", ""); /* another account's do not count */
+    struct racer r[RACERS] = {0};
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i].s = f->s;
+        r[i].index = i;
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(t[i], NULL);
+        accepted += r[i].accepted;
+        refused += r[i].refused;
+    }
+    assert_int_equal(accepted, CAP);
+    assert_int_equal(refused, RACERS * TRIES - CAP);
+    struct store_webhook out[CAP + 1];
+    int n = 0;
+    assert_int_equal(store_webhook_list(f->s, "acct-race", out, CAP + 1, &n), ERR_OK);
+    assert_int_equal(n, CAP);
 }
 
 static void deliveries_are_queued_with_the_change_and_handed_out_in_order(void **state)
@@ -281,6 +334,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(webhooks_belong_to_their_account, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_cap_holds_under_concurrent_inserts, setup, teardown),
         cmocka_unit_test_setup_teardown(
             deliveries_are_queued_with_the_change_and_handed_out_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(the_job_hook_queues_in_the_same_transaction, setup,
