@@ -3,13 +3,16 @@
 #include "control/webhook_delivery.h"
 
 #include <curl/curl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "control/leadership.h"
+#include "control/webhook_target.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/webhook_sign.h"
@@ -31,30 +34,61 @@ int64_t webhook_next_try_ms(int attempts, int64_t created_ms, int64_t now_ms)
     return now_ms + wait < last ? now_ms + wait : last;
 }
 
-/* The start of an answer, kept as printable ASCII (the store keeps text;
- * a receiver's bytes are not trusted to be UTF-8). */
-struct answer {
-    char text[STORE_ANSWER_MAX];
-    size_t n;
+/* A receiver's answer is read and dropped: only its status is kept, so
+ * a webhook cannot be used to read what an address answers. */
+static size_t drop_body(char *p, size_t size, size_t nmemb, void *ctx)
+{
+    (void)p;
+    (void)ctx;
+    return size * nmemb;
+}
+
+/* What a try may connect to: the address rule, checked on every address
+ * the host resolved to, just before the connection is made. */
+struct gate {
+    const struct webhook_allow *allow;
+    const char *refused; /* the kind of the first address refused, or NULL */
 };
 
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ctx)
+static curl_socket_t open_checked(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    struct answer *a = ctx;
-    size_t len = size * nmemb;
-    for (size_t i = 0; i < len && a->n + 1 < sizeof a->text; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        a->text[a->n++] = ch >= 0x20 && ch < 0x7f ? (char)ch : ' ';
+    struct gate *g = ctx;
+    const unsigned char *addr = NULL;
+    if (purpose == CURLSOCKTYPE_IPCXN && a->family == AF_INET)
+        addr = (const unsigned char *)&((const struct sockaddr_in *)(void *)&a->addr)->sin_addr;
+    else if (purpose == CURLSOCKTYPE_IPCXN && a->family == AF_INET6)
+        addr = (const unsigned char *)&((const struct sockaddr_in6 *)(void *)&a->addr)->sin6_addr;
+    const char *kind = addr ? webhook_addr_refused(g->allow, a->family, addr) : "reserved";
+    if (kind) {
+        if (!g->refused)
+            g->refused = kind;
+        return CURL_SOCKET_BAD;
     }
-    a->text[a->n] = '\0';
-    return len;
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* Our own words for a try that got no answer (never the receiver's). */
+static void no_answer(CURLcode rc, const struct gate *g, char *out, size_t cap)
+{
+    if (g->refused)
+        snprintf(out, cap, "refused: the host's address is internal (%s); see docs/security.md",
+                 g->refused);
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+        snprintf(out, cap, "no answer within %d s", WEBHOOK_TIMEOUT_MS / 1000);
+    else if (rc == CURLE_COULDNT_RESOLVE_HOST)
+        snprintf(out, cap, "the host name did not resolve");
+    else if (rc == CURLE_COULDNT_CONNECT)
+        snprintf(out, cap, "the connection was refused");
+    else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION)
+        snprintf(out, cap, "the TLS handshake failed");
+    else
+        snprintf(out, cap, "no answer (the connection failed)");
 }
 
 /* One signed POST of d to url. Fills d's last_status and last_answer. */
-static void post_once(const char *url, const char *secret, struct store_delivery *d,
-                      int64_t now_ms)
+static void post_once(const struct webhook_allow *allow, const char *url, const char *secret,
+                      struct store_delivery *d, int64_t now_ms)
 {
-    struct answer ans = {0};
     char sig[WEBHOOK_SIGNATURE_MAX];
     int64_t ts = now_ms / 1000;
     d->last_status = 0;
@@ -75,24 +109,28 @@ static void post_once(const char *url, const char *secret, struct store_delivery
     hdr = curl_slist_append(hdr, hid);
     hdr = curl_slist_append(hdr, hts);
     hdr = curl_slist_append(hdr, hsig);
+    struct gate gate = {.allow = allow};
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never through a proxy of the environment */
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &gate);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, d->body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(d->body));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)WEBHOOK_TIMEOUT_MS);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "alallo-webhooks");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &ans);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, drop_body);
     CURLcode rc = curl_easy_perform(h);
-    if (rc == CURLE_OK) {
-        long code = 0;
+    long code = 0;
+    if (rc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (code > 0) {
         d->last_status = (int)code;
-        snprintf(d->last_answer, sizeof d->last_answer, "%s", ans.text);
+        snprintf(d->last_answer, sizeof d->last_answer, "answered %ld", code);
     } else {
-        snprintf(d->last_answer, sizeof d->last_answer, "%s", curl_easy_strerror(rc));
+        no_answer(rc, &gate, d->last_answer, sizeof d->last_answer);
     }
     curl_slist_free_all(hdr);
     curl_easy_cleanup(h);
@@ -115,7 +153,7 @@ int webhook_send_due(struct control *ctl, int64_t now_ms)
         if (store_webhook_get(ctl->store, NULL, d->webhook, &wh) != ERR_OK)
             continue; /* deleted meanwhile: its deliveries went with it */
         int64_t t = clock_now_ms();
-        post_once(wh.url, wh.secret, d, t);
+        post_once(&ctl->cfg.webhook_allow, wh.url, wh.secret, d, t);
         d->attempts++;
         t = clock_now_ms();
         if (d->last_status >= 200 && d->last_status < 300) {

@@ -9,6 +9,11 @@
  * delivery of each (webhook, job), so a job's next event waits until the
  * previous one is delivered or given up.
  *
+ * A try connects only to addresses webhook_target.h allows, checked on
+ * each address the host resolves to, never through a proxy; the
+ * receiver's answer is dropped and only its status kept, with a short
+ * reason in alallo's words (last_answer).
+ *
  * Each try has WEBHOOK_TIMEOUT_MS; a failed try (no answer, or not 2xx)
  * is tried again after WEBHOOK_RETRY_BASE_MS, doubling each time up to
  * WEBHOOK_RETRY_MAX_MS between tries, until WEBHOOK_GIVE_UP_MS after the

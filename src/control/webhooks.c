@@ -9,6 +9,8 @@
 enum alallo_err control_webhook_create(struct control *ctl, struct store_webhook *w, char *why,
                                        size_t whycap)
 {
+    if (webhook_url_refused(&ctl->cfg.webhook_allow, w->url, why, whycap))
+        return ERR_INVALID;
     ids_make(w->id, sizeof w->id, "wh-");
     if (webhook_new_secret(w->secret, sizeof w->secret) != 0)
         return ERR_INTERNAL;

@@ -13,10 +13,11 @@
 /* The most webhooks one account may have (docs/security.md). */
 #define WEBHOOKS_PER_ACCOUNT 20
 
-/* Registers w->url for w->account with w->events (both set by the caller):
+/* Registers w->url for w->account with w->events (set by the caller):
  * fills w's id, secret and created_ms and stores it. ERR_INVALID with the
- * reason in why (for the user) when the account has WEBHOOKS_PER_ACCOUNT
- * already; a store error otherwise. */
+ * reason in why (for the user) when the URL's host is an internal address
+ * the operator did not allow (webhook_target.h) or the account has
+ * WEBHOOKS_PER_ACCOUNT already; a store error otherwise. */
 enum alallo_err control_webhook_create(struct control *ctl, struct store_webhook *w /* IN/OUT */,
                                        char *why, size_t whycap);
 

@@ -7,12 +7,60 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
-import { Serve } from './service_harness.mjs';
+import fs from 'node:fs';
+
+import { SAMPLE, Serve, tmpdir, waitFor } from './service_harness.mjs';
+
+// A loopback listener that answers every request with `answer` (or never,
+// when hang) and keeps what it got.
+async function listener({ status = 200, answer = '', hang = false } = {}) {
+  const got = [];
+  const sockets = new Set();
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      got.push({ url: req.url, headers: req.headers, body });
+      if (!hang) res.writeHead(status, { 'Content-Type': 'application/json' }).end(answer);
+    });
+  });
+  server.on('connection', (c) => {
+    sockets.add(c);
+    c.on('close', () => sockets.delete(c));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    got,
+    url: (p = '/hook') => `http://127.0.0.1:${server.address().port}${p}`,
+    async close() {
+      for (const c of sockets) c.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+// Creates a job of `key` and cancels it at once: two events (the status
+// change and fine_tuning.job.cancelled) for each of its webhooks.
+async function cancelledJob(s, key) {
+  const up = await s.upload('t.jsonl', fs.readFileSync(SAMPLE), { key });
+  assert.equal(up.status, 200, JSON.stringify(up.json));
+  const j = await s.createJob({ model: 'alallo-base', training_file: up.json.id }, key);
+  assert.equal(j.status, 200, j.text);
+  const c = await s.call('POST', `/v1/fine_tuning/jobs/${j.json.id}/cancel`, { key });
+  assert.equal(c.status, 200, c.text);
+  return j.json.id;
+}
+
+async function deliveries(s, hook, key = s.key) {
+  const r = await s.call('GET', `/v1/webhooks/${hook}/deliveries`, { key });
+  assert.equal(r.status, 200, r.text);
+  return r.json.data;
+}
 
 describe('webhooks against an abusive account', () => {
   let s;
   before(async () => {
-    s = await Serve.start({ args: ['--local-worker', 'none'] });
+    s = await Serve.start({ args: ['--local-worker', 'none', '--webhook-allow', '127.0.0.0/8'] });
   });
   after(async () => {
     if (s) await s.stop();
@@ -35,5 +83,71 @@ describe('webhooks against an abusive account', () => {
     assert.equal(list.json.data.length, 20);
     assert.equal(list.json.has_more, false);
     assert.deepEqual(new Set(list.json.data.map((w) => w.id)), new Set(ok.map((r) => r.json.id)));
+  });
+});
+
+describe('webhooks never reach internal addresses unless the operator allows them', () => {
+  test('registering an internal address in any spelling is refused with the reason', async () => {
+    const s = await Serve.start({ args: ['--local-worker', 'none'] });
+    try {
+      for (const url of [
+        `${s.url}/v1/webhooks`, 'http://127.0.0.1:9/', 'http://localhost:9/', 'http://2130706433/',
+        'http://0x7f000001/', 'http://0177.0.0.1/', 'http://127.1/', 'http://[::1]:9/',
+        'http://[::ffff:127.0.0.1]/', 'http://10.0.0.1/', 'http://172.16.0.1/', 'http://192.168.1.1/',
+        'http://100.64.0.1/', 'http://169.254.169.254/latest/meta-data/', 'http://[fe80::1]/',
+        'http://[fd00::1]/', 'http://0.0.0.0/', 'http://224.0.0.1/', 'http://user@10.0.0.1/',
+      ]) {
+        const r = await s.call('POST', '/v1/webhooks', { body: { url } });
+        assert.equal(r.status, 400, `${url}: ${r.text}`);
+        assert.match(r.json.error.message, /internal address \(.+\).*--webhook-allow/, url);
+        assert.equal(r.json.error.param, 'url');
+      }
+      const ok = await s.call('POST', '/v1/webhooks', { body: { url: 'https://hooks.example.com/alallo' } });
+      assert.equal(ok.status, 200, ok.text);
+      assert.equal((await s.call('DELETE', `/v1/webhooks/${ok.json.id}`)).status, 200);
+      assert.equal((await s.call('GET', '/v1/webhooks')).json.data.length, 0);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('an answer is never shown, and a connection to an address no longer allowed is refused', { timeout: 120000 }, async () => {
+    const admin = await listener({ answer: '{"admin_token":"tok-d0n0tl3ak"}' });
+    const data = tmpdir();
+    let s = await Serve.start({ data, args: ['--local-worker', 'none', '--webhook-allow', '127.0.0.0/8'] });
+    try {
+      const hook = await s.call('POST', '/v1/webhooks', { body: { url: admin.url() } });
+      assert.equal(hook.status, 200, hook.text);
+      await cancelledJob(s, s.key);
+      const done = await waitFor(async () => {
+        const d = await deliveries(s, hook.json.id);
+        return d.length === 2 && d.every((x) => x.status === 'delivered') && d;
+      }, { what: 'both events delivered to the allowed loopback listener' });
+      for (const d of done) {
+        assert.equal(d.last_status, 200);
+        assert.equal(d.last_answer, 'answered 200');
+        assert.doesNotMatch(JSON.stringify(d), /admin_token|tok-d0n0tl3ak/);
+      }
+      await s.stop();
+
+      // The same store, served without the allowance: the next events are
+      // refused at the connection, after resolution, and nothing is sent.
+      s = await Serve.start({ data, args: ['--local-worker', 'none'] });
+      const before = admin.got.length;
+      await cancelledJob(s, s.key);
+      const refused = await waitFor(async () => {
+        // a job's next event waits behind its first, so one has been tried
+        const d = (await deliveries(s, hook.json.id)).filter((x) => x.status === 'pending' && x.attempts >= 1);
+        return d.length >= 1 && d;
+      }, { what: 'the new events tried and refused' });
+      for (const d of refused) {
+        assert.equal(d.last_status, 0);
+        assert.match(d.last_answer, /^refused: the host's address is internal \(loopback\)/);
+      }
+      assert.equal(admin.got.length, before, 'no request reached the listener');
+    } finally {
+      await s.stop();
+      await admin.close();
+    }
   });
 });
