@@ -151,6 +151,8 @@ static const char *const migrations[] = {
     " value TEXT NOT NULL, PRIMARY KEY(account, key));"
     "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
     " sent_seq BIGINT NOT NULL, sent_lines BIGINT NOT NULL, PRIMARY KEY(job, kind));",
+    /* 14: as SQLite's 14, each endpoint's oldest pending delivery */
+    "CREATE INDEX deliveries_heads ON deliveries(webhook, seq) WHERE state = 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -381,10 +383,7 @@ static const char *const sql_text[S_COUNT] = {
                       " position(',' || $3 || ',' IN ',' || events || ',') > 0) ORDER BY seq",
     [S_DLV_LIST] = "SELECT " DLV_COLS " FROM deliveries WHERE webhook = $1"
                    " ORDER BY seq DESC LIMIT $2",
-    [S_DLV_DUE] = "SELECT " DLV_COLS " FROM deliveries d WHERE state = 0 AND next_try <= $1"
-                  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.state = 0"
-                  " AND p.webhook = d.webhook AND p.job = d.job AND p.seq < d.seq)"
-                  " ORDER BY seq LIMIT $2",
+    [S_DLV_DUE] = DLV_DUE_SQL("$1", "$2"),
     [S_DLV_RECORD] = "UPDATE deliveries SET attempts = $1, last_status = $2, last_answer = $3,"
                      " state = $4, next_try = $5, delivered = $6 WHERE seq = $7",
 };

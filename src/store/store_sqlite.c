@@ -195,6 +195,9 @@ static const char *const migrations[] = {
     " value TEXT NOT NULL, PRIMARY KEY(account, key));"
     "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
     " sent_seq INTEGER NOT NULL, sent_lines INTEGER NOT NULL, PRIMARY KEY(job, kind));",
+    /* 14: each endpoint's oldest pending delivery in one step, for the
+     * sender's turns between endpoints (DLV_DUE_SQL) */
+    "CREATE INDEX deliveries_heads ON deliveries(webhook, seq) WHERE state = 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -377,10 +380,7 @@ static const char *const sql_text[S_COUNT] = {
                       " WHERE account = ?6 AND (events = '' OR"
                       " instr(',' || events || ',', ',' || ?3 || ',') > 0) ORDER BY seq",
     [S_DLV_LIST] = "SELECT " DLV_COLS " FROM deliveries WHERE webhook = ? ORDER BY seq DESC LIMIT ?",
-    [S_DLV_DUE] = "SELECT " DLV_COLS " FROM deliveries d WHERE state = 0 AND next_try <= ?1"
-                  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.state = 0"
-                  " AND p.webhook = d.webhook AND p.job = d.job AND p.seq < d.seq)"
-                  " ORDER BY seq LIMIT ?2",
+    [S_DLV_DUE] = DLV_DUE_SQL("?1", "?2"),
     [S_DLV_RECORD] = "UPDATE deliveries SET attempts = ?, last_status = ?, last_answer = ?,"
                      " state = ?, next_try = ?, delivered = ? WHERE seq = ?",
 };

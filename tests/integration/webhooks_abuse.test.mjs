@@ -31,6 +31,7 @@ async function listener({ status = 200, answer = '', hang = false } = {}) {
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return {
     got,
+    open: () => sockets.size, // connections open now
     url: (p = '/hook') => `http://127.0.0.1:${server.address().port}${p}`,
     async close() {
       for (const c of sockets) c.destroy();
@@ -64,6 +65,45 @@ describe('webhooks against an abusive account', () => {
   });
   after(async () => {
     if (s) await s.stop();
+  });
+
+  test("an account's 20 hanging endpoints hold back neither another account nor more than 4 tries", { timeout: 120000 }, async () => {
+    const hang = await listener({ hang: true });
+    const good = await listener();
+    let open = 0;
+    let most = 0;
+    try {
+      const a = s.account('noisy');
+      const b = s.account('quiet');
+      for (let i = 0; i < 20; i++) {
+        const r = await s.call('POST', '/v1/webhooks', { key: a, body: { url: hang.url(`/a-${i}`) } });
+        assert.equal(r.status, 200, r.text);
+      }
+      const hb = await s.call('POST', '/v1/webhooks', { key: b, body: { url: good.url('/b') } });
+      assert.equal(hb.status, 200, hb.text);
+      const watch = setInterval(() => {
+        open = hang.open();
+        most = Math.max(most, open);
+      }, 20);
+      await cancelledJob(s, a);
+      await cancelledJob(s, a);
+      const t0 = Date.now();
+      const job = await cancelledJob(s, b);
+      const mine = await waitFor(async () => {
+        const d = await deliveries(s, hb.json.id, b);
+        return d.length === 2 && d.every((x) => x.status === 'delivered') && d;
+      }, { timeoutMs: 20000, everyMs: 100, what: "the quiet account's two events delivered" });
+      const took = Date.now() - t0;
+      clearInterval(watch);
+      console.log(`quiet account's events delivered in ${took} ms; the noisy account's tries open at once: at most ${most}`);
+      assert.ok(mine.every((x) => x.job === job && x.attempts === 1));
+      assert.equal(good.got.length, 2);
+      assert.ok(hang.got.length >= 1, 'the noisy account is tried too');
+      assert.ok(most <= 4, `the noisy account had ${most} tries open at once`);
+    } finally {
+      await hang.close();
+      await good.close();
+    }
   });
 
   test('80 concurrent registrations: exactly 20 accepted, and the list shows them all', async () => {

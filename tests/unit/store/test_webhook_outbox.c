@@ -2,7 +2,7 @@
  * isolation, deliveries queued only in the transaction of the job change
  * that raised them (none when it rolls back) and only for the webhooks that
  * want the type, handed out one per (webhook, job) in order, and gone with
- * their webhook; the per-account cap holds when many insert at once. Runs twice under CTest: on SQLite and on PostgreSQL
+ * their webhook, in turns between accounts and endpoints; the per-account cap holds when many insert at once. Runs twice under CTest: on SQLite and on PostgreSQL
  * (ALALLO_TEST_PG; store_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,13 +72,13 @@ static void add_webhook(struct store *s, const char *id, const char *account, co
     assert_int_equal(store_webhook_insert(s, &w, 20), ERR_OK);
 }
 
-static void add_job(struct store *s, char id[IDS_MAX])
+static void add_job_of(struct store *s, const char *account, const char *file, char id[IDS_MAX])
 {
     struct store_job j = {0};
     ids_make(j.id, sizeof j.id, "ftjob-");
-    strcpy(j.account, "acct-a");
+    strcpy(j.account, account);
     strcpy(j.model, "tiny");
-    strcpy(j.training_file, "file-x");
+    strcpy(j.training_file, file);
     strcpy(j.method, "supervised");
     strcpy(j.precision, "16-bit");
     strcpy(j.goal, "lowest_cost");
@@ -90,6 +90,8 @@ static void add_job(struct store *s, char id[IDS_MAX])
     assert_int_equal(store_job_insert(s, &j, NULL), ERR_OK);
     strcpy(id, j.id);
 }
+
+static void add_job(struct store *s, char id[IDS_MAX]) { add_job_of(s, "acct-a", "file-x", id); }
 
 struct raise {
     const char *type;
@@ -309,6 +311,49 @@ static enum alallo_err hook(enum job_status before, const struct store_job *job,
     return raise_cb(&copy, NULL, w, &r);
 }
 
+/* One account's backlog does not hold back another's first delivery, nor
+ * one endpoint's backlog the account's other endpoints: due deliveries
+ * come in turns, first between accounts, then between endpoints. */
+static void due_deliveries_take_turns_between_accounts_and_endpoints(void **state)
+{
+    struct fixture *f = *state;
+    add_webhook(f->s, "wh-a1", "acct-a", "");
+    add_webhook(f->s, "wh-a2", "acct-a", "fine_tuning.job.cancelled");
+    add_webhook(f->s, "wh-b", "acct-b", "");
+    char a[4][IDS_MAX], b[IDS_MAX];
+    struct raise r = {"alallo.fine_tuning.job.status", 100, ERR_OK};
+    for (int i = 0; i < 3; i++) { /* wh-a1's backlog: the oldest three */
+        add_job(f->s, a[i]);
+        assert_int_equal(store_job_update(f->s, a[i], NULL, raise_cb, &r), ERR_OK);
+    }
+    r.type = "fine_tuning.job.cancelled"; /* then one at wh-a1 and wh-a2 */
+    add_job(f->s, a[3]);
+    assert_int_equal(store_job_update(f->s, a[3], NULL, raise_cb, &r), ERR_OK);
+    r.type = "alallo.fine_tuning.job.status"; /* the newest: acct-b's */
+    struct store_file fl = {0};
+    strcpy(fl.id, "file-y");
+    strcpy(fl.account, "acct-b");
+    strcpy(fl.filename, "train.jsonl");
+    strcpy(fl.purpose, "fine-tune");
+    assert_int_equal(store_file_insert(f->s, &fl), ERR_OK);
+    add_job_of(f->s, "acct-b", "file-y", b);
+    assert_int_equal(store_job_update(f->s, b, NULL, raise_cb, &r), ERR_OK);
+
+    struct store_delivery d[8];
+    int n = 0;
+    assert_int_equal(store_delivery_due(f->s, 1000, d, 3, &n), ERR_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(d[0].webhook, "wh-a1"); /* acct-a's oldest */
+    assert_string_equal(d[0].job, a[0]);
+    assert_string_equal(d[1].webhook, "wh-b"); /* acct-b's turn */
+    assert_string_equal(d[2].webhook, "wh-a2"); /* acct-a's other endpoint */
+    assert_int_equal(store_delivery_due(f->s, 1000, d, 8, &n), ERR_OK);
+    assert_int_equal(n, 6); /* all due, the rest of wh-a1's backlog last */
+    assert_string_equal(d[3].job, a[1]);
+    assert_string_equal(d[4].job, a[2]);
+    assert_string_equal(d[5].job, a[3]);
+}
+
 static void the_job_hook_queues_in_the_same_transaction(void **state)
 {
     struct fixture *f = *state;
@@ -337,6 +382,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(the_cap_holds_under_concurrent_inserts, setup, teardown),
         cmocka_unit_test_setup_teardown(
             deliveries_are_queued_with_the_change_and_handed_out_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(due_deliveries_take_turns_between_accounts_and_endpoints,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(the_job_hook_queues_in_the_same_transaction, setup,
                                         teardown),
     };
