@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
+import dns from 'node:dns';
 import fs from 'node:fs';
+import os from 'node:os';
 
 import { SAMPLE, Serve, tmpdir, waitFor } from './service_harness.mjs';
 
@@ -185,6 +187,37 @@ describe('webhooks never reach internal addresses unless the operator allows the
         assert.match(d.last_answer, /^refused: the host's address is internal \(loopback\)/);
       }
       assert.equal(admin.got.length, before, 'no request reached the listener');
+    } finally {
+      await s.stop();
+      await admin.close();
+    }
+  });
+
+  // A name passes registration; its addresses are judged at each try. The
+  // machine's own name usually resolves to loopback (/etc/hosts); where it
+  // does not, there is nothing to try.
+  test('a host name that resolves to an internal address is refused at the connection', { timeout: 60000 }, async (t) => {
+    const name = os.hostname();
+    const addrs = await dns.promises.lookup(name, { all: true }).catch(() => []);
+    if (!addrs.length || !addrs.every((a) => a.address.startsWith('127.'))) {
+      t.skip(`${name} does not resolve to loopback only`);
+      return;
+    }
+    const admin = await listener({ answer: '{"admin_token":"tok-d0n0tl3ak"}' });
+    const s = await Serve.start({ args: ['--local-worker', 'none'] });
+    try {
+      const url = admin.url().replace('127.0.0.1', name);
+      const hook = await s.call('POST', '/v1/webhooks', { body: { url } });
+      assert.equal(hook.status, 200, hook.text);
+      await cancelledJob(s, s.key);
+      const tried = await waitFor(async () => {
+        const d = (await deliveries(s, hook.json.id)).filter((x) => x.attempts >= 1);
+        return d.length >= 1 && d;
+      }, { what: 'a try of the name' });
+      assert.equal(tried[0].status, 'pending');
+      assert.equal(tried[0].last_status, 0);
+      assert.match(tried[0].last_answer, /^refused: the host's address is internal \(loopback\)/);
+      assert.equal(admin.got.length, 0, 'no request reached the listener');
     } finally {
       await s.stop();
       await admin.close();
