@@ -13,13 +13,14 @@
 
 #include "api/handlers.h"
 #include "control/webhook_events.h"
-#include "core/clock.h"
+#include "control/webhooks.h"
 #include "core/ids.h"
 #include "core/text.h"
-#include "core/webhook_sign.h"
 
-#define WEBHOOKS_PER_ACCOUNT 20
 #define DELIVERIES_SHOWN 100
+/* Listed at most; more than the cap only where an older alallo let more
+ * in (has_more then says so). */
+#define WEBHOOKS_LISTED 100
 
 static json_t *shape_webhook(const struct store_webhook *w, bool with_secret)
 {
@@ -101,28 +102,13 @@ void webhooks_create(struct api_server *srv, struct http_request *req, struct ht
     }
     if (!parse_events(json_object_get(body, "events"), &w, res))
         goto out;
-    struct store_webhook *have = calloc(WEBHOOKS_PER_ACCOUNT, sizeof *have);
-    int n = 0;
-    enum alallo_err e = have ? store_webhook_list(srv->ctl->store, req->account.id, have,
-                                                  WEBHOOKS_PER_ACCOUNT, &n)
-                             : ERR_NOMEM;
-    free(have);
-    if (e) {
-        api_store_error(res, e);
-        goto out;
-    }
-    if (n >= WEBHOOKS_PER_ACCOUNT) {
-        api_error(res, ERR_INVALID, "An account has at most 20 webhooks; delete one first.",
-                  "url");
-        goto out;
-    }
     snprintf(w.url, sizeof w.url, "%s", url);
     snprintf(w.account, sizeof w.account, "%s", req->account.id);
-    ids_make(w.id, sizeof w.id, "wh-");
-    webhook_new_secret(w.secret, sizeof w.secret);
-    w.created_ms = clock_now_ms();
-    e = store_webhook_insert(srv->ctl->store, &w);
-    if (e)
+    char why[200] = "";
+    enum alallo_err e = control_webhook_create(srv->ctl, &w, why, sizeof why);
+    if (e == ERR_INVALID && why[0])
+        api_error(res, e, why, "url");
+    else if (e)
         api_store_error(res, e);
     else
         api_json(res, 200, shape_webhook(&w, true));
@@ -132,19 +118,19 @@ out:
 
 void webhooks_list(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
-    struct store_webhook *rows = calloc(WEBHOOKS_PER_ACCOUNT, sizeof *rows);
+    struct store_webhook *rows = calloc(WEBHOOKS_LISTED + 1, sizeof *rows);
     int n = 0;
     enum alallo_err e = rows ? store_webhook_list(srv->ctl->store, req->account.id, rows,
-                                                  WEBHOOKS_PER_ACCOUNT, &n)
+                                                  WEBHOOKS_LISTED + 1, &n)
                              : ERR_NOMEM;
     if (e) {
         api_store_error(res, e);
     } else {
         json_t *data = json_array();
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n && i < WEBHOOKS_LISTED; i++)
             json_array_append_new(data, shape_webhook(&rows[i], false));
         api_json(res, 200, json_pack("{s:s,s:o,s:b}", "object", "list", "data", data,
-                                     "has_more", 0));
+                                     "has_more", n > WEBHOOKS_LISTED));
     }
     free(rows);
 }
@@ -159,8 +145,7 @@ static void not_found(struct http_response *res, const char *id)
 void webhooks_delete(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     const char *id = req->params[0];
-    enum alallo_err e = ids_valid(id) ? store_webhook_delete(srv->ctl->store, req->account.id, id)
-                                      : ERR_NOT_FOUND;
+    enum alallo_err e = control_webhook_delete(srv->ctl, req->account.id, id);
     if (e == ERR_NOT_FOUND)
         not_found(res, id);
     else if (e)

@@ -2,7 +2,8 @@
  *
  *   alallo serve [--port N] [--host ADDR] [--data DIR] [--models DIR]
  *                [--local-worker SPEC|none]... [--worker-timeout S]
- *                [--time-limit S] [--webhook URL] [--max-upload BYTES]
+ *                [--time-limit S] [--webhook URL] [--webhook-allow CIDR]...
+ *                [--max-upload BYTES]
  *                [--executor slurm|process [--slurm-pool SPEC]... [--cluster-data S=N]
  *                 [--runner-url URL]] [--advertise URL] [--wandb-url URL]
  *
@@ -133,7 +134,8 @@ static void usage(FILE *f)
           "                    [--store URL (default: SQLite in DATA; postgresql://...)]\n"
           "                    [--local-worker SPEC|none]... [--worker-timeout S]\n"
           "                    [--time-limit S] [--budget-multiple X] [--start-timeout S]\n"
-          "                    [--plan-scale X] [--webhook URL] [--max-upload BYTES]\n"
+          "                    [--plan-scale X] [--webhook URL] [--webhook-allow CIDR]...\n"
+          "                    [--max-upload BYTES]\n"
           "                    [--rate-limit PER_SECOND] [--header-timeout S]\n"
           "                    [--executor slurm|process] [--slurm-pool POOL]...\n"
           "                    [--cluster-data SERVER_PREFIX=NODE_PREFIX] [--runner-url URL]\n"
@@ -285,6 +287,15 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             if ((strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
                 !text_copy(ccfg->webhook, sizeof ccfg->webhook, val))
                 goto bad;
+        } else if (strcmp(arg, "--webhook-allow") == 0) {
+            /* an internal range accounts' webhooks may reach (docs/security.md) */
+            if (webhook_allow_add(&ccfg->webhook_allow, val) != 0) {
+                fprintf(stderr,
+                        "alallo serve: bad value for --webhook-allow: %s (a CIDR range such as "
+                        "10.1.0.0/16 or fd00::/8; at most %d)\n",
+                        val, WEBHOOK_ALLOW_MAX);
+                return -1;
+            }
         } else if (strcmp(arg, "--rate-limit") == 0) {
             /* Requests per second per API key (bursts of twice that); 0 = off. */
             char *end;

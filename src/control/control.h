@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/err.h"
+#include "control/webhook_target.h"
 #include "core/log.h"
 #include "store/store.h"
 
@@ -29,6 +30,9 @@ struct control_config {
     int64_t time_limit_s; /* running time per job across attempts (default 12 h) */
     double budget_multiple; /* stop past this x the upper estimated time (default 2) */
     char webhook[512];      /* "" for none */
+    /* internal ranges accounts' webhooks may reach (--webhook-allow;
+       webhook_target.h); none by default */
+    struct webhook_allow webhook_allow;
     int start_timeout_s;    /* an attempt not `started` this long is ended (default 300) */
     int start_tries;        /* attempts that never start before the job fails (default 3) */
     double plan_scale;      /* memory plan x this (tests; default 1) */

@@ -359,9 +359,9 @@ enum alallo_err store_calibration_list(struct store *s, int cap, struct store_ca
     return s->ops->calibration_list(s->impl, cap, out, n);
 }
 
-enum alallo_err store_webhook_insert(struct store *s, const struct store_webhook *w)
+enum alallo_err store_webhook_insert(struct store *s, const struct store_webhook *w, int cap)
 {
-    return s->ops->webhook_insert(s->impl, w);
+    return s->ops->webhook_insert(s->impl, w, cap);
 }
 
 enum alallo_err store_webhook_list(struct store *s, const char *account, struct store_webhook *out, int cap, int *n)

@@ -559,8 +559,11 @@ void store_set_job_hook(struct store *s, store_job_hook_fn fn, void *ctx);
 int store_writes_checkpoint_count(const struct store_writes *w);
 const struct store_checkpoint *store_writes_checkpoint_at(const struct store_writes *w, int i);
 
-/* Inserts w (its id, account, url, events, secret and created_ms set). */
-enum alallo_err store_webhook_insert(struct store *s, const struct store_webhook *w);
+/* Inserts w (its id, account, url, events, secret and created_ms set)
+ * unless its account already has `cap` webhooks: then ERR_CONFLICT and
+ * nothing is written. The count and the insert are one atomic step, so
+ * concurrent inserts of one account never pass the cap together. */
+enum alallo_err store_webhook_insert(struct store *s, const struct store_webhook *w, int cap);
 
 /* Webhooks of `account`, oldest first, at most cap. */
 enum alallo_err store_webhook_list(struct store *s, const char *account,

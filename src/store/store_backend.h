@@ -57,7 +57,7 @@ struct store_ops {
     enum alallo_err (*setting_get)(struct store_impl *s, const char *account, const char *key, char *out, size_t cap);
     enum alallo_err (*cursor_put)(struct store_impl *s, const char *job, const char *kind, int64_t sent_seq, int64_t sent_lines);
     enum alallo_err (*cursor_pending)(struct store_impl *s, const char *kind, struct store_cursor *out, int cap, int *n);
-    enum alallo_err (*webhook_insert)(struct store_impl *s, const struct store_webhook *w);
+    enum alallo_err (*webhook_insert)(struct store_impl *s, const struct store_webhook *w, int cap);
     enum alallo_err (*webhook_list)(struct store_impl *s, const char *account, struct store_webhook *out, int cap, int *n);
     enum alallo_err (*webhook_get)(struct store_impl *s, const char *account, const char *id, struct store_webhook *out);
     enum alallo_err (*webhook_delete)(struct store_impl *s, const char *account, const char *id);

@@ -38,4 +38,25 @@
     "seq, event_id, webhook, account, job, type, body, attempts, next_try, last_status, "        \
     "last_answer, state, created, delivered"
 
+/* The due deliveries (store_delivery_due), NOW and CAP the placeholders of
+ * the backend. Each is the oldest pending delivery of its (webhook, job)
+ * whose time has come, from two bounded sets: the CAP oldest such
+ * deliveries (the old order, for throughput) and each endpoint's oldest
+ * pending delivery (one index step each: deliveries_heads), so that no
+ * backlog, however long, hides another endpoint's. They come in turns: by
+ * their rank within their account (ar), the account's endpoints taking
+ * turns (wr, the rank within the webhook), then by age
+ * (docs/security.md, "Webhooks"). */
+#define DLV_DUE_SQL(NOW, CAP)                                                                      \
+    "SELECT " DLV_COLS " FROM (SELECT d.*, row_number() OVER"                                      \
+    " (PARTITION BY account ORDER BY wr, seq) AS ar FROM (SELECT d.*,"                             \
+    " row_number() OVER (PARTITION BY webhook ORDER BY seq) AS wr"                                 \
+    " FROM deliveries d WHERE d.next_try <= " NOW " AND d.seq IN ("                                \
+    "SELECT seq FROM (SELECT o.seq FROM deliveries o WHERE o.state = 0"                            \
+    " AND o.next_try <= " NOW " AND NOT EXISTS (SELECT 1 FROM deliveries p"                        \
+    " WHERE p.state = 0 AND p.webhook = o.webhook AND p.job = o.job AND p.seq < o.seq)"            \
+    " ORDER BY o.seq LIMIT " CAP ") g UNION SELECT (SELECT min(h.seq) FROM deliveries h"           \
+    " WHERE h.webhook = w.id AND h.state = 0) FROM webhooks w)) d) d"                              \
+    " ORDER BY ar, seq LIMIT " CAP
+
 #endif

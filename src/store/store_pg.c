@@ -151,6 +151,8 @@ static const char *const migrations[] = {
     " value TEXT NOT NULL, PRIMARY KEY(account, key));"
     "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
     " sent_seq BIGINT NOT NULL, sent_lines BIGINT NOT NULL, PRIMARY KEY(job, kind));",
+    /* 14: as SQLite's 14, each endpoint's oldest pending delivery */
+    "CREATE INDEX deliveries_heads ON deliveries(webhook, seq) WHERE state = 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 #define PG_LATEST (PG_FIRST - 1 + MIGRATIONS)
@@ -236,6 +238,7 @@ enum sql_id {
     S_LED_LIST,
     S_CAL_INSERT,
     S_CAL_LIST,
+    S_WH_LOCK,
     S_WH_INSERT,
     S_WH_LIST,
     S_WH_GET,
@@ -365,7 +368,11 @@ static const char *const sql_text[S_COUNT] = {
                       " AS pending ORDER BY turn, seq LIMIT $2",
     [S_CAL_LIST] = "SELECT " CALIB_COLS " FROM (SELECT * FROM calibration ORDER BY seq DESC"
                    " LIMIT $1) AS newest ORDER BY seq",
-    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES($1,$2,$3,$4,$5,$6)",
+    /* an account's registrations one at a time (pg_webhook_insert) */
+    [S_WH_LOCK] = "SELECT pg_advisory_xact_lock(7160002, hashtext($1))",
+    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") SELECT $1::text, $2::text, $3::text,"
+                    " $4::text, $5::text, $6::bigint"
+                    " WHERE (SELECT count(*) FROM webhooks WHERE account = $2) < $7::bigint",
     [S_WH_LIST] = "SELECT " WH_COLS " FROM webhooks WHERE account = $1 ORDER BY seq LIMIT $2",
     [S_WH_GET] = "SELECT " WH_COLS " FROM webhooks WHERE id = $1",
     [S_WH_GET_ACC] = "SELECT " WH_COLS " FROM webhooks WHERE id = $1 AND account = $2",
@@ -378,10 +385,7 @@ static const char *const sql_text[S_COUNT] = {
                       " position(',' || $3 || ',' IN ',' || events || ',') > 0) ORDER BY seq",
     [S_DLV_LIST] = "SELECT " DLV_COLS " FROM deliveries WHERE webhook = $1"
                    " ORDER BY seq DESC LIMIT $2",
-    [S_DLV_DUE] = "SELECT " DLV_COLS " FROM deliveries d WHERE state = 0 AND next_try <= $1"
-                  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.state = 0"
-                  " AND p.webhook = d.webhook AND p.job = d.job AND p.seq < d.seq)"
-                  " ORDER BY seq LIMIT $2",
+    [S_DLV_DUE] = DLV_DUE_SQL("$1", "$2"),
     [S_DLV_RECORD] = "UPDATE deliveries SET attempts = $1, last_status = $2, last_answer = $3,"
                      " state = $4, next_try = $5, delivered = $6 WHERE seq = $7",
 };
@@ -2198,8 +2202,15 @@ static void read_delivery(const PGresult *r, int row, struct store_delivery *d)
     d->delivered_ms = col_i64(r, row, 13);
 }
 
-static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct store_webhook *w)
+/* The count and the insert in one transaction that holds the account's
+ * advisory lock: under READ COMMITTED the insert's count then sees every
+ * registration of the account committed before it, so concurrent ones
+ * never pass the cap together. */
+static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct store_webhook *w,
+                                         int cap)
 {
+    struct params lock = {0};
+    p_text(&lock, w->account);
     struct params p = {0};
     P_STR(&p, w->id);
     P_STR(&p, w->account);
@@ -2207,7 +2218,25 @@ static enum alallo_err pg_webhook_insert(struct store_impl *s, const struct stor
     P_STR(&p, w->events);
     P_STR(&p, w->secret);
     p_i64(&p, w->created_ms);
-    return write_one(s, S_WH_INSERT, &p, NULL, "write webhook");
+    p_i64(&p, cap);
+    struct conn *c = pool_get(s);
+    enum alallo_err e = conn_ready(c);
+    if (!e)
+        e = exec_cmd(c, "BEGIN");
+    if (!e)
+        e = run_done(c, S_WH_LOCK, &lock, "lock the account's webhooks");
+    PGresult *r = NULL;
+    if (!e)
+        e = run(c, S_WH_INSERT, &p, &r, "write webhook");
+    if (!e && strtol(PQcmdTuples(r), NULL, 10) == 0)
+        e = ERR_CONFLICT; /* the account has `cap` already */
+    PQclear(r);
+    if (!e)
+        e = exec_cmd(c, "COMMIT");
+    if (e)
+        rollback(c);
+    pool_put(s, c);
+    return e == ERR_RETRY_TX ? ERR_UNAVAILABLE : e;
 }
 
 static enum alallo_err pg_webhook_list(struct store_impl *s, const char *account,

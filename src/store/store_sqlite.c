@@ -195,6 +195,9 @@ static const char *const migrations[] = {
     " value TEXT NOT NULL, PRIMARY KEY(account, key));"
     "CREATE TABLE integration_cursors(job TEXT NOT NULL, kind TEXT NOT NULL,"
     " sent_seq INTEGER NOT NULL, sent_lines INTEGER NOT NULL, PRIMARY KEY(job, kind));",
+    /* 14: each endpoint's oldest pending delivery in one step, for the
+     * sender's turns between endpoints (DLV_DUE_SQL) */
+    "CREATE INDEX deliveries_heads ON deliveries(webhook, seq) WHERE state = 0;",
 };
 #define MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
@@ -366,7 +369,9 @@ static const char *const sql_text[S_COUNT] = {
                    " LIMIT ?) ORDER BY seq",
     [S_LED_LIST] = "SELECT " LEDGER_COLS " FROM ledger WHERE account = ? AND seq < ?"
                    " ORDER BY seq DESC LIMIT ?",
-    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") VALUES(?,?,?,?,?,?)",
+    /* one statement under the write lock: the count and the insert are atomic */
+    [S_WH_INSERT] = "INSERT INTO webhooks(" WH_COLS ") SELECT ?1,?2,?3,?4,?5,?6"
+                    " WHERE (SELECT count(*) FROM webhooks WHERE account = ?2) < ?7",
     [S_WH_LIST] = "SELECT " WH_COLS " FROM webhooks WHERE account = ? ORDER BY seq LIMIT ?",
     [S_WH_GET] = "SELECT " WH_COLS " FROM webhooks WHERE id = ?",
     [S_WH_GET_ACC] = "SELECT " WH_COLS " FROM webhooks WHERE id = ? AND account = ?",
@@ -377,10 +382,7 @@ static const char *const sql_text[S_COUNT] = {
                       " WHERE account = ?6 AND (events = '' OR"
                       " instr(',' || events || ',', ',' || ?3 || ',') > 0) ORDER BY seq",
     [S_DLV_LIST] = "SELECT " DLV_COLS " FROM deliveries WHERE webhook = ? ORDER BY seq DESC LIMIT ?",
-    [S_DLV_DUE] = "SELECT " DLV_COLS " FROM deliveries d WHERE state = 0 AND next_try <= ?1"
-                  " AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.state = 0"
-                  " AND p.webhook = d.webhook AND p.job = d.job AND p.seq < d.seq)"
-                  " ORDER BY seq LIMIT ?2",
+    [S_DLV_DUE] = DLV_DUE_SQL("?1", "?2"),
     [S_DLV_RECORD] = "UPDATE deliveries SET attempts = ?, last_status = ?, last_answer = ?,"
                      " state = ?, next_try = ?, delivered = ? WHERE seq = ?",
 };
@@ -1972,7 +1974,8 @@ static void read_delivery(sqlite3_stmt *st, struct store_delivery *d)
     d->delivered_ms = sqlite3_column_int64(st, 13);
 }
 
-static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct store_webhook *w)
+static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct store_webhook *w,
+                                         int cap)
 {
     WRITE_BEGIN(s);
     enum alallo_err e = ERR_IO;
@@ -1984,7 +1987,10 @@ static enum alallo_err sq_webhook_insert(struct store_impl *s, const struct stor
         rc |= BIND_STR(st, 4, w->events);
         rc |= BIND_STR(st, 5, w->secret);
         rc |= sqlite3_bind_int64(st, 6, w->created_ms);
+        rc |= sqlite3_bind_int(st, 7, cap);
         e = step_done(c, st, rc, "write webhook");
+        if (!e && sqlite3_changes(c->db) == 0)
+            e = ERR_CONFLICT; /* the account has `cap` already */
     }
     WRITE_END(s);
     return e;

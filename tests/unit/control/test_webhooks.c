@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "control/webhook_delivery.h"
@@ -100,12 +101,86 @@ static void back_off_doubles_to_an_hour_and_gives_up_after_a_day(void **state)
     assert_int_equal(webhook_next_try_ms(31, t0, t0 + WEBHOOK_GIVE_UP_MS), -1);
 }
 
+static struct store_delivery delivery(int64_t seq, const char *account, const char *webhook)
+{
+    struct store_delivery d = {.seq = seq};
+    strcpy(d.account, account);
+    strcpy(d.webhook, webhook);
+    return d;
+}
+
+/* The noisy neighbour: acct-a has 40 due deliveries over 20 endpoints
+ * before acct-b's one; acct-a gets WEBHOOK_PER_ACCOUNT tries, acct-b its
+ * own at once. */
+static void an_account_gets_its_share_and_no_more(void **state)
+{
+    (void)state;
+    struct store_delivery due[41];
+    char wh[IDS_MAX];
+    for (int i = 0; i < 40; i++) {
+        snprintf(wh, sizeof wh, "wh-a%d", i % 20);
+        due[i] = delivery(i + 1, "acct-a", wh);
+    }
+    due[40] = delivery(41, "acct-b", "wh-b");
+    int pick[41];
+    int n = webhook_pick(due, 41, NULL, 0, pick);
+    assert_int_equal(n, WEBHOOK_PER_ACCOUNT + 1);
+    for (int i = 0; i < WEBHOOK_PER_ACCOUNT; i++)
+        assert_int_equal(pick[i], i);
+    assert_int_equal(pick[WEBHOOK_PER_ACCOUNT], 40);
+
+    /* with acct-a's share in flight, only acct-b's is started */
+    const struct store_delivery *flying[WEBHOOK_PER_ACCOUNT];
+    for (int i = 0; i < WEBHOOK_PER_ACCOUNT; i++)
+        flying[i] = &due[i];
+    n = webhook_pick(due, 41, flying, WEBHOOK_PER_ACCOUNT, pick);
+    assert_int_equal(n, 1);
+    assert_int_equal(pick[0], 40);
+}
+
+static void an_endpoint_and_the_server_have_bounds_too(void **state)
+{
+    (void)state;
+    /* one endpoint's backlog: WEBHOOK_PER_ENDPOINT of it, then the next endpoint */
+    struct store_delivery due[64];
+    for (int i = 0; i < 5; i++)
+        due[i] = delivery(i + 1, "acct-a", "wh-1");
+    due[5] = delivery(6, "acct-a", "wh-2");
+    int pick[64];
+    int n = webhook_pick(due, 6, NULL, 0, pick);
+    assert_int_equal(n, WEBHOOK_PER_ENDPOINT + 1);
+    assert_int_equal(pick[0], 0);
+    assert_int_equal(pick[1], 1);
+    assert_int_equal(pick[2], 5);
+
+    /* a delivery in flight is not started twice */
+    const struct store_delivery *flying[1] = {&due[0]};
+    n = webhook_pick(due, 6, flying, 1, pick);
+    assert_int_equal(n, 2);
+    assert_int_equal(pick[0], 1);
+    assert_int_equal(pick[1], 5);
+
+    /* 64 accounts due at once: WEBHOOK_IN_FLIGHT_MAX start, in order */
+    char acct[IDS_MAX];
+    for (int i = 0; i < 64; i++) {
+        snprintf(acct, sizeof acct, "acct-%d", i);
+        due[i] = delivery(i + 1, acct, acct);
+    }
+    n = webhook_pick(due, 64, NULL, 0, pick);
+    assert_int_equal(n, WEBHOOK_IN_FLIGHT_MAX);
+    assert_int_equal(pick[WEBHOOK_IN_FLIGHT_MAX - 1], WEBHOOK_IN_FLIGHT_MAX - 1);
+    n = webhook_pick(due, 64, flying, 1, pick);
+    assert_int_equal(n, WEBHOOK_IN_FLIGHT_MAX - 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_status_change_and_the_end),
         cmocka_unit_test(a_checkpoint),
         cmocka_unit_test(back_off_doubles_to_an_hour_and_gives_up_after_a_day),
+        cmocka_unit_test(an_account_gets_its_share_and_no_more),
+        cmocka_unit_test(an_endpoint_and_the_server_have_bounds_too),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * isolation, deliveries queued only in the transaction of the job change
  * that raised them (none when it rolls back) and only for the webhooks that
  * want the type, handed out one per (webhook, job) in order, and gone with
- * their webhook. Runs twice under CTest: on SQLite and on PostgreSQL
+ * their webhook, in turns between accounts and endpoints; the per-account cap holds when many insert at once. Runs twice under CTest: on SQLite and on PostgreSQL
  * (ALALLO_TEST_PG; store_fixture.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,16 +69,16 @@ static void add_webhook(struct store *s, const char *id, const char *account, co
     strcpy(w.events, events);
     strcpy(w.secret, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
     w.created_ms = 1000;
-    assert_int_equal(store_webhook_insert(s, &w), ERR_OK);
+    assert_int_equal(store_webhook_insert(s, &w, 20), ERR_OK);
 }
 
-static void add_job(struct store *s, char id[IDS_MAX])
+static void add_job_of(struct store *s, const char *account, const char *file, char id[IDS_MAX])
 {
     struct store_job j = {0};
     ids_make(j.id, sizeof j.id, "ftjob-");
-    strcpy(j.account, "acct-a");
+    strcpy(j.account, account);
     strcpy(j.model, "tiny");
-    strcpy(j.training_file, "file-x");
+    strcpy(j.training_file, file);
     strcpy(j.method, "supervised");
     strcpy(j.precision, "16-bit");
     strcpy(j.goal, "lowest_cost");
@@ -89,6 +90,8 @@ static void add_job(struct store *s, char id[IDS_MAX])
     assert_int_equal(store_job_insert(s, &j, NULL), ERR_OK);
     strcpy(id, j.id);
 }
+
+static void add_job(struct store *s, char id[IDS_MAX]) { add_job_of(s, "acct-a", "file-x", id); }
 
 struct raise {
     const char *type;
@@ -132,7 +135,59 @@ static void webhooks_belong_to_their_account(void **state)
     strcpy(w.id, "wh-4");
     strcpy(w.account, "acct-a");
     memset(w.url, 'x', sizeof w.url);
-    assert_int_equal(store_webhook_insert(f->s, &w), ERR_INVALID);
+    assert_int_equal(store_webhook_insert(f->s, &w, 20), ERR_INVALID);
+}
+
+#define RACERS 8
+#define TRIES 10
+#define CAP 5
+
+struct racer {
+    struct store *s;
+    int index, accepted, refused;
+};
+
+static void *race(void *arg)
+{
+    struct racer *r = arg;
+    for (int i = 0; i < TRIES; i++) {
+        struct store_webhook w = {0};
+        snprintf(w.id, sizeof w.id, "wh-r%d-%d", r->index, i);
+        strcpy(w.account, "acct-race");
+        strcpy(w.url, "http://127.0.0.1:9/h");
+        strcpy(w.secret, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        enum alallo_err e = store_webhook_insert(r->s, &w, CAP);
+        r->accepted += e == ERR_OK;
+        r->refused += e == ERR_CONFLICT;
+    }
+    return NULL;
+}
+
+/* The count and the insert are one step: RACERS threads inserting at once
+ * get exactly CAP in, every other insert refused with ERR_CONFLICT. */
+static void the_cap_holds_under_concurrent_inserts(void **state)
+{
+    struct fixture *f = *state;
+    add_webhook(f->s, "wh-other", "acct-other", ""); /* another account's do not count */
+    struct racer r[RACERS] = {0};
+    pthread_t t[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i].s = f->s;
+        r[i].index = i;
+        assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+    }
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(t[i], NULL);
+        accepted += r[i].accepted;
+        refused += r[i].refused;
+    }
+    assert_int_equal(accepted, CAP);
+    assert_int_equal(refused, RACERS * TRIES - CAP);
+    struct store_webhook out[CAP + 1];
+    int n = 0;
+    assert_int_equal(store_webhook_list(f->s, "acct-race", out, CAP + 1, &n), ERR_OK);
+    assert_int_equal(n, CAP);
 }
 
 static void deliveries_are_queued_with_the_change_and_handed_out_in_order(void **state)
@@ -256,6 +311,49 @@ static enum alallo_err hook(enum job_status before, const struct store_job *job,
     return raise_cb(&copy, NULL, w, &r);
 }
 
+/* One account's backlog does not hold back another's first delivery, nor
+ * one endpoint's backlog the account's other endpoints: due deliveries
+ * come in turns, first between accounts, then between endpoints. */
+static void due_deliveries_take_turns_between_accounts_and_endpoints(void **state)
+{
+    struct fixture *f = *state;
+    add_webhook(f->s, "wh-a1", "acct-a", "");
+    add_webhook(f->s, "wh-a2", "acct-a", "fine_tuning.job.cancelled");
+    add_webhook(f->s, "wh-b", "acct-b", "");
+    char a[4][IDS_MAX], b[IDS_MAX];
+    struct raise r = {"alallo.fine_tuning.job.status", 100, ERR_OK};
+    for (int i = 0; i < 3; i++) { /* wh-a1's backlog: the oldest three */
+        add_job(f->s, a[i]);
+        assert_int_equal(store_job_update(f->s, a[i], NULL, raise_cb, &r), ERR_OK);
+    }
+    r.type = "fine_tuning.job.cancelled"; /* then one at wh-a1 and wh-a2 */
+    add_job(f->s, a[3]);
+    assert_int_equal(store_job_update(f->s, a[3], NULL, raise_cb, &r), ERR_OK);
+    r.type = "alallo.fine_tuning.job.status"; /* the newest: acct-b's */
+    struct store_file fl = {0};
+    strcpy(fl.id, "file-y");
+    strcpy(fl.account, "acct-b");
+    strcpy(fl.filename, "train.jsonl");
+    strcpy(fl.purpose, "fine-tune");
+    assert_int_equal(store_file_insert(f->s, &fl), ERR_OK);
+    add_job_of(f->s, "acct-b", "file-y", b);
+    assert_int_equal(store_job_update(f->s, b, NULL, raise_cb, &r), ERR_OK);
+
+    struct store_delivery d[8];
+    int n = 0;
+    assert_int_equal(store_delivery_due(f->s, 1000, d, 3, &n), ERR_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(d[0].webhook, "wh-a1"); /* acct-a's oldest */
+    assert_string_equal(d[0].job, a[0]);
+    assert_string_equal(d[1].webhook, "wh-b"); /* acct-b's turn */
+    assert_string_equal(d[2].webhook, "wh-a2"); /* acct-a's other endpoint */
+    assert_int_equal(store_delivery_due(f->s, 1000, d, 8, &n), ERR_OK);
+    assert_int_equal(n, 6); /* all due, the rest of wh-a1's backlog last */
+    assert_string_equal(d[3].job, a[1]);
+    assert_string_equal(d[4].job, a[2]);
+    assert_string_equal(d[5].job, a[3]);
+}
+
 static void the_job_hook_queues_in_the_same_transaction(void **state)
 {
     struct fixture *f = *state;
@@ -281,8 +379,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(webhooks_belong_to_their_account, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_cap_holds_under_concurrent_inserts, setup, teardown),
         cmocka_unit_test_setup_teardown(
             deliveries_are_queued_with_the_change_and_handed_out_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(due_deliveries_take_turns_between_accounts_and_endpoints,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(the_job_hook_queues_in_the_same_transaction, setup,
                                         teardown),
     };
