@@ -2,10 +2,13 @@
 #include "control/checkpoint_models.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "control/jobs.h"
 #include "control/lifecycle.h"
@@ -49,18 +52,15 @@ static bool is_dir(const char *path)
 }
 
 /* Makes checkpoint ck of job j into the folder `kept` (model/ and, for
- * LoRA, adapter/ inside): in a temporary folder beside it, renamed into
- * place. Another request that made it first wins; ours is removed. */
+ * LoRA, adapter/ inside), from the base model's folder `base`: in a
+ * temporary folder beside it, renamed into place. ERR_NOT_FOUND when the
+ * trainer pruned the checkpoint meanwhile (not an internal failure). */
 static enum alallo_err materialize(struct control *ctl, const struct store_job *j,
-                                   const struct store_checkpoint *ck, const char *kept)
+                                   const struct store_checkpoint *ck, const char *base,
+                                   const char *kept)
 {
-    char base[1024], tmp[1100], model[1200], adapter[1200];
-    if (!lifecycle_model_dir(ctl, j, base, sizeof base))
-        return ERR_NOT_FOUND;
-    const char *slash = strrchr(kept, '/');
-    char parent[1024];
-    if (!slash || !text_printf(parent, sizeof parent, "%.*s", (int)(slash - kept), kept) ||
-        fs_mkdirs(parent, 0755) != 0 || !text_printf(tmp, sizeof tmp, "%s.tmp-XXXXXX", kept) ||
+    char tmp[1100], model[1200], adapter[1200];
+    if (!text_printf(tmp, sizeof tmp, "%s.tmp-XXXXXX", kept) ||
         !mkdtemp(tmp) || !text_printf(model, sizeof model, "%s/model", tmp) ||
         !text_printf(adapter, sizeof adapter, "%s/adapter", tmp)) {
         log_line("error", "job %s: no folder for checkpoint %ld as a model: %s", j->id, ck->step,
@@ -68,12 +68,17 @@ static enum alallo_err materialize(struct control *ctl, const struct store_job *
         return ERR_INTERNAL;
     }
     bool lora = strcmp(j->adapter, "lora") == 0;
-    char *argv[] = {ctl->alallo_bin, "train",  "--materialize", (char *)ck->path, "--base", base,
+    char *argv[] = {ctl->alallo_bin, "train",  "--materialize", (char *)ck->path, "--base", (char *)base,
                     "--out",         model,    lora ? "--adapter-out" : NULL,       adapter, NULL};
     struct child_result r;
     int rc = child_run(argv, MATERIALIZE_TIMEOUT_S, 1 << 20, &r);
     enum alallo_err e = ERR_OK;
-    if (rc != 0 || r.exit_status != 0) {
+    struct stat st;
+    if ((rc != 0 || r.exit_status != 0) && stat(ck->path, &st) != 0) {
+        log_line("info", "job %s: checkpoint %ld was pruned while it was made into a model", j->id,
+                 ck->step);
+        e = ERR_NOT_FOUND;
+    } else if (rc != 0 || r.exit_status != 0) {
         log_line("error", "job %s: checkpoint %ld could not be made into a model (exit %d%s): %.600s",
                  j->id, ck->step, r.exit_status, r.timed_out ? ", timed out" : "",
                  r.err[0] ? r.err : "no message");
@@ -86,6 +91,53 @@ static enum alallo_err materialize(struct control *ctl, const struct store_job *
     child_result_free(&r);
     if (is_dir(tmp))
         fs_remove_tree(tmp); /* failed, or another request kept its own first */
+    return e;
+}
+
+/* Makes the folder `kept` of checkpoint ck unless it is there: one build
+ * per job at a time, in this process and any other on the same data (a
+ * standby answers reads too), behind an flock on the job's
+ * checkpoint-models/build.lock; a caller that waited finds the folder its
+ * predecessor made. ERR_NOT_FOUND with why set when the checkpoint or the
+ * base model is gone. */
+static enum alallo_err build_once(struct control *ctl, const struct store_job *j,
+                                  const struct store_checkpoint *ck, const char *name,
+                                  const char *kept, char *why, size_t whycap)
+{
+    char parent[1024], lock[1100], base[1024];
+    const char *slash = strrchr(kept, '/');
+    if (!slash || !text_printf(parent, sizeof parent, "%.*s", (int)(slash - kept), kept) ||
+        fs_mkdirs(parent, 0755) != 0 ||
+        !text_printf(lock, sizeof lock, "%s/build.lock", parent)) {
+        log_line("error", "job %s: no folder for its checkpoints as models: %s", j->id,
+                 strerror(errno));
+        return ERR_INTERNAL;
+    }
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+        log_line("error", "job %s: cannot lock %s: %s", j->id, lock, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return ERR_INTERNAL;
+    }
+    enum alallo_err e = ERR_OK;
+    struct stat st;
+    if (is_dir(kept)) {
+        e = ERR_OK; /* made while this one waited */
+    } else if (stat(ck->path, &st) != 0) {
+        e = ERR_NOT_FOUND;
+    } else if (!lifecycle_model_dir(ctl, j, base, sizeof base)) {
+        text_printf(why, whycap, "The base model of %.200s is gone.", name);
+        e = ERR_NOT_FOUND;
+    } else {
+        e = materialize(ctl, j, ck, base, kept);
+    }
+    if (e == ERR_NOT_FOUND && !why[0])
+        text_printf(why, whycap, "The checkpoint %.200s is no longer kept.", name);
+    else if (e && e != ERR_NOT_FOUND)
+        text_copy(why, whycap, "The checkpoint could not be made into a model.");
+    flock(fd, LOCK_UN);
+    close(fd);
     return e;
 }
 
@@ -120,11 +172,7 @@ enum alallo_err control_checkpoint_model_dir(struct control *ctl, const char *ac
         text_printf(why, whycap, "The checkpoint %.200s is no longer kept.", name);
         goto out;
     }
-    e = is_dir(kept) ? ERR_OK : materialize(ctl, j, &ck, kept);
-    if (e == ERR_NOT_FOUND)
-        text_printf(why, whycap, "The base model of %.200s is gone.", name);
-    else if (e)
-        text_copy(why, whycap, "The checkpoint could not be made into a model.");
+    e = is_dir(kept) ? ERR_OK : build_once(ctl, j, &ck, name, kept, why, whycap);
     if (!e && (!text_printf(dir, cap, "%s/model", kept) ||
                !text_printf(adapter, acap, "%s/adapter", kept)))
         e = ERR_INTERNAL;

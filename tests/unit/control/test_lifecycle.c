@@ -11,7 +11,11 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <pthread.h>
+
+#include "control/checkpoint_models.h"
 #include "control/lifecycle.h"
+#include "core/fs.h"
 #include "../api/api_harness.h"
 
 static void register_worker(struct harness *h, const char *name, const char *mem, double price)
@@ -1544,6 +1548,117 @@ static void a_memory_report_keeps_the_lower_precision_message(void **state)
     h_free(h);
 }
 
+/* A stand-in for `alallo train --materialize CKPT --base B --out MODEL`:
+ * counts its runs in DIR/runs, takes a moment, and makes the model folder;
+ * when DIR/prune exists, the trainer has pruned the checkpoint meanwhile
+ * (it is removed) and the run fails. */
+static void fake_materializer(struct harness *h)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/materialize.sh", h->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\nd=%s\necho run >> \"$d/runs\"\nsleep 1\n"
+               "if [ -f \"$d/prune\" ]; then rm -rf \"$3\"; exit 1; fi\n"
+               "mkdir -p \"$7\" && echo '{}' > \"$7/config.json\"\n",
+            h->dir);
+    fclose(f);
+    chmod(path, 0755);
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "%s", path);
+}
+
+static int lines_in(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0, c;
+    while (f && (c = fgetc(f)) != EOF)
+        n += c == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Reports a checkpoint of step `step` in its folder of the attempt, and gives
+ * its model name (the newest checkpoint's, as the API lists it). */
+static void post_checkpoint(struct harness *h, const struct claim *c, const char *id, int step,
+                            bool first, char name[300] /* OUT */)
+{
+    char ck[1100], ev[1000], path[160];
+    snprintf(ck, sizeof ck, "%s/step-%d", c->checkpoint_dir, step);
+    assert_int_equal(fs_mkdirs(ck, 0700), 0);
+    snprintf(ev, sizeof ev,
+             "%s{\"event\":\"checkpoint\",\"t\":0.%d,\"step\":%d,\"path\":\"step-%d\","
+             "\"train_loss\":1}",
+             first ? STARTED "," : "", step, step, step);
+    assert_int_equal(events(h, c, c->fence, ev, NULL, 0), 200);
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/checkpoints", id);
+    struct reply r = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *newest = json_array_get(json_object_get(r.json, "data"), 0);
+    assert_int_equal(json_integer_value(json_object_get(newest, "step_number")), step);
+    snprintf(name, 300, "%s", h_str(newest, "fine_tuned_model_checkpoint"));
+    reply_free(&r);
+}
+
+struct ckpt_use {
+    struct harness *h;
+    const char *account, *name;
+    enum alallo_err e;
+    pthread_t th;
+};
+
+static void *use_checkpoint(void *arg)
+{
+    struct ckpt_use *u = arg;
+    char dir[1024], adapter[1024], why[300];
+    u->e = control_checkpoint_model_dir(u->h->srv.ctl, u->account, u->name, dir, sizeof dir,
+                                        adapter, sizeof adapter, NULL, why, sizeof why);
+    return NULL;
+}
+
+/* Twelve first uses of one checkpoint at once make it into a model once
+ * (the others wait for that build); a checkpoint the trainer prunes while
+ * it is being made is 404, not an internal error. */
+static void a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    fake_materializer(h);
+    register_worker(h, "w1", "8000000000", 3600.0);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    char names[2][300];
+    post_checkpoint(h, &c, id, 5, true, names[0]);
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+
+    struct ckpt_use u[12];
+    for (int i = 0; i < 12; i++) {
+        u[i] = (struct ckpt_use){.h = h, .account = a.id, .name = names[0]};
+        assert_int_equal(pthread_create(&u[i].th, NULL, use_checkpoint, &u[i]), 0);
+    }
+    for (int i = 0; i < 12; i++) {
+        pthread_join(u[i].th, NULL);
+        assert_int_equal(u[i].e, ERR_OK);
+    }
+    char runs[1100], prune[1100];
+    snprintf(runs, sizeof runs, "%s/runs", h->dir);
+    assert_int_equal(lines_in(runs), 1);
+
+    post_checkpoint(h, &c, id, 6, false, names[1]);
+    snprintf(prune, sizeof prune, "%s/prune", h->dir);
+    FILE *f = fopen(prune, "w");
+    assert_non_null(f);
+    fclose(f);
+    u[0] = (struct ckpt_use){.h = h, .account = a.id, .name = names[1]};
+    use_checkpoint(&u[0]);
+    assert_int_equal(u[0].e, ERR_NOT_FOUND);
+    assert_int_equal(lines_in(runs), 2);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1566,6 +1681,7 @@ int main(void)
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
+        cmocka_unit_test(a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
         cmocka_unit_test(a_memory_report_keeps_the_lower_precision_message),
