@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "control/jobs.h"
@@ -20,6 +22,14 @@
 
 #define CKPT_MARK ":ckpt-step-"
 #define MATERIALIZE_TIMEOUT_S 600
+/* Builds kept per job (a listed checkpoint's, docs/api.md: the newest and
+ * the newest three that end an epoch), and how long one must have gone
+ * unused before it may be removed for a new one (a generation's time
+ * limit and an export's copy take less). */
+#define BUILDS_KEPT 4
+#define BUILD_IDLE_S 300
+/* Jobs of an account looked through for one that trains from a build. */
+#define JOBS_SCANNED 10000
 
 bool control_checkpoint_name_parse(const char *name, char *job_id, size_t cap, long *step)
 {
@@ -94,6 +104,79 @@ static enum alallo_err materialize(struct control *ctl, const struct store_job *
     return e;
 }
 
+/* Whether a job of `account` trains from model `name` (then the build is
+ * its base and stays). True too when the store cannot say, or the account
+ * has more jobs than are looked through. */
+static bool a_job_trains_from(struct control *ctl, const char *account, const char *name)
+{
+    struct store_job *jobs = calloc(STORE_LIST_MAX, sizeof *jobs);
+    if (!jobs)
+        return true;
+    char after[IDS_MAX] = "";
+    bool found = false, more = true;
+    for (int seen = 0; more && !found; seen += STORE_LIST_MAX) {
+        int n = 0;
+        if (seen >= JOBS_SCANNED ||
+            store_job_list(ctl->store, account, after[0] ? after : NULL, STORE_LIST_MAX, jobs, &n,
+                           &more) != ERR_OK) {
+            found = true;
+            break;
+        }
+        for (int i = 0; i < n && !found; i++)
+            found = strcmp(jobs[i].model, name) == 0;
+        if (n > 0)
+            text_copy(after, sizeof after, jobs[n - 1].id);
+        else
+            more = false;
+    }
+    free(jobs);
+    return found;
+}
+
+/* Makes room for one more build in `parent` (job j's checkpoint-models):
+ * while BUILDS_KEPT or more are there, removes the least recently used
+ * one (its folder's time, renewed at each use) that went unused for
+ * BUILD_IDLE_S and is no job's base. When none may go, keeps them all. */
+static void evict_builds(struct control *ctl, const struct store_job *j, const char *parent)
+{
+    char ft[300];
+    control_fine_tuned_model_name(j, ft, sizeof ft);
+    for (;;) {
+        DIR *d = opendir(parent);
+        if (!d)
+            return;
+        int count = 0;
+        long oldest_step = -1;
+        time_t oldest = 0, idle_before = time(NULL) - BUILD_IDLE_S;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char path[1200], name[600], *end;
+            long step = strncmp(e->d_name, "step-", 5) == 0 ? strtol(e->d_name + 5, &end, 10) : 0;
+            struct stat st;
+            if (step <= 0 || *end ||
+                !text_printf(path, sizeof path, "%s/%s", parent, e->d_name) ||
+                stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+                continue;
+            count++;
+            if (st.st_mtime >= idle_before || (oldest_step > 0 && st.st_mtime >= oldest) ||
+                !text_printf(name, sizeof name, "%s%s%ld", ft, CKPT_MARK, step) ||
+                a_job_trains_from(ctl, j->account, name))
+                continue;
+            oldest_step = step;
+            oldest = st.st_mtime;
+        }
+        closedir(d);
+        char victim[1200];
+        if (count < BUILDS_KEPT || oldest_step <= 0 ||
+            !text_printf(victim, sizeof victim, "%s/step-%ld", parent, oldest_step))
+            return;
+        log_line("info", "job %s: checkpoint %ld as a model removed (unused; %d kept at most)",
+                 j->id, oldest_step, BUILDS_KEPT);
+        if (fs_remove_tree(victim) != 0)
+            return;
+    }
+}
+
 /* Makes the folder `kept` of checkpoint ck unless it is there: one build
  * per job at a time, in this process and any other on the same data (a
  * standby answers reads too), behind an flock on the job's
@@ -130,6 +213,7 @@ static enum alallo_err build_once(struct control *ctl, const struct store_job *j
         text_printf(why, whycap, "The base model of %.200s is gone.", name);
         e = ERR_NOT_FOUND;
     } else {
+        evict_builds(ctl, j, parent);
         e = materialize(ctl, j, ck, base, kept);
     }
     if (e == ERR_NOT_FOUND && !why[0])
@@ -172,7 +256,11 @@ enum alallo_err control_checkpoint_model_dir(struct control *ctl, const char *ac
         text_printf(why, whycap, "The checkpoint %.200s is no longer kept.", name);
         goto out;
     }
-    e = is_dir(kept) ? ERR_OK : build_once(ctl, j, &ck, name, kept, why, whycap);
+    /* Used now: its time renewed makes it the last to be removed (a build
+     * removed meanwhile is made again). */
+    e = is_dir(kept) && utimensat(AT_FDCWD, kept, NULL, 0) == 0
+            ? ERR_OK
+            : build_once(ctl, j, &ck, name, kept, why, whycap);
     if (!e && (!text_printf(dir, cap, "%s/model", kept) ||
                !text_printf(adapter, acap, "%s/adapter", kept)))
         e = ERR_INTERNAL;

@@ -11,7 +11,9 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "control/checkpoint_models.h"
 #include "control/lifecycle.h"
@@ -34,20 +36,26 @@ static void register_worker(struct harness *h, const char *name, const char *mem
     fleet_invalidate(h->srv.ctl);
 }
 
-static char *new_job(struct harness *h, const char *key, const char *extra)
+/* A job of `key` that trains `model`. */
+static char *new_job_of(struct harness *h, const char *key, const char *model, const char *extra)
 {
     struct reply r = h_upload(h, key, "train.jsonl", SAMPLE_JSONL);
-    char body[512];
+    char body[1024];
     snprintf(body, sizeof body,
-             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"n_epochs\":10,"
+             "{\"model\":\"%s\",\"training_file\":\"%s\",\"hyperparameters\":{\"n_epochs\":10,"
              "\"batch_size\":1}%s}",
-             h_str(r.json, "id"), extra ? extra : "");
+             model, h_str(r.json, "id"), extra ? extra : "");
     reply_free(&r);
     r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, key, body);
     assert_int_equal(r.status, 200);
     char *id = strdup(h_str(r.json, "id"));
     reply_free(&r);
     return id;
+}
+
+static char *new_job(struct harness *h, const char *key, const char *extra)
+{
+    return new_job_of(h, key, "tiny", extra);
 }
 
 struct claim {
@@ -1549,7 +1557,8 @@ static void a_memory_report_keeps_the_lower_precision_message(void **state)
 }
 
 /* A stand-in for `alallo train --materialize CKPT --base B --out MODEL`:
- * counts its runs in DIR/runs, takes a moment, and makes the model folder;
+ * counts its runs in DIR/runs, takes a moment, and makes the model folder
+ * (a copy of the base model);
  * when DIR/prune exists, the trainer has pruned the checkpoint meanwhile
  * (it is removed) and the run fails. */
 static void fake_materializer(struct harness *h)
@@ -1560,11 +1569,23 @@ static void fake_materializer(struct harness *h)
     assert_non_null(f);
     fprintf(f, "#!/bin/sh\nd=%s\necho run >> \"$d/runs\"\nsleep 1\n"
                "if [ -f \"$d/prune\" ]; then rm -rf \"$3\"; exit 1; fi\n"
-               "mkdir -p \"$7\" && echo '{}' > \"$7/config.json\"\n",
+               "mkdir -p \"$7\" && cp \"$d\"/models/tiny/* \"$7/\"\n",
             h->dir);
     fclose(f);
     chmod(path, 0755);
     snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "%s", path);
+}
+
+/* A harness whose materializer is the stand-in, and a job running on
+ * worker w1 (its id in *id, to free; its claim in *c). */
+static struct harness *running_job_with_fake_materializer(char **id, struct claim *c)
+{
+    struct harness *h = h_new();
+    fake_materializer(h);
+    register_worker(h, "w1", "8000000000", 3600.0);
+    *id = new_job(h, h->key, NULL);
+    assert_true(claim(h, "w1", c));
+    return h;
 }
 
 static int lines_in(const char *path)
@@ -1587,7 +1608,7 @@ static void post_checkpoint(struct harness *h, const struct claim *c, const char
     snprintf(ck, sizeof ck, "%s/step-%d", c->checkpoint_dir, step);
     assert_int_equal(fs_mkdirs(ck, 0700), 0);
     snprintf(ev, sizeof ev,
-             "%s{\"event\":\"checkpoint\",\"t\":0.%d,\"step\":%d,\"path\":\"step-%d\","
+             "%s{\"event\":\"checkpoint\",\"t\":%d.5,\"step\":%d,\"path\":\"step-%d\","
              "\"train_loss\":1}",
              first ? STARTED "," : "", step, step, step);
     assert_int_equal(events(h, c, c->fence, ev, NULL, 0), 200);
@@ -1622,12 +1643,9 @@ static void *use_checkpoint(void *arg)
 static void a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found(void **state)
 {
     (void)state;
-    struct harness *h = h_new();
-    fake_materializer(h);
-    register_worker(h, "w1", "8000000000", 3600.0);
-    char *id = new_job(h, h->key, NULL);
     struct claim c;
-    assert_true(claim(h, "w1", &c));
+    char *id;
+    struct harness *h = running_job_with_fake_materializer(&id, &c);
     char names[2][300];
     post_checkpoint(h, &c, id, 5, true, names[0]);
     struct store_account a;
@@ -1659,6 +1677,72 @@ static void a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found(void 
     h_free(h);
 }
 
+static bool build_kept(struct harness *h, const char *id, int step)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/jobs/%s/checkpoint-models/step-%d", h->srv.ctl->cfg.data_dir,
+             id, step);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void age_build(struct harness *h, const char *id, int step, int seconds)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/jobs/%s/checkpoint-models/step-%d", h->srv.ctl->cfg.data_dir,
+             id, step);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= seconds;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* A job keeps at most four checkpoints made into models: a new one removes
+ * the least recently used that has gone unused for minutes, never one a
+ * job trains from, never one used just now. */
+static void checkpoint_builds_beyond_four_are_removed_least_recently_used_first(void **state)
+{
+    (void)state;
+    struct claim c;
+    char *id;
+    struct harness *h = running_job_with_fake_materializer(&id, &c);
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+    char names[11][300];
+    struct ckpt_use u = {.h = h, .account = a.id};
+    for (int step = 5; step <= 8; step++) {
+        post_checkpoint(h, &c, id, step, step == 5, names[step]);
+        u.name = names[step];
+        use_checkpoint(&u);
+        assert_int_equal(u.e, ERR_OK);
+    }
+    /* A job trains from step 6's model. */
+    char *from6 = new_job_of(h, h->key, names[6], NULL);
+    age_build(h, id, 5, 3600);
+    age_build(h, id, 6, 3500);
+    age_build(h, id, 7, 3400);
+    post_checkpoint(h, &c, id, 9, false, names[9]);
+    u.name = names[9];
+    use_checkpoint(&u);
+    assert_int_equal(u.e, ERR_OK);
+    assert_false(build_kept(h, id, 5)); /* the least recently used */
+    for (int step = 6; step <= 9; step++)
+        assert_true(build_kept(h, id, step));
+    post_checkpoint(h, &c, id, 10, false, names[10]);
+    u.name = names[10];
+    use_checkpoint(&u);
+    assert_int_equal(u.e, ERR_OK);
+    assert_true(build_kept(h, id, 6)); /* a job's base */
+    assert_false(build_kept(h, id, 7));
+    assert_true(build_kept(h, id, 8)); /* used just now */
+    assert_true(build_kept(h, id, 9));
+    assert_true(build_kept(h, id, 10));
+    free(from6);
+    free(id);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1682,6 +1766,7 @@ int main(void)
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
         cmocka_unit_test(a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found),
+        cmocka_unit_test(checkpoint_builds_beyond_four_are_removed_least_recently_used_first),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
         cmocka_unit_test(a_memory_report_keeps_the_lower_precision_message),
