@@ -27,6 +27,9 @@
  * unused before it may be removed for a new one (a generation's time
  * limit and an export's copy take less). */
 #define BUILDS_KEPT 4
+/* Builds running at once in one process, all jobs together: each is a
+ * child process on the server's CPU and a model's worth of disk writes. */
+#define BUILDS_AT_ONCE 2
 #define BUILD_IDLE_S 300
 /* Jobs of an account looked through for one that trains from a build. */
 #define JOBS_SCANNED 10000
@@ -214,7 +217,14 @@ static enum alallo_err build_once(struct control *ctl, const struct store_job *j
         e = ERR_NOT_FOUND;
     } else {
         evict_builds(ctl, j, parent);
+        /* A place among BUILDS_AT_ONCE: waited for however long, since a
+         * job's attempt may need the build (each ends within its time). */
+        while (atomic_fetch_add(&ctl->checkpoint_builds, 1) >= BUILDS_AT_ONCE) {
+            atomic_fetch_sub(&ctl->checkpoint_builds, 1);
+            nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        }
         e = materialize(ctl, j, ck, base, kept);
+        atomic_fetch_sub(&ctl->checkpoint_builds, 1);
     }
     if (e == ERR_NOT_FOUND && !why[0])
         text_printf(why, whycap, "The checkpoint %.200s is no longer kept.", name);

@@ -1557,7 +1557,8 @@ static void a_memory_report_keeps_the_lower_precision_message(void **state)
 }
 
 /* A stand-in for `alallo train --materialize CKPT --base B --out MODEL`:
- * counts its runs in DIR/runs, takes a moment, and makes the model folder
+ * counts its runs in DIR/runs and those running at its start in
+ * DIR/at-once, takes a moment, and makes the model folder
  * (a copy of the base model);
  * when DIR/prune exists, the trainer has pruned the checkpoint meanwhile
  * (it is removed) and the run fails. */
@@ -1567,7 +1568,9 @@ static void fake_materializer(struct harness *h)
     snprintf(path, sizeof path, "%s/materialize.sh", h->dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "#!/bin/sh\nd=%s\necho run >> \"$d/runs\"\nsleep 1\n"
+    fprintf(f, "#!/bin/sh\nd=%s\necho run >> \"$d/runs\"\n"
+               "mkdir -p \"$d/active/$$\"; ls \"$d/active\" | wc -l >> \"$d/at-once\"\n"
+               "sleep 1\nrmdir \"$d/active/$$\"\n"
                "if [ -f \"$d/prune\" ]; then rm -rf \"$3\"; exit 1; fi\n"
                "mkdir -p \"$7\" && cp \"$d\"/models/tiny/* \"$7/\"\n",
             h->dir);
@@ -1743,6 +1746,51 @@ static void checkpoint_builds_beyond_four_are_removed_least_recently_used_first(
     h_free(h);
 }
 
+/* Checkpoints of three jobs made into models at once: two builds run at a
+ * time, the third waits its turn. */
+static void at_most_two_checkpoint_builds_run_at_once(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    fake_materializer(h);
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+    char names[3][300], *ids[3];
+    struct ckpt_use u[3];
+    for (int i = 0; i < 3; i++) {
+        char worker[8];
+        snprintf(worker, sizeof worker, "w%d", i + 1);
+        register_worker(h, worker, "8000000000", 3600.0);
+        ids[i] = new_job(h, h->key, NULL);
+        struct claim c;
+        assert_true(claim(h, worker, &c));
+        post_checkpoint(h, &c, c.job, 5, true, names[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        u[i] = (struct ckpt_use){.h = h, .account = a.id, .name = names[i]};
+        assert_int_equal(pthread_create(&u[i].th, NULL, use_checkpoint, &u[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(u[i].th, NULL);
+        assert_int_equal(u[i].e, ERR_OK);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/runs", h->dir);
+    assert_int_equal(lines_in(path), 3);
+    snprintf(path, sizeof path, "%s/at-once", h->dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int n, most = 0;
+    while (fscanf(f, "%d", &n) == 1)
+        most = n > most ? n : most;
+    fclose(f);
+    /* Never three (each build lasts a second; all three start at once). */
+    assert_true(most >= 1 && most <= 2);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1767,6 +1815,7 @@ int main(void)
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
         cmocka_unit_test(a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found),
         cmocka_unit_test(checkpoint_builds_beyond_four_are_removed_least_recently_used_first),
+        cmocka_unit_test(at_most_two_checkpoint_builds_run_at_once),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
         cmocka_unit_test(a_memory_report_keeps_the_lower_precision_message),
