@@ -421,6 +421,7 @@ static void fixture_down(void)
 {
     if (!fx.up)
         return;
+    api_server_pools_close(&fx.srv);
     control_close(&fx.ctl);
     remove_tree(fx.root);
     fx.up = false;
@@ -463,6 +464,8 @@ static void fixture_up(void)
         fprintf(stderr, "fixture: %s\n", err);
         abort();
     }
+    srv->cfg.slot_wait_ms = 0; /* one input at a time: a busy slot is 429 at once */
+    FUZZ_CHECK(api_server_pools_open(srv) == 0);
     FUZZ_CHECK(setup_create_account(srv->ctl->store, "other", fx.other_key) == ERR_OK);
     fx.up = true;
 

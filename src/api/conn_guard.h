@@ -13,11 +13,21 @@
  *  - Each may wait at most `wait_ms` for its headers, counted from when it
  *    began to wait. Bytes that trickle in do not extend it.
  *
- * A connection whose headers have arrived is *busy* and never cut here:
+ * A connection whose headers have arrived is *busy* and never cut for
+ * waiting:
  * a request with a body is admitted at its headers only if its caller's
  * key or token is good (http_mhd.c); one without a body is answered at
  * once. The slots between `max_waiting` and the server's connection limit
  * are the reserve that busy (checked) connections use.
+ *
+ * A busy connection whose answer is a download that holds a scarce place
+ * (an export: a copy of a model and one of few slots) may be given a floor
+ * rate (conn_guard_floor): in each window of CONN_GUARD_FLOOR_WINDOW_MS,
+ * its reader must take at least the floor's worth of bytes, or it is cut,
+ * when bytes were still waiting for it (a reader that keeps up with a slow
+ * producer is never cut). What the reader took is what was handed to the
+ * socket (conn_guard_sent) less what the socket still queues (`unsent`,
+ * by default the SIOCOUTQ ioctl).
  *
  * Cutting is `cut(fd)` (by default shutdown(2)); the connection's own
  * thread then notices and closes it. The caller must call
@@ -34,12 +44,16 @@ struct conn_guard;
 struct conn_guard_entry; /* one per open connection, owned by the guard */
 
 typedef void (*conn_guard_cut_fn)(int fd);
+typedef int64_t (*conn_guard_unsent_fn)(int fd); /* bytes queued on fd, not yet taken */
+
+#define CONN_GUARD_FLOOR_WINDOW_MS 10000
 
 struct conn_guard_stats {
     int waiting;        /* waiting now, not yet cut */
     int busy;           /* headers arrived, request not finished */
     uint64_t cut_full;  /* cut to make room for a newer connection */
     uint64_t cut_late;  /* cut for waiting longer than wait_ms */
+    uint64_t cut_slow;  /* downloads cut for being read below their floor */
 };
 
 /* A guard for at most max_waiting (>= 1) waiting connections, each for at
@@ -67,7 +81,19 @@ void conn_guard_wait(struct conn_guard *g, struct conn_guard_entry *e, int64_t n
  * frees e. NULL is fine. */
 void conn_guard_close(struct conn_guard *g, struct conn_guard_entry *e);
 
-/* Cuts every connection that began waiting wait_ms or more before now_ms.
+/* How the bytes a socket still queues are counted (tests); NULL: SIOCOUTQ. */
+void conn_guard_set_unsent(struct conn_guard *g, conn_guard_unsent_fn unsent);
+
+/* e (busy) answers with a download that must be read at floor_bps (> 0)
+ * bytes a second or more, from now_ms until its request is finished. */
+void conn_guard_floor(struct conn_guard *g, struct conn_guard_entry *e, int64_t floor_bps,
+                      int64_t now_ms);
+
+/* n more bytes of e's download were handed to its socket. */
+void conn_guard_sent(struct conn_guard *g, struct conn_guard_entry *e, int64_t n);
+
+/* Cuts every connection that began waiting wait_ms or more before now_ms,
+ * and every download whose window ended with its reader below the floor.
  * Returns how many. */
 int conn_guard_expire(struct conn_guard *g, int64_t now_ms);
 

@@ -3,9 +3,12 @@
  * A `serve` that does not lead (control/leadership.h) answers reads (GET)
  * itself, from the store, and sends every other call (creations, cancels,
  * uploads, estimates, completions and all of the workers' calls) on to the
- * leader's URL, relaying the answer. So every write reaches the one
- * process whose caches (the scheduler's snapshot, the fleet) must see it,
- * and clients and workers need not know which process leads
+ * leader's URL, relaying the answer: whole, or, for an event stream (a
+ * streamed chat answer), piece by piece as the leader sends it, so that
+ * the first piece comes as early as through the leader (at most 1 MiB of
+ * it held for a slow reader). So every write reaches the one process
+ * whose caches (the scheduler's snapshot, the fleet) must see it, and
+ * clients and workers need not know which process leads
  * (docs/operations.md, "High availability").
  *
  * A forwarded call carries FORWARD_HEADER; a process that does not lead

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "store/store.h"
@@ -53,6 +54,9 @@ struct http_response {
     http_stream_fn stream; /* when non-NULL, body is unused */
     void *stream_ctx;
     void (*stream_free)(void *ctx);
+    /* A stream read slower than this many bytes a second is cut, its
+     * connection closed (0: never; api/conn_guard.h says how it is measured). */
+    int64_t floor_bps;
     char header_name[32]; /* one extra header, e.g. Content-Disposition */
     char header_value[256];
 };

@@ -52,10 +52,21 @@ struct conn_state {
 #define TOO_LARGE_MESSAGE "The request body is larger than this endpoint accepts."
 
 
+static struct conn_guard_entry *guard_entry(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 struct stream_box {
     http_stream_fn fn;
     void *ctx;
     void (*free_fn)(void *ctx);
+    /* With a floor rate: the guard that counts what is sent, and the
+     * connection's entry (read only while the connection is open). */
+    struct conn_guard *guard;
+    struct conn_guard_entry *entry;
 };
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -67,6 +78,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         return MHD_CONTENT_READER_END_OF_STREAM;
     if (n < 0)
         return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (b->entry)
+        conn_guard_sent(b->guard, b->entry, n);
     return n;
 }
 
@@ -89,7 +102,13 @@ static enum MHD_Result send_response(struct http_server *h, struct MHD_Connectio
         struct stream_box *b = malloc(sizeof *b);
         if (!b)
             return MHD_NO;
-        *b = (struct stream_box){res->stream, res->stream_ctx, res->stream_free};
+        *b = (struct stream_box){res->stream, res->stream_ctx, res->stream_free, NULL, NULL};
+        if (res->floor_bps > 0) {
+            b->entry = guard_entry(conn);
+            b->guard = h->guard;
+            if (b->entry)
+                conn_guard_floor(h->guard, b->entry, res->floor_bps, clock_mono_ms());
+        }
         res->stream = NULL;
         res->stream_ctx = NULL;
         res->stream_free = NULL;
@@ -298,13 +317,6 @@ static bool read_request(struct conn_state *cs, struct MHD_Connection *conn, con
         return false;
     }
     return true;
-}
-
-static struct conn_guard_entry *guard_entry(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    return ci ? ci->socket_context : NULL;
 }
 
 /* The first call for a request: its line and headers have arrived, its

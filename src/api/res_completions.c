@@ -1,11 +1,14 @@
 /* res_completions.c - POST /v1/completions (OpenAI shape): generation from
  * a base or fine-tuned model (control_generate, a child process with a
- * time limit). At most cfg.max_completions run at once; more get 429. */
+ * time limit). At most cfg.max_completions run at once, shared fairly
+ * between accounts (fair_share.h): a call waits up to cfg.slot_wait_ms for
+ * its turn, then gets 429. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/fair_share.h"
 #include "api/handlers.h"
 #include "control/models.h"
 #include "core/ids.h"
@@ -71,8 +74,7 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
         api_error(res, found, msg[0] ? msg : NULL, found == ERR_NOT_FOUND ? "model" : NULL);
         return NULL;
     }
-    if (atomic_fetch_add(&srv->completions_running, 1) >= srv->cfg.max_completions) {
-        atomic_fetch_sub(&srv->completions_running, 1);
+    if (!fair_share_take(srv->generations, req->account.id, srv->cfg.slot_wait_ms)) {
         api_error(res, ERR_RATE_LIMITED, "Too many generations are running; try again shortly.",
                   NULL);
         return NULL;
@@ -81,7 +83,7 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
     char why[600];
     enum alallo_err e = control_generate(srv->ctl, dir, model, g, srv->cfg.completion_timeout_s,
                                          &out, why, sizeof why);
-    atomic_fetch_sub(&srv->completions_running, 1);
+    fair_share_give(srv->generations, req->account.id);
     if (e) {
         api_error(res, e,
                   e == ERR_INVALID       ? why

@@ -13,6 +13,7 @@
 #include "control/checkpoint_models.h"
 #include "control/fleet.h"
 #include "control/sched_link.h"
+#include "api/fair_share.h"
 #include "api/handlers.h"
 #include "api/job_request.h"
 #include "control/lifecycle.h"
@@ -138,7 +139,8 @@ void models_get(struct api_server *srv, struct http_request *req, struct http_re
 
 struct export_stream {
     struct control_artifact art; /* what was made; removed at the end */
-    atomic_int *running;         /* the count of downloads this one holds */
+    struct fair_share *pool;     /* the pool whose slot this one holds, or NULL */
+    char account[IDS_MAX];       /* whose slot it is */
     DIR *dir;
     FILE *cur; /* the file being sent */
     size_t cur_left;
@@ -157,29 +159,32 @@ static void export_free(void *vctx)
     if (x->dir)
         closedir(x->dir);
     control_artifact_free(&x->art);
-    if (x->running)
-        atomic_fetch_sub(x->running, 1);
+    if (x->pool)
+        fair_share_give(x->pool, x->account);
     free(x);
 }
 
 /* A new download's stream, holding one of cfg.max_exports places from now
- * until export_free (its temporary copy of the model lives as long).
- * NULL after answering 429 (all places taken) or 500 (no memory). */
-static struct export_stream *export_begin(struct api_server *srv, struct http_response *res)
+ * until export_free (its temporary copy of the model lives as long); the
+ * places are shared fairly between accounts, and a call waits up to
+ * cfg.slot_wait_ms for its turn. NULL after answering 429 (no place in
+ * time) or 500 (no memory). */
+static struct export_stream *export_begin(struct api_server *srv, const struct http_request *req,
+                                          struct http_response *res)
 {
     struct export_stream *x = calloc(1, sizeof *x);
     if (!x) {
         api_error(res, ERR_NOMEM, NULL, NULL);
         return NULL;
     }
-    if (atomic_fetch_add(&srv->exports_running, 1) >= srv->cfg.max_exports) {
-        atomic_fetch_sub(&srv->exports_running, 1);
+    if (!fair_share_take(srv->exports, req->account.id, srv->cfg.slot_wait_ms)) {
         free(x);
         api_error(res, ERR_RATE_LIMITED, "Too many exports are being made; try again shortly.",
                   NULL);
         return NULL;
     }
-    x->running = &srv->exports_running;
+    x->pool = srv->exports;
+    text_copy(x->account, sizeof x->account, req->account.id);
     return x;
 }
 
@@ -301,7 +306,7 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
         api_error(res, ERR_INVALID, "dtype must be f16, bf16, f32, q8_0, q4_0 or q4_k_m.", "dtype");
         return;
     }
-    struct export_stream *x = export_begin(srv, res);
+    struct export_stream *x = export_begin(srv, req, res);
     if (!x) {
         free(f);
         return;
@@ -342,6 +347,7 @@ void models_export(struct api_server *srv, struct http_request *req, struct http
     res->stream = export_read;
     res->stream_ctx = x;
     res->stream_free = export_free;
+    res->floor_bps = srv->cfg.export_floor_bps;
 }
 
 /* ---- a checkpoint as a model folder ------------------------------------ */
@@ -379,7 +385,7 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
         api_error(res, ERR_NOT_FOUND, "No such checkpoint, or it is no longer kept.", "step");
         goto fail;
     }
-    x = export_begin(srv, res);
+    x = export_begin(srv, req, res);
     if (!x)
         goto fail;
     enum alallo_err e = control_checkpoint_model(srv->ctl, j, c->path, &x->art, msg, sizeof msg);
@@ -407,6 +413,7 @@ void jobs_checkpoint_content(struct api_server *srv, struct http_request *req,
     res->stream = export_read;
     res->stream_ctx = x;
     res->stream_free = export_free;
+    res->floor_bps = srv->cfg.export_floor_bps;
     free(j);
     free(ck);
     return;

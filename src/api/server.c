@@ -1,6 +1,7 @@
 /* server.c - defaults and the answering helpers of server.h. */
 #include "api/server.h"
 
+#include "api/fair_share.h"
 #include "api/jsonw.h"
 
 #include <stdarg.h>
@@ -18,8 +19,33 @@ void api_config_defaults(struct api_config *cfg)
     cfg->completion_timeout_s = 120;
     cfg->max_completions = 2;
     cfg->max_exports = 2;
+    cfg->slot_wait_ms = 15000;
+    cfg->export_floor_bps = 32 * 1024;
     cfg->rate_limit = 1000;
     cfg->header_timeout_s = 15;
+}
+
+/* Callers that may wait for a slot, per pool: at most this many times
+ * the slots (one account at most as many as there are slots). */
+#define POOL_WAITING_PER_SLOT 8
+
+int api_server_pools_open(struct api_server *srv)
+{
+    srv->generations = fair_share_new(srv->cfg.max_completions,
+                                      POOL_WAITING_PER_SLOT * srv->cfg.max_completions);
+    srv->exports =
+        fair_share_new(srv->cfg.max_exports, POOL_WAITING_PER_SLOT * srv->cfg.max_exports);
+    if (srv->generations && srv->exports)
+        return 0;
+    api_server_pools_close(srv);
+    return -1;
+}
+
+void api_server_pools_close(struct api_server *srv)
+{
+    fair_share_free(srv->generations);
+    fair_share_free(srv->exports);
+    srv->generations = srv->exports = NULL;
 }
 
 void api_json(struct http_response *res, int status, json_t *value)

@@ -23,8 +23,10 @@ struct api_config {
     int64_t max_upload;     /* largest POST /v1/files body, bytes */
     int64_t max_body;       /* largest other body, bytes */
     int completion_timeout_s;
-    int max_completions; /* generations running at once */
+    int max_completions; /* generations (streamed or not) running at once, shared fairly */
     int max_exports;     /* exports and checkpoint downloads at once (each a model copy) */
+    int slot_wait_ms;    /* how long a call waits for its fair share of those (default 15 s) */
+    int64_t export_floor_bps; /* a download read slower than this is cut (default 32 kB/s) */
     double rate_limit;   /* requests per second per API key; 0 = off (default 1000) */
     int header_timeout_s; /* a connection's time to send its request headers (default 15) */
 };
@@ -40,6 +42,7 @@ struct api_metrics {
 };
 
 struct ratelimit;
+struct fair_share;
 
 struct api_server {
     struct api_config cfg;
@@ -47,10 +50,18 @@ struct api_server {
     struct ratelimit *ratelimit; /* per-key limit on /v1 calls; NULL = none */
     struct api_metrics metrics;
     char worker_token[128];
-    atomic_int completions_running;
-    atomic_int exports_running; /* downloads holding a temporary model copy */
+    /* The server-wide slots, shared fairly between accounts (fair_share.h):
+     * generations, and downloads holding a temporary model copy. */
+    struct fair_share *generations;
+    struct fair_share *exports;
     atomic_int stopping; /* set on shutdown: streams end */
 };
+
+/* Makes the slot pools of srv->cfg. 0, or -1 on out of memory. */
+int api_server_pools_open(struct api_server *srv);
+
+/* Frees them; no call may be running. */
+void api_server_pools_close(struct api_server *srv);
 
 /* Answers with a JSON value (stolen: the caller's reference is consumed).
  * A NULL value is an out-of-memory 500. */

@@ -528,6 +528,12 @@ int cmd_serve(int argc, char **argv)
             return 1;
         }
     }
+    if (api_server_pools_open(&srv) != 0) {
+        fprintf(stderr, "alallo serve: out of memory for the slot pools\n");
+        ratelimit_free(srv.ratelimit);
+        control_close(&ctl);
+        return 1;
+    }
     struct http_server *http;
     if (http_server_start(&srv, a.host, srv.cfg.port, &http, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: %s\n", err);
@@ -628,6 +634,7 @@ int cmd_serve(int argc, char **argv)
     wandb_forward_stop(wandb);
     leadership_close(&ctl);
     ratelimit_free(srv.ratelimit);
+    api_server_pools_close(&srv);
     control_close(&ctl);
     curl_global_cleanup();
     log_line("info", "stopped");

@@ -8,8 +8,16 @@
  * does) and keeps it with the job's files, in DATA/jobs/ID/checkpoint-models/
  * step-N/{model,adapter}, so later uses (and jobs trained from it) find it
  * even after the trainer pruned the checkpoint's own files. The folder is
- * made under a temporary name and renamed into place, so concurrent first
- * uses and a crash halfway never leave a half-made model there.
+ * made under a temporary name and renamed into place, so a crash halfway
+ * never leaves a half-made model there. One build per job runs at a time
+ * (an flock on checkpoint-models/build.lock, so across processes on the
+ * same data too): concurrent first uses wait for the one build and use its
+ * folder; at most 2 builds run at once in one process, all jobs together
+ * (more wait their turn). A checkpoint the trainer prunes while it is
+ * being made is ERR_NOT_FOUND, as one pruned before. At most 4 builds are
+ * kept per job: a new one removes the least recently used (each use
+ * renews its folder's time) that went unused for 5 minutes and that no job
+ * trains from; a later use makes it again while the checkpoint is kept.
  */
 #ifndef ALALLO_CONTROL_CHECKPOINT_MODELS_H
 #define ALALLO_CONTROL_CHECKPOINT_MODELS_H

@@ -74,6 +74,7 @@ struct control {
     char alallo_bin[512]; /* this binary, for child processes */
     atomic_int leading; /* 1 when this process leads (leadership.h) */
     struct leadership *lead; /* NULL: the only server on its store */
+    atomic_int checkpoint_builds; /* checkpoints being made into models (checkpoint_models.h) */
 };
 
 /* Makes the catalog and the scheduler's link over an open

@@ -143,3 +143,48 @@ test('a standby forwards writes and says 503 while no leader answers; a second s
     await Promise.all([b.stop(), c.stop(), a.stop('SIGKILL')]);
   }
 });
+
+test('a stream through a standby comes piece by piece, as through the leader', { timeout: 180000 }, async () => {
+  const a = await Serve.start({ args: [...common, '--local-worker', 'none'] });
+  await waitFor(async () => (await health(a)).leader, { timeoutMs: 10000, what: 'the first serve to lead' });
+  const b = await Serve.start({ data: a.data, args: [...common, '--local-worker', 'none'] });
+  try {
+    assert.equal((await health(b)).leader, false);
+    // A long answer (the tiny model seldom stops early), streamed; the
+    // time of each piece of the body that arrives, from the request.
+    const stream = async (s) => {
+      const t0 = performance.now();
+      const r = await fetch(`${s.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${s.key}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'the film was a delight' }], max_tokens: 400, temperature: 0, stream: true }),
+      });
+      assert.equal(r.status, 200);
+      assert.match(r.headers.get('content-type'), /^text\/event-stream/);
+      const arrivals = [];
+      let text = '';
+      const dec = new TextDecoder();
+      for await (const chunk of r.body) {
+        text += dec.decode(chunk, { stream: true });
+        arrivals.push(performance.now() - t0);
+      }
+      assert.match(text, /data: \[DONE\]/);
+      return { text, arrivals, first: arrivals[0] / arrivals[arrivals.length - 1] };
+    };
+    const direct = await stream(a);
+    const via = await stream(b);
+    console.log(`first byte at ${(direct.first * 100).toFixed(0)}% through the leader, ${(via.first * 100).toFixed(0)}% through the standby (${via.arrivals.length} pieces in ${via.arrivals[via.arrivals.length - 1].toFixed(0)} ms)`);
+    // The same answer (temperature 0), its pieces passed on as they came:
+    // sent at once, they would arrive in one or two reads at the end.
+    const content = (t) => t.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content || '').join('');
+    assert.equal(content(via.text), content(direct.text));
+    const n = via.arrivals.length;
+    const spread = via.arrivals[n - 1] - via.arrivals[0];
+    const firstHalf = via.arrivals.filter((t) => t < via.arrivals[0] + spread / 2).length;
+    assert.ok(n >= 10, `${n} reads`);
+    assert.ok(spread > 50, `the pieces arrived within ${spread.toFixed(1)} ms`);
+    assert.ok(firstHalf >= 5 && firstHalf < n - 5, `${firstHalf} of ${n} reads in the first half of ${spread.toFixed(1)} ms`);
+  } finally {
+    await Promise.all([b.stop(), a.stop()]);
+  }
+});

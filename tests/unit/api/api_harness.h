@@ -85,7 +85,7 @@ static inline struct harness *h_new(void)
     }
     snprintf(s->worker_token, sizeof s->worker_token, "%s", token);
     snprintf(c->alallo_bin, sizeof c->alallo_bin, "%s", ALALLO_BINARY);
-    if (control_open(c, store, err, sizeof err)) {
+    if (control_open(c, store, err, sizeof err) || api_server_pools_open(s) != 0) {
         fprintf(stderr, "harness: %s\n", err);
         abort();
     }
@@ -94,6 +94,7 @@ static inline struct harness *h_new(void)
 
 static inline void h_free(struct harness *h)
 {
+    api_server_pools_close(&h->srv);
     control_close(&h->ctl);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->dir);

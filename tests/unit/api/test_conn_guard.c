@@ -119,6 +119,55 @@ static void wait_again_after_an_answer(void **state)
     conn_guard_free(g);
 }
 
+static int64_t queued[64]; /* what each fake socket (by fd) still holds */
+static int64_t fake_unsent(int fd) { return queued[fd]; }
+
+/* A download with a floor: cut at the end of a window in which its reader
+ * took less than the floor while bytes waited for it; kept when it read
+ * enough, or when nothing was waiting (the producer was the slow one); not
+ * watched once its request is finished. */
+static void a_download_read_below_its_floor_is_cut(void **state)
+{
+    (void)state;
+    const int64_t w = CONN_GUARD_FLOOR_WINDOW_MS;
+    memset(queued, 0, sizeof queued);
+    struct conn_guard *g = conn_guard_new(4, 100 * w, record_cut); /* no header cuts */
+    conn_guard_set_unsent(g, fake_unsent);
+    struct conn_guard_entry *fast = conn_guard_open(g, 20, 0);
+    struct conn_guard_entry *idle = conn_guard_open(g, 21, 0);
+    struct conn_guard_entry *slow = conn_guard_open(g, 22, 0);
+    struct conn_guard_entry *all[] = {fast, idle, slow};
+    for (int i = 0; i < 3; i++) {
+        assert_true(conn_guard_busy(g, all[i]));
+        conn_guard_floor(g, all[i], 1000, 0);
+        conn_guard_sent(g, all[i], 100 * w); /* a first burst, all taken */
+    }
+    assert_int_equal(conn_guard_expire(g, w - 1), 0); /* not due yet */
+    assert_int_equal(conn_guard_expire(g, w), 0);
+    /* Second window: fast takes 2 B/ms, slow 0.5 with 500 bytes waiting,
+     * idle nothing, with nothing waiting for it. */
+    conn_guard_sent(g, fast, 2 * w + 500);
+    queued[20] = 500;
+    conn_guard_sent(g, slow, w / 2 + 500);
+    queued[22] = 500;
+    assert_int_equal(conn_guard_expire(g, 2 * w), 1);
+    assert_int_equal(n_cuts, 1);
+    assert_int_equal(cuts[0], 22);
+    struct conn_guard_stats st;
+    conn_guard_get_stats(g, &st);
+    assert_int_equal((int)st.cut_slow, 1);
+    conn_guard_close(g, slow);
+    /* A finished request is no longer watched; idle starved with bytes
+     * waiting is cut at its next window's end. */
+    conn_guard_wait(g, fast, 2 * w);
+    queued[20] = queued[21] = 999999;
+    assert_int_equal(conn_guard_expire(g, 3 * w), 1);
+    assert_int_equal(cuts[1], 21);
+    conn_guard_close(g, fast);
+    conn_guard_close(g, idle);
+    conn_guard_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -127,6 +176,7 @@ int main(void)
         cmocka_unit_test_setup(busy_connections_are_never_cut, setup),
         cmocka_unit_test_setup(deadline_is_not_extended, setup),
         cmocka_unit_test_setup(wait_again_after_an_answer, setup),
+        cmocka_unit_test_setup(a_download_read_below_its_floor_is_cut, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,13 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "control/checkpoint_models.h"
 #include "control/lifecycle.h"
+#include "core/fs.h"
 #include "../api/api_harness.h"
 
 static void register_worker(struct harness *h, const char *name, const char *mem, double price)
@@ -30,20 +36,26 @@ static void register_worker(struct harness *h, const char *name, const char *mem
     fleet_invalidate(h->srv.ctl);
 }
 
-static char *new_job(struct harness *h, const char *key, const char *extra)
+/* A job of `key` that trains `model`. */
+static char *new_job_of(struct harness *h, const char *key, const char *model, const char *extra)
 {
     struct reply r = h_upload(h, key, "train.jsonl", SAMPLE_JSONL);
-    char body[512];
+    char body[1024];
     snprintf(body, sizeof body,
-             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":{\"n_epochs\":10,"
+             "{\"model\":\"%s\",\"training_file\":\"%s\",\"hyperparameters\":{\"n_epochs\":10,"
              "\"batch_size\":1}%s}",
-             h_str(r.json, "id"), extra ? extra : "");
+             model, h_str(r.json, "id"), extra ? extra : "");
     reply_free(&r);
     r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, key, body);
     assert_int_equal(r.status, 200);
     char *id = strdup(h_str(r.json, "id"));
     reply_free(&r);
     return id;
+}
+
+static char *new_job(struct harness *h, const char *key, const char *extra)
+{
+    return new_job_of(h, key, "tiny", extra);
 }
 
 struct claim {
@@ -1604,6 +1616,241 @@ static void a_memory_report_keeps_the_lower_precision_message(void **state)
     h_free(h);
 }
 
+/* A stand-in for `alallo train --materialize CKPT --base B --out MODEL`:
+ * counts its runs in DIR/runs and those running at its start in
+ * DIR/at-once, takes a moment, and makes the model folder
+ * (a copy of the base model);
+ * when DIR/prune exists, the trainer has pruned the checkpoint meanwhile
+ * (it is removed) and the run fails. */
+static void fake_materializer(struct harness *h)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/materialize.sh", h->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\nd=%s\necho run >> \"$d/runs\"\n"
+               "mkdir -p \"$d/active/$$\"; ls \"$d/active\" | wc -l >> \"$d/at-once\"\n"
+               "sleep 1\nrmdir \"$d/active/$$\"\n"
+               "if [ -f \"$d/prune\" ]; then rm -rf \"$3\"; exit 1; fi\n"
+               "mkdir -p \"$7\" && cp \"$d\"/models/tiny/* \"$7/\"\n",
+            h->dir);
+    fclose(f);
+    chmod(path, 0755);
+    snprintf(h->srv.ctl->alallo_bin, sizeof h->srv.ctl->alallo_bin, "%s", path);
+}
+
+/* A harness whose materializer is the stand-in, and a job running on
+ * worker w1 (its id in *id, to free; its claim in *c). */
+static struct harness *running_job_with_fake_materializer(char **id, struct claim *c)
+{
+    struct harness *h = h_new();
+    fake_materializer(h);
+    register_worker(h, "w1", "8000000000", 3600.0);
+    *id = new_job(h, h->key, NULL);
+    assert_true(claim(h, "w1", c));
+    return h;
+}
+
+static int lines_in(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0, c;
+    while (f && (c = fgetc(f)) != EOF)
+        n += c == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Reports a checkpoint of step `step` in its folder of the attempt, and gives
+ * its model name (the newest checkpoint's, as the API lists it). */
+static void post_checkpoint(struct harness *h, const struct claim *c, const char *id, int step,
+                            bool first, char name[300] /* OUT */)
+{
+    char ck[1100], ev[1000], path[160];
+    snprintf(ck, sizeof ck, "%s/step-%d", c->checkpoint_dir, step);
+    assert_int_equal(fs_mkdirs(ck, 0700), 0);
+    snprintf(ev, sizeof ev,
+             "%s{\"event\":\"checkpoint\",\"t\":%d.5,\"step\":%d,\"path\":\"step-%d\","
+             "\"train_loss\":1}",
+             first ? STARTED "," : "", step, step, step);
+    assert_int_equal(events(h, c, c->fence, ev, NULL, 0), 200);
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/checkpoints", id);
+    struct reply r = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *newest = json_array_get(json_object_get(r.json, "data"), 0);
+    assert_int_equal(json_integer_value(json_object_get(newest, "step_number")), step);
+    snprintf(name, 300, "%s", h_str(newest, "fine_tuned_model_checkpoint"));
+    reply_free(&r);
+}
+
+struct ckpt_use {
+    struct harness *h;
+    const char *account, *name;
+    enum alallo_err e;
+    pthread_t th;
+};
+
+static void *use_checkpoint(void *arg)
+{
+    struct ckpt_use *u = arg;
+    char dir[1024], adapter[1024], why[300];
+    u->e = control_checkpoint_model_dir(u->h->srv.ctl, u->account, u->name, dir, sizeof dir,
+                                        adapter, sizeof adapter, NULL, why, sizeof why);
+    return NULL;
+}
+
+/* Twelve first uses of one checkpoint at once make it into a model once
+ * (the others wait for that build); a checkpoint the trainer prunes while
+ * it is being made is 404, not an internal error. */
+static void a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found(void **state)
+{
+    (void)state;
+    struct claim c;
+    char *id;
+    struct harness *h = running_job_with_fake_materializer(&id, &c);
+    char names[2][300];
+    post_checkpoint(h, &c, id, 5, true, names[0]);
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+
+    struct ckpt_use u[12];
+    for (int i = 0; i < 12; i++) {
+        u[i] = (struct ckpt_use){.h = h, .account = a.id, .name = names[0]};
+        assert_int_equal(pthread_create(&u[i].th, NULL, use_checkpoint, &u[i]), 0);
+    }
+    for (int i = 0; i < 12; i++) {
+        pthread_join(u[i].th, NULL);
+        assert_int_equal(u[i].e, ERR_OK);
+    }
+    char runs[1100], prune[1100];
+    snprintf(runs, sizeof runs, "%s/runs", h->dir);
+    assert_int_equal(lines_in(runs), 1);
+
+    post_checkpoint(h, &c, id, 6, false, names[1]);
+    snprintf(prune, sizeof prune, "%s/prune", h->dir);
+    FILE *f = fopen(prune, "w");
+    assert_non_null(f);
+    fclose(f);
+    u[0] = (struct ckpt_use){.h = h, .account = a.id, .name = names[1]};
+    use_checkpoint(&u[0]);
+    assert_int_equal(u[0].e, ERR_NOT_FOUND);
+    assert_int_equal(lines_in(runs), 2);
+    free(id);
+    h_free(h);
+}
+
+static bool build_kept(struct harness *h, const char *id, int step)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/jobs/%s/checkpoint-models/step-%d", h->srv.ctl->cfg.data_dir,
+             id, step);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void age_build(struct harness *h, const char *id, int step, int seconds)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/jobs/%s/checkpoint-models/step-%d", h->srv.ctl->cfg.data_dir,
+             id, step);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= seconds;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* A job keeps at most four checkpoints made into models: a new one removes
+ * the least recently used that has gone unused for minutes, never one a
+ * job trains from, never one used just now. */
+static void checkpoint_builds_beyond_four_are_removed_least_recently_used_first(void **state)
+{
+    (void)state;
+    struct claim c;
+    char *id;
+    struct harness *h = running_job_with_fake_materializer(&id, &c);
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+    char names[11][300];
+    struct ckpt_use u = {.h = h, .account = a.id};
+    for (int step = 5; step <= 8; step++) {
+        post_checkpoint(h, &c, id, step, step == 5, names[step]);
+        u.name = names[step];
+        use_checkpoint(&u);
+        assert_int_equal(u.e, ERR_OK);
+    }
+    /* A job trains from step 6's model. */
+    char *from6 = new_job_of(h, h->key, names[6], NULL);
+    age_build(h, id, 5, 3600);
+    age_build(h, id, 6, 3500);
+    age_build(h, id, 7, 3400);
+    post_checkpoint(h, &c, id, 9, false, names[9]);
+    u.name = names[9];
+    use_checkpoint(&u);
+    assert_int_equal(u.e, ERR_OK);
+    assert_false(build_kept(h, id, 5)); /* the least recently used */
+    for (int step = 6; step <= 9; step++)
+        assert_true(build_kept(h, id, step));
+    post_checkpoint(h, &c, id, 10, false, names[10]);
+    u.name = names[10];
+    use_checkpoint(&u);
+    assert_int_equal(u.e, ERR_OK);
+    assert_true(build_kept(h, id, 6)); /* a job's base */
+    assert_false(build_kept(h, id, 7));
+    assert_true(build_kept(h, id, 8)); /* used just now */
+    assert_true(build_kept(h, id, 9));
+    assert_true(build_kept(h, id, 10));
+    free(from6);
+    free(id);
+    h_free(h);
+}
+
+/* Checkpoints of three jobs made into models at once: two builds run at a
+ * time, the third waits its turn. */
+static void at_most_two_checkpoint_builds_run_at_once(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    fake_materializer(h);
+    struct store_account a;
+    assert_int_equal(store_account_by_name(h->srv.ctl->store, "default", &a), ERR_OK);
+    char names[3][300], *ids[3];
+    struct ckpt_use u[3];
+    for (int i = 0; i < 3; i++) {
+        char worker[8];
+        snprintf(worker, sizeof worker, "w%d", i + 1);
+        register_worker(h, worker, "8000000000", 3600.0);
+        ids[i] = new_job(h, h->key, NULL);
+        struct claim c;
+        assert_true(claim(h, worker, &c));
+        post_checkpoint(h, &c, c.job, 5, true, names[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        u[i] = (struct ckpt_use){.h = h, .account = a.id, .name = names[i]};
+        assert_int_equal(pthread_create(&u[i].th, NULL, use_checkpoint, &u[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(u[i].th, NULL);
+        assert_int_equal(u[i].e, ERR_OK);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/runs", h->dir);
+    assert_int_equal(lines_in(path), 3);
+    snprintf(path, sizeof path, "%s/at-once", h->dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int n, most = 0;
+    while (fscanf(f, "%d", &n) == 1)
+        most = n > most ? n : most;
+    fclose(f);
+    /* Never three (each build lasts a second; all three start at once). */
+    assert_true(most >= 1 && most <= 2);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+    h_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1626,6 +1873,9 @@ int main(void)
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
         cmocka_unit_test(a_worker_lost_while_cancelling_leaves_the_partial_model),
         cmocka_unit_test(a_partial_model_lost_to_a_stop_is_made_at_start_up),
+        cmocka_unit_test(a_checkpoint_is_made_into_a_model_once_and_pruned_is_not_found),
+        cmocka_unit_test(checkpoint_builds_beyond_four_are_removed_least_recently_used_first),
+        cmocka_unit_test(at_most_two_checkpoint_builds_run_at_once),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(a_trainers_warning_is_a_job_event),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
