@@ -121,7 +121,7 @@ total=0 failed=0
 : >"$out/failures.txt"
 for ((r = 1; r <= runs; r++)); do
   for stage in "$@"; do
-    log="$out/$(echo "$stage" | tr -c 'A-Za-z0-9_.-' '_')-run$r.log"
+    log="$out/$(printf '%s' "$stage" | tr -c 'A-Za-z0-9_.-' '_')-run$r.log"
     t0=$SECONDS
     run_stage "$stage" "$log"
     rc=$?
