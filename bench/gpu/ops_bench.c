@@ -17,7 +17,7 @@
 
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_ops.h"
-#include "train/nf4.h"
+#include "train/kernels/nf4.h"
 
 #define C 2048
 #define I 8192

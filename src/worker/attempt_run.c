@@ -276,6 +276,101 @@ static enum tproto_stop stop_now(const struct attempt_host *h, double now)
     return k;
 }
 
+/* Writes the trainer's config into h->dir and starts it (p: OUT). On
+ * failure false, with the line the job's error is made of in start_error
+ * (OUT, errcap bytes). */
+static bool start_trainer(const struct attempt_host *h, const json_t *spec,
+                          struct trainer_proc *p, char *start_error, size_t errcap)
+{
+    char config[800], err[600] = "";
+    snprintf(config, sizeof config, "%s/ATTEMPT.json", h->dir);
+    if (fs_mkdirs(h->dir, 0700) != 0) {
+        snprintf(start_error, errcap, "worker: cannot create %s: %s", h->dir, strerror(errno));
+        return false;
+    }
+    if (attempt_config_write(spec, h->cpus, h->device ? h->device : "cpu", config, err,
+                             sizeof err) != 0) {
+        snprintf(start_error, errcap, "worker: %s", err);
+        return false;
+    }
+    char *argv[] = {(char *)h->alallo_bin, "train", "--config", config, NULL};
+    if (trainer_proc_start(p, argv, h->dir, err, sizeof err) != 0) {
+        snprintf(start_error, errcap, "worker: %s", err);
+        return false;
+    }
+    return true;
+}
+
+/* Sends the pending events when they are due: urgent ones, every
+ * FLUSH_EVERY_S, or a full batch; after a failed try, not before
+ * *retry_after. */
+static void flush_when_due(struct attempt *a, double now, double *last_flush,
+                           double *retry_after)
+{
+    size_t n = json_array_size(a->pending);
+    if (n > 0 && !a->fenced && now >= *retry_after &&
+        (a->urgent || now - *last_flush >= FLUSH_EVERY_S || n >= FLUSH_BATCH)) {
+        enum report r = flush_events(a);
+        *last_flush = now;
+        if (r != REPORT_RETRY)
+            a->urgent = false;
+        if (r == REPORT_FENCED)
+            a->fenced = true;
+        *retry_after = r == REPORT_RETRY ? now + OUTAGE_BACKOFF_MS / 1000.0 : 0;
+    }
+}
+
+/* Relays the started trainer's events until it exits, stopping it when
+ * asked (SIGTERM, then SIGKILL after stop_grace_s) and killing it when the
+ * attempt is fenced. */
+static void watch_trainer(struct attempt *a, struct trainer_proc *p)
+{
+    const struct attempt_host *h = a->h;
+    double last_flush = trainer_proc_now(), retry_after = 0, signalled_at = 0;
+    bool killed = false;
+    for (;;) {
+        int running = trainer_proc_poll(p, 200, on_trainer_line, a);
+        double now = trainer_proc_now();
+        flush_when_due(a, now, &last_flush, &retry_after);
+        if (!a->fenced && h->fenced && h->fenced(h->ctx))
+            a->fenced = true;
+        if (running <= 0)
+            break;
+        /* Another attempt owns the job now: this trainer must not write
+         * one more checkpoint. */
+        if (a->fenced && !killed) {
+            wlog_printf(h->log, "attempt %s: fenced; killing the trainer", a->id);
+            trainer_proc_signal(p, SIGKILL);
+            killed = true;
+        }
+        enum tproto_stop k = stop_now(h, now);
+        if (k != TPROTO_STOP_NONE && signalled_at == 0 && !killed) {
+            a->acted_on = k;
+            wlog_printf(h->log, "attempt %s: stopping the trainer (%s)", a->id,
+                        tproto_stop_name(k));
+            trainer_proc_signal(p, SIGTERM);
+            signalled_at = now;
+        }
+        if (signalled_at > 0 && !killed && now - signalled_at > h->stop_grace_s) {
+            wlog_printf(h->log, "attempt %s: no exit %d s after SIGTERM; SIGKILL", a->id,
+                        h->stop_grace_s);
+            trainer_proc_signal(p, SIGKILL);
+            killed = true;
+        }
+    }
+    /* The engine may signal the whole step, trainer included (Slurm's
+     * SIGTERM on preemption): a trainer that checkpointed and exited 4
+     * before this loop sent its own SIGTERM stopped for the same
+     * reason. */
+    if (a->acted_on == TPROTO_STOP_NONE && p->reaped && p->term_signal == 0 &&
+        p->exit_status == TPROTO_EXIT_STOPPED)
+        a->acted_on = stop_now(h, trainer_proc_now());
+    if (p->term_signal)
+        wlog_printf(h->log, "attempt %s: trainer killed by signal %d", a->id, p->term_signal);
+    else
+        wlog_printf(h->log, "attempt %s: trainer exited with %d", a->id, p->exit_status);
+}
+
 enum attempt_report attempt_run(const struct attempt_host *h, const char *id, long long fence,
                                 const json_t *spec)
 {
@@ -292,83 +387,16 @@ enum attempt_report attempt_run(const struct attempt_host *h, const char *id, lo
     snprintf(a->path_events, sizeof a->path_events, "/internal/attempts/%s/events", a->id);
     snprintf(a->path_finish, sizeof a->path_finish, "/internal/attempts/%s/finish", a->id);
 
-    char config[800], err[600] = "";
-    snprintf(config, sizeof config, "%s/ATTEMPT.json", h->dir);
     struct trainer_proc p;
     memset(&p, 0, sizeof p);
     p.out_fd = p.err_fd = -1;
-    bool started = false;
     char start_error[1024] = "";
-    if (fs_mkdirs(h->dir, 0700) != 0) {
-        snprintf(start_error, sizeof start_error, "worker: cannot create %s: %s", h->dir,
-                 strerror(errno));
-    } else if (attempt_config_write(spec, h->cpus, h->device ? h->device : "cpu", config, err,
-                                    sizeof err) != 0) {
-        snprintf(start_error, sizeof start_error, "worker: %s", err);
-    } else {
-        char *argv[] = {(char *)h->alallo_bin, "train", "--config", config, NULL};
-        if (trainer_proc_start(&p, argv, h->dir, err, sizeof err) != 0)
-            snprintf(start_error, sizeof start_error, "worker: %s", err);
-        else
-            started = true;
-    }
+    bool started = start_trainer(h, spec, &p, start_error, sizeof start_error);
     if (!started) {
         wlog_printf(h->log, "attempt %s: %s", a->id, start_error);
     } else {
         wlog_printf(h->log, "attempt %s: trainer %d started", a->id, (int)p.pid);
-        double last_flush = trainer_proc_now(), retry_after = 0, signalled_at = 0;
-        bool killed = false;
-        for (;;) {
-            int running = trainer_proc_poll(&p, 200, on_trainer_line, a);
-            double now = trainer_proc_now();
-            size_t n = json_array_size(a->pending);
-            if (n > 0 && !a->fenced && now >= retry_after &&
-                (a->urgent || now - last_flush >= FLUSH_EVERY_S || n >= FLUSH_BATCH)) {
-                enum report r = flush_events(a);
-                last_flush = now;
-                if (r != REPORT_RETRY)
-                    a->urgent = false;
-                if (r == REPORT_FENCED)
-                    a->fenced = true;
-                retry_after = r == REPORT_RETRY ? now + OUTAGE_BACKOFF_MS / 1000.0 : 0;
-            }
-            if (!a->fenced && h->fenced && h->fenced(h->ctx))
-                a->fenced = true;
-            if (running <= 0)
-                break;
-            /* Another attempt owns the job now: this trainer must not write
-             * one more checkpoint. */
-            if (a->fenced && !killed) {
-                wlog_printf(h->log, "attempt %s: fenced; killing the trainer", a->id);
-                trainer_proc_signal(&p, SIGKILL);
-                killed = true;
-            }
-            enum tproto_stop k = stop_now(h, now);
-            if (k != TPROTO_STOP_NONE && signalled_at == 0 && !killed) {
-                a->acted_on = k;
-                wlog_printf(h->log, "attempt %s: stopping the trainer (%s)", a->id,
-                            tproto_stop_name(k));
-                trainer_proc_signal(&p, SIGTERM);
-                signalled_at = now;
-            }
-            if (signalled_at > 0 && !killed && now - signalled_at > h->stop_grace_s) {
-                wlog_printf(h->log, "attempt %s: no exit %d s after SIGTERM; SIGKILL", a->id,
-                            h->stop_grace_s);
-                trainer_proc_signal(&p, SIGKILL);
-                killed = true;
-            }
-        }
-        /* The engine may signal the whole step, trainer included (Slurm's
-         * SIGTERM on preemption): a trainer that checkpointed and exited 4
-         * before this loop sent its own SIGTERM stopped for the same
-         * reason. */
-        if (a->acted_on == TPROTO_STOP_NONE && p.reaped && p.term_signal == 0 &&
-            p.exit_status == TPROTO_EXIT_STOPPED)
-            a->acted_on = stop_now(h, trainer_proc_now());
-        if (p.term_signal)
-            wlog_printf(h->log, "attempt %s: trainer killed by signal %d", a->id, p.term_signal);
-        else
-            wlog_printf(h->log, "attempt %s: trainer exited with %d", a->id, p.exit_status);
+        watch_trainer(a, &p);
     }
     report_end(a, &p, started, start_error);
     enum attempt_report result = a->fenced ? ATTEMPT_FENCED

@@ -54,8 +54,11 @@ void ckpt_hasher_add(struct ckpt_hasher *s, const void *buf, size_t len)
         memcpy(&w, p, 8);
         s->h = mix_word(s->h, w);
     }
-    while (len--)
-        s->pend[s->npend++] = *p++;
+    /* Here len < 8, and npend is 0 unless len is: the rest waits for the
+     * next word. One copy, not a byte loop, so that gcc 12 at -O3 does not
+     * see an int counter that could overflow (aggressive-loop-optimizations). */
+    memcpy(s->pend + s->npend, p, len);
+    s->npend += (int)len;
 }
 
 uint64_t ckpt_hasher_final(const struct ckpt_hasher *s)

@@ -838,7 +838,16 @@ static void model_name(const char *dir, char *out, size_t cap)
         char *up = strrchr(buf, '/');
         base = up ? up + 1 : buf;
     }
-    snprintf(out, cap, "%s", base);
+    /* A name longer than cap - 1 bytes is cut there, as snprintf would;
+     * copied by hand because gcc 12 at -Os and -O1 warns on that intended
+     * cut (-Wformat-truncation). */
+    if (cap == 0)
+        return;
+    size_t len = strlen(base);
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, base, len);
+    out[len] = '\0';
 }
 
 /* llama.cpp's general.file_type of an export. */

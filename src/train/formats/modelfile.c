@@ -74,13 +74,17 @@ static json_t *msg(const char *role, const char *content)
     return json_pack("{ss ss}", "role", role, "content", content);
 }
 
-static char *render(const struct chat_format *f, json_t *messages, int gen)
+/* Renders messages (taken: freed here) into *text (OUT: NULL when
+ * messages is NULL or the template fails). The result goes through the
+ * caller's pointer, not a local of this function, so that gcc 12 at -O3
+ * never suspects it of pointing into this frame (-Wdangling-pointer). */
+static void render(const struct chat_format *f, json_t *messages, int gen, char **text)
 {
-    char *text = NULL, err[300];
-    if (messages && chat_format_render(f, messages, NULL, gen, &text, err, sizeof err) < 0)
-        text = NULL;
+    char err[300];
+    *text = NULL;
+    if (messages && chat_format_render(f, messages, NULL, gen, text, err, sizeof err) < 0)
+        *text = NULL;
     json_decref(messages);
-    return text;
 }
 
 /* The text of `s` between the end of marker a (or the start when a is
@@ -219,11 +223,11 @@ char *modelfile_text(const char *model_dir, const char *gguf_name, char *err, si
     if (!f) {
         put_plain_template(&b, eos_text ? eos_text : "");
     } else {
-        two = render(f, json_pack("[o o o o]", msg("user", MK_U1), msg("assistant", MK_A1),
-                                  msg("user", MK_U2), msg("assistant", MK_A2)), 0);
-        one_gen = render(f, json_pack("[o]", msg("user", MK_U1)), 1);
-        with_sys = render(f, json_pack("[o o o]", msg("system", MK_SYS), msg("user", MK_U1),
-                                       msg("assistant", MK_A1)), 0);
+        render(f, json_pack("[o o o o]", msg("user", MK_U1), msg("assistant", MK_A1),
+                            msg("user", MK_U2), msg("assistant", MK_A2)), 0, &two);
+        render(f, json_pack("[o]", msg("user", MK_U1)), 1, &one_gen);
+        render(f, json_pack("[o o o]", msg("system", MK_SYS), msg("user", MK_U1),
+                            msg("assistant", MK_A1)), 0, &with_sys);
         struct layout l;
         if (!two || !one_gen || read_layout(two, one_gen, with_sys, &l) < 0) {
             text_error(err, errcap, "the chat template does not lay out a plain conversation");

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <cpuid.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,13 +42,20 @@ bool cpu_path_has_amx(void)
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
+/* Asked once per process, whichever thread asks first (pthread_once). */
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static bool amx_granted;
+
+static void ask_amx(void)
+{
+    amx_granted = cpu_path_has_amx() &&
+                  syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
 bool cpu_path_amx_granted(void)
 {
-    static int granted = -1; /* asked once per process */
-    if (granted < 0)
-        granted = cpu_path_has_amx() &&
-                  syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-    return granted;
+    pthread_once(&amx_once, ask_amx);
+    return amx_granted;
 }
 
 bool cpu_path_supported(enum cpu_path p)
@@ -149,11 +157,17 @@ void cpu_path_resume_note(const char *was, const char *was_detail, int was_threa
                  was_threads, now_threads);
 }
 
-const char *cpu_path_flags(void)
+/* The CPU's flags do not change while the process runs: the line is
+ * written once (pthread_once), then only read, so two threads may call
+ * cpu_path_flags() at once and keep the pointer. */
+static pthread_once_t flags_once = PTHREAD_ONCE_INIT;
+static char flags_line[96];
+
+static void write_flags(void)
 {
-    static char line[96];
+    char *line = flags_line;
     __builtin_cpu_init();
-    snprintf(line, sizeof line, "%s%s%s%s%s", __builtin_cpu_supports("avx2") ? "avx2 " : "",
+    snprintf(line, sizeof flags_line, "%s%s%s%s%s", __builtin_cpu_supports("avx2") ? "avx2 " : "",
              __builtin_cpu_supports("fma") ? "fma " : "",
              __builtin_cpu_supports("avx512f") ? "avx512f " : "",
              __builtin_cpu_supports("avx512bf16") ? "avx512bf16 " : "",
@@ -161,5 +175,10 @@ const char *cpu_path_flags(void)
     size_t n = strlen(line);
     if (n)
         line[n - 1] = '\0';
-    return line;
+}
+
+const char *cpu_path_flags(void)
+{
+    pthread_once(&flags_once, write_flags);
+    return flags_line;
 }

@@ -3,6 +3,8 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,11 +159,21 @@ __attribute__((target("avx512f"))) static void block_avx512(const uint8_t *c, co
     }
 }
 
+/* Whether the CPU runs block_avx512: looked up once per process, whichever
+ * thread dequantizes first (pthread_once), so threads never race on it. */
+static pthread_once_t wide_once = PTHREAD_ONCE_INIT;
+static bool wide_cpu;
+
+static void look_up_wide(void)
+{
+    __builtin_cpu_init();
+    wide_cpu = __builtin_cpu_supports("avx512f") != 0;
+}
+
 void nf4_dequantize_range(const struct nf4_tensor *t, size_t start, size_t count, float *out)
 {
-    static int wide = -1;
-    if (wide < 0)
-        wide = __builtin_cpu_supports("avx512f") != 0;
+    pthread_once(&wide_once, look_up_wide);
+    const bool wide = wide_cpu;
     size_t i = start, end = start + count;
     while (i < end) {
         size_t b = i / NF4_BLOCK;

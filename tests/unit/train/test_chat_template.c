@@ -20,6 +20,7 @@
 
 static char *slurp(const char *path, size_t *len)
 {
+    *len = 0; /* also when the file cannot be read (gcc 12 -O3: maybe-uninitialized) */
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
