@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "control/jobs.h"
-#include "control/lifecycle.h"
+#include "control/catalog.h"
+#include "control/paths.h"
 #include "core/child.h"
 #include "core/fs.h"
 #include "core/ids.h"
@@ -55,7 +55,7 @@ static enum alallo_err materialize(struct control *ctl, const struct store_job *
                                    const struct store_checkpoint *ck, const char *kept)
 {
     char base[1024], tmp[1100], model[1200], adapter[1200];
-    if (!lifecycle_model_dir(ctl, j, base, sizeof base))
+    if (!control_job_model_dir(ctl, j, base, sizeof base))
         return ERR_NOT_FOUND;
     const char *slash = strrchr(kept, '/');
     char parent[1024];
@@ -111,7 +111,7 @@ enum alallo_err control_checkpoint_model_dir(struct control *ctl, const char *ac
         goto out;
     }
     text_printf(sub, sizeof sub, "checkpoint-models/step-%ld", step);
-    if (!lifecycle_job_dir(ctl, j->id, sub, kept, sizeof kept)) {
+    if (!control_job_dir(ctl, j->id, sub, kept, sizeof kept)) {
         e = ERR_INTERNAL;
         goto out;
     }
@@ -134,4 +134,17 @@ out:
     if (!job)
         free(j);
     return e;
+}
+
+bool control_job_model_dir(struct control *ctl, const struct store_job *j, char *out, size_t cap)
+{
+    struct catalog_model m;
+    if (catalog_find(ctl->catalog, j->model, &m))
+        return text_copy(out, cap, m.dir);
+    struct store_job base;
+    if (store_job_by_model(ctl->store, j->account, j->model, &base) == ERR_OK)
+        return control_job_dir(ctl, base.id, "out/model", out, cap);
+    char adapter[1024], why[300];
+    return control_checkpoint_model_dir(ctl, j->account, j->model, out, cap, adapter,
+                                        sizeof adapter, &base, why, sizeof why) == ERR_OK;
 }

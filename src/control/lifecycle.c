@@ -22,6 +22,7 @@
 #include "control/job_move.h"
 #include "control/sched_link.h"
 #include "control/jobs.h"
+#include "control/paths.h"
 #include "core/job_hyper.h"
 #include "core/sample_prompts.h"
 #include "core/fs.h"
@@ -53,24 +54,6 @@ static enum alallo_err note(struct store_writes *w, int64_t now, const char *lev
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return store_writes_event(w, now, level, "message", msg, NULL);
-}
-
-bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char *sub,
-                       char *out, size_t cap)
-{
-    if (!ids_valid(job_id))
-        return false;
-    return text_printf(out, cap, "%s/jobs/%s%s%s", ctl->cfg.data_dir, job_id, sub ? "/" : "",
-                       sub ? sub : "");
-}
-
-bool lifecycle_attempt_dir(const struct control *ctl, const char *job_id, const char *attempt_id,
-                           const char *sub, char *out, size_t cap)
-{
-    if (!ids_valid(job_id) || !ids_valid(attempt_id))
-        return false;
-    return text_printf(out, cap, "%s/jobs/%s/attempts/%s%s%s", ctl->cfg.data_dir, job_id,
-                       attempt_id, sub ? "/" : "", sub ? sub : "");
 }
 
 /* ---- stops ------------------------------------------------------------ */
@@ -281,22 +264,6 @@ static const char *missing_file(struct control *ctl, const struct store_job *j)
     return NULL;
 }
 
-/* The folder of the model a job trains from: a base model of the catalog,
- * a fine-tuned model of the same account, or one of its listed checkpoints
- * (checkpoint_models.h). */
-bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out, size_t cap)
-{
-    struct catalog_model m;
-    if (catalog_find(ctl->catalog, j->model, &m))
-        return text_copy(out, cap, m.dir);
-    struct store_job base;
-    if (store_job_by_model(ctl->store, j->account, j->model, &base) == ERR_OK)
-        return lifecycle_job_dir(ctl, base.id, "out/model", out, cap);
-    char adapter[1024], why[300];
-    return control_checkpoint_model_dir(ctl, j->account, j->model, out, cap, adapter,
-                                        sizeof adapter, &base, why, sizeof why) == ERR_OK;
-}
-
 /* The trainer's spec for attempt `attempt_id` of job j that continues from
  * the checkpoint at resume_step (0: from the start) (docs/trainer-protocol.md):
  * the attempt writes its own checkpoint folder, and reads the one it
@@ -315,8 +282,8 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
     struct store_checkpoint from = {0};
     if (resume_step > 0 && store_checkpoint_get(ctl->store, j->id, resume_step, &from) != ERR_OK)
         from.path[0] = '\0'; /* not recorded: the trainer starts afresh, as for a damaged one */
-    if (!lifecycle_attempt_dir(ctl, j->id, attempt_id, "checkpoints", ckpt, sizeof ckpt) ||
-        !lifecycle_job_dir(ctl, j->id, "out", out, sizeof out) || fs_mkdirs(ckpt, 0700) ||
+    if (!control_attempt_dir(ctl, j->id, attempt_id, "checkpoints", ckpt, sizeof ckpt) ||
+        !control_job_dir(ctl, j->id, "out", out, sizeof out) || fs_mkdirs(ckpt, 0700) ||
         fs_mkdirs(out, 0700))
         return NULL;
     bool full = strcmp(j->adapter, "full") == 0;
@@ -419,7 +386,7 @@ static enum alallo_err claim(struct control *ctl, const char *worker, bool engin
             continue;
         char model_dir[1024];
         struct unstartable u = {.now = clock_now_ms(), .missing_file = missing_file(ctl, &j)};
-        if (u.missing_file || !lifecycle_model_dir(ctl, &j, model_dir, sizeof model_dir)) {
+        if (u.missing_file || !control_job_model_dir(ctl, &j, model_dir, sizeof model_dir)) {
             store_job_update(ctl->store, j.id, NULL, fail_unstartable_cb, &u);
             continue;
         }
@@ -497,7 +464,7 @@ enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_
     if (!attempt_owns(job, attempt) || stop_of(job) == STOP_REASON_CANCEL)
         return ERR_FENCED;
     char model_dir[1024];
-    if (!lifecycle_model_dir(ctl, job, model_dir, sizeof model_dir))
+    if (!control_job_model_dir(ctl, job, model_dir, sizeof model_dir))
         return ERR_NOT_FOUND;
     *spec = make_spec(ctl, job, attempt->id, model_dir, attempt->start_step);
     return *spec ? ERR_OK : ERR_IO;
@@ -1204,7 +1171,7 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
         name = name ? name + 1 : t->text;
         char dir[STORE_PATH_MAX];
         if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
-            !lifecycle_attempt_dir(c->ctl, j->id, a->id, "checkpoints", dir, sizeof dir) ||
+            !control_attempt_dir(c->ctl, j->id, a->id, "checkpoints", dir, sizeof dir) ||
             !text_printf(k.path, sizeof k.path, "%s/%s", dir, name))
             break; /* names no folder: not recorded */
         if (k.step > j->steps_done)
@@ -1570,8 +1537,8 @@ static void keep_partial_model(struct control *ctl, const char *job_id, long ste
     char base[1024], out[1024];
     if (!j || store_job_get(ctl->store, NULL, job_id, j) != ERR_OK ||
         j->status != JOB_CANCELLED || j->fine_tuned_model[0] ||
-        !lifecycle_model_dir(ctl, j, base, sizeof base) ||
-        !lifecycle_job_dir(ctl, job_id, "out/model", out, sizeof out)) {
+        !control_job_model_dir(ctl, j, base, sizeof base) ||
+        !control_job_dir(ctl, job_id, "out/model", out, sizeof out)) {
         free(j);
         return;
     }
