@@ -42,7 +42,7 @@ enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_
                                        struct store_attempt *attempt /* OUT */,
                                        struct store_job *job /* OUT */, json_t **spec /* OUT */);
 
-/* Applies trainer events (docs/trainer-protocol.md) reported for attempt
+/* Applies trainer events (docs/trainer-protocol.md; trainer_events.c) reported for attempt
  * `attempt_id` holding `fence`; `first` is the index within the attempt of
  * events[0] (-1: unknown, apply all). Events already applied (a batch sent
  * again) are skipped. *stop gets what the worker must do with its trainer. */
