@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
 """scripts/check-circles.py [SRC_DIR [FOLDER...]] - fails on a circle of
-includes among the files of one folder of src/ (default: control, api and
+includes and calls among the files of one folder of src/ (default: control, api and
 cli; docs/architecture.md, "No circle inside a folder").
 
 Within a folder, a file pair x.c/x.h is one node, and x depends on y when
 x.c or x.h includes "FOLDER/y.h" (quoted or in angle brackets) other than
-its own header. The check finds the strongly connected components of that
+its own header, or calls a function that a header of the folder it
+includes declares and y.c defines (a header may declare what several
+files define, as api/handlers.h and cli/cli.h do). The check finds the strongly connected components of that
 graph and prints, for each one of more than one node, a line naming one of
 its circles and the include that makes each step of it:
 
   src/control: circle: a -> b -> a (a.c:3 includes control/b.h; b.h:9 includes control/a.h)
 
 and, when more files reach each other than that circle holds, a second
-line naming them all and every include among them; then a summary line. Headers are the contract: a function defined in y.c
-is declared in y.h, so this graph is also the call graph between the
-files of the folder.
+line naming them all and every include among them; then a summary line.
+So the graph is the include graph and the call graph
+between the files of the folder (calls found by name, outside comments).
 
 Exit status: 0 when no folder has a circle, 1 when one has, 2 on a usage
 error (a folder that does not exist). `make layers` runs it, and so do
@@ -28,23 +30,56 @@ import sys
 DEFAULT_FOLDERS = ["control", "api", "cli"]
 
 
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+DECL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\([^;{()]*(?:\([^;{()]*\)[^;{()]*)*\)\s*"
+                  r"(?:__attribute__\s*\(\(.*?\)\)\s*)?;", re.S)
+DEF = re.compile(r"^(?!static\b)[A-Za-z_][^;{}=]*?\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.M)
+
+
 def graph(src, folder):
-    """{node: {dep: 'file:line includes folder/dep.h'}} for one folder."""
+    """{node: {dep: why}} for one folder: x depends on y when x.c or x.h
+    includes "folder/y.h", or calls a function that a header of the folder
+    it includes declares and y.c defines (a header may declare what
+    several files define: api/handlers.h, cli/cli.h)."""
     d = os.path.join(src, folder)
     inc = re.compile(r'\s*#\s*include\s*["<]' + re.escape(folder) + r'/([A-Za-z0-9_]+)\.h[">]')
-    g = {}
-    for f in sorted(os.listdir(d)):
-        node, ext = os.path.splitext(f)
-        if ext not in (".c", ".h") or not os.path.isfile(os.path.join(d, f)):
-            continue
-        g.setdefault(node, {})
+    files = sorted(f for f in os.listdir(d)
+                   if os.path.splitext(f)[1] in (".c", ".h") and os.path.isfile(os.path.join(d, f)))
+    text, code = {}, {}
+    for f in files:
         with open(os.path.join(d, f), encoding="utf-8", errors="replace") as fh:
-            for ln, line in enumerate(fh, 1):
-                m = inc.match(line)
-                if m and m.group(1) != node and m.group(1) not in g[node]:
-                    g[node][m.group(1)] = "%s:%d includes %s/%s.h" % (f, ln, folder, m.group(1))
+            text[f] = fh.read()
+        code[f] = COMMENT.sub(" ", text[f])
+    defined = {}  # function -> the node whose .c defines it
+    for f in files:
+        if f.endswith(".c"):
+            for m in DEF.finditer(code[f]):
+                brace = code[f].find("{", m.start())
+                if brace >= 0 and ";" not in code[f][m.start():brace]:  # a definition
+                    defined.setdefault(m.group(1), os.path.splitext(f)[0])
+    declared = {}  # header node -> the functions it declares
+    for f in files:
+        if f.endswith(".h"):
+            declared[os.path.splitext(f)[0]] = [m.group(1) for m in DECL.finditer(code[f])]
+    g = {}
+    for f in files:
+        node = os.path.splitext(f)[0]
+        g.setdefault(node, {})
+        for ln, line in enumerate(text[f].split("\n"), 1):
+            m = inc.match(line)
+            if not m or m.group(1) == node:
+                continue
+            h = m.group(1)
+            if h not in g[node]:
+                g[node][h] = "%s:%d includes %s/%s.h" % (f, ln, folder, h)
+            for fn in declared.get(h, []):
+                y = defined.get(fn)
+                if y and y not in (node, h) and y not in g[node] and \
+                        re.search(r"\b" + re.escape(fn) + r"\b", code[f]):
+                    g[node][y] = "%s calls %s (%s.c), declared in %s/%s.h" % (f, fn, y, folder, h)
+    nodes = {os.path.splitext(f)[0] for f in files}
     for node in g:  # an include of a header that is not there is not ours
-        g[node] = {k: v for k, v in g[node].items() if k in g}
+        g[node] = {k: v for k, v in g[node].items() if k in nodes}
     return g
 
 
@@ -130,9 +165,9 @@ def main(argv):
                 inside = "; ".join(g[a][b] for a in comp for b in sorted(g[a]) if b in comp)
                 print("src/%s:   the same knot holds %s (%s)" % (folder, ", ".join(comp), inside))
     if bad:
-        print("check-circles: %d circle(s) of includes in %s" % (bad, ", ".join("src/" + f for f in folders)))
+        print("check-circles: %d circle(s) of includes and calls in %s" % (bad, ", ".join("src/" + f for f in folders)))
         return 1
-    print("check-circles: no circle of includes in %s" % ", ".join("src/" + f for f in folders))
+    print("check-circles: no circle of includes and calls in %s" % ", ".join("src/" + f for f in folders))
     return 0
 
 
