@@ -31,9 +31,12 @@ node-deps: deps-test
 	@scripts/node-deps.sh
 
 # Every #include follows the arrows between the folders of src/
-# (scripts/check-layers.sh; docs/architecture.md).
+# (scripts/check-layers.sh), and no files of src/control, src/api or
+# src/cli include each other in a circle (scripts/check-circles.py), each
+# check with its self-test in ctest (layers/*; docs/architecture.md).
 layers:
 	@scripts/check-layers.sh
+	@scripts/check-circles.py
 
 unit integration integration-pg e2e gpu-emu asan: WERROR = ON
 

@@ -59,6 +59,7 @@
 #include "api/http_mhd.h"
 #include "api/router.h"
 #include "api/server.h"
+#include "control/service.h"
 #include "control/setup.h"
 #include "core/ids.h"
 #include "fuzz_util.h"

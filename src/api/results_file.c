@@ -17,7 +17,6 @@
 #include "core/text.h"
 #include "core/trainer_protocol.h"
 
-#define JOB_PREFIX "ftjob-"
 #define EVENT_PAGE STORE_LIST_MAX
 
 /* OpenAI's column names, in enum tproto_metric order after "step" (the
@@ -42,22 +41,6 @@ struct results_csv {
     bool sorted;  /* rows in step order (after a text or a size) */
     size_t work;  /* slots looked at (results_csv_work) */
 };
-
-bool results_file_id(const struct store_job *j, char *out, size_t cap)
-{
-    if (!job_status_is_terminal(j->status) || j->steps_done <= 0 ||
-        strncmp(j->id, JOB_PREFIX, strlen(JOB_PREFIX)) != 0)
-        return false;
-    return text_printf(out, cap, RESULTS_FILE_PREFIX "%s", j->id + strlen(JOB_PREFIX));
-}
-
-bool results_file_job(const char *file_id, char *job, size_t cap)
-{
-    size_t n = strlen(RESULTS_FILE_PREFIX);
-    if (!file_id || strncmp(file_id, RESULTS_FILE_PREFIX, n) != 0 || !file_id[n])
-        return false;
-    return text_printf(job, cap, JOB_PREFIX "%s", file_id + n) && ids_valid(job);
-}
 
 struct results_csv *results_csv_new(void)
 {

@@ -7,7 +7,7 @@
  * (one per reported step: every 10 steps, each validation, each epoch's
  * end), read when it is asked for. Its id is the job's own with another
  * prefix ("file-results-" + what follows "ftjob-"), so a job and its file
- * name each other without a column.
+ * name each other without a column (results_id.h).
  */
 #ifndef ALALLO_API_RESULTS_FILE_H
 #define ALALLO_API_RESULTS_FILE_H
@@ -16,19 +16,12 @@
 #include <stddef.h>
 
 #include "api/http.h"
+#include "api/results_id.h"
 #include "api/server.h"
 #include "store/store.h"
 
-#define RESULTS_FILE_PREFIX "file-results-"
 #define RESULTS_FILE_NAME "step_metrics.csv"
 #define RESULTS_MAX_ROWS 200000 /* a "too large" error beyond */
-
-/* The id of job j's results file into out; false when j has none yet (it
- * has not ended, or trained no step). */
-bool results_file_id(const struct store_job *j, char *out, size_t cap);
-
-/* Whether `file_id` names a results file; the job's id into job. */
-bool results_file_job(const char *file_id, char *job, size_t cap);
 
 /* Rows from metrics events' data (JSON objects as shape_event gives):
  * events without "step" and "train_loss" are skipped; two of one step are

@@ -8,9 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "control/paths.h"
 #include "control/sched_link.h"
 #include "api/jsonw.h"
-#include "api/results_file.h"
+#include "api/results_id.h"
 #include "core/integrations.h"
 #include "core/sample_prompts.h"
 #include "core/job_hyper.h"

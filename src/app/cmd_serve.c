@@ -41,7 +41,9 @@
 #include "control/engine.h"
 #include "control/leadership.h"
 #include "control/webhook_delivery.h"
+#include "control/service.h"
 #include "control/setup.h"
+#include "control/tick.h"
 #include "store/leader_lock.h"
 #include "control/wandb_forward.h"
 #include "control/workers.h"
@@ -94,10 +96,11 @@ static void start_local_workers(struct watcher *w)
     fflush(stdout);
 }
 
-/* Every half second the leader lock (leadership_step): taking the lead
- * starts the local workers, losing it stops the process (SIGTERM to
+/* Every half second the leader lock (control_leadership_step): taking the
+ * lead starts the local workers, losing it stops the process (SIGTERM to
  * itself, taken by the main thread's sigwait). Once a second the control
- * layer's tick (control_tick), which only the leader acts on. */
+ * layer's tick (control_tick, control/tick.h), which only the leader acts
+ * on. */
 static void *watch(void *arg)
 {
     struct watcher *w = arg;
@@ -113,7 +116,7 @@ static void *watch(void *arg)
         if (w->stop)
             break;
         pthread_mutex_unlock(&w->mu);
-        enum leadership_change ch = leadership_step(w->ctl);
+        enum leadership_change ch = control_leadership_step(w->ctl);
         if (ch == LEADERSHIP_TAKEN) {
             start_local_workers(w);
         } else if (ch == LEADERSHIP_LOST && !w->lost) {
@@ -571,7 +574,7 @@ int cmd_serve(int argc, char **argv)
         control_close(&ctl);
         return 1;
     }
-    bool leads = leadership_step(&ctl) == LEADERSHIP_TAKEN;
+    bool leads = control_leadership_step(&ctl) == LEADERSHIP_TAKEN;
     printf("alallo: serving on http://%s:%d (data in %s, models in %s)\n", shown_host, port,
            ctl.cfg.data_dir, ctl.cfg.models_dir);
     if (created)

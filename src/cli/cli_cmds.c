@@ -1,5 +1,5 @@
-/* cli_cmds.c - `alallo files|models|workers|ledger|generate|export`, and the
- * call-and-check helper every client command uses. */
+/* cli_cmds.c - `alallo files|models|workers|ledger|generate|export`; the
+ * call-and-check helper every client command uses is cli.c. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,33 +11,6 @@
 #include "cli/cli_format.h"
 #include "cli/cli_tar.h"
 #include "core/fs.h"
-
-int cli_do(struct cli_ctx *cx, const char *method, const char *path, json_t *body,
-           struct cli_answer *a)
-{
-    char err[400];
-    if (cli_call(&cx->conn, method, path, body, a, err, sizeof err) != 0) {
-        fprintf(cx->err, "alallo: %s\n", err);
-        cli_answer_free(a);
-        return CLI_FAILED;
-    }
-    if (a->status < 200 || a->status >= 300) {
-        char m[600];
-        fprintf(cx->err, "alallo: %s\n", cli_answer_error(a, m, sizeof m));
-        if (a->status == 401 && !cx->conn.auth[0])
-            fprintf(cx->err, "alallo: set ALALLO_API_KEY (serve writes it to DATA/api-key)\n");
-        cli_answer_free(a);
-        return CLI_FAILED;
-    }
-    return CLI_OK;
-}
-
-void cli_print_raw(struct cli_ctx *cx, const struct cli_answer *a)
-{
-    fputs(a->body ? a->body : "", cx->out);
-    if (a->len == 0 || a->body[a->len - 1] != '\n')
-        fputc('\n', cx->out);
-}
 
 /* Runs GET `path` and prints it with `print`, or raw with --json. Takes no
  * options besides --json and no arguments. */

@@ -224,42 +224,6 @@ int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts
     return CLI_OK;
 }
 
-int cli_model_arg(struct cli_ctx *cx, const char *cmd, const char *given, char *buf, size_t cap,
-                  const char **model)
-{
-    *model = given;
-    if (strncmp(given, "ftjob-", 6) != 0)
-        return CLI_OK;
-    char path[400] = "/v1/fine_tuning/jobs/";
-    if (cli_url_escape(path, sizeof path, given) != 0)
-        return cli_usage_error(cx, cmd, "job ID too long");
-    struct cli_answer a;
-    int rc = cli_do(cx, "GET", path, NULL, &a);
-    if (rc != CLI_OK)
-        return rc;
-    const char *ft = json_string_value(json_object_get(a.json, "fine_tuned_model"));
-    const char *status = json_string_value(json_object_get(a.json, "status"));
-    if (ft && *ft && strlen(ft) < cap) {
-        snprintf(buf, cap, "%s", ft);
-        *model = buf;
-    } else {
-        char why[300] = "", safe[280];
-        const char *msg = json_string_value(json_object_get(a.json, "message"));
-        if (msg && *msg)
-            snprintf(why, sizeof why, " (%s)", cli_safe_text(safe, sizeof safe, msg));
-        if (status && strcmp(status, "failed") == 0)
-            fprintf(cx->err, "alallo: %s: the job failed: it has no model%s\n", given, why);
-        else if (status && strcmp(status, "cancelled") == 0)
-            fprintf(cx->err, "alallo: %s: the job was cancelled: it has no model\n", given);
-        else
-            fprintf(cx->err, "alallo: %s: the job is %s: its model comes when it succeeds\n",
-                    given, status ? status : "not done");
-        rc = CLI_FAILED;
-    }
-    cli_answer_free(&a);
-    return rc;
-}
-
 /* The job id as a safe path segment, or NULL after a usage error. */
 static const char *job_path(struct cli_ctx *cx, const char *cmd, const char *id, const char *tail,
                             char *buf, size_t cap)

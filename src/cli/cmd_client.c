@@ -57,9 +57,3 @@ int cmd_client(int argc, char **argv)
     fprintf(stderr, "alallo: unknown command '%s'\n%s", cmd, usage_text);
     return CLI_USAGE;
 }
-
-int cli_usage_error(struct cli_ctx *cx, const char *cmd, const char *reason)
-{
-    fprintf(cx->err, "alallo %s: %s\n(alallo %s --help shows the usage)\n", cmd, reason, cmd);
-    return CLI_USAGE;
-}

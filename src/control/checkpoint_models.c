@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "control/jobs.h"
-#include "control/lifecycle.h"
+#include "control/catalog.h"
+#include "control/paths.h"
 #include "core/child.h"
 #include "core/fs.h"
 #include "core/ids.h"
@@ -212,7 +212,7 @@ static enum alallo_err build_once(struct control *ctl, const struct store_job *j
         e = ERR_OK; /* made while this one waited */
     } else if (stat(ck->path, &st) != 0) {
         e = ERR_NOT_FOUND;
-    } else if (!lifecycle_model_dir(ctl, j, base, sizeof base)) {
+    } else if (!control_job_model_dir(ctl, j, base, sizeof base)) {
         text_printf(why, whycap, "The base model of %.200s is gone.", name);
         e = ERR_NOT_FOUND;
     } else {
@@ -257,7 +257,7 @@ enum alallo_err control_checkpoint_model_dir(struct control *ctl, const char *ac
         goto out;
     }
     text_printf(sub, sizeof sub, "checkpoint-models/step-%ld", step);
-    if (!lifecycle_job_dir(ctl, j->id, sub, kept, sizeof kept)) {
+    if (!control_job_dir(ctl, j->id, sub, kept, sizeof kept)) {
         e = ERR_INTERNAL;
         goto out;
     }
@@ -280,4 +280,17 @@ out:
     if (!job)
         free(j);
     return e;
+}
+
+bool control_job_model_dir(struct control *ctl, const struct store_job *j, char *out, size_t cap)
+{
+    struct catalog_model m;
+    if (catalog_find(ctl->catalog, j->model, &m))
+        return text_copy(out, cap, m.dir);
+    struct store_job base;
+    if (store_job_by_model(ctl->store, j->account, j->model, &base) == ERR_OK)
+        return control_job_dir(ctl, base.id, "out/model", out, cap);
+    char adapter[1024], why[300];
+    return control_checkpoint_model_dir(ctl, j->account, j->model, out, cap, adapter,
+                                        sizeof adapter, &base, why, sizeof why) == ERR_OK;
 }

@@ -45,4 +45,11 @@ enum alallo_err control_checkpoint_model_dir(struct control *ctl, const char *ac
                                              struct store_job *job /* OUT, may be NULL */,
                                              char *why, size_t whycap);
 
+/* The folder of the model job j trains from: a base model of the catalog,
+ * a fine-tuned model of the same account, or one of its listed checkpoints
+ * (control_checkpoint_model_dir, which calls this again for the base of
+ * the checkpoint's job: the two live in one file). False when it is gone. */
+bool control_job_model_dir(struct control *ctl, const struct store_job *j, char *out,
+                           size_t cap);
+
 #endif

@@ -7,6 +7,9 @@
  * decides with src/sched, keeps with src/store and knows nothing of HTTP:
  * the API (src/api) calls it, and src/app wires the two together.
  * Everything reachable from a struct control is thread-safe.
+ *
+ * This header is the state only, which every file of src/control uses;
+ * opening, taking the lead and closing are service.h, the ticker tick.h.
  */
 #ifndef ALALLO_CONTROL_CONTROL_H
 #define ALALLO_CONTROL_CONTROL_H
@@ -76,23 +79,5 @@ struct control {
     struct leadership *lead; /* NULL: the only server on its store */
     atomic_int checkpoint_builds; /* checkpoints being made into models (checkpoint_models.h) */
 };
-
-/* Makes the catalog and the scheduler's link over an open
- * store (which the control then owns) and replays the calibration history.
- * cfg and alallo_bin must be set. Unless cfg.standby, this process then
- * leads at once (control_begin_leading); a standby writes nothing.
- * Returns 0, or -1 with a reason in err (everything it made is freed; the
- * store is left open). */
-int control_open(struct control *ctl, struct store *store, char *err, size_t errcap);
-
-/* Makes this process the leader: what it remembers of the scheduler is
- * read afresh from the store (sched_link_reload), workers the store knows
- * get a fresh grace period (they could not reach a leader that was not
- * running), cancelled jobs charged without their partial model get it
- * (lifecycle_repair_partial_models); then ctl->leading is set. */
-void control_begin_leading(struct control *ctl);
-
-/* Frees what control_open made and closes the store. */
-void control_close(struct control *ctl);
 
 #endif

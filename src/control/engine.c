@@ -18,6 +18,7 @@
 #include "control/job_move.h"
 #include "control/leadership.h"
 #include "control/lifecycle.h"
+#include "control/paths.h"
 #include "control/sched_link.h"
 #include "control/workers.h"
 #include "core/bench_speed.h"
@@ -257,7 +258,7 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
     enum alallo_err r = store_job_get(ctl->store, NULL, a->job, j);
     char dir[EXEC_PATH_MAX], node_dir[EXEC_PATH_MAX], path[EXEC_PATH_MAX];
     char token[KEYS_MAX], hash[KEYS_HASH_HEX];
-    if (!r && (!lifecycle_attempt_dir(ctl, a->job, a->id, NULL, dir, sizeof dir) ||
+    if (!r && (!control_attempt_dir(ctl, a->job, a->id, NULL, dir, sizeof dir) ||
                !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir) ||
                fs_mkdirs(dir, 0700) != 0))
         r = ERR_IO;

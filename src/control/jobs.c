@@ -10,17 +10,11 @@
 #include "control/catalog.h"
 #include "control/checkpoint_models.h"
 #include "control/job_move.h"
+#include "control/paths.h"
 #include "core/integrations.h"
 #include "core/sample_prompts.h"
 #include "core/ids.h"
 #include "core/text.h"
-
-void control_fine_tuned_model_name(const struct store_job *j, char *out, size_t cap)
-{
-    const char *dash = strchr(j->id, '-');
-    text_printf(out, cap, "ft:%s:%s:%s", j->model, j->suffix[0] ? j->suffix : "alallo",
-                dash ? dash + 1 : j->id);
-}
 
 bool control_model_find(struct control *ctl, const char *account, const char *id,
                         struct catalog_model *m)

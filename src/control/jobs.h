@@ -38,9 +38,6 @@ struct job_draft {
     double sample_tokens;
 };
 
-/* The name a succeeded job's model gets: "ft:MODEL:SUFFIX:RANDOM". */
-void control_fine_tuned_model_name(const struct store_job *j, char *out /* OUT */, size_t cap);
-
 /* The model `id` a job of `account` may train from: a base model of the
  * catalog, or a fine-tuned model (ft:...) of the same account. False when
  * unknown. */

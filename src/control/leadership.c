@@ -66,8 +66,7 @@ enum leadership_change leadership_step(struct control *ctl)
         return LEADERSHIP_SAME;
     set_leader_url(l, "");
     log_line("info", "this server is now the leader (%s)", l->my_url);
-    control_begin_leading(ctl);
-    return LEADERSHIP_TAKEN;
+    return LEADERSHIP_TAKEN; /* the caller takes the lead (service.h) */
 }
 
 bool control_leads(struct control *ctl)

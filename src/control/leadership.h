@@ -9,7 +9,8 @@
  * store's leader lock (store/leader_lock.h). A control without a
  * leadership (unit tests, one-process tools) always leads.
  *
- * Thread-safety: leadership_step and leadership_close are called by one
+ * Thread-safety: leadership_step (through control_leadership_step,
+ * service.h) and leadership_close are called by one
  * thread (the server's watcher); control_leads and leadership_leader_url
  * from any.
  */
@@ -37,13 +38,14 @@ enum leadership_change {
     LEADERSHIP_LOST,  /* this process led and no longer does: stop */
 };
 
-/* Tries the lock once. On taking it, makes this process the leader: the
- * in-memory state of the scheduler is read afresh from the store, workers
- * get a fresh grace period (their heartbeats went to a leader that is
- * gone), and cancelled jobs get their partial models
- * (control_begin_leading); then control_leads says true. On losing it,
- * control_leads says false before this returns. Also refreshes the
- * leader's URL that leadership_leader_url gives. */
+/* Tries the lock once. On taking it, returns LEADERSHIP_TAKEN and the
+ * caller makes this process the leader: control_leadership_step
+ * (service.h) calls control_begin_leading, which reads the scheduler's
+ * in-memory state afresh from the store, gives workers a fresh grace
+ * period (their heartbeats went to a leader that is gone) and gives
+ * cancelled jobs their partial models; then control_leads says true. On
+ * losing it, control_leads says false before this returns. Also refreshes
+ * the leader's URL that leadership_leader_url gives. */
 enum leadership_change leadership_step(struct control *ctl);
 
 /* Whether this process leads. */

@@ -17,23 +17,6 @@
 #include "core/trainer_protocol.h"
 #include "store/store.h"
 
-/* Where a job's files live: DATA/jobs/ID/{checkpoints,out}. Returns false
- * when the id is not a safe id or the path does not fit. */
-bool lifecycle_job_dir(const struct control *ctl, const char *job_id, const char *sub,
-                       char *out, size_t cap);
-
-/* An attempt's own folder: DATA/jobs/JOB/attempts/ATT[/sub]; its trainer
- * writes its checkpoints in ATT/checkpoints and nowhere else. False when an
- * id is not a safe id or the path does not fit. */
-bool lifecycle_attempt_dir(const struct control *ctl, const char *job_id, const char *attempt_id,
-                           const char *sub, char *out, size_t cap);
-
-/* The folder of the model job j trains from: a base model of the catalog,
- * or a fine-tuned model of the same account, or one of its listed
- * checkpoints (checkpoint_models.h). False when it is gone. */
-bool lifecycle_model_dir(struct control *ctl, const struct store_job *j, char *out,
-                         size_t cap);
-
 /* Worker `worker` asks for work: picks a waiting job that fits it, starts
  * an attempt with a new fence, and writes the trainer's spec (ATTEMPT.json
  * minus threads) into *spec. ERR_OK with *spec NULL: nothing for it now.
@@ -59,7 +42,7 @@ enum alallo_err lifecycle_attempt_spec(struct control *ctl, const char *attempt_
                                        struct store_attempt *attempt /* OUT */,
                                        struct store_job *job /* OUT */, json_t **spec /* OUT */);
 
-/* Applies trainer events (docs/trainer-protocol.md) reported for attempt
+/* Applies trainer events (docs/trainer-protocol.md; trainer_events.c) reported for attempt
  * `attempt_id` holding `fence`; `first` is the index within the attempt of
  * events[0] (-1: unknown, apply all). Events already applied (a batch sent
  * again) are skipped. *stop gets what the worker must do with its trainer. */

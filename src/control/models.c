@@ -10,7 +10,7 @@
 #include "core/child.h"
 #include "control/checkpoint_models.h"
 #include "control/fleet.h"
-#include "control/lifecycle.h"
+#include "control/paths.h"
 #include "control/sched_link.h"
 #include "core/fs.h"
 #include "core/ids.h"
@@ -116,7 +116,7 @@ enum alallo_err control_model_dir(struct control *ctl, const char *account, cons
     long step;
     enum alallo_err e = ERR_NOT_FOUND;
     if (store_job_by_model(ctl->store, account, id, j) == ERR_OK)
-        e = lifecycle_job_dir(ctl, j->id, "out/model", dir, cap) ? ERR_OK : ERR_INTERNAL;
+        e = control_job_dir(ctl, j->id, "out/model", dir, cap) ? ERR_OK : ERR_INTERNAL;
     else if (control_checkpoint_name_parse(id, job_id, sizeof job_id, &step))
         e = control_checkpoint_model_dir(ctl, account, id, dir, cap, adapter, sizeof adapter, j,
                                          why, whycap);
@@ -254,14 +254,14 @@ static enum alallo_err lora_adapter(struct control *ctl, const struct store_job 
                                     char *why, size_t whycap)
 {
     struct stat st;
-    if (lifecycle_job_dir(ctl, j->id, "out/adapter", adapter, cap) &&
+    if (control_job_dir(ctl, j->id, "out/adapter", adapter, cap) &&
         stat(adapter, &st) == 0 && S_ISDIR(st.st_mode))
         return ERR_OK;
     struct store_checkpoint ck[1];
     int n = 0;
     char base[1024], merged[1024];
     if (store_checkpoint_list(ctl->store, j->id, ck, 1, &n) != ERR_OK || n == 0 ||
-        stat(ck[0].path, &st) != 0 || !lifecycle_model_dir(ctl, j, base, sizeof base)) {
+        stat(ck[0].path, &st) != 0 || !control_job_model_dir(ctl, j, base, sizeof base)) {
         text_copy(why, whycap, "This model's adapter is no longer kept; use hf or gguf.");
         return ERR_INVALID;
     }
@@ -304,7 +304,7 @@ enum alallo_err control_export(struct control *ctl, const char *base_dir,
     }
     char dir[1024], adapter[1024];
     if (base_dir ? !text_copy(dir, sizeof dir, base_dir)
-                 : !lifecycle_job_dir(ctl, j->id, "out/model", dir, sizeof dir)) {
+                 : !control_job_dir(ctl, j->id, "out/model", dir, sizeof dir)) {
         text_copy(why, whycap, "The export failed.");
         return ERR_INTERNAL;
     }
@@ -345,7 +345,7 @@ enum alallo_err control_checkpoint_model(struct control *ctl, const struct store
     why[0] = '\0';
     memset(out, 0, sizeof *out);
     char base[1024];
-    if (!lifecycle_model_dir(ctl, j, base, sizeof base)) {
+    if (!control_job_model_dir(ctl, j, base, sizeof base)) {
         text_copy(why, whycap, "The job's base model is gone.");
         return ERR_NOT_FOUND;
     }

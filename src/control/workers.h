@@ -60,10 +60,4 @@ enum alallo_err control_worker_take_away(struct control *ctl, const char *name, 
  * and their attempts move. */
 void control_workers_check_lost(struct control *ctl, int64_t now_ms);
 
-/* The server's ticker, called about once a second (tick counts them):
- * an engine's slots kept alive every second tick (engine.h); lost workers
- * every tick; limits, start timeouts and a scheduling pass every fifth.
- * Does nothing in a process that does not lead (leadership.h). */
-void control_tick(struct control *ctl, int64_t now_ms, long tick);
-
 #endif

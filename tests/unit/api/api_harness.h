@@ -15,6 +15,7 @@
 #include "control/control.h"
 #include "control/fleet.h"
 #include "control/sched_link.h"
+#include "control/service.h"
 #include "api/router.h"
 #include "api/server.h"
 #include "control/setup.h"

@@ -10,6 +10,8 @@
 
 #include "../api/api_harness.h"
 #include "control/leadership.h"
+#include "control/service.h"
+#include "control/tick.h"
 #include "control/workers.h"
 
 /* A second control on the harness's data folder, opened as a standby. */
@@ -71,19 +73,19 @@ static void standby_then_leader(void **state)
     state_now(b, "w1", &before);
     assert_int_equal(leadership_open(b, b->cfg.data_dir, "http://b:1", err, sizeof err), 0);
     int64_t t0 = clock_now_ms();
-    assert_int_equal(leadership_step(b), LEADERSHIP_TAKEN);
+    assert_int_equal(control_leadership_step(b), LEADERSHIP_TAKEN);
     assert_true(control_leads(b));
     int64_t after;
     state_now(b, "w1", &after);
     assert_true(after >= t0 && after >= before);
-    assert_int_equal(leadership_step(b), LEADERSHIP_SAME);
+    assert_int_equal(control_leadership_step(b), LEADERSHIP_SAME);
     char url[256];
     assert_false(leadership_leader_url(b, url, sizeof url)); /* it is the leader */
 
     /* A third serve stands by and knows where the leader is. */
     struct control *c = standby_of(h);
     assert_int_equal(leadership_open(c, c->cfg.data_dir, "http://c:2", err, sizeof err), 0);
-    assert_int_equal(leadership_step(c), LEADERSHIP_SAME);
+    assert_int_equal(control_leadership_step(c), LEADERSHIP_SAME);
     assert_false(control_leads(c));
     assert_true(leadership_leader_url(c, url, sizeof url));
     assert_string_equal(url, "http://b:1");
@@ -94,7 +96,7 @@ static void standby_then_leader(void **state)
 
     /* The leader goes: the standby takes over. */
     close_control(b);
-    assert_int_equal(leadership_step(c), LEADERSHIP_TAKEN);
+    assert_int_equal(control_leadership_step(c), LEADERSHIP_TAKEN);
     assert_true(control_leads(c));
     close_control(c);
     h_free(h);
