@@ -262,6 +262,32 @@ def router():
 router()
 
 
+# ---- job_request ----------------------------------------------------------
+def job_request():
+    def put_body(name, body):
+        put("fuzz_job_request", name, json.dumps(body))
+    put_body("plain", {"model": "tiny", "training_file": "file-abc"})
+    put_body("full", {"model": "tiny", "training_file": "file-abc", "validation_file": "file-v",
+                      "hyperparameters": {"n_epochs": 2, "batch_size": "auto",
+                                          "learning_rate_multiplier": 0.5, "max_seq_len": 128,
+                                          "packing": True, "lora_rank": 8, "lora_alpha": 16,
+                                          "lora_dropout": 0.1, "lora_target_modules": ["q_proj"],
+                                          "warmup_ratio": 0.1, "weight_decay": 0.01,
+                                          "lr_scheduler": "cosine", "validation_split": 0.1,
+                                          "early_stopping": {"patience": 2, "min_delta": 0.01}},
+                      "suffix": "s-1", "name": "n", "precision": "4-bit", "goal": "fastest_finish",
+                      "adapter": "lora", "seed": 7, "metadata": {"k": "v"},
+                      "integrations": [{"type": "wandb", "wandb": {"project": "p"}}],
+                      "sample_prompts": ["hello"], "max_steps": 10})
+    put_body("dpo", {"model": "tiny", "training_file": "file-p",
+                     "method": {"type": "dpo", "dpo": {"hyperparameters": {"beta": 0.1}}}})
+    put_body("bad-hyper", {"model": "tiny", "training_file": "f", "hyperparameters": {"n_epochs": 0}})
+    put_body("bad-many", {"model": 5, "training_file": "f", "seed": -1, "max_steps": 0})
+
+
+job_request()
+
+
 # ---- GGUF -----------------------------------------------------------------
 def gguf_str(s):
     b = s.encode() if isinstance(s, str) else s

@@ -17,7 +17,7 @@ ROOT=$(pwd)
 BUILD=${FUZZ_BUILD:-build-fuzz}
 SECONDS_EACH=${1:-10}
 shift $(( $# > 0 ? 1 : 0 ))
-ALL="fuzz_router_json fuzz_multipart fuzz_dataset fuzz_safetensors fuzz_tokenizer fuzz_gguf fuzz_chat_template"
+ALL="fuzz_router_json fuzz_job_request fuzz_multipart fuzz_dataset fuzz_safetensors fuzz_tokenizer fuzz_gguf fuzz_chat_template"
 TARGETS=${*:-$ALL}
 
 if ! [[ "$SECONDS_EACH" =~ ^[0-9]+$ ]] || [ "$SECONDS_EACH" -lt 1 ]; then

@@ -19,6 +19,10 @@
 # the table does not name, or directly in a layer that has rooms (train/)
 # is a violation too: a new layer or room needs its arrows decided first.
 #
+# It also fails on a call from api to one of the store's write functions
+# (named by a rule over store.h's declarations, below): api changes the
+# store only through control.
+#
 # It also checks that the table of arrows in docs/architecture.md (between
 # its "arrows begin" and "arrows end" marks) is the one
 # `scripts/check-layers.sh --doc-table` writes from scripts/layers.txt.
@@ -201,6 +205,37 @@ while IFS= read -r hit; do
 done < <([ ${#key_of_file[@]} -eq 0 ] || printf '%s\0' "${!key_of_file[@]}" | sort -z |
     xargs -0 grep -n -H -E '^[[:space:]]*#[[:space:]]*include')
 
+# Store writes from api: api reads the store for its views, but every
+# change goes through control (docs/architecture.md, "The layers"). The
+# write functions are the ones SRC/store/store.h declares whose names say
+# they write: store_*_put, _insert, _update, _delete, _create, _record,
+# _heartbeat, _set_state, _change_state, and store_writes_*, store_set_*.
+# A call (the name followed by "(") in a .c or .h of api is a violation;
+# a new write to the store must be named by this rule.
+store_writes=0
+if [ -r "$SRC/store/store.h" ]; then
+    mapfile -t write_fns < <(grep -oE '\bstore_[a-z0-9_]+[[:space:]]*\(' "$SRC/store/store.h" |
+        sed -E 's/[[:space:]]*\($//' | sort -u |
+        grep -E '^store_(writes_[a-z0-9_]+|set_[a-z0-9_]+|[a-z0-9_]+_(put|insert|update|delete|create|record|heartbeat|set_state|change_state))$')
+    api_files=()
+    for f in "${!key_of_file[@]}"; do
+        [ "${key_of_file[$f]}" = api ] && api_files+=("$f")
+    done
+    if [ ${#write_fns[@]} -gt 0 ] && [ ${#api_files[@]} -gt 0 ]; then
+        alt=$(IFS='|'; echo "${write_fns[*]}")
+        while IFS= read -r hit; do
+            f=${hit%%:*}
+            rest=${hit#*:}
+            n=${rest%%:*}
+            line=${rest#*:}
+            fn=$(grep -oE "\\b($alt)[[:space:]]*\\(" <<<"$line" | head -n 1 | sed -E 's/[[:space:]]*\($//')
+            echo "$f:$n: calls $fn, a store write; api changes the store only through control ($DOC)"
+            store_writes=$((store_writes + 1))
+        done < <(printf '%s\0' "${api_files[@]}" | sort -z |
+            xargs -0 grep -n -H -E "\\b($alt)[[:space:]]*\\(")
+    fi
+fi
+
 # The docs' table against the one written from scripts/layers.txt.
 doc_ok=1
 if [ ! -r "$DOCFILE" ]; then
@@ -215,9 +250,9 @@ else
     fi
 fi
 
-if [ "$violations" -gt 0 ] || [ "$doc_ok" -eq 0 ]; then
-    echo "check-layers: FAIL: $violations include(s) across a forbidden arrow in $files files of $SRC/ ($DOC)$([ "$doc_ok" -eq 0 ] && echo "; docs' table differs from scripts/layers.txt")"
+if [ "$violations" -gt 0 ] || [ "$store_writes" -gt 0 ] || [ "$doc_ok" -eq 0 ]; then
+    echo "check-layers: FAIL: $violations include(s) across a forbidden arrow in $files files of $SRC/ ($DOC)$([ "$store_writes" -gt 0 ] && echo "; $store_writes store write(s) from api")$([ "$doc_ok" -eq 0 ] && echo "; docs' table differs from scripts/layers.txt")"
     exit 1
 fi
-echo "check-layers: ok: $files files of $SRC/, every #include follows the arrows of scripts/layers.txt"
+echo "check-layers: ok: $files files of $SRC/, every #include follows the arrows of scripts/layers.txt, and api writes the store only through control"
 exit 0

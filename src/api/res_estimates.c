@@ -20,7 +20,7 @@ void estimates_create(struct api_server *srv, struct http_request *req, struct h
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
-    if (job_request_parse(srv, req, body, r, res)) {
+    if (job_request_draft(srv, req, body, r, res)) {
         char why[200];
         enum alallo_err e = control_job_estimate(srv->ctl, r, why, sizeof why);
         if (e)

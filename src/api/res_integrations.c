@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "api/handlers.h"
+#include "control/integrations.h"
 
-#define SETTING "wandb_api_key"
+#define SETTING INTEGRATIONS_WANDB_SETTING
 
 /* Letters, digits, '-' and '_': W&B's keys (40 hex digits, or a host's
  * prefix and a dash before them) and nothing that could break a header. */
@@ -46,8 +47,7 @@ void integrations_wandb_set(struct api_server *srv, struct http_request *req,
                   "api_key");
         return;
     }
-    enum alallo_err e =
-        store_account_setting_put(srv->ctl->store, req->account.id, SETTING, json_string_value(k));
+    enum alallo_err e = control_wandb_key_set(srv->ctl, req->account.id, json_string_value(k));
     json_decref(body);
     if (e) {
         api_store_error(res, e);
@@ -73,7 +73,7 @@ void integrations_wandb_get(struct api_server *srv, struct http_request *req,
 void integrations_wandb_delete(struct api_server *srv, struct http_request *req,
                                struct http_response *res)
 {
-    enum alallo_err e = store_account_setting_put(srv->ctl->store, req->account.id, SETTING, "");
+    enum alallo_err e = control_wandb_key_clear(srv->ctl, req->account.id);
     if (e) {
         api_store_error(res, e);
         return;

@@ -68,7 +68,7 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
-    bool ok = job_request_parse(srv, req, body, r, res);
+    bool ok = job_request_draft(srv, req, body, r, res);
     json_decref(body);
     if (!ok) {
         free(r);

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "control/job_view.h"
 #include "control/paths.h"
-#include "control/sched_link.h"
 #include "api/jsonw.h"
 #include "api/results_id.h"
 #include "core/integrations.h"
@@ -68,54 +68,6 @@ int64_t shape_event_seq(const struct store_job *j, const char *id)
     char *end;
     long long v = strtoll(id + n, &end, 10);
     return (*end || v <= 0) ? 0 : (int64_t)v;
-}
-
-/* Time left of job j at now_ms: a range and its basis. From the time-left
- * state of its current attempt (src/sched/time_left.h) while one runs;
- * from the estimate before the first start. False when it has ended. */
-static bool time_left(const struct store_job *j, const struct sched_state *st, int64_t now_ms,
-                      double *low, double *high, const char **basis)
-{
-    if (job_status_is_terminal(j->status) || j->max_steps <= 0)
-        return false;
-    double now = (double)now_ms / 1000.0;
-    if (st->has_tl && j->active_attempt[0]) {
-        struct tl_value v;
-        tl_value(&st->tl, now, &v);
-        *low = v.low_s;
-        *high = v.high_s;
-        *basis = tl_basis_name(v.basis);
-        return true;
-    }
-    *basis = "estimate";
-    double frac = (double)(j->max_steps - j->steps_done) / (double)j->max_steps;
-    if (frac < 0)
-        frac = 0;
-    if (j->steps_done == 0 && j->status == JOB_QUEUED) {
-        /* Counting down from the estimate made at creation, never below
-         * the training still to do. */
-        double gone = (now_ms - j->created_ms) / 1000.0;
-        tl_before_start(j->est_low_s, j->est_high_s, j->est_train_low_s, j->est_train_high_s,
-                        gone, low, high);
-    } else {
-        *low = j->est_train_low_s * frac;
-        *high = j->est_train_high_s * frac;
-    }
-    if (*high < *low)
-        *high = *low;
-    return *high > 0;
-}
-
-/* What cancelling job j now would cost (net): ledger_cancel_micros(), the
- * settle a cancel in this state ends with. The status it is cancelled from
- * is the one the server's cancel settles with (src/sched/outcome.c): a
- * running or cancelling job that has trained no step is billed as queued. */
-static double cancel_now(const struct store_job *j, const struct sched_state *st, int64_t now_ms)
-{
-    if (job_status_is_terminal(j->status))
-        return j->price_charged - j->price_refunded;
-    enum job_status from = ledger_cancel_from(j->status, j->steps_done);
-    return sched_link_money(ledger_cancel_micros(&st->ledger, from, (double)now_ms / 1000.0));
 }
 
 /* The error object of a failed job, or null. */
@@ -327,15 +279,11 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_key(w, "seed");
     jsonw_int(w, j->seed);
 
-    double low = 0, high = 0;
-    const char *basis = "estimate";
-    struct sched_state *st = malloc(sizeof *st);
-    if (st)
-        sched_state_of_job(j, st);
-    bool has_left = st && time_left(j, st, now_ms, &low, &high, &basis);
+    struct job_view v;
+    control_job_view(j, now_ms, &v);
     jsonw_key(w, "estimated_finish");
-    if (has_left)
-        jsonw_int(w, now_ms / 1000 + (int64_t)ceil(high));
+    if (v.has_time_left)
+        jsonw_int(w, v.estimated_finish_s);
     else
         jsonw_null(w);
     write_integrations(w, j);
@@ -360,18 +308,16 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_int(w, job_progress_percent(j->steps_done, j->max_steps, j->status));
     jsonw_close(w, '}');
     jsonw_key(w, "time_left");
-    if (has_left) {
-        char text[64];
-        job_time_left_range_text(text, sizeof text, low, high);
+    if (v.has_time_left) {
         jsonw_open(w, '{');
         jsonw_key(w, "low_s");
-        jsonw_int(w, (int64_t)floor(low));
+        jsonw_int(w, v.time_left_low_s);
         jsonw_key(w, "high_s");
-        jsonw_int(w, (int64_t)ceil(high));
+        jsonw_int(w, v.time_left_high_s);
         jsonw_key(w, "text");
-        jsonw_str(w, text);
+        jsonw_str(w, v.time_left_text);
         jsonw_key(w, "basis");
-        jsonw_str(w, basis);
+        jsonw_str(w, v.time_left_basis);
         jsonw_close(w, '}');
     } else {
         jsonw_null(w);
@@ -382,8 +328,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_open(w, '{');
     write_money(w, "charged", j->price_charged);
     write_money(w, "refunded", j->price_refunded);
-    write_money(w, "cancel_now", st ? cancel_now(j, st, now_ms) : 0);
-    free(st);
+    write_money(w, "cancel_now", v.cancel_now);
     jsonw_key(w, "currency");
     jsonw_str(w, SHAPES_CURRENCY);
     jsonw_close(w, '}');

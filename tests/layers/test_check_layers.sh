@@ -4,7 +4,8 @@
 # brackets, in .c, .h, .cu and .cuh files, between layers and between the
 # rooms of train), names the file, the line, the header and the rule, lets
 # allowed includes through, fails when docs/architecture.md's table of
-# arrows differs from scripts/layers.txt, and passes on the real src/. Prints one "ok"/"FAIL" line per check and a summary; exits 1
+# arrows differs from scripts/layers.txt, fails on a store write called
+# from api, and passes on the real src/. Prints one "ok"/"FAIL" line per check and a summary; exits 1
 # when any check failed. Run by ctest (layers/check_layers) and so by
 # `make unit` and `make test`.
 set -u
@@ -138,6 +139,25 @@ expect "a header of train named without its room fails" 1 "$out" $rc \
     "$T/train/run/flat.c:1: includes train/model.h, which is directly in train/"
 rm -r "$T/train/kernels/planted.c" "$T/app/planted.c" "$T/train/loose.c" "$T/train/misc" "$T/train/run/flat.c"
 
+# api reads the store but writes it only through control: a call from api
+# to a function store.h declares with a writing name fails, naming the
+# file, line and function; a read (store_*_get) and control's own writes
+# pass; a mention without a call does not count.
+cp "$T/store/store.h" "$TMP/store.h.orig"
+printf 'int store_job_get(int);\nint store_account_setting_put(int);\nint store_webhook_insert(int);\nint store_writes_event(int);\n' >>"$T/store/store.h"
+printf '#include "store/store.h"\nint f(void) { return store_job_get(1); }\n/* not store_webhook_insert here */\nint g(void) { return store_account_setting_put(2); }\n' >"$T/api/planted.c"
+printf '#include "store/store.h"\nint h(void) { return store_writes_event (3); }\n' >"$T/api/planted.h"
+printf '#include "store/store.h"\nint k(void) { return store_webhook_insert(4); }\n' >"$T/control/writes.c"
+out=$("$CHECK" "$T" 2>&1)
+rc=$?
+expect "api calling store_account_setting_put fails, naming the file, line and function" 1 "$out" $rc \
+    "$T/api/planted.c:4: calls store_account_setting_put, a store write; api changes the store only through control (docs/architecture.md)" \
+    "$T/api/planted.h:2: calls store_writes_event, a store write" \
+    "check-layers: FAIL: 0 include(s) across a forbidden arrow in 19 files of $T/ (docs/architecture.md); 2 store write(s) from api"
+if grep -q 'planted.c:2\|planted.c:3\|control/writes.c' <<<"$out"; then fail "a store read, a comment or control's write reported" "$out"; fi
+rm "$T/api/planted.c" "$T/api/planted.h" "$T/control/writes.c"
+cp "$TMP/store.h.orig" "$T/store/store.h"
+
 # docs/architecture.md's table of arrows is written from scripts/layers.txt:
 # a copy with one arrow more fails, naming the doc; the table printed by
 # --doc-table passes.
@@ -179,6 +199,12 @@ expect "a copy of src/ with train/kernels/gemm.c including the model fails" 1 "$
     "$TMP/real/train/kernels/gemm.c:$kline: includes train/model/model.h, but train/kernels may include only core"
 expect "a copy of src/ with cuda_ops.cu including <train/run/trainer.h> fails" 1 "$out" $rc \
     "$TMP/real/train/cuda/cuda_ops.cu:$cline: includes <train/run/trainer.h>, but train/cuda may include only"
+
+printf 'void planted(struct control *c) { store_account_setting_put(c->store, "a", "k", "v"); }\n' >>"$TMP/real/api/res_integrations.c"
+wline=$(wc -l <"$TMP/real/api/res_integrations.c")
+out=$("$CHECK" "$TMP/real" 2>&1)
+expect "a copy of src/ with api/res_integrations.c writing a setting fails" 1 "$out" $? \
+    "$TMP/real/api/res_integrations.c:$wline: calls store_account_setting_put, a store write"
 
 # And the real src/ itself, as `make layers` runs it.
 out=$("$CHECK" 2>&1)

@@ -160,6 +160,47 @@ static void auto_hyperparameters(void **state)
     h_free(h);
 }
 
+/* A body wrong in several ways is answered with the first check it fails,
+ * in one order that mixes the JSON's checks (api/job_request.c) with
+ * control's (control/job_draft.c): each pair below has one of each. */
+static void several_mistakes_answer_the_first(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    char *file = upload_ok(h, h->key);
+    struct {
+        const char *extra, *param;
+        int status;
+    } cases[] = {
+        /* control's file look-up before the JSON's hyper-parameters */
+        {",\"validation_file\":\"file-nope\",\"hyperparameters\":{\"n_epochs\":0}",
+         "validation_file", 404},
+        /* the JSON's n_epochs before control's max_seq_len */
+        {",\"hyperparameters\":{\"n_epochs\":0,\"max_seq_len\":999999}",
+         "hyperparameters.n_epochs", 400},
+        /* control's max_seq_len before the JSON's packing */
+        {",\"hyperparameters\":{\"packing\":3,\"max_seq_len\":999999}",
+         "hyperparameters.max_seq_len", 400},
+        /* control's file format before the JSON's suffix */
+        {",\"method\":{\"type\":\"dpo\"},\"suffix\":\"bad suffix\"", "training_file", 400},
+        /* the JSON's metadata before control's W&B key */
+        {",\"metadata\":[1],\"integrations\":[{\"type\":\"wandb\",\"wandb\":{\"project\":\"p\"}}]",
+         "metadata", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[768];
+        snprintf(body, sizeof body, "{\"model\":\"tiny\",\"training_file\":\"%s\"%s}", file,
+                 cases[i].extra);
+        struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+        assert_int_equal(r.status, cases[i].status);
+        json_t *err = json_object_get(r.json, "error");
+        assert_string_equal(json_string_value(json_object_get(err, "param")), cases[i].param);
+        reply_free(&r);
+    }
+    free(file);
+    h_free(h);
+}
+
 static void create_shapes_and_defaults(void **state)
 {
     (void)state;
@@ -645,6 +686,7 @@ int main(void)
         cmocka_unit_test(create_shapes_and_defaults),
         cmocka_unit_test(auto_hyperparameters),
         cmocka_unit_test(bad_job_bodies),
+        cmocka_unit_test(several_mistakes_answer_the_first),
         cmocka_unit_test(models_by_name_or_job),
         cmocka_unit_test(list_paging_newest_first),
         cmocka_unit_test(cancel_queued_events_and_log),

@@ -1,0 +1,38 @@
+/* job_view.h - the numbers a job's view shows that come from policy: its
+ * time left (a range and its basis, and the finish it implies) and what
+ * cancelling it now would cost. api/shapes.c writes them as JSON and
+ * decides nothing itself; the rules are the scheduler's (sched/time_left.h)
+ * and the ledger's (sched/ledger.h, docs/ledger.md).
+ */
+#ifndef ALALLO_CONTROL_JOB_VIEW_H
+#define ALALLO_CONTROL_JOB_VIEW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct job_view {
+    /* Time left at the moment of the view. has_time_left is false when the
+     * job has ended, has no steps, has nothing left by its estimate, or
+     * the view could not be made (out of memory); the fields below it are
+     * then 0, "estimate" and "". */
+    bool has_time_left;
+    int64_t time_left_low_s;    /* floor of the range's low end, seconds   */
+    int64_t time_left_high_s;   /* ceiling of its high end, seconds        */
+    char time_left_text[64];    /* job_time_left_range_text() of the range */
+    const char *time_left_basis; /* "estimate", or tl_basis_name() of the
+                                    running attempt's state (static)       */
+    int64_t estimated_finish_s; /* Unix seconds: now + time_left_high_s   */
+    /* What cancelling the job now would cost, net, in CONTROL_CURRENCY:
+     * what an ended job was charged less what was refunded; otherwise the
+     * ledger's settle of a cancel at this moment. 0 when the view could not
+     * be made (out of memory). */
+    double cancel_now;
+};
+
+/* Fills *out for job j at now_ms (milliseconds since the epoch). Never
+ * fails: out of memory leaves the defaults described above. */
+void control_job_view(const struct store_job *j, int64_t now_ms, struct job_view *out /* OUT */);
+
+#endif
