@@ -888,6 +888,13 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
         return -1;
     const struct model_config *c = &m.cfg;
     int rc = -1;
+    if (c->n_experts > 0) { /* docs/models.md: GGUF of a mixture of experts */
+        text_error(err, errcap, "GGUF export of %s (a mixture of experts) is not supported "
+                                "yet: export the Hugging Face folder instead",
+                   model_family_name(c->family));
+        hf_close(&m);
+        return -1;
+    }
     struct gguf_writer *w = gguf_writer_new();
     struct conv *cv = calloc(m.n_want, sizeof *cv);
     float rope_div[512];
