@@ -330,6 +330,8 @@ enum alallo_err planner_memory_gpu(const struct plan_job *job, struct plan_memor
 
 int64_t planner_gpu_need(const struct plan_job *job)
 {
+    if (job->model.experts > 0)
+        return INT64_MAX; /* the GPU trainer refuses it (src/train/cuda/cuda_model.c) */
     struct plan_job one = *job;
     one.batch = 1;
     struct plan_memory m;

@@ -171,7 +171,9 @@ enum alallo_err planner_memory_gpu(const struct plan_job *job, struct plan_memor
 int planner_gpu_batch(const struct plan_job *job, int64_t gpu_mem_bytes);
 
 /* The GPU memory the job needs at its smallest micro-batch (1): what a GPU
- * must offer to run it at all. 0 for an invalid job. */
+ * must offer to run it at all. 0 for an invalid job; INT64_MAX for a
+ * mixture of experts, which the GPU trainer does not run yet (no GPU holds
+ * it: it goes to CPU workers). */
 int64_t planner_gpu_need(const struct plan_job *job);
 
 /* Parameters one token goes through: params for a dense model; for a

@@ -67,6 +67,15 @@ static void mixture_of_experts_active_and_total(void **state)
     assert_true(planner_lora_params(&n) < planner_lora_params(&dn));
     /* a dense model is its own active size; bad experts are refused */
     assert_int_equal(planner_active_params(&dense), dn.model.params);
+    /* the GPU trainer has no experts yet: no GPU holds the job, a CPU does */
+    assert_int_equal(planner_gpu_need(&j), INT64_MAX);
+    struct sched_worker ws[2] = {
+        {.name = "gpu", .cpus = 16, .mem_bytes = 1LL << 40, .gpus = 8,
+         .gpu_mem_bytes = 1LL << 40},
+        {.name = "cpu", .cpus = 16, .mem_bytes = 1LL << 40},
+    };
+    assert_int_equal(planner_feasibility(&j, ws, 1, NULL), PLAN_FITS_NOWHERE);
+    assert_int_equal(planner_feasibility(&j, ws, 2, NULL), PLAN_FITS);
     j.model.experts_used = 129;
     assert_int_equal(planner_normalize(&j, &n, why, sizeof why), ERR_INVALID);
     assert_non_null(strstr(why, "experts"));
