@@ -4,7 +4,9 @@
  * Kept per layer for the backward pass: the residual stream before the
  * layer and after attention, both RMSNorm scales, q/k (after rotation), v,
  * the attention output and each score row's log-sum-exp, the MLP gate and up projections,
- * and the LoRA products x A^T. The normalized inputs and the SwiGLU output
+ * and the LoRA products x A^T (a sparse layer's routing and its experts'
+ * gate and up outputs are kept by moe.c instead of the MLP's). The
+ * normalized inputs and the SwiGLU output
  * are cheap to recompute and are not kept, to save memory.
  *
  * The output head is fused with the loss: logits exist only for rows that
