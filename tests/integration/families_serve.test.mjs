@@ -10,13 +10,15 @@
 //    `alallo generate --model-dir` on it says the same (the merged folder
 //    carries the family: its config.json and Gemma's stored norm weights);
 //  * `alallo export ID --format peft` downloads the adapter.
+// And /v1/models shows the mixture of experts' active parameters beside
+// its total (docs/models.md, "Mixture of experts").
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SAMPLE, Serve, run, tmpdir, waitFor } from './service_harness.mjs';
 
-const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2'];
+const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'qwen3_moe'];
 const PROMPT = 'What a wonderful film';
 let s;
 let models;
@@ -39,6 +41,17 @@ before(async () => {
   fileId = (await up.json()).id;
 });
 after(async () => s && s.stop());
+
+test('/v1/models: qwen3_moe with its experts and active parameters', async () => {
+  const r = await s.call('GET', '/v1/models/qwen3_moe');
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.shape.experts, 8);
+  assert.equal(r.json.shape.experts_per_token, 2);
+  assert.ok(r.json.size.active_parameters > 0);
+  assert.ok(r.json.size.active_parameters < r.json.size.parameters, JSON.stringify(r.json.size));
+  const dense = await s.call('GET', '/v1/models/qwen2');
+  assert.equal(dense.json.size.active_parameters, undefined);
+});
 
 test('a job on each family runs to success', async () => {
   for (const f of FAMILIES) {

@@ -5,14 +5,18 @@
  *   alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
- *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2 --tokenizer PATH
+ *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3_moe --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
- *                      --final-softcap X --query-scalar X]
+ *                      --final-softcap X --query-scalar X] [--experts N --experts-used K
+ *                      --moe-intermediate N --sparse-step N --router-aux-coef X
+ *                      --no-norm-topk --hidden N --layers N --heads N --kv-heads N
+ *                      --head-dim N --max-pos N]
  *
  * A family makes the tiny shape with that family's switches as its
  * published configs set them (model_config_family_tiny), so that tests can
  * run every family without fetching weights. The Gemma 2 options override
  * its soft-caps and score scale (tests use small caps, where tanh bends).
+ * The qwen3_moe options set the experts and, for benchmarks, the shape.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +28,53 @@
 #include "train/cmds/cmd_args.h"
 #include "train/kernels/omp_policy.h"
 #include "train/model/model.h"
+#include "train/model/moe.h"
 #include "train/formats/modelio.h"
 #include "train/tokenizer/tokenizer.h"
 
 #define USAGE                                                                              \
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
-    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2 --tokenizer PATH "  \
-    "--out DIR [--seed S] [--init-std X] [--norm-std X]\n"
+    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3_moe "         \
+    "--tokenizer PATH --out DIR [--seed S] [--init-std X] [--norm-std X]\n"
+
+/* qwen3_moe's experts and shape; 0, or -1 after saying why. */
+static int moe_options(int argc, char **argv, struct model_config *c)
+{
+    const char *cmd = "alallo model init";
+    if (cmd_int_opt(cmd, argc, argv, "--experts", 1, MOE_MAX_EXPERTS, &c->n_experts) ||
+        cmd_int_opt(cmd, argc, argv, "--experts-used", 1, MOE_MAX_EXPERTS, &c->n_experts_used) ||
+        cmd_int_opt(cmd, argc, argv, "--moe-intermediate", 1, 8 * MODEL_MAX_HIDDEN,
+                    &c->moe_intermediate) ||
+        cmd_int_opt(cmd, argc, argv, "--sparse-step", 1, MODEL_MAX_LAYERS, &c->sparse_step) ||
+        cmd_int_opt(cmd, argc, argv, "--hidden", 8, MODEL_MAX_HIDDEN, &c->hidden) ||
+        cmd_int_opt(cmd, argc, argv, "--layers", 1, MODEL_MAX_LAYERS, &c->n_layers) ||
+        cmd_int_opt(cmd, argc, argv, "--heads", 1, 1024, &c->n_heads) ||
+        cmd_int_opt(cmd, argc, argv, "--kv-heads", 1, 1024, &c->n_kv_heads) ||
+        cmd_int_opt(cmd, argc, argv, "--head-dim", 2, 1024, &c->head_dim) ||
+        cmd_int_opt(cmd, argc, argv, "--max-pos", 8, 1 << 20, &c->max_pos))
+        return -1;
+    c->max_pos_config = c->max_pos;
+    c->query_scalar = (float)c->head_dim;
+    const char *v = cmd_arg_value(argc, argv, "--router-aux-coef");
+    if (v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x >= 0.0 && x <= 100.0)) {
+            fputs("alallo model init: --router-aux-coef takes a number in [0, 100]\n", stderr);
+            return -1;
+        }
+        c->router_aux_coef = (float)x;
+    }
+    if (cmd_has_flag(argc, argv, "--no-norm-topk"))
+        c->norm_topk_prob = 0;
+    char err[256];
+    if (model_config_check(c, err, sizeof err)) {
+        fprintf(stderr, "alallo model init: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
 
 /* --family NAME: "llama3" is Llama's model_type with Llama 3's rotary scaling. */
 static int family_config(const char *name, int vocab, int argc, char **argv,
@@ -40,7 +83,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
     int fam = strcmp(name, "llama3") == 0 ? FAM_LLAMA : model_family_parse(name);
     if (fam < 0 || strcmp(name, "llama") == 0) {
         fprintf(stderr, "alallo model init: unknown family '%s' (llama3, qwen2, mistral, gemma, "
-                        "gemma2)\n", name);
+                        "gemma2, qwen3_moe)\n", name);
         return -1;
     }
     if (model_config_family_tiny(fam, vocab, c)) {
@@ -62,7 +105,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
         }
         *dst[i] = (float)x;
     }
-    return 0;
+    return fam == FAM_QWEN3_MOE ? moe_options(argc, argv, c) : 0;
 }
 
 static int model_init(int argc, char **argv)
@@ -149,6 +192,9 @@ static int model_init(int argc, char **argv)
     printf("%s: %s, %zu parameters (hidden %d, %d layers, %d heads, vocabulary %d)\n", out,
            model_family_name(c.family), model_config_params(&c), c.hidden, c.n_layers,
            c.n_heads, c.vocab);
+    if (c.n_experts > 0)
+        printf("%s: %d experts, %d per token: %zu active parameters\n", out, c.n_experts,
+               c.n_experts_used, model_config_active_params(&c));
     return 0;
 }
 

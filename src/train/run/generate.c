@@ -11,6 +11,7 @@
 #include "train/data/data.h"
 #include "train/kernels/gemm.h"
 #include "train/model/model.h"
+#include "train/model/moe.h"
 #include "train/formats/modelio.h"
 #include "train/model/ops.h"
 #include "train/formats/quant.h"
@@ -174,6 +175,7 @@ struct work {
     float *xa, *att;          /* (n, r) LoRA product; (ctx) scores */
     float *logits;            /* (V) */
     struct linear_scratch ls;
+    struct moe_acts *moe;     /* a mixture of experts' routing (moe.h), or NULL */
     float *mem;
 };
 
@@ -186,7 +188,10 @@ static int work_init(struct work *w, const struct model *m, int ctx, int n)
     size_t N = (size_t)n;
     size_t sizes[] = {L * ctx * kd, L * ctx * kd, N * C, N * C, N * qd, N * kd, N * kd, N * qd,
                       N * C, N, N * F, N * F, N * F, N * r, (size_t)ctx, (size_t)c->vocab,
-                      linear_scratch_floats(c->intermediate), N * r};
+                      linear_scratch_floats(c->intermediate > c->moe_intermediate
+                                                ? c->intermediate
+                                                : c->moe_intermediate),
+                      N * r};
     float **dst[] = {&w->kc, &w->vc, &w->x, &w->ln, &w->q, &w->k, &w->v, &w->ao, &w->tmp,
                      &w->rstd, &w->g, &w->u, &w->h, &w->xa, &w->att, &w->logits, &w->ls.deq,
                      &w->ls.tmp};
@@ -194,8 +199,12 @@ static int work_init(struct work *w, const struct model *m, int ctx, int n)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += sizes[i];
     w->mem = malloc(total * sizeof(float));
-    if (!w->mem)
+    w->moe = c->n_experts > 0 ? moe_acts_create(m, N) : NULL;
+    if (!w->mem || (c->n_experts > 0 && !w->moe)) {
+        free(w->mem);
+        moe_acts_free(w->moe);
         return -1;
+    }
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *dst[i] = w->mem + off;
@@ -209,6 +218,12 @@ static int work_init(struct work *w, const struct model *m, int ctx, int n)
     w->ctx = ctx;
     w->n = n;
     return 0;
+}
+
+static void work_free(struct work *w)
+{
+    free(w->mem);
+    moe_acts_free(w->moe);
 }
 
 /* Runs n tokens at positions p0.. through the model, filling the cache,
@@ -269,10 +284,14 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
         }
         ops_add(w->x, w->x, w->tmp, (size_t)n * C);
         ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln2, n, C, c->rms_eps);
-        linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
-        linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
-        model_mlp_act(m, w->h, w->g, w->u, (size_t)n * c->intermediate);
-        linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
+        if (L->moe) {
+            moe_forward(m, w->moe, l, w->tmp, w->ln, n, &w->ls);
+        } else {
+            linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
+            linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
+            model_mlp_act(m, w->h, w->g, w->u, (size_t)n * c->intermediate);
+            linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
+        }
         if (L->ln4) { /* and after the MLP */
             ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln4, n, C, c->rms_eps);
             memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
@@ -382,7 +401,7 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
         int32_t id = next;
         forward(m, &w, &id, 1, n + count - 1);
     }
-    free(w.mem);
+    work_free(&w);
     free(cands);
     return count;
 }
@@ -421,7 +440,7 @@ int gen_score(struct generator *g, const char *text, double *loss, long *tokens,
             count++;
         }
     }
-    free(w.mem);
+    work_free(&w);
     free(ids);
     *loss = sum / (double)count;
     *tokens = count;
