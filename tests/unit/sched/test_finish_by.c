@@ -2,13 +2,15 @@
  * calibrated finish at the 90% level is by the deadline; when none is, the
  * earliest, named in the estimate's sentence; a running job that would
  * miss its deadline moves to free capacity that meets it, and one that no
- * capacity can finish in time goes on at the fastest. */
+ * capacity can finish in time goes on at the fastest; `alallo sim` with
+ * finish_by jobs keeps their deadlines. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "sched/estimator.h"
 #include "sched/resched.h"
 #include "sched/scheduler.h"
+#include "sched/sim.h"
 #include "sched_test.h"
 
 #define GB 1000000000LL
@@ -257,6 +259,41 @@ static void moments_read_in_utc(void **state)
     assert_string_equal(job_moment_text(b, sizeof b, NAN, true), "");
 }
 
+/* The simulation with a third of the jobs on finish_by: some deadlines
+ * are refused at creation, the jobs it takes finish by them (at the 90%
+ * level: at least nine in ten), nothing is broken; without the share, no
+ * finish_by job and no such field in the result. */
+static void the_simulation_keeps_deadlines(void **state)
+{
+    (void)state;
+    struct sim_config c;
+    sim_config_default(&c);
+    c.jobs = 400;
+    c.workers = 20;
+    c.seed = 1;
+    struct sim_result r;
+    char why[160], buf[2048];
+    assert_int_equal(sim_run(&c, &r, why, sizeof why), ERR_OK);
+    assert_int_equal(r.finish_by_jobs, 0);
+    assert_true(sim_result_json(&r, false, buf, sizeof buf) > 0);
+    assert_null(strstr(buf, "finish_by"));
+
+    c.finish_by_share = 0.3;
+    assert_int_equal(sim_run(&c, &r, why, sizeof why), ERR_OK);
+    assert_int_equal(r.invariant_violations, 0);
+    assert_true(r.finish_by_jobs > 60 && r.finish_by_jobs < 180);
+    assert_true(r.finish_by_refused > 0);
+    assert_true(r.finish_by_succeeded > r.finish_by_jobs / 2);
+    assert_true(r.finish_by_met >= 0.9 * (double)r.finish_by_succeeded);
+    int n = sim_result_json(&r, false, buf, sizeof buf);
+    assert_true(n > 0 && (size_t)n == strlen(buf));
+    char want[160];
+    snprintf(want, sizeof want,
+             ",\"finish_by\":{\"jobs\":%ld,\"refused\":%ld,\"succeeded\":%ld,\"met\":%ld}}",
+             r.finish_by_jobs, r.finish_by_refused, r.finish_by_succeeded, r.finish_by_met);
+    assert_string_equal(buf + n - strlen(want), want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +304,7 @@ int main(void)
         cmocka_unit_test(factors_are_the_estimates_band),
         cmocka_unit_test(a_late_job_moves),
         cmocka_unit_test(moments_read_in_utc),
+        cmocka_unit_test(the_simulation_keeps_deadlines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
