@@ -23,6 +23,7 @@ struct deadline_ctx {
     struct resched_deadline d;
     const char *from, *to;          /* worker names; to NULL: stays */
     bool note_missed;               /* say that the deadline cannot be met */
+    double by;                      /* the deadline */
     int64_t now;
 };
 
@@ -42,10 +43,12 @@ static enum alallo_err deadline_cb(struct store_job *j, struct store_attempt *un
     if (j->status != JOB_RUNNING || strcmp(j->active_attempt, c->attempt) != 0 ||
         j->stop_reason[0])
         return ERR_CONFLICT; /* it changed meanwhile: judged again next time */
-    double by = job_hyper_finish_by(j->hyper);
+    double by = c->by;
     char by_text[40], high_text[40], line[STORE_MESSAGE_MAX];
     job_moment_text(by_text, sizeof by_text, by, false);
-    job_moment_text(high_text, sizeof high_text, c->d.high_s, true);
+    /* An end by the deadline is written down, as the deadline is; a later
+     * one up (never shown earlier than it is). */
+    job_moment_text(high_text, sizeof high_text, c->d.high_s, c->d.missed);
     enum alallo_err e = ERR_OK;
     bool said = missed_said(j->hyper);
     if (c->note_missed && !said) {
@@ -99,8 +102,8 @@ static bool rest_of(struct control *ctl, const struct store_job *j, const struct
                     struct sched_job *out)
 {
     struct sched_plan p;
-    if (!sched_plan_read(j->plan, &p) || j->max_steps <= 0)
-        return false;
+    if (!sched_plan_read(j->plan, &p) || j->max_steps <= 0 || !(p.finish_by_s > 0))
+        return false; /* the deadline the passes keep to is the plan's */
     long from = st->ledger.latest_checkpoint;
     double left = (double)(j->max_steps - (from > 0 ? from : 0)) / (double)j->max_steps;
     *out = (struct sched_job){.goal = SCHED_FINISH_BY,
@@ -110,7 +113,7 @@ static bool rest_of(struct control *ctl, const struct store_job *j, const struct
                                             p.flops_per_token *
                                             sched_link_model_factor(ctl->sched, j->model),
                               .startup_s = p.startup_s,
-                              .finish_by_s = job_hyper_finish_by(j->hyper)};
+                              .finish_by_s = p.finish_by_s};
     sched_link_finish_by_factors(ctl->sched, p.method, out->finish_hi);
     return out->work_flops > 0;
 }
@@ -134,11 +137,15 @@ static void check_one(struct control *ctl, const char *id, const struct sched_wo
     tl_value(&st->tl, now, &v);
     struct resched_deadline d;
     resched_on_deadline(&rest, now + v.high_s, w, (size_t)n, free_at, now, &d);
+    /* Judged on the attempt's own pace, never on the estimate it started
+     * with (the figures that placed it, calibrated apart from the
+     * placement's): no move and no verdict before then. */
+    if (v.basis != TL_PACE)
+        goto out;
     struct deadline_ctx c = {.attempt = j->active_attempt, .d = d, .from = a.worker,
-                             .note_missed = d.missed, .now = (int64_t)(now * 1000.0)};
-    /* A move rests on the attempt's own pace, never on the estimate it
-     * started with (which the move's own estimate would mirror). */
-    if (d.move_to >= 0 && v.basis == TL_PACE)
+                             .note_missed = d.missed, .by = rest.finish_by_s,
+                             .now = (int64_t)(now * 1000.0)};
+    if (d.move_to >= 0)
         c.to = w[d.move_to].name;
     if (c.note_missed || c.to)
         store_job_update(ctl->store, id, NULL, deadline_cb, &c);

@@ -7,8 +7,9 @@
  *  - says once, with an event and a line in its log, when no capacity can
  *    finish it by the deadline any more: it then goes on at the fastest
  *    capacity (moving only for a real gain).
- * Moves are judged on the attempt's own pace (time left's basis "pace"),
- * never on the estimate it started with. Owns nothing between calls.
+ * Both are judged on the attempt's own pace (time left's basis "pace",
+ * after about 5% of its steps), never on the estimate it started with.
+ * Owns nothing between calls.
  */
 #ifndef ALALLO_CONTROL_DEADLINES_H
 #define ALALLO_CONTROL_DEADLINES_H
