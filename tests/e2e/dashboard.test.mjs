@@ -190,6 +190,40 @@ test('the New job form\'s Advanced settings reach the job', async () => {
   assert.deepEqual(hp.lora_target_modules, ['q_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
 });
 
+test('the goal Finish by sends its deadline, shows it in the estimate and on the job', async () => {
+  const name = `e2e-finish-by-${Date.now()}`;
+  await page.goto(busy.signinUrl); // signed in, also when run alone
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await page.getByRole('link', { name: 'New job', exact: true }).first().click();
+  await page.getByRole('heading', { name: 'New job' }).waitFor();
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await page.getByText(`Uploaded ${path.basename(trainFile)}`).waitFor({ timeout: 30000 });
+  await page.locator('#goal-finish_by').check();
+  // Without a time the form says so and sends nothing.
+  await page.getByRole('button', { name: 'Estimate time and price' }).click();
+  await page.getByRole('alert').filter({ hasText: 'Choose the date and time to finish by.' }).waitFor();
+  // A day from now, to the minute, in the browser's local time.
+  const at = new Date(Date.now() + 86400000);
+  at.setSeconds(0, 0);
+  const pad = (n) => String(n).padStart(2, '0');
+  const local = `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  await page.locator('#finish_by').fill(local);
+  await page.getByRole('button', { name: 'Estimate time and price' }).click();
+  const box = page.locator('.estimate');
+  await until('an estimate with its deadline', async () => /Finish by: .+ \(done by .+ at the latest\)/.test(await box.textContent()));
+  await page.getByRole('button', { name: 'Start' }).click();
+  await page.waitForURL(/#\/jobs$/);
+  await jobRow(page, name).waitFor({ timeout: 15000 });
+  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
+  const job = list.data.find((j) => j.name === name);
+  assert.ok(job, `the job ${name} is listed`);
+  assert.equal(job.goal, 'finish_by');
+  assert.equal(job.finish_by, Math.floor(at.getTime() / 1000));
+  await page.goto(`${busy.base}/#/jobs/${job.id}`);
+  await page.getByText(/^Finish by /).first().waitFor();
+});
+
 test('the job page shows status, progress, time left, price, log, loss curve, checkpoints, attempts', async () => {
   await page.goto(`${busy.base}/#/jobs`);
   const link = page.locator('a.job-link', { hasText: 'e2e-watch-' }).first();
