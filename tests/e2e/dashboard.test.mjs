@@ -86,6 +86,18 @@ async function createThroughPage(p, name, { epochs, batch, lr, file = trainFile 
   await jobRow(p, name).waitFor({ timeout: 15000 });
 }
 
+// Starts the filled New job form; returns the job as the API lists it,
+// after the Jobs tab shows it.
+async function startAndFind(p, name) {
+  await p.getByRole('button', { name: 'Start' }).click();
+  await p.waitForURL(/#\/jobs$/);
+  await jobRow(p, name).waitFor({ timeout: 15000 });
+  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
+  const job = list.data.find((j) => j.name === name);
+  assert.ok(job, `the job ${name} is listed`);
+  return job;
+}
+
 test('the address serve prints signs in, then leaves the address bar', async () => {
   assert.ok(busy.printedSignin, `serve prints a sign-in address with #key=:\n${busy.output()}`);
   await page.goto(busy.signinUrl);
@@ -175,12 +187,7 @@ test('the New job form\'s Advanced settings reach the job', async () => {
   await page.getByLabel('Packing: several short examples share a row').uncheck();
   await page.getByLabel('k_proj', { exact: true }).uncheck();
   await page.getByLabel('Learning-rate schedule').selectOption('linear');
-  await page.getByRole('button', { name: 'Start' }).click();
-  await page.waitForURL(/#\/jobs$/);
-  await jobRow(page, name).waitFor({ timeout: 15000 });
-  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
-  const job = list.data.find((j) => j.name === name);
-  assert.ok(job, `the job ${name} is listed`);
+  const job = await startAndFind(page, name);
   const hp = job.hyperparameters;
   assert.equal(hp.max_seq_len, 128);
   assert.equal(hp.lora_rank, 8);
@@ -212,12 +219,7 @@ test('the goal Finish by sends its deadline, shows it in the estimate and on the
   await page.getByRole('button', { name: 'Estimate time and price' }).click();
   const box = page.locator('.estimate');
   await until('an estimate with its deadline', async () => /Finish by: .+ \(done by .+ at the latest\)/.test(await box.textContent()));
-  await page.getByRole('button', { name: 'Start' }).click();
-  await page.waitForURL(/#\/jobs$/);
-  await jobRow(page, name).waitFor({ timeout: 15000 });
-  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
-  const job = list.data.find((j) => j.name === name);
-  assert.ok(job, `the job ${name} is listed`);
+  const job = await startAndFind(page, name);
   assert.equal(job.goal, 'finish_by');
   assert.equal(job.finish_by, Math.floor(at.getTime() / 1000));
   await page.goto(`${busy.base}/#/jobs/${job.id}`);
