@@ -117,7 +117,8 @@ json_t *control_estimate_json(const struct estimate *e)
                                                    "memory_bytes",
                                                    (json_int_t)e->gpu_memory_bytes));
     /* The goal finish_by: the deadline, whether the range's upper end is by
-     * it and that end as a moment; when it is not, the message says so. */
+     * it and that end as a moment (both null while no capacity is known);
+     * when it is not, the message says so. */
     const char *message = e->finish_by_message[0] ? e->finish_by_message : e->message;
     json_t *out = json_pack(
         "{s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "object", "fine_tuning.estimate", "time", time, "price",
@@ -127,8 +128,9 @@ json_t *control_estimate_json(const struct estimate *e)
     if (out && e->finish_by_s > 0)
         json_object_set_new(
             out, "finish_by",
-            json_pack("{s:I,s:b,s:o}", "deadline", (json_int_t)e->finish_by_s, "met",
-                      e->finish_by_met, "high_at",
+            json_pack("{s:I,s:o,s:o}", "deadline", (json_int_t)e->finish_by_s, "met",
+                      e->finish_high_s > 0 ? json_boolean(e->finish_by_met) : json_null(),
+                      "high_at",
                       e->finish_high_s > 0 ? json_integer((json_int_t)ceil(e->finish_high_s))
                                            : json_null()));
     return out;

@@ -143,3 +143,21 @@ test('the CLI creates and estimates with --finish-by', async () => {
   assert.match(past.err, /finish_by must be in the future/);
   fs.rmSync(dir, { recursive: true, force: true });
 });
+
+test('with no capacity known the deadline cannot be judged: met is null and the job is accepted', async () => {
+  const idle = await Serve.start({ args: ['--models', tinyModelsDir(), '--local-worker', 'none'] });
+  try {
+    const up = await idle.upload('sentiment-train.jsonl', fs.readFileSync(SAMPLE));
+    const body = { model: 'tiny', training_file: up.json.id, goal: 'finish_by', finish_by: now() + 3600 };
+    const r = await idle.call('POST', '/v1/fine_tuning/estimates', { body });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.time, null);
+    assert.deepEqual(r.json.finish_by, { deadline: body.finish_by, met: null, high_at: null });
+    const c = await idle.createJob(body);
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.status, 'queued');
+    assert.equal(c.json.finish_by, body.finish_by);
+  } finally {
+    await idle.stop();
+  }
+});
