@@ -173,6 +173,7 @@ struct sim_job {
     /* goal finish_by (sim_config.finish_by_share): the deadline set at
      * arrival, slack x the upper end of the job's fastest finish */
     double finish_by, finish_by_slack;
+    bool finish_by_missed;  /* counted in finish_by_missed */
 };
 
 enum ev_kind {
@@ -517,6 +518,19 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
         need_pass(s);
 }
 
+/* The finish_by factors of method m from the history, made again only
+ * after it changed. */
+static void finish_by_factors(struct sim *s, enum plan_method m,
+                              float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    if (s->fb_stale) {
+        for (int k = 0; k < PLAN_METHOD_COUNT; k++)
+            est_finish_by_factors(s->hist, (enum plan_method)k, s->fb_hi[k]);
+        s->fb_stale = false;
+    }
+    memcpy(out, s->fb_hi[m], sizeof s->fb_hi[0]);
+}
+
 /* Asks the job's attempt to move (memory, drain, spot): the status it
  * shows meanwhile is the server's rule. */
 static void ask_move(struct sim *s, long ji)
@@ -530,6 +544,42 @@ static void ask_move(struct sim *s, long ji)
         move_job(s, ji, to);
         j->message = MSG_RESCHEDULING;
     }
+}
+
+static void attempt_stopped(struct sim *s, long ji, enum stop_reason stop);
+
+/* goal finish_by at a report, as the server checks it (control/deadlines.c),
+ * on the attempt's own pace: a job late where it runs moves, from a
+ * checkpoint, to a free worker that meets its deadline, or, when none can,
+ * is counted as missed once and moves only to a clearly earlier end.
+ * True when it moved. */
+static bool deadline_move(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    struct tl_value v;
+    tl_value(&j->tl, s->now, &v);
+    if (v.basis != TL_PACE)
+        return false;
+    struct sched_job rest = {
+        .goal = SCHED_FINISH_BY, .mem_bytes = j->mem_need,
+        .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
+        .startup_s = j->startup_nominal_s, .finish_by_s = j->finish_by};
+    finish_by_factors(s, j->method, rest.finish_hi);
+    sched_free_at(s->w, (size_t)s->nw, s->now, s->pfree);
+    struct resched_deadline d;
+    resched_on_deadline(&rest, s->now + v.high_s, s->w, (size_t)s->nw, s->pfree, s->now, &d);
+    if (d.missed && !j->finish_by_missed) {
+        j->finish_by_missed = true;
+        s->res->finish_by_missed++;
+    }
+    if (d.move_to < 0)
+        return false;
+    s->res->finish_by_moves++;
+    ask_move(s, ji);
+    long at = stop_with_checkpoint(s, ji);
+    end_attempt(s, ji, at);
+    attempt_stopped(s, ji, STOP_REASON_MOVE);
+    return true;
 }
 
 /* The job's attempt has ended after it was asked to stop for `stop`: the
@@ -869,6 +919,8 @@ static void on_report(struct sim *s, const struct event *ev)
     if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)
         s->samples[s->n_samples++] = (struct tl_sample){(int)ji, (float)s->now, (float)v.mid_s};
     w->busy_until_s = s->now + v.mid_s;
+    if (j->goal == SCHED_FINISH_BY && deadline_move(s, ji))
+        return;
     schedule_report(s, ji);
 }
 
@@ -983,13 +1035,8 @@ static size_t pass_input(struct sim *s, long extra, size_t *n_loads)
             .startup_s = j->startup_nominal_s,
             .deadline_s = j->est_high > 0 ? j->submit_s + j->est_high : 0};
         if (j->goal == SCHED_FINISH_BY) {
-            if (s->fb_stale) {
-                for (int m = 0; m < PLAN_METHOD_COUNT; m++)
-                    est_finish_by_factors(s->hist, (enum plan_method)m, s->fb_hi[m]);
-                s->fb_stale = false;
-            }
             s->pj[n - 1].finish_by_s = j->finish_by;
-            memcpy(s->pj[n - 1].finish_hi, s->fb_hi[j->method], sizeof s->fb_hi[0]);
+            finish_by_factors(s, j->method, s->pj[n - 1].finish_hi);
         }
     }
     size_t nl = 0;
@@ -1289,9 +1336,9 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
     if (r->finish_by_jobs > 0) { /* only when asked for (--finish-by-share) */
         int k = snprintf(buf + n - 1, cap - (size_t)n + 1,
                          ",\"finish_by\":{\"jobs\":%ld,\"refused\":%ld,\"succeeded\":%ld,"
-                         "\"met\":%ld}}",
+                         "\"met\":%ld,\"missed\":%ld,\"moves\":%ld}}",
                          r->finish_by_jobs, r->finish_by_refused, r->finish_by_succeeded,
-                         r->finish_by_met);
+                         r->finish_by_met, r->finish_by_missed, r->finish_by_moves);
         if (k < 0 || (size_t)k >= cap - (size_t)n + 1)
             return -1;
         n += k - 1;

@@ -7,8 +7,9 @@
  *    spot, each with a measured speed that is a little off its true speed;
  *  - jobs from accounts of very different sizes, on five model shapes,
  *    three methods, two goals (and finish_by with --finish-by-share, whose
- *    deadlines the pass keeps to and whose refusals and deadlines met are
- *    counted), with data sets of 1k..100k examples,
+ *    deadlines the pass and the checks at each report keep to, moves
+ *    included, and whose refusals, deadlines met and missed are counted),
+ *    with data sets of 1k..100k examples,
  *    arriving at random (Poisson) so that the fleet is ~75% busy, or all at
  *    once (--burst);
  *  - trainers whose true pace differs from the nominal one by method, by
@@ -86,6 +87,9 @@ struct sim_result {
      * creation (no capacity could meet the deadline), those that succeeded
      * and those of them that finished by their deadline */
     long finish_by_jobs, finish_by_refused, finish_by_succeeded, finish_by_met;
+    /* ... the jobs a check at a report found could no longer meet their
+     * deadline, and the moves those checks made (resched_on_deadline) */
+    long finish_by_missed, finish_by_moves;
 };
 
 /* Defaults for everything but jobs, workers and seed. */

@@ -287,10 +287,12 @@ static void the_simulation_keeps_deadlines(void **state)
     assert_true(r.finish_by_met >= 0.9 * (double)r.finish_by_succeeded);
     int n = sim_result_json(&r, false, buf, sizeof buf);
     assert_true(n > 0 && (size_t)n == strlen(buf));
-    char want[160];
+    char want[200];
     snprintf(want, sizeof want,
-             ",\"finish_by\":{\"jobs\":%ld,\"refused\":%ld,\"succeeded\":%ld,\"met\":%ld}}",
-             r.finish_by_jobs, r.finish_by_refused, r.finish_by_succeeded, r.finish_by_met);
+             ",\"finish_by\":{\"jobs\":%ld,\"refused\":%ld,\"succeeded\":%ld,\"met\":%ld,"
+             "\"missed\":%ld,\"moves\":%ld}}",
+             r.finish_by_jobs, r.finish_by_refused, r.finish_by_succeeded, r.finish_by_met,
+             r.finish_by_missed, r.finish_by_moves);
     assert_string_equal(buf + n - strlen(want), want);
 }
 
