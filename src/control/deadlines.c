@@ -2,6 +2,7 @@
 #include "control/deadlines.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@
 #include "sched/resched.h"
 #include "sched/time_left.h"
 
-#define RUNNING_MAX 1000 /* running jobs looked at per check */
+#define RUNNING_MAX 1000 /* running finish_by jobs looked at per check */
 
 struct deadline_ctx {
     const char *attempt;            /* the attempt judged; the job must still be on it */
@@ -118,9 +119,10 @@ static bool rest_of(struct control *ctl, const struct store_job *j, const struct
     return out->work_flops > 0;
 }
 
-/* Judges one running job; its worker among w[n] by name. */
+/* Judges one running job against the workers w[n], free at free_at[n];
+ * a worker it moves to is taken (free_at +inf) for the jobs after it. */
 static void check_one(struct control *ctl, const char *id, const struct sched_worker *w, int n,
-                      const double *free_at, double now)
+                      double *free_at, double now)
 {
     struct store_job *j = calloc(1, sizeof *j);
     struct sched_state *st = calloc(1, sizeof *st);
@@ -135,42 +137,60 @@ static void check_one(struct control *ctl, const char *id, const struct sched_wo
         goto out;
     struct tl_value v;
     tl_value(&st->tl, now, &v);
-    struct resched_deadline d;
-    resched_on_deadline(&rest, now + v.high_s, w, (size_t)n, free_at, now, &d);
     /* Judged on the attempt's own pace, never on the estimate it started
      * with (the figures that placed it, calibrated apart from the
      * placement's): no move and no verdict before then. */
     if (v.basis != TL_PACE)
         goto out;
+    struct resched_deadline d;
+    resched_on_deadline(&rest, now + v.high_s, w, (size_t)n, free_at, now, &d);
     struct deadline_ctx c = {.attempt = j->active_attempt, .d = d, .from = a.worker,
                              .note_missed = d.missed, .by = rest.finish_by_s,
                              .now = (int64_t)(now * 1000.0)};
     if (d.move_to >= 0)
         c.to = w[d.move_to].name;
-    if (c.note_missed || c.to)
-        store_job_update(ctl->store, id, NULL, deadline_cb, &c);
+    if ((c.note_missed || c.to) && store_job_update(ctl->store, id, NULL, deadline_cb, &c) ==
+                                           ERR_OK &&
+        c.to)
+        free_at[d.move_to] = INFINITY;
 out:
     free(j);
     free(st);
 }
 
+struct running_ids {
+    char (*ids)[IDS_MAX];
+    int n;
+};
+
+/* Collects the running finish_by jobs (by their plan's goal), so that the
+ * others are never read. */
+static void collect(const struct store_waiting *row, void *vctx)
+{
+    struct running_ids *r = vctx;
+    struct sched_plan p;
+    if (row->running && r->n < RUNNING_MAX && sched_plan_read(row->plan, &p) &&
+        p.goal == SCHED_FINISH_BY)
+        text_copy(r->ids[r->n++], IDS_MAX, row->id);
+}
+
 void control_deadlines_check(struct control *ctl, int64_t now_ms)
 {
-    char(*ids)[IDS_MAX] = calloc(RUNNING_MAX, IDS_MAX);
+    struct running_ids r = {.ids = calloc(RUNNING_MAX, IDS_MAX)};
     struct sched_worker *w = calloc(SCHED_LINK_WORKERS, sizeof *w);
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
-    int n_ids = 0;
     double now = (double)now_ms / 1000.0;
-    if (!ids || !w || !free_at ||
-        store_job_ids_in_status(ctl->store, JOB_RUNNING, ids, RUNNING_MAX, &n_ids) != ERR_OK ||
-        n_ids == 0)
+    if (!r.ids || !w || !free_at ||
+        store_waiting_each(ctl->store, SCHED_LINK_QUEUE + SCHED_LINK_WORKERS, collect, &r) !=
+            ERR_OK ||
+        r.n == 0)
         goto out;
     int n = sched_link_workers(ctl, now, w, SCHED_LINK_WORKERS);
     sched_free_at(w, (size_t)n, now, free_at);
-    for (int i = 0; i < n_ids; i++)
-        check_one(ctl, ids[i], w, n, free_at, now);
+    for (int i = 0; i < r.n; i++)
+        check_one(ctl, r.ids[i], w, n, free_at, now);
 out:
-    free(ids);
+    free(r.ids);
     free(w);
     free(free_at);
 }

@@ -18,12 +18,13 @@
 
 #include "control/control.h"
 
-/* The text of the note when a job can no longer meet its deadline, and
- * the key of the job's stored settings (store_job.hyper) that records it
- * was said. */
+/* The key of the job's stored settings (store_job.hyper) that records that
+ * the job was said to be unable to meet its deadline (said once). */
 #define DEADLINES_MISSED_KEY "finish_by_missed"
 
-/* Checks every running finish_by job at now_ms (ticker, every fifth tick). */
+/* Checks every running finish_by job at now_ms (ticker, every fifth tick):
+ * one read of the jobs in flight (store_waiting_each) finds them by their
+ * plan's goal; only they are read in full. */
 void control_deadlines_check(struct control *ctl, int64_t now_ms);
 
 #endif
