@@ -72,6 +72,11 @@ struct model_speed {
 struct sched_link {
     pthread_mutex_t mu;
     struct est_history history;
+    /* The goal finish_by's factors (est_finish_by_factors) per method, from
+     * the history: made again under mu whenever it changes, read by the
+     * queue's loads (which may not take mu) under fb_mu. */
+    pthread_mutex_t fb_mu;
+    float fb_hi[PLAN_METHOD_COUNT][2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
     pthread_mutex_t model_mu; /* owns models[] */
     struct model_speed models[MODELS_MAX];
     int n_models;
@@ -96,6 +101,26 @@ struct sched_link {
 
 static void memo_clear(struct sched_link *l);
 
+/* Makes fb_hi again from the history; the caller holds l->mu. */
+static void finish_by_refresh_locked(struct sched_link *l)
+{
+    float hi[PLAN_METHOD_COUNT][2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
+    for (int m = 0; m < PLAN_METHOD_COUNT; m++)
+        est_finish_by_factors(&l->history, (enum plan_method)m, hi[m]);
+    pthread_mutex_lock(&l->fb_mu);
+    memcpy(l->fb_hi, hi, sizeof hi);
+    pthread_mutex_unlock(&l->fb_mu);
+}
+
+void sched_link_finish_by_factors(struct sched_link *l, enum plan_method m,
+                                  float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    pthread_mutex_lock(&l->fb_mu);
+    memcpy(out, l->fb_hi[(int)m >= 0 && m < PLAN_METHOD_COUNT ? m : 0],
+           sizeof l->fb_hi[0]);
+    pthread_mutex_unlock(&l->fb_mu);
+}
+
 struct sched_link *sched_link_new(void)
 {
     struct sched_link *l = calloc(1, sizeof *l);
@@ -105,7 +130,9 @@ struct sched_link *sched_link_new(void)
     pthread_mutex_init(&l->snap_mu, NULL);
     pthread_mutex_init(&l->model_mu, NULL);
     pthread_mutex_init(&l->memo_mu, NULL);
+    pthread_mutex_init(&l->fb_mu, NULL);
     est_history_init(&l->history);
+    finish_by_refresh_locked(l);
     return l;
 }
 
@@ -118,6 +145,7 @@ void sched_link_free(struct sched_link *l)
     pthread_mutex_destroy(&l->snap_mu);
     pthread_mutex_destroy(&l->model_mu);
     pthread_mutex_destroy(&l->memo_mu);
+    pthread_mutex_destroy(&l->fb_mu);
     free(l);
 }
 
@@ -216,6 +244,7 @@ enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s)
     pthread_mutex_lock(&l->mu);
     for (int i = 0; !e && i < n; i++)
         add_locked(l, &rows[i]);
+    finish_by_refresh_locked(l);
     pthread_mutex_unlock(&l->mu);
     free(rows);
     return e;
@@ -241,6 +270,7 @@ void sched_link_calibrate(struct sched_link *l, const struct store_calibration *
 {
     pthread_mutex_lock(&l->mu);
     add_locked(l, k);
+    finish_by_refresh_locked(l);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -419,6 +449,10 @@ static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, in
                               .deadline_s = j->est_high_s > 0
                                                 ? (double)j->created_ms / 1000.0 + j->est_high_s
                                                 : 0};
+    if (p.goal == SCHED_FINISH_BY) {
+        out->finish_by_s = p.finish_by_s;
+        sched_link_finish_by_factors(l, p.method, out->finish_hi);
+    }
     if (!(out->work_flops > 0))
         out->work_flops = 1;
     return true;
@@ -604,6 +638,8 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
     req.reference_tokens = sched_link_reference_tokens(j);
     if (!sched_goal_parse(j->goal, &req.goal))
         req.goal = SCHED_LOWEST_COST;
+    if (req.goal == SCHED_FINISH_BY)
+        req.finish_by_s = job_hyper_finish_by(j->hyper);
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
     struct sched_link *l = ctl->sched;
     enum alallo_err e = ERR_NOMEM;
@@ -632,7 +668,11 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                                            &pj, req.train_tokens,
                                                            req.reference_tokens) *
                                                        req.work_factor,
-                                         .startup_s = req.startup_s};
+                                         .startup_s = req.startup_s,
+                                         .finish_by_s = req.finish_by_s};
+        if (req.goal == SCHED_FINISH_BY)
+            sched_link_finish_by_factors(l, planner_method(pj.precision, pj.adapter),
+                                         q.jobs[q.n].finish_hi);
         /* A job that comes last in the fair order sees the queue's full
          * placement, kept between estimates (a burst from one account is
          * one placement, then one job more each); any other is placed by
@@ -765,7 +805,8 @@ void sched_link_invalidate(struct sched_link *l)
 
 #define PLAN_FORMAT                                                                                \
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
-    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld}"
+    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
+    "\"by\":%.17g}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -793,7 +834,8 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
     return text_printf(out, cap, PLAN_FORMAT, e->flops_per_token, (int)e->method,
                        (int)e->worker_class, e->waits ? 1 : 0,
                        (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s,
-                       model_factor, (long long)e->gpu_need_bytes);
+                       model_factor, (long long)e->gpu_need_bytes,
+                       goal == SCHED_FINISH_BY ? e->finish_by_s : 0.0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -821,7 +863,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g, gpu = 0;
+    double m, c, w, g, gpu = 0, by = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -830,7 +872,8 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           plan_number(&p, ",\"train_s\":", all ? &out->train_s : NULL) &&
           plan_number(&p, ",\"startup_s\":", &out->startup_s) &&
           plan_number(&p, ",\"mf\":", all ? &out->model_factor : NULL) &&
-          (plan_number(&p, ",\"gpu\":", &gpu) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"gpu\":", &gpu) || true) &&
+          (plan_number(&p, ",\"by\":", &by) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
@@ -838,6 +881,7 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
+    out->finish_by_s = by > 0 ? by : 0;
     return plan_valid(out, (int)m, (int)c, (int)g);
 }
 
@@ -877,6 +921,8 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
         out->model_factor = 1.0; /* plans written before the factor */
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
+    double by = json_number_value(json_object_get(o, "by"));
+    out->finish_by_s = by > 0 ? by : 0; /* 0: no deadline */
     json_decref(o);
     return plan_valid(out, method, class_, goal);
 }

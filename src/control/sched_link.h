@@ -48,6 +48,8 @@ struct sched_plan {
     int64_t gpu_need;         /* GPU memory at a batch of 1 (estimate
                                  gpu_need_bytes); 0 in plans written before
                                  it: the pass then checks no GPU        */
+    double finish_by_s;       /* goal finish_by: the deadline (Unix
+                                 seconds); 0 for the other goals        */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in
@@ -173,6 +175,12 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
 void sched_link_train_range(struct sched_link *l, const struct store_job *j,
                             const struct sched_worker *w, long steps_left, double *low_s,
                             double *high_s);
+
+/* The goal finish_by's factors of method m (est_finish_by_factors over
+ * the history, kept up to date as it learns) into out, for
+ * sched_job.finish_hi. */
+void sched_link_finish_by_factors(struct sched_link *l, enum plan_method m,
+                                  float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES] /* OUT */);
 
 /* Money in micros as the API's currency number. */
 double sched_link_money(int64_t micros);

@@ -244,6 +244,10 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
                            .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
                            .created_s = req->now, .gpu_mem_bytes = out->gpu_need_bytes};
+    if (req->goal == SCHED_FINISH_BY) {
+        sj.finish_by_s = req->finish_by_s;
+        est_finish_by_factors(h, out->method, sj.finish_hi);
+    }
     double *own = NULL;
     if (!free_at) {
         own = malloc((n_workers ? n_workers : 1) * sizeof *own);
@@ -291,7 +295,9 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         out->message = EST_NO_CAPACITY_MESSAGE;
     else if (out->wait_s > 0) /* its goal waits for a busy worker: say so */
         out->message = req->goal == SCHED_LOWEST_COST ? EST_WAITS_CHEAPER_MESSAGE
-                                                      : EST_WAITS_FASTER_MESSAGE;
+                       : req->goal == SCHED_FINISH_BY && c.high_s <= req->finish_by_s
+                           ? EST_WAITS_DEADLINE_MESSAGE
+                           : EST_WAITS_FASTER_MESSAGE;
     else
         out->message = NULL;
 
@@ -309,6 +315,37 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->price_low_micros = capacity_price_micros(w->price_per_hour, out->train_low_s);
     out->price_high_micros = capacity_price_micros(w->price_per_hour, out->train_high_s);
     return ERR_OK;
+}
+
+void est_finish_by_factors(const struct est_history *h, enum plan_method m,
+                           float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    for (int wi = 0; wi < 2; wi++)
+        for (int c = 0; c < WORKER_CLASS_COUNT; c++)
+            for (int k = 0; k < SCHED_FINISH_SHARES; k++)
+                out[wi][c][k] = (float)est_band_job(h, m, (enum worker_class)c, wi == 1,
+                                                    SCHED_FINISH_BY,
+                                                    (double)k / (SCHED_FINISH_SHARES - 1))
+                                    .hi;
+}
+
+void est_finish_by_verdict(struct estimate *e, double now, double finish_by_s)
+{
+    e->finish_by_s = finish_by_s;
+    e->finish_by_met = true;
+    e->finish_high_s = 0;
+    e->finish_by_message[0] = '\0';
+    if (e->fit != PLAN_FITS || e->worker < 0)
+        return;
+    e->finish_high_s = now + e->time_high_s;
+    e->finish_by_met = e->finish_high_s <= finish_by_s;
+    if (e->finish_by_met)
+        return;
+    char by[40], earliest[40];
+    job_moment_text(by, sizeof by, finish_by_s, false);
+    job_moment_text(earliest, sizeof earliest, e->finish_high_s, true);
+    snprintf(e->finish_by_message, sizeof e->finish_by_message,
+             "No capacity can finish this job by %s; the earliest is %s.", by, earliest);
 }
 
 void est_time_limit_message(struct estimate *e, double limit_s)

@@ -45,6 +45,9 @@
     "A cheaper worker is busy; for the lowest cost the job would wait for it."
 #define EST_WAITS_FASTER_MESSAGE                                                             \
     "A faster worker is busy; for the fastest finish the job would wait for it."
+#define EST_WAITS_DEADLINE_MESSAGE                                                           \
+    "A cheaper worker is busy; it still finishes the job by its deadline, so the job would "  \
+    "wait for it."
 
 /* The newest EST_HISTORY_CAP log ratios of one cell. */
 struct est_ring {
@@ -97,6 +100,7 @@ struct est_request {
                              <= 0: 1                                       */
     double now;
     const char *currency; /* NULL: "USD"                                   */
+    double finish_by_s;   /* goal finish_by: the deadline (Unix seconds)   */
 };
 
 struct estimate {
@@ -131,6 +135,14 @@ struct estimate {
                                       when it waits for a busy worker though
                                       another is free, or NULL              */
     char limit_message[160];       /* est_time_limit_message(); "" none     */
+    /* goal finish_by (est_finish_by_verdict): the deadline, whether the
+     * range's upper end (now + time_high_s) is by it, that upper end as a
+     * moment, and when it is not, "No capacity can finish this job by
+     * <deadline>; the earliest is <upper end>." */
+    double finish_by_s;            /* 0: not a finish_by estimate          */
+    bool finish_by_met;
+    double finish_high_s;          /* now + time_high_s                    */
+    char finish_by_message[160];
 };
 
 /* When the job's estimated running time (startup plus training, the time
@@ -166,6 +178,20 @@ double est_samples_share(double train_tokens, int n_prompts, double prompt_token
  * (1 + share): validation and sample answers run on the same worker
  * between steps. */
 void est_add_validation(struct estimate *e, double share);
+
+/* The goal finish_by's verdict on e, made at `now` for the deadline
+ * finish_by_s (after est_add_validation, so that it judges the range
+ * shown): fills e's finish_by fields. Without ranges (no capacity known,
+ * or the job fits nowhere) finish_by_met is true and no message is set:
+ * nothing can be judged yet. */
+void est_finish_by_verdict(struct estimate *e, double now, double finish_by_s);
+
+/* The multipliers a finish_by job's placement reads (sched_job.finish_hi):
+ * for each worker class, whether the job waits and each share of start
+ * k / (SCHED_FINISH_SHARES - 1), the upper end at the 90% level of
+ * est_band_job for method m: the same band the estimate's range shows. */
+void est_finish_by_factors(const struct est_history *h, enum plan_method m,
+                           float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES] /* OUT */);
 
 void est_history_init(struct est_history *h /* OUT */);
 

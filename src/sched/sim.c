@@ -170,6 +170,10 @@ struct sim_job {
     double first_step_t;    /* when the first attempt finished loading     */
     double finish_s;
     long events;
+    /* goal finish_by (sim_config.finish_by_share): the deadline set at
+     * arrival, slack x the upper end of the job's fastest finish */
+    double finish_by, finish_by_slack;
+    bool finish_by_missed;  /* counted in finish_by_missed */
 };
 
 enum ev_kind {
@@ -201,6 +205,10 @@ struct sim {
     struct sim_job *jobs;
     long nj;
     struct est_history *hist;
+    /* est_finish_by_factors of hist per method, made again when a job's
+     * band changes (fb_stale); read only with finish_by jobs */
+    float fb_hi[PLAN_METHOD_COUNT][2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
+    bool fb_stale;
     /* event heap */
     struct event *heap;
     size_t n_heap, cap_heap;
@@ -510,6 +518,19 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
         need_pass(s);
 }
 
+/* The finish_by factors of method m from the history, made again only
+ * after it changed. */
+static void finish_by_factors(struct sim *s, enum plan_method m,
+                              float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    if (s->fb_stale) {
+        for (int k = 0; k < PLAN_METHOD_COUNT; k++)
+            est_finish_by_factors(s->hist, (enum plan_method)k, s->fb_hi[k]);
+        s->fb_stale = false;
+    }
+    memcpy(out, s->fb_hi[m], sizeof s->fb_hi[0]);
+}
+
 /* Asks the job's attempt to move (memory, drain, spot): the status it
  * shows meanwhile is the server's rule. */
 static void ask_move(struct sim *s, long ji)
@@ -523,6 +544,42 @@ static void ask_move(struct sim *s, long ji)
         move_job(s, ji, to);
         j->message = MSG_RESCHEDULING;
     }
+}
+
+static void attempt_stopped(struct sim *s, long ji, enum stop_reason stop);
+
+/* goal finish_by at a report, as the server checks it (control/deadlines.c),
+ * on the attempt's own pace: a job late where it runs moves, from a
+ * checkpoint, to a free worker that meets its deadline, or, when none can,
+ * is counted as missed once and moves only to a clearly earlier end.
+ * True when it moved. */
+static bool deadline_move(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    struct tl_value v;
+    tl_value(&j->tl, s->now, &v);
+    if (v.basis != TL_PACE)
+        return false;
+    struct sched_job rest = {
+        .goal = SCHED_FINISH_BY, .mem_bytes = j->mem_need,
+        .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
+        .startup_s = j->startup_nominal_s, .finish_by_s = j->finish_by};
+    finish_by_factors(s, j->method, rest.finish_hi);
+    sched_free_at(s->w, (size_t)s->nw, s->now, s->pfree);
+    struct resched_deadline d;
+    resched_on_deadline(&rest, s->now + v.high_s, s->w, (size_t)s->nw, s->pfree, s->now, &d);
+    if (d.missed && !j->finish_by_missed) {
+        j->finish_by_missed = true;
+        s->res->finish_by_missed++;
+    }
+    if (d.move_to < 0)
+        return false;
+    s->res->finish_by_moves++;
+    ask_move(s, ji);
+    long at = stop_with_checkpoint(s, ji);
+    end_attempt(s, ji, at);
+    attempt_stopped(s, ji, STOP_REASON_MOVE);
+    return true;
 }
 
 /* The job's attempt has ended after it was asked to stop for `stop`: the
@@ -571,6 +628,11 @@ static void new_job(struct sim *s, long ji)
     j->plan.batch = batches[rng_next(r) % (large ? 2 : 4)];
     j->plan.seq_len = seqs[rng_next(r) % (large ? 2 : 3)];
     j->goal = u01(r) < 0.45 ? SCHED_LOWEST_COST : SCHED_FASTEST_FINISH;
+    /* Drawn only when asked for, so that the default mix is unchanged. */
+    if (s->cfg->finish_by_share > 0 && u01(r) < s->cfg->finish_by_share) {
+        j->goal = SCHED_FINISH_BY;
+        j->finish_by_slack = uniform(r, 0.8, 4.0);
+    }
     double examples = floor(log_uniform(r, 1000, sh == 4 ? 20000 : 100000));
     int epochs = 1 + (int)(rng_next(r) % 3);
     double per_example = fmin(log_uniform(r, 150, 1500), j->plan.seq_len);
@@ -615,6 +677,18 @@ static void arrive(struct sim *s, long ji)
                               .startup_s = j->startup_nominal_s, .now = s->now};
     struct estimate e;
     char why[128];
+    if (j->goal == SCHED_FINISH_BY) {
+        /* The user's deadline: a slack over the upper end of the fastest
+         * finish, so that some cannot be met. */
+        struct est_request fast = req;
+        fast.goal = SCHED_FASTEST_FINISH;
+        if (est_estimate(&fast, s->w, (size_t)s->nw, fa, s->hist, &e, why, sizeof why) ==
+                ERR_OK &&
+            e.fit == PLAN_FITS)
+            j->finish_by = s->now + j->finish_by_slack * e.time_high_s;
+        req.finish_by_s = j->finish_by;
+        s->res->finish_by_jobs++;
+    }
     if (est_estimate(&req, s->w, (size_t)s->nw, fa, s->hist, &e, why, sizeof why)) {
         violation(s, why, ji);
         settle(s, ji, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED);
@@ -630,6 +704,16 @@ static void arrive(struct sim *s, long ji)
         settle(s, ji, JOB_FAILED, e.fail_message, JOB_QUEUED);
         make_terminal(s, ji, JOB_FAILED, e.fail_message);
         return;
+    }
+    if (j->goal == SCHED_FINISH_BY) {
+        /* A deadline no capacity meets is refused: nothing is created. */
+        est_finish_by_verdict(&e, s->now, j->finish_by);
+        if (!e.finish_by_met) {
+            s->res->finish_by_refused++;
+            settle(s, ji, JOB_FAILED, MSG_NOT_AVAILABLE, JOB_QUEUED);
+            make_terminal(s, ji, JOB_FAILED, MSG_NOT_AVAILABLE);
+            return;
+        }
     }
     j->est_low = e.time_low_s;
     j->est_high = e.time_high_s;
@@ -775,6 +859,12 @@ static void succeed(struct sim *s, long ji)
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
                         j->first_step_t - j->submit_s, j->est_start,
                         s->now - j->first_step_t, j->est_train);
+    s->fb_stale = true;
+    if (j->goal == SCHED_FINISH_BY) {
+        s->res->finish_by_succeeded++;
+        if (s->now <= j->finish_by)
+            s->res->finish_by_met++;
+    }
 }
 
 static void on_report(struct sim *s, const struct event *ev)
@@ -829,6 +919,8 @@ static void on_report(struct sim *s, const struct event *ev)
     if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)
         s->samples[s->n_samples++] = (struct tl_sample){(int)ji, (float)s->now, (float)v.mid_s};
     w->busy_until_s = s->now + v.mid_s;
+    if (j->goal == SCHED_FINISH_BY && deadline_move(s, ji))
+        return;
     schedule_report(s, ji);
 }
 
@@ -942,6 +1034,10 @@ static size_t pass_input(struct sim *s, long extra, size_t *n_loads)
             .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
             .startup_s = j->startup_nominal_s,
             .deadline_s = j->est_high > 0 ? j->submit_s + j->est_high : 0};
+        if (j->goal == SCHED_FINISH_BY) {
+            s->pj[n - 1].finish_by_s = j->finish_by;
+            finish_by_factors(s, j->method, s->pj[n - 1].finish_hi);
+        }
     }
     size_t nl = 0;
     for (int a = 0; a < s->cfg->accounts; a++)
@@ -1134,6 +1230,7 @@ enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out, char
     s.sw = calloc(nw, sizeof *s.sw);
     s.jobs = calloc(nj, sizeof *s.jobs);
     s.hist = calloc(1, sizeof *s.hist);
+    s.fb_stale = true;
     s.queue = calloc(nj, sizeof *s.queue);
     s.horizon = calloc(nw, sizeof *s.horizon);
     s.account_running = calloc((size_t)c->accounts, sizeof *s.account_running);
@@ -1236,5 +1333,15 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
         first);
     if (n < 0 || (size_t)n >= cap)
         return -1;
+    if (r->finish_by_jobs > 0) { /* only when asked for (--finish-by-share) */
+        int k = snprintf(buf + n - 1, cap - (size_t)n + 1,
+                         ",\"finish_by\":{\"jobs\":%ld,\"refused\":%ld,\"succeeded\":%ld,"
+                         "\"met\":%ld,\"missed\":%ld,\"moves\":%ld}}",
+                         r->finish_by_jobs, r->finish_by_refused, r->finish_by_succeeded,
+                         r->finish_by_met, r->finish_by_missed, r->finish_by_moves);
+        if (k < 0 || (size_t)k >= cap - (size_t)n + 1)
+            return -1;
+        n += k - 1;
+    }
     return n;
 }
