@@ -9,6 +9,17 @@
 #define SWITCH_SHARE 0.05 /* "about 5% of steps"                          */
 #define EWMA_ALPHA 0.3    /* weight of the newest pace sample              */
 
+/* Half-width of a 90% band in standard errors measured from df degrees of
+ * freedom (Student's t, 95th percentile): wider while few samples are in. */
+static double t_90(int df)
+{
+    static const double t[] = {6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833,
+                               1.812};
+    if (df < 1)
+        return INFINITY;
+    return df <= 10 ? t[df - 1] : 1.645 + 1.6 / (double)df;
+}
+
 const char *tl_basis_name(enum tl_basis b)
 {
     return b == TL_PACE ? "pace" : "estimate";
@@ -40,6 +51,8 @@ void tl_observe(struct tl_state *s, long step, double t)
         if (step < s->start_step)
             return;
         s->have_ref = true;
+        s->ref_step = step;
+        s->ref_t = t;
         s->last_step = step;
         s->last_t = t;
         return;
@@ -88,10 +101,30 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
             mid = s->ewma_s; /* a job that is late still has a step to go */
         if (mid < 0)
             mid = 0;
-        double cv = s->ewma_s > 0 ? sqrt(s->ewma_var) / s->ewma_s : 0;
+        /* The smoothed variance starts at 0 with the first sample: it is
+         * unbiased by 1 - (1 - a)^(samples - 1); with one sample there is
+         * no spread measured yet, and the band is the cap below. */
+        double seen = 1.0 - pow(1.0 - EWMA_ALPHA, (double)(s->samples - 1));
+        double var = seen > 0 ? s->ewma_var / seen : INFINITY;
+        double cv = s->ewma_s > 0 ? sqrt(var) / s->ewma_s : INFINITY;
         double ahead = share_left; /* narrows as the attempt goes */
-        double rel_lo = fmin(0.6, 0.04 + cv + 0.10 * ahead);
-        double rel_hi = 0.06 + 1.5 * cv + 0.20 * ahead;
+        /* The smoothed pace rests on about (2 - a) / a samples; the reports
+         * ahead average their own noise out over their number. */
+        double n_eff = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
+        double per_report = (double)done / (double)s->samples;
+        double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
+        double noise2 = cv * cv * (1.0 / n_eff + 1.0 / reports_ahead);
+        /* Drift: the smoothed pace against the attempt's mean pace. */
+        double drift = 0;
+        if (s->last_step > s->ref_step && s->last_t > s->ref_t && s->ewma_s > 0) {
+            double mean = (s->last_t - s->ref_t) / (double)(s->last_step - s->ref_step);
+            drift = fabs(s->ewma_s - mean) / mean * ahead;
+        }
+        double rel = t_90(s->samples - 1) * sqrt(noise2 + drift * drift);
+        if (!isfinite(rel))
+            rel = 1.0; /* nothing measured yet: the cap decides */
+        double rel_lo = fmin(0.6, rel);
+        double rel_hi = rel;
         /* Never wider, relative to its size, than the estimate's band, and
          * less so the more is done: a slowdown (cv jumps while the smoothed
          * pace catches up) moves the range rather than blowing it up. */
