@@ -37,11 +37,12 @@ export function storeArgs(root, name = `bench_${process.pid}_${++databases}`) {
   return ['--store', r.stdout.trim()];
 }
 
-// Starts `alallo serve` with models of the given shapes (made here) and
-// the extra arguments, on a store of its own (storeArgs); resolves once it
+// Starts `alallo serve` with models of the given shapes (made here), the
+// built-in model too when `builtin` (models/alallo-base, linked), and the
+// extra arguments, on a store of its own (storeArgs); resolves once it
 // answers and its keys are written.
 // Returns { url, key, workerToken, sample, serve, tmp, data, models, store, stop() }.
-export async function startService({ bin, root, shapes, args, prefix }) {
+export async function startService({ bin, root, shapes, args, prefix, builtin = false }) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
   const sample = path.join(root, 'examples/sentiment-train.jsonl');
@@ -51,6 +52,7 @@ export async function startService({ bin, root, shapes, args, prefix }) {
   fs.mkdirSync(models);
   for (const shape of shapes)
     alallo(bin, ['model', 'init', '--shape', shape, '--tokenizer', tok, '--out', path.join(models, shape)]);
+  if (builtin) fs.symlinkSync(path.join(root, 'models/alallo-base'), path.join(models, 'alallo-base'));
   const port = await freePort();
   const data = path.join(tmp, 'data');
   const store = storeArgs(root);

@@ -96,11 +96,6 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
 
     if (s->samples > 0 && done >= s->switch_after) {
         double since = now > s->last_t ? now - s->last_t : 0;
-        double mid = (double)left * s->ewma_s - since;
-        if (left > 0 && mid < s->ewma_s)
-            mid = s->ewma_s; /* a job that is late still has a step to go */
-        if (mid < 0)
-            mid = 0;
         /* The smoothed variance starts at 0 with the first sample: it is
          * unbiased by 1 - (1 - a)^(samples - 1); with one sample there is
          * no spread measured yet, and the band is the cap below. */
@@ -108,19 +103,35 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
         double var = seen > 0 ? s->ewma_var / seen : INFINITY;
         double cv = s->ewma_s > 0 ? sqrt(var) / s->ewma_s : INFINITY;
         double ahead = share_left; /* narrows as the attempt goes */
-        /* The smoothed pace rests on about (2 - a) / a samples; the reports
-         * ahead average their own noise out over their number. */
-        double n_eff = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
-        double per_report = (double)done / (double)s->samples;
-        double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
-        double noise2 = cv * cv * (1.0 / n_eff + 1.0 / reports_ahead);
-        /* Drift: the smoothed pace against the attempt's mean pace. */
-        double drift = 0;
+        double t90 = t_90(s->samples - 1);
+        /* The pace: the attempt's mean while the smoothed pace agrees with
+         * it (its error falls with every sample), else the smoothed pace,
+         * which follows a change within a few reports (its error then
+         * stays that of about (2 - a) / a samples, plus the drift it
+         * measured, for the share still ahead). */
+        double pace = s->ewma_s, err2 = INFINITY;
         if (s->last_step > s->ref_step && s->last_t > s->ref_t && s->ewma_s > 0) {
             double mean = (s->last_t - s->ref_t) / (double)(s->last_step - s->ref_step);
-            drift = fabs(s->ewma_s - mean) / mean * ahead;
+            double gap = fabs(s->ewma_s - mean) / mean;
+            double n_ewma = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
+            if (gap <= t90 * cv / sqrt(n_ewma)) {
+                pace = mean;
+                err2 = cv * cv / (double)s->samples;
+            } else {
+                err2 = cv * cv / n_ewma + gap * ahead * gap * ahead;
+            }
         }
-        double rel = t_90(s->samples - 1) * sqrt(noise2 + drift * drift);
+        double mid = (double)left * pace - since;
+        if (left > 0 && mid < pace)
+            mid = pace; /* a job that is late still has a step to go */
+        if (mid < 0)
+            mid = 0;
+        /* The reports ahead average their own noise out: cv / sqrt(their
+         * number) of the time left; weighed by the share ahead it stays at
+         * cv / sqrt(the attempt's reports) and never grows at the end. */
+        double per_report = (double)done / (double)s->samples;
+        double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
+        double rel = t90 * sqrt(err2 + cv * cv * ahead / reports_ahead);
         if (!isfinite(rel))
             rel = 1.0; /* nothing measured yet: the cap decides */
         double rel_lo = fmin(0.6, rel);
