@@ -1,6 +1,6 @@
 // real.mjs - the body of bench/estimates/real.sh (see there).
 import fs from 'node:fs';
-import { sleep, startService } from '../lib/service.mjs';
+import { apiCall, measuredWorkers, sleep, startService } from '../lib/service.mjs';
 
 const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
@@ -14,15 +14,8 @@ const svc = await startService({
 });
 const { url, key } = svc;
 const H = { Authorization: `Bearer ${key}` };
-const call = async (method, p, body) => {
-  const r = await fetch(url + p, { method, headers: body ? { ...H, 'Content-Type': 'application/json' } : H, body: body ? JSON.stringify(body) : undefined });
-  return r.json();
-};
-for (;;) {
-  const w = await call('GET', '/v1/workers');
-  if (w.data?.length === 1 && w.data[0].speed && w.data[0].speed.flops > 0) break;
-  await sleep(500);
-}
+const call = apiCall(svc);
+await measuredWorkers(call, 1);
 
 async function upload(name, lines) {
   const form = new FormData();

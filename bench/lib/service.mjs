@@ -89,3 +89,22 @@ export async function uploadSamples(svc, sizes) {
   }
   return ids;
 }
+
+// A caller of svc's API with its key: call(method, path, body) resolves to
+// the answer's JSON.
+export function apiCall(svc) {
+  const H = { Authorization: `Bearer ${svc.key}` };
+  return async (method, p, body) => {
+    const r = await fetch(svc.url + p, { method, headers: body ? { ...H, 'Content-Type': 'application/json' } : H, body: body ? JSON.stringify(body) : undefined });
+    return r.json();
+  };
+}
+
+// Resolves to the workers once n are registered, each with a measured speed.
+export async function measuredWorkers(call, n) {
+  for (;;) {
+    const w = await call('GET', '/v1/workers');
+    if (w.data?.length === n && w.data.every((x) => x.speed && x.speed.flops > 0)) return w.data;
+    await sleep(500);
+  }
+}

@@ -184,6 +184,21 @@ struct est_band est_band_train(const struct est_history *h, enum plan_method m,
     return band_from(v, n, default_train);
 }
 
+/* The cells (method, class) a band of (m, c) reads while the ones before
+ * are thin: the cell, the other methods of its class, then those of the
+ * other class. Returns how many (MAX_RINGS). */
+static int borrow_cells(enum plan_method m, enum worker_class c, int cells[MAX_RINGS][2])
+{
+    int n = 0;
+    for (int cc = 0; cc < WORKER_CLASS_COUNT; cc++)
+        for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
+            cells[n][0] = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
+            cells[n][1] = cc == 0 ? (int)c : cc <= (int)c ? cc - 1 : cc;
+            n++;
+        }
+    return n;
+}
+
 struct est_band est_band_start(const struct est_history *h, enum plan_method m,
                                enum worker_class c)
 {
@@ -191,18 +206,13 @@ struct est_band est_band_start(const struct est_history *h, enum plan_method m,
         return (struct est_band){.lo = default_start[0][0], .hi = default_start[0][1]};
     float v[EST_HISTORY_CAP * MAX_RINGS];
     size_t n = 0;
-    /* The cell, then (while thin) the other methods of its class, then the
-     * other class: loading depends on the model more than on the method. */
-    for (int cc = 0; cc < WORKER_CLASS_COUNT; cc++) {
-        int cls = cc == 0 ? (int)c : cc <= (int)c ? cc - 1 : cc;
-        for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
-            int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
-            if ((k > 0 || cc > 0) && n >= BORROW_BELOW)
-                break;
-            const struct est_ring *r = &h->start[o][cls];
-            for (uint32_t i = 0; i < r->n; i++)
-                v[n++] = r->log_ratio[i];
-        }
+    /* loading depends on the model more than on the method */
+    int cells[MAX_RINGS][2];
+    int nc = borrow_cells(m, c, cells);
+    for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++) {
+        const struct est_ring *r = &h->start[cells[i][0]][cells[i][1]];
+        for (uint32_t k = 0; k < r->n; k++)
+            v[n++] = r->log_ratio[k];
     }
     return band_from(v, n, default_start[0]);
 }
@@ -240,18 +250,12 @@ struct est_band est_band_job(const struct est_history *h, enum plan_method m,
         return (struct est_band){.lo = dflt[0], .hi = dflt[1]};
     float v[EST_HISTORY_CAP * MAX_RINGS];
     size_t n = 0;
-    /* The cell, then (while thin) the other methods of its class, then the
-     * other class. */
-    for (int cc = 0; cc < WORKER_CLASS_COUNT; cc++) {
-        int cls = cc == 0 ? (int)c : cc <= (int)c ? cc - 1 : cc;
-        for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
-            int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
-            if ((k > 0 || cc > 0) && n >= BORROW_BELOW)
-                break;
-            const struct est_job_ring *r = &h->job[o][cls][wi][g];
-            for (uint32_t i = 0; i < r->n; i++)
-                v[n++] = (float)log(sh * exp(r->log_start[i]) + (1 - sh) * exp(r->log_train[i]));
-        }
+    int cells[MAX_RINGS][2];
+    int nc = borrow_cells(m, c, cells);
+    for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++) {
+        const struct est_job_ring *r = &h->job[cells[i][0]][cells[i][1]][wi][g];
+        for (uint32_t k = 0; k < r->n; k++)
+            v[n++] = (float)log(sh * exp(r->log_start[k]) + (1 - sh) * exp(r->log_train[k]));
     }
     return band_from(v, n, dflt);
 }

@@ -9,18 +9,24 @@
  *             forward of the frozen reference over the data set) / the
  *             worker's measured FLOP/s (planner.h, capacity.h)
  *   start-up  loading before the first step (the caller's figure)
- * Ranges come from history, as logs of actual/nominal ratios kept in rings
- * of EST_HISTORY_CAP: each attempt's training by (method, worker class);
- * each succeeded job's start (wait + loading) and training, in pairs, by
- * (method, worker class, whether it waited, goal). A job's time band recombines
- * the pairs with its own mix of start and training, so that a job that
- * mostly waits gets the spread of waiting and a long job the narrower
- * spread of training. Each band is the 10th..90th percentile of the logs,
- * widened by their sampling error (twice as much on the upper side) and
- * always wider above the median than below it. With little history it is
- * pulled towards a wide default band; the pull fades as history
- * accumulates. Cells with little history borrow the samples of their
- * neighbours (the other methods of the class, then the other class).
+ * Each part has its own range, measured apart, and the time range is their
+ * sum (docs/estimator.md, "The range, term by term"):
+ *   wait      the running attempt's own time left on the chosen worker
+ *             (sched_worker busy_low_s..busy_high_s, from its pace), then
+ *             the jobs placed ahead at the training band, plus up to one
+ *             pass interval where passes run on a clock
+ *   start-up  the fixed costs' band: the error of attempts' fixed costs
+ *             against their nominal, by (method, worker class)
+ *   training  the training band: the error of attempts' training time
+ *             against the prediction they were made with, by (method,
+ *             worker class)
+ * Bands are the 5th..95th percentile of their ring of log ratios (the
+ * newest EST_HISTORY_CAP), widened by the sampling error of their mean and
+ * pulled towards a wide default band while history is thin; thin cells
+ * borrow their neighbours'. The sum is then widened or narrowed about its
+ * geometric centre by a margin measured on succeeded jobs (how far outside
+ * the sum they fell), by wait cell, so that it holds EST_COVER of them.
+ * The price range is the worker's rate times the training range.
  * docs/estimator.md explains it for users and operators.
  */
 #ifndef ALALLO_SCHED_ESTIMATOR_H
