@@ -155,6 +155,10 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
          * error of the factor this attempt was predicted with (measured
          * out of sample, so that the band is the prediction's). */
         double used = st->model_factor > 0 ? st->model_factor : 1.0;
+        /* Only a prediction made with the shape's own factor measures the
+         * error of one (a new shape's estimate has the default bands). */
+        bool warm = sched_link_shape_known(c->ctl->sched, j, "speed");
+        bool warm_start = sched_link_shape_known(c->ctl->sched, j, "start");
         double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s / used;
         struct store_calibration k = {.method = (int)p.method,
                                       .class_ = st->worker_class,
@@ -171,7 +175,7 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         text_copy(k.kind, sizeof k.kind, "train");
         k.model[0] = '\0';
         k.nominal_a = raw * used;
-        if (!e)
+        if (!e && warm)
             e = lifecycle__calibrate(c, w, &k);
         /* The fixed costs of an attempt that ran to the end: its running
          * time that was not steps, against the nominal loading. */
@@ -187,7 +191,7 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
             text_copy(k.kind, sizeof k.kind, "start");
             k.model[0] = '\0';
             k.nominal_a = p.startup_s;
-            if (!e)
+            if (!e && warm_start)
                 e = lifecycle__calibrate(c, w, &k);
         }
     }

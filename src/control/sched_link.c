@@ -190,6 +190,14 @@ double sched_link_speed_factor(struct sched_link *l, const struct store_job *j)
     return sched_link_model_factor(l, j->model);
 }
 
+bool sched_link_shape_known(struct sched_link *l, const struct store_job *j, const char *part)
+{
+    char key[STORE_NAME_MAX];
+    double f;
+    sched_link_shape_key(j, part, key, sizeof key);
+    return factor_of(l, key, &f);
+}
+
 double sched_link_startup_factor(struct sched_link *l, const struct store_job *j)
 {
     char key[STORE_NAME_MAX];
@@ -645,6 +653,7 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
     const struct sched_worker *w = l->snap_workers; /* read under snap_mu */
     int n = l->snap_n_workers;
     req.work_factor = sched_link_speed_factor(l, j);
+    req.new_shape = !sched_link_shape_known(l, j, "speed");
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];
@@ -795,7 +804,7 @@ void sched_link_invalidate(struct sched_link *l)
 #define PLAN_FORMAT                                                                                \
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
     "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
-    "\"sf\":%.17g,\"rm\":%.17g}"
+    "\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -825,7 +834,7 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
                        (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s,
                        model_factor, (long long)e->gpu_need_bytes,
                        startup_factor > 0 ? startup_factor : 1.0,
-                       isfinite(e->range_margin) ? e->range_margin : 0.0);
+                       isfinite(e->range_margin) ? e->range_margin : 0.0, e->new_shape ? 1 : 0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -853,7 +862,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g, gpu = 0, sf = 1, rm = 0;
+    double m, c, w, g, gpu = 0, sf = 1, rm = 0, ns = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -864,13 +873,15 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           plan_number(&p, ",\"mf\":", all ? &out->model_factor : NULL) &&
           (plan_number(&p, ",\"gpu\":", &gpu) || true) &&
           (plan_number(&p, ",\"sf\":", &sf) || true) &&
-          (plan_number(&p, ",\"rm\":", &rm) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"rm\":", &rm) || true) &&
+          (plan_number(&p, ",\"ns\":", &ns) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
     out->waits = w != 0;
     out->startup_factor = sf > 0 ? sf : 1.0;
     out->range_margin = rm;
+    out->new_shape = ns != 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
@@ -915,6 +926,7 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     if (!(out->startup_factor > 0))
         out->startup_factor = 1.0; /* plans written before it */
     out->range_margin = json_number_value(json_object_get(o, "rm")); /* 0 in older plans */
+    out->new_shape = json_integer_value(json_object_get(o, "ns")) != 0;
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
     json_decref(o);

@@ -48,6 +48,9 @@ struct sched_plan {
     double startup_factor;    /* sched_link_startup_factor the estimate
                                  used (in startup_s); 1 in older plans    */
     double range_margin;      /* the estimate's range_margin; 0 in older */
+    bool new_shape;           /* the estimate's new_shape: its part bands
+                                 were the defaults, so it does not measure
+                                 the margin                               */
     int64_t gpu_need;         /* GPU memory at a batch of 1 (estimate
                                  gpu_need_bytes); 0 in plans written before
                                  it: the pass then checks no GPU        */
@@ -97,6 +100,9 @@ double sched_link_speed_factor(struct sched_link *l, const struct store_job *j);
  * attempt's running time that is not steps: loading, the DPO reference
  * pass, the final save), learnt under its "start" key; 1 when none. */
 double sched_link_startup_factor(struct sched_link *l, const struct store_job *j);
+
+/* Whether j's shape has a factor learnt under part ("speed", "start"). */
+bool sched_link_shape_known(struct sched_link *l, const struct store_job *j, const char *part);
 
 /* Adds one calibration pair to the history (after it is stored). */
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);

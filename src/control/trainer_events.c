@@ -239,7 +239,7 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
      * sum (est_range_spread, a log kept as exp), for the range's margin. */
     double spread = est_range_spread((double)(j->finished_ms - j->created_ms) / 1000.0,
                                      j->est_low_s, j->est_high_s, p.range_margin);
-    if (e || !isfinite(spread))
+    if (e || !isfinite(spread) || p.new_shape)
         return e;
     text_copy(k.kind, sizeof k.kind, "spread");
     k.waited = est_wait_cell(p.waits, p.start_s - p.startup_s, p.start_s + p.train_s);

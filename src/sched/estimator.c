@@ -416,10 +416,11 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     double nominal = out->wait_s + out->startup_s + out->train_s;
     out->finish_s = req->now + nominal;
     /* Each part's range measured apart (docs/estimator.md, "The range"). */
-    struct est_band bt = est_band_train(h, out->method, w->class_);
-    struct est_band bs = est_band_start(h, out->method, w->class_);
-    est_train_range(h, out->method, w->class_, out->train_s, &out->train_low_s,
-                    &out->train_high_s);
+    out->new_shape = req->new_shape;
+    struct est_band bt = est_band_train(req->new_shape ? NULL : h, out->method, w->class_);
+    struct est_band bs = est_band_start(req->new_shape ? NULL : h, out->method, w->class_);
+    out->train_low_s = out->train_s * bt.lo;
+    out->train_high_s = out->train_s * bt.hi;
     out->startup_low_s = out->startup_s * bs.lo;
     out->startup_high_s = out->startup_s * bs.hi;
     if (read_queue) {

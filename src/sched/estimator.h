@@ -119,6 +119,11 @@ struct est_request {
                              pass interval); 0: placed at once             */
     double next_pass_s;   /* when the next scheduling pass runs (same clock
                              as now); 0: whenever capacity frees            */
+    bool new_shape;       /* nothing of this shape has finished yet: its
+                             speed and fixed costs are not learnt, and the
+                             training and fixed-cost ranges are the wide
+                             default bands (the error rings hold the
+                             errors of learnt shapes only)                 */
     const char *currency; /* NULL: "USD"                                   */
 };
 
@@ -147,6 +152,7 @@ struct estimate {
                                         own time left and the jobs ahead    */
     double startup_low_s, startup_high_s; /* fixed costs' range             */
     int wait_cell;                   /* est_wait_cell of this estimate       */
+    bool new_shape;                  /* the request's: default part bands    */
     double range_margin;             /* the margin (logs) applied to the half-
                                         width of the parts' sum
                                         (est_range_margin, at least half of

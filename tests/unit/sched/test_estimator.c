@@ -544,6 +544,14 @@ static void fixed_costs_are_measured_apart(void **state)
     assert_true(after.time_high_s / after.time_low_s < 1.3);
     double likely = 0.8 * 60 + 20;
     assert_true(after.time_low_s < likely && after.time_high_s > likely);
+    /* A shape nothing has finished of yet is not predicted by the learnt
+     * factors those errors measure: the default bands. */
+    r.new_shape = true;
+    struct estimate fresh;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &fresh, NULL, 0), ERR_OK);
+    assert_true(fresh.new_shape);
+    assert_near(fresh.time_low_s, before.time_low_s, 1e-6);
+    assert_near(fresh.time_high_s, before.time_high_s, 1e-6);
     free(h);
 }
 
