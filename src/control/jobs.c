@@ -58,7 +58,8 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
 {
     r->now = (double)clock_now_ms() / 1000.0;
     enum alallo_err e = sched_link_estimate(ctl, &r->model, &r->job, r->now, &r->est, why, whycap);
-    r->model_factor = sched_link_model_factor(ctl->sched, r->job.model);
+    r->model_factor = sched_link_speed_factor(ctl->sched, &r->job);
+    r->startup_factor = sched_link_startup_factor(ctl->sched, &r->job);
     if (!e && ctl->cfg.plan_scale != 1.0)
         r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * ctl->cfg.plan_scale);
     if (!e)
@@ -153,7 +154,8 @@ static void apply_estimate(struct job_draft *r, double created_s)
     enum sched_goal g;
     if (!sched_goal_parse(j->goal, &g))
         g = SCHED_LOWEST_COST;
-    sched_plan_write(e, g, r->model_factor, j->plan, sizeof j->plan);
+    sched_plan_write(e, g, r->model_factor, r->startup_factor, j->plan,
+                     sizeof j->plan);
     if (e->worker < 0)
         return; /* no capacity known yet: no ranges, the ledger starts when placed */
     double waited = r->now > created_s ? r->now - created_s : 0;

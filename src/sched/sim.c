@@ -143,6 +143,9 @@ struct sim_job {
     double cancel_at;
     /* the estimate given at creation */
     double est_low, est_high, est_start, est_train;
+    double est_margin;      /* its range_margin                            */
+    int est_cell;           /* its wait_cell                               */
+    int64_t price_low;
     bool est_waits;
     enum worker_class est_class;
     int64_t price_high;
@@ -164,6 +167,10 @@ struct sim_job {
     double last_report_t;
     long next_step;
     struct tl_state tl;
+    double attempt_begin_t;
+    /* time left shown at the first report past 20% and 50% of the steps */
+    float tl_t[2], tl_lo[2], tl_hi[2];
+    bool tl_seen[2];
     struct ledger_job *ledger;
     struct billed billed[LEDGER_MAX_ATTEMPTS];
     int n_billed;
@@ -231,6 +238,7 @@ struct sim {
     struct tl_sample *samples;
     size_t n_samples;
     long covered, above, below;
+    long price_covered;
     bool failed_alloc;
 };
 
@@ -674,7 +682,10 @@ static void arrive(struct sim *s, long ji)
                 fa[i] = s->horizon[i];
     }
     struct est_request req = {.job = j->plan, .train_tokens = j->train_tokens, .goal = j->goal,
-                              .startup_s = j->startup_nominal_s, .now = s->now};
+                              .startup_s = j->startup_nominal_s, .now = s->now,
+                              .pass_delay_s = s->cfg->pass_interval_s,
+                              /* nothing starts before the next pass */
+                              .next_pass_s = fmax(s->now, s->last_pass + s->cfg->pass_interval_s)};
     struct estimate e;
     char why[128];
     if (j->goal == SCHED_FINISH_BY) {
@@ -720,8 +731,11 @@ static void arrive(struct sim *s, long ji)
     j->est_start = e.wait_s + e.startup_s;
     j->est_train = e.train_s;
     j->est_waits = e.waits;
+    j->est_margin = e.range_margin;
+    j->est_cell = e.wait_cell;
     j->est_class = e.worker_class;
     j->price_high = e.price_high_micros;
+    j->price_low = e.price_low_micros;
     if (e.worker >= 0)
         s->horizon[e.worker] = fmax(s->horizon[e.worker], e.finish_s);
     j->status = JOB_QUEUED;
@@ -784,6 +798,9 @@ static void start_attempt(struct sim *s, long ji, int wi)
     ledger_raise_budget_base(j->ledger,
                              ledger_running_s(j->ledger, s->now) + j->startup_nominal_s + hi);
     w->busy_until_s = s->now + j->startup_nominal_s + 0.5 * (lo + hi);
+    w->busy_low_s = s->now + j->startup_nominal_s + lo;
+    w->busy_high_s = s->now + j->startup_nominal_s + hi;
+    j->attempt_begin_t = s->now;
 
     double startup = j->startup_nominal_s * uniform(&s->rng, 0.7, 1.6);
     push(s, s->now + startup, EV_LOADED, (int)ji, wi, fence);
@@ -833,6 +850,8 @@ static void on_loaded(struct sim *s, const struct event *ev)
     }
     struct sim_job *j = &s->jobs[ev->job];
     j->loaded = true;
+    est_history_add_start(s->hist, j->method, s->w[ev->worker].class_, s->now - j->attempt_begin_t,
+                          j->startup_nominal_s);
     if (j->first_step_t <= 0)
         j->first_step_t = s->now;
     move_job(s, ev->job, JOB_RUNNING);
@@ -856,6 +875,11 @@ static void succeed(struct sim *s, long ji)
         s->above++;
     else
         s->covered++;
+    int64_t paid = ledger_net_micros(j->ledger);
+    if (paid >= j->price_low && paid <= j->price_high)
+        s->price_covered++;
+    est_history_add_spread(s->hist, j->est_cell,
+                           est_range_spread(actual, j->est_low, j->est_high, j->est_margin));
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
                         j->first_step_t - j->submit_s, j->est_start,
                         s->now - j->first_step_t, j->est_train);
@@ -919,6 +943,17 @@ static void on_report(struct sim *s, const struct event *ev)
     if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)
         s->samples[s->n_samples++] = (struct tl_sample){(int)ji, (float)s->now, (float)v.mid_s};
     w->busy_until_s = s->now + v.mid_s;
+    w->busy_low_s = s->now + v.low_s;
+    w->busy_high_s = s->now + v.high_s;
+    static const double marks[2] = {0.2, 0.5};
+    for (int k = 0; k < 2; k++)
+        if (!j->tl_seen[k] && v.basis == TL_PACE && step >= marks[k] * (double)j->max_steps &&
+            step < j->max_steps) {
+            j->tl_seen[k] = true;
+            j->tl_t[k] = (float)s->now;
+            j->tl_lo[k] = (float)v.low_s;
+            j->tl_hi[k] = (float)v.high_s;
+        }
     if (j->goal == SCHED_FINISH_BY && deadline_move(s, ji))
         return;
     schedule_report(s, ji);
@@ -1175,6 +1210,23 @@ static void finish_results(struct sim *s)
         qsort(ratio, k, sizeof *ratio, cmp_float);
         r->median_range_ratio = ratio[k / 2];
     }
+    r->price_coverage = n ? (double)s->price_covered / (double)n : 0;
+    for (int mk = 0; ratio && mk < 2; mk++) {
+        size_t c = 0, inside = 0;
+        for (long i = 0; i < s->nj; i++) {
+            const struct sim_job *j = &s->jobs[i];
+            if (j->status != JOB_SUCCEEDED || !j->tl_seen[mk] || !(j->tl_lo[mk] > 0))
+                continue;
+            double left = j->finish_s - (double)j->tl_t[mk];
+            inside += left >= j->tl_lo[mk] && left <= j->tl_hi[mk];
+            ratio[c++] = j->tl_hi[mk] / j->tl_lo[mk];
+        }
+        if (c) {
+            qsort(ratio, c, sizeof *ratio, cmp_float);
+            r->width_at[mk] = ratio[c / 2];
+            r->coverage_at[mk] = (double)inside / (double)c;
+        }
+    }
     free(ratio);
     r->virtual_hours = s->now / 3600.0;
 }
@@ -1324,13 +1376,15 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
         "\"not_available\":%ld,\"stopped\":%ld,\"moves\":%ld,\"fenced_reports\":%ld,"
         "\"time_left_samples\":%ld,\"median_range_ratio\":%.3f,\"max_queued\":%ld,\"max_pass_queued\":%s,"
         "\"biggest_pass_queued\":%ld,\"biggest_pass_ms\":%s,\"passes\":%ld,"
-        "\"virtual_hours\":%.2f,\"first_violation\":\"%s\"}",
+        "\"virtual_hours\":%.2f,\"price_coverage\":%.4f,\"width_before_start\":%.3f,"
+        "\"width_at_20pct\":%.3f,\"coverage_at_20pct\":%.4f,\"width_at_50pct\":%.3f,"
+        "\"coverage_at_50pct\":%.4f,\"first_violation\":\"%s\"}",
         r->jobs, r->coverage, r->above_high, r->below_low, r->time_left_mape_after_5pct,
         r->invariant_violations, r->billed_twice, pass_ms, wall, r->succeeded, r->failed,
         r->cancelled, r->not_available, r->stopped, r->moves, r->fenced_reports,
         r->time_left_samples, r->median_range_ratio, r->max_queued, pass_q, r->biggest_pass_queued, big_ms,
-        r->passes, r->virtual_hours,
-        first);
+        r->passes, r->virtual_hours, r->price_coverage, r->median_range_ratio, r->width_at[0],
+        r->coverage_at[0], r->width_at[1], r->coverage_at[1], first);
     if (n < 0 || (size_t)n >= cap)
         return -1;
     if (r->finish_by_jobs > 0) { /* only when asked for (--finish-by-share) */

@@ -69,7 +69,15 @@ struct sim_result {
                                  time left (mid of the range) once it runs
                                  on pace, over all samples of succeeded jobs */
     long time_left_samples;
-    double median_range_ratio; /* median high/low of the ranges given       */
+    double median_range_ratio; /* median high/low of the ranges given at
+                                  creation ("width_before_start")           */
+    double price_coverage;    /* succeeded jobs whose net charge fell inside
+                                 the price range given at creation          */
+    double width_at[2];       /* median high/low of time left at the first
+                                 report past 20% ([0]) and 50% ([1]) of the
+                                 steps, on pace, of succeeded jobs          */
+    double coverage_at[2];    /* ... how often the time really left fell
+                                 inside it                                  */
     long invariant_violations;
     long billed_twice;        /* jobs with a step billed twice               */
     char first_violation[160];
