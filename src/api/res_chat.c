@@ -15,6 +15,7 @@
 
 #include "api/handlers.h"
 #include "api/jsonw.h"
+#include "control/generation.h"
 #include "control/models.h"
 #include "core/clock.h"
 #include "core/ids.h"

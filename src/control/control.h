@@ -66,6 +66,7 @@ struct catalog;
 struct leadership;
 struct sched_link;
 struct engine;
+struct inference;
 
 struct control {
     struct control_config cfg;
@@ -78,6 +79,7 @@ struct control {
     atomic_int leading; /* 1 when this process leads (leadership.h) */
     struct leadership *lead; /* NULL: the only server on its store */
     atomic_int checkpoint_builds; /* checkpoints being made into models (checkpoint_models.h) */
+    struct inference *inference; /* the resident engine (inference.h); NULL: a child per request */
 };
 
 #endif
