@@ -2,6 +2,7 @@
 #include "train/run/decode.h"
 
 #include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,13 +122,82 @@ static int work_fit(struct decode_work *w, const struct model *m, int rows, int 
     return 0;
 }
 
+typedef float v8 __attribute__((vector_size(32)));
+
+/* The dot product of n floats in one fixed order: 16 lanes, then their
+ * sum in a fixed tree, then the tail. Built twice, for AVX2 and for any
+ * x86-64 (the same operations in the same order: the same result). */
+__attribute__((target_clones("avx2", "default"))) static float dot(const float *a,
+                                                                   const float *b, int n)
+{
+    v8 s0 = {0}, s1 = {0};
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        v8 a0, a1, b0, b1;
+        memcpy(&a0, a + k, sizeof a0);
+        memcpy(&a1, a + k + 8, sizeof a1);
+        memcpy(&b0, b + k, sizeof b0);
+        memcpy(&b1, b + k + 8, sizeof b1);
+        s0 += a0 * b0;
+        s1 += a1 * b1;
+    }
+    v8 t = s0 + s1;
+    float s = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    for (; k < n; k++)
+        s += a[k] * b[k];
+    return s;
+}
+
+/* y (n,out) = x (n,in) W^T + b for an fp32 W, each weight row read once
+ * for all n rows (a decode step reads the weights, it does not reuse
+ * them), each output one dot product: a row's result never depends on n
+ * or on the threads, so a sequence decoded in a batch gets the numbers it
+ * gets alone. The model's own adapter, if any, as linear_forward adds it. */
+static void rows_times_wt(const struct linear *l, float *y, const float *x, int n, float *xa)
+{
+#pragma omp parallel for schedule(static) if ((long)l->out * l->in * n > 65536)
+    for (int o = 0; o < l->out; o++) {
+        const float *wo = l->w + (size_t)o * l->in;
+        float b = l->bias ? l->bias[o] : 0.0f;
+        for (int i = 0; i < n; i++)
+            y[(size_t)i * l->out + o] = dot(x + (size_t)i * l->in, wo, l->in) + b;
+    }
+    if (l->r > 0) {
+        gemm(0, 1, n, l->r, l->in, 1.0f, x, l->in, l->la, l->in, 0.0f, xa, l->r);
+        gemm(0, 1, n, l->out, l->r, l->scale, xa, l->r, l->lb, l->r, 1.0f, y, l->out);
+    }
+}
+
+/* y (n rows) = x W^T + b (+ the model's adapter): one-token rows by
+ * rows_times_wt when W is fp32, else (and for a prompt's rows) by
+ * linear_forward. */
+static void times_wt(const struct linear *l, float *y, const float *x, int n, bool one_token,
+                     struct decode_work *w)
+{
+    if (one_token && l->kind == WK_F32 && l->w)
+        rows_times_wt(l, y, x, n, w->xa);
+    else
+        linear_forward(l, y, x, n, w->xa, &w->ls);
+}
+
 /* y (rows) = the projection p of layer l of x, each sequence's adapter
- * added to its own rows. */
+ * added to its own rows. Consecutive sequences of one token (decode
+ * steps) go through rows_times_wt together, those of a prompt through
+ * linear_forward together. */
 static void project(struct model *m, struct decode_work *w, int l, int p, float *y,
                     const float *x, const struct decode_seq *seqs, int n_seq, int rows)
 {
     const struct linear *base = &m->layers[l].proj[p];
-    linear_forward(base, y, x, rows, w->xa, &w->ls);
+    (void)rows;
+    for (int s = 0, row0 = 0; s < n_seq;) {
+        bool one = seqs[s].n == 1;
+        int run = 0, e = s;
+        for (; e < n_seq && (seqs[e].n == 1) == one; e++)
+            run += seqs[e].n;
+        times_wt(base, y + (size_t)row0 * base->out, x + (size_t)row0 * base->in, run, one, w);
+        row0 += run;
+        s = e;
+    }
     int row0 = 0;
     for (int s = 0; s < n_seq; row0 += seqs[s].n, s++) {
         const struct decode_adapter *ad = seqs[s].adapter;
@@ -257,7 +327,7 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
     }
     ops_rmsnorm_forward(w->lnl, w->rstd, w->last, m->norm_f, n_seq, C, c->rms_eps);
     struct linear *head = c->tied ? &m->embed : &m->head;
-    linear_forward(head, logits, w->lnl, n_seq, NULL, &w->ls);
+    times_wt(head, logits, w->lnl, n_seq, true, w); /* one row per sequence */
     if (c->final_softcap > 0.0f)
         ops_softcap(logits, (size_t)n_seq * c->vocab, c->final_softcap);
     return 0;
