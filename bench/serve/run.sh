@@ -11,7 +11,8 @@
 # Models: the built-in one (models/alallo-base) and a randomly initialised
 # 124m shape (`alallo model init --shape 124m` on the built-in tokenizer).
 # For 1 and 8 concurrent clients, ROUNDS rounds (default 2) alternate the
-# three; each round sends PER x concurrency requests (default PER 2). It
+# three; each round sends N1 requests (default 3) at 1 concurrent client
+# and N8 (default 8) at 8. It
 # prints one JSON line per model, way and concurrency: p50 and p99 latency
 # (ms), requests/s, tokens/s, and for llama.cpp the p50 time to first
 # token (alallo's legacy completions answer whole: not measured). THREADS (default: every CPU) sets the

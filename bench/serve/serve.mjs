@@ -8,7 +8,7 @@ import { alallo, startService } from '../lib/service.mjs';
 
 const [bin, root] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS || 2);
-const PER = Number(process.env.PER || 2);
+const PER = { 1: Number(process.env.N1 || 3), 8: Number(process.env.N8 || 8) }; // requests per round
 const THREADS = Number(process.env.THREADS || os.cpus().length);
 const TOKENS = 16;
 const PROMPT = 'The President of the United States said that the Congress of the nation has the power to';
@@ -77,6 +77,7 @@ async function round(c, n, one) {
   return { out, s: (performance.now() - t0) / 1000 };
 }
 
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1)); // the servers' exit handlers run
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-bench-serve-'));
 process.on('exit', () => fs.rmSync(work, { recursive: true, force: true }));
 const models = [
@@ -85,7 +86,7 @@ const models = [
 ];
 alallo(bin, ['model', 'init', '--shape', '124m', '--tokenizer', path.join(root, 'models/alallo-base/tokenizer.json'), '--out', models[1][1]]);
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1];
-console.log(JSON.stringify({ machine: `${os.cpus().length} CPUs, ${cpu}`, threads: THREADS, prompt: PROMPT, max_tokens: TOKENS, rounds: ROUNDS, per: PER }));
+console.log(JSON.stringify({ machine: `${os.cpus().length} CPUs, ${cpu}`, threads: THREADS, prompt: PROMPT, max_tokens: TOKENS, rounds: ROUNDS, requests_per_round: PER }));
 
 const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error', maxThreads: THREADS });
 for (const [name, dir] of models) {
@@ -111,7 +112,7 @@ for (const [name, dir] of models) {
     const secs = { engine: 0, child: 0, 'llama.cpp': 0 };
     for (let r = 0; r < ROUNDS; r++)
       for (const way of Object.keys(ways)) {
-        const got = await round(c, PER * c, ways[way]);
+        const got = await round(c, PER[c], ways[way]);
         all[way].push(...got.out);
         secs[way] += got.s;
       }
