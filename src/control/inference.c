@@ -147,13 +147,13 @@ long inference_starts(const struct inference *inf)
     return inf ? atomic_load(&inf->starts) : 0;
 }
 
-/* A connection to the engine, waiting up to INFERENCE_CONNECT_WAIT_MS for
- * one that is (re)starting. -1 when none came. */
-static int connect_engine(struct inference *inf)
+/* A connection to the engine, waiting up to wait_ms for one that is
+ * (re)starting. -1 when none came. */
+static int connect_engine(struct inference *inf, int wait_ms)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     text_copy(a.sun_path, sizeof a.sun_path, inf->sock);
-    int64_t until = clock_now_ms() + INFERENCE_CONNECT_WAIT_MS;
+    int64_t until = clock_now_ms() + wait_ms;
     for (;;) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -181,9 +181,11 @@ static bool send_all(int fd, const char *s, size_t len)
     return true;
 }
 
-enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
-                               void (*on_delta)(void *ctx, const char *piece, size_t len),
-                               void *ctx, json_t **out, char *why, size_t whycap)
+/* inference_call, waiting wait_ms for an engine to connect to. */
+static enum alallo_err call(struct inference *inf, const json_t *request, int wait_ms,
+                            int timeout_s,
+                            void (*on_delta)(void *ctx, const char *piece, size_t len),
+                            void *ctx, json_t **out, char *why, size_t whycap)
 {
     *out = NULL;
     why[0] = '\0';
@@ -192,7 +194,7 @@ enum alallo_err inference_call(struct inference *inf, const json_t *request, int
     char *line = json_dumps(request, JSON_COMPACT);
     if (!line)
         return ERR_NOMEM;
-    int fd = connect_engine(inf);
+    int fd = connect_engine(inf, wait_ms);
     if (fd < 0) {
         free(line);
         text_copy(why, whycap, restarting);
@@ -261,5 +263,22 @@ enum alallo_err inference_call(struct inference *inf, const json_t *request, int
     }
     free(buf);
     close(fd);
+    return e;
+}
+
+enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
+                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               void *ctx, json_t **out, char *why, size_t whycap)
+{
+    return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, on_delta, ctx, out, why,
+                whycap);
+}
+
+enum alallo_err inference_stats(struct inference *inf, json_t **out)
+{
+    char why[200];
+    json_t *req = json_pack("{sb}", "stats", 1);
+    enum alallo_err e = req ? call(inf, req, 0, 2, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;
+    json_decref(req);
     return e;
 }

@@ -56,4 +56,10 @@ enum alallo_err inference_call(struct inference *inf, const json_t *request, int
                                void (*on_delta)(void *ctx, const char *piece, size_t len),
                                void *ctx, json_t **out /* OUT */, char *why, size_t whycap);
 
+/* The engine's state now (engine.h's {"stats": true} answer: models,
+ * model_bytes, running, waiting, tokens_in_flight, tokens_generated,
+ * steps), into *out (the caller's), without waiting for an engine that is
+ * restarting: ERR_UNAVAILABLE then. For /metrics. */
+enum alallo_err inference_stats(struct inference *inf, json_t **out /* OUT */);
+
 #endif

@@ -4,7 +4,8 @@
 // adapter), a LoRA checkpoint and a full fine-tune; concurrent requests of
 // two accounts on different adapters of one base go through the model
 // together and each gets its own answer; the engine killed is a 503 with
-// Retry-After and the next request is served by the restarted engine; the
+// Retry-After and the next request is served by the restarted engine, which
+// /metrics shows up and restarted once; the
 // engine's socket refuses bad requests with a reason.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -134,6 +135,13 @@ describe('the resident inference engine', () => {
     assert.equal(again.status, 200, again.text);
     assert.equal(again.json.choices[0].text, want.tiny);
     assert.match(s.output, /inference engine ended \(exit -1, signal 9\); restarting it/);
+    // /metrics: the engine is up again, restarted once, holding the one model asked for since
+    const m = (await s.call('GET', '/metrics')).text;
+    assert.match(m, /^alallo_inference_up 1$/m);
+    assert.match(m, /^alallo_inference_restarts_total 1$/m);
+    assert.match(m, /^alallo_inference_models 1$/m);
+    assert.match(m, /^alallo_inference_running 0$/m);
+    assert.ok(Number(m.match(/^alallo_inference_tokens_total (\d+)$/m)[1]) > 0, m);
   });
 
   test('bad requests to the engine are refused with a reason, and it goes on', async () => {
