@@ -292,6 +292,7 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             if (!text_parse_long(val, 1, 1024, &v))
                 goto bad;
             a->inference.threads = (int)v;
+            ccfg->generate_threads = (int)v; /* a child per request too */
         } else if (strcmp(arg, "--worker-timeout") == 0) {
             if (!text_parse_long(val, 1, 86400, &v))
                 goto bad;

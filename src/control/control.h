@@ -43,6 +43,8 @@ struct control_config {
                             assigned it (default 0.5; sched_link.h) */
     bool standby; /* open as a standby, leading only once leadership.h says
                      so (default false: lead at once) */
+    int generate_threads; /* threads of a generation, engine or child
+                             (--inference-threads); 0: every CPU (default) */
 };
 
 /* Fills the defaults documented in docs/operations.md. */

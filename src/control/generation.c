@@ -62,7 +62,7 @@ static enum alallo_err child_generate(struct control *ctl, const char *dir, cons
     text_printf(max_tokens, sizeof max_tokens, "%ld", g->max_tokens);
     text_printf(temperature, sizeof temperature, "%g", g->temperature);
     text_printf(seed, sizeof seed, "%lld", g->seed);
-    char *argv[16] = {ctl->alallo_bin,  "generate",    "--model-dir",    (char *)dir,
+    char *argv[20] = {ctl->alallo_bin,  "generate",    "--model-dir",    (char *)dir,
                       g->chat ? "--chat" : "--prompt",
                       g->chat ? (char *)g->chat : (char *)g->prompt, "--max-tokens", max_tokens,
                       "--temperature",  temperature,   "--json"};
@@ -73,6 +73,12 @@ static enum alallo_err child_generate(struct control *ctl, const char *dir, cons
     }
     if (g->on_delta)
         argv[argc++] = "--stream";
+    char threads[16];
+    if (ctl->cfg.generate_threads > 0) {
+        text_printf(threads, sizeof threads, "%d", ctl->cfg.generate_threads);
+        argv[argc++] = "--threads";
+        argv[argc++] = threads;
+    }
     struct child_result r;
     int rc = child_run_lines(argv, (int64_t)timeout_s * 1000, 4 << 20,
                              g->on_delta ? delta_line : NULL, (void *)g, &r);

@@ -6,7 +6,8 @@
 // together and each gets its own answer; the engine killed is a 503 with
 // Retry-After and the next request is served by the restarted engine, which
 // /metrics shows up and restarted once; the
-// engine's socket refuses bad requests with a reason.
+// engine's socket refuses bad requests with a reason; `serve --inference
+// child` answers the same without an engine.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -142,6 +143,19 @@ describe('the resident inference engine', () => {
     assert.match(m, /^alallo_inference_models 1$/m);
     assert.match(m, /^alallo_inference_running 0$/m);
     assert.ok(Number(m.match(/^alallo_inference_tokens_total (\d+)$/m)[1]) > 0, m);
+  });
+
+  test('serve --inference child: no engine, a child per request, the same answer', async () => {
+    const c = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference', 'child', '--inference-threads', '1'] });
+    try {
+      assert.equal(fs.readdirSync(c.data).filter((f) => f.endsWith('.sock')).length, 0);
+      const r = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: TOKENS, temperature: 0 } });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].text, want.tiny);
+      assert.doesNotMatch((await c.call('GET', '/metrics')).text, /alallo_inference_up/);
+    } finally {
+      await c.stop();
+    }
   });
 
   test('bad requests to the engine are refused with a reason, and it goes on', async () => {
