@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/jsonw.h"
@@ -133,6 +134,28 @@ static void job_message_is_the_views(void **state)
     json_decref(o);
 }
 
+/* The text holds at most JSONW_MAX bytes with its NUL: one byte fewer is
+ * written, one more fails the writer (and keeps failing). */
+static void the_text_stops_at_its_cap(void **state)
+{
+    (void)state;
+    const size_t chunk = 1 << 20;
+    char *c = malloc(chunk);
+    assert_non_null(c);
+    memset(c, ' ', chunk);
+    struct jsonw w = {0};
+    for (size_t i = 0; i < JSONW_MAX / chunk - 1; i++)
+        jsonw_raw(&w, c, chunk);
+    jsonw_raw(&w, c, chunk - 1);
+    assert_false(w.b.err);
+    assert_int_equal(w.b.len, JSONW_MAX - 1);
+    jsonw_raw(&w, "1", 1);
+    assert_true(w.b.err);
+    assert_int_equal(w.b.len, JSONW_MAX - 1);
+    jsonw_free(&w);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -140,6 +163,7 @@ int main(void)
         cmocka_unit_test(numbers_and_nesting),
         cmocka_unit_test(job_object_reads_back),
         cmocka_unit_test(job_message_is_the_views),
+        cmocka_unit_test(the_text_stops_at_its_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
