@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "control/leadership.h"
+#include "core/growbuf.h"
 #include "core/text.h"
 
 /* An answer larger than this is refused (the API's largest answers are
@@ -49,8 +50,11 @@ struct relay {
     char content_type[64];
     char header_name[32];
     char header_value[256];
-    char *body; /* the whole answer, or a stream's bytes not yet read */
-    size_t len, cap, off;
+    /* The whole answer (ANSWER_MAX checked in on_body), or a stream's bytes
+     * not yet read from off on (at most RELAY_HELD_MAX held, and a chunk):
+     * no cap of the buffer's own. */
+    struct growbuf body;
+    size_t off;
 };
 
 static void relay_release(struct relay *r)
@@ -65,7 +69,7 @@ static void relay_release(struct relay *r)
         curl_easy_cleanup(r->curl);
     pthread_cond_destroy(&r->changed);
     pthread_mutex_destroy(&r->mu);
-    free(r->body);
+    growbuf_free(&r->body);
     free(r);
 }
 
@@ -76,30 +80,17 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     struct relay *r = arg;
     size_t add = size * n;
     pthread_mutex_lock(&r->mu);
-    while (r->streaming && !r->reader_gone && r->len - r->off > RELAY_HELD_MAX)
+    while (r->streaming && !r->reader_gone && r->body.len - r->off > RELAY_HELD_MAX)
         pthread_cond_wait(&r->changed, &r->mu);
     size_t taken = 0;
     if (r->reader_gone) {
         taken = 0; /* stops the transfer */
-    } else if (!r->streaming && r->len + add > ANSWER_MAX) {
+    } else if (!r->streaming && r->body.len + add > ANSWER_MAX) {
         r->too_large = true;
-    } else {
-        if (r->len + add > r->cap) {
-            size_t cap = r->cap ? r->cap * 2 : 4096;
-            while (cap < r->len + add)
-                cap *= 2;
-            char *p = realloc(r->body, cap);
-            if (!p)
-                goto out;
-            r->body = p;
-            r->cap = cap;
-        }
-        memcpy(r->body + r->len, data, add);
-        r->len += add;
+    } else if (growbuf_append(&r->body, data, add) == GROWBUF_OK) { /* else out of memory */
         taken = add;
         pthread_cond_broadcast(&r->changed);
     }
-out:
     pthread_mutex_unlock(&r->mu);
     return taken;
 }
@@ -166,18 +157,20 @@ static ssize_t relay_read(void *ctx, char *buf, size_t max)
     struct relay *r = ctx;
     ssize_t n = -1;
     pthread_mutex_lock(&r->mu);
-    while (r->off == r->len && !r->ended && !atomic_load(r->stopping)) {
+    while (r->off == r->body.len && !r->ended && !atomic_load(r->stopping)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
         pthread_cond_timedwait(&r->changed, &r->mu, &ts);
     }
-    if (r->off < r->len) {
-        size_t k = r->len - r->off < max ? r->len - r->off : max;
-        memcpy(buf, r->body + r->off, k);
+    if (r->off < r->body.len) {
+        size_t k = r->body.len - r->off < max ? r->body.len - r->off : max;
+        memcpy(buf, r->body.p + r->off, k);
         r->off += k;
-        if (r->off == r->len)
-            r->off = r->len = 0;
+        if (r->off == r->body.len) {
+            r->off = 0;
+            growbuf_clear(&r->body);
+        }
         pthread_cond_broadcast(&r->changed);
         n = (ssize_t)k;
     } else if (r->ended && r->rc != CURLE_OK) {
@@ -294,6 +287,7 @@ bool forward_to_leader(struct api_server *srv, const struct http_request *req,
         return true;
     }
     pthread_cond_init(&r->changed, NULL);
+    growbuf_init(&r->body, GROWBUF_UNBOUNDED);
     r->refs = 1;
     r->stopping = &srv->stopping;
     r->curl = curl_easy_init();
@@ -371,7 +365,7 @@ bool forward_to_leader(struct api_server *srv, const struct http_request *req,
         unavailable(res, "The leader does not answer (a take-over may be under way); retry "
                          "shortly.");
     } else if (!stream) {
-        http_respond(res, (int)status, ctype_got, r->body ? r->body : "", r->len);
+        http_respond(res, (int)status, ctype_got, r->body.p ? r->body.p : "", r->body.len);
     } else {
         http_response_free(res);
         res->status = (int)status;

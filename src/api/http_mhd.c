@@ -15,6 +15,7 @@
 #include "api/handlers.h"
 #include "api/router.h"
 #include "core/clock.h"
+#include "core/growbuf.h"
 #include "core/text.h"
 
 struct http_server {
@@ -32,8 +33,7 @@ struct http_server {
 /* What one request collects between libmicrohttpd's calls. */
 struct conn_state {
     struct http_request *req; /* built when the headers arrive */
-    char *body;
-    size_t len, cap;
+    struct growbuf body; /* at most limit bytes and the NUL */
     int64_t limit;
     int too_large;
     size_t drained; /* bytes dropped past the cap */
@@ -332,6 +332,7 @@ static enum MHD_Result on_headers(struct http_server *h, struct MHD_Connection *
     bool has_body = fr != BODY_NONE;
     bool expect = expects_continue(conn);
     cs->limit = router_body_cap(h->srv, method, url);
+    growbuf_init(&cs->body, (size_t)cs->limit + 1);
     if (fr == BODY_AMBIGUOUS) {
         cs->answered = 1;
         set_error(&res, ERR_INVALID,
@@ -389,7 +390,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         if (cs->answered)
             return MHD_YES;
-        if (cs->refused || cs->too_large || (int64_t)(cs->len + n) > cs->limit) {
+        if (cs->refused || cs->too_large || (int64_t)(cs->body.len + n) > cs->limit) {
             /* Past the cap (or refused) nothing is kept; past the drain
              * cap too, the answer goes now. */
             if (!cs->refused)
@@ -403,18 +404,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
             return MHD_YES;
         }
-        if (cs->len + n > cs->cap) {
-            size_t cap = cs->cap ? cs->cap : 16384;
-            while (cap < cs->len + n)
-                cap *= 2;
-            char *p = realloc(cs->body, cap);
-            if (!p)
-                return MHD_NO;
-            cs->body = p;
-            cs->cap = cap;
-        }
-        memcpy(cs->body + cs->len, upload_data, n);
-        cs->len += n;
+        if (growbuf_append(&cs->body, upload_data, n))
+            return MHD_NO; /* out of memory: the limit was checked above */
         return MHD_YES;
     }
     if (cs->answered)
@@ -426,8 +417,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return answer_error(h, conn, ERR_TOO_LARGE, TOO_LARGE_MESSAGE, 0);
 
     struct http_request *req = cs->req;
-    req->body = cs->body;
-    req->body_len = cs->len;
+    req->body = cs->body.p;
+    req->body_len = cs->body.len;
     struct http_response res = {0};
     api_dispatch(h->srv, req, &res);
     enum MHD_Result ok = send_response(h, conn, &res, false);
@@ -442,7 +433,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct http_server *h = cls;
     struct conn_state *cs = *con_cls;
     if (cs) {
-        free(cs->body);
+        growbuf_free(&cs->body);
         free(cs->req);
         http_response_free(&cs->refusal);
         free(cs);

@@ -8,29 +8,15 @@
 
 void jsonw_free(struct jsonw *w)
 {
-    free(w->p);
+    growbuf_free(&w->b);
     memset(w, 0, sizeof *w);
 }
 
 static void put(struct jsonw *w, const char *s, size_t n)
 {
-    if (w->failed)
-        return;
-    if (w->len + n + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->len + n + 1)
-            cap *= 2;
-        char *p = cap <= JSONW_MAX ? realloc(w->p, cap) : NULL;
-        if (!p) {
-            w->failed = true;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-    w->p[w->len] = '\0';
+    if (!w->b.max && !w->b.p) /* set to {0}: the cap is set here */
+        growbuf_init(&w->b, JSONW_MAX);
+    growbuf_append(&w->b, s, n);
 }
 
 /* Before a value: the comma, if a member came before. */

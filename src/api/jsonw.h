@@ -2,8 +2,10 @@
  * lists of them), where building jansson trees cost most of the time.
  * Output is compact, strings are escaped, invalid UTF-8 becomes U+FFFD.
  *
- * The buffer grows to at most JSONW_MAX bytes; past that, or on out of
- * memory, w->failed is set and the text is unusable.
+ * The text is a growbuf (core/growbuf.h) of at most JSONW_MAX bytes, its
+ * NUL included: w.b.p and w.b.len once written. Past that, or on out of
+ * memory, w.b.err is set and the text is unusable. A struct jsonw set to
+ * {0} is an empty writer; jsonw_free frees its text.
  */
 #ifndef ALALLO_API_JSONW_H
 #define ALALLO_API_JSONW_H
@@ -12,12 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/growbuf.h"
+
 #define JSONW_MAX (64u << 20)
 
 struct jsonw {
-    char *p;
-    size_t len, cap;
-    bool failed;
+    struct growbuf b; /* the text; its cap is set to JSONW_MAX at the first write */
     bool need_comma; /* inside an object or array, after a member */
 };
 

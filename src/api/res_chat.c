@@ -139,7 +139,7 @@ static void event(struct jsonw *buf, json_t *chunk)
     char *s = chunk ? json_dumps(chunk, JSON_COMPACT) : NULL;
     json_decref(chunk);
     if (!s) {
-        buf->failed = true;
+        buf->b.err = GROWBUF_NO_MEMORY; /* the chunk could not be written */
         return;
     }
     jsonw_raw(buf, "data: ", 6);
@@ -192,7 +192,7 @@ struct live {
     int refs;
     bool started;             /* the first piece came: the answer is 200 */
     bool done;                /* the generation has ended                 */
-    struct jsonw buf;         /* events, buf.p[sent..] not yet sent       */
+    struct jsonw buf;         /* events, buf.b.p[sent..] not yet sent     */
     size_t sent;
     struct http_response err; /* the error, when it failed before a piece */
     struct api_server *srv;
@@ -302,14 +302,14 @@ static ssize_t live_read(void *ctx, char *buf, size_t max)
 {
     struct live *l = ctx;
     pthread_mutex_lock(&l->mu);
-    while (l->sent == l->buf.len && !l->done && !l->buf.failed)
+    while (l->sent == l->buf.b.len && !l->done && !l->buf.b.err)
         pthread_cond_wait(&l->cv, &l->mu);
     ssize_t n = -1;
-    if (l->buf.failed) {
+    if (l->buf.b.err) {
         n = -2;
-    } else if (l->sent < l->buf.len) {
-        size_t k = l->buf.len - l->sent < max ? l->buf.len - l->sent : max;
-        memcpy(buf, l->buf.p + l->sent, k);
+    } else if (l->sent < l->buf.b.len) {
+        size_t k = l->buf.b.len - l->sent < max ? l->buf.b.len - l->sent : max;
+        memcpy(buf, l->buf.b.p + l->sent, k);
         l->sent += k;
         n = (ssize_t)k;
     }

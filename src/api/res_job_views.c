@@ -8,6 +8,7 @@
 #include "api/handlers.h"
 #include "api/paging.h"
 #include "api/shapes.h"
+#include "core/growbuf.h"
 #include "core/ids.h"
 #include "core/job.h"
 #include "core/text.h"
@@ -144,34 +145,9 @@ out:
 
 /* ---- the training log ------------------------------------------------- */
 
-struct text_buf {
-    char *p;
-    size_t len, cap;
-};
-
-static bool buf_add(struct text_buf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > LOG_MAX_BYTES)
-        return false;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return true;
-}
-
 /* Appends lines of `attempt` (NULL: any) after *seq; advances *seq. */
 static enum alallo_err read_lines(struct store *s, const char *job, const char *attempt,
-                                  int64_t *seq, struct text_buf *b, struct store_log_line *lines)
+                                  int64_t *seq, struct growbuf *b, struct store_log_line *lines)
 {
     for (;;) {
         int n;
@@ -179,7 +155,7 @@ static enum alallo_err read_lines(struct store *s, const char *job, const char *
         if (e)
             return e;
         for (int i = 0; i < n; i++) {
-            if (!buf_add(b, lines[i].line, strlen(lines[i].line)) || !buf_add(b, "\n", 1))
+            if (growbuf_puts(b, lines[i].line) || growbuf_append(b, "\n", 1))
                 return ERR_TOO_LARGE;
             *seq = lines[i].seq;
         }
@@ -195,7 +171,7 @@ struct follow {
     int64_t seq;
     bool any_line;
     bool done;
-    struct text_buf pending;
+    struct growbuf pending; /* at most LOG_MAX_BYTES */
     size_t sent;
     struct store_log_line *lines;
 };
@@ -203,7 +179,7 @@ struct follow {
 static void follow_free(void *vctx)
 {
     struct follow *f = vctx;
-    free(f->pending.p);
+    growbuf_free(&f->pending);
     free(f->lines);
     free(f);
 }
@@ -228,7 +204,8 @@ static ssize_t follow_read(void *vctx, char *buf, size_t max)
             f->sent += n;
             return (ssize_t)n;
         }
-        f->pending.len = f->sent = 0;
+        growbuf_clear(&f->pending);
+        f->sent = 0;
         if (f->done || atomic_load(&f->srv->stopping))
             return -1;
         struct store_job j;
@@ -241,7 +218,7 @@ static ssize_t follow_read(void *vctx, char *buf, size_t max)
             f->any_line = true;
         } else if (ended) {
             f->done = true;
-            if (!f->any_line && !buf_add(&f->pending, NO_LOG_YET "\n", strlen(NO_LOG_YET) + 1))
+            if (!f->any_line && growbuf_puts(&f->pending, NO_LOG_YET "\n"))
                 return -1;
         } else {
             nap_ms(FOLLOW_POLL_MS);
@@ -253,7 +230,8 @@ void jobs_log(struct api_server *srv, struct http_request *req, struct http_resp
 {
     struct store_job *j = malloc(sizeof *j);
     struct store_log_line *lines = calloc(LOG_READ_BATCH, sizeof *lines);
-    struct text_buf b = {0};
+    struct growbuf b;
+    growbuf_init(&b, LOG_MAX_BYTES);
     if (!j || !lines) {
         api_error(res, ERR_NOMEM, NULL, NULL);
         goto out;
@@ -281,9 +259,9 @@ void jobs_log(struct api_server *srv, struct http_request *req, struct http_resp
         text_copy(f->account, sizeof f->account, req->account.id);
         f->seq = seq;
         f->any_line = b.len > 0;
-        f->pending = b;
+        f->pending = b; /* the follow owns the text now */
         f->lines = lines;
-        b = (struct text_buf){0};
+        growbuf_init(&b, LOG_MAX_BYTES);
         lines = NULL;
         http_response_free(res);
         res->status = 200;
@@ -300,5 +278,5 @@ void jobs_log(struct api_server *srv, struct http_request *req, struct http_resp
 out:
     free(j);
     free(lines);
-    free(b.p);
+    growbuf_free(&b);
 }

@@ -30,10 +30,10 @@ static void respond_job(struct api_server *srv, struct http_response *res,
 {
     struct jsonw w = {0};
     write_job(srv, &w, j);
-    if (w.failed)
+    if (w.b.err)
         api_error(res, ERR_NOMEM, NULL, NULL);
     else
-        http_respond(res, 200, "application/json", w.p, w.len);
+        http_respond(res, 200, "application/json", w.b.p, w.b.len);
     jsonw_free(&w);
 }
 
@@ -136,10 +136,10 @@ void jobs_list(struct api_server *srv, struct http_request *req, struct http_res
         jsonw_key(&w, "last_id");
         jsonw_str(&w, n ? jobs[n - 1].id : NULL);
         jsonw_close(&w, '}');
-        if (w.failed)
+        if (w.b.err)
             api_error(res, ERR_NOMEM, NULL, NULL);
         else
-            http_respond(res, 200, "application/json", w.p, w.len);
+            http_respond(res, 200, "application/json", w.b.p, w.b.len);
         jsonw_free(&w);
     }
     free(jobs);

@@ -78,12 +78,12 @@ void api_error(struct http_response *res, enum alallo_err e, const char *message
     jsonw_str(&w, param);
     jsonw_close(&w, '}');
     jsonw_close(&w, '}');
-    if (w.failed) {
+    if (w.b.err) {
         static const char oom[] =
             "{\"error\":{\"code\":\"server_error\",\"message\":\"out of memory\",\"param\":null}}";
         http_respond(res, 500, "application/json", oom, sizeof oom - 1);
     } else {
-        http_respond(res, err_http_status(e), "application/json", w.p, w.len);
+        http_respond(res, err_http_status(e), "application/json", w.b.p, w.b.len);
     }
     jsonw_free(&w);
 }

@@ -33,17 +33,6 @@ json_t *shape_list(json_t *data, bool has_more)
                      last ? last : json_null());
 }
 
-const char *shape_job_message(const struct store_job *j, int64_t now_ms)
-{
-    /* "Starting" promised a worker at creation; if none has claimed the
-     * job soon after, it is waiting for capacity. */
-    if (j->status == JOB_QUEUED && !j->active_attempt[0] &&
-        strcmp(j->message, job_message_text(MSG_STARTING)) == 0 &&
-        now_ms - j->created_ms > SHAPES_STARTING_GRACE_MS)
-        return job_message_text(MSG_WAITING_FOR_CAPACITY);
-    return j->message;
-}
-
 const char *shape_training_method(const struct store_job *j)
 {
     if (strcmp(j->method, "dpo") == 0)
@@ -240,7 +229,7 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_key(w, "status");
     jsonw_str(w, job_status_name(j->status));
     jsonw_key(w, "message");
-    jsonw_str_or_null(w, shape_job_message(j, now_ms));
+    jsonw_str_or_null(w, control_job_message(j, now_ms));
     /* Beside the message, not in it (the help page's words stay exact):
      * why the engine (Slurm) holds the job's attempt pending. */
     const char *engine_reason = NULL;
@@ -385,7 +374,7 @@ json_t *shape_job(const struct store_job *j, const struct store_attempt *attempt
 {
     struct jsonw w = {0};
     shape_job_write(&w, j, attempts, n_attempts, now_ms);
-    json_t *o = w.failed ? NULL : json_loadb(w.p, w.len, 0, NULL);
+    json_t *o = w.b.err ? NULL : json_loadb(w.b.p, w.b.len, 0, NULL);
     jsonw_free(&w);
     return o;
 }

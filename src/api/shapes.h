@@ -41,12 +41,6 @@ void shape_event_id(const struct store_job *j, int64_t seq, char *out, size_t ca
 int64_t shape_event_seq(const struct store_job *j, const char *id);
 
 
-/* The message a job shows at now_ms: its stored one, except that a queued
- * job created as "Starting" that no worker claimed within
- * SHAPES_STARTING_GRACE_MS shows "Waiting for capacity". */
-#define SHAPES_STARTING_GRACE_MS 10000
-const char *shape_job_message(const struct store_job *j, int64_t now_ms);
-
 /* "Supervised fine-tuning" as people read the method. */
 const char *shape_training_method(const struct store_job *j);
 

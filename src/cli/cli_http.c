@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/growbuf.h"
+
 struct sink {
     struct cli_answer *a;
+    struct growbuf body; /* the answer, up to CLI_MAX_ANSWER bytes; then a->body */
     FILE *out;          /* when set, a 2xx body goes here */
     CURL *curl;
     int too_large;
@@ -31,19 +34,10 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
             return n;
         }
     }
-    struct cli_answer *a = s->a;
-    if (a->len + n > (size_t)CLI_MAX_ANSWER) {
+    enum growbuf_err e = growbuf_append(&s->body, ptr, n);
+    if (e == GROWBUF_TOO_LARGE)
         s->too_large = 1;
-        return 0;
-    }
-    char *grown = realloc(a->body, a->len + n + 1);
-    if (!grown)
-        return 0;
-    a->body = grown;
-    memcpy(a->body + a->len, ptr, n);
-    a->len += n;
-    a->body[a->len] = '\0';
-    return n;
+    return e ? 0 : n;
 }
 
 int cli_conn_from_env(struct cli_conn *c, char *err, size_t errcap)
@@ -97,7 +91,13 @@ static int perform(const struct cli_conn *c, CURL *curl, struct sink *s, const c
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+    growbuf_init(&s->body, (size_t)CLI_MAX_ANSWER + 1); /* the answer and its NUL */
     CURLcode rc = curl_easy_perform(curl);
+    if (s->body.p) {
+        free(a->body);
+        a->len = s->body.len;
+        a->body = growbuf_take(&s->body);
+    }
     if (rc != CURLE_OK) {
         if (s->too_large)
             snprintf(err, errcap, "the answer from %s is too large", url);

@@ -1,4 +1,4 @@
-/* job_view.c - the policy numbers of a job's view (job_view.h). */
+/* job_view.c - the policy of a job's view: its message and numbers (job_view.h). */
 #include "control/job_view.h"
 
 #include <math.h>
@@ -9,6 +9,17 @@
 #include "core/job.h"
 #include "sched/ledger.h"
 #include "sched/time_left.h"
+
+const char *control_job_message(const struct store_job *j, int64_t now_ms)
+{
+    /* "Starting" promised a worker at creation; if none has claimed the
+     * job soon after, it is waiting for capacity. */
+    if (j->status == JOB_QUEUED && !j->active_attempt[0] &&
+        strcmp(j->message, job_message_text(MSG_STARTING)) == 0 &&
+        now_ms - j->created_ms > CONTROL_STARTING_GRACE_MS)
+        return job_message_text(MSG_WAITING_FOR_CAPACITY);
+    return j->message;
+}
 
 /* Time left of job j at now_ms: a range and its basis. From the time-left
  * state of its current attempt (src/sched/time_left.h) while one runs;

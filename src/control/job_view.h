@@ -1,7 +1,7 @@
-/* job_view.h - the numbers a job's view shows that come from policy: its
- * time left (a range and its basis, and the finish it implies) and what
- * cancelling it now would cost. api/shapes.c writes them as JSON and
- * decides nothing itself; the rules are the scheduler's (sched/time_left.h)
+/* job_view.h - what a job's view shows that comes from policy: the message
+ * it reads at a moment, its time left (a range and its basis, and the
+ * finish it implies) and what cancelling it now would cost. api/shapes.c
+ * writes them as JSON and decides nothing itself; the rules are the scheduler's (sched/time_left.h)
  * and the ledger's (sched/ledger.h, docs/ledger.md).
  */
 #ifndef ALALLO_CONTROL_JOB_VIEW_H
@@ -34,5 +34,13 @@ struct job_view {
 /* Fills *out for job j at now_ms (milliseconds since the epoch). Never
  * fails: out of memory leaves the defaults described above. */
 void control_job_view(const struct store_job *j, int64_t now_ms, struct job_view *out /* OUT */);
+
+/* The message job j shows at now_ms: its stored one, except that a queued
+ * job whose message is "Starting" and that no worker has claimed (no
+ * active attempt) more than CONTROL_STARTING_GRACE_MS after its creation
+ * reads "Waiting for capacity" (the help page's words). The result is
+ * j->message or a static string; never NULL. */
+#define CONTROL_STARTING_GRACE_MS 10000
+const char *control_job_message(const struct store_job *j, int64_t now_ms);
 
 #endif

@@ -13,6 +13,7 @@
 #include "control/leadership.h"
 #include "control/wandb_batch.h"
 #include "core/clock.h"
+#include "core/growbuf.h"
 #include "core/integrations.h"
 #include "core/job.h"
 #include "core/log.h"
@@ -52,28 +53,12 @@ struct wandb_forward {
     int n_tracked;
 };
 
-struct body {
-    char *p;
-    size_t n;
-    bool too_large;
-};
-
+/* The answer, up to RESPONSE_MAX bytes with its NUL: past that curl fails
+ * the transfer and the reason says "answer too large". */
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-    struct body *b = ud;
     size_t n = size * nmemb;
-    if (b->n + n >= RESPONSE_MAX) {
-        b->too_large = true;
-        return 0;
-    }
-    char *q = realloc(b->p, b->n + n + 1);
-    if (!q)
-        return 0;
-    memcpy(q + b->n, ptr, n);
-    b->p = q;
-    b->n += n;
-    b->p[b->n] = 0;
-    return n;
+    return growbuf_append(ud, ptr, n) ? 0 : n;
 }
 
 /* POSTs the JSON `payload` to url as api:KEY. Returns the parsed answer of
@@ -85,7 +70,8 @@ static json_t *post_json(const char *url, const char *key, json_t *payload, bool
 {
     char *text = json_dumps(payload, JSON_COMPACT);
     CURL *h = curl_easy_init();
-    struct body b = {0};
+    struct growbuf b;
+    growbuf_init(&b, RESPONSE_MAX);
     json_t *answer = NULL;
     if (!text || !h) {
         text_copy(why, whycap, "out of memory");
@@ -107,7 +93,8 @@ static json_t *post_json(const char *url, const char *key, json_t *payload, bool
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hdr);
     if (rc != CURLE_OK)
-        text_printf(why, whycap, "%s", b.too_large ? "answer too large" : curl_easy_strerror(rc));
+        text_printf(why, whycap, "%s",
+                    b.err == GROWBUF_TOO_LARGE ? "answer too large" : curl_easy_strerror(rc));
     else if (status < 200 || status > 299) {
         text_printf(why, whycap, "HTTP %ld", status);
         *refused = status >= 400 && status <= 499 && status != 408 && status != 429;
@@ -115,7 +102,7 @@ static json_t *post_json(const char *url, const char *key, json_t *payload, bool
         text_copy(why, whycap, "the answer is not JSON");
 out:
     curl_easy_cleanup(h);
-    free(b.p);
+    growbuf_free(&b);
     free(text);
     return answer;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/growbuf.h"
 
 extern char **environ;
 
@@ -65,7 +66,8 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
         return -1;
     }
     double deadline = clock_mono_s() + (double)timeout_ms / 1000.0;
-    size_t cap = 0;
+    /* stdout, up to out_cap bytes and the NUL */
+    struct growbuf out = GROWBUF_INIT(out_cap < SIZE_MAX ? out_cap + 1 : SIZE_MAX);
     int open_fds = 2;
     struct pollfd p[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
     size_t err_len = 0, line_at = 0; /* where the next line of stdout starts */
@@ -92,28 +94,15 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
                 continue;
             }
             if (i == 0) {
-                if (r->out_len + (size_t)got > out_cap) {
-                    r->timed_out = 1; /* too much output: treated like the limit */
-                    r->too_large = 1;
+                enum growbuf_err e = growbuf_append(&out, buf, (size_t)got);
+                r->out = out.p; /* r owns the bytes (child_result_free) */
+                r->out_len = out.len;
+                if (e) {
+                    r->timed_out = 1; /* too much output (or no memory): treated like the limit */
+                    r->too_large = e == GROWBUF_TOO_LARGE;
                     open_fds = 0;
                     break;
                 }
-                if (r->out_len + (size_t)got + 1 > cap) {
-                    size_t ncap = cap ? cap * 2 : 16384;
-                    while (ncap < r->out_len + (size_t)got + 1)
-                        ncap *= 2;
-                    char *np = realloc(r->out, ncap);
-                    if (!np) {
-                        r->timed_out = 1;
-                        open_fds = 0;
-                        break;
-                    }
-                    r->out = np;
-                    cap = ncap;
-                }
-                memcpy(r->out + r->out_len, buf, (size_t)got);
-                r->out_len += (size_t)got;
-                r->out[r->out_len] = '\0';
                 for (char *nl; fn && (nl = memchr(r->out + line_at, '\n', r->out_len - line_at));
                      line_at = (size_t)(nl - r->out) + 1)
                     fn(ctx, r->out + line_at, (size_t)(nl - (r->out + line_at)));

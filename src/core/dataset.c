@@ -6,6 +6,7 @@
  * docs/data.md; change both together.
  */
 #include "core/dataset.h"
+#include "core/growbuf.h"
 #include "core/text.h"
 
 #include <jansson.h>
@@ -623,36 +624,17 @@ out:
     return rc;
 }
 
-/* The converted copy dataset_convert writes (NULL: none wanted). */
-struct copy {
-    char *s;
-    size_t n, cap;
-    int oom;
-};
-
-static void copy_put(struct copy *o, const char *s, size_t n)
+/* Appends to the converted copy dataset_convert writes (NULL: none
+ * wanted). Its size is bounded by the data set's (GROWBUF_UNBOUNDED); a
+ * failure stays in copy->err. */
+static void copy_put(struct growbuf *copy, const char *s, size_t n)
 {
-    if (!o || o->oom)
-        return;
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->n + n + 1)
-            cap *= 2;
-        char *a = realloc(o->s, cap);
-        if (!a) {
-            o->oom = 1;
-            return;
-        }
-        o->s = a;
-        o->cap = cap;
-    }
-    memcpy(o->s + o->n, s, n);
-    o->n += n;
-    o->s[o->n] = '\0';
+    if (copy)
+        growbuf_append(copy, s, n);
 }
 
 static int walk(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
-                struct dataset_check *out, struct copy *copy)
+                struct dataset_check *out, struct growbuf *copy)
 {
     memset(out, 0, sizeof *out);
     struct dataset_turn *turns = malloc(MAX_TURNS * sizeof *turns);
@@ -679,8 +661,8 @@ static int walk(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
         if (!blank(s, n))
             rc = check_line(s, n, line, turns, fn, ctx, out, copy ? &converted : NULL);
         char *text = converted ? json_dumps(converted, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        if (converted && !text && copy)
-            copy->oom = 1;
+        if (converted && !text && copy && !copy->err)
+            copy->err = GROWBUF_NO_MEMORY;
         copy_put(copy, text ? text : s, text ? strlen(text) : n);
         copy_put(copy, "\n", 1);
         free(text);
@@ -694,7 +676,7 @@ static int walk(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
         problem(out, 0, "the file has no examples");
         return -1;
     }
-    if (copy && copy->oom) {
+    if (copy && copy->err) {
         problem(out, 0, "out of memory");
         return -1;
     }
@@ -710,16 +692,16 @@ int dataset_each(const char *buf, size_t len, dataset_example_fn fn, void *ctx,
 int dataset_convert(const char *buf, size_t len, char **out, size_t *out_len,
                     struct dataset_check *check)
 {
-    struct copy copy = {0};
+    struct growbuf copy = GROWBUF_INIT(GROWBUF_UNBOUNDED);
     *out = NULL;
     *out_len = 0;
     int rc = walk(buf, len, NULL, NULL, check, &copy);
     if (rc != 0) {
-        free(copy.s);
+        growbuf_free(&copy);
         return -1;
     }
-    *out = copy.s;
-    *out_len = copy.n;
+    *out_len = copy.len;
+    *out = growbuf_take(&copy);
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/growbuf.h"
 #include "store/store_backend.h"
 
 static const char *const tables[STORE_COPY_TABLES] = {
@@ -33,31 +34,15 @@ const char *store_copy_table_name(int i)
     return i >= 0 && i < STORE_COPY_TABLES ? tables[i] : NULL;
 }
 
-/* A growable text buffer for one COPY chunk. */
-struct buf {
-    char *p;
-    size_t n, cap;
-};
-
-static int buf_put(struct buf *b, const char *s, size_t n)
+/* One COPY chunk: sent once past 1 MiB, so its size is bounded by that and
+ * one row (GROWBUF_UNBOUNDED). -1 on out of memory. */
+static int buf_put(struct growbuf *b, const char *s, size_t n)
 {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 65536;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
+    return growbuf_append(b, s, n) ? -1 : 0;
 }
 
 /* Appends one value in COPY's text format. */
-static int put_value(struct buf *b, sqlite3_stmt *st, int col)
+static int put_value(struct growbuf *b, sqlite3_stmt *st, int col)
 {
     char num[40];
     switch (sqlite3_column_type(st, col)) {
@@ -182,7 +167,7 @@ static int copy_table(sqlite3 *db, PGconn *pg, const char *table, long long *row
     PGresult *r = PQexec(pg, sql);
     int rc = pg_ok(pg, r, PGRES_COPY_IN, err, errcap, "start COPY");
     PQclear(r);
-    struct buf b = {0};
+    struct growbuf b = GROWBUF_INIT(GROWBUF_UNBOUNDED);
     int ncol = sqlite3_column_count(st);
     *rows = 0;
     int step;
@@ -192,19 +177,19 @@ static int copy_table(sqlite3 *db, PGconn *pg, const char *table, long long *row
         if (!rc)
             rc = buf_put(&b, "\n", 1);
         (*rows)++;
-        if (!rc && b.n > 1 << 20) {
-            if (PQputCopyData(pg, b.p, (int)b.n) != 1)
+        if (!rc && b.len > 1 << 20) {
+            if (PQputCopyData(pg, b.p, (int)b.len) != 1)
                 rc = -1;
-            b.n = 0;
+            growbuf_clear(&b);
         }
     }
     if (!rc && step != SQLITE_DONE) {
         snprintf(err, errcap, "read %s: %s", table, sqlite3_errmsg(db));
         rc = -1;
     }
-    if (!rc && b.n && PQputCopyData(pg, b.p, (int)b.n) != 1)
+    if (!rc && b.len && PQputCopyData(pg, b.p, (int)b.len) != 1)
         rc = -1;
-    free(b.p);
+    growbuf_free(&b);
     sqlite3_finalize(st);
     if (PQputCopyEnd(pg, rc ? "copy failed" : NULL) != 1 && !rc) {
         snprintf(err, errcap, "copy %s: %s", table, PQerrorMessage(pg));

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/growbuf.h"
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
 static void curl_start(void)
@@ -14,28 +16,12 @@ static void curl_start(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-struct answer_buf {
-    char *data;
-    size_t len;
-    int too_large;
-};
-
+/* The answer, up to WAPI_MAX_ANSWER bytes: past that curl fails the
+ * transfer and the error says "answer too large". */
 static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    struct answer_buf *b = userdata;
     size_t n = size * nmemb;
-    if (b->len + n > WAPI_MAX_ANSWER) {
-        b->too_large = 1;
-        return 0; /* makes curl fail the transfer */
-    }
-    char *grown = realloc(b->data, b->len + n + 1);
-    if (!grown)
-        return 0;
-    b->data = grown;
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
+    return growbuf_append(userdata, ptr, n) ? 0 : n; /* 0 makes curl fail the transfer */
 }
 
 int wapi_init(struct wapi *a, const char *base_url, const char *token, long timeout_ms,
@@ -82,7 +68,8 @@ int wapi_post(struct wapi *a, const char *path, json_t *body, long *status, json
         return -1;
     }
     CURL *c = a->curl;
-    struct answer_buf buf = {0};
+    struct growbuf buf;
+    growbuf_init(&buf, WAPI_MAX_ANSWER + 1); /* the answer and its NUL */
     struct curl_slist *headers = NULL;
     headers = curl_slist_append(headers, a->auth);
     headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -102,15 +89,15 @@ int wapi_post(struct wapi *a, const char *path, json_t *body, long *status, json
     int result = 0;
     if (rc != CURLE_OK) {
         snprintf(err, errcap, "%s: %s", url,
-                 buf.too_large ? "answer too large" : curl_easy_strerror(rc));
+                 buf.err == GROWBUF_TOO_LARGE ? "answer too large" : curl_easy_strerror(rc));
         result = -1;
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
         if (buf.len > 0)
-            *answer = json_loadb(buf.data, buf.len, 0, NULL);
+            *answer = json_loadb(buf.p, buf.len, 0, NULL);
     }
     curl_slist_free_all(headers);
-    free(buf.data);
+    growbuf_free(&buf);
     free(text);
     return result;
 }

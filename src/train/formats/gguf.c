@@ -6,6 +6,7 @@
  */
 #include "train/formats/gguf.h"
 #include "core/fs.h"
+#include "core/growbuf.h"
 #include "core/text.h"
 
 #include <errno.h>
@@ -73,8 +74,7 @@ struct wtensor {
 };
 
 struct gguf_writer {
-    unsigned char *kv; /* serialized pairs */
-    size_t kv_len, kv_cap;
+    struct growbuf kv; /* serialized pairs; its size is the keys' added (GROWBUF_UNBOUNDED) */
     uint64_t n_kv;
     struct wtensor *t;
     size_t n_t, t_cap;
@@ -84,14 +84,17 @@ struct gguf_writer {
 
 struct gguf_writer *gguf_writer_new(void)
 {
-    return calloc(1, sizeof(struct gguf_writer));
+    struct gguf_writer *w = calloc(1, sizeof *w);
+    if (w)
+        growbuf_init(&w->kv, GROWBUF_UNBOUNDED);
+    return w;
 }
 
 void gguf_writer_free(struct gguf_writer *w)
 {
     if (!w)
         return;
-    free(w->kv);
+    growbuf_free(&w->kv);
     for (size_t i = 0; i < w->n_t; i++)
         free(w->t[i].name);
     free(w->t);
@@ -102,20 +105,10 @@ static int put(struct gguf_writer *w, const void *p, size_t n)
 {
     if (n == 0)
         return 0;
-    if (w->kv_len + n > w->kv_cap) {
-        size_t cap = w->kv_cap ? w->kv_cap : 4096;
-        while (cap < w->kv_len + n)
-            cap *= 2;
-        unsigned char *b = realloc(w->kv, cap);
-        if (!b) {
-            w->failed = 1;
-            return -1;
-        }
-        w->kv = b;
-        w->kv_cap = cap;
+    if (growbuf_append(&w->kv, p, n)) {
+        w->failed = 1;
+        return -1;
     }
-    memcpy(w->kv + w->kv_len, p, n);
-    w->kv_len += n;
     return 0;
 }
 
@@ -290,13 +283,13 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
     }
     /* The head: header, pairs, tensor infos; built in a second writer's
      * buffer to reuse the little-endian helpers. */
-    struct gguf_writer h = {0};
+    struct gguf_writer h = {.kv = GROWBUF_INIT(GROWBUF_UNBOUNDED)};
     int rc = put(&h, GGUF_MAGIC, 4) || put_u32(&h, GGUF_VERSION) || put_u64(&h, w->n_t) ||
-             put_u64(&h, w->n_kv) || put(&h, w->kv, w->kv_len);
+             put_u64(&h, w->n_kv) || put(&h, w->kv.p, w->kv.len);
     uint64_t align = w->alignment ? w->alignment : GGUF_DEFAULT_ALIGNMENT;
     unsigned char *zeros = calloc(align, 1);
     if (!zeros) {
-        free(h.kv);
+        growbuf_free(&h.kv);
         text_error(err, errcap, "%s: out of memory", path);
         return -1;
     }
@@ -309,30 +302,30 @@ int gguf_write(struct gguf_writer *w, const char *path, char *err, size_t errcap
         rc = rc || put_u32(&h, (uint32_t)t->type) || put_u64(&h, off);
         off = align_up(off + t->nbytes, align);
     }
-    size_t pad = (size_t)(align_up(h.kv_len, align) - h.kv_len);
+    size_t pad = (size_t)(align_up(h.kv.len, align) - h.kv.len);
     rc = rc || put(&h, zeros, pad);
     if (rc) {
-        free(h.kv);
+        growbuf_free(&h.kv);
         free(zeros);
         text_error(err, errcap, "%s: out of memory", path);
         return -1;
     }
     char tmp[4200];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        free(h.kv);
+        growbuf_free(&h.kv);
         free(zeros);
         text_error(err, errcap, "%s: path too long", path);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        free(h.kv);
+        growbuf_free(&h.kv);
         free(zeros);
         text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         return -1;
     }
-    rc = fs_write_all(fd, h.kv, h.kv_len);
-    free(h.kv);
+    rc = fs_write_all(fd, h.kv.p, h.kv.len);
+    growbuf_free(&h.kv);
     const char *why = rc ? strerror(errno) : NULL;
     void *buf = NULL;
     for (size_t i = 0; i < w->n_t && !rc; i++) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/fs.h"
+#include "core/growbuf.h"
 #include "core/text.h"
 #include "train/tokenizer/chat_format.h"
 #include "train/tokenizer/tokenizer.h"
@@ -22,42 +23,14 @@
 #define MK_U2 "QzUserTwoQz"
 #define MK_A2 "QzAsstTwoQz"
 
-struct buf {
-    char *p;
-    size_t n, cap;
-    int failed;
-};
+/* A Modelfile is written into a growbuf of at most MAX_MODELFILE bytes:
+ * past it, or out of memory, the text is refused as a whole. */
+static void put_n(struct growbuf *b, const char *s, size_t n) { growbuf_append(b, s, n); }
 
-static void put_n(struct buf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->n + n + 1 > MAX_MODELFILE) {
-        b->failed = 1;
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void put(struct buf *b, const char *s)
-{
-    put_n(b, s, strlen(s));
-}
+static void put(struct growbuf *b, const char *s) { growbuf_puts(b, s); }
 
 /* Template literal text: "{{" would open an action, so it is written as one. */
-static void put_literal(struct buf *b, const char *s, size_t n)
+static void put_literal(struct growbuf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '{' && i + 1 < n && s[i + 1] == '{') {
@@ -153,7 +126,7 @@ static int read_layout(const char *two, const char *one_gen, const char *with_sy
     return 0;
 }
 
-static void put_template(struct buf *b, const struct layout *l)
+static void put_template(struct growbuf *b, const struct layout *l)
 {
     put(b, "TEMPLATE \"\"\"");
     put_literal(b, l->start, l->start_n);
@@ -178,7 +151,7 @@ static void put_template(struct buf *b, const struct layout *l)
 }
 
 /* alallo's plain layout (docs/data.md), EOS after each assistant turn. */
-static void put_plain_template(struct buf *b, const char *eos)
+static void put_plain_template(struct growbuf *b, const char *eos)
 {
     put(b, "TEMPLATE \"\"\"{{ range $i, $m := .Messages }}{{ if $i }}\n\n{{ end }}"
            "{{ if eq .Role \"system\" }}System:\n{{ else if eq .Role \"user\" }}User:\n"
@@ -188,7 +161,7 @@ static void put_plain_template(struct buf *b, const char *eos)
     put(b, "{{ end }}{{ end }}\n\nAssistant:\n\"\"\"\n");
 }
 
-static void put_stop(struct buf *b, const char *text)
+static void put_stop(struct growbuf *b, const char *text)
 {
     put(b, "PARAMETER stop \"");
     for (const char *c = text; *c; c++) {
@@ -208,7 +181,8 @@ char *modelfile_text(const char *model_dir, const char *gguf_name, char *err, si
         return NULL;
     char ferr[400] = "";
     struct chat_format *f = chat_format_load(model_dir, ferr, sizeof ferr);
-    struct buf b = {0};
+    struct growbuf b;
+    growbuf_init(&b, MAX_MODELFILE);
     int ok = 0;
     char *two = NULL, *one_gen = NULL, *with_sys = NULL;
     if (!f && ferr[0]) {
@@ -246,9 +220,9 @@ char *modelfile_text(const char *model_dir, const char *gguf_name, char *err, si
         if (t)
             put_stop(&b, t);
     }
-    if (b.failed)
+    if (b.err)
         text_error(err, errcap, "the Modelfile is too large or memory ran out");
-    ok = !b.failed;
+    ok = !b.err;
 out:
     free(two);
     free(one_gen);
@@ -256,10 +230,10 @@ out:
     chat_format_free(f);
     tokenizer_free(tok);
     if (!ok) {
-        free(b.p);
+        growbuf_free(&b);
         return NULL;
     }
-    return b.p;
+    return growbuf_take(&b);
 }
 
 int modelfile_write(const char *model_dir, const char *gguf_name, const char *out_path, char *err,

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/growbuf.h"
+
 #define MAX_POOL (4 << 20)   /* values made in one render */
 #define MAX_DEPTH 64         /* nesting of macro calls and of frames */
 #define MAX_TOKENS (1 << 20)
@@ -1001,10 +1003,10 @@ struct chat_template *chat_template_parse(const char *src, size_t len, char *err
 
 /* ---- rendering --------------------------------------------------------- */
 
-struct outbuf {
-    char *s;
-    size_t n, cap;
-};
+/* What a render writes goes into a growbuf of at most
+ * CHAT_TEMPLATE_MAX_OUTPUT bytes (OUTBUF), as do the strings built on the
+ * way (filters, slices, string concatenation). */
+#define OUTBUF GROWBUF_INIT(CHAT_TEMPLATE_MAX_OUTPUT)
 
 struct macro_def {
     const struct node *n;
@@ -1019,7 +1021,7 @@ struct rt {
     json_t *frames[MAX_DEPTH * 2];
     int n_frames;
     const json_t *vars;
-    struct outbuf *out;
+    struct growbuf *out;
     const struct node *macros[256];
     int n_macros;
     int depth;
@@ -1062,22 +1064,11 @@ static json_t *own(struct rt *r, json_t *v)
 
 static void out_put(struct rt *r, const char *s, size_t n)
 {
-    struct outbuf *o = r->out;
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->n + n + 1)
-            cap *= 2;
-        if (cap > CHAT_TEMPLATE_MAX_OUTPUT)
-            rerr(r, 0, "the chat template wrote more than 64 MiB");
-        char *a = realloc(o->s, cap);
-        if (!a)
-            rerr(r, 0, "out of memory while rendering the chat template");
-        o->s = a;
-        o->cap = cap;
-    }
-    memcpy(o->s + o->n, s, n);
-    o->n += n;
-    o->s[o->n] = '\0';
+    enum growbuf_err e = growbuf_append(r->out, s, n);
+    if (e == GROWBUF_TOO_LARGE)
+        rerr(r, 0, "the chat template wrote more than 64 MiB");
+    if (e)
+        rerr(r, 0, "out of memory while rendering the chat template");
 }
 
 static void out_str(struct rt *r, const char *s) { out_put(r, s, strlen(s)); }
@@ -1134,12 +1125,12 @@ static void float_text(double d, char *buf, size_t cap)
         strncat(buf, ".0", cap - strlen(buf) - 1);
 }
 
-static void json_text(struct rt *r, struct outbuf *o, const json_t *v, int indent, int depth,
+static void json_text(struct rt *r, struct growbuf *o, const json_t *v, int indent, int depth,
                       int sort);
 
-static void put_json_string(struct outbuf *o, struct rt *r, const char *s, size_t n)
+static void put_json_string(struct growbuf *o, struct rt *r, const char *s, size_t n)
 {
-    struct outbuf *saved = r->out;
+    struct growbuf *saved = r->out;
     r->out = o;
     out_put(r, "\"", 1);
     for (size_t i = 0; i < n; i++) {
@@ -1172,10 +1163,10 @@ static int cmp_keys(const void *a, const void *b)
 }
 
 /* json.dumps(v, ensure_ascii=False, indent=indent or None, sort_keys=sort) */
-static void json_text(struct rt *r, struct outbuf *o, const json_t *v, int indent, int depth,
+static void json_text(struct rt *r, struct growbuf *o, const json_t *v, int indent, int depth,
                       int sort)
 {
-    struct outbuf *saved = r->out;
+    struct growbuf *saved = r->out;
     r->out = o;
     char buf[64];
     if (depth > 100)
@@ -1238,9 +1229,9 @@ static void json_text(struct rt *r, struct outbuf *o, const json_t *v, int inden
 }
 
 /* Python's str() of a value, as Jinja prints it, into o. */
-static void str_text(struct rt *r, struct outbuf *o, const json_t *v, int quoted)
+static void str_text(struct rt *r, struct growbuf *o, const json_t *v, int quoted)
 {
-    struct outbuf *saved = r->out;
+    struct growbuf *saved = r->out;
     r->out = o;
     char buf[64];
     if (!v) {
@@ -1306,21 +1297,20 @@ static json_t *to_string(struct rt *r, const json_t *v)
 {
     if (v && json_is_string(v))
         return (json_t *)v;
-    struct outbuf o = {0};
+    struct growbuf o = OUTBUF;
     str_text(r, &o, v, 0);
-    json_t *s = json_stringn(o.s ? o.s : "", o.n);
-    free(o.s);
+    json_t *s = json_stringn(o.p ? o.p : "", o.len);
+    growbuf_free(&o);
     return own(r, s);
 }
 
 static json_t *str_n(struct rt *r, const char *s, size_t n) { return own(r, json_stringn(s, n)); }
 
 /* The text written into o as a value; o's buffer is freed. */
-static json_t *take_str(struct rt *r, struct outbuf *o)
+static json_t *take_str(struct rt *r, struct growbuf *o)
 {
-    json_t *v = json_stringn(o->s ? o->s : "", o->n);
-    free(o->s);
-    o->s = NULL;
+    json_t *v = json_stringn(o->p ? o->p : "", o->len);
+    growbuf_free(o);
     return own(r, v);
 }
 
@@ -1447,8 +1437,8 @@ static json_t *slice(struct rt *r, const json_t *v, const json_t *a, const json_
     if (step < 0 && lo >= n)
         lo = n - 1;
     json_t *out = is_str ? NULL : own(r, json_array());
-    struct outbuf o = {0};
-    struct outbuf *saved = r->out;
+    struct growbuf o = OUTBUF;
+    struct growbuf *saved = r->out;
     r->out = &o;
     for (json_int_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
         if (is_str) {
@@ -1462,7 +1452,7 @@ static json_t *slice(struct rt *r, const json_t *v, const json_t *a, const json_
     if (is_str) {
         return take_str(r, &o);
     }
-    free(o.s);
+    growbuf_free(&o);
     return out;
 }
 
@@ -1573,8 +1563,8 @@ static json_t *replace(struct rt *r, const json_t *v, const json_t *from, const 
     const char *t = need_str(r, to, "replace", line);
     size_t fl = strlen(f), tl = strlen(t), n = v ? json_string_length(v) : 0;
     json_int_t max = count && json_is_integer(count) ? json_integer_value(count) : -1;
-    struct outbuf o = {0};
-    struct outbuf *saved = r->out;
+    struct growbuf o = OUTBUF;
+    struct growbuf *saved = r->out;
     r->out = &o;
     size_t i = 0;
     json_int_t done = 0;
@@ -1883,7 +1873,7 @@ static json_t *filter(struct rt *r, const char *name, json_t *v, const struct ar
     if (!strcmp(name, "tojson")) {
         const json_t *ind = arg(a, 0, "indent", NULL);
         const json_t *sk = arg(a, KW_ONLY, "sort_keys", NULL);
-        struct outbuf o = {0};
+        struct growbuf o = OUTBUF;
         json_text(r, &o, v, ind && json_is_integer(ind) ? (int)json_integer_value(ind) : 0, 0,
                   truthy(sk));
         return take_str(r, &o);
@@ -1929,12 +1919,12 @@ static json_t *filter(struct rt *r, const char *name, json_t *v, const struct ar
         const char *sep = need_str(r, arg(a, 0, "d", NULL), "join", line);
         const json_t *at = arg(a, 1, "attribute", NULL);
         json_t *l = as_list(r, v, line);
-        struct outbuf o = {0};
+        struct growbuf o = OUTBUF;
         for (size_t i = 0; i < json_array_size(l); i++) {
             json_t *item = json_array_get(l, i);
             if (at)
                 item = dotted(item, need_str(r, at, "join", line));
-            struct outbuf *saved = r->out;
+            struct growbuf *saved = r->out;
             r->out = &o;
             if (i)
                 out_str(r, sep);
@@ -1997,8 +1987,8 @@ static json_t *filter(struct rt *r, const char *name, json_t *v, const struct ar
         }
         json_t *sv = to_string(r, v);
         const char *s = json_string_value(sv);
-        struct outbuf o = {0};
-        struct outbuf *saved = r->out;
+        struct growbuf o = OUTBUF;
+        struct growbuf *saved = r->out;
         r->out = &o;
         out_put(r, "", 0);
         int line_start = 1, first_line = 1;
@@ -2029,7 +2019,7 @@ static json_t *call_macro(struct rt *r, const struct node *m, const struct args 
         if (v)
             json_object_set(frame, m->kw[i], v);
     }
-    struct outbuf o = {0}, *saved = r->out;
+    struct growbuf o = OUTBUF, *saved = r->out;
     int saved_frames = r->n_frames;
     r->frames[r->n_frames++] = frame;
     r->out = &o;
@@ -2038,8 +2028,8 @@ static json_t *call_macro(struct rt *r, const struct node *m, const struct args 
     r->depth--;
     r->out = saved;
     r->n_frames = saved_frames;
-    json_t *res = json_stringn(o.s ? o.s : "", o.n);
-    free(o.s);
+    json_t *res = json_stringn(o.p ? o.p : "", o.len);
+    growbuf_free(&o);
     return own(r, res);
 }
 
@@ -2119,8 +2109,8 @@ static json_t *binop(struct rt *r, const char *op, json_t *x, json_t *y, int lin
     }
     if (!strcmp(op, "~")) {
         json_t *a = to_string(r, x), *b = to_string(r, y);
-        struct outbuf o = {0};
-        struct outbuf *saved = r->out;
+        struct growbuf o = OUTBUF;
+        struct growbuf *saved = r->out;
         r->out = &o;
         out_put(r, json_string_value(a), json_string_length(a));
         out_put(r, json_string_value(b), json_string_length(b));
@@ -2141,8 +2131,8 @@ static json_t *binop(struct rt *r, const char *op, json_t *x, json_t *y, int lin
         return res ? json_true() : json_false();
     }
     if (!strcmp(op, "+") && json_is_string(x) && json_is_string(y)) {
-        struct outbuf o = {0};
-        struct outbuf *saved = r->out;
+        struct growbuf o = OUTBUF;
+        struct growbuf *saved = r->out;
         r->out = &o;
         out_put(r, json_string_value(x), json_string_length(x));
         out_put(r, json_string_value(y), json_string_length(y));
@@ -2380,7 +2370,7 @@ int chat_template_render(const struct chat_template *t, const json_t *vars, char
         snprintf(err, errcap, "out of memory");
         return -1;
     }
-    struct outbuf o = {0};
+    struct growbuf o = OUTBUF;
     r->err = err;
     r->errcap = errcap;
     r->vars = vars;
@@ -2398,10 +2388,10 @@ int chat_template_render(const struct chat_template *t, const json_t *vars, char
     free(r->pool);
     free(r);
     if (rc) {
-        free(o.s);
+        growbuf_free(&o);
         return -1;
     }
-    *out = o.s;
-    *out_len = o.n;
+    *out = o.p;
+    *out_len = o.len;
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "train/tokenizer/tokenizer_internal.h"
+#include "core/growbuf.h"
 #include "core/text.h"
 
 #define TOK_MAX_FILE ((size_t)256 << 20)
@@ -783,27 +784,11 @@ int tokenizer_encode_special(const struct tokenizer *t, const char *text, size_t
 
 /* ---- decoding ------------------------------------------------------------- */
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-static int sb_put(struct sbuf *b, const char *s, size_t n)
+/* Decoded text grows in a growbuf without a cap of its own: it is bounded
+ * by the ids given and the vocabulary's strings. -1 on out of memory. */
+static int sb_put(struct growbuf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return -1;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
+    return growbuf_append(b, s, n) ? -1 : 0;
 }
 
 static int hexval(char c)
@@ -817,7 +802,7 @@ static int hexval(char c)
     return -1;
 }
 
-static int decode_token(const struct tokenizer *t, const char *s, size_t len, struct sbuf *raw)
+static int decode_token(const struct tokenizer *t, const char *s, size_t len, struct growbuf *raw)
 {
     if (t->dec_byte_fallback && len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' &&
         hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
@@ -862,7 +847,8 @@ static int decode_token(const struct tokenizer *t, const char *s, size_t len, st
 
 char *tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip_special)
 {
-    struct sbuf raw = {0}, out = {0};
+    struct growbuf raw = GROWBUF_INIT(GROWBUF_UNBOUNDED);
+    struct growbuf out = GROWBUF_INIT(GROWBUF_UNBOUNDED);
     int first = 1;
     if (sb_put(&raw, "", 0) < 0)
         return NULL;

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/jsonw.h"
@@ -26,9 +27,9 @@ static void strings_are_escaped(void **state)
     jsonw_key(&w, "e");
     jsonw_str_or_null(&w, "");
     jsonw_close(&w, '}');
-    assert_false(w.failed);
+    assert_false(w.b.err);
     json_error_t err;
-    json_t *o = json_loads(w.p, 0, &err);
+    json_t *o = json_loads(w.b.p, 0, &err);
     assert_non_null(o);
     assert_string_equal(json_string_value(json_object_get(o, "a\"b")),
                         "quote \" backslash \\ newline \n tab \t bell \a é ✓");
@@ -57,8 +58,8 @@ static void numbers_and_nesting(void **state)
     jsonw_json(&w, "{\"k\":[1,2]}");
     jsonw_json(&w, "");
     jsonw_close(&w, ']');
-    assert_string_equal(w.p, "[-42,0.0036,1.0,0.33333333333333331,null,true,{},{\"k\":[1,2]},null]");
-    json_t *a = json_loads(w.p, 0, NULL);
+    assert_string_equal(w.b.p, "[-42,0.0036,1.0,0.33333333333333331,null,true,{},{\"k\":[1,2]},null]");
+    json_t *a = json_loads(w.b.p, 0, NULL);
     assert_non_null(a);
     assert_true(json_real_value(json_array_get(a, 3)) == 1.0 / 3.0);
     json_decref(a);
@@ -111,21 +112,48 @@ static void job_object_reads_back(void **state)
     json_decref(o);
 }
 
-static void starting_turns_into_waiting(void **state)
+/* The job object's message is the view's (control_job_message, tested in
+ * tests/unit/control/test_job_view.c): a "Starting" job no worker claimed
+ * reads "Waiting for capacity" once the grace has passed. */
+static void job_message_is_the_views(void **state)
 {
     (void)state;
     struct store_job j;
     memset(&j, 0, sizeof j);
+    strcpy(j.id, "ftjob-wait");
     j.status = JOB_QUEUED;
     strcpy(j.message, "Starting");
     j.created_ms = 1000000;
-    assert_string_equal(shape_job_message(&j, 1000000 + 5000), "Starting");
-    assert_string_equal(shape_job_message(&j, 1000000 + 11000), "Waiting for capacity");
-    strcpy(j.active_attempt, "att-1"); /* claimed: it is starting */
-    assert_string_equal(shape_job_message(&j, 1000000 + 60000), "Starting");
-    j.status = JOB_RUNNING;
-    j.message[0] = '\0';
-    assert_string_equal(shape_job_message(&j, 0), "");
+    json_t *o = shape_job(&j, NULL, 0, 1000000 + 5000);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "message")), "Starting");
+    json_decref(o);
+    o = shape_job(&j, NULL, 0, 1000000 + 11000);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "message")), "Waiting for capacity");
+    json_decref(o);
+}
+
+/* The text holds at most JSONW_MAX bytes with its NUL: one byte fewer is
+ * written, one more fails the writer (and keeps failing). */
+static void the_text_stops_at_its_cap(void **state)
+{
+    (void)state;
+    const size_t chunk = 1 << 20;
+    char *c = malloc(chunk);
+    assert_non_null(c);
+    memset(c, ' ', chunk);
+    struct jsonw w = {0};
+    for (size_t i = 0; i < JSONW_MAX / chunk - 1; i++)
+        jsonw_raw(&w, c, chunk);
+    jsonw_raw(&w, c, chunk - 1);
+    assert_false(w.b.err);
+    assert_int_equal(w.b.len, JSONW_MAX - 1);
+    jsonw_raw(&w, "1", 1);
+    assert_true(w.b.err);
+    assert_int_equal(w.b.len, JSONW_MAX - 1);
+    jsonw_free(&w);
+    free(c);
 }
 
 int main(void)
@@ -134,7 +162,8 @@ int main(void)
         cmocka_unit_test(strings_are_escaped),
         cmocka_unit_test(numbers_and_nesting),
         cmocka_unit_test(job_object_reads_back),
-        cmocka_unit_test(starting_turns_into_waiting),
+        cmocka_unit_test(job_message_is_the_views),
+        cmocka_unit_test(the_text_stops_at_its_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* test_job_view.c - the policy numbers of a job's view (job_view.h): the
- * time left from the estimate before and after the first steps, none for an
+/* test_job_view.c - the policy of a job's view (job_view.h): a "Starting"
+ * job that no worker claimed within the grace reads "Waiting for
+ * capacity"; the time left from the estimate before and after the first steps, none for an
  * ended job or one without steps, and cancel_now of an ended job as what it
  * was charged less what was refunded. How they are written as JSON is in
  * tests/unit/api/test_jsonw.c and test_jobs_api.c. */
@@ -84,6 +85,29 @@ static void a_job_without_steps_has_no_time_left(void **state)
     assert_int_equal(v.estimated_finish_s, 0);
 }
 
+static void starting_turns_into_waiting_after_the_grace(void **state)
+{
+    (void)state;
+    struct store_job j;
+    memset(&j, 0, sizeof j);
+    j.status = JOB_QUEUED;
+    strcpy(j.message, "Starting");
+    j.created_ms = 1000000;
+    assert_string_equal(control_job_message(&j, 1000000 + 5000), "Starting");
+    assert_string_equal(control_job_message(&j, 1000000 + CONTROL_STARTING_GRACE_MS), "Starting");
+    assert_string_equal(control_job_message(&j, 1000000 + CONTROL_STARTING_GRACE_MS + 1),
+                        "Waiting for capacity");
+    assert_string_equal(control_job_message(&j, 1000000 + 11000), "Waiting for capacity");
+    strcpy(j.active_attempt, "att-1"); /* claimed: it is starting */
+    assert_string_equal(control_job_message(&j, 1000000 + 60000), "Starting");
+    j.active_attempt[0] = '\0';
+    strcpy(j.message, "Re-scheduling"); /* another message stays as it is */
+    assert_string_equal(control_job_message(&j, 1000000 + 60000), "Re-scheduling");
+    j.status = JOB_RUNNING;
+    j.message[0] = '\0';
+    assert_string_equal(control_job_message(&j, 0), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -91,6 +115,7 @@ int main(void)
         cmocka_unit_test(a_started_job_without_an_attempt_counts_down_the_training_left),
         cmocka_unit_test(a_queued_job_counts_down_from_its_estimate),
         cmocka_unit_test(a_job_without_steps_has_no_time_left),
+        cmocka_unit_test(starting_turns_into_waiting_after_the_grace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

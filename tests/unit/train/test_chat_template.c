@@ -158,12 +158,40 @@ static void refusals_name_the_construct(void **state)
     expect("{{ 'a }}", "{}", "PARSE: chat template line 1: a tag is not closed");
 }
 
+/* A render holds at most CHAT_TEMPLATE_MAX_OUTPUT bytes with its NUL: a
+ * template that writes one byte fewer renders, one that writes more is
+ * refused with the cap's own words. */
+static void a_render_stops_at_its_cap(void **state)
+{
+    (void)state;
+    const size_t piece = 1024, full = (size_t)CHAT_TEMPLATE_MAX_OUTPUT / piece; /* 65536 */
+    char *x = malloc(piece + 1);
+    assert_non_null(x);
+    memset(x, 'x', piece);
+    x[piece] = '\0';
+    json_t *vars = json_pack("{s:s}", "x", x);
+    char src[128];
+    /* full - 1 pieces and piece - 1 bytes more: the cap less its NUL. */
+    snprintf(src, sizeof src, "{%% for i in range(%zu) %%}{{ x }}{%% endfor %%}{{ x[1:] }}",
+             full - 1);
+    char *out = render(src, strlen(src), vars);
+    assert_int_equal(strlen(out), (size_t)CHAT_TEMPLATE_MAX_OUTPUT - 1);
+    free(out);
+    snprintf(src, sizeof src, "{%% for i in range(%zu) %%}{{ x }}{%% endfor %%}", full);
+    out = render(src, strlen(src), vars);
+    assert_string_equal(out, "ERROR: the chat template wrote more than 64 MiB");
+    free(out);
+    json_decref(vars);
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(real_templates_match_jinja2),
         cmocka_unit_test(expressions_and_whitespace),
         cmocka_unit_test(refusals_name_the_construct),
+        cmocka_unit_test(a_render_stops_at_its_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
