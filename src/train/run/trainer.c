@@ -34,6 +34,7 @@
 #include "train/model/ops.h"
 #include "train/model/optim.h"
 #include "train/model/dpo.h"
+#include "train/run/rft_run.h"
 #include "train/data/pack.h"
 #include "core/rng.h"
 #include "train/tokenizer/tokenizer.h"
@@ -702,39 +703,52 @@ int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *
     return rc;
 }
 
-static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)
+int trainer_save_output(const struct train_config *c, struct model **mp, char *model_out,
+                        char *adapter_out, size_t cap, char *err, size_t errcap)
 {
-    const struct train_config *c = r->c;
     snprintf(model_out, cap, "%s/model", c->out_dir);
     snprintf(adapter_out, cap, "%s/adapter", c->out_dir);
     if (fs_mkdirs(c->out_dir, 0755) != 0) {
-        snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
+        snprintf(err, errcap, "cannot create %s: %s", c->out_dir, strerror(errno));
         return -1;
     }
-    if (gpu_to_host(r))
-        return -1;
+    struct model *m = *mp;
     if (c->full)
-        return modelio_save_merged(r->m, model_out, c->model_dir, r->err, sizeof r->err);
-    if (modelio_save_peft(r->m, adapter_out, c->model_dir, r->err, sizeof r->err))
+        return modelio_save_merged(m, model_out, c->model_dir, err, errcap);
+    if (modelio_save_peft(m, adapter_out, c->model_dir, err, errcap))
         return -1;
     /* The merged model folds the adapters into the base as published (not
      * into its NF4 copy), so it is the base model plus what training added. */
-    size_t n = r->m->n_train;
+    size_t n = m->n_train;
     float *params = malloc(n * sizeof(float));
     if (!params) {
-        snprintf(r->err, sizeof r->err, "out of memory saving the model");
+        snprintf(err, errcap, "out of memory saving the model");
         return -1;
     }
-    memcpy(params, r->m->train, n * sizeof(float));
-    struct model_opts o = r->m->opts;
-    model_acts_free(r->a);
-    r->a = NULL;
-    optim_free(&r->opt);
-    model_free(r->m);
-    r->m = NULL;
-    int rc = materialize_params(&o, params, n, c->model_dir, model_out, r->err, sizeof r->err);
+    memcpy(params, m->train, n * sizeof(float));
+    struct model_opts o = m->opts;
+    model_free(m);
+    *mp = NULL;
+    int rc = materialize_params(&o, params, n, c->model_dir, model_out, err, errcap);
     free(params);
     return rc;
+}
+
+void trainer_model_opts(const struct train_config *c, struct model_opts *out)
+{
+    *out = opts_of(c);
+}
+
+static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)
+{
+    if (gpu_to_host(r))
+        return -1;
+    if (!r->c->full) { /* room for the merge */
+        model_acts_free(r->a);
+        r->a = NULL;
+        optim_free(&r->opt);
+    }
+    return trainer_save_output(r->c, &r->m, model_out, adapter_out, cap, r->err, sizeof r->err);
 }
 
 /* ------------------------------------------------------------ the run */
@@ -1233,7 +1247,7 @@ static int run_attempt(const struct train_config *c, int gpu)
             sent.v[TPROTO_METRIC_TRAIN_ACCURACY] = r.metrics.v[TPROTO_METRIC_TRAIN_ACCURACY];
             for (int k = TPROTO_METRIC_VALID_LOSS; k <= TPROTO_METRIC_VALID_ACCURACY && valid_due; k++)
                 sent.v[k] = r.metrics.v[k];
-            for (int k = TPROTO_METRIC_FULL_VALID_LOSS; watch && epoch_done && k < TPROTO_METRIC_COUNT; k++)
+            for (int k = TPROTO_METRIC_FULL_VALID_LOSS; watch && epoch_done && k <= TPROTO_METRIC_FULL_VALID_ACCURACY; k++)
                 sent.v[k] = r.metrics.v[k];
             struct tev_step_extra x = {
                 .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
@@ -1317,12 +1331,18 @@ out:
 
 int trainer_run(const struct train_config *c)
 {
+    if (c->rft) /* reinforcement fine-tuning: its own loop (rft_run.h) */
+        return rft_run(c);
     return run_attempt(c, 0);
 }
 
 #ifdef ALALLO_HAVE_CUDA
 int trainer_run_gpu(const struct train_config *c)
 {
+    if (c->rft) {
+        tev_log("reinforcement fine-tuning runs on the CPU in this version (docs/rft.md)");
+        return rft_run(c);
+    }
     return run_attempt(c, 1);
 }
 #endif
