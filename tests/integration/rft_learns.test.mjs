@@ -1,0 +1,54 @@
+// rft_learns.test.mjs - reinforcement fine-tuning learns (docs/rft.md, "The
+// algorithm"): the built-in model, asked eight questions, is rewarded by a
+// string_check grader when its answer of at most 8 tokens holds the word
+// its data line gives as {{item.reference}} ("the"). Before training about
+// a third of its greedy answers do; after 10 GRPO steps (4 prompts x 4
+// answers each) the validation reward is above 0.7, and the training
+// reward of the last steps is above that of the first. The trainer alone,
+// as a worker starts it.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { ROOT, run, tmpdir } from './service_harness.mjs';
+
+const QUESTIONS = ['What do you say of the harbor?', 'What of the treasury?', 'Speak of the army.',
+  'What of the navy?', 'Tell of congress.', 'What of commerce?', 'Speak of the tariff.',
+  'What of the railroad?'];
+
+test('the mean reward rises over the steps with a string_check grader', () => {
+  const dir = tmpdir('alallo-rft-');
+  const line = (q) => JSON.stringify({ messages: [{ role: 'user', content: q }], reference: 'the' });
+  fs.writeFileSync(path.join(dir, 'train.jsonl'), QUESTIONS.map(line).join('\n') + '\n');
+  fs.writeFileSync(path.join(dir, 'valid.jsonl'), QUESTIONS.slice(0, 4).map(line).join('\n') + '\n');
+  const config = {
+    model_dir: path.join(ROOT, 'models', 'alallo-base'),
+    train_file: path.join(dir, 'train.jsonl'), validation_file: path.join(dir, 'valid.jsonl'),
+    checkpoint_dir: path.join(dir, 'ckpt'), out_dir: path.join(dir, 'out'),
+    batch_size: 4, max_steps: 10, seq_len: 256, learning_rate: 3e-3, seed: 1, threads: 1,
+    method: 'reinforcement',
+    grader: { type: 'string_check', name: 'says the word', input: '{{sample.output_text}}',
+      reference: '{{item.reference}}', operation: 'ilike' },
+    grader_models: {}, rft_group: 4, rft_answer_tokens: 8, rft_eval_interval: 5,
+    rft_eval_samples: 4,
+  };
+  fs.writeFileSync(path.join(dir, 'attempt.json'), JSON.stringify(config));
+  const out = run(['train', '--config', path.join(dir, 'attempt.json')], { timeout: 900000 });
+  const events = out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  const steps = events.filter((e) => e.event === 'step');
+  assert.equal(steps.length, 10);
+  const first = events.find((e) => e.event === 'log' && /before training/.test(e.line));
+  const before = Number(/([0-9.]+)$/.exec(first.line)[1]);
+  const valid = steps.filter((e) => typeof e.valid_reward_mean === 'number');
+  assert.deepEqual(valid.map((e) => e.step), [5, 10]);
+  const after = valid[valid.length - 1].valid_reward_mean;
+  assert.ok(before < 0.5, `validation reward before training ${before}`);
+  assert.ok(after > 0.7, `validation reward after training ${after}`);
+  const mean = (xs) => xs.reduce((a, e) => a + e.train_reward_mean, 0) / xs.length;
+  assert.ok(mean(steps.slice(-3)) > mean(steps.slice(0, 3)),
+    steps.map((e) => e.train_reward_mean).join(' '));
+  const done = events.find((e) => e.event === 'done');
+  assert.ok(fs.existsSync(path.join(done.model_dir, 'config.json')));
+  assert.ok(fs.existsSync(path.join(done.adapter_dir, 'adapter_config.json')));
+});
