@@ -17,12 +17,12 @@ const QUESTIONS = ['What do you say of the harbor?', 'What of the treasury?', 'S
   'What of the navy?', 'Tell of congress.', 'What of commerce?', 'Speak of the tariff.',
   'What of the railroad?'];
 
-test('the mean reward rises over the steps with a string_check grader', () => {
-  const dir = tmpdir('alallo-rft-');
+// The trainer's settings for the task in dir, and its events once run.
+function settings(dir) {
   const line = (q) => JSON.stringify({ messages: [{ role: 'user', content: q }], reference: 'the' });
   fs.writeFileSync(path.join(dir, 'train.jsonl'), QUESTIONS.map(line).join('\n') + '\n');
   fs.writeFileSync(path.join(dir, 'valid.jsonl'), QUESTIONS.slice(0, 4).map(line).join('\n') + '\n');
-  const config = {
+  return {
     model_dir: path.join(ROOT, 'models', 'alallo-base'),
     train_file: path.join(dir, 'train.jsonl'), validation_file: path.join(dir, 'valid.jsonl'),
     checkpoint_dir: path.join(dir, 'ckpt'), out_dir: path.join(dir, 'out'),
@@ -33,9 +33,17 @@ test('the mean reward rises over the steps with a string_check grader', () => {
     grader_models: {}, rft_group: 4, rft_answer_tokens: 8, rft_eval_interval: 5,
     rft_eval_samples: 4,
   };
+}
+
+function train(dir, config) {
   fs.writeFileSync(path.join(dir, 'attempt.json'), JSON.stringify(config));
   const out = run(['train', '--config', path.join(dir, 'attempt.json')], { timeout: 900000 });
-  const events = out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  return out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+}
+
+test('the mean reward rises over the steps with a string_check grader', () => {
+  const dir = tmpdir('alallo-rft-');
+  const events = train(dir, settings(dir));
   const steps = events.filter((e) => e.event === 'step');
   assert.equal(steps.length, 10);
   const first = events.find((e) => e.event === 'log' && /before training/.test(e.line));
@@ -51,4 +59,23 @@ test('the mean reward rises over the steps with a string_check grader', () => {
   const done = events.find((e) => e.event === 'done');
   assert.ok(fs.existsSync(path.join(done.model_dir, 'config.json')));
   assert.ok(fs.existsSync(path.join(done.adapter_dir, 'adapter_config.json')));
+});
+
+test('4-bit LoRA with the KL penalty, and full fine-tuning, each train and write a model', () => {
+  const dir = tmpdir('alallo-rft-');
+  const kl = train(dir, { ...settings(dir), precision: '4-bit', rft_kl: 0.1, max_steps: 2,
+    rft_eval_interval: 2, rft_eval_samples: 1 });
+  const lines = kl.filter((e) => e.event === 'log').map((e) => e.line);
+  assert.ok(lines.some((l) => /4-bit \(NF4\) base, KL penalty to the base/.test(l)), lines.join('\n'));
+  // step 1 samples from the base itself (B is zero): no divergence yet;
+  // after one update the policy has moved away from the reference
+  const klOf = (n) => Number(new RegExp(`^step ${n}/2: .*KL ([0-9.]+)`).exec(lines.find((l) => l.startsWith(`step ${n}/2`)))[1]);
+  assert.equal(klOf(1), 0);
+  assert.ok(klOf(2) > 0, lines.join('\n'));
+  const full = train(dir, { ...settings(dir), adapter: 'full', learning_rate: 1e-4, max_steps: 1,
+    out_dir: path.join(dir, 'full'), rft_eval_samples: 1 });
+  const done = full.find((e) => e.event === 'done');
+  assert.ok(done, JSON.stringify(full.slice(-3)));
+  assert.equal(done.adapter_dir, null);
+  assert.ok(fs.existsSync(path.join(done.model_dir, 'config.json')));
 });

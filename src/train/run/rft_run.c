@@ -261,6 +261,8 @@ static int reference(struct rft *r, int B, int T)
 struct step_stats {
     double reward, spread, length, kl, loss, tokens;
     json_t *subs; /* a multi's mean scores */
+    /* where the step's time went (bench/train/rft.sh) */
+    double rollout_s, grade_s, update_s, answer_tokens;
 };
 
 /* One step over prompts items[0..n). 0, or -1 with r->err. */
@@ -283,11 +285,16 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     for (int b = 0; b < B; b++) {
         rows[b] = items[b / G];
         uint64_t seed = rng_derive(c->seed, RFT_STREAM + at * 4096u + (uint64_t)b);
+        double t0 = tev_now();
         if (answer(r, rows[b], 1.0f, seed, &answers[b]))
             goto out;
+        double t1 = tev_now();
         reward[b] = grade(r, rows[b], answers[b], st->subs);
+        st->grade_s += tev_now() - t1;
+        st->rollout_s += t1 - t0;
         st->reward += reward[b];
     }
+    double t_update = tev_now();
     st->reward /= B;
     for (int b = 0; b < B; b++)
         st->spread += (reward[b] - st->reward) * (reward[b] - st->reward);
@@ -309,6 +316,7 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     }
     size_t targets = model_count_targets(r->mask, B, T);
     st->length = (double)targets / B;
+    st->answer_tokens = (double)targets;
     bool kl = c->rft_kl > 0 && !c->full;
     if (kl && reference(r, B, T))
         goto out;
@@ -328,6 +336,7 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     }
     optim_adamw_step(&r->opt, r->m->train, r->m->grad, optim_clip_factor(norm, c->max_grad_norm),
                      lr);
+    st->update_s = tev_now() - t_update;
     const char *k;
     json_t *v;
     json_object_foreach(st->subs, k, v)
@@ -523,6 +532,7 @@ int rft_run(const struct train_config *c)
         return fail(&r, TRAIN_INTERNAL);
     }
     struct step_stats st = {0};
+    double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
     for (uint64_t at = 0; at < c->max_steps; at++) {
         double t0 = tev_now();
         pick(&r, at, items);
@@ -534,6 +544,11 @@ int rft_run(const struct train_config *c)
             json_decref(st.subs);
             return fail(&r, strstr(r.err, "cannot be answered") ? TRAIN_USER : TRAIN_INTERNAL);
         }
+        roll_s += st.rollout_s;
+        grade_s += st.grade_s;
+        update_s += st.update_s;
+        answer_toks += st.answer_tokens;
+        update_toks += st.tokens;
         uint64_t done = at + 1;
         bool eval = done % every == 0 || done == c->max_steps;
         if (eval && validate(&r, done, &valid)) {
@@ -569,6 +584,15 @@ int rft_run(const struct train_config *c)
     free(items);
     json_decref(st.subs);
     tev_log("validation reward %.4f (%.4f before training)", valid, first_valid);
+    double all = roll_s + grade_s + update_s;
+    size_t answers_n = (size_t)c->max_steps * (size_t)c->batch_size * (size_t)c->rft_group;
+    tev_log("where the steps' time went: rollouts %.1f s (%.0f answer tokens, %.1f tokens/s, "
+            "%.0f%%), grading %.3f ms per answer (%.1f%%), updates %.1f s (%.0f tokens, %.1f "
+            "tokens/s, %.0f%%)",
+            roll_s, answer_toks, roll_s > 0 ? answer_toks / roll_s : 0,
+            all > 0 ? 100 * roll_s / all : 0, answers_n ? 1000 * grade_s / answers_n : 0,
+            all > 0 ? 100 * grade_s / all : 0, update_s, update_toks,
+            update_s > 0 ? update_toks / update_s : 0, all > 0 ? 100 * update_s / all : 0);
     char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
     gen_close(r.gen);
     r.gen = NULL;
