@@ -157,4 +157,19 @@ describe('reinforcement fine-tuning through the API', () => {
     const results = await s.call('GET', `/v1/files/${done.result_files[0]}/content`);
     assert.match(results.text.split('\n')[0], /train_reward_mean,valid_reward_mean$/);
   });
+
+  test('a running reinforcement job is cancelled through the openai SDK', async () => {
+    const client = new OpenAI({ apiKey: s.key, baseURL: `${s.url}/v1` });
+    const job = await client.fineTuning.jobs.create({
+      model: 'alallo-base', training_file: prompts,
+      method: { type: 'reinforcement', reinforcement: { grader: CHECK,
+        hyperparameters: { n_epochs: 50, batch_size: 1 } } },
+    });
+    await s.waitStatus(job.id, 'running', { timeoutMs: 120000 });
+    const asked = await client.fineTuning.jobs.cancel(job.id);
+    assert.ok(['cancelled', 'cancelling'].includes(asked.status), asked.status);
+    const done = await s.waitStatus(job.id, ['cancelled', 'failed', 'succeeded'],
+      { timeoutMs: 120000 });
+    assert.equal(done.status, 'cancelled', JSON.stringify(done.error));
+  });
 });

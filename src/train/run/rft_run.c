@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,30 @@ struct rft {
     long grade_errors;
     char err[600];
 };
+
+/* A stop asked for (SIGTERM: a cancel, a move): the run ends at the end
+ * of the step under way. No checkpoint is written in this version, so the
+ * job starts over if it runs again (docs/rft.md). SIGUSR1 (a checkpoint
+ * asked for) is ignored. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void install_stop(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGUSR1, &sa, NULL);
+}
 
 /* ------------------------------------------------------------ data */
 
@@ -493,6 +518,7 @@ static void pick(const struct rft *r, uint64_t at, const json_t **out)
 
 int rft_run(const struct train_config *c)
 {
+    install_stop();
     gemm_set_threads(c->threads);
     struct rft r;
     memset(&r, 0, sizeof r);
@@ -534,6 +560,13 @@ int rft_run(const struct train_config *c)
     struct step_stats st = {0};
     double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
     for (uint64_t at = 0; at < c->max_steps; at++) {
+        if (g_stop) {
+            tev_log("stopped at step %" PRIu64 " on request", at);
+            free(items);
+            json_decref(st.subs);
+            unload(&r);
+            return TRAIN_STOPPED;
+        }
         double t0 = tev_now();
         pick(&r, at, items);
         float lr = optim_lr(&sched, at);
