@@ -240,8 +240,10 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
     struct hyper_params chosen = {.n_epochs = (int)rq->epochs, .batch_size = (int)rq->batch,
                                   .lr_multiplier = rq->lr};
     bool rft = rq->rft;
-    if (dpo || rft) /* RFT's steps as DPO's: a target of steps, small batches */
+    if (dpo)
         hyper_auto_dpo(examples, out->model.params, &chosen);
+    else if (rft)
+        hyper_auto_rft(examples, out->model.params, &chosen);
     else
         hyper_auto(examples, out->model.params, &chosen);
     j->n_epochs = chosen.n_epochs;

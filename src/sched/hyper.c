@@ -35,6 +35,20 @@ void hyper_auto_dpo(long pairs, int64_t model_params, struct hyper_params *h)
     }
 }
 
+void hyper_auto_rft(long prompts, int64_t model_params, struct hyper_params *h)
+{
+    long n = prompts > 0 ? prompts : 1;
+    if (!(h->lr_multiplier > 0))
+        h->lr_multiplier = model_params < HYPER_SMALL_MODEL_PARAMS ? 10.0 : 0.25;
+    if (h->batch_size <= 0)
+        h->batch_size = (int)clamp_long(n / 2, 1, HYPER_MAX_BATCH);
+    if (h->n_epochs <= 0) {
+        long per_epoch = (n + h->batch_size - 1) / h->batch_size;
+        h->n_epochs = (int)clamp_long((HYPER_RFT_TARGET_STEPS + per_epoch - 1) / per_epoch, 1,
+                                      HYPER_MAX_EPOCHS);
+    }
+}
+
 bool hyper_loss_known(double first_loss, double last_loss)
 {
     return isfinite(first_loss) && isfinite(last_loss) && first_loss > 0 && last_loss > 0;
