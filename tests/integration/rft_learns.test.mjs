@@ -80,3 +80,17 @@ test('4-bit LoRA with the KL penalty, and full fine-tuning, each train and write
   assert.equal(done.adapter_dir, null);
   assert.ok(fs.existsSync(path.join(done.model_dir, 'config.json')));
 });
+
+test('a run resumed from its checkpoint goes on exactly as the unbroken run', () => {
+  const dir = tmpdir('alallo-rft-');
+  const base = { ...settings(dir), max_steps: 4, rft_eval_interval: 2, rft_eval_samples: 1 };
+  const whole = train(dir, base);
+  const saved = whole.filter((e) => e.event === 'checkpoint').map((e) => e.step);
+  assert.deepEqual(saved, [2]);
+  const again = train(dir, { ...base, resume_step: 2, out_dir: path.join(dir, 'again') });
+  assert.ok(again.some((e) => e.event === 'log' && e.line === 'resumed from checkpoint at step 2'));
+  const tail = (events) => events.filter((e) => e.event === 'step' && e.step > 2)
+    .map((e) => [e.step, e.train_loss, e.train_reward_mean, e.valid_reward_mean]);
+  assert.equal(tail(again).length, 2);
+  assert.deepEqual(tail(again), tail(whole));
+});

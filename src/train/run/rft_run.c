@@ -12,6 +12,7 @@
 #include "core/grader.h"
 #include "core/rng.h"
 #include "train/data/data.h"
+#include "train/formats/checkpoint.h"
 #include "train/formats/modelio.h"
 #include "train/kernels/cpu_path.h"
 #include "train/kernels/gemm.h"
@@ -405,6 +406,64 @@ static int validate(struct rft *r, uint64_t at, double *mean)
     return 0;
 }
 
+/* ------------------------------------------------------------ checkpoints */
+
+/* A checkpoint after step `done` (the trainable block, AdamW's state, the
+ * meta.json every checkpoint has, and the validation reward in
+ * train_loss's place is not kept: the step's loss is). Everything else a
+ * step draws is a function of the seed and the step, so a run resumed
+ * from it answers, grades and updates as an unbroken one. 0, or -1 with
+ * r->err. */
+static int save(struct rft *r, uint64_t done, double loss, const struct tev_metrics *m)
+{
+    char *meta = trainer_meta_json(r->c, r->m->n_train);
+    if (!meta) {
+        snprintf(r->err, sizeof r->err, "out of memory writing a checkpoint");
+        return -1;
+    }
+    struct ckpt k = {.step = done, .opt_t = r->opt.t, .train_loss = loss, .n = r->m->n_train,
+                     .params = r->m->train, .m = r->opt.m, .v = r->opt.v, .meta_json = meta};
+    char path[CKPT_MAX_PATH];
+    int rc = ckpt_write(r->c->checkpoint_dir, &k, path, sizeof path, r->err, sizeof r->err);
+    free(meta);
+    if (rc)
+        return -1;
+    tev_checkpoint(done, path, loss, m);
+    tev_log("saved checkpoint at step %" PRIu64, done);
+    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints, 0);
+    return 0;
+}
+
+/* Resumes from resume_from, or from the newest complete checkpoint of
+ * checkpoint_dir at most resume_step (any without it). The step resumed
+ * from in *step; 1 resumed, 0 none, -1 with r->err. */
+static int resume(struct rft *r, uint64_t *step)
+{
+    const struct train_config *c = r->c;
+    char path[CKPT_MAX_PATH];
+    if (c->resume_step == 0)
+        return 0;
+    if (c->resume_from[0]) {
+        snprintf(path, sizeof path, "%s", c->resume_from);
+    } else {
+        uint64_t upto = c->resume_step > 0 ? (uint64_t)c->resume_step : UINT64_MAX, at;
+        int found = ckpt_latest_at_most(c->checkpoint_dir, upto, path, sizeof path, &at, r->err,
+                                        sizeof r->err);
+        if (found <= 0)
+            return found;
+    }
+    struct ckpt k;
+    if (trainer_read_checkpoint(path, r->m, c->max_steps, &k, r->err, sizeof r->err))
+        return -1;
+    memcpy(r->m->train, k.params, k.n * sizeof(float));
+    memcpy(r->opt.m, k.m, k.n * sizeof(float));
+    memcpy(r->opt.v, k.v, k.n * sizeof(float));
+    r->opt.t = k.opt_t;
+    *step = k.step;
+    ckpt_release(&k);
+    return 1;
+}
+
 /* ------------------------------------------------------------ the run */
 
 static int load(struct rft *r)
@@ -532,7 +591,14 @@ int rft_run(const struct train_config *c)
     if (rc != TRAIN_OK)
         return fail(&r, rc);
     size_t prompts = json_array_size(r.train);
-    tev_started(0, c->max_steps, prompts, 0, -1, cpu_path_name(cpu_path_current()));
+    uint64_t from = 0;
+    int resumed = resume(&r, &from);
+    if (resumed < 0)
+        return fail(&r, TRAIN_INTERNAL);
+    tev_started(from, c->max_steps, prompts, 0, resumed ? (int64_t)from : -1,
+                cpu_path_name(cpu_path_current()));
+    if (resumed)
+        tev_log("resumed from checkpoint at step %" PRIu64, from);
     tev_log("reinforcement fine-tuning started: %" PRIu64 " steps of %d prompts, %d answers "
             "each of at most %d tokens, %s%s",
             c->max_steps, c->batch_size, c->rft_group, c->rft_answer_tokens,
@@ -548,10 +614,11 @@ int rft_run(const struct train_config *c)
     struct lr_schedule sched = {(enum lr_kind)c->lr_schedule, c->learning_rate, c->warmup_steps,
                                 c->max_steps, 0.0f};
     double valid = NAN, first_valid = NAN;
-    if (validate(&r, 0, &valid))
+    if (validate(&r, from, &valid))
         return fail(&r, TRAIN_USER);
     first_valid = valid;
-    tev_log("validation reward before training: %.4f", valid);
+    tev_log("validation reward %s: %.4f", resumed ? "at the step resumed from" : "before training",
+            valid);
     const json_t **items = calloc((size_t)c->batch_size, sizeof *items);
     if (!items) {
         snprintf(r.err, sizeof r.err, "out of memory");
@@ -559,7 +626,7 @@ int rft_run(const struct train_config *c)
     }
     struct step_stats st = {0};
     double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
-    for (uint64_t at = 0; at < c->max_steps; at++) {
+    for (uint64_t at = from; at < c->max_steps; at++) {
         if (g_stop) {
             tev_log("stopped at step %" PRIu64 " on request", at);
             free(items);
@@ -598,6 +665,12 @@ int rft_run(const struct train_config *c)
         double dt = tev_now() - t0;
         struct tev_step_extra x = {.packing_efficiency = -1, .metrics = &m};
         tev_step_with(done, st.loss, lr, dt > 0 ? st.tokens / dt : 0, &x);
+        /* a checkpoint at each validation (the last step's model is saved whole) */
+        if (eval && done < c->max_steps && save(&r, done, st.loss, &m)) {
+            free(items);
+            json_decref(st.subs);
+            return fail(&r, TRAIN_INTERNAL);
+        }
         char subs[512] = "";
         const char *k;
         json_t *v;

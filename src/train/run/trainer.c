@@ -281,6 +281,37 @@ static char *meta_json(const struct train_config *c, size_t n_params)
     return s;
 }
 
+static int meta_opts(const char *meta, struct model_opts *o, size_t *n_params, char *err,
+                     size_t errcap);
+
+char *trainer_meta_json(const struct train_config *c, size_t n_params)
+{
+    return meta_json(c, n_params);
+}
+
+int trainer_read_checkpoint(const char *path, const struct model *m, uint64_t max_steps,
+                            struct ckpt *k, char *err, size_t errcap)
+{
+    if (ckpt_read(path, k, err, errcap))
+        return -1;
+    struct model_opts o;
+    size_t n;
+    if (meta_opts(k->meta_json, &o, &n, err, errcap))
+        goto bad;
+    if (k->n != m->n_train || n != m->n_train || o.full != m->opts.full ||
+        (!o.full && (o.lora_r != m->opts.lora_r || o.lora_alpha != m->opts.lora_alpha ||
+                     o.lora_targets != m->opts.lora_targets)) ||
+        !k->m || !k->v || k->step > max_steps) {
+        snprintf(err, errcap, "checkpoint at step %" PRIu64
+                 " was made with other settings than this attempt's", k->step);
+        goto bad;
+    }
+    return 0;
+bad:
+    ckpt_release(k);
+    return -1;
+}
+
 /* Reads the model options a checkpoint was made with. */
 static int meta_opts(const char *meta, struct model_opts *o, size_t *n_params, char *err,
                      size_t errcap)
@@ -599,21 +630,8 @@ static int resume(struct run *r)
                 "resuming from step %" PRIu64 "\n",
                 upto, step);
     struct ckpt k;
-    if (ckpt_read(path, &k, r->err, sizeof r->err))
+    if (trainer_read_checkpoint(path, r->m, r->c->max_steps, &k, r->err, sizeof r->err))
         return -1;
-    struct model_opts o;
-    size_t n;
-    int rc = -1;
-    if (meta_opts(k.meta_json, &o, &n, r->err, sizeof r->err))
-        goto out;
-    if (k.n != r->m->n_train || n != r->m->n_train || o.full != r->m->opts.full ||
-        (!o.full && (o.lora_r != r->m->opts.lora_r || o.lora_alpha != r->m->opts.lora_alpha ||
-                     o.lora_targets != r->m->opts.lora_targets)) ||
-        !k.m || !k.v || k.step > r->c->max_steps) {
-        snprintf(r->err, sizeof r->err, "checkpoint at step %" PRIu64
-                 " was made with other settings than this attempt's", k.step);
-        goto out;
-    }
     note_path(r, k.meta_json);
     memcpy(r->m->train, k.params, k.n * sizeof(float));
     memcpy(r->opt.m, k.m, k.n * sizeof(float));
@@ -627,10 +645,8 @@ static int resume(struct run *r)
     r->ckpt_step = k.step;
     r->resumed_step = k.step;
     resume_early_stopping(r, k.meta_json);
-    rc = 1;
-out:
     ckpt_release(&k);
-    return rc;
+    return 1;
 }
 
 /* ------------------------------------------------------------ final model */

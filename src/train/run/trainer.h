@@ -48,4 +48,16 @@ void trainer_model_opts(const struct train_config *c, struct model_opts *out /* 
 int trainer_save_output(const struct train_config *c, struct model **mp, char *model_out,
                         char *adapter_out, size_t cap, char *err, size_t errcap);
 
+/* What a checkpoint's trainable block means (its meta.json, malloc'd; NULL
+ * on out of memory), for a loop of its own (rft_run.c) that writes the
+ * same checkpoints. */
+char *trainer_meta_json(const struct train_config *c, size_t n_params);
+
+/* Reads the checkpoint at path into *k (the caller's, ckpt_release) and
+ * checks it fits model m (its trainable block, LoRA's settings) and a run
+ * of max_steps. 0, or -1 with a reason (k released). */
+struct ckpt;
+int trainer_read_checkpoint(const char *path, const struct model *m, uint64_t max_steps,
+                            struct ckpt *k, char *err, size_t errcap);
+
 #endif
