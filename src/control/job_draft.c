@@ -18,6 +18,7 @@
 #include "core/ids.h"
 #include "core/sample_prompts.h"
 #include "core/text.h"
+#include "sched/estimator.h"
 #include "sched/hyper.h"
 
 static bool fail(struct field_error *err, enum job_check_at at, enum alallo_err code,
@@ -192,16 +193,12 @@ static bool add_grader(struct control *ctl, const char *account, const struct jo
     return true;
 }
 
-/* The tokens one epoch of reinforcement fine-tuning handles, from the
- * prompts' tokens: each prompt read rft_group times, each answer (up to
- * rft_answer_tokens, counted at half of it) decoded and then trained on:
- * twice, plus once for the reference when the KL penalty is on. */
+/* The tokens one epoch of reinforcement fine-tuning counts as, from the
+ * prompts' tokens (sched/estimator.h). */
 static int64_t rft_tokens(int64_t prompt_tokens, long examples, const struct job_hyper *h)
 {
-    double answers = (double)examples * h->rft_answer_tokens / 2.0;
-    double per_answer_pass = h->rft_kl > 0 ? 3.0 : 2.0;
-    return (int64_t)(h->rft_group * ((double)prompt_tokens * per_answer_pass +
-                                     answers * (1.0 + per_answer_pass)));
+    return (int64_t)llround(est_rft_tokens((double)prompt_tokens, examples, h->rft_group,
+                                           h->rft_answer_tokens, h->rft_kl > 0));
 }
 
 bool control_job_draft(struct control *ctl, const char *account, const struct job_request *rq,
