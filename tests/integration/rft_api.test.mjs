@@ -110,6 +110,17 @@ describe('reinforcement fine-tuning through the API', () => {
     assert.equal(m.status, 200, m.text);
     assert.ok(Math.abs(m.json.reward - 0.5 * 8 / 13) < 1e-9, m.text);
     assert.equal(m.json.sub_rewards.exact, 0);
+    // score_model asks a model alallo serves, through the chat generation
+    const judge = { type: 'score_model', name: 'judge', model: 'alallo-base', range: [0, 10],
+      input: [{ role: 'user', content: 'Rate from 0 to 10: {{sample.output_text}}' }],
+      sampling_params: { max_completions_tokens: 8, seed: 1 } };
+    const scored = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: judge, model_sample: 'The union is strong.', item: {} },
+    });
+    assert.equal(scored.status, 200, scored.text);
+    assert.equal(scored.json.metadata.errors.grader_error, false, scored.text);
+    assert.ok(scored.json.reward >= 0 && scored.json.reward <= 10, scored.text);
+    assert.ok(scored.json.metadata.token_usage.completion_tokens > 0, scored.text);
     const missing = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
       body: { grader: CHECK, model_sample: 'x', item: {} },
     });

@@ -94,3 +94,22 @@ test('a run resumed from its checkpoint goes on exactly as the unbroken run', ()
   assert.equal(tail(again).length, 2);
   assert.deepEqual(tail(again), tail(whole));
 });
+
+test('a score_model grader asks its model beside training', () => {
+  const dir = tmpdir('alallo-rft-');
+  const model = path.join(ROOT, 'models', 'alallo-base');
+  const events = train(dir, { ...settings(dir), max_steps: 1, rft_eval_samples: 1,
+    grader: { type: 'multi', graders: {
+      judge: { type: 'score_model', model: 'alallo-base', range: [0, 1],
+        input: [{ role: 'user', content: 'Is "{{sample.output_text}}" about {{item.reference}}?' }],
+        sampling_params: { max_completions_tokens: 4 } },
+      close: { type: 'text_similarity', input: '{{sample.output_text}}',
+        reference: '{{item.reference}}', evaluation_metric: 'rouge_1' } },
+    calculate_output: '0.5 * judge + 0.5 * close' },
+    grader_models: { 'alallo-base': model } });
+  const lines = events.filter((e) => e.event === 'log').map((e) => e.line);
+  assert.ok(events.some((e) => e.event === 'done'), lines.join('\n'));
+  assert.ok(!lines.some((l) => /grader failed/.test(l)), lines.join('\n'));
+  assert.ok(lines.some((l) => /^step 1\/1: .*; graders: (close [0-9.]+, judge [0-9.]+|judge [0-9.]+, close [0-9.]+)/.test(l)),
+    lines.join('\n'));
+});
