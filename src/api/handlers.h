@@ -48,6 +48,9 @@ void estimates_create(struct api_server *, struct http_request *, struct http_re
 void estimates_calibration(struct api_server *, struct http_request *, struct http_response *);
 void completions_create(struct api_server *, struct http_request *, struct http_response *);
 void chat_completions_create(struct api_server *, struct http_request *, struct http_response *);
+/* POST /v1/fine_tuning/alpha/graders/validate and /run (res_graders.c). */
+void graders_validate(struct api_server *, struct http_request *, struct http_response *);
+void graders_run(struct api_server *, struct http_request *, struct http_response *);
 
 /* Shared by /v1/completions and /v1/chat/completions (res_completions.c):
  * the sampling fields of a request into g (false with res set), and one

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grader.h"
 #include "core/integrations.h"
 #include "core/job.h"
 #include "core/job_hyper.h"
@@ -149,10 +150,35 @@ static bool parse_watch(json_t *hp, struct job_hyper *h, struct field_error *err
     return true;
 }
 
+/* Reinforcement fine-tuning's hyper-parameters (docs/rft.md): each a value
+ * or "auto". beta here is the KL penalty to the reference, 0 (off) unless
+ * given. */
+static bool parse_rft_hyper(json_t *hp, struct job_hyper *h, struct field_error *err)
+{
+    double every = 0, samples = 1, cm = 1, beta = 0;
+    if (!hyper(hp, "eval_interval", false, 1, JOB_HYPER_MAX_EVAL_INTERVAL, &every, err) ||
+        !hyper(hp, "eval_samples", false, 1, JOB_HYPER_MAX_EVAL_SAMPLES, &samples, err) ||
+        !hyper(hp, "compute_multiplier", true, 0, JOB_HYPER_MAX_COMPUTE, &cm, err) ||
+        !hyper_range(hp, "beta", 0, JOB_HYPER_MAX_BETA, &beta, err))
+        return false;
+    json_t *e = json_object_get(hp, "reasoning_effort");
+    if (e && !json_is_null(e) &&
+        (!json_is_string(e) || !job_hyper_rft(h, cm, json_string_value(e))))
+        return bad(err, ERR_INVALID, "hyperparameters.reasoning_effort",
+                   "reasoning_effort must be \"low\", \"medium\", \"high\" or \"auto\".");
+    if (!e || json_is_null(e))
+        job_hyper_rft(h, cm, NULL);
+    h->rft_eval_interval = (int)every;
+    h->rft_eval_samples = (int)samples;
+    h->rft_kl = beta;
+    return true;
+}
+
 /* The hyper-parameters beyond epochs, batch and rate (core/job_hyper.h),
  * but max_seq_len, whose bound is the model's context: control checks it
  * (control/job_draft.c). */
-static bool parse_more_hyper(json_t *hp, bool dpo, struct job_hyper *h, struct field_error *err)
+static bool parse_more_hyper(json_t *hp, bool dpo, bool rft, struct job_hyper *h,
+                             struct field_error *err)
 {
     double rank = h->lora_rank;
     if (!hyper_bool(hp, "packing", &h->packing, err) ||
@@ -176,9 +202,12 @@ static bool parse_more_hyper(json_t *hp, bool dpo, struct job_hyper *h, struct f
                    "lr_scheduler must be \"cosine\", \"linear\" or \"constant\".");
     if (dpo && !hyper(hp, "beta", true, 0, JOB_HYPER_MAX_BETA, &h->dpo_beta, err))
         return false;
-    if (!dpo && json_object_get(hp, "beta"))
+    if (!dpo && !rft && json_object_get(hp, "beta"))
         return bad(err, ERR_INVALID, "hyperparameters.beta",
-                   "beta is a hyper-parameter of DPO (method.type \"dpo\").");
+                   "beta is a hyper-parameter of DPO (method.type \"dpo\") and of reinforcement "
+                   "fine-tuning (method.type \"reinforcement\").");
+    if (rft && !parse_rft_hyper(hp, h, err))
+        return false;
     return parse_watch(hp, h, err);
 }
 
@@ -273,21 +302,36 @@ bool job_request_parse(json_t *body, struct job_request *rq)
     err->at = JOB_AT_HYPER;
     json_t *hp = json_object_get(body, "hyperparameters");
     json_t *method = json_object_get(body, "method");
-    bool dpo = false;
+    bool dpo = false, rft = false;
     if (method && !json_is_null(method)) {
         const char *type = json_string_value(json_object_get(method, "type"));
         if (!json_is_object(method) || !type)
             return bad(err, ERR_INVALID, "method", "method must be an object with a type.");
-        if (strcmp(type, "supervised") != 0 && strcmp(type, "dpo") != 0)
+        if (strcmp(type, "supervised") != 0 && strcmp(type, "dpo") != 0 &&
+            strcmp(type, "reinforcement") != 0)
             return bad(err, ERR_INVALID, "method.type",
-                       "method.type must be \"supervised\" or \"dpo\".");
+                       "method.type must be \"supervised\", \"dpo\" or \"reinforcement\".");
         dpo = strcmp(type, "dpo") == 0;
+        rft = strcmp(type, "reinforcement") == 0;
         json_t *sup = json_object_get(method, type);
         json_t *mhp = json_object_get(sup, "hyperparameters");
         if (mhp)
             hp = mhp;
+        if (rft) {
+            json_t *g = json_object_get(sup, "grader");
+            if (!json_is_object(sup) || !g || json_is_null(g))
+                return bad(err, ERR_INVALID, "method.reinforcement.grader",
+                           "Reinforcement fine-tuning needs a grader "
+                           "(method.reinforcement.grader) to score the model's answers.");
+            char param[sizeof err->param], msg[sizeof err->message];
+            if (!grader_check(g, "method.reinforcement.grader", param, sizeof param, msg,
+                              sizeof msg))
+                return bad(err, ERR_INVALID, param, "%s", msg);
+            rq->grader = g;
+        }
     }
     rq->dpo = dpo;
+    rq->rft = rft;
     if (hp && !json_is_null(hp) && !json_is_object(hp))
         return bad(err, ERR_INVALID, "hyperparameters", "hyperparameters must be an object.");
     /* 0: "auto" or left out, chosen by control from the data set and the
@@ -307,7 +351,7 @@ bool job_request_parse(json_t *body, struct job_request *rq)
     err->at = JOB_AT_MORE_HYPER;
     struct job_hyper *more = &rq->more;
     job_hyper_defaults(more);
-    if (!parse_more_hyper(hp, dpo, more, err))
+    if (!parse_more_hyper(hp, dpo, rft, more, err))
         return false;
     if (more->early_stopping_patience > 0 && !rq->validation_file &&
         !(more->validation_split > 0))
@@ -318,6 +362,13 @@ bool job_request_parse(json_t *body, struct job_request *rq)
         return bad(err, ERR_INVALID, "hyperparameters.validation_split",
                    "DPO has no validation loss to watch: validation_split is for supervised "
                    "jobs.");
+    if (rft && (more->validation_split > 0 || more->early_stopping_patience > 0))
+        return bad(err, ERR_INVALID,
+                   more->validation_split > 0 ? "hyperparameters.validation_split"
+                                              : "hyperparameters.early_stopping",
+                   "Reinforcement fine-tuning watches the validation reward, not a loss: "
+                   "give a validation_file (validation_split and early_stopping are for "
+                   "supervised jobs).");
     if (dpo && more->early_stopping_patience > 0)
         return bad(err, ERR_INVALID, "hyperparameters.early_stopping",
                    "DPO has no validation loss to watch: early_stopping is for supervised "

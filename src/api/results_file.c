@@ -23,7 +23,8 @@
  * training accuracy is "train_accuracy" there, not the event's name). */
 static const char *const columns[TPROTO_METRIC_COUNT] = {
     "train_loss",      "train_accuracy",  "valid_loss",
-    "valid_mean_token_accuracy", "full_valid_loss", "full_valid_mean_token_accuracy"};
+    "valid_mean_token_accuracy", "full_valid_loss", "full_valid_mean_token_accuracy",
+    "train_reward_mean", "valid_reward_mean"};
 
 struct row {
     long step;
@@ -174,13 +175,22 @@ static size_t write_csv(struct results_csv *c, char *out, size_t cap)
         c->sorted = true;
     }
     size_t at = 0;
+    bool shown[TPROTO_METRIC_COUNT];
     put(out, cap, &at, "step");
-    for (int k = 0; k < TPROTO_METRIC_COUNT; k++)
-        put(out, cap, &at, ",%s", columns[k]);
+    for (int k = 0; k < TPROTO_METRIC_COUNT; k++) {
+        /* the reward columns only for a job that has rewards (reinforcement) */
+        shown[k] = k < TPROTO_METRIC_TRAIN_REWARD;
+        for (size_t i = 0; i < c->n && !shown[k]; i++)
+            shown[k] = !isnan(c->rows[i].v[k]);
+        if (shown[k])
+            put(out, cap, &at, ",%s", columns[k]);
+    }
     put(out, cap, &at, "\n");
     for (size_t i = 0; i < c->n; i++) {
         put(out, cap, &at, "%ld", c->rows[i].step);
         for (int k = 0; k < TPROTO_METRIC_COUNT; k++) {
+            if (!shown[k])
+                continue;
             if (isnan(c->rows[i].v[k]))
                 put(out, cap, &at, ",");
             else

@@ -51,6 +51,8 @@ static const struct route routes[] = {
     {"GET", "/v1/fine_tuning/jobs/{}/log", KEY, jobs_log},
     {"POST", "/v1/completions", KEY, completions_create},
     {"POST", "/v1/chat/completions", KEY, chat_completions_create},
+    {"POST", "/v1/fine_tuning/alpha/graders/validate", KEY, graders_validate},
+    {"POST", "/v1/fine_tuning/alpha/graders/run", KEY, graders_run},
     {"GET", "/v1/workers", KEY, workers_list},
     {"POST", "/v1/workers/{}/drain", OPERATOR, workers_drain},
     {"POST", "/v1/workers/{}/reclaim", OPERATOR, workers_reclaim},

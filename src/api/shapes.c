@@ -37,6 +37,8 @@ const char *shape_training_method(const struct store_job *j)
 {
     if (strcmp(j->method, "dpo") == 0)
         return "Direct preference optimization (DPO)";
+    if (strcmp(j->method, "reinforcement") == 0)
+        return "Reinforcement fine-tuning (GRPO)";
     return "Supervised fine-tuning";
 }
 
@@ -167,6 +169,23 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
         jsonw_key(w, "beta");
         jsonw_num(w, h.dpo_beta);
     }
+    if (h.rft_group > 0) { /* reinforcement (docs/rft.md) */
+        jsonw_key(w, "beta");
+        jsonw_num(w, h.rft_kl);
+        jsonw_key(w, "eval_interval");
+        if (h.rft_eval_interval > 0)
+            jsonw_int(w, h.rft_eval_interval);
+        else
+            jsonw_str(w, "auto");
+        jsonw_key(w, "eval_samples");
+        jsonw_int(w, h.rft_eval_samples);
+        jsonw_key(w, "compute_multiplier");
+        jsonw_num(w, h.rft_compute_multiplier);
+        jsonw_key(w, "reasoning_effort");
+        jsonw_str(w, h.rft_effort);
+        jsonw_key(w, "group_size");
+        jsonw_int(w, h.rft_group);
+    }
     if (h.validation_split > 0) {
         jsonw_key(w, "validation_split");
         jsonw_num(w, h.validation_split);
@@ -181,6 +200,20 @@ static void write_hyper(struct jsonw *w, const struct store_job *j)
         jsonw_close(w, '}');
     }
     jsonw_close(w, '}');
+}
+
+/* A reinforcement job's grader as given (null when it has none). */
+static void write_grader(struct jsonw *w, const struct store_job *j)
+{
+    json_t *o = json_loads(j->hyper, 0, NULL);
+    char *g = json_dumps(json_object_get(o, "grader"), JSON_COMPACT | JSON_PRESERVE_ORDER);
+    jsonw_key(w, "grader");
+    if (g)
+        jsonw_json(w, g);
+    else
+        jsonw_null(w);
+    free(g);
+    json_decref(o);
 }
 
 /* The job's own sample prompts as given (an empty array for none). */
@@ -250,10 +283,13 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_open(w, '{');
     jsonw_key(w, "type");
     jsonw_str(w, j->method);
-    jsonw_key(w, strcmp(j->method, "dpo") == 0 ? "dpo" : "supervised");
+    bool rft = strcmp(j->method, "reinforcement") == 0;
+    jsonw_key(w, strcmp(j->method, "dpo") == 0 ? "dpo" : rft ? "reinforcement" : "supervised");
     jsonw_open(w, '{');
     jsonw_key(w, "hyperparameters");
     write_hyper(w, j);
+    if (rft)
+        write_grader(w, j);
     jsonw_close(w, '}');
     jsonw_close(w, '}');
     jsonw_key(w, "trained_tokens");

@@ -14,10 +14,13 @@
 #include "control/integrations.h"
 #include "control/models.h"
 #include "core/clock.h"
+#include "control/rft_data.h"
+#include "core/grader.h"
 #include "core/ids.h"
 #include "core/job.h"
 #include "core/sample_prompts.h"
 #include "core/text.h"
+#include "sched/estimator.h"
 #include "sched/hyper.h"
 
 static bool fail(struct field_error *err, enum job_check_at at, enum alallo_err code,
@@ -49,17 +52,25 @@ static bool json_error_first(const struct job_request *rq, enum job_check_at at,
 
 /* The model `id` names: a base model, a fine-tuned model of the account,
  * or a job id of the account standing for its fine-tuned model. */
-static bool resolve_model(struct control *ctl, const char *account, const char *id,
-                          struct catalog_model *m, struct field_error *err)
+/* The same for the field `param`, its error at check `at` with `code`. */
+static bool resolve_model_at(struct control *ctl, const char *account, const char *id,
+                             struct catalog_model *m, enum job_check_at at,
+                             enum alallo_err code, const char *param, struct field_error *err)
 {
     char name[256], why[300];
     if (!control_model_name(ctl, account, id, name, sizeof name, why, sizeof why))
-        return fail(err, JOB_AT_MODEL, ERR_NOT_FOUND, "model", "%s", why);
+        return fail(err, at, code, param, "%s", why);
     if (control_model_find(ctl, account, name, m))
         return true;
     char msg[1024];
     control_no_such_model(ctl, account, id, msg, sizeof msg);
-    return fail(err, JOB_AT_MODEL, ERR_NOT_FOUND, "model", "%s", msg);
+    return fail(err, at, code, param, "%s", msg);
+}
+
+static bool resolve_model(struct control *ctl, const char *account, const char *id,
+                          struct catalog_model *m, struct field_error *err)
+{
+    return resolve_model_at(ctl, account, id, m, JOB_AT_MODEL, ERR_NOT_FOUND, "model", err);
 }
 
 /* A W&B integration needs the account's W&B API key to be set; the
@@ -105,7 +116,7 @@ static bool add_sample_prompts(const struct job_request *rq, struct job_draft *o
             int64_t bytes = (int64_t)sample_prompt_bytes(json_array_get(v, i));
             out->sample_tokens += (double)control_job_tokens_per_epoch(1, bytes, INT_MAX);
         }
-    } else if (out->valid_examples > 0 && !rq->dpo) {
+    } else if (out->valid_examples > 0 && !rq->dpo && !rq->rft) {
         out->sample_prompts = out->valid_examples < SAMPLE_PROMPTS_FROM_VALIDATION
                                   ? (int)out->valid_examples
                                   : SAMPLE_PROMPTS_FROM_VALIDATION;
@@ -113,6 +124,83 @@ static bool add_sample_prompts(const struct job_request *rq, struct job_draft *o
             out->sample_prompts * (out->valid_tokens / (double)out->valid_examples);
     }
     return true;
+}
+
+/* A reinforcement job's files: prompts (chats that end with the user's
+ * message), each line holding what the grader reads; other methods' files
+ * hold no such prompts. */
+static bool check_rft_data(const struct job_request *rq, const struct job_draft *out,
+                           const struct store_file *vf, struct field_error *err)
+{
+    bool prompts = strcmp(out->file.format, "reinforcement") == 0;
+    if (!rq->rft && prompts)
+        return fail(err, JOB_AT_FORMAT, ERR_INVALID, "training_file",
+                    "%s holds prompts without answers (chats that end with the user's "
+                    "message): train on it with method.type \"reinforcement\" and a grader.",
+                    rq->training_file);
+    if (!rq->rft)
+        return true;
+    if (!prompts)
+        return fail(err, JOB_AT_FORMAT, ERR_INVALID, "training_file",
+                    "Reinforcement fine-tuning trains on prompts: chats whose last message is "
+                    "the user's, with the fields the grader reads; %s is %s data.",
+                    rq->training_file, out->file.format[0] ? out->file.format : "other");
+    if (rq->validation_file && strcmp(vf->format, "reinforcement") != 0)
+        return fail(err, JOB_AT_FORMAT, ERR_INVALID, "validation_file",
+                    "The validation file of reinforcement fine-tuning holds prompts too (chats "
+                    "whose last message is the user's); %s does not.",
+                    rq->validation_file);
+    char msg[sizeof err->message];
+    if (!rft_data_check(out->file.path, rq->training_file, rq->grader, msg, sizeof msg))
+        return fail(err, JOB_AT_FORMAT, ERR_INVALID, "training_file", "%s", msg);
+    if (rq->validation_file &&
+        !rft_data_check(vf->path, rq->validation_file, rq->grader, msg, sizeof msg))
+        return fail(err, JOB_AT_FORMAT, ERR_INVALID, "validation_file", "%s", msg);
+    return true;
+}
+
+struct grader_models {
+    struct control *ctl;
+    const char *account;
+    json_t *dirs; /* model name: its folder, for the trainer */
+    struct field_error *err;
+};
+
+static bool grader_model_known(void *ctx, const char *model, const char *param)
+{
+    struct grader_models *gm = ctx;
+    struct catalog_model m;
+    if (!resolve_model_at(gm->ctl, gm->account, model, &m, JOB_AT_CONTEXT, ERR_INVALID, param,
+                          gm->err))
+        return false;
+    json_object_set_new(gm->dirs, model, json_string(m.dir));
+    return true;
+}
+
+/* The grader, and the folders of the models its score_model graders ask,
+ * kept in the job's hyper object for the trainer. */
+static bool add_grader(struct control *ctl, const char *account, const struct job_request *rq,
+                       struct store_job *j, struct field_error *err)
+{
+    struct grader_models gm = {ctl, account, json_object(), err};
+    if (!grader_each_model(rq->grader, "method.reinforcement.grader", grader_model_known, &gm)) {
+        json_decref(gm.dirs);
+        return false;
+    }
+    if (!job_hyper_set(j->hyper, sizeof j->hyper, "grader_models", gm.dirs) ||
+        !job_hyper_set(j->hyper, sizeof j->hyper, "grader", json_deep_copy(rq->grader)))
+        return fail(err, JOB_AT_CONTEXT, ERR_INVALID, "method.reinforcement.grader",
+                    "The grader is too large: a job's grader and hyper-parameters together "
+                    "hold at most %zu bytes.", sizeof j->hyper - 1);
+    return true;
+}
+
+/* The tokens one epoch of reinforcement fine-tuning counts as, from the
+ * prompts' tokens (sched/estimator.h). */
+static int64_t rft_tokens(int64_t prompt_tokens, long examples, const struct job_hyper *h)
+{
+    return (int64_t)llround(est_rft_tokens((double)prompt_tokens, examples, h->rft_group,
+                                           h->rft_answer_tokens, h->rft_kl > 0));
 }
 
 bool control_job_draft(struct control *ctl, const char *account, const struct job_request *rq,
@@ -150,14 +238,17 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
     long examples = out->file.examples;
     struct hyper_params chosen = {.n_epochs = (int)rq->epochs, .batch_size = (int)rq->batch,
                                   .lr_multiplier = rq->lr};
+    bool rft = rq->rft;
     if (dpo)
         hyper_auto_dpo(examples, out->model.params, &chosen);
+    else if (rft)
+        hyper_auto_rft(examples, out->model.params, &chosen);
     else
         hyper_auto(examples, out->model.params, &chosen);
     j->n_epochs = chosen.n_epochs;
     j->batch_size = chosen.batch_size;
     j->lr_multiplier = chosen.lr_multiplier;
-    text_copy(j->method, sizeof j->method, dpo ? "dpo" : "supervised");
+    text_copy(j->method, sizeof j->method, dpo ? "dpo" : rft ? "reinforcement" : "supervised");
     struct job_hyper more = rq->more;
     if (rq->seq_given) {
         double hi = control_model_context(&out->model);
@@ -186,6 +277,8 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
         return fail(err, JOB_AT_FORMAT, ERR_INVALID, "training_file",
                     "%s holds preference pairs: train on it with method.type \"dpo\".",
                     rq->training_file);
+    if (!check_rft_data(rq, out, &vf, err))
+        return false;
 
     if (json_error_first(rq, JOB_AT_CONTEXT, err))
         return false;
@@ -228,6 +321,8 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
         !job_hyper_set(j->hyper, sizeof j->hyper, "finish_by", json_integer(rq->finish_by)))
         return fail(err, JOB_AT_CONTEXT, ERR_INTERNAL, "finish_by",
                     "hyperparameters are too large.");
+    if (rft && !add_grader(ctl, account, rq, j, err))
+        return false;
     if (json_error_first(rq, JOB_AT_WANDB_KEY, err))
         return false;
     if (!add_integrations(ctl, account, rq, j, err))
@@ -238,8 +333,17 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
      * the file's tokens (docs/api.md, "DPO"). */
     if (dpo)
         j->tokens *= 2;
+    /* Reinforcement: each prompt is answered rft_group times, each answer
+     * decoded and then trained on (docs/estimator.md, "Reinforcement"). */
+    if (rft)
+        j->tokens = rft_tokens(j->tokens, examples, &more);
     /* What validation reads, for the estimate (control_job_estimate). */
-    if (rq->validation_file && !dpo) {
+    if (rq->validation_file && rft) {
+        out->valid_examples = vf.examples;
+        out->valid_tokens = (double)rft_tokens(
+            control_job_tokens_per_epoch(vf.examples, vf.text_bytes, more.max_seq_len),
+            vf.examples, &more) / more.rft_group * more.rft_eval_samples / 2;
+    } else if (rq->validation_file && !dpo) {
         out->valid_examples = vf.examples;
         out->valid_tokens = (double)control_job_tokens_per_epoch(vf.examples, vf.text_bytes,
                                                                  more.max_seq_len);

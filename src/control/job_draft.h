@@ -61,6 +61,8 @@ struct job_request {
     const char *model, *training_file, *validation_file;
     const char *suffix, *name, *precision, *goal, *adapter;
     bool dpo;                   /* method.type "dpo" */
+    bool rft;                   /* method.type "reinforcement" ...    */
+    const json_t *grader;       /* ... and its grader (checked; borrowed) */
     double epochs, batch, lr;
     bool seq_given;             /* max_seq_len given, not "auto" ...  */
     bool seq_integer;           /* ... as an integer ...              */

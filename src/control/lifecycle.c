@@ -219,6 +219,23 @@ static const char *missing_file(struct control *ctl, const struct store_job *j)
  * resumes from (`resume_from`, the path the server recorded) without
  * changing it, so that an attempt cut off from the server can never write
  * what the next one resumes from. */
+/* A reinforcement job's part of the trainer's settings: the grader, the
+ * folders of the models it asks, and the sampling (docs/trainer-protocol.md). */
+static void add_rft_spec(json_t *spec, const struct store_job *j, const struct job_hyper *h)
+{
+    json_t *o = json_loads(j->hyper, 0, NULL);
+    json_object_set_new(spec, "method", json_string("reinforcement"));
+    json_object_set(spec, "grader", json_object_get(o, "grader"));
+    json_t *models = json_object_get(o, "grader_models");
+    json_object_set_new(spec, "grader_models", models ? json_incref(models) : json_object());
+    json_object_set_new(spec, "rft_group", json_integer(h->rft_group));
+    json_object_set_new(spec, "rft_answer_tokens", json_integer(h->rft_answer_tokens));
+    json_object_set_new(spec, "rft_eval_interval", json_integer(h->rft_eval_interval));
+    json_object_set_new(spec, "rft_eval_samples", json_integer(h->rft_eval_samples));
+    json_object_set_new(spec, "rft_kl", json_real(h->rft_kl));
+    json_decref(o);
+}
+
 static json_t *make_spec(struct control *ctl, const struct store_job *j, const char *attempt_id,
                          const char *model_dir, long resume_step)
 {
@@ -293,6 +310,8 @@ static json_t *make_spec(struct control *ctl, const struct store_job *j, const c
         json_object_set_new(spec, "method", json_string("dpo"));
         json_object_set_new(spec, "dpo_beta", json_real(h.dpo_beta));
     }
+    if (strcmp(j->method, "reinforcement") == 0) /* docs/rft.md */
+        add_rft_spec(spec, j, &h);
     return spec;
 }
 

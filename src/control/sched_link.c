@@ -363,6 +363,9 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
      * other), and the trainer's activations are sized for them */
     if (strcmp(j->method, "dpo") == 0)
         out->batch *= 2;
+    /* a reinforcement step trains on every answer of each prompt's group */
+    if (strcmp(j->method, "reinforcement") == 0 && h.rft_group > 0)
+        out->batch *= h.rft_group;
     int seq = h.max_seq_len;
     if (m->max_positions > 0 && m->max_positions < seq)
         seq = m->max_positions;

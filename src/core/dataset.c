@@ -232,6 +232,8 @@ const char *dataset_format_name(enum dataset_format f)
         return "mixed";
     case DATASET_PREFERENCE:
         return "preference";
+    case DATASET_REINFORCEMENT:
+        return "reinforcement";
     case DATASET_EMPTY:
         break;
     }
@@ -380,9 +382,18 @@ static int check_chat(json_t *obj, json_t *msgs, struct line_ctx *L, struct data
                       struct dataset_check *c)
 {
     size_t n;
-    if (check_messages(obj, msgs, "messages", L, 1, &n, c) < 0)
+    if (check_messages(obj, msgs, "messages", L, 0, &n, c) < 0)
         return -1;
-    ex->form = DATASET_CHAT;
+    int assistant = 0;
+    for (size_t i = 0; i < n; i++)
+        assistant |= L->turns[i].role == DATASET_ASSISTANT;
+    /* no answer, the user's message last: a prompt for reinforcement
+     * fine-tuning, its other fields for the graders */
+    if (!assistant && L->turns[n - 1].role != DATASET_USER) {
+        problem(c, L->line, "no assistant message");
+        return -1;
+    }
+    ex->form = assistant ? DATASET_CHAT : DATASET_REINFORCEMENT;
     ex->turns = L->turns;
     ex->n_turns = n;
     ex->messages = msgs;
@@ -609,6 +620,16 @@ static int check_line(const char *s, size_t n, long line, struct dataset_turn *t
         (c->format == DATASET_PREFERENCE) != (f == DATASET_PREFERENCE)) {
         problem(c, line, "a file of preference pairs holds nothing else (this line is %s)",
                 f == DATASET_PREFERENCE ? "a preference pair" : "not a preference pair");
+        goto out;
+    }
+    if (c->format == DATASET_REINFORCEMENT && f != DATASET_REINFORCEMENT) {
+        problem(c, line, "a file of prompts for reinforcement fine-tuning (chats that end with "
+                         "the user's message) holds nothing else (this line has an answer)");
+        goto out;
+    }
+    if (c->format != DATASET_EMPTY && c->format != DATASET_REINFORCEMENT &&
+        f == DATASET_REINFORCEMENT) {
+        problem(c, line, "no assistant message");
         goto out;
     }
     if (c->format == DATASET_EMPTY)

@@ -16,7 +16,12 @@
  *    [...]}, "preferred_output": [{"role": "assistant", "content": "..."}],
  *    "non_preferred_output": [...]} (input messages as in chat form, no
  *    assistant needed; each output one non-empty assistant message). A file
- *    of preference pairs holds nothing else.
+ *    of preference pairs holds nothing else;
+ *  - for reinforcement fine-tuning, a prompt: chat form with no assistant
+ *    message whose last message is the user's, and any other fields the
+ *    graders read as {{item.FIELD}} (core/grader.h). A file of prompts
+ *    holds nothing else, and a chat without an answer in a file of answered
+ *    chats is "no assistant message".
  * Alpaca and ShareGPT lines are converted to chat form (counted in
  * dataset_check.converted and named by dataset_check_converted_from) and
  * then checked as chat. Blank lines are skipped.
@@ -27,7 +32,7 @@
 #include <stddef.h>
 
 enum dataset_format { DATASET_EMPTY = 0, DATASET_CHAT, DATASET_PROMPT_COMPLETION, DATASET_MIXED,
-                      DATASET_PREFERENCE };
+                      DATASET_PREFERENCE, DATASET_REINFORCEMENT };
 
 struct dataset_check {
     long examples;             /* valid examples counted                     */
@@ -39,7 +44,7 @@ struct dataset_check {
     long tool_examples;        /* chat examples with tools or tool calls     */
 };
 
-/* "chat", "prompt-completion", "mixed", "preference" ("" for empty): the
+/* "chat", "prompt-completion", "mixed", "preference", "reinforcement" ("" for empty): the
  * format a file object states. */
 const char *dataset_format_name(enum dataset_format f);
 

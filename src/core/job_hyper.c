@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,18 @@ void job_hyper_parse(const char *json, struct job_hyper *out)
     num_in(es, "patience", 0, JOB_HYPER_MAX_PATIENCE, &patience);
     out->early_stopping_patience = (int)patience;
     num_in(es, "min_delta", 0, JOB_HYPER_MAX_MIN_DELTA, &out->early_stopping_min_delta);
+    json_t *rl = json_object_get(o, "reinforcement");
+    if (json_is_object(rl)) {
+        double cm = 1, every = 0, samples = 1;
+        num_in(rl, "compute_multiplier", 1e-9, JOB_HYPER_MAX_COMPUTE, &cm);
+        if (!job_hyper_rft(out, cm, json_string_value(json_object_get(rl, "reasoning_effort"))))
+            job_hyper_rft(out, cm, NULL);
+        num_in(rl, "eval_interval", 0, JOB_HYPER_MAX_EVAL_INTERVAL, &every);
+        num_in(rl, "eval_samples", 1, JOB_HYPER_MAX_EVAL_SAMPLES, &samples);
+        num_in(rl, "beta", 0, JOB_HYPER_MAX_BETA, &out->rft_kl);
+        out->rft_eval_interval = (int)every;
+        out->rft_eval_samples = (int)samples;
+    }
     json_decref(o);
 }
 
@@ -145,9 +158,38 @@ bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap
         json_object_set_new(o, "early_stopping",
                             json_pack("{si sf}", "patience", h->early_stopping_patience,
                                       "min_delta", h->early_stopping_min_delta));
+    if (o && h->rft_group > 0)
+        json_object_set_new(
+            o, "reinforcement",
+            json_pack("{sf si si ss sf si}", "compute_multiplier", h->rft_compute_multiplier,
+                      "eval_interval", h->rft_eval_interval, "eval_samples", h->rft_eval_samples,
+                      "reasoning_effort", h->rft_effort, "beta", h->rft_kl, "group_size",
+                      h->rft_group));
     bool ok = o && dump_into(o, out, cap);
     json_decref(o);
     return ok;
+}
+
+bool job_hyper_rft(struct job_hyper *h, double compute_multiplier, const char *effort)
+{
+    static const char *const efforts[] = {"low", "medium", "high"};
+    static const int tokens[] = {64, 128, 256};
+    int e = 1;
+    if (effort && strcmp(effort, "auto") != 0 && strcmp(effort, "default") != 0) {
+        for (e = 0; e < 3 && strcmp(effort, efforts[e]) != 0; e++)
+            ;
+        if (e == 3)
+            return false;
+    }
+    double cm = compute_multiplier > 0 ? compute_multiplier : 1;
+    long g = lround(4 * cm);
+    h->rft_compute_multiplier = cm;
+    h->rft_group = (int)(g < 2 ? 2 : g > 32 ? 32 : g);
+    h->rft_answer_tokens = tokens[e];
+    snprintf(h->rft_effort, sizeof h->rft_effort, "%s", efforts[e]);
+    if (h->rft_eval_samples < 1)
+        h->rft_eval_samples = 1;
+    return true;
 }
 
 bool job_hyper_set(char *hyper, size_t cap, const char *key, json_t *value)

@@ -1,6 +1,7 @@
 /* job_hyper.h - a job's hyper-parameters beyond epochs, batch size and
  * learning rate: the context, packing, the LoRA adapter, the learning-rate
- * schedule, train_on_inputs and DPO's beta (docs/api.md, "Hyper-parameters").
+ * schedule, train_on_inputs, DPO's beta and reinforcement fine-tuning's
+ * sampling (docs/api.md, "Hyper-parameters"; docs/rft.md).
  *
  * The API validates them at the edge (api/job_request.c) and the store keeps
  * them as one JSON object (store_job.hyper); the planner, the estimator and
@@ -52,7 +53,27 @@ struct job_hyper {
     int early_stopping_patience; /* epochs without a better full validation loss
                                     before stopping; 0 (default) off */
     double early_stopping_min_delta; /* how much lower counts as better, default 0 */
+    /* reinforcement fine-tuning only (docs/rft.md); rft_group is 0 for the
+     * other methods, and then none of these is stored */
+    int rft_group;                /* answers sampled per prompt, from compute_multiplier */
+    double rft_compute_multiplier; /* (0, JOB_HYPER_MAX_COMPUTE], default 1 */
+    int rft_eval_interval;        /* steps between validation rewards; 0: auto */
+    int rft_eval_samples;         /* answers per validation prompt, default 1 */
+    int rft_answer_tokens;        /* the most tokens of an answer, from reasoning_effort */
+    char rft_effort[8];           /* "low", "medium" (default) or "high" */
+    double rft_kl;                /* beta: the KL penalty to the reference, default 0 */
 };
+
+#define JOB_HYPER_MAX_COMPUTE 10.0
+#define JOB_HYPER_MAX_EVAL_SAMPLES 16
+#define JOB_HYPER_MAX_EVAL_INTERVAL 100000
+
+/* Sets the reinforcement fields of h from compute_multiplier and
+ * reasoning_effort (NULL or "auto": the defaults): rft_group is
+ * round(4 * compute_multiplier) within [2, 32]; low, medium and high
+ * answer in at most 64, 128 and 256 tokens. false for an effort that is
+ * none of these. */
+bool job_hyper_rft(struct job_hyper *h, double compute_multiplier, const char *effort);
 
 /* The defaults above, with max_seq_len 0 (chosen per model and fleet). */
 void job_hyper_defaults(struct job_hyper *h /* OUT */);

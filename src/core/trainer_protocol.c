@@ -17,6 +17,8 @@ static const char *const metric_names[TPROTO_METRIC_COUNT] = {
     [TPROTO_METRIC_VALID_ACCURACY] = "valid_mean_token_accuracy",
     [TPROTO_METRIC_FULL_VALID_LOSS] = "full_valid_loss",
     [TPROTO_METRIC_FULL_VALID_ACCURACY] = "full_valid_mean_token_accuracy",
+    [TPROTO_METRIC_TRAIN_REWARD] = "train_reward_mean",
+    [TPROTO_METRIC_VALID_REWARD] = "valid_reward_mean",
 };
 
 const char *tproto_metric_name(enum tproto_metric m)

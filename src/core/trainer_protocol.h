@@ -45,6 +45,9 @@ enum tproto_metric {
     TPROTO_METRIC_VALID_ACCURACY,      /* "valid_mean_token_accuracy"           */
     TPROTO_METRIC_FULL_VALID_LOSS,     /* "full_valid_loss": the whole set, at an epoch's end */
     TPROTO_METRIC_FULL_VALID_ACCURACY, /* "full_valid_mean_token_accuracy"      */
+    /* reinforcement fine-tuning (docs/rft.md) */
+    TPROTO_METRIC_TRAIN_REWARD,        /* "train_reward_mean": the step's answers */
+    TPROTO_METRIC_VALID_REWARD,        /* "valid_reward_mean": at eval_interval   */
     TPROTO_METRIC_COUNT
 };
 

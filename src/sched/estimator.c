@@ -590,3 +590,11 @@ void est_gpu_fill_speed(struct sched_worker *workers, size_t n)
                 w->flops = kinds[j].flops_per_gpu * w->gpus;
     }
 }
+
+double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl)
+{
+    double answers = (double)prompts * answer_tokens / 2.0;
+    double rollout = prompt_tokens / 3.0 + answers * EST_DECODE_SLOWDOWN / 3.0;
+    double update = (prompt_tokens + answers) * (kl ? 4.0 / 3.0 : 1.0);
+    return group * (rollout + update);
+}

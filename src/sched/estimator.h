@@ -211,6 +211,16 @@ double est_validation_share(double train_tokens, double valid_tokens, long valid
 double est_samples_share(double train_tokens, int n_prompts, double prompt_tokens,
                          int answer_tokens, int n_epochs);
 
+/* The training tokens one epoch of reinforcement fine-tuning counts as
+ * (docs/estimator.md, "Reinforcement fine-tuning's rollouts"), from its
+ * prompts (`prompts` of them, prompt_tokens together), `group` answers to
+ * each, an answer counted at answer_tokens / 2: each answer reads its
+ * prompt (a forward pass, a third of a training token's work per token)
+ * and decodes its tokens one at a time (EST_DECODE_SLOWDOWN / 3 each), and
+ * the update trains on prompt and answer together (one each), plus a
+ * forward pass for the reference when `kl`. */
+double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl);
+
 /* Stretches the estimate's training time, total time and price by
  * (1 + share): validation and sample answers run on the same worker
  * between steps. */

@@ -145,6 +145,23 @@ test('loss points come from "step N/M: loss X" lines, latest value per step', ()
   assert.deepEqual(parseLoss(undefined), none);
 });
 
+test('a reinforcement job\'s log: its reward curve and validation rewards', () => {
+  const log = [
+    'validation reward before training: 0.3125',
+    'step 1/10: reward 0.3750 (spread 0.4841), answers 8.9 tokens, KL 0.0000',
+    'step 5/10: reward 0.6250 (spread 0.4841), answers 8.9 tokens, KL 0.0000, validation reward 0.8125',
+    'step 10/10: reward 1.0000 (spread 0.0000), answers 9.0 tokens, KL 0.0000, validation reward 1.0000; graders: a 1.000',
+  ].join('\n');
+  assert.deepEqual(parseLoss(log), {
+    points: [{ step: 1, loss: 0.375 }, { step: 5, loss: 0.625 }, { step: 10, loss: 1 }],
+    maxSteps: 10,
+    valid: [{ step: 5, loss: 0.8125 }, { step: 10, loss: 1 }],
+    full: [],
+    epochs: [],
+    kind: 'reward',
+  });
+});
+
 test('validation in the log: a batch\'s loss, the full loss at epochs\' ends, epoch boundaries', () => {
   const log = [
     'step 5: full validation loss 2.5000, token accuracy 0.1000',

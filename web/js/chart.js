@@ -98,7 +98,7 @@ export function renderLossChart(box, points, maxSteps, more = {}) {
     viewBox: `0 0 ${c.width} ${c.height}`,
     class: 'chart',
     role: 'img',
-    'aria-label': `Training loss from step ${first.step} to step ${last.step}: ` +
+    'aria-label': `Training ${more.kind === 'reward' ? 'reward' : 'loss'} from step ${first.step} to step ${last.step}: ` +
       `${first.loss} at first, ${last.loss} at the latest step.` +
       (more.full?.length ? ` Full validation loss ${more.full[more.full.length - 1].loss} ` +
         `at step ${more.full[more.full.length - 1].step}.` : ''),

@@ -230,6 +230,13 @@ static int on_example(void *ctx, long line, const struct dataset_example *ex)
     struct loader *L = ctx;
     if (ex->form == DATASET_PREFERENCE)
         return add_pair(L, line, ex);
+    if (ex->form == DATASET_REINFORCEMENT) {
+        text_error(L->err, L->errcap,
+                   "line %ld of %s: a prompt for reinforcement fine-tuning, with no answer to "
+                   "train on: train on it with method \"reinforcement\"",
+                   line, L->name);
+        return 1;
+    }
     return add_example(L, line, ex);
 }
 
@@ -319,6 +326,18 @@ struct dataset *dataset_load_chat(const char *path, const char *display_name,
         }
     }
     close(fd);
+    struct dataset *d = dataset_from_buffer(map ? map : "", size, name, tok, fmt, fmt_err,
+                                            max_len, err, errcap);
+    if (map)
+        munmap(map, size);
+    return d;
+}
+
+struct dataset *dataset_from_buffer(const char *buf, size_t len, const char *name,
+                                    const struct tokenizer *tok, const struct chat_format *fmt,
+                                    const char *fmt_err, size_t max_len, char *err,
+                                    size_t errcap)
+{
     struct dataset *d = calloc(1, sizeof *d);
     struct loader L = {.tok = tok, .fmt = fmt, .fmt_err = fmt_err, .max_len = max_len, .name = name, .d = d, .err = err,
                        .errcap = errcap};
@@ -327,12 +346,10 @@ struct dataset *dataset_load_chat(const char *path, const char *display_name,
         text_error(err, errcap, "%s: out of memory", name);
     } else {
         struct dataset_check c;
-        rc = dataset_each(map ? map : "", size, on_example, &L, &c);
+        rc = dataset_each(buf, len, on_example, &L, &c);
         if (rc < 0)
             dataset_check_error(&c, name, err, errcap);
     }
-    if (map)
-        munmap(map, size);
     free(L.s.ids);
     free(L.s.mask);
     if (rc != 0) {

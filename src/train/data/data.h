@@ -51,6 +51,13 @@ struct chat_format;
 struct dataset *dataset_load_chat(const char *path, const char *display_name,
                                   const struct tokenizer *tok, const struct chat_format *fmt,
                                   const char *fmt_err, size_t max_len, char *err, size_t errcap);
+/* As dataset_load_chat, from len bytes of JSONL in memory named `name`
+ * in errors (reinforcement fine-tuning's answers, laid out for training
+ * as the files are). */
+struct dataset *dataset_from_buffer(const char *buf, size_t len, const char *name,
+                                    const struct tokenizer *tok, const struct chat_format *fmt,
+                                    const char *fmt_err, size_t max_len, char *err,
+                                    size_t errcap);
 void dataset_free(struct dataset *d); /* NULL is fine */
 
 /* Moves a share (0 < share < 1) of d's examples, drawn from the seed, into

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/grader.h"
 #include "core/sample_prompts.h"
 #include "train/model/model.h"
 #include "train/model/optim.h"
@@ -102,6 +103,50 @@ static int get_num(json_t *o, const char *key, double lo, double hi, double *out
         return -1;
     }
     *out = d;
+    return 0;
+}
+
+
+/* Reinforcement fine-tuning's settings (docs/trainer-protocol.md): the
+ * grader (checked as the API checks it), the folders of its models, and
+ * the sampling. */
+static int get_rft(json_t *o, struct train_config *c, char *err, size_t errcap)
+{
+    json_t *g = json_object_get(o, "grader");
+    char param[256], msg[400];
+    if (!g) {
+        snprintf(err, errcap, "settings: reinforcement needs a \"grader\"");
+        return -1;
+    }
+    if (!grader_check(g, "grader", param, sizeof param, msg, sizeof msg)) {
+        snprintf(err, errcap, "settings: field \"%s\": %s", param, msg);
+        return -1;
+    }
+    char *gt = json_dumps(g, JSON_COMPACT);
+    json_t *gm = json_object_get(o, "grader_models");
+    char *mt = json_dumps(gm ? gm : json_object(), JSON_COMPACT);
+    int fits = gt && mt && strlen(gt) < sizeof c->rft_grader && strlen(mt) < sizeof c->rft_models;
+    if (fits) {
+        memcpy(c->rft_grader, gt, strlen(gt) + 1);
+        memcpy(c->rft_models, mt, strlen(mt) + 1);
+    }
+    free(gt);
+    free(mt);
+    if (!fits) {
+        snprintf(err, errcap, "settings: the grader is too large");
+        return -1;
+    }
+    double kl = 0;
+    c->rft_group = 4;
+    c->rft_answer_tokens = 128;
+    c->rft_eval_samples = 1;
+    if (get_int(o, "rft_group", 0, 2, 64, &c->rft_group, err, errcap) ||
+        get_int(o, "rft_answer_tokens", 0, 1, 4096, &c->rft_answer_tokens, err, errcap) ||
+        get_int(o, "rft_eval_interval", 0, 0, 100000000, &c->rft_eval_interval, err, errcap) ||
+        get_int(o, "rft_eval_samples", 0, 1, 64, &c->rft_eval_samples, err, errcap) ||
+        get_num(o, "rft_kl", 0.0, 100.0, &kl, err, errcap))
+        return -1;
+    c->rft_kl = kl;
     return 0;
 }
 
@@ -244,11 +289,16 @@ int train_config_parse(const char *text, struct train_config *c, char *err, size
     if (get_str(o, "method", 0, method, sizeof method, err, errcap) ||
         get_num(o, "dpo_beta", 1e-6, 100.0, &beta, err, errcap))
         goto out;
-    if (strcmp(method, "supervised") != 0 && strcmp(method, "dpo") != 0) {
-        snprintf(err, errcap, "settings: method must be \"supervised\" or \"dpo\"");
+    if (strcmp(method, "supervised") != 0 && strcmp(method, "dpo") != 0 &&
+        strcmp(method, "reinforcement") != 0) {
+        snprintf(err, errcap,
+                 "settings: method must be \"supervised\", \"dpo\" or \"reinforcement\"");
         goto out;
     }
     c->dpo = strcmp(method, "dpo") == 0;
+    c->rft = strcmp(method, "reinforcement") == 0;
+    if (c->rft && get_rft(o, c, err, errcap))
+        goto out;
     char device[16] = "cpu";
     if (get_str(o, "device", 0, device, sizeof device, err, errcap))
         goto out;

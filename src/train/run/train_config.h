@@ -81,6 +81,15 @@ struct train_config {
                                         latest recorded one, written by an earlier
                                         attempt): read, never changed */
     int device;                      /* enum train_device; default TRAIN_DEVICE_CPU */
+    /* method "reinforcement" (docs/rft.md): prompts, answered and graded */
+    int rft;
+    char rft_grader[4096];           /* the grader, compact JSON (core/grader.h) */
+    char rft_models[4096];           /* {model name: its folder} for score_model graders */
+    int rft_group;                   /* answers sampled per prompt, default 4 */
+    int rft_answer_tokens;           /* the most tokens of an answer, default 128 */
+    int rft_eval_interval;           /* steps between validation rewards; 0: auto */
+    int rft_eval_samples;            /* answers per validation prompt, default 1 */
+    double rft_kl;                   /* the KL penalty's beta; 0 (default): off */
 };
 
 /* Parses ATTEMPT.json text. 0, or -1 with a one-line reason for the user,

@@ -34,6 +34,7 @@
 #include "train/model/ops.h"
 #include "train/model/optim.h"
 #include "train/model/dpo.h"
+#include "train/run/rft_run.h"
 #include "train/data/pack.h"
 #include "core/rng.h"
 #include "train/tokenizer/tokenizer.h"
@@ -279,6 +280,37 @@ static char *meta_json(const struct train_config *c, size_t n_params)
     char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
+}
+
+static int meta_opts(const char *meta, struct model_opts *o, size_t *n_params, char *err,
+                     size_t errcap);
+
+char *trainer_meta_json(const struct train_config *c, size_t n_params)
+{
+    return meta_json(c, n_params);
+}
+
+int trainer_read_checkpoint(const char *path, const struct model *m, uint64_t max_steps,
+                            struct ckpt *k, char *err, size_t errcap)
+{
+    if (ckpt_read(path, k, err, errcap))
+        return -1;
+    struct model_opts o;
+    size_t n;
+    if (meta_opts(k->meta_json, &o, &n, err, errcap))
+        goto bad;
+    if (k->n != m->n_train || n != m->n_train || o.full != m->opts.full ||
+        (!o.full && (o.lora_r != m->opts.lora_r || o.lora_alpha != m->opts.lora_alpha ||
+                     o.lora_targets != m->opts.lora_targets)) ||
+        !k->m || !k->v || k->step > max_steps) {
+        snprintf(err, errcap, "checkpoint at step %" PRIu64
+                 " was made with other settings than this attempt's", k->step);
+        goto bad;
+    }
+    return 0;
+bad:
+    ckpt_release(k);
+    return -1;
 }
 
 /* Reads the model options a checkpoint was made with. */
@@ -599,21 +631,8 @@ static int resume(struct run *r)
                 "resuming from step %" PRIu64 "\n",
                 upto, step);
     struct ckpt k;
-    if (ckpt_read(path, &k, r->err, sizeof r->err))
+    if (trainer_read_checkpoint(path, r->m, r->c->max_steps, &k, r->err, sizeof r->err))
         return -1;
-    struct model_opts o;
-    size_t n;
-    int rc = -1;
-    if (meta_opts(k.meta_json, &o, &n, r->err, sizeof r->err))
-        goto out;
-    if (k.n != r->m->n_train || n != r->m->n_train || o.full != r->m->opts.full ||
-        (!o.full && (o.lora_r != r->m->opts.lora_r || o.lora_alpha != r->m->opts.lora_alpha ||
-                     o.lora_targets != r->m->opts.lora_targets)) ||
-        !k.m || !k.v || k.step > r->c->max_steps) {
-        snprintf(r->err, sizeof r->err, "checkpoint at step %" PRIu64
-                 " was made with other settings than this attempt's", k.step);
-        goto out;
-    }
     note_path(r, k.meta_json);
     memcpy(r->m->train, k.params, k.n * sizeof(float));
     memcpy(r->opt.m, k.m, k.n * sizeof(float));
@@ -627,10 +646,8 @@ static int resume(struct run *r)
     r->ckpt_step = k.step;
     r->resumed_step = k.step;
     resume_early_stopping(r, k.meta_json);
-    rc = 1;
-out:
     ckpt_release(&k);
-    return rc;
+    return 1;
 }
 
 /* ------------------------------------------------------------ final model */
@@ -703,39 +720,52 @@ int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *
     return rc;
 }
 
-static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)
+int trainer_save_output(const struct train_config *c, struct model **mp, char *model_out,
+                        char *adapter_out, size_t cap, char *err, size_t errcap)
 {
-    const struct train_config *c = r->c;
     snprintf(model_out, cap, "%s/model", c->out_dir);
     snprintf(adapter_out, cap, "%s/adapter", c->out_dir);
     if (fs_mkdirs(c->out_dir, 0755) != 0) {
-        snprintf(r->err, sizeof r->err, "cannot create %s: %s", c->out_dir, strerror(errno));
+        snprintf(err, errcap, "cannot create %s: %s", c->out_dir, strerror(errno));
         return -1;
     }
-    if (gpu_to_host(r))
-        return -1;
+    struct model *m = *mp;
     if (c->full)
-        return modelio_save_merged(r->m, model_out, c->model_dir, r->err, sizeof r->err);
-    if (modelio_save_peft(r->m, adapter_out, c->model_dir, r->err, sizeof r->err))
+        return modelio_save_merged(m, model_out, c->model_dir, err, errcap);
+    if (modelio_save_peft(m, adapter_out, c->model_dir, err, errcap))
         return -1;
     /* The merged model folds the adapters into the base as published (not
      * into its NF4 copy), so it is the base model plus what training added. */
-    size_t n = r->m->n_train;
+    size_t n = m->n_train;
     float *params = malloc(n * sizeof(float));
     if (!params) {
-        snprintf(r->err, sizeof r->err, "out of memory saving the model");
+        snprintf(err, errcap, "out of memory saving the model");
         return -1;
     }
-    memcpy(params, r->m->train, n * sizeof(float));
-    struct model_opts o = r->m->opts;
-    model_acts_free(r->a);
-    r->a = NULL;
-    optim_free(&r->opt);
-    model_free(r->m);
-    r->m = NULL;
-    int rc = materialize_params(&o, params, n, c->model_dir, model_out, r->err, sizeof r->err);
+    memcpy(params, m->train, n * sizeof(float));
+    struct model_opts o = m->opts;
+    model_free(m);
+    *mp = NULL;
+    int rc = materialize_params(&o, params, n, c->model_dir, model_out, err, errcap);
     free(params);
     return rc;
+}
+
+void trainer_model_opts(const struct train_config *c, struct model_opts *out)
+{
+    *out = opts_of(c);
+}
+
+static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)
+{
+    if (gpu_to_host(r))
+        return -1;
+    if (!r->c->full) { /* room for the merge */
+        model_acts_free(r->a);
+        r->a = NULL;
+        optim_free(&r->opt);
+    }
+    return trainer_save_output(r->c, &r->m, model_out, adapter_out, cap, r->err, sizeof r->err);
 }
 
 /* ------------------------------------------------------------ the run */
@@ -1238,7 +1268,7 @@ static int run_attempt(const struct train_config *c, int gpu)
             sent.v[TPROTO_METRIC_TRAIN_ACCURACY] = r.metrics.v[TPROTO_METRIC_TRAIN_ACCURACY];
             for (int k = TPROTO_METRIC_VALID_LOSS; k <= TPROTO_METRIC_VALID_ACCURACY && valid_due; k++)
                 sent.v[k] = r.metrics.v[k];
-            for (int k = TPROTO_METRIC_FULL_VALID_LOSS; watch && epoch_done && k < TPROTO_METRIC_COUNT; k++)
+            for (int k = TPROTO_METRIC_FULL_VALID_LOSS; watch && epoch_done && k <= TPROTO_METRIC_FULL_VALID_ACCURACY; k++)
                 sent.v[k] = r.metrics.v[k];
             struct tev_step_extra x = {
                 .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
@@ -1323,12 +1353,18 @@ out:
 
 int trainer_run(const struct train_config *c)
 {
+    if (c->rft) /* reinforcement fine-tuning: its own loop (rft_run.h) */
+        return rft_run(c);
     return run_attempt(c, 0);
 }
 
 #ifdef ALALLO_HAVE_CUDA
 int trainer_run_gpu(const struct train_config *c)
 {
+    if (c->rft) {
+        tev_log("reinforcement fine-tuning runs on the CPU in this version (docs/rft.md)");
+        return rft_run(c);
+    }
     return run_attempt(c, 1);
 }
 #endif

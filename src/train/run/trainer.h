@@ -35,4 +35,29 @@ int trainer_run_gpu(const struct train_config *c);
 int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *out_dir,
                         const char *adapter_dir, char *err, size_t errcap);
 
+struct model;
+struct model_opts;
+/* The model options a run of c trains with (LoRA or full, the base's
+ * storage). */
+void trainer_model_opts(const struct train_config *c, struct model_opts *out /* OUT */);
+
+/* Writes the trained model *mp as the run's output: c->out_dir/model (the
+ * merged model) and, for LoRA, c->out_dir/adapter (PEFT); their paths into
+ * model_out and adapter_out. LoRA: frees *mp (NULL after) to make room for
+ * the merge. 0, or -1 with a reason. */
+int trainer_save_output(const struct train_config *c, struct model **mp, char *model_out,
+                        char *adapter_out, size_t cap, char *err, size_t errcap);
+
+/* What a checkpoint's trainable block means (its meta.json, malloc'd; NULL
+ * on out of memory), for a loop of its own (rft_run.c) that writes the
+ * same checkpoints. */
+char *trainer_meta_json(const struct train_config *c, size_t n_params);
+
+/* Reads the checkpoint at path into *k (the caller's, ckpt_release) and
+ * checks it fits model m (its trainable block, LoRA's settings) and a run
+ * of max_steps. 0, or -1 with a reason (k released). */
+struct ckpt;
+int trainer_read_checkpoint(const char *path, const struct model *m, uint64_t max_steps,
+                            struct ckpt *k, char *err, size_t errcap);
+
 #endif

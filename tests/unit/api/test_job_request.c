@@ -75,10 +75,53 @@ static void max_seq_len_is_left_to_control_with_its_model(void **state)
     assert_int_equal(rq.more.max_seq_len, 0);
 }
 
+#define RFT(GRADER, HP)                                                                      \
+    "{\"model\":\"m\",\"training_file\":\"f\",\"method\":{\"type\":\"reinforcement\","          \
+    "\"reinforcement\":{" GRADER "\"hyperparameters\":" HP "}}}"
+#define CHECK_GRADER                                                                           \
+    "\"grader\":{\"type\":\"string_check\",\"input\":\"{{sample.output_text}}\","              \
+    "\"reference\":\"{{item.reference}}\",\"operation\":\"eq\"},"
+
+/* Reinforcement fine-tuning: the grader checked at the edge, the sampling
+ * hyper-parameters read (docs/rft.md), and what it refuses. */
+static void reinforcement_reads_its_grader_and_sampling(void **state)
+{
+    (void)state;
+    assert_true(parse(RFT(CHECK_GRADER, "{\"compute_multiplier\":2,\"reasoning_effort\":"
+                                        "\"low\",\"eval_interval\":3,\"eval_samples\":2,"
+                                        "\"beta\":0.05}")));
+    assert_true(rq.rft);
+    assert_false(rq.dpo);
+    assert_int_equal(rq.more.rft_group, 8);
+    assert_int_equal(rq.more.rft_answer_tokens, 64);
+    assert_int_equal(rq.more.rft_eval_interval, 3);
+    assert_int_equal(rq.more.rft_eval_samples, 2);
+    assert_true(rq.more.rft_kl == 0.05);
+    assert_true(parse(RFT(CHECK_GRADER, "{}")));
+    assert_int_equal(rq.more.rft_group, 4);
+    assert_int_equal(rq.more.rft_answer_tokens, 128);
+
+    assert_false(parse(RFT("", "{}")));
+    assert_int_equal(rq.err.at, JOB_AT_HYPER);
+    assert_string_equal(rq.err.param, "method.reinforcement.grader");
+    assert_false(parse(RFT("\"grader\":{\"type\":\"python\",\"source\":\"x\"},", "{}")));
+    assert_string_equal(rq.err.param, "method.reinforcement.grader.type");
+    assert_false(parse(RFT(CHECK_GRADER, "{\"compute_multiplier\":11}")));
+    assert_string_equal(rq.err.param, "hyperparameters.compute_multiplier");
+    assert_false(parse(RFT(CHECK_GRADER, "{\"validation_split\":0.1}")));
+    assert_int_equal(rq.err.at, JOB_AT_MORE_HYPER);
+    assert_string_equal(rq.err.param, "hyperparameters.validation_split");
+    /* beta belongs to DPO and reinforcement, not to supervised training */
+    assert_false(parse("{\"model\":\"m\",\"training_file\":\"f\",\"hyperparameters\":"
+                       "{\"beta\":0.1}}"));
+    assert_string_equal(rq.err.param, "hyperparameters.beta");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_plain_body_is_accepted_with_auto_everywhere),
+        cmocka_unit_test(reinforcement_reads_its_grader_and_sampling),
         cmocka_unit_test(errors_keep_their_place_in_the_order),
         cmocka_unit_test(max_seq_len_is_left_to_control_with_its_model),
     };

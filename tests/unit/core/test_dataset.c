@@ -94,7 +94,7 @@ static void bad_lines(void **state)
                  "line 1 of train.jsonl: message 1: field \"role\" must be a string");
     expect_error("{\"messages\":[{\"role\":\"bot\",\"content\":\"a\"}]}",
                  "line 1 of train.jsonl: message 1: unknown role \"bot\" (use system, user, assistant or tool)");
-    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+    expect_error("{\"messages\":[{\"role\":\"system\",\"content\":\"a\"}]}",
                  "line 1 of train.jsonl: no assistant message");
     expect_error("{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\"}],\"prompt\":\"x\"}",
                  "line 1 of train.jsonl: has fields of several forms (\"messages\", \"prompt\"/\"completion\", \"instruction\"/\"output\", \"conversations\"); use one form");
@@ -272,6 +272,37 @@ static void each_walks_examples(void **state)
     "\"preferred_output\":[{\"role\":\"assistant\",\"content\":\"" A "\"}],"                 \
     "\"non_preferred_output\":[{\"role\":\"assistant\",\"content\":\"" B "\"}]}"
 
+#define PROMPT(Q, REF)                                                                         \
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Answer.\"},{\"role\":\"user\","         \
+    "\"content\":\"" Q "\"}],\"reference\":\"" REF "\",\"meta\":{\"n\":1}}"
+
+/* Prompts for reinforcement fine-tuning: chats that end with the user's
+ * message, their other fields kept for the graders; a file of them holds
+ * nothing else, and an unanswered chat among answered ones is refused as
+ * before. */
+static void reinforcement_prompts(void **state)
+{
+    (void)state;
+    const char *ok = PROMPT("Code?", "K7") "\n" PROMPT("Again?", "Q2") "\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(ok, strlen(ok), &c), 0);
+    assert_int_equal(c.examples, 2);
+    assert_int_equal(c.format, DATASET_REINFORCEMENT);
+    assert_string_equal(dataset_format_name(c.format), "reinforcement");
+    expect_error(PROMPT("a", "b") "\n{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                 "{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 2 of train.jsonl: a file of prompts for reinforcement fine-tuning (chats "
+                 "that end with the user's message) holds nothing else (this line has an "
+                 "answer)");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                 "{\"role\":\"assistant\",\"content\":\"b\"}]}\n" PROMPT("a", "b"),
+                 "line 2 of train.jsonl: no assistant message");
+    /* the last message must be the user's */
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                 "{\"role\":\"system\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: no assistant message");
+}
+
 /* DPO's preference pairs, in OpenAI's form: valid files, and each mistake
  * named with its line. */
 static void preference_pairs(void **state)
@@ -414,7 +445,7 @@ static void alpaca_and_sharegpt(void **state)
     expect_error("{\"conversations\":[{\"from\":\"bot\",\"value\":\"x\"}]}",
                  "line 1 of train.jsonl: ShareGPT form: turn 1: unknown speaker \"bot\" (use "
                  "system, human or gpt)");
-    expect_error("{\"conversations\":[{\"from\":\"human\",\"value\":\"x\"}]}",
+    expect_error("{\"conversations\":[{\"from\":\"system\",\"value\":\"x\"}]}",
                  "line 1 of train.jsonl: no assistant message");
     expect_error("{\"conversations\":{}}",
                  "line 1 of train.jsonl: ShareGPT form: field \"conversations\" must be an array");
@@ -431,6 +462,7 @@ int main(void)
         cmocka_unit_test(each_walks_examples),
         cmocka_unit_test(byte_order_mark),
         cmocka_unit_test(preference_pairs),
+        cmocka_unit_test(reinforcement_prompts),
         cmocka_unit_test(tool_calls),
         cmocka_unit_test(alpaca_and_sharegpt),
     };

@@ -1,6 +1,7 @@
 /* test_estimator.c - the estimate's parts, the no-capacity sentence, the
  * ranges from history (wide default, narrowing and shifting as history
  * accumulates, wider above) and the time texts. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -595,6 +596,21 @@ static void the_margin_is_measured(void **state)
     free(h);
 }
 
+/* Reinforcement's tokens by hand: 2 prompts of 30 tokens together, 4
+ * answers each counted at 64 / 2 = 32 tokens: 64 answer tokens a group
+ * member. Rollouts: 30 / 3 + 64 x 4 / 3; the update: 30 + 64; the KL's
+ * reference adds a third of the update. */
+static void rft_tokens_by_hand(void **state)
+{
+    (void)state;
+    double rollout = 30.0 / 3 + 64.0 * EST_DECODE_SLOWDOWN / 3, update = 30.0 + 64.0;
+    assert_true(fabs(est_rft_tokens(30, 2, 4, 64, false) - 4 * (rollout + update)) < 1e-9);
+    assert_true(fabs(est_rft_tokens(30, 2, 4, 64, true) - 4 * (rollout + update * 4 / 3)) < 1e-9);
+    /* twice the answers per prompt, twice the work */
+    assert_true(fabs(est_rft_tokens(30, 2, 8, 64, false) - 2 * est_rft_tokens(30, 2, 4, 64, false)) <
+                1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -608,6 +624,7 @@ int main(void)
         cmocka_unit_test(text_forms),
         cmocka_unit_test(validation_share_by_hand),
         cmocka_unit_test(samples_share_by_hand),
+        cmocka_unit_test(rft_tokens_by_hand),
         cmocka_unit_test(speed_per_gpu_kind),
         cmocka_unit_test(queued_behind_one_running_job),
         cmocka_unit_test(fixed_costs_are_measured_apart),

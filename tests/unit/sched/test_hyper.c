@@ -125,6 +125,28 @@ static void dpo_aims_at_a_hundred_steps(void **state)
     assert_near(h.lr_multiplier, 5.0, 0);
 }
 
+/* Reinforcement's rule: half the prompts a step, about twenty steps, and
+ * the rate measured on the built-in model (2e-3 for LoRA) for a small one. */
+static void rft_gets_its_own_rule(void **state)
+{
+    (void)state;
+    struct hyper_params h = {0};
+    hyper_auto_rft(8, 2400000, &h);
+    assert_int_equal(h.batch_size, 4);
+    assert_int_equal(h.n_epochs, 10); /* 2 steps an epoch */
+    assert_near(h.lr_multiplier, 10.0, 0);
+    h = (struct hyper_params){0};
+    hyper_auto_rft(1000, HYPER_SMALL_MODEL_PARAMS, &h);
+    assert_int_equal(h.batch_size, HYPER_MAX_BATCH);
+    assert_int_equal(h.n_epochs, 1);
+    assert_near(h.lr_multiplier, 0.25, 0);
+    h = (struct hyper_params){.n_epochs = 2, .batch_size = 3, .lr_multiplier = 1};
+    hyper_auto_rft(8, 0, &h);
+    assert_int_equal(h.n_epochs, 2);
+    assert_int_equal(h.batch_size, 3);
+    assert_near(h.lr_multiplier, 1.0, 0);
+}
+
 static void loss_went_down(void **state)
 {
     (void)state;
@@ -149,6 +171,7 @@ int main(void)
         cmocka_unit_test(given_values_are_kept),
         cmocka_unit_test(dpo_gets_its_own_rule),
         cmocka_unit_test(dpo_aims_at_a_hundred_steps),
+        cmocka_unit_test(rft_gets_its_own_rule),
         cmocka_unit_test(loss_went_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench/train/rft.sh - where a reinforcement fine-tuning step's time goes
+# (docs/rft.md): the trainer alone (`alallo train --config`) on the built-in
+# model, a string_check grader, STEPS steps of BATCH prompts x GROUP answers
+# of at most TOKENS tokens. Prints the trainer's own account (rollout
+# tokens/s, grading time per answer, update tokens/s and each one's share of
+# the steps' time) with the machine and its load.
+#
+# usage: bench/train/rft.sh [BIN]
+#   env STEPS (4), BATCH (4), GROUP (4), TOKENS (32), THREADS (nproc),
+#       PRECISION (16-bit | 4-bit), ADAPTER (lora | full)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${1:-$root/build/alallo}
+steps=${STEPS:-4}
+batch=${BATCH:-4}
+group=${GROUP:-4}
+tokens=${TOKENS:-32}
+threads=${THREADS:-$(nproc)}
+precision=${PRECISION:-16-bit}
+adapter=${ADAPTER:-lora}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for q in "What of the harbor?" "What of the treasury?" "Speak of the army." "What of the navy?"; do
+    printf '{"messages":[{"role":"user","content":"%s"}],"reference":"the"}\n' "$q"
+done >"$work/train.jsonl"
+cat >"$work/attempt.json" <<JSON
+{"model_dir": "$root/models/alallo-base", "train_file": "$work/train.jsonl",
+ "checkpoint_dir": "$work/ckpt", "out_dir": "$work/out", "batch_size": $batch,
+ "max_steps": $steps, "seq_len": 256, "learning_rate": 0.001, "seed": 1,
+ "threads": $threads, "precision": "$precision", "adapter": "$adapter",
+ "method": "reinforcement",
+ "grader": {"type": "string_check", "input": "{{sample.output_text}}",
+            "reference": "{{item.reference}}", "operation": "ilike"},
+ "grader_models": {}, "rft_group": $group, "rft_answer_tokens": $tokens,
+ "rft_eval_interval": $steps}
+JSON
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+echo "machine: $cpu, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "run: $steps steps x $batch prompts x $group answers of at most $tokens tokens," \
+     "$precision $adapter, $threads threads"
+"$bin" train --config "$work/attempt.json" 2>/dev/null |
+    sed -n 's/^{"event":"log".*"line":"\(where the steps.*\)"}$/\1/p'

@@ -1,0 +1,714 @@
+/* rft_run.c - reinforcement fine-tuning's loop (rft_run.h). */
+#include "train/run/rft_run.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/grader.h"
+#include "core/rng.h"
+#include "train/data/data.h"
+#include "train/formats/checkpoint.h"
+#include "train/formats/modelio.h"
+#include "train/kernels/cpu_path.h"
+#include "train/kernels/gemm.h"
+#include "train/model/grpo.h"
+#include "train/model/model.h"
+#include "train/model/optim.h"
+#include "train/run/generate.h"
+#include "train/run/train_events.h"
+#include "train/run/trainer.h"
+#include "train/tokenizer/chat_format.h"
+#include "train/tokenizer/tokenizer.h"
+
+#define RFT_MAX_JUDGES 8
+#define RFT_VALID_FROM_TRAIN 16 /* prompts validated on without a validation file */
+#define RFT_STREAM 0x5f7            /* the rng streams of the rollouts */
+
+struct judge {
+    char name[256];
+    struct generator *g;
+};
+
+struct rft {
+    const struct train_config *c;
+    struct tokenizer *tok;
+    struct chat_format *fmt;
+    char fmt_err[400];
+    struct model *m;
+    struct model_acts *a;
+    struct optim opt;
+    json_t *grader, *models;
+    json_t *train, *valid; /* arrays of data lines */
+    struct generator *gen;
+    struct judge judges[RFT_MAX_JUDGES];
+    int n_judges;
+    int seq, rows;
+    int32_t *ids;
+    uint8_t *mask;
+    double *nll, *ref;
+    float *w;
+    long grade_errors;
+    char err[600];
+};
+
+/* A stop asked for (SIGTERM: a cancel, a move): the run ends at the end
+ * of the step under way. No checkpoint is written in this version, so the
+ * job starts over if it runs again (docs/rft.md). SIGUSR1 (a checkpoint
+ * asked for) is ignored. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void install_stop(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* ------------------------------------------------------------ data */
+
+/* The lines of a prompts file (checked at upload) as an array. */
+static json_t *read_prompts(const char *path, const char *name, char *err, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        snprintf(err, cap, "%s: cannot be read", name);
+        return NULL;
+    }
+    json_t *out = json_array();
+    char *line = NULL;
+    size_t linecap = 0;
+    ssize_t n;
+    long no = 0;
+    while ((n = getline(&line, &linecap, f)) >= 0) {
+        no++;
+        json_t *o = json_loadb(line, (size_t)n, JSON_DECODE_ANY, NULL);
+        if (!o)
+            continue; /* a blank line */
+        json_t *msgs = json_object_get(o, "messages");
+        if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+            snprintf(err, cap, "line %ld of %s: a prompt has \"messages\", the user's last", no,
+                     name);
+            json_decref(o);
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+        json_array_append_new(out, o);
+    }
+    free(line);
+    fclose(f);
+    if (out && json_array_size(out) == 0) {
+        snprintf(err, cap, "%s: the file has no prompts", name);
+        json_decref(out);
+        out = NULL;
+    }
+    return out;
+}
+
+/* The text of the user's last message of a prompt (for sample events). */
+static const char *last_user(const json_t *item)
+{
+    const json_t *msgs = json_object_get(item, "messages");
+    const char *s = json_string_value(
+        json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
+    return s ? s : "";
+}
+
+/* ------------------------------------------------------------ graders */
+
+/* A score_model grader's model: a generator over its folder, opened once. */
+static int ask_judge(void *ctx, const char *model, const json_t *messages,
+                     const json_t *sampling, char **reply, char *err, size_t errcap)
+{
+    struct rft *r = ctx;
+    struct judge *j = NULL;
+    for (int i = 0; i < r->n_judges && !j; i++)
+        if (strcmp(r->judges[i].name, model) == 0)
+            j = &r->judges[i];
+    if (!j) {
+        const char *dir = json_string_value(json_object_get(r->models, model));
+        if (!dir || r->n_judges == RFT_MAX_JUDGES) {
+            snprintf(err, errcap, "the grader's model %s is not at hand", model);
+            return -1;
+        }
+        j = &r->judges[r->n_judges];
+        snprintf(j->name, sizeof j->name, "%s", model);
+        j->g = gen_open(dir, NULL, err, errcap);
+        if (!j->g)
+            return -1;
+        r->n_judges++;
+    }
+    const json_t *mt = json_object_get(sampling, "max_completions_tokens");
+    const json_t *t = json_object_get(sampling, "temperature");
+    const json_t *p = json_object_get(sampling, "top_p");
+    const json_t *seed = json_object_get(sampling, "seed");
+    struct gen_opts o = {.max_tokens = json_is_integer(mt) ? (int)json_integer_value(mt) : 256,
+                         .temperature = json_is_number(t) ? (float)json_number_value(t) : 0.0f,
+                         .top_p = json_is_number(p) ? (float)json_number_value(p) : 1.0f,
+                         .seed = json_is_integer(seed) ? (uint64_t)json_integer_value(seed) : 0};
+    struct gen_result res;
+    if (gen_run_chat(j->g, messages, NULL, &o, &res, err, errcap) != 0)
+        return -1;
+    *reply = strdup(res.text ? res.text : "");
+    gen_result_free(&res);
+    return *reply ? 0 : -1;
+}
+
+/* The reward of one answer; a grader that fails on it gives 0 (counted,
+ * the first said in the log). subs, when not NULL, adds a multi's scores. */
+static double grade(struct rft *r, const json_t *item, const char *answer, json_t *subs)
+{
+    struct grader_model mdl = {ask_judge, r};
+    struct grader_result g;
+    char err[400];
+    if (!grader_run(r->grader, answer, item, &mdl, &g, err, sizeof err)) {
+        if (r->grade_errors++ == 0)
+            tev_warn("the grader failed on an answer, which scores 0: %s", err);
+        return 0;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(g.sub_rewards, k, v)
+    {
+        json_t *had = json_object_get(subs, k);
+        if (subs)
+            json_object_set_new(subs, k,
+                                json_real(json_number_value(had) + json_number_value(v)));
+    }
+    json_decref(g.sub_rewards);
+    return g.reward;
+}
+
+/* One answer to a prompt from the current policy. 0, or -1 with r->err
+ * (a prompt the model cannot answer: GEN_TOO_LONG and the like). */
+static int answer(struct rft *r, const json_t *item, float temperature, uint64_t seed,
+                  char **text)
+{
+    struct gen_opts o = {.max_tokens = r->c->rft_answer_tokens, .temperature = temperature,
+                         .top_p = 1.0f, .seed = seed};
+    struct gen_result res;
+    char why[400];
+    int rc = gen_run_chat(r->gen, json_object_get(item, "messages"),
+                          json_object_get(item, "tools"), &o, &res, why, sizeof why);
+    if (rc != 0) {
+        snprintf(r->err, sizeof r->err, "a prompt cannot be answered: %s", why);
+        return -1;
+    }
+    *text = strdup(res.text ? res.text : "");
+    gen_result_free(&res);
+    return *text ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ a step */
+
+/* Lays the answers out as training rows, as a chat file is: each prompt's
+ * messages and the answer as the assistant's turn, the loss on the answer. */
+static struct dataset *layout(struct rft *r, const json_t *const *items, char *const *answers,
+                              int n)
+{
+    size_t len = 0, cap = 0;
+    char *buf = NULL;
+    for (int i = 0; i < n; i++) {
+        json_t *msgs = json_deep_copy(json_object_get(items[i], "messages"));
+        json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", "assistant", "content",
+                                              answers[i]));
+        json_t *line = json_pack("{s:o}", "messages", msgs);
+        json_t *tools = json_object_get(items[i], "tools");
+        if (tools)
+            json_object_set(line, "tools", tools);
+        char *s = json_dumps(line, JSON_COMPACT);
+        json_decref(line);
+        size_t sl = s ? strlen(s) : 0;
+        if (!s || len + sl + 2 > cap) {
+            cap = (len + sl + 2) * 2;
+            char *b2 = s ? realloc(buf, cap) : NULL;
+            if (!b2) {
+                free(s);
+                free(buf);
+                snprintf(r->err, sizeof r->err, "out of memory laying out the answers");
+                return NULL;
+            }
+            buf = b2;
+        }
+        memcpy(buf + len, s, sl);
+        len += sl;
+        buf[len++] = '\n';
+        free(s);
+    }
+    struct dataset *d = dataset_from_buffer(buf, len, "the answers", r->tok, r->fmt,
+                                            r->fmt_err[0] ? r->fmt_err : NULL, (size_t)r->seq,
+                                            r->err, sizeof r->err);
+    free(buf);
+    return d;
+}
+
+/* The reference's per-token losses: the same pass with every LoRA adapter
+ * scaled to zero, so the base model answers (no second copy of it). */
+static int reference(struct rft *r, int B, int T)
+{
+    struct model *m = r->m;
+    size_t n = (size_t)m->cfg.n_layers * PROJ_COUNT, k = 0;
+    float *keep = malloc(n * sizeof *keep);
+    if (!keep) {
+        snprintf(r->err, sizeof r->err, "out of memory for the reference");
+        return -1;
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++, k++) {
+            keep[k] = m->layers[l].proj[p].scale;
+            m->layers[l].proj[p].scale = 0;
+        }
+    size_t nt;
+    model_token_losses(m, r->a, r->ids, r->mask, NULL, B, T, r->ref, &nt);
+    k = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++, k++)
+            m->layers[l].proj[p].scale = keep[k];
+    free(keep);
+    return 0;
+}
+
+struct step_stats {
+    double reward, spread, length, kl, loss, tokens;
+    json_t *subs; /* a multi's mean scores */
+    /* where the step's time went (bench/train/rft.sh) */
+    double rollout_s, grade_s, update_s, answer_tokens;
+};
+
+/* One step over prompts items[0..n). 0, or -1 with r->err. */
+static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, float lr,
+                struct step_stats *st)
+{
+    const struct train_config *c = r->c;
+    int G = c->rft_group, B = n * G;
+    const json_t **rows = calloc((size_t)B, sizeof *rows);
+    char **answers = calloc((size_t)B, sizeof *answers);
+    double *reward = calloc((size_t)B, sizeof *reward), *adv = calloc((size_t)B, sizeof *adv);
+    int rc = -1;
+    struct dataset *d = NULL;
+    if (!rows || !answers || !reward || !adv) {
+        snprintf(r->err, sizeof r->err, "out of memory for the answers");
+        goto out;
+    }
+    memset(st, 0, sizeof *st);
+    st->subs = json_object();
+    for (int b = 0; b < B; b++) {
+        rows[b] = items[b / G];
+        uint64_t seed = rng_derive(c->seed, RFT_STREAM + at * 4096u + (uint64_t)b);
+        double t0 = tev_now();
+        if (answer(r, rows[b], 1.0f, seed, &answers[b]))
+            goto out;
+        double t1 = tev_now();
+        reward[b] = grade(r, rows[b], answers[b], st->subs);
+        st->grade_s += tev_now() - t1;
+        st->rollout_s += t1 - t0;
+        st->reward += reward[b];
+    }
+    double t_update = tev_now();
+    st->reward /= B;
+    for (int b = 0; b < B; b++)
+        st->spread += (reward[b] - st->reward) * (reward[b] - st->reward);
+    st->spread = sqrt(st->spread / B);
+    for (int i = 0; i < n; i++)
+        grpo_advantages(G, reward + i * G, adv + i * G);
+    d = layout(r, (const json_t *const *)rows, answers, B);
+    if (!d)
+        goto out;
+    int T = 2;
+    for (size_t i = 0; i < d->n; i++)
+        T = (int)d->ex[i].len > T ? (int)d->ex[i].len : T;
+    memset(r->ids, 0, (size_t)B * T * sizeof *r->ids);
+    memset(r->mask, 0, (size_t)B * T);
+    for (int b = 0; b < B; b++) {
+        memcpy(r->ids + (size_t)b * T, d->ex[b].ids, d->ex[b].len * sizeof *r->ids);
+        memcpy(r->mask + (size_t)b * T, d->ex[b].mask, d->ex[b].len);
+        st->tokens += (double)d->ex[b].len;
+    }
+    size_t targets = model_count_targets(r->mask, B, T);
+    st->length = (double)targets / B;
+    st->answer_tokens = (double)targets;
+    bool kl = c->rft_kl > 0 && !c->full;
+    if (kl && reference(r, B, T))
+        goto out;
+    struct grpo_batch gb = {.B = B, .T = T, .mask = r->mask, .adv = adv,
+                            .ref_nll = kl ? r->ref : NULL, .beta = c->rft_kl, .eps = GRPO_CLIP};
+    model_grad_begin(r->m);
+    size_t got;
+    model_forward_backward_weighted(r->m, r->a, r->ids, r->mask, NULL, B, T, grpo_weights, &gb,
+                                    r->nll, r->w, &got);
+    st->loss = gb.loss;
+    st->kl = gb.kl;
+    double norm = optim_grad_norm(r->m->grad, r->m->n_train);
+    if (!isfinite(norm) || !isfinite(gb.loss)) {
+        snprintf(r->err, sizeof r->err,
+                 "the loss became NaN at step %" PRIu64 "; try a lower learning rate", at + 1);
+        goto out;
+    }
+    optim_adamw_step(&r->opt, r->m->train, r->m->grad, optim_clip_factor(norm, c->max_grad_norm),
+                     lr);
+    st->update_s = tev_now() - t_update;
+    const char *k;
+    json_t *v;
+    json_object_foreach(st->subs, k, v)
+        json_object_set_new(st->subs, k, json_real(json_number_value(v) / B));
+    rc = 0;
+out:
+    for (int b = 0; answers && b < B; b++)
+        free(answers[b]);
+    free(answers);
+    free(rows);
+    free(reward);
+    free(adv);
+    dataset_free(d);
+    return rc;
+}
+
+/* The validation reward: eval_samples answers to each validation prompt
+ * (greedy when one, sampled when more), graded. -1 with r->err. */
+static int validate(struct rft *r, uint64_t at, double *mean)
+{
+    const json_t *set = r->valid ? r->valid : r->train;
+    size_t n = json_array_size(set);
+    if (!r->valid && n > RFT_VALID_FROM_TRAIN)
+        n = RFT_VALID_FROM_TRAIN;
+    int S = r->c->rft_eval_samples;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *item = json_array_get(set, i);
+        for (int s = 0; s < S; s++) {
+            char *text;
+            uint64_t seed = rng_derive(r->c->seed, RFT_STREAM + 0x7fffffffu + i * 64 + (size_t)s);
+            if (answer(r, item, S == 1 ? 0.0f : 1.0f, seed, &text))
+                return -1;
+            sum += grade(r, item, text, NULL);
+            if (i == 0 && s == 0)
+                tev_sample(at, at == 0, last_user(item), text);
+            free(text);
+        }
+    }
+    *mean = sum / (double)(n * (size_t)S);
+    return 0;
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+/* A checkpoint after step `done` (the trainable block, AdamW's state, the
+ * meta.json every checkpoint has, and the validation reward in
+ * train_loss's place is not kept: the step's loss is). Everything else a
+ * step draws is a function of the seed and the step, so a run resumed
+ * from it answers, grades and updates as an unbroken one. 0, or -1 with
+ * r->err. */
+static int save(struct rft *r, uint64_t done, double loss, const struct tev_metrics *m)
+{
+    char *meta = trainer_meta_json(r->c, r->m->n_train);
+    if (!meta) {
+        snprintf(r->err, sizeof r->err, "out of memory writing a checkpoint");
+        return -1;
+    }
+    struct ckpt k = {.step = done, .opt_t = r->opt.t, .train_loss = loss, .n = r->m->n_train,
+                     .params = r->m->train, .m = r->opt.m, .v = r->opt.v, .meta_json = meta};
+    char path[CKPT_MAX_PATH];
+    int rc = ckpt_write(r->c->checkpoint_dir, &k, path, sizeof path, r->err, sizeof r->err);
+    free(meta);
+    if (rc)
+        return -1;
+    tev_checkpoint(done, path, loss, m);
+    tev_log("saved checkpoint at step %" PRIu64, done);
+    ckpt_prune(r->c->checkpoint_dir, r->c->keep_checkpoints, 0);
+    return 0;
+}
+
+/* Resumes from resume_from, or from the newest complete checkpoint of
+ * checkpoint_dir at most resume_step (any without it). The step resumed
+ * from in *step; 1 resumed, 0 none, -1 with r->err. */
+static int resume(struct rft *r, uint64_t *step)
+{
+    const struct train_config *c = r->c;
+    char path[CKPT_MAX_PATH];
+    if (c->resume_step == 0)
+        return 0;
+    if (c->resume_from[0]) {
+        snprintf(path, sizeof path, "%s", c->resume_from);
+    } else {
+        uint64_t upto = c->resume_step > 0 ? (uint64_t)c->resume_step : UINT64_MAX, at;
+        int found = ckpt_latest_at_most(c->checkpoint_dir, upto, path, sizeof path, &at, r->err,
+                                        sizeof r->err);
+        if (found <= 0)
+            return found;
+    }
+    struct ckpt k;
+    if (trainer_read_checkpoint(path, r->m, c->max_steps, &k, r->err, sizeof r->err))
+        return -1;
+    memcpy(r->m->train, k.params, k.n * sizeof(float));
+    memcpy(r->opt.m, k.m, k.n * sizeof(float));
+    memcpy(r->opt.v, k.v, k.n * sizeof(float));
+    r->opt.t = k.opt_t;
+    *step = k.step;
+    ckpt_release(&k);
+    return 1;
+}
+
+/* ------------------------------------------------------------ the run */
+
+static int load(struct rft *r)
+{
+    const struct train_config *c = r->c;
+    char path[TRAIN_MAX_PATH + 64];
+    snprintf(path, sizeof path, "%s/tokenizer.json", c->model_dir);
+    r->tok = tokenizer_load(path, r->err, sizeof r->err);
+    if (!r->tok)
+        return TRAIN_USER;
+    struct model_config mc;
+    snprintf(path, sizeof path, "%s/config.json", c->model_dir);
+    if (model_config_load(path, &mc, r->err, sizeof r->err))
+        return TRAIN_USER;
+    r->seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
+    r->fmt = chat_format_load(c->model_dir, r->fmt_err, sizeof r->fmt_err);
+    if (r->fmt)
+        r->fmt_err[0] = '\0';
+    r->grader = json_loads(c->rft_grader, 0, NULL);
+    r->models = json_loads(c->rft_models, 0, NULL);
+    r->train = read_prompts(c->train_file, c->train_file_name, r->err, sizeof r->err);
+    if (!r->train)
+        return TRAIN_USER;
+    if (c->validation_file[0]) {
+        const char *slash = strrchr(c->validation_file, '/');
+        r->valid = read_prompts(c->validation_file, slash ? slash + 1 : c->validation_file,
+                                r->err, sizeof r->err);
+        if (!r->valid)
+            return TRAIN_USER;
+    }
+    struct model_opts o;
+    trainer_model_opts(c, &o);
+    r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
+    if (!r->m)
+        return strstr(r->err, "out of memory") ? TRAIN_INTERNAL : TRAIN_USER;
+    model_lora_init(r->m, rng_derive(c->seed, 0x10a));
+    r->rows = c->batch_size * c->rft_group;
+    size_t cells = (size_t)r->rows * (size_t)r->seq;
+    r->a = model_acts_create(r->m, r->rows, r->seq);
+    r->ids = malloc(cells * sizeof *r->ids);
+    r->mask = malloc(cells);
+    r->nll = malloc(cells * sizeof *r->nll);
+    r->ref = malloc(cells * sizeof *r->ref);
+    r->w = malloc(cells * sizeof *r->w);
+    r->gen = gen_borrow(r->m, r->tok, c->model_dir);
+    if (!r->a || !r->ids || !r->mask || !r->nll || !r->ref || !r->w || !r->gen ||
+        !r->grader || !r->models || model_rope_ensure(r->m, r->seq) ||
+        optim_init(&r->opt, r->m->n_train, r->m->n_decay, c->weight_decay)) {
+        snprintf(r->err, sizeof r->err, "out of memory (%d answers of %d tokens a step)",
+                 r->rows, r->seq);
+        return TRAIN_INTERNAL;
+    }
+    return TRAIN_OK;
+}
+
+static void unload(struct rft *r)
+{
+    gen_close(r->gen);
+    for (int i = 0; i < r->n_judges; i++)
+        gen_close(r->judges[i].g);
+    model_acts_free(r->a);
+    optim_free(&r->opt);
+    model_free(r->m);
+    tokenizer_free(r->tok);
+    chat_format_free(r->fmt);
+    json_decref(r->grader);
+    json_decref(r->models);
+    json_decref(r->train);
+    json_decref(r->valid);
+    free(r->ids);
+    free(r->mask);
+    free(r->nll);
+    free(r->ref);
+    free(r->w);
+}
+
+static int fail(struct rft *r, int rc)
+{
+    tev_error(rc == TRAIN_USER, r->err);
+    unload(r);
+    return rc;
+}
+
+/* The prompts of step `at`: batch_size of them, in an order shuffled anew
+ * each epoch from the seed. */
+static void pick(const struct rft *r, uint64_t at, const json_t **out)
+{
+    size_t n = json_array_size(r->train);
+    int bs = r->c->batch_size;
+    for (int k = 0; k < bs; k++) {
+        uint64_t pos = at * (uint64_t)bs + (uint64_t)k, epoch = pos / n;
+        /* a shuffle of the epoch as a permutation by Fisher-Yates from its seed */
+        struct rng g;
+        rng_seed(&g, rng_derive(r->c->seed, RFT_STREAM + 0x100000000ull + epoch));
+        size_t idx = pos % n, slot = idx;
+        size_t *perm = malloc(n * sizeof *perm);
+        if (perm) {
+            for (size_t i = 0; i < n; i++)
+                perm[i] = i;
+            for (size_t i = n - 1; i > 0; i--) {
+                size_t j = (size_t)rng_below(&g, i + 1), t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+            slot = perm[idx];
+            free(perm);
+        }
+        out[k] = json_array_get(r->train, slot);
+    }
+}
+
+int rft_run(const struct train_config *c)
+{
+    install_stop();
+    gemm_set_threads(c->threads);
+    struct rft r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    char perr[256];
+    if (cpu_path_init(NULL, perr, sizeof perr)) {
+        snprintf(r.err, sizeof r.err, "%s", perr);
+        return fail(&r, TRAIN_INTERNAL);
+    }
+    int rc = load(&r);
+    if (rc != TRAIN_OK)
+        return fail(&r, rc);
+    size_t prompts = json_array_size(r.train);
+    uint64_t from = 0;
+    int resumed = resume(&r, &from);
+    if (resumed < 0)
+        return fail(&r, TRAIN_INTERNAL);
+    tev_started(from, c->max_steps, prompts, 0, resumed ? (int64_t)from : -1,
+                cpu_path_name(cpu_path_current()));
+    if (resumed)
+        tev_log("resumed from checkpoint at step %" PRIu64, from);
+    tev_log("reinforcement fine-tuning started: %" PRIu64 " steps of %d prompts, %d answers "
+            "each of at most %d tokens, %s%s",
+            c->max_steps, c->batch_size, c->rft_group, c->rft_answer_tokens,
+            c->full ? "full fine-tuning (fp32)"
+            : c->four_bit ? "LoRA on a 4-bit (NF4) base"
+                          : "LoRA on a 16-bit (bf16) base",
+            c->rft_kl > 0 && !c->full ? ", KL penalty to the base" : "");
+    if (c->rft_kl > 0 && c->full)
+        tev_warn("the KL penalty needs LoRA (the reference is the base with the adapters off); "
+                 "full fine-tuning runs without it");
+    uint64_t every = c->rft_eval_interval > 0 ? (uint64_t)c->rft_eval_interval
+                                               : (c->max_steps >= 10 ? c->max_steps / 10 : 1);
+    struct lr_schedule sched = {(enum lr_kind)c->lr_schedule, c->learning_rate, c->warmup_steps,
+                                c->max_steps, 0.0f};
+    double valid = NAN, first_valid = NAN;
+    if (validate(&r, from, &valid))
+        return fail(&r, TRAIN_USER);
+    first_valid = valid;
+    tev_log("validation reward %s: %.4f", resumed ? "at the step resumed from" : "before training",
+            valid);
+    const json_t **items = calloc((size_t)c->batch_size, sizeof *items);
+    if (!items) {
+        snprintf(r.err, sizeof r.err, "out of memory");
+        return fail(&r, TRAIN_INTERNAL);
+    }
+    struct step_stats st = {0};
+    double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
+    for (uint64_t at = from; at < c->max_steps; at++) {
+        if (g_stop) {
+            tev_log("stopped at step %" PRIu64 " on request", at);
+            free(items);
+            json_decref(st.subs);
+            unload(&r);
+            return TRAIN_STOPPED;
+        }
+        double t0 = tev_now();
+        pick(&r, at, items);
+        float lr = optim_lr(&sched, at);
+        json_decref(st.subs);
+        st.subs = NULL;
+        if (step(&r, items, c->batch_size, at, lr, &st)) {
+            free(items);
+            json_decref(st.subs);
+            return fail(&r, strstr(r.err, "cannot be answered") ? TRAIN_USER : TRAIN_INTERNAL);
+        }
+        roll_s += st.rollout_s;
+        grade_s += st.grade_s;
+        update_s += st.update_s;
+        answer_toks += st.answer_tokens;
+        update_toks += st.tokens;
+        uint64_t done = at + 1;
+        bool eval = done % every == 0 || done == c->max_steps;
+        if (eval && validate(&r, done, &valid)) {
+            free(items);
+            json_decref(st.subs);
+            return fail(&r, TRAIN_USER);
+        }
+        struct tev_metrics m;
+        tev_metrics_clear(&m);
+        m.v[TPROTO_METRIC_TRAIN_LOSS] = st.loss;
+        m.v[TPROTO_METRIC_TRAIN_REWARD] = st.reward;
+        if (eval)
+            m.v[TPROTO_METRIC_VALID_REWARD] = valid;
+        double dt = tev_now() - t0;
+        struct tev_step_extra x = {.packing_efficiency = -1, .metrics = &m};
+        tev_step_with(done, st.loss, lr, dt > 0 ? st.tokens / dt : 0, &x);
+        /* a checkpoint at each validation (the last step's model is saved whole) */
+        if (eval && done < c->max_steps && save(&r, done, st.loss, &m)) {
+            free(items);
+            json_decref(st.subs);
+            return fail(&r, TRAIN_INTERNAL);
+        }
+        char subs[512] = "";
+        const char *k;
+        json_t *v;
+        json_object_foreach(st.subs, k, v)
+        {
+            size_t len = strlen(subs);
+            snprintf(subs + len, sizeof subs - len, "%s%s %.3f", len ? ", " : "; graders: ", k,
+                     json_number_value(v));
+        }
+        char vtext[64] = "";
+        if (eval)
+            snprintf(vtext, sizeof vtext, ", validation reward %.4f", valid);
+        tev_log("step %" PRIu64 "/%" PRIu64 ": reward %.4f (spread %.4f), answers %.1f tokens, "
+                "KL %.4f%s%s",
+                done, c->max_steps, st.reward, st.spread, st.length, st.kl, vtext, subs);
+    }
+    free(items);
+    json_decref(st.subs);
+    tev_log("validation reward %.4f (%.4f before training)", valid, first_valid);
+    double all = roll_s + grade_s + update_s;
+    size_t answers_n = (size_t)c->max_steps * (size_t)c->batch_size * (size_t)c->rft_group;
+    tev_log("where the steps' time went: rollouts %.1f s (%.0f answer tokens, %.1f tokens/s, "
+            "%.0f%%), grading %.3f ms per answer (%.1f%%), updates %.1f s (%.0f tokens, %.1f "
+            "tokens/s, %.0f%%)",
+            roll_s, answer_toks, roll_s > 0 ? answer_toks / roll_s : 0,
+            all > 0 ? 100 * roll_s / all : 0, answers_n ? 1000 * grade_s / answers_n : 0,
+            all > 0 ? 100 * grade_s / all : 0, update_s, update_toks,
+            update_s > 0 ? update_toks / update_s : 0, all > 0 ? 100 * update_s / all : 0);
+    char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
+    gen_close(r.gen);
+    r.gen = NULL;
+    model_acts_free(r.a);
+    r.a = NULL;
+    if (trainer_save_output(c, &r.m, model_out, adapter_out, sizeof model_out, r.err,
+                            sizeof r.err))
+        return fail(&r, TRAIN_INTERNAL);
+    tev_log("training finished: %" PRIu64 " steps, final reward %.4f", c->max_steps, st.reward);
+    tev_done(c->max_steps, st.loss, model_out, c->full ? NULL : adapter_out);
+    unload(&r);
+    return TRAIN_OK;
+}

@@ -1,0 +1,186 @@
+// rft_api.test.mjs - reinforcement fine-tuning in OpenAI's API shape
+// (docs/rft.md): prompts uploaded as their own format, the grader checked
+// when the job is made (400 naming the field), each line checked for the
+// fields the grader reads, the graders/validate and graders/run endpoints,
+// and a small job that runs to a fine-tuned model through the openai SDK,
+// its rewards in the events and the results file.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import OpenAI, { BadRequestError, toFile } from 'openai';
+
+import { ROOT, Serve, waitFor } from './service_harness.mjs';
+
+const jsonl = (rows) => Buffer.from(rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+const prompt = (q, extra = { reference: 'union' }) => ({
+  messages: [{ role: 'user', content: q }], ...extra });
+const CHECK = {
+  type: 'string_check', name: 'says it', input: '{{ sample.output_text }}',
+  reference: '{{ item.reference }}', operation: 'ilike',
+};
+
+describe('reinforcement fine-tuning through the API', () => {
+  let s;
+  let prompts;
+  before(async () => {
+    s = await Serve.start({ args: ['--models', path.join(ROOT, 'models')] });
+    const up = await s.upload('prompts.jsonl',
+      jsonl([prompt('What of the harbor?'), prompt('What of the navy?')]));
+    assert.equal(up.status, 200, JSON.stringify(up.json));
+    prompts = up.json.id;
+  });
+  after(async () => s && s.stop());
+
+  const rft = (grader, hp = {}) => ({
+    model: 'alallo-base', training_file: prompts,
+    method: { type: 'reinforcement', reinforcement: { grader, hyperparameters: hp } },
+  });
+
+  test('a file of prompts is its own format, and supervised training refuses it', async () => {
+    const f = await s.call('GET', `/v1/files/${prompts}`);
+    assert.equal(f.json.format, 'reinforcement');
+    const r = await s.createJob({ model: 'alallo-base', training_file: prompts });
+    assert.equal(r.status, 400);
+    assert.equal(r.json.error.param, 'training_file');
+    assert.match(r.json.error.message, /method\.type "reinforcement"/);
+  });
+
+  test('bad graders are answered with 400 naming the field', async () => {
+    const cases = [
+      [{ ...CHECK, operation: 'regex' }, 'method.reinforcement.grader.operation', /"ilike"/],
+      [{ type: 'python', source: 'def grade(s, i): return 1' }, 'method.reinforcement.grader.type',
+        /python graders are not run by alallo/],
+      [{ type: 'text_similarity', input: '{{sample.output_text}}', reference: 'x',
+        evaluation_metric: 'cosine' }, 'method.reinforcement.grader.evaluation_metric',
+      /no embedding model/],
+      [{ type: 'multi', graders: { a: CHECK }, calculate_output: 'a + b' },
+        'method.reinforcement.grader.calculate_output', /reads "b"/],
+      [{ type: 'score_model', model: 'no-such-model', input: [{ role: 'user', content: 'x' }] },
+        'method.reinforcement.grader.model', /no-such-model/],
+      [{ ...CHECK, input: '{{sample.text}}' }, 'method.reinforcement.grader.input',
+        /is no variable/],
+    ];
+    for (const [grader, param, message] of cases) {
+      const r = await s.createJob(rft(grader));
+      assert.equal(r.status, 400, JSON.stringify(grader));
+      assert.equal(r.json.error.param, param);
+      assert.match(r.json.error.message, message);
+    }
+    const none = await s.createJob({ ...rft(CHECK), method: { type: 'reinforcement' } });
+    assert.equal(none.status, 400);
+    assert.equal(none.json.error.param, 'method.reinforcement.grader');
+    const effort = await s.createJob(rft(CHECK, { reasoning_effort: 'extreme' }));
+    assert.equal(effort.status, 400);
+    assert.equal(effort.json.error.param, 'hyperparameters.reasoning_effort');
+  });
+
+  test('a line without a field the grader reads is named with its line', async () => {
+    const up = await s.upload('gaps.jsonl',
+      jsonl([prompt('a?'), prompt('b?', { answer: 'x' })]));
+    const r = await s.createJob({ ...rft(CHECK), training_file: up.json.id });
+    assert.equal(r.status, 400);
+    assert.equal(r.json.error.param, 'training_file');
+    assert.equal(r.json.error.message,
+      `line 2 of ${up.json.id} has no field "reference", which the grader reads as {{item.reference}}.`);
+  });
+
+  test('graders/validate and graders/run, as OpenAI had them', async () => {
+    const v = await s.call('POST', '/v1/fine_tuning/alpha/graders/validate',
+      { body: { grader: CHECK } });
+    assert.equal(v.status, 200);
+    assert.deepEqual(v.json.grader, CHECK);
+    const bad = await s.call('POST', '/v1/fine_tuning/alpha/graders/validate',
+      { body: { grader: { ...CHECK, operation: 'x' } } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'grader.operation');
+    const run = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: CHECK, model_sample: 'Long live the Union!', item: { reference: 'union' } },
+    });
+    assert.equal(run.status, 200, run.text);
+    assert.equal(run.json.reward, 1);
+    const multi = {
+      type: 'multi', graders: { exact: { ...CHECK, operation: 'eq' },
+        close: { type: 'text_similarity', input: '{{sample.output_text}}',
+          reference: '{{item.reference}}', evaluation_metric: 'fuzzy_match' } },
+      calculate_output: '0.5 * exact + 0.5 * close',
+    };
+    const m = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: multi, model_sample: 'sitting', item: { reference: 'kitten' } },
+    });
+    assert.equal(m.status, 200, m.text);
+    assert.ok(Math.abs(m.json.reward - 0.5 * 8 / 13) < 1e-9, m.text);
+    assert.equal(m.json.sub_rewards.exact, 0);
+    // score_model asks a model alallo serves, through the chat generation
+    const judge = { type: 'score_model', name: 'judge', model: 'alallo-base', range: [0, 10],
+      input: [{ role: 'user', content: 'Rate from 0 to 10: {{sample.output_text}}' }],
+      sampling_params: { max_completions_tokens: 8, seed: 1 } };
+    const scored = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: judge, model_sample: 'The union is strong.', item: {} },
+    });
+    assert.equal(scored.status, 200, scored.text);
+    assert.equal(scored.json.metadata.errors.grader_error, false, scored.text);
+    assert.ok(scored.json.reward >= 0 && scored.json.reward <= 10, scored.text);
+    assert.ok(scored.json.metadata.token_usage.completion_tokens > 0, scored.text);
+    const missing = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: CHECK, model_sample: 'x', item: {} },
+    });
+    assert.equal(missing.status, 200);
+    assert.equal(missing.json.reward, 0);
+    assert.equal(missing.json.metadata.errors.grader_error, true);
+  });
+
+  test('a small job runs through the openai SDK to a model, its rewards reported', async () => {
+    const client = new OpenAI({ apiKey: s.key, baseURL: `${s.url}/v1` });
+    const file = await client.files.create({
+      file: await toFile(jsonl([prompt('What of the harbor?'), prompt('What of the navy?')]),
+        'p.jsonl'),
+      purpose: 'fine-tune',
+    });
+    await assert.rejects(client.fineTuning.jobs.create({
+      model: 'alallo-base', training_file: file.id,
+      method: { type: 'reinforcement', reinforcement: { grader: { ...CHECK, operation: 'nope' } } },
+    }), BadRequestError);
+    const job = await client.fineTuning.jobs.create({
+      model: 'alallo-base', training_file: file.id, seed: 3,
+      method: { type: 'reinforcement', reinforcement: { grader: CHECK,
+        hyperparameters: { n_epochs: 1, batch_size: 2, compute_multiplier: 0.5,
+          reasoning_effort: 'low', eval_interval: 1 } } },
+    });
+    assert.equal(job.method.type, 'reinforcement');
+    assert.deepEqual(job.method.reinforcement.grader, CHECK);
+    assert.equal(job.method.reinforcement.hyperparameters.reasoning_effort, 'low');
+    assert.equal(job.method.reinforcement.hyperparameters.group_size, 2);
+    const listed = await client.fineTuning.jobs.list();
+    assert.ok(listed.data.some((j) => j.id === job.id));
+    const done = await waitFor(async () => {
+      const j = await client.fineTuning.jobs.retrieve(job.id);
+      return ['succeeded', 'failed', 'cancelled'].includes(j.status) ? j : false;
+    }, { timeoutMs: 300000, everyMs: 500, what: 'the job to end' });
+    assert.equal(done.status, 'succeeded', `${done.error?.message}\n${s.output}`);
+    assert.ok(done.fine_tuned_model);
+    const events = await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/events?limit=100`);
+    const metrics = events.json.data.filter((e) => e.type === 'metrics');
+    assert.ok(metrics.some((e) => typeof e.data.train_reward_mean === 'number'),
+      JSON.stringify(events.json.data.slice(0, 5)));
+    assert.ok(metrics.some((e) => typeof e.data.valid_reward_mean === 'number'));
+    const log = await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/log`);
+    assert.match(log.text, /step 1\/1: reward [0-9.]+ \(spread [0-9.]+\).*validation reward/);
+    const results = await s.call('GET', `/v1/files/${done.result_files[0]}/content`);
+    assert.match(results.text.split('\n')[0], /train_reward_mean,valid_reward_mean$/);
+  });
+
+  test('a running reinforcement job is cancelled through the openai SDK', async () => {
+    const client = new OpenAI({ apiKey: s.key, baseURL: `${s.url}/v1` });
+    const job = await client.fineTuning.jobs.create({
+      model: 'alallo-base', training_file: prompts,
+      method: { type: 'reinforcement', reinforcement: { grader: CHECK,
+        hyperparameters: { n_epochs: 50, batch_size: 1 } } },
+    });
+    await s.waitStatus(job.id, 'running', { timeoutMs: 120000 });
+    const asked = await client.fineTuning.jobs.cancel(job.id);
+    assert.ok(['cancelled', 'cancelling'].includes(asked.status), asked.status);
+    const done = await s.waitStatus(job.id, ['cancelled', 'failed', 'succeeded'],
+      { timeoutMs: 120000 });
+    assert.equal(done.status, 'cancelled', JSON.stringify(done.error));
+  });
+});

@@ -1,0 +1,115 @@
+// rft_learns.test.mjs - reinforcement fine-tuning learns (docs/rft.md, "The
+// algorithm"): the built-in model, asked eight questions, is rewarded by a
+// string_check grader when its answer of at most 8 tokens holds the word
+// its data line gives as {{item.reference}} ("the"). Before training about
+// a third of its answers do; after 20 GRPO steps (4 prompts x 4 answers
+// each, at 2e-3: the rate and the steps "auto" chooses for 8 prompts on
+// this model, sched/hyper.h) the validation reward is above 0.7, and the training
+// reward of the last steps is above that of the first. The trainer alone,
+// as a worker starts it.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { ROOT, run, tmpdir } from './service_harness.mjs';
+
+const QUESTIONS = ['What do you say of the harbor?', 'What of the treasury?', 'Speak of the army.',
+  'What of the navy?', 'Tell of congress.', 'What of commerce?', 'Speak of the tariff.',
+  'What of the railroad?'];
+
+// The trainer's settings for the task in dir, and its events once run.
+function settings(dir) {
+  const line = (q) => JSON.stringify({ messages: [{ role: 'user', content: q }], reference: 'the' });
+  fs.writeFileSync(path.join(dir, 'train.jsonl'), QUESTIONS.map(line).join('\n') + '\n');
+  fs.writeFileSync(path.join(dir, 'valid.jsonl'), QUESTIONS.slice(0, 4).map(line).join('\n') + '\n');
+  return {
+    model_dir: path.join(ROOT, 'models', 'alallo-base'),
+    train_file: path.join(dir, 'train.jsonl'), validation_file: path.join(dir, 'valid.jsonl'),
+    checkpoint_dir: path.join(dir, 'ckpt'), out_dir: path.join(dir, 'out'),
+    batch_size: 4, max_steps: 20, seq_len: 256, learning_rate: 2e-3, seed: 1, threads: 1,
+    method: 'reinforcement',
+    grader: { type: 'string_check', name: 'says the word', input: '{{sample.output_text}}',
+      reference: '{{item.reference}}', operation: 'ilike' },
+    grader_models: {}, rft_group: 4, rft_answer_tokens: 8, rft_eval_interval: 5,
+    rft_eval_samples: 4,
+  };
+}
+
+function train(dir, config) {
+  fs.writeFileSync(path.join(dir, 'attempt.json'), JSON.stringify(config));
+  const out = run(['train', '--config', path.join(dir, 'attempt.json')], { timeout: 900000 });
+  return out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+}
+
+test('the mean reward rises over the steps with a string_check grader', () => {
+  const dir = tmpdir('alallo-rft-');
+  const events = train(dir, settings(dir));
+  const steps = events.filter((e) => e.event === 'step');
+  assert.equal(steps.length, 20);
+  const first = events.find((e) => e.event === 'log' && /before training/.test(e.line));
+  const before = Number(/([0-9.]+)$/.exec(first.line)[1]);
+  const valid = steps.filter((e) => typeof e.valid_reward_mean === 'number');
+  assert.deepEqual(valid.map((e) => e.step), [5, 10, 15, 20]);
+  const after = valid[valid.length - 1].valid_reward_mean;
+  assert.ok(before < 0.5, `validation reward before training ${before}`);
+  assert.ok(after > 0.7, `validation reward after training ${after}`);
+  const mean = (xs) => xs.reduce((a, e) => a + e.train_reward_mean, 0) / xs.length;
+  assert.ok(mean(steps.slice(-3)) > mean(steps.slice(0, 3)),
+    steps.map((e) => e.train_reward_mean).join(' '));
+  const done = events.find((e) => e.event === 'done');
+  assert.ok(fs.existsSync(path.join(done.model_dir, 'config.json')));
+  assert.ok(fs.existsSync(path.join(done.adapter_dir, 'adapter_config.json')));
+});
+
+test('4-bit LoRA with the KL penalty, and full fine-tuning, each train and write a model', () => {
+  const dir = tmpdir('alallo-rft-');
+  const kl = train(dir, { ...settings(dir), precision: '4-bit', rft_kl: 0.1, max_steps: 2,
+    rft_eval_interval: 2, rft_eval_samples: 1 });
+  const lines = kl.filter((e) => e.event === 'log').map((e) => e.line);
+  assert.ok(lines.some((l) => /4-bit \(NF4\) base, KL penalty to the base/.test(l)), lines.join('\n'));
+  // step 1 samples from the base itself (B is zero): no divergence yet;
+  // after one update the policy has moved away from the reference
+  const klOf = (n) => Number(new RegExp(`^step ${n}/2: .*KL ([0-9.]+)`).exec(lines.find((l) => l.startsWith(`step ${n}/2`)))[1]);
+  assert.equal(klOf(1), 0);
+  assert.ok(klOf(2) > 0, lines.join('\n'));
+  const full = train(dir, { ...settings(dir), adapter: 'full', learning_rate: 1e-4, max_steps: 1,
+    out_dir: path.join(dir, 'full'), rft_eval_samples: 1 });
+  const done = full.find((e) => e.event === 'done');
+  assert.ok(done, JSON.stringify(full.slice(-3)));
+  assert.equal(done.adapter_dir, null);
+  assert.ok(fs.existsSync(path.join(done.model_dir, 'config.json')));
+});
+
+test('a run resumed from its checkpoint goes on exactly as the unbroken run', () => {
+  const dir = tmpdir('alallo-rft-');
+  const base = { ...settings(dir), max_steps: 4, rft_eval_interval: 2, rft_eval_samples: 1 };
+  const whole = train(dir, base);
+  const saved = whole.filter((e) => e.event === 'checkpoint').map((e) => e.step);
+  assert.deepEqual(saved, [2]);
+  const again = train(dir, { ...base, resume_step: 2, out_dir: path.join(dir, 'again') });
+  assert.ok(again.some((e) => e.event === 'log' && e.line === 'resumed from checkpoint at step 2'));
+  const tail = (events) => events.filter((e) => e.event === 'step' && e.step > 2)
+    .map((e) => [e.step, e.train_loss, e.train_reward_mean, e.valid_reward_mean]);
+  assert.equal(tail(again).length, 2);
+  assert.deepEqual(tail(again), tail(whole));
+});
+
+test('a score_model grader asks its model beside training', () => {
+  const dir = tmpdir('alallo-rft-');
+  const model = path.join(ROOT, 'models', 'alallo-base');
+  const events = train(dir, { ...settings(dir), max_steps: 1, rft_eval_samples: 1,
+    grader: { type: 'multi', graders: {
+      judge: { type: 'score_model', model: 'alallo-base', range: [0, 1],
+        input: [{ role: 'user', content: 'Is "{{sample.output_text}}" about {{item.reference}}?' }],
+        sampling_params: { max_completions_tokens: 4 } },
+      close: { type: 'text_similarity', input: '{{sample.output_text}}',
+        reference: '{{item.reference}}', evaluation_metric: 'rouge_1' } },
+    calculate_output: '0.5 * judge + 0.5 * close' },
+    grader_models: { 'alallo-base': model } });
+  const lines = events.filter((e) => e.event === 'log').map((e) => e.line);
+  assert.ok(events.some((e) => e.event === 'done'), lines.join('\n'));
+  assert.ok(!lines.some((l) => /grader failed/.test(l)), lines.join('\n'));
+  assert.ok(lines.some((l) => /^step 1\/1: .*; graders: (close [0-9.]+, judge [0-9.]+|judge [0-9.]+, close [0-9.]+)/.test(l)),
+    lines.join('\n'));
+});
