@@ -40,8 +40,9 @@ layers:
 
 unit integration integration-pg e2e gpu-emu asan: WERROR = ON
 
+# (The emulator's race checks, label emu_race, run in gpu-emu.)
 unit: layers build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE emu_race
 
 # Every file on SQLite, then a subset on a throwaway PostgreSQL (service_*,
 # sched_*, kill -9 of serve, remote workers, the take-over of a standby).
@@ -67,14 +68,19 @@ test: deps-test
 # emulator"): every GPU test but the PyTorch comparison (which needs
 # transformers and peft, on the GPU machine: scripts/gpu-check.sh), then the
 # service end to end with one emulated GPU worker, ALALLO_TEST_GPU standing
-# in for nvidia-smi's line.
-gpu-emu: deps node-deps
+# in for nvidia-smi's line. All of it in a shuffled order
+# (ALALLO_EMU_SHUFFLE: blocks and threads in an order drawn from the seed),
+# after the shared-memory race checks of the attention kernels and the
+# reductions, which run on the CPU build (ctest -L emu_race in $(BUILD);
+# tests/gpu/emu/emu_race.h).
+gpu-emu: deps node-deps build
+	@cd $(BUILD) && ctest --output-on-failure -L emu_race -j $(JOBS)
 	@cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON \
 	  $(cmake_werror) >/dev/null
 	@cmake --build build-emu -j $(JOBS) --target alallo gpu_test_cuda_attn gpu_test_cuda_gemm \
 	  gpu_test_cuda_memory gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume
-	@cd build-emu && ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS)
-	@ALALLO_TEST_GPU="emulated-gpu,16384" ALALLO_BIN=$(abspath build-emu/alallo) ALALLO_ROOT=$(CURDIR) \
+	@cd build-emu && ALALLO_EMU_SHUFFLE=4 ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS)
+	@ALALLO_EMU_SHUFFLE=5 ALALLO_TEST_GPU="emulated-gpu,16384" ALALLO_BIN=$(abspath build-emu/alallo) ALALLO_ROOT=$(CURDIR) \
 	  node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
 
 # Every libFuzzer target for a short, bounded time, after replaying the
@@ -97,7 +103,7 @@ asan: deps node-deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O2" \
 	  -DALALLO_SANITIZE=ON -DALALLO_CUDA=OFF $(cmake_werror) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -LE emu_race
 	@ASAN_OPTIONS=detect_leaks=0 scripts/integration.sh build-asan/alallo
 
 clean:

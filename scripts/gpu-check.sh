@@ -32,12 +32,24 @@
 #   torch-ref     bench/train/torch_gpu_ref.py, what is left of the run
 #   e2e           tests/integration/gpu_e2e.test.mjs, where node is (90 s)
 #   train-unit    the trainer's CPU unit tests on this build (120 s)
+#   kernels       bench/gpu/run.sh and ops_run.sh: each kernel timed at the
+#                 1B shapes, for bench/train/gpu_model.py's per-kernel
+#                 prediction (kernels.json; 90 s each; not by default)
+#   racecheck     compute-sanitizer --tool racecheck on the attention and
+#                 ops tests: shared-memory races on the GPU itself (120 s
+#                 each; not by default)
 # e.g. a second run on a machine still warm, its build kept:
 #   GPU_CHECK_PARTS="bench torch-ref" scripts/gpu-check.sh
+#   GPU_CHECK_PARTS="kernels racecheck" scripts/gpu-check.sh
 #
 # Output: everything goes to $OUT when it is set (the device tool's output
 # folder, of which at most 8 files come back), else to build-gpu/check/:
-# summary.txt, build.log, ctest.log, bench.json, torch.json, torch.log.
+# env.txt (the machine, written first: scripts/gpu-env.sh), summary.txt,
+# build.log, ctest.log, bench.json, torch.json, torch.log, kernels.json.
+# The summary ends with gpu_model.py's prediction for the GPU it found, to
+# set beside the measured figures.
+# The build has no -Werror (GPU_CHECK_WERROR=1 asks for it): the GPU
+# machine's compilers may be newer than Debian's.
 # Exit status: 0 when every part that ran passed (or, without a GPU, the
 # build did), 1 otherwise.
 #
@@ -120,10 +132,17 @@ part() {
 parts=" ${GPU_CHECK_PARTS:-tests resume-torch bench torch-ref e2e} "
 want() { [[ $parts == *" $1 "* ]]; }
 
-# --- the compiler and the GPU
+# --- the machine first (env.txt: GPU, driver, nvcc, compilers, cuBLAS,
+# cuBLASLt and cuDNN found or not, PyTorch), before anything can fail
 nvcc=""
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then nvcc=/usr/local/cuda/bin/nvcc
 elif command -v nvcc >/dev/null; then nvcc=$(command -v nvcc); fi
+LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} scripts/gpu-env.sh "$nvcc" >"$out/env.txt" 2>&1
+say "environment: env.txt ($(grep -c '' "$out/env.txt") lines;" \
+    "$(grep -E '^lib(cublasLt|cudnn):' "$out/env.txt" | sed 's/: not found/ missing/; s/: .*/ found/' |
+       tr '\n' ' ')$(grep -E '^cudnn_version.h' "$out/env.txt" | sed 's/.*: /cuDNN /'))"
+
+# --- the compiler and the GPU
 if [[ -z $nvcc ]]; then
   say "no nvcc (neither /usr/local/cuda/bin/nvcc nor on PATH): nothing to check"
   exit 1
@@ -196,10 +215,18 @@ fi
 # --- build
 jobs=$(nproc)
 ((jobs > 16)) && jobs=16
+# No -Werror here: the GPU machine's gcc and nvcc may be newer than
+# Debian's and warn where these do not; CI's build (make test) keeps
+# warnings as errors, and the summary counts the device's warnings.
+# GPU_CHECK_WERROR=1 turns it back on.
+werror=OFF
+[[ ${GPU_CHECK_WERROR:-0} == 1 ]] && werror=ON
 part configure 60 "$out/build.log" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DALALLO_CUDA=ON -DALALLO_WERROR=ON -DCMAKE_CUDA_COMPILER="$nvcc" || { say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
+  -DALALLO_CUDA=ON -DALALLO_WERROR=$werror -DCMAKE_CUDA_COMPILER="$nvcc" || { say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
 part build "${GPU_CHECK_BUILD_S:-200}" "$out/build.log" cmake --build "$build" -j "$jobs" ||
   { tail -30 "$out/build.log" | grep -i -m 10 "error" | tee -a "$summary"; say "summary: FAILED ($((SECONDS - t_start)) s)"; exit 1; }
+warnings=$(grep -c -i 'warning' "$out/build.log")
+((warnings)) && say "build: $warnings lines of compiler warnings (not errors here; build.log)"
 
 if [[ -z $gpu ]] || [[ $("$build/alallo" bench train --device cuda --size 256 2>&1) == *"no GPU is visible"* ]]; then
   say "no GPU visible: the CUDA build compiled and linked; the GPU tests, the bench and the" \
@@ -217,6 +244,25 @@ want tests && part gpu-tests 90 "$out/ctest.log" bash -c "cd '$build' && ctest -
 want resume-torch && part gpu-resume-torch 120 "$out/ctest.log" bash -c "cd '$build' && ALALLO_PYTHON=\"env LD_LIBRARY_PATH='$orig_ld' PYTHONUNBUFFERED=1 python3\" ctest -R 'gpu/test_cuda_(resume|torch)' --output-on-failure --timeout 115"
 want train-unit && part train-unit-tests 120 "$out/ctest.log" bash -c "cd '$build' && ctest -R '^train/' -j 8 --output-on-failure --timeout 115"
 grep -E "tests passed|tests failed|Skipped|\(Failed\)|\(Timeout\)" "$out/ctest.log" | tee -a "$summary"
+
+# --- the kernels alone (bench/gpu/: one JSON line a kernel), and the GPU's
+# own race check of the kernels with shared memory
+if want kernels; then
+  part kernels-attention 90 "$out/kernels.json" bench/gpu/run.sh 10
+  part kernels-ops 90 "$out/kernels.json" bench/gpu/ops_run.sh 10
+fi
+if want racecheck; then
+  sanitizer=$(dirname "$nvcc")/compute-sanitizer
+  [[ -x $sanitizer ]] || sanitizer=$(command -v compute-sanitizer || true)
+  if [[ -n $sanitizer ]]; then
+    for t in test_cuda_attn test_cuda_ops; do
+      part "racecheck-$t" 120 "$out/ctest.log" "$sanitizer" --tool racecheck --error-exitcode 1 \
+        "$build/gpu_$t"
+    done
+  else
+    say "racecheck: NOT RUN, no compute-sanitizer beside $nvcc or on PATH"
+  fi
+fi
 
 # --- the GPU bench and the PyTorch reference (JSON on stdout, notes on stderr)
 if want bench; then
@@ -272,6 +318,13 @@ fi
 if want bench; then
   python3 bench/train/gpu_targets.py "$out/bench.json" "$out/torch.json" | tee -a "$summary"
 fi
+
+# what bench/train/gpu_model.py predicted for this GPU, to set beside them
+model_gpu=H200
+[[ $gpu == *H100* ]] && model_gpu=H100
+{ echo "predicted by bench/train/gpu_model.py --gpu $model_gpu (1b, batch 4 x 2048):"
+  python3 bench/train/gpu_model.py --gpu "$model_gpu" |
+    grep -E '^==|PyTorch|current design|all five'; } | tee -a "$summary"
 
 if ((failed)); then
   say "summary: FAILED ($((SECONDS - t_start)) s); logs in $out"

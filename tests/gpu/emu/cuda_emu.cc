@@ -9,6 +9,18 @@
  * GCC's builtin setjmp/longjmp) run in turn up to their next barrier or warp
  * operation. Device memory is malloc'd host
  * memory (fresh allocations filled with NaN unless zeroed).
+ *
+ * The order: by default blocks run x, then y, then z, and each round of
+ * a block runs its threads in index order, every warp passing its warp
+ * operation together. ALALLO_EMU_SHUFFLE=SEED (a number other than 0)
+ * shuffles both from SEED: the blocks in a random order, and inside a
+ * block, at each step, a random thread of those that can run goes on to
+ * its next barrier or warp operation, and a warp whose last lane arrives
+ * there goes on at once (so warps drift apart between block barriers,
+ * as on a GPU). A kernel whose result depends on that order (a missing
+ * barrier) then gives other results under other seeds, and, compiled
+ * for the race detector (emu_race.h, run.sh's EMU_RACE=1), aborts at the
+ * first pair of unordered accesses to one byte of shared memory.
  */
 #include <cstdarg>
 #include <cstdio>
@@ -20,6 +32,8 @@
 #include <ucontext.h>
 
 #include <cuda_runtime.h>
+
+#include "emu_race.h"
 
 extern "C" {
 #include "train/cuda/cuda_ctx.h"
@@ -87,6 +101,10 @@ std::function<void()> *cur_body;
 std::map<const void *, int> smem_limits;
 char launch_error[512];
 size_t in_use, peak;
+/* ALALLO_EMU_SHUFFLE's seed (0: the fixed order) and the generator it
+ * starts (splitmix64), read at the first launch. */
+uint64_t shuffle_seed, rng_state;
+bool shuffle_read;
 #if EMU_ASAN
 const void *sched_stack_bottom;
 size_t sched_stack_size;
@@ -139,6 +157,7 @@ void guarded_free(unsigned char *p, size_t bytes, const char *what)
  * the kernel. */
 void to_fiber(size_t i)
 {
+    emu_race::running(i);
 #if EMU_ASAN
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, fibers[i].stack, STACK_BYTES);
@@ -188,19 +207,16 @@ void wait_at(state st, op kind)
     to_scheduler();
 }
 
-/* Completes warp operations every lane of a warp waits at; true when one
- * did. */
-bool release_warps()
+/* Completes the warp operation every lane of the warp of thread w (its
+ * first) waits at, if they all do; true when it did. */
+bool release_warp(size_t w)
 {
-    bool any = false;
     size_t n = n_threads;
-    for (size_t w = 0; w < n; w += 32) {
-        size_t lanes = std::min<size_t>(32, n - w);
-        bool all = true;
-        for (size_t l = 0; l < lanes && all; l++)
-            all = fibers[w + l].st == AT_WARP;
-        if (!all)
-            continue;
+    size_t lanes = std::min<size_t>(32, n - w);
+    for (size_t l = 0; l < lanes; l++)
+        if (fibers[w + l].st != AT_WARP)
+            return false;
+    {
         op kind = fibers[w].kind;
         int m = fibers[w].lane_mask;
         for (size_t l = 0; l < lanes; l++)
@@ -221,10 +237,31 @@ bool release_warps()
             }
             fibers[w + l].st = RUN;
         }
-        any = true;
     }
+    emu_race::warp_sync(w / 32);
+    return true;
+}
+
+/* Completes warp operations every lane of a warp waits at; true when one
+ * did. */
+bool release_warps()
+{
+    bool any = false;
+    for (size_t w = 0; w < n_threads; w += 32)
+        any |= release_warp(w);
     return any;
 }
+
+uint64_t next_random()
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A random index below n (n > 0). */
+size_t pick(size_t n) { return (size_t)(next_random() % n); }
 
 /* A new fiber's start (apart from its caller: getcontext returns twice,
  * like setjmp). */
@@ -238,20 +275,47 @@ __attribute__((noinline)) void make_fiber(fiber &f)
     f.entered = false;
 }
 
+/* Runs the fibers that can run until none can: in index order, a round
+ * at a time, warps released after each round; or (shuffled) one random
+ * fiber at a time, its warp released as soon as its last lane arrives. */
+void run_runnable()
+{
+    size_t n = n_threads;
+    if (!shuffle_seed) {
+        do {
+            for (size_t i = 0; i < n; i++) {
+                if (fibers[i].st == RUN) {
+                    cur = i;
+                    to_fiber(i);
+                }
+            }
+        } while (release_warps());
+        return;
+    }
+    std::vector<size_t> ready;
+    for (size_t i = 0; i < n; i++)
+        if (fibers[i].st == RUN)
+            ready.push_back(i);
+    while (!ready.empty()) {
+        size_t j = pick(ready.size()), i = ready[j];
+        ready[j] = ready.back();
+        ready.pop_back();
+        cur = i;
+        to_fiber(i);
+        size_t w = i / 32 * 32;
+        if (fibers[i].st == AT_WARP && release_warp(w))
+            for (size_t l = w; l < std::min(n, w + 32); l++)
+                ready.push_back(l);
+    }
+}
+
 void run_block()
 {
     size_t n = n_threads;
     for (size_t i = 0; i < n; i++)
         fibers[i].st = RUN;
     for (;;) {
-        for (size_t i = 0; i < n; i++) {
-            if (fibers[i].st == RUN) {
-                cur = i;
-                to_fiber(i);
-            }
-        }
-        if (release_warps())
-            continue;
+        run_runnable();
         size_t done = 0, at_block = 0;
         for (size_t i = 0; i < n; i++) {
             done += fibers[i].st == DONE;
@@ -273,6 +337,7 @@ void run_block()
             fibers[i].pred = any;
             fibers[i].st = RUN;
         }
+        emu_race::barrier();
     }
 }
 
@@ -376,19 +441,33 @@ void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<v
     cur_grid = grid;
     cur_bdim = block;
     cur_body = &body;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                cur_block = dim3(x, y, z);
-                /* NaN in every float */
-                unsigned char *sh = smem ? guarded_alloc(smem, 0xff) : nullptr;
-                if (smem && !sh)
-                    die("out of memory for shared memory");
-                cur_smem = reinterpret_cast<float *>(sh);
-                run_block();
-                guarded_free(sh, smem, "shared memory");
-                cur_smem = nullptr;
-            }
+    if (!shuffle_read) {
+        const char *e = getenv("ALALLO_EMU_SHUFFLE");
+        shuffle_seed = e && *e ? strtoull(e, nullptr, 10) : 0;
+        rng_state = shuffle_seed;
+        shuffle_read = true;
+    }
+    size_t blocks = (size_t)grid.x * grid.y * grid.z;
+    std::vector<size_t> order(blocks);
+    for (size_t b = 0; b < blocks; b++)
+        order[b] = b;
+    if (shuffle_seed)
+        for (size_t b = blocks; b > 1; b--)
+            std::swap(order[b - 1], order[pick(b)]);
+    for (size_t b : order) {
+        cur_block = dim3((unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                         (unsigned)(b / ((size_t)grid.x * grid.y)));
+        /* NaN in every float */
+        unsigned char *sh = smem ? guarded_alloc(smem, 0xff) : nullptr;
+        if (smem && !sh)
+            die("out of memory for shared memory");
+        cur_smem = reinterpret_cast<float *>(sh);
+        emu_race::block_start(sh, smem, threads, cur_block.x, cur_block.y, cur_block.z);
+        run_block();
+        emu_race::block_end();
+        guarded_free(sh, smem, "shared memory");
+        cur_smem = nullptr;
+    }
 }
 
 } // namespace emu

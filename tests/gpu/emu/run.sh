@@ -14,7 +14,11 @@
 #
 # BUILD_DIR holds a CPU build (libalallo_train.a, libalallo_core.a).
 # EMU_SAN=1 builds the kernels and the emulator with AddressSanitizer and
-# UBSan too (slow: minutes). Exit status: the test's.
+# UBSan too (slow: minutes). EMU_RACE=1 builds the kernels (.cu) for the
+# shared-memory race detector (tests/gpu/emu/emu_race.h: GCC's
+# -fsanitize=thread calls, answered by the emulator). ALALLO_EMU_SHUFFLE=SEED
+# in the environment runs blocks and threads in an order shuffled from SEED
+# (cuda_emu.cc). Exit status: the test's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -25,7 +29,8 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do kernels+=("$1"); shift; done
 [ $# -gt 0 ] && shift
 extra=("$@")
 sanitizers=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-san=() link_san=()
+san=() link_san=() race=()
+[ "${EMU_RACE:-0}" = 1 ] && race=(-fsanitize=thread -fno-tree-loop-distribute-patterns)
 if [ "${EMU_SAN:-0}" = 1 ]; then
   san=("${sanitizers[@]}") link_san=("${sanitizers[@]}")
 elif grep -q '^ALALLO_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
@@ -48,14 +53,17 @@ for k in "${kernels[@]}"; do
   case $k in /*) src=$k ;; *) src=$root/$k ;; esac
   case $k in
     *.c) "${cc[@]}" "${link_san[@]}" -c "$src" -o "$o" ;; # host code (cuda_model.c ...)
-    *) "${cxx[@]}" -x c++ -c "$src" -o "$o" ;;             # kernels, emulator parts
+    *.cu) "${cxx[@]}" "${race[@]}" -x c++ -c "$src" -o "$o" ;; # kernels
+    *) "${cxx[@]}" -x c++ -c "$src" -o "$o" ;;                 # emulator parts
   esac
   objs+=("$o")
 done
 "${cxx[@]}" -c "$root/tests/gpu/emu/cuda_emu.cc" -o "$out/cuda_emu.o"
+"${cxx[@]}" -c "$root/tests/gpu/emu/emu_race.cc" -o "$out/emu_race.o"
 "${cc[@]}" "${link_san[@]}" -c "$root/$test_src" -o "$out/test.o"
-g++ "${link_san[@]}" -o "$out/test" "$out/test.o" "${objs[@]}" "$out/cuda_emu.o" \
+g++ "${link_san[@]}" -o "$out/test" "$out/test.o" "${objs[@]}" "$out/cuda_emu.o" "$out/emu_race.o" \
   "$build/libalallo_train.a" "$build/libalallo_core.a" \
   $(pkg-config --libs openblas libpcre2-8 jansson libsodium cmocka) -fopenmp -lm
-echo "emulated: $test_src on ${kernels[*]}"
+echo "emulated: $test_src on ${kernels[*]}" \
+  "(order: ${ALALLO_EMU_SHUFFLE:+shuffled, seed }${ALALLO_EMU_SHUFFLE:-fixed}${race:+; race detector on})"
 "$out/test"

@@ -1,0 +1,394 @@
+#!/usr/bin/python3
+"""bench/train/gpu_model.py - what the CUDA trainer should do on an H100 or
+H200, predicted from FLOPs and bytes, for the design it has and for each
+change issue 36 plans, beside PyTorch + transformers + peft's step at the
+same shape. Python 3's standard library only; no GPU needed.
+
+Each kernel of a step is listed with its FLOPs, the bytes it must move
+and how many launches it takes; its time is the largest of
+  FLOPs / (the unit's peak x its efficiency),
+  bytes / (HBM bandwidth x the copy efficiency),
+  launches x the launch floor,
+and the step's time is their sum plus its host-device syncs. The figures
+are a prediction: scripts/gpu-check.sh's bench is the measurement, and
+the first GPU run sets one against the other (docs/trainer.md, "Predicted
+on an H200").
+
+Peak figures (NVIDIA's datasheets, SXM parts; /work/.library/device/H200.md):
+  H200 SXM  dense bf16 tensor 989 TFLOP/s, fp32 (CUDA cores) 67 TFLOP/s,
+            HBM3e 4.8 TB/s
+  H100 SXM  dense bf16 tensor 989 TFLOP/s, fp32 67 TFLOP/s, HBM3 3.35 TB/s
+Efficiencies (what a kernel reaches of a peak), from measurements on the
+H200s this project is lent (KINDS.md): an 8192^3 bf16 product through
+PyTorch ran at 769-798 TFLOP/s on random data (0.80 of 989), a
+device-to-device copy at ~4.3 TB/s (0.88 of 4.8). The rest are stated
+assumptions, each in EFF below with its reason.
+
+MFU is the honest one (/work/shared/reference/FACTS.md, the same FLOPs as
+`alallo bench train`): model FLOPs per token x tokens / step time / the
+dense bf16 peak (989 TFLOP/s); full fine-tuning counts 6 N + 6 L d T a
+token, LoRA 4 N + 6 N_lora.
+
+usage: gpu_model.py [--gpu H200|H100] [--mode lora|full|qlora|all]
+                    [--batch B] [--seq T] [--eff KEY=VALUE ...] [--kernels]
+                    [--json]
+  --eff      sets one of EFF's efficiencies (e.g. attn_cur_bwd=0.2, from a
+             GPU run's bench/gpu/run.sh), to see what a measured figure
+             does to the prediction
+  --kernels  the per-kernel table of the current design and of all the
+             changes together, for each mode
+  --json     one JSON object instead of the tables
+"""
+import argparse
+import json
+import sys
+
+GPUS = {
+    "H200": {"tc": 989e12, "fp32": 67e12, "bw": 4.8e12},
+    "H100": {"tc": 989e12, "fp32": 67e12, "bw": 3.35e12},
+}
+
+EFF = {
+    "gemm": 0.80,     # large bf16 products (cuBLASLt), measured 0.78-0.81 on an H200
+    "mem": 0.88,      # streaming elementwise kernels, measured copy 4.3 of 4.8 TB/s
+    "cuda_fp32": 0.50,  # rank-16 fp32 products on CUDA cores: the K loop is short,
+                        # half the fp32 peak (they are memory-bound at 8192 tokens anyway)
+    "nf4_fused": 0.78,  # a product that decodes NF4 tile by tile as it loads it: the
+                        # decode hides under the copies at 8192 rows, taken as 0.975
+                        # of a plain product
+    # attention, of the bf16 tensor peak (causal FLOPs counted once):
+    # FlashAttention-2 at head dim 64 on an H100 forward ~0.35, backward ~0.25
+    # (its authors' figures; PyTorch's SDPA dispatches to it)
+    "attn_fa2_fwd": 0.35,
+    "attn_fa2_bwd": 0.25,
+    # alallo's attention after change 3 (FlashAttention-2's design in its
+    # own kernel): taken at FlashAttention-2's rate, the design's aim; a
+    # first version may well reach less (--eff attn_new_fwd=...)
+    "attn_new_fwd": 0.35,
+    "attn_new_bwd": 0.25,
+    # alallo's current tensor-core attention (cuda_attn_tc.cu): fp32 Q/K/V
+    # read with scalar loads, no asynchronous copies, S, P and the O
+    # accumulator round-tripping shared memory each key tile, a 4-way bank
+    # conflict in its softmax: taken as under half of FlashAttention-2's
+    # rate, and its 7-product backward at the same rate per FLOP
+    "attn_cur_fwd": 0.15,
+    "attn_cur_bwd": 0.10,
+}
+LAUNCH_S = 4e-6        # a kernel's floor outside a graph (launch and gap)
+GRAPH_LAUNCH_S = 1.5e-6  # inside a CUDA graph
+SYNC_S = 25e-6         # a host-device sync: the queue drains, a copy, a relaunch
+TORCH_OP_S = 6e-6      # PyTorch eager: a floor per kernel (dispatch overlapped)
+
+SHAPE_1B = {"d": 2048, "L": 16, "H": 32, "KV": 8, "hd": 64, "I": 8192, "V": 128256, "r": 16}
+
+# The designs: the current one, each change of issue 36 alone on top of it,
+# all of them, and PyTorch + peft's step as it is built.
+CURRENT = {
+    "act": 4,            # activation bytes (fp32)
+    "convert": True,     # a separate fp32 -> bf16 pass before each product
+    "lora": "fp32",      # rank-r products in fp32 on CUDA cores, 6 a projection
+    "attn": "current",   # cuda_attn_tc.cu: 7-product backward ("new": change 3;
+                         # "fa2": PyTorch's SDPA)
+    "nf4": "decode",     # NF4 decoded to a full bf16 matrix before each product
+    "graph": False,
+    "syncs": 38,         # host-device syncs a step (most in the chunked head)
+    "torch": False,
+}
+CHANGES = [
+    ("1 bf16 activations", {"act": 2, "convert": False}),
+    ("2 LoRA on tensor cores", {"lora": "tc"}),
+    ("3 FA2-style attention", {"attn": "new"}),
+    ("4 NF4 inside the product", {"nf4": "fused"}),
+    ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
+]
+TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode",
+         "graph": False, "syncs": 2, "torch": True}
+
+
+class Step:
+    """The kernels of one training step and their predicted times."""
+
+    def __init__(self, gpu, design):
+        self.gpu = GPUS[gpu]
+        self.design = design
+        self.kernels = {}  # name -> [launches, flops, bytes, seconds]
+
+    def add(self, name, flops=0.0, nbytes=0.0, unit="tc", eff=None, launches=1):
+        g, d = self.gpu, self.design
+        rate = {"tc": g["tc"], "fp32": g["fp32"]}[unit] * (
+            eff if eff is not None else EFF["gemm"] if unit == "tc" else EFF["cuda_fp32"])
+        floor = (TORCH_OP_S if d["torch"] else GRAPH_LAUNCH_S if d["graph"] else LAUNCH_S)
+        t = max(flops / rate, nbytes / (g["bw"] * EFF["mem"]), launches * floor)
+        k = self.kernels.setdefault(name, [0, 0.0, 0.0, 0.0])
+        k[0] += launches
+        k[1] += flops
+        k[2] += nbytes
+        k[3] += t
+
+    def mem(self, name, nbytes, launches=1):
+        self.add(name, 0.0, nbytes, launches=launches)
+
+    def seconds(self):
+        return sum(k[3] for k in self.kernels.values()) + self.design["syncs"] * SYNC_S
+
+    def bytes_of(self, prefix):
+        return sum(k[2] for n, k in self.kernels.items() if n.startswith(prefix))
+
+
+def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
+    """mode: lora (16-bit base), qlora (NF4 base), full."""
+    st = Step(gpu, design)
+    d, L, I, V, r = s["d"], s["L"], s["I"], s["V"], s["r"]
+    dkv = s["KV"] * s["hd"]
+    N = B * T
+    a = design["act"]
+    full, nf4 = mode == "full", mode == "qlora"
+    recompute = nf4  # alallo and peft both recompute each layer for QLoRA
+    lora = None if full else design["lora"]  # full fine-tuning has no adapters
+    # the seven projections: (name, in, out, the group that shares an input)
+    projs = [("q", d, d, "qkv"), ("k", d, dkv, "qkv"), ("v", d, dkv, "qkv"),
+             ("o", d, d, "o"), ("gate", d, I, "gu"), ("up", d, I, "gu"), ("down", I, d, "down")]
+
+    def convert(n):  # a product's input: fp32 -> bf16 in a pass of its own
+        if design["convert"]:
+            st.mem("elementwise: fp32->bf16 conversions", n * 6)
+
+    def weight(din, dout):
+        """bytes the product reads for the base weight, after any decode"""
+        if nf4 and design["nf4"] == "decode":
+            st.mem("nf4: decode to a full matrix", din * dout * (0.5 + 2) + din * dout / 64 * 4)
+            return din * dout * 2
+        if nf4:
+            return din * dout * (0.5 + 4 / 64)
+        return din * dout * 2
+
+    def product(name, m, n, k, a_in, c_out, wbytes, fused_nf4=False, extra_flops=0.0):
+        eff = EFF["nf4_fused"] if fused_nf4 else None
+        st.add("gemm: " + name, 2.0 * m * n * k + extra_flops, m * k * a_in + wbytes + m * n * c_out,
+               eff=eff)
+
+    def lora_forward(p, din, dout, first_of_group):
+        kind = lora
+        if kind == "fp32":  # x A then (x A) B added into y, fp32 on CUDA cores
+            st.add("lora fp32: forward", 2.0 * N * din * r, N * din * 4 + N * r * 4, unit="fp32")
+            st.add("lora fp32: forward", 2.0 * N * r * dout, N * r * 4 + N * dout * 8, unit="fp32")
+        elif kind == "peft":  # lora_A, lora_B, * scaling, + result: separate kernels
+            st.add("peft lora: forward products", 2.0 * N * din * r, N * din * 2 + N * r * 2)
+            st.add("peft lora: forward products", 2.0 * N * r * dout, N * r * 2 + N * dout * 2)
+            st.mem("peft lora: scale and add", N * dout * 2 * 5, launches=2)
+        # "tc": x A in the base product (its columns beside W's), (x A) B
+        # folded into it as r more K: FLOPs in the base product, no pass
+
+    def lora_backward(p, din, dout, first_of_group):
+        kind = lora
+        if kind == "fp32":  # dB, d(xA), dA, dX += d(xA) A^T, fp32
+            st.add("lora fp32: backward", 2.0 * N * r * dout, N * dout * 4 + N * r * 4, unit="fp32")
+            st.add("lora fp32: backward", 2.0 * N * r * dout, N * dout * 4 + N * r * 4, unit="fp32")
+            st.add("lora fp32: backward", 2.0 * N * din * r, N * din * 4 + N * r * 4, unit="fp32")
+            st.add("lora fp32: backward", 2.0 * N * din * r, N * r * 4 + N * din * 8, unit="fp32")
+        elif kind == "tc":  # grouped bf16: dB and d(xA) read dY once; dA reads x
+            # once per group; dX's share rides in the base dX product (K + r)
+            st.add("lora tc: backward (grouped)", 4.0 * N * r * dout, N * dout * 2 + N * r * 4,
+                   launches=1 if first_of_group else 0)
+            st.add("lora tc: backward (grouped)", 2.0 * N * din * r,
+                   (N * din * 2 if first_of_group else 0) + N * r * 2,
+                   launches=1 if first_of_group else 0)
+        else:  # peft: autograd through the four modules
+            st.mem("peft lora: scale backward", N * dout * 2 * 2)
+            st.add("peft lora: backward products", 2.0 * N * r * dout, N * dout * 2 + N * r * 2)
+            st.add("peft lora: backward products", 2.0 * N * r * dout, N * dout * 2 + N * r * 2)
+            st.add("peft lora: backward products", 2.0 * N * din * r, N * din * 2 + N * r * 2)
+            st.add("peft lora: backward products", 2.0 * N * din * r, N * r * 2 + N * din * 2)
+            st.mem("peft lora: dX accumulate", N * din * 2 * 3)
+
+    def layer_forward():
+        st.mem("elementwise: norms", N * d * (a + a) + (N * d * 4 * 3 if design["torch"] else 0))
+        convert(N * d)
+        for name, din, dout, grp in projs[:3]:
+            ex = 2.0 * N * r * (din + dout) if lora == "tc" else 0.0
+            product("projections forward", N, dout, din, 2, a, weight(din, dout),
+                    nf4 and design["nf4"] == "fused", ex)
+            lora_forward(name, din, dout, name == "q")
+        st.mem("elementwise: rope", N * (d + dkv) * a * 2 * (2 if design["torch"] else 1))
+        attn_forward()
+        convert(N * d)
+        for name, din, dout, grp in projs[3:]:
+            if name == "down":
+                st.mem("elementwise: swiglu", N * I * a * 3 * (2 if design["torch"] else 1))
+                convert(N * I)
+            elif name == "gate":
+                st.mem("elementwise: residual adds", N * d * a * 3)
+                st.mem("elementwise: norms", N * d * (a + a) + (N * d * 4 * 3 if design["torch"] else 0))
+                convert(N * d)
+            ex = 2.0 * N * r * (din + dout) if lora == "tc" else 0.0
+            product("projections forward", N, dout, din, 2, a, weight(din, dout),
+                    nf4 and design["nf4"] == "fused", ex)
+            lora_forward(name, din, dout, name in ("o", "gate", "down"))
+        st.mem("elementwise: residual adds", N * d * a * 3)
+
+    def attn_flops():
+        return 4.0 * B * s["H"] * T * T * s["hd"] / 2  # QK^T and PV, causal half
+
+    def attn_forward():
+        k = design["attn"]
+        eff = EFF["attn_" + ("cur" if k == "current" else k) + "_fwd"]
+        st.add("attention: forward", attn_flops(), N * (d + 2 * dkv) * a + N * d * a, eff=eff)
+
+    def attn_backward():
+        k = design["attn"]
+        products = 7 if k == "current" else 5
+        eff = EFF["attn_" + ("cur" if k == "current" else k) + "_bwd"]
+        st.mem("attention: backward", N * d * a * 2)  # D = rowsum(dO o O)
+        st.add("attention: backward", attn_flops() * products / 2,
+               N * (d + 2 * dkv) * a * 2 + N * d * a * 2, eff=eff)
+
+    def layer_backward():
+        if recompute:
+            layer_forward()
+        for name, din, dout, grp in reversed(projs):
+            if name == "down":
+                st.mem("elementwise: residual adds", N * d * a * 2)
+            convert(N * dout)  # dY
+            ex = 2.0 * N * r * din if lora == "tc" else 0.0
+            product("projections dX", N, din, dout, 2, a, weight(din, dout),
+                    nf4 and design["nf4"] == "fused", ex)
+            if full:
+                convert(N * din)  # the kept input, again in bf16 for dW
+                st.add("gemm: projections dW", 2.0 * N * din * dout,
+                       N * din * 2 + N * dout * 2 + din * dout * 4)
+            lora_backward(name, din, dout, name in ("q", "o", "gate", "down"))
+            if name == "gate":
+                st.mem("elementwise: swiglu backward", N * I * a * 5 * (2 if design["torch"] else 1))
+            if name == "o":
+                st.mem("elementwise: norms backward", N * d * a * 4)
+            if name == "q":
+                st.mem("elementwise: rope backward", N * (d + dkv) * a * 2)
+        attn_backward()
+        st.mem("elementwise: norms backward", N * d * a * 4)
+
+    # the embedding, the layers, the head
+    st.mem("elementwise: embedding", N * d * a + N * 4)
+    for _ in range(L):
+        layer_forward()
+    st.mem("elementwise: norms", N * d * a * 2)
+    convert(N * d)
+    logit_bytes = 4  # the head's logits in fp32 (chunked), in both designs
+    product("head forward", N, V, d, 2, logit_bytes, V * d * 2)
+    chunks = 8
+    st.mem("head: cross-entropy", N * V * logit_bytes * 3 + (N * V * 4 * 2 if design["torch"] else 0),
+           launches=chunks)
+    if design["convert"] or design["torch"]:
+        st.mem("elementwise: fp32->bf16 conversions", N * V * 6)  # dlogits for the products
+    product("head dX", N, d, V, 2, a, V * d * 2)
+    if full:
+        st.add("gemm: head dW", 2.0 * N * V * d, N * V * 2 + N * d * 2 + V * d * 4)
+    for _ in range(L):
+        layer_backward()
+    n_params = (L * sum(p[1] * p[2] for p in projs) + V * d)
+    if full:
+        st.mem("elementwise: embedding backward", N * d * 4 * 2)
+        # AdamW: fp32 master, grad, two moments, the bf16 copy; the grads
+        # zeroed and summed for the norm clip. PyTorch's fused AdamW, with
+        # autocast's per-step cast of each fp32 weight to bf16.
+        per = 4 + 4 + 8 + 8 + 2 + 4 + 4 if not design["torch"] else 28 + 6
+        st.mem("optimizer: AdamW", n_params * per, launches=4)
+    else:
+        n_lora = L * sum(r * (p[1] + p[2]) for p in projs)
+        st.mem("optimizer: AdamW", n_lora * 40, launches=4 * 7 * L if design["torch"] else 4)
+    return st
+
+
+def flops_per_token(mode, T, s=SHAPE_1B):
+    d, L, I, V, r = s["d"], s["L"], s["I"], s["V"], s["r"]
+    dkv = s["KV"] * s["hd"]
+    per_layer = d * d * 2 + d * dkv * 2 + 3 * d * I
+    n = L * per_layer + V * d + L * 2 * d + d  # tied head; the norms' weights
+    if mode == "full":
+        return 6.0 * n + 6.0 * L * d * T
+    n_lora = L * r * (4 * d + 2 * (d + dkv) + 3 * (d + I))
+    return 4.0 * n + 6.0 * n_lora
+
+
+def predict(gpu, design, mode, B, T):
+    st = build_step(gpu, design, mode, B, T)
+    sec = st.seconds()
+    tok = B * T / sec
+    return {"step_s": sec, "tokens_per_s": tok,
+            "mfu": flops_per_token(mode, T) * tok / GPUS[gpu]["tc"],
+            "elementwise_gb": st.bytes_of("elementwise") / 1e9, "step": st}
+
+
+def variants():
+    out = [("current design", dict(CURRENT))]
+    for name, change in CHANGES:
+        dsg = dict(CURRENT)
+        dsg.update(change)
+        out.append(("+ change " + name + " alone", dsg))
+    allc = dict(CURRENT)
+    for _, change in CHANGES:
+        allc.update(change)
+    out.append(("all five changes", allc))
+    return out
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpu", default="H200", choices=sorted(GPUS))
+    ap.add_argument("--mode", default="all", choices=["lora", "qlora", "full", "all"])
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--eff", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--kernels", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    o = ap.parse_args(argv)
+    for kv in o.eff:
+        key, _, val = kv.partition("=")
+        try:
+            if key not in EFF or not 0 < float(val) <= 1:
+                raise ValueError
+        except ValueError:
+            ap.error(f"--eff {kv}: want KEY=VALUE, KEY one of {', '.join(EFF)}, 0 < VALUE <= 1")
+        EFF[key] = float(val)
+    modes = ["lora", "full", "qlora"] if o.mode == "all" else [o.mode]
+    result = {"gpu": o.gpu, "peak": GPUS[o.gpu], "eff": EFF, "batch": o.batch, "seq": o.seq,
+              "shape": "1b", "modes": {}}
+    for mode in modes:
+        torch = predict(o.gpu, TORCH, mode, o.batch, o.seq)
+        rows = []
+        for name, dsg in variants():
+            p = predict(o.gpu, dsg, mode, o.batch, o.seq)
+            rows.append((name, p))
+        result["modes"][mode] = {
+            "pytorch_peft": {k: v for k, v in torch.items() if k != "step"},
+            "alallo": [dict(design=n, vs_torch=p["tokens_per_s"] / torch["tokens_per_s"],
+                            **{k: v for k, v in p.items() if k != "step"}) for n, p in rows]}
+        if o.json:
+            continue
+        label = {"lora": "16-bit LoRA", "full": "full fine-tuning", "qlora": "4-bit QLoRA"}[mode]
+        print(f"== {label}, 1b shape, batch {o.batch} x {o.seq}, {o.gpu} "
+              f"(bf16 {GPUS[o.gpu]['tc'] / 1e12:.0f} TFLOP/s, {GPUS[o.gpu]['bw'] / 1e12:.2f} TB/s)")
+        print(f"{'design':46s} {'step ms':>8s} {'tokens/s':>9s} {'MFU':>6s} {'x torch':>8s}"
+              f" {'elementwise GB':>15s}")
+        print(f"{'PyTorch + peft (predicted)':46s} {torch['step_s'] * 1e3:8.1f} "
+              f"{torch['tokens_per_s']:9.0f} {torch['mfu']:6.1%} {1:8.2f} "
+              f"{torch['elementwise_gb']:15.1f}")
+        for name, p in rows:
+            print(f"{name:46s} {p['step_s'] * 1e3:8.1f} {p['tokens_per_s']:9.0f} {p['mfu']:6.1%} "
+                  f"{p['tokens_per_s'] / torch['tokens_per_s']:8.2f} {p['elementwise_gb']:15.1f}")
+        if o.kernels:
+            for name, p in (rows[0], rows[-1], ("PyTorch + peft", torch)):
+                print(f"  -- kernels, {name}")
+                for kn, (launches, fl, nb, t) in sorted(p["step"].kernels.items(),
+                                                         key=lambda kv: -kv[1][3]):
+                    print(f"  {kn:40s} {t * 1e3:8.2f} ms {launches:6d} launches "
+                          f"{fl / 1e12:8.2f} TFLOP {nb / 1e9:8.1f} GB")
+                print(f"  {'host-device syncs':40s} "
+                      f"{p['step'].design['syncs'] * SYNC_S * 1e3:8.2f} ms")
+        print()
+    if o.json:
+        print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
