@@ -102,22 +102,34 @@ describe('the resident inference engine', () => {
 
   test('concurrent requests of two accounts on different adapters are batched, each its own answer', async () => {
     const other = s.account('engine-other');
-    const [before] = await engineCall(sock, '{"stats":true}');
-    const asks = [];
-    for (let i = 0; i < 2; i++) {
-      asks.push(['tiny', complete('tiny')], ['lora', complete(lora.fine_tuned_model)], ['ckpt', complete(ckpt.fine_tuned_model_checkpoint)]);
-      asks.push(['full', complete(full.fine_tuned_model)], ['tiny', complete('tiny', other)]);
+    // Whether ten requests sent at once reach the engine while the others
+    // still run depends on the machine's load: on a loaded 2-core machine a
+    // round can be served one request after another. Every round must give
+    // each request its own answer; at least one of five must batch (a
+    // batcher that never batches fails all five).
+    const rounds = [];
+    for (let round = 0; round < 5; round++) {
+      const [before] = await engineCall(sock, '{"stats":true}');
+      const asks = [];
+      for (let i = 0; i < 2; i++) {
+        asks.push(['tiny', complete('tiny')], ['lora', complete(lora.fine_tuned_model)], ['ckpt', complete(ckpt.fine_tuned_model_checkpoint)]);
+        asks.push(['full', complete(full.fine_tuned_model)], ['tiny', complete('tiny', other)]);
+      }
+      const got = await Promise.all(asks.map(([, p]) => p));
+      got.forEach((r, i) => {
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.json.choices[0].text, want[asks[i][0]], asks[i][0]);
+      });
+      const [afterStats] = await engineCall(sock, '{"stats":true}');
+      const tokens = afterStats.tokens_generated - before.tokens_generated;
+      const steps = afterStats.steps - before.steps;
+      rounds.push(`tokens ${tokens}, steps ${steps}`);
+      // ten answers of up to 12 tokens in fewer steps than tokens: steps carried several sequences
+      if (tokens > steps)
+        break;
     }
-    const got = await Promise.all(asks.map(([, p]) => p));
-    got.forEach((r, i) => {
-      assert.equal(r.status, 200, r.text);
-      assert.equal(r.json.choices[0].text, want[asks[i][0]], asks[i][0]);
-    });
-    const [afterStats] = await engineCall(sock, '{"stats":true}');
-    const tokens = afterStats.tokens_generated - before.tokens_generated;
-    const steps = afterStats.steps - before.steps;
-    // ten answers of up to 12 tokens in fewer steps than tokens: steps carried several sequences
-    assert.ok(tokens > steps, `tokens ${tokens}, steps ${steps}`);
+    const last = rounds[rounds.length - 1].match(/tokens (\d+), steps (\d+)/);
+    assert.ok(Number(last[1]) > Number(last[2]), rounds.join('; '));
   });
 
   test('the engine killed: 503 with Retry-After, then the restarted engine answers', async () => {
