@@ -208,17 +208,26 @@ void tl_note_shown(const struct tl_state *s, struct tl_shown shown[EST_TL_CELLS]
                                 .high_s = mid * (1.0 + rel_hi)};
 }
 
-void tl_history_add(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
-                    struct est_history *h)
+void tl_spreads(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                double out[EST_TL_CELLS][2])
 {
     for (int c = 0; c < EST_TL_CELLS; c++) {
         const struct tl_shown *sh = &shown[c];
         double truth = finish_t - sh->t;
-        if (!sh->set || !(truth > 0) || !(sh->low_s > 0))
-            continue;
-        est_history_add_tl_spread(h, c, 0, log(sh->low_s / truth));
-        est_history_add_tl_spread(h, c, 1, log(truth / sh->high_s));
+        bool ok = sh->set && truth > 0 && sh->low_s > 0 && sh->high_s > 0;
+        out[c][0] = ok ? log(sh->low_s / truth) : NAN;
+        out[c][1] = ok ? log(truth / sh->high_s) : NAN;
     }
+}
+
+void tl_history_add(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                    struct est_history *h)
+{
+    double sp[EST_TL_CELLS][2];
+    tl_spreads(shown, finish_t, sp);
+    for (int c = 0; c < EST_TL_CELLS; c++)
+        for (int side = 0; side < 2; side++)
+            est_history_add_tl_spread(h, c, side, sp[c][side]); /* NAN: ignored */
 }
 
 void tl_before_start(double est_low_s, double est_high_s, double train_low_s,

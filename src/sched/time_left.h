@@ -101,6 +101,12 @@ void tl_calibrate(struct tl_state *s, const struct est_history *h);
  * before its margin, as of the report. */
 void tl_note_shown(const struct tl_state *s, struct tl_shown shown[EST_TL_CELLS] /* IN/OUT */);
 
+/* How far outside each end (below [0], above [1]) of the band noted in
+ * each cell the time truly left at finish_t fell, in logs (> 0 outside);
+ * NAN where nothing was noted. */
+void tl_spreads(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                double out[EST_TL_CELLS][2] /* OUT */);
+
 /* The job succeeded at finish_t: adds, for each cell where a band was
  * noted, how far outside each of its ends the time left the job truly had
  * fell (est_history_add_tl_spread). */
