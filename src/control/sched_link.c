@@ -262,6 +262,8 @@ static void add_locked(struct sched_link *l, const struct store_calibration *k)
                               (enum worker_class)k->class_, k->actual_a, k->nominal_a);
     else if (strcmp(k->kind, "spread") == 0)
         est_history_add_spread(&l->history, k->waited, log(k->actual_a / k->nominal_a));
+    else if (strcmp(k->kind, "tl") == 0) /* time left: cell, side in goal */
+        est_history_add_tl_spread(&l->history, k->waited, k->goal, log(k->actual_a / k->nominal_a));
     else if (strcmp(k->kind, "job") == 0)
         est_history_add_job(&l->history, (enum plan_method)k->method,
                             (enum worker_class)k->class_, k->waited != 0,
@@ -992,9 +994,12 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
  *   A id fence rate start done kept train_s began ended_s ended billed_to billed_micros
  *   C from cancel_s cancel_step cancel_micros     (only once a cancel was priced)
  *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
- *     ewma ewma_var nominal_step_s class model_factor [ref_step ref_t]
+ *     ewma ewma_var nominal_step_s class model_factor [ref_step ref_t
+ *     [margin_below margin_above] x EST_TL_CELLS]
  *     (only while an attempt runs; lines written before ref_step and ref_t
- *     were kept read them as the attempt's start)
+ *     were kept read them as the attempt's start, before the margins as 0)
+ *   N cell t low high     (the time-left band first shown in each share-done
+ *                          cell, over the job's attempts: tl_note_shown)
  * Doubles are written with %.17g so a round trip is exact. */
 
 bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
@@ -1032,13 +1037,35 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
         const struct tl_state *t = &st->tl;
         n = snprintf(out + len, cap - len,
                      "T %ld %ld %ld %.17g %.17g %.17g %.17g %d %ld %.17g %d %.17g %.17g %.17g %d %.17g"
-                     " %ld %.17g\n",
+                     " %ld %.17g",
                      t->max_steps, t->start_step, t->switch_after, t->est_low_s, t->est_high_s,
                      t->startup_s, t->begin_t, t->have_ref ? 1 : 0, t->last_step, t->last_t,
                      t->samples, t->ewma_s, t->ewma_var, st->nominal_step_s, st->worker_class,
                      st->model_factor, t->ref_step, t->ref_t);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
+        len += (size_t)n;
+        /* the margins (tl_calibrate), cell by cell, below and above */
+        for (int c = 0; c < EST_TL_CELLS; c++) {
+            n = snprintf(out + len, cap - len, " %.17g %.17g", t->margin[c][0], t->margin[c][1]);
+            if (n < 0 || (size_t)n >= cap - len)
+                return false;
+            len += (size_t)n;
+        }
+        n = snprintf(out + len, cap - len, "\n");
+        if (n < 0 || (size_t)n >= cap - len)
+            return false;
+        len += (size_t)n;
+    }
+    for (int c = 0; c < EST_TL_CELLS; c++) {
+        const struct tl_shown *sh = &st->tl_shown[c];
+        if (!sh->set)
+            continue;
+        n = snprintf(out + len, cap - len, "N %d %.17g %.17g %.17g\n", c, sh->t, sh->low_s,
+                     sh->high_s);
+        if (n < 0 || (size_t)n >= cap - len)
+            return false;
+        len += (size_t)n;
     }
     return true;
 }
@@ -1067,6 +1094,18 @@ static bool read_tl_line(const char *line, struct sched_state *out)
     if (got == 16) { /* written before the reference was kept */
         t->ref_step = t->start_step;
         t->ref_t = t->begin_t;
+    }
+    /* The margins follow; a line written before them has none (0). */
+    const char *m = buf;
+    for (int field = 0; got == 18 && field < 19 && m; field++) {
+        m = strchr(m, ' ');
+        m = m ? m + 1 : NULL;
+    }
+    for (int c = 0; m && c < EST_TL_CELLS; c++) {
+        int used = 0;
+        if (sscanf(m, "%lf %lf%n", &t->margin[c][0], &t->margin[c][1], &used) != 2)
+            return false;
+        m += used;
     }
     t->have_ref = have_ref != 0;
     out->has_tl = true;
@@ -1127,6 +1166,17 @@ bool sched_state_read(const char *text, struct sched_state *out)
     if (p && p[1] == 'T') {
         if (!read_tl_line(p + 1, out))
             return false;
+        p = strchr(p + 1, '\n');
+    }
+    /* The time-left bands shown, one line per share-done cell. */
+    while (p && p[1] == 'N') {
+        int c = -1;
+        struct tl_shown sh = {.set = true};
+        if (sscanf(p + 1, "N %d %lf %lf %lf", &c, &sh.t, &sh.low_s, &sh.high_s) != 4 || c < 0 ||
+            c >= EST_TL_CELLS)
+            return false;
+        out->tl_shown[c] = sh;
+        p = strchr(p + 1, '\n');
     }
     return true;
 }
@@ -1143,6 +1193,13 @@ void sched_state_of_job(const struct store_job *j, struct sched_state *out)
 double sched_link_money(int64_t micros)
 {
     return (double)micros / 1e6;
+}
+
+void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t)
+{
+    pthread_mutex_lock(&l->mu);
+    tl_calibrate(t, &l->history);
+    pthread_mutex_unlock(&l->mu);
 }
 
 void sched_link_train_range(struct sched_link *l, const struct store_job *j,

@@ -68,6 +68,9 @@ struct sched_state {
                                the model's factor                          */
     double model_factor;    /* sched_link_model_factor() at its start     */
     int worker_class;       /* enum worker_class of its worker            */
+    /* The job's, over its attempts: the first pace band shown in each
+     * share-done cell (tl_note_shown), measured at its success. */
+    struct tl_shown tl_shown[EST_TL_CELLS];
 };
 
 struct sched_link;
@@ -187,6 +190,10 @@ void sched_state_of_job(const struct store_job *j, struct sched_state *out /* OU
  * that does not lead (leadership.h): a standby never runs a pass. */
 enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
                                 char job_out[IDS_MAX] /* OUT, may be NULL */);
+
+/* Sets the margins of an attempt's time left (t, just begun) from the
+ * history (tl_calibrate); they are kept with it in the ledger state. */
+void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t);
 
 /* The training-time range of `steps` of job j's `max_steps` on a worker,
  * from the history (for time left and the budget at an attempt's start). */

@@ -249,6 +249,33 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
     return lifecycle__calibrate(c, w, &k);
 }
 
+/* A job succeeded: where the time it truly had left fell against each
+ * time-left band it was shown (tl_spreads), for their margins: rows of
+ * kind "tl", the cell in `waited`, the end in `goal`, a log kept as exp. */
+static enum alallo_err calibrate_time_left(struct events_ctx *c, const struct store_job *j,
+                                           struct store_writes *w)
+{
+    struct sched_plan p;
+    if (!c->st || !sched_plan_read(j->plan, &p))
+        return ERR_OK;
+    double tl[EST_TL_CELLS][2];
+    tl_spreads(c->st->tl_shown, (double)j->finished_ms / 1000.0, tl);
+    struct store_calibration k = {.method = (int)p.method, .class_ = (int)p.class_,
+                                  .nominal_a = 1.0, .created_ms = c->now};
+    text_copy(k.kind, sizeof k.kind, "tl");
+    enum alallo_err e = ERR_OK;
+    for (int cell = 0; !e && cell < EST_TL_CELLS; cell++)
+        for (int side = 0; !e && side < 2; side++) {
+            if (!isfinite(tl[cell][side]))
+                continue;
+            k.waited = cell;
+            k.goal = side;
+            k.actual_a = exp(tl[cell][side]);
+            e = lifecycle__calibrate(c, w, &k);
+        }
+    return e;
+}
+
 /* A report of `t->step` steps: the ledger's training time comes from the
  * trainer's own clock (its events' `t`), so that batching and delivery
  * delays neither bill nor hide time; time left sees it on the server's
@@ -270,8 +297,10 @@ static void progress(struct events_ctx *c, struct store_job *j, struct store_att
     struct ledger_attempt *la = ledger_current(&c->st->ledger, c->st->ledger.fence);
     if (la && step >= la->done_step && train_s >= la->train_s)
         ledger_attempt_progress(&c->st->ledger, c->st->ledger.fence, step, train_s);
-    if (c->st->has_tl && j->run_started_ms)
+    if (c->st->has_tl && j->run_started_ms) {
         tl_observe(&c->st->tl, step, (double)j->run_started_ms / 1000.0 + train_s);
+        tl_note_shown(&c->st->tl, c->st->tl_shown);
+    }
 }
 
 /* The trainer measured its peak memory: move the job when it is above
@@ -601,6 +630,8 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
             e = lifecycle__settle(c, j, a, &o.ledger, w);
         if (!e)
             e = calibrate_job(c, j, w);
+        if (!e)
+            e = calibrate_time_left(c, j, w);
         if (!e && t->early_stopped)
             e = note_early_stop(c, w, j, a, t);
         if (!e)

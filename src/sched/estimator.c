@@ -21,6 +21,8 @@
 #define BORROW_BELOW 30u
 /* The most rings one band reads: a cell and its neighbours. */
 #define MAX_RINGS (PLAN_METHOD_COUNT * WORKER_CLASS_COUNT)
+/* The most rings one margin reads. */
+#define MAX_MARGIN_RINGS (EST_TL_CELLS > EST_WAIT_CELLS ? EST_TL_CELLS : EST_WAIT_CELLS)
 /* Log ratios are clamped to this, so one absurd report cannot wreck a band. */
 #define LOG_RATIO_MAX 5.0
 /* Default bands (multipliers of nominal) for a service with no history yet:
@@ -46,14 +48,19 @@ static bool positive(double x)
     return x > 0 && isfinite(x);
 }
 
+static void ring_push(struct est_ring *r, double v)
+{
+    r->log_ratio[r->next] = (float)v;
+    r->next = (r->next + 1) % EST_HISTORY_CAP;
+    if (r->n < EST_HISTORY_CAP)
+        r->n++;
+}
+
 static void ring_add(struct est_ring *r, double actual_s, double nominal_s)
 {
     if (!positive(actual_s) || !positive(nominal_s))
         return;
-    r->log_ratio[r->next] = (float)clamp_log(log(actual_s / nominal_s));
-    r->next = (r->next + 1) % EST_HISTORY_CAP;
-    if (r->n < EST_HISTORY_CAP)
-        r->n++;
+    ring_push(r, clamp_log(log(actual_s / nominal_s)));
 }
 
 static bool valid_cell(enum plan_method m, enum worker_class c)
@@ -111,11 +118,7 @@ void est_history_add_spread(struct est_history *h, int cell, double spread)
 {
     if (!h || !isfinite(spread) || cell < 0 || cell >= EST_WAIT_CELLS)
         return;
-    struct est_ring *r = &h->spread[cell];
-    r->log_ratio[r->next] = (float)spread;
-    r->next = (r->next + 1) % EST_HISTORY_CAP;
-    if (r->n < EST_HISTORY_CAP)
-        r->n++;
+    ring_push(&h->spread[cell], spread);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -217,25 +220,53 @@ struct est_band est_band_start(const struct est_history *h, enum plan_method m,
     return band_from(v, n, default_start[0]);
 }
 
-double est_range_margin(const struct est_history *h, int cell)
+/* The q quantile of the rings rings[order[0..n)] (the first, then while
+ * thin the next ones), pulled towards 0 by MARGIN_PRIOR. */
+static double ring_margin(const struct est_ring *const *rings, int n_rings, double q)
 {
-    if (!h || cell < 0 || cell >= EST_WAIT_CELLS)
-        return 0.0;
-    float v[EST_WAIT_CELLS * EST_HISTORY_CAP];
+    float v[MAX_MARGIN_RINGS * EST_HISTORY_CAP];
     size_t n = 0;
-    /* The cell, then (while thin) its neighbours, nearest first. */
-    static const int order[EST_WAIT_CELLS][EST_WAIT_CELLS] = {{0, 1, 2}, {1, 2, 0}, {2, 1, 0}};
-    for (int k = 0; k < EST_WAIT_CELLS; k++) {
+    for (int k = 0; k < n_rings; k++) {
         if (k > 0 && n >= BORROW_BELOW)
             break;
-        const struct est_ring *r = &h->spread[order[cell][k]];
-        for (uint32_t i = 0; i < r->n; i++)
-            v[n++] = r->log_ratio[i];
+        for (uint32_t i = 0; i < rings[k]->n; i++)
+            v[n++] = rings[k]->log_ratio[i];
     }
     if (n == 0)
         return 0.0;
     qsort(v, n, sizeof v[0], cmp_float);
-    return (double)n / ((double)n + MARGIN_PRIOR) * quantile(v, n, EST_COVER);
+    return (double)n / ((double)n + MARGIN_PRIOR) * quantile(v, n, q);
+}
+
+double est_range_margin(const struct est_history *h, int cell)
+{
+    if (!h || cell < 0 || cell >= EST_WAIT_CELLS)
+        return 0.0;
+    /* The cell, then (while thin) its neighbours, nearest first. */
+    static const int order[EST_WAIT_CELLS][EST_WAIT_CELLS] = {{0, 1, 2}, {1, 2, 0}, {2, 1, 0}};
+    const struct est_ring *r[EST_WAIT_CELLS];
+    for (int k = 0; k < EST_WAIT_CELLS; k++)
+        r[k] = &h->spread[order[cell][k]];
+    return ring_margin(r, EST_WAIT_CELLS, EST_COVER);
+}
+
+void est_history_add_tl_spread(struct est_history *h, int cell, int side, double spread)
+{
+    if (!h || !isfinite(spread) || cell < 0 || cell >= EST_TL_CELLS || side < 0 || side > 1)
+        return;
+    ring_push(&h->tl_spread[cell][side], clamp_log(spread));
+}
+
+double est_tl_margin(const struct est_history *h, int cell, int side)
+{
+    if (!h || cell < 0 || cell >= EST_TL_CELLS || side < 0 || side > 1)
+        return 0.0;
+    static const int order[EST_TL_CELLS][EST_TL_CELLS] = {
+        {0, 1, 2, 3}, {1, 0, 2, 3}, {2, 1, 3, 0}, {3, 2, 1, 0}};
+    const struct est_ring *r[EST_TL_CELLS];
+    for (int k = 0; k < EST_TL_CELLS; k++)
+        r[k] = &h->tl_spread[order[cell][k]][side];
+    return ring_margin(r, EST_TL_CELLS, EST_TL_SIDE_COVER);
 }
 
 struct est_band est_band_job(const struct est_history *h, enum plan_method m,

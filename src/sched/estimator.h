@@ -47,6 +47,9 @@
  * capacity free, a short wait, a long one (est_wait_cell). */
 #define EST_WAIT_CELLS 3
 #define EST_LONG_WAIT_SHARE 0.25
+/* Cells of the time-left margin by the share of the job's steps done when
+ * the band was shown: under 20%, 20-50%, 50-80%, the rest (time_left.h). */
+#define EST_TL_CELLS 4
 #define EST_DEFAULT_STARTUP_S 60.0
 #define EST_NO_CAPACITY_MESSAGE "No capacity is free right now; the job would wait in the queue."
 /* Capacity is free, but the job's goal places it on a busy worker: it
@@ -97,6 +100,10 @@ struct est_history {
      * parts' ranges given at creation, in half-widths of that sum
      * (est_range_spread, in logs), by est_wait_cell */
     struct est_ring spread[EST_WAIT_CELLS];
+    /* succeeded jobs: how far outside each end of the time-left pace band
+     * shown in a share-done cell the truth fell, in logs (> 0 outside,
+     * < 0 inside), below ([0]) and above ([1]); time_left.h */
+    struct est_ring tl_spread[EST_TL_CELLS][2];
 };
 
 /* A range as multipliers of a nominal time. */
@@ -282,6 +289,19 @@ void est_history_add_spread(struct est_history *h, int cell, double spread);
  * on another worker than its estimate chose; the queue reordered). */
 #define EST_COVER 0.93
 double est_range_margin(const struct est_history *h, int cell);
+
+/* Adds how far outside one end (side 0 below, 1 above) of a time-left
+ * band shown in cell `cell` (EST_TL_CELLS) a succeeded job's truth fell,
+ * in logs. Ignored when not finite or the cell or side is not valid. */
+void est_history_add_tl_spread(struct est_history *h, int cell, int side, double spread);
+
+/* The margin, in logs, that one end of the time-left band of a cell needs
+ * to hold EST_TL_SIDE_COVER of the succeeded jobs on its side (the quantile
+ * of their spreads; negative narrows), pulled towards 0 while there are
+ * few; thin cells borrow their neighbours'. Both ends together hold about
+ * 1 - 2 x (1 - EST_TL_SIDE_COVER). */
+#define EST_TL_SIDE_COVER 0.965
+double est_tl_margin(const struct est_history *h, int cell, int side);
 
 /* The band of attempts' fixed costs of (m, c): multipliers of nominal. */
 struct est_band est_band_start(const struct est_history *h, enum plan_method m,

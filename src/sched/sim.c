@@ -171,6 +171,7 @@ struct sim_job {
     /* time left shown at the first report past 20% and 50% of the steps */
     float tl_t[2], tl_lo[2], tl_hi[2];
     bool tl_seen[2];
+    struct tl_shown tl_shown[EST_TL_CELLS]; /* tl_note_shown, over its attempts */
     struct ledger_job *ledger;
     struct billed billed[LEDGER_MAX_ATTEMPTS];
     int n_billed;
@@ -795,6 +796,7 @@ static void start_attempt(struct sim *s, long ji, int wi)
     double lo, hi;
     est_train_range(s->hist, j->method, w->class_, (double)left * j->nominal_step_s, &lo, &hi);
     tl_begin(&j->tl, j->max_steps, j->steps, s->now, j->startup_nominal_s, lo, hi);
+    tl_calibrate(&j->tl, s->hist);
     ledger_raise_budget_base(j->ledger,
                              ledger_running_s(j->ledger, s->now) + j->startup_nominal_s + hi);
     w->busy_until_s = s->now + j->startup_nominal_s + 0.5 * (lo + hi);
@@ -878,6 +880,7 @@ static void succeed(struct sim *s, long ji)
     int64_t paid = ledger_net_micros(j->ledger);
     if (paid >= j->price_low && paid <= j->price_high)
         s->price_covered++;
+    tl_history_add(j->tl_shown, s->now, s->hist);
     est_history_add_spread(s->hist, j->est_cell,
                            est_range_spread(actual, j->est_low, j->est_high, j->est_margin));
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
@@ -938,6 +941,7 @@ static void on_report(struct sim *s, const struct event *ev)
         }
     }
     tl_observe(&j->tl, step, s->now);
+    tl_note_shown(&j->tl, j->tl_shown);
     struct tl_value v;
     tl_value(&j->tl, s->now, &v);
     if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)

@@ -85,7 +85,11 @@ static double pace_width_cap(const struct tl_state *s, double ahead)
     return (s->est_high_s - s->est_low_s) / mid * (0.25 + 0.5 * ahead);
 }
 
-void tl_value(const struct tl_state *s, double now, struct tl_value *out)
+/* The pace band at `now` before the measured margin: its middle and its
+ * ends as shares of the middle below and above. False while time left
+ * still comes from the estimate. */
+static bool pace_band(const struct tl_state *s, double now, double *mid_out, double *rel_lo_out,
+                      double *rel_hi_out)
 {
     long total = s->max_steps - s->start_step;
     long done = s->last_step - s->start_step;
@@ -93,63 +97,86 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
     if (left < 0)
         left = 0;
     double share_left = total > 0 ? (double)left / (double)total : 0;
+    if (!(s->samples > 0 && done >= s->switch_after))
+        return false;
+    double since = now > s->last_t ? now - s->last_t : 0;
+    /* The smoothed variance starts at 0 with the first sample: it is
+     * unbiased by 1 - (1 - a)^(samples - 1); with one sample there is
+     * no spread measured yet, and the band is the cap below. */
+    double seen = 1.0 - pow(1.0 - EWMA_ALPHA, (double)(s->samples - 1));
+    double var = seen > 0 ? s->ewma_var / seen : INFINITY;
+    double cv = s->ewma_s > 0 ? sqrt(var) / s->ewma_s : INFINITY;
+    double ahead = share_left; /* narrows as the attempt goes */
+    double t90 = t_90(s->samples - 1);
+    /* The pace: the attempt's mean while the smoothed pace agrees with
+     * it (its error falls with every sample), else the smoothed pace,
+     * which follows a change within a few reports (its error then
+     * stays that of about (2 - a) / a samples, plus the drift it
+     * measured, for the share still ahead). */
+    double pace = s->ewma_s, err2 = INFINITY;
+    if (s->last_step > s->ref_step && s->last_t > s->ref_t && s->ewma_s > 0) {
+        double mean = (s->last_t - s->ref_t) / (double)(s->last_step - s->ref_step);
+        double gap = fabs(s->ewma_s - mean) / mean;
+        double n_ewma = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
+        if (gap <= t90 * cv / sqrt(n_ewma)) {
+            pace = mean;
+            err2 = cv * cv / (double)s->samples;
+        } else {
+            err2 = cv * cv / n_ewma + gap * ahead * gap * ahead;
+        }
+    }
+    double mid = (double)left * pace - since;
+    if (left > 0 && mid < pace)
+        mid = pace; /* a job that is late still has a step to go */
+    if (mid < 0)
+        mid = 0;
+    /* The reports ahead average their own noise out: cv / sqrt(their
+     * number) of the time left; weighed by the share ahead it stays at
+     * cv / sqrt(the attempt's reports) and never grows at the end. */
+    double per_report = (double)done / (double)s->samples;
+    double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
+    double rel = t90 * sqrt(err2 + cv * cv * ahead / reports_ahead);
+    if (!isfinite(rel))
+        rel = 1.0; /* nothing measured yet: the cap decides */
+    double rel_lo = fmin(0.6, rel);
+    double rel_hi = rel;
+    /* Never wider, relative to its size, than the estimate's band, and
+     * less so the more is done: a slowdown (cv jumps while the smoothed
+     * pace catches up) moves the range rather than blowing it up. */
+    double cap = pace_width_cap(s, ahead);
+    if (cap > 0 && rel_lo + rel_hi > cap) {
+        double k = cap / (rel_lo + rel_hi);
+        rel_lo *= k;
+        rel_hi *= k;
+    }
+    *mid_out = mid;
+    *rel_lo_out = rel_lo;
+    *rel_hi_out = rel_hi;
+    return true;
+}
 
-    if (s->samples > 0 && done >= s->switch_after) {
-        double since = now > s->last_t ? now - s->last_t : 0;
-        /* The smoothed variance starts at 0 with the first sample: it is
-         * unbiased by 1 - (1 - a)^(samples - 1); with one sample there is
-         * no spread measured yet, and the band is the cap below. */
-        double seen = 1.0 - pow(1.0 - EWMA_ALPHA, (double)(s->samples - 1));
-        double var = seen > 0 ? s->ewma_var / seen : INFINITY;
-        double cv = s->ewma_s > 0 ? sqrt(var) / s->ewma_s : INFINITY;
-        double ahead = share_left; /* narrows as the attempt goes */
-        double t90 = t_90(s->samples - 1);
-        /* The pace: the attempt's mean while the smoothed pace agrees with
-         * it (its error falls with every sample), else the smoothed pace,
-         * which follows a change within a few reports (its error then
-         * stays that of about (2 - a) / a samples, plus the drift it
-         * measured, for the share still ahead). */
-        double pace = s->ewma_s, err2 = INFINITY;
-        if (s->last_step > s->ref_step && s->last_t > s->ref_t && s->ewma_s > 0) {
-            double mean = (s->last_t - s->ref_t) / (double)(s->last_step - s->ref_step);
-            double gap = fabs(s->ewma_s - mean) / mean;
-            double n_ewma = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
-            if (gap <= t90 * cv / sqrt(n_ewma)) {
-                pace = mean;
-                err2 = cv * cv / (double)s->samples;
-            } else {
-                err2 = cv * cv / n_ewma + gap * ahead * gap * ahead;
-            }
-        }
-        double mid = (double)left * pace - since;
-        if (left > 0 && mid < pace)
-            mid = pace; /* a job that is late still has a step to go */
-        if (mid < 0)
-            mid = 0;
-        /* The reports ahead average their own noise out: cv / sqrt(their
-         * number) of the time left; weighed by the share ahead it stays at
-         * cv / sqrt(the attempt's reports) and never grows at the end. */
-        double per_report = (double)done / (double)s->samples;
-        double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
-        double rel = t90 * sqrt(err2 + cv * cv * ahead / reports_ahead);
-        if (!isfinite(rel))
-            rel = 1.0; /* nothing measured yet: the cap decides */
-        double rel_lo = fmin(0.6, rel);
-        double rel_hi = rel;
-        /* Never wider, relative to its size, than the estimate's band, and
-         * less so the more is done: a slowdown (cv jumps while the smoothed
-         * pace catches up) moves the range rather than blowing it up. */
-        double cap = pace_width_cap(s, ahead);
-        if (cap > 0 && rel_lo + rel_hi > cap) {
-            double k = cap / (rel_lo + rel_hi);
-            rel_lo *= k;
-            rel_hi *= k;
-        }
+int tl_cell(long step, long max_steps)
+{
+    double done = max_steps > 0 ? (double)step / (double)max_steps : 1.0;
+    return done < 0.2 ? 0 : done < 0.5 ? 1 : done < 0.8 ? 2 : 3;
+}
+
+void tl_value(const struct tl_state *s, double now, struct tl_value *out)
+{
+    double mid, rel_lo, rel_hi;
+    if (pace_band(s, now, &mid, &rel_lo, &rel_hi)) {
+        /* The measured margin of the share done, in logs on each end; it
+         * may narrow an end to half of its own width, never past it. */
+        const double *m = s->margin[tl_cell(s->last_step, s->max_steps)];
+        double half_lo = -log1p(-rel_lo), half_hi = log1p(rel_hi);
         out->basis = TL_PACE;
         out->mid_s = mid;
-        out->low_s = mid * (1.0 - rel_lo);
-        out->high_s = mid * (1.0 + rel_hi);
+        out->low_s = mid * exp(-fmax(half_lo + m[0], 0.5 * half_lo));
+        out->high_s = mid * exp(fmax(half_hi + m[1], 0.5 * half_hi));
     } else {
+        long left = s->max_steps - s->last_step;
+        long total = s->max_steps - s->start_step;
+        double share_left = total > 0 && left > 0 ? (double)left / (double)total : 0;
         double loading = 0;
         if (!s->have_ref) {
             loading = s->startup_s - (now - s->begin_t);
@@ -162,6 +189,45 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
         out->mid_s = 0.5 * (out->low_s + out->high_s);
     }
     job_time_left_range_text(out->text, sizeof out->text, out->low_s, out->high_s);
+}
+
+void tl_calibrate(struct tl_state *s, const struct est_history *h)
+{
+    for (int c = 0; c < EST_TL_CELLS; c++)
+        for (int side = 0; side < 2; side++)
+            s->margin[c][side] = est_tl_margin(h, c, side);
+}
+
+void tl_note_shown(const struct tl_state *s, struct tl_shown shown[EST_TL_CELLS])
+{
+    struct tl_shown *sh = &shown[tl_cell(s->last_step, s->max_steps)];
+    double mid, rel_lo, rel_hi;
+    if (!sh->set && s->last_step < s->max_steps &&
+        pace_band(s, s->last_t, &mid, &rel_lo, &rel_hi) && mid > 0)
+        *sh = (struct tl_shown){.set = true, .t = s->last_t, .low_s = mid * (1.0 - rel_lo),
+                                .high_s = mid * (1.0 + rel_hi)};
+}
+
+void tl_spreads(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                double out[EST_TL_CELLS][2])
+{
+    for (int c = 0; c < EST_TL_CELLS; c++) {
+        const struct tl_shown *sh = &shown[c];
+        double truth = finish_t - sh->t;
+        bool ok = sh->set && truth > 0 && sh->low_s > 0 && sh->high_s > 0;
+        out[c][0] = ok ? log(sh->low_s / truth) : NAN;
+        out[c][1] = ok ? log(truth / sh->high_s) : NAN;
+    }
+}
+
+void tl_history_add(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                    struct est_history *h)
+{
+    double sp[EST_TL_CELLS][2];
+    tl_spreads(shown, finish_t, sp);
+    for (int c = 0; c < EST_TL_CELLS; c++)
+        for (int side = 0; side < 2; side++)
+            est_history_add_tl_spread(h, c, side, sp[c][side]); /* NAN: ignored */
 }
 
 void tl_before_start(double est_low_s, double est_high_s, double train_low_s,

@@ -17,13 +17,30 @@
  * ahead, so a slowdown moves it rather than blowing it up
  * (docs/estimator.md). A move starts a new attempt, and so a new
  * state: time left starts again from the estimate for the new capacity.
+ *
+ * The steps alone do not see what the job's time left truly holds: a move,
+ * a lost worker, a slower one after it. So each end of the pace band is
+ * then widened (or narrowed) by a margin measured on succeeded jobs: how
+ * far outside that end of the band shown at the same share of the steps
+ * done their truth fell (tl_history_add, est_tl_margin), so that the band
+ * holds about 90% of them at every share done.
  */
 #ifndef ALALLO_SCHED_TIME_LEFT_H
 #define ALALLO_SCHED_TIME_LEFT_H
 
 #include <stdbool.h>
 
+#include "sched/estimator.h"
+
 enum tl_basis { TL_ESTIMATE = 0, TL_PACE };
+
+/* A pace band shown, before its margin: when, and its ends (seconds left).
+ * The caller keeps one per share-done cell per job, across its attempts,
+ * zeroed when the job is created (tl_note_shown, tl_history_add). */
+struct tl_shown {
+    bool set;
+    double t, low_s, high_s;
+};
 
 struct tl_state {
     long max_steps;
@@ -41,6 +58,7 @@ struct tl_state {
     double ewma_var;     /* smoothed variance of seconds per step         */
     long ref_step;       /* the first report: where the attempt's mean    */
     double ref_t;        /*   pace is measured from                       */
+    double margin[EST_TL_CELLS][2]; /* tl_calibrate: logs, below / above  */
 };
 
 struct tl_value {
@@ -68,6 +86,32 @@ void tl_observe(struct tl_state *s, long step, double t);
 
 /* Time left at `now`. */
 void tl_value(const struct tl_state *s, double now, struct tl_value *out /* OUT */);
+
+/* The share-done cell (EST_TL_CELLS) of `step` of max_steps: under 20%,
+ * 20-50%, 50-80%, the rest. */
+int tl_cell(long step, long max_steps);
+
+/* Sets the state's margins from the history (est_tl_margin of each cell
+ * and end); call after tl_begin. Without it (or with an empty history)
+ * the margins are 0 and the pace band is the one measured from the steps. */
+void tl_calibrate(struct tl_state *s, const struct est_history *h);
+
+/* After a report (tl_observe): when the pace gives time left and nothing
+ * is noted yet in the share-done cell of the report, notes the band there,
+ * before its margin, as of the report. */
+void tl_note_shown(const struct tl_state *s, struct tl_shown shown[EST_TL_CELLS] /* IN/OUT */);
+
+/* How far outside each end (below [0], above [1]) of the band noted in
+ * each cell the time truly left at finish_t fell, in logs (> 0 outside);
+ * NAN where nothing was noted. */
+void tl_spreads(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                double out[EST_TL_CELLS][2] /* OUT */);
+
+/* The job succeeded at finish_t: adds, for each cell where a band was
+ * noted, how far outside each of its ends the time left the job truly had
+ * fell (est_history_add_tl_spread). */
+void tl_history_add(const struct tl_shown shown[EST_TL_CELLS], double finish_t,
+                    struct est_history *h);
 
 /* Time left of a job that has not started yet, waited_s seconds after the
  * estimate [est_low_s, est_high_s] (creation to finish) was made: the

@@ -37,6 +37,13 @@ static void ledger_state_round_trip_is_exact(void **state)
     a->nominal_step_s = 0.1234;
     a->model_factor = 0.375;
     a->worker_class = WORKER_SPOT;
+    /* The time left's margins and the bands the job was shown. */
+    a->tl.margin[1][1] = 0.0123456789;
+    a->tl.margin[3][0] = -0.004;
+    a->tl_shown[0] = (struct tl_shown){.set = true, .t = 1764495020.5, .low_s = 40.25,
+                                       .high_s = 44.125};
+    a->tl_shown[2] = (struct tl_shown){.set = true, .t = 1764495045.5, .low_s = 12.5,
+                                       .high_s = 13.75};
     /* A cancel priced when accepted (its own line, before the time left's). */
     assert_int_equal(ledger_attempt_progress(&a->ledger, fence, 55, 4.5), ERR_OK);
     ledger_fix_cancel(&a->ledger, JOB_RUNNING, 1764495046.25);
@@ -48,6 +55,12 @@ static void ledger_state_round_trip_is_exact(void **state)
     assert_memory_equal(&a->ledger, &b->ledger, sizeof a->ledger);
     assert_true(b->has_tl);
     assert_memory_equal(&a->tl, &b->tl, sizeof a->tl);
+    for (int c = 0; c < EST_TL_CELLS; c++) {
+        assert_int_equal(b->tl_shown[c].set, a->tl_shown[c].set);
+        assert_true(b->tl_shown[c].t == a->tl_shown[c].t);
+        assert_true(b->tl_shown[c].low_s == a->tl_shown[c].low_s);
+        assert_true(b->tl_shown[c].high_s == a->tl_shown[c].high_s);
+    }
     assert_true(b->nominal_step_s == a->nominal_step_s);
     assert_int_equal(b->worker_class, WORKER_SPOT);
     assert_true(b->model_factor == 0.375);
@@ -206,6 +219,29 @@ static void a_shapes_speed_and_fixed_costs_are_learnt(void **state)
     sched_link_free(l);
 }
 
+/* Succeeded jobs' time-left rows (kind "tl": cell in waited, end in goal)
+ * set the margins of the next attempt's time left (issue 32). */
+static void time_left_margins_are_learnt_from_tl_rows(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    struct tl_state t;
+    tl_begin(&t, 100, 0, 0, 5, 100, 200);
+    sched_link_calibrate_time_left(l, &t);
+    assert_true(t.margin[1][1] == 0 && t.margin[1][0] == 0);
+    /* 35 jobs whose time left ran 10% past the top of the band shown at
+     * 20-50%: the margin above there is their quantile, pulled to 0 by 5. */
+    struct store_calibration k = {.kind = "tl", .waited = 1, .goal = 1,
+                                  .actual_a = exp(0.1), .nominal_a = 1};
+    for (int i = 0; i < 35; i++)
+        sched_link_calibrate(l, &k);
+    tl_begin(&t, 100, 0, 0, 5, 100, 200);
+    sched_link_calibrate_time_left(l, &t);
+    assert_true(fabs(t.margin[1][1] - 0.1 * 35.0 / 40.0) < 1e-6);
+    assert_true(t.margin[1][0] == 0); /* the other end learnt nothing */
+    sched_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +251,7 @@ int main(void)
         cmocka_unit_test(plan_round_trip),
         cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
+        cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
