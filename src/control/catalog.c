@@ -67,6 +67,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
         m->attn_softcap = json_is_number(ac) && json_number_value(ac) > 0;
         m->final_softcap = json_is_number(fc) && json_number_value(fc) > 0;
     }
+    /* Qwen3 and the families built on its attention normalize q and k per head */
+    m->qk_norm = type && strncmp(type, "qwen3", 5) == 0;
     json_decref(cfg);
     if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->kv_heads <= 0 ||
         m->intermediate <= 0 || m->vocab <= 0 || head_dim <= 0) {
@@ -75,7 +77,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     }
     int64_t h = m->hidden, q = (int64_t)m->heads * head_dim;
     int64_t kv = (int64_t)m->kv_heads * head_dim;
-    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h;
+    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h +
+                        (m->qk_norm ? 2 * head_dim : 0);
     m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
     text_copy(m->dir, sizeof m->dir, dir);
 

@@ -26,6 +26,7 @@ struct catalog_model {
     bool post_norms;    /* Gemma 2's norms after attention and MLP           */
     bool attn_softcap;  /* Gemma 2's soft-capped attention logits            */
     bool final_softcap; /* Gemma 2's soft-capped final logits                */
+    bool qk_norm;       /* Qwen3's per-head norms of q and k (head_dim each) */
     int64_t created_ms; /* the folder's modification time */
 };
 

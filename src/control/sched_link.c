@@ -280,7 +280,8 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
                                      .head_dim = m->head_dim,
                                      .post_norms = m->post_norms,
                                      .attn_softcap = m->attn_softcap,
-                                     .final_softcap = m->final_softcap};
+                                     .final_softcap = m->final_softcap,
+                                     .qk_norm = m->qk_norm};
     if (!planner_precision_parse(j->precision, &out->precision))
         out->precision = PLAN_16BIT;
     if (!planner_adapter_parse(j->adapter, &out->adapter))

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SAMPLE, Serve, run, tmpdir, waitFor } from './service_harness.mjs';
 
-const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2'];
+const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'qwen3'];
 const PROMPT = 'What a wonderful film';
 let s;
 let models;

@@ -2,7 +2,7 @@
 // the model runs in alallo.
 //
 // For each family of `alallo model init --family` (Llama 3 with its rotary
-// scaling, Qwen2, Mistral, Gemma, Gemma 2; docs/models.md) the test makes a
+// scaling, Qwen2, Mistral, Gemma, Gemma 2, Qwen3; docs/models.md) the test makes a
 // tiny random model with weights large enough that attention, rotary
 // positions, norms and soft-caps decide the output, exports it with
 // `alallo export --format gguf --dtype f32`, and checks:
@@ -36,6 +36,7 @@ const FAMILIES = {
   mistral: ['llama', ['output.weight']],
   gemma: ['gemma', []],
   gemma2: ['gemma2', ['blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight']],
+  qwen3: ['qwen3', ['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight']],
 };
 
 let tokPath;

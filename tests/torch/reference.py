@@ -12,7 +12,9 @@ and high_freq_factor), Qwen2's q/k/v biases, Mistral's sliding window, and
 Gemma's RMSNorm by (1 + w), GeGLU with the tanh GELU, embeddings times
 sqrt(hidden); Gemma 2 adds norms after attention and after the MLP, scores
 scaled by query_pre_attn_scalar^-0.5 and tanh soft-capping of scores and
-logits.
+logits; Qwen3 has no q/k/v biases and normalizes each head of q and of k
+(RMSNorm over head_dim with q_norm / k_norm, one scale shared by the heads)
+before the rotation.
 on the given token ids with the loss on every position after the first, and
 compares with the dump `alallo train --dump-grads` wrote: the loss, the
 logits, and the gradient of every tensor (full fine-tuning) or, when the
@@ -147,8 +149,13 @@ def forward(cfg, p, ids):
             b = p.get(pre + name + ".bias")
             return y + b if b is not None else y
 
-        q = proj("self_attn.q_proj", h).view(T, H, hd).transpose(0, 1)
-        k = proj("self_attn.k_proj", h).view(T, KV, hd).transpose(0, 1)
+        q = proj("self_attn.q_proj", h).view(T, H, hd)
+        k = proj("self_attn.k_proj", h).view(T, KV, hd)
+        if family == "qwen3":  # per head, before the rotation
+            q = norm(q, pre + "self_attn.q_norm.weight")
+            k = norm(k, pre + "self_attn.k_norm.weight")
+        q = q.transpose(0, 1)
+        k = k.transpose(0, 1)
         v = proj("self_attn.v_proj", h).view(T, KV, hd).transpose(0, 1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin

@@ -187,6 +187,7 @@ static const char *gguf_arch(const struct model_config *c)
     case FAM_QWEN2: return "qwen2";
     case FAM_GEMMA: return "gemma";
     case FAM_GEMMA2: return "gemma2";
+    case FAM_QWEN3: return "qwen3";
     default: return "llama";
     }
 }
@@ -205,7 +206,7 @@ static float gemma2_q_mul(const struct model_config *c)
 /* Fills *out (malloc'd) with the tensors of cfg, in GGUF's usual order. */
 static int want_list(const struct model_config *c, struct want **out, size_t *n)
 {
-    size_t cap = 4 + (size_t)c->n_layers * 14, k = 0;
+    size_t cap = 4 + (size_t)c->n_layers * 16, k = 0;
     struct want *w = calloc(cap, sizeof *w);
     if (!w)
         return -1;
@@ -235,7 +236,7 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
             int64_t rows, cols;
             int perm;
             float add, mul;
-        } parts[14];
+        } parts[16];
         int np = 0;
 #define PART(H, G, R, CO, P, A, M) parts[np++] = (__typeof__(parts[0])){H, G, R, CO, P, A, M}
         PART("input_layernorm.weight", "attn_norm.weight", C, 0, 0, na, 1.0f);
@@ -244,6 +245,10 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
         PART("self_attn.k_proj.weight", "attn_k.weight", kv, C, perm ? c->n_kv_heads : 0, 0.0f,
              1.0f);
         PART("self_attn.v_proj.weight", "attn_v.weight", kv, C, 0, 0.0f, 1.0f);
+        if (c->qk_norm) {
+            PART("self_attn.q_norm.weight", "attn_q_norm.weight", c->head_dim, 0, 0, na, 1.0f);
+            PART("self_attn.k_norm.weight", "attn_k_norm.weight", c->head_dim, 0, 0, na, 1.0f);
+        }
         PART("self_attn.o_proj.weight", "attn_output.weight", C, q, 0, 0.0f, 1.0f);
         if (c->post_norms) {
             PART("post_attention_layernorm.weight", "post_attention_norm.weight", C, 0, 0, na,

@@ -106,22 +106,32 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap)
     return 0;
 }
 
-static const char *const family_names[FAM_COUNT] = {"llama", "mistral", "qwen2", "gemma",
-                                                     "gemma2"};
-static const char *const family_archs[FAM_COUNT] = {
-    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GemmaForCausalLM",
-    "Gemma2ForCausalLM",
+/* Each family as data: Hugging Face's model_type and architecture class,
+ * and the switches its published definition fixes whatever config.json
+ * says (Qwen2's q/k/v biases, Qwen3's q/k norms). A family that shares
+ * another's attention (a mixture of experts over Qwen3's) sets its row
+ * alike; the keys a config does state are read by model_config_parse. */
+static const struct family_desc {
+    const char *type, *arch;
+    int qkv_bias, qk_norm;
+} families[FAM_COUNT] = {
+    [FAM_LLAMA] = {"llama", "LlamaForCausalLM", 0, 0},
+    [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", 0, 0},
+    [FAM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", 1, 0},
+    [FAM_GEMMA] = {"gemma", "GemmaForCausalLM", 0, 0},
+    [FAM_GEMMA2] = {"gemma2", "Gemma2ForCausalLM", 0, 0},
+    [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", 0, 1},
 };
 
 const char *model_family_name(int family)
 {
-    return family >= 0 && family < FAM_COUNT ? family_names[family] : NULL;
+    return family >= 0 && family < FAM_COUNT ? families[family].type : NULL;
 }
 
 int model_family_parse(const char *name)
 {
     for (int f = 0; f < FAM_COUNT; f++)
-        if (strcmp(name, family_names[f]) == 0)
+        if (strcmp(name, families[f].type) == 0)
             return f;
     return -1;
 }
@@ -182,7 +192,7 @@ static int parse_activation(json_t *o, struct model_config *c, char *err, size_t
         if (act && strcmp(act, "silu") != 0) {
             snprintf(err, errcap,
                      "config.json: %s \"%.40s\" is not supported for %s (silu only)", key, act,
-                     family_names[c->family]);
+                     families[c->family].type);
             return -1;
         }
         return 0;
@@ -191,7 +201,7 @@ static int parse_activation(json_t *o, struct model_config *c, char *err, size_t
     if (act && strcmp(act, "gelu_pytorch_tanh") != 0 && strcmp(act, "gelu") != 0) {
         snprintf(err, errcap,
                  "config.json: %s \"%.40s\" is not supported for %s (gelu_pytorch_tanh only)",
-                 key, act, family_names[c->family]);
+                 key, act, families[c->family].type);
         return -1;
     }
     c->gelu = 1;
@@ -204,7 +214,7 @@ static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errc
     json_t *tie = json_object_get(o, "tie_word_embeddings");
     if (json_is_false(tie)) {
         snprintf(err, errcap, "config.json: tie_word_embeddings false is not supported for %s "
-                              "(its head is the embedding)", family_names[c->family]);
+                              "(its head is the embedding)", families[c->family].type);
         return -1;
     }
     c->tied = 1;
@@ -266,7 +276,7 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     if (c->family < 0) {
         snprintf(err, errcap,
                  "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
-                 "gemma, gemma2)",
+                 "gemma, gemma2, qwen3)",
                  type);
         goto out;
     }
@@ -312,7 +322,9 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     c->eos_id = eos >= 0 && eos < vocab ? (int)eos : -1;
     /* Hugging Face's Llama default is untied; most small models tie. */
     c->tied = json_is_true(json_object_get(o, "tie_word_embeddings"));
-    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) || c->family == FAM_QWEN2;
+    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) ||
+                  families[c->family].qkv_bias;
+    c->qk_norm = families[c->family].qk_norm;
     if (parse_window(o, c, err, errcap))
         goto out;
     if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
@@ -365,8 +377,8 @@ char *model_config_to_json(const struct model_config *c)
         return NULL;
     int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
     const char *act = c->gelu ? "gelu_pytorch_tanh" : "silu";
-    json_object_set_new(o, "architectures", json_pack("[s]", family_archs[c->family]));
-    json_object_set_new(o, "model_type", json_string(family_names[c->family]));
+    json_object_set_new(o, "architectures", json_pack("[s]", families[c->family].arch));
+    json_object_set_new(o, "model_type", json_string(families[c->family].type));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden));
     json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
     json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
@@ -473,6 +485,12 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
         c->rope_theta = 1000000.0f;
         c->rms_eps = 1e-6f;
         break;
+    case FAM_QWEN3: /* q/k norms, no biases, heads wider than hidden/heads (as 0.6B's) */
+        c->qk_norm = 1;
+        c->head_dim = 32;
+        c->rope_theta = 1000000.0f;
+        c->rms_eps = 1e-6f;
+        break;
     default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
         c->gelu = c->norm_plus_one = c->embed_scale = 1;
         c->head_dim = 32;
@@ -541,6 +559,8 @@ size_t model_config_params(const struct model_config *c)
     n += (size_t)c->n_layers * (c->post_norms ? 4 : 2) * c->hidden;
     if (c->qkv_bias)
         n += (size_t)c->n_layers * (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+    if (c->qk_norm)
+        n += (size_t)c->n_layers * 2 * c->head_dim;
     return n;
 }
 
@@ -649,6 +669,10 @@ static void layout(struct model *m, struct layout *y)
             for (int p = PROJ_Q; p <= PROJ_V; p++)
                 place_vector(m, y, &L->proj[p].bias, &L->proj[p].dbias,
                              (size_t)L->proj[p].out);
+        if (c->qk_norm) {
+            place_vector(m, y, &L->qn, &L->dqn, (size_t)c->head_dim);
+            place_vector(m, y, &L->kn, &L->dkn, (size_t)c->head_dim);
+        }
     }
     place_vector(m, y, &m->norm_f, &m->dnorm_f, (size_t)c->hidden);
 }
@@ -669,7 +693,7 @@ static void add_tensor(struct model *m, const char *name, int rows, int cols, in
 static int build_tensor_table(struct model *m)
 {
     const struct model_config *c = &m->cfg;
-    int cap = 3 + c->n_layers * 14;
+    int cap = 3 + c->n_layers * 16;
     m->tensors = calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors)
         return -1;
@@ -688,6 +712,12 @@ static int build_tensor_table(struct model *m)
                 snprintf(name, sizeof name, "model.layers.%d.%s.%s.bias", l, part,
                          proj_names[p]);
                 add_tensor(m, name, 1, ln->out, 1, NULL, ln->bias);
+            }
+            if (p == PROJ_K && L->qn) {
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l);
+                add_tensor(m, name, 1, c->head_dim, 1, NULL, L->qn);
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
+                add_tensor(m, name, 1, c->head_dim, 1, NULL, L->kn);
             }
             if (p == PROJ_O && c->post_norms) {
                 /* Gemma 2 names its norm after attention as Llama names the
@@ -782,13 +812,16 @@ struct model *model_create(const struct model_config *cfg, const struct model_op
         m->head = m->embed;
     if (build_tensor_table(m))
         goto oom;
-    for (int l = 0; l < cfg->n_layers; l++)
+    for (int l = 0; l < cfg->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
         for (int c = 0; c < cfg->hidden; c++) {
-            struct model_layer *L = &m->layers[l];
             L->ln1[c] = L->ln2[c] = 1.0f;
             if (L->ln3)
                 L->ln3[c] = L->ln4[c] = 1.0f;
         }
+        for (int d = 0; L->qn && d < cfg->head_dim; d++)
+            L->qn[d] = L->kn[d] = 1.0f;
+    }
     for (int c = 0; c < cfg->hidden; c++)
         m->norm_f[c] = 1.0f;
     if (model_rope_ensure(m, cfg->max_pos < 4096 ? cfg->max_pos : 4096))

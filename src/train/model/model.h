@@ -9,7 +9,9 @@
  * config: Llama 3's rotary frequency scaling, Qwen2's q/k/v biases, and
  * Gemma's GeGLU (GELU-tanh), embeddings scaled by sqrt(hidden), norms that
  * scale by (1 + weight) and, for Gemma 2, norms after attention and after
- * the MLP and tanh soft-capping of attention scores and logits.
+ * the MLP and tanh soft-capping of attention scores and logits; Qwen3's
+ * RMSNorm of each head of q and of k before the rotation (q_norm, k_norm,
+ * one scale of head_dim per layer, shared by the heads).
  * A Gemma norm is held as its effective scale (1 + the stored weight):
  * loading adds the tensor's `offset`, reading back subtracts it, so the
  * pass, the gradients and llama.cpp all see the plain RMSNorm scale.
@@ -40,7 +42,15 @@
 #define MODEL_MAX_VOCAB 1048576
 
 /* Hugging Face's model_type values alallo reads. */
-enum model_family { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_GEMMA, FAM_GEMMA2, FAM_COUNT };
+enum model_family {
+    FAM_LLAMA,
+    FAM_MISTRAL,
+    FAM_QWEN2,
+    FAM_GEMMA,
+    FAM_GEMMA2,
+    FAM_QWEN3,
+    FAM_COUNT
+};
 
 struct model_config {
     int family;        /* enum model_family */
@@ -69,6 +79,7 @@ struct model_config {
     float final_softcap;  /* logits likewise; 0 = none */
     int sliding_window;   /* as in config.json; 0 = none. max_pos is capped to it */
     int max_pos_config;   /* max_position_embeddings as written (max_pos may be less) */
+    int qk_norm;          /* Qwen3: RMSNorm of each q and k head before the rotation */
 };
 
 /* "llama", "mistral", ... (Hugging Face model_type); NULL when out of range. */
@@ -85,7 +96,7 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c /* OU
 void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
 
 /* Parses a Hugging Face config.json text: model_type llama (also when
- * absent), mistral, qwen2, gemma or gemma2. Refuses, naming the key, what
+ * absent), mistral, qwen2, gemma, gemma2 or qwen3. Refuses, naming the key, what
  * the pass does not compute: other model types, rope_scaling other than
  * llama3, activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
@@ -129,6 +140,8 @@ struct model_layer {
     float *dln1, *dln2;     /* gradients, NULL when frozen */
     float *ln3, *ln4;       /* (C) Gemma 2: after attention, after the MLP; else NULL */
     float *dln3, *dln4;
+    float *qn, *kn;         /* (hd) Qwen3: q_norm and k_norm, each head's scale; else NULL */
+    float *dqn, *dkn;
     struct linear proj[PROJ_COUNT];
 };
 

@@ -172,6 +172,7 @@ struct work {
     float *x, *ln, *q, *k, *v, *ao, *tmp, *rstd; /* (n, ...) */
     float *g, *u, *h;         /* (n, I) */
     float *xa, *att;          /* (n, r) LoRA product; (ctx) scores */
+    float *hrstd;             /* (n, heads) Qwen3's q/k norms' scales */
     float *logits;            /* (V) */
     struct linear_scratch ls;
     float *mem;
@@ -186,10 +187,10 @@ static int work_init(struct work *w, const struct model *m, int ctx, int n)
     size_t N = (size_t)n;
     size_t sizes[] = {L * ctx * kd, L * ctx * kd, N * C, N * C, N * qd, N * kd, N * kd, N * qd,
                       N * C, N, N * F, N * F, N * F, N * r, (size_t)ctx, (size_t)c->vocab,
-                      linear_scratch_floats(c->intermediate), N * r};
+                      linear_scratch_floats(c->intermediate), N * r, N * c->n_heads};
     float **dst[] = {&w->kc, &w->vc, &w->x, &w->ln, &w->q, &w->k, &w->v, &w->ao, &w->tmp,
                      &w->rstd, &w->g, &w->u, &w->h, &w->xa, &w->att, &w->logits, &w->ls.deq,
-                     &w->ls.tmp};
+                     &w->ls.tmp, &w->hrstd};
     size_t total = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         total += sizes[i];
@@ -227,6 +228,11 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
         linear_forward(&L->proj[PROJ_Q], w->q, w->ln, n, w->xa, &w->ls);
         linear_forward(&L->proj[PROJ_K], kc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
         linear_forward(&L->proj[PROJ_V], vc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
+        if (L->qn) { /* Qwen3: each head of q and k normalized before the rotation */
+            ops_rmsnorm_forward(w->q, w->hrstd, w->q, L->qn, n * H, hd, c->rms_eps);
+            ops_rmsnorm_forward(kc + (size_t)p0 * kd, w->hrstd, kc + (size_t)p0 * kd, L->kn,
+                                n * KV, hd, c->rms_eps);
+        }
         ops_rope_forward(w->q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
         ops_rope_forward(kc + (size_t)p0 * kd, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
         /* each new token attends to the cache up to its own position */

@@ -309,10 +309,17 @@ static void lora_dropout_gradients(void **state)
  * by finite differences, with the switches' paths carrying signal: Llama
  * 3's frequency ramp across the three bands at T = 7, Gemma's GeGLU,
  * embedding scale and head_dim apart from hidden/heads, Gemma 2's post
- * norms, a score scale apart from head_dim and caps where tanh bends. */
+ * norms, a score scale apart from head_dim and caps where tanh bends, and
+ * Qwen3's per-head q/k norms with heads wider than hidden/heads. */
 static void family_switches(struct model_config *cfg, int family)
 {
     cfg->family = family;
+    if (family == FAM_QWEN3) {
+        cfg->qk_norm = 1;
+        cfg->head_dim = 6;
+        cfg->query_scalar = 6.0f;
+        return;
+    }
     if (family == FAM_LLAMA) {
         cfg->rope_factor = 8.0f, cfg->rope_low_freq = 1.0f, cfg->rope_high_freq = 4.0f;
         cfg->rope_orig_max = 8;
@@ -382,6 +389,13 @@ static void gemma2_gradients(void **state)
     lora_step = 3e-3f;
 }
 
+static void qwen3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_QWEN3, 1);
+    family_gradients(FAM_QWEN3, 0);
+}
+
 /* What each family reads from config.json, and what is refused naming the
  * key (Llama 3.1's rope_scaling is read, not refused). */
 static void family_configs(void **state)
@@ -442,6 +456,13 @@ static void family_configs(void **state)
              "\"sliding_window\":64}", shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
     assert_true(c.qkv_bias && c.max_pos == 8192 && c.sliding_window == 0);
+    /* Qwen3: q/k norms, no biases, head_dim apart from hidden/heads */
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"qwen3\",\"head_dim\":8,\"attention_bias\":false,"
+             "\"use_sliding_window\":false,\"sliding_window\":null}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.qk_norm && !c.qkv_bias && c.head_dim == 8 && c.max_pos == 8192);
+    assert_int_equal(model_config_params(&c), 2 * 23 * 16 + 16 + (2 * 16 * 32 + 2 * 16 * 32 +
+                                                               3 * 16 * 24 + 2 * 16 + 2 * 8));
     /* every family's tiny config survives our own writer and reader */
     for (int f = 0; f < FAM_COUNT; f++) {
         assert_int_equal(model_config_family_tiny(f, 300, &c), 0);
@@ -644,6 +665,7 @@ int main(void)
         cmocka_unit_test(llama3_gradients),
         cmocka_unit_test(gemma_gradients),
         cmocka_unit_test(gemma2_gradients),
+        cmocka_unit_test(qwen3_gradients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

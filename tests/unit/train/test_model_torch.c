@@ -126,6 +126,14 @@ static void family_gemma2_softcapped(void **state)
                       "--query-scalar 20");
 }
 
+/* Each head of q and k normalized before the rotation, heads wider than
+ * hidden / heads, no biases. */
+static void family_qwen3_qk_norm(void **state)
+{
+    (void)state;
+    compare("qwen3", "--family qwen3");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -136,6 +144,7 @@ int main(void)
         cmocka_unit_test(family_mistral),
         cmocka_unit_test(family_gemma),
         cmocka_unit_test(family_gemma2_softcapped),
+        cmocka_unit_test(family_qwen3_qk_norm),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
