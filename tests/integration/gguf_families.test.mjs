@@ -2,7 +2,7 @@
 // the model runs in alallo.
 //
 // For each family of `alallo model init --family` (Llama 3 with its rotary
-// scaling, Qwen2, Mistral, Gemma, Gemma 2, Qwen3; docs/models.md) the test makes a
+// scaling, Qwen2, Mistral, Gemma, Gemma 2, Qwen3, SmolLM3; docs/models.md) the test makes a
 // tiny random model with weights large enough that attention, rotary
 // positions, norms and soft-caps decide the output, exports it with
 // `alallo export --format gguf --dtype f32`, and checks:
@@ -37,6 +37,7 @@ const FAMILIES = {
   gemma: ['gemma', []],
   gemma2: ['gemma2', ['blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight']],
   qwen3: ['qwen3', ['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight']],
+  smollm3: ['smollm3', ['blk.3.attn_q.weight']],
 };
 
 let tokPath;

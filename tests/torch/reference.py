@@ -14,7 +14,8 @@ sqrt(hidden); Gemma 2 adds norms after attention and after the MLP, scores
 scaled by query_pre_attn_scalar^-0.5 and tanh soft-capping of scores and
 logits; Qwen3 has no q/k/v biases and normalizes each head of q and of k
 (RMSNorm over head_dim with q_norm / k_norm, one scale shared by the heads)
-before the rotation.
+before the rotation; SmolLM3 leaves the rotation out of the layers whose
+no_rope_layers entry is 0.
 on the given token ids with the loss on every position after the first, and
 compares with the dump `alallo train --dump-grads` wrote: the loss, the
 logits, and the gradient of every tensor (full fine-tuning) or, when the
@@ -157,8 +158,9 @@ def forward(cfg, p, ids):
         q = q.transpose(0, 1)
         k = k.transpose(0, 1)
         v = proj("self_attn.v_proj", h).view(T, KV, hd).transpose(0, 1)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if family != "smollm3" or cfg["no_rope_layers"][l]:
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
         att = torch.softmax(softcap(q @ k.transpose(1, 2) * scale, attn_cap) + mask, dim=-1)

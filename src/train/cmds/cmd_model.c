@@ -5,7 +5,8 @@
  *   alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
- *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3 --tokenizer PATH
+ *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|smollm3
+ *                     --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
  *                      --final-softcap X --query-scalar X]
  *
@@ -30,7 +31,7 @@
 #define USAGE                                                                              \
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
-    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3 "              \
+    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|smollm3 "      \
     "--tokenizer PATH "                                                                      \
     "--out DIR [--seed S] [--init-std X] [--norm-std X]\n"
 
@@ -41,7 +42,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
     int fam = strcmp(name, "llama3") == 0 ? FAM_LLAMA : model_family_parse(name);
     if (fam < 0 || strcmp(name, "llama") == 0) {
         fprintf(stderr, "alallo model init: unknown family '%s' (llama3, qwen2, mistral, gemma, "
-                        "gemma2, qwen3)\n", name);
+                        "gemma2, qwen3, smollm3)\n", name);
         return -1;
     }
     if (model_config_family_tiny(fam, vocab, c)) {

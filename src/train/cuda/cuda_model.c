@@ -199,6 +199,13 @@ int cuda_model_check(const struct model *m, char *err, size_t errcap)
                               "the CPU", model_family_name(m->cfg.family));
         return -1;
     }
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->cfg.no_rope[l]) {
+            snprintf(err, errcap, "the GPU trainer does not leave the rotary positions out of "
+                                  "%s's layers yet: train it on the CPU",
+                     model_family_name(m->cfg.family));
+            return -1;
+        }
     if (m->cfg.head_dim > 256) {
         snprintf(err, errcap, "the GPU attention takes head dimensions up to 256, not %d",
                  m->cfg.head_dim);

@@ -188,6 +188,7 @@ static const char *gguf_arch(const struct model_config *c)
     case FAM_GEMMA: return "gemma";
     case FAM_GEMMA2: return "gemma2";
     case FAM_QWEN3: return "qwen3";
+    case FAM_SMOLLM3: return "smollm3";
     default: return "llama";
     }
 }
@@ -213,8 +214,9 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
     int64_t C = c->hidden, I = c->intermediate, V = c->vocab;
     int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
     float na = c->norm_plus_one ? 1.0f : 0.0f;
-    /* llama.cpp's Llama reorders q/k rows; its Qwen2 and Gemma do not */
-    int perm = strcmp(gguf_arch(c), "llama") == 0;
+    /* llama.cpp's Llama (and SmolLM3, converted as Llama) reorders q/k rows;
+     * its Qwen2, Qwen3 and Gemma do not */
+    int perm = strcmp(gguf_arch(c), "llama") == 0 || c->family == FAM_SMOLLM3;
 #define WANT(HF, GG, R, COLS, PERM, ADD, MUL)                                                  \
     do {                                                                                       \
         snprintf(w[k].hf, sizeof w[k].hf, "%s", HF);                                            \
@@ -892,6 +894,16 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     if (hf_open(model_dir, &m, err, errcap) < 0)
         return -1;
     const struct model_config *c = &m.cfg;
+    for (int l = 0; c->family == FAM_SMOLLM3 && l < c->n_layers; l++)
+        if (c->no_rope[l] != ((l + 1) % 4 == 0)) {
+            text_error(err, errcap,
+                       "%s: llama.cpp's smollm3 leaves the rotary positions out of every 4th "
+                       "layer; this model's no_rope_layers differ (layer %d), so its GGUF would "
+                       "not compute as it does",
+                       model_dir, l);
+            hf_close(&m);
+            return -1;
+        }
     int rc = -1;
     struct gguf_writer *w = gguf_writer_new();
     struct conv *cv = calloc(m.n_want, sizeof *cv);

@@ -114,6 +114,7 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap)
 static const struct family_desc {
     const char *type, *arch;
     int qkv_bias, qk_norm;
+    int no_rope_keys; /* reads no_rope_layers / no_rope_layer_interval */
 } families[FAM_COUNT] = {
     [FAM_LLAMA] = {"llama", "LlamaForCausalLM", 0, 0},
     [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", 0, 0},
@@ -121,6 +122,7 @@ static const struct family_desc {
     [FAM_GEMMA] = {"gemma", "GemmaForCausalLM", 0, 0},
     [FAM_GEMMA2] = {"gemma2", "Gemma2ForCausalLM", 0, 0},
     [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", 0, 1},
+    [FAM_SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM", 0, 0, 1},
 };
 
 const char *model_family_name(int family)
@@ -239,6 +241,40 @@ static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errc
     return 0;
 }
 
+/* SmolLM3's layers without rotary positions: no_rope_layers lists 1 (rotary)
+ * or 0 (none) for each layer; without it every no_rope_layer_interval-th
+ * layer (default 4) has none, as the family's config class derives it. */
+static int parse_no_rope(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    json_t *list = json_object_get(o, "no_rope_layers");
+    if (list && !json_is_null(list)) {
+        if (!json_is_array(list) || json_array_size(list) != (size_t)c->n_layers)
+            goto bad_list;
+        for (int l = 0; l < c->n_layers; l++) {
+            json_t *v = json_array_get(list, (size_t)l);
+            if (!json_is_integer(v) || (json_integer_value(v) != 0 && json_integer_value(v) != 1))
+                goto bad_list;
+            c->no_rope[l] = json_integer_value(v) == 0;
+        }
+        return 0;
+    }
+    long every;
+    if (get_int(o, "no_rope_layer_interval", 4, &every, err, errcap))
+        return -1;
+    if (every < 1) {
+        snprintf(err, errcap, "config.json: no_rope_layer_interval must be positive");
+        return -1;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        c->no_rope[l] = (l + 1) % every == 0;
+    return 0;
+bad_list:
+    snprintf(err, errcap,
+             "config.json: no_rope_layers must list 1 (rotary) or 0 (none) for each of the %d "
+             "layers", c->n_layers);
+    return -1;
+}
+
 /* sliding_window: kept, and the context capped to it (docs/models.md). */
 static int parse_window(json_t *o, struct model_config *c, char *err, size_t errcap)
 {
@@ -276,7 +312,7 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     if (c->family < 0) {
         snprintf(err, errcap,
                  "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
-                 "gemma, gemma2, qwen3)",
+                 "gemma, gemma2, qwen3, smollm3)",
                  type);
         goto out;
     }
@@ -325,7 +361,8 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) ||
                   families[c->family].qkv_bias;
     c->qk_norm = families[c->family].qk_norm;
-    if (parse_window(o, c, err, errcap))
+    if (parse_window(o, c, err, errcap) ||
+        (families[c->family].no_rope_keys && parse_no_rope(o, c, err, errcap)))
         goto out;
     if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
         goto out;
@@ -410,6 +447,12 @@ char *model_config_to_json(const struct model_config *c)
         json_object_set_new(o, "rope_scaling", json_null());
     if (c->sliding_window > 0)
         json_object_set_new(o, "sliding_window", json_integer(c->sliding_window));
+    if (families[c->family].no_rope_keys) {
+        json_t *nr = json_array();
+        for (int l = 0; l < c->n_layers; l++)
+            json_array_append_new(nr, json_integer(!c->no_rope[l]));
+        json_object_set_new(o, "no_rope_layers", nr);
+    }
     if (c->family == FAM_GEMMA2) {
         json_object_set_new(o, "query_pre_attn_scalar", json_real(float_short(c->query_scalar)));
         json_object_set_new(o, "attn_logit_softcapping",
@@ -483,6 +526,12 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
     case FAM_QWEN2: /* q/k/v biases, theta 1e6 */
         c->qkv_bias = 1;
         c->rope_theta = 1000000.0f;
+        c->rms_eps = 1e-6f;
+        break;
+    case FAM_SMOLLM3: /* 4 layers: the last has no rotary positions, as every 4th of 3B's */
+        c->n_layers = 4;
+        c->no_rope[3] = 1;
+        c->rope_theta = 5000000.0f;
         c->rms_eps = 1e-6f;
         break;
     case FAM_QWEN3: /* q/k norms, no biases, heads wider than hidden/heads (as 0.6B's) */

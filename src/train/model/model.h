@@ -11,7 +11,8 @@
  * scale by (1 + weight) and, for Gemma 2, norms after attention and after
  * the MLP and tanh soft-capping of attention scores and logits; Qwen3's
  * RMSNorm of each head of q and of k before the rotation (q_norm, k_norm,
- * one scale of head_dim per layer, shared by the heads).
+ * one scale of head_dim per layer, shared by the heads); SmolLM3's layers
+ * without rotary positions (no_rope_layers).
  * A Gemma norm is held as its effective scale (1 + the stored weight):
  * loading adds the tensor's `offset`, reading back subtracts it, so the
  * pass, the gradients and llama.cpp all see the plain RMSNorm scale.
@@ -49,6 +50,7 @@ enum model_family {
     FAM_GEMMA,
     FAM_GEMMA2,
     FAM_QWEN3,
+    FAM_SMOLLM3,
     FAM_COUNT
 };
 
@@ -80,6 +82,7 @@ struct model_config {
     int sliding_window;   /* as in config.json; 0 = none. max_pos is capped to it */
     int max_pos_config;   /* max_position_embeddings as written (max_pos may be less) */
     int qk_norm;          /* Qwen3: RMSNorm of each q and k head before the rotation */
+    uint8_t no_rope[MODEL_MAX_LAYERS]; /* SmolLM3: 1 = layer l has no rotary positions */
 };
 
 /* "llama", "mistral", ... (Hugging Face model_type); NULL when out of range. */
@@ -96,7 +99,7 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c /* OU
 void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
 
 /* Parses a Hugging Face config.json text: model_type llama (also when
- * absent), mistral, qwen2, gemma, gemma2 or qwen3. Refuses, naming the key, what
+ * absent), mistral, qwen2, gemma, gemma2, qwen3 or smollm3. Refuses, naming the key, what
  * the pass does not compute: other model types, rope_scaling other than
  * llama3, activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,

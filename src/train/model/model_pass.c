@@ -274,8 +274,10 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, const in
         ops_rmsnorm_forward(s.q, s.rstdq, s.qp, L->qn, N * H, hd, c->rms_eps);
         ops_rmsnorm_forward(s.k, s.rstdk, s.kp, L->kn, N * KV, hd, c->rms_eps);
     }
-    ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
-    ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    if (!c->no_rope[l]) {
+        ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+        ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    }
     ops_attention_forward_seg(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd,
                               model_attn_scale(c), c->attn_softcap);
     /* Gemma 2 normalizes the block's output (ln3) before the residual add */
@@ -374,8 +376,10 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
     memset(a->dv, 0, Nk * sizeof(float));
     ops_attention_backward_seg(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, seg, B, T, H,
                                KV, hd, model_attn_scale(c), c->attn_softcap);
-    ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
-    ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    if (!c->no_rope[l]) {
+        ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+        ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    }
     if (s.qp) { /* through each head's norm, by way of a->dao (free now; kd <= qd) */
         memset(a->dao, 0, Nq * sizeof(float));
         ops_rmsnorm_backward(a->dao, L->dqn, a->dq, s.qp, L->qn, s.rstdq, N * H, hd);

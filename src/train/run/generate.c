@@ -233,8 +233,10 @@ static void forward(struct model *m, struct work *w, const int32_t *ids, int n, 
             ops_rmsnorm_forward(kc + (size_t)p0 * kd, w->hrstd, kc + (size_t)p0 * kd, L->kn,
                                 n * KV, hd, c->rms_eps);
         }
-        ops_rope_forward(w->q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
-        ops_rope_forward(kc + (size_t)p0 * kd, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+        if (!c->no_rope[l]) { /* SmolLM3's layers without positions skip it */
+            ops_rope_forward(w->q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
+            ops_rope_forward(kc + (size_t)p0 * kd, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+        }
         /* each new token attends to the cache up to its own position */
         for (int i = 0; i < n; i++) {
             int pos = p0 + i;

@@ -314,6 +314,10 @@ static void lora_dropout_gradients(void **state)
 static void family_switches(struct model_config *cfg, int family)
 {
     cfg->family = family;
+    if (family == FAM_SMOLLM3) { /* the second layer without rotary positions */
+        cfg->no_rope[1] = 1;
+        return;
+    }
     if (family == FAM_QWEN3) {
         cfg->qk_norm = 1;
         cfg->head_dim = 6;
@@ -387,6 +391,13 @@ static void gemma2_gradients(void **state)
     lora_step = 1e-3f;
     family_gradients(FAM_GEMMA2, 0);
     lora_step = 3e-3f;
+}
+
+static void smollm3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_SMOLLM3, 1);
+    family_gradients(FAM_SMOLLM3, 0);
 }
 
 static void qwen3_gradients(void **state)
@@ -463,6 +474,24 @@ static void family_configs(void **state)
     assert_true(c.qk_norm && !c.qkv_bias && c.head_dim == 8 && c.max_pos == 8192);
     assert_int_equal(model_config_params(&c), 2 * 23 * 16 + 16 + (2 * 16 * 32 + 2 * 16 * 32 +
                                                                3 * 16 * 24 + 2 * 16 + 2 * 8));
+    /* SmolLM3: the layers without rotary positions, listed or every Nth */
+    const char *shape4 = "\"hidden_size\":16,\"intermediate_size\":24,\"num_hidden_layers\":4,"
+                         "\"num_attention_heads\":4,\"vocab_size\":23";
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\",\"no_rope_layers\":[1,0,1,1]}",
+             shape4);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.no_rope[0] && c.no_rope[1] && !c.no_rope[2] && !c.no_rope[3]);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\",\"no_rope_layer_interval\":2}",
+             shape4);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.no_rope[0] && c.no_rope[1] && !c.no_rope[2] && c.no_rope[3]);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\"}", shape4); /* every 4th */
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.no_rope[0] && !c.no_rope[2] && c.no_rope[3]);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\",\"no_rope_layers\":[1,0]}", shape4);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: no_rope_layers must list 1 (rotary) or 0 (none) for "
+                             "each of the 4 layers");
     /* every family's tiny config survives our own writer and reader */
     for (int f = 0; f < FAM_COUNT; f++) {
         assert_int_equal(model_config_family_tiny(f, 300, &c), 0);
@@ -666,6 +695,7 @@ int main(void)
         cmocka_unit_test(gemma_gradients),
         cmocka_unit_test(gemma2_gradients),
         cmocka_unit_test(qwen3_gradients),
+        cmocka_unit_test(smollm3_gradients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,6 +134,13 @@ static void family_qwen3_qk_norm(void **state)
     compare("qwen3", "--family qwen3");
 }
 
+/* Four layers, the last without rotary positions (no_rope_layers). */
+static void family_smollm3_no_rope(void **state)
+{
+    (void)state;
+    compare("smollm3", "--family smollm3");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +152,7 @@ int main(void)
         cmocka_unit_test(family_gemma),
         cmocka_unit_test(family_gemma2_softcapped),
         cmocka_unit_test(family_qwen3_qk_norm),
+        cmocka_unit_test(family_smollm3_no_rope),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
