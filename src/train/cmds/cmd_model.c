@@ -8,12 +8,15 @@
  *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|smollm3
  *                     --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
- *                      --final-softcap X --query-scalar X]
+ *                      --final-softcap X --query-scalar X] [--hidden N --layers N --heads N
+ *                      --kv-heads N --head-dim N --intermediate N --max-pos N]
  *
  * A family makes the tiny shape with that family's switches as its
  * published configs set them (model_config_family_tiny), so that tests can
  * run every family without fetching weights. The Gemma 2 options override
- * its soft-caps and score scale (tests use small caps, where tanh bends).
+ * its soft-caps and score scale (tests use small caps, where tanh bends);
+ * the shape options give a family a real model's widths (bench/plan/rss.sh
+ * sets Qwen3-1.7B's at a reduced depth), its switches kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,34 @@
     "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|smollm3 "      \
     "--tokenizer PATH "                                                                      \
     "--out DIR [--seed S] [--init-std X] [--norm-std X]\n"
+
+/* The shape options over a family's tiny shape; 0, or -1 (said). */
+static int family_shape(int argc, char **argv, struct model_config *c)
+{
+    static const char *const opt[] = {"--hidden", "--layers", "--heads", "--kv-heads",
+                                      "--head-dim", "--intermediate", "--max-pos"};
+    int *dst[] = {&c->hidden, &c->n_layers, &c->n_heads, &c->n_kv_heads,
+                  &c->head_dim, &c->intermediate, &c->max_pos};
+    static const long hi[] = {MODEL_MAX_HIDDEN, MODEL_MAX_LAYERS, 1024, 1024, 1024,
+                              8L * MODEL_MAX_HIDDEN, 1L << 20};
+    int had_layers = c->n_layers;
+    for (int i = 0; i < 7; i++)
+        if (cmd_int_opt("alallo model init", argc, argv, opt[i], 1, hi[i], dst[i]))
+            return -1;
+    if (cmd_arg_value(argc, argv, "--head-dim") && !cmd_arg_value(argc, argv, "--query-scalar"))
+        c->query_scalar = (float)c->head_dim;
+    if (cmd_arg_value(argc, argv, "--max-pos"))
+        c->max_pos_config = c->max_pos;
+    /* SmolLM3 leaves the positions out of every 4th layer, at any depth */
+    for (int l = 0; c->family == FAM_SMOLLM3 && c->n_layers != had_layers && l < c->n_layers; l++)
+        c->no_rope[l] = (l + 1) % 4 == 0;
+    char err[200];
+    if (model_config_check(c, err, sizeof err)) {
+        fprintf(stderr, "alallo model init: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
 
 /* --family NAME: "llama3" is Llama's model_type with Llama 3's rotary scaling. */
 static int family_config(const char *name, int vocab, int argc, char **argv,
@@ -64,7 +95,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
         }
         *dst[i] = (float)x;
     }
-    return 0;
+    return family_shape(argc, argv, c);
 }
 
 static int model_init(int argc, char **argv)

@@ -101,8 +101,9 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
     for (int i = 0; i < m->n_tensors; i++) {
         const struct model_tensor *mt = &m->tensors[i];
         const struct st_tensor *t = NULL;
-        for (int f = 0; f < ns && !t; f++)
-            t = st_find(files[f], mt->name);
+        int from = 0;
+        for (; from < ns && !t; from++)
+            t = st_find(files[from], mt->name);
         if (!t) {
             snprintf(err, errcap, "%s: missing tensor %s", dir, mt->name);
             goto fail;
@@ -124,6 +125,9 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
             snprintf(err, errcap, "out of memory loading %s", mt->name);
             goto fail;
         }
+        /* read once: its pages of the file need not stay resident (the
+         * planner counts the weights as the model holds them, not twice) */
+        st_release(files[from - 1], t);
     }
     for (int i = 0; i < ns; i++) {
         st_close(files[i]);

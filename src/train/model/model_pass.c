@@ -5,8 +5,9 @@
  * layer and after attention, both RMSNorm scales, q/k (after rotation), v,
  * the attention output and each score row's log-sum-exp, the MLP gate and up projections,
  * and the LoRA products x A^T; with Qwen3's q/k norms also q and k as
- * projected (before the norm) and each head's RMSNorm scale. The normalized inputs and the SwiGLU output
- * are cheap to recompute and are not kept, to save memory.
+ * projected (before the norm) and each head's RMSNorm scale. The
+ * normalized inputs and the SwiGLU output are cheap to recompute and are
+ * not kept, to save memory.
  *
  * The output head is fused with the loss: logits exist only for rows that
  * have a target, a block of rows at a time, and are turned into their

@@ -132,6 +132,9 @@ static void family_qwen3_qk_norm(void **state)
 {
     (void)state;
     compare("qwen3", "--family qwen3");
+    /* the family at another shape (model init's shape options), full only */
+    compare_as("qwen3-shape", "--family qwen3 --hidden 48 --layers 3 --heads 6 --kv-heads 2 "
+                              "--head-dim 16 --intermediate 80", "");
 }
 
 /* Four layers, the last without rotary positions (no_rope_layers). */
