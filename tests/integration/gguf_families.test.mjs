@@ -12,6 +12,8 @@
 //    a prompt equals `alallo generate --temperature 0` on the Hugging Face
 //    folder. alallo's forward pass is proven against PyTorch per family in
 //    tests/unit/train/test_model_torch.c, so this ties llama.cpp to it.
+// Then a SmolLM3 whose layers without positions are not llama.cpp's every
+// 4th is refused by name, no file written.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -97,3 +99,20 @@ for (const [family, [arch, extra]] of Object.entries(FAMILIES)) {
     }
   });
 }
+
+// llama.cpp's smollm3 leaves the rotary positions out of every 4th layer
+// whatever the file says: another pattern is refused by name, not written.
+test('smollm3: a GGUF of other layers without positions is refused', () => {
+  const modelDir = path.join(dir, 'smollm3-other');
+  alallo(['model', 'init', '--family', 'smollm3', '--tokenizer', tokPath, '--out', modelDir]);
+  const cfgPath = path.join(modelDir, 'config.json');
+  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
+  cfg.no_rope_layers = [1, 0, 1, 1];
+  fs.writeFileSync(cfgPath, JSON.stringify(cfg));
+  const out = path.join(dir, 'smollm3-other.gguf');
+  assert.throws(
+    () => execFileSync(BIN, ['export', '--model-dir', modelDir, '--format', 'gguf', '--dtype', 'f32', '--out', out], { stdio: 'pipe' }),
+    (e) => /every 4th layer; this model's no_rope_layers differ \(layer 1\)/.test(e.stderr.toString()),
+  );
+  assert.ok(!fs.existsSync(out), 'nothing written');
+});
