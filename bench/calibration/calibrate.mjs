@@ -1,6 +1,6 @@
 // calibrate.mjs - the body of bench/calibration/run.sh (see there).
 import fs from 'node:fs';
-import { sleep, startService, uploadSamples } from '../lib/service.mjs';
+import { apiCall, measuredWorkers, sleep, startService, uploadSamples } from '../lib/service.mjs';
 
 const BIN = process.env.ALALLO_BIN;
 const ROOT = process.env.ALALLO_ROOT;
@@ -13,20 +13,9 @@ const svc = await startService({
   args: ['--local-worker', 'name=a,cpus=1,mem=4G,price=0.40',
     '--local-worker', 'name=b,cpus=1,mem=4G,price=0.80,class=spot'],
 });
-const { url, key } = svc;
-const H = { Authorization: `Bearer ${key}` };
-const call = async (method, p, body) => {
-  const r = await fetch(url + p, { method, headers: body ? { ...H, 'Content-Type': 'application/json' } : H, body: body ? JSON.stringify(body) : undefined });
-  return r.json();
-};
-for (;;) {
-  const w = await call('GET', '/v1/workers');
-  if (w.data.length === 2 && w.data.every((x) => x.speed && x.speed.flops > 0)) {
-    process.stderr.write(`workers: ${w.data.map((x) => `${x.name} ${JSON.stringify(x.speed)}`).join('; ')}\n`);
-    break;
-  }
-  await sleep(500);
-}
+const call = apiCall(svc);
+const workers = await measuredWorkers(call, 2);
+process.stderr.write(`workers: ${workers.map((x) => `${x.name} ${JSON.stringify(x.speed)}`).join('; ')}\n`);
 
 // Data sets of 50, 100 and 200 examples.
 const files = await uploadSamples(svc, [50, 100, 200]);

@@ -37,11 +37,12 @@ export function storeArgs(root, name = `bench_${process.pid}_${++databases}`) {
   return ['--store', r.stdout.trim()];
 }
 
-// Starts `alallo serve` with models of the given shapes (made here) and
-// the extra arguments, on a store of its own (storeArgs); resolves once it
+// Starts `alallo serve` with models of the given shapes (made here), the
+// built-in model too when `builtin` (models/alallo-base, linked), and the
+// extra arguments, on a store of its own (storeArgs); resolves once it
 // answers and its keys are written.
 // Returns { url, key, workerToken, sample, serve, tmp, data, models, store, stop() }.
-export async function startService({ bin, root, shapes, args, prefix }) {
+export async function startService({ bin, root, shapes, args, prefix, builtin = false }) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
   const sample = path.join(root, 'examples/sentiment-train.jsonl');
@@ -51,6 +52,7 @@ export async function startService({ bin, root, shapes, args, prefix }) {
   fs.mkdirSync(models);
   for (const shape of shapes)
     alallo(bin, ['model', 'init', '--shape', shape, '--tokenizer', tok, '--out', path.join(models, shape)]);
+  if (builtin) fs.symlinkSync(path.join(root, 'models/alallo-base'), path.join(models, 'alallo-base'));
   const port = await freePort();
   const data = path.join(tmp, 'data');
   const store = storeArgs(root);
@@ -86,4 +88,23 @@ export async function uploadSamples(svc, sizes) {
     ids.push((await r.json()).id);
   }
   return ids;
+}
+
+// A caller of svc's API with its key: call(method, path, body) resolves to
+// the answer's JSON.
+export function apiCall(svc) {
+  const H = { Authorization: `Bearer ${svc.key}` };
+  return async (method, p, body) => {
+    const r = await fetch(svc.url + p, { method, headers: body ? { ...H, 'Content-Type': 'application/json' } : H, body: body ? JSON.stringify(body) : undefined });
+    return r.json();
+  };
+}
+
+// Resolves to the workers once n are registered, each with a measured speed.
+export async function measuredWorkers(call, n) {
+  for (;;) {
+    const w = await call('GET', '/v1/workers');
+    if (w.data?.length === n && w.data.every((x) => x.speed && x.speed.flops > 0)) return w.data;
+    await sleep(500);
+  }
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/integrations.h"
+#include "core/job.h"
 #include "core/job_hyper.h"
 #include "core/sample_prompts.h"
 #include "core/text.h"
@@ -221,6 +222,32 @@ static bool parse_metadata(json_t *body, char *metadata /* OUT */, size_t cap,
     return true;
 }
 
+/* The goal finish_by's deadline: an integer of Unix seconds, as the API's
+ * other times are (created_at). Given alone it sets the goal; a goal
+ * finish_by needs it, and another goal refuses it. */
+static bool parse_finish_by(json_t *body, struct job_request *rq, struct field_error *err)
+{
+    json_t *v = json_object_get(body, "finish_by");
+    bool given = v && !json_is_null(v);
+    if (given && (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+                  json_integer_value(v) > JOB_FINISH_BY_MAX))
+        return bad(err, ERR_INVALID, "finish_by",
+                   "finish_by must be the deadline as an integer of Unix seconds, for example "
+                   "1767225600 (2026-01-01 00:00 UTC).");
+    if (!given && rq->goal && strcmp(rq->goal, "finish_by") == 0)
+        return bad(err, ERR_INVALID, "finish_by",
+                   "The goal \"finish_by\" needs finish_by: the deadline in Unix seconds.");
+    if (given && rq->goal && strcmp(rq->goal, "finish_by") != 0)
+        return bad(err, ERR_INVALID, "finish_by",
+                   "finish_by is the deadline of the goal \"finish_by\"; leave it out for "
+                   "the goal \"%s\".", rq->goal);
+    if (given) {
+        rq->finish_by = (int64_t)json_integer_value(v);
+        rq->goal = "finish_by";
+    }
+    return true;
+}
+
 bool job_request_parse(json_t *body, struct job_request *rq)
 {
     memset(rq, 0, sizeof *rq);
@@ -309,9 +336,12 @@ bool job_request_parse(json_t *body, struct job_request *rq)
                    "name must not contain control characters (such as newlines or escapes).");
     if (precision && strcmp(precision, "16-bit") != 0 && strcmp(precision, "4-bit") != 0)
         return bad(err, ERR_INVALID, "precision", "precision must be \"16-bit\" or \"4-bit\".");
-    if (goal && strcmp(goal, "lowest_cost") != 0 && strcmp(goal, "fastest_finish") != 0)
+    if (goal && strcmp(goal, "lowest_cost") != 0 && strcmp(goal, "fastest_finish") != 0 &&
+        strcmp(goal, "finish_by") != 0)
         return bad(err, ERR_INVALID, "goal",
-                   "goal must be \"lowest_cost\" or \"fastest_finish\".");
+                   "goal must be \"lowest_cost\", \"fastest_finish\" or \"finish_by\".");
+    if (!parse_finish_by(body, rq, err))
+        return false;
     if (adapter && strcmp(adapter, "lora") != 0 && strcmp(adapter, "full") != 0)
         return bad(err, ERR_INVALID, "adapter", "adapter must be \"lora\" or \"full\".");
     if (adapter && strcmp(adapter, "full") == 0 && precision && strcmp(precision, "4-bit") == 0)

@@ -1,6 +1,7 @@
 /* res_chat.c - POST /v1/chat/completions (OpenAI shape): the next assistant
  * turn of a conversation from a base or fine-tuned model, laid out by the
- * model's chat template (control_generate with a chat, a child process).
+ * model's chat template (control_generate with a chat: the inference engine,
+ * or a child process).
  *
  * `tools` go to the template; an answer that holds tool calls in the
  * model family's form (core/tool_calls.h) is returned as `tool_calls` with
@@ -15,7 +16,7 @@
 
 #include "api/handlers.h"
 #include "api/jsonw.h"
-#include "control/models.h"
+#include "control/generation.h"
 #include "core/clock.h"
 #include "core/ids.h"
 #include "core/text.h"

@@ -1,8 +1,11 @@
 /* res_completions.c - POST /v1/completions (OpenAI shape): generation from
- * a base or fine-tuned model (control_generate, a child process with a
- * time limit). At most cfg.max_completions run at once, shared fairly
- * between accounts (fair_share.h): a call waits up to cfg.slot_wait_ms for
- * its turn, then gets 429. */
+ * a base or fine-tuned model (control_generate: the resident inference
+ * engine, or a child process with a time limit). The engine queues each
+ * account's requests itself and answers a full queue with 429 and a crash
+ * with 503, both with Retry-After (docs/serving.md). With a child per
+ * request, at most cfg.max_completions run at once, shared fairly between
+ * accounts (fair_share.h): a call waits up to cfg.slot_wait_ms for its
+ * turn, then gets 429. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,8 @@
 
 #include "api/fair_share.h"
 #include "api/handlers.h"
+#include "control/generation.h"
+#include "control/inference.h"
 #include "control/models.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -74,22 +79,31 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
         api_error(res, found, msg[0] ? msg : NULL, found == ERR_NOT_FOUND ? "model" : NULL);
         return NULL;
     }
-    if (!fair_share_take(srv->generations, req->account.id, srv->cfg.slot_wait_ms)) {
+    /* the engine queues per account itself (train/serve/admission.h) */
+    bool pooled = !srv->ctl->inference;
+    if (pooled && !fair_share_take(srv->generations, req->account.id, srv->cfg.slot_wait_ms)) {
         api_error(res, ERR_RATE_LIMITED, "Too many generations are running; try again shortly.",
                   NULL);
         return NULL;
     }
     json_t *out = NULL;
     char why[600];
-    enum alallo_err e = control_generate(srv->ctl, dir, model, g, srv->cfg.completion_timeout_s,
-                                         &out, why, sizeof why);
-    fair_share_give(srv->generations, req->account.id);
+    enum alallo_err e = control_generate(srv->ctl, req->account.id, dir, name, g,
+                                         srv->cfg.completion_timeout_s, &out, why, sizeof why);
+    if (pooled)
+        fair_share_give(srv->generations, req->account.id);
     if (e) {
+        bool said = e == ERR_INVALID || e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE;
         api_error(res, e,
-                  e == ERR_INVALID       ? why
+                  said && why[0]         ? why
                   : e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
                                          : "The generation failed.",
                   e == ERR_INVALID ? input_param : NULL);
+        if (e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE) {
+            text_copy(res->header_name, sizeof res->header_name, "Retry-After");
+            text_printf(res->header_value, sizeof res->header_value, "%d",
+                        INFERENCE_RETRY_AFTER_S);
+        }
         return NULL;
     }
     atomic_fetch_add(&srv->metrics.completions, 1);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "control/fleet.h"
+#include "control/inference.h"
 #include "control/leadership.h"
 #include "api/handlers.h"
 
@@ -60,6 +61,43 @@ static void put(struct out *o, const char *fmt, ...)
         return;
     }
     o->len += (size_t)n;
+}
+
+/* The inference engine's gauges and counters (docs/serving.md). */
+static void inference_metrics(struct api_server *srv, struct out *o)
+{
+    struct inference *inf = srv->ctl->inference;
+    if (!inf)
+        return;
+    json_t *st = NULL;
+    bool up = inference_stats(inf, &st) == ERR_OK && !json_object_get(st, "error");
+    long starts = inference_starts(inf);
+    put(o, "# HELP alallo_inference_up 1 when the inference engine answers.\n"
+           "# TYPE alallo_inference_up gauge\nalallo_inference_up %d\n"
+           "# HELP alallo_inference_restarts_total Restarts of the inference engine.\n"
+           "# TYPE alallo_inference_restarts_total counter\nalallo_inference_restarts_total %ld\n",
+        up ? 1 : 0, starts > 0 ? starts - 1 : 0);
+    static const char *const gauges[][2] = {
+        {"models", "Models (bases, full fine-tunes, adapters) the engine keeps loaded."},
+        {"model_bytes", "Bytes of the models the engine keeps loaded."},
+        {"running", "Generations the engine is decoding."},
+        {"waiting", "Generations waiting in the engine's queues."},
+        {"tokens_in_flight", "Prompt plus max_tokens of the running generations."},
+    };
+    for (size_t i = 0; up && i < sizeof gauges / sizeof gauges[0]; i++)
+        put(o, "# HELP alallo_inference_%s %s\n# TYPE alallo_inference_%s gauge\n"
+               "alallo_inference_%s %lld\n",
+            gauges[i][0], gauges[i][1], gauges[i][0], gauges[i][0],
+            (long long)json_integer_value(json_object_get(st, gauges[i][0])));
+    if (up)
+        put(o, "# HELP alallo_inference_tokens_total Tokens the engine generated since it "
+               "started.\n# TYPE alallo_inference_tokens_total counter\n"
+               "alallo_inference_tokens_total %lld\n"
+               "# HELP alallo_inference_steps_total Batch steps since the engine started.\n"
+               "# TYPE alallo_inference_steps_total counter\nalallo_inference_steps_total %lld\n",
+            (long long)json_integer_value(json_object_get(st, "tokens_generated")),
+            (long long)json_integer_value(json_object_get(st, "steps")));
+    json_decref(st);
 }
 
 void metrics_get(struct api_server *srv, struct http_request *req, struct http_response *res)
@@ -133,6 +171,7 @@ void metrics_get(struct api_server *srv, struct http_request *req, struct http_r
         atomic_load(&srv->ctl->metrics.pass_jobs_last),
         atomic_load(&srv->ctl->metrics.pass_cpu_us_sum) / 1e6,
         atomic_load(&srv->ctl->metrics.pass_cpu_us_last) / 1e6);
+    inference_metrics(srv, &o);
     if (!o.p) {
         api_error(res, ERR_INTERNAL, NULL, NULL);
         return;

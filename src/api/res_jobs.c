@@ -78,7 +78,11 @@ void jobs_create(struct api_server *srv, struct http_request *req, struct http_r
     enum alallo_err e = control_job_create(srv->ctl, r, why, sizeof why);
     if (e == ERR_INVALID || e == ERR_NOT_FOUND) {
         /* ERR_NOT_FOUND: a data set was deleted while the job was made. */
-        const char *param = e == ERR_INVALID ? "model"
+        /* ERR_INVALID: the planner refused the model's settings, or no
+         * capacity finishes it by its deadline (goal finish_by). */
+        const char *param = e == ERR_INVALID && r->est.finish_by_s > 0 && !r->est.finish_by_met
+                                ? "finish_by"
+                            : e == ERR_INVALID ? "model"
                             : r->job.validation_file[0] && strstr(why, r->job.validation_file)
                                 ? "validation_file"
                                 : "training_file";

@@ -33,13 +33,22 @@ static json_t *base_model(struct api_server *srv, const struct catalog_model *m)
             methods, json_pack("{s:s,s:s,s:s,s:I,s:b}", "method", "supervised", "precision",
                                cm[i].precision, "adapter", cm[i].adapter, "memory_bytes",
                                (json_int_t)cm[i].memory_bytes, "available", cm[i].available));
-    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:I},s:{s:i,s:i,s:i,s:i,s:i,s:i},s:o}", "id",
+    json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:{s:I,s:I},s:{s:i,s:i,s:i,s:i,s:i,s:i},s:o}", "id",
                      m->id, "object", "model", "created", (json_int_t)(m->created_ms / 1000),
                      "owned_by", "alallo", "kind", "base", "size", "parameters",
                      (json_int_t)m->params, "bytes", (json_int_t)m->bytes, "shape", "hidden_size",
                      m->hidden, "layers", m->layers, "heads", m->heads, "kv_heads", m->kv_heads,
                      "intermediate_size", m->intermediate, "vocab_size", m->vocab, "methods",
                      methods);
+    if (o && m->experts > 0) { /* a mixture of experts: what one token goes through */
+        json_object_set_new(json_object_get(o, "size"), "active_parameters",
+                            json_integer((json_int_t)m->active_params));
+        json_t *shape = json_object_get(o, "shape");
+        json_object_set_new(shape, "experts", json_integer(m->experts));
+        json_object_set_new(shape, "experts_per_token", json_integer(m->experts_used));
+        json_object_set_new(shape, "moe_intermediate_size", json_integer(m->moe_intermediate));
+    }
+    return o;
 }
 
 static json_t *tuned_model(const struct store_job *j, const char *owner)

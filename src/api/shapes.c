@@ -294,6 +294,13 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     jsonw_str(w, j->precision);
     jsonw_key(w, "goal");
     jsonw_str(w, j->goal);
+    /* the goal finish_by's deadline, Unix seconds; null for the others */
+    jsonw_key(w, "finish_by");
+    double finish_by = job_hyper_finish_by(j->hyper);
+    if (finish_by > 0)
+        jsonw_int(w, (int64_t)finish_by);
+    else
+        jsonw_null(w);
     jsonw_key(w, "adapter");
     jsonw_str(w, j->adapter);
     jsonw_key(w, "training_method");

@@ -39,6 +39,7 @@
 #include "app/cmds.h"
 #include "control/control.h"
 #include "control/engine.h"
+#include "control/inference.h"
 #include "control/leadership.h"
 #include "control/webhook_delivery.h"
 #include "control/service.h"
@@ -143,6 +144,9 @@ static void usage(FILE *f)
           "                    [--executor slurm|process] [--slurm-pool POOL]...\n"
           "                    [--cluster-data SERVER_PREFIX=NODE_PREFIX] [--runner-url URL]\n"
           "                    [--advertise URL] [--wandb-url URL (default " WANDB_DEFAULT_URL ")]\n"
+          "                    [--inference engine|child] [--inference-memory BYTES]\n"
+          "                    [--inference-max-running N] [--inference-max-tokens N]\n"
+          "                    [--inference-max-queued N] [--inference-threads N]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
@@ -194,6 +198,8 @@ struct serve_args {
     const char *runner_url;   /* what runners call; default the served address */
     const char *advertise;    /* where the others reach this serve; NULL: from --host, --port */
     const char *wandb_url;    /* the W&B-compatible server (control/wandb_forward.h) */
+    bool inference_child;     /* --inference child: no resident engine */
+    struct inference_config inference; /* --inference-* (control/inference.h) */
 };
 
 static int parse_args(int argc, char **argv, struct api_config *cfg, struct control_config *ccfg,
@@ -260,6 +266,33 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
                 goto bad;
             a->runner_url = val;
+        } else if (strcmp(arg, "--inference") == 0) {
+            /* engine: the resident engine (docs/serving.md); child: a
+             * process per request, nothing kept loaded between them */
+            if (strcmp(val, "engine") != 0 && strcmp(val, "child") != 0)
+                goto bad;
+            a->inference_child = strcmp(val, "child") == 0;
+        } else if (strcmp(arg, "--inference-memory") == 0) {
+            if (!text_parse_long(val, 1L << 20, 1L << 50, &v))
+                goto bad;
+            a->inference.model_memory = v;
+        } else if (strcmp(arg, "--inference-max-running") == 0) {
+            if (!text_parse_long(val, 1, 4096, &v))
+                goto bad;
+            a->inference.max_running = (int)v;
+        } else if (strcmp(arg, "--inference-max-tokens") == 0) {
+            if (!text_parse_long(val, 1, 1L << 30, &v))
+                goto bad;
+            a->inference.max_tokens = v;
+        } else if (strcmp(arg, "--inference-max-queued") == 0) {
+            if (!text_parse_long(val, 1, 1L << 20, &v))
+                goto bad;
+            a->inference.max_queued = (int)v;
+        } else if (strcmp(arg, "--inference-threads") == 0) {
+            if (!text_parse_long(val, 1, 1024, &v))
+                goto bad;
+            a->inference.threads = (int)v;
+            ccfg->generate_threads = (int)v; /* a child per request too */
         } else if (strcmp(arg, "--worker-timeout") == 0) {
             if (!text_parse_long(val, 1, 86400, &v))
                 goto bad;
@@ -461,7 +494,13 @@ int cmd_serve(int argc, char **argv)
 {
     static struct control ctl;    /* big; lives as long as the process */
     static struct api_server srv = {.ctl = &ctl};
-    struct serve_args a = {.host = "127.0.0.1", .data = "var", .wandb_url = WANDB_DEFAULT_URL};
+    struct serve_args a = {.host = "127.0.0.1",
+                           .data = "var",
+                           .wandb_url = WANDB_DEFAULT_URL,
+                           .inference = {.model_memory = 8LL << 30,
+                                         .max_running = 32,
+                                         .max_tokens = 65536,
+                                         .max_queued = 64}};
     api_config_defaults(&srv.cfg);
     control_config_defaults(&ctl.cfg);
     if (cmd_help_asked(argc, argv)) {
@@ -531,6 +570,11 @@ int cmd_serve(int argc, char **argv)
             return 1;
         }
     }
+    /* The inference engine beside this process, supervised (restarted
+     * when it ends) until the end (control/inference.h). */
+    if (!a.inference_child &&
+        !(ctl.inference = inference_start(ctl.alallo_bin, ctl.cfg.data_dir, &a.inference)))
+        log_line("warn", "the inference engine did not start; a process per generation");
     if (api_server_pools_open(&srv) != 0) {
         fprintf(stderr, "alallo serve: out of memory for the slot pools\n");
         ratelimit_free(srv.ratelimit);
@@ -638,6 +682,8 @@ int cmd_serve(int argc, char **argv)
     leadership_close(&ctl);
     ratelimit_free(srv.ratelimit);
     api_server_pools_close(&srv);
+    inference_stop(ctl.inference);
+    ctl.inference = NULL;
     control_close(&ctl);
     curl_global_cleanup();
     log_line("info", "stopped");

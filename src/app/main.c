@@ -29,6 +29,7 @@ static void usage(FILE *f)
           "  generate --model-dir DIR ...   generate from a local model folder\n"
           "  export --model-dir DIR ...     export a local model folder\n"
           "  tokenizer train ...  learn a byte-level BPE tokenizer\n"
+          "  inference --socket PATH ...    the resident inference engine serve starts\n"
           "  sim --jobs N --workers M --seed S   fleet simulation\n"
           "  version              what this binary was built with (cuda: yes|no)\n",
           f);
@@ -82,6 +83,8 @@ int main(int argc, char **argv)
         return cmd_model(sub_argc, sub_argv);
     if (strcmp(cmd, "tokenizer") == 0)
         return cmd_tokenizer(sub_argc, sub_argv);
+    if (strcmp(cmd, "inference") == 0)
+        return cmd_inference(sub_argc, sub_argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         if (cmd_help_asked(sub_argc, sub_argv)) {
             puts("usage: alallo version   what this binary was built with (cuda: yes|no)");

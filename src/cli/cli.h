@@ -49,7 +49,7 @@ int cli_model_arg(struct cli_ctx *cx, const char *cmd, const char *given, char *
 
 /* The options cli_job_body reads; copy the array before parsing. */
 extern const struct cli_opt cli_job_opts[];
-#define CLI_JOB_OPTS_COUNT 27
+#define CLI_JOB_OPTS_COUNT 28
 
 int cli_jobs(struct cli_ctx *cx, int argc, char **argv);
 int cli_estimate(struct cli_ctx *cx, int argc, char **argv);

@@ -147,3 +147,61 @@ int cli_parse_double(const char *s, double min, double max, double *out)
     *out = v;
     return 0;
 }
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar. */
+static long long days_from_civil(long long y, int m, int d)
+{
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+int cli_parse_time(const char *s, long long *out)
+{
+    long n;
+    if (!s || !*s)
+        return -1;
+    if (cli_parse_long(s, 1, 253402300799L, &n) == 0) {
+        *out = n;
+        return 0;
+    }
+    int y, mo, d, h, mi, sec = 0, used = 0;
+    char sep;
+    if (sscanf(s, "%4d-%2d-%2d%c%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &used) != 6 ||
+        (sep != 'T' && sep != 't' && sep != ' '))
+        return -1;
+    const char *p = s + used;
+    if (*p == ':') {
+        int k = 0;
+        if (sscanf(p, ":%2d%n", &sec, &k) != 1)
+            return -1;
+        p += k;
+        if (*p == '.') /* fractions of a second: dropped */
+            for (p++; *p >= '0' && *p <= '9'; p++)
+                ;
+    }
+    long offset = 0;
+    if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
+        offset = 0;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
+        int oh, om, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
+            return -1;
+        offset = (*p == '+' ? 1 : -1) * (oh * 3600L + om * 60L);
+    } else {
+        return -1;
+    }
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+        (mo == 2 && d == 29 && !leap) || h > 23 || mi > 59 || sec > 60)
+        return -1;
+    long long t = days_from_civil(y, mo, d) * 86400LL + h * 3600LL + mi * 60LL + sec - offset;
+    if (t <= 0)
+        return -1;
+    *out = t;
+    return 0;
+}

@@ -36,6 +36,11 @@ const char *cli_get(const struct cli_opt *opts, const char *name);
 /* Parses a whole number in [min, max]. Returns 0 or -1. */
 int cli_parse_long(const char *s, long min, long max, long *out /* OUT */);
 
+/* Parses a moment as Unix seconds: a whole number of them, or an RFC 3339
+ * time "2026-12-03T18:00:00Z" (seconds optional, "T" or a space, "Z" or an
+ * offset "+01:00"). Returns 0 or -1. */
+int cli_parse_time(const char *s, long long *out /* OUT */);
+
 /* Parses a finite number in [min, max]. Returns 0 or -1. */
 int cli_parse_double(const char *s, double min, double max, double *out /* OUT */);
 

@@ -531,6 +531,13 @@ void cli_print_job(FILE *out, const json_t *job, const json_t *checkpoints)
     field(out, "Model:", str(job, "model"));
     field(out, "Training method:", cli_job_method(buf, sizeof buf, job));
     const char *goal = str(job, "goal");
+    char goal_text[80];
+    if (goal && strcmp(goal, "finish_by") == 0) {
+        char by[48];
+        snprintf(goal_text, sizeof goal_text, "Finish by %s",
+                 when(by, sizeof by, json_object_get(job, "finish_by")));
+        goal = goal_text;
+    }
     field(out, "Goal:", goal && strcmp(goal, "fastest_finish") == 0 ? "Fastest finish"
                         : goal && strcmp(goal, "lowest_cost") == 0  ? "Lowest cost"
                                                                     : goal);
@@ -604,6 +611,19 @@ void cli_print_estimate(FILE *out, const json_t *estimate)
         snprintf(line, sizeof line, "%s of memory%s%s", cli_bytes(b, sizeof b, mem),
                  w ? ", on worker " : "", w ? w : "");
         field(out, "Plan:", line);
+    }
+    /* goal finish_by: the deadline, and the range's upper end as a time */
+    const json_t *fb = json_object_get(estimate, "finish_by");
+    if (json_is_object(fb)) {
+        char by[48], hi[48], line[160];
+        when(by, sizeof by, json_object_get(fb, "deadline"));
+        when(hi, sizeof hi, json_object_get(fb, "high_at"));
+        const json_t *hv = json_object_get(fb, "high_at");
+        if (json_is_true(json_object_get(fb, "met")) && json_is_number(hv))
+            snprintf(line, sizeof line, "%s (done by %s at the latest)", by, hi);
+        else
+            snprintf(line, sizeof line, "%s", by);
+        field(out, "Finish by:", line);
     }
     const char *msg = str(estimate, "message");
     char safe[1024];

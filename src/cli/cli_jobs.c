@@ -13,6 +13,7 @@ const struct cli_opt cli_job_opts[] = {
     {"--name", true, NULL},
     {"--precision", true, NULL},
     {"--goal", true, NULL},
+    {"--finish-by", true, NULL},
     {"--epochs", true, NULL},
     {"--batch-size", true, NULL},
     {"--learning-rate-multiplier", true, NULL},
@@ -126,8 +127,21 @@ int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts
         return cli_usage_error(cx, cmd, "give either --file FILE_ID or --upload PATH");
     if (precision && !one_of(precision, "16-bit", "4-bit"))
         return cli_usage_error(cx, cmd, "--precision must be 16-bit or 4-bit");
-    if (goal && !one_of(goal, "lowest_cost", "fastest_finish"))
-        return cli_usage_error(cx, cmd, "--goal must be lowest_cost or fastest_finish");
+    if (goal && !one_of(goal, "lowest_cost", "fastest_finish") && strcmp(goal, "finish_by") != 0)
+        return cli_usage_error(cx, cmd,
+                               "--goal must be lowest_cost, fastest_finish or finish_by");
+    /* The deadline: the server checks that it lies ahead (its 400 names
+     * finish_by); here only that it reads as a time. */
+    const char *finish_by = cli_get(opts, "--finish-by");
+    long long deadline = 0;
+    if (finish_by && cli_parse_time(finish_by, &deadline) != 0)
+        return cli_usage_error(cx, cmd,
+                               "--finish-by must be a time such as 2026-12-03T18:00:00Z (RFC "
+                               "3339, UTC or with an offset) or Unix seconds");
+    if (goal && strcmp(goal, "finish_by") == 0 && !finish_by)
+        return cli_usage_error(cx, cmd, "--goal finish_by needs --finish-by TIME");
+    if (finish_by && goal && strcmp(goal, "finish_by") != 0)
+        return cli_usage_error(cx, cmd, "--finish-by is the deadline of --goal finish_by");
     if (adapter && !one_of(adapter, "lora", "full"))
         return cli_usage_error(cx, cmd, "--adapter must be lora or full");
     const char *mtype = cli_get(opts, "--method");
@@ -143,6 +157,8 @@ int cli_job_body(struct cli_ctx *cx, const char *cmd, const struct cli_opt *opts
     json_t *b = json_object();
     json_t *hp = json_object();
     json_object_set_new(b, "model", json_string(model));
+    if (finish_by)
+        json_object_set_new(b, "finish_by", json_integer((json_int_t)deadline));
     int bad = 0;
     const char *what = NULL;
     /* The server's limit (src/api/job_request.c): refused here, nothing sent. */

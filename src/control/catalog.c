@@ -28,6 +28,29 @@ static int int_field(const json_t *cfg, const char *key, int dflt)
     return json_is_integer(v) ? (int)json_integer_value(v) : dflt;
 }
 
+/* qwen3_moe's experts, and which layers are sparse (as the trainer reads
+ * them, src/train/model/moe.c). */
+static void read_experts(const json_t *cfg, struct catalog_model *m)
+{
+    m->experts = int_field(cfg, "num_experts", 0);
+    m->experts_used = int_field(cfg, "num_experts_per_tok", 0);
+    m->moe_intermediate = int_field(cfg, "moe_intermediate_size", 0);
+    int step = int_field(cfg, "decoder_sparse_step", 1);
+    if (m->experts <= 0 || m->experts_used <= 0 || m->moe_intermediate <= 0 || step <= 0) {
+        m->experts = 0;
+        return;
+    }
+    const json_t *only = json_object_get(cfg, "mlp_only_layers");
+    for (int l = 0; l < m->layers; l++) {
+        int dense = (l + 1) % step != 0;
+        for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++)
+            dense |= json_integer_value(json_array_get(only, i)) == l;
+        m->sparse_layers += !dense;
+    }
+    if (m->sparse_layers == 0)
+        m->experts = 0; /* every layer dense: a dense model */
+}
+
 int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t errcap)
 {
     memset(m, 0, sizeof *m);
@@ -69,6 +92,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     }
     /* Qwen3 and the families built on its attention normalize q and k per head */
     m->qk_norm = type && strncmp(type, "qwen3", 5) == 0;
+    if (type && strcmp(type, "qwen3_moe") == 0)
+        read_experts(cfg, m);
     json_decref(cfg);
     if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->kv_heads <= 0 ||
         m->intermediate <= 0 || m->vocab <= 0 || head_dim <= 0) {
@@ -80,6 +105,12 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h +
                         (m->qk_norm ? 2 * head_dim : 0);
     m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
+    m->active_params = m->params;
+    if (m->experts > 0) { /* the sparse layers' router and experts in place of their MLP */
+        int64_t expert = 3 * h * m->moe_intermediate, dense = 3 * h * m->intermediate;
+        m->params += m->sparse_layers * (m->experts * h + m->experts * expert - dense);
+        m->active_params += m->sparse_layers * (m->experts * h + m->experts_used * expert - dense);
+    }
     text_copy(m->dir, sizeof m->dir, dir);
 
     DIR *d = opendir(dir);

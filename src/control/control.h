@@ -43,6 +43,8 @@ struct control_config {
                             assigned it (default 0.5; sched_link.h) */
     bool standby; /* open as a standby, leading only once leadership.h says
                      so (default false: lead at once) */
+    int generate_threads; /* threads of a generation, engine or child
+                             (--inference-threads); 0: every CPU (default) */
 };
 
 /* Fills the defaults documented in docs/operations.md. */
@@ -66,6 +68,7 @@ struct catalog;
 struct leadership;
 struct sched_link;
 struct engine;
+struct inference;
 
 struct control {
     struct control_config cfg;
@@ -78,6 +81,7 @@ struct control {
     atomic_int leading; /* 1 when this process leads (leadership.h) */
     struct leadership *lead; /* NULL: the only server on its store */
     atomic_int checkpoint_builds; /* checkpoints being made into models (checkpoint_models.h) */
+    struct inference *inference; /* the resident engine (inference.h); NULL: a child per request */
 };
 
 #endif

@@ -13,7 +13,9 @@
 #include "control/context.h"
 #include "control/integrations.h"
 #include "control/models.h"
+#include "core/clock.h"
 #include "core/ids.h"
+#include "core/job.h"
 #include "core/sample_prompts.h"
 #include "core/text.h"
 #include "sched/hyper.h"
@@ -199,6 +201,13 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
     }
     text_copy(j->precision, sizeof j->precision, rq->precision ? rq->precision : "16-bit");
     text_copy(j->goal, sizeof j->goal, rq->goal ? rq->goal : "lowest_cost");
+    /* A deadline must lie ahead: one already past can be met by nothing. */
+    if (rq->finish_by > 0 && (double)rq->finish_by <= (double)clock_now_ms() / 1000.0) {
+        char at[40];
+        return fail(err, JOB_AT_CONTEXT, ERR_INVALID, "finish_by",
+                    "finish_by must be in the future; %s has passed.",
+                    job_moment_text(at, sizeof at, (double)rq->finish_by, false));
+    }
     text_copy(j->adapter, sizeof j->adapter, rq->adapter ? rq->adapter : "lora");
     j->seed = rq->seed_given ? rq->seed : (int64_t)randombytes_uniform(2147483647U);
     text_copy(j->metadata, sizeof j->metadata, rq->metadata);
@@ -214,6 +223,10 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
     }
     if (!job_hyper_format(&more, dpo, j->hyper, sizeof j->hyper))
         return fail(err, JOB_AT_CONTEXT, ERR_INTERNAL, "hyperparameters",
+                    "hyperparameters are too large.");
+    if (rq->finish_by > 0 &&
+        !job_hyper_set(j->hyper, sizeof j->hyper, "finish_by", json_integer(rq->finish_by)))
+        return fail(err, JOB_AT_CONTEXT, ERR_INTERNAL, "finish_by",
                     "hyperparameters are too large.");
     if (json_error_first(rq, JOB_AT_WANDB_KEY, err))
         return false;

@@ -35,8 +35,8 @@ enum job_check_at {
     JOB_AT_MORE_HYPER,     /* J: the other hyper-parameters and their combinations */
     JOB_AT_HELD_OUT,       /* C: validation_split against the file's examples     */
     JOB_AT_FORMAT,         /* C: the file's format against the method             */
-    JOB_AT_SETTINGS,       /* J: suffix, name, precision, goal, adapter, seed, metadata */
-    JOB_AT_CONTEXT,        /* C: the default context, the hyper object's size     */
+    JOB_AT_SETTINGS,       /* J: suffix, name, precision, goal, finish_by, adapter, seed, metadata */
+    JOB_AT_CONTEXT,        /* C: finish_by in the future, the default context, the hyper object's size */
     JOB_AT_INTEGRATIONS,   /* J: integrations                                    */
     JOB_AT_WANDB_KEY,      /* C: the account's W&B key, the hyper object's size   */
     JOB_AT_SAMPLE_PROMPTS, /* J: sample_prompts                                   */
@@ -74,6 +74,9 @@ struct job_request {
     const json_t *sample_prompts; /* borrowed; NULL or [] for none */
     bool max_steps_given;
     long max_steps;
+    int64_t finish_by;          /* the goal finish_by's deadline, Unix
+                                   seconds (checked against the clock in
+                                   control); 0 when absent              */
     struct field_error err;     /* the first JSON check failed, if any */
 };
 

@@ -12,6 +12,7 @@
 #include "control/job_move.h"
 #include "control/paths.h"
 #include "core/integrations.h"
+#include "core/job_hyper.h"
 #include "core/sample_prompts.h"
 #include "core/ids.h"
 #include "core/text.h"
@@ -57,7 +58,8 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
 {
     r->now = (double)clock_now_ms() / 1000.0;
     enum alallo_err e = sched_link_estimate(ctl, &r->model, &r->job, r->now, &r->est, why, whycap);
-    r->model_factor = sched_link_model_factor(ctl->sched, r->job.model);
+    r->model_factor = sched_link_speed_factor(ctl->sched, &r->job);
+    r->startup_factor = sched_link_startup_factor(ctl->sched, &r->job);
     if (!e && ctl->cfg.plan_scale != 1.0)
         r->est.memory_bytes = (int64_t)llround((double)r->est.memory_bytes * ctl->cfg.plan_scale);
     if (!e)
@@ -74,6 +76,9 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
                                                  SAMPLE_ANSWER_TOKENS, r->job.n_epochs));
     if (!e)
         est_time_limit_message(&r->est, (double)ctl->cfg.time_limit_s);
+    double by = job_hyper_finish_by(r->job.hyper);
+    if (!e && by > 0 && strcmp(r->job.goal, "finish_by") == 0)
+        est_finish_by_verdict(&r->est, r->now, by);
     return e;
 }
 
@@ -112,11 +117,24 @@ json_t *control_estimate_json(const struct estimate *e)
         json_object_set_new(plan, "gpu", json_pack("{s:i,s:I}", "batch", e->gpu_batch,
                                                    "memory_bytes",
                                                    (json_int_t)e->gpu_memory_bytes));
-    return json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "object", "fine_tuning.estimate", "time",
-                     time, "price", price, "plan", plan ? plan : json_object(), "message",
-                     e->message ? json_string(e->message) : json_null(), "training", training,
-                     "time_limit_message",
-                     e->limit_message[0] ? json_string(e->limit_message) : json_null());
+    /* The goal finish_by: the deadline, whether the range's upper end is by
+     * it and that end as a moment (both null while no capacity is known);
+     * when it is not, the message says so. */
+    const char *message = e->finish_by_message[0] ? e->finish_by_message : e->message;
+    json_t *out = json_pack(
+        "{s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "object", "fine_tuning.estimate", "time", time, "price",
+        price, "plan", plan ? plan : json_object(), "message",
+        message ? json_string(message) : json_null(), "training", training, "time_limit_message",
+        e->limit_message[0] ? json_string(e->limit_message) : json_null());
+    if (out && e->finish_by_s > 0)
+        json_object_set_new(
+            out, "finish_by",
+            json_pack("{s:I,s:o,s:o}", "deadline", (json_int_t)e->finish_by_s, "met",
+                      e->finish_high_s > 0 ? json_boolean(e->finish_by_met) : json_null(),
+                      "high_at",
+                      e->finish_high_s > 0 ? json_integer((json_int_t)ceil(e->finish_high_s))
+                                           : json_null()));
+    return out;
 }
 
 /* Fills the draft's estimate fields, plan and ledger from r->est, for a
@@ -136,7 +154,8 @@ static void apply_estimate(struct job_draft *r, double created_s)
     enum sched_goal g;
     if (!sched_goal_parse(j->goal, &g))
         g = SCHED_LOWEST_COST;
-    sched_plan_write(e, g, r->model_factor, j->plan, sizeof j->plan);
+    sched_plan_write(e, g, r->model_factor, r->startup_factor, j->plan,
+                     sizeof j->plan);
     if (e->worker < 0)
         return; /* no capacity known yet: no ranges, the ledger starts when placed */
     double waited = r->now > created_s ? r->now - created_s : 0;
@@ -197,6 +216,12 @@ enum alallo_err control_job_create(struct control *ctl, struct job_draft *r, cha
     enum alallo_err e = control_job_estimate(ctl, r, why, whycap);
     if (e)
         return e;
+    /* goal finish_by: a deadline no capacity meets is refused, with the
+     * earliest finish named; nothing is created or charged. */
+    if (r->est.finish_by_s > 0 && !r->est.finish_by_met) {
+        text_copy(why, whycap, r->est.finish_by_message);
+        return ERR_INVALID;
+    }
     struct store_job *j = &r->job;
     ids_make(j->id, sizeof j->id, "ftjob-");
     int64_t now = (int64_t)llround(r->now * 1000.0);

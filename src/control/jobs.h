@@ -26,7 +26,8 @@ struct job_draft {
     struct store_file file;
     struct estimate est; /* the real estimator's (src/sched/estimator.h) */
     double now;          /* when it was estimated, seconds */
-    double model_factor; /* the model's speed factor the estimate used */
+    double model_factor; /* the shape's speed factor the estimate used */
+    double startup_factor; /* the shape's fixed-cost factor it used     */
     /* validation: one pass over the validation set (a file, or the share
      * of the training file held out); 0 none */
     double valid_tokens;

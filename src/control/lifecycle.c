@@ -96,7 +96,7 @@ static void begin_attempt(struct control *ctl, struct store_job *j, struct sched
     tl_begin(&st->tl, j->max_steps, start, now, startup, lo, hi);
     st->has_tl = true;
     double fpt = p.flops_per_token > 0 ? p.flops_per_token : 0;
-    st->model_factor = sched_link_model_factor(ctl->sched, j->model);
+    st->model_factor = sched_link_speed_factor(ctl->sched, j);
     st->nominal_step_s =
         j->max_steps > 0
             ? capacity_train_seconds(sched_link_train_tokens(j) * fpt / j->max_steps, sw) *

@@ -150,11 +150,16 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
     struct sched_plan p;
     enum alallo_err e = ERR_OK;
     if (sched_plan_read(j->plan, &p)) {
-        /* The attempt against the plain FLOPs model teaches the model's own
-         * speed; the estimator's history gets what is left after it. */
-        double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s /
-                     (st->model_factor > 0 ? st->model_factor : 1.0);
-        double f = sched_link_model_factor_with(c->ctl->sched, j->model, la->train_s, raw);
+        /* The attempt against the plain FLOPs model teaches the model's
+         * own speed and its shape's; the estimator's history gets the
+         * error of the factor this attempt was predicted with (measured
+         * out of sample, so that the band is the prediction's). */
+        double used = st->model_factor > 0 ? st->model_factor : 1.0;
+        /* Only a prediction made with the shape's own factor measures the
+         * error of one (a new shape's estimate has the default bands). */
+        bool warm = sched_link_shape_known(c->ctl->sched, j, "speed");
+        bool warm_start = sched_link_shape_known(c->ctl->sched, j, "start");
+        double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s / used;
         struct store_calibration k = {.method = (int)p.method,
                                       .class_ = st->worker_class,
                                       .goal = (int)p.goal,
@@ -164,11 +169,31 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         text_copy(k.kind, sizeof k.kind, "model");
         text_copy(k.model, sizeof k.model, j->model);
         e = lifecycle__calibrate(c, w, &k);
-        text_copy(k.kind, sizeof k.kind, "train");
-        k.model[0] = '\0';
-        k.nominal_a = raw * f;
+        sched_link_shape_key(j, "speed", k.model, sizeof k.model);
         if (!e)
             e = lifecycle__calibrate(c, w, &k);
+        text_copy(k.kind, sizeof k.kind, "train");
+        k.model[0] = '\0';
+        k.nominal_a = raw * used;
+        if (!e && warm)
+            e = lifecycle__calibrate(c, w, &k);
+        /* The fixed costs of an attempt that ran to the end: its running
+         * time that was not steps, against the nominal loading. */
+        double fixed = la->ended_s - la->began_s - la->train_s;
+        double sf = p.startup_factor > 0 ? p.startup_factor : 1.0;
+        if (!e && la->done_step >= j->max_steps && la->start_step == 0 && fixed > 0 &&
+            p.startup_s > 0) {
+            k.actual_a = fixed;
+            k.nominal_a = p.startup_s / sf;
+            text_copy(k.kind, sizeof k.kind, "model");
+            sched_link_shape_key(j, "start", k.model, sizeof k.model);
+            e = lifecycle__calibrate(c, w, &k);
+            text_copy(k.kind, sizeof k.kind, "start");
+            k.model[0] = '\0';
+            k.nominal_a = p.startup_s;
+            if (!e && warm_start)
+                e = lifecycle__calibrate(c, w, &k);
+        }
     }
     st->has_tl = false;
     return e;

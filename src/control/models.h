@@ -1,9 +1,9 @@
 /* models.h - what the service does with models beyond training them: which
  * precisions the capacity can train a base model at, the folder of a model
- * a caller may use, generations from it, and the files made of it for a
- * download (exports, a checkpoint made into a model).
+ * a caller may use, and the files made of it for a download (exports, a
+ * checkpoint made into a model; generations from it: generation.h).
  *
- * Generations and exports run this binary as a child process with a time
+ * Exports run this binary as a child process with a time
  * limit (core/child.h), so a crash or a runaway one never takes the server down.
  * Their files are made in DATA/tmp and belong to the caller's struct
  * control_artifact until control_artifact_free.
@@ -62,32 +62,6 @@ void control_no_such_model(struct control *ctl, const char *account, const char 
  * model. */
 enum alallo_err control_model_dir(struct control *ctl, const char *account, const char *id,
                                   char *dir, size_t cap, char *why, size_t whycap);
-
-struct control_generation {
-    const char *prompt;
-    const char *chat; /* instead of prompt: {"messages": [...], "tools": [...]} as JSON text */
-    long max_tokens;
-    double temperature;
-    long long seed; /* 0..LLONG_MAX; -1: none */
-    /* When set, called (in the calling thread) with each piece of the text
-     * as the generator produces it (`alallo generate --stream`), before
-     * control_generate returns the whole; the pieces joined are a prefix of
-     * the final text. */
-    void (*on_delta)(void *ctx, const char *piece, size_t len);
-    void *on_delta_ctx;
-};
-
-/* Generates from the model in `dir` (`alallo generate --json`) for at most
- * timeout_s seconds. *out gets the generator's JSON object (text,
- * finish_reason, prompt_tokens, completion_tokens; the caller owns it).
- * ERR_INVALID with a sentence for the user in why when the request cannot
- * be served by this model (a prompt longer than its context, an empty
- * prompt where the model needs text); ERR_UNAVAILABLE when it took too
- * long; ERR_INTERNAL when it failed (logged with the model's name and the
- * generator's words, which never reach why). */
-enum alallo_err control_generate(struct control *ctl, const char *dir, const char *model_name,
-                                 const struct control_generation *g, int timeout_s,
-                                 json_t **out /* OUT */, char *why /* OUT */, size_t whycap);
 
 /* A file or folder made for a download, in its own temporary folder. */
 struct control_artifact {

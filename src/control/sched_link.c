@@ -59,7 +59,7 @@ static bool read_time_left(const char *text, struct sched_state *out);
  * actual to nominal training time is learnt from its finished attempts and
  * applied before the estimator sees the nominal; the estimator's bands then
  * calibrate what remains. */
-#define MODELS_MAX 256
+#define MODELS_MAX 1024
 #define MODEL_RATIO_MIN 0.02
 #define MODEL_RATIO_MAX 50.0
 
@@ -72,6 +72,11 @@ struct model_speed {
 struct sched_link {
     pthread_mutex_t mu;
     struct est_history history;
+    /* The goal finish_by's factors (est_finish_by_factors) per method, from
+     * the history: made again under mu whenever it changes, read by the
+     * queue's loads (which may not take mu) under fb_mu. */
+    pthread_mutex_t fb_mu;
+    float fb_hi[PLAN_METHOD_COUNT][2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
     pthread_mutex_t model_mu; /* owns models[] */
     struct model_speed models[MODELS_MAX];
     int n_models;
@@ -96,6 +101,26 @@ struct sched_link {
 
 static void memo_clear(struct sched_link *l);
 
+/* Makes fb_hi again from the history; the caller holds l->mu. */
+static void finish_by_refresh_locked(struct sched_link *l)
+{
+    float hi[PLAN_METHOD_COUNT][2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
+    for (int m = 0; m < PLAN_METHOD_COUNT; m++)
+        est_finish_by_factors(&l->history, (enum plan_method)m, hi[m]);
+    pthread_mutex_lock(&l->fb_mu);
+    memcpy(l->fb_hi, hi, sizeof hi);
+    pthread_mutex_unlock(&l->fb_mu);
+}
+
+void sched_link_finish_by_factors(struct sched_link *l, enum plan_method m,
+                                  float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    pthread_mutex_lock(&l->fb_mu);
+    memcpy(out, l->fb_hi[(int)m >= 0 && m < PLAN_METHOD_COUNT ? m : 0],
+           sizeof l->fb_hi[0]);
+    pthread_mutex_unlock(&l->fb_mu);
+}
+
 struct sched_link *sched_link_new(void)
 {
     struct sched_link *l = calloc(1, sizeof *l);
@@ -105,7 +130,9 @@ struct sched_link *sched_link_new(void)
     pthread_mutex_init(&l->snap_mu, NULL);
     pthread_mutex_init(&l->model_mu, NULL);
     pthread_mutex_init(&l->memo_mu, NULL);
+    pthread_mutex_init(&l->fb_mu, NULL);
     est_history_init(&l->history);
+    finish_by_refresh_locked(l);
     return l;
 }
 
@@ -118,6 +145,7 @@ void sched_link_free(struct sched_link *l)
     pthread_mutex_destroy(&l->snap_mu);
     pthread_mutex_destroy(&l->model_mu);
     pthread_mutex_destroy(&l->memo_mu);
+    pthread_mutex_destroy(&l->fb_mu);
     free(l);
 }
 
@@ -156,24 +184,54 @@ static double clamp_factor(double f)
     return f < MODEL_RATIO_MIN ? MODEL_RATIO_MIN : f > MODEL_RATIO_MAX ? MODEL_RATIO_MAX : f;
 }
 
-double sched_link_model_factor_with(struct sched_link *l, const char *model, double actual_s,
-                                    double nominal_s)
+/* The factor learnt under `key`; false when none was. */
+static bool factor_of(struct sched_link *l, const char *key, double *out)
 {
-    double x = actual_s > 0 && nominal_s > 0 ? log(actual_s / nominal_s) : NAN;
-    double lr = 0;
-    int n = 0;
+    bool found = false;
     pthread_mutex_lock(&l->model_mu);
-    for (int i = 0; i < l->n_models; i++)
-        if (strcmp(l->models[i].model, model) == 0) {
-            lr = l->models[i].log_ratio;
-            n = l->models[i].n;
+    for (int i = 0; i < l->n_models && !found; i++)
+        if (l->models[i].n > 0 && strcmp(l->models[i].model, key) == 0) {
+            *out = clamp_factor(exp(l->models[i].log_ratio));
+            found = true;
         }
     pthread_mutex_unlock(&l->model_mu);
-    if (isfinite(x)) {
-        n++;
-        lr += (n < 8 ? 1.0 / n : 1.0 / 8) * (x - lr);
-    }
-    return clamp_factor(exp(lr));
+    return found;
+}
+
+void sched_link_shape_key(const struct store_job *j, const char *part, char *out, size_t cap)
+{
+    struct job_hyper h;
+    job_hyper_parse(j->hyper, &h);
+    /* A model name too long for the key is cut: its shape still keys. */
+    if (!text_printf(out, cap, "%s:%s|%s|%s|%s|b%d|s%d", part, j->model, j->precision,
+                     j->adapter, j->method, j->batch_size, h.max_seq_len) && cap)
+        out[cap - 1] = '\0';
+}
+
+double sched_link_speed_factor(struct sched_link *l, const struct store_job *j)
+{
+    char key[STORE_NAME_MAX];
+    double f;
+    sched_link_shape_key(j, "speed", key, sizeof key);
+    if (factor_of(l, key, &f))
+        return f;
+    return sched_link_model_factor(l, j->model);
+}
+
+bool sched_link_shape_known(struct sched_link *l, const struct store_job *j, const char *part)
+{
+    char key[STORE_NAME_MAX];
+    double f;
+    sched_link_shape_key(j, part, key, sizeof key);
+    return factor_of(l, key, &f);
+}
+
+double sched_link_startup_factor(struct sched_link *l, const struct store_job *j)
+{
+    char key[STORE_NAME_MAX];
+    double f;
+    sched_link_shape_key(j, "start", key, sizeof key);
+    return factor_of(l, key, &f) ? f : 1.0;
 }
 
 double sched_link_model_factor(struct sched_link *l, const char *model)
@@ -199,6 +257,11 @@ static void add_locked(struct sched_link *l, const struct store_calibration *k)
     if (strcmp(k->kind, "train") == 0)
         est_history_add_train(&l->history, (enum plan_method)k->method,
                               (enum worker_class)k->class_, k->actual_a, k->nominal_a);
+    else if (strcmp(k->kind, "start") == 0)
+        est_history_add_start(&l->history, (enum plan_method)k->method,
+                              (enum worker_class)k->class_, k->actual_a, k->nominal_a);
+    else if (strcmp(k->kind, "spread") == 0)
+        est_history_add_spread(&l->history, k->waited, log(k->actual_a / k->nominal_a));
     else if (strcmp(k->kind, "job") == 0)
         est_history_add_job(&l->history, (enum plan_method)k->method,
                             (enum worker_class)k->class_, k->waited != 0,
@@ -216,6 +279,7 @@ enum alallo_err sched_link_load_history(struct sched_link *l, struct store *s)
     pthread_mutex_lock(&l->mu);
     for (int i = 0; !e && i < n; i++)
         add_locked(l, &rows[i]);
+    finish_by_refresh_locked(l);
     pthread_mutex_unlock(&l->mu);
     free(rows);
     return e;
@@ -241,6 +305,7 @@ void sched_link_calibrate(struct sched_link *l, const struct store_calibration *
 {
     pthread_mutex_lock(&l->mu);
     add_locked(l, k);
+    finish_by_refresh_locked(l);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -281,7 +346,11 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
                                      .post_norms = m->post_norms,
                                      .attn_softcap = m->attn_softcap,
                                      .final_softcap = m->final_softcap,
-                                     .qk_norm = m->qk_norm};
+                                     .qk_norm = m->qk_norm,
+                                     .experts = m->experts,
+                                     .experts_used = m->experts_used,
+                                     .moe_intermediate = m->moe_intermediate,
+                                     .sparse_layers = m->sparse_layers};
     if (!planner_precision_parse(j->precision, &out->precision))
         out->precision = PLAN_16BIT;
     if (!planner_adapter_parse(j->adapter, &out->adapter))
@@ -327,11 +396,14 @@ static void to_sched_worker(const struct store_worker *w, struct sched_worker *o
     json_decref(res);
 }
 
-/* When the job of attempt a is expected to end, from its time left. */
-static double busy_until(struct control *ctl, const struct store_attempt *a, double now)
+/* When the job of attempt a is expected to end, from its time left, with
+ * that time left's range in *low and *high (0: none). */
+static double busy_until(struct control *ctl, const struct store_attempt *a, double now,
+                         double *low, double *high)
 {
     struct store_job *j = malloc(sizeof *j);
     double until = now + 60.0;
+    *low = *high = 0;
     if (j && store_job_get(ctl->store, NULL, a->job, j) == ERR_OK) {
         struct sched_state *st = malloc(sizeof *st);
         if (st) {
@@ -339,6 +411,8 @@ static double busy_until(struct control *ctl, const struct store_attempt *a, dou
                 struct tl_value v;
                 tl_value(&st->tl, now, &v);
                 until = now + v.mid_s;
+                *low = now + v.low_s;
+                *high = now + v.high_s;
             } else if (j->est_train_high_s > 0) {
                 until = now + j->est_train_high_s;
             }
@@ -369,7 +443,7 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
         const struct store_attempt *a = sched_link_attempt_of(open, n_open, &cursor, all[i].name);
         if (a) {
             w->running_attempt = a->fence > 0 ? a->fence : 1;
-            w->busy_until_s = busy_until(ctl, a, now);
+            w->busy_until_s = busy_until(ctl, a, now, &w->busy_low_s, &w->busy_high_s);
         }
     }
     free(open);
@@ -416,6 +490,10 @@ static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, in
                               .deadline_s = j->est_high_s > 0
                                                 ? (double)j->created_ms / 1000.0 + j->est_high_s
                                                 : 0};
+    if (p.goal == SCHED_FINISH_BY) {
+        out->finish_by_s = p.finish_by_s;
+        sched_link_finish_by_factors(l, p.method, out->finish_hi);
+    }
     if (!(out->work_flops > 0))
         out->work_flops = 1;
     return true;
@@ -595,12 +673,15 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                     const struct store_job *j, double now, struct estimate *out,
                                     char *why, size_t whycap)
 {
-    struct est_request req = {.now = now, .currency = "USD", .startup_s = startup_of(m)};
+    struct est_request req = {.now = now, .currency = "USD",
+                              .startup_s = startup_of(m) * sched_link_startup_factor(ctl->sched, j)};
     sched_link_plan_job(m, j, &req.job);
     req.train_tokens = sched_link_train_tokens(j);
     req.reference_tokens = sched_link_reference_tokens(j);
     if (!sched_goal_parse(j->goal, &req.goal))
         req.goal = SCHED_LOWEST_COST;
+    if (req.goal == SCHED_FINISH_BY)
+        req.finish_by_s = job_hyper_finish_by(j->hyper);
     double *free_at = calloc(SCHED_LINK_WORKERS, sizeof *free_at);
     struct sched_link *l = ctl->sched;
     enum alallo_err e = ERR_NOMEM;
@@ -612,7 +693,8 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
     struct queue q = l->snap_queue;
     const struct sched_worker *w = l->snap_workers; /* read under snap_mu */
     int n = l->snap_n_workers;
-    req.work_factor = sched_link_model_factor(l, j->model);
+    req.work_factor = sched_link_speed_factor(l, j);
+    req.new_shape = !sched_link_shape_known(l, j, "speed");
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];
@@ -629,7 +711,11 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                                            &pj, req.train_tokens,
                                                            req.reference_tokens) *
                                                        req.work_factor,
-                                         .startup_s = req.startup_s};
+                                         .startup_s = req.startup_s,
+                                         .finish_by_s = req.finish_by_s};
+        if (req.goal == SCHED_FINISH_BY)
+            sched_link_finish_by_factors(l, planner_method(pj.precision, pj.adapter),
+                                         q.jobs[q.n].finish_hi);
         /* A job that comes last in the fair order sees the queue's full
          * placement, kept between estimates (a burst from one account is
          * one placement, then one job more each); any other is placed by
@@ -762,7 +848,8 @@ void sched_link_invalidate(struct sched_link *l)
 
 #define PLAN_FORMAT                                                                                \
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
-    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld}"
+    "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
+    "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -785,12 +872,15 @@ static bool plan_number(const char **p, const char *key, double *out /* NULL: sk
 }
 
 bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double model_factor,
-                      char *out, size_t cap)
+                      double startup_factor, char *out, size_t cap)
 {
     return text_printf(out, cap, PLAN_FORMAT, e->flops_per_token, (int)e->method,
                        (int)e->worker_class, e->waits ? 1 : 0,
                        (int)goal, e->wait_s + e->startup_s, e->train_s, e->startup_s,
-                       model_factor, (long long)e->gpu_need_bytes);
+                       model_factor, (long long)e->gpu_need_bytes,
+                       goal == SCHED_FINISH_BY ? e->finish_by_s : 0.0,
+                       startup_factor > 0 ? startup_factor : 1.0,
+                       isfinite(e->range_margin) ? e->range_margin : 0.0, e->new_shape ? 1 : 0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -818,7 +908,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g, gpu = 0;
+    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -827,14 +917,22 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           plan_number(&p, ",\"train_s\":", all ? &out->train_s : NULL) &&
           plan_number(&p, ",\"startup_s\":", &out->startup_s) &&
           plan_number(&p, ",\"mf\":", all ? &out->model_factor : NULL) &&
-          (plan_number(&p, ",\"gpu\":", &gpu) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"gpu\":", &gpu) || true) &&
+          (plan_number(&p, ",\"by\":", &by) || true) &&
+          (plan_number(&p, ",\"sf\":", &sf) || true) &&
+          (plan_number(&p, ",\"rm\":", &rm) || true) &&
+          (plan_number(&p, ",\"ns\":", &ns) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
     out->waits = w != 0;
+    out->startup_factor = sf > 0 ? sf : 1.0;
+    out->range_margin = rm;
+    out->new_shape = ns != 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
+    out->finish_by_s = by > 0 ? by : 0;
     return plan_valid(out, (int)m, (int)c, (int)g);
 }
 
@@ -872,8 +970,15 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     out->model_factor = json_number_value(json_object_get(o, "mf"));
     if (!(out->model_factor > 0))
         out->model_factor = 1.0; /* plans written before the factor */
+    out->startup_factor = json_number_value(json_object_get(o, "sf"));
+    if (!(out->startup_factor > 0))
+        out->startup_factor = 1.0; /* plans written before it */
+    out->range_margin = json_number_value(json_object_get(o, "rm")); /* 0 in older plans */
+    out->new_shape = json_integer_value(json_object_get(o, "ns")) != 0;
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
+    double by = json_number_value(json_object_get(o, "by"));
+    out->finish_by_s = by > 0 ? by : 0; /* 0: no deadline */
     json_decref(o);
     return plan_valid(out, method, class_, goal);
 }
@@ -885,7 +990,9 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
  *   A id fence rate start done kept train_s began ended_s ended billed_to billed_micros
  *   C from cancel_s cancel_step cancel_micros     (only once a cancel was priced)
  *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
- *     ewma ewma_var nominal_step_s class model_factor   (only while an attempt runs)
+ *     ewma ewma_var nominal_step_s class model_factor [ref_step ref_t]
+ *     (only while an attempt runs; lines written before ref_step and ref_t
+ *     were kept read them as the attempt's start)
  * Doubles are written with %.17g so a round trip is exact. */
 
 bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
@@ -922,11 +1029,12 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
     if (st->has_tl) {
         const struct tl_state *t = &st->tl;
         n = snprintf(out + len, cap - len,
-                     "T %ld %ld %ld %.17g %.17g %.17g %.17g %d %ld %.17g %d %.17g %.17g %.17g %d %.17g\n",
+                     "T %ld %ld %ld %.17g %.17g %.17g %.17g %d %ld %.17g %d %.17g %.17g %.17g %d %.17g"
+                     " %ld %.17g\n",
                      t->max_steps, t->start_step, t->switch_after, t->est_low_s, t->est_high_s,
                      t->startup_s, t->begin_t, t->have_ref ? 1 : 0, t->last_step, t->last_t,
                      t->samples, t->ewma_s, t->ewma_var, st->nominal_step_s, st->worker_class,
-                     st->model_factor);
+                     st->model_factor, t->ref_step, t->ref_t);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
     }
@@ -946,12 +1054,18 @@ static bool read_tl_line(const char *line, struct sched_state *out)
         return false;
     memcpy(buf, line, len);
     buf[len] = '\0';
-    if (sscanf(buf, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d %lf",
-               &t->max_steps, &t->start_step, &t->switch_after, &t->est_low_s, &t->est_high_s,
-               &t->startup_s, &t->begin_t, &have_ref, &t->last_step, &t->last_t, &t->samples,
-               &t->ewma_s, &t->ewma_var, &out->nominal_step_s, &out->worker_class,
-               &out->model_factor) != 16)
+    t->ref_step = -1;
+    int got = sscanf(buf, "T %ld %ld %ld %lf %lf %lf %lf %d %ld %lf %d %lf %lf %lf %d %lf %ld %lf",
+                     &t->max_steps, &t->start_step, &t->switch_after, &t->est_low_s,
+                     &t->est_high_s, &t->startup_s, &t->begin_t, &have_ref, &t->last_step,
+                     &t->last_t, &t->samples, &t->ewma_s, &t->ewma_var, &out->nominal_step_s,
+                     &out->worker_class, &out->model_factor, &t->ref_step, &t->ref_t);
+    if (got != 16 && got != 18)
         return false;
+    if (got == 16) { /* written before the reference was kept */
+        t->ref_step = t->start_step;
+        t->ref_t = t->begin_t;
+    }
     t->have_ref = have_ref != 0;
     out->has_tl = true;
     return true;
@@ -1038,7 +1152,7 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
     enum plan_method m = fpt > 0 ? p.method : PLAN_METHOD_LORA_16;
     double share = j->max_steps > 0 ? (double)steps_left / (double)j->max_steps : 1;
     double nominal = capacity_train_seconds(share * sched_link_train_tokens(j) * fpt, w) *
-                     sched_link_model_factor(l, j->model);
+                     sched_link_speed_factor(l, j);
     if (!(nominal > 0))
         nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;
     pthread_mutex_lock(&l->mu);

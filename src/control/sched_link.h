@@ -45,9 +45,17 @@ struct sched_plan {
     double train_s;           /* nominal training                        */
     double startup_s;         /* nominal loading                         */
     double model_factor;      /* the model's factor the estimate used    */
+    double startup_factor;    /* sched_link_startup_factor the estimate
+                                 used (in startup_s); 1 in older plans    */
+    double range_margin;      /* the estimate's range_margin; 0 in older */
+    bool new_shape;           /* the estimate's new_shape: its part bands
+                                 were the defaults, so it does not measure
+                                 the margin                               */
     int64_t gpu_need;         /* GPU memory at a batch of 1 (estimate
                                  gpu_need_bytes); 0 in plans written before
                                  it: the pass then checks no GPU        */
+    double finish_by_s;       /* goal finish_by: the deadline (Unix
+                                 seconds); 0 for the other goals        */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in
@@ -80,12 +88,23 @@ enum alallo_err sched_link_reload(struct sched_link *l, struct store *s);
  * its finished attempts (calibration rows of kind "model"); 1 when none. */
 double sched_link_model_factor(struct sched_link *l, const char *model);
 
-/* The factor `model` would have once an attempt that took actual_s against
- * nominal_s of the plain FLOPs model is learnt (nothing is changed). The
- * estimator's own history is fed ratios against that factor, so that the
- * two never count the same slowness twice. */
-double sched_link_model_factor_with(struct sched_link *l, const char *model, double actual_s,
-                                    double nominal_s);
+/* The key a job's shape is learnt under (docs/estimator.md, "The range"):
+ * part ("speed" or "start"), model, precision, adapter, method, batch and
+ * context length, e.g. "speed:alallo-base|16bit|lora|sft|b8|s512". */
+void sched_link_shape_key(const struct store_job *j, const char *part, char *out, size_t cap);
+
+/* How many times slower than the FLOPs model j's shape trains, learnt from
+ * finished attempts of that shape (calibration rows of kind "model" under
+ * its "speed" key); else its model's factor; else 1. */
+double sched_link_speed_factor(struct sched_link *l, const struct store_job *j);
+
+/* How many times the nominal loading j's shape's fixed costs take (the
+ * attempt's running time that is not steps: loading, the DPO reference
+ * pass, the final save), learnt under its "start" key; 1 when none. */
+double sched_link_startup_factor(struct sched_link *l, const struct store_job *j);
+
+/* Whether j's shape has a factor learnt under part ("speed", "start"). */
+bool sched_link_shape_known(struct sched_link *l, const struct store_job *j, const char *part);
 
 /* Adds one calibration pair to the history (after it is stored). */
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);
@@ -150,6 +169,7 @@ void sched_link_invalidate(struct sched_link *l);
 
 /* The plan text of an estimate (for store_job.plan), and back. */
 bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double model_factor,
+                      double startup_factor,
                       char *out, size_t cap);
 bool sched_plan_read(const char *text, struct sched_plan *out /* OUT */);
 
@@ -173,6 +193,12 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
 void sched_link_train_range(struct sched_link *l, const struct store_job *j,
                             const struct sched_worker *w, long steps_left, double *low_s,
                             double *high_s);
+
+/* The goal finish_by's factors of method m (est_finish_by_factors over
+ * the history, kept up to date as it learns) into out, for
+ * sched_job.finish_hi. */
+void sched_link_finish_by_factors(struct sched_link *l, enum plan_method m,
+                                  float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES] /* OUT */);
 
 /* Money in micros as the API's currency number. */
 double sched_link_money(int64_t micros);

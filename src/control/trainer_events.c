@@ -228,12 +228,24 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
                                   /* against the model's factor as it is
                                    * now, not as it was at creation */
                                   .nominal_b = p.train_s *
-                                               sched_link_model_factor(c->ctl->sched, j->model) /
+                                               sched_link_speed_factor(c->ctl->sched, j) /
                                                p.model_factor,
                                   .created_ms = c->now};
     text_copy(k.kind, sizeof k.kind, "job");
     if (!(k.actual_b > 0) || !(k.nominal_b > 0))
         return ERR_OK;
+    enum alallo_err e = lifecycle__calibrate(c, w, &k);
+    /* Where the real time fell against the range shown, beyond its parts'
+     * sum (est_range_spread, a log kept as exp), for the range's margin. */
+    double spread = est_range_spread((double)(j->finished_ms - j->created_ms) / 1000.0,
+                                     j->est_low_s, j->est_high_s, p.range_margin);
+    if (e || !isfinite(spread) || p.new_shape)
+        return e;
+    text_copy(k.kind, sizeof k.kind, "spread");
+    k.waited = est_wait_cell(p.waits, p.start_s - p.startup_s, p.start_s + p.train_s);
+    k.actual_a = exp(spread);
+    k.nominal_a = 1.0;
+    k.actual_b = k.nominal_b = 0;
     return lifecycle__calibrate(c, w, &k);
 }
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const status_names[JOB_STATUS_COUNT] = {
     "queued", "running", "re-scheduling", "cancelling",
@@ -239,6 +240,20 @@ char *job_estimate_range_text(char *buf, size_t cap, double low_s, double high_s
 char *job_time_left_range_text(char *buf, size_t cap, double low_s, double high_s)
 {
     return range_text(buf, cap, low_s, high_s, 5400.0);
+}
+
+char *job_moment_text(char *buf, size_t cap, double s, bool up)
+{
+    if (cap)
+        buf[0] = '\0';
+    if (!isfinite(s) || s < 0 || s > (double)JOB_FINISH_BY_MAX || cap == 0)
+        return buf;
+    double minute = up ? ceil(s / 60.0) : floor(s / 60.0);
+    time_t t = (time_t)(minute * 60.0);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%d %H:%M UTC", &tm) == 0)
+        buf[0] = '\0';
+    return buf;
 }
 
 int job_progress_percent(long steps_done, long max_steps, enum job_status s)

@@ -87,6 +87,14 @@ char *job_estimate_end_text(char *buf, size_t cap, double seconds);
  * Both range functions share this short-range rule. */
 char *job_estimate_range_text(char *buf, size_t cap, double low_s, double high_s);
 
+/* The latest deadline the goal finish_by takes: 9999-12-31 23:59:59 UTC. */
+#define JOB_FINISH_BY_MAX 253402300799LL
+
+/* A moment (Unix seconds) as "2026-12-03 18:00 UTC", to the minute:
+ * rounded down, or up when `up` (an earliest finish is never shown earlier
+ * than it is). Returns buf; "" if cap is too small or s is not finite. */
+char *job_moment_text(char *buf, size_t cap, double s, bool up);
+
 /* A range "A to B" using the time-left rule for each end (and the
  * short-range rule above). */
 char *job_time_left_range_text(char *buf, size_t cap, double low_s, double high_s);

@@ -160,6 +160,17 @@ bool job_hyper_set(char *hyper, size_t cap, const char *key, json_t *value)
     return ok;
 }
 
+double job_hyper_finish_by(const char *hyper)
+{
+    if (!hyper || !strstr(hyper, "\"finish_by\""))
+        return 0; /* most jobs: no parse */
+    json_t *o = json_loads(hyper, 0, NULL);
+    json_t *v = json_object_get(o, "finish_by");
+    double s = json_is_integer(v) && json_integer_value(v) > 0 ? (double)json_integer_value(v) : 0;
+    json_decref(o);
+    return s;
+}
+
 long job_hyper_split_held_out(double split, long examples)
 {
     if (!(split > 0))

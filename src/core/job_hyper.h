@@ -83,6 +83,11 @@ bool job_hyper_format(const struct job_hyper *h, bool dpo, char *out, size_t cap
  * cap. */
 bool job_hyper_set(char *hyper /* IN/OUT */, size_t cap, const char *key, json_t *value);
 
+/* The goal finish_by's deadline kept in the stored object (key
+ * "finish_by", Unix seconds; control/job_draft.c sets it with
+ * job_hyper_set); 0 when there is none. */
+double job_hyper_finish_by(const char *hyper);
+
 /* How many of a training file's `examples` a validation_split of `split`
  * holds out, by the trainer's rule (docs/api.md, "Hyper-parameters"):
  * round(split * examples), at least 1, and at least 1 left to train on.

@@ -38,6 +38,10 @@ struct sched_worker {
     double busy_until_s;      /* when its running attempt is expected to end
                                  (same clock as `now` everywhere); ignored
                                  when running_attempt is 0                   */
+    double busy_low_s;        /* the range of that end, from the attempt's  */
+    double busy_high_s;       /* own time left (time_left.h); 0: unknown,
+                                 read as busy_until_s (the estimator's wait
+                                 range, docs/estimator.md)                 */
     int gpus;                 /* GPUs declared; 0: a CPU worker             */
     char gpu_kind[32];        /* e.g. "h200"; the estimator's key           */
     int64_t gpu_mem_bytes;    /* memory of one GPU                          */

@@ -15,7 +15,7 @@ static void usage(FILE *f)
 {
     fputs("usage: alallo sim --jobs N --workers M --seed S [--accounts A] [--burst]\n"
           "                  [--load L] [--pass-interval SECONDS] [--time-limit SECONDS]\n"
-          "                  [--budget-multiple X] [--no-timing]\n"
+          "                  [--budget-multiple X] [--finish-by-share P] [--no-timing]\n"
           "Simulates a fleet running the real planner, scheduler, estimator, time left\n"
           "and ledger on a virtual clock; prints one JSON object (docs/scheduler.md).\n",
           f);
@@ -71,6 +71,8 @@ int cmd_sim(int argc, char **argv)
             ok = parse_double(v, 0, 86400, &c.pass_interval_s);
         } else if (strcmp(a, "--time-limit") == 0) {
             ok = parse_double(v, 0, 1e9, &c.limits.time_limit_s);
+        } else if (strcmp(a, "--finish-by-share") == 0) {
+            ok = parse_double(v, 0, 1, &c.finish_by_share);
         } else if (strcmp(a, "--budget-multiple") == 0) {
             ok = parse_double(v, 0, 1000, &c.limits.budget_multiple);
         } else {

@@ -7,11 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Percentiles of the band. */
-#define Q_LO 0.10
-#define Q_HI 0.90
+/* Percentiles of the band: each part's band holds 90% of its history. */
+#define Q_LO 0.05
+#define Q_HI 0.95
 /* How many samples weigh as much as the default band. */
-#define PRIOR_WEIGHT 10.0
+#define PRIOR_WEIGHT 3.0
+/* How many succeeded jobs weigh as much as a margin of 0. */
+#define MARGIN_PRIOR 5.0
+/* The margin never narrows the sum of the parts to less than this share
+ * of its half-width (in logs). */
+#define MARGIN_KEEP 0.5
 /* Below this many samples a cell borrows the other methods of its class. */
 #define BORROW_BELOW 30u
 /* The most rings one band reads: a cell and its neighbours. */
@@ -22,6 +27,9 @@
  * wide, and wider above than below. */
 static const double default_train[2] = {0.6, 2.0};
 static const double default_start[2][2] = {{0.5, 3.0}, {0.3, 4.0}};
+/* A wait with no running job to read (its worker is draining, or nothing
+ * can place the job now): the waiting default band. */
+#define UNREAD_WAIT (default_start[1])
 
 void est_history_init(struct est_history *h)
 {
@@ -75,6 +83,41 @@ void est_history_add_job(struct est_history *h, enum plan_method m, enum worker_
         r->n++;
 }
 
+void est_history_add_start(struct est_history *h, enum plan_method m, enum worker_class c,
+                           double actual_s, double nominal_s)
+{
+    if (h && valid_cell(m, c))
+        ring_add(&h->start[m][c], actual_s, nominal_s);
+}
+
+double est_range_spread(double actual_s, double low_s, double high_s, double margin)
+{
+    if (!positive(actual_s) || !positive(low_s) || !positive(high_s) || high_s < low_s ||
+        !isfinite(margin))
+        return NAN;
+    double half = 0.5 * log(high_s / low_s) - margin; /* the parts' sum's */
+    double off = fabs(log(actual_s / sqrt(low_s * high_s)));
+    return clamp_log(off - half);
+}
+
+int est_wait_cell(bool waits, double wait_s, double total_s)
+{
+    if (!waits)
+        return 0;
+    return total_s > 0 && wait_s < EST_LONG_WAIT_SHARE * total_s ? 1 : 2;
+}
+
+void est_history_add_spread(struct est_history *h, int cell, double spread)
+{
+    if (!h || !isfinite(spread) || cell < 0 || cell >= EST_WAIT_CELLS)
+        return;
+    struct est_ring *r = &h->spread[cell];
+    r->log_ratio[r->next] = (float)spread;
+    r->next = (r->next + 1) % EST_HISTORY_CAP;
+    if (r->n < EST_HISTORY_CAP)
+        r->n++;
+}
+
 static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
@@ -110,14 +153,13 @@ static struct est_band band_from(float *v, size_t n, const double dflt[2])
     double sd = n > 1 ? sqrt(var / (double)(n - 1)) : 0;
     double se = sd / sqrt((double)n);
     double med = quantile(v, n, 0.5);
+    /* The spread measured, and the error of where its middle is. */
     double lo = quantile(v, n, Q_LO) - se;
-    double hi = quantile(v, n, Q_HI) + 2.0 * se;
+    double hi = quantile(v, n, Q_HI) + se;
     /* Blend with the default band, centred on what history says. */
     double w = (double)n / ((double)n + PRIOR_WEIGHT);
     lo = w * lo + (1.0 - w) * (med + dlo);
     hi = w * hi + (1.0 - w) * (med + dhi);
-    if (hi - med < med - lo) /* wider on the upper side, always */
-        hi = med + (med - lo);
     b.lo = exp(lo);
     b.hi = exp(hi);
     return b;
@@ -142,6 +184,60 @@ struct est_band est_band_train(const struct est_history *h, enum plan_method m,
     return band_from(v, n, default_train);
 }
 
+/* The cells (method, class) a band of (m, c) reads while the ones before
+ * are thin: the cell, the other methods of its class, then those of the
+ * other class. Returns how many (MAX_RINGS). */
+static int borrow_cells(enum plan_method m, enum worker_class c, int cells[MAX_RINGS][2])
+{
+    int n = 0;
+    for (int cc = 0; cc < WORKER_CLASS_COUNT; cc++)
+        for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
+            cells[n][0] = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
+            cells[n][1] = cc == 0 ? (int)c : cc <= (int)c ? cc - 1 : cc;
+            n++;
+        }
+    return n;
+}
+
+struct est_band est_band_start(const struct est_history *h, enum plan_method m,
+                               enum worker_class c)
+{
+    if (!h || !valid_cell(m, c))
+        return (struct est_band){.lo = default_start[0][0], .hi = default_start[0][1]};
+    float v[EST_HISTORY_CAP * MAX_RINGS];
+    size_t n = 0;
+    /* loading depends on the model more than on the method */
+    int cells[MAX_RINGS][2];
+    int nc = borrow_cells(m, c, cells);
+    for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++) {
+        const struct est_ring *r = &h->start[cells[i][0]][cells[i][1]];
+        for (uint32_t k = 0; k < r->n; k++)
+            v[n++] = r->log_ratio[k];
+    }
+    return band_from(v, n, default_start[0]);
+}
+
+double est_range_margin(const struct est_history *h, int cell)
+{
+    if (!h || cell < 0 || cell >= EST_WAIT_CELLS)
+        return 0.0;
+    float v[EST_WAIT_CELLS * EST_HISTORY_CAP];
+    size_t n = 0;
+    /* The cell, then (while thin) its neighbours, nearest first. */
+    static const int order[EST_WAIT_CELLS][EST_WAIT_CELLS] = {{0, 1, 2}, {1, 2, 0}, {2, 1, 0}};
+    for (int k = 0; k < EST_WAIT_CELLS; k++) {
+        if (k > 0 && n >= BORROW_BELOW)
+            break;
+        const struct est_ring *r = &h->spread[order[cell][k]];
+        for (uint32_t i = 0; i < r->n; i++)
+            v[n++] = r->log_ratio[i];
+    }
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof v[0], cmp_float);
+    return (double)n / ((double)n + MARGIN_PRIOR) * quantile(v, n, EST_COVER);
+}
+
 struct est_band est_band_job(const struct est_history *h, enum plan_method m,
                              enum worker_class c, bool waits, enum sched_goal g,
                              double start_share)
@@ -154,18 +250,12 @@ struct est_band est_band_job(const struct est_history *h, enum plan_method m,
         return (struct est_band){.lo = dflt[0], .hi = dflt[1]};
     float v[EST_HISTORY_CAP * MAX_RINGS];
     size_t n = 0;
-    /* The cell, then (while thin) the other methods of its class, then the
-     * other class. */
-    for (int cc = 0; cc < WORKER_CLASS_COUNT; cc++) {
-        int cls = cc == 0 ? (int)c : cc <= (int)c ? cc - 1 : cc;
-        for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
-            int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
-            if ((k > 0 || cc > 0) && n >= BORROW_BELOW)
-                break;
-            const struct est_job_ring *r = &h->job[o][cls][wi][g];
-            for (uint32_t i = 0; i < r->n; i++)
-                v[n++] = (float)log(sh * exp(r->log_start[i]) + (1 - sh) * exp(r->log_train[i]));
-        }
+    int cells[MAX_RINGS][2];
+    int nc = borrow_cells(m, c, cells);
+    for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++) {
+        const struct est_job_ring *r = &h->job[cells[i][0]][cells[i][1]][wi][g];
+        for (uint32_t k = 0; k < r->n; k++)
+            v[n++] = (float)log(sh * exp(r->log_start[k]) + (1 - sh) * exp(r->log_train[k]));
     }
     return band_from(v, n, dflt);
 }
@@ -176,6 +266,29 @@ void est_train_range(const struct est_history *h, enum plan_method m, enum worke
     struct est_band b = est_band_train(h, m, c);
     *low_s = nominal_s * b.lo;
     *high_s = nominal_s * b.hi;
+}
+
+/* The wait's range on worker w, whose nominal wait is wait_s: the running
+ * attempt's own time left (busy_low_s..busy_high_s, from its pace), then
+ * the jobs placed ahead of this one (the rest of the wait) at the
+ * training band bt. A worker with no range of its own reads as its
+ * expected end. */
+static void wait_range(const struct sched_worker *w, double wait_s, double now,
+                       double pass_delay_s, struct est_band bt, double *low, double *high)
+{
+    *low = *high = 0;
+    if (!(wait_s > 0))
+        return;
+    double mid = 0, rlo = 0, rhi = 0;
+    if (w->running_attempt) {
+        mid = fmin(fmax(w->busy_until_s - now, 0), wait_s);
+        rlo = w->busy_low_s > 0 ? fmin(fmax(w->busy_low_s - now, 0), mid) : mid;
+        rhi = w->busy_high_s > 0 ? fmax(w->busy_high_s - now, mid) : mid;
+    }
+    double ahead = wait_s - mid;
+    *low = rlo + ahead * bt.lo;
+    /* a worker that frees up is filled at the next pass */
+    *high = rhi + ahead * bt.hi + (w->running_attempt && pass_delay_s > 0 ? pass_delay_s : 0);
 }
 
 static enum alallo_err fail(char *why, size_t cap, enum alallo_err e, const char *reason)
@@ -244,6 +357,10 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
                            .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
                            .created_s = req->now, .gpu_mem_bytes = out->gpu_need_bytes};
+    if (req->goal == SCHED_FINISH_BY) {
+        sj.finish_by_s = req->finish_by_s;
+        est_finish_by_factors(h, out->method, sj.finish_hi);
+    }
     double *own = NULL;
     if (!free_at) {
         own = malloc((n_workers ? n_workers : 1) * sizeof *own);
@@ -259,10 +376,13 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
             free_at[i] <= req->now)
             free_now = true;
     struct sched_choice c;
+    bool read_queue = true;
+    double pass_wait = 0; /* from when capacity frees to the pass */
     if (sched_choose(&sj, workers, n_workers, free_at, req->now, &c)) {
         out->worker = c.worker;
         out->train_s = c.train_s;
         out->wait_s = fmax(0, c.start_s - req->now);
+        pass_wait = fmax(0, req->next_pass_s - fmax(c.start_s, req->now));
     } else {
         out->worker = fallback_worker(&sj, workers, n_workers);
         if (out->worker < 0) { /* cannot happen when fit == PLAN_FITS */
@@ -271,6 +391,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         }
         out->train_s = capacity_train_seconds(sj.work_flops, &workers[out->worker]);
         out->wait_s = out->train_s;
+        read_queue = false;
     }
     free(own);
 
@@ -287,28 +408,87 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         }
     }
     out->waits = out->wait_s > 0;
+    out->wait_s += pass_wait;
     if (!free_now)
         out->message = EST_NO_CAPACITY_MESSAGE;
-    else if (out->wait_s > 0) /* its goal waits for a busy worker: say so */
+    else if (out->waits) /* its goal waits for a busy worker: say so */
         out->message = req->goal == SCHED_LOWEST_COST ? EST_WAITS_CHEAPER_MESSAGE
-                                                      : EST_WAITS_FASTER_MESSAGE;
+                       : req->goal == SCHED_FINISH_BY && c.high_s <= req->finish_by_s
+                           ? EST_WAITS_DEADLINE_MESSAGE
+                           : EST_WAITS_FASTER_MESSAGE;
     else
         out->message = NULL;
 
-    double start = out->wait_s + out->startup_s;
-    double nominal = start + out->train_s;
+    double nominal = out->wait_s + out->startup_s + out->train_s;
     out->finish_s = req->now + nominal;
-    struct est_band b =
-        est_band_job(h, out->method, w->class_, out->waits, req->goal, start / nominal);
-    out->time_low_s = nominal * b.lo;
-    out->time_high_s = nominal * b.hi;
+    /* Each part's range measured apart (docs/estimator.md, "The range"). */
+    out->new_shape = req->new_shape;
+    struct est_band bt = est_band_train(req->new_shape ? NULL : h, out->method, w->class_);
+    struct est_band bs = est_band_start(req->new_shape ? NULL : h, out->method, w->class_);
+    out->train_low_s = out->train_s * bt.lo;
+    out->train_high_s = out->train_s * bt.hi;
+    out->startup_low_s = out->startup_s * bs.lo;
+    out->startup_high_s = out->startup_s * bs.hi;
+    if (read_queue) {
+        wait_range(w, out->wait_s - pass_wait, req->now, req->pass_delay_s, bt,
+                   &out->wait_low_s, &out->wait_high_s);
+        out->wait_low_s += pass_wait;
+        out->wait_high_s += pass_wait;
+    } else {
+        out->wait_low_s = out->wait_s * UNREAD_WAIT[0];
+        out->wait_high_s = out->wait_s * UNREAD_WAIT[1];
+    }
+    double lo = out->wait_low_s + out->startup_low_s + out->train_low_s;
+    double hi = out->wait_high_s + out->startup_high_s + out->train_high_s;
+    /* Calibrated as a whole: widened (or narrowed) about its geometric
+     * centre by the margin that held the succeeded jobs. */
+    out->range_margin = 0;
+    if (lo > 0 && hi >= lo) {
+        double centre = sqrt(lo * hi), half = 0.5 * log(hi / lo);
+        out->wait_cell = est_wait_cell(out->waits, out->wait_s, nominal);
+        double wider = fmax(half + est_range_margin(h, out->wait_cell), MARGIN_KEEP * half);
+        out->range_margin = wider - half;
+        lo = centre * exp(-wider);
+        hi = centre * exp(wider);
+    }
+    out->time_low_s = lo;
+    out->time_high_s = hi;
     job_estimate_range_text(out->time_text, sizeof out->time_text, out->time_low_s,
                             out->time_high_s);
-    est_train_range(h, out->method, w->class_, out->train_s, &out->train_low_s,
-                    &out->train_high_s);
     out->price_low_micros = capacity_price_micros(w->price_per_hour, out->train_low_s);
     out->price_high_micros = capacity_price_micros(w->price_per_hour, out->train_high_s);
     return ERR_OK;
+}
+
+void est_finish_by_factors(const struct est_history *h, enum plan_method m,
+                           float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    for (int wi = 0; wi < 2; wi++)
+        for (int c = 0; c < WORKER_CLASS_COUNT; c++)
+            for (int k = 0; k < SCHED_FINISH_SHARES; k++)
+                out[wi][c][k] = (float)est_band_job(h, m, (enum worker_class)c, wi == 1,
+                                                    SCHED_FINISH_BY,
+                                                    (double)k / (SCHED_FINISH_SHARES - 1))
+                                    .hi;
+}
+
+void est_finish_by_verdict(struct estimate *e, double now, double finish_by_s)
+{
+    e->finish_by_s = finish_by_s;
+    e->finish_by_met = true;
+    e->finish_high_s = 0;
+    e->finish_by_message[0] = '\0';
+    if (e->fit != PLAN_FITS || e->worker < 0)
+        return;
+    e->finish_high_s = now + e->time_high_s;
+    e->finish_by_met = e->finish_high_s <= finish_by_s;
+    if (e->finish_by_met)
+        return;
+    char by[40], earliest[40];
+    job_moment_text(by, sizeof by, finish_by_s, false);
+    job_moment_text(earliest, sizeof earliest, e->finish_high_s, true);
+    snprintf(e->finish_by_message, sizeof e->finish_by_message,
+             "No capacity can finish this job by %s; the earliest is %s.", by, earliest);
 }
 
 void est_time_limit_message(struct estimate *e, double limit_s)

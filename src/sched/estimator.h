@@ -9,18 +9,24 @@
  *             forward of the frozen reference over the data set) / the
  *             worker's measured FLOP/s (planner.h, capacity.h)
  *   start-up  loading before the first step (the caller's figure)
- * Ranges come from history, as logs of actual/nominal ratios kept in rings
- * of EST_HISTORY_CAP: each attempt's training by (method, worker class);
- * each succeeded job's start (wait + loading) and training, in pairs, by
- * (method, worker class, whether it waited, goal). A job's time band recombines
- * the pairs with its own mix of start and training, so that a job that
- * mostly waits gets the spread of waiting and a long job the narrower
- * spread of training. Each band is the 10th..90th percentile of the logs,
- * widened by their sampling error (twice as much on the upper side) and
- * always wider above the median than below it. With little history it is
- * pulled towards a wide default band; the pull fades as history
- * accumulates. Cells with little history borrow the samples of their
- * neighbours (the other methods of the class, then the other class).
+ * Each part has its own range, measured apart, and the time range is their
+ * sum (docs/estimator.md, "The range, term by term"):
+ *   wait      the running attempt's own time left on the chosen worker
+ *             (sched_worker busy_low_s..busy_high_s, from its pace), then
+ *             the jobs placed ahead at the training band, plus up to one
+ *             pass interval where passes run on a clock
+ *   start-up  the fixed costs' band: the error of attempts' fixed costs
+ *             against their nominal, by (method, worker class)
+ *   training  the training band: the error of attempts' training time
+ *             against the prediction they were made with, by (method,
+ *             worker class)
+ * Bands are the 5th..95th percentile of their ring of log ratios (the
+ * newest EST_HISTORY_CAP), widened by the sampling error of their mean and
+ * pulled towards a wide default band while history is thin; thin cells
+ * borrow their neighbours'. The sum is then widened or narrowed about its
+ * geometric centre by a margin measured on succeeded jobs (how far outside
+ * the sum they fell), by wait cell, so that it holds EST_COVER of them.
+ * The price range is the worker's rate times the training range.
  * docs/estimator.md explains it for users and operators.
  */
 #ifndef ALALLO_SCHED_ESTIMATOR_H
@@ -37,6 +43,10 @@
 #include "sched/scheduler.h"
 
 #define EST_HISTORY_CAP 256
+/* Cells of the range's margin by how much of a job's time is waiting:
+ * capacity free, a short wait, a long one (est_wait_cell). */
+#define EST_WAIT_CELLS 3
+#define EST_LONG_WAIT_SHARE 0.25
 #define EST_DEFAULT_STARTUP_S 60.0
 #define EST_NO_CAPACITY_MESSAGE "No capacity is free right now; the job would wait in the queue."
 /* Capacity is free, but the job's goal places it on a busy worker: it
@@ -45,6 +55,9 @@
     "A cheaper worker is busy; for the lowest cost the job would wait for it."
 #define EST_WAITS_FASTER_MESSAGE                                                             \
     "A faster worker is busy; for the fastest finish the job would wait for it."
+#define EST_WAITS_DEADLINE_MESSAGE                                                           \
+    "A cheaper worker is busy; it still finishes the job by its deadline, so the job would "  \
+    "wait for it."
 
 /* The newest EST_HISTORY_CAP log ratios of one cell. */
 struct est_ring {
@@ -76,6 +89,14 @@ struct est_history {
      * job may start on any worker of about the same price, so its spread
      * is its own) */
     struct est_job_ring job[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT][2][SCHED_GOAL_COUNT];
+    /* attempts' fixed costs: actual / nominal of the running time that is
+     * not steps (loading, the reference pass, the final save), by method
+     * and class of the worker that ran them */
+    struct est_ring start[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT];
+    /* succeeded jobs: where the actual time fell against the sum of the
+     * parts' ranges given at creation, in half-widths of that sum
+     * (est_range_spread, in logs), by est_wait_cell */
+    struct est_ring spread[EST_WAIT_CELLS];
 };
 
 /* A range as multipliers of a nominal time. */
@@ -96,7 +117,18 @@ struct est_request {
                              model trains (learnt per model by the caller);
                              <= 0: 1                                       */
     double now;
+    double pass_delay_s;  /* the longest a job waits, once capacity frees,
+                             for the scheduling pass that places it (the
+                             pass interval); 0: placed at once             */
+    double next_pass_s;   /* when the next scheduling pass runs (same clock
+                             as now); 0: whenever capacity frees            */
+    bool new_shape;       /* nothing of this shape has finished yet: its
+                             speed and fixed costs are not learnt, and the
+                             training and fixed-cost ranges are the wide
+                             default bands (the error rings hold the
+                             errors of learnt shapes only)                 */
     const char *currency; /* NULL: "USD"                                   */
+    double finish_by_s;   /* goal finish_by: the deadline (Unix seconds)   */
 };
 
 struct estimate {
@@ -120,6 +152,15 @@ struct estimate {
     enum worker_class worker_class;
     bool waits;                    /* the job would not start at once       */
     double wait_s, startup_s, train_s; /* nominal parts                     */
+    double wait_low_s, wait_high_s;  /* the wait's range: the running job's
+                                        own time left and the jobs ahead    */
+    double startup_low_s, startup_high_s; /* fixed costs' range             */
+    int wait_cell;                   /* est_wait_cell of this estimate       */
+    bool new_shape;                  /* the request's: default part bands    */
+    double range_margin;             /* the margin (logs) applied to the half-
+                                        width of the parts' sum
+                                        (est_range_margin, at least half of
+                                        that half-width kept)               */
     double finish_s;               /* now + the nominal parts: the chosen
                                       worker's new free time on the horizon */
     double time_low_s, time_high_s;  /* estimate.time, from now              */
@@ -131,6 +172,14 @@ struct estimate {
                                       when it waits for a busy worker though
                                       another is free, or NULL              */
     char limit_message[160];       /* est_time_limit_message(); "" none     */
+    /* goal finish_by (est_finish_by_verdict): the deadline, whether the
+     * range's upper end (now + time_high_s) is by it, that upper end as a
+     * moment, and when it is not, "No capacity can finish this job by
+     * <deadline>; the earliest is <upper end>." */
+    double finish_by_s;            /* 0: not a finish_by estimate          */
+    bool finish_by_met;
+    double finish_high_s;          /* now + time_high_s                    */
+    char finish_by_message[160];
 };
 
 /* When the job's estimated running time (startup plus training, the time
@@ -167,6 +216,20 @@ double est_samples_share(double train_tokens, int n_prompts, double prompt_token
  * between steps. */
 void est_add_validation(struct estimate *e, double share);
 
+/* The goal finish_by's verdict on e, made at `now` for the deadline
+ * finish_by_s (after est_add_validation, so that it judges the range
+ * shown): fills e's finish_by fields. Without ranges (no capacity known,
+ * or the job fits nowhere) finish_by_met is true and no message is set:
+ * nothing can be judged yet. */
+void est_finish_by_verdict(struct estimate *e, double now, double finish_by_s);
+
+/* The multipliers a finish_by job's placement reads (sched_job.finish_hi):
+ * for each worker class, whether the job waits and each share of start
+ * k / (SCHED_FINISH_SHARES - 1), the upper end at the 90% level of
+ * est_band_job for method m: the same band the estimate's range shows. */
+void est_finish_by_factors(const struct est_history *h, enum plan_method m,
+                           float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES] /* OUT */);
+
 void est_history_init(struct est_history *h /* OUT */);
 
 /* Adds one attempt's training ratio. Ignored unless both times are > 0 and
@@ -180,6 +243,39 @@ void est_history_add_train(struct est_history *h, enum plan_method m, enum worke
 void est_history_add_job(struct est_history *h, enum plan_method m, enum worker_class c,
                          bool waited, enum sched_goal g, double start_actual_s, double start_nominal_s,
                          double train_actual_s, double train_nominal_s);
+
+/* Adds one attempt's fixed costs: its running time that was not steps
+ * (loading, the reference pass, the final save) against the nominal
+ * loading. Ignored unless both are > 0. */
+void est_history_add_start(struct est_history *h, enum plan_method m, enum worker_class c,
+                           double actual_s, double nominal_s);
+
+/* Where `actual_s` fell against the range [low_s, high_s] that was given
+ * with `margin` (est_estimate's range_margin): its distance in logs from
+ * the range's geometric centre, less the half-width of the parts' sum
+ * (that range's without the margin); <= 0 inside that sum. A value for
+ * est_history_add_spread; NAN when an argument is not valid. */
+double est_range_spread(double actual_s, double low_s, double high_s, double margin);
+
+/* The margin's cell of a job whose estimate waits wait_s (for capacity)
+ * of a nominal total_s: 0 capacity free, 1 a wait under
+ * EST_LONG_WAIT_SHARE of the total, 2 a longer one. */
+int est_wait_cell(bool waits, double wait_s, double total_s);
+
+/* Adds one succeeded job's est_range_spread(), in its est_wait_cell. */
+void est_history_add_spread(struct est_history *h, int cell, double spread);
+
+/* The margin, in logs, that the half-width of the parts' sum needs to hold
+ * EST_COVER of the succeeded jobs (the EST_COVER quantile of their
+ * spreads), pulled towards 0 while there are few: it keeps the time range
+ * calibrated when the parts, measured apart, do not add up (a job placed
+ * on another worker than its estimate chose; the queue reordered). */
+#define EST_COVER 0.93
+double est_range_margin(const struct est_history *h, int cell);
+
+/* The band of attempts' fixed costs of (m, c): multipliers of nominal. */
+struct est_band est_band_start(const struct est_history *h, enum plan_method m,
+                               enum worker_class c);
 
 /* The band of attempts' training time of (m, c): multipliers of nominal. */
 struct est_band est_band_train(const struct est_history *h, enum plan_method m,

@@ -108,6 +108,22 @@ static double outside_block_params(const struct plan_model *m)
     return emb + head + norms;
 }
 
+/* Layers whose MLP is the experts. */
+static double sparse_layers(const struct plan_model *m)
+{
+    return m->experts > 0 ? (m->sparse_layers > 0 ? m->sparse_layers : m->layers) : 0;
+}
+
+/* Parameters of every layer's MLP: all experts (active false) or the
+ * experts_used a token goes through, plus each sparse layer's router. */
+static double mlp_params(const struct plan_model *m, bool active)
+{
+    double h = m->hidden, sparse = sparse_layers(m);
+    double dense = (m->layers - sparse) * 3.0 * h * (double)m->intermediate;
+    double experts = active ? m->experts_used : m->experts;
+    return dense + sparse * (m->experts * h + experts * 3.0 * h * (double)m->moe_intermediate);
+}
+
 enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *out, char *why,
                                   size_t whycap)
 {
@@ -132,6 +148,14 @@ enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *ou
         return invalid(why, whycap, "model intermediate size out of range");
     if (m->params < 0)
         return invalid(why, whycap, "model parameter count is negative");
+    if (m->experts < 0 || m->experts > 65536 ||
+        (m->experts > 0 &&
+         (m->experts_used < 1 || m->experts_used > m->experts || m->moe_intermediate < 1 ||
+          m->moe_intermediate > 16 * PLAN_MAX_HIDDEN || m->sparse_layers < 0 ||
+          m->sparse_layers > m->layers)))
+        return invalid(why, whycap, "model experts out of range");
+    if (m->experts > 0 && m->intermediate == 0)
+        m->intermediate = m->moe_intermediate; /* only its dense layers use it */
     if (m->intermediate == 0) {
         /* Derive the MLP width from the parameter count: what is not
          * embeddings, norms or attention is the three MLP matrices. */
@@ -141,10 +165,9 @@ enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *ou
             return invalid(why, whycap, "model shape needs intermediate size or a parameter count");
         m->intermediate = (int)llround(i);
     }
-    if (m->params == 0) {
-        double block = attn_params(m) + 3.0 * m->hidden * (double)m->intermediate;
-        m->params = (int64_t)(outside_block_params(m) + m->layers * block);
-    }
+    if (m->params == 0)
+        m->params = (int64_t)(outside_block_params(m) + m->layers * attn_params(m) +
+                              mlp_params(m, false));
     if ((int)j.precision < 0 || j.precision >= PLAN_PRECISION_COUNT)
         return invalid(why, whycap, "unknown precision");
     if ((int)j.adapter < 0 || j.adapter >= PLAN_ADAPTER_COUNT)
@@ -190,13 +213,14 @@ static double lora_params(const struct plan_job *job)
         per_layer += r * (h + kv);
     if (t & PLAN_T_O)
         per_layer += r * (q + h);
+    double mlp = 0; /* the dense layers' MLP: the experts take no adapter */
     if (t & PLAN_T_GATE)
-        per_layer += r * (h + im);
+        mlp += r * (h + im);
     if (t & PLAN_T_UP)
-        per_layer += r * (h + im);
+        mlp += r * (h + im);
     if (t & PLAN_T_DOWN)
-        per_layer += r * (im + h);
-    return per_layer * m->layers;
+        mlp += r * (im + h);
+    return per_layer * m->layers + mlp * (m->layers - sparse_layers(m));
 }
 
 int64_t planner_lora_params(const struct plan_job *job)
@@ -228,6 +252,8 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     /* the largest projection: the trainer dequantises into a buffer of it */
     double largest =
         fmax(on_gpu ? GPU_DEQ_MIN_FLOATS : DEQ_MIN_FLOATS, fmax(h * fmax(q, kv), h * im));
+    if (m->experts > 0)
+        largest = fmax(largest, h * (double)m->moe_intermediate);
 
     double base, trainable;
     if (j.adapter == PLAN_FULL) {
@@ -250,9 +276,17 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     if (m->qk_norm)
         kept += q + kv + m->heads + m->kv_heads;
     double scratch = 7.0 * h + 1.0 + 2.0 * q + 2.0 * kv + 4.0 * im + fmax(r, 1.0);
+    double kept_all = kept * m->layers;
+    if (m->experts > 0) { /* moe_acts_create (src/train/model/moe.c) */
+        double sp = sparse_layers(m), k = m->experts_used, mi = m->moe_intermediate;
+        if (sp >= m->layers)
+            kept_all -= 2.0 * im * m->layers; /* no dense layer keeps g and u */
+        kept_all += sp * (m->experts + 4.0 * k + 2.0 * k * mi);
+        scratch += 3.0 * k * h + 4.0 * k * mi + m->experts + 2.0 * k;
+    }
     double scores = (m->attn_softcap ? 3.0 : 2.0) * (double)j.seq_len * j.seq_len * j.threads;
     double activations =
-        ACT_BYTES * (tokens * (kept * m->layers + scratch) + largest + scores);
+        ACT_BYTES * (tokens * (kept_all + scratch) + largest + scores);
     /* What cuda_acts_create (src/train/cuda/cuda_model.c) allocates: the
      * same fp32 arrays, no T x T score blocks (fused attention), plus bf16
      * copies of a product's input and output (each at most max(h, q, im)
@@ -261,7 +295,7 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     /* 4-bit LoRA on a GPU recomputes each layer in the backward pass
      * (cuda_train_recompute_auto): it keeps each layer's input (h) and one
      * layer's other activations */
-    double layers_kept = kept * m->layers;
+    double layers_kept = kept_all;
     if (on_gpu && j.adapter == PLAN_LORA && j.precision == PLAN_4BIT)
         layers_kept = h * m->layers + kept;
     if (on_gpu)
@@ -300,6 +334,8 @@ enum alallo_err planner_memory_gpu(const struct plan_job *job, struct plan_memor
 
 int64_t planner_gpu_need(const struct plan_job *job)
 {
+    if (job->model.experts > 0)
+        return INT64_MAX; /* the GPU trainer refuses it (src/train/cuda/cuda_model.c) */
     struct plan_job one = *job;
     one.batch = 1;
     struct plan_memory m;
@@ -326,12 +362,23 @@ int planner_gpu_batch(const struct plan_job *job, int64_t gpu_mem_bytes)
     return 0;
 }
 
+int64_t planner_active_params(const struct plan_job *job)
+{
+    struct plan_job j;
+    if (planner_normalize(job, &j, NULL, 0))
+        return 0;
+    const struct plan_model *m = &j.model;
+    if (m->experts == 0)
+        return m->params;
+    return (int64_t)((double)m->params - mlp_params(m, false) + mlp_params(m, true));
+}
+
 double planner_flops_per_token(const struct plan_job *job)
 {
     struct plan_job j;
     if (planner_normalize(job, &j, NULL, 0))
         return 0;
-    double n = (double)j.model.params;
+    double n = (double)planner_active_params(&j);
     if (j.adapter == PLAN_FULL)
         return 6.0 * n + 6.0 * j.model.layers * (double)j.model.hidden * j.seq_len;
     return 4.0 * n + 6.0 * lora_params(&j);
@@ -344,7 +391,7 @@ double planner_reference_flops_per_token(const struct plan_job *job)
         return 0;
     if (j.adapter == PLAN_FULL)
         return planner_flops_per_token(&j) / 3.0;
-    return 2.0 * (double)j.model.params + 2.0 * lora_params(&j);
+    return 2.0 * (double)planner_active_params(&j) + 2.0 * lora_params(&j);
 }
 
 double planner_work_flops(const struct plan_job *job, double train_tokens,

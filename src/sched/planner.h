@@ -20,7 +20,12 @@
  *                 7h + 1 + 2qd + 2kd + 4i + r; a dequantisation buffer of
  *                 the largest projection (at least 8 MiB); and the
  *                 attention score blocks each training thread holds while
- *                 it runs: 2 T*T floats (3 with soft-capped attention)
+ *                 it runs: 2 T*T floats (3 with soft-capped attention);
+ *                 a mixture of experts keeps per token and sparse layer
+ *                 E + 4k + 2k*mi (router probabilities, the k choices, the
+ *                 experts' gate and up), drops the dense 2i when every
+ *                 layer is sparse, and adds one layer's scratch of
+ *                 3k*h + 4k*mi + E + 2k (E experts, k per token, width mi)
  *   logits        a block of rows of logits at a time (64 MiB of fp32,
  *                 twice with final soft-capping) and two h-wide rows
  *   overhead      256 MiB for the process, then 5% on top of everything
@@ -79,6 +84,14 @@ struct plan_model {
     bool attn_softcap; /* Gemma 2: attention logits soft-capped             */
     bool final_softcap; /* Gemma 2: final logits soft-capped                */
     bool qk_norm;     /* Qwen3: q and k kept before their per-head norm too */
+    /* A mixture of experts (Qwen3-MoE): the MLP of its sparse layers is a
+     * router over `experts` SwiGLU experts of width moe_intermediate, of
+     * which each token goes through experts_used. params counts them all;
+     * planner_active_params what one token goes through. */
+    int experts;          /* num_experts; 0 = a dense model                 */
+    int experts_used;     /* num_experts_per_tok                            */
+    int moe_intermediate; /* moe_intermediate_size                          */
+    int sparse_layers;    /* layers whose MLP is the experts; 0 = all       */
 };
 
 struct plan_job {
@@ -160,11 +173,19 @@ enum alallo_err planner_memory_gpu(const struct plan_job *job, struct plan_memor
 int planner_gpu_batch(const struct plan_job *job, int64_t gpu_mem_bytes);
 
 /* The GPU memory the job needs at its smallest micro-batch (1): what a GPU
- * must offer to run it at all. 0 for an invalid job. */
+ * must offer to run it at all. 0 for an invalid job; INT64_MAX for a
+ * mixture of experts, which the GPU trainer does not run yet (no GPU holds
+ * it: it goes to CPU workers). */
 int64_t planner_gpu_need(const struct plan_job *job);
 
+/* Parameters one token goes through: params for a dense model; for a
+ * mixture of experts, the router and the experts_used experts of each
+ * sparse layer in place of all of them. 0 for an invalid job. */
+int64_t planner_active_params(const struct plan_job *job);
+
 /* Model FLOPs per trained token (FACTS.md): full 6N + 6LdT, LoRA and
- * 4-bit LoRA 4N + 6N_lora. 0 for an invalid job. */
+ * 4-bit LoRA 4N + 6N_lora, N the active parameters (planner_active_params).
+ * 0 for an invalid job. */
 double planner_flops_per_token(const struct plan_job *job);
 
 /* FLOPs per token of one forward pass of the frozen reference (DPO reads

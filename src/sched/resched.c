@@ -1,6 +1,8 @@
 /* resched.c - re-scheduling decisions. */
 #include "sched/resched.h"
 
+#include <math.h>
+#include <stdlib.h>
 
 static const char *const reason_texts[RESCHED_CAUSE_COUNT] = {
     "needs more memory",
@@ -63,4 +65,39 @@ void resched_on_worker(enum resched_cause cause, int64_t mem_bytes, struct resch
     }
     out->message = MSG_RESCHEDULING;
     out->reason = resched_reason_text(cause);
+}
+
+/* A job that will miss its deadline anyway moves only for a gain of at
+ * least this share of its time left at the 90% level: a move costs a
+ * checkpoint, a start-up and the steps since the checkpoint. */
+#define DEADLINE_MISSED_GAIN 0.05
+
+void resched_on_deadline(const struct sched_job *job, double current_high_s,
+                         const struct sched_worker *workers, size_t n_workers,
+                         const double *free_at, double now, struct resched_deadline *out)
+{
+    *out = (struct resched_deadline){.missed = false, .move_to = -1, .high_s = current_high_s};
+    if (current_high_s <= job->finish_by_s)
+        return;
+    double *idle = malloc((n_workers ? n_workers : 1) * sizeof *idle);
+    struct sched_choice c = {.worker = -1};
+    if (idle) {
+        for (size_t i = 0; i < n_workers; i++)
+            idle[i] = free_at[i] <= now ? free_at[i] : INFINITY;
+        struct sched_job j = *job;
+        j.goal = SCHED_FINISH_BY;
+        sched_choose(&j, workers, n_workers, idle, now, &c);
+        free(idle);
+    }
+    if (c.worker >= 0 && c.high_s <= job->finish_by_s) {
+        out->move_to = c.worker;
+        out->high_s = c.high_s;
+        return;
+    }
+    out->missed = true;
+    if (c.worker >= 0 &&
+        c.high_s < current_high_s - DEADLINE_MISSED_GAIN * (current_high_s - now)) {
+        out->move_to = c.worker;
+        out->high_s = c.high_s;
+    }
 }

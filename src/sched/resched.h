@@ -13,6 +13,10 @@
  *   worker drained, spot         checkpoint first (the worker is told "move";
  *   capacity taken back          the trainer checkpoints on SIGTERM), then
  *                                continue elsewhere from that checkpoint
+ *   a finish_by job would miss   checkpoint first, then continue on the
+ *   its deadline where it runs,  capacity that meets it (resched_on_deadline)
+ *   and capacity that meets it
+ *   is free
  * In every case the next attempt gets a new fence (ledger.h), and time left
  * starts again from the estimate for the new capacity (time_left.h).
  */
@@ -25,6 +29,7 @@
 #include "core/job.h"
 #include "sched/capacity.h"
 #include "sched/planner.h"
+#include "sched/scheduler.h"
 
 /* Headroom added to a measured peak before placing the job again, in %. */
 #define RESCHED_MEMORY_HEADROOM_PCT 10
@@ -74,5 +79,28 @@ void resched_on_memory(int64_t peak_rss_bytes, int64_t planned_bytes,
  * taken back (RESCHED_MEMORY is not a worker event: RESCHED_KEEP). */
 void resched_on_worker(enum resched_cause cause, int64_t mem_bytes,
                        struct resched_decision *out /* OUT */);
+
+/* A running finish_by job, checked against its deadline. */
+struct resched_deadline {
+    bool missed;   /* no capacity, where it runs or free elsewhere, finishes
+                      it by the deadline at the 90% level                 */
+    int move_to;   /* the worker to move to (checkpoint first); -1: stay  */
+    double high_s; /* its finish at the 90% level where it goes on        */
+};
+
+/* `job` is the rest of a running finish_by job as a new attempt would run
+ * it (work_flops from its latest checkpoint, startup_s, finish_by_s,
+ * finish_hi); current_high_s its finish at the 90% level where it runs now
+ * (now + the upper end of its time left). The candidates are the workers
+ * free now (free_at[i] <= now; the caller gives the one it runs on as not
+ * free). Stays while current_high_s is by the deadline. Otherwise moves to
+ * the cheapest free worker that meets it (sched_choose's finish_by rule);
+ * when none does, out->missed, and it moves only to a free worker whose
+ * finish at the 90% level is earlier than current_high_s: it goes on at
+ * the fastest capacity. */
+void resched_on_deadline(const struct sched_job *job, double current_high_s,
+                         const struct sched_worker *workers, size_t n_workers,
+                         const double *free_at, double now,
+                         struct resched_deadline *out /* OUT */);
 
 #endif

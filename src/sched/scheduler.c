@@ -17,7 +17,8 @@
 /* A busy worker is never seen as free sooner than this after now. */
 #define BUSY_MIN_S 1.0
 
-static const char *const goal_names[SCHED_GOAL_COUNT] = {"lowest_cost", "fastest_finish"};
+static const char *const goal_names[SCHED_GOAL_COUNT] = {"lowest_cost", "fastest_finish",
+                                                              "finish_by"};
 
 const char *sched_goal_name(enum sched_goal g)
 {
@@ -75,6 +76,13 @@ static inline bool waits_too_long(const struct sched_job *job, double now,
     return job->deadline_s > 0 && c->start_s > now && c->finish_s > job->deadline_s;
 }
 
+/* Prices that count as the same for lowest_cost and finish_by (above). */
+static inline bool same_price(const struct sched_choice *c, const struct sched_choice *best)
+{
+    double lo = min2(c->price, best->price);
+    return fabs(c->price - best->price) <= max2(COST_TIE_SHARE * lo, COST_TIE_MIN);
+}
+
 /* True when candidate c is a better place than best for job. The order is
  * total and depends only on the values, so a pass is deterministic for a
  * given input. */
@@ -83,15 +91,28 @@ static inline bool better(const struct sched_job *job, double now, const struct 
 {
     if (best->worker < 0)
         return true;
-    if (job->goal == SCHED_LOWEST_COST) {
+    if (job->goal == SCHED_FINISH_BY) {
+        bool c_in = c->high_s <= job->finish_by_s, b_in = best->high_s <= job->finish_by_s;
+        if (c_in != b_in)
+            return c_in;
+        if (!c_in) { /* neither makes it: the earliest finish at the 90% level */
+            if (c->high_s != best->high_s)
+                return c->high_s < best->high_s;
+        } else if (!same_price(c, best)) {
+            return c->price < best->price;
+        }
+        if (c->finish_s != best->finish_s)
+            return c->finish_s < best->finish_s;
+        if (c->price != best->price)
+            return c->price < best->price;
+    } else if (job->goal == SCHED_LOWEST_COST) {
         bool c_late = waits_too_long(job, now, c);
         bool b_late = waits_too_long(job, now, best);
         if (c_late != b_late)
             return !c_late;
         if (c_late && c->start_s != best->start_s) /* both late: the sooner */
             return c->start_s < best->start_s;
-        double lo = min2(c->price, best->price);
-        if (fabs(c->price - best->price) > max2(COST_TIE_SHARE * lo, COST_TIE_MIN))
+        if (!same_price(c, best))
             return c->price < best->price;
         if (c->finish_s != best->finish_s)
             return c->finish_s < best->finish_s;
@@ -118,6 +139,7 @@ struct slot {
     double price_per_hour;
     int64_t mem_bytes;
     int64_t gpu_mem_bytes; /* -1: no GPUs */
+    int class_;            /* enum worker_class, for finish_hi */
 };
 
 static void fill_slots(const struct sched_worker *workers, size_t n, const double *free_at,
@@ -130,13 +152,34 @@ static void fill_slots(const struct sched_worker *workers, size_t n, const doubl
         slots[i].price_per_hour = w->price_per_hour;
         slots[i].mem_bytes = w->mem_bytes;
         slots[i].gpu_mem_bytes = w->gpus > 0 ? w->gpu_mem_bytes : -1;
+        slots[i].class_ = (int)w->class_ >= 0 && w->class_ < WORKER_CLASS_COUNT ? (int)w->class_ : 0;
     }
+}
+
+/* finish_by: the finish of candidate c at the 90% level, from the job's
+ * finish_hi read at c's share of start (see scheduler.h). */
+static double high_at(const struct sched_job *job, double now, const struct sched_choice *c,
+                      int class_)
+{
+    double total = c->finish_s - now;
+    if (!(total > 0))
+        return c->finish_s;
+    double share = (c->start_s - now + job->startup_s) / total;
+    share = share < 0 ? 0 : share > 1 ? 1 : share;
+    const float *f = job->finish_hi[c->start_s > now][class_];
+    double x = share * (SCHED_FINISH_SHARES - 1);
+    int k = (int)x;
+    if (k >= SCHED_FINISH_SHARES - 1)
+        k = SCHED_FINISH_SHARES - 2;
+    double hi = f[k] + (x - k) * (f[k + 1] - f[k]);
+    return now + total * max2(1.0, hi);
 }
 
 static void choose_in(const struct sched_job *job, const struct slot *slots, size_t n,
                       double now, struct sched_choice *out)
 {
-    struct sched_choice best = {.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
+    struct sched_choice best = {.worker = -1, .start_s = INFINITY, .finish_s = INFINITY,
+                               .high_s = INFINITY};
     int64_t best_mem = 0;
     double work = job->work_flops > 0 ? job->work_flops : 0;
     for (size_t i = 0; i < n; i++) {
@@ -150,6 +193,7 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
         c.train_s = work * sl->inv_flops;
         c.finish_s = c.start_s + job->startup_s + c.train_s;
         c.price = sl->price_per_hour * c.train_s / 3600.0;
+        c.high_s = job->goal == SCHED_FINISH_BY ? high_at(job, now, &c, sl->class_) : c.finish_s;
         if (better(job, now, &c, sl->mem_bytes, &best, best_mem)) {
             best = c;
             best_mem = sl->mem_bytes;
@@ -164,13 +208,15 @@ bool sched_choose(const struct sched_job *job, const struct sched_worker *worker
     /* No worker, no choice; and so the slots below are always written
      * before choose_in reads them (gcc 12 at -O3 could not tell). */
     if (n_workers == 0) {
-        *out = (struct sched_choice){.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
+        *out = (struct sched_choice){.worker = -1, .start_s = INFINITY, .finish_s = INFINITY,
+                               .high_s = INFINITY};
         return false;
     }
     struct slot local[256];
     struct slot *slots = n_workers <= 256 ? local : malloc(n_workers * sizeof *slots);
     if (!slots) {
-        *out = (struct sched_choice){.worker = -1, .start_s = INFINITY, .finish_s = INFINITY};
+        *out = (struct sched_choice){.worker = -1, .start_s = INFINITY, .finish_s = INFINITY,
+                               .high_s = INFINITY};
         return false;
     }
     fill_slots(workers, n_workers, free_at, slots);

@@ -18,7 +18,15 @@
  *                   patience (the larger of 1 hour and its training time
  *                   there); prices within 10% of each other count as
  *                   equal and the earlier finish wins. When no worker can
- *                   start it within its patience, the soonest start wins.
+ *                   start it within its patience, the soonest start wins;
+ *   finish_by       (with a deadline, finish_by_s) the lowest expected
+ *                   price, as for lowest_cost, among the workers whose
+ *                   calibrated finish at the 90% level (now + the time to
+ *                   its expected finish x the job's finish_hi for that
+ *                   worker's class, whether it waits, and its share of
+ *                   start) is by the deadline; when none is, the
+ *                   earliest finish at that level wins (the job goes on
+ *                   at the fastest capacity).
  * A job whose best worker is idle now is assigned (message "Starting");
  * otherwise it reserves its best worker from the time that worker is
  * expected to be free, and waits ("Waiting for capacity"). Reservations
@@ -40,8 +48,9 @@
 
 #define SCHED_MAX_JOBS 1000000
 #define SCHED_MAX_WORKERS 100000
+#define SCHED_FINISH_SHARES 5 /* start shares 0, 0.25, .. 1 of finish_hi */
 
-enum sched_goal { SCHED_LOWEST_COST = 0, SCHED_FASTEST_FINISH, SCHED_GOAL_COUNT };
+enum sched_goal { SCHED_LOWEST_COST = 0, SCHED_FASTEST_FINISH, SCHED_FINISH_BY, SCHED_GOAL_COUNT };
 
 /* A job waiting to be placed (queued, or re-scheduling after a move). */
 struct sched_job {
@@ -60,6 +69,14 @@ struct sched_job {
                              estimate showed (created + high end); it waits
                              for a busy cheaper worker only while that one
                              still finishes it by then. 0: no such bound   */
+    double finish_by_s;   /* finish_by: the user's deadline (unix seconds) */
+    /* finish_by: the upper end, at the 90% level, of the time from now to
+     * the finish as a multiple of its nominal value, by whether the job
+     * would wait ([1]) or start at once ([0]), the worker's class, and the
+     * share of that time that is the start (wait + loading) at
+     * k / (SCHED_FINISH_SHARES - 1), read between them linearly
+     * (est_finish_by_factors). Values below 1 read as 1. */
+    float finish_hi[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
 };
 
 /* Jobs an account has running now (attempts on workers). Accounts absent
@@ -76,6 +93,9 @@ struct sched_choice {
     double train_s;      /* expected training time on that worker          */
     double finish_s;     /* start + loading + training                     */
     double price;        /* rate x training time, currency units           */
+    double high_s;       /* the finish at the 90% level: now + (finish - now)
+                            x the job's finish_hi (finish_by; finish_s for
+                            the other goals)                              */
 };
 
 struct sched_assignment {
@@ -101,7 +121,7 @@ struct sched_pass_out {
                                              The estimator's horizon.      */
 };
 
-/* "lowest_cost" / "fastest_finish"; NULL when out of range. */
+/* "lowest_cost" / "fastest_finish" / "finish_by"; NULL when out of range. */
 const char *sched_goal_name(enum sched_goal g);
 bool sched_goal_parse(const char *s, enum sched_goal *out /* OUT */);
 

@@ -143,6 +143,9 @@ struct sim_job {
     double cancel_at;
     /* the estimate given at creation */
     double est_low, est_high, est_start, est_train;
+    double est_margin;      /* its range_margin                            */
+    int est_cell;           /* its wait_cell                               */
+    int64_t price_low;
     bool est_waits;
     enum worker_class est_class;
     int64_t price_high;
@@ -164,12 +167,20 @@ struct sim_job {
     double last_report_t;
     long next_step;
     struct tl_state tl;
+    double attempt_begin_t;
+    /* time left shown at the first report past 20% and 50% of the steps */
+    float tl_t[2], tl_lo[2], tl_hi[2];
+    bool tl_seen[2];
     struct ledger_job *ledger;
     struct billed billed[LEDGER_MAX_ATTEMPTS];
     int n_billed;
     double first_step_t;    /* when the first attempt finished loading     */
     double finish_s;
     long events;
+    /* goal finish_by (sim_config.finish_by_share): the deadline set at
+     * arrival, slack x the upper end of the job's fastest finish */
+    double finish_by, finish_by_slack;
+    bool finish_by_missed;  /* counted in finish_by_missed */
 };
 
 enum ev_kind {
@@ -201,6 +212,10 @@ struct sim {
     struct sim_job *jobs;
     long nj;
     struct est_history *hist;
+    /* est_finish_by_factors of hist per method, made again when a job's
+     * band changes (fb_stale); read only with finish_by jobs */
+    float fb_hi[PLAN_METHOD_COUNT][2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES];
+    bool fb_stale;
     /* event heap */
     struct event *heap;
     size_t n_heap, cap_heap;
@@ -223,6 +238,7 @@ struct sim {
     struct tl_sample *samples;
     size_t n_samples;
     long covered, above, below;
+    long price_covered;
     bool failed_alloc;
 };
 
@@ -510,6 +526,19 @@ static void apply_outcome(struct sim *s, long ji, const struct outcome *o)
         need_pass(s);
 }
 
+/* The finish_by factors of method m from the history, made again only
+ * after it changed. */
+static void finish_by_factors(struct sim *s, enum plan_method m,
+                              float out[2][WORKER_CLASS_COUNT][SCHED_FINISH_SHARES])
+{
+    if (s->fb_stale) {
+        for (int k = 0; k < PLAN_METHOD_COUNT; k++)
+            est_finish_by_factors(s->hist, (enum plan_method)k, s->fb_hi[k]);
+        s->fb_stale = false;
+    }
+    memcpy(out, s->fb_hi[m], sizeof s->fb_hi[0]);
+}
+
 /* Asks the job's attempt to move (memory, drain, spot): the status it
  * shows meanwhile is the server's rule. */
 static void ask_move(struct sim *s, long ji)
@@ -523,6 +552,42 @@ static void ask_move(struct sim *s, long ji)
         move_job(s, ji, to);
         j->message = MSG_RESCHEDULING;
     }
+}
+
+static void attempt_stopped(struct sim *s, long ji, enum stop_reason stop);
+
+/* goal finish_by at a report, as the server checks it (control/deadlines.c),
+ * on the attempt's own pace: a job late where it runs moves, from a
+ * checkpoint, to a free worker that meets its deadline, or, when none can,
+ * is counted as missed once and moves only to a clearly earlier end.
+ * True when it moved. */
+static bool deadline_move(struct sim *s, long ji)
+{
+    struct sim_job *j = &s->jobs[ji];
+    struct tl_value v;
+    tl_value(&j->tl, s->now, &v);
+    if (v.basis != TL_PACE)
+        return false;
+    struct sched_job rest = {
+        .goal = SCHED_FINISH_BY, .mem_bytes = j->mem_need,
+        .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
+        .startup_s = j->startup_nominal_s, .finish_by_s = j->finish_by};
+    finish_by_factors(s, j->method, rest.finish_hi);
+    sched_free_at(s->w, (size_t)s->nw, s->now, s->pfree);
+    struct resched_deadline d;
+    resched_on_deadline(&rest, s->now + v.high_s, s->w, (size_t)s->nw, s->pfree, s->now, &d);
+    if (d.missed && !j->finish_by_missed) {
+        j->finish_by_missed = true;
+        s->res->finish_by_missed++;
+    }
+    if (d.move_to < 0)
+        return false;
+    s->res->finish_by_moves++;
+    ask_move(s, ji);
+    long at = stop_with_checkpoint(s, ji);
+    end_attempt(s, ji, at);
+    attempt_stopped(s, ji, STOP_REASON_MOVE);
+    return true;
 }
 
 /* The job's attempt has ended after it was asked to stop for `stop`: the
@@ -571,6 +636,11 @@ static void new_job(struct sim *s, long ji)
     j->plan.batch = batches[rng_next(r) % (large ? 2 : 4)];
     j->plan.seq_len = seqs[rng_next(r) % (large ? 2 : 3)];
     j->goal = u01(r) < 0.45 ? SCHED_LOWEST_COST : SCHED_FASTEST_FINISH;
+    /* Drawn only when asked for, so that the default mix is unchanged. */
+    if (s->cfg->finish_by_share > 0 && u01(r) < s->cfg->finish_by_share) {
+        j->goal = SCHED_FINISH_BY;
+        j->finish_by_slack = uniform(r, 0.8, 4.0);
+    }
     double examples = floor(log_uniform(r, 1000, sh == 4 ? 20000 : 100000));
     int epochs = 1 + (int)(rng_next(r) % 3);
     double per_example = fmin(log_uniform(r, 150, 1500), j->plan.seq_len);
@@ -612,9 +682,24 @@ static void arrive(struct sim *s, long ji)
                 fa[i] = s->horizon[i];
     }
     struct est_request req = {.job = j->plan, .train_tokens = j->train_tokens, .goal = j->goal,
-                              .startup_s = j->startup_nominal_s, .now = s->now};
+                              .startup_s = j->startup_nominal_s, .now = s->now,
+                              .pass_delay_s = s->cfg->pass_interval_s,
+                              /* nothing starts before the next pass */
+                              .next_pass_s = fmax(s->now, s->last_pass + s->cfg->pass_interval_s)};
     struct estimate e;
     char why[128];
+    if (j->goal == SCHED_FINISH_BY) {
+        /* The user's deadline: a slack over the upper end of the fastest
+         * finish, so that some cannot be met. */
+        struct est_request fast = req;
+        fast.goal = SCHED_FASTEST_FINISH;
+        if (est_estimate(&fast, s->w, (size_t)s->nw, fa, s->hist, &e, why, sizeof why) ==
+                ERR_OK &&
+            e.fit == PLAN_FITS)
+            j->finish_by = s->now + j->finish_by_slack * e.time_high_s;
+        req.finish_by_s = j->finish_by;
+        s->res->finish_by_jobs++;
+    }
     if (est_estimate(&req, s->w, (size_t)s->nw, fa, s->hist, &e, why, sizeof why)) {
         violation(s, why, ji);
         settle(s, ji, JOB_FAILED, MSG_FAILED_INTERNAL, JOB_QUEUED);
@@ -631,13 +716,26 @@ static void arrive(struct sim *s, long ji)
         make_terminal(s, ji, JOB_FAILED, e.fail_message);
         return;
     }
+    if (j->goal == SCHED_FINISH_BY) {
+        /* A deadline no capacity meets is refused: nothing is created. */
+        est_finish_by_verdict(&e, s->now, j->finish_by);
+        if (!e.finish_by_met) {
+            s->res->finish_by_refused++;
+            settle(s, ji, JOB_FAILED, MSG_NOT_AVAILABLE, JOB_QUEUED);
+            make_terminal(s, ji, JOB_FAILED, MSG_NOT_AVAILABLE);
+            return;
+        }
+    }
     j->est_low = e.time_low_s;
     j->est_high = e.time_high_s;
     j->est_start = e.wait_s + e.startup_s;
     j->est_train = e.train_s;
     j->est_waits = e.waits;
+    j->est_margin = e.range_margin;
+    j->est_cell = e.wait_cell;
     j->est_class = e.worker_class;
     j->price_high = e.price_high_micros;
+    j->price_low = e.price_low_micros;
     if (e.worker >= 0)
         s->horizon[e.worker] = fmax(s->horizon[e.worker], e.finish_s);
     j->status = JOB_QUEUED;
@@ -700,6 +798,9 @@ static void start_attempt(struct sim *s, long ji, int wi)
     ledger_raise_budget_base(j->ledger,
                              ledger_running_s(j->ledger, s->now) + j->startup_nominal_s + hi);
     w->busy_until_s = s->now + j->startup_nominal_s + 0.5 * (lo + hi);
+    w->busy_low_s = s->now + j->startup_nominal_s + lo;
+    w->busy_high_s = s->now + j->startup_nominal_s + hi;
+    j->attempt_begin_t = s->now;
 
     double startup = j->startup_nominal_s * uniform(&s->rng, 0.7, 1.6);
     push(s, s->now + startup, EV_LOADED, (int)ji, wi, fence);
@@ -749,6 +850,8 @@ static void on_loaded(struct sim *s, const struct event *ev)
     }
     struct sim_job *j = &s->jobs[ev->job];
     j->loaded = true;
+    est_history_add_start(s->hist, j->method, s->w[ev->worker].class_, s->now - j->attempt_begin_t,
+                          j->startup_nominal_s);
     if (j->first_step_t <= 0)
         j->first_step_t = s->now;
     move_job(s, ev->job, JOB_RUNNING);
@@ -772,9 +875,20 @@ static void succeed(struct sim *s, long ji)
         s->above++;
     else
         s->covered++;
+    int64_t paid = ledger_net_micros(j->ledger);
+    if (paid >= j->price_low && paid <= j->price_high)
+        s->price_covered++;
+    est_history_add_spread(s->hist, j->est_cell,
+                           est_range_spread(actual, j->est_low, j->est_high, j->est_margin));
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
                         j->first_step_t - j->submit_s, j->est_start,
                         s->now - j->first_step_t, j->est_train);
+    s->fb_stale = true;
+    if (j->goal == SCHED_FINISH_BY) {
+        s->res->finish_by_succeeded++;
+        if (s->now <= j->finish_by)
+            s->res->finish_by_met++;
+    }
 }
 
 static void on_report(struct sim *s, const struct event *ev)
@@ -829,6 +943,19 @@ static void on_report(struct sim *s, const struct event *ev)
     if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)
         s->samples[s->n_samples++] = (struct tl_sample){(int)ji, (float)s->now, (float)v.mid_s};
     w->busy_until_s = s->now + v.mid_s;
+    w->busy_low_s = s->now + v.low_s;
+    w->busy_high_s = s->now + v.high_s;
+    static const double marks[2] = {0.2, 0.5};
+    for (int k = 0; k < 2; k++)
+        if (!j->tl_seen[k] && v.basis == TL_PACE && step >= marks[k] * (double)j->max_steps &&
+            step < j->max_steps) {
+            j->tl_seen[k] = true;
+            j->tl_t[k] = (float)s->now;
+            j->tl_lo[k] = (float)v.low_s;
+            j->tl_hi[k] = (float)v.high_s;
+        }
+    if (j->goal == SCHED_FINISH_BY && deadline_move(s, ji))
+        return;
     schedule_report(s, ji);
 }
 
@@ -942,6 +1069,10 @@ static size_t pass_input(struct sim *s, long extra, size_t *n_loads)
             .work_flops = (double)(j->max_steps - j->checkpoint) * j->tokens_per_step * j->fpt,
             .startup_s = j->startup_nominal_s,
             .deadline_s = j->est_high > 0 ? j->submit_s + j->est_high : 0};
+        if (j->goal == SCHED_FINISH_BY) {
+            s->pj[n - 1].finish_by_s = j->finish_by;
+            finish_by_factors(s, j->method, s->pj[n - 1].finish_hi);
+        }
     }
     size_t nl = 0;
     for (int a = 0; a < s->cfg->accounts; a++)
@@ -1079,6 +1210,23 @@ static void finish_results(struct sim *s)
         qsort(ratio, k, sizeof *ratio, cmp_float);
         r->median_range_ratio = ratio[k / 2];
     }
+    r->price_coverage = n ? (double)s->price_covered / (double)n : 0;
+    for (int mk = 0; ratio && mk < 2; mk++) {
+        size_t c = 0, inside = 0;
+        for (long i = 0; i < s->nj; i++) {
+            const struct sim_job *j = &s->jobs[i];
+            if (j->status != JOB_SUCCEEDED || !j->tl_seen[mk] || !(j->tl_lo[mk] > 0))
+                continue;
+            double left = j->finish_s - (double)j->tl_t[mk];
+            inside += left >= j->tl_lo[mk] && left <= j->tl_hi[mk];
+            ratio[c++] = j->tl_hi[mk] / j->tl_lo[mk];
+        }
+        if (c) {
+            qsort(ratio, c, sizeof *ratio, cmp_float);
+            r->width_at[mk] = ratio[c / 2];
+            r->coverage_at[mk] = (double)inside / (double)c;
+        }
+    }
     free(ratio);
     r->virtual_hours = s->now / 3600.0;
 }
@@ -1134,6 +1282,7 @@ enum alallo_err sim_run(const struct sim_config *c, struct sim_result *out, char
     s.sw = calloc(nw, sizeof *s.sw);
     s.jobs = calloc(nj, sizeof *s.jobs);
     s.hist = calloc(1, sizeof *s.hist);
+    s.fb_stale = true;
     s.queue = calloc(nj, sizeof *s.queue);
     s.horizon = calloc(nw, sizeof *s.horizon);
     s.account_running = calloc((size_t)c->accounts, sizeof *s.account_running);
@@ -1227,14 +1376,26 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
         "\"not_available\":%ld,\"stopped\":%ld,\"moves\":%ld,\"fenced_reports\":%ld,"
         "\"time_left_samples\":%ld,\"median_range_ratio\":%.3f,\"max_queued\":%ld,\"max_pass_queued\":%s,"
         "\"biggest_pass_queued\":%ld,\"biggest_pass_ms\":%s,\"passes\":%ld,"
-        "\"virtual_hours\":%.2f,\"first_violation\":\"%s\"}",
+        "\"virtual_hours\":%.2f,\"price_coverage\":%.4f,\"width_before_start\":%.3f,"
+        "\"width_at_20pct\":%.3f,\"coverage_at_20pct\":%.4f,\"width_at_50pct\":%.3f,"
+        "\"coverage_at_50pct\":%.4f,\"first_violation\":\"%s\"}",
         r->jobs, r->coverage, r->above_high, r->below_low, r->time_left_mape_after_5pct,
         r->invariant_violations, r->billed_twice, pass_ms, wall, r->succeeded, r->failed,
         r->cancelled, r->not_available, r->stopped, r->moves, r->fenced_reports,
         r->time_left_samples, r->median_range_ratio, r->max_queued, pass_q, r->biggest_pass_queued, big_ms,
-        r->passes, r->virtual_hours,
-        first);
+        r->passes, r->virtual_hours, r->price_coverage, r->median_range_ratio, r->width_at[0],
+        r->coverage_at[0], r->width_at[1], r->coverage_at[1], first);
     if (n < 0 || (size_t)n >= cap)
         return -1;
+    if (r->finish_by_jobs > 0) { /* only when asked for (--finish-by-share) */
+        int k = snprintf(buf + n - 1, cap - (size_t)n + 1,
+                         ",\"finish_by\":{\"jobs\":%ld,\"refused\":%ld,\"succeeded\":%ld,"
+                         "\"met\":%ld,\"missed\":%ld,\"moves\":%ld}}",
+                         r->finish_by_jobs, r->finish_by_refused, r->finish_by_succeeded,
+                         r->finish_by_met, r->finish_by_missed, r->finish_by_moves);
+        if (k < 0 || (size_t)k >= cap - (size_t)n + 1)
+            return -1;
+        n += k - 1;
+    }
     return n;
 }

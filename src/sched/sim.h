@@ -6,7 +6,10 @@
  *  - a fleet of workers of five kinds (memory 24..141 GB), on-demand and
  *    spot, each with a measured speed that is a little off its true speed;
  *  - jobs from accounts of very different sizes, on five model shapes,
- *    three methods, two goals, with data sets of 1k..100k examples,
+ *    three methods, two goals (and finish_by with --finish-by-share, whose
+ *    deadlines the pass and the checks at each report keep to, moves
+ *    included, and whose refusals, deadlines met and missed are counted),
+ *    with data sets of 1k..100k examples,
  *    arriving at random (Poisson) so that the fleet is ~75% busy, or all at
  *    once (--burst);
  *  - trainers whose true pace differs from the nominal one by method, by
@@ -45,6 +48,9 @@ struct sim_config {
     bool burst;              /* every job arrives at t = 0                  */
     double load;             /* share of the fleet kept busy; default 0.75  */
     double pass_interval_s;  /* at most one scheduling pass per this; 30    */
+    double finish_by_share;  /* share of jobs with the goal finish_by, with a
+                                deadline of 0.8..4 x the upper end of their
+                                fastest finish; default 0 (none)          */
     struct ledger_limits limits;
 };
 
@@ -63,7 +69,15 @@ struct sim_result {
                                  time left (mid of the range) once it runs
                                  on pace, over all samples of succeeded jobs */
     long time_left_samples;
-    double median_range_ratio; /* median high/low of the ranges given       */
+    double median_range_ratio; /* median high/low of the ranges given at
+                                  creation ("width_before_start")           */
+    double price_coverage;    /* succeeded jobs whose net charge fell inside
+                                 the price range given at creation          */
+    double width_at[2];       /* median high/low of time left at the first
+                                 report past 20% ([0]) and 50% ([1]) of the
+                                 steps, on pace, of succeeded jobs          */
+    double coverage_at[2];    /* ... how often the time really left fell
+                                 inside it                                  */
     long invariant_violations;
     long billed_twice;        /* jobs with a step billed twice               */
     char first_violation[160];
@@ -77,6 +91,13 @@ struct sim_result {
     long passes;
     double virtual_hours;     /* virtual time until the last job ended       */
     double wall_s;            /* wall time of the whole run                  */
+    /* goal finish_by (finish_by_share > 0): such jobs, those refused at
+     * creation (no capacity could meet the deadline), those that succeeded
+     * and those of them that finished by their deadline */
+    long finish_by_jobs, finish_by_refused, finish_by_succeeded, finish_by_met;
+    /* ... the jobs a check at a report found could no longer meet their
+     * deadline, and the moves those checks made (resched_on_deadline) */
+    long finish_by_missed, finish_by_moves;
 };
 
 /* Defaults for everything but jobs, workers and seed. */

@@ -9,6 +9,17 @@
 #define SWITCH_SHARE 0.05 /* "about 5% of steps"                          */
 #define EWMA_ALPHA 0.3    /* weight of the newest pace sample              */
 
+/* Half-width of a 90% band in standard errors measured from df degrees of
+ * freedom (Student's t, 95th percentile): wider while few samples are in. */
+static double t_90(int df)
+{
+    static const double t[] = {6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833,
+                               1.812};
+    if (df < 1)
+        return INFINITY;
+    return df <= 10 ? t[df - 1] : 1.645 + 1.6 / (double)df;
+}
+
 const char *tl_basis_name(enum tl_basis b)
 {
     return b == TL_PACE ? "pace" : "estimate";
@@ -40,6 +51,8 @@ void tl_observe(struct tl_state *s, long step, double t)
         if (step < s->start_step)
             return;
         s->have_ref = true;
+        s->ref_step = step;
+        s->ref_t = t;
         s->last_step = step;
         s->last_t = t;
         return;
@@ -83,15 +96,46 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
 
     if (s->samples > 0 && done >= s->switch_after) {
         double since = now > s->last_t ? now - s->last_t : 0;
-        double mid = (double)left * s->ewma_s - since;
-        if (left > 0 && mid < s->ewma_s)
-            mid = s->ewma_s; /* a job that is late still has a step to go */
+        /* The smoothed variance starts at 0 with the first sample: it is
+         * unbiased by 1 - (1 - a)^(samples - 1); with one sample there is
+         * no spread measured yet, and the band is the cap below. */
+        double seen = 1.0 - pow(1.0 - EWMA_ALPHA, (double)(s->samples - 1));
+        double var = seen > 0 ? s->ewma_var / seen : INFINITY;
+        double cv = s->ewma_s > 0 ? sqrt(var) / s->ewma_s : INFINITY;
+        double ahead = share_left; /* narrows as the attempt goes */
+        double t90 = t_90(s->samples - 1);
+        /* The pace: the attempt's mean while the smoothed pace agrees with
+         * it (its error falls with every sample), else the smoothed pace,
+         * which follows a change within a few reports (its error then
+         * stays that of about (2 - a) / a samples, plus the drift it
+         * measured, for the share still ahead). */
+        double pace = s->ewma_s, err2 = INFINITY;
+        if (s->last_step > s->ref_step && s->last_t > s->ref_t && s->ewma_s > 0) {
+            double mean = (s->last_t - s->ref_t) / (double)(s->last_step - s->ref_step);
+            double gap = fabs(s->ewma_s - mean) / mean;
+            double n_ewma = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
+            if (gap <= t90 * cv / sqrt(n_ewma)) {
+                pace = mean;
+                err2 = cv * cv / (double)s->samples;
+            } else {
+                err2 = cv * cv / n_ewma + gap * ahead * gap * ahead;
+            }
+        }
+        double mid = (double)left * pace - since;
+        if (left > 0 && mid < pace)
+            mid = pace; /* a job that is late still has a step to go */
         if (mid < 0)
             mid = 0;
-        double cv = s->ewma_s > 0 ? sqrt(s->ewma_var) / s->ewma_s : 0;
-        double ahead = share_left; /* narrows as the attempt goes */
-        double rel_lo = fmin(0.6, 0.04 + cv + 0.10 * ahead);
-        double rel_hi = 0.06 + 1.5 * cv + 0.20 * ahead;
+        /* The reports ahead average their own noise out: cv / sqrt(their
+         * number) of the time left; weighed by the share ahead it stays at
+         * cv / sqrt(the attempt's reports) and never grows at the end. */
+        double per_report = (double)done / (double)s->samples;
+        double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
+        double rel = t90 * sqrt(err2 + cv * cv * ahead / reports_ahead);
+        if (!isfinite(rel))
+            rel = 1.0; /* nothing measured yet: the cap decides */
+        double rel_lo = fmin(0.6, rel);
+        double rel_hi = rel;
         /* Never wider, relative to its size, than the estimate's band, and
          * less so the more is done: a slowdown (cv jumps while the smoothed
          * pace catches up) moves the range rather than blowing it up. */

@@ -7,11 +7,15 @@
  * scaled by the share of steps left, plus what is left of loading (basis
  * "estimate"). After that it comes from the attempt's own pace: an
  * exponentially weighted average of the seconds per step between reports,
- * times the steps left (basis "pace"). The pace band is built from how much
- * the step times vary and how much of the attempt is still ahead, so it
- * narrows as the job goes; its width relative to its size never passes
- * the estimate band's, times 0.25 + 0.5 x the share still ahead, so a
- * slowdown moves it rather than blowing it up (docs/estimator.md). A move starts a new attempt, and so a new
+ * times the steps left (basis "pace"). The pace band is measured, at the
+ * 90% level: the error of the smoothed pace (the step times' spread over
+ * the samples it rests on), the noise of the reports still ahead (which
+ * averages out over more of them), and the drift of the pace (the
+ * smoothed pace against the attempt's mean pace) times the share still
+ * ahead; so it narrows as the job goes. Its width relative to its size
+ * never passes the estimate band's, times 0.25 + 0.5 x the share still
+ * ahead, so a slowdown moves it rather than blowing it up
+ * (docs/estimator.md). A move starts a new attempt, and so a new
  * state: time left starts again from the estimate for the new capacity.
  */
 #ifndef ALALLO_SCHED_TIME_LEFT_H
@@ -35,6 +39,8 @@ struct tl_state {
     int samples;         /* pace samples taken                            */
     double ewma_s;       /* smoothed seconds per step                     */
     double ewma_var;     /* smoothed variance of seconds per step         */
+    long ref_step;       /* the first report: where the attempt's mean    */
+    double ref_t;        /*   pace is measured from                       */
 };
 
 struct tl_value {

@@ -86,6 +86,18 @@ async function createThroughPage(p, name, { epochs, batch, lr, file = trainFile 
   await jobRow(p, name).waitFor({ timeout: 15000 });
 }
 
+// Starts the filled New job form; returns the job as the API lists it,
+// after the Jobs tab shows it.
+async function startAndFind(p, name) {
+  await p.getByRole('button', { name: 'Start' }).click();
+  await p.waitForURL(/#\/jobs$/);
+  await jobRow(p, name).waitFor({ timeout: 15000 });
+  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
+  const job = list.data.find((j) => j.name === name);
+  assert.ok(job, `the job ${name} is listed`);
+  return job;
+}
+
 test('the address serve prints signs in, then leaves the address bar', async () => {
   assert.ok(busy.printedSignin, `serve prints a sign-in address with #key=:\n${busy.output()}`);
   await page.goto(busy.signinUrl);
@@ -175,12 +187,7 @@ test('the New job form\'s Advanced settings reach the job', async () => {
   await page.getByLabel('Packing: several short examples share a row').uncheck();
   await page.getByLabel('k_proj', { exact: true }).uncheck();
   await page.getByLabel('Learning-rate schedule').selectOption('linear');
-  await page.getByRole('button', { name: 'Start' }).click();
-  await page.waitForURL(/#\/jobs$/);
-  await jobRow(page, name).waitFor({ timeout: 15000 });
-  const list = await apiCall(busy, 'GET', '/v1/fine_tuning/jobs?limit=100');
-  const job = list.data.find((j) => j.name === name);
-  assert.ok(job, `the job ${name} is listed`);
+  const job = await startAndFind(page, name);
   const hp = job.hyperparameters;
   assert.equal(hp.max_seq_len, 128);
   assert.equal(hp.lora_rank, 8);
@@ -188,6 +195,35 @@ test('the New job form\'s Advanced settings reach the job', async () => {
   assert.equal(hp.packing, false);
   assert.equal(hp.lr_scheduler, 'linear');
   assert.deepEqual(hp.lora_target_modules, ['q_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+});
+
+test('the goal Finish by sends its deadline, shows it in the estimate and on the job', async () => {
+  const name = `e2e-finish-by-${Date.now()}`;
+  await page.goto(busy.signinUrl); // signed in, also when run alone
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await page.getByRole('link', { name: 'New job', exact: true }).first().click();
+  await page.getByRole('heading', { name: 'New job' }).waitFor();
+  await page.getByLabel('Name').fill(name);
+  await page.getByLabel('Upload a data set').setInputFiles(trainFile);
+  await page.getByText(`Uploaded ${path.basename(trainFile)}`).waitFor({ timeout: 30000 });
+  await page.locator('#goal-finish_by').check();
+  // Without a time the form says so and sends nothing.
+  await page.getByRole('button', { name: 'Estimate time and price' }).click();
+  await page.getByRole('alert').filter({ hasText: 'Choose the date and time to finish by.' }).waitFor();
+  // A day from now, to the minute, in the browser's local time.
+  const at = new Date(Date.now() + 86400000);
+  at.setSeconds(0, 0);
+  const pad = (n) => String(n).padStart(2, '0');
+  const local = `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+  await page.locator('#finish_by').fill(local);
+  await page.getByRole('button', { name: 'Estimate time and price' }).click();
+  const box = page.locator('.estimate');
+  await until('an estimate with its deadline', async () => /Finish by: .+ \(done by .+ at the latest\)/.test(await box.textContent()));
+  const job = await startAndFind(page, name);
+  assert.equal(job.goal, 'finish_by');
+  assert.equal(job.finish_by, Math.floor(at.getTime() / 1000));
+  await page.goto(`${busy.base}/#/jobs/${job.id}`);
+  await page.getByText(/^Finish by /).first().waitFor();
 });
 
 test('the job page shows status, progress, time left, price, log, loss curve, checkpoints, attempts', async () => {

@@ -48,6 +48,7 @@ const COMMANDS = [
   ['tokenizer', 'decode', '--tokenizer', 'tok.json', '--ids', '1,2'],
   ['sim', '--jobs', '2', '--workers', '1', '--seed', '1'],
   ['version'],
+  ['inference', '--socket', 'engine.sock'],
   ['generate', '--model', 'ftjob-x', '--prompt', 'hi'],
   ['generate', '--model-dir', 'm', '--prompt', 'hi'],
   ['export', 'ftjob-x', '--format', 'gguf', '--out', 'x.gguf'],

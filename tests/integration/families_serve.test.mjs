@@ -13,13 +13,15 @@
 // The qwen3 model carries Qwen3's published chat template (the unit tests'
 // fixture): its fine-tuned model answers /v1/chat/completions on a prompt
 // laid out by that template.
+// And /v1/models shows the mixture of experts' active parameters beside
+// its total (docs/models.md, "Mixture of experts").
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT, SAMPLE, Serve, run, tmpdir, waitFor } from './service_harness.mjs';
 
-const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'qwen3', 'smollm3'];
+const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'qwen3', 'qwen3_moe', 'smollm3'];
 const PROMPT = 'What a wonderful film';
 let s;
 let models;
@@ -45,6 +47,17 @@ before(async () => {
   fileId = (await up.json()).id;
 });
 after(async () => s && s.stop());
+
+test('/v1/models: qwen3_moe with its experts and active parameters', async () => {
+  const r = await s.call('GET', '/v1/models/qwen3_moe');
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.shape.experts, 8);
+  assert.equal(r.json.shape.experts_per_token, 2);
+  assert.ok(r.json.size.active_parameters > 0);
+  assert.ok(r.json.size.active_parameters < r.json.size.parameters, JSON.stringify(r.json.size));
+  const dense = await s.call('GET', '/v1/models/qwen2');
+  assert.equal(dense.json.size.active_parameters, undefined);
+});
 
 test('a job on each family runs to success', async () => {
   for (const f of FAMILIES) {

@@ -15,7 +15,14 @@ scaled by query_pre_attn_scalar^-0.5 and tanh soft-capping of scores and
 logits; Qwen3 has no q/k/v biases and normalizes each head of q and of k
 (RMSNorm over head_dim with q_norm / k_norm, one scale shared by the heads)
 before the rotation; SmolLM3 leaves the rotation out of the layers whose
-no_rope_layers entry is 0.
+no_rope_layers entry is 0; Qwen3-MoE ("qwen3_moe") has Qwen3's attention
+and replaces the MLP of its sparse layers (every decoder_sparse_step-th,
+less mlp_only_layers) by a router
+(mlp.gate.weight), the top num_experts_per_tok experts of its softmax,
+their weights renormalised when norm_topk_prob, each expert a SwiGLU
+(mlp.experts.E.{gate,up,down}_proj); the objective adds
+router_aux_loss_coef times the load-balancing loss over all sparse layers'
+router logits together (moe_aux_loss below).
 on the given token ids with the loss on every position after the first, and
 compares with the dump `alallo train --dump-grads` wrote: the loss, the
 logits, and the gradient of every tensor (full fine-tuning) or, when the
@@ -104,7 +111,47 @@ def softcap(x, cap):
     return cap * torch.tanh(x / cap) if cap else x
 
 
-def forward(cfg, p, ids):
+def moe_sparse(cfg, l):
+    """Whether layer l's MLP is the experts (Qwen3-MoE's rule)."""
+    if cfg.get("model_type") != "qwen3_moe" or cfg.get("num_experts", 0) <= 0:
+        return False
+    step = cfg.get("decoder_sparse_step", 1)
+    return l not in cfg.get("mlp_only_layers", []) and (l + 1) % step == 0
+
+
+def moe_mlp(cfg, p, pre, h, router_logits):
+    """The sparse MLP: softmax router, top-k, (normalised) weights, experts."""
+    E, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+    logits = h @ p[pre + "mlp.gate.weight"].T
+    router_logits.append(logits)
+    probs = torch.softmax(logits, dim=-1)
+    w, sel = torch.topk(probs, k, dim=-1)
+    if cfg.get("norm_topk_prob"):
+        w = w / w.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(E):
+        tok, slot = torch.where(sel == e)
+        if tok.numel() == 0:
+            continue
+        x = h[tok]
+        ex = pre + f"mlp.experts.{e}."
+        y = torch.nn.functional.silu(x @ p[ex + "gate_proj.weight"].T) * (x @ p[ex + "up_proj.weight"].T)
+        y = y @ p[ex + "down_proj.weight"].T
+        out = out.index_add(0, tok, y * w[tok, slot, None])
+    return out
+
+
+def moe_aux_loss(cfg, router_logits):
+    """The load-balancing loss: E * sum_e (fraction of choices of e) * (mean
+    probability of e), over every sparse layer's tokens taken together."""
+    E, k = cfg["num_experts"], cfg["num_experts_per_tok"]
+    probs = torch.softmax(torch.cat(router_logits, dim=0), dim=-1)
+    _, sel = torch.topk(probs, k, dim=-1)
+    chosen = torch.nn.functional.one_hot(sel, E).to(probs.dtype).mean(dim=0)  # (k, E)
+    return (chosen * probs.mean(dim=0)[None]).sum() * E
+
+
+def forward(cfg, p, ids, router_logits=None):
     T = ids.shape[0]
     C = cfg["hidden_size"]
     H = cfg["num_attention_heads"]
@@ -152,7 +199,7 @@ def forward(cfg, p, ids):
 
         q = proj("self_attn.q_proj", h).view(T, H, hd)
         k = proj("self_attn.k_proj", h).view(T, KV, hd)
-        if family == "qwen3":  # per head, before the rotation
+        if family in ("qwen3", "qwen3_moe"):  # per head, before the rotation
             q = norm(q, pre + "self_attn.q_norm.weight")
             k = norm(k, pre + "self_attn.k_norm.weight")
         q = q.transpose(0, 1)
@@ -171,13 +218,16 @@ def forward(cfg, p, ids):
         else:
             x = x + o
             h = norm(x, pre + "post_attention_layernorm.weight")
-        g = proj("mlp.gate_proj", h)
-        u = proj("mlp.up_proj", h)
-        if gemma:
-            act = torch.nn.functional.gelu(g, approximate="tanh")
+        if moe_sparse(cfg, l):
+            m = moe_mlp(cfg, p, pre, h, router_logits if router_logits is not None else [])
         else:
-            act = torch.nn.functional.silu(g)
-        m = proj("mlp.down_proj", act * u)
+            g = proj("mlp.gate_proj", h)
+            u = proj("mlp.up_proj", h)
+            if gemma:
+                act = torch.nn.functional.gelu(g, approximate="tanh")
+            else:
+                act = torch.nn.functional.silu(g)
+            m = proj("mlp.down_proj", act * u)
         x = x + (norm(m, pre + "post_feedforward_layernorm.weight") if gemma2 else m)
     x = norm(x, "model.norm.weight")
     head = p["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else p["lm_head.weight"]
@@ -367,8 +417,11 @@ def main():
     ids = torch.tensor([int(s) for s in ids_s.split(",")])
     lora = "lora_scale" in dump
     trained = make_trained(params, dump, lora, lambda t: t.clone())
-    logits = forward(cfg, params, ids)
+    router_logits = []
+    logits = forward(cfg, params, ids, router_logits)
     loss = torch.nn.functional.cross_entropy(logits[:-1], ids[1:])
+    if router_logits:
+        loss = loss + cfg.get("router_aux_loss_coef", 0.001) * moe_aux_loss(cfg, router_logits)
     loss.backward()
     failures = []
 
@@ -382,7 +435,9 @@ def main():
     check("loss", dump["loss"].reshape(()), loss.detach(), 1e-5)
     check("logits", dump["logits"], logits.detach(), 1e-5)
     for name, t in trained.items():
-        check("grad " + name, dump["grad." + name], t.grad, 1e-4)
+        # an expert no token chose is outside the graph: its gradient is zero
+        grad = t.grad if t.grad is not None else torch.zeros_like(t)
+        check("grad " + name, dump["grad." + name], grad, 1e-4)
     if failures:
         print(f"reference.py: {len(failures)} mismatches: {', '.join(failures[:5])}",
               file=sys.stderr)

@@ -243,7 +243,9 @@ export function jobView(jobId) {
     setText(ui.paid, priceLine(price, cur));
     setText(ui.model, j.model || '—');
     setText(ui.method, methodLabel(j));
-    setText(ui.goal, GOALS[j.goal] || j.goal || '—');
+    setText(ui.goal, j.goal === 'finish_by' && typeof j.finish_by === 'number'
+      ? `Finish by ${new Date(j.finish_by * 1000).toLocaleString()}`
+      : GOALS[j.goal] || j.goal || '—');
     setText(ui.ftModel, j.fine_tuned_model || '—');
     setText(ui.created, formatWhen(j.created_at));
 

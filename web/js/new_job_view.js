@@ -61,6 +61,12 @@ export function newJobView() {
       goal: f.goal.value,
       method: { type: 'supervised' },
     };
+    if (b.goal === 'finish_by') {
+      // The deadline as the user's local date and time; the API takes Unix seconds.
+      const at = f.finish_by.value ? new Date(f.finish_by.value).getTime() : NaN;
+      if (!Number.isFinite(at)) return { error: 'Choose the date and time to finish by.' };
+      b.finish_by = Math.floor(at / 1000);
+    }
     const name = f.name.value.trim();
     if (name) b.name = name.slice(0, NAME_MAX);
     const hp = {};
@@ -161,6 +167,10 @@ export function newJobView() {
         lines.push(el('p', {}, el('strong', {}, 'Price: '),
           formatMoneyRange(e.price.low, e.price.high, e.price.currency)));
       }
+      if (e?.finish_by?.met && typeof e.finish_by.high_at === 'number') {
+        lines.push(el('p', {}, el('strong', {}, 'Finish by: '),
+          `${new Date(e.finish_by.deadline * 1000).toLocaleString()} (done by ${new Date(e.finish_by.high_at * 1000).toLocaleString()} at the latest)`));
+      }
       if (typeof e?.message === 'string' && e.message) lines.push(el('p', { class: 'note' }, e.message));
       if (typeof e?.time_limit_message === 'string' && e.time_limit_message) {
         lines.push(el('p', { class: 'note' }, e.time_limit_message));
@@ -230,7 +240,11 @@ export function newJobView() {
         radios('goal', 'Goal', [
           ['lowest_cost', 'Lowest cost', 'the lowest price; usually quick for small jobs too'],
           ['fastest_finish', 'Fastest finish', 'finishes as soon as possible'],
+          ['finish_by', 'Finish by', 'the lowest price that still finishes by your deadline'],
         ]),
+        el('div', { class: 'field-row' },
+          el('label', { for: 'finish_by' }, 'Finish by ', el('span', { class: 'sub' }, '(for the goal Finish by; your local time)')),
+          el('input', { id: 'finish_by', name: 'finish_by', type: 'datetime-local' })),
         el('details', {},
           el('summary', {}, 'Hyper-parameters'),
           numberField('n_epochs', 'Epochs', '1', '50'),

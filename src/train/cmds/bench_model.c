@@ -126,7 +126,8 @@ void bench_setup_free(struct bench_setup *s)
 double bench_flops_per_token(const struct model *m, const struct bench_opts *o)
 {
     const struct model_config *c = &m->cfg;
-    double n_model = (double)model_config_params(c);
+    /* a mixture of experts computes with its active parameters */
+    double n_model = (double)model_config_active_params(c);
     return o->full ? 6.0 * n_model + 6.0 * c->n_layers * c->hidden * (double)o->T
                    : 4.0 * n_model + 6.0 * (double)m->n_train;
 }

@@ -361,6 +361,10 @@ static int bench_train(int argc, char **argv)
         json_object_set_new(j, "cpu_flags", json_string(cpu_path_flags()));
         if (cmd_has_flag(argc, argv, "--losses"))
             json_object_set_new(j, "losses", json_incref(losses));
+        /* throughput per active parameter: comparable across dense and experts */
+        double active = (double)model_config_active_params(&m->cfg);
+        json_object_set_new(j, "active_params", json_integer((json_int_t)active));
+        json_object_set_new(j, "active_param_tokens_per_s", json_real(tps * active));
         if (bf16) {
             json_object_set_new(j, "peak_bf16_flops", json_real(peak_bf16));
             json_object_set_new(j, "peak_bf16_method", json_string(isa_bf16));

@@ -5,10 +5,12 @@
  *   alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
- *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|smollm3
+ *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|qwen3_moe|smollm3
  *                     --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
- *                      --final-softcap X --query-scalar X] [--hidden N --layers N --heads N
+ *                      --final-softcap X --query-scalar X] [--experts N --experts-used K
+ *                      --moe-intermediate N --sparse-step N --router-aux-coef X
+ *                      --no-norm-topk] [--hidden N --layers N --heads N
  *                      --kv-heads N --head-dim N --intermediate N --max-pos N]
  *
  * A family makes the tiny shape with that family's switches as its
@@ -17,6 +19,7 @@
  * its soft-caps and score scale (tests use small caps, where tanh bends);
  * the shape options give a family a real model's widths (bench/plan/rss.sh
  * sets Qwen3-1.7B's at a reduced depth), its switches kept.
+ * The qwen3_moe options set the experts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +31,40 @@
 #include "train/cmds/cmd_args.h"
 #include "train/kernels/omp_policy.h"
 #include "train/model/model.h"
+#include "train/model/moe.h"
 #include "train/formats/modelio.h"
 #include "train/tokenizer/tokenizer.h"
 
 #define USAGE                                                                              \
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
-    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|smollm3 "      \
-    "--tokenizer PATH "                                                                      \
-    "--out DIR [--seed S] [--init-std X] [--norm-std X]\n"
+    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|qwen3_moe|"     \
+    "smollm3 --tokenizer PATH --out DIR [--seed S] [--init-std X] [--norm-std X]\n"
+
+/* qwen3_moe's experts; 0, or -1 after saying why. */
+static int moe_options(int argc, char **argv, struct model_config *c)
+{
+    const char *cmd = "alallo model init";
+    if (cmd_int_opt(cmd, argc, argv, "--experts", 1, MOE_MAX_EXPERTS, &c->n_experts) ||
+        cmd_int_opt(cmd, argc, argv, "--experts-used", 1, MOE_MAX_EXPERTS, &c->n_experts_used) ||
+        cmd_int_opt(cmd, argc, argv, "--moe-intermediate", 1, 8 * MODEL_MAX_HIDDEN,
+                    &c->moe_intermediate) ||
+        cmd_int_opt(cmd, argc, argv, "--sparse-step", 1, MODEL_MAX_LAYERS, &c->sparse_step))
+        return -1;
+    const char *v = cmd_arg_value(argc, argv, "--router-aux-coef");
+    if (v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x >= 0.0 && x <= 100.0)) {
+            fputs("alallo model init: --router-aux-coef takes a number in [0, 100]\n", stderr);
+            return -1;
+        }
+        c->router_aux_coef = (float)x;
+    }
+    if (cmd_has_flag(argc, argv, "--no-norm-topk"))
+        c->norm_topk_prob = 0;
+    return 0;
+}
 
 /* The shape options over a family's tiny shape; 0, or -1 (said). */
 static int family_shape(int argc, char **argv, struct model_config *c)
@@ -73,7 +101,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
     int fam = strcmp(name, "llama3") == 0 ? FAM_LLAMA : model_family_parse(name);
     if (fam < 0 || strcmp(name, "llama") == 0) {
         fprintf(stderr, "alallo model init: unknown family '%s' (llama3, qwen2, mistral, gemma, "
-                        "gemma2, qwen3, smollm3)\n", name);
+                        "gemma2, qwen3, qwen3_moe, smollm3)\n", name);
         return -1;
     }
     if (model_config_family_tiny(fam, vocab, c)) {
@@ -95,6 +123,8 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
         }
         *dst[i] = (float)x;
     }
+    if (fam == FAM_QWEN3_MOE && moe_options(argc, argv, c))
+        return -1;
     return family_shape(argc, argv, c);
 }
 
@@ -182,6 +212,9 @@ static int model_init(int argc, char **argv)
     printf("%s: %s, %zu parameters (hidden %d, %d layers, %d heads, vocabulary %d)\n", out,
            model_family_name(c.family), model_config_params(&c), c.hidden, c.n_layers,
            c.n_heads, c.vocab);
+    if (c.n_experts > 0)
+        printf("%s: %d experts, %d per token: %zu active parameters\n", out, c.n_experts,
+               c.n_experts_used, model_config_active_params(&c));
     return 0;
 }
 

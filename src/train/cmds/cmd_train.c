@@ -67,6 +67,8 @@ static int dump_adapters(const struct model *m, struct st_tensor *ts, int k, flo
     for (int l = 0; l < m->cfg.n_layers; l++) {
         for (int p = 0; p < PROJ_COUNT; p++) {
             const struct linear *ln = &m->layers[l].proj[p];
+            if (ln->r == 0)
+                continue; /* a sparse layer's MLP (its experts are frozen) */
             const float *vals[4] = {ln->la, ln->lb, m->grad + (ln->la - m->train),
                                     m->grad + (ln->lb - m->train)};
             for (int j = 0; j < 4; j++) {
@@ -222,8 +224,10 @@ static int dump_grads(const char *dir, const char *ids_s, const char *out, int l
             fprintf(stderr, "alallo train: out of memory\n");
             goto out;
         }
+        /* the objective: the mean loss plus a mixture of experts' auxiliary term */
         loss = (float)(model_forward_backward(m, a, ids, mask, 1, T, 1.0f / (float)nt, 1, &got) /
-                       (double)nt);
+                           (double)nt +
+                       model_last_aux(a));
         model_forward_logits(m, a, ids, 1, T, logits);
         ts[k++] = (struct st_tensor){.name = "logits", .dtype = ST_F32, .ndim = 2,
                                      .shape = {T, m->cfg.vocab}, .data = logits,
@@ -232,12 +236,14 @@ static int dump_grads(const char *dir, const char *ids_s, const char *out, int l
     ts[0] = (struct st_tensor){.name = "loss", .dtype = ST_F32, .ndim = 1, .shape = {1},
                                .data = &loss, .nbytes = 4};
     float scale;
-    if (lora_rank)
-        dump_adapters(m, ts, k, &scale);
-    else
+    if (lora_rank) {
+        k = dump_adapters(m, ts, k, &scale);
+    } else {
         modelio_grad_tensors(m, ts + k);
-    k += (int)n_grads;
-    if (n_base && gpu) /* no logits: the base's entries move up one */
+        k += (int)n_grads;
+    }
+    /* no logits, or projections without adapters: the base's entries move up */
+    if (n_base && ts + k != ts + cap - n_base)
         memmove(ts + k, ts + cap - n_base, n_base * sizeof *ts);
     if (st_write(out, ts, (size_t)k + n_base, NULL, err, sizeof err)) {
         fprintf(stderr, "alallo train: %s\n", err);

@@ -12,5 +12,6 @@ int cmd_model(int argc, char **argv);          /* cmd_model.c     */
 int cmd_generate_local(int argc, char **argv); /* cmd_generate.c  */
 int cmd_export_local(int argc, char **argv);   /* cmd_export.c    */
 int cmd_tokenizer(int argc, char **argv);      /* cmd_tokenizer.c */
+int cmd_inference(int argc, char **argv);      /* cmd_inference.c: the resident engine */
 
 #endif

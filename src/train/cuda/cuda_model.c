@@ -211,6 +211,11 @@ int cuda_model_check(const struct model *m, char *err, size_t errcap)
                  m->cfg.head_dim);
         return -1;
     }
+    if (m->cfg.n_experts > 0) {
+        snprintf(err, errcap, "the GPU trainer has no mixture-of-experts layers yet: train %s "
+                              "on the CPU", model_family_name(m->cfg.family));
+        return -1;
+    }
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "train/formats/gguf.h"
 #include "train/model/model.h"
+#include "train/model/moe.h"
 #include "train/formats/quant.h"
 #include "train/formats/safetensors.h"
 #include "train/tokenizer/tokenizer.h"
@@ -207,7 +208,7 @@ static float gemma2_q_mul(const struct model_config *c)
 /* Fills *out (malloc'd) with the tensors of cfg, in GGUF's usual order. */
 static int want_list(const struct model_config *c, struct want **out, size_t *n)
 {
-    size_t cap = 4 + (size_t)c->n_layers * 16, k = 0;
+    size_t cap = 4 + (size_t)c->n_layers * (16 + 1 + MOE_PROJ_COUNT * (size_t)c->n_experts), k = 0;
     struct want *w = calloc(cap, sizeof *w);
     if (!w)
         return -1;
@@ -259,9 +260,12 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
         } else {
             PART("post_attention_layernorm.weight", "ffn_norm.weight", C, 0, 0, na, 1.0f);
         }
-        PART("mlp.gate_proj.weight", "ffn_gate.weight", I, C, 0, 0.0f, 1.0f);
-        PART("mlp.up_proj.weight", "ffn_up.weight", I, C, 0, 0.0f, 1.0f);
-        PART("mlp.down_proj.weight", "ffn_down.weight", C, I, 0, 0.0f, 1.0f);
+        int sparse = moe_layer_sparse(c, l); /* the experts below, in place of the MLP */
+        if (!sparse) {
+            PART("mlp.gate_proj.weight", "ffn_gate.weight", I, C, 0, 0.0f, 1.0f);
+            PART("mlp.up_proj.weight", "ffn_up.weight", I, C, 0, 0.0f, 1.0f);
+            PART("mlp.down_proj.weight", "ffn_down.weight", C, I, 0, 0.0f, 1.0f);
+        }
         if (c->post_norms)
             PART("post_feedforward_layernorm.weight", "post_ffw_norm.weight", C, 0, 0, na, 1.0f);
         if (c->qkv_bias) {
@@ -278,6 +282,19 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
             WANT(hf, gg, parts[p].rows, parts[p].cols, parts[p].perm, parts[p].add,
                  parts[p].mul);
         }
+        /* a sparse layer's router and experts: checked for the HF folder
+         * (GGUF refuses a mixture of experts, so no GGUF names) */
+        if (sparse) {
+            snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate.weight", l);
+            WANT(hf, "", c->n_experts, C, 0, 0.0f, 1.0f);
+        }
+        for (int e = 0; sparse && e < c->n_experts; e++)
+            for (int p = 0; p < MOE_PROJ_COUNT; p++) {
+                int64_t M = c->moe_intermediate, down = p == MOE_DOWN;
+                snprintf(hf, sizeof hf, "model.layers.%d.mlp.experts.%d.%s.weight", l, e,
+                         model_proj_name(PROJ_GATE + p));
+                WANT(hf, "", down ? C : M, down ? M : C, 0, 0.0f, 1.0f);
+            }
     }
     WANT("model.norm.weight", "output_norm.weight", C, 0, 0, na, 1.0f);
     if (!c->tied)
@@ -905,6 +922,13 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
             return -1;
         }
     int rc = -1;
+    if (c->n_experts > 0) { /* docs/models.md: GGUF of a mixture of experts */
+        text_error(err, errcap, "GGUF export of %s (a mixture of experts) is not supported "
+                                "yet: export the Hugging Face folder instead",
+                   model_family_name(c->family));
+        hf_close(&m);
+        return -1;
+    }
     struct gguf_writer *w = gguf_writer_new();
     struct conv *cv = calloc(m.n_want, sizeof *cv);
     float rope_div[512];

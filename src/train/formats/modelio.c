@@ -416,7 +416,9 @@ out:
     return rc;
 }
 
-int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_t errcap)
+int modelio_peft_fill(const char *adapter_dir, int n_layers,
+                      struct linear *(*at)(void *ctx, int layer, int proj), void *ctx, char *err,
+                      size_t errcap)
 {
     char path[MODELIO_MAX_PATH + 64];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", adapter_dir);
@@ -424,9 +426,9 @@ int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_
     if (!f)
         return -1;
     int rc = 0;
-    for (int l = 0; l < m->cfg.n_layers && !rc; l++) {
+    for (int l = 0; l < n_layers && !rc; l++) {
         for (int p = 0; p < PROJ_COUNT && !rc; p++) {
-            struct linear *ln = &m->layers[l].proj[p];
+            struct linear *ln = at(ctx, l, p);
             if (ln->r == 0)
                 continue;
             for (int ab = 0; ab < 2 && !rc; ab++) {
@@ -449,6 +451,17 @@ int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_
     }
     st_close(f);
     return rc;
+}
+
+static struct linear *model_proj_at(void *ctx, int layer, int proj)
+{
+    struct model *m = ctx;
+    return &m->layers[layer].proj[proj];
+}
+
+int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_t errcap)
+{
+    return modelio_peft_fill(adapter_dir, m->cfg.n_layers, model_proj_at, m, err, errcap);
 }
 
 void modelio_grad_tensors(const struct model *m, struct st_tensor *out)

@@ -49,6 +49,14 @@ int modelio_peft_opts(const char *adapter_dir, struct model_opts *opts, char *er
  * the options modelio_peft_opts gave. 0 or -1 with a reason. */
 int modelio_load_peft(struct model *m, const char *adapter_dir, char *err, size_t errcap);
 
+/* The same into linears held apart from a model (the inference engine's
+ * adapters, train/serve/adapter.h): at(ctx, l, p) is projection p of layer
+ * l; those with r > 0 get their A (r,in) and B (out,r) filled (in, out
+ * and r set by the caller, la and lb allocated). 0 or -1 with a reason. */
+int modelio_peft_fill(const char *adapter_dir, int n_layers,
+                      struct linear *(*at)(void *ctx, int layer, int proj), void *ctx, char *err,
+                      size_t errcap);
+
 /* Writes `text` to path (fsynced). 0 or -1. */
 int modelio_write_text(const char *path, const char *text);
 

@@ -15,6 +15,7 @@
 #include <cblas.h>
 
 #include "train/kernels/bigmem.h"
+#include "train/model/moe.h"
 #include "train/model/ops.h"
 
 /* ---------------------------------------------------------------- config */
@@ -103,7 +104,7 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap)
         snprintf(err, errcap, "config.json: bos/eos token id outside the vocabulary");
         return -1;
     }
-    return 0;
+    return moe_config_check(c, err, errcap);
 }
 
 /* Each family as data: Hugging Face's model_type and architecture class,
@@ -121,6 +122,7 @@ static const struct family_desc {
     [FAM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", 1, 0},
     [FAM_GEMMA] = {"gemma", "GemmaForCausalLM", 0, 0},
     [FAM_GEMMA2] = {"gemma2", "Gemma2ForCausalLM", 0, 0},
+    [FAM_QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM", 0, 1, 0},
     [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", 0, 1},
     [FAM_SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM", 0, 0, 1},
 };
@@ -312,7 +314,7 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     if (c->family < 0) {
         snprintf(err, errcap,
                  "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
-                 "gemma, gemma2, qwen3, smollm3)",
+                 "gemma, gemma2, qwen3, qwen3_moe, smollm3)",
                  type);
         goto out;
     }
@@ -365,6 +367,8 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
         (families[c->family].no_rope_keys && parse_no_rope(o, c, err, errcap)))
         goto out;
     if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
+        goto out;
+    if (c->family == FAM_QWEN3_MOE && moe_config_parse(o, c, err, errcap))
         goto out;
     rc = model_config_check(c, err, errcap);
 out:
@@ -462,6 +466,8 @@ char *model_config_to_json(const struct model_config *c)
                             c->final_softcap > 0.0f ? json_real(float_short(c->final_softcap))
                                                     : json_null());
     }
+    if (c->n_experts > 0)
+        moe_config_to_json(c, o);
     json_object_set_new(o, "torch_dtype", json_string("float32"));
     json_object_set_new(o, "bos_token_id", c->bos_id >= 0 ? json_integer(c->bos_id) : json_null());
     json_object_set_new(o, "eos_token_id", c->eos_id >= 0 ? json_integer(c->eos_id) : json_null());
@@ -540,12 +546,24 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
         c->rope_theta = 1000000.0f;
         c->rms_eps = 1e-6f;
         break;
+    case FAM_QWEN3_MOE: /* below */
+        break;
     default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
         c->gelu = c->norm_plus_one = c->embed_scale = 1;
         c->head_dim = 32;
         c->n_kv_heads = family == FAM_GEMMA ? 1 : 2;
         c->rms_eps = 1e-6f;
         break;
+    }
+    if (family == FAM_QWEN3_MOE) { /* Qwen3-30B-A3B's layout, scaled down */
+        c->qk_norm = 1; /* Qwen3's attention */
+        c->head_dim = 32;
+        c->rope_theta = 1000000.0f;
+        c->rms_eps = 1e-6f;
+        c->n_experts = 8, c->n_experts_used = 2, c->moe_intermediate = 48;
+        c->norm_topk_prob = 1;
+        c->router_aux_coef = 0.001f;
+        c->sparse_step = 1;
     }
     if (family == FAM_GEMMA2) {
         c->post_norms = 1;
@@ -597,13 +615,21 @@ static void proj_shape(const struct model_config *c, int p, int *out, int *in)
     }
 }
 
-size_t model_config_params(const struct model_config *c)
+/* The parameters: every expert's (active 0) or those of the k a token
+ * goes through (active 1). */
+static size_t config_params(const struct model_config *c, int active)
 {
     size_t n = (size_t)c->vocab * c->hidden * (c->tied ? 1 : 2) + c->hidden;
-    for (int p = 0; p < PROJ_COUNT; p++) {
-        int o, i;
-        proj_shape(c, p, &o, &i);
-        n += (size_t)c->n_layers * o * i;
+    for (int l = 0; l < c->n_layers; l++) {
+        int sparse = moe_layer_sparse(c, l);
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            int o, i;
+            proj_shape(c, p, &o, &i);
+            if (!sparse || p <= PROJ_O)
+                n += (size_t)o * i;
+        }
+        if (sparse)
+            n += moe_layer_params(c, active);
     }
     n += (size_t)c->n_layers * (c->post_norms ? 4 : 2) * c->hidden;
     if (c->qkv_bias)
@@ -611,6 +637,16 @@ size_t model_config_params(const struct model_config *c)
     if (c->qk_norm)
         n += (size_t)c->n_layers * 2 * c->head_dim;
     return n;
+}
+
+size_t model_config_params(const struct model_config *c)
+{
+    return config_params(c, 0);
+}
+
+size_t model_config_active_params(const struct model_config *c)
+{
+    return config_params(c, 1);
 }
 
 /* ---------------------------------------------------------------- layout */
@@ -682,10 +718,20 @@ static void layout(struct model *m, struct layout *y)
     /* Matrices first (weight decay covers them), then vectors. */
     place_matrix(m, y, &m->embed, c->vocab, c->hidden);
     for (int l = 0; l < c->n_layers; l++) {
+        struct moe_layer *x = m->layers[l].moe;
         for (int p = 0; p < PROJ_COUNT; p++) {
             int o, i;
             proj_shape(c, p, &o, &i);
-            place_matrix(m, y, &m->layers[l].proj[p], o, i);
+            if (!x || p <= PROJ_O)
+                place_matrix(m, y, &m->layers[l].proj[p], o, i);
+        }
+        if (x) { /* the router, then each expert's gate, up and down */
+            place_matrix(m, y, &x->router, c->n_experts, c->hidden);
+            for (int e = 0; e < c->n_experts; e++)
+                for (int p = 0; p < MOE_PROJ_COUNT; p++)
+                    place_matrix(m, y, &x->experts[e * MOE_PROJ_COUNT + p],
+                                 p == MOE_DOWN ? c->hidden : c->moe_intermediate,
+                                 p == MOE_DOWN ? c->moe_intermediate : c->hidden);
         }
     }
     if (!c->tied)
@@ -695,8 +741,8 @@ static void layout(struct model *m, struct layout *y)
         for (int l = 0; l < c->n_layers; l++) {
             for (int p = 0; p < PROJ_COUNT; p++) {
                 struct linear *ln = &m->layers[l].proj[p];
-                if (!(m->opts.lora_targets & (1u << p)))
-                    continue;
+                if (!(m->opts.lora_targets & (1u << p)) || ln->out == 0)
+                    continue; /* not a target, or a sparse layer's empty MLP */
                 ln->r = r;
                 ln->scale = m->opts.lora_alpha / (float)r;
                 ln->la = take_train(y, (size_t)r * ln->in, &ln->dla);
@@ -726,6 +772,18 @@ static void layout(struct model *m, struct layout *y)
     place_vector(m, y, &m->norm_f, &m->dnorm_f, (size_t)c->hidden);
 }
 
+static void free_nf4(struct linear *l, void *ctx)
+{
+    (void)ctx;
+    nf4_free(l->wq);
+}
+
+static void add_nf4_bytes(struct linear *l, void *ctx)
+{
+    if (l->wq)
+        *(size_t *)ctx += nf4_bytes(l->wq);
+}
+
 static void add_tensor(struct model *m, const char *name, int rows, int cols, int is1d,
                        struct linear *lin, float *vec)
 {
@@ -742,7 +800,7 @@ static void add_tensor(struct model *m, const char *name, int rows, int cols, in
 static int build_tensor_table(struct model *m)
 {
     const struct model_config *c = &m->cfg;
-    int cap = 3 + c->n_layers * 16;
+    int cap = 3 + c->n_layers * (16 + 1 + MOE_PROJ_COUNT * c->n_experts);
     m->tensors = calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors)
         return -1;
@@ -755,6 +813,8 @@ static int build_tensor_table(struct model *m)
         for (int p = 0; p < PROJ_COUNT; p++) {
             const char *part = p <= PROJ_O ? "self_attn" : "mlp";
             struct linear *ln = &L->proj[p];
+            if (ln->out == 0)
+                continue; /* a sparse layer's MLP: its experts, below */
             snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, part, proj_names[p]);
             add_tensor(m, name, ln->out, ln->in, 0, ln, NULL);
             if (ln->bias) {
@@ -786,6 +846,17 @@ static int build_tensor_table(struct model *m)
         if (c->post_norms) {
             snprintf(name, sizeof name, "model.layers.%d.post_feedforward_layernorm.weight", l);
             add_tensor(m, name, 1, c->hidden, 1, NULL, L->ln4);
+        }
+        if (L->moe) {
+            snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", l);
+            add_tensor(m, name, c->n_experts, c->hidden, 0, &L->moe->router, NULL);
+            for (int e = 0; e < c->n_experts; e++)
+                for (int p = 0; p < MOE_PROJ_COUNT; p++) {
+                    struct linear *ln = &L->moe->experts[e * MOE_PROJ_COUNT + p];
+                    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", l,
+                             e, proj_names[PROJ_GATE + p]);
+                    add_tensor(m, name, ln->out, ln->in, 0, ln, NULL);
+                }
         }
     }
     add_tensor(m, "model.norm.weight", 1, c->hidden, 1, NULL, m->norm_f);
@@ -838,6 +909,15 @@ struct model *model_create(const struct model_config *cfg, const struct model_op
     m->layers = calloc((size_t)cfg->n_layers, sizeof *m->layers);
     if (!m->layers)
         goto oom;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        if (!moe_layer_sparse(cfg, l))
+            continue;
+        struct moe_layer *x = calloc(1, sizeof *x);
+        m->layers[l].moe = x;
+        if (!x || !(x->experts = calloc((size_t)cfg->n_experts * MOE_PROJ_COUNT,
+                                        sizeof *x->experts)))
+            goto oom;
+    }
     struct layout y = {0};
     layout(m, &y);
     m->n_train = y.ntrain;
@@ -893,6 +973,12 @@ void model_free(struct model *m)
     nf4_free(m->embed.wq);
     if (!m->cfg.tied)
         nf4_free(m->head.wq);
+    moe_each_linear(m, free_nf4, NULL);
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++)
+        if (m->layers[l].moe) {
+            free(m->layers[l].moe->experts);
+            free(m->layers[l].moe);
+        }
     free(m->layers);
     free(m->train);
     free(m->grad);
@@ -1089,7 +1175,20 @@ size_t model_param_bytes(const struct model *m)
         for (int p = 0; p < PROJ_COUNT; p++)
             if (m->layers[l].proj[p].wq)
                 b += nf4_bytes(m->layers[l].proj[p].wq);
+    moe_each_linear((struct model *)m, add_nf4_bytes, &b);
     return b;
+}
+
+struct dw_call {
+    void (*fn)(struct linear *, void *);
+    void *ctx;
+};
+
+static void each_dw_one(struct linear *l, void *ctx)
+{
+    struct dw_call *c = ctx;
+    if (l->dw)
+        c->fn(l, c->ctx);
 }
 
 /* Calls fn on every linear of the model that has a weight gradient. */
@@ -1103,6 +1202,8 @@ static void each_dw(struct model *m, void (*fn)(struct linear *, void *), void *
         for (int p = 0; p < PROJ_COUNT; p++)
             if (m->layers[l].proj[p].dw)
                 fn(&m->layers[l].proj[p], ctx);
+    struct dw_call call = {fn, ctx};
+    moe_each_linear(m, each_dw_one, &call);
 }
 
 /* Marks a matrix gradient fresh and counts the floats it covers. */

@@ -38,6 +38,8 @@
 #include "train/model/linear.h"
 #include "core/rng.h"
 
+struct moe_layer;
+
 #define MODEL_MAX_LAYERS 256
 #define MODEL_MAX_HIDDEN 16384
 #define MODEL_MAX_VOCAB 1048576
@@ -49,6 +51,7 @@ enum model_family {
     FAM_QWEN2,
     FAM_GEMMA,
     FAM_GEMMA2,
+    FAM_QWEN3_MOE,
     FAM_QWEN3,
     FAM_SMOLLM3,
     FAM_COUNT
@@ -83,6 +86,14 @@ struct model_config {
     int max_pos_config;   /* max_position_embeddings as written (max_pos may be less) */
     int qk_norm;          /* Qwen3: RMSNorm of each q and k head before the rotation */
     uint8_t no_rope[MODEL_MAX_LAYERS]; /* SmolLM3: 1 = layer l has no rotary positions */
+    /* mixture of experts (Qwen3-MoE, train/model/moe.h); n_experts 0 = dense */
+    int n_experts;        /* num_experts (E) */
+    int n_experts_used;   /* num_experts_per_tok (k) */
+    int moe_intermediate; /* moe_intermediate_size: each expert's width */
+    int norm_topk_prob;   /* the k chosen weights divided by their sum */
+    float router_aux_coef; /* router_aux_loss_coef: the auxiliary loss's weight */
+    int sparse_step;      /* decoder_sparse_step */
+    uint32_t mlp_only[MODEL_MAX_LAYERS / 32]; /* mlp_only_layers, a bit per layer */
 };
 
 /* "llama", "mistral", ... (Hugging Face model_type); NULL when out of range. */
@@ -122,6 +133,10 @@ int model_config_shape(const char *name, int vocab, struct model_config *c /* OU
 
 /* Parameter count of the model itself (embedding counted once when tied). */
 size_t model_config_params(const struct model_config *c);
+/* The parameters one token goes through: all of them for a dense model;
+ * for a mixture of experts the router and the k chosen experts of each
+ * sparse layer, not all E (throughput per active parameter). */
+size_t model_config_active_params(const struct model_config *c);
 
 enum model_proj { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, PROJ_GATE, PROJ_UP, PROJ_DOWN, PROJ_COUNT };
 /* "q_proj", ... ; NULL for out-of-range. */
@@ -145,7 +160,8 @@ struct model_layer {
     float *dln3, *dln4;
     float *qn, *kn;         /* (hd) Qwen3: q_norm and k_norm, each head's scale; else NULL */
     float *dqn, *dkn;
-    struct linear proj[PROJ_COUNT];
+    struct linear proj[PROJ_COUNT]; /* a sparse layer's gate/up/down are empty (0 x 0) */
+    struct moe_layer *moe;  /* the experts of a sparse layer (moe.h), else NULL */
 };
 
 /* One named Hugging Face tensor of the model. */
@@ -304,6 +320,14 @@ void model_embed(const struct model *m, const int32_t *ids, int n, float *out);
 void model_mlp_act(const struct model *m, float *h, const float *g, const float *u, size_t n);
 /* The scale of attention scores. */
 float model_attn_scale(const struct model_config *c);
+
+/* The mixture of experts' auxiliary loss term of the last pass,
+ * router_aux_coef * aux (moe.h), as the objective adds it to the mean
+ * loss of its targets (the returned sum over n_targets); 0 for a dense
+ * model. The passes with dscale add its gradient with weight
+ * dscale * n_targets (1 for one batch, its share under accumulation); the
+ * weighted pass (DPO) leaves it out. */
+double model_last_aux(const struct model_acts *a);
 
 /* Of the last pass's targets, how many the model predicted (its arg-max
  * is the target): the token accuracy is this over n_targets. */

@@ -4,10 +4,11 @@
  * Kept per layer for the backward pass: the residual stream before the
  * layer and after attention, both RMSNorm scales, q/k (after rotation), v,
  * the attention output and each score row's log-sum-exp, the MLP gate and up projections,
- * and the LoRA products x A^T; with Qwen3's q/k norms also q and k as
- * projected (before the norm) and each head's RMSNorm scale. The
- * normalized inputs and the SwiGLU output are cheap to recompute and are
- * not kept, to save memory.
+ * and the LoRA products x A^T (a sparse layer's routing and its experts'
+ * gate and up outputs are kept by moe.c instead of the MLP's); with
+ * Qwen3's q/k norms also q and k as projected (before the norm) and each
+ * head's RMSNorm scale. The normalized inputs and the SwiGLU output are
+ * cheap to recompute and are not kept, to save memory.
  *
  * The output head is fused with the loss: logits exist only for rows that
  * have a target, a block of rows at a time, and are turned into their
@@ -24,6 +25,7 @@
 #include "train/kernels/bigmem.h"
 #include "train/kernels/gemm.h"
 #include "train/model/model.h"
+#include "train/model/moe.h"
 #include "train/model/ops.h"
 
 /* Logit floats held at once (rows x vocabulary); 64 MiB. */
@@ -56,6 +58,9 @@ struct model_acts {
     float *xc, *dxc;                       /* (head_rows, C) */
     int32_t *rows, *tgt;                   /* (N) */
     struct linear_scratch ls;
+    struct moe_acts *moe;   /* the sparse layers' (moe.h), or NULL for a dense model */
+    float moe_aux_w;        /* the auxiliary loss's weight in this backward pass */
+    double aux;             /* router_aux_coef * aux of the last pass */
     float drop_p;           /* LoRA dropout of the passes now (model_acts_dropout) */
     uint64_t drop_seed;
     float *mem;
@@ -76,6 +81,8 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
     size_t r = m->opts.full ? 0 : (size_t)m->opts.lora_r;
+    /* the dense MLP's kept g and u: none when every layer is sparse */
+    size_t Ld = moe_sparse_layers(c) == c->n_layers ? 0 : L;
     size_t pn = c->post_norms ? 1 : 0, qn = c->qk_norm ? 1 : 0;
     size_t hr = HEAD_MAX_FLOATS / V;
     if (hr < 16)
@@ -97,7 +104,7 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
         (L + 1) * N * C, L * N * C, L * N, L * N,        /* res mid rstd1 rstd2 */
         L * N * qd, L * N * kd, L * N * kd, L * N * qd,  /* q k v ao */
         L * (size_t)B * c->n_heads * T,                  /* lse */
-        L * N * F, L * N * F,                            /* g u */
+        Ld * N * F, Ld * N * F,                          /* g u */
         L * PROJ_COUNT * N * r,                          /* xa */
         N * C, N,                                        /* lnf rstdf */
         N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
@@ -137,6 +144,10 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     }
     a->ls.deq_cap = deq;
     a->ls.tmp_cap = N * (r > 0 ? r : 1);
+    if (c->n_experts > 0 && !(a->moe = moe_acts_create(m, N))) {
+        model_acts_free(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -181,6 +192,7 @@ void model_acts_free(struct model_acts *a)
     if (!a)
         return;
     free(a->ls.drop);
+    moe_acts_free(a->moe);
     free(a->mem);
     free(a->rows);
     free(a->tgt);
@@ -189,7 +201,7 @@ void model_acts_free(struct model_acts *a)
 
 size_t model_acts_bytes(const struct model_acts *a)
 {
-    return a->mem_floats * sizeof(float) + 2 * a->N * sizeof(int32_t);
+    return a->mem_floats * sizeof(float) + 2 * a->N * sizeof(int32_t) + moe_acts_bytes(a->moe);
 }
 
 void model_acts_timing(const struct model_acts *a, struct model_timing *t)
@@ -197,6 +209,11 @@ void model_acts_timing(const struct model_acts *a, struct model_timing *t)
     t->forward = a->t_forward;
     t->head = a->t_head;
     t->backward = a->t_backward;
+}
+
+double model_last_aux(const struct model_acts *a)
+{
+    return a->aux;
 }
 
 size_t model_last_hits(const struct model_acts *a)
@@ -239,8 +256,8 @@ static void layer_view(const struct model *m, const struct model_acts *a, int l,
     la->v = a->v + (size_t)l * N * kd;
     la->ao = a->ao + (size_t)l * N * qd;
     la->lse = a->lse + (size_t)l * a->B * c->n_heads * a->T;
-    la->g = a->g + (size_t)l * N * F;
-    la->u = a->u + (size_t)l * N * F;
+    la->g = m->layers[l].moe ? NULL : a->g + (size_t)l * N * F;
+    la->u = m->layers[l].moe ? NULL : a->u + (size_t)l * N * F;
     int pn = c->post_norms;
     la->pa = pn ? a->pa + (size_t)l * N * C : NULL;
     la->pf = pn ? a->pf + (size_t)l * N * C : NULL;
@@ -289,11 +306,15 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, const in
     ops_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    linear_forward(&L->proj[PROJ_GATE], s.g, a->ln, N, s.xa[PROJ_GATE], proj_scratch(a, l, PROJ_GATE));
-    linear_forward(&L->proj[PROJ_UP], s.u, a->ln, N, s.xa[PROJ_UP], proj_scratch(a, l, PROJ_UP));
-    model_mlp_act(m, a->hbuf, s.g, s.u, (size_t)N * c->intermediate);
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    linear_forward(&L->proj[PROJ_DOWN], mlp_out, a->hbuf, N, s.xa[PROJ_DOWN], proj_scratch(a, l, PROJ_DOWN));
+    if (L->moe) {
+        moe_forward(m, a->moe, l, mlp_out, a->ln, N, &a->ls);
+    } else {
+        linear_forward(&L->proj[PROJ_GATE], s.g, a->ln, N, s.xa[PROJ_GATE], proj_scratch(a, l, PROJ_GATE));
+        linear_forward(&L->proj[PROJ_UP], s.u, a->ln, N, s.xa[PROJ_UP], proj_scratch(a, l, PROJ_UP));
+        model_mlp_act(m, a->hbuf, s.g, s.u, (size_t)N * c->intermediate);
+        linear_forward(&L->proj[PROJ_DOWN], mlp_out, a->hbuf, N, s.xa[PROJ_DOWN], proj_scratch(a, l, PROJ_DOWN));
+    }
     if (s.pf)
         ops_rmsnorm_forward(a->tmp, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     ops_add(s.out, s.mid, a->tmp, NC);
@@ -343,24 +364,29 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
     float eps = c->rms_eps;
     /* MLP block, recomputing ln2(mid) and the activation's output */
     ops_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, eps);
-    model_mlp_act(m, a->hbuf, s.g, s.u, NI);
+    if (!L->moe)
+        model_mlp_act(m, a->hbuf, s.g, s.u, NI);
     const float *dmlp = a->dres;
     if (s.pf) { /* through ln4 into a->tmp */
         memset(a->tmp, 0, NC * sizeof(float));
         ops_rmsnorm_backward(a->tmp, L->dln4, a->dres, s.pf, L->ln4, s.rstd4, N, C);
         dmlp = a->tmp;
     }
-    memset(a->dh, 0, NI * sizeof(float));
-    linear_backward(&L->proj[PROJ_DOWN], a->dh, dmlp, a->hbuf, s.xa[PROJ_DOWN], N, proj_scratch(a, l, PROJ_DOWN));
-    memset(a->dg, 0, NI * sizeof(float));
-    memset(a->du, 0, NI * sizeof(float));
-    if (c->gelu)
-        ops_geglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
-    else
-        ops_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
     memset(a->dln, 0, NC * sizeof(float));
-    linear_backward(&L->proj[PROJ_GATE], a->dln, a->dg, a->ln, s.xa[PROJ_GATE], N, proj_scratch(a, l, PROJ_GATE));
-    linear_backward(&L->proj[PROJ_UP], a->dln, a->du, a->ln, s.xa[PROJ_UP], N, proj_scratch(a, l, PROJ_UP));
+    if (L->moe) {
+        moe_backward(m, a->moe, l, a->dln, dmlp, a->ln, N, a->moe_aux_w, &a->ls);
+    } else {
+        memset(a->dh, 0, NI * sizeof(float));
+        linear_backward(&L->proj[PROJ_DOWN], a->dh, dmlp, a->hbuf, s.xa[PROJ_DOWN], N, proj_scratch(a, l, PROJ_DOWN));
+        memset(a->dg, 0, NI * sizeof(float));
+        memset(a->du, 0, NI * sizeof(float));
+        if (c->gelu)
+            ops_geglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
+        else
+            ops_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NI);
+        linear_backward(&L->proj[PROJ_GATE], a->dln, a->dg, a->ln, s.xa[PROJ_GATE], N, proj_scratch(a, l, PROJ_GATE));
+        linear_backward(&L->proj[PROJ_UP], a->dln, a->du, a->ln, s.xa[PROJ_UP], N, proj_scratch(a, l, PROJ_UP));
+    }
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     ops_rmsnorm_backward(a->dres, L->dln2, a->dln, s.mid, L->ln2, s.rstd2, N, C);
     /* attention block */
@@ -519,8 +545,11 @@ static void trunk_forward(struct model *m, struct model_acts *a, const int32_t *
         abort();
     /* embedding: res0[n] = E[ids[n]] (times sqrt(C) for Gemma) */
     model_embed(m, ids, N, a->res);
+    if (a->moe)
+        moe_begin(a->moe);
     for (int l = 0; l < c->n_layers; l++)
         layer_forward(m, a, l, seg, B, T);
+    a->aux = a->moe ? (double)c->router_aux_coef * moe_aux_loss(m, a->moe) : 0.0;
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
     ops_rmsnorm_forward(a->lnf, a->rstdf, xL, m->norm_f, N, C, c->rms_eps);
 }
@@ -579,6 +608,9 @@ static double pass(struct model *m, struct model_acts *a, const int32_t *ids,
     a->t_head += t2 - t1;
     if (!backward)
         return loss;
+    /* the auxiliary loss joins the objective with the batch's share of the
+     * mean (model.h); the weighted pass leaves it out */
+    a->moe_aux_w = fn ? 0.0f : dscale * (float)*n_targets;
     /* dres holds d/d(lnf); through the final norm into dres2 */
     memset(a->dres2, 0, (size_t)N * C * sizeof(float));
     ops_rmsnorm_backward(a->dres2, m->dnorm_f, a->dres, xL, m->norm_f, a->rstdf, N, C);

@@ -9,7 +9,7 @@
 
 #include "train/tokenizer/chat_format.h"
 #include "train/data/data.h"
-#include "train/kernels/gemm.h"
+#include "train/run/decode.h"
 #include "train/model/model.h"
 #include "train/formats/modelio.h"
 #include "train/model/ops.h"
@@ -17,22 +17,36 @@
 #include "core/rng.h"
 #include "train/tokenizer/tokenizer.h"
 
-#define GEN_MAX_STOP 8
-
 struct generator {
     struct model *m;
     struct tokenizer *tok;
     int eos;
     struct chat_format *fmt; /* the model's chat template, or NULL */
     char fmt_err[400];       /* why the model's template cannot be used ("" when it can) */
-    int32_t stop[GEN_MAX_STOP]; /* ids that end a chat answer (with eos) */
-    int n_stop;
+    struct gen_stops stops;  /* ids that end the answer of the call running */
     gen_text_fn on_text;     /* pieces of the text as it grows, or NULL */
     void *on_text_ctx;
-    size_t sent;             /* bytes of the completion given to on_text */
     int has_adapter;
     int borrowed; /* m and tok are the caller's (gen_borrow) */
 };
+
+bool gen_stops_has(const struct gen_stops *s, int32_t id)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->id[i] == id)
+            return true;
+    return false;
+}
+
+struct model *gen_model(const struct generator *g)
+{
+    return g->m;
+}
+
+struct tokenizer *gen_tokenizer(const struct generator *g)
+{
+    return g->tok;
+}
 
 void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
 {
@@ -40,10 +54,8 @@ void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
     g->on_text_ctx = ctx;
 }
 
-/* Gives on_text what the completion's text (ids[0..n)) has grown by since
- * the last call, up to its last whole character: a token may end inside a
- * character (decoded as U+FFFD until the next one completes it). */
-static void send_growth(struct generator *g, const int32_t *ids, int n)
+void gen_growth(const struct generator *g, const int32_t *ids, int n, size_t *sent,
+                gen_text_fn fn, void *ctx)
 {
     char *text = tokenizer_decode(g->tok, ids, (size_t)n, 1);
     if (!text)
@@ -52,9 +64,9 @@ static void send_growth(struct generator *g, const int32_t *ids, int n)
     static const char repl[] = "\xef\xbf\xbd";
     while (len >= 3 && memcmp(text + len - 3, repl, 3) == 0)
         len -= 3;
-    if (len > g->sent) {
-        g->on_text(g->on_text_ctx, text + g->sent, len - g->sent);
-        g->sent = len;
+    if (len > *sent) {
+        fn(ctx, text + *sent, len - *sent);
+        *sent = len;
     }
     free(text);
 }
@@ -68,6 +80,7 @@ struct generator *gen_borrow(struct model *m, struct tokenizer *tok, const char 
     g->tok = tok;
     g->borrowed = 1;
     g->eos = m->cfg.eos_id >= 0 ? m->cfg.eos_id : tokenizer_eos_id(tok);
+    g->stops = (struct gen_stops){.id = {g->eos}, .n = 1};
     if (model_dir)
         g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
     return g;
@@ -96,6 +109,7 @@ struct generator *gen_open(const char *model_dir, const char *adapter_dir, char 
     if (!g->tok)
         goto fail;
     g->eos = g->m->cfg.eos_id >= 0 ? g->m->cfg.eos_id : tokenizer_eos_id(g->tok);
+    g->stops = (struct gen_stops){.id = {g->eos}, .n = 1};
     /* A template alallo cannot read fails chats only, not completions. */
     g->fmt = chat_format_load(model_dir, g->fmt_err, sizeof g->fmt_err);
     return g;
@@ -164,153 +178,17 @@ void gen_result_free(struct gen_result *r)
     r->text = NULL;
 }
 
-/* Working memory of one generation: the cache for `ctx` positions and the
- * activations of up to `n` new tokens at once. */
-struct work {
-    int ctx, n;
-    float *kc, *vc;           /* (L, ctx, kd) */
-    float *x, *ln, *q, *k, *v, *ao, *tmp, *rstd; /* (n, ...) */
-    float *g, *u, *h;         /* (n, I) */
-    float *xa, *att;          /* (n, r) LoRA product; (ctx) scores */
-    float *hrstd;             /* (n, heads) Qwen3's q/k norms' scales */
-    float *logits;            /* (V) */
-    struct linear_scratch ls;
-    float *mem;
-};
-
-static int work_init(struct work *w, const struct model *m, int ctx, int n)
-{
-    const struct model_config *c = &m->cfg;
-    size_t L = (size_t)c->n_layers, C = (size_t)c->hidden;
-    size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t F = (size_t)c->intermediate, r = (size_t)(m->opts.lora_r > 0 ? m->opts.lora_r : 1);
-    size_t N = (size_t)n;
-    size_t sizes[] = {L * ctx * kd, L * ctx * kd, N * C, N * C, N * qd, N * kd, N * kd, N * qd,
-                      N * C, N, N * F, N * F, N * F, N * r, (size_t)ctx, (size_t)c->vocab,
-                      linear_scratch_floats(c->intermediate), N * r, N * c->n_heads};
-    float **dst[] = {&w->kc, &w->vc, &w->x, &w->ln, &w->q, &w->k, &w->v, &w->ao, &w->tmp,
-                     &w->rstd, &w->g, &w->u, &w->h, &w->xa, &w->att, &w->logits, &w->ls.deq,
-                     &w->ls.tmp, &w->hrstd};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        total += sizes[i];
-    w->mem = malloc(total * sizeof(float));
-    if (!w->mem)
-        return -1;
-    size_t off = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *dst[i] = w->mem + off;
-        off += sizes[i];
-    }
-    w->ls.deq_cap = sizes[16];
-    w->ls.tmp_cap = sizes[17];
-    w->ls.dropout = (struct linear_dropout){0}; /* generation never drops */
-    w->ls.drop = NULL;
-    w->ls.drop_cap = 0;
-    w->ctx = ctx;
-    w->n = n;
-    return 0;
-}
-
-/* Runs n tokens at positions p0.. through the model, filling the cache,
- * and leaves the logits of the last one in w->logits. */
-static void forward(struct model *m, struct work *w, const int32_t *ids, int n, int p0)
-{
-    const struct model_config *c = &m->cfg;
-    int C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
-    int qd = H * hd, kd = KV * hd, group = H / KV;
-    float scale = model_attn_scale(c);
-    model_embed(m, ids, n, w->x);
-    for (int l = 0; l < c->n_layers; l++) {
-        struct model_layer *L = &m->layers[l];
-        float *kc = w->kc + (size_t)l * w->ctx * kd, *vc = w->vc + (size_t)l * w->ctx * kd;
-        ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln1, n, C, c->rms_eps);
-        linear_forward(&L->proj[PROJ_Q], w->q, w->ln, n, w->xa, &w->ls);
-        linear_forward(&L->proj[PROJ_K], kc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
-        linear_forward(&L->proj[PROJ_V], vc + (size_t)p0 * kd, w->ln, n, w->xa, &w->ls);
-        if (L->qn) { /* Qwen3: each head of q and k normalized before the rotation */
-            ops_rmsnorm_forward(w->q, w->hrstd, w->q, L->qn, n * H, hd, c->rms_eps);
-            ops_rmsnorm_forward(kc + (size_t)p0 * kd, w->hrstd, kc + (size_t)p0 * kd, L->kn,
-                                n * KV, hd, c->rms_eps);
-        }
-        if (!c->no_rope[l]) { /* SmolLM3's layers without positions skip it */
-            ops_rope_forward(w->q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
-            ops_rope_forward(kc + (size_t)p0 * kd, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
-        }
-        /* each new token attends to the cache up to its own position */
-        for (int i = 0; i < n; i++) {
-            int pos = p0 + i;
-            for (int h = 0; h < H; h++) {
-                const float *qi = w->q + (size_t)i * qd + (size_t)h * hd;
-                int kh = h / group;
-                float mx = -FLT_MAX;
-                for (int j = 0; j <= pos; j++) {
-                    const float *kj = kc + (size_t)j * kd + (size_t)kh * hd;
-                    float s = 0.0f;
-                    for (int d = 0; d < hd; d++)
-                        s += qi[d] * kj[d];
-                    w->att[j] = s * scale;
-                    if (c->attn_softcap > 0.0f)
-                        ops_softcap(&w->att[j], 1, c->attn_softcap);
-                    if (w->att[j] > mx)
-                        mx = w->att[j];
-                }
-                float sum = 0.0f;
-                for (int j = 0; j <= pos; j++) {
-                    w->att[j] = expf(w->att[j] - mx);
-                    sum += w->att[j];
-                }
-                float *o = w->ao + (size_t)i * qd + (size_t)h * hd;
-                memset(o, 0, sizeof(float) * hd);
-                for (int j = 0; j <= pos; j++) {
-                    const float *vj = vc + (size_t)j * kd + (size_t)kh * hd;
-                    float p = w->att[j] / sum;
-                    for (int d = 0; d < hd; d++)
-                        o[d] += p * vj[d];
-                }
-            }
-        }
-        linear_forward(&L->proj[PROJ_O], w->tmp, w->ao, n, w->xa, &w->ls);
-        if (L->ln3) { /* Gemma 2's norm after attention (w->ln is free here) */
-            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln3, n, C, c->rms_eps);
-            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
-        }
-        ops_add(w->x, w->x, w->tmp, (size_t)n * C);
-        ops_rmsnorm_forward(w->ln, w->rstd, w->x, L->ln2, n, C, c->rms_eps);
-        linear_forward(&L->proj[PROJ_GATE], w->g, w->ln, n, w->xa, &w->ls);
-        linear_forward(&L->proj[PROJ_UP], w->u, w->ln, n, w->xa, &w->ls);
-        model_mlp_act(m, w->h, w->g, w->u, (size_t)n * c->intermediate);
-        linear_forward(&L->proj[PROJ_DOWN], w->tmp, w->h, n, w->xa, &w->ls);
-        if (L->ln4) { /* and after the MLP */
-            ops_rmsnorm_forward(w->ln, w->rstd, w->tmp, L->ln4, n, C, c->rms_eps);
-            memcpy(w->tmp, w->ln, sizeof(float) * (size_t)n * C);
-        }
-        ops_add(w->x, w->x, w->tmp, (size_t)n * C);
-    }
-    /* only the last position's logits are needed */
-    const float *xl = w->x + (size_t)(n - 1) * C;
-    ops_rmsnorm_forward(w->ln, w->rstd, xl, m->norm_f, 1, C, c->rms_eps);
-    struct linear *head = c->tied ? &m->embed : &m->head;
-    linear_forward(head, w->logits, w->ln, 1, NULL, &w->ls);
-    if (c->final_softcap > 0.0f)
-        ops_softcap(w->logits, (size_t)c->vocab, c->final_softcap);
-}
-
-struct cand {
-    float p;
-    int id;
-};
 
 static int cmp_cand(const void *a, const void *b)
 {
-    const struct cand *x = a, *y = b;
+    const struct gen_cand *x = a, *y = b;
     if (x->p != y->p)
         return x->p < y->p ? 1 : -1;
     return x->id - y->id; /* ties in id order: deterministic */
 }
 
-static int pick(const float *logits, int V, const struct gen_opts *o, struct rng *r,
-                struct cand *buf)
+int gen_pick(const float *logits, int V, const struct gen_opts *o, struct rng *r,
+             struct gen_cand *buf)
 {
     int best = 0;
     for (int j = 1; j < V; j++)
@@ -360,37 +238,46 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     }
     int max_new = o->max_tokens < maxpos - n ? o->max_tokens : maxpos - n;
     int ctx = n + max_new;
-    struct work w;
-    struct cand *cands = malloc(sizeof *cands * (size_t)m->cfg.vocab);
-    if (!cands || model_rope_ensure(m, ctx) || work_init(&w, m, ctx, n)) {
-        free(cands);
+    struct kv_cache kv = {0};
+    struct decode_work *w = decode_work_new();
+    struct gen_cand *cands = malloc(sizeof *cands * (size_t)m->cfg.vocab);
+    float *logits = malloc(sizeof *logits * (size_t)m->cfg.vocab);
+    struct decode_seq seq = {&kv, ids, n, NULL};
+    int count = -1;
+    if (!w || !cands || !logits || kv_cache_init(&kv, m, ctx) ||
+        decode_forward(m, w, &seq, 1, logits)) {
         snprintf(err, errcap, "out of memory for generation");
-        return -1;
+        goto out;
     }
     struct rng r;
     rng_seed(&r, o->seed);
-    forward(m, &w, ids, n, 0);
-    int count = 0;
-    g->sent = 0;
+    count = 0;
+    size_t sent = 0;
     *finish_reason = "length";
     while (count < max_new) {
-        int next = pick(w.logits, m->cfg.vocab, o, &r, cands);
-        int stop = next == g->eos;
-        for (int i = 0; i < g->n_stop; i++)
-            stop |= next == g->stop[i];
-        if (stop) {
+        int next = gen_pick(logits, m->cfg.vocab, o, &r, cands);
+        if (gen_stops_has(&g->stops, next)) {
             *finish_reason = "stop";
             break;
         }
         out_ids[count++] = next;
         if (g->on_text)
-            send_growth(g, out_ids, count);
+            gen_growth(g, out_ids, count, &sent, g->on_text, g->on_text_ctx);
         if (count == max_new || n + count >= ctx)
             break;
         int32_t id = next;
-        forward(m, &w, &id, 1, n + count - 1);
+        seq.ids = &id;
+        seq.n = 1;
+        if (decode_forward(m, w, &seq, 1, logits)) {
+            snprintf(err, errcap, "out of memory for generation");
+            count = -1;
+            break;
+        }
     }
-    free(w.mem);
+out:
+    kv_cache_free(&kv);
+    decode_work_free(w);
+    free(logits);
     free(cands);
     return count;
 }
@@ -407,33 +294,44 @@ int gen_score(struct generator *g, const char *text, double *loss, long *tokens,
         return -1;
     }
     int win = m->cfg.max_pos, V = m->cfg.vocab;
-    struct work w;
-    if (model_rope_ensure(m, win) || work_init(&w, m, win, 1)) {
-        free(ids);
+    struct kv_cache kv = {0};
+    struct decode_work *w = decode_work_new();
+    float *logits = malloc(sizeof *logits * (size_t)V);
+    int rc = -1;
+    if (!w || !logits || kv_cache_init(&kv, m, win)) {
         snprintf(err, errcap, "out of memory for scoring");
-        return -1;
+        goto out;
     }
     double sum = 0.0;
     long count = 0;
     for (size_t s = 0; s + 1 < n; s += (size_t)win) {
         size_t end = s + (size_t)win < n ? s + (size_t)win : n;
+        kv.len = 0;
         for (size_t i = s; i + 1 < end; i++) {
-            forward(m, &w, &ids[i], 1, (int)(i - s));
-            float mx = w.logits[0];
+            struct decode_seq seq = {&kv, &ids[i], 1, NULL};
+            if (decode_forward(m, w, &seq, 1, logits)) {
+                snprintf(err, errcap, "out of memory for scoring");
+                goto out;
+            }
+            float mx = logits[0];
             for (int j = 1; j < V; j++)
-                mx = fmaxf(mx, w.logits[j]);
+                mx = fmaxf(mx, logits[j]);
             double z = 0.0;
             for (int j = 0; j < V; j++)
-                z += exp((double)(w.logits[j] - mx));
-            sum += log(z) + (double)mx - (double)w.logits[ids[i + 1]];
+                z += exp((double)(logits[j] - mx));
+            sum += log(z) + (double)mx - (double)logits[ids[i + 1]];
             count++;
         }
     }
-    free(w.mem);
-    free(ids);
     *loss = sum / (double)count;
     *tokens = count;
-    return 0;
+    rc = 0;
+out:
+    kv_cache_free(&kv);
+    decode_work_free(w);
+    free(logits);
+    free(ids);
+    return rc;
 }
 
 /* Generates after `ids` (n of them, taken over and freed). */
@@ -471,17 +369,28 @@ static int run_ids(struct generator *g, int32_t *ids, size_t n, const struct gen
     return k < 0 ? -1 : 0;
 }
 
+int gen_encode_prompt(struct generator *g, const char *prompt, int32_t **ids, size_t *n,
+                      struct gen_stops *stops, char *err, size_t errcap)
+{
+    *ids = NULL;
+    *n = 0;
+    stops->n = 0;
+    if (data_encode_prompt(g->tok, prompt, ids, n) != 0) {
+        snprintf(err, errcap, "cannot encode the prompt");
+        return -1;
+    }
+    stops->id[stops->n++] = g->eos;
+    return 0;
+}
+
 int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
             struct gen_result *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     int32_t *ids = NULL;
     size_t n = 0;
-    if (data_encode_prompt(g->tok, prompt, &ids, &n) != 0) {
-        snprintf(err, errcap, "cannot encode the prompt");
+    if (gen_encode_prompt(g, prompt, &ids, &n, &g->stops, err, errcap))
         return -1;
-    }
-    g->n_stop = 0;
     return run_ids(g, ids, n, o, out, err, errcap);
 }
 
@@ -546,30 +455,43 @@ static int plain_chat(const struct generator *g, const json_t *messages, int32_t
     return rc;
 }
 
-int gen_run_chat(struct generator *g, const json_t *messages, const json_t *tools,
-                 const struct gen_opts *o, struct gen_result *out, char *err, size_t errcap)
+int gen_encode_chat(struct generator *g, const json_t *messages, const json_t *tools,
+                    int32_t **ids, size_t *n, struct gen_stops *stops, char *err, size_t errcap)
 {
-    memset(out, 0, sizeof *out);
-    int32_t *ids = NULL;
-    size_t n = 0;
+    *ids = NULL;
+    *n = 0;
+    stops->n = 0;
     if (g->fmt_err[0]) {
         snprintf(err, errcap, "%s", g->fmt_err);
         return GEN_BAD_CHAT;
     }
     if (!g->fmt) {
-        if (plain_chat(g, messages, &ids, &n, err, errcap))
+        if (plain_chat(g, messages, ids, n, err, errcap))
             return GEN_BAD_CHAT;
     } else {
         char *text;
         if (chat_format_prompt(g->fmt, messages, tools, &text, err, errcap))
             return GEN_BAD_CHAT;
-        int rc = tokenizer_encode_special(g->tok, text, strlen(text), &ids, &n);
+        int rc = tokenizer_encode_special(g->tok, text, strlen(text), ids, n);
         free(text);
         if (rc) {
             snprintf(err, errcap, "cannot encode the conversation");
             return -1;
         }
     }
-    g->n_stop = chat_format_stop_ids(g->fmt, g->tok, g->stop, GEN_MAX_STOP);
+    stops->id[stops->n++] = g->eos;
+    stops->n += chat_format_stop_ids(g->fmt, g->tok, stops->id + 1, GEN_MAX_STOP);
+    return 0;
+}
+
+int gen_run_chat(struct generator *g, const json_t *messages, const json_t *tools,
+                 const struct gen_opts *o, struct gen_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = gen_encode_chat(g, messages, tools, &ids, &n, &g->stops, err, errcap);
+    if (rc)
+        return rc;
     return run_ids(g, ids, n, o, out, err, errcap);
 }

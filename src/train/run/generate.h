@@ -16,6 +16,7 @@
 #ifndef ALALLO_TRAIN_GENERATE_H
 #define ALALLO_TRAIN_GENERATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -119,5 +120,48 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
             int32_t *out_ids, const char **finish_reason, char *err, size_t errcap);
 
 void gen_result_free(struct gen_result *r);
+
+/* The pieces the resident engine (train/serve/) drives one decode step at
+ * a time, with the same prompt layout, sampling and stops as gen_run and
+ * gen_run_chat, so its answers are theirs. */
+
+/* The ids that end an answer: the end-of-sequence token and, for a chat,
+ * the template family's end-of-turn tokens. */
+#define GEN_MAX_STOP 8
+struct gen_stops {
+    int32_t id[GEN_MAX_STOP + 1];
+    int n;
+};
+bool gen_stops_has(const struct gen_stops *s, int32_t id);
+
+/* The ids gen_run would generate after (*ids the caller frees) and the
+ * ids that end its answer. 0, or -1 with a reason. */
+int gen_encode_prompt(struct generator *g, const char *prompt, int32_t **ids /* OUT */,
+                      size_t *n /* OUT */, struct gen_stops *stops /* OUT */, char *err,
+                      size_t errcap);
+/* The same for gen_run_chat's conversation: 0, -1 or GEN_BAD_CHAT. */
+int gen_encode_chat(struct generator *g, const struct json_t *messages,
+                    const struct json_t *tools, int32_t **ids /* OUT */, size_t *n /* OUT */,
+                    struct gen_stops *stops /* OUT */, char *err, size_t errcap);
+
+/* The next token from a position's logits (V of them): the largest at
+ * temperature 0, else drawn from the nucleus with r. buf holds V. */
+struct rng;
+struct gen_cand {
+    float p;
+    int id;
+};
+int gen_pick(const float *logits, int V, const struct gen_opts *o, struct rng *r,
+             struct gen_cand *buf);
+
+/* Gives fn what the text of ids[0..n) has grown by past *sent bytes, up
+ * to its last whole character (a token may end inside one), and moves
+ * *sent on. */
+void gen_growth(const struct generator *g, const int32_t *ids, int n, size_t *sent,
+                gen_text_fn fn, void *ctx);
+
+/* The generator's model and tokenizer (its own, or the borrowed ones). */
+struct model *gen_model(const struct generator *g);
+struct tokenizer *gen_tokenizer(const struct generator *g);
 
 #endif

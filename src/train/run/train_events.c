@@ -120,6 +120,8 @@ void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
         json_object_set_new(o, "chosen_logp", json_real(x->chosen_logp));
         json_object_set_new(o, "rejected_logp", json_real(x->rejected_logp));
     }
+    if (o && x && x->moe)
+        json_object_set_new(o, "aux_loss", json_real(x->aux_loss));
     if (x)
         put_metrics(o, x->metrics);
     emit(tproto_event_name(TPROTO_EVENT_STEP), o);

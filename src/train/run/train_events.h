@@ -42,6 +42,8 @@ struct tev_step_extra {
     double reward_accuracy;    /* share of pairs with a positive margin */
     double chosen_logp, rejected_logp; /* mean log-probability per answer token */
     const struct tev_metrics *metrics; /* NULL: none; else each measured one */
+    int moe;                   /* 1: aux_loss below is written */
+    double aux_loss;           /* a mixture of experts' auxiliary term in `loss` */
 };
 void tev_step_with(uint64_t step, double loss, double lr, double tokens_per_s,
                    const struct tev_step_extra *x /* NULL: none */);

@@ -106,6 +106,7 @@ struct run {
     struct dpo_watch watch;    /* DPO: both answers' log-probabilities falling */
     size_t real_tokens, row_tokens; /* this attempt's, for the packing efficiency */
     double loss;
+    double aux;               /* a mixture of experts' auxiliary term of the last step */
     uint64_t ckpt_step;
     uint64_t resumed_step;   /* the checkpoint resumed from; 0 none (kept by pruning) */
     double ckpt_t;
@@ -1160,6 +1161,10 @@ static int run_attempt(const struct train_config *c, int gpu)
             sum = model_forward_backward_packed(r.m, r.a, r.ids, r.mask, r.seg, p.rows, p.T,
                                                 nt ? 1.0f / (float)nt : 0.0f, 1, &got);
             hits = model_last_hits(r.a);
+            /* the loss is the objective: a mixture of experts adds its
+             * auxiliary term (docs/models.md) */
+            r.aux = model_last_aux(r.a);
+            sum += r.aux * (double)nt;
         }
         if (!r.gpu && c->lora_dropout > 0.0f)
             model_acts_dropout(r.a, r.m, 0.0f, 0);
@@ -1239,7 +1244,8 @@ static int run_attempt(const struct train_config *c, int gpu)
                 .packing_efficiency = r.row_tokens ? (double)r.real_tokens / r.row_tokens : -1,
                 .dpo = c->dpo, .reward_margin = r.dpo.reward_margin,
                 .reward_accuracy = r.dpo.reward_accuracy, .chosen_logp = r.dpo.chosen_logp,
-                .rejected_logp = r.dpo.rejected_logp, .metrics = c->dpo ? NULL : &sent};
+                .rejected_logp = r.dpo.rejected_logp, .metrics = c->dpo ? NULL : &sent,
+                .moe = r.m->cfg.n_experts > 0 && !c->dpo, .aux_loss = r.aux};
             tev_step_with(r.step, r.loss, lr, tps, &x);
             double drop_c, drop_r;
             if (c->dpo && report && dpo_watch_collapsed(&r.watch, &drop_c, &drop_r))

@@ -75,12 +75,44 @@ static void numbers(void **state)
     assert_int_equal(cli_parse_double("2", 0, 1, &d), -1);
 }
 
+/* --finish-by's times: RFC 3339 in UTC or with an offset, seconds and
+ * fractions optional, or Unix seconds; anything else refused. */
+static void times(void **state)
+{
+    (void)state;
+    long long t = 0;
+    assert_int_equal(cli_parse_time("2026-12-03T18:00:00Z", &t), 0);
+    assert_int_equal(t, 1796320800LL);
+    assert_int_equal(cli_parse_time("2026-12-03T18:00Z", &t), 0);
+    assert_int_equal(t, 1796320800LL);
+    assert_int_equal(cli_parse_time("2026-12-03 19:30:00.25+01:30", &t), 0);
+    assert_int_equal(t, 1796320800LL);
+    assert_int_equal(cli_parse_time("2026-12-03T13:00:00-05:00", &t), 0);
+    assert_int_equal(t, 1796320800LL);
+    assert_int_equal(cli_parse_time("2028-02-29T00:00:00Z", &t), 0);
+    assert_int_equal(t, 1835395200LL);
+    assert_int_equal(cli_parse_time("1796320800", &t), 0);
+    assert_int_equal(t, 1796320800LL);
+    const char *bad[] = {"",          "tomorrow",
+                         "2026-12-03",                "2026-12-03T18:00:00",
+                         "2026-13-03T18:00:00Z",      "2027-02-29T00:00:00Z",
+                         "2026-12-03T24:00:00Z",      "2026-12-03T18:00:00+1:00",
+                         "2026-12-03T18:00:00Zjunk",  "1969-12-31T23:59:59Z",
+                         "-5",                        "0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        t = 7;
+        assert_int_equal(cli_parse_time(bad[i], &t), -1);
+        assert_int_equal(t, 7);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(values_flags_and_positionals),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(numbers),
+        cmocka_unit_test(times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

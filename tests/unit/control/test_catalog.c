@@ -105,12 +105,41 @@ static void reads_llama_shape(void **state)
     assert_false(m.qk_norm);
 }
 
+/* Qwen3-MoE: layers 0 and 2 sparse (decoder_sparse_step 1, layer 1 in
+ * mlp_only_layers), 6 experts of width 12, 2 per token; total and active
+ * parameters. */
+static void reads_qwen3_moe_experts(void **state)
+{
+    (void)state;
+    char dir[64], err[256];
+    make_model(dir, sizeof dir,
+               "{\"model_type\":\"qwen3_moe\",\"hidden_size\":16,\"intermediate_size\":40,"
+               "\"num_hidden_layers\":3,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+               "\"head_dim\":8,\"vocab_size\":23,\"tie_word_embeddings\":true,"
+               "\"num_experts\":6,\"num_experts_per_tok\":2,\"moe_intermediate_size\":12,"
+               "\"decoder_sparse_step\":1,\"mlp_only_layers\":[1]}");
+    struct catalog_model m;
+    memset(&m, 0, sizeof m);
+    assert_int_equal(catalog_read_dir(dir, &m, err, sizeof err), 0);
+    assert_int_equal(m.experts, 6);
+    assert_int_equal(m.experts_used, 2);
+    assert_int_equal(m.moe_intermediate, 12);
+    assert_int_equal(m.sparse_layers, 2);
+    /* per layer: attention, its two norms and Qwen3's q/k norms (2 * head_dim) */
+    long long attn = 2 * 16 * 32 + 2 * 16 * 16 + 2 * 16 + 2 * 8, outside = 23 * 16 + 16;
+    assert_int_equal(m.params, outside + 3 * attn + 3 * 16 * 40 + 2 * (6 * 16 + 6 * 3 * 16 * 12));
+    assert_int_equal(m.active_params,
+                     outside + 3 * attn + 3 * 16 * 40 + 2 * (6 * 16 + 2 * 3 * 16 * 12));
+    remove_model(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_gemma2_shape),
         cmocka_unit_test(reads_qwen3_shape),
         cmocka_unit_test(reads_llama_shape),
+        cmocka_unit_test(reads_qwen3_moe_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,24 +16,31 @@
 #include <time.h>
 
 #include "control/checkpoint_models.h"
+#include "control/deadlines.h"
 #include "control/lifecycle.h"
 #include "core/fs.h"
 #include "../api/api_harness.h"
 
-static void register_worker(struct harness *h, const char *name, const char *mem, double price)
+static void register_worker_at(struct harness *h, const char *name, const char *mem,
+                               double price, double flops)
 {
     char body[300];
     snprintf(body, sizeof body,
              "{\"name\":\"%s\",\"cpus\":2,\"mem_bytes\":%s,\"accelerator\":\"cpu\","
              "\"price_per_hour\":%g,\"class\":\"on-demand\",\"speed\":{\"tokens_per_s\":1000,"
-             "\"flops\":1e9}}",
-             name, mem, price);
+             "\"flops\":%g}}",
+             name, mem, price, flops);
     struct reply r = h_call(h, "POST", "/internal/workers/register", NULL, h->srv.worker_token,
                             body);
     assert_int_equal(r.status, 200);
     assert_int_equal(json_integer_value(json_object_get(r.json, "heartbeat_s")), 2);
     reply_free(&r);
     fleet_invalidate(h->srv.ctl);
+}
+
+static void register_worker(struct harness *h, const char *name, const char *mem, double price)
+{
+    register_worker_at(h, name, mem, price, 1e9);
 }
 
 /* A job of `key` that trains `model`. */
@@ -1851,6 +1858,144 @@ static void at_most_two_checkpoint_builds_run_at_once(void **state)
     h_free(h);
 }
 
+/* Sets the deadline the scheduler keeps to (the plan's "by") of job j. */
+static enum alallo_err deadline_cb(struct store_job *j, struct store_attempt *a,
+                                   struct store_writes *w, void *ctx)
+{
+    (void)a;
+    (void)w;
+    char *by = strstr(j->plan, ",\"by\":");
+    if (!by)
+        return ERR_INTERNAL;
+    snprintf(by, sizeof j->plan - (size_t)(by - j->plan), ",\"by\":%.17g}", *(double *)ctx);
+    return ERR_OK;
+}
+
+/* The time's upper end, from now, of an estimate of the tiny job. */
+static double estimate_high(struct harness *h, const char *goal)
+{
+    struct reply u = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"hyperparameters\":"
+             "{\"n_epochs\":10,\"batch_size\":1},\"goal\":\"%s\"}",
+             h_str(u.json, "id"), goal);
+    reply_free(&u);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    double high = json_number_value(json_object_get(json_object_get(r.json, "time"), "high_s"));
+    reply_free(&r);
+    return high;
+}
+
+/* Whether job id has an event whose message starts with `text`. */
+static bool has_event(struct harness *h, const char *id, const char *text, int *count)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    struct reply r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    int n = 0;
+    json_t *e;
+    size_t i;
+    json_array_foreach(json_object_get(r.json, "data"), i, e)
+        n += strncmp(h_str(e, "message"), text, strlen(text)) == 0;
+    reply_free(&r);
+    if (count)
+        *count = n;
+    return n > 0;
+}
+
+/* Goal finish_by: a job placed on the cheaper, slower worker whose pace
+ * shows it would miss its deadline moves, from a checkpoint, to the free
+ * faster worker that meets it (phase 1); when nothing can meet it, an
+ * event and a log line say so once, and it goes on at the fastest
+ * (phase 2). Speeds are low so that training, not loading, sets the
+ * times: fast trains four times as fast as slow. */
+static void a_finish_by_job_keeps_to_its_deadline(void **state)
+{
+    (void)state;
+    for (int phase = 1; phase <= 2; phase++) {
+        struct harness *h = h_new();
+        register_worker_at(h, "slow", "8000000000", 0.1, 1e7);
+        register_worker_at(h, "fast", "8000000000", 1000.0, 4e7);
+        double fast_high = estimate_high(h, "fastest_finish");
+        char extra[64];
+        snprintf(extra, sizeof extra, ",\"finish_by\":%lld",
+                 (long long)(clock_now_ms() / 1000 + 86400));
+        char *id = new_job(h, h->key, extra);
+        struct claim c, none;
+        assert_false(claim(h, "fast", &none)); /* a day is time enough for slow */
+        assert_true(claim(h, "slow", &c));
+        assert_string_equal(c.job, id);
+        /* Its pace: 3 of 30 steps in 3000 s, 27,000 s to go. */
+        assert_int_equal(
+            events(h, &c, c.fence,
+                   STARTED ",{\"event\":\"step\",\"t\":3000,\"step\":3,\"loss\":2,"
+                   "\"lr\":0.0002,\"tokens_per_s\":1}",
+                   NULL, 0),
+            200);
+        /* A day: on time, nothing happens. */
+        control_deadlines_check(h->srv.ctl, clock_now_ms());
+        json_t *j = job(h, h->key, id);
+        assert_string_equal(h_str(j, "status"), "running");
+        assert_string_equal(h_str(j, "goal"), "finish_by");
+        json_decref(j);
+        /* Phase 1: a deadline fast meets (1.5 x its upper end) and slow
+         * (four times its training) does not; phase 2: one nothing meets. */
+        double by = (double)clock_now_ms() / 1000.0 + (phase == 1 ? 1.5 : 0.5) * fast_high;
+        assert_int_equal(store_job_update(h->srv.ctl->store, id, NULL, deadline_cb, &by), ERR_OK);
+        control_deadlines_check(h->srv.ctl, clock_now_ms());
+        j = job(h, h->key, id);
+        assert_string_equal(h_str(j, "status"), "re-scheduling");
+        json_decref(j);
+        int said = 0;
+        if (phase == 1) {
+            assert_true(has_event(h, id, "Moving from worker slow to worker fast", NULL));
+            assert_false(has_event(h, id, "No capacity can finish", NULL));
+        } else {
+            assert_true(has_event(h, id, "Moving from worker slow to the faster worker fast",
+                                  NULL));
+            assert_true(has_event(h, id, "No capacity can finish this job by", &said));
+            assert_int_equal(said, 1);
+            char buf[4096];
+            assert_non_null(strstr(log_of(h, id, buf, sizeof buf),
+                                   "it goes on at the fastest capacity"));
+        }
+        char stop[16];
+        assert_int_equal(events(h, &c, c.fence,
+                                "{\"event\":\"checkpoint\",\"step\":3,\"path\":\"/x\","
+                                "\"train_loss\":2}",
+                                stop, sizeof stop),
+                         200);
+        assert_string_equal(stop, "move");
+        assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":4"), 200);
+        /* The pass places it by its goal: on fast, from the checkpoint. */
+        assert_false(claim(h, "slow", &none));
+        struct claim c2;
+        assert_true(claim(h, "fast", &c2));
+        assert_string_equal(c2.job, id);
+        assert_int_equal(c2.resume_step, 3);
+        /* A new attempt is judged on its own pace only: none yet, nothing
+         * said (phase 1). Once its pace shows it late again, the missed
+         * deadline is not said twice (phase 2). */
+        assert_int_equal(events(h, &c2, c2.fence,
+                                "{\"event\":\"started\",\"t\":0.1,\"step\":3,\"resumed_from\":3}",
+                                NULL, 0),
+                         200);
+        if (phase == 2)
+            assert_int_equal(events(h, &c2, c2.fence,
+                                    "{\"event\":\"step\",\"t\":3000,\"step\":6,\"loss\":2,"
+                                    "\"lr\":0.0002,\"tokens_per_s\":1}",
+                                    NULL, 0),
+                             200);
+        control_deadlines_check(h->srv.ctl, clock_now_ms());
+        has_event(h, id, "No capacity can finish this job by", &said);
+        assert_int_equal(said, phase == 1 ? 0 : 1);
+        free(id);
+        h_free(h);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1878,6 +2023,7 @@ int main(void)
         cmocka_unit_test(at_most_two_checkpoint_builds_run_at_once),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
         cmocka_unit_test(a_trainers_warning_is_a_job_event),
+        cmocka_unit_test(a_finish_by_job_keeps_to_its_deadline),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
         cmocka_unit_test(a_memory_report_keeps_the_lower_precision_message),
         cmocka_unit_test(a_cancel_whose_next_trainer_never_starts_keeps_the_partial_model),

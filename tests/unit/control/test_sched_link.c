@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "control/sched_link.h"
+#include "core/text.h"
 
 static void ledger_state_round_trip_is_exact(void **state)
 {
@@ -98,7 +99,8 @@ static void plan_round_trip(void **state)
                          .worker_class = WORKER_SPOT, .waits = true, .wait_s = 30,
                          .startup_s = 4.5, .train_s = 120.25, .gpu_need_bytes = 6270000000};
     char text[STORE_JSON_SMALL];
-    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, text, sizeof text));
+    e.range_margin = -0.125;
+    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, 1.75, text, sizeof text));
     struct sched_plan p;
     assert_true(sched_plan_read(text, &p));
     assert_true(p.flops_per_token == 1.5e9);
@@ -109,12 +111,16 @@ static void plan_round_trip(void **state)
     assert_true(p.start_s == 34.5);
     assert_true(p.train_s == 120.25);
     assert_true(p.model_factor == 2.5);
+    assert_true(p.startup_factor == 1.75);
+    assert_true(p.range_margin == -0.125);
     assert_int_equal(p.gpu_need, 6270000000);
     /* A plan written before GPUs reads with no GPU need, on both paths. */
     assert_true(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
                                 "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}",
                                 &p));
     assert_int_equal(p.gpu_need, 0);
+    /* ... and with no factor of fixed costs and no margin. */
+    assert_true(p.startup_factor == 1.0 && p.range_margin == 0.0);
     assert_true(sched_plan_read("{ \"fpt\": 1, \"method\": 0, \"class\": 0, \"goal\": 0 }", &p));
     assert_int_equal(p.gpu_need, 0);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
@@ -142,9 +148,6 @@ static void a_models_speed_is_learnt_from_its_attempts(void **state)
     (void)state;
     struct sched_link *l = sched_link_new();
     assert_true(sched_link_model_factor(l, "small") == 1.0);
-    /* What a sample would make of it, without changing it. */
-    assert_true(fabs(sched_link_model_factor_with(l, "small", 10, 100) - 0.1) < 1e-9);
-    assert_true(sched_link_model_factor(l, "small") == 1.0);
     struct store_calibration k = {.kind = "model", .model = "small", .actual_a = 10,
                                   .nominal_a = 100};
     sched_link_calibrate(l, &k);
@@ -167,6 +170,42 @@ static void a_models_speed_is_learnt_from_its_attempts(void **state)
     sched_link_free(l);
 }
 
+/* Each shape (model, precision, adapter, method, batch, context) learns
+ * its own speed and fixed costs from its attempts; a shape never seen
+ * falls back to its model's speed and to the nominal loading. */
+static void a_shapes_speed_and_fixed_costs_are_learnt(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    struct store_job a = {.batch_size = 8}, b;
+    strcpy(a.model, "alallo-base");
+    strcpy(a.precision, "16-bit");
+    strcpy(a.adapter, "lora");
+    strcpy(a.method, "sft");
+    b = a;
+    b.batch_size = 16;
+    char key[STORE_NAME_MAX];
+    sched_link_shape_key(&a, "speed", key, sizeof key);
+    assert_non_null(strstr(key, "speed:alallo-base|16-bit|lora|sft|b8|s"));
+    assert_true(sched_link_speed_factor(l, &a) == 1.0);
+    assert_true(sched_link_startup_factor(l, &a) == 1.0);
+    struct store_calibration model = {.kind = "model", .actual_a = 3, .nominal_a = 1};
+    strcpy(model.model, "alallo-base");
+    sched_link_calibrate(l, &model);
+    struct store_calibration shape = {.kind = "model", .actual_a = 2, .nominal_a = 1};
+    text_copy(shape.model, sizeof shape.model, key);
+    sched_link_calibrate(l, &shape);
+    struct store_calibration start = {.kind = "model", .actual_a = 5, .nominal_a = 2};
+    sched_link_shape_key(&a, "start", start.model, sizeof start.model);
+    sched_link_calibrate(l, &start);
+    assert_true(fabs(sched_link_speed_factor(l, &a) - 2.0) < 1e-9);
+    assert_true(fabs(sched_link_startup_factor(l, &a) - 2.5) < 1e-9);
+    /* batch 16 has no history of its own: its model's speed, nominal loading */
+    assert_true(fabs(sched_link_speed_factor(l, &b) - 3.0) < 1e-9);
+    assert_true(sched_link_startup_factor(l, &b) == 1.0);
+    sched_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -175,6 +214,7 @@ int main(void)
         cmocka_unit_test(job_without_state_reads_from_its_estimate),
         cmocka_unit_test(plan_round_trip),
         cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
+        cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,50 @@ static struct plan_job job_8b(enum plan_precision p, enum plan_adapter a)
     return j;
 }
 
+/* Qwen3-30B-A3B as its config.json says: 48 layers, hidden 2048, 32/4
+ * heads of 128, 128 experts of width 768, 8 per token, every layer sparse,
+ * vocabulary 151936, untied. Published: 30.5B parameters, 3.3B active. */
+static void mixture_of_experts_active_and_total(void **state)
+{
+    (void)state;
+    struct plan_job j = {
+        .model = {.layers = 48, .hidden = 2048, .intermediate = 6144, .heads = 32,
+                  .kv_heads = 4, .head_dim = 128, .vocab = 151936, .tied = false,
+                  .experts = 128, .experts_used = 8, .moe_intermediate = 768},
+        .precision = PLAN_16BIT, .adapter = PLAN_LORA, .batch = 1, .seq_len = 512,
+    };
+    struct plan_job n;
+    char why[200];
+    assert_int_equal(planner_normalize(&j, &n, why, sizeof why), ERR_OK);
+    assert_true(n.model.params > 30.4e9 && n.model.params < 30.6e9);
+    int64_t active = planner_active_params(&j);
+    assert_true(active > 3.2e9 && active < 3.4e9);
+    /* FLOPs on the active parameters, memory on all of them */
+    assert_true(planner_flops_per_token(&j) < 4.0 * 3.4e9 + 6.0 * planner_lora_params(&n));
+    struct plan_memory m;
+    assert_int_equal(planner_memory(&j, &m, why, sizeof why), ERR_OK);
+    assert_true(m.base >= 2 * n.model.params);
+    /* LoRA adapts attention only: the experts take no adapter */
+    struct plan_job dense = j, dn;
+    dense.model.experts = 0;
+    assert_int_equal(planner_normalize(&dense, &dn, why, sizeof why), ERR_OK);
+    assert_true(planner_lora_params(&n) < planner_lora_params(&dn));
+    /* a dense model is its own active size; bad experts are refused */
+    assert_int_equal(planner_active_params(&dense), dn.model.params);
+    /* the GPU trainer has no experts yet: no GPU holds the job, a CPU does */
+    assert_int_equal(planner_gpu_need(&j), INT64_MAX);
+    struct sched_worker ws[2] = {
+        {.name = "gpu", .cpus = 16, .mem_bytes = 1LL << 40, .gpus = 8,
+         .gpu_mem_bytes = 1LL << 40},
+        {.name = "cpu", .cpus = 16, .mem_bytes = 1LL << 40},
+    };
+    assert_int_equal(planner_feasibility(&j, ws, 1, NULL), PLAN_FITS_NOWHERE);
+    assert_int_equal(planner_feasibility(&j, ws, 2, NULL), PLAN_FITS);
+    j.model.experts_used = 129;
+    assert_int_equal(planner_normalize(&j, &n, why, sizeof why), ERR_INVALID);
+    assert_non_null(strstr(why, "experts"));
+}
+
 static void derives_params_and_intermediate(void **state)
 {
     (void)state;
@@ -514,6 +558,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(derives_params_and_intermediate),
+        cmocka_unit_test(mixture_of_experts_active_and_total),
         cmocka_unit_test(refuses_bad_input),
         cmocka_unit_test(lora_params_and_flops),
         cmocka_unit_test(memory_of_the_parts),

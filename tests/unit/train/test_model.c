@@ -61,6 +61,63 @@ static void config_parse(void **state)
     assert_int_equal(model_config_params(&c2), 2 * 23 * 16 + 2 * per_layer + 16);
 }
 
+/* Qwen3-MoE's published keys (Qwen3-30B-A3B's layout at a small size):
+ * the experts, which layers are sparse, the tensors they bring, total and
+ * active parameters, the round trip and the refusals. */
+static void qwen3_moe_config(void **state)
+{
+    (void)state;
+    const char *json =
+        "{\"model_type\":\"qwen3_moe\",\"hidden_size\":16,\"intermediate_size\":40,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+        "\"head_dim\":8,\"vocab_size\":23,\"num_experts\":6,\"num_experts_per_tok\":2,"
+        "\"moe_intermediate_size\":12,\"norm_topk_prob\":true,"
+        "\"router_aux_loss_coef\":0.001,\"decoder_sparse_step\":1,"
+        "\"mlp_only_layers\":[2],\"tie_word_embeddings\":true}";
+    struct model_config c;
+    char err[300];
+    assert_int_equal(model_config_parse(json, &c, err, sizeof err), 0);
+    assert_int_equal(c.family, FAM_QWEN3_MOE);
+    assert_int_equal(c.n_experts, 6);
+    assert_int_equal(c.n_experts_used, 2);
+    assert_int_equal(c.moe_intermediate, 12);
+    assert_int_equal(c.norm_topk_prob, 1);
+    assert_true(fabsf(c.router_aux_coef - 0.001f) < 1e-9f);
+    /* per layer: attention q,o 32*16 each, k,v 16*16 each, norms 2*16,
+     * Qwen3's q/k norms 2*8; the
+     * dense layer 2 an MLP of 3*40*16; the sparse ones a router 6*16 and
+     * 6 (or, active, 2) experts of 3*12*16 */
+    size_t attn = 2 * 32 * 16 + 2 * 16 * 16 + 2 * 16 + 2 * 8, dense = 3 * 40 * 16;
+    size_t outside = 23 * 16 + 16;
+    assert_int_equal(model_config_params(&c),
+                     outside + 4 * attn + dense + 3 * (6 * 16 + 6 * 3 * 12 * 16));
+    assert_int_equal(model_config_active_params(&c),
+                     outside + 4 * attn + dense + 3 * (6 * 16 + 2 * 3 * 12 * 16));
+    char *j = model_config_to_json(&c);
+    struct model_config c2;
+    assert_int_equal(model_config_parse(j, &c2, err, sizeof err), 0);
+    free(j);
+    assert_memory_equal(&c, &c2, sizeof c);
+    struct model_opts o = {.full = 1};
+    struct model *m = model_create(&c, &o, err, sizeof err);
+    assert_non_null(m);
+    assert_true(model_tensor_find(m, "model.layers.0.mlp.gate.weight") >= 0);
+    assert_true(model_tensor_find(m, "model.layers.3.mlp.experts.5.down_proj.weight") >= 0);
+    assert_true(model_tensor_find(m, "model.layers.0.mlp.gate_proj.weight") < 0);
+    assert_true(model_tensor_find(m, "model.layers.2.mlp.gate_proj.weight") >= 0);
+    assert_true(model_tensor_find(m, "model.layers.2.mlp.gate.weight") < 0);
+    assert_int_equal(m->n_train, model_config_params(&c));
+    model_free(m);
+    /* refusals name the keys */
+    char bad[1200];
+    snprintf(bad, sizeof bad, "%.*s,\"num_experts_per_tok\":7}", (int)strlen(json) - 1, json);
+    assert_int_equal(model_config_parse(bad, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "num_experts_per_tok"));
+    snprintf(bad, sizeof bad, "%.*s,\"mlp_only_layers\":[\"x\"]}", (int)strlen(json) - 1, json);
+    assert_int_equal(model_config_parse(bad, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "mlp_only_layers"));
+}
+
 /* The named shapes the benches use: 124m and the Llama-3.2-1B-class 1b
  * have the parameter counts of their namesakes (tied heads). */
 static void named_shapes(void **state)
@@ -682,6 +739,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_parse),
         cmocka_unit_test(named_shapes),
+        cmocka_unit_test(qwen3_moe_config),
         cmocka_unit_test(tensor_names_and_round_trip),
         cmocka_unit_test(full_model_gradients),
         cmocka_unit_test(fresh_gradients_match_zeroed),

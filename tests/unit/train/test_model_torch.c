@@ -144,6 +144,24 @@ static void family_smollm3_no_rope(void **state)
     compare("smollm3", "--family smollm3");
 }
 
+/* Qwen3-MoE: Qwen3's q/k norms, the router, top-2 of 8 experts with normalised weights, each
+ * expert's SwiGLU and the load-balancing loss in the objective (a weight
+ * of 0.5, not the published 0.001, so that a wrong gradient of it shows
+ * above the tolerance); then the raw top-k weights and a dense layer
+ * before a sparse one (decoder_sparse_step 2). */
+static void family_qwen3_moe(void **state)
+{
+    (void)state;
+    compare("qwen3_moe", "--family qwen3_moe --router-aux-coef 0.5");
+}
+
+static void family_qwen3_moe_raw_weights_sparse_step(void **state)
+{
+    (void)state;
+    compare("qwen3_moe_step2", "--family qwen3_moe --no-norm-topk --sparse-step 2 --layers 3 "
+                               "--experts 6 --experts-used 3 --router-aux-coef 0.3");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -156,6 +174,8 @@ int main(void)
         cmocka_unit_test(family_gemma2_softcapped),
         cmocka_unit_test(family_qwen3_qk_norm),
         cmocka_unit_test(family_smollm3_no_rope),
+        cmocka_unit_test(family_qwen3_moe),
+        cmocka_unit_test(family_qwen3_moe_raw_weights_sparse_step),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

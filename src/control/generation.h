@@ -1,0 +1,50 @@
+/* generation.h - a completion from a model a caller may use: by the
+ * resident inference engine (inference.h) when serve runs one, else by
+ * `alallo generate` as a child process with a time limit (core/child.h),
+ * the fallback an operator chooses with `serve --inference child`
+ * (docs/serving.md). Either way a crash never takes the server down.
+ *
+ * With the engine, a fine-tuned LoRA model and a LoRA checkpoint are
+ * served as their base plus their adapter (never the merged copy), a full
+ * fine-tune as its own weights, a base model as itself.
+ */
+#ifndef ALALLO_CONTROL_GENERATION_H
+#define ALALLO_CONTROL_GENERATION_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "control/control.h"
+#include "core/err.h"
+
+struct control_generation {
+    const char *prompt;
+    const char *chat; /* instead of prompt: {"messages": [...], "tools": [...]} as JSON text */
+    long max_tokens;
+    double temperature;
+    long long seed; /* 0..LLONG_MAX; -1: none */
+    /* When set, called (in the calling thread) with each piece of the text
+     * as the generator produces it, before control_generate returns the
+     * whole; the pieces joined are a prefix of the final text. */
+    void (*on_delta)(void *ctx, const char *piece, size_t len);
+    void *on_delta_ctx;
+};
+
+/* Generates from model `model_name` of `account`, whose folder is `dir`
+ * (control_model_dir), for at most timeout_s seconds. *out gets the
+ * generator's JSON object (text, finish_reason, prompt_tokens,
+ * completion_tokens; the caller owns it). ERR_INVALID with a sentence for
+ * the user in why when the request cannot be served by this model (a
+ * prompt longer than its context, an empty prompt where the model needs
+ * text, a conversation its template refuses); ERR_RATE_LIMITED with a
+ * sentence when the engine's queue for the account is full;
+ * ERR_UNAVAILABLE with a sentence when it took too long, or the engine is
+ * restarting or went away mid-answer (retry after
+ * INFERENCE_RETRY_AFTER_S); ERR_INTERNAL when it failed (logged with the
+ * model's name and the generator's words, which never reach why). */
+enum alallo_err control_generate(struct control *ctl, const char *account, const char *dir,
+                                 const char *model_name, const struct control_generation *g,
+                                 int timeout_s, json_t **out /* OUT */, char *why /* OUT */,
+                                 size_t whycap);
+
+#endif

@@ -1,0 +1,284 @@
+/* inference.c - the engine's supervisor and client (see inference.h). */
+#include "control/inference.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/text.h"
+
+struct inference {
+    char bin[512];
+    char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    struct inference_config cfg;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    pid_t pid; /* the engine running now; 0 between runs */
+    atomic_long starts;
+};
+
+/* Starts the engine; its pid, or -1. It ends with the server
+ * (PR_SET_PDEATHSIG) even when the server is killed. */
+static pid_t spawn(struct inference *inf)
+{
+    char mem[32], run[16], tok[32], q[16], th[16];
+    text_printf(mem, sizeof mem, "%lld", inf->cfg.model_memory);
+    text_printf(run, sizeof run, "%d", inf->cfg.max_running);
+    text_printf(tok, sizeof tok, "%lld", inf->cfg.max_tokens);
+    text_printf(q, sizeof q, "%d", inf->cfg.max_queued);
+    text_printf(th, sizeof th, "%d", inf->cfg.threads);
+    char *argv[] = {inf->bin, "inference", "--socket", inf->sock, "--model-memory", mem,
+                    "--max-running", run, "--max-tokens-in-flight", tok, "--max-queued", q,
+                    inf->cfg.threads > 0 ? "--threads" : NULL, th, NULL};
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t none; /* serve blocks SIGTERM for its sigwait: not the engine */
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void *supervise(void *arg)
+{
+    struct inference *inf = arg;
+    long delay_ms = 200;
+    pthread_mutex_lock(&inf->mu);
+    while (!inf->stop) {
+        pid_t pid = spawn(inf);
+        if (pid < 0) {
+            log_line("error", "cannot start the inference engine: %s", strerror(errno));
+        } else {
+            inf->pid = pid;
+            atomic_fetch_add(&inf->starts, 1);
+            pthread_mutex_unlock(&inf->mu);
+            int status = 0;
+            int64_t began = clock_now_ms();
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            pthread_mutex_lock(&inf->mu);
+            inf->pid = 0;
+            if (inf->stop)
+                break;
+            log_line("error", "the inference engine ended (exit %d, signal %d); restarting it",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            /* a crash at once again backs off, up to 10 s; a long run resets */
+            delay_ms = clock_now_ms() - began > 30000 ? 200 : delay_ms * 2;
+            delay_ms = delay_ms > 10000 ? 10000 : delay_ms;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += delay_ms / 1000;
+        until.tv_nsec += (delay_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (!inf->stop)
+            pthread_cond_timedwait(&inf->cv, &inf->mu, &until);
+    }
+    pthread_mutex_unlock(&inf->mu);
+    return NULL;
+}
+
+struct inference *inference_start(const char *bin, const char *data_dir,
+                                  const struct inference_config *cfg)
+{
+    struct inference *inf = calloc(1, sizeof *inf);
+    if (!inf)
+        return NULL;
+    text_copy(inf->bin, sizeof inf->bin, bin);
+    inf->cfg = *cfg;
+    if (!text_printf(inf->sock, sizeof inf->sock, "%s/inference-%d.sock", data_dir,
+                     (int)getpid()))
+        text_printf(inf->sock, sizeof inf->sock, "/tmp/alallo-inference-%d.sock", (int)getpid());
+    pthread_mutex_init(&inf->mu, NULL);
+    pthread_cond_init(&inf->cv, NULL);
+    if (pthread_create(&inf->thread, NULL, supervise, inf) != 0) {
+        pthread_mutex_destroy(&inf->mu);
+        pthread_cond_destroy(&inf->cv);
+        free(inf);
+        return NULL;
+    }
+    return inf;
+}
+
+void inference_stop(struct inference *inf)
+{
+    if (!inf)
+        return;
+    pthread_mutex_lock(&inf->mu);
+    inf->stop = true;
+    if (inf->pid > 0)
+        kill(inf->pid, SIGTERM);
+    pthread_cond_broadcast(&inf->cv);
+    pthread_mutex_unlock(&inf->mu);
+    pthread_join(inf->thread, NULL);
+    pthread_mutex_destroy(&inf->mu);
+    pthread_cond_destroy(&inf->cv);
+    free(inf);
+}
+
+long inference_starts(const struct inference *inf)
+{
+    return inf ? atomic_load(&inf->starts) : 0;
+}
+
+/* A connection to the engine, waiting up to wait_ms for one that is
+ * (re)starting. -1 when none came. */
+static int connect_engine(struct inference *inf, int wait_ms)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    text_copy(a.sun_path, sizeof a.sun_path, inf->sock);
+    int64_t until = clock_now_ms() + wait_ms;
+    for (;;) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -1;
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        close(fd);
+        if (clock_now_ms() >= until)
+            return -1;
+        usleep(50 * 1000);
+    }
+}
+
+static bool send_all(int fd, const char *s, size_t len)
+{
+    while (len > 0) {
+        ssize_t k = send(fd, s, len, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        s += k;
+        len -= (size_t)k;
+    }
+    return true;
+}
+
+/* inference_call, waiting wait_ms for an engine to connect to. */
+static enum alallo_err call(struct inference *inf, const json_t *request, int wait_ms,
+                            int timeout_s,
+                            void (*on_delta)(void *ctx, const char *piece, size_t len),
+                            void *ctx, json_t **out, char *why, size_t whycap)
+{
+    *out = NULL;
+    why[0] = '\0';
+    static const char restarting[] =
+        "The inference engine is restarting; retry after Retry-After seconds.";
+    char *line = json_dumps(request, JSON_COMPACT);
+    if (!line)
+        return ERR_NOMEM;
+    int fd = connect_engine(inf, wait_ms);
+    if (fd < 0) {
+        free(line);
+        text_copy(why, whycap, restarting);
+        return ERR_UNAVAILABLE;
+    }
+    bool sent = send_all(fd, line, strlen(line)) && send_all(fd, "\n", 1);
+    free(line);
+    int64_t until = clock_now_ms() + (int64_t)timeout_s * 1000;
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+    enum alallo_err e = ERR_UNAVAILABLE;
+    text_copy(why, whycap, restarting);
+    while (sent && buf) {
+        int64_t left = until - clock_now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = left > 0 ? poll(&p, 1, (int)(left > 60000 ? 60000 : left)) : 0;
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            if (ready == 0 && clock_now_ms() < until)
+                continue;
+            if (ready == 0)
+                text_copy(why, whycap, "The generation took too long and was stopped.");
+            break; /* closing the connection cancels it in the engine */
+        }
+        if (len + 4096 > cap) {
+            char *b = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (!b)
+                break;
+            buf = b;
+            cap *= 2;
+        }
+        ssize_t k = recv(fd, buf + len, cap - len, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break; /* the engine went away before its final line */
+        len += (size_t)k;
+        char *start = buf, *nl;
+        bool done = false;
+        while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
+            json_t *o = json_loadb(start, (size_t)(nl - start), 0, NULL);
+            start = nl + 1;
+            json_t *d = json_object_get(o, "delta");
+            if (json_is_string(d) && json_object_size(o) == 1) {
+                if (on_delta)
+                    on_delta(ctx, json_string_value(d), json_string_length(d));
+                json_decref(o);
+                continue;
+            }
+            if (!json_is_object(o)) {
+                json_decref(o);
+                continue;
+            }
+            *out = o;
+            done = true;
+            break;
+        }
+        if (done) {
+            e = ERR_OK;
+            why[0] = '\0';
+            break;
+        }
+        len -= (size_t)(start - buf);
+        memmove(buf, start, len);
+    }
+    free(buf);
+    close(fd);
+    return e;
+}
+
+enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
+                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               void *ctx, json_t **out, char *why, size_t whycap)
+{
+    return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, on_delta, ctx, out, why,
+                whycap);
+}
+
+enum alallo_err inference_stats(struct inference *inf, json_t **out)
+{
+    char why[200];
+    json_t *req = json_pack("{sb}", "stats", 1);
+    enum alallo_err e = req ? call(inf, req, 0, 2, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;
+    json_decref(req);
+    return e;
+}

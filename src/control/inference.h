@@ -1,0 +1,65 @@
+/* inference.h - the resident inference engine beside `serve`
+ * (`alallo inference`, train/serve/engine.h; docs/serving.md): a
+ * supervisor thread that starts it, and starts it again whenever it ends
+ * (a crash, a kill), and the client that hands it one generation over its
+ * local socket.
+ *
+ * A crash of the engine never takes the server down: the requests it was
+ * answering end with ERR_UNAVAILABLE ("restarting", a 503 with
+ * Retry-After), and the next ones wait up to INFERENCE_CONNECT_WAIT_MS for
+ * the new engine to listen.
+ *
+ * Ownership: inference_start returns a handle inference_stop ends (the
+ * engine is stopped with SIGTERM and waited for). Thread-safe: any number
+ * of threads may call inference_generate at once.
+ */
+#ifndef ALALLO_CONTROL_INFERENCE_H
+#define ALALLO_CONTROL_INFERENCE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "core/err.h"
+
+#define INFERENCE_CONNECT_WAIT_MS 5000
+#define INFERENCE_RETRY_AFTER_S 1
+
+/* What the operator sets (serve's --inference-* options). */
+struct inference_config {
+    long long model_memory;     /* bytes of models kept loaded */
+    int max_running;            /* sequences batched at once */
+    long long max_tokens;       /* prompt + max_tokens of those */
+    int max_queued;             /* waiting requests per account */
+    int threads;                /* 0: the engine's own default (every CPU) */
+};
+
+struct inference;
+
+/* Starts the engine as `bin inference --socket PATH ...` with its socket in
+ * data_dir (or the temporary folder when that path is too long for a
+ * socket), and its supervisor. NULL when the thread cannot start. */
+struct inference *inference_start(const char *bin, const char *data_dir,
+                                  const struct inference_config *cfg);
+void inference_stop(struct inference *inf); /* NULL is fine */
+
+/* How many times the engine was started (1 after inference_start; more
+ * after restarts), for tests and /metrics. */
+long inference_starts(const struct inference *inf);
+
+/* One generation request (engine.h's line) written and its answer read,
+ * for at most timeout_s seconds; on_delta gets each {"delta"} piece.
+ * ERR_OK with *out the final object: the answer or one of the engine's
+ * errors ({"error": CODE, ...}) for the caller to read. ERR_UNAVAILABLE
+ * with a sentence in why when the engine is restarting or went away
+ * mid-answer, or the time ran out (the request is then cancelled). */
+enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
+                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               void *ctx, json_t **out /* OUT */, char *why, size_t whycap);
+
+/* The engine's state now (engine.h's {"stats": true} answer: models,
+ * model_bytes, running, waiting, tokens_in_flight, tokens_generated,
+ * steps), into *out (the caller's), without waiting for an engine that is
+ * restarting: ERR_UNAVAILABLE then. For /metrics. */
+enum alallo_err inference_stats(struct inference *inf, json_t **out /* OUT */);
+
+#endif

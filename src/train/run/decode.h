@@ -1,0 +1,68 @@
+/* decode.h - the one decode path: a KV cache per sequence and a forward
+ * pass over several sequences at once, shared by `alallo generate`
+ * (generate.c, one sequence), the trainer's sample answers (through
+ * generate.c) and the resident inference engine (train/serve/, many
+ * sequences of one base model, each with its own LoRA adapter or none).
+ *
+ * decode_forward runs the new tokens of every sequence of a batch through
+ * the model together: each linear layer is one matrix product over all
+ * their rows (prefill and decode rows alike), and a sequence's adapter is
+ * added to its own rows only (h_i += scale (x_i A^T) B^T, the products
+ * linear_forward makes for an adapter inside the model); attention reads
+ * each sequence's own cache. A batch of one sequence whose adapter is the
+ * model's own (loaded into it) is what generate.c always did.
+ *
+ * Ownership: a kv_cache and a decode_work own their memory (free with
+ * kv_cache_free, decode_work_free); a decode_adapter is the caller's and
+ * only read here.
+ */
+#ifndef ALALLO_TRAIN_DECODE_H
+#define ALALLO_TRAIN_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/model/model.h"
+
+/* The keys and values of one sequence's positions [0, len), room for cap. */
+struct kv_cache {
+    int cap, len;
+    int layers, kd;
+    float *k, *v; /* (layers, cap, kd) each */
+};
+
+/* Makes room for `cap` positions of model m (len 0). 0 or -1 (memory). */
+int kv_cache_init(struct kv_cache *c, const struct model *m, int cap);
+void kv_cache_free(struct kv_cache *c); /* a zeroed one is fine */
+/* Bytes a cache of cap positions of m holds. */
+size_t kv_cache_bytes(const struct model *m, int cap);
+
+/* A LoRA adapter held apart from its base: lin[l * PROJ_COUNT + p] is the
+ * adapter of projection p of layer l (r 0: none there; only r, scale, la,
+ * lb, in and out are read). */
+struct decode_adapter {
+    int n_layers;
+    struct linear *lin;
+};
+
+/* One sequence's part of a batch: n new tokens at positions kv->len... */
+struct decode_seq {
+    struct kv_cache *kv;
+    const int32_t *ids;
+    int n;
+    const struct decode_adapter *adapter; /* NULL: the model alone */
+};
+
+struct decode_work; /* activations for a batch; grows as needed */
+
+struct decode_work *decode_work_new(void);
+void decode_work_free(struct decode_work *w); /* NULL is fine */
+
+/* Runs the batch: every sequence's tokens fill its cache (kv->len grows by
+ * n; n + len must fit cap) and logits (n_seq, vocab) get the logits of
+ * each sequence's last new token. 0, or -1 when memory ran out (the caches
+ * are then as before). */
+int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *seqs, int n_seq,
+                   float *logits /* OUT */);
+
+#endif

@@ -1,0 +1,150 @@
+/* batcher.c - one step of the running sequences of a base (see batcher.h). */
+#include "train/serve/batcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model/model.h"
+
+int batch_seq_start(struct batch_seq *s, struct generator *g,
+                    const struct decode_adapter *adapter, int32_t *ids, size_t n,
+                    const struct gen_stops *stops, const struct gen_opts *o, char *err,
+                    size_t errcap)
+{
+    memset(s, 0, sizeof *s);
+    s->prompt = ids;
+    s->g = g;
+    s->adapter = adapter;
+    s->opts = *o;
+    s->stops = *stops;
+    int maxpos = gen_model(g)->cfg.max_pos;
+    if (n < 1) {
+        snprintf(err, errcap, "the prompt is empty and the model has no start token");
+        return GEN_EMPTY;
+    }
+    if (n >= (size_t)maxpos) {
+        snprintf(err, errcap, "the prompt is %zu tokens; the model's context is %d", n, maxpos);
+        s->n_prompt = n < (size_t)INT32_MAX ? (int)n : INT32_MAX;
+        return GEN_TOO_LONG;
+    }
+    s->n_prompt = (int)n;
+    if (o->max_tokens < 1 || o->max_tokens > GEN_MAX_TOKENS) {
+        snprintf(err, errcap, "max_tokens must be from 1 to %d", GEN_MAX_TOKENS);
+        return -1;
+    }
+    s->max_new = o->max_tokens < maxpos - s->n_prompt ? o->max_tokens : maxpos - s->n_prompt;
+    s->out = malloc(sizeof *s->out * (size_t)s->max_new);
+    if (!s->out || kv_cache_init(&s->kv, gen_model(g), s->n_prompt + s->max_new)) {
+        snprintf(err, errcap, "out of memory for generation");
+        return -1;
+    }
+    rng_seed(&s->rng, o->seed);
+    return 0;
+}
+
+void batch_seq_end(struct batch_seq *s)
+{
+    free(s->prompt);
+    free(s->out);
+    kv_cache_free(&s->kv);
+    s->prompt = s->out = NULL;
+}
+
+size_t batch_seq_bytes(const struct batch_seq *s)
+{
+    return (size_t)s->kv.cap * s->kv.layers * s->kv.kd * 2 * sizeof(float) +
+           sizeof(int32_t) * (size_t)(s->n_prompt + s->max_new);
+}
+
+struct batcher {
+    struct decode_work *w;
+    struct decode_seq *ds;
+    int cap;
+    float *logits;
+    struct gen_cand *cands;
+    size_t vocab_cap;
+};
+
+struct batcher *batcher_new(void)
+{
+    struct batcher *b = calloc(1, sizeof *b);
+    if (b && !(b->w = decode_work_new())) {
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
+
+void batcher_free(struct batcher *b)
+{
+    if (!b)
+        return;
+    decode_work_free(b->w);
+    free(b->ds);
+    free(b->logits);
+    free(b->cands);
+    free(b);
+}
+
+static int fit(struct batcher *b, int n, size_t V)
+{
+    if (n > b->cap) {
+        struct decode_seq *ds = realloc(b->ds, sizeof *ds * (size_t)n);
+        if (!ds)
+            return -1;
+        b->ds = ds;
+        b->cap = n;
+    }
+    if ((size_t)n * V > b->vocab_cap) {
+        float *l = malloc(sizeof *l * (size_t)n * V);
+        struct gen_cand *c = malloc(sizeof *c * V);
+        if (!l || !c) {
+            free(l);
+            free(c);
+            return -1;
+        }
+        free(b->logits);
+        free(b->cands);
+        b->logits = l;
+        b->cands = c;
+        b->vocab_cap = (size_t)n * V;
+    }
+    return 0;
+}
+
+/* Takes sequence s's next token from its logits, as gen_ids does. */
+static void advance(struct batcher *b, struct batch_seq *s, const float *logits, int V)
+{
+    int next = gen_pick(logits, V, &s->opts, &s->rng, b->cands);
+    if (gen_stops_has(&s->stops, next)) {
+        s->finish = "stop";
+        return;
+    }
+    s->out[s->n_out++] = next;
+    if (s->on_text)
+        gen_growth(s->g, s->out, s->n_out, &s->sent, s->on_text, s->on_text_ctx);
+    if (s->n_out == s->max_new || s->n_prompt + s->n_out >= s->kv.cap)
+        s->finish = "length";
+}
+
+int batcher_step(struct batcher *b, struct batch_seq **seqs, int n)
+{
+    if (n < 1)
+        return 0;
+    struct model *m = gen_model(seqs[0]->g);
+    size_t V = (size_t)m->cfg.vocab;
+    if (fit(b, n, V))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct batch_seq *s = seqs[i];
+        bool prefill = s->kv.len == 0;
+        b->ds[i] = (struct decode_seq){&s->kv, prefill ? s->prompt : &s->out[s->n_out - 1],
+                                       prefill ? s->n_prompt : 1, s->adapter};
+    }
+    if (decode_forward(m, b->w, b->ds, n, b->logits))
+        return -1;
+    for (int i = 0; i < n; i++)
+        advance(b, seqs[i], b->logits + (size_t)i * V, (int)V);
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* batcher.h - continuous batching: the running sequences of one base model
+ * advance one token each per step, all through the model's matrix
+ * products together (train/run/decode.h), each with its own adapter.
+ *
+ * A sequence joins whenever it is admitted: its first step feeds its whole
+ * prompt (the prefill, in one pass, in the same batch as the others' next
+ * tokens) and later steps its last token. After each step every sequence
+ * picks its next token as gen_ids does (generate.h: the same sampling
+ * from its own seed, the same stops, the same limit at max_tokens or the
+ * model's context), so a sequence's answer is the one `alallo generate`
+ * gives alone. A sequence leaves when it has finished (finish != NULL) or
+ * its client went away; the others go on.
+ *
+ * Ownership: a batch_seq owns its prompt, its output ids and its cache
+ * (batch_seq_end frees them); the generator and adapter are the
+ * caller's, kept alive while the sequence runs. A batcher owns the
+ * working memory of a step.
+ */
+#ifndef ALALLO_SERVE_BATCHER_H
+#define ALALLO_SERVE_BATCHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/rng.h"
+#include "train/run/decode.h"
+#include "train/run/generate.h"
+
+struct batch_seq {
+    struct generator *g;                  /* the base: model, tokenizer */
+    const struct decode_adapter *adapter; /* NULL: the base alone */
+    struct gen_opts opts;
+    struct gen_stops stops;
+    int32_t *prompt;
+    int n_prompt;
+    int32_t *out; /* the answer's ids so far */
+    int n_out, max_new;
+    struct kv_cache kv;
+    struct rng rng;
+    size_t sent;        /* bytes of the answer given to on_text */
+    const char *finish; /* NULL while running; then "stop" or "length" */
+    gen_text_fn on_text; /* each piece of the answer as it grows, or NULL */
+    void *on_text_ctx;
+};
+
+/* Readies s to answer after `ids` (n of them, taken over: freed by
+ * batch_seq_end even on failure). 0; GEN_EMPTY or GEN_TOO_LONG (the
+ * caller's mistake, with a reason, as gen_ids); -1 with a reason (bad
+ * max_tokens, out of memory). */
+int batch_seq_start(struct batch_seq *s, struct generator *g,
+                    const struct decode_adapter *adapter, int32_t *ids, size_t n,
+                    const struct gen_stops *stops, const struct gen_opts *o, char *err,
+                    size_t errcap);
+void batch_seq_end(struct batch_seq *s); /* a zeroed one is fine */
+
+/* Bytes a sequence holds while it runs (its cache and ids). */
+size_t batch_seq_bytes(const struct batch_seq *s);
+
+struct batcher;
+struct batcher *batcher_new(void);
+void batcher_free(struct batcher *b); /* NULL is fine */
+
+/* One step of seqs[0..n), all unfinished and of one base: one forward pass
+ * over all of them, then each one's next token. 0, or -1 when memory ran
+ * out (the step did not happen). */
+int batcher_step(struct batcher *b, struct batch_seq **seqs, int n);
+
+#endif

@@ -1,0 +1,457 @@
+/* engine.c - the inference engine's loop: a local socket, one connection
+ * per request, one batch step per turn of the loop (see engine.h). */
+#include "train/serve/engine.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "train/serve/batcher.h"
+#include "train/serve/model_lru.h"
+#include "train/tokenizer/tokenizer.h"
+
+#define REQUEST_MAX (4 << 20) /* bytes of one request line */
+
+enum req_state { READING, QUEUED, RUNNING };
+
+struct request {
+    int fd;
+    enum req_state state;
+    char account[64];
+    char *buf;
+    size_t len, cap;
+    bool stream;
+    bool gone; /* the client closed its end, or a write failed */
+    bool stepped; /* this turn of the loop */
+    struct lru_entry *base, *adapter;
+    struct batch_seq seq;
+    long tokens;
+    struct request *next;
+};
+
+struct engine {
+    int listen_fd;
+    struct model_lru *models;
+    struct admission *adm;
+    struct batcher *batcher;
+    struct request *reqs;
+    int n_reqs;
+    unsigned long long generated, steps;
+};
+
+static volatile sig_atomic_t stopping;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+/* Writes one JSON line to the request's client; a failure marks it gone. */
+static void send_line(struct request *r, json_t *j)
+{
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s) {
+        r->gone = true;
+        return;
+    }
+    size_t len = strlen(s);
+    s[len++] = '\n'; /* json_dumps's terminator becomes the line's end */
+    for (size_t off = 0; off < len && !r->gone;) {
+        ssize_t k = send(r->fd, s + off, len - off, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            r->gone = true;
+        else
+            off += (size_t)k;
+    }
+    free(s);
+}
+
+static void send_error(struct request *r, const char *code, const char *message)
+{
+    send_line(r, json_pack("{ss ss}", "error", code, "message", message));
+}
+
+static void on_text(void *ctx, const char *piece, size_t len)
+{
+    struct request *r = ctx;
+    send_line(r, json_pack("{s:s%}", "delta", piece, len));
+}
+
+static void request_free(struct engine *e, struct request *r)
+{
+    for (struct request **p = &e->reqs; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    e->n_reqs--;
+    if (r->state == QUEUED)
+        admission_drop(e->adm, r);
+    else if (r->state == RUNNING)
+        admission_done(e->adm, r->tokens);
+    batch_seq_end(&r->seq);
+    model_lru_release(e->models, r->adapter);
+    model_lru_release(e->models, r->base);
+    close(r->fd);
+    free(r->buf);
+    free(r);
+}
+
+static void send_stats(struct engine *e, struct request *r)
+{
+    send_line(r, json_pack("{si sI si si sI sI sI}", "models", model_lru_count(e->models),
+                           "model_bytes", (json_int_t)model_lru_bytes(e->models), "running",
+                           admission_running(e->adm), "waiting", admission_waiting(e->adm),
+                           "tokens_in_flight", (json_int_t)admission_tokens(e->adm),
+                           "tokens_generated", (json_int_t)e->generated, "steps",
+                           (json_int_t)e->steps));
+}
+
+/* The sampling options of a request, as `alallo generate` reads them. */
+static bool read_opts(json_t *j, struct gen_opts *o, char *why, size_t cap)
+{
+    json_t *mt = json_object_get(j, "max_tokens"), *t = json_object_get(j, "temperature");
+    json_t *tp = json_object_get(j, "top_p"), *seed = json_object_get(j, "seed");
+    *o = (struct gen_opts){.max_tokens = 64, .temperature = 0.0f, .top_p = 1.0f, .seed = 0};
+    if (mt && (!json_is_integer(mt) || json_integer_value(mt) < 1 ||
+               json_integer_value(mt) > GEN_MAX_TOKENS)) {
+        snprintf(why, cap, "max_tokens must be an integer from 1 to %d", GEN_MAX_TOKENS);
+        return false;
+    }
+    if (t && (!json_is_number(t) || !(json_number_value(t) >= 0 && json_number_value(t) <= 100))) {
+        snprintf(why, cap, "temperature must be a number from 0 to 100");
+        return false;
+    }
+    if (tp && (!json_is_number(tp) ||
+               !(json_number_value(tp) >= 1e-6 && json_number_value(tp) <= 1))) {
+        snprintf(why, cap, "top_p must be a number from 0.000001 to 1");
+        return false;
+    }
+    if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0)) {
+        snprintf(why, cap, "seed must be a non-negative integer");
+        return false;
+    }
+    if (mt)
+        o->max_tokens = (int)json_integer_value(mt);
+    if (t)
+        o->temperature = (float)json_number_value(t);
+    if (tp)
+        o->top_p = (float)json_number_value(tp);
+    if (seed)
+        o->seed = (uint64_t)json_integer_value(seed);
+    return true;
+}
+
+/* The loading of a model for r answered as the client should read it:
+ * false (and the request answered) when there is none. */
+static bool loaded(struct request *r, int rc, const char *err)
+{
+    if (rc == MODEL_LRU_FULL)
+        send_error(r, "busy", err);
+    else
+        send_error(r, "failed", err);
+    return false;
+}
+
+/* Reads the request's line: loads its models, encodes its prompt and
+ * queues it. False when it was answered (an error) and is done. */
+static bool start(struct engine *e, struct request *r)
+{
+    json_error_t je;
+    json_t *j = json_loadb(r->buf, r->len, 0, &je);
+    char why[2048];
+    bool ok = false;
+    if (!json_is_object(j)) {
+        send_error(r, "invalid_request", "the request is not one JSON object");
+        goto out;
+    }
+    if (json_is_true(json_object_get(j, "stats"))) {
+        send_stats(e, r);
+        goto out;
+    }
+    const char *account = json_string_value(json_object_get(j, "account"));
+    const char *weights = json_string_value(json_object_get(j, "weights"));
+    json_t *ad = json_object_get(j, "adapter");
+    const char *prompt = json_string_value(json_object_get(j, "prompt"));
+    json_t *chat = json_object_get(j, "chat");
+    json_t *messages = json_object_get(chat, "messages");
+    struct gen_opts o;
+    if (!account || !account[0] || !weights || (ad && !json_is_string(ad)) ||
+        (!prompt == !chat) || (chat && !json_is_array(messages))) {
+        send_error(r, "invalid_request",
+                   "the request needs account, weights, and prompt or chat with messages");
+        goto out;
+    }
+    if (!read_opts(j, &o, why, sizeof why)) {
+        send_error(r, "invalid_request", why);
+        goto out;
+    }
+    snprintf(r->account, sizeof r->account, "%s", account);
+    r->stream = json_is_true(json_object_get(j, "stream"));
+    int rc;
+    r->base = model_lru_base(e->models, weights, &rc, why, sizeof why);
+    if (!r->base && !loaded(r, rc, why))
+        goto out;
+    if (ad) {
+        r->adapter = model_lru_adapter(e->models, r->base, json_string_value(ad), &rc, why,
+                                       sizeof why);
+        if (!r->adapter && !loaded(r, rc, why))
+            goto out;
+    }
+    struct generator *g = r->base->gen;
+    int32_t *ids;
+    size_t n;
+    struct gen_stops stops;
+    rc = chat ? gen_encode_chat(g, messages, json_object_get(chat, "tools"), &ids, &n, &stops,
+                                why, sizeof why)
+              : gen_encode_prompt(g, prompt, &ids, &n, &stops, why, sizeof why);
+    if (rc == GEN_BAD_CHAT) {
+        send_error(r, "invalid_chat", why);
+        goto out;
+    }
+    if (rc) {
+        send_error(r, "failed", why);
+        goto out;
+    }
+    rc = batch_seq_start(&r->seq, g, r->adapter ? &r->adapter->ad->d : NULL, ids, n, &stops,
+                         &o, why, sizeof why);
+    if (rc == GEN_TOO_LONG || rc == GEN_EMPTY) {
+        send_line(r, json_pack("{ss si si}", "error",
+                               rc == GEN_TOO_LONG ? "context_length_exceeded" : "empty_prompt",
+                               "prompt_tokens", r->seq.n_prompt, "context_tokens",
+                               gen_model(g)->cfg.max_pos));
+        goto out;
+    }
+    if (rc) {
+        send_error(r, "failed", why);
+        goto out;
+    }
+    if (r->stream) {
+        r->seq.on_text = on_text;
+        r->seq.on_text_ctx = r;
+    }
+    r->tokens = r->seq.n_prompt + r->seq.max_new;
+    if (admission_push(e->adm, r->account, r, r->tokens)) {
+        send_error(r, "busy", "too many requests of this account wait");
+        goto out;
+    }
+    r->state = QUEUED;
+    ok = true;
+out:
+    json_decref(j);
+    return ok;
+}
+
+/* Reads what the client sent: the request line, or (later) the end of the
+ * connection. False when the request is done with. */
+static bool on_readable(struct engine *e, struct request *r)
+{
+    if (r->state != READING) {
+        char c;
+        ssize_t k = recv(r->fd, &c, 1, MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+            r->gone = true; /* the client went away: cancelled */
+        return !r->gone;
+    }
+    if (r->len + 65536 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 65536 * 2;
+        char *b = cap <= REQUEST_MAX * 2 ? realloc(r->buf, cap) : NULL;
+        if (!b) {
+            send_error(r, "invalid_request", "the request is too long");
+            return false;
+        }
+        r->buf = b;
+        r->cap = cap;
+    }
+    ssize_t k = recv(r->fd, r->buf + r->len, r->cap - r->len, 0);
+    if (k <= 0)
+        return false;
+    r->len += (size_t)k;
+    char *nl = memchr(r->buf, '\n', r->len);
+    if (!nl && r->len > REQUEST_MAX) {
+        send_error(r, "invalid_request", "the request is too long");
+        return false;
+    }
+    if (!nl)
+        return true;
+    r->len = (size_t)(nl - r->buf);
+    return start(e, r);
+}
+
+static void accept_one(struct engine *e)
+{
+    int fd = accept(e->listen_fd, NULL, NULL);
+    if (fd < 0)
+        return;
+    struct request *r = calloc(1, sizeof *r);
+    if (!r) {
+        close(fd);
+        return;
+    }
+    r->fd = fd;
+    r->next = e->reqs;
+    e->reqs = r;
+    e->n_reqs++;
+}
+
+/* Answers a finished sequence's client. */
+static void finish(struct request *r)
+{
+    struct batch_seq *s = &r->seq;
+    char *text = tokenizer_decode(gen_tokenizer(s->g), s->out, (size_t)s->n_out, 1);
+    if (!text) {
+        send_error(r, "failed", "out of memory decoding");
+        return;
+    }
+    if (r->stream && strlen(text) > s->sent) /* the last incomplete characters */
+        send_line(r, json_pack("{ss}", "delta", text + s->sent));
+    send_line(r, json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
+                           "completion_tokens", s->n_out, "finish_reason", s->finish));
+    free(text);
+}
+
+static bool runnable(const struct request *r)
+{
+    return r->state == RUNNING && !r->gone && !r->seq.finish;
+}
+
+/* One step of every base that has running sequences: each base's
+ * sequences go through its model together. */
+static void step(struct engine *e)
+{
+    size_t cap = (size_t)(e->n_reqs ? e->n_reqs : 1);
+    struct batch_seq **seqs = malloc(sizeof *seqs * cap);
+    struct request **owners = malloc(sizeof *owners * cap);
+    if (!seqs || !owners) {
+        free(seqs);
+        free(owners);
+        return;
+    }
+    for (struct request *r = e->reqs; r; r = r->next)
+        r->stepped = false;
+    for (struct request *lead = e->reqs; lead; lead = lead->next) {
+        if (!runnable(lead) || lead->stepped)
+            continue;
+        int n = 0;
+        for (struct request *r = e->reqs; r; r = r->next)
+            if (runnable(r) && r->base == lead->base) {
+                seqs[n] = &r->seq;
+                owners[n++] = r;
+                r->stepped = true;
+            }
+        if (batcher_step(e->batcher, seqs, n)) {
+            for (int i = 0; i < n; i++) {
+                send_error(owners[i], "failed", "out of memory for the batch");
+                owners[i]->gone = true;
+            }
+            continue;
+        }
+        e->steps++;
+        e->generated += (unsigned long long)n;
+    }
+    free(seqs);
+    free(owners);
+}
+
+static int listen_on(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path) {
+        fprintf(stderr, "alallo inference: the socket path is too long\n");
+        return -1;
+    }
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unlink(path); /* a stale socket of an engine that is gone */
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 256)) {
+        fprintf(stderr, "alallo inference: cannot listen on %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int engine_run(const struct engine_config *cfg)
+{
+    struct engine e = {0};
+    e.listen_fd = listen_on(cfg->socket_path);
+    if (e.listen_fd < 0)
+        return 1;
+    e.models = model_lru_new(cfg->max_model_bytes);
+    e.adm = admission_new(&cfg->limits);
+    e.batcher = batcher_new();
+    if (!e.models || !e.adm || !e.batcher) {
+        fprintf(stderr, "alallo inference: out of memory or bad limits\n");
+        close(e.listen_fd);
+        model_lru_free(e.models);
+        admission_free(e.adm);
+        batcher_free(e.batcher);
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_stop};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct pollfd *pfd = NULL;
+    size_t pcap = 0;
+    while (!stopping) {
+        if ((size_t)e.n_reqs + 1 > pcap) {
+            size_t cap = (size_t)e.n_reqs + 64;
+            struct pollfd *p = realloc(pfd, sizeof *p * cap);
+            if (!p)
+                break;
+            pfd = p;
+            pcap = cap;
+        }
+        pfd[0] = (struct pollfd){.fd = e.listen_fd, .events = POLLIN};
+        int np = 1;
+        for (struct request *r = e.reqs; r; r = r->next)
+            pfd[np++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
+        int timeout = admission_running(e.adm) > 0 ? 0 : 1000;
+        if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR)
+            break;
+        /* requests first (their fds are in list order), then new ones */
+        int i = 1;
+        for (struct request *r = e.reqs, *next; r; r = next, i++) {
+            next = r->next;
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+                if (!on_readable(&e, r) || r->gone)
+                    request_free(&e, r);
+        }
+        if (pfd[0].revents & POLLIN)
+            accept_one(&e);
+        for (struct request *r; (r = admission_next(e.adm));)
+            r->state = RUNNING;
+        step(&e);
+        for (struct request *r = e.reqs, *next; r; r = next) {
+            next = r->next;
+            if (r->state == RUNNING && (r->gone || r->seq.finish)) {
+                if (!r->gone)
+                    finish(r);
+                request_free(&e, r);
+            }
+        }
+    }
+    while (e.reqs)
+        request_free(&e, e.reqs);
+    free(pfd);
+    close(e.listen_fd);
+    unlink(cfg->socket_path);
+    model_lru_free(e.models);
+    admission_free(e.adm);
+    batcher_free(e.batcher);
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* engine.h - the resident inference engine (`alallo inference`): one
+ * process beside `serve` that keeps models loaded (model_lru.h), admits
+ * requests fairly (admission.h) and answers them by continuous batching
+ * (batcher.h), over a local socket (docs/serving.md).
+ *
+ * The protocol, one connection per request: the client writes one JSON
+ * object on one line -
+ *   {"account": ID, "weights": DIR, "adapter": DIR (optional),
+ *    "prompt": TEXT | "chat": {"messages": [...], "tools": [...]},
+ *    "max_tokens": N, "temperature": T, "top_p": P, "seed": S (optional),
+ *    "stream": BOOL}
+ * - and reads lines: with stream, {"delta": TEXT} as the answer grows; then
+ * one final object, the answer {"text", "prompt_tokens",
+ * "completion_tokens", "finish_reason"} or an error {"error": CODE, ...}:
+ * "context_length_exceeded" and "empty_prompt" (with "prompt_tokens" and
+ * "context_tokens"), "invalid_chat" (with "message"), as `alallo generate
+ * --json` prints them; "invalid_request" (a request the engine cannot
+ * read, with "message"); "busy" (the account's queue or the engine's
+ * memory is full: try again); "failed" (the model could not be loaded or
+ * memory ran out; "message" says why, for the operator's log). The engine
+ * closes the connection after the final line. A client that closes its
+ * end first cancels the request: it leaves the queue, or its sequence the
+ * batch, at once.
+ *
+ * A request {"stats": true} is answered with one line of the engine's
+ * state: {"models", "model_bytes", "running", "waiting",
+ * "tokens_in_flight", "tokens_generated", "steps"}.
+ */
+#ifndef ALALLO_SERVE_ENGINE_H
+#define ALALLO_SERVE_ENGINE_H
+
+#include <stddef.h>
+
+#include "train/serve/admission.h"
+
+struct engine_config {
+    const char *socket_path;
+    size_t max_model_bytes;       /* models kept loaded (model_lru.h) */
+    struct admission_limits limits;
+};
+
+/* Listens on cfg->socket_path (replacing a stale socket file) and serves
+ * until SIGTERM or SIGINT. 0 when stopped so; 1 when it could not start
+ * (the reason on stderr). */
+int engine_run(const struct engine_config *cfg);
+
+#endif

@@ -1,0 +1,184 @@
+// inference_engine.test.mjs - completions served by the resident inference
+// engine beside serve (docs/serving.md): greedy answers equal `alallo
+// generate`'s for a base model, a LoRA fine-tune (served as base plus
+// adapter), a LoRA checkpoint and a full fine-tune; concurrent requests of
+// two accounts on different adapters of one base go through the model
+// together and each gets its own answer; the engine killed is a 503 with
+// Retry-After and the next request is served by the restarted engine, which
+// /metrics shows up and restarted once; the
+// engine's socket refuses bad requests with a reason; `serve --inference
+// child` answers the same without an engine.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { BIN, SAMPLE, Serve, sleep, tinyModelsDir, waitFor } from './service_harness.mjs';
+
+const PROMPT = 'Review: a good film\nSentiment:';
+const TOKENS = 12;
+
+// `alallo generate --json` on a folder (and adapter), at temperature 0.
+function generate(args) {
+  const r = spawnSync(BIN, ['generate', ...args, '--prompt', PROMPT, '--max-tokens', String(TOKENS), '--temperature', '0', '--json'], { encoding: 'utf8', timeout: 120000 });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split('\n').pop()).text;
+}
+
+// One line to the engine's socket and every line of its answer.
+function engineCall(sock, line) {
+  return new Promise((resolve, reject) => {
+    const c = net.createConnection(sock);
+    let got = '';
+    c.on('connect', () => c.write(line + '\n'));
+    c.on('data', (d) => (got += d));
+    c.on('end', () => resolve(got.trim().split('\n').map((l) => JSON.parse(l))));
+    c.on('error', reject);
+  });
+}
+
+describe('the resident inference engine', () => {
+  let s;
+  let lora;
+  let full;
+  let ckpt;
+  let sock;
+  const models = tinyModelsDir();
+  const enginePid = () => {
+    const r = spawnSync('pgrep', ['-f', `inference --socket ${s.data}/`], { encoding: 'utf8' });
+    return Number(r.stdout.trim().split('\n')[0]);
+  };
+  const complete = (model, key = s.key) =>
+    s.call('POST', '/v1/completions', { key, body: { model, prompt: PROMPT, max_tokens: TOKENS, temperature: 0 } });
+
+  before(async () => {
+    s = await Serve.start({ args: ['--models', models, '--local-worker', 'name=w1,cpus=1,mem=4G'] });
+    const lines = fs.readFileSync(SAMPLE, 'utf8').split('\n').filter((l) => l.trim()).slice(0, 30);
+    const up = await s.upload('thirty.jsonl', Buffer.from(lines.join('\n') + '\n'));
+    assert.equal(up.status, 200, JSON.stringify(up.json));
+    const make = async (extra) => {
+      const r = await s.createJob({ model: 'tiny', training_file: up.json.id, ...extra });
+      assert.equal(r.status, 200, r.text);
+      return r.json.id;
+    };
+    const loraId = await make({ hyperparameters: { n_epochs: 2, batch_size: 8, learning_rate_multiplier: 10 } });
+    const fullId = await make({ adapter: 'full', hyperparameters: { n_epochs: 1, batch_size: 8 } });
+    lora = await s.waitStatus(loraId, ['succeeded', 'failed'], { timeoutMs: 240000 });
+    full = await s.waitStatus(fullId, ['succeeded', 'failed'], { timeoutMs: 240000 });
+    assert.equal(lora.status, 'succeeded', `${lora.message}\n${s.output}`);
+    assert.equal(full.status, 'succeeded', `${full.message}\n${s.output}`);
+    const page = await s.call('GET', `/v1/fine_tuning/jobs/${lora.id}/checkpoints`);
+    ckpt = page.json.data.find((c) => c.step_number === 4);
+    assert.ok(ckpt, page.text);
+    sock = path.join(s.data, fs.readdirSync(s.data).find((f) => /^inference-\d+\.sock$/.test(f)));
+  });
+  after(async () => s && s.stop());
+
+  const want = {};
+  test('greedy answers equal alallo generate: base, LoRA (base + adapter), checkpoint, full fine-tune', async () => {
+    const jobs = path.join(s.data, 'jobs');
+    want.tiny = generate(['--model-dir', path.join(models, 'tiny')]);
+    // today's merged folder of the LoRA job, and its base with its adapter
+    want.lora = generate(['--model-dir', path.join(jobs, lora.id, 'out/model')]);
+    assert.equal(generate(['--model-dir', path.join(models, 'tiny'), '--adapter-dir', path.join(jobs, lora.id, 'out/adapter')]), want.lora);
+    want.full = generate(['--model-dir', path.join(jobs, full.id, 'out/model')]);
+    for (const [name, model] of [['tiny', 'tiny'], ['lora', lora.fine_tuned_model], ['full', full.fine_tuned_model]]) {
+      const r = await complete(model);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].text, want[name], name);
+    }
+    const c = await complete(ckpt.fine_tuned_model_checkpoint);
+    assert.equal(c.status, 200, c.text);
+    want.ckpt = generate(['--model-dir', path.join(jobs, lora.id, 'checkpoint-models/step-4/model')]);
+    assert.equal(c.json.choices[0].text, want.ckpt);
+    // the adapters matter: the fine-tuned answers are not the base's
+    assert.notEqual(want.lora, want.tiny);
+    // served as base + adapter: the engine holds the base once, two adapters and the full fine-tune
+    const [st] = await engineCall(sock, '{"stats":true}');
+    assert.equal(st.models, 4, JSON.stringify(st));
+  });
+
+  test('concurrent requests of two accounts on different adapters are batched, each its own answer', async () => {
+    const other = s.account('engine-other');
+    const [before] = await engineCall(sock, '{"stats":true}');
+    const asks = [];
+    for (let i = 0; i < 2; i++) {
+      asks.push(['tiny', complete('tiny')], ['lora', complete(lora.fine_tuned_model)], ['ckpt', complete(ckpt.fine_tuned_model_checkpoint)]);
+      asks.push(['full', complete(full.fine_tuned_model)], ['tiny', complete('tiny', other)]);
+    }
+    const got = await Promise.all(asks.map(([, p]) => p));
+    got.forEach((r, i) => {
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].text, want[asks[i][0]], asks[i][0]);
+    });
+    const [afterStats] = await engineCall(sock, '{"stats":true}');
+    const tokens = afterStats.tokens_generated - before.tokens_generated;
+    const steps = afterStats.steps - before.steps;
+    // ten answers of up to 12 tokens in fewer steps than tokens: steps carried several sequences
+    assert.ok(tokens > steps, `tokens ${tokens}, steps ${steps}`);
+  });
+
+  test('the engine killed: 503 with Retry-After, then the restarted engine answers', async () => {
+    const pid = enginePid();
+    assert.ok(pid > 0);
+    process.kill(pid, 'SIGSTOP'); // it accepts the connection, then dies holding it
+    const pending = complete('tiny');
+    await sleep(500);
+    process.kill(pid, 'SIGKILL');
+    const r = await pending;
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.headers.get('retry-after'), '1');
+    assert.match(r.json.error.message, /restarting/);
+    await waitFor(() => enginePid() > 0 && enginePid() !== pid, { what: 'a new engine' });
+    const again = await complete('tiny');
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.json.choices[0].text, want.tiny);
+    assert.match(s.output, /inference engine ended \(exit -1, signal 9\); restarting it/);
+    // /metrics: the engine is up again, restarted once, holding the one model asked for since
+    const m = (await s.call('GET', '/metrics')).text;
+    assert.match(m, /^alallo_inference_up 1$/m);
+    assert.match(m, /^alallo_inference_restarts_total 1$/m);
+    assert.match(m, /^alallo_inference_models 1$/m);
+    assert.match(m, /^alallo_inference_running 0$/m);
+    assert.ok(Number(m.match(/^alallo_inference_tokens_total (\d+)$/m)[1]) > 0, m);
+  });
+
+  test('serve --inference child: no engine, a child per request, the same answer', async () => {
+    const c = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference', 'child', '--inference-threads', '1'] });
+    try {
+      assert.equal(fs.readdirSync(c.data).filter((f) => f.endsWith('.sock')).length, 0);
+      const r = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: TOKENS, temperature: 0 } });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].text, want.tiny);
+      assert.doesNotMatch((await c.call('GET', '/metrics')).text, /alallo_inference_up/);
+    } finally {
+      await c.stop();
+    }
+  });
+
+  test('bad requests to the engine are refused with a reason, and it goes on', async () => {
+    const tiny = path.join(models, 'tiny');
+    const ask = (o) => engineCall(sock, JSON.stringify(o)).then((lines) => lines.pop());
+    assert.equal((await engineCall(sock, 'not json'))[0].error, 'invalid_request');
+    assert.equal((await ask({ account: 'a', prompt: 'x' })).error, 'invalid_request');
+    const mt = await ask({ account: 'a', weights: tiny, prompt: 'x', max_tokens: 0 });
+    assert.equal(mt.error, 'invalid_request');
+    assert.match(mt.message, /max_tokens/);
+    const gone = await ask({ account: 'a', weights: path.join(s.data, 'no-such-model'), prompt: 'x' });
+    assert.equal(gone.error, 'failed');
+    const notAdapter = await ask({ account: 'a', weights: tiny, adapter: tiny, prompt: 'x' });
+    assert.equal(notAdapter.error, 'failed');
+    assert.match(notAdapter.message, /adapter_config/);
+    const long = await ask({ account: 'a', weights: tiny, prompt: 'a good film. '.repeat(300) });
+    assert.equal(long.error, 'context_length_exceeded');
+    const chat = await ask({ account: 'a', weights: tiny, chat: { messages: [{ role: 'wizard', content: 'x' }] } });
+    assert.equal(chat.error, 'invalid_chat');
+    // and a good one still streams, its pieces joined the answer
+    const lines = await engineCall(sock, JSON.stringify({ account: 'a', weights: tiny, prompt: PROMPT, max_tokens: TOKENS, stream: true }));
+    const last = lines.pop();
+    assert.equal(lines.map((l) => l.delta).join(''), last.text);
+    assert.equal(last.text, want.tiny);
+  });
+});

@@ -1,0 +1,248 @@
+/* test_serve_batcher.c - the inference engine's decode path: a KV cache
+ * holds what a sequence was fed (its length grows by each step, its keys
+ * are those of recomputation); continuous batching of several sequences
+ * of one base, each with its own LoRA adapter or none, joining at
+ * different steps, gives every one the tokens `alallo generate`'s path
+ * (gen_ids, the adapter loaded into the model) gives it alone; an adapter
+ * loaded apart from its base is refused when its shapes do not fit. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/rng.h"
+#include "test_train_fixture.h"
+#include "train/formats/modelio.h"
+#include "train/run/decode.h"
+#include "train/run/generate.h"
+#include "train/serve/adapter.h"
+#include "train/serve/batcher.h"
+
+static char base[256], model_dir[300], ad1[300], ad2[300];
+
+/* A tiny model with weights large enough for varied greedy output, and
+ * two different adapters of it (B not zero: each changes the answer). */
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(base, sizeof base, "/tmp/alallo-test-serve-%ld", (long)getpid());
+    fs_remove_tree(base);
+    if (mkdir(base, 0755))
+        return -1;
+    snprintf(model_dir, sizeof model_dir, "%s/m", base);
+    struct model_config c;
+    if (model_config_shape("tiny", 257, &c))
+        return -1;
+    c.bos_id = c.eos_id = 256;
+    char err[512];
+    struct model_opts o = {.full = 1};
+    struct model *m = model_create(&c, &o, err, sizeof err);
+    if (!m || model_init_random(m, 31))
+        return -1;
+    for (size_t i = 0; i < m->n_decay; i++)
+        m->train[i] *= 8.0f;
+    if (modelio_save_merged(m, model_dir, NULL, err, sizeof err))
+        return -1;
+    model_free(m);
+    char p[400];
+    snprintf(p, sizeof p, "%s/tokenizer.json", model_dir);
+    if (fx_write_tokenizer(p))
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        char *ad = k ? ad2 : ad1;
+        snprintf(ad, sizeof ad1, "%s/adapter%d", base, k);
+        struct model_opts lo = {.full = 0, .base_kind = WK_F32, .lora_r = 2 + 2 * k,
+                                .lora_alpha = 8.0f,
+                                .lora_targets = k ? MODEL_ALL_PROJ : (1u << PROJ_Q | 1u << PROJ_V)};
+        struct model *lm = modelio_load(model_dir, &lo, err, sizeof err);
+        if (!lm)
+            return -1;
+        struct rng r;
+        rng_seed(&r, 40 + (uint64_t)k);
+        for (size_t i = 0; i < lm->n_train; i++)
+            lm->train[i] = 0.3f * rng_normal(&r);
+        if (modelio_save_peft(lm, ad, "m", err, sizeof err))
+            return -1;
+        model_free(lm);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return fs_remove_tree(base);
+}
+
+static void kv_cache_grows_with_each_step(void **state)
+{
+    (void)state;
+    char err[512];
+    struct generator *g = gen_open(model_dir, NULL, err, sizeof err);
+    assert_non_null(g);
+    struct model *m = gen_model(g);
+    struct kv_cache a = {0}, b = {0};
+    assert_int_equal(kv_cache_init(&a, m, 16), 0);
+    assert_int_equal(kv_cache_init(&b, m, 16), 0);
+    assert_int_equal(a.len, 0);
+    assert_int_equal(a.cap, 16);
+    assert_true(kv_cache_bytes(m, 16) == 2 * sizeof(float) * (size_t)a.layers * 16 * a.kd);
+    struct decode_work *w = decode_work_new();
+    float *la = malloc(sizeof(float) * 257), *lb = malloc(sizeof(float) * 257);
+    int32_t ids[5] = {256, 72, 105, 33, 32};
+    /* a: the prompt in one pass; b: a token at a time */
+    struct decode_seq sa = {&a, ids, 5, NULL};
+    assert_int_equal(decode_forward(m, w, &sa, 1, la), 0);
+    assert_int_equal(a.len, 5);
+    for (int i = 0; i < 5; i++) {
+        struct decode_seq sb = {&b, &ids[i], 1, NULL};
+        assert_int_equal(decode_forward(m, w, &sb, 1, lb), 0);
+        assert_int_equal(b.len, i + 1);
+    }
+    /* the same keys and values, and the same last logits, either way */
+    size_t n = (size_t)a.layers * 16 * a.kd;
+    for (int l = 0; l < a.layers; l++)
+        for (size_t i = 0; i < (size_t)5 * a.kd; i++) {
+            size_t at = (size_t)l * 16 * a.kd + i;
+            assert_true(at < n);
+            assert_float_equal(a.k[at], b.k[at], 1e-4);
+            assert_float_equal(a.v[at], b.v[at], 1e-4);
+        }
+    for (int j = 0; j < 257; j++)
+        assert_float_equal(la[j], lb[j], 1e-3);
+    free(la);
+    free(lb);
+    decode_work_free(w);
+    kv_cache_free(&a);
+    kv_cache_free(&b);
+    gen_close(g);
+}
+
+/* The tokens gen_ids gives alone for a prompt, with an adapter (loaded
+ * into the model, as `alallo generate --adapter-dir` does) or none. */
+static int alone(const char *adapter, const int32_t *ids, int n, int32_t *out, const char **fin)
+{
+    char err[512];
+    struct generator *g = gen_open(model_dir, adapter, err, sizeof err);
+    assert_non_null(g);
+    struct gen_opts o = {20, 0.0f, 1.0f, 0};
+    int k = gen_ids(g, ids, n, &o, out, fin, err, sizeof err);
+    gen_close(g);
+    return k;
+}
+
+static void batch_gives_each_its_own_answer(void **state)
+{
+    (void)state;
+    char err[512];
+    struct generator *g = gen_open(model_dir, NULL, err, sizeof err);
+    assert_non_null(g);
+    struct serve_adapter *a1 = serve_adapter_load(gen_model(g), ad1, err, sizeof err);
+    struct serve_adapter *a2 = serve_adapter_load(gen_model(g), ad2, err, sizeof err);
+    assert_non_null(a1);
+    assert_non_null(a2);
+    /* four sequences: base, adapter 1, adapter 2, adapter 1 on another
+     * prompt; the last two join the batch three steps late */
+    static const int32_t p0[] = {256, 72, 105, 33}, p1[] = {256, 72, 105, 33},
+                         p2[] = {256, 72, 105, 33}, p3[] = {256, 97, 98, 99, 100, 101};
+    const int32_t *prompts[] = {p0, p1, p2, p3};
+    int lens[] = {4, 4, 4, 6};
+    const struct decode_adapter *ads[] = {NULL, &a1->d, &a2->d, &a1->d};
+    const char *dirs[] = {NULL, ad1, ad2, ad1};
+    struct batch_seq seqs[4];
+    struct gen_stops stops = {.id = {256}, .n = 1};
+    struct gen_opts o = {20, 0.0f, 1.0f, 0};
+    for (int i = 0; i < 4; i++) {
+        int32_t *ids = malloc(sizeof *ids * (size_t)lens[i]);
+        memcpy(ids, prompts[i], sizeof *ids * (size_t)lens[i]);
+        assert_int_equal(batch_seq_start(&seqs[i], g, ads[i], ids, (size_t)lens[i], &stops, &o,
+                                         err, sizeof err), 0);
+    }
+    struct batcher *b = batcher_new();
+    assert_non_null(b);
+    int steps = 0;
+    for (;;) {
+        struct batch_seq *run[4];
+        int n = 0;
+        for (int i = 0; i < 4; i++)
+            if (!seqs[i].finish && (i < 2 || steps >= 3))
+                run[n++] = &seqs[i];
+        if (n == 0)
+            break;
+        assert_int_equal(batcher_step(b, run, n), 0);
+        steps++;
+    }
+    int32_t want[20];
+    const char *fin;
+    for (int i = 0; i < 4; i++) {
+        int k = alone(dirs[i], prompts[i], lens[i], want, &fin);
+        assert_int_equal(seqs[i].n_out, k);
+        assert_memory_equal(seqs[i].out, want, sizeof(int32_t) * (size_t)k);
+        assert_string_equal(seqs[i].finish, fin);
+    }
+    /* the adapters matter: on one prompt the three answers differ */
+    assert_true(seqs[0].n_out != seqs[1].n_out ||
+                memcmp(seqs[0].out, seqs[1].out, sizeof(int32_t) * (size_t)seqs[0].n_out));
+    assert_true(seqs[1].n_out != seqs[2].n_out ||
+                memcmp(seqs[1].out, seqs[2].out, sizeof(int32_t) * (size_t)seqs[1].n_out));
+    for (int i = 0; i < 4; i++)
+        batch_seq_end(&seqs[i]);
+    batcher_free(b);
+    serve_adapter_free(a1);
+    serve_adapter_free(a2);
+    gen_close(g);
+}
+
+static void bad_sequences_are_refused(void **state)
+{
+    (void)state;
+    char err[512];
+    struct generator *g = gen_open(model_dir, NULL, err, sizeof err);
+    assert_non_null(g);
+    struct gen_stops stops = {.id = {256}, .n = 1};
+    struct gen_opts o = {20, 0.0f, 1.0f, 0};
+    struct batch_seq s;
+    int32_t *empty = malloc(sizeof *empty);
+    assert_int_equal(batch_seq_start(&s, g, NULL, empty, 0, &stops, &o, err, sizeof err),
+                     GEN_EMPTY);
+    batch_seq_end(&s);
+    int ctx = gen_model(g)->cfg.max_pos;
+    int32_t *lots = calloc((size_t)ctx, sizeof *lots);
+    assert_int_equal(batch_seq_start(&s, g, NULL, lots, (size_t)ctx, &stops, &o, err, sizeof err),
+                     GEN_TOO_LONG);
+    assert_non_null(strstr(err, "context"));
+    batch_seq_end(&s);
+    struct gen_opts many = {GEN_MAX_TOKENS + 1, 0.0f, 1.0f, 0};
+    int32_t *one = calloc(1, sizeof *one);
+    assert_int_equal(batch_seq_start(&s, g, NULL, one, 1, &stops, &many, err, sizeof err), -1);
+    assert_non_null(strstr(err, "max_tokens"));
+    batch_seq_end(&s);
+    /* an adapter of another shape (a model of another width) is refused */
+    struct model_config c;
+    assert_int_equal(model_config_shape("small", 257, &c), 0);
+    struct model_opts fo = {.full = 1};
+    struct model *other = model_create(&c, &fo, err, sizeof err);
+    assert_non_null(other);
+    assert_null(serve_adapter_load(other, ad1, err, sizeof err));
+    assert_non_null(strstr(err, "shape"));
+    assert_null(serve_adapter_load(gen_model(g), model_dir, err, sizeof err));
+    model_free(other);
+    gen_close(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kv_cache_grows_with_each_step),
+        cmocka_unit_test(batch_gives_each_its_own_answer),
+        cmocka_unit_test(bad_sequences_are_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
