@@ -3,8 +3,9 @@
  * links the planner (src/sched/planner.c) and prints one JSON object.
  *
  * usage: plan_need LAYERS HIDDEN INTERMEDIATE HEADS KV_HEADS HEAD_DIM VOCAB
- *                  TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK
- *   (TIED, GEMMA2, ATTN_CAP, FINAL_CAP: 0 or 1; RANK 0 = full fine-tuning)
+ *                  TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK [QK_NORM]
+ *   (TIED, GEMMA2, ATTN_CAP, FINAL_CAP, QK_NORM (Qwen3): 0 or 1; RANK 0 =
+ *   full fine-tuning)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,18 +15,20 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 16) {
+    if (argc != 16 && argc != 17) {
         fprintf(stderr, "usage: plan_need LAYERS HIDDEN INTERMEDIATE HEADS KV_HEADS HEAD_DIM "
-                        "VOCAB TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK\n");
+                        "VOCAB TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK "
+                        "[QK_NORM]\n");
         return 2;
     }
-    int v[15];
-    for (int i = 0; i < 15; i++)
+    int v[16] = {0};
+    for (int i = 0; i + 1 < argc; i++)
         v[i] = atoi(argv[i + 1]);
     struct plan_job j = {.model = {.layers = v[0], .hidden = v[1], .intermediate = v[2],
                                    .heads = v[3], .kv_heads = v[4], .head_dim = v[5],
                                    .vocab = v[6], .tied = v[7] != 0, .post_norms = v[8] != 0,
-                                   .attn_softcap = v[9] != 0, .final_softcap = v[10] != 0},
+                                   .attn_softcap = v[9] != 0, .final_softcap = v[10] != 0,
+                                   .qk_norm = v[15] != 0},
                          .precision = PLAN_16BIT,
                          .adapter = v[14] > 0 ? PLAN_LORA : PLAN_FULL,
                          .lora_rank = v[14],

@@ -2,8 +2,10 @@
 # bench/plan/rss.sh - the planner's memory need against the peak RSS of the
 # real trainer (alallo train --config, 16-bit LoRA rank 16, a few steps),
 # on small shapes: the built-in model at two contexts, a tiny Gemma 2
-# (alallo model init --family gemma2) and a tiny Llama 3 given a 4096-token
-# context. Each row fills the context with one example, so the attention
+# (alallo model init --family gemma2), a tiny Qwen3 (q/k norms, heads
+# twice the hidden width), Qwen3-1.7B's widths at 2 of its 28 layers (and
+# the tokenizer's vocabulary, not its 151,936) and a tiny Llama 3 given a
+# 4096-token context. Each row fills the context with one example, so the attention
 # score blocks are as large as they get. The trainer runs THREADS threads
 # (the attempt's "threads", default 2) and the planner is told the same.
 #   bench/plan/rss.sh [BUILD_DIR] [THREADS]
@@ -23,6 +25,10 @@ cc -std=c11 -O2 -I"$root/src" "$root/bench/plan/plan_need.c" \
 tok="$root/models/alallo-base/tokenizer.json"
 "$build/alallo" model init --family gemma2 --tokenizer "$tok" --out "$work/gemma2" >/dev/null
 "$build/alallo" model init --family llama3 --tokenizer "$tok" --out "$work/llama3" >/dev/null
+"$build/alallo" model init --family qwen3 --tokenizer "$tok" --out "$work/qwen3" >/dev/null
+"$build/alallo" model init --family qwen3 --tokenizer "$tok" --out "$work/qwen3-1.7b" \
+  --hidden 2048 --layers 2 --heads 16 --kv-heads 8 --head-dim 128 --intermediate 6144 \
+  --max-pos 1024 >/dev/null
 # the tiny Llama 3 with a longer context (its llama3 RoPE scaling allows it)
 python3 - "$work/llama3/config.json" <<'PY'
 import json, sys
@@ -55,7 +61,8 @@ args = [c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"],
         c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
         c.get("head_dim", 0), c["vocab_size"], int(bool(c.get("tie_word_embeddings"))), int(g2),
         int(g2 and (c.get("attn_logit_softcapping") or 0) > 0),
-        int(g2 and (c.get("final_logit_softcapping") or 0) > 0), 1, seq, thr, 16]
+        int(g2 and (c.get("final_logit_softcapping") or 0) > 0), 1, seq, thr, 16,
+        int(c["model_type"].startswith("qwen3"))]
 p = json.loads(subprocess.check_output([sys.argv[4]] + [str(a) for a in args]))
 rss = int(open(sys.argv[5]).read().split()[-1]) * 1024
 mib = lambda b: round(b / 2**20, 1)
@@ -69,6 +76,8 @@ PY
 run base-256 "$root/models/alallo-base" 256
 run base-64 "$root/models/alallo-base" 64
 run gemma2-512 "$work/gemma2" 512
+run qwen3-512 "$work/qwen3" 512
+run qwen3-1.7b-2layers-512 "$work/qwen3-1.7b" 512
 run llama3-4096 "$work/llama3" 4096
 python3 - "$work/rows" <<'PY'
 import json, os, sys

@@ -99,7 +99,12 @@ void files_create(struct api_server *srv, struct http_request *req, struct http_
         api_store_error(res, e);
         return;
     }
-    api_json(res, 200, shape_file(&f));
+    /* the upload's answer also says how many examples reason (docs/data.md):
+     * counted from the file as uploaded, not stored with it */
+    json_t *o = shape_file(&f);
+    if (o)
+        json_object_set_new(o, "reasoning_examples", json_integer(check.reasoning_examples));
+    api_json(res, 200, o);
 }
 
 void files_list(struct api_server *srv, struct http_request *req, struct http_response *res)

@@ -90,6 +90,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
         m->attn_softcap = json_is_number(ac) && json_number_value(ac) > 0;
         m->final_softcap = json_is_number(fc) && json_number_value(fc) > 0;
     }
+    /* Qwen3 and the families built on its attention normalize q and k per head */
+    m->qk_norm = type && strncmp(type, "qwen3", 5) == 0;
     if (type && strcmp(type, "qwen3_moe") == 0)
         read_experts(cfg, m);
     json_decref(cfg);
@@ -100,7 +102,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     }
     int64_t h = m->hidden, q = (int64_t)m->heads * head_dim;
     int64_t kv = (int64_t)m->kv_heads * head_dim;
-    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h;
+    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h +
+                        (m->qk_norm ? 2 * head_dim : 0);
     m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
     m->active_params = m->params;
     if (m->experts > 0) { /* the sparse layers' router and experts in place of their MLP */

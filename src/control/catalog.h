@@ -26,6 +26,7 @@ struct catalog_model {
     bool post_norms;    /* Gemma 2's norms after attention and MLP           */
     bool attn_softcap;  /* Gemma 2's soft-capped attention logits            */
     bool final_softcap; /* Gemma 2's soft-capped final logits                */
+    bool qk_norm;       /* Qwen3's per-head norms of q and k (head_dim each) */
     /* a mixture of experts (qwen3_moe): 0 experts for a dense model; params
      * counts every expert, active_params what one token goes through */
     int experts, experts_used, moe_intermediate, sparse_layers;

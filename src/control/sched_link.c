@@ -348,6 +348,7 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
                                      .post_norms = m->post_norms,
                                      .attn_softcap = m->attn_softcap,
                                      .final_softcap = m->final_softcap,
+                                     .qk_norm = m->qk_norm,
                                      .experts = m->experts,
                                      .experts_used = m->experts_used,
                                      .moe_intermediate = m->moe_intermediate,

@@ -181,6 +181,18 @@ static int check_message(json_t *m, size_t idx, struct line_ctx *L, struct datas
         return -1;
     }
     turn->role = (enum dataset_role)ri;
+    json_t *reasoning = json_object_get(m, "reasoning_content");
+    if (reasoning && !json_is_null(reasoning)) {
+        if (ri != DATASET_ASSISTANT) {
+            problem(c, line, "message %zu: only assistant messages have \"reasoning_content\"", k);
+            return -1;
+        }
+        if (!json_is_string(reasoning)) {
+            problem(c, line, "message %zu: field \"reasoning_content\" must be a string or null",
+                    k);
+            return -1;
+        }
+    }
     json_t *calls = json_object_get(m, "tool_calls");
     if (calls && !json_is_null(calls)) {
         if (ri != DATASET_ASSISTANT) {
@@ -302,6 +314,28 @@ static int check_tools(json_t *tools, long line, struct dataset_check *c)
     return 0;
 }
 
+/* Whether the n bytes at s hold more than white space. */
+static int has_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r\n", s[i]))
+            return 1;
+    return 0;
+}
+
+/* An assistant message that reasons: a non-blank "reasoning_content", or
+ * text between "<think>" and "</think>" in its content. */
+static int reasons(json_t *m)
+{
+    json_t *r = json_object_get(m, "reasoning_content");
+    if (json_is_string(r) && has_text(json_string_value(r), json_string_length(r)))
+        return 1;
+    const char *c = json_string_value(json_object_get(m, "content"));
+    const char *open = c ? strstr(c, "<think>") : NULL;
+    const char *close = open ? strstr(open, "</think>") : NULL;
+    return close && has_text(open + 7, (size_t)(close - open - 7));
+}
+
 /* A message array named `field` of the object obj (whose "tools" and
  * "parallel_tool_calls" it reads): non-empty, each message valid, and (when
  * need_assistant) one from the assistant at least. */
@@ -332,12 +366,14 @@ static int check_messages(json_t *obj, json_t *msgs, const char *field, struct l
         return -1;
     }
     L->parallel = !json_is_false(par);
-    int assistant = 0, tool_use = tools != NULL;
+    int assistant = 0, tool_use = tools != NULL, reasoning = 0;
     for (size_t i = 0; i < n; i++) {
         if (check_message(json_array_get(msgs, i), i, L, &turns[i], c) < 0)
             return -1;
         if (turns[i].role == DATASET_ASSISTANT)
             assistant = 1;
+        if (turns[i].role == DATASET_ASSISTANT && reasons(json_array_get(msgs, i)))
+            reasoning = 1;
         if (turns[i].role == DATASET_TOOL)
             tool_use = 1;
         c->bytes_of_text += (long)turns[i].len;
@@ -347,6 +383,7 @@ static int check_messages(json_t *obj, json_t *msgs, const char *field, struct l
         return -1;
     }
     c->tool_examples += tool_use || json_array_size(L->call_ids) > 0;
+    c->reasoning_examples += reasoning;
     *n_out = n;
     return 0;
 }

@@ -7,7 +7,8 @@
  *    message; OpenAI's tool calls: "tools" (function definitions), assistant
  *    "tool_calls" (content may then be null), "tool" messages answering a
  *    call by its "tool_call_id", and "parallel_tool_calls": false (at most
- *    one call per assistant message);
+ *    one call per assistant message); an assistant message's reasoning in
+ *    "reasoning_content" (a string or null), given to the chat template;
  *  - prompt/completion: "prompt" and "completion" strings, completion
  *    non-empty;
  *  - Alpaca: "instruction", optional "input", "output" (and "system");
@@ -42,6 +43,10 @@ struct dataset_check {
     char problem[200];         /* e.g. missing field "completion"            */
     long alpaca, sharegpt;     /* lines converted from each form             */
     long tool_examples;        /* chat examples with tools or tool calls     */
+    long reasoning_examples;   /* chat examples with an assistant message that
+                                  reasons: a non-blank "reasoning_content", or
+                                  a "<think>...</think>" block with text in
+                                  its content (docs/data.md)                 */
 };
 
 /* "chat", "prompt-completion", "mixed", "preference", "reinforcement" ("" for empty): the

@@ -103,6 +103,8 @@ static double outside_block_params(const struct plan_model *m)
     double emb = (double)m->vocab * m->hidden;
     double head = m->tied ? 0 : emb;
     double norms = (2.0 * m->layers + 1.0) * m->hidden;
+    if (m->qk_norm) /* one q and one k scale of head_dim per layer */
+        norms += 2.0 * m->layers * q_dim(m) / m->heads;
     return emb + head + norms;
 }
 
@@ -271,6 +273,8 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     double kept = 2.0 * h + 2.0 + 2.0 * q + 2.0 * kv + m->heads + 2.0 * im + 7.0 * r;
     if (m->post_norms)
         kept += 2.0 * h + 2.0;
+    if (m->qk_norm)
+        kept += q + kv + m->heads + m->kv_heads;
     double scratch = 7.0 * h + 1.0 + 2.0 * q + 2.0 * kv + 4.0 * im + fmax(r, 1.0);
     double kept_all = kept * m->layers;
     if (m->experts > 0) { /* moe_acts_create (src/train/model/moe.c) */

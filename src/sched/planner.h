@@ -14,7 +14,8 @@
  *   activations   what the trainer allocates (model_acts_create in
  *                 src/train/model/model_pass.c), fp32, per token and layer
  *                 2h + 2 + 2qd + 2kd + heads + 2i + 7r (+ 2h + 2 with
- *                 Gemma 2's post norms), qd = heads*head_dim,
+ *                 Gemma 2's post norms, + qd + kd + heads + kv_heads
+ *                 with Qwen3's q/k norms), qd = heads*head_dim,
  *                 kd = kv_heads*head_dim; one layer's scratch per token
  *                 7h + 1 + 2qd + 2kd + 4i + r; a dequantisation buffer of
  *                 the largest projection (at least 8 MiB); and the
@@ -82,6 +83,7 @@ struct plan_model {
     bool post_norms;  /* Gemma 2: norms after attention and MLP too         */
     bool attn_softcap; /* Gemma 2: attention logits soft-capped             */
     bool final_softcap; /* Gemma 2: final logits soft-capped                */
+    bool qk_norm;     /* Qwen3: q and k kept before their per-head norm too */
     /* A mixture of experts (Qwen3-MoE): the MLP of its sparse layers is a
      * router over `experts` SwiGLU experts of width moe_intermediate, of
      * which each token goes through experts_used. params counts them all;

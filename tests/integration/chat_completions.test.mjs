@@ -197,6 +197,16 @@ describe('chat completions with the openai SDK', () => {
     assert.equal(listed.get(f.id).converted_from, 'alpaca');
     assert.equal(listed.get(g.id).format, 'chat');
     assert.equal(listed.get(g.id).converted_from, 'sharegpt');
+    // The upload's answer counts the examples that reason (docs/data.md).
+    assert.equal(f.reasoning_examples, 0);
+    const think = [
+      { messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', reasoning_content: 'Add them.', content: '4' }] },
+      { messages: [{ role: 'user', content: '3+3?' }, { role: 'assistant', content: '<think>\nAdd.\n</think>\n\n6' }] },
+      { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: '<think>\n\n</think>\n\nhello' }] },
+    ].map((l) => JSON.stringify(l)).join('\n');
+    const r = await client.files.create({ file: await toFile(Buffer.from(think), 'think.jsonl'), purpose: 'fine-tune' });
+    assert.equal(r.examples, 3);
+    assert.equal(r.reasoning_examples, 2);
     assert.equal(listed.get(g.id).object, 'file');
   });
 

@@ -10,28 +10,34 @@
 //    `alallo generate --model-dir` on it says the same (the merged folder
 //    carries the family: its config.json and Gemma's stored norm weights);
 //  * `alallo export ID --format peft` downloads the adapter.
+// The qwen3 model carries Qwen3's published chat template (the unit tests'
+// fixture): its fine-tuned model answers /v1/chat/completions on a prompt
+// laid out by that template.
 // And /v1/models shows the mixture of experts' active parameters beside
 // its total (docs/models.md, "Mixture of experts").
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { SAMPLE, Serve, run, tmpdir, waitFor } from './service_harness.mjs';
+import { ROOT, SAMPLE, Serve, run, tmpdir, waitFor } from './service_harness.mjs';
 
-const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'qwen3_moe'];
+const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'qwen3', 'qwen3_moe', 'smollm3'];
 const PROMPT = 'What a wonderful film';
 let s;
 let models;
 let fileId;
+let tok;
 const jobs = {};
 
 before(async () => {
   const dir = tmpdir('alallo-families-');
-  const tok = path.join(dir, 'tokenizer.json');
+  tok = path.join(dir, 'tokenizer.json');
   run(['tokenizer', 'train', '--input', SAMPLE, '--vocab-size', '400', '--out', tok]);
   models = path.join(dir, 'models');
   fs.mkdirSync(models);
   for (const f of FAMILIES) run(['model', 'init', '--family', f, '--tokenizer', tok, '--out', path.join(models, f)]);
+  const qwen3 = fs.readFileSync(path.join(ROOT, 'tests/unit/train/chat_templates/qwen3.jinja'), 'utf8');
+  fs.writeFileSync(path.join(models, 'qwen3', 'tokenizer_config.json'), JSON.stringify({ chat_template: qwen3, eos_token: '<|im_end|>' }));
   s = await Serve.start({ args: ['--models', models, '--local-worker', 'name=fam,cpus=2,mem=8G'] });
   const form = new FormData();
   form.append('purpose', 'fine-tune');
@@ -98,3 +104,15 @@ for (const f of FAMILIES) {
     assert.ok(fs.existsSync(path.join(out, 'peft', 'adapter_model.safetensors')));
   });
 }
+
+test('qwen3: /v1/chat/completions lays the conversation out with its template', async () => {
+  assert.ok(jobs.qwen3?.startsWith('ft:'), 'the job ran');
+  const messages = [{ role: 'user', content: PROMPT }];
+  const r = await s.call('POST', '/v1/chat/completions', { body: { model: jobs.qwen3, messages, max_tokens: 4, temperature: 0 } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.choices[0].message.role, 'assistant');
+  // the prompt is exactly what Qwen3's template writes for the question
+  const text = `<|im_start|>user\n${PROMPT}<|im_end|>\n<|im_start|>assistant\n`;
+  const ids = JSON.parse(run(['tokenizer', 'encode', '--tokenizer', tok, '--text', text]));
+  assert.equal(r.json.usage.prompt_tokens, ids.length);
+});

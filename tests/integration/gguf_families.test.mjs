@@ -2,7 +2,7 @@
 // the model runs in alallo.
 //
 // For each family of `alallo model init --family` (Llama 3 with its rotary
-// scaling, Qwen2, Mistral, Gemma, Gemma 2; docs/models.md) the test makes a
+// scaling, Qwen2, Mistral, Gemma, Gemma 2, Qwen3, SmolLM3; docs/models.md) the test makes a
 // tiny random model with weights large enough that attention, rotary
 // positions, norms and soft-caps decide the output, exports it with
 // `alallo export --format gguf --dtype f32`, and checks:
@@ -12,6 +12,8 @@
 //    a prompt equals `alallo generate --temperature 0` on the Hugging Face
 //    folder. alallo's forward pass is proven against PyTorch per family in
 //    tests/unit/train/test_model_torch.c, so this ties llama.cpp to it.
+// Then a SmolLM3 whose layers without positions are not llama.cpp's every
+// 4th is refused by name, no file written.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -36,6 +38,8 @@ const FAMILIES = {
   mistral: ['llama', ['output.weight']],
   gemma: ['gemma', []],
   gemma2: ['gemma2', ['blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight']],
+  qwen3: ['qwen3', ['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight']],
+  smollm3: ['smollm3', ['blk.3.attn_q.weight']],
 };
 
 let tokPath;
@@ -95,3 +99,20 @@ for (const [family, [arch, extra]] of Object.entries(FAMILIES)) {
     }
   });
 }
+
+// llama.cpp's smollm3 leaves the rotary positions out of every 4th layer
+// whatever the file says: another pattern is refused by name, not written.
+test('smollm3: a GGUF of other layers without positions is refused', () => {
+  const modelDir = path.join(dir, 'smollm3-other');
+  alallo(['model', 'init', '--family', 'smollm3', '--tokenizer', tokPath, '--out', modelDir]);
+  const cfgPath = path.join(modelDir, 'config.json');
+  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
+  cfg.no_rope_layers = [1, 0, 1, 1];
+  fs.writeFileSync(cfgPath, JSON.stringify(cfg));
+  const out = path.join(dir, 'smollm3-other.gguf');
+  assert.throws(
+    () => execFileSync(BIN, ['export', '--model-dir', modelDir, '--format', 'gguf', '--dtype', 'f32', '--out', out], { stdio: 'pipe' }),
+    (e) => /every 4th layer; this model's no_rope_layers differ \(layer 1\)/.test(e.stderr.toString()),
+  );
+  assert.ok(!fs.existsSync(out), 'nothing written');
+});

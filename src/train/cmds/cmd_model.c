@@ -5,18 +5,21 @@
  *   alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
- *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3_moe --tokenizer PATH
+ *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|qwen3_moe|smollm3
+ *                     --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
  *                      --final-softcap X --query-scalar X] [--experts N --experts-used K
  *                      --moe-intermediate N --sparse-step N --router-aux-coef X
- *                      --no-norm-topk --hidden N --layers N --heads N --kv-heads N
- *                      --head-dim N --max-pos N]
+ *                      --no-norm-topk] [--hidden N --layers N --heads N
+ *                      --kv-heads N --head-dim N --intermediate N --max-pos N]
  *
  * A family makes the tiny shape with that family's switches as its
  * published configs set them (model_config_family_tiny), so that tests can
  * run every family without fetching weights. The Gemma 2 options override
- * its soft-caps and score scale (tests use small caps, where tanh bends).
- * The qwen3_moe options set the experts and, for benchmarks, the shape.
+ * its soft-caps and score scale (tests use small caps, where tanh bends);
+ * the shape options give a family a real model's widths (bench/plan/rss.sh
+ * sets Qwen3-1.7B's at a reduced depth), its switches kept.
+ * The qwen3_moe options set the experts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +38,10 @@
 #define USAGE                                                                              \
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
-    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3_moe "         \
-    "--tokenizer PATH --out DIR [--seed S] [--init-std X] [--norm-std X]\n"
+    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|qwen3_moe|"     \
+    "smollm3 --tokenizer PATH --out DIR [--seed S] [--init-std X] [--norm-std X]\n"
 
-/* qwen3_moe's experts and shape; 0, or -1 after saying why. */
+/* qwen3_moe's experts; 0, or -1 after saying why. */
 static int moe_options(int argc, char **argv, struct model_config *c)
 {
     const char *cmd = "alallo model init";
@@ -46,16 +49,8 @@ static int moe_options(int argc, char **argv, struct model_config *c)
         cmd_int_opt(cmd, argc, argv, "--experts-used", 1, MOE_MAX_EXPERTS, &c->n_experts_used) ||
         cmd_int_opt(cmd, argc, argv, "--moe-intermediate", 1, 8 * MODEL_MAX_HIDDEN,
                     &c->moe_intermediate) ||
-        cmd_int_opt(cmd, argc, argv, "--sparse-step", 1, MODEL_MAX_LAYERS, &c->sparse_step) ||
-        cmd_int_opt(cmd, argc, argv, "--hidden", 8, MODEL_MAX_HIDDEN, &c->hidden) ||
-        cmd_int_opt(cmd, argc, argv, "--layers", 1, MODEL_MAX_LAYERS, &c->n_layers) ||
-        cmd_int_opt(cmd, argc, argv, "--heads", 1, 1024, &c->n_heads) ||
-        cmd_int_opt(cmd, argc, argv, "--kv-heads", 1, 1024, &c->n_kv_heads) ||
-        cmd_int_opt(cmd, argc, argv, "--head-dim", 2, 1024, &c->head_dim) ||
-        cmd_int_opt(cmd, argc, argv, "--max-pos", 8, 1 << 20, &c->max_pos))
+        cmd_int_opt(cmd, argc, argv, "--sparse-step", 1, MODEL_MAX_LAYERS, &c->sparse_step))
         return -1;
-    c->max_pos_config = c->max_pos;
-    c->query_scalar = (float)c->head_dim;
     const char *v = cmd_arg_value(argc, argv, "--router-aux-coef");
     if (v) {
         char *end;
@@ -68,7 +63,30 @@ static int moe_options(int argc, char **argv, struct model_config *c)
     }
     if (cmd_has_flag(argc, argv, "--no-norm-topk"))
         c->norm_topk_prob = 0;
-    char err[256];
+    return 0;
+}
+
+/* The shape options over a family's tiny shape; 0, or -1 (said). */
+static int family_shape(int argc, char **argv, struct model_config *c)
+{
+    static const char *const opt[] = {"--hidden", "--layers", "--heads", "--kv-heads",
+                                      "--head-dim", "--intermediate", "--max-pos"};
+    int *dst[] = {&c->hidden, &c->n_layers, &c->n_heads, &c->n_kv_heads,
+                  &c->head_dim, &c->intermediate, &c->max_pos};
+    static const long hi[] = {MODEL_MAX_HIDDEN, MODEL_MAX_LAYERS, 1024, 1024, 1024,
+                              8L * MODEL_MAX_HIDDEN, 1L << 20};
+    int had_layers = c->n_layers;
+    for (int i = 0; i < 7; i++)
+        if (cmd_int_opt("alallo model init", argc, argv, opt[i], 1, hi[i], dst[i]))
+            return -1;
+    if (cmd_arg_value(argc, argv, "--head-dim") && !cmd_arg_value(argc, argv, "--query-scalar"))
+        c->query_scalar = (float)c->head_dim;
+    if (cmd_arg_value(argc, argv, "--max-pos"))
+        c->max_pos_config = c->max_pos;
+    /* SmolLM3 leaves the positions out of every 4th layer, at any depth */
+    for (int l = 0; c->family == FAM_SMOLLM3 && c->n_layers != had_layers && l < c->n_layers; l++)
+        c->no_rope[l] = (l + 1) % 4 == 0;
+    char err[200];
     if (model_config_check(c, err, sizeof err)) {
         fprintf(stderr, "alallo model init: %s\n", err);
         return -1;
@@ -83,7 +101,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
     int fam = strcmp(name, "llama3") == 0 ? FAM_LLAMA : model_family_parse(name);
     if (fam < 0 || strcmp(name, "llama") == 0) {
         fprintf(stderr, "alallo model init: unknown family '%s' (llama3, qwen2, mistral, gemma, "
-                        "gemma2, qwen3_moe)\n", name);
+                        "gemma2, qwen3, qwen3_moe, smollm3)\n", name);
         return -1;
     }
     if (model_config_family_tiny(fam, vocab, c)) {
@@ -105,7 +123,9 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
         }
         *dst[i] = (float)x;
     }
-    return fam == FAM_QWEN3_MOE ? moe_options(argc, argv, c) : 0;
+    if (fam == FAM_QWEN3_MOE && moe_options(argc, argv, c))
+        return -1;
+    return family_shape(argc, argv, c);
 }
 
 static int model_init(int argc, char **argv)

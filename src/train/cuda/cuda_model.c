@@ -194,6 +194,18 @@ int cuda_model_check(const struct model *m, char *err, size_t errcap)
                  "with a 16-bit or a 4-bit base");
         return -1;
     }
+    if (m->cfg.qk_norm) {
+        snprintf(err, errcap, "the GPU trainer does not compute %s's q/k norms yet: train it on "
+                              "the CPU", model_family_name(m->cfg.family));
+        return -1;
+    }
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (m->cfg.no_rope[l]) {
+            snprintf(err, errcap, "the GPU trainer does not leave the rotary positions out of "
+                                  "%s's layers yet: train it on the CPU",
+                     model_family_name(m->cfg.family));
+            return -1;
+        }
     if (m->cfg.head_dim > 256) {
         snprintf(err, errcap, "the GPU attention takes head dimensions up to 256, not %d",
                  m->cfg.head_dim);

@@ -45,7 +45,8 @@ struct cuda_model;
 struct cuda_acts;
 
 /* 0 when the GPU pass computes model m; -1 with a sentence naming what it
- * does not (a frozen fp32 base, a head dimension over 256). */
+ * does not (a frozen fp32 base, a head dimension over 256, Qwen3's q/k
+ * norms, SmolLM3's layers without rotary positions). */
 int cuda_model_check(const struct model *m, char *err, size_t errcap);
 
 /* Copies model m to the device: every block, the NF4 arrays, the rotary

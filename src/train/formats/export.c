@@ -188,6 +188,8 @@ static const char *gguf_arch(const struct model_config *c)
     case FAM_QWEN2: return "qwen2";
     case FAM_GEMMA: return "gemma";
     case FAM_GEMMA2: return "gemma2";
+    case FAM_QWEN3: return "qwen3";
+    case FAM_SMOLLM3: return "smollm3";
     default: return "llama";
     }
 }
@@ -206,15 +208,16 @@ static float gemma2_q_mul(const struct model_config *c)
 /* Fills *out (malloc'd) with the tensors of cfg, in GGUF's usual order. */
 static int want_list(const struct model_config *c, struct want **out, size_t *n)
 {
-    size_t cap = 4 + (size_t)c->n_layers * (14 + 1 + MOE_PROJ_COUNT * (size_t)c->n_experts), k = 0;
+    size_t cap = 4 + (size_t)c->n_layers * (16 + 1 + MOE_PROJ_COUNT * (size_t)c->n_experts), k = 0;
     struct want *w = calloc(cap, sizeof *w);
     if (!w)
         return -1;
     int64_t C = c->hidden, I = c->intermediate, V = c->vocab;
     int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
     float na = c->norm_plus_one ? 1.0f : 0.0f;
-    /* llama.cpp's Llama reorders q/k rows; its Qwen2 and Gemma do not */
-    int perm = strcmp(gguf_arch(c), "llama") == 0;
+    /* llama.cpp's Llama (and SmolLM3, converted as Llama) reorders q/k rows;
+     * its Qwen2, Qwen3 and Gemma do not */
+    int perm = strcmp(gguf_arch(c), "llama") == 0 || c->family == FAM_SMOLLM3;
 #define WANT(HF, GG, R, COLS, PERM, ADD, MUL)                                                  \
     do {                                                                                       \
         snprintf(w[k].hf, sizeof w[k].hf, "%s", HF);                                            \
@@ -236,7 +239,7 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
             int64_t rows, cols;
             int perm;
             float add, mul;
-        } parts[14];
+        } parts[16];
         int np = 0;
 #define PART(H, G, R, CO, P, A, M) parts[np++] = (__typeof__(parts[0])){H, G, R, CO, P, A, M}
         PART("input_layernorm.weight", "attn_norm.weight", C, 0, 0, na, 1.0f);
@@ -245,6 +248,10 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
         PART("self_attn.k_proj.weight", "attn_k.weight", kv, C, perm ? c->n_kv_heads : 0, 0.0f,
              1.0f);
         PART("self_attn.v_proj.weight", "attn_v.weight", kv, C, 0, 0.0f, 1.0f);
+        if (c->qk_norm) {
+            PART("self_attn.q_norm.weight", "attn_q_norm.weight", c->head_dim, 0, 0, na, 1.0f);
+            PART("self_attn.k_norm.weight", "attn_k_norm.weight", c->head_dim, 0, 0, na, 1.0f);
+        }
         PART("self_attn.o_proj.weight", "attn_output.weight", C, q, 0, 0.0f, 1.0f);
         if (c->post_norms) {
             PART("post_attention_layernorm.weight", "post_attention_norm.weight", C, 0, 0, na,
@@ -904,6 +911,16 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     if (hf_open(model_dir, &m, err, errcap) < 0)
         return -1;
     const struct model_config *c = &m.cfg;
+    for (int l = 0; c->family == FAM_SMOLLM3 && l < c->n_layers; l++)
+        if (c->no_rope[l] != ((l + 1) % 4 == 0)) {
+            text_error(err, errcap,
+                       "%s: llama.cpp's smollm3 leaves the rotary positions out of every 4th "
+                       "layer; this model's no_rope_layers differ (layer %d), so its GGUF would "
+                       "not compute as it does",
+                       model_dir, l);
+            hf_close(&m);
+            return -1;
+        }
     int rc = -1;
     if (c->n_experts > 0) { /* docs/models.md: GGUF of a mixture of experts */
         text_error(err, errcap, "GGUF export of %s (a mixture of experts) is not supported "

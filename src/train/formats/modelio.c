@@ -98,19 +98,12 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
     m = model_create(&cfg, opts, err, errcap);
     if (!m)
         goto fail;
-    /* Qwen3's per-head q/k norms are not in this pass yet: a checkpoint
-     * that has them is refused, never computed without them */
-    for (int f = 0; f < ns && cfg.family == FAM_QWEN3_MOE; f++)
-        if (st_find(files[f], "model.layers.0.self_attn.q_norm.weight")) {
-            snprintf(err, errcap, "%s: q_norm/k_norm (Qwen3's per-head norms) are not "
-                                  "supported yet", dir);
-            goto fail;
-        }
     for (int i = 0; i < m->n_tensors; i++) {
         const struct model_tensor *mt = &m->tensors[i];
         const struct st_tensor *t = NULL;
-        for (int f = 0; f < ns && !t; f++)
-            t = st_find(files[f], mt->name);
+        int from = 0;
+        for (; from < ns && !t; from++)
+            t = st_find(files[from], mt->name);
         if (!t) {
             snprintf(err, errcap, "%s: missing tensor %s", dir, mt->name);
             goto fail;
@@ -132,6 +125,9 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
             snprintf(err, errcap, "out of memory loading %s", mt->name);
             goto fail;
         }
+        /* read once: its pages of the file need not stay resident (the
+         * planner counts the weights as the model holds them, not twice) */
+        st_release(files[from - 1], t);
     }
     for (int i = 0; i < ns; i++) {
         st_close(files[i]);

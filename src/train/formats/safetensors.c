@@ -626,3 +626,18 @@ int st_write(const char *path, const struct st_tensor *tensors, size_t n,
     fs_sync_parent(path);
     return 0;
 }
+
+void st_release(const struct st_file *f, const struct st_tensor *t)
+{
+    if (!f || !f->map || !t->nbytes)
+        return;
+    uintptr_t lo = (uintptr_t)f->map, hi = lo + f->map_len;
+    uintptr_t a = (uintptr_t)t->data, b = a + t->nbytes;
+    if (a < lo || b > hi)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    a = (a + page - 1) / page * page; /* pages the tensor holds alone */
+    b = b / page * page;
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}

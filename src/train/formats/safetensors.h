@@ -41,6 +41,12 @@ void st_close(struct st_file *f); /* NULL is fine */
 size_t st_count(const struct st_file *f);
 const struct st_tensor *st_at(const struct st_file *f, size_t i);
 const struct st_tensor *st_find(const struct st_file *f, const char *name); /* NULL if absent */
+/* Gives back the memory of the whole pages of the mapping that tensor t of
+ * f (opened by st_open) lies on alone, once the caller has read it: a
+ * loader that reads each tensor once then holds one tensor of the file at a
+ * time, not the whole file (t->data stays readable, from the file again).
+ * Nothing for a file st_parse made. */
+void st_release(const struct st_file *f, const struct st_tensor *t);
 /* A "__metadata__" string value, or NULL. */
 const char *st_metadata(const struct st_file *f, const char *key);
 

@@ -107,22 +107,35 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap)
     return moe_config_check(c, err, errcap);
 }
 
-static const char *const family_names[FAM_COUNT] = {"llama", "mistral", "qwen2", "gemma",
-                                                     "gemma2", "qwen3_moe"};
-static const char *const family_archs[FAM_COUNT] = {
-    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GemmaForCausalLM",
-    "Gemma2ForCausalLM", "Qwen3MoeForCausalLM",
+/* Each family as data: Hugging Face's model_type and architecture class,
+ * and the switches its published definition fixes whatever config.json
+ * says (Qwen2's q/k/v biases, Qwen3's q/k norms). A family that shares
+ * another's attention (a mixture of experts over Qwen3's) sets its row
+ * alike; the keys a config does state are read by model_config_parse. */
+static const struct family_desc {
+    const char *type, *arch;
+    int qkv_bias, qk_norm;
+    int no_rope_keys; /* reads no_rope_layers / no_rope_layer_interval */
+} families[FAM_COUNT] = {
+    [FAM_LLAMA] = {"llama", "LlamaForCausalLM", 0, 0},
+    [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", 0, 0},
+    [FAM_QWEN2] = {"qwen2", "Qwen2ForCausalLM", 1, 0},
+    [FAM_GEMMA] = {"gemma", "GemmaForCausalLM", 0, 0},
+    [FAM_GEMMA2] = {"gemma2", "Gemma2ForCausalLM", 0, 0},
+    [FAM_QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM", 0, 1, 0},
+    [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", 0, 1},
+    [FAM_SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM", 0, 0, 1},
 };
 
 const char *model_family_name(int family)
 {
-    return family >= 0 && family < FAM_COUNT ? family_names[family] : NULL;
+    return family >= 0 && family < FAM_COUNT ? families[family].type : NULL;
 }
 
 int model_family_parse(const char *name)
 {
     for (int f = 0; f < FAM_COUNT; f++)
-        if (strcmp(name, family_names[f]) == 0)
+        if (strcmp(name, families[f].type) == 0)
             return f;
     return -1;
 }
@@ -183,7 +196,7 @@ static int parse_activation(json_t *o, struct model_config *c, char *err, size_t
         if (act && strcmp(act, "silu") != 0) {
             snprintf(err, errcap,
                      "config.json: %s \"%.40s\" is not supported for %s (silu only)", key, act,
-                     family_names[c->family]);
+                     families[c->family].type);
             return -1;
         }
         return 0;
@@ -192,7 +205,7 @@ static int parse_activation(json_t *o, struct model_config *c, char *err, size_t
     if (act && strcmp(act, "gelu_pytorch_tanh") != 0 && strcmp(act, "gelu") != 0) {
         snprintf(err, errcap,
                  "config.json: %s \"%.40s\" is not supported for %s (gelu_pytorch_tanh only)",
-                 key, act, family_names[c->family]);
+                 key, act, families[c->family].type);
         return -1;
     }
     c->gelu = 1;
@@ -205,7 +218,7 @@ static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errc
     json_t *tie = json_object_get(o, "tie_word_embeddings");
     if (json_is_false(tie)) {
         snprintf(err, errcap, "config.json: tie_word_embeddings false is not supported for %s "
-                              "(its head is the embedding)", family_names[c->family]);
+                              "(its head is the embedding)", families[c->family].type);
         return -1;
     }
     c->tied = 1;
@@ -228,6 +241,40 @@ static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errc
     c->final_softcap = (float)fcap;
     c->query_scalar = (float)qs;
     return 0;
+}
+
+/* SmolLM3's layers without rotary positions: no_rope_layers lists 1 (rotary)
+ * or 0 (none) for each layer; without it every no_rope_layer_interval-th
+ * layer (default 4) has none, as the family's config class derives it. */
+static int parse_no_rope(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    json_t *list = json_object_get(o, "no_rope_layers");
+    if (list && !json_is_null(list)) {
+        if (!json_is_array(list) || json_array_size(list) != (size_t)c->n_layers)
+            goto bad_list;
+        for (int l = 0; l < c->n_layers; l++) {
+            json_t *v = json_array_get(list, (size_t)l);
+            if (!json_is_integer(v) || (json_integer_value(v) != 0 && json_integer_value(v) != 1))
+                goto bad_list;
+            c->no_rope[l] = json_integer_value(v) == 0;
+        }
+        return 0;
+    }
+    long every;
+    if (get_int(o, "no_rope_layer_interval", 4, &every, err, errcap))
+        return -1;
+    if (every < 1) {
+        snprintf(err, errcap, "config.json: no_rope_layer_interval must be positive");
+        return -1;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        c->no_rope[l] = (l + 1) % every == 0;
+    return 0;
+bad_list:
+    snprintf(err, errcap,
+             "config.json: no_rope_layers must list 1 (rotary) or 0 (none) for each of the %d "
+             "layers", c->n_layers);
+    return -1;
 }
 
 /* sliding_window: kept, and the context capped to it (docs/models.md). */
@@ -267,7 +314,7 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     if (c->family < 0) {
         snprintf(err, errcap,
                  "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
-                 "gemma, gemma2, qwen3_moe)",
+                 "gemma, gemma2, qwen3, qwen3_moe, smollm3)",
                  type);
         goto out;
     }
@@ -313,8 +360,11 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     c->eos_id = eos >= 0 && eos < vocab ? (int)eos : -1;
     /* Hugging Face's Llama default is untied; most small models tie. */
     c->tied = json_is_true(json_object_get(o, "tie_word_embeddings"));
-    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) || c->family == FAM_QWEN2;
-    if (parse_window(o, c, err, errcap))
+    c->qkv_bias = json_is_true(json_object_get(o, "attention_bias")) ||
+                  families[c->family].qkv_bias;
+    c->qk_norm = families[c->family].qk_norm;
+    if (parse_window(o, c, err, errcap) ||
+        (families[c->family].no_rope_keys && parse_no_rope(o, c, err, errcap)))
         goto out;
     if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
         goto out;
@@ -368,8 +418,8 @@ char *model_config_to_json(const struct model_config *c)
         return NULL;
     int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
     const char *act = c->gelu ? "gelu_pytorch_tanh" : "silu";
-    json_object_set_new(o, "architectures", json_pack("[s]", family_archs[c->family]));
-    json_object_set_new(o, "model_type", json_string(family_names[c->family]));
+    json_object_set_new(o, "architectures", json_pack("[s]", families[c->family].arch));
+    json_object_set_new(o, "model_type", json_string(families[c->family].type));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden));
     json_object_set_new(o, "intermediate_size", json_integer(c->intermediate));
     json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
@@ -401,6 +451,12 @@ char *model_config_to_json(const struct model_config *c)
         json_object_set_new(o, "rope_scaling", json_null());
     if (c->sliding_window > 0)
         json_object_set_new(o, "sliding_window", json_integer(c->sliding_window));
+    if (families[c->family].no_rope_keys) {
+        json_t *nr = json_array();
+        for (int l = 0; l < c->n_layers; l++)
+            json_array_append_new(nr, json_integer(!c->no_rope[l]));
+        json_object_set_new(o, "no_rope_layers", nr);
+    }
     if (c->family == FAM_GEMMA2) {
         json_object_set_new(o, "query_pre_attn_scalar", json_real(float_short(c->query_scalar)));
         json_object_set_new(o, "attn_logit_softcapping",
@@ -478,6 +534,18 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
         c->rope_theta = 1000000.0f;
         c->rms_eps = 1e-6f;
         break;
+    case FAM_SMOLLM3: /* 4 layers: the last has no rotary positions, as every 4th of 3B's */
+        c->n_layers = 4;
+        c->no_rope[3] = 1;
+        c->rope_theta = 5000000.0f;
+        c->rms_eps = 1e-6f;
+        break;
+    case FAM_QWEN3: /* q/k norms, no biases, heads wider than hidden/heads (as 0.6B's) */
+        c->qk_norm = 1;
+        c->head_dim = 32;
+        c->rope_theta = 1000000.0f;
+        c->rms_eps = 1e-6f;
+        break;
     case FAM_QWEN3_MOE: /* below */
         break;
     default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
@@ -488,6 +556,7 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
         break;
     }
     if (family == FAM_QWEN3_MOE) { /* Qwen3-30B-A3B's layout, scaled down */
+        c->qk_norm = 1; /* Qwen3's attention */
         c->head_dim = 32;
         c->rope_theta = 1000000.0f;
         c->rms_eps = 1e-6f;
@@ -565,6 +634,8 @@ static size_t config_params(const struct model_config *c, int active)
     n += (size_t)c->n_layers * (c->post_norms ? 4 : 2) * c->hidden;
     if (c->qkv_bias)
         n += (size_t)c->n_layers * (size_t)(c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+    if (c->qk_norm)
+        n += (size_t)c->n_layers * 2 * c->head_dim;
     return n;
 }
 
@@ -693,6 +764,10 @@ static void layout(struct model *m, struct layout *y)
             for (int p = PROJ_Q; p <= PROJ_V; p++)
                 place_vector(m, y, &L->proj[p].bias, &L->proj[p].dbias,
                              (size_t)L->proj[p].out);
+        if (c->qk_norm) {
+            place_vector(m, y, &L->qn, &L->dqn, (size_t)c->head_dim);
+            place_vector(m, y, &L->kn, &L->dkn, (size_t)c->head_dim);
+        }
     }
     place_vector(m, y, &m->norm_f, &m->dnorm_f, (size_t)c->hidden);
 }
@@ -725,7 +800,7 @@ static void add_tensor(struct model *m, const char *name, int rows, int cols, in
 static int build_tensor_table(struct model *m)
 {
     const struct model_config *c = &m->cfg;
-    int cap = 3 + c->n_layers * (14 + 1 + MOE_PROJ_COUNT * c->n_experts);
+    int cap = 3 + c->n_layers * (16 + 1 + MOE_PROJ_COUNT * c->n_experts);
     m->tensors = calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors)
         return -1;
@@ -746,6 +821,12 @@ static int build_tensor_table(struct model *m)
                 snprintf(name, sizeof name, "model.layers.%d.%s.%s.bias", l, part,
                          proj_names[p]);
                 add_tensor(m, name, 1, ln->out, 1, NULL, ln->bias);
+            }
+            if (p == PROJ_K && L->qn) {
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l);
+                add_tensor(m, name, 1, c->head_dim, 1, NULL, L->qn);
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
+                add_tensor(m, name, 1, c->head_dim, 1, NULL, L->kn);
             }
             if (p == PROJ_O && c->post_norms) {
                 /* Gemma 2 names its norm after attention as Llama names the
@@ -860,13 +941,16 @@ struct model *model_create(const struct model_config *cfg, const struct model_op
         m->head = m->embed;
     if (build_tensor_table(m))
         goto oom;
-    for (int l = 0; l < cfg->n_layers; l++)
+    for (int l = 0; l < cfg->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
         for (int c = 0; c < cfg->hidden; c++) {
-            struct model_layer *L = &m->layers[l];
             L->ln1[c] = L->ln2[c] = 1.0f;
             if (L->ln3)
                 L->ln3[c] = L->ln4[c] = 1.0f;
         }
+        for (int d = 0; L->qn && d < cfg->head_dim; d++)
+            L->qn[d] = L->kn[d] = 1.0f;
+    }
     for (int c = 0; c < cfg->hidden; c++)
         m->norm_f[c] = 1.0f;
     if (model_rope_ensure(m, cfg->max_pos < 4096 ? cfg->max_pos : 4096))

@@ -9,7 +9,10 @@
  * config: Llama 3's rotary frequency scaling, Qwen2's q/k/v biases, and
  * Gemma's GeGLU (GELU-tanh), embeddings scaled by sqrt(hidden), norms that
  * scale by (1 + weight) and, for Gemma 2, norms after attention and after
- * the MLP and tanh soft-capping of attention scores and logits.
+ * the MLP and tanh soft-capping of attention scores and logits; Qwen3's
+ * RMSNorm of each head of q and of k before the rotation (q_norm, k_norm,
+ * one scale of head_dim per layer, shared by the heads); SmolLM3's layers
+ * without rotary positions (no_rope_layers).
  * A Gemma norm is held as its effective scale (1 + the stored weight):
  * loading adds the tensor's `offset`, reading back subtracts it, so the
  * pass, the gradients and llama.cpp all see the plain RMSNorm scale.
@@ -42,8 +45,17 @@ struct moe_layer;
 #define MODEL_MAX_VOCAB 1048576
 
 /* Hugging Face's model_type values alallo reads. */
-enum model_family { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_GEMMA, FAM_GEMMA2, FAM_QWEN3_MOE,
-                    FAM_COUNT };
+enum model_family {
+    FAM_LLAMA,
+    FAM_MISTRAL,
+    FAM_QWEN2,
+    FAM_GEMMA,
+    FAM_GEMMA2,
+    FAM_QWEN3_MOE,
+    FAM_QWEN3,
+    FAM_SMOLLM3,
+    FAM_COUNT
+};
 
 struct model_config {
     int family;        /* enum model_family */
@@ -72,6 +84,8 @@ struct model_config {
     float final_softcap;  /* logits likewise; 0 = none */
     int sliding_window;   /* as in config.json; 0 = none. max_pos is capped to it */
     int max_pos_config;   /* max_position_embeddings as written (max_pos may be less) */
+    int qk_norm;          /* Qwen3: RMSNorm of each q and k head before the rotation */
+    uint8_t no_rope[MODEL_MAX_LAYERS]; /* SmolLM3: 1 = layer l has no rotary positions */
     /* mixture of experts (Qwen3-MoE, train/model/moe.h); n_experts 0 = dense */
     int n_experts;        /* num_experts (E) */
     int n_experts_used;   /* num_experts_per_tok (k) */
@@ -96,7 +110,7 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c /* OU
 void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
 
 /* Parses a Hugging Face config.json text: model_type llama (also when
- * absent), mistral, qwen2, gemma or gemma2. Refuses, naming the key, what
+ * absent), mistral, qwen2, gemma, gemma2, qwen3 or smollm3. Refuses, naming the key, what
  * the pass does not compute: other model types, rope_scaling other than
  * llama3, activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
@@ -144,6 +158,8 @@ struct model_layer {
     float *dln1, *dln2;     /* gradients, NULL when frozen */
     float *ln3, *ln4;       /* (C) Gemma 2: after attention, after the MLP; else NULL */
     float *dln3, *dln4;
+    float *qn, *kn;         /* (hd) Qwen3: q_norm and k_norm, each head's scale; else NULL */
+    float *dqn, *dkn;
     struct linear proj[PROJ_COUNT]; /* a sparse layer's gate/up/down are empty (0 x 0) */
     struct moe_layer *moe;  /* the experts of a sparse layer (moe.h), else NULL */
 };

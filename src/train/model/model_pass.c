@@ -5,9 +5,10 @@
  * layer and after attention, both RMSNorm scales, q/k (after rotation), v,
  * the attention output and each score row's log-sum-exp, the MLP gate and up projections,
  * and the LoRA products x A^T (a sparse layer's routing and its experts'
- * gate and up outputs are kept by moe.c instead of the MLP's). The
- * normalized inputs and the SwiGLU output
- * are cheap to recompute and are not kept, to save memory.
+ * gate and up outputs are kept by moe.c instead of the MLP's); with
+ * Qwen3's q/k norms also q and k as projected (before the norm) and each
+ * head's RMSNorm scale. The normalized inputs and the SwiGLU output are
+ * cheap to recompute and are not kept, to save memory.
  *
  * The output head is fused with the loss: logits exist only for rows that
  * have a target, a block of rows at a time, and are turned into their
@@ -45,6 +46,8 @@ struct model_acts {
     float *pa, *pf;         /* Gemma 2 (L, N, C): attention and MLP outputs before their norms */
     float *rstd3, *rstd4;   /* Gemma 2 (L, N) */
     float *capped;          /* (head_rows, V) soft-capped logits, when the family caps */
+    float *qp, *kp;         /* q/k norms (L, N, qd) (L, N, kd): q and k before their norm */
+    float *rstdq, *rstdk;   /* q/k norms (L, N*H) (L, N*KV) */
     float *xa;              /* (L, PROJ_COUNT, N, r) LoRA products */
     float *lnf, *rstdf;     /* (N, C), (N) */
     /* scratch, one layer at a time */
@@ -80,7 +83,7 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
     size_t r = m->opts.full ? 0 : (size_t)m->opts.lora_r;
     /* the dense MLP's kept g and u: none when every layer is sparse */
     size_t Ld = moe_sparse_layers(c) == c->n_layers ? 0 : L;
-    size_t pn = c->post_norms ? 1 : 0;
+    size_t pn = c->post_norms ? 1 : 0, qn = c->qk_norm ? 1 : 0;
     size_t hr = HEAD_MAX_FLOATS / V;
     if (hr < 16)
         hr = 16;
@@ -111,13 +114,16 @@ struct model_acts *model_acts_create(const struct model *m, int B, int T)
         deq, N * (r > 0 ? r : 1),                        /* ls.deq ls.tmp */
         L * N * C * pn, L * N * C * pn, L * N * pn, L * N * pn, /* pa pf rstd3 rstd4 */
         c->final_softcap > 0.0f ? hr * V : 0,            /* capped */
+        L * N * qd * qn, L * N * kd * qn,                /* qp kp */
+        L * N * c->n_heads * qn, L * N * c->n_kv_heads * qn, /* rstdq rstdk */
     };
     float **dst[] = {
         &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
         &a->g, &a->u, &a->xa, &a->lnf, &a->rstdf, &a->ln, &a->tmp, &a->dres, &a->dres2,
         &a->dln, &a->dq, &a->dao, &a->dk, &a->dv, &a->hbuf, &a->dg, &a->du, &a->dh,
         &a->logits, &a->xc, &a->dxc, &a->ls.deq, &a->ls.tmp,
-        &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->capped,
+        &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->capped, &a->qp, &a->kp, &a->rstdq,
+        &a->rstdk,
     };
     size_t total = 0, n = sizeof sizes / sizeof sizes[0];
     for (size_t i = 0; i < n; i++)
@@ -228,6 +234,7 @@ size_t model_count_targets(const uint8_t *mask, int B, int T)
 struct layer_acts {
     float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
     float *pa, *pf, *rstd3, *rstd4; /* NULL without post norms */
+    float *qp, *kp, *rstdq, *rstdk; /* NULL without q/k norms */
     float *xa[PROJ_COUNT];
 };
 
@@ -256,6 +263,11 @@ static void layer_view(const struct model *m, const struct model_acts *a, int l,
     la->pf = pn ? a->pf + (size_t)l * N * C : NULL;
     la->rstd3 = pn ? a->rstd3 + (size_t)l * N : NULL;
     la->rstd4 = pn ? a->rstd4 + (size_t)l * N : NULL;
+    int qn = c->qk_norm;
+    la->qp = qn ? a->qp + (size_t)l * N * qd : NULL;
+    la->kp = qn ? a->kp + (size_t)l * N * kd : NULL;
+    la->rstdq = qn ? a->rstdq + (size_t)l * N * c->n_heads : NULL;
+    la->rstdk = qn ? a->rstdk + (size_t)l * N * c->n_kv_heads : NULL;
     for (int p = 0; p < PROJ_COUNT; p++)
         la->xa[p] = r ? a->xa + ((size_t)l * PROJ_COUNT + p) * N * r : NULL;
 }
@@ -271,11 +283,19 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, const in
     size_t NC = (size_t)N * C;
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
     ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
-    linear_forward(&L->proj[PROJ_Q], s.q, a->ln, N, s.xa[PROJ_Q], proj_scratch(a, l, PROJ_Q));
-    linear_forward(&L->proj[PROJ_K], s.k, a->ln, N, s.xa[PROJ_K], proj_scratch(a, l, PROJ_K));
+    /* with q/k norms the projections land in qp/kp, normalized per head into q/k */
+    float *qo = s.qp ? s.qp : s.q, *ko = s.kp ? s.kp : s.k;
+    linear_forward(&L->proj[PROJ_Q], qo, a->ln, N, s.xa[PROJ_Q], proj_scratch(a, l, PROJ_Q));
+    linear_forward(&L->proj[PROJ_K], ko, a->ln, N, s.xa[PROJ_K], proj_scratch(a, l, PROJ_K));
     linear_forward(&L->proj[PROJ_V], s.v, a->ln, N, s.xa[PROJ_V], proj_scratch(a, l, PROJ_V));
-    ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
-    ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    if (s.qp) {
+        ops_rmsnorm_forward(s.q, s.rstdq, s.qp, L->qn, N * H, hd, c->rms_eps);
+        ops_rmsnorm_forward(s.k, s.rstdk, s.kp, L->kn, N * KV, hd, c->rms_eps);
+    }
+    if (!c->no_rope[l]) {
+        ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+        ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    }
     ops_attention_forward_seg(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd,
                               model_attn_scale(c), c->attn_softcap);
     /* Gemma 2 normalizes the block's output (ln3) before the residual add */
@@ -383,8 +403,18 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
     memset(a->dv, 0, Nk * sizeof(float));
     ops_attention_backward_seg(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, seg, B, T, H,
                                KV, hd, model_attn_scale(c), c->attn_softcap);
-    ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
-    ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    if (!c->no_rope[l]) {
+        ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
+        ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+    }
+    if (s.qp) { /* through each head's norm, by way of a->dao (free now; kd <= qd) */
+        memset(a->dao, 0, Nq * sizeof(float));
+        ops_rmsnorm_backward(a->dao, L->dqn, a->dq, s.qp, L->qn, s.rstdq, N * H, hd);
+        memcpy(a->dq, a->dao, Nq * sizeof(float));
+        memset(a->dao, 0, Nk * sizeof(float));
+        ops_rmsnorm_backward(a->dao, L->dkn, a->dk, s.kp, L->kn, s.rstdk, N * KV, hd);
+        memcpy(a->dk, a->dao, Nk * sizeof(float));
+    }
     ops_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);
     float *dln = need_dx ? a->dln : NULL;
     if (dln)

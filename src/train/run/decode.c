@@ -44,7 +44,8 @@ struct decode_work {
     const struct model *m; /* the model the sizes are for */
     int rows, seqs, ctx, r;
     int32_t *ids;                      /* (rows) */
-    float *x, *ln, *q, *kt, *vt, *ao, *tmp, *rstd; /* (rows, ...) */
+    float *x, *ln, *q, *kt, *vt, *ao, *tmp; /* (rows, ...) */
+    float *rstd; /* (rows, heads): a row's scale, or each head's (Qwen3's q/k norms) */
     float *g, *u, *h;                  /* (rows, I) */
     float *xa, *att;                   /* (rows, r); (ctx) */
     float *last, *lnl;                 /* (seqs, C) */
@@ -90,7 +91,7 @@ static int work_fit(struct decode_work *w, const struct model *m, int rows, int 
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate, R = (size_t)r;
     int widest = c->intermediate > c->moe_intermediate ? c->intermediate : c->moe_intermediate;
-    size_t sizes[] = {N * C, N * C, N * qd, N * kd, N * kd, N * qd, N * C, N,
+    size_t sizes[] = {N * C, N * C, N * qd, N * kd, N * kd, N * qd, N * C, N * (size_t)c->n_heads,
                       N * F, N * F, N * F, N * R, (size_t)ctx, S * C, S * C,
                       linear_scratch_floats(widest),
                       N * R};
@@ -301,12 +302,18 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
         project(m, w, l, PROJ_Q, w->q, w->ln, seqs, n_seq, rows);
         project(m, w, l, PROJ_K, w->kt, w->ln, seqs, n_seq, rows);
         project(m, w, l, PROJ_V, w->vt, w->ln, seqs, n_seq, rows);
+        if (L->qn) { /* Qwen3: each head of q and k normalized before the rotation */
+            ops_rmsnorm_forward(w->q, w->rstd, w->q, L->qn, rows * H, hd, c->rms_eps);
+            ops_rmsnorm_forward(w->kt, w->rstd, w->kt, L->kn, rows * KV, hd, c->rms_eps);
+        }
         for (int s = 0, row0 = 0; s < n_seq; row0 += seqs[s].n, s++) {
             struct kv_cache *kv = seqs[s].kv;
             int n = seqs[s].n, p0 = kv->len;
             float *q = w->q + (size_t)row0 * qd, *k = w->kt + (size_t)row0 * kd;
-            ops_rope_forward(q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
-            ops_rope_forward(k, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+            if (!c->no_rope[l]) { /* SmolLM3's layers without positions skip it */
+                ops_rope_forward(q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
+                ops_rope_forward(k, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+            }
             size_t at = ((size_t)l * kv->cap + (size_t)p0) * kd;
             memcpy(kv->k + at, k, sizeof(float) * (size_t)n * kd);
             memcpy(kv->v + at, w->vt + (size_t)row0 * kd, sizeof(float) * (size_t)n * kd);

@@ -1,6 +1,7 @@
 /* adapter.c - a LoRA adapter apart from its base (see adapter.h). */
 #include "train/serve/adapter.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,6 +11,13 @@ static struct linear *adapter_at(void *ctx, int layer, int proj)
 {
     struct decode_adapter *d = ctx;
     return &d->lin[layer * PROJ_COUNT + proj];
+}
+
+/* Whether projection p of layer l carries the adapter: a target, and not
+ * the empty MLP of a sparse layer (its experts carry none, docs/models.md). */
+static bool adapted(const struct model *base, const struct model_opts *o, int l, int p)
+{
+    return (o->lora_targets & (1u << p)) && base->layers[l].proj[p].out > 0;
 }
 
 struct serve_adapter *serve_adapter_load(const struct model *base, const char *dir, char *err,
@@ -24,7 +32,7 @@ struct serve_adapter *serve_adapter_load(const struct model *base, const char *d
     size_t floats = 0;
     for (int l = 0; lin && l < L; l++)
         for (int p = 0; p < PROJ_COUNT; p++)
-            if (o.lora_targets & (1u << p)) {
+            if (adapted(base, &o, l, p)) {
                 const struct linear *b = &base->layers[l].proj[p];
                 floats += (size_t)o.lora_r * (size_t)(b->in + b->out);
             }
@@ -39,7 +47,7 @@ struct serve_adapter *serve_adapter_load(const struct model *base, const char *d
     size_t off = 0;
     for (int l = 0; l < L; l++)
         for (int p = 0; p < PROJ_COUNT; p++) {
-            if (!(o.lora_targets & (1u << p)))
+            if (!adapted(base, &o, l, p))
                 continue;
             const struct linear *b = &base->layers[l].proj[p];
             struct linear *x = &lin[l * PROJ_COUNT + p];

@@ -226,6 +226,64 @@ struct span {
     size_t lo, hi;
 };
 
+/* Moves *s past leading white space; the length left without the trailing. */
+static size_t trim(const char **s, size_t n)
+{
+    while (n && strchr(" \n\t\r", **s)) {
+        (*s)++;
+        n--;
+    }
+    while (n && strchr(" \n\t\r", (*s)[n - 1]))
+        n--;
+    return n;
+}
+
+/* The last place `full` holds the n bytes of `anchor`, or NULL. */
+static const char *last_in(const char *full, size_t fn, const char *anchor, size_t n)
+{
+    const char *last = NULL;
+    for (const char *h = n ? memmem(full, fn, anchor, n) : NULL; h;
+         h = memmem(h + 1, fn - (size_t)(h + 1 - full), anchor, n))
+        last = h;
+    return last;
+}
+
+/* Where an assistant turn the whole conversation writes differently from
+ * F (the conversation up to it) is found: from the message's content, as
+ * given, trimmed of white space, or (reasoning inline, "<think>...</think>
+ * answer") its answer after the last "</think>" less leading newlines,
+ * which is all a template that drops the reasoning of earlier turns keeps
+ * (Qwen3), to the end of F. Tries each in `all` from `from`; the hit, its
+ * length in *len, or NULL. */
+static const char *find_by_content(const json_t *msg, const char *full, size_t fn,
+                                   const char *all, size_t all_len, size_t from, size_t *len)
+{
+    const char *c = json_string_value(json_object_get(msg, "content"));
+    if (!c || from > all_len)
+        return NULL;
+    const char *anchor[3];
+    size_t an[3];
+    anchor[0] = c;
+    an[0] = strlen(c);
+    anchor[1] = c;
+    an[1] = trim(&anchor[1], an[0]);
+    const char *think = last_in(c, an[0], "</think>", 8);
+    anchor[2] = think ? think + 8 : c + an[0];
+    while (*anchor[2] == '\n')
+        anchor[2]++;
+    an[2] = strlen(anchor[2]);
+    for (int k = 0; k < 3; k++) {
+        const char *at = last_in(full, fn, anchor[k], an[k]);
+        if (!at)
+            continue;
+        *len = fn - (size_t)(at - full);
+        const char *hit = memmem(all + from, all_len - from, at, *len);
+        if (hit)
+            return hit;
+    }
+    return NULL;
+}
+
 /* The assistant turns of the whole text `all` (see chat_format.h). */
 static int find_turns(const struct chat_format *f, const json_t *messages, const json_t *tools,
                       const char *all, size_t all_len, struct span *spans, size_t *n_spans,
@@ -260,17 +318,8 @@ static int find_turns(const struct chat_format *f, const json_t *messages, const
              * user message): the turn starts at its content, found last. */
             const char *c = json_string_value(
                 json_object_get(json_array_get(messages, i), "content"));
-            size_t cn = c ? strlen(c) : 0;
-            while (cn && strchr(" \n\t\r", *c)) {
-                c++;
-                cn--;
-            }
-            while (cn && strchr(" \n\t\r", c[cn - 1]))
-                cn--;
-            const char *last = NULL;
-            for (const char *h = cn ? memmem(full, fn, c, cn) : NULL; h;
-                 h = memmem(h + 1, fn - (size_t)(h + 1 - full), c, cn))
-                last = h;
+            size_t cn = c ? trim(&c, strlen(c)) : 0;
+            const char *last = last_in(full, fn, c, cn);
             turn = last;
             turn_len = last ? fn - (size_t)(last - full) : 0;
         }
@@ -279,6 +328,9 @@ static int find_turns(const struct chat_format *f, const json_t *messages, const
             from = common;
         const char *hit =
             turn_len && from <= all_len ? memmem(all + from, all_len - from, turn, turn_len) : NULL;
+        if (!hit) /* an earlier turn the template shortens once a query follows (Qwen3) */
+            hit = find_by_content(json_array_get(messages, i), full, fn, all, all_len, from,
+                                  &turn_len);
         free(p);
         free(full);
         if (!hit) {

@@ -16,8 +16,11 @@
  * looked for in the whole conversation's text after the end of the
  * previous turn. When P is no prefix of F (the template lays out earlier
  * messages differently once a reply follows), the turn is taken from the
- * last place F holds the message's (trimmed) content. A turn that cannot
- * be found is an error naming the message.
+ * last place F holds the message's (trimmed) content. When the whole
+ * conversation writes the turn otherwise than F (Qwen3 drops the reasoning
+ * of turns before the last query), it is found from F's last place of the
+ * content, as given, trimmed, or after its last "</think>". A turn that
+ * cannot be found is an error naming the message.
  *
  * Ownership: chat_format_load returns a format the caller frees with
  * chat_format_free; arrays and text returned are malloc'd and the caller's.

@@ -42,45 +42,67 @@ static void remove_model(const char *dir)
     rmdir(dir);
 }
 
+/* The catalog's reading of a model folder holding `config`. */
+static struct catalog_model read_config(const char *config)
+{
+    char dir[64], err[256];
+    make_model(dir, sizeof dir, config);
+    struct catalog_model m;
+    memset(&m, 0, sizeof m);
+    if (catalog_read_dir(dir, &m, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    remove_model(dir);
+    return m;
+}
+
 static void reads_gemma2_shape(void **state)
 {
     (void)state;
-    char dir[64], err[256];
-    make_model(dir, sizeof dir,
-               "{\"model_type\":\"gemma2\",\"hidden_size\":64,\"intermediate_size\":172,"
-               "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
-               "\"head_dim\":32,\"vocab_size\":4096,\"attn_logit_softcapping\":50.0,"
-               "\"final_logit_softcapping\":null}");
-    struct catalog_model m;
-    memset(&m, 0, sizeof m);
-    assert_int_equal(catalog_read_dir(dir, &m, err, sizeof err), 0);
+    struct catalog_model m = read_config(
+        "{\"model_type\":\"gemma2\",\"hidden_size\":64,\"intermediate_size\":172,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+        "\"head_dim\":32,\"vocab_size\":4096,\"attn_logit_softcapping\":50.0,"
+        "\"final_logit_softcapping\":null}");
     assert_int_equal(m.head_dim, 32);
     assert_true(m.tied);
     assert_true(m.post_norms);
     assert_true(m.attn_softcap);
     assert_false(m.final_softcap); /* null: not capped */
+    assert_false(m.qk_norm);
     /* q, o: 64 x 128; k, v: 64 x 64 */
     assert_int_equal(m.params,
                      4096LL * 64 + 2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 172 + 2 * 64) + 64);
-    remove_model(dir);
+}
+
+static void reads_qwen3_shape(void **state)
+{
+    (void)state;
+    struct catalog_model m = read_config(
+        "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"intermediate_size\":172,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+        "\"head_dim\":32,\"vocab_size\":4096,\"tie_word_embeddings\":true}");
+    assert_int_equal(m.head_dim, 32);
+    assert_true(m.qk_norm);
+    assert_false(m.post_norms);
+    /* as Gemma 2's shape, plus q_norm and k_norm (head_dim each) per layer */
+    assert_int_equal(m.params, 4096LL * 64 +
+                                   2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 172 + 2 * 64 +
+                                        2 * 32) +
+                                   64);
 }
 
 static void reads_llama_shape(void **state)
 {
     (void)state;
-    char dir[64], err[256];
-    make_model(dir, sizeof dir,
-               "{\"model_type\":\"llama\",\"hidden_size\":192,\"intermediate_size\":512,"
-               "\"num_hidden_layers\":4,\"num_attention_heads\":6,\"num_key_value_heads\":3,"
-               "\"vocab_size\":4096,\"attn_logit_softcapping\":50.0}");
-    struct catalog_model m;
-    memset(&m, 0, sizeof m);
-    assert_int_equal(catalog_read_dir(dir, &m, err, sizeof err), 0);
+    struct catalog_model m = read_config(
+        "{\"model_type\":\"llama\",\"hidden_size\":192,\"intermediate_size\":512,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":6,\"num_key_value_heads\":3,"
+        "\"vocab_size\":4096,\"attn_logit_softcapping\":50.0}");
     assert_int_equal(m.head_dim, 32); /* hidden / heads */
     assert_false(m.post_norms);
     assert_false(m.attn_softcap); /* only Gemma 2 caps */
     assert_false(m.final_softcap);
-    remove_model(dir);
+    assert_false(m.qk_norm);
 }
 
 /* Qwen3-MoE: layers 0 and 2 sparse (decoder_sparse_step 1, layer 1 in
@@ -103,7 +125,8 @@ static void reads_qwen3_moe_experts(void **state)
     assert_int_equal(m.experts_used, 2);
     assert_int_equal(m.moe_intermediate, 12);
     assert_int_equal(m.sparse_layers, 2);
-    long long attn = 2 * 16 * 32 + 2 * 16 * 16 + 2 * 16, outside = 23 * 16 + 16;
+    /* per layer: attention, its two norms and Qwen3's q/k norms (2 * head_dim) */
+    long long attn = 2 * 16 * 32 + 2 * 16 * 16 + 2 * 16 + 2 * 8, outside = 23 * 16 + 16;
     assert_int_equal(m.params, outside + 3 * attn + 3 * 16 * 40 + 2 * (6 * 16 + 6 * 3 * 16 * 12));
     assert_int_equal(m.active_params,
                      outside + 3 * attn + 3 * 16 * 40 + 2 * (6 * 16 + 2 * 3 * 16 * 12));
@@ -114,6 +137,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_gemma2_shape),
+        cmocka_unit_test(reads_qwen3_shape),
         cmocka_unit_test(reads_llama_shape),
         cmocka_unit_test(reads_qwen3_moe_experts),
     };

@@ -365,6 +365,35 @@ static int tool_turns(void *ctx, long line, const struct dataset_example *ex)
     return 0;
 }
 
+/* Reasoning: "reasoning_content" on assistant messages, or a think block
+ * in the content; counted per example, an empty think block not. */
+static void reasoning_examples(void **state)
+{
+    (void)state;
+    const char *ok =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"},{\"role\":\"assistant\","
+        "\"reasoning_content\":\"Add.\",\"content\":\"4\"},{\"role\":\"user\",\"content\":"
+        "\"3+3?\"},{\"role\":\"assistant\",\"content\":\"<think>\\nAdd.\\n</think>\\n\\n6\"}]}\n"
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+        "\"content\":\"<think>\\n\\n</think>\\n\\nHello\"}]}\n"
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+        "\"reasoning_content\":null,\"content\":\"Hello\"}]}\n"
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+        "\"reasoning_content\":\"Greet back.\",\"content\":\"Hello\"}]}\n";
+    struct dataset_check c;
+    assert_int_equal(dataset_check_buffer(ok, strlen(ok), &c), 0);
+    assert_int_equal(c.examples, 4);
+    assert_int_equal(c.reasoning_examples, 2);
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"reasoning_content\":"
+                 "\"x\"},{\"role\":\"assistant\",\"content\":\"b\"}]}",
+                 "line 1 of train.jsonl: message 1: only assistant messages have "
+                 "\"reasoning_content\"");
+    expect_error("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+                 "\"content\":\"b\",\"reasoning_content\":[\"x\"]}]}",
+                 "line 1 of train.jsonl: message 2: field \"reasoning_content\" must be a string or "
+                 "null");
+}
+
 static void tool_calls(void **state)
 {
     (void)state;
@@ -464,6 +493,7 @@ int main(void)
         cmocka_unit_test(preference_pairs),
         cmocka_unit_test(reinforcement_prompts),
         cmocka_unit_test(tool_calls),
+        cmocka_unit_test(reasoning_examples),
         cmocka_unit_test(alpaca_and_sharegpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

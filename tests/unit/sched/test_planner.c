@@ -256,6 +256,27 @@ static void memory_counts_gemma2_extras(void **state)
     assert_int_equal(m.logits, 17039360);
 }
 
+/* Qwen3 (alallo model init --family qwen3): the same tiny shape with each
+ * head of q and k normalized before the rotation. */
+static void memory_counts_qwen3_qk_norm(void **state)
+{
+    (void)state;
+    struct plan_job plain = job_gemma2();
+    plain.model.post_norms = plain.model.attn_softcap = plain.model.final_softcap = false;
+    struct plan_job q = plain, nq, np;
+    q.model.qk_norm = true;
+    assert_int_equal(planner_normalize(&q, &nq, NULL, 0), ERR_OK);
+    assert_int_equal(planner_normalize(&plain, &np, NULL, 0), ERR_OK);
+    /* q_norm and k_norm: head_dim each, per layer */
+    assert_int_equal(nq.model.params - np.model.params, 2 * 2 * 32);
+    struct plan_memory m, p;
+    assert_int_equal(planner_memory(&q, &m, NULL, 0), ERR_OK);
+    assert_int_equal(planner_memory(&plain, &p, NULL, 0), ERR_OK);
+    /* kept per token and layer: q (128) and k (64) before their norm, and a
+     * norm scale per query head (4) and per key head (2) */
+    assert_int_equal(m.activations - p.activations, 4LL * 512 * 2 * (128 + 64 + 4 + 2));
+}
+
 static void memory_at_long_context(void **state)
 {
     (void)state;
@@ -543,6 +564,7 @@ int main(void)
         cmocka_unit_test(memory_of_the_parts),
         cmocka_unit_test(memory_follows_wide_heads),
         cmocka_unit_test(memory_counts_gemma2_extras),
+        cmocka_unit_test(memory_counts_qwen3_qk_norm),
         cmocka_unit_test(memory_at_long_context),
         cmocka_unit_test(feasibility_and_messages),
         cmocka_unit_test(gpu_memory_model),

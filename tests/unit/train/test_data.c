@@ -305,15 +305,25 @@ static void expect_template_example(const struct example *e, const char *fixture
     "{\"role\":\"user\",\"content\":\"And of Italy, \\\"please\\\"?\\n\"},{\"role\":\"assistant\"," \
     "\"content\":\"Rome — Roma.\"}]}\n"
 
+/* The chat data set of file `path` (named `name`) laid out by fmt; fails
+ * the test with the reason when it does not load. */
+static struct dataset *load_with(const char *path, const char *name,
+                                 const struct chat_format *fmt)
+{
+    char err[300];
+    struct dataset *d = dataset_load_chat(path, name, tok, fmt, NULL, 4096, err, sizeof err);
+    if (!d)
+        fail_msg("%s", err);
+    return d;
+}
+
 static void model_chat_templates(void **state)
 {
     (void)state;
     const char *p = write_file("tpl.jsonl", CONV_CHAT);
     char err[300];
     struct chat_format *fmt = format_of("qwen2.5", "<s>", "</s>");
-    struct dataset *d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
-    if (!d)
-        fail_msg("%s", err);
+    struct dataset *d = load_with(p, "tpl.jsonl", fmt);
     expect_template_example(&d->ex[0], "qwen2.5.chat.txt",
                             " Paris. <|im_end|>\nRome — Roma.<|im_end|>\n");
     dataset_free(d);
@@ -322,9 +332,7 @@ static void model_chat_templates(void **state)
     /* Mistral writes the system message only into the last user message:
      * the turns are found from their content. */
     fmt = format_of("mistral-v0.3", "<s>", "</s>");
-    d = dataset_load_chat(p, "tpl.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
-    if (!d)
-        fail_msg("%s", err);
+    d = load_with(p, "tpl.jsonl", fmt);
     expect_template_example(&d->ex[0], "mistral-v0.3.chat.txt", "Paris.</s>Rome — Roma.</s>");
     dataset_free(d);
 
@@ -337,9 +345,7 @@ static void model_chat_templates(void **state)
                    "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},{\"role\":\"tool\","
                    "\"tool_call_id\":\"call12345\",\"content\":\"21\"},{\"role\":\"assistant\","
                    "\"content\":\"Warm.\"}]}\n");
-    d = dataset_load_chat(p, "tools.jsonl", tok, fmt, NULL, 4096, err, sizeof err);
-    if (!d)
-        fail_msg("%s", err);
+    d = load_with(p, "tools.jsonl", fmt);
     size_t m = 0;
     char masked[512];
     for (size_t i = 0; i < d->ex[0].len; i++)
@@ -348,6 +354,27 @@ static void model_chat_templates(void **state)
     masked[m] = '\0';
     assert_string_equal(masked, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": "
                                 "{\"city\": \"Paris\"}, \"id\": \"call12345\"}]</s> Warm.</s>");
+    dataset_free(d);
+    chat_format_free(fmt);
+
+    /* Qwen3 writes an empty think block into the last turn and drops the
+     * reasoning of turns before the last query: the loss falls on the turns
+     * as the whole conversation's text holds them. */
+    fmt = format_of("qwen3", "<s>", "<|im_end|>");
+    p = write_file("tpl.jsonl", CONV_CHAT);
+    d = load_with(p, "tpl.jsonl", fmt);
+    expect_template_example(&d->ex[0], "qwen3.chat.txt",
+                            " Paris. <|im_end|>\n<think>\n\n</think>\n\nRome — Roma.<|im_end|>\n");
+    dataset_free(d);
+    p = write_file("think.jsonl",
+                   "{\"messages\":[{\"role\":\"system\",\"content\":\"Think first.\"},"
+                   "{\"role\":\"user\",\"content\":\"What is 2+2?\"},{\"role\":\"assistant\","
+                   "\"content\":\"<think>\\nAdd them.\\n</think>\\n\\nIt is 4.\"},{\"role\":"
+                   "\"user\",\"content\":\"And 3+3?\"},{\"role\":\"assistant\",\"reasoning_content\":"
+                   "\"\\nThree and three.\\n\",\"content\":\"\\n6.\"}]}\n");
+    d = load_with(p, "think.jsonl", fmt);
+    expect_template_example(&d->ex[0], "qwen3.think.txt",
+                            "It is 4.<|im_end|>\n<think>\nThree and three.\n</think>\n\n6.<|im_end|>\n");
     dataset_free(d);
     chat_format_free(fmt);
 

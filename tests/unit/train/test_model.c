@@ -83,10 +83,11 @@ static void qwen3_moe_config(void **state)
     assert_int_equal(c.moe_intermediate, 12);
     assert_int_equal(c.norm_topk_prob, 1);
     assert_true(fabsf(c.router_aux_coef - 0.001f) < 1e-9f);
-    /* per layer: attention q,o 32*16 each, k,v 16*16 each, norms 2*16; the
+    /* per layer: attention q,o 32*16 each, k,v 16*16 each, norms 2*16,
+     * Qwen3's q/k norms 2*8; the
      * dense layer 2 an MLP of 3*40*16; the sparse ones a router 6*16 and
      * 6 (or, active, 2) experts of 3*12*16 */
-    size_t attn = 2 * 32 * 16 + 2 * 16 * 16 + 2 * 16, dense = 3 * 40 * 16;
+    size_t attn = 2 * 32 * 16 + 2 * 16 * 16 + 2 * 16 + 2 * 8, dense = 3 * 40 * 16;
     size_t outside = 23 * 16 + 16;
     assert_int_equal(model_config_params(&c),
                      outside + 4 * attn + dense + 3 * (6 * 16 + 6 * 3 * 12 * 16));
@@ -365,10 +366,21 @@ static void lora_dropout_gradients(void **state)
  * by finite differences, with the switches' paths carrying signal: Llama
  * 3's frequency ramp across the three bands at T = 7, Gemma's GeGLU,
  * embedding scale and head_dim apart from hidden/heads, Gemma 2's post
- * norms, a score scale apart from head_dim and caps where tanh bends. */
+ * norms, a score scale apart from head_dim and caps where tanh bends, and
+ * Qwen3's per-head q/k norms with heads wider than hidden/heads. */
 static void family_switches(struct model_config *cfg, int family)
 {
     cfg->family = family;
+    if (family == FAM_SMOLLM3) { /* the second layer without rotary positions */
+        cfg->no_rope[1] = 1;
+        return;
+    }
+    if (family == FAM_QWEN3) {
+        cfg->qk_norm = 1;
+        cfg->head_dim = 6;
+        cfg->query_scalar = 6.0f;
+        return;
+    }
     if (family == FAM_LLAMA) {
         cfg->rope_factor = 8.0f, cfg->rope_low_freq = 1.0f, cfg->rope_high_freq = 4.0f;
         cfg->rope_orig_max = 8;
@@ -438,6 +450,20 @@ static void gemma2_gradients(void **state)
     lora_step = 3e-3f;
 }
 
+static void smollm3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_SMOLLM3, 1);
+    family_gradients(FAM_SMOLLM3, 0);
+}
+
+static void qwen3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_QWEN3, 1);
+    family_gradients(FAM_QWEN3, 0);
+}
+
 /* What each family reads from config.json, and what is refused naming the
  * key (Llama 3.1's rope_scaling is read, not refused). */
 static void family_configs(void **state)
@@ -498,6 +524,31 @@ static void family_configs(void **state)
              "\"sliding_window\":64}", shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
     assert_true(c.qkv_bias && c.max_pos == 8192 && c.sliding_window == 0);
+    /* Qwen3: q/k norms, no biases, head_dim apart from hidden/heads */
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"qwen3\",\"head_dim\":8,\"attention_bias\":false,"
+             "\"use_sliding_window\":false,\"sliding_window\":null}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.qk_norm && !c.qkv_bias && c.head_dim == 8 && c.max_pos == 8192);
+    assert_int_equal(model_config_params(&c), 2 * 23 * 16 + 16 + (2 * 16 * 32 + 2 * 16 * 32 +
+                                                               3 * 16 * 24 + 2 * 16 + 2 * 8));
+    /* SmolLM3: the layers without rotary positions, listed or every Nth */
+    const char *shape4 = "\"hidden_size\":16,\"intermediate_size\":24,\"num_hidden_layers\":4,"
+                         "\"num_attention_heads\":4,\"vocab_size\":23";
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\",\"no_rope_layers\":[1,0,1,1]}",
+             shape4);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.no_rope[0] && c.no_rope[1] && !c.no_rope[2] && !c.no_rope[3]);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\",\"no_rope_layer_interval\":2}",
+             shape4);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.no_rope[0] && c.no_rope[1] && !c.no_rope[2] && c.no_rope[3]);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\"}", shape4); /* every 4th */
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.no_rope[0] && !c.no_rope[2] && c.no_rope[3]);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"smollm3\",\"no_rope_layers\":[1,0]}", shape4);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: no_rope_layers must list 1 (rotary) or 0 (none) for "
+                             "each of the 4 layers");
     /* every family's tiny config survives our own writer and reader */
     for (int f = 0; f < FAM_COUNT; f++) {
         assert_int_equal(model_config_family_tiny(f, 300, &c), 0);
@@ -701,6 +752,8 @@ int main(void)
         cmocka_unit_test(llama3_gradients),
         cmocka_unit_test(gemma_gradients),
         cmocka_unit_test(gemma2_gradients),
+        cmocka_unit_test(qwen3_gradients),
+        cmocka_unit_test(smollm3_gradients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

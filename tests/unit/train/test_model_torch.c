@@ -126,7 +126,25 @@ static void family_gemma2_softcapped(void **state)
                       "--query-scalar 20");
 }
 
-/* Qwen3-MoE: the router, top-2 of 8 experts with normalised weights, each
+/* Each head of q and k normalized before the rotation, heads wider than
+ * hidden / heads, no biases. */
+static void family_qwen3_qk_norm(void **state)
+{
+    (void)state;
+    compare("qwen3", "--family qwen3");
+    /* the family at another shape (model init's shape options), full only */
+    compare_as("qwen3-shape", "--family qwen3 --hidden 48 --layers 3 --heads 6 --kv-heads 2 "
+                              "--head-dim 16 --intermediate 80", "");
+}
+
+/* Four layers, the last without rotary positions (no_rope_layers). */
+static void family_smollm3_no_rope(void **state)
+{
+    (void)state;
+    compare("smollm3", "--family smollm3");
+}
+
+/* Qwen3-MoE: Qwen3's q/k norms, the router, top-2 of 8 experts with normalised weights, each
  * expert's SwiGLU and the load-balancing loss in the objective (a weight
  * of 0.5, not the published 0.001, so that a wrong gradient of it shows
  * above the tolerance); then the raw top-k weights and a dense layer
@@ -154,6 +172,8 @@ int main(void)
         cmocka_unit_test(family_mistral),
         cmocka_unit_test(family_gemma),
         cmocka_unit_test(family_gemma2_softcapped),
+        cmocka_unit_test(family_qwen3_qk_norm),
+        cmocka_unit_test(family_smollm3_no_rope),
         cmocka_unit_test(family_qwen3_moe),
         cmocka_unit_test(family_qwen3_moe_raw_weights_sparse_step),
     };

@@ -213,6 +213,52 @@ static void open_reports_path(void **state)
     assert_non_null(strstr(err, "No such file"));
 }
 
+/* Resident bytes of this process (/proc/self/statm). */
+static long resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, res = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld %ld", &size, &res), 2);
+    fclose(f);
+    return res * sysconf(_SC_PAGESIZE);
+}
+
+/* A tensor read once is given back: its pages of the mapping leave the
+ * process's resident memory, and its values stay readable. */
+static void release_gives_pages_back(void **state)
+{
+    (void)state;
+    size_t n = (size_t)8 << 20; /* 32 MiB of F32 */
+    float *v = malloc(n * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)(i % 1000);
+    struct st_tensor t = {.name = "big", .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)n},
+                          .data = v, .nbytes = n * sizeof *v};
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/big.safetensors", tmpdir);
+    assert_int_equal(st_write(path, &t, 1, NULL, err, sizeof err), 0);
+    free(v);
+    struct st_file *f = st_open(path, err, sizeof err);
+    assert_non_null(f);
+    const struct st_tensor *big = st_find(f, "big");
+    assert_non_null(big);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += ((const float *)big->data)[i];
+    long held = resident_bytes();
+    st_release(f, big);
+    long after = resident_bytes();
+    if (held - after < 24L << 20)
+        fail_msg("resident %ld bytes before the release and %ld after", held, after);
+    double again = 0.0;
+    for (size_t i = 0; i < n; i++)
+        again += ((const float *)big->data)[i];
+    assert_true(again == sum);
+    st_close(f);
+}
+
 static void bf16_conversions(void **state)
 {
     (void)state;
@@ -266,6 +312,7 @@ int main(void)
         cmocka_unit_test(round_trip),          cmocka_unit_test(write_rejects_bad_tensors),
         cmocka_unit_test(malformed_headers),   cmocka_unit_test(open_reports_path),
         cmocka_unit_test(bf16_conversions),    cmocka_unit_test(f16_conversions),
+        cmocka_unit_test(release_gives_pages_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
