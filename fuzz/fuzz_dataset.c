@@ -34,7 +34,7 @@ static int count_example(void *ctx, long line, const struct dataset_example *ex)
     FUZZ_CHECK(line > t->last_line); /* file order, one call per line */
     t->last_line = line;
     t->examples++;
-    if (ex->form == DATASET_CHAT) {
+    if (ex->form == DATASET_CHAT || ex->form == DATASET_REINFORCEMENT) {
         FUZZ_CHECK(ex->n_turns > 0 && ex->turns != NULL);
         int assistant = 0;
         for (size_t i = 0; i < ex->n_turns; i++) {
@@ -45,7 +45,12 @@ static int count_example(void *ctx, long line, const struct dataset_example *ex)
             assistant |= turn->role == DATASET_ASSISTANT;
             t->text_bytes += (long)turn->len;
         }
-        FUZZ_CHECK(assistant);
+        /* an answered chat has an assistant turn; a reinforcement prompt
+         * has none and ends with the user's (core/dataset.h) */
+        if (ex->form == DATASET_CHAT)
+            FUZZ_CHECK(assistant);
+        else
+            FUZZ_CHECK(!assistant && ex->turns[ex->n_turns - 1].role == DATASET_USER);
     } else {
         FUZZ_CHECK(ex->form == DATASET_PROMPT_COMPLETION);
         FUZZ_CHECK(ex->prompt != NULL && ex->completion != NULL && ex->completion_len > 0);
