@@ -178,6 +178,14 @@ void leader_lock_pg_close(struct leader_lock_pg *l)
 {
     if (!l)
         return;
+    /* A graceful close unlocks first, so a standby takes over at once: the
+     * end of the session alone frees the lock only when the server has
+     * noticed the closed socket, a moment later. */
+    if (l->held && !l->lost && l->conn && PQstatus(l->conn) == CONNECTION_OK) {
+        PGresult *r = run(l->conn, "SELECT pg_advisory_unlock_all()", 0, NULL, NULL,
+                          PGRES_TUPLES_OK, NULL);
+        PQclear(r);
+    }
     drop_conn(l); /* ends the session: the lock goes with it */
     free(l->url);
     free(l);
