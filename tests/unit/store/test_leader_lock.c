@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../test_child.h"
 #include "store/leader_lock.h"
 #include "store_fixture.h"
 
@@ -70,9 +71,11 @@ static void freed_by_kill9(const char *where)
 {
     int ready[2];
     assert_int_equal(pipe(ready), 0);
+    pid_t me = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        test_child_dies_with_parent(me);
         char err[256];
         struct leader_lock *l;
         char ok = leader_lock_open(where, &l, err, sizeof err) == ERR_OK &&
@@ -96,10 +99,12 @@ static void freed_by_kill9(const char *where)
     assert_int_equal(ok, 'y');
     char err[256];
     struct leader_lock *l;
-    assert_int_equal(leader_lock_open(where, &l, err, sizeof err), ERR_OK);
-    assert_int_equal(leader_lock_try(l, "http://me:1"), LEADER_LOCK_STANDBY);
-    kill(pid, SIGKILL);
+    enum alallo_err opened = leader_lock_open(where, &l, err, sizeof err);
+    int standby = opened == ERR_OK ? (int)leader_lock_try(l, "http://me:1") : -1;
+    kill(pid, SIGKILL); /* before the asserts, as above */
     waitpid(pid, NULL, 0);
+    assert_int_equal(opened, ERR_OK);
+    assert_int_equal(standby, LEADER_LOCK_STANDBY);
     assert_int_equal(take_within(l, "http://me:1"), LEADER_LOCK_HELD);
     leader_lock_close(l);
     close(ready[0]);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../test_child.h"
 #include "store/store.h"
 #include "store/store_backend.h"
 #include "store_fixture.h"
@@ -571,8 +572,10 @@ static void acknowledged_jobs_survive_kill9(void **state)
     assert_int_equal(fixture_store_url(f->dir, "kill", path, sizeof path), 0);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
+    pid_t me = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        test_child_dies_with_parent(me);
         close(fds[0]);
         struct store *s;
         char err[200];

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../test_child.h"
 #include "core/fs.h"
 #include "test_train_fixture.h"
 #include "train/kernels/cpu_path.h"
@@ -70,9 +71,12 @@ static struct result run_train(const char *config, int sig, int at_step)
 {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
+    pid_t me = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        /* an assert below that ends the test leaves it training */
+        test_child_dies_with_parent(me);
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
