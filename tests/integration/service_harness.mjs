@@ -65,6 +65,55 @@ export function storeArgs(data) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// A request that meets a connection serve has just closed is sent once
+// more, as HTTP clients do (RFC 9112, 9.3.1). Serve closes a kept-alive
+// connection after 15 s without a request (--header-timeout; its
+// Keep-Alive header hints 10 s, and node's fetch lets a connection go 2 s
+// before the hint). These tests freeze their own process while the binary
+// runs (spawnSync, as run() below does), and node's keep-alive timer with
+// it: the first request after a run over 15 s reused the connection serve
+// had closed and failed with "fetch failed" (other side closed), on
+// whichever request came after a slow run (docs/testing.md, "Hunting
+// flaky tests"). Serve never reads a request from a connection it closed
+// for waiting (api/conn_guard.h), so the request was not served and
+// sending it again is safe. Only a connection closed under the request,
+// to a serve of this harness that is still running, is retried; a serve
+// that died fails the request as before. Each retry is written to stderr.
+const liveServes = new Set();
+// A serve still running when the test process ends (a failed test whose
+// after() did not stop it) is ended with it, so that no serve, nor the
+// workers and engine it started, outlives the test file.
+process.on('exit', () => {
+  for (const s of liveServes) s.proc.kill('SIGKILL');
+});
+const fetchOnce = globalThis.fetch;
+const CLOSED = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+
+async function serveStillRunning(input) {
+  let origin;
+  try {
+    origin = new URL(input instanceof Request ? input.url : String(input)).origin;
+  } catch {
+    return false;
+  }
+  await sleep(200); // a serve that died under the request is seen as dead
+  for (const s of liveServes) {
+    if (s.url === origin && s.proc.exitCode === null && s.proc.signalCode === null) return true;
+  }
+  return false;
+}
+
+globalThis.fetch = async function fetchRetryingClosed(input, init) {
+  try {
+    return await fetchOnce(input, init);
+  } catch (e) {
+    if (!CLOSED.has(e?.cause?.code) || !(await serveStillRunning(input))) throw e;
+    const what = `${init?.method || 'GET'} ${input instanceof Request ? input.url : input}`;
+    process.stderr.write(`service_harness: ${what}: the connection closed (${e.cause.message}); sent again\n`);
+    return fetchOnce(input, init);
+  }
+};
+
 // Polls fn until it returns a truthy value; fails after timeoutMs with the
 // last value seen, so a stuck job says where it stuck.
 export async function waitFor(fn, { timeoutMs = 60000, everyMs = 200, what = 'condition' } = {}) {
@@ -122,12 +171,20 @@ export class Serve {
     });
     this.proc.stdout.on('data', (d) => (this.output += d));
     this.proc.stderr.on('data', (d) => (this.output += d));
-    this.exited = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
+    liveServes.add(this);
+    this.exited = new Promise((resolve) =>
+      this.proc.on('exit', (code, signal) => {
+        liveServes.delete(this);
+        resolve({ code, signal });
+      }),
+    );
     await waitFor(
       async () => {
         if (this.proc.exitCode !== null) throw new Error(`serve exited:\n${this.output}`);
         try {
-          return (await fetch(`${this.url}/healthz`)).ok;
+          const r = await fetch(`${this.url}/healthz`);
+          await r.arrayBuffer(); // an unread body keeps its connection from the pool
+          return r.ok;
         } catch {
           return false;
         }
