@@ -289,6 +289,22 @@ static int wait_finish(double seconds)
     }
 }
 
+/* Waits (up to `seconds`) until the counter *n of F (read under F.mu)
+ * is above `than`; returns its last value. A fixed sleep before such an
+ * assert was a guess that a loaded machine can miss. */
+static int wait_above(const int *n, int than, double seconds)
+{
+    double until = trainer_proc_now() + seconds;
+    for (;;) {
+        pthread_mutex_lock(&F.mu);
+        int v = *n;
+        pthread_mutex_unlock(&F.mu);
+        if (v > than || trainer_proc_now() > until)
+            return v;
+        usleep(50000);
+    }
+}
+
 static json_t *finish_field(const char *key)
 {
     return json_object_get(F.finish, key);
@@ -549,9 +565,11 @@ static void a_fenced_attempt_is_killed_and_not_finished(void **state)
     pthread_mutex_lock(&F.mu);
     claims_then = F.claims;
     pthread_mutex_unlock(&F.mu);
-    sleep(2);
+    /* back to claiming: the attempt was over, and its finish (if one
+     * were sent) would have come before */
+    int claims_now = wait_above(&F.claims, claims_then, 60);
     assert_int_equal(stop_worker(), 0);
-    assert_true(F.claims > claims_then);
+    assert_true(claims_now > claims_then);
     assert_int_equal(F.finishes, 0);
 }
 
@@ -698,10 +716,7 @@ static void two_workers_in_one_process(void **state)
     pthread_mutex_lock(&F.mu);
     int h1 = F.heartbeats;
     pthread_mutex_unlock(&F.mu);
-    sleep(2);
-    pthread_mutex_lock(&F.mu);
-    assert_true(F.heartbeats > h1); /* w1 still beats */
-    pthread_mutex_unlock(&F.mu);
+    assert_true(wait_above(&F.heartbeats, h1, 60) > h1); /* w1 still beats */
     assert_int_equal(stop_worker(), 0);
     assert_true(F.registers >= 2);
     char path[400];
