@@ -15,7 +15,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN, SAMPLE, Serve, sleep, tinyModelsDir, waitFor } from './service_harness.mjs';
+import { BIN, SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
 
 const PROMPT = 'Review: a good film\nSentiment:';
 const TOKENS = 12;
@@ -25,6 +25,14 @@ function generate(args) {
   const r = spawnSync(BIN, ['generate', ...args, '--prompt', PROMPT, '--max-tokens', String(TOKENS), '--temperature', '0', '--json'], { encoding: 'utf8', timeout: 120000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout.trim().split('\n').pop()).text;
+}
+
+// Connections waiting to be accepted on the listening socket at sockPath:
+// the Recv-Q that `ss` shows for a listener.
+function queuedAt(sockPath) {
+  const r = spawnSync('ss', ['-xlH', 'src', sockPath], { encoding: 'utf8' });
+  const fields = (r.stdout || '').trim().split(/\s+/);
+  return fields.length > 2 ? Number(fields[2]) : 0;
 }
 
 // One line to the engine's socket and every line of its answer.
@@ -137,7 +145,11 @@ describe('the resident inference engine', () => {
     assert.ok(pid > 0);
     process.kill(pid, 'SIGSTOP'); // it accepts the connection, then dies holding it
     const pending = complete('tiny');
-    await sleep(500);
+    // Killed only once serve's connection waits in the stopped engine's
+    // queue: a fixed 500 ms was a guess, and a request slower than that on
+    // a loaded machine reached the socket after the kill, waited for the
+    // restarted engine and got its answer (200), not the 503.
+    await waitFor(() => queuedAt(sock) > 0, { timeoutMs: 60000, everyMs: 50, what: 'the request to reach the stopped engine' });
     process.kill(pid, 'SIGKILL');
     const r = await pending;
     assert.equal(r.status, 503, r.text);
