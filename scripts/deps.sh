@@ -33,7 +33,8 @@ if [[ $what == test ]]; then
   pkgs+=(nodejs npm python3-torch python3-numpy chromium clang clang-14 libclang-rt-14-dev
         postgresql)
 fi
-# The throwaway Slurm cluster of the Slurm tests (tests/slurm/slurm-up.sh).
+# The throwaway Slurm cluster of the Slurm tests (tests/slurm/slurm-up.sh);
+# iproute2 (ss) also for inference_engine.test.mjs, which reads a socket's queue.
 [[ $what == test ]] && pkgs+=(slurmctld slurmd slurm-client munge iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
