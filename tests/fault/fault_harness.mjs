@@ -61,7 +61,10 @@ export async function startServe({ data, port, args = [] } = {}) {
   return Serve.start({
     data,
     port,
-    args: ['--models', tinyModelsDir(), '--local-worker', 'none', '--worker-timeout', '4', ...args],
+    // 10 s (a heartbeat every 2 s): at 4 s (one a second) the surviving
+    // worker of fault_worker_partition was declared lost too beside a load
+    // average of 30, and its job moved a third time.
+    args: ['--models', tinyModelsDir(), '--local-worker', 'none', '--worker-timeout', '10', ...args],
   });
 }
 
