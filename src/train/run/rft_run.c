@@ -13,17 +13,15 @@
 #include "core/rng.h"
 #include "train/data/data.h"
 #include "train/formats/checkpoint.h"
-#include "train/formats/modelio.h"
 #include "train/kernels/cpu_path.h"
 #include "train/kernels/gemm.h"
 #include "train/model/grpo.h"
 #include "train/model/model.h"
 #include "train/model/optim.h"
 #include "train/run/generate.h"
+#include "train/run/run_load.h"
 #include "train/run/train_events.h"
 #include "train/run/trainer.h"
-#include "train/tokenizer/chat_format.h"
-#include "train/tokenizer/tokenizer.h"
 
 #define RFT_MAX_JUDGES 8
 #define RFT_VALID_FROM_TRAIN 16 /* prompts validated on without a validation file */
@@ -36,9 +34,7 @@ struct judge {
 
 struct rft {
     const struct train_config *c;
-    struct tokenizer *tok;
-    struct chat_format *fmt;
-    char fmt_err[400];
+    struct run_text text; /* the tokenizer, the chat template, the context */
     struct model *m;
     struct model_acts *a;
     struct optim opt;
@@ -251,8 +247,8 @@ static struct dataset *layout(struct rft *r, const json_t *const *items, char *c
         buf[len++] = '\n';
         free(s);
     }
-    struct dataset *d = dataset_from_buffer(buf, len, "the answers", r->tok, r->fmt,
-                                            r->fmt_err[0] ? r->fmt_err : NULL, (size_t)r->seq,
+    struct dataset *d = dataset_from_buffer(buf, len, "the answers", r->text.tok, r->text.fmt,
+                                            run_text_why_no_format(&r->text), (size_t)r->seq,
                                             r->err, sizeof r->err);
     free(buf);
     return d;
@@ -469,19 +465,10 @@ static int resume(struct rft *r, uint64_t *step)
 static int load(struct rft *r)
 {
     const struct train_config *c = r->c;
-    char path[TRAIN_MAX_PATH + 64];
-    snprintf(path, sizeof path, "%s/tokenizer.json", c->model_dir);
-    r->tok = tokenizer_load(path, r->err, sizeof r->err);
-    if (!r->tok)
-        return TRAIN_USER;
-    struct model_config mc;
-    snprintf(path, sizeof path, "%s/config.json", c->model_dir);
-    if (model_config_load(path, &mc, r->err, sizeof r->err))
-        return TRAIN_USER;
-    r->seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
-    r->fmt = chat_format_load(c->model_dir, r->fmt_err, sizeof r->fmt_err);
-    if (r->fmt)
-        r->fmt_err[0] = '\0';
+    int rc = run_load_text(c, &r->text, r->err, sizeof r->err);
+    r->seq = r->text.seq;
+    if (rc != TRAIN_OK)
+        return rc;
     r->grader = json_loads(c->rft_grader, 0, NULL);
     r->models = json_loads(c->rft_models, 0, NULL);
     r->train = read_prompts(c->train_file, c->train_file_name, r->err, sizeof r->err);
@@ -494,12 +481,9 @@ static int load(struct rft *r)
         if (!r->valid)
             return TRAIN_USER;
     }
-    struct model_opts o;
-    trainer_model_opts(c, &o);
-    r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
+    r->m = run_load_model(c, &rc, r->err, sizeof r->err);
     if (!r->m)
-        return strstr(r->err, "out of memory") ? TRAIN_INTERNAL : TRAIN_USER;
-    model_lora_init(r->m, rng_derive(c->seed, 0x10a));
+        return rc;
     r->rows = c->batch_size * c->rft_group;
     size_t cells = (size_t)r->rows * (size_t)r->seq;
     r->a = model_acts_create(r->m, r->rows, r->seq);
@@ -508,7 +492,7 @@ static int load(struct rft *r)
     r->nll = malloc(cells * sizeof *r->nll);
     r->ref = malloc(cells * sizeof *r->ref);
     r->w = malloc(cells * sizeof *r->w);
-    r->gen = gen_borrow(r->m, r->tok, c->model_dir);
+    r->gen = gen_borrow(r->m, r->text.tok, c->model_dir);
     if (!r->a || !r->ids || !r->mask || !r->nll || !r->ref || !r->w || !r->gen ||
         !r->grader || !r->models || model_rope_ensure(r->m, r->seq) ||
         optim_init(&r->opt, r->m->n_train, r->m->n_decay, c->weight_decay)) {
@@ -527,8 +511,7 @@ static void unload(struct rft *r)
     model_acts_free(r->a);
     optim_free(&r->opt);
     model_free(r->m);
-    tokenizer_free(r->tok);
-    chat_format_free(r->fmt);
+    run_text_free(&r->text);
     json_decref(r->grader);
     json_decref(r->models);
     json_decref(r->train);
