@@ -113,6 +113,14 @@ test('a score_model grader asks its model beside training', () => {
   assert.ok(!lines.some((l) => /grader failed/.test(l)), lines.join('\n'));
   assert.ok(lines.some((l) => /^step 1\/1: .*; graders: (close [0-9.]+, judge [0-9.]+|judge [0-9.]+, close [0-9.]+)/.test(l)),
     lines.join('\n'));
+  // each sample answer carries its score and the two graders' scores, whose
+  // formula it is
+  const samples = events.filter((e) => e.event === 'sample');
+  assert.deepEqual(samples.map((e) => e.step), [0, 1]);
+  for (const e of samples) {
+    assert.deepEqual(Object.keys(e.scores).sort(), ['close', 'judge'], JSON.stringify(e));
+    assert.ok(Math.abs(e.score - (0.5 * e.scores.judge + 0.5 * e.scores.close)) < 1e-9, JSON.stringify(e));
+  }
 });
 
 test('rollouts decode together unless one at a time is asked for; another choice is refused', () => {

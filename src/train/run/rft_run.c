@@ -416,9 +416,18 @@ static int validate(struct rft *r, uint64_t at, double *mean)
     double sum = 0;
     for (int k = 0; k < N; k++) {
         const json_t *item = json_array_get(set, (size_t)(k / S));
-        sum += grade(r, item, texts[k], NULL);
-        if (k == 0)
-            tev_sample(at, at == 0, last_user(item), texts[k]);
+        if (k > 0) {
+            sum += grade(r, item, texts[k], NULL);
+            continue;
+        }
+        /* the first prompt's first answer is the job's sample, with its
+         * score and, for a multi grader, each of its graders' */
+        json_t *subs = json_object();
+        double score = grade(r, item, texts[k], subs);
+        sum += score;
+        bool multi = json_object_size(subs) > 0;
+        tev_sample_graded(at, at == 0, last_user(item), texts[k], score, multi ? subs : NULL);
+        json_decref(subs);
     }
     *mean = sum / (double)N;
     rc = 0;
