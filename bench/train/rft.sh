@@ -4,11 +4,15 @@
 # model, a string_check grader, STEPS steps of BATCH prompts x GROUP answers
 # of at most TOKENS tokens. Prints the trainer's own account (rollout
 # tokens/s, grading time per answer, update tokens/s and each one's share of
-# the steps' time) with the machine and its load.
+# the steps' time) with the machine and its load. Each of ROUNDS rounds runs
+# the same job twice, its rollouts decoded together (the batcher, the
+# default) and one answer at a time (ALALLO_RFT_ROLLOUT=one-at-a-time), so
+# the two are measured alternately under the same load.
 #
 # usage: bench/train/rft.sh [BIN]
 #   env STEPS (4), BATCH (4), GROUP (4), TOKENS (32), THREADS (nproc),
-#       PRECISION (16-bit | 4-bit), ADAPTER (lora | full)
+#       PRECISION (16-bit | 4-bit), ADAPTER (lora | full), ROUNDS (2),
+#       MODES ("batched one-at-a-time")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
@@ -19,6 +23,8 @@ tokens=${TOKENS:-32}
 threads=${THREADS:-$(nproc)}
 precision=${PRECISION:-16-bit}
 adapter=${ADAPTER:-lora}
+rounds=${ROUNDS:-2}
+modes=${MODES:-batched one-at-a-time}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for q in "What of the harbor?" "What of the treasury?" "Speak of the army." "What of the navy?"; do
@@ -39,5 +45,11 @@ cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 echo "machine: $cpu, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "run: $steps steps x $batch prompts x $group answers of at most $tokens tokens," \
      "$precision $adapter, $threads threads"
-"$bin" train --config "$work/attempt.json" 2>/dev/null |
-    sed -n 's/^{"event":"log".*"line":"\(where the steps.*\)"}$/\1/p'
+for ((round = 1; round <= rounds; round++)); do
+    for mode in $modes; do
+        rm -rf "$work/ckpt" "$work/out"
+        echo "round $round, rollouts $mode:"
+        ALALLO_RFT_ROLLOUT=$mode "$bin" train --config "$work/attempt.json" 2>/dev/null |
+            sed -n 's/^{"event":"log".*"line":"\(where the steps.*\)"}$/  \1/p'
+    done
+done

@@ -23,6 +23,10 @@
 /* The longest prompt and answer text of a sample event kept (bytes, cut
  * at a character's start): both fit in an event's data. */
 #define SAMPLE_TEXT_MAX 150
+/* A graded sample's sub-graders kept (a multi grader's), each name cut to
+ * fit; as many as fit in the event's data are written. */
+#define SAMPLE_SCORES_MAX 8
+#define SAMPLE_SCORE_NAME_MAX 48
 
 struct tev {
     enum tproto_event kind; /* TPROTO_EVENT_COUNT: unknown to this server, or malformed */
@@ -46,6 +50,10 @@ struct tev {
     /* sample: a prompt and the model's answer, cut to fit an event's data */
     bool base;
     char prompt[SAMPLE_TEXT_MAX], answer[SAMPLE_TEXT_MAX];
+    double score; /* a grader's score of the answer; NAN: none */
+    int n_scores; /* a multi grader's sub-graders, by name */
+    char score_name[SAMPLE_SCORES_MAX][SAMPLE_SCORE_NAME_MAX];
+    double score_of[SAMPLE_SCORES_MAX];
 };
 
 /* Reads the metrics named in o (docs/api.md, "Metrics"); NAN for each
@@ -133,6 +141,22 @@ static bool parse_event(json_t *o, struct tev *t)
     t->base = json_is_true(json_object_get(o, "base"));
     utf8_cut(t->prompt, sizeof t->prompt, json_string_value(json_object_get(o, "prompt")));
     utf8_cut(t->answer, sizeof t->answer, json_string_value(json_object_get(o, "answer")));
+    json_t *score = json_object_get(o, "score");
+    t->score = json_is_number(score) && isfinite(json_number_value(score))
+                   ? json_number_value(score)
+                   : NAN;
+    t->n_scores = 0;
+    const char *name;
+    json_t *v;
+    json_object_foreach(json_object_get(o, "scores"), name, v)
+    {
+        if (t->n_scores == SAMPLE_SCORES_MAX || isnan(t->score))
+            break;
+        if (!json_is_number(v) || !isfinite(json_number_value(v)))
+            continue;
+        utf8_cut(t->score_name[t->n_scores], SAMPLE_SCORE_NAME_MAX, name);
+        t->score_of[t->n_scores++] = json_number_value(v);
+    }
     if (t->kind == TPROTO_EVENT_SAMPLE && (t->step < 0 || !json_object_get(o, "answer")))
         return false;
     json_t *best = json_object_get(o, "best_step");
@@ -498,6 +522,41 @@ static enum alallo_err note_early_stop(struct events_ctx *c, struct store_writes
     return e ? e : store_writes_log(w, a->id, line);
 }
 
+/* The data of a sample event as JSON text shorter than cap (malloc'd), or
+ * NULL when even the prompt and answer do not fit: the score, then as many
+ * of the sub-graders' scores as fit. */
+static char *sample_data(const struct tev *t, size_t cap)
+{
+    json_t *d = json_pack("{sb sI sb ss ss}", "sample", 1, "step", (json_int_t)t->step, "base",
+                          t->base, "prompt", t->prompt, "answer", t->answer);
+    char *text = d ? json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (text && strlen(text) < cap && !isnan(t->score)) {
+        json_object_set_new(d, "score", json_real(t->score));
+        json_t *subs = NULL;
+        for (int i = -1; i < t->n_scores; i++) {
+            if (i == 0) {
+                subs = json_object();
+                json_object_set_new(d, "scores", subs);
+            }
+            if (i >= 0)
+                json_object_set_new(subs, t->score_name[i], json_real(t->score_of[i]));
+            char *more = json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (!more || strlen(more) >= cap) {
+                free(more);
+                break;
+            }
+            free(text);
+            text = more;
+        }
+    }
+    json_decref(d);
+    if (text && strlen(text) >= cap) {
+        free(text);
+        text = NULL;
+    }
+    return text;
+}
+
 static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
                                  struct store_attempt *a, const struct tev *t,
                                  struct store_writes *w)
@@ -648,14 +707,15 @@ static enum alallo_err apply_one(struct events_ctx *c, struct store_job *j,
     case TPROTO_EVENT_SAMPLE: {
         /* A sample answer: an event of type "message" (the types OpenAI's
          * SDKs know) whose data says which prompt, which step, and whether
-         * it is the base model's (docs/api.md, "Sample answers"). */
-        json_t *d = json_pack("{sb sI sb ss ss}", "sample", 1, "step", (json_int_t)t->step,
-                              "base", t->base, "prompt", t->prompt, "answer", t->answer);
-        char *text = d ? json_dumps(d, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        json_decref(d);
-        if (text && strlen(text) < sizeof data) {
-            text_printf(msg, sizeof msg, "%s answer at step %ld: %s",
-                        t->base ? "The base model's" : "The model's", t->step, t->answer);
+         * it is the base model's (docs/api.md, "Sample answers"), and a
+         * graded one's score (docs/rft.md). */
+        char *text = sample_data(t, sizeof data);
+        if (text) {
+            char score[32] = "";
+            if (!isnan(t->score))
+                snprintf(score, sizeof score, " (score %.3g)", t->score);
+            text_printf(msg, sizeof msg, "%s answer at step %ld%s: %s",
+                        t->base ? "The base model's" : "The model's", t->step, score, t->answer);
             e = store_writes_event(w, c->now, "info", "message", msg, text);
         }
         free(text);

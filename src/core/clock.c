@@ -10,11 +10,21 @@ int64_t clock_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-double clock_mono_s(void)
+static double seconds_of(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double clock_mono_s(void)
+{
+    return seconds_of(CLOCK_MONOTONIC);
+}
+
+double clock_cpu_s(void)
+{
+    return seconds_of(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 int64_t clock_mono_ms(void)

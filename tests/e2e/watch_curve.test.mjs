@@ -5,7 +5,7 @@
 // and the epoch boundaries; the Jobs tab shows the latest validation loss;
 // the Sample answers section the model's answers beside the base model's,
 // for validation prompts and for prompts given with a job that has no
-// validation file.
+// validation file, and a reinforcement job's with the grader's score.
 // A screenshot goes to build/e2e-artifacts/ (ALALLO_E2E_ARTIFACTS).
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -123,6 +123,44 @@ test('sample prompts given with the job: answered beside the base model without 
   }
   assert.equal(await page.getByText('Sample answers appear when training starts').isVisible(), false);
   await page.screenshot({ path: screenshotPath('job-page-own-sample-prompts.png'), fullPage: true });
+  assert.deepEqual(record.consoleErrors, []);
+  assert.deepEqual(record.external, []);
+});
+
+test('a reinforcement job: its sample answers show the grader score', { timeout: TRAIN_TIMEOUT_MS + 60000 }, async () => {
+  const line = (q) => JSON.stringify({ messages: [{ role: 'user', content: q }], reference: 'the' });
+  const prompts = await uploadDataset(srv, 'prompts.jsonl', `${line('Review the soup')}\n${line('Review the day')}\n`);
+  // 2 prompts, 2 a step, 1 epoch: one step, validated before it and after it
+  const job = await apiCall(srv, 'POST', '/v1/fine_tuning/jobs', {
+    model: 'alallo-tiny', training_file: prompts.id,
+    method: { type: 'reinforcement', reinforcement: {
+      grader: { type: 'string_check', name: 'says the', input: '{{sample.output_text}}',
+        reference: '{{item.reference}}', operation: 'ilike' },
+      hyperparameters: { n_epochs: 1, batch_size: 2, compute_multiplier: 0.5,
+        reasoning_effort: 'low', eval_interval: 1 } } },
+  });
+  assert.equal(job.method?.type, 'reinforcement', JSON.stringify(job));
+  await until('the job to succeed', async () => {
+    const j = await apiCall(srv, 'GET', `/v1/fine_tuning/jobs/${job.id}`);
+    if (j.status === 'failed' || j.status === 'cancelled') throw new Error(`job ${j.status}: ${j.message}\n${srv.output()}`);
+    return j.status === 'succeeded';
+  }, TRAIN_TIMEOUT_MS);
+  const events = await apiCall(srv, 'GET', `/v1/fine_tuning/jobs/${job.id}/events?limit=100`);
+  const graded = events.data.filter((e) => e.data?.sample === true && typeof e.data.score === 'number');
+  assert.equal(graded.length, 2, JSON.stringify(events.data));
+
+  await page.goto(srv.signinUrl);
+  await page.getByRole('heading', { name: 'Jobs' }).waitFor();
+  await page.goto(`${srv.base}/#/jobs/${job.id}`);
+  const samples = page.locator('table.samples');
+  await samples.first().waitFor({ timeout: 30000 });
+  assert.equal(await samples.count(), 1, 'the first validation prompt');
+  assert.deepEqual(await samples.first().locator('thead th').allTextContents(), ['Model', 'Answer', 'Score']);
+  assert.deepEqual(await samples.first().locator('tbody tr td:first-child').allTextContents(), ['Base model', 'Step 1']);
+  for (const cell of await samples.first().locator('tbody tr td:nth-child(3)').allTextContents()) {
+    assert.match(cell, /^[01]$/, 'a string_check scores 0 or 1');
+  }
+  await page.screenshot({ path: screenshotPath('job-page-rft-sample-scores.png'), fullPage: true });
   assert.deepEqual(record.consoleErrors, []);
   assert.deepEqual(record.external, []);
 });

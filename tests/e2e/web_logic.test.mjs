@@ -255,6 +255,27 @@ test('sample answers: grouped by prompt, base first, steps in order, the newest 
   assert.deepEqual(groupSamples(undefined), []);
 });
 
+test('sample answers of a reinforcement job carry the grader score, and a multi grader its sub-scores', async () => {
+  const { groupSamples, gradeText } = await load('samples.js');
+  const ev = (t, step, base, answer, extra) => ({ created_at: t, type: 'message', data: { sample: true, step, base, prompt: 'Code?', answer, ...extra } });
+  const g = groupSamples([
+    ev(3, 5, false, 'K7', { score: 0.75, scores: { exact: 1, close: 0.5, bad: 'x' } }),
+    ev(2, 2, false, 'K', { score: 0 }),
+    ev(1, 0, true, 'no', { score: 0.1234 }),
+  ]);
+  assert.deepEqual(g[0].baseGrade, { score: 0.1234 });
+  assert.deepEqual(g[0].answers, [
+    { step: 2, answer: 'K', grade: { score: 0 } },
+    { step: 5, answer: 'K7', grade: { score: 0.75, scores: { exact: 1, close: 0.5 } } },
+  ]);
+  assert.equal(gradeText(g[0].baseGrade), '0.123');
+  assert.equal(gradeText(g[0].answers[0].grade), '0');
+  assert.equal(gradeText(g[0].answers[1].grade), '0.75 (exact 1, close 0.5)');
+  assert.equal(gradeText(null), '');
+  // a supervised job's samples have no grade
+  assert.equal(groupSamples([ev(1, 0, true, 'a')])[0].baseGrade, null);
+});
+
 test('sample answers: prompts answered in the same second keep the order the trainer answered them in', async () => {
   const { groupSamples } = await load('samples.js');
   const ev = (seq, step, base, prompt, answer) => ({ id: `ftevent-abc-${seq}`, created_at: 7, type: 'message', data: { sample: true, step, base, prompt, answer } });

@@ -163,6 +163,15 @@ describe('reinforcement fine-tuning through the API', () => {
     assert.ok(metrics.some((e) => typeof e.data.train_reward_mean === 'number'),
       JSON.stringify(events.json.data.slice(0, 5)));
     assert.ok(metrics.some((e) => typeof e.data.valid_reward_mean === 'number'));
+    // the sample answers (the first validation prompt's, before training
+    // and at each validation) carry the grader's score
+    const samples = events.json.data.filter((e) => e.type === 'message' && e.data?.sample === true);
+    assert.deepEqual(samples.map((e) => e.data.step).sort(), [0, 1], JSON.stringify(samples));
+    for (const e of samples) {
+      assert.ok(e.data.score === 0 || e.data.score === 1, JSON.stringify(e));
+      assert.equal(e.data.scores, undefined);
+      assert.ok(e.message.includes(` (score ${e.data.score}): `), e.message);
+    }
     const log = await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/log`);
     assert.match(log.text, /step 1\/1: reward [0-9.]+ \(spread [0-9.]+\).*validation reward/);
     const results = await s.call('GET', `/v1/files/${done.result_files[0]}/content`);

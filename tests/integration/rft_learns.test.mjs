@@ -8,11 +8,12 @@
 // reward of the last steps is above that of the first. The trainer alone,
 // as a worker starts it.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { ROOT, run, tmpdir } from './service_harness.mjs';
+import { BIN, ROOT, run, tmpdir } from './service_harness.mjs';
 
 const QUESTIONS = ['What do you say of the harbor?', 'What of the treasury?', 'Speak of the army.',
   'What of the navy?', 'Tell of congress.', 'What of commerce?', 'Speak of the tariff.',
@@ -36,9 +37,9 @@ function settings(dir) {
   };
 }
 
-function train(dir, config) {
+function train(dir, config, env = process.env) {
   fs.writeFileSync(path.join(dir, 'attempt.json'), JSON.stringify(config));
-  const out = run(['train', '--config', path.join(dir, 'attempt.json')], { timeout: 900000 });
+  const out = run(['train', '--config', path.join(dir, 'attempt.json')], { timeout: 900000, env });
   return out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 }
 
@@ -112,4 +113,27 @@ test('a score_model grader asks its model beside training', () => {
   assert.ok(!lines.some((l) => /grader failed/.test(l)), lines.join('\n'));
   assert.ok(lines.some((l) => /^step 1\/1: .*; graders: (close [0-9.]+, judge [0-9.]+|judge [0-9.]+, close [0-9.]+)/.test(l)),
     lines.join('\n'));
+  // each sample answer carries its score and the two graders' scores, whose
+  // formula it is
+  const samples = events.filter((e) => e.event === 'sample');
+  assert.deepEqual(samples.map((e) => e.step), [0, 1]);
+  for (const e of samples) {
+    assert.deepEqual(Object.keys(e.scores).sort(), ['close', 'judge'], JSON.stringify(e));
+    assert.ok(Math.abs(e.score - (0.5 * e.scores.judge + 0.5 * e.scores.close)) < 1e-9, JSON.stringify(e));
+  }
+});
+
+test('rollouts decode together unless one at a time is asked for; another choice is refused', () => {
+  const dir = tmpdir('alallo-rft-');
+  const one = { ...settings(dir), max_steps: 1, rft_eval_samples: 1 };
+  const started = (events) => events.find((e) => e.event === 'log' && /fine-tuning started/.test(e.line)).line;
+  assert.match(started(train(dir, one)), /tokens \(decoded together\)/);
+  const alone = train(dir, { ...one, out_dir: path.join(dir, 'alone'), checkpoint_dir: path.join(dir, 'ckpt-alone') },
+    { ...process.env, ALALLO_RFT_ROLLOUT: 'one-at-a-time' });
+  assert.match(started(alone), /tokens \(decoded one at a time\)/);
+  assert.ok(alone.some((e) => e.event === 'done'));
+  const bad = spawnSync(BIN, ['train', '--config', path.join(dir, 'attempt.json')],
+    { encoding: 'utf8', timeout: 120000, env: { ...process.env, ALALLO_RFT_ROLLOUT: 'sideways' } });
+  assert.equal(bad.status, 3, bad.stdout + bad.stderr);
+  assert.match(bad.stdout, /ALALLO_RFT_ROLLOUT is \\"sideways\\": it is \\"batched\\" or \\"one-at-a-time\\"/);
 });

@@ -27,7 +27,7 @@ import {
   stepsTitle,
 } from './format.js';
 import { parseLoss } from './loss.js';
-import { groupSamples } from './samples.js';
+import { gradeText, groupSamples } from './samples.js';
 
 // The help page's sentence for a job whose training has not started.
 export const EMPTY_LOG = 'No log yet. It appears once training starts.';
@@ -306,18 +306,25 @@ export function jobView(jobId) {
     return text === '' ? el('span', { class: 'muted' }, '(empty answer)') : el('code', {}, text);
   }
 
-  // Sample answers: a table per prompt, the base model's answer first.
+  // Sample answers: a table per prompt, the base model's answer first; a
+  // Score column where a grader scored them (reinforcement fine-tuning).
   function updateSamples(events) {
     const groups = groupSamples(events);
     const key = JSON.stringify(groups);
     if (key === ui.samplesKey) return;
     ui.samplesKey = key;
-    ui.samples.replaceChildren(...groups.map((g) => el('table', { class: 'samples' },
-      el('caption', {}, 'Prompt: ', el('code', {}, g.prompt)),
-      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Model'), el('th', { scope: 'col' }, 'Answer'))),
-      el('tbody', {},
-        g.base === null ? [] : [el('tr', { class: 'base' }, el('td', {}, 'Base model'), el('td', {}, sampleAnswer(g.base)))],
-        g.answers.map((a) => el('tr', {}, el('td', {}, `Step ${a.step}`), el('td', {}, sampleAnswer(a.answer))))))));
+    ui.samples.replaceChildren(...groups.map((g) => {
+      const graded = g.baseGrade !== null || g.answers.some((a) => a.grade);
+      const row = (cls, who, answer, grade) => el('tr', cls ? { class: cls } : {}, el('td', {}, who),
+        el('td', {}, sampleAnswer(answer)), graded ? [el('td', {}, gradeText(grade))] : []);
+      return el('table', { class: 'samples' },
+        el('caption', {}, 'Prompt: ', el('code', {}, g.prompt)),
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Model'), el('th', { scope: 'col' }, 'Answer'),
+          graded ? [el('th', { scope: 'col' }, 'Score')] : [])),
+        el('tbody', {},
+          g.base === null ? [] : [row('base', 'Base model', g.base, g.baseGrade)],
+          g.answers.map((a) => row(null, `Step ${a.step}`, a.answer, a.grade))));
+    }));
     show(ui.samplesNone, groups.length === 0);
   }
 

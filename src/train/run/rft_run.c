@@ -9,25 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/grader.h"
 #include "core/rng.h"
 #include "train/data/data.h"
 #include "train/formats/checkpoint.h"
-#include "train/formats/modelio.h"
 #include "train/kernels/cpu_path.h"
 #include "train/kernels/gemm.h"
 #include "train/model/grpo.h"
 #include "train/model/model.h"
 #include "train/model/optim.h"
 #include "train/run/generate.h"
+#include "train/run/rollout.h"
+#include "train/run/run_load.h"
 #include "train/run/train_events.h"
 #include "train/run/trainer.h"
-#include "train/tokenizer/chat_format.h"
-#include "train/tokenizer/tokenizer.h"
 
 #define RFT_MAX_JUDGES 8
 #define RFT_VALID_FROM_TRAIN 16 /* prompts validated on without a validation file */
 #define RFT_STREAM 0x5f7            /* the rng streams of the rollouts */
+/* "one-at-a-time" decodes the answers one after another instead of
+ * together (bench/train/rft.sh compares the two) */
+#define RFT_ROLLOUT_ENV "ALALLO_RFT_ROLLOUT"
 
 struct judge {
     char name[256];
@@ -36,9 +39,7 @@ struct judge {
 
 struct rft {
     const struct train_config *c;
-    struct tokenizer *tok;
-    struct chat_format *fmt;
-    char fmt_err[400];
+    struct run_text text; /* the tokenizer, the chat template, the context */
     struct model *m;
     struct model_acts *a;
     struct optim opt;
@@ -47,6 +48,7 @@ struct rft {
     struct generator *gen;
     struct judge judges[RFT_MAX_JUDGES];
     int n_judges;
+    bool batched; /* rollouts through the batcher, else one answer at a time */
     int seq, rows;
     int32_t *ids;
     uint8_t *mask;
@@ -195,24 +197,26 @@ static double grade(struct rft *r, const json_t *item, const char *answer, json_
     return g.reward;
 }
 
-/* One answer to a prompt from the current policy. 0, or -1 with r->err
- * (a prompt the model cannot answer: GEN_TOO_LONG and the like). */
-static int answer(struct rft *r, const json_t *item, float temperature, uint64_t seed,
-                  char **text)
+/* The answers to req[0..n) from the current policy, batched or one at a
+ * time as the run chose, into texts. 0, or -1 with r->err (a prompt the
+ * model cannot answer: GEN_TOO_LONG and the like). */
+static int roll(struct rft *r, const struct rollout_req *req, int n, char **texts)
 {
-    struct gen_opts o = {.max_tokens = r->c->rft_answer_tokens, .temperature = temperature,
-                         .top_p = 1.0f, .seed = seed};
-    struct gen_result res;
     char why[400];
-    int rc = gen_run_chat(r->gen, json_object_get(item, "messages"),
-                          json_object_get(item, "tools"), &o, &res, why, sizeof why);
-    if (rc != 0) {
+    if (rollout_run(r->gen, req, n, r->batched, texts, NULL, why, sizeof why) != 0) {
         snprintf(r->err, sizeof r->err, "a prompt cannot be answered: %s", why);
         return -1;
     }
-    *text = strdup(res.text ? res.text : "");
-    gen_result_free(&res);
-    return *text ? 0 : -1;
+    return 0;
+}
+
+/* What answer b of prompt item is asked with. */
+static struct rollout_req ask(const struct rft *r, const json_t *item, float temperature,
+                              uint64_t seed)
+{
+    return (struct rollout_req){json_object_get(item, "messages"), json_object_get(item, "tools"),
+                                {.max_tokens = r->c->rft_answer_tokens,
+                                 .temperature = temperature, .top_p = 1.0f, .seed = seed}};
 }
 
 /* ------------------------------------------------------------ a step */
@@ -251,8 +255,8 @@ static struct dataset *layout(struct rft *r, const json_t *const *items, char *c
         buf[len++] = '\n';
         free(s);
     }
-    struct dataset *d = dataset_from_buffer(buf, len, "the answers", r->tok, r->fmt,
-                                            r->fmt_err[0] ? r->fmt_err : NULL, (size_t)r->seq,
+    struct dataset *d = dataset_from_buffer(buf, len, "the answers", r->text.tok, r->text.fmt,
+                                            run_text_why_no_format(&r->text), (size_t)r->seq,
                                             r->err, sizeof r->err);
     free(buf);
     return d;
@@ -289,6 +293,7 @@ struct step_stats {
     json_t *subs; /* a multi's mean scores */
     /* where the step's time went (bench/train/rft.sh) */
     double rollout_s, grade_s, update_s, answer_tokens;
+    double rollout_cpu_s; /* the rollouts' CPU seconds, all threads */
 };
 
 /* One step over prompts items[0..n). 0, or -1 with r->err. */
@@ -298,11 +303,12 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     const struct train_config *c = r->c;
     int G = c->rft_group, B = n * G;
     const json_t **rows = calloc((size_t)B, sizeof *rows);
+    struct rollout_req *req = calloc((size_t)B, sizeof *req);
     char **answers = calloc((size_t)B, sizeof *answers);
     double *reward = calloc((size_t)B, sizeof *reward), *adv = calloc((size_t)B, sizeof *adv);
     int rc = -1;
     struct dataset *d = NULL;
-    if (!rows || !answers || !reward || !adv) {
+    if (!rows || !req || !answers || !reward || !adv) {
         snprintf(r->err, sizeof r->err, "out of memory for the answers");
         goto out;
     }
@@ -310,16 +316,19 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     st->subs = json_object();
     for (int b = 0; b < B; b++) {
         rows[b] = items[b / G];
-        uint64_t seed = rng_derive(c->seed, RFT_STREAM + at * 4096u + (uint64_t)b);
-        double t0 = tev_now();
-        if (answer(r, rows[b], 1.0f, seed, &answers[b]))
-            goto out;
-        double t1 = tev_now();
+        req[b] = ask(r, rows[b], 1.0f, rng_derive(c->seed, RFT_STREAM + at * 4096u + (uint64_t)b));
+    }
+    double t0 = tev_now(), cpu0 = clock_cpu_s();
+    if (roll(r, req, B, answers))
+        goto out;
+    double t1 = tev_now();
+    st->rollout_s = t1 - t0;
+    st->rollout_cpu_s = clock_cpu_s() - cpu0;
+    for (int b = 0; b < B; b++) {
         reward[b] = grade(r, rows[b], answers[b], st->subs);
-        st->grade_s += tev_now() - t1;
-        st->rollout_s += t1 - t0;
         st->reward += reward[b];
     }
+    st->grade_s = tev_now() - t1;
     double t_update = tev_now();
     st->reward /= B;
     for (int b = 0; b < B; b++)
@@ -372,6 +381,7 @@ out:
     for (int b = 0; answers && b < B; b++)
         free(answers[b]);
     free(answers);
+    free(req);
     free(rows);
     free(reward);
     free(adv);
@@ -387,23 +397,46 @@ static int validate(struct rft *r, uint64_t at, double *mean)
     size_t n = json_array_size(set);
     if (!r->valid && n > RFT_VALID_FROM_TRAIN)
         n = RFT_VALID_FROM_TRAIN;
-    int S = r->c->rft_eval_samples;
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *item = json_array_get(set, i);
-        for (int s = 0; s < S; s++) {
-            char *text;
-            uint64_t seed = rng_derive(r->c->seed, RFT_STREAM + 0x7fffffffu + i * 64 + (size_t)s);
-            if (answer(r, item, S == 1 ? 0.0f : 1.0f, seed, &text))
-                return -1;
-            sum += grade(r, item, text, NULL);
-            if (i == 0 && s == 0)
-                tev_sample(at, at == 0, last_user(item), text);
-            free(text);
-        }
+    int S = r->c->rft_eval_samples, N = (int)n * S;
+    struct rollout_req *req = calloc((size_t)N, sizeof *req);
+    char **texts = calloc((size_t)N, sizeof *texts);
+    int rc = -1;
+    if (!req || !texts) {
+        snprintf(r->err, sizeof r->err, "out of memory for the validation answers");
+        goto out;
     }
-    *mean = sum / (double)(n * (size_t)S);
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        for (int s = 0; s < S; s++) {
+            uint64_t seed = rng_derive(r->c->seed, RFT_STREAM + 0x7fffffffu + i * 64 + (size_t)s);
+            req[i * (size_t)S + (size_t)s] =
+                ask(r, json_array_get(set, i), S == 1 ? 0.0f : 1.0f, seed);
+        }
+    if (roll(r, req, N, texts))
+        goto out;
+    double sum = 0;
+    for (int k = 0; k < N; k++) {
+        const json_t *item = json_array_get(set, (size_t)(k / S));
+        if (k > 0) {
+            sum += grade(r, item, texts[k], NULL);
+            continue;
+        }
+        /* the first prompt's first answer is the job's sample, with its
+         * score and, for a multi grader, each of its graders' */
+        json_t *subs = json_object();
+        double score = grade(r, item, texts[k], subs);
+        sum += score;
+        bool multi = json_object_size(subs) > 0;
+        tev_sample_graded(at, at == 0, last_user(item), texts[k], score, multi ? subs : NULL);
+        json_decref(subs);
+    }
+    *mean = sum / (double)N;
+    rc = 0;
+out:
+    for (int k = 0; texts && k < N; k++)
+        free(texts[k]);
+    free(texts);
+    free(req);
+    return rc;
 }
 
 /* ------------------------------------------------------------ checkpoints */
@@ -469,19 +502,10 @@ static int resume(struct rft *r, uint64_t *step)
 static int load(struct rft *r)
 {
     const struct train_config *c = r->c;
-    char path[TRAIN_MAX_PATH + 64];
-    snprintf(path, sizeof path, "%s/tokenizer.json", c->model_dir);
-    r->tok = tokenizer_load(path, r->err, sizeof r->err);
-    if (!r->tok)
-        return TRAIN_USER;
-    struct model_config mc;
-    snprintf(path, sizeof path, "%s/config.json", c->model_dir);
-    if (model_config_load(path, &mc, r->err, sizeof r->err))
-        return TRAIN_USER;
-    r->seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
-    r->fmt = chat_format_load(c->model_dir, r->fmt_err, sizeof r->fmt_err);
-    if (r->fmt)
-        r->fmt_err[0] = '\0';
+    int rc = run_load_text(c, &r->text, r->err, sizeof r->err);
+    r->seq = r->text.seq;
+    if (rc != TRAIN_OK)
+        return rc;
     r->grader = json_loads(c->rft_grader, 0, NULL);
     r->models = json_loads(c->rft_models, 0, NULL);
     r->train = read_prompts(c->train_file, c->train_file_name, r->err, sizeof r->err);
@@ -494,12 +518,9 @@ static int load(struct rft *r)
         if (!r->valid)
             return TRAIN_USER;
     }
-    struct model_opts o;
-    trainer_model_opts(c, &o);
-    r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
+    r->m = run_load_model(c, &rc, r->err, sizeof r->err);
     if (!r->m)
-        return strstr(r->err, "out of memory") ? TRAIN_INTERNAL : TRAIN_USER;
-    model_lora_init(r->m, rng_derive(c->seed, 0x10a));
+        return rc;
     r->rows = c->batch_size * c->rft_group;
     size_t cells = (size_t)r->rows * (size_t)r->seq;
     r->a = model_acts_create(r->m, r->rows, r->seq);
@@ -508,7 +529,7 @@ static int load(struct rft *r)
     r->nll = malloc(cells * sizeof *r->nll);
     r->ref = malloc(cells * sizeof *r->ref);
     r->w = malloc(cells * sizeof *r->w);
-    r->gen = gen_borrow(r->m, r->tok, c->model_dir);
+    r->gen = gen_borrow(r->m, r->text.tok, c->model_dir);
     if (!r->a || !r->ids || !r->mask || !r->nll || !r->ref || !r->w || !r->gen ||
         !r->grader || !r->models || model_rope_ensure(r->m, r->seq) ||
         optim_init(&r->opt, r->m->n_train, r->m->n_decay, c->weight_decay)) {
@@ -527,8 +548,7 @@ static void unload(struct rft *r)
     model_acts_free(r->a);
     optim_free(&r->opt);
     model_free(r->m);
-    tokenizer_free(r->tok);
-    chat_format_free(r->fmt);
+    run_text_free(&r->text);
     json_decref(r->grader);
     json_decref(r->models);
     json_decref(r->train);
@@ -587,6 +607,13 @@ int rft_run(const struct train_config *c)
         snprintf(r.err, sizeof r.err, "%s", perr);
         return fail(&r, TRAIN_INTERNAL);
     }
+    const char *how = getenv(RFT_ROLLOUT_ENV);
+    r.batched = !how || !how[0] || strcmp(how, "batched") == 0;
+    if (!r.batched && strcmp(how, "one-at-a-time") != 0) {
+        snprintf(r.err, sizeof r.err, "%s is \"%.40s\": it is \"batched\" or \"one-at-a-time\"",
+                 RFT_ROLLOUT_ENV, how);
+        return fail(&r, TRAIN_USER);
+    }
     int rc = load(&r);
     if (rc != TRAIN_OK)
         return fail(&r, rc);
@@ -600,8 +627,9 @@ int rft_run(const struct train_config *c)
     if (resumed)
         tev_log("resumed from checkpoint at step %" PRIu64, from);
     tev_log("reinforcement fine-tuning started: %" PRIu64 " steps of %d prompts, %d answers "
-            "each of at most %d tokens, %s%s",
+            "each of at most %d tokens (%s), %s%s",
             c->max_steps, c->batch_size, c->rft_group, c->rft_answer_tokens,
+            r.batched ? "decoded together" : "decoded one at a time",
             c->full ? "full fine-tuning (fp32)"
             : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                           : "LoRA on a 16-bit (bf16) base",
@@ -626,6 +654,7 @@ int rft_run(const struct train_config *c)
     }
     struct step_stats st = {0};
     double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
+    double roll_cpu_s = 0;
     for (uint64_t at = from; at < c->max_steps; at++) {
         if (g_stop) {
             tev_log("stopped at step %" PRIu64 " on request", at);
@@ -645,6 +674,7 @@ int rft_run(const struct train_config *c)
             return fail(&r, strstr(r.err, "cannot be answered") ? TRAIN_USER : TRAIN_INTERNAL);
         }
         roll_s += st.rollout_s;
+        roll_cpu_s += st.rollout_cpu_s;
         grade_s += st.grade_s;
         update_s += st.update_s;
         answer_toks += st.answer_tokens;
@@ -693,10 +723,11 @@ int rft_run(const struct train_config *c)
     double all = roll_s + grade_s + update_s;
     size_t answers_n = (size_t)c->max_steps * (size_t)c->batch_size * (size_t)c->rft_group;
     tev_log("where the steps' time went: rollouts %.1f s (%.0f answer tokens, %.1f tokens/s, "
-            "%.0f%%), grading %.3f ms per answer (%.1f%%), updates %.1f s (%.0f tokens, %.1f "
-            "tokens/s, %.0f%%)",
+            "%.0f%%; %.1f s of CPU, %.1f tokens per CPU second), grading %.3f ms per answer "
+            "(%.1f%%), updates %.1f s (%.0f tokens, %.1f tokens/s, %.0f%%)",
             roll_s, answer_toks, roll_s > 0 ? answer_toks / roll_s : 0,
-            all > 0 ? 100 * roll_s / all : 0, answers_n ? 1000 * grade_s / answers_n : 0,
+            all > 0 ? 100 * roll_s / all : 0, roll_cpu_s,
+            roll_cpu_s > 0 ? answer_toks / roll_cpu_s : 0, answers_n ? 1000 * grade_s / answers_n : 0,
             all > 0 ? 100 * grade_s / all : 0, update_s, update_toks,
             update_s > 0 ? update_toks / update_s : 0, all > 0 ? 100 * update_s / all : 0);
     char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];

@@ -165,11 +165,27 @@ void tev_done_early(uint64_t step, double train_loss, const char *model_dir,
                    "best_step", (json_int_t)best_step));
 }
 
+static json_t *sample_of(uint64_t step, int base, const char *prompt, const char *answer)
+{
+    return json_pack("{sI sb ss ss}", "step", (json_int_t)step, "base", base, "prompt", prompt,
+                     "answer", answer);
+}
+
 void tev_sample(uint64_t step, int base, const char *prompt, const char *answer)
 {
-    emit(tproto_event_name(TPROTO_EVENT_SAMPLE),
-         json_pack("{sI sb ss ss}", "step", (json_int_t)step, "base", base, "prompt", prompt,
-                   "answer", answer));
+    emit(tproto_event_name(TPROTO_EVENT_SAMPLE), sample_of(step, base, prompt, answer));
+}
+
+void tev_sample_graded(uint64_t step, int base, const char *prompt, const char *answer,
+                       double score, const json_t *scores)
+{
+    json_t *o = sample_of(step, base, prompt, answer);
+    if (o) {
+        json_object_set_new(o, "score", json_real(score));
+        if (scores)
+            json_object_set_new(o, "scores", json_deep_copy(scores));
+    }
+    emit(tproto_event_name(TPROTO_EVENT_SAMPLE), o);
 }
 
 void tev_error(int user, const char *line)

@@ -61,6 +61,12 @@ void tev_done_early(uint64_t step, double train_loss, const char *model_dir,
                     const char *adapter_dir, uint64_t best_step);
  /* A prompt's greedy answer at `step` (base: the model before training). */
 void tev_sample(uint64_t step, int base, const char *prompt, const char *answer);
+/* The same for an answer a grader scored (reinforcement fine-tuning):
+ * its `score`, and when scores is not NULL (a multi grader's) each
+ * sub-grader's score by name as `scores`. */
+struct json_t;
+void tev_sample_graded(uint64_t step, int base, const char *prompt, const char *answer,
+                       double score, const struct json_t *scores);
 /* user: 1 for kind "user" (data or settings), 0 for "internal". */
 void tev_error(int user, const char *line);
 

@@ -35,6 +35,7 @@
 #include "train/model/optim.h"
 #include "train/model/dpo.h"
 #include "train/run/rft_run.h"
+#include "train/run/run_load.h"
 #include "train/data/pack.h"
 #include "core/rng.h"
 #include "train/tokenizer/tokenizer.h"
@@ -245,19 +246,6 @@ static int fail(int user, const char *line)
 }
 
 /* ------------------------------------------------------------ settings */
-
-static struct model_opts opts_of(const struct train_config *c)
-{
-    struct model_opts o = {0};
-    o.full = c->full;
-    o.base_kind = c->four_bit ? WK_NF4 : WK_BF16;
-    if (!c->full) {
-        o.lora_r = c->lora_r;
-        o.lora_alpha = c->lora_alpha;
-        o.lora_targets = c->lora_targets;
-    }
-    return o;
-}
 
 /* What the trainable block means; stored in each checkpoint's meta.json
  * and compared on resume. */
@@ -751,11 +739,6 @@ int trainer_save_output(const struct train_config *c, struct model **mp, char *m
     return rc;
 }
 
-void trainer_model_opts(const struct train_config *c, struct model_opts *out)
-{
-    *out = opts_of(c);
-}
-
 static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)
 {
     if (gpu_to_host(r))
@@ -943,35 +926,26 @@ static void train_all_tokens(struct dataset *d)
 static int load_everything(struct run *r)
 {
     const struct train_config *c = r->c;
-    char path[TRAIN_MAX_PATH + 64];
-    snprintf(path, sizeof path, "%s/tokenizer.json", c->model_dir);
-    r->tok = tokenizer_load(path, r->err, sizeof r->err);
-    if (!r->tok)
-        return TRAIN_USER;
-    struct model_config mc;
-    snprintf(path, sizeof path, "%s/config.json", c->model_dir);
-    if (model_config_load(path, &mc, r->err, sizeof r->err))
-        return TRAIN_USER;
-    if (tokenizer_vocab_size(r->tok) > mc.vocab) {
-        snprintf(r->err, sizeof r->err,
-                 "tokenizer.json has %d tokens but config.json's vocab_size is %d",
-                 tokenizer_vocab_size(r->tok), mc.vocab);
-        return TRAIN_USER;
+    struct run_text text;
+    int rc = run_load_text(c, &text, r->err, sizeof r->err);
+    r->tok = text.tok; /* the run's to free */
+    text.tok = NULL;
+    if (rc != TRAIN_OK) {
+        run_text_free(&text);
+        return rc;
     }
-    int seq = c->seq_len < mc.max_pos ? c->seq_len : mc.max_pos;
+    int seq = text.seq;
     r->seq = seq;
-    /* The model's own chat template, when it has one (docs/data.md). */
-    char fmt_err[400];
-    struct chat_format *fmt = chat_format_load(c->model_dir, fmt_err, sizeof fmt_err);
-    const char *why_no_fmt = !fmt && fmt_err[0] ? fmt_err : NULL; /* fails chat lines only */
+    const struct chat_format *fmt = text.fmt;
+    const char *why_no_fmt = run_text_why_no_format(&text);
     r->ds = dataset_load_chat(c->train_file, c->train_file_name, r->tok, fmt, why_no_fmt,
                               (size_t)seq, r->err, sizeof r->err);
     if (!r->ds) {
-        chat_format_free(fmt);
+        run_text_free(&text);
         return TRAIN_USER;
     }
     if (r->ds->n == 0) {
-        chat_format_free(fmt);
+        run_text_free(&text);
         snprintf(r->err, sizeof r->err, "%s: the file has no examples", c->train_file_name);
         return TRAIN_USER;
     }
@@ -981,7 +955,7 @@ static int load_everything(struct run *r)
                                    r->tok, fmt, why_no_fmt, (size_t)seq, r->err,
                                    sizeof r->err);
     }
-    chat_format_free(fmt);
+    run_text_free(&text);
     if (c->validation_file[0] && !r->val)
         return TRAIN_USER;
     if (!r->val && c->validation_split > 0.0 && !c->dpo) {
@@ -1005,11 +979,9 @@ static int load_everything(struct run *r)
         train_all_tokens(r->ds);
         train_all_tokens(r->val);
     }
-    struct model_opts o = opts_of(c);
-    r->m = modelio_load(c->model_dir, &o, r->err, sizeof r->err);
+    r->m = run_load_model(c, &rc, r->err, sizeof r->err);
     if (!r->m)
-        return strstr(r->err, "out of memory") ? TRAIN_INTERNAL : TRAIN_USER;
-    model_lora_init(r->m, rng_derive(c->seed, 0x10a));
+        return rc;
     if (optim_init(&r->opt, r->m->n_train, r->m->n_decay, c->weight_decay)) {
         snprintf(r->err, sizeof r->err, "out of memory for the optimizer state");
         return TRAIN_INTERNAL;

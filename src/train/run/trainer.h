@@ -36,11 +36,6 @@ int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *
                         const char *adapter_dir, char *err, size_t errcap);
 
 struct model;
-struct model_opts;
-/* The model options a run of c trains with (LoRA or full, the base's
- * storage). */
-void trainer_model_opts(const struct train_config *c, struct model_opts *out /* OUT */);
-
 /* Writes the trained model *mp as the run's output: c->out_dir/model (the
  * merged model) and, for LoRA, c->out_dir/adapter (PEFT); their paths into
  * model_out and adapter_out. LoRA: frees *mp (NULL after) to make room for

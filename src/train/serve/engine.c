@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "train/serve/batcher.h"
+#include "train/run/batcher.h"
 #include "train/serve/model_lru.h"
 #include "train/tokenizer/tokenizer.h"
 

@@ -1491,6 +1491,87 @@ static void a_job_that_learned_nothing_says_so(void **state)
     h_free(h);
 }
 
+/* The sample event (type "message", data.sample) of a graded answer
+ * (reinforcement fine-tuning) carries its score and a multi grader's
+ * sub-scores, the message says the score; a supervised sample has none;
+ * sub-scores that do not fit beside a long prompt and answer are left
+ * out, the sample and its score kept. */
+static json_t *sample_at(json_t *list, long step)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        json_t *d = json_object_get(e, "data");
+        if (json_is_true(json_object_get(d, "sample")) &&
+            json_integer_value(json_object_get(d, "step")) == step)
+            return e;
+    }
+    return NULL;
+}
+
+static void a_graded_sample_carries_its_scores(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *id = new_job(h, h->key, NULL);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    char many[1200] = "", big[200];
+    memset(big, 'x', 140);
+    big[140] = '\0';
+    for (int k = 0; k < 8; k++) { /* 8 sub-graders of 40-byte names: not all fit */
+        size_t len = strlen(many);
+        snprintf(many + len, sizeof many - len, "%s\"grader_%d_with_a_long_name_to_fill_it\":0.%d",
+                 k ? "," : "", k, k + 1);
+    }
+    char evs[3000];
+    snprintf(evs, sizeof evs,
+             STARTED ",{\"event\":\"sample\",\"step\":0,\"base\":true,\"prompt\":\"Q?\","
+                     "\"answer\":\"K7\",\"score\":0.75,\"scores\":{\"exact\":1,\"close\":0.5}},"
+                     "{\"event\":\"sample\",\"step\":2,\"base\":false,\"prompt\":\"Q?\","
+                     "\"answer\":\"K8\"},"
+                     "{\"event\":\"sample\",\"step\":4,\"base\":false,\"prompt\":\"%s\","
+                     "\"answer\":\"%s\",\"score\":0.25,\"scores\":{%s}}",
+             big, big, many);
+    assert_int_equal(events(h, &c, c.fence, evs, NULL, 0), 200);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    struct reply r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    json_t *body = json_loads(r.body, 0, NULL);
+    json_t *list = json_object_get(body, "data");
+    json_t *graded = sample_at(list, 0), *plain = sample_at(list, 2), *full = sample_at(list, 4);
+    assert_non_null(graded);
+    assert_non_null(plain);
+    assert_non_null(full);
+    json_t *d = json_object_get(graded, "data");
+    assert_string_equal(h_str(graded, "type"), "message");
+    assert_float_equal(json_number_value(json_object_get(d, "score")), 0.75, 1e-9);
+    json_t *subs = json_object_get(d, "scores");
+    assert_int_equal(json_object_size(subs), 2);
+    assert_float_equal(json_number_value(json_object_get(subs, "exact")), 1.0, 1e-9);
+    assert_float_equal(json_number_value(json_object_get(subs, "close")), 0.5, 1e-9);
+    assert_string_equal(h_str(graded, "message"),
+                        "The base model's answer at step 0 (score 0.75): K7");
+    d = json_object_get(plain, "data");
+    assert_null(json_object_get(d, "score"));
+    assert_null(json_object_get(d, "scores"));
+    assert_string_equal(h_str(plain, "message"), "The model's answer at step 2: K8");
+    d = json_object_get(full, "data");
+    assert_string_equal(h_str(d, "answer"), big);
+    assert_float_equal(json_number_value(json_object_get(d, "score")), 0.25, 1e-9);
+    subs = json_object_get(d, "scores");
+    assert_true(json_object_size(subs) >= 1 && json_object_size(subs) < 8);
+    assert_float_equal(
+        json_number_value(json_object_get(subs, "grader_0_with_a_long_name_to_fill_it")), 0.1,
+        1e-9);
+    json_decref(body);
+    reply_free(&r);
+    free(id);
+    h_free(h);
+}
+
 /* A trainer's warning (a log line with "level": "warn", as a DPO run that
  * lowers both answers sends) is in the training log and is a warning event
  * of the job; a plain log line is no event. */
@@ -2003,6 +2084,7 @@ int main(void)
         cmocka_unit_test(stale_fences_change_nothing),
         cmocka_unit_test(failures_have_their_messages),
         cmocka_unit_test(cancel_and_drain_a_running_job),
+        cmocka_unit_test(a_graded_sample_carries_its_scores),
         cmocka_unit_test(too_big_for_every_worker),
         cmocka_unit_test(the_estimate_warns_of_the_time_limit),
         cmocka_unit_test(the_pass_fails_a_job_that_fits_only_at_lower_precision),

@@ -23,7 +23,7 @@
 #include "train/run/decode.h"
 #include "train/run/generate.h"
 #include "train/serve/adapter.h"
-#include "train/serve/batcher.h"
+#include "train/run/batcher.h"
 
 static char base[256], model_dir[300], ad1[300], ad2[300];
 
@@ -37,24 +37,9 @@ static int setup(void **state)
     if (mkdir(base, 0755))
         return -1;
     snprintf(model_dir, sizeof model_dir, "%s/m", base);
-    struct model_config c;
-    if (model_config_shape("tiny", 257, &c))
+    if (fx_make_model_scaled(model_dir, NULL, 31, 8.0f))
         return -1;
-    c.bos_id = c.eos_id = 256;
     char err[512];
-    struct model_opts o = {.full = 1};
-    struct model *m = model_create(&c, &o, err, sizeof err);
-    if (!m || model_init_random(m, 31))
-        return -1;
-    for (size_t i = 0; i < m->n_decay; i++)
-        m->train[i] *= 8.0f;
-    if (modelio_save_merged(m, model_dir, NULL, err, sizeof err))
-        return -1;
-    model_free(m);
-    char p[400];
-    snprintf(p, sizeof p, "%s/tokenizer.json", model_dir);
-    if (fx_write_tokenizer(p))
-        return -1;
     for (int k = 0; k < 2; k++) {
         char *ad = k ? ad2 : ad1;
         snprintf(ad, sizeof ad1, "%s/adapter%d", base, k);

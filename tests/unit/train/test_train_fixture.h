@@ -55,9 +55,11 @@ static inline int fx_write_tokenizer(const char *path)
     return rc;
 }
 
-/* A tiny model (shape "tiny" or custom) at dir with the byte tokenizer. */
-static inline int fx_make_model(const char *dir, const struct model_config *cfg_or_null,
-                                uint64_t seed)
+/* A tiny model (shape "tiny" or custom) at dir with the byte tokenizer,
+ * its matrices' random values times scale (8: answers that vary, for
+ * generation tests). */
+static inline int fx_make_model_scaled(const char *dir, const struct model_config *cfg_or_null,
+                                       uint64_t seed, float scale)
 {
     struct model_config c;
     if (cfg_or_null)
@@ -68,7 +70,10 @@ static inline int fx_make_model(const char *dir, const struct model_config *cfg_
     char err[512];
     struct model_opts o = {.full = 1};
     struct model *m = model_create(&c, &o, err, sizeof err);
-    if (!m || model_init_random(m, seed) || modelio_save_merged(m, dir, NULL, err, sizeof err)) {
+    int bad = !m || model_init_random(m, seed);
+    for (size_t i = 0; !bad && i < m->n_decay; i++)
+        m->train[i] *= scale;
+    if (bad || modelio_save_merged(m, dir, NULL, err, sizeof err)) {
         fprintf(stderr, "fixture: %s\n", err);
         model_free(m);
         return -1;
@@ -77,6 +82,13 @@ static inline int fx_make_model(const char *dir, const struct model_config *cfg_
     char path[1100];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     return fx_write_tokenizer(path);
+}
+
+/* A tiny model (shape "tiny" or custom) at dir with the byte tokenizer. */
+static inline int fx_make_model(const char *dir, const struct model_config *cfg_or_null,
+                                uint64_t seed)
+{
+    return fx_make_model_scaled(dir, cfg_or_null, seed, 1.0f);
 }
 
 /* n prompt/completion lines with a learnable rule: the completion repeats

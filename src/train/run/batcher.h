@@ -16,8 +16,8 @@
  * caller's, kept alive while the sequence runs. A batcher owns the
  * working memory of a step.
  */
-#ifndef ALALLO_SERVE_BATCHER_H
-#define ALALLO_SERVE_BATCHER_H
+#ifndef ALALLO_TRAIN_BATCHER_H
+#define ALALLO_TRAIN_BATCHER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* batcher.c - one step of the running sequences of a base (see batcher.h). */
-#include "train/serve/batcher.h"
+#include "train/run/batcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,42 @@
+/* rollout.h - answers to many conversations from one generator, as
+ * reinforcement fine-tuning's rollouts draw them (rft_run.c): every answer
+ * laid out, sampled and stopped as gen_run_chat does (generate.h: the
+ * model's chat template, its own seed, its stops, max_tokens or the
+ * model's context), either all of them decoded together through the
+ * batcher (batcher.h: each decode step of every running answer is one
+ * pass through the model's matrix products; at most ROLLOUT_WIDTH at a
+ * time, the next joining as one finishes) or one after another through
+ * gen_run_chat. Which answers run beside which is fixed by their order,
+ * so a rollout repeats itself exactly; on fp32 weights a batched answer
+ * is the one gen_run_chat gives alone (decode.h).
+ *
+ * Ownership: the requests are the caller's; rollout_run fills texts[i]
+ * with strings the caller frees (all NULL after a failure).
+ */
+#ifndef ALALLO_TRAIN_ROLLOUT_H
+#define ALALLO_TRAIN_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "train/run/generate.h"
+
+/* The most answers decoded together. */
+#define ROLLOUT_WIDTH 64
+
+struct rollout_req {
+    const struct json_t *messages; /* OpenAI's messages, the user's last */
+    const struct json_t *tools;    /* or NULL */
+    struct gen_opts opts;          /* each answer's own limit, temperature and seed */
+};
+
+/* Answers req[0..n) into texts[0..n) (UTF-8, special tokens skipped) and
+ * their token counts into tokens[0..n) (may be NULL); batched chooses the
+ * batcher over one at a time. 0; GEN_TOO_LONG, GEN_EMPTY or GEN_BAD_CHAT
+ * (a conversation the model cannot answer, with the reason); -1 with a
+ * reason (out of memory). */
+int rollout_run(struct generator *g, const struct rollout_req *req, int n, bool batched,
+                char **texts /* OUT */, int *tokens /* OUT, or NULL */, char *err,
+                size_t errcap);
+
+#endif
