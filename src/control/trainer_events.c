@@ -482,6 +482,11 @@ static enum alallo_err note_if_nothing_learned(struct store_writes *w, int64_t n
                                                const struct store_job *j,
                                                const struct store_attempt *a)
 {
+    /* Reinforcement fine-tuning's loss is the policy objective, which need
+     * not fall as the reward rises (docs/rft.md): its measure is the reward
+     * curve, so the sentence about the loss is not said. */
+    if (strcmp(j->method, "reinforcement") == 0)
+        return ERR_OK;
     if (!hyper_loss_known(j->first_loss, j->train_loss) ||
         hyper_loss_went_down(j->first_loss, j->train_loss))
         return ERR_OK;

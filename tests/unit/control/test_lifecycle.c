@@ -1491,6 +1491,53 @@ static void a_job_that_learned_nothing_says_so(void **state)
     h_free(h);
 }
 
+/* A reinforcement job's loss is the policy objective, which need not fall
+ * as the reward rises: a flat loss is no "did not go down" warning. */
+static void a_reinforcement_job_with_a_flat_loss_is_not_warned(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    struct reply r = h_upload(h, h->key, "train.jsonl",
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"Q one?\"}],"
+                              "\"reference\":\"K7\"}\n"
+                              "{\"messages\":[{\"role\":\"user\",\"content\":\"Q two?\"}],"
+                              "\"reference\":\"K8\"}\n");
+    assert_int_equal(r.status, 200);
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"method\":{\"type\":"
+             "\"reinforcement\",\"reinforcement\":{\"grader\":{\"type\":\"string_check\","
+             "\"name\":\"same\",\"input\":\"{{ sample.output_text }}\",\"reference\":"
+             "\"{{ item.reference }}\",\"operation\":\"eq\"},\"hyperparameters\":{"
+             "\"n_epochs\":15,\"batch_size\":1}}}}",
+             h_str(r.json, "id"));
+    reply_free(&r);
+    r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    char *id = strdup(h_str(r.json, "id"));
+    reply_free(&r);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence,
+                            STARTED ",{\"event\":\"step\",\"t\":0.3,\"step\":1,\"loss\":0.01},"
+                                    "{\"event\":\"done\",\"step\":2,\"train_loss\":0.01,"
+                                    "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    r = h_call(h, "GET", path, "limit=100", h->key, NULL);
+    assert_null(strstr(r.body, "The loss did not go down"));
+    reply_free(&r);
+    free(id);
+    h_free(h);
+}
+
 /* The sample event (type "message", data.sample) of a graded answer
  * (reinforcement fine-tuning) carries its score and a multi grader's
  * sub-scores, the message says the score; a supervised sample has none;
@@ -2104,6 +2151,7 @@ int main(void)
         cmocka_unit_test(checkpoint_builds_beyond_four_are_removed_least_recently_used_first),
         cmocka_unit_test(at_most_two_checkpoint_builds_run_at_once),
         cmocka_unit_test(a_job_that_learned_nothing_says_so),
+        cmocka_unit_test(a_reinforcement_job_with_a_flat_loss_is_not_warned),
         cmocka_unit_test(a_trainers_warning_is_a_job_event),
         cmocka_unit_test(a_finish_by_job_keeps_to_its_deadline),
         cmocka_unit_test(progress_after_a_lost_worker_says_what_is_repeated),
