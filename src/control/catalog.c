@@ -129,8 +129,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     }
     int64_t h = m->hidden, q = (int64_t)m->heads * head_dim;
     int64_t kv = (int64_t)m->kv_heads * head_dim;
-    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h +
-                        (m->qk_norm ? 2 * head_dim : 0);
+    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate +
+                        (m->post_norms ? 4 : 2) * h + (m->qk_norm ? 2 * head_dim : 0);
     m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
     m->active_params = m->params;
     if (m->experts > 0) { /* the sparse layers' router and experts in place of their MLP */
