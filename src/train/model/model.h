@@ -122,9 +122,11 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c /* OU
 void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
 
 /* Parses a Hugging Face config.json text: model_type llama (also when
- * absent), mistral, qwen2, gemma, gemma2, qwen3 or smollm3. Refuses, naming the key, what
- * the pass does not compute: other model types, rope_scaling other than
- * llama3, activations other than the family's. 0, or -1 with a reason. */
+ * absent), mistral, qwen2, gemma, gemma2, gemma3_text, qwen3, qwen3_moe or
+ * smollm3, or gemma3 (its text_config read as gemma3_text, `multimodal`
+ * set). Refuses, naming the key, what the pass does not compute: other
+ * model types, rope_scaling other than llama3 (linear for Gemma 3),
+ * activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
                        size_t errcap);
 /* Reads and parses `path`. */
