@@ -4,7 +4,10 @@
 # on small shapes: the built-in model at two contexts, a tiny Gemma 2
 # (alallo model init --family gemma2), a tiny Qwen3 (q/k norms, heads
 # twice the hidden width), Qwen3-1.7B's widths at 2 of its 28 layers (and
-# the tokenizer's vocabulary, not its 151,936) and a tiny Llama 3 given a
+# the tokenizer's vocabulary, not its 151,936), a tiny Gemma 3 (post and
+# q/k norms, a window of 16 under the 512 tokens), Gemma-3-1B's widths at 2
+# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head) and a
+# tiny Llama 3 given a
 # 4096-token context. Each row fills the context with one example, so the attention
 # score blocks are as large as they get. The trainer runs THREADS threads
 # (the attempt's "threads", default 2) and the planner is told the same.
@@ -29,6 +32,10 @@ tok="$root/models/alallo-base/tokenizer.json"
 "$build/alallo" model init --family qwen3 --tokenizer "$tok" --out "$work/qwen3-1.7b" \
   --hidden 2048 --layers 2 --heads 16 --kv-heads 8 --head-dim 128 --intermediate 6144 \
   --max-pos 1024 >/dev/null
+"$build/alallo" model init --family gemma3 --tokenizer "$tok" --out "$work/gemma3" >/dev/null
+"$build/alallo" model init --family gemma3 --tokenizer "$tok" --out "$work/gemma3-1b" \
+  --hidden 1152 --layers 2 --heads 4 --kv-heads 1 --head-dim 256 --intermediate 6912 \
+  --query-scalar 256 --sliding-window 512 --max-pos 1024 >/dev/null
 # the tiny Llama 3 with a longer context (its llama3 RoPE scaling allows it)
 python3 - "$work/llama3/config.json" <<'PY'
 import json, sys
@@ -56,13 +63,13 @@ JSON
   python3 - "$2/config.json" "$3" "$threads" "$work/plan_need" "$work/$1.rss" "$1" <<'PY' >> "$work/rows"
 import json, subprocess, sys
 c = json.load(open(sys.argv[1])); seq, thr = sys.argv[2], sys.argv[3]
-g2 = c["model_type"] == "gemma2"
+g2 = c["model_type"] in ("gemma2", "gemma3_text")  # the post norms
 args = [c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"],
         c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
         c.get("head_dim", 0), c["vocab_size"], int(bool(c.get("tie_word_embeddings"))), int(g2),
         int(g2 and (c.get("attn_logit_softcapping") or 0) > 0),
         int(g2 and (c.get("final_logit_softcapping") or 0) > 0), 1, seq, thr, 16,
-        int(c["model_type"].startswith("qwen3"))]
+        int(c["model_type"].startswith("qwen3") or c["model_type"] == "gemma3_text")]
 p = json.loads(subprocess.check_output([sys.argv[4]] + [str(a) for a in args]))
 rss = int(open(sys.argv[5]).read().split()[-1]) * 1024
 mib = lambda b: round(b / 2**20, 1)
@@ -78,6 +85,8 @@ run base-64 "$root/models/alallo-base" 64
 run gemma2-512 "$work/gemma2" 512
 run qwen3-512 "$work/qwen3" 512
 run qwen3-1.7b-2layers-512 "$work/qwen3-1.7b" 512
+run gemma3-512 "$work/gemma3" 512
+run gemma3-1b-2layers-1024 "$work/gemma3-1b" 1024
 run llama3-4096 "$work/llama3" 4096
 python3 - "$work/rows" <<'PY'
 import json, os, sys

@@ -51,6 +51,23 @@ static void read_experts(const json_t *cfg, struct catalog_model *m)
         m->experts = 0; /* every layer dense: a dense model */
 }
 
+/* Gemma3TextConfig's defaults for the keys published configs leave out
+ * (as the trainer's config reader fills them). */
+static void gemma3_defaults(json_t *cfg)
+{
+    static const struct {
+        const char *key;
+        int v;
+    } def[] = {
+        {"vocab_size", 262208},         {"hidden_size", 2304},      {"intermediate_size", 9216},
+        {"num_hidden_layers", 26},      {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+        {"head_dim", 256},              {"max_position_embeddings", 131072},
+    };
+    for (size_t i = 0; i < sizeof def / sizeof def[0]; i++)
+        if (!json_object_get(cfg, def[i].key))
+            json_object_set_new(cfg, def[i].key, json_integer(def[i].v));
+}
+
 int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t errcap)
 {
     memset(m, 0, sizeof *m);
@@ -67,6 +84,16 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
         snprintf(err, errcap, "no readable config.json in the model folder");
         return -1;
     }
+    /* Gemma 3's image-and-text folders nest the text model (docs/models.md) */
+    const char *outer = json_string_value(json_object_get(cfg, "model_type"));
+    bool gemma3 = outer && strncmp(outer, "gemma3", 6) == 0;
+    if (outer && strcmp(outer, "gemma3") == 0 && json_is_object(json_object_get(cfg, "text_config"))) {
+        json_t *text = json_incref(json_object_get(cfg, "text_config"));
+        json_decref(cfg);
+        cfg = text;
+    }
+    if (gemma3)
+        gemma3_defaults(cfg);
     m->hidden = int_field(cfg, "hidden_size", 0);
     m->layers = int_field(cfg, "num_hidden_layers", 0);
     m->heads = int_field(cfg, "num_attention_heads", 0);
@@ -78,12 +105,12 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     /* Gemma ties its head unless the config says otherwise, and may set a
      * head_dim apart from hidden / heads (docs/models.md) */
     const char *type = json_string_value(json_object_get(cfg, "model_type"));
-    if (type && strncmp(type, "gemma", 5) == 0 &&
+    if (((type && strncmp(type, "gemma", 5) == 0) || gemma3) &&
         !json_is_false(json_object_get(cfg, "tie_word_embeddings")))
         m->tied = true;
     int head_dim = int_field(cfg, "head_dim", m->heads > 0 ? m->hidden / m->heads : 0);
     m->head_dim = head_dim;
-    if (type && strcmp(type, "gemma2") == 0) {
+    if ((type && strcmp(type, "gemma2") == 0) || gemma3) {
         m->post_norms = true;
         json_t *ac = json_object_get(cfg, "attn_logit_softcapping");
         json_t *fc = json_object_get(cfg, "final_logit_softcapping");
@@ -91,7 +118,7 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
         m->final_softcap = json_is_number(fc) && json_number_value(fc) > 0;
     }
     /* Qwen3 and the families built on its attention normalize q and k per head */
-    m->qk_norm = type && strncmp(type, "qwen3", 5) == 0;
+    m->qk_norm = (type && strncmp(type, "qwen3", 5) == 0) || gemma3;
     if (type && strcmp(type, "qwen3_moe") == 0)
         read_experts(cfg, m);
     json_decref(cfg);
@@ -102,8 +129,8 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
     }
     int64_t h = m->hidden, q = (int64_t)m->heads * head_dim;
     int64_t kv = (int64_t)m->kv_heads * head_dim;
-    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate + 2 * h +
-                        (m->qk_norm ? 2 * head_dim : 0);
+    int64_t per_layer = h * q * 2 + h * kv * 2 + 3 * h * m->intermediate +
+                        (m->post_norms ? 4 : 2) * h + (m->qk_norm ? 2 * head_dim : 0);
     m->params = (int64_t)m->vocab * h * (m->tied ? 1 : 2) + per_layer * m->layers + h;
     m->active_params = m->params;
     if (m->experts > 0) { /* the sparse layers' router and experts in place of their MLP */

@@ -103,6 +103,8 @@ static double outside_block_params(const struct plan_model *m)
     double emb = (double)m->vocab * m->hidden;
     double head = m->tied ? 0 : emb;
     double norms = (2.0 * m->layers + 1.0) * m->hidden;
+    if (m->post_norms) /* Gemma 2 and 3: after attention and after the MLP too */
+        norms += 2.0 * m->layers * m->hidden;
     if (m->qk_norm) /* one q and one k scale of head_dim per layer */
         norms += 2.0 * m->layers * q_dim(m) / m->heads;
     return emb + head + norms;

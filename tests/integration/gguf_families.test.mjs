@@ -2,18 +2,22 @@
 // the model runs in alallo.
 //
 // For each family of `alallo model init --family` (Llama 3 with its rotary
-// scaling, Qwen2, Mistral, Gemma, Gemma 2, Qwen3, SmolLM3; docs/models.md) the test makes a
+// scaling, Qwen2, Mistral, Gemma, Gemma 2, Gemma 3, Qwen3, SmolLM3; docs/models.md) the test makes a
 // tiny random model with weights large enough that attention, rotary
 // positions, norms and soft-caps decide the output, exports it with
 // `alallo export --format gguf --dtype f32`, and checks:
 //  * npm @huggingface/gguf reads the family's llama.cpp architecture and
-//    its keys (Gemma 2's soft-caps and window, Llama 3's rope_freqs);
+//    its keys (Gemma 2's soft-caps and window, Gemma 3's window, pattern,
+//    local rotary base and linear scaling, Llama 3's rope_freqs);
+//    Gemma 2 and 3 run with a window of 4 tokens, shorter than the prompt
+//    and its continuation, so llama.cpp's window must cut where alallo's does;
 //  * npm node-llama-cpp (llama.cpp) loads it and its greedy continuation of
 //    a prompt equals `alallo generate --temperature 0` on the Hugging Face
 //    folder. alallo's forward pass is proven against PyTorch per family in
 //    tests/unit/train/test_model_torch.c, so this ties llama.cpp to it.
 // Then a SmolLM3 whose layers without positions are not llama.cpp's every
-// 4th is refused by name, no file written.
+// 4th is refused by name, no file written, and so is a Gemma 3 whose
+// local and global layers follow no period llama.cpp's gemma3 can state.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -40,6 +44,13 @@ const FAMILIES = {
   gemma2: ['gemma2', ['blk.0.post_attention_norm.weight', 'blk.0.post_ffw_norm.weight']],
   qwen3: ['qwen3', ['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight']],
   smollm3: ['smollm3', ['blk.3.attn_q.weight']],
+  gemma3: ['gemma3', ['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight', 'blk.0.post_ffw_norm.weight']],
+};
+// model init options past the family's own: windows shorter than the text,
+// and Gemma 3's query scale apart from head_dim (folded into q_norm)
+const INIT = {
+  gemma2: ['--sliding-window', '4'],
+  gemma3: ['--sliding-window', '4', '--query-scalar', '20'],
 };
 
 let tokPath;
@@ -55,7 +66,7 @@ test.before(() => {
 for (const [family, [arch, extra]] of Object.entries(FAMILIES)) {
   test(`${family}: llama.cpp reads the ${arch} GGUF and continues as alallo generate`, async () => {
     const modelDir = path.join(dir, family);
-    alallo(['model', 'init', '--family', family, '--tokenizer', tokPath, '--out', modelDir, '--seed', '7', '--init-std', '0.4', '--norm-std', '5']);
+    alallo(['model', 'init', '--family', family, '--tokenizer', tokPath, '--out', modelDir, '--seed', '7', '--init-std', '0.4', '--norm-std', '5', ...(INIT[family] ?? [])]);
     const cfg = JSON.parse(fs.readFileSync(path.join(modelDir, 'config.json'), 'utf8'));
     const out = path.join(dir, `${family}.gguf`);
     alallo(['export', '--model-dir', modelDir, '--format', 'gguf', '--dtype', 'f32', '--out', out]);
@@ -70,6 +81,15 @@ for (const [family, [arch, extra]] of Object.entries(FAMILIES)) {
       assert.equal(m['gemma2.attn_logit_softcapping'], cfg.attn_logit_softcapping);
       assert.equal(m['gemma2.final_logit_softcapping'], cfg.final_logit_softcapping);
       assert.equal(m['gemma2.attention.sliding_window'], cfg.sliding_window);
+    }
+    if (family === 'gemma3') {
+      assert.equal(m['gemma3.attention.sliding_window'], cfg.sliding_window);
+      assert.equal(m['gemma3.attention.sliding_window_pattern'], 3); // every 3rd layer global
+      assert.equal(m['gemma3.rope.freq_base_swa'], cfg.rope_local_base_freq);
+      assert.equal(m['gemma3.rope.freq_base'], cfg.rope_theta);
+      assert.equal(m['gemma3.rope.scaling.type'], 'linear');
+      assert.equal(m['gemma3.rope.scaling.factor'], cfg.rope_scaling.factor);
+      assert.ok(!names.has('rope_freqs.weight'), 'linear scaling is a key, not rope_freqs');
     }
     if (family.startsWith('gemma')) assert.ok(!names.has('output.weight'), 'Gemma ties its head');
 
@@ -113,6 +133,23 @@ test('smollm3: a GGUF of other layers without positions is refused', () => {
   assert.throws(
     () => execFileSync(BIN, ['export', '--model-dir', modelDir, '--format', 'gguf', '--dtype', 'f32', '--out', out], { stdio: 'pipe' }),
     (e) => /every 4th layer; this model's no_rope_layers differ \(layer 1\)/.test(e.stderr.toString()),
+  );
+  assert.ok(!fs.existsSync(out), 'nothing written');
+});
+
+// llama.cpp's gemma3 makes every N-th layer global and the rest local: a
+// model whose first layer is global (and the next two local) is refused.
+test('gemma3: a GGUF of layer types without a period is refused', () => {
+  const modelDir = path.join(dir, 'gemma3-other');
+  alallo(['model', 'init', '--family', 'gemma3', '--tokenizer', tokPath, '--out', modelDir]);
+  const cfgPath = path.join(modelDir, 'config.json');
+  const cfg = JSON.parse(fs.readFileSync(cfgPath, 'utf8'));
+  cfg.layer_types = ['full_attention', 'sliding_attention', 'sliding_attention'];
+  fs.writeFileSync(cfgPath, JSON.stringify(cfg));
+  const out = path.join(dir, 'gemma3-other.gguf');
+  assert.throws(
+    () => execFileSync(BIN, ['export', '--model-dir', modelDir, '--format', 'gguf', '--dtype', 'f32', '--out', out], { stdio: 'pipe' }),
+    (e) => /llama.cpp's gemma3 makes every N-th layer global and the rest local; this model's layer_types follow no such period/.test(e.stderr.toString()),
   );
   assert.ok(!fs.existsSync(out), 'nothing written');
 });

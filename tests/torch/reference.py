@@ -15,7 +15,14 @@ scaled by query_pre_attn_scalar^-0.5 and tanh soft-capping of scores and
 logits; Qwen3 has no q/k/v biases and normalizes each head of q and of k
 (RMSNorm over head_dim with q_norm / k_norm, one scale shared by the heads)
 before the rotation; SmolLM3 leaves the rotation out of the layers whose
-no_rope_layers entry is 0; Qwen3-MoE ("qwen3_moe") has Qwen3's attention
+no_rope_layers entry is 0; Gemma 3 ("gemma3_text") has Gemma 2's norms, no
+soft-capping unless its config sets it, RMSNorm by (1 + w) of each head of
+q and of k (q_norm / k_norm) before the rotation, sliding-window attention on
+the layers layer_types calls "sliding_attention" (else all but every
+sliding_window_pattern-th) with their own rotary base rope_local_base_freq
+and no scaling, and rope_theta with a "linear" rope_scaling (frequencies
+divided by factor) on the full-attention layers; Gemma 2's window is on its
+even layers (0, 2, ...), Mistral's on every layer; Qwen3-MoE ("qwen3_moe") has Qwen3's attention
 and replaces the MLP of its sparse layers (every decoder_sparse_step-th,
 less mlp_only_layers) by a router
 (mlp.gate.weight), the top num_experts_per_tok experts of its softmax,
@@ -160,23 +167,42 @@ def forward(cfg, p, ids, router_logits=None):
     eps = cfg.get("rms_norm_eps", 1e-6)
     theta = cfg.get("rope_theta", 10000.0)
     family = cfg.get("model_type", "llama")
-    gemma = family in ("gemma", "gemma2")
-    gemma2 = family == "gemma2"
+    gemma = family in ("gemma", "gemma2", "gemma3_text")
+    gemma2 = family in ("gemma2", "gemma3_text")  # the sandwich norms, the scalar, the caps
+    gemma3 = family == "gemma3_text"
     dev = p["model.embed_tokens.weight"].device
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    rs = cfg.get("rope_scaling")
-    if rs:
-        assert rs.get("rope_type", rs.get("type")) == "llama3", rs
-        inv = llama3_inv_freq(inv, rs)
-    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
     # the parameters' type: float64, or float32 under --bf16's autocast
     fdt = p["model.embed_tokens.weight"].dtype
-    cos = torch.cat((ang, ang), -1).cos().to(dev, fdt)
-    sin = torch.cat((ang, ang), -1).sin().to(dev, fdt)
-    mask = torch.full((T, T), float("-inf"), dtype=fdt, device=dev).triu(1)
+
+    def rope_tables(base, rs):
+        inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+        if rs and rs.get("rope_type", rs.get("type")) == "linear":
+            inv = inv / rs["factor"]
+        elif rs:
+            assert rs.get("rope_type", rs.get("type")) == "llama3", rs
+            inv = llama3_inv_freq(inv, rs)
+        ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+        return (torch.cat((ang, ang), -1).cos().to(dev, fdt),
+                torch.cat((ang, ang), -1).sin().to(dev, fdt))
+
+    rope_global = rope_tables(theta, cfg.get("rope_scaling"))
+    # Gemma 3's local layers: their own base, never scaled
+    rope_local = rope_tables(cfg.get("rope_local_base_freq", 10000.0), None) if gemma3 else rope_global
+    causal = torch.full((T, T), float("-inf"), dtype=fdt, device=dev).triu(1)
     window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    local_mask = causal
     if window:  # a query sees the last `window` positions only
-        mask = mask + torch.full((T, T), float("-inf"), dtype=fdt, device=dev).tril(-window)
+        local_mask = causal + torch.full((T, T), float("-inf"), dtype=fdt, device=dev).tril(-window)
+    L = cfg["num_hidden_layers"]
+    if gemma3:
+        types = cfg.get("layer_types") or [
+            "sliding_attention" if (i + 1) % cfg.get("sliding_window_pattern", 6) else "full_attention"
+            for i in range(L)]
+        sliding = [t == "sliding_attention" for t in types]
+    elif family == "gemma2":
+        sliding = [i % 2 == 0 for i in range(L)]
+    else:
+        sliding = [True] * L
     scale = (cfg.get("query_pre_attn_scalar", hd) if gemma2 else hd) ** -0.5
     attn_cap = cfg.get("attn_logit_softcapping") if gemma2 else None
     final_cap = cfg.get("final_logit_softcapping") if gemma2 else None
@@ -188,8 +214,10 @@ def forward(cfg, p, ids, router_logits=None):
     x = p["model.embed_tokens.weight"][ids]
     if gemma:
         x = x * C ** 0.5
-    for l in range(cfg["num_hidden_layers"]):
+    for l in range(L):
         pre = f"model.layers.{l}."
+        cos, sin = rope_local if sliding[l] else rope_global
+        mask = local_mask if sliding[l] else causal
         h = norm(x, pre + "input_layernorm.weight")
 
         def proj(name, inp):
@@ -199,7 +227,7 @@ def forward(cfg, p, ids, router_logits=None):
 
         q = proj("self_attn.q_proj", h).view(T, H, hd)
         k = proj("self_attn.k_proj", h).view(T, KV, hd)
-        if family in ("qwen3", "qwen3_moe"):  # per head, before the rotation
+        if family in ("qwen3", "qwen3_moe", "gemma3_text"):  # per head, before the rotation
             q = norm(q, pre + "self_attn.q_norm.weight")
             k = norm(k, pre + "self_attn.k_norm.weight")
         q = q.transpose(0, 1)

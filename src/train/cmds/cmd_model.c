@@ -5,10 +5,10 @@
  *   alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
- *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|qwen3_moe|smollm3
- *                     --tokenizer PATH
+ *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|gemma3|qwen3|qwen3_moe|
+ *                     smollm3 --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
- *                      --final-softcap X --query-scalar X] [--experts N --experts-used K
+ *                      --final-softcap X --query-scalar X --sliding-window N] [--experts N --experts-used K
  *                      --moe-intermediate N --sparse-step N --router-aux-coef X
  *                      --no-norm-topk] [--hidden N --layers N --heads N
  *                      --kv-heads N --head-dim N --intermediate N --max-pos N]
@@ -38,7 +38,7 @@
 #define USAGE                                                                              \
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
-    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|qwen3|qwen3_moe|"     \
+    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|gemma3|qwen3|qwen3_moe|" \
     "smollm3 --tokenizer PATH --out DIR [--seed S] [--init-std X] [--norm-std X]\n"
 
 /* qwen3_moe's experts; 0, or -1 after saying why. */
@@ -86,6 +86,10 @@ static int family_shape(int argc, char **argv, struct model_config *c)
     /* SmolLM3 leaves the positions out of every 4th layer, at any depth */
     for (int l = 0; c->family == FAM_SMOLLM3 && c->n_layers != had_layers && l < c->n_layers; l++)
         c->no_rope[l] = (l + 1) % 4 == 0;
+    /* Gemma 2's local layers alternate and Gemma 3's tiny one keeps every 3rd global */
+    for (int l = 0; c->n_layers != had_layers && l < c->n_layers; l++)
+        c->swa[l] = c->family == FAM_GEMMA2 ? l % 2 == 0
+                    : c->family == FAM_GEMMA3 ? (l + 1) % 3 != 0 : 0;
     char err[200];
     if (model_config_check(c, err, sizeof err)) {
         fprintf(stderr, "alallo model init: %s\n", err);
@@ -98,10 +102,12 @@ static int family_shape(int argc, char **argv, struct model_config *c)
 static int family_config(const char *name, int vocab, int argc, char **argv,
                          struct model_config *c)
 {
-    int fam = strcmp(name, "llama3") == 0 ? FAM_LLAMA : model_family_parse(name);
+    int fam = strcmp(name, "llama3") == 0   ? FAM_LLAMA
+              : strcmp(name, "gemma3") == 0 ? FAM_GEMMA3
+                                            : model_family_parse(name);
     if (fam < 0 || strcmp(name, "llama") == 0) {
         fprintf(stderr, "alallo model init: unknown family '%s' (llama3, qwen2, mistral, gemma, "
-                        "gemma2, qwen3, qwen3_moe, smollm3)\n", name);
+                        "gemma2, gemma3, qwen3, qwen3_moe, smollm3)\n", name);
         return -1;
     }
     if (model_config_family_tiny(fam, vocab, c)) {
@@ -116,12 +122,20 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
             continue;
         char *end;
         double x = strtod(v, &end);
-        if (fam != FAM_GEMMA2 || *end || !(x > 0.0 && x < 1e6)) {
-            fprintf(stderr, "alallo model init: %s takes a positive number, for gemma2 only\n",
-                    opt[i]);
+        if ((fam != FAM_GEMMA2 && fam != FAM_GEMMA3) || *end || !(x > 0.0 && x < 1e6)) {
+            fprintf(stderr, "alallo model init: %s takes a positive number, for gemma2 and "
+                            "gemma3 only\n", opt[i]);
             return -1;
         }
         *dst[i] = (float)x;
+    }
+    if (cmd_arg_value(argc, argv, "--sliding-window") &&
+        ((fam != FAM_GEMMA2 && fam != FAM_GEMMA3) ||
+         cmd_int_opt("alallo model init", argc, argv, "--sliding-window", 1, 1 << 20,
+                     &c->sliding_window))) {
+        if (fam != FAM_GEMMA2 && fam != FAM_GEMMA3)
+            fprintf(stderr, "alallo model init: --sliding-window is for gemma2 and gemma3 only\n");
+        return -1;
     }
     if (fam == FAM_QWEN3_MOE && moe_options(argc, argv, c))
         return -1;

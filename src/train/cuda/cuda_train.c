@@ -31,6 +31,13 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     *user = 1;
     if (cuda_model_check(m, err, errcap))
         return NULL;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (model_layer_window(&m->cfg, l) > 0 && T > m->cfg.sliding_window) {
+            snprintf(err, errcap, "the GPU attention has no sliding window yet: train %s with "
+                                  "sequences of at most its window (%d tokens), or on the CPU",
+                     model_family_name(m->cfg.family), m->cfg.sliding_window);
+            return NULL;
+        }
     *user = 0;
     /* the machine's setting, so not the attempt's fault when it is wrong */
     const char *attn = getenv("ALALLO_CUDA_ATTENTION");

@@ -190,19 +190,28 @@ static const char *gguf_arch(const struct model_config *c)
     case FAM_GEMMA2: return "gemma2";
     case FAM_QWEN3: return "qwen3";
     case FAM_SMOLLM3: return "smollm3";
+    case FAM_GEMMA3: return "gemma3";
     default: return "llama";
     }
 }
 
-/* llama.cpp scales Gemma 2 scores by 1/sqrt(head_dim) (1/sqrt(hidden/heads)
- * for its 46-layer 27B); another query_pre_attn_scalar is folded into the
- * query rows, which rotary positions leave linear. */
+/* llama.cpp scales Gemma 2 and 3 scores by 1/sqrt(head_dim) (by
+ * 1/sqrt(hidden/heads) for the 27Bs: Gemma 2's 46 layers, Gemma 3's 62);
+ * the ratio to query_pre_attn_scalar's scale, for the query. */
+static float gemma_q_ratio(const struct model_config *c)
+{
+    int big = c->family == FAM_GEMMA2 ? 46 : c->family == FAM_GEMMA3 ? 62 : -1;
+    if (big < 0)
+        return 1.0f;
+    double den = c->n_layers == big ? (double)c->hidden / c->n_heads : (double)c->head_dim;
+    return (float)sqrt(den / (double)c->query_scalar);
+}
+
+/* Gemma 2 folds the ratio into the query rows, which rotary positions leave
+ * linear; Gemma 3 normalizes q after its projection, so into q_norm. */
 static float gemma2_q_mul(const struct model_config *c)
 {
-    if (c->family != FAM_GEMMA2)
-        return 1.0f;
-    double den = c->n_layers == 46 ? (double)c->hidden / c->n_heads : (double)c->head_dim;
-    return (float)sqrt(den / (double)c->query_scalar);
+    return c->family == FAM_GEMMA2 ? gemma_q_ratio(c) : 1.0f;
 }
 
 /* Fills *out (malloc'd) with the tensors of cfg, in GGUF's usual order. */
@@ -230,7 +239,7 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
         k++;                                                                                   \
     } while (0)
     WANT("model.embed_tokens.weight", "token_embd.weight", V, C, 0, 0.0f, 1.0f);
-    if (c->rope_factor > 0.0f)
+    if (c->rope_factor > 0.0f && !c->rope_linear) /* linear: rope.scaling.factor */
         WANT("", "rope_freqs.weight", c->head_dim / 2, 0, 0, 0.0f, 1.0f);
     for (int l = 0; l < c->n_layers; l++) {
         char hf[128], gg[64];
@@ -249,7 +258,9 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
              1.0f);
         PART("self_attn.v_proj.weight", "attn_v.weight", kv, C, 0, 0.0f, 1.0f);
         if (c->qk_norm) {
-            PART("self_attn.q_norm.weight", "attn_q_norm.weight", c->head_dim, 0, 0, na, 1.0f);
+            float qr = c->family == FAM_GEMMA3 ? gemma_q_ratio(c) : 1.0f;
+            PART("self_attn.q_norm.weight", "attn_q_norm.weight", c->head_dim, 0, 0, na * qr,
+                 qr);
             PART("self_attn.k_norm.weight", "attn_k_norm.weight", c->head_dim, 0, 0, na, 1.0f);
         }
         PART("self_attn.o_proj.weight", "attn_output.weight", C, q, 0, 0.0f, 1.0f);
@@ -820,6 +831,49 @@ static int set_f32k(struct gguf_writer *w, const char *arch, const char *key, fl
     return gguf_set_f32(w, k, v);
 }
 
+/* The period P of llama.cpp's sliding-window pattern that gives c's local
+ * layers (layer l local when l % P < P - 1; P 0: every layer local), or -1
+ * when none does. Only called with some layer local. */
+static int swa_period(const struct model_config *c)
+{
+    for (int p = 0; p <= c->n_layers; p++) {
+        if (p == 1)
+            continue; /* no layer local */
+        int l = 0;
+        while (l < c->n_layers && c->swa[l] == (p == 0 || l % p < p - 1))
+            l++;
+        if (l == c->n_layers)
+            return p;
+    }
+    return -1;
+}
+
+static int any_swa(const struct model_config *c)
+{
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->swa[l])
+            return 1;
+    return 0;
+}
+
+/* Gemma 3's keys: its window and pattern, the local layers' rotary base,
+ * the global layers' linear scaling, the final cap. */
+static int set_gemma3(struct gguf_writer *w, const struct model_config *c)
+{
+    const char *a = "gemma3";
+    int bad = 0;
+    if (any_swa(c))
+        bad = set_u32k(w, a, "attention.sliding_window", (uint32_t)c->sliding_window) ||
+              set_u32k(w, a, "attention.sliding_window_pattern", (uint32_t)swa_period(c)) ||
+              set_f32k(w, a, "rope.freq_base_swa", c->rope_local_theta);
+    if (!bad && c->rope_linear)
+        bad = gguf_set_str(w, "gemma3.rope.scaling.type", "linear") ||
+              set_f32k(w, a, "rope.scaling.factor", c->rope_factor);
+    if (!bad && c->final_softcap > 0.0f)
+        bad = set_f32k(w, a, "final_logit_softcapping", c->final_softcap);
+    return bad;
+}
+
 /* The architecture's hyper-parameters under llama.cpp's keys. */
 static int set_hparams(struct gguf_writer *w, const struct model_config *c)
 {
@@ -836,6 +890,8 @@ static int set_hparams(struct gguf_writer *w, const struct model_config *c)
               set_u32k(w, a, "attention.value_length", (uint32_t)c->head_dim) ||
               set_f32k(w, a, "attention.layer_norm_rms_epsilon", c->rms_eps) ||
               set_f32k(w, a, "rope.freq_base", c->rope_theta);
+    if (!bad && c->family == FAM_GEMMA3)
+        bad = set_gemma3(w, c);
     if (!bad && c->family == FAM_GEMMA2) {
         bad = set_u32k(w, a, "attention.sliding_window",
                        (uint32_t)(c->sliding_window > 0 ? c->sliding_window : c->max_pos));
@@ -921,6 +977,18 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
             hf_close(&m);
             return -1;
         }
+    const char *no = NULL; /* what llama.cpp's gemma3 would not compute as alallo does */
+    if (c->family == FAM_GEMMA3 && c->attn_softcap > 0.0f)
+        no = "soft-caps no attention scores; this model's attn_logit_softcapping is set";
+    else if (c->family == FAM_GEMMA3 && any_swa(c) && swa_period(c) < 0)
+        no = "makes every N-th layer global and the rest local; this model's layer_types "
+             "follow no such period";
+    if (no) {
+        text_error(err, errcap, "%s: llama.cpp's gemma3 %s, so its GGUF would not compute as "
+                                "it does", model_dir, no);
+        hf_close(&m);
+        return -1;
+    }
     int rc = -1;
     if (c->n_experts > 0) { /* docs/models.md: GGUF of a mixture of experts */
         text_error(err, errcap, "GGUF export of %s (a mixture of experts) is not supported "

@@ -72,6 +72,31 @@ static void fill_from_st(void *ctx, size_t start, size_t count, float *out)
     }
 }
 
+/* Tensor `name` in the shards; a Gemma 3 image-and-text checkpoint keeps
+ * the text model under model.language_model. (or, written by older
+ * libraries, language_model.model.). NULL when absent; *from gets the
+ * shard after the one that holds it. */
+static const struct st_tensor *find_tensor(struct st_file **files, int ns, const char *name,
+                                           int multimodal, int *from)
+{
+    char alt[2][160];
+    int nalt = 0;
+    if (multimodal && strncmp(name, "model.", 6) == 0) {
+        snprintf(alt[0], sizeof alt[0], "model.language_model.%s", name + 6);
+        snprintf(alt[1], sizeof alt[1], "language_model.%s", name);
+        nalt = 2;
+    }
+    for (int a = -1; a < nalt; a++)
+        for (int i = 0; i < ns; i++) {
+            const struct st_tensor *t = st_find(files[i], a < 0 ? name : alt[a]);
+            if (t) {
+                *from = i + 1;
+                return t;
+            }
+        }
+    return NULL;
+}
+
 struct model *modelio_load(const char *dir, const struct model_opts *opts, char *err,
                            size_t errcap)
 {
@@ -98,12 +123,13 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
     m = model_create(&cfg, opts, err, errcap);
     if (!m)
         goto fail;
+    if (cfg.multimodal) /* docs/models.md: the vision tower is left out */
+        fprintf(stderr, "%s: a gemma3 image-and-text model: its vision tower is not loaded; "
+                        "the text model (gemma3_text) trains and exports alone\n", dir);
     for (int i = 0; i < m->n_tensors; i++) {
         const struct model_tensor *mt = &m->tensors[i];
-        const struct st_tensor *t = NULL;
         int from = 0;
-        for (; from < ns && !t; from++)
-            t = st_find(files[from], mt->name);
+        const struct st_tensor *t = find_tensor(files, ns, mt->name, cfg.multimodal, &from);
         if (!t) {
             snprintf(err, errcap, "%s: missing tensor %s", dir, mt->name);
             goto fail;

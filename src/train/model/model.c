@@ -125,7 +125,13 @@ static const struct family_desc {
     [FAM_QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM", 0, 1, 0},
     [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", 0, 1},
     [FAM_SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM", 0, 0, 1},
+    [FAM_GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM", 0, 1},
 };
+
+static int family_gemma(int family)
+{
+    return family == FAM_GEMMA || family == FAM_GEMMA2 || family == FAM_GEMMA3;
+}
 
 const char *model_family_name(int family)
 {
@@ -155,6 +161,23 @@ static int parse_rope_scaling(json_t *o, struct model_config *c, char *err, size
         type = json_string_value(json_object_get(rs, "type"));
     if (type && strcmp(type, "default") == 0)
         return 0;
+    if (c->family == FAM_GEMMA3) { /* Gemma 3: linear, on the global layers */
+        double factor;
+        if (!type || strcmp(type, "linear") != 0) {
+            snprintf(err, errcap, "config.json: rope_scaling.rope_type \"%.40s\" is not "
+                                  "supported for gemma3 (linear only)", type ? type : "(missing)");
+            return -1;
+        }
+        if (get_num(rs, "factor", 0.0, &factor, err, errcap))
+            return -1;
+        if (!(factor >= 1.0 && factor <= 1024.0)) {
+            snprintf(err, errcap, "config.json: rope_scaling.factor must be in [1, 1024]");
+            return -1;
+        }
+        c->rope_factor = (float)factor;
+        c->rope_linear = 1;
+        return 0;
+    }
     if (!type || strcmp(type, "llama3") != 0) {
         snprintf(err, errcap,
                  "config.json: rope_scaling.rope_type \"%.40s\" is not supported (llama3 only)",
@@ -185,7 +208,7 @@ static int parse_rope_scaling(json_t *o, struct model_config *c, char *err, size
 /* The MLP activation each family computes; the key that names it. */
 static int parse_activation(json_t *o, struct model_config *c, char *err, size_t errcap)
 {
-    int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
+    int gemma = family_gemma(c->family);
     const char *key = "hidden_act";
     const char *act = json_string_value(json_object_get(o, key));
     if (gemma && json_string_value(json_object_get(o, "hidden_activation"))) {
@@ -212,7 +235,66 @@ static int parse_activation(json_t *o, struct model_config *c, char *err, size_t
     return 0;
 }
 
-/* Gemma's switches, and Gemma 2's soft-capping and query scalar. */
+/* A per-layer switch from an interval key (default def): out[l] is 1 on
+ * every key-th layer (the (key-1)-th from 0), or on all others when
+ * `others`. 0, or -1 when the key is not a positive integer. */
+static int every_nth(json_t *o, const char *key, long def, int n, int others, uint8_t *out,
+                     char *err, size_t errcap)
+{
+    long every;
+    if (get_int(o, key, def, &every, err, errcap))
+        return -1;
+    if (every < 1) {
+        snprintf(err, errcap, "config.json: %s must be positive", key);
+        return -1;
+    }
+    for (int l = 0; l < n; l++)
+        out[l] = ((l + 1) % every == 0) != (others != 0);
+    return 0;
+}
+
+/* Gemma 3's local layers: layer_types ("sliding_attention" or
+ * "full_attention", one per layer) when present, else every
+ * sliding_window_pattern-th layer (default 6) global and the rest local;
+ * their rotary base rope_local_base_freq (default 10000). */
+static int parse_gemma3(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    double local;
+    if (get_num(o, "rope_local_base_freq", 10000.0, &local, err, errcap))
+        return -1;
+    if (!(local > 0.0)) {
+        snprintf(err, errcap, "config.json: rope_local_base_freq must be positive");
+        return -1;
+    }
+    c->rope_local_theta = (float)local;
+    json_t *types = json_object_get(o, "layer_types");
+    if (types && !json_is_null(types)) {
+        if (!json_is_array(types) || json_array_size(types) != (size_t)c->n_layers)
+            goto bad_types;
+        for (int l = 0; l < c->n_layers; l++) {
+            const char *t = json_string_value(json_array_get(types, (size_t)l));
+            if (!t || (strcmp(t, "sliding_attention") != 0 && strcmp(t, "full_attention") != 0))
+                goto bad_types;
+            c->swa[l] = strcmp(t, "sliding_attention") == 0;
+        }
+    } else if (every_nth(o, "sliding_window_pattern", 6, c->n_layers, 1, c->swa, err, errcap)) {
+        return -1;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->swa[l] && c->sliding_window < 1) {
+            snprintf(err, errcap, "config.json: gemma3 has sliding-window layers and needs a "
+                                  "positive sliding_window");
+            return -1;
+        }
+    return 0;
+bad_types:
+    snprintf(err, errcap,
+             "config.json: layer_types must list \"sliding_attention\" or \"full_attention\" "
+             "for each of the %d layers", c->n_layers);
+    return -1;
+}
+
+/* Gemma's switches, and Gemma 2's and 3's soft-capping and query scalar. */
 static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errcap)
 {
     json_t *tie = json_object_get(o, "tie_word_embeddings");
@@ -224,7 +306,7 @@ static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errc
     c->tied = 1;
     c->norm_plus_one = 1;
     c->embed_scale = 1;
-    if (c->family != FAM_GEMMA2)
+    if (c->family == FAM_GEMMA)
         return 0;
     double acap, fcap, qs;
     if (get_num(o, "attn_logit_softcapping", 0.0, &acap, err, errcap) ||
@@ -240,7 +322,10 @@ static int parse_gemma(json_t *o, struct model_config *c, char *err, size_t errc
     c->attn_softcap = (float)acap;
     c->final_softcap = (float)fcap;
     c->query_scalar = (float)qs;
-    return 0;
+    if (c->family == FAM_GEMMA2) /* every other layer, the first local */
+        for (int l = 0; c->sliding_window > 0 && l < c->n_layers; l++)
+            c->swa[l] = l % 2 == 0;
+    return c->family == FAM_GEMMA3 ? parse_gemma3(o, c, err, errcap) : 0;
 }
 
 /* SmolLM3's layers without rotary positions: no_rope_layers lists 1 (rotary)
@@ -260,16 +345,7 @@ static int parse_no_rope(json_t *o, struct model_config *c, char *err, size_t er
         }
         return 0;
     }
-    long every;
-    if (get_int(o, "no_rope_layer_interval", 4, &every, err, errcap))
-        return -1;
-    if (every < 1) {
-        snprintf(err, errcap, "config.json: no_rope_layer_interval must be positive");
-        return -1;
-    }
-    for (int l = 0; l < c->n_layers; l++)
-        c->no_rope[l] = (l + 1) % every == 0;
-    return 0;
+    return every_nth(o, "no_rope_layer_interval", 4, c->n_layers, 0, c->no_rope, err, errcap);
 bad_list:
     snprintf(err, errcap,
              "config.json: no_rope_layers must list 1 (rotary) or 0 (none) for each of the %d "
@@ -290,9 +366,58 @@ static int parse_window(json_t *o, struct model_config *c, char *err, size_t err
         return -1;
     }
     c->sliding_window = (int)win;
-    if (win > 0 && win < c->max_pos)
+    /* Gemma 2 and 3 apply the window exactly on their local layers
+     * (model_layer_window); the others' windows cap the context */
+    if (win > 0 && win < c->max_pos && c->family != FAM_GEMMA2 && c->family != FAM_GEMMA3)
         c->max_pos = (int)win;
     return 0;
+}
+
+/* Gemma3TextConfig's defaults, which published configs leave out (the
+ * 4B's text_config states neither vocab_size nor head_dim). */
+static void gemma3_defaults(json_t *o)
+{
+    static const struct {
+        const char *key;
+        double v;
+    } def[] = {
+        {"vocab_size", 262208},       {"hidden_size", 2304},
+        {"intermediate_size", 9216},  {"num_hidden_layers", 26},
+        {"num_attention_heads", 8},   {"num_key_value_heads", 4},
+        {"head_dim", 256},            {"max_position_embeddings", 131072},
+        {"rope_theta", 1000000.0},    {"query_pre_attn_scalar", 256},
+        {"sliding_window", 4096},     {"rms_norm_eps", 1e-6},
+    };
+    for (size_t i = 0; i < sizeof def / sizeof def[0]; i++)
+        if (!json_object_get(o, def[i].key))
+            json_object_set_new(o, def[i].key,
+                                def[i].v == (double)(long)def[i].v && def[i].v >= 1.0 &&
+                                        strcmp(def[i].key, "rope_theta") != 0
+                                    ? json_integer((json_int_t)def[i].v)
+                                    : json_real(def[i].v));
+}
+
+/* A "gemma3" (image and text) config: its text model, text_config, read
+ * as gemma3_text (the start and end tokens from the outer config where
+ * text_config has none). A new reference, or NULL with a reason. */
+static json_t *gemma3_text_config(json_t *o, char *err, size_t errcap)
+{
+    json_t *t = json_object_get(o, "text_config");
+    if (!json_is_object(t)) {
+        snprintf(err, errcap, "config.json: model_type \"gemma3\" needs a text_config object");
+        return NULL;
+    }
+    t = json_deep_copy(t);
+    if (!t) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    static const char *const outer[] = {"bos_token_id", "eos_token_id", "tie_word_embeddings"};
+    for (size_t i = 0; i < 3; i++)
+        if (!json_object_get(t, outer[i]) && json_object_get(o, outer[i]))
+            json_object_set(t, outer[i], json_object_get(o, outer[i]));
+    json_object_set_new(t, "model_type", json_string("gemma3_text"));
+    return t;
 }
 
 int model_config_parse(const char *text, struct model_config *c, char *err, size_t errcap)
@@ -310,14 +435,25 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     double eps, theta;
     memset(c, 0, sizeof *c);
     const char *type = json_string_value(json_object_get(o, "model_type"));
+    if (type && strcmp(type, "gemma3") == 0) {
+        json_t *t = gemma3_text_config(o, err, errcap);
+        json_decref(o);
+        if (!t)
+            return -1;
+        o = t;
+        c->multimodal = 1;
+        type = "gemma3_text";
+    }
     c->family = type ? model_family_parse(type) : FAM_LLAMA;
     if (c->family < 0) {
         snprintf(err, errcap,
                  "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
-                 "gemma, gemma2, qwen3, qwen3_moe, smollm3)",
+                 "gemma, gemma2, gemma3, gemma3_text, qwen3, qwen3_moe, smollm3)",
                  type);
         goto out;
     }
+    if (c->family == FAM_GEMMA3)
+        gemma3_defaults(o);
     if (json_is_true(json_object_get(o, "mlp_bias"))) {
         snprintf(err, errcap, "config.json: mlp_bias true is not supported");
         goto out;
@@ -366,7 +502,7 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     if (parse_window(o, c, err, errcap) ||
         (families[c->family].no_rope_keys && parse_no_rope(o, c, err, errcap)))
         goto out;
-    if ((c->family == FAM_GEMMA || c->family == FAM_GEMMA2) && parse_gemma(o, c, err, errcap))
+    if (family_gemma(c->family) && parse_gemma(o, c, err, errcap))
         goto out;
     if (c->family == FAM_QWEN3_MOE && moe_config_parse(o, c, err, errcap))
         goto out;
@@ -416,7 +552,7 @@ char *model_config_to_json(const struct model_config *c)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    int gemma = c->family == FAM_GEMMA || c->family == FAM_GEMMA2;
+    int gemma = family_gemma(c->family);
     const char *act = c->gelu ? "gelu_pytorch_tanh" : "silu";
     json_object_set_new(o, "architectures", json_pack("[s]", families[c->family].arch));
     json_object_set_new(o, "model_type", json_string(families[c->family].type));
@@ -439,7 +575,11 @@ char *model_config_to_json(const struct model_config *c)
     json_object_set_new(o, "hidden_act", json_string(act));
     if (gemma)
         json_object_set_new(o, "hidden_activation", json_string(act));
-    if (c->rope_factor > 0.0f)
+    if (c->rope_linear)
+        json_object_set_new(o, "rope_scaling",
+                            json_pack("{s:s, s:f}", "rope_type", "linear", "factor",
+                                      float_short(c->rope_factor)));
+    else if (c->rope_factor > 0.0f)
         json_object_set_new(
             o, "rope_scaling",
             json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor",
@@ -457,7 +597,16 @@ char *model_config_to_json(const struct model_config *c)
             json_array_append_new(nr, json_integer(!c->no_rope[l]));
         json_object_set_new(o, "no_rope_layers", nr);
     }
-    if (c->family == FAM_GEMMA2) {
+    if (c->family == FAM_GEMMA3) {
+        json_t *lt = json_array();
+        for (int l = 0; l < c->n_layers; l++)
+            json_array_append_new(lt, json_string(c->swa[l] ? "sliding_attention"
+                                                            : "full_attention"));
+        json_object_set_new(o, "layer_types", lt);
+        json_object_set_new(o, "rope_local_base_freq",
+                            json_real(float_short(c->rope_local_theta)));
+    }
+    if (c->family == FAM_GEMMA2 || c->family == FAM_GEMMA3) {
         json_object_set_new(o, "query_pre_attn_scalar", json_real(float_short(c->query_scalar)));
         json_object_set_new(o, "attn_logit_softcapping",
                             c->attn_softcap > 0.0f ? json_real(float_short(c->attn_softcap))
@@ -551,7 +700,7 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
     default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
         c->gelu = c->norm_plus_one = c->embed_scale = 1;
         c->head_dim = 32;
-        c->n_kv_heads = family == FAM_GEMMA ? 1 : 2;
+        c->n_kv_heads = family == FAM_GEMMA2 ? 2 : 1;
         c->rms_eps = 1e-6f;
         break;
     }
@@ -570,6 +719,20 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
         c->attn_softcap = 50.0f;
         c->final_softcap = 30.0f;
         c->sliding_window = 4096;
+        for (int l = 0; l < c->n_layers; l++)
+            c->swa[l] = l % 2 == 0;
+    }
+    if (family == FAM_GEMMA3) { /* 1B's layout scaled down: a window shorter than the
+                                 * tests' sequences, every 3rd layer global, 4B's scaling */
+        c->post_norms = c->qk_norm = 1;
+        c->n_layers = 3;
+        c->sliding_window = 16;
+        for (int l = 0; l < c->n_layers; l++)
+            c->swa[l] = (l + 1) % 3 != 0;
+        c->rope_theta = 1000000.0f;
+        c->rope_local_theta = 10000.0f;
+        c->rope_factor = 8.0f;
+        c->rope_linear = 1;
     }
     c->query_scalar = (float)c->head_dim;
     return 0;
@@ -579,8 +742,8 @@ void model_rope_freq_div(const struct model_config *c, float *div)
 {
     int half = c->head_dim / 2;
     for (int i = 0; i < half; i++) {
-        div[i] = 1.0f;
-        if (!(c->rope_factor > 0.0f))
+        div[i] = c->rope_linear ? c->rope_factor : 1.0f;
+        if (!(c->rope_factor > 0.0f) || c->rope_linear)
             continue;
         /* Llama 3: long wavelengths slow down by `factor`, short ones stay,
          * and the band between ramps smoothly (in the inverse frequency). */
@@ -881,12 +1044,39 @@ int model_rope_ensure(struct model *m, int len)
     model_rope_freq_div(&m->cfg, div);
     ops_rope_tables(cs, sn, len, m->cfg.head_dim, m->cfg.rope_theta, div);
     free(div);
+    if (m->cfg.rope_local_theta > 0.0f) { /* the local layers': their base, unscaled */
+        float *lc = malloc(n * sizeof(float)), *ls = malloc(n * sizeof(float));
+        if (!lc || !ls) {
+            free(lc);
+            free(ls);
+            free(cs);
+            free(sn);
+            return -1;
+        }
+        ops_rope_tables(lc, ls, len, m->cfg.head_dim, m->cfg.rope_local_theta, NULL);
+        free(m->rope_cos_local);
+        free(m->rope_sin_local);
+        m->rope_cos_local = lc;
+        m->rope_sin_local = ls;
+    }
     free(m->rope_cos);
     free(m->rope_sin);
     m->rope_cos = cs;
     m->rope_sin = sn;
     m->rope_len = len;
     return 0;
+}
+
+void model_layer_rope(const struct model *m, int l, const float **cos_t, const float **sin_t)
+{
+    int local = m->rope_cos_local && m->cfg.swa[l];
+    *cos_t = local ? m->rope_cos_local : m->rope_cos;
+    *sin_t = local ? m->rope_sin_local : m->rope_sin;
+}
+
+int model_layer_window(const struct model_config *c, int l)
+{
+    return c->swa[l] ? c->sliding_window : 0;
 }
 
 struct model *model_create(const struct model_config *cfg, const struct model_opts *opts,
@@ -987,6 +1177,8 @@ void model_free(struct model *m)
     free(m->tensors);
     free(m->rope_cos);
     free(m->rope_sin);
+    free(m->rope_cos_local);
+    free(m->rope_sin_local);
     free(m);
 }
 

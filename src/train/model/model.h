@@ -12,7 +12,10 @@
  * the MLP and tanh soft-capping of attention scores and logits; Qwen3's
  * RMSNorm of each head of q and of k before the rotation (q_norm, k_norm,
  * one scale of head_dim per layer, shared by the heads); SmolLM3's layers
- * without rotary positions (no_rope_layers).
+ * without rotary positions (no_rope_layers); Gemma 3 (gemma3_text): Gemma 2's
+ * norms with Gemma-style q/k norms, exact sliding-window attention on its
+ * local layers with their own rotary base, linear rotary scaling on the
+ * global ones.
  * A Gemma norm is held as its effective scale (1 + the stored weight):
  * loading adds the tensor's `offset`, reading back subtracts it, so the
  * pass, the gradients and llama.cpp all see the plain RMSNorm scale.
@@ -54,6 +57,7 @@ enum model_family {
     FAM_QWEN3_MOE,
     FAM_QWEN3,
     FAM_SMOLLM3,
+    FAM_GEMMA3,
     FAM_COUNT
 };
 
@@ -82,7 +86,15 @@ struct model_config {
     float query_scalar;   /* scores scale by query_scalar^-0.5 (head_dim unless set) */
     float attn_softcap;   /* scores -> cap * tanh(s / cap); 0 = none */
     float final_softcap;  /* logits likewise; 0 = none */
-    int sliding_window;   /* as in config.json; 0 = none. max_pos is capped to it */
+    int sliding_window;   /* as in config.json; 0 = none. Without swa layers (Mistral,
+                           * Qwen2) max_pos is capped to it */
+    uint8_t swa[MODEL_MAX_LAYERS]; /* Gemma 2/3: 1 = layer l attends to the last
+                                    * sliding_window positions only (exact) */
+    float rope_local_theta; /* Gemma 3: the rotary base of the swa layers (no scaling
+                             * there); 0 = every layer uses rope_theta */
+    int rope_linear;      /* rope_scaling "linear": every frequency divided by rope_factor */
+    int multimodal;       /* read from a "gemma3" config's text_config: the vision tower
+                           * in the weights is not loaded */
     int max_pos_config;   /* max_position_embeddings as written (max_pos may be less) */
     int qk_norm;          /* Qwen3: RMSNorm of each q and k head before the rotation */
     uint8_t no_rope[MODEL_MAX_LAYERS]; /* SmolLM3: 1 = layer l has no rotary positions */
@@ -110,9 +122,11 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c /* OU
 void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
 
 /* Parses a Hugging Face config.json text: model_type llama (also when
- * absent), mistral, qwen2, gemma, gemma2, qwen3 or smollm3. Refuses, naming the key, what
- * the pass does not compute: other model types, rope_scaling other than
- * llama3, activations other than the family's. 0, or -1 with a reason. */
+ * absent), mistral, qwen2, gemma, gemma2, gemma3_text, qwen3, qwen3_moe or
+ * smollm3, or gemma3 (its text_config read as gemma3_text, `multimodal`
+ * set). Refuses, naming the key, what the pass does not compute: other
+ * model types, rope_scaling other than llama3 (linear for Gemma 3),
+ * activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
                        size_t errcap);
 /* Reads and parses `path`. */
@@ -191,6 +205,7 @@ struct model {
     struct model_tensor *tensors; /* Hugging Face tensors, in file order */
     int n_tensors;
     float *rope_cos, *rope_sin;   /* (max_pos, hd/2) */
+    float *rope_cos_local, *rope_sin_local; /* the swa layers' (rope_local_theta), or NULL */
     int rope_len;
 };
 
@@ -228,6 +243,13 @@ void model_lora_init(struct model *m, uint64_t seed);
 /* Rotary tables for positions [0, len); called by model_create for
  * min(max_pos, 4096) and again to grow. 0 or -1. */
 int model_rope_ensure(struct model *m, int len);
+
+/* The rotary tables of layer l: the local ones on a Gemma 3 swa layer,
+ * else the global ones. */
+void model_layer_rope(const struct model *m, int l, const float **cos_t, const float **sin_t);
+/* The attention window of layer l: sliding_window on a sliding-window
+ * layer (row i attends to rows i - window + 1 .. i), 0 (unbounded) else. */
+int model_layer_window(const struct model_config *c, int l);
 
 /* Bytes held by the model's parameters (for memory reports). */
 size_t model_param_bytes(const struct model *m);

@@ -292,12 +292,14 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, const in
         ops_rmsnorm_forward(s.q, s.rstdq, s.qp, L->qn, N * H, hd, c->rms_eps);
         ops_rmsnorm_forward(s.k, s.rstdk, s.kp, L->kn, N * KV, hd, c->rms_eps);
     }
+    const float *rc, *rs; /* Gemma 3's local layers have their own tables */
+    model_layer_rope(m, l, &rc, &rs);
     if (!c->no_rope[l]) {
-        ops_rope_forward_seg(s.q, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
-        ops_rope_forward_seg(s.k, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+        ops_rope_forward_seg(s.q, B, T, H, hd, seg, rc, rs);
+        ops_rope_forward_seg(s.k, B, T, KV, hd, seg, rc, rs);
     }
-    ops_attention_forward_seg(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd,
-                              model_attn_scale(c), c->attn_softcap);
+    ops_attention_forward_win(s.ao, s.lse, s.q, s.k, s.v, seg, model_layer_window(c, l), B, T,
+                              H, KV, hd, model_attn_scale(c), c->attn_softcap);
     /* Gemma 2 normalizes the block's output (ln3) before the residual add */
     float *ao_out = s.pa ? s.pa : a->tmp;
     linear_forward(&L->proj[PROJ_O], ao_out, s.ao, N, s.xa[PROJ_O], proj_scratch(a, l, PROJ_O));
@@ -401,11 +403,14 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
     memset(a->dq, 0, Nq * sizeof(float));
     memset(a->dk, 0, Nk * sizeof(float));
     memset(a->dv, 0, Nk * sizeof(float));
-    ops_attention_backward_seg(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, seg, B, T, H,
-                               KV, hd, model_attn_scale(c), c->attn_softcap);
+    ops_attention_backward_win(a->dq, a->dk, a->dv, a->dao, s.lse, s.q, s.k, s.v, seg,
+                               model_layer_window(c, l), B, T, H, KV, hd, model_attn_scale(c),
+                               c->attn_softcap);
+    const float *rc, *rs;
+    model_layer_rope(m, l, &rc, &rs);
     if (!c->no_rope[l]) {
-        ops_rope_backward_seg(a->dq, B, T, H, hd, seg, m->rope_cos, m->rope_sin);
-        ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, m->rope_cos, m->rope_sin);
+        ops_rope_backward_seg(a->dq, B, T, H, hd, seg, rc, rs);
+        ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, rc, rs);
     }
     if (s.qp) { /* through each head's norm, by way of a->dao (free now; kd <= qd) */
         memset(a->dao, 0, Nq * sizeof(float));

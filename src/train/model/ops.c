@@ -180,6 +180,22 @@ void ops_attention_forward_seg(float *out, float *lse, const float *q, const flo
                                const float *v, const int32_t *seg, int B, int T, int H, int KV,
                                int hd, float scale, float cap)
 {
+    ops_attention_forward_win(out, lse, q, k, v, seg, 0, B, T, H, KV, hd, scale, cap);
+}
+
+/* The first row row i attends to: its example's start, or the window's. */
+static int row_start(const int32_t *sb, int win, int i)
+{
+    int lo = sb ? sb[i] : 0;
+    if (win > 0 && i - win + 1 > lo)
+        lo = i - win + 1;
+    return lo;
+}
+
+void ops_attention_forward_win(float *out, float *lse, const float *q, const float *k,
+                               const float *v, const int32_t *seg, int win, int B, int T, int H,
+                               int KV, int hd, float scale, float cap)
+{
     int group = H / KV;
     int qs = H * hd, ks = KV * hd;
 #pragma omp parallel if ((long)B * H * T * T * hd > PAR_MIN)
@@ -201,7 +217,7 @@ void ops_attention_forward_seg(float *out, float *lse, const float *q, const flo
                     ops_softcap(p, (size_t)T * T, cap);
                 const int32_t *sb = seg ? seg + (size_t)b * T : NULL;
                 for (int i = 0; i < T; i++)
-                    l[i] = causal_softmax_row(p + (size_t)i * T, sb ? sb[i] : 0, i, T);
+                    l[i] = causal_softmax_row(p + (size_t)i * T, row_start(sb, win, i), i, T);
                 /* O = P V (T,hd) */
                 gemm(0, 0, T, hd, T, 1.0f, p, T, vb, ks, 0.0f,
                      out + (size_t)b * T * qs + (size_t)h * hd, qs);
@@ -224,6 +240,15 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
                                 const float *lse, const float *q, const float *k,
                                 const float *v, const int32_t *seg, int B, int T, int H, int KV,
                                 int hd, float scale, float cap)
+{
+    ops_attention_backward_win(dq, dk, dv, dout, lse, q, k, v, seg, 0, B, T, H, KV, hd, scale,
+                               cap);
+}
+
+void ops_attention_backward_win(float *dq, float *dk, float *dv, const float *dout,
+                                const float *lse, const float *q, const float *k,
+                                const float *v, const int32_t *seg, int win, int B, int T,
+                                int H, int KV, int hd, float scale, float cap)
 {
     int group = H / KV;
     int qs = H * hd, ks = KV * hd;
@@ -254,7 +279,7 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
                     }
                     for (int i = 0; i < T; i++) {
                         float *pr = p + (size_t)i * T;
-                        int lo = sb ? sb[i] : 0;
+                        int lo = row_start(sb, win, i);
                         for (int j = 0; j < lo; j++)
                             pr[j] = 0.0f;
                         for (int j = lo; j <= i; j++)
@@ -271,7 +296,8 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
                         float dot = 0.0f;
                         for (int j = 0; j <= i; j++)
                             dot += pr[j] * dr[j];
-                        /* pr is zero below the example's start, so dr is too */
+                        /* pr is zero below the row's start (its example's, or
+                         * its window's), so dr is too */
                         for (int j = 0; j <= i; j++)
                             dr[j] = pr[j] * (dr[j] - dot) * scale;
                         for (int j = i + 1; j < T; j++)

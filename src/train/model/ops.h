@@ -70,6 +70,15 @@ void ops_attention_backward_seg(float *dq, float *dk, float *dv, const float *do
                                 const float *lse, const float *q, const float *k,
                                 const float *v, const int32_t *seg, int B, int T, int H, int KV,
                                 int hd, float scale, float cap);
+/* The same with a sliding window of win rows (0: none): row i attends to
+ * rows max(seg[i], i - win + 1) .. i only (Gemma 2 and 3's local layers). */
+void ops_attention_forward_win(float *out, float *lse, const float *q, const float *k,
+                               const float *v, const int32_t *seg, int win, int B, int T, int H,
+                               int KV, int hd, float scale, float cap);
+void ops_attention_backward_win(float *dq, float *dk, float *dv, const float *dout,
+                                const float *lse, const float *q, const float *k,
+                                const float *v, const int32_t *seg, int win, int B, int T,
+                                int H, int KV, int hd, float scale, float cap);
 
 /* Soft-capping in place: x = cap * tanh(x / cap), n values. */
 void ops_softcap(float *x, size_t n, float cap);

@@ -232,13 +232,15 @@ static void attend(const struct model_config *c, const struct kv_cache *kv, int 
     int qd = H * hd, kd = KV * hd, group = H / KV;
     float scale = model_attn_scale(c);
     const float *kc = kv->k + (size_t)l * kv->cap * kd, *vc = kv->v + (size_t)l * kv->cap * kd;
+    int win = model_layer_window(c, l);
     for (int i = 0; i < n; i++) {
         int pos = p0 + i;
+        int lo = win > 0 && pos - win + 1 > 0 ? pos - win + 1 : 0; /* Gemma's local layers */
         for (int h = 0; h < H; h++) {
             const float *qi = q + (size_t)i * qd + (size_t)h * hd;
             int kh = h / group;
             float mx = -FLT_MAX;
-            for (int j = 0; j <= pos; j++) {
+            for (int j = lo; j <= pos; j++) {
                 const float *kj = kc + (size_t)j * kd + (size_t)kh * hd;
                 float s = 0.0f;
                 for (int d = 0; d < hd; d++)
@@ -250,13 +252,13 @@ static void attend(const struct model_config *c, const struct kv_cache *kv, int 
                     mx = att[j];
             }
             float sum = 0.0f;
-            for (int j = 0; j <= pos; j++) {
+            for (int j = lo; j <= pos; j++) {
                 att[j] = expf(att[j] - mx);
                 sum += att[j];
             }
             float *o = ao + (size_t)i * qd + (size_t)h * hd;
             memset(o, 0, sizeof(float) * hd);
-            for (int j = 0; j <= pos; j++) {
+            for (int j = lo; j <= pos; j++) {
                 const float *vj = vc + (size_t)j * kd + (size_t)kh * hd;
                 float pj = att[j] / sum;
                 for (int d = 0; d < hd; d++)
@@ -310,9 +312,11 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
             struct kv_cache *kv = seqs[s].kv;
             int n = seqs[s].n, p0 = kv->len;
             float *q = w->q + (size_t)row0 * qd, *k = w->kt + (size_t)row0 * kd;
+            const float *rc, *rs; /* Gemma 3's local layers have their own tables */
+            model_layer_rope(m, l, &rc, &rs);
             if (!c->no_rope[l]) { /* SmolLM3's layers without positions skip it */
-                ops_rope_forward(q, 1, n, H, hd, p0, m->rope_cos, m->rope_sin);
-                ops_rope_forward(k, 1, n, KV, hd, p0, m->rope_cos, m->rope_sin);
+                ops_rope_forward(q, 1, n, H, hd, p0, rc, rs);
+                ops_rope_forward(k, 1, n, KV, hd, p0, rc, rs);
             }
             size_t at = ((size_t)l * kv->cap + (size_t)p0) * kd;
             memcpy(kv->k + at, k, sizeof(float) * (size_t)n * kd);

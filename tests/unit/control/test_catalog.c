@@ -69,9 +69,31 @@ static void reads_gemma2_shape(void **state)
     assert_true(m.attn_softcap);
     assert_false(m.final_softcap); /* null: not capped */
     assert_false(m.qk_norm);
-    /* q, o: 64 x 128; k, v: 64 x 64 */
+    /* q, o: 64 x 128; k, v: 64 x 64; four norms a layer */
     assert_int_equal(m.params,
-                     4096LL * 64 + 2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 172 + 2 * 64) + 64);
+                     4096LL * 64 + 2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 172 + 4 * 64) + 64);
+}
+
+/* Gemma 3 as the hub has it: the text model nested in text_config beside a
+ * vision tower, with Gemma3TextConfig's defaults (head_dim 256) for what
+ * it leaves out; Gemma 2's four norms and per-head q/k norms. */
+static void reads_gemma3_nested(void **state)
+{
+    (void)state;
+    struct catalog_model m = read_config(
+        "{\"model_type\":\"gemma3\",\"vision_config\":{\"hidden_size\":1152},"
+        "\"text_config\":{\"model_type\":\"gemma3_text\",\"hidden_size\":64,"
+        "\"intermediate_size\":172,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+        "\"num_key_value_heads\":1,\"vocab_size\":4096,\"sliding_window\":512}}");
+    assert_int_equal(m.head_dim, 256);
+    assert_int_equal(m.max_positions, 131072);
+    assert_true(m.tied && m.post_norms && m.qk_norm);
+    assert_false(m.attn_softcap || m.final_softcap);
+    /* q, o: 64 x 1024; k, v: 64 x 256; four norms and q/k norms a layer */
+    assert_int_equal(m.params, 4096LL * 64 +
+                                   2 * (2 * 64 * 1024 + 2 * 64 * 256 + 3 * 64 * 172 + 4 * 64 +
+                                        2 * 256) +
+                                   64);
 }
 
 static void reads_qwen3_shape(void **state)
@@ -137,6 +159,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_gemma2_shape),
+        cmocka_unit_test(reads_gemma3_nested),
         cmocka_unit_test(reads_qwen3_shape),
         cmocka_unit_test(reads_llama_shape),
         cmocka_unit_test(reads_qwen3_moe_experts),

@@ -277,6 +277,29 @@ static void memory_counts_qwen3_qk_norm(void **state)
     assert_int_equal(m.activations - p.activations, 4LL * 512 * 2 * (128 + 64 + 4 + 2));
 }
 
+/* Gemma 3 (alallo model init --family gemma3's widths): Gemma 2's post
+ * norms and Qwen3's per-head q/k norms together, no soft-caps. */
+static void memory_counts_gemma3(void **state)
+{
+    (void)state;
+    struct plan_job plain = job_gemma2();
+    plain.model.post_norms = plain.model.attn_softcap = plain.model.final_softcap = false;
+    struct plan_job g = plain, ng, np;
+    g.model.post_norms = g.model.qk_norm = true;
+    assert_int_equal(planner_normalize(&g, &ng, NULL, 0), ERR_OK);
+    assert_int_equal(planner_normalize(&plain, &np, NULL, 0), ERR_OK);
+    /* two more norms of hidden and q_norm, k_norm of head_dim, per layer */
+    assert_int_equal(ng.model.params - np.model.params, 2 * (2 * 64 + 2 * 32));
+    struct plan_memory m, p;
+    assert_int_equal(planner_memory(&g, &m, NULL, 0), ERR_OK);
+    assert_int_equal(planner_memory(&plain, &p, NULL, 0), ERR_OK);
+    /* kept per token and layer: the blocks' outputs before their norms and
+     * their scales, q and k before their norms and the heads' scales */
+    assert_int_equal(m.activations - p.activations,
+                     4LL * 512 * 2 * ((2 * 64 + 2) + (128 + 64 + 4 + 2)));
+    assert_int_equal(m.logits, p.logits); /* no final cap */
+}
+
 static void memory_at_long_context(void **state)
 {
     (void)state;
@@ -565,6 +588,7 @@ int main(void)
         cmocka_unit_test(memory_follows_wide_heads),
         cmocka_unit_test(memory_counts_gemma2_extras),
         cmocka_unit_test(memory_counts_qwen3_qk_norm),
+        cmocka_unit_test(memory_counts_gemma3),
         cmocka_unit_test(memory_at_long_context),
         cmocka_unit_test(feasibility_and_messages),
         cmocka_unit_test(gpu_memory_model),

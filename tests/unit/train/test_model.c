@@ -395,6 +395,15 @@ static void family_switches(struct model_config *cfg, int family)
         cfg->final_softcap = 0.7f;
         cfg->query_scalar = 3.0f;
     }
+    if (family == FAM_GEMMA3) { /* layer 0 local with a window of 3 (T = 7), layer 1 global */
+        cfg->post_norms = cfg->qk_norm = 1;
+        cfg->query_scalar = 3.0f;
+        cfg->sliding_window = 3;
+        cfg->swa[0] = 1;
+        cfg->rope_local_theta = 10.0f;
+        cfg->rope_factor = 4.0f;
+        cfg->rope_linear = 1;
+    }
 }
 
 static void family_gradients(int family, int full)
@@ -447,6 +456,15 @@ static void gemma2_gradients(void **state)
     family_gradients(FAM_GEMMA2, 1);
     lora_step = 1e-3f;
     family_gradients(FAM_GEMMA2, 0);
+    lora_step = 3e-3f;
+}
+
+static void gemma3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_GEMMA3, 1);
+    lora_step = 1e-3f;
+    family_gradients(FAM_GEMMA3, 0);
     lora_step = 3e-3f;
 }
 
@@ -512,13 +530,59 @@ static void family_configs(void **state)
              shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
     assert_non_null(strstr(err, "tie_word_embeddings"));
-    /* Gemma 2: caps, query scalar, and the window caps the context */
+    /* Gemma 2: caps, query scalar, and the window on the even layers, exact
+     * (the context stays the config's) */
     snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma2\",\"attn_logit_softcapping\":50.0,"
              "\"final_logit_softcapping\":30.0,\"query_pre_attn_scalar\":24,"
              "\"sliding_window\":4096}", shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
     assert_true(c.post_norms && c.attn_softcap == 50.0f && c.final_softcap == 30.0f);
-    assert_true(c.query_scalar == 24.0f && c.max_pos == 4096 && c.max_pos_config == 8192);
+    assert_true(c.query_scalar == 24.0f && c.max_pos == 8192 && c.max_pos_config == 8192);
+    assert_true(c.swa[0] && model_layer_window(&c, 0) == 4096);
+    /* Mistral's window on every layer still caps the context */
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"mistral\",\"sliding_window\":4096}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.max_pos == 4096 && !c.swa[0]);
+    /* Gemma 3: nested in an image-and-text config, Gemma3TextConfig's
+     * defaults for what it leaves out, every 6th layer global, two bases,
+     * linear scaling */
+    snprintf(j, sizeof j, "{\"model_type\":\"gemma3\",\"eos_token_id\":[1,106],"
+             "\"vision_config\":{\"hidden_size\":1152},\"text_config\":{"
+             "\"hidden_size\":2560,\"intermediate_size\":10240,\"model_type\":\"gemma3_text\","
+             "\"num_hidden_layers\":34,\"num_key_value_heads\":4,"
+             "\"rope_scaling\":{\"factor\":8.0,\"rope_type\":\"linear\"},"
+             "\"sliding_window\":1024}}");
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.family == FAM_GEMMA3 && c.multimodal && c.vocab == 262208 &&
+                c.head_dim == 256 && c.n_heads == 8 && c.qk_norm && c.post_norms && c.tied);
+    assert_true(c.max_pos == 131072 && c.query_scalar == 256.0f && c.eos_id == 1);
+    assert_true(c.rope_theta == 1e6f && c.rope_local_theta == 1e4f && c.rope_linear &&
+                c.rope_factor == 8.0f && c.attn_softcap == 0.0f && c.final_softcap == 0.0f);
+    assert_true(c.swa[0] && c.swa[4] && !c.swa[5] && c.swa[6] && !c.swa[11] &&
+                model_layer_window(&c, 0) == 1024 && model_layer_window(&c, 5) == 0);
+    model_rope_freq_div(&c, div);
+    assert_true(div[0] == 8.0f && div[1] == 8.0f);
+    /* layer_types rule over the pattern */
+    const char *shape3 = "\"hidden_size\":16,\"intermediate_size\":24,\"num_hidden_layers\":3,"
+                         "\"num_attention_heads\":4,\"vocab_size\":23,\"head_dim\":8";
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma3_text\",\"sliding_window\":8,"
+             "\"sliding_window_pattern\":2,\"layer_types\":[\"full_attention\","
+             "\"sliding_attention\",\"full_attention\"]}", shape3);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(!c.swa[0] && c.swa[1] && !c.swa[2] && !c.multimodal);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma3_text\",\"layer_types\":[\"local\"]}",
+             shape3);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: layer_types must list \"sliding_attention\" or "
+                             "\"full_attention\" for each of the 3 layers");
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"gemma3_text\",\"rope_scaling\":"
+             "{\"rope_type\":\"yarn\",\"factor\":2}}", shape3);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: rope_scaling.rope_type \"yarn\" is not supported "
+                             "for gemma3 (linear only)");
+    assert_int_equal(model_config_parse("{\"model_type\":\"gemma3\"}", &c, err, sizeof err),
+                     -1);
+    assert_string_equal(err, "config.json: model_type \"gemma3\" needs a text_config object");
     /* Qwen2: biases whatever attention_bias says; an unused window is ignored */
     snprintf(j, sizeof j, "{%s,\"model_type\":\"qwen2\",\"use_sliding_window\":false,"
              "\"sliding_window\":64}", shape);
@@ -752,6 +816,7 @@ int main(void)
         cmocka_unit_test(llama3_gradients),
         cmocka_unit_test(gemma_gradients),
         cmocka_unit_test(gemma2_gradients),
+        cmocka_unit_test(gemma3_gradients),
         cmocka_unit_test(qwen3_gradients),
         cmocka_unit_test(smollm3_gradients),
     };

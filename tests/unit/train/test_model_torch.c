@@ -126,6 +126,26 @@ static void family_gemma2_softcapped(void **state)
                       "--query-scalar 20");
 }
 
+/* Gemma 2's window on its even layers, shorter than the 34 tokens (so it
+ * cuts: the pass must apply it exactly, forward and backward). */
+static void family_gemma2_window(void **state)
+{
+    (void)state;
+    compare("gemma2-window", "--family gemma2 --sliding-window 8 --layers 3");
+}
+
+/* Gemma 3: the sandwich norms, (1 + w) q/k norms per head, a window of 16
+ * on layers 0 and 1 with their own rotary base, layer 2 global with the
+ * linear scaling (factor 8); then a shorter window, another query scalar
+ * and a final cap, at four layers. */
+static void family_gemma3(void **state)
+{
+    (void)state;
+    compare("gemma3", "--family gemma3");
+    compare_as("gemma3-scalar", "--family gemma3 --sliding-window 5 --query-scalar 20 "
+                                "--final-softcap 0.08 --layers 4", "");
+}
+
 /* Each head of q and k normalized before the rotation, heads wider than
  * hidden / heads, no biases. */
 static void family_qwen3_qk_norm(void **state)
@@ -172,6 +192,8 @@ int main(void)
         cmocka_unit_test(family_mistral),
         cmocka_unit_test(family_gemma),
         cmocka_unit_test(family_gemma2_softcapped),
+        cmocka_unit_test(family_gemma2_window),
+        cmocka_unit_test(family_gemma3),
         cmocka_unit_test(family_qwen3_qk_norm),
         cmocka_unit_test(family_smollm3_no_rope),
         cmocka_unit_test(family_qwen3_moe),
