@@ -28,13 +28,16 @@ struct inference {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop;
-    pid_t pid; /* the engine running now; 0 between runs */
+    bool stop;     /* inference_stop: end the engine, start no other */
+    bool stopping; /* serve is shutting down: an engine that ends stays ended */
+    pid_t pid;     /* the engine running now; 0 between runs */
     atomic_long starts;
 };
 
 /* Starts the engine; its pid, or -1. It ends with the server
- * (PR_SET_PDEATHSIG) even when the server is killed. */
+ * (PR_SET_PDEATHSIG) even when the server is killed. It has a process
+ * group of its own, as the trainer has: a Ctrl-C at serve's terminal
+ * reaches serve alone, which then stops the engine itself. */
 static pid_t spawn(struct inference *inf)
 {
     char mem[32], run[16], tok[32], q[16], th[16];
@@ -52,6 +55,7 @@ static pid_t spawn(struct inference *inf)
         sigset_t none; /* serve blocks SIGTERM for its sigwait: not the engine */
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(1);
@@ -61,12 +65,44 @@ static pid_t spawn(struct inference *inf)
     return pid;
 }
 
+/* Waits on inf->cv (inf->mu held) until `ms` from now, or a broadcast. */
+static void wait_ms(struct inference *inf, long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&inf->cv, &inf->mu, &until);
+}
+
+/* True when the engine that ended with `status` ended because serve is
+ * shutting down (inf->mu held). The engine exits 0 only when stopped by
+ * SIGTERM or SIGINT (engine.h): when one signal reached serve and the
+ * engine together (a service manager stopping the whole group), the
+ * engine may end before serve's shutdown is announced, so an engine that
+ * was stopped waits up to INFERENCE_STOP_GRACE_MS for that announcement
+ * before it counts as ended on its own. */
+static bool shutting_down(struct inference *inf, int status)
+{
+    bool stopped = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+                   (WIFSIGNALED(status) &&
+                    (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT));
+    int64_t until = clock_now_ms() + INFERENCE_STOP_GRACE_MS;
+    while (stopped && !inf->stop && !inf->stopping && clock_now_ms() < until)
+        wait_ms(inf, (long)(until - clock_now_ms()));
+    return inf->stop || inf->stopping;
+}
+
 static void *supervise(void *arg)
 {
     struct inference *inf = arg;
     long delay_ms = 200;
     pthread_mutex_lock(&inf->mu);
-    while (!inf->stop) {
+    while (!inf->stop && !inf->stopping) {
         pid_t pid = spawn(inf);
         if (pid < 0) {
             log_line("error", "cannot start the inference engine: %s", strerror(errno));
@@ -80,25 +116,21 @@ static void *supervise(void *arg)
                 ;
             pthread_mutex_lock(&inf->mu);
             inf->pid = 0;
-            if (inf->stop)
+            int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+            if (shutting_down(inf, status)) {
+                log_line("info", "the inference engine was stopped (exit %d, signal %d)", code,
+                         sig);
                 break;
+            }
             log_line("error", "the inference engine ended (exit %d, signal %d); restarting it",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+                     code, sig);
             /* a crash at once again backs off, up to 10 s; a long run resets */
             delay_ms = clock_now_ms() - began > 30000 ? 200 : delay_ms * 2;
             delay_ms = delay_ms > 10000 ? 10000 : delay_ms;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += delay_ms / 1000;
-        until.tv_nsec += (delay_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        if (!inf->stop)
-            pthread_cond_timedwait(&inf->cv, &inf->mu, &until);
+        if (!inf->stop && !inf->stopping)
+            wait_ms(inf, delay_ms);
     }
     pthread_mutex_unlock(&inf->mu);
     return NULL;
@@ -124,6 +156,16 @@ struct inference *inference_start(const char *bin, const char *data_dir,
         return NULL;
     }
     return inf;
+}
+
+void inference_stopping(struct inference *inf)
+{
+    if (!inf)
+        return;
+    pthread_mutex_lock(&inf->mu);
+    inf->stopping = true;
+    pthread_cond_broadcast(&inf->cv);
+    pthread_mutex_unlock(&inf->mu);
 }
 
 void inference_stop(struct inference *inf)

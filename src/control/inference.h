@@ -9,6 +9,13 @@
  * Retry-After), and the next ones wait up to INFERENCE_CONNECT_WAIT_MS for
  * the new engine to listen.
  *
+ * A shutdown is not a crash: once serve announces it (inference_stopping)
+ * an engine that ends is logged as stopped and not started again; an
+ * engine that ended of a stop signal (a service manager signalling serve
+ * and the engine together) waits INFERENCE_STOP_GRACE_MS for that
+ * announcement before it is restarted. A crash (any other end) is logged
+ * as one and restarted.
+ *
  * Ownership: inference_start returns a handle inference_stop ends (the
  * engine is stopped with SIGTERM and waited for). Thread-safe: any number
  * of threads may call inference_generate at once.
@@ -23,6 +30,7 @@
 
 #define INFERENCE_CONNECT_WAIT_MS 5000
 #define INFERENCE_RETRY_AFTER_S 1
+#define INFERENCE_STOP_GRACE_MS 3000
 
 /* What the operator sets (serve's --inference-* options). */
 struct inference_config {
@@ -41,6 +49,10 @@ struct inference;
 struct inference *inference_start(const char *bin, const char *data_dir,
                                   const struct inference_config *cfg);
 void inference_stop(struct inference *inf); /* NULL is fine */
+
+/* Serve is shutting down: from now on the engine is not started again when
+ * it ends (it goes on answering until inference_stop). NULL is fine. */
+void inference_stopping(struct inference *inf);
 
 /* How many times the engine was started (1 after inference_start; more
  * after restarts), for tests and /metrics. */
