@@ -9,10 +9,12 @@
  * server-sent events of chat.completion.chunk objects ending in
  * `data: [DONE]`, each piece of text sent as the generator produces it
  * (struct live below; docs/api.md). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/handlers.h"
 #include "api/jsonw.h"
@@ -283,6 +285,8 @@ static void *live_run(void *ctx)
 {
     struct live *l = ctx;
     json_t *out = completion_generate(l->srv, &l->req, l->model, &l->g, "messages", &l->err);
+    if (l->g.watch_fd > 0) /* the generation is over: nothing to watch */
+        close(l->g.watch_fd);
     pthread_mutex_lock(&l->mu);
     if (out) { /* an empty answer starts here; a failure after the first
                   piece ends the stream without [DONE] */
@@ -344,6 +348,11 @@ static void live_start(struct api_server *srv, struct http_request *req,
     l->g.chat = l->chat_text;
     l->g.on_delta = live_piece;
     l->g.on_delta_ctx = l;
+    /* The generation's thread watches its own copy of the client's
+     * socket: the connection's thread may close the original while the
+     * generation still runs (the client gone, its events not read). */
+    l->g.watch_fd = g->watch_fd > 0 ? fcntl(g->watch_fd, F_DUPFD_CLOEXEC, 3) : 0;
+    l->req.client_fd = 0;
     l->tools = tools;
     l->include_usage = include_usage;
     ids_make(l->id, sizeof l->id, "chatcmpl-");
@@ -356,6 +365,8 @@ static void live_start(struct api_server *srv, struct http_request *req,
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, live_run, l) != 0) {
         pthread_attr_destroy(&attr);
+        if (l->g.watch_fd > 0)
+            close(l->g.watch_fd);
         l->refs = 1;
         live_release(l);
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -419,6 +430,7 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
             ok = bad(res, "messages", "messages and tools are too long (at most 65536 bytes).");
     }
     g.chat = chat_text;
+    g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     if (ok && json_is_true(stream)) {
         json_t *so = json_object_get(body, "stream_options");
         live_start(srv, req, res, model, &g, chat_text, use_tools,

@@ -168,7 +168,7 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
     if (!req)
         return ERR_NOMEM;
     json_t *o = NULL;
-    enum alallo_err e = inference_call(ctl->inference, req, timeout_s, g->on_delta,
+    enum alallo_err e = inference_call(ctl->inference, req, timeout_s, g->watch_fd, g->on_delta,
                                        g->on_delta_ctx, &o, why, whycap);
     json_decref(req);
     if (e)

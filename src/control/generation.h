@@ -28,6 +28,12 @@ struct control_generation {
      * whole; the pieces joined are a prefix of the final text. */
     void (*on_delta)(void *ctx, const char *piece, size_t len);
     void *on_delta_ctx;
+    /* When > 0, a socket of the caller's client (the caller's to close):
+     * when its peer hangs up (the client left) the generation is cancelled
+     * at once, its slot and memory in the engine freed, and
+     * control_generate returns ERR_UNAVAILABLE ("The client went away").
+     * Watched by the engine's path only; a child runs to its end. */
+    int watch_fd;
 };
 
 /* Generates from model `model_name` of `account`, whose folder is `dir`

@@ -225,7 +225,7 @@ static bool send_all(int fd, const char *s, size_t len)
 
 /* inference_call, waiting wait_ms for an engine to connect to. */
 static enum alallo_err call(struct inference *inf, const json_t *request, int wait_ms,
-                            int timeout_s,
+                            int timeout_s, int watch_fd,
                             void (*on_delta)(void *ctx, const char *piece, size_t len),
                             void *ctx, json_t **out, char *why, size_t whycap)
 {
@@ -251,17 +251,21 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
     text_copy(why, whycap, restarting);
     while (sent && buf) {
         int64_t left = until - clock_now_ms();
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int ready = left > 0 ? poll(&p, 1, (int)(left > 60000 ? 60000 : left)) : 0;
+        /* the engine's lines, and the client's hang-up (never its data: a
+         * next request it may already have sent stays unread) */
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+                              {.fd = watch_fd > 0 ? watch_fd : -1, .events = POLLRDHUP}};
+        int ready = left > 0 ? poll(p, 2, (int)(left > 60000 ? 60000 : left)) : 0;
         if (ready < 0 && errno == EINTR)
             continue;
-        if (ready <= 0) {
-            if (ready == 0 && clock_now_ms() < until)
-                continue;
-            if (ready == 0)
-                text_copy(why, whycap, "The generation took too long and was stopped.");
+        if (ready == 0 && clock_now_ms() < until)
+            continue;
+        if (ready == 0)
+            text_copy(why, whycap, "The generation took too long and was stopped.");
+        else if (ready > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+            text_copy(why, whycap, "The client went away; the generation was cancelled.");
+        if (ready <= 0 || p[1].revents)
             break; /* closing the connection cancels it in the engine */
-        }
         if (len + 4096 > cap) {
             char *b = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
             if (!b)
@@ -309,18 +313,18 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
 }
 
 enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
-                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               int watch_fd, void (*on_delta)(void *ctx, const char *piece, size_t len),
                                void *ctx, json_t **out, char *why, size_t whycap)
 {
-    return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, on_delta, ctx, out, why,
-                whycap);
+    return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, watch_fd, on_delta, ctx, out,
+                why, whycap);
 }
 
 enum alallo_err inference_stats(struct inference *inf, json_t **out)
 {
     char why[200];
     json_t *req = json_pack("{sb}", "stats", 1);
-    enum alallo_err e = req ? call(inf, req, 0, 2, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;
+    enum alallo_err e = req ? call(inf, req, 0, 2, 0, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;
     json_decref(req);
     return e;
 }

@@ -63,8 +63,11 @@ long inference_starts(const struct inference *inf);
  * ERR_OK with *out the final object: the answer or one of the engine's
  * errors ({"error": CODE, ...}) for the caller to read. ERR_UNAVAILABLE
  * with a sentence in why when the engine is restarting or went away
- * mid-answer, or the time ran out (the request is then cancelled). */
+ * mid-answer, the time ran out, or watch_fd (when > 0, a socket of the
+ * caller's client) hung up: the request is then cancelled in the engine at
+ * once (its connection closed, engine.h). */
 enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
+                               int watch_fd,
                                void (*on_delta)(void *ctx, const char *piece, size_t len),
                                void *ctx, json_t **out /* OUT */, char *why, size_t whycap);
 

@@ -29,7 +29,8 @@ struct request {
     char *buf;
     size_t len, cap;
     bool stream;
-    bool gone; /* the client closed its end, or a write failed */
+    bool gone; /* done with: the client left, or the request failed */
+    bool left; /* the client closed its end, or a write to it failed */
     bool stepped; /* this turn of the loop */
     struct lru_entry *base, *adapter;
     struct batch_seq seq;
@@ -45,6 +46,7 @@ struct engine {
     struct request *reqs;
     int n_reqs;
     unsigned long long generated, steps;
+    unsigned long long cancelled; /* requests whose client went away first */
 };
 
 static volatile sig_atomic_t stopping;
@@ -64,14 +66,18 @@ static void send_line(struct request *r, json_t *j)
         r->gone = true;
         return;
     }
+    if (r->left) {
+        free(s);
+        return;
+    }
     size_t len = strlen(s);
     s[len++] = '\n'; /* json_dumps's terminator becomes the line's end */
-    for (size_t off = 0; off < len && !r->gone;) {
+    for (size_t off = 0; off < len && !r->left;) {
         ssize_t k = send(r->fd, s + off, len - off, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            r->gone = true;
+            r->gone = r->left = true;
         else
             off += (size_t)k;
     }
@@ -97,6 +103,8 @@ static void request_free(struct engine *e, struct request *r)
             break;
         }
     e->n_reqs--;
+    if (r->left && r->state != READING)
+        e->cancelled++;
     if (r->state == QUEUED)
         admission_drop(e->adm, r);
     else if (r->state == RUNNING)
@@ -111,12 +119,12 @@ static void request_free(struct engine *e, struct request *r)
 
 static void send_stats(struct engine *e, struct request *r)
 {
-    send_line(r, json_pack("{si sI si si sI sI sI}", "models", model_lru_count(e->models),
+    send_line(r, json_pack("{si sI si si sI sI sI sI}", "models", model_lru_count(e->models),
                            "model_bytes", (json_int_t)model_lru_bytes(e->models), "running",
                            admission_running(e->adm), "waiting", admission_waiting(e->adm),
                            "tokens_in_flight", (json_int_t)admission_tokens(e->adm),
                            "tokens_generated", (json_int_t)e->generated, "steps",
-                           (json_int_t)e->steps));
+                           (json_int_t)e->steps, "cancelled", (json_int_t)e->cancelled));
 }
 
 /* The sampling options of a request, as `alallo generate` reads them. */
@@ -262,7 +270,7 @@ static bool on_readable(struct engine *e, struct request *r)
         char c;
         ssize_t k = recv(r->fd, &c, 1, MSG_DONTWAIT);
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
-            r->gone = true; /* the client went away: cancelled */
+            r->gone = r->left = true; /* the client went away: cancelled */
         return !r->gone;
     }
     if (r->len + 65536 > r->cap) {

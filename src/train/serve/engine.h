@@ -24,7 +24,8 @@
  *
  * A request {"stats": true} is answered with one line of the engine's
  * state: {"models", "model_bytes", "running", "waiting",
- * "tokens_in_flight", "tokens_generated", "steps"}.
+ * "tokens_in_flight", "tokens_generated", "steps", "cancelled"} (requests
+ * whose client closed its end before their answer).
  */
 #ifndef ALALLO_SERVE_ENGINE_H
 #define ALALLO_SERVE_ENGINE_H
