@@ -226,7 +226,8 @@ static bool send_all(int fd, const char *s, size_t len)
 /* inference_call, waiting wait_ms for an engine to connect to. */
 static enum alallo_err call(struct inference *inf, const json_t *request, int wait_ms,
                             int timeout_s, int watch_fd,
-                            void (*on_delta)(void *ctx, const char *piece, size_t len),
+                            void (*on_delta)(void *ctx, const char *piece, size_t len,
+                                             const json_t *logprobs),
                             void *ctx, json_t **out, char *why, size_t whycap)
 {
     *out = NULL;
@@ -285,9 +286,10 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
             json_t *o = json_loadb(start, (size_t)(nl - start), 0, NULL);
             start = nl + 1;
             json_t *d = json_object_get(o, "delta");
-            if (json_is_string(d) && json_object_size(o) == 1) {
+            json_t *lp = json_object_get(o, "logprobs");
+            if (json_is_string(d) && json_object_size(o) == 1 + (lp != NULL)) {
                 if (on_delta)
-                    on_delta(ctx, json_string_value(d), json_string_length(d));
+                    on_delta(ctx, json_string_value(d), json_string_length(d), lp);
                 json_decref(o);
                 continue;
             }
@@ -313,7 +315,9 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
 }
 
 enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
-                               int watch_fd, void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               int watch_fd,
+                               void (*on_delta)(void *ctx, const char *piece, size_t len,
+                                                const json_t *logprobs),
                                void *ctx, json_t **out, char *why, size_t whycap)
 {
     return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, watch_fd, on_delta, ctx, out,

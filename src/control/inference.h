@@ -59,7 +59,8 @@ void inference_stopping(struct inference *inf);
 long inference_starts(const struct inference *inf);
 
 /* One generation request (engine.h's line) written and its answer read,
- * for at most timeout_s seconds; on_delta gets each {"delta"} piece.
+ * for at most timeout_s seconds; on_delta gets each {"delta"} piece (and
+ * its "logprobs", or NULL).
  * ERR_OK with *out the final object: the answer or one of the engine's
  * errors ({"error": CODE, ...}) for the caller to read. ERR_UNAVAILABLE
  * with a sentence in why when the engine is restarting or went away
@@ -68,7 +69,8 @@ long inference_starts(const struct inference *inf);
  * once (its connection closed, engine.h). */
 enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
                                int watch_fd,
-                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               void (*on_delta)(void *ctx, const char *piece, size_t len,
+                                                const json_t *logprobs),
                                void *ctx, json_t **out /* OUT */, char *why, size_t whycap);
 
 /* The engine's state now (engine.h's {"stats": true} answer: models,

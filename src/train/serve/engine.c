@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "train/serve/batcher.h"
+#include "train/serve/logprobs.h"
 #include "train/serve/model_lru.h"
 #include "train/tokenizer/tokenizer.h"
 
@@ -34,6 +35,7 @@ struct request {
     bool stepped; /* this turn of the loop */
     struct lru_entry *base, *adapter;
     struct batch_seq seq;
+    int lp_sent; /* answer tokens whose log-probabilities went with a delta */
     long tokens;
     struct request *next;
 };
@@ -92,7 +94,13 @@ static void send_error(struct request *r, const char *code, const char *message)
 static void on_text(void *ctx, const char *piece, size_t len)
 {
     struct request *r = ctx;
-    send_line(r, json_pack("{s:s%}", "delta", piece, len));
+    json_t *d = json_pack("{s:s%}", "delta", piece, len);
+    if (d && r->seq.top_n >= 0) { /* the tokens this piece completes */
+        json_object_set_new(d, "logprobs",
+                            serve_logprobs_json(&r->seq, r->lp_sent, r->seq.n_out));
+        r->lp_sent = r->seq.n_out;
+    }
+    send_line(r, d);
 }
 
 static void request_free(struct engine *e, struct request *r)
@@ -149,6 +157,12 @@ static bool read_opts(json_t *j, struct gen_opts *o, char *why, size_t cap)
     }
     if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0)) {
         snprintf(why, cap, "seed must be a non-negative integer");
+        return false;
+    }
+    json_t *lp = json_object_get(j, "logprobs");
+    if (lp && (!json_is_integer(lp) || json_integer_value(lp) < 0 ||
+               json_integer_value(lp) > BATCH_TOP_LOGPROBS_MAX)) {
+        snprintf(why, cap, "logprobs must be an integer from 0 to %d", BATCH_TOP_LOGPROBS_MAX);
         return false;
     }
     if (mt)
@@ -242,6 +256,11 @@ static bool start(struct engine *e, struct request *r)
                                gen_model(g)->cfg.max_pos));
         goto out;
     }
+    json_t *lp = json_object_get(j, "logprobs");
+    if (rc == 0 && lp && batch_seq_logprobs(&r->seq, (int)json_integer_value(lp))) {
+        rc = -1;
+        snprintf(why, sizeof why, "out of memory for log-probabilities");
+    }
     if (rc) {
         send_error(r, "failed", why);
         goto out;
@@ -324,9 +343,15 @@ static void finish(struct request *r)
         return;
     }
     if (r->stream && strlen(text) > s->sent) /* the last incomplete characters */
-        send_line(r, json_pack("{ss}", "delta", text + s->sent));
-    send_line(r, json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
-                           "completion_tokens", s->n_out, "finish_reason", s->finish));
+        on_text(r, text + s->sent, strlen(text + s->sent));
+    json_t *answer = json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
+                               "completion_tokens", s->n_out, "finish_reason", s->finish);
+    json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_out) : NULL;
+    if (s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp))) {
+        json_decref(answer);
+        answer = json_pack("{ss ss}", "error", "failed", "message", "out of memory");
+    }
+    send_line(r, answer);
     free(text);
 }
 
