@@ -20,6 +20,13 @@ function enginePid(s) {
   return Number(r.stdout.trim().split('\n')[0]) || 0;
 }
 
+// The pid of serve `s`'s engine once it answers (it then handles its stop
+// signals; before, a signal ends it as it would any process).
+async function engineUp(s) {
+  await waitFor(async () => /^alallo_inference_up 1$/m.test((await s.call('GET', '/metrics')).text), { what: 'the engine to answer' });
+  return waitFor(() => enginePid(s), { what: 'the engine' });
+}
+
 async function stopped(s) {
   let timer;
   const limit = new Promise((resolve) => (timer = setTimeout(() => resolve(null), 60000)));
@@ -45,7 +52,7 @@ describe('serve stops its engine; a crash is still restarted', () => {
   test('a Ctrl-C to serve\'s process group: the engine is stopped, not restarted', async () => {
     const s = await Serve.start({ args, detached: true });
     try {
-      await waitFor(() => enginePid(s), { what: 'the engine' });
+      await engineUp(s);
       const r = await s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 4 } });
       assert.equal(r.status, 200, r.text);
       const engine = enginePid(s);
@@ -61,7 +68,7 @@ describe('serve stops its engine; a crash is still restarted', () => {
   test('one SIGTERM to serve and its engine together: stopped, not restarted', async () => {
     const s = await Serve.start({ args });
     try {
-      const engine = await waitFor(() => enginePid(s), { what: 'the engine' });
+      const engine = await engineUp(s);
       process.kill(engine, 'SIGTERM'); // the engine first: it ends before serve's shutdown begins
       process.kill(s.proc.pid, 'SIGTERM');
       await stoppedCleanly(s);
@@ -73,14 +80,15 @@ describe('serve stops its engine; a crash is still restarted', () => {
   test('an engine that ends while serve runs is logged and restarted', async () => {
     const s = await Serve.start({ args });
     try {
-      const first = await waitFor(() => enginePid(s), { what: 'the engine' });
+      const first = await engineUp(s);
       process.kill(first, 'SIGTERM'); // stopped, but serve is not stopping
       await waitFor(() => enginePid(s) && enginePid(s) !== first, { what: 'a new engine' });
+      await engineUp(s);
       assert.match(s.output, /error: the inference engine ended \(exit 0, signal 0\); restarting it/);
       const crashed = enginePid(s);
-      process.kill(crashed, 'SIGSEGV');
+      process.kill(crashed, 'SIGABRT'); // a crash (an abort; not SIGSEGV, which a sanitizer build catches)
       await waitFor(() => enginePid(s) && enginePid(s) !== crashed, { what: 'a new engine' });
-      assert.match(s.output, /error: the inference engine ended \(exit -1, signal 11\); restarting it/);
+      assert.match(s.output, /error: the inference engine ended \(exit -1, signal 6\); restarting it/);
       const r = await s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 4 } });
       assert.equal(r.status, 200, r.text);
       assert.match((await s.call('GET', '/metrics')).text, /^alallo_inference_restarts_total 2$/m);
