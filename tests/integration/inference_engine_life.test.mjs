@@ -31,6 +31,9 @@ async function stopped(s) {
   let timer;
   const limit = new Promise((resolve) => (timer = setTimeout(() => resolve(null), 60000)));
   const end = await Promise.race([s.exited, limit]);
+  // and its output read to the end ('exit' may come before the last of it)
+  const read = (st) => st.readableEnded || st.destroyed || new Promise((r) => st.once('close', r));
+  await Promise.race([Promise.all([read(s.proc.stdout), read(s.proc.stderr)]), limit]);
   clearTimeout(timer);
   assert.ok(end, `serve did not stop:\n${s.output}`);
   return end;
