@@ -33,6 +33,10 @@ struct http_request {
     char authorization[HTTP_VALUE_MAX];
     char content_type[HTTP_VALUE_MAX];
     bool forwarded; /* sent on by a standby (X-Alallo-Forwarded; api/forward.h) */
+    /* The connection's socket, only to notice the client leaving (a hang-up)
+     * during a long answer; never read, written or closed by a handler.
+     * 0: none (a request made by a test). */
+    int client_fd;
     const char *body; /* not NUL-terminated */
     size_t body_len;
     /* Set by the router. */

@@ -309,6 +309,9 @@ static bool read_request(struct conn_state *cs, struct MHD_Connection *conn, con
     if (ctype && !text_copy(req->content_type, sizeof req->content_type, ctype))
         req->content_type[0] = '\0';
     req->forwarded = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, FORWARD_HEADER) != NULL;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    req->client_fd = ci && ci->connect_fd > 0 ? ci->connect_fd : 0;
     struct query_collect q = {.req = req};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_query, &q);
     if (q.overflow) {

@@ -9,10 +9,12 @@
  * server-sent events of chat.completion.chunk objects ending in
  * `data: [DONE]`, each piece of text sent as the generator produces it
  * (struct live below; docs/api.md). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/handlers.h"
 #include "api/jsonw.h"
@@ -148,19 +150,30 @@ static void event(struct jsonw *buf, json_t *chunk)
     free(s);
 }
 
-static json_t *chunk(const char *id, json_int_t created, const char *model, json_t *delta,
-                     const char *finish)
+/* A choice's logprobs: {"content": entries} (entries taken over), or
+ * null when there are none. */
+static json_t *logprobs_of(json_t *entries)
 {
-    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:o}]}", "id", id, "object",
+    return entries ? json_pack("{s:o,s:n}", "content", entries, "refusal") : json_null();
+}
+
+/* A chunk; `logprobs` (taken over, or NULL) are those of its tokens. */
+static json_t *chunk(const char *id, json_int_t created, const char *model, json_t *delta,
+                     const char *finish, json_t *logprobs)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object",
                      "chat.completion.chunk", "created", created, "model", model, "choices",
-                     "index", 0, "delta", delta, "logprobs", "finish_reason",
-                     finish ? json_string(finish) : json_null());
+                     "index", 0, "delta", delta, "logprobs", logprobs_of(logprobs),
+                     "finish_reason", finish ? json_string(finish) : json_null());
 }
 
 /* The events that end a streamed answer: its tool calls (whole, one chunk
- * each), the finish reason, the usage when asked for, and [DONE]. */
+ * each), the finish reason (with `logprobs`, taken over, when not NULL:
+ * those of tokens no content chunk carried), the usage when asked for, and
+ * [DONE]. */
 static void end_events(struct jsonw *b, const char *id, json_int_t created, const char *model,
-                       json_t *message, const char *finish, json_t *usage, bool include_usage)
+                       json_t *message, const char *finish, json_t *logprobs, json_t *usage,
+                       bool include_usage)
 {
     json_t *calls = json_object_get(message, "tool_calls");
     size_t i;
@@ -169,9 +182,9 @@ static void end_events(struct jsonw *b, const char *id, json_int_t created, cons
         json_t *d = json_pack("{s:[{s:i,s:O,s:O,s:O}]}", "tool_calls", "index", (int)i, "id",
                               json_object_get(c, "id"), "type", json_object_get(c, "type"),
                               "function", json_object_get(c, "function"));
-        event(b, chunk(id, created, model, d, NULL));
+        event(b, chunk(id, created, model, d, NULL, NULL));
     }
-    event(b, chunk(id, created, model, json_object(), finish));
+    event(b, chunk(id, created, model, json_object(), finish, logprobs));
     if (include_usage)
         event(b, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", id, "object",
                            "chat.completion.chunk", "created", created, "model", model,
@@ -204,6 +217,8 @@ struct live {
     bool tools, include_usage;
     bool holding;             /* tools: a piece may have begun a call      */
     size_t text_sent;         /* bytes of the text sent as content         */
+    json_t *lp_pending;       /* logprobs: entries no chunk carried yet    */
+    size_t lp_got;            /* entries the pieces brought                */
 };
 
 static void live_release(void *ctx)
@@ -217,10 +232,22 @@ static void live_release(void *ctx)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     jsonw_free(&l->buf);
+    json_decref(l->lp_pending);
     http_response_free(&l->err);
     free(l->chat_text);
     free(l->model);
     free(l);
+}
+
+/* The entries no chunk carried yet, taken (NULL when none, or without
+ * logprobs); the next ones gather anew. */
+static json_t *take_pending(struct live *l)
+{
+    json_t *p = l->lp_pending;
+    if (!p || json_array_size(p) == 0)
+        return NULL;
+    l->lp_pending = json_array();
+    return p;
 }
 
 static void content_event(struct live *l, const char *piece, size_t len)
@@ -228,14 +255,18 @@ static void content_event(struct live *l, const char *piece, size_t len)
     if (len == 0)
         return;
     event(&l->buf, chunk(l->id, l->created, l->model,
-                         json_pack("{s:s%}", "content", piece, len), NULL));
+                         json_pack("{s:s%}", "content", piece, len), NULL, take_pending(l)));
     l->text_sent += len;
 }
 
-static void live_piece(void *ctx, const char *piece, size_t len)
+static void live_piece(void *ctx, const char *piece, size_t len, const json_t *logprobs)
 {
     struct live *l = ctx;
     pthread_mutex_lock(&l->mu);
+    if (l->lp_pending && json_is_array(logprobs)) {
+        json_array_extend(l->lp_pending, (json_t *)logprobs);
+        l->lp_got += json_array_size(logprobs);
+    }
     if (!l->holding) {
         size_t n = l->tools ? strcspn(piece, "<[{") : len;
         if (n > len)
@@ -261,6 +292,9 @@ static void live_finish(struct live *l, json_t *out)
     if (!finish)
         finish = "length";
     json_t *message = answer_message(text, l->tools, l->id, &finish);
+    json_t *all = json_object_get(out, "logprobs");
+    for (size_t i = l->lp_got; l->lp_pending && i < json_array_size(all); i++)
+        json_array_append(l->lp_pending, json_array_get(all, i)); /* no piece brought them */
     size_t tn = strlen(text), sent = l->text_sent <= tn ? l->text_sent : tn;
     if (json_object_get(message, "tool_calls")) {
         /* the content is the text outside the calls, trimmed: send what
@@ -274,7 +308,8 @@ static void live_finish(struct live *l, json_t *out)
     }
     json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
                               "total_tokens", pt + ct);
-    end_events(&l->buf, l->id, l->created, l->model, message, finish, usage, l->include_usage);
+    end_events(&l->buf, l->id, l->created, l->model, message, finish, take_pending(l), usage,
+               l->include_usage);
     json_decref(usage);
     json_decref(message);
 }
@@ -283,6 +318,8 @@ static void *live_run(void *ctx)
 {
     struct live *l = ctx;
     json_t *out = completion_generate(l->srv, &l->req, l->model, &l->g, "messages", &l->err);
+    if (l->g.watch_fd > 0) /* the generation is over: nothing to watch */
+        close(l->g.watch_fd);
     pthread_mutex_lock(&l->mu);
     if (out) { /* an empty answer starts here; a failure after the first
                   piece ends the stream without [DONE] */
@@ -344,18 +381,27 @@ static void live_start(struct api_server *srv, struct http_request *req,
     l->g.chat = l->chat_text;
     l->g.on_delta = live_piece;
     l->g.on_delta_ctx = l;
+    /* The generation's thread watches its own copy of the client's
+     * socket: the connection's thread may close the original while the
+     * generation still runs (the client gone, its events not read). */
+    l->g.watch_fd = g->watch_fd > 0 ? fcntl(g->watch_fd, F_DUPFD_CLOEXEC, 3) : 0;
+    l->req.client_fd = 0;
     l->tools = tools;
     l->include_usage = include_usage;
+    l->lp_pending = g->logprobs ? json_array() : NULL;
     ids_make(l->id, sizeof l->id, "chatcmpl-");
     l->created = (json_int_t)(clock_now_ms() / 1000);
     event(&l->buf, chunk(l->id, l->created, l->model,
-                         json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL));
+                         json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL,
+                         NULL));
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, live_run, l) != 0) {
         pthread_attr_destroy(&attr);
+        if (l->g.watch_fd > 0)
+            close(l->g.watch_fd);
         l->refs = 1;
         live_release(l);
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -395,6 +441,8 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
     json_t *tools = json_object_get(body, "tools");
     json_t *n = json_object_get(body, "n");
     json_t *stream = json_object_get(body, "stream");
+    json_t *lp = json_object_get(body, "logprobs"), *top = json_object_get(body, "top_logprobs");
+    bool has_top = top && !json_is_null(top);
     json_t *msgs = NULL, *chat = NULL;
     char *chat_text = NULL;
     bool ok = !model ? bad(res, "model", "model is required.")
@@ -404,6 +452,17 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
                   ? bad(res, "n", "n must be 1.")
               : stream && !json_is_null(stream) && !json_is_boolean(stream)
                   ? bad(res, "stream", "stream must be true or false.")
+              : lp && !json_is_null(lp) && !json_is_boolean(lp)
+                  ? bad(res, "logprobs", "logprobs must be true or false.")
+              : has_top && !(json_is_integer(top) && json_integer_value(top) >= 0 &&
+                             json_integer_value(top) <= 20)
+                  ? bad(res, "top_logprobs", "top_logprobs must be an integer from 0 to 20.")
+              : has_top && !json_is_true(lp)
+                  ? bad(res, "top_logprobs", "top_logprobs needs logprobs set to true.")
+              : json_is_true(lp) && !srv->ctl->inference
+                  ? bad(res, "logprobs", "logprobs are served by the resident inference engine "
+                                         "only; this server answers with a process per request "
+                                         "(serve --inference child).")
                   : completion_sampling_parse(body, &g, res);
     if (ok)
         ok = (msgs = clean_messages(json_object_get(body, "messages"), res)) != NULL;
@@ -419,6 +478,9 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
             ok = bad(res, "messages", "messages and tools are too long (at most 65536 bytes).");
     }
     g.chat = chat_text;
+    g.logprobs = json_is_true(lp);
+    g.top_logprobs = has_top ? (int)json_integer_value(top) : 0;
+    g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     if (ok && json_is_true(stream)) {
         json_t *so = json_object_get(body, "stream_options");
         live_start(srv, req, res, model, &g, chat_text, use_tools,
@@ -439,11 +501,14 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
         json_t *message = answer_message(text ? text : "", use_tools, id, &finish);
         json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
                                   "total_tokens", pt + ct);
+        json_t *entries = json_object_get(out, "logprobs");
+        json_t *lps = g.logprobs ? logprobs_of(entries ? json_incref(entries) : json_array())
+                                 : json_null();
         api_json(res, 200,
-                 json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:s}],s:O}", "id", id, "object",
+                 json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:s}],s:O}", "id", id, "object",
                            "chat.completion", "created", created, "model", model, "choices",
-                           "index", 0, "message", message, "logprobs", "finish_reason", finish,
-                           "usage", usage));
+                           "index", 0, "message", message, "logprobs", lps, "finish_reason",
+                           finish, "usage", usage));
         json_decref(usage);
         json_decref(out);
     }

@@ -121,6 +121,7 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     if (json_is_array(p) && json_array_size(p) == 1)
         p = json_array_get(p, 0); /* one prompt in a list, as SDKs allow */
     g.prompt = json_string_value(p);
+    g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     bool ok = !model            ? bad(res, "model", "model is required.")
               : !g.prompt       ? bad(res, "prompt", "prompt must be a string.")
               : strlen(g.prompt) > PROMPT_MAX

@@ -94,9 +94,13 @@ static void inference_metrics(struct api_server *srv, struct out *o)
                "started.\n# TYPE alallo_inference_tokens_total counter\n"
                "alallo_inference_tokens_total %lld\n"
                "# HELP alallo_inference_steps_total Batch steps since the engine started.\n"
-               "# TYPE alallo_inference_steps_total counter\nalallo_inference_steps_total %lld\n",
+               "# TYPE alallo_inference_steps_total counter\nalallo_inference_steps_total %lld\n"
+               "# HELP alallo_inference_cancelled_total Generations cancelled because their "
+               "client went away.\n# TYPE alallo_inference_cancelled_total counter\n"
+               "alallo_inference_cancelled_total %lld\n",
             (long long)json_integer_value(json_object_get(st, "tokens_generated")),
-            (long long)json_integer_value(json_object_get(st, "steps")));
+            (long long)json_integer_value(json_object_get(st, "steps")),
+            (long long)json_integer_value(json_object_get(st, "cancelled")));
     json_decref(st);
 }
 

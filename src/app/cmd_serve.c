@@ -663,6 +663,7 @@ int cmd_serve(int argc, char **argv)
     sigwait(&sigs, &sig);
     log_line("info", "%s: stopping", w.lost ? "leadership lost" : sig == SIGINT ? "SIGINT"
                                                                               : "SIGTERM");
+    inference_stopping(ctl.inference); /* an engine that ends now is not a crash */
 
     /* The watcher first, so that no local worker starts from here on. */
     pthread_mutex_lock(&w.mu);

@@ -47,7 +47,7 @@ static void delta_line(void *ctx, const char *line, size_t len)
     json_t *o = json_loadb(line, len, 0, NULL);
     json_t *d = json_object_get(o, "delta");
     if (json_is_string(d) && json_object_size(o) == 1)
-        g->on_delta(g->on_delta_ctx, json_string_value(d), json_string_length(d));
+        g->on_delta(g->on_delta_ctx, json_string_value(d), json_string_length(d), NULL);
     json_decref(o);
 }
 
@@ -58,6 +58,12 @@ static enum alallo_err child_generate(struct control *ctl, const char *dir, cons
 {
     *out = NULL;
     why[0] = '\0';
+    if (g->logprobs) {
+        text_copy(why, whycap, "logprobs are served by the resident inference engine only; "
+                               "this server answers with a process per request "
+                               "(serve --inference child).");
+        return ERR_INVALID;
+    }
     char max_tokens[24], temperature[32], seed[24];
     text_printf(max_tokens, sizeof max_tokens, "%ld", g->max_tokens);
     text_printf(temperature, sizeof temperature, "%g", g->temperature);
@@ -161,6 +167,8 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
         json_object_set_new(req, "adapter", json_string(adapter));
     if (req && g->seed >= 0)
         json_object_set_new(req, "seed", json_integer(g->seed));
+    if (req && g->logprobs)
+        json_object_set_new(req, "logprobs", json_integer(g->top_logprobs));
     if (req && g->chat)
         json_object_set_new(req, "chat", json_loads(g->chat, 0, NULL));
     else if (req)
@@ -168,7 +176,7 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
     if (!req)
         return ERR_NOMEM;
     json_t *o = NULL;
-    enum alallo_err e = inference_call(ctl->inference, req, timeout_s, g->on_delta,
+    enum alallo_err e = inference_call(ctl->inference, req, timeout_s, g->watch_fd, g->on_delta,
                                        g->on_delta_ctx, &o, why, whycap);
     json_decref(req);
     if (e)

@@ -12,6 +12,7 @@
 #define ALALLO_CONTROL_GENERATION_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "control/control.h"
@@ -23,17 +24,31 @@ struct control_generation {
     long max_tokens;
     double temperature;
     long long seed; /* 0..LLONG_MAX; -1: none */
+    /* Each answer token's log-probability and the top_logprobs (0..20)
+     * most likely tokens at its place: the answer's "logprobs" array
+     * (train/serve/logprobs.h's entries). The engine's path only: a child
+     * refuses it (ERR_INVALID). */
+    bool logprobs;
+    int top_logprobs;
     /* When set, called (in the calling thread) with each piece of the text
      * as the generator produces it, before control_generate returns the
-     * whole; the pieces joined are a prefix of the final text. */
-    void (*on_delta)(void *ctx, const char *piece, size_t len);
+     * whole; the pieces joined are a prefix of the final text. With
+     * logprobs, `logprobs` holds the entries of the tokens the piece
+     * completes (else NULL; borrowed for the call). */
+    void (*on_delta)(void *ctx, const char *piece, size_t len, const json_t *logprobs);
     void *on_delta_ctx;
+    /* When > 0, a socket of the caller's client (the caller's to close):
+     * when its peer hangs up (the client left) the generation is cancelled
+     * at once, its slot and memory in the engine freed, and
+     * control_generate returns ERR_UNAVAILABLE ("The client went away").
+     * Watched by the engine's path only; a child runs to its end. */
+    int watch_fd;
 };
 
 /* Generates from model `model_name` of `account`, whose folder is `dir`
  * (control_model_dir), for at most timeout_s seconds. *out gets the
  * generator's JSON object (text, finish_reason, prompt_tokens,
- * completion_tokens; the caller owns it). ERR_INVALID with a sentence for
+ * completion_tokens, and logprobs when asked for; the caller owns it). ERR_INVALID with a sentence for
  * the user in why when the request cannot be served by this model (a
  * prompt longer than its context, an empty prompt where the model needs
  * text, a conversation its template refuses); ERR_RATE_LIMITED with a

@@ -28,13 +28,16 @@ struct inference {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop;
-    pid_t pid; /* the engine running now; 0 between runs */
+    bool stop;     /* inference_stop: end the engine, start no other */
+    bool stopping; /* serve is shutting down: an engine that ends stays ended */
+    pid_t pid;     /* the engine running now; 0 between runs */
     atomic_long starts;
 };
 
 /* Starts the engine; its pid, or -1. It ends with the server
- * (PR_SET_PDEATHSIG) even when the server is killed. */
+ * (PR_SET_PDEATHSIG) even when the server is killed. It has a process
+ * group of its own, as the trainer has: a Ctrl-C at serve's terminal
+ * reaches serve alone, which then stops the engine itself. */
 static pid_t spawn(struct inference *inf)
 {
     char mem[32], run[16], tok[32], q[16], th[16];
@@ -52,6 +55,7 @@ static pid_t spawn(struct inference *inf)
         sigset_t none; /* serve blocks SIGTERM for its sigwait: not the engine */
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent)
             _exit(1);
@@ -61,12 +65,44 @@ static pid_t spawn(struct inference *inf)
     return pid;
 }
 
+/* Waits on inf->cv (inf->mu held) until `ms` from now, or a broadcast. */
+static void wait_ms(struct inference *inf, long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&inf->cv, &inf->mu, &until);
+}
+
+/* True when the engine that ended with `status` ended because serve is
+ * shutting down (inf->mu held). The engine exits 0 only when stopped by
+ * SIGTERM or SIGINT (engine.h): when one signal reached serve and the
+ * engine together (a service manager stopping the whole group), the
+ * engine may end before serve's shutdown is announced, so an engine that
+ * was stopped waits up to INFERENCE_STOP_GRACE_MS for that announcement
+ * before it counts as ended on its own. */
+static bool shutting_down(struct inference *inf, int status)
+{
+    bool stopped = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+                   (WIFSIGNALED(status) &&
+                    (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT));
+    int64_t until = clock_now_ms() + INFERENCE_STOP_GRACE_MS;
+    while (stopped && !inf->stop && !inf->stopping && clock_now_ms() < until)
+        wait_ms(inf, (long)(until - clock_now_ms()));
+    return inf->stop || inf->stopping;
+}
+
 static void *supervise(void *arg)
 {
     struct inference *inf = arg;
     long delay_ms = 200;
     pthread_mutex_lock(&inf->mu);
-    while (!inf->stop) {
+    while (!inf->stop && !inf->stopping) {
         pid_t pid = spawn(inf);
         if (pid < 0) {
             log_line("error", "cannot start the inference engine: %s", strerror(errno));
@@ -80,25 +116,21 @@ static void *supervise(void *arg)
                 ;
             pthread_mutex_lock(&inf->mu);
             inf->pid = 0;
-            if (inf->stop)
+            int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+            int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+            if (shutting_down(inf, status)) {
+                log_line("info", "the inference engine was stopped (exit %d, signal %d)", code,
+                         sig);
                 break;
+            }
             log_line("error", "the inference engine ended (exit %d, signal %d); restarting it",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+                     code, sig);
             /* a crash at once again backs off, up to 10 s; a long run resets */
             delay_ms = clock_now_ms() - began > 30000 ? 200 : delay_ms * 2;
             delay_ms = delay_ms > 10000 ? 10000 : delay_ms;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += delay_ms / 1000;
-        until.tv_nsec += (delay_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        if (!inf->stop)
-            pthread_cond_timedwait(&inf->cv, &inf->mu, &until);
+        if (!inf->stop && !inf->stopping)
+            wait_ms(inf, delay_ms);
     }
     pthread_mutex_unlock(&inf->mu);
     return NULL;
@@ -124,6 +156,16 @@ struct inference *inference_start(const char *bin, const char *data_dir,
         return NULL;
     }
     return inf;
+}
+
+void inference_stopping(struct inference *inf)
+{
+    if (!inf)
+        return;
+    pthread_mutex_lock(&inf->mu);
+    inf->stopping = true;
+    pthread_cond_broadcast(&inf->cv);
+    pthread_mutex_unlock(&inf->mu);
 }
 
 void inference_stop(struct inference *inf)
@@ -183,8 +225,9 @@ static bool send_all(int fd, const char *s, size_t len)
 
 /* inference_call, waiting wait_ms for an engine to connect to. */
 static enum alallo_err call(struct inference *inf, const json_t *request, int wait_ms,
-                            int timeout_s,
-                            void (*on_delta)(void *ctx, const char *piece, size_t len),
+                            int timeout_s, int watch_fd,
+                            void (*on_delta)(void *ctx, const char *piece, size_t len,
+                                             const json_t *logprobs),
                             void *ctx, json_t **out, char *why, size_t whycap)
 {
     *out = NULL;
@@ -209,17 +252,21 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
     text_copy(why, whycap, restarting);
     while (sent && buf) {
         int64_t left = until - clock_now_ms();
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int ready = left > 0 ? poll(&p, 1, (int)(left > 60000 ? 60000 : left)) : 0;
+        /* the engine's lines, and the client's hang-up (never its data: a
+         * next request it may already have sent stays unread) */
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+                              {.fd = watch_fd > 0 ? watch_fd : -1, .events = POLLRDHUP}};
+        int ready = left > 0 ? poll(p, 2, (int)(left > 60000 ? 60000 : left)) : 0;
         if (ready < 0 && errno == EINTR)
             continue;
-        if (ready <= 0) {
-            if (ready == 0 && clock_now_ms() < until)
-                continue;
-            if (ready == 0)
-                text_copy(why, whycap, "The generation took too long and was stopped.");
+        if (ready == 0 && clock_now_ms() < until)
+            continue;
+        if (ready == 0)
+            text_copy(why, whycap, "The generation took too long and was stopped.");
+        else if (ready > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+            text_copy(why, whycap, "The client went away; the generation was cancelled.");
+        if (ready <= 0 || p[1].revents)
             break; /* closing the connection cancels it in the engine */
-        }
         if (len + 4096 > cap) {
             char *b = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
             if (!b)
@@ -239,9 +286,10 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
             json_t *o = json_loadb(start, (size_t)(nl - start), 0, NULL);
             start = nl + 1;
             json_t *d = json_object_get(o, "delta");
-            if (json_is_string(d) && json_object_size(o) == 1) {
+            json_t *lp = json_object_get(o, "logprobs");
+            if (json_is_string(d) && json_object_size(o) == 1 + (lp != NULL)) {
                 if (on_delta)
-                    on_delta(ctx, json_string_value(d), json_string_length(d));
+                    on_delta(ctx, json_string_value(d), json_string_length(d), lp);
                 json_decref(o);
                 continue;
             }
@@ -267,18 +315,20 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
 }
 
 enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
-                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               int watch_fd,
+                               void (*on_delta)(void *ctx, const char *piece, size_t len,
+                                                const json_t *logprobs),
                                void *ctx, json_t **out, char *why, size_t whycap)
 {
-    return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, on_delta, ctx, out, why,
-                whycap);
+    return call(inf, request, INFERENCE_CONNECT_WAIT_MS, timeout_s, watch_fd, on_delta, ctx, out,
+                why, whycap);
 }
 
 enum alallo_err inference_stats(struct inference *inf, json_t **out)
 {
     char why[200];
     json_t *req = json_pack("{sb}", "stats", 1);
-    enum alallo_err e = req ? call(inf, req, 0, 2, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;
+    enum alallo_err e = req ? call(inf, req, 0, 2, 0, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;
     json_decref(req);
     return e;
 }

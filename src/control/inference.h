@@ -9,6 +9,13 @@
  * Retry-After), and the next ones wait up to INFERENCE_CONNECT_WAIT_MS for
  * the new engine to listen.
  *
+ * A shutdown is not a crash: once serve announces it (inference_stopping)
+ * an engine that ends is logged as stopped and not started again; an
+ * engine that ended of a stop signal (a service manager signalling serve
+ * and the engine together) waits INFERENCE_STOP_GRACE_MS for that
+ * announcement before it is restarted. A crash (any other end) is logged
+ * as one and restarted.
+ *
  * Ownership: inference_start returns a handle inference_stop ends (the
  * engine is stopped with SIGTERM and waited for). Thread-safe: any number
  * of threads may call inference_generate at once.
@@ -23,6 +30,7 @@
 
 #define INFERENCE_CONNECT_WAIT_MS 5000
 #define INFERENCE_RETRY_AFTER_S 1
+#define INFERENCE_STOP_GRACE_MS 3000
 
 /* What the operator sets (serve's --inference-* options). */
 struct inference_config {
@@ -42,18 +50,27 @@ struct inference *inference_start(const char *bin, const char *data_dir,
                                   const struct inference_config *cfg);
 void inference_stop(struct inference *inf); /* NULL is fine */
 
+/* Serve is shutting down: from now on the engine is not started again when
+ * it ends (it goes on answering until inference_stop). NULL is fine. */
+void inference_stopping(struct inference *inf);
+
 /* How many times the engine was started (1 after inference_start; more
  * after restarts), for tests and /metrics. */
 long inference_starts(const struct inference *inf);
 
 /* One generation request (engine.h's line) written and its answer read,
- * for at most timeout_s seconds; on_delta gets each {"delta"} piece.
+ * for at most timeout_s seconds; on_delta gets each {"delta"} piece (and
+ * its "logprobs", or NULL).
  * ERR_OK with *out the final object: the answer or one of the engine's
  * errors ({"error": CODE, ...}) for the caller to read. ERR_UNAVAILABLE
  * with a sentence in why when the engine is restarting or went away
- * mid-answer, or the time ran out (the request is then cancelled). */
+ * mid-answer, the time ran out, or watch_fd (when > 0, a socket of the
+ * caller's client) hung up: the request is then cancelled in the engine at
+ * once (its connection closed, engine.h). */
 enum alallo_err inference_call(struct inference *inf, const json_t *request, int timeout_s,
-                               void (*on_delta)(void *ctx, const char *piece, size_t len),
+                               int watch_fd,
+                               void (*on_delta)(void *ctx, const char *piece, size_t len,
+                                                const json_t *logprobs),
                                void *ctx, json_t **out /* OUT */, char *why, size_t whycap);
 
 /* The engine's state now (engine.h's {"stats": true} answer: models,

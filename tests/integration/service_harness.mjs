@@ -151,16 +151,19 @@ export function tinyModelsDir() {
 }
 
 export class Serve {
-  constructor({ data, port, args = [] }) {
+  // detached: serve leads a process group of its own (as at a terminal,
+  // where Ctrl-C signals the whole group), for tests that signal the group.
+  constructor({ data, port, args = [], detached = false }) {
     this.data = data;
     this.port = port;
     this.args = args;
+    this.detached = detached;
     this.url = `http://127.0.0.1:${port}`;
     this.output = '';
   }
 
-  static async start({ data = tmpdir(), args = [], port } = {}) {
-    const s = new Serve({ data, port: port || (await freePort()), args });
+  static async start({ data = tmpdir(), args = [], port, detached = false } = {}) {
+    const s = new Serve({ data, port: port || (await freePort()), args, detached });
     await s.spawn();
     return s;
   }
@@ -168,6 +171,7 @@ export class Serve {
   async spawn() {
     this.proc = spawn(BIN, ['serve', '--port', String(this.port), '--data', this.data, ...storeArgs(this.data), ...this.args], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: this.detached,
     });
     this.proc.stdout.on('data', (d) => (this.output += d));
     this.proc.stderr.on('data', (d) => (this.output += d));

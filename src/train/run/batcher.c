@@ -1,6 +1,7 @@
 /* batcher.c - one step of the running sequences of a base (see batcher.h). */
 #include "train/run/batcher.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ int batch_seq_start(struct batch_seq *s, struct generator *g,
     s->prompt = ids;
     s->g = g;
     s->adapter = adapter;
+    s->top_n = -1;
     s->opts = *o;
     s->stops = *stops;
     int maxpos = gen_model(g)->cfg.max_pos;
@@ -47,8 +49,29 @@ void batch_seq_end(struct batch_seq *s)
 {
     free(s->prompt);
     free(s->out);
+    free(s->lp);
+    free(s->top);
     kv_cache_free(&s->kv);
     s->prompt = s->out = NULL;
+    s->lp = NULL;
+    s->top = NULL;
+}
+
+int batch_seq_logprobs(struct batch_seq *s, int top_n)
+{
+    if (top_n < 0 || top_n > BATCH_TOP_LOGPROBS_MAX || s->max_new < 1)
+        return -1;
+    s->lp = malloc(sizeof *s->lp * (size_t)s->max_new);
+    s->top = malloc(sizeof *s->top * (size_t)s->max_new * (size_t)(top_n ? top_n : 1));
+    if (!s->lp || !s->top) {
+        free(s->lp);
+        free(s->top);
+        s->lp = NULL;
+        s->top = NULL;
+        return -1;
+    }
+    s->top_n = top_n;
+    return 0;
 }
 
 size_t batch_seq_bytes(const struct batch_seq *s)
@@ -113,6 +136,33 @@ static int fit(struct batcher *b, int n, size_t V)
     return 0;
 }
 
+/* The log-probability of token `next` and the top_n most likely tokens
+ * (top[0..top_n), most likely first; ties to the lower id) under logits. */
+static float logprobs(const float *logits, int V, int next, int top_n, struct batch_logprob *top)
+{
+    float mx = logits[0];
+    for (int j = 1; j < V; j++)
+        mx = logits[j] > mx ? logits[j] : mx;
+    double sum = 0.0;
+    for (int j = 0; j < V; j++)
+        sum += exp((double)logits[j] - mx);
+    double lse = mx + log(sum);
+    int n = 0; /* insertion into the sorted top, kept at top_n */
+    for (int j = 0; j < V && top_n > 0; j++) {
+        if (n == top_n && logits[j] <= logits[top[n - 1].id])
+            continue;
+        int at = n < top_n ? n++ : n - 1;
+        while (at > 0 && logits[top[at - 1].id] < logits[j]) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at].id = j;
+    }
+    for (int k = 0; k < n; k++)
+        top[k].lp = (float)(logits[top[k].id] - lse);
+    return (float)(logits[next] - lse);
+}
+
 /* Takes sequence s's next token from its logits, as gen_ids does. */
 static void advance(struct batcher *b, struct batch_seq *s, const float *logits, int V)
 {
@@ -121,6 +171,9 @@ static void advance(struct batcher *b, struct batch_seq *s, const float *logits,
         s->finish = "stop";
         return;
     }
+    if (s->lp)
+        s->lp[s->n_out] = logprobs(logits, V, next, s->top_n,
+                                   s->top + (size_t)s->n_out * (size_t)s->top_n);
     s->out[s->n_out++] = next;
     if (s->on_text)
         gen_growth(s->g, s->out, s->n_out, &s->sent, s->on_text, s->on_text_ctx);

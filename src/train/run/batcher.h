@@ -42,7 +42,22 @@ struct batch_seq {
     const char *finish; /* NULL while running; then "stop" or "length" */
     gen_text_fn on_text; /* each piece of the answer as it grows, or NULL */
     void *on_text_ctx;
+    /* With batch_seq_logprobs: for out[i], its log-probability lp[i] and
+     * the top_n most likely tokens there, most likely first:
+     * top[i * top_n + k] (ids and log-probabilities). */
+    int top_n; /* -1: none kept */
+    float *lp;
+    struct batch_logprob *top;
 };
+
+/* A token and its log-probability: the natural log of its softmax
+ * probability under the model's logits, before temperature and top_p. */
+struct batch_logprob {
+    int32_t id;
+    float lp;
+};
+
+#define BATCH_TOP_LOGPROBS_MAX 20
 
 /* Readies s to answer after `ids` (n of them, taken over: freed by
  * batch_seq_end even on failure). 0; GEN_EMPTY or GEN_TOO_LONG (the
@@ -53,6 +68,11 @@ int batch_seq_start(struct batch_seq *s, struct generator *g,
                     const struct gen_stops *stops, const struct gen_opts *o, char *err,
                     size_t errcap);
 void batch_seq_end(struct batch_seq *s); /* a zeroed one is fine */
+
+/* Keeps, from now on, each answer token's log-probability and the top_n
+ * (0..BATCH_TOP_LOGPROBS_MAX) most likely tokens at its place (lp, top).
+ * 0, or -1 (bad top_n, out of memory). */
+int batch_seq_logprobs(struct batch_seq *s, int top_n);
 
 /* Bytes a sequence holds while it runs (its cache and ids). */
 size_t batch_seq_bytes(const struct batch_seq *s);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "train/run/batcher.h"
+#include "train/serve/logprobs.h"
 #include "train/serve/model_lru.h"
 #include "train/tokenizer/tokenizer.h"
 
@@ -29,10 +30,12 @@ struct request {
     char *buf;
     size_t len, cap;
     bool stream;
-    bool gone; /* the client closed its end, or a write failed */
+    bool gone; /* done with: the client left, or the request failed */
+    bool left; /* the client closed its end, or a write to it failed */
     bool stepped; /* this turn of the loop */
     struct lru_entry *base, *adapter;
     struct batch_seq seq;
+    int lp_sent; /* answer tokens whose log-probabilities went with a delta */
     long tokens;
     struct request *next;
 };
@@ -45,6 +48,7 @@ struct engine {
     struct request *reqs;
     int n_reqs;
     unsigned long long generated, steps;
+    unsigned long long cancelled; /* requests whose client went away first */
 };
 
 static volatile sig_atomic_t stopping;
@@ -64,14 +68,18 @@ static void send_line(struct request *r, json_t *j)
         r->gone = true;
         return;
     }
+    if (r->left) {
+        free(s);
+        return;
+    }
     size_t len = strlen(s);
     s[len++] = '\n'; /* json_dumps's terminator becomes the line's end */
-    for (size_t off = 0; off < len && !r->gone;) {
+    for (size_t off = 0; off < len && !r->left;) {
         ssize_t k = send(r->fd, s + off, len - off, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            r->gone = true;
+            r->gone = r->left = true;
         else
             off += (size_t)k;
     }
@@ -86,7 +94,13 @@ static void send_error(struct request *r, const char *code, const char *message)
 static void on_text(void *ctx, const char *piece, size_t len)
 {
     struct request *r = ctx;
-    send_line(r, json_pack("{s:s%}", "delta", piece, len));
+    json_t *d = json_pack("{s:s%}", "delta", piece, len);
+    if (d && r->seq.top_n >= 0) { /* the tokens this piece completes */
+        json_object_set_new(d, "logprobs",
+                            serve_logprobs_json(&r->seq, r->lp_sent, r->seq.n_out));
+        r->lp_sent = r->seq.n_out;
+    }
+    send_line(r, d);
 }
 
 static void request_free(struct engine *e, struct request *r)
@@ -97,6 +111,8 @@ static void request_free(struct engine *e, struct request *r)
             break;
         }
     e->n_reqs--;
+    if (r->left && r->state != READING)
+        e->cancelled++;
     if (r->state == QUEUED)
         admission_drop(e->adm, r);
     else if (r->state == RUNNING)
@@ -111,12 +127,12 @@ static void request_free(struct engine *e, struct request *r)
 
 static void send_stats(struct engine *e, struct request *r)
 {
-    send_line(r, json_pack("{si sI si si sI sI sI}", "models", model_lru_count(e->models),
+    send_line(r, json_pack("{si sI si si sI sI sI sI}", "models", model_lru_count(e->models),
                            "model_bytes", (json_int_t)model_lru_bytes(e->models), "running",
                            admission_running(e->adm), "waiting", admission_waiting(e->adm),
                            "tokens_in_flight", (json_int_t)admission_tokens(e->adm),
                            "tokens_generated", (json_int_t)e->generated, "steps",
-                           (json_int_t)e->steps));
+                           (json_int_t)e->steps, "cancelled", (json_int_t)e->cancelled));
 }
 
 /* The sampling options of a request, as `alallo generate` reads them. */
@@ -141,6 +157,12 @@ static bool read_opts(json_t *j, struct gen_opts *o, char *why, size_t cap)
     }
     if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0)) {
         snprintf(why, cap, "seed must be a non-negative integer");
+        return false;
+    }
+    json_t *lp = json_object_get(j, "logprobs");
+    if (lp && (!json_is_integer(lp) || json_integer_value(lp) < 0 ||
+               json_integer_value(lp) > BATCH_TOP_LOGPROBS_MAX)) {
+        snprintf(why, cap, "logprobs must be an integer from 0 to %d", BATCH_TOP_LOGPROBS_MAX);
         return false;
     }
     if (mt)
@@ -234,6 +256,11 @@ static bool start(struct engine *e, struct request *r)
                                gen_model(g)->cfg.max_pos));
         goto out;
     }
+    json_t *lp = json_object_get(j, "logprobs");
+    if (rc == 0 && lp && batch_seq_logprobs(&r->seq, (int)json_integer_value(lp))) {
+        rc = -1;
+        snprintf(why, sizeof why, "out of memory for log-probabilities");
+    }
     if (rc) {
         send_error(r, "failed", why);
         goto out;
@@ -262,7 +289,7 @@ static bool on_readable(struct engine *e, struct request *r)
         char c;
         ssize_t k = recv(r->fd, &c, 1, MSG_DONTWAIT);
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
-            r->gone = true; /* the client went away: cancelled */
+            r->gone = r->left = true; /* the client went away: cancelled */
         return !r->gone;
     }
     if (r->len + 65536 > r->cap) {
@@ -316,9 +343,15 @@ static void finish(struct request *r)
         return;
     }
     if (r->stream && strlen(text) > s->sent) /* the last incomplete characters */
-        send_line(r, json_pack("{ss}", "delta", text + s->sent));
-    send_line(r, json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
-                           "completion_tokens", s->n_out, "finish_reason", s->finish));
+        on_text(r, text + s->sent, strlen(text + s->sent));
+    json_t *answer = json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
+                               "completion_tokens", s->n_out, "finish_reason", s->finish);
+    json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_out) : NULL;
+    if (s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp))) {
+        json_decref(answer);
+        answer = json_pack("{ss ss}", "error", "failed", "message", "out of memory");
+    }
+    send_line(r, answer);
     free(text);
 }
 

@@ -8,7 +8,7 @@
  *   {"account": ID, "weights": DIR, "adapter": DIR (optional),
  *    "prompt": TEXT | "chat": {"messages": [...], "tools": [...]},
  *    "max_tokens": N, "temperature": T, "top_p": P, "seed": S (optional),
- *    "stream": BOOL}
+ *    "stream": BOOL, "logprobs": TOP (optional, 0..20)}
  * - and reads lines: with stream, {"delta": TEXT} as the answer grows; then
  * one final object, the answer {"text", "prompt_tokens",
  * "completion_tokens", "finish_reason"} or an error {"error": CODE, ...}:
@@ -22,9 +22,16 @@
  * end first cancels the request: it leaves the queue, or its sequence the
  * batch, at once.
  *
+ * With "logprobs", each answer token's log-probability and the TOP most
+ * likely tokens at its place (logprobs.h's entries, before temperature and
+ * top_p): the answer has them all as "logprobs": [...], and each delta
+ * those of the tokens it completes ({"delta": TEXT, "logprobs": [...]}; a
+ * token whose text ends inside a character goes with the next delta).
+ *
  * A request {"stats": true} is answered with one line of the engine's
  * state: {"models", "model_bytes", "running", "waiting",
- * "tokens_in_flight", "tokens_generated", "steps"}.
+ * "tokens_in_flight", "tokens_generated", "steps", "cancelled"} (requests
+ * whose client closed its end before their answer).
  */
 #ifndef ALALLO_SERVE_ENGINE_H
 #define ALALLO_SERVE_ENGINE_H

@@ -845,10 +845,31 @@ static int decode_token(const struct tokenizer *t, const char *s, size_t len, st
     return sb_put(raw, s, len);
 }
 
+/* Byte-level and byte-fallback tokens can end mid-character: `len` bytes
+ * as UTF-8 with every invalid sequence replaced by U+FFFD, so callers
+ * always get UTF-8 (malloc'd, NUL-terminated); NULL when memory ran out. */
+static char *valid_utf8(const char *p, size_t len)
+{
+    struct growbuf out = GROWBUF_INIT(GROWBUF_UNBOUNDED);
+    if (sb_put(&out, "", 0) < 0)
+        return NULL;
+    const unsigned char *u = (const unsigned char *)p;
+    for (size_t i = 0; i < len;) {
+        size_t cl = tok_utf8_len(u + i, len - i);
+        int rc = cl == 1 && u[i] >= 0x80 ? sb_put(&out, "\xef\xbf\xbd", 3)
+                                         : sb_put(&out, p + i, cl);
+        if (rc < 0) {
+            free(out.p);
+            return NULL;
+        }
+        i += cl;
+    }
+    return out.p;
+}
+
 char *tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, int skip_special)
 {
     struct growbuf raw = GROWBUF_INIT(GROWBUF_UNBOUNDED);
-    struct growbuf out = GROWBUF_INIT(GROWBUF_UNBOUNDED);
     int first = 1;
     if (sb_put(&raw, "", 0) < 0)
         return NULL;
@@ -876,27 +897,28 @@ char *tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n, 
         }
         first = 0;
     }
-    /* Byte-level and byte-fallback tokens can end mid-character: replace
-     * every invalid sequence with U+FFFD so callers always get UTF-8. */
-    if (sb_put(&out, "", 0) < 0) {
+    char *text = valid_utf8(raw.p, raw.len);
+    free(raw.p);
+    return text;
+}
+
+char *tokenizer_token_piece(const struct tokenizer *t, int id, char **bytes, size_t *len)
+{
+    *bytes = NULL;
+    *len = 0;
+    if (id < 0 || id >= t->n_ids || !t->str[id])
+        return NULL;
+    struct growbuf raw = GROWBUF_INIT(GROWBUF_UNBOUNDED);
+    int rc = sb_put(&raw, "", 0);
+    if (rc == 0)
+        rc = t->added_kind[id] ? sb_put(&raw, t->str[id], t->str_len[id])
+                               : decode_token(t, t->str[id], t->str_len[id], &raw);
+    char *text = rc == 0 ? valid_utf8(raw.p, raw.len) : NULL;
+    if (!text) {
         free(raw.p);
         return NULL;
     }
-    const unsigned char *u = (const unsigned char *)raw.p;
-    for (size_t i = 0; i < raw.len;) {
-        size_t cl = tok_utf8_len(u + i, raw.len - i);
-        int rc;
-        if (cl == 1 && u[i] >= 0x80)
-            rc = sb_put(&out, "\xef\xbf\xbd", 3);
-        else
-            rc = sb_put(&out, raw.p + i, cl);
-        if (rc < 0) {
-            free(raw.p);
-            free(out.p);
-            return NULL;
-        }
-        i += cl;
-    }
-    free(raw.p);
-    return out.p;
+    *bytes = raw.p;
+    *len = raw.len;
+    return text;
 }

@@ -68,4 +68,13 @@ int tokenizer_encode_special(const struct tokenizer *t, const char *text, size_t
 char *tokenizer_decode(const struct tokenizer *t, const int32_t *ids, size_t n,
                        int skip_special);
 
+/* Token `id` alone: the bytes it stands for in a text (malloc'd into
+ * *bytes, *len of them; a SentencePiece token keeps its leading space, an
+ * added token is its own text), and the same as UTF-8 (returned, malloc'd,
+ * NUL-terminated; a byte-level token that ends inside a character has
+ * U+FFFD for the bytes that are no whole character). NULL (and no bytes)
+ * for an id out of range or when memory ran out. */
+char *tokenizer_token_piece(const struct tokenizer *t, int id, char **bytes /* OUT */,
+                            size_t *len /* OUT */);
+
 #endif

@@ -4,12 +4,17 @@
  * of one base, each with its own LoRA adapter or none, joining at
  * different steps, gives every one the tokens `alallo generate`'s path
  * (gen_ids, the adapter loaded into the model) gives it alone; an adapter
- * loaded apart from its base is refused when its shapes do not fit. */
+ * loaded apart from its base is refused when its shapes do not fit; the
+ * log-probabilities a sequence keeps (greedy or sampled, batched, with an
+ * adapter or none) are the model's own log-softmax at each answer token,
+ * recomputed by the training forward pass over the whole sequence. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,7 @@
 #include "train/run/generate.h"
 #include "train/serve/adapter.h"
 #include "train/run/batcher.h"
+#include "train/serve/logprobs.h"
 
 static char base[256], model_dir[300], ad1[300], ad2[300];
 
@@ -185,6 +191,130 @@ static void batch_gives_each_its_own_answer(void **state)
     gen_close(g);
 }
 
+/* Checks s's kept log-probabilities against the log-softmax of the logits
+ * the training forward pass gives over its prompt and answer, in one pass
+ * of the model with `adapter` loaded (as `alallo generate` loads it). */
+static void check_logprobs(const struct batch_seq *s, const char *adapter, bool greedy)
+{
+    char err[512];
+    struct generator *g = gen_open(model_dir, adapter, err, sizeof err);
+    assert_non_null(g);
+    struct model *m = gen_model(g);
+    int V = m->cfg.vocab, T = s->n_prompt + s->n_out;
+    int32_t seq[64];
+    assert_true(T <= 64);
+    memcpy(seq, s->prompt, sizeof *seq * (size_t)s->n_prompt);
+    memcpy(seq + s->n_prompt, s->out, sizeof *seq * (size_t)s->n_out);
+    struct model_acts *a = model_acts_create(m, 1, T);
+    float *logits = malloc(sizeof(float) * (size_t)T * (size_t)V);
+    double *ref = malloc(sizeof(double) * (size_t)V);
+    assert_non_null(a);
+    model_forward_logits(m, a, seq, 1, T, logits);
+    json_t *entries = serve_logprobs_json(s, 0, s->n_out);
+    assert_int_equal(json_array_size(entries), s->n_out);
+    for (int i = 0; i < s->n_out; i++) {
+        const float *l = logits + (size_t)(s->n_prompt - 1 + i) * (size_t)V;
+        double mx = l[0], sum = 0.0, mass = 0.0;
+        for (int j = 1; j < V; j++)
+            mx = l[j] > mx ? l[j] : mx;
+        for (int j = 0; j < V; j++)
+            sum += exp(l[j] - mx);
+        for (int j = 0; j < V; j++) {
+            ref[j] = l[j] - mx - log(sum);
+            mass += exp(ref[j]);
+        }
+        assert_float_equal(mass, 1.0, 1e-6);
+        assert_float_equal(s->lp[i], ref[s->out[i]], 2e-3);
+        assert_true(s->lp[i] <= 0.0f);
+        /* the top: the most likely tokens, most likely first, none left out */
+        const struct batch_logprob *top = s->top + (size_t)i * (size_t)s->top_n;
+        double top_mass = 0.0;
+        for (int k = 0; k < s->top_n; k++) {
+            assert_float_equal(top[k].lp, ref[top[k].id], 2e-3);
+            if (k > 0)
+                assert_true(top[k].lp <= top[k - 1].lp);
+            top_mass += exp(top[k].lp);
+        }
+        int above = 0; /* tokens of the reference more likely than the last of the top */
+        for (int j = 0; j < V; j++)
+            above += ref[j] > ref[top[s->top_n - 1].id] + 1e-4;
+        assert_true(above < s->top_n);
+        assert_true(top_mass <= 1.0 + 1e-5);
+        if (greedy) { /* the token taken is the first of the top */
+            assert_int_equal(top[0].id, s->out[i]);
+            assert_float_equal(top[0].lp, s->lp[i], 1e-6);
+        }
+        /* the protocol's entry: the token's byte (the fixture's tokens
+         * below 256 are bytes), its log-probability, its top */
+        json_t *e = json_array_get(entries, (size_t)i);
+        assert_float_equal(json_real_value(json_object_get(e, "logprob")), s->lp[i], 1e-6);
+        json_t *bytes = json_object_get(e, "bytes");
+        if (s->out[i] < 256) {
+            assert_int_equal(json_array_size(bytes), 1);
+            assert_int_equal(json_integer_value(json_array_get(bytes, 0)), s->out[i]);
+        }
+        json_t *etop = json_object_get(e, "top_logprobs");
+        assert_int_equal(json_array_size(etop), s->top_n);
+        assert_float_equal(json_real_value(json_object_get(json_array_get(etop, 0), "logprob")),
+                           top[0].lp, 1e-6);
+    }
+    json_decref(entries);
+    free(ref);
+    free(logits);
+    model_acts_free(a);
+    gen_close(g);
+}
+
+static void logprobs_are_the_models_log_softmax(void **state)
+{
+    (void)state;
+    char err[512];
+    struct generator *g = gen_open(model_dir, NULL, err, sizeof err);
+    assert_non_null(g);
+    struct serve_adapter *a1 = serve_adapter_load(gen_model(g), ad1, err, sizeof err);
+    assert_non_null(a1);
+    /* greedy on the base with the top 5; sampled (temperature 1.3, top_p
+     * 0.9) with adapter 1 and the top 3: the log-probabilities are the
+     * model's, before temperature and top_p; a third without any */
+    struct gen_stops stops = {.id = {256}, .n = 1};
+    struct gen_opts greedy = {20, 0.0f, 1.0f, 0}, sampled = {20, 1.3f, 0.9f, 7};
+    static const int32_t p[] = {256, 72, 105, 33};
+    struct batch_seq seqs[3];
+    const struct gen_opts *opts[] = {&greedy, &sampled, &greedy};
+    const struct decode_adapter *ads[] = {NULL, &a1->d, &a1->d};
+    for (int i = 0; i < 3; i++) {
+        int32_t *ids = malloc(sizeof p);
+        memcpy(ids, p, sizeof p);
+        assert_int_equal(batch_seq_start(&seqs[i], g, ads[i], ids, 4, &stops, opts[i], err,
+                                         sizeof err), 0);
+    }
+    assert_int_equal(batch_seq_logprobs(&seqs[0], 5), 0);
+    assert_int_equal(batch_seq_logprobs(&seqs[1], 3), 0);
+    assert_int_equal(batch_seq_logprobs(&seqs[2], BATCH_TOP_LOGPROBS_MAX + 1), -1);
+    assert_int_equal(seqs[2].top_n, -1);
+    struct batcher *b = batcher_new();
+    for (;;) {
+        struct batch_seq *run[3];
+        int n = 0;
+        for (int i = 0; i < 3; i++)
+            if (!seqs[i].finish)
+                run[n++] = &seqs[i];
+        if (n == 0)
+            break;
+        assert_int_equal(batcher_step(b, run, n), 0);
+    }
+    assert_true(seqs[0].n_out > 3);
+    assert_true(seqs[1].n_out > 3);
+    check_logprobs(&seqs[0], NULL, true);
+    check_logprobs(&seqs[1], ad1, false);
+    assert_null(seqs[2].lp);
+    for (int i = 0; i < 3; i++)
+        batch_seq_end(&seqs[i]);
+    batcher_free(b);
+    serve_adapter_free(a1);
+    gen_close(g);
+}
+
 static void bad_sequences_are_refused(void **state)
 {
     (void)state;
@@ -227,6 +357,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kv_cache_grows_with_each_step),
         cmocka_unit_test(batch_gives_each_its_own_answer),
+        cmocka_unit_test(logprobs_are_the_models_log_softmax),
         cmocka_unit_test(bad_sequences_are_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -120,6 +120,21 @@ static struct tokenizer *gpt2ish(void)
     return load(root);
 }
 
+/* Token `id` alone: its text and its bytes (tokenizer_token_piece). */
+static void expect_piece(const struct tokenizer *t, int id, const char *text, const char *bytes,
+                         size_t len)
+{
+    char *b;
+    size_t n;
+    char *s = tokenizer_token_piece(t, id, &b, &n);
+    assert_non_null(s);
+    assert_string_equal(s, text);
+    assert_int_equal(n, len);
+    assert_memory_equal(b, bytes, len);
+    free(s);
+    free(b);
+}
+
 static void byte_level_merges(void **state)
 {
     (void)state;
@@ -169,6 +184,16 @@ static void byte_level_merges(void **state)
     s = tokenizer_decode(t, bad, 2, 0);
     assert_string_equal(s, "\xef\xbf\xbd" "a");
     free(s);
+    /* One token alone: its text and its bytes; a byte that is no whole
+     * character is U+FFFD in the text and itself in the bytes. */
+    expect_piece(t, 258, " the", " the", 4);
+    expect_piece(t, 0xc3, "\xef\xbf\xbd", "\xc3", 1);
+    expect_piece(t, 263, "<|endoftext|>", "<|endoftext|>", 13);
+    char *b = (char *)1;
+    size_t bn = 1;
+    assert_null(tokenizer_token_piece(t, 264, &b, &bn));
+    assert_null(b);
+    assert_int_equal(bn, 0);
 
     /* Every byte string survives encode + decode, including invalid UTF-8
      * and NUL bytes. */
@@ -275,6 +300,10 @@ static void check_sp(struct tokenizer *t)
     char *s = tokenizer_decode(t, seq, 3, 1);
     assert_string_equal(s, "hello");
     free(s);
+    /* alone, a piece keeps the space its mark stands for; a fallback byte
+     * is its byte */
+    expect_piece(t, 271, " hello", " hello", 6);
+    expect_piece(t, 3 + 0xb6, "\xef\xbf\xbd", "\xb6", 1);
 }
 
 /* Llama 2 layout: normalizer Prepend + Replace, no pre-tokenizer, decoder
