@@ -322,6 +322,40 @@ static void wait_range(const struct sched_worker *w, double wait_s, double now,
     *high = rhi + ahead * bt.hi + (w->running_attempt && pass_delay_s > 0 ? pass_delay_s : 0);
 }
 
+/* Where a job that waits for worker `chosen` runs if it does not get that
+ * one: a job created later may stand before it in the fair order when the
+ * worker frees, or another worker frees first. The scheduler's next
+ * choice with `chosen` taken (out->worker -1 when there is none). False
+ * when out of memory. */
+static bool second_choice(const struct sched_job *sj, const struct sched_worker *workers,
+                          size_t n, const double *free_at, double now, int chosen,
+                          struct sched_choice *out)
+{
+    out->worker = -1;
+    double *alt = malloc((n ? n : 1) * sizeof *alt);
+    if (!alt)
+        return false;
+    memcpy(alt, free_at, n * sizeof *alt);
+    alt[chosen] = INFINITY;
+    if (!sched_choose(sj, workers, n, alt, now, out))
+        out->worker = -1;
+    free(alt);
+    return true;
+}
+
+/* The range from now to the finish of a job that starts on worker w after
+ * wait_s (pass_wait_s of it waiting for the pass), whose fixed costs'
+ * range is [startup_lo, startup_hi] and training train_s at band bt. */
+static void finish_range(const struct sched_worker *w, double wait_s, double pass_wait_s,
+                         double now, double pass_delay_s, struct est_band bt, double startup_lo,
+                         double startup_hi, double train_s, double *lo, double *hi)
+{
+    double wl, wh;
+    wait_range(w, wait_s - pass_wait_s, now, pass_delay_s, bt, &wl, &wh);
+    *lo = wl + pass_wait_s + startup_lo + train_s * bt.lo;
+    *hi = wh + pass_wait_s + startup_hi + train_s * bt.hi;
+}
+
 static enum alallo_err fail(char *why, size_t cap, enum alallo_err e, const char *reason)
 {
     if (why && cap)
@@ -356,6 +390,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
 {
     memset(out, 0, sizeof *out);
     out->worker = -1;
+    out->alt_worker = -1;
     snprintf(out->currency, sizeof out->currency, "%s",
              req->currency && req->currency[0] ? req->currency : "USD");
     if (n_workers > SCHED_MAX_WORKERS)
@@ -406,7 +441,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
             sched_gpu_fits(&sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1) &&
             free_at[i] <= req->now)
             free_now = true;
-    struct sched_choice c;
+    struct sched_choice c, c2 = {.worker = -1};
     bool read_queue = true;
     double pass_wait = 0; /* from when capacity frees to the pass */
     if (sched_choose(&sj, workers, n_workers, free_at, req->now, &c)) {
@@ -414,6 +449,11 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         out->train_s = c.train_s;
         out->wait_s = fmax(0, c.start_s - req->now);
         pass_wait = fmax(0, req->next_pass_s - fmax(c.start_s, req->now));
+        if (c.start_s > req->now && !second_choice(&sj, workers, n_workers, free_at, req->now,
+                                                   c.worker, &c2)) {
+            free(own);
+            return fail(why, whycap, ERR_NOMEM, "out of memory");
+        }
     } else {
         out->worker = fallback_worker(&sj, workers, n_workers);
         if (out->worker < 0) { /* cannot happen when fit == PLAN_FITS */
@@ -471,6 +511,19 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     }
     double lo = out->wait_low_s + out->startup_low_s + out->train_low_s;
     double hi = out->wait_high_s + out->startup_high_s + out->train_high_s;
+    /* A job that waits runs on its worker or, put back, on the next
+     * choice: the range holds both (docs/estimator.md, "Waiting"). */
+    out->alt_worker = c2.worker;
+    if (c2.worker >= 0) {
+        const struct sched_worker *w2 = &workers[c2.worker];
+        struct est_band bt2 = est_band_train(req->new_shape ? NULL : h, out->method, w2->class_);
+        double wait2 = fmax(0, c2.start_s - req->now);
+        double pw2 = fmax(0, req->next_pass_s - fmax(c2.start_s, req->now));
+        finish_range(w2, wait2 + pw2, pw2, req->now, req->pass_delay_s, bt2, out->startup_low_s,
+                     out->startup_high_s, c2.train_s, &out->alt_low_s, &out->alt_high_s);
+        lo = fmin(lo, out->alt_low_s);
+        hi = fmax(hi, out->alt_high_s);
+    }
     /* Calibrated as a whole: widened (or narrowed) about its geometric
      * centre by the margin that held the succeeded jobs. */
     out->range_margin = 0;

@@ -14,7 +14,10 @@
  *   wait      the running attempt's own time left on the chosen worker
  *             (sched_worker busy_low_s..busy_high_s, from its pace), then
  *             the jobs placed ahead at the training band, plus up to one
- *             pass interval where passes run on a clock
+ *             pass interval where passes run on a clock; a job that waits
+ *             may be put back (a later job stands before it in the fair
+ *             order) and run on the scheduler's next choice, so the range
+ *             holds the finish there too (alt_worker)
  *   start-up  the fixed costs' band: the error of attempts' fixed costs
  *             against their nominal, by (method, worker class)
  *   training  the training band: the error of attempts' training time
@@ -163,6 +166,12 @@ struct estimate {
                                         own time left and the jobs ahead    */
     double startup_low_s, startup_high_s; /* fixed costs' range             */
     int wait_cell;                   /* est_wait_cell of this estimate       */
+    int alt_worker;                  /* a job that waits: the scheduler's next
+                                        choice, where it runs when put back
+                                        (a job created later stands before it
+                                        in the fair order); -1 none         */
+    double alt_low_s, alt_high_s;    /* the range of its finish there (from
+                                        now), held by the time range        */
     bool new_shape;                  /* the request's: default part bands    */
     double range_margin;             /* the margin (logs) applied to the half-
                                         width of the parts' sum
