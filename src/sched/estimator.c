@@ -90,6 +90,44 @@ void est_history_add_job(struct est_history *h, enum plan_method m, enum worker_
         r->n++;
 }
 
+void est_history_add_borrowed(struct est_history *h, enum plan_method m, enum worker_class c,
+                              double actual_s, double predicted_s)
+{
+    if (h && valid_cell(m, c))
+        ring_add(&h->borrowed[m][c], actual_s, predicted_s);
+}
+
+int est_shape_nearest(const struct est_shape *want, const struct est_shape *known, int n)
+{
+    int best = -1;
+    double best_key[3] = {0, 0, 0};
+    double tokens = (double)(want->batch > 0 ? want->batch : 1) *
+                    (want->seq_len > 0 ? want->seq_len : 1);
+    for (int i = 0; i < n; i++) {
+        const struct est_shape *k = &known[i];
+        if (strcmp(k->model, want->model) != 0 || strcmp(k->precision, want->precision) != 0)
+            continue;
+        double kt = (double)(k->batch > 0 ? k->batch : 1) * (k->seq_len > 0 ? k->seq_len : 1);
+        double key[3] = {(double)(strcmp(k->adapter, want->adapter) != 0) +
+                             (double)(strcmp(k->method, want->method) != 0),
+                         fabs(log(kt / tokens)),
+                         fabs(log((double)(k->batch > 0 ? k->batch : 1) /
+                                  (want->batch > 0 ? want->batch : 1)))};
+        bool better = best < 0;
+        for (int d = 0; d < 3 && !better; d++) {
+            if (key[d] < best_key[d] - 1e-12)
+                better = true;
+            else if (key[d] > best_key[d] + 1e-12)
+                break;
+        }
+        if (better) {
+            best = i;
+            memcpy(best_key, key, sizeof key);
+        }
+    }
+    return best;
+}
+
 void est_history_add_start(struct est_history *h, enum plan_method m, enum worker_class c,
                            double actual_s, double nominal_s)
 {
@@ -168,23 +206,38 @@ static struct est_band band_from(float *v, size_t n, const double dflt[2])
     return b;
 }
 
+/* The band of the rings rings[m'][c] (the cell, then while thin the other
+ * methods of its class), with the default training band as prior. */
+static struct est_band train_like_band(const struct est_ring rings[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT],
+                                       enum plan_method m, enum worker_class c)
+{
+    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
+    size_t n = 0;
+    for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
+        int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
+        if (k > 0 && n >= BORROW_BELOW)
+            break;
+        const struct est_ring *r = &rings[o][c];
+        for (uint32_t i = 0; i < r->n; i++)
+            v[n++] = r->log_ratio[i];
+    }
+    return band_from(v, n, default_train);
+}
+
 struct est_band est_band_train(const struct est_history *h, enum plan_method m,
                                enum worker_class c)
 {
     if (!h || !valid_cell(m, c))
         return (struct est_band){.lo = default_train[0], .hi = default_train[1]};
-    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
-    size_t n = 0;
-    /* The cell, then (while thin) the other methods of the class. */
-    for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
-        int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
-        if (k > 0 && n >= BORROW_BELOW)
-            break;
-        const struct est_ring *r = &h->train[o][c];
-        for (uint32_t i = 0; i < r->n; i++)
-            v[n++] = r->log_ratio[i];
-    }
-    return band_from(v, n, default_train);
+    return train_like_band(h->train, m, c);
+}
+
+struct est_band est_band_borrowed(const struct est_history *h, enum plan_method m,
+                                  enum worker_class c)
+{
+    if (!h || !valid_cell(m, c))
+        return (struct est_band){.lo = default_train[0], .hi = default_train[1]};
+    return train_like_band(h->borrowed, m, c);
 }
 
 /* The cells (method, class) a band of (m, c) reads while the ones before
@@ -356,6 +409,17 @@ static void finish_range(const struct sched_worker *w, double wait_s, double pas
     *hi = wh + pass_wait_s + startup_hi + train_s * bt.hi;
 }
 
+/* The training band of the request's shape: the default for a shape
+ * nothing is known of, the band of borrowed predictions for one whose
+ * factor is borrowed, else the band of its own factor's predictions. */
+static struct est_band training_band(const struct est_request *req, const struct est_history *h,
+                                     enum plan_method m, enum worker_class c)
+{
+    if (req->new_shape)
+        return est_band_train(NULL, m, c);
+    return req->borrowed_shape ? est_band_borrowed(h, m, c) : est_band_train(h, m, c);
+}
+
 static enum alallo_err fail(char *why, size_t cap, enum alallo_err e, const char *reason)
 {
     if (why && cap)
@@ -494,7 +558,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->finish_s = req->now + nominal;
     /* Each part's range measured apart (docs/estimator.md, "The range"). */
     out->new_shape = req->new_shape;
-    struct est_band bt = est_band_train(req->new_shape ? NULL : h, out->method, w->class_);
+    struct est_band bt = training_band(req, h, out->method, w->class_);
     struct est_band bs = est_band_start(req->new_shape ? NULL : h, out->method, w->class_);
     out->train_low_s = out->train_s * bt.lo;
     out->train_high_s = out->train_s * bt.hi;
@@ -516,7 +580,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->alt_worker = c2.worker;
     if (c2.worker >= 0) {
         const struct sched_worker *w2 = &workers[c2.worker];
-        struct est_band bt2 = est_band_train(req->new_shape ? NULL : h, out->method, w2->class_);
+        struct est_band bt2 = training_band(req, h, out->method, w2->class_);
         double wait2 = fmax(0, c2.start_s - req->now);
         double pw2 = fmax(0, req->next_pass_s - fmax(c2.start_s, req->now));
         finish_range(w2, wait2 + pw2, pw2, req->now, req->pass_delay_s, bt2, out->startup_low_s,
