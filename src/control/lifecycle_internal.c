@@ -134,6 +134,16 @@ enum alallo_err lifecycle__calibrate(struct events_ctx *c, struct store_writes *
     return store_writes_calibration(w, k);
 }
 
+/* The name of the worker j's current attempt runs on; NULL when not
+ * known. */
+static const char *attempt_worker(const struct events_ctx *c, const struct store_job *j)
+{
+    for (int i = 0; i < c->n_history; i++)
+        if (strcmp(c->history[i].id, j->active_attempt) == 0 && c->history[i].worker[0])
+            return c->history[i].worker;
+    return NULL;
+}
+
 enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j, long kept,
                                       struct store_writes *w)
 {
@@ -157,7 +167,9 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         double used = st->model_factor > 0 ? st->model_factor : 1.0;
         /* Only a prediction made with the shape's own factor measures the
          * error of one (a new shape's estimate has the default bands). */
-        bool warm = sched_link_shape_known(c->ctl->sched, j, "speed");
+        enum sched_link_basis basis;
+        sched_link_speed(c->ctl->sched, j, &basis);
+        bool warm = basis == SCHED_SHAPE_OWN;
         bool warm_start = sched_link_shape_known(c->ctl->sched, j, "start");
         double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s / used;
         struct store_calibration k = {.method = (int)p.method,
@@ -172,10 +184,17 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         sched_link_shape_key(j, "speed", k.model, sizeof k.model);
         if (!e)
             e = lifecycle__calibrate(c, w, &k);
-        text_copy(k.kind, sizeof k.kind, "train");
+        /* The worker's own factor, from every attempt it ran. */
+        const char *worker = attempt_worker(c, j);
+        if (!e && worker &&
+            text_printf(k.model, sizeof k.model, "worker:%s", worker))
+            e = lifecycle__calibrate(c, w, &k);
+        /* The prediction's error: of the shape's own factor ("train"), or
+         * of one borrowed from a neighbour or the fleet ("borrow"). */
+        text_copy(k.kind, sizeof k.kind, warm ? "train" : "borrow");
         k.model[0] = '\0';
         k.nominal_a = raw * used;
-        if (!e && warm)
+        if (!e && basis != SCHED_SHAPE_NONE)
             e = lifecycle__calibrate(c, w, &k);
         /* The fixed costs of an attempt that ran to the end: its running
          * time that was not steps, against the nominal loading. */

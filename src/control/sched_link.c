@@ -208,14 +208,93 @@ void sched_link_shape_key(const struct store_job *j, const char *part, char *out
         out[cap - 1] = '\0';
 }
 
-double sched_link_speed_factor(struct sched_link *l, const struct store_job *j)
+/* Reads a shape key ("part:model|precision|adapter|method|bB|sS") into
+ * *out; false when `key` is not one of `part`. */
+static bool shape_of_key(const char *key, const char *part, struct est_shape *out)
+{
+    size_t n = strlen(part);
+    if (strncmp(key, part, n) != 0 || key[n] != ':')
+        return false;
+    memset(out, 0, sizeof *out);
+    char fmt[96];
+    snprintf(fmt, sizeof fmt, "%%%zu[^|]|%%%zu[^|]|%%%zu[^|]|%%%zu[^|]|b%%d|s%%d",
+             sizeof out->model - 1, sizeof out->precision - 1, sizeof out->adapter - 1,
+             sizeof out->method - 1);
+    return sscanf(key + n + 1, fmt, out->model, out->precision, out->adapter, out->method,
+                  &out->batch, &out->seq_len) == 6;
+}
+
+/* The factor of j's nearest learnt neighbour under part (est_shape_nearest:
+ * the same model and precision, another batch, context, adapter or
+ * method); false when there is none. */
+static bool neighbour_factor(struct sched_link *l, const struct store_job *j, const char *part,
+                             double *out)
 {
     char key[STORE_NAME_MAX];
-    double f;
+    struct est_shape want;
+    sched_link_shape_key(j, part, key, sizeof key);
+    if (!shape_of_key(key, part, &want))
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&l->model_mu);
+    struct est_shape *known = malloc((size_t)(l->n_models ? l->n_models : 1) * sizeof *known);
+    int *at = malloc((size_t)(l->n_models ? l->n_models : 1) * sizeof *at);
+    int n = 0;
+    for (int i = 0; known && at && i < l->n_models; i++)
+        if (l->models[i].n > 0 && shape_of_key(l->models[i].model, part, &known[n]))
+            at[n++] = i;
+    int best = known && at ? est_shape_nearest(&want, known, n) : -1;
+    if (best >= 0) {
+        *out = clamp_factor(exp(l->models[at[best]].log_ratio));
+        found = true;
+    }
+    free(known);
+    free(at);
+    pthread_mutex_unlock(&l->model_mu);
+    return found;
+}
+
+/* The fleet's own factor: the mean in logs of the factors learnt per
+ * worker (under "worker:NAME", from every attempt each ran); false when
+ * none is learnt. */
+static bool fleet_factor(struct sched_link *l, double *out)
+{
+    double sum = 0;
+    int n = 0;
+    pthread_mutex_lock(&l->model_mu);
+    for (int i = 0; i < l->n_models; i++)
+        if (l->models[i].n > 0 && strncmp(l->models[i].model, "worker:", 7) == 0) {
+            sum += l->models[i].log_ratio;
+            n++;
+        }
+    pthread_mutex_unlock(&l->model_mu);
+    if (n)
+        *out = clamp_factor(exp(sum / n));
+    return n > 0;
+}
+
+double sched_link_speed(struct sched_link *l, const struct store_job *j,
+                        enum sched_link_basis *basis)
+{
+    char key[STORE_NAME_MAX];
+    double f = 1.0;
+    enum sched_link_basis b = SCHED_SHAPE_BORROWED;
     sched_link_shape_key(j, "speed", key, sizeof key);
     if (factor_of(l, key, &f))
-        return f;
-    return sched_link_model_factor(l, j->model);
+        b = SCHED_SHAPE_OWN;
+    else if (!neighbour_factor(l, j, "speed", &f) && !factor_of(l, j->model, &f) &&
+             !fleet_factor(l, &f)) {
+        f = 1.0;
+        b = SCHED_SHAPE_NONE;
+    }
+    if (basis)
+        *basis = b;
+    return f;
+}
+
+double sched_link_speed_factor(struct sched_link *l, const struct store_job *j)
+{
+    return sched_link_speed(l, j, NULL);
 }
 
 bool sched_link_shape_known(struct sched_link *l, const struct store_job *j, const char *part)
@@ -231,7 +310,7 @@ double sched_link_startup_factor(struct sched_link *l, const struct store_job *j
     char key[STORE_NAME_MAX];
     double f;
     sched_link_shape_key(j, "start", key, sizeof key);
-    return factor_of(l, key, &f) ? f : 1.0;
+    return factor_of(l, key, &f) || neighbour_factor(l, j, "start", &f) ? f : 1.0;
 }
 
 double sched_link_model_factor(struct sched_link *l, const char *model)
@@ -260,6 +339,9 @@ static void add_locked(struct sched_link *l, const struct store_calibration *k)
     else if (strcmp(k->kind, "start") == 0)
         est_history_add_start(&l->history, (enum plan_method)k->method,
                               (enum worker_class)k->class_, k->actual_a, k->nominal_a);
+    else if (strcmp(k->kind, "borrow") == 0)
+        est_history_add_borrowed(&l->history, (enum plan_method)k->method,
+                                 (enum worker_class)k->class_, k->actual_a, k->nominal_a);
     else if (strcmp(k->kind, "spread") == 0)
         est_history_add_spread(&l->history, k->waited, log(k->actual_a / k->nominal_a));
     else if (strcmp(k->kind, "tl") == 0) /* time left: cell, side in goal */
@@ -698,8 +780,10 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
     struct queue q = l->snap_queue;
     const struct sched_worker *w = l->snap_workers; /* read under snap_mu */
     int n = l->snap_n_workers;
-    req.work_factor = sched_link_speed_factor(l, j);
-    req.new_shape = !sched_link_shape_known(l, j, "speed");
+    enum sched_link_basis basis;
+    req.work_factor = sched_link_speed(l, j, &basis);
+    req.new_shape = basis == SCHED_SHAPE_NONE;
+    req.borrowed_shape = basis == SCHED_SHAPE_BORROWED;
     /* The job itself, last in its account's order: where it would stand. */
     struct plan_job pj;
     char tmp[200];

@@ -96,14 +96,29 @@ double sched_link_model_factor(struct sched_link *l, const char *model);
  * context length, e.g. "speed:alallo-base|16bit|lora|sft|b8|s512". */
 void sched_link_shape_key(const struct store_job *j, const char *part, char *out, size_t cap);
 
-/* How many times slower than the FLOPs model j's shape trains, learnt from
+/* Where the speed factor of a job's shape comes from. */
+enum sched_link_basis {
+    SCHED_SHAPE_NONE = 0, /* nothing learnt that it could borrow: 1     */
+    SCHED_SHAPE_BORROWED, /* borrowed (docs/estimator.md, "A shape
+                             nothing has finished of")                   */
+    SCHED_SHAPE_OWN,      /* learnt from its own finished attempts       */
+};
+
+/* How many times slower than the FLOPs model j's shape trains: learnt from
  * finished attempts of that shape (calibration rows of kind "model" under
- * its "speed" key); else its model's factor; else 1. */
+ * its "speed" key); else borrowed from its nearest learnt neighbour (the
+ * same model and precision, est_shape_nearest); else its model's factor
+ * (any shape of it); else the fleet's (the mean of the factors learnt per
+ * worker, "worker:NAME"); else 1. *basis (may be NULL) says which. */
+double sched_link_speed(struct sched_link *l, const struct store_job *j,
+                        enum sched_link_basis *basis /* OUT */);
+/* sched_link_speed without the basis. */
 double sched_link_speed_factor(struct sched_link *l, const struct store_job *j);
 
 /* How many times the nominal loading j's shape's fixed costs take (the
  * attempt's running time that is not steps: loading, the DPO reference
- * pass, the final save), learnt under its "start" key; 1 when none. */
+ * pass, the final save), learnt under its "start" key; else its nearest
+ * learnt neighbour's; 1 when none. */
 double sched_link_startup_factor(struct sched_link *l, const struct store_job *j);
 
 /* Whether j's shape has a factor learnt under part ("speed", "start"). */

@@ -90,6 +90,44 @@ void est_history_add_job(struct est_history *h, enum plan_method m, enum worker_
         r->n++;
 }
 
+void est_history_add_borrowed(struct est_history *h, enum plan_method m, enum worker_class c,
+                              double actual_s, double predicted_s)
+{
+    if (h && valid_cell(m, c))
+        ring_add(&h->borrowed[m][c], actual_s, predicted_s);
+}
+
+int est_shape_nearest(const struct est_shape *want, const struct est_shape *known, int n)
+{
+    int best = -1;
+    double best_key[3] = {0, 0, 0};
+    double tokens = (double)(want->batch > 0 ? want->batch : 1) *
+                    (want->seq_len > 0 ? want->seq_len : 1);
+    for (int i = 0; i < n; i++) {
+        const struct est_shape *k = &known[i];
+        if (strcmp(k->model, want->model) != 0 || strcmp(k->precision, want->precision) != 0)
+            continue;
+        double kt = (double)(k->batch > 0 ? k->batch : 1) * (k->seq_len > 0 ? k->seq_len : 1);
+        double key[3] = {(double)(strcmp(k->adapter, want->adapter) != 0) +
+                             (double)(strcmp(k->method, want->method) != 0),
+                         fabs(log(kt / tokens)),
+                         fabs(log((double)(k->batch > 0 ? k->batch : 1) /
+                                  (want->batch > 0 ? want->batch : 1)))};
+        bool better = best < 0;
+        for (int d = 0; d < 3 && !better; d++) {
+            if (key[d] < best_key[d] - 1e-12)
+                better = true;
+            else if (key[d] > best_key[d] + 1e-12)
+                break;
+        }
+        if (better) {
+            best = i;
+            memcpy(best_key, key, sizeof key);
+        }
+    }
+    return best;
+}
+
 void est_history_add_start(struct est_history *h, enum plan_method m, enum worker_class c,
                            double actual_s, double nominal_s)
 {
@@ -168,23 +206,38 @@ static struct est_band band_from(float *v, size_t n, const double dflt[2])
     return b;
 }
 
+/* The band of the rings rings[m'][c] (the cell, then while thin the other
+ * methods of its class), with the default training band as prior. */
+static struct est_band train_like_band(const struct est_ring rings[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT],
+                                       enum plan_method m, enum worker_class c)
+{
+    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
+    size_t n = 0;
+    for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
+        int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
+        if (k > 0 && n >= BORROW_BELOW)
+            break;
+        const struct est_ring *r = &rings[o][c];
+        for (uint32_t i = 0; i < r->n; i++)
+            v[n++] = r->log_ratio[i];
+    }
+    return band_from(v, n, default_train);
+}
+
 struct est_band est_band_train(const struct est_history *h, enum plan_method m,
                                enum worker_class c)
 {
     if (!h || !valid_cell(m, c))
         return (struct est_band){.lo = default_train[0], .hi = default_train[1]};
-    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
-    size_t n = 0;
-    /* The cell, then (while thin) the other methods of the class. */
-    for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
-        int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
-        if (k > 0 && n >= BORROW_BELOW)
-            break;
-        const struct est_ring *r = &h->train[o][c];
-        for (uint32_t i = 0; i < r->n; i++)
-            v[n++] = r->log_ratio[i];
-    }
-    return band_from(v, n, default_train);
+    return train_like_band(h->train, m, c);
+}
+
+struct est_band est_band_borrowed(const struct est_history *h, enum plan_method m,
+                                  enum worker_class c)
+{
+    if (!h || !valid_cell(m, c))
+        return (struct est_band){.lo = default_train[0], .hi = default_train[1]};
+    return train_like_band(h->borrowed, m, c);
 }
 
 /* The cells (method, class) a band of (m, c) reads while the ones before
@@ -322,6 +375,51 @@ static void wait_range(const struct sched_worker *w, double wait_s, double now,
     *high = rhi + ahead * bt.hi + (w->running_attempt && pass_delay_s > 0 ? pass_delay_s : 0);
 }
 
+/* Where a job that waits for worker `chosen` runs if it does not get that
+ * one: a job created later may stand before it in the fair order when the
+ * worker frees, or another worker frees first. The scheduler's next
+ * choice with `chosen` taken (out->worker -1 when there is none). False
+ * when out of memory. */
+static bool second_choice(const struct sched_job *sj, const struct sched_worker *workers,
+                          size_t n, const double *free_at, double now, int chosen,
+                          struct sched_choice *out)
+{
+    out->worker = -1;
+    double *alt = malloc((n ? n : 1) * sizeof *alt);
+    if (!alt)
+        return false;
+    memcpy(alt, free_at, n * sizeof *alt);
+    alt[chosen] = INFINITY;
+    if (!sched_choose(sj, workers, n, alt, now, out))
+        out->worker = -1;
+    free(alt);
+    return true;
+}
+
+/* The range from now to the finish of a job that starts on worker w after
+ * wait_s (pass_wait_s of it waiting for the pass), whose fixed costs'
+ * range is [startup_lo, startup_hi] and training train_s at band bt. */
+static void finish_range(const struct sched_worker *w, double wait_s, double pass_wait_s,
+                         double now, double pass_delay_s, struct est_band bt, double startup_lo,
+                         double startup_hi, double train_s, double *lo, double *hi)
+{
+    double wl, wh;
+    wait_range(w, wait_s - pass_wait_s, now, pass_delay_s, bt, &wl, &wh);
+    *lo = wl + pass_wait_s + startup_lo + train_s * bt.lo;
+    *hi = wh + pass_wait_s + startup_hi + train_s * bt.hi;
+}
+
+/* The training band of the request's shape: the default for a shape
+ * nothing is known of, the band of borrowed predictions for one whose
+ * factor is borrowed, else the band of its own factor's predictions. */
+static struct est_band training_band(const struct est_request *req, const struct est_history *h,
+                                     enum plan_method m, enum worker_class c)
+{
+    if (req->new_shape)
+        return est_band_train(NULL, m, c);
+    return req->borrowed_shape ? est_band_borrowed(h, m, c) : est_band_train(h, m, c);
+}
+
 static enum alallo_err fail(char *why, size_t cap, enum alallo_err e, const char *reason)
 {
     if (why && cap)
@@ -356,6 +454,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
 {
     memset(out, 0, sizeof *out);
     out->worker = -1;
+    out->alt_worker = -1;
     snprintf(out->currency, sizeof out->currency, "%s",
              req->currency && req->currency[0] ? req->currency : "USD");
     if (n_workers > SCHED_MAX_WORKERS)
@@ -406,7 +505,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
             sched_gpu_fits(&sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1) &&
             free_at[i] <= req->now)
             free_now = true;
-    struct sched_choice c;
+    struct sched_choice c, c2 = {.worker = -1};
     bool read_queue = true;
     double pass_wait = 0; /* from when capacity frees to the pass */
     if (sched_choose(&sj, workers, n_workers, free_at, req->now, &c)) {
@@ -414,6 +513,11 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         out->train_s = c.train_s;
         out->wait_s = fmax(0, c.start_s - req->now);
         pass_wait = fmax(0, req->next_pass_s - fmax(c.start_s, req->now));
+        if (c.start_s > req->now && !second_choice(&sj, workers, n_workers, free_at, req->now,
+                                                   c.worker, &c2)) {
+            free(own);
+            return fail(why, whycap, ERR_NOMEM, "out of memory");
+        }
     } else {
         out->worker = fallback_worker(&sj, workers, n_workers);
         if (out->worker < 0) { /* cannot happen when fit == PLAN_FITS */
@@ -454,7 +558,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->finish_s = req->now + nominal;
     /* Each part's range measured apart (docs/estimator.md, "The range"). */
     out->new_shape = req->new_shape;
-    struct est_band bt = est_band_train(req->new_shape ? NULL : h, out->method, w->class_);
+    struct est_band bt = training_band(req, h, out->method, w->class_);
     struct est_band bs = est_band_start(req->new_shape ? NULL : h, out->method, w->class_);
     out->train_low_s = out->train_s * bt.lo;
     out->train_high_s = out->train_s * bt.hi;
@@ -471,6 +575,19 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     }
     double lo = out->wait_low_s + out->startup_low_s + out->train_low_s;
     double hi = out->wait_high_s + out->startup_high_s + out->train_high_s;
+    /* A job that waits runs on its worker or, put back, on the next
+     * choice: the range holds both (docs/estimator.md, "Waiting"). */
+    out->alt_worker = c2.worker;
+    if (c2.worker >= 0) {
+        const struct sched_worker *w2 = &workers[c2.worker];
+        struct est_band bt2 = training_band(req, h, out->method, w2->class_);
+        double wait2 = fmax(0, c2.start_s - req->now);
+        double pw2 = fmax(0, req->next_pass_s - fmax(c2.start_s, req->now));
+        finish_range(w2, wait2 + pw2, pw2, req->now, req->pass_delay_s, bt2, out->startup_low_s,
+                     out->startup_high_s, c2.train_s, &out->alt_low_s, &out->alt_high_s);
+        lo = fmin(lo, out->alt_low_s);
+        hi = fmax(hi, out->alt_high_s);
+    }
     /* Calibrated as a whole: widened (or narrowed) about its geometric
      * centre by the margin that held the succeeded jobs. */
     out->range_margin = 0;

@@ -14,7 +14,10 @@
  *   wait      the running attempt's own time left on the chosen worker
  *             (sched_worker busy_low_s..busy_high_s, from its pace), then
  *             the jobs placed ahead at the training band, plus up to one
- *             pass interval where passes run on a clock
+ *             pass interval where passes run on a clock; a job that waits
+ *             may be put back (a later job stands before it in the fair
+ *             order) and run on the scheduler's next choice, so the range
+ *             holds the finish there too (alt_worker)
  *   start-up  the fixed costs' band: the error of attempts' fixed costs
  *             against their nominal, by (method, worker class)
  *   training  the training band: the error of attempts' training time
@@ -104,6 +107,11 @@ struct est_history {
      * shown in a share-done cell the truth fell, in logs (> 0 outside,
      * < 0 inside), below ([0]) and above ([1]); time_left.h */
     struct est_ring tl_spread[EST_TL_CELLS][2];
+    /* attempts of a shape nothing had finished of, predicted with a speed
+     * factor borrowed from its nearest learnt neighbour (est_shape_nearest)
+     * or from the fleet: actual / that prediction, by method and class of
+     * the worker that ran them; the band of the next such prediction */
+    struct est_ring borrowed[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT];
 };
 
 /* A range as multipliers of a nominal time. */
@@ -129,6 +137,13 @@ struct est_request {
                              pass interval); 0: placed at once             */
     double next_pass_s;   /* when the next scheduling pass runs (same clock
                              as now); 0: whenever capacity frees            */
+    bool borrowed_shape;  /* nothing of this shape has finished yet, but
+                             work_factor (and the loading's factor in
+                             startup_s) is borrowed from a neighbouring
+                             shape or the fleet: the training range is the
+                             measured band of such borrowed predictions
+                             (est_band_borrowed), fixed costs the measured
+                             band of learnt ones; new_shape must be false */
     bool new_shape;       /* nothing of this shape has finished yet: its
                              speed and fixed costs are not learnt, and the
                              training and fixed-cost ranges are the wide
@@ -163,6 +178,12 @@ struct estimate {
                                         own time left and the jobs ahead    */
     double startup_low_s, startup_high_s; /* fixed costs' range             */
     int wait_cell;                   /* est_wait_cell of this estimate       */
+    int alt_worker;                  /* a job that waits: the scheduler's next
+                                        choice, where it runs when put back
+                                        (a job created later stands before it
+                                        in the fair order); -1 none         */
+    double alt_low_s, alt_high_s;    /* the range of its finish there (from
+                                        now), held by the time range        */
     bool new_shape;                  /* the request's: default part bands    */
     double range_margin;             /* the margin (logs) applied to the half-
                                         width of the parts' sum
@@ -302,6 +323,33 @@ void est_history_add_tl_spread(struct est_history *h, int cell, int side, double
  * 1 - 2 x (1 - EST_TL_SIDE_COVER). */
 #define EST_TL_SIDE_COVER 0.965
 double est_tl_margin(const struct est_history *h, int cell, int side);
+
+/* Adds one attempt of a shape whose speed factor was borrowed: its
+ * training time against the prediction made with the borrowed factor.
+ * Ignored unless both are > 0 and the cell is valid. */
+void est_history_add_borrowed(struct est_history *h, enum plan_method m, enum worker_class c,
+                              double actual_s, double predicted_s);
+
+/* The band of training time predicted with a borrowed factor, of (m, c):
+ * the 5th..95th percentile of those predictions' errors, pulled towards
+ * the default training band while there are few (a thin cell borrows the
+ * other methods of its class, as est_band_train does). */
+struct est_band est_band_borrowed(const struct est_history *h, enum plan_method m,
+                                  enum worker_class c);
+
+/* A shape a speed factor is learnt for (docs/estimator.md, "A shape
+ * nothing has finished of"). */
+struct est_shape {
+    char model[128], precision[16], adapter[16], method[16];
+    int batch, seq_len;
+};
+
+/* The nearest of n learnt shapes to `want` whose speed factor `want` may
+ * borrow: the same model and precision; among those, the fewest of
+ * adapter and method differing, then the nearest tokens per step (batch x
+ * context, in logs), then the nearest batch. Returns its index, or -1
+ * when none has the same model and precision. */
+int est_shape_nearest(const struct est_shape *want, const struct est_shape *known, int n);
 
 /* The band of attempts' fixed costs of (m, c): multipliers of nominal. */
 struct est_band est_band_start(const struct est_history *h, enum plan_method m,

@@ -323,3 +323,31 @@ test('node down: lost within the worker timeout, its Slurm job cancelled, resume
     await s.stop();
   }
 });
+
+// Issue 32, item 3: a job created on a Slurm-backed serve before its pool's
+// bench job has measured the pool's speed is estimated when first placed
+// (or at the unmeasured default speed), priced, and never trains free.
+test("a job created before the pool's bench is known is priced when placed, never free", { timeout: 300000 }, async () => {
+  const s = await serve({ pools: [POOLS[0]] });
+  try {
+    const file = await uploadSample(s);
+    const before = (await s.call('GET', '/v1/workers')).json;
+    const job = await createJob(s, file, { epochs: 1 });
+    assert.ok(!before.data.length || before.data.some((x) => !(x.speed?.tokens_per_s > 0)),
+      `the pool's bench was already measured: ${JSON.stringify(before.data)}`);
+    if (job.estimate.price === null) assert.ok(job.estimate.message, 'the estimate says why there is none');
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed', { timeoutMs: 240000 });
+    assert.ok(done.estimate.price && done.estimate.price.high > 0, JSON.stringify(done.estimate));
+    assert.ok(done.estimate.time && done.estimate.time.high_s > 0, JSON.stringify(done.estimate));
+    const paid = done.price.charged - done.price.refunded;
+    assert.ok(paid > 0, `trained for free: ${JSON.stringify(done.price)}`);
+    assert.ok(paid <= done.estimate.price.high + 1e-6, `${paid} above ${done.estimate.price.high}`);
+    if (job.estimate.price === null) {
+      const ev = await s.call('GET', `/v1/fine_tuning/jobs/${job.id}/events?limit=100`);
+      assert.ok(ev.json.data.some((e) => /Estimated when first placed/.test(e.message)), ev.text);
+    }
+    await assertOneJobPerAttempt(done);
+  } finally {
+    await s.stop();
+  }
+});

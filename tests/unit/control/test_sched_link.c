@@ -185,7 +185,8 @@ static void a_models_speed_is_learnt_from_its_attempts(void **state)
 
 /* Each shape (model, precision, adapter, method, batch, context) learns
  * its own speed and fixed costs from its attempts; a shape never seen
- * falls back to its model's speed and to the nominal loading. */
+ * borrows its nearest learnt neighbour's, else its model's speed, else
+ * the fleet's. */
 static void a_shapes_speed_and_fixed_costs_are_learnt(void **state)
 {
     (void)state;
@@ -213,9 +214,35 @@ static void a_shapes_speed_and_fixed_costs_are_learnt(void **state)
     sched_link_calibrate(l, &start);
     assert_true(fabs(sched_link_speed_factor(l, &a) - 2.0) < 1e-9);
     assert_true(fabs(sched_link_startup_factor(l, &a) - 2.5) < 1e-9);
-    /* batch 16 has no history of its own: its model's speed, nominal loading */
-    assert_true(fabs(sched_link_speed_factor(l, &b) - 3.0) < 1e-9);
-    assert_true(sched_link_startup_factor(l, &b) == 1.0);
+    enum sched_link_basis basis;
+    sched_link_speed(l, &a, &basis);
+    assert_int_equal(basis, SCHED_SHAPE_OWN);
+    /* batch 16 has no history of its own: it borrows its nearest learnt
+     * neighbour's (the same model and precision, batch 8), speed and
+     * fixed costs alike (issue 32) */
+    assert_true(fabs(sched_link_speed(l, &b, &basis) - 2.0) < 1e-9);
+    assert_int_equal(basis, SCHED_SHAPE_BORROWED);
+    assert_true(fabs(sched_link_startup_factor(l, &b) - 2.5) < 1e-9);
+    /* another precision has no neighbour: its model's speed, still
+     * borrowed; nominal loading */
+    struct store_job c = b;
+    strcpy(c.precision, "4-bit");
+    assert_true(fabs(sched_link_speed(l, &c, &basis) - 3.0) < 1e-9);
+    assert_int_equal(basis, SCHED_SHAPE_BORROWED);
+    assert_true(sched_link_startup_factor(l, &c) == 1.0);
+    /* another model: the fleet's factor, the mean in logs of its workers'
+     * (learnt from every attempt each ran); before any, nothing: 1 */
+    strcpy(c.model, "other");
+    assert_true(sched_link_speed(l, &c, &basis) == 1.0);
+    assert_int_equal(basis, SCHED_SHAPE_NONE);
+    struct store_calibration wk = {.kind = "model", .actual_a = 4, .nominal_a = 1};
+    strcpy(wk.model, "worker:a");
+    sched_link_calibrate(l, &wk);
+    wk.actual_a = 1;
+    strcpy(wk.model, "worker:b");
+    sched_link_calibrate(l, &wk);
+    assert_true(fabs(sched_link_speed(l, &c, &basis) - 2.0) < 1e-9);
+    assert_int_equal(basis, SCHED_SHAPE_BORROWED);
     sched_link_free(l);
 }
 
