@@ -497,7 +497,7 @@ static void family_configs(void **state)
              "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}}", shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
     assert_true(c.rope_factor == 8.0f && c.rope_orig_max == 8192);
-    float div[2];
+    float div[128]; /* head_dim / 2 of the largest config below (Gemma 3 4B: 256) */
     model_rope_freq_div(&c, div); /* hd 4, theta 1e4: wavelengths 6.3 and 628 */
     assert_true(div[0] == 1.0f && div[1] == 1.0f);
     c.rope_orig_max = 200; /* 628 > 200: slowed by the factor; 6.3 < 50: kept */
