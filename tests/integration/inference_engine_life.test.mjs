@@ -127,6 +127,11 @@ describe('a client that leaves cancels its generation at once', () => {
   before(async () => {
     s = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference-threads', '1', '--inference-max-running', '1'] });
     other = s.account('cancel-other');
+    // The engine starts beside serve; until it answers, /metrics has no
+    // engine lines and every figure read from them is NaN (a NaN baseline
+    // made the first test wait forever on a loaded machine).
+    await waitFor(async () => Number.isFinite((await engineMetrics(s)).tokens),
+      { timeoutMs: 60000, everyMs: 100, what: 'the engine to be up' });
   });
   after(async () => s && s.stop());
 
@@ -135,6 +140,7 @@ describe('a client that leaves cancels its generation at once', () => {
   // within two seconds and the second served long before the first's end.
   async function leaveAndServeAnother(startLong) {
     const before = await engineMetrics(s);
+    assert.ok(Object.values(before).every(Number.isFinite), JSON.stringify(before));
     const leave = new AbortController();
     const long = startLong(leave.signal);
     await waitFor(async () => {
