@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import torch
-    from reference import forward, read_safetensors, rel_err
+    from reference import checker, forward, read_safetensors
 except ImportError as e:  # the test must fail loudly, never skip
     print(f"dpo_reference.py: {e}: install Debian's python3-torch and python3-numpy",
           file=sys.stderr)
@@ -69,13 +69,7 @@ def main():
     loss.backward()
     dump = read_safetensors(dump_path)
     failures = []
-
-    def check(name, got, want, tol):
-        e = rel_err(got, want)
-        status = "ok" if e <= tol else "MISMATCH"
-        print(f"{name:60s} rel err {e:.2e} (tolerance {tol:.0e}) {status}")
-        if e > tol:
-            failures.append(name)
+    check = checker(failures)
 
     check("loss", dump["loss"].reshape(()), loss.detach(), 1e-5)
     check("logp", dump["logp"], torch.stack(logps).detach(), 1e-5)

@@ -266,6 +266,18 @@ def rel_err(a, b):
     return float((a - b).norm() / max(float(b.norm()), 1e-30))
 
 
+def checker(failures):
+    """check(name, got, want, tol): prints the relative error of got from
+    want and adds name to failures when it is above tol."""
+    def check(name, got, want, tol):
+        e = rel_err(got, want)
+        status = "ok" if e <= tol else "MISMATCH"
+        print(f"{name:60s} rel err {e:.2e} (tolerance {tol:.0e}) {status}")
+        if e > tol:
+            failures.append(name)
+    return check
+
+
 PARTS = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
          "o_proj": "self_attn", "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
 
@@ -452,13 +464,7 @@ def main():
         loss = loss + cfg.get("router_aux_loss_coef", 0.001) * moe_aux_loss(cfg, router_logits)
     loss.backward()
     failures = []
-
-    def check(name, got, want, tol):
-        e = rel_err(got, want)
-        status = "ok" if e <= tol else "MISMATCH"
-        print(f"{name:60s} rel err {e:.2e} (tolerance {tol:.0e}) {status}")
-        if e > tol:
-            failures.append(name)
+    check = checker(failures)
 
     check("loss", dump["loss"].reshape(()), loss.detach(), 1e-5)
     check("logits", dump["logits"], logits.detach(), 1e-5)

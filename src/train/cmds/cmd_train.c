@@ -7,6 +7,7 @@
  *   alallo train --dump-grads --model-dir DIR --ids 1,2,3,... --out FILE.safetensors
  *                [--lora-rank R] [--precision 16-bit|4-bit] [--device cpu|cuda]
  *   alallo train --dump-dpo ... (dump_dpo.c)
+ *   alallo train --dump-grpo ... (dump_grpo.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "train/model/model.h"
 #include "train/formats/modelio.h"
 #include "train/formats/safetensors.h"
+#include "train/cmds/dump_lora.h"
 #include "train/run/train_config.h"
 #include "train/run/train_device.h"
 #include "train/run/train_events.h"
@@ -54,37 +56,6 @@ static int parse_ids(const char *s, int32_t *ids, int cap, int vocab)
             return -1;
     }
     return n;
-}
-
-/* LoRA mode: "lora_scale" (1), and per adapted projection
- * "lora.<layer>.<proj>.A" (r,in), ".B" (out,r) and their "grad." twins,
- * into ts from index k; returns the next index. */
-static int dump_adapters(const struct model *m, struct st_tensor *ts, int k, float *scale)
-{
-    *scale = m->layers[0].proj[0].scale;
-    ts[k++] = (struct st_tensor){.name = "lora_scale", .dtype = ST_F32, .ndim = 1, .shape = {1},
-                                 .data = scale, .nbytes = 4};
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        for (int p = 0; p < PROJ_COUNT; p++) {
-            const struct linear *ln = &m->layers[l].proj[p];
-            if (ln->r == 0)
-                continue; /* a sparse layer's MLP (its experts are frozen) */
-            const float *vals[4] = {ln->la, ln->lb, m->grad + (ln->la - m->train),
-                                    m->grad + (ln->lb - m->train)};
-            for (int j = 0; j < 4; j++) {
-                struct st_tensor *t = &ts[k++];
-                snprintf(t->name, sizeof t->name, "%slora.%d.%s.%c", j >= 2 ? "grad." : "", l,
-                         model_proj_name(p), j % 2 ? 'B' : 'A');
-                t->dtype = ST_F32;
-                t->ndim = 2;
-                t->shape[0] = j % 2 ? ln->out : ln->r;
-                t->shape[1] = j % 2 ? ln->r : ln->in;
-                t->data = vals[j];
-                t->nbytes = (size_t)t->shape[0] * t->shape[1] * 4;
-            }
-        }
-    }
-    return k;
 }
 
 /* "base.<tensor>" for every tensor of the model as its storage holds it
@@ -154,7 +125,7 @@ static int gpu_loss_grads(struct model *m, const int32_t *ids, const uint8_t *ma
  * (1), "logits" (T,V) and, in full fine-tuning, "grad.<tensor>" for every
  * tensor; with lora_rank > 0, LoRA on every projection (A as PEFT starts
  * it, B random so that A's gradient is not zero) and the adapters with
- * their gradients (dump_adapters). The LoRA base is fp32 (base_kind
+ * their gradients (dump_lora_adapters). The LoRA base is fp32 (base_kind
  * WK_F32, the float64 comparison) or, with --precision, bf16 or NF4, and
  * then the dump holds that base too (dump_base). On the GPU (gpu set) the
  * pass is the trainer's GPU pass and there are no logits (the GPU never
@@ -237,7 +208,7 @@ static int dump_grads(const char *dir, const char *ids_s, const char *out, int l
                                .data = &loss, .nbytes = 4};
     float scale;
     if (lora_rank) {
-        k = dump_adapters(m, ts, k, &scale);
+        k = dump_lora_adapters(m, ts, k, &scale);
     } else {
         modelio_grad_tensors(m, ts + k);
         k += (int)n_grads;
@@ -271,6 +242,8 @@ int cmd_train(int argc, char **argv)
     const char *ckpt = cmd_arg_value(argc, argv, "--materialize");
     if (cmd_has_flag(argc, argv, "--dump-dpo"))
         return cmd_train_dump_dpo(argc, argv);
+    if (cmd_has_flag(argc, argv, "--dump-grpo"))
+        return cmd_train_dump_grpo(argc, argv);
     if (cmd_has_flag(argc, argv, "--dump-grads")) {
         const char *dir = cmd_arg_value(argc, argv, "--model-dir");
         const char *ids = cmd_arg_value(argc, argv, "--ids");

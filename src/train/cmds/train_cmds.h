@@ -6,6 +6,7 @@
 
 int cmd_train(int argc, char **argv);          /* cmd_train.c     */
 int cmd_train_dump_dpo(int argc, char **argv); /* dump_dpo.c: --dump-dpo */
+int cmd_train_dump_grpo(int argc, char **argv); /* dump_grpo.c: --dump-grpo */
 int cmd_bench(int argc, char **argv);          /* cmd_bench.c     */
 int cmd_bench_gpu(int argc, char **argv);      /* bench_gpu.c: bench train --device cuda */
 int cmd_model(int argc, char **argv);          /* cmd_model.c     */

@@ -17,6 +17,7 @@
 #include "train/kernels/cpu_path.h"
 #include "train/kernels/gemm.h"
 #include "train/model/grpo.h"
+#include "train/model/grpo_pass.h"
 #include "train/model/model.h"
 #include "train/model/optim.h"
 #include "train/run/generate.h"
@@ -262,32 +263,6 @@ static struct dataset *layout(struct rft *r, const json_t *const *items, char *c
     return d;
 }
 
-/* The reference's per-token losses: the same pass with every LoRA adapter
- * scaled to zero, so the base model answers (no second copy of it). */
-static int reference(struct rft *r, int B, int T)
-{
-    struct model *m = r->m;
-    size_t n = (size_t)m->cfg.n_layers * PROJ_COUNT, k = 0;
-    float *keep = malloc(n * sizeof *keep);
-    if (!keep) {
-        snprintf(r->err, sizeof r->err, "out of memory for the reference");
-        return -1;
-    }
-    for (int l = 0; l < m->cfg.n_layers; l++)
-        for (int p = 0; p < PROJ_COUNT; p++, k++) {
-            keep[k] = m->layers[l].proj[p].scale;
-            m->layers[l].proj[p].scale = 0;
-        }
-    size_t nt;
-    model_token_losses(m, r->a, r->ids, r->mask, NULL, B, T, r->ref, &nt);
-    k = 0;
-    for (int l = 0; l < m->cfg.n_layers; l++)
-        for (int p = 0; p < PROJ_COUNT; p++, k++)
-            m->layers[l].proj[p].scale = keep[k];
-    free(keep);
-    return 0;
-}
-
 struct step_stats {
     double reward, spread, length, kl, loss, tokens;
     json_t *subs; /* a multi's mean scores */
@@ -353,14 +328,13 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     st->length = (double)targets / B;
     st->answer_tokens = (double)targets;
     bool kl = c->rft_kl > 0 && !c->full;
-    if (kl && reference(r, B, T))
+    if (kl && grpo_base_token_losses(r->m, r->a, r->ids, r->mask, B, T, r->ref)) {
+        snprintf(r->err, sizeof r->err, "out of memory for the reference");
         goto out;
+    }
     struct grpo_batch gb = {.B = B, .T = T, .mask = r->mask, .adv = adv,
                             .ref_nll = kl ? r->ref : NULL, .beta = c->rft_kl, .eps = GRPO_CLIP};
-    model_grad_begin(r->m);
-    size_t got;
-    model_forward_backward_weighted(r->m, r->a, r->ids, r->mask, NULL, B, T, grpo_weights, &gb,
-                                    r->nll, r->w, &got);
+    grpo_gradients(r->m, r->a, r->ids, &gb, r->nll, r->w);
     st->loss = gb.loss;
     st->kl = gb.kl;
     double norm = optim_grad_norm(r->m->grad, r->m->n_train);
