@@ -8,7 +8,7 @@
 // reward of the last steps is above that of the first. The trainer alone,
 // as a worker starts it.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -94,6 +94,49 @@ test('a run resumed from its checkpoint goes on exactly as the unbroken run', ()
     .map((e) => [e.step, e.train_loss, e.train_reward_mean, e.valid_reward_mean]);
   assert.equal(tail(again).length, 2);
   assert.deepEqual(tail(again), tail(whole));
+});
+
+// A move, a preemption or a cancel is a SIGTERM to the trainer: it ends the
+// step under way, saves it and stops; the next attempt resumes from that
+// step, so no step runs twice and the curve is the unbroken run's.
+test('a run stopped mid-way (a move) saves its last step, and the next attempt repeats none', async () => {
+  const dir = tmpdir('alallo-rft-');
+  // one validation, at the end: the only checkpoint mid-run is the stop's
+  const base = { ...settings(dir), max_steps: 5, rft_eval_interval: 5, rft_eval_samples: 1 };
+  const whole = train(dir, { ...base, checkpoint_dir: path.join(dir, 'ckpt-whole'),
+    out_dir: path.join(dir, 'out-whole') });
+  fs.writeFileSync(path.join(dir, 'first.json'), JSON.stringify(base));
+  const p = spawn(BIN, ['train', '--config', path.join(dir, 'first.json')], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const first = [];
+  let buf = '';
+  p.stdout.on('data', (d) => {
+    buf += d;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line.startsWith('{')) continue;
+      const e = JSON.parse(line);
+      first.push(e);
+      if (e.event === 'step' && e.step === 2) p.kill('SIGTERM');
+    }
+  });
+  p.stderr.resume();
+  const code = await new Promise((res) => p.on('close', res));
+  assert.equal(code, 4, JSON.stringify(first.slice(-3))); // stopped on request
+  const steps = (events) => events.filter((e) => e.event === 'step')
+    .map((e) => [e.step, e.train_loss, e.train_reward_mean, e.valid_reward_mean]);
+  const ran = steps(first).map((s) => s[0]);
+  const saved = first.filter((e) => e.event === 'checkpoint').map((e) => e.step);
+  const at = ran.at(-1);
+  assert.ok(at >= 2 && at < 5, `stopped after step ${at}`);
+  assert.deepEqual(saved, [at], 'the step it stopped at is saved, and only it');
+  const again = train(dir, { ...base, resume_step: at, out_dir: path.join(dir, 'again') });
+  assert.ok(again.some((e) => e.event === 'log' && e.line === `resumed from checkpoint at step ${at}`));
+  assert.ok(again.some((e) => e.event === 'done'));
+  // each step once over the two attempts, and the unbroken run's curve
+  assert.deepEqual([...ran, ...steps(again).map((s) => s[0])], [1, 2, 3, 4, 5]);
+  assert.deepEqual([...steps(first), ...steps(again)], steps(whole));
 });
 
 test('a score_model grader asks its model beside training', () => {

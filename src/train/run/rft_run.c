@@ -59,27 +59,29 @@ struct rft {
     char err[600];
 };
 
-/* A stop asked for (SIGTERM: a cancel, a move): the run ends at the end
- * of the step under way. No checkpoint is written in this version, so the
- * job starts over if it runs again (docs/rft.md). SIGUSR1 (a checkpoint
- * asked for) is ignored. */
-static volatile sig_atomic_t g_stop;
+/* A stop asked for (SIGTERM: a cancel, a move, a preemption): the step
+ * under way ends, a checkpoint of it is written and the run stops, so the
+ * attempt that takes the job over goes on at the next step. A checkpoint
+ * asked for (SIGUSR1): written at the end of the step under way, and the
+ * run goes on (docs/rft.md, "Checkpoints and resume"). */
+static volatile sig_atomic_t g_stop, g_ckpt;
 
-static void on_stop(int sig)
+static void on_signal(int sig)
 {
-    (void)sig;
-    g_stop = 1;
+    if (sig == SIGTERM)
+        g_stop = 1;
+    else if (sig == SIGUSR1)
+        g_ckpt = 1;
 }
 
-static void install_stop(void)
+static void install_signals(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = SIG_IGN;
     sigaction(SIGUSR1, &sa, NULL);
 }
 
@@ -571,7 +573,7 @@ static void pick(const struct rft *r, uint64_t at, const json_t **out)
 
 int rft_run(const struct train_config *c)
 {
-    install_stop();
+    install_signals();
     gemm_set_threads(c->threads);
     struct rft r;
     memset(&r, 0, sizeof r);
@@ -615,12 +617,15 @@ int rft_run(const struct train_config *c)
                                                : (c->max_steps >= 10 ? c->max_steps / 10 : 1);
     struct lr_schedule sched = {(enum lr_kind)c->lr_schedule, c->learning_rate, c->warmup_steps,
                                 c->max_steps, 0.0f};
+    /* a resumed run measured its start in the attempt that began it */
     double valid = NAN, first_valid = NAN;
-    if (validate(&r, from, &valid))
-        return fail(&r, TRAIN_USER);
-    first_valid = valid;
-    tev_log("validation reward %s: %.4f", resumed ? "at the step resumed from" : "before training",
-            valid);
+    if (!resumed) {
+        if (validate(&r, from, &valid))
+            return fail(&r, TRAIN_USER);
+        first_valid = valid;
+        tev_log("validation reward before training: %.4f", valid);
+    }
+    uint64_t saved = from; /* the step of the newest checkpoint, or the start */
     const json_t **items = calloc((size_t)c->batch_size, sizeof *items);
     if (!items) {
         snprintf(r.err, sizeof r.err, "out of memory");
@@ -630,7 +635,7 @@ int rft_run(const struct train_config *c)
     double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
     double roll_cpu_s = 0;
     for (uint64_t at = from; at < c->max_steps; at++) {
-        if (g_stop) {
+        if (g_stop && at == from) { /* before any step: nothing to save */
             tev_log("stopped at step %" PRIu64 " on request", at);
             free(items);
             json_decref(st.subs);
@@ -669,11 +674,17 @@ int rft_run(const struct train_config *c)
         double dt = tev_now() - t0;
         struct tev_step_extra x = {.packing_efficiency = -1, .metrics = &m};
         tev_step_with(done, st.loss, lr, dt > 0 ? st.tokens / dt : 0, &x);
-        /* a checkpoint at each validation (the last step's model is saved whole) */
-        if (eval && done < c->max_steps && save(&r, done, st.loss, &m)) {
-            free(items);
-            json_decref(st.subs);
-            return fail(&r, TRAIN_INTERNAL);
+        /* a checkpoint at each validation (the last step's model is saved
+         * whole) and when one is asked for */
+        bool asked = g_ckpt;
+        g_ckpt = 0;
+        if ((eval || asked) && done < c->max_steps) {
+            if (save(&r, done, st.loss, &m)) {
+                free(items);
+                json_decref(st.subs);
+                return fail(&r, TRAIN_INTERNAL);
+            }
+            saved = done;
         }
         char subs[512] = "";
         const char *k;
@@ -690,10 +701,26 @@ int rft_run(const struct train_config *c)
         tev_log("step %" PRIu64 "/%" PRIu64 ": reward %.4f (spread %.4f), answers %.1f tokens, "
                 "KL %.4f%s%s",
                 done, c->max_steps, st.reward, st.spread, st.length, st.kl, vtext, subs);
+        if (g_stop && done < c->max_steps) {
+            /* stopped: the step just done is saved, so the next attempt
+             * repeats no step (a stop that comes later than this check
+             * ends the next step the same way) */
+            int bad = saved != done && save(&r, done, st.loss, &m);
+            free(items);
+            json_decref(st.subs);
+            if (bad)
+                return fail(&r, TRAIN_INTERNAL);
+            tev_log("stopped at step %" PRIu64 " on request", done);
+            unload(&r);
+            return TRAIN_STOPPED;
+        }
     }
     free(items);
     json_decref(st.subs);
-    tev_log("validation reward %.4f (%.4f before training)", valid, first_valid);
+    if (resumed)
+        tev_log("validation reward %.4f", valid);
+    else
+        tev_log("validation reward %.4f (%.4f before training)", valid, first_valid);
     double all = roll_s + grade_s + update_s;
     size_t answers_n = (size_t)c->max_steps * (size_t)c->batch_size * (size_t)c->rft_group;
     tev_log("where the steps' time went: rollouts %.1f s (%.0f answer tokens, %.1f tokens/s, "
