@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { BIN, SAMPLE, Serve, tinyModelsDir, tmpdir, waitFor } from './service_harness.mjs';
+import { BIN, SAMPLE, Serve, ledgerOf, tinyModelsDir, tmpdir, waitFor } from './service_harness.mjs';
 
 async function start(args) {
   const s = await Serve.start({ args: ['--models', tinyModelsDir(), ...args] });
@@ -17,17 +17,6 @@ async function start(args) {
   assert.equal(up.status, 200, JSON.stringify(up.json));
   s.file = up.json.id;
   return s;
-}
-
-async function ledgerOf(s, jobId) {
-  const rows = [];
-  let after = '';
-  for (;;) {
-    const r = await s.call('GET', `/v1/billing/ledger?limit=100${after}`);
-    rows.push(...r.json.data.filter((x) => x.job === jobId));
-    if (!r.json.has_more) return rows;
-    after = `&after=${r.json.data.at(-1).id}`;
-  }
 }
 
 // How many times each step 1..max is charged, net of lost-work refunds.

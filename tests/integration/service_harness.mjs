@@ -116,6 +116,18 @@ globalThis.fetch = async function fetchRetryingClosed(input, init) {
 
 // Polls fn until it returns a truthy value; fails after timeoutMs with the
 // last value seen, so a stuck job says where it stuck.
+// The billing ledger's rows of one job, every page.
+export async function ledgerOf(s, jobId) {
+  const rows = [];
+  let after = '';
+  for (;;) {
+    const r = await s.call('GET', `/v1/billing/ledger?limit=100${after}`);
+    rows.push(...r.json.data.filter((x) => x.job === jobId));
+    if (!r.json.has_more) return rows;
+    after = `&after=${r.json.data.at(-1).id}`;
+  }
+}
+
 export async function waitFor(fn, { timeoutMs = 60000, everyMs = 200, what = 'condition' } = {}) {
   const end = Date.now() + timeoutMs;
   let last;

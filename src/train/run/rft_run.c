@@ -626,6 +626,7 @@ int rft_run(const struct train_config *c)
         tev_log("validation reward before training: %.4f", valid);
     }
     uint64_t saved = from; /* the step of the newest checkpoint, or the start */
+    uint64_t reported_rss = 0;
     const json_t **items = calloc((size_t)c->batch_size, sizeof *items);
     if (!items) {
         snprintf(r.err, sizeof r.err, "out of memory");
@@ -674,6 +675,14 @@ int rft_run(const struct train_config *c)
         double dt = tev_now() - t0;
         struct tev_step_extra x = {.packing_efficiency = -1, .metrics = &m};
         tev_step_with(done, st.loss, lr, dt > 0 ? st.tokens / dt : 0, &x);
+        /* the memory measured, as every trainer reports it: after the first
+         * step and whenever it grew by a tenth (a job that outgrows its
+         * worker is moved, docs/operations.md) */
+        uint64_t rss = tev_peak_rss();
+        if (rss > reported_rss + reported_rss / 10) {
+            tev_memory(rss, 0);
+            reported_rss = rss;
+        }
         /* a checkpoint at each validation (the last step's model is saved
          * whole) and when one is asked for */
         bool asked = g_ckpt;
