@@ -7,12 +7,19 @@
 # the steps' time) with the machine and its load. Each of ROUNDS rounds runs
 # the same job twice, its rollouts decoded together (the batcher, the
 # default) and one answer at a time (ALALLO_RFT_ROLLOUT=one-at-a-time), so
-# the two are measured alternately under the same load.
+# the two are measured alternately under the same load. GRADINGS lists how
+# the answers are graded: beside the rollouts in a thread (the default) or
+# after them (ALALLO_RFT_GRADING=inline); with both, each round runs every
+# pair. The grading time printed is what the step waited for grading once
+# its rollouts were done. GRADER=multi grades with a multi grader
+# (string_check and text_similarity's rouge_l, heavier than string_check
+# alone).
 #
 # usage: bench/train/rft.sh [BIN]
 #   env STEPS (4), BATCH (4), GROUP (4), TOKENS (32), THREADS (nproc),
 #       PRECISION (16-bit | 4-bit), ADAPTER (lora | full), ROUNDS (2),
-#       MODES ("batched one-at-a-time")
+#       MODES ("batched one-at-a-time"), GRADINGS ("beside"),
+#       GRADER (string_check | multi)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
@@ -25,6 +32,21 @@ precision=${PRECISION:-16-bit}
 adapter=${ADAPTER:-lora}
 rounds=${ROUNDS:-2}
 modes=${MODES:-batched one-at-a-time}
+gradings=${GRADINGS:-beside}
+case ${GRADER:-string_check} in
+string_check)
+    grader='{"type": "string_check", "input": "{{sample.output_text}}",
+            "reference": "{{item.reference}}", "operation": "ilike"}' ;;
+multi)
+    grader='{"type": "multi", "calculate_output": "0.5 * word + 0.5 * close", "graders": {
+            "word": {"type": "string_check", "input": "{{sample.output_text}}",
+                     "reference": "{{item.reference}}", "operation": "ilike"},
+            "close": {"type": "text_similarity", "input": "{{sample.output_text}}",
+                      "reference": "the harbor of the treasury", "evaluation_metric": "rouge_l"}}}' ;;
+*)
+    echo "rft.sh: GRADER is string_check or multi" >&2
+    exit 2 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for q in "What of the harbor?" "What of the treasury?" "Speak of the army." "What of the navy?"; do
@@ -36,20 +58,22 @@ cat >"$work/attempt.json" <<JSON
  "max_steps": $steps, "seq_len": 256, "learning_rate": 0.001, "seed": 1,
  "threads": $threads, "precision": "$precision", "adapter": "$adapter",
  "method": "reinforcement",
- "grader": {"type": "string_check", "input": "{{sample.output_text}}",
-            "reference": "{{item.reference}}", "operation": "ilike"},
+ "grader": $grader,
  "grader_models": {}, "rft_group": $group, "rft_answer_tokens": $tokens,
  "rft_eval_interval": $steps}
 JSON
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 echo "machine: $cpu, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "run: $steps steps x $batch prompts x $group answers of at most $tokens tokens," \
-     "$precision $adapter, $threads threads"
+     "$precision $adapter, $threads threads, grader ${GRADER:-string_check}"
 for ((round = 1; round <= rounds; round++)); do
-    for mode in $modes; do
-        rm -rf "$work/ckpt" "$work/out"
-        echo "round $round, rollouts $mode:"
-        ALALLO_RFT_ROLLOUT=$mode "$bin" train --config "$work/attempt.json" 2>/dev/null |
-            sed -n 's/^{"event":"log".*"line":"\(where the steps.*\)"}$/  \1/p'
+    for grading in $gradings; do
+        for mode in $modes; do
+            rm -rf "$work/ckpt" "$work/out"
+            echo "round $round, rollouts $mode, grading $grading:"
+            ALALLO_RFT_ROLLOUT=$mode ALALLO_RFT_GRADING=$grading \
+                "$bin" train --config "$work/attempt.json" 2>/dev/null |
+                sed -n 's/^{"event":"log".*"line":"\(where the steps.*\)"}$/  \1/p'
+        done
     done
 done

@@ -154,6 +154,8 @@ test('a score_model grader asks its model beside training', () => {
   const lines = events.filter((e) => e.event === 'log').map((e) => e.line);
   assert.ok(events.some((e) => e.event === 'done'), lines.join('\n'));
   assert.ok(!lines.some((l) => /grader failed/.test(l)), lines.join('\n'));
+  // a model grader's generation stays on the loop's thread (docs/rft.md)
+  assert.ok(lines.some((l) => /fine-tuning started: .*graded after them/.test(l)), lines.join('\n'));
   assert.ok(lines.some((l) => /^step 1\/1: .*; graders: (close [0-9.]+, judge [0-9.]+|judge [0-9.]+, close [0-9.]+)/.test(l)),
     lines.join('\n'));
   // each sample answer carries its score and the two graders' scores, whose
@@ -170,13 +172,44 @@ test('rollouts decode together unless one at a time is asked for; another choice
   const dir = tmpdir('alallo-rft-');
   const one = { ...settings(dir), max_steps: 1, rft_eval_samples: 1 };
   const started = (events) => events.find((e) => e.event === 'log' && /fine-tuning started/.test(e.line)).line;
-  assert.match(started(train(dir, one)), /tokens \(decoded together\)/);
+  assert.match(started(train(dir, one)), /tokens \(decoded together, graded beside\)/);
   const alone = train(dir, { ...one, out_dir: path.join(dir, 'alone'), checkpoint_dir: path.join(dir, 'ckpt-alone') },
     { ...process.env, ALALLO_RFT_ROLLOUT: 'one-at-a-time' });
-  assert.match(started(alone), /tokens \(decoded one at a time\)/);
+  assert.match(started(alone), /tokens \(decoded one at a time, graded beside\)/);
   assert.ok(alone.some((e) => e.event === 'done'));
   const bad = spawnSync(BIN, ['train', '--config', path.join(dir, 'attempt.json')],
     { encoding: 'utf8', timeout: 120000, env: { ...process.env, ALALLO_RFT_ROLLOUT: 'sideways' } });
   assert.equal(bad.status, 3, bad.stdout + bad.stderr);
   assert.match(bad.stdout, /ALALLO_RFT_ROLLOUT is \\"sideways\\": it is \\"batched\\" or \\"one-at-a-time\\"/);
+});
+
+// Grading runs in a thread beside the rollouts, each answer as it is
+// done; the rewards, a multi grader's sub-scores and so every step are
+// those of grading after the rollouts (ALALLO_RFT_GRADING=inline).
+test('grading beside the rollouts changes nothing; inline is there to compare, another choice is refused', () => {
+  const dir = tmpdir('alallo-rft-');
+  const cfg = { ...settings(dir), max_steps: 3, rft_eval_interval: 3, rft_eval_samples: 1,
+    grader: { type: 'multi', graders: {
+      word: { type: 'string_check', input: '{{sample.output_text}}', reference: '{{item.reference}}',
+        operation: 'ilike' },
+      close: { type: 'text_similarity', input: '{{sample.output_text}}', reference: 'the harbor',
+        evaluation_metric: 'rouge_l' } },
+    calculate_output: '0.5 * word + 0.5 * close' } };
+  const beside = train(dir, cfg);
+  const inline = train(dir, { ...cfg, out_dir: path.join(dir, 'inline'), checkpoint_dir: path.join(dir, 'ckpt-inline') },
+    { ...process.env, ALALLO_RFT_GRADING: 'inline' });
+  const started = (events) => events.find((e) => e.event === 'log' && /fine-tuning started/.test(e.line)).line;
+  assert.match(started(beside), /\(decoded together, graded beside\)/);
+  assert.match(started(inline), /\(decoded together, graded after them\)/);
+  const steps = (events) => events.filter((e) => e.event === 'step')
+    .map((e) => [e.step, e.train_loss, e.train_reward_mean, e.valid_reward_mean]);
+  const lines = (events) => events.filter((e) => e.event === 'log' && /^step \d/.test(e.line)).map((e) => e.line);
+  assert.equal(steps(beside).length, 3);
+  assert.deepEqual(steps(beside), steps(inline));
+  assert.deepEqual(lines(beside), lines(inline));
+  assert.ok(lines(beside).every((l) => /; graders: /.test(l)), lines(beside).join('\n'));
+  const bad = spawnSync(BIN, ['train', '--config', path.join(dir, 'attempt.json')],
+    { encoding: 'utf8', timeout: 120000, env: { ...process.env, ALALLO_RFT_GRADING: 'later' } });
+  assert.equal(bad.status, 3, bad.stdout + bad.stderr);
+  assert.match(bad.stdout, /ALALLO_RFT_GRADING is \\"later\\": it is \\"beside\\" or \\"inline\\"/);
 });

@@ -23,6 +23,7 @@
 #include "train/run/generate.h"
 #include "train/run/rollout.h"
 #include "train/run/run_load.h"
+#include "train/run/side_work.h"
 #include "train/run/train_events.h"
 #include "train/run/trainer.h"
 
@@ -32,6 +33,9 @@
 /* "one-at-a-time" decodes the answers one after another instead of
  * together (bench/train/rft.sh compares the two) */
 #define RFT_ROLLOUT_ENV "ALALLO_RFT_ROLLOUT"
+/* "inline" grades a step's answers after its rollouts instead of beside
+ * them (bench/train/rft.sh compares the two) */
+#define RFT_GRADING_ENV "ALALLO_RFT_GRADING"
 
 struct judge {
     char name[256];
@@ -50,6 +54,7 @@ struct rft {
     struct judge judges[RFT_MAX_JUDGES];
     int n_judges;
     bool batched; /* rollouts through the batcher, else one answer at a time */
+    bool beside;  /* a step's answers graded in a thread as the rollouts finish them */
     int seq, rows;
     int32_t *ids;
     uint8_t *mask;
@@ -273,6 +278,44 @@ struct step_stats {
     double rollout_cpu_s; /* the rollouts' CPU seconds, all threads */
 };
 
+/* A step's answers being graded: answer b's reward and, for a multi
+ * grader, its graders' scores, each in its own place, so that the sums
+ * made afterwards in answer order are the same whenever each was graded. */
+struct grading {
+    struct rft *r;
+    const json_t **rows;
+    char **answers;
+    double *reward;
+    json_t **subs;
+};
+
+static void grade_answer(void *ctx, int b)
+{
+    struct grading *g = ctx;
+    g->reward[b] = grade(g->r, g->rows[b], g->answers[b], g->subs[b]);
+}
+
+static void answer_done(void *ctx, int b)
+{
+    side_work_push(ctx, b);
+}
+
+/* Whether the grader asks a model (score_model, alone or in a multi). */
+static bool grader_asks_a_model(const json_t *grader)
+{
+    if (json_is_object(grader)) {
+        const char *type = json_string_value(json_object_get(grader, "type"));
+        if (type && strcmp(type, "score_model") == 0)
+            return true;
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)grader, k, v)
+            if (json_is_object(v) && grader_asks_a_model(v))
+                return true;
+    }
+    return false;
+}
+
 /* One step over prompts items[0..n). 0, or -1 with r->err. */
 static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, float lr,
                 struct step_stats *st)
@@ -283,9 +326,10 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
     struct rollout_req *req = calloc((size_t)B, sizeof *req);
     char **answers = calloc((size_t)B, sizeof *answers);
     double *reward = calloc((size_t)B, sizeof *reward), *adv = calloc((size_t)B, sizeof *adv);
+    json_t **subs = calloc((size_t)B, sizeof *subs);
     int rc = -1;
     struct dataset *d = NULL;
-    if (!rows || !req || !answers || !reward || !adv) {
+    if (!rows || !req || !answers || !reward || !adv || !subs) {
         snprintf(r->err, sizeof r->err, "out of memory for the answers");
         goto out;
     }
@@ -295,17 +339,41 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
         rows[b] = items[b / G];
         req[b] = ask(r, rows[b], 1.0f, rng_derive(c->seed, RFT_STREAM + at * 4096u + (uint64_t)b));
     }
-    double t0 = tev_now(), cpu0 = clock_cpu_s();
-    if (roll(r, req, B, answers))
+    for (int b = 0; b < B; b++)
+        if (!(subs[b] = json_object())) {
+            snprintf(r->err, sizeof r->err, "out of memory for the answers");
+            goto out;
+        }
+    /* each answer is graded as the rollouts finish it, in a thread beside
+     * them (or, without one, at once); grading's time in the step is what
+     * is left when the rollouts are done */
+    struct grading gr = {r, rows, answers, reward, subs};
+    struct side_work *side = side_work_start(grade_answer, &gr, B, r->beside);
+    if (!side) {
+        snprintf(r->err, sizeof r->err, "out of memory for the answers");
         goto out;
+    }
+    double t0 = tev_now(), cpu0 = clock_cpu_s();
+    char why[400];
+    int rolled = rollout_run_each(r->gen, req, B, r->batched, answers, NULL, answer_done, side,
+                                  why, sizeof why);
     double t1 = tev_now();
     st->rollout_s = t1 - t0;
     st->rollout_cpu_s = clock_cpu_s() - cpu0;
-    for (int b = 0; b < B; b++) {
-        reward[b] = grade(r, rows[b], answers[b], st->subs);
-        st->reward += reward[b];
+    side_work_finish(side, &st->grade_s);
+    if (rolled != 0) {
+        snprintf(r->err, sizeof r->err, "a prompt cannot be answered: %s", why);
+        goto out;
     }
-    st->grade_s = tev_now() - t1;
+    for (int b = 0; b < B; b++) {
+        st->reward += reward[b];
+        const char *k;
+        json_t *v;
+        json_object_foreach(subs[b], k, v)
+            json_object_set_new(st->subs, k, json_real(json_number_value(json_object_get(
+                                                           st->subs, k)) +
+                                                       json_number_value(v)));
+    }
     double t_update = tev_now();
     st->reward /= B;
     for (int b = 0; b < B; b++)
@@ -356,6 +424,9 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
 out:
     for (int b = 0; answers && b < B; b++)
         free(answers[b]);
+    for (int b = 0; subs && b < B; b++)
+        json_decref(subs[b]);
+    free(subs);
     free(answers);
     free(req);
     free(rows);
@@ -590,9 +661,20 @@ int rft_run(const struct train_config *c)
                  RFT_ROLLOUT_ENV, how);
         return fail(&r, TRAIN_USER);
     }
+    const char *grading = getenv(RFT_GRADING_ENV);
+    r.beside = !grading || !grading[0] || strcmp(grading, "beside") == 0;
+    if (!r.beside && strcmp(grading, "inline") != 0) {
+        snprintf(r.err, sizeof r.err, "%s is \"%.40s\": it is \"beside\" or \"inline\"",
+                 RFT_GRADING_ENV, grading);
+        return fail(&r, TRAIN_USER);
+    }
     int rc = load(&r);
     if (rc != TRAIN_OK)
         return fail(&r, rc);
+    /* a model grader's generation stays on the loop's thread (docs/rft.md,
+     * "Grading beside the rollouts") */
+    if (r.beside && grader_asks_a_model(r.grader))
+        r.beside = false;
     size_t prompts = json_array_size(r.train);
     uint64_t from = 0;
     int resumed = resume(&r, &from);
@@ -605,7 +687,10 @@ int rft_run(const struct train_config *c)
     tev_log("reinforcement fine-tuning started: %" PRIu64 " steps of %d prompts, %d answers "
             "each of at most %d tokens (%s), %s%s",
             c->max_steps, c->batch_size, c->rft_group, c->rft_answer_tokens,
-            r.batched ? "decoded together" : "decoded one at a time",
+            r.batched ? (r.beside ? "decoded together, graded beside"
+                                  : "decoded together, graded after them")
+                      : (r.beside ? "decoded one at a time, graded beside"
+                                  : "decoded one at a time, graded after them"),
             c->full ? "full fine-tuning (fp32)"
             : c->four_bit ? "LoRA on a 4-bit (NF4) base"
                           : "LoRA on a 16-bit (bf16) base",

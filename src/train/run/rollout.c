@@ -10,7 +10,8 @@
 
 /* One after another, each through gen_run_chat. */
 static int one_at_a_time(struct generator *g, const struct rollout_req *req, int n,
-                         char **texts, int *tokens, char *err, size_t errcap)
+                         char **texts, int *tokens, rollout_done_fn done, void *ctx, char *err,
+                         size_t errcap)
 {
     for (int i = 0; i < n; i++) {
         struct gen_result res;
@@ -25,6 +26,8 @@ static int one_at_a_time(struct generator *g, const struct rollout_req *req, int
             snprintf(err, errcap, "out of memory for the answers");
             return -1;
         }
+        if (done)
+            done(ctx, i);
     }
     return 0;
 }
@@ -49,7 +52,7 @@ static int start(struct generator *g, const struct rollout_req *r, struct batch_
  * running ones kept in the order they started, the next answer joining
  * as soon as one finishes. */
 static int together(struct generator *g, const struct rollout_req *req, int n, char **texts,
-                    int *tokens, char *err, size_t errcap)
+                    int *tokens, rollout_done_fn on_done, void *ctx, char *err, size_t errcap)
 {
     struct batch_seq *seqs = calloc((size_t)n, sizeof *seqs);
     struct batch_seq *run[ROLLOUT_WIDTH];
@@ -89,6 +92,8 @@ static int together(struct generator *g, const struct rollout_req *req, int n, c
                 snprintf(err, errcap, "out of memory decoding");
                 goto out;
             }
+            if (on_done)
+                on_done(ctx, i);
         }
         live = kept;
     }
@@ -101,13 +106,20 @@ out:
     return rc;
 }
 
-int rollout_run(struct generator *g, const struct rollout_req *req, int n, bool batched,
-                char **texts, int *tokens, char *err, size_t errcap)
+int rollout_run_each(struct generator *g, const struct rollout_req *req, int n, bool batched,
+                     char **texts, int *tokens, rollout_done_fn done, void *ctx, char *err,
+                     size_t errcap)
 {
     for (int i = 0; i < n; i++)
         texts[i] = NULL;
-    int rc = batched ? together(g, req, n, texts, tokens, err, errcap)
-                     : one_at_a_time(g, req, n, texts, tokens, err, errcap);
+    return batched ? together(g, req, n, texts, tokens, done, ctx, err, errcap)
+                   : one_at_a_time(g, req, n, texts, tokens, done, ctx, err, errcap);
+}
+
+int rollout_run(struct generator *g, const struct rollout_req *req, int n, bool batched,
+                char **texts, int *tokens, char *err, size_t errcap)
+{
+    int rc = rollout_run_each(g, req, n, batched, texts, tokens, NULL, NULL, err, errcap);
     if (rc != 0)
         for (int i = 0; i < n; i++) {
             free(texts[i]);

@@ -39,4 +39,15 @@ int rollout_run(struct generator *g, const struct rollout_req *req, int n, bool 
                 char **texts /* OUT */, int *tokens /* OUT, or NULL */, char *err,
                 size_t errcap);
 
+/* Called in the caller's thread as answer i is done, texts[i] set. */
+typedef void (*rollout_done_fn)(void *ctx, int i);
+
+/* rollout_run, calling done(ctx, i) as each answer is done (in the order
+ * they finish), so that the caller can use an answer while the others
+ * are decoded. After a failure texts[] keep what was done, for the
+ * caller to free once nothing uses them. */
+int rollout_run_each(struct generator *g, const struct rollout_req *req, int n, bool batched,
+                     char **texts /* OUT */, int *tokens /* OUT, or NULL */,
+                     rollout_done_fn done, void *ctx, char *err, size_t errcap);
+
 #endif
