@@ -275,6 +275,7 @@ struct step_stats {
     json_t *subs; /* a multi's mean scores */
     /* where the step's time went (bench/train/rft.sh) */
     double rollout_s, grade_s, update_s, answer_tokens;
+    double grade_busy_s;  /* grading's own time, beside the rollouts or not */
     double rollout_cpu_s; /* the rollouts' CPU seconds, all threads */
 };
 
@@ -287,12 +288,15 @@ struct grading {
     char **answers;
     double *reward;
     json_t **subs;
+    double busy_s; /* the time spent grading, wherever it ran */
 };
 
 static void grade_answer(void *ctx, int b)
 {
     struct grading *g = ctx;
+    double t0 = tev_now();
     g->reward[b] = grade(g->r, g->rows[b], g->answers[b], g->subs[b]);
+    g->busy_s += tev_now() - t0;
 }
 
 static void answer_done(void *ctx, int b)
@@ -344,27 +348,34 @@ static int step(struct rft *r, const json_t *const *items, int n, uint64_t at, f
             snprintf(r->err, sizeof r->err, "out of memory for the answers");
             goto out;
         }
-    /* each answer is graded as the rollouts finish it, in a thread beside
-     * them (or, without one, at once); grading's time in the step is what
-     * is left when the rollouts are done */
-    struct grading gr = {r, rows, answers, reward, subs};
-    struct side_work *side = side_work_start(grade_answer, &gr, B, r->beside);
-    if (!side) {
+    /* beside: each answer is graded as the rollouts finish it, in a
+     * thread beside them, and grading's time in the step is what is left
+     * when the rollouts are done; inline: all of them after the rollouts */
+    struct grading gr = {r, rows, answers, reward, subs, 0};
+    struct side_work *side = NULL;
+    if (r->beside && !(side = side_work_start(grade_answer, &gr, B, true))) {
         snprintf(r->err, sizeof r->err, "out of memory for the answers");
         goto out;
     }
     double t0 = tev_now(), cpu0 = clock_cpu_s();
     char why[400];
-    int rolled = rollout_run_each(r->gen, req, B, r->batched, answers, NULL, answer_done, side,
-                                  why, sizeof why);
+    int rolled = rollout_run_each(r->gen, req, B, r->batched, answers, NULL,
+                                  side ? answer_done : NULL, side, why, sizeof why);
     double t1 = tev_now();
     st->rollout_s = t1 - t0;
     st->rollout_cpu_s = clock_cpu_s() - cpu0;
-    side_work_finish(side, &st->grade_s);
+    if (side)
+        side_work_finish(side, &st->grade_s);
     if (rolled != 0) {
         snprintf(r->err, sizeof r->err, "a prompt cannot be answered: %s", why);
         goto out;
     }
+    if (!side) {
+        for (int b = 0; b < B; b++)
+            grade_answer(&gr, b);
+        st->grade_s = tev_now() - t1;
+    }
+    st->grade_busy_s = gr.busy_s;
     for (int b = 0; b < B; b++) {
         st->reward += reward[b];
         const char *k;
@@ -718,7 +729,7 @@ int rft_run(const struct train_config *c)
         return fail(&r, TRAIN_INTERNAL);
     }
     struct step_stats st = {0};
-    double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0;
+    double roll_s = 0, grade_s = 0, update_s = 0, answer_toks = 0, update_toks = 0, busy_s = 0;
     double roll_cpu_s = 0;
     for (uint64_t at = from; at < c->max_steps; at++) {
         if (g_stop && at == from) { /* before any step: nothing to save */
@@ -741,6 +752,7 @@ int rft_run(const struct train_config *c)
         roll_s += st.rollout_s;
         roll_cpu_s += st.rollout_cpu_s;
         grade_s += st.grade_s;
+        busy_s += st.grade_busy_s;
         update_s += st.update_s;
         answer_toks += st.answer_tokens;
         update_toks += st.tokens;
@@ -819,10 +831,13 @@ int rft_run(const struct train_config *c)
     size_t answers_n = (size_t)c->max_steps * (size_t)c->batch_size * (size_t)c->rft_group;
     tev_log("where the steps' time went: rollouts %.1f s (%.0f answer tokens, %.1f tokens/s, "
             "%.0f%%; %.1f s of CPU, %.1f tokens per CPU second), grading %.3f ms per answer "
-            "(%.1f%%), updates %.1f s (%.0f tokens, %.1f tokens/s, %.0f%%)",
+            "(%s; %.3f ms waited for after the rollouts, %.1f%%), updates %.1f s (%.0f tokens, "
+            "%.1f tokens/s, %.0f%%)",
             roll_s, answer_toks, roll_s > 0 ? answer_toks / roll_s : 0,
             all > 0 ? 100 * roll_s / all : 0, roll_cpu_s,
-            roll_cpu_s > 0 ? answer_toks / roll_cpu_s : 0, answers_n ? 1000 * grade_s / answers_n : 0,
+            roll_cpu_s > 0 ? answer_toks / roll_cpu_s : 0, answers_n ? 1000 * busy_s / answers_n : 0,
+            r.beside ? "beside the rollouts" : "after them",
+            answers_n ? 1000 * grade_s / answers_n : 0,
             all > 0 ? 100 * grade_s / all : 0, update_s, update_toks,
             update_s > 0 ? update_toks / update_s : 0, all > 0 ? 100 * update_s / all : 0);
     char model_out[TRAIN_MAX_PATH + 16], adapter_out[TRAIN_MAX_PATH + 16];
