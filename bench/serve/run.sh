@@ -8,14 +8,18 @@
 #
 #   bench/serve/run.sh [ALALLO_BIN]      (default build/alallo)
 #
-# Models: the built-in one (models/alallo-base) and a randomly initialised
-# 124m shape (`alallo model init --shape 124m` on the built-in tokenizer).
-# For 1 and 8 concurrent clients, ROUNDS rounds (default 2) alternate the
-# three; each round sends N1 requests (default 3) at 1 concurrent client
-# and N8 (default 8) at 8. It
-# prints one JSON line per model, way and concurrency: p50 and p99 latency
-# (ms), requests/s, tokens/s, and for llama.cpp the p50 time to first
-# token (alallo's legacy completions answer whole: not measured). THREADS (default: every CPU) sets the
+# MODELS (default built-in,124m): the built-in one (models/alallo-base)
+# and randomly initialised shapes on the built-in tokenizer (`alallo model
+# init --shape 124m|1b`; 1b is Llama-3.2-1B-class, about 5 GB in fp32 for
+# each of the engine, llama.cpp and every child). WAYS (default
+# engine,child,llama.cpp) picks the ways. For each of CONCURRENT (default
+# 1,8,32) concurrent clients, ROUNDS rounds (default 2) alternate the ways;
+# each round sends N<c> requests (default the larger of 3 and c) at c
+# clients. alallo's requests are streamed legacy completions, llama.cpp's
+# a sequence of its own each (one per client). It prints one JSON line per
+# model, way and concurrency: p50 and p99 latency (ms), p50 and p99 time
+# to first token (ms: the first chunk with text, or llama.cpp's first
+# token), requests/s, tokens/s. THREADS (default: every CPU) sets the
 # engine's, the children's and llama.cpp's threads.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

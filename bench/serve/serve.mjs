@@ -8,8 +8,12 @@ import { alallo, startService } from '../lib/service.mjs';
 
 const [bin, root] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS || 2);
-const PER = { 1: Number(process.env.N1 || 3), 8: Number(process.env.N8 || 8) }; // requests per round
+const CONCURRENT = (process.env.CONCURRENT || '1,8,32').split(',').map(Number);
+const PER = Object.fromEntries(CONCURRENT.map((c) => [c, Number(process.env[`N${c}`] || Math.max(3, c))])); // requests per round
 const THREADS = Number(process.env.THREADS || os.cpus().length);
+const MODELS = (process.env.MODELS || 'built-in,124m').split(',');
+const WAYS = (process.env.WAYS || 'engine,child,llama.cpp').split(',');
+const SEQUENCES = Math.max(...CONCURRENT); // llama.cpp's sequences: one per client
 const TOKENS = 16;
 const PROMPT = 'The President of the United States said that the Congress of the nation has the power to';
 const { getLlama } = await import(path.join(root, 'tests/node_modules/node-llama-cpp/dist/index.js'));
@@ -19,31 +23,53 @@ const pct = (xs, p) => {
   return s.length ? s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] : null;
 };
 
-// One completion through the API (legacy completions answer whole, so
-// alallo's time to first token is not measured here): { ms, ttft, tokens }.
-// A 429 (the child path lets 2 generations run and 2 of one account wait)
-// is tried again after 50 ms, the wait counted in the latency, as a client
-// that retries would see it.
+// A percentile of the times to first token of the answers that had one.
+const ttftPct = (xs, p) => {
+  const ts = xs.map((x) => x.ttft).filter((t) => t !== null);
+  return ts.length ? Math.round(pct(ts, p)) : null;
+};
+
+// One streamed completion through the API: { ms, ttft, tokens }, the time
+// to first token when the first chunk with text arrived, the tokens the
+// usage chunk counts. A 429 (the child path lets 2 generations run and 2
+// of one account wait) is tried again after 50 ms, the wait counted in the
+// latency, as a client that retries would see it.
 async function viaApi(svc, model) {
   const t0 = performance.now();
   for (;;) {
     const r = await fetch(`${svc.url}/v1/completions`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${svc.key}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model, prompt: PROMPT, max_tokens: TOKENS, temperature: 0 }),
+      body: JSON.stringify({ model, prompt: PROMPT, max_tokens: TOKENS, temperature: 0, stream: true, stream_options: { include_usage: true } }),
     });
-    const j = await r.json();
     if (r.status === 429) {
+      await r.text();
       await new Promise((res) => setTimeout(res, 50));
       continue;
     }
-    if (!r.ok) throw new Error(`${r.status} ${JSON.stringify(j)}`);
-    return { ms: performance.now() - t0, ttft: null, tokens: j.usage.completion_tokens };
+    if (!r.ok) throw new Error(`${r.status} ${await r.text()}`);
+    let ttft = null;
+    let tokens = null;
+    let text = '';
+    const decoder = new TextDecoder();
+    for await (const part of r.body) {
+      text += decoder.decode(part, { stream: true });
+      const events = text.split('\n\n');
+      text = events.pop();
+      for (const e of events) {
+        if (!e.startsWith('data: ') || e === 'data: [DONE]') continue;
+        const j = JSON.parse(e.slice(6));
+        if (ttft === null && j.choices[0] && j.choices[0].text) ttft = performance.now() - t0;
+        if (j.usage) tokens = j.usage.completion_tokens;
+      }
+    }
+    if (tokens === null) throw new Error('the stream ended without its usage');
+    return { ms: performance.now() - t0, ttft, tokens };
   }
 }
 
 // One completion by llama.cpp on a sequence of its own: { ms, ttft, tokens }.
-// The context's 8 sequences are made once and lent, their history cleared
+// The context's sequences (one per client) are made once and lent, their history cleared
 // after each request.
 async function viaLlama(lm, prompt) {
   const t0 = performance.now();
@@ -80,13 +106,14 @@ async function round(c, n, one) {
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1)); // the servers' exit handlers run
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-bench-serve-'));
 process.on('exit', () => fs.rmSync(work, { recursive: true, force: true }));
-const models = [
-  ['built-in', path.join(root, 'models/alallo-base')],
-  ['124m', path.join(work, '124m')],
-];
-alallo(bin, ['model', 'init', '--shape', '124m', '--tokenizer', path.join(root, 'models/alallo-base/tokenizer.json'), '--out', models[1][1]]);
+// The built-in model, and randomly initialised shapes on its tokenizer
+// (124m; 1b, Llama-3.2-1B-class, 1.24B parameters: about 5 GB in fp32 for
+// the engine and as many for llama.cpp, and each child loads it again).
+const models = MODELS.map((name) => [name, name === 'built-in' ? path.join(root, 'models/alallo-base') : path.join(work, name)]);
+for (const [name, dir] of models)
+  if (name !== 'built-in') alallo(bin, ['model', 'init', '--shape', name, '--tokenizer', path.join(root, 'models/alallo-base/tokenizer.json'), '--out', dir]);
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [])[1];
-console.log(JSON.stringify({ machine: `${os.cpus().length} CPUs, ${cpu}`, threads: THREADS, prompt: PROMPT, max_tokens: TOKENS, rounds: ROUNDS, requests_per_round: PER }));
+console.log(JSON.stringify({ machine: `${os.cpus().length} CPUs, ${cpu}`, load: os.loadavg()[0], threads: THREADS, prompt: PROMPT, max_tokens: TOKENS, rounds: ROUNDS, requests_per_round: PER }));
 
 const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error', maxThreads: THREADS });
 for (const [name, dir] of models) {
@@ -99,17 +126,18 @@ for (const [name, dir] of models) {
   const model = await llama.loadModel({ modelPath: gguf });
   const ids = JSON.parse(alallo(bin, ['tokenizer', 'encode', '--tokenizer', path.join(dir, 'tokenizer.json'), '--text', PROMPT]));
   const prompt = [model.tokens.bos, ...ids];
-  const ctx = await model.createContext({ contextSize: 1024, sequences: 8, threads: THREADS });
-  const lm = { ctx, eos: model.tokens.eos, free: Array.from({ length: 8 }, () => ctx.getSequence()) };
-  const ways = {
+  const ctx = await model.createContext({ contextSize: 256, sequences: SEQUENCES, threads: THREADS });
+  const lm = { ctx, eos: model.tokens.eos, free: Array.from({ length: SEQUENCES }, () => ctx.getSequence()) };
+  const every = {
     engine: () => viaApi(engine, name),
     child: () => viaApi(child, name),
     'llama.cpp': () => viaLlama(lm, prompt),
   };
+  const ways = Object.fromEntries(WAYS.map((w) => [w, every[w]]));
   for (const way of Object.keys(ways)) await ways[way](); // warm: the engine loads the model once
-  for (const c of [1, 8]) {
-    const all = { engine: [], child: [], 'llama.cpp': [] };
-    const secs = { engine: 0, child: 0, 'llama.cpp': 0 };
+  for (const c of CONCURRENT) {
+    const all = Object.fromEntries(WAYS.map((w) => [w, []]));
+    const secs = Object.fromEntries(WAYS.map((w) => [w, 0]));
     for (let r = 0; r < ROUNDS; r++)
       for (const way of Object.keys(ways)) {
         const got = await round(c, PER[c], ways[way]);
@@ -122,7 +150,8 @@ for (const [name, dir] of models) {
       console.log(JSON.stringify({
         model: name, way, concurrent: c, requests: xs.length,
         p50_ms: Math.round(pct(xs.map((x) => x.ms), 50)), p99_ms: Math.round(pct(xs.map((x) => x.ms), 99)),
-        p50_ttft_ms: way === 'llama.cpp' ? Math.round(pct(xs.map((x) => x.ttft), 50)) : null,
+        // (null when no answer had text: a random shape's tokens past the tokenizer's vocabulary decode to nothing)
+        p50_ttft_ms: ttftPct(xs, 50), p99_ttft_ms: ttftPct(xs, 99),
         req_per_s: +(xs.length / secs[way]).toFixed(2), tokens_per_s: +(tokens / secs[way]).toFixed(1),
         mean_tokens: +(tokens / xs.length).toFixed(1),
       }));

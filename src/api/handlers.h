@@ -53,16 +53,14 @@ void graders_validate(struct api_server *, struct http_request *, struct http_re
 void graders_run(struct api_server *, struct http_request *, struct http_response *);
 
 /* Shared by /v1/completions and /v1/chat/completions (res_completions.c):
- * the sampling fields of a request into g (false with res set), and one
- * generation from `model` (NULL with res set; else the generator's object,
- * the caller's). input_param names the request field a user mistake is
- * about ("prompt", "messages"). */
+ * the sampling fields of a request into g (false with res set). One
+ * generation is completion_call.h's. */
 struct control_generation;
 bool completion_sampling_parse(json_t *body, struct control_generation *g,
                                struct http_response *res);
-json_t *completion_generate(struct api_server *srv, struct http_request *req, const char *model,
-                            const struct control_generation *g, const char *input_param,
-                            struct http_response *res);
+/* Whether logprobs can be served here (only the inference engine serves
+ * them); false with a 400 naming "logprobs" set in res. */
+bool completion_logprobs_served(struct api_server *srv, struct http_response *res);
 void workers_list(struct api_server *, struct http_request *, struct http_response *);
 void workers_drain(struct api_server *, struct http_request *, struct http_response *);
 /* The spot capacity of a worker was taken back (the provider's notice, as

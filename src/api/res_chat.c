@@ -8,16 +8,14 @@
  * finish_reason "tool_calls". With "stream": true the answer is sent as
  * server-sent events of chat.completion.chunk objects ending in
  * `data: [DONE]`, each piece of text sent as the generator produces it
- * (struct live below; docs/api.md). */
-#include <fcntl.h>
-#include <pthread.h>
+ * (live_stream.h; docs/api.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "api/completion_call.h"
 #include "api/handlers.h"
-#include "api/jsonw.h"
+#include "api/live_stream.h"
 #include "control/generation.h"
 #include "core/clock.h"
 #include "core/ids.h"
@@ -135,21 +133,6 @@ static json_t *answer_message(const char *text, bool tools, const char *id, cons
     return m;
 }
 
-/* One SSE event "data: JSON\n\n" appended to buf. */
-static void event(struct jsonw *buf, json_t *chunk)
-{
-    char *s = chunk ? json_dumps(chunk, JSON_COMPACT) : NULL;
-    json_decref(chunk);
-    if (!s) {
-        buf->b.err = GROWBUF_NO_MEMORY; /* the chunk could not be written */
-        return;
-    }
-    jsonw_raw(buf, "data: ", 6);
-    jsonw_raw(buf, s, strlen(s));
-    jsonw_raw(buf, "\n\n", 2);
-    free(s);
-}
-
 /* A choice's logprobs: {"content": entries} (entries taken over), or
  * null when there are none. */
 static json_t *logprobs_of(json_t *entries)
@@ -182,107 +165,76 @@ static void end_events(struct jsonw *b, const char *id, json_int_t created, cons
         json_t *d = json_pack("{s:[{s:i,s:O,s:O,s:O}]}", "tool_calls", "index", (int)i, "id",
                               json_object_get(c, "id"), "type", json_object_get(c, "type"),
                               "function", json_object_get(c, "function"));
-        event(b, chunk(id, created, model, d, NULL, NULL));
+        live_event(b, chunk(id, created, model, d, NULL, NULL));
     }
-    event(b, chunk(id, created, model, json_object(), finish, logprobs));
+    live_event(b, chunk(id, created, model, json_object(), finish, logprobs));
     if (include_usage)
-        event(b, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", id, "object",
-                           "chat.completion.chunk", "created", created, "model", model,
-                           "choices", "usage", usage));
-    jsonw_raw(b, "data: [DONE]\n\n", 14);
+        live_event(b, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", id, "object",
+                                "chat.completion.chunk", "created", created, "model", model,
+                                "choices", "usage", usage));
+    live_done(b);
 }
 
-/* A streamed answer. The generation runs in a thread of its own and
- * appends each piece of text, as the generator produces it, to `buf` as a
- * chunk event; the connection's thread (live_read) sends the events on as
- * they come. With tools in the request the text is sent until a character
- * that may start a tool call ('<', '[', '{'); the rest waits for the end,
- * where the whole answer is parsed and its calls (or the held text) sent.
- * Shared by the two threads; whichever lets go last frees it. */
-struct live {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int refs;
-    bool started;             /* the first piece came: the answer is 200 */
-    bool done;                /* the generation has ended                 */
-    struct jsonw buf;         /* events, buf.b.p[sent..] not yet sent     */
-    size_t sent;
-    struct http_response err; /* the error, when it failed before a piece */
-    struct api_server *srv;
-    struct http_request req;  /* the caller's account; the body is not used */
-    struct control_generation g;
-    char *chat_text, *model;
+/* A streamed answer's chunks (live_stream.h's format): each piece of text
+ * as a chunk as it comes. With tools in the request the text is sent until
+ * a character that may start a tool call ('<', '[', '{'); the rest waits
+ * for the end, where the whole answer is parsed and its calls (or the held
+ * text) sent. */
+struct chat_stream {
     char id[IDS_MAX];
     json_int_t created;
+    char *model;
     bool tools, include_usage;
-    bool holding;             /* tools: a piece may have begun a call      */
-    size_t text_sent;         /* bytes of the text sent as content         */
-    json_t *lp_pending;       /* logprobs: entries no chunk carried yet    */
-    size_t lp_got;            /* entries the pieces brought                */
+    bool holding;       /* tools: a piece may have begun a call      */
+    size_t text_sent;   /* bytes of the text sent as content         */
+    struct live_logprobs lp;
 };
 
-static void live_release(void *ctx)
+static void chat_stream_free(void *fmt)
 {
-    struct live *l = ctx;
-    pthread_mutex_lock(&l->mu);
-    bool last = --l->refs == 0;
-    pthread_mutex_unlock(&l->mu);
-    if (!last)
-        return;
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv);
-    jsonw_free(&l->buf);
-    json_decref(l->lp_pending);
-    http_response_free(&l->err);
-    free(l->chat_text);
-    free(l->model);
-    free(l);
+    struct chat_stream *c = fmt;
+    json_decref(c->lp.pending);
+    free(c->model);
+    free(c);
 }
 
-/* The entries no chunk carried yet, taken (NULL when none, or without
- * logprobs); the next ones gather anew. */
-static json_t *take_pending(struct live *l)
-{
-    json_t *p = l->lp_pending;
-    if (!p || json_array_size(p) == 0)
-        return NULL;
-    l->lp_pending = json_array();
-    return p;
-}
-
-static void content_event(struct live *l, const char *piece, size_t len)
+static void content_event(struct chat_stream *c, struct jsonw *buf, const char *piece,
+                          size_t len)
 {
     if (len == 0)
         return;
-    event(&l->buf, chunk(l->id, l->created, l->model,
-                         json_pack("{s:s%}", "content", piece, len), NULL, take_pending(l)));
-    l->text_sent += len;
+    live_event(buf, chunk(c->id, c->created, c->model, json_pack("{s:s%}", "content", piece, len),
+                          NULL, live_logprobs_take(&c->lp)));
+    c->text_sent += len;
 }
 
-static void live_piece(void *ctx, const char *piece, size_t len, const json_t *logprobs)
+static void chat_begin(void *fmt, struct jsonw *buf)
 {
-    struct live *l = ctx;
-    pthread_mutex_lock(&l->mu);
-    if (l->lp_pending && json_is_array(logprobs)) {
-        json_array_extend(l->lp_pending, (json_t *)logprobs);
-        l->lp_got += json_array_size(logprobs);
-    }
-    if (!l->holding) {
-        size_t n = l->tools ? strcspn(piece, "<[{") : len;
+    struct chat_stream *c = fmt;
+    live_event(buf, chunk(c->id, c->created, c->model,
+                          json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL,
+                          NULL));
+}
+
+static void chat_piece(void *fmt, struct jsonw *buf, const char *piece, size_t len,
+                       const json_t *logprobs)
+{
+    struct chat_stream *c = fmt;
+    live_logprobs_add(&c->lp, logprobs);
+    if (!c->holding) {
+        size_t n = c->tools ? strcspn(piece, "<[{") : len;
         if (n > len)
             n = len;
-        content_event(l, piece, n);
-        l->holding = n < len;
+        content_event(c, buf, piece, n);
+        c->holding = n < len;
     }
-    l->started = true;
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
 }
 
 /* The end of a generation that succeeded: what was held, the calls, the
- * finish reason and the usage. Under l->mu. */
-static void live_finish(struct live *l, json_t *out)
+ * finish reason and the usage. */
+static void chat_finish(void *fmt, struct jsonw *buf, json_t *out)
 {
+    struct chat_stream *c = fmt;
     const char *text = json_string_value(json_object_get(out, "text"));
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
     json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
@@ -291,143 +243,48 @@ static void live_finish(struct live *l, json_t *out)
         text = "";
     if (!finish)
         finish = "length";
-    json_t *message = answer_message(text, l->tools, l->id, &finish);
-    json_t *all = json_object_get(out, "logprobs");
-    for (size_t i = l->lp_got; l->lp_pending && i < json_array_size(all); i++)
-        json_array_append(l->lp_pending, json_array_get(all, i)); /* no piece brought them */
-    size_t tn = strlen(text), sent = l->text_sent <= tn ? l->text_sent : tn;
+    json_t *message = answer_message(text, c->tools, c->id, &finish);
+    live_logprobs_rest(&c->lp, out);
+    size_t tn = strlen(text), sent = c->text_sent <= tn ? c->text_sent : tn;
     if (json_object_get(message, "tool_calls")) {
         /* the content is the text outside the calls, trimmed: send what
          * of it follows the part already sent */
-        const char *c = json_string_value(json_object_get(message, "content"));
+        const char *content = json_string_value(json_object_get(message, "content"));
         size_t lead = strspn(text, " \t\r\n"), done = sent > lead ? sent - lead : 0;
-        if (c && strlen(c) > done && strncmp(c, text + lead, done) == 0)
-            content_event(l, c + done, strlen(c) - done);
+        if (content && strlen(content) > done && strncmp(content, text + lead, done) == 0)
+            content_event(c, buf, content + done, strlen(content) - done);
     } else {
-        content_event(l, text + sent, tn - sent);
+        content_event(c, buf, text + sent, tn - sent);
     }
     json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
                               "total_tokens", pt + ct);
-    end_events(&l->buf, l->id, l->created, l->model, message, finish, take_pending(l), usage,
-               l->include_usage);
+    end_events(buf, c->id, c->created, c->model, message, finish, live_logprobs_take(&c->lp),
+               usage, c->include_usage);
     json_decref(usage);
     json_decref(message);
 }
 
-static void *live_run(void *ctx)
-{
-    struct live *l = ctx;
-    json_t *out = completion_generate(l->srv, &l->req, l->model, &l->g, "messages", &l->err);
-    if (l->g.watch_fd > 0) /* the generation is over: nothing to watch */
-        close(l->g.watch_fd);
-    pthread_mutex_lock(&l->mu);
-    if (out) { /* an empty answer starts here; a failure after the first
-                  piece ends the stream without [DONE] */
-        l->started = true;
-        live_finish(l, out);
-    }
-    l->done = true;
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    json_decref(out);
-    live_release(l);
-    return NULL;
-}
+static const struct live_format chat_format = {chat_begin, chat_piece, chat_finish,
+                                               chat_stream_free};
 
-/* http_stream_fn: the events as they come; -1 at the end. */
-static ssize_t live_read(void *ctx, char *buf, size_t max)
+/* Starts the streamed answer (live_stream.h). */
+static void chat_stream_start(struct api_server *srv, struct http_request *req,
+                              struct http_response *res, const char *model,
+                              const struct control_generation *g, bool tools,
+                              bool include_usage)
 {
-    struct live *l = ctx;
-    pthread_mutex_lock(&l->mu);
-    while (l->sent == l->buf.b.len && !l->done && !l->buf.b.err)
-        pthread_cond_wait(&l->cv, &l->mu);
-    ssize_t n = -1;
-    if (l->buf.b.err) {
-        n = -2;
-    } else if (l->sent < l->buf.b.len) {
-        size_t k = l->buf.b.len - l->sent < max ? l->buf.b.len - l->sent : max;
-        memcpy(buf, l->buf.b.p + l->sent, k);
-        l->sent += k;
-        n = (ssize_t)k;
-    }
-    pthread_mutex_unlock(&l->mu);
-    return n;
-}
-
-/* Starts the streamed answer: waits for the first piece or the end, so
- * that a request the generator refuses still gets its error status. */
-static void live_start(struct api_server *srv, struct http_request *req,
-                       struct http_response *res, const char *model,
-                       const struct control_generation *g, const char *chat_text, bool tools,
-                       bool include_usage)
-{
-    struct live *l = calloc(1, sizeof *l);
-    if (!l || !(l->chat_text = strdup(chat_text)) || !(l->model = strdup(model))) {
-        if (l) {
-            free(l->chat_text);
-            free(l);
-        }
+    struct chat_stream *c = calloc(1, sizeof *c);
+    if (!c || !(c->model = strdup(model))) {
+        free(c);
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
-    l->refs = 2;
-    l->srv = srv;
-    l->req = *req;
-    l->req.body = NULL;
-    l->req.body_len = 0;
-    l->g = *g;
-    l->g.chat = l->chat_text;
-    l->g.on_delta = live_piece;
-    l->g.on_delta_ctx = l;
-    /* The generation's thread watches its own copy of the client's
-     * socket: the connection's thread may close the original while the
-     * generation still runs (the client gone, its events not read). */
-    l->g.watch_fd = g->watch_fd > 0 ? fcntl(g->watch_fd, F_DUPFD_CLOEXEC, 3) : 0;
-    l->req.client_fd = 0;
-    l->tools = tools;
-    l->include_usage = include_usage;
-    l->lp_pending = g->logprobs ? json_array() : NULL;
-    ids_make(l->id, sizeof l->id, "chatcmpl-");
-    l->created = (json_int_t)(clock_now_ms() / 1000);
-    event(&l->buf, chunk(l->id, l->created, l->model,
-                         json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL,
-                         NULL));
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, live_run, l) != 0) {
-        pthread_attr_destroy(&attr);
-        if (l->g.watch_fd > 0)
-            close(l->g.watch_fd);
-        l->refs = 1;
-        live_release(l);
-        api_error(res, ERR_NOMEM, NULL, NULL);
-        return;
-    }
-    pthread_attr_destroy(&attr);
-    pthread_mutex_lock(&l->mu);
-    while (!l->started && !l->done)
-        pthread_cond_wait(&l->cv, &l->mu);
-    bool failed = !l->started;
-    if (failed) { /* the error completion_generate wrote, handed over */
-        http_response_free(res);
-        *res = l->err;
-        memset(&l->err, 0, sizeof l->err);
-    }
-    pthread_mutex_unlock(&l->mu);
-    if (failed) {
-        live_release(l);
-        return;
-    }
-    http_response_free(res);
-    res->status = 200;
-    text_copy(res->content_type, sizeof res->content_type, "text/event-stream");
-    res->stream = live_read;
-    res->stream_ctx = l;
-    res->stream_free = live_release;
+    ids_make(c->id, sizeof c->id, "chatcmpl-");
+    c->created = (json_int_t)(clock_now_ms() / 1000);
+    c->tools = tools;
+    c->include_usage = include_usage;
+    c->lp.pending = g->logprobs ? json_array() : NULL;
+    live_stream_start(srv, req, res, model, g, "messages", &chat_format, c);
 }
 
 void chat_completions_create(struct api_server *srv, struct http_request *req,
@@ -459,10 +316,8 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
                   ? bad(res, "top_logprobs", "top_logprobs must be an integer from 0 to 20.")
               : has_top && !json_is_true(lp)
                   ? bad(res, "top_logprobs", "top_logprobs needs logprobs set to true.")
-              : json_is_true(lp) && !srv->ctl->inference
-                  ? bad(res, "logprobs", "logprobs are served by the resident inference engine "
-                                         "only; this server answers with a process per request "
-                                         "(serve --inference child).")
+              : json_is_true(lp) && !completion_logprobs_served(srv, res)
+                  ? false
                   : completion_sampling_parse(body, &g, res);
     if (ok)
         ok = (msgs = clean_messages(json_object_get(body, "messages"), res)) != NULL;
@@ -483,8 +338,8 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
     g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     if (ok && json_is_true(stream)) {
         json_t *so = json_object_get(body, "stream_options");
-        live_start(srv, req, res, model, &g, chat_text, use_tools,
-                   json_is_true(json_object_get(so, "include_usage")));
+        chat_stream_start(srv, req, res, model, &g, use_tools,
+                          json_is_true(json_object_get(so, "include_usage")));
         ok = false; /* answered */
     }
     json_t *out = ok ? completion_generate(srv, req, model, &g, "messages", res) : NULL;

@@ -1,26 +1,29 @@
 /* res_completions.c - POST /v1/completions (OpenAI shape): generation from
- * a base or fine-tuned model (control_generate: the resident inference
- * engine, or a child process with a time limit). The engine queues each
- * account's requests itself and answers a full queue with 429 and a crash
- * with 503, both with Retry-After (docs/serving.md). With a child per
- * request, at most cfg.max_completions run at once, shared fairly between
- * accounts (fair_share.h): a call waits up to cfg.slot_wait_ms for its
- * turn, then gets 429. */
+ * a base or fine-tuned model (completion_call.h: the resident inference
+ * engine, or a child process with a time limit), and the sampling fields
+ * it shares with chat completions.
+ *
+ * Legacy completions take `logprobs` (0..5: the answer's tokens with
+ * their log-probabilities and that many most likely tokens at each place,
+ * in OpenAI's legacy shape, completion_logprobs.h), `echo` (the prompt
+ * before the answer; not with logprobs) and `stream` (text_completion
+ * chunks as server-sent events, live_stream.h; docs/api.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/fair_share.h"
+#include "api/completion_call.h"
+#include "api/completion_logprobs.h"
 #include "api/handlers.h"
+#include "api/live_stream.h"
 #include "control/generation.h"
-#include "control/inference.h"
-#include "control/models.h"
 #include "core/ids.h"
 #include "core/text.h"
 
 #define PROMPT_MAX (32 * 1024)
 #define MAX_TOKENS_CAP 2048
+#define LEGACY_LOGPROBS_MAX 5 /* OpenAI's bound for legacy completions */
 
 static bool bad(struct http_response *res, const char *param, const char *msg)
 {
@@ -63,51 +66,164 @@ bool completion_sampling_parse(json_t *body, struct control_generation *g,
     return true;
 }
 
-json_t *completion_generate(struct api_server *srv, struct http_request *req, const char *model,
-                            const struct control_generation *g, const char *input_param,
-                            struct http_response *res)
+bool completion_logprobs_served(struct api_server *srv, struct http_response *res)
 {
-    char dir[1024], name[256], msg[1024];
-    if (!control_model_name(srv->ctl, req->account.id, model, name, sizeof name, msg,
-                            sizeof msg)) {
-        api_error(res, ERR_NOT_FOUND, msg, "model");
-        return NULL;
+    return srv->ctl->inference ||
+           bad(res, "logprobs", "logprobs are served by the resident inference engine only; "
+                                "this server answers with a process per request (serve "
+                                "--inference child).");
+}
+
+/* The choice of a legacy answer or chunk: its text, its logprobs (taken
+ * over, or NULL for null) and its finish reason (NULL for null). */
+static json_t *choice(const char *text, size_t len, json_t *logprobs, const char *finish)
+{
+    return json_pack("{s:s%,s:i,s:o,s:o}", "text", text, len, "index", 0, "logprobs",
+                     logprobs ? logprobs : json_null(), "finish_reason",
+                     finish ? json_string(finish) : json_null());
+}
+
+static json_t *answer(const char *id, json_int_t created, const char *model, json_t *choices)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", id, "object", "text_completion", "created",
+                     created, "model", model, "choices", choices);
+}
+
+/* The usage of generator answer `out`. */
+static json_t *usage_of(json_t *out)
+{
+    json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
+    json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
+    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
+                     "total_tokens", pt + ct);
+}
+
+/* A streamed legacy answer (live_stream.h's format): with echo, the prompt
+ * first; each piece of text as a text_completion chunk, with the
+ * log-probabilities of its tokens; a last chunk with the finish reason
+ * (and the log-probabilities no piece carried), the usage when asked for,
+ * and [DONE]. */
+struct legacy_stream {
+    char id[IDS_MAX];
+    json_int_t created;
+    char *model, *echo; /* echo: the prompt, or NULL */
+    bool include_usage;
+    size_t text_sent;   /* bytes of the answer sent                  */
+    struct live_logprobs lp;
+    size_t chars;       /* characters of the text before the pending */
+};
+
+static void legacy_free(void *fmt)
+{
+    struct legacy_stream *l = fmt;
+    json_decref(l->lp.pending);
+    free(l->model);
+    free(l->echo);
+    free(l);
+}
+
+/* One chunk of text (with the pending entries' logprobs) and finish. */
+static void legacy_chunk(struct legacy_stream *l, struct jsonw *buf, const char *text,
+                         size_t len, const char *finish)
+{
+    json_t *entries = live_logprobs_take(&l->lp);
+    json_t *lp = entries ? completion_logprobs(entries, &l->chars) : NULL;
+    json_decref(entries);
+    if (entries && !lp) {
+        buf->b.err = GROWBUF_NO_MEMORY;
+        return;
     }
-    enum alallo_err found =
-        control_model_dir(srv->ctl, req->account.id, name, dir, sizeof dir, msg, sizeof msg);
-    if (found) {
-        api_error(res, found, msg[0] ? msg : NULL, found == ERR_NOT_FOUND ? "model" : NULL);
-        return NULL;
+    live_event(buf, answer(l->id, l->created, l->model,
+                           json_pack("[o]", choice(text, len, lp, finish))));
+}
+
+static void legacy_begin(void *fmt, struct jsonw *buf)
+{
+    struct legacy_stream *l = fmt;
+    if (l->echo)
+        legacy_chunk(l, buf, l->echo, strlen(l->echo), NULL);
+}
+
+static void legacy_piece(void *fmt, struct jsonw *buf, const char *piece, size_t len,
+                         const json_t *logprobs)
+{
+    struct legacy_stream *l = fmt;
+    live_logprobs_add(&l->lp, logprobs);
+    if (len == 0)
+        return;
+    legacy_chunk(l, buf, piece, len, NULL);
+    l->text_sent += len;
+}
+
+static void legacy_finish(void *fmt, struct jsonw *buf, json_t *out)
+{
+    struct legacy_stream *l = fmt;
+    const char *text = json_string_value(json_object_get(out, "text"));
+    const char *finish = json_string_value(json_object_get(out, "finish_reason"));
+    size_t tn = text ? strlen(text) : 0, sent = l->text_sent <= tn ? l->text_sent : tn;
+    if (tn > sent) { /* what no piece brought */
+        legacy_chunk(l, buf, text + sent, tn - sent, NULL);
+        l->text_sent = tn;
     }
-    /* the engine queues per account itself (train/serve/admission.h) */
-    bool pooled = !srv->ctl->inference;
-    if (pooled && !fair_share_take(srv->generations, req->account.id, srv->cfg.slot_wait_ms)) {
-        api_error(res, ERR_RATE_LIMITED, "Too many generations are running; try again shortly.",
-                  NULL);
-        return NULL;
+    live_logprobs_rest(&l->lp, out);
+    legacy_chunk(l, buf, "", 0, finish ? finish : "length");
+    if (l->include_usage) {
+        json_t *u = answer(l->id, l->created, l->model, json_array());
+        json_object_set_new(u, "usage", usage_of(out));
+        live_event(buf, u);
     }
-    json_t *out = NULL;
-    char why[600];
-    enum alallo_err e = control_generate(srv->ctl, req->account.id, dir, name, g,
-                                         srv->cfg.completion_timeout_s, &out, why, sizeof why);
-    if (pooled)
-        fair_share_give(srv->generations, req->account.id);
-    if (e) {
-        bool said = e == ERR_INVALID || e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE;
-        api_error(res, e,
-                  said && why[0]         ? why
-                  : e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
-                                         : "The generation failed.",
-                  e == ERR_INVALID ? input_param : NULL);
-        if (e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE) {
-            text_copy(res->header_name, sizeof res->header_name, "Retry-After");
-            text_printf(res->header_value, sizeof res->header_value, "%d",
-                        INFERENCE_RETRY_AFTER_S);
-        }
-        return NULL;
+    live_done(buf);
+}
+
+static const struct live_format legacy_format = {legacy_begin, legacy_piece, legacy_finish,
+                                                 legacy_free};
+
+/* logprobs (0..5, or none), echo and stream of a legacy request into g,
+ * *echo and *stream; false with the error set in res. */
+static bool legacy_options(struct api_server *srv, json_t *body, struct control_generation *g,
+                           bool *echo, bool *stream, struct http_response *res)
+{
+    json_t *lp = json_object_get(body, "logprobs"), *e = json_object_get(body, "echo"),
+           *st = json_object_get(body, "stream");
+    bool has_lp = lp && !json_is_null(lp);
+    if (has_lp && !(json_is_integer(lp) && json_integer_value(lp) >= 0 &&
+                    json_integer_value(lp) <= LEGACY_LOGPROBS_MAX))
+        return bad(res, "logprobs", "logprobs must be an integer from 0 to 5.");
+    if (has_lp && !completion_logprobs_served(srv, res))
+        return false;
+    if (e && !json_is_null(e) && !json_is_boolean(e))
+        return bad(res, "echo", "echo must be true or false.");
+    if (json_is_true(e) && has_lp)
+        return bad(res, "echo", "echo with logprobs is not served: the log-probabilities of "
+                                "the prompt's own tokens are not computed. Ask for one of "
+                                "them.");
+    if (st && !json_is_null(st) && !json_is_boolean(st))
+        return bad(res, "stream", "stream must be true or false.");
+    g->logprobs = has_lp;
+    g->top_logprobs = has_lp ? (int)json_integer_value(lp) : 0;
+    *echo = json_is_true(e);
+    *stream = json_is_true(st);
+    return true;
+}
+
+/* Starts the streamed answer (live_stream.h). */
+static void legacy_stream_start(struct api_server *srv, struct http_request *req,
+                                struct http_response *res, const char *model,
+                                const struct control_generation *g, bool echo,
+                                bool include_usage)
+{
+    struct legacy_stream *l = calloc(1, sizeof *l);
+    if (!l || !(l->model = strdup(model)) || (echo && !(l->echo = strdup(g->prompt))) ||
+        (g->logprobs && !(l->lp.pending = json_array()))) {
+        if (l)
+            legacy_free(l);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
     }
-    atomic_fetch_add(&srv->metrics.completions, 1);
-    return out;
+    ids_make(l->id, sizeof l->id, "cmpl-");
+    l->created = (json_int_t)(clock_now_ms() / 1000);
+    l->include_usage = include_usage;
+    live_stream_start(srv, req, res, model, g, "prompt", &legacy_format, l);
 }
 
 void completions_create(struct api_server *srv, struct http_request *req, struct http_response *res)
@@ -122,11 +238,19 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         p = json_array_get(p, 0); /* one prompt in a list, as SDKs allow */
     g.prompt = json_string_value(p);
     g.watch_fd = req->client_fd; /* the client gone cancels the generation */
+    bool echo = false, stream = false;
     bool ok = !model            ? bad(res, "model", "model is required.")
               : !g.prompt       ? bad(res, "prompt", "prompt must be a string.")
               : strlen(g.prompt) > PROMPT_MAX
                   ? bad(res, "prompt", "prompt is too long (at most 32768 bytes).")
-                  : completion_sampling_parse(body, &g, res);
+                  : completion_sampling_parse(body, &g, res) &&
+                        legacy_options(srv, body, &g, &echo, &stream, res);
+    if (ok && stream) {
+        json_t *so = json_object_get(body, "stream_options");
+        legacy_stream_start(srv, req, res, model, &g, echo,
+                            json_is_true(json_object_get(so, "include_usage")));
+        ok = false; /* answered */
+    }
     json_t *out = ok ? completion_generate(srv, req, model, &g, "prompt", res) : NULL;
     if (!out) {
         json_decref(body);
@@ -134,16 +258,25 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     }
     char id[IDS_MAX];
     ids_make(id, sizeof id, "cmpl-");
-    json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
-    json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
     const char *text = json_string_value(json_object_get(out, "text"));
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
-    api_json(res, 200,
-             json_pack("{s:s,s:s,s:I,s:s,s:[{s:s,s:i,s:n,s:s}],s:{s:I,s:I,s:I}}", "id", id,
-                       "object", "text_completion", "created", (json_int_t)(clock_now_ms() / 1000),
-                       "model", model, "choices", "text", text ? text : "", "index", 0,
-                       "logprobs", "finish_reason", finish ? finish : "length", "usage",
-                       "prompt_tokens", pt, "completion_tokens", ct, "total_tokens", pt + ct));
+    size_t chars = 0;
+    json_t *lp = g.logprobs ? completion_logprobs(json_object_get(out, "logprobs"), &chars)
+                            : NULL;
+    char *whole = NULL;
+    if (echo && text && asprintf(&whole, "%s%s", g.prompt, text) < 0)
+        whole = NULL;
+    if ((g.logprobs && !lp) || (echo && text && !whole)) {
+        json_decref(lp);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+    } else {
+        const char *t = whole ? whole : text ? text : "";
+        json_t *a = answer(id, (json_int_t)(clock_now_ms() / 1000), model,
+                           json_pack("[o]", choice(t, strlen(t), lp, finish ? finish : "length")));
+        json_object_set_new(a, "usage", usage_of(out));
+        api_json(res, 200, a);
+    }
+    free(whole);
     json_decref(out);
     json_decref(body);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/completion_call.h"
 #include "api/handlers.h"
 #include "control/generation.h"
 #include "control/models.h"

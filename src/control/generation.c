@@ -123,14 +123,16 @@ static bool is_dir(const char *path)
 
 /* The weights the engine loads for model `name` (folder `dir`) and its
  * LoRA adapter ("" when none): a LoRA job's or LoRA checkpoint's base and
- * adapter; otherwise (a base model, a full fine-tune, an adapter no longer
- * kept) the folder itself. */
+ * adapter, *four_bit when the job trained on its base in 4 bits (NF4:
+ * served so, as trained); otherwise (a base model, a full fine-tune, an
+ * adapter no longer kept) the folder itself. */
 static void model_weights(struct control *ctl, const char *account, const char *name,
                           const char *dir, char *weights, size_t wcap, char *adapter,
-                          size_t acap)
+                          size_t acap, bool *four_bit)
 {
     text_copy(weights, wcap, dir);
     adapter[0] = '\0';
+    *four_bit = false;
     struct store_job *j = malloc(sizeof *j);
     if (!j)
         return;
@@ -147,6 +149,8 @@ static void model_weights(struct control *ctl, const char *account, const char *
     if (!lora || !control_job_model_dir(ctl, j, weights, wcap)) {
         text_copy(weights, wcap, dir);
         adapter[0] = '\0';
+    } else {
+        *four_bit = strcmp(j->precision, "4-bit") == 0;
     }
     free(j);
 }
@@ -158,13 +162,16 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
                                        json_t **out, char *why, size_t whycap)
 {
     char weights[1024], adapter[1024];
+    bool four_bit;
     model_weights(ctl, account, model_name, dir, weights, sizeof weights, adapter,
-                  sizeof adapter);
+                  sizeof adapter, &four_bit);
     json_t *req = json_pack("{ss ss sI sf sb}", "account", account, "weights", weights,
                             "max_tokens", (json_int_t)g->max_tokens, "temperature",
                             g->temperature, "stream", g->on_delta != NULL);
     if (req && adapter[0])
         json_object_set_new(req, "adapter", json_string(adapter));
+    if (req && four_bit)
+        json_object_set_new(req, "four_bit", json_true());
     if (req && g->seed >= 0)
         json_object_set_new(req, "seed", json_integer(g->seed));
     if (req && g->logprobs)

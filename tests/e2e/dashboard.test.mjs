@@ -281,22 +281,87 @@ test('the fine-tuned model downloads from the job page (GGUF)', async () => {
   assert.equal(head, 'GGUF', 'the file is a GGUF model');
 });
 
-test('Try it chats with the fine-tuned model', async () => {
-  await page.goto(`${busy.base}/#/jobs/${watchedId}`);
+test('Try it chats with the fine-tuned model, and shows each answer\'s time to first token and tokens/s', async () => {
+  // The watched job learnt to end every answer after its label, so its
+  // chat answers are empty; the speed of an answer needs tokens. A job
+  // trained at a tiny learning rate stays near its randomly initialised
+  // base, which answers at length.
+  const file = await uploadDataset(busy, 'try.jsonl', dataset(8));
+  const models = await apiCall(busy, 'GET', '/v1/models');
+  const base = models.data.find((m) => m.kind === 'base' || !m.kind).id;
+  let job = await apiCall(busy, 'POST', '/v1/fine_tuning/jobs', {
+    model: base, training_file: file.id, name: 'e2e-try', hyperparameters: { n_epochs: 1, learning_rate_multiplier: 0.001 },
+  });
+  await until('the Try it job to end', async () => {
+    job = await apiCall(busy, 'GET', `/v1/fine_tuning/jobs/${job.id}`);
+    return ['succeeded', 'failed', 'cancelled'].includes(job.status);
+  }, 180000, 1000);
+  assert.equal(job.status, 'succeeded', job.message);
+  await page.goto(`${busy.base}/#/jobs/${job.id}`);
   const failed = page.getByRole('alert').filter({ hasText: 'Could not generate' });
   const answers = page.getByLabel('Model answer');
-  for (const [i, text] of ['Review: the service was good on day 3.', 'And on day 4?'].entries()) {
+  const speeds = page.getByLabel('Answer speed');
+  // A first message the model answers with at least 2 tokens (greedy, so
+  // the page gets the same answer), for a speed after the first token to
+  // be shown: a briefly trained model may end some answers at once.
+  const ask = (messages) => apiCall(busy, 'POST', '/v1/chat/completions', {
+    model: job.fine_tuned_model, messages, max_tokens: 8, temperature: 0,
+  });
+  const candidates = ['Review: the service was good on day 3.', 'Review: the service was good on day 3.\nSentiment:',
+    'the service was', 'good', 'Sentiment:', 'day 3'];
+  const tried = [];
+  for (const c of candidates) {
+    const a = await ask([{ role: 'user', content: c }]);
+    tried.push(`${JSON.stringify(c)}: ${a.usage.completion_tokens} tokens`);
+    if (a.usage.completion_tokens >= 2) {
+      tried.length = 0;
+      tried.push(c);
+      break;
+    }
+  }
+  assert.equal(tried.length, 1, `no first message is answered with 2 tokens or more: ${tried.join(', ')}`);
+  const messages = [];
+  for (const [i, text] of [tried[0], 'And on day 4?'].entries()) {
     await page.getByLabel('Message', { exact: true }).fill(text);
-    await page.getByLabel('Max tokens').fill('4');
+    await page.getByLabel('Max tokens').fill('8');
+    const sent = Date.now();
     await page.getByRole('button', { name: 'Send' }).click();
-    await until(`answer ${i + 1} or an error in Try it`, async () => {
+    await until(`answer ${i + 1} and its speed, or an error in Try it`, async () => {
       if (await failed.isVisible()) return true;
-      if ((await answers.count()) < i + 1) return false;
-      const t = await answers.nth(i).textContent();
-      return t && t !== 'Generating…';
+      return (await speeds.count()) >= i + 1;
     }, 60000);
+    const wallMs = Date.now() - sent;
     if (await failed.isVisible()) assert.fail(await failed.textContent());
-    assert.ok((await answers.nth(i).textContent()).length > 0);
+    const answer = await answers.nth(i).textContent();
+    assert.ok(answer.length > 0);
+    // The figures are the browser's own measure of this answer: the token
+    // count is the server's for the same conversation (greedy, so the same
+    // answer), the first token came within the time the test waited, and
+    // the tokens after it at a speed that fits in that time.
+    messages.push({ role: 'user', content: text });
+    const same = await ask(messages);
+    messages.push({ role: 'assistant', content: same.choices[0].message.content || '' });
+    const speed = speeds.nth(i);
+    const tokens = Number(await speed.getAttribute('data-tokens'));
+    const tps = await speed.getAttribute('data-tokens-per-second');
+    const line = await speed.textContent();
+    assert.equal(tokens, same.usage.completion_tokens, line);
+    if (tokens === 0) { // an answer ended at once has no first token
+      assert.equal(line, '0 tokens');
+      continue;
+    }
+    const ttft = Number(await speed.getAttribute('data-ttft-ms'));
+    assert.ok(ttft > 0 && ttft <= wallMs, `time to first token ${ttft} ms within the ${wallMs} ms waited (${line})`);
+    assert.match(line, new RegExp(`^First token after ${Math.round(ttft)} ms · ${tokens} tokens?`));
+    if (i === 0) assert.ok(tokens >= 2, line);
+    if (tokens >= 2) {
+      const rate = Number(tps);
+      assert.ok(rate > 0 && Number.isFinite(rate), `tokens/s ${tps}`);
+      assert.ok((tokens - 1) / rate * 1000 <= wallMs - ttft + 1, `${tokens - 1} tokens at ${rate}/s fit in ${wallMs - ttft} ms`);
+      assert.match(line, new RegExp(` at ${rate.toFixed(1)} tokens/s$`));
+    } else {
+      assert.equal(tps, '', 'no speed for a single token');
+    }
   }
   // Both of the user's messages are on the page, in order, and New chat clears them.
   const mine = page.getByLabel('Your message');

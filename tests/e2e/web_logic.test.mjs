@@ -14,6 +14,7 @@ const { cancelCost } = await load('cancel.js');
 const { parseLoss } = await load('loss.js');
 const { lossGeometry, niceTicks } = await load('chart.js');
 const { readAdvanced, TARGET_MODULES } = await load('advanced.js');
+const { answerSpeed, speedText, sseEvents } = await load('stream_speed.js');
 
 test('money: dollars with cents, tiny amounts keep three significant digits', () => {
   assert.equal(format.formatMoney(0), '$0.00');
@@ -289,4 +290,23 @@ test('sample answers: prompts answered in the same second keep the order the tra
   assert.deepEqual(g.map((p) => p.prompt), ['First:', 'Second:']);
   assert.equal(g[1].base, ' b0');
   assert.deepEqual(g[1].answers, [{ step: 2, answer: ' b2' }]);
+});
+
+test('Try it\'s speed: time to first token, and tokens per second after the first', () => {
+  const s = answerSpeed({ sentAt: 1000, firstAt: 1250, lastAt: 2250, tokens: 11 });
+  assert.deepEqual(s, { ttftMs: 250, tokens: 11, tokensPerSecond: 10 });
+  assert.equal(speedText(s), 'First token after 250 ms · 11 tokens at 10.0 tokens/s');
+  // one token: no speed after it
+  const one = answerSpeed({ sentAt: 0, firstAt: 40.4, lastAt: 40.4, tokens: 1 });
+  assert.deepEqual(one, { ttftMs: 40.4, tokens: 1, tokensPerSecond: null });
+  assert.equal(speedText(one), 'First token after 40 ms · 1 token');
+  // no text at all, and a count the server did not send
+  assert.equal(speedText(answerSpeed({ sentAt: 0, firstAt: null, lastAt: null, tokens: 0 })), '0 tokens');
+  assert.equal(speedText(answerSpeed({ sentAt: 0, firstAt: 5, lastAt: 9, tokens: undefined })), 'First token after 5 ms');
+});
+
+test('server-sent events split into their data, an unfinished event kept for the next read', () => {
+  assert.deepEqual(sseEvents('data: {"a":1}\n\ndata: [DONE]\n\n'), { data: ['{"a":1}', '[DONE]'], rest: '' });
+  assert.deepEqual(sseEvents('data: {"a":1}\n\ndata: {"b"'), { data: ['{"a":1}'], rest: 'data: {"b"' });
+  assert.deepEqual(sseEvents(': a comment\n\ndata:x\n\n'), { data: ['x'], rest: '' });
 });

@@ -1,7 +1,10 @@
 // inference_engine.test.mjs - completions served by the resident inference
 // engine beside serve (docs/serving.md): greedy answers equal `alallo
 // generate`'s for a base model, a LoRA fine-tune (served as base plus
-// adapter), a LoRA checkpoint and a full fine-tune; concurrent requests of
+// adapter), a LoRA checkpoint and a full fine-tune, and a 4-bit (QLoRA)
+// fine-tune served from its base in NF4 plus its adapter (`alallo generate
+// --precision 4-bit`'s answer, the base held at a fraction of its fp32
+// bytes); concurrent requests of
 // two accounts on different adapters of one base go through the model
 // together and each gets its own answer; the engine killed is a 503 with
 // Retry-After and the next request is served by the restarted engine, which
@@ -50,6 +53,7 @@ function engineCall(sock, line) {
 describe('the resident inference engine', () => {
   let s;
   let lora;
+  let q4;
   let full;
   let ckpt;
   let sock;
@@ -73,7 +77,10 @@ describe('the resident inference engine', () => {
     };
     const loraId = await make({ hyperparameters: { n_epochs: 2, batch_size: 8, learning_rate_multiplier: 10 } });
     const fullId = await make({ adapter: 'full', hyperparameters: { n_epochs: 1, batch_size: 8 } });
+    const q4Id = await make({ precision: '4-bit', hyperparameters: { n_epochs: 2, batch_size: 8, learning_rate_multiplier: 10 } });
     lora = await s.waitStatus(loraId, ['succeeded', 'failed'], { timeoutMs: 240000 });
+    q4 = await s.waitStatus(q4Id, ['succeeded', 'failed'], { timeoutMs: 240000 });
+    assert.equal(q4.status, 'succeeded', `${q4.message}\n${s.output}`);
     full = await s.waitStatus(fullId, ['succeeded', 'failed'], { timeoutMs: 240000 });
     assert.equal(lora.status, 'succeeded', `${lora.message}\n${s.output}`);
     assert.equal(full.status, 'succeeded', `${full.message}\n${s.output}`);
@@ -106,6 +113,30 @@ describe('the resident inference engine', () => {
     // served as base + adapter: the engine holds the base once, two adapters and the full fine-tune
     const [st] = await engineCall(sock, '{"stats":true}');
     assert.equal(st.models, 4, JSON.stringify(st));
+  });
+
+  test('a 4-bit fine-tune is served from its NF4 base plus its adapter, as alallo generate --precision 4-bit answers', async () => {
+    const tiny = path.join(models, 'tiny');
+    const adapter = path.join(s.data, 'jobs', q4.id, 'out/adapter');
+    const want4 = generate(['--model-dir', tiny, '--adapter-dir', adapter, '--precision', '4-bit']);
+    for (let i = 0; i < 2; i++) { // loaded, then found loaded
+      const r = await complete(q4.fine_tuned_model);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].text, want4);
+    }
+    // the engine holds the base twice now, in fp32 for the 16-bit LoRA
+    // model and in NF4 for this one, and the NF4 copy is far smaller
+    const [st] = await engineCall(sock, '{"stats":true}');
+    const bases = st.loaded.filter((m) => !m.adapter && m.dir === tiny);
+    const nf4 = bases.find((m) => m.four_bit);
+    const fp32 = bases.find((m) => !m.four_bit);
+    assert.ok(nf4 && fp32, JSON.stringify(st.loaded));
+    assert.ok(nf4.bytes * 4 < fp32.bytes, `NF4 ${nf4.bytes} bytes, fp32 ${fp32.bytes}`);
+    assert.ok(st.loaded.some((m) => m.adapter && m.dir === adapter), JSON.stringify(st.loaded));
+    // a wrong precision is refused by generate
+    const bad = spawnSync(BIN, ['generate', '--model-dir', tiny, '--prompt', 'x', '--precision', '8-bit'], { encoding: 'utf8' });
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /--precision must be 16-bit or 4-bit/);
   });
 
   test('concurrent requests of two accounts on different adapters are batched, each its own answer', async () => {

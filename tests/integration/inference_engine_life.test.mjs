@@ -91,7 +91,11 @@ describe('serve stops its engine; a crash is still restarted', () => {
       const crashed = enginePid(s);
       process.kill(crashed, 'SIGABRT'); // a crash (an abort; not SIGSEGV, which a sanitizer build catches)
       await waitFor(() => enginePid(s) && enginePid(s) !== crashed, { what: 'a new engine' });
-      assert.match(s.output, /error: the inference engine ended \(exit -1, signal 6\); restarting it/);
+      // serve's log reaches this process through a pipe: the line may come
+      // a moment after the new engine is seen
+      const aborted = /error: the inference engine ended \(exit -1, signal 6\); restarting it/;
+      await waitFor(() => aborted.test(s.output), { what: 'the crash in the log' });
+      assert.match(s.output, aborted);
       const r = await s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 4 } });
       assert.equal(r.status, 200, r.text);
       assert.match((await s.call('GET', '/metrics')).text, /^alallo_inference_restarts_total 2$/m);

@@ -4,7 +4,10 @@
 // logprob, bytes and top_logprobs, in streamed chunks too (the chunks'
 // entries joined are the whole answer's); greedy tokens are the most
 // likely of their top; the answer is the one without logprobs; bad values
-// are a 400 naming the field. (The values themselves are checked against
+// are a 400 naming the field. Legacy completions (`logprobs: 0..5`) give
+// OpenAI's legacy shape - tokens, token_logprobs, top_logprobs (objects),
+// text_offset - plain and streamed, with the chat path's values for the
+// same prompt. (The values themselves are checked against
 // the model's own log-softmax in tests/unit/train/test_serve_batcher.c.)
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -116,8 +119,141 @@ describe('chat completions with logprobs', () => {
       const r = await c.call('POST', '/v1/chat/completions', { body: { model: 'tiny', messages, max_tokens: 2, logprobs: true } });
       assert.equal(r.status, 400, r.text);
       assert.equal(r.json.error.param, 'logprobs');
+      const legacy = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: 'hi', max_tokens: 2, logprobs: 1 } });
+      assert.equal(legacy.status, 400, legacy.text);
+      assert.equal(legacy.json.error.param, 'logprobs');
     } finally {
       await c.stop();
+    }
+  });
+});
+
+// The legacy shape's arrays of the streamed chunks, joined.
+function joinLegacy(lps) {
+  const keys = ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'];
+  return Object.fromEntries(keys.map((k) => [k, lps.flatMap((l) => l[k])]));
+}
+
+describe('legacy completions with logprobs', () => {
+  let s;
+  const models = tinyModelsDir();
+  // the chat above as alallo's plain layout writes it (docs/data.md):
+  // the same tokens, so the same log-probabilities
+  const PROMPT = `User:\n${messages[0].content}\n\nAssistant:\n`;
+  const complete = (extra) => s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: TOKENS, temperature: 0, ...extra } });
+  before(async () => {
+    s = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference-threads', '1'] });
+  });
+  after(async () => s && s.stop());
+
+  let legacy;
+  test('logprobs: N gives tokens, token_logprobs, top_logprobs and text_offset, the chat path\'s values', async () => {
+    const plain = await complete({});
+    assert.equal(plain.status, 200, plain.text);
+    assert.equal(plain.json.choices[0].logprobs, null);
+    const r = await complete({ logprobs: 5 });
+    assert.equal(r.status, 200, r.text);
+    const choice = r.json.choices[0];
+    assert.equal(choice.text, plain.json.choices[0].text, 'logprobs do not change the answer');
+    legacy = choice.logprobs;
+    assert.deepEqual(Object.keys(legacy).sort(), ['text_offset', 'token_logprobs', 'tokens', 'top_logprobs']);
+    const n = r.json.usage.completion_tokens;
+    assert.ok(n > 0);
+    for (const k of Object.keys(legacy)) assert.equal(legacy[k].length, n, k);
+
+    // the chat path, the same tokens after the same prompt
+    const chat = await s.call('POST', '/v1/chat/completions', { body: { model: 'tiny', messages, max_tokens: TOKENS, temperature: 0, logprobs: true, top_logprobs: 5 } });
+    assert.equal(chat.status, 200, chat.text);
+    assert.equal(chat.json.usage.prompt_tokens, r.json.usage.prompt_tokens);
+    assert.equal(chat.json.choices[0].message.content, choice.text);
+    const entries = chat.json.choices[0].logprobs.content;
+    assert.deepEqual(legacy.tokens, entries.map((e) => e.token));
+    assert.deepEqual(legacy.token_logprobs, entries.map((e) => e.logprob));
+    legacy.top_logprobs.forEach((top, i) => {
+      // the 5 most likely, most likely first, and the token taken
+      const want = {};
+      for (const t of entries[i].top_logprobs) if (!(t.token in want)) want[t.token] = t.logprob;
+      if (!(entries[i].token in want)) want[entries[i].token] = entries[i].logprob;
+      assert.deepEqual(top, want);
+      assert.deepEqual(Object.keys(top), Object.keys(want), 'most likely first');
+      assert.equal(Object.keys(top)[0], legacy.tokens[i], 'greedy: the token taken is the most likely');
+    });
+    // text_offset: where each token starts in the text, in characters
+    let at = 0;
+    entries.forEach((e, i) => {
+      assert.equal(legacy.text_offset[i], at);
+      at += [...Buffer.from(e.bytes).toString('latin1')].filter((c) => (c.charCodeAt(0) & 0xc0) !== 0x80).length;
+      if (!e.token.includes('\ufffd')) assert.equal([...choice.text].slice(legacy.text_offset[i]).join('').slice(0, e.token.length), e.token);
+    });
+    assert.equal(at, [...choice.text].length);
+
+    // logprobs: 0: each place has the token taken alone
+    const zero = await complete({ logprobs: 0 });
+    assert.equal(zero.status, 200, zero.text);
+    assert.deepEqual(zero.json.choices[0].logprobs.tokens, legacy.tokens);
+    zero.json.choices[0].logprobs.top_logprobs.forEach((top, i) => assert.deepEqual(top, { [legacy.tokens[i]]: legacy.token_logprobs[i] }));
+  });
+
+  test('streamed: text_completion chunks whose text and logprobs, joined, are the plain answer\'s', async () => {
+    const plain = (await complete({ logprobs: 5 })).json;
+    const r = await complete({ logprobs: 5, stream: true, stream_options: { include_usage: true } });
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.text.endsWith('data: [DONE]\n\n'));
+    const evs = events(r.text);
+    const chunks = evs.filter((e) => e.choices.length > 0);
+    assert.ok(chunks.length > 2, 'the answer comes in pieces');
+    for (const e of chunks) {
+      assert.equal(e.object, 'text_completion');
+      assert.equal(e.id, chunks[0].id);
+    }
+    assert.equal(chunks.map((e) => e.choices[0].text).join(''), plain.choices[0].text);
+    chunks.slice(0, -1).forEach((e) => assert.equal(e.choices[0].finish_reason, null));
+    assert.equal(chunks.at(-1).choices[0].finish_reason, plain.choices[0].finish_reason);
+    assert.equal(chunks.at(-1).choices[0].text, '');
+    const lps = chunks.map((e) => e.choices[0].logprobs).filter(Boolean);
+    assert.deepEqual(joinLegacy(lps), plain.choices[0].logprobs);
+    assert.deepEqual(joinLegacy(lps), legacy);
+    // a chunk with text carries the tokens of that text
+    for (const e of chunks.filter((x) => x.choices[0].text)) {
+      const lp = e.choices[0].logprobs;
+      assert.ok(lp && lp.tokens.length > 0, JSON.stringify(e));
+      if (!lp.tokens.some((t) => t.includes('\ufffd'))) assert.equal(lp.tokens.join(''), e.choices[0].text);
+    }
+    // the usage last, with no choice
+    assert.deepEqual(evs.at(-1).choices, []);
+    assert.deepEqual(evs.at(-1).usage, plain.usage);
+    // without logprobs: null in every chunk, no usage unless asked
+    const bare = events((await complete({ stream: true })).text);
+    assert.ok(bare.every((e) => e.choices.length === 1 && e.choices[0].logprobs === null));
+    assert.equal(bare.map((e) => e.choices[0].text).join(''), plain.choices[0].text);
+  });
+
+  test('echo: the prompt before the answer, plain and streamed', async () => {
+    const text = (await complete({})).json.choices[0].text;
+    const r = await complete({ echo: true });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].text, PROMPT + text);
+    const evs = events((await complete({ echo: true, stream: true })).text);
+    assert.equal(evs[0].choices[0].text, PROMPT);
+    assert.equal(evs.map((e) => e.choices[0].text).join(''), PROMPT + text);
+  });
+
+  test('bad logprobs, echo or stream: a 400 naming the field', async () => {
+    for (const [body, param] of [
+      [{ logprobs: 6 }, 'logprobs'],
+      [{ logprobs: -1 }, 'logprobs'],
+      [{ logprobs: true }, 'logprobs'],
+      [{ logprobs: 1.5 }, 'logprobs'],
+      [{ logprobs: '2' }, 'logprobs'],
+      [{ echo: 'yes' }, 'echo'],
+      [{ echo: true, logprobs: 1 }, 'echo'],
+      [{ stream: 'yes' }, 'stream'],
+      [{ stream: true, logprobs: 9 }, 'logprobs'],
+    ]) {
+      const r = await complete(body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.equal(r.json.error.param, param, JSON.stringify(body));
+      assert.match(r.json.error.message, new RegExp(param), JSON.stringify(body));
     }
   });
 });

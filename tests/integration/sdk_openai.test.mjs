@@ -117,6 +117,27 @@ describe('the openai SDK against alallo', () => {
     assert.ok(c.usage.total_tokens > 0);
   });
 
+  test('legacy completions streamed with logprobs, as the SDK reads them', async () => {
+    const body = { model: doneJob.fine_tuned_model, prompt: 'What a wonderful film', max_tokens: 4, temperature: 0, logprobs: 2 };
+    const whole = await client.completions.create(body);
+    const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    const tokens = [];
+    let usage = null;
+    for await (const chunk of stream) {
+      assert.equal(chunk.object, 'text_completion');
+      if (chunk.usage) usage = chunk.usage;
+      for (const ch of chunk.choices) {
+        text += ch.text;
+        if (ch.logprobs) tokens.push(...ch.logprobs.tokens);
+      }
+    }
+    assert.equal(text, whole.choices[0].text);
+    assert.deepEqual(tokens, whole.choices[0].logprobs.tokens);
+    assert.equal(tokens.length, whole.usage.completion_tokens);
+    assert.deepEqual(usage, whole.usage);
+  });
+
   test('a wrong key is an AuthenticationError', async () => {
     const bad = new OpenAI({ apiKey: 'sk-alallo-wrong', baseURL: `${s.url}/v1`, maxRetries: 0 });
     await assert.rejects(bad.fineTuning.jobs.list(), AuthenticationError);

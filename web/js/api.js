@@ -7,6 +7,8 @@
 // "Authorization: Bearer <key>". Errors from the API ({"error":{code,
 // message,param}}) become ApiError with the server's one-line message.
 
+import { sseEvents } from './stream_speed.js';
+
 export const KEY_NAME = 'alallo.apiKey';
 
 // Longest API key accepted from the address bar or the sign-in form.
@@ -89,11 +91,10 @@ async function errorFrom(res) {
   return new ApiError(res.status, message, code, param);
 }
 
-// Calls the API. `path` starts with "/v1/". opts: { method, json, form,
-// as: 'json' | 'text' | 'blob' }. Resolves to the parsed answer; rejects
-// with ApiError (the server's message, or a network reason). opts.timeoutMs
-// replaces the default wait.
-export async function api(path, opts = {}) {
+// Sends a request and waits for its answer's status; rejects with ApiError
+// (the server's message, or a network reason) unless it is a success.
+// Resolves to { res, done }: call done() once the body is read.
+async function send(path, opts) {
   if (!path.startsWith('/')) throw new ApiError(0, 'internal: relative API path');
   const headers = { Authorization: `Bearer ${getKey()}` };
   let body;
@@ -105,6 +106,7 @@ export async function api(path, opts = {}) {
   }
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), opts.timeoutMs || TIMEOUT_MS);
+  const done = () => clearTimeout(timer);
   let res;
   try {
     res = await fetch(path, {
@@ -116,7 +118,7 @@ export async function api(path, opts = {}) {
       credentials: 'omit',
     });
   } catch (e) {
-    clearTimeout(timer);
+    done();
     const why = e && e.name === 'AbortError' ? 'the server took too long to answer' : 'the server cannot be reached';
     throw new ApiError(0, `No answer: ${why}.`);
   }
@@ -127,12 +129,68 @@ export async function api(path, opts = {}) {
       throw err;
     }
     if (!res.ok) throw await errorFrom(res);
+  } catch (e) {
+    done();
+    throw e;
+  }
+  return { res, done };
+}
+
+// Calls the API. `path` starts with "/v1/". opts: { method, json, form,
+// as: 'json' | 'text' | 'blob' }. Resolves to the parsed answer; rejects
+// with ApiError (the server's message, or a network reason). opts.timeoutMs
+// replaces the default wait.
+export async function api(path, opts = {}) {
+  const { res, done } = await send(path, opts);
+  try {
     if (opts.as === 'text') return await res.text();
     if (opts.as === 'blob') return await res.blob();
     if (res.status === 204) return null;
     return await res.json();
   } finally {
-    clearTimeout(timer);
+    done();
+  }
+}
+
+// Calls an API that answers with server-sent events (`stream: true`): each
+// event's JSON goes to onEvent(object) as it arrives, until `data: [DONE]`.
+// Rejects as api() does, and with ApiError when the stream ends before
+// [DONE] (the generation failed midway) or an event is not JSON.
+// opts.timeoutMs bounds the whole stream.
+export async function apiStream(path, opts, onEvent) {
+  const { res, done } = await send(path, opts);
+  const cut = () => new ApiError(0, 'The answer stopped before its end.');
+  try {
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    for (;;) {
+      let part;
+      try {
+        part = await reader.read();
+      } catch {
+        throw cut();
+      }
+      if (part.done) throw cut();
+      text += decoder.decode(part.value, { stream: true });
+      const { data, rest } = sseEvents(text);
+      text = rest;
+      for (const d of data) {
+        if (d === '[DONE]') {
+          reader.cancel().catch(() => {});
+          return;
+        }
+        let event;
+        try {
+          event = JSON.parse(d);
+        } catch {
+          throw new ApiError(0, 'The server sent an event that is not JSON.');
+        }
+        onEvent(event);
+      }
+    }
+  } finally {
+    done();
   }
 }
 

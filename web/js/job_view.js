@@ -6,10 +6,12 @@
 //   GET /v1/fine_tuning/jobs/{id}/log           training log (text)
 //   GET /v1/fine_tuning/jobs/{id}/checkpoints   checkpoints
 // Actions: POST .../cancel, and POST /v1/chat/completions for "Try it", a chat
-// with the fine-tuned model (the conversation so far is sent each time).
+// with the fine-tuned model (the conversation so far is sent each time),
+// streamed: the answer grows on the page, and its time to first token and
+// tokens per second, measured here, are shown under it.
 // Once the job has ended the page reads everything one last time and stops.
 
-import { api, saveBlob, pathId, ApiError } from './api.js';
+import { api, apiStream, saveBlob, pathId, ApiError } from './api.js';
 import { cancelCost } from './cancel.js';
 import { renderLossChart } from './chart.js';
 import { el, setText, setAttr, show, progressBar, updateProgress, updateBadge } from './dom.js';
@@ -28,6 +30,7 @@ import {
 } from './format.js';
 import { parseLoss } from './loss.js';
 import { gradeText, groupSamples } from './samples.js';
+import { answerSpeed, speedText } from './stream_speed.js';
 
 // The help page's sentence for a job whose training has not started.
 export const EMPTY_LOG = 'No log yet. It appears once training starts.';
@@ -35,6 +38,8 @@ export const EMPTY_LOG = 'No log yet. It appears once training starts.';
 const LOG_MAX_LINES = 5000;
 // Longest message sent from "Try it", in characters.
 const PROMPT_MAX = 4000;
+// Longest wait for a whole "Try it" answer: the server's completion limit.
+const TRY_TIMEOUT_MS = 120000;
 // A model export runs `alallo export` on the server; the server gives it up
 // to 10 minutes, the page waits as long.
 const EXPORT_TIMEOUT_MS = 600000;
@@ -380,13 +385,39 @@ export function jobView(jobId) {
     const messages = [...ui.chat, { role: 'user', content }];
     addTurn('user', content);
     const pending = addTurn('assistant', 'Generating…');
+    // Streamed, so that the answer shows as it grows and its speed is
+    // measured here, as the user meets it (stream_speed.js).
+    const out = pending.querySelector('pre');
+    let answer = '';
+    let tokens = null;
+    let firstAt = null;
+    let lastAt = null;
+    const sentAt = performance.now();
     try {
-      const res = await api('/v1/chat/completions', {
-        json: { model: job.fine_tuned_model, messages, max_tokens: maxTokens, temperature: 0 },
+      await apiStream('/v1/chat/completions', {
+        json: {
+          model: job.fine_tuned_model, messages, max_tokens: maxTokens, temperature: 0,
+          stream: true, stream_options: { include_usage: true },
+        },
+        timeoutMs: TRY_TIMEOUT_MS,
+      }, (chunk) => {
+        const piece = chunk?.choices?.[0]?.delta?.content;
+        if (typeof piece === 'string' && piece !== '') {
+          lastAt = performance.now();
+          firstAt ??= lastAt;
+          answer += piece;
+          setText(out, answer);
+        }
+        if (Number.isInteger(chunk?.usage?.completion_tokens)) tokens = chunk.usage.completion_tokens;
       });
-      const msg = res?.choices?.[0]?.message;
-      setText(pending.querySelector('pre'), answerText(msg));
-      ui.chat = [...messages, { role: 'assistant', content: msg?.content || '' }];
+      setText(out, answerText({ content: answer }));
+      const speed = answerSpeed({ sentAt, firstAt, lastAt, tokens });
+      pending.append(el('p', {
+        class: 'try-speed muted', 'aria-label': 'Answer speed',
+        'data-ttft-ms': String(speed.ttftMs ?? ''), 'data-tokens': String(speed.tokens ?? ''),
+        'data-tokens-per-second': String(speed.tokensPerSecond ?? ''),
+      }, speedText(speed)));
+      ui.chat = [...messages, { role: 'assistant', content: answer }];
       ui.prompt.value = '';
     } catch (e) {
       pending.remove();

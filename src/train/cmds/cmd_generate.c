@@ -4,8 +4,8 @@
  *
  *   alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]
  *                   [--temperature T] [--top-p P] [--seed S]
- *                   [--adapter-dir DIR] [--quant q8_0|q4_0|q4_k_m] [--threads N] [--json [--stream]]
- *                   [--score]
+ *                   [--adapter-dir DIR] [--precision 16-bit|4-bit] [--quant q8_0|q4_0|q4_k_m]
+ *                   [--threads N] [--json [--stream]] [--score]
  *
  * With --json --stream, lines {"delta": TEXT} come first, one as the text
  * grows by each token (flushed at once: the server streams them on), then
@@ -21,6 +21,10 @@
  * next assistant turn, laid out by the model's chat template
  * (generate.h's gen_run_chat); a conversation the template refuses exits
  * with status 3 and {"error": "invalid_chat", "message": ...}.
+ * --precision 4-bit loads the base's matrices as NF4, as a 4-bit (QLoRA)
+ * job trained on them (generate.h's gen_open_as): with the job's base and
+ * --adapter-dir, the model as it was trained, which is what the inference
+ * engine serves for a 4-bit job (docs/serving.md); not with --quant.
  * --quant runs the weights a quantized GGUF export of the folder holds
  * (generate.h's gen_quantize). --score prints {"loss","perplexity",
  * "tokens"} of the --prompt text instead of generating (gen_score).
@@ -95,7 +99,8 @@ static void usage(FILE *f)
 {
     fputs("usage: alallo generate --model-dir DIR (--prompt TEXT | --chat JSON) [--max-tokens N]"
           " [--temperature T] [--top-p P] [--seed S] [--adapter-dir DIR]"
-          " [--quant q8_0|q4_0|q4_k_m] [--json [--stream]] [--score]\n",
+          " [--precision 16-bit|4-bit] [--quant q8_0|q4_0|q4_k_m] [--json [--stream]]"
+          " [--score]\n",
           f);
 }
 
@@ -132,9 +137,23 @@ int cmd_generate_local(int argc, char **argv)
         json_decref(chat);
         return 2;
     }
+    const char *precision = cmd_arg_value(argc, argv, "--precision");
+    bool four_bit = precision && strcmp(precision, "4-bit") == 0;
+    if (precision && !four_bit && strcmp(precision, "16-bit") != 0) {
+        json_decref(chat);
+        fputs("alallo generate: --precision must be 16-bit or 4-bit\n", stderr);
+        return 2;
+    }
+    if (four_bit && cmd_arg_value(argc, argv, "--quant")) {
+        json_decref(chat);
+        fputs("alallo generate: --quant runs a merged model's export; it does not take "
+              "--precision 4-bit\n", stderr);
+        return 2;
+    }
     gemm_set_threads((int)threads);
     char err[2048];
-    struct generator *g = gen_open(dir, cmd_arg_value(argc, argv, "--adapter-dir"), err, sizeof err);
+    struct generator *g = gen_open_as(dir, cmd_arg_value(argc, argv, "--adapter-dir"), four_bit,
+                                      err, sizeof err);
     if (!g) {
         json_decref(chat);
         fprintf(stderr, "alallo generate: %s\n", err);

@@ -89,12 +89,18 @@ struct generator *gen_borrow(struct model *m, struct tokenizer *tok, const char 
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
                            size_t errcap)
 {
+    return gen_open_as(model_dir, adapter_dir, false, err, errcap);
+}
+
+struct generator *gen_open_as(const char *model_dir, const char *adapter_dir, bool four_bit,
+                              char *err, size_t errcap)
+{
     struct generator *g = calloc(1, sizeof *g);
     if (!g) {
         snprintf(err, errcap, "out of memory");
         return NULL;
     }
-    struct model_opts o = {.full = 0, .base_kind = WK_F32};
+    struct model_opts o = {.full = 0, .base_kind = four_bit ? WK_NF4 : WK_F32};
     if (adapter_dir && modelio_peft_opts(adapter_dir, &o, err, errcap))
         goto fail;
     g->m = modelio_load(model_dir, &o, err, errcap);

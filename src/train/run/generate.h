@@ -43,6 +43,13 @@ struct generator;
  * adapter_dir is not NULL, a PEFT adapter. NULL with a reason. */
 struct generator *gen_open(const char *model_dir, const char *adapter_dir, char *err,
                            size_t errcap);
+/* As gen_open; with four_bit the base's matrices are loaded as NF4, as a
+ * 4-bit (QLoRA) job trains on them: quantized as they are read, a chunk at
+ * a time (the whole base is never held in fp32), and decoded a block of
+ * rows at a time inside each product. The answers are those of the model
+ * the adapter was trained with, not of the merged folder. */
+struct generator *gen_open_as(const char *model_dir, const char *adapter_dir, bool four_bit,
+                              char *err, size_t errcap);
 void gen_close(struct generator *g); /* NULL is fine */
 
 /* Called while a completion is generated with each piece of its text as

@@ -125,14 +125,26 @@ static void request_free(struct engine *e, struct request *r)
     free(r);
 }
 
+/* The loaded models: {"dir", "adapter", "four_bit", "bytes"} each. */
+static json_t *loaded_json(const struct model_lru *c)
+{
+    json_t *a = json_array();
+    for (const struct lru_entry *m = model_lru_first(c); a && m; m = m->next)
+        json_array_append_new(a, json_pack("{ss sb sb sI}", "dir", m->dir, "adapter",
+                                           m->ad != NULL, "four_bit", m->four_bit, "bytes",
+                                           (json_int_t)m->bytes));
+    return a;
+}
+
 static void send_stats(struct engine *e, struct request *r)
 {
-    send_line(r, json_pack("{si sI si si sI sI sI sI}", "models", model_lru_count(e->models),
-                           "model_bytes", (json_int_t)model_lru_bytes(e->models), "running",
-                           admission_running(e->adm), "waiting", admission_waiting(e->adm),
-                           "tokens_in_flight", (json_int_t)admission_tokens(e->adm),
-                           "tokens_generated", (json_int_t)e->generated, "steps",
-                           (json_int_t)e->steps, "cancelled", (json_int_t)e->cancelled));
+    send_line(r, json_pack("{si sI so si si sI sI sI sI}", "models", model_lru_count(e->models),
+                           "model_bytes", (json_int_t)model_lru_bytes(e->models), "loaded",
+                           loaded_json(e->models), "running", admission_running(e->adm),
+                           "waiting", admission_waiting(e->adm), "tokens_in_flight",
+                           (json_int_t)admission_tokens(e->adm), "tokens_generated",
+                           (json_int_t)e->generated, "steps", (json_int_t)e->steps,
+                           "cancelled", (json_int_t)e->cancelled));
 }
 
 /* The sampling options of a request, as `alallo generate` reads them. */
@@ -206,14 +218,17 @@ static bool start(struct engine *e, struct request *r)
     const char *account = json_string_value(json_object_get(j, "account"));
     const char *weights = json_string_value(json_object_get(j, "weights"));
     json_t *ad = json_object_get(j, "adapter");
+    json_t *four = json_object_get(j, "four_bit");
     const char *prompt = json_string_value(json_object_get(j, "prompt"));
     json_t *chat = json_object_get(j, "chat");
     json_t *messages = json_object_get(chat, "messages");
     struct gen_opts o;
     if (!account || !account[0] || !weights || (ad && !json_is_string(ad)) ||
+        (four && !json_is_boolean(four)) ||
         (!prompt == !chat) || (chat && !json_is_array(messages))) {
         send_error(r, "invalid_request",
-                   "the request needs account, weights, and prompt or chat with messages");
+                   "the request needs account, weights, and prompt or chat with messages "
+                   "(four_bit, when given, true or false)");
         goto out;
     }
     if (!read_opts(j, &o, why, sizeof why)) {
@@ -223,7 +238,7 @@ static bool start(struct engine *e, struct request *r)
     snprintf(r->account, sizeof r->account, "%s", account);
     r->stream = json_is_true(json_object_get(j, "stream"));
     int rc;
-    r->base = model_lru_base(e->models, weights, &rc, why, sizeof why);
+    r->base = model_lru_base(e->models, weights, json_is_true(four), &rc, why, sizeof why);
     if (!r->base && !loaded(r, rc, why))
         goto out;
     if (ad) {

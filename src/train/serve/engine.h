@@ -6,6 +6,8 @@
  * The protocol, one connection per request: the client writes one JSON
  * object on one line -
  *   {"account": ID, "weights": DIR, "adapter": DIR (optional),
+ *    "four_bit": BOOL (optional: the weights' matrices loaded as NF4, as
+ *    a 4-bit job trained on them; model_lru.h),
  *    "prompt": TEXT | "chat": {"messages": [...], "tools": [...]},
  *    "max_tokens": N, "temperature": T, "top_p": P, "seed": S (optional),
  *    "stream": BOOL, "logprobs": TOP (optional, 0..20)}
@@ -29,7 +31,8 @@
  * token whose text ends inside a character goes with the next delta).
  *
  * A request {"stats": true} is answered with one line of the engine's
- * state: {"models", "model_bytes", "running", "waiting",
+ * state: {"models", "model_bytes", "loaded" ([{"dir", "adapter",
+ * "four_bit", "bytes"}...], most recently loaded first), "running", "waiting",
  * "tokens_in_flight", "tokens_generated", "steps", "cancelled"} (requests
  * whose client closed its end before their answer).
  */

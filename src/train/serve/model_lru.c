@@ -67,10 +67,11 @@ static bool make_room(struct model_lru *c, size_t need)
     return true;
 }
 
-static struct lru_entry *find(struct model_lru *c, const char *dir, const struct lru_entry *base)
+static struct lru_entry *find(struct model_lru *c, const char *dir, const struct lru_entry *base,
+                              bool four_bit)
 {
     for (struct lru_entry *e = c->head; e; e = e->next)
-        if (e->base == base && strcmp(e->dir, dir) == 0)
+        if (e->base == base && e->four_bit == four_bit && strcmp(e->dir, dir) == 0)
             return e;
     return NULL;
 }
@@ -122,17 +123,18 @@ static struct lru_entry *entry_new(const char *dir, int *rc, char *err, size_t e
     return e;
 }
 
-struct lru_entry *model_lru_base(struct model_lru *c, const char *dir, int *rc, char *err,
-                                 size_t errcap)
+struct lru_entry *model_lru_base(struct model_lru *c, const char *dir, bool four_bit, int *rc,
+                                 char *err, size_t errcap)
 {
     *rc = 0;
-    struct lru_entry *e = find(c, dir, NULL);
+    struct lru_entry *e = find(c, dir, NULL, four_bit);
     if (e)
         return pin(c, e);
     e = entry_new(dir, rc, err, errcap);
     if (!e)
         return NULL;
-    e->gen = gen_open(dir, NULL, err, errcap);
+    e->four_bit = four_bit;
+    e->gen = gen_open_as(dir, NULL, four_bit, err, errcap);
     if (!e->gen) {
         free(e);
         *rc = -1;
@@ -146,7 +148,7 @@ struct lru_entry *model_lru_adapter(struct model_lru *c, struct lru_entry *base,
                                     const char *dir, int *rc, char *err, size_t errcap)
 {
     *rc = 0;
-    struct lru_entry *e = find(c, dir, base);
+    struct lru_entry *e = find(c, dir, base, false);
     if (e)
         return pin(c, e);
     e = entry_new(dir, rc, err, errcap);
@@ -173,6 +175,11 @@ void model_lru_release(struct model_lru *c, struct lru_entry *e)
 size_t model_lru_bytes(const struct model_lru *c)
 {
     return c->bytes;
+}
+
+const struct lru_entry *model_lru_first(const struct model_lru *c)
+{
+    return c->head;
 }
 
 int model_lru_count(const struct model_lru *c)

@@ -16,6 +16,7 @@
 #ifndef ALALLO_SERVE_MODEL_LRU_H
 #define ALALLO_SERVE_MODEL_LRU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "train/run/generate.h"
@@ -29,6 +30,7 @@ struct lru_entry {
     struct generator *gen;     /* a base: its weights and tokenizer */
     struct serve_adapter *ad;  /* an adapter, of `base` */
     struct lru_entry *base;
+    bool four_bit; /* a base loaded as NF4 (generate.h's gen_open_as) */
     int pins;
     size_t bytes;
     unsigned long used; /* the LRU's clock at the last pin */
@@ -40,10 +42,12 @@ struct model_lru;
 struct model_lru *model_lru_new(size_t max_bytes);
 void model_lru_free(struct model_lru *c); /* every pin must be released */
 
-/* The base model folder `dir`, loaded if it is not, pinned. NULL with rc
- * -1 (a reason: cannot load), MODEL_LRU_FULL or MODEL_LRU_TOO_BIG. */
-struct lru_entry *model_lru_base(struct model_lru *c, const char *dir, int *rc, char *err,
-                                 size_t errcap);
+/* The base model folder `dir`, loaded if it is not, pinned; with
+ * four_bit its matrices as NF4 (the same folder in fp32 and in NF4 are two
+ * entries). NULL with rc -1 (a reason: cannot load), MODEL_LRU_FULL or
+ * MODEL_LRU_TOO_BIG. */
+struct lru_entry *model_lru_base(struct model_lru *c, const char *dir, bool four_bit, int *rc,
+                                 char *err, size_t errcap);
 
 /* The adapter folder `dir` of the pinned base, loaded if it is not,
  * pinned; as model_lru_base. */
@@ -53,6 +57,9 @@ struct lru_entry *model_lru_adapter(struct model_lru *c, struct lru_entry *base,
 void model_lru_release(struct model_lru *c, struct lru_entry *e); /* NULL is fine */
 
 size_t model_lru_bytes(const struct model_lru *c);
+/* The loaded entries, most recently loaded first (follow ->next); NULL
+ * when none. */
+const struct lru_entry *model_lru_first(const struct model_lru *c);
 int model_lru_count(const struct model_lru *c);
 
 #endif
