@@ -312,7 +312,8 @@ void est_history_add_spread(struct est_history *h, int cell, double spread);
 
 /* The margin, in logs, that the half-width of the parts' sum needs to hold
  * EST_COVER of the succeeded jobs (the EST_COVER quantile of their
- * spreads), pulled towards 0 while there are few: it keeps the time range
+ * spreads, weighed by recency as the bands are), pulled towards 0 while
+ * there are few (effectively): it keeps the time range
  * calibrated when the parts, measured apart, do not add up (a job placed
  * on another worker than its estimate chose; the queue reordered). */
 #define EST_COVER 0.93
@@ -325,8 +326,9 @@ void est_history_add_tl_spread(struct est_history *h, int cell, int side, double
 
 /* The margin, in logs, that one end of the time-left band of a cell needs
  * to hold EST_TL_SIDE_COVER of the succeeded jobs on its side (the quantile
- * of their spreads; negative narrows), pulled towards 0 while there are
- * few; thin cells borrow their neighbours'. Both ends together hold about
+ * of their spreads, weighed by recency; negative narrows), pulled towards
+ * 0 while there are few (effectively); thin cells borrow their
+ * neighbours'. Both ends together hold about
  * 1 - 2 x (1 - EST_TL_SIDE_COVER). */
 #define EST_TL_SIDE_COVER 0.965
 double est_tl_margin(const struct est_history *h, int cell, int side);
