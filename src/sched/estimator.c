@@ -159,46 +159,96 @@ void est_history_add_spread(struct est_history *h, int cell, double spread)
     ring_push(&h->spread[cell], spread);
 }
 
-static int cmp_float(const void *a, const void *b)
+/* One error of a ring with its weight: newer errors weigh more. */
+struct wv {
+    float v, w;
+};
+
+/* The weight of entry i of a ring whose next entry goes at `next`: halves
+ * every EST_HALF_LIFE entries added since it (1 for the newest). */
+static float age_weight(uint32_t next, uint32_t i)
 {
-    float x = *(const float *)a, y = *(const float *)b;
+    uint32_t age = (next + EST_HISTORY_CAP - 1u - i) % EST_HISTORY_CAP;
+    return (float)exp2(-(double)age / EST_HALF_LIFE);
+}
+
+/* Appends ring r's entries with their weights to v[n..); returns the new n. */
+static size_t ring_collect(const struct est_ring *r, struct wv *v, size_t n)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        v[n++] = (struct wv){.v = r->log_ratio[i], .w = age_weight(r->next, i)};
+    return n;
+}
+
+static int cmp_wv(const void *a, const void *b)
+{
+    float x = ((const struct wv *)a)->v, y = ((const struct wv *)b)->v;
     return (x > y) - (x < y);
 }
 
-/* Linear-interpolated quantile q of sorted v[n]. */
-static double quantile(const float *v, size_t n, double q)
+/* Quantile q of sorted v[n] by weight: entry i stands at the middle of its
+ * weight, the lowest at 0 and the highest at 1, linear between (with equal
+ * weights, the plain linear-interpolated quantile). */
+static double quantile(const struct wv *v, size_t n, double q)
 {
-    double pos = q * (double)(n - 1);
-    size_t i = (size_t)pos;
-    if (i + 1 >= n)
-        return v[n - 1];
-    double f = pos - (double)i;
-    return v[i] * (1.0 - f) + v[i + 1] * f;
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += v[i].w;
+    double span = total - 0.5 * (v[0].w + v[n - 1].w);
+    if (n == 1 || !(span > 0))
+        return v[n - 1].v;
+    double below = 0, prev_p = 0;
+    for (size_t i = 0; i < n; i++) {
+        double p = (below + 0.5 * (v[i].w - v[0].w)) / span;
+        if (p >= q) {
+            if (i == 0 || p <= prev_p)
+                return v[i].v;
+            double f = (q - prev_p) / (p - prev_p);
+            return v[i - 1].v * (1.0 - f) + v[i].v * f;
+        }
+        prev_p = p;
+        below += v[i].w;
+    }
+    return v[n - 1].v;
 }
 
-/* The band of n log ratios v[] (sorted here), pulled towards the default
- * band dflt (multipliers) when n is small. */
-static struct est_band band_from(float *v, size_t n, const double dflt[2])
+/* How many equal samples v[n]'s weights are worth: (sum w)^2 / sum w^2. */
+static double effective_n(const struct wv *v, size_t n)
+{
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += v[i].w;
+        s2 += (double)v[i].w * v[i].w;
+    }
+    return s2 > 0 ? s * s / s2 : 0;
+}
+
+/* The band of n weighted log ratios v[] (sorted here), pulled towards the
+ * default band dflt (multipliers) while their effective number is small. */
+static struct est_band band_from(struct wv *v, size_t n, const double dflt[2])
 {
     double dlo = log(dflt[0]), dhi = log(dflt[1]);
     struct est_band b = {.lo = dflt[0], .hi = dflt[1], .n = (int)n};
     if (n == 0)
         return b;
-    qsort(v, n, sizeof v[0], cmp_float);
-    double mean = 0, var = 0;
+    qsort(v, n, sizeof v[0], cmp_wv);
+    double total = 0, mean = 0, var = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += v[i].w;
+        mean += (double)v[i].w * v[i].v;
+    }
+    mean /= total;
     for (size_t i = 0; i < n; i++)
-        mean += v[i];
-    mean /= (double)n;
-    for (size_t i = 0; i < n; i++)
-        var += (v[i] - mean) * (v[i] - mean);
-    double sd = n > 1 ? sqrt(var / (double)(n - 1)) : 0;
-    double se = sd / sqrt((double)n);
+        var += v[i].w * (v[i].v - mean) * (v[i].v - mean);
+    double ne = effective_n(v, n);
+    double sd = ne > 1 ? sqrt(var / total * ne / (ne - 1)) : 0;
+    double se = ne > 0 ? sd / sqrt(ne) : 0;
     double med = quantile(v, n, 0.5);
     /* The spread measured, and the error of where its middle is. */
     double lo = quantile(v, n, Q_LO) - se;
     double hi = quantile(v, n, Q_HI) + se;
     /* Blend with the default band, centred on what history says. */
-    double w = (double)n / ((double)n + PRIOR_WEIGHT);
+    double w = ne / (ne + PRIOR_WEIGHT);
     lo = w * lo + (1.0 - w) * (med + dlo);
     hi = w * hi + (1.0 - w) * (med + dhi);
     b.lo = exp(lo);
@@ -211,15 +261,13 @@ static struct est_band band_from(float *v, size_t n, const double dflt[2])
 static struct est_band train_like_band(const struct est_ring rings[PLAN_METHOD_COUNT][WORKER_CLASS_COUNT],
                                        enum plan_method m, enum worker_class c)
 {
-    float v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
+    struct wv v[EST_HISTORY_CAP * PLAN_METHOD_COUNT];
     size_t n = 0;
     for (int k = 0; k < PLAN_METHOD_COUNT; k++) {
         int o = k == 0 ? (int)m : k <= (int)m ? k - 1 : k;
         if (k > 0 && n >= BORROW_BELOW)
             break;
-        const struct est_ring *r = &rings[o][c];
-        for (uint32_t i = 0; i < r->n; i++)
-            v[n++] = r->log_ratio[i];
+        n = ring_collect(&rings[o][c], v, n);
     }
     return band_from(v, n, default_train);
 }
@@ -260,35 +308,33 @@ struct est_band est_band_start(const struct est_history *h, enum plan_method m,
 {
     if (!h || !valid_cell(m, c))
         return (struct est_band){.lo = default_start[0][0], .hi = default_start[0][1]};
-    float v[EST_HISTORY_CAP * MAX_RINGS];
+    struct wv v[EST_HISTORY_CAP * MAX_RINGS];
     size_t n = 0;
     /* loading depends on the model more than on the method */
     int cells[MAX_RINGS][2];
     int nc = borrow_cells(m, c, cells);
-    for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++) {
-        const struct est_ring *r = &h->start[cells[i][0]][cells[i][1]];
-        for (uint32_t k = 0; k < r->n; k++)
-            v[n++] = r->log_ratio[k];
-    }
+    for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++)
+        n = ring_collect(&h->start[cells[i][0]][cells[i][1]], v, n);
     return band_from(v, n, default_start[0]);
 }
 
 /* The q quantile of the rings rings[order[0..n)] (the first, then while
- * thin the next ones), pulled towards 0 by MARGIN_PRIOR. */
+ * thin the next ones), their entries weighed by recency,
+ * pulled towards 0 by MARGIN_PRIOR effective entries. */
 static double ring_margin(const struct est_ring *const *rings, int n_rings, double q)
 {
-    float v[MAX_MARGIN_RINGS * EST_HISTORY_CAP];
+    struct wv v[MAX_MARGIN_RINGS * EST_HISTORY_CAP];
     size_t n = 0;
     for (int k = 0; k < n_rings; k++) {
         if (k > 0 && n >= BORROW_BELOW)
             break;
-        for (uint32_t i = 0; i < rings[k]->n; i++)
-            v[n++] = rings[k]->log_ratio[i];
+        n = ring_collect(rings[k], v, n);
     }
     if (n == 0)
         return 0.0;
-    qsort(v, n, sizeof v[0], cmp_float);
-    return (double)n / ((double)n + MARGIN_PRIOR) * quantile(v, n, q);
+    qsort(v, n, sizeof v[0], cmp_wv);
+    double ne = effective_n(v, n);
+    return ne / (ne + MARGIN_PRIOR) * quantile(v, n, q);
 }
 
 double est_range_margin(const struct est_history *h, int cell)
@@ -332,14 +378,16 @@ struct est_band est_band_job(const struct est_history *h, enum plan_method m,
                       sh * default_start[wi][1] + (1 - sh) * default_train[1]};
     if (!h || !valid_cell(m, c) || (int)g < 0 || g >= SCHED_GOAL_COUNT)
         return (struct est_band){.lo = dflt[0], .hi = dflt[1]};
-    float v[EST_HISTORY_CAP * MAX_RINGS];
+    struct wv v[EST_HISTORY_CAP * MAX_RINGS];
     size_t n = 0;
     int cells[MAX_RINGS][2];
     int nc = borrow_cells(m, c, cells);
     for (int i = 0; i < nc && (i == 0 || n < BORROW_BELOW); i++) {
         const struct est_job_ring *r = &h->job[cells[i][0]][cells[i][1]][wi][g];
         for (uint32_t k = 0; k < r->n; k++)
-            v[n++] = (float)log(sh * exp(r->log_start[k]) + (1 - sh) * exp(r->log_train[k]));
+            v[n++] = (struct wv){
+                .v = (float)log(sh * exp(r->log_start[k]) + (1 - sh) * exp(r->log_train[k])),
+                .w = age_weight(r->next, k)};
     }
     return band_from(v, n, dflt);
 }

@@ -24,8 +24,12 @@
  *             against the prediction they were made with, by (method,
  *             worker class)
  * Bands are the 5th..95th percentile of their ring of log ratios (the
- * newest EST_HISTORY_CAP), widened by the sampling error of their mean and
- * pulled towards a wide default band while history is thin; thin cells
+ * newest EST_HISTORY_CAP), each weighed by its recency (halving every
+ * EST_HALF_LIFE errors added to its ring since), widened by the sampling
+ * error of their mean and pulled towards a wide default band while the
+ * effective number of errors is small; so an old burst of large errors
+ * (a load surge that has ended) stops widening new ranges once newer
+ * errors outweigh it, and a slowdown measured now moves them; thin cells
  * borrow their neighbours'. The sum is then widened or narrowed about its
  * geometric centre by a margin measured on succeeded jobs (how far outside
  * the sum they fell), by wait cell, so that it holds EST_COVER of them.
@@ -46,6 +50,9 @@
 #include "sched/scheduler.h"
 
 #define EST_HISTORY_CAP 256
+/* An error weighs half as much once this many newer ones were added to its
+ * ring (bands and margins alike; docs/estimator.md, "Old errors age"). */
+#define EST_HALF_LIFE 32.0
 /* Cells of the range's margin by how much of a job's time is waiting:
  * capacity free, a short wait, a long one (est_wait_cell). */
 #define EST_WAIT_CELLS 3
@@ -305,7 +312,8 @@ void est_history_add_spread(struct est_history *h, int cell, double spread);
 
 /* The margin, in logs, that the half-width of the parts' sum needs to hold
  * EST_COVER of the succeeded jobs (the EST_COVER quantile of their
- * spreads), pulled towards 0 while there are few: it keeps the time range
+ * spreads, weighed by recency as the bands are), pulled towards 0 while
+ * there are few (effectively): it keeps the time range
  * calibrated when the parts, measured apart, do not add up (a job placed
  * on another worker than its estimate chose; the queue reordered). */
 #define EST_COVER 0.93
@@ -318,8 +326,9 @@ void est_history_add_tl_spread(struct est_history *h, int cell, int side, double
 
 /* The margin, in logs, that one end of the time-left band of a cell needs
  * to hold EST_TL_SIDE_COVER of the succeeded jobs on its side (the quantile
- * of their spreads; negative narrows), pulled towards 0 while there are
- * few; thin cells borrow their neighbours'. Both ends together hold about
+ * of their spreads, weighed by recency; negative narrows), pulled towards
+ * 0 while there are few (effectively); thin cells borrow their
+ * neighbours'. Both ends together hold about
  * 1 - 2 x (1 - EST_TL_SIDE_COVER). */
 #define EST_TL_SIDE_COVER 0.965
 double est_tl_margin(const struct est_history *h, int cell, int side);

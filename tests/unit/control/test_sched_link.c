@@ -257,14 +257,24 @@ static void time_left_margins_are_learnt_from_tl_rows(void **state)
     sched_link_calibrate_time_left(l, &t);
     assert_true(t.margin[1][1] == 0 && t.margin[1][0] == 0);
     /* 35 jobs whose time left ran 10% past the top of the band shown at
-     * 20-50%: the margin above there is their quantile, pulled to 0 by 5. */
+     * 20-50%: the margin above there is their quantile, pulled to 0 by 5
+     * against their effective number (each weighs half as much
+     * EST_HALF_LIFE rows later: (sum w)^2 / sum w^2). */
     struct store_calibration k = {.kind = "tl", .waited = 1, .goal = 1,
                                   .actual_a = exp(0.1), .nominal_a = 1};
     for (int i = 0; i < 35; i++)
         sched_link_calibrate(l, &k);
     tl_begin(&t, 100, 0, 0, 5, 100, 200);
     sched_link_calibrate_time_left(l, &t);
-    assert_true(fabs(t.margin[1][1] - 0.1 * 35.0 / 40.0) < 1e-6);
+    double sw = 0, sw2 = 0;
+    for (int i = 0; i < 35; i++) {
+        double w = exp2(-i / EST_HALF_LIFE);
+        sw += w;
+        sw2 += w * w;
+    }
+    double ne = sw * sw / sw2;
+    assert_true(ne > 30 && ne < 35);
+    assert_true(fabs(t.margin[1][1] - 0.1 * ne / (ne + 5.0)) < 1e-6);
     assert_true(t.margin[1][0] == 0); /* the other end learnt nothing */
     sched_link_free(l);
 }

@@ -713,6 +713,54 @@ static void the_margin_is_measured(void **state)
     free(h);
 }
 
+/* A load surge's errors age: a burst of large old errors followed by many
+ * accurate jobs no longer widens the band or the margin (the ring still
+ * holds them). */
+static void old_errors_age(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    for (int i = 0; i < 20; i++)
+        est_history_add_train(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, 2.5, 1.0);
+    struct est_band surge = est_band_train(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND);
+    assert_true(surge.hi > 2.0);
+    for (int i = 0; i < 128; i++)
+        est_history_add_train(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, exp(0.05 * normal()),
+                              1.0);
+    struct est_band after = est_band_train(h, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND);
+    assert_int_equal(after.n, 148);
+    assert_true(after.lo > 0.8 && after.lo < 1.0);
+    assert_true(after.hi > 1.0 && after.hi < 1.3);
+
+    /* the margin of succeeded jobs too */
+    for (int i = 0; i < 30; i++)
+        est_history_add_spread(h, 1, 0.8);
+    assert_true(est_range_margin(h, 1) > 0.5);
+    for (int i = 0; i < 150; i++)
+        est_history_add_spread(h, 1, -0.2 + 0.05 * normal());
+    assert_true(est_range_margin(h, 1) < 0);
+    free(h);
+}
+
+/* A slowdown measured now still moves the band: a dozen of the newest
+ * 256 errors ran 1.6x (under the 5% the top percentile stood on). */
+static void a_slowdown_now_moves_the_band(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    for (int i = 0; i < EST_HISTORY_CAP; i++)
+        est_history_add_train(h, PLAN_METHOD_LORA_4, WORKER_ON_DEMAND, exp(0.05 * normal()),
+                              1.0);
+    struct est_band calm = est_band_train(h, PLAN_METHOD_LORA_4, WORKER_ON_DEMAND);
+    assert_true(calm.hi < 1.2);
+    for (int i = 0; i < 12; i++)
+        est_history_add_train(h, PLAN_METHOD_LORA_4, WORKER_ON_DEMAND, 1.6, 1.0);
+    struct est_band slow = est_band_train(h, PLAN_METHOD_LORA_4, WORKER_ON_DEMAND);
+    assert_true(slow.hi > 1.5);
+    assert_true(slow.lo > 0.8);
+    free(h);
+}
+
 /* Reinforcement's tokens by hand: 2 prompts of 30 tokens together, 4
  * answers each counted at 64 / 2 = 32 tokens: 64 answer tokens a group
  * member. Rollouts: 30 / 3 + 64 x 4 / 3; the update: 30 + 64; the KL's
@@ -748,6 +796,8 @@ int main(void)
         cmocka_unit_test(a_fresh_shape_borrows_its_neighbours),
         cmocka_unit_test(fixed_costs_are_measured_apart),
         cmocka_unit_test(the_margin_is_measured),
+        cmocka_unit_test(old_errors_age),
+        cmocka_unit_test(a_slowdown_now_moves_the_band),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
