@@ -3,9 +3,11 @@
  * links the planner (src/sched/planner.c) and prints one JSON object.
  *
  * usage: plan_need LAYERS HIDDEN INTERMEDIATE HEADS KV_HEADS HEAD_DIM VOCAB
- *                  TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK [QK_NORM]
+ *                  TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK [QK_NORM
+ *                  [EXPERTS EXPERTS_USED MOE_INTERMEDIATE]]
  *   (TIED, GEMMA2, ATTN_CAP, FINAL_CAP, QK_NORM (Qwen3): 0 or 1; RANK 0 =
- *   full fine-tuning)
+ *   full fine-tuning; EXPERTS > 0: a mixture of experts, every layer
+ *   sparse)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,20 +17,21 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 16 && argc != 17) {
+    if (argc != 16 && argc != 17 && argc != 20) {
         fprintf(stderr, "usage: plan_need LAYERS HIDDEN INTERMEDIATE HEADS KV_HEADS HEAD_DIM "
                         "VOCAB TIED GEMMA2 ATTN_CAP FINAL_CAP BATCH SEQ THREADS RANK "
-                        "[QK_NORM]\n");
+                        "[QK_NORM [EXPERTS EXPERTS_USED MOE_INTERMEDIATE]]\n");
         return 2;
     }
-    int v[16] = {0};
+    int v[19] = {0};
     for (int i = 0; i + 1 < argc; i++)
         v[i] = atoi(argv[i + 1]);
     struct plan_job j = {.model = {.layers = v[0], .hidden = v[1], .intermediate = v[2],
                                    .heads = v[3], .kv_heads = v[4], .head_dim = v[5],
                                    .vocab = v[6], .tied = v[7] != 0, .post_norms = v[8] != 0,
                                    .attn_softcap = v[9] != 0, .final_softcap = v[10] != 0,
-                                   .qk_norm = v[15] != 0},
+                                   .qk_norm = v[15] != 0, .experts = v[16],
+                                   .experts_used = v[17], .moe_intermediate = v[18]},
                          .precision = PLAN_16BIT,
                          .adapter = v[14] > 0 ? PLAN_LORA : PLAN_FULL,
                          .lora_rank = v[14],

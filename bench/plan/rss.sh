@@ -6,12 +6,17 @@
 # twice the hidden width), Qwen3-1.7B's widths at 2 of its 28 layers (and
 # the tokenizer's vocabulary, not its 151,936), a tiny Gemma 3 (post and
 # q/k norms, a window of 16 under the 512 tokens), Gemma-3-1B's widths at 2
-# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head) and a
-# tiny Llama 3 given a
-# 4096-token context. Each row fills the context with one example, so the attention
+# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head), a
+# tiny Llama 3 given a 4096-token context, and real sizes of today's
+# families at a reduced depth: Qwen3-8B's widths at 2 of its 36 layers,
+# Gemma-3-4B's at 2 of 34 (hidden 2560, 8 heads of 256, 4 key/value heads,
+# window 1024), SmolLM3-3B's at 2 of 36 and Qwen3-30B-A3B's at 1 of its 48
+# (128 experts of width 768, 8 per token: 0.6 B parameters in that layer's
+# experts). Each row fills the context with one example, so the attention
 # score blocks are as large as they get. The trainer runs THREADS threads
 # (the attempt's "threads", default 2) and the planner is told the same.
 #   bench/plan/rss.sh [BUILD_DIR] [THREADS]
+#   env CASES: the rows to run, space-separated (default: every row)
 # Prints one JSON object; "planned" is the planner's total, "planned_work"
 # the same without its fixed 256 MiB process allowance and 5% margin.
 # Exits 1 when a row is outside the tolerance: the planned total must be
@@ -26,6 +31,8 @@ cc -std=c11 -O2 -I"$root/src" "$root/bench/plan/plan_need.c" \
    "$build/libalallo_sched.a" "$build/libalallo_core.a" \
    $(pkg-config --libs jansson libsodium) -lm -o "$work/plan_need"
 tok="$root/models/alallo-base/tokenizer.json"
+cases=${CASES:-}
+want() { [ -z "$cases" ] || case " $cases " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 "$build/alallo" model init --family gemma2 --tokenizer "$tok" --out "$work/gemma2" >/dev/null
 "$build/alallo" model init --family llama3 --tokenizer "$tok" --out "$work/llama3" >/dev/null
 "$build/alallo" model init --family qwen3 --tokenizer "$tok" --out "$work/qwen3" >/dev/null
@@ -36,6 +43,24 @@ tok="$root/models/alallo-base/tokenizer.json"
 "$build/alallo" model init --family gemma3 --tokenizer "$tok" --out "$work/gemma3-1b" \
   --hidden 1152 --layers 2 --heads 4 --kv-heads 1 --head-dim 256 --intermediate 6912 \
   --query-scalar 256 --sliding-window 512 --max-pos 1024 >/dev/null
+# real sizes at a reduced depth, made only when their row runs (the largest
+# is a 2.5 GB folder)
+real() { # CASE NAME FAMILY SHAPE...
+  want "$1" || return 0
+  name=$2 family=$3
+  shift 3
+  "$build/alallo" model init --family "$family" --tokenizer "$tok" --out "$work/$name" \
+    --max-pos 2048 "$@" >/dev/null
+}
+real qwen3-8b-2layers-512 qwen3-8b qwen3 --hidden 4096 --layers 2 --heads 32 --kv-heads 8 \
+  --head-dim 128 --intermediate 12288
+real gemma3-4b-2layers-1024 gemma3-4b gemma3 --hidden 2560 --layers 2 --heads 8 --kv-heads 4 \
+  --head-dim 256 --intermediate 10240 --query-scalar 256 --sliding-window 1024
+real smollm3-3b-2layers-512 smollm3-3b smollm3 --hidden 2048 --layers 2 --heads 16 \
+  --kv-heads 4 --head-dim 128 --intermediate 11008
+real qwen3-30b-a3b-1layer-512 qwen3-30b-a3b qwen3_moe --hidden 2048 --layers 1 --heads 32 \
+  --kv-heads 4 --head-dim 128 --intermediate 6144 --experts 128 --experts-used 8 \
+  --moe-intermediate 768
 # the tiny Llama 3 with a longer context (its llama3 RoPE scaling allows it)
 python3 - "$work/llama3/config.json" <<'PY'
 import json, sys
@@ -43,6 +68,7 @@ c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = 4096
 json.dump(c, open(sys.argv[1], "w"))
 PY
 run() { # NAME MODEL_DIR SEQ
+  want "$1" || return 0
   python3 - "$work/$1.jsonl" "$3" <<'PY'
 import json, sys
 # " tick" is two tokens of alallo-base's tokenizer: each example fills a row
@@ -70,6 +96,8 @@ args = [c["num_hidden_layers"], c["hidden_size"], c["intermediate_size"],
         int(g2 and (c.get("attn_logit_softcapping") or 0) > 0),
         int(g2 and (c.get("final_logit_softcapping") or 0) > 0), 1, seq, thr, 16,
         int(c["model_type"].startswith("qwen3") or c["model_type"] == "gemma3_text")]
+if c.get("num_experts"):  # a mixture of experts, every layer sparse
+    args += [c["num_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"]]
 p = json.loads(subprocess.check_output([sys.argv[4]] + [str(a) for a in args]))
 rss = int(open(sys.argv[5]).read().split()[-1]) * 1024
 mib = lambda b: round(b / 2**20, 1)
@@ -88,6 +116,10 @@ run qwen3-1.7b-2layers-512 "$work/qwen3-1.7b" 512
 run gemma3-512 "$work/gemma3" 512
 run gemma3-1b-2layers-1024 "$work/gemma3-1b" 1024
 run llama3-4096 "$work/llama3" 4096
+run qwen3-8b-2layers-512 "$work/qwen3-8b" 512
+run gemma3-4b-2layers-1024 "$work/gemma3-4b" 1024
+run smollm3-3b-2layers-512 "$work/smollm3-3b" 512
+run qwen3-30b-a3b-1layer-512 "$work/qwen3-30b-a3b" 512
 python3 - "$work/rows" <<'PY'
 import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

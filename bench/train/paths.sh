@@ -11,11 +11,14 @@
 # Then bench/train/torch_ref.py (full fp32, full with bf16 autocast, LoRA
 # fp32, LoRA with bf16 autocast) on the same threads, with OpenMP's own waiting (alallo's
 # passive waiting would slow PyTorch down), and CURVE_STEPS steps of 16-bit LoRA on
-# the avx512 (fp32), avx512bf16 and onednn paths with --losses.
+# the avx512 (fp32), avx512bf16 and onednn paths with --losses. Last,
+# bench/train/families.sh: tokens/s of each model family at the 124m-class
+# shape (and the mixture of experts per active parameter), written beside
+# OUT_JSON as OUT-families.json (FAMILY_ROUNDS rounds; 0 = not run).
 #
 # usage: bench/train/paths.sh [ALALLO_BIN] [OUT_JSON]
 #   env STEPS (6), THREADS (nproc), CURVE_STEPS (200, 0 = no curve),
-#       CURVE_LR (1e-4)
+#       CURVE_LR (1e-4), FAMILY_ROUNDS (2)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
@@ -126,3 +129,7 @@ for bf in ("avx512bf16", "onednn"):
           f" largest gap {gaps[at]:.4f} at step {at} ({gaps[at] / a[0] * 100:.2f}% of the first loss,"
           f" {gaps[at] / a[at] * 100:.1f}% of that step's)")
 PY
+if [[ ${FAMILY_ROUNDS:-2} -gt 0 ]]; then
+    ROUNDS=${FAMILY_ROUNDS:-2} STEPS=$steps THREADS=$threads \
+        "$root/bench/train/families.sh" "$bin" "${out%.json}-families.json"
+fi

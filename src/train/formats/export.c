@@ -20,6 +20,7 @@
 
 #include "core/fs.h"
 #include "train/formats/gguf.h"
+#include "train/formats/gguf_moe.h"
 #include "train/model/model.h"
 #include "train/model/moe.h"
 #include "train/formats/quant.h"
@@ -179,6 +180,10 @@ struct want {
     int64_t rows, cols; /* cols 0 for a vector */
     int permute_heads;  /* > 0: llama.cpp's q/k row order with this many heads */
     float add, mul;     /* written value = stored * mul + add (Gemma norms: + 1) */
+    int stack;          /* > 0: this many experts' tensors stacked (gguf_moe.h): hf is the
+                         * layer's "model.layers.L.mlp.experts", proj the projection, rows
+                         * each expert's */
+    int proj;
 };
 
 /* llama.cpp's architecture for a family: Mistral is Llama to it. */
@@ -189,6 +194,7 @@ static const char *gguf_arch(const struct model_config *c)
     case FAM_GEMMA: return "gemma";
     case FAM_GEMMA2: return "gemma2";
     case FAM_QWEN3: return "qwen3";
+    case FAM_QWEN3_MOE: return GGUF_MOE_ARCH;
     case FAM_SMOLLM3: return "smollm3";
     case FAM_GEMMA3: return "gemma3";
     default: return "llama";
@@ -214,10 +220,18 @@ static float gemma2_q_mul(const struct model_config *c)
     return c->family == FAM_GEMMA2 ? gemma_q_ratio(c) : 1.0f;
 }
 
+/* The Hugging Face name of expert e's tensor of a stacked want. */
+static void stack_name(const struct want *w, int e, char *out, size_t cap)
+{
+    if ((size_t)snprintf(out, cap, "%s.%d.%s.weight", w->hf, e,
+                         model_proj_name(PROJ_GATE + w->proj)) >= cap)
+        out[0] = '\0'; /* no tensor has an empty name: reported missing */
+}
+
 /* Fills *out (malloc'd) with the tensors of cfg, in GGUF's usual order. */
 static int want_list(const struct model_config *c, struct want **out, size_t *n)
 {
-    size_t cap = 4 + (size_t)c->n_layers * (16 + 1 + MOE_PROJ_COUNT * (size_t)c->n_experts), k = 0;
+    size_t cap = 4 + (size_t)c->n_layers * (16 + 1 + MOE_PROJ_COUNT), k = 0;
     struct want *w = calloc(cap, sizeof *w);
     if (!w)
         return -1;
@@ -293,19 +307,20 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
             WANT(hf, gg, parts[p].rows, parts[p].cols, parts[p].perm, parts[p].add,
                  parts[p].mul);
         }
-        /* a sparse layer's router and experts: checked for the HF folder
-         * (GGUF refuses a mixture of experts, so no GGUF names) */
+        /* a sparse layer's router and its experts, each projection stacked */
         if (sparse) {
             snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate.weight", l);
-            WANT(hf, "", c->n_experts, C, 0, 0.0f, 1.0f);
+            snprintf(gg, sizeof gg, "blk.%d.ffn_gate_inp.weight", l);
+            WANT(hf, gg, c->n_experts, C, 0, 0.0f, 1.0f);
         }
-        for (int e = 0; sparse && e < c->n_experts; e++)
-            for (int p = 0; p < MOE_PROJ_COUNT; p++) {
-                int64_t M = c->moe_intermediate, down = p == MOE_DOWN;
-                snprintf(hf, sizeof hf, "model.layers.%d.mlp.experts.%d.%s.weight", l, e,
-                         model_proj_name(PROJ_GATE + p));
-                WANT(hf, "", down ? C : M, down ? M : C, 0, 0.0f, 1.0f);
-            }
+        for (int p = 0; sparse && p < MOE_PROJ_COUNT; p++) {
+            int64_t M = c->moe_intermediate, down = p == MOE_DOWN;
+            snprintf(hf, sizeof hf, "model.layers.%d.mlp.experts", l);
+            snprintf(gg, sizeof gg, "blk.%d.%s.weight", l, gguf_moe_stack_name(p));
+            WANT(hf, gg, down ? C : M, down ? M : C, 0, 0.0f, 1.0f);
+            w[k - 1].stack = c->n_experts;
+            w[k - 1].proj = p;
+        }
     }
     WANT("model.norm.weight", "output_norm.weight", C, 0, 0, na, 1.0f);
     if (!c->tied)
@@ -380,10 +395,14 @@ static int hf_open(const char *dir, struct hf_model *m, char *err, size_t cap)
         goto fail;
     }
     for (size_t i = 0; i < m->n_want; i++)
-        if (m->want[i].hf[0] &&
-            check_tensor(shards_find(&m->sh, m->want[i].hf), &m->want[i], why, sizeof why) < 0) {
-            text_error(err, cap, "%s: %s", dir, why);
-            goto fail;
+        for (int e = 0; m->want[i].hf[0] && e < (m->want[i].stack ? m->want[i].stack : 1); e++) {
+            struct want one = m->want[i];
+            if (one.stack)
+                stack_name(&m->want[i], e, one.hf, sizeof one.hf);
+            if (check_tensor(shards_find(&m->sh, one.hf), &one, why, sizeof why) < 0) {
+                text_error(err, cap, "%s: %s", dir, why);
+                goto fail;
+            }
         }
     return 0;
 fail:
@@ -575,6 +594,8 @@ int export_peft(const char *adapter_dir, const char *out_dir, char *err, size_t 
 
 struct conv {
     const struct st_tensor *src; /* NULL: the values are `mem` */
+    const struct st_tensor **stack; /* n_stack > 0: rows split evenly among these sources */
+    int n_stack;
     const float *mem;
     enum gguf_ttype to;
     size_t rows, cols; /* cols 1 for a vector */
@@ -599,9 +620,15 @@ static float load_elem(const struct st_tensor *t, size_t i)
 static void conv_row(const struct conv *c, size_t r, float *row)
 {
     size_t sr = c->permute_heads ? export_permuted_row(r, c->rows, c->permute_heads) : r;
+    const struct st_tensor *t = c->src;
+    if (c->n_stack > 0) {
+        size_t per = c->rows / (size_t)c->n_stack;
+        t = c->stack[sr / per];
+        sr %= per;
+    }
     for (size_t k = 0; k < c->cols; k++) {
         size_t i = sr * c->cols + k;
-        row[k] = (c->src ? load_elem(c->src, i) : c->mem[i]) * c->mul + c->add;
+        row[k] = (t ? load_elem(t, i) : c->mem[i]) * c->mul + c->add;
     }
 }
 
@@ -946,6 +973,13 @@ static uint32_t file_type(enum export_dtype d)
 /* The storage of one matrix in an export of `d`. */
 static enum gguf_ttype matrix_type(enum export_dtype d, const struct want *w, int tied)
 {
+    char hf[sizeof w->hf + 32]; /* a stack's role is its experts' */
+    snprintf(hf, sizeof hf, "%s", w->hf);
+    if (w->stack)
+        stack_name(w, 0, hf, sizeof hf);
+    enum quant_role role = quant_role_of(hf, tied);
+    if (role == QROLE_ROUTER) /* a router stays F32 in every export (quant.h) */
+        return GGUF_T_F32;
     switch (d) {
     case EXPORT_BF16: return GGUF_T_BF16;
     case EXPORT_F32: return GGUF_T_F32;
@@ -953,7 +987,7 @@ static enum gguf_ttype matrix_type(enum export_dtype d, const struct want *w, in
     default: break;
     }
     enum quant_scheme s = d == EXPORT_Q8_0 ? QSCHEME_Q8_0 : d == EXPORT_Q4_0 ? QSCHEME_Q4_0 : QSCHEME_Q4_K_M;
-    return (enum gguf_ttype)quant_pick(s, quant_role_of(w->hf, tied), (size_t)w->cols);
+    return (enum gguf_ttype)quant_pick(s, role, (size_t)w->cols);
 }
 
 int export_gguf(const char *model_dir, const char *out_path, enum export_dtype dtype, char *err,
@@ -990,17 +1024,20 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
         return -1;
     }
     int rc = -1;
-    if (c->n_experts > 0) { /* docs/models.md: GGUF of a mixture of experts */
-        text_error(err, errcap, "GGUF export of %s (a mixture of experts) is not supported "
-                                "yet: export the Hugging Face folder instead",
-                   model_family_name(c->family));
+    char why[400];
+    if (c->n_experts > 0 && gguf_moe_refusal(c, why, sizeof why) < 0) {
+        text_error(err, errcap, "%s: %s", model_dir, why);
         hf_close(&m);
         return -1;
     }
+    size_t n_stacked = 0, at = 0; /* the experts' sources of every stack, in one block */
+    for (size_t i = 0; i < m.n_want; i++)
+        n_stacked += (size_t)m.want[i].stack;
     struct gguf_writer *w = gguf_writer_new();
     struct conv *cv = calloc(m.n_want, sizeof *cv);
+    const struct st_tensor **stacked = calloc(n_stacked + 1, sizeof *stacked);
     float rope_div[512];
-    if (!w || !cv) {
+    if (!w || !cv || !stacked) {
         text_error(err, errcap, "out of memory");
         goto out;
     }
@@ -1009,7 +1046,8 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     int bad = gguf_set_str(w, "general.architecture", gguf_arch(c)) ||
               gguf_set_str(w, "general.name", name) ||
               gguf_set_u32(w, "general.file_type", file_type(dtype)) ||
-              set_hparams(w, c);
+              set_hparams(w, c) ||
+              (c->n_experts > 0 && gguf_moe_set_keys(w, gguf_arch(c), c));
     if (bad) {
         text_error(err, errcap, "out of memory");
         goto out;
@@ -1027,10 +1065,20 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
                               .permute_heads = wt->permute_heads,
                               .add = wt->add,
                               .mul = wt->mul};
-        uint64_t ne[2] = {cv[i].cols, cv[i].rows};
-        int nd = wt->cols ? 2 : 1;
+        uint64_t ne[3] = {cv[i].cols, cv[i].rows, (uint64_t)wt->stack};
+        int nd = wt->stack ? 3 : wt->cols ? 2 : 1;
         if (!wt->cols)
             ne[0] = cv[i].rows;
+        if (wt->stack) {
+            cv[i].stack = stacked + at;
+            cv[i].n_stack = wt->stack;
+            cv[i].rows *= (size_t)wt->stack;
+            for (int e = 0; e < wt->stack; e++) {
+                char hf[sizeof wt->hf + 32];
+                stack_name(wt, e, hf, sizeof hf);
+                stacked[at++] = shards_find(&m.sh, hf);
+            }
+        }
         if (gguf_add_tensor(w, wt->gguf, cv[i].to, nd, ne, fill_conv, &cv[i]) < 0) {
             text_error(err, errcap, "tensor %s cannot be added", wt->gguf);
             goto out;
@@ -1040,6 +1088,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
 out:
     gguf_writer_free(w);
     free(cv);
+    free(stacked);
     hf_close(&m);
     return rc;
 }

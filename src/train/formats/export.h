@@ -13,7 +13,9 @@
  * llama.cpp's metadata keys and tensor names, q/k rows permuted the way
  * llama.cpp's converter does for Llama models, and the tokenizer as
  * tokenizer.ggml.* (model "gpt2" for byte-level BPE, "llama" for
- * SentencePiece style). Details in docs/formats.md.
+ * SentencePiece style); the other families under their own llama.cpp
+ * architectures, a mixture of experts as gguf_moe.h says. Details in
+ * docs/formats.md.
  */
 #ifndef ALALLO_TRAIN_EXPORT_H
 #define ALALLO_TRAIN_EXPORT_H

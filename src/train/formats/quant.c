@@ -36,6 +36,8 @@ enum quant_role quant_role_of(const char *hf_name, int tied)
         return QROLE_ATTN_V;
     if (ends_with(hf_name, ".down_proj.weight"))
         return QROLE_FFN_DOWN;
+    if (ends_with(hf_name, ".mlp.gate.weight"))
+        return QROLE_ROUTER;
     return QROLE_OTHER;
 }
 
@@ -79,7 +81,7 @@ size_t quant_row_bytes(enum quant_type t, size_t n)
 enum quant_type quant_pick(enum quant_scheme s, enum quant_role role, size_t cols)
 {
     enum quant_type t = s == QSCHEME_Q8_0 ? QUANT_Q8_0 : s == QSCHEME_Q4_0 ? QUANT_Q4_0 : QUANT_Q4_K;
-    if (s == QSCHEME_Q4_K_M && role != QROLE_OTHER)
+    if (s == QSCHEME_Q4_K_M && role != QROLE_OTHER && role != QROLE_ROUTER)
         t = QUANT_Q6_K;
     if (cols % quant_block_values(t) != 0)
         t = t == QUANT_Q4_K ? QUANT_Q4_0 : t == QUANT_Q6_K ? QUANT_Q8_0 : t;

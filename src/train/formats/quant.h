@@ -42,12 +42,14 @@ enum quant_type { QUANT_F16 = 1, QUANT_Q4_0 = 2, QUANT_Q8_0 = 8, QUANT_Q4_K = 12
 
 enum quant_scheme { QSCHEME_Q8_0, QSCHEME_Q4_0, QSCHEME_Q4_K_M };
 
-/* What a matrix is to the model, for the schemes' choice. */
-enum quant_role { QROLE_OTHER, QROLE_OUTPUT, QROLE_ATTN_V, QROLE_FFN_DOWN };
+/* What a matrix is to the model, for the schemes' choice. A mixture of
+ * experts' router no scheme quantizes: its callers keep it F32, as
+ * llama.cpp's own converter does (quant_pick treats it as other). */
+enum quant_role { QROLE_OTHER, QROLE_OUTPUT, QROLE_ATTN_V, QROLE_FFN_DOWN, QROLE_ROUTER };
 
 /* The role of a Hugging Face tensor name: lm_head (and the embedding when
  * `tied`) is the output, *.v_proj.weight attn_v, *.down_proj.weight
- * ffn_down. */
+ * ffn_down, *.mlp.gate.weight (qwen3_moe's router) the router. */
 enum quant_role quant_role_of(const char *hf_name, int tied);
 
 /* "q8_0", "q4_0", "q4_k_m" -> 0 and *out; -1 if unknown. */

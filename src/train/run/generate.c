@@ -141,7 +141,10 @@ int gen_quantize(struct generator *g, const char *scheme, char *err, size_t errc
         if (!t->lin || t->is1d)
             continue;
         size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
-        enum quant_type qt = quant_pick(s, quant_role_of(t->name, m->cfg.tied), cols);
+        enum quant_role role = quant_role_of(t->name, m->cfg.tied);
+        if (role == QROLE_ROUTER) /* kept F32, as the GGUF keeps it */
+            continue;
+        enum quant_type qt = quant_pick(s, role, cols);
         float *w = malloc(rows * cols * sizeof *w);
         unsigned char *blocks = malloc(quant_row_bytes(qt, cols));
         if (!w || !blocks) {

@@ -52,6 +52,13 @@ static void sizes_and_choice(void **state)
     assert_int_equal(quant_role_of("model.layers.3.self_attn.v_proj.weight", 0), QROLE_ATTN_V);
     assert_int_equal(quant_role_of("model.layers.0.mlp.down_proj.weight", 0), QROLE_FFN_DOWN);
     assert_int_equal(quant_role_of("model.layers.0.mlp.up_proj.weight", 0), QROLE_OTHER);
+    /* a mixture of experts: the router kept out of every scheme, the
+     * experts' down projections as the dense one's */
+    assert_int_equal(quant_role_of("model.layers.2.mlp.gate.weight", 0), QROLE_ROUTER);
+    assert_int_equal(quant_role_of("model.layers.2.mlp.gate_proj.weight", 0), QROLE_OTHER);
+    assert_int_equal(quant_role_of("model.layers.2.mlp.experts.7.down_proj.weight", 0),
+                     QROLE_FFN_DOWN);
+    assert_int_equal(quant_pick(QSCHEME_Q4_K_M, QROLE_ROUTER, 256), QUANT_Q4_K);
 }
 
 static void q8_0_and_q4_0_layout(void **state)
