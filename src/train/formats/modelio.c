@@ -246,6 +246,21 @@ static const char *const tokenizer_files[] = {
     "generation_config.json", "chat_template.jinja", NULL,
 };
 
+/* The merged weights of one tensor at a time, for st_write_each: one
+ * buffer the size of the largest merged tensor serves them all, so saving
+ * never holds a second copy of the whole model. */
+struct merged_fill {
+    const struct model *m;
+    float *buf;
+};
+
+static const void *fill_merged(void *ctx, size_t i)
+{
+    struct merged_fill *f = ctx;
+    model_get_tensor(f->m, (int)i, f->buf);
+    return f->buf;
+}
+
 int modelio_save_merged(const struct model *m, const char *out_dir, const char *tokenizer_dir,
                         char *err, size_t errcap)
 {
@@ -254,12 +269,13 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
         return -1;
     int rc = -1;
     struct st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
-    float **bufs = calloc((size_t)m->n_tensors, sizeof *bufs);
+    struct merged_fill fill = {.m = m, .buf = NULL};
     char *cfg = model_config_to_json(&m->cfg);
-    if (!ts || !bufs || !cfg) {
+    if (!ts || !cfg) {
         snprintf(err, errcap, "out of memory saving the model");
         goto out;
     }
+    size_t most = 0; /* floats of the largest tensor made by fill_merged */
     for (int i = 0; i < m->n_tensors; i++) {
         const struct model_tensor *mt = &m->tensors[i];
         size_t n = (size_t)mt->rows * mt->cols;
@@ -271,20 +287,17 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
         t->shape[1] = mt->cols;
         t->nbytes = n * sizeof(float);
         /* fp32 weights without an adapter are written straight from the
-         * model; the rest are merged into a buffer. */
-        if (mt->vec && mt->offset == 0.0f) {
+         * model; the rest are merged, one at a time, as they are written. */
+        if (mt->vec && mt->offset == 0.0f)
             t->data = mt->vec;
-        } else if (mt->lin && mt->lin->kind == WK_F32 && mt->lin->r == 0) {
+        else if (mt->lin && mt->lin->kind == WK_F32 && mt->lin->r == 0)
             t->data = mt->lin->w;
-        } else {
-            bufs[i] = malloc(n * sizeof(float));
-            if (!bufs[i]) {
-                snprintf(err, errcap, "out of memory saving the model");
-                goto out;
-            }
-            model_get_tensor(m, i, bufs[i]);
-            t->data = bufs[i];
-        }
+        else if (n > most)
+            most = n;
+    }
+    if (most && !(fill.buf = malloc(most * sizeof(float)))) {
+        snprintf(err, errcap, "out of memory saving the model");
+        goto out;
     }
     snprintf(path, sizeof path, "%s/config.json", tmp);
     if (modelio_write_text(path, cfg)) {
@@ -293,7 +306,7 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
     }
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     static const char *const meta[] = {"format", "pt", NULL};
-    if (st_write(path, ts, (size_t)m->n_tensors, meta, err, errcap))
+    if (st_write_each(path, ts, (size_t)m->n_tensors, meta, fill_merged, &fill, err, errcap))
         goto out;
     for (int i = 0; tokenizer_dir && tokenizer_files[i]; i++) {
         char from[MODELIO_MAX_PATH + 64];
@@ -308,9 +321,7 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
 out:
     if (rc)
         fs_remove_tree(tmp);
-    for (int i = 0; bufs && i < m->n_tensors; i++)
-        free(bufs[i]);
-    free(bufs);
+    free(fill.buf);
     free(ts);
     free(cfg);
     return rc;

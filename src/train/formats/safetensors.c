@@ -549,7 +549,8 @@ oom:
     return NULL;
 }
 
-static int check_tensors(const struct st_tensor *tensors, size_t n, char *err, size_t cap)
+static int check_tensors(const struct st_tensor *tensors, size_t n, int filled, char *err,
+                         size_t cap)
 {
     for (size_t i = 0; i < n; i++) {
         const struct st_tensor *t = &tensors[i];
@@ -565,7 +566,7 @@ static int check_tensors(const struct st_tensor *tensors, size_t n, char *err, s
                 text_error(err, cap, "tensor \"%s\": bad shape", t->name);
                 return -1;
             }
-        if (count * dtype_sizes[t->dtype] != t->nbytes || (t->nbytes && !t->data)) {
+        if (count * dtype_sizes[t->dtype] != t->nbytes || (t->nbytes && !t->data && !filled)) {
             text_error(err, cap, "tensor \"%s\": %zu bytes given, shape and dtype need %llu",
                    t->name, t->nbytes, (unsigned long long)(count * dtype_sizes[t->dtype]));
             return -1;
@@ -582,7 +583,14 @@ static int check_tensors(const struct st_tensor *tensors, size_t n, char *err, s
 int st_write(const char *path, const struct st_tensor *tensors, size_t n,
              const char *const *metadata, char *err, size_t errcap)
 {
-    if (check_tensors(tensors, n, err, errcap) < 0)
+    return st_write_each(path, tensors, n, metadata, NULL, NULL, err, errcap);
+}
+
+int st_write_each(const char *path, const struct st_tensor *tensors, size_t n,
+                  const char *const *metadata, st_fill_fn fill, void *ctx, char *err,
+                  size_t errcap)
+{
+    if (check_tensors(tensors, n, fill != NULL, err, errcap) < 0)
         return -1;
     size_t hlen = 0;
     char *header = build_header(tensors, n, metadata, &hlen, err, errcap);
@@ -606,14 +614,27 @@ int st_write(const char *path, const struct st_tensor *tensors, size_t n,
     int rc = fs_write_all(fd, lenbuf, 8);
     if (rc == 0)
         rc = fs_write_all(fd, header, hlen);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        if (tensors[i].nbytes)
-            rc = fs_write_all(fd, tensors[i].data, tensors[i].nbytes);
+    size_t failed = n; /* the tensor fill could not make, else n */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!tensors[i].nbytes)
+            continue;
+        const void *data = tensors[i].data;
+        if (!data && !(data = fill(ctx, i))) {
+            failed = i;
+            rc = -1;
+            break;
+        }
+        rc = fs_write_all(fd, data, tensors[i].nbytes);
+    }
     free(header);
     if (rc == 0)
         rc = fsync(fd);
     if (rc != 0) {
-        text_error(err, errcap, "%s: %s", tmp, strerror(errno));
+        if (failed < n)
+            text_error(err, errcap, "%s: out of memory making tensor \"%s\"", tmp,
+                       tensors[failed].name);
+        else
+            text_error(err, errcap, "%s: %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         return -1;

@@ -58,6 +58,15 @@ struct st_file *st_parse(const void *buf, size_t len, char *err, size_t errcap);
  * Returns 0, or -1 with a reason in err. */
 int st_write(const char *path, const struct st_tensor *tensors, size_t n,
              const char *const *metadata, char *err, size_t errcap);
+/* As st_write, for tensors made one at a time: a tensor whose data is NULL
+ * (and nbytes not 0) gets its bytes from fill(ctx, i) when it is written.
+ * What fill returns is owned by the caller and read only until the next
+ * call, so one buffer serves every tensor; NULL from fill means out of
+ * memory and fails the write (nothing is left at path). */
+typedef const void *(*st_fill_fn)(void *ctx, size_t i);
+int st_write_each(const char *path, const struct st_tensor *tensors, size_t n,
+                  const char *const *metadata, st_fill_fn fill, void *ctx, char *err,
+                  size_t errcap);
 
 size_t st_dtype_size(enum st_dtype t);
 const char *st_dtype_name(enum st_dtype t); /* "F32", "BF16", ... */

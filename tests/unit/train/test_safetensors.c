@@ -119,6 +119,61 @@ static void write_rejects_bad_tensors(void **state)
     assert_int_not_equal(access(path, F_OK), 0);
 }
 
+/* st_write_each: tensors without data are made by fill as they are written,
+ * one at a time into one buffer the caller owns; a fill that fails leaves
+ * no file. */
+struct fill_log {
+    float buf[4];
+    int calls;
+    size_t fail_at; /* the tensor whose fill fails, else a large number */
+};
+
+static const void *fill_count(void *ctx, size_t i)
+{
+    struct fill_log *f = ctx;
+    if (i == f->fail_at)
+        return NULL;
+    f->calls++;
+    for (int k = 0; k < 4; k++)
+        f->buf[k] = (float)(10 * i + (size_t)k);
+    return f->buf;
+}
+
+static void write_each_fills_one_at_a_time(void **state)
+{
+    (void)state;
+    float given[4] = {7, 7, 7, 7};
+    struct st_tensor t[3] = {
+        {.name = "a", .dtype = ST_F32, .ndim = 1, .shape = {4}, .nbytes = sizeof given},
+        {.name = "given", .dtype = ST_F32, .ndim = 1, .shape = {4}, .data = given,
+         .nbytes = sizeof given},
+        {.name = "c", .dtype = ST_F32, .ndim = 2, .shape = {2, 2}, .nbytes = sizeof given},
+    };
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/each.safetensors", tmpdir);
+    assert_int_equal(st_write(path, t, 3, NULL, err, sizeof err), -1); /* no data, no fill */
+    struct fill_log log = {.fail_at = 99};
+    assert_int_equal(st_write_each(path, t, 3, NULL, fill_count, &log, err, sizeof err), 0);
+    assert_int_equal(log.calls, 2);
+    struct st_file *f = st_open(path, err, sizeof err);
+    assert_non_null(f);
+    const float want_a[4] = {0, 1, 2, 3}, want_c[4] = {20, 21, 22, 23};
+    assert_memory_equal(st_find(f, "a")->data, want_a, sizeof want_a);
+    assert_memory_equal(st_find(f, "given")->data, given, sizeof given);
+    assert_memory_equal(st_find(f, "c")->data, want_c, sizeof want_c);
+    st_close(f);
+
+    char other[300];
+    snprintf(other, sizeof other, "%s/fails.safetensors", tmpdir);
+    log = (struct fill_log){.fail_at = 2};
+    assert_int_equal(st_write_each(other, t, 3, NULL, fill_count, &log, err, sizeof err), -1);
+    assert_non_null(strstr(err, "\"c\""));
+    assert_int_not_equal(access(other, F_OK), 0);
+    char tmp[320];
+    snprintf(tmp, sizeof tmp, "%s.tmp", other);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+}
+
 /* Builds a file image: 8-byte length, the header text, then `data_len` bytes. */
 static unsigned char *image(const char *header, size_t data_len, size_t *len)
 {
@@ -313,6 +368,7 @@ int main(void)
         cmocka_unit_test(malformed_headers),   cmocka_unit_test(open_reports_path),
         cmocka_unit_test(bf16_conversions),    cmocka_unit_test(f16_conversions),
         cmocka_unit_test(release_gives_pages_back),
+        cmocka_unit_test(write_each_fills_one_at_a_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
