@@ -6,17 +6,21 @@
 # twice the hidden width), Qwen3-1.7B's widths at 2 of its 28 layers (and
 # the tokenizer's vocabulary, not its 151,936), a tiny Gemma 3 (post and
 # q/k norms, a window of 16 under the 512 tokens), Gemma-3-1B's widths at 2
-# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head) and a
+# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head),
+# Phi-4-mini's widths at 2 of its 32 layers (hidden 3072, 24 heads of 128
+# over 8, intermediate 8192, fused tensors, 96 of 128 dims rotating) and a
 # tiny Llama 3 given a
 # 4096-token context. Each row fills the context with one example, so the attention
 # score blocks are as large as they get. The trainer runs THREADS threads
 # (the attempt's "threads", default 2) and the planner is told the same.
 #   bench/plan/rss.sh [BUILD_DIR] [THREADS]
+# ONLY="case ..." runs those rows alone (e.g. ONLY=phi4-mini-2layers-512).
 # Prints one JSON object; "planned" is the planner's total, "planned_work"
 # the same without its fixed 256 MiB process allowance and 5% margin.
 # Exits 1 when a row is outside the tolerance: the planned total must be
 # above the peak, and the planned working set within 32 MiB + 10% of it.
 set -eu
+only=${ONLY:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 threads=${2:-2}
@@ -36,6 +40,10 @@ tok="$root/models/alallo-base/tokenizer.json"
 "$build/alallo" model init --family gemma3 --tokenizer "$tok" --out "$work/gemma3-1b" \
   --hidden 1152 --layers 2 --heads 4 --kv-heads 1 --head-dim 256 --intermediate 6912 \
   --query-scalar 256 --sliding-window 512 --max-pos 1024 >/dev/null
+# Phi-4-mini's widths; the tiny phi3's longrope context (512 of 4096) holds the rows
+"$build/alallo" model init --family phi3 --tokenizer "$tok" --out "$work/phi4-mini" \
+  --hidden 3072 --layers 2 --heads 24 --kv-heads 8 --head-dim 128 --intermediate 8192 \
+  >/dev/null
 # the tiny Llama 3 with a longer context (its llama3 RoPE scaling allows it)
 python3 - "$work/llama3/config.json" <<'PY'
 import json, sys
@@ -43,6 +51,7 @@ c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = 4096
 json.dump(c, open(sys.argv[1], "w"))
 PY
 run() { # NAME MODEL_DIR SEQ
+  case " $only " in "  " | *" $1 "*) ;; *) return 0 ;; esac
   python3 - "$work/$1.jsonl" "$3" <<'PY'
 import json, sys
 # " tick" is two tokens of alallo-base's tokenizer: each example fills a row
@@ -87,6 +96,7 @@ run qwen3-512 "$work/qwen3" 512
 run qwen3-1.7b-2layers-512 "$work/qwen3-1.7b" 512
 run gemma3-512 "$work/gemma3" 512
 run gemma3-1b-2layers-1024 "$work/gemma3-1b" 1024
+run phi4-mini-2layers-512 "$work/phi4-mini" 512
 run llama3-4096 "$work/llama3" 4096
 python3 - "$work/rows" <<'PY'
 import json, os, sys
