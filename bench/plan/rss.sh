@@ -6,7 +6,9 @@
 # twice the hidden width), Qwen3-1.7B's widths at 2 of its 28 layers (and
 # the tokenizer's vocabulary, not its 151,936), a tiny Gemma 3 (post and
 # q/k norms, a window of 16 under the 512 tokens), Gemma-3-1B's widths at 2
-# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head), a
+# of its 26 layers (hidden 1152, 4 heads of 256, one key/value head),
+# Phi-4-mini's widths at 2 of its 32 layers (hidden 3072, 24 heads of 128
+# over 8, intermediate 8192, fused tensors, 96 of 128 dims rotating), a
 # tiny Llama 3 given a 4096-token context, and real sizes of today's
 # families at a reduced depth: Qwen3-8B's widths at 2 of its 36 layers,
 # Gemma-3-4B's at 2 of 34 (hidden 2560, 8 heads of 256, 4 key/value heads,
@@ -61,6 +63,12 @@ real smollm3-3b-2layers-512 smollm3-3b smollm3 --hidden 2048 --layers 2 --heads 
 real qwen3-30b-a3b-1layer-512 qwen3-30b-a3b qwen3_moe --hidden 2048 --layers 1 --heads 32 \
   --kv-heads 4 --head-dim 128 --intermediate 6144 --experts 128 --experts-used 8 \
   --moe-intermediate 768
+# Phi-4-mini's widths; the tiny phi3's longrope context (512 of 4096) holds the rows
+if want phi4-mini-2layers-512; then
+  "$build/alallo" model init --family phi3 --tokenizer "$tok" --out "$work/phi4-mini" \
+    --hidden 3072 --layers 2 --heads 24 --kv-heads 8 --head-dim 128 --intermediate 8192 \
+    >/dev/null
+fi
 # the tiny Llama 3 with a longer context (its llama3 RoPE scaling allows it)
 python3 - "$work/llama3/config.json" <<'PY'
 import json, sys
@@ -115,6 +123,7 @@ run qwen3-512 "$work/qwen3" 512
 run qwen3-1.7b-2layers-512 "$work/qwen3-1.7b" 512
 run gemma3-512 "$work/gemma3" 512
 run gemma3-1b-2layers-1024 "$work/gemma3-1b" 1024
+run phi4-mini-2layers-512 "$work/phi4-mini" 512
 run llama3-4096 "$work/llama3" 4096
 run qwen3-8b-2layers-512 "$work/qwen3-8b" 512
 run gemma3-4b-2layers-1024 "$work/gemma3-4b" 1024

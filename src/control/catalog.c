@@ -117,6 +117,16 @@ int catalog_read_dir(const char *dir, struct catalog_model *m, char *err, size_t
         m->attn_softcap = json_is_number(ac) && json_number_value(ac) > 0;
         m->final_softcap = json_is_number(fc) && json_number_value(fc) > 0;
     }
+    /* Phi-3's longrope: alallo trains within original_max_position_embeddings,
+     * where the short factors apply (docs/models.md) */
+    json_t *rs = json_object_get(cfg, "rope_scaling");
+    const char *rt = json_string_value(json_object_get(rs, "type"));
+    if (!rt)
+        rt = json_string_value(json_object_get(rs, "rope_type"));
+    int orig = int_field(cfg, "original_max_position_embeddings", 0);
+    if (type && strcmp(type, "phi3") == 0 && rt && strcmp(rt, "longrope") == 0 && orig > 0 &&
+        orig < m->max_positions)
+        m->max_positions = orig;
     /* Qwen3 and the families built on its attention normalize q and k per head */
     m->qk_norm = (type && strncmp(type, "qwen3", 5) == 0) || gemma3;
     if (type && strcmp(type, "qwen3_moe") == 0)

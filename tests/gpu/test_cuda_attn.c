@@ -172,13 +172,13 @@ static void test_rope(void **state)
         printf("rope %s\n", with_seg ? "packed" : "plain");
         memcpy(cpu, x, sizeof(float) * n);
         assert_int_equal(cuda_upload(dx, x, sizeof(float) * n), 0);
-        ops_rope_forward_seg(cpu, B, T, nh, hd, s, cs, sn);
+        ops_rope_forward_seg(cpu, B, T, nh, hd, hd, s, cs, sn);
         cuda_rope_forward(dx, B, T, nh, hd, ds, dcs, dsn);
         sync_or_fail();
         float *got = from_device(dx, n);
         assert_close("fwd", got, cpu, n, ROPE_TOL);
         free(got);
-        ops_rope_backward_seg(cpu, B, T, nh, hd, s, cs, sn);
+        ops_rope_backward_seg(cpu, B, T, nh, hd, hd, s, cs, sn);
         cuda_rope_backward(dx, B, T, nh, hd, ds, dcs, dsn);
         sync_or_fail();
         got = from_device(dx, n);

@@ -594,6 +594,19 @@ static void refuses_fp32_base(void **state)
     model_free(m);
 }
 
+/* Phi-3's partial rotary positions and longrope are refused by name: the
+ * GPU pass turns every dim of each head with unscaled tables. */
+static void refuses_phi3_rotary(void **state)
+{
+    (void)state;
+    struct model *m = make_model(FAM_PHI3, &modes[1]);
+    char err[256] = "";
+    assert_null(cuda_model_upload(m, err, sizeof err));
+    assert_string_equal(err, "the GPU trainer does not compute phi3's partial rotary positions "
+                             "or longrope scaling yet: train it on the CPU");
+    model_free(m);
+}
+
 /* The trainer's seam: three steps through cuda_train, down to the host
  * (what a checkpoint writes), closed, opened again from the host state
  * (what a resume does): the next step is the one an unbroken run takes,
@@ -705,6 +718,7 @@ int main(void)
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(dpo_qlora),
         cmocka_unit_test(dpo_full),      cmocka_unit_test(micro_batches),
         cmocka_unit_test(refuses_fp32_base),
+        cmocka_unit_test(refuses_phi3_rotary),
         cmocka_unit_test(train_seam_resume),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

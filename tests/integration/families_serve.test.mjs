@@ -12,7 +12,8 @@
 //  * `alallo export ID --format peft` downloads the adapter.
 // The qwen3 model carries Qwen3's published chat template (the unit tests'
 // fixture): its fine-tuned model answers /v1/chat/completions on a prompt
-// laid out by that template.
+// laid out by that template; the phi3 model (Phi-4-mini's layout) carries
+// Phi-4-mini's published template and answers a system and a user message.
 // And /v1/models shows the mixture of experts' active parameters beside
 // its total (docs/models.md, "Mixture of experts").
 // Gemma 3 also comes as the hub has its image-and-text checkpoints
@@ -26,7 +27,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT, SAMPLE, Serve, run, tmpdir, waitFor } from './service_harness.mjs';
 
-const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'gemma3', 'qwen3', 'qwen3_moe', 'smollm3'];
+const FAMILIES = ['llama3', 'qwen2', 'mistral', 'gemma', 'gemma2', 'gemma3', 'qwen3', 'qwen3_moe', 'smollm3', 'phi3'];
 // the models folder's names: the families, and Gemma 3 as an image-and-text folder
 const MODELS = [...FAMILIES, 'gemma3_vision'];
 // the model_type of an exported (merged) folder, where it is not the name
@@ -76,6 +77,8 @@ before(async () => {
   nestGemma3(path.join(models, 'gemma3'), path.join(models, 'gemma3_vision'));
   const qwen3 = fs.readFileSync(path.join(ROOT, 'tests/unit/train/chat_templates/qwen3.jinja'), 'utf8');
   fs.writeFileSync(path.join(models, 'qwen3', 'tokenizer_config.json'), JSON.stringify({ chat_template: qwen3, eos_token: '<|im_end|>' }));
+  const phi4 = fs.readFileSync(path.join(ROOT, 'tests/unit/train/chat_templates/phi4-mini.jinja'), 'utf8');
+  fs.writeFileSync(path.join(models, 'phi3', 'tokenizer_config.json'), JSON.stringify({ chat_template: phi4, eos_token: '<|endoftext|>' }));
   s = await Serve.start({ args: ['--models', models, '--local-worker', 'name=fam,cpus=2,mem=8G'] });
   const form = new FormData();
   form.append('purpose', 'fine-tune');
@@ -159,6 +162,18 @@ test('qwen3: /v1/chat/completions lays the conversation out with its template', 
   assert.equal(r.json.choices[0].message.role, 'assistant');
   // the prompt is exactly what Qwen3's template writes for the question
   const text = `<|im_start|>user\n${PROMPT}<|im_end|>\n<|im_start|>assistant\n`;
+  const ids = JSON.parse(run(['tokenizer', 'encode', '--tokenizer', tok, '--text', text]));
+  assert.equal(r.json.usage.prompt_tokens, ids.length);
+});
+
+test('phi3: /v1/chat/completions lays the conversation out with Phi-4-mini\'s template', async () => {
+  assert.ok(jobs.phi3?.startsWith('ft:'), 'the job ran');
+  const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: PROMPT }];
+  const r = await s.call('POST', '/v1/chat/completions', { body: { model: jobs.phi3, messages, max_tokens: 4, temperature: 0 } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.choices[0].message.role, 'assistant');
+  // the prompt is exactly what the template writes: <|role|>content<|end|>, then <|assistant|>
+  const text = `<|system|>Be brief.<|end|><|user|>${PROMPT}<|end|><|assistant|>`;
   const ids = JSON.parse(run(['tokenizer', 'encode', '--tokenizer', tok, '--text', text]));
   assert.equal(r.json.usage.prompt_tokens, ids.length);
 });

@@ -2,7 +2,8 @@
 // the model runs in alallo.
 //
 // For each family of `alallo model init --family` (Llama 3 with its rotary
-// scaling, Qwen2, Mistral, Gemma, Gemma 2, Gemma 3, Qwen3, SmolLM3, Qwen3-MoE; docs/models.md) the test makes a
+// scaling, Qwen2, Mistral, Gemma, Gemma 2, Gemma 3, Qwen3, SmolLM3, Qwen3-MoE, Phi-4-mini's phi3
+// with its fused tensors, partial rotary and longrope; docs/models.md) the test makes a
 // tiny random model with weights large enough that attention, rotary
 // positions, norms and soft-caps decide the output, exports it with
 // `alallo export --format gguf --dtype f32`, and checks:
@@ -92,6 +93,7 @@ const FAMILIES = {
   smollm3: ['smollm3', ['blk.3.attn_q.weight']],
   gemma3: ['gemma3', ['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight', 'blk.0.post_ffw_norm.weight']],
   qwen3_moe: ['qwen3moe', ['blk.0.attn_q_norm.weight', 'blk.0.ffn_gate_inp.weight', 'blk.1.ffn_gate_exps.weight', 'blk.1.ffn_up_exps.weight', 'blk.1.ffn_down_exps.weight']],
+  phi3: ['phi3', ['blk.0.attn_qkv.weight', 'blk.1.ffn_up.weight', 'rope_factors_long.weight', 'rope_factors_short.weight']],
 };
 // model init options past the family's own: windows shorter than the text,
 // and Gemma 3's query scale apart from head_dim (folded into q_norm)
@@ -150,6 +152,24 @@ for (const [family, [arch, extra]] of Object.entries(FAMILIES)) {
       assert.deepEqual(shape('blk.0.ffn_up_exps.weight'), [C, M, E]);
       assert.deepEqual(shape('blk.0.ffn_down_exps.weight'), [M, C, E]);
       assert.ok(!names.has('blk.0.ffn_gate.weight'), 'no dense MLP beside the experts');
+    }
+    if (family === 'phi3') {
+      // fused as llama.cpp's phi3 takes them: qkv in one, gate and up in ffn_up
+      const info = Object.fromEntries(tensorInfos.map((t) => [t.name, t]));
+      const hd = cfg.head_dim;
+      const rot = hd * cfg.partial_rotary_factor;
+      assert.deepEqual(info['blk.0.attn_qkv.weight'].shape.map(Number), [cfg.hidden_size, (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * hd]);
+      assert.deepEqual(info['blk.0.ffn_up.weight'].shape.map(Number), [cfg.hidden_size, 2 * cfg.intermediate_size]);
+      assert.ok(!names.has('blk.0.attn_q.weight') && !names.has('blk.0.ffn_gate.weight'));
+      assert.deepEqual(info['rope_factors_short.weight'].shape.map(Number), [rot / 2]);
+      assert.equal(m['phi3.rope.dimension_count'], rot);
+      assert.equal(m['phi3.context_length'], cfg.max_position_embeddings);
+      assert.equal(m['phi3.rope.scaling.original_context_length'], cfg.original_max_position_embeddings);
+      const s = cfg.max_position_embeddings / cfg.original_max_position_embeddings;
+      // llama.cpp looks up </s>, <unk>, <s> and <|endoftext|> for a model whose
+      // general.name holds "phi3": this vocabulary has none, so the name is "phi 3"
+      assert.equal(m['general.name'], 'phi 3');
+      assert.ok(Math.abs(m['phi3.rope.scaling.attn_factor'] - Math.sqrt(1 + Math.log(s) / Math.log(cfg.original_max_position_embeddings))) < 1e-6);
     }
 
     const gen = JSON.parse(alallo(['generate', '--model-dir', modelDir, '--prompt', PROMPT, '--max-tokens', String(STEPS), '--temperature', '0', '--json']));

@@ -29,7 +29,15 @@ less mlp_only_layers) by a router
 their weights renormalised when norm_topk_prob, each expert a SwiGLU
 (mlp.experts.E.{gate,up,down}_proj); the objective adds
 router_aux_loss_coef times the load-balancing loss over all sparse layers'
-router logits together (moe_aux_loss below).
+router logits together (moe_aux_loss below). Phi-3 ("phi3", Phi-4-mini)
+holds q, k and v as the rows of one self_attn.qkv_proj and gate and up as
+the halves of mlp.gate_up_proj, split after the product; the rotation
+turns the first head_dim * partial_rotary_factor dims of each head (rotate
+half within them) and the rest pass; its "longrope" rope_scaling divides
+frequency i by short_factor[i] (long_factor[i] past
+original_max_position_embeddings) and multiplies cos and sin by the
+attention factor (attention_factor, else sqrt(1 + ln(s) / ln(orig)) for
+s = max_position_embeddings / original_max_position_embeddings > 1).
 on the given token ids with the loss on every position after the first, and
 compares with the dump `alallo train --dump-grads` wrote: the loss, the
 logits, and the gradient of every tensor (full fine-tuning) or, when the
@@ -174,16 +182,27 @@ def forward(cfg, p, ids, router_logits=None):
     # the parameters' type: float64, or float32 under --bf16's autocast
     fdt = p["model.embed_tokens.weight"].dtype
 
+    rot = int(hd * cfg.get("partial_rotary_factor", 1.0))  # Phi-3 turns part of each head
+
     def rope_tables(base, rs):
-        inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-        if rs and rs.get("rope_type", rs.get("type")) == "linear":
+        inv = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float64) / rot))
+        mscale = 1.0
+        if rs and rs.get("rope_type", rs.get("type")) in ("longrope", "su"):
+            orig = cfg.get("original_max_position_embeddings",
+                           rs.get("original_max_position_embeddings", cfg["max_position_embeddings"]))
+            ext = rs["long_factor"] if T > orig else rs["short_factor"]
+            inv = inv / torch.tensor(ext, dtype=torch.float64)
+            s = cfg["max_position_embeddings"] / orig
+            mscale = rs.get("attention_factor") or (
+                math.sqrt(1 + math.log(s) / math.log(orig)) if s > 1 else 1.0)
+        elif rs and rs.get("rope_type", rs.get("type")) == "linear":
             inv = inv / rs["factor"]
         elif rs:
             assert rs.get("rope_type", rs.get("type")) == "llama3", rs
             inv = llama3_inv_freq(inv, rs)
         ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
-        return (torch.cat((ang, ang), -1).cos().to(dev, fdt),
-                torch.cat((ang, ang), -1).sin().to(dev, fdt))
+        return ((torch.cat((ang, ang), -1).cos() * mscale).to(dev, fdt),
+                (torch.cat((ang, ang), -1).sin() * mscale).to(dev, fdt))
 
     rope_global = rope_tables(theta, cfg.get("rope_scaling"))
     # Gemma 3's local layers: their own base, never scaled
@@ -225,17 +244,25 @@ def forward(cfg, p, ids, router_logits=None):
             b = p.get(pre + name + ".bias")
             return y + b if b is not None else y
 
-        q = proj("self_attn.q_proj", h).view(T, H, hd)
-        k = proj("self_attn.k_proj", h).view(T, KV, hd)
+        if family == "phi3":  # one product, split into q, k, v
+            qkv = proj("self_attn.qkv_proj", h)
+            qv, kv_, vv = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+        else:
+            qv, kv_ = proj("self_attn.q_proj", h), proj("self_attn.k_proj", h)
+            vv = None
+        q = qv.reshape(T, H, hd)
+        k = kv_.reshape(T, KV, hd)
         if family in ("qwen3", "qwen3_moe", "gemma3_text"):  # per head, before the rotation
             q = norm(q, pre + "self_attn.q_norm.weight")
             k = norm(k, pre + "self_attn.k_norm.weight")
         q = q.transpose(0, 1)
         k = k.transpose(0, 1)
-        v = proj("self_attn.v_proj", h).view(T, KV, hd).transpose(0, 1)
+        v = (vv if vv is not None else proj("self_attn.v_proj", h)).reshape(T, KV, hd).transpose(0, 1)
         if family != "smollm3" or cfg["no_rope_layers"][l]:
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+            qr, qp = q[..., :rot], q[..., rot:]
+            kr, kp = k[..., :rot], k[..., rot:]
+            q = torch.cat((qr * cos + rotate_half(qr) * sin, qp), -1)
+            k = torch.cat((kr * cos + rotate_half(kr) * sin, kp), -1)
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
         att = torch.softmax(softcap(q @ k.transpose(1, 2) * scale, attn_cap) + mask, dim=-1)
@@ -249,8 +276,11 @@ def forward(cfg, p, ids, router_logits=None):
         if moe_sparse(cfg, l):
             m = moe_mlp(cfg, p, pre, h, router_logits if router_logits is not None else [])
         else:
-            g = proj("mlp.gate_proj", h)
-            u = proj("mlp.up_proj", h)
+            if family == "phi3":  # gate and up: the two halves of one product
+                g, u = proj("mlp.gate_up_proj", h).chunk(2, dim=-1)
+            else:
+                g = proj("mlp.gate_proj", h)
+                u = proj("mlp.up_proj", h)
             if gemma:
                 act = torch.nn.functional.gelu(g, approximate="tanh")
             else:
@@ -309,8 +339,28 @@ def make_trained(params, dump, lora, copy):
             b = copy(dump[name[:-1] + "B"]).requires_grad_(True)
             trained[name], trained[name[:-1] + "B"] = a, b
             key = f"model.layers.{layer}.{PARTS[proj]}.{proj}.weight"
-            params[key] = params[key] + scale * (b @ a)
+            if key in params:
+                params[key] = params[key] + scale * (b @ a)
+            else:  # Phi-3: the adapter moves its rows of the fused tensor
+                key, off = fused_rows(params, layer, proj)
+                w = params[key]
+                n = b.shape[0]
+                params[key] = torch.cat((w[:off], w[off:off + n] + scale * (b @ a), w[off + n:]))
     return trained
+
+
+def fused_rows(params, layer, proj):
+    """Where projection proj of a Phi-3 layer lies in its fused tensor:
+    (name, first row). q, k, v in qkv_proj (q as wide as o_proj's input,
+    k and v halves of the rest); gate and up the halves of gate_up_proj."""
+    pre = f"model.layers.{layer}."
+    if proj in ("gate_proj", "up_proj"):
+        key = pre + "mlp.gate_up_proj.weight"
+        return key, 0 if proj == "gate_proj" else params[key].shape[0] // 2
+    key = pre + "self_attn.qkv_proj.weight"
+    q = params[pre + "self_attn.o_proj.weight"].shape[1]
+    kvw = (params[key].shape[0] - q) // 2
+    return key, {"q_proj": 0, "k_proj": q, "v_proj": q + kvw}[proj]
 
 
 def hf_pass(model_dir, cfg, params, dump, ids, lora, device):

@@ -5,7 +5,7 @@
  *   alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR
  *                     [--seed S] [--hidden N --layers N --heads N --kv-heads N
  *                      --intermediate N --max-pos N --untied --qkv-bias]
- *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|gemma3|qwen3|qwen3_moe|
+ *   alallo model init --family llama3|qwen2|mistral|gemma|gemma2|gemma3|qwen3|qwen3_moe|phi3|
  *                     smollm3 --tokenizer PATH
  *                     --out DIR [--seed S] [--init-std X --norm-std X] [--attn-softcap X
  *                      --final-softcap X --query-scalar X --sliding-window N] [--experts N --experts-used K
@@ -38,7 +38,7 @@
 #define USAGE                                                                              \
     "usage: alallo model init --shape tiny|small|124m|custom --tokenizer PATH --out DIR "    \
     "[--seed S]\n"                                                                           \
-    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|gemma3|qwen3|qwen3_moe|" \
+    "       alallo model init --family llama3|qwen2|mistral|gemma|gemma2|gemma3|qwen3|qwen3_moe|phi3|" \
     "smollm3 --tokenizer PATH --out DIR [--seed S] [--init-std X] [--norm-std X]\n"
 
 /* qwen3_moe's experts; 0, or -1 after saying why. */
@@ -90,6 +90,12 @@ static int family_shape(int argc, char **argv, struct model_config *c)
     for (int l = 0; c->n_layers != had_layers && l < c->n_layers; l++)
         c->swa[l] = c->family == FAM_GEMMA2 ? l % 2 == 0
                     : c->family == FAM_GEMMA3 ? (l + 1) % 3 != 0 : 0;
+    if (c->longrope) { /* Phi-3: a factor per rotary pair of the head as now shaped, and
+                        * the context within original_max_position_embeddings */
+        model_config_longrope_factors(c);
+        if (c->max_pos > c->rope_orig_max)
+            c->max_pos = c->rope_orig_max;
+    }
     char err[200];
     if (model_config_check(c, err, sizeof err)) {
         fprintf(stderr, "alallo model init: %s\n", err);
@@ -107,7 +113,7 @@ static int family_config(const char *name, int vocab, int argc, char **argv,
                                             : model_family_parse(name);
     if (fam < 0 || strcmp(name, "llama") == 0) {
         fprintf(stderr, "alallo model init: unknown family '%s' (llama3, qwen2, mistral, gemma, "
-                        "gemma2, gemma3, qwen3, qwen3_moe, smollm3)\n", name);
+                        "gemma2, gemma3, qwen3, qwen3_moe, smollm3, phi3)\n", name);
         return -1;
     }
     if (model_config_family_tiny(fam, vocab, c)) {

@@ -206,6 +206,12 @@ int cuda_model_check(const struct model *m, char *err, size_t errcap)
                      model_family_name(m->cfg.family));
             return -1;
         }
+    if (model_rot_dim(&m->cfg) != m->cfg.head_dim || m->cfg.longrope) {
+        snprintf(err, errcap, "the GPU trainer does not compute %s's partial rotary positions "
+                              "or longrope scaling yet: train it on the CPU",
+                 model_family_name(m->cfg.family));
+        return -1;
+    }
     if (m->cfg.head_dim > 256) {
         snprintf(err, errcap, "the GPU attention takes head dimensions up to 256, not %d",
                  m->cfg.head_dim);

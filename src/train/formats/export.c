@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -184,6 +185,7 @@ struct want {
                          * layer's "model.layers.L.mlp.experts", proj the projection, rows
                          * each expert's */
     int proj;
+    const float *mem;   /* made by alallo: its values (NULL: the rotary divisors) */
 };
 
 /* llama.cpp's architecture for a family: Mistral is Llama to it. */
@@ -197,6 +199,7 @@ static const char *gguf_arch(const struct model_config *c)
     case FAM_QWEN3_MOE: return GGUF_MOE_ARCH;
     case FAM_SMOLLM3: return "smollm3";
     case FAM_GEMMA3: return "gemma3";
+    case FAM_PHI3: return "phi3";
     default: return "llama";
     }
 }
@@ -255,6 +258,13 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
     WANT("model.embed_tokens.weight", "token_embd.weight", V, C, 0, 0.0f, 1.0f);
     if (c->rope_factor > 0.0f && !c->rope_linear) /* linear: rope.scaling.factor */
         WANT("", "rope_freqs.weight", c->head_dim / 2, 0, 0, 0.0f, 1.0f);
+    if (c->longrope) { /* Phi-3: llama.cpp picks one by the context's length */
+        WANT("", "rope_factors_long.weight", c->n_rope_factors, 0, 0, 0.0f, 1.0f);
+        w[k - 1].mem = c->rope_long;
+        WANT("", "rope_factors_short.weight", c->n_rope_factors, 0, 0, 0.0f, 1.0f);
+        w[k - 1].mem = c->rope_short;
+    }
+    int fused = c->family == FAM_PHI3; /* qkv_proj and gate_up_proj as llama.cpp takes them */
     for (int l = 0; l < c->n_layers; l++) {
         char hf[128], gg[64];
         struct {
@@ -266,11 +276,15 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
         int np = 0;
 #define PART(H, G, R, CO, P, A, M) parts[np++] = (__typeof__(parts[0])){H, G, R, CO, P, A, M}
         PART("input_layernorm.weight", "attn_norm.weight", C, 0, 0, na, 1.0f);
-        PART("self_attn.q_proj.weight", "attn_q.weight", q, C, perm ? c->n_heads : 0, 0.0f,
-             gemma2_q_mul(c));
-        PART("self_attn.k_proj.weight", "attn_k.weight", kv, C, perm ? c->n_kv_heads : 0, 0.0f,
-             1.0f);
-        PART("self_attn.v_proj.weight", "attn_v.weight", kv, C, 0, 0.0f, 1.0f);
+        if (fused) {
+            PART("self_attn.qkv_proj.weight", "attn_qkv.weight", q + 2 * kv, C, 0, 0.0f, 1.0f);
+        } else {
+            PART("self_attn.q_proj.weight", "attn_q.weight", q, C, perm ? c->n_heads : 0, 0.0f,
+                 gemma2_q_mul(c));
+            PART("self_attn.k_proj.weight", "attn_k.weight", kv, C, perm ? c->n_kv_heads : 0,
+                 0.0f, 1.0f);
+            PART("self_attn.v_proj.weight", "attn_v.weight", kv, C, 0, 0.0f, 1.0f);
+        }
         if (c->qk_norm) {
             float qr = c->family == FAM_GEMMA3 ? gemma_q_ratio(c) : 1.0f;
             PART("self_attn.q_norm.weight", "attn_q_norm.weight", c->head_dim, 0, 0, na * qr,
@@ -286,7 +300,10 @@ static int want_list(const struct model_config *c, struct want **out, size_t *n)
             PART("post_attention_layernorm.weight", "ffn_norm.weight", C, 0, 0, na, 1.0f);
         }
         int sparse = moe_layer_sparse(c, l); /* the experts below, in place of the MLP */
-        if (!sparse) {
+        if (fused) { /* llama.cpp's ffn_up holds gate's rows, then up's */
+            PART("mlp.gate_up_proj.weight", "ffn_up.weight", 2 * I, C, 0, 0.0f, 1.0f);
+            PART("mlp.down_proj.weight", "ffn_down.weight", C, I, 0, 0.0f, 1.0f);
+        } else if (!sparse) {
             PART("mlp.gate_proj.weight", "ffn_gate.weight", I, C, 0, 0.0f, 1.0f);
             PART("mlp.up_proj.weight", "ffn_up.weight", I, C, 0, 0.0f, 1.0f);
             PART("mlp.down_proj.weight", "ffn_down.weight", C, I, 0, 0.0f, 1.0f);
@@ -901,16 +918,30 @@ static int set_gemma3(struct gguf_writer *w, const struct model_config *c)
     return bad;
 }
 
+/* Phi-3's keys: no window (alallo's context stays inside any the config
+ * states, see model.h), and longrope's original context, below which
+ * llama.cpp takes the short factors as alallo does, and attention factor. */
+static int set_phi3(struct gguf_writer *w, const struct model_config *c)
+{
+    int bad = set_u32k(w, "phi3", "attention.sliding_window", 0);
+    if (!bad && c->longrope)
+        bad = set_u32k(w, "phi3", "rope.scaling.original_context_length",
+                       (uint32_t)c->rope_orig_max) ||
+              set_f32k(w, "phi3", "rope.scaling.attn_factor", model_rope_attn_factor(c));
+    return bad;
+}
+
 /* The architecture's hyper-parameters under llama.cpp's keys. */
 static int set_hparams(struct gguf_writer *w, const struct model_config *c)
 {
     const char *a = gguf_arch(c);
     int bad = set_u32k(w, a, "vocab_size", (uint32_t)c->vocab) ||
-              set_u32k(w, a, "context_length", (uint32_t)c->max_pos) ||
+              set_u32k(w, a, "context_length",
+                       (uint32_t)(c->longrope ? c->max_pos_config : c->max_pos)) ||
               set_u32k(w, a, "embedding_length", (uint32_t)c->hidden) ||
               set_u32k(w, a, "block_count", (uint32_t)c->n_layers) ||
               set_u32k(w, a, "feed_forward_length", (uint32_t)c->intermediate) ||
-              set_u32k(w, a, "rope.dimension_count", (uint32_t)c->head_dim) ||
+              set_u32k(w, a, "rope.dimension_count", (uint32_t)model_rot_dim(c)) ||
               set_u32k(w, a, "attention.head_count", (uint32_t)c->n_heads) ||
               set_u32k(w, a, "attention.head_count_kv", (uint32_t)c->n_kv_heads) ||
               set_u32k(w, a, "attention.key_length", (uint32_t)c->head_dim) ||
@@ -919,6 +950,8 @@ static int set_hparams(struct gguf_writer *w, const struct model_config *c)
               set_f32k(w, a, "rope.freq_base", c->rope_theta);
     if (!bad && c->family == FAM_GEMMA3)
         bad = set_gemma3(w, c);
+    if (!bad && c->family == FAM_PHI3)
+        bad = set_phi3(w, c);
     if (!bad && c->family == FAM_GEMMA2) {
         bad = set_u32k(w, a, "attention.sliding_window",
                        (uint32_t)(c->sliding_window > 0 ? c->sliding_window : c->max_pos));
@@ -928,6 +961,39 @@ static int set_hparams(struct gguf_writer *w, const struct model_config *c)
             bad = set_f32k(w, a, "final_logit_softcapping", c->final_softcap);
     }
     return bad;
+}
+
+/* llama.cpp marks Phi-3's special tokens by general.name: a name holding
+ * "phi3" or "phi-3" (any case) makes it look up </s>, <unk>, <s> and
+ * <|endoftext|>, and it fails to load a vocabulary without all four (a
+ * Phi-4-mini's has only the last). Such a name is written "phi 3" instead
+ * (docs/models.md); with the four tokens, or another family, it stays. */
+static void phi3_name(const struct hf_model *m, char *name /* 256 bytes */)
+{
+    static const char *const need[] = {"</s>", "<unk>", "<s>", "<|endoftext|>"};
+    int all = 1;
+    for (int i = 0; i < 4; i++)
+        all &= tokenizer_token_id(m->tok, need[i]) >= 0;
+    if (m->cfg.family != FAM_PHI3 || all)
+        return;
+    char out[256];
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < sizeof out;) {
+        size_t n = strncasecmp(p, "phi3", 4) == 0 ? 4 : strncasecmp(p, "phi-3", 5) == 0 ? 5 : 0;
+        if (!n) {
+            out[k++] = *p++;
+            continue;
+        }
+        if (k + 5 >= sizeof out)
+            break;
+        memcpy(out + k, p, 3); /* "phi" as written, then " 3" */
+        out[k + 3] = ' ';
+        out[k + 4] = '3';
+        k += 5;
+        p += n;
+    }
+    out[k] = '\0';
+    memcpy(name, out, k + 1);
 }
 
 static void model_name(const char *dir, char *out, size_t cap)
@@ -1043,6 +1109,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     }
     char name[256];
     model_name(model_dir, name, sizeof name);
+    phi3_name(&m, name);
     int bad = gguf_set_str(w, "general.architecture", gguf_arch(c)) ||
               gguf_set_str(w, "general.name", name) ||
               gguf_set_u32(w, "general.file_type", file_type(dtype)) ||
@@ -1058,7 +1125,7 @@ int export_gguf(const char *model_dir, const char *out_path, enum export_dtype d
     for (size_t i = 0; i < m.n_want; i++) {
         const struct want *wt = &m.want[i];
         cv[i] = (struct conv){.src = wt->hf[0] ? shards_find(&m.sh, wt->hf) : NULL,
-                              .mem = rope_div,
+                              .mem = wt->mem ? wt->mem : rope_div,
                               .to = wt->cols ? matrix_type(dtype, wt, c->tied) : GGUF_T_F32,
                               .rows = (size_t)wt->rows,
                               .cols = wt->cols ? (size_t)wt->cols : 1,

@@ -93,6 +93,26 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap)
         snprintf(err, errcap, "config.json: head dimension must be even and at most 1024");
         return -1;
     }
+    int rot = model_rot_dim(c);
+    if (!(c->partial_rotary >= 0.0f && c->partial_rotary <= 1.0f) || rot < 2 || rot % 2 != 0) {
+        snprintf(err, errcap, "config.json: partial_rotary_factor must be in (0, 1] and leave "
+                              "an even number (at least 2) of rotary dims of head_dim %d",
+                 c->head_dim);
+        return -1;
+    }
+    if (c->longrope && (c->n_rope_factors != rot / 2 || c->rope_orig_max < 1 ||
+                        !(c->rope_attn >= 0.0f))) {
+        snprintf(err, errcap, "config.json: rope_scaling longrope needs long_factor and "
+                              "short_factor of %d values (rotary dims / 2) and a positive "
+                              "original_max_position_embeddings", rot / 2);
+        return -1;
+    }
+    if (c->longrope && c->max_pos > c->rope_orig_max) {
+        snprintf(err, errcap, "config.json: a longrope context past "
+                              "original_max_position_embeddings (%d) is not supported",
+                 c->rope_orig_max);
+        return -1;
+    }
     if (!(c->rms_eps > 0.0f) || !(c->rope_theta > 0.0f) || c->max_pos < 1 ||
         !(c->query_scalar > 0.0f)) {
         snprintf(err, errcap, "config.json: rms_norm_eps, rope_theta and "
@@ -116,6 +136,7 @@ static const struct family_desc {
     const char *type, *arch;
     int qkv_bias, qk_norm;
     int no_rope_keys; /* reads no_rope_layers / no_rope_layer_interval */
+    int fused;        /* checkpoints hold qkv_proj and gate_up_proj (Phi-3) */
 } families[FAM_COUNT] = {
     [FAM_LLAMA] = {"llama", "LlamaForCausalLM", 0, 0},
     [FAM_MISTRAL] = {"mistral", "MistralForCausalLM", 0, 0},
@@ -126,6 +147,7 @@ static const struct family_desc {
     [FAM_QWEN3] = {"qwen3", "Qwen3ForCausalLM", 0, 1},
     [FAM_SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM", 0, 0, 1},
     [FAM_GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM", 0, 1},
+    [FAM_PHI3] = {"phi3", "Phi3ForCausalLM", 0, 0, 0, 1},
 };
 
 static int family_gemma(int family)
@@ -160,6 +182,8 @@ static int parse_rope_scaling(json_t *o, struct model_config *c, char *err, size
     if (!type)
         type = json_string_value(json_object_get(rs, "type"));
     if (type && strcmp(type, "default") == 0)
+        return 0;
+    if (c->family == FAM_PHI3) /* longrope needs the head's size: parse_phi3 */
         return 0;
     if (c->family == FAM_GEMMA3) { /* Gemma 3: linear, on the global layers */
         double factor;
@@ -353,6 +377,89 @@ bad_list:
     return -1;
 }
 
+/* A JSON array of n positive numbers into out; 0, or -1 when it is not. */
+static int get_factors(json_t *rs, const char *key, int n, float *out)
+{
+    json_t *a = json_object_get(rs, key);
+    if (!json_is_array(a) || json_array_size(a) != (size_t)n)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, (size_t)i);
+        if (!json_is_number(v) || !(json_number_value(v) > 0.0) ||
+            !(json_number_value(v) < 1e9))
+            return -1;
+        out[i] = (float)json_number_value(v);
+    }
+    return 0;
+}
+
+/* Phi-3's rotary positions: partial_rotary_factor (default 1), and
+ * rope_scaling null or "longrope" (also as "su", its first name) with
+ * long_factor and short_factor of rot_dim/2 values each. The context is
+ * capped at original_max_position_embeddings, so the short factors are
+ * the ones that apply (docs/models.md); the attention factor still counts
+ * the whole max_position_embeddings, as the published definition does. */
+static int parse_phi3(json_t *o, struct model_config *c, char *err, size_t errcap)
+{
+    double prf, attn;
+    if (json_is_true(json_object_get(o, "attention_bias"))) {
+        snprintf(err, errcap, "config.json: attention_bias true is not supported for phi3");
+        return -1;
+    }
+    if (get_num(o, "partial_rotary_factor", 1.0, &prf, err, errcap))
+        return -1;
+    c->partial_rotary = (float)prf;
+    int rot = (int)(c->head_dim * prf);
+    if (!(prf > 0.0 && prf <= 1.0) || rot < 2 || rot % 2 != 0) {
+        snprintf(err, errcap, "config.json: partial_rotary_factor %g must be in (0, 1] and "
+                              "leave an even number (at least 2) of rotary dims of head_dim %d",
+                 prf, c->head_dim);
+        return -1;
+    }
+    json_t *rs = json_object_get(o, "rope_scaling");
+    if (!rs || json_is_null(rs))
+        return 0;
+    const char *type = json_string_value(json_object_get(rs, "rope_type"));
+    if (!type)
+        type = json_string_value(json_object_get(rs, "type"));
+    if (type && strcmp(type, "default") == 0)
+        return 0;
+    if (!type || (strcmp(type, "longrope") != 0 && strcmp(type, "su") != 0)) {
+        snprintf(err, errcap, "config.json: rope_scaling.rope_type \"%.40s\" is not supported "
+                              "for phi3 (longrope only)", type ? type : "(missing)");
+        return -1;
+    }
+    int n = rot / 2;
+    if (n > MODEL_MAX_ROPE_FACTORS || get_factors(rs, "long_factor", n, c->rope_long)) {
+        snprintf(err, errcap, "config.json: rope_scaling.long_factor must list %d positive "
+                              "numbers (rotary dims / 2)", n);
+        return -1;
+    }
+    if (get_factors(rs, "short_factor", n, c->rope_short)) {
+        snprintf(err, errcap, "config.json: rope_scaling.short_factor must list %d positive "
+                              "numbers (rotary dims / 2)", n);
+        return -1;
+    }
+    long orig;
+    if (get_int(rs, "original_max_position_embeddings", c->max_pos_config, &orig, err,
+                errcap) ||
+        get_int(o, "original_max_position_embeddings", orig, &orig, err, errcap) ||
+        get_num(rs, "attention_factor", 0.0, &attn, err, errcap))
+        return -1;
+    if (orig < 1 || orig > (1L << 24) || attn < 0.0 || attn > 1e6) {
+        snprintf(err, errcap, "config.json: original_max_position_embeddings must be positive "
+                              "and rope_scaling.attention_factor non-negative");
+        return -1;
+    }
+    c->longrope = 1;
+    c->n_rope_factors = n;
+    c->rope_orig_max = (int)orig;
+    c->rope_attn = (float)attn;
+    if (c->max_pos > orig) /* past it the long factors would apply: not trained here */
+        c->max_pos = (int)orig;
+    return 0;
+}
+
 /* sliding_window: kept, and the context capped to it (docs/models.md). */
 static int parse_window(json_t *o, struct model_config *c, char *err, size_t errcap)
 {
@@ -448,7 +555,7 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
     if (c->family < 0) {
         snprintf(err, errcap,
                  "config.json: model_type \"%.40s\" is not supported (llama, mistral, qwen2, "
-                 "gemma, gemma2, gemma3, gemma3_text, qwen3, qwen3_moe, smollm3)",
+                 "gemma, gemma2, gemma3, gemma3_text, qwen3, qwen3_moe, smollm3, phi3)",
                  type);
         goto out;
     }
@@ -506,6 +613,8 @@ int model_config_parse(const char *text, struct model_config *c, char *err, size
         goto out;
     if (c->family == FAM_QWEN3_MOE && moe_config_parse(o, c, err, errcap))
         goto out;
+    if (c->family == FAM_PHI3 && parse_phi3(o, c, err, errcap))
+        goto out;
     rc = model_config_check(c, err, errcap);
 out:
     json_decref(o);
@@ -547,6 +656,35 @@ static double float_short(float f)
     return strtod(buf, NULL);
 }
 
+static json_t *factors_json(const float *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++)
+        json_array_append_new(a, json_real(float_short(v[i])));
+    return a;
+}
+
+/* Phi-3's keys: partial_rotary_factor, and longrope's factors as the
+ * published configs write them. */
+static void phi3_to_json(const struct model_config *c, json_t *o)
+{
+    json_object_set_new(o, "partial_rotary_factor",
+                        json_real(float_short(c->partial_rotary > 0.0f ? c->partial_rotary
+                                                                        : 1.0f)));
+    if (!c->longrope) {
+        json_object_set_new(o, "rope_scaling", json_null());
+        return;
+    }
+    json_object_set_new(o, "original_max_position_embeddings", json_integer(c->rope_orig_max));
+    json_t *rs = json_object();
+    json_object_set_new(rs, "type", json_string("longrope"));
+    json_object_set_new(rs, "long_factor", factors_json(c->rope_long, c->n_rope_factors));
+    json_object_set_new(rs, "short_factor", factors_json(c->rope_short, c->n_rope_factors));
+    if (c->rope_attn > 0.0f)
+        json_object_set_new(rs, "attention_factor", json_real(float_short(c->rope_attn)));
+    json_object_set_new(o, "rope_scaling", rs);
+}
+
 char *model_config_to_json(const struct model_config *c)
 {
     json_t *o = json_object();
@@ -564,7 +702,8 @@ char *model_config_to_json(const struct model_config *c)
     json_object_set_new(o, "head_dim", json_integer(c->head_dim));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab));
     json_object_set_new(o, "max_position_embeddings",
-                        json_integer(c->sliding_window > 0 && c->max_pos_config > c->max_pos
+                        json_integer((c->sliding_window > 0 || c->longrope) &&
+                                             c->max_pos_config > c->max_pos
                                          ? c->max_pos_config
                                          : c->max_pos));
     json_object_set_new(o, "rms_norm_eps", json_real(float_short(c->rms_eps)));
@@ -575,7 +714,9 @@ char *model_config_to_json(const struct model_config *c)
     json_object_set_new(o, "hidden_act", json_string(act));
     if (gemma)
         json_object_set_new(o, "hidden_activation", json_string(act));
-    if (c->rope_linear)
+    if (c->family == FAM_PHI3)
+        phi3_to_json(c, o);
+    else if (c->rope_linear)
         json_object_set_new(o, "rope_scaling",
                             json_pack("{s:s, s:f}", "rope_type", "linear", "factor",
                                       float_short(c->rope_factor)));
@@ -697,6 +838,14 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
         break;
     case FAM_QWEN3_MOE: /* below */
         break;
+    case FAM_PHI3: /* Phi-4-mini's layout scaled down: 3/4 of each head rotates, longrope
+                    * with a context of 512 of 4096 (its 4096 of 131072) */
+        c->partial_rotary = 0.75f;
+        c->longrope = 1;
+        c->rope_orig_max = 512;
+        c->max_pos_config = 4096;
+        model_config_longrope_factors(c);
+        break;
     default: /* Gemma: head_dim apart from hidden/heads, GeGLU, (1 + w) norms */
         c->gelu = c->norm_plus_one = c->embed_scale = 1;
         c->head_dim = 32;
@@ -738,16 +887,46 @@ int model_config_family_tiny(int family, int vocab, struct model_config *c)
     return 0;
 }
 
+void model_config_longrope_factors(struct model_config *c)
+{
+    c->n_rope_factors = model_rot_dim(c) / 2;
+    for (int i = 0; i < MODEL_MAX_ROPE_FACTORS; i++) {
+        int on = i < c->n_rope_factors;
+        c->rope_short[i] = on ? 1.0f + 0.125f * (float)(i % 8) : 0.0f;
+        c->rope_long[i] = on ? 1.0f + 1.5f * (float)(i % 16) : 0.0f;
+    }
+}
+
+int model_rot_dim(const struct model_config *c)
+{
+    return c->partial_rotary > 0.0f ? (int)(c->head_dim * (double)c->partial_rotary)
+                                    : c->head_dim;
+}
+
+float model_rope_attn_factor(const struct model_config *c)
+{
+    if (!c->longrope)
+        return 1.0f;
+    if (c->rope_attn > 0.0f)
+        return c->rope_attn;
+    double s = (double)c->max_pos_config / (double)c->rope_orig_max;
+    return s > 1.0 ? (float)sqrt(1.0 + log(s) / log((double)c->rope_orig_max)) : 1.0f;
+}
+
 void model_rope_freq_div(const struct model_config *c, float *div)
 {
-    int half = c->head_dim / 2;
+    int half = model_rot_dim(c) / 2;
     for (int i = 0; i < half; i++) {
         div[i] = c->rope_linear ? c->rope_factor : 1.0f;
+        if (c->longrope) {
+            div[i] = c->rope_short[i];
+            continue;
+        }
         if (!(c->rope_factor > 0.0f) || c->rope_linear)
             continue;
         /* Llama 3: long wavelengths slow down by `factor`, short ones stay,
          * and the band between ramps smoothly (in the inverse frequency). */
-        double inv = pow((double)c->rope_theta, -2.0 * i / (double)c->head_dim);
+        double inv = pow((double)c->rope_theta, -2.0 * i / (double)(2 * half));
         double wavelen = 2.0 * M_PI / inv;
         double lo_wl = c->rope_orig_max / (double)c->rope_low_freq;
         double hi_wl = c->rope_orig_max / (double)c->rope_high_freq;
@@ -956,8 +1135,28 @@ static void add_tensor(struct model *m, const char *name, int rows, int cols, in
     t->cols = cols;
     t->is1d = is1d;
     t->lin = lin;
+    t->part[0] = lin;
+    t->n_parts = lin ? 1 : 0;
     t->vec = vec;
     t->offset = vec && m->cfg.norm_plus_one && strstr(name, "norm") ? 1.0f : 0.0f;
+}
+
+/* Phi-3's fused tensors: qkv_proj (rows of q, k, v) at PROJ_Q, gate_up_proj
+ * (rows of gate, up) at PROJ_GATE. */
+static void add_fused(struct model *m, int l, int p)
+{
+    struct model_layer *L = &m->layers[l];
+    char name[96];
+    int n = p == PROJ_Q ? 3 : 2, rows = 0;
+    snprintf(name, sizeof name, "model.layers.%d.%s.weight", l,
+             p == PROJ_Q ? "self_attn.qkv_proj" : "mlp.gate_up_proj");
+    for (int k = 0; k < n; k++)
+        rows += L->proj[p + k].out;
+    add_tensor(m, name, rows, L->proj[p].in, 0, &L->proj[p], NULL);
+    struct model_tensor *t = &m->tensors[m->n_tensors - 1];
+    for (int k = 0; k < n; k++)
+        t->part[k] = &L->proj[p + k];
+    t->n_parts = n;
 }
 
 static int build_tensor_table(struct model *m)
@@ -978,6 +1177,12 @@ static int build_tensor_table(struct model *m)
             struct linear *ln = &L->proj[p];
             if (ln->out == 0)
                 continue; /* a sparse layer's MLP: its experts, below */
+            if (families[c->family].fused && (p == PROJ_Q || p == PROJ_GATE)) {
+                add_fused(m, l, p);
+                continue;
+            }
+            if (families[c->family].fused && (p == PROJ_K || p == PROJ_V || p == PROJ_UP))
+                continue; /* in the fused tensor */
             snprintf(name, sizeof name, "model.layers.%d.%s.%s.weight", l, part, proj_names[p]);
             add_tensor(m, name, ln->out, ln->in, 0, ln, NULL);
             if (ln->bias) {
@@ -1032,9 +1237,10 @@ int model_rope_ensure(struct model *m, int len)
 {
     if (len <= m->rope_len)
         return 0;
-    size_t n = (size_t)len * (m->cfg.head_dim / 2);
+    int rot = model_rot_dim(&m->cfg);
+    size_t n = (size_t)len * (rot / 2);
     float *cs = malloc(n * sizeof(float)), *sn = malloc(n * sizeof(float));
-    float *div = malloc(sizeof(float) * (size_t)(m->cfg.head_dim / 2));
+    float *div = malloc(sizeof(float) * (size_t)(rot / 2));
     if (!cs || !sn || !div) {
         free(cs);
         free(sn);
@@ -1042,8 +1248,13 @@ int model_rope_ensure(struct model *m, int len)
         return -1;
     }
     model_rope_freq_div(&m->cfg, div);
-    ops_rope_tables(cs, sn, len, m->cfg.head_dim, m->cfg.rope_theta, div);
+    ops_rope_tables(cs, sn, len, rot, m->cfg.rope_theta, div);
     free(div);
+    float attn = model_rope_attn_factor(&m->cfg);
+    for (size_t i = 0; attn != 1.0f && i < n; i++) {
+        cs[i] *= attn;
+        sn[i] *= attn;
+    }
     if (m->cfg.rope_local_theta > 0.0f) { /* the local layers': their base, unscaled */
         float *lc = malloc(n * sizeof(float)), *ls = malloc(n * sizeof(float));
         if (!lc || !ls) {
@@ -1053,7 +1264,7 @@ int model_rope_ensure(struct model *m, int len)
             free(sn);
             return -1;
         }
-        ops_rope_tables(lc, ls, len, m->cfg.head_dim, m->cfg.rope_local_theta, NULL);
+        ops_rope_tables(lc, ls, len, rot, m->cfg.rope_local_theta, NULL);
         free(m->rope_cos_local);
         free(m->rope_sin_local);
         m->rope_cos_local = lc;
@@ -1193,6 +1404,21 @@ int model_tensor_find(const struct model *m, const char *name)
 /* Values per fill chunk: whole NF4 groups, bounded scratch. */
 #define FILL_CHUNK (64 * NF4_GROUP_VALUES)
 
+/* A part of a fused tensor reads the tensor's values from its first row. */
+struct part_fill {
+    model_fill_fn fn;
+    void *ctx;
+    size_t base;
+};
+
+static void fill_part(void *ctx, size_t start, size_t count, float *out)
+{
+    struct part_fill *p = ctx;
+    p->fn(p->ctx, p->base + start, count, out);
+}
+
+static int fill_linear(struct model *m, struct linear *l, model_fill_fn fn, void *ctx);
+
 int model_fill_tensor(struct model *m, int i, model_fill_fn fn, void *ctx)
 {
     struct model_tensor *t = &m->tensors[i];
@@ -1203,7 +1429,21 @@ int model_fill_tensor(struct model *m, int i, model_fill_fn fn, void *ctx)
             t->vec[j] += t->offset;
         return 0;
     }
-    struct linear *l = t->lin;
+    if (t->n_parts == 1)
+        return fill_linear(m, t->lin, fn, ctx);
+    struct part_fill pf = {fn, ctx, 0};
+    for (int k = 0; k < t->n_parts; k++) {
+        if (fill_linear(m, t->part[k], fill_part, &pf))
+            return -1;
+        pf.base += (size_t)t->part[k]->out * t->part[k]->in;
+    }
+    return 0;
+}
+
+/* Fills one linear's weight (out x in values from fn) in its storage kind. */
+static int fill_linear(struct model *m, struct linear *l, model_fill_fn fn, void *ctx)
+{
+    size_t n = (size_t)l->out * l->in;
     if (l->kind == WK_F32) {
         fn(ctx, 0, n, l->w);
         return 0;
@@ -1247,11 +1487,15 @@ int model_set_tensor(struct model *m, int i, const float *values)
 void model_get_tensor(const struct model *m, int i, float *out)
 {
     const struct model_tensor *t = &m->tensors[i];
-    if (t->vec)
+    if (t->vec) {
         for (int j = 0; j < t->cols; j++)
             out[j] = t->vec[j] - t->offset;
-    else
-        linear_merged_weight(t->lin, out);
+        return;
+    }
+    for (int k = 0; k < t->n_parts; k++) {
+        linear_merged_weight(t->part[k], out);
+        out += (size_t)t->part[k]->out * t->part[k]->in;
+    }
 }
 
 struct init_ctx {

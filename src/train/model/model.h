@@ -15,7 +15,10 @@
  * without rotary positions (no_rope_layers); Gemma 3 (gemma3_text): Gemma 2's
  * norms with Gemma-style q/k norms, exact sliding-window attention on its
  * local layers with their own rotary base, linear rotary scaling on the
- * global ones.
+ * global ones; Phi-3 (Phi-4-mini): rotary positions on part of each head
+ * and longrope's scaled frequencies, its checkpoints' fused qkv_proj and
+ * gate_up_proj tensors split into q/k/v and gate/up on load and fused again
+ * on the way out (a model_tensor with parts).
  * A Gemma norm is held as its effective scale (1 + the stored weight):
  * loading adds the tensor's `offset`, reading back subtracts it, so the
  * pass, the gradients and llama.cpp all see the plain RMSNorm scale.
@@ -46,6 +49,7 @@ struct moe_layer;
 #define MODEL_MAX_LAYERS 256
 #define MODEL_MAX_HIDDEN 16384
 #define MODEL_MAX_VOCAB 1048576
+#define MODEL_MAX_ROPE_FACTORS 512 /* rotary dims / 2 at head_dim 1024 */
 
 /* Hugging Face's model_type values alallo reads. */
 enum model_family {
@@ -58,6 +62,7 @@ enum model_family {
     FAM_QWEN3,
     FAM_SMOLLM3,
     FAM_GEMMA3,
+    FAM_PHI3,
     FAM_COUNT
 };
 
@@ -106,7 +111,30 @@ struct model_config {
     float router_aux_coef; /* router_aux_loss_coef: the auxiliary loss's weight */
     int sparse_step;      /* decoder_sparse_step */
     uint32_t mlp_only[MODEL_MAX_LAYERS / 32]; /* mlp_only_layers, a bit per layer */
+    /* Phi-3 / Phi-4-mini: rotary positions on the first rot_dim dims of each
+     * head only (partial_rotary_factor; 0 = all), and "longrope" scaling:
+     * frequency i divided by rope_short[i] (the short factors: alallo's
+     * context never passes original_max_position_embeddings, rope_orig_max),
+     * cos and sin times the attention factor (rope_attn; 0 = from max_pos) */
+    float partial_rotary;
+    int longrope;
+    int n_rope_factors;   /* entries of rope_short and rope_long: rot_dim / 2 */
+    float rope_short[MODEL_MAX_ROPE_FACTORS], rope_long[MODEL_MAX_ROPE_FACTORS];
+    float rope_attn;      /* rope_scaling.attention_factor as given; 0 = unset */
 };
+
+/* Fills longrope's factors of a test config (model init): rot_dim/2 short
+ * factors between 1 and 2 and long ones up to 23.5, all different enough
+ * that a wrong index shows. */
+void model_config_longrope_factors(struct model_config *c);
+/* The dimensions of each head that rotate: head_dim * partial_rotary_factor
+ * (all of head_dim without one). */
+int model_rot_dim(const struct model_config *c);
+/* What cos and sin are multiplied by: longrope's attention factor
+ * (rope_scaling.attention_factor, else sqrt(1 + ln(s) / ln(orig)) with
+ * s = max_position_embeddings / original_max_position_embeddings when s > 1),
+ * 1 otherwise. */
+float model_rope_attn_factor(const struct model_config *c);
 
 /* "llama", "mistral", ... (Hugging Face model_type); NULL when out of range. */
 const char *model_family_name(int family);
@@ -116,16 +144,18 @@ int model_family_parse(const char *name);
  * the family's switches as its published configs set them, at the tiny
  * shape (hidden 64, 2 layers). 0, or -1 if unknown. */
 int model_config_family_tiny(int family, int vocab, struct model_config *c /* OUT */);
-/* Per-frequency divisors of the rotary angles, (head_dim/2) values: all 1
+/* Per-frequency divisors of the rotary angles, (rot_dim/2) values: all 1
  * without scaling; Llama 3's smooth ramp between low and high frequency
- * otherwise (the factors llama.cpp reads as rope_freqs.weight). */
+ * (the factors llama.cpp reads as rope_freqs.weight); longrope's short
+ * factors. */
 void model_rope_freq_div(const struct model_config *c, float *div /* OUT: hd/2 */);
 
 /* Parses a Hugging Face config.json text: model_type llama (also when
- * absent), mistral, qwen2, gemma, gemma2, gemma3_text, qwen3, qwen3_moe or
- * smollm3, or gemma3 (its text_config read as gemma3_text, `multimodal`
+ * absent), mistral, qwen2, gemma, gemma2, gemma3_text, qwen3, qwen3_moe,
+ * smollm3 or phi3, or gemma3 (its text_config read as gemma3_text, `multimodal`
  * set). Refuses, naming the key, what the pass does not compute: other
- * model types, rope_scaling other than llama3 (linear for Gemma 3),
+ * model types, rope_scaling other than llama3 (linear for Gemma 3,
+ * longrope for Phi-3, with rot_dim/2 long and short factors),
  * activations other than the family's. 0, or -1 with a reason. */
 int model_config_parse(const char *json, struct model_config *c /* OUT */, char *err,
                        size_t errcap);
@@ -178,12 +208,16 @@ struct model_layer {
     struct moe_layer *moe;  /* the experts of a sparse layer (moe.h), else NULL */
 };
 
-/* One named Hugging Face tensor of the model. */
+/* One named Hugging Face tensor of the model. A fused tensor (Phi-3's
+ * qkv_proj, gate_up_proj) is the rows of n_parts linears one after the
+ * other; the model keeps them apart (each its own adapter). */
 struct model_tensor {
     char name[96];
     int rows, cols;        /* a vector has rows == 1 and is1d set */
     int is1d;
-    struct linear *lin;    /* the weight of this linear, or NULL */
+    struct linear *lin;    /* the weight of this linear (the first part), or NULL */
+    struct linear *part[3];
+    int n_parts;           /* 1, or 2-3 for a fused tensor; 0 for a vector */
     float *vec;            /* a norm weight or a bias, or NULL */
     float offset;          /* held value = stored value + offset (Gemma norms: 1) */
 };
@@ -204,7 +238,7 @@ struct model {
     size_t n_bf;
     struct model_tensor *tensors; /* Hugging Face tensors, in file order */
     int n_tensors;
-    float *rope_cos, *rope_sin;   /* (max_pos, hd/2) */
+    float *rope_cos, *rope_sin;   /* (max_pos, rot_dim/2) */
     float *rope_cos_local, *rope_sin_local; /* the swa layers' (rope_local_theta), or NULL */
     int rope_len;
 };

@@ -294,9 +294,10 @@ static void layer_forward(struct model *m, struct model_acts *a, int l, const in
     }
     const float *rc, *rs; /* Gemma 3's local layers have their own tables */
     model_layer_rope(m, l, &rc, &rs);
+    int rot = model_rot_dim(c); /* Phi-3 turns part of each head */
     if (!c->no_rope[l]) {
-        ops_rope_forward_seg(s.q, B, T, H, hd, seg, rc, rs);
-        ops_rope_forward_seg(s.k, B, T, KV, hd, seg, rc, rs);
+        ops_rope_forward_seg(s.q, B, T, H, hd, rot, seg, rc, rs);
+        ops_rope_forward_seg(s.k, B, T, KV, hd, rot, seg, rc, rs);
     }
     ops_attention_forward_win(s.ao, s.lse, s.q, s.k, s.v, seg, model_layer_window(c, l), B, T,
                               H, KV, hd, model_attn_scale(c), c->attn_softcap);
@@ -408,9 +409,10 @@ static void layer_backward(struct model *m, struct model_acts *a, int l, const i
                                c->attn_softcap);
     const float *rc, *rs;
     model_layer_rope(m, l, &rc, &rs);
+    int rot = model_rot_dim(c);
     if (!c->no_rope[l]) {
-        ops_rope_backward_seg(a->dq, B, T, H, hd, seg, rc, rs);
-        ops_rope_backward_seg(a->dk, B, T, KV, hd, seg, rc, rs);
+        ops_rope_backward_seg(a->dq, B, T, H, hd, rot, seg, rc, rs);
+        ops_rope_backward_seg(a->dk, B, T, KV, hd, rot, seg, rc, rs);
     }
     if (s.qp) { /* through each head's norm, by way of a->dao (free now; kd <= qd) */
         memset(a->dao, 0, Nq * sizeof(float));

@@ -91,12 +91,13 @@ void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta,
 
 /* sign = +1 rotates by +angle (forward), -1 by -angle (the transpose).
  * seg (B*T, or NULL for all zero): row t of a sequence is at position
- * pos0 + t - seg[t], so packed examples each start again at position 0. */
-static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0, const int32_t *seg,
-                       const float *cos_t, const float *sin_t, float sign)
+ * pos0 + t - seg[t], so packed examples each start again at position 0.
+ * Only the first rot dims of each head of hd turn; the rest pass. */
+static void rope_apply(float *x, int B, int T, int nh, int hd, int rot, int pos0,
+                       const int32_t *seg, const float *cos_t, const float *sin_t, float sign)
 {
-    int half = hd / 2;
-#pragma omp parallel for schedule(static) if ((long)B * T * nh * hd > PAR_MIN)
+    int half = rot / 2;
+#pragma omp parallel for schedule(static) if ((long)B * T * nh * rot > PAR_MIN)
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T + pos0 - (seg ? seg[bt] : 0);
         const float *cr = cos_t + (size_t)t * half;
@@ -114,28 +115,30 @@ static void rope_apply(float *x, int B, int T, int nh, int hd, int pos0, const i
     }
 }
 
-void ops_rope_forward(float *x, int B, int T, int nh, int hd, int pos0,
+void ops_rope_forward(float *x, int B, int T, int nh, int hd, int rot, int pos0,
                       const float *cos_t, const float *sin_t)
 {
-    rope_apply(x, B, T, nh, hd, pos0, NULL, cos_t, sin_t, 1.0f);
+    rope_apply(x, B, T, nh, hd, rot, pos0, NULL, cos_t, sin_t, 1.0f);
 }
 
-void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
+void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int rot, int pos0,
                        const float *cos_t, const float *sin_t)
 {
-    rope_apply(dx, B, T, nh, hd, pos0, NULL, cos_t, sin_t, -1.0f);
+    rope_apply(dx, B, T, nh, hd, rot, pos0, NULL, cos_t, sin_t, -1.0f);
 }
 
-void ops_rope_forward_seg(float *x, int B, int T, int nh, int hd, const int32_t *seg,
+void ops_rope_forward_seg(float *x, int B, int T, int nh, int hd, int rot,
+                          const int32_t *seg,
                           const float *cos_t, const float *sin_t)
 {
-    rope_apply(x, B, T, nh, hd, 0, seg, cos_t, sin_t, 1.0f);
+    rope_apply(x, B, T, nh, hd, rot, 0, seg, cos_t, sin_t, 1.0f);
 }
 
-void ops_rope_backward_seg(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
+void ops_rope_backward_seg(float *dx, int B, int T, int nh, int hd, int rot,
+                           const int32_t *seg,
                            const float *cos_t, const float *sin_t)
 {
-    rope_apply(dx, B, T, nh, hd, 0, seg, cos_t, sin_t, -1.0f);
+    rope_apply(dx, B, T, nh, hd, rot, 0, seg, cos_t, sin_t, -1.0f);
 }
 
 /* Causal softmax of row i of a (T,T) score block in place: entries

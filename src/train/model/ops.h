@@ -31,20 +31,23 @@ void ops_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
  * all 1; Llama 3's scaling divides the low frequencies). */
 void ops_rope_tables(float *cos_t, float *sin_t, int T, int hd, float theta,
                      const float *div);
-/* Rotates x (B,T,nh,hd) in place, rotate-half convention: pairs (i, i+hd/2).
+/* Rotates x (B,T,nh,hd) in place, rotate-half convention over the first
+ * rot dims of each head (rot = hd: all; Phi-3 turns part): pairs
+ * (i, i+rot/2), tables of (T, rot/2); the other dims pass unchanged.
  * Row t of each sequence is at position pos0 + t. */
-void ops_rope_forward(float *x, int B, int T, int nh, int hd, int pos0,
+void ops_rope_forward(float *x, int B, int T, int nh, int hd, int rot, int pos0,
                       const float *cos_t, const float *sin_t);
 /* The transpose of the rotation, applied in place to the gradient dx. */
-void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int pos0,
+void ops_rope_backward(float *dx, int B, int T, int nh, int hd, int rot, int pos0,
                        const float *cos_t, const float *sin_t);
 
 /* The same with positions restarting per packed example: seg (B,T) holds,
  * for each row, the index (within its sequence) of the first row of its
  * example, so row t is at position t - seg[t]. seg NULL: all zero. */
-void ops_rope_forward_seg(float *x, int B, int T, int nh, int hd, const int32_t *seg,
+void ops_rope_forward_seg(float *x, int B, int T, int nh, int hd, int rot, const int32_t *seg,
                           const float *cos_t, const float *sin_t);
-void ops_rope_backward_seg(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
+void ops_rope_backward_seg(float *dx, int B, int T, int nh, int hd, int rot,
+                           const int32_t *seg,
                            const float *cos_t, const float *sin_t);
 
 /* Causal grouped-query attention. q: (B,T,H,hd), k,v: (B,T,KV,hd),

@@ -315,8 +315,8 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
             const float *rc, *rs; /* Gemma 3's local layers have their own tables */
             model_layer_rope(m, l, &rc, &rs);
             if (!c->no_rope[l]) { /* SmolLM3's layers without positions skip it */
-                ops_rope_forward(q, 1, n, H, hd, p0, rc, rs);
-                ops_rope_forward(k, 1, n, KV, hd, p0, rc, rs);
+                ops_rope_forward(q, 1, n, H, hd, model_rot_dim(c), p0, rc, rs);
+                ops_rope_forward(k, 1, n, KV, hd, model_rot_dim(c), p0, rc, rs);
             }
             size_t at = ((size_t)l * kv->cap + (size_t)p0) * kd;
             memcpy(kv->k + at, k, sizeof(float) * (size_t)n * kd);

@@ -284,6 +284,14 @@ static const char *find_by_content(const json_t *msg, const char *full, size_t f
     return NULL;
 }
 
+/* The bytes of eos_token that end the n bytes of turn, or 0. */
+static size_t closing_len(const struct chat_format *f, const char *turn, size_t n)
+{
+    const char *eos = json_string_value(json_object_get(f->tokens, "eos_token"));
+    size_t en = eos ? strlen(eos) : 0;
+    return en && en <= n && memcmp(turn + n - en, eos, en) == 0 ? en : 0;
+}
+
 /* The assistant turns of the whole text `all` (see chat_format.h). */
 static int find_turns(const struct chat_format *f, const json_t *messages, const json_t *tools,
                       const char *all, size_t all_len, struct span *spans, size_t *n_spans,
@@ -328,6 +336,14 @@ static int find_turns(const struct chat_format *f, const json_t *messages, const
             from = common;
         const char *hit =
             turn_len && from <= all_len ? memmem(all + from, all_len - from, turn, turn_len) : NULL;
+        size_t closed = turn_len - closing_len(f, turn, turn_len);
+        if (!hit && closed && closed < turn_len && from <= all_len) {
+            /* what the template writes after a conversation's last message
+             * (Phi-4-mini's eos_token) closes F, not this turn, when another
+             * message follows */
+            hit = memmem(all + from, all_len - from, turn, closed);
+            turn_len = hit ? closed : turn_len;
+        }
         if (!hit) /* an earlier turn the template shortens once a query follows (Qwen3) */
             hit = find_by_content(json_array_get(messages, i), full, fn, all, all_len, from,
                                   &turn_len);

@@ -19,8 +19,10 @@
  * last place F holds the message's (trimmed) content. When the whole
  * conversation writes the turn otherwise than F (Qwen3 drops the reasoning
  * of turns before the last query), it is found from F's last place of the
- * content, as given, trimmed, or after its last "</think>". A turn that
- * cannot be found is an error naming the message.
+ * content, as given, trimmed, or after its last "</think>". A turn whose F
+ * ends with the eos_token the template writes after a conversation's last
+ * message (Phi-4-mini) is found without it when another message follows.
+ * A turn that cannot be found is an error naming the message.
  *
  * Ownership: chat_format_load returns a format the caller frees with
  * chat_format_free; arrays and text returned are malloc'd and the caller's.

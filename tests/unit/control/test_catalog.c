@@ -96,6 +96,28 @@ static void reads_gemma3_nested(void **state)
                                    64);
 }
 
+/* Phi-4-mini's published config: Llama's count of parameters (its fused
+ * qkv_proj and gate_up_proj hold q, k, v, gate and up), the context within
+ * original_max_position_embeddings, where longrope's short factors apply. */
+static void reads_phi3_longrope(void **state)
+{
+    (void)state;
+    struct catalog_model m = read_config(
+        "{\"model_type\":\"phi3\",\"hidden_size\":3072,\"intermediate_size\":8192,"
+        "\"num_hidden_layers\":32,\"num_attention_heads\":24,\"num_key_value_heads\":8,"
+        "\"vocab_size\":200064,\"tie_word_embeddings\":true,\"partial_rotary_factor\":0.75,"
+        "\"max_position_embeddings\":131072,\"original_max_position_embeddings\":4096,"
+        "\"rope_scaling\":{\"type\":\"longrope\",\"long_factor\":[1],\"short_factor\":[1]}}");
+    assert_int_equal(m.head_dim, 128);
+    assert_int_equal(m.max_positions, 4096);
+    assert_false(m.qk_norm || m.post_norms);
+    /* 3.84 B: q, o 3072 x 3072; k, v 3072 x 1024; gate, up, down 3072 x 8192 */
+    assert_int_equal(m.params, 200064LL * 3072 +
+                                   32LL * (2 * 3072 * 3072 + 2 * 3072 * 1024 +
+                                           3LL * 3072 * 8192 + 2 * 3072) +
+                                   3072);
+}
+
 static void reads_qwen3_shape(void **state)
 {
     (void)state;
@@ -161,6 +183,7 @@ int main(void)
         cmocka_unit_test(reads_gemma2_shape),
         cmocka_unit_test(reads_gemma3_nested),
         cmocka_unit_test(reads_qwen3_shape),
+        cmocka_unit_test(reads_phi3_longrope),
         cmocka_unit_test(reads_llama_shape),
         cmocka_unit_test(reads_qwen3_moe_experts),
     };

@@ -300,6 +300,37 @@ static void memory_counts_gemma3(void **state)
     assert_int_equal(m.logits, p.logits); /* no final cap */
 }
 
+/* Phi-4-mini's real shape (3072 wide, 32 layers, 24 heads of 128 over 8
+ * key/value heads, 8192, 200064 tokens, tied): its fused tensors hold
+ * Llama's parameters, 3.84 B; a 16-bit LoRA job at its 4096-token context
+ * (longrope's short factors; docs/models.md) keeps its base in bf16. */
+static void memory_phi4_mini(void **state)
+{
+    (void)state;
+    struct plan_job j = {
+        .model = {.layers = 32, .hidden = 3072, .intermediate = 8192, .heads = 24,
+                  .kv_heads = 8, .head_dim = 128, .vocab = 200064, .tied = true},
+        .precision = PLAN_16BIT,
+        .adapter = PLAN_LORA,
+        .lora_rank = 16,
+        .batch = 1,
+        .seq_len = 4096,
+        .threads = 8,
+    };
+    struct plan_job n;
+    assert_int_equal(planner_normalize(&j, &n, NULL, 0), ERR_OK);
+    assert_int_equal(n.model.params, 3836021760LL);
+    struct plan_memory m;
+    assert_int_equal(planner_memory(&j, &m, NULL, 0), ERR_OK);
+    assert_int_equal(m.base, 2LL * 3836021760LL);
+    /* the adapters of q, k, v, gate and up apart (as alallo trains them, not one
+     * on each fused tensor): rank 16 over in + out of each of the 7, weights,
+     * gradients and AdamW's two moments in fp32 */
+    int64_t lora = 32LL * 16 * (2 * (3072 + 3072) + 2 * (3072 + 1024) + 3 * (3072 + 8192));
+    assert_int_equal(m.trainable, 16 * lora);
+    assert_int_equal(m.total, m.base + m.trainable + m.activations + m.logits + m.overhead);
+}
+
 static void memory_at_long_context(void **state)
 {
     (void)state;
@@ -589,6 +620,7 @@ int main(void)
         cmocka_unit_test(memory_counts_gemma2_extras),
         cmocka_unit_test(memory_counts_qwen3_qk_norm),
         cmocka_unit_test(memory_counts_gemma3),
+        cmocka_unit_test(memory_phi4_mini),
         cmocka_unit_test(memory_at_long_context),
         cmocka_unit_test(feasibility_and_messages),
         cmocka_unit_test(gpu_memory_model),

@@ -329,6 +329,15 @@ static void model_chat_templates(void **state)
     dataset_free(d);
     chat_format_free(fmt);
 
+    /* Phi-4-mini: <|role|>content<|end|> turns, eos_token after the last;
+     * an assistant turn trains its content and its <|end|> */
+    fmt = format_of("phi4-mini", "<s>", "</s>");
+    d = load_with(p, "tpl.jsonl", fmt);
+    expect_template_example(&d->ex[0], "phi4-mini.chat.txt",
+                            " Paris. <|end|>Rome — Roma.<|end|></s>");
+    dataset_free(d);
+    chat_format_free(fmt);
+
     /* Mistral writes the system message only into the last user message:
      * the turns are found from their content. */
     fmt = format_of("mistral-v0.3", "<s>", "</s>");

@@ -211,6 +211,7 @@ FAMILY_TESTS(qwen3)
 FAMILY_TESTS(qwen3_moe)
 FAMILY_TESTS(smollm3)
 FAMILY_TESTS(gemma3)
+FAMILY_TESTS(phi3)
 
 #define FAMILY_ENTRIES(F)                                                                  \
     cmocka_unit_test(F##_full), cmocka_unit_test(F##_lora_16bit), cmocka_unit_test(F##_qlora_4bit)
@@ -221,6 +222,7 @@ int main(void)
         FAMILY_ENTRIES(llama3), FAMILY_ENTRIES(qwen2), FAMILY_ENTRIES(mistral),
         FAMILY_ENTRIES(gemma),  FAMILY_ENTRIES(gemma2), FAMILY_ENTRIES(qwen3),
         FAMILY_ENTRIES(qwen3_moe), FAMILY_ENTRIES(smollm3), FAMILY_ENTRIES(gemma3),
+        FAMILY_ENTRIES(phi3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -386,6 +386,18 @@ static void family_switches(struct model_config *cfg, int family)
         cfg->rope_orig_max = 8;
         return;
     }
+    if (family == FAM_PHI3) { /* 6 of 8 dims of each head turn, longrope's scales */
+        cfg->qkv_bias = 0;
+        cfg->head_dim = 8;
+        cfg->query_scalar = 8.0f;
+        cfg->partial_rotary = 0.75f;
+        cfg->longrope = 1;
+        cfg->rope_orig_max = cfg->max_pos;
+        cfg->max_pos_config = 16 * cfg->max_pos;
+        model_config_longrope_factors(cfg);
+        cfg->rope_short[1] = 3.0f;
+        return;
+    }
     cfg->gelu = cfg->norm_plus_one = cfg->embed_scale = 1;
     cfg->head_dim = 6;
     cfg->query_scalar = 6.0f;
@@ -475,6 +487,153 @@ static void smollm3_gradients(void **state)
     family_gradients(FAM_SMOLLM3, 0);
 }
 
+static void phi3_gradients(void **state)
+{
+    (void)state;
+    family_gradients(FAM_PHI3, 1);
+    family_gradients(FAM_PHI3, 0);
+}
+
+/* Phi-3's config: the rotary share of each head, longrope's factors (the
+ * short ones divide, the attention factor counts the whole context, the
+ * context stops at original_max_position_embeddings); bad values refused
+ * by name. */
+static void phi3_config(void **state)
+{
+    (void)state;
+    struct model_config c;
+    char err[300], j[1200];
+    const char *shape = "\"model_type\":\"phi3\",\"hidden_size\":16,\"intermediate_size\":24,"
+                        "\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                        "\"num_key_value_heads\":1,\"vocab_size\":23,"
+                        "\"max_position_embeddings\":131072";
+    snprintf(j, sizeof j, "{%s,\"partial_rotary_factor\":0.75,"
+             "\"original_max_position_embeddings\":4096,\"rope_scaling\":{\"type\":\"longrope\","
+             "\"long_factor\":[1,2,3],\"short_factor\":[1.5,2.5,4]}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(c.family == FAM_PHI3 && model_rot_dim(&c) == 6 && c.longrope &&
+                c.n_rope_factors == 3 && c.rope_orig_max == 4096 && c.max_pos == 4096 &&
+                c.max_pos_config == 131072 && !c.qkv_bias);
+    float div[4];
+    model_rope_freq_div(&c, div);
+    assert_true(div[0] == 1.5f && div[1] == 2.5f && div[2] == 4.0f);
+    /* Phi-4-mini's: sqrt(1 + ln 32 / ln 4096) */
+    assert_float_equal(model_rope_attn_factor(&c), sqrtf(1.0f + logf(32.0f) / logf(4096.0f)),
+                       1e-6);
+    snprintf(j, sizeof j, "{%s,\"partial_rotary_factor\":0.75,"
+             "\"original_max_position_embeddings\":4096,\"rope_scaling\":{\"type\":\"longrope\","
+             "\"long_factor\":[1,2,3],\"short_factor\":[1,1,1],\"attention_factor\":1.25}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), 0);
+    assert_true(model_rope_attn_factor(&c) == 1.25f);
+    /* a fused checkpoint's tensors, one per projection group */
+    struct model_opts o = {.full = 1};
+    struct model *m = model_create(&c, &o, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(m->n_tensors, 1 + 6 + 1 + 1); /* untied: lm_head too */
+    int i = model_tensor_find(m, "model.layers.0.self_attn.qkv_proj.weight");
+    assert_true(i > 0 && m->tensors[i].rows == 16 + 2 * 8 && m->tensors[i].n_parts == 3);
+    assert_true(model_tensor_find(m, "model.layers.0.mlp.gate_up_proj.weight") > 0);
+    assert_int_equal(model_tensor_find(m, "model.layers.0.self_attn.q_proj.weight"), -1);
+    model_free(m);
+    /* refusals name the key */
+    snprintf(j, sizeof j, "{%s,\"partial_rotary_factor\":0.375}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: partial_rotary_factor 0.375 must be in (0, 1] and leave "
+                             "an even number (at least 2) of rotary dims of head_dim 8");
+    snprintf(j, sizeof j, "{%s,\"partial_rotary_factor\":1.5}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "partial_rotary_factor 1.5 must be in (0, 1]"));
+    snprintf(j, sizeof j, "{%s,\"partial_rotary_factor\":0.75,\"rope_scaling\":"
+             "{\"type\":\"longrope\",\"long_factor\":[1,2,3,4],\"short_factor\":[1,1,1]}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: rope_scaling.long_factor must list 3 positive "
+                             "numbers (rotary dims / 2)");
+    snprintf(j, sizeof j, "{%s,\"partial_rotary_factor\":0.75,\"rope_scaling\":"
+             "{\"type\":\"longrope\",\"long_factor\":[1,2,3],\"short_factor\":[1,0,1]}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: rope_scaling.short_factor must list 3 positive "
+                             "numbers (rotary dims / 2)");
+    snprintf(j, sizeof j, "{%s,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: rope_scaling.rope_type \"yarn\" is not supported for "
+                             "phi3 (longrope only)");
+    snprintf(j, sizeof j, "{%s,\"attention_bias\":true}", shape);
+    assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
+    assert_string_equal(err, "config.json: attention_bias true is not supported for phi3");
+}
+
+/* The whole file at path (malloc'd), its size in *len; NULL if unreadable. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return buf;
+}
+
+/* A fused checkpoint splits on load and fuses again on the way out: the
+ * folder written back is the folder read, byte for byte; each part holds
+ * its rows (q first, then k and v; gate, then up). */
+static void phi3_fused_round_trip(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[512], dir[128], dir2[160], a[256], b[256];
+    assert_int_equal(model_config_family_tiny(FAM_PHI3, 40, &cfg), 0);
+    struct model_opts o = {.full = 1};
+    struct model *m = model_create(&cfg, &o, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(model_init_random(m, 21), 0);
+    snprintf(dir, sizeof dir, "/tmp/alallo-test-phi3-%ld", (long)getpid());
+    snprintf(dir2, sizeof dir2, "%s-again", dir);
+    assert_int_equal(modelio_save_merged(m, dir, NULL, err, sizeof err), 0);
+    struct model *r = modelio_load(dir, &o, err, sizeof err);
+    assert_non_null(r);
+    int i = model_tensor_find(r, "model.layers.1.self_attn.qkv_proj.weight");
+    assert_true(i > 0);
+    size_t n = (size_t)r->tensors[i].rows * r->tensors[i].cols;
+    float *v = malloc(n * sizeof(float));
+    model_get_tensor(m, i, v);
+    const struct model_layer *L = &r->layers[1];
+    size_t qn = (size_t)L->proj[PROJ_Q].out * L->proj[PROJ_Q].in;
+    size_t kn = (size_t)L->proj[PROJ_K].out * L->proj[PROJ_K].in;
+    assert_memory_equal(L->proj[PROJ_Q].w, v, qn * sizeof(float));
+    assert_memory_equal(L->proj[PROJ_K].w, v + qn, kn * sizeof(float));
+    assert_memory_equal(L->proj[PROJ_V].w, v + qn + kn, kn * sizeof(float));
+    free(v);
+    i = model_tensor_find(r, "model.layers.1.mlp.gate_up_proj.weight");
+    n = (size_t)r->tensors[i].rows * r->tensors[i].cols;
+    v = malloc(n * sizeof(float));
+    model_get_tensor(m, i, v);
+    assert_memory_equal(L->proj[PROJ_GATE].w, v, n / 2 * sizeof(float));
+    assert_memory_equal(L->proj[PROJ_UP].w, v + n / 2, n / 2 * sizeof(float));
+    free(v);
+    assert_int_equal(modelio_save_merged(r, dir2, NULL, err, sizeof err), 0);
+    for (int k = 0; k < 2; k++) {
+        const char *f = k ? "config.json" : "model.safetensors";
+        snprintf(a, sizeof a, "%s/%s", dir, f);
+        snprintf(b, sizeof b, "%s/%s", dir2, f);
+        size_t la, lb;
+        char *x = slurp(a, &la), *y = slurp(b, &lb);
+        assert_non_null(x);
+        assert_non_null(y);
+        assert_int_equal(la, lb);
+        assert_memory_equal(x, y, la);
+        free(x);
+        free(y);
+    }
+    model_free(r);
+    model_free(m);
+    fs_remove_tree(dir);
+    fs_remove_tree(dir2);
+}
+
 static void qwen3_gradients(void **state)
 {
     (void)state;
@@ -510,9 +669,9 @@ static void family_configs(void **state)
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
     assert_string_equal(err, "config.json: rope_scaling.rope_type \"yarn\" is not supported "
                              "(llama3 only)");
-    snprintf(j, sizeof j, "{%s,\"model_type\":\"phi3\"}", shape);
+    snprintf(j, sizeof j, "{%s,\"model_type\":\"phimoe\"}", shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
-    assert_non_null(strstr(err, "model_type \"phi3\" is not supported"));
+    assert_non_null(strstr(err, "model_type \"phimoe\" is not supported"));
     snprintf(j, sizeof j, "{%s,\"mlp_bias\":true}", shape);
     assert_int_equal(model_config_parse(j, &c, err, sizeof err), -1);
     assert_non_null(strstr(err, "mlp_bias"));
@@ -819,6 +978,9 @@ int main(void)
         cmocka_unit_test(gemma3_gradients),
         cmocka_unit_test(qwen3_gradients),
         cmocka_unit_test(smollm3_gradients),
+        cmocka_unit_test(phi3_gradients),
+        cmocka_unit_test(phi3_config),
+        cmocka_unit_test(phi3_fused_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

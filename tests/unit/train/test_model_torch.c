@@ -182,6 +182,17 @@ static void family_qwen3_moe_raw_weights_sparse_step(void **state)
                                "--experts 6 --experts-used 3 --router-aux-coef 0.3");
 }
 
+/* Phi-4-mini's layout (phi3): fused qkv_proj and gate_up_proj, rotary
+ * positions on 3/4 of each head, longrope's short factors and its attention
+ * factor; then wider heads (32, 24 of them turning) at another depth. */
+static void family_phi3(void **state)
+{
+    (void)state;
+    compare("phi3", "--family phi3");
+    compare_as("phi3-shape", "--family phi3 --hidden 96 --layers 3 --heads 3 --kv-heads 1 "
+                             "--head-dim 32 --intermediate 80", "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +209,7 @@ int main(void)
         cmocka_unit_test(family_smollm3_no_rope),
         cmocka_unit_test(family_qwen3_moe),
         cmocka_unit_test(family_qwen3_moe_raw_weights_sparse_step),
+        cmocka_unit_test(family_phi3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -66,7 +66,7 @@ static double rope_loss(void *p)
     struct rope_ctx *c = p;
     size_t n = (size_t)c->B * c->T * c->nh * c->hd;
     memcpy(c->y, c->x, n * sizeof(float));
-    ops_rope_forward(c->y, c->B, c->T, c->nh, c->hd, 0, c->cs, c->sn);
+    ops_rope_forward(c->y, c->B, c->T, c->nh, c->hd, c->hd, 0, c->cs, c->sn);
     return gc_dot(c->dyw, c->y, n);
 }
 
@@ -83,16 +83,16 @@ static void rope_gradients_and_convention(void **state)
     gc_fill(x, n, &r, 1.0f);
     gc_fill(dyw, n, &r, 1.0f);
     memcpy(dx, dyw, sizeof dx);
-    ops_rope_backward(dx, c.B, c.T, c.nh, c.hd, 0, cs, sn);
+    ops_rope_backward(dx, c.B, c.T, c.nh, c.hd, c.hd, 0, cs, sn);
     assert_int_equal(gc_check("rope dx", rope_loss, &c, x, n, dx, 120, H_STEP, ATOL, RTOL), 0);
     /* rotate-half: position 1, pair (0, 4) turns by angle 1 rad (i = 0). */
     float v[8] = {1, 0, 0, 0, 0, 0, 0, 0};
-    ops_rope_forward(v, 1, 1, 1, 8, 1, cs, sn);
+    ops_rope_forward(v, 1, 1, 1, 8, 8, 1, cs, sn);
     assert_float_equal(v[0], cosf(1.0f), 1e-6);
     assert_float_equal(v[4], sinf(1.0f), 1e-6);
     /* pair i = 1 turns by 1 * 10000^(-2/8) = 0.1 rad */
     float u[8] = {0, 1, 0, 0, 0, 0, 0, 0};
-    ops_rope_forward(u, 1, 1, 1, 8, 1, cs, sn);
+    ops_rope_forward(u, 1, 1, 1, 8, 8, 1, cs, sn);
     assert_float_equal(u[1], cosf(0.1f), 1e-6);
     assert_float_equal(u[5], sinf(0.1f), 1e-6);
 }
