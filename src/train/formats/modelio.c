@@ -97,6 +97,68 @@ static const struct st_tensor *find_tensor(struct st_file **files, int ns, const
     return NULL;
 }
 
+static void close_shards(struct st_file **files, int ns);
+
+/* Opens every shard of the folder `dir` into files; the count, or -1 with
+ * a reason (what was opened is closed). */
+static int open_shards(const char *dir, struct st_file **files, char *err, size_t errcap)
+{
+    char path[MODELIO_MAX_PATH + 300];
+    char **names = NULL;
+    int ns = list_shards(dir, &names);
+    if (ns <= 0) {
+        snprintf(err, errcap, "%s: no .safetensors file", dir);
+        free(names);
+        return -1;
+    }
+    int ok = 1;
+    for (int i = 0; i < ns; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (ok && !(files[i] = st_open(path, err, errcap)))
+            ok = 0;
+        free(names[i]);
+    }
+    free(names);
+    if (!ok) {
+        close_shards(files, ns);
+        return -1;
+    }
+    return ns;
+}
+
+static void close_shards(struct st_file **files, int ns)
+{
+    for (int i = 0; i < ns; i++) {
+        st_close(files[i]);
+        files[i] = NULL;
+    }
+}
+
+/* The published tensor of the model's tensor mt in the shards, checked for
+ * its shape and type; NULL with a reason. *from as find_tensor's. */
+static const struct st_tensor *base_tensor(struct st_file **files, int ns, const char *dir,
+                                           const struct model *m, const struct model_tensor *mt,
+                                           int *from, char *err, size_t errcap)
+{
+    const struct st_tensor *t = find_tensor(files, ns, mt->name, m->cfg.multimodal, from);
+    if (!t) {
+        snprintf(err, errcap, "%s: missing tensor %s", dir, mt->name);
+        return NULL;
+    }
+    int ok = mt->is1d ? t->ndim == 1 && t->shape[0] == mt->cols
+                      : t->ndim == 2 && t->shape[0] == mt->rows && t->shape[1] == mt->cols;
+    if (!ok) {
+        snprintf(err, errcap, "%s: tensor %s has the wrong shape for config.json", dir, mt->name);
+        return NULL;
+    }
+    if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16) {
+        snprintf(err, errcap, "%s: tensor %s is %s (F32, BF16 or F16 only)", dir, mt->name,
+                 st_dtype_name(t->dtype));
+        return NULL;
+    }
+    return t;
+}
+
 struct model *modelio_load(const char *dir, const struct model_opts *opts, char *err,
                            size_t errcap)
 {
@@ -105,22 +167,11 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (model_config_load(path, &cfg, err, errcap))
         return NULL;
-    char **names = NULL;
-    int ns = list_shards(dir, &names);
-    if (ns <= 0) {
-        snprintf(err, errcap, "%s: no .safetensors file", dir);
-        free(names);
-        return NULL;
-    }
     struct st_file *files[MAX_SHARDS] = {0};
-    struct model *m = NULL;
-    for (int i = 0; i < ns; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        files[i] = st_open(path, err, errcap);
-        if (!files[i])
-            goto fail;
-    }
-    m = model_create(&cfg, opts, err, errcap);
+    int ns = open_shards(dir, files, err, errcap);
+    if (ns < 0)
+        return NULL;
+    struct model *m = model_create(&cfg, opts, err, errcap);
     if (!m)
         goto fail;
     if (cfg.multimodal) /* docs/models.md: the vision tower is left out */
@@ -129,23 +180,9 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
     for (int i = 0; i < m->n_tensors; i++) {
         const struct model_tensor *mt = &m->tensors[i];
         int from = 0;
-        const struct st_tensor *t = find_tensor(files, ns, mt->name, cfg.multimodal, &from);
-        if (!t) {
-            snprintf(err, errcap, "%s: missing tensor %s", dir, mt->name);
+        const struct st_tensor *t = base_tensor(files, ns, dir, m, mt, &from, err, errcap);
+        if (!t)
             goto fail;
-        }
-        int ok = mt->is1d ? t->ndim == 1 && t->shape[0] == mt->cols
-                          : t->ndim == 2 && t->shape[0] == mt->rows && t->shape[1] == mt->cols;
-        if (!ok) {
-            snprintf(err, errcap, "%s: tensor %s has the wrong shape for config.json", dir,
-                     mt->name);
-            goto fail;
-        }
-        if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16) {
-            snprintf(err, errcap, "%s: tensor %s is %s (F32, BF16 or F16 only)", dir, mt->name,
-                     st_dtype_name(t->dtype));
-            goto fail;
-        }
         struct conv_ctx c = {t};
         if (model_fill_tensor(m, i, fill_from_st, &c)) {
             snprintf(err, errcap, "out of memory loading %s", mt->name);
@@ -155,19 +192,11 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
          * planner counts the weights as the model holds them, not twice) */
         st_release(files[from - 1], t);
     }
-    for (int i = 0; i < ns; i++) {
-        st_close(files[i]);
-        free(names[i]);
-    }
-    free(names);
+    close_shards(files, ns);
     return m;
 fail:
     model_free(m);
-    for (int i = 0; i < ns; i++) {
-        st_close(files[i]);
-        free(names[i]);
-    }
-    free(names);
+    close_shards(files, ns);
     return NULL;
 }
 
@@ -248,28 +277,80 @@ static const char *const tokenizer_files[] = {
 
 /* The merged weights of one tensor at a time, for st_write_each: one
  * buffer the size of the largest merged tensor serves them all, so saving
- * never holds a second copy of the whole model. */
+ * never holds a second copy of the whole model. With base files (ns > 0)
+ * each tensor is the published one read from them, plus the model's
+ * adapters; else the model's own weights, merged. */
 struct merged_fill {
     const struct model *m;
     float *buf;
+    struct st_file **files;
+    int ns;
+    const char *base_dir;
 };
 
 static const void *fill_merged(void *ctx, size_t i)
 {
     struct merged_fill *f = ctx;
-    model_get_tensor(f->m, (int)i, f->buf);
+    const struct model_tensor *mt = &f->m->tensors[i];
+    if (!f->ns) {
+        model_get_tensor(f->m, (int)i, f->buf);
+        return f->buf;
+    }
+    int from = 0;
+    char err[200];
+    const struct st_tensor *t =
+        base_tensor(f->files, f->ns, f->base_dir, f->m, mt, &from, err, sizeof err);
+    if (!t) /* checked before the write began; the files are read-only maps */
+        return NULL;
+    struct conv_ctx c = {t};
+    fill_from_st(&c, 0, (size_t)mt->rows * mt->cols, f->buf);
+    st_release(f->files[from - 1], t);
+    float *w = f->buf;
+    for (int k = 0; k < mt->n_parts; k++) {
+        linear_add_adapter(mt->part[k], w);
+        w += (size_t)mt->part[k]->out * mt->part[k]->in;
+    }
     return f->buf;
 }
 
+static int save_merged(const struct model *m, struct merged_fill *fill, const char *out_dir,
+                       const char *tokenizer_dir, char *err, size_t errcap);
+
 int modelio_save_merged(const struct model *m, const char *out_dir, const char *tokenizer_dir,
                         char *err, size_t errcap)
+{
+    struct merged_fill fill = {.m = m};
+    return save_merged(m, &fill, out_dir, tokenizer_dir, err, errcap);
+}
+
+int modelio_save_merged_onto(const struct model *m, const char *base_dir, const char *out_dir,
+                             char *err, size_t errcap)
+{
+    struct st_file *files[MAX_SHARDS] = {0};
+    int ns = open_shards(base_dir, files, err, errcap);
+    if (ns < 0)
+        return -1;
+    int rc = 0;
+    for (int i = 0; !rc && i < m->n_tensors; i++) {
+        int from = 0;
+        if (!base_tensor(files, ns, base_dir, m, &m->tensors[i], &from, err, errcap))
+            rc = -1;
+    }
+    struct merged_fill fill = {.m = m, .files = files, .ns = ns, .base_dir = base_dir};
+    if (!rc)
+        rc = save_merged(m, &fill, out_dir, base_dir, err, errcap);
+    close_shards(files, ns);
+    return rc;
+}
+
+static int save_merged(const struct model *m, struct merged_fill *fill, const char *out_dir,
+                       const char *tokenizer_dir, char *err, size_t errcap)
 {
     char tmp[MODELIO_MAX_PATH + 64], path[MODELIO_MAX_PATH + 300];
     if (begin_folder(out_dir, tmp, sizeof tmp, err, errcap))
         return -1;
     int rc = -1;
     struct st_tensor *ts = calloc((size_t)m->n_tensors, sizeof *ts);
-    struct merged_fill fill = {.m = m, .buf = NULL};
     char *cfg = model_config_to_json(&m->cfg);
     if (!ts || !cfg) {
         snprintf(err, errcap, "out of memory saving the model");
@@ -288,14 +369,14 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
         t->nbytes = n * sizeof(float);
         /* fp32 weights without an adapter are written straight from the
          * model; the rest are merged, one at a time, as they are written. */
-        if (mt->vec && mt->offset == 0.0f)
+        if (!fill->ns && mt->vec && mt->offset == 0.0f)
             t->data = mt->vec;
-        else if (mt->lin && mt->lin->kind == WK_F32 && mt->lin->r == 0)
+        else if (!fill->ns && mt->lin && mt->lin->kind == WK_F32 && mt->lin->r == 0)
             t->data = mt->lin->w;
         else if (n > most)
             most = n;
     }
-    if (most && !(fill.buf = malloc(most * sizeof(float)))) {
+    if (most && !(fill->buf = malloc(most * sizeof(float)))) {
         snprintf(err, errcap, "out of memory saving the model");
         goto out;
     }
@@ -306,7 +387,7 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
     }
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     static const char *const meta[] = {"format", "pt", NULL};
-    if (st_write_each(path, ts, (size_t)m->n_tensors, meta, fill_merged, &fill, err, errcap))
+    if (st_write_each(path, ts, (size_t)m->n_tensors, meta, fill_merged, fill, err, errcap))
         goto out;
     for (int i = 0; tokenizer_dir && tokenizer_files[i]; i++) {
         char from[MODELIO_MAX_PATH + 64];
@@ -321,7 +402,8 @@ int modelio_save_merged(const struct model *m, const char *out_dir, const char *
 out:
     if (rc)
         fs_remove_tree(tmp);
-    free(fill.buf);
+    free(fill->buf);
+    fill->buf = NULL;
     free(ts);
     free(cfg);
     return rc;

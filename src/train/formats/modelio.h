@@ -35,6 +35,16 @@ struct model *modelio_load(const char *dir, const struct model_opts *opts, char 
 int modelio_save_merged(const struct model *m, const char *out_dir, const char *tokenizer_dir,
                         char *err, size_t errcap);
 
+/* Writes a merged model folder at out_dir from the published weights of
+ * base_dir (the folder m was loaded from) plus m's LoRA adapters, one
+ * tensor at a time: whatever m holds its base in (bf16, NF4), the merged
+ * model is the base as published plus what training added, and saving
+ * holds one tensor in fp32 beside m, never a second copy of the model.
+ * Copies base_dir's tokenizer files. 0, or -1 with a reason (a missing or
+ * misshapen base tensor is refused before anything is written). */
+int modelio_save_merged_onto(const struct model *m, const char *base_dir, const char *out_dir,
+                             char *err, size_t errcap);
+
 /* Writes the LoRA adapters as a PEFT folder at out_dir. base_name goes in
  * adapter_config.json's base_model_name_or_path. 0 or -1. */
 int modelio_save_peft(const struct model *m, const char *out_dir, const char *base_name,

@@ -249,7 +249,12 @@ void linear_merged_weight(const struct linear *l, float *w_out)
     const float *w = linear_rows(l, 0, l->out, w_out);
     if (w != w_out)
         memcpy(w_out, w, sizeof(float) * (size_t)l->out * l->in);
+    linear_add_adapter(l, w_out);
+}
+
+void linear_add_adapter(const struct linear *l, float *w)
+{
     if (l->r > 0)
         gemm(0, 0, l->out, l->in, l->r, l->scale,
-                    l->lb, l->r, l->la, l->in, 1.0f, w_out, l->in);
+                    l->lb, l->r, l->la, l->in, 1.0f, w, l->in);
 }

@@ -114,6 +114,10 @@ void linear_backward(struct linear *l, float *dx, const float *dy, const float *
 /* Writes the effective weight W + scale B A (out,in) into w_out. */
 void linear_merged_weight(const struct linear *l, float *w_out);
 
+/* Adds the adapter's scale B A to w (out,in), a weight of this linear's
+ * shape held by the caller; nothing without an adapter. */
+void linear_add_adapter(const struct linear *l, float *w);
+
 /* bf16 <-> fp32 (round to nearest even; NaN stays NaN). */
 float linear_bf16_to_f32(uint16_t h);
 uint16_t linear_f32_to_bf16(float f);

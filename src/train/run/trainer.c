@@ -640,31 +640,15 @@ static int resume(struct run *r)
 
 /* ------------------------------------------------------------ final model */
 
-/* Folds every LoRA adapter of an fp32 model into its weight (w += s B A)
- * and drops the adapter, so the model saves without extra buffers. */
-static void merge_in_place(struct model *m)
-{
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        for (int p = 0; p < PROJ_COUNT; p++) {
-            struct linear *ln = &m->layers[l].proj[p];
-            if (ln->r == 0 || ln->kind != WK_F32)
-                continue;
-            gemm(0, 0, ln->out, ln->in, ln->r,
-                        ln->scale, ln->lb, ln->r, ln->la, ln->in, 1.0f, ln->w, ln->in);
-            ln->r = 0;
-        }
-    }
-}
-
-/* Loads base_dir in fp32 with adapters per `o`, sets the trainable block
- * from params (same layout as training), and writes the merged folder. */
+/* Loads base_dir with adapters per `o` (its base as trained: bf16 or NF4,
+ * not fp32), sets the trainable block from params (same layout as
+ * training), and writes the merged folder from base_dir's published
+ * weights plus the adapters, one tensor at a time. */
 static int materialize_params(const struct model_opts *o, const float *params, size_t n,
                               const char *base_dir, const char *out_dir, char *err,
                               size_t errcap)
 {
-    struct model_opts fo = *o;
-    fo.base_kind = WK_F32;
-    struct model *m = modelio_load(base_dir, &fo, err, errcap);
+    struct model *m = modelio_load(base_dir, o, err, errcap);
     if (!m)
         return -1;
     if (m->n_train != n) {
@@ -673,8 +657,8 @@ static int materialize_params(const struct model_opts *o, const float *params, s
         return -1;
     }
     memcpy(m->train, params, n * sizeof(float));
-    merge_in_place(m);
-    int rc = modelio_save_merged(m, out_dir, base_dir, err, errcap);
+    int rc = o->full ? modelio_save_merged(m, out_dir, base_dir, err, errcap)
+                     : modelio_save_merged_onto(m, base_dir, out_dir, err, errcap);
     model_free(m);
     return rc;
 }
@@ -723,20 +707,9 @@ int trainer_save_output(const struct train_config *c, struct model **mp, char *m
     if (modelio_save_peft(m, adapter_out, c->model_dir, err, errcap))
         return -1;
     /* The merged model folds the adapters into the base as published (not
-     * into its NF4 copy), so it is the base model plus what training added. */
-    size_t n = m->n_train;
-    float *params = malloc(n * sizeof(float));
-    if (!params) {
-        snprintf(err, errcap, "out of memory saving the model");
-        return -1;
-    }
-    memcpy(params, m->train, n * sizeof(float));
-    struct model_opts o = m->opts;
-    model_free(m);
-    *mp = NULL;
-    int rc = materialize_params(&o, params, n, c->model_dir, model_out, err, errcap);
-    free(params);
-    return rc;
+     * into its bf16 or NF4 copy), read from the base folder a tensor at a
+     * time beside the trained model: no second copy of the model. */
+    return modelio_save_merged_onto(m, c->model_dir, model_out, err, errcap);
 }
 
 static int save_final(struct run *r, char *model_out, char *adapter_out, size_t cap)

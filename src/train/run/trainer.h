@@ -38,8 +38,9 @@ int trainer_materialize(const char *ckpt_dir, const char *base_dir, const char *
 struct model;
 /* Writes the trained model *mp as the run's output: c->out_dir/model (the
  * merged model) and, for LoRA, c->out_dir/adapter (PEFT); their paths into
- * model_out and adapter_out. LoRA: frees *mp (NULL after) to make room for
- * the merge. 0, or -1 with a reason. */
+ * model_out and adapter_out. LoRA: the merged model is the base folder's
+ * published weights plus *mp's adapters, a tensor at a time (*mp stays the
+ * caller's). 0, or -1 with a reason. */
 int trainer_save_output(const struct train_config *c, struct model **mp, char *model_out,
                         char *adapter_out, size_t cap, char *err, size_t errcap);
 

@@ -634,6 +634,76 @@ static void phi3_fused_round_trip(void **state)
     fs_remove_tree(dir2);
 }
 
+/* A LoRA model held in bf16 saves merged onto its base folder's published
+ * fp32 weights, not onto its bf16 copy: each tensor (fused ones too) is
+ * the published tensor plus scale B A, as an fp32 model with the same
+ * adapters merges it; a base folder missing a tensor is refused by name
+ * before anything is written. */
+static void lora_saves_merged_onto_published(void **state)
+{
+    (void)state;
+    struct model_config cfg;
+    char err[512], dir[128], out[160], bad[160], path[256];
+    assert_int_equal(model_config_family_tiny(FAM_PHI3, 40, &cfg), 0);
+    struct model_opts fo = {.full = 1};
+    struct model *base = model_create(&cfg, &fo, err, sizeof err);
+    assert_non_null(base);
+    assert_int_equal(model_init_random(base, 31), 0);
+    snprintf(dir, sizeof dir, "/tmp/alallo-test-onto-%ld", (long)getpid());
+    snprintf(out, sizeof out, "%s-merged", dir);
+    snprintf(bad, sizeof bad, "%s-bad", dir);
+    assert_int_equal(modelio_save_merged(base, dir, NULL, err, sizeof err), 0);
+    model_free(base);
+    struct model_opts lo = {0, WK_BF16, 4, 8.0f, MODEL_ALL_PROJ};
+    struct model *m = modelio_load(dir, &lo, err, sizeof err);
+    assert_non_null(m);
+    lo.base_kind = WK_F32;
+    struct model *ref = modelio_load(dir, &lo, err, sizeof err);
+    assert_non_null(ref);
+    assert_int_equal(m->n_train, ref->n_train);
+    for (size_t k = 0; k < m->n_train; k++)
+        m->train[k] = ref->train[k] = 0.01f * (float)((int)(k % 17) - 8);
+    assert_int_equal(modelio_save_merged_onto(m, dir, out, err, sizeof err), 0);
+    struct model *got = modelio_load(out, &fo, err, sizeof err);
+    assert_non_null(got);
+    size_t rounded = 0; /* values where the bf16 copy's merge differs */
+    for (int i = 0; i < m->n_tensors; i++) {
+        size_t n = (size_t)m->tensors[i].rows * m->tensors[i].cols;
+        float *want = malloc(n * sizeof(float)), *have = malloc(n * sizeof(float));
+        float *held = malloc(n * sizeof(float));
+        model_get_tensor(ref, i, want);
+        model_get_tensor(got, i, have);
+        model_get_tensor(m, i, held);
+        for (size_t k = 0; k < n; k++) {
+            assert_float_equal(have[k], want[k], 1e-6f * (1.0f + fabsf(want[k])));
+            rounded += held[k] != want[k];
+        }
+        free(want);
+        free(have);
+        free(held);
+    }
+    assert_true(rounded > 0);
+    /* a base folder without one of the model's tensors */
+    struct model *one = modelio_load(dir, &fo, err, sizeof err);
+    assert_non_null(one);
+    int q = model_tensor_find(one, "model.layers.1.self_attn.qkv_proj.weight");
+    assert_true(q > 0);
+    snprintf(one->tensors[q].name, sizeof one->tensors[q].name, "model.layers.1.qkv.weight");
+    assert_int_equal(modelio_save_merged(one, bad, NULL, err, sizeof err), 0);
+    model_free(one);
+    fs_remove_tree(out);
+    assert_int_equal(modelio_save_merged_onto(m, bad, out, err, sizeof err), -1);
+    snprintf(path, sizeof path, "%s: missing tensor model.layers.1.self_attn.qkv_proj.weight",
+             bad);
+    assert_string_equal(err, path);
+    assert_int_equal(access(out, F_OK), -1);
+    model_free(got);
+    model_free(ref);
+    model_free(m);
+    fs_remove_tree(dir);
+    fs_remove_tree(bad);
+}
+
 static void qwen3_gradients(void **state)
 {
     (void)state;
@@ -981,6 +1051,7 @@ int main(void)
         cmocka_unit_test(phi3_gradients),
         cmocka_unit_test(phi3_config),
         cmocka_unit_test(phi3_fused_round_trip),
+        cmocka_unit_test(lora_saves_merged_onto_published),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
