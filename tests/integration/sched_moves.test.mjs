@@ -4,12 +4,10 @@
 // leaves the job to another worker, and the ledger charges each step of the
 // final model exactly once.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { BIN, SAMPLE, Serve, ledgerOf, tinyModelsDir, tmpdir, waitFor } from './service_harness.mjs';
+import { SAMPLE, Serve, ledgerOf, startWorker as startHarnessWorker, tinyModelsDir, waitFor } from './service_harness.mjs';
 
 async function start(args) {
   const s = await Serve.start({ args: ['--models', tinyModelsDir(), ...args] });
@@ -71,15 +69,7 @@ test('a job that outgrows its memory allocation moves to a bigger worker', { tim
 test('kill -9 of a worker: the job finishes elsewhere and each step is charged once', { timeout: 400000 }, async () => {
   const s = await start(['--local-worker', 'none', '--worker-timeout', '4']);
   const workers = {};
-  const startWorker = (name) => {
-    const workDir = tmpdir(`alallo-w-${name}-`);
-    const p = spawn(BIN, ['worker', '--server', s.url, '--token', `@${path.join(s.data, 'worker-token')}`, '--name', name,
-      '--cpus', '1', '--mem', '2G', '--price', '0.40', '--work-dir', workDir, '--bench-timeout', '60'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    p.out = '';
-    p.stdout.on('data', (d) => (p.out += d));
-    p.stderr.on('data', (d) => (p.out += d));
-    workers[name] = p;
-  };
+  const startWorker = (name) => (workers[name] = startHarnessWorker(s, name));
   startWorker('w1');
   startWorker('w2');
   try {

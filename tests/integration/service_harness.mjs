@@ -148,6 +148,19 @@ export function run(args, opts = {}) {
   return r.stdout;
 }
 
+// Starts a real `alallo worker` named name against serve s (one CPU, a
+// price of 0.40 an hour, mem as it declares), in a work folder of its own;
+// its output is kept in .out. The caller stops it.
+export function startWorker(s, name, { mem = '2G' } = {}) {
+  const p = spawn(BIN, ['worker', '--server', s.url, '--token', `@${path.join(s.data, 'worker-token')}`, '--name', name,
+    '--cpus', '1', '--mem', mem, '--price', '0.40', '--work-dir', tmpdir(`alallo-w-${name}-`), '--bench-timeout', '60'],
+  { stdio: ['ignore', 'pipe', 'pipe'] });
+  p.out = '';
+  p.stdout.on('data', (d) => (p.out += d));
+  p.stderr.on('data', (d) => (p.out += d));
+  return p;
+}
+
 // A tiny base model in a models folder: a tokenizer learned from the sample
 // data and a randomly initialised Llama of the `tiny` shape.
 let tinyModels = null;
