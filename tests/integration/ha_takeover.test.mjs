@@ -181,8 +181,14 @@ test('a stream through a standby comes piece by piece, as through the leader', {
     const n = via.arrivals.length;
     const spread = via.arrivals[n - 1] - via.arrivals[0];
     const firstHalf = via.arrivals.filter((t) => t < via.arrivals[0] + spread / 2).length;
+    // Passed on as they came, the pieces through the standby spread over
+    // about the time the leader took to make them (its own stream's spread,
+    // measured just before: a quiet machine makes this answer in ~50 ms, a
+    // loaded one in seconds); sent at once, they would arrive within a
+    // millisecond or two.
+    const made = direct.arrivals[direct.arrivals.length - 1] - direct.arrivals[0];
     assert.ok(n >= 10, `${n} reads`);
-    assert.ok(spread > 50, `the pieces arrived within ${spread.toFixed(1)} ms`);
+    assert.ok(spread > Math.max(10, 0.2 * made), `the pieces arrived within ${spread.toFixed(1)} ms, where the leader's own stream spread over ${made.toFixed(1)} ms`);
     assert.ok(firstHalf >= 5 && firstHalf < n - 5, `${firstHalf} of ${n} reads in the first half of ${spread.toFixed(1)} ms`);
   } finally {
     await Promise.all([b.stop(), a.stop()]);
