@@ -54,7 +54,8 @@ struct pool_bench {
     int64_t running_ms;   /* when it was first known RUNNING; 0: not yet */
     int64_t marked_ms;    /* when its start mark was first seen; 0: not yet */
     int64_t next_try_ms;  /* after a failure: not before this */
-    int64_t cancel_next_ms; /* an unwanted bench job: cancelled again then */
+    char cancelled_id[EXEC_ID_MAX]; /* the bench job last cancelled, */
+    int64_t cancel_next_ms;         /* and when it is cancelled again */
 };
 
 /* A cancel asked of a running attempt: when the engine first saw it. */
@@ -776,6 +777,15 @@ static bool bench_marked(const struct engine *e, int p)
     return bench_path(e, p, ".started", path, sizeof path) && stat(path, &st) == 0;
 }
 
+/* Notes that pool p's bench job `id` was just cancelled: the same job,
+ * still listed, is cancelled again only a reconciliation period later. */
+static void bench_cancelled(struct engine *e, int p, const char *id, int64_t now)
+{
+    struct pool_bench *b = &e->bench[p];
+    text_copy(b->cancelled_id, sizeof b->cancelled_id, id);
+    b->cancel_next_ms = now + ENGINE_RECONCILE_S * 1000;
+}
+
 /* Cancels pool p's live bench job `live`, which no one wants (the pool's
  * speed is known, or its failed bench rests until its retry): at once, and
  * again every reconciliation period while the engine still lists it. */
@@ -783,9 +793,9 @@ static void bench_cancel_unwanted(struct engine *e, int p, const struct exec_job
                                   const char *tag, int64_t now)
 {
     struct pool_bench *b = &e->bench[p];
-    if (now < b->cancel_next_ms)
+    if (strcmp(live->id, b->cancelled_id) == 0 && now < b->cancel_next_ms)
         return;
-    b->cancel_next_ms = now + ENGINE_RECONCILE_S * 1000;
+    bench_cancelled(e, p, live->id, now);
     enum alallo_err r = executor_cancel(e->x, tag);
     log_line("warn", "%s: pool %s: bench job %s is listed %s though no bench is wanted (%s); "
              "cancelled%s%s", e->x->name, e->cfg.pools[p].decl.name, live->id,
@@ -818,7 +828,7 @@ static void bench_follow(struct engine *e, int p, const struct exec_job *live, c
     char unread[512];
     if (bench_read(e, p, &done, unread, sizeof unread) == 0) {
         bench_measured(e, p, &done);
-        b->cancel_next_ms = now + ENGINE_RECONCILE_S * 1000; /* not again at once */
+        bench_cancelled(e, p, live->id, now);
         if (executor_cancel(e->x, tag))
             log_line("warn", "%s: pool %s: its bench job, done, is still listed and "
                      "could not be cancelled: %s", e->x->name, name, e->x->error);
@@ -839,7 +849,7 @@ static void bench_follow(struct engine *e, int p, const struct exec_job *live, c
     text_printf(why + n, sizeof why - n, "; bench job %s cancelled%s%s", live->id,
                 r ? ", but the cancel failed: " : "", r ? e->x->error : "");
     bench_failed(e, p, now, why);
-    b->cancel_next_ms = now + ENGINE_RECONCILE_S * 1000;
+    bench_cancelled(e, p, live->id, now);
 }
 
 /* One look at each pool's bench, after a list of the engine's jobs: judges
@@ -859,8 +869,8 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
             if (strcmp(e->jobs[i].tag, tag) == 0) {
                 if (e->jobs[i].state == EXEC_ENDED)
                     ended = &e->jobs[i];
-                else
-                    live = &e->jobs[i];
+                else if (!live || strcmp(live->id, b->cancelled_id) == 0)
+                    live = &e->jobs[i]; /* one not cancelled yet first */
             }
         if (!b->known && !b->running && pool_speed_known(e, p))
             b->known = true;
