@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include "control/bench_watch.h"
 #include "control/fleet.h"
 #include "control/job_move.h"
 #include "control/leadership.h"
@@ -37,9 +39,6 @@
 #define OPEN_MAX ENGINE_SLOTS_MAX
 #define REFUSED_BACKOFF_MS 60000 /* a pool whose submission was refused rests */
 #define SCRIPT_MAX 4096
-#define BENCH_TIMEOUT_MS (10 * 60 * 1000) /* a bench job not ended this long after its
-                                            * submission (queued or running) is cancelled */
-#define BENCH_RETRY_MS (60 * 60 * 1000)   /* a failed bench is tried again after this */
 #define BENCH_OUTPUT_MAX (64 * 1024)      /* of a bench's output, what is read */
 
 struct slot {
@@ -52,7 +51,11 @@ struct pool_bench {
     bool known;           /* a slot of the pool has a speed: no bench again */
     bool running;         /* a bench job was submitted and has not been judged */
     int64_t since_ms;     /* when it was submitted (or found, after a restart) */
+    int64_t running_ms;   /* when it was first known RUNNING; 0: not yet */
+    int64_t marked_ms;    /* when its start mark was first seen; 0: not yet */
     int64_t next_try_ms;  /* after a failure: not before this */
+    char cancelled_id[EXEC_ID_MAX]; /* the bench job last cancelled, */
+    int64_t cancel_next_ms;         /* and when it is cancelled again */
 };
 
 /* A cancel asked of a running attempt: when the engine first saw it. */
@@ -659,29 +662,38 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
 
 /* Submits pool p's bench job: `alallo bench train --shape tiny --steps 3`
  * with the pool's CPUs, under the launcher, its output into
- * DATA/engine/bench/POOL.out (removed first, so that an old one is never
- * read as new). */
+ * DATA/engine/bench/POOL.out. Its script first writes the start mark
+ * DATA/engine/bench/POOL.started (bench_watch.h: a job listed RUNNING
+ * without it is a ghost). Both are removed first, so that an old one is
+ * never read as new. */
 static enum alallo_err bench_submit(struct engine *e, int p)
 {
     const struct engine_pool *pool = &e->cfg.pools[p];
     char dir[EXEC_PATH_MAX], node_dir[EXEC_PATH_MAX], out[EXEC_PATH_MAX], node_out[EXEC_PATH_MAX];
+    char mark[EXEC_PATH_MAX], node_mark[EXEC_PATH_MAX];
     struct exec_submit sub;
     memset(&sub, 0, sizeof sub);
     exec_pool_fill_submit(&pool->decl, &sub);
     if (!exec_bench_tag_for(pool->decl.name, sub.tag) || !bench_path(e, p, NULL, dir, sizeof dir) ||
         !bench_path(e, p, ".out", out, sizeof out) ||
+        !bench_path(e, p, ".started", mark, sizeof mark) ||
         !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir) ||
-        !engine_map_path(&e->cfg, out, node_out, sizeof node_out))
+        !engine_map_path(&e->cfg, out, node_out, sizeof node_out) ||
+        !engine_map_path(&e->cfg, mark, node_mark, sizeof node_mark))
         return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's paths do not fit");
     if (fs_mkdirs(dir, 0700) != 0)
         return exec_fail(e->x, ERR_IO, "cannot make %.200s", dir);
     if (remove(out) != 0 && errno != ENOENT)
         return exec_fail(e->x, ERR_IO, "cannot remove the old %.200s", out);
+    if (remove(mark) != 0 && errno != ENOENT)
+        return exec_fail(e->x, ERR_IO, "cannot remove the old %.200s", mark);
     char script[SCRIPT_MAX] = "";
     bool ok = text_printf(script, sizeof script,
-                          "#!/bin/sh\n# the bench job of pool %s, written by alallo serve\n"
-                          "exec %s%s",
-                          pool->decl.name, e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
+                          "#!/bin/sh\n# the bench job of pool %s, written by alallo serve\n: >",
+                          pool->decl.name) &&
+              quoted(script, sizeof script, node_mark) &&
+              text_printf(script + strlen(script), sizeof script - strlen(script), "\nexec %s%s",
+                          e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
               quoted(script, sizeof script, e->ctl->alallo_bin) &&
               text_printf(script + strlen(script), sizeof script - strlen(script),
                           " bench train --shape tiny --steps 3 --threads %d >",
@@ -757,16 +769,98 @@ static void bench_measured(struct engine *e, int p, const struct bench_speed *sp
              sp->tokens_per_s, sp->flops, e->cfg.pools[p].decl.slots);
 }
 
-/* One look at each pool whose speed is unknown, after a list of the
- * engine's jobs: judges its bench job when it has ended (or ran too long),
- * submits one when none runs. */
+/* Whether pool p's bench job has written its start mark. */
+static bool bench_marked(const struct engine *e, int p)
+{
+    char path[EXEC_PATH_MAX];
+    struct stat st;
+    return bench_path(e, p, ".started", path, sizeof path) && stat(path, &st) == 0;
+}
+
+/* Notes that pool p's bench job `id` was just cancelled: the same job,
+ * still listed, is cancelled again only a reconciliation period later. */
+static void bench_cancelled(struct engine *e, int p, const char *id, int64_t now)
+{
+    struct pool_bench *b = &e->bench[p];
+    text_copy(b->cancelled_id, sizeof b->cancelled_id, id);
+    b->cancel_next_ms = now + ENGINE_RECONCILE_S * 1000;
+}
+
+/* Cancels pool p's live bench job `live`, which no one wants (the pool's
+ * speed is known, or its failed bench rests until its retry): at once, and
+ * again every reconciliation period while the engine still lists it. */
+static void bench_cancel_unwanted(struct engine *e, int p, const struct exec_job *live,
+                                  const char *tag, int64_t now)
+{
+    struct pool_bench *b = &e->bench[p];
+    if (strcmp(live->id, b->cancelled_id) == 0 && now < b->cancel_next_ms)
+        return;
+    bench_cancelled(e, p, live->id, now);
+    enum alallo_err r = executor_cancel(e->x, tag);
+    log_line("warn", "%s: pool %s: bench job %s is listed %s though no bench is wanted (%s); "
+             "cancelled%s%s", e->x->name, e->cfg.pools[p].decl.name, live->id,
+             live->raw_state[0] ? live->raw_state : "alive",
+             b->known ? "the pool's speed is known" : "a failed bench waits for its retry",
+             r ? ": the cancel failed: " : "", r ? e->x->error : "");
+}
+
+/* Follows pool p's live bench job: what it was first seen doing, then
+ * bench_watch.h's verdict. Its output complete: measured, whatever the
+ * engine still lists (a controller restarted while the bench ended may
+ * keep a ghost RUNNING; cancelled, it leaves no job). */
+static void bench_follow(struct engine *e, int p, const struct exec_job *live, const char *tag,
+                         int64_t now)
+{
+    struct pool_bench *b = &e->bench[p];
+    const char *name = e->cfg.pools[p].decl.name;
+    if (!b->running) { /* submitted before a restart or by another leader */
+        b->running = true;
+        b->since_ms = now;
+        b->running_ms = b->marked_ms = 0;
+    }
+    if (live->state == EXEC_RUNNING && b->running_ms == 0)
+        /* the engine's own start when it is earlier (a job already running
+         * when this server found it), else the first sight of it */
+        b->running_ms = live->start_ms > 0 && live->start_ms < now ? live->start_ms : now;
+    if (b->marked_ms == 0 && bench_marked(e, p))
+        b->marked_ms = now;
+    struct bench_speed done;
+    char unread[512];
+    if (bench_read(e, p, &done, unread, sizeof unread) == 0) {
+        bench_measured(e, p, &done);
+        bench_cancelled(e, p, live->id, now);
+        if (executor_cancel(e->x, tag))
+            log_line("warn", "%s: pool %s: its bench job, done, is still listed and "
+                     "could not be cancelled: %s", e->x->name, name, e->x->error);
+        return;
+    }
+    struct bench_look look = {
+        .now_ms = now,
+        .wanted = true,
+        .since_ms = b->since_ms,
+        .running_since_ms = b->running_ms,
+        .marked_ms = b->marked_ms,
+    };
+    char why[EXEC_REASON_MAX + EXEC_ERROR_MAX];
+    if (bench_judge(&look, why, sizeof why) == BENCH_WAIT)
+        return;
+    enum alallo_err r = executor_cancel(e->x, tag);
+    size_t n = strlen(why);
+    text_printf(why + n, sizeof why - n, "; bench job %s cancelled%s%s", live->id,
+                r ? ", but the cancel failed: " : "", r ? e->x->error : "");
+    bench_failed(e, p, now, why);
+    bench_cancelled(e, p, live->id, now);
+}
+
+/* One look at each pool's bench, after a list of the engine's jobs: judges
+ * a pool's bench job when it has ended (or ran too long, or is a ghost:
+ * bench_watch.h), submits one when the pool's speed is unknown and none
+ * runs, and cancels one that no one wants. */
 static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
 {
     for (int p = 0; p < e->cfg.n_pools; p++) {
         struct pool_bench *b = &e->bench[p];
         const char *name = e->cfg.pools[p].decl.name;
-        if (b->known)
-            continue;
         char tag[EXEC_TAG_MAX];
         if (!exec_bench_tag_for(name, tag))
             continue;
@@ -775,37 +869,22 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
             if (strcmp(e->jobs[i].tag, tag) == 0) {
                 if (e->jobs[i].state == EXEC_ENDED)
                     ended = &e->jobs[i];
-                else
-                    live = &e->jobs[i];
+                else if (!live || strcmp(live->id, b->cancelled_id) == 0)
+                    live = &e->jobs[i]; /* one not cancelled yet first */
             }
-        if (!b->running && pool_speed_known(e, p)) {
+        if (!b->known && !b->running && pool_speed_known(e, p))
             b->known = true;
-            if (live) /* left by a server before a restart: no longer needed */
-                executor_cancel(e->x, tag);
+        /* A bench job alive while none is wanted: one left by a server
+         * before a restart, a ghost a restarted controller brought back
+         * after the bench was measured, or one that failed. */
+        if (live && (b->known || (!b->running && now < b->next_try_ms))) {
+            bench_cancel_unwanted(e, p, live, tag, now);
             continue;
         }
+        if (b->known)
+            continue;
         if (live) {
-            if (!b->running) /* submitted before a restart or by another leader */
-                b->running = true, b->since_ms = now;
-            /* Its output already complete: the bench is done, whatever the
-             * engine still lists. A controller restarted while the bench
-             * ended may keep a ghost RUNNING; cancelled, it leaves no job. */
-            struct bench_speed done;
-            char unread[512];
-            if (bench_read(e, p, &done, unread, sizeof unread) == 0) {
-                bench_measured(e, p, &done);
-                if (executor_cancel(e->x, tag))
-                    log_line("warn", "%s: pool %s: its bench job, done, is still listed and "
-                             "could not be cancelled: %s", e->x->name, name, e->x->error);
-                continue;
-            }
-            if (now - b->since_ms > BENCH_TIMEOUT_MS) {
-                enum alallo_err r = executor_cancel(e->x, tag);
-                char why[EXEC_REASON_MAX + 64];
-                text_printf(why, sizeof why, "it ran longer than %d min%s%s",
-                            BENCH_TIMEOUT_MS / 60000, r ? "; cancel: " : "", r ? e->x->error : "");
-                bench_failed(e, p, now, why);
-            }
+            bench_follow(e, p, live, tag, now);
             continue;
         }
         if (b->running) {
@@ -830,7 +909,12 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
         if (now < b->next_try_ms)
             continue;
         enum alallo_err r = bench_submit(e, p);
-        if (r) {
+        if (r == ERR_UNAVAILABLE)
+            /* the engine's reply was lost: the job may exist; a later list
+             * finds it, or judges it ended or never made */
+            log_line("warn", "%s: pool %s: the bench job's submission went unanswered (%s); "
+                     "looked for at the next lists", e->x->name, name, e->x->error);
+        else if (r) {
             char why[EXEC_ERROR_MAX + 32];
             text_printf(why, sizeof why, "not submitted: %s: %s", err_code(r), e->x->error);
             bench_failed(e, p, now, why);
@@ -838,6 +922,7 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
         }
         b->running = true;
         b->since_ms = clock_now_ms();
+        b->running_ms = b->marked_ms = 0;
     }
 }
 

@@ -6,6 +6,8 @@
 // own list (squeue by name).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, test as nodeTest } from 'node:test';
 
 import { assertBilledOnce, checkpoints } from '../fault/fault_harness.mjs';
@@ -254,6 +256,31 @@ test('kill -9 of slurmctld right after a submit: reconciliation recovers', { tim
     await waitFor(() => live().length === 0, { timeoutMs: 60000, what: 'no alallo job left in Slurm' });
     const why = await cluster.heal();
     if (why) console.log(`the node was resumed after the controller's restart (Slurm: ${why})`);
+  }
+});
+
+// A restarted slurmctld restores its last saved state, which can list a
+// bench job RUNNING again after it ended and was measured (a ghost Slurm
+// keeps until its time limit). A bench job listed alive once the pool's
+// speed is known is useless: serve cancels it at its next list, with a
+// warning (docs/slurm.md, Speed). The ghost here is a job of the bench's
+// name held in Slurm's queue (--hold), so that it cannot end by itself:
+// only a cancel removes it, and serve treats any listed job of the name
+// the same, pending or running.
+test('a bench job listed alive once the pool is measured is cancelled at once', { timeout: 180000 }, async () => {
+  const s = await serve({ pools: [POOLS[0]] });
+  try {
+    await measured(s);
+    const script = path.join(cluster.kit, 'jobs', 'ghost-bench.sh');
+    fs.writeFileSync(script, '#!/bin/sh\nsleep 600\n', { mode: 0o755 });
+    const id = cluster.run('sbatch', ['--parsable', '--hold', '-J', 'alallo-bench-od', '-p', 'ondemand', '-c', '1', '--mem=100M',
+      '--time=10', '-o', '/dev/null', script]).trim();
+    await waitFor(() => live().length === 0, { timeoutMs: 30000, what: `the ghost bench job ${id} cancelled: ${JSON.stringify(live())}` });
+    await waitFor(() => new RegExp(`pool od: bench job ${id} is listed \\w+ though no bench is wanted`).test(s.output),
+      { timeoutMs: 10000, what: "serve's warning about the ghost bench job" });
+  } finally {
+    await s.stop();
+    for (const j of live()) cluster.run('scancel', [j.id]);
   }
 });
 

@@ -175,8 +175,11 @@ test("a pool's speed is measured once by a bench job, and kept over a restart", 
     }, { timeoutMs: 180000, what: 'the pool to be measured' });
     assert.ok(measured.flops > 0, JSON.stringify(measured));
     assert.match(fs.readFileSync(out, 'utf8'), /"tokens_per_s":/);
+    // the start mark first (docs/slurm.md, Speed: a job listed running
+    // without it is a ghost), then the bench
     assert.match(fs.readFileSync(path.join(data, 'engine', 'bench', 'local.sbatch'), 'utf8'),
-      /^exec '\/[^']+' bench train --shape tiny --steps 3 --threads \d+ >'\/[^']+\/local\.out'$/m);
+      /^: >'\/[^']+\/local\.started'\nexec '\/[^']+' bench train --shape tiny --steps 3 --threads \d+ >'\/[^']+\/local\.out'$/m);
+    assert.ok(fs.existsSync(path.join(data, 'engine', 'bench', 'local.started')), 'the start mark');
     assert.match(s.output, /pool local: measured [\d.]+ tokens\/s/);
   } finally {
     await s.stop();
