@@ -156,7 +156,8 @@ struct moe_acts {
     int layers_seen;
     size_t tokens;      /* N of the pass */
     /* scratch, one layer at a time */
-    float *x, *y;       /* (N k, C) grouped inputs; outputs, then their gradients */
+    float *x, *y;       /* (N k, C) grouped inputs; outputs (forward), the rows' dout
+                         * then w dout (backward) */
     float *h, *dh, *dg, *du; /* (N k, I) */
     float *dx;          /* (N k, C) */
     float *dlog;        /* (N, E) */
@@ -320,7 +321,8 @@ static void gather(float *xg, const float *x, const int32_t *order, size_t NK, i
 
 /* Projection p (in_w -> out_w) of every expert with tokens, one product
  * over its grouped rows of `in`: forward into y when dy is NULL; else
- * backward, dx += dy W and the weight's gradient. */
+ * backward, dx += dy W (not when dx is NULL) and the weight's gradient
+ * (where it trains). */
 static void experts_proj(struct moe_layer *x, const struct moe_view *v, int E, int p, int in_w,
                          int out_w, const float *in, float *y, const float *dy, float *dx,
                          struct linear_scratch *ls)
@@ -331,10 +333,27 @@ static void experts_proj(struct moe_layer *x, const struct moe_view *v, int E, i
             continue;
         struct linear *l = &x->experts[e * MOE_PROJ_COUNT + p];
         const float *xe = in + (size_t)r0 * in_w;
-        if (dy)
-            linear_backward(l, dx + (size_t)r0 * in_w, dy + (size_t)r0 * out_w, xe, NULL, n, ls);
-        else
+        if (!dy)
             linear_forward(l, y + (size_t)r0 * out_w, xe, n, NULL, ls);
+        else if (dx || l->dw)
+            linear_backward(l, dx ? dx + (size_t)r0 * in_w : NULL, dy + (size_t)r0 * out_w, xe,
+                            NULL, n, ls);
+    }
+}
+
+/* dx += dy Wd for every expert's down projection with tokens, one product
+ * over its grouped rows; no weight gradient (experts_proj takes it). */
+static void experts_down_dx(struct moe_layer *x, const struct moe_view *v, int E, int in_w,
+                            int out_w, const float *dy, float *dx, struct linear_scratch *ls)
+{
+    for (int e = 0; e < E; e++) {
+        int r0 = v->off[e], n = v->off[e + 1] - r0;
+        if (n == 0)
+            continue;
+        struct linear l = x->experts[e * MOE_PROJ_COUNT + MOE_DOWN];
+        assert(l.r == 0); /* the experts have no adapters */
+        l.dw = NULL, l.dbias = NULL; /* a copy that takes the input's gradient only */
+        linear_backward(&l, dx + (size_t)r0 * in_w, dy + (size_t)r0 * out_w, NULL, NULL, n, ls);
     }
 }
 
@@ -405,29 +424,38 @@ void moe_backward(struct model *m, struct moe_acts *a, int l, float *dx, const f
     struct moe_layer *ml = begin_layer(m, a, l, &v, ls);
     int E = c->n_experts, K = c->n_experts_used, C = c->hidden, I = c->moe_intermediate;
     size_t NK = (size_t)N * K;
-    /* recompute the grouped inputs, the activation and each expert's output */
+    /* recompute the grouped inputs and the activation; each grouped row
+     * takes its token's dout */
     gather(a->x, x, v.order, NK, K, C);
     ops_swiglu_forward(a->h, v.g, v.u, NK * I);
-    experts_proj(ml, &v, E, MOE_DOWN, I, C, a->h, a->y, NULL, NULL, ls);
-    /* d(out)/d(w[n,j]) = dout[n] . y; then y becomes its gradient w dout[n] */
-#pragma omp parallel for schedule(static) if (NK * C > 65536)
+    gather(a->y, dout, v.order, NK, K, C);
+    /* down's input gradient before the weight, e = dout[n] Wd (one product
+     * per expert, no output recomputed): d(out)/d(w[n,j]) = dout[n] . y =
+     * e . h, and the row's dh = w e */
+    memset(a->dh, 0, NK * I * sizeof(float));
+    experts_down_dx(ml, &v, E, I, C, a->y, a->dh, ls);
+#pragma omp parallel for schedule(static) if (NK * I > 65536)
     for (size_t s = 0; s < NK; s++) {
-        float *y = a->y + (size_t)v.pos[s] * C;
-        const float *d = dout + (s / (size_t)K) * C;
+        size_t r = (size_t)v.pos[s];
+        float *dh = a->dh + r * I;
+        const float *h = a->h + r * I;
         double dot = 0.0;
-        for (int i = 0; i < C; i++)
-            dot += (double)d[i] * y[i];
+        for (int i = 0; i < I; i++)
+            dot += (double)dh[i] * h[i];
         a->dw[s] = dot;
         float w = v.w[s];
+        for (int i = 0; i < I; i++)
+            dh[i] *= w;
+        float *y = a->y + r * C; /* w dout[n]: the gradient of the row's output */
         for (int i = 0; i < C; i++)
-            y[i] = w * d[i];
+            y[i] *= w;
     }
-    /* the experts: down, the activation, gate and up */
-    memset(a->dh, 0, NK * I * sizeof(float));
+    /* down's weight gradient where the experts are trained; then the
+     * activation, gate and up */
+    experts_proj(ml, &v, E, MOE_DOWN, I, C, a->h, NULL, a->y, NULL, ls);
     memset(a->dg, 0, NK * I * sizeof(float));
     memset(a->du, 0, NK * I * sizeof(float));
     memset(a->dx, 0, NK * C * sizeof(float));
-    experts_proj(ml, &v, E, MOE_DOWN, I, C, a->h, NULL, a->y, a->dh, ls);
     ops_swiglu_backward(a->dg, a->du, a->dh, v.g, v.u, NK * I);
     experts_proj(ml, &v, E, MOE_GATE, C, I, a->x, NULL, a->dg, a->dx, ls);
     experts_proj(ml, &v, E, MOE_UP, C, I, a->x, NULL, a->du, a->dx, ls);
