@@ -51,7 +51,8 @@ CLONES float rowdot(const float *a, const float *b, int n)
  * every output is one rowdot, the same numbers. */
 #define AVX2 __attribute__((target("avx2")))
 
-/* out[0..3] = rowdot(x, w_j) of x against four weight rows w, w + ws, ... */
+/* out[0..3] = rowdot(x, w_j) of x against four weight rows w, w + ws, ...;
+ * the next four rows are fetched meanwhile. */
 AVX2 static void tile4x1(const float *x, const float *w, size_t ws, int n, float *out)
 {
     const float *w0 = w, *w1 = w + ws, *w2 = w + 2 * ws, *w3 = w + 3 * ws;
@@ -59,6 +60,10 @@ AVX2 static void tile4x1(const float *x, const float *w, size_t ws, int n, float
     int k = 0;
     for (; k + 16 <= n; k += 16) {
         v8 x0 = load8(x + k), x1 = load8(x + k + 8);
+        __builtin_prefetch(w0 + 4 * ws + k); /* the next block's weights */
+        __builtin_prefetch(w1 + 4 * ws + k);
+        __builtin_prefetch(w2 + 4 * ws + k);
+        __builtin_prefetch(w3 + 4 * ws + k);
         KEEP(x0);
         KEEP(x1);
         a0 += x0 * load8(w0 + k);
@@ -77,9 +82,10 @@ AVX2 static void tile4x1(const float *x, const float *w, size_t ws, int n, float
 }
 
 /* out[i * 2 + j] = rowdot(x_i, w_j) for x rows x, x + xs and weight rows w,
- * w + ws. */
+ * w + ws; with ahead > 0 the weights `ahead` floats on (the next block's)
+ * are fetched meanwhile. */
 AVX2 static void tile2x2(const float *x, size_t xs, const float *w, size_t ws, int n,
-                           float *out)
+                         size_t ahead, float *out)
 {
     const float *x0 = x, *x1 = x + xs, *w0 = w, *w1 = w + ws;
     v8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, d0 = {0}, d1 = {0};
@@ -88,6 +94,10 @@ AVX2 static void tile2x2(const float *x, size_t xs, const float *w, size_t ws, i
         v8 p0 = load8(w0 + k), p1 = load8(w0 + k + 8);
         v8 q0 = load8(w1 + k), q1 = load8(w1 + k + 8);
         v8 u0 = load8(x0 + k), u1 = load8(x0 + k + 8);
+        if (ahead) { /* the next block's weights, from memory meanwhile */
+            __builtin_prefetch(w0 + ahead + k);
+            __builtin_prefetch(w1 + ahead + k);
+        }
         KEEP(p0);
         KEEP(p1);
         KEEP(q0);
@@ -128,7 +138,8 @@ static void block(float *y, const float *x, int n, const float *w, const float *
     int i = 0, pairs = tiles ? m / 2 * 2 : 0; /* outputs done two by two */
     for (; pairs && i + 2 <= n; i += 2)
         for (int j = 0; j < pairs; j += 2) {
-            tile2x2(x + (size_t)i * in, (size_t)in, wo + (size_t)j * in, (size_t)in, in, t);
+            tile2x2(x + (size_t)i * in, (size_t)in, wo + (size_t)j * in, (size_t)in, in,
+                    i == 0 ? (size_t)4 * in : 0, t);
             for (int a = 0; a < 2; a++)
                 for (int b = 0; b < 2; b++)
                     put(y, out, i + a, o, j + b, t[a * 2 + b], bias);

@@ -9,7 +9,9 @@
  * then their sum in a fixed tree, then the tail one by one. The products
  * are done in register tiles (two weight rows by two x rows; four weight
  * rows by one x row when there is one row) so that each weight and each x
- * value loaded serves several outputs; every tile keeps that order.
+ * value loaded serves several outputs, and the next block's weight rows
+ * are fetched from memory while a block's products run (a decode step
+ * reads each weight once from memory); every tile keeps that order.
  *
  * Ownership: everything is the caller's; nothing is kept.
  */
