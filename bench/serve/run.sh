@@ -12,7 +12,9 @@
 # and randomly initialised shapes on the built-in tokenizer (`alallo model
 # init --shape 124m|1b`; 1b is Llama-3.2-1B-class, about 5 GB in fp32 for
 # each of the engine, llama.cpp and every child). WAYS (default
-# engine,child,llama.cpp) picks the ways. For each of CONCURRENT (default
+# engine,child,llama.cpp) picks the ways; the way baseline is the engine
+# of another alallo binary, BASELINE=path (an older build, to measure a
+# change in the same run). For each of CONCURRENT (default
 # 1,8,32) concurrent clients, ROUNDS rounds (default 2) alternate the ways;
 # each round sends N<c> requests (default the larger of 3 and c) at c
 # clients. alallo's requests are streamed legacy completions, llama.cpp's

@@ -13,6 +13,8 @@ const PER = Object.fromEntries(CONCURRENT.map((c) => [c, Number(process.env[`N${
 const THREADS = Number(process.env.THREADS || os.cpus().length);
 const MODELS = (process.env.MODELS || 'built-in,124m').split(',');
 const WAYS = (process.env.WAYS || 'engine,child,llama.cpp').split(',');
+const BASELINE = process.env.BASELINE; // another alallo binary: the way 'baseline' is its engine
+if (WAYS.includes('baseline') && !BASELINE) throw new Error('the way baseline needs BASELINE=path/to/alallo');
 const SEQUENCES = Math.max(...CONCURRENT); // llama.cpp's sequences: one per client
 const TOKENS = 16;
 const PROMPT = 'The President of the United States said that the Congress of the nation has the power to';
@@ -122,7 +124,8 @@ for (const [name, dir] of models) {
   const shared = ['--local-worker', 'none', '--inference-threads', String(THREADS)];
   const engine = await startService({ bin, root, shapes: [], args: shared, prefix: 'alallo-bench-engine-' });
   const child = await startService({ bin, root, shapes: [], args: [...shared, '--inference', 'child'], prefix: 'alallo-bench-child-' });
-  for (const svc of [engine, child]) fs.symlinkSync(dir, path.join(svc.models, name));
+  const baseline = WAYS.includes('baseline') ? await startService({ bin: BASELINE, root, shapes: [], args: shared, prefix: 'alallo-bench-baseline-' }) : null;
+  for (const svc of [engine, child, baseline].filter(Boolean)) fs.symlinkSync(dir, path.join(svc.models, name));
   const model = await llama.loadModel({ modelPath: gguf });
   const ids = JSON.parse(alallo(bin, ['tokenizer', 'encode', '--tokenizer', path.join(dir, 'tokenizer.json'), '--text', PROMPT]));
   const prompt = [model.tokens.bos, ...ids];
@@ -131,6 +134,7 @@ for (const [name, dir] of models) {
   const every = {
     engine: () => viaApi(engine, name),
     child: () => viaApi(child, name),
+    baseline: () => viaApi(baseline, name),
     'llama.cpp': () => viaLlama(lm, prompt),
   };
   const ways = Object.fromEntries(WAYS.map((w) => [w, every[w]]));
@@ -161,6 +165,7 @@ for (const [name, dir] of models) {
   await model.dispose();
   engine.stop();
   child.stop();
+  if (baseline) baseline.stop();
   await new Promise((r) => setTimeout(r, 500));
 }
 await llama.dispose();

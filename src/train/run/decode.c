@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "train/kernels/gemm.h"
+#include "train/kernels/rowdot.h"
 #include "train/model/moe.h"
 #include "train/model/ops.h"
 
@@ -133,46 +134,15 @@ static int work_fit(struct decode_work *w, const struct model *m, int rows, int 
     return 0;
 }
 
-typedef float v8 __attribute__((vector_size(32)));
-
-/* The dot product of n floats in one fixed order: 16 lanes, then their
- * sum in a fixed tree, then the tail. Built twice, for AVX2 and for any
- * x86-64 (the same operations in the same order: the same result). */
-__attribute__((target_clones("avx2", "default"))) static float dot(const float *a,
-                                                                   const float *b, int n)
-{
-    v8 s0 = {0}, s1 = {0};
-    int k = 0;
-    for (; k + 16 <= n; k += 16) {
-        v8 a0, a1, b0, b1;
-        memcpy(&a0, a + k, sizeof a0);
-        memcpy(&a1, a + k + 8, sizeof a1);
-        memcpy(&b0, b + k, sizeof b0);
-        memcpy(&b1, b + k + 8, sizeof b1);
-        s0 += a0 * b0;
-        s1 += a1 * b1;
-    }
-    v8 t = s0 + s1;
-    float s = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
-    for (; k < n; k++)
-        s += a[k] * b[k];
-    return s;
-}
-
 /* y (n,out) = x (n,in) W^T + b for an fp32 W, each weight row read once
  * for all n rows (a decode step reads the weights, it does not reuse
- * them), each output one dot product: a row's result never depends on n
- * or on the threads, so a sequence decoded in a batch gets the numbers it
- * gets alone. The model's own adapter, if any, as linear_forward adds it. */
+ * them), in register tiles, each output one fixed-order dot product
+ * (kernels/rowdot.h): a row's result never depends on n or on the
+ * threads, so a sequence decoded in a batch gets the numbers it gets
+ * alone. The model's own adapter, if any, as linear_forward adds it. */
 static void rows_times_wt(const struct linear *l, float *y, const float *x, int n, float *xa)
 {
-#pragma omp parallel for schedule(static) if ((long)l->out * l->in * n > 65536)
-    for (int o = 0; o < l->out; o++) {
-        const float *wo = l->w + (size_t)o * l->in;
-        float b = l->bias ? l->bias[o] : 0.0f;
-        for (int i = 0; i < n; i++)
-            y[(size_t)i * l->out + o] = dot(x + (size_t)i * l->in, wo, l->in) + b;
-    }
+    rowdot_times_wt(y, x, n, l->w, l->bias, l->out, l->in);
     if (l->r > 0) {
         gemm(0, 1, n, l->r, l->in, 1.0f, x, l->in, l->la, l->in, 0.0f, xa, l->r);
         gemm(0, 1, n, l->out, l->r, l->scale, xa, l->r, l->lb, l->r, 1.0f, y, l->out);

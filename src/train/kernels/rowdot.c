@@ -1,0 +1,169 @@
+/* rowdot.c - fixed-order dot products in register tiles (see rowdot.h). */
+#include "train/kernels/rowdot.h"
+
+#include <stddef.h>
+#include <string.h>
+
+typedef float v8 __attribute__((vector_size(32)));
+
+/* The lanes' sum in the fixed tree, then the tail a[k..n) b[k..n). */
+static inline __attribute__((always_inline)) float finish(const v8 *s0, const v8 *s1,
+                                                           const float *a, const float *b, int k,
+                                                           int n)
+{
+    v8 t = *s0 + *s1;
+    float s = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    for (; k < n; k++)
+        s += a[k] * b[k];
+    return s;
+}
+
+/* The 8 floats at p as a vector (a macro: a vector passed by value would
+ * change the calling convention between the two builds below). */
+#define load8(p) \
+    __extension__({ \
+        v8 v_; \
+        memcpy(&v_, (p), sizeof v_); \
+        v_; \
+    })
+
+/* Each function is built twice, for AVX2 and for any x86-64: the same
+ * operations in the same order, so the same result on either. */
+#define CLONES __attribute__((target_clones("avx2", "default")))
+
+CLONES float rowdot(const float *a, const float *b, int n)
+{
+    v8 s0 = {0}, s1 = {0};
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        s0 += load8(a + k) * load8(b + k);
+        s1 += load8(a + k + 8) * load8(b + k + 8);
+    }
+    return finish(&s0, &s1, a, b, k, n);
+}
+
+/* Keeps v in a register: without it the compiler folds a loaded vector
+ * into each product that uses it, loading it again, and the loads, not
+ * the products, bound the speed. */
+#define KEEP(v) __asm__("" : "+x"(v))
+
+/* The tiles are AVX2 only (16 vector registers hold a tile); without AVX2
+ * every output is one rowdot, the same numbers. */
+#define AVX2 __attribute__((target("avx2")))
+
+/* out[0..3] = rowdot(x, w_j) of x against four weight rows w, w + ws, ...;
+ * the next four rows are fetched meanwhile. */
+AVX2 static void tile4x1(const float *x, const float *w, size_t ws, int n, float *out)
+{
+    const float *w0 = w, *w1 = w + ws, *w2 = w + 2 * ws, *w3 = w + 3 * ws;
+    v8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, d0 = {0}, d1 = {0};
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        v8 x0 = load8(x + k), x1 = load8(x + k + 8);
+        __builtin_prefetch(w0 + 4 * ws + k); /* the next block's weights */
+        __builtin_prefetch(w1 + 4 * ws + k);
+        __builtin_prefetch(w2 + 4 * ws + k);
+        __builtin_prefetch(w3 + 4 * ws + k);
+        KEEP(x0);
+        KEEP(x1);
+        a0 += x0 * load8(w0 + k);
+        a1 += x1 * load8(w0 + k + 8);
+        b0 += x0 * load8(w1 + k);
+        b1 += x1 * load8(w1 + k + 8);
+        c0 += x0 * load8(w2 + k);
+        c1 += x1 * load8(w2 + k + 8);
+        d0 += x0 * load8(w3 + k);
+        d1 += x1 * load8(w3 + k + 8);
+    }
+    out[0] = finish(&a0, &a1, x, w0, k, n);
+    out[1] = finish(&b0, &b1, x, w1, k, n);
+    out[2] = finish(&c0, &c1, x, w2, k, n);
+    out[3] = finish(&d0, &d1, x, w3, k, n);
+}
+
+/* out[i * 2 + j] = rowdot(x_i, w_j) for x rows x, x + xs and weight rows w,
+ * w + ws; with ahead > 0 the weights `ahead` floats on (the next block's)
+ * are fetched meanwhile. */
+AVX2 static void tile2x2(const float *x, size_t xs, const float *w, size_t ws, int n,
+                         size_t ahead, float *out)
+{
+    const float *x0 = x, *x1 = x + xs, *w0 = w, *w1 = w + ws;
+    v8 a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, d0 = {0}, d1 = {0};
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        v8 p0 = load8(w0 + k), p1 = load8(w0 + k + 8);
+        v8 q0 = load8(w1 + k), q1 = load8(w1 + k + 8);
+        v8 u0 = load8(x0 + k), u1 = load8(x0 + k + 8);
+        if (ahead) { /* the next block's weights, from memory meanwhile */
+            __builtin_prefetch(w0 + ahead + k);
+            __builtin_prefetch(w1 + ahead + k);
+        }
+        KEEP(p0);
+        KEEP(p1);
+        KEEP(q0);
+        KEEP(q1);
+        KEEP(u0);
+        KEEP(u1);
+        a0 += u0 * p0;
+        a1 += u1 * p1;
+        b0 += u0 * q0;
+        b1 += u1 * q1;
+        v8 v0 = load8(x1 + k), v1 = load8(x1 + k + 8);
+        KEEP(v0);
+        KEEP(v1);
+        c0 += v0 * p0;
+        c1 += v1 * p1;
+        d0 += v0 * q0;
+        d1 += v1 * q1;
+    }
+    out[0] = finish(&a0, &a1, x0, w0, k, n);
+    out[1] = finish(&b0, &b1, x0, w1, k, n);
+    out[2] = finish(&c0, &c1, x1, w0, k, n);
+    out[3] = finish(&d0, &d1, x1, w1, k, n);
+}
+
+/* y[i * out + o + j] = row i's dot with weight row j of wo, plus o + j's
+ * bias. */
+static void put(float *y, int out, int i, int o, int j, float dot, const float *bias)
+{
+    y[(size_t)i * out + o + j] = dot + (bias ? bias[o + j] : 0.0f);
+}
+
+/* Outputs [o, o + m) (m <= 4) of every row, in tiles when `tiles`. */
+static void block(float *y, const float *x, int n, const float *w, const float *bias, int out,
+                  int in, int o, int m, int tiles)
+{
+    float t[4];
+    const float *wo = w + (size_t)o * in;
+    int i = 0, pairs = tiles ? m / 2 * 2 : 0; /* outputs done two by two */
+    for (; pairs && i + 2 <= n; i += 2)
+        for (int j = 0; j < pairs; j += 2) {
+            tile2x2(x + (size_t)i * in, (size_t)in, wo + (size_t)j * in, (size_t)in, in,
+                    i == 0 ? (size_t)4 * in : 0, t);
+            for (int a = 0; a < 2; a++)
+                for (int b = 0; b < 2; b++)
+                    put(y, out, i + a, o, j + b, t[a * 2 + b], bias);
+        }
+    for (int r = 0; r < n; r++) {
+        int j = r < i ? pairs : 0; /* rows [0, i) have their pairs done */
+        if (tiles && j == 0 && m == 4) {
+            tile4x1(x + (size_t)r * in, wo, (size_t)in, in, t);
+            for (j = 0; j < 4; j++)
+                put(y, out, r, o, j, t[j], bias);
+        }
+        for (; j < m; j++)
+            put(y, out, r, o, j, rowdot(x + (size_t)r * in, wo + (size_t)j * in, in), bias);
+    }
+}
+
+void rowdot_times_wt(float *y, const float *x, int n, const float *w, const float *bias,
+                     int out, int in)
+{
+    int blocks = (out + 3) / 4;
+    int tiles = __builtin_cpu_supports("avx2");
+#pragma omp parallel for schedule(static) if ((long)out * in * n > 65536)
+    for (int b = 0; b < blocks; b++) {
+        int o = b * 4;
+        block(y, x, n, w, bias, out, in, o, out - o < 4 ? out - o : 4, tiles);
+    }
+}
