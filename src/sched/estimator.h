@@ -286,11 +286,13 @@ double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
  * (EST_DECODE_SLOWDOWN / 3 each), all scaled by size_ratio, the grader
  * model's parameters (per token) over the policy's. 0 when an argument is
  * not positive (answer_reads may be 0). */
-/* A token decoded alone, for one answer alone, uses the machine this many
- * times worse than a training step's forward: bench/train/rft.sh measured
- * one-at-a-time decoding at 69 tokens/s against 459 trained on the built-in
- * model (a decoded token 6.7 training tokens, a forward a third of one). */
-#define EST_DECODE_ALONE 20.0
+/* A token a score_model grader's model decodes, for one answer at a time,
+ * uses the machine this many times worse than a training step's forward:
+ * bench/train/rft.sh GRADER=score_model measured a grading at 69-73
+ * training tokens' time with a 16-token reply and 90-160 with a 48-token
+ * one on the built-in model (docs/estimator.md), about 2.7 training tokens
+ * per token decoded, a forward being a third of one. */
+#define EST_DECODE_ALONE 8.0
 double est_rft_grade_tokens(double prompt_tokens, int answer_reads, int answer_tokens,
                             int max_tokens, double size_ratio);
 
