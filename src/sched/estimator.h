@@ -288,11 +288,12 @@ double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
  * not positive (answer_reads may be 0). */
 /* A token a score_model grader's model decodes, for one answer at a time,
  * uses the machine this many times worse than a training step's forward:
- * bench/train/rft.sh GRADER=score_model measured a grading at 69-73
- * training tokens' time with a 16-token reply and 90-160 with a 48-token
- * one on the built-in model (docs/estimator.md), about 2.7 training tokens
- * per token decoded, a forward being a third of one. */
-#define EST_DECODE_ALONE 8.0
+ * bench/train/rft.sh GRADER=score_model measured a grading at 42-73
+ * training tokens' time with a 16-token reply, 90-160 with a 48-token one
+ * and 504-525 with a 160-token one on the built-in model
+ * (docs/estimator.md), about 3 training tokens per token decoded, a
+ * forward being a third of one. */
+#define EST_DECODE_ALONE 9.0
 double est_rft_grade_tokens(double prompt_tokens, int answer_reads, int answer_tokens,
                             int max_tokens, double size_ratio);
 
