@@ -13,13 +13,18 @@
 # pair. The grading time printed is what the step waited for grading once
 # its rollouts were done. GRADER=multi grades with a multi grader
 # (string_check and text_similarity's rouge_l, heavier than string_check
-# alone).
+# alone). GRADER=score_model grades with the built-in model itself as the
+# judge (a score_model grader whose reply is at most JUDGE_TOKENS tokens):
+# the grading time per answer is then a forward over the grading prompt and
+# the judge's decoding, the figure behind the estimate's grading term
+# (docs/estimator.md, "Reinforcement fine-tuning: rollouts, grading and
+# updates").
 #
 # usage: bench/train/rft.sh [BIN]
 #   env STEPS (4), BATCH (4), GROUP (4), TOKENS (32), THREADS (nproc),
 #       PRECISION (16-bit | 4-bit), ADAPTER (lora | full), ROUNDS (2),
 #       MODES ("batched one-at-a-time"), GRADINGS ("beside"),
-#       GRADER (string_check | multi)
+#       GRADER (string_check | multi | score_model), JUDGE_TOKENS (48)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
@@ -43,8 +48,13 @@ multi)
                      "reference": "{{item.reference}}", "operation": "ilike"},
             "close": {"type": "text_similarity", "input": "{{sample.output_text}}",
                       "reference": "the harbor of the treasury", "evaluation_metric": "rouge_l"}}}' ;;
+score_model)
+    grader='{"type": "score_model", "name": "judge", "model": "alallo-base", "range": [0, 1],
+            "input": [{"role": "user", "content":
+              "Score from 0 to 1 how well this answer says \"{{item.reference}}\": {{sample.output_text}}"}],
+            "sampling_params": {"max_completions_tokens": '"${JUDGE_TOKENS:-48}"', "temperature": 0}}' ;;
 *)
-    echo "rft.sh: GRADER is string_check or multi" >&2
+    echo "rft.sh: GRADER is string_check, multi or score_model" >&2
     exit 2 ;;
 esac
 work=$(mktemp -d)
@@ -59,7 +69,7 @@ cat >"$work/attempt.json" <<JSON
  "threads": $threads, "precision": "$precision", "adapter": "$adapter",
  "method": "reinforcement",
  "grader": $grader,
- "grader_models": {}, "rft_group": $group, "rft_answer_tokens": $tokens,
+ "grader_models": {"alallo-base": "$root/models/alallo-base"}, "rft_group": $group, "rft_answer_tokens": $tokens,
  "rft_eval_interval": $steps}
 JSON
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)

@@ -159,30 +159,58 @@ static bool check_rft_data(const struct job_request *rq, const struct job_draft 
     return true;
 }
 
+/* Tokens of a template or prompt of `bytes` bytes in `messages` messages:
+ * as a training example's (control_job_tokens_per_epoch), 4 bytes a token
+ * and 8 more for each message's frame. */
+static double text_tokens(size_t bytes, int messages)
+{
+    return (double)bytes / 4.0 + 8.0 * messages;
+}
+
+/* The parameters one token goes through (a mixture of experts': the
+ * active ones). */
+static double params_per_token(const struct catalog_model *m)
+{
+    return (double)(m->active_params > 0 ? m->active_params : m->params);
+}
+
 struct grader_models {
     struct control *ctl;
     const char *account;
-    json_t *dirs; /* model name: its folder, for the trainer */
+    const struct catalog_model *policy;
+    int answer_tokens;    /* the policy's answer, at most                  */
+    json_t *dirs;         /* model name: its folder, for the trainer       */
+    double grade_tokens;  /* OUT: grading per answer, in training tokens of
+                             the policy (est_rft_grade_tokens, summed)     */
     struct field_error *err;
 };
 
-static bool grader_model_known(void *ctx, const char *model, const char *param)
+static bool grader_model_known(void *ctx, const struct grader_ask *a)
 {
     struct grader_models *gm = ctx;
     struct catalog_model m;
-    if (!resolve_model_at(gm->ctl, gm->account, model, &m, JOB_AT_CONTEXT, ERR_INVALID, param,
-                          gm->err))
+    if (!resolve_model_at(gm->ctl, gm->account, a->model, &m, JOB_AT_CONTEXT, ERR_INVALID,
+                          a->param, gm->err))
         return false;
-    json_object_set_new(gm->dirs, model, json_string(m.dir));
+    json_object_set_new(gm->dirs, a->model, json_string(m.dir));
+    double policy = params_per_token(gm->policy), judge = params_per_token(&m);
+    /* a model of unknown size is counted as the policy's */
+    double ratio = policy > 0 && judge > 0 ? judge / policy : 1.0;
+    gm->grade_tokens += est_rft_grade_tokens(text_tokens(a->template_bytes, a->messages),
+                                             a->answer_reads, gm->answer_tokens, a->max_tokens,
+                                             ratio);
     return true;
 }
 
 /* The grader, and the folders of the models its score_model graders ask,
- * kept in the job's hyper object for the trainer. */
+ * kept in the job's hyper object for the trainer; *grade_tokens what
+ * grading one answer costs (docs/estimator.md, "Reinforcement fine-tuning:
+ * rollouts, grading and updates"). */
 static bool add_grader(struct control *ctl, const char *account, const struct job_request *rq,
-                       struct store_job *j, struct field_error *err)
+                       const struct catalog_model *policy, int answer_tokens,
+                       struct store_job *j, double *grade_tokens, struct field_error *err)
 {
-    struct grader_models gm = {ctl, account, json_object(), err};
+    struct grader_models gm = {ctl, account, policy, answer_tokens, json_object(), 0, err};
     if (!grader_each_model(rq->grader, "method.reinforcement.grader", grader_model_known, &gm)) {
         json_decref(gm.dirs);
         return false;
@@ -192,15 +220,17 @@ static bool add_grader(struct control *ctl, const char *account, const struct jo
         return fail(err, JOB_AT_CONTEXT, ERR_INVALID, "method.reinforcement.grader",
                     "The grader is too large: a job's grader and hyper-parameters together "
                     "hold at most %zu bytes.", sizeof j->hyper - 1);
+    *grade_tokens = gm.grade_tokens;
     return true;
 }
 
 /* The tokens one epoch of reinforcement fine-tuning counts as, from the
- * prompts' tokens (sched/estimator.h). */
-static int64_t rft_tokens(int64_t prompt_tokens, long examples, const struct job_hyper *h)
+ * prompts' tokens: rollouts, grading and updates (sched/estimator.h). */
+static int64_t rft_tokens(int64_t prompt_tokens, long examples, const struct job_hyper *h,
+                          double grade_tokens)
 {
     return (int64_t)llround(est_rft_tokens((double)prompt_tokens, examples, h->rft_group,
-                                           h->rft_answer_tokens, h->rft_kl > 0));
+                                           h->rft_answer_tokens, h->rft_kl > 0, grade_tokens));
 }
 
 bool control_job_draft(struct control *ctl, const char *account, const struct job_request *rq,
@@ -321,7 +351,9 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
         !job_hyper_set(j->hyper, sizeof j->hyper, "finish_by", json_integer(rq->finish_by)))
         return fail(err, JOB_AT_CONTEXT, ERR_INTERNAL, "finish_by",
                     "hyperparameters are too large.");
-    if (rft && !add_grader(ctl, account, rq, j, err))
+    double grade_tokens = 0;
+    if (rft && !add_grader(ctl, account, rq, &out->model, more.rft_answer_tokens, j,
+                           &grade_tokens, err))
         return false;
     if (json_error_first(rq, JOB_AT_WANDB_KEY, err))
         return false;
@@ -335,14 +367,24 @@ bool control_job_draft(struct control *ctl, const char *account, const struct jo
         j->tokens *= 2;
     /* Reinforcement: each prompt is answered rft_group times, each answer
      * decoded and then trained on (docs/estimator.md, "Reinforcement"). */
-    if (rft)
-        j->tokens = rft_tokens(j->tokens, examples, &more);
-    /* What validation reads, for the estimate (control_job_estimate). */
-    if (rq->validation_file && rft) {
-        out->valid_examples = vf.examples;
-        out->valid_tokens = (double)rft_tokens(
-            control_job_tokens_per_epoch(vf.examples, vf.text_bytes, more.max_seq_len),
-            vf.examples, &more) / more.rft_group * more.rft_eval_samples / 2;
+    /* What validation reads, for the estimate (control_job_estimate): for
+     * reinforcement, the prompts its validation rewards answer, the
+     * validation file's or the first JOB_HYPER_RFT_VALID_FROM_TRAIN training ones. */
+    if (rft) {
+        out->rft = true;
+        out->rft_grade_tokens = grade_tokens;
+        if (rq->validation_file) {
+            out->valid_examples = vf.examples;
+            out->valid_tokens = (double)control_job_tokens_per_epoch(vf.examples, vf.text_bytes,
+                                                                     more.max_seq_len);
+        } else if (examples > 0) {
+            out->valid_examples = examples < JOB_HYPER_RFT_VALID_FROM_TRAIN
+                                      ? examples
+                                      : JOB_HYPER_RFT_VALID_FROM_TRAIN;
+            out->valid_tokens = (double)j->tokens * (double)out->valid_examples /
+                                (double)examples;
+        }
+        j->tokens = rft_tokens(j->tokens, examples, &more, grade_tokens);
     } else if (rq->validation_file && !dpo) {
         out->valid_examples = vf.examples;
         out->valid_tokens = (double)control_job_tokens_per_epoch(vf.examples, vf.text_bytes,

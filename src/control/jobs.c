@@ -67,13 +67,23 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
     /* validation and sample answers run between steps on the same worker
      * (docs/estimator.md) */
     double trained = sched_link_train_tokens(&r->job);
-    if (!e && (r->valid_examples > 0 || r->sample_prompts > 0))
-        est_add_validation(&r->est,
-                           est_validation_share(trained, r->valid_tokens, r->valid_examples,
-                                                r->job.n_epochs, r->job.max_steps,
-                                                r->job.batch_size, CONTROL_VALID_EVERY_STEPS) +
-                               est_samples_share(trained, r->sample_prompts, r->sample_tokens,
-                                                 SAMPLE_ANSWER_TOKENS, r->job.n_epochs));
+    double share = est_samples_share(trained, r->sample_prompts, r->sample_tokens,
+                                     SAMPLE_ANSWER_TOKENS, r->job.n_epochs);
+    if (r->rft) { /* its validation rewards: answered and graded, at its rhythm */
+        struct job_hyper h;
+        job_hyper_parse(r->job.hyper, &h);
+        long every = h.rft_eval_interval > 0 ? h.rft_eval_interval
+                                             : JOB_HYPER_RFT_EVAL_EVERY(r->job.max_steps);
+        share += est_rft_validation_share(trained, r->valid_tokens, r->valid_examples,
+                                          h.rft_eval_samples, h.rft_answer_tokens,
+                                          r->rft_grade_tokens, r->job.max_steps, every);
+    } else {
+        share += est_validation_share(trained, r->valid_tokens, r->valid_examples,
+                                      r->job.n_epochs, r->job.max_steps, r->job.batch_size,
+                                      CONTROL_VALID_EVERY_STEPS);
+    }
+    if (!e)
+        est_add_validation(&r->est, share);
     if (!e)
         est_time_limit_message(&r->est, (double)ctl->cfg.time_limit_s);
     double by = job_hyper_finish_by(r->job.hyper);

@@ -37,6 +37,13 @@ struct job_draft {
      * and their tokens together; 0 none */
     int sample_prompts;
     double sample_tokens;
+    /* reinforcement fine-tuning: valid_tokens and valid_examples are the
+     * prompts its validation rewards answer (the validation file, or the
+     * first training prompts), and rft_grade_tokens what grading one answer
+     * costs in training tokens (docs/estimator.md, "Reinforcement
+     * fine-tuning: rollouts, grading and updates") */
+    bool rft;
+    double rft_grade_tokens;
 };
 
 /* The model `id` a job of `account` may train from: a base model of the

@@ -412,14 +412,44 @@ bool grader_check(const json_t *g, const char *at, char *param, size_t paramcap,
     return check_one(&c, g, at, 0);
 }
 
+/* How many times t reads the answer ({{sample.output_text}}, spaces
+ * allowed inside the braces). */
+static int answer_reads(const char *t)
+{
+    int n = 0;
+    for (const char *p = t ? strstr(t, "{{") : NULL; p; p = strstr(p, "{{")) {
+        char var[PATH_MAX_LEN];
+        const char *end;
+        if (!tag(p + 2, var, sizeof var, &end))
+            break;
+        n += strcmp(var, "sample.output_text") == 0;
+        p = end;
+    }
+    return n;
+}
+
 bool grader_each_model(const json_t *g, const char *at,
-                       bool (*fn)(void *ctx, const char *model, const char *param), void *ctx)
+                       bool (*fn)(void *ctx, const struct grader_ask *a), void *ctx)
 {
     const char *type = json_string_value(json_object_get(g, "type"));
     if (type && strcmp(type, "score_model") == 0) {
         char param[256];
         snprintf(param, sizeof param, "%s.model", at);
-        return fn(ctx, json_string_value(json_object_get(g, "model")), param);
+        struct grader_ask a = {.model = json_string_value(json_object_get(g, "model")),
+                               .param = param,
+                               .max_tokens = GRADER_MODEL_DEFAULT_TOKENS};
+        const json_t *in = json_object_get(g, "input");
+        for (size_t i = 0; i < json_array_size(in); i++) {
+            const char *content = content_of(json_array_get(in, i));
+            a.template_bytes += content ? strlen(content) : 0;
+            a.answer_reads += answer_reads(content);
+            a.messages++;
+        }
+        const json_t *mt = json_object_get(json_object_get(g, "sampling_params"),
+                                           "max_completions_tokens");
+        if (json_is_integer(mt))
+            a.max_tokens = (int)json_integer_value(mt);
+        return fn(ctx, &a);
     }
     if (type && strcmp(type, "multi") == 0) {
         const char *name;

@@ -30,7 +30,8 @@
 #define GRADER_MAX_DEPTH 2     /* a multi's graders may not be multi themselves */
 #define GRADER_MAX_CHILDREN 16 /* graders in one multi */
 #define GRADER_MAX_TEXT (64 * 1024) /* bytes of one rendered template */
-#define GRADER_MODEL_MAX_TOKENS 1024 /* a score_model's answer, default 256 */
+#define GRADER_MODEL_MAX_TOKENS 1024 /* a score_model's answer, at most */
+#define GRADER_MODEL_DEFAULT_TOKENS 256 /* ... and when sampling_params do not say */
 
 /* Checks grader g. `at` is where it sits in the request (e.g.
  * "method.reinforcement.grader"). false with param set to the field at
@@ -38,11 +39,25 @@
 bool grader_check(const json_t *g, const char *at, char *param, size_t paramcap, char *msg,
                   size_t msgcap);
 
-/* Calls fn with every score_model grader's "model" in g (for the caller to
- * check it names a model it serves) and the field's path; stops and
- * returns false at fn's first false. g must have passed grader_check. */
+/* What one score_model grader asks of its model for each answer it
+ * grades, read from the grader before any template is rendered (the
+ * estimate's grading term, docs/estimator.md): */
+struct grader_ask {
+    const char *model;     /* its "model"                                   */
+    const char *param;     /* where that field sits in the request          */
+    size_t template_bytes; /* its messages' contents, summed                */
+    int messages;          /* how many                                      */
+    int answer_reads;      /* {{sample.output_text}} tags among them        */
+    int max_tokens;        /* sampling_params.max_completions_tokens, else
+                              GRADER_MODEL_DEFAULT_TOKENS                    */
+};
+
+/* Calls fn with every score_model grader in g (for the caller to check it
+ * names a model it serves, and to count what it costs); a's strings are
+ * g's and the walk's, valid during the call. Stops and returns false at
+ * fn's first false. g must have passed grader_check. */
 bool grader_each_model(const json_t *g, const char *at,
-                       bool (*fn)(void *ctx, const char *model, const char *param), void *ctx);
+                       bool (*fn)(void *ctx, const struct grader_ask *a), void *ctx);
 
 /* Whether data line `item` holds every {{item.FIELD}} that g's templates
  * read. false with the first missing field's name (dotted) in field. */

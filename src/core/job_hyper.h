@@ -67,6 +67,11 @@ struct job_hyper {
 #define JOB_HYPER_MAX_COMPUTE 10.0
 #define JOB_HYPER_MAX_EVAL_SAMPLES 16
 #define JOB_HYPER_MAX_EVAL_INTERVAL 100000
+/* Without a validation file, the validation rewards are measured on this
+ * many of the first training prompts (the trainer, and the estimate). */
+#define JOB_HYPER_RFT_VALID_FROM_TRAIN 16
+/* eval_interval "auto": a tenth of the steps, at least 1. */
+#define JOB_HYPER_RFT_EVAL_EVERY(max_steps) ((max_steps) >= 10 ? (max_steps) / 10 : 1)
 
 /* Sets the reinforcement fields of h from compute_multiplier and
  * reasoning_effort (NULL or "auto": the defaults): rft_group is

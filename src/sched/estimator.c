@@ -787,10 +787,46 @@ void est_gpu_fill_speed(struct sched_worker *workers, size_t n)
     }
 }
 
-double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl)
+void est_rft_terms(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl,
+                   double grade_per_answer, struct est_rft_terms *out)
 {
     double answers = (double)prompts * answer_tokens / 2.0;
-    double rollout = prompt_tokens / 3.0 + answers * EST_DECODE_SLOWDOWN / 3.0;
-    double update = (prompt_tokens + answers) * (kl ? 4.0 / 3.0 : 1.0);
-    return group * (rollout + update);
+    out->rollout = group * (prompt_tokens / 3.0 + answers * EST_DECODE_SLOWDOWN / 3.0);
+    out->grading = grade_per_answer > 0 ? (double)group * prompts * grade_per_answer : 0;
+    out->update = group * (prompt_tokens + answers) * (kl ? 4.0 / 3.0 : 1.0);
+}
+
+double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl,
+                      double grade_per_answer)
+{
+    struct est_rft_terms t;
+    est_rft_terms(prompt_tokens, prompts, group, answer_tokens, kl, grade_per_answer, &t);
+    return t.rollout + t.grading + t.update;
+}
+
+double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
+                                long valid_prompts, int eval_samples, int answer_tokens,
+                                double grade_per_answer, long max_steps, long eval_every)
+{
+    if (!(train_tokens > 0) || !(valid_prompt_tokens > 0) || valid_prompts <= 0 ||
+        eval_samples <= 0)
+        return 0.0;
+    long every = eval_every > 0 ? eval_every : 1;
+    long steps = max_steps > 0 ? max_steps : 0;
+    double rounds = 1.0 + (double)(steps / every) + (steps % every ? 1.0 : 0.0);
+    struct est_rft_terms t;
+    est_rft_terms(valid_prompt_tokens, valid_prompts, eval_samples, answer_tokens, false,
+                  grade_per_answer, &t);
+    return rounds * (t.rollout + t.grading) / train_tokens;
+}
+
+double est_rft_grade_tokens(double prompt_tokens, int answer_reads, int answer_tokens,
+                            int max_tokens, double size_ratio)
+{
+    if (!(prompt_tokens > 0) || answer_reads < 0 || answer_tokens < 0 || max_tokens <= 0 ||
+        !(size_ratio > 0) || !isfinite(size_ratio) || !isfinite(prompt_tokens))
+        return 0;
+    double read = prompt_tokens + (double)answer_reads * answer_tokens / 2.0;
+    double reply = max_tokens;
+    return size_ratio * (read / 3.0 + reply * EST_DECODE_ALONE / 3.0);
 }

@@ -246,15 +246,56 @@ double est_validation_share(double train_tokens, double valid_tokens, long valid
 double est_samples_share(double train_tokens, int n_prompts, double prompt_tokens,
                          int answer_tokens, int n_epochs);
 
-/* The training tokens one epoch of reinforcement fine-tuning counts as
- * (docs/estimator.md, "Reinforcement fine-tuning's rollouts"), from its
- * prompts (`prompts` of them, prompt_tokens together), `group` answers to
- * each, an answer counted at answer_tokens / 2: each answer reads its
- * prompt (a forward pass, a third of a training token's work per token)
- * and decodes its tokens one at a time (EST_DECODE_SLOWDOWN / 3 each), and
- * the update trains on prompt and answer together (one each), plus a
- * forward pass for the reference when `kl`. */
-double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl);
+/* Reinforcement fine-tuning's work in one epoch, in training tokens of the
+ * policy (docs/estimator.md, "Reinforcement fine-tuning: rollouts, grading
+ * and updates"), as three terms, from its prompts (`prompts` of them,
+ * prompt_tokens together), `group` answers to each, an answer counted at
+ * answer_tokens / 2:
+ *   rollout  each answer reads its prompt (a forward pass, a third of a
+ *            training token's work per token) and decodes its tokens one
+ *            at a time (EST_DECODE_SLOWDOWN / 3 each)
+ *   grading  grade_per_answer (est_rft_grade_tokens, summed over the
+ *            grader's score_model graders; 0 for the text graders) for each
+ *            answer
+ *   update   training on prompt and answer together (one each), plus a
+ *            forward pass for the reference when `kl` (a third more) */
+struct est_rft_terms {
+    double rollout, grading, update;
+};
+void est_rft_terms(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl,
+                   double grade_per_answer, struct est_rft_terms *out /* OUT */);
+/* Their sum. */
+double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_tokens, bool kl,
+                      double grade_per_answer);
+
+/* The work reinforcement fine-tuning's validation rewards add, as a share
+ * of the training's own (train_tokens: the whole run's, est_rft_tokens):
+ * before the first step, every eval_every steps and at the last of
+ * max_steps, valid_prompts prompts (valid_prompt_tokens together) are each
+ * answered eval_samples times, a rollout and grade_per_answer each (no
+ * update). 0 without prompts. */
+double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
+                                long valid_prompts, int eval_samples, int answer_tokens,
+                                double grade_per_answer, long max_steps, long eval_every);
+
+/* What one score_model grader costs for each answer it grades, in training
+ * tokens of the policy: its model reads the grading prompt (prompt_tokens
+ * of template, plus the answer, counted at answer_tokens / 2, each time the
+ * template reads it: a forward pass, a third of a training token each) and
+ * decodes its reply, counted at its limit max_tokens, one token at a time
+ * (EST_DECODE_SLOWDOWN / 3 each), all scaled by size_ratio, the grader
+ * model's parameters (per token) over the policy's. 0 when an argument is
+ * not positive (answer_reads may be 0). */
+/* A token a score_model grader's model decodes, for one answer at a time,
+ * uses the machine this many times worse than a training step's forward:
+ * bench/train/rft.sh GRADER=score_model measured a grading at 42-73
+ * training tokens' time with a 16-token reply, 90-160 with a 48-token one
+ * and 504-525 with a 160-token one on the built-in model
+ * (docs/estimator.md), about 3 training tokens per token decoded, a
+ * forward being a third of one. */
+#define EST_DECODE_ALONE 9.0
+double est_rft_grade_tokens(double prompt_tokens, int answer_reads, int answer_tokens,
+                            int max_tokens, double size_ratio);
 
 /* Stretches the estimate's training time, total time and price by
  * (1 + share): validation and sample answers run on the same worker

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/grader.h"
+#include "core/job_hyper.h"
 #include "core/rng.h"
 #include "train/data/data.h"
 #include "train/formats/checkpoint.h"
@@ -28,7 +29,6 @@
 #include "train/run/trainer.h"
 
 #define RFT_MAX_JUDGES 8
-#define RFT_VALID_FROM_TRAIN 16 /* prompts validated on without a validation file */
 #define RFT_STREAM 0x5f7            /* the rng streams of the rollouts */
 /* "one-at-a-time" decodes the answers one after another instead of
  * together (bench/train/rft.sh compares the two) */
@@ -168,7 +168,8 @@ static int ask_judge(void *ctx, const char *model, const json_t *messages,
     const json_t *t = json_object_get(sampling, "temperature");
     const json_t *p = json_object_get(sampling, "top_p");
     const json_t *seed = json_object_get(sampling, "seed");
-    struct gen_opts o = {.max_tokens = json_is_integer(mt) ? (int)json_integer_value(mt) : 256,
+    struct gen_opts o = {.max_tokens = json_is_integer(mt) ? (int)json_integer_value(mt)
+                                                         : GRADER_MODEL_DEFAULT_TOKENS,
                          .temperature = json_is_number(t) ? (float)json_number_value(t) : 0.0f,
                          .top_p = json_is_number(p) ? (float)json_number_value(p) : 1.0f,
                          .seed = json_is_integer(seed) ? (uint64_t)json_integer_value(seed) : 0};
@@ -453,8 +454,8 @@ static int validate(struct rft *r, uint64_t at, double *mean)
 {
     const json_t *set = r->valid ? r->valid : r->train;
     size_t n = json_array_size(set);
-    if (!r->valid && n > RFT_VALID_FROM_TRAIN)
-        n = RFT_VALID_FROM_TRAIN;
+    if (!r->valid && n > JOB_HYPER_RFT_VALID_FROM_TRAIN)
+        n = JOB_HYPER_RFT_VALID_FROM_TRAIN;
     int S = r->c->rft_eval_samples, N = (int)n * S;
     struct rollout_req *req = calloc((size_t)N, sizeof *req);
     char **texts = calloc((size_t)N, sizeof *texts);
@@ -710,7 +711,7 @@ int rft_run(const struct train_config *c)
         tev_warn("the KL penalty needs LoRA (the reference is the base with the adapters off); "
                  "full fine-tuning runs without it");
     uint64_t every = c->rft_eval_interval > 0 ? (uint64_t)c->rft_eval_interval
-                                               : (c->max_steps >= 10 ? c->max_steps / 10 : 1);
+                                               : JOB_HYPER_RFT_EVAL_EVERY(c->max_steps);
     struct lr_schedule sched = {(enum lr_kind)c->lr_schedule, c->learning_rate, c->warmup_steps,
                                 c->max_steps, 0.0f};
     /* a resumed run measured its start in the attempt that began it */

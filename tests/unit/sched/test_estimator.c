@@ -769,11 +769,52 @@ static void rft_tokens_by_hand(void **state)
 {
     (void)state;
     double rollout = 30.0 / 3 + 64.0 * EST_DECODE_SLOWDOWN / 3, update = 30.0 + 64.0;
-    assert_true(fabs(est_rft_tokens(30, 2, 4, 64, false) - 4 * (rollout + update)) < 1e-9);
-    assert_true(fabs(est_rft_tokens(30, 2, 4, 64, true) - 4 * (rollout + update * 4 / 3)) < 1e-9);
-    /* twice the answers per prompt, twice the work */
-    assert_true(fabs(est_rft_tokens(30, 2, 8, 64, false) - 2 * est_rft_tokens(30, 2, 4, 64, false)) <
+    assert_true(fabs(est_rft_tokens(30, 2, 4, 64, false, 0) - 4 * (rollout + update)) < 1e-9);
+    assert_true(fabs(est_rft_tokens(30, 2, 4, 64, true, 0) - 4 * (rollout + update * 4 / 3)) <
                 1e-9);
+    /* twice the answers per prompt, twice the work */
+    assert_true(fabs(est_rft_tokens(30, 2, 8, 64, false, 0) -
+                     2 * est_rft_tokens(30, 2, 4, 64, false, 0)) < 1e-9);
+    /* the three terms, apart */
+    struct est_rft_terms t;
+    est_rft_terms(30, 2, 4, 64, false, 10, &t);
+    assert_true(fabs(t.rollout - 4 * rollout) < 1e-9);
+    assert_true(fabs(t.update - 4 * update) < 1e-9);
+    assert_true(fabs(t.grading - 4 * 2 * 10.0) < 1e-9);
+}
+
+/* A score_model grader's term: its model reads the grading prompt and the
+ * answer, and decodes its reply, scaled by its size against the policy's. */
+static void rft_grading_by_hand(void **state)
+{
+    (void)state;
+    /* a 40-token template that reads a 64-token answer (counted at 32) once,
+     * a reply of at most 16 tokens (counted at its limit), a grader as big
+     * as the policy */
+    double g = est_rft_grade_tokens(40, 1, 64, 16, 1.0);
+    assert_true(fabs(g - ((40.0 + 32) / 3 + 16 * EST_DECODE_ALONE / 3)) < 1e-9);
+    /* a grader twice the policy's size costs twice as much */
+    assert_true(fabs(est_rft_grade_tokens(40, 1, 64, 16, 2.0) - 2 * g) < 1e-9);
+    /* the reply's term grows with the grader's max tokens, linearly */
+    double g16 = est_rft_grade_tokens(40, 0, 64, 16, 1.0);
+    double g32 = est_rft_grade_tokens(40, 0, 64, 32, 1.0);
+    double g64 = est_rft_grade_tokens(40, 0, 64, 64, 1.0);
+    assert_true(fabs((g32 - g16) - 16.0 * EST_DECODE_ALONE / 3) < 1e-9);
+    assert_true(fabs((g64 - g32) - 2 * (g32 - g16)) < 1e-9);
+    /* nothing to count: 0 */
+    assert_true(est_rft_grade_tokens(0, 1, 64, 16, 1.0) == 0);
+    assert_true(est_rft_grade_tokens(40, 1, 64, 0, 1.0) == 0);
+    assert_true(est_rft_grade_tokens(40, 1, 64, 16, NAN) == 0);
+
+    /* a job with that grader counts more than the same job with a text
+     * grader (0) by the grading term: an answer's cost times the answers,
+     * so it scales with the answers per prompt */
+    double plain = est_rft_tokens(30, 2, 4, 64, false, 0);
+    double judged = est_rft_tokens(30, 2, 4, 64, false, g);
+    assert_true(fabs((judged - plain) - 4 * 2 * g) < 1e-9);
+    double plain8 = est_rft_tokens(30, 2, 8, 64, false, 0);
+    double judged8 = est_rft_tokens(30, 2, 8, 64, false, g);
+    assert_true(fabs((judged8 - plain8) - 2 * (judged - plain)) < 1e-9);
 }
 
 int main(void)
@@ -790,6 +831,7 @@ int main(void)
         cmocka_unit_test(validation_share_by_hand),
         cmocka_unit_test(samples_share_by_hand),
         cmocka_unit_test(rft_tokens_by_hand),
+        cmocka_unit_test(rft_grading_by_hand),
         cmocka_unit_test(speed_per_gpu_kind),
         cmocka_unit_test(queued_behind_one_running_job),
         cmocka_unit_test(a_job_put_back_runs_on_the_next_choice),
