@@ -96,6 +96,7 @@ CURRENT = {
 }
 CHANGES = [
     ("1 bf16 activations", {"act": 2, "convert": False}),
+    ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
     ("3 FA2-style attention", {"attn": "new"}),
     ("4 NF4 inside the product", {"nf4": "fused"}),
@@ -176,6 +177,12 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             st.add("peft lora: forward products", 2.0 * N * din * r, N * din * 2 + N * r * 2)
             st.add("peft lora: forward products", 2.0 * N * r * dout, N * r * 2 + N * dout * 2)
             st.mem("peft lora: scale and add", N * dout * 2 * 5, launches=2)
+        elif kind == "tc_each":  # as built: x A from the base's bf16 input
+            # (bf16 out), then (x A) B added into y, each a bf16 product
+            st.add("lora tc, each product: forward", 2.0 * N * din * r,
+                   N * din * 2 + din * r * 2 + N * r * 2)
+            st.add("lora tc, each product: forward", 2.0 * N * r * dout,
+                   N * r * 2 + dout * r * 2 + N * dout * a * 2)
         # "tc": x A in the base product (its columns beside W's), (x A) B
         # folded into it as r more K: FLOPs in the base product, no pass
 
@@ -193,6 +200,19 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             st.add("lora tc: backward (grouped)", 2.0 * N * din * r,
                    (N * din * 2 if first_of_group else 0) + N * r * 2,
                    launches=1 if first_of_group else 0)
+        elif kind == "tc_each":  # as built: dY B (bf16 out), dB, dA, dX += (dY B) A,
+            # each a bf16 product reading dY's and x's bf16 copies; the kept
+            # input converted again for dA once per group while activations
+            # are fp32
+            if first_of_group:
+                convert(N * din)
+            st.add("lora tc, each product: backward", 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
+            st.add("lora tc, each product: backward", 2.0 * N * dout * r,
+                   N * dout * 2 + N * r * 2 + dout * r * 8)
+            st.add("lora tc, each product: backward", 2.0 * N * din * r,
+                   N * din * 2 + N * r * 2 + din * r * 8)
+            st.add("lora tc, each product: backward", 2.0 * N * r * din,
+                   N * r * 2 + N * din * a * 2)
         else:  # peft: autograd through the four modules
             st.mem("peft lora: scale backward", N * dout * 2 * 2)
             st.add("peft lora: backward products", 2.0 * N * r * dout, N * dout * 2 + N * r * 2)
@@ -327,7 +347,7 @@ def variants():
     allc = dict(CURRENT)
     for _, change in CHANGES:
         allc.update(change)
-    out.append(("all five changes", allc))
+    out.append(("all five changes (2 fused)", allc))
     return out
 
 

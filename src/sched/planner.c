@@ -268,7 +268,9 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         } else {
             base = 2.0 * n;
         }
-        trainable = 16.0 * lora_params(&j);
+        /* fp32 A and B, grad, AdamW m and v; the GPU adds the bf16 copy
+         * of A and B its products read (cuda_model.c) */
+        trainable = (on_gpu ? 18.0 : 16.0) * lora_params(&j);
     }
     /* What model_acts_create (src/train/model/model_pass.c) allocates. */
     double r = j.adapter == PLAN_LORA ? j.lora_rank : 0;

@@ -153,7 +153,8 @@ enum alallo_err planner_memory(const struct plan_job *job, struct plan_memory *o
                                char *why, size_t whycap);
 
 /* GPU memory of the job on one GPU (docs/scheduler.md, "GPU memory"): the
- * same weights, adapters and optimizer state as planner_memory; the same
+ * same weights, adapters and optimizer state as planner_memory, and a bf16
+ * copy of LoRA's A and B (the GPU's LoRA products read it); the same
  * fp32 activations with no T*T score blocks (fused attention holds a tile,
  * so memory grows linearly with the context), plus what the GPU trainer
  * adds (cuda_acts_create): bf16 copies of a product's input and output, a

@@ -24,7 +24,15 @@
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_gemm.h"
 
-enum kind { BF16_F32, BF16_BF16, F32_F32 };
+enum kind { BF16_F32 = CUDA_GEMM_BF16_F32, BF16_BF16 = CUDA_GEMM_BF16_BF16,
+            F32_F32 = CUDA_GEMM_F32_F32 };
+
+static unsigned long calls[CUDA_GEMM_KINDS];
+
+unsigned long cuda_gemm_calls(enum cuda_gemm_kind kind)
+{
+    return kind >= 0 && kind < CUDA_GEMM_KINDS ? calls[kind] : 0;
+}
 
 struct key {
     int kind, ta, tb, M, N, K, lda, ldb, ldc;
@@ -171,6 +179,7 @@ static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, c
     int what = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
     if (what < 0)
         return -1;
+    calls[kind]++;
     if (what == CUDA_GEMM_NOTHING)
         return 0;
     size_t esize = kind == BF16_BF16 ? 2 : 4;

@@ -5,7 +5,8 @@
  * when tb). Runs on cuda_ctx_stream(); all pointers are device pointers.
  *
  * Numerics: bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F), fp32 or
- * bf16 output. Determinism: cuBLASLt picks its algorithm by heuristics once
+ * bf16 output. (LoRA's rank-r products once ran in fp32 on CUDA cores;
+ * they read bf16 like the rest now, docs/trainer.md.) Determinism: cuBLASLt picks its algorithm by heuristics once
  * per shape and the choice is cached for the process, with split-K
  * reductions that are not atomic, so the same GPU kind, shapes and
  * library version give the same bits (docs/trainer.md, "GPU").
@@ -21,10 +22,19 @@ int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint1
 /* bf16 x bf16 -> bf16 C (beta applies to the bf16 C). */
 int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                        int lda, const uint16_t *B, int ldb, float beta, uint16_t *C, int ldc);
-/* fp32 x fp32 -> fp32 without TF32 (CUBLAS_COMPUTE_32F): small products
- * that must match the CPU closely (LoRA's rank-r products, tests). */
+
+/* fp32 x fp32 -> fp32 without TF32 (CUBLAS_COMPUTE_32F), on CUDA cores:
+ * for products that must match the CPU closely (tests); the trainer's
+ * pass has none. */
 int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc);
+
+/* Products asked for of each kind since the process began (refused ones
+ * not counted): which path a pass takes, for tests and benches. */
+enum cuda_gemm_kind { CUDA_GEMM_BF16_F32 /* cuda_gemm_bf16 */,
+                      CUDA_GEMM_BF16_BF16 /* cuda_gemm_bf16_out */,
+                      CUDA_GEMM_F32_F32 /* cuda_gemm_f32 */, CUDA_GEMM_KINDS };
+unsigned long cuda_gemm_calls(enum cuda_gemm_kind kind);
 
 /* The arguments' checks each product above makes first
  * (cuda_gemm_args.c): -1 refused, with a reason in cuda_ctx_error() (a

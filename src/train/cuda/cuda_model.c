@@ -41,6 +41,7 @@ struct dlin {
     float *dw;             /* full fine-tuning: fp32 gradient (out,in) */
     float *bias, *dbias;
     float *la, *dla, *lb, *dlb;
+    const uint16_t *lab, *lbb; /* LoRA: bf16 copies of A and B the products read */
 };
 
 struct dlayer {
@@ -55,7 +56,8 @@ struct cuda_model {
     size_t n_train, n_decay, n_fixed, n_bf;
     float *train, *grad, *fixed;
     uint16_t *bf;
-    uint16_t *wbf;         /* full: bf16 copy of train[0, n_decay) */
+    uint16_t *wbf;         /* bf16 copy of train[0, n_decay): full fine-tuning's
+                            * matrices, or LoRA's A and B */
     uint16_t *embed_bf;    /* QLoRA: the embedding decoded once */
     const float *embed_f;  /* the lookup's table: fp32 (full) ... */
     const uint16_t *embed_b; /* ... or bf16 */
@@ -78,16 +80,18 @@ struct cuda_acts {
     size_t max_in;               /* widest product input */
     float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
-    float *xa, *lnf, *rstdf;
+    float *lnf, *rstdf;
     float *ln, *tmp, *dres, *dres2, *dln;
     float *dq, *dao, *dk, *dv;
     float *hbuf, *dg, *du, *dh;
     float *logits, *capped, *xc, *dxc;
-    float *ltmp;                 /* (N, r) LoRA dy B */
     float *attn_d;               /* (B, H, T) attention backward's scratch */
     float *row_loss;             /* (head_rows) */
     float *row_w;                /* (N) a weighted pass's weight per target row */
-    uint16_t *xb, *yb;           /* bf16 of a product's input and of dy */
+    uint16_t *xb, *yb;           /* bf16 of a product's input and of dy (or of
+                                  * LoRA's dropped input) */
+    uint16_t *xa, *ltmp;         /* bf16 LoRA x' A^T per layer and projection;
+                                  * (N, r) dy B */
     uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
     uint16_t *deq;               /* NF4 decoding scratch */
     size_t deq_cap;              /* bf16 values */
@@ -181,6 +185,10 @@ static int dlin_make(struct cuda_model *cm, const struct model *m, const struct 
     d->dla = map_f(cm, m, l->dla);
     d->lb = map_f(cm, m, l->lb);
     d->dlb = map_f(cm, m, l->dlb);
+    if (l->la) { /* A and B lie in [0, n_decay), which wbf copies */
+        d->lab = cm->wbf + (l->la - m->train);
+        d->lbb = cm->wbf + (l->lb - m->train);
+    }
     return 0;
 }
 
@@ -269,7 +277,7 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
         bad |= !(cm->fixed = dev_copy(m->fixed, m->n_fixed * sizeof(float), &cm->bytes));
     if (m->n_bf)
         bad |= !(cm->bf = dev_copy(m->bf, m->n_bf * sizeof(uint16_t), &cm->bytes));
-    if (cm->full && m->n_decay)
+    if (m->n_decay) /* full: the matrices; LoRA: A and B */
         bad |= !(cm->wbf = dev_copy(NULL, m->n_decay * sizeof(uint16_t), &cm->bytes));
     cm->rope_cos = dev_copy(m->rope_cos, nr * sizeof(float), &cm->bytes);
     cm->rope_sin = dev_copy(m->rope_sin, nr * sizeof(float), &cm->bytes);
@@ -473,23 +481,26 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         K * (size_t)B * c->n_heads * T,                  /* lse */
         K * N * F, K * N * F,                            /* g u */
         K * N * C * pn, K * N * C * pn, K * N * pn, K * N * pn, /* pa pf rstd3 rstd4 */
-        K * PROJ_COUNT * N * r, N * C, N,                /* xa lnf rstdf */
+        N * C, N,                                        /* lnf rstdf */
         N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
         N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
         N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
         hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
-        hr * C, hr * C, N * (r ? r : 1), hr,             /* xc dxc ltmp row_loss */
+        hr * C, hr * C, hr,                              /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
         &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
-        &a->g, &a->u, &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->xa, &a->lnf, &a->rstdf,
+        &a->g, &a->u, &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
-        &a->ltmp, &a->row_loss, &a->attn_d, &a->row_w,
+        &a->row_loss, &a->attn_d, &a->row_w,
     };
-    size_t bsz[] = {N * max_in, N * max_out, hr * V, hr * C, deq}; /* bf16 values */
-    uint16_t **bdst[] = {&a->xb, &a->yb, &a->logits_b, &a->xcb, &a->deq};
+    /* yb holds dy, or LoRA's dropped input (N, in) */
+    size_t ysz = N * (max_out > max_in ? max_out : max_in);
+    size_t bsz[] = {N * max_in, ysz, hr * V, hr * C, deq, /* bf16 values */
+                    K * PROJ_COUNT * N * r, N * (r ? r : 1)}; /* xa ltmp */
+    uint16_t **bdst[] = {&a->xb, &a->yb, &a->logits_b, &a->xcb, &a->deq, &a->xa, &a->ltmp};
     size_t isz[] = {N, N, N, N, hr}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -619,9 +630,13 @@ static const uint16_t *weight_rows(struct cuda_acts *a, const struct dlin *d, in
 }
 
 /* y (N,out) = x W^T + b + scale (x' A^T) B^T; xb is x as bf16 (the caller
- * converts once for the products that share an input); xa OUT = x' A^T. */
+ * converts once for the products that share an input); xa OUT = x' A^T as
+ * bf16. LoRA's two products read bf16 too (x' is xb itself without
+ * dropout; A and B the copies cuda_model_params_changed keeps) and sum in
+ * fp32 on the tensor cores; x' A^T is rounded to bf16 once, as the product
+ * after it and the backward read it. */
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, const float *x,
-                        const uint16_t *xb, int N, float *xa, struct linear_dropout dr)
+                        const uint16_t *xb, int N, uint16_t *xa, struct linear_dropout dr)
 {
     const uint16_t *w = weight_rows(a, d, 0, d->out);
     check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, d->in, w, d->in, 0.0f, y, d->out));
@@ -629,24 +644,28 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
         cuda_add_bias(y, d->bias, N, d->out);
     if (d->r > 0) {
         size_t n = (size_t)N * d->in;
-        if (dr.p > 0.0f) {
+        const uint16_t *xd = xb;
+        if (dr.p > 0.0f) { /* x' = dropout(x), as bf16 in yb (free in the forward) */
             cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
-            x = a->drop;
+            cuda_to_bf16(a->yb, a->drop, n);
+            xd = a->yb;
         }
-        check(a, cuda_gemm_f32(0, 1, N, d->r, d->in, 1.0f, x, d->in, d->la, d->in, 0.0f, xa,
-                               d->r));
-        check(a, cuda_gemm_f32(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lb, d->r, 1.0f, y,
-                               d->out));
+        check(a, cuda_gemm_bf16_out(0, 1, N, d->r, d->in, 1.0f, xd, d->in, d->lab, d->in, 0.0f,
+                                    xa, d->r));
+        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lbb, d->r, 1.0f, y,
+                                d->out));
     }
 }
 
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
- * skip), dw += dy^T x (xb: x as bf16, needed when d->dw), dbias, dB, dA. */
+ * skip), dw += dy^T x (xb: x as bf16, needed when d->dw, and for dA when
+ * no dropout), dbias, dB, dA. LoRA's products read bf16 (dy, x', xa, dy B
+ * rounded once, A and B's copies) and add into the fp32 dA, dB and dx. */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, const float *dy,
-                         const float *x, const uint16_t *xb, const float *xa, int N,
+                         const float *x, const uint16_t *xb, const uint16_t *xa, int N,
                          struct linear_dropout dr)
 {
-    if (dx || d->dw) {
+    if (dx || d->dw || d->r > 0) {
         cuda_to_bf16(a->yb, dy, (size_t)N * d->out);
         if (dx) {
             const uint16_t *w = weight_rows(a, d, 0, d->out);
@@ -662,26 +681,30 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
     if (d->r > 0) {
         size_t n = (size_t)N * d->in;
         int drop = dr.p > 0.0f;
-        float *t = a->ltmp; /* (N,r) = dy B */
-        check(a, cuda_gemm_f32(0, 0, N, d->r, d->out, 1.0f, dy, d->out, d->lb, d->r, 0.0f, t,
-                               d->r));
+        uint16_t *t = a->ltmp; /* (N,r) = dy B */
+        check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, a->yb, d->out, d->lbb, d->r,
+                                    0.0f, t, d->r));
         if (d->dlb) /* dB (out,r) += scale dy^T xa */
-            check(a, cuda_gemm_f32(1, 0, d->out, d->r, N, d->scale, dy, d->out, xa, d->r, 1.0f,
-                                   d->dlb, d->r));
-        if (d->dla) { /* dA (r,in) += scale t^T x' */
-            if (drop)
+            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, a->yb, d->out, xa, d->r,
+                                    1.0f, d->dlb, d->r));
+        if (d->dla) { /* dA (r,in) += scale t^T x'; dy's bf16 is read no more */
+            const uint16_t *xd = xb;
+            if (drop) {
                 cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
-            check(a, cuda_gemm_f32(1, 0, d->r, d->in, N, d->scale, t, d->r, drop ? a->drop : x,
-                                   d->in, 1.0f, d->dla, d->in));
+                cuda_to_bf16(a->yb, a->drop, n);
+                xd = a->yb;
+            }
+            check(a, cuda_gemm_bf16(1, 0, d->r, d->in, N, d->scale, t, d->r, xd, d->in, 1.0f,
+                                    d->dla, d->in));
         }
         if (dx && drop) { /* dx += (scale t A) * keep/(1-p) */
-            check(a, cuda_gemm_f32(0, 0, N, d->in, d->r, d->scale, t, d->r, d->la, d->in, 0.0f,
-                                   a->drop, d->in));
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, d->r, d->lab, d->in, 0.0f,
+                                    a->drop, d->in));
             cuda_dropout(a->drop2, a->drop, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             cuda_accumulate(dx, a->drop2, n);
         } else if (dx) {
-            check(a, cuda_gemm_f32(0, 0, N, d->in, d->r, d->scale, t, d->r, d->la, d->in, 1.0f,
-                                   dx, d->in));
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, d->r, d->lab, d->in, 1.0f,
+                                    dx, d->in));
         }
     }
 }
@@ -691,7 +714,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
 struct layer_acts {
     float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
-    float *xa[PROJ_COUNT];
+    uint16_t *xa[PROJ_COUNT];
 };
 
 static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, int l,
@@ -777,11 +800,12 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
         cuda_add(s.out, s.mid, a->tmp, NC);
 }
 
-/* The bf16 of x for a weight gradient: only full fine-tuning needs it. */
+/* The bf16 of x for a weight gradient: full fine-tuning's dW and LoRA's
+ * dA read it (NULL when nothing trains). */
 static const uint16_t *input_bf16(const struct cuda_model *cm, struct cuda_acts *a,
                                   const float *x, size_t n)
 {
-    if (!cm->full)
+    if (!cm->full && a->r == 0)
         return NULL;
     cuda_to_bf16(a->xb, x, n);
     return a->xb;

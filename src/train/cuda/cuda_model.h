@@ -11,6 +11,9 @@
  *    trainable block) that every product reads; the fp32 master weights
  *    are what AdamW updates (cuda_model_params_changed refreshes the copy);
  *  - LoRA on a bf16 base: the bf16 block as it is;
+ *  - LoRA (either base): a bf16 copy of the adapters' A and B ([0, n_decay)
+ *    of the trainable block, refreshed by cuda_model_params_changed as in
+ *    full fine-tuning) that LoRA's products read; AdamW updates the fp32;
  *  - QLoRA (NF4 base): each matrix's NF4 arrays (struct cuda_nf4), decoded
  *    to bf16 into one scratch matrix just before each product; the
  *    embedding alone is decoded once at upload and kept as bf16, because
@@ -20,7 +23,10 @@
  *
  * Products: bf16 inputs with fp32 accumulation (cuda_gemm_bf16); the
  * activations are rounded to bf16 just before each product, the outputs
- * stay fp32. LoRA's rank-r products run in fp32 (cuda_gemm_f32). The
+ * stay fp32. LoRA's rank-r products read bf16 too, on the tensor cores
+ * with fp32 accumulation: x' A^T from the base product's bf16 input (its
+ * dropped copy with dropout), kept as bf16 for the backward; dy B rounded
+ * to bf16 once; dA and dB add into the fp32 gradients. The
  * head is fused with the loss in blocks of rows that have a target, so
  * (N, V) logits never exist.
  *
@@ -66,7 +72,7 @@ size_t cuda_model_n_decay(const struct cuda_model *cm);
 void cuda_model_zero_grads(struct cuda_model *cm);
 /* Call after the trainable block changed on the device (an optimizer
  * step, an upload): refreshes the bf16 copy the products read (full
- * fine-tuning; nothing otherwise). */
+ * fine-tuning's matrices, LoRA's A and B; nothing in inference). */
 void cuda_model_params_changed(struct cuda_model *cm);
 
 /* Host <-> device for the trainable block: put uploads m->train (after a

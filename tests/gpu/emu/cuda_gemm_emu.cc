@@ -39,13 +39,22 @@ float dot(int ta, int tb, int K, const In *A, int lda, const In *B, int ldb, int
     return acc;
 }
 
+unsigned long calls[CUDA_GEMM_KINDS];
+
 } // namespace
+
+extern "C" unsigned long cuda_gemm_calls(enum cuda_gemm_kind kind)
+{
+    return kind >= 0 && kind < CUDA_GEMM_KINDS ? calls[kind] : 0;
+}
 
 extern "C" int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha,
                               const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                               float *C, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r >= 0)
+        calls[CUDA_GEMM_BF16_F32]++;
     if (r < 0 || r == CUDA_GEMM_NOTHING)
         return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
     for (int i = 0; i < M; i++)
@@ -62,6 +71,8 @@ extern "C" int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alp
                                   float beta, uint16_t *C, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r >= 0)
+        calls[CUDA_GEMM_BF16_BF16]++;
     if (r < 0 || r == CUDA_GEMM_NOTHING)
         return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
     for (int i = 0; i < M; i++)
@@ -79,6 +90,8 @@ extern "C" int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, c
                              int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r >= 0)
+        calls[CUDA_GEMM_F32_F32]++;
     if (r < 0 || r == CUDA_GEMM_NOTHING)
         return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
     for (int i = 0; i < M; i++)
