@@ -72,14 +72,23 @@ test: deps-test
 # (ALALLO_EMU_SHUFFLE: blocks and threads in an order drawn from the seed),
 # after the shared-memory race checks of the attention kernels and the
 # reductions, which run on the CPU build (ctest -L emu_race in $(BUILD);
-# tests/gpu/emu/emu_race.h).
+# tests/gpu/emu/emu_race.h). The race checks are one long single-threaded
+# test (the attention's, minutes under the detector), so they run beside
+# the emulator's build and tests, one at a time, and print at the end
+# (docs/testing.md, "The race checks beside the emulator's build").
 gpu-emu: deps node-deps build
-	@cd $(BUILD) && ctest --output-on-failure -L emu_race -j $(JOBS)
-	@cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON \
-	  $(cmake_werror) >/dev/null
-	@cmake --build build-emu -j $(JOBS) --target alallo gpu_test_cuda_attn gpu_test_cuda_gemm \
-	  gpu_test_cuda_memory gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume
-	@cd build-emu && ALALLO_EMU_SHUFFLE=4 ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS)
+	@race_log=$$(mktemp /tmp/alallo-emu-race-XXXXXX); \
+	( cd $(BUILD) && ctest --output-on-failure -L emu_race -j 1 ) >"$$race_log" 2>&1 & race=$$!; \
+	echo "gpu-emu: the race checks (ctest -L emu_race) beside the emulator's build and tests, output at the end"; \
+	cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DALALLO_CUDA=OFF -DALALLO_CUDA_EMU=ON \
+	  $(cmake_werror) >/dev/null && \
+	cmake --build build-emu -j $(JOBS) --target alallo gpu_test_cuda_attn gpu_test_cuda_gemm \
+	  gpu_test_cuda_memory gpu_test_cuda_model gpu_test_cuda_ops gpu_test_cuda_resume && \
+	( cd build-emu && ALALLO_EMU_SHUFFLE=4 ctest --output-on-failure -L gpu -E test_cuda_torch -j $(JOBS) ); \
+	rc=$$?; wait $$race; race_rc=$$?; \
+	echo "gpu-emu: the race checks:"; cat "$$race_log"; rm -f "$$race_log"; \
+	echo "gpu-emu: emulator tests exited $$rc, race checks $$race_rc"; \
+	[ $$rc -eq 0 ] && [ $$race_rc -eq 0 ]
 	@ALALLO_EMU_SHUFFLE=5 ALALLO_TEST_GPU="emulated-gpu,16384" ALALLO_BIN=$(abspath build-emu/alallo) ALALLO_ROOT=$(CURDIR) \
 	  node --test --test-concurrency=1 tests/integration/gpu_e2e.test.mjs
 
@@ -90,7 +99,9 @@ fuzz: deps-test
 	@fuzz/run.sh $(FUZZ_SECONDS)
 
 # The unit and integration suites again under AddressSanitizer +
-# UndefinedBehaviorSanitizer (leaks are checked in the unit tests, where
+# UndefinedBehaviorSanitizer, less the integration files that check what a
+# model learns or a peer's reading of alallo's files
+# (tests/integration/plain-pass-only.txt; docs/testing.md) (leaks are checked in the unit tests, where
 # every allocation is freed before exit; serve and workers are killed).
 # CPU-only (-DALALLO_CUDA=OFF, as CI's build): the CUDA runtime does not run
 # under ASan's default shadow-memory layout (it needs protect_shadow_gap=0),
@@ -104,7 +115,7 @@ asan: deps node-deps
 	  -DALALLO_SANITIZE=ON -DALALLO_CUDA=OFF $(cmake_werror) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -LE emu_race
-	@ASAN_OPTIONS=detect_leaks=0 scripts/integration.sh build-asan/alallo
+	@ASAN_OPTIONS=detect_leaks=0 ALALLO_IT_PLAIN_ONLY=leave scripts/integration.sh build-asan/alallo
 
 clean:
 	rm -rf $(BUILD) build-asan build-emu

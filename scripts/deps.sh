@@ -15,9 +15,11 @@ set -euo pipefail
 what=${1:-build}
 sudo=""
 (( EUID == 0 )) || sudo=sudo
+# bubblewrap and python3: the sandbox of python graders (docs/rft.md),
+# which core/test_sandbox and rft_python.test.mjs need to work here.
 pkgs=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
       libsqlite3-dev libcurl4-openssl-dev libpcre2-dev libsodium-dev
-      libopenblas-dev libdnnl-dev libcmocka-dev curl libpq-dev)
+      libopenblas-dev libdnnl-dev libcmocka-dev curl libpq-dev bubblewrap python3)
 if [[ $what == cuda ]]; then
   suite=$(. /etc/os-release && echo "${VERSION_CODENAME:?not a Debian release}")
   list=/etc/apt/sources.list.d/alallo-non-free.list

@@ -55,6 +55,27 @@ stop_lane() { [[ -z $lane_pid ]] || kill "$lane_pid" 2>/dev/null || true; }
 
 if [[ $store == sqlite ]]; then
   tests=("$root"/tests/integration/*.test.mjs)
+  # ALALLO_IT_PLAIN_ONLY=leave: the sanitizer pass, which leaves out the
+  # files tests/integration/plain-pass-only.txt names (and says so).
+  if [[ ${ALALLO_IT_PLAIN_ONLY:-run} == leave ]]; then
+    mapfile -t plain < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' \
+      "$root"/tests/integration/plain-pass-only.txt | awk '{print $1}')
+    kept=()
+    for f in "${tests[@]}"; do
+      [[ " ${plain[*]} " == *" ${f##*/} "* ]] || kept+=("$f")
+    done
+    for f in "${plain[@]}"; do
+      [[ -f $root/tests/integration/$f ]] || {
+        echo "integration: plain-pass-only.txt names $f, which is not a test file" >&2
+        exit 2
+      }
+    done
+    echo "integration: ${#plain[@]} files left to the plain pass (plain-pass-only.txt): ${plain[*]}"
+    tests=("${kept[@]}")
+  elif [[ ${ALALLO_IT_PLAIN_ONLY:-run} != run ]]; then
+    echo "integration: ALALLO_IT_PLAIN_ONLY is run or leave, not '$ALALLO_IT_PLAIN_ONLY'" >&2
+    exit 2
+  fi
   if ((${#tests[@]} == 0)); then echo "integration: no tests"; exit 0; fi
   trap stop_lane EXIT
   trap 'exit 143' INT TERM

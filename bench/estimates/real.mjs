@@ -1,5 +1,7 @@
 // real.mjs - the body of bench/estimates/real.sh (see there).
 import fs from 'node:fs';
+import os from 'node:os';
+import { summary } from './summary.mjs';
 import { apiCall, measuredWorkers, sleep, startService } from '../lib/service.mjs';
 
 const BIN = process.env.ALALLO_BIN;
@@ -8,77 +10,92 @@ const JOBS = Number(process.env.JOBS || 32);
 const SCALE = Number(process.env.SCALE || 1); // multiplies every job's steps
 const TARGET = { before: 1.8, at20: 1.3, coverage: 0.9 };
 
-const svc = await startService({
-  bin: BIN, root: ROOT, shapes: [], builtin: true, prefix: 'alallo-estimates-',
-  args: ['--local-worker', 'name=local,cpus=1,mem=4G,price=0.40'],
-});
-const { url, key } = svc;
-const H = { Authorization: `Bearer ${key}` };
-const call = apiCall(svc);
-await measuredWorkers(call, 1);
+// OLD_BIN: a second service of that binary beside this one; every wave
+// runs on both, one after the other (which first alternates wave by wave),
+// so the two are measured at the same machine load, and each service's
+// figures are printed apart.
+const services = [];
+for (const [name, bin] of [['new', BIN], ...(process.env.OLD_BIN ? [['old', process.env.OLD_BIN]] : [])]) {
+  const svc = await startService({
+    bin, root: ROOT, shapes: [], builtin: true, prefix: 'alallo-estimates-',
+    args: ['--local-worker', 'name=local,cpus=1,mem=4G,price=0.40'],
+  });
+  const call = apiCall(svc);
+  await measuredWorkers(call, 1);
+  const s = { name, svc, call, url: svc.url, H: { Authorization: `Bearer ${svc.key}` }, results: [] };
+  const sample = fs.readFileSync(svc.sample, 'utf8').trim().split('\n');
+  s.sft = await upload(s, 'sft.jsonl', sample.slice(0, 120));
+  s.dpo = await upload(s, 'dpo.jsonl', preferencePairs());
+  services.push(s);
+}
 
-async function upload(name, lines) {
+async function upload(s, name, lines) {
   const form = new FormData();
   form.append('purpose', 'fine-tune');
   form.append('file', new Blob([`${lines.join('\n')}\n`]), name);
-  const r = await fetch(`${url}/v1/files`, { method: 'POST', headers: H, body: form });
+  const r = await fetch(`${s.url}/v1/files`, { method: 'POST', headers: s.H, body: form });
   const j = await r.json();
   if (!j.id) throw new Error(`upload ${name}: ${JSON.stringify(j)}`);
   return j.id;
 }
 // Supervised data: the sample's first 120 conversations. Preference data:
 // 60 generated questions, each with a preferred and another answer.
-const sample = fs.readFileSync(svc.sample, 'utf8').trim().split('\n');
-const sft = await upload('sft.jsonl', sample.slice(0, 120));
-const topics = ['river', 'garden', 'engine', 'bridge', 'market', 'forest', 'harbor', 'library', 'mountain', 'station'];
-const pairs = [];
-for (let i = 0; i < 60; i++) {
-  const t = `${topics[i % topics.length]} ${i}`;
-  pairs.push(JSON.stringify({
-    input: { messages: [{ role: 'user', content: `Describe the ${t} in a few words.` }] },
-    preferred_output: [{ role: 'assistant', content: `The ${t} is calm and bright.` }],
-    non_preferred_output: [{ role: 'assistant', content: `No idea about the ${t}.` }],
-  }));
+function preferencePairs() {
+  const topics = ['river', 'garden', 'engine', 'bridge', 'market', 'forest', 'harbor', 'library', 'mountain', 'station'];
+  const pairs = [];
+  for (let i = 0; i < 60; i++) {
+    const t = `${topics[i % topics.length]} ${i}`;
+    pairs.push(JSON.stringify({
+      input: { messages: [{ role: 'user', content: `Describe the ${t} in a few words.` }] },
+      preferred_output: [{ role: 'assistant', content: `The ${t} is calm and bright.` }],
+      non_preferred_output: [{ role: 'assistant', content: `No idea about the ${t}.` }],
+    }));
+  }
+  return pairs;
 }
-const dpo = await upload('dpo.jsonl', pairs);
 
 // A reproducible mix: sizes short (6-12 steps), medium (20-30), long
 // (40-60); 4-bit on a third; batch 4, 8 or 16; dpo on a quarter.
 let seed = 4242;
 const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
 const pick = (a) => a[Math.floor(rnd() * a.length)];
-function jobBody(i) {
+// One job of the mix, drawn once: a function of the job's number and the
+// service it is sent to (whose file ids it uses).
+function jobMix() {
   const method = rnd() < 0.25 ? 'dpo' : 'sft';
   const size = pick(['short', 'short', 'medium', 'long']);
   const steps = { short: pick([6, 9, 12]), medium: pick([20, 25, 30]), long: pick([40, 50, 60]) }[size];
   const batch = pick([4, 4, 8, 8, 16]);
-  const body = {
-    model: 'alallo-base',
-    training_file: method === 'dpo' ? dpo : sft,
-    precision: rnd() < 0.33 ? '4-bit' : '16-bit',
-    max_steps: SCALE * steps,
-    seed: i,
+  const precision = rnd() < 0.33 ? '4-bit' : '16-bit';
+  return (i, s) => {
+    const body = {
+      model: 'alallo-base',
+      training_file: method === 'dpo' ? s.dpo : s.sft,
+      precision,
+      max_steps: SCALE * steps,
+      seed: i,
+    };
+    if (method === 'dpo') body.method = { type: 'dpo', dpo: { hyperparameters: { batch_size: batch, beta: 0.1 } } };
+    else body.hyperparameters = { batch_size: batch };
+    return body;
   };
-  if (method === 'dpo') body.method = { type: 'dpo', dpo: { hyperparameters: { batch_size: batch, beta: 0.1 } } };
-  else body.hyperparameters = { batch_size: batch };
-  return body;
 }
 
-const results = [];
-async function follow(created, t0) {
+async function follow(s, created, t0, load) {
   const marks = [0.2, 0.5];
   const at = [null, null];
   for (;;) {
-    const j = await call('GET', `/v1/fine_tuning/jobs/${created.id}`);
+    const j = await s.call('GET', `/v1/fine_tuning/jobs/${created.id}`);
     const now = Date.now();
     if (['succeeded', 'failed', 'cancelled'].includes(j.status)) {
       const actual = (now - t0) / 1000;
       const paid = (j.price?.charged ?? 0) - (j.price?.refunded ?? 0);
       return {
-        id: j.id, status: j.status, method: j.method?.type, precision: j.precision,
+        bin: s.name, load, id: j.id, status: j.status, method: j.method?.type, precision: j.precision,
         steps: j.progress.max_steps, actual, paid,
         low: created.estimate.time?.low_s, high: created.estimate.time?.high_s,
         price_low: created.estimate.price?.low, price_high: created.estimate.price?.high,
+        terms: created.estimate.terms ?? null,
         at: at.map((a) => a && { ...a, left: (now - a.t) / 1000 }),
       };
     }
@@ -91,54 +108,41 @@ async function follow(created, t0) {
   }
 }
 
-// Waves: one at a time, then three together, alternately.
-for (let i = 0, wave = 1; i < JOBS; i += wave, wave = wave === 1 ? 3 : 1) {
-  const batch = [];
-  for (let k = i; k < Math.min(JOBS, i + wave); k++) {
-    const t0 = Date.now();
-    const created = await call('POST', '/v1/fine_tuning/jobs', jobBody(k));
-    if (created.error) throw new Error(JSON.stringify(created));
-    batch.push(follow(created, t0));
+// Waves: one at a time, then three together, alternately. Bodies are
+// drawn once per wave, so both services get the same jobs.
+for (let i = 0, wave = 1, w = 0; i < JOBS; i += wave, wave = wave === 1 ? 3 : 1, w++) {
+  const bodies = [];
+  for (let k = i; k < Math.min(JOBS, i + wave); k++) bodies.push({ k, mix: jobMix() });
+  const order = w % 2 ? [...services].reverse() : services;
+  for (const s of order) {
+    const batch = [];
+    for (const { k, mix } of bodies) {
+      const t0 = Date.now();
+      const load = os.loadavg()[0];
+      const created = await s.call('POST', '/v1/fine_tuning/jobs', mix(k, s));
+      if (created.error) throw new Error(JSON.stringify(created));
+      batch.push(follow(s, created, t0, load).then((r) => { report(r); return r; }));
+    }
+    for (const r of await Promise.all(batch)) s.results.push(r);
   }
-  for (const r of await Promise.all(batch.map((p) => p.then((r) => { report(r); return r; })))) results.push(r);
+  // Kept as the run goes, so a run stopped early still leaves its jobs.
+  if (process.env.DETAILS)
+    fs.writeFileSync(process.env.DETAILS, JSON.stringify(services.flatMap((s) => s.results), null, 1));
 }
 function report(r) {
   {
-    process.stderr.write(`${r.id} ${r.method} ${r.precision} ${r.steps} steps: ${r.status}, ` +
+    process.stderr.write(`${r.bin} load ${r.load.toFixed(1)} ${r.id} ${r.method} ${r.precision} ${r.steps} steps: ${r.status}, ` +
       `${r.actual.toFixed(1)} s in [${r.low}, ${r.high}], paid ${r.paid} in [${r.price_low}, ${r.price_high}]` +
       `${r.at.map((a, k) => (a ? `; at ${k ? 50 : 20}%: ${a.left.toFixed(1)} s in [${a.low}, ${a.high}]` : '')).join('')}\n`);
   }
 }
-svc.stop();
-if (process.env.DETAILS) fs.writeFileSync(process.env.DETAILS, JSON.stringify(results, null, 1));
+for (const s of services) s.svc.stop();
+const all = services.flatMap((s) => s.results);
+if (process.env.DETAILS) fs.writeFileSync(process.env.DETAILS, JSON.stringify(all, null, 1));
 
-const median = (a) => {
-  if (!a.length) return null;
-  const s = [...a].sort((x, y) => x - y);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-const share = (a, f) => (a.length ? a.filter(f).length / a.length : null);
-const ok = results.filter((r) => r.status === 'succeeded' && r.high != null && r.low > 0);
-const priced = ok.filter((r) => r.price_high != null);
-const at = (k) => ok.filter((r) => r.at[k] && r.at[k].low > 0);
-const out = {
-  jobs: results.length,
-  succeeded: ok.length,
-  before_start: {
-    width: median(ok.map((r) => r.high / r.low)),
-    coverage: share(ok, (r) => r.actual >= r.low && r.actual <= r.high),
-    above: share(ok, (r) => r.actual > r.high),
-    price_width: median(priced.filter((r) => r.price_low > 0).map((r) => r.price_high / r.price_low)),
-    price_coverage: share(priced, (r) => r.paid >= r.price_low - 1e-9 && r.paid <= r.price_high + 1e-9),
-  },
-};
-for (const [k, name] of [[0, 'at_20pct'], [1, 'at_50pct']]) {
-  const a = at(k);
-  out[name] = { jobs: a.length, width: median(a.map((r) => r.at[k].high / r.at[k].low)),
-    coverage: share(a, (r) => r.at[k].left >= r.at[k].low && r.at[k].left <= r.at[k].high) };
-}
-console.log(JSON.stringify(out));
+const outs = Object.fromEntries(services.map((s) => [s.name, summary(s.results)]));
+console.log(JSON.stringify(services.length > 1 ? outs : outs.new));
+const out = outs.new;
 const b = out.before_start;
 const fails = [];
 if (!(b.width <= TARGET.before)) fails.push(`median width before start ${b.width} > ${TARGET.before}`);

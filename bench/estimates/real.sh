@@ -10,7 +10,11 @@
 # (high / low) before the start, at 20% and at 50%, and exits 1 below the
 # targets (docs/estimator.md, "How good it is").
 #   bench/estimates/real.sh [path/to/alallo]   (JOBS=32 SCALE=1 to change;
-#   DETAILS=file.json keeps every job's figures)
+#   DETAILS=file.json keeps every job's figures, with the estimate's terms;
+#   OLD_BIN=path/to/old/alallo runs every wave on a second service of that
+#   binary too, one after the other, first one then the other by turns, and
+#   prints {new: ..., old: ...}: an A/B at the same machine load; the exit
+#   status is the new binary's)
 # Not a test: 15 to 20 minutes on a busy 2-core machine. Run it with `nice`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -18,13 +18,14 @@
 # the grading time per answer is then a forward over the grading prompt and
 # the judge's decoding, the figure behind the estimate's grading term
 # (docs/estimator.md, "Reinforcement fine-tuning: rollouts, grading and
-# updates").
+# updates"). GRADER=python grades with a python grader run in the sandbox
+# (docs/rft.md, "python"): one sandboxed process per answer.
 #
 # usage: bench/train/rft.sh [BIN]
 #   env STEPS (4), BATCH (4), GROUP (4), TOKENS (32), THREADS (nproc),
 #       PRECISION (16-bit | 4-bit), ADAPTER (lora | full), ROUNDS (2),
 #       MODES ("batched one-at-a-time"), GRADINGS ("beside"),
-#       GRADER (string_check | multi | score_model), JUDGE_TOKENS (48)
+#       GRADER (string_check | multi | score_model | python), JUDGE_TOKENS (48)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/build/alallo}
@@ -53,8 +54,11 @@ score_model)
             "input": [{"role": "user", "content":
               "Score from 0 to 1 how well this answer says \"{{item.reference}}\": {{sample.output_text}}"}],
             "sampling_params": {"max_completions_tokens": '"${JUDGE_TOKENS:-48}"', "temperature": 0}}' ;;
+python)
+    grader='{"type": "python", "name": "has_reference",
+            "source": "def grade(sample, item):\n    return 1.0 if item[\"reference\"] in sample[\"output_text\"] else 0.0\n"}' ;;
 *)
-    echo "rft.sh: GRADER is string_check, multi or score_model" >&2
+    echo "rft.sh: GRADER is string_check, multi, score_model or python" >&2
     exit 2 ;;
 esac
 work=$(mktemp -d)

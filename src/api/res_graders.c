@@ -2,7 +2,9 @@
  * /v1/fine_tuning/alpha/graders/run (OpenAI's shape): a grader checked,
  * or run on one answer and one data line, so that a user tries a grader
  * before paying for a job (docs/rft.md). A score_model grader asks its
- * model through the same generation as /v1/chat/completions.
+ * model through the same generation as /v1/chat/completions; a python
+ * grader is checked (the sandbox works here, its source compiles) and run
+ * in the sandbox (core/grader_python.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "control/models.h"
 #include "core/clock.h"
 #include "core/grader.h"
+#include "core/grader_python.h"
 
 /* The grader of body, checked; NULL with res answered. */
 static json_t *checked_grader(json_t *body, struct http_response *res)
@@ -24,7 +27,8 @@ static json_t *checked_grader(json_t *body, struct http_response *res)
         return NULL;
     }
     char param[256], msg[512];
-    if (!grader_check(g, "grader", param, sizeof param, msg, sizeof msg)) {
+    if (!grader_check(g, "grader", param, sizeof param, msg, sizeof msg) ||
+        !grader_python_ready(g, "grader", param, sizeof param, msg, sizeof msg)) {
         api_error(res, ERR_INVALID, msg, param);
         return NULL;
     }

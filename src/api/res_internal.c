@@ -302,6 +302,12 @@ void internal_attempt_start(struct api_server *srv, struct http_request *req,
     enum alallo_err e = ids_valid(req->params[0])
                             ? engine_attempt_start(srv->ctl, req->params[0], engine_id, node, a)
                             : ERR_NOT_FOUND;
+    if (e == ERR_CONFLICT) { /* engine.h: one runner per attempt */
+        free(a);
+        api_error(res, e, "Another runner has started this attempt; this one runs nothing.",
+                  "engine_id");
+        return;
+    }
     if (e) {
         free(a);
         answer_attempt_error(res, e);

@@ -165,9 +165,27 @@ struct seen {
     int64_t heartbeat_ms;
     int64_t fence;            /* > 0: the caller's fence must match           */
     bool starting;            /* the engine runs it: "Starting"               */
+    bool one_runner;          /* a runner's start: ERR_CONFLICT when another
+                                 runner (engine job and node) started it    */
     char event[STORE_MESSAGE_MAX];
     enum tproto_stop stop;    /* OUT */
 };
+
+/* Whether attempt a was started by a runner other than the one in engine
+ * job `engine_id` on `node`: a runner has called (heartbeat_ms is set only
+ * by a runner's start and heartbeats) and what it recorded differs. The
+ * same runner retrying a start whose answer it lost matches. A job that a
+ * crashed controller forgot, still starting its script beside the job
+ * submitted again under the same tag, is such another runner. */
+static bool another_runner(const struct store_attempt *a, const char *engine_id,
+                           const char *node)
+{
+    if (engine_state_of(a->engine_state) != ENGINE_STATE_RUNNING || a->heartbeat_ms == 0)
+        return false;
+    if (strcmp(a->engine_id, engine_id ? engine_id : "") != 0)
+        return true;
+    return a->node[0] && node && node[0] && strcmp(a->node, node) != 0;
+}
 
 static enum alallo_err seen_cb(struct store_job *j, struct store_attempt *a,
                                struct store_writes *w, void *vctx)
@@ -178,6 +196,8 @@ static enum alallo_err seen_cb(struct store_job *j, struct store_attempt *a,
     if (!owns || (s->fence > 0 && s->fence != a->fence))
         return ERR_FENCED;
     if (s->expect_state && engine_state_of(a->engine_state) != s->expect_state)
+        return ERR_CONFLICT;
+    if (s->one_runner && another_runner(a, s->engine_id, s->node))
         return ERR_CONFLICT;
     if (s->state)
         text_copy(a->engine_state, sizeof a->engine_state, engine_state_name(s->state));
@@ -1145,7 +1165,7 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
     const char *from = json_string_value(json_object_get(out->spec, "resume_from"));
     struct seen s = {.engine_id = engine_id, .node = node, .heartbeat_ms = now,
                      .running_ms = now, .state = ENGINE_STATE_RUNNING, .reason = "", .starting = true,
-                     .resume_from = from ? from : ""};
+                     .one_runner = true, .resume_from = from ? from : ""};
     if (engine_state_of(out->attempt.engine_state) != ENGINE_STATE_RUNNING ||
         out->attempt.heartbeat_ms == 0)
         text_printf(s.event, sizeof s.event, "Attempt %s runs on %s", out->attempt.id,

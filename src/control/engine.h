@@ -117,11 +117,16 @@ struct engine_start_answer {
     int heartbeat_s;
 };
 
-/* The start call of attempt `attempt_id`'s runner (idempotent): records
- * the runner's engine id and node, counts as a heartbeat, and hands it the
- * spec and fence. ERR_FENCED when the attempt no longer owns its job (or
- * the job is being cancelled); ERR_NOT_FOUND when the attempt is unknown or
- * not an engine's. */
+/* The start call of attempt `attempt_id`'s runner: records the runner's
+ * engine id and node, counts as a heartbeat, and hands it the spec and
+ * fence. One runner per attempt: the same runner calling again (same
+ * engine id and node: an answer it lost) gets the same answer;
+ * ERR_CONFLICT when another runner (another engine job, or the same job id
+ * on another node) has started the attempt, checked and recorded in one
+ * transaction, so that of two runners starting at once one is refused.
+ * ERR_FENCED when the attempt no longer owns its job (or the job is being
+ * cancelled); ERR_NOT_FOUND when the attempt is unknown or not an
+ * engine's. */
 enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id,
                                      const char *engine_id, const char *node,
                                      struct engine_start_answer *out /* OUT */);

@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "control/rft_data.h"
 #include "core/grader.h"
+#include "core/grader_python.h"
 #include "core/ids.h"
 #include "core/job.h"
 #include "core/sample_prompts.h"
@@ -180,6 +181,8 @@ struct grader_models {
     const struct catalog_model *policy;
     int answer_tokens;    /* the policy's answer, at most                  */
     json_t *dirs;         /* model name: its folder, for the trainer       */
+    int64_t params, bytes; /* OUT: the models' weights, each counted once
+                              (the trainer loads each once)               */
     double grade_tokens;  /* OUT: grading per answer, in training tokens of
                              the policy (est_rft_grade_tokens, summed)     */
     struct field_error *err;
@@ -192,6 +195,10 @@ static bool grader_model_known(void *ctx, const struct grader_ask *a)
     if (!resolve_model_at(gm->ctl, gm->account, a->model, &m, JOB_AT_CONTEXT, ERR_INVALID,
                           a->param, gm->err))
         return false;
+    if (!json_object_get(gm->dirs, a->model)) {
+        gm->params += m.params;
+        gm->bytes += m.bytes;
+    }
     json_object_set_new(gm->dirs, a->model, json_string(m.dir));
     double policy = params_per_token(gm->policy), judge = params_per_token(&m);
     /* a model of unknown size is counted as the policy's */
@@ -210,13 +217,25 @@ static bool add_grader(struct control *ctl, const char *account, const struct jo
                        const struct catalog_model *policy, int answer_tokens,
                        struct store_job *j, double *grade_tokens, struct field_error *err)
 {
-    struct grader_models gm = {ctl, account, policy, answer_tokens, json_object(), 0, err};
+    /* a python grader: the sandbox works on this machine and the source
+     * compiles in it (docs/rft.md) */
+    char param[sizeof err->param], msg[sizeof err->message];
+    if (!grader_python_ready(rq->grader, "method.reinforcement.grader", param, sizeof param, msg,
+                             sizeof msg))
+        return fail(err, JOB_AT_CONTEXT, ERR_INVALID, param, "%s", msg);
+    struct grader_models gm = {ctl, account, policy, answer_tokens, json_object(), 0, 0, 0, err};
     if (!grader_each_model(rq->grader, "method.reinforcement.grader", grader_model_known, &gm)) {
         json_decref(gm.dirs);
         return false;
     }
-    if (!job_hyper_set(j->hyper, sizeof j->hyper, "grader_models", gm.dirs) ||
-        !job_hyper_set(j->hyper, sizeof j->hyper, "grader", json_deep_copy(rq->grader)))
+    /* what the planner reserves and the estimate loads for them
+     * (job_hyper_grader_weights) */
+    bool ok = job_hyper_set(j->hyper, sizeof j->hyper, "grader_models", gm.dirs);
+    if (ok && (gm.params > 0 || gm.bytes > 0))
+        ok = job_hyper_set(j->hyper, sizeof j->hyper, "grader_weights",
+                           json_pack("{s:I,s:I}", "params", (json_int_t)gm.params, "bytes",
+                                     (json_int_t)gm.bytes));
+    if (!ok || !job_hyper_set(j->hyper, sizeof j->hyper, "grader", json_deep_copy(rq->grader)))
         return fail(err, JOB_AT_CONTEXT, ERR_INVALID, "method.reinforcement.grader",
                     "The grader is too large: a job's grader and hyper-parameters together "
                     "hold at most %zu bytes.", sizeof j->hyper - 1);

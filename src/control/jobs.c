@@ -104,6 +104,32 @@ static double money4_up(int64_t micros)
     return ceil((double)micros / 100.0) / 10000.0;
 }
 
+/* One term of the range: its nominal seconds and its range, to a tenth. */
+static json_t *term(double nominal_s, double low_s, double high_s)
+{
+    return json_pack("{s:f,s:f,s:f}", "s", round(nominal_s * 10) / 10, "low_s",
+                     round(low_s * 10) / 10, "high_s", round(high_s * 10) / 10);
+}
+
+/* The range, term by term (docs/estimator.md, "The range, term by term"):
+ * what each part adds to the sum before the margin, the next choice's
+ * finish when the job would wait, the margin (in logs) and where the
+ * training factor comes from. For reading, not for computing with. */
+static json_t *estimate_terms(const struct estimate *e)
+{
+    json_t *t = json_pack(
+        "{s:o,s:o,s:o,s:f,s:s}", "wait", term(e->wait_s, e->wait_low_s, e->wait_high_s),
+        "fixed", term(e->startup_s, e->startup_low_s, e->startup_high_s), "training",
+        term(e->train_s, e->train_low_s, e->train_high_s), "margin",
+        round(e->range_margin * 1000) / 1000,
+        "basis", e->new_shape ? "new" : e->borrowed_shape ? "borrowed" : "own");
+    if (t && e->alt_worker >= 0)
+        json_object_set_new(t, "next_choice",
+                            json_pack("{s:f,s:f}", "low_s", round(e->alt_low_s * 10) / 10,
+                                      "high_s", round(e->alt_high_s * 10) / 10));
+    return t ? t : json_object();
+}
+
 json_t *control_estimate_json(const struct estimate *e)
 {
     bool ranged = e->fit == PLAN_FITS && e->worker >= 0;
@@ -136,6 +162,8 @@ json_t *control_estimate_json(const struct estimate *e)
         price, "plan", plan ? plan : json_object(), "message",
         message ? json_string(message) : json_null(), "training", training, "time_limit_message",
         e->limit_message[0] ? json_string(e->limit_message) : json_null());
+    if (out && ranged)
+        json_object_set_new(out, "terms", estimate_terms(e));
     if (out && e->finish_by_s > 0)
         json_object_set_new(
             out, "finish_by",

@@ -19,8 +19,6 @@
 
 /* Loading before the first step, nominal: starting a process and reading
  * the weights at about 200 MB/s. Calibration learns the rest. */
-#define STARTUP_BASE_S 2.0
-#define STARTUP_BYTES_PER_S 200e6
 
 /* Estimates read the queue and the fleet through a snapshot at most
  * SNAPSHOT_TTL_S old, so that a burst of job creations does not read every
@@ -448,9 +446,14 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
      * other), and the trainer's activations are sized for them */
     if (strcmp(j->method, "dpo") == 0)
         out->batch *= 2;
-    /* a reinforcement step trains on every answer of each prompt's group */
+    /* a reinforcement step trains on every answer of each prompt's group,
+     * and its score_model graders' models are loaded beside the policy */
     if (strcmp(j->method, "reinforcement") == 0 && h.rft_group > 0)
         out->batch *= h.rft_group;
+    if (strcmp(j->method, "reinforcement") == 0) {
+        int64_t bytes;
+        job_hyper_grader_weights(j->hyper, &out->grader_params, &bytes);
+    }
     int seq = h.max_seq_len;
     if (m->max_positions > 0 && m->max_positions < seq)
         seq = m->max_positions;
@@ -547,9 +550,11 @@ static uint64_t account_key(const char *account)
     return h;
 }
 
-static double startup_of(const struct catalog_model *m)
+double sched_link_loading_s(const struct catalog_model *m, const struct store_job *j)
 {
-    return STARTUP_BASE_S + (double)m->bytes / STARTUP_BYTES_PER_S;
+    int64_t params, bytes;
+    job_hyper_grader_weights(j->hyper, &params, &bytes);
+    return est_loading_s((double)m->bytes, (double)bytes);
 }
 
 /* The waiting job j as the scheduler sees it; false when it has no plan. */
@@ -761,7 +766,8 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                     char *why, size_t whycap)
 {
     struct est_request req = {.now = now, .currency = "USD",
-                              .startup_s = startup_of(m) * sched_link_startup_factor(ctl->sched, j)};
+                              .startup_s = sched_link_loading_s(m, j) *
+                                           sched_link_startup_factor(ctl->sched, j)};
     sched_link_plan_job(m, j, &req.job);
     req.train_tokens = sched_link_train_tokens(j);
     req.reference_tokens = sched_link_reference_tokens(j);

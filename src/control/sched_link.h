@@ -137,7 +137,13 @@ double sched_link_train_tokens(const struct store_job *j);
  * data set once (j->tokens); 0 for any other method. */
 double sched_link_reference_tokens(const struct store_job *j);
 
-/* The planner's view of training model m with the settings of job j. */
+/* The nominal loading before an attempt of job j on model m
+ * (est_loading_s): the model's files and, for a reinforcement job, its
+ * score_model graders' models (job_hyper_grader_weights). */
+double sched_link_loading_s(const struct catalog_model *m, const struct store_job *j);
+
+/* The planner's view of training model m with the settings of job j
+ * (a reinforcement job's grader models in grader_params). */
 void sched_link_plan_job(const struct catalog_model *m, const struct store_job *j,
                          struct plan_job *out /* OUT */);
 

@@ -8,6 +8,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,17 +28,59 @@ int child_run_ms(char *const argv[], int64_t timeout_ms, size_t out_cap, struct 
     return child_run_lines(argv, timeout_ms, out_cap, NULL, NULL, r);
 }
 
-int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, child_line_fn fn,
-                    void *ctx, struct child_result *r)
+/* The child's stdin: /dev/null, or (in_fd[1] >= 0) our end of a socket
+ * pair whose other end is its stdin; a socket, so that a child that
+ * stops reading gives EPIPE to send(MSG_NOSIGNAL), never SIGPIPE. */
+static int open_stdin(const char *in, int in_fd[2])
+{
+    in_fd[0] = in_fd[1] = -1;
+    if (!in)
+        return 0;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_fd) != 0)
+        return -1;
+    if (shutdown(in_fd[0], SHUT_WR) != 0 || fcntl(in_fd[1], F_SETFL, O_NONBLOCK) != 0) {
+        close(in_fd[0]);
+        close(in_fd[1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends what is left of the input; closes our end when all is sent or
+ * the child stopped reading. */
+static void feed(int *fd, const char *in, size_t in_len, size_t *sent)
+{
+    ssize_t n = send(*fd, in + *sent, in_len - *sent, MSG_NOSIGNAL);
+    if (n > 0)
+        *sent += (size_t)n;
+    if ((n < 0 && errno != EAGAIN && errno != EINTR) || *sent >= in_len) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static int run(char *const argv[], const char *in, size_t in_len, int64_t timeout_ms,
+               size_t out_cap, child_line_fn fn, void *ctx, struct child_result *r)
 {
     memset(r, 0, sizeof *r);
     r->exit_status = -1;
-    int out_pipe[2], err_pipe[2];
-    if (pipe2(out_pipe, O_CLOEXEC) != 0)
+    int out_pipe[2], err_pipe[2], in_fd[2];
+    if (open_stdin(in, in_fd) != 0)
         return -1;
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+        if (in) {
+            close(in_fd[0]);
+            close(in_fd[1]);
+        }
+        return -1;
+    }
     if (pipe2(err_pipe, O_CLOEXEC) != 0) {
         close(out_pipe[0]);
         close(out_pipe[1]);
+        if (in) {
+            close(in_fd[0]);
+            close(in_fd[1]);
+        }
         return -1;
     }
     posix_spawn_file_actions_t fa;
@@ -45,7 +88,10 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
     posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (in)
+        posix_spawn_file_actions_adddup2(&fa, in_fd[0], 0);
+    else
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawnattr_init(&attr);
     posix_spawnattr_setpgroup(&attr, 0);
     sigset_t none;
@@ -59,9 +105,13 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
     posix_spawnattr_destroy(&attr);
     close(out_pipe[1]);
     close(err_pipe[1]);
+    if (in)
+        close(in_fd[0]);
     if (rc != 0) {
         close(out_pipe[0]);
         close(err_pipe[0]);
+        if (in)
+            close(in_fd[1]);
         errno = rc;
         return -1;
     }
@@ -69,19 +119,28 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
     /* stdout, up to out_cap bytes and the NUL */
     struct growbuf out = GROWBUF_INIT(out_cap < SIZE_MAX ? out_cap + 1 : SIZE_MAX);
     int open_fds = 2;
-    struct pollfd p[2] = {{.fd = out_pipe[0], .events = POLLIN}, {.fd = err_pipe[0], .events = POLLIN}};
+    struct pollfd p[3] = {{.fd = out_pipe[0], .events = POLLIN},
+                          {.fd = err_pipe[0], .events = POLLIN},
+                          {.fd = in ? in_fd[1] : -1, .events = POLLOUT}};
     size_t err_len = 0, line_at = 0; /* where the next line of stdout starts */
+    size_t sent = 0;
+    if (in && in_len == 0) {
+        close(p[2].fd);
+        p[2].fd = -1;
+    }
     while (open_fds > 0) {
         double left = deadline - clock_mono_s();
         if (left <= 0) {
             r->timed_out = 1;
             break;
         }
-        int n = poll(p, 2, (int)(left * 1000) + 1);
+        int n = poll(p, 3, (int)(left * 1000) + 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             break;
+        if (p[2].fd >= 0 && p[2].revents)
+            feed(&p[2].fd, in, in_len, &sent);
         for (int i = 0; i < 2; i++) {
             if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
@@ -119,7 +178,7 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
             }
         }
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (p[i].fd >= 0)
             close(p[i].fd);
     if (r->timed_out)
@@ -149,6 +208,18 @@ int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, chil
     else if (WIFSIGNALED(status))
         r->signal = WTERMSIG(status);
     return 0;
+}
+
+int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, child_line_fn fn,
+                    void *ctx, struct child_result *r)
+{
+    return run(argv, NULL, 0, timeout_ms, out_cap, fn, ctx, r);
+}
+
+int child_run_input(char *const argv[], const char *in, size_t in_len, int64_t timeout_ms,
+                    size_t out_cap, struct child_result *r)
+{
+    return run(argv, in ? in : "", in_len, timeout_ms, out_cap, NULL, NULL, r);
 }
 
 void child_result_free(struct child_result *r)

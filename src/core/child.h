@@ -38,6 +38,12 @@ typedef void (*child_line_fn)(void *ctx, const char *line, size_t len);
 int child_run_lines(char *const argv[], int64_t timeout_ms, size_t out_cap, child_line_fn fn,
                     void *ctx, struct child_result *r /* OUT */);
 
+/* child_run_ms with in[0..in_len) given on the child's stdin (a socket,
+ * closed once all is written; a child that stops reading loses the rest,
+ * and this process gets no SIGPIPE). */
+int child_run_input(char *const argv[], const char *in, size_t in_len, int64_t timeout_ms,
+                    size_t out_cap, struct child_result *r /* OUT */);
+
 void child_result_free(struct child_result *r);
 
 #endif

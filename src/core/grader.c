@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "core/grader_formula.h"
+#include "core/grader_python.h"
 #include "core/grader_text.h"
 #include "core/text.h"
 
@@ -317,6 +318,22 @@ static bool check_score_model(struct check *c, const json_t *g, const char *at)
     return check_threshold(c, g, at);
 }
 
+/* A python grader's shape; whether it can run here is
+ * grader_python_ready's (it needs the sandbox). */
+static bool check_python(struct check *c, const json_t *g, const char *at)
+{
+    const char *src = json_string_value(json_object_get(g, "source"));
+    if (!src || !*src)
+        return bad(c, at, "source",
+                   "source is required: Python code that defines grade(sample, item).");
+    if (strlen(src) > GRADER_MAX_TEXT)
+        return bad(c, at, "source", "source is longer than %d bytes.", GRADER_MAX_TEXT);
+    const json_t *tag = json_object_get(g, "image_tag");
+    if (tag && !json_is_null(tag) && !json_is_string(tag))
+        return bad(c, at, "image_tag", "image_tag must be a string.");
+    return check_threshold(c, g, at);
+}
+
 static bool check_one(struct check *c, const json_t *g, const char *at, int depth);
 
 struct names {
@@ -392,17 +409,14 @@ static bool check_one(struct check *c, const json_t *g, const char *at, int dept
         return check_multi(c, g, at, depth);
     }
     if (strcmp(type, "python") == 0)
-        return bad(c, at, "type",
-                   "python graders are not run by alallo: it has no sandbox it trusts to run "
-                   "a user's code beside training (docs/rft.md); use string_check, "
-                   "text_similarity, score_model or multi.");
+        return check_python(c, g, at);
     if (strcmp(type, "label_model") == 0)
         return bad(c, at, "type",
                    "label_model graders are not run by alallo: use score_model, whose reply is "
                    "a number.");
     return bad(c, at, "type",
-               "type must be \"string_check\", \"text_similarity\", \"score_model\" or "
-               "\"multi\".");
+               "type must be \"string_check\", \"text_similarity\", \"score_model\", "
+               "\"python\" or \"multi\".");
 }
 
 bool grader_check(const json_t *g, const char *at, char *param, size_t paramcap, char *msg,
@@ -428,41 +442,60 @@ static int answer_reads(const char *t)
     return n;
 }
 
+bool grader_each_leaf(const json_t *g, const char *at,
+                      bool (*fn)(void *ctx, const json_t *leaf, const char *at), void *ctx)
+{
+    const char *type = json_string_value(json_object_get(g, "type"));
+    if (!type || strcmp(type, "multi") != 0)
+        return fn(ctx, g, at);
+    const char *name;
+    json_t *child;
+    json_object_foreach(json_object_get(g, "graders"), name, child)
+    {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s.graders.%s", at, name);
+        if (!grader_each_leaf(child, sub, fn, ctx))
+            return false;
+    }
+    return true;
+}
+
+struct model_walk {
+    bool (*fn)(void *ctx, const struct grader_ask *a);
+    void *ctx;
+};
+
+/* grader_each_model's step: a score_model grader's ask, to fn. */
+static bool ask_of(void *ctx, const json_t *g, const char *at)
+{
+    struct model_walk *w = ctx;
+    const char *type = json_string_value(json_object_get(g, "type"));
+    if (!type || strcmp(type, "score_model") != 0)
+        return true;
+    char param[256];
+    snprintf(param, sizeof param, "%s.model", at);
+    struct grader_ask a = {.model = json_string_value(json_object_get(g, "model")),
+                           .param = param,
+                           .max_tokens = GRADER_MODEL_DEFAULT_TOKENS};
+    const json_t *in = json_object_get(g, "input");
+    for (size_t i = 0; i < json_array_size(in); i++) {
+        const char *content = content_of(json_array_get(in, i));
+        a.template_bytes += content ? strlen(content) : 0;
+        a.answer_reads += answer_reads(content);
+        a.messages++;
+    }
+    const json_t *mt =
+        json_object_get(json_object_get(g, "sampling_params"), "max_completions_tokens");
+    if (json_is_integer(mt))
+        a.max_tokens = (int)json_integer_value(mt);
+    return w->fn(w->ctx, &a);
+}
+
 bool grader_each_model(const json_t *g, const char *at,
                        bool (*fn)(void *ctx, const struct grader_ask *a), void *ctx)
 {
-    const char *type = json_string_value(json_object_get(g, "type"));
-    if (type && strcmp(type, "score_model") == 0) {
-        char param[256];
-        snprintf(param, sizeof param, "%s.model", at);
-        struct grader_ask a = {.model = json_string_value(json_object_get(g, "model")),
-                               .param = param,
-                               .max_tokens = GRADER_MODEL_DEFAULT_TOKENS};
-        const json_t *in = json_object_get(g, "input");
-        for (size_t i = 0; i < json_array_size(in); i++) {
-            const char *content = content_of(json_array_get(in, i));
-            a.template_bytes += content ? strlen(content) : 0;
-            a.answer_reads += answer_reads(content);
-            a.messages++;
-        }
-        const json_t *mt = json_object_get(json_object_get(g, "sampling_params"),
-                                           "max_completions_tokens");
-        if (json_is_integer(mt))
-            a.max_tokens = (int)json_integer_value(mt);
-        return fn(ctx, &a);
-    }
-    if (type && strcmp(type, "multi") == 0) {
-        const char *name;
-        json_t *child;
-        json_object_foreach(json_object_get(g, "graders"), name, child)
-        {
-            char sub[256];
-            snprintf(sub, sizeof sub, "%s.graders.%s", at, name);
-            if (!grader_each_model(child, sub, fn, ctx))
-                return false;
-        }
-    }
-    return true;
+    struct model_walk w = {fn, ctx};
+    return grader_each_leaf(g, at, ask_of, &w);
 }
 
 /* ------------------------------------------------------------ item fields */
@@ -683,6 +716,11 @@ static bool run_one(const json_t *g, const char *sample, const json_t *item,
         return run_model(g, sample, item, mdl, res, score, err, errcap);
     if (strcmp(type, "multi") == 0)
         return run_multi(g, sample, item, mdl, res, score, err, errcap);
+    if (strcmp(type, "python") == 0) {
+        struct sandbox_limits lim = sandbox_default_limits();
+        return grader_python_run(json_string_value(json_object_get(g, "source")), sample, item,
+                                 &lim, score, err, errcap);
+    }
     text_error(err, errcap, "graders of type %s are not run here", type);
     return false;
 }

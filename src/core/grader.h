@@ -2,7 +2,8 @@
  * (docs/rft.md): checked when a job is made or a grader is validated, and
  * run on each sampled answer by the trainer and by
  * POST /v1/fine_tuning/alpha/graders/run. Pure but for the model a
- * score_model grader asks, which the caller supplies (struct grader_model).
+ * score_model grader asks, which the caller supplies (struct grader_model),
+ * and a python grader's source, run in the sandbox (grader_python.h).
  *
  * A grader is the JSON object OpenAI's API takes, kept as JSON:
  *   {"type": "string_check", "name", "input", "reference",
@@ -14,11 +15,14 @@
  *    max_completions_tokens}], ["pass_threshold"]}
  *   {"type": "multi", "name", "graders": {NAME: grader, ...},
  *    "calculate_output": formula (grader_formula.h)}
+ *   {"type": "python", "name", "source": code defining grade(sample, item),
+ *    ["image_tag"] (accepted, unused), ["pass_threshold"]}
  * Templates in input, reference and a score_model's message contents:
  * {{sample.output_text}} (the answer) and {{item.FIELD}} (a field of the
  * data line, dotted for a nested one: {{item.a.b}}), spaces allowed inside
- * the braces. "python", "label_model", and the metrics "cosine" and
- * "meteor" are refused by name (docs/rft.md says why).
+ * the braces. "label_model", and the metrics "cosine" and "meteor" are
+ * refused by name (docs/rft.md says why). grader_check checks a python
+ * grader's shape only; grader_python_ready whether it can run here.
  */
 #ifndef ALALLO_CORE_GRADER_H
 #define ALALLO_CORE_GRADER_H
@@ -59,6 +63,13 @@ struct grader_ask {
 bool grader_each_model(const json_t *g, const char *at,
                        bool (*fn)(void *ctx, const struct grader_ask *a), void *ctx);
 
+/* Calls fn with every grader of g that is no multi: g itself, or each of
+ * a multi's graders, with where it sits (at, or at + ".graders.NAME").
+ * Stops and returns false at fn's first false. g must have passed
+ * grader_check. */
+bool grader_each_leaf(const json_t *g, const char *at,
+                      bool (*fn)(void *ctx, const json_t *leaf, const char *at), void *ctx);
+
 /* Whether data line `item` holds every {{item.FIELD}} that g's templates
  * read. false with the first missing field's name (dotted) in field. */
 bool grader_item_has_fields(const json_t *g, const json_t *item, char *field, size_t fieldcap);
@@ -89,7 +100,8 @@ struct grader_result {
 /* Runs g (passed grader_check) on answer `sample` for data line `item`.
  * string_check gives 1 or 0; text_similarity its metric's score;
  * score_model the first number of the model's reply, clamped to range
- * (the range's low end when the reply holds none); multi its formula.
+ * (the range's low end when the reply holds none); multi its formula;
+ * python what its grade returns (sandbox_default_limits()).
  * false with a sentence in err (a field the line lacks, a model that
  * failed, a division by zero). mdl may be NULL when g asks no model. */
 bool grader_run(const json_t *g, const char *sample, const json_t *item,

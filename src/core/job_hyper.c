@@ -213,6 +213,20 @@ double job_hyper_finish_by(const char *hyper)
     return s;
 }
 
+void job_hyper_grader_weights(const char *hyper, int64_t *params, int64_t *bytes)
+{
+    *params = *bytes = 0;
+    if (!hyper || !strstr(hyper, "\"grader_weights\""))
+        return; /* most jobs: no parse */
+    json_t *o = json_loads(hyper, 0, NULL);
+    json_t *w = json_object_get(o, "grader_weights");
+    json_int_t p = json_integer_value(json_object_get(w, "params"));
+    json_int_t b = json_integer_value(json_object_get(w, "bytes"));
+    *params = p > 0 ? (int64_t)p : 0;
+    *bytes = b > 0 ? (int64_t)b : 0;
+    json_decref(o);
+}
+
 long job_hyper_split_held_out(double split, long examples)
 {
     if (!(split > 0))

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Ranges the API accepts (docs/api.md). */
 #define JOB_HYPER_MIN_SEQ 32
@@ -113,6 +114,14 @@ bool job_hyper_set(char *hyper /* IN/OUT */, size_t cap, const char *key, json_t
  * "finish_by", Unix seconds; control/job_draft.c sets it with
  * job_hyper_set); 0 when there is none. */
 double job_hyper_finish_by(const char *hyper);
+
+/* A reinforcement job's score_model graders' models, which its trainer
+ * loads beside the policy, as kept in the stored object (key
+ * "grader_weights" {"params", "bytes"}: their parameters and their files'
+ * bytes, each model counted once; control/job_draft.c sets it): 0 and 0
+ * when there is none (any other grader, any other method). */
+void job_hyper_grader_weights(const char *hyper, int64_t *params /* OUT */,
+                              int64_t *bytes /* OUT */);
 
 /* How many of a training file's `examples` a validation_split of `split`
  * holds out, by the trainer's rule (docs/api.md, "Hyper-parameters"):

@@ -606,6 +606,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->finish_s = req->now + nominal;
     /* Each part's range measured apart (docs/estimator.md, "The range"). */
     out->new_shape = req->new_shape;
+    out->borrowed_shape = req->borrowed_shape;
     struct est_band bt = training_band(req, h, out->method, w->class_);
     struct est_band bs = est_band_start(req->new_shape ? NULL : h, out->method, w->class_);
     out->train_low_s = out->train_s * bt.lo;
@@ -829,4 +830,11 @@ double est_rft_grade_tokens(double prompt_tokens, int answer_reads, int answer_t
     double read = prompt_tokens + (double)answer_reads * answer_tokens / 2.0;
     double reply = max_tokens;
     return size_ratio * (read / 3.0 + reply * EST_DECODE_ALONE / 3.0);
+}
+
+double est_loading_s(double model_bytes, double grader_bytes)
+{
+    double bytes = (model_bytes > 0 && isfinite(model_bytes) ? model_bytes : 0) +
+                   (grader_bytes > 0 && isfinite(grader_bytes) ? grader_bytes : 0);
+    return EST_LOAD_BASE_S + bytes / EST_LOAD_BYTES_PER_S;
 }

@@ -192,6 +192,7 @@ struct estimate {
     double alt_low_s, alt_high_s;    /* the range of its finish there (from
                                         now), held by the time range        */
     bool new_shape;                  /* the request's: default part bands    */
+    bool borrowed_shape;             /* the request's: borrowed factor       */
     double range_margin;             /* the margin (logs) applied to the half-
                                         width of the parts' sum
                                         (est_range_margin, at least half of
@@ -296,6 +297,18 @@ double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
 #define EST_DECODE_ALONE 9.0
 double est_rft_grade_tokens(double prompt_tokens, int answer_reads, int answer_tokens,
                             int max_tokens, double size_ratio);
+
+/* The nominal loading before an attempt's first step (the fixed costs'
+ * nominal, est_request.startup_s before the learnt factor): a base
+ * EST_LOAD_BASE_S, then the policy's files (model_bytes) read at
+ * EST_LOAD_BYTES_PER_S and, for reinforcement fine-tuning, the files of
+ * the models its score_model graders ask (grader_bytes, each model once;
+ * 0 for any other grader), which the trainer loads before the first step
+ * too (docs/estimator.md, "Reinforcement fine-tuning: rollouts, grading
+ * and updates"). Negative or non-finite bytes count as 0. */
+#define EST_LOAD_BASE_S 2.0
+#define EST_LOAD_BYTES_PER_S 200e6
+double est_loading_s(double model_bytes, double grader_bytes);
 
 /* Stretches the estimate's training time, total time and price by
  * (1 + share): validation and sample answers run on the same worker

@@ -8,6 +8,8 @@
 #define MIB (1024.0 * 1024.0)
 #define PROCESS_OVERHEAD_BYTES (256.0 * MIB)
 #define MARGIN 0.05
+/* a score_model grader's model, loaded for inference in fp32 */
+#define GRADER_BYTES_PER_PARAM 4.0
 #define NF4_BITS_PER_WEIGHT 4.127 /* 4 bits + 8-bit scale per 64 + fp32 per 256 scales */
 #define ACT_BYTES 4.0             /* the trainer keeps activations in fp32 */
 #define DEFAULT_LORA_RANK 16
@@ -194,6 +196,8 @@ enum alallo_err planner_normalize(const struct plan_job *in, struct plan_job *ou
         j.threads = PLAN_ASSUMED_THREADS;
     if (j.threads < 1 || j.threads > PLAN_MAX_THREADS)
         return invalid(why, whycap, "thread count out of range");
+    if (j.grader_params < 0 || j.grader_params > PLAN_MAX_GRADER_PARAMS)
+        return invalid(why, whycap, "grader model parameter count out of range");
     *out = j;
     return ERR_OK;
 }
@@ -312,14 +316,17 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     if (on_gpu) /* the head's block of logits again in bf16, and its input */
         logits += 2.0 * rows * (m->vocab + h);
     double overhead = on_gpu ? (double)PLAN_GPU_OVERHEAD_BYTES : PROCESS_OVERHEAD_BYTES;
-    double sum = base + trainable + activations + logits + overhead;
+    /* the grader's models, held in fp32 in the process's memory */
+    double grader = on_gpu ? 0.0 : GRADER_BYTES_PER_PARAM * (double)j.grader_params;
+    double sum = base + trainable + activations + logits + grader + overhead;
     double total = sum * (1.0 + (on_gpu ? PLAN_GPU_MARGIN : MARGIN));
 
     out->base = bytes(base);
     out->trainable = bytes(trainable);
     out->activations = bytes(activations);
     out->logits = bytes(logits);
-    out->overhead = bytes(total - base - trainable - activations - logits);
+    out->grader = bytes(grader);
+    out->overhead = bytes(total - base - trainable - activations - logits - grader);
     out->total = bytes(total);
     return ERR_OK;
 }

@@ -28,6 +28,11 @@
  *                 3k*h + 4k*mi + E + 2k (E experts, k per token, width mi)
  *   logits        a block of rows of logits at a time (64 MiB of fp32,
  *                 twice with final soft-capping) and two h-wide rows
+ *   grader models reinforcement fine-tuning's score_model graders' models,
+ *                 which the trainer loads beside the policy for inference
+ *                 in fp32 (train/run/generate.c's gen_open): 4 bytes per
+ *                 parameter (grader_params); not on a GPU, where the loop
+ *                 does not run them
  *   overhead      256 MiB for the process, then 5% on top of everything
  * The trainer reports its measured peak after the first steps; a job that
  * needs more than its worker offers is moved (resched.h).
@@ -68,6 +73,7 @@ enum plan_method { PLAN_METHOD_LORA_16 = 0, PLAN_METHOD_FULL_16, PLAN_METHOD_LOR
 #define PLAN_MAX_BATCH 65536
 #define PLAN_MAX_SEQ 1048576
 #define PLAN_MAX_RANK 65536
+#define PLAN_MAX_GRADER_PARAMS (1LL << 44) /* 17.6 T: several of the largest models */
 
 /* A Llama-style decoder, as config.json describes it. */
 struct plan_model {
@@ -104,6 +110,9 @@ struct plan_job {
     int seq_len;
     int threads;            /* training threads (the worker's cpus); 0 =
                                PLAN_ASSUMED_THREADS                          */
+    int64_t grader_params;  /* reinforcement: the parameters of the models
+                               its score_model graders ask (each once); 0
+                               for any other grader or method               */
 };
 
 /* Threads assumed when the worker is not known yet: the attention score
@@ -117,6 +126,7 @@ struct plan_memory {
     int64_t trainable;   /* trainable parameters: weights, grads, AdamW      */
     int64_t activations;
     int64_t logits;
+    int64_t grader;      /* the grader's models (grader_params, fp32)      */
     int64_t overhead;    /* process, plus the margin                         */
     int64_t total;
 };

@@ -4,7 +4,7 @@
 // long enough to be hit mid-way, the ledger, and the LD_PRELOAD shim of
 // tests/fault/enospc_shim.c built with cc into a temporary folder.
 // Not a test itself.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after } from 'node:test';
@@ -231,12 +231,21 @@ export function checkpointDirs(s, jobId) {
 
 export const stepOf = (dir) => Number(/step-(\d+)$/.exec(dir)[1]);
 
-// Builds tests/fault/enospc_shim.c into a temporary folder; returns the .so.
-let shim = null;
-export function buildShim() {
-  if (shim) return shim;
-  const out = path.join(tmpdir('alallo-shim-'), 'enospc_shim.so');
-  execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-Wextra', '-Werror', '-o', out, path.join(ROOT, 'tests/fault/enospc_shim.c'), '-ldl'], { stdio: 'pipe' });
-  shim = out;
+// Builds tests/fault/NAME.c (enospc_shim unless named) into a temporary
+// folder; returns the .so.
+const shims = new Map();
+export function buildShim(name = 'enospc_shim') {
+  if (shims.has(name)) return shims.get(name);
+  const out = path.join(tmpdir('alallo-shim-'), `${name}.so`);
+  execFileSync('cc', ['-shared', '-fPIC', '-O1', '-Wall', '-Wextra', '-Werror', '-o', out, path.join(ROOT, `tests/fault/${name}.c`), '-ldl'], { stdio: 'pipe' });
+  shims.set(name, out);
   return out;
+}
+
+// LD_PRELOAD for shim: a binary built with AddressSanitizer needs its
+// runtime first, before the shim (make asan runs the fault tests that way).
+export function preloadWith(shim) {
+  const ldd = spawnSync('ldd', [BIN], { encoding: 'utf8' });
+  const asan = /\blibasan\.so\S*\s+=>\s+(\S+)/.exec(ldd.stdout || '');
+  return asan ? `${asan[1]} ${shim}` : shim;
 }

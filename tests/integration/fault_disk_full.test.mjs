@@ -20,19 +20,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import {
-  BIN, buildShim, checkpointDirs, checkpoints, createLongJob, ledger, startServe, startWorker, stepOf,
+  BIN, buildShim, checkpointDirs, checkpoints, createLongJob, ledger, preloadWith, startServe, startWorker, stepOf,
   stopProc, tmpdir, trainers, uploadSample, waitFor, waitWorkers,
 } from '../fault/fault_harness.mjs';
 
 const NOTIFIED = "Failed. We've been notified and are looking into it.";
-
-// A binary built with AddressSanitizer needs its runtime first in
-// LD_PRELOAD, before the shim (make asan runs this suite that way too).
-function preloadWith(shim) {
-  const ldd = spawnSync('ldd', [BIN], { encoding: 'utf8' });
-  const asan = /\blibasan\.so\S*\s+=>\s+(\S+)/.exec(ldd.stdout || '');
-  return asan ? `${asan[1]} ${shim}` : shim;
-}
 
 test('a full disk during a checkpoint: the previous checkpoint stays usable and a resume continues from it', { timeout: 300000 }, async () => {
   const shim = buildShim();

@@ -8,7 +8,8 @@
 // two accounts on different adapters of one base go through the model
 // together and each gets its own answer; the engine killed is a 503 with
 // Retry-After and the next request is served by the restarted engine, which
-// /metrics shows up and restarted once; the
+// /metrics shows up and restarted once; requests waiting together when a
+// step starts are prefilled in one pass over the weights; the
 // engine's socket refuses bad requests with a reason; `serve --inference
 // child` answers the same without an engine.
 import assert from 'node:assert/strict';
@@ -24,8 +25,8 @@ const PROMPT = 'Review: a good film\nSentiment:';
 const TOKENS = 12;
 
 // `alallo generate --json` on a folder (and adapter), at temperature 0.
-function generate(args) {
-  const r = spawnSync(BIN, ['generate', ...args, '--prompt', PROMPT, '--max-tokens', String(TOKENS), '--temperature', '0', '--json'], { encoding: 'utf8', timeout: 120000 });
+function generate(args, prompt = PROMPT) {
+  const r = spawnSync(BIN, ['generate', ...args, '--prompt', prompt, '--max-tokens', String(TOKENS), '--temperature', '0', '--json'], { encoding: 'utf8', timeout: 120000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout.trim().split('\n').pop()).text;
 }
@@ -169,6 +170,52 @@ describe('the resident inference engine', () => {
     }
     const last = rounds[rounds.length - 1].match(/tokens (\d+), steps (\d+)/);
     assert.ok(Number(last[1]) > Number(last[2]), rounds.join('; '));
+  });
+
+  test('requests waiting when a step starts are prefilled together in one pass, each its own answer', async () => {
+    // Four requests (the base on two prompts, the LoRA job's and the
+    // checkpoint's adapters; prompts of different lengths) reach the engine
+    // while it is stopped, so all of them wait when it goes on: their
+    // prompts go through the weights in one pass (the stats' prefill_passes),
+    // and each answers as `alallo generate` does alone.
+    const tiny = path.join(models, 'tiny');
+    const jobs = path.join(s.data, 'jobs');
+    const other = 'Review: the worst plot and a dull cast, two hours lost\nSentiment:';
+    const asks = [
+      { adapter: null, prompt: PROMPT },
+      { adapter: path.join(jobs, lora.id, 'out/adapter'), prompt: PROMPT },
+      { adapter: path.join(jobs, lora.id, 'checkpoint-models/step-4/adapter'), prompt: other },
+      { adapter: null, prompt: other },
+    ];
+    const wants = asks.map((a) => generate(['--model-dir', tiny, ...(a.adapter ? ['--adapter-dir', a.adapter] : [])], a.prompt));
+    const [before] = await engineCall(sock, '{"stats":true}');
+    assert.equal(typeof before.prefill_passes, 'number', JSON.stringify(before));
+    const pid = enginePid();
+    assert.ok(pid > 0);
+    process.kill(pid, 'SIGSTOP');
+    let answers;
+    try {
+      const sent = [];
+      answers = asks.map((a, i) => new Promise((resolve, reject) => {
+        const c = net.createConnection(sock);
+        let got = '';
+        const line = { account: `acct${i % 2}`, weights: tiny, prompt: a.prompt, max_tokens: TOKENS };
+        if (a.adapter)
+          line.adapter = a.adapter;
+        sent.push(new Promise((written) => c.on('connect', () => c.write(JSON.stringify(line) + '\n', written))));
+        c.on('data', (d) => (got += d));
+        c.on('end', () => resolve(got.trim().split('\n').map((l) => JSON.parse(l)).pop()));
+        c.on('error', reject);
+      }));
+      await Promise.all(sent); // every line is in its socket before the engine goes on
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const got = await Promise.all(answers);
+    got.forEach((g, i) => assert.equal(g.text, wants[i], `request ${i}: ${JSON.stringify(g)}`));
+    assert.notEqual(wants[1], wants[0]); // the adapter matters (as the first test shows)
+    const [afterStats] = await engineCall(sock, '{"stats":true}');
+    assert.equal(afterStats.prefill_passes - before.prefill_passes, 1, JSON.stringify([before, afterStats]));
   });
 
   test('the engine killed: 503 with Retry-After, then the restarted engine answers', async () => {

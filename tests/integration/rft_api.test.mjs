@@ -3,7 +3,8 @@
 // when the job is made (400 naming the field), each line checked for the
 // fields the grader reads, the graders/validate and graders/run endpoints,
 // and a small job that runs to a fine-tuned model through the openai SDK,
-// its rewards in the events and the results file.
+// its rewards in the events and the results file. Python graders run in
+// the sandbox (bubblewrap, scripts/deps.sh), which must work here.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -17,6 +18,17 @@ const prompt = (q, extra = { reference: 'union' }) => ({
 const CHECK = {
   type: 'string_check', name: 'says it', input: '{{ sample.output_text }}',
   reference: '{{ item.reference }}', operation: 'ilike',
+};
+
+// A machine without user namespaces says so (docs/rft.md): there the
+// python tests check that python graders are refused with the reason.
+const NO_USERNS = process.env.ALALLO_TEST_NO_USERNS === '1';
+// 1 when the answer holds the line's reference, the case ignored
+const SAYS_IT = {
+  type: 'python', name: 'says it', image_tag: '2025-05-08',
+  source: 'def grade(sample, item):\n'
+    + '    text = sample["output_text"].lower()\n'
+    + '    return 1.0 if item["reference"].lower() in text else 0.0\n',
 };
 
 describe('reinforcement fine-tuning through the API', () => {
@@ -48,8 +60,6 @@ describe('reinforcement fine-tuning through the API', () => {
   test('bad graders are answered with 400 naming the field', async () => {
     const cases = [
       [{ ...CHECK, operation: 'regex' }, 'method.reinforcement.grader.operation', /"ilike"/],
-      [{ type: 'python', source: 'def grade(s, i): return 1' }, 'method.reinforcement.grader.type',
-        /python graders are not run by alallo/],
       [{ type: 'text_similarity', input: '{{sample.output_text}}', reference: 'x',
         evaluation_metric: 'cosine' }, 'method.reinforcement.grader.evaluation_metric',
       /no embedding model/],
@@ -191,5 +201,112 @@ describe('reinforcement fine-tuning through the API', () => {
     const done = await s.waitStatus(job.id, ['cancelled', 'failed', 'succeeded'],
       { timeoutMs: 120000 });
     assert.equal(done.status, 'cancelled', JSON.stringify(done.error));
+  });
+
+  // one side or the other, whichever this machine has: nothing skipped
+  const withSandbox = NO_USERNS ? () => {} : test;
+  const withoutSandbox = NO_USERNS ? test : () => {};
+  withoutSandbox('without a sandbox, python graders are refused with the reason', async () => {
+    for (const p of ['validate', 'run']) {
+      const r = await s.call('POST', `/v1/fine_tuning/alpha/graders/${p}`,
+        { body: { grader: SAYS_IT, model_sample: 'x', item: {} } });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.error.param, 'grader');
+      assert.match(r.json.error.message, /python graders need a sandbox .*: /);
+    }
+    const j = await s.createJob(rft(SAYS_IT));
+    assert.equal(j.status, 400);
+    assert.equal(j.json.error.param, 'method.reinforcement.grader');
+  });
+
+  withSandbox('a python grader: graders/validate and graders/run run its source in the sandbox', async () => {
+    const v = await s.call('POST', '/v1/fine_tuning/alpha/graders/validate',
+      { body: { grader: SAYS_IT } });
+    assert.equal(v.status, 200, v.text);
+    assert.deepEqual(v.json.grader, SAYS_IT);
+    const bad = await s.call('POST', '/v1/fine_tuning/alpha/graders/validate',
+      { body: { grader: { ...SAYS_IT, source: 'def grade(sample, item) return 1\n' } } });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, 'grader.source');
+    assert.match(bad.json.error.message, /does not compile/);
+    const run = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: SAYS_IT, model_sample: 'Long live the Union!', item: { reference: 'union' } },
+    });
+    assert.equal(run.status, 200, run.text);
+    assert.equal(run.json.reward, 1);
+    assert.equal(run.json.metadata.type, 'python');
+    assert.equal(run.json.metadata.errors.grader_error, false);
+    const miss = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: SAYS_IT, model_sample: 'Long live the king', item: { reference: 'union' } },
+    });
+    assert.equal(miss.json.reward, 0);
+    // a grader that fails on this sample: reward 0 and the error named
+    const failing = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: SAYS_IT, model_sample: 'x', item: {} },
+    });
+    assert.equal(failing.status, 200, failing.text);
+    assert.equal(failing.json.reward, 0);
+    assert.equal(failing.json.metadata.errors.grader_error, true);
+    assert.match(failing.json.metadata.errors.message, /KeyError: 'reference'/);
+    // no network inside
+    const net = await s.call('POST', '/v1/fine_tuning/alpha/graders/run', {
+      body: { grader: { type: 'python', name: 'net', source: 'import socket\n'
+        + 'def grade(sample, item):\n'
+        + `    socket.create_connection(("127.0.0.1", ${new URL(s.url).port}), timeout=2)\n`
+        + '    return 1\n' }, model_sample: 'x', item: {} },
+    });
+    assert.equal(net.json.reward, 0, net.text);
+    assert.equal(net.json.metadata.errors.grader_error, true);
+    assert.match(net.json.metadata.errors.message, /OSError|unreachable|refused/i);
+  });
+
+  withSandbox('a python source that does not compile is refused at creation, naming the field', async () => {
+    const r = await s.createJob(rft({ ...SAYS_IT, source: 'def grade(:\n' }));
+    assert.equal(r.status, 400, JSON.stringify(r.json));
+    assert.equal(r.json.error.param, 'method.reinforcement.grader.source');
+    assert.match(r.json.error.message, /does not compile/);
+    const none = await s.createJob(rft({ type: 'python', name: 'x' }));
+    assert.equal(none.status, 400);
+    assert.equal(none.json.error.param, 'method.reinforcement.grader.source');
+  });
+
+  // a small job graded by grader, to its end: the job and its events
+  const runSmall = async (grader) => {
+    const r = await s.createJob(rft(grader, { n_epochs: 1, batch_size: 2,
+      compute_multiplier: 0.5, reasoning_effort: 'low', eval_interval: 1 }));
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const id = r.json.id;
+    const done = await waitFor(async () => {
+      const j = await s.call('GET', `/v1/fine_tuning/jobs/${id}`);
+      return ['succeeded', 'failed', 'cancelled'].includes(j.json.status) ? j.json : false;
+    }, { timeoutMs: 300000, everyMs: 500, what: 'the job to end' });
+    assert.equal(done.status, 'succeeded', `${done.error?.message}\n${s.output}`);
+    const events = await s.call('GET', `/v1/fine_tuning/jobs/${id}/events?limit=100`);
+    return events.json.data;
+  };
+
+  withSandbox('a small job graded by a python grader runs, its rewards logged', async () => {
+    const events = await runSmall(SAYS_IT);
+    const metrics = events.filter((e) => e.type === 'metrics');
+    assert.ok(metrics.some((e) => typeof e.data.train_reward_mean === 'number'),
+      JSON.stringify(events.slice(0, 5)));
+    // every answer was graded: no grader failure was warned
+    assert.ok(!events.some((e) => /the grader failed/.test(e.message)),
+      JSON.stringify(events.filter((e) => e.level === 'warn')));
+    const samples = events.filter((e) => e.type === 'message' && e.data?.sample === true);
+    assert.ok(samples.length > 0);
+    for (const e of samples)
+      assert.ok(e.data.score === 0 || e.data.score === 1, JSON.stringify(e));
+  });
+
+  withSandbox('a python grader that fails on its answers scores them 0 with a warning', async () => {
+    const events = await runSmall({ type: 'python', name: 'fails',
+      source: 'def grade(sample, item):\n    raise ValueError("cannot grade this")\n' });
+    const warned = events.filter((e) => /the grader failed on an answer/.test(e.message));
+    assert.equal(warned.length, 1, JSON.stringify(events.slice(0, 8)));
+    assert.match(warned[0].message, /the python grader failed: ValueError: cannot grade this/);
+    const metrics = events.filter((e) => typeof e.data?.train_reward_mean === 'number');
+    assert.ok(metrics.length > 0);
+    for (const e of metrics) assert.equal(e.data.train_reward_mean, 0, JSON.stringify(e));
   });
 });

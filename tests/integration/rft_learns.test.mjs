@@ -154,8 +154,8 @@ test('a score_model grader asks its model beside training', () => {
   const lines = events.filter((e) => e.event === 'log').map((e) => e.line);
   assert.ok(events.some((e) => e.event === 'done'), lines.join('\n'));
   assert.ok(!lines.some((l) => /grader failed/.test(l)), lines.join('\n'));
-  // a model grader's generation stays on the loop's thread (docs/rft.md)
-  assert.ok(lines.some((l) => /fine-tuning started: .*graded after them/.test(l)), lines.join('\n'));
+  // a model grader, too, grades beside the rollouts (docs/rft.md)
+  assert.ok(lines.some((l) => /fine-tuning started: .*graded beside/.test(l)), lines.join('\n'));
   assert.ok(lines.some((l) => /^step 1\/1: .*; graders: (close [0-9.]+, judge [0-9.]+|judge [0-9.]+, close [0-9.]+)/.test(l)),
     lines.join('\n'));
   // each sample answer carries its score and the two graders' scores, whose
@@ -212,4 +212,44 @@ test('grading beside the rollouts changes nothing; inline is there to compare, a
     { encoding: 'utf8', timeout: 120000, env: { ...process.env, ALALLO_RFT_GRADING: 'later' } });
   assert.equal(bad.status, 3, bad.stdout + bad.stderr);
   assert.match(bad.stdout, /ALALLO_RFT_GRADING is \\"later\\": it is \\"beside\\" or \\"inline\\"/);
+});
+
+// A score_model grader's model generates in the grading thread while the
+// policy's rollouts decode in the loop's thread: alone or inside a multi,
+// the job says it grades beside them, and every step (losses, rewards, a
+// multi's per-grader means) is that of grading after the rollouts.
+test('a score_model grader, alone or in a multi, grades beside the rollouts and changes nothing', () => {
+  const dir = tmpdir('alallo-rft-');
+  const judge = { type: 'score_model', model: 'alallo-base', range: [0, 1],
+    input: [{ role: 'user', content: 'Is "{{sample.output_text}}" about {{item.reference}}? Answer 0 or 1.' }],
+    sampling_params: { max_completions_tokens: 4 } };
+  const graders = {
+    alone: { ...judge, name: 'judge' },
+    multi: { type: 'multi', graders: { judge, word: { type: 'string_check', input: '{{sample.output_text}}',
+      reference: '{{item.reference}}', operation: 'ilike' } }, calculate_output: '0.5 * judge + 0.5 * word' },
+  };
+  const started = (events) => events.find((e) => e.event === 'log' && /fine-tuning started/.test(e.line)).line;
+  const steps = (events) => events.filter((e) => e.event === 'step')
+    .map((e) => [e.step, e.train_loss, e.train_reward_mean, e.valid_reward_mean]);
+  const lines = (events) => events.filter((e) => e.event === 'log' && /^step \d/.test(e.line)).map((e) => e.line);
+  for (const [kind, grader] of Object.entries(graders)) {
+    const cfg = { ...settings(dir), max_steps: 2, rft_eval_interval: 2, rft_eval_samples: 1, grader,
+      grader_models: { 'alallo-base': path.join(ROOT, 'models', 'alallo-base') },
+      out_dir: path.join(dir, `${kind}-beside`), checkpoint_dir: path.join(dir, `${kind}-ckpt-beside`) };
+    const beside = train(dir, cfg, { ...process.env, ALALLO_RFT_GRADING: 'beside' });
+    const inline = train(dir, { ...cfg, out_dir: path.join(dir, `${kind}-inline`),
+      checkpoint_dir: path.join(dir, `${kind}-ckpt-inline`) }, { ...process.env, ALALLO_RFT_GRADING: 'inline' });
+    const logs = (events) => events.filter((e) => e.event === 'log').map((e) => e.line).join('\n');
+    for (const events of [beside, inline]) {
+      assert.ok(events.some((e) => e.event === 'done'), `${kind}: ${logs(events)}`);
+      assert.ok(!/grader failed/.test(logs(events)), `${kind}: ${logs(events)}`);
+    }
+    assert.match(started(beside), /\(decoded together, graded beside\)/, kind);
+    assert.match(started(inline), /\(decoded together, graded after them\)/, kind);
+    assert.equal(steps(beside).length, 2, kind);
+    assert.deepEqual(steps(beside), steps(inline), kind);
+    assert.deepEqual(lines(beside), lines(inline), kind);
+    if (kind === 'multi')
+      assert.ok(lines(beside).every((l) => /; graders: .*judge [0-9.]+/.test(l)), lines(beside).join('\n'));
+  }
 });

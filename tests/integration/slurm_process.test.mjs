@@ -4,7 +4,7 @@
 // runner with its own token, heartbeats, lost runners, fencing), without a
 // cluster. tests/integration/slurm_cluster.test.mjs runs the Slurm side.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { assertBilledOnce, checkpoints, trainers } from '../fault/fault_harness.mjs';
 import { BIN } from './service_harness.mjs';
 import {
-  createJob, freeze, runnerLog, runners, runningJob, startEngineServe, thaw, uploadSample, waitFor, waitJob,
+  createJob, cutOffJob, freeze, runnerLog, runners, startEngineServe, thaw, uploadSample, waitFor, waitJob, WORKER_TIMEOUT_S,
 } from '../slurm/engine_harness.mjs';
 
 async function post(s, p, token, body) {
@@ -60,7 +60,7 @@ test('a job runs as one engine job, its runner holding a token for its attempt o
     // The checkpoints the trainer wrote are in the attempt's folder.
     assert.ok(fs.readdirSync(path.join(dir, 'checkpoints')).some((n) => /^step-\d+$/.test(n)));
     // The job succeeds at the trainer's `done`; the runner's finish follows.
-    await waitFor(() => runners().length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
+    await waitFor(() => runners(a.id).length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
     assert.match(runnerLog(s, job.id, a.id), /reported/);
 
     // The token is good for its own attempt only, and for none of the
@@ -126,14 +126,13 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
   const s = await startEngineServe({ executor: 'process' });
   const frozen = [];
   try {
-    const { job, attempt: stale, dir: staleDir, pids } = await runningJob(s, await uploadSample(s));
-    const cutAt = Date.now();
-    frozen.push(...freeze(pids));
-    // Lost within the worker timeout (6 s) and a tick or two; the job
+    const { job, attempt: stale, dir: staleDir, pids, cutAt } = await cutOffJob(s, await uploadSample(s));
+    frozen.push(...pids);
+    // Lost within the worker timeout (WORKER_TIMEOUT_S) and a tick or two; the job
     // continues in a new attempt from the latest checkpoint recorded.
     const moved = await waitJob(s, job.id, (j) => j.attempts.length === 2 && j.attempts[1].engine?.state === 'running', 'to move to a new attempt', { timeoutMs: 60000 });
     assert.match(moved.attempts[0].reason, /lost/);
-    assert.ok(moved.attempts[0].ended_at * 1000 - cutAt < 15000, 'lost too late');
+    assert.ok(moved.attempts[0].ended_at * 1000 - cutAt < (WORKER_TIMEOUT_S + 9) * 1000, 'lost too late');
     const next = moved.attempts[1];
     assert.ok(next.start_step > 0, 'the new attempt continues from a checkpoint');
     assert.equal(next.engine.resume_from, path.join(staleDir, 'checkpoints', `step-${String(next.start_step).padStart(8, '0')}`));
@@ -154,6 +153,65 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
     }
     await assertBilledOnce(assert, s, done);
   } finally {
+    thaw(frozen);
+    await s.stop();
+  }
+});
+
+// One runner per attempt (docs/worker-protocol.md, "The attempt runner"):
+// a second `alallo attempt run` of an attempt that already has a runner,
+// as a job a crashed controller forgot can be while the job submitted again
+// under the same tag runs, is refused at its start and runs no trainer; the
+// first runner's own start, sent again (an answer it lost), is answered as
+// before. The trainer is frozen meanwhile so that the attempt stays open.
+test('a second runner of a running attempt is refused at its start and runs nothing', { timeout: 400000 }, async () => {
+  const s = await startEngineServe({ executor: 'process' });
+  const frozen = [];
+  let second = null;
+  try {
+    const job = await createJob(s, await uploadSample(s), { epochs: 20 });
+    const running = await waitJob(s, job.id, (j) => j.status === 'running' && j.attempts.at(-1)?.engine?.node, 'to run');
+    const att = running.attempts.at(-1);
+    const dir = attemptDir(s, job.id, att.id);
+    const trainer = await waitFor(() => {
+      const t = trainers({ under: dir });
+      return t.length === 1 ? t : false;
+    }, { timeoutMs: 30000, what: 'the trainer of the first runner' });
+    frozen.push(...freeze(trainer));
+    const token = fs.readFileSync(path.join(dir, 'token'), 'utf8').trim();
+
+    // The first runner again: the same engine job on the same node.
+    const again = await post(s, `/internal/attempts/${att.id}/start`, token, { engine_id: att.engine.job_id, node: att.engine.node });
+    assert.equal(again.status, 200, JSON.stringify(again.json));
+    assert.deepEqual([again.json.attempt_id, again.json.job_id], [att.id, job.id]);
+    assert.match(runnerLog(s, job.id, att.id), new RegExp(`fence ${again.json.fence},`), 'the fence the first runner holds');
+    // The same engine job id on another node is another runner.
+    const elsewhere = await post(s, `/internal/attempts/${att.id}/start`, token, { engine_id: att.engine.job_id, node: 'another-node' });
+    assert.equal(elsewhere.status, 409, JSON.stringify(elsewhere.json));
+
+    // A second runner process, in another engine job.
+    second = spawn(BIN, ['attempt', 'run', '--server', s.url, '--attempt', att.id, '--token', `@${path.join(dir, 'token')}`, '--work-dir', dir],
+      { env: { ...process.env, ALALLO_ENGINE_ID: `${att.engine.job_id}0` }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const code = await new Promise((resolve, reject) => {
+      const late = setTimeout(() => reject(new Error(`the second runner still runs after 60 s:\n${runnerLog(s, job.id, att.id)}`)), 60000);
+      second.on('exit', (c) => {
+        clearTimeout(late);
+        resolve(c);
+      });
+    });
+    second = null;
+    assert.equal(code, 3, runnerLog(s, job.id, att.id));
+    assert.match(runnerLog(s, job.id, att.id), /start refused \(409\): Another runner has started this attempt/);
+    assert.equal(trainers({ under: dir }).length, 1, 'no second trainer');
+    assert.equal(runners(att.id).length, 1);
+
+    thaw(frozen);
+    const done = await waitJob(s, job.id, (j) => j.status === 'succeeded', 'to succeed', { timeoutMs: 240000 });
+    assert.equal(done.attempts.length, 1, JSON.stringify(done.attempts));
+    assert.equal(done.attempts[0].engine.job_id, att.engine.job_id);
+    await assertBilledOnce(assert, s, done);
+  } finally {
+    second?.kill('SIGKILL');
     thaw(frozen);
     await s.stop();
   }
@@ -214,7 +272,7 @@ test('a slot with GPUs trains on them where alallo has CUDA, else on the CPU wit
     assert.equal(a.worker, 'process.g.0');
     const dir = attemptDir(s, job.id, a.id);
     const config = JSON.parse(fs.readFileSync(path.join(dir, 'ATTEMPT.json'), 'utf8'));
-    await waitFor(() => runners().length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
+    await waitFor(() => runners(a.id).length === 0, { timeoutMs: 20000, what: 'the runner to exit' });
     const log = runnerLog(s, job.id, a.id);
     if (CUDA) {
       assert.equal(config.device, 'cuda');

@@ -121,8 +121,16 @@ function killDaemon(kit, env, name, args, check, ready) {
   };
 }
 
-// serve with an engine: no local worker, the tiny model, a short worker
-// timeout. env: the environment serve runs in (SLURM_CONF for Slurm).
+// The runners' worker timeout (seconds) of the engine tests' serve: the
+// default. At 6 s (a heartbeat every 2 s), beside a load average of 30,
+// healthy runners missed 6 s of heartbeats and were declared lost, so that
+// a job moved again and again and a test's count of attempts, or its
+// freeze of the first attempt's processes, no longer held. A test that
+// times a loss allows this plus the ticks that notice it.
+export const WORKER_TIMEOUT_S = 10;
+
+// serve with an engine: no local worker, the tiny model, the worker
+// timeout above. env: the environment serve runs in (SLURM_CONF for Slurm).
 export async function startEngineServe({ executor = 'process', pools = [], args = [], env, data, port } = {}) {
   const poolArgs = pools.flatMap((p) => ['--slurm-pool', p]);
   const saved = { ...process.env };
@@ -131,7 +139,7 @@ export async function startEngineServe({ executor = 'process', pools = [], args 
     return await Serve.start({
       data,
       port,
-      args: ['--models', tinyModelsDir(), '--executor', executor, ...poolArgs, '--worker-timeout', '6', ...args],
+      args: ['--models', tinyModelsDir(), '--executor', executor, ...poolArgs, '--worker-timeout', String(WORKER_TIMEOUT_S), ...args],
     });
   } finally {
     if (env) {
@@ -208,7 +216,13 @@ export function runnerLog(s, job, att) {
 // A node cut off: its runner and trainer frozen (SIGSTOP). Returns the
 // PIDs; thaw() lets them go on (SIGCONT), ignoring those gone.
 export function freeze(pids) {
-  for (const pid of pids) process.kill(pid, 'SIGSTOP');
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGSTOP');
+    } catch {
+      // gone: the caller checks what it froze
+    }
+  }
   return pids;
 }
 
@@ -222,22 +236,51 @@ export function thaw(pids) {
   }
 }
 
-// A 2,000-step job (a checkpoint every 200) running after its first
-// checkpoint, with its runner and trainer: { job, attempt, dir, pids }.
-// Throws when the job ended first (the test needs it longer).
-export async function runningJob(s, file) {
+// A 2,000-step job (a checkpoint every 200) cut off after its first
+// recorded checkpoint: its runner and trainer frozen (SIGSTOP) at once.
+// Returns { job, attempt, dir, pids, cutAt }: the frozen PIDs (for thaw())
+// and when they were frozen. The two processes are found while the job
+// runs, before the checkpoint, and frozen as soon as the server lists it,
+// then checked: a scan after the checkpoint could catch the trainer
+// already gone at the end of the job (a slow poll under load), and a scan
+// before the trainer's start only the runner. Throws when the job ended,
+// or its attempt changed, before the freeze (the test needs it longer).
+export async function cutOffJob(s, file) {
   const job = await createJob(s, file, { epochs: 20 });
+  const explain = async (e) => {
+    e.message += `\nthe job: ${JSON.stringify(await s.job(job.id))}\nserve's output:\n${s.output.slice(-4000)}`;
+    return e;
+  };
+  let found;
   try {
+    found = await waitFor(async () => {
+      const j = await s.job(job.id);
+      if (['succeeded', 'failed', 'cancelled'].includes(j.status)) throw new Error(`job ${job.id} is ${j.status} already: make it longer`);
+      const attempt = j.attempts.at(-1);
+      if (j.status !== 'running' || !attempt) return false;
+      const dir = path.join(s.data, 'jobs', job.id, 'attempts', attempt.id);
+      const runner = runners(attempt.id).map((r) => r.pid);
+      const trainer = trainers({ under: dir });
+      return runner.length === 1 && trainer.length === 1 ? { attempt, dir, pids: [...runner, ...trainer] } : false;
+    }, { timeoutMs: 120000, everyMs: 200, what: `the runner and trainer of job ${job.id}` });
     await waitFor(async () => (await checkpoints(s, job.id)).length > 0, { timeoutMs: 120000, everyMs: 50, what: 'a first checkpoint' });
   } catch (e) {
-    e.message += `\nthe job: ${JSON.stringify(await s.job(job.id))}\nserve's output:\n${s.output.slice(-4000)}`;
-    throw e;
+    throw await explain(e);
   }
+  const pids = freeze(found.pids);
+  const cutAt = Date.now();
+  const alive = pids.filter((pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+    } catch {
+      return false;
+    }
+  });
   const j = await s.job(job.id);
-  if (j.status !== 'running') throw new Error(`job ${job.id} is ${j.status} already: make it longer`);
-  const attempt = j.attempts.at(-1);
-  const dir = path.join(s.data, 'jobs', job.id, 'attempts', attempt.id);
-  const pids = [...runners(attempt.id).map((r) => r.pid), ...trainers({ under: dir })];
-  if (pids.length !== 2) throw new Error(`runner and trainer of ${attempt.id}: ${pids}`);
-  return { job, attempt, dir, pids };
+  if (alive.length !== 2 || j.attempts.at(-1).id !== found.attempt.id || j.status !== 'running') {
+    thaw(pids);
+    throw await explain(new Error(`job ${job.id}: its runner and trainer ${found.pids} of ${found.attempt.id} ended before the freeze (alive: ${alive}): make it longer`));
+  }
+  return { job, attempt: found.attempt, dir: found.dir, pids, cutAt };
 }

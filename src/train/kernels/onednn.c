@@ -94,8 +94,10 @@ struct entry {
 };
 
 /* Process-wide: the library, one engine and stream, and the kept
- * primitives. The lock serialises products from different threads (the
- * trainer calls from one). */
+ * primitives, whose memory objects each product rewrites. The lock
+ * serialises products from different threads: reinforcement fine-tuning
+ * runs a model grader's generation in a thread beside the rollouts
+ * (train/run/rft_run.c), so two threads' products take turns here. */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int opened;
 static char why_not[256];

@@ -20,8 +20,9 @@
  * runtime), as many as omp_get_max_threads() says when it runs.
  * Primitives are made once per product shape and kept for the process
  * (at most ONEDNN_CACHE of them; the least recently used goes). One lock
- * serialises products called from different threads (the trainer calls
- * from one).
+ * serialises products called from different threads (reinforcement
+ * fine-tuning's grading thread runs a model grader's products beside the
+ * rollouts'); each call's result is the same whichever thread makes it.
  */
 #ifndef ALALLO_TRAIN_ONEDNN_H
 #define ALALLO_TRAIN_ONEDNN_H

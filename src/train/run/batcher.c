@@ -201,3 +201,8 @@ int batcher_step(struct batcher *b, struct batch_seq **seqs, int n)
         advance(b, seqs[i], b->logits + (size_t)i * V, (int)V);
     return 0;
 }
+
+struct decode_passes batcher_passes(const struct batcher *b)
+{
+    return decode_work_passes(b->w);
+}

@@ -3,7 +3,8 @@
  * products together (train/run/decode.h), each with its own adapter.
  *
  * A sequence joins whenever it is admitted: its first step feeds its whole
- * prompt (the prefill, in one pass, in the same batch as the others' next
+ * prompt (the prefill, in one pass with the prompts of every sequence
+ * joining at that step, in the same forward pass as the others' next
  * tokens) and later steps its last token. After each step every sequence
  * picks its next token as gen_ids does (generate.h: the same sampling
  * from its own seed, the same stops, the same limit at max_tokens or the
@@ -82,8 +83,13 @@ struct batcher *batcher_new(void);
 void batcher_free(struct batcher *b); /* NULL is fine */
 
 /* One step of seqs[0..n), all unfinished and of one base: one forward pass
- * over all of them, then each one's next token. 0, or -1 when memory ran
- * out (the step did not happen). */
+ * over all of them, then each one's next token. The prompts of the
+ * sequences that join at this step are prefilled together, one product a
+ * matrix for all their rows (decode_forward), whatever their order in
+ * seqs. 0, or -1 when memory ran out (the step did not happen). */
 int batcher_step(struct batcher *b, struct batch_seq **seqs, int n);
+
+/* The passes over the weights of b's steps so far (decode.h). */
+struct decode_passes batcher_passes(const struct batcher *b);
 
 #endif

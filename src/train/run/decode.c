@@ -53,6 +53,9 @@ struct decode_work {
     struct linear_scratch ls;
     struct moe_acts *moe; /* a mixture of experts' routing (moe.h), or NULL */
     float *mem;
+    struct decode_seq *order; /* (seqs): the batch, prompts first */
+    int *from;                /* (seqs): order[i] is the caller's seqs[from[i]] */
+    struct decode_passes passes;
 };
 
 struct decode_work *decode_work_new(void)
@@ -66,8 +69,15 @@ void decode_work_free(struct decode_work *w)
         return;
     free(w->ids);
     free(w->mem);
+    free(w->order);
+    free(w->from);
     moe_acts_free(w->moe);
     free(w);
+}
+
+struct decode_passes decode_work_passes(const struct decode_work *w)
+{
+    return w->passes;
 }
 
 static int work_fit(struct decode_work *w, const struct model *m, int rows, int seqs, int ctx,
@@ -104,18 +114,26 @@ static int work_fit(struct decode_work *w, const struct model *m, int rows, int 
         total += sizes[i];
     float *mem = malloc(total * sizeof(float));
     int32_t *ids = malloc(N * sizeof *ids);
+    struct decode_seq *order = malloc(S * sizeof *order);
+    int *from = malloc(S * sizeof *from);
     struct moe_acts *moe = c->n_experts > 0 ? moe_acts_create(m, N) : NULL;
-    if (!mem || !ids || (c->n_experts > 0 && !moe)) {
+    if (!mem || !ids || !order || !from || (c->n_experts > 0 && !moe)) {
         free(mem);
         free(ids);
+        free(order);
+        free(from);
         moe_acts_free(moe);
         return -1;
     }
     free(w->mem);
     free(w->ids);
+    free(w->order);
+    free(w->from);
     moe_acts_free(w->moe);
     w->mem = mem;
     w->ids = ids;
+    w->order = order;
+    w->from = from;
     w->moe = moe;
     size_t off = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -175,6 +193,10 @@ static void project(struct model *m, struct decode_work *w, int l, int p, float 
         int run = 0, e = s;
         for (; e < n_seq && (seqs[e].n == 1) == one; e++)
             run += seqs[e].n;
+        if (l == 0 && p == PROJ_Q) { /* one product per matrix: one pass over the weights */
+            w->passes.prompt += !one;
+            w->passes.token += one;
+        }
         times_wt(base, y + (size_t)row0 * base->out, x + (size_t)row0 * base->in, run, one, w);
         row0 += run;
         s = e;
@@ -265,6 +287,17 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
     if (rows < 1 || model_rope_ensure(m, ctx) ||
         work_fit(w, m, rows, n_seq, ctx, widest_rank(m, seqs, n_seq)))
         return -1;
+    /* The prompts' rows first, then the one-token rows, each in the
+     * caller's order: each kind is one run of rows, one product a matrix.
+     * A prompt of one token is a one-token row, as it is alone. */
+    int n_order = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int s = 0; s < n_seq; s++)
+            if ((seqs[s].n == 1) == (pass == 1)) {
+                w->from[n_order] = s;
+                w->order[n_order++] = seqs[s];
+            }
+    seqs = w->order;
     for (int s = 0, row0 = 0; s < n_seq; row0 += seqs[s].n, s++)
         memcpy(w->ids + row0, seqs[s].ids, sizeof(int32_t) * (size_t)seqs[s].n);
     model_embed(m, w->ids, rows, w->x);
@@ -316,7 +349,7 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
     }
     /* only each sequence's last position's logits are needed */
     for (int s = 0, row0 = 0; s < n_seq; row0 += seqs[s].n, s++) {
-        memcpy(w->last + (size_t)s * C, w->x + (size_t)(row0 + seqs[s].n - 1) * C,
+        memcpy(w->last + (size_t)w->from[s] * C, w->x + (size_t)(row0 + seqs[s].n - 1) * C,
                sizeof(float) * (size_t)C);
         seqs[s].kv->len += seqs[s].n;
     }

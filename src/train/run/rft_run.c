@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/grader.h"
+#include "core/grader_python.h"
 #include "core/job_hyper.h"
 #include "core/rng.h"
 #include "train/data/data.h"
@@ -142,7 +143,40 @@ static const char *last_user(const json_t *item)
 
 /* ------------------------------------------------------------ graders */
 
-/* A score_model grader's model: a generator over its folder, opened once. */
+/* The models the grader asks (score_model graders, alone or in a multi),
+ * each a generator over its folder opened once when the run loads, so
+ * that grading, in the loop's thread or the grading thread, only reads
+ * r->judges. Each judge is asked by one thread at a time: the grading
+ * thread during a step's rollouts, the loop's thread at a validation. */
+static bool open_judge(void *ctx, const struct grader_ask *a)
+{
+    struct rft *r = ctx;
+    for (int i = 0; i < r->n_judges; i++)
+        if (strcmp(r->judges[i].name, a->model) == 0)
+            return true;
+    const char *dir = json_string_value(json_object_get(r->models, a->model));
+    if (!dir) {
+        snprintf(r->err, sizeof r->err, "the grader's model %.200s is not at hand", a->model);
+        return false;
+    }
+    if (r->n_judges == RFT_MAX_JUDGES) {
+        snprintf(r->err, sizeof r->err, "the grader asks more than %d models", RFT_MAX_JUDGES);
+        return false;
+    }
+    struct judge *j = &r->judges[r->n_judges];
+    snprintf(j->name, sizeof j->name, "%s", a->model);
+    char why[400];
+    j->g = gen_open(dir, NULL, why, sizeof why);
+    if (!j->g) {
+        snprintf(r->err, sizeof r->err, "the grader's model %.100s cannot be loaded: %s",
+                 a->model, why);
+        return false;
+    }
+    r->n_judges++;
+    return true;
+}
+
+/* A score_model grader's question to its model (opened by open_judge). */
 static int ask_judge(void *ctx, const char *model, const json_t *messages,
                      const json_t *sampling, char **reply, char *err, size_t errcap)
 {
@@ -152,17 +186,8 @@ static int ask_judge(void *ctx, const char *model, const json_t *messages,
         if (strcmp(r->judges[i].name, model) == 0)
             j = &r->judges[i];
     if (!j) {
-        const char *dir = json_string_value(json_object_get(r->models, model));
-        if (!dir || r->n_judges == RFT_MAX_JUDGES) {
-            snprintf(err, errcap, "the grader's model %s is not at hand", model);
-            return -1;
-        }
-        j = &r->judges[r->n_judges];
-        snprintf(j->name, sizeof j->name, "%s", model);
-        j->g = gen_open(dir, NULL, err, errcap);
-        if (!j->g)
-            return -1;
-        r->n_judges++;
+        snprintf(err, errcap, "the grader's model %s is not at hand", model);
+        return -1;
     }
     const json_t *mt = json_object_get(sampling, "max_completions_tokens");
     const json_t *t = json_object_get(sampling, "temperature");
@@ -295,6 +320,9 @@ struct grading {
 static void grade_answer(void *ctx, int b)
 {
     struct grading *g = ctx;
+    /* a model grader's products split over the job's threads in this
+     * thread as in the loop's, so its answers are the same bits */
+    gemm_set_threads(g->r->c->threads);
     double t0 = tev_now();
     g->reward[b] = grade(g->r, g->rows[b], g->answers[b], g->subs[b]);
     g->busy_s += tev_now() - t0;
@@ -303,22 +331,6 @@ static void grade_answer(void *ctx, int b)
 static void answer_done(void *ctx, int b)
 {
     side_work_push(ctx, b);
-}
-
-/* Whether the grader asks a model (score_model, alone or in a multi). */
-static bool grader_asks_a_model(const json_t *grader)
-{
-    if (json_is_object(grader)) {
-        const char *type = json_string_value(json_object_get(grader, "type"));
-        if (type && strcmp(type, "score_model") == 0)
-            return true;
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)grader, k, v)
-            if (json_is_object(v) && grader_asks_a_model(v))
-                return true;
-    }
-    return false;
 }
 
 /* One step over prompts items[0..n). 0, or -1 with r->err. */
@@ -596,6 +608,18 @@ static int load(struct rft *r)
                  r->rows, r->seq);
         return TRAIN_INTERNAL;
     }
+    /* the grader's models, loaded now: a fixed cost of the attempt, as the
+     * estimate counts it (docs/estimator.md) */
+    if (!grader_each_model(r->grader, "grader", open_judge, r))
+        return strstr(r->err, "cannot be loaded") ? TRAIN_INTERNAL : TRAIN_USER;
+    /* a python grader's sandbox, tried now: a worker without one ends the
+     * attempt with the reason rather than scoring every answer 0
+     * (docs/rft.md) */
+    char param[256], msg[480];
+    if (!grader_python_ready(r->grader, "grader", param, sizeof param, msg, sizeof msg)) {
+        snprintf(r->err, sizeof r->err, "the python grader cannot run on this worker: %s", msg);
+        return strstr(param, ".source") ? TRAIN_USER : TRAIN_INTERNAL;
+    }
     return TRAIN_OK;
 }
 
@@ -683,10 +707,6 @@ int rft_run(const struct train_config *c)
     int rc = load(&r);
     if (rc != TRAIN_OK)
         return fail(&r, rc);
-    /* a model grader's generation stays on the loop's thread (docs/rft.md,
-     * "Grading beside the rollouts") */
-    if (r.beside && grader_asks_a_model(r.grader))
-        r.beside = false;
     size_t prompts = json_array_size(r.train);
     uint64_t from = 0;
     int resumed = resume(&r, &from);

@@ -138,13 +138,16 @@ static json_t *loaded_json(const struct model_lru *c)
 
 static void send_stats(struct engine *e, struct request *r)
 {
-    send_line(r, json_pack("{si sI so si si sI sI sI sI}", "models", model_lru_count(e->models),
-                           "model_bytes", (json_int_t)model_lru_bytes(e->models), "loaded",
+    struct decode_passes p = batcher_passes(e->batcher);
+    send_line(r, json_pack("{si sI so si si sI sI sI sI sI sI}", "models",
+                           model_lru_count(e->models), "model_bytes",
+                           (json_int_t)model_lru_bytes(e->models), "loaded",
                            loaded_json(e->models), "running", admission_running(e->adm),
                            "waiting", admission_waiting(e->adm), "tokens_in_flight",
                            (json_int_t)admission_tokens(e->adm), "tokens_generated",
                            (json_int_t)e->generated, "steps", (json_int_t)e->steps,
-                           "cancelled", (json_int_t)e->cancelled));
+                           "prefill_passes", (json_int_t)p.prompt, "decode_passes",
+                           (json_int_t)p.token, "cancelled", (json_int_t)e->cancelled));
 }
 
 /* The sampling options of a request, as `alallo generate` reads them. */
@@ -307,45 +310,60 @@ static bool on_readable(struct engine *e, struct request *r)
             r->gone = r->left = true; /* the client went away: cancelled */
         return !r->gone;
     }
-    if (r->len + 65536 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 65536 * 2;
-        char *b = cap <= REQUEST_MAX * 2 ? realloc(r->buf, cap) : NULL;
-        if (!b) {
+    for (;;) { /* all that has come, up to the line's end */
+        if (r->len + 65536 > r->cap) {
+            size_t cap = r->cap ? r->cap * 2 : 65536 * 2;
+            char *b = cap <= REQUEST_MAX * 2 ? realloc(r->buf, cap) : NULL;
+            if (!b) {
+                send_error(r, "invalid_request", "the request is too long");
+                return false;
+            }
+            r->buf = b;
+            r->cap = cap;
+        }
+        ssize_t k = recv(r->fd, r->buf + r->len, r->cap - r->len, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true; /* the rest later */
+        if (k <= 0)
+            return false;
+        char *nl = memchr(r->buf + r->len, '\n', (size_t)k);
+        r->len += (size_t)k;
+        if (!nl && r->len > REQUEST_MAX) {
             send_error(r, "invalid_request", "the request is too long");
             return false;
         }
-        r->buf = b;
-        r->cap = cap;
+        if (nl) {
+            r->len = (size_t)(nl - r->buf);
+            return start(e, r);
+        }
     }
-    ssize_t k = recv(r->fd, r->buf + r->len, r->cap - r->len, 0);
-    if (k <= 0)
-        return false;
-    r->len += (size_t)k;
-    char *nl = memchr(r->buf, '\n', r->len);
-    if (!nl && r->len > REQUEST_MAX) {
-        send_error(r, "invalid_request", "the request is too long");
-        return false;
-    }
-    if (!nl)
-        return true;
-    r->len = (size_t)(nl - r->buf);
-    return start(e, r);
 }
 
-static void accept_one(struct engine *e)
+/* Takes every connection waiting and reads the request line each has
+ * sent already, so that all the requests there when a step starts join
+ * it together (their prompts prefilled in one pass). */
+static void accept_waiting(struct engine *e)
 {
-    int fd = accept(e->listen_fd, NULL, NULL);
-    if (fd < 0)
-        return;
-    struct request *r = calloc(1, sizeof *r);
-    if (!r) {
-        close(fd);
-        return;
+    for (;;) {
+        int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && errno == EINTR)
+            continue;
+        if (fd < 0)
+            return; /* none left (EAGAIN), or none to take now */
+        struct request *r = calloc(1, sizeof *r);
+        if (!r) {
+            close(fd);
+            return;
+        }
+        r->fd = fd;
+        r->next = e->reqs;
+        e->reqs = r;
+        e->n_reqs++;
+        if (!on_readable(e, r) || r->gone)
+            request_free(e, r);
     }
-    r->fd = fd;
-    r->next = e->reqs;
-    e->reqs = r;
-    e->n_reqs++;
 }
 
 /* Answers a finished sequence's client. */
@@ -421,7 +439,7 @@ static int listen_on(const char *path)
         return -1;
     }
     strcpy(a.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     unlink(path); /* a stale socket of an engine that is gone */
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 256)) {
         fprintf(stderr, "alallo inference: cannot listen on %s: %s\n", path, strerror(errno));
@@ -480,7 +498,7 @@ int engine_run(const struct engine_config *cfg)
                     request_free(&e, r);
         }
         if (pfd[0].revents & POLLIN)
-            accept_one(&e);
+            accept_waiting(&e);
         for (struct request *r; (r = admission_next(e.adm));)
             r->state = RUNNING;
         step(&e);

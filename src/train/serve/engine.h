@@ -33,8 +33,15 @@
  * A request {"stats": true} is answered with one line of the engine's
  * state: {"models", "model_bytes", "loaded" ([{"dir", "adapter",
  * "four_bit", "bytes"}...], most recently loaded first), "running", "waiting",
- * "tokens_in_flight", "tokens_generated", "steps", "cancelled"} (requests
- * whose client closed its end before their answer).
+ * "tokens_in_flight", "tokens_generated", "steps", "prefill_passes" and
+ * "decode_passes" (the passes over the weights for prompts' rows and for
+ * one-token rows: batcher_passes), "cancelled"} (requests whose client
+ * closed its end before their answer).
+ *
+ * Each turn of the loop takes every connection waiting and the request
+ * line each has sent, then admits what fits and makes one step: the
+ * requests that are there when a step starts join it together, their
+ * prompts prefilled in one pass over the weights.
  */
 #ifndef ALALLO_SERVE_ENGINE_H
 #define ALALLO_SERVE_ENGINE_H

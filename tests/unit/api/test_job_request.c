@@ -104,7 +104,10 @@ static void reinforcement_reads_its_grader_and_sampling(void **state)
     assert_false(parse(RFT("", "{}")));
     assert_int_equal(rq.err.at, JOB_AT_HYPER);
     assert_string_equal(rq.err.param, "method.reinforcement.grader");
-    assert_false(parse(RFT("\"grader\":{\"type\":\"python\",\"source\":\"x\"},", "{}")));
+    /* a python grader's shape is checked here; whether it runs, by control */
+    assert_false(parse(RFT("\"grader\":{\"type\":\"python\"},", "{}")));
+    assert_string_equal(rq.err.param, "method.reinforcement.grader.source");
+    assert_false(parse(RFT("\"grader\":{\"type\":\"label_model\"},", "{}")));
     assert_string_equal(rq.err.param, "method.reinforcement.grader.type");
     assert_false(parse(RFT(CHECK_GRADER, "{\"compute_multiplier\":11}")));
     assert_string_equal(rq.err.param, "hyperparameters.compute_multiplier");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "control/sched_link.h"
+#include "core/job_hyper.h"
 #include "core/text.h"
 
 static void ledger_state_round_trip_is_exact(void **state)
@@ -279,6 +280,73 @@ static void time_left_margins_are_learnt_from_tl_rows(void **state)
     sched_link_free(l);
 }
 
+/* A reinforcement job on model m whose hyper object holds what
+ * control/job_draft.c keeps: the hyper-parameters and, when judge_params
+ * is positive, the score_model graders' models' weights. */
+static void rft_job(struct store_job *j, int64_t judge_params, int64_t judge_bytes)
+{
+    memset(j, 0, sizeof *j);
+    j->batch_size = 4;
+    strcpy(j->model, "alallo-base");
+    strcpy(j->precision, "16-bit");
+    strcpy(j->adapter, "lora");
+    strcpy(j->method, "reinforcement");
+    struct job_hyper h;
+    job_hyper_defaults(&h);
+    h.max_seq_len = 512;
+    assert_true(job_hyper_rft(&h, 1, NULL));
+    assert_true(job_hyper_format(&h, false, j->hyper, sizeof j->hyper));
+    if (judge_params > 0)
+        assert_true(job_hyper_set(j->hyper, sizeof j->hyper, "grader_weights",
+                                  json_pack("{s:I,s:I}", "params", (json_int_t)judge_params,
+                                            "bytes", (json_int_t)judge_bytes)));
+}
+
+/* A score_model grader's model is loaded beside the policy: the memory the
+ * planner reserves holds its fp32 weights (4 bytes a parameter, and the
+ * margin on top) and the nominal loading reads its files; a string_check
+ * job's (no model) are those of the policy alone. */
+static void a_grader_models_weights_are_reserved_and_loaded(void **state)
+{
+    (void)state;
+    struct catalog_model m = {.params = 500000000, .bytes = 1000000000, .layers = 24,
+                              .hidden = 1024, .heads = 16, .kv_heads = 16, .vocab = 32000,
+                              .max_positions = 4096};
+    struct store_job plain, small, big;
+    rft_job(&plain, 0, 0);
+    rft_job(&small, 1000000000, 2000000000);
+    rft_job(&big, 3000000000, 6000000000);
+    int64_t need[3];
+    double load[3];
+    const struct store_job *jobs[3] = {&plain, &small, &big};
+    for (int i = 0; i < 3; i++) {
+        struct plan_job pj, norm;
+        struct plan_memory mem;
+        sched_link_plan_job(&m, jobs[i], &pj);
+        assert_int_equal(planner_normalize(&pj, &norm, NULL, 0), ERR_OK);
+        assert_int_equal(planner_memory(&norm, &mem, NULL, 0), ERR_OK);
+        assert_int_equal(mem.grader, 4 * pj.grader_params);
+        need[i] = mem.total;
+        load[i] = sched_link_loading_s(&m, jobs[i]);
+    }
+    /* the string_check job: the policy alone, no grader model */
+    struct plan_job pj;
+    sched_link_plan_job(&m, &plain, &pj);
+    assert_int_equal(pj.grader_params, 0);
+    assert_true(fabs(load[0] - est_loading_s(1e9, 0)) < 1e-9);
+    assert_true(fabs(load[0] - (EST_LOAD_BASE_S + 1e9 / EST_LOAD_BYTES_PER_S)) < 1e-9);
+    /* each grows with the grader's model: 4 bytes a parameter, and 5% */
+    assert_true(llabs(need[1] - need[0] - (int64_t)(4e9 * 1.05)) <= 2);
+    assert_true(llabs(need[2] - need[0] - (int64_t)(12e9 * 1.05)) <= 2);
+    assert_true(fabs(load[1] - load[0] - 2e9 / EST_LOAD_BYTES_PER_S) < 1e-9);
+    assert_true(fabs(load[2] - load[0] - 6e9 / EST_LOAD_BYTES_PER_S) < 1e-9);
+    /* the same grader weights kept by a job of another method count for
+     * nothing in its plan */
+    strcpy(small.method, "supervised");
+    sched_link_plan_job(&m, &small, &pj);
+    assert_int_equal(pj.grader_params, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +357,7 @@ int main(void)
         cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
         cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),
+        cmocka_unit_test(a_grader_models_weights_are_reserved_and_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,13 @@
 /* test_child.c - a child's stdout given line by line as it is written
- * (child_run_lines), and still collected whole. */
+ * (child_run_lines), and still collected whole; input given on a child's
+ * stdin (child_run_input), more than a pipe holds, and lost without harm
+ * by a child that does not read it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/child.h"
@@ -50,10 +53,36 @@ static void lines_as_they_come(void **state)
     child_result_free(&r);
 }
 
+static void input_on_stdin(void **state)
+{
+    (void)state;
+    /* 1 MiB, far more than a pipe or socket buffer holds at once */
+    size_t n = (size_t)1 << 20;
+    char *in = malloc(n);
+    assert_non_null(in);
+    for (size_t i = 0; i < n; i++)
+        in[i] = (char)('a' + i % 26);
+    struct child_result r;
+    char *cat[] = {"/bin/cat", NULL};
+    assert_int_equal(child_run_input(cat, in, n, 60000, n + 1, &r), 0);
+    assert_int_equal(r.exit_status, 0);
+    assert_int_equal(r.out_len, n);
+    assert_memory_equal(r.out, in, n);
+    child_result_free(&r);
+    /* a child that reads nothing and exits: no SIGPIPE here, its status kept */
+    char *quit[] = {"/bin/sh", "-c", "exit 3", NULL};
+    assert_int_equal(child_run_input(quit, in, n, 60000, 1024, &r), 0);
+    assert_int_equal(r.exit_status, 3);
+    assert_false(r.timed_out);
+    child_result_free(&r);
+    free(in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lines_as_they_come),
+        cmocka_unit_test(input_on_stdin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,8 +174,12 @@ static void test_check(void **state)
     expect_grader("{\"type\":\"text_similarity\",\"input\":\"a\",\"reference\":\"b\","
                  "\"evaluation_metric\":\"rouge_9\"}",
                  "grader.evaluation_metric", NULL);
-    expect_grader("{\"type\":\"python\",\"source\":\"def grade(s, i): return 1\"}", "grader.type",
-                 "python graders are not run by alallo");
+    expect_grader("{\"type\":\"python\",\"source\":\"def grade(s, i): return 1\"}", NULL,
+                 NULL);
+    expect_grader("{\"type\":\"python\",\"name\":\"p\"}", "grader.source",
+                 "source is required");
+    expect_grader("{\"type\":\"python\",\"source\":\"x\",\"image_tag\":3}", "grader.image_tag",
+                 "must be a string");
     expect_grader("{\"type\":\"score_model\",\"model\":\"m\",\"input\":[{\"role\":\"user\","
                  "\"content\":\"Rate {{sample.output_text}}\"}],\"range\":[0,10]}",
                  NULL, NULL);

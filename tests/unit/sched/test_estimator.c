@@ -817,6 +817,21 @@ static void rft_grading_by_hand(void **state)
     assert_true(fabs((judged8 - plain8) - 2 * (judged - plain)) < 1e-9);
 }
 
+/* The fixed costs' nominal: the policy's files, plus a score_model
+ * grader's model's, read at the same rate; nothing for a text grader
+ * (0 bytes). Bad byte counts count as none. */
+static void rft_grader_model_loading_by_hand(void **state)
+{
+    (void)state;
+    double plain = est_loading_s(2e9, 0);
+    assert_true(fabs(plain - (2.0 + 2e9 / 200e6)) < 1e-9);
+    assert_true(fabs(est_loading_s(2e9, 1e9) - plain - 5.0) < 1e-9);
+    assert_true(fabs(est_loading_s(2e9, 3e9) - plain - 15.0) < 1e-9);
+    assert_true(est_loading_s(2e9, -5) == plain);
+    assert_true(est_loading_s(2e9, NAN) == plain);
+    assert_true(est_loading_s(0, 0) == 2.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -832,6 +847,7 @@ int main(void)
         cmocka_unit_test(samples_share_by_hand),
         cmocka_unit_test(rft_tokens_by_hand),
         cmocka_unit_test(rft_grading_by_hand),
+        cmocka_unit_test(rft_grader_model_loading_by_hand),
         cmocka_unit_test(speed_per_gpu_kind),
         cmocka_unit_test(queued_behind_one_running_job),
         cmocka_unit_test(a_job_put_back_runs_on_the_next_choice),

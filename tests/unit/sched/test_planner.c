@@ -1,4 +1,5 @@
 /* test_planner.c - memory need, FLOPs per token and feasibility. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched_test.h"
@@ -567,6 +568,31 @@ static void gpu_feasibility(void **state)
     assert_int_equal(planner_fit_for_need(NULL, (int64_t)GIB, ws, 1), PLAN_FITS_NOWHERE);
 }
 
+/* Reinforcement fine-tuning's score_model graders' models: their fp32
+ * weights in the process's memory (with the margin), none on a GPU, which
+ * does not run them; a negative count is refused. */
+static void memory_holds_the_grader_models(void **state)
+{
+    (void)state;
+    struct plan_job j = job_8b(PLAN_4BIT, PLAN_LORA);
+    struct plan_memory none, judged, g0, g1;
+    assert_int_equal(planner_memory(&j, &none, NULL, 0), ERR_OK);
+    assert_int_equal(none.grader, 0);
+    assert_int_equal(planner_memory_gpu(&j, &g0, NULL, 0), ERR_OK);
+    j.grader_params = 8000000000LL;
+    assert_int_equal(planner_memory(&j, &judged, NULL, 0), ERR_OK);
+    assert_int_equal(judged.grader, 32000000000LL);
+    assert_true(llabs(judged.total - none.total - (int64_t)(32e9 * 1.05)) <= 2);
+    assert_int_equal(judged.base, none.base);
+    assert_int_equal(planner_memory_gpu(&j, &g1, NULL, 0), ERR_OK);
+    assert_int_equal(g1.total, g0.total);
+    assert_int_equal(g1.grader, 0);
+    j.grader_params = -1;
+    char why[120];
+    assert_int_equal(planner_memory(&j, &judged, why, sizeof why), ERR_INVALID);
+    assert_non_null(strstr(why, "grader"));
+}
+
 static void names_parse_back(void **state)
 {
     (void)state;
@@ -616,6 +642,7 @@ int main(void)
         cmocka_unit_test(derives_params_and_intermediate),
         cmocka_unit_test(mixture_of_experts_active_and_total),
         cmocka_unit_test(refuses_bad_input),
+        cmocka_unit_test(memory_holds_the_grader_models),
         cmocka_unit_test(lora_params_and_flops),
         cmocka_unit_test(memory_of_the_parts),
         cmocka_unit_test(memory_follows_wide_heads),

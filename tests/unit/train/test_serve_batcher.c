@@ -3,7 +3,9 @@
  * are those of recomputation); continuous batching of several sequences
  * of one base, each with its own LoRA adapter or none, joining at
  * different steps, gives every one the tokens `alallo generate`'s path
- * (gen_ids, the adapter loaded into the model) gives it alone; an adapter
+ * (gen_ids, the adapter loaded into the model) gives it alone; prompts
+ * joining at one step are prefilled in one pass over the weights, each
+ * still answering as alone; an adapter
  * loaded apart from its base is refused when its shapes do not fit; the
  * log-probabilities a sequence keeps (greedy or sampled, batched, with an
  * adapter or none) are the model's own log-softmax at each answer token,
@@ -129,16 +131,66 @@ static int alone(const char *adapter, const int32_t *ids, int n, int32_t *out, c
     return k;
 }
 
-static void batch_gives_each_its_own_answer(void **state)
+/* The base model and its two adapters, loaded apart. */
+static struct generator *open_base(struct serve_adapter **a1, struct serve_adapter **a2)
 {
-    (void)state;
     char err[512];
     struct generator *g = gen_open(model_dir, NULL, err, sizeof err);
     assert_non_null(g);
-    struct serve_adapter *a1 = serve_adapter_load(gen_model(g), ad1, err, sizeof err);
-    struct serve_adapter *a2 = serve_adapter_load(gen_model(g), ad2, err, sizeof err);
-    assert_non_null(a1);
-    assert_non_null(a2);
+    *a1 = serve_adapter_load(gen_model(g), ad1, err, sizeof err);
+    *a2 = serve_adapter_load(gen_model(g), ad2, err, sizeof err);
+    assert_non_null(*a1);
+    assert_non_null(*a2);
+    return g;
+}
+
+static void close_all(struct generator *g, struct serve_adapter *a1, struct serve_adapter *a2,
+                      struct batcher *b, struct batch_seq *seqs, int n)
+{
+    for (int i = 0; i < n; i++)
+        batch_seq_end(&seqs[i]);
+    batcher_free(b);
+    serve_adapter_free(a1);
+    serve_adapter_free(a2);
+    gen_close(g);
+}
+
+/* Starts seqs[0..n) on g, greedy, 20 tokens at most: prompts[i] (lens[i]
+ * tokens) with adapter ads[i]. */
+static void start_all(struct generator *g, struct batch_seq *seqs, const int32_t *const *prompts,
+                      const int *lens, const struct decode_adapter *const *ads, int n)
+{
+    char err[512];
+    struct gen_stops stops = {.id = {256}, .n = 1};
+    struct gen_opts o = {20, 0.0f, 1.0f, 0};
+    for (int i = 0; i < n; i++) {
+        int32_t *ids = malloc(sizeof *ids * (size_t)lens[i]);
+        memcpy(ids, prompts[i], sizeof *ids * (size_t)lens[i]);
+        assert_int_equal(batch_seq_start(&seqs[i], g, ads[i], ids, (size_t)lens[i], &stops, &o,
+                                         err, sizeof err), 0);
+    }
+}
+
+/* Each of seqs[0..n) answered exactly as gen_ids answers alone with the
+ * adapter in dirs[i] loaded into the model (NULL: the base). */
+static void check_alone(const struct batch_seq *seqs, const int32_t *const *prompts,
+                        const int *lens, const char *const *dirs, int n)
+{
+    int32_t want[20];
+    const char *fin;
+    for (int i = 0; i < n; i++) {
+        int k = alone(dirs[i], prompts[i], lens[i], want, &fin);
+        assert_int_equal(seqs[i].n_out, k);
+        assert_memory_equal(seqs[i].out, want, sizeof(int32_t) * (size_t)k);
+        assert_string_equal(seqs[i].finish, fin);
+    }
+}
+
+static void batch_gives_each_its_own_answer(void **state)
+{
+    (void)state;
+    struct serve_adapter *a1, *a2;
+    struct generator *g = open_base(&a1, &a2);
     /* four sequences: base, adapter 1, adapter 2, adapter 1 on another
      * prompt; the last two join the batch three steps late */
     static const int32_t p0[] = {256, 72, 105, 33}, p1[] = {256, 72, 105, 33},
@@ -148,14 +200,7 @@ static void batch_gives_each_its_own_answer(void **state)
     const struct decode_adapter *ads[] = {NULL, &a1->d, &a2->d, &a1->d};
     const char *dirs[] = {NULL, ad1, ad2, ad1};
     struct batch_seq seqs[4];
-    struct gen_stops stops = {.id = {256}, .n = 1};
-    struct gen_opts o = {20, 0.0f, 1.0f, 0};
-    for (int i = 0; i < 4; i++) {
-        int32_t *ids = malloc(sizeof *ids * (size_t)lens[i]);
-        memcpy(ids, prompts[i], sizeof *ids * (size_t)lens[i]);
-        assert_int_equal(batch_seq_start(&seqs[i], g, ads[i], ids, (size_t)lens[i], &stops, &o,
-                                         err, sizeof err), 0);
-    }
+    start_all(g, seqs, prompts, lens, ads, 4);
     struct batcher *b = batcher_new();
     assert_non_null(b);
     int steps = 0;
@@ -170,25 +215,70 @@ static void batch_gives_each_its_own_answer(void **state)
         assert_int_equal(batcher_step(b, run, n), 0);
         steps++;
     }
-    int32_t want[20];
-    const char *fin;
-    for (int i = 0; i < 4; i++) {
-        int k = alone(dirs[i], prompts[i], lens[i], want, &fin);
-        assert_int_equal(seqs[i].n_out, k);
-        assert_memory_equal(seqs[i].out, want, sizeof(int32_t) * (size_t)k);
-        assert_string_equal(seqs[i].finish, fin);
-    }
+    check_alone(seqs, prompts, lens, dirs, 4);
     /* the adapters matter: on one prompt the three answers differ */
     assert_true(seqs[0].n_out != seqs[1].n_out ||
                 memcmp(seqs[0].out, seqs[1].out, sizeof(int32_t) * (size_t)seqs[0].n_out));
     assert_true(seqs[1].n_out != seqs[2].n_out ||
                 memcmp(seqs[1].out, seqs[2].out, sizeof(int32_t) * (size_t)seqs[1].n_out));
-    for (int i = 0; i < 4; i++)
-        batch_seq_end(&seqs[i]);
-    batcher_free(b);
-    serve_adapter_free(a1);
-    serve_adapter_free(a2);
-    gen_close(g);
+    close_all(g, a1, a2, b, seqs, 4);
+}
+
+/* Prompts that join at one step, between sequences already decoding, are
+ * prefilled together: one product a matrix for all their rows (one pass
+ * over the weights, counted by batcher_passes), and each gets exactly the
+ * tokens gen_ids gives it alone. */
+static void joining_prompts_are_prefilled_in_one_pass(void **state)
+{
+    (void)state;
+    struct serve_adapter *a1, *a2;
+    struct generator *g = open_base(&a1, &a2);
+    /* 0 and 1 decode already; 2..5 join together: the base and both
+     * adapters, prompts of 3, 7, 5 and 11 tokens */
+    static const int32_t r0[] = {256, 72, 105, 33}, r1[] = {256, 97, 98, 99, 100},
+                         q0[] = {256, 84, 104}, q1[] = {256, 119, 104, 121, 32, 110, 111},
+                         q2[] = {256, 97, 110, 100, 32},
+                         q3[] = {256, 111, 110, 99, 101, 32, 109, 111, 114, 101, 33};
+    const int32_t *prompts[] = {r0, r1, q0, q1, q2, q3};
+    int lens[] = {4, 5, 3, 7, 5, 11};
+    const struct decode_adapter *ads[] = {NULL, &a2->d, NULL, &a1->d, &a2->d, &a1->d};
+    const char *dirs[] = {NULL, ad2, NULL, ad1, ad2, ad1};
+    struct batch_seq seqs[6];
+    start_all(g, seqs, prompts, lens, ads, 6);
+    struct batcher *b = batcher_new();
+    assert_non_null(b);
+    struct batch_seq *first[] = {&seqs[0], &seqs[1]};
+    assert_int_equal(batcher_step(b, first, 2), 0); /* their prompts */
+    assert_int_equal(batcher_step(b, first, 2), 0); /* a decode step */
+    assert_null(seqs[0].finish);
+    assert_null(seqs[1].finish);
+    struct decode_passes before = batcher_passes(b);
+    assert_int_equal(before.prompt, 1);
+    assert_int_equal(before.token, 1);
+    /* the newcomers interleaved with the decoding ones */
+    struct batch_seq *mixed[] = {&seqs[2], &seqs[0], &seqs[3], &seqs[1], &seqs[4], &seqs[5]};
+    assert_int_equal(batcher_step(b, mixed, 6), 0);
+    struct decode_passes after = batcher_passes(b);
+    assert_int_equal(after.prompt - before.prompt, 1);
+    assert_int_equal(after.token - before.token, 1);
+    for (;;) {
+        struct batch_seq *run[6];
+        int n = 0;
+        for (int i = 0; i < 6; i++)
+            if (!seqs[i].finish)
+                run[n++] = &seqs[i];
+        if (n == 0)
+            break;
+        assert_int_equal(batcher_step(b, run, n), 0);
+    }
+    assert_int_equal(batcher_passes(b).prompt, 2); /* no prompt after the step above */
+    check_alone(seqs, prompts, lens, dirs, 6);
+    /* the adapters matter on the newcomers' prompts too */
+    int32_t base_ans[20];
+    const char *fin;
+    int kb = alone(NULL, q3, 11, base_ans, &fin);
+    assert_true(kb != seqs[5].n_out || memcmp(base_ans, seqs[5].out, sizeof(int32_t) * (size_t)kb));
+    close_all(g, a1, a2, b, seqs, 6);
 }
 
 /* Checks s's kept log-probabilities against the log-softmax of the logits
@@ -357,6 +447,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kv_cache_grows_with_each_step),
         cmocka_unit_test(batch_gives_each_its_own_answer),
+        cmocka_unit_test(joining_prompts_are_prefilled_in_one_pass),
         cmocka_unit_test(logprobs_are_the_models_log_softmax),
         cmocka_unit_test(bad_sequences_are_refused),
     };

@@ -1,0 +1,43 @@
+// summary.mjs - coverage and median width of real jobs' ranges (before the
+// start, at 20% and at 50% of the steps), from the records real.mjs keeps.
+//   node bench/estimates/summary.mjs DETAILS.json   (one summary per binary,
+//   for a run that was stopped early too)
+import fs from 'node:fs';
+
+const median = (a) => {
+  if (!a.length) return null;
+  const s = [...a].sort((x, y) => x - y);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const share = (a, f) => (a.length ? a.filter(f).length / a.length : null);
+export function summary(results) {
+  const ok = results.filter((r) => r.status === 'succeeded' && r.high != null && r.low > 0);
+  const priced = ok.filter((r) => r.price_high != null);
+  const at = (k) => ok.filter((r) => r.at[k] && r.at[k].low > 0);
+  const out = {
+    jobs: results.length,
+    succeeded: ok.length,
+    load: { min: Math.min(...results.map((r) => r.load)), median: median(results.map((r) => r.load)),
+      max: Math.max(...results.map((r) => r.load)) },
+    before_start: {
+      width: median(ok.map((r) => r.high / r.low)),
+      coverage: share(ok, (r) => r.actual >= r.low && r.actual <= r.high),
+      above: share(ok, (r) => r.actual > r.high),
+      price_width: median(priced.filter((r) => r.price_low > 0).map((r) => r.price_high / r.price_low)),
+      price_coverage: share(priced, (r) => r.paid >= r.price_low - 1e-9 && r.paid <= r.price_high + 1e-9),
+    },
+  };
+  for (const [k, name] of [[0, 'at_20pct'], [1, 'at_50pct']]) {
+    const a = at(k);
+    out[name] = { jobs: a.length, width: median(a.map((r) => r.at[k].high / r.at[k].low)),
+      coverage: share(a, (r) => r.at[k].left >= r.at[k].low && r.at[k].left <= r.at[k].high) };
+  }
+  return out;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const all = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  const bins = [...new Set(all.map((r) => r.bin ?? 'new'))];
+  console.log(JSON.stringify(Object.fromEntries(bins.map((b) => [b, summary(all.filter((r) => (r.bin ?? 'new') === b))]))));
+}
