@@ -9,6 +9,18 @@ const ROOT = process.env.ALALLO_ROOT;
 const JOBS = Number(process.env.JOBS || 32);
 const SCALE = Number(process.env.SCALE || 1); // multiplies every job's steps
 const TARGET = { before: 1.8, at20: 1.3, coverage: 0.9 };
+// MIX: sft-dpo (the default: supervised and preference jobs), or
+// rft-python / rft-check: reinforcement jobs graded by a python grader
+// (one sandboxed run per answer, the estimate's python term) or by a
+// string_check (no grading term), on 40 generated prompts.
+const MIX = process.env.MIX || 'sft-dpo';
+if (!['sft-dpo', 'rft-python', 'rft-check'].includes(MIX)) throw new Error(`MIX ${MIX}: sft-dpo, rft-python or rft-check`);
+const GRADERS = {
+  'rft-python': { type: 'python', name: 'has_reference',
+    source: 'def grade(sample, item):\n    return 1.0 if item["reference"] in sample["output_text"] else 0.0\n' },
+  'rft-check': { type: 'string_check', name: 'has_reference', input: '{{sample.output_text}}',
+    reference: '{{item.reference}}', operation: 'ilike' },
+};
 
 // OLD_BIN: a second service of that binary beside this one; every wave
 // runs on both, one after the other (which first alternates wave by wave),
@@ -26,6 +38,7 @@ for (const [name, bin] of [['new', BIN], ...(process.env.OLD_BIN ? [['old', proc
   const sample = fs.readFileSync(svc.sample, 'utf8').trim().split('\n');
   s.sft = await upload(s, 'sft.jsonl', sample.slice(0, 120));
   s.dpo = await upload(s, 'dpo.jsonl', preferencePairs());
+  if (MIX !== 'sft-dpo') s.rft = await upload(s, 'rft.jsonl', rftPrompts());
   services.push(s);
 }
 
@@ -54,6 +67,19 @@ function preferencePairs() {
   return pairs;
 }
 
+// Reinforcement prompts: 40 generated questions, each with the word its
+// answer should hold.
+function rftPrompts() {
+  const words = ['harbor', 'union', 'navy', 'treasury', 'river', 'garden', 'engine', 'bridge'];
+  const lines = [];
+  for (let i = 0; i < 40; i++) {
+    const w = words[i % words.length];
+    lines.push(JSON.stringify({ messages: [{ role: 'user', content: `Say something of the ${w}, number ${i}.` }],
+      reference: w }));
+  }
+  return lines;
+}
+
 // A reproducible mix: sizes short (6-12 steps), medium (20-30), long
 // (40-60); 4-bit on a third; batch 4, 8 or 16; dpo on a quarter.
 let seed = 4242;
@@ -62,6 +88,7 @@ const pick = (a) => a[Math.floor(rnd() * a.length)];
 // One job of the mix, drawn once: a function of the job's number and the
 // service it is sent to (whose file ids it uses).
 function jobMix() {
+  if (MIX !== 'sft-dpo') return rftMix();
   const method = rnd() < 0.25 ? 'dpo' : 'sft';
   const size = pick(['short', 'short', 'medium', 'long']);
   const steps = { short: pick([6, 9, 12]), medium: pick([20, 25, 30]), long: pick([40, 50, 60]) }[size];
@@ -79,6 +106,20 @@ function jobMix() {
     else body.hyperparameters = { batch_size: batch };
     return body;
   };
+}
+
+// Reinforcement jobs: 2 to 8 steps of 2 or 4 prompts, 4 answers each (of
+// at most 64 tokens), validation rewards on the first 16 prompts at the
+// default rhythm; 4-bit on a third.
+function rftMix() {
+  const steps = pick([2, 3, 4, 6, 8]);
+  const batch = pick([2, 4]);
+  const precision = rnd() < 0.33 ? '4-bit' : '16-bit';
+  return (i, s) => ({
+    model: 'alallo-base', training_file: s.rft, precision, max_steps: SCALE * steps, seed: i,
+    method: { type: 'reinforcement', reinforcement: { grader: GRADERS[MIX],
+      hyperparameters: { batch_size: batch, reasoning_effort: 'low' } } },
+  });
 }
 
 async function follow(s, created, t0, load) {

@@ -14,7 +14,8 @@
 #   OLD_BIN=path/to/old/alallo runs every wave on a second service of that
 #   binary too, one after the other, first one then the other by turns, and
 #   prints {new: ..., old: ...}: an A/B at the same machine load; the exit
-#   status is the new binary's)
+#   status is the new binary's; MIX=rft-python or MIX=rft-check runs
+#   reinforcement jobs instead, graded by a python grader or a string_check)
 # Not a test: 15 to 20 minutes on a busy 2-core machine. Run it with `nice`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -209,6 +209,16 @@ static bool grader_model_known(void *ctx, const struct grader_ask *a)
     return true;
 }
 
+/* Counts the python graders among a grader's leaves. */
+static bool count_python(void *ctx, const json_t *leaf, const char *at)
+{
+    (void)at;
+    const char *type = json_string_value(json_object_get(leaf, "type"));
+    if (type && strcmp(type, "python") == 0)
+        (*(int *)ctx)++;
+    return true;
+}
+
 /* The grader, and the folders of the models its score_model graders ask,
  * kept in the job's hyper object for the trainer; *grade_tokens what
  * grading one answer costs (docs/estimator.md, "Reinforcement fine-tuning:
@@ -235,6 +245,13 @@ static bool add_grader(struct control *ctl, const char *account, const struct jo
         ok = job_hyper_set(j->hyper, sizeof j->hyper, "grader_weights",
                            json_pack("{s:I,s:I}", "params", (json_int_t)gm.params, "bytes",
                                      (json_int_t)gm.bytes));
+    /* each python grader runs once per answer, at a cost in seconds that
+     * no worker's speed changes (est_rft_python_s) */
+    int python = 0;
+    grader_each_leaf(rq->grader, "method.reinforcement.grader", count_python, &python);
+    if (ok && python > 0)
+        ok = job_hyper_set(j->hyper, sizeof j->hyper, "python_answer_s",
+                           json_real(python * EST_PYTHON_GRADE_S));
     if (!ok || !job_hyper_set(j->hyper, sizeof j->hyper, "grader", json_deep_copy(rq->grader)))
         return fail(err, JOB_AT_CONTEXT, ERR_INVALID, "method.reinforcement.grader",
                     "The grader is too large: a job's grader and hyper-parameters together "

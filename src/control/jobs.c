@@ -77,6 +77,13 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
         share += est_rft_validation_share(trained, r->valid_tokens, r->valid_examples,
                                           h.rft_eval_samples, h.rft_answer_tokens,
                                           r->rft_grade_tokens, r->job.max_steps, every);
+        /* python graders: seconds, whatever the worker's speed, added as
+         * their share of the nominal training */
+        double python = est_rft_python_s(job_hyper_python_answer_s(r->job.hyper),
+                                         r->job.max_steps, r->job.batch_size, h.rft_group,
+                                         r->valid_examples, h.rft_eval_samples, every);
+        if (!e && python > 0 && r->est.train_s > 0)
+            share += python / r->est.train_s;
     } else {
         share += est_validation_share(trained, r->valid_tokens, r->valid_examples,
                                       r->job.n_epochs, r->job.max_steps, r->job.batch_size,

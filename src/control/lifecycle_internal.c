@@ -172,10 +172,17 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         bool warm = basis == SCHED_SHAPE_OWN;
         bool warm_start = sched_link_shape_known(c->ctl->sched, j, "start");
         double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s / used;
+        /* a python grader's seconds are their own term, not the speed's
+         * (sched_link_python_s): what is left of the steps' time teaches
+         * it, at least a tenth of it */
+        double steps_s = la->train_s -
+                         sched_link_python_s(j, la->done_step - la->start_step);
+        if (steps_s < 0.1 * la->train_s)
+            steps_s = 0.1 * la->train_s;
         struct store_calibration k = {.method = (int)p.method,
                                       .class_ = st->worker_class,
                                       .goal = (int)p.goal,
-                                      .actual_a = la->train_s,
+                                      .actual_a = steps_s,
                                       .nominal_a = raw,
                                       .created_ms = c->now};
         text_copy(k.kind, sizeof k.kind, "model");

@@ -1293,6 +1293,16 @@ void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t)
     pthread_mutex_unlock(&l->mu);
 }
 
+double sched_link_python_s(const struct store_job *j, long steps)
+{
+    double answer_s = job_hyper_python_answer_s(j->hyper);
+    if (!(answer_s > 0))
+        return 0; /* most jobs: no parse */
+    struct job_hyper h;
+    job_hyper_parse(j->hyper, &h);
+    return est_rft_python_s(answer_s, steps, j->batch_size, h.rft_group, 0, 0, 0);
+}
+
 void sched_link_train_range(struct sched_link *l, const struct store_job *j,
                             const struct sched_worker *w, long steps_left, double *low_s,
                             double *high_s)
@@ -1305,6 +1315,8 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
                      sched_link_speed_factor(l, j);
     if (!(nominal > 0))
         nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;
+    else
+        nominal += sched_link_python_s(j, steps_left);
     pthread_mutex_lock(&l->mu);
     est_train_range(&l->history, m, w->class_, nominal, low_s, high_s);
     pthread_mutex_unlock(&l->mu);

@@ -216,6 +216,13 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
  * history (tl_calibrate); they are kept with it in the ledger state. */
 void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t);
 
+/* The seconds j's python graders take over `steps` of its steps, one
+ * answer at a time and whatever the worker's speed (est_rft_python_s,
+ * validation rewards left out); 0 for a job without one. Part of the
+ * nominal training wherever it is counted from FLOPs, and left out of
+ * what an attempt teaches of the speed (lifecycle). */
+double sched_link_python_s(const struct store_job *j, long steps);
+
 /* The training-time range of `steps` of job j's `max_steps` on a worker,
  * from the history (for time left and the budget at an attempt's start). */
 void sched_link_train_range(struct sched_link *l, const struct store_job *j,

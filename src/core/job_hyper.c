@@ -227,6 +227,16 @@ void job_hyper_grader_weights(const char *hyper, int64_t *params, int64_t *bytes
     json_decref(o);
 }
 
+double job_hyper_python_answer_s(const char *hyper)
+{
+    if (!hyper || !strstr(hyper, "\"python_answer_s\""))
+        return 0; /* most jobs: no parse */
+    json_t *o = json_loads(hyper, 0, NULL);
+    double s = json_number_value(json_object_get(o, "python_answer_s"));
+    json_decref(o);
+    return s > 0 && isfinite(s) ? s : 0;
+}
+
 long job_hyper_split_held_out(double split, long examples)
 {
     if (!(split > 0))

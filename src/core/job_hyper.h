@@ -123,6 +123,11 @@ double job_hyper_finish_by(const char *hyper);
 void job_hyper_grader_weights(const char *hyper, int64_t *params /* OUT */,
                               int64_t *bytes /* OUT */);
 
+/* A reinforcement job's python graders' nominal seconds for each answer
+ * graded (key "python_answer_s", EST_PYTHON_GRADE_S for each of its python
+ * graders; control/job_draft.c sets it): 0 when there is none. */
+double job_hyper_python_answer_s(const char *hyper);
+
 /* How many of a training file's `examples` a validation_split of `split`
  * holds out, by the trainer's rule (docs/api.md, "Hyper-parameters"):
  * round(split * examples), at least 1, and at least 1 left to train on.

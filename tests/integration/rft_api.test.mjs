@@ -270,6 +270,26 @@ describe('reinforcement fine-tuning through the API', () => {
     assert.equal(none.json.error.param, 'method.reinforcement.grader.source');
   });
 
+  withSandbox('a python grader adds its runs to the estimate, a fixed time per answer', async () => {
+    // one step of 2 prompts, 4 answers each, and validation rewards
+    // before it and after it on the 2 prompts: 12 answers, each graded by
+    // one run of the source in the sandbox (EST_PYTHON_GRADE_S, 0.05 s)
+    const hp = { n_epochs: 1, batch_size: 2, compute_multiplier: 1, eval_interval: 1 };
+    const estimate = async (grader) => waitFor(async () => {
+      const r = await s.call('POST', '/v1/fine_tuning/estimates', { body: rft(grader, hp) });
+      assert.equal(r.status, 200, r.text);
+      return r.json.terms ? r.json : false;
+    }, { timeoutMs: 120000, what: 'an estimate with its terms' });
+    const text = await estimate(CHECK);
+    const python = await estimate(SAYS_IT);
+    const two = await estimate({ type: 'multi', calculate_output: 'a + b',
+      graders: { a: SAYS_IT, b: { ...SAYS_IT, name: 'again' } } });
+    const extra = (e) => e.terms.training.s - text.terms.training.s;
+    assert.ok(Math.abs(extra(python) - 0.6) <= 0.11, JSON.stringify([text.terms, python.terms]));
+    assert.ok(Math.abs(extra(two) - 1.2) <= 0.11, JSON.stringify([text.terms, two.terms]));
+    assert.ok(python.time.high_s >= text.time.high_s, JSON.stringify([text.time, python.time]));
+  });
+
   // a small job graded by grader, to its end: the job and its events
   const runSmall = async (grader) => {
     const r = await s.createJob(rft(grader, { n_epochs: 1, batch_size: 2,

@@ -347,6 +347,45 @@ static void a_grader_models_weights_are_reserved_and_loaded(void **state)
     assert_int_equal(pj.grader_params, 0);
 }
 
+/* A python grader's seconds (one run per answer, whatever the worker's
+ * speed) are part of the nominal training of the time left's range, on
+ * top of the FLOPs' part; a job without one has none. */
+static void a_python_graders_seconds_are_in_the_training_range(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    struct store_job plain, py;
+    rft_job(&plain, 0, 0);
+    plain.max_steps = 10;
+    plain.examples = 40;
+    plain.tokens = 40000;
+    plain.n_epochs = 1;
+    struct estimate e = {.flops_per_token = 1e9, .method = PLAN_METHOD_LORA_16,
+                         .worker_class = WORKER_ON_DEMAND};
+    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, plain.plan, sizeof plain.plan));
+    py = plain;
+    assert_true(job_hyper_set(py.hyper, sizeof py.hyper, "python_answer_s",
+                              json_real(EST_PYTHON_GRADE_S)));
+    struct job_hyper h;
+    job_hyper_parse(py.hyper, &h);
+    assert_int_equal(h.rft_group, 4);
+    assert_true(sched_link_python_s(&plain, 10) == 0);
+    /* 10 steps of 4 prompts, 4 answers each; 5 steps half of that */
+    assert_true(fabs(sched_link_python_s(&py, 10) - 160 * EST_PYTHON_GRADE_S) < 1e-9);
+    assert_true(fabs(sched_link_python_s(&py, 5) - 80 * EST_PYTHON_GRADE_S) < 1e-9);
+    struct sched_worker w = {.class_ = WORKER_ON_DEMAND, .flops = 1e12};
+    double nominal = capacity_train_seconds(sched_link_train_tokens(&plain) * 1e9, &w);
+    assert_true(nominal > 0);
+    double lo0, hi0, lo1, hi1;
+    sched_link_train_range(l, &plain, &w, 10, &lo0, &hi0);
+    sched_link_train_range(l, &py, &w, 10, &lo1, &hi1);
+    /* the same band around a nominal larger by the python seconds */
+    double grow = (nominal + 8.0) / nominal;
+    assert_true(fabs(lo1 / lo0 - grow) < 1e-6);
+    assert_true(fabs(hi1 / hi0 - grow) < 1e-6);
+    sched_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +397,7 @@ int main(void)
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
         cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),
         cmocka_unit_test(a_grader_models_weights_are_reserved_and_loaded),
+        cmocka_unit_test(a_python_graders_seconds_are_in_the_training_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
