@@ -39,7 +39,7 @@ static json_t *summary_json(const struct calib_summary *c)
                      (json_int_t)c->below, "above", (json_int_t)c->above, "inside_share",
                      (double)c->inside / n, "below_share", (double)c->below / n, "above_share",
                      (double)c->above / n, "median_width",
-                     c->n ? json_real(c->median_ratio) : json_null());
+                     c->n_ratio ? json_real(c->median_ratio) : json_null());
 }
 
 void estimates_calibration(struct api_server *srv, struct http_request *req,

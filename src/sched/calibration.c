@@ -18,8 +18,8 @@ void calib_summarize(const struct calib_sample *s, size_t n, double slack,
     double *ratios = n ? malloc(n * sizeof *ratios) : NULL;
     for (size_t i = 0; i < n; i++) {
         const struct calib_sample *x = &s[i];
-        if (!isfinite(x->low) || !isfinite(x->high) || !isfinite(x->actual) || !(x->low > 0) ||
-            x->high < x->low || x->actual < 0)
+        if (!isfinite(x->low) || !isfinite(x->high) || !isfinite(x->actual) || !(x->low >= 0) ||
+            !(x->high > 0) || x->high < x->low || x->actual < 0)
             continue;
         if (x->actual < x->low * (1.0 - slack))
             out->below++;
@@ -27,14 +27,15 @@ void calib_summarize(const struct calib_sample *s, size_t n, double slack,
             out->above++;
         else
             out->inside++;
-        if (ratios)
-            ratios[out->n] = x->high / x->low;
+        if (ratios && x->low > 0)
+            ratios[out->n_ratio++] = x->high / x->low;
         out->n++;
     }
-    if (ratios && out->n > 0) {
-        qsort(ratios, out->n, sizeof *ratios, cmp_double);
-        size_t m = out->n / 2;
-        out->median_ratio = out->n % 2 ? ratios[m] : 0.5 * (ratios[m - 1] + ratios[m]);
+    if (ratios && out->n_ratio > 0) {
+        qsort(ratios, out->n_ratio, sizeof *ratios, cmp_double);
+        size_t m = out->n_ratio / 2;
+        out->median_ratio =
+            out->n_ratio % 2 ? ratios[m] : 0.5 * (ratios[m - 1] + ratios[m]);
     }
     free(ratios);
 }

@@ -10,7 +10,7 @@
 
 /* One finished job's range and what really happened. */
 struct calib_sample {
-    double low, high; /* the range shown; low > 0, high >= low */
+    double low, high; /* the range shown; low >= 0, high >= low */
     double actual;    /* what it took or cost                   */
 };
 
@@ -18,13 +18,17 @@ struct calib_summary {
     size_t n;            /* samples counted (valid ranges)          */
     size_t inside;       /* low <= actual <= high                   */
     size_t below, above; /* actual < low, actual > high             */
-    double median_ratio; /* median of high / low; 0 when n == 0     */
+    size_t n_ratio;      /* of them, those with low > 0             */
+    double median_ratio; /* median of high / low over those; 0 when
+                            n_ratio == 0                            */
 };
 
-/* Summarises the samples whose range is valid (finite, low > 0, high >=
- * low, actual finite and >= 0); others are skipped. A value within
- * `slack` (relative, e.g. 1e-6) of an end counts as inside, so an amount
- * rounded for display is not judged outside. */
+/* Summarises the samples whose range is valid (finite, low >= 0, high >=
+ * low, high > 0, actual finite and >= 0); others are skipped. A value
+ * within `slack` (relative, e.g. 1e-6) of an end counts as inside, so an
+ * amount rounded for display is not judged outside. A range whose low end
+ * is 0 (a price under the shown unit, rounded down) is judged like any
+ * other, but has no finite width: it is left out of the median. */
 void calib_summarize(const struct calib_sample *s, size_t n, double slack,
                      struct calib_summary *out /* OUT */);
 
