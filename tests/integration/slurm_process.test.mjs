@@ -220,7 +220,7 @@ test('a second runner of a running attempt is refused at its start and runs noth
 // The bench job is a few steps of training: seconds on a quiet machine, but
 // it took over 20 s in the sanitizer build on a loaded one (CI), so the
 // wait is long; it ends as soon as the speed is there.
-test("a pool's speed is measured once by a bench job, and kept over a restart", { timeout: 300000 }, async () => {
+test("a pool's speed is measured once by a bench job, and kept over a restart", { timeout: 360000 }, async () => {
   const speedOf = async (s) => (await s.call('GET', '/v1/workers')).json.data.find((w) => w.name === 'process.local.0').speed;
   let s = await startEngineServe({ executor: 'process' });
   const data = s.data;
@@ -230,7 +230,16 @@ test("a pool's speed is measured once by a bench job, and kept over a restart", 
     measured = await waitFor(async () => {
       const sp = await speedOf(s);
       return sp.tokens_per_s > 0 ? sp : null;
-    }, { timeoutMs: 180000, what: 'the pool to be measured' });
+    }, { timeoutMs: 240000, what: 'the pool to be measured' }).catch((err) => {
+      // what the engine said of the bench, and what the bench printed
+      const said = s.output.split('\n').filter((l) => /bench|pool local/.test(l)).join('\n');
+      let printed = '';
+      try { printed = fs.readFileSync(out, 'utf8').slice(-2000); } catch { printed = '(no output file)'; }
+      const dir = path.dirname(out);
+      for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : [])
+        if (f.endsWith('.log')) printed += `\n${f}:\n${fs.readFileSync(path.join(dir, f), 'utf8').slice(-2000)}`;
+      throw new Error(`${err.message}\nthe engine said:\n${said}\nthe bench printed:\n${printed}`);
+    });
     assert.ok(measured.flops > 0, JSON.stringify(measured));
     assert.match(fs.readFileSync(out, 'utf8'), /"tokens_per_s":/);
     // the start mark first (docs/slurm.md, Speed: a job listed running
