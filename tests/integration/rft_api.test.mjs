@@ -271,9 +271,9 @@ describe('reinforcement fine-tuning through the API', () => {
   });
 
   withSandbox('a python grader adds its runs to the estimate, a fixed time per answer', async () => {
-    // one step of 2 prompts, 4 answers each, and validation rewards
-    // before it and after it on the 2 prompts: 12 answers, each graded by
-    // one run of the source in the sandbox (EST_PYTHON_GRADE_S, 0.05 s)
+    // one step of 2 prompts, 4 answers each: 8 answers, each graded by
+    // one run of the source in the sandbox (EST_PYTHON_GRADE_S, 0.05 s);
+    // the validation rewards' runs are left to the learnt speed
     const hp = { n_epochs: 1, batch_size: 2, compute_multiplier: 1, eval_interval: 1 };
     const estimate = async (grader) => {
       const r = await s.call('POST', '/v1/fine_tuning/estimates', { body: rft(grader, hp) });
@@ -292,8 +292,8 @@ describe('reinforcement fine-tuning through the API', () => {
         && got.python.terms && got.two.terms ? got : false;
     }, { timeoutMs: 120000, what: 'estimates with their terms, the speed unchanged' });
     const extra = (e) => e.terms.training.s - text.terms.training.s;
-    assert.ok(Math.abs(extra(python) - 0.6) <= 0.11, JSON.stringify([text.terms, python.terms]));
-    assert.ok(Math.abs(extra(two) - 1.2) <= 0.11, JSON.stringify([text.terms, two.terms]));
+    assert.ok(Math.abs(extra(python) - 0.4) <= 0.11, JSON.stringify([text.terms, python.terms]));
+    assert.ok(Math.abs(extra(two) - 0.8) <= 0.11, JSON.stringify([text.terms, two.terms]));
     assert.ok(python.training.high_s >= text.training.high_s,
       JSON.stringify([text.training, python.training]));
   });
