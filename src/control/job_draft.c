@@ -209,16 +209,6 @@ static bool grader_model_known(void *ctx, const struct grader_ask *a)
     return true;
 }
 
-/* Counts the python graders among a grader's leaves. */
-static bool count_python(void *ctx, const json_t *leaf, const char *at)
-{
-    (void)at;
-    const char *type = json_string_value(json_object_get(leaf, "type"));
-    if (type && strcmp(type, "python") == 0)
-        (*(int *)ctx)++;
-    return true;
-}
-
 /* The grader, and the folders of the models its score_model graders ask,
  * kept in the job's hyper object for the trainer; *grade_tokens what
  * grading one answer costs (docs/estimator.md, "Reinforcement fine-tuning:
@@ -247,8 +237,7 @@ static bool add_grader(struct control *ctl, const char *account, const struct jo
                                      (json_int_t)gm.bytes));
     /* each python grader runs once per answer, at a cost in seconds that
      * no worker's speed changes (est_rft_python_s) */
-    int python = 0;
-    grader_each_leaf(rq->grader, "method.reinforcement.grader", count_python, &python);
+    int python = grader_python_count(rq->grader);
     if (ok && python > 0)
         ok = job_hyper_set(j->hyper, sizeof j->hyper, "python_answer_s",
                            json_real(python * EST_PYTHON_GRADE_S));

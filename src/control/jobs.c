@@ -78,13 +78,9 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
                                           h.rft_eval_samples, h.rft_answer_tokens,
                                           r->rft_grade_tokens, r->job.max_steps, every);
         /* python graders: seconds, whatever the worker's speed, added as
-         * their share of the nominal training; the steps' answers only,
-         * as an attempt's lesson leaves out (sched_link_python_s): the
-         * validation rewards' runs are in the learnt speed, like the rest
-         * of validation's time (docs/estimator.md) */
-        double python = est_rft_python_s(job_hyper_python_answer_s(r->job.hyper),
-                                         r->job.max_steps, r->job.batch_size, h.rft_group, 0,
-                                         0, 0);
+         * their share of the nominal training (the validation rewards'
+         * runs are in the learnt speed: docs/estimator.md) */
+        double python = sched_link_python_s(&r->job, r->job.max_steps);
         if (!e && python > 0 && r->est.train_s > 0)
             share += python / r->est.train_s;
     } else {

@@ -1300,7 +1300,7 @@ double sched_link_python_s(const struct store_job *j, long steps)
         return 0; /* most jobs: no parse */
     struct job_hyper h;
     job_hyper_parse(j->hyper, &h);
-    return est_rft_python_s(answer_s, steps, j->batch_size, h.rft_group, 0, 0, 0);
+    return est_rft_python_s(answer_s, steps, j->batch_size, h.rft_group);
 }
 
 void sched_link_train_range(struct sched_link *l, const struct store_job *j,

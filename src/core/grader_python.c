@@ -168,6 +168,23 @@ static bool ready_one(void *ctx, const json_t *g, const char *at)
     return true;
 }
 
+/* grader_python_count's step. */
+static bool count_one(void *ctx, const json_t *g, const char *at)
+{
+    (void)at;
+    const char *type = json_string_value(json_object_get(g, "type"));
+    if (type && strcmp(type, "python") == 0)
+        (*(int *)ctx)++;
+    return true;
+}
+
+int grader_python_count(const json_t *g)
+{
+    int n = 0;
+    grader_each_leaf(g, "grader", count_one, &n);
+    return n;
+}
+
 bool grader_python_ready(const json_t *g, const char *at, char *param, size_t paramcap,
                          char *msg, size_t msgcap)
 {

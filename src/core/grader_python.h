@@ -35,6 +35,10 @@ bool grader_python_compiles(const char *source, const struct sandbox_limits *lim
  * passed grader_check; `at` is where it sits in the request. false with
  * the field at fault in param (at, or at + ".source") and a sentence in
  * msg. true at once when g holds no python grader. */
+/* How many python graders g holds (g itself, or a multi's); each runs
+ * once per answer graded. g must have passed grader_check. */
+int grader_python_count(const json_t *g);
+
 bool grader_python_ready(const json_t *g, const char *at, char *param, size_t paramcap,
                          char *msg, size_t msgcap);
 

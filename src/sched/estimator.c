@@ -805,24 +805,11 @@ double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_
     return t.rollout + t.grading + t.update;
 }
 
-/* How many times validation rewards are measured in a run of max_steps:
- * before the first step, every eval_every steps and at the last. */
-static double validation_rounds(long max_steps, long eval_every)
-{
-    long every = eval_every > 0 ? eval_every : 1;
-    long steps = max_steps > 0 ? max_steps : 0;
-    return 1.0 + (double)(steps / every) + (steps % every ? 1.0 : 0.0);
-}
-
-double est_rft_python_s(double answer_s, long steps, int batch, int group, long valid_prompts,
-                        int eval_samples, long eval_every)
+double est_rft_python_s(double answer_s, long steps, int batch, int group)
 {
     if (!(answer_s > 0) || !isfinite(answer_s) || steps <= 0 || batch <= 0 || group <= 0)
         return 0;
-    double answers = (double)steps * batch * group;
-    if (valid_prompts > 0 && eval_samples > 0)
-        answers += validation_rounds(steps, eval_every) * (double)valid_prompts * eval_samples;
-    return answers * answer_s;
+    return (double)steps * batch * group * answer_s;
 }
 
 double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
@@ -832,7 +819,9 @@ double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
     if (!(train_tokens > 0) || !(valid_prompt_tokens > 0) || valid_prompts <= 0 ||
         eval_samples <= 0)
         return 0.0;
-    double rounds = validation_rounds(max_steps, eval_every);
+    long every = eval_every > 0 ? eval_every : 1;
+    long steps = max_steps > 0 ? max_steps : 0;
+    double rounds = 1.0 + (double)(steps / every) + (steps % every ? 1.0 : 0.0);
     struct est_rft_terms t;
     est_rft_terms(valid_prompt_tokens, valid_prompts, eval_samples, answer_tokens, false,
                   grade_per_answer, &t);

@@ -286,17 +286,14 @@ double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
  * beyond a trivial one is not foreseen. */
 #define EST_PYTHON_GRADE_S 0.05
 
-/* The seconds python graders add to a reinforcement run, each answer
- * graded in answer_s (EST_PYTHON_GRADE_S for each python grader of the
- * job's; 0 none): the answers of `steps` steps of `batch` prompts,
- * `group` answers to each, and, with valid_prompts > 0, the validation
- * rewards' answers (eval_samples to each of valid_prompts prompts, before
- * the first step, every eval_every steps and at the last), the same
- * rhythm as est_rft_validation_share. One answer at a time, nothing
- * hidden behind the rollouts (docs/rft.md). 0 when an argument is out of
+/* The seconds python graders add to `steps` steps of a reinforcement
+ * run, each answer graded in answer_s (EST_PYTHON_GRADE_S for each python
+ * grader of the job's; 0 none): `batch` prompts a step, `group` answers
+ * to each, one answer at a time, nothing hidden behind the rollouts
+ * (docs/rft.md). The validation rewards' runs are not counted: they are
+ * in the learnt speed (docs/estimator.md). 0 when an argument is out of
  * range. */
-double est_rft_python_s(double answer_s, long steps, int batch, int group, long valid_prompts,
-                        int eval_samples, long eval_every);
+double est_rft_python_s(double answer_s, long steps, int batch, int group);
 
 /* What one score_model grader costs for each answer it grades, in training
  * tokens of the policy: its model reads the grading prompt (prompt_tokens

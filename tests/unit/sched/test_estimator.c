@@ -818,29 +818,23 @@ static void rft_grading_by_hand(void **state)
 }
 
 /* A python grader's seconds: one run per answer, for every answer of
- * the steps and of the validation rewards, whatever the worker's speed;
- * nothing for a job without one or with a count out of range. */
+ * the steps, whatever the worker's speed; nothing for a job without one
+ * or with a count out of range. */
 static void rft_python_seconds_by_hand(void **state)
 {
     (void)state;
     /* 10 steps of 4 prompts, 4 answers each: 160 answers */
-    double steps = est_rft_python_s(EST_PYTHON_GRADE_S, 10, 4, 4, 0, 0, 0);
+    double steps = est_rft_python_s(EST_PYTHON_GRADE_S, 10, 4, 4);
     assert_true(fabs(steps - 160 * EST_PYTHON_GRADE_S) < 1e-9);
-    /* validation rewards every 3 steps: before the first, at 3, 6, 9 and
-     * at the last (10), 5 rounds of 16 prompts answered twice */
-    double valid = est_rft_python_s(EST_PYTHON_GRADE_S, 10, 4, 4, 16, 2, 3);
-    assert_true(fabs(valid - steps - 5 * 16 * 2 * EST_PYTHON_GRADE_S) < 1e-9);
     /* two python graders in a multi: twice the time */
-    assert_true(fabs(est_rft_python_s(2 * EST_PYTHON_GRADE_S, 10, 4, 4, 0, 0, 0) - 2 * steps) <
-                1e-9);
+    assert_true(fabs(est_rft_python_s(2 * EST_PYTHON_GRADE_S, 10, 4, 4) - 2 * steps) < 1e-9);
     /* it grows with the answers per prompt and the steps, linearly */
-    assert_true(fabs(est_rft_python_s(EST_PYTHON_GRADE_S, 20, 4, 8, 0, 0, 0) - 4 * steps) <
-                1e-9);
-    assert_true(est_rft_python_s(0, 10, 4, 4, 16, 2, 3) == 0);
-    assert_true(est_rft_python_s(NAN, 10, 4, 4, 16, 2, 3) == 0);
-    assert_true(est_rft_python_s(EST_PYTHON_GRADE_S, 0, 4, 4, 16, 2, 3) == 0);
-    assert_true(est_rft_python_s(EST_PYTHON_GRADE_S, 10, 0, 4, 16, 2, 3) == 0);
-    assert_true(est_rft_python_s(EST_PYTHON_GRADE_S, 10, 4, 0, 16, 2, 3) == 0);
+    assert_true(fabs(est_rft_python_s(EST_PYTHON_GRADE_S, 20, 4, 8) - 4 * steps) < 1e-9);
+    assert_true(est_rft_python_s(0, 10, 4, 4) == 0);
+    assert_true(est_rft_python_s(NAN, 10, 4, 4) == 0);
+    assert_true(est_rft_python_s(EST_PYTHON_GRADE_S, 0, 4, 4) == 0);
+    assert_true(est_rft_python_s(EST_PYTHON_GRADE_S, 10, 0, 4) == 0);
+    assert_true(est_rft_python_s(EST_PYTHON_GRADE_S, 10, 4, 0) == 0);
 }
 
 /* The fixed costs' nominal: the policy's files, plus a score_model
