@@ -294,14 +294,20 @@ test('sample answers: prompts answered in the same second keep the order the tra
 
 test('Try it\'s speed: time to first token, and tokens per second after the first', () => {
   const s = answerSpeed({ sentAt: 1000, firstAt: 1250, lastAt: 2250, tokens: 11 });
-  assert.deepEqual(s, { ttftMs: 250, tokens: 11, tokensPerSecond: 10 });
+  assert.deepEqual(s, { ttftMs: 250, tokens: 11, tokensPerSecond: 10, together: false });
   assert.equal(speedText(s), 'First token after 250 ms · 11 tokens at 10.0 tokens/s');
   // one token: no speed after it
   const one = answerSpeed({ sentAt: 0, firstAt: 40.4, lastAt: 40.4, tokens: 1 });
-  assert.deepEqual(one, { ttftMs: 40.4, tokens: 1, tokensPerSecond: null });
+  assert.deepEqual(one, { ttftMs: 40.4, tokens: 1, tokensPerSecond: null, together: false });
   assert.equal(speedText(one), 'First token after 40 ms · 1 token');
   // no text at all, and a count the server did not send
   assert.equal(speedText(answerSpeed({ sentAt: 0, firstAt: null, lastAt: null, tokens: 0 })), '0 tokens');
+  // 8 tokens in one read: no speed the browser saw, and the line says so
+  const once = answerSpeed({ sentAt: 0, firstAt: 12, lastAt: 12, tokens: 8 });
+  assert.equal(once.tokensPerSecond, null);
+  assert.equal(once.together, true);
+  assert.equal(speedText(once), 'First token after 12 ms · 8 tokens, all at once');
+  assert.equal(one.together, false);
   assert.equal(speedText(answerSpeed({ sentAt: 0, firstAt: 5, lastAt: 9, tokens: undefined })), 'First token after 5 ms');
 });
 

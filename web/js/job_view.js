@@ -416,6 +416,7 @@ export function jobView(jobId) {
         class: 'try-speed muted', 'aria-label': 'Answer speed',
         'data-ttft-ms': String(speed.ttftMs ?? ''), 'data-tokens': String(speed.tokens ?? ''),
         'data-tokens-per-second': String(speed.tokensPerSecond ?? ''),
+        'data-together': String(speed.together),
       }, speedText(speed)));
       ui.chat = [...messages, { role: 'assistant', content: answer }];
       ui.prompt.value = '';
