@@ -81,12 +81,14 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
          * their share of the nominal training (the validation rewards'
          * runs are in the learnt speed: docs/estimator.md) */
         double python = sched_link_python_s(&r->job, r->job.max_steps);
+        r->est.between_share = share;
         if (!e && python > 0 && r->est.train_s > 0)
             share += python / r->est.train_s;
     } else {
         share += est_validation_share(trained, r->valid_tokens, r->valid_examples,
                                       r->job.n_epochs, r->job.max_steps, r->job.batch_size,
                                       CONTROL_VALID_EVERY_STEPS);
+        r->est.between_share = share;
     }
     if (!e)
         est_add_validation(&r->est, share);

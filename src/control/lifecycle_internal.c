@@ -172,11 +172,15 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         bool warm = basis == SCHED_SHAPE_OWN;
         bool warm_start = sched_link_shape_known(c->ctl->sched, j, "start");
         double raw = (double)(la->done_step - la->start_step) * st->nominal_step_s / used;
-        /* a python grader's seconds are their own term, not the speed's
-         * (sched_link_python_s): what is left of the steps' time teaches
-         * it, at least a tenth of it */
-        double steps_s = la->train_s -
-                         sched_link_python_s(j, la->done_step - la->start_step);
+        /* The attempt's clock holds more than steps: a python grader's
+         * seconds are their own term (sched_link_python_s), and what runs
+         * between steps (validation, sample answers) is the estimate's
+         * share of the steps' time (plan between_share). The speed is
+         * the steps' alone, or the estimate would count those twice once
+         * learnt. At least a tenth of the clock teaches it. */
+        double steps_s = (la->train_s -
+                          sched_link_python_s(j, la->done_step - la->start_step)) /
+                         (1.0 + p.between_share);
         if (steps_s < 0.1 * la->train_s)
             steps_s = 0.1 * la->train_s;
         struct store_calibration k = {.method = (int)p.method,

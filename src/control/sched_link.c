@@ -944,7 +944,7 @@ void sched_link_invalidate(struct sched_link *l)
 #define PLAN_FORMAT                                                                                \
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
     "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
-    "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d}"
+    "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d,\"vs\":%.17g}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -975,7 +975,9 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
                        model_factor, (long long)e->gpu_need_bytes,
                        goal == SCHED_FINISH_BY ? e->finish_by_s : 0.0,
                        startup_factor > 0 ? startup_factor : 1.0,
-                       isfinite(e->range_margin) ? e->range_margin : 0.0, e->new_shape ? 1 : 0);
+                       isfinite(e->range_margin) ? e->range_margin : 0.0, e->new_shape ? 1 : 0,
+                       e->between_share > 0 && isfinite(e->between_share) ? e->between_share
+                                                                            : 0.0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -1003,7 +1005,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0;
+    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0, vs = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -1016,7 +1018,8 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           (plan_number(&p, ",\"by\":", &by) || true) &&
           (plan_number(&p, ",\"sf\":", &sf) || true) &&
           (plan_number(&p, ",\"rm\":", &rm) || true) &&
-          (plan_number(&p, ",\"ns\":", &ns) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"ns\":", &ns) || true) &&
+          (plan_number(&p, ",\"vs\":", &vs) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
@@ -1024,6 +1027,7 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
     out->startup_factor = sf > 0 ? sf : 1.0;
     out->range_margin = rm;
     out->new_shape = ns != 0;
+    out->between_share = vs > 0 ? vs : 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
@@ -1070,6 +1074,8 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
         out->startup_factor = 1.0; /* plans written before it */
     out->range_margin = json_number_value(json_object_get(o, "rm")); /* 0 in older plans */
     out->new_shape = json_integer_value(json_object_get(o, "ns")) != 0;
+    double vs = json_number_value(json_object_get(o, "vs"));
+    out->between_share = vs > 0 && isfinite(vs) ? vs : 0; /* 0 in older plans */
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
     double by = json_number_value(json_object_get(o, "by"));
@@ -1311,12 +1317,14 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
     double fpt = sched_plan_read(j->plan, &p) ? p.flops_per_token : 0;
     enum plan_method m = fpt > 0 ? p.method : PLAN_METHOD_LORA_16;
     double share = j->max_steps > 0 ? (double)steps_left / (double)j->max_steps : 1;
+    /* the steps at the learnt speed, what runs between them (validation,
+     * sample answers) and the python graders' seconds, as the estimate */
     double nominal = capacity_train_seconds(share * sched_link_train_tokens(j) * fpt, w) *
                      sched_link_speed_factor(l, j);
     if (!(nominal > 0))
         nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;
     else
-        nominal += sched_link_python_s(j, steps_left);
+        nominal = nominal * (1.0 + p.between_share) + sched_link_python_s(j, steps_left);
     pthread_mutex_lock(&l->mu);
     est_train_range(&l->history, m, w->class_, nominal, low_s, high_s);
     pthread_mutex_unlock(&l->mu);

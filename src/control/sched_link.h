@@ -56,6 +56,9 @@ struct sched_plan {
                                  it: the pass then checks no GPU        */
     double finish_by_s;       /* goal finish_by: the deadline (Unix
                                  seconds); 0 for the other goals        */
+    double between_share;     /* the estimate's between_share: what
+                                 validation and sample answers add to the
+                                 steps' time; 0 in older plans            */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in

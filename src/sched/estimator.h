@@ -192,6 +192,13 @@ struct estimate {
     double alt_low_s, alt_high_s;    /* the range of its finish there (from
                                         now), held by the time range        */
     bool new_shape;                  /* the request's: default part bands    */
+    double between_share;            /* what validation and sample answers
+                                        add between steps, as a share of the
+                                        steps' nominal time (in train_s once
+                                        est_add_validation ran; python
+                                        graders' seconds not in it): an
+                                        attempt's clock holds it, so the
+                                        speed it teaches leaves it out      */
     bool borrowed_shape;             /* the request's: borrowed factor       */
     double range_margin;             /* the margin (logs) applied to the half-
                                         width of the parts' sum

@@ -18,6 +18,7 @@
 #include "control/checkpoint_models.h"
 #include "control/deadlines.h"
 #include "control/lifecycle.h"
+#include "control/sched_link.h"
 #include "core/fs.h"
 #include "../api/api_harness.h"
 
@@ -2016,6 +2017,71 @@ static double estimate_high(struct harness *h, const char *goal)
     return high;
 }
 
+/* The nominal training (terms.training.s) of the estimate for `body`. */
+static double training_s_of(struct harness *h, const char *body)
+{
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/estimates", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    double s = json_number_value(
+        json_object_get(json_object_get(json_object_get(r.json, "terms"), "training"), "s"));
+    reply_free(&r);
+    return s;
+}
+
+/* A validated job's attempt clock holds its validation between steps; the
+ * speed it teaches is the steps' alone, so that the next estimate of the
+ * same job counts the validation once: its nominal training is the time
+ * the attempt took, not that time and the validation again (issue 35). */
+static void a_validated_jobs_speed_leaves_its_validation_out(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 1.0);
+    struct reply t = h_upload(h, h->key, "train.jsonl", SAMPLE_JSONL);
+    struct reply v = h_upload(h, h->key, "valid.jsonl", SAMPLE_JSONL);
+    char train[64], valid[64], body[512];
+    snprintf(train, sizeof train, "%s", h_str(t.json, "id"));
+    snprintf(valid, sizeof valid, "%s", h_str(v.json, "id"));
+    reply_free(&t);
+    reply_free(&v);
+    snprintf(body, sizeof body,
+             "{\"model\":\"tiny\",\"training_file\":\"%s\",\"validation_file\":\"%s\","
+             "\"hyperparameters\":{\"n_epochs\":10,\"batch_size\":1}}",
+             train, valid);
+    struct reply r = h_call(h, "POST", "/v1/fine_tuning/jobs", NULL, h->key, body);
+    assert_int_equal(r.status, 200);
+    char id[64];
+    snprintf(id, sizeof id, "%s", h_str(r.json, "id"));
+    reply_free(&r);
+    struct store_job *sj = calloc(1, sizeof *sj);
+    assert_non_null(sj);
+    assert_int_equal(store_job_get(h->srv.ctl->store, NULL, id, sj), ERR_OK);
+    struct sched_plan p;
+    assert_true(sched_plan_read(sj->plan, &p));
+    free(sj);
+    /* the validation is a real part of this job's time: the test would
+     * see it counted twice */
+    assert_true(p.between_share > 0.05);
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    /* 30 steps and their validation in 60 s of the trainer's clock */
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"step\",\"t\":60.1,\"step\":30,\"loss\":1.2,"
+                            "\"lr\":0.0002,\"tokens_per_s\":50},"
+                            "{\"event\":\"done\",\"step\":30,\"train_loss\":1.2,"
+                            "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    json_decref(j);
+    double learnt = training_s_of(h, body);
+    assert_true(fabs(learnt - 60.0) < 0.6);
+    h_free(h);
+}
+
 /* Whether job id has an event whose message starts with `text`. */
 static bool has_event(struct harness *h, const char *id, const char *text, int *count)
 {
@@ -2160,6 +2226,7 @@ int main(void)
         cmocka_unit_test(resumes_from_the_checkpoint_the_server_recorded),
         cmocka_unit_test(a_resume_elsewhere_is_never_billed_wrong),
         cmocka_unit_test(reports_out_of_order_are_ignored),
+        cmocka_unit_test(a_validated_jobs_speed_leaves_its_validation_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

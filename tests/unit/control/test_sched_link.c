@@ -114,6 +114,7 @@ static void plan_round_trip(void **state)
                          .startup_s = 4.5, .train_s = 120.25, .gpu_need_bytes = 6270000000};
     char text[STORE_JSON_SMALL];
     e.range_margin = -0.125;
+    e.between_share = 0.375;
     assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, 1.75, text, sizeof text));
     struct sched_plan p;
     assert_true(sched_plan_read(text, &p));
@@ -127,14 +128,16 @@ static void plan_round_trip(void **state)
     assert_true(p.model_factor == 2.5);
     assert_true(p.startup_factor == 1.75);
     assert_true(p.range_margin == -0.125);
+    assert_true(p.between_share == 0.375);
     assert_int_equal(p.gpu_need, 6270000000);
     /* A plan written before GPUs reads with no GPU need, on both paths. */
     assert_true(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
                                 "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}",
                                 &p));
     assert_int_equal(p.gpu_need, 0);
-    /* ... and with no factor of fixed costs and no margin. */
-    assert_true(p.startup_factor == 1.0 && p.range_margin == 0.0);
+    /* ... and with no factor of fixed costs, no margin and nothing
+     * between steps. */
+    assert_true(p.startup_factor == 1.0 && p.range_margin == 0.0 && p.between_share == 0.0);
     assert_true(sched_plan_read("{ \"fpt\": 1, \"method\": 0, \"class\": 0, \"goal\": 0 }", &p));
     assert_int_equal(p.gpu_need, 0);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
@@ -383,6 +386,15 @@ static void a_python_graders_seconds_are_in_the_training_range(void **state)
     double grow = (nominal + 8.0) / nominal;
     assert_true(fabs(lo1 / lo0 - grow) < 1e-6);
     assert_true(fabs(hi1 / hi0 - grow) < 1e-6);
+    /* what runs between steps (the plan's share) grows the steps' time,
+     * not the python seconds: (nominal x 1.25 + 8) / (nominal + 8) */
+    e.between_share = 0.25;
+    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, py.plan, sizeof py.plan));
+    double lo2, hi2;
+    sched_link_train_range(l, &py, &w, 10, &lo2, &hi2);
+    grow = (nominal * 1.25 + 8.0) / (nominal + 8.0);
+    assert_true(fabs(lo2 / lo1 - grow) < 1e-6);
+    assert_true(fabs(hi2 / hi1 - grow) < 1e-6);
     sched_link_free(l);
 }
 
