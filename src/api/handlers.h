@@ -85,6 +85,8 @@ void internal_attempt_start(struct api_server *srv, struct http_request *req,
                             struct http_response *res);
 void internal_attempt_heartbeat(struct api_server *srv, struct http_request *req,
                                 struct http_response *res);
+void internal_serving_heartbeat(struct api_server *srv, struct http_request *req,
+                                struct http_response *res);
 void internal_events(struct api_server *, struct http_request *, struct http_response *);
 void internal_finish(struct api_server *, struct http_request *, struct http_response *);
 void static_get(struct api_server *, struct http_request *, struct http_response *);

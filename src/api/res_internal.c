@@ -343,3 +343,36 @@ void internal_attempt_heartbeat(struct api_server *srv, struct http_request *req
     const char *word = tproto_stop_name(stop);
     api_json(res, 200, json_pack("{s:o}", "stop", word ? json_string(word) : json_null()));
 }
+
+/* A serving engine's heartbeat (worker/serving_runner.h): where it
+ * listens and its stats. {"stop": true} for one no longer wanted. */
+void internal_serving_heartbeat(struct api_server *srv, struct http_request *req,
+                                struct http_response *res)
+{
+    json_t *body = api_body_object(req, res);
+    if (!body)
+        return;
+    const char *host = json_string_value(json_object_get(body, "host"));
+    json_t *port = json_object_get(body, "port");
+    json_t *stats = json_object_get(body, "stats");
+    char engine_id[32], node[STORE_NAME_MAX];
+    runner_place(body, engine_id, sizeof engine_id, node, sizeof node);
+    if (!host || !host[0] || strlen(host) > 255 || text_has_control(host) ||
+        !json_is_integer(port) || json_integer_value(port) < 1 ||
+        json_integer_value(port) > 65535 || (stats && !json_is_object(stats) && !json_is_null(stats))) {
+        json_decref(body);
+        api_error(res, ERR_INVALID, "A serving heartbeat needs host, port (1-65535) and stats.",
+                  "host");
+        return;
+    }
+    bool stop = false;
+    enum alallo_err e = engine_serving_heartbeat(srv->ctl, req->params[0], node[0] ? node : host,
+                                                 host, (int)json_integer_value(port),
+                                                 json_is_object(stats) ? stats : NULL, &stop);
+    json_decref(body);
+    if (e) {
+        api_error(res, e, "No such serving engine.", NULL);
+        return;
+    }
+    api_json(res, 200, json_pack("{s:b}", "stop", stop));
+}

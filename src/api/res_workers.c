@@ -6,6 +6,8 @@
 
 #include "control/engine.h"
 #include "control/fleet.h"
+#include "control/serving_registry.h"
+#include "core/clock.h"
 #include "api/handlers.h"
 #include "control/workers.h"
 #include "core/ids.h"
@@ -92,9 +94,14 @@ void workers_list(struct api_server *srv, struct http_request *req, struct http_
             add_engine_state(o, a);
             json_array_append_new(data, o);
         }
-        api_json(res, 200, json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data,
-                                     "engine", engine_name(srv->ctl->engine), "pools",
-                                     pools_json(srv)));
+        json_t *out = json_pack("{s:s,s:o,s:s,s:o}", "object", "list", "data", data, "engine",
+                                engine_name(srv->ctl->engine), "pools", pools_json(srv));
+        /* the inference engines on nodes (docs/serving.md, "On a cluster"):
+         * where they listen is the operator's to see */
+        if (out && srv->ctl->serving && strcmp(req->account.name, "default") == 0)
+            json_object_set_new(out, "serving",
+                                serving_registry_list(srv->ctl->serving, clock_now_ms()));
+        api_json(res, 200, out);
     }
     free(open);
     free(ws);

@@ -19,6 +19,7 @@ enum access {
     OPERATOR, /* the API key of the account `default` */
     WORKER,   /* the worker token */
     ATTEMPT,  /* the worker token, or the token of the attempt the path names */
+    SERVING,  /* the token of the serving engine the path names */
 };
 
 struct route {
@@ -71,6 +72,7 @@ static const struct route routes[] = {
     {"POST", "/internal/attempts/{}/heartbeat", ATTEMPT, internal_attempt_heartbeat},
     {"POST", "/internal/attempts/{}/events", ATTEMPT, internal_events},
     {"POST", "/internal/attempts/{}/finish", ATTEMPT, internal_finish},
+    {"POST", "/internal/serving/{}/heartbeat", SERVING, internal_serving_heartbeat},
 };
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
@@ -170,6 +172,17 @@ static enum alallo_err authenticate_attempt(struct api_server *srv, struct http_
                : ERR_UNAUTHORIZED;
 }
 
+/* The serving engine's own token (engine.h: good for its heartbeats only). */
+static enum alallo_err authenticate_serving(struct api_server *srv, struct http_request *req)
+{
+    char token[KEYS_MAX];
+    if (!auth_bearer(req->authorization, token, sizeof token))
+        return ERR_UNAUTHORIZED;
+    bool ok = req->n_params > 0 && engine_serving_token_ok(srv->ctl, req->params[0], token);
+    memset(token, 0, sizeof token);
+    return ok ? ERR_OK : ERR_UNAUTHORIZED;
+}
+
 /* Finds req's route and checks its caller. Returns the route when its
  * handler may run; else NULL with res answered: 404 or 405 for an unknown
  * route, the dashboard's file for a GET outside the API (when `serve_static`),
@@ -219,10 +232,14 @@ static const struct route *route_and_check(struct api_server *srv, struct http_r
     case ATTEMPT:
         e = authenticate_attempt(srv, req);
         break;
+    case SERVING:
+        e = authenticate_serving(srv, req);
+        break;
     }
     if (e == ERR_UNAUTHORIZED)
         api_error(res, e,
-                  found->access == WORKER || found->access == ATTEMPT
+                  found->access == WORKER || found->access == ATTEMPT ||
+                          found->access == SERVING
                       ? "Missing or invalid worker token (Authorization: Bearer <token>)."
                       : "Missing or invalid API key (Authorization: Bearer <key>).",
                   NULL);

@@ -40,6 +40,7 @@
 #include "control/control.h"
 #include "control/engine.h"
 #include "control/inference.h"
+#include "control/serving_registry.h"
 #include "control/leadership.h"
 #include "control/webhook_delivery.h"
 #include "control/service.h"
@@ -147,6 +148,7 @@ static void usage(FILE *f)
           "                    [--inference engine|child] [--inference-memory BYTES]\n"
           "                    [--inference-max-running N] [--inference-max-tokens N]\n"
           "                    [--inference-max-queued N] [--inference-threads N]\n"
+          "                    [--inference-pool POOL[:N]]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
@@ -196,6 +198,7 @@ struct serve_args {
     int n_pools;
     const char *cluster_data; /* SERVER_PREFIX=NODE_PREFIX */
     const char *runner_url;   /* what runners call; default the served address */
+    const char *inference_pool; /* --inference-pool POOL[:N]: engines on nodes */
     const char *advertise;    /* where the others reach this serve; NULL: from --host, --port */
     const char *wandb_url;    /* the W&B-compatible server (control/wandb_forward.h) */
     bool inference_child;     /* --inference child: no resident engine */
@@ -266,6 +269,8 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             if (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
                 goto bad;
             a->runner_url = val;
+        } else if (strcmp(arg, "--inference-pool") == 0) {
+            a->inference_pool = val;
         } else if (strcmp(arg, "--inference") == 0) {
             /* engine: the resident engine (docs/serving.md); child: a
              * process per request, nothing kept loaded between them */
@@ -364,9 +369,15 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
     /* Workers heartbeat every 2 s, more often when the timeout is short, so
      * that at least three heartbeats fit in it. */
     ccfg->heartbeat_s = ccfg->worker_timeout_s >= 6 ? 2 : 1;
-    if ((a->n_pools || a->cluster_data || a->runner_url) && !a->executor) {
-        fprintf(stderr, "alallo serve: --slurm-pool, --cluster-data and --runner-url need "
-                        "--executor\n");
+    if ((a->n_pools || a->cluster_data || a->runner_url || a->inference_pool) &&
+        !a->executor) {
+        fprintf(stderr, "alallo serve: --slurm-pool, --cluster-data, --runner-url and "
+                        "--inference-pool need --executor\n");
+        return -1;
+    }
+    if (a->inference_pool && a->inference_child) {
+        fprintf(stderr, "alallo serve: --inference-pool runs engines on nodes; --inference child "
+                        "runs none\n");
         return -1;
     }
     if (a->executor && strcmp(a->executor, "slurm") == 0 && !a->n_pools) {
@@ -481,8 +492,30 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
         /* srun: preemption's SIGTERM reaches the job's steps only. */
         text_printf(ec.launcher, sizeof ec.launcher, "%s --kill-on-bad-exit=1", srun);
     }
+    if (a->inference_pool) { /* POOL[:N] */
+        const char *colon = strchr(a->inference_pool, ':');
+        char *end = NULL;
+        long count = colon ? strtol(colon + 1, &end, 10) : 1;
+        if (!text_printf(ec.serve_pool, sizeof ec.serve_pool, "%.*s",
+                         colon ? (int)(colon - a->inference_pool) : (int)strlen(a->inference_pool),
+                         a->inference_pool) ||
+            !ec.serve_pool[0] || (colon && (end == colon + 1 || *end)) || count < 1 ||
+            count > ENGINE_SERVING_MAX) {
+            fprintf(stderr, "alallo serve: --inference-pool wants POOL or POOL:N (N from 1 to %d)\n",
+                    ENGINE_SERVING_MAX);
+            return -1;
+        }
+        ec.serve_count = (int)count;
+        ec.serve_memory = a->inference.model_memory;
+    }
     if (engine_start(ctl, a->executor, &ec, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: --executor %s: %s\n", a->executor, err);
+        return -1;
+    }
+    /* Generations go to the engines on the pool's nodes (control/inference.h). */
+    if (a->inference_pool && !(ctl->inference = inference_remote(ctl->serving, ec.map_from,
+                                                                 ec.map_to))) {
+        fprintf(stderr, "alallo serve: out of memory\n");
         return -1;
     }
     printf("alallo: executor %s: %d pool(s); runners call %s\n", a->executor, ec.n_pools,
@@ -572,8 +605,14 @@ int cmd_serve(int argc, char **argv)
     }
     /* The inference engine beside this process, supervised (restarted
      * when it ends) until the end (control/inference.h). */
-    if (!a.inference_child &&
-        !(ctl.inference = inference_start(ctl.alallo_bin, ctl.cfg.data_dir, &a.inference)))
+    if (a.inference_pool) {
+        if (!(ctl.serving = serving_registry_new())) {
+            fprintf(stderr, "alallo serve: out of memory\n");
+            control_close(&ctl);
+            return 1;
+        }
+    } else if (!a.inference_child &&
+               !(ctl.inference = inference_start(ctl.alallo_bin, ctl.cfg.data_dir, &a.inference)))
         log_line("warn", "the inference engine did not start; a process per generation");
     if (api_server_pools_open(&srv) != 0) {
         fprintf(stderr, "alallo serve: out of memory for the slot pools\n");
@@ -686,6 +725,8 @@ int cmd_serve(int argc, char **argv)
     inference_stop(ctl.inference);
     ctl.inference = NULL;
     control_close(&ctl);
+    serving_registry_free(ctl.serving); /* after the engine's thread, which notes in it */
+    ctl.serving = NULL;
     curl_global_cleanup();
     log_line("info", "stopped");
     return w.lost ? 3 : 0;

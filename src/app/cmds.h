@@ -14,6 +14,7 @@
 #include "train/cmds/train_cmds.h"
 #include "worker/attempt_runner.h"
 #include "worker/cmd_worker.h"
+#include "worker/serving_runner.h"
 
 int cmd_serve(int argc, char **argv);    /* app/cmd_serve.c    */
 int cmd_accounts(int argc, char **argv); /* app/cmd_accounts.c */

@@ -14,6 +14,7 @@ static void usage(FILE *f)
           "  serve [--port N] [--data DIR] [--store URL] [--local-worker SPEC|none]...\n"
           "  worker --server URL --token T [--name N] [--cpus N] [--mem SIZE] [--price P] [--class C]\n"
           "  attempt run --server URL --attempt ID --token @FILE --work-dir DIR   (engines start it)\n"
+          "  serving run --server URL --id ID --token @FILE --work-dir DIR   (engines start it)\n"
           "  accounts create NAME --data DIR [--store URL]\n"
           "  store migrate URL | store copy sqlite:DIR postgresql://...\n"
           "client (reads ALALLO_URL and ALALLO_API_KEY):\n"
@@ -30,6 +31,7 @@ static void usage(FILE *f)
           "  export --model-dir DIR ...     export a local model folder\n"
           "  tokenizer train ...  learn a byte-level BPE tokenizer\n"
           "  inference --socket PATH ...    the resident inference engine serve starts\n"
+          "  inference --listen HOST:PORT --key @FILE ...   the engine on a node\n"
           "  sim --jobs N --workers M --seed S   fleet simulation\n"
           "  version              what this binary was built with (cuda: yes|no)\n",
           f);
@@ -75,6 +77,8 @@ int main(int argc, char **argv)
         return cmd_worker(sub_argc, sub_argv, train_device_cuda_built() != 0);
     if (strcmp(cmd, "attempt") == 0)
         return cmd_attempt(sub_argc, sub_argv, train_device_cuda_built() != 0);
+    if (strcmp(cmd, "serving") == 0)
+        return cmd_serving(sub_argc, sub_argv);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(sub_argc, sub_argv);
     if (strcmp(cmd, "bench") == 0)

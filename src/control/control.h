@@ -69,6 +69,7 @@ struct leadership;
 struct sched_link;
 struct engine;
 struct inference;
+struct serving_registry;
 
 struct control {
     struct control_config cfg;
@@ -82,6 +83,7 @@ struct control {
     struct leadership *lead; /* NULL: the only server on its store */
     atomic_int checkpoint_builds; /* checkpoints being made into models (checkpoint_models.h) */
     struct inference *inference; /* the resident engine (inference.h); NULL: a child per request */
+    struct serving_registry *serving; /* engines on nodes (serving_registry.h); NULL: none */
 };
 
 #endif

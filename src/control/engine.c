@@ -22,6 +22,8 @@
 #include "control/lifecycle.h"
 #include "control/paths.h"
 #include "control/sched_link.h"
+#include "control/serving_jobs.h"
+#include "control/serving_registry.h"
 #include "control/workers.h"
 #include "core/bench_speed.h"
 #include "core/fs.h"
@@ -86,6 +88,8 @@ struct engine {
     int n_cancels;
     int64_t pool_rest_until[ENGINE_POOLS_MAX];
     struct pool_bench bench[ENGINE_POOLS_MAX];
+    struct serving_jobs *serving; /* cfg.serve_pool's engines; NULL: none */
+    int serve_pool;               /* its index in cfg.pools */
 };
 
 const char *engine_name(const struct engine *e)
@@ -242,15 +246,6 @@ static void crash_point(const char *where)
         raise(SIGKILL);
 }
 
-/* Appends ' + s + ' to the script: a path in single quotes. */
-static bool quoted(char *out, size_t cap, const char *s)
-{
-    if (strchr(s, '\'') || strchr(s, '\n'))
-        return false;
-    size_t n = strlen(out);
-    return text_printf(out + n, cap - n, "'%s'", s);
-}
-
 /* The engine's --time for job j on pool p: the job's remaining limit and
  * some slack, at most the pool's MaxTime. *clamped says whether it was cut. */
 static long time_limit_min(const struct control *ctl, const struct store_job *j,
@@ -304,16 +299,16 @@ static enum alallo_err submit(struct engine *e, const struct store_attempt *a)
                                 a->id, a->job, e->cfg.launcher, e->cfg.launcher[0] ? " " : "");
     char token_arg[EXEC_PATH_MAX + 8];
     text_printf(token_arg, sizeof token_arg, "@%s/token", node_dir);
-    ok = ok && quoted(script, sizeof script, ctl->alallo_bin) &&
+    ok = ok && exec_script_quote(script, sizeof script, ctl->alallo_bin) &&
          text_printf(script + strlen(script), sizeof script - strlen(script),
                      " attempt run --server ") &&
-         quoted(script, sizeof script, e->cfg.server_url) &&
+         exec_script_quote(script, sizeof script, e->cfg.server_url) &&
          text_printf(script + strlen(script), sizeof script - strlen(script), " --attempt %s",
                      a->id) &&
          text_printf(script + strlen(script), sizeof script - strlen(script), " --token ") &&
-         quoted(script, sizeof script, token_arg) &&
+         exec_script_quote(script, sizeof script, token_arg) &&
          text_printf(script + strlen(script), sizeof script - strlen(script), " --work-dir ") &&
-         quoted(script, sizeof script, node_dir) &&
+         exec_script_quote(script, sizeof script, node_dir) &&
          text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
     if (!r && !ok)
         r = ERR_TOO_LARGE;
@@ -711,14 +706,14 @@ static enum alallo_err bench_submit(struct engine *e, int p)
     bool ok = text_printf(script, sizeof script,
                           "#!/bin/sh\n# the bench job of pool %s, written by alallo serve\n: >",
                           pool->decl.name) &&
-              quoted(script, sizeof script, node_mark) &&
+              exec_script_quote(script, sizeof script, node_mark) &&
               text_printf(script + strlen(script), sizeof script - strlen(script), "\nexec %s%s",
                           e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
-              quoted(script, sizeof script, e->ctl->alallo_bin) &&
+              exec_script_quote(script, sizeof script, e->ctl->alallo_bin) &&
               text_printf(script + strlen(script), sizeof script - strlen(script),
                           " bench train --shape tiny --steps 3 --threads %d >",
                           pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
-              quoted(script, sizeof script, node_out) &&
+              exec_script_quote(script, sizeof script, node_out) &&
               text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
     if (!ok)
         return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's script does not fit");
@@ -946,6 +941,36 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
     }
 }
 
+/* ---- serving engines on a pool's nodes ----------------------------------- */
+
+/* DATA/engine/serving. */
+static bool serving_dir(const struct control *ctl, char *out, size_t cap)
+{
+    return text_printf(out, cap, "%s/engine/serving", ctl->cfg.data_dir);
+}
+
+/* The serving jobs after a list (serving_jobs.h); with none wanted, those
+ * an earlier run of the server left are cancelled. */
+static void serving_round(struct engine *e, int64_t now, int64_t listed_ms)
+{
+    char dir[EXEC_PATH_MAX], node_dir[EXEC_PATH_MAX];
+    if (!serving_dir(e->ctl, dir, sizeof dir) ||
+        !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir))
+        return;
+    const struct engine_pool *p = e->serving ? &e->cfg.pools[e->serve_pool] : NULL;
+    struct serving_jobs_env env = {.x = e->x,
+                                   .dir = dir,
+                                   .node_dir = node_dir,
+                                   .bin = e->ctl->alallo_bin,
+                                   .server_url = e->cfg.server_url,
+                                   .launcher = e->cfg.launcher,
+                                   .pool = p ? &p->decl : NULL,
+                                   .max_time_min = p ? p->max_time_min : 0,
+                                   .memory = e->cfg.serve_memory,
+                                   .registry = e->ctl->serving};
+    serving_jobs_round(e->serving, &env, e->jobs, e->n_jobs, now, listed_ms);
+}
+
 /* One round: what the engine says, then the attempts as they are now. */
 static void round_once(struct engine *e, bool poll, bool full)
 {
@@ -971,6 +996,8 @@ static void round_once(struct engine *e, bool poll, bool full)
     fill(e, now);
     if (listed)
         bench_pools(e, now, listed_ms);
+    if (listed) /* without --inference-pool, to cancel serving jobs left */
+        serving_round(e, now, listed_ms);
 }
 
 static void *engine_main(void *arg)
@@ -1073,6 +1100,21 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
             s->pool = p;
             text_printf(s->name, sizeof s->name, "%s.%s.%d", x->name, cfg->pools[p].decl.name, k);
         }
+    if (cfg->serve_pool[0]) {
+        e->serve_pool = -1;
+        for (int p = 0; p < cfg->n_pools; p++)
+            if (strcmp(cfg->pools[p].decl.name, cfg->serve_pool) == 0)
+                e->serve_pool = p;
+        if (e->serve_pool < 0 ||
+            !(e->serving = serving_jobs_new(cfg->serve_pool,
+                                            cfg->serve_count > 0 ? cfg->serve_count : 1))) {
+            text_error(err, errcap, "--inference-pool %s: %s", cfg->serve_pool,
+                       e->serve_pool < 0 ? "no such pool (declare it with --slurm-pool)"
+                                         : "its name makes no serving job's tag");
+            engine_stop(e);
+            return -1;
+        }
+    }
     for (int i = 0; i < e->n_slots; i++) {
         enum alallo_err r = declare_slot(e, &e->slots[i]);
         if (r) {
@@ -1119,6 +1161,7 @@ void engine_stop(struct engine *e)
     if (e->ctl && e->ctl->engine == e)
         e->ctl->engine = NULL;
     executor_close(e->x);
+    serving_jobs_free(e->serving);
     free(e->jobs);
     free(e->open);
     free(e);
@@ -1252,4 +1295,36 @@ int engine_pools_usage(struct control *ctl, struct engine_pool_usage *out, int c
     }
     free(all);
     return n;
+}
+
+/* ---- the serving engines' calls ----------------------------------------- */
+
+bool engine_serving_token_ok(struct control *ctl, const char *id, const char *token)
+{
+    char dir[EXEC_PATH_MAX], mine[KEYS_MAX], a[KEYS_HASH_HEX], b[KEYS_HASH_HEX];
+    if (!ctl->engine || !token || !serving_dir(ctl, dir, sizeof dir) ||
+        !serving_jobs_token(dir, id, mine, sizeof mine))
+        return false;
+    bool ok = keys_hash(mine, a) == 0 && keys_hash(token, b) == 0 && keys_equal(a, b);
+    memset(mine, 0, sizeof mine);
+    return ok;
+}
+
+enum alallo_err engine_serving_heartbeat(struct control *ctl, const char *id, const char *node,
+                                         const char *host, int port, const json_t *stats,
+                                         bool *stop)
+{
+    *stop = false;
+    struct engine *e = ctl->engine;
+    char dir[EXEC_PATH_MAX], key[KEYS_MAX];
+    if (!e || !serving_dir(ctl, dir, sizeof dir) || !serving_jobs_token(dir, id, key, sizeof key))
+        return ERR_NOT_FOUND;
+    if (!serving_jobs_wanted(e->serving, id)) { /* fixed after engine_start */
+        *stop = true;
+        serving_registry_forget(ctl->serving, id);
+    } else if (port > 0 && port < 65536 && host && host[0]) {
+        serving_registry_note(ctl->serving, id, node, host, port, key, stats, clock_now_ms());
+    }
+    memset(key, 0, sizeof key);
+    return ERR_OK;
 }

@@ -50,6 +50,7 @@
 #define ENGINE_DEFAULT_LEAD_S 60 /* the runner stops its trainer this long before
                                   * the engine's time limit */
 #define ENGINE_TIME_SLACK_MIN 5  /* --time above the job's remaining limit */
+#define ENGINE_SERVING_MAX 16    /* serving engines on a pool's nodes */
 
 /* A pool as the engine runs it: the operator's declaration (exec/pool.h)
  * and what the engine learnt of its partition at start. */
@@ -70,6 +71,11 @@ struct engine_config {
                                       * data folder and the nodes' one; "" none    */
     int stop_grace_s;             /* a running attempt's engine job is cancelled
                                    * this long after its cancel was asked (30)    */
+    /* --inference-pool POOL[:N]: N serving engines (engine_serving.c) run as
+     * jobs of pool POOL, beside its slots; "" none */
+    char serve_pool[64];
+    int serve_count;
+    long long serve_memory;       /* each engine's --model-memory; 0: its default */
 };
 
 /* Parses one --slurm-pool SPEC (exec/pool.h) into *p. Returns 0, or -1
@@ -105,6 +111,24 @@ void engine_stop(struct engine *e);
 
 /* The engine's name ("slurm", "process"). */
 const char *engine_name(const struct engine *e);
+
+/* ---- serving engines on a pool's nodes (docs/serving.md, "On a cluster")
+ *
+ * With cfg.serve_pool set, the engine's thread keeps cfg.serve_count jobs
+ * of that pool running the inference engine (control/serving_jobs.h),
+ * their files in DATA/engine/serving; the calls below come from request
+ * threads. */
+
+/* Whether `token` is serving engine `id`'s. */
+bool engine_serving_token_ok(struct control *ctl, const char *id, const char *token);
+
+/* A serving engine's heartbeat: it listens at host:port on `node`, and
+ * `stats` is its state (or NULL). Notes it in ctl->serving. ERR_NOT_FOUND
+ * for an id this engine does not run; *stop is true for one no longer
+ * wanted. */
+enum alallo_err engine_serving_heartbeat(struct control *ctl, const char *id, const char *node,
+                                         const char *host, int port, const json_t *stats,
+                                         bool *stop /* OUT */);
 
 /* What a runner is told when it starts (engine_attempt_start). */
 struct engine_start_answer {

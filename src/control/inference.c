@@ -2,6 +2,8 @@
 #include "control/inference.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,9 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control/engine.h"
+#include "control/serving_registry.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/text.h"
+
+#define REMOTE_CONNECT_MS 3000 /* a node's engine that does not answer */
 
 struct inference {
     char bin[512];
@@ -32,6 +38,9 @@ struct inference {
     bool stopping; /* serve is shutting down: an engine that ends stays ended */
     pid_t pid;     /* the engine running now; 0 between runs */
     atomic_long starts;
+    struct serving_registry *remote; /* engines on nodes (inference_remote); the
+                                        caller's. NULL: the engine beside serve */
+    struct engine_config *map;       /* the paths' map to the nodes (its map_*) */
 };
 
 /* Starts the engine; its pid, or -1. It ends with the server
@@ -158,9 +167,25 @@ struct inference *inference_start(const char *bin, const char *data_dir,
     return inf;
 }
 
+struct inference *inference_remote(struct serving_registry *registry, const char *map_from,
+                                   const char *map_to)
+{
+    struct inference *inf = calloc(1, sizeof *inf);
+    struct engine_config *map = calloc(1, sizeof *map);
+    if (!inf || !map || !text_copy(map->map_from, sizeof map->map_from, map_from) ||
+        !text_copy(map->map_to, sizeof map->map_to, map_to)) {
+        free(inf);
+        free(map);
+        return NULL;
+    }
+    inf->remote = registry;
+    inf->map = map;
+    return inf;
+}
+
 void inference_stopping(struct inference *inf)
 {
-    if (!inf)
+    if (!inf || inf->remote)
         return;
     pthread_mutex_lock(&inf->mu);
     inf->stopping = true;
@@ -172,6 +197,11 @@ void inference_stop(struct inference *inf)
 {
     if (!inf)
         return;
+    if (inf->remote) {
+        free(inf->map);
+        free(inf);
+        return;
+    }
     pthread_mutex_lock(&inf->mu);
     inf->stop = true;
     if (inf->pid > 0)
@@ -186,7 +216,90 @@ void inference_stop(struct inference *inf)
 
 long inference_starts(const struct inference *inf)
 {
-    return inf ? atomic_load(&inf->starts) : 0;
+    return inf && !inf->remote ? atomic_load(&inf->starts) : 0;
+}
+
+/* A TCP connection to host:port within REMOTE_CONNECT_MS; -1 when none. */
+static int connect_tcp(const char *host, int port)
+{
+    char service[16];
+    text_printf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, service, &hints, &res) != 0)
+        return -1;
+    int fd = -1;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            int err = 0;
+            socklen_t len = sizeof err;
+            rc = poll(&p, 1, REMOTE_CONNECT_MS) == 1 &&
+                         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0
+                     ? 0
+                     : -1;
+        }
+        if (rc != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/* A model path of the request as the nodes see it, in place; false when
+ * it does not fit. */
+static bool map_key(const struct inference *inf, json_t *req, const char *key)
+{
+    const char *v = json_string_value(json_object_get(req, key));
+    char out[1024];
+    if (!v)
+        return true;
+    return engine_map_path(inf->map, v, out, sizeof out) &&
+           json_object_set_new(req, key, json_string(out)) == 0;
+}
+
+/* The line to send a node's engine for `request` (its key, the paths
+ * mapped) and a connection to the engine chosen for it, waiting up to
+ * wait_ms for one to be known. -1 when none answered; *line is the
+ * caller's either way (NULL when out of memory). */
+static int connect_remote(struct inference *inf, const json_t *request, int wait_ms,
+                          char **line)
+{
+    *line = NULL;
+    json_t *req = json_deep_copy(request);
+    if (!req || !map_key(inf, req, "weights") || !map_key(inf, req, "adapter")) {
+        json_decref(req);
+        return -1;
+    }
+    const char *weights = json_string_value(json_object_get(req, "weights"));
+    const char *adapter = json_string_value(json_object_get(req, "adapter"));
+    int64_t until = clock_now_ms() + wait_ms;
+    struct serving_target t;
+    int fd = -1;
+    for (;;) {
+        if (serving_registry_pick(inf->remote, weights, adapter, clock_now_ms(), &t)) {
+            fd = connect_tcp(t.host, t.port);
+            if (fd >= 0)
+                break;
+            log_line("warn", "the inference engine %s at %s:%d does not answer", t.id, t.host,
+                     t.port);
+        }
+        if (clock_now_ms() >= until)
+            break;
+        usleep(100 * 1000);
+    }
+    if (fd >= 0 && json_object_set_new(req, "key", json_string(t.key)) == 0)
+        *line = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    memset(t.key, 0, sizeof t.key);
+    return fd;
 }
 
 /* A connection to the engine, waiting up to wait_ms for one that is
@@ -234,16 +347,23 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
     why[0] = '\0';
     static const char restarting[] =
         "The inference engine is restarting; retry after Retry-After seconds.";
-    char *line = json_dumps(request, JSON_COMPACT);
-    if (!line)
-        return ERR_NOMEM;
-    int fd = connect_engine(inf, wait_ms);
-    if (fd < 0) {
+    char *line = NULL;
+    int fd = -1;
+    if (inf->remote) {
+        fd = connect_remote(inf, request, wait_ms, &line);
+    } else {
+        line = json_dumps(request, JSON_COMPACT);
+        fd = line ? connect_engine(inf, wait_ms) : -1;
+    }
+    if (fd < 0 || !line) {
         free(line);
+        if (fd >= 0)
+            close(fd);
         text_copy(why, whycap, restarting);
         return ERR_UNAVAILABLE;
     }
     bool sent = send_all(fd, line, strlen(line)) && send_all(fd, "\n", 1);
+    memset(line, 0, strlen(line)); /* a node's engine's key */
     free(line);
     int64_t until = clock_now_ms() + (int64_t)timeout_s * 1000;
     size_t len = 0, cap = 1 << 16;
@@ -326,6 +446,10 @@ enum alallo_err inference_call(struct inference *inf, const json_t *request, int
 
 enum alallo_err inference_stats(struct inference *inf, json_t **out)
 {
+    if (inf->remote) {
+        *out = serving_registry_stats(inf->remote, clock_now_ms());
+        return *out ? ERR_OK : ERR_UNAVAILABLE;
+    }
     char why[200];
     json_t *req = json_pack("{sb}", "stats", 1);
     enum alallo_err e = req ? call(inf, req, 0, 2, 0, NULL, NULL, out, why, sizeof why) : ERR_NOMEM;

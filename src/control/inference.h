@@ -42,6 +42,7 @@ struct inference_config {
 };
 
 struct inference;
+struct serving_registry;
 
 /* Starts the engine as `bin inference --socket PATH ...` with its socket in
  * data_dir (or the temporary folder when that path is too long for a
@@ -49,6 +50,17 @@ struct inference;
 struct inference *inference_start(const char *bin, const char *data_dir,
                                   const struct inference_config *cfg);
 void inference_stop(struct inference *inf); /* NULL is fine */
+
+/* No engine beside serve: each generation goes to one of the engines on
+ * the cluster's nodes that `registry` knows (serving jobs of an engine's
+ * pool, control/engine.h; docs/serving.md, "On a cluster"), over TCP,
+ * with that engine's key, and with the model paths as the nodes see them
+ * (map_from / map_to: serve's --cluster-data, "" for none). Waits up to
+ * INFERENCE_CONNECT_WAIT_MS for one to be known; none is ERR_UNAVAILABLE
+ * as a restarting engine is. The registry stays the caller's. NULL when
+ * out of memory. */
+struct inference *inference_remote(struct serving_registry *registry, const char *map_from,
+                                   const char *map_to);
 
 /* Serve is shutting down: from now on the engine is not started again when
  * it ends (it goes on answering until inference_stop). NULL is fine. */
@@ -76,7 +88,8 @@ enum alallo_err inference_call(struct inference *inf, const json_t *request, int
 /* The engine's state now (engine.h's {"stats": true} answer: models,
  * model_bytes, running, waiting, tokens_in_flight, tokens_generated,
  * steps), into *out (the caller's), without waiting for an engine that is
- * restarting: ERR_UNAVAILABLE then. For /metrics. */
+ * restarting: ERR_UNAVAILABLE then. With engines on nodes, their last
+ * reports summed, with "engines": how many answer. For /metrics. */
 enum alallo_err inference_stats(struct inference *inf, json_t **out /* OUT */);
 
 #endif

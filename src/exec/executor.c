@@ -20,7 +20,8 @@ bool exec_attempt_of(const char *tag, char *attempt_id, size_t cap)
 {
     size_t n = strlen(EXEC_TAG_PREFIX);
     if (strncmp(tag, EXEC_TAG_PREFIX, n) != 0 ||
-        strncmp(tag, EXEC_BENCH_PREFIX, strlen(EXEC_BENCH_PREFIX)) == 0 || !ids_valid(tag + n))
+        strncmp(tag, EXEC_BENCH_PREFIX, strlen(EXEC_BENCH_PREFIX)) == 0 ||
+        strncmp(tag, EXEC_SERVE_PREFIX, strlen(EXEC_SERVE_PREFIX)) == 0 || !ids_valid(tag + n))
         return false;
     return text_copy(attempt_id, cap, tag + n);
 }
@@ -32,15 +33,32 @@ bool exec_bench_tag_for(const char *pool, char tag[EXEC_TAG_MAX])
     return text_printf(tag, EXEC_TAG_MAX, "%s%s", EXEC_BENCH_PREFIX, pool);
 }
 
+bool exec_serve_tag_for(const char *id, char tag[EXEC_TAG_MAX])
+{
+    if (!ids_valid_name(id, EXEC_TAG_MAX - strlen(EXEC_SERVE_PREFIX)))
+        return false;
+    return text_printf(tag, EXEC_TAG_MAX, "%s%s", EXEC_SERVE_PREFIX, id);
+}
+
 bool exec_tag_is_alallo(const char *tag)
 {
-    size_t n = strlen(EXEC_BENCH_PREFIX);
+    size_t n = strlen(EXEC_BENCH_PREFIX), m = strlen(EXEC_SERVE_PREFIX);
     char id[EXEC_TAG_MAX];
     if (!tag)
         return false;
     if (strncmp(tag, EXEC_BENCH_PREFIX, n) == 0)
         return ids_valid_name(tag + n, EXEC_TAG_MAX - n);
+    if (strncmp(tag, EXEC_SERVE_PREFIX, m) == 0)
+        return ids_valid_name(tag + m, EXEC_TAG_MAX - m);
     return exec_attempt_of(tag, id, sizeof id);
+}
+
+bool exec_script_quote(char *out, size_t cap, const char *s)
+{
+    if (strchr(s, '\'') || strchr(s, '\n'))
+        return false;
+    size_t n = strlen(out);
+    return text_printf(out + n, cap - n, "'%s'", s);
 }
 
 void executor_close(struct executor *x)
@@ -74,9 +92,9 @@ enum alallo_err executor_submit(struct executor *x, const struct exec_submit *s,
     memset(r, 0, sizeof *r);
     x->error[0] = '\0';
     if (!exec_tag_is_alallo(s->tag))
-        return exec_fail(x, ERR_INVALID, "submit: '%.80s' is not an attempt's tag (%s<attempt id>) "
-                         "nor a bench job's (%s<pool>)",
-                         s->tag, EXEC_TAG_PREFIX, EXEC_BENCH_PREFIX);
+        return exec_fail(x, ERR_INVALID, "submit: '%.80s' is not an attempt's tag (%s<attempt id>), "
+                         "a bench job's (%s<pool>) nor a serving engine's (%s<id>)",
+                         s->tag, EXEC_TAG_PREFIX, EXEC_BENCH_PREFIX, EXEC_SERVE_PREFIX);
     if (s->script[0] != '/')
         return exec_fail(x, ERR_INVALID, "submit %s: the batch script must be an absolute path",
                          s->tag);

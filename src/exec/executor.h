@@ -31,6 +31,7 @@
 
 #define EXEC_TAG_PREFIX "alallo-"
 #define EXEC_BENCH_PREFIX "alallo-bench-" /* a pool's bench job, not an attempt's */
+#define EXEC_SERVE_PREFIX "alallo-serve-" /* a pool's serving engine, not an attempt's */
 #define EXEC_ID_MAX 32     /* an engine's job id, with its NUL */
 #define EXEC_TAG_MAX 64    /* alallo-<attempt id>, with its NUL */
 #define EXEC_REASON_MAX 160
@@ -132,7 +133,8 @@ struct executor {
 bool exec_tag_for(const char *attempt_id, char tag[EXEC_TAG_MAX] /* OUT */);
 
 /* The attempt id a tag names, or false when tag is not one of alallo's
- * attempts' (a bench tag is not: reconciliation leaves bench jobs alone). */
+ * attempts' (a bench or serving tag is not: reconciliation leaves those
+ * jobs alone). */
 bool exec_attempt_of(const char *tag, char *attempt_id /* OUT */, size_t cap);
 
 /* The tag of pool `pool`'s bench job: "alallo-bench-<pool>" (the engine
@@ -140,8 +142,18 @@ bool exec_attempt_of(const char *tag, char *attempt_id /* OUT */, size_t cap);
  * not fit or the name is not a safe name. */
 bool exec_bench_tag_for(const char *pool, char tag[EXEC_TAG_MAX] /* OUT */);
 
-/* Whether tag is one of alallo's: an attempt's or a bench job's. */
+/* The tag of serving engine `id` ("<pool>-<k>", control/engine.h):
+ * "alallo-serve-<id>". False when it does not fit or is not a safe name. */
+bool exec_serve_tag_for(const char *id, char tag[EXEC_TAG_MAX] /* OUT */);
+
+/* Whether tag is one of alallo's: an attempt's, a bench job's or a serving
+ * engine's. */
 bool exec_tag_is_alallo(const char *tag);
+
+/* Appends 's' (single quotes around s) to the batch script text in out:
+ * a path or URL as one word of the shell. False when it does not fit, or
+ * s holds a quote or a newline. */
+bool exec_script_quote(char *out, size_t cap, const char *s);
 
 /* Stops x and frees it; NULL is a no-op. */
 void executor_close(struct executor *x);

@@ -248,16 +248,7 @@ static int parse_args(struct runner *r, int argc, char **argv)
  * environment (Slurm's, or ALALLO_ENGINE_ID from the process engine). */
 static void place(struct runner *r)
 {
-    const char *id = getenv("SLURM_JOB_ID");
-    if (!id)
-        id = getenv("ALALLO_ENGINE_ID");
-    snprintf(r->engine_id, sizeof r->engine_id, "%s", id ? id : "");
-    const char *node = getenv("SLURMD_NODENAME");
-    if (node)
-        snprintf(r->node, sizeof r->node, "%s", node);
-    else if (gethostname(r->node, sizeof r->node) != 0)
-        r->node[0] = '\0';
-    r->node[sizeof r->node - 1] = '\0';
+    worker_engine_place(r->engine_id, sizeof r->engine_id, r->node, sizeof r->node);
 }
 
 int cmd_attempt(int argc, char **argv, bool trainer_cuda)

@@ -91,6 +91,11 @@ int worker_parse_size(const char *text, int64_t *out /* OUT */);
  * FILE. Returns 0, or -1 (unreadable, empty, or longer than cap - 1). */
 int worker_read_token(const char *arg, char *out /* OUT */, size_t cap);
 
+/* Where an engine's job runs, from the engine's environment: its job id
+ * (SLURM_JOB_ID, or ALALLO_ENGINE_ID from the process engine; "" when
+ * neither) and the node (SLURMD_NODENAME, else the host name). */
+void worker_engine_place(char *engine_id, size_t idcap, char *node, size_t nodecap);
+
 /* Installs `on` for SIGTERM and SIGINT (the signals that stop a worker or
  * an attempt runner) and ignores SIGPIPE (a broken connection must be an
  * error from curl, not a dead process). For the commands' main only. */

@@ -284,3 +284,17 @@ void worker_catch_stop_signals(void (*on)(int))
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
+
+void worker_engine_place(char *engine_id, size_t idcap, char *node, size_t nodecap)
+{
+    const char *id = getenv("SLURM_JOB_ID");
+    if (!id)
+        id = getenv("ALALLO_ENGINE_ID");
+    snprintf(engine_id, idcap, "%s", id ? id : "");
+    const char *n = getenv("SLURMD_NODENAME");
+    if (n)
+        snprintf(node, nodecap, "%s", n);
+    else if (gethostname(node, nodecap) != 0)
+        node[0] = '\0';
+    node[nodecap - 1] = '\0';
+}

@@ -14,7 +14,7 @@ import { assertBilledOnce, checkpoints } from '../fault/fault_harness.mjs';
 import {
   createJob, cutOffJob, runnerLog, slurmUp, startEngineServe, thaw, tmpdir, uploadSample, waitFor, waitJob, WORKER_TIMEOUT_S,
 } from '../slurm/engine_harness.mjs';
-import { BIN, freePort, Serve } from './service_harness.mjs';
+import { BIN, freePort, Serve, tinyModelsDir } from './service_harness.mjs';
 
 // 2 GB an attempt: room to spare for a trainer built with the sanitizers
 // (make asan); an attempt whose peak passes its slot's memory moves.
@@ -379,6 +379,41 @@ test("a job created before the pool's bench is known is priced when placed, neve
       assert.ok(ev.json.data.some((e) => /Estimated when first placed/.test(e.message)), ev.text);
     }
     await assertOneJobPerAttempt(done);
+  } finally {
+    await s.stop();
+  }
+});
+
+// The inference engine as a Slurm job of a pool (`--inference-pool`,
+// docs/serving.md "On a cluster"): it runs on the node under srun, says
+// where it listens, and answers a completion as `alallo generate` does; a
+// server started without --inference-pool cancels the serving job left.
+test('the inference engine runs as a Slurm job of a pool and answers there', { timeout: 300000 }, async () => {
+  let s = await serve({ pools: [POOLS[0]], args: ['--inference-pool', 'od'] });
+  try {
+    const engines = await waitFor(async () => {
+      const r = (await s.call('GET', '/v1/workers')).json;
+      return (r.serving || []).some((e) => e.fresh) ? r.serving : null;
+    }, { timeoutMs: 120000, what: 'the serving engine heard from' });
+    assert.equal(engines[0].id, 'od-0');
+    const js = cluster.jobs().filter((j) => j.name === 'alallo-serve-od-0');
+    assert.equal(js.length, 1, JSON.stringify(cluster.jobs()));
+    assert.equal(js[0].state, 'RUNNING');
+    const prompt = 'Review: a good film\nSentiment:';
+    const r = await s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt, max_tokens: 12, temperature: 0 } });
+    assert.equal(r.status, 200, r.text);
+    const dir = path.join(tinyModelsDir(), 'tiny');
+    const g = spawnSync(BIN, ['generate', '--model-dir', dir, '--prompt', prompt, '--max-tokens', '12', '--temperature', '0', '--json'], { encoding: 'utf8', timeout: 120000 });
+    assert.equal(g.status, 0, g.stderr);
+    assert.equal(r.json.choices[0].text, JSON.parse(g.stdout.trim().split('\n').pop()).text);
+  } finally {
+    await s.stop();
+  }
+  s = await serve({ pools: [POOLS[0]], data: s.data });
+  try {
+    await waitFor(() => !live().some((j) => j.name === 'alallo-serve-od-0'),
+      { timeoutMs: 60000, what: 'the serving job no one wants cancelled' });
+    assert.match(s.output, /serving engine od-0 \(job \d+\) is not wanted: cancelled/);
   } finally {
     await s.stop();
   }

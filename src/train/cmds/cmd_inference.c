@@ -1,15 +1,23 @@
 /* cmd_inference.c - `alallo inference --socket PATH ...`: the resident
  * inference engine (train/serve/engine.h) that `serve` starts and restarts
- * beside itself (docs/serving.md).
+ * beside itself, or that `alallo serving run` starts on a cluster's node
+ * (--listen; docs/serving.md).
  *
- *   alallo inference --socket PATH [--model-memory BYTES] [--max-running N]
- *                    [--max-tokens-in-flight N] [--max-queued N] [--threads N]
+ *   alallo inference (--socket PATH | --listen HOST:PORT --key @FILE
+ *                    [--port-file FILE]) [--model-memory BYTES]
+ *                    [--max-running N] [--max-tokens-in-flight N]
+ *                    [--max-queued N] [--threads N]
+ *
+ * The key is read from FILE (never given on the command line, where
+ * other users of the node could read it).
  *
  * Exit status: 0 stopped by SIGTERM or SIGINT; 1 could not start; 2 bad
  * options.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/cmd_help.h"
@@ -21,7 +29,8 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: alallo inference --socket PATH [--model-memory BYTES] [--max-running N]"
+    fputs("usage: alallo inference (--socket PATH | --listen HOST:PORT --key @FILE"
+          " [--port-file FILE]) [--model-memory BYTES] [--max-running N]"
           " [--max-tokens-in-flight N] [--max-queued N] [--threads N]\n",
           f);
 }
@@ -44,6 +53,22 @@ static int whole_opt(int argc, char **argv, const char *name, long long lo, long
     return 0;
 }
 
+/* The key in @FILE, its first line. 0, or -1 with the reason on stderr. */
+static int read_key(const char *arg, char *out, size_t cap)
+{
+    FILE *f = arg && arg[0] == '@' ? fopen(arg + 1, "r") : NULL;
+    bool ok = f && fgets(out, (int)cap, f);
+    if (f)
+        fclose(f);
+    out[ok ? strcspn(out, "\r\n") : 0] = '\0';
+    if (!ok || !out[0]) {
+        fprintf(stderr, "alallo inference: --key wants @FILE, a file whose first line is the "
+                        "key\n");
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_inference(int argc, char **argv)
 {
     if (cmd_help_asked(argc, argv)) {
@@ -52,7 +77,10 @@ int cmd_inference(int argc, char **argv)
     }
     omp_policy_passive(argc, argv);
     const char *sock = cmd_arg_value(argc, argv, "--socket");
-    if (!sock) {
+    const char *listen = cmd_arg_value(argc, argv, "--listen");
+    const char *key_arg = cmd_arg_value(argc, argv, "--key");
+    char key[ENGINE_KEY_MAX];
+    if (!sock == !listen || (listen && read_key(key_arg, key, sizeof key))) {
         usage(stderr);
         return 2;
     }
@@ -66,6 +94,13 @@ int cmd_inference(int argc, char **argv)
         whole_opt(argc, argv, "--threads", 1, 1024, &threads))
         return 2;
     gemm_set_threads((int)threads);
-    struct engine_config cfg = {sock, (size_t)mem, {(int)running, (long)tokens, (int)queued}};
-    return engine_run(&cfg);
+    struct engine_config cfg = {.socket_path = sock,
+                                .listen = listen,
+                                .key = listen ? key : NULL,
+                                .port_file = cmd_arg_value(argc, argv, "--port-file"),
+                                .max_model_bytes = (size_t)mem,
+                                .limits = {(int)running, (long)tokens, (int)queued}};
+    int rc = engine_run(&cfg);
+    memset(key, 0, sizeof key);
+    return rc;
 }

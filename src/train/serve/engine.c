@@ -10,9 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "core/fs.h"
+#include "core/keys.h"
 
 #include "train/run/batcher.h"
 #include "train/serve/logprobs.h"
@@ -37,11 +42,15 @@ struct request {
     struct batch_seq seq;
     int lp_sent; /* answer tokens whose log-probabilities went with a delta */
     long tokens;
+    long long since_ms; /* accepted at (a TCP client's line has a limit) */
     struct request *next;
 };
 
 struct engine {
     int listen_fd;
+    const char *key;   /* the hash of the key every request must carry, or NULL */
+    char key_hash[KEYS_HASH_HEX];
+    size_t max_model_bytes;
     struct model_lru *models;
     struct admission *adm;
     struct batcher *batcher;
@@ -52,6 +61,13 @@ struct engine {
 };
 
 static volatile sig_atomic_t stopping;
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static void on_stop(int sig)
 {
@@ -139,9 +155,10 @@ static json_t *loaded_json(const struct model_lru *c)
 static void send_stats(struct engine *e, struct request *r)
 {
     struct decode_passes p = batcher_passes(e->batcher);
-    send_line(r, json_pack("{si sI so si si sI sI sI sI sI sI}", "models",
+    send_line(r, json_pack("{si sI sI so si si sI sI sI sI sI sI}", "models",
                            model_lru_count(e->models), "model_bytes",
-                           (json_int_t)model_lru_bytes(e->models), "loaded",
+                           (json_int_t)model_lru_bytes(e->models), "model_memory",
+                           (json_int_t)e->max_model_bytes, "loaded",
                            loaded_json(e->models), "running", admission_running(e->adm),
                            "waiting", admission_waiting(e->adm), "tokens_in_flight",
                            (json_int_t)admission_tokens(e->adm), "tokens_generated",
@@ -213,6 +230,15 @@ static bool start(struct engine *e, struct request *r)
     if (!json_is_object(j)) {
         send_error(r, "invalid_request", "the request is not one JSON object");
         goto out;
+    }
+    if (e->key) {
+        const char *key = json_string_value(json_object_get(j, "key"));
+        char hash[KEYS_HASH_HEX];
+        if (!key || strlen(key) >= ENGINE_KEY_MAX || keys_hash(key, hash) ||
+            !keys_equal(hash, e->key_hash)) {
+            send_error(r, "forbidden", "the request's key is missing or wrong");
+            goto out;
+        }
     }
     if (json_is_true(json_object_get(j, "stats"))) {
         send_stats(e, r);
@@ -358,6 +384,7 @@ static void accept_waiting(struct engine *e)
             return;
         }
         r->fd = fd;
+        r->since_ms = now_ms();
         r->next = e->reqs;
         e->reqs = r;
         e->n_reqs++;
@@ -431,6 +458,49 @@ static void step(struct engine *e)
     free(owners);
 }
 
+/* A TCP listener on "HOST:PORT" (PORT 0: any free one); its port in
+ * *port. -1 with the reason on stderr. */
+static int listen_tcp(const char *spec, int *port)
+{
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || (size_t)(colon - spec) >= sizeof host || !colon[1]) {
+        fprintf(stderr, "alallo inference: --listen wants HOST:PORT, not %s\n", spec);
+        return -1;
+    }
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
+    int g = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
+    if (g) {
+        fprintf(stderr, "alallo inference: cannot listen on %s: %s\n", spec, gai_strerror(g));
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        int one = 1;
+        if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+                        bind(fd, a->ai_addr, a->ai_addrlen) || listen(fd, 256))) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len)) {
+        fprintf(stderr, "alallo inference: cannot listen on %s: %s\n", spec, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                           : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
 static int listen_on(const char *path)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -453,9 +523,29 @@ static int listen_on(const char *path)
 int engine_run(const struct engine_config *cfg)
 {
     struct engine e = {0};
-    e.listen_fd = listen_on(cfg->socket_path);
+    int port = 0;
+    if (cfg->listen && (!cfg->key || !cfg->key[0] || strlen(cfg->key) >= ENGINE_KEY_MAX)) {
+        fprintf(stderr, "alallo inference: --listen needs --key\n");
+        return 1;
+    }
+    e.listen_fd = cfg->listen ? listen_tcp(cfg->listen, &port) : listen_on(cfg->socket_path);
     if (e.listen_fd < 0)
         return 1;
+    e.max_model_bytes = cfg->max_model_bytes;
+    if (cfg->key && keys_hash(cfg->key, e.key_hash) == 0)
+        e.key = e.key_hash;
+    if (cfg->listen && cfg->port_file) {
+        char line[16];
+        int n = snprintf(line, sizeof line, "%d\n", port);
+        if (fs_write_durably(cfg->port_file, line, (size_t)n, 0600) != 0) {
+            fprintf(stderr, "alallo inference: cannot write %s: %s\n", cfg->port_file,
+                    strerror(errno));
+            close(e.listen_fd);
+            return 1;
+        }
+    }
+    if (cfg->listen)
+        fprintf(stderr, "alallo inference: listening on port %d\n", port);
     e.models = model_lru_new(cfg->max_model_bytes);
     e.adm = admission_new(&cfg->limits);
     e.batcher = batcher_new();
@@ -499,6 +589,12 @@ int engine_run(const struct engine_config *cfg)
         }
         if (pfd[0].revents & POLLIN)
             accept_waiting(&e);
+        if (e.key) /* a TCP client that has not sent its line in time */
+            for (struct request *r = e.reqs, *next; r; r = next) {
+                next = r->next;
+                if (r->state == READING && now_ms() - r->since_ms > ENGINE_READ_TIMEOUT_MS)
+                    request_free(&e, r);
+            }
         for (struct request *r; (r = admission_next(e.adm));)
             r->state = RUNNING;
         step(&e);
@@ -515,7 +611,8 @@ int engine_run(const struct engine_config *cfg)
         request_free(&e, e.reqs);
     free(pfd);
     close(e.listen_fd);
-    unlink(cfg->socket_path);
+    if (cfg->socket_path)
+        unlink(cfg->socket_path);
     model_lru_free(e.models);
     admission_free(e.adm);
     batcher_free(e.batcher);

@@ -42,6 +42,15 @@
  * line each has sent, then admits what fits and makes one step: the
  * requests that are there when a step starts join it together, their
  * prompts prefilled in one pass over the weights.
+ *
+ * On a cluster node (`--listen HOST:PORT`, started by `alallo serving
+ * run`: docs/serving.md, "On a cluster") the engine listens on TCP, and
+ * every request, stats included, must carry "key": the serving job's
+ * token; one without it, or with another, is answered {"error":
+ * "forbidden"}. A connection that has not sent its line within
+ * ENGINE_READ_TIMEOUT_MS is closed. The stats then also say
+ * "model_memory" (the bytes the engine may keep loaded), as they always
+ * do.
  */
 #ifndef ALALLO_SERVE_ENGINE_H
 #define ALALLO_SERVE_ENGINE_H
@@ -50,15 +59,25 @@
 
 #include "train/serve/admission.h"
 
+#define ENGINE_READ_TIMEOUT_MS 10000 /* a TCP client's request line, at most */
+#define ENGINE_KEY_MAX 128
+
 struct engine_config {
-    const char *socket_path;
+    const char *socket_path;      /* a local socket; NULL when listen is set  */
+    const char *listen;           /* "HOST:PORT" on TCP (PORT 0: any free one);
+                                     NULL for the local socket               */
+    const char *key;              /* with listen: what every request's "key"
+                                     must be (required then)                 */
+    const char *port_file;        /* with listen: the port bound, written
+                                     there ("PORT\n") once listening; may be
+                                     NULL                                     */
     size_t max_model_bytes;       /* models kept loaded (model_lru.h) */
     struct admission_limits limits;
 };
 
-/* Listens on cfg->socket_path (replacing a stale socket file) and serves
- * until SIGTERM or SIGINT. 0 when stopped so; 1 when it could not start
- * (the reason on stderr). */
+/* Listens on cfg->socket_path (replacing a stale socket file), or on
+ * cfg->listen, and serves until SIGTERM or SIGINT. 0 when stopped so; 1
+ * when it could not start (the reason on stderr). */
 int engine_run(const struct engine_config *cfg);
 
 #endif

@@ -1,0 +1,66 @@
+/* serving_jobs.h - the jobs that run the inference engine on a pool's
+ * nodes (serve's --inference-pool POOL[:N]; docs/serving.md, "On a
+ * cluster"), as the engine's thread keeps them (control/engine.h).
+ *
+ * Each of the N is a job of the pool tagged alallo-serve-<pool>-<k> that
+ * runs `alallo serving run` (worker/serving_runner.h): the inference
+ * engine on its node, reporting where it listens every few seconds. A job
+ * that is not listed is submitted again, after a growing pause when it
+ * ended within a minute (a pool that cannot run it does not spin); a
+ * serving job no one wants (another pool's, beyond N) is cancelled. Each
+ * submission writes a new token, DIR/<id>.token (0600): the serving job's
+ * credential for its heartbeats and its engine's key, read back by the
+ * server (serving_jobs_token).
+ *
+ * Ownership: serving_jobs_new returns what serving_jobs_free frees.
+ * serving_jobs_round is the engine thread's; serving_jobs_wanted reads
+ * what is fixed at creation, from any thread.
+ */
+#ifndef ALALLO_CONTROL_SERVING_JOBS_H
+#define ALALLO_CONTROL_SERVING_JOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/executor.h"
+#include "exec/pool.h"
+
+#define SERVING_JOBS_MAX 16
+#define SERVING_ID_MAX 64
+
+struct serving_jobs;
+struct serving_registry;
+
+/* What a round needs of the engine and the server. */
+struct serving_jobs_env {
+    struct executor *x;
+    const char *dir;          /* DATA/engine/serving                    */
+    const char *node_dir;     /* the same folder as the nodes see it    */
+    const char *bin;          /* alallo, as the nodes run it            */
+    const char *server_url;   /* what the runners call                  */
+    const char *launcher;     /* e.g. "srun --kill-on-bad-exit=1", or "" */
+    const struct exec_pool *pool;     /* the pool the engines run on */
+    long max_time_min;        /* the pool's MaxTime; 0: none known      */
+    long long memory;         /* each engine's --model-memory; 0: default */
+    struct serving_registry *registry; /* told of the jobs that end    */
+};
+
+/* count engines on pool `pool` (ids "<pool>-0" ...). NULL when out of
+ * memory or the pool's name makes no tag. */
+struct serving_jobs *serving_jobs_new(const char *pool, int count);
+void serving_jobs_free(struct serving_jobs *sj); /* NULL is fine */
+
+/* After a list of the engine's jobs (jobs[n]) at listed_ms: cancels the
+ * serving jobs no one wants and submits the wanted ones not listed. sj
+ * NULL wants none (env->pool may then be NULL). */
+void serving_jobs_round(struct serving_jobs *sj, const struct serving_jobs_env *env,
+                        const struct exec_job *jobs, int n, int64_t now_ms, int64_t listed_ms);
+
+/* Whether `id` is one of the engines wanted. */
+bool serving_jobs_wanted(const struct serving_jobs *sj, const char *id);
+
+/* Serving job id's token, read back from DIR/<id>.token. */
+bool serving_jobs_token(const char *dir, const char *id, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,148 @@
+// serving_pool.test.mjs - the inference engine on a pool's nodes
+// (`serve --inference-pool POOL[:N]`, docs/serving.md "On a cluster"), on
+// the local-process engine (the same control path as Slurm's, without a
+// cluster): the serving jobs start, report where they listen, and answer
+// completions as `alallo generate` does; the operator sees them in GET
+// /v1/workers and other accounts do not; an engine's port refuses a
+// request without its key; a serving job killed is submitted again and the
+// next request is served; requests for one base go to the engine that has
+// it loaded; an engine no one wants any more is told to stop.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { BIN, tinyModelsDir, waitFor } from './service_harness.mjs';
+import { startEngineServe } from '../slurm/engine_harness.mjs';
+
+const PROMPT = 'Review: a good film\nSentiment:';
+const TOKENS = 12;
+
+function generate(dir) {
+  const r = spawnSync(BIN, ['generate', '--model-dir', dir, '--prompt', PROMPT, '--max-tokens', String(TOKENS), '--temperature', '0', '--json'],
+    { encoding: 'utf8', timeout: 120000 });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split('\n').pop()).text;
+}
+
+const complete = (s, key = s.key) =>
+  s.call('POST', '/v1/completions', { key, body: { model: 'tiny', prompt: PROMPT, max_tokens: TOKENS, temperature: 0 } });
+
+// The serving engines the operator sees, once `n` of them are fresh.
+async function serving(s, n) {
+  return waitFor(async () => {
+    const r = await s.call('GET', '/v1/workers');
+    const fresh = (r.json.serving || []).filter((e) => e.fresh);
+    return fresh.length >= n ? r.json.serving : null;
+  }, { timeoutMs: 90000, what: `${n} serving engine(s) heard from` });
+}
+
+// One line to an engine's TCP port and its answer's first line.
+function engineLine(port, line) {
+  return new Promise((resolve, reject) => {
+    const c = net.createConnection({ host: '127.0.0.1', port });
+    let got = '';
+    c.on('connect', () => c.write(line + '\n'));
+    c.on('data', (d) => (got += d));
+    c.on('end', () => resolve(JSON.parse(got.trim().split('\n')[0])));
+    c.on('error', reject);
+  });
+}
+
+test('the engine runs as a serving job of the pool and answers as generate does', { timeout: 240000 }, async () => {
+  const s = await startEngineServe({ executor: 'process', args: ['--inference-pool', 'local:2'] });
+  try {
+    const engines = await serving(s, 2);
+    assert.deepEqual(engines.map((e) => e.id).sort(), ['local-0', 'local-1']);
+    for (const e of engines) {
+      assert.ok(e.port > 0 && e.port < 65536, JSON.stringify(e));
+      assert.equal(e.model_memory, 8 * 1024 ** 3);
+      assert.equal(e.key, undefined, 'no key is shown');
+    }
+    // Another account sees the pools, not where the engines listen.
+    const other = s.account('someone');
+    const theirs = await s.call('GET', '/v1/workers', { key: other });
+    assert.equal(theirs.status, 200);
+    assert.equal(theirs.json.serving, undefined);
+
+    // The serving job: its script, and its token kept as the server's only.
+    const dir = path.join(s.data, 'engine', 'serving');
+    const script = fs.readFileSync(path.join(dir, 'local-0.sbatch'), 'utf8');
+    assert.match(script, new RegExp(`^exec '/[^']+' serving run --server '${s.url}' --id local-0 --token '@${dir}/local-0.token' --work-dir '${dir}' --threads \\d+ --model-memory \\d+$`, 'm'));
+    assert.equal(fs.statSync(path.join(dir, 'local-0.token')).mode & 0o777, 0o600);
+
+    const want = generate(path.join(tinyModelsDir(), 'tiny'));
+    const r = await complete(s);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].text, want);
+    // The base is now loaded in one engine; the next requests go there.
+    const loaded = await waitFor(async () => {
+      const now = (await s.call('GET', '/v1/workers')).json.serving;
+      return now.filter((e) => e.models > 0).length === 1 ? now : null;
+    }, { timeoutMs: 20000, what: 'one engine holding the base' });
+    for (let i = 0; i < 3; i++) assert.equal((await complete(s)).json.choices[0].text, want);
+    const after = await waitFor(async () => {
+      const now = (await s.call('GET', '/v1/workers')).json.serving;
+      return now.every((e) => e.fresh) ? now : null;
+    }, { timeoutMs: 20000, what: 'both engines heard from again' });
+    assert.equal(after.filter((e) => e.models > 0).length, 1, JSON.stringify(after));
+    assert.equal(after.find((e) => e.models > 0).id, loaded.find((e) => e.models > 0).id);
+
+    // An engine's port answers nothing without its key.
+    const port = engines[0].port;
+    assert.deepEqual(await engineLine(port, JSON.stringify({ stats: true })),
+      { error: 'forbidden', message: "the request's key is missing or wrong" });
+    const token = fs.readFileSync(path.join(dir, `${engines[0].id}.token`), 'utf8').trim();
+    assert.equal(typeof (await engineLine(port, JSON.stringify({ stats: true, key: token }))).models, 'number');
+    // A heartbeat with another token is refused.
+    const forged = await fetch(`${s.url}/internal/serving/local-0/heartbeat`, {
+      method: 'POST', headers: { Authorization: `Bearer ${s.key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ host: '127.0.0.1', port: 1, stats: null }),
+    });
+    assert.equal(forged.status, 401);
+
+    // Both serving jobs killed: submitted again, and served again.
+    const pids = spawnSync('pgrep', ['-f', `serving run --server ${s.url}`], { encoding: 'utf8' }).stdout.trim().split('\n').map(Number);
+    assert.equal(pids.length, 2, `serving runners: ${pids}`);
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    await waitFor(async () => {
+      const p = spawnSync('pgrep', ['-f', `serving run --server ${s.url}`], { encoding: 'utf8' }).stdout.trim();
+      return p && !p.split('\n').map(Number).some((x) => pids.includes(x));
+    }, { timeoutMs: 90000, what: 'the serving jobs submitted again' });
+    const again = await waitFor(async () => {
+      const c = await complete(s);
+      return c.status === 200 ? c : null;
+    }, { timeoutMs: 90000, what: 'a completion after the engines came back' });
+    assert.equal(again.json.choices[0].text, want);
+    assert.match(s.output, /serving engine local-\d is no longer listed; submitted again|serving engine local-\d ended within a minute/);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('an engine no one wants is told to stop, and serve refuses a pool it does not have', { timeout: 180000 }, async () => {
+  const s = await startEngineServe({ executor: 'process', args: ['--inference-pool', 'local'] });
+  try {
+    await serving(s, 1);
+    const dir = path.join(s.data, 'engine', 'serving');
+    // A token file of an engine this server does not run (a smaller N
+    // than before): its heartbeat is answered stop.
+    fs.writeFileSync(path.join(dir, 'local-7.token'), 'abc\n', { mode: 0o600 });
+    const r = await fetch(`${s.url}/internal/serving/local-7/heartbeat`, {
+      method: 'POST', headers: { Authorization: 'Bearer abc', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ host: '127.0.0.1', port: 5, stats: null }),
+    });
+    assert.equal(r.status, 200);
+    assert.deepEqual(await r.json(), { stop: true });
+  } finally {
+    await s.stop();
+  }
+  const bad = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--executor', 'process', '--inference-pool', 'nosuch'], { encoding: 'utf8', timeout: 60000 });
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /--inference-pool nosuch: no such pool/);
+  const noexec = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--inference-pool', 'local'], { encoding: 'utf8', timeout: 60000 });
+  assert.notEqual(noexec.status, 0);
+  assert.match(noexec.stderr, /--inference-pool need --executor/);
+});
