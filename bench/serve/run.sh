@@ -23,6 +23,17 @@
 # to first token (ms: the first chunk with text, or llama.cpp's first
 # token), requests/s, tokens/s. THREADS (default: every CPU) sets the
 # engine's, the children's and llama.cpp's threads.
+#
+# The way adapters is the engine serving ADAPTERS (default 8) different
+# LoRA fine-tunes of the model at once: a service with a local worker
+# trains them first (short jobs, ADAPTER_STEPS steps each, default 20, at
+# learning rate multiplier 10, each with its own seed and the first 4 + 4k
+# examples of the sample), then each client's requests go to
+# fine-tune k mod ADAPTERS in turn. Before the rounds each fine-tune
+# answers alone; every answer of the rounds must equal its fine-tune's
+# answer alone (each answers as its own model), and the line says how
+# many of the fine-tunes answer differently from the base
+# ("distinct_from_base").
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

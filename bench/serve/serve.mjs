@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { alallo, startService } from '../lib/service.mjs';
+import { alallo, apiCall, sleep, startService, uploadSamples } from '../lib/service.mjs';
 
 const [bin, root] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS || 2);
@@ -14,6 +14,8 @@ const THREADS = Number(process.env.THREADS || os.cpus().length);
 const MODELS = (process.env.MODELS || 'built-in,124m').split(',');
 const WAYS = (process.env.WAYS || 'engine,child,llama.cpp').split(',');
 const BASELINE = process.env.BASELINE; // another alallo binary: the way 'baseline' is its engine
+const ADAPTERS = Number(process.env.ADAPTERS || 8);
+const ADAPTER_STEPS = Number(process.env.ADAPTER_STEPS || 20);
 if (WAYS.includes('baseline') && !BASELINE) throw new Error('the way baseline needs BASELINE=path/to/alallo');
 const SEQUENCES = Math.max(...CONCURRENT); // llama.cpp's sequences: one per client
 const TOKENS = 16;
@@ -53,6 +55,7 @@ async function viaApi(svc, model) {
     let ttft = null;
     let tokens = null;
     let text = '';
+    let answer = '';
     const decoder = new TextDecoder();
     for await (const part of r.body) {
       text += decoder.decode(part, { stream: true });
@@ -62,11 +65,12 @@ async function viaApi(svc, model) {
         if (!e.startsWith('data: ') || e === 'data: [DONE]') continue;
         const j = JSON.parse(e.slice(6));
         if (ttft === null && j.choices[0] && j.choices[0].text) ttft = performance.now() - t0;
+        if (j.choices[0]) answer += j.choices[0].text || '';
         if (j.usage) tokens = j.usage.completion_tokens;
       }
     }
     if (tokens === null) throw new Error('the stream ended without its usage');
-    return { ms: performance.now() - t0, ttft, tokens };
+    return { ms: performance.now() - t0, ttft, tokens, model, answer };
   }
 }
 
@@ -105,6 +109,34 @@ async function round(c, n, one) {
   return { out, s: (performance.now() - t0) / 1000 };
 }
 
+// ADAPTERS LoRA fine-tunes of model `name` trained on svc's local worker
+// (short jobs, each its own seed and learning rate); their model ids.
+async function trainAdapters(svc, name) {
+  const call = apiCall(svc);
+  const files = await uploadSamples(svc, Array.from({ length: ADAPTERS }, (_, k) => 4 + 4 * k));
+  const ids = [];
+  for (let k = 0; k < ADAPTERS; k++) {
+    const j = await call('POST', '/v1/fine_tuning/jobs', {
+      model: name, training_file: files[k], seed: 100 + k,
+      hyperparameters: { n_epochs: 10, batch_size: 2, max_steps: ADAPTER_STEPS, learning_rate_multiplier: 10 },
+    });
+    if (!j.id) throw new Error(`an adapter job: ${JSON.stringify(j)}`);
+    ids.push(j.id);
+  }
+  const models = [];
+  for (const id of ids)
+    for (;;) {
+      const j = await call('GET', `/v1/fine_tuning/jobs/${id}`);
+      if (j.status === 'succeeded') {
+        models.push(j.fine_tuned_model);
+        break;
+      }
+      if (['failed', 'cancelled'].includes(j.status)) throw new Error(`adapter job ${id}: ${j.status} ${j.message}`);
+      await sleep(500);
+    }
+  return models;
+}
+
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1)); // the servers' exit handlers run
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'alallo-bench-serve-'));
 process.on('exit', () => fs.rmSync(work, { recursive: true, force: true }));
@@ -125,7 +157,13 @@ for (const [name, dir] of models) {
   const engine = await startService({ bin, root, shapes: [], args: shared, prefix: 'alallo-bench-engine-' });
   const child = await startService({ bin, root, shapes: [], args: [...shared, '--inference', 'child'], prefix: 'alallo-bench-child-' });
   const baseline = WAYS.includes('baseline') ? await startService({ bin: BASELINE, root, shapes: [], args: shared, prefix: 'alallo-bench-baseline-' }) : null;
-  for (const svc of [engine, child, baseline].filter(Boolean)) fs.symlinkSync(dir, path.join(svc.models, name));
+  // the adapters' service: its local worker trains them, then idles
+  const tuned = WAYS.includes('adapters')
+    ? await startService({ bin, root, shapes: [], args: ['--local-worker', `name=w,cpus=${THREADS},mem=16G`, '--inference-threads', String(THREADS)], prefix: 'alallo-bench-adapters-' })
+    : null;
+  for (const svc of [engine, child, baseline, tuned].filter(Boolean)) fs.symlinkSync(dir, path.join(svc.models, name));
+  const adapters = tuned ? await trainAdapters(tuned, name) : [];
+  let turn = 0;
   const model = await llama.loadModel({ modelPath: gguf });
   const ids = JSON.parse(alallo(bin, ['tokenizer', 'encode', '--tokenizer', path.join(dir, 'tokenizer.json'), '--text', PROMPT]));
   const prompt = [model.tokens.bos, ...ids];
@@ -136,9 +174,15 @@ for (const [name, dir] of models) {
     child: () => viaApi(child, name),
     baseline: () => viaApi(baseline, name),
     'llama.cpp': () => viaLlama(lm, prompt),
+    adapters: () => viaApi(tuned, adapters[turn++ % adapters.length]),
   };
   const ways = Object.fromEntries(WAYS.map((w) => [w, every[w]]));
   for (const way of Object.keys(ways)) await ways[way](); // warm: the engine loads the model once
+  // each fine-tune alone, and the base on the same service: what each
+  // answer of the rounds must equal
+  const alone = {};
+  for (const m of adapters) alone[m] = (await viaApi(tuned, m)).answer;
+  const baseAnswer = tuned ? (await viaApi(tuned, name)).answer : null;
   for (const c of CONCURRENT) {
     const all = Object.fromEntries(WAYS.map((w) => [w, []]));
     const secs = Object.fromEntries(WAYS.map((w) => [w, 0]));
@@ -151,8 +195,15 @@ for (const [name, dir] of models) {
     for (const way of Object.keys(ways)) {
       const xs = all[way];
       const tokens = xs.reduce((a, x) => a + x.tokens, 0);
+      const own = way === 'adapters' ? {
+        adapters: adapters.length,
+        own_answers: xs.filter((x) => x.answer === alone[x.model]).length,
+        distinct_from_base: adapters.filter((m) => alone[m] !== baseAnswer).length,
+      } : {};
+      if (way === 'adapters' && own.own_answers !== xs.length)
+        throw new Error(`adapters: ${xs.length - own.own_answers} answers differ from their fine-tune's answer alone`);
       console.log(JSON.stringify({
-        model: name, way, concurrent: c, requests: xs.length,
+        model: name, way, concurrent: c, requests: xs.length, ...own,
         p50_ms: Math.round(pct(xs.map((x) => x.ms), 50)), p99_ms: Math.round(pct(xs.map((x) => x.ms), 99)),
         // (null when no answer had text: a random shape's tokens past the tokenizer's vocabulary decode to nothing)
         p50_ttft_ms: ttftPct(xs, 50), p99_ttft_ms: ttftPct(xs, 99),
@@ -166,6 +217,7 @@ for (const [name, dir] of models) {
   engine.stop();
   child.stop();
   if (baseline) baseline.stop();
+  if (tuned) tuned.stop();
   await new Promise((r) => setTimeout(r, 500));
 }
 await llama.dispose();
