@@ -51,9 +51,10 @@ static json_t *pools_json(struct api_server *srv)
     json_t *a = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(
-            a, json_pack("{s:s,s:s,s:s,s:f,s:i,s:i,s:i}", "object", "pool", "name", u[i].name,
-                         "class", u[i].class_, "price_per_hour", u[i].price_per_hour, "slots",
-                         u[i].slots, "in_use", u[i].in_use, "pending", u[i].pending));
+            a, json_pack("{s:s,s:s,s:s,s:f,s:i,s:i,s:i,s:i}", "object", "pool", "name",
+                         u[i].name, "class", u[i].class_, "price_per_hour",
+                         u[i].price_per_hour, "slots", u[i].slots, "in_use", u[i].in_use,
+                         "pending", u[i].pending, "serving", u[i].serving));
     return a;
 }
 

@@ -943,6 +943,19 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
 
 /* ---- serving engines on a pool's nodes ----------------------------------- */
 
+/* The serving engines pool p holds (serve_count of the serving pool's). */
+static int serving_slots(const struct engine *e, int p)
+{
+    return e->serving && p == e->serve_pool ? (e->cfg.serve_count > 0 ? e->cfg.serve_count : 1)
+                                            : 0;
+}
+
+/* Pool p's slots that train: its slots less its serving engines. */
+static int engine_training_slots(const struct engine *e, int p)
+{
+    return e->cfg.pools[p].decl.slots - serving_slots(e, p);
+}
+
 /* DATA/engine/serving. */
 static bool serving_dir(const struct control *ctl, char *out, size_t cap)
 {
@@ -1089,8 +1102,32 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
             return -1;
         }
     }
+    /* The serving engines take serve_count of their pool's slots: the
+     * pool's training slots are the rest (docs/serving.md, "On a
+     * cluster"). */
+    e->serve_pool = -1;
+    if (cfg->serve_pool[0]) {
+        int want = cfg->serve_count > 0 ? cfg->serve_count : 1;
+        for (int p = 0; p < cfg->n_pools; p++)
+            if (strcmp(cfg->pools[p].decl.name, cfg->serve_pool) == 0)
+                e->serve_pool = p;
+        const char *why = e->serve_pool < 0 ? "no such pool (declare it with --slurm-pool)" : NULL;
+        char need[96];
+        if (!why && e->cfg.pools[e->serve_pool].decl.slots < want) {
+            text_printf(need, sizeof need, "the pool has %d slot(s); %d engine(s) need as many",
+                        e->cfg.pools[e->serve_pool].decl.slots, want);
+            why = need;
+        }
+        if (!why && !(e->serving = serving_jobs_new(cfg->serve_pool, want)))
+            why = "its name makes no serving job's tag";
+        if (why) {
+            text_error(err, errcap, "--inference-pool %s: %s", cfg->serve_pool, why);
+            engine_stop(e);
+            return -1;
+        }
+    }
     for (int p = 0; p < cfg->n_pools; p++)
-        for (int k = 0; k < e->cfg.pools[p].decl.slots; k++) {
+        for (int k = 0; k < engine_training_slots(e, p); k++) {
             if (e->n_slots >= ENGINE_SLOTS_MAX) {
                 text_error(err, errcap, "more than %d slots in all", ENGINE_SLOTS_MAX);
                 engine_stop(e);
@@ -1100,21 +1137,6 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
             s->pool = p;
             text_printf(s->name, sizeof s->name, "%s.%s.%d", x->name, cfg->pools[p].decl.name, k);
         }
-    if (cfg->serve_pool[0]) {
-        e->serve_pool = -1;
-        for (int p = 0; p < cfg->n_pools; p++)
-            if (strcmp(cfg->pools[p].decl.name, cfg->serve_pool) == 0)
-                e->serve_pool = p;
-        if (e->serve_pool < 0 ||
-            !(e->serving = serving_jobs_new(cfg->serve_pool,
-                                            cfg->serve_count > 0 ? cfg->serve_count : 1))) {
-            text_error(err, errcap, "--inference-pool %s: %s", cfg->serve_pool,
-                       e->serve_pool < 0 ? "no such pool (declare it with --slurm-pool)"
-                                         : "its name makes no serving job's tag");
-            engine_stop(e);
-            return -1;
-        }
-    }
     for (int i = 0; i < e->n_slots; i++) {
         enum alallo_err r = declare_slot(e, &e->slots[i]);
         if (r) {
@@ -1284,6 +1306,7 @@ int engine_pools_usage(struct control *ctl, struct engine_pool_usage *out, int c
         text_copy(u->class_, sizeof u->class_, exec_pool_class_name(pool->class_));
         u->price_per_hour = pool->price_per_hour;
         u->slots = pool->slots;
+        u->serving = serving_slots(e, p);
         for (int i = 0; i < n_all; i++) {
             const struct slot *s = slot_named(e, all[i].worker);
             if (!s || s->pool != p)

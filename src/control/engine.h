@@ -173,6 +173,7 @@ struct engine_pool_usage {
     int slots;
     int in_use;   /* slots with an open attempt                 */
     int pending;  /* of those, attempts the engine has not run yet */
+    int serving;  /* slots that run a serving engine (--inference-pool) */
 };
 
 /* The pools of ctl's engine (none without one). Returns how many (<= cap). */

@@ -52,8 +52,12 @@ function engineLine(port, line) {
 }
 
 test('the engine runs as a serving job of the pool and answers as generate does', { timeout: 240000 }, async () => {
-  const s = await startEngineServe({ executor: 'process', args: ['--inference-pool', 'local:2'] });
+  const s = await startEngineServe({ executor: 'process', pools: ['name=local,partition=local,cpus=1,mem=2G,class=on-demand,price=0.40/h,slots=3'], args: ['--inference-pool', 'local:2'] });
   try {
+    // The engines take 2 of the pool's 3 slots; one slot trains.
+    const w = (await s.call('GET', '/v1/workers')).json;
+    assert.deepEqual(w.pools.map((p) => [p.name, p.slots, p.serving]), [['local', 3, 2]]);
+    assert.deepEqual(w.data.map((x) => x.name), ['process.local.0']);
     const engines = await serving(s, 2);
     assert.deepEqual(engines.map((e) => e.id).sort(), ['local-0', 'local-1']);
     for (const e of engines) {
@@ -122,7 +126,7 @@ test('the engine runs as a serving job of the pool and answers as generate does'
   }
 });
 
-test('an engine no one wants is told to stop, and serve refuses a pool it does not have', { timeout: 180000 }, async () => {
+test('an engine no one wants is told to stop, and serve refuses a pool it does not have or that is too small', { timeout: 180000 }, async () => {
   const s = await startEngineServe({ executor: 'process', args: ['--inference-pool', 'local'] });
   try {
     await serving(s, 1);
@@ -142,6 +146,9 @@ test('an engine no one wants is told to stop, and serve refuses a pool it does n
   const bad = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--executor', 'process', '--inference-pool', 'nosuch'], { encoding: 'utf8', timeout: 60000 });
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /--inference-pool nosuch: no such pool/);
+  const small = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--executor', 'process', '--slurm-pool', 'name=p,partition=p,cpus=1,mem=1G,class=on-demand,price=0.40/h,slots=1', '--inference-pool', 'p:2'], { encoding: 'utf8', timeout: 60000 });
+  assert.notEqual(small.status, 0);
+  assert.match(small.stderr, /--inference-pool p: the pool has 1 slot\(s\); 2 engine\(s\) need as many/);
   const noexec = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--inference-pool', 'local'], { encoding: 'utf8', timeout: 60000 });
   assert.notEqual(noexec.status, 0);
   assert.match(noexec.stderr, /--inference-pool need --executor/);
