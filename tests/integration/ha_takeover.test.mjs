@@ -186,10 +186,14 @@ test('a stream through a standby comes piece by piece, as through the leader', {
     // measured just before: a quiet machine makes this answer in ~50 ms, a
     // loaded one in seconds); sent at once, they would arrive within a
     // millisecond or two.
+    // A reader slowed by the machine's load takes several pieces in one
+    // read (9 reads of this answer in a loaded CI run), so the count of
+    // reads only has to exceed what one burst gives: at least two reads in
+    // each half of the spread.
     const made = direct.arrivals[direct.arrivals.length - 1] - direct.arrivals[0];
-    assert.ok(n >= 10, `${n} reads`);
+    assert.ok(n >= 4, `${n} reads`);
     assert.ok(spread > Math.max(10, 0.2 * made), `the pieces arrived within ${spread.toFixed(1)} ms, where the leader's own stream spread over ${made.toFixed(1)} ms`);
-    assert.ok(firstHalf >= 5 && firstHalf < n - 5, `${firstHalf} of ${n} reads in the first half of ${spread.toFixed(1)} ms`);
+    assert.ok(firstHalf >= 2 && n - firstHalf >= 2, `${firstHalf} of ${n} reads in the first half of ${spread.toFixed(1)} ms`);
   } finally {
     await Promise.all([b.stop(), a.stop()]);
   }
