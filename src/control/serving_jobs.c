@@ -67,13 +67,7 @@ bool serving_jobs_token(const char *dir, const char *id, char *out, size_t cap)
     if (!ids_valid_name(id, SERVING_ID_MAX) ||
         !text_printf(path, sizeof path, "%s/%s.token", dir, id))
         return false;
-    FILE *f = fopen(path, "r");
-    bool ok = f && fgets(out, (int)cap, f);
-    if (f)
-        fclose(f);
-    if (ok)
-        out[strcspn(out, "\r\n")] = '\0';
-    return ok && out[0];
+    return fs_read_line(path, out, cap) == 0;
 }
 
 /* Writes s's token and batch script and submits it. */

@@ -14,13 +14,13 @@
  * Exit status: 0 stopped by SIGTERM or SIGINT; 1 could not start; 2 bad
  * options.
  */
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/cmd_help.h"
+#include "core/fs.h"
 #include "train/cmds/cmd_args.h"
 #include "train/cmds/train_cmds.h"
 #include "train/kernels/gemm.h"
@@ -56,12 +56,7 @@ static int whole_opt(int argc, char **argv, const char *name, long long lo, long
 /* The key in @FILE, its first line. 0, or -1 with the reason on stderr. */
 static int read_key(const char *arg, char *out, size_t cap)
 {
-    FILE *f = arg && arg[0] == '@' ? fopen(arg + 1, "r") : NULL;
-    bool ok = f && fgets(out, (int)cap, f);
-    if (f)
-        fclose(f);
-    out[ok ? strcspn(out, "\r\n") : 0] = '\0';
-    if (!ok || !out[0]) {
+    if (!arg || arg[0] != '@' || fs_read_line(arg + 1, out, cap) != 0) {
         fprintf(stderr, "alallo inference: --key wants @FILE, a file whose first line is the "
                         "key\n");
         return -1;
