@@ -148,7 +148,7 @@ static void usage(FILE *f)
           "                    [--inference engine|child] [--inference-memory BYTES]\n"
           "                    [--inference-max-running N] [--inference-max-tokens N]\n"
           "                    [--inference-max-queued N] [--inference-threads N]\n"
-          "                    [--inference-pool POOL[:N]]\n"
+          "                    [--inference-pool POOL[:N|:MIN-MAX]] [--inference-idle S]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
@@ -198,7 +198,8 @@ struct serve_args {
     int n_pools;
     const char *cluster_data; /* SERVER_PREFIX=NODE_PREFIX */
     const char *runner_url;   /* what runners call; default the served address */
-    const char *inference_pool; /* --inference-pool POOL[:N]: engines on nodes */
+    const char *inference_pool; /* --inference-pool POOL[:N|:MIN-MAX]: engines on nodes */
+    int inference_idle_s;       /* --inference-idle: an engine beyond MIN stops */
     const char *advertise;    /* where the others reach this serve; NULL: from --host, --port */
     const char *wandb_url;    /* the W&B-compatible server (control/wandb_forward.h) */
     bool inference_child;     /* --inference child: no resident engine */
@@ -271,6 +272,10 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
             a->runner_url = val;
         } else if (strcmp(arg, "--inference-pool") == 0) {
             a->inference_pool = val;
+        } else if (strcmp(arg, "--inference-idle") == 0) {
+            if (!text_parse_long(val, 1, 86400, &v))
+                goto bad;
+            a->inference_idle_s = (int)v;
         } else if (strcmp(arg, "--inference") == 0) {
             /* engine: the resident engine (docs/serving.md); child: a
              * process per request, nothing kept loaded between them */
@@ -492,21 +497,14 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
         /* srun: preemption's SIGTERM reaches the job's steps only. */
         text_printf(ec.launcher, sizeof ec.launcher, "%s --kill-on-bad-exit=1", srun);
     }
-    if (a->inference_pool) { /* POOL[:N] */
-        const char *colon = strchr(a->inference_pool, ':');
-        char *end = NULL;
-        long count = colon ? strtol(colon + 1, &end, 10) : 1;
-        if (!text_printf(ec.serve_pool, sizeof ec.serve_pool, "%.*s",
-                         colon ? (int)(colon - a->inference_pool) : (int)strlen(a->inference_pool),
-                         a->inference_pool) ||
-            !ec.serve_pool[0] || (colon && (end == colon + 1 || *end)) || count < 1 ||
-            count > ENGINE_SERVING_MAX) {
-            fprintf(stderr, "alallo serve: --inference-pool wants POOL or POOL:N (N from 1 to %d)\n",
-                    ENGINE_SERVING_MAX);
+    if (a->inference_pool) { /* POOL, POOL:N or POOL:MIN-MAX */
+        if (engine_serve_parse(a->inference_pool, &ec, err, sizeof err) != 0) {
+            fprintf(stderr, "alallo serve: %s\n", err);
             return -1;
         }
-        ec.serve_count = (int)count;
+        ec.serve_idle_s = a->inference_idle_s;
         ec.serve_memory = a->inference.model_memory;
+        ec.serve_running = a->inference.max_running;
     }
     if (engine_start(ctl, a->executor, &ec, err, sizeof err) != 0) {
         fprintf(stderr, "alallo serve: --executor %s: %s\n", a->executor, err);

@@ -4,6 +4,7 @@
  */
 #include "control/engine.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -36,6 +37,7 @@
 #include "exec/process.h"
 #include "exec/reconcile.h"
 #include "exec/slurm.h"
+#include "sched/serve_scale.h"
 
 #define LIST_MAX 4096      /* engine jobs read by one list */
 #define OPEN_MAX ENGINE_SLOTS_MAX
@@ -46,6 +48,7 @@
 struct slot {
     char name[STORE_NAME_MAX]; /* ENGINE.POOL.K */
     int pool;
+    bool serving; /* held by a serving engine beyond the range's MIN */
 };
 
 /* A pool's bench job (engine.h), as the engine's thread follows it. */
@@ -90,6 +93,7 @@ struct engine {
     struct pool_bench bench[ENGINE_POOLS_MAX];
     struct serving_jobs *serving; /* cfg.serve_pool's engines; NULL: none */
     int serve_pool;               /* its index in cfg.pools */
+    int64_t serve_changed_ms;     /* their count last changed; 0: never */
 };
 
 const char *engine_name(const struct engine *e)
@@ -568,6 +572,15 @@ void engine_keep_slots(struct control *ctl)
     }
 }
 
+/* Whether an open attempt runs on slot s. */
+static bool slot_busy(const struct engine *e, const struct slot *s)
+{
+    for (int k = 0; k < e->n_open; k++)
+        if (strcmp(e->open[k].worker, s->name) == 0)
+            return true;
+    return false;
+}
+
 /* Offers each free slot to the scheduling pass; a placed job is claimed and
  * submitted at once. */
 static void fill(struct engine *e, int64_t now)
@@ -579,12 +592,8 @@ static void fill(struct engine *e, int64_t now)
     bool pool_done[ENGINE_POOLS_MAX] = {0};
     for (int i = 0; i < e->n_slots; i++) {
         const struct slot *s = &e->slots[i];
-        if (pool_done[s->pool] || now < e->pool_rest_until[s->pool])
-            continue;
-        bool busy = false;
-        for (int k = 0; k < e->n_open && !busy; k++)
-            busy = strcmp(e->open[k].worker, s->name) == 0;
-        if (busy)
+        if (pool_done[s->pool] || now < e->pool_rest_until[s->pool] || s->serving ||
+            slot_busy(e, s))
             continue;
         struct store_attempt a;
         bool claimed = false;
@@ -943,17 +952,84 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
 
 /* ---- serving engines on a pool's nodes ----------------------------------- */
 
-/* The serving engines pool p holds (serve_count of the serving pool's). */
+/* The serving engines pool p runs now. */
 static int serving_slots(const struct engine *e, int p)
 {
-    return e->serving && p == e->serve_pool ? (e->cfg.serve_count > 0 ? e->cfg.serve_count : 1)
-                                            : 0;
+    return p == e->serve_pool ? serving_jobs_count(e->serving) : 0;
 }
 
-/* Pool p's slots that train: its slots less its serving engines. */
+/* Pool p's slots declared to train: its slots less the serving engines
+ * that always run (the range's MIN); an engine beyond them holds one of
+ * these while it runs (slot.serving). */
 static int engine_training_slots(const struct engine *e, int p)
 {
-    return e->cfg.pools[p].decl.slots - serving_slots(e, p);
+    return e->cfg.pools[p].decl.slots - (e->serving && p == e->serve_pool ? e->cfg.serve_min : 0);
+}
+
+/* With a range of engines (--inference-pool POOL:MIN-MAX), one engine
+ * more or fewer as sched/serve_scale.h decides: an engine beyond MIN
+ * holds a slot of the pool no attempt runs on, and gives it back when it
+ * stops. */
+static void serving_scale(struct engine *e, int64_t now)
+{
+    const struct engine_config *c = &e->cfg;
+    int count = serving_jobs_count(e->serving);
+    if (!e->serving || c->serve_min >= c->serve_count)
+        return;
+    const char *ids[SERVING_JOBS_MAX];
+    for (int k = 0; k < count; k++)
+        ids[k] = serving_jobs_id(e->serving, k);
+    struct serving_load load;
+    serving_registry_load(e->ctl->serving, ids, count, now, &load);
+    long jobs[JOB_STATUS_COUNT];
+    if (store_job_count_by_status(e->ctl->store, jobs) != ERR_OK)
+        return;
+    struct slot *free_slot = NULL, *held = NULL;
+    int free_slots = 0;
+    for (int i = 0; i < e->n_slots; i++) {
+        struct slot *s = &e->slots[i];
+        if (s->pool != e->serve_pool)
+            continue;
+        if (s->serving)
+            held = s;
+        else if (!slot_busy(e, s) && free_slots++ == 0)
+            free_slot = s;
+    }
+    struct serve_scale_state st = {
+        .min = c->serve_min,
+        .max = c->serve_count,
+        .count = count,
+        .fresh = load.fresh,
+        .waiting = load.waiting,
+        .last_fresh = load.last_fresh,
+        .last_idle_ms = load.last_idle_ms,
+        .missed_ago_ms = load.missed_ago_ms,
+        .changed_ago_ms = e->serve_changed_ms ? now - e->serve_changed_ms : -1,
+        .free_slots = free_slots,
+        .training_queued = jobs[JOB_QUEUED] + jobs[JOB_RESCHEDULING],
+        .idle_ms = (int64_t)c->serve_idle_s * 1000,
+    };
+    int want = serve_scale_want(&st);
+    if (want > count + 1)
+        want = count + 1; /* one at a time: MIN is where the count starts */
+    if (want == count || (want > count && want > c->serve_min && !free_slot) ||
+        (want < count && count > c->serve_min && !held))
+        return;
+    if (want > count && want > c->serve_min)
+        free_slot->serving = true;
+    else if (want < count && count > c->serve_min)
+        held->serving = false;
+    serving_jobs_set_count(e->serving, want);
+    e->serve_changed_ms = now;
+    if (want > count)
+        log_line("info", "%s: serving engines on pool %s: %d, one more (%s)", e->x->name,
+                 c->serve_pool, want,
+                 count == 0 ? "a request found none" : "requests wait at every engine");
+    else
+        log_line("info", "%s: serving engines on pool %s: %d, one fewer (%s for %lld s%s)",
+                 e->x->name, c->serve_pool, want, load.last_fresh ? "idle" : "not heard from",
+                 (long long)(load.last_fresh ? load.last_idle_ms : st.changed_ago_ms) / 1000,
+                 st.training_queued > 0 ? ", training jobs queued" : "");
 }
 
 /* DATA/engine/serving. */
@@ -970,6 +1046,7 @@ static void serving_round(struct engine *e, int64_t now, int64_t listed_ms)
     if (!serving_dir(e->ctl, dir, sizeof dir) ||
         !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir))
         return;
+    serving_scale(e, now);
     const struct engine_pool *p = e->serving ? &e->cfg.pools[e->serve_pool] : NULL;
     struct serving_jobs_env env = {.x = e->x,
                                    .dir = dir,
@@ -980,6 +1057,7 @@ static void serving_round(struct engine *e, int64_t now, int64_t listed_ms)
                                    .pool = p ? &p->decl : NULL,
                                    .max_time_min = p ? p->max_time_min : 0,
                                    .memory = e->cfg.serve_memory,
+                                   .max_running = e->cfg.serve_running,
                                    .registry = e->ctl->serving};
     serving_jobs_round(e->serving, &env, e->jobs, e->n_jobs, now, listed_ms);
 }
@@ -1085,6 +1163,13 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
     e->cfg = *cfg;
     if (e->cfg.stop_grace_s <= 0)
         e->cfg.stop_grace_s = 30;
+    if (e->cfg.serve_count <= 0)
+        e->cfg.serve_count = 1;
+    if (!e->cfg.serve_scaled) /* a fixed count: the range N-N */
+        e->cfg.serve_min = e->cfg.serve_count;
+    if (e->cfg.serve_idle_s <= 0)
+        e->cfg.serve_idle_s = ENGINE_SERVE_IDLE_S;
+    cfg = &e->cfg;
     for (int p = 0; p < cfg->n_pools; p++) {
         struct engine_pool *pool = &e->cfg.pools[p];
         struct exec_capacity cap;
@@ -1102,12 +1187,13 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
             return -1;
         }
     }
-    /* The serving engines take serve_count of their pool's slots: the
-     * pool's training slots are the rest (docs/serving.md, "On a
-     * cluster"). */
+    /* The serving engines take serve_count of their pool's slots, MIN of
+     * them for good: the pool's training slots are the rest
+     * (docs/serving.md, "On a cluster"). */
     e->serve_pool = -1;
     if (cfg->serve_pool[0]) {
-        int want = cfg->serve_count > 0 ? cfg->serve_count : 1;
+        int want = cfg->serve_count;
+        assert(cfg->serve_min >= 0 && cfg->serve_min <= want);
         for (int p = 0; p < cfg->n_pools; p++)
             if (strcmp(cfg->pools[p].decl.name, cfg->serve_pool) == 0)
                 e->serve_pool = p;
@@ -1120,6 +1206,8 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
         }
         if (!why && !(e->serving = serving_jobs_new(cfg->serve_pool, want)))
             why = "its name makes no serving job's tag";
+        if (!why)
+            serving_jobs_set_count(e->serving, cfg->serve_min);
         if (why) {
             text_error(err, errcap, "--inference-pool %s: %s", cfg->serve_pool, why);
             engine_stop(e);
@@ -1342,7 +1430,7 @@ enum alallo_err engine_serving_heartbeat(struct control *ctl, const char *id, co
     char dir[EXEC_PATH_MAX], key[KEYS_MAX];
     if (!e || !serving_dir(ctl, dir, sizeof dir) || !serving_jobs_token(dir, id, key, sizeof key))
         return ERR_NOT_FOUND;
-    if (!serving_jobs_wanted(e->serving, id)) { /* fixed after engine_start */
+    if (!serving_jobs_wanted(e->serving, id)) {
         *stop = true;
         serving_registry_forget(ctl->serving, id);
     } else if (port > 0 && port < 65536 && host && host[0]) {

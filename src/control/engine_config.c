@@ -1,6 +1,8 @@
 /* engine_config.c - what serve's command line declares for an engine:
- * pools (--slurm-pool, parsed by exec/pool.c) and the server-to-node path
- * map (--cluster-data). See engine.h. */
+ * pools (--slurm-pool, parsed by exec/pool.c), the server-to-node path
+ * map (--cluster-data) and the serving engines' pool (--inference-pool).
+ * See engine.h. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "control/engine.h"
@@ -19,4 +21,43 @@ int engine_pool_parse(const char *spec, struct engine_pool *p, char *err, size_t
     memset(p, 0, sizeof *p);
     p->lead_s = ENGINE_DEFAULT_LEAD_S;
     return exec_pool_parse(spec, &p->decl, err, errcap) == ERR_OK ? 0 : -1;
+}
+
+/* A whole number from 0 to ENGINE_SERVING_MAX spelling all of [p, end). */
+static bool serve_number(const char *p, const char *end, int *out)
+{
+    char *stop = NULL;
+    if (p == end || *p < '0' || *p > '9')
+        return false;
+    long v = strtol(p, &stop, 10);
+    if (stop != end || v > ENGINE_SERVING_MAX)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+int engine_serve_parse(const char *spec, struct engine_config *cfg, char *err, size_t errcap)
+{
+    const char *colon = strchr(spec, ':'), *end = spec + strlen(spec);
+    size_t name = colon ? (size_t)(colon - spec) : strlen(spec);
+    int lo = 1, hi = 1;
+    bool scaled = false, ok = name > 0 && name < sizeof cfg->serve_pool;
+    if (ok && colon) {
+        const char *dash = strchr(colon + 1, '-');
+        scaled = dash != NULL;
+        ok = scaled ? serve_number(colon + 1, dash, &lo) && serve_number(dash + 1, end, &hi)
+                    : serve_number(colon + 1, end, &lo) && (hi = lo) > 0;
+        ok = ok && hi >= 1 && lo <= hi;
+    }
+    if (!ok) {
+        text_error(err, errcap, "--inference-pool wants POOL, POOL:N or POOL:MIN-MAX (N and MAX "
+                   "from 1 to %d, MIN from 0 to MAX)", ENGINE_SERVING_MAX);
+        return -1;
+    }
+    memcpy(cfg->serve_pool, spec, name);
+    cfg->serve_pool[name] = '\0';
+    cfg->serve_count = hi;
+    cfg->serve_min = lo;
+    cfg->serve_scaled = scaled && lo < hi;
+    return 0;
 }

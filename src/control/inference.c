@@ -290,6 +290,8 @@ static int connect_remote(struct inference *inf, const json_t *request, int wait
                 break;
             log_line("warn", "the inference engine %s at %s:%d does not answer", t.id, t.host,
                      t.port);
+        } else { /* none: an engine may start for it (sched/serve_scale.h) */
+            serving_registry_missed(inf->remote, clock_now_ms());
         }
         if (clock_now_ms() >= until)
             break;

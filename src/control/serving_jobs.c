@@ -2,6 +2,8 @@
  * serving_jobs.h). */
 #include "control/serving_jobs.h"
 
+#include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,8 @@ struct serving_job {
 
 struct serving_jobs {
     struct serving_job job[SERVING_JOBS_MAX];
-    int n;
+    int n;             /* the most wanted (the range's top)    */
+    atomic_int count;  /* wanted now: job[0..count)            */
 };
 
 struct serving_jobs *serving_jobs_new(const char *pool, int count)
@@ -45,7 +48,30 @@ struct serving_jobs *serving_jobs_new(const char *pool, int count)
             return NULL;
         }
     }
+    atomic_init(&sj->count, sj->n);
     return sj;
+}
+
+int serving_jobs_count(const struct serving_jobs *sj)
+{
+    return sj ? atomic_load(&((struct serving_jobs *)sj)->count) : 0;
+}
+
+void serving_jobs_set_count(struct serving_jobs *sj, int count)
+{
+    assert(count >= 0 && count <= sj->n);
+    for (int k = count; k < sj->n; k++) { /* stopped: a fresh start next time */
+        sj->job[k].submitted = false;
+        sj->job[k].next_try_ms = 0;
+        sj->job[k].quick_ends = 0;
+    }
+    atomic_store(&sj->count, count);
+}
+
+const char *serving_jobs_id(const struct serving_jobs *sj, int k)
+{
+    assert(k >= 0 && k < sj->n);
+    return sj->job[k].id;
 }
 
 void serving_jobs_free(struct serving_jobs *sj)
@@ -55,7 +81,8 @@ void serving_jobs_free(struct serving_jobs *sj)
 
 bool serving_jobs_wanted(const struct serving_jobs *sj, const char *id)
 {
-    for (int i = 0; sj && i < sj->n; i++)
+    int count = serving_jobs_count(sj);
+    for (int i = 0; i < count; i++)
         if (strcmp(sj->job[i].id, id) == 0)
             return true;
     return false;
@@ -91,9 +118,12 @@ static enum alallo_err submit(const struct serving_jobs_env *env, const struct s
     memset(line, 0, sizeof line);
     if (!written)
         return exec_fail(env->x, ERR_IO, "cannot write %.200s", token_path);
-    char script[SCRIPT_MAX] = "", extra[64] = "";
+    char script[SCRIPT_MAX] = "", extra[96] = "";
     if (env->memory > 0)
         text_printf(extra, sizeof extra, " --model-memory %lld", env->memory);
+    if (env->max_running > 0)
+        text_printf(extra + strlen(extra), sizeof extra - strlen(extra), " --max-running %d",
+                    env->max_running);
     size_t n = 0;
     bool ok = text_printf(script, sizeof script,
                           "#!/bin/sh\n# serving engine %s on pool %s, written by alallo serve\n"
@@ -151,7 +181,8 @@ void serving_jobs_round(struct serving_jobs *sj, const struct serving_jobs_env *
                  env->x->name, x->tag + m, x->id, r ? ", but: " : "", r ? env->x->error : "");
         serving_registry_forget(env->registry, x->tag + m);
     }
-    for (int i = 0; sj && i < sj->n; i++) {
+    int count = serving_jobs_count(sj);
+    for (int i = 0; i < count; i++) {
         struct serving_job *s = &sj->job[i];
         char tag[EXEC_TAG_MAX];
         if (!exec_serve_tag_for(s->id, tag) || listed_live(jobs, n, tag))

@@ -7,14 +7,16 @@
  * engine on its node, reporting where it listens every few seconds. A job
  * that is not listed is submitted again, after a growing pause when it
  * ended within a minute (a pool that cannot run it does not spin); a
- * serving job no one wants (another pool's, beyond N) is cancelled. Each
+ * serving job no one wants (another pool's, beyond the count wanted now)
+ * is cancelled. Each
  * submission writes a new token, DIR/<id>.token (0600): the serving job's
  * credential for its heartbeats and its engine's key, read back by the
  * server (serving_jobs_token).
  *
  * Ownership: serving_jobs_new returns what serving_jobs_free frees.
- * serving_jobs_round is the engine thread's; serving_jobs_wanted reads
- * what is fixed at creation, from any thread.
+ * serving_jobs_round and serving_jobs_set_count are the engine thread's;
+ * serving_jobs_wanted and serving_jobs_count may be called from any
+ * thread.
  */
 #ifndef ALALLO_CONTROL_SERVING_JOBS_H
 #define ALALLO_CONTROL_SERVING_JOBS_H
@@ -43,13 +45,24 @@ struct serving_jobs_env {
     const struct exec_pool *pool;     /* the pool the engines run on */
     long max_time_min;        /* the pool's MaxTime; 0: none known      */
     long long memory;         /* each engine's --model-memory; 0: default */
+    int max_running;          /* each engine's --max-running; 0: default */
     struct serving_registry *registry; /* told of the jobs that end    */
 };
 
-/* count engines on pool `pool` (ids "<pool>-0" ...). NULL when out of
- * memory or the pool's name makes no tag. */
-struct serving_jobs *serving_jobs_new(const char *pool, int count);
+/* Up to `max` engines on pool `pool` (ids "<pool>-0" ...), all wanted
+ * until serving_jobs_set_count says fewer. NULL when out of memory or the
+ * pool's name makes no tag. */
+struct serving_jobs *serving_jobs_new(const char *pool, int max);
 void serving_jobs_free(struct serving_jobs *sj); /* NULL is fine */
+
+/* The engines wanted now are the first `count` (0 to max; the engine's
+ * thread sets it, sched/serve_scale.h decides): the next round submits
+ * those not running and cancels the rest. 0 for sj NULL. */
+void serving_jobs_set_count(struct serving_jobs *sj, int count);
+int serving_jobs_count(const struct serving_jobs *sj);
+
+/* Engine k's id (k < max). */
+const char *serving_jobs_id(const struct serving_jobs *sj, int k);
 
 /* After a list of the engine's jobs (jobs[n]) at listed_ms: cancels the
  * serving jobs no one wants and submits the wanted ones not listed. sj

@@ -14,12 +14,14 @@ struct entry {
     char node[256];
     json_t *stats; /* owned; NULL when the engine did not answer */
     int64_t seen_ms;
+    int64_t busy_ms; /* last reported with work (or first heard from) */
 };
 
 struct serving_registry {
     pthread_mutex_t mu;
     struct entry e[SERVING_MAX];
     int n;
+    int64_t missed_ms; /* a request last found no engine; 0: never */
 };
 
 struct serving_registry *serving_registry_new(void)
@@ -66,6 +68,7 @@ void serving_registry_note(struct serving_registry *r, const char *id, const cha
     int i = 0;
     while (i < r->n && strcmp(r->e[i].t.id, id) != 0)
         i++;
+    int64_t busy_ms = i < r->n ? r->e[i].busy_ms : now_ms;
     if (i == r->n && r->n < SERVING_MAX)
         r->n++;
     if (i < r->n) {
@@ -79,6 +82,10 @@ void serving_registry_note(struct serving_registry *r, const char *id, const cha
         e->t.port = port;
         e->stats = json_is_object(stats) ? json_deep_copy(stats) : NULL;
         e->seen_ms = now_ms;
+        e->busy_ms = busy_ms;
+        if (json_integer_value(json_object_get(stats, "running")) > 0 ||
+            json_integer_value(json_object_get(stats, "waiting")) > 0)
+            e->busy_ms = now_ms;
     }
     pthread_mutex_unlock(&r->mu);
 }
@@ -136,6 +143,41 @@ bool serving_registry_pick(struct serving_registry *r, const char *weights,
         *out = r->e[k].t;
     pthread_mutex_unlock(&r->mu);
     return k >= 0;
+}
+
+void serving_registry_missed(struct serving_registry *r, int64_t now_ms)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->missed_ms = now_ms;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void serving_registry_load(struct serving_registry *r, const char *const *ids, int n,
+                           int64_t now_ms, struct serving_load *out)
+{
+    memset(out, 0, sizeof *out);
+    out->missed_ago_ms = -1;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (r->missed_ms > 0)
+        out->missed_ago_ms = now_ms - r->missed_ms;
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < r->n; i++) {
+            const struct entry *e = &r->e[i];
+            if (strcmp(e->t.id, ids[k]) != 0 || now_ms - e->seen_ms > SERVING_STALE_MS)
+                continue;
+            out->fresh++;
+            out->waiting += (long)stat_int(e->stats, "waiting");
+            if (k == n - 1) {
+                out->last_fresh = true;
+                if (e->busy_ms < e->seen_ms)
+                    out->last_idle_ms = now_ms - e->busy_ms;
+            }
+        }
+    pthread_mutex_unlock(&r->mu);
 }
 
 int serving_registry_fresh(struct serving_registry *r, int64_t now_ms)

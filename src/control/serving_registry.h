@@ -53,6 +53,25 @@ bool serving_registry_pick(struct serving_registry *r, const char *weights,
                            const char *adapter, int64_t now_ms,
                            struct serving_target *out /* OUT */);
 
+/* A request found no engine heard from lately (scaled to zero, or all
+ * lost): the engine's thread may start one (sched/serve_scale.h). */
+void serving_registry_missed(struct serving_registry *r, int64_t now_ms);
+
+/* What the engines ids[0..n) last reported, for the scaling of a pool's
+ * engines: how many were heard from lately, the requests waiting at
+ * them, whether the last of them (ids[n-1]) was heard from lately and how
+ * long it has had nothing to do (0: it has work, or was not heard from
+ * lately), and how long ago a request found no engine (-1: none did). */
+struct serving_load {
+    int fresh;
+    long waiting;
+    bool last_fresh;
+    int64_t last_idle_ms;
+    int64_t missed_ago_ms;
+};
+void serving_registry_load(struct serving_registry *r, const char *const *ids, int n,
+                           int64_t now_ms, struct serving_load *out /* OUT */);
+
 /* How many engines were heard from lately. */
 int serving_registry_fresh(struct serving_registry *r, int64_t now_ms);
 

@@ -6,7 +6,10 @@
 // /v1/workers and other accounts do not; an engine's port refuses a
 // request without its key; a serving job killed is submitted again and the
 // next request is served; requests for one base go to the engine that has
-// it loaded; an engine no one wants any more is told to stop.
+// it loaded; an engine no one wants any more is told to stop. With a
+// range (POOL:MIN-MAX) the engines follow the requests: none until one is
+// asked for, one more when requests wait at each, and an idle engine gives
+// its slot back, to a queued training job too.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,7 +18,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { BIN, tinyModelsDir, waitFor } from './service_harness.mjs';
-import { startEngineServe } from '../slurm/engine_harness.mjs';
+import { createJob, startEngineServe, uploadSample, waitJob } from '../slurm/engine_harness.mjs';
 
 const PROMPT = 'Review: a good film\nSentiment:';
 const TOKENS = 12;
@@ -74,7 +77,7 @@ test('the engine runs as a serving job of the pool and answers as generate does'
     // The serving job: its script, and its token kept as the server's only.
     const dir = path.join(s.data, 'engine', 'serving');
     const script = fs.readFileSync(path.join(dir, 'local-0.sbatch'), 'utf8');
-    assert.match(script, new RegExp(`^exec '/[^']+' serving run --server '${s.url}' --id local-0 --token '@${dir}/local-0.token' --work-dir '${dir}' --threads \\d+ --model-memory \\d+$`, 'm'));
+    assert.match(script, new RegExp(`^exec '/[^']+' serving run --server '${s.url}' --id local-0 --token '@${dir}/local-0.token' --work-dir '${dir}' --threads \\d+ --model-memory \\d+ --max-running \\d+$`, 'm'));
     assert.equal(fs.statSync(path.join(dir, 'local-0.token')).mode & 0o777, 0o600);
 
     const want = generate(path.join(tinyModelsDir(), 'tiny'));
@@ -126,6 +129,69 @@ test('the engine runs as a serving job of the pool and answers as generate does'
   }
 });
 
+// The pools' serving count, once it is `n`.
+async function servingCount(s, n, what, timeoutMs = 90000) {
+  return waitFor(async () => {
+    const w = (await s.call('GET', '/v1/workers')).json;
+    return w.pools[0].serving === n ? w : null;
+  }, { timeoutMs, what: `${what} (the pool serving ${n})` });
+}
+
+test('a range of engines follows the requests: none until asked, one more when requests wait, the slot back when idle', { timeout: 300000 }, async () => {
+  const s = await startEngineServe({
+    executor: 'process',
+    pools: ['name=local,partition=local,cpus=1,mem=2G,class=on-demand,price=0.40/h,slots=2'],
+    args: ['--inference-pool', 'local:0-2', '--inference-idle', '3', '--inference-max-running', '1'],
+  });
+  try {
+    // MIN 0: no engine runs and both slots train.
+    let w = (await s.call('GET', '/v1/workers')).json;
+    assert.deepEqual(w.pools.map((p) => [p.name, p.slots, p.serving]), [['local', 2, 0]]);
+    assert.deepEqual(w.data.map((x) => x.name).sort(), ['process.local.0', 'process.local.1']);
+    // The first request finds none and an engine starts for it: the
+    // request is answered by it when it comes up within the request's wait
+    // for an engine, else a 503 says when to try again.
+    const want = generate(path.join(tinyModelsDir(), 'tiny'));
+    const first = await complete(s);
+    if (first.status === 200) assert.equal(first.json.choices[0].text, want);
+    else {
+      assert.equal(first.status, 503, first.text);
+      assert.ok(Number(first.headers.get('retry-after')) > 0);
+    }
+    await waitFor(() => /serving engines on pool local: 1, one more \(a request found none\)/.test(s.output), { what: "serve's log of the engine started" });
+    await servingCount(s, 1, 'an engine started by the request');
+    await serving(s, 1);
+    assert.equal((await complete(s)).json.choices[0].text, want);
+    const script = fs.readFileSync(path.join(s.data, 'engine', 'serving', 'local-0.sbatch'), 'utf8');
+    assert.match(script, / --max-running 1\n/);
+
+    // Requests that wait at the engine (it runs one at a time): one more.
+    let stop = false;
+    const long = { model: 'tiny', prompt: PROMPT, max_tokens: 300, temperature: 0 };
+    const clients = Array.from({ length: 6 }, async () => {
+      while (!stop) await s.call('POST', '/v1/completions', { body: long });
+    });
+    try {
+      w = await servingCount(s, 2, 'a second engine for the waiting requests', 120000);
+    } finally {
+      stop = true;
+      await Promise.all(clients);
+    }
+    await waitFor(() => /serving engines on pool local: 2, one more \(requests wait at every engine\)/.test(s.output), { what: "serve's log of the second engine" });
+
+    // Idle again, with a training job queued for the slots both engines
+    // hold: an engine gives its slot back and the job trains there; the
+    // engines stop one at a time, down to MIN.
+    const file = await uploadSample(s);
+    const job = await createJob(s, file);
+    await waitJob(s, job.id, (j) => j.status === 'succeeded', 'trained on a slot an engine gave back');
+    assert.match(s.output, /serving engines on pool local: 1, one fewer \(idle for \d+ s, training jobs queued\)/);
+    await servingCount(s, 0, 'the idle engines stopped', 120000);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('an engine no one wants is told to stop, and serve refuses a pool it does not have or that is too small', { timeout: 180000 }, async () => {
   const s = await startEngineServe({ executor: 'process', args: ['--inference-pool', 'local'] });
   try {
@@ -149,6 +215,11 @@ test('an engine no one wants is told to stop, and serve refuses a pool it does n
   const small = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--executor', 'process', '--slurm-pool', 'name=p,partition=p,cpus=1,mem=1G,class=on-demand,price=0.40/h,slots=1', '--inference-pool', 'p:2'], { encoding: 'utf8', timeout: 60000 });
   assert.notEqual(small.status, 0);
   assert.match(small.stderr, /--inference-pool p: the pool has 1 slot\(s\); 2 engine\(s\) need as many/);
+  for (const spec of ['p:3-1', 'p:x', 'p:0', 'p:1-17', ':2']) {
+    const r = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--executor', 'process', '--inference-pool', spec], { encoding: 'utf8', timeout: 60000 });
+    assert.notEqual(r.status, 0, spec);
+    assert.match(r.stderr, /--inference-pool wants POOL, POOL:N or POOL:MIN-MAX/, spec);
+  }
   const noexec = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--inference-pool', 'local'], { encoding: 'utf8', timeout: 60000 });
   assert.notEqual(noexec.status, 0);
   assert.match(noexec.stderr, /--inference-pool need --executor/);
