@@ -16,6 +16,9 @@
 #include "core/clock.h"
 #include "core/text.h"
 
+#define SPAWN_BUSY_TRIES 40    /* a script busy being written: tries, */
+#define SPAWN_BUSY_PAUSE_MS 50 /* this far apart (2 s in all)         */
+
 extern char **environ;
 
 struct pjob {
@@ -182,7 +185,16 @@ static enum alallo_err process_submit_receipt(struct executor *x, const struct e
                                         POSIX_SPAWN_SETSIGDEF);
     char *argv[] = {(char *)s->script, NULL};
     pid_t pid;
-    int rc_spawn = posix_spawn(&pid, s->script, &fa, &attr, argv, environ);
+    /* ETXTBSY: the script was just written, and a child that another
+     * thread of this process forked at that moment holds a copy of the
+     * writing descriptor until it execs (O_CLOEXEC closes it only then).
+     * That passes within moments: try again, up to SPAWN_BUSY_TRIES. */
+    int rc_spawn = ETXTBSY;
+    for (int t = 0; t < SPAWN_BUSY_TRIES && rc_spawn == ETXTBSY; t++) {
+        if (t > 0)
+            nanosleep(&(struct timespec){.tv_nsec = SPAWN_BUSY_PAUSE_MS * 1000000L}, NULL);
+        rc_spawn = posix_spawn(&pid, s->script, &fa, &attr, argv, environ);
+    }
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(out_fd);

@@ -16,6 +16,10 @@
  * listed for keep_ended_s with a state in Slurm's words (COMPLETED,
  * FAILED, CANCELLED, TIMEOUT) and a reason in plain words.
  *
+ * A script another process still holds open for writing (ETXTBSY: a
+ * child forked by another thread while the script was being written
+ * holds the descriptor until it execs) is tried again for up to 2 s.
+ *
  * What the executor ran is known to this process only: after a restart of
  * the service its old children are not listed (reconciliation ends their
  * attempts; the fence stops them writing) and close() stops every child

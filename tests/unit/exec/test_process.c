@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -163,6 +165,37 @@ static void a_script_runs_and_completes(void **state)
     char want[600];
     snprintf(want, sizeof want, "hello from %s", dir);
     wait_line(out, want);
+    executor_close(x);
+}
+
+/* Closes the descriptor *arg after 300 ms. */
+static void *close_later(void *arg)
+{
+    nanosleep(&(struct timespec){.tv_nsec = 300 * 1000000L}, NULL);
+    close(*(int *)arg);
+    return NULL;
+}
+
+/* A script still open for writing somewhere (a child that another thread
+ * forked while it was written holds the descriptor until it execs) cannot
+ * be run: ETXTBSY. The submission waits for it to be closed, moments
+ * later, instead of failing. */
+static void a_script_held_open_for_writing_runs_once_closed(void **state)
+{
+    (void)state;
+    struct executor *x = open_x(5);
+    char path[512];
+    script("busy.sh", "echo ran\n", path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, close_later, &fd), 0);
+    struct exec_submit s = submission("alallo-att-busy", path);
+    struct exec_receipt r;
+    assert_int_equal(executor_submit(x, &s, &r), ERR_OK);
+    pthread_join(t, NULL);
+    struct exec_job j = wait_ended(x, "alallo-att-busy");
+    assert_string_equal(j.raw_state, "COMPLETED");
     executor_close(x);
 }
 
@@ -343,6 +376,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_line_is_matched_whole),
         cmocka_unit_test_setup_teardown(a_script_runs_and_completes, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_script_held_open_for_writing_runs_once_closed, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(a_failing_script_says_its_status, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_sends_term_to_the_whole_group, setup, teardown),
         cmocka_unit_test_setup_teardown(a_script_that_ignores_term_is_killed_after_the_grace,
