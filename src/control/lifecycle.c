@@ -94,6 +94,7 @@ static void begin_attempt(struct control *ctl, struct store_job *j, struct sched
      * longer than planned": the budget's base is at least a minute. */
     ledger_raise_budget_base(lj, fmax(BUDGET_BASE_MIN_S, ledger_running_s(lj, now) + startup + hi));
     tl_begin(&st->tl, j->max_steps, start, now, startup, lo, hi);
+    tl_set_tail(&st->tl, sched_link_tail_s(ctl->sched, j, sw));
     sched_link_calibrate_time_left(ctl->sched, &st->tl);
     st->has_tl = true;
     double fpt = p.flops_per_token > 0 ? p.flops_per_token : 0;

@@ -1149,7 +1149,8 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
                 return false;
             len += (size_t)n;
         }
-        n = snprintf(out + len, cap - len, "\n");
+        /* then the tail (tl_set_tail) */
+        n = snprintf(out + len, cap - len, " %.17g\n", t->tail_s);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
         len += (size_t)n;
@@ -1204,6 +1205,12 @@ static bool read_tl_line(const char *line, struct sched_state *out)
             return false;
         m += used;
     }
+    /* The tail follows; a line written before it has none (0). */
+    t->tail_s = 0;
+    if (m && sscanf(m, " %lf", &t->tail_s) != 1)
+        t->tail_s = 0;
+    if (!(t->tail_s > 0) || !isfinite(t->tail_s))
+        t->tail_s = 0;
     t->have_ref = have_ref != 0;
     out->has_tl = true;
     return true;
@@ -1328,6 +1335,27 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
     pthread_mutex_lock(&l->mu);
     est_train_range(&l->history, m, w->class_, nominal, low_s, high_s);
     pthread_mutex_unlock(&l->mu);
+}
+
+double sched_link_tail_s(struct sched_link *l, const struct store_job *j,
+                         const struct sched_worker *w)
+{
+    struct sched_plan p;
+    struct job_hyper h;
+    if (!sched_plan_read(j->plan, &p) || !(p.flops_per_token > 0) || !(p.between_share > 0) ||
+        j->max_steps <= 0)
+        return 0;
+    job_hyper_parse(j->hyper, &h);
+    if (h.rft_group <= 0)
+        return 0;
+    long every = h.rft_eval_interval > 0 ? h.rft_eval_interval
+                                         : JOB_HYPER_RFT_EVAL_EVERY(j->max_steps);
+    /* the trainer's rounds: before the first step, every `every` steps,
+     * and after the last (est_rft_validation_share) */
+    double rounds = 1.0 + (double)(j->max_steps / every) + (j->max_steps % every ? 1.0 : 0.0);
+    double steps_s = capacity_train_seconds(sched_link_train_tokens(j) * p.flops_per_token, w) *
+                     sched_link_speed_factor(l, j);
+    return steps_s > 0 ? steps_s * p.between_share / rounds : 0;
 }
 
 /* ---- the pass --------------------------------------------------------- */

@@ -232,6 +232,13 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
                             const struct sched_worker *w, long steps_left, double *low_s,
                             double *high_s);
 
+/* The nominal seconds of what runs after job j's last step on worker w
+ * (tl_set_tail): a reinforcement job's final validation, one of its
+ * validation rounds (the validation's part of the plan's between_share
+ * over the rounds the trainer runs); 0 for the other methods. */
+double sched_link_tail_s(struct sched_link *l, const struct store_job *j,
+                         const struct sched_worker *w);
+
 /* The goal finish_by's factors of method m (est_finish_by_factors over
  * the history, kept up to date as it learns) into out, for
  * sched_job.finish_hi. */

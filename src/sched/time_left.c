@@ -45,6 +45,35 @@ void tl_begin(struct tl_state *s, long max_steps, long start_step, double now, d
     s->last_t = now;
 }
 
+void tl_set_tail(struct tl_state *s, double tail_s)
+{
+    /* never more than the estimate's low end holds */
+    s->tail_s = tail_s > 0 && isfinite(tail_s) ? fmin(tail_s, 0.9 * s->est_low_s) : 0;
+}
+
+/* The tail still ahead at `now`, nominal: whole while steps are left,
+ * then what its time since the last report has not used (floored). */
+static double tail_left(const struct tl_state *s, double now)
+{
+    if (!(s->tail_s > 0))
+        return 0;
+    if (s->last_step < s->max_steps)
+        return s->tail_s;
+    double since = now > s->last_t ? now - s->last_t : 0;
+    return fmax(s->tail_s - since, TL_TAIL_FLOOR * s->tail_s);
+}
+
+/* How much slower (> 1) than the estimate's middle the attempt's pace runs,
+ * from 0.5 to 4: the tail runs on the same worker. 1 without either. */
+static double pace_ratio(const struct tl_state *s, double pace)
+{
+    long total = s->max_steps - s->start_step;
+    double steps_s = 0.5 * (s->est_low_s + s->est_high_s) - s->tail_s;
+    if (total <= 0 || !(steps_s > 0) || !(pace > 0))
+        return 1;
+    return fmin(fmax(pace * (double)total / steps_s, 0.5), 4.0);
+}
+
 void tl_observe(struct tl_state *s, long step, double t)
 {
     if (!s->have_ref) {
@@ -169,10 +198,11 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
          * may narrow an end to half of its own width, never past it. */
         const double *m = s->margin[tl_cell(s->last_step, s->max_steps)];
         double half_lo = -log1p(-rel_lo), half_hi = log1p(rel_hi);
+        double tail = tail_left(s, now) * pace_ratio(s, s->ewma_s);
         out->basis = TL_PACE;
-        out->mid_s = mid;
-        out->low_s = mid * exp(-fmax(half_lo + m[0], 0.5 * half_lo));
-        out->high_s = mid * exp(fmax(half_hi + m[1], 0.5 * half_hi));
+        out->mid_s = mid + tail;
+        out->low_s = mid * exp(-fmax(half_lo + m[0], 0.5 * half_lo)) + TL_TAIL_LO * tail;
+        out->high_s = mid * exp(fmax(half_hi + m[1], 0.5 * half_hi)) + TL_TAIL_HI * tail;
     } else {
         long left = s->max_steps - s->last_step;
         long total = s->max_steps - s->start_step;
@@ -183,9 +213,12 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
             if (loading < 0)
                 loading = 0;
         }
+        /* the steps' part of the estimate by the share of steps left,
+         * then the tail whole (or what is left of it) */
+        double tail = tail_left(s, now);
         out->basis = TL_ESTIMATE;
-        out->low_s = loading + s->est_low_s * share_left;
-        out->high_s = loading + s->est_high_s * share_left;
+        out->low_s = loading + (s->est_low_s - s->tail_s) * share_left + tail;
+        out->high_s = loading + (s->est_high_s - s->tail_s) * share_left + tail;
         out->mid_s = 0.5 * (out->low_s + out->high_s);
     }
     job_time_left_range_text(out->text, sizeof out->text, out->low_s, out->high_s);
@@ -203,9 +236,13 @@ void tl_note_shown(const struct tl_state *s, struct tl_shown shown[EST_TL_CELLS]
     struct tl_shown *sh = &shown[tl_cell(s->last_step, s->max_steps)];
     double mid, rel_lo, rel_hi;
     if (!sh->set && s->last_step < s->max_steps &&
-        pace_band(s, s->last_t, &mid, &rel_lo, &rel_hi) && mid > 0)
-        *sh = (struct tl_shown){.set = true, .t = s->last_t, .low_s = mid * (1.0 - rel_lo),
-                                .high_s = mid * (1.0 + rel_hi)};
+        pace_band(s, s->last_t, &mid, &rel_lo, &rel_hi) && mid > 0) {
+        double tail = tail_left(s, s->last_t) * pace_ratio(s, s->ewma_s);
+        *sh = (struct tl_shown){.set = true,
+                                .t = s->last_t,
+                                .low_s = mid * (1.0 - rel_lo) + TL_TAIL_LO * tail,
+                                .high_s = mid * (1.0 + rel_hi) + TL_TAIL_HI * tail};
+    }
 }
 
 void tl_spreads(const struct tl_shown shown[EST_TL_CELLS], double finish_t,

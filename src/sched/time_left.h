@@ -59,6 +59,7 @@ struct tl_state {
     long ref_step;       /* the first report: where the attempt's mean    */
     double ref_t;        /*   pace is measured from                       */
     double margin[EST_TL_CELLS][2]; /* tl_calibrate: logs, below / above  */
+    double tail_s;       /* nominal work after the last step (tl_set_tail) */
 };
 
 struct tl_value {
@@ -77,6 +78,20 @@ const char *tl_basis_name(enum tl_basis b);
  * expected loading. */
 void tl_begin(struct tl_state *s /* OUT */, long max_steps, long start_step, double now,
               double startup_s, double est_low_s, double est_high_s);
+
+/* What runs after the last step, tail_s nominal seconds (a reinforcement
+ * job's final validation: its rollouts, their grading): part of the
+ * estimate [est_low_s, est_high_s], so tl_begin's caller sets it after.
+ * Time left holds it until the job ends: after the estimate's steps, or
+ * the pace's, at the pace's speed against the estimate's (TL_TAIL_LO to
+ * TL_TAIL_HI of it), and once the last step is reported, what is left of
+ * it (never under TL_TAIL_FLOOR of it while the job runs). Without it,
+ * a job whose steps are done reads as ending now, and a job queued behind
+ * it as starting now. */
+#define TL_TAIL_LO 0.6
+#define TL_TAIL_HI 1.8
+#define TL_TAIL_FLOOR 0.1
+void tl_set_tail(struct tl_state *s, double tail_s);
 
 /* A progress report: `step` steps done at time t (the trainer's `started`
  * event counts as the report of start_step). The first report only sets the

@@ -40,6 +40,7 @@ static void ledger_state_round_trip_is_exact(void **state)
     a->worker_class = WORKER_SPOT;
     /* The time left's margins and the bands the job was shown. */
     a->tl.margin[1][1] = 0.0123456789;
+    tl_set_tail(&a->tl, 1.2345678901); /* the work after the last step */
     a->tl.margin[3][0] = -0.004;
     a->tl_shown[0] = (struct tl_shown){.set = true, .t = 1764495020.5, .low_s = 40.25,
                                        .high_s = 44.125};
@@ -398,6 +399,37 @@ static void a_python_graders_seconds_are_in_the_training_range(void **state)
     sched_link_free(l);
 }
 
+/* What runs after a reinforcement job's last step (its final validation,
+ * time left's tail): the validation's share of the steps' time over the
+ * trainer's validation rounds; none for a job of another method or
+ * without a share. */
+static void a_reinforcement_jobs_tail_is_one_validation_round(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    struct store_job j;
+    rft_job(&j, 0, 0);
+    j.max_steps = 4;
+    j.examples = 40;
+    j.tokens = 40000;
+    j.n_epochs = 1;
+    struct estimate e = {.flops_per_token = 1e9, .method = PLAN_METHOD_LORA_16,
+                         .worker_class = WORKER_ON_DEMAND, .between_share = 0.5};
+    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, j.plan, sizeof j.plan));
+    struct sched_worker w = {.class_ = WORKER_ON_DEMAND, .flops = 1e12};
+    double steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, &w);
+    /* 4 steps validated after each (eval_interval auto: 1) and before the
+     * first: 5 rounds */
+    assert_true(fabs(sched_link_tail_s(l, &j, &w) - steps_s * 0.5 / 5) < 1e-9);
+    j.max_steps = 20; /* auto: every 2 steps, 1 + 10 rounds */
+    steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, &w);
+    assert_true(fabs(sched_link_tail_s(l, &j, &w) - steps_s * 0.5 / 11) < 1e-9);
+    strcpy(j.method, "supervised");
+    j.hyper[0] = '\0'; /* no reinforcement fields */
+    assert_true(sched_link_tail_s(l, &j, &w) == 0);
+    sched_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +437,7 @@ int main(void)
         cmocka_unit_test(broken_state_is_refused),
         cmocka_unit_test(job_without_state_reads_from_its_estimate),
         cmocka_unit_test(plan_round_trip),
+        cmocka_unit_test(a_reinforcement_jobs_tail_is_one_validation_round),
         cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
         cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),

@@ -154,6 +154,47 @@ static void near_the_end_and_odd_reports(void **state)
     assert_near(v.high_s, 0, 0);
 }
 
+/* Issue 35: a reinforcement job validates after its last step. Its time
+ * left holds that tail: at the start the estimate reads as before; once
+ * its steps are done, what is left of the tail at the pace's speed, not
+ * 0, so a job queued behind it does not read as starting now. */
+static void the_work_after_the_last_step_is_time_left(void **state)
+{
+    (void)state;
+    struct tl_state s, plain;
+    tl_begin(&s, 10, 0, 0, 2, 20, 40);
+    tl_begin(&plain, 10, 0, 0, 2, 20, 40);
+    tl_set_tail(&s, 6); /* of the estimate's 20..40, 6 s run after step 10 */
+    struct tl_value v, w;
+    tl_value(&s, 0, &v);
+    tl_value(&plain, 0, &w);
+    assert_near(v.low_s, w.low_s, 1e-9); /* at the start: the estimate */
+    assert_near(v.high_s, w.high_s, 1e-9);
+    /* steps at 4 s each: twice the estimate's middle pace of 2.4 s */
+    for (int step = 0; step <= 10; step++) {
+        tl_observe(&s, step, 2 + 4.0 * step);
+        tl_observe(&plain, step, 2 + 4.0 * step);
+    }
+    tl_value(&plain, 42, &w);
+    assert_near(w.high_s, 0, 0); /* without the tail: done */
+    tl_value(&s, 42, &v);
+    assert_int_equal(v.basis, TL_PACE);
+    double tail = 6 * (4.0 * 10 / (30 - 6)); /* the tail at the pace's speed */
+    assert_near(v.mid_s, tail, 1e-9);
+    assert_near(v.low_s, TL_TAIL_LO * tail, 1e-9);
+    assert_near(v.high_s, TL_TAIL_HI * tail, 1e-9);
+    /* it runs down as the tail runs, never under its floor */
+    tl_value(&s, 45, &v);
+    assert_near(v.mid_s, (6 - 3) * tail / 6, 1e-9);
+    tl_value(&s, 100, &v);
+    assert_near(v.mid_s, TL_TAIL_FLOOR * tail, 1e-9);
+    /* a tail is never more than the estimate's low end holds */
+    tl_set_tail(&s, 1000);
+    assert_near(s.tail_s, 0.9 * 20, 1e-9);
+    tl_set_tail(&s, -1);
+    assert_near(s.tail_s, 0, 0);
+}
+
 /* Issue 12: after 5% the pace range is narrower than the estimate's and
  * keeps narrowing; a worker that slows down mid-job moves the range. Seen
  * before: 245..735 s, then 416..1511 s, then 771..3455 s. */
@@ -331,6 +372,7 @@ int main(void)
         cmocka_unit_test(a_move_starts_again_from_the_estimate),
         cmocka_unit_test(near_the_end_and_odd_reports),
         cmocka_unit_test(before_the_start_the_estimate_counts_down),
+        cmocka_unit_test(the_work_after_the_last_step_is_time_left),
         cmocka_unit_test(a_slowdown_moves_the_range),
         cmocka_unit_test(sharp_from_20_percent_and_narrowing),
         cmocka_unit_test(a_drift_ahead_is_learnt_from_the_jobs_before),
