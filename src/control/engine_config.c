@@ -2,7 +2,6 @@
  * pools (--slurm-pool, parsed by exec/pool.c), the server-to-node path
  * map (--cluster-data) and the serving engines' pool (--inference-pool).
  * See engine.h. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "control/engine.h"
@@ -26,11 +25,13 @@ int engine_pool_parse(const char *spec, struct engine_pool *p, char *err, size_t
 /* A whole number from 0 to ENGINE_SERVING_MAX spelling all of [p, end). */
 static bool serve_number(const char *p, const char *end, int *out)
 {
-    char *stop = NULL;
-    if (p == end || *p < '0' || *p > '9')
+    char digits[8];
+    long v;
+    if (end - p < 1 || end - p >= (long)sizeof digits || *p < '0' || *p > '9')
         return false;
-    long v = strtol(p, &stop, 10);
-    if (stop != end || v > ENGINE_SERVING_MAX)
+    memcpy(digits, p, (size_t)(end - p));
+    digits[end - p] = '\0';
+    if (!text_parse_long(digits, 0, ENGINE_SERVING_MAX, &v))
         return false;
     *out = (int)v;
     return true;

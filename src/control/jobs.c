@@ -72,8 +72,7 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
     if (r->rft) { /* its validation rewards: answered and graded, at its rhythm */
         struct job_hyper h;
         job_hyper_parse(r->job.hyper, &h);
-        long every = h.rft_eval_interval > 0 ? h.rft_eval_interval
-                                             : JOB_HYPER_RFT_EVAL_EVERY(r->job.max_steps);
+        long every = job_hyper_rft_eval_every(&h, r->job.max_steps);
         share += est_rft_validation_share(trained, r->valid_tokens, r->valid_examples,
                                           h.rft_eval_samples, h.rft_answer_tokens,
                                           r->rft_grade_tokens, r->job.max_steps, every);

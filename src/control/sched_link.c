@@ -1348,11 +1348,8 @@ double sched_link_tail_s(struct sched_link *l, const struct store_job *j,
     job_hyper_parse(j->hyper, &h);
     if (h.rft_group <= 0)
         return 0;
-    long every = h.rft_eval_interval > 0 ? h.rft_eval_interval
-                                         : JOB_HYPER_RFT_EVAL_EVERY(j->max_steps);
-    /* the trainer's rounds: before the first step, every `every` steps,
-     * and after the last (est_rft_validation_share) */
-    double rounds = 1.0 + (double)(j->max_steps / every) + (j->max_steps % every ? 1.0 : 0.0);
+    double rounds =
+        est_rft_validation_rounds(j->max_steps, job_hyper_rft_eval_every(&h, j->max_steps));
     double steps_s = capacity_train_seconds(sched_link_train_tokens(j) * p.flops_per_token, w) *
                      sched_link_speed_factor(l, j);
     return steps_s > 0 ? steps_s * p.between_share / rounds : 0;

@@ -253,3 +253,8 @@ long job_hyper_warmup_steps(const struct job_hyper *h, long max_steps)
         return 0;
     return (long)ceil(h->warmup_ratio * (double)max_steps - 1e-9);
 }
+
+long job_hyper_rft_eval_every(const struct job_hyper *h, long max_steps)
+{
+    return h->rft_eval_interval > 0 ? h->rft_eval_interval : JOB_HYPER_RFT_EVAL_EVERY(max_steps);
+}

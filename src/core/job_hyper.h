@@ -74,6 +74,10 @@ struct job_hyper {
 /* eval_interval "auto": a tenth of the steps, at least 1. */
 #define JOB_HYPER_RFT_EVAL_EVERY(max_steps) ((max_steps) >= 10 ? (max_steps) / 10 : 1)
 
+/* Steps between a reinforcement job's validation rewards: h's
+ * eval_interval, or "auto"'s for max_steps. */
+long job_hyper_rft_eval_every(const struct job_hyper *h, long max_steps);
+
 /* Sets the reinforcement fields of h from compute_multiplier and
  * reasoning_effort (NULL or "auto": the defaults): rft_group is
  * round(4 * compute_multiplier) within [2, 32]; low, medium and high

@@ -812,6 +812,13 @@ double est_rft_python_s(double answer_s, long steps, int batch, int group)
     return (double)steps * batch * group * answer_s;
 }
 
+double est_rft_validation_rounds(long max_steps, long eval_every)
+{
+    long every = eval_every > 0 ? eval_every : 1;
+    long steps = max_steps > 0 ? max_steps : 0;
+    return 1.0 + (double)(steps / every) + (steps % every ? 1.0 : 0.0);
+}
+
 double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
                                 long valid_prompts, int eval_samples, int answer_tokens,
                                 double grade_per_answer, long max_steps, long eval_every)
@@ -819,9 +826,7 @@ double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
     if (!(train_tokens > 0) || !(valid_prompt_tokens > 0) || valid_prompts <= 0 ||
         eval_samples <= 0)
         return 0.0;
-    long every = eval_every > 0 ? eval_every : 1;
-    long steps = max_steps > 0 ? max_steps : 0;
-    double rounds = 1.0 + (double)(steps / every) + (steps % every ? 1.0 : 0.0);
+    double rounds = est_rft_validation_rounds(max_steps, eval_every);
     struct est_rft_terms t;
     est_rft_terms(valid_prompt_tokens, valid_prompts, eval_samples, answer_tokens, false,
                   grade_per_answer, &t);

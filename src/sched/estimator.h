@@ -282,6 +282,11 @@ double est_rft_tokens(double prompt_tokens, long prompts, int group, int answer_
  * max_steps, valid_prompts prompts (valid_prompt_tokens together) are each
  * answered eval_samples times, a rollout and grade_per_answer each (no
  * update). 0 without prompts. */
+/* The validation rounds a reinforcement job of max_steps runs, one every
+ * eval_every steps: before the first step, after each eval_every-th and
+ * after the last. */
+double est_rft_validation_rounds(long max_steps, long eval_every);
+
 double est_rft_validation_share(double train_tokens, double valid_prompt_tokens,
                                 long valid_prompts, int eval_samples, int answer_tokens,
                                 double grade_per_answer, long max_steps, long eval_every);

@@ -306,6 +306,18 @@ static void rft_job(struct store_job *j, int64_t judge_params, int64_t judge_byt
                                             "bytes", (json_int_t)judge_bytes)));
 }
 
+/* rft_job without graders' models, of max_steps steps over 40 examples
+ * (40,000 tokens, one epoch), its plan written from e. */
+static void rft_job_planned(struct store_job *j, long max_steps, const struct estimate *e)
+{
+    rft_job(j, 0, 0);
+    j->max_steps = max_steps;
+    j->examples = 40;
+    j->tokens = 40000;
+    j->n_epochs = 1;
+    assert_true(sched_plan_write(e, SCHED_LOWEST_COST, 1.0, 1.0, j->plan, sizeof j->plan));
+}
+
 /* A score_model grader's model is loaded beside the policy: the memory the
  * planner reserves holds its fp32 weights (4 bytes a parameter, and the
  * margin on top) and the nominal loading reads its files; a string_check
@@ -359,14 +371,9 @@ static void a_python_graders_seconds_are_in_the_training_range(void **state)
     (void)state;
     struct sched_link *l = sched_link_new();
     struct store_job plain, py;
-    rft_job(&plain, 0, 0);
-    plain.max_steps = 10;
-    plain.examples = 40;
-    plain.tokens = 40000;
-    plain.n_epochs = 1;
     struct estimate e = {.flops_per_token = 1e9, .method = PLAN_METHOD_LORA_16,
                          .worker_class = WORKER_ON_DEMAND};
-    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, plain.plan, sizeof plain.plan));
+    rft_job_planned(&plain, 10, &e);
     py = plain;
     assert_true(job_hyper_set(py.hyper, sizeof py.hyper, "python_answer_s",
                               json_real(EST_PYTHON_GRADE_S)));
@@ -408,14 +415,9 @@ static void a_reinforcement_jobs_tail_is_one_validation_round(void **state)
     (void)state;
     struct sched_link *l = sched_link_new();
     struct store_job j;
-    rft_job(&j, 0, 0);
-    j.max_steps = 4;
-    j.examples = 40;
-    j.tokens = 40000;
-    j.n_epochs = 1;
     struct estimate e = {.flops_per_token = 1e9, .method = PLAN_METHOD_LORA_16,
                          .worker_class = WORKER_ON_DEMAND, .between_share = 0.5};
-    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, j.plan, sizeof j.plan));
+    rft_job_planned(&j, 4, &e);
     struct sched_worker w = {.class_ = WORKER_ON_DEMAND, .flops = 1e12};
     double steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, &w);
     /* 4 steps validated after each (eval_interval auto: 1) and before the
