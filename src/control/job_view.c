@@ -32,7 +32,8 @@ static bool time_left(const struct store_job *j, const struct sched_state *st, i
     double now = (double)now_ms / 1000.0;
     if (st->has_tl && j->active_attempt[0]) {
         struct tl_value v;
-        tl_value(&st->tl, now, &v);
+        tl_value_of_job(&st->tl, now, j->est_low_s, j->est_high_s,
+                        now - (double)j->created_ms / 1000.0, &v);
         *low = v.low_s;
         *high = v.high_s;
         *basis = tl_basis_name(v.basis);

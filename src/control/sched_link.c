@@ -486,8 +486,10 @@ static void to_sched_worker(const struct store_worker *w, struct sched_worker *o
     json_decref(res);
 }
 
-/* When the job of attempt a is expected to end, from its time left, with
- * that time left's range in *low and *high (0: none). */
+/* When the job of attempt a is expected to end, from its time left as its
+ * own page shows it (tl_value_of_job: before the pace, never under its
+ * estimate less the time since), with that range in *low and *high (0:
+ * none). */
 static double busy_until(struct control *ctl, const struct store_attempt *a, double now,
                          double *low, double *high)
 {
@@ -499,7 +501,8 @@ static double busy_until(struct control *ctl, const struct store_attempt *a, dou
         if (st) {
             if (read_time_left(j->ledger_state, st)) {
                 struct tl_value v;
-                tl_value(&st->tl, now, &v);
+                tl_value_of_job(&st->tl, now, j->est_low_s, j->est_high_s,
+                                now - (double)j->created_ms / 1000.0, &v);
                 until = now + v.mid_s;
                 *low = now + v.low_s;
                 *high = now + v.high_s;

@@ -799,9 +799,13 @@ static void start_attempt(struct sim *s, long ji, int wi)
     tl_calibrate(&j->tl, s->hist);
     ledger_raise_budget_base(j->ledger,
                              ledger_running_s(j->ledger, s->now) + j->startup_nominal_s + hi);
-    w->busy_until_s = s->now + j->startup_nominal_s + 0.5 * (lo + hi);
-    w->busy_low_s = s->now + j->startup_nominal_s + lo;
-    w->busy_high_s = s->now + j->startup_nominal_s + hi;
+    /* as the server reads a worker whose attempt has not reported yet
+     * (control/sched_link.c): the job's own estimate less the time since */
+    struct tl_value v;
+    tl_value_of_job(&j->tl, s->now, j->est_low, j->est_high, s->now - j->submit_s, &v);
+    w->busy_until_s = s->now + v.mid_s;
+    w->busy_low_s = s->now + v.low_s;
+    w->busy_high_s = s->now + v.high_s;
     j->attempt_begin_t = s->now;
 
     double startup = j->startup_nominal_s * uniform(&s->rng, 0.7, 1.6);
@@ -943,7 +947,7 @@ static void on_report(struct sim *s, const struct event *ev)
     tl_observe(&j->tl, step, s->now);
     tl_note_shown(&j->tl, j->tl_shown);
     struct tl_value v;
-    tl_value(&j->tl, s->now, &v);
+    tl_value_of_job(&j->tl, s->now, j->est_low, j->est_high, s->now - j->submit_s, &v);
     if (v.basis == TL_PACE && s->n_samples < TL_SAMPLES_CAP && s->samples)
         s->samples[s->n_samples++] = (struct tl_sample){(int)ji, (float)s->now, (float)v.mid_s};
     w->busy_until_s = s->now + v.mid_s;

@@ -224,6 +224,25 @@ void tl_value(const struct tl_state *s, double now, struct tl_value *out)
     job_time_left_range_text(out->text, sizeof out->text, out->low_s, out->high_s);
 }
 
+void tl_value_of_job(const struct tl_state *s, double now, double job_low_s, double job_high_s,
+                     double since_created_s, struct tl_value *out)
+{
+    tl_value(s, now, out);
+    if (out->basis != TL_ESTIMATE || s->start_step != 0 || !(job_high_s > 0))
+        return;
+    double gone = since_created_s > 0 ? since_created_s : 0;
+    double lo = fmax(out->low_s, job_low_s - gone);
+    double hi = fmax(out->high_s, job_high_s - gone);
+    if (hi < lo)
+        hi = lo;
+    if (lo == out->low_s && hi == out->high_s)
+        return;
+    out->low_s = lo;
+    out->high_s = hi;
+    out->mid_s = 0.5 * (lo + hi);
+    job_time_left_range_text(out->text, sizeof out->text, lo, hi);
+}
+
 void tl_calibrate(struct tl_state *s, const struct est_history *h)
 {
     for (int c = 0; c < EST_TL_CELLS; c++)

@@ -102,6 +102,19 @@ void tl_observe(struct tl_state *s, long step, double t);
 /* Time left at `now`. */
 void tl_value(const struct tl_state *s, double now, struct tl_value *out /* OUT */);
 
+/* Time left of attempt s at `now` (tl_value), for a job whose estimate
+ * [job_low_s, job_high_s] (creation to finish) was made since_created_s
+ * ago. While the attempt is the job's first from step 0 and its basis is
+ * the estimate, each end is raised to the job's own estimate less the
+ * time since (tl_before_start with no floor): the estimate basis holds the
+ * training and what is left of the loading alone, and the job's estimate
+ * also its other fixed costs and the margin learnt for whole jobs. So the
+ * job's page does not drop at its start, and a job queued behind it does
+ * not read a wait shorter than the job ahead was promised. Otherwise, and
+ * without an estimate (job_high_s <= 0), tl_value unchanged. */
+void tl_value_of_job(const struct tl_state *s, double now, double job_low_s, double job_high_s,
+                     double since_created_s, struct tl_value *out /* OUT */);
+
 /* The share-done cell (EST_TL_CELLS) of `step` of max_steps: under 20%,
  * 20-50%, 50-80%, the rest. */
 int tl_cell(long step, long max_steps);

@@ -195,6 +195,49 @@ static void the_work_after_the_last_step_is_time_left(void **state)
     assert_near(s.tail_s, 0, 0);
 }
 
+/* Issue 35: a job whose first attempt has begun but not reported yet
+ * reads as its own estimate less the time since creation, not as its
+ * training and loading alone (which hold neither its other fixed costs
+ * nor the margin learnt for whole jobs). The job queued behind it reads
+ * its wait from this. Seen before: a job promised 4 s to 19 s read as
+ * 5.3 s busy at its start, and took 12.1 s. */
+static void before_the_pace_a_job_reads_as_its_own_estimate(void **state)
+{
+    (void)state;
+    struct tl_state s;
+    tl_begin(&s, 10, 0, 100, 2, 2, 4); /* begun at t=100: 2 s loading, 2..4 s steps */
+    struct tl_value v, plain;
+    /* created at t=99 with the estimate 4..19 s: at t=100, 3..18 s left */
+    tl_value_of_job(&s, 100, 4, 19, 1, &v);
+    tl_value(&s, 100, &plain);
+    assert_near(plain.low_s, 4, 1e-9); /* the estimate basis alone */
+    assert_near(plain.high_s, 6, 1e-9);
+    assert_int_equal(v.basis, TL_ESTIMATE);
+    assert_near(v.low_s, 4, 1e-9);   /* the basis's end is the higher one */
+    assert_near(v.high_s, 18, 1e-9); /* 19 less the 1 s since creation */
+    assert_near(v.mid_s, 11, 1e-9);
+    char want[48];
+    assert_string_equal(v.text, job_time_left_range_text(want, sizeof want, 4, 18));
+    /* it counts down with the time since creation */
+    tl_value_of_job(&s, 105, 4, 19, 6, &v);
+    assert_near(v.high_s, 13, 1e-9);
+    /* without an estimate, or once the job's page is on its pace, or for an
+     * attempt that resumed from a checkpoint: the time left unchanged */
+    tl_value_of_job(&s, 100, 0, 0, 1, &v);
+    assert_near(v.high_s, plain.high_s, 1e-9);
+    for (int step = 0; step <= 3; step++)
+        tl_observe(&s, step, 102 + 0.3 * step);
+    tl_value(&s, 103, &plain);
+    tl_value_of_job(&s, 103, 4, 19, 4, &v);
+    assert_int_equal(v.basis, TL_PACE);
+    assert_near(v.high_s, plain.high_s, 1e-9);
+    struct tl_state r;
+    tl_begin(&r, 10, 5, 100, 2, 1, 2);
+    tl_value(&r, 100, &plain);
+    tl_value_of_job(&r, 100, 4, 19, 1, &v);
+    assert_near(v.high_s, plain.high_s, 1e-9);
+}
+
 /* Issue 12: after 5% the pace range is narrower than the estimate's and
  * keeps narrowing; a worker that slows down mid-job moves the range. Seen
  * before: 245..735 s, then 416..1511 s, then 771..3455 s. */
@@ -373,6 +416,7 @@ int main(void)
         cmocka_unit_test(near_the_end_and_odd_reports),
         cmocka_unit_test(before_the_start_the_estimate_counts_down),
         cmocka_unit_test(the_work_after_the_last_step_is_time_left),
+        cmocka_unit_test(before_the_pace_a_job_reads_as_its_own_estimate),
         cmocka_unit_test(a_slowdown_moves_the_range),
         cmocka_unit_test(sharp_from_20_percent_and_narrowing),
         cmocka_unit_test(a_drift_ahead_is_learnt_from_the_jobs_before),
