@@ -1015,10 +1015,16 @@ static void serving_scale(struct engine *e, int64_t now)
     if (want == count || (want > count && want > c->serve_min && !free_slot) ||
         (want < count && count > c->serve_min && !held))
         return;
-    if (want > count && want > c->serve_min)
+    /* a held slot reads as draining: no pass places a job on it, and no
+     * estimate reads it as free; given back, it is declared again */
+    if (want > count && want > c->serve_min) {
+        if (control_worker_hold(e->ctl, free_slot->name) != ERR_OK)
+            return;
         free_slot->serving = true;
-    else if (want < count && count > c->serve_min)
+    } else if (want < count && count > c->serve_min) {
         held->serving = false;
+        declare_slot(e, held);
+    }
     serving_jobs_set_count(e->serving, want);
     e->serve_changed_ms = now;
     if (want > count)

@@ -138,6 +138,19 @@ enum alallo_err control_worker_take_away(struct control *ctl, const char *name, 
     return ERR_OK;
 }
 
+enum alallo_err control_worker_hold(struct control *ctl, const char *name)
+{
+    struct store_worker w;
+    enum alallo_err e = store_worker_get(ctl->store, name, &w);
+    if (!e && state_of(&w) != WORKER_DRAINING)
+        e = set_state(ctl, &w, WORKER_DRAINING, 0);
+    if (e)
+        return e;
+    fleet_changed(ctl);
+    log_line("info", "worker %s held by a serving engine", name);
+    return ERR_OK;
+}
+
 void control_workers_check_lost(struct control *ctl, int64_t now_ms)
 {
     struct store_worker *ws = calloc(FLEET_MAX, sizeof *ws);

@@ -2,7 +2,8 @@
  * drain and spot take-back, lost. Every change of a worker's state goes
  * through this module and its one table of allowed changes:
  *
- *   active   -> draining (drain, take-back), lost (no heartbeat)
+ *   active   -> draining (drain, take-back, held by a serving engine),
+ *               lost (no heartbeat)
  *   draining -> lost
  *   lost     -> active   (a heartbeat again: back from the dead)
  *   and a worker that registers again is active whatever it was (it
@@ -55,6 +56,13 @@ enum alallo_err control_worker_take_away(struct control *ctl, const char *name, 
                                          struct store_worker *w /* OUT */,
                                          struct store_attempt *open /* OUT [cap] */, int cap,
                                          int *n /* OUT */);
+
+/* Worker `name`, a slot of an engine's pool that runs no attempt, is held
+ * by a serving engine: active -> draining, so that no pass places a job
+ * on it and no estimate reads it as free. The engine gives it back by
+ * declaring it again (active). ERR_NOT_FOUND: no such worker; ERR_CONFLICT:
+ * it is lost. */
+enum alallo_err control_worker_hold(struct control *ctl, const char *name);
 
 /* Workers silent for longer than cfg.worker_timeout_s at now_ms are lost,
  * and their attempts move. */

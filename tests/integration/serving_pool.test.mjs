@@ -161,6 +161,10 @@ test('a range of engines follows the requests: none until asked, one more when r
     await waitFor(() => /serving engines on pool local: 1, one more \(a request found none\)/.test(s.output), { what: "serve's log of the engine started" });
     await servingCount(s, 1, 'an engine started by the request');
     await serving(s, 1);
+    // The slot it holds reads as draining: no pass places a job there and
+    // no estimate reads it as free.
+    w = (await s.call('GET', '/v1/workers')).json;
+    assert.deepEqual(w.data.map((x) => x.state).sort(), ['active', 'draining']);
     assert.equal((await complete(s)).json.choices[0].text, want);
     const script = fs.readFileSync(path.join(s.data, 'engine', 'serving', 'local-0.sbatch'), 'utf8');
     assert.match(script, / --max-running 1\n/);
@@ -187,6 +191,9 @@ test('a range of engines follows the requests: none until asked, one more when r
     await waitJob(s, job.id, (j) => j.status === 'succeeded', 'trained on a slot an engine gave back');
     assert.match(s.output, /serving engines on pool local: 1, one fewer \(idle for \d+ s, training jobs queued\)/);
     await servingCount(s, 0, 'the idle engines stopped', 120000);
+    // Given back, both slots are active again.
+    w = (await s.call('GET', '/v1/workers')).json;
+    assert.deepEqual(w.data.map((x) => x.state), ['active', 'active']);
   } finally {
     await s.stop();
   }

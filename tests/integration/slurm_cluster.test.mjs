@@ -418,3 +418,39 @@ test('the inference engine runs as a Slurm job of a pool and answers there', { t
     await s.stop();
   }
 });
+
+// With a range (`--inference-pool od:0-1`) the scheduler decides how many
+// engines run (docs/serving.md, "Engines that follow the requests"): no
+// serving job until a request finds no engine, then one on the node,
+// whose slot reads as draining while it serves; idle, its Slurm job is
+// cancelled and the slot is active again.
+test('a range of inference engines on Slurm: one when a request finds none, none again once idle', { timeout: 300000 }, async () => {
+  const s = await serve({ pools: [POOLS[0]], args: ['--inference-pool', 'od:0-1', '--inference-idle', '3'] });
+  const states = async () => (await s.call('GET', '/v1/workers')).json.data.map((w) => w.state);
+  const body = { model: 'tiny', prompt: 'Review: a good film\nSentiment:', max_tokens: 12, temperature: 0 };
+  try {
+    assert.ok(!live().some((j) => j.name === 'alallo-serve-od-0'), JSON.stringify(live()));
+    assert.deepEqual(await states(), ['active']);
+    const first = await s.call('POST', '/v1/completions', { body });
+    if (first.status !== 200) {
+      assert.equal(first.status, 503, first.text);
+      assert.ok(Number(first.headers.get('retry-after')) > 0);
+    }
+    await waitFor(async () => {
+      const r = (await s.call('GET', '/v1/workers')).json;
+      return (r.serving || []).some((e) => e.fresh) ? r.serving : null;
+    }, { timeoutMs: 120000, what: 'the serving engine started for the request, heard from' });
+    assert.match(s.output, /serving engines on pool od: 1, one more \(a request found none\)/);
+    assert.equal(live().filter((j) => j.name === 'alallo-serve-od-0').length, 1, JSON.stringify(live()));
+    assert.deepEqual(await states(), ['draining']);
+    const r = await s.call('POST', '/v1/completions', { body });
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.json.choices[0].text.length > 0);
+    await waitFor(() => !live().some((j) => j.name === 'alallo-serve-od-0'),
+      { timeoutMs: 120000, what: "the idle engine's Slurm job cancelled" });
+    assert.match(s.output, /serving engines on pool od: 0, one fewer \(idle for \d+ s\)/);
+    await waitFor(async () => (await states())[0] === 'active', { timeoutMs: 30000, what: 'the slot given back' });
+  } finally {
+    await s.stop();
+  }
+});
