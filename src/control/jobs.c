@@ -81,6 +81,7 @@ enum alallo_err control_job_estimate(struct control *ctl, struct job_draft *r, c
          * runs are in the learnt speed: docs/estimator.md) */
         double python = sched_link_python_s(&r->job, r->job.max_steps);
         r->est.between_share = share;
+        r->est.python_s = python;
         if (!e && python > 0 && r->est.train_s > 0)
             share += python / r->est.train_s;
     } else {

@@ -560,9 +560,8 @@ double sched_link_loading_s(const struct catalog_model *m, const struct store_jo
     return est_loading_s((double)m->bytes, (double)bytes);
 }
 
-/* The waiting job j as the scheduler sees it; false when it has no plan. */
-static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, int64_t id,
-                         struct sched_job *out)
+bool sched_link_waiting_job(struct sched_link *l, const struct store_waiting *j, int64_t id,
+                            struct sched_job *out)
 {
     struct sched_plan p;
     if (!plan_for_pass(j->plan, &p))
@@ -576,12 +575,17 @@ static bool to_sched_job(struct sched_link *l, const struct store_waiting *j, in
                               .goal = p.goal,
                               .mem_bytes = j->memory_bytes,
                               .gpu_mem_bytes = p.gpu_need,
+                              /* what runs between its steps (validation,
+                               * sample answers) runs at the worker's speed
+                               * as the steps do; its python graders' seconds
+                               * at any worker's, beside the loading */
                               .work_flops = left *
                                             train_tokens(j->tokens, j->examples, j->max_steps,
                                                          j->batch_size, j->n_epochs) *
                                             p.flops_per_token *
-                                            sched_link_model_factor(l, j->model),
-                              .startup_s = p.startup_s,
+                                            sched_link_model_factor(l, j->model) *
+                                            (1.0 + p.between_share),
+                              .startup_s = p.startup_s + left * p.python_s,
                               .deadline_s = j->est_high_s > 0
                                                 ? (double)j->created_ms / 1000.0 + j->est_high_s
                                                 : 0};
@@ -664,7 +668,7 @@ struct load_ctx {
 
 static void add_waiting(struct sched_link *l, struct queue *q, const struct store_waiting *j)
 {
-    if (q->n + 1 >= q->cap || !to_sched_job(l, j, (int64_t)q->n, &q->jobs[q->n]))
+    if (q->n + 1 >= q->cap || !sched_link_waiting_job(l, j, (int64_t)q->n, &q->jobs[q->n]))
         return;
     text_copy(q->ids[q->n], IDS_MAX, j->id);
     q->queued[q->n] = j->status == JOB_QUEUED;
@@ -947,7 +951,7 @@ void sched_link_invalidate(struct sched_link *l)
 #define PLAN_FORMAT                                                                                \
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
     "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
-    "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d,\"vs\":%.17g}"
+    "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d,\"vs\":%.17g,\"py\":%.17g}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -980,7 +984,8 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
                        startup_factor > 0 ? startup_factor : 1.0,
                        isfinite(e->range_margin) ? e->range_margin : 0.0, e->new_shape ? 1 : 0,
                        e->between_share > 0 && isfinite(e->between_share) ? e->between_share
-                                                                            : 0.0);
+                                                                            : 0.0,
+                       e->python_s > 0 && isfinite(e->python_s) ? e->python_s : 0.0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -1008,7 +1013,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0, vs = 0;
+    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0, vs = 0, py = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -1022,7 +1027,8 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           (plan_number(&p, ",\"sf\":", &sf) || true) &&
           (plan_number(&p, ",\"rm\":", &rm) || true) &&
           (plan_number(&p, ",\"ns\":", &ns) || true) &&
-          (plan_number(&p, ",\"vs\":", &vs) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"vs\":", &vs) || true) &&
+          (plan_number(&p, ",\"py\":", &py) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
@@ -1031,6 +1037,7 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
     out->range_margin = rm;
     out->new_shape = ns != 0;
     out->between_share = vs > 0 ? vs : 0;
+    out->python_s = py > 0 ? py : 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
@@ -1079,6 +1086,8 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     out->new_shape = json_integer_value(json_object_get(o, "ns")) != 0;
     double vs = json_number_value(json_object_get(o, "vs"));
     out->between_share = vs > 0 && isfinite(vs) ? vs : 0; /* 0 in older plans */
+    double py = json_number_value(json_object_get(o, "py"));
+    out->python_s = py > 0 && isfinite(py) ? py : 0; /* 0 in older plans */
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
     double by = json_number_value(json_object_get(o, "by"));

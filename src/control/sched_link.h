@@ -59,6 +59,9 @@ struct sched_plan {
     double between_share;     /* the estimate's between_share: what
                                  validation and sample answers add to the
                                  steps' time; 0 in older plans            */
+    double python_s;          /* the estimate's python_s: the python
+                                 graders' seconds of the whole job; 0 in
+                                 older plans and jobs without one         */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in
@@ -205,6 +208,14 @@ bool sched_plan_read(const char *text, struct sched_plan *out /* OUT */);
 bool sched_state_write(const struct sched_state *st, char *out, size_t cap);
 bool sched_state_read(const char *text, struct sched_state *out /* OUT */);
 void sched_state_of_job(const struct store_job *j, struct sched_state *out /* OUT */);
+
+/* The waiting job j as the scheduler sees it (id: the caller's): its
+ * training still to do as FLOPs, grown by its plan's between_share (what
+ * runs between steps runs at the worker's speed), and its loading with its
+ * python graders' seconds still to run beside it. False when it has no
+ * plan. */
+bool sched_link_waiting_job(struct sched_link *l, const struct store_waiting *j, int64_t id,
+                            struct sched_job *out /* OUT */);
 
 /* One scheduling pass over the waiting jobs and the workers. Writes
  * "Starting" / "Waiting for capacity" into queued jobs whose message

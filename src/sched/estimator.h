@@ -199,6 +199,11 @@ struct estimate {
                                         graders' seconds not in it): an
                                         attempt's clock holds it, so the
                                         speed it teaches leaves it out      */
+    double python_s;                 /* python graders' seconds over the
+                                        whole job (est_rft_python_s), in
+                                        train_s once est_add_validation ran
+                                        as their share of it; 0 for a job
+                                        without one (set by the caller)     */
     bool borrowed_shape;             /* the request's: borrowed factor       */
     double range_margin;             /* the margin (logs) applied to the half-
                                         width of the parts' sum

@@ -130,6 +130,11 @@ static void plan_round_trip(void **state)
     assert_true(p.startup_factor == 1.75);
     assert_true(p.range_margin == -0.125);
     assert_true(p.between_share == 0.375);
+    assert_true(p.python_s == 0);
+    e.python_s = 12.5;
+    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, 1.75, text, sizeof text));
+    assert_true(sched_plan_read(text, &p));
+    assert_true(p.python_s == 12.5 && p.between_share == 0.375);
     assert_int_equal(p.gpu_need, 6270000000);
     /* A plan written before GPUs reads with no GPU need, on both paths. */
     assert_true(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
@@ -138,7 +143,8 @@ static void plan_round_trip(void **state)
     assert_int_equal(p.gpu_need, 0);
     /* ... and with no factor of fixed costs, no margin and nothing
      * between steps. */
-    assert_true(p.startup_factor == 1.0 && p.range_margin == 0.0 && p.between_share == 0.0);
+    assert_true(p.startup_factor == 1.0 && p.range_margin == 0.0 && p.between_share == 0.0 &&
+                p.python_s == 0.0);
     assert_true(sched_plan_read("{ \"fpt\": 1, \"method\": 0, \"class\": 0, \"goal\": 0 }", &p));
     assert_int_equal(p.gpu_need, 0);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
@@ -406,6 +412,40 @@ static void a_python_graders_seconds_are_in_the_training_range(void **state)
     sched_link_free(l);
 }
 
+/* A job queued ahead of another is as long, to the scheduler, as its
+ * estimate says: what runs between its steps (the plan's between_share)
+ * at the worker's speed and its python graders' seconds beside its
+ * loading, for the steps it still has. Seen before: a queued python-graded
+ * job ahead counted its steps' FLOPs and loading alone, and the job behind
+ * two of them was promised 4.8 s of wait for 18 s. */
+static void a_queued_jobs_validation_and_python_seconds_are_in_its_length(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    struct estimate e = {.flops_per_token = 1e9, .method = PLAN_METHOD_LORA_16,
+                         .worker_class = WORKER_ON_DEMAND, .startup_s = 2};
+    struct store_waiting w = {.max_steps = 10, .examples = 40, .tokens = 40000,
+                              .n_epochs = 1, .batch_size = 4};
+    strcpy(w.account, "acct");
+    strcpy(w.model, "alallo-base");
+    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, w.plan, sizeof w.plan));
+    struct sched_job plain, grown;
+    assert_true(sched_link_waiting_job(l, &w, 1, &plain));
+    assert_true(plain.work_flops > 1 && plain.startup_s == 2);
+    e.between_share = 0.5;
+    e.python_s = 8;
+    assert_true(sched_plan_write(&e, SCHED_LOWEST_COST, 1.0, 1.0, w.plan, sizeof w.plan));
+    assert_true(sched_link_waiting_job(l, &w, 1, &grown));
+    assert_true(fabs(grown.work_flops / plain.work_flops - 1.5) < 1e-12);
+    assert_true(fabs(grown.startup_s - (2 + 8)) < 1e-12);
+    /* half of its steps done: half of each still to run */
+    w.steps_done = 5;
+    assert_true(sched_link_waiting_job(l, &w, 1, &grown));
+    assert_true(fabs(grown.work_flops / plain.work_flops - 0.75) < 1e-12);
+    assert_true(fabs(grown.startup_s - (2 + 4)) < 1e-12);
+    sched_link_free(l);
+}
+
 /* What runs after a reinforcement job's last step (its final validation,
  * time left's tail): the validation's share of the steps' time over the
  * trainer's validation rounds; none for a job of another method or
@@ -440,6 +480,7 @@ int main(void)
         cmocka_unit_test(job_without_state_reads_from_its_estimate),
         cmocka_unit_test(plan_round_trip),
         cmocka_unit_test(a_reinforcement_jobs_tail_is_one_validation_round),
+        cmocka_unit_test(a_queued_jobs_validation_and_python_seconds_are_in_its_length),
         cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
         cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),
