@@ -11,7 +11,10 @@
  * rows by one x row when there is one row) so that each weight and each x
  * value loaded serves several outputs, and the next block's weight rows
  * are fetched from memory while a block's products run (a decode step
- * reads each weight once from memory); every tile keeps that order.
+ * reads each weight once from memory); every tile keeps that order. Where
+ * the CPU has AVX-512, the one-row tile holds each product's 16 lanes in
+ * one register and leaves the fetching to the hardware (faster there, the
+ * same bits).
  *
  * Ownership: everything is the caller's; nothing is kept.
  */
