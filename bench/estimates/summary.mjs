@@ -2,7 +2,17 @@
 // start, at 20% and at 50% of the steps), from the records real.mjs keeps.
 //   node bench/estimates/summary.mjs DETAILS.json   (one summary per binary,
 //   for a run that was stopped early too)
+//
+// The API gives a time range in whole seconds and a price range to 4
+// decimals, each end rounded outward (docs/api.md), so a range of a few
+// seconds or cents is wide by its units alone: "1 s to 3 s" for 1.4 to
+// 2.2 s. Each block also says, under `resolved`, the same figures over
+// the ranges whose low end is at least RESOLVED_S seconds (or
+// RESOLVED_PRICE), where the rounding adds at most a tenth to either end.
 import fs from 'node:fs';
+
+export const RESOLVED_S = 10;
+export const RESOLVED_PRICE = 0.001;
 
 const median = (a) => {
   if (!a.length) return null;
@@ -28,10 +38,19 @@ export function summary(results) {
       price_coverage: share(priced, (r) => r.paid >= r.price_low - 1e-9 && r.paid <= r.price_high + 1e-9),
     },
   };
+  const t = ok.filter((r) => r.low >= RESOLVED_S);
+  const p = priced.filter((r) => r.price_low >= RESOLVED_PRICE);
+  out.before_start.resolved = {
+    jobs: t.length, width: median(t.map((r) => r.high / r.low)),
+    coverage: share(t, (r) => r.actual >= r.low && r.actual <= r.high),
+    price_jobs: p.length, price_width: median(p.map((r) => r.price_high / r.price_low)),
+    price_coverage: share(p, (r) => r.paid >= r.price_low - 1e-9 && r.paid <= r.price_high + 1e-9),
+  };
   for (const [k, name] of [[0, 'at_20pct'], [1, 'at_50pct']]) {
+    const block = (a) => ({ jobs: a.length, width: median(a.map((r) => r.at[k].high / r.at[k].low)),
+      coverage: share(a, (r) => r.at[k].left >= r.at[k].low && r.at[k].left <= r.at[k].high) });
     const a = at(k);
-    out[name] = { jobs: a.length, width: median(a.map((r) => r.at[k].high / r.at[k].low)),
-      coverage: share(a, (r) => r.at[k].left >= r.at[k].low && r.at[k].left <= r.at[k].high) };
+    out[name] = { ...block(a), resolved: block(a.filter((r) => r.at[k].low >= RESOLVED_S)) };
   }
   return out;
 }

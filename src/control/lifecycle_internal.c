@@ -1,6 +1,7 @@
 /* lifecycle_internal.c - see lifecycle_internal.h. */
 #include "control/lifecycle_internal.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,9 +126,15 @@ enum alallo_err lifecycle__settle_as(struct events_ctx *c, struct store_job *j,
     return lifecycle__settle(c, j, current, &o, w);
 }
 
+/* A success writes the most rows: six of its last attempt (lifecycle__
+ * ledger_end), the job's, its time and price spreads, and two a time-left
+ * cell. (At 8, a success's time-left rows were dropped unsaid.) */
+_Static_assert(CAL_MAX >= 6 + 3 + 2 * EST_TL_CELLS, "a success's calibration rows fit in CAL_MAX");
+
 enum alallo_err lifecycle__calibrate(struct events_ctx *c, struct store_writes *w,
                                      const struct store_calibration *k)
 {
+    assert(c->n_cal < CAL_MAX);
     if (!(k->actual_a > 0) || !(k->nominal_a > 0) || c->n_cal >= CAL_MAX)
         return ERR_OK;
     c->cal[c->n_cal++] = *k;

@@ -62,6 +62,10 @@ struct sched_plan {
     double python_s;          /* the estimate's python_s: the python
                                  graders' seconds of the whole job; 0 in
                                  older plans and jobs without one         */
+    double price_low;         /* the estimate's price range's lower end
+                                 (currency units, unrounded); 0 in older
+                                 plans                                    */
+    double price_margin;      /* the estimate's price_margin; 0 in older */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in
@@ -229,6 +233,10 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
 /* Sets the margins of an attempt's time left (t, just begun) from the
  * history (tl_calibrate); they are kept with it in the ledger state. */
 void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t);
+
+/* The margin (logs) the price ranges of estimates made now get
+ * (est_price_margin over the history). */
+double sched_link_price_margin(struct sched_link *l);
 
 /* The seconds j's python graders take over `steps` of its steps, one
  * answer at a time and whatever the worker's speed (est_rft_python_s,

@@ -270,6 +270,16 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
     k.actual_a = exp(spread);
     k.nominal_a = 1.0;
     k.actual_b = k.nominal_b = 0;
+    e = lifecycle__calibrate(c, w, &k);
+    /* And how far below the price range's lower end, before its margin,
+     * its net price fell (est_price_margin): rows of kind "price". */
+    double paid = c->st ? (double)ledger_net_micros(&c->st->ledger) / 1e6 : 0;
+    if (e || !(paid > 0) || !(p.price_low > 0))
+        return e;
+    double pspread = log(p.price_low / paid) + p.price_margin;
+    text_copy(k.kind, sizeof k.kind, "price");
+    k.waited = 0;
+    k.actual_a = exp(pspread);
     return lifecycle__calibrate(c, w, &k);
 }
 

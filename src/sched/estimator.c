@@ -349,6 +349,20 @@ double est_range_margin(const struct est_history *h, int cell)
     return ring_margin(r, EST_WAIT_CELLS, EST_COVER);
 }
 
+void est_history_add_price_spread(struct est_history *h, double spread)
+{
+    if (h && isfinite(spread))
+        ring_push(&h->price_spread, clamp_log(spread));
+}
+
+double est_price_margin(const struct est_history *h)
+{
+    if (!h)
+        return 0.0;
+    const struct est_ring *r = &h->price_spread;
+    return ring_margin(&r, 1, EST_PRICE_COVER);
+}
+
 void est_history_add_tl_spread(struct est_history *h, int cell, int side, double spread)
 {
     if (!h || !isfinite(spread) || cell < 0 || cell >= EST_TL_CELLS || side < 0 || side > 1)
@@ -654,6 +668,15 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
                             out->time_high_s);
     out->price_low_micros = capacity_price_micros(w->price_per_hour, out->train_low_s);
     out->price_high_micros = capacity_price_micros(w->price_per_hour, out->train_high_s);
+    /* The cap stays; the lower end is where succeeded jobs' prices
+     * stayed above it (est_price_margin), at most the range's centre. */
+    out->price_margin = 0;
+    if (out->price_low_micros > 0 && out->price_high_micros >= out->price_low_micros) {
+        double plo = (double)out->price_low_micros, phi = (double)out->price_high_micros;
+        double low = fmin(plo * exp(-est_price_margin(h)), sqrt(plo * phi));
+        out->price_margin = log(plo / low);
+        out->price_low_micros = (int64_t)llround(low);
+    }
     return ERR_OK;
 }
 

@@ -110,6 +110,11 @@ struct est_history {
      * parts' ranges given at creation, in half-widths of that sum
      * (est_range_spread, in logs), by est_wait_cell */
     struct est_ring spread[EST_WAIT_CELLS];
+    /* succeeded jobs: how far below the lower end of the price range
+     * given at creation, before its margin, their net price fell (log of
+     * that end over the price, > 0 below), for the margin of that end
+     * (est_price_margin) */
+    struct est_ring price_spread;
     /* succeeded jobs: how far outside each end of the time-left pace band
      * shown in a share-done cell the truth fell, in logs (> 0 outside,
      * < 0 inside), below ([0]) and above ([1]); time_left.h */
@@ -209,6 +214,10 @@ struct estimate {
                                         width of the parts' sum
                                         (est_range_margin, at least half of
                                         that half-width kept)               */
+    double price_margin;             /* how far the price's lower end was
+                                        lowered (> 0) or raised (< 0), in
+                                        logs, from the training range's
+                                        (est_price_margin)                  */
     double finish_s;               /* now + the nominal parts: the chosen
                                       worker's new free time on the horizon */
     double time_low_s, time_high_s;  /* estimate.time, from now              */
@@ -405,6 +414,22 @@ void est_history_add_spread(struct est_history *h, int cell, double spread);
  * on another worker than its estimate chose; the queue reordered). */
 #define EST_COVER 0.93
 double est_range_margin(const struct est_history *h, int cell);
+
+/* The price range is the training range at the worker's rate. Its upper
+ * end is the job's price cap: a succeeded job never pays more
+ * (ledger.h), so it is a promise and stays as the training range made
+ * it. Its lower end only informs, and is measured: moved to where
+ * EST_PRICE_COVER of succeeded jobs' net prices stayed above it. The
+ * spread of one job: log(the lower end before its margin / its net
+ * price), > 0 when it paid less; not finite is ignored. */
+#define EST_PRICE_COVER 0.95
+void est_history_add_price_spread(struct est_history *h, double spread);
+
+/* The log by which the price's lower end is lowered (> 0) or raised
+ * (< 0): the EST_PRICE_COVER quantile of the spreads, weighed by recency,
+ * pulled towards 0 while there are few (effectively). est_estimate
+ * raises the end at most to the range's geometric centre. */
+double est_price_margin(const struct est_history *h);
 
 /* Adds how far outside one end (side 0 below, 1 above) of a time-left
  * band shown in cell `cell` (EST_TL_CELLS) a succeeded job's truth fell,

@@ -146,6 +146,7 @@ struct sim_job {
     double est_margin;      /* its range_margin                            */
     int est_cell;           /* its wait_cell                               */
     int64_t price_low;
+    double price_margin;    /* its price_margin                            */
     bool est_waits;
     enum worker_class est_class;
     int64_t price_high;
@@ -737,6 +738,7 @@ static void arrive(struct sim *s, long ji)
     j->est_class = e.worker_class;
     j->price_high = e.price_high_micros;
     j->price_low = e.price_low_micros;
+    j->price_margin = e.price_margin;
     if (e.worker >= 0)
         s->horizon[e.worker] = fmax(s->horizon[e.worker], e.finish_s);
     j->status = JOB_QUEUED;
@@ -887,6 +889,9 @@ static void succeed(struct sim *s, long ji)
     tl_history_add(j->tl_shown, s->now, s->hist);
     est_history_add_spread(s->hist, j->est_cell,
                            est_range_spread(actual, j->est_low, j->est_high, j->est_margin));
+    if (paid > 0 && j->price_low > 0)
+        est_history_add_price_spread(s->hist,
+                                     log((double)j->price_low / (double)paid) + j->price_margin);
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
                         j->first_step_t - j->submit_s, j->est_start,
                         s->now - j->first_step_t, j->est_train);
@@ -1219,6 +1224,14 @@ static void finish_results(struct sim *s)
         r->median_range_ratio = ratio[k / 2];
     }
     r->price_coverage = n ? (double)s->price_covered / (double)n : 0;
+    k = 0;
+    for (long i = 0; ratio && i < s->nj; i++)
+        if (s->jobs[i].price_low > 0)
+            ratio[k++] = (float)((double)s->jobs[i].price_high / (double)s->jobs[i].price_low);
+    if (k) {
+        qsort(ratio, k, sizeof *ratio, cmp_float);
+        r->price_width = ratio[k / 2];
+    }
     for (int mk = 0; ratio && mk < 2; mk++) {
         size_t c = 0, inside = 0;
         for (long i = 0; i < s->nj; i++) {
@@ -1384,14 +1397,16 @@ int sim_result_json(const struct sim_result *r, bool with_timing, char *buf, siz
         "\"not_available\":%ld,\"stopped\":%ld,\"moves\":%ld,\"fenced_reports\":%ld,"
         "\"time_left_samples\":%ld,\"median_range_ratio\":%.3f,\"max_queued\":%ld,\"max_pass_queued\":%s,"
         "\"biggest_pass_queued\":%ld,\"biggest_pass_ms\":%s,\"passes\":%ld,"
-        "\"virtual_hours\":%.2f,\"price_coverage\":%.4f,\"width_before_start\":%.3f,"
+        "\"virtual_hours\":%.2f,\"price_coverage\":%.4f,\"price_width_before_start\":%.3f,"
+        "\"width_before_start\":%.3f,"
         "\"width_at_20pct\":%.3f,\"coverage_at_20pct\":%.4f,\"width_at_50pct\":%.3f,"
         "\"coverage_at_50pct\":%.4f,\"first_violation\":\"%s\"}",
         r->jobs, r->coverage, r->above_high, r->below_low, r->time_left_mape_after_5pct,
         r->invariant_violations, r->billed_twice, pass_ms, wall, r->succeeded, r->failed,
         r->cancelled, r->not_available, r->stopped, r->moves, r->fenced_reports,
         r->time_left_samples, r->median_range_ratio, r->max_queued, pass_q, r->biggest_pass_queued, big_ms,
-        r->passes, r->virtual_hours, r->price_coverage, r->median_range_ratio, r->width_at[0],
+        r->passes, r->virtual_hours, r->price_coverage, r->price_width, r->median_range_ratio,
+        r->width_at[0],
         r->coverage_at[0], r->width_at[1], r->coverage_at[1], first);
     if (n < 0 || (size_t)n >= cap)
         return -1;

@@ -73,6 +73,8 @@ struct sim_result {
                                   creation ("width_before_start")           */
     double price_coverage;    /* succeeded jobs whose net charge fell inside
                                  the price range given at creation          */
+    double price_width;       /* median high/low of the price ranges given
+                                 at creation ("price_width_before_start")  */
     double width_at[2];       /* median high/low of time left at the first
                                  report past 20% ([0]) and 50% ([1]) of the
                                  steps, on pace, of succeeded jobs          */

@@ -136,6 +136,14 @@ static void plan_round_trip(void **state)
     assert_true(sched_plan_read(text, &p));
     assert_true(p.python_s == 12.5 && p.between_share == 0.375);
     assert_int_equal(p.gpu_need, 6270000000);
+    assert_true(p.price_low == 0 && p.price_margin == 0);
+    e.price_low_micros = 1250;
+    e.price_high_micros = 2500000;
+    e.price_margin = -0.25;
+    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, 1.75, text, sizeof text));
+    assert_true(sched_plan_read(text, &p));
+    assert_true(p.price_low == 0.00125 && p.price_margin == -0.25);
+    assert_true(p.python_s == 12.5 && p.range_margin == -0.125);
     /* A plan written before GPUs reads with no GPU need, on both paths. */
     assert_true(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
                                 "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}",
@@ -144,7 +152,7 @@ static void plan_round_trip(void **state)
     /* ... and with no factor of fixed costs, no margin and nothing
      * between steps. */
     assert_true(p.startup_factor == 1.0 && p.range_margin == 0.0 && p.between_share == 0.0 &&
-                p.python_s == 0.0);
+                p.python_s == 0.0 && p.price_low == 0.0 && p.price_margin == 0.0);
     assert_true(sched_plan_read("{ \"fpt\": 1, \"method\": 0, \"class\": 0, \"goal\": 0 }", &p));
     assert_int_equal(p.gpu_need, 0);
     assert_false(sched_plan_read("{\"fpt\":0}", &p));
@@ -287,6 +295,23 @@ static void time_left_margins_are_learnt_from_tl_rows(void **state)
     assert_true(ne > 30 && ne < 35);
     assert_true(fabs(t.margin[1][1] - 0.1 * ne / (ne + 5.0)) < 1e-6);
     assert_true(t.margin[1][0] == 0); /* the other end learnt nothing */
+    sched_link_free(l);
+}
+
+/* Succeeded jobs' price rows (kind "price": how far below the price
+ * range's lower end their net price fell) set the margin of that end
+ * (est_price_margin). */
+static void price_margins_are_learnt_from_price_rows(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    assert_true(sched_link_price_margin(l) == 0);
+    /* 40 jobs that paid well above the lower end: spreads of -0.3 */
+    struct store_calibration k = {.kind = "price", .actual_a = exp(-0.3), .nominal_a = 1};
+    for (int i = 0; i < 40; i++)
+        sched_link_calibrate(l, &k);
+    double m = sched_link_price_margin(l);
+    assert_true(m < -0.25 && m > -0.3); /* their quantile, pulled a little to 0 */
     sched_link_free(l);
 }
 
@@ -484,6 +509,7 @@ int main(void)
         cmocka_unit_test(a_models_speed_is_learnt_from_its_attempts),
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
         cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),
+        cmocka_unit_test(price_margins_are_learnt_from_price_rows),
         cmocka_unit_test(a_grader_models_weights_are_reserved_and_loaded),
         cmocka_unit_test(a_python_graders_seconds_are_in_the_training_range),
     };

@@ -713,6 +713,49 @@ static void the_margin_is_measured(void **state)
     free(h);
 }
 
+/* The price range is the training range at the worker's rate. Its upper
+ * end is the cap and stays; its lower end moves to where succeeded jobs'
+ * net prices stayed above it: raised when they paid well above it (at
+ * most to the range's centre), lowered when they paid below. */
+static void the_price_margin_is_measured(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    assert_near(est_price_margin(h), 0, 0);
+    struct sched_worker ws[1] = {worker("w", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    struct estimate plain, e;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &plain, NULL, 0), ERR_OK);
+    assert_near(plain.price_margin, 0, 0);
+    assert_int_equal(plain.price_low_micros, capacity_price_micros(1.0, plain.train_low_s));
+    double lo = (double)plain.price_low_micros, hi = (double)plain.price_high_micros;
+    /* jobs that paid 1.2 to 1.4 times the lower end: raised to about 1.2 */
+    for (int i = 0; i < 200; i++)
+        est_history_add_price_spread(h, -log(1.2 + 0.2 * unif()));
+    double m = est_price_margin(h);
+    assert_true(m < -0.15 && m > -log(1.2));
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_near(e.price_margin, m, 1e-12);
+    assert_near((double)e.price_low_micros, lo * exp(-m), 1.0);
+    assert_int_equal(e.price_high_micros, plain.price_high_micros); /* the cap stays */
+    /* the time range did not move: its margin is its own */
+    assert_near(e.time_low_s, plain.time_low_s, 1e-9);
+    assert_near(e.time_high_s, plain.time_high_s, 1e-9);
+    /* jobs that all paid near the cap: the lower end stops at the centre */
+    for (int i = 0; i < 256; i++)
+        est_history_add_price_spread(h, -log(hi / lo));
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_near((double)e.price_low_micros, sqrt(lo * hi), 1.0);
+    assert_near(e.price_margin, -0.5 * log(hi / lo), 1e-6);
+    /* jobs that paid below it: lowered */
+    for (int i = 0; i < 256; i++)
+        est_history_add_price_spread(h, 0.2);
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_true(e.price_margin > 0.15 && e.price_low_micros < plain.price_low_micros);
+    assert_int_equal(e.price_high_micros, plain.price_high_micros);
+    free(h);
+}
+
 /* A load surge's errors age: a burst of large old errors followed by many
  * accurate jobs no longer widens the band or the margin (the ring still
  * holds them). */
@@ -875,6 +918,7 @@ int main(void)
         cmocka_unit_test(a_fresh_shape_borrows_its_neighbours),
         cmocka_unit_test(fixed_costs_are_measured_apart),
         cmocka_unit_test(the_margin_is_measured),
+        cmocka_unit_test(the_price_margin_is_measured),
         cmocka_unit_test(old_errors_age),
         cmocka_unit_test(a_slowdown_now_moves_the_band),
     };
