@@ -987,6 +987,80 @@ static void a_placed_job_reads_as_its_estimate_until_its_pace(void **state)
     h_free(h);
 }
 
+/* Calibration rows of `kind` in the store. */
+static int rows_of_kind(struct harness *h, const char *kind)
+{
+    enum { CAP = 512 };
+    struct store_calibration *rows = calloc(CAP, sizeof *rows);
+    assert_non_null(rows);
+    int n = 0, k = 0;
+    assert_int_equal(store_calibration_list(h->srv.ctl->store, CAP, rows, &n), ERR_OK);
+    for (int i = 0; i < n; i++)
+        k += strcmp(rows[i].kind, kind) == 0;
+    free(rows);
+    return k;
+}
+
+/* Claims job id on w1 and runs its 30 steps to success, reporting each
+ * (a tenth of a millisecond apart on the trainer's clock, so that time
+ * left is on pace in every share-done cell), then a moment later done. */
+static void run_to_success(struct harness *h, const char *id)
+{
+    struct claim c;
+    assert_true(claim(h, "w1", &c));
+    assert_string_equal(c.job, id);
+    assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
+    for (int from = 1; from <= 30; from += 10) {
+        char evs[2048];
+        size_t n = 0;
+        for (int s = from; s < from + 10; s++)
+            n += (size_t)snprintf(evs + n, sizeof evs - n,
+                                  "%s{\"event\":\"step\",\"t\":%.4f,\"step\":%d,\"loss\":%.3f,"
+                                  "\"lr\":0.0002,\"tokens_per_s\":50}",
+                                  s > from ? "," : "", 0.1 + 0.0001 * s, s, 3.0 - 0.05 * s);
+        assert_true(n < sizeof evs);
+        assert_int_equal(events(h, &c, c.fence, evs, NULL, 0), 200);
+    }
+    struct timespec pause = {0, 50 * 1000 * 1000}; /* the truth left is then > 0 */
+    nanosleep(&pause, NULL);
+    assert_int_equal(events(h, &c, c.fence,
+                            "{\"event\":\"done\",\"step\":30,\"train_loss\":1.5,"
+                            "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
+                            NULL, 0),
+                     200);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    json_decref(j);
+}
+
+/* A success writes its rows in one transaction: its last attempt's (six
+ * once its shape is learnt), the job's, its time and price spreads and
+ * time left's. All are kept: at most 8 were, and the time-left rows of a
+ * learnt shape's job were dropped unsaid. */
+static void a_success_keeps_every_calibration_row(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    register_worker(h, "w1", "8000000000", 3.6);
+    char *a = new_job(h, h->key, NULL);
+    run_to_success(h, a); /* its shape is learnt */
+    int tl = rows_of_kind(h, "tl"), price = rows_of_kind(h, "price");
+    int train = rows_of_kind(h, "train"), start = rows_of_kind(h, "start");
+    char *b = new_job(h, h->key, NULL);
+    run_to_success(h, b);
+    /* b's attempt measured a learnt shape's prediction and fixed costs */
+    assert_int_equal(rows_of_kind(h, "train"), train + 1);
+    assert_int_equal(rows_of_kind(h, "start"), start + 1);
+    assert_true(rows_of_kind(h, "spread") >= 1);
+    assert_int_equal(rows_of_kind(h, "price"), price + 1);
+    /* two ends a share-done cell, in each of the four */
+    assert_int_equal(rows_of_kind(h, "tl"), tl + 2 * EST_TL_CELLS);
+    free(a);
+    free(b);
+    h_free(h);
+}
+
 static long passes_run(struct harness *h)
 {
     struct reply m = h_call(h, "GET", "/metrics", NULL, NULL, NULL);
@@ -2251,6 +2325,7 @@ int main(void)
         cmocka_unit_test(cancel_costs_the_steps_done_unless_past_the_estimate),
         cmocka_unit_test(a_burst_of_jobs_sees_each_other_in_the_queue),
         cmocka_unit_test(a_placed_job_reads_as_its_estimate_until_its_pace),
+        cmocka_unit_test(a_success_keeps_every_calibration_row),
         cmocka_unit_test(an_explicit_max_steps_sets_the_work),
         cmocka_unit_test(claims_right_after_a_pass_take_its_assignments),
         cmocka_unit_test(a_cancel_while_re_scheduling_keeps_the_partial_model),
