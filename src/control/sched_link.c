@@ -462,9 +462,11 @@ void sched_link_plan_job(const struct catalog_model *m, const struct store_job *
     out->seq_len = seq;
 }
 
-static void to_sched_worker(const struct store_worker *w, struct sched_worker *out)
+static void to_sched_worker(const struct store_worker *w, double now, struct sched_worker *out)
 {
     memset(out, 0, sizeof *out);
+    double heard = (double)w->last_heartbeat_ms / 1000.0;
+    out->silent_s = now > heard ? now - heard : 0;
     text_copy(out->name, sizeof out->name, w->name);
     out->cpus = w->cpus;
     out->mem_bytes = w->mem_bytes;
@@ -534,7 +536,7 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
     int cursor = 0;
     for (int i = 0; i < n && k < cap; i++) {
         struct sched_worker *w = &out[k++];
-        to_sched_worker(&all[i], w);
+        to_sched_worker(&all[i], now, w);
         const struct store_attempt *a = sched_link_attempt_of(open, n_open, &cursor, all[i].name);
         if (a) {
             w->running_attempt = a->fence > 0 ? a->fence : 1;
@@ -1532,11 +1534,12 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
     }
     l->memo_at = now;
     pthread_mutex_unlock(&l->memo_mu);
-    /* The most memory a worker that is not lost offers: a job that needs
-     * more fits nowhere any more (the workers that could run it left). */
+    /* The most memory a worker that may run jobs offers (capacity_may_run:
+     * one lost a moment ago may come back): a job that needs more fits
+     * nowhere any more (the workers that could run it left). */
     int64_t most_mem = -1;
     for (int k = 0; k < n; k++)
-        if (w[k].state != WORKER_LOST && w[k].mem_bytes > most_mem)
+        if (capacity_may_run(&w[k]) && w[k].mem_bytes > most_mem)
             most_mem = w[k].mem_bytes;
     for (size_t i = 0; i < q.n; i++) {
         struct message_ctx c = {.message = msgs[i], .fail = MSG_NONE, .now = clock_now_ms()};

@@ -37,6 +37,11 @@ double capacity_flops_from_reference(double tokens_per_s, double flops_per_token
     return tokens_per_s * flops_per_token;
 }
 
+bool capacity_may_run(const struct sched_worker *w)
+{
+    return w->state != WORKER_LOST || (w->silent_s > 0 && w->silent_s < CAPACITY_RETURN_GRACE_S);
+}
+
 double capacity_worker_flops(const struct sched_worker *w)
 {
     if (w->flops > 0 && isfinite(w->flops))

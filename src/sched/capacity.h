@@ -45,7 +45,21 @@ struct sched_worker {
     int gpus;                 /* GPUs declared; 0: a CPU worker             */
     char gpu_kind[32];        /* e.g. "h200"; the estimator's key           */
     int64_t gpu_mem_bytes;    /* memory of one GPU                          */
+    double silent_s;          /* seconds since its last heartbeat; 0 when the
+                                 caller does not know (a lost worker then
+                                 counts as gone)                            */
 };
+
+/* How long a lost worker still counts as capacity that may come back: a
+ * busy machine misses a few heartbeats, a node reboots. While it does, a
+ * job that only it could run waits (is accepted, stays queued) rather
+ * than failing "Not available right now."; nothing is ever placed on a
+ * lost worker. */
+#define CAPACITY_RETURN_GRACE_S 900.0
+
+/* True when `w` counts when judging whether a job fits anywhere: it is not
+ * lost, or was lost less than CAPACITY_RETURN_GRACE_S ago (silent_s). */
+bool capacity_may_run(const struct sched_worker *w);
 
 /* "on-demand" / "spot"; NULL for an out-of-range value. */
 const char *capacity_class_name(enum worker_class c);

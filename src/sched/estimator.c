@@ -489,15 +489,16 @@ static enum alallo_err fail(char *why, size_t cap, enum alallo_err e, const char
     return e;
 }
 
-/* With no active worker that fits, the best known one for pricing and a
- * guess at the wait: one training time, until a worker comes back. */
+/* With no active worker that fits, the best known one that may run jobs
+ * (capacity_may_run: a lost one may come back) for pricing and a guess at
+ * the wait: one training time, until a worker comes back. */
 static int fallback_worker(const struct sched_job *sj, const struct sched_worker *workers,
                            size_t n)
 {
     int best = -1;
     double best_t = INFINITY;
     for (size_t i = 0; i < n; i++) {
-        if (workers[i].state == WORKER_LOST || workers[i].mem_bytes < sj->mem_bytes ||
+        if (!capacity_may_run(&workers[i]) || workers[i].mem_bytes < sj->mem_bytes ||
             !sched_gpu_fits(sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1))
             continue;
         double t = capacity_train_seconds(sj->work_flops, &workers[i]);

@@ -413,15 +413,16 @@ double planner_work_flops(const struct plan_job *job, double train_tokens,
     return train_tokens * planner_flops_per_token(job) + ref;
 }
 
-/* True when some worker that is not lost offers `need` bytes, and, when it
- * has GPUs, holds `job` on one of them (never without a job). */
+/* True when some worker that may run jobs (capacity_may_run: not lost, or
+ * lost so recently that it may come back) offers `need` bytes, and, when
+ * it has GPUs, holds `job` on one of them (never without a job). */
 static bool fits_some(int64_t need, const struct plan_job *job, const struct sched_worker *workers,
                       size_t n)
 {
     int64_t gpu_need = job ? planner_gpu_need(job) : 0;
     for (size_t i = 0; i < n; i++) {
         const struct sched_worker *w = &workers[i];
-        if (w->state == WORKER_LOST || w->mem_bytes < need)
+        if (!capacity_may_run(w) || w->mem_bytes < need)
             continue;
         if (w->gpus > 0 && !(gpu_need > 0 && gpu_need <= w->gpu_mem_bytes))
             continue;

@@ -411,6 +411,20 @@ static void feasibility_and_messages(void **state)
     /* A lost worker is not capacity to count on; a draining one is known. */
     ws[1].state = WORKER_LOST;
     assert_int_equal(planner_feasibility(&j16, ws, 2, NULL), PLAN_FITS_NOWHERE);
+    /* ... unless it was heard from lately: it may come back, and the job
+     * waits for it (capacity_may_run) */
+    ws[1].silent_s = 60;
+    assert_true(capacity_may_run(&ws[1]));
+    assert_int_equal(planner_feasibility(&j16, ws, 2, NULL), PLAN_FITS);
+    ws[1].silent_s = CAPACITY_RETURN_GRACE_S;
+    assert_false(capacity_may_run(&ws[1]));
+    assert_int_equal(planner_feasibility(&j16, ws, 2, NULL), PLAN_FITS_NOWHERE);
+    ws[1].silent_s = 0; /* not known: gone */
+    assert_false(capacity_may_run(&ws[1]));
+    ws[1].state = WORKER_ACTIVE;
+    ws[1].silent_s = CAPACITY_RETURN_GRACE_S * 2; /* only a lost worker's silence counts */
+    assert_true(capacity_may_run(&ws[1]));
+    ws[1].silent_s = 0;
     ws[1].state = WORKER_DRAINING;
     assert_int_equal(planner_feasibility(&j16, ws, 2, NULL), PLAN_FITS);
     assert_int_equal(planner_feasibility(&j16, ws, 0, NULL), PLAN_FITS_NOWHERE);
