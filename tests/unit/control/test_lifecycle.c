@@ -1025,6 +1025,17 @@ static int rows_of_kind(struct harness *h, const char *kind)
     return k;
 }
 
+/* Sends claim c's last events `evs` (ending in "done"), finishes its
+ * attempt with exit status 0, and checks that job id succeeded. */
+static void succeed_with(struct harness *h, struct claim *c, const char *id, const char *evs)
+{
+    assert_int_equal(events(h, c, c->fence, evs, NULL, 0), 200);
+    assert_int_equal(finish(h, c, c->fence, "\"exit_status\":0,\"signal\":null"), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    json_decref(j);
+}
+
 /* Claims job id on w1 and runs its 30 steps to success, reporting each
  * (a tenth of a millisecond apart on the trainer's clock, so that time
  * left is on pace in every share-done cell), then a moment later done. */
@@ -1047,15 +1058,9 @@ static void run_to_success(struct harness *h, const char *id)
     }
     struct timespec pause = {0, 50 * 1000 * 1000}; /* the truth left is then > 0 */
     nanosleep(&pause, NULL);
-    assert_int_equal(events(h, &c, c.fence,
-                            "{\"event\":\"done\",\"step\":30,\"train_loss\":1.5,"
-                            "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
-                            NULL, 0),
-                     200);
-    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
-    json_t *j = job(h, h->key, id);
-    assert_string_equal(h_str(j, "status"), "succeeded");
-    json_decref(j);
+    succeed_with(h, &c, id,
+                 "{\"event\":\"done\",\"step\":30,\"train_loss\":1.5,"
+                 "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}");
 }
 
 /* A success writes its rows in one transaction: its last attempt's (six
@@ -1395,18 +1400,11 @@ static void resumes_from_the_checkpoint_the_server_recorded(void **state)
     snprintf(want, sizeof want, "%s/step-00000010", c.checkpoint_dir);
     assert_string_equal(c2.resume_from, want);
     assert_string_not_equal(c2.checkpoint_dir, c.checkpoint_dir);
-    assert_int_equal(
-        events(h, &c2, c2.fence,
-               "{\"event\":\"started\",\"t\":0.1,\"step\":10,\"resumed_from\":10},"
-               "{\"event\":\"step\",\"t\":20.1,\"step\":30,\"loss\":1},"
-               "{\"event\":\"done\",\"t\":20.1,\"step\":30,\"train_loss\":1,"
-               "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
-               NULL, 0),
-        200);
-    assert_int_equal(finish(h, &c2, c2.fence, "\"exit_status\":0"), 200);
-    json_t *j = job(h, h->key, id);
-    assert_string_equal(h_str(j, "status"), "succeeded");
-    json_decref(j);
+    succeed_with(h, &c2, id,
+                 "{\"event\":\"started\",\"t\":0.1,\"step\":10,\"resumed_from\":10},"
+                 "{\"event\":\"step\",\"t\":20.1,\"step\":30,\"loss\":1},"
+                 "{\"event\":\"done\",\"t\":20.1,\"step\":30,\"train_loss\":1,"
+                 "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}");
     /* 30 steps in 30 s at 3.6/h: 0.03, each step once */
     assert_true(fabs(charged_once(h, id, 30) - 0.03) < 1e-9);
     free(id);
@@ -1608,17 +1606,11 @@ static void a_job_that_learned_nothing_says_so(void **state)
     char *id = new_job(h, h->key, NULL);
     struct claim c;
     assert_true(claim(h, "w1", &c));
-    assert_int_equal(events(h, &c, c.fence,
-                            STARTED ",{\"event\":\"step\",\"t\":0.3,\"step\":5,\"loss\":4.1},"
-                                    "{\"event\":\"step\",\"t\":0.6,\"step\":20,\"loss\":3.9},"
-                                    "{\"event\":\"done\",\"step\":30,\"train_loss\":3.95,"
-                                    "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
-                            NULL, 0),
-                     200);
-    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
-    json_t *j = job(h, h->key, id);
-    assert_string_equal(h_str(j, "status"), "succeeded");
-    json_decref(j);
+    succeed_with(h, &c, id,
+                 STARTED ",{\"event\":\"step\",\"t\":0.3,\"step\":5,\"loss\":4.1},"
+                         "{\"event\":\"step\",\"t\":0.6,\"step\":20,\"loss\":3.9},"
+                         "{\"event\":\"done\",\"step\":30,\"train_loss\":3.95,"
+                         "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}");
     char path[128];
     snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
     struct reply r = h_call(h, "GET", path, "limit=100", h->key, NULL);
@@ -1660,16 +1652,10 @@ static void a_reinforcement_job_with_a_flat_loss_is_not_warned(void **state)
     reply_free(&r);
     struct claim c;
     assert_true(claim(h, "w1", &c));
-    assert_int_equal(events(h, &c, c.fence,
-                            STARTED ",{\"event\":\"step\",\"t\":0.3,\"step\":1,\"loss\":0.01},"
-                                    "{\"event\":\"done\",\"step\":2,\"train_loss\":0.01,"
-                                    "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
-                            NULL, 0),
-                     200);
-    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
-    json_t *j = job(h, h->key, id);
-    assert_string_equal(h_str(j, "status"), "succeeded");
-    json_decref(j);
+    succeed_with(h, &c, id,
+                 STARTED ",{\"event\":\"step\",\"t\":0.3,\"step\":1,\"loss\":0.01},"
+                         "{\"event\":\"done\",\"step\":2,\"train_loss\":0.01,"
+                         "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}");
     char path[128];
     snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
     r = h_call(h, "GET", path, "limit=100", h->key, NULL);
@@ -2206,17 +2192,11 @@ static void a_validated_jobs_speed_leaves_its_validation_out(void **state)
     assert_true(claim(h, "w1", &c));
     assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
     /* 30 steps and their validation in 60 s of the trainer's clock */
-    assert_int_equal(events(h, &c, c.fence,
-                            "{\"event\":\"step\",\"t\":60.1,\"step\":30,\"loss\":1.2,"
-                            "\"lr\":0.0002,\"tokens_per_s\":50},"
-                            "{\"event\":\"done\",\"step\":30,\"train_loss\":1.2,"
-                            "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}",
-                            NULL, 0),
-                     200);
-    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
-    json_t *j = job(h, h->key, id);
-    assert_string_equal(h_str(j, "status"), "succeeded");
-    json_decref(j);
+    succeed_with(h, &c, id,
+                 "{\"event\":\"step\",\"t\":60.1,\"step\":30,\"loss\":1.2,"
+                 "\"lr\":0.0002,\"tokens_per_s\":50},"
+                 "{\"event\":\"done\",\"step\":30,\"train_loss\":1.2,"
+                 "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}");
     double learnt = training_s_of(h, body);
     assert_true(fabs(learnt - 60.0) < 0.6);
     h_free(h);
