@@ -230,9 +230,10 @@ void tl_value_of_job(const struct tl_state *s, double now, double job_low_s, dou
     tl_value(s, now, out);
     if (out->basis != TL_ESTIMATE || s->start_step != 0 || !(job_high_s > 0))
         return;
-    double gone = since_created_s > 0 ? since_created_s : 0;
-    double lo = fmax(out->low_s, job_low_s - gone);
-    double hi = fmax(out->high_s, job_high_s - gone);
+    double left_lo, left_hi; /* the job's estimate less the time since, no floor */
+    tl_before_start(job_low_s, job_high_s, 0, 0, since_created_s, &left_lo, &left_hi);
+    double lo = fmax(out->low_s, left_lo);
+    double hi = fmax(out->high_s, left_hi);
     if (hi < lo)
         hi = lo;
     if (lo == out->low_s && hi == out->high_s)
