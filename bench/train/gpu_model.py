@@ -100,6 +100,7 @@ CHANGES = [
     ("2 LoRA on tensor cores", {"lora": "tc"}),
     ("3 FA2-style attention", {"attn": "new"}),
     ("4 NF4 inside the product", {"nf4": "fused"}),
+    ("5a head without a download a chunk (built)", {"syncs": 8}),
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode",
@@ -344,6 +345,11 @@ def variants():
         dsg = dict(CURRENT)
         dsg.update(change)
         out.append(("+ change " + name + " alone", dsg))
+    built = dict(CURRENT)
+    for name, change in CHANGES:
+        if "(built)" in name:
+            built.update(change)
+    out.append(("every change built so far", built))
     allc = dict(CURRENT)
     for _, change in CHANGES:
         allc.update(change)

@@ -86,7 +86,7 @@ struct cuda_acts {
     float *hbuf, *dg, *du, *dh;
     float *logits, *capped, *xc, *dxc;
     float *attn_d;               /* (B, H, T) attention backward's scratch */
-    float *row_loss;             /* (head_rows) */
+    float *row_loss;             /* (N): each target row's loss, downloaded once a pass */
     float *row_w;                /* (N) a weighted pass's weight per target row */
     uint16_t *xb, *yb;           /* bf16 of a product's input and of dy (or of
                                   * LoRA's dropped input) */
@@ -486,7 +486,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
         N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
         hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
-        hr * C, hr * C, hr,                              /* xc dxc row_loss */
+        hr * C, hr * C, N,                               /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
@@ -501,7 +501,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     size_t bsz[] = {N * max_in, ysz, hr * V, hr * C, deq, /* bf16 values */
                     K * PROJ_COUNT * N * r, N * (r ? r : 1)}; /* xa ltmp */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->logits_b, &a->xcb, &a->deq, &a->xa, &a->ltmp};
-    size_t isz[] = {N, N, N, N, hr}; /* int32 values */
+    size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
     size_t ni = sizeof isz / sizeof isz[0];
@@ -515,8 +515,8 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->mem = cuda_alloc(total, 1);
     a->rows_h = malloc(N * sizeof(int32_t));
     a->tgt_h = malloc(N * sizeof(int32_t));
-    a->hits_h = malloc(hr * sizeof(int32_t));
-    a->loss_h = malloc(hr * sizeof(float));
+    a->hits_h = malloc(N * sizeof(int32_t));
+    a->loss_h = malloc(N * sizeof(float));
     a->row_w_h = malloc(N * sizeof(float));
     if (!a->mem || !a->rows_h || !a->tgt_h || !a->hits_h || !a->loss_h || !a->row_w_h) {
         snprintf(err, errcap, "no room for the activations of %d x %d tokens (%zu MiB): %s",
@@ -941,17 +941,11 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
             if (backward && cuda_copy(a->capped, a->logits, mv * sizeof(float)))
                 return -1;
         }
+        /* each chunk's losses and hits stay on the device, at their rows:
+         * one download each after the last chunk, not two syncs a chunk */
         cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, tok_w ? 1.0f : dscale,
-                       backward && tok_w ? a->row_w + m0 : NULL, a->row_loss, a->hits_d);
-        if (cuda_download(a->loss_h, a->row_loss, (size_t)mr * sizeof(float)) ||
-            cuda_download(a->hits_h, a->hits_d, (size_t)mr * sizeof(int32_t)))
-            return -1;
-        for (int i = 0; i < mr; i++) {
-            loss += (double)a->loss_h[i];
-            a->hits += (size_t)(a->hits_h[i] != 0);
-            if (tok_loss)
-                tok_loss[a->rows_h[m0 + i]] = (double)a->loss_h[i];
-        }
+                       backward && tok_w ? a->row_w + m0 : NULL, a->row_loss + m0,
+                       a->hits_d + m0);
         if (!backward)
             continue;
         if (c->final_softcap > 0.0f)
@@ -969,6 +963,15 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
         }
         /* the rows are distinct: adding into zeroed dres places them */
         cuda_embed_backward(a->dres, a->rows + m0, mr, a->dxc, C, 1.0f);
+    }
+    if (M && (cuda_download(a->loss_h, a->row_loss, (size_t)M * sizeof(float)) ||
+              cuda_download(a->hits_h, a->hits_d, (size_t)M * sizeof(int32_t))))
+        return -1;
+    for (int i = 0; i < M; i++) { /* in row order, as the chunks summed them */
+        loss += (double)a->loss_h[i];
+        a->hits += (size_t)(a->hits_h[i] != 0);
+        if (tok_loss)
+            tok_loss[a->rows_h[i]] = (double)a->loss_h[i];
     }
     *loss_out = loss;
     return 0;
