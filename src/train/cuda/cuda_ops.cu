@@ -1,8 +1,9 @@
 /* cuda_ops.cu - the decoder's layers other than attention and RoPE as CUDA
  * kernels: RMSNorm, SwiGLU/GeGLU, soft-cap, cross-entropy rows, the token
  * embedding, elementwise helpers and bias, bf16 conversions, NF4 to bf16,
- * LoRA dropout, the gradient's sum of squares and AdamW (contract in
- * cuda_ops.h, second section).
+ * products that read an NF4 weight tile by tile, LoRA dropout, the
+ * gradient's sum of squares and AdamW (contract in cuda_ops.h, second
+ * section).
  *
  * Determinism. Every reduction has a fixed shape set by the constants
  * below, never by the device (its multiprocessor count) or by timing, and
@@ -28,6 +29,9 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <cuda_bf16.h>
+#include <mma.h>
+
 #include "train/cuda/cuda_launch.cuh"
 
 extern "C" {
@@ -36,6 +40,8 @@ extern "C" {
 #include "train/kernels/nf4.h"
 #include "train/model/optim.h"
 }
+
+using namespace nvcuda;
 
 static cudaStream_t stream(void)
 {
@@ -661,6 +667,150 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
     cuda_launch(nf4_bf16_kernel, dim3(ew_blocks((count + 7) / 8)), dim3(EW_THREADS),
                 16 * sizeof(float), dst, t->codes, t->scale_codes, t->group_mean, t->group_absmax,
                 start, count, lv, vec);
+}
+
+/* ---- NF4 inside the product -------------------------------------------- */
+
+/* cuda_nf4_gemm's tiles: a block of NQ_THREADS (4 warps) owns NQ_TILE x
+ * NQ_TILE of C, each warp a quarter (2 x 2 fragments), and walks K in
+ * steps of NQ_K: it stages A's (NQ_TILE, NQ_K) tile and W's tile, decoded
+ * from NF4 to bf16 as it is read, in shared memory, then multiplies them on
+ * the tensor cores. Zeros pad the staged tiles past M, N and K (they add
+ * nothing to a sum). Each fragment's sum runs along K in order, its
+ * accumulator kept across the steps; the emulator's wmma sums in the same
+ * order as cuda_gemm_emu.cc, so there the result is decode-then-product's
+ * to the bit. */
+#define NQ_TILE 64
+#define NQ_K 32
+#define NQ_THREADS 128
+#define NQ_LD (NQ_K + 8)      /* bf16 stride of a staged row (80 bytes) */
+#define NQ_LDC (NQ_TILE + 4)  /* fp32 stride of the output tile */
+#define NQ_RUN 16             /* values a thread stages per step, contiguous */
+
+typedef __nv_bfloat16 nq_bf16;
+
+static size_t nq_stage_bytes(void)
+{
+    return sizeof(nq_bf16) * NQ_TILE * NQ_LD;
+}
+
+/* A's tile (rows [m0, +NQ_TILE), columns [k0, +NQ_K)) into As (NQ_TILE,
+ * NQ_LD): each thread a run of NQ_RUN values of one row. */
+__device__ static void nq_stage_a(nq_bf16 *As, const uint16_t *A, int lda, int M, int K, int m0,
+                                  int k0)
+{
+    int r = (int)threadIdx.x / (NQ_K / NQ_RUN), c0 = (int)threadIdx.x % (NQ_K / NQ_RUN) * NQ_RUN;
+    int gi = m0 + r;
+    for (int c = c0; c < c0 + NQ_RUN; c++) {
+        int gk = k0 + c;
+        float v = gi < M && gk < K ? bf16_to_f32(A[(size_t)gi * lda + gk]) : 0.0f;
+        As[r * NQ_LD + c] = __float2bfloat16_rn(v); /* exact: v is a bf16 value */
+    }
+}
+
+/* W's tile into Ws (NQ_TILE, NQ_LD) as B's columns: Ws[n][k] = op(W)(k0+k,
+ * n0+n), each value decoded as nf4_bf16_kernel decodes it (level * block
+ * scale, rounded to bf16). Each thread decodes a run of NQ_RUN values
+ * along W's stored rows (coalesced), its block scale computed once per
+ * NF4 block the run meets. tw: W stored (N, K) (C = A W^T); else (K, N). */
+__device__ static void nq_stage_w(nq_bf16 *Ws, const struct cuda_nf4 w, int ldw, int tw, int N,
+                                  int K, int n0, int k0, const float *level)
+{
+    /* the stored tile: rows x cols, rows along n when tw, along k when not */
+    int cols = tw ? NQ_K : NQ_TILE;
+    int per_row = cols / NQ_RUN;
+    int r = (int)threadIdx.x / per_row, c0 = (int)threadIdx.x % per_row * NQ_RUN;
+    int gr = (tw ? n0 : k0) + r, rows_all = tw ? N : K, cols_all = tw ? K : N;
+    int gc0 = (tw ? k0 : n0) + c0;
+    size_t e_row = (size_t)gr * ldw;
+    size_t blk = (size_t)-1;
+    float s = 0.0f;
+    for (int c = 0; c < NQ_RUN; c++) {
+        float v = 0.0f;
+        if (gr < rows_all && gc0 + c < cols_all) {
+            size_t e = e_row + (size_t)(gc0 + c);
+            if (e / NF4_BLOCK != blk) {
+                blk = e / NF4_BLOCK;
+                s = nf4_scale(w.scale_codes, w.group_mean, w.group_absmax, blk);
+            }
+            uint8_t byte = w.codes[e / 2];
+            unsigned q = e & 1 ? byte & 15u : (unsigned)byte >> 4;
+            v = __fmul_rn(level[q], s);
+        }
+        int n = tw ? r : c0 + c, k = tw ? c0 + c : r;
+        Ws[n * NQ_LD + k] = __float2bfloat16_rn(v);
+    }
+}
+
+/* grid (N tiles, M tiles). Shared: As, Ws (bf16), the output tile (fp32),
+ * the 16 levels. */
+__global__ static void __launch_bounds__(NQ_THREADS)
+    nf4_gemm_kernel(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                    const struct cuda_nf4 w, int ldw, float beta, float *C, int ldc,
+                    struct nf4_table lv)
+{
+    nq_bf16 *As = (nq_bf16 *)cuda_shared();
+    nq_bf16 *Ws = As + NQ_TILE * NQ_LD;
+    float *Cs = (float *)(Ws + NQ_TILE * NQ_LD);
+    float *level = Cs + NQ_TILE * NQ_LDC;
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        if ((int)threadIdx.x == k)
+            level[k] = lv.v[k];
+    __syncthreads();
+    int m0 = (int)blockIdx.y * NQ_TILE, n0 = (int)blockIdx.x * NQ_TILE;
+    int warp = (int)threadIdx.x / 32;
+    int wm = warp / 2 * 32, wn = warp % 2 * 32; /* the warp's 32 x 32 of the tile */
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int k0 = 0; k0 < K; k0 += NQ_K) {
+        nq_stage_a(As, A, lda, M, K, m0, k0);
+        nq_stage_w(Ws, w, ldw, tw, N, K, n0, k0, level);
+        __syncthreads();
+        for (int kk = 0; kk < NQ_K; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, nq_bf16, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, nq_bf16, wmma::col_major> fb[2];
+            for (int i = 0; i < 2; i++)
+                wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * NQ_LD + kk, NQ_LD);
+            for (int j = 0; j < 2; j++)
+                wmma::load_matrix_sync(fb[j], Ws + (wn + 16 * j) * NQ_LD + kk, NQ_LD);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++)
+                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+        __syncthreads(); /* the tiles are staged again */
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            wmma::store_matrix_sync(Cs + (wm + 16 * i) * NQ_LDC + wn + 16 * j, acc[i][j], NQ_LDC,
+                                    wmma::mem_row_major);
+    __syncthreads();
+    /* as cuda_gemm's contract: alpha times the sum, plus beta C unless
+     * beta is 0 (C is then not read) */
+    for (int e = threadIdx.x; e < NQ_TILE * NQ_TILE; e += NQ_THREADS) {
+        int r = e / NQ_TILE, c = e % NQ_TILE;
+        if (m0 + r >= M || n0 + c >= N)
+            continue;
+        float *out = &C[(size_t)(m0 + r) * ldc + n0 + c];
+        float v = __fmul_rn(alpha, Cs[r * NQ_LDC + c]);
+        *out = beta != 0.0f ? __fadd_rn(v, __fmul_rn(beta, *out)) : v;
+    }
+}
+
+void cuda_nf4_gemm(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                   const struct cuda_nf4 *w, int ldw, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0 || (K <= 0 && beta == 1.0f))
+        return;
+    struct nf4_table lv;
+    for (int k = 0; k < 16; k++)
+        lv.v[k] = nf4_levels[k];
+    size_t smem = 2 * nq_stage_bytes() + sizeof(float) * (NQ_TILE * NQ_LDC + 16);
+    cuda_launch(nf4_gemm_kernel, dim3((unsigned)((N + NQ_TILE - 1) / NQ_TILE),
+                                      (unsigned)((M + NQ_TILE - 1) / NQ_TILE)),
+                dim3(NQ_THREADS), smem, tw, M, N, K, alpha, A, lda, *w, ldw, beta, C, ldc, lv);
 }
 
 /* ---- LoRA dropout ------------------------------------------------------ */
