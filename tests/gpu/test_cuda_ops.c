@@ -613,14 +613,17 @@ static void nf4_gemm_case(int tw, int M, int N, int K, int lda, float alpha, flo
 /* The forward's y = x W^T (beta 0) and the input gradient's dx += dy W
  * (beta 1) at whole tiles (64 x 64, K steps of 32) and at edges in M, N
  * and K, rows of W that cross NF4 blocks (widths not multiples of 64), a
- * K of several steps with a tail, A's rows apart by more than K. */
+ * K of several steps with a tail, A's rows apart by more than K; runs
+ * that take the kernel's whole-word loads (widths multiples of 8, lda of
+ * 8) beside runs that cannot (the edges, odd widths). */
 static void nf4_product_matches_decoded(void **state)
 {
     (void)state;
     static const int shapes[][4] = {
         /* M, N, K, lda - K */
         {64, 64, 32, 0}, {1, 1, 1, 0}, {37, 70, 45, 0}, {130, 97, 200, 3},
-        {5, 300, 17, 0}, {200, 24, 96, 0}, {64, 129, 65, 8},
+        {5, 300, 17, 0}, {200, 24, 96, 0}, {64, 129, 65, 8}, {100, 80, 48, 0},
+        {70, 40, 64, 8},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int tw = 0; tw < 2; tw++) {

@@ -671,64 +671,107 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
 
 /* ---- NF4 inside the product -------------------------------------------- */
 
-/* cuda_nf4_gemm's tiles: a block of NQ_THREADS (4 warps) owns NQ_TILE x
- * NQ_TILE of C, each warp a quarter (2 x 2 fragments), and walks K in
- * steps of NQ_K: it stages A's (NQ_TILE, NQ_K) tile and W's tile, decoded
- * from NF4 to bf16 as it is read, in shared memory, then multiplies them on
- * the tensor cores. Zeros pad the staged tiles past M, N and K (they add
- * nothing to a sum). Each fragment's sum runs along K in order, its
+/* cuda_nf4_gemm's tiles: a block of NQ_THREADS (8 warps) owns NQ_BM x
+ * NQ_BN of C, each warp 32 x 32 of it (2 x 2 fragments), and walks K in
+ * steps of NQ_K: it stages A's (NQ_BM, NQ_K) tile and W's (NQ_K, NQ_BN)
+ * tile, decoded from NF4 to bf16 as it is read, in shared memory, then
+ * multiplies them on the tensor cores. The taller A tile halves the
+ * decoding per product against a square 64 tile: every value of W decoded
+ * serves 128 rows of A. Zeros pad the staged tiles past M, N and K (they
+ * add nothing to a sum). Each fragment's sum runs along K in order, its
  * accumulator kept across the steps; the emulator's wmma sums in the same
  * order as cuda_gemm_emu.cc, so there the result is decode-then-product's
  * to the bit. */
-#define NQ_TILE 64
+#define NQ_BM 128
+#define NQ_BN 64
 #define NQ_K 32
-#define NQ_THREADS 128
-#define NQ_LD (NQ_K + 8)      /* bf16 stride of a staged row (80 bytes) */
-#define NQ_LDC (NQ_TILE + 4)  /* fp32 stride of the output tile */
-#define NQ_RUN 16             /* values a thread stages per step, contiguous */
+#define NQ_THREADS 256
+#define NQ_LD (NQ_K + 8)   /* bf16 stride of a staged row (80 bytes) */
+#define NQ_LDC (NQ_BN + 4) /* fp32 stride of the output tile */
+#define NQ_RUN_A (NQ_BM * NQ_K / NQ_THREADS) /* 16 values a thread copies of A */
+#define NQ_RUN_W (NQ_BN * NQ_K / NQ_THREADS) /* 8 it decodes of W */
+/* Shared memory: the 16 levels, then As and Ws, where the output tile is
+ * written once the K steps are done. */
+#define NQ_LEVELS_BYTES 128 /* 16 floats, padded so that As starts on 128 bytes */
+#define NQ_STAGE_BYTES (2 * (NQ_BM + NQ_BN) * NQ_LD)
+#define NQ_OUT_BYTES (4 * NQ_BM * NQ_LDC)
+#define NQ_SMEM (NQ_LEVELS_BYTES + (NQ_STAGE_BYTES > NQ_OUT_BYTES ? NQ_STAGE_BYTES : NQ_OUT_BYTES))
 
 typedef __nv_bfloat16 nq_bf16;
 
-static size_t nq_stage_bytes(void)
-{
-    return sizeof(nq_bf16) * NQ_TILE * NQ_LD;
-}
-
-/* A's tile (rows [m0, +NQ_TILE), columns [k0, +NQ_K)) into As (NQ_TILE,
- * NQ_LD): each thread a run of NQ_RUN values of one row. */
+/* A's tile (rows [m0, +NQ_BM), columns [k0, +NQ_K)) into As (NQ_BM,
+ * NQ_LD): each thread a run of NQ_RUN_A values of one row, copied as two
+ * 16-byte words when `vec` (A on 16 bytes, lda a multiple of 8) and the
+ * run lies inside A, else value by value. */
 __device__ static void nq_stage_a(nq_bf16 *As, const uint16_t *A, int lda, int M, int K, int m0,
-                                  int k0)
+                                  int k0, int vec)
 {
-    int r = (int)threadIdx.x / (NQ_K / NQ_RUN), c0 = (int)threadIdx.x % (NQ_K / NQ_RUN) * NQ_RUN;
+    const int per_row = NQ_K / NQ_RUN_A;
+    int r = (int)threadIdx.x / per_row, c0 = (int)threadIdx.x % per_row * NQ_RUN_A;
     int gi = m0 + r;
-    for (int c = c0; c < c0 + NQ_RUN; c++) {
+    if (vec && gi < M && k0 + c0 + NQ_RUN_A <= K) {
+        const uint4 *src = (const uint4 *)(A + (size_t)gi * lda + k0 + c0);
+        uint4 *dst = (uint4 *)(As + r * NQ_LD + c0);
+        dst[0] = src[0];
+        dst[1] = src[1];
+        return;
+    }
+    for (int c = c0; c < c0 + NQ_RUN_A; c++) {
         int gk = k0 + c;
         float v = gi < M && gk < K ? bf16_to_f32(A[(size_t)gi * lda + gk]) : 0.0f;
         As[r * NQ_LD + c] = __float2bfloat16_rn(v); /* exact: v is a bf16 value */
     }
 }
 
-/* W's tile into Ws (NQ_TILE, NQ_LD) as B's columns: Ws[n][k] = op(W)(k0+k,
+/* W's tile into Ws (NQ_BN, NQ_LD) as B's columns: Ws[n][k] = op(W)(k0+k,
  * n0+n), each value decoded as nf4_bf16_kernel decodes it (level * block
- * scale, rounded to bf16). Each thread decodes a run of NQ_RUN values
- * along W's stored rows (coalesced), its block scale computed once per
- * NF4 block the run meets. tw: W stored (N, K) (C = A W^T); else (K, N). */
+ * scale, rounded to bf16). Each thread decodes a run of NQ_RUN_W values
+ * along W's stored rows. A run inside W that starts on 8 values (so
+ * inside one NF4 block) with its 4 code bytes on 4 bytes (ldw a multiple
+ * of 8 gives both) takes one scale and one 4-byte load, and when tw is
+ * stored as one 16-byte word; otherwise each value finds its own block,
+ * the scale computed again only when the block changes. tw: W stored
+ * (N, K) (C = A W^T); else (K, N). */
 __device__ static void nq_stage_w(nq_bf16 *Ws, const struct cuda_nf4 w, int ldw, int tw, int N,
                                   int K, int n0, int k0, const float *level)
 {
     /* the stored tile: rows x cols, rows along n when tw, along k when not */
-    int cols = tw ? NQ_K : NQ_TILE;
-    int per_row = cols / NQ_RUN;
-    int r = (int)threadIdx.x / per_row, c0 = (int)threadIdx.x % per_row * NQ_RUN;
+    int cols = tw ? NQ_K : NQ_BN;
+    int per_row = cols / NQ_RUN_W;
+    int r = (int)threadIdx.x / per_row, c0 = (int)threadIdx.x % per_row * NQ_RUN_W;
     int gr = (tw ? n0 : k0) + r, rows_all = tw ? N : K, cols_all = tw ? K : N;
     int gc0 = (tw ? k0 : n0) + c0;
-    size_t e_row = (size_t)gr * ldw;
+    size_t e0 = (size_t)gr * ldw + (size_t)gc0;
+    if (gr < rows_all && gc0 + NQ_RUN_W <= cols_all && e0 % NQ_RUN_W == 0 &&
+        ((uintptr_t)(w.codes + e0 / 2) & 3u) == 0) {
+        float s = nf4_scale(w.scale_codes, w.group_mean, w.group_absmax, e0 / NF4_BLOCK);
+        uint32_t word = *(const uint32_t *)(w.codes + e0 / 2);
+        uint32_t h[NQ_RUN_W / 2];
+#pragma unroll
+        for (int j = 0; j < NQ_RUN_W / 2; j++) {
+            uint32_t byte = (word >> (8 * j)) & 0xffu;
+            uint32_t hi = f32_to_bf16(__fmul_rn(level[byte >> 4], s));
+            uint32_t lo = f32_to_bf16(__fmul_rn(level[byte & 15u], s));
+            h[j] = hi | lo << 16; /* value 2j first: the lower half */
+        }
+        if (tw) {
+            *(uint4 *)(Ws + r * NQ_LD + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+        } else {
+            uint16_t *col = (uint16_t *)Ws + c0 * NQ_LD + r; /* Ws[c0 + c][r] */
+#pragma unroll
+            for (int j = 0; j < NQ_RUN_W / 2; j++) {
+                col[(2 * j) * NQ_LD] = (uint16_t)(h[j] & 0xffffu);
+                col[(2 * j + 1) * NQ_LD] = (uint16_t)(h[j] >> 16);
+            }
+        }
+        return;
+    }
     size_t blk = (size_t)-1;
     float s = 0.0f;
-    for (int c = 0; c < NQ_RUN; c++) {
+    for (int c = 0; c < NQ_RUN_W; c++) {
         float v = 0.0f;
         if (gr < rows_all && gc0 + c < cols_all) {
-            size_t e = e_row + (size_t)(gc0 + c);
+            size_t e = e0 + (size_t)c;
             if (e / NF4_BLOCK != blk) {
                 blk = e / NF4_BLOCK;
                 s = nf4_scale(w.scale_codes, w.group_mean, w.group_absmax, blk);
@@ -742,23 +785,23 @@ __device__ static void nq_stage_w(nq_bf16 *Ws, const struct cuda_nf4 w, int ldw,
     }
 }
 
-/* grid (N tiles, M tiles). Shared: As, Ws (bf16), the output tile (fp32),
- * the 16 levels. */
+/* grid (N tiles, M tiles). vec_a: A's rows can be copied in 16-byte
+ * words (nq_stage_a). */
 __global__ static void __launch_bounds__(NQ_THREADS)
     nf4_gemm_kernel(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                     const struct cuda_nf4 w, int ldw, float beta, float *C, int ldc,
-                    struct nf4_table lv)
+                    struct nf4_table lv, int vec_a)
 {
-    nq_bf16 *As = (nq_bf16 *)cuda_shared();
-    nq_bf16 *Ws = As + NQ_TILE * NQ_LD;
-    float *Cs = (float *)(Ws + NQ_TILE * NQ_LD);
-    float *level = Cs + NQ_TILE * NQ_LDC;
+    float *level = cuda_shared();
+    nq_bf16 *As = (nq_bf16 *)((char *)level + NQ_LEVELS_BYTES);
+    nq_bf16 *Ws = As + NQ_BM * NQ_LD;
+    float *Cs = (float *)As; /* after the last step */
 #pragma unroll
     for (int k = 0; k < 16; k++)
         if ((int)threadIdx.x == k)
             level[k] = lv.v[k];
     __syncthreads();
-    int m0 = (int)blockIdx.y * NQ_TILE, n0 = (int)blockIdx.x * NQ_TILE;
+    int m0 = (int)blockIdx.y * NQ_BM, n0 = (int)blockIdx.x * NQ_BN;
     int warp = (int)threadIdx.x / 32;
     int wm = warp / 2 * 32, wn = warp % 2 * 32; /* the warp's 32 x 32 of the tile */
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -766,7 +809,7 @@ __global__ static void __launch_bounds__(NQ_THREADS)
         for (int j = 0; j < 2; j++)
             wmma::fill_fragment(acc[i][j], 0.0f);
     for (int k0 = 0; k0 < K; k0 += NQ_K) {
-        nq_stage_a(As, A, lda, M, K, m0, k0);
+        nq_stage_a(As, A, lda, M, K, m0, k0, vec_a);
         nq_stage_w(Ws, w, ldw, tw, N, K, n0, k0, level);
         __syncthreads();
         for (int kk = 0; kk < NQ_K; kk += 16) {
@@ -780,7 +823,7 @@ __global__ static void __launch_bounds__(NQ_THREADS)
                 for (int j = 0; j < 2; j++)
                     wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
         }
-        __syncthreads(); /* the tiles are staged again */
+        __syncthreads(); /* the tiles are staged again, or Cs written over them */
     }
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
@@ -789,8 +832,8 @@ __global__ static void __launch_bounds__(NQ_THREADS)
     __syncthreads();
     /* as cuda_gemm's contract: alpha times the sum, plus beta C unless
      * beta is 0 (C is then not read) */
-    for (int e = threadIdx.x; e < NQ_TILE * NQ_TILE; e += NQ_THREADS) {
-        int r = e / NQ_TILE, c = e % NQ_TILE;
+    for (int e = threadIdx.x; e < NQ_BM * NQ_BN; e += NQ_THREADS) {
+        int r = e / NQ_BN, c = e % NQ_BN;
         if (m0 + r >= M || n0 + c >= N)
             continue;
         float *out = &C[(size_t)(m0 + r) * ldc + n0 + c];
@@ -807,10 +850,11 @@ void cuda_nf4_gemm(int tw, int M, int N, int K, float alpha, const uint16_t *A, 
     struct nf4_table lv;
     for (int k = 0; k < 16; k++)
         lv.v[k] = nf4_levels[k];
-    size_t smem = 2 * nq_stage_bytes() + sizeof(float) * (NQ_TILE * NQ_LDC + 16);
-    cuda_launch(nf4_gemm_kernel, dim3((unsigned)((N + NQ_TILE - 1) / NQ_TILE),
-                                      (unsigned)((M + NQ_TILE - 1) / NQ_TILE)),
-                dim3(NQ_THREADS), smem, tw, M, N, K, alpha, A, lda, *w, ldw, beta, C, ldc, lv);
+    int vec_a = lda % 8 == 0 && ((uintptr_t)A & 15u) == 0;
+    cuda_launch(nf4_gemm_kernel, dim3((unsigned)((N + NQ_BN - 1) / NQ_BN),
+                                      (unsigned)((M + NQ_BM - 1) / NQ_BM)),
+                dim3(NQ_THREADS), (size_t)NQ_SMEM, tw, M, N, K, alpha, A, lda, *w, ldw, beta, C,
+                ldc, lv, vec_a);
 }
 
 /* ---- LoRA dropout ------------------------------------------------------ */

@@ -140,8 +140,9 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
  * else W (stored (K,N): dx = dy W), W's rows ldw values apart from value 0
  * of w. Each tile of W is decoded to bf16 in shared memory as it is read
  * (each value as cuda_nf4_to_bf16 gives it) and the products sum in fp32
- * on the tensor cores: cuda_gemm_bf16 on the decoded matrix, within its
- * sum order. Any M, N, K (M below 2^22: the grid's rows of tiles). */
+ * on the tensor cores, in a fixed order: cuda_gemm_bf16 on the decoded
+ * matrix, within its sum order. Any M, N, K >= 0 (M up to 65535 x 128,
+ * the grid's rows of tiles; beyond, the launch fails at cuda_ctx_sync). */
 void cuda_nf4_gemm(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
                    const struct cuda_nf4 *w, int ldw, float beta, float *C, int ldc);
 
