@@ -8,7 +8,10 @@
  *
  * The inputs are zeros (cuda_alloc zeroes them), which none of these
  * kernels is faster on, except the token ids: the embedding's gradient
- * takes distinct ids spread over the vocabulary, as a batch of text has. */
+ * takes distinct ids spread over the vocabulary, as a batch of text has.
+ * The products that read NF4 (cuda_nf4_gemm: gate's forward, down's input
+ * gradient) print their TFLOP/s too (zeros may run the tensor cores a
+ * little cooler than text's activations). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +44,7 @@ struct op {
     const char *name, *shape;
     double bytes; /* moved per call, at the least */
     void (*call)(void);
+    double flops; /* a product's, else 0 */
 };
 
 static float *a, *b, *c2, *d, *e, *f, *rstd, *w, *dw, *logits, *loss, *table;
@@ -56,6 +60,16 @@ static void run_swiglu_bwd(void) { cuda_swiglu_backward(d, e, c2, a, b, (size_t)
 static void run_xent(void) { cuda_xent_rows(logits, tgt, XENT_ROWS, V, 1, 1.0f, NULL, loss, hits); }
 static void run_to_bf16(void) { cuda_to_bf16(hb, a, (size_t)N * C); }
 static void run_nf4(void) { cuda_nf4_to_bf16(hb, &q, 0, (size_t)I * C); }
+/* y (N,I) = x (N,C) W^T, W (I,C): a gate or up projection forward */
+static void run_nf4_gemm_fwd(void)
+{
+    cuda_nf4_gemm(1, N, I, C, 1.0f, (const uint16_t *)a, C, &q, C, 0.0f, c2, I);
+}
+/* dx (N,C) += dy (N,I) W, W (I,C): down's input gradient */
+static void run_nf4_gemm_dx(void)
+{
+    cuda_nf4_gemm(0, N, C, I, 1.0f, (const uint16_t *)a, I, &q, C, 1.0f, b, C);
+}
 static void run_dropout(void) { cuda_dropout(b, a, (size_t)N * C, 0.1f, 42, 0); }
 static void run_embed_fwd(void) { cuda_embed_forward(b, ids, N, table, NULL, C, 1.0f); }
 static void run_embed_bwd(void) { cuda_embed_backward(table, ids, N, a, C, 1.0f); }
@@ -106,18 +120,22 @@ int main(int argc, char **argv)
 
     double nc = (double)N * C, ni = (double)N * I, p = (double)PARAMS;
     const struct op ops[] = {
-        {"rmsnorm_forward", "8192x2048", 2 * nc * 4, run_rmsnorm_fwd},
-        {"rmsnorm_backward+dw", "8192x2048", 6 * nc * 4, run_rmsnorm_bwd},
-        {"swiglu_forward", "8192x8192", 3 * ni * 4, run_swiglu_fwd},
-        {"swiglu_backward", "8192x8192", 7 * ni * 4, run_swiglu_bwd},
-        {"xent_rows+grad", "2048x128256", 3.0 * XENT_ROWS * V * 4, run_xent},
-        {"to_bf16", "8192x2048", nc * 6, run_to_bf16},
-        {"nf4_to_bf16", "8192x2048", (double)I * C * 2.5, run_nf4},
-        {"dropout", "8192x2048", nc * 8, run_dropout},
-        {"embed_forward", "8192x2048", nc * 8, run_embed_fwd},
-        {"embed_backward", "8192x2048", nc * 12, run_embed_bwd},
-        {"sumsq", "256M", p * 4, run_sumsq},
-        {"adamw", "256M", p * 28, run_adamw},
+        {"rmsnorm_forward", "8192x2048", 2 * nc * 4, run_rmsnorm_fwd, 0.0},
+        {"rmsnorm_backward+dw", "8192x2048", 6 * nc * 4, run_rmsnorm_bwd, 0.0},
+        {"swiglu_forward", "8192x8192", 3 * ni * 4, run_swiglu_fwd, 0.0},
+        {"swiglu_backward", "8192x8192", 7 * ni * 4, run_swiglu_bwd, 0.0},
+        {"xent_rows+grad", "2048x128256", 3.0 * XENT_ROWS * V * 4, run_xent, 0.0},
+        {"to_bf16", "8192x2048", nc * 6, run_to_bf16, 0.0},
+        {"nf4_to_bf16", "8192x2048", (double)I * C * 2.5, run_nf4, 0.0},
+        {"nf4_gemm_forward", "8192x8192x2048", (double)I * C * 0.5625 + nc * 2 + ni * 4,
+         run_nf4_gemm_fwd, 2.0 * N * I * C},
+        {"nf4_gemm_dx", "8192x2048x8192", (double)I * C * 0.5625 + ni * 2 + nc * 8,
+         run_nf4_gemm_dx, 2.0 * N * I * C},
+        {"dropout", "8192x2048", nc * 8, run_dropout, 0.0},
+        {"embed_forward", "8192x2048", nc * 8, run_embed_fwd, 0.0},
+        {"embed_backward", "8192x2048", nc * 12, run_embed_bwd, 0.0},
+        {"sumsq", "256M", p * 4, run_sumsq, 0.0},
+        {"adamw", "256M", p * 28, run_adamw, 0.0},
     };
     cudaStream_t s = (cudaStream_t)cuda_ctx_stream();
     cudaEvent_t t0, t1;
@@ -137,8 +155,11 @@ int main(int argc, char **argv)
         float ms = 0.0f;
         cudaEventElapsedTime(&ms, t0, t1);
         double per = (double)ms / iters;
-        printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.4f, \"GB_per_s\": %.0f}\n",
+        printf("{\"op\": \"%s\", \"shape\": \"%s\", \"ms\": %.4f, \"GB_per_s\": %.0f",
                ops[k].name, ops[k].shape, per, ops[k].bytes / (per * 1e-3) / 1e9);
+        if (ops[k].flops > 0.0)
+            printf(", \"TFLOP_per_s\": %.1f", ops[k].flops / (per * 1e-3) / 1e12);
+        printf("}\n");
     }
     cudaEventDestroy(t0);
     cudaEventDestroy(t1);

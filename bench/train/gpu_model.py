@@ -55,7 +55,16 @@ EFF = {
                         # half the fp32 peak (they are memory-bound at 8192 tokens anyway)
     "nf4_fused": 0.78,  # a product that decodes NF4 tile by tile as it loads it: the
                         # decode hides under the copies at 8192 rows, taken as 0.975
-                        # of a plain product
+                        # of a plain product (what change 4 aims at: a pipelined,
+                        # cuBLAS-class kernel)
+    "nf4_tiles": 0.35,  # change 4a as built (cuda_ops.cu, cuda_nf4_gemm): wmma
+                        # (mma.sync, not Hopper's wgmma), 128 x 64 tiles, K steps of
+                        # 32 staged synchronously (no cp.async, one buffer), each
+                        # step decoding 2048 values in the block's own instructions;
+                        # counted per step on an H100 SM, the staging's issue slots
+                        # (~190 cycles) match the tensor work (~130-200), so about
+                        # 0.35 of peak: an assumption until ops_run.sh measures it
+                        # (nf4_gemm_forward / nf4_gemm_dx, --eff nf4_tiles=...)
     # attention, of the bf16 tensor peak (causal FLOPs counted once):
     # FlashAttention-2 at head dim 64 on an H100 forward ~0.35, backward ~0.25
     # (its authors' figures; PyTorch's SDPA dispatches to it)
@@ -90,6 +99,7 @@ CURRENT = {
     "attn": "current",   # cuda_attn_tc.cu: 7-product backward ("new": change 3;
                          # "fa2": PyTorch's SDPA)
     "nf4": "decode",     # NF4 decoded to a full bf16 matrix before each product
+                         # ("tiles": change 4a as built; "fused": change 4's aim)
     "graph": False,
     "syncs": 38,         # host-device syncs a step (most in the chunked head)
     "torch": False,
@@ -99,6 +109,7 @@ CHANGES = [
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
     ("3 FA2-style attention", {"attn": "new"}),
+    ("4a NF4 tiles in a wmma product (built)", {"nf4": "tiles"}),
     ("4 NF4 inside the product", {"nf4": "fused"}),
     ("5a head without a download a chunk (built)", {"syncs": 8}),
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
@@ -164,8 +175,9 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             return din * dout * (0.5 + 4 / 64)
         return din * dout * 2
 
-    def product(name, m, n, k, a_in, c_out, wbytes, fused_nf4=False, extra_flops=0.0):
-        eff = EFF["nf4_fused"] if fused_nf4 else None
+    def product(name, m, n, k, a_in, c_out, wbytes, nf4_kind=None, extra_flops=0.0):
+        """nf4_kind: the design's "nf4" for a product with an NF4 weight"""
+        eff = {"fused": EFF["nf4_fused"], "tiles": EFF["nf4_tiles"]}.get(nf4_kind)
         st.add("gemm: " + name, 2.0 * m * n * k + extra_flops, m * k * a_in + wbytes + m * n * c_out,
                eff=eff)
 
@@ -228,7 +240,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         for name, din, dout, grp in projs[:3]:
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else 0.0
             product("projections forward", N, dout, din, 2, a, weight(din, dout),
-                    nf4 and design["nf4"] == "fused", ex)
+                    design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name == "q")
         st.mem("elementwise: rope", N * (d + dkv) * a * 2 * (2 if design["torch"] else 1))
         attn_forward()
@@ -243,7 +255,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                 convert(N * d)
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else 0.0
             product("projections forward", N, dout, din, 2, a, weight(din, dout),
-                    nf4 and design["nf4"] == "fused", ex)
+                    design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name in ("o", "gate", "down"))
         st.mem("elementwise: residual adds", N * d * a * 3)
 
@@ -272,7 +284,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             convert(N * dout)  # dY
             ex = 2.0 * N * r * din if lora == "tc" else 0.0
             product("projections dX", N, din, dout, 2, a, weight(din, dout),
-                    nf4 and design["nf4"] == "fused", ex)
+                    design["nf4"] if nf4 else None, ex)
             if full:
                 convert(N * din)  # the kept input, again in bf16 for dW
                 st.add("gemm: projections dW", 2.0 * N * din * dout,

@@ -543,6 +543,97 @@ static void nf4_matches_cpu(void **state)
     free(x);
 }
 
+/* cuda_nf4_gemm against decode-then-product: W (rows x cols, the NF4
+ * tensor's values, rows ldw = cols apart) decoded to bf16 as the CPU
+ * decodes it (nf4_matches_cpu holds the GPU's decode to those bits), then
+ * C = alpha A op(W) + beta C with fp32 sums in order along K, as
+ * cuda_gemm_emu.cc sums. A (M,K) with row stride lda >= K. */
+static void nf4_gemm_case(int tw, int M, int N, int K, int lda, float alpha, float beta)
+{
+    struct rng r;
+    rng_seed(&r, (uint64_t)(M * 131 + N * 17 + K) * 2 + (uint64_t)tw);
+    int rows = tw ? N : K, cols = tw ? K : N;
+    size_t n = (size_t)rows * cols;
+    float *x = malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) /* scales that differ block to block */
+        x[i] = rng_normal(&r) * (0.01f + 0.05f * (float)((i / NF4_BLOCK) % 13));
+    struct nf4_tensor *t = nf4_quantize(x, n);
+    assert_non_null(t);
+    float *wf = malloc(n * 4 + 4);
+    nf4_dequantize_range(t, 0, n, wf);
+    for (size_t i = 0; i < n; i++) /* the bf16 a product reads */
+        wf[i] = linear_bf16_to_f32(linear_f32_to_bf16(wf[i]));
+    size_t na = (size_t)M * lda;
+    uint16_t *ab = malloc(na * 2 + 2);
+    for (size_t i = 0; i < na; i++)
+        ab[i] = linear_f32_to_bf16(2.0f * rng_uniform(&r) - 1.0f);
+    size_t nc = (size_t)M * N;
+    float *c0 = fill(nc, &r, 1.0f), *want = dup(c0, nc), *got = malloc(nc * 4 + 4);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) {
+                float w = tw ? wf[(size_t)j * cols + k] : wf[(size_t)k * cols + j];
+                acc += linear_bf16_to_f32(ab[(size_t)i * lda + k]) * w;
+            }
+            float v = alpha * acc;
+            float *c = &want[(size_t)i * N + j];
+            *c = beta != 0.0f ? v + beta * *c : v;
+        }
+    struct cuda_nf4 g = {
+        .n = t->n,
+        .n_blocks = t->n_blocks,
+        .n_groups = t->n_groups,
+        .codes = dev_copy(t->codes, (t->n + 1) / 2),
+        .scale_codes = dev_copy(t->scale_codes, t->n_blocks),
+        .group_mean = dev_copy(t->group_mean, t->n_groups * 4),
+        .group_absmax = dev_copy(t->group_absmax, t->n_groups * 4),
+    };
+    uint16_t *ad = dev_copy(ab, na * 2);
+    float *cd = dev_copy(c0, nc * 4);
+    cuda_nf4_gemm(tw, M, N, K, alpha, ad, lda, &g, cols, beta, cd, N);
+    fetch(got, cd, nc * 4);
+    char what[128];
+    snprintf(what, sizeof what, "nf4 product %s M %d N %d K %d (lda %d, beta %g)",
+             tw ? "A W^T" : "A W", M, N, K, lda, (double)beta);
+    expect_close(what, got, want, nc);
+    /* the same inputs again: the same bits */
+    float *again = malloc(nc * 4 + 4);
+    assert_int_equal(cuda_upload(cd, c0, nc * 4), 0);
+    cuda_nf4_gemm(tw, M, N, K, alpha, ad, lda, &g, cols, beta, cd, N);
+    fetch(again, cd, nc * 4);
+    expect_same_bits(what, again, got, nc * 4, 4);
+    cuda_free(ad), cuda_free(cd);
+    cuda_free((void *)g.codes), cuda_free((void *)g.scale_codes);
+    cuda_free((void *)g.group_mean), cuda_free((void *)g.group_absmax);
+    nf4_free(t);
+    free(x), free(wf), free(ab), free(c0), free(want), free(got), free(again);
+}
+
+/* The forward's y = x W^T (beta 0) and the input gradient's dx += dy W
+ * (beta 1) at whole tiles (64 x 64, K steps of 32) and at edges in M, N
+ * and K, rows of W that cross NF4 blocks (widths not multiples of 64), a
+ * K of several steps with a tail, A's rows apart by more than K; runs
+ * that take the kernel's whole-word loads (widths multiples of 8, lda of
+ * 8) beside runs that cannot (the edges, odd widths). */
+static void nf4_product_matches_decoded(void **state)
+{
+    (void)state;
+    static const int shapes[][4] = {
+        /* M, N, K, lda - K */
+        {64, 64, 32, 0}, {1, 1, 1, 0}, {37, 70, 45, 0}, {130, 97, 200, 3},
+        {5, 300, 17, 0}, {200, 24, 96, 0}, {64, 129, 65, 8}, {100, 80, 48, 0},
+        {70, 40, 64, 8},
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int tw = 0; tw < 2; tw++) {
+            const int *sh = shapes[s];
+            nf4_gemm_case(tw, sh[0], sh[1], sh[2], sh[2] + sh[3], 1.0f, tw ? 0.0f : 1.0f);
+        }
+    nf4_gemm_case(1, 33, 40, 70, 70, 0.5f, 1.0f); /* alpha and beta as cuda_gemm's */
+    nf4_gemm_case(0, 33, 40, 70, 70, 2.0f, 0.0f);
+}
+
 /* ---- dropout ----------------------------------------------------------- */
 
 static void dropout_case(float p, uint64_t seed, size_t e0, size_t n)
@@ -659,6 +750,7 @@ int main(void)
         cmocka_unit_test(elementwise_and_bias_match_cpu),
         cmocka_unit_test(bf16_conversions_are_the_cpus),
         cmocka_unit_test(nf4_matches_cpu),
+        cmocka_unit_test(nf4_product_matches_decoded),
         cmocka_unit_test(dropout_masks_are_the_cpus),
         cmocka_unit_test(sumsq_matches_cpu),
         cmocka_unit_test(adamw_is_the_cpus),

@@ -93,7 +93,8 @@ struct cuda_acts {
     uint16_t *xa, *ltmp;         /* bf16 LoRA x' A^T per layer and projection;
                                   * (N, r) dy B */
     uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
-    uint16_t *deq;               /* NF4 decoding scratch */
+    uint16_t *deq;               /* NF4 decoding scratch: only an untied NF4
+                                  * head's chunks use it (weight_rows) */
     size_t deq_cap;              /* bf16 values */
     int32_t *ids, *seg, *rows, *tgt, *hits_d; /* device copies */
     int32_t *rows_h, *tgt_h, *hits_h;         /* host staging */
@@ -449,6 +450,11 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
     size_t r = 0, pn = c->post_norms ? 1 : 0;
+    /* deq: still the largest projection, though the layers' products no
+     * longer decode into it (cuda_nf4_gemm) and only the head's chunks do,
+     * as the planner's GPU memory model counts it (sched/planner.c, held to
+     * this by tests/gpu/test_cuda_memory.c); both could drop to
+     * CUDA_DEQ_MIN together */
     size_t deq = CUDA_DEQ_MIN, max_in = C, max_out = C;
     for (int p = 0; p < PROJ_COUNT; p++) {
         const struct dlin *d = &cm->layers[0].proj[p];
@@ -620,7 +626,9 @@ static struct linear_dropout proj_dropout(const struct cuda_acts *a, const struc
 }
 
 /* Weight rows [r0, r0+nr) of d as bf16: the stored copy, or NF4 decoded
- * into the acts' scratch just now. */
+ * into the acts' scratch just now. Only the head's chunks decode now (an
+ * untied NF4 head, read by cuBLASLt in chunks of vocabulary rows); the
+ * layers' products read NF4 tile by tile (cuda_nf4_gemm). */
 static const uint16_t *weight_rows(struct cuda_acts *a, const struct dlin *d, int r0, int nr)
 {
     if (d->wb)
@@ -638,8 +646,11 @@ static const uint16_t *weight_rows(struct cuda_acts *a, const struct dlin *d, in
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, const float *x,
                         const uint16_t *xb, int N, uint16_t *xa, struct linear_dropout dr)
 {
-    const uint16_t *w = weight_rows(a, d, 0, d->out);
-    check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, d->in, w, d->in, 0.0f, y, d->out));
+    if (d->wb)
+        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, d->in, d->wb, d->in, 0.0f, y,
+                                d->out));
+    else /* NF4: decoded a tile at a time inside the product */
+        cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, xb, d->in, &d->wq, d->in, 0.0f, y, d->out);
     if (d->bias)
         cuda_add_bias(y, d->bias, N, d->out);
     if (d->r > 0) {
@@ -667,11 +678,12 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
 {
     if (dx || d->dw || d->r > 0) {
         cuda_to_bf16(a->yb, dy, (size_t)N * d->out);
-        if (dx) {
-            const uint16_t *w = weight_rows(a, d, 0, d->out);
-            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, a->yb, d->out, w, d->in, 1.0f,
-                                    dx, d->in));
-        }
+        if (dx && d->wb)
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, a->yb, d->out, d->wb, d->in,
+                                    1.0f, dx, d->in));
+        else if (dx) /* NF4: decoded a tile at a time inside the product */
+            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, a->yb, d->out, &d->wq, d->in, 1.0f, dx,
+                          d->in);
         if (d->dw)
             check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, a->yb, d->out, xb, d->in,
                                     1.0f, d->dw, d->in));

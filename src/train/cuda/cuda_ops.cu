@@ -1,8 +1,9 @@
 /* cuda_ops.cu - the decoder's layers other than attention and RoPE as CUDA
  * kernels: RMSNorm, SwiGLU/GeGLU, soft-cap, cross-entropy rows, the token
  * embedding, elementwise helpers and bias, bf16 conversions, NF4 to bf16,
- * LoRA dropout, the gradient's sum of squares and AdamW (contract in
- * cuda_ops.h, second section).
+ * products that read an NF4 weight tile by tile, LoRA dropout, the
+ * gradient's sum of squares and AdamW (contract in cuda_ops.h, second
+ * section).
  *
  * Determinism. Every reduction has a fixed shape set by the constants
  * below, never by the device (its multiprocessor count) or by timing, and
@@ -28,6 +29,9 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <cuda_bf16.h>
+#include <mma.h>
+
 #include "train/cuda/cuda_launch.cuh"
 
 extern "C" {
@@ -36,6 +40,8 @@ extern "C" {
 #include "train/kernels/nf4.h"
 #include "train/model/optim.h"
 }
+
+using namespace nvcuda;
 
 static cudaStream_t stream(void)
 {
@@ -661,6 +667,194 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
     cuda_launch(nf4_bf16_kernel, dim3(ew_blocks((count + 7) / 8)), dim3(EW_THREADS),
                 16 * sizeof(float), dst, t->codes, t->scale_codes, t->group_mean, t->group_absmax,
                 start, count, lv, vec);
+}
+
+/* ---- NF4 inside the product -------------------------------------------- */
+
+/* cuda_nf4_gemm's tiles: a block of NQ_THREADS (8 warps) owns NQ_BM x
+ * NQ_BN of C, each warp 32 x 32 of it (2 x 2 fragments), and walks K in
+ * steps of NQ_K: it stages A's (NQ_BM, NQ_K) tile and W's (NQ_K, NQ_BN)
+ * tile, decoded from NF4 to bf16 as it is read, in shared memory, then
+ * multiplies them on the tensor cores. The taller A tile halves the
+ * decoding per product against a square 64 tile: every value of W decoded
+ * serves 128 rows of A. Zeros pad the staged tiles past M, N and K (they
+ * add nothing to a sum). Each fragment's sum runs along K in order, its
+ * accumulator kept across the steps; the emulator's wmma sums in the same
+ * order as cuda_gemm_emu.cc, so there the result is decode-then-product's
+ * to the bit. */
+#define NQ_BM 128
+#define NQ_BN 64
+#define NQ_K 32
+#define NQ_THREADS 256
+#define NQ_LD (NQ_K + 8)   /* bf16 stride of a staged row (80 bytes) */
+#define NQ_LDC (NQ_BN + 4) /* fp32 stride of the output tile */
+#define NQ_RUN_A (NQ_BM * NQ_K / NQ_THREADS) /* 16 values a thread copies of A */
+#define NQ_RUN_W (NQ_BN * NQ_K / NQ_THREADS) /* 8 it decodes of W */
+/* Shared memory: the 16 levels, then As and Ws, where the output tile is
+ * written once the K steps are done. */
+#define NQ_LEVELS_BYTES 128 /* 16 floats, padded so that As starts on 128 bytes */
+#define NQ_STAGE_BYTES (2 * (NQ_BM + NQ_BN) * NQ_LD)
+#define NQ_OUT_BYTES (4 * NQ_BM * NQ_LDC)
+#define NQ_SMEM (NQ_LEVELS_BYTES + (NQ_STAGE_BYTES > NQ_OUT_BYTES ? NQ_STAGE_BYTES : NQ_OUT_BYTES))
+
+typedef __nv_bfloat16 nq_bf16;
+
+/* A's tile (rows [m0, +NQ_BM), columns [k0, +NQ_K)) into As (NQ_BM,
+ * NQ_LD): each thread a run of NQ_RUN_A values of one row, copied as two
+ * 16-byte words when `vec` (A on 16 bytes, lda a multiple of 8) and the
+ * run lies inside A, else value by value. */
+__device__ static void nq_stage_a(nq_bf16 *As, const uint16_t *A, int lda, int M, int K, int m0,
+                                  int k0, int vec)
+{
+    const int per_row = NQ_K / NQ_RUN_A;
+    int r = (int)threadIdx.x / per_row, c0 = (int)threadIdx.x % per_row * NQ_RUN_A;
+    int gi = m0 + r;
+    if (vec && gi < M && k0 + c0 + NQ_RUN_A <= K) {
+        const uint4 *src = (const uint4 *)(A + (size_t)gi * lda + k0 + c0);
+        uint4 *dst = (uint4 *)(As + r * NQ_LD + c0);
+        dst[0] = src[0];
+        dst[1] = src[1];
+        return;
+    }
+    for (int c = c0; c < c0 + NQ_RUN_A; c++) {
+        int gk = k0 + c;
+        float v = gi < M && gk < K ? bf16_to_f32(A[(size_t)gi * lda + gk]) : 0.0f;
+        As[r * NQ_LD + c] = __float2bfloat16_rn(v); /* exact: v is a bf16 value */
+    }
+}
+
+/* W's tile into Ws (NQ_BN, NQ_LD) as B's columns: Ws[n][k] = op(W)(k0+k,
+ * n0+n), each value decoded as nf4_bf16_kernel decodes it (level * block
+ * scale, rounded to bf16). Each thread decodes a run of NQ_RUN_W values
+ * along W's stored rows. A run inside W that starts on 8 values (so
+ * inside one NF4 block) with its 4 code bytes on 4 bytes (ldw a multiple
+ * of 8 gives both) takes one scale and one 4-byte load, and when tw is
+ * stored as one 16-byte word; otherwise each value finds its own block,
+ * the scale computed again only when the block changes. tw: W stored
+ * (N, K) (C = A W^T); else (K, N). */
+__device__ static void nq_stage_w(nq_bf16 *Ws, const struct cuda_nf4 w, int ldw, int tw, int N,
+                                  int K, int n0, int k0, const float *level)
+{
+    /* the stored tile: rows x cols, rows along n when tw, along k when not */
+    int cols = tw ? NQ_K : NQ_BN;
+    int per_row = cols / NQ_RUN_W;
+    int r = (int)threadIdx.x / per_row, c0 = (int)threadIdx.x % per_row * NQ_RUN_W;
+    int gr = (tw ? n0 : k0) + r, rows_all = tw ? N : K, cols_all = tw ? K : N;
+    int gc0 = (tw ? k0 : n0) + c0;
+    size_t e0 = (size_t)gr * ldw + (size_t)gc0;
+    if (gr < rows_all && gc0 + NQ_RUN_W <= cols_all && e0 % NQ_RUN_W == 0 &&
+        ((uintptr_t)(w.codes + e0 / 2) & 3u) == 0) {
+        float s = nf4_scale(w.scale_codes, w.group_mean, w.group_absmax, e0 / NF4_BLOCK);
+        uint32_t word = *(const uint32_t *)(w.codes + e0 / 2);
+        uint32_t h[NQ_RUN_W / 2];
+#pragma unroll
+        for (int j = 0; j < NQ_RUN_W / 2; j++) {
+            uint32_t byte = (word >> (8 * j)) & 0xffu;
+            uint32_t hi = f32_to_bf16(__fmul_rn(level[byte >> 4], s));
+            uint32_t lo = f32_to_bf16(__fmul_rn(level[byte & 15u], s));
+            h[j] = hi | lo << 16; /* value 2j first: the lower half */
+        }
+        if (tw) {
+            *(uint4 *)(Ws + r * NQ_LD + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+        } else {
+            uint16_t *col = (uint16_t *)Ws + c0 * NQ_LD + r; /* Ws[c0 + c][r] */
+#pragma unroll
+            for (int j = 0; j < NQ_RUN_W / 2; j++) {
+                col[(2 * j) * NQ_LD] = (uint16_t)(h[j] & 0xffffu);
+                col[(2 * j + 1) * NQ_LD] = (uint16_t)(h[j] >> 16);
+            }
+        }
+        return;
+    }
+    size_t blk = (size_t)-1;
+    float s = 0.0f;
+    for (int c = 0; c < NQ_RUN_W; c++) {
+        float v = 0.0f;
+        if (gr < rows_all && gc0 + c < cols_all) {
+            size_t e = e0 + (size_t)c;
+            if (e / NF4_BLOCK != blk) {
+                blk = e / NF4_BLOCK;
+                s = nf4_scale(w.scale_codes, w.group_mean, w.group_absmax, blk);
+            }
+            uint8_t byte = w.codes[e / 2];
+            unsigned q = e & 1 ? byte & 15u : (unsigned)byte >> 4;
+            v = __fmul_rn(level[q], s);
+        }
+        int n = tw ? r : c0 + c, k = tw ? c0 + c : r;
+        Ws[n * NQ_LD + k] = __float2bfloat16_rn(v);
+    }
+}
+
+/* grid (N tiles, M tiles). vec_a: A's rows can be copied in 16-byte
+ * words (nq_stage_a). */
+__global__ static void __launch_bounds__(NQ_THREADS)
+    nf4_gemm_kernel(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                    const struct cuda_nf4 w, int ldw, float beta, float *C, int ldc,
+                    struct nf4_table lv, int vec_a)
+{
+    float *level = cuda_shared();
+    nq_bf16 *As = (nq_bf16 *)((char *)level + NQ_LEVELS_BYTES);
+    nq_bf16 *Ws = As + NQ_BM * NQ_LD;
+    float *Cs = (float *)As; /* after the last step */
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        if ((int)threadIdx.x == k)
+            level[k] = lv.v[k];
+    __syncthreads();
+    int m0 = (int)blockIdx.y * NQ_BM, n0 = (int)blockIdx.x * NQ_BN;
+    int warp = (int)threadIdx.x / 32;
+    int wm = warp / 2 * 32, wn = warp % 2 * 32; /* the warp's 32 x 32 of the tile */
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            wmma::fill_fragment(acc[i][j], 0.0f);
+    for (int k0 = 0; k0 < K; k0 += NQ_K) {
+        nq_stage_a(As, A, lda, M, K, m0, k0, vec_a);
+        nq_stage_w(Ws, w, ldw, tw, N, K, n0, k0, level);
+        __syncthreads();
+        for (int kk = 0; kk < NQ_K; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, nq_bf16, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, nq_bf16, wmma::col_major> fb[2];
+            for (int i = 0; i < 2; i++)
+                wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * NQ_LD + kk, NQ_LD);
+            for (int j = 0; j < 2; j++)
+                wmma::load_matrix_sync(fb[j], Ws + (wn + 16 * j) * NQ_LD + kk, NQ_LD);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++)
+                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+        __syncthreads(); /* the tiles are staged again, or Cs written over them */
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            wmma::store_matrix_sync(Cs + (wm + 16 * i) * NQ_LDC + wn + 16 * j, acc[i][j], NQ_LDC,
+                                    wmma::mem_row_major);
+    __syncthreads();
+    /* as cuda_gemm's contract: alpha times the sum, plus beta C unless
+     * beta is 0 (C is then not read) */
+    for (int e = threadIdx.x; e < NQ_BM * NQ_BN; e += NQ_THREADS) {
+        int r = e / NQ_BN, c = e % NQ_BN;
+        if (m0 + r >= M || n0 + c >= N)
+            continue;
+        float *out = &C[(size_t)(m0 + r) * ldc + n0 + c];
+        float v = __fmul_rn(alpha, Cs[r * NQ_LDC + c]);
+        *out = beta != 0.0f ? __fadd_rn(v, __fmul_rn(beta, *out)) : v;
+    }
+}
+
+void cuda_nf4_gemm(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                   const struct cuda_nf4 *w, int ldw, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0 || (K <= 0 && beta == 1.0f))
+        return;
+    struct nf4_table lv;
+    for (int k = 0; k < 16; k++)
+        lv.v[k] = nf4_levels[k];
+    int vec_a = lda % 8 == 0 && ((uintptr_t)A & 15u) == 0;
+    cuda_launch(nf4_gemm_kernel, dim3((unsigned)((N + NQ_BN - 1) / NQ_BN),
+                                      (unsigned)((M + NQ_BM - 1) / NQ_BM)),
+                dim3(NQ_THREADS), (size_t)NQ_SMEM, tw, M, N, K, alpha, A, lda, *w, ldw, beta, C,
+                ldc, lv, vec_a);
 }
 
 /* ---- LoRA dropout ------------------------------------------------------ */

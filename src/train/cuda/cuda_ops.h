@@ -134,6 +134,18 @@ struct cuda_nf4 {
 };
 void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, size_t count);
 
+/* A product that reads NF4 weight w as it is, never decoded whole: C
+ * (M,N) = alpha A op(W) + beta C (beta 0: C is not read), A (M,K) bf16
+ * with row stride lda, op(W) = W^T when tw (W stored (N,K): y = x W^T)
+ * else W (stored (K,N): dx = dy W), W's rows ldw values apart from value 0
+ * of w. Each tile of W is decoded to bf16 in shared memory as it is read
+ * (each value as cuda_nf4_to_bf16 gives it) and the products sum in fp32
+ * on the tensor cores, in a fixed order: cuda_gemm_bf16 on the decoded
+ * matrix, within its sum order. Any M, N, K >= 0 (M up to 65535 x 128,
+ * the grid's rows of tiles; beyond, the launch fails at cuda_ctx_sync). */
+void cuda_nf4_gemm(int tw, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+                   const struct cuda_nf4 *w, int ldw, float beta, float *C, int ldc);
+
 /* LoRA dropout: x_out = x * keep / (1 - p) for n values, element e's keep
  * drawn exactly as linear_dropout_keep({p, seed}, e0 + e) draws it (the
  * same hash, bit for bit, so a job can move between CPU and GPU). */
