@@ -98,7 +98,8 @@ CURRENT = {
     "lora": "fp32",      # rank-r products in fp32 on CUDA cores, 6 a projection
     "attn": "current",   # cuda_attn_tc.cu: 7-product backward ("new": change 3;
                          # "fa2": PyTorch's SDPA)
-    "nf4": "decode",     # NF4 decoded to a full bf16 matrix before each product
+    "nf4": "decode",     # NF4 decoded to bf16 before each product (a whole matrix
+                         # before 4b, a chunk of rows since: the same bytes)
                          # ("tiles": change 4a as built; "fused": change 4's aim)
     "graph": False,
     "syncs": 38,         # host-device syncs a step (most in the chunked head)
@@ -109,7 +110,8 @@ CHANGES = [
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
     ("3 FA2-style attention", {"attn": "new"}),
-    ("4a NF4 tiles in a wmma product (built)", {"nf4": "tiles"}),
+    ("4a NF4 tiles in a wmma product (built, on request)", {"nf4": "tiles"}),
+    ("4b NF4 a chunk of rows at a time (built)", {"nf4": "decode"}),
     ("4 NF4 inside the product", {"nf4": "fused"}),
     ("5a head without a download a chunk (built)", {"syncs": 8}),
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),

@@ -255,11 +255,14 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     double n = (double)m->params;
     double h = m->hidden, q = q_dim(m), kv = kv_dim(m), im = m->intermediate;
     double tokens = (double)j.batch * j.seq_len;
-    /* the largest projection: the trainer dequantises into a buffer of it */
-    double largest =
-        fmax(on_gpu ? GPU_DEQ_MIN_FLOATS : DEQ_MIN_FLOATS, fmax(h * fmax(q, kv), h * im));
+    /* the CPU trainer dequantises into a buffer of the largest projection;
+     * the GPU one a chunk of rows at a time into a fixed one (NF4_BLOCK
+     * rows of the widest input at least) */
+    double largest = fmax(DEQ_MIN_FLOATS, fmax(h * fmax(q, kv), h * im));
     if (m->experts > 0)
         largest = fmax(largest, h * (double)m->moe_intermediate);
+    if (on_gpu)
+        largest = fmax(GPU_DEQ_MIN_FLOATS, 64.0 * fmax(h, fmax(q, im)));
 
     double base, trainable;
     if (j.adapter == PLAN_FULL) {

@@ -541,6 +541,63 @@ static struct seam_step seam_step(struct model *m, const struct batch *b, float 
  * draws the same masks (a mask shifted by a row would be 0.5 apart, as
  * lora_dropout shows). Forced by ALALLO_CUDA_MAX_ROWS=1, and, on the
  * emulator, by a GPU too small for two rows (ALALLO_EMU_GPU_BYTES). */
+/* An NF4 base's products decode a chunk of rows at a time (the scratch
+ * never holds a whole matrix): with a scratch of NF4_BLOCK rows of the
+ * widest input, gate/up (172 rows) and the untied head (256) take two
+ * chunks each, and the loss is the same bits (each output column is the
+ * same sum), the gradients the same within rounding (dx adds the chunks'
+ * parts in another order, and a last-bit change of dx can move its bf16
+ * rounding for the products after it: 4.4e-4 rel L2 here, against the
+ * 3e-2 the GPU may differ from the CPU by). ALALLO_CUDA_NF4=fused reads the NF4 arrays inside the product
+ * (cuda_nf4_gemm) and agrees too; a value of neither is refused. */
+static void nf4_chunks_and_fused(void **state)
+{
+    (void)state;
+    struct model *m = make_model(FAM_MISTRAL, &modes[1]);
+    size_t n = m->n_train;
+    struct batch b;
+    make_batch(&b, 77);
+    float *g0 = malloc(n * sizeof(float)), *g1 = malloc(n * sizeof(float));
+    assert_non_null(g0 && g1);
+    struct cuda_model *cm = upload(m);
+    struct cuda_acts *ga = acts(cm);
+    double l0 = gpu_pass(cm, ga, &b);
+    assert_int_equal(cuda_model_get_grads(cm, m), 0);
+    memcpy(g0, m->grad, n * sizeof(float));
+    double gnorm = l2(g0, NULL, n);
+    cuda_acts_free(ga);
+    static const char *const env[][2] = {{"ALALLO_CUDA_DEQ_FLOATS", "1"},
+                                         {"ALALLO_CUDA_NF4", "fused"}};
+    for (int k = 0; k < 2; k++) {
+        setenv(env[k][0], env[k][1], 1);
+        ga = acts(cm);
+        unsetenv(env[k][0]);
+        double l = gpu_pass(cm, ga, &b);
+        assert_int_equal(cuda_model_get_grads(cm, m), 0);
+        memcpy(g1, m->grad, n * sizeof(float));
+        double gerr = l2(g1, g0, n) / gnorm;
+        printf("NF4 %s=%s: loss %.9f against %.9f, gradient rel L2 %.2e\n", env[k][0],
+               env[k][1], l, l0, gerr);
+        if (k == 0)
+            assert_memory_equal(&l, &l0, sizeof l);
+        assert_true(fabs(l - l0) <= 1e-6 * fabs(l0));
+        assert_true(gerr <= 2e-3);
+        cuda_acts_free(ga);
+    }
+    char err[256];
+    setenv("ALALLO_CUDA_NF4", "tiles", 1);
+    assert_null(cuda_acts_create(cm, BATCH, SEQ, 0, err, sizeof err));
+    assert_non_null(strstr(err, "ALALLO_CUDA_NF4=tiles"));
+    unsetenv("ALALLO_CUDA_NF4");
+    setenv("ALALLO_CUDA_DEQ_FLOATS", "0", 1);
+    assert_null(cuda_acts_create(cm, BATCH, SEQ, 0, err, sizeof err));
+    unsetenv("ALALLO_CUDA_DEQ_FLOATS");
+    cuda_model_free(cm);
+    model_free(m);
+    free(g0);
+    free(g1);
+}
+
 static void micro_batches(void **state)
 {
     (void)state;
@@ -788,7 +845,7 @@ int main(void)
         cmocka_unit_test(mistral_full),  cmocka_unit_test(gemma2_lora),
         cmocka_unit_test(gemma2_qlora),  cmocka_unit_test(gemma2_full),
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(lora_products_bf16),
-        cmocka_unit_test(dpo_qlora),
+        cmocka_unit_test(dpo_qlora),     cmocka_unit_test(nf4_chunks_and_fused),
         cmocka_unit_test(dpo_full),      cmocka_unit_test(micro_batches),
         cmocka_unit_test(refuses_fp32_base),
         cmocka_unit_test(refuses_phi3_rotary),

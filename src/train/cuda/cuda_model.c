@@ -25,9 +25,12 @@
  * at a 128k vocabulary, blocks of 512 rows keep the head's products large
  * enough for the tensor cores. */
 #define CUDA_HEAD_MAX_FLOATS (64u << 20)
-/* bf16 values of NF4 decoding scratch at least (the untied head's chunks).
- * The planner's GPU memory model counts both (sched/planner.c; held to
- * these allocations by tests/gpu/test_cuda_memory.c). */
+/* bf16 values of NF4 decoding scratch (8 MiB): the layers' NF4 products
+ * and an untied NF4 head decode this much of a matrix at a time, never a
+ * whole one (ALALLO_CUDA_DEQ_FLOATS sets less, for tests; never under
+ * NF4_BLOCK rows of the widest input). The planner's GPU memory model
+ * counts both (sched/planner.c; held to these allocations by
+ * tests/gpu/test_cuda_memory.c). */
 #define CUDA_DEQ_MIN (4u << 20)
 
 /* One projection on the device: the struct linear of the host model with
@@ -93,8 +96,10 @@ struct cuda_acts {
     uint16_t *xa, *ltmp;         /* bf16 LoRA x' A^T per layer and projection;
                                   * (N, r) dy B */
     uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
-    uint16_t *deq;               /* NF4 decoding scratch: only an untied NF4
-                                  * head's chunks use it (weight_rows) */
+    uint16_t *deq;               /* NF4 decoding scratch (weight_rows): a chunk
+                                  * of a matrix's rows at a time */
+    int nf4_fused;               /* ALALLO_CUDA_NF4=fused: the layers' NF4
+                                  * products through cuda_nf4_gemm */
     size_t deq_cap;              /* bf16 values */
     int32_t *ids, *seg, *rows, *tgt, *hits_d; /* device copies */
     int32_t *rows_h, *tgt_h, *hits_h;         /* host staging */
@@ -450,12 +455,25 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     size_t qd = (size_t)c->n_heads * c->head_dim, kd = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate, V = (size_t)c->vocab;
     size_t r = 0, pn = c->post_norms ? 1 : 0;
-    /* deq: still the largest projection, though the layers' products no
-     * longer decode into it (cuda_nf4_gemm) and only the head's chunks do,
-     * as the planner's GPU memory model counts it (sched/planner.c, held to
-     * this by tests/gpu/test_cuda_memory.c); both could drop to
-     * CUDA_DEQ_MIN together */
     size_t deq = CUDA_DEQ_MIN, max_in = C, max_out = C;
+    const char *deq_s = getenv("ALALLO_CUDA_DEQ_FLOATS"), *nf4_s = getenv("ALALLO_CUDA_NF4");
+    if (deq_s) {
+        char *end;
+        unsigned long long v = strtoull(deq_s, &end, 10);
+        if (end == deq_s || *end || v == 0 || v > CUDA_DEQ_MIN) {
+            snprintf(err, errcap, "ALALLO_CUDA_DEQ_FLOATS=%s: a count of values, 1 to %u",
+                     deq_s, CUDA_DEQ_MIN);
+            free(a);
+            return NULL;
+        }
+        deq = (size_t)v;
+    }
+    if (nf4_s && strcmp(nf4_s, "chunks") != 0 && strcmp(nf4_s, "fused") != 0) {
+        snprintf(err, errcap, "ALALLO_CUDA_NF4=%s: chunks or fused", nf4_s);
+        free(a);
+        return NULL;
+    }
+    a->nf4_fused = nf4_s && strcmp(nf4_s, "fused") == 0;
     for (int p = 0; p < PROJ_COUNT; p++) {
         const struct dlin *d = &cm->layers[0].proj[p];
         if ((size_t)d->r > r)
@@ -464,9 +482,9 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
             max_in = (size_t)d->in;
         if ((size_t)d->out > max_out)
             max_out = (size_t)d->out;
-        if ((size_t)d->in * d->out > deq)
-            deq = (size_t)d->in * d->out;
     }
+    if (deq < (size_t)NF4_BLOCK * max_in) /* a chunk is whole NF4 blocks of rows */
+        deq = (size_t)NF4_BLOCK * max_in;
     size_t hr = CUDA_HEAD_MAX_FLOATS / V;
     if (hr < 16)
         hr = 16;
@@ -626,15 +644,54 @@ static struct linear_dropout proj_dropout(const struct cuda_acts *a, const struc
 }
 
 /* Weight rows [r0, r0+nr) of d as bf16: the stored copy, or NF4 decoded
- * into the acts' scratch just now. Only the head's chunks decode now (an
- * untied NF4 head, read by cuBLASLt in chunks of vocabulary rows); the
- * layers' products read NF4 tile by tile (cuda_nf4_gemm). */
+ * into the acts' scratch just now (nr rows must fit it: nf4_chunk_rows). */
 static const uint16_t *weight_rows(struct cuda_acts *a, const struct dlin *d, int r0, int nr)
 {
     if (d->wb)
         return d->wb + (size_t)r0 * d->in;
     cuda_nf4_to_bf16(a->deq, &d->wq, (size_t)r0 * d->in, (size_t)nr * d->in);
     return a->deq;
+}
+
+/* The rows of an NF4 matrix of `in` columns decoded at a time: as many
+ * whole NF4 blocks of rows as the scratch holds (at least one: the
+ * scratch is sized for it). */
+static int nf4_chunk_rows(const struct cuda_acts *a, int in)
+{
+    size_t rows = a->deq_cap / (size_t)in / NF4_BLOCK * NF4_BLOCK;
+    return rows > (size_t)INT32_MAX ? INT32_MAX : (int)rows;
+}
+
+/* A product with an NF4 W, a chunk of W's rows decoded at a time, each
+ * chunk one product at cuBLASLt's rate (never a whole decoded matrix), or
+ * on request the product that decodes tile by tile in shared memory
+ * (cuda_nf4_gemm; docs/trainer.md, "NF4 a chunk at a time"). forward: y
+ * (N,out) = x W^T from xb, each chunk making its columns of y (each the
+ * same sum as one product's); else dx (N,in) += dy W from dy's bf16, each
+ * chunk adding its part of the sum. */
+static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, float *out,
+                        const uint16_t *inb, int N)
+{
+    if (a->nf4_fused) {
+        if (forward)
+            cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, d->in, &d->wq, d->in, 0.0f, out,
+                          d->out);
+        else
+            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, inb, d->out, &d->wq, d->in, 1.0f, out,
+                          d->in);
+        return;
+    }
+    int step = nf4_chunk_rows(a, d->in);
+    for (int r0 = 0; r0 < d->out; r0 += step) {
+        int nr = d->out - r0 < step ? d->out - r0 : step;
+        const uint16_t *w = weight_rows(a, d, r0, nr);
+        if (forward)
+            check(a, cuda_gemm_bf16(0, 1, N, nr, d->in, 1.0f, inb, d->in, w, d->in, 0.0f,
+                                    out + r0, d->out));
+        else
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, nr, 1.0f, inb + r0, d->out, w, d->in, 1.0f,
+                                    out, d->in));
+    }
 }
 
 /* y (N,out) = x W^T + b + scale (x' A^T) B^T; xb is x as bf16 (the caller
@@ -649,8 +706,8 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
     if (d->wb)
         check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, d->in, d->wb, d->in, 0.0f, y,
                                 d->out));
-    else /* NF4: decoded a tile at a time inside the product */
-        cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, xb, d->in, &d->wq, d->in, 0.0f, y, d->out);
+    else
+        nf4_product(a, d, 1, y, xb, N);
     if (d->bias)
         cuda_add_bias(y, d->bias, N, d->out);
     if (d->r > 0) {
@@ -681,9 +738,8 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
         if (dx && d->wb)
             check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, a->yb, d->out, d->wb, d->in,
                                     1.0f, dx, d->in));
-        else if (dx) /* NF4: decoded a tile at a time inside the product */
-            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, a->yb, d->out, &d->wq, d->in, 1.0f, dx,
-                          d->in);
+        else if (dx)
+            nf4_product(a, d, 0, dx, a->yb, N);
         if (d->dw)
             check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, a->yb, d->out, xb, d->in,
                                     1.0f, d->dw, d->in));
@@ -934,8 +990,8 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
     /* rows of the head at once: all of them from a bf16 copy, chunks of
      * the scratch from an NF4 head */
     int vstep = V;
-    if (!head->wb && a->deq_cap / (size_t)C < (size_t)V) /* chunks start on NF4 blocks */
-        vstep = (int)(a->deq_cap / (size_t)C / NF4_BLOCK * NF4_BLOCK);
+    if (!head->wb && (size_t)nf4_chunk_rows(a, C) < (size_t)V)
+        vstep = nf4_chunk_rows(a, C);
     double loss = 0.0;
     for (int m0 = 0; m0 < M; m0 += a->head_rows) {
         int mr = M - m0 < a->head_rows ? M - m0 : a->head_rows;
