@@ -67,18 +67,16 @@ EFF = {
     "attn_new_fwd": 0.35,
     "attn_new_bwd": 0.25,
     # change 3 as built so far (cuda_attn_tc.cu, "3a"): FlashAttention-2's
-    # forward layout (K/V double-buffered through cp.async, Q and O in
-    # registers, a softmax without bank conflicts) but the tiles land as
-    # fp32 and are rounded to bf16 in shared memory (the activations are
-    # still fp32; HBM bytes follow the design's activation width), and S
-    # and P still pass through shared memory between wmma products (wmma
-    # has no known fragment layout); the backward keeps 7 products (S and
-    # dP twice, for bits that repeat: no atomics), its tiles pipelined the
-    # same way. Taken at 0.25 forward (FlashAttention-2's 0.35, less the
-    # rounding pass and the S/P round trip) and 0.20 a FLOP backward, to be
-    # replaced by the first GPU run's figures
-    "attn_built_fwd": 0.25,
-    "attn_built_bwd": 0.20,
+    # layout (mma.sync with Q, S, P, dS and the outputs in registers, the
+    # walked tiles double-buffered through cp.async, no bank conflicts) but
+    # the tiles land as fp32 and are rounded to bf16 in shared memory (the
+    # activations are still fp32; HBM bytes follow the design's activation
+    # width), and the backward keeps 7 products (S and dP twice, for bits
+    # that repeat: no atomics). Taken at 0.30 forward (FlashAttention-2's
+    # 0.35, less the rounding pass) and 0.22 a FLOP backward (its 0.25, less
+    # the same): assumptions until the first GPU run measures them
+    "attn_built_fwd": 0.30,
+    "attn_built_bwd": 0.22,
     # alallo's current tensor-core attention (cuda_attn_tc.cu): fp32 Q/K/V
     # read with scalar loads, no asynchronous copies, S, P and the O
     # accumulator round-tripping shared memory each key tile, a 4-way bank
