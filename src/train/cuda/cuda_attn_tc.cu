@@ -119,19 +119,21 @@ __device__ __forceinline__ void fetch(float *raw, const float *src, int b, int T
 }
 
 /* The landed rows [r0, ...) rounded to bf16 into a (TC_ROWS, tc_ld::H)
- * tile, zeros past T and past hd up to HDMAX, two columns a step. Every
- * thread's copies must have landed: after __pipeline_wait_prior and a
- * barrier. */
+ * tile, zeros past T and past hd up to HDMAX, two columns a step: a
+ * float2 in (a half-warp's 16 on 32 banks), a bf16 pair out. Words past
+ * hd were not copied: read, then dropped. Every thread's copies must have
+ * landed: after __pipeline_wait_prior and a barrier. */
 template <int HDMAX>
 __device__ __forceinline__ void land(bf16 *dst, const float *raw, int T, int r0, int hd)
 {
     const int ld = tc_ld<HDMAX>::H;
     for (int e = threadIdx.x; e < TC_ROWS * HDMAX / 2; e += TC_THREADS) {
         int r = e / (HDMAX / 2), d = e % (HDMAX / 2) * 2;
-        bool in = r0 + r < T;
-        float x = in && d < hd ? raw[r * HDMAX + d] : 0.0f;
-        float y = in && d + 1 < hd ? raw[r * HDMAX + d + 1] : 0.0f;
-        *(__nv_bfloat162 *)(dst + r * ld + d) = __floats2bfloat162_rn(x, y);
+        float2 xy = make_float2(0.0f, 0.0f);
+        if (r0 + r < T && d < hd)
+            xy = *(const float2 *)(raw + r * HDMAX + d);
+        *(__nv_bfloat162 *)(dst + r * ld + d) =
+            __floats2bfloat162_rn(xy.x, d + 1 < hd ? xy.y : 0.0f);
     }
 }
 
