@@ -75,6 +75,17 @@ EFF = {
     # first version may well reach less (--eff attn_new_fwd=...)
     "attn_new_fwd": 0.35,
     "attn_new_bwd": 0.25,
+    # change 3 as built so far (cuda_attn_tc.cu, "3a"): FlashAttention-2's
+    # layout (mma.sync with Q, S, P, dS and the outputs in registers, the
+    # walked tiles double-buffered through cp.async, no bank conflicts) but
+    # the tiles land as fp32 and are rounded to bf16 in shared memory (the
+    # activations are still fp32; HBM bytes follow the design's activation
+    # width), and the backward keeps 7 products (S and dP twice, for bits
+    # that repeat: no atomics). Taken at 0.30 forward (FlashAttention-2's
+    # 0.35, less the rounding pass) and 0.22 a FLOP backward (its 0.25, less
+    # the same): assumptions until the first GPU run measures them
+    "attn_built_fwd": 0.30,
+    "attn_built_bwd": 0.22,
     # alallo's current tensor-core attention (cuda_attn_tc.cu): fp32 Q/K/V
     # read with scalar loads, no asynchronous copies, S, P and the O
     # accumulator round-tripping shared memory each key tile, a 4-way bank
@@ -96,8 +107,9 @@ CURRENT = {
     "act": 4,            # activation bytes (fp32)
     "convert": True,     # a separate fp32 -> bf16 pass before each product
     "lora": "fp32",      # rank-r products in fp32 on CUDA cores, 6 a projection
-    "attn": "current",   # cuda_attn_tc.cu: 7-product backward ("new": change 3;
-                         # "fa2": PyTorch's SDPA)
+    "attn": "current",   # cuda_attn_tc.cu before change 3: 7-product backward
+                         # ("built": change 3 as built, "new": change 3 in
+                         # full; "fa2": PyTorch's SDPA)
     "nf4": "decode",     # NF4 decoded to bf16 before each product (a whole matrix
                          # before 4b, a chunk of rows since: the same bytes)
                          # ("tiles": change 4a as built; "fused": change 4's aim)
@@ -109,6 +121,7 @@ CHANGES = [
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
+    ("3a FA2-style attention, 7-product backward, fp32 tiles (built)", {"attn": "built"}),
     ("3 FA2-style attention", {"attn": "new"}),
     ("4a NF4 tiles in a wmma product (built, on request)", {"nf4": "tiles"}),
     ("4b NF4 a chunk of rows at a time (built)", {"nf4": "decode"}),
@@ -271,7 +284,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
 
     def attn_backward():
         k = design["attn"]
-        products = 7 if k == "current" else 5
+        products = 7 if k in ("current", "built") else 5
         eff = EFF["attn_" + ("cur" if k == "current" else k) + "_bwd"]
         st.mem("attention: backward", N * d * a * 2)  # D = rowsum(dO o O)
         st.add("attention: backward", attn_flops() * products / 2,

@@ -3,7 +3,9 @@
  * ops_attention_*_seg on the same random inputs, over shapes that reach
  * every path: lengths that are not a multiple of the 32-row tile, grouped
  * (H/KV 4/2, 4/1) and plain (8/8) heads, head dims 16 to 256, packed rows
- * of 2-3 examples, no cap and a cap of 50.
+ * of 2-3 examples, no cap and a cap of 50, head dims that are a multiple
+ * of 4 and one that is not (the bf16 kernels copy rows 16 bytes or 4 at a
+ * time).
  *
  * Every attention case runs on both kernels (cuda_attention_use): the fp32
  * reference and the bf16 one on tensor cores (head dims up to 128; past
@@ -60,6 +62,8 @@ static const struct attn_case cases[] = {
     {3, 128, 4, 2, 32, 4, 0.0f},    /* sequence 2's second example starts at row 32,
                                        a tile's first */
     {1, 1030, 4, 1, 128, 3, 50.0f}, /* many tiles skipped whole, group of 4 */
+    {2, 150, 8, 2, 50, 2, 0.0f},    /* hd not a multiple of 4: the tensor-core
+                                       kernels' 4-byte copies, not 16 */
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -4,66 +4,87 @@
  *
  * The same flash-style walk as the fp32 kernels (online softmax, tiles no
  * row can see skipped whole, the packed-example rule and the cap applied
- * per element, no (T,T) array, no atomics), with every product on tensor
- * cores through wmma 16x16x16 fragments:
- *   - Q, K, V and dO are rounded to bf16 as their tiles are staged in
- *     shared memory (round to nearest even), the probabilities and dS as
- *     they are written for the second product;
- *   - products sum in fp32; scores, the softmax, its running max and sum,
- *     lse, D and the accumulated outputs stay fp32.
+ * per element, no (T,T) array, no atomics), laid out as FlashAttention-2:
+ *   - every product is mma.sync m16n8k16 (bf16 in, fp32 sums;
+ *     cuda_mma.cuh), whose fragment layout PTX documents, so a lane knows
+ *     which rows and columns it holds;
+ *   - the rows a block owns (Q forward, Q and dO for dq, K and V for dk
+ *     and dv) are staged once and held in registers as A fragments; the
+ *     scores, p, dP and dS of a tile, the running max and sum of each row
+ *     and the accumulated outputs (O, dq, dk, dv) live in registers too: a
+ *     row's max and sum are its lanes' columns and two shuffles across a
+ *     quad, O is rescaled where it is, and p (dS) becomes the next
+ *     product's A fragment where it is (the C of two 8-column tiles is the
+ *     A of a 16-column step). Shared memory holds only the tiles walked;
+ *   - those (K and V forward and for dq, Q and dO for dk and dv) are
+ *     double-buffered: the next tile is copied from global memory
+ *     asynchronously (cp.async, through __pipeline_memcpy_async) while the
+ *     warps multiply the current one. The callers' activations are still
+ *     fp32, so a tile lands as fp32 (16-byte copies) and is rounded to
+ *     bf16 (nearest even) into the tile the products read: the landing
+ *     buffer and the bf16 tile are the two buffers. When the activations
+ *     become bf16 the rounding pass goes and the landing buffer becomes
+ *     the second bf16 tile;
+ *   - no bank conflicts: staged rows are padded so that a fragment's
+ *     loads of a K, Q, V or dO tile fall on 32 distinct banks (tc_ld says
+ *     how), and the softmax touches no shared memory at all;
+ *   - sums in fp32; scores, the softmax, its running max and sum, lse, D
+ *     and the accumulated outputs stay fp32, p and dS are rounded to bf16
+ *     for their product.
  * So the results are those of bf16 inputs with fp32 sums, as PyTorch's
  * flash attention under bf16 autocast; tests/gpu/test_cuda_attn.c holds
  * them to 2e-2 of each tensor's magnitude against the CPU's fp32 run on
  * the same bf16-rounded inputs (the emulator saw at most 6.5e-3).
  *
  * Tiles: a block of 4 warps owns 64 rows (query rows forward and for dq,
- * key rows for dk and dv), 16 per warp, and walks tiles of 64 on the
- * other side. Per element work (masks, exp, dS) gives each row 2 lanes of
- * its warp, 32 columns each, so a row's max and sum are one shuffle. The
- * head dimension is a template bound (32, 64, 128: the smallest holding
- * hd), the staged tiles padded with zeros past hd.
+ * key rows for dk and dv), 16 per warp (a lane: rows g and g + 8, g =
+ * lane / 4), and walks tiles of 64 on the other side. The head dimension
+ * is a template bound (32, 64, 128: the smallest holding hd), the staged
+ * tiles padded with zeros past hd. Shared memory at bound 128: 98 KB (the
+ * 64 KB landing buffer and two bf16 tiles).
  *
- * Backward as the fp32 path: one kernel owns rows of dq (its accumulators
- * in fragments across the key tiles), another rows of dk and dv (across
- * the query tiles of each head of the group, heads in order), both
- * recomputing p from lse, so every sum runs in a fixed order and the same
- * GPU kind gives the same bits.
+ * Backward: 7 products, not FlashAttention-2's 5. FlashAttention-2 runs
+ * one kernel over key tiles that adds each tile's dS K into dq with
+ * floating-point atomics, in whatever order the blocks finish: different
+ * bits from run to run, which this backend does not allow (the tests run
+ * twice and compare bits, and a resumed run must repeat). So one kernel
+ * owns rows of dq (across the key tiles), another rows of dk and dv
+ * (across the query tiles of each head of the group, heads in order), both
+ * recomputing S, P and dP: every sum runs in a fixed order and the same
+ * GPU kind gives the same bits, for 2 products more (S and dP twice). The
+ * dk/dv kernel computes S^T = K Q^T and dP^T = V dO^T, so that P^T and
+ * dS^T are A fragments for dv += P^T dO and dk += dS^T Q as they stand.
  */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include <cuda_bf16.h>
-#include <mma.h>
+#include <cuda_pipeline.h>
 
 #include "train/cuda/cuda_attn_common.cuh"
+#include "train/cuda/cuda_mma.cuh"
 
 extern "C" {
 #include "train/cuda/cuda_attn_tc.h"
 }
 
-using namespace nvcuda;
-
-#define TC_ROWS 64    /* rows a block owns, and the tile on the other side */
+#define TC_ROWS 64     /* rows a block owns, and the tile on the other side */
 #define TC_THREADS 128 /* 4 warps of 16 rows */
-#define WM 16         /* a fragment's edge */
+#define WM 16          /* a warp's rows, and a product's K step */
+#define NT (TC_ROWS / 8) /* 8-column tiles of a score tile */
 
 typedef __nv_bfloat16 bf16;
-typedef wmma::fragment<wmma::matrix_a, WM, WM, WM, bf16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, WM, WM, WM, bf16, wmma::row_major> frag_b_row;
-typedef wmma::fragment<wmma::matrix_b, WM, WM, WM, bf16, wmma::col_major> frag_b_col;
-typedef wmma::fragment<wmma::accumulator, WM, WM, WM, float> frag_c;
 
-/* Row strides in shared memory, padded against bank conflicts and kept to
- * what wmma needs (a multiple of 16 bytes; every fragment's first element
- * on 32 bytes, which the region sizes below, all multiples of 32 bytes,
- * preserve). */
+/* A staged bf16 row's stride: 8 past the head (16 bytes). A row is then
+ * 20, 36 or 68 words, 4 times an odd number, so rows g = 0..7 start on 8
+ * distinct multiples of 4 modulo 32 banks, and rows 2t (t = 0..3) on 4
+ * distinct multiples of 8: the fragment loads below (hold_rows,
+ * rows_by_rows_t: bank 4 odd g + t; accumulate: 8 odd t + g / 2) fall on
+ * 32 distinct banks. */
 template <int HDMAX>
 struct tc_ld {
-    static const int H = HDMAX + 8;     /* bf16: a staged Q, K, V or dO row */
-    static const int S = TC_ROWS + 4;   /* fp32: a row of scores or dP */
-    static const int P = TC_ROWS + 8;   /* bf16: a row of p or dS */
-    static const int O = HDMAX + 4;     /* fp32: a row of an output tile */
-    /* the output tile is written where the two score tiles were */
-    static_assert(2 * S >= O, "an output tile must fit in the score tiles");
+    static const int H = HDMAX + 8;
 };
 
 template <int HDMAX>
@@ -71,168 +92,302 @@ static size_t tile_h_bytes()
 {
     return sizeof(bf16) * TC_ROWS * tc_ld<HDMAX>::H;
 }
-static size_t tile_s_bytes() { return sizeof(float) * TC_ROWS * (TC_ROWS + 4); }
-static size_t tile_p_bytes() { return sizeof(bf16) * TC_ROWS * (TC_ROWS + 8); }
-
-/* Rows [r0, r0+TC_ROWS) of head h (of n) as bf16 into a (TC_ROWS, ld)
- * shared tile, zeros past T and past hd up to HDMAX. */
+/* the landing buffer: two (TC_ROWS, HDMAX) fp32 tiles, unpadded (only the
+ * rounding pass reads it, a row's words in turn) */
 template <int HDMAX>
-__device__ __forceinline__ void stage(bf16 *dst, const float *src, int b, int T, int r0, int n,
-                                      int h, int hd)
+static size_t landing_bytes()
 {
-    const int ld = tc_ld<HDMAX>::H;
-    for (int e = threadIdx.x; e < TC_ROWS * HDMAX; e += TC_THREADS) {
-        int r = e / HDMAX, d = e % HDMAX;
-        float x = r0 + r < T && d < hd ? src[row_at(b, T, r0 + r, n, h, hd) + d] : 0.0f;
-        dst[r * ld + d] = __float2bfloat16_rn(x);
+    return 2 * sizeof(float) * TC_ROWS * HDMAX;
+}
+
+/* Starts copying rows [r0, r0+TC_ROWS) of head h (of n), hd floats each,
+ * into raw (TC_ROWS, HDMAX) fp32 without waiting: 16 bytes a copy where
+ * the rows allow (vec: hd a multiple of 4, arrays on 16 bytes), else 4.
+ * Rows past T and columns past hd are not copied (land() writes zeros
+ * there). The caller commits the batch. */
+template <int HDMAX>
+__device__ __forceinline__ void fetch(float *raw, const float *src, int b, int T, int r0, int n,
+                                      int h, int hd, bool vec)
+{
+    const int step = vec ? 4 : 1;
+    for (int e = threadIdx.x; e < TC_ROWS * HDMAX / step; e += TC_THREADS) {
+        int r = e / (HDMAX / step), d = e % (HDMAX / step) * step;
+        if (r0 + r < T && d < hd)
+            __pipeline_memcpy_async(raw + r * HDMAX + d, src + row_at(b, T, r0 + r, n, h, hd) + d,
+                                    sizeof(float) * step);
     }
 }
 
-/* C (16, TC_ROWS) of this warp = A (16, HDMAX) B^T, B held as (TC_ROWS,
- * HDMAX) rows (K or V, Q or dO staged): one score tile's rows, stored
- * row-major at c with stride ldc. */
+/* The landed rows [r0, ...) rounded to bf16 into a (TC_ROWS, tc_ld::H)
+ * tile, zeros past T and past hd up to HDMAX, two columns a step: a
+ * float2 in (a half-warp's 16 on 32 banks), a bf16 pair out. Words past
+ * hd were not copied: read, then dropped. Every thread's copies must have
+ * landed: after __pipeline_wait_prior and a barrier. */
 template <int HDMAX>
-__device__ __forceinline__ void rows_by_rows_t(float *c, int ldc, const bf16 *a, const bf16 *b)
+__device__ __forceinline__ void land(bf16 *dst, const float *raw, int T, int r0, int hd)
 {
     const int ld = tc_ld<HDMAX>::H;
-    for (int n = 0; n < TC_ROWS / WM; n++) {
-        frag_c acc;
-        wmma::fill_fragment(acc, 0.0f);
+    for (int e = threadIdx.x; e < TC_ROWS * HDMAX / 2; e += TC_THREADS) {
+        int r = e / (HDMAX / 2), d = e % (HDMAX / 2) * 2;
+        float2 xy = make_float2(0.0f, 0.0f);
+        if (r0 + r < T && d < hd)
+            xy = *(const float2 *)(raw + r * HDMAX + d);
+        *(__nv_bfloat162 *)(dst + r * ld + d) =
+            __floats2bfloat162_rn(xy.x, d + 1 < hd ? xy.y : 0.0f);
+    }
+}
+
+/* ---- fragments (cuda_mma.cuh: lane l holds rows g = l / 4 and g + 8 of
+ * its warp's 16, columns 2t and 2t + 1 of each 8, t = l % 4) */
+
+/* Two floats rounded to the bf16 pair of one fragment word (the first in
+ * the low half), and two staged bf16 as one (memcpy: the words are bf16
+ * pairs to the compiler, not integers). */
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+__device__ __forceinline__ uint32_t word_of(const bf16 *p) /* p[0], p[1] */
+{
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return u;
+}
+__device__ __forceinline__ uint32_t pair_of(const bf16 *lo, const bf16 *hi)
+{
+    uint16_t a, b;
+    memcpy(&a, lo, sizeof a);
+    memcpy(&b, hi, sizeof b);
+    return (uint32_t)a | (uint32_t)b << 16;
+}
+
+/* This warp's 16 rows of a staged tile as A fragments, one per 16 columns
+ * of the head: the rows a block owns stay in registers. */
+template <int HDMAX>
+__device__ __forceinline__ void hold_rows(uint32_t (*a)[4], const bf16 *tile, int warp, int g,
+                                          int t)
+{
+    const int ld = tc_ld<HDMAX>::H;
+    for (int kk = 0; kk < HDMAX / WM; kk++) {
+        const bf16 *row = tile + (warp * WM + g) * ld + kk * WM + 2 * t;
+        a[kk][0] = word_of(row);
+        a[kk][1] = word_of(row + 8 * ld);
+        a[kk][2] = word_of(row + 8);
+        a[kk][3] = word_of(row + 8 * ld + 8);
+    }
+}
+
+/* c[n] (16, 8 a tile, NT tiles) = A (16, HDMAX) X^T, A held, X staged as
+ * (TC_ROWS, HDMAX) rows: B's column j is X's row j (K or V forward and for
+ * dq, Q or dO for dk/dv); the scores' (or dP's) rows of this warp. */
+template <int HDMAX>
+__device__ __forceinline__ void rows_by_rows_t(float (*c)[4], const uint32_t (*a)[4],
+                                               const bf16 *x, int g, int t)
+{
+    const int ld = tc_ld<HDMAX>::H;
+    for (int n = 0; n < NT; n++) {
+        c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+        const bf16 *row = x + (n * 8 + g) * ld + 2 * t;
         for (int kk = 0; kk < HDMAX / WM; kk++) {
-            frag_a fa;
-            frag_b_col fb;
-            wmma::load_matrix_sync(fa, a + kk * WM, ld);
-            wmma::load_matrix_sync(fb, b + n * WM * ld + kk * WM, ld);
-            wmma::mma_sync(acc, fa, fb, acc);
+            uint32_t b[2] = {word_of(row + kk * WM), word_of(row + kk * WM + 8)};
+            mma_16816(c[n], a[kk], b);
         }
-        wmma::store_matrix_sync(c + n * WM, acc, ldc, wmma::mem_row_major);
     }
 }
 
-/* acc[n] += P (16, TC_ROWS) of this warp times the staged (TC_ROWS, HDMAX)
- * rows of x, for every 16 columns n of the head. */
+/* acc (16, HDMAX as HDMAX / 8 tiles) += P X, P (16, TC_ROWS) this warp's
+ * rows in c's layout (the scores' tiles, rewritten in place: p, dS),
+ * X staged (TC_ROWS, HDMAX). The C of tiles 2kk and 2kk + 1 is, rounded to
+ * bf16, P's A fragment for columns 16kk..16kk+15; B's rows are X's rows
+ * (lanes g and g + 1 read one word). */
 template <int HDMAX>
-__device__ __forceinline__ void accumulate(frag_c *acc, const bf16 *p, const bf16 *x)
+__device__ __forceinline__ void accumulate(float (*acc)[4], const float (*p)[4], const bf16 *x,
+                                           int g, int t)
 {
-    const int ldp = tc_ld<HDMAX>::P, ldx = tc_ld<HDMAX>::H;
+    const int ld = tc_ld<HDMAX>::H;
     for (int kk = 0; kk < TC_ROWS / WM; kk++) {
-        frag_a fa;
-        wmma::load_matrix_sync(fa, p + kk * WM, ldp);
-        for (int n = 0; n < HDMAX / WM; n++) {
-            frag_b_row fb;
-            wmma::load_matrix_sync(fb, x + kk * WM * ldx + n * WM, ldx);
-            wmma::mma_sync(acc[n], fa, fb, acc[n]);
+        uint32_t pa[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]),
+                          pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                          pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                          pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+        const bf16 *col = x + (kk * WM + 2 * t) * ld + g;
+        for (int n = 0; n < HDMAX / 8; n++) {
+            const bf16 *e = col + n * 8;
+            uint32_t b[2] = {pair_of(e, e + ld), pair_of(e + 8 * ld, e + 9 * ld)};
+            mma_16816(acc[n], pa, b);
         }
     }
+}
+
+/* Adds this lane's columns of rows u = 0, 1 (rows g, g + 8) of acc into
+ * the global rows dst[u] (NULL: past T), d < hd. */
+template <int HDMAX>
+__device__ __forceinline__ void add_rows(float *const dst[2], const float (*acc)[4], int t,
+                                         int hd)
+{
+    for (int u = 0; u < 2; u++) {
+        if (!dst[u])
+            continue;
+        for (int n = 0; n < HDMAX / 8; n++)
+            for (int e = 0; e < 2; e++) {
+                int d = n * 8 + 2 * t + e;
+                if (d < hd)
+                    dst[u][d] += acc[n][2 * u + e];
+            }
+    }
+}
+
+/* The first tile from t on (a tile's first row, up to last) that meets the
+ * query tile q0 (key tiles; keys = 1) or the key tile k0 (query tiles;
+ * keys = 0); past last if none. Each try is a vote, so a barrier. */
+__device__ __forceinline__ int next_meeting(const int32_t *seg, int b, int T, int fixed, int t,
+                                           int last, int keys)
+{
+    while (t <= last && !(keys ? tiles_meet(seg, b, T, fixed, TC_ROWS, t, TC_ROWS)
+                               : tiles_meet(seg, b, T, t, TC_ROWS, fixed, TC_ROWS)))
+        t += TC_ROWS;
+    return t;
 }
 
 /* ---- forward */
 
-/* grid (query tiles, H, B). Shared: Q, K, V (bf16), the scores (fp32), p
- * (bf16) and the output rows (fp32), which are rescaled per row as the
- * running max moves and so live in shared memory, not in fragments. */
+/* grid (query tiles, H, B). Shared: the landing buffer for K and V, and K
+ * and V (bf16); nothing else. Q (A fragments), the scores, p, O and each
+ * row's max and sum stay in registers: a row's max and sum are the lane's
+ * 16 columns and two shuffles across its quad, p becomes P V's A fragments
+ * where it is, and O is rescaled where it is. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_tc_fwd_kernel(float *out, float *lse, const float *q, const float *k, const float *v,
                        const int32_t *seg, int T, int H, int KV, int hd, float scale, float cap)
 {
     typedef tc_ld<HDMAX> L;
-    bf16 *Qs = (bf16 *)cuda_shared();
-    bf16 *Ks = Qs + TC_ROWS * L::H, *Vs = Ks + TC_ROWS * L::H;
-    float *Ss = (float *)(Vs + TC_ROWS * L::H);
-    bf16 *Ps = (bf16 *)(Ss + TC_ROWS * L::S);
-    float *Os = (float *)(Ps + TC_ROWS * L::P);
+    const int NO = HDMAX / 8; /* 8-column tiles of O */
+    float *raw = cuda_shared(); /* K's landing rows, then V's */
+    bf16 *Ks = (bf16 *)(raw + 2 * TC_ROWS * HDMAX), *Vs = Ks + TC_ROWS * L::H;
     const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TC_ROWS;
     const int kh = h / (H / KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = warp * WM + lane / 2, half = lane % 2; /* this lane's row, half of it */
-    const int i = q0 + r;
-    const int lo = seg_lo(seg, b, T, i);
-    float *srow = Ss + r * L::S + half * (TC_ROWS / 2);
-    bf16 *prow = Ps + r * L::P + half * (TC_ROWS / 2);
-    float *orow = Os + r * L::O + half * (HDMAX / 2);
+    const int g = lane / 4, t = lane % 4;
+    const int ri[2] = {q0 + warp * WM + g, q0 + warp * WM + g + 8}; /* this lane's rows */
+    const int lo[2] = {seg_lo(seg, b, T, ri[0]), seg_lo(seg, b, T, ri[1])};
+    const bool vec = hd % 4 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)k % 16 == 0 &&
+                     (uintptr_t)v % 16 == 0;
 
-    stage<HDMAX>(Qs, q, b, T, q0, H, h, hd);
-    for (int d = 0; d < HDMAX / 2; d++)
-        orow[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    /* Q lands through K's buffers, and stays in A fragments */
+    fetch<HDMAX>(raw, q, b, T, q0, H, h, hd, vec);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    land<HDMAX>(Ks, raw, T, q0, hd);
+    __syncthreads();
+    uint32_t qa[HDMAX / WM][4];
+    hold_rows<HDMAX>(qa, Ks, warp, g, t);
 
     int klast = min(q0 + TC_ROWS - 1, T - 1);
-    for (int k0 = 0; k0 <= klast; k0 += TC_ROWS) {
-        if (!tiles_meet(seg, b, T, q0, TC_ROWS, k0, TC_ROWS))
-            continue; /* the vote was the barrier: nothing staged is read */
-        stage<HDMAX>(Ks, k, b, T, k0, KV, kh, hd);
-        stage<HDMAX>(Vs, v, b, T, k0, KV, kh, hd);
-        __syncthreads();
-
-        rows_by_rows_t<HDMAX>(Ss + warp * WM * L::S, L::S, Qs + warp * WM * L::H, Ks);
-        __syncwarp();
-        float mt = -INFINITY;
-        for (int j = 0; j < TC_ROWS / 2; j++) {
-            int c = k0 + half * (TC_ROWS / 2) + j;
-            float s = visible(i, c, lo, T) ? score_of(srow[j], scale, cap) : -INFINITY;
-            srow[j] = s;
-            mt = fmaxf(mt, s);
-        }
-        float mnew = fmaxf(m, fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1)));
-        /* mnew is -inf only while the row has seen no key: keep o, l at 0 */
-        float alpha = mnew == -INFINITY ? 1.0f : expf(m - mnew);
-        float ps = 0.0f;
-        for (int j = 0; j < TC_ROWS / 2; j++) {
-            float p = srow[j] == -INFINITY ? 0.0f : expf(srow[j] - mnew);
-            prow[j] = __float2bfloat16_rn(p);
-            ps += p;
-        }
-        /* both lanes add the same two halves: the same bits in each */
-        l = l * alpha + (ps + __shfl_xor_sync(0xffffffffu, ps, 1));
-        m = mnew;
-        for (int d = 0; d < HDMAX / 2; d++)
-            orow[d] *= alpha;
-        __syncwarp();
-
-        frag_c acc[HDMAX / WM];
-        for (int n = 0; n < HDMAX / WM; n++)
-            wmma::load_matrix_sync(acc[n], Os + warp * WM * L::O + n * WM, L::O,
-                                   wmma::mem_row_major);
-        accumulate<HDMAX>(acc, Ps + warp * WM * L::P, Vs);
-        for (int n = 0; n < HDMAX / WM; n++)
-            wmma::store_matrix_sync(Os + warp * WM * L::O + n * WM, acc[n], L::O,
-                                    wmma::mem_row_major);
-        __syncwarp();
-        /* the next tile's vote is the barrier before K and V change */
+    /* the vote is the barrier: every warp holds Q before K lands in Ks */
+    int k0 = next_meeting(seg, b, T, q0, 0, klast, 1);
+    if (k0 <= klast) {
+        fetch<HDMAX>(raw, k, b, T, k0, KV, kh, hd, vec);
+        fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, k0, KV, kh, hd, vec);
     }
-    if (i >= T)
-        return;
-    float inv = 1.0f / l; /* l > 0: row i sees at least key i */
-    float *o = out + row_at(b, T, i, H, h, hd);
-    for (int d = half * (HDMAX / 2); d < (half + 1) * (HDMAX / 2) && d < hd; d++)
-        o[d] = orow[d - half * (HDMAX / 2)] * inv;
-    if (half == 0)
-        lse[((size_t)b * H + h) * T + i] = m + logf(l);
+    __pipeline_commit();
+    float o[NO][4];
+    for (int n = 0; n < NO; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    while (k0 <= klast) {
+        __pipeline_wait_prior(0);
+        __syncthreads(); /* tile k0 has landed, and no warp reads the last K, V */
+        land<HDMAX>(Ks, raw, T, k0, hd);
+        land<HDMAX>(Vs, raw + TC_ROWS * HDMAX, T, k0, hd);
+        __syncthreads(); /* the landing buffer is free */
+        int kn = next_meeting(seg, b, T, q0, k0 + TC_ROWS, klast, 1);
+        if (kn <= klast) { /* lands while this tile is multiplied */
+            fetch<HDMAX>(raw, k, b, T, kn, KV, kh, hd, vec);
+            fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, kn, KV, kh, hd, vec);
+        }
+        __pipeline_commit();
+
+        float s[NT][4];
+        rows_by_rows_t<HDMAX>(s, qa, Ks, g, t);
+        float mt[2] = {-INFINITY, -INFINITY};
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) {
+                int u = e / 2, c = k0 + n * 8 + 2 * t + e % 2;
+                float x = visible(ri[u], c, lo[u], T) ? score_of(s[n][e], scale, cap) : -INFINITY;
+                s[n][e] = x;
+                mt[u] = fmaxf(mt[u], x);
+            }
+        float alpha[2], ps[2] = {0.0f, 0.0f};
+        for (int u = 0; u < 2; u++) {
+            mt[u] = fmaxf(mt[u], __shfl_xor_sync(0xffffffffu, mt[u], 1));
+            mt[u] = fmaxf(mt[u], __shfl_xor_sync(0xffffffffu, mt[u], 2));
+            float mnew = fmaxf(m[u], mt[u]);
+            /* mnew is -inf only while the row has seen no key: keep o, l at 0 */
+            alpha[u] = mnew == -INFINITY ? 1.0f : expf(m[u] - mnew);
+            m[u] = mnew;
+        }
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) {
+                int u = e / 2;
+                float p = s[n][e] == -INFINITY ? 0.0f : expf(s[n][e] - m[u]);
+                s[n][e] = p;
+                ps[u] += p;
+            }
+        for (int u = 0; u < 2; u++) {
+            /* a butterfly over the quad: a + b is b + a, so the same bits in
+             * each of the four lanes */
+            ps[u] += __shfl_xor_sync(0xffffffffu, ps[u], 1);
+            ps[u] += __shfl_xor_sync(0xffffffffu, ps[u], 2);
+            l[u] = l[u] * alpha[u] + ps[u];
+        }
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+        accumulate<HDMAX>(o, s, Vs, g, t);
+        k0 = kn;
+        /* the next tile's wait and barrier come before K and V change */
+    }
+    for (int u = 0; u < 2; u++) {
+        if (ri[u] >= T)
+            continue;
+        float inv = 1.0f / l[u]; /* l > 0: row i sees at least key i */
+        float *dst = out + row_at(b, T, ri[u], H, h, hd);
+        for (int n = 0; n < NO; n++)
+            for (int e = 0; e < 2; e++) {
+                int d = n * 8 + 2 * t + e;
+                if (d < hd)
+                    dst[d] = o[n][2 * u + e] * inv;
+            }
+        if (t == 0)
+            lse[((size_t)b * H + h) * T + ri[u]] = m[u] + logf(l[u]);
+    }
 }
 
 /* ---- backward */
 
-/* Writes this warp's accumulators (16, HDMAX) to shared w (stride
- * tc_ld::O) and adds each lane's half row into g's row (global), d < hd. */
-template <int HDMAX>
-__device__ __forceinline__ void add_rows(float *g, float *w, frag_c *acc, int warp, int r,
-                                         int half, int hd)
+/* dS of one pair: 0 where query row i cannot see key j; p recomputed from
+ * row i's lse li. */
+__device__ __forceinline__ float ds_at(int i, int j, int lo, int T, float dot, float dp,
+                                       float li, float Di, float scale, float cap)
 {
-    const int ld = tc_ld<HDMAX>::O;
-    for (int n = 0; n < HDMAX / WM; n++)
-        wmma::store_matrix_sync(w + warp * WM * ld + n * WM, acc[n], ld, wmma::mem_row_major);
-    __syncwarp();
-    if (g) {
-        const float *wrow = w + r * ld;
-        for (int d = half * (HDMAX / 2); d < (half + 1) * (HDMAX / 2) && d < hd; d++)
-            g[d] += wrow[d];
-    }
-    __syncwarp(); /* before w is written again */
+    if (!visible(i, j, lo, T))
+        return 0.0f;
+    float sc = score_of(dot, scale, cap);
+    return dscore_of(expf(sc - li), dp, Di, sc, scale, cap);
 }
 
-/* dq rows. grid (query tiles, H, B). Shared: Q, dO, K, V (bf16), the
- * scores and dP (fp32), dS (bf16); the dq rows in fragments. */
+/* dq rows. grid (query tiles, H, B). Shared: the landing buffer for K and
+ * V, and K and V (bf16). Q and dO (A fragments), S, dP, dS and the dq rows
+ * in registers, as the forward's. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_tc_dq_kernel(float *dq, const float *dout, const float *D, const float *lse,
@@ -240,58 +395,82 @@ __global__ void __launch_bounds__(TC_THREADS)
                       int H, int KV, int hd, float scale, float cap)
 {
     typedef tc_ld<HDMAX> L;
-    bf16 *Qs = (bf16 *)cuda_shared();
-    bf16 *Gs = Qs + TC_ROWS * L::H, *Ks = Gs + TC_ROWS * L::H, *Vs = Ks + TC_ROWS * L::H;
-    float *Ss = (float *)(Vs + TC_ROWS * L::H), *Pd = Ss + TC_ROWS * L::S;
-    bf16 *Ds = (bf16 *)(Pd + TC_ROWS * L::S);
+    const int NO = HDMAX / 8;
+    float *raw = cuda_shared();
+    bf16 *Ks = (bf16 *)(raw + 2 * TC_ROWS * HDMAX), *Vs = Ks + TC_ROWS * L::H;
     const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TC_ROWS;
     const int kh = h / (H / KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = warp * WM + lane / 2, half = lane % 2;
-    const int i = q0 + r;
-    const int lo = seg_lo(seg, b, T, i);
+    const int g = lane / 4, t = lane % 4;
+    const int ri[2] = {q0 + warp * WM + g, q0 + warp * WM + g + 8};
+    const int lo[2] = {seg_lo(seg, b, T, ri[0]), seg_lo(seg, b, T, ri[1])};
     const size_t hrow = ((size_t)b * H + h) * T;
-    const float li = i < T ? lse[hrow + i] : 0.0f;
-    const float Di = i < T ? D[hrow + i] : 0.0f;
-    const int c0 = half * (TC_ROWS / 2);
+    float li[2], Di[2];
+    for (int u = 0; u < 2; u++) {
+        li[u] = ri[u] < T ? lse[hrow + ri[u]] : 0.0f;
+        Di[u] = ri[u] < T ? D[hrow + ri[u]] : 0.0f;
+    }
+    const bool vec = hd % 4 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)dout % 16 == 0 &&
+                     (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
 
-    stage<HDMAX>(Qs, q, b, T, q0, H, h, hd);
-    stage<HDMAX>(Gs, dout, b, T, q0, H, h, hd);
-    frag_c acc[HDMAX / WM];
-    for (int n = 0; n < HDMAX / WM; n++)
-        wmma::fill_fragment(acc[n], 0.0f);
+    /* Q and dO land through K's and V's buffers, and stay in fragments */
+    fetch<HDMAX>(raw, q, b, T, q0, H, h, hd, vec);
+    fetch<HDMAX>(raw + TC_ROWS * HDMAX, dout, b, T, q0, H, h, hd, vec);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    land<HDMAX>(Ks, raw, T, q0, hd);
+    land<HDMAX>(Vs, raw + TC_ROWS * HDMAX, T, q0, hd);
+    __syncthreads();
+    uint32_t qa[HDMAX / WM][4], ga[HDMAX / WM][4];
+    hold_rows<HDMAX>(qa, Ks, warp, g, t);
+    hold_rows<HDMAX>(ga, Vs, warp, g, t);
 
     int klast = min(q0 + TC_ROWS - 1, T - 1);
-    for (int k0 = 0; k0 <= klast; k0 += TC_ROWS) {
-        if (!tiles_meet(seg, b, T, q0, TC_ROWS, k0, TC_ROWS))
-            continue;
-        stage<HDMAX>(Ks, k, b, T, k0, KV, kh, hd);
-        stage<HDMAX>(Vs, v, b, T, k0, KV, kh, hd);
-        __syncthreads();
-
-        rows_by_rows_t<HDMAX>(Ss + warp * WM * L::S, L::S, Qs + warp * WM * L::H, Ks);
-        rows_by_rows_t<HDMAX>(Pd + warp * WM * L::S, L::S, Gs + warp * WM * L::H, Vs);
-        __syncwarp();
-        for (int j = 0; j < TC_ROWS / 2; j++) {
-            int c = c0 + j;
-            float ds = 0.0f;
-            if (visible(i, k0 + c, lo, T)) {
-                float sc = score_of(Ss[r * L::S + c], scale, cap);
-                ds = dscore_of(expf(sc - li), Pd[r * L::S + c], Di, sc, scale, cap);
-            }
-            Ds[r * L::P + c] = __float2bfloat16_rn(ds);
-        }
-        __syncwarp();
-        accumulate<HDMAX>(acc, Ds + warp * WM * L::P, Ks);
+    int k0 = next_meeting(seg, b, T, q0, 0, klast, 1); /* a barrier, as forward */
+    if (k0 <= klast) {
+        fetch<HDMAX>(raw, k, b, T, k0, KV, kh, hd, vec);
+        fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, k0, KV, kh, hd, vec);
     }
-    __syncthreads(); /* the output rows overwrite other warps' score tiles */
-    add_rows<HDMAX>(i < T ? dq + row_at(b, T, i, H, h, hd) : NULL, Ss, acc, warp, r, half, hd);
+    __pipeline_commit();
+    float acc[NO][4];
+    for (int n = 0; n < NO; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+    while (k0 <= klast) {
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        land<HDMAX>(Ks, raw, T, k0, hd);
+        land<HDMAX>(Vs, raw + TC_ROWS * HDMAX, T, k0, hd);
+        __syncthreads();
+        int kn = next_meeting(seg, b, T, q0, k0 + TC_ROWS, klast, 1);
+        if (kn <= klast) {
+            fetch<HDMAX>(raw, k, b, T, kn, KV, kh, hd, vec);
+            fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, kn, KV, kh, hd, vec);
+        }
+        __pipeline_commit();
+
+        float s[NT][4], dp[NT][4];
+        rows_by_rows_t<HDMAX>(s, qa, Ks, g, t);
+        rows_by_rows_t<HDMAX>(dp, ga, Vs, g, t);
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) {
+                int u = e / 2, c = k0 + n * 8 + 2 * t + e % 2;
+                s[n][e] = ds_at(ri[u], c, lo[u], T, s[n][e], dp[n][e], li[u], Di[u], scale, cap);
+            }
+        accumulate<HDMAX>(acc, s, Ks, g, t); /* dq += dS K */
+        k0 = kn;
+    }
+    float *const dst[2] = {ri[0] < T ? dq + row_at(b, T, ri[0], H, h, hd) : NULL,
+                           ri[1] < T ? dq + row_at(b, T, ri[1], H, h, hd) : NULL};
+    add_rows<HDMAX>(dst, acc, t, hd);
 }
 
-/* dk and dv rows of one KV head. grid (key tiles, KV, B). Shared: K, V,
- * Q, dO (bf16), S and dP transposed (key row, query column; fp32), p and
- * dS transposed (bf16), and the query tile's lse, D and first rows; the
- * dk and dv rows in fragments. Lane rows are key rows here. */
+/* dk and dv rows of one KV head. grid (key tiles, KV, B). Shared: the
+ * landing buffer for Q and dO, Q and dO (bf16), and the query tile's lse,
+ * D and first rows. K and V (A fragments), S^T and dP^T (key rows, query
+ * columns: so P^T and dS^T are A fragments where they are) and the dk and
+ * dv rows in registers. Lane rows are key rows here. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
     attn_tc_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
@@ -300,67 +479,104 @@ __global__ void __launch_bounds__(TC_THREADS)
                         float cap)
 {
     typedef tc_ld<HDMAX> L;
-    bf16 *Ks = (bf16 *)cuda_shared();
-    bf16 *Vs = Ks + TC_ROWS * L::H, *Qs = Vs + TC_ROWS * L::H, *Gs = Qs + TC_ROWS * L::H;
-    float *St = (float *)(Gs + TC_ROWS * L::H), *Pd = St + TC_ROWS * L::S;
-    bf16 *Pt = (bf16 *)(Pd + TC_ROWS * L::S), *Dt = Pt + TC_ROWS * L::P;
-    float *Ls = (float *)(Dt + TC_ROWS * L::P), *Drow = Ls + TC_ROWS;
+    const int NO = HDMAX / 8;
+    float *raw = cuda_shared(); /* Q's landing rows, then dO's */
+    bf16 *Qs = (bf16 *)(raw + 2 * TC_ROWS * HDMAX), *Gs = Qs + TC_ROWS * L::H;
+    float *Ls = (float *)(Gs + TC_ROWS * L::H), *Drow = Ls + TC_ROWS;
     int *Lo = (int *)(Drow + TC_ROWS);
     const int b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * TC_ROWS;
     const int group = H / KV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int c = warp * WM + lane / 2, half = lane % 2; /* this lane's key row */
-    const int j = k0 + c;
-    const int x0 = half * (TC_ROWS / 2);
+    const int g = lane / 4, t = lane % 4;
+    const int cj[2] = {k0 + warp * WM + g, k0 + warp * WM + g + 8}; /* this lane's key rows */
+    const bool vec = hd % 4 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)dout % 16 == 0 &&
+                     (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
 
-    stage<HDMAX>(Ks, k, b, T, k0, KV, kh, hd);
-    stage<HDMAX>(Vs, v, b, T, k0, KV, kh, hd);
-    frag_c gk[HDMAX / WM], gv[HDMAX / WM];
-    for (int n = 0; n < HDMAX / WM; n++) {
-        wmma::fill_fragment(gk[n], 0.0f);
-        wmma::fill_fragment(gv[n], 0.0f);
+    /* K and V land through Q's and dO's buffers, and stay in fragments */
+    fetch<HDMAX>(raw, k, b, T, k0, KV, kh, hd, vec);
+    fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, k0, KV, kh, hd, vec);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    land<HDMAX>(Qs, raw, T, k0, hd);
+    land<HDMAX>(Gs, raw + TC_ROWS * HDMAX, T, k0, hd);
+    __syncthreads();
+    uint32_t ka[HDMAX / WM][4], va[HDMAX / WM][4];
+    hold_rows<HDMAX>(ka, Qs, warp, g, t);
+    hold_rows<HDMAX>(va, Gs, warp, g, t);
+    float gk[NO][4], gv[NO][4];
+    for (int n = 0; n < NO; n++)
+        for (int e = 0; e < 4; e++)
+            gk[n][e] = gv[n][e] = 0.0f;
+
+    /* The walk: every head of the group in order, and in each the query
+     * tiles that meet this key tile (the same in every head: seg is per
+     * sequence). Query rows before k0 see none of these keys (k0 is a
+     * tile's first). The vote is a barrier, as forward. */
+    const int qfirst = next_meeting(seg, b, T, k0, k0, T - 1, 0);
+    int h = kh * group, q0 = qfirst;
+    const int hend = (kh + 1) * group;
+    if (q0 < T) {
+        fetch<HDMAX>(raw, q, b, T, q0, H, h, hd, vec);
+        fetch<HDMAX>(raw + TC_ROWS * HDMAX, dout, b, T, q0, H, h, hd, vec);
+    } else {
+        h = hend; /* no query row sees these keys (only past T) */
     }
+    __pipeline_commit();
 
-    for (int h = kh * group; h < (kh + 1) * group; h++) {
+    while (h < hend) {
         const size_t hrow = ((size_t)b * H + h) * T;
-        /* query rows before k0 see none of these keys (k0 is a tile's first) */
-        for (int q0 = k0; q0 < T; q0 += TC_ROWS) {
-            if (!tiles_meet(seg, b, T, q0, TC_ROWS, k0, TC_ROWS))
-                continue;
-            stage<HDMAX>(Qs, q, b, T, q0, H, h, hd);
-            stage<HDMAX>(Gs, dout, b, T, q0, H, h, hd);
-            if (threadIdx.x < TC_ROWS) {
-                int qi = q0 + (int)threadIdx.x;
-                Ls[threadIdx.x] = qi < T ? lse[hrow + qi] : 0.0f;
-                Drow[threadIdx.x] = qi < T ? D[hrow + qi] : 0.0f;
-                Lo[threadIdx.x] = seg_lo(seg, b, T, qi);
-            }
-            __syncthreads();
-
-            rows_by_rows_t<HDMAX>(St + warp * WM * L::S, L::S, Ks + warp * WM * L::H, Qs);
-            rows_by_rows_t<HDMAX>(Pd + warp * WM * L::S, L::S, Vs + warp * WM * L::H, Gs);
-            __syncwarp();
-            for (int u = 0; u < TC_ROWS / 2; u++) {
-                int x = x0 + u;
-                float p = 0.0f, ds = 0.0f;
-                if (visible(q0 + x, j, Lo[x], T)) {
-                    float sc = score_of(St[c * L::S + x], scale, cap);
-                    p = expf(sc - Ls[x]);
-                    ds = dscore_of(p, Pd[c * L::S + x], Drow[x], sc, scale, cap);
-                }
-                Pt[c * L::P + x] = __float2bfloat16_rn(p);
-                Dt[c * L::P + x] = __float2bfloat16_rn(ds);
-            }
-            __syncwarp();
-            accumulate<HDMAX>(gv, Pt + warp * WM * L::P, Gs);
-            accumulate<HDMAX>(gk, Dt + warp * WM * L::P, Qs);
-            /* the next tile's vote is the barrier before Q and dO change */
+        __pipeline_wait_prior(0);
+        __syncthreads(); /* Q, dO of (h, q0) have landed; no warp reads the last ones */
+        land<HDMAX>(Qs, raw, T, q0, hd);
+        land<HDMAX>(Gs, raw + TC_ROWS * HDMAX, T, q0, hd);
+        if (threadIdx.x < TC_ROWS) {
+            int qi = q0 + (int)threadIdx.x;
+            Ls[threadIdx.x] = qi < T ? lse[hrow + qi] : 0.0f;
+            Drow[threadIdx.x] = qi < T ? D[hrow + qi] : 0.0f;
+            Lo[threadIdx.x] = seg_lo(seg, b, T, qi);
         }
+        __syncthreads();
+        int hn = h, qn = next_meeting(seg, b, T, k0, q0 + TC_ROWS, T - 1, 0);
+        if (qn >= T) {
+            hn = h + 1;
+            qn = qfirst;
+        }
+        if (hn < hend) {
+            fetch<HDMAX>(raw, q, b, T, qn, H, hn, hd, vec);
+            fetch<HDMAX>(raw + TC_ROWS * HDMAX, dout, b, T, qn, H, hn, hd, vec);
+        }
+        __pipeline_commit();
+
+        float st[NT][4], dpt[NT][4]; /* S^T, dP^T; then P^T, dS^T in place */
+        rows_by_rows_t<HDMAX>(st, ka, Qs, g, t);
+        rows_by_rows_t<HDMAX>(dpt, va, Gs, g, t);
+        for (int n = 0; n < NT; n++)
+            for (int e = 0; e < 4; e++) {
+                /* the lanes of a quad read one query's lse, D, first row:
+                 * one word each, 4 words on 4 banks */
+                int u = e / 2, x = n * 8 + 2 * t + e % 2;
+                float p = 0.0f, ds = 0.0f;
+                if (visible(q0 + x, cj[u], Lo[x], T)) {
+                    float sc = score_of(st[n][e], scale, cap);
+                    p = expf(sc - Ls[x]);
+                    ds = dscore_of(p, dpt[n][e], Drow[x], sc, scale, cap);
+                }
+                st[n][e] = p;
+                dpt[n][e] = ds;
+            }
+        accumulate<HDMAX>(gv, st, Gs, g, t);  /* dv += P^T dO */
+        accumulate<HDMAX>(gk, dpt, Qs, g, t); /* dk += dS^T Q */
+        h = hn;
+        q0 = qn;
+        /* the next tile's wait and barrier come before Q and dO change */
     }
-    __syncthreads(); /* the output rows overwrite other warps' score tiles */
-    int in = j < T;
-    add_rows<HDMAX>(in ? dk + row_at(b, T, j, KV, kh, hd) : NULL, St, gk, warp, c, half, hd);
-    add_rows<HDMAX>(in ? dv + row_at(b, T, j, KV, kh, hd) : NULL, St, gv, warp, c, half, hd);
+    float *const kd[2] = {cj[0] < T ? dk + row_at(b, T, cj[0], KV, kh, hd) : NULL,
+                          cj[1] < T ? dk + row_at(b, T, cj[1], KV, kh, hd) : NULL};
+    float *const vd[2] = {cj[0] < T ? dv + row_at(b, T, cj[0], KV, kh, hd) : NULL,
+                          cj[1] < T ? dv + row_at(b, T, cj[1], KV, kh, hd) : NULL};
+    add_rows<HDMAX>(kd, gk, t, hd);
+    add_rows<HDMAX>(vd, gv, t, hd);
 }
 
 /* ---- launches */
@@ -368,21 +584,19 @@ __global__ void __launch_bounds__(TC_THREADS)
 template <int HDMAX>
 static size_t fwd_smem()
 {
-    return 3 * tile_h_bytes<HDMAX>() + tile_s_bytes() + tile_p_bytes() +
-           sizeof(float) * TC_ROWS * tc_ld<HDMAX>::O;
+    return landing_bytes<HDMAX>() + 2 * tile_h_bytes<HDMAX>();
 }
 
 template <int HDMAX>
 static size_t dq_smem()
 {
-    return 4 * tile_h_bytes<HDMAX>() + 2 * tile_s_bytes() + tile_p_bytes();
+    return landing_bytes<HDMAX>() + 2 * tile_h_bytes<HDMAX>();
 }
 
 template <int HDMAX>
 static size_t dkdv_smem()
 {
-    return 4 * tile_h_bytes<HDMAX>() + 2 * tile_s_bytes() + 2 * tile_p_bytes() +
-           3 * sizeof(float) * TC_ROWS;
+    return landing_bytes<HDMAX>() + 2 * tile_h_bytes<HDMAX>() + 3 * sizeof(float) * TC_ROWS;
 }
 
 template <int HDMAX>

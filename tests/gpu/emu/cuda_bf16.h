@@ -1,4 +1,4 @@
-/* cuda_bf16.h (emulator) - the bf16 type and the two conversions the
+/* cuda_bf16.h (emulator) - the bf16 type (and its pair) and the conversions the
  * backend's kernels use, for the CPU emulator (cuda_runtime.h beside this
  * says how): round to nearest even, as the GPU's __float2bfloat16_rn. */
 #ifndef ALALLO_EMU_CUDA_BF16_H
@@ -23,6 +23,16 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f)
     u += 0x7fffu + ((u >> 16) & 1u);
     h.x = (uint16_t)(u >> 16);
     return h;
+}
+
+/* two bf16 in one 4-byte word, x first (the lower address), as CUDA's */
+struct alignas(4) __nv_bfloat162 {
+    __nv_bfloat16 x, y;
+};
+
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b)
+{
+    return __nv_bfloat162{__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
 }
 
 static inline float __bfloat162float(__nv_bfloat16 h)

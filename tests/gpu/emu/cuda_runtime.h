@@ -86,6 +86,12 @@ static inline T __shfl_down_sync(unsigned mask, T v, int delta)
     return v;
 }
 
+/* float2 as CUDA's: 8 bytes on 8 (the kernels read score pairs with it) */
+struct alignas(8) float2 {
+    float x, y;
+};
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+
 struct uint4 {
     unsigned x, y, z, w;
 };
