@@ -543,7 +543,6 @@ static void the_pass_fails_a_job_that_fits_only_at_lower_precision(void **state)
         json_decref(j);
     }
     free(second);
-    json_decref(j);
     free(id);
     h_free(h);
 }
