@@ -47,6 +47,27 @@ static void *dev_copy(const void *host, size_t bytes)
     return d;
 }
 
+/* NF4 tensor t's arrays on the device, as the trainer holds them; freed
+ * by nf4_device_free. */
+static struct cuda_nf4 nf4_to_device(const struct nf4_tensor *t)
+{
+    return (struct cuda_nf4){
+        .n = t->n,
+        .n_blocks = t->n_blocks,
+        .n_groups = t->n_groups,
+        .codes = dev_copy(t->codes, (t->n + 1) / 2),
+        .scale_codes = dev_copy(t->scale_codes, t->n_blocks),
+        .group_mean = dev_copy(t->group_mean, t->n_groups * 4),
+        .group_absmax = dev_copy(t->group_absmax, t->n_groups * 4),
+    };
+}
+
+static void nf4_device_free(struct cuda_nf4 *g)
+{
+    cuda_free((void *)g->codes), cuda_free((void *)g->scale_codes);
+    cuda_free((void *)g->group_mean), cuda_free((void *)g->group_absmax);
+}
+
 static void *dev_zero(size_t bytes)
 {
     void *d = cuda_alloc(bytes ? bytes : 1, 1);
@@ -519,15 +540,7 @@ static void nf4_matches_cpu(void **state)
         x[i] = rng_normal(&r) * (0.01f + 0.05f * (float)((i / NF4_BLOCK) % 13));
     struct nf4_tensor *t = nf4_quantize(x, n);
     assert_non_null(t);
-    struct cuda_nf4 g = {
-        .n = t->n,
-        .n_blocks = t->n_blocks,
-        .n_groups = t->n_groups,
-        .codes = dev_copy(t->codes, (t->n + 1) / 2),
-        .scale_codes = dev_copy(t->scale_codes, t->n_blocks),
-        .group_mean = dev_copy(t->group_mean, t->n_groups * 4),
-        .group_absmax = dev_copy(t->group_absmax, t->n_groups * 4),
-    };
+    struct cuda_nf4 g = nf4_to_device(t);
     nf4_range_case(&g, t, 0, n, 0);                      /* all of it */
     nf4_range_case(&g, t, 5 * NF4_BLOCK, 3 * NF4_BLOCK + 5, 0);
     nf4_range_case(&g, t, NF4_GROUP_VALUES, NF4_GROUP_VALUES, 0);
@@ -537,8 +550,7 @@ static void nf4_matches_cpu(void **state)
      * chunks of a width not a multiple of 64 would need) */
     nf4_range_case(&g, t, 5 * NF4_BLOCK + 3, 300, 0);
     nf4_range_case(&g, t, 48 * 7, 48 * 20, 0);
-    cuda_free((void *)g.codes), cuda_free((void *)g.scale_codes);
-    cuda_free((void *)g.group_mean), cuda_free((void *)g.group_absmax);
+    nf4_device_free(&g);
     nf4_free(t);
     free(x);
 }
@@ -580,15 +592,7 @@ static void nf4_gemm_case(int tw, int M, int N, int K, int lda, float alpha, flo
             float *c = &want[(size_t)i * N + j];
             *c = beta != 0.0f ? v + beta * *c : v;
         }
-    struct cuda_nf4 g = {
-        .n = t->n,
-        .n_blocks = t->n_blocks,
-        .n_groups = t->n_groups,
-        .codes = dev_copy(t->codes, (t->n + 1) / 2),
-        .scale_codes = dev_copy(t->scale_codes, t->n_blocks),
-        .group_mean = dev_copy(t->group_mean, t->n_groups * 4),
-        .group_absmax = dev_copy(t->group_absmax, t->n_groups * 4),
-    };
+    struct cuda_nf4 g = nf4_to_device(t);
     uint16_t *ad = dev_copy(ab, na * 2);
     float *cd = dev_copy(c0, nc * 4);
     cuda_nf4_gemm(tw, M, N, K, alpha, ad, lda, &g, cols, beta, cd, N);
@@ -604,8 +608,7 @@ static void nf4_gemm_case(int tw, int M, int N, int K, int lda, float alpha, flo
     fetch(again, cd, nc * 4);
     expect_same_bits(what, again, got, nc * 4, 4);
     cuda_free(ad), cuda_free(cd);
-    cuda_free((void *)g.codes), cuda_free((void *)g.scale_codes);
-    cuda_free((void *)g.group_mean), cuda_free((void *)g.group_absmax);
+    nf4_device_free(&g);
     nf4_free(t);
     free(x), free(wf), free(ab), free(c0), free(want), free(got), free(again);
 }

@@ -180,6 +180,29 @@ __device__ __forceinline__ void hold_rows(uint32_t (*a)[4], const bf16 *tile, in
     }
 }
 
+/* The two row tiles a backward block owns (Q and dO for dq, K and V for
+ * dk and dv): rows [r0, r0+TC_ROWS) of head h (of n) of src0 and src1
+ * fetched through the landing buffer, rounded into s0 and s1 (the walked
+ * tiles' buffers, free until the walk starts) and held in this warp's A
+ * fragments a0 and a1. Every thread of the block calls it. */
+template <int HDMAX>
+__device__ __forceinline__ void hold_two(uint32_t (*a0)[4], uint32_t (*a1)[4], float *raw,
+                                         bf16 *s0, bf16 *s1, const float *src0,
+                                         const float *src1, int b, int T, int r0, int n, int h,
+                                         int hd, bool vec, int warp, int g, int t)
+{
+    fetch<HDMAX>(raw, src0, b, T, r0, n, h, hd, vec);
+    fetch<HDMAX>(raw + TC_ROWS * HDMAX, src1, b, T, r0, n, h, hd, vec);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    land<HDMAX>(s0, raw, T, r0, hd);
+    land<HDMAX>(s1, raw + TC_ROWS * HDMAX, T, r0, hd);
+    __syncthreads();
+    hold_rows<HDMAX>(a0, s0, warp, g, t);
+    hold_rows<HDMAX>(a1, s1, warp, g, t);
+}
+
 /* c[n] (16, 8 a tile, NT tiles) = A (16, HDMAX) X^T, A held, X staged as
  * (TC_ROWS, HDMAX) rows: B's column j is X's row j (K or V forward and for
  * dq, Q or dO for dk/dv); the scores' (or dP's) rows of this warp. */
@@ -414,17 +437,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                      (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
 
     /* Q and dO land through K's and V's buffers, and stay in fragments */
-    fetch<HDMAX>(raw, q, b, T, q0, H, h, hd, vec);
-    fetch<HDMAX>(raw + TC_ROWS * HDMAX, dout, b, T, q0, H, h, hd, vec);
-    __pipeline_commit();
-    __pipeline_wait_prior(0);
-    __syncthreads();
-    land<HDMAX>(Ks, raw, T, q0, hd);
-    land<HDMAX>(Vs, raw + TC_ROWS * HDMAX, T, q0, hd);
-    __syncthreads();
     uint32_t qa[HDMAX / WM][4], ga[HDMAX / WM][4];
-    hold_rows<HDMAX>(qa, Ks, warp, g, t);
-    hold_rows<HDMAX>(ga, Vs, warp, g, t);
+    hold_two<HDMAX>(qa, ga, raw, Ks, Vs, q, dout, b, T, q0, H, h, hd, vec, warp, g, t);
 
     int klast = min(q0 + TC_ROWS - 1, T - 1);
     int k0 = next_meeting(seg, b, T, q0, 0, klast, 1); /* a barrier, as forward */
@@ -493,17 +507,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                      (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
 
     /* K and V land through Q's and dO's buffers, and stay in fragments */
-    fetch<HDMAX>(raw, k, b, T, k0, KV, kh, hd, vec);
-    fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, k0, KV, kh, hd, vec);
-    __pipeline_commit();
-    __pipeline_wait_prior(0);
-    __syncthreads();
-    land<HDMAX>(Qs, raw, T, k0, hd);
-    land<HDMAX>(Gs, raw + TC_ROWS * HDMAX, T, k0, hd);
-    __syncthreads();
     uint32_t ka[HDMAX / WM][4], va[HDMAX / WM][4];
-    hold_rows<HDMAX>(ka, Qs, warp, g, t);
-    hold_rows<HDMAX>(va, Gs, warp, g, t);
+    hold_two<HDMAX>(ka, va, raw, Qs, Gs, k, v, b, T, k0, KV, kh, hd, vec, warp, g, t);
     float gk[NO][4], gv[NO][4];
     for (int n = 0; n < NO; n++)
         for (int e = 0; e < 4; e++)
