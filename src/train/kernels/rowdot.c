@@ -120,6 +120,96 @@ AVX512 static void tile4x1_512(const float *x, const float *w, size_t ws, int n,
     }
 }
 
+/* out[i * 4 + j] = rowdot(x_i, w_j) for R (2 to 4) x rows x, x + xs, ...
+ * and four weight rows w, w + ws, ...: 4R products, each one AVX-512
+ * register of 16 lanes in rowdot's order (as tile4x1_512), so the same
+ * bits as a row alone. Each weight and x vector loaded serves several
+ * products, which makes a prompt's rows bound by the products rather than
+ * the loads; the caller runs every row group of a prompt against one
+ * block of four weight rows, so the block comes from memory once and from
+ * the caches after. The accumulators are named, not an array: the
+ * compiler keeps named vectors in registers, an array of them in memory. */
+
+/* The four weight vectors of step k, kept in registers. */
+#define W4(k) \
+    v16 p0, p1, p2, p3; \
+    memcpy(&p0, w + (k), sizeof p0); \
+    memcpy(&p1, w + ws + (k), sizeof p1); \
+    memcpy(&p2, w + 2 * ws + (k), sizeof p2); \
+    memcpy(&p3, w + 3 * ws + (k), sizeof p3); \
+    __asm__("" : "+v"(p0), "+v"(p1), "+v"(p2), "+v"(p3))
+
+/* x row i's vector at step k times the four weight vectors, into s[0..3]. */
+#define ROW4(i, k, s) \
+    do { \
+        v16 u_; \
+        memcpy(&u_, x + (i) * xs + (k), sizeof u_); \
+        __asm__("" : "+v"(u_)); \
+        s##0 += u_ * p0; \
+        s##1 += u_ * p1; \
+        s##2 += u_ * p2; \
+        s##3 += u_ * p3; \
+    } while (0)
+
+/* out[i * 4 + 0..3] from the accumulators s[0..3] of x row i. */
+#define PUT4(i, s) \
+    do { \
+        const v16 *acc_[4] = {&s##0, &s##1, &s##2, &s##3}; \
+        for (int j_ = 0; j_ < 4; j_++) { \
+            v8 lo_, hi_; \
+            memcpy(&lo_, acc_[j_], sizeof lo_); \
+            memcpy(&hi_, (const char *)acc_[j_] + sizeof lo_, sizeof hi_); \
+            out[(i) * 4 + j_] = finish(&lo_, &hi_, x + (i) * xs, w + j_ * ws, k, n); \
+        } \
+    } while (0)
+
+/* The tile at R rows (a constant where it is inlined: the rows past R and
+ * their accumulators drop out). */
+static inline __attribute__((always_inline, target("avx512f"))) void
+tile_rx4_512(const float *x, size_t xs, const float *w, size_t ws, int n, float *out, int R)
+{
+    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+    v16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};
+    int k = 0;
+    for (; k + 16 <= n; k += 16) {
+        W4(k);
+        ROW4(0, k, a);
+        ROW4(1, k, b);
+        if (R > 2)
+            ROW4(2, k, c);
+        if (R > 3)
+            ROW4(3, k, d);
+    }
+    PUT4(0, a);
+    PUT4(1, b);
+    if (R > 2)
+        PUT4(2, c);
+    if (R > 3)
+        PUT4(3, d);
+}
+
+AVX512 static void tile4x4_512(const float *x, size_t xs, const float *w, size_t ws, int n,
+                               float *out)
+{
+    tile_rx4_512(x, xs, w, ws, n, out, 4);
+}
+
+AVX512 static void tile3x4_512(const float *x, size_t xs, const float *w, size_t ws, int n,
+                               float *out)
+{
+    tile_rx4_512(x, xs, w, ws, n, out, 3);
+}
+
+AVX512 static void tile2x4_512(const float *x, size_t xs, const float *w, size_t ws, int n,
+                               float *out)
+{
+    tile_rx4_512(x, xs, w, ws, n, out, 2);
+}
+
+#undef W4
+#undef ROW4
+#undef PUT4
+
 /* out[i * 2 + j] = rowdot(x_i, w_j) for x rows x, x + xs and weight rows w,
  * w + ws; with ahead > 0 the weights `ahead` floats on (the next block's)
  * are fetched meanwhile. */
@@ -168,23 +258,47 @@ static void put(float *y, int out, int i, int o, int j, float dot, const float *
     y[(size_t)i * out + o + j] = dot + (bias ? bias[o + j] : 0.0f);
 }
 
-/* Outputs [o, o + m) (m <= 4) of every row, in tiles when `tiles`. */
+/* Outputs [o, o + m) (m <= 4) of every row, in tiles when `tiles`: on
+ * AVX-512 (tiles 2) two to four rows at a time by the four weight rows (a
+ * lone row one by four); on AVX2 (tiles 1) two rows by two weight rows,
+ * then one row by four. */
 static void block(float *y, const float *x, int n, const float *w, const float *bias, int out,
                   int in, int o, int m, int tiles)
 {
-    float t[4];
+    float t[16];
     const float *wo = w + (size_t)o * in;
-    int i = 0, pairs = tiles ? m / 2 * 2 : 0; /* outputs done two by two */
+    int i = 0;
+    if (tiles > 1 && m == 4 && n > 1) {
+        /* groups of 2 to 4 rows, as even as they come: a lone row left
+         * over would load as much as a group for a quarter of its work */
+        int groups = (n + 3) / 4;
+        for (int g = 0; g < groups; g++) {
+            int rows = n / groups + (g < n % groups);
+            const float *xg = x + (size_t)i * in;
+            if (rows == 4)
+                tile4x4_512(xg, (size_t)in, wo, (size_t)in, in, t);
+            else if (rows == 3)
+                tile3x4_512(xg, (size_t)in, wo, (size_t)in, in, t);
+            else
+                tile2x4_512(xg, (size_t)in, wo, (size_t)in, in, t);
+            for (int a = 0; a < rows; a++)
+                for (int b = 0; b < 4; b++)
+                    put(y, out, i + a, o, b, t[a * 4 + b], bias);
+            i += rows;
+        }
+    }
+    int first = i; /* rows [first, n) are left */
+    int pairs = tiles == 1 || (tiles > 1 && m != 4) ? m / 2 * 2 : 0; /* outputs two by two */
     for (; pairs && i + 2 <= n; i += 2)
         for (int j = 0; j < pairs; j += 2) {
             tile2x2(x + (size_t)i * in, (size_t)in, wo + (size_t)j * in, (size_t)in, in,
-                    i == 0 ? (size_t)4 * in : 0, t);
+                    i == first ? (size_t)4 * in : 0, t);
             for (int a = 0; a < 2; a++)
                 for (int b = 0; b < 2; b++)
                     put(y, out, i + a, o, j + b, t[a * 2 + b], bias);
         }
-    for (int r = 0; r < n; r++) {
-        int j = r < i ? pairs : 0; /* rows [0, i) have their pairs done */
+    for (int r = first; r < n; r++) {
+        int j = r < i ? pairs : 0; /* rows [first, i) have their pairs done */
         if (tiles && j == 0 && m == 4) {
             if (tiles > 1)
                 tile4x1_512(x + (size_t)r * in, wo, (size_t)in, in, t);

@@ -153,11 +153,11 @@ static int work_fit(struct decode_work *w, const struct model *m, int rows, int 
 }
 
 /* y (n,out) = x (n,in) W^T + b for an fp32 W, each weight row read once
- * for all n rows (a decode step reads the weights, it does not reuse
- * them), in register tiles, each output one fixed-order dot product
- * (kernels/rowdot.h): a row's result never depends on n or on the
+ * for all n rows, in register tiles, each output one fixed-order dot
+ * product (kernels/rowdot.h): a row's result never depends on n or on the
  * threads, so a sequence decoded in a batch gets the numbers it gets
- * alone. The model's own adapter, if any, as linear_forward adds it. */
+ * alone, and a prompt's rows the numbers its tokens get decoded one at a
+ * time. The model's own adapter, if any, as linear_forward adds it. */
 static void rows_times_wt(const struct linear *l, float *y, const float *x, int n, float *xa)
 {
     rowdot_times_wt(y, x, n, l->w, l->bias, l->out, l->in);
@@ -167,37 +167,53 @@ static void rows_times_wt(const struct linear *l, float *y, const float *x, int 
     }
 }
 
-/* y (n rows) = x W^T + b (+ the model's adapter): one-token rows by
- * rows_times_wt when W is fp32, else (and for a prompt's rows) by
+/* A prompt of at most this many tokens goes through the tiles, a longer
+ * one through the packed product: at 21 rows of the 1B shape's products
+ * the tiles run 1.4x to 1.6x the packed product, from about 32 rows the
+ * packed one is ahead, at 64 and more well ahead (it fuses the multiply
+ * and the add; bench/serve/prefill_flops.sh). The rule reads a prompt's
+ * own length only, so the prompts beside it never change its numbers. */
+#define TILE_PROMPT_MAX 32
+
+/* The kinds of rows, in the order decode_forward lays them out: each kind
+ * is one run of rows, one product a matrix. */
+enum row_kind { ROWS_LONG_PROMPT, ROWS_SHORT_PROMPT, ROWS_ONE_TOKEN, ROW_KINDS };
+
+static enum row_kind row_kind(int n)
+{
+    return n == 1 ? ROWS_ONE_TOKEN : n <= TILE_PROMPT_MAX ? ROWS_SHORT_PROMPT : ROWS_LONG_PROMPT;
+}
+
+/* y (n rows) = x W^T + b (+ the model's adapter): by rows_times_wt when W
+ * is fp32 and the rows are one-token rows or short prompts, else by
  * linear_forward. */
-static void times_wt(const struct linear *l, float *y, const float *x, int n, bool one_token,
+static void times_wt(const struct linear *l, float *y, const float *x, int n, enum row_kind kind,
                      struct decode_work *w)
 {
-    if (one_token && l->kind == WK_F32 && l->w)
+    if (kind != ROWS_LONG_PROMPT && l->kind == WK_F32 && l->w)
         rows_times_wt(l, y, x, n, w->xa);
     else
         linear_forward(l, y, x, n, w->xa, &w->ls);
 }
 
 /* y (rows) = the projection p of layer l of x, each sequence's adapter
- * added to its own rows. Consecutive sequences of one token (decode
- * steps) go through rows_times_wt together, those of a prompt through
- * linear_forward together. */
+ * added to its own rows. Consecutive sequences of one kind of rows go
+ * through times_wt together. */
 static void project(struct model *m, struct decode_work *w, int l, int p, float *y,
                     const float *x, const struct decode_seq *seqs, int n_seq, int rows)
 {
     const struct linear *base = &m->layers[l].proj[p];
     (void)rows;
     for (int s = 0, row0 = 0; s < n_seq;) {
-        bool one = seqs[s].n == 1;
+        enum row_kind kind = row_kind(seqs[s].n);
         int run = 0, e = s;
-        for (; e < n_seq && (seqs[e].n == 1) == one; e++)
+        for (; e < n_seq && row_kind(seqs[e].n) == kind; e++)
             run += seqs[e].n;
         if (l == 0 && p == PROJ_Q) { /* one product per matrix: one pass over the weights */
-            w->passes.prompt += !one;
-            w->passes.token += one;
+            w->passes.prompt += kind != ROWS_ONE_TOKEN;
+            w->passes.token += kind == ROWS_ONE_TOKEN;
         }
-        times_wt(base, y + (size_t)row0 * base->out, x + (size_t)row0 * base->in, run, one, w);
+        times_wt(base, y + (size_t)row0 * base->out, x + (size_t)row0 * base->in, run, kind, w);
         row0 += run;
         s = e;
     }
@@ -287,13 +303,14 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
     if (rows < 1 || model_rope_ensure(m, ctx) ||
         work_fit(w, m, rows, n_seq, ctx, widest_rank(m, seqs, n_seq)))
         return -1;
-    /* The prompts' rows first, then the one-token rows, each in the
-     * caller's order: each kind is one run of rows, one product a matrix.
-     * A prompt of one token is a one-token row, as it is alone. */
+    /* The long prompts' rows first, then the short prompts', then the
+     * one-token rows, each in the caller's order: each kind is one run of
+     * rows, one product a matrix. A prompt of one token is a one-token
+     * row, as it is alone. */
     int n_order = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int kind = 0; kind < ROW_KINDS; kind++)
         for (int s = 0; s < n_seq; s++)
-            if ((seqs[s].n == 1) == (pass == 1)) {
+            if (row_kind(seqs[s].n) == (enum row_kind)kind) {
                 w->from[n_order] = s;
                 w->order[n_order++] = seqs[s];
             }
@@ -355,7 +372,7 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
     }
     ops_rmsnorm_forward(w->lnl, w->rstd, w->last, m->norm_f, n_seq, C, c->rms_eps);
     struct linear *head = c->tied ? &m->embed : &m->head;
-    times_wt(head, logits, w->lnl, n_seq, true, w); /* one row per sequence */
+    times_wt(head, logits, w->lnl, n_seq, ROWS_ONE_TOKEN, w); /* one row per sequence */
     if (c->final_softcap > 0.0f)
         ops_softcap(logits, (size_t)n_seq * c->vocab, c->final_softcap);
     return 0;

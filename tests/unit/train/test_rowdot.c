@@ -1,6 +1,8 @@
 /* test_rowdot.c - the decode path's products (train/kernels/rowdot.h): a
  * row's outputs are the same bits whatever the number of rows beside it
- * (1 to 9: the tiles of two rows and the odd row), whatever the outputs'
+ * (1 to 13 and 21: on AVX2 the tiles of two rows and the odd row, on
+ * AVX-512 groups of two to four rows, a prompt's 21 as 4+4+4+3+3+3, and the
+ * lone row), whatever the outputs'
  * count (the tiles of two and four outputs and what is left) and the
  * width (the 16-lane part and the tail), with a bias or none; and each is
  * the dot product, to float precision. */
@@ -26,10 +28,12 @@ static void batch_equals_alone(void **state)
     (void)state;
     const int ins[] = {1, 15, 16, 17, 37, 768, 773};
     const int outs[] = {1, 2, 3, 4, 5, 7, 9, 64};
+    const int rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 21};
     uint32_t seed = 7;
     for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
         for (size_t b = 0; b < sizeof outs / sizeof outs[0]; b++)
-            for (int n = 1; n <= 9; n++) {
+            for (size_t c = 0; c < sizeof rows / sizeof rows[0]; c++) {
+                int n = rows[c];
                 int in = ins[a], out = outs[b];
                 float *x = malloc(sizeof(float) * (size_t)n * in);
                 float *w = malloc(sizeof(float) * (size_t)out * in);

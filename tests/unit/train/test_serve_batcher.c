@@ -1,6 +1,7 @@
 /* test_serve_batcher.c - the inference engine's decode path: a KV cache
  * holds what a sequence was fed (its length grows by each step, its keys
- * are those of recomputation); continuous batching of several sequences
+ * are those of recomputation); a short prompt's numbers are its tokens'
+ * fed one at a time, bit for bit; continuous batching of several sequences
  * of one base, each with its own LoRA adapter or none, joining at
  * different steps, gives every one the tokens `alallo generate`'s path
  * (gen_ids, the adapter loaded into the model) gives it alone; prompts
@@ -115,6 +116,93 @@ static void kv_cache_grows_with_each_step(void **state)
     decode_work_free(w);
     kv_cache_free(&a);
     kv_cache_free(&b);
+    gen_close(g);
+}
+
+/* Feeds ids[0..n) to a fresh cache of cap 48 as one prompt (one = false)
+ * or a token at a time; the last logits into out (257). */
+static void feed(struct model *m, struct decode_work *w, struct kv_cache *kv, const int32_t *ids,
+                 int n, bool one, float *out)
+{
+    assert_int_equal(kv_cache_init(kv, m, 48), 0);
+    for (int i = 0; i < n; i += one ? 1 : n) {
+        struct decode_seq s = {kv, ids + i, one ? 1 : n, NULL};
+        assert_int_equal(decode_forward(m, w, &s, 1, out), 0);
+    }
+    assert_int_equal(kv->len, n);
+}
+
+/* A short prompt (at most 32 tokens) goes through the one-token rows'
+ * products: its keys, values and last logits are the bits of its tokens
+ * fed one at a time. A long one (40) goes through the packed product:
+ * the same to float precision. In a batch of a long prompt, a short one
+ * and a decode step, each gets the bits it gets alone. */
+static void short_prompt_is_its_tokens_one_at_a_time(void **state)
+{
+    (void)state;
+    char err[512];
+    struct generator *g = gen_open(model_dir, NULL, err, sizeof err);
+    assert_non_null(g);
+    struct model *m = gen_model(g);
+    struct decode_work *w = decode_work_new();
+    int32_t ids[41];
+    for (int i = 0; i < 41; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % 257);
+    float la[257], lb[257];
+    const int lens[] = {2, 5, 32, 40};
+    for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+        int n = lens[c];
+        struct kv_cache a = {0}, b = {0};
+        feed(m, w, &a, ids, n, false, la);
+        feed(m, w, &b, ids, n, true, lb);
+        size_t per = (size_t)n * a.kd;
+        for (int l = 0; l < a.layers; l++) {
+            size_t at = (size_t)l * a.cap * a.kd;
+            if (n <= 32) {
+                assert_memory_equal(a.k + at, b.k + at, per * sizeof(float));
+                assert_memory_equal(a.v + at, b.v + at, per * sizeof(float));
+            } else {
+                for (size_t i = 0; i < per; i++) {
+                    assert_float_equal(a.k[at + i], b.k[at + i], 1e-4);
+                    assert_float_equal(a.v[at + i], b.v[at + i], 1e-4);
+                }
+            }
+        }
+        if (n <= 32)
+            assert_memory_equal(la, lb, sizeof la);
+        for (int j = 0; j < 257; j++)
+            assert_float_equal(la[j], lb[j], 1e-3);
+        kv_cache_free(&a);
+        kv_cache_free(&b);
+    }
+    /* alone: a long prompt, a short one, and a step after 7 tokens */
+    float alone_l[3][257];
+    struct kv_cache kv[3] = {{0}};
+    feed(m, w, &kv[0], ids, 40, false, alone_l[0]);
+    feed(m, w, &kv[1], ids + 1, 9, false, alone_l[1]);
+    feed(m, w, &kv[2], ids + 2, 7, false, alone_l[2]);
+    struct decode_seq step = {&kv[2], ids + 9, 1, NULL};
+    assert_int_equal(decode_forward(m, w, &step, 1, alone_l[2]), 0);
+    for (int k = 0; k < 3; k++)
+        kv_cache_free(&kv[k]);
+    /* together, the step first */
+    struct kv_cache t[3] = {{0}};
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(kv_cache_init(&t[k], m, 48), 0);
+    float ahead[257];
+    struct decode_seq warm = {&t[2], ids + 2, 7, NULL};
+    assert_int_equal(decode_forward(m, w, &warm, 1, ahead), 0);
+    struct decode_seq both[3] = {{&t[2], ids + 9, 1, NULL},
+                                 {&t[0], ids, 40, NULL},
+                                 {&t[1], ids + 1, 9, NULL}};
+    float together[3 * 257];
+    assert_int_equal(decode_forward(m, w, both, 3, together), 0);
+    assert_memory_equal(together, alone_l[2], sizeof alone_l[2]);
+    assert_memory_equal(together + 257, alone_l[0], sizeof alone_l[0]);
+    assert_memory_equal(together + 2 * 257, alone_l[1], sizeof alone_l[1]);
+    for (int k = 0; k < 3; k++)
+        kv_cache_free(&t[k]);
+    decode_work_free(w);
     gen_close(g);
 }
 
@@ -446,6 +534,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kv_cache_grows_with_each_step),
+        cmocka_unit_test(short_prompt_is_its_tokens_one_at_a_time),
         cmocka_unit_test(batch_gives_each_its_own_answer),
         cmocka_unit_test(joining_prompts_are_prefilled_in_one_pass),
         cmocka_unit_test(logprobs_are_the_models_log_softmax),
