@@ -21,7 +21,9 @@
 # a sequence of its own each (one per client). It prints one JSON line per
 # model, way and concurrency: p50 and p99 latency (ms), p50 and p99 time
 # to first token (ms: the first chunk with text, or llama.cpp's first
-# token), requests/s, tokens/s. THREADS (default: every CPU) sets the
+# token; at one client, where no answer had text, as a random shape's
+# tokens past the tokenizer's vocabulary have none, the whole time of a
+# one-token completion, marked ttft_by), requests/s, tokens/s. THREADS (default: every CPU) sets the
 # engine's, the children's and llama.cpp's threads.
 #
 # The way adapters is the engine serving ADAPTERS (default 8) different
