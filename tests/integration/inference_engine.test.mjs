@@ -174,13 +174,16 @@ describe('the resident inference engine', () => {
 
   test('requests waiting when a step starts are prefilled together in one pass, each its own answer', async () => {
     // Four requests (the base on two prompts, the LoRA job's and the
-    // checkpoint's adapters; prompts of different lengths) reach the engine
+    // checkpoint's adapters; short prompts of different lengths) reach the engine
     // while it is stopped, so all of them wait when it goes on: their
     // prompts go through the weights in one pass (the stats' prefill_passes),
     // and each answers as `alallo generate` does alone.
     const tiny = path.join(models, 'tiny');
     const jobs = path.join(s.data, 'jobs');
-    const other = 'Review: the worst plot and a dull cast, two hours lost\nSentiment:';
+    // Both prompts are short (at most 32 tokens, even a byte a token): short
+    // prompts share one product a matrix, a long one would take another
+    // (docs/serving.md).
+    const other = 'Review: dull\nSentiment:';
     const asks = [
       { adapter: null, prompt: PROMPT },
       { adapter: path.join(jobs, lora.id, 'out/adapter'), prompt: PROMPT },

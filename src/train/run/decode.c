@@ -196,9 +196,19 @@ static void times_wt(const struct linear *l, float *y, const float *x, int n, en
         linear_forward(l, y, x, n, w->xa, &w->ls);
 }
 
+/* Which product rows of kind k join through weight l: with an fp32
+ * weight the short prompts' rows and the one-token rows take the same
+ * tiles (one order of sums), so they are one product, one read of the
+ * weight; otherwise each kind is a product of its own. */
+static int product_of(const struct linear *l, enum row_kind k)
+{
+    bool tiles = l->kind == WK_F32 && l->w;
+    return tiles && k == ROWS_ONE_TOKEN ? ROWS_SHORT_PROMPT : (int)k;
+}
+
 /* y (rows) = the projection p of layer l of x, each sequence's adapter
- * added to its own rows. Consecutive sequences of one kind of rows go
- * through times_wt together. */
+ * added to its own rows. Consecutive sequences whose rows join one
+ * product (product_of) go through times_wt together. */
 static void project(struct model *m, struct decode_work *w, int l, int p, float *y,
                     const float *x, const struct decode_seq *seqs, int n_seq, int rows)
 {
@@ -206,12 +216,15 @@ static void project(struct model *m, struct decode_work *w, int l, int p, float 
     (void)rows;
     for (int s = 0, row0 = 0; s < n_seq;) {
         enum row_kind kind = row_kind(seqs[s].n);
-        int run = 0, e = s;
-        for (; e < n_seq && row_kind(seqs[e].n) == kind; e++)
+        int product = product_of(base, kind), run = 0, e = s;
+        bool prompt = false;
+        for (; e < n_seq && product_of(base, row_kind(seqs[e].n)) == product; e++) {
             run += seqs[e].n;
+            prompt |= seqs[e].n > 1;
+        }
         if (l == 0 && p == PROJ_Q) { /* one product per matrix: one pass over the weights */
-            w->passes.prompt += kind != ROWS_ONE_TOKEN;
-            w->passes.token += kind == ROWS_ONE_TOKEN;
+            w->passes.prompt += prompt;
+            w->passes.token += !prompt;
         }
         times_wt(base, y + (size_t)row0 * base->out, x + (size_t)row0 * base->in, run, kind, w);
         row0 += run;

@@ -6,8 +6,8 @@
  *
  * decode_forward runs the new tokens of every sequence of a batch through
  * the model together: each linear layer is one matrix product over the
- * rows of all the long prompts, one over the short prompts' (at most 32
- * tokens) and one over all the one-token rows (decode steps), each in the
+ * rows of all the long prompts and one over the short prompts' (at most
+ * 32 tokens) and all the one-token rows (decode steps) together, each in the
  * order of operations it has alone (the trainer's packed product for long
  * prompts, kernels/rowdot.h's fixed order for the rest, so a short
  * prompt's rows get the numbers its tokens get decoded one at a time; a
@@ -64,9 +64,11 @@ struct decode_work *decode_work_new(void);
 void decode_work_free(struct decode_work *w); /* NULL is fine */
 
 /* The products a work's batches made, counted on one matrix (each pass
- * reads every weight of the model once): `prompt` over prompts' rows (a
- * pass for each kind, long and short, in a batch),
- * `token` over one-token rows (decode steps, and prompts of one token). */
+ * reads every weight of the model once): `prompt` the passes that carry
+ * prompts' rows (one for the long prompts of a batch, one for its short
+ * prompts, with the decode rows beside them when the weights are fp32),
+ * `token` the passes of one-token rows alone (decode steps, and prompts
+ * of one token). */
 struct decode_passes {
     unsigned long long prompt, token;
 };
@@ -75,11 +77,12 @@ struct decode_passes decode_work_passes(const struct decode_work *w);
 /* Runs the batch: every sequence's tokens fill its cache (kv->len grows by
  * n; n + len must fit cap) and logits (n_seq, vocab) get the logits of
  * each sequence's last new token, in the order of seqs. The rows of all
- * long prompts go through each matrix in one product, those of all short
- * prompts in another and the one-token rows in a third (one pass over the
- * weights for each kind, whatever the order in seqs): a row's product is
- * the one it gets alone, so neither the batch nor its order changes a
- * sequence's numbers. 0, or -1 when memory ran out (the caches are then as before). */
+ * long prompts go through each matrix in one product, and those of all
+ * short prompts and the one-token rows in another (with an fp32 weight
+ * they share the tiles' order; through other weights they are two
+ * products), whatever the order in seqs: a row's product is the one it
+ * gets alone, so neither the batch nor its order changes a sequence's
+ * numbers. 0, or -1 when memory ran out (the caches are then as before). */
 int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *seqs, int n_seq,
                    float *logits /* OUT */);
 

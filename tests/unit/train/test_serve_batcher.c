@@ -347,8 +347,9 @@ static void joining_prompts_are_prefilled_in_one_pass(void **state)
     struct batch_seq *mixed[] = {&seqs[2], &seqs[0], &seqs[3], &seqs[1], &seqs[4], &seqs[5]};
     assert_int_equal(batcher_step(b, mixed, 6), 0);
     struct decode_passes after = batcher_passes(b);
+    /* short prompts and decode rows through an fp32 weight: one product */
     assert_int_equal(after.prompt - before.prompt, 1);
-    assert_int_equal(after.token - before.token, 1);
+    assert_int_equal(after.token - before.token, 0);
     for (;;) {
         struct batch_seq *run[6];
         int n = 0;
