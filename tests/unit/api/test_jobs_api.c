@@ -255,6 +255,8 @@ static void create_shapes_and_defaults(void **state)
     assert_string_equal(h_str(json_object_get(j, "estimate"), "message"),
                         "No capacity is free right now; the job would wait in the queue.");
     assert_true(json_is_array(json_object_get(j, "attempts")));
+    char id[64]; /* kept: j is gone with r */
+    snprintf(id, sizeof id, "%s", h_str(j, "id"));
     reply_free(&r);
 
     /* Every further hyper-parameter set reaches the job as given. */
@@ -286,7 +288,19 @@ static void create_shapes_and_defaults(void **state)
 
     /* Its first event is the creation, in OpenAI's shape. */
     char path[128];
-    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", h_str(j, "id"));
+    snprintf(path, sizeof path, "/v1/fine_tuning/jobs/%s/events", id);
+    struct reply r3 = h_call(h, "GET", path, NULL, h->key, NULL);
+    assert_int_equal(r3.status, 200);
+    assert_string_equal(h_str(r3.json, "object"), "list");
+    json_t *data = json_object_get(r3.json, "data");
+    assert_int_equal(json_array_size(data), 1);
+    json_t *ev = json_array_get(data, 0);
+    assert_string_equal(h_str(ev, "object"), "fine_tuning.job.event");
+    assert_string_equal(h_str(ev, "level"), "info");
+    assert_string_equal(h_str(ev, "type"), "message");
+    assert_non_null(strstr(h_str(ev, "message"), "Created fine-tuning job"));
+    assert_true(json_is_integer(json_object_get(ev, "created_at")));
+    reply_free(&r3);
     free(file);
     h_free(h);
 }
