@@ -44,7 +44,13 @@ export function storeArgs(root, name = `bench_${process.pid}_${++databases}`) {
 // Returns { url, key, workerToken, sample, serve, tmp, data, models, store, stop() }.
 export async function startService({ bin, root, shapes, args, prefix, builtin = false }) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
+  let serve = null;
+  // one exit handler a service, taken off when it is stopped
+  const cleanup = () => {
+    if (serve) serve.kill('SIGKILL');
+    fs.rmSync(tmp, { recursive: true, force: true });
+  };
+  process.on('exit', cleanup);
   const sample = path.join(root, 'examples/sentiment-train.jsonl');
   const tok = path.join(tmp, 'tokenizer.json');
   alallo(bin, ['tokenizer', 'train', '--input', sample, '--vocab-size', '400', '--out', tok]);
@@ -56,11 +62,10 @@ export async function startService({ bin, root, shapes, args, prefix, builtin = 
   const port = await freePort();
   const data = path.join(tmp, 'data');
   const store = storeArgs(root);
-  const serve = spawn(bin, ['serve', '--port', String(port), '--data', data, ...store, '--models', models, ...args],
+  serve = spawn(bin, ['serve', '--port', String(port), '--data', data, ...store, '--models', models, ...args],
     { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   serve.stderr.on('data', (d) => (log = (log + d).slice(-20000)));
-  process.on('exit', () => serve.kill('SIGKILL'));
   const url = `http://127.0.0.1:${port}`;
   const ready = () => ['api-key', 'worker-token'].every((f) => fs.existsSync(path.join(data, f)));
   for (let i = 0; ; i++) {
@@ -72,7 +77,17 @@ export async function startService({ bin, root, shapes, args, prefix, builtin = 
   }
   const read = (f) => fs.readFileSync(path.join(data, f), 'utf8').trim();
   return { url, key: read('api-key'), workerToken: read('worker-token'), sample, serve, tmp, data,
-    models, store, stop: () => serve.kill('SIGTERM') };
+    models, store, stop: () => {
+      // its folder goes when it has ended, or with this process if that is first
+      const rm = () => fs.rmSync(tmp, { recursive: true, force: true });
+      process.off('exit', cleanup);
+      process.on('exit', rm);
+      serve.once('exit', () => {
+        rm();
+        process.off('exit', rm);
+      });
+      serve.kill('SIGTERM');
+    } };
 }
 
 // Uploads data sets of the first n examples of the sample, for each n;

@@ -23,7 +23,13 @@
 # to first token (ms: the first chunk with text, or llama.cpp's first
 # token; at one client, where no answer had text, as a random shape's
 # tokens past the tokenizer's vocabulary have none, the whole time of a
-# one-token completion, marked ttft_by), requests/s, tokens/s. THREADS (default: every CPU) sets the
+# one-token completion, marked ttft_by), requests/s, tokens/s.
+#
+# RELOAD=1 starts the ways' services again and loads llama.cpp's model
+# again (read into memory, not mapped) before every round after the
+# first: on a VM, how fast a process reads its weights can depend on
+# where its memory landed (docs/serving.md), and each round then draws
+# that again for every way. THREADS (default: every CPU) sets the
 # engine's, the children's and llama.cpp's threads.
 #
 # The way adapters is the engine serving ADAPTERS (default 8) different

@@ -16,6 +16,7 @@ const WAYS = (process.env.WAYS || 'engine,child,llama.cpp').split(',');
 const BASELINE = process.env.BASELINE; // another alallo binary: the way 'baseline' is its engine
 const ADAPTERS = Number(process.env.ADAPTERS || 8);
 const ADAPTER_STEPS = Number(process.env.ADAPTER_STEPS || 20);
+const RELOAD = process.env.RELOAD === '1'; // every way loads its model again before each round
 if (WAYS.includes('baseline') && !BASELINE) throw new Error('the way baseline needs BASELINE=path/to/alallo');
 const SEQUENCES = Math.max(...CONCURRENT); // llama.cpp's sequences: one per client
 const TOKENS = 16;
@@ -154,21 +155,37 @@ for (const [name, dir] of models) {
   const gguf = path.join(work, `${name}.gguf`);
   alallo(bin, ['export', '--model-dir', dir, '--format', 'gguf', '--dtype', 'f32', '--out', gguf]);
   const shared = ['--local-worker', 'none', '--inference-threads', String(THREADS)];
-  const engine = await startService({ bin, root, shapes: [], args: shared, prefix: 'alallo-bench-engine-' });
-  const child = await startService({ bin, root, shapes: [], args: [...shared, '--inference', 'child'], prefix: 'alallo-bench-child-' });
-  const baseline = WAYS.includes('baseline') ? await startService({ bin: BASELINE, root, shapes: [], args: shared, prefix: 'alallo-bench-baseline-' }) : null;
+  // The services of the ways engine, child and baseline, each with the
+  // model linked in (started again for each round under RELOAD).
+  const startWays = async () => {
+    const svcs = {
+      engine: await startService({ bin, root, shapes: [], args: shared, prefix: 'alallo-bench-engine-' }),
+      child: await startService({ bin, root, shapes: [], args: [...shared, '--inference', 'child'], prefix: 'alallo-bench-child-' }),
+      baseline: WAYS.includes('baseline') ? await startService({ bin: BASELINE, root, shapes: [], args: shared, prefix: 'alallo-bench-baseline-' }) : null,
+    };
+    for (const svc of Object.values(svcs).filter(Boolean)) fs.symlinkSync(dir, path.join(svc.models, name));
+    return svcs;
+  };
+  let { engine, child, baseline } = await startWays();
   // the adapters' service: its local worker trains them, then idles
   const tuned = WAYS.includes('adapters')
     ? await startService({ bin, root, shapes: [], args: ['--local-worker', `name=w,cpus=${THREADS},mem=16G`, '--inference-threads', String(THREADS)], prefix: 'alallo-bench-adapters-' })
     : null;
-  for (const svc of [engine, child, baseline, tuned].filter(Boolean)) fs.symlinkSync(dir, path.join(svc.models, name));
+  if (tuned) fs.symlinkSync(dir, path.join(tuned.models, name));
   const adapters = tuned ? await trainAdapters(tuned, name) : [];
   let turn = 0;
-  const model = await llama.loadModel({ modelPath: gguf });
+  // llama.cpp's model and context (under RELOAD read into memory of its
+  // own, not mapped, so that loading again takes new memory as the
+  // engine's does; the file's cached pages would be the same each time)
+  const loadLlama = async () => {
+    const model = await llama.loadModel({ modelPath: gguf, ...(RELOAD ? { useMmap: false } : {}) });
+    const ctx = await model.createContext({ contextSize: 256, sequences: SEQUENCES, threads: THREADS });
+    return { model, ctx, eos: model.tokens.eos, free: Array.from({ length: SEQUENCES }, () => ctx.getSequence()) };
+  };
+  let lm = await loadLlama();
+  const model = lm.model;
   const ids = JSON.parse(alallo(bin, ['tokenizer', 'encode', '--tokenizer', path.join(dir, 'tokenizer.json'), '--text', PROMPT]));
   const prompt = [model.tokens.bos, ...ids];
-  const ctx = await model.createContext({ contextSize: 256, sequences: SEQUENCES, threads: THREADS });
-  const lm = { ctx, eos: model.tokens.eos, free: Array.from({ length: SEQUENCES }, () => ctx.getSequence()) };
   const every = {
     engine: () => viaApi(engine, name),
     child: () => viaApi(child, name),
@@ -186,12 +203,22 @@ for (const [name, dir] of models) {
   for (const c of CONCURRENT) {
     const all = Object.fromEntries(WAYS.map((w) => [w, []]));
     const secs = Object.fromEntries(WAYS.map((w) => [w, 0]));
-    for (let r = 0; r < ROUNDS; r++)
+    for (let r = 0; r < ROUNDS; r++) {
+      if (RELOAD && r > 0) { // new processes, new memory: this VM's memory is not all as fast
+        for (const svc of [engine, child, baseline].filter(Boolean)) svc.stop();
+        await lm.ctx.dispose();
+        await lm.model.dispose();
+        await new Promise((res) => setTimeout(res, 500));
+        ({ engine, child, baseline } = await startWays());
+        lm = await loadLlama();
+        for (const way of Object.keys(ways)) if (way !== 'adapters') await ways[way](); // warm: each loads its model
+      }
       for (const way of Object.keys(ways)) {
         const got = await round(c, PER[c], ways[way]);
         all[way].push(...got.out);
         secs[way] += got.s;
       }
+    }
     // Where no answer had text (a random shape's tokens past the
     // tokenizer's vocabulary decode to nothing), the time to first token
     // is measured as the whole time of a one-token completion, alone, in
@@ -227,7 +254,7 @@ for (const [name, dir] of models) {
     }
   }
   await lm.ctx.dispose();
-  await model.dispose();
+  await lm.model.dispose();
   engine.stop();
   child.stop();
   if (baseline) baseline.stop();
