@@ -184,13 +184,20 @@ static enum row_kind row_kind(int n)
     return n == 1 ? ROWS_ONE_TOKEN : n <= TILE_PROMPT_MAX ? ROWS_SHORT_PROMPT : ROWS_LONG_PROMPT;
 }
 
+/* Whether weight l goes through the tiles for one-token rows and short
+ * prompts: it must be fp32 and held in memory. */
+static bool tiled(const struct linear *l)
+{
+    return l->kind == WK_F32 && l->w;
+}
+
 /* y (n rows) = x W^T + b (+ the model's adapter): by rows_times_wt when W
  * is fp32 and the rows are one-token rows or short prompts, else by
  * linear_forward. */
 static void times_wt(const struct linear *l, float *y, const float *x, int n, enum row_kind kind,
                      struct decode_work *w)
 {
-    if (kind != ROWS_LONG_PROMPT && l->kind == WK_F32 && l->w)
+    if (kind != ROWS_LONG_PROMPT && tiled(l))
         rows_times_wt(l, y, x, n, w->xa);
     else
         linear_forward(l, y, x, n, w->xa, &w->ls);
@@ -202,8 +209,7 @@ static void times_wt(const struct linear *l, float *y, const float *x, int n, en
  * weight; otherwise each kind is a product of its own. */
 static int product_of(const struct linear *l, enum row_kind k)
 {
-    bool tiles = l->kind == WK_F32 && l->w;
-    return tiles && k == ROWS_ONE_TOKEN ? ROWS_SHORT_PROMPT : (int)k;
+    return tiled(l) && k == ROWS_ONE_TOKEN ? ROWS_SHORT_PROMPT : (int)k;
 }
 
 /* y (rows) = the projection p of layer l of x, each sequence's adapter

@@ -17,6 +17,17 @@ static char *upload_ok(struct harness *h, const char *key)
     return id;
 }
 
+/* One job event in OpenAI's shape: its level, and a message holding `part`. */
+static void assert_event(json_t *ev, const char *level, const char *part)
+{
+    assert_non_null(ev);
+    assert_string_equal(h_str(ev, "object"), "fine_tuning.job.event");
+    assert_string_equal(h_str(ev, "level"), level);
+    assert_string_equal(h_str(ev, "type"), "message");
+    assert_non_null(strstr(h_str(ev, "message"), part));
+    assert_true(json_is_integer(json_object_get(ev, "created_at")));
+}
+
 static char *create_ok(struct harness *h, const char *key, const char *file, const char *extra)
 {
     char body[1024];
@@ -294,12 +305,7 @@ static void create_shapes_and_defaults(void **state)
     assert_string_equal(h_str(r3.json, "object"), "list");
     json_t *data = json_object_get(r3.json, "data");
     assert_int_equal(json_array_size(data), 1);
-    json_t *ev = json_array_get(data, 0);
-    assert_string_equal(h_str(ev, "object"), "fine_tuning.job.event");
-    assert_string_equal(h_str(ev, "level"), "info");
-    assert_string_equal(h_str(ev, "type"), "message");
-    assert_non_null(strstr(h_str(ev, "message"), "Created fine-tuning job"));
-    assert_true(json_is_integer(json_object_get(ev, "created_at")));
+    assert_event(json_array_get(data, 0), "info", "Created fine-tuning job");
     reply_free(&r3);
     free(file);
     h_free(h);
@@ -558,11 +564,8 @@ static void cancel_queued_events_and_log(void **state)
     json_t *data = json_object_get(r.json, "data");
     assert_int_equal(json_array_size(data), 2);
     json_t *newest = json_array_get(data, 0);
-    assert_string_equal(h_str(newest, "object"), "fine_tuning.job.event");
-    assert_string_equal(h_str(newest, "level"), "info");
-    assert_string_equal(h_str(newest, "type"), "message");
+    assert_event(newest, "info", "The job was cancelled");
     assert_string_equal(h_str(newest, "message"), "The job was cancelled");
-    assert_true(json_is_integer(json_object_get(newest, "created_at")));
     char q[160];
     snprintf(q, sizeof q, "limit=1&after=%s", h_str(newest, "id"));
     reply_free(&r);
