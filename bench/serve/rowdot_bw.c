@@ -143,6 +143,117 @@ __attribute__((target("avx512f"))) static void tile8_avx512(float *y, const floa
     }
 }
 
+/* The fixed tree of the 16 lanes of one AVX-512 accumulator. */
+__attribute__((target("avx512f"))) static inline float lanes(v16 s)
+{
+    v8 lo, hi;
+    memcpy(&lo, &s, 32);
+    memcpy(&hi, (char *)&s + 32, 32);
+    return tree(lo, hi);
+}
+
+/* One row's dot product alone, one accumulator (rows_avx512's loop). */
+__attribute__((target("avx512f"))) static float alone(const float *x, const float *r, int in)
+{
+    v16 s = {0};
+    for (int k = 0; k < in; k += 16)
+        s += load16(x + k) * load16(r + k);
+    return lanes(s);
+}
+
+/* Dot products of x with four rows r, r + rs, r + 2 rs, r + 3 rs into
+ * y[0], y[ys], y[2 ys], y[3 ys], AVX-512, rowdot's order. */
+__attribute__((target("avx512f"))) static inline void dot4(float *y, size_t ys,
+                                                           const float *x, const float *r,
+                                                           size_t rs, int in)
+{
+    v16 a = {0}, c = {0}, d = {0}, e = {0};
+    for (int k = 0; k < in; k += 16) {
+        v16 xv = load16(x + k);
+        __asm__("" : "+v"(xv));
+        a += xv * load16(r + k);
+        c += xv * load16(r + rs + k);
+        d += xv * load16(r + 2 * rs + k);
+        e += xv * load16(r + 3 * rs + k);
+    }
+    y[0] = lanes(a);
+    y[ys] = lanes(c);
+    y[2 * ys] = lanes(d);
+    y[3 * ys] = lanes(e);
+}
+
+/* This thread's share [lo, hi) of out outputs. */
+static void share(int out, int *lo, int *hi)
+{
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    *lo = (int)((long)out * t / nt);
+    *hi = (int)((long)out * (t + 1) / nt);
+}
+
+/* Four weight rows at a time, but each thread's rows split into four
+ * quarters, a tile taking one row of each: four long sequential streams
+ * a thread instead of four that jump at every block. */
+__attribute__((target("avx512f"))) static void quarters_avx512(float *y, const float *x,
+                                                               const float *w, int out, int in)
+{
+#pragma omp parallel
+    {
+        int lo, hi;
+        share(out, &lo, &hi);
+        int q = (hi - lo) / 4;
+        for (int b = 0; b < q; b++)
+            dot4(y + lo + b, (size_t)q, x, w + (size_t)(lo + b) * in, (size_t)q * in, in);
+        for (int o = lo + 4 * q; o < hi; o++) /* the rows left over */
+            y[o] = alone(x, w + (size_t)o * in, in);
+    }
+}
+
+/* Blocks of four contiguous rows taken from two halves of a thread's rows
+ * at once: eight rows in flight in two runs of four contiguous rows. */
+__attribute__((target("avx512f"))) static void halves_avx512(float *y, const float *x,
+                                                             const float *w, int out, int in)
+{
+#pragma omp parallel
+    {
+        int lo, hi;
+        share(out, &lo, &hi);
+        int q = (hi - lo) / 8 * 4; /* rows in each half, a multiple of 4 */
+        for (int b = 0; b < q; b += 4) {
+            dot4(y + lo + b, 1, x, w + (size_t)(lo + b) * in, (size_t)in, in);
+            dot4(y + lo + q + b, 1, x, w + (size_t)(lo + q + b) * in, (size_t)in, in);
+        }
+        for (int o = lo + 2 * q; o < hi; o++)
+            y[o] = alone(x, w + (size_t)o * in, in);
+    }
+}
+
+/* Each thread's rows in two halves, a row of each at a time: two
+ * streams a thread, two accumulators. */
+__attribute__((target("avx512f"))) static void twos_avx512(float *y, const float *x,
+                                                           const float *w, int out, int in)
+{
+#pragma omp parallel
+    {
+        int lo, hi;
+        share(out, &lo, &hi);
+        int q = (hi - lo) / 2;
+        for (int b = 0; b < q; b++) {
+            const float *r = w + (size_t)(lo + b) * in, *r2 = r + (size_t)q * in;
+            v16 a = {0}, c = {0};
+            for (int k = 0; k < in; k += 16) {
+                v16 xv = load16(x + k);
+                __asm__("" : "+v"(xv));
+                a += xv * load16(r + k);
+                c += xv * load16(r2 + k);
+            }
+            y[lo + b] = lanes(a);
+            y[lo + q + b] = lanes(c);
+        }
+        for (int o = lo + 2 * q; o < hi; o++)
+            y[o] = alone(x, w + (size_t)o * in, in);
+    }
+}
+
 static void engine(float *y, const float *x, const float *w, int out, int in)
 {
     rowdot_times_wt(y, x, 1, w, NULL, out, in);
@@ -187,8 +298,10 @@ int main(int argc, char **argv)
     for (int k = 0; k < in; k++)
         x[k] = sinf((float)k);
     static const char *names[] = {"engine",       "rows_avx2",    "rows_avx512",
-                                  "tile4_avx2",   "tile4_avx512", "tile8_avx512"};
-    kernel ks[] = {engine, rows_avx2, rows_avx512, tile4_avx2, tile4_avx512, tile8_avx512};
+                                  "tile4_avx2",   "tile4_avx512", "tile8_avx512",
+                                  "quarters_512", "halves_512",   "twos_512"};
+    kernel ks[] = {engine, rows_avx2, rows_avx512, tile4_avx2, tile4_avx512, tile8_avx512,
+                   quarters_avx512, halves_avx512, twos_avx512};
     int nk = (int)(sizeof ks / sizeof ks[0]);
     int have512 = __builtin_cpu_supports("avx512f");
     double *t = calloc((size_t)nk * rounds, sizeof *t);

@@ -5,13 +5,16 @@
  * lone row), whatever the outputs'
  * count (the tiles of two and four outputs and what is left) and the
  * width (the 16-lane part and the tail), with a bias or none; and each is
- * the dot product, to float precision. */
+ * the dot product, to float precision. A lone row large enough for the
+ * threads gets rowdot's bits at any thread count, also where a thread's
+ * share is less than a tile. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,10 +77,51 @@ static void batch_equals_alone(void **state)
             }
 }
 
+static void one_row_any_threads(void **state)
+{
+    (void)state;
+    const int shapes[][2] = {{257, 768}, {1000, 773}, {4099, 64}, {5, 20000}, {9, 16384}};
+    uint32_t seed = 11;
+    int threads0 = omp_get_max_threads();
+    for (size_t a = 0; a < sizeof shapes / sizeof shapes[0]; a++) {
+        int out = shapes[a][0], in = shapes[a][1];
+        float *x = malloc(sizeof(float) * (size_t)in);
+        float *w = malloc(sizeof(float) * (size_t)out * in);
+        float *bias = malloc(sizeof(float) * (size_t)out);
+        float *y = malloc(sizeof(float) * (size_t)out);
+        assert_non_null(x);
+        assert_non_null(w);
+        assert_non_null(bias);
+        assert_non_null(y);
+        for (int k = 0; k < in; k++)
+            x[k] = frand(&seed);
+        for (size_t i = 0; i < (size_t)out * in; i++)
+            w[i] = frand(&seed);
+        for (int o = 0; o < out; o++)
+            bias[o] = frand(&seed);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            const float *bs = threads == 2 ? NULL : bias;
+            memset(y, 0xff, sizeof(float) * (size_t)out); /* NaNs: every output written */
+            rowdot_times_wt(y, x, 1, w, bs, out, in);
+            for (int o = 0; o < out; o++) {
+                float d = rowdot(x, w + (size_t)o * in, in) + (bs ? bs[o] : 0.0f);
+                assert_memory_equal(&d, &y[o], sizeof d);
+            }
+        }
+        free(x);
+        free(w);
+        free(bias);
+        free(y);
+    }
+    omp_set_num_threads(threads0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(batch_equals_alone),
+        cmocka_unit_test(one_row_any_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
