@@ -32,11 +32,12 @@ json_t *completion_logprobs(const json_t *entries, size_t *chars)
     size_t i, k;
     const json_t *e, *t;
     json_array_foreach(entries, i, e) {
-        json_t *top = json_object();
+        bool none = json_is_null(json_object_get(e, "logprob")); /* a prompt's first token */
+        json_t *top = none ? json_null() : json_object();
         ok = ok && top;
         json_array_foreach(json_object_get(e, "top_logprobs"), k, t)
             ok = ok && put(top, t);
-        ok = ok && put(top, e);
+        ok = ok && (none || put(top, e));
         if (ok) /* takes top, even when it fails */
             ok = json_array_append_new(tops, top) == 0;
         else

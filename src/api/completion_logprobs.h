@@ -9,7 +9,9 @@
  * Each top_logprobs object holds the most likely tokens at that place,
  * most likely first, and the token taken when it is not among them (so up
  * to N + 1 keys, as OpenAI's API says); two tokens of the same text keep
- * the more likely one's value. text_offset is where each token starts in
+ * the more likely one's value; an entry whose logprob is null (a prompt's
+ * first token, with nothing before it) has null there too, as in OpenAI's
+ * echo. text_offset is where each token starts in
  * the choice's text, in characters (Unicode code points; a token that
  * starts inside a character counts from the character after it).
  *

@@ -6,7 +6,8 @@
  * Legacy completions take `logprobs` (0..5: the answer's tokens with
  * their log-probabilities and that many most likely tokens at each place,
  * in OpenAI's legacy shape, completion_logprobs.h), `echo` (the prompt
- * before the answer; not with logprobs) and `stream` (text_completion
+ * before the answer; with logprobs, the prompt's own tokens' first, not
+ * streamed) and `stream` (text_completion
  * chunks as server-sent events, live_stream.h; docs/api.md). */
 #include <math.h>
 #include <stdio.h>
@@ -193,14 +194,15 @@ static bool legacy_options(struct api_server *srv, json_t *body, struct control_
         return false;
     if (e && !json_is_null(e) && !json_is_boolean(e))
         return bad(res, "echo", "echo must be true or false.");
-    if (json_is_true(e) && has_lp)
-        return bad(res, "echo", "echo with logprobs is not served: the log-probabilities of "
-                                "the prompt's own tokens are not computed. Ask for one of "
-                                "them.");
     if (st && !json_is_null(st) && !json_is_boolean(st))
         return bad(res, "stream", "stream must be true or false.");
+    if (json_is_true(e) && has_lp && json_is_true(st))
+        return bad(res, "echo", "echo with logprobs is served without stream: the prompt's "
+                                "log-probabilities come with the whole answer. Leave out "
+                                "stream, or one of echo and logprobs.");
     g->logprobs = has_lp;
     g->top_logprobs = has_lp ? (int)json_integer_value(lp) : 0;
+    g->prompt_logprobs = has_lp && json_is_true(e);
     *echo = json_is_true(e);
     *stream = json_is_true(st);
     return true;
@@ -224,6 +226,22 @@ static void legacy_stream_start(struct api_server *srv, struct http_request *req
     l->created = (json_int_t)(clock_now_ms() / 1000);
     l->include_usage = include_usage;
     live_stream_start(srv, req, res, model, g, "prompt", &legacy_format, l);
+}
+
+/* The entries of a legacy answer's logprobs: with echo the prompt's own
+ * tokens' first, then the answer's (a new reference; NULL when memory ran
+ * out). */
+static json_t *legacy_entries(json_t *out, bool echo)
+{
+    json_t *all = json_array();
+    json_t *prompt = echo ? json_object_get(out, "prompt_logprobs") : NULL;
+    json_t *answer = json_object_get(out, "logprobs");
+    if (all && ((prompt && json_array_extend(all, prompt)) ||
+                (answer && json_array_extend(all, answer)))) {
+        json_decref(all);
+        return NULL;
+    }
+    return all;
 }
 
 void completions_create(struct api_server *srv, struct http_request *req, struct http_response *res)
@@ -261,8 +279,9 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     const char *text = json_string_value(json_object_get(out, "text"));
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
     size_t chars = 0;
-    json_t *lp = g.logprobs ? completion_logprobs(json_object_get(out, "logprobs"), &chars)
-                            : NULL;
+    json_t *entries = g.logprobs ? legacy_entries(out, echo) : NULL;
+    json_t *lp = entries ? completion_logprobs(entries, &chars) : NULL;
+    json_decref(entries);
     char *whole = NULL;
     if (echo && text && asprintf(&whole, "%s%s", g.prompt, text) < 0)
         whole = NULL;

@@ -176,6 +176,8 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
         json_object_set_new(req, "seed", json_integer(g->seed));
     if (req && g->logprobs)
         json_object_set_new(req, "logprobs", json_integer(g->top_logprobs));
+    if (req && g->logprobs && g->prompt_logprobs)
+        json_object_set_new(req, "prompt_logprobs", json_true());
     if (req && g->chat)
         json_object_set_new(req, "chat", json_loads(g->chat, 0, NULL));
     else if (req)

@@ -30,6 +30,9 @@ struct control_generation {
      * refuses it (ERR_INVALID). */
     bool logprobs;
     int top_logprobs;
+    /* With logprobs and a prompt, the same for the prompt's own tokens:
+     * the answer's "prompt_logprobs" array (train/serve/engine.h). */
+    bool prompt_logprobs;
     /* When set, called (in the calling thread) with each piece of the text
      * as the generator produces it, before control_generate returns the
      * whole; the pieces joined are a prefix of the final text. With

@@ -280,6 +280,15 @@ describe('the resident inference engine', () => {
     assert.equal(long.error, 'context_length_exceeded');
     const chat = await ask({ account: 'a', weights: tiny, chat: { messages: [{ role: 'wizard', content: 'x' }] } });
     assert.equal(chat.error, 'invalid_chat');
+    // the prompt's own log-probabilities: with logprobs and a prompt only
+    for (const o of [{ prompt: 'x', prompt_logprobs: true }, { prompt: 'x', logprobs: 1, prompt_logprobs: 'yes' },
+      { chat: { messages: [{ role: 'user', content: 'x' }] }, logprobs: 1, prompt_logprobs: true }]) {
+      const r = await ask({ account: 'a', weights: tiny, ...o });
+      assert.equal(r.error, 'invalid_request', JSON.stringify(o));
+      assert.match(r.message, /prompt_logprobs/);
+    }
+    const scored = await ask({ account: 'a', weights: tiny, prompt: PROMPT, max_tokens: 2, logprobs: 0, prompt_logprobs: true });
+    assert.equal(scored.prompt_logprobs.map((e) => e.token).join(''), PROMPT);
     // and a good one still streams, its pieces joined the answer
     const lines = await engineCall(sock, JSON.stringify({ account: 'a', weights: tiny, prompt: PROMPT, max_tokens: TOKENS, stream: true }));
     const last = lines.pop();

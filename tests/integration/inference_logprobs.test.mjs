@@ -7,7 +7,7 @@
 // are a 400 naming the field. Legacy completions (`logprobs: 0..5`) give
 // OpenAI's legacy shape - tokens, token_logprobs, top_logprobs (objects),
 // text_offset - plain and streamed, with the chat path's values for the
-// same prompt. (The values themselves are checked against
+// same prompt, and with echo the prompt's own tokens first. (The values themselves are checked against
 // the model's own log-softmax in tests/unit/train/test_serve_batcher.c.)
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -238,6 +238,41 @@ describe('legacy completions with logprobs', () => {
     assert.equal(evs.map((e) => e.choices[0].text).join(''), PROMPT + text);
   });
 
+  test('echo with logprobs: the prompt\'s own tokens first, each after the tokens before it, then the answer\'s', async () => {
+    const plain = (await complete({ logprobs: 2 })).json.choices[0];
+    const r = await complete({ echo: true, logprobs: 2 });
+    assert.equal(r.status, 200, r.text);
+    const c = r.json.choices[0];
+    assert.equal(c.text, PROMPT + plain.text);
+    const lp = c.logprobs;
+    const n = plain.logprobs.tokens.length, p = lp.tokens.length - n;
+    assert.ok(p > 5, 'the prompt\'s tokens are there');
+    for (const k of Object.keys(plain.logprobs)) assert.equal(lp[k].length, p + n, k);
+    // the answer's part is the answer's own, its offsets after the prompt
+    for (const k of ['tokens', 'token_logprobs', 'top_logprobs']) assert.deepEqual(lp[k].slice(p), plain.logprobs[k], k);
+    assert.deepEqual(lp.text_offset.slice(p), plain.logprobs.text_offset.map((o) => o + [...PROMPT].length));
+    // the prompt's tokens spell the prompt (a start token the model adds has no text, no entry)
+    assert.equal(lp.tokens.slice(0, p).join(''), PROMPT);
+    let at = 0;
+    lp.tokens.slice(0, p).forEach((t, i) => {
+      assert.equal(lp.text_offset[i], at);
+      at += [...t].length;
+      const x = lp.token_logprobs[i];
+      if (x === null) { // nothing before it: only a first token without a start token
+        assert.equal(i, 0);
+        assert.equal(lp.top_logprobs[i], null);
+        return;
+      }
+      assert.ok(x <= 0 && Number.isFinite(x), JSON.stringify(x));
+      const top = lp.top_logprobs[i];
+      const keys = Object.keys(top);
+      assert.ok(keys.length >= 2 && keys.length <= 3, JSON.stringify(top));
+      assert.ok(top[t] >= x, 'the prompt\'s token is in its top');
+      if (keys.length === 3) assert.equal(keys[2], t, 'the token itself last when not among the 2 most likely');
+    });
+    assert.equal(r.json.usage.prompt_tokens, (await complete({})).json.usage.prompt_tokens);
+  });
+
   test('bad logprobs, echo or stream: a 400 naming the field', async () => {
     for (const [body, param] of [
       [{ logprobs: 6 }, 'logprobs'],
@@ -246,7 +281,7 @@ describe('legacy completions with logprobs', () => {
       [{ logprobs: 1.5 }, 'logprobs'],
       [{ logprobs: '2' }, 'logprobs'],
       [{ echo: 'yes' }, 'echo'],
-      [{ echo: true, logprobs: 1 }, 'echo'],
+      [{ echo: true, logprobs: 1, stream: true }, 'echo'],
       [{ stream: 'yes' }, 'stream'],
       [{ stream: true, logprobs: 9 }, 'logprobs'],
     ]) {

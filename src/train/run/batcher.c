@@ -51,10 +51,12 @@ void batch_seq_end(struct batch_seq *s)
     free(s->out);
     free(s->lp);
     free(s->top);
+    free(s->plp);
+    free(s->ptop);
     kv_cache_free(&s->kv);
     s->prompt = s->out = NULL;
-    s->lp = NULL;
-    s->top = NULL;
+    s->lp = s->plp = NULL;
+    s->top = s->ptop = NULL;
 }
 
 int batch_seq_logprobs(struct batch_seq *s, int top_n)
@@ -74,10 +76,31 @@ int batch_seq_logprobs(struct batch_seq *s, int top_n)
     return 0;
 }
 
+int batch_seq_prompt_logprobs(struct batch_seq *s)
+{
+    if (s->top_n < 0 || s->kv.len > 0 || s->plp)
+        return -1;
+    size_t n = (size_t)s->n_prompt;
+    s->plp = malloc(sizeof *s->plp * n);
+    s->ptop = malloc(sizeof *s->ptop * n * (size_t)(s->top_n ? s->top_n : 1));
+    if (!s->plp || !s->ptop) {
+        free(s->plp);
+        free(s->ptop);
+        s->plp = NULL;
+        s->ptop = NULL;
+        return -1;
+    }
+    s->plp[0] = NAN;
+    return 0;
+}
+
 size_t batch_seq_bytes(const struct batch_seq *s)
 {
+    size_t lps = s->plp ? (size_t)s->n_prompt * (sizeof(float) +
+                                                  sizeof(struct batch_logprob) * (size_t)s->top_n)
+                        : 0;
     return (size_t)s->kv.cap * s->kv.layers * s->kv.kd * 2 * sizeof(float) +
-           sizeof(int32_t) * (size_t)(s->n_prompt + s->max_new);
+           sizeof(int32_t) * (size_t)(s->n_prompt + s->max_new) + lps;
 }
 
 struct batcher {
@@ -163,6 +186,15 @@ static float logprobs(const float *logits, int V, int next, int top_n, struct ba
     return (float)(logits[next] - lse);
 }
 
+/* decode_rows' call for a prompt scored: the logits after prompt[i] give
+ * prompt[i + 1]'s entry. */
+static void prompt_row(void *ctx, int i, const float *logits, int V)
+{
+    struct batch_seq *s = ctx;
+    s->plp[i + 1] = logprobs(logits, V, s->prompt[i + 1], s->top_n,
+                             s->ptop + (size_t)(i + 1) * (size_t)s->top_n);
+}
+
 /* Takes sequence s's next token from its logits, as gen_ids does. */
 static void advance(struct batcher *b, struct batch_seq *s, const float *logits, int V)
 {
@@ -192,8 +224,10 @@ int batcher_step(struct batcher *b, struct batch_seq **seqs, int n)
     for (int i = 0; i < n; i++) {
         struct batch_seq *s = seqs[i];
         bool prefill = s->kv.len == 0;
+        s->rows = (struct decode_rows){prompt_row, s};
         b->ds[i] = (struct decode_seq){&s->kv, prefill ? s->prompt : &s->out[s->n_out - 1],
-                                       prefill ? s->n_prompt : 1, s->adapter};
+                                       prefill ? s->n_prompt : 1, s->adapter,
+                                       prefill && s->plp ? &s->rows : NULL};
     }
     if (decode_forward(m, b->w, b->ds, n, b->logits))
         return -1;

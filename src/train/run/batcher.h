@@ -49,6 +49,13 @@ struct batch_seq {
     int top_n; /* -1: none kept */
     float *lp;
     struct batch_logprob *top;
+    /* With batch_seq_prompt_logprobs, the same of the prompt's own tokens,
+     * filled by the prefill: prompt[i]'s log-probability after prompt[0..i)
+     * plp[i] and the top_n most likely tokens there ptop[i * top_n + k];
+     * plp[0] is NAN (no token before it). */
+    float *plp;
+    struct batch_logprob *ptop;
+    struct decode_rows rows; /* the prefill's call back into plp */
 };
 
 /* A token and its log-probability: the natural log of its softmax
@@ -74,6 +81,12 @@ void batch_seq_end(struct batch_seq *s); /* a zeroed one is fine */
  * (0..BATCH_TOP_LOGPROBS_MAX) most likely tokens at its place (lp, top).
  * 0, or -1 (bad top_n, out of memory). */
 int batch_seq_logprobs(struct batch_seq *s, int top_n);
+
+/* Keeps the prompt's own tokens' log-probabilities too (plp, ptop), with
+ * the top_n of batch_seq_logprobs (called first), before the sequence's
+ * first step. 0, or -1 (no batch_seq_logprobs yet, already stepped, out
+ * of memory). */
+int batch_seq_prompt_logprobs(struct batch_seq *s);
 
 /* Bytes a sequence holds while it runs (its cache and ids). */
 size_t batch_seq_bytes(const struct batch_seq *s);

@@ -307,6 +307,45 @@ static int widest_rank(const struct model *m, const struct decode_seq *seqs, int
     return r;
 }
 
+/* Rows scored at a time for a sequence's decode_rows: the tiles' widest
+ * (one read of the head for this many rows, each row's sums in the order
+ * it has alone). */
+#define SCORE_ROWS TILE_PROMPT_MAX
+
+/* The scratch of scoring (decode_rows) for this batch, (SCORE_ROWS, C) for
+ * the normed rows then (SCORE_ROWS, vocab) for their logits: NULL with
+ * *need false when no sequence asks, NULL with *need true when memory ran
+ * out. */
+static float *score_scratch(const struct model_config *c, const struct decode_seq *seqs,
+                            int n_seq, bool *need)
+{
+    *need = false;
+    for (int s = 0; s < n_seq; s++)
+        *need |= seqs[s].rows && seqs[s].n > 1;
+    return *need ? malloc(sizeof(float) * SCORE_ROWS * ((size_t)c->hidden + (size_t)c->vocab))
+                 : NULL;
+}
+
+/* Hands s's logits after each of its new tokens but the last, whose final
+ * hidden states are x (s->n rows), to s->rows->fn. */
+static void score(struct model *m, struct decode_work *w, const struct decode_seq *s,
+                  const float *x, float *scratch)
+{
+    const struct model_config *c = &m->cfg;
+    int C = c->hidden, V = c->vocab;
+    float *ln = scratch, *lg = scratch + (size_t)SCORE_ROWS * C;
+    struct linear *head = c->tied ? &m->embed : &m->head;
+    for (int i0 = 0; i0 < s->n - 1; i0 += SCORE_ROWS) {
+        int k = s->n - 1 - i0 < SCORE_ROWS ? s->n - 1 - i0 : SCORE_ROWS;
+        ops_rmsnorm_forward(ln, w->rstd, x + (size_t)i0 * C, m->norm_f, k, C, c->rms_eps);
+        times_wt(head, lg, ln, k, ROWS_SHORT_PROMPT, w); /* a row's bits as alone */
+        if (c->final_softcap > 0.0f)
+            ops_softcap(lg, (size_t)k * V, c->final_softcap);
+        for (int j = 0; j < k; j++)
+            s->rows->fn(s->rows->ctx, i0 + j, lg + (size_t)j * V, V);
+    }
+}
+
 int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *seqs, int n_seq,
                    float *logits)
 {
@@ -319,9 +358,13 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
         int end = seqs[s].kv->len + seqs[s].n;
         ctx = end > ctx ? end : ctx;
     }
-    if (rows < 1 || model_rope_ensure(m, ctx) ||
-        work_fit(w, m, rows, n_seq, ctx, widest_rank(m, seqs, n_seq)))
+    bool scoring;
+    float *scratch = score_scratch(c, seqs, n_seq, &scoring);
+    if (rows < 1 || (scoring && !scratch) || model_rope_ensure(m, ctx) ||
+        work_fit(w, m, rows, n_seq, ctx, widest_rank(m, seqs, n_seq))) {
+        free(scratch);
         return -1;
+    }
     /* The long prompts' rows first, then the short prompts', then the
      * one-token rows, each in the caller's order: each kind is one run of
      * rows, one product a matrix. A prompt of one token is a one-token
@@ -394,5 +437,9 @@ int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *se
     times_wt(head, logits, w->lnl, n_seq, ROWS_ONE_TOKEN, w); /* one row per sequence */
     if (c->final_softcap > 0.0f)
         ops_softcap(logits, (size_t)n_seq * c->vocab, c->final_softcap);
+    for (int s = 0, row0 = 0; scoring && s < n_seq; row0 += seqs[s].n, s++)
+        if (seqs[s].rows && seqs[s].n > 1)
+            score(m, w, &seqs[s], w->x + (size_t)row0 * C, scratch);
+    free(scratch);
     return 0;
 }

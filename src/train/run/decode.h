@@ -50,12 +50,23 @@ struct decode_adapter {
     struct linear *lin;
 };
 
+/* Logits at every new token but the last (a prompt scored, as legacy
+ * completions' echo with logprobs asks): fn(ctx, i, logits, vocab) for
+ * i = 0 .. n - 2 in order, logits the model's output after token i (the
+ * same numbers the last token's logits get: the head through the one-row
+ * tiles, up to 32 rows at a time), borrowed for the call. */
+struct decode_rows {
+    void (*fn)(void *ctx, int i, const float *logits, int vocab);
+    void *ctx;
+};
+
 /* One sequence's part of a batch: n new tokens at positions kv->len... */
 struct decode_seq {
     struct kv_cache *kv;
     const int32_t *ids;
     int n;
     const struct decode_adapter *adapter; /* NULL: the model alone */
+    const struct decode_rows *rows;       /* NULL: the last token's logits only */
 };
 
 struct decode_work; /* activations for a batch; grows as needed */
@@ -82,7 +93,9 @@ struct decode_passes decode_work_passes(const struct decode_work *w);
  * they share the tiles' order; through other weights they are two
  * products), whatever the order in seqs: a row's product is the one it
  * gets alone, so neither the batch nor its order changes a sequence's
- * numbers. 0, or -1 when memory ran out (the caches are then as before). */
+ * numbers. A sequence with `rows` gets its other tokens' logits too,
+ * handed to rows->fn after the pass. 0, or -1 when memory ran out (the
+ * caches are then as before). */
 int decode_forward(struct model *m, struct decode_work *w, struct decode_seq *seqs, int n_seq,
                    float *logits /* OUT */);
 

@@ -251,7 +251,7 @@ int gen_ids(struct generator *g, const int32_t *ids, int n, const struct gen_opt
     struct decode_work *w = decode_work_new();
     struct gen_cand *cands = malloc(sizeof *cands * (size_t)m->cfg.vocab);
     float *logits = malloc(sizeof *logits * (size_t)m->cfg.vocab);
-    struct decode_seq seq = {&kv, ids, n, NULL};
+    struct decode_seq seq = {&kv, ids, n, NULL, NULL};
     int count = -1;
     if (!w || !cands || !logits || kv_cache_init(&kv, m, ctx) ||
         decode_forward(m, w, &seq, 1, logits)) {
@@ -317,7 +317,7 @@ int gen_score(struct generator *g, const char *text, double *loss, long *tokens,
         size_t end = s + (size_t)win < n ? s + (size_t)win : n;
         kv.len = 0;
         for (size_t i = s; i + 1 < end; i++) {
-            struct decode_seq seq = {&kv, &ids[i], 1, NULL};
+            struct decode_seq seq = {&kv, &ids[i], 1, NULL, NULL};
             if (decode_forward(m, w, &seq, 1, logits)) {
                 snprintf(err, errcap, "out of memory for scoring");
                 goto out;

@@ -197,6 +197,13 @@ static bool read_opts(json_t *j, struct gen_opts *o, char *why, size_t cap)
         snprintf(why, cap, "logprobs must be an integer from 0 to %d", BATCH_TOP_LOGPROBS_MAX);
         return false;
     }
+    json_t *plp = json_object_get(j, "prompt_logprobs");
+    if (plp && (!json_is_boolean(plp) ||
+                (json_is_true(plp) && (!lp || !json_object_get(j, "prompt"))))) {
+        snprintf(why, cap, "prompt_logprobs must be true or false, and true only with logprobs "
+                           "and a prompt");
+        return false;
+    }
     if (mt)
         o->max_tokens = (int)json_integer_value(mt);
     if (t)
@@ -301,7 +308,10 @@ static bool start(struct engine *e, struct request *r)
         goto out;
     }
     json_t *lp = json_object_get(j, "logprobs");
-    if (rc == 0 && lp && batch_seq_logprobs(&r->seq, (int)json_integer_value(lp))) {
+    if (rc == 0 && lp &&
+        (batch_seq_logprobs(&r->seq, (int)json_integer_value(lp)) ||
+         (json_is_true(json_object_get(j, "prompt_logprobs")) &&
+          batch_seq_prompt_logprobs(&r->seq)))) {
         rc = -1;
         snprintf(why, sizeof why, "out of memory for log-probabilities");
     }
@@ -407,7 +417,13 @@ static void finish(struct request *r)
     json_t *answer = json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
                                "completion_tokens", s->n_out, "finish_reason", s->finish);
     json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_out) : NULL;
-    if (s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp))) {
+    bool failed = s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp));
+    if (!failed && s->plp) { /* the prompt's text's tokens: a start token the model adds has none */
+        int from = s->prompt[0] == tokenizer_bos_id(gen_tokenizer(s->g));
+        json_t *plp = serve_prompt_logprobs_json(s, from);
+        failed = !plp || json_object_set_new(answer, "prompt_logprobs", plp);
+    }
+    if (failed) {
         json_decref(answer);
         answer = json_pack("{ss ss}", "error", "failed", "message", "out of memory");
     }

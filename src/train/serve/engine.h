@@ -10,7 +10,9 @@
  *    a 4-bit job trained on them; model_lru.h),
  *    "prompt": TEXT | "chat": {"messages": [...], "tools": [...]},
  *    "max_tokens": N, "temperature": T, "top_p": P, "seed": S (optional),
- *    "stream": BOOL, "logprobs": TOP (optional, 0..20)}
+ *    "stream": BOOL, "logprobs": TOP (optional, 0..20),
+ *    "prompt_logprobs": BOOL (optional; true only with logprobs and a
+ *    prompt)}
  * - and reads lines: with stream, {"delta": TEXT} as the answer grows; then
  * one final object, the answer {"text", "prompt_tokens",
  * "completion_tokens", "finish_reason"} or an error {"error": CODE, ...}:
@@ -29,6 +31,11 @@
  * top_p): the answer has them all as "logprobs": [...], and each delta
  * those of the tokens it completes ({"delta": TEXT, "logprobs": [...]}; a
  * token whose text ends inside a character goes with the next delta).
+ * With "prompt_logprobs" too, the answer has the same entries of the
+ * prompt's own tokens as "prompt_logprobs": [...], each one's
+ * log-probability after the tokens before it (a start token the model puts
+ * before the text has no entry; a first token with nothing before it has
+ * "logprob": null and no top), computed by the prefill.
  *
  * A request {"stats": true} is answered with one line of the engine's
  * state: {"models", "model_bytes", "loaded" ([{"dir", "adapter",

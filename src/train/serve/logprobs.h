@@ -19,4 +19,10 @@
  * NULL when memory ran out. */
 json_t *serve_logprobs_json(const struct batch_seq *s, int from, int to);
 
+/* The entries of the prompt's own tokens s->prompt[from..n_prompt) (s
+ * keeps them: batch_seq_prompt_logprobs, and has been prefilled); the
+ * first token of the prompt, with nothing before it, has "logprob": null
+ * and "top_logprobs": []. NULL when memory ran out. */
+json_t *serve_prompt_logprobs_json(const struct batch_seq *s, int from);
+
 #endif

@@ -3,7 +3,8 @@
  * top objects most likely first with the token taken added when it is not
  * among them, and a text met twice keeping the more likely value; offsets
  * in characters across multi-byte characters, a character split between
- * two tokens, and a second call going on from the first. */
+ * two tokens, and a second call going on from the first; an echoed
+ * prompt's first token null. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,6 +76,29 @@ static void the_legacy_shape_of_each_token(void **state)
     json_decref(in);
 }
 
+/* An echoed prompt's first token, with nothing before it: null in
+ * token_logprobs and in top_logprobs, as OpenAI's echo gives it; the
+ * offsets still count its characters. */
+static void a_prompts_first_token_is_null(void **state)
+{
+    (void)state;
+    json_t *in = entries(
+        "[{\"token\": \"Hi\", \"logprob\": null, \"bytes\": [72, 105], \"top_logprobs\": []},"
+        " {\"token\": \"!\", \"logprob\": -0.5, \"bytes\": [33],"
+        "  \"top_logprobs\": [{\"token\": \"?\", \"logprob\": -0.25, \"bytes\": [63]}]}]");
+    size_t chars = 0;
+    json_t *lp = completion_logprobs(in, &chars);
+    assert_non_null(lp);
+    json_t *want = entries("{\"tokens\": [\"Hi\", \"!\"], \"token_logprobs\": [null, -0.5],"
+                           " \"top_logprobs\": [null, {\"?\": -0.25, \"!\": -0.5}],"
+                           " \"text_offset\": [0, 2]}");
+    assert_true(json_equal(lp, want));
+    assert_int_equal(chars, 3);
+    json_decref(want);
+    json_decref(lp);
+    json_decref(in);
+}
+
 static void no_entries_are_empty_arrays(void **state)
 {
     (void)state;
@@ -92,6 +116,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_legacy_shape_of_each_token),
+        cmocka_unit_test(a_prompts_first_token_is_null),
         cmocka_unit_test(no_entries_are_empty_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,8 @@
  * loaded apart from its base is refused when its shapes do not fit; the
  * log-probabilities a sequence keeps (greedy or sampled, batched, with an
  * adapter or none) are the model's own log-softmax at each answer token,
- * recomputed by the training forward pass over the whole sequence. */
+ * recomputed by the training forward pass over the whole sequence, and so
+ * are a prompt's own tokens' when its prefill scores them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,11 +93,11 @@ static void kv_cache_grows_with_each_step(void **state)
     float *la = malloc(sizeof(float) * 257), *lb = malloc(sizeof(float) * 257);
     int32_t ids[5] = {256, 72, 105, 33, 32};
     /* a: the prompt in one pass; b: a token at a time */
-    struct decode_seq sa = {&a, ids, 5, NULL};
+    struct decode_seq sa = {&a, ids, 5, NULL, NULL};
     assert_int_equal(decode_forward(m, w, &sa, 1, la), 0);
     assert_int_equal(a.len, 5);
     for (int i = 0; i < 5; i++) {
-        struct decode_seq sb = {&b, &ids[i], 1, NULL};
+        struct decode_seq sb = {&b, &ids[i], 1, NULL, NULL};
         assert_int_equal(decode_forward(m, w, &sb, 1, lb), 0);
         assert_int_equal(b.len, i + 1);
     }
@@ -126,7 +127,7 @@ static void feed(struct model *m, struct decode_work *w, struct kv_cache *kv, co
 {
     assert_int_equal(kv_cache_init(kv, m, 48), 0);
     for (int i = 0; i < n; i += one ? 1 : n) {
-        struct decode_seq s = {kv, ids + i, one ? 1 : n, NULL};
+        struct decode_seq s = {kv, ids + i, one ? 1 : n, NULL, NULL};
         assert_int_equal(decode_forward(m, w, &s, 1, out), 0);
     }
     assert_int_equal(kv->len, n);
@@ -181,7 +182,7 @@ static void short_prompt_is_its_tokens_one_at_a_time(void **state)
     feed(m, w, &kv[0], ids, 40, false, alone_l[0]);
     feed(m, w, &kv[1], ids + 1, 9, false, alone_l[1]);
     feed(m, w, &kv[2], ids + 2, 7, false, alone_l[2]);
-    struct decode_seq step = {&kv[2], ids + 9, 1, NULL};
+    struct decode_seq step = {&kv[2], ids + 9, 1, NULL, NULL};
     assert_int_equal(decode_forward(m, w, &step, 1, alone_l[2]), 0);
     for (int k = 0; k < 3; k++)
         kv_cache_free(&kv[k]);
@@ -190,11 +191,11 @@ static void short_prompt_is_its_tokens_one_at_a_time(void **state)
     for (int k = 0; k < 3; k++)
         assert_int_equal(kv_cache_init(&t[k], m, 48), 0);
     float ahead[257];
-    struct decode_seq warm = {&t[2], ids + 2, 7, NULL};
+    struct decode_seq warm = {&t[2], ids + 2, 7, NULL, NULL};
     assert_int_equal(decode_forward(m, w, &warm, 1, ahead), 0);
-    struct decode_seq both[3] = {{&t[2], ids + 9, 1, NULL},
-                                 {&t[0], ids, 40, NULL},
-                                 {&t[1], ids + 1, 9, NULL}};
+    struct decode_seq both[3] = {{&t[2], ids + 9, 1, NULL, NULL},
+                                 {&t[0], ids, 40, NULL, NULL},
+                                 {&t[1], ids + 1, 9, NULL, NULL}};
     float together[3 * 257];
     assert_int_equal(decode_forward(m, w, both, 3, together), 0);
     assert_memory_equal(together, alone_l[2], sizeof alone_l[2]);
@@ -373,6 +374,34 @@ static void joining_prompts_are_prefilled_in_one_pass(void **state)
 /* Checks s's kept log-probabilities against the log-softmax of the logits
  * the training forward pass gives over its prompt and answer, in one pass
  * of the model with `adapter` loaded (as `alallo generate` loads it). */
+/* ref[0..V) = the log-softmax of logits l, in doubles; returns its mass. */
+static double log_softmax(const float *l, int V, double *ref)
+{
+    double mx = l[0], sum = 0.0, mass = 0.0;
+    for (int j = 1; j < V; j++)
+        mx = l[j] > mx ? l[j] : mx;
+    for (int j = 0; j < V; j++)
+        sum += exp(l[j] - mx);
+    for (int j = 0; j < V; j++) {
+        ref[j] = l[j] - mx - log(sum);
+        mass += exp(ref[j]);
+    }
+    return mass;
+}
+
+/* Starts s on g after prompt p (n tokens, copied) with adapter ad and
+ * options o, the stop token 256. */
+static void start_one(struct generator *g, struct batch_seq *s, const struct decode_adapter *ad,
+                      const int32_t *p, int n, const struct gen_opts *o)
+{
+    char err[512];
+    struct gen_stops stops = {.id = {256}, .n = 1};
+    int32_t *ids = malloc(sizeof *ids * (size_t)n);
+    assert_non_null(ids);
+    memcpy(ids, p, sizeof *ids * (size_t)n);
+    assert_int_equal(batch_seq_start(s, g, ad, ids, (size_t)n, &stops, o, err, sizeof err), 0);
+}
+
 static void check_logprobs(const struct batch_seq *s, const char *adapter, bool greedy)
 {
     char err[512];
@@ -393,16 +422,7 @@ static void check_logprobs(const struct batch_seq *s, const char *adapter, bool 
     assert_int_equal(json_array_size(entries), s->n_out);
     for (int i = 0; i < s->n_out; i++) {
         const float *l = logits + (size_t)(s->n_prompt - 1 + i) * (size_t)V;
-        double mx = l[0], sum = 0.0, mass = 0.0;
-        for (int j = 1; j < V; j++)
-            mx = l[j] > mx ? l[j] : mx;
-        for (int j = 0; j < V; j++)
-            sum += exp(l[j] - mx);
-        for (int j = 0; j < V; j++) {
-            ref[j] = l[j] - mx - log(sum);
-            mass += exp(ref[j]);
-        }
-        assert_float_equal(mass, 1.0, 1e-6);
+        assert_float_equal(log_softmax(l, V, ref), 1.0, 1e-6);
         assert_float_equal(s->lp[i], ref[s->out[i]], 2e-3);
         assert_true(s->lp[i] <= 0.0f);
         /* the top: the most likely tokens, most likely first, none left out */
@@ -455,18 +475,13 @@ static void logprobs_are_the_models_log_softmax(void **state)
     /* greedy on the base with the top 5; sampled (temperature 1.3, top_p
      * 0.9) with adapter 1 and the top 3: the log-probabilities are the
      * model's, before temperature and top_p; a third without any */
-    struct gen_stops stops = {.id = {256}, .n = 1};
     struct gen_opts greedy = {20, 0.0f, 1.0f, 0}, sampled = {20, 1.3f, 0.9f, 7};
     static const int32_t p[] = {256, 72, 105, 33};
     struct batch_seq seqs[3];
     const struct gen_opts *opts[] = {&greedy, &sampled, &greedy};
     const struct decode_adapter *ads[] = {NULL, &a1->d, &a1->d};
-    for (int i = 0; i < 3; i++) {
-        int32_t *ids = malloc(sizeof p);
-        memcpy(ids, p, sizeof p);
-        assert_int_equal(batch_seq_start(&seqs[i], g, ads[i], ids, 4, &stops, opts[i], err,
-                                         sizeof err), 0);
-    }
+    for (int i = 0; i < 3; i++)
+        start_one(g, &seqs[i], ads[i], p, 4, opts[i]);
     assert_int_equal(batch_seq_logprobs(&seqs[0], 5), 0);
     assert_int_equal(batch_seq_logprobs(&seqs[1], 3), 0);
     assert_int_equal(batch_seq_logprobs(&seqs[2], BATCH_TOP_LOGPROBS_MAX + 1), -1);
@@ -492,6 +507,96 @@ static void logprobs_are_the_models_log_softmax(void **state)
     batcher_free(b);
     serve_adapter_free(a1);
     gen_close(g);
+}
+
+/* The prompt's own tokens of s (prompt logprobs kept) against the training
+ * forward pass over the prompt, through the adapter in `adapter` (NULL:
+ * the base), and its protocol entries from `from`. */
+static void check_prompt_logprobs(const struct batch_seq *s, const char *adapter, int from)
+{
+    char err[512];
+    struct generator *g = gen_open(model_dir, adapter, err, sizeof err);
+    assert_non_null(g);
+    struct model *m = gen_model(g);
+    int V = m->cfg.vocab, T = s->n_prompt;
+    struct model_acts *a = model_acts_create(m, 1, T);
+    float *logits = malloc(sizeof(float) * (size_t)T * (size_t)V);
+    double *ref = malloc(sizeof(double) * (size_t)V);
+    assert_non_null(a);
+    assert_non_null(logits);
+    assert_non_null(ref);
+    model_forward_logits(m, a, s->prompt, 1, T, logits);
+    assert_true(isnan(s->plp[0]));
+    for (int i = 1; i < T; i++) {
+        log_softmax(logits + (size_t)(i - 1) * (size_t)V, V, ref);
+        assert_float_equal(s->plp[i], ref[s->prompt[i]], 2e-3);
+        const struct batch_logprob *top = s->ptop + (size_t)i * (size_t)s->top_n;
+        for (int k = 0; k < s->top_n; k++) {
+            assert_float_equal(top[k].lp, ref[top[k].id], 2e-3);
+            int above = 0; /* tokens more likely than the k-th of the top */
+            for (int j = 0; j < V; j++)
+                above += ref[j] > top[k].lp + 1e-4;
+            assert_true(above <= k);
+        }
+    }
+    json_t *e = serve_prompt_logprobs_json(s, from);
+    assert_int_equal(json_array_size(e), T - from);
+    for (int i = from; i < T; i++) {
+        json_t *x = json_array_get(e, (size_t)(i - from));
+        if (i == 0) { /* nothing before it */
+            assert_true(json_is_null(json_object_get(x, "logprob")));
+            assert_int_equal(json_array_size(json_object_get(x, "top_logprobs")), 0);
+            continue;
+        }
+        assert_float_equal(json_real_value(json_object_get(x, "logprob")), s->plp[i], 1e-6);
+        assert_int_equal(json_array_size(json_object_get(x, "top_logprobs")), s->top_n);
+    }
+    json_decref(e);
+    free(ref);
+    free(logits);
+    model_acts_free(a);
+    gen_close(g);
+}
+
+/* A prompt scored in its prefill (echo with logprobs): every token of it
+ * gets the model's log-softmax at its place, a long prompt (past the
+ * tiles, scored in two chunks) with an adapter and the top 3, a short one
+ * on the base with the top 0, in one batch with a sequence that scores
+ * nothing; the short one's numbers are those it gets alone, bit for bit;
+ * a sequence already stepped cannot start scoring. */
+static void prompt_logprobs_are_the_models_log_softmax(void **state)
+{
+    (void)state;
+    struct serve_adapter *a1, *a2;
+    struct generator *g = open_base(&a1, &a2);
+    struct gen_opts o = {3, 0.0f, 1.0f, 0};
+    int32_t longp[40], shortp[] = {72, 105, 33, 97, 98, 99};
+    for (int i = 0; i < 40; i++)
+        longp[i] = (int32_t)(40 + (i * 37) % 200);
+    const int32_t *prompts[] = {longp, shortp, shortp, shortp};
+    int lens[] = {40, 6, 6, 6}, tops[] = {3, 0, -1, 0};
+    const struct decode_adapter *ads[] = {&a1->d, NULL, NULL, NULL};
+    struct batch_seq seqs[4];
+    for (int i = 0; i < 4; i++) {
+        start_one(g, &seqs[i], ads[i], prompts[i], lens[i], &o);
+        if (tops[i] >= 0) {
+            assert_int_equal(batch_seq_logprobs(&seqs[i], tops[i]), 0);
+            assert_int_equal(batch_seq_prompt_logprobs(&seqs[i]), 0);
+        }
+    }
+    assert_int_equal(batch_seq_prompt_logprobs(&seqs[2]), -1); /* no logprobs asked */
+    struct batcher *b = batcher_new();
+    struct batch_seq *three[] = {&seqs[2], &seqs[0], &seqs[1]};
+    assert_int_equal(batcher_step(b, three, 3), 0);
+    struct batch_seq *alone = &seqs[3];
+    assert_int_equal(batcher_step(b, &alone, 1), 0);
+    assert_int_equal(batch_seq_prompt_logprobs(&seqs[3]), -1); /* stepped already */
+    assert_null(seqs[2].plp);
+    assert_memory_equal(seqs[1].plp + 1, seqs[3].plp + 1, sizeof(float) * 5);
+    check_prompt_logprobs(&seqs[0], ad1, 0);
+    check_prompt_logprobs(&seqs[1], NULL, 0);
+    check_prompt_logprobs(&seqs[1], NULL, 2);
+    close_all(g, a1, a2, b, seqs, 4);
 }
 
 static void bad_sequences_are_refused(void **state)
@@ -539,6 +644,7 @@ int main(void)
         cmocka_unit_test(batch_gives_each_its_own_answer),
         cmocka_unit_test(joining_prompts_are_prefilled_in_one_pass),
         cmocka_unit_test(logprobs_are_the_models_log_softmax),
+        cmocka_unit_test(prompt_logprobs_are_the_models_log_softmax),
         cmocka_unit_test(bad_sequences_are_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
