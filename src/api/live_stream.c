@@ -102,7 +102,10 @@ static void live_piece(void *ctx, const char *piece, size_t len, const json_t *l
 {
     struct live *l = ctx;
     pthread_mutex_lock(&l->mu);
-    l->f->piece(l->fmt, &l->buf, piece, len, logprobs);
+    if (piece)
+        l->f->piece(l->fmt, &l->buf, piece, len, logprobs);
+    else if (l->f->prompt)
+        l->f->prompt(l->fmt, &l->buf, logprobs);
     l->started = true;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);

@@ -36,6 +36,10 @@ struct live_format {
      * to and with `data: [DONE]`. */
     void (*finish)(void *fmt, struct jsonw *buf, json_t *out);
     void (*free)(void *fmt);
+    /* The prompt's own tokens' entries (control/generation.h's
+     * prompt_logprobs), before the first piece; NULL when the format never
+     * asks for them. */
+    void (*prompt)(void *fmt, struct jsonw *buf, const json_t *entries);
 };
 
 /* One SSE event "data: JSON\n\n" appended to buf (chunk taken over; NULL

@@ -265,7 +265,7 @@ static void chat_finish(void *fmt, struct jsonw *buf, json_t *out)
 }
 
 static const struct live_format chat_format = {chat_begin, chat_piece, chat_finish,
-                                               chat_stream_free};
+                                               chat_stream_free, NULL};
 
 /* Starts the streamed answer (live_stream.h). */
 static void chat_stream_start(struct api_server *srv, struct http_request *req,

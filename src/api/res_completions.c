@@ -6,8 +6,8 @@
  * Legacy completions take `logprobs` (0..5: the answer's tokens with
  * their log-probabilities and that many most likely tokens at each place,
  * in OpenAI's legacy shape, completion_logprobs.h), `echo` (the prompt
- * before the answer; with logprobs, the prompt's own tokens' first, not
- * streamed) and `stream` (text_completion
+ * before the answer; with logprobs, the prompt's own tokens' first) and
+ * `stream` (text_completion
  * chunks as server-sent events, live_stream.h; docs/api.md). */
 #include <math.h>
 #include <stdio.h>
@@ -141,8 +141,21 @@ static void legacy_chunk(struct legacy_stream *l, struct jsonw *buf, const char 
 static void legacy_begin(void *fmt, struct jsonw *buf)
 {
     struct legacy_stream *l = fmt;
-    if (l->echo)
+    if (l->echo && !l->lp.pending) /* with logprobs, it waits for its entries */
         legacy_chunk(l, buf, l->echo, strlen(l->echo), NULL);
+}
+
+/* Echo with logprobs: the prompt's chunk, with its own tokens' entries. */
+static void legacy_prompt(void *fmt, struct jsonw *buf, const json_t *entries)
+{
+    struct legacy_stream *l = fmt;
+    if (!l->echo || !l->lp.pending || json_array_size(l->lp.pending) > 0)
+        return; /* asked for with echo and logprobs only, before any piece */
+    if (entries)
+        json_array_extend(l->lp.pending, (json_t *)entries);
+    legacy_chunk(l, buf, l->echo, strlen(l->echo), NULL);
+    free(l->echo);
+    l->echo = NULL;
 }
 
 static void legacy_piece(void *fmt, struct jsonw *buf, const char *piece, size_t len,
@@ -159,6 +172,8 @@ static void legacy_piece(void *fmt, struct jsonw *buf, const char *piece, size_t
 static void legacy_finish(void *fmt, struct jsonw *buf, json_t *out)
 {
     struct legacy_stream *l = fmt;
+    if (l->echo && l->lp.pending) /* the prompt's entries did not come before */
+        legacy_prompt(l, buf, json_object_get(out, "prompt_logprobs"));
     const char *text = json_string_value(json_object_get(out, "text"));
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
     size_t tn = text ? strlen(text) : 0, sent = l->text_sent <= tn ? l->text_sent : tn;
@@ -177,7 +192,7 @@ static void legacy_finish(void *fmt, struct jsonw *buf, json_t *out)
 }
 
 static const struct live_format legacy_format = {legacy_begin, legacy_piece, legacy_finish,
-                                                 legacy_free};
+                                                 legacy_free, legacy_prompt};
 
 /* logprobs (0..5, or none), echo and stream of a legacy request into g,
  * *echo and *stream; false with the error set in res. */
@@ -196,10 +211,6 @@ static bool legacy_options(struct api_server *srv, json_t *body, struct control_
         return bad(res, "echo", "echo must be true or false.");
     if (st && !json_is_null(st) && !json_is_boolean(st))
         return bad(res, "stream", "stream must be true or false.");
-    if (json_is_true(e) && has_lp && json_is_true(st))
-        return bad(res, "echo", "echo with logprobs is served without stream: the prompt's "
-                                "log-probabilities come with the whole answer. Leave out "
-                                "stream, or one of echo and logprobs.");
     g->logprobs = has_lp;
     g->top_logprobs = has_lp ? (int)json_integer_value(lp) : 0;
     g->prompt_logprobs = has_lp && json_is_true(e);

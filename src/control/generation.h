@@ -37,7 +37,9 @@ struct control_generation {
      * as the generator produces it, before control_generate returns the
      * whole; the pieces joined are a prefix of the final text. With
      * logprobs, `logprobs` holds the entries of the tokens the piece
-     * completes (else NULL; borrowed for the call). */
+     * completes (else NULL; borrowed for the call). With prompt_logprobs,
+     * a first call with piece NULL brings the prompt's own tokens'
+     * entries, before any piece. */
     void (*on_delta)(void *ctx, const char *piece, size_t len, const json_t *logprobs);
     void *on_delta_ctx;
     /* When > 0, a socket of the caller's client (the caller's to close):

@@ -415,6 +415,13 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
                 json_decref(o);
                 continue;
             }
+            json_t *plp = json_object_get(o, "prompt_logprobs");
+            if (json_is_array(plp) && json_object_size(o) == 1) { /* before the deltas */
+                if (on_delta)
+                    on_delta(ctx, NULL, 0, plp);
+                json_decref(o);
+                continue;
+            }
             if (!json_is_object(o)) {
                 json_decref(o);
                 continue;

@@ -289,6 +289,11 @@ describe('the resident inference engine', () => {
     }
     const scored = await ask({ account: 'a', weights: tiny, prompt: PROMPT, max_tokens: 2, logprobs: 0, prompt_logprobs: true });
     assert.equal(scored.prompt_logprobs.map((e) => e.token).join(''), PROMPT);
+    // streamed: the prompt's entries on a line of their own, before the first delta
+    const sl = await engineCall(sock, JSON.stringify({ account: 'a', weights: tiny, prompt: PROMPT, max_tokens: 2, logprobs: 0, prompt_logprobs: true, stream: true }));
+    assert.deepEqual(Object.keys(sl[0]), ['prompt_logprobs']);
+    assert.deepEqual(sl[0].prompt_logprobs, scored.prompt_logprobs);
+    assert.ok(sl.slice(1).every((l) => !('prompt_logprobs' in l) || l.text !== undefined));
     // and a good one still streams, its pieces joined the answer
     const lines = await engineCall(sock, JSON.stringify({ account: 'a', weights: tiny, prompt: PROMPT, max_tokens: TOKENS, stream: true }));
     const last = lines.pop();

@@ -271,6 +271,16 @@ describe('legacy completions with logprobs', () => {
       if (keys.length === 3) assert.equal(keys[2], t, 'the token itself last when not among the 2 most likely');
     });
     assert.equal(r.json.usage.prompt_tokens, (await complete({})).json.usage.prompt_tokens);
+
+    // streamed: the first chunk is the prompt with its tokens' entries, and
+    // the chunks joined are the plain answer
+    const st = await complete({ echo: true, logprobs: 2, stream: true });
+    assert.equal(st.status, 200, st.text);
+    const chunks = events(st.text).filter((e) => e.choices.length > 0);
+    assert.equal(chunks[0].choices[0].text, PROMPT);
+    assert.equal(chunks[0].choices[0].logprobs.tokens.join(''), PROMPT);
+    assert.equal(chunks.map((e) => e.choices[0].text).join(''), c.text);
+    assert.deepEqual(joinLegacy(chunks.map((e) => e.choices[0].logprobs).filter(Boolean)), lp);
   });
 
   test('bad logprobs, echo or stream: a 400 naming the field', async () => {
@@ -281,7 +291,6 @@ describe('legacy completions with logprobs', () => {
       [{ logprobs: 1.5 }, 'logprobs'],
       [{ logprobs: '2' }, 'logprobs'],
       [{ echo: 'yes' }, 'echo'],
-      [{ echo: true, logprobs: 1, stream: true }, 'echo'],
       [{ stream: 'yes' }, 'stream'],
       [{ stream: true, logprobs: 9 }, 'logprobs'],
     ]) {

@@ -41,6 +41,7 @@ struct request {
     struct lru_entry *base, *adapter;
     struct batch_seq seq;
     int lp_sent; /* answer tokens whose log-probabilities went with a delta */
+    bool plp_sent; /* streamed: the prompt's own log-probabilities went */
     long tokens;
     long long since_ms; /* accepted at (a TCP client's line has a limit) */
     struct request *next;
@@ -107,9 +108,32 @@ static void send_error(struct request *r, const char *code, const char *message)
     send_line(r, json_pack("{ss ss}", "error", code, "message", message));
 }
 
+/* The entries of the prompt's own tokens (they must have been prefilled):
+ * those of its text, a start token the model puts before it left out. */
+static json_t *prompt_entries(const struct batch_seq *s)
+{
+    return serve_prompt_logprobs_json(s, s->prompt[0] == tokenizer_bos_id(gen_tokenizer(s->g)));
+}
+
+/* Streamed with prompt_logprobs: the line of the prompt's entries, once,
+ * before the first delta (or the answer, when no delta comes). */
+static void send_prompt_entries(struct request *r)
+{
+    if (!r->stream || !r->seq.plp || r->plp_sent)
+        return;
+    r->plp_sent = true;
+    json_t *e = prompt_entries(&r->seq);
+    if (!e) {
+        r->gone = true; /* out of memory: the client gets no answer */
+        return;
+    }
+    send_line(r, json_pack("{s:o}", "prompt_logprobs", e));
+}
+
 static void on_text(void *ctx, const char *piece, size_t len)
 {
     struct request *r = ctx;
+    send_prompt_entries(r);
     json_t *d = json_pack("{s:s%}", "delta", piece, len);
     if (d && r->seq.top_n >= 0) { /* the tokens this piece completes */
         json_object_set_new(d, "logprobs",
@@ -414,13 +438,13 @@ static void finish(struct request *r)
     }
     if (r->stream && strlen(text) > s->sent) /* the last incomplete characters */
         on_text(r, text + s->sent, strlen(text + s->sent));
+    send_prompt_entries(r);
     json_t *answer = json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
                                "completion_tokens", s->n_out, "finish_reason", s->finish);
     json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_out) : NULL;
     bool failed = s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp));
-    if (!failed && s->plp) { /* the prompt's text's tokens: a start token the model adds has none */
-        int from = s->prompt[0] == tokenizer_bos_id(gen_tokenizer(s->g));
-        json_t *plp = serve_prompt_logprobs_json(s, from);
+    if (!failed && s->plp) {
+        json_t *plp = prompt_entries(s);
         failed = !plp || json_object_set_new(answer, "prompt_logprobs", plp);
     }
     if (failed) {

@@ -35,7 +35,9 @@
  * prompt's own tokens as "prompt_logprobs": [...], each one's
  * log-probability after the tokens before it (a start token the model puts
  * before the text has no entry; a first token with nothing before it has
- * "logprob": null and no top), computed by the prefill.
+ * "logprob": null and no top), computed by the prefill; streamed, the
+ * same array comes first on a line of its own, {"prompt_logprobs": [...]},
+ * before the first delta.
  *
  * A request {"stats": true} is answered with one line of the engine's
  * state: {"models", "model_bytes", "loaded" ([{"dir", "adapter",
