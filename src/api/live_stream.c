@@ -28,7 +28,7 @@ struct live {
     struct api_server *srv;
     struct http_request req;  /* the caller's account; the body is not used */
     struct control_generation g;
-    char *prompt, *chat, *model;
+    char *prompt, *chat, *prompt_ids, *model;
     const char *input_param;
     const struct live_format *f;
     void *fmt;
@@ -94,6 +94,7 @@ static void live_release(void *ctx)
         l->f->free(l->fmt);
     free(l->prompt);
     free(l->chat);
+    free(l->prompt_ids);
     free(l->model);
     free(l);
 }
@@ -164,10 +165,11 @@ void live_stream_start(struct api_server *srv, struct http_request *req,
 {
     struct live *l = calloc(1, sizeof *l);
     if (!l || !copy(&l->prompt, g->prompt) || !copy(&l->chat, g->chat) ||
-        !copy(&l->model, model)) {
+        !copy(&l->prompt_ids, g->prompt_ids) || !copy(&l->model, model)) {
         if (l) {
             free(l->prompt);
             free(l->chat);
+            free(l->prompt_ids);
             free(l);
         }
         if (f->free)
@@ -185,6 +187,7 @@ void live_stream_start(struct api_server *srv, struct http_request *req,
     l->g = *g;
     l->g.prompt = l->prompt;
     l->g.chat = l->chat;
+    l->g.prompt_ids = l->prompt_ids;
     l->g.on_delta = live_piece;
     l->g.on_delta_ctx = l;
     l->input_param = input_param;

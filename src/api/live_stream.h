@@ -10,8 +10,9 @@
  * first piece ends the stream without `data: [DONE]`.
  *
  * Ownership: live_stream_start copies what it keeps of the request and g
- * (prompt, chat, model) and takes `fmt` over: f->free(fmt) is called once,
- * when both threads let go. The format's calls never run at once.
+ * (prompt, chat, prompt_ids, model) and takes `fmt` over: f->free(fmt) is
+ * called once, when both threads let go. The format's calls never run at
+ * once.
  */
 #ifndef ALALLO_API_LIVE_STREAM_H
 #define ALALLO_API_LIVE_STREAM_H
@@ -36,10 +37,11 @@ struct live_format {
      * to and with `data: [DONE]`. */
     void (*finish)(void *fmt, struct jsonw *buf, json_t *out);
     void (*free)(void *fmt);
-    /* The prompt's own tokens' entries (control/generation.h's
+    /* What the answer says of its prompt ({"prompt_text",
+     * "prompt_logprobs"}: control/generation.h's prompt_ids and
      * prompt_logprobs), before the first piece; NULL when the format never
-     * asks for them. */
-    void (*prompt)(void *fmt, struct jsonw *buf, const json_t *entries);
+     * asks for it. */
+    void (*prompt)(void *fmt, struct jsonw *buf, const json_t *prompt);
 };
 
 /* One SSE event "data: JSON\n\n" appended to buf (chunk taken over; NULL

@@ -23,6 +23,7 @@
 #include "core/text.h"
 
 #define PROMPT_MAX (32 * 1024)
+#define PROMPT_MAX_IDS (32 * 1024)
 #define MAX_TOKENS_CAP 2048
 #define LEGACY_LOGPROBS_MAX 5 /* OpenAI's bound for legacy completions */
 
@@ -107,7 +108,9 @@ static json_t *usage_of(json_t *out)
 struct legacy_stream {
     char id[IDS_MAX];
     json_int_t created;
-    char *model, *echo; /* echo: the prompt, or NULL */
+    char *model, *echo; /* echo: the prompt's text (NULL for token ids: it comes) */
+    bool echoes;        /* echo asked for                                   */
+    bool echo_waits;    /* the echo waits for the prompt's line (legacy_prompt) */
     bool include_usage;
     size_t text_sent;   /* bytes of the answer sent                  */
     struct live_logprobs lp;
@@ -141,21 +144,25 @@ static void legacy_chunk(struct legacy_stream *l, struct jsonw *buf, const char 
 static void legacy_begin(void *fmt, struct jsonw *buf)
 {
     struct legacy_stream *l = fmt;
-    if (l->echo && !l->lp.pending) /* with logprobs, it waits for its entries */
+    if (l->echoes && !l->echo_waits)
         legacy_chunk(l, buf, l->echo, strlen(l->echo), NULL);
 }
 
-/* Echo with logprobs: the prompt's chunk, with its own tokens' entries. */
-static void legacy_prompt(void *fmt, struct jsonw *buf, const json_t *entries)
+/* Echo of token ids or with logprobs: the prompt's chunk once its line
+ * came ({"prompt_text", "prompt_logprobs"}), its text and its own
+ * tokens' entries. */
+static void legacy_prompt(void *fmt, struct jsonw *buf, const json_t *prompt)
 {
     struct legacy_stream *l = fmt;
-    if (!l->echo || !l->lp.pending || json_array_size(l->lp.pending) > 0)
-        return; /* asked for with echo and logprobs only, before any piece */
-    if (entries)
-        json_array_extend(l->lp.pending, (json_t *)entries);
-    legacy_chunk(l, buf, l->echo, strlen(l->echo), NULL);
-    free(l->echo);
-    l->echo = NULL;
+    if (!l->echo_waits)
+        return;
+    l->echo_waits = false;
+    json_t *entries = json_object_get(prompt, "prompt_logprobs");
+    if (l->lp.pending && entries)
+        json_array_extend(l->lp.pending, entries);
+    const char *text = json_string_value(json_object_get(prompt, "prompt_text"));
+    text = text ? text : l->echo ? l->echo : "";
+    legacy_chunk(l, buf, text, strlen(text), NULL);
 }
 
 static void legacy_piece(void *fmt, struct jsonw *buf, const char *piece, size_t len,
@@ -172,8 +179,7 @@ static void legacy_piece(void *fmt, struct jsonw *buf, const char *piece, size_t
 static void legacy_finish(void *fmt, struct jsonw *buf, json_t *out)
 {
     struct legacy_stream *l = fmt;
-    if (l->echo && l->lp.pending) /* the prompt's entries did not come before */
-        legacy_prompt(l, buf, json_object_get(out, "prompt_logprobs"));
+    legacy_prompt(l, buf, out); /* when the prompt's line did not come before */
     const char *text = json_string_value(json_object_get(out, "text"));
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
     size_t tn = text ? strlen(text) : 0, sent = l->text_sent <= tn ? l->text_sent : tn;
@@ -226,7 +232,8 @@ static void legacy_stream_start(struct api_server *srv, struct http_request *req
                                 bool include_usage)
 {
     struct legacy_stream *l = calloc(1, sizeof *l);
-    if (!l || !(l->model = strdup(model)) || (echo && !(l->echo = strdup(g->prompt))) ||
+    if (!l || !(l->model = strdup(model)) ||
+        (echo && g->prompt && !(l->echo = strdup(g->prompt))) ||
         (g->logprobs && !(l->lp.pending = json_array()))) {
         if (l)
             legacy_free(l);
@@ -236,7 +243,46 @@ static void legacy_stream_start(struct api_server *srv, struct http_request *req
     ids_make(l->id, sizeof l->id, "cmpl-");
     l->created = (json_int_t)(clock_now_ms() / 1000);
     l->include_usage = include_usage;
+    l->echoes = echo;
+    l->echo_waits = echo && (g->prompt_ids || g->logprobs);
     live_stream_start(srv, req, res, model, g, "prompt", &legacy_format, l);
+}
+
+/* The prompt of a legacy request into g: a string, or the model's token
+ * ids (an array of integers, given to the engine as they are: *ids, the
+ * caller's to free), either alone or as the one item of a list; false with
+ * the error set in res. */
+static bool legacy_prompt_of(struct api_server *srv, json_t *p, struct control_generation *g,
+                             char **ids, struct http_response *res)
+{
+    if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0)))
+        p = json_array_get(p, 0); /* one prompt in a list, as SDKs allow */
+    if (json_is_string(p)) {
+        g->prompt = json_string_value(p);
+        return strlen(g->prompt) <= PROMPT_MAX ||
+               bad(res, "prompt", "prompt is too long (at most 32768 bytes).");
+    }
+    size_t i, n = json_array_size(p);
+    json_t *v;
+    bool tokens = json_is_array(p) && n > 0;
+    json_array_foreach(p, i, v)
+        tokens = tokens && json_is_integer(v) && json_integer_value(v) >= 0 &&
+                 json_integer_value(v) <= INT32_MAX;
+    if (!tokens)
+        return bad(res, "prompt", "prompt must be a string or an array of token ids (integers "
+                                  "from 0), one prompt a request.");
+    if (n > PROMPT_MAX_IDS)
+        return bad(res, "prompt", "prompt is too long (at most 32768 token ids).");
+    if (!srv->ctl->inference)
+        return bad(res, "prompt", "prompts of token ids are served by the resident inference "
+                                  "engine only; this server answers with a process per request "
+                                  "(serve --inference child).");
+    if (!(*ids = json_dumps(p, JSON_COMPACT))) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return false;
+    }
+    g->prompt_ids = *ids;
+    return true;
 }
 
 /* The entries of a legacy answer's logprobs: with echo the prompt's own
@@ -262,18 +308,13 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         return;
     struct control_generation g = {0};
     const char *model = json_string_value(json_object_get(body, "model"));
-    json_t *p = json_object_get(body, "prompt");
-    if (json_is_array(p) && json_array_size(p) == 1)
-        p = json_array_get(p, 0); /* one prompt in a list, as SDKs allow */
-    g.prompt = json_string_value(p);
+    char *ids = NULL;
     g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     bool echo = false, stream = false;
-    bool ok = !model            ? bad(res, "model", "model is required.")
-              : !g.prompt       ? bad(res, "prompt", "prompt must be a string.")
-              : strlen(g.prompt) > PROMPT_MAX
-                  ? bad(res, "prompt", "prompt is too long (at most 32768 bytes).")
-                  : completion_sampling_parse(body, &g, res) &&
-                        legacy_options(srv, body, &g, &echo, &stream, res);
+    bool ok = !model ? bad(res, "model", "model is required.")
+                     : legacy_prompt_of(srv, json_object_get(body, "prompt"), &g, &ids, res) &&
+                           completion_sampling_parse(body, &g, res) &&
+                           legacy_options(srv, body, &g, &echo, &stream, res);
     if (ok && stream) {
         json_t *so = json_object_get(body, "stream_options");
         legacy_stream_start(srv, req, res, model, &g, echo,
@@ -281,6 +322,8 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         ok = false; /* answered */
     }
     json_t *out = ok ? completion_generate(srv, req, model, &g, "prompt", res) : NULL;
+    free(ids);
+    g.prompt_ids = NULL;
     if (!out) {
         json_decref(body);
         return;
@@ -294,7 +337,8 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     json_t *lp = entries ? completion_logprobs(entries, &chars) : NULL;
     json_decref(entries);
     char *whole = NULL;
-    if (echo && text && asprintf(&whole, "%s%s", g.prompt, text) < 0)
+    const char *said = g.prompt ? g.prompt : json_string_value(json_object_get(out, "prompt_text"));
+    if (echo && text && asprintf(&whole, "%s%s", said ? said : "", text) < 0)
         whole = NULL;
     if ((g.logprobs && !lp) || (echo && text && !whole)) {
         json_decref(lp);

@@ -33,6 +33,9 @@ static bool user_mistake(const json_t *o, char *why, size_t whycap)
     if (code && strcmp(code, "invalid_chat") == 0 && msg)
         return text_printf(why, whycap, "This model's chat template cannot lay out these "
                                         "messages: %s", msg);
+    if (code && strcmp(code, "invalid_prompt") == 0 && msg)
+        return text_printf(why, whycap, "The prompt's token ids do not fit this model: %s.",
+                           msg);
     if (code && strcmp(code, "empty_prompt") == 0)
         return text_copy(why, whycap,
                          "The prompt is empty, and this model needs some text to continue.");
@@ -58,10 +61,10 @@ static enum alallo_err child_generate(struct control *ctl, const char *dir, cons
 {
     *out = NULL;
     why[0] = '\0';
-    if (g->logprobs) {
-        text_copy(why, whycap, "logprobs are served by the resident inference engine only; "
-                               "this server answers with a process per request "
-                               "(serve --inference child).");
+    if (g->logprobs || g->prompt_ids) {
+        text_printf(why, whycap, "%s served by the resident inference engine only; this server "
+                                 "answers with a process per request (serve --inference child).",
+                    g->logprobs ? "logprobs are" : "prompts of token ids are");
         return ERR_INVALID;
     }
     char max_tokens[24], temperature[32], seed[24];
@@ -180,6 +183,8 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
         json_object_set_new(req, "prompt_logprobs", json_true());
     if (req && g->chat)
         json_object_set_new(req, "chat", json_loads(g->chat, 0, NULL));
+    else if (req && g->prompt_ids)
+        json_object_set_new(req, "prompt_ids", json_loads(g->prompt_ids, 0, NULL));
     else if (req)
         json_object_set_new(req, "prompt", json_string(g->prompt));
     if (!req)

@@ -21,6 +21,8 @@
 struct control_generation {
     const char *prompt;
     const char *chat; /* instead of prompt: {"messages": [...], "tools": [...]} as JSON text */
+    const char *prompt_ids; /* instead of prompt: the model's token ids, a JSON array as text
+                             * (the engine's path only: a child refuses it, ERR_INVALID) */
     long max_tokens;
     double temperature;
     long long seed; /* 0..LLONG_MAX; -1: none */
@@ -37,9 +39,10 @@ struct control_generation {
      * as the generator produces it, before control_generate returns the
      * whole; the pieces joined are a prefix of the final text. With
      * logprobs, `logprobs` holds the entries of the tokens the piece
-     * completes (else NULL; borrowed for the call). With prompt_logprobs,
-     * a first call with piece NULL brings the prompt's own tokens'
-     * entries, before any piece. */
+     * completes (else NULL; borrowed for the call). With prompt_ids or
+     * prompt_logprobs, a first call with piece NULL brings, before any
+     * piece, what the answer says of its prompt: {"prompt_text",
+     * "prompt_logprobs"} (train/serve/engine.h) in `logprobs`. */
     void (*on_delta)(void *ctx, const char *piece, size_t len, const json_t *logprobs);
     void *on_delta_ctx;
     /* When > 0, a socket of the caller's client (the caller's to close):

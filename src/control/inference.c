@@ -339,6 +339,15 @@ static bool send_all(int fd, const char *s, size_t len)
 }
 
 /* inference_call, waiting wait_ms for an engine to connect to. */
+/* Whether o is a streamed answer's prompt line (engine.h): an object of
+ * "prompt_text" (a string) and "prompt_logprobs" (an array), one or both. */
+static bool prompt_line(const json_t *o)
+{
+    json_t *t = json_object_get(o, "prompt_text"), *lp = json_object_get(o, "prompt_logprobs");
+    return (t || lp) && (!t || json_is_string(t)) && (!lp || json_is_array(lp)) &&
+           json_object_size(o) == (size_t)(!!t + !!lp);
+}
+
 static enum alallo_err call(struct inference *inf, const json_t *request, int wait_ms,
                             int timeout_s, int watch_fd,
                             void (*on_delta)(void *ctx, const char *piece, size_t len,
@@ -415,10 +424,9 @@ static enum alallo_err call(struct inference *inf, const json_t *request, int wa
                 json_decref(o);
                 continue;
             }
-            json_t *plp = json_object_get(o, "prompt_logprobs");
-            if (json_is_array(plp) && json_object_size(o) == 1) { /* before the deltas */
+            if (prompt_line(o)) { /* before the deltas */
                 if (on_delta)
-                    on_delta(ctx, NULL, 0, plp);
+                    on_delta(ctx, NULL, 0, o);
                 json_decref(o);
                 continue;
             }

@@ -72,8 +72,9 @@ long inference_starts(const struct inference *inf);
 
 /* One generation request (engine.h's line) written and its answer read,
  * for at most timeout_s seconds; on_delta gets each {"delta"} piece (and
- * its "logprobs", or NULL), and a streamed {"prompt_logprobs"} line as
- * piece NULL with those entries.
+ * its "logprobs", or NULL), and a streamed answer's prompt line
+ * ({"prompt_text", "prompt_logprobs"}, engine.h) as piece NULL with that
+ * object.
  * ERR_OK with *out the final object: the answer or one of the engine's
  * errors ({"error": CODE, ...}) for the caller to read. ERR_UNAVAILABLE
  * with a sentence in why when the engine is restarting or went away

@@ -7,12 +7,15 @@
 // are a 400 naming the field. Legacy completions (`logprobs: 0..5`) give
 // OpenAI's legacy shape - tokens, token_logprobs, top_logprobs (objects),
 // text_offset - plain and streamed, with the chat path's values for the
-// same prompt, and with echo the prompt's own tokens first. (The values themselves are checked against
+// same prompt, and with echo the prompt's own tokens first; a prompt of
+// token ids answers as its text does. (The values themselves are checked against
 // the model's own log-softmax in tests/unit/train/test_serve_batcher.c.)
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { Serve, tinyModelsDir } from './service_harness.mjs';
+import { Serve, run, tinyModelsDir } from './service_harness.mjs';
 
 const messages = [{ role: 'user', content: 'Review: a good film\nSentiment:' }];
 const TOKENS = 12;
@@ -113,7 +116,7 @@ describe('chat completions with logprobs', () => {
     assert.equal(ok.json.choices[0].logprobs.content[0].top_logprobs.length, 20);
   });
 
-  test('serve --inference child: logprobs are refused, naming the field', async () => {
+  test('serve --inference child: logprobs and prompts of token ids are refused, naming the field', async () => {
     const c = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference', 'child'] });
     try {
       const r = await c.call('POST', '/v1/chat/completions', { body: { model: 'tiny', messages, max_tokens: 2, logprobs: true } });
@@ -122,6 +125,10 @@ describe('chat completions with logprobs', () => {
       const legacy = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: 'hi', max_tokens: 2, logprobs: 1 } });
       assert.equal(legacy.status, 400, legacy.text);
       assert.equal(legacy.json.error.param, 'logprobs');
+      const ids = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: [5, 6], max_tokens: 2 } });
+      assert.equal(ids.status, 400, ids.text);
+      assert.equal(ids.json.error.param, 'prompt');
+      assert.match(ids.json.error.message, /token ids are served by the resident inference engine only/);
     } finally {
       await c.stop();
     }
@@ -281,6 +288,45 @@ describe('legacy completions with logprobs', () => {
     assert.equal(chunks[0].choices[0].logprobs.tokens.join(''), PROMPT);
     assert.equal(chunks.map((e) => e.choices[0].text).join(''), c.text);
     assert.deepEqual(joinLegacy(chunks.map((e) => e.choices[0].logprobs).filter(Boolean)), lp);
+  });
+
+  test('a prompt of token ids: answered as its text is, echoed as the ids\' text with an entry for each id', async () => {
+    const tok = path.join(path.dirname(models), 'tokenizer.json');
+    const ids = JSON.parse(run(['tokenizer', 'encode', '--tokenizer', tok, '--text', PROMPT]));
+    // a text prompt gets the start token the model puts first (this learnt
+    // tokenizer's one added token); ids are taken as given
+    const added = JSON.parse(fs.readFileSync(tok, 'utf8')).added_tokens;
+    assert.equal(added.length, 1);
+    const byText = (await complete({ logprobs: 1 })).json;
+    assert.equal(byText.usage.prompt_tokens, ids.length + 1);
+    for (const prompt of [[added[0].id, ...ids], [[added[0].id, ...ids]]]) {
+      const r = await complete({ prompt, logprobs: 1 });
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(r.json.choices[0], byText.choices[0]);
+      assert.deepEqual(r.json.usage, byText.usage);
+    }
+    const plain = (await complete({ prompt: ids, logprobs: 1 })).json;
+    assert.equal(plain.usage.prompt_tokens, ids.length);
+    const e = await complete({ prompt: ids, echo: true, logprobs: 1 });
+    assert.equal(e.status, 200, e.text);
+    const c = e.json.choices[0];
+    assert.equal(c.text, PROMPT + plain.choices[0].text);
+    assert.equal(c.logprobs.tokens.length, ids.length + plain.usage.completion_tokens);
+    assert.equal(c.logprobs.tokens.slice(0, ids.length).join(''), PROMPT);
+    assert.equal(c.logprobs.token_logprobs[0], null, 'the first id has nothing before it');
+    assert.equal(c.logprobs.top_logprobs[0], null);
+    assert.ok(c.logprobs.token_logprobs.slice(1).every((x) => x <= 0));
+    // streamed: the ids' text first, then the answer
+    const st = events((await complete({ prompt: ids, echo: true, stream: true })).text).filter((x) => x.choices.length > 0);
+    assert.equal(st[0].choices[0].text, PROMPT);
+    assert.equal(st.map((x) => x.choices[0].text).join(''), c.text);
+    // ids the model does not have, or no ids: a 400 on prompt
+    for (const prompt of [[400], [ids[0], 100000], [-1], [], [1.5], [[1], [2]], ['a', 1]]) {
+      const r = await complete({ prompt });
+      assert.equal(r.status, 400, JSON.stringify(prompt));
+      assert.equal(r.json.error.param, 'prompt', JSON.stringify(prompt));
+    }
+    assert.match((await complete({ prompt: [5, 400] })).json.error.message, /prompt_ids\[1\].* 0 to 399/);
   });
 
   test('bad logprobs, echo or stream: a 400 naming the field', async () => {

@@ -392,6 +392,21 @@ int gen_encode_prompt(struct generator *g, const char *prompt, int32_t **ids, si
     return 0;
 }
 
+int gen_encode_ids(struct generator *g, const int32_t *in, size_t n, int32_t **ids,
+                   struct gen_stops *stops, char *err, size_t errcap)
+{
+    stops->n = 0;
+    *ids = malloc(sizeof **ids * (n ? n : 1));
+    if (!*ids) {
+        snprintf(err, errcap, "out of memory for the prompt");
+        return -1;
+    }
+    if (n)
+        memcpy(*ids, in, sizeof **ids * n);
+    stops->id[stops->n++] = g->eos;
+    return 0;
+}
+
 int gen_run(struct generator *g, const char *prompt, const struct gen_opts *o,
             struct gen_result *out, char *err, size_t errcap)
 {

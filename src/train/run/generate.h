@@ -146,6 +146,11 @@ bool gen_stops_has(const struct gen_stops *s, int32_t id);
 int gen_encode_prompt(struct generator *g, const char *prompt, int32_t **ids /* OUT */,
                       size_t *n /* OUT */, struct gen_stops *stops /* OUT */, char *err,
                       size_t errcap);
+/* The same for a prompt given as token ids in[0..n) (each below the
+ * model's vocabulary: the caller's check), taken as they are (no start
+ * token added). 0, or -1 with a reason (memory). */
+int gen_encode_ids(struct generator *g, const int32_t *in, size_t n, int32_t **ids /* OUT */,
+                   struct gen_stops *stops /* OUT */, char *err, size_t errcap);
 /* The same for gen_run_chat's conversation: 0, -1 or GEN_BAD_CHAT. */
 int gen_encode_chat(struct generator *g, const struct json_t *messages,
                     const struct json_t *tools, int32_t **ids /* OUT */, size_t *n /* OUT */,

@@ -41,7 +41,8 @@ struct request {
     struct lru_entry *base, *adapter;
     struct batch_seq seq;
     int lp_sent; /* answer tokens whose log-probabilities went with a delta */
-    bool plp_sent; /* streamed: the prompt's own log-probabilities went */
+    bool ids;         /* the prompt came as token ids ("prompt_ids") */
+    bool prompt_sent; /* streamed: the prompt's line went (prompt_line) */
     long tokens;
     long long since_ms; /* accepted at (a TCP client's line has a limit) */
     struct request *next;
@@ -109,31 +110,54 @@ static void send_error(struct request *r, const char *code, const char *message)
 }
 
 /* The entries of the prompt's own tokens (they must have been prefilled):
- * those of its text, a start token the model puts before it left out. */
-static json_t *prompt_entries(const struct batch_seq *s)
+ * every token of ids given, else those of the text, a start token the
+ * model put before it left out. */
+static json_t *prompt_entries(const struct request *r)
 {
-    return serve_prompt_logprobs_json(s, s->prompt[0] == tokenizer_bos_id(gen_tokenizer(s->g)));
+    const struct batch_seq *s = &r->seq;
+    return serve_prompt_logprobs_json(
+        s, !r->ids && s->prompt[0] == tokenizer_bos_id(gen_tokenizer(s->g)));
 }
 
-/* Streamed with prompt_logprobs: the line of the prompt's entries, once,
- * before the first delta (or the answer, when no delta comes). */
-static void send_prompt_entries(struct request *r)
+/* What the answer says of its prompt into o: with ids given, its text
+ * ("prompt_text", special tokens spelt out); with prompt_logprobs, its
+ * tokens' entries. False when memory ran out. */
+static bool describe_prompt(const struct request *r, json_t *o)
 {
-    if (!r->stream || !r->seq.plp || r->plp_sent)
+    const struct batch_seq *s = &r->seq;
+    if (r->ids) {
+        char *t = tokenizer_decode(gen_tokenizer(s->g), s->prompt, (size_t)s->n_prompt, 0);
+        if (!t || json_object_set_new(o, "prompt_text", json_string(t))) {
+            free(t);
+            return false;
+        }
+        free(t);
+    }
+    json_t *e = s->plp ? prompt_entries(r) : NULL;
+    return !s->plp || (e && json_object_set_new(o, "prompt_logprobs", e) == 0);
+}
+
+/* Streamed with ids given or prompt_logprobs: the prompt's line
+ * (describe_prompt's), once, before the first delta (or the answer, when
+ * no delta comes). */
+static void send_prompt_line(struct request *r)
+{
+    if (!r->stream || (!r->ids && !r->seq.plp) || r->prompt_sent)
         return;
-    r->plp_sent = true;
-    json_t *e = prompt_entries(&r->seq);
-    if (!e) {
+    r->prompt_sent = true;
+    json_t *o = json_object();
+    if (!o || !describe_prompt(r, o)) {
+        json_decref(o);
         r->gone = true; /* out of memory: the client gets no answer */
         return;
     }
-    send_line(r, json_pack("{s:o}", "prompt_logprobs", e));
+    send_line(r, o);
 }
 
 static void on_text(void *ctx, const char *piece, size_t len)
 {
     struct request *r = ctx;
-    send_prompt_entries(r);
+    send_prompt_line(r);
     json_t *d = json_pack("{s:s%}", "delta", piece, len);
     if (d && r->seq.top_n >= 0) { /* the tokens this piece completes */
         json_object_set_new(d, "logprobs",
@@ -223,9 +247,9 @@ static bool read_opts(json_t *j, struct gen_opts *o, char *why, size_t cap)
     }
     json_t *plp = json_object_get(j, "prompt_logprobs");
     if (plp && (!json_is_boolean(plp) ||
-                (json_is_true(plp) && (!lp || !json_object_get(j, "prompt"))))) {
+                (json_is_true(plp) && (!lp || json_object_get(j, "chat"))))) {
         snprintf(why, cap, "prompt_logprobs must be true or false, and true only with logprobs "
-                           "and a prompt");
+                           "and a prompt (not a chat)");
         return false;
     }
     if (mt)
@@ -248,6 +272,33 @@ static bool loaded(struct request *r, int rc, const char *err)
     else
         send_error(r, "failed", err);
     return false;
+}
+
+/* The token ids of a "prompt_ids" array into *ids (n of them, the
+ * caller's): 0; 1 with the reason when one is no integer of the model's
+ * vocabulary (0 to vocab - 1); -1 when memory ran out. */
+static int prompt_ids(const json_t *a, int vocab, int32_t **ids, size_t *n, char *why,
+                      size_t cap)
+{
+    *n = json_array_size(a);
+    *ids = malloc(sizeof **ids * (*n ? *n : 1));
+    if (!*ids) {
+        snprintf(why, cap, "out of memory for the prompt");
+        return -1;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab) {
+            snprintf(why, cap,
+                     "prompt_ids[%zu] is not a token of this model (an integer from 0 to %d)", i,
+                     vocab - 1);
+            free(*ids);
+            *ids = NULL;
+            return 1;
+        }
+        (*ids)[i] = (int32_t)json_integer_value(v);
+    }
+    return 0;
 }
 
 /* Reads the request's line: loads its models, encodes its prompt and
@@ -280,15 +331,16 @@ static bool start(struct engine *e, struct request *r)
     json_t *ad = json_object_get(j, "adapter");
     json_t *four = json_object_get(j, "four_bit");
     const char *prompt = json_string_value(json_object_get(j, "prompt"));
+    json_t *pids = json_object_get(j, "prompt_ids");
     json_t *chat = json_object_get(j, "chat");
     json_t *messages = json_object_get(chat, "messages");
     struct gen_opts o;
     if (!account || !account[0] || !weights || (ad && !json_is_string(ad)) ||
-        (four && !json_is_boolean(four)) ||
-        (!prompt == !chat) || (chat && !json_is_array(messages))) {
+        (four && !json_is_boolean(four)) || (pids && !json_is_array(pids)) ||
+        (!!prompt + !!pids + !!chat != 1) || (chat && !json_is_array(messages))) {
         send_error(r, "invalid_request",
-                   "the request needs account, weights, and prompt or chat with messages "
-                   "(four_bit, when given, true or false)");
+                   "the request needs account, weights, and one of prompt, prompt_ids (an "
+                   "array) and chat with messages (four_bit, when given, true or false)");
         goto out;
     }
     if (!read_opts(j, &o, why, sizeof why)) {
@@ -311,9 +363,21 @@ static bool start(struct engine *e, struct request *r)
     int32_t *ids;
     size_t n;
     struct gen_stops stops;
-    rc = chat ? gen_encode_chat(g, messages, json_object_get(chat, "tools"), &ids, &n, &stops,
-                                why, sizeof why)
-              : gen_encode_prompt(g, prompt, &ids, &n, &stops, why, sizeof why);
+    if (pids) {
+        rc = prompt_ids(pids, gen_model(g)->cfg.vocab, &ids, &n, why, sizeof why);
+        if (rc) {
+            send_error(r, rc > 0 ? "invalid_prompt" : "failed", why);
+            goto out;
+        }
+        r->ids = true;
+        int32_t *given = ids;
+        rc = gen_encode_ids(g, given, n, &ids, &stops, why, sizeof why);
+        free(given);
+    } else {
+        rc = chat ? gen_encode_chat(g, messages, json_object_get(chat, "tools"), &ids, &n,
+                                    &stops, why, sizeof why)
+                  : gen_encode_prompt(g, prompt, &ids, &n, &stops, why, sizeof why);
+    }
     if (rc == GEN_BAD_CHAT) {
         send_error(r, "invalid_chat", why);
         goto out;
@@ -438,15 +502,12 @@ static void finish(struct request *r)
     }
     if (r->stream && strlen(text) > s->sent) /* the last incomplete characters */
         on_text(r, text + s->sent, strlen(text + s->sent));
-    send_prompt_entries(r);
+    send_prompt_line(r);
     json_t *answer = json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
                                "completion_tokens", s->n_out, "finish_reason", s->finish);
     json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_out) : NULL;
     bool failed = s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp));
-    if (!failed && s->plp) {
-        json_t *plp = prompt_entries(s);
-        failed = !plp || json_object_set_new(answer, "prompt_logprobs", plp);
-    }
+    failed = failed || !describe_prompt(r, answer);
     if (failed) {
         json_decref(answer);
         answer = json_pack("{ss ss}", "error", "failed", "message", "out of memory");

@@ -8,11 +8,12 @@
  *   {"account": ID, "weights": DIR, "adapter": DIR (optional),
  *    "four_bit": BOOL (optional: the weights' matrices loaded as NF4, as
  *    a 4-bit job trained on them; model_lru.h),
- *    "prompt": TEXT | "chat": {"messages": [...], "tools": [...]},
+ *    "prompt": TEXT | "prompt_ids": [ID...] | "chat": {"messages": [...],
+ *    "tools": [...]},
  *    "max_tokens": N, "temperature": T, "top_p": P, "seed": S (optional),
  *    "stream": BOOL, "logprobs": TOP (optional, 0..20),
  *    "prompt_logprobs": BOOL (optional; true only with logprobs and a
- *    prompt)}
+ *    prompt or prompt_ids)}
  * - and reads lines: with stream, {"delta": TEXT} as the answer grows; then
  * one final object, the answer {"text", "prompt_tokens",
  * "completion_tokens", "finish_reason"} or an error {"error": CODE, ...}:
@@ -34,10 +35,19 @@
  * With "prompt_logprobs" too, the answer has the same entries of the
  * prompt's own tokens as "prompt_logprobs": [...], each one's
  * log-probability after the tokens before it (a start token the model puts
- * before the text has no entry; a first token with nothing before it has
- * "logprob": null and no top), computed by the prefill; streamed, the
- * same array comes first on a line of its own, {"prompt_logprobs": [...]},
- * before the first delta.
+ * before a text prompt has no entry; a first token with nothing before it
+ * has "logprob": null and no top), computed by the prefill.
+ *
+ * "prompt_ids" is a prompt already in the model's token ids (integers from
+ * 0 to its vocabulary's size - 1; anything else is "invalid_prompt", with
+ * "message"), taken
+ * as it is: no start token is added. Its answer has "prompt_text", the
+ * ids' text with special tokens spelt out, and its prompt_logprobs have an
+ * entry for every id.
+ *
+ * Streamed, what the answer says of its prompt ("prompt_text",
+ * "prompt_logprobs") comes first, on a line of its own holding only those
+ * keys, before the first delta.
  *
  * A request {"stats": true} is answered with one line of the engine's
  * state: {"models", "model_bytes", "loaded" ([{"dir", "adapter",
