@@ -3,11 +3,11 @@
  * engine, or a child process with a time limit), and the sampling fields
  * it shares with chat completions.
  *
- * Legacy completions take `logprobs` (0..5: the answer's tokens with
- * their log-probabilities and that many most likely tokens at each place,
- * in OpenAI's legacy shape, completion_logprobs.h), `echo` (the prompt
- * before the answer; with logprobs, the prompt's own tokens' first) and
- * `stream` (text_completion
+ * Legacy completions take a prompt of text or of the model's token ids,
+ * `logprobs` (0..5: the answer's tokens with their log-probabilities and
+ * that many most likely tokens at each place, in OpenAI's legacy shape,
+ * completion_logprobs.h), `echo` (the prompt before the answer; with
+ * logprobs, the prompt's own tokens' first) and `stream` (text_completion
  * chunks as server-sent events, live_stream.h; docs/api.md). */
 #include <math.h>
 #include <stdio.h>
