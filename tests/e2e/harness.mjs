@@ -97,8 +97,12 @@ export async function startServe(extraArgs = []) {
     await sleep(200);
   }
   const key = fs.readFileSync(path.join(dir, 'api-key'), 'utf8').trim();
-  // The address serve prints signs the local user in (#key=...).
-  const printed = new RegExp(`http://127\\.0\\.0\\.1:${port}/#key=\\S+`).exec(out);
+  // The address serve prints signs the local user in (#key=...). Serve may
+  // answer /healthz and write the key a moment before it prints the
+  // address: up to 10 s more for the line.
+  const signin = new RegExp(`http://127\\.0\\.0\\.1:${port}/#key=\\S+`);
+  for (let i = 0; i < 100 && !signin.test(out) && !exited; i++) await sleep(100);
+  const printed = signin.exec(out);
   const signinUrl = printed ? printed[0] : `${base}/#key=${encodeURIComponent(key)}`;
   return {
     base,
