@@ -59,19 +59,27 @@ void batch_seq_end(struct batch_seq *s)
     s->top = s->ptop = NULL;
 }
 
+/* n log-probabilities and n tops of top_n into *lp and *top (both or
+ * neither, the sequence's to free): 0, or -1 when memory ran out. */
+static int lp_arrays(float **lp, struct batch_logprob **top, size_t n, int top_n)
+{
+    *lp = malloc(sizeof **lp * n);
+    *top = malloc(sizeof **top * n * (size_t)(top_n ? top_n : 1));
+    if (*lp && *top)
+        return 0;
+    free(*lp);
+    free(*top);
+    *lp = NULL;
+    *top = NULL;
+    return -1;
+}
+
 int batch_seq_logprobs(struct batch_seq *s, int top_n)
 {
     if (top_n < 0 || top_n > BATCH_TOP_LOGPROBS_MAX || s->max_new < 1)
         return -1;
-    s->lp = malloc(sizeof *s->lp * (size_t)s->max_new);
-    s->top = malloc(sizeof *s->top * (size_t)s->max_new * (size_t)(top_n ? top_n : 1));
-    if (!s->lp || !s->top) {
-        free(s->lp);
-        free(s->top);
-        s->lp = NULL;
-        s->top = NULL;
+    if (lp_arrays(&s->lp, &s->top, (size_t)s->max_new, top_n))
         return -1;
-    }
     s->top_n = top_n;
     return 0;
 }
@@ -80,16 +88,8 @@ int batch_seq_prompt_logprobs(struct batch_seq *s)
 {
     if (s->top_n < 0 || s->kv.len > 0 || s->plp)
         return -1;
-    size_t n = (size_t)s->n_prompt;
-    s->plp = malloc(sizeof *s->plp * n);
-    s->ptop = malloc(sizeof *s->ptop * n * (size_t)(s->top_n ? s->top_n : 1));
-    if (!s->plp || !s->ptop) {
-        free(s->plp);
-        free(s->ptop);
-        s->plp = NULL;
-        s->ptop = NULL;
+    if (lp_arrays(&s->plp, &s->ptop, (size_t)s->n_prompt, s->top_n))
         return -1;
-    }
     s->plp[0] = NAN;
     return 0;
 }
