@@ -851,11 +851,14 @@ static void bench_follow(struct engine *e, int p, const struct exec_job *live, c
     struct bench_speed done;
     char unread[512];
     if (bench_read(e, p, &done, unread, sizeof unread) == 0) {
-        bench_measured(e, p, &done);
+        /* cancelled before the speed is recorded: the cancel goes by the
+         * job's name, and once the speed shows, a job of that name is
+         * someone else's (a ghost to warn of, not one to take silently) */
         bench_cancelled(e, p, live->id, now);
         if (executor_cancel(e->x, tag))
             log_line("warn", "%s: pool %s: its bench job, done, is still listed and "
                      "could not be cancelled: %s", e->x->name, name, e->x->error);
+        bench_measured(e, p, &done);
         return;
     }
     struct bench_look look = {

@@ -270,9 +270,9 @@ test('a bench job listed alive once the pool is measured is cancelled at once', 
   const s = await serve({ pools: [POOLS[0]] });
   try {
     await measured(s);
-    // the pool's own bench job gone first: serve records the speed, then
-    // cancels that job by its name (scancel --name), which would take a
-    // ghost submitted in between silently, with no warning to wait for
+    // the pool's own bench job gone first (serve cancels it by its name,
+    // scancel --name, before it records the speed, so that a ghost
+    // submitted once the speed shows is never taken silently with it)
     await waitFor(() => live().length === 0, { timeoutMs: 30000, what: `the pool's bench job ended: ${JSON.stringify(live())}` });
     const script = path.join(cluster.kit, 'jobs', 'ghost-bench.sh');
     fs.writeFileSync(script, '#!/bin/sh\nsleep 600\n', { mode: 0o755 });
