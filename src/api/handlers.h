@@ -56,8 +56,8 @@ void graders_run(struct api_server *, struct http_request *, struct http_respons
  * the sampling fields of a request into g (false with res set). One
  * generation is completion_call.h's. */
 struct control_generation;
-bool completion_sampling_parse(json_t *body, struct control_generation *g,
-                               struct http_response *res);
+bool completion_sampling_parse(struct api_server *srv, json_t *body,
+                               struct control_generation *g, struct http_response *res);
 /* Whether logprobs can be served here (only the inference engine serves
  * them); false with a 400 naming "logprobs" set in res. */
 bool completion_logprobs_served(struct api_server *srv, struct http_response *res);

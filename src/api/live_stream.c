@@ -29,6 +29,7 @@ struct live {
     struct http_request req;  /* the caller's account; the body is not used */
     struct control_generation g;
     char *prompt, *chat, *prompt_ids, *model;
+    char *stop[COMPLETION_STOP_MAX];
     const char *input_param;
     const struct live_format *f;
     void *fmt;
@@ -96,6 +97,8 @@ static void live_release(void *ctx)
     free(l->chat);
     free(l->prompt_ids);
     free(l->model);
+    for (int i = 0; i < COMPLETION_STOP_MAX; i++)
+        free(l->stop[i]);
     free(l);
 }
 
@@ -164,12 +167,18 @@ void live_stream_start(struct api_server *srv, struct http_request *req,
                        const struct live_format *f, void *fmt)
 {
     struct live *l = calloc(1, sizeof *l);
-    if (!l || !copy(&l->prompt, g->prompt) || !copy(&l->chat, g->chat) ||
-        !copy(&l->prompt_ids, g->prompt_ids) || !copy(&l->model, model)) {
+    bool copied = l && copy(&l->prompt, g->prompt) && copy(&l->chat, g->chat) &&
+                  copy(&l->prompt_ids, g->prompt_ids) && copy(&l->model, model);
+    for (int i = 0; copied && i < g->n_stop; i++)
+        copied = copy(&l->stop[i], g->stop[i]);
+    if (!copied) {
         if (l) {
             free(l->prompt);
             free(l->chat);
             free(l->prompt_ids);
+            free(l->model);
+            for (int i = 0; i < COMPLETION_STOP_MAX; i++)
+                free(l->stop[i]);
             free(l);
         }
         if (f->free)
@@ -188,6 +197,8 @@ void live_stream_start(struct api_server *srv, struct http_request *req,
     l->g.prompt = l->prompt;
     l->g.chat = l->chat;
     l->g.prompt_ids = l->prompt_ids;
+    for (int i = 0; i < g->n_stop; i++)
+        l->g.stop[i] = l->stop[i];
     l->g.on_delta = live_piece;
     l->g.on_delta_ctx = l;
     l->input_param = input_param;

@@ -318,7 +318,7 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
                   ? bad(res, "top_logprobs", "top_logprobs needs logprobs set to true.")
               : json_is_true(lp) && !completion_logprobs_served(srv, res)
                   ? false
-                  : completion_sampling_parse(body, &g, res);
+                  : completion_sampling_parse(srv, body, &g, res);
     if (ok)
         ok = (msgs = clean_messages(json_object_get(body, "messages"), res)) != NULL;
     const char *choice = json_string_value(json_object_get(body, "tool_choice"));

@@ -33,10 +33,40 @@ static bool bad(struct http_response *res, const char *param, const char *msg)
     return false;
 }
 
-/* max_tokens (or max_completion_tokens), temperature and seed of a
- * request into g; false with the error set in res. */
-bool completion_sampling_parse(json_t *body, struct control_generation *g,
-                               struct http_response *res)
+/* A request's stop texts into g: null, a text, or a list of up to
+ * COMPLETION_STOP_MAX texts of 1 to COMPLETION_STOP_BYTES bytes (the
+ * engine's bounds, train/run/stop_text.h); served by the engine only. */
+static bool stop_parse(struct api_server *srv, json_t *body, struct control_generation *g,
+                       struct http_response *res)
+{
+    json_t *v = json_object_get(body, "stop");
+    g->n_stop = 0;
+    if (!v || json_is_null(v))
+        return true;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    bool ok = json_is_string(v) || (json_is_array(v) && n <= COMPLETION_STOP_MAX);
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *t = json_is_array(v) ? json_array_get(v, i) : v;
+        ok = json_is_string(t) && json_string_length(t) >= 1 &&
+             json_string_length(t) <= COMPLETION_STOP_BYTES &&
+             strlen(json_string_value(t)) == json_string_length(t);
+        if (ok)
+            g->stop[g->n_stop++] = json_string_value(t);
+    }
+    if (!ok)
+        return bad(res, "stop", "stop must be a string or an array of up to 4 strings, each of "
+                                "1 to 256 bytes.");
+    if (g->n_stop > 0 && !srv->ctl->inference)
+        return bad(res, "stop", "stop is served by the resident inference engine only; this "
+                                "server answers with a process per request (serve --inference "
+                                "child).");
+    return true;
+}
+
+/* max_tokens (or max_completion_tokens), temperature, top_p, seed and
+ * stop of a request into g; false with the error set in res. */
+bool completion_sampling_parse(struct api_server *srv, json_t *body,
+                               struct control_generation *g, struct http_response *res)
 {
     json_t *mt = json_object_get(body, "max_tokens");
     if (!mt || json_is_null(mt))
@@ -65,7 +95,16 @@ bool completion_sampling_parse(json_t *body, struct control_generation *g,
             return bad(res, "seed", "seed must be an integer from 0 to 9223372036854775807.");
         g->seed = (long long)json_integer_value(s);
     }
-    return true;
+    json_t *tp = json_object_get(body, "top_p");
+    g->top_p = 1.0;
+    if (tp && !json_is_null(tp)) {
+        double v = json_number_value(tp);
+        if (!json_is_number(tp) || !isfinite(v) || v < 0 || v > 1)
+            return bad(res, "top_p", "top_p must be a number from 0 to 1.");
+        /* 0 keeps the most likely token alone, as the smallest nucleus */
+        g->top_p = v > COMPLETION_TOP_P_MIN ? v : COMPLETION_TOP_P_MIN;
+    }
+    return stop_parse(srv, body, g, res);
 }
 
 bool completion_logprobs_served(struct api_server *srv, struct http_response *res)
@@ -201,7 +240,8 @@ static const struct live_format legacy_format = {legacy_begin, legacy_piece, leg
                                                  legacy_free, legacy_prompt};
 
 /* logprobs (0..5, or none), echo and stream of a legacy request into g,
- * *echo and *stream; false with the error set in res. */
+ * *echo and *stream, and its n and best_of (1 or absent); false with the
+ * error set in res. */
 static bool legacy_options(struct api_server *srv, json_t *body, struct control_generation *g,
                            bool *echo, bool *stream, struct http_response *res)
 {
@@ -217,6 +257,13 @@ static bool legacy_options(struct api_server *srv, json_t *body, struct control_
         return bad(res, "echo", "echo must be true or false.");
     if (st && !json_is_null(st) && !json_is_boolean(st))
         return bad(res, "stream", "stream must be true or false.");
+    /* one answer a request, as chat completions (a list of several is
+     * several requests side by side: docs/api.md) */
+    json_t *n = json_object_get(body, "n"), *best = json_object_get(body, "best_of");
+    if (n && !json_is_null(n) && !(json_is_integer(n) && json_integer_value(n) == 1))
+        return bad(res, "n", "n must be 1.");
+    if (best && !json_is_null(best) && !(json_is_integer(best) && json_integer_value(best) == 1))
+        return bad(res, "best_of", "best_of must be 1.");
     g->logprobs = has_lp;
     g->top_logprobs = has_lp ? (int)json_integer_value(lp) : 0;
     g->prompt_logprobs = has_lp && json_is_true(e);
@@ -313,7 +360,7 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     bool echo = false, stream = false;
     bool ok = !model ? bad(res, "model", "model is required.")
                      : legacy_prompt_of(srv, json_object_get(body, "prompt"), &g, &ids, res) &&
-                           completion_sampling_parse(body, &g, res) &&
+                           completion_sampling_parse(srv, body, &g, res) &&
                            legacy_options(srv, body, &g, &echo, &stream, res);
     if (ok && stream) {
         json_t *so = json_object_get(body, "stream_options");

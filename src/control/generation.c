@@ -61,21 +61,27 @@ static enum alallo_err child_generate(struct control *ctl, const char *dir, cons
 {
     *out = NULL;
     why[0] = '\0';
-    if (g->logprobs || g->prompt_ids) {
+    if (g->logprobs || g->prompt_ids || g->n_stop > 0) {
         text_printf(why, whycap, "%s served by the resident inference engine only; this server "
                                  "answers with a process per request (serve --inference child).",
-                    g->logprobs ? "logprobs are" : "prompts of token ids are");
+                    g->logprobs ? "logprobs are" : g->prompt_ids ? "prompts of token ids are"
+                                                                 : "stop texts are");
         return ERR_INVALID;
     }
-    char max_tokens[24], temperature[32], seed[24];
+    char max_tokens[24], temperature[32], seed[24], top_p[32];
     text_printf(max_tokens, sizeof max_tokens, "%ld", g->max_tokens);
     text_printf(temperature, sizeof temperature, "%g", g->temperature);
     text_printf(seed, sizeof seed, "%lld", g->seed);
-    char *argv[20] = {ctl->alallo_bin,  "generate",    "--model-dir",    (char *)dir,
+    text_printf(top_p, sizeof top_p, "%.17g", g->top_p);
+    char *argv[24] = {ctl->alallo_bin,  "generate",    "--model-dir",    (char *)dir,
                       g->chat ? "--chat" : "--prompt",
                       g->chat ? (char *)g->chat : (char *)g->prompt, "--max-tokens", max_tokens,
                       "--temperature",  temperature,   "--json"};
     int argc = 11;
+    if (g->top_p > 0 && g->top_p < 1) {
+        argv[argc++] = "--top-p";
+        argv[argc++] = top_p;
+    }
     if (g->seed >= 0) {
         argv[argc++] = "--seed";
         argv[argc++] = seed;
@@ -177,6 +183,15 @@ static enum alallo_err engine_generate(struct control *ctl, const char *account,
         json_object_set_new(req, "four_bit", json_true());
     if (req && g->seed >= 0)
         json_object_set_new(req, "seed", json_integer(g->seed));
+    if (req && g->top_p > 0 && g->top_p < 1)
+        json_object_set_new(req, "top_p", json_real(g->top_p));
+    json_t *stop = g->n_stop > 0 ? json_array() : NULL;
+    for (int i = 0; stop && i < g->n_stop; i++)
+        json_array_append_new(stop, json_string(g->stop[i]));
+    if (req && stop)
+        json_object_set_new(req, "stop", stop);
+    else
+        json_decref(stop);
     if (req && g->logprobs)
         json_object_set_new(req, "logprobs", json_integer(g->top_logprobs));
     if (req && g->logprobs && g->prompt_logprobs)

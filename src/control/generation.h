@@ -18,6 +18,12 @@
 #include "control/control.h"
 #include "core/err.h"
 
+/* The bounds of a request's stop texts and the smallest top_p (the
+ * engine's, train/run/stop_text.h and train/serve/engine.c). */
+#define COMPLETION_STOP_MAX 4
+#define COMPLETION_STOP_BYTES 256
+#define COMPLETION_TOP_P_MIN 1e-6
+
 struct control_generation {
     const char *prompt;
     const char *chat; /* instead of prompt: {"messages": [...], "tools": [...]} as JSON text */
@@ -25,7 +31,13 @@ struct control_generation {
                              * (the engine's path only: a child refuses it, ERR_INVALID) */
     long max_tokens;
     double temperature;
+    double top_p;   /* (0, 1]: the nucleus sampled from; 0 (unset) and 1: all */
     long long seed; /* 0..LLONG_MAX; -1: none */
+    /* Texts that end the answer before the first of them that comes
+     * (finish_reason "stop"; borrowed for the call). The engine's path
+     * only: a child refuses them (ERR_INVALID). */
+    const char *stop[COMPLETION_STOP_MAX];
+    int n_stop;
     /* Each answer token's log-probability and the top_logprobs (0..20)
      * most likely tokens at its place: the answer's "logprobs" array
      * (train/serve/logprobs.h's entries). The engine's path only: a child

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "train/model/model.h"
+#include "train/tokenizer/tokenizer.h"
 
 int batch_seq_start(struct batch_seq *s, struct generator *g,
                     const struct decode_adapter *adapter, int32_t *ids, size_t n,
@@ -195,6 +196,64 @@ static void prompt_row(void *ctx, int i, const float *logits, int V)
                              s->ptop + (size_t)(i + 1) * (size_t)s->top_n);
 }
 
+/* Where the answer's token k starts in its text (text[0..len), the
+ * answer's whole text): where the text of the tokens before it ends, or,
+ * when that ends inside a character token k completes, where that
+ * character starts. SIZE_MAX when memory ran out. */
+static size_t token_start(const struct batch_seq *s, int k, const char *text, size_t len)
+{
+    if (k == 0)
+        return 0;
+    char *p = tokenizer_decode(gen_tokenizer(s->g), s->out, (size_t)k, 1);
+    if (!p)
+        return SIZE_MAX;
+    size_t n = strlen(p);
+    static const char repl[] = "\xef\xbf\xbd";
+    if (n > len || memcmp(p, text, n) != 0) /* its end is a character cut short */
+        while (n >= 3 && memcmp(p + n - 3, repl, 3) == 0)
+            n -= 3;
+    free(p);
+    return n;
+}
+
+/* The answer's tokens whose text starts before byte `cut` of its text. */
+static int tokens_before(const struct batch_seq *s, const char *text, size_t len, size_t cut)
+{
+    int k = s->n_out;
+    while (k > 0) {
+        size_t start = token_start(s, k - 1, text, len);
+        if (start == SIZE_MAX || start < cut)
+            break; /* out of memory: keeps the entries it has */
+        k--;
+    }
+    return k;
+}
+
+/* With stop texts, after a token: the sequence ends at the first one that
+ * came; else on_text gets the text grown, less an end that may yet grow
+ * into one. */
+static void grow_to_stop(struct batch_seq *s)
+{
+    size_t len;
+    char *text = gen_whole_text(s->g, s->out, s->n_out, &len);
+    if (!text)
+        return; /* out of memory: looked at again after the next token */
+    size_t show, at = stop_texts_find(&s->stop_texts, text, len);
+    if (at != STOP_TEXT_NONE) {
+        s->finish = "stop";
+        s->has_cut = true;
+        s->cut = show = at;
+        s->n_kept = tokens_before(s, text, len, at);
+    } else {
+        show = len - stop_texts_held(&s->stop_texts, text, len);
+    }
+    if (s->on_text && show > s->sent) {
+        s->on_text(s->on_text_ctx, text + s->sent, show - s->sent);
+        s->sent = show;
+    }
+    free(text);
+}
+
 /* Takes sequence s's next token from its logits, as gen_ids does. */
 static void advance(struct batcher *b, struct batch_seq *s, const float *logits, int V)
 {
@@ -207,9 +266,12 @@ static void advance(struct batcher *b, struct batch_seq *s, const float *logits,
         s->lp[s->n_out] = logprobs(logits, V, next, s->top_n,
                                    s->top + (size_t)s->n_out * (size_t)s->top_n);
     s->out[s->n_out++] = next;
-    if (s->on_text)
+    s->n_kept = s->n_out;
+    if (s->stop_texts.n > 0)
+        grow_to_stop(s);
+    else if (s->on_text)
         gen_growth(s->g, s->out, s->n_out, &s->sent, s->on_text, s->on_text_ctx);
-    if (s->n_out == s->max_new || s->n_prompt + s->n_out >= s->kv.cap)
+    if (!s->finish && (s->n_out == s->max_new || s->n_prompt + s->n_out >= s->kv.cap))
         s->finish = "length";
 }
 

@@ -9,7 +9,7 @@
  * picks its next token as gen_ids does (generate.h: the same sampling
  * from its own seed, the same stops, the same limit at max_tokens or the
  * model's context), so a sequence's answer is the one `alallo generate`
- * gives alone. A sequence leaves when it has finished (finish != NULL) or
+ * gives alone; a sequence with stop texts also ends at the first of them. A sequence leaves when it has finished (finish != NULL) or
  * its client went away; the others go on.
  *
  * Ownership: a batch_seq owns its prompt, its output ids and its cache
@@ -27,6 +27,7 @@
 #include "core/rng.h"
 #include "train/run/decode.h"
 #include "train/run/generate.h"
+#include "train/run/stop_text.h"
 
 struct batch_seq {
     struct generator *g;                  /* the base: model, tokenizer */
@@ -41,6 +42,16 @@ struct batch_seq {
     struct rng rng;
     size_t sent;        /* bytes of the answer given to on_text */
     const char *finish; /* NULL while running; then "stop" or "length" */
+    /* Texts that end the answer where one first appears (stop_text.h; the
+     * caller sets them after batch_seq_start). While there are any, the
+     * text given to on_text holds back an end that may grow into one; when
+     * one comes the sequence finishes ("stop"), its answer is its text's
+     * first `cut` bytes (has_cut) and its tokens those whose text starts
+     * before that (n_kept, also the count with log-probabilities shown). */
+    struct stop_texts stop_texts;
+    bool has_cut;
+    size_t cut;
+    int n_kept; /* the answer's tokens shown: n_out, or fewer with a cut */
     gen_text_fn on_text; /* each piece of the answer as it grows, or NULL */
     void *on_text_ctx;
     /* With batch_seq_logprobs: for out[i], its log-probability lp[i] and

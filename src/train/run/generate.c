@@ -54,16 +54,27 @@ void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
     g->on_text_ctx = ctx;
 }
 
-void gen_growth(const struct generator *g, const int32_t *ids, int n, size_t *sent,
-                gen_text_fn fn, void *ctx)
+char *gen_whole_text(const struct generator *g, const int32_t *ids, int n, size_t *len)
 {
     char *text = tokenizer_decode(g->tok, ids, (size_t)n, 1);
     if (!text)
-        return;
-    size_t len = strlen(text);
+        return NULL;
+    size_t l = strlen(text);
     static const char repl[] = "\xef\xbf\xbd";
-    while (len >= 3 && memcmp(text + len - 3, repl, 3) == 0)
-        len -= 3;
+    while (l >= 3 && memcmp(text + l - 3, repl, 3) == 0)
+        l -= 3;
+    text[l] = '\0';
+    *len = l;
+    return text;
+}
+
+void gen_growth(const struct generator *g, const int32_t *ids, int n, size_t *sent,
+                gen_text_fn fn, void *ctx)
+{
+    size_t len;
+    char *text = gen_whole_text(g, ids, n, &len);
+    if (!text)
+        return;
     if (len > *sent) {
         fn(ctx, text + *sent, len - *sent);
         *sent = len;

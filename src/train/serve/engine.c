@@ -161,8 +161,8 @@ static void on_text(void *ctx, const char *piece, size_t len)
     json_t *d = json_pack("{s:s%}", "delta", piece, len);
     if (d && r->seq.top_n >= 0) { /* the tokens this piece completes */
         json_object_set_new(d, "logprobs",
-                            serve_logprobs_json(&r->seq, r->lp_sent, r->seq.n_out));
-        r->lp_sent = r->seq.n_out;
+                            serve_logprobs_json(&r->seq, r->lp_sent, r->seq.n_kept));
+        r->lp_sent = r->seq.n_kept;
     }
     send_line(r, d);
 }
@@ -263,6 +263,27 @@ static bool read_opts(json_t *j, struct gen_opts *o, char *why, size_t cap)
     return true;
 }
 
+/* A request's "stop": absent or null, a text, or a list of up to
+ * STOP_TEXTS_MAX texts, each of 1 to STOP_TEXT_BYTES bytes. */
+static bool read_stops(json_t *j, struct stop_texts *st, char *why, size_t cap)
+{
+    memset(st, 0, sizeof *st);
+    json_t *v = json_object_get(j, "stop");
+    if (!v || json_is_null(v))
+        return true;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    bool ok = json_is_string(v) || (json_is_array(v) && n <= STOP_TEXTS_MAX);
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *t = json_is_array(v) ? json_array_get(v, i) : v;
+        ok = json_is_string(t) &&
+             stop_texts_add(st, json_string_value(t), json_string_length(t)) == 0;
+    }
+    if (!ok)
+        snprintf(why, cap, "stop must be a text or a list of up to %d texts, each of 1 to %d "
+                           "bytes", STOP_TEXTS_MAX, STOP_TEXT_BYTES);
+    return ok;
+}
+
 /* The loading of a model for r answered as the client should read it:
  * false (and the request answered) when there is none. */
 static bool loaded(struct request *r, int rc, const char *err)
@@ -335,6 +356,7 @@ static bool start(struct engine *e, struct request *r)
     json_t *chat = json_object_get(j, "chat");
     json_t *messages = json_object_get(chat, "messages");
     struct gen_opts o;
+    struct stop_texts stop;
     if (!account || !account[0] || !weights || (ad && !json_is_string(ad)) ||
         (four && !json_is_boolean(four)) || (pids && !json_is_array(pids)) ||
         (!!prompt + !!pids + !!chat != 1) || (chat && !json_is_array(messages))) {
@@ -343,7 +365,7 @@ static bool start(struct engine *e, struct request *r)
                    "array) and chat with messages (four_bit, when given, true or false)");
         goto out;
     }
-    if (!read_opts(j, &o, why, sizeof why)) {
+    if (!read_opts(j, &o, why, sizeof why) || !read_stops(j, &stop, why, sizeof why)) {
         send_error(r, "invalid_request", why);
         goto out;
     }
@@ -395,6 +417,8 @@ static bool start(struct engine *e, struct request *r)
                                gen_model(g)->cfg.max_pos));
         goto out;
     }
+    if (rc == 0)
+        r->seq.stop_texts = stop;
     json_t *lp = json_object_get(j, "logprobs");
     if (rc == 0 && lp &&
         (batch_seq_logprobs(&r->seq, (int)json_integer_value(lp)) ||
@@ -500,12 +524,14 @@ static void finish(struct request *r)
         send_error(r, "failed", "out of memory decoding");
         return;
     }
-    if (r->stream && strlen(text) > s->sent) /* the last incomplete characters */
+    if (s->has_cut && s->cut < strlen(text))
+        text[s->cut] = '\0'; /* the answer ends before its stop text */
+    if (r->stream && strlen(text) > s->sent) /* the last incomplete characters, or held */
         on_text(r, text + s->sent, strlen(text + s->sent));
     send_prompt_line(r);
     json_t *answer = json_pack("{ss si si ss}", "text", text, "prompt_tokens", s->n_prompt,
                                "completion_tokens", s->n_out, "finish_reason", s->finish);
-    json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_out) : NULL;
+    json_t *lp = s->top_n >= 0 ? serve_logprobs_json(s, 0, s->n_kept) : NULL;
     bool failed = s->top_n >= 0 && (!lp || json_object_set_new(answer, "logprobs", lp));
     failed = failed || !describe_prompt(r, answer);
     if (failed) {

@@ -11,7 +11,8 @@
  * log-probabilities a sequence keeps (greedy or sampled, batched, with an
  * adapter or none) are the model's own log-softmax at each answer token,
  * recomputed by the training forward pass over the whole sequence, and so
- * are a prompt's own tokens' when its prefill scores them. */
+ * are a prompt's own tokens' when its prefill scores them; a stop text
+ * ends an answer before it, streamed and whole. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +35,7 @@
 #include "train/serve/adapter.h"
 #include "train/run/batcher.h"
 #include "train/serve/logprobs.h"
+#include "train/tokenizer/tokenizer.h"
 
 static char base[256], model_dir[300], ad1[300], ad2[300];
 
@@ -599,6 +601,142 @@ static void prompt_logprobs_are_the_models_log_softmax(void **state)
     close_all(g, a1, a2, b, seqs, 4);
 }
 
+/* What on_text was given, joined. */
+struct pieces {
+    char text[8192];
+    size_t len;
+};
+
+static void collect(void *ctx, const char *piece, size_t len)
+{
+    struct pieces *p = ctx;
+    assert_true(p->len + len < sizeof p->text);
+    memcpy(p->text + p->len, piece, len);
+    p->len += len;
+}
+
+/* Steps seqs[0..n) together until every one has finished. */
+static void run_all(struct batcher *b, struct batch_seq *seqs, int n)
+{
+    for (;;) {
+        struct batch_seq *run[8];
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (!seqs[i].finish)
+                run[k++] = &seqs[i];
+        if (k == 0)
+            return;
+        assert_int_equal(batcher_step(b, run, k), 0);
+    }
+}
+
+/* How many of ids[0..n) have text that starts before byte `cut` of the
+ * answer's text t: token k starts where the text of the tokens before it
+ * ends, unless that ends in a character token k completes (the prefix's
+ * text is then not a prefix of t). */
+static int starting_before(struct generator *g, const int32_t *ids, int n, const char *t,
+                           size_t cut)
+{
+    int k = 0;
+    for (; k < n; k++) {
+        char *p = tokenizer_decode(gen_tokenizer(g), ids, (size_t)k, 1);
+        assert_non_null(p);
+        size_t len = strlen(p);
+        if (strncmp(p, t, len) != 0)
+            while (len >= 3 && memcmp(p + len - 3, "\xef\xbf\xbd", 3) == 0)
+                len -= 3;
+        free(p);
+        if (len >= cut)
+            break;
+    }
+    return k;
+}
+
+/* The byte where the character after the one at `at` starts. */
+static size_t next_char(const char *t, size_t len, size_t at)
+{
+    do
+        at++;
+    while (at < len && ((unsigned char)t[at] & 0xC0) == 0x80);
+    return at;
+}
+
+/* Stop texts: a sequence whose answer comes to one ends there, its answer
+ * the text before it (the first place it appears), its stream exactly
+ * that text and never a byte of the stop text, its tokens those of the
+ * answer alone up to there and its kept tokens (with log-probabilities)
+ * those whose text starts before it; one at the answer's first character
+ * leaves nothing; one that never comes changes nothing, in the same
+ * batch. */
+static void stop_texts_end_an_answer_before_them(void **state)
+{
+    (void)state;
+    struct serve_adapter *a1, *a2;
+    struct generator *g = open_base(&a1, &a2);
+    struct gen_opts o = {40, 0.0f, 1.0f, 0};
+    int32_t p[] = {72, 105, 33};
+    struct batch_seq seqs[4];
+    struct pieces got[4];
+    memset(got, 0, sizeof got);
+    struct batcher *b = batcher_new();
+    start_one(g, &seqs[0], NULL, p, 3, &o); /* the answer alone, no stop texts */
+    run_all(b, seqs, 1);
+    size_t tlen;
+    char *t = gen_whole_text(g, seqs[0].out, seqs[0].n_out, &tlen);
+    assert_non_null(t);
+    assert_true(tlen >= 8);
+    /* a stop text of two characters from the answer, the first ASCII (a
+     * stream shows it at once unless it is held back) */
+    size_t k = 1;
+    while (k + 1 < tlen && ((unsigned char)t[k] >= 0x80 || t[k] == t[0]))
+        k++;
+    assert_true(k + 1 < tlen);
+    size_t k2 = next_char(t, tlen, k + 1);
+    size_t cut = (size_t)((char *)memmem(t, tlen, t + k, k2 - k) - t);
+    const char *stops[] = {NULL, "\x01\x02never", NULL};
+    size_t stop_lens[] = {k2 - k, 8, next_char(t, tlen, 0)};
+    const char *stop_at[] = {t + k, stops[1], t};
+    const struct decode_adapter *ads[] = {NULL, &a1->d, NULL};
+    for (int i = 0; i < 3; i++) {
+        start_one(g, &seqs[1 + i], ads[i], p, 3, &o);
+        assert_int_equal(stop_texts_add(&seqs[1 + i].stop_texts, stop_at[i], stop_lens[i]), 0);
+        assert_int_equal(batch_seq_logprobs(&seqs[1 + i], 2), 0);
+        seqs[1 + i].on_text = collect;
+        seqs[1 + i].on_text_ctx = &got[1 + i];
+    }
+    run_all(b, seqs + 1, 3);
+    struct batch_seq *s = &seqs[1];
+    assert_string_equal(s->finish, "stop");
+    assert_true(s->has_cut);
+    assert_int_equal(s->cut, cut);
+    assert_int_equal(got[1].len, cut);
+    assert_memory_equal(got[1].text, t, cut);
+    assert_true(s->n_out <= seqs[0].n_out);
+    assert_memory_equal(s->out, seqs[0].out, sizeof *s->out * (size_t)s->n_out);
+    assert_int_equal(s->n_kept, starting_before(g, s->out, s->n_out, t, cut));
+    assert_true(s->n_kept >= 1 && s->n_kept <= s->n_out);
+    /* one that never comes: no cut, every token kept, its stream a prefix
+     * of its answer (an end may be held until the answer is sent whole) */
+    s = &seqs[2];
+    assert_false(s->has_cut);
+    assert_int_equal(s->n_kept, s->n_out);
+    size_t olen;
+    char *other = gen_whole_text(g, s->out, s->n_out, &olen);
+    assert_non_null(other);
+    assert_true(got[2].len <= olen);
+    assert_memory_equal(got[2].text, other, got[2].len);
+    /* one at the first character: nothing shown, nothing kept */
+    s = &seqs[3];
+    assert_string_equal(s->finish, "stop");
+    assert_true(s->has_cut);
+    assert_int_equal(s->cut, 0);
+    assert_int_equal(s->n_kept, 0);
+    assert_int_equal(got[3].len, 0);
+    free(other);
+    free(t);
+    close_all(g, a1, a2, b, seqs, 4);
+}
+
 static void bad_sequences_are_refused(void **state)
 {
     (void)state;
@@ -645,6 +783,7 @@ int main(void)
         cmocka_unit_test(joining_prompts_are_prefilled_in_one_pass),
         cmocka_unit_test(logprobs_are_the_models_log_softmax),
         cmocka_unit_test(prompt_logprobs_are_the_models_log_softmax),
+        cmocka_unit_test(stop_texts_end_an_answer_before_them),
         cmocka_unit_test(bad_sequences_are_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,171 @@
+// inference_sampling.test.mjs - the sampling fields clients send beside
+// the prompt (docs/api.md): `stop` (a text or up to 4) ends the answer
+// before the first that comes, finish_reason "stop", in chat and legacy
+// completions, plain and streamed (a stream never shows a byte of the stop
+// text), with logprobs for the tokens the answer shows; `top_p` narrows
+// the nucleus (0 keeps the most likely token alone: the greedy answer);
+// bad values are a 400 naming the field, as `n` or `best_of` other than 1
+// are; `serve --inference child` refuses `stop` and serves `top_p`.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { Serve, tinyModelsDir } from './service_harness.mjs';
+
+const messages = [{ role: 'user', content: 'Review: a good film\nSentiment:' }];
+const PROMPT = 'Review: a slow, dull film\nSentiment:';
+const TOKENS = 24;
+
+// The data events of a streamed answer, parsed ([DONE] left out).
+function events(text) {
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
+    .map((e) => JSON.parse(e.slice(6)));
+}
+
+// A stop text of two characters from `text`, its first ASCII and not the
+// text's first (so a stream would show it at once unless held back).
+function stopFrom(text) {
+  const chars = [...text];
+  for (let i = 1; i + 1 < chars.length; i++)
+    if (chars[i].charCodeAt(0) < 128 && chars[i] !== chars[0]) return chars[i] + chars[i + 1];
+  return null;
+}
+
+describe('stop and top_p on the engine', () => {
+  let s;
+  const models = tinyModelsDir();
+  const legacy = (extra) => s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: TOKENS, temperature: 0, ...extra } });
+  const chat = (extra) => s.call('POST', '/v1/chat/completions', { body: { model: 'tiny', messages, max_tokens: TOKENS, temperature: 0, ...extra } });
+  before(async () => {
+    s = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference-threads', '1'] });
+  });
+  after(async () => s && s.stop());
+
+  // sampled with a seed: the tiny model's greedy answers repeat one
+  // character, its sampled ones vary (and a seed gives the same again)
+  const SAMPLED = { temperature: 1, seed: 11 };
+
+  test('legacy completions: the answer ends before the first stop text, plain, listed and streamed', async () => {
+    const legacy = (extra) => s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: TOKENS, ...SAMPLED, ...extra } });
+    const plain = await legacy({});
+    assert.equal(plain.status, 200, plain.text);
+    const whole = plain.json.choices[0].text;
+    const stop = stopFrom(whole);
+    assert.ok(stop, `an answer with a stop text to take: ${JSON.stringify(whole)}`);
+    const want = whole.slice(0, whole.indexOf(stop));
+    const r = await legacy({ stop });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].text, want);
+    assert.equal(r.json.choices[0].finish_reason, 'stop');
+    assert.ok(r.json.usage.completion_tokens <= plain.json.usage.completion_tokens);
+    const listed = await legacy({ stop: ['\u0001never', stop] });
+    assert.equal(listed.status, 200, listed.text);
+    assert.equal(listed.json.choices[0].text, want);
+    const none = await legacy({ stop: ['\u0001never'] });
+    assert.equal(none.json.choices[0].text, whole, 'a stop text that never comes changes nothing');
+    assert.equal(none.json.choices[0].finish_reason, plain.json.choices[0].finish_reason);
+    const streamed = await legacy({ stop, stream: true });
+    assert.equal(streamed.status, 200, streamed.text);
+    const chunks = events(streamed.text);
+    assert.equal(chunks.map((c) => c.choices[0].text).join(''), want);
+    assert.equal(chunks.at(-1).choices[0].finish_reason, 'stop');
+    // logprobs: the tokens whose text the answer shows
+    const lp = await legacy({ stop, logprobs: 1 });
+    assert.equal(lp.status, 200, lp.text);
+    assert.equal(lp.json.choices[0].text, want);
+    const tokens = lp.json.choices[0].logprobs.tokens;
+    assert.ok(tokens.length <= lp.json.usage.completion_tokens);
+    assert.ok(tokens.join('').startsWith(want), `${JSON.stringify(tokens)} shows ${JSON.stringify(want)}`);
+    assert.ok(tokens.slice(0, -1).join('').length < want.length || want === '', `no token past the stop text: ${JSON.stringify({ want, tokens, stop, whole })}`);
+  });
+
+  test('chat completions: the message ends before the stop text, plain and streamed', async () => {
+    const chat = (extra) => s.call('POST', '/v1/chat/completions', { body: { model: 'tiny', messages, max_tokens: TOKENS, ...SAMPLED, ...extra } });
+    const plain = await chat({});
+    assert.equal(plain.status, 200, plain.text);
+    const whole = plain.json.choices[0].message.content;
+    const stop = stopFrom(whole);
+    assert.ok(stop, `an answer with a stop text to take: ${JSON.stringify(whole)}`);
+    const want = whole.slice(0, whole.indexOf(stop));
+    const r = await chat({ stop: [stop] });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices[0].message.content, want);
+    assert.equal(r.json.choices[0].finish_reason, 'stop');
+    const streamed = await chat({ stop, stream: true });
+    assert.equal(streamed.status, 200, streamed.text);
+    const chunks = events(streamed.text);
+    assert.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), want);
+    assert.equal(chunks.at(-1).choices[0].finish_reason, 'stop');
+    // the answer's first character as the stop text: an empty answer
+    const first = await chat({ stop: [...whole][0] });
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json.choices[0].message.content, '');
+    assert.equal(first.json.choices[0].finish_reason, 'stop');
+  });
+
+  test('top_p: 0 keeps the most likely token alone; 1 is no cut', async () => {
+    const greedy = await legacy({});
+    const zero = await legacy({ temperature: 1, seed: 7, top_p: 0 });
+    assert.equal(zero.status, 200, zero.text);
+    assert.equal(zero.json.choices[0].text, greedy.json.choices[0].text);
+    const sampled = await legacy({ temperature: 1.5, seed: 7 });
+    const one = await legacy({ temperature: 1.5, seed: 7, top_p: 1 });
+    assert.equal(one.json.choices[0].text, sampled.json.choices[0].text);
+    assert.notEqual(sampled.json.choices[0].text, greedy.json.choices[0].text, 'sampling at 1.5 leaves the greedy answer');
+    const chatZero = await chat({ temperature: 1, seed: 3, top_p: 0 });
+    assert.equal(chatZero.json.choices[0].message.content, (await chat({})).json.choices[0].message.content);
+  });
+
+  test('bad stop, top_p, n or best_of: a 400 naming the field', async () => {
+    const bad = [
+      [{ stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
+      [{ stop: '' }, 'stop'],
+      [{ stop: ['ok', ''] }, 'stop'],
+      [{ stop: 'x'.repeat(257) }, 'stop'],
+      [{ stop: 5 }, 'stop'],
+      [{ stop: [5] }, 'stop'],
+      [{ stop: { a: 1 } }, 'stop'],
+      [{ top_p: 1.5 }, 'top_p'],
+      [{ top_p: -0.1 }, 'top_p'],
+      [{ top_p: 'high' }, 'top_p'],
+    ];
+    for (const [extra, param] of bad) {
+      for (const call of [legacy, chat]) {
+        const r = await call(extra);
+        assert.equal(r.status, 400, `${JSON.stringify(extra)}: ${r.text}`);
+        assert.equal(r.json.error.param, param, JSON.stringify(extra));
+      }
+    }
+    for (const [extra, param] of [[{ n: 2 }, 'n'], [{ best_of: 3 }, 'best_of'], [{ n: 'one' }, 'n']]) {
+      const r = await legacy(extra);
+      assert.equal(r.status, 400, `${JSON.stringify(extra)}: ${r.text}`);
+      assert.equal(r.json.error.param, param);
+      assert.match(r.json.error.message, /must be 1/);
+    }
+    const fine = await legacy({ n: 1, best_of: 1, stop: null, top_p: null, stop_extra: 'ignored' });
+    assert.equal(fine.status, 200, fine.text);
+    assert.equal(fine.json.choices.length, 1);
+    const exact = await legacy({ stop: 'x'.repeat(256) });
+    assert.equal(exact.status, 200, '256 bytes is the bound, not past it');
+  });
+
+  test('serve --inference child: stop is refused naming the field, top_p is served', async () => {
+    const c = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference', 'child'] });
+    try {
+      for (const path of ['/v1/completions', '/v1/chat/completions']) {
+        const body = path === '/v1/completions' ? { prompt: PROMPT } : { messages };
+        const r = await c.call('POST', path, { body: { model: 'tiny', ...body, max_tokens: 4, stop: '\n' } });
+        assert.equal(r.status, 400, r.text);
+        assert.equal(r.json.error.param, 'stop');
+        assert.match(r.json.error.message, /served by the resident inference engine only/);
+      }
+      const greedy = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 8, temperature: 0 } });
+      const zero = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 8, temperature: 1, seed: 7, top_p: 0 } });
+      assert.equal(zero.status, 200, zero.text);
+      assert.equal(zero.json.choices[0].text, greedy.json.choices[0].text);
+    } finally {
+      await c.stop();
+    }
+  });
+});
