@@ -2,7 +2,10 @@
  * completion_call.h). */
 #include "api/completion_call.h"
 
+#include <assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 #include "api/fair_share.h"
 #include "api/handlers.h"
@@ -11,22 +14,51 @@
 #include "control/models.h"
 #include "core/text.h"
 
+/* The folder of `model` for the caller (name and dir filled): false with
+ * res set. */
+static bool model_of(struct api_server *srv, struct http_request *req, const char *model,
+                     char *name, size_t ncap, char *dir, size_t dcap, struct http_response *res)
+{
+    char msg[1024];
+    if (!control_model_name(srv->ctl, req->account.id, model, name, ncap, msg, sizeof msg)) {
+        api_error(res, ERR_NOT_FOUND, msg, "model");
+        return false;
+    }
+    enum alallo_err found = control_model_dir(srv->ctl, req->account.id, name, dir, dcap, msg,
+                                              sizeof msg);
+    if (found) {
+        api_error(res, found, msg[0] ? msg : NULL, found == ERR_NOT_FOUND ? "model" : NULL);
+        return false;
+    }
+    return true;
+}
+
+/* A generation's failure e (with the generator's sentence why) as the
+ * client reads it, in res; `about` before the sentence when not NULL. */
+static void failed(enum alallo_err e, const char *why, const char *about, const char *input_param,
+                   struct http_response *res)
+{
+    bool said = e == ERR_INVALID || e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE;
+    const char *msg = said && why[0]         ? why
+                      : e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
+                                             : "The generation failed.";
+    char full[700];
+    if (about)
+        text_printf(full, sizeof full, "%s: %s", about, msg);
+    api_error(res, e, about ? full : msg, e == ERR_INVALID ? input_param : NULL);
+    if (e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE) {
+        text_copy(res->header_name, sizeof res->header_name, "Retry-After");
+        text_printf(res->header_value, sizeof res->header_value, "%d", INFERENCE_RETRY_AFTER_S);
+    }
+}
+
 json_t *completion_generate(struct api_server *srv, struct http_request *req, const char *model,
                             const struct control_generation *g, const char *input_param,
                             struct http_response *res)
 {
-    char dir[1024], name[256], msg[1024];
-    if (!control_model_name(srv->ctl, req->account.id, model, name, sizeof name, msg,
-                            sizeof msg)) {
-        api_error(res, ERR_NOT_FOUND, msg, "model");
+    char dir[1024], name[256];
+    if (!model_of(srv, req, model, name, sizeof name, dir, sizeof dir, res))
         return NULL;
-    }
-    enum alallo_err found =
-        control_model_dir(srv->ctl, req->account.id, name, dir, sizeof dir, msg, sizeof msg);
-    if (found) {
-        api_error(res, found, msg[0] ? msg : NULL, found == ERR_NOT_FOUND ? "model" : NULL);
-        return NULL;
-    }
     /* the engine queues per account itself (train/serve/admission.h) */
     bool pooled = !srv->ctl->inference;
     if (pooled && !fair_share_take(srv->generations, req->account.id, srv->cfg.slot_wait_ms)) {
@@ -41,19 +73,76 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
     if (pooled)
         fair_share_give(srv->generations, req->account.id);
     if (e) {
-        bool said = e == ERR_INVALID || e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE;
-        api_error(res, e,
-                  said && why[0]         ? why
-                  : e == ERR_UNAVAILABLE ? "The generation took too long and was stopped."
-                                         : "The generation failed.",
-                  e == ERR_INVALID ? input_param : NULL);
-        if (e == ERR_RATE_LIMITED || e == ERR_UNAVAILABLE) {
-            text_copy(res->header_name, sizeof res->header_name, "Retry-After");
-            text_printf(res->header_value, sizeof res->header_value, "%d",
-                        INFERENCE_RETRY_AFTER_S);
-        }
+        failed(e, why, NULL, input_param, res);
         return NULL;
     }
     atomic_fetch_add(&srv->metrics.completions, 1);
     return out;
+}
+
+/* One of several generations, run on a thread of its own. */
+struct one_of_many {
+    struct api_server *srv;
+    const char *account, *dir, *name;
+    const struct control_generation *g;
+    json_t *out;
+    enum alallo_err e;
+    char why[600];
+    pthread_t thread;
+    bool started;
+};
+
+static void *generate_one(void *arg)
+{
+    struct one_of_many *o = arg;
+    o->e = control_generate(o->srv->ctl, o->account, o->dir, o->name, o->g,
+                            o->srv->cfg.completion_timeout_s, &o->out, o->why, sizeof o->why);
+    return NULL;
+}
+
+bool completion_generate_many(struct api_server *srv, struct http_request *req, const char *model,
+                              const struct control_generation *gs, int n,
+                              const char *const *about, const char *input_param, json_t **outs,
+                              struct http_response *res)
+{
+    assert(n >= 1 && n <= COMPLETION_CHOICES_MAX);
+    assert(srv->ctl->inference); /* a child per request serves one at a time */
+    char dir[1024], name[256];
+    if (!model_of(srv, req, model, name, sizeof name, dir, sizeof dir, res))
+        return false;
+    struct one_of_many *runs = calloc((size_t)n, sizeof *runs);
+    if (!runs) {
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        runs[i] = (struct one_of_many){.srv = srv, .account = req->account.id, .dir = dir,
+                                       .name = name, .g = &gs[i]};
+        /* the first on this thread; the others beside it, or after it
+         * when no thread can be had */
+        runs[i].started = i > 0 && pthread_create(&runs[i].thread, NULL, generate_one,
+                                                  &runs[i]) == 0;
+    }
+    for (int i = 0; i < n; i++)
+        if (!runs[i].started)
+            generate_one(&runs[i]);
+    for (int i = 0; i < n; i++)
+        if (runs[i].started)
+            pthread_join(runs[i].thread, NULL);
+    int bad = -1;
+    for (int i = 0; i < n && bad < 0; i++)
+        if (runs[i].e)
+            bad = i;
+    if (bad >= 0)
+        failed(runs[bad].e, runs[bad].why, about ? about[bad] : NULL, input_param, res);
+    for (int i = 0; i < n; i++) {
+        if (bad >= 0)
+            json_decref(runs[i].out);
+        else
+            outs[i] = runs[i].out;
+    }
+    if (bad < 0)
+        atomic_fetch_add(&srv->metrics.completions, (long)n);
+    free(runs);
+    return bad < 0;
 }

@@ -12,6 +12,7 @@
 #define ALALLO_API_COMPLETION_CALL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "api/http.h"
 
@@ -24,5 +25,18 @@ struct control_generation;
 json_t *completion_generate(struct api_server *srv, struct http_request *req, const char *model,
                             const struct control_generation *g, const char *input_param,
                             struct http_response *res);
+
+/* The most generations one request may ask for (prompts times n). */
+#define COMPLETION_CHOICES_MAX 32
+
+/* Generations gs[0..n) from `model` side by side (a thread each; the
+ * engine batches them), for the resident engine only: true with outs[i]
+ * the generator's object of gs[i] (the caller's), or false with res set
+ * from the first that failed (by index; about[i], when about is not NULL,
+ * names it before the sentence) and every object freed. */
+bool completion_generate_many(struct api_server *srv, struct http_request *req, const char *model,
+                              const struct control_generation *gs, int n,
+                              const char *const *about, const char *input_param, json_t **outs,
+                              struct http_response *res);
 
 #endif

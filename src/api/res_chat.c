@@ -9,6 +9,7 @@
  * server-sent events of chat.completion.chunk objects ending in
  * `data: [DONE]`, each piece of text sent as the generator produces it
  * (live_stream.h; docs/api.md). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,8 +306,10 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
     bool ok = !model ? bad(res, "model", "model is required.")
               : tools && !json_is_null(tools) && !json_is_array(tools)
                   ? bad(res, "tools", "tools must be an array.")
-              : n && !json_is_null(n) && !(json_is_integer(n) && json_integer_value(n) == 1)
-                  ? bad(res, "n", "n must be 1.")
+              : n && !json_is_null(n) &&
+                      !(json_is_integer(n) && json_integer_value(n) >= 1 &&
+                        json_integer_value(n) <= COMPLETION_CHOICES_MAX)
+                  ? bad(res, "n", "n must be an integer from 1 to 32.")
               : stream && !json_is_null(stream) && !json_is_boolean(stream)
                   ? bad(res, "stream", "stream must be true or false.")
               : lp && !json_is_null(lp) && !json_is_boolean(lp)
@@ -336,36 +339,69 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
     g.logprobs = json_is_true(lp);
     g.top_logprobs = has_top ? (int)json_integer_value(top) : 0;
     g.watch_fd = req->client_fd; /* the client gone cancels the generation */
+    int count = json_is_integer(n) ? (int)json_integer_value(n) : 1;
+    if (ok && count > 1 && json_is_true(stream))
+        ok = bad(res, "stream", "stream serves one answer a request: n of 1 (send the others "
+                                "as requests of their own, side by side).");
+    else if (ok && count > 1 && !srv->ctl->inference)
+        ok = bad(res, "n", "several answers a request (n above 1) are served by the resident "
+                           "inference engine only; this server answers with a process per "
+                           "request (serve --inference child).");
     if (ok && json_is_true(stream)) {
         json_t *so = json_object_get(body, "stream_options");
         chat_stream_start(srv, req, res, model, &g, use_tools,
                           json_is_true(json_object_get(so, "include_usage")));
         ok = false; /* answered */
     }
-    json_t *out = ok ? completion_generate(srv, req, model, &g, "messages", res) : NULL;
-    if (out) {
+    /* the k-th answer samples from seed + k: n answers differ, and a seed
+     * repeats them all */
+    struct control_generation gs[COMPLETION_CHOICES_MAX];
+    json_t *outs[COMPLETION_CHOICES_MAX];
+    for (int i = 0; ok && i < count; i++) {
+        gs[i] = g;
+        gs[i].seed = (long long)(((unsigned long long)g.seed + (unsigned)i) & LLONG_MAX);
+    }
+    if (ok && count == 1)
+        ok = (outs[0] = completion_generate(srv, req, model, &gs[0], "messages", res)) != NULL;
+    else if (ok)
+        ok = completion_generate_many(srv, req, model, gs, count, NULL, "messages", outs, res);
+    if (ok) {
         char id[IDS_MAX];
         ids_make(id, sizeof id, "chatcmpl-");
         json_int_t created = (json_int_t)(clock_now_ms() / 1000);
-        json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
-        json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
-        const char *text = json_string_value(json_object_get(out, "text"));
-        const char *finish = json_string_value(json_object_get(out, "finish_reason"));
-        if (!finish)
-            finish = "length";
-        json_t *message = answer_message(text ? text : "", use_tools, id, &finish);
+        json_int_t pt = json_integer_value(json_object_get(outs[0], "prompt_tokens")), ct = 0;
+        json_t *choices = json_array();
+        for (int i = 0; i < count; i++) {
+            json_t *out = outs[i];
+            ct += json_integer_value(json_object_get(out, "completion_tokens"));
+            const char *text = json_string_value(json_object_get(out, "text"));
+            const char *finish = json_string_value(json_object_get(out, "finish_reason"));
+            if (!finish)
+                finish = "length";
+            char stem[IDS_MAX + 16]; /* each answer's tool calls ids of their own */
+            text_printf(stem, sizeof stem, i ? "%s%d" : "%s", id, i);
+            json_t *message = answer_message(text ? text : "", use_tools, stem, &finish);
+            json_t *entries = json_object_get(out, "logprobs");
+            json_t *lps = g.logprobs ? logprobs_of(entries ? json_incref(entries) : json_array())
+                                     : json_null();
+            json_array_append_new(choices, json_pack("{s:i,s:o,s:o,s:s}", "index", i, "message",
+                                                     message, "logprobs", lps, "finish_reason",
+                                                     finish));
+        }
+        /* the conversation's tokens count once, as OpenAI counts them */
         json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
                                   "total_tokens", pt + ct);
-        json_t *entries = json_object_get(out, "logprobs");
-        json_t *lps = g.logprobs ? logprobs_of(entries ? json_incref(entries) : json_array())
-                                 : json_null();
-        api_json(res, 200,
-                 json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:s}],s:O}", "id", id, "object",
-                           "chat.completion", "created", created, "model", model, "choices",
-                           "index", 0, "message", message, "logprobs", lps, "finish_reason",
-                           finish, "usage", usage));
+        if (choices && json_array_size(choices) == (size_t)count)
+            api_json(res, 200,
+                     json_pack("{s:s,s:s,s:I,s:s,s:O,s:O}", "id", id, "object",
+                               "chat.completion", "created", created, "model", model, "choices",
+                               choices, "usage", usage));
+        else
+            api_error(res, ERR_NOMEM, NULL, NULL);
+        json_decref(choices);
         json_decref(usage);
-        json_decref(out);
+        for (int i = 0; i < count; i++)
+            json_decref(outs[i]);
     }
     free(chat_text);
     json_decref(chat);

@@ -4,12 +4,16 @@
  * it shares with chat completions.
  *
  * Legacy completions take a prompt of text or of the model's token ids,
- * `logprobs` (0..5: the answer's tokens with their log-probabilities and
+ * or a list of up to 32 such prompts with `n` answers each (one engine
+ * request an answer, side by side: completion_generate_many), `logprobs` (0..5: the answer's tokens with their log-probabilities and
  * that many most likely tokens at each place, in OpenAI's legacy shape,
  * completion_logprobs.h), `echo` (the prompt before the answer; with
  * logprobs, the prompt's own tokens' first) and `stream` (text_completion
  * chunks as server-sent events, live_stream.h; docs/api.md). */
+#include <limits.h>
 #include <math.h>
+#include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +98,12 @@ bool completion_sampling_parse(struct api_server *srv, json_t *body,
         if (!json_is_integer(s) || json_integer_value(s) < 0)
             return bad(res, "seed", "seed must be an integer from 0 to 9223372036854775807.");
         g->seed = (long long)json_integer_value(s);
+    } else if (sodium_init() >= 0) {
+        /* none given: a draw of its own, so that asking again samples
+         * anew (as OpenAI's API); a seed makes an answer repeatable */
+        uint64_t r;
+        randombytes_buf(&r, sizeof r);
+        g->seed = (long long)(r >> 1);
     }
     json_t *tp = json_object_get(body, "top_p");
     g->top_p = 1.0;
@@ -239,11 +249,11 @@ static void legacy_finish(void *fmt, struct jsonw *buf, json_t *out)
 static const struct live_format legacy_format = {legacy_begin, legacy_piece, legacy_finish,
                                                  legacy_free, legacy_prompt};
 
-/* logprobs (0..5, or none), echo and stream of a legacy request into g,
- * *echo and *stream, and its n and best_of (1 or absent); false with the
- * error set in res. */
+/* logprobs (0..5, or none), echo, stream and n (1..32 answers a prompt)
+ * of a legacy request into g, *echo, *stream and *n (best_of equal to n
+ * or absent); false with the error set in res. */
 static bool legacy_options(struct api_server *srv, json_t *body, struct control_generation *g,
-                           bool *echo, bool *stream, struct http_response *res)
+                           bool *echo, bool *stream, int *n, struct http_response *res)
 {
     json_t *lp = json_object_get(body, "logprobs"), *e = json_object_get(body, "echo"),
            *st = json_object_get(body, "stream");
@@ -257,13 +267,20 @@ static bool legacy_options(struct api_server *srv, json_t *body, struct control_
         return bad(res, "echo", "echo must be true or false.");
     if (st && !json_is_null(st) && !json_is_boolean(st))
         return bad(res, "stream", "stream must be true or false.");
-    /* one answer a request, as chat completions (a list of several is
-     * several requests side by side: docs/api.md) */
-    json_t *n = json_object_get(body, "n"), *best = json_object_get(body, "best_of");
-    if (n && !json_is_null(n) && !(json_is_integer(n) && json_integer_value(n) == 1))
-        return bad(res, "n", "n must be 1.");
-    if (best && !json_is_null(best) && !(json_is_integer(best) && json_integer_value(best) == 1))
-        return bad(res, "best_of", "best_of must be 1.");
+    json_t *nv = json_object_get(body, "n"), *best = json_object_get(body, "best_of");
+    *n = 1;
+    if (nv && !json_is_null(nv)) {
+        if (!json_is_integer(nv) || json_integer_value(nv) < 1 ||
+            json_integer_value(nv) > COMPLETION_CHOICES_MAX)
+            return bad(res, "n", "n must be an integer from 1 to 32.");
+        *n = (int)json_integer_value(nv);
+    }
+    /* best_of picks by the answers' likelihood; alallo returns what it
+     * samples, so only the plain case is served */
+    if (best && !json_is_null(best) &&
+        !(json_is_integer(best) && json_integer_value(best) == *n))
+        return bad(res, "best_of", "best_of must equal n (alallo returns every answer it "
+                                   "samples).");
     g->logprobs = has_lp;
     g->top_logprobs = has_lp ? (int)json_integer_value(lp) : 0;
     g->prompt_logprobs = has_lp && json_is_true(e);
@@ -295,40 +312,80 @@ static void legacy_stream_start(struct api_server *srv, struct http_request *req
     live_stream_start(srv, req, res, model, g, "prompt", &legacy_format, l);
 }
 
-/* The prompt of a legacy request into g: a string, or the model's token
- * ids (an array of integers, given to the engine as they are: *ids, the
- * caller's to free), either alone or as the one item of a list; false with
- * the error set in res. */
-static bool legacy_prompt_of(struct api_server *srv, json_t *p, struct control_generation *g,
-                             char **ids, struct http_response *res)
+/* The prompts of a legacy request: texts (borrowed from the body) or the
+ * model's token ids (JSON text, owned). */
+struct legacy_prompts {
+    int n;
+    const char *text[COMPLETION_CHOICES_MAX];
+    char *ids[COMPLETION_CHOICES_MAX];
+};
+
+static void legacy_prompts_free(struct legacy_prompts *ps)
 {
-    if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0)))
-        p = json_array_get(p, 0); /* one prompt in a list, as SDKs allow */
-    if (json_is_string(p)) {
-        g->prompt = json_string_value(p);
-        return strlen(g->prompt) <= PROMPT_MAX ||
-               bad(res, "prompt", "prompt is too long (at most 32768 bytes).");
-    }
-    size_t i, n = json_array_size(p);
+    for (int i = 0; i < ps->n; i++)
+        free(ps->ids[i]);
+    ps->n = 0;
+}
+
+/* Whether p is a prompt of token ids: a non-empty array of integers. */
+static bool token_ids(json_t *p)
+{
+    size_t i;
     json_t *v;
-    bool tokens = json_is_array(p) && n > 0;
+    bool tokens = json_is_array(p) && json_array_size(p) > 0;
     json_array_foreach(p, i, v)
         tokens = tokens && json_is_integer(v) && json_integer_value(v) >= 0 &&
                  json_integer_value(v) <= INT32_MAX;
-    if (!tokens)
-        return bad(res, "prompt", "prompt must be a string or an array of token ids (integers "
-                                  "from 0), one prompt a request.");
-    if (n > PROMPT_MAX_IDS)
+    return tokens;
+}
+
+/* One prompt, p, into ps: a string, or the model's token ids (given to the
+ * engine as they are); false with the error set in res. */
+static bool legacy_prompt_add(struct api_server *srv, json_t *p, struct legacy_prompts *ps,
+                              struct http_response *res)
+{
+    if (json_is_string(p)) {
+        if (json_string_length(p) > PROMPT_MAX)
+            return bad(res, "prompt", "prompt is too long (at most 32768 bytes).");
+        ps->ids[ps->n] = NULL;
+        ps->text[ps->n++] = json_string_value(p);
+        return true;
+    }
+    if (!token_ids(p))
+        return bad(res, "prompt", "prompt must be a string, an array of token ids (integers "
+                                  "from 0), or a list of up to 32 of these.");
+    if (json_array_size(p) > PROMPT_MAX_IDS)
         return bad(res, "prompt", "prompt is too long (at most 32768 token ids).");
     if (!srv->ctl->inference)
         return bad(res, "prompt", "prompts of token ids are served by the resident inference "
                                   "engine only; this server answers with a process per request "
                                   "(serve --inference child).");
-    if (!(*ids = json_dumps(p, JSON_COMPACT))) {
+    ps->text[ps->n] = NULL;
+    if (!(ps->ids[ps->n] = json_dumps(p, JSON_COMPACT))) {
         api_error(res, ERR_NOMEM, NULL, NULL);
         return false;
     }
-    g->prompt_ids = *ids;
+    ps->n++;
+    return true;
+}
+
+/* The prompt of a legacy request into ps: one prompt, or a list of up to
+ * COMPLETION_CHOICES_MAX (strings or arrays of token ids, as SDKs and
+ * evaluation harnesses send them); false with the error set in res. */
+static bool legacy_prompts_of(struct api_server *srv, json_t *p, struct legacy_prompts *ps,
+                              struct http_response *res)
+{
+    ps->n = 0;
+    if (json_is_string(p) || token_ids(p))
+        return legacy_prompt_add(srv, p, ps, res);
+    size_t n = json_array_size(p);
+    if (!json_is_array(p) || n < 1 || json_is_integer(json_array_get(p, 0)))
+        return legacy_prompt_add(srv, p, ps, res); /* says what is wrong */
+    if (n > COMPLETION_CHOICES_MAX)
+        return bad(res, "prompt", "prompt lists at most 32 prompts a request.");
+    for (size_t i = 0; i < n; i++)
+        if (!legacy_prompt_add(srv, json_array_get(p, i), ps, res))
+            return false;
     return true;
 }
 
@@ -348,6 +405,36 @@ static json_t *legacy_entries(json_t *out, bool echo)
     return all;
 }
 
+/* The choice of generator answer `out` to g, index `index`: with echo the
+ * prompt (its text, or the text of its token ids) before the answer. NULL
+ * when memory ran out. */
+static json_t *legacy_choice(const struct control_generation *g, json_t *out, bool echo,
+                             int index)
+{
+    const char *text = json_string_value(json_object_get(out, "text"));
+    const char *finish = json_string_value(json_object_get(out, "finish_reason"));
+    size_t chars = 0;
+    json_t *entries = g->logprobs ? legacy_entries(out, echo) : NULL;
+    json_t *lp = entries ? completion_logprobs(entries, &chars) : NULL;
+    json_decref(entries);
+    char *whole = NULL;
+    const char *said = g->prompt ? g->prompt
+                                 : json_string_value(json_object_get(out, "prompt_text"));
+    if (echo && text && asprintf(&whole, "%s%s", said ? said : "", text) < 0)
+        whole = NULL;
+    json_t *c = NULL;
+    if ((!g->logprobs || lp) && (!echo || !text || whole)) {
+        const char *t = whole ? whole : text ? text : "";
+        c = choice(t, strlen(t), lp, finish ? finish : "length");
+        lp = NULL;
+        if (c)
+            json_object_set_new(c, "index", json_integer(index));
+    }
+    json_decref(lp);
+    free(whole);
+    return c;
+}
+
 void completions_create(struct api_server *srv, struct http_request *req, struct http_response *res)
 {
     json_t *body = api_body_object(req, res);
@@ -355,49 +442,79 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         return;
     struct control_generation g = {0};
     const char *model = json_string_value(json_object_get(body, "model"));
-    char *ids = NULL;
+    struct legacy_prompts ps = {0};
     g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     bool echo = false, stream = false;
+    int n = 1;
     bool ok = !model ? bad(res, "model", "model is required.")
-                     : legacy_prompt_of(srv, json_object_get(body, "prompt"), &g, &ids, res) &&
+                     : legacy_prompts_of(srv, json_object_get(body, "prompt"), &ps, res) &&
                            completion_sampling_parse(srv, body, &g, res) &&
-                           legacy_options(srv, body, &g, &echo, &stream, res);
+                           legacy_options(srv, body, &g, &echo, &stream, &n, res);
+    int count = ok ? ps.n * n : 0;
+    if (ok && count > COMPLETION_CHOICES_MAX)
+        ok = bad(res, "n", "n times the prompts listed is at most 32 answers a request.");
+    else if (ok && count > 1 && stream)
+        ok = bad(res, "stream", "stream serves one answer a request: one prompt and n of 1 "
+                                "(send the others as requests of their own, side by side).");
+    else if (ok && count > 1 && !srv->ctl->inference)
+        ok = bad(res, ps.n > 1 ? "prompt" : "n",
+                 "several answers a request (a list of prompts, n above 1) are served by the "
+                 "resident inference engine only; this server answers with a process per "
+                 "request (serve --inference child).");
+    g.prompt = ps.text[0];
+    g.prompt_ids = ps.ids[0];
     if (ok && stream) {
         json_t *so = json_object_get(body, "stream_options");
         legacy_stream_start(srv, req, res, model, &g, echo,
                             json_is_true(json_object_get(so, "include_usage")));
         ok = false; /* answered */
     }
-    json_t *out = ok ? completion_generate(srv, req, model, &g, "prompt", res) : NULL;
-    free(ids);
-    g.prompt_ids = NULL;
-    if (!out) {
-        json_decref(body);
-        return;
+    struct control_generation gs[COMPLETION_CHOICES_MAX];
+    json_t *outs[COMPLETION_CHOICES_MAX];
+    char about_buf[COMPLETION_CHOICES_MAX][32];
+    const char *about[COMPLETION_CHOICES_MAX];
+    /* answers of a prompt in turn; the k-th answer of each prompt samples
+     * from seed + k, so n answers differ and a seed repeats them all */
+    for (int i = 0; ok && i < count; i++) {
+        gs[i] = g;
+        gs[i].prompt = ps.text[i / n];
+        gs[i].prompt_ids = ps.ids[i / n];
+        gs[i].seed = (long long)(((unsigned long long)g.seed + (unsigned)(i % n)) & LLONG_MAX);
+        text_printf(about_buf[i], sizeof about_buf[i], "prompt[%d]", i / n);
+        about[i] = about_buf[i];
     }
-    char id[IDS_MAX];
-    ids_make(id, sizeof id, "cmpl-");
-    const char *text = json_string_value(json_object_get(out, "text"));
-    const char *finish = json_string_value(json_object_get(out, "finish_reason"));
-    size_t chars = 0;
-    json_t *entries = g.logprobs ? legacy_entries(out, echo) : NULL;
-    json_t *lp = entries ? completion_logprobs(entries, &chars) : NULL;
-    json_decref(entries);
-    char *whole = NULL;
-    const char *said = g.prompt ? g.prompt : json_string_value(json_object_get(out, "prompt_text"));
-    if (echo && text && asprintf(&whole, "%s%s", said ? said : "", text) < 0)
-        whole = NULL;
-    if ((g.logprobs && !lp) || (echo && text && !whole)) {
-        json_decref(lp);
-        api_error(res, ERR_NOMEM, NULL, NULL);
-    } else {
-        const char *t = whole ? whole : text ? text : "";
-        json_t *a = answer(id, (json_int_t)(clock_now_ms() / 1000), model,
-                           json_pack("[o]", choice(t, strlen(t), lp, finish ? finish : "length")));
-        json_object_set_new(a, "usage", usage_of(out));
-        api_json(res, 200, a);
+    if (ok && count == 1)
+        ok = (outs[0] = completion_generate(srv, req, model, &gs[0], "prompt", res)) != NULL;
+    else if (ok)
+        ok = completion_generate_many(srv, req, model, gs, count, ps.n > 1 ? about : NULL,
+                                      "prompt", outs, res);
+    if (ok) {
+        char id[IDS_MAX];
+        ids_make(id, sizeof id, "cmpl-");
+        json_t *choices = json_array();
+        json_int_t pt = 0, ct = 0;
+        for (int i = 0; choices && i < count; i++) {
+            json_t *c = legacy_choice(&gs[i], outs[i], echo, i);
+            if (!c || json_array_append_new(choices, c)) {
+                json_decref(choices);
+                choices = NULL;
+            }
+            if (i % n == 0) /* a prompt's tokens count once, as OpenAI counts them */
+                pt += json_integer_value(json_object_get(outs[i], "prompt_tokens"));
+            ct += json_integer_value(json_object_get(outs[i], "completion_tokens"));
+        }
+        if (!choices) {
+            api_error(res, ERR_NOMEM, NULL, NULL);
+        } else {
+            json_t *a = answer(id, (json_int_t)(clock_now_ms() / 1000), model, choices);
+            json_object_set_new(a, "usage", json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt,
+                                                      "completion_tokens", ct, "total_tokens",
+                                                      pt + ct));
+            api_json(res, 200, a);
+        }
+        for (int i = 0; i < count; i++)
+            json_decref(outs[i]);
     }
-    free(whole);
-    json_decref(out);
+    legacy_prompts_free(&ps);
     json_decref(body);
 }

@@ -321,7 +321,7 @@ describe('legacy completions with logprobs', () => {
     assert.equal(st[0].choices[0].text, PROMPT);
     assert.equal(st.map((x) => x.choices[0].text).join(''), c.text);
     // ids the model does not have, or no ids: a 400 on prompt
-    for (const prompt of [[400], [ids[0], 100000], [-1], [], [1.5], [[1], [2]], ['a', 1]]) {
+    for (const prompt of [[400], [ids[0], 100000], [-1], [], [1.5], [[1], [400]], ['a', 1]]) {
       const r = await complete({ prompt });
       assert.equal(r.status, 400, JSON.stringify(prompt));
       assert.equal(r.json.error.param, 'prompt', JSON.stringify(prompt));

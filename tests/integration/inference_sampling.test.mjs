@@ -4,8 +4,11 @@
 // completions, plain and streamed (a stream never shows a byte of the stop
 // text), with logprobs for the tokens the answer shows; `top_p` narrows
 // the nucleus (0 keeps the most likely token alone: the greedy answer);
-// bad values are a 400 naming the field, as `n` or `best_of` other than 1
-// are; `serve --inference child` refuses `stop` and serves `top_p`.
+// without a seed each request samples anew, with one it repeats; `n` (up
+// to 32) and lists of prompts give each answer its own request would give
+// (the k-th of a prompt from seed + k), in OpenAI's order; bad values are
+// a 400 naming the field; `serve --inference child` refuses `stop`, `n`
+// and lists, and serves `top_p`.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
@@ -117,6 +120,53 @@ describe('stop and top_p on the engine', () => {
     assert.equal(chatZero.json.choices[0].message.content, (await chat({})).json.choices[0].message.content);
   });
 
+  test('without a seed each request samples anew; with one it repeats', async () => {
+    const answers = new Set();
+    for (let i = 0; i < 4; i++) answers.add((await legacy({ temperature: 1.5 })).json.choices[0].text);
+    assert.ok(answers.size >= 2, `four unseeded samples, all ${JSON.stringify([...answers])}`);
+    const a = await legacy({ temperature: 1.5, seed: 99 });
+    const b = await legacy({ temperature: 1.5, seed: 99 });
+    assert.equal(a.json.choices[0].text, b.json.choices[0].text);
+    const c = await chat({ temperature: 1.5, seed: 99 });
+    const d = await chat({ temperature: 1.5, seed: 99 });
+    assert.equal(c.json.choices[0].message.content, d.json.choices[0].message.content);
+  });
+
+  test('n and lists of prompts: each answer is the one its own request gives, in OpenAI\'s order', async () => {
+    const prompts = [PROMPT, 'Review: a fine cast\nSentiment:', [5, 6, 7, 8]];
+    const r = await legacy({ prompt: prompts, n: 2, temperature: 1, seed: 5, logprobs: 1, echo: true });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.choices.length, 6);
+    let pt = 0;
+    let ct = 0;
+    for (let p = 0; p < 3; p++) {
+      for (let k = 0; k < 2; k++) {
+        const one = await legacy({ prompt: prompts[p], temperature: 1, seed: 5 + k, logprobs: 1, echo: true });
+        assert.equal(one.status, 200, one.text);
+        const c = r.json.choices[p * 2 + k];
+        assert.equal(c.index, p * 2 + k);
+        assert.deepEqual({ ...c, index: 0 }, one.json.choices[0], `prompt ${p}, answer ${k}`);
+        if (k === 0) pt += one.json.usage.prompt_tokens;
+        ct += one.json.usage.completion_tokens;
+      }
+    }
+    assert.deepEqual(r.json.usage, { prompt_tokens: pt, completion_tokens: ct, total_tokens: pt + ct });
+    assert.ok(r.json.choices[2].text.startsWith(prompts[1]), 'each echoes its own prompt');
+    // chat: n answers of one conversation
+    const c = await chat({ n: 3, temperature: 1, seed: 5 });
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.choices.length, 3);
+    for (let k = 0; k < 3; k++) {
+      const one = await chat({ temperature: 1, seed: 5 + k });
+      assert.equal(c.json.choices[k].index, k);
+      assert.equal(c.json.choices[k].message.content, one.json.choices[0].message.content);
+    }
+    assert.equal(c.json.usage.prompt_tokens, (await chat({ max_tokens: 1 })).json.usage.prompt_tokens, 'the conversation counts once');
+    // unseeded: n samples, not one sample n times
+    const many = await legacy({ n: 4, temperature: 1.5 });
+    assert.ok(new Set(many.json.choices.map((x) => x.text)).size >= 2, JSON.stringify(many.json.choices));
+  });
+
   test('bad stop, top_p, n or best_of: a 400 naming the field', async () => {
     const bad = [
       [{ stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
@@ -137,20 +187,39 @@ describe('stop and top_p on the engine', () => {
         assert.equal(r.json.error.param, param, JSON.stringify(extra));
       }
     }
-    for (const [extra, param] of [[{ n: 2 }, 'n'], [{ best_of: 3 }, 'best_of'], [{ n: 'one' }, 'n']]) {
+    const list = (k) => Array.from({ length: k }, () => PROMPT);
+    for (const [extra, param] of [
+      [{ n: 0 }, 'n'], [{ n: 33 }, 'n'], [{ n: 'one' }, 'n'], [{ n: 1.5 }, 'n'],
+      [{ prompt: list(33) }, 'prompt'], [{ prompt: list(17), n: 2 }, 'n'],
+      [{ best_of: 3 }, 'best_of'], [{ n: 2, best_of: 3 }, 'best_of'],
+      [{ n: 2, stream: true }, 'stream'], [{ prompt: list(2), stream: true }, 'stream'],
+      [{ prompt: [PROMPT, 5] }, 'prompt'], [{ prompt: [PROMPT, {}] }, 'prompt'], [{ prompt: [] }, 'prompt'],
+    ]) {
       const r = await legacy(extra);
       assert.equal(r.status, 400, `${JSON.stringify(extra)}: ${r.text}`);
-      assert.equal(r.json.error.param, param);
-      assert.match(r.json.error.message, /must be 1/);
+      assert.equal(r.json.error.param, param, JSON.stringify(extra));
     }
+    for (const [extra, param] of [[{ n: 0 }, 'n'], [{ n: 33 }, 'n'], [{ n: 2, stream: true }, 'stream']]) {
+      const r = await chat(extra);
+      assert.equal(r.status, 400, `${JSON.stringify(extra)}: ${r.text}`);
+      assert.equal(r.json.error.param, param, JSON.stringify(extra));
+    }
+    // one prompt of a list the model cannot take: named by its place
+    const lost = await legacy({ prompt: [[5], [400]] });
+    assert.equal(lost.status, 400, lost.text);
+    assert.equal(lost.json.error.param, 'prompt');
+    assert.match(lost.json.error.message, /^prompt\[1\]: .*prompt_ids\[0\]/);
     const fine = await legacy({ n: 1, best_of: 1, stop: null, top_p: null, stop_extra: 'ignored' });
     assert.equal(fine.status, 200, fine.text);
     assert.equal(fine.json.choices.length, 1);
+    const most = await legacy({ prompt: list(16), n: 2, max_tokens: 1, best_of: 2 });
+    assert.equal(most.status, 200, most.text);
+    assert.equal(most.json.choices.length, 32);
     const exact = await legacy({ stop: 'x'.repeat(256) });
     assert.equal(exact.status, 200, '256 bytes is the bound, not past it');
   });
 
-  test('serve --inference child: stop is refused naming the field, top_p is served', async () => {
+  test('serve --inference child: stop, n and lists are refused naming the field, top_p is served', async () => {
     const c = await Serve.start({ args: ['--models', models, '--local-worker', 'none', '--inference', 'child'] });
     try {
       for (const path of ['/v1/completions', '/v1/chat/completions']) {
@@ -158,6 +227,12 @@ describe('stop and top_p on the engine', () => {
         const r = await c.call('POST', path, { body: { model: 'tiny', ...body, max_tokens: 4, stop: '\n' } });
         assert.equal(r.status, 400, r.text);
         assert.equal(r.json.error.param, 'stop');
+        assert.match(r.json.error.message, /served by the resident inference engine only/);
+      }
+      for (const [body, param] of [[{ prompt: PROMPT, n: 2 }, 'n'], [{ prompt: [PROMPT, PROMPT] }, 'prompt'], [{ messages, n: 2 }, 'n']]) {
+        const r = await c.call('POST', body.messages ? '/v1/chat/completions' : '/v1/completions', { body: { model: 'tiny', max_tokens: 2, ...body } });
+        assert.equal(r.status, 400, r.text);
+        assert.equal(r.json.error.param, param);
         assert.match(r.json.error.message, /served by the resident inference engine only/);
       }
       const greedy = await c.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 8, temperature: 0 } });
