@@ -150,7 +150,8 @@ int cli_generate(struct cli_ctx *cx, int argc, char **argv)
 {
     struct cli_opt opts[] = {{"--model", true, NULL},      {"--prompt", true, NULL},
                              {"--max-tokens", true, NULL}, {"--temperature", true, NULL},
-                             {"--seed", true, NULL},       {NULL, 0, 0}};
+                             {"--seed", true, NULL},       {"--top-p", true, NULL},
+                             {"--stop", true, NULL},       {NULL, 0, 0}};
     struct cli_args args;
     char err[300];
     if (cli_parse(argc, argv, opts, &args, err, sizeof err) != 0 || args.npos > 0)
@@ -190,6 +191,22 @@ int cli_generate(struct cli_ctx *cx, int argc, char **argv)
         }
         json_object_set_new(body, "seed", json_integer(n));
     }
+    v = cli_get(opts, "--top-p");
+    if (v) {
+        if (cli_parse_double(v, 0, 1, &t) != 0) {
+            json_decref(body);
+            return cli_usage_error(cx, "generate", "--top-p must be from 0 to 1");
+        }
+        json_object_set_new(body, "top_p", json_real(t));
+    }
+    v = cli_get(opts, "--stop"); /* the server checks its length, as any client's */
+    json_t *stop = v ? json_string(v) : NULL;
+    if (v && !stop) {
+        json_decref(body);
+        return cli_usage_error(cx, "generate", "--stop must be UTF-8 text");
+    }
+    if (stop)
+        json_object_set_new(body, "stop", stop);
     struct cli_answer a;
     int rc = cli_do(cx, "POST", "/v1/completions", body, &a);
     json_decref(body);

@@ -28,6 +28,7 @@ static const char usage_text[] =
     "  alallo workers [list] | workers drain NAME\n"
     "  alallo ledger\n"
     "  alallo generate --model ID --prompt TEXT [--max-tokens N] [--temperature T]\n"
+    "       [--top-p P] [--seed S] [--stop TEXT]\n"
     "  alallo export ID --format hf|peft|gguf|ollama [--dtype q8_0|q4_k_m|...] --out PATH\n"
     "every command takes --json to print the server's JSON as it is\n";
 

@@ -188,6 +188,20 @@ test('a job from create to a model: list, show, log --follow, generate, export',
   const byJob = alallo(['generate', '--model', id, '--prompt', 'Review: the service was good.\nSentiment:', '--max-tokens', '4', '--temperature', '0']);
   assert.equal(byJob.status, 0, byJob.stderr);
   assert.equal(byJob.stdout, gen.stdout, 'the job id and the model name give the same text');
+  // --top-p 0 keeps the most likely token alone: the greedy text at any
+  // temperature; --stop ends the text before it
+  const prompt = ['--model', model, '--prompt', 'Review: the service was good.\nSentiment:', '--max-tokens', '4'];
+  const nucleus = alallo(['generate', ...prompt, '--temperature', '1', '--top-p', '0']);
+  assert.equal(nucleus.status, 0, nucleus.stderr);
+  assert.equal(nucleus.stdout, gen.stdout);
+  const text = gen.stdout.replace(/\n$/, '');
+  const tail = text.slice(1) || 'never';
+  const stopped = alallo(['generate', ...prompt, '--temperature', '0', '--stop', tail]);
+  assert.equal(stopped.status, 0, stopped.stderr);
+  assert.equal(stopped.stdout, `${text.includes(tail) ? text.slice(0, text.indexOf(tail)) : text}\n`);
+  const wide = alallo(['generate', ...prompt, '--top-p', '2']);
+  assert.notEqual(wide.status, 0);
+  assert.match(wide.stderr, /--top-p must be from 0 to 1/);
 
   const gguf = path.join(tmp, 'model.gguf');
   ok(['export', model, '--format', 'gguf', '--out', gguf]);
