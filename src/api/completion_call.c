@@ -3,9 +3,12 @@
 #include "api/completion_call.h"
 
 #include <assert.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "api/fair_share.h"
 #include "api/handlers.h"
@@ -80,11 +83,21 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
     return out;
 }
 
-/* One of several generations, run on a thread of its own. */
+/* Several generations of one request, each on a thread of its own,
+ * watching one end of a socket pair instead of the client's socket: the
+ * request's thread closes the other end when the client leaves or when
+ * one of them fails, which cancels the rest in the engine at once. */
+struct many {
+    atomic_int done;   /* generations ended */
+    atomic_int failed; /* the first that failed, -1 while none */
+};
+
 struct one_of_many {
     struct api_server *srv;
+    struct many *m;
+    int index;
     const char *account, *dir, *name;
-    const struct control_generation *g;
+    struct control_generation g;
     json_t *out;
     enum alallo_err e;
     char why[600];
@@ -92,12 +105,29 @@ struct one_of_many {
     bool started;
 };
 
+static void ended(struct one_of_many *o)
+{
+    int none = -1;
+    if (o->e)
+        atomic_compare_exchange_strong(&o->m->failed, &none, o->index);
+    atomic_fetch_add(&o->m->done, 1);
+}
+
 static void *generate_one(void *arg)
 {
     struct one_of_many *o = arg;
-    o->e = control_generate(o->srv->ctl, o->account, o->dir, o->name, o->g,
+    o->e = control_generate(o->srv->ctl, o->account, o->dir, o->name, &o->g,
                             o->srv->cfg.completion_timeout_s, &o->out, o->why, sizeof o->why);
+    ended(o);
     return NULL;
+}
+
+/* Whether the client of socket fd (0: none) has hung up, waiting up to
+ * ms for it. */
+static bool client_left(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd > 0 ? fd : -1, .events = POLLRDHUP};
+    return poll(&p, 1, ms) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
 bool completion_generate_many(struct api_server *srv, struct http_request *req, const char *model,
@@ -111,28 +141,44 @@ bool completion_generate_many(struct api_server *srv, struct http_request *req, 
     if (!model_of(srv, req, model, name, sizeof name, dir, sizeof dir, res))
         return false;
     struct one_of_many *runs = calloc((size_t)n, sizeof *runs);
-    if (!runs) {
+    struct many m;
+    atomic_init(&m.done, 0);
+    atomic_init(&m.failed, -1);
+    int pair[2];
+    if (!runs || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) {
+        free(runs);
         api_error(res, ERR_NOMEM, NULL, NULL);
         return false;
     }
     for (int i = 0; i < n; i++) {
-        runs[i] = (struct one_of_many){.srv = srv, .account = req->account.id, .dir = dir,
-                                       .name = name, .g = &gs[i]};
-        /* the first on this thread; the others beside it, or after it
-         * when no thread can be had */
-        runs[i].started = i > 0 && pthread_create(&runs[i].thread, NULL, generate_one,
-                                                  &runs[i]) == 0;
+        runs[i] = (struct one_of_many){.srv = srv, .m = &m, .index = i,
+                                       .account = req->account.id, .dir = dir, .name = name,
+                                       .g = gs[i]};
+        runs[i].g.watch_fd = pair[0];
+        runs[i].started = pthread_create(&runs[i].thread, NULL, generate_one, &runs[i]) == 0;
+        if (!runs[i].started) {
+            runs[i].e = ERR_RATE_LIMITED;
+            text_copy(runs[i].why, sizeof runs[i].why,
+                      "The server cannot start more generations right now; try again shortly.");
+            ended(&runs[i]);
+        }
     }
-    for (int i = 0; i < n; i++)
-        if (!runs[i].started)
-            generate_one(&runs[i]);
+    bool cut = false;
+    while (atomic_load(&m.done) < n) {
+        bool gone = client_left(req->client_fd, 50);
+        if (!cut && (gone || atomic_load(&m.failed) >= 0)) {
+            shutdown(pair[1], SHUT_RDWR); /* the others are cancelled */
+            cut = true;
+        }
+        if (gone && cut)
+            poll(NULL, 0, 50);
+    }
     for (int i = 0; i < n; i++)
         if (runs[i].started)
             pthread_join(runs[i].thread, NULL);
-    int bad = -1;
-    for (int i = 0; i < n && bad < 0; i++)
-        if (runs[i].e)
-            bad = i;
+    close(pair[0]);
+    close(pair[1]);
+    int bad = atomic_load(&m.failed);
     if (bad >= 0)
         failed(runs[bad].e, runs[bad].why, about ? about[bad] : NULL, input_param, res);
     for (int i = 0; i < n; i++) {

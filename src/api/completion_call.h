@@ -32,8 +32,10 @@ json_t *completion_generate(struct api_server *srv, struct http_request *req, co
 /* Generations gs[0..n) from `model` side by side (a thread each; the
  * engine batches them), for the resident engine only: true with outs[i]
  * the generator's object of gs[i] (the caller's), or false with res set
- * from the first that failed (by index; about[i], when about is not NULL,
- * names it before the sentence) and every object freed. */
+ * from the first that failed (about[i], when about is not NULL, names it
+ * before the sentence) and every object freed. The first failure, or the
+ * client leaving (req->client_fd hung up), cancels the others in the
+ * engine at once; gs' watch_fd is not used. */
 bool completion_generate_many(struct api_server *srv, struct http_request *req, const char *model,
                               const struct control_generation *gs, int n,
                               const char *const *about, const char *input_param, json_t **outs,
