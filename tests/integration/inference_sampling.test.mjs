@@ -81,6 +81,11 @@ describe('stop and top_p on the engine', () => {
     assert.ok(tokens.length <= lp.json.usage.completion_tokens);
     assert.ok(tokens.join('').startsWith(want), `${JSON.stringify(tokens)} shows ${JSON.stringify(want)}`);
     assert.ok(tokens.slice(0, -1).join('').length < want.length || want === '', `no token past the stop text: ${JSON.stringify({ want, tokens, stop, whole })}`);
+    // streamed, the chunks' tokens are the same: none whose text was held
+    // back and then cut goes out
+    const lpStream = events((await legacy({ stop, logprobs: 1, stream: true })).text).filter((x) => x.choices.length > 0);
+    assert.deepEqual(lpStream.flatMap((x) => x.choices[0].logprobs?.tokens ?? []), tokens);
+    assert.equal(lpStream.map((x) => x.choices[0].text).join(''), want);
   });
 
   test('chat completions: the message ends before the stop text, plain and streamed', async () => {

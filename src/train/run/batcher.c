@@ -245,7 +245,10 @@ static void grow_to_stop(struct batch_seq *s)
         s->cut = show = at;
         s->n_kept = tokens_before(s, text, len, at);
     } else {
-        show = len - stop_texts_held(&s->stop_texts, text, len);
+        size_t held = stop_texts_held(&s->stop_texts, text, len);
+        show = len - held;
+        if (held > 0) /* a token whose text is all held is not shown yet */
+            s->n_kept = tokens_before(s, text, len, show);
     }
     if (s->on_text && show > s->sent) {
         s->on_text(s->on_text_ctx, text + s->sent, show - s->sent);
@@ -260,6 +263,7 @@ static void advance(struct batcher *b, struct batch_seq *s, const float *logits,
     int next = gen_pick(logits, V, &s->opts, &s->rng, b->cands);
     if (gen_stops_has(&s->stops, next)) {
         s->finish = "stop";
+        s->n_kept = s->n_out; /* what was held is the answer's too */
         return;
     }
     if (s->lp)
@@ -271,8 +275,10 @@ static void advance(struct batcher *b, struct batch_seq *s, const float *logits,
         grow_to_stop(s);
     else if (s->on_text)
         gen_growth(s->g, s->out, s->n_out, &s->sent, s->on_text, s->on_text_ctx);
-    if (!s->finish && (s->n_out == s->max_new || s->n_prompt + s->n_out >= s->kv.cap))
+    if (!s->finish && (s->n_out == s->max_new || s->n_prompt + s->n_out >= s->kv.cap)) {
         s->finish = "length";
+        s->n_kept = s->n_out;
+    }
 }
 
 int batcher_step(struct batcher *b, struct batch_seq **seqs, int n)

@@ -47,11 +47,14 @@ struct batch_seq {
      * text given to on_text holds back an end that may grow into one; when
      * one comes the sequence finishes ("stop"), its answer is its text's
      * first `cut` bytes (has_cut) and its tokens those whose text starts
-     * before that (n_kept, also the count with log-probabilities shown). */
+     * before that. */
     struct stop_texts stop_texts;
     bool has_cut;
     size_t cut;
-    int n_kept; /* the answer's tokens shown: n_out, or fewer with a cut */
+    /* The answer's tokens shown (whose log-probabilities go out): n_out,
+     * but while text is held back those whose text starts before it, and
+     * with a cut those whose text starts before the cut. */
+    int n_kept;
     gen_text_fn on_text; /* each piece of the answer as it grows, or NULL */
     void *on_text_ctx;
     /* With batch_seq_logprobs: for out[i], its log-probability lp[i] and
