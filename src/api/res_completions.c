@@ -5,7 +5,8 @@
  *
  * Legacy completions take a prompt of text or of the model's token ids,
  * or a list of up to 32 such prompts with `n` answers each (one engine
- * request an answer, side by side: completion_generate_many), `logprobs` (0..5: the answer's tokens with their log-probabilities and
+ * request an answer, side by side: completion_generate_many), `logprobs`
+ * (0..5: the answer's tokens with their log-probabilities and
  * that many most likely tokens at each place, in OpenAI's legacy shape,
  * completion_logprobs.h), `echo` (the prompt before the answer; with
  * logprobs, the prompt's own tokens' first) and `stream` (text_completion

@@ -9,8 +9,9 @@
  * picks its next token as gen_ids does (generate.h: the same sampling
  * from its own seed, the same stops, the same limit at max_tokens or the
  * model's context), so a sequence's answer is the one `alallo generate`
- * gives alone; a sequence with stop texts also ends at the first of them. A sequence leaves when it has finished (finish != NULL) or
- * its client went away; the others go on.
+ * gives alone; a sequence with stop texts also ends at the first of
+ * them. A sequence leaves when it has finished (finish != NULL) or its
+ * client went away; the others go on.
  *
  * Ownership: a batch_seq owns its prompt, its output ids and its cache
  * (batch_seq_end frees them); the generator and adapter are the
