@@ -194,6 +194,7 @@ export class Serve {
   }
 
   async spawn() {
+    const from = this.output.length; // a restart's output follows the run before
     this.proc = spawn(BIN, ['serve', '--port', String(this.port), '--data', this.data, ...storeArgs(this.data), ...this.args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: this.detached,
@@ -220,6 +221,14 @@ export class Serve {
       },
       { timeoutMs: 20000, what: 'serve to answer /healthz' },
     );
+    // /healthz answers as soon as serve listens; its executor (the engine
+    // and its pools) is attached and its leadership decided a moment later,
+    // when it prints where it serves: under load that moment came after a
+    // test's first look at /v1/workers (engine '' for 'process')
+    await waitFor(() => {
+      if (this.proc.exitCode !== null) throw new Error(`serve exited:\n${this.output}`);
+      return /^alallo: serving on /m.test(this.output.slice(from));
+    }, { timeoutMs: 20000, what: 'serve to say where it serves' });
     this.key = fs.readFileSync(path.join(this.data, 'api-key'), 'utf8').trim();
     this.token = fs.readFileSync(path.join(this.data, 'worker-token'), 'utf8').trim();
   }
