@@ -15,18 +15,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { Serve, run, tinyModelsDir } from './service_harness.mjs';
+import { Serve, run, sseEvents as events, tinyModelsDir } from './service_harness.mjs';
 
 const messages = [{ role: 'user', content: 'Review: a good film\nSentiment:' }];
 const TOKENS = 12;
-
-// The data events of a streamed answer, parsed ([DONE] left out).
-function events(text) {
-  return text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
-    .map((e) => JSON.parse(e.slice(6)));
-}
 
 describe('chat completions with logprobs', () => {
   let s;

@@ -12,19 +12,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { Serve, tinyModelsDir } from './service_harness.mjs';
+import { Serve, sseEvents as events, tinyModelsDir } from './service_harness.mjs';
 
 const messages = [{ role: 'user', content: 'Review: a good film\nSentiment:' }];
 const PROMPT = 'Review: a slow, dull film\nSentiment:';
 const TOKENS = 24;
-
-// The data events of a streamed answer, parsed ([DONE] left out).
-function events(text) {
-  return text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
-    .map((e) => JSON.parse(e.slice(6)));
-}
 
 // A stop text of two characters from `text`, its first ASCII and not the
 // text's first (so a stream would show it at once unless held back).

@@ -128,6 +128,15 @@ export async function ledgerOf(s, jobId) {
   }
 }
 
+// The data events of a streamed answer (server-sent events), parsed
+// ([DONE] left out).
+export function sseEvents(text) {
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
+    .map((e) => JSON.parse(e.slice(6)));
+}
+
 export async function waitFor(fn, { timeoutMs = 60000, everyMs = 200, what = 'condition' } = {}) {
   const end = Date.now() + timeoutMs;
   let last;
