@@ -208,10 +208,8 @@ static size_t token_start(const struct batch_seq *s, int k, const char *text, si
     if (!p)
         return SIZE_MAX;
     size_t n = strlen(p);
-    static const char repl[] = "\xef\xbf\xbd";
     if (n > len || memcmp(p, text, n) != 0) /* its end is a character cut short */
-        while (n >= 3 && memcmp(p + n - 3, repl, 3) == 0)
-            n -= 3;
+        n = gen_whole_len(p, n);
     free(p);
     return n;
 }

@@ -54,15 +54,20 @@ void gen_set_on_text(struct generator *g, gen_text_fn fn, void *ctx)
     g->on_text_ctx = ctx;
 }
 
+size_t gen_whole_len(const char *text, size_t len)
+{
+    static const char repl[] = "\xef\xbf\xbd";
+    while (len >= 3 && memcmp(text + len - 3, repl, 3) == 0)
+        len -= 3;
+    return len;
+}
+
 char *gen_whole_text(const struct generator *g, const int32_t *ids, int n, size_t *len)
 {
     char *text = tokenizer_decode(g->tok, ids, (size_t)n, 1);
     if (!text)
         return NULL;
-    size_t l = strlen(text);
-    static const char repl[] = "\xef\xbf\xbd";
-    while (l >= 3 && memcmp(text + l - 3, repl, 3) == 0)
-        l -= 3;
+    size_t l = gen_whole_len(text, strlen(text));
     text[l] = '\0';
     *len = l;
     return text;

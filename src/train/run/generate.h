@@ -170,6 +170,9 @@ int gen_pick(const float *logits, int V, const struct gen_opts *o, struct rng *r
  * character (a token may end inside one): malloc'd, the caller frees it;
  * *len its bytes. NULL when memory ran out. */
 char *gen_whole_text(const struct generator *g, const int32_t *ids, int n, size_t *len);
+/* The bytes of text[0..len) before the U+FFFD a decode puts where its
+ * last character is still incomplete. */
+size_t gen_whole_len(const char *text, size_t len);
 
 /* Gives fn what the text of ids[0..n) has grown by past *sent bytes, up
  * to its last whole character (a token may end inside one), and moves
