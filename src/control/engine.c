@@ -684,7 +684,7 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
     fleet_changed(e->ctl);
 }
 
-/* Submits pool p's bench job: `alallo bench train --shape tiny --steps 3`
+/* Submits pool p's bench job: `alallo bench train --shape tiny --steps 17`
  * with the pool's CPUs, under the launcher, its output into
  * DATA/engine/bench/POOL.out. Its script first writes the start mark
  * DATA/engine/bench/POOL.started (bench_watch.h: a job listed RUNNING
@@ -720,8 +720,8 @@ static enum alallo_err bench_submit(struct engine *e, int p)
                           e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
               exec_script_quote(script, sizeof script, e->ctl->alallo_bin) &&
               text_printf(script + strlen(script), sizeof script - strlen(script),
-                          " bench train --shape tiny --steps 3 --threads %d >",
-                          pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
+                          " bench train --shape tiny --steps %s --threads %d >",
+                          BENCH_SPEED_STEPS, pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
               exec_script_quote(script, sizeof script, node_out) &&
               text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
     if (!ok)

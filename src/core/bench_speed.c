@@ -18,6 +18,13 @@ static int parse_object(const char *text, size_t len, struct bench_speed *out)
         return -1;
     }
     double tps = number(obj, "tokens_per_s");
+    double mean_tps = tps;
+    if (!(mean_tps > 0)) {
+        json_decref(obj);
+        return -1;
+    }
+    if (number(obj, "tokens_per_s_median") > 0)
+        tps = number(obj, "tokens_per_s_median");
     double flops = number(obj, "flops_per_s");
     if (flops <= 0)
         flops = number(obj, "flops");
@@ -28,10 +35,8 @@ static int parse_object(const char *text, size_t len, struct bench_speed *out)
     if (peak <= 0)
         peak = number(obj, "peak_flops");
     if (flops <= 0 && number(obj, "mfu") > 0 && peak > 0)
-        flops = number(obj, "mfu") * peak;
+        flops = number(obj, "mfu") * peak * tps / mean_tps;
     json_decref(obj);
-    if (!(tps > 0))
-        return -1;
     out->tokens_per_s = tps;
     out->flops = flops > 0 ? flops : 0;
     return 0;

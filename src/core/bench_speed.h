@@ -5,14 +5,23 @@
 #ifndef ALALLO_CORE_BENCH_SPEED_H
 #define ALALLO_CORE_BENCH_SPEED_H
 
+/* The steps of the start-up bench, `alallo bench train --shape tiny --steps
+ * BENCH_SPEED_STEPS` (a worker's and a pool's bench job): the first warms
+ * up, the median of the other 16 is the figure. A tiny step takes 5 to 10
+ * ms on a CPU, so a preemption or another process starting moves one or
+ * two of them, not the median (2 timed steps read up to 12x low). */
+#define BENCH_SPEED_STEPS "17"
+
 struct bench_speed {
     double tokens_per_s;  /* 0 when unknown */
     double flops;         /* achieved FLOP/s; 0 when unknown */
 };
 
 /* Reads bench's output: the last line that is a JSON object with a positive
- * "tokens_per_s" (or the whole text as one pretty-printed object). FLOP/s
- * come from "flops_per_s" or "flops", else from "tokens_per_s" ×
+ * "tokens_per_s" (or the whole text as one pretty-printed object). The pace
+ * is "tokens_per_s_median" where that is positive (the CPU bench's median
+ * step), else "tokens_per_s". FLOP/s
+ * come from "flops_per_s" or "flops", else from the pace ×
  * "flops_per_token", else from "mfu" × "peak_fp32_flops" (or
  * "peak_flops"), else 0. Returns 0, or -1 with *out zeroed. text may be
  * NULL. */

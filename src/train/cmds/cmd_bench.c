@@ -24,6 +24,10 @@
  * --losses adds "losses": the loss of every step (the same batch each
  * step, so it falls as the model learns it), to compare paths' curves.
  *
+ * step_s and tokens_per_s are the timed steps' mean; step_s_median and
+ * tokens_per_s_median their median step, the figure a worker records at
+ * its start (core/bench_speed.h), which one disturbed step does not move.
+ *
  * MFU = model FLOPs per token x tokens / wall time / measured peak, with
  * full fine-tuning at 6N + 6 L d T FLOPs per token and LoRA at
  * 4 N_base + 6 N_lora; the first step (warm-up) is left out.
@@ -238,6 +242,20 @@ static void onednn_figures(json_t *j, double flops_s)
         json_object_set_new(j, "share_of_onednn_peak", json_real(flops_s / peak));
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the n > 0 step times in t (sorted in place): one step
+ * slowed by a preemption or a page-in does not move it. */
+static double median_step_s(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 static void cpu_name(char *out, size_t cap)
 {
     snprintf(out, cap, "unknown");
@@ -302,7 +320,16 @@ static int bench_train(int argc, char **argv)
     double t_opt = 0.0, t_start = 0.0, loss = 0.0, c_start = 0.0, load0 = loadavg();
     struct model_timing warm = {0};
     json_t *losses = json_array();
+    double *step_s = calloc((size_t)steps, sizeof *step_s);
+    if (!step_s) {
+        fprintf(stderr, "alallo bench train: out of memory\n");
+        json_decref(losses);
+        model_acts_free(a);
+        bench_setup_free(&su);
+        return 1;
+    }
     for (int s = 0; s < steps; s++) {
+        double t_step = clock_mono_s();
         if (s == 1) {
             /* the first step warms caches and pages in memory: left out */
             model_acts_timing(a, &warm);
@@ -318,8 +345,11 @@ static int bench_train(int argc, char **argv)
         double norm = optim_grad_norm(m->grad, m->n_train);
         optim_adamw_step(opt, m->train, m->grad, optim_clip_factor(norm, 1.0f), lr);
         t_opt += clock_mono_s() - t0;
+        step_s[s] = clock_mono_s() - t_step;
     }
     double wall = clock_mono_s() - t_start;
+    double median_s = median_step_s(step_s + 1, steps - 1);
+    free(step_s);
     /* Share of `threads` cores this process got while timing: well under 1
      * means other work on the machine took the rest, and the figures are
      * low by about that much. */
@@ -357,6 +387,8 @@ static int bench_train(int argc, char **argv)
         t_opt / (steps - 1), "param_bytes", (double)model_param_bytes(m), "final_loss", loss,
         "cpu", cpu, "cpu_share", cpu_share, "loadavg_at_start", load0);
     if (j) {
+        json_object_set_new(j, "step_s_median", json_real(median_s));
+        json_object_set_new(j, "tokens_per_s_median", json_real((double)B * T / median_s));
         json_object_set_new(j, "cpu_path", json_string(cpu_path_name(path)));
         json_object_set_new(j, "cpu_flags", json_string(cpu_path_flags()));
         if (cmd_has_flag(argc, argv, "--losses"))

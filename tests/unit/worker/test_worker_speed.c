@@ -70,6 +70,20 @@ static void parses_bench_output(void **state)
                      0);
     assert_true(s.tokens_per_s == 6492.34);
     assert_true(s.flops > 4.65e9 && s.flops < 4.66e9);
+    /* The CPU bench's median step is the pace, FLOP/s follow it. */
+    assert_int_equal(bench_speed_parse("{\"tokens_per_s\":3000,\"tokens_per_s_median\":45000,"
+                                        "\"flops_per_token\":1000.0}",
+                                        &s),
+                     0);
+    assert_true(s.tokens_per_s == 45000 && s.flops == 4.5e7);
+    assert_int_equal(bench_speed_parse("{\"tokens_per_s\":3000,\"tokens_per_s_median\":6000,"
+                                        "\"mfu\":0.5,\"peak_flops\":2e9}",
+                                        &s),
+                     0);
+    assert_true(s.tokens_per_s == 6000 && s.flops == 2e9);
+    assert_int_equal(bench_speed_parse("{\"tokens_per_s\":10,\"tokens_per_s_median\":0}", &s), 0);
+    assert_true(s.tokens_per_s == 10);
+    assert_int_equal(bench_speed_parse("{\"tokens_per_s_median\": 5}", &s), -1);
     assert_int_equal(bench_speed_parse("{\"tokens_per_s\": 0}", &s), -1);
     assert_int_equal(bench_speed_parse("{\"mfu\": 0.3}", &s), -1);
     assert_int_equal(bench_speed_parse("garbage", &s), -1);
@@ -98,7 +112,7 @@ static void measures_with_the_right_arguments(void **state)
     char err[300] = "";
     struct bench_speed s;
     /* The exact command line the worker promises. */
-    if (measure_with("bench train --shape tiny --steps 3 --threads 3",
+    if (measure_with("bench train --shape tiny --steps 17 --threads 3",
                      "{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}", 3, "cpu", &s,
                      err, sizeof err) != 0)
         fail_msg("measure: %s", err);
@@ -113,7 +127,7 @@ static void a_cuda_worker_measures_the_gpu_trainer(void **state)
     struct bench_speed s;
     /* What the GPU bench prints with --shape: FLOP/s from tokens/s times
      * the FLOPs of a token. */
-    const char *args = "bench train --device cuda --shape tiny --steps 3 --threads 2";
+    const char *args = "bench train --device cuda --shape tiny --steps 17 --threads 2";
     const char *json = "{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"tiny\","
                        "\"tokens_per_s\":200000,\"flops_per_token\":716800.0,\"mfu\":0.0002}";
     if (measure_with(args, json, 2, "cuda", &s, err, sizeof err) != 0)
