@@ -121,16 +121,20 @@ static json_t *term(double nominal_s, double low_s, double high_s)
 
 /* The range, term by term (docs/estimator.md, "The range, term by term"):
  * what each part adds to the sum before the margin, the next choice's
- * finish when the job would wait, the margin (in logs) and where the
- * training factor comes from. For reading, not for computing with. */
+ * finish when the job would wait, the margin (in logs), where the
+ * training factor comes from, and how far each end of the price range
+ * moved from the training range's (logs, > 0 lowered). For reading, not
+ * for computing with. */
 static json_t *estimate_terms(const struct estimate *e)
 {
     json_t *t = json_pack(
-        "{s:o,s:o,s:o,s:f,s:s}", "wait", term(e->wait_s, e->wait_low_s, e->wait_high_s),
+        "{s:o,s:o,s:o,s:f,s:s,s:{s:f,s:f}}", "wait", term(e->wait_s, e->wait_low_s, e->wait_high_s),
         "fixed", term(e->startup_s, e->startup_low_s, e->startup_high_s), "training",
         term(e->train_s, e->train_low_s, e->train_high_s), "margin",
         round(e->range_margin * 1000) / 1000,
-        "basis", e->new_shape ? "new" : e->borrowed_shape ? "borrowed" : "own");
+        "basis", e->new_shape ? "new" : e->borrowed_shape ? "borrowed" : "own", "price_margin",
+        "low", round(e->price_margin * 1000) / 1000, "high",
+        round(e->price_high_margin * 1000) / 1000);
     if (t && e->alt_worker >= 0)
         json_object_set_new(t, "next_choice",
                             json_pack("{s:f,s:f}", "low_s", round(e->alt_low_s * 10) / 10,

@@ -127,9 +127,10 @@ enum alallo_err lifecycle__settle_as(struct events_ctx *c, struct store_job *j,
 }
 
 /* A success writes the most rows: six of its last attempt (lifecycle__
- * ledger_end), the job's, its time and price spreads, and two a time-left
- * cell. (At 8, a success's time-left rows were dropped unsaid.) */
-_Static_assert(CAL_MAX >= 6 + 3 + 2 * EST_TL_CELLS, "a success's calibration rows fit in CAL_MAX");
+ * ledger_end), the job's, its time spread, its price's two spreads, and
+ * two a time-left cell. (At 8, a success's time-left rows were dropped
+ * unsaid.) */
+_Static_assert(CAL_MAX >= 6 + 4 + 2 * EST_TL_CELLS, "a success's calibration rows fit in CAL_MAX");
 
 enum alallo_err lifecycle__calibrate(struct events_ctx *c, struct store_writes *w,
                                      const struct store_calibration *k)

@@ -342,6 +342,8 @@ static void add_locked(struct sched_link *l, const struct store_calibration *k)
                                  (enum worker_class)k->class_, k->actual_a, k->nominal_a);
     else if (strcmp(k->kind, "spread") == 0)
         est_history_add_spread(&l->history, k->waited, log(k->actual_a / k->nominal_a));
+    else if (strcmp(k->kind, "price") == 0 && k->waited == 1) /* against the upper end */
+        est_history_add_price_high_spread(&l->history, log(k->actual_a / k->nominal_a));
     else if (strcmp(k->kind, "price") == 0) /* below the price's lower end */
         est_history_add_price_spread(&l->history, log(k->actual_a / k->nominal_a));
     else if (strcmp(k->kind, "tl") == 0) /* time left: cell, side in goal */
@@ -956,7 +958,7 @@ void sched_link_invalidate(struct sched_link *l)
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
     "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
     "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d,\"vs\":%.17g,\"py\":%.17g,"       \
-    "\"pl\":%.17g,\"pm\":%.17g}"
+    "\"pl\":%.17g,\"pm\":%.17g,\"pu\":%.17g}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -992,7 +994,10 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
                                                                             : 0.0,
                        e->python_s > 0 && isfinite(e->python_s) ? e->python_s : 0.0,
                        (double)e->price_low_micros / 1e6,
-                       isfinite(e->price_margin) ? e->price_margin : 0.0);
+                       isfinite(e->price_margin) ? e->price_margin : 0.0,
+                       e->price_high_nominal > 0 && isfinite(e->price_high_nominal)
+                           ? e->price_high_nominal
+                           : 0.0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -1020,7 +1025,8 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
  * text is not in that exact format. */
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
-    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0, vs = 0, py = 0, pl = 0, pm = 0;
+    double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0, vs = 0, py = 0, pl = 0, pm = 0,
+           pu = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -1037,7 +1043,8 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           (plan_number(&p, ",\"vs\":", &vs) || true) &&
           (plan_number(&p, ",\"py\":", &py) || true) &&
           (plan_number(&p, ",\"pl\":", &pl) || true) &&
-          (plan_number(&p, ",\"pm\":", &pm) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"pm\":", &pm) || true) &&
+          (plan_number(&p, ",\"pu\":", &pu) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
@@ -1049,6 +1056,7 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
     out->python_s = py > 0 ? py : 0;
     out->price_low = pl > 0 ? pl : 0;
     out->price_margin = pm;
+    out->price_high_nominal = pu > 0 ? pu : 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
@@ -1103,6 +1111,8 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     out->price_low = pl > 0 && isfinite(pl) ? pl : 0; /* 0 in older plans */
     double pm = json_number_value(json_object_get(o, "pm"));
     out->price_margin = isfinite(pm) ? pm : 0;
+    double pu = json_number_value(json_object_get(o, "pu"));
+    out->price_high_nominal = pu > 0 && isfinite(pu) ? pu : 0; /* 0 in older plans */
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
     double by = json_number_value(json_object_get(o, "by"));
@@ -1333,10 +1343,10 @@ void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t)
     pthread_mutex_unlock(&l->mu);
 }
 
-double sched_link_price_margin(struct sched_link *l)
+double sched_link_price_margin(struct sched_link *l, int end)
 {
     pthread_mutex_lock(&l->mu);
-    double m = est_price_margin(&l->history);
+    double m = end == 1 ? est_price_high_margin(&l->history) : est_price_margin(&l->history);
     pthread_mutex_unlock(&l->mu);
     return m;
 }

@@ -66,6 +66,9 @@ struct sched_plan {
                                  (currency units, unrounded); 0 in older
                                  plans                                    */
     double price_margin;      /* the estimate's price_margin; 0 in older */
+    double price_high_nominal; /* the estimate's price_high_nominal: the
+                                  upper end before its margin; 0 in older
+                                  plans                                   */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in
@@ -234,9 +237,10 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
  * history (tl_calibrate); they are kept with it in the ledger state. */
 void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t);
 
-/* The margin (logs) the price ranges of estimates made now get
- * (est_price_margin over the history). */
-double sched_link_price_margin(struct sched_link *l);
+/* The margin (logs) the price ranges of estimates made now get at their
+ * lower end (end 0: est_price_margin over the history) or their upper end
+ * (end 1: est_price_high_margin). */
+double sched_link_price_margin(struct sched_link *l, int end);
 
 /* The seconds j's python graders take over `steps` of its steps, one
  * answer at a time and whatever the worker's speed (est_rft_python_s,

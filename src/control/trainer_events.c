@@ -272,7 +272,8 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
     k.actual_b = k.nominal_b = 0;
     e = lifecycle__calibrate(c, w, &k);
     /* And how far below the price range's lower end, before its margin,
-     * its net price fell (est_price_margin): rows of kind "price". */
+     * its net price fell (est_price_margin): rows of kind "price",
+     * `waited` 0. */
     double paid = c->st ? (double)ledger_net_micros(&c->st->ledger) / 1e6 : 0;
     if (e || !(paid > 0) || !(p.price_low > 0))
         return e;
@@ -280,6 +281,14 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
     text_copy(k.kind, sizeof k.kind, "price");
     k.waited = 0;
     k.actual_a = exp(pspread);
+    e = lifecycle__calibrate(c, w, &k);
+    /* And its price before the cap against the upper end before its
+     * margin (est_price_high_margin): `waited` 1. */
+    double steps = (double)ledger_steps_micros(&c->st->ledger) / 1e6;
+    if (e || !(steps > 0) || !(p.price_high_nominal > 0))
+        return e;
+    k.waited = 1;
+    k.actual_a = steps / p.price_high_nominal;
     return lifecycle__calibrate(c, w, &k);
 }
 

@@ -363,6 +363,20 @@ double est_price_margin(const struct est_history *h)
     return ring_margin(&r, 1, EST_PRICE_COVER);
 }
 
+void est_history_add_price_high_spread(struct est_history *h, double spread)
+{
+    if (h && isfinite(spread))
+        ring_push(&h->price_spread_high, clamp_log(spread));
+}
+
+double est_price_high_margin(const struct est_history *h)
+{
+    if (!h)
+        return 0.0;
+    const struct est_ring *r = &h->price_spread_high;
+    return fmax(0.0, -ring_margin(&r, 1, EST_PRICE_COVER));
+}
+
 void est_history_add_tl_spread(struct est_history *h, int cell, int side, double spread)
 {
     if (!h || !isfinite(spread) || cell < 0 || cell >= EST_TL_CELLS || side < 0 || side > 1)
@@ -669,14 +683,21 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
                             out->time_high_s);
     out->price_low_micros = capacity_price_micros(w->price_per_hour, out->train_low_s);
     out->price_high_micros = capacity_price_micros(w->price_per_hour, out->train_high_s);
-    /* The cap stays; the lower end is where succeeded jobs' prices
-     * stayed above it (est_price_margin), at most the range's centre. */
+    /* Each end where succeeded jobs' prices stayed (est_price_margin,
+     * est_price_high_margin), neither past the range's centre; the cap
+     * only ever comes down. */
     out->price_margin = 0;
+    out->price_high_margin = 0;
+    out->price_high_nominal = (double)out->price_high_micros / 1e6;
     if (out->price_low_micros > 0 && out->price_high_micros >= out->price_low_micros) {
         double plo = (double)out->price_low_micros, phi = (double)out->price_high_micros;
-        double low = fmin(plo * exp(-est_price_margin(h)), sqrt(plo * phi));
+        double centre = sqrt(plo * phi);
+        double low = fmin(plo * exp(-est_price_margin(h)), centre);
+        double high = fmax(phi * exp(-est_price_high_margin(h)), centre);
         out->price_margin = log(plo / low);
+        out->price_high_margin = log(phi / high);
         out->price_low_micros = (int64_t)llround(low);
+        out->price_high_micros = (int64_t)llround(high);
     }
     return ERR_OK;
 }

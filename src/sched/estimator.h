@@ -115,6 +115,9 @@ struct est_history {
      * that end over the price, > 0 below), for the margin of that end
      * (est_price_margin) */
     struct est_ring price_spread;
+    /* each succeeded job's log(price before the cap / the upper end
+     * before its margin) (est_price_high_margin) */
+    struct est_ring price_spread_high;
     /* succeeded jobs: how far outside each end of the time-left pace band
      * shown in a share-done cell the truth fell, in logs (> 0 outside,
      * < 0 inside), below ([0]) and above ([1]); time_left.h */
@@ -218,6 +221,12 @@ struct estimate {
                                         lowered (> 0) or raised (< 0), in
                                         logs, from the training range's
                                         (est_price_margin)                  */
+    double price_high_margin;        /* how far the upper end (the cap) was
+                                        lowered from the training range's,
+                                        in logs, >= 0 (est_price_high_margin) */
+    double price_high_nominal;       /* that upper end before it (currency
+                                        units, unrounded), which the job's
+                                        price is measured against            */
     double finish_s;               /* now + the nominal parts: the chosen
                                       worker's new free time on the horizon */
     double time_low_s, time_high_s;  /* estimate.time, from now              */
@@ -415,13 +424,15 @@ void est_history_add_spread(struct est_history *h, int cell, double spread);
 #define EST_COVER 0.93
 double est_range_margin(const struct est_history *h, int cell);
 
-/* The price range is the training range at the worker's rate. Its upper
- * end is the job's price cap: a succeeded job never pays more
- * (ledger.h), so it is a promise and stays as the training range made
- * it. Its lower end only informs, and is measured: moved to where
+/* The price range is the training range at the worker's rate, each end
+ * then measured. Its lower end only informs: moved to where
  * EST_PRICE_COVER of succeeded jobs' net prices stayed above it. The
  * spread of one job: log(the lower end before its margin / its net
- * price), > 0 when it paid less; not finite is ignored. */
+ * price), > 0 when it paid less; not finite is ignored. Its upper end is
+ * the job's price cap: a succeeded job never pays more (ledger.h), so it
+ * is only ever lowered from the training range's, to where
+ * EST_PRICE_COVER of succeeded jobs' prices before the cap stayed under it
+ * (est_history_add_price_high_spread); the few above pay the cap. */
 #define EST_PRICE_COVER 0.95
 void est_history_add_price_spread(struct est_history *h, double spread);
 
@@ -430,6 +441,17 @@ void est_history_add_price_spread(struct est_history *h, double spread);
  * pulled towards 0 while there are few (effectively). est_estimate
  * raises the end at most to the range's geometric centre. */
 double est_price_margin(const struct est_history *h);
+
+/* Adds one succeeded job's log(its price before the cap / the upper end
+ * before its margin): > 0 when it cost more. Not finite is ignored. */
+void est_history_add_price_high_spread(struct est_history *h, double spread);
+
+/* The log (>= 0) by which the price's upper end is lowered: minus the
+ * EST_PRICE_COVER quantile of those spreads, weighed by recency, pulled
+ * towards 0 while there are few; 0 where that quantile is above 0 (the
+ * cap is never raised over the training range's). est_estimate lowers
+ * the end at most to the range's geometric centre. */
+double est_price_high_margin(const struct est_history *h);
 
 /* Adds how far outside one end (side 0 below, 1 above) of a time-left
  * band shown in cell `cell` (EST_TL_CELLS) a succeeded job's truth fell,

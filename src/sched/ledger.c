@@ -428,6 +428,17 @@ int64_t ledger_net_micros(const struct ledger_job *j)
     return j->charged_micros - j->refunded_micros;
 }
 
+int64_t ledger_steps_micros(const struct ledger_job *j)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < j->n_attempts; i++) {
+        const struct ledger_attempt *a = &j->attempts[i];
+        long t = a->ended ? a->kept_step : a->done_step;
+        sum += steps_cost(a, clamp_step(t, a->start_step, a->done_step));
+    }
+    return sum;
+}
+
 static int broken(int n, char *why, size_t cap, const char *what)
 {
     if (n == 0 && why && cap)

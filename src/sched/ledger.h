@@ -228,6 +228,12 @@ void ledger_fix_cancel(struct ledger_job *j, enum job_status from, double now);
 /* The net charge of the job (charged - refunded). */
 int64_t ledger_net_micros(const struct ledger_job *j);
 
+/* What the steps the job keeps cost at their workers' rates, before the
+ * price cap and the other rules: each attempt's kept steps (done steps
+ * while it runs). For a succeeded job, its price as if it had no cap:
+ * what the estimator's upper end is measured against. Pure. */
+int64_t ledger_steps_micros(const struct ledger_job *j);
+
 /* Checks the ledger's invariants after a settle: fences grow, the billed
  * step ranges of attempts do not overlap (nothing billed twice), nothing
  * billed above the price cap, totals add up. Returns the number of broken

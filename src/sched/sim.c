@@ -147,6 +147,7 @@ struct sim_job {
     int est_cell;           /* its wait_cell                               */
     int64_t price_low;
     double price_margin;    /* its price_margin                            */
+    double price_high_nominal; /* its price_high_nominal                   */
     bool est_waits;
     enum worker_class est_class;
     int64_t price_high;
@@ -739,6 +740,7 @@ static void arrive(struct sim *s, long ji)
     j->price_high = e.price_high_micros;
     j->price_low = e.price_low_micros;
     j->price_margin = e.price_margin;
+    j->price_high_nominal = e.price_high_nominal;
     if (e.worker >= 0)
         s->horizon[e.worker] = fmax(s->horizon[e.worker], e.finish_s);
     j->status = JOB_QUEUED;
@@ -892,6 +894,10 @@ static void succeed(struct sim *s, long ji)
     if (paid > 0 && j->price_low > 0)
         est_history_add_price_spread(s->hist,
                                      log((double)j->price_low / (double)paid) + j->price_margin);
+    int64_t steps = ledger_steps_micros(j->ledger);
+    if (steps > 0 && j->price_high_nominal > 0)
+        est_history_add_price_high_spread(s->hist,
+                                          log((double)steps / 1e6 / j->price_high_nominal));
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
                         j->first_step_t - j->submit_s, j->est_start,
                         s->now - j->first_step_t, j->est_train);

@@ -40,6 +40,8 @@ static void terms_of_a_range(void **state)
     e.train_low_s = 60;
     e.train_high_s = 200;
     e.range_margin = 0.12345;
+    e.price_margin = -0.0444;
+    e.price_high_margin = 0.2555;
     e.borrowed_shape = true;
     e.time_low_s = 71;
     e.time_high_s = 226.2;
@@ -56,6 +58,8 @@ static void terms_of_a_range(void **state)
     assert_float_equal(num(t, "training", "high_s"), 200, 1e-9);
     assert_float_equal(num(t, NULL, "margin"), 0.123, 1e-9);
     assert_string_equal(json_string_value(json_object_get(t, "basis")), "borrowed");
+    assert_float_equal(num(t, "price_margin", "low"), -0.044, 1e-9);
+    assert_float_equal(num(t, "price_margin", "high"), 0.256, 1e-9);
     assert_null(json_object_get(t, "next_choice"));
     json_decref(j);
 

@@ -1010,8 +1010,9 @@ static void a_placed_job_reads_as_its_estimate_until_its_pace(void **state)
     h_free(h);
 }
 
-/* Calibration rows of `kind` in the store. */
-static int rows_of_kind(struct harness *h, const char *kind)
+/* The calibration rows of kind `kind` whose `waited` is `waited` (-1:
+ * any). */
+static int rows_where(struct harness *h, const char *kind, int waited)
 {
     enum { CAP = 512 };
     struct store_calibration *rows = calloc(CAP, sizeof *rows);
@@ -1019,9 +1020,15 @@ static int rows_of_kind(struct harness *h, const char *kind)
     int n = 0, k = 0;
     assert_int_equal(store_calibration_list(h->srv.ctl->store, CAP, rows, &n), ERR_OK);
     for (int i = 0; i < n; i++)
-        k += strcmp(rows[i].kind, kind) == 0;
+        k += strcmp(rows[i].kind, kind) == 0 && (waited < 0 || rows[i].waited == waited);
     free(rows);
     return k;
+}
+
+/* Calibration rows of `kind` in the store. */
+static int rows_of_kind(struct harness *h, const char *kind)
+{
+    return rows_where(h, kind, -1);
 }
 
 /* Sends claim c's last events `evs` (ending in "done"), finishes its
@@ -1063,7 +1070,7 @@ static void run_to_success(struct harness *h, const char *id)
 }
 
 /* A success writes its rows in one transaction: its last attempt's (six
- * once its shape is learnt), the job's, its time and price spreads and
+ * once its shape is learnt), the job's, its time spread, its price's two and
  * time left's. All are kept: at most 8 were, and the time-left rows of a
  * learnt shape's job were dropped unsaid. */
 static void a_success_keeps_every_calibration_row(void **state)
@@ -1081,7 +1088,9 @@ static void a_success_keeps_every_calibration_row(void **state)
     assert_int_equal(rows_of_kind(h, "train"), train + 1);
     assert_int_equal(rows_of_kind(h, "start"), start + 1);
     assert_true(rows_of_kind(h, "spread") >= 1);
-    assert_int_equal(rows_of_kind(h, "price"), price + 1);
+    /* the price against each end of its range (`waited` 0 lower, 1 upper) */
+    assert_int_equal(rows_of_kind(h, "price"), price + 2);
+    assert_int_equal(rows_where(h, "price", 1), rows_where(h, "price", 0));
     /* two ends a share-done cell, in each of the four */
     assert_int_equal(rows_of_kind(h, "tl"), tl + 2 * EST_TL_CELLS);
     free(a);

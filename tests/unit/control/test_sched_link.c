@@ -305,13 +305,23 @@ static void price_margins_are_learnt_from_price_rows(void **state)
 {
     (void)state;
     struct sched_link *l = sched_link_new();
-    assert_true(sched_link_price_margin(l) == 0);
+    assert_true(sched_link_price_margin(l, 0) == 0);
     /* 40 jobs that paid well above the lower end: spreads of -0.3 */
     struct store_calibration k = {.kind = "price", .actual_a = exp(-0.3), .nominal_a = 1};
     for (int i = 0; i < 40; i++)
         sched_link_calibrate(l, &k);
-    double m = sched_link_price_margin(l);
+    double m = sched_link_price_margin(l, 0);
     assert_true(m < -0.25 && m > -0.3); /* their quantile, pulled a little to 0 */
+    assert_true(sched_link_price_margin(l, 1) == 0);
+    /* and 40 whose price before the cap was 0.7 of the upper end (`waited`
+     * 1): the cap comes down by about that */
+    k.waited = 1;
+    k.actual_a = 0.7;
+    for (int i = 0; i < 40; i++)
+        sched_link_calibrate(l, &k);
+    m = sched_link_price_margin(l, 1);
+    assert_true(m > 0.3 && m < -log(0.7));
+    assert_true(sched_link_price_margin(l, 0) < -0.25); /* the lower end's stays */
     sched_link_free(l);
 }
 

@@ -737,7 +737,7 @@ static void the_price_margin_is_measured(void **state)
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
     assert_near(e.price_margin, m, 1e-12);
     assert_near((double)e.price_low_micros, lo * exp(-m), 1.0);
-    assert_int_equal(e.price_high_micros, plain.price_high_micros); /* the cap stays */
+    assert_int_equal(e.price_high_micros, plain.price_high_micros); /* the cap's own */
     /* the time range did not move: its margin is its own */
     assert_near(e.time_low_s, plain.time_low_s, 1e-9);
     assert_near(e.time_high_s, plain.time_high_s, 1e-9);
@@ -752,6 +752,46 @@ static void the_price_margin_is_measured(void **state)
         est_history_add_price_spread(h, 0.2);
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
     assert_true(e.price_margin > 0.15 && e.price_low_micros < plain.price_low_micros);
+    assert_int_equal(e.price_high_micros, plain.price_high_micros);
+    free(h);
+}
+
+/* The cap (the price's upper end) comes down to where succeeded jobs'
+ * prices before it stayed, never up, never past the centre. */
+static void the_price_cap_is_measured(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    assert_near(est_price_high_margin(h), 0, 0);
+    struct sched_worker ws[1] = {worker("w", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    struct estimate plain, e;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &plain, NULL, 0), ERR_OK);
+    assert_near(plain.price_high_margin, 0, 0);
+    assert_int_equal(plain.price_high_micros, capacity_price_micros(1.0, plain.train_high_s));
+    assert_near(plain.price_high_nominal, (double)plain.price_high_micros / 1e6, 1e-12);
+    double lo = (double)plain.price_low_micros, hi = (double)plain.price_high_micros;
+    /* jobs that cost 0.6 to 0.8 of the upper end: lowered to about 0.8 */
+    for (int i = 0; i < 200; i++)
+        est_history_add_price_high_spread(h, log(0.6 + 0.2 * unif()));
+    double m = est_price_high_margin(h);
+    assert_true(m > -log(0.8) - 0.03 && m < -log(0.6));
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_near(e.price_high_margin, m, 1e-12);
+    assert_near((double)e.price_high_micros, hi * exp(-m), 1.0);
+    assert_near(e.price_high_nominal, plain.price_high_nominal, 1e-12);
+    assert_int_equal(e.price_low_micros, plain.price_low_micros);
+    assert_near(e.time_high_s, plain.time_high_s, 1e-9); /* the time's margin is its own */
+    /* jobs that all cost near the lower end: the cap stops at the centre */
+    for (int i = 0; i < 256; i++)
+        est_history_add_price_high_spread(h, log(lo / hi));
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_near((double)e.price_high_micros, sqrt(lo * hi), 1.0);
+    /* jobs that cost more than the upper end: it is not raised */
+    for (int i = 0; i < 256; i++)
+        est_history_add_price_high_spread(h, 0.3);
+    assert_near(est_price_high_margin(h), 0, 0);
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
     assert_int_equal(e.price_high_micros, plain.price_high_micros);
     free(h);
 }
@@ -919,6 +959,7 @@ int main(void)
         cmocka_unit_test(fixed_costs_are_measured_apart),
         cmocka_unit_test(the_margin_is_measured),
         cmocka_unit_test(the_price_margin_is_measured),
+        cmocka_unit_test(the_price_cap_is_measured),
         cmocka_unit_test(old_errors_age),
         cmocka_unit_test(a_slowdown_now_moves_the_band),
     };

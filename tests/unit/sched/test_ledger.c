@@ -97,6 +97,8 @@ static void succeeded_never_above_the_estimate(void **state)
     assert_int_equal(ledger_net_micros(&j), 10 * MICROS);
     assert_int_equal(j.charged_micros, 12 * MICROS);
     assert_int_equal(j.refunded_micros, 2 * MICROS);
+    /* its price before the cap, which the estimator's upper end learns */
+    assert_int_equal(ledger_steps_micros(&j), 12 * MICROS);
 }
 
 static void failed_and_stopped_are_free(void **state)
@@ -338,6 +340,7 @@ static void each_step_billed_once_across_moves(void **state)
     uint64_t f1 = run(&j, 1, 3.6, 0, 60, 600, 50, 0);
     settle(&j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, 600, &r);
     assert_int_equal(ledger_net_micros(&j), 500000); /* 50 steps x 10 s at 3.60/h */
+    assert_int_equal(ledger_steps_micros(&j), 600000); /* its 60 done steps */
     ledger_attempt_end(&j, f1, 700, 50);
     settle(&j, JOB_RUNNING, MSG_NONE, JOB_QUEUED, 700, &r);
     assert_int_equal(r.n, 0);
@@ -358,6 +361,7 @@ static void each_step_billed_once_across_moves(void **state)
     assert_int_equal(r.r[0].to_step, 100);
     assert_int_equal(r.r[0].amount_micros, 500000); /* 250 s at 7.20/h */
     assert_int_equal(ledger_net_micros(&j), MICROS);
+    assert_int_equal(ledger_steps_micros(&j), MICROS); /* the lost steps are not the price's */
     assert_int_equal(j.attempts[0].billed_to, 50);
     assert_int_equal(j.attempts[1].billed_to, 100);
 }
