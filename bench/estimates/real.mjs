@@ -9,6 +9,12 @@ const ROOT = process.env.ALALLO_ROOT;
 const JOBS = Number(process.env.JOBS || 32);
 const SCALE = Number(process.env.SCALE || 1); // multiplies every job's steps
 const TARGET = { before: 1.8, at20: 1.3, coverage: 0.9 };
+// The local worker's hourly rate. It changes no estimate, only the size
+// of the amounts: at 0.40 a job costs $0.0005 to $0.03, and amounts shown
+// to 4 decimals (low end down, high end up) widen such a price range by
+// up to 10% on their own.
+const PRICE = process.env.PRICE || '0.40';
+if (!(Number(PRICE) >= 0)) throw new Error(`PRICE ${PRICE}: a rate per hour`);
 // MIX: sft-dpo (the default: supervised and preference jobs), or
 // rft-python / rft-check: reinforcement jobs graded by a python grader
 // (one sandboxed run per answer, the estimate's python term) or by a
@@ -30,7 +36,7 @@ const services = [];
 for (const [name, bin] of [['new', BIN], ...(process.env.OLD_BIN ? [['old', process.env.OLD_BIN]] : [])]) {
   const svc = await startService({
     bin, root: ROOT, shapes: [], builtin: true, prefix: 'alallo-estimates-',
-    args: ['--local-worker', 'name=local,cpus=1,mem=4G,price=0.40'],
+    args: ['--local-worker', `name=local,cpus=1,mem=4G,price=${PRICE}`],
   });
   const call = apiCall(svc);
   await measuredWorkers(call, 1);

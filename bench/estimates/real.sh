@@ -15,7 +15,10 @@
 #   binary too, one after the other, first one then the other by turns, and
 #   prints {new: ..., old: ...}: an A/B at the same machine load; the exit
 #   status is the new binary's; MIX=rft-python or MIX=rft-check runs
-#   reinforcement jobs instead, graded by a python grader or a string_check)
+#   reinforcement jobs instead, graded by a python grader or a string_check;
+#   PRICE=40 sets the local worker's hourly rate, default 0.40: a rate that
+#   makes jobs cost dollars keeps the 4-decimal rounding of the amounts out
+#   of the price range's width)
 # Not a test: 15 to 20 minutes on a busy 2-core machine. Run it with `nice`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
