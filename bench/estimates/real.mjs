@@ -150,7 +150,7 @@ async function follow(s, created, t0, load) {
     for (let k = 0; k < 2; k++)
       if (!at[k] && j.status === 'running' && j.time_left && j.time_left.basis === 'pace' &&
           frac >= marks[k] && frac < 1)
-        at[k] = { t: now, low: j.time_left.low_s, high: j.time_left.high_s };
+        at[k] = { t: now, done: Math.round(frac * 1000) / 1000, low: j.time_left.low_s, high: j.time_left.high_s };
     await sleep(150);
   }
 }
