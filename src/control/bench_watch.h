@@ -1,7 +1,7 @@
 /* bench_watch.h - what the engine does with a pool's bench job at one look
  * (control/engine.c, docs/slurm.md "Speed"): wait for it, or cancel it.
  *
- * A bench job (`alallo bench train --shape tiny --steps 17`) ends within
+ * A bench job (`alallo bench train --shape base --steps 17`) ends within
  * seconds once it runs. Its batch script first writes a start mark
  * (DATA/engine/bench/POOL.started) and only then runs the bench, so that
  * the engine can tell a bench that runs from a ghost: a job a restarted

@@ -651,14 +651,16 @@ static bool bench_path(const struct engine *e, int pool, const char *suffix, cha
                        e->cfg.pools[pool].decl.name, suffix);
 }
 
-/* Whether a slot of pool p has a speed in the store (measured by a bench
- * job, kept over a restart, or calibrated from finished attempts). */
+/* Whether a slot of pool p has a speed in the store measured by today's
+ * bench (a bench job's, kept over a restart); one kept from an older bench
+ * is measured again (bench_speed_is_current). */
 static bool pool_speed_known(struct engine *e, int p)
 {
     for (int i = 0; i < e->n_slots; i++) {
         struct store_worker w;
         if (e->slots[i].pool == p &&
-            store_worker_get(e->ctl->store, e->slots[i].name, &w) == ERR_OK && w.tokens_per_s > 0)
+            store_worker_get(e->ctl->store, e->slots[i].name, &w) == ERR_OK &&
+            w.tokens_per_s > 0 && bench_speed_is_current(w.speed))
             return true;
     }
     return false;
@@ -674,8 +676,9 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
             continue;
         w.tokens_per_s = sp->tokens_per_s;
         w.flops = sp->flops;
-        text_printf(w.speed, sizeof w.speed, "{\"tokens_per_s\":%.6g,\"flops\":%.6g}",
-                    sp->tokens_per_s, sp->flops);
+        text_printf(w.speed, sizeof w.speed,
+                    "{\"tokens_per_s\":%.6g,\"flops\":%.6g,\"bench\":\"%s\"}", sp->tokens_per_s,
+                    sp->flops, BENCH_SPEED_SHAPE);
         enum alallo_err r = store_worker_put(e->ctl->store, &w);
         if (r)
             log_line("warn", "%s: pool %s: cannot record the speed of slot %s: %s", e->x->name,
@@ -684,7 +687,7 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
     fleet_changed(e->ctl);
 }
 
-/* Submits pool p's bench job: `alallo bench train --shape tiny --steps 17`
+/* Submits pool p's bench job: `alallo bench train --shape base --steps 17`
  * with the pool's CPUs, under the launcher, its output into
  * DATA/engine/bench/POOL.out. Its script first writes the start mark
  * DATA/engine/bench/POOL.started (bench_watch.h: a job listed RUNNING
@@ -720,8 +723,9 @@ static enum alallo_err bench_submit(struct engine *e, int p)
                           e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
               exec_script_quote(script, sizeof script, e->ctl->alallo_bin) &&
               text_printf(script + strlen(script), sizeof script - strlen(script),
-                          " bench train --shape tiny --steps %s --threads %d >",
-                          BENCH_SPEED_STEPS, pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
+                          " bench train --shape %s --steps %s --threads %d >",
+                          BENCH_SPEED_SHAPE, BENCH_SPEED_STEPS,
+                          pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
               exec_script_quote(script, sizeof script, node_out) &&
               text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
     if (!ok)

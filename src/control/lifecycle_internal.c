@@ -197,7 +197,7 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
                                       .actual_a = steps_s,
                                       .nominal_a = raw,
                                       .created_ms = c->now};
-        text_copy(k.kind, sizeof k.kind, "model");
+        text_copy(k.kind, sizeof k.kind, SCHED_LINK_FACTOR_KIND);
         text_copy(k.model, sizeof k.model, j->model);
         e = lifecycle__calibrate(c, w, &k);
         sched_link_shape_key(j, "speed", k.model, sizeof k.model);
@@ -223,7 +223,7 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
             p.startup_s > 0) {
             k.actual_a = fixed;
             k.nominal_a = p.startup_s / sf;
-            text_copy(k.kind, sizeof k.kind, "model");
+            text_copy(k.kind, sizeof k.kind, SCHED_LINK_FACTOR_KIND);
             sched_link_shape_key(j, "start", k.model, sizeof k.model);
             e = lifecycle__calibrate(c, w, &k);
             text_copy(k.kind, sizeof k.kind, "start");

@@ -324,7 +324,7 @@ double sched_link_model_factor(struct sched_link *l, const char *model)
 
 static void add_locked(struct sched_link *l, const struct store_calibration *k)
 {
-    if (strcmp(k->kind, "model") == 0) {
+    if (strcmp(k->kind, SCHED_LINK_FACTOR_KIND) == 0) {
         add_model(l, k);
         return;
     }

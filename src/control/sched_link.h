@@ -34,6 +34,14 @@
 #define SCHED_LINK_QUEUE 16384     /* waiting jobs seen by one pass         */
 #define SCHED_LINK_CALIBRATION 4096 /* calibration rows read at start-up    */
 
+/* The kind of the calibration rows that teach factors of actual to nominal
+ * training (a model's, a shape's under "speed:…", a worker's under
+ * "worker:…", fixed costs under "start:…"). Nominal is against the
+ * workers' start-up bench (core/bench_speed.h), so the rows of another
+ * bench do not teach today's: those of the tiny shape's, kind "model",
+ * are left unread. */
+#define SCHED_LINK_FACTOR_KIND "factor"
+
 /* The nominal parts of a job's estimate, kept in store_job.plan. */
 struct sched_plan {
     double flops_per_token;

@@ -63,3 +63,12 @@ int bench_speed_parse(const char *text, struct bench_speed *out)
     }
     return -1;
 }
+
+bool bench_speed_is_current(const char *speed)
+{
+    json_t *obj = speed ? json_loads(speed, 0, NULL) : NULL;
+    const char *bench = json_string_value(json_object_get(obj, "bench"));
+    bool current = bench && strcmp(bench, BENCH_SPEED_SHAPE) == 0;
+    json_decref(obj);
+    return current;
+}

@@ -5,11 +5,22 @@
 #ifndef ALALLO_CORE_BENCH_SPEED_H
 #define ALALLO_CORE_BENCH_SPEED_H
 
-/* The steps of the start-up bench, `alallo bench train --shape tiny --steps
- * BENCH_SPEED_STEPS` (a worker's and a pool's bench job): the first warms
- * up, the median of the other 16 is the figure. A tiny step takes 5 to 10
- * ms on a CPU, so a preemption or another process starting moves one or
- * two of them, not the median (2 timed steps read up to 12x low). */
+#include <stdbool.h>
+
+/* The start-up bench, `alallo bench train --shape BENCH_SPEED_SHAPE --steps
+ * BENCH_SPEED_STEPS` (a worker's and a pool's bench job).
+ *
+ * The shape is the built-in model's (models/alallo-base, 2.4M parameters),
+ * the model a new service's first jobs train: the tiny shape (124k) ran
+ * at a third of its FLOP/s, so a new service estimated them 3x too long
+ * (docs/worker.md). Larger models run at more FLOP/s still, which their
+ * learnt factors take up.
+ *
+ * The first step warms up, the median of the other 16 is the figure: a
+ * step takes 10 to 50 ms on a CPU, so a preemption or another process
+ * starting moves one or two of them, not the median (the mean of 2 read
+ * up to 12x low). */
+#define BENCH_SPEED_SHAPE "base"
 #define BENCH_SPEED_STEPS "17"
 
 struct bench_speed {
@@ -26,5 +37,12 @@ struct bench_speed {
  * "peak_flops"), else 0. Returns 0, or -1 with *out zeroed. text may be
  * NULL. */
 int bench_speed_parse(const char *text, struct bench_speed *out /* OUT */);
+
+/* Whether a speed kept as JSON (a pool slot's `{"tokens_per_s":…,"flops":…,
+ * "bench":…}`) was measured by today's start-up bench: its "bench" is
+ * BENCH_SPEED_SHAPE. A speed kept from an older bench (no "bench") is not,
+ * and is measured again: the estimator's learnt factors are relative to
+ * one bench. speed may be NULL. */
+bool bench_speed_is_current(const char *speed);
 
 #endif

@@ -215,15 +215,16 @@ struct store_ledger_row {
 
 /* One actual/nominal pair of the estimator's calibration history (kind
  * "train": an attempt's training, a = its training; kind "job": a
- * succeeded job, a = its start, b = its training; kind "model": an
- * attempt's training against the plain FLOPs model, for `model`). Numbers
- * are the estimator's enums (src/sched/estimator.h). */
+ * succeeded job, a = its start, b = its training; kind "factor" (before,
+ * "model"): an attempt's training against the plain FLOPs model, for
+ * `model`; control/sched_link.h). Numbers are the estimator's enums
+ * (src/sched/estimator.h). */
 struct store_calibration {
     char kind[8];
     int method, class_, waited, goal;
     double actual_a, nominal_a, actual_b, nominal_b;
     int64_t created_ms;
-    char model[STORE_NAME_MAX]; /* "" unless kind "model" */
+    char model[STORE_NAME_MAX]; /* "" unless kind "factor" (or "model") */
 };
 
 /* Rows queued by a store_job_update() callback, written in its

@@ -40,10 +40,11 @@ int worker_speed_measure(const char *alallo_bin, int threads, const char *device
     char threads_s[16];
     snprintf(threads_s, sizeof threads_s, "%d", threads > 0 ? threads : 1);
     char *cpu_argv[] = {(char *)alallo_bin, "bench",   "train",           "--shape",
-                        "tiny",             "--steps", BENCH_SPEED_STEPS, "--threads",
+                        BENCH_SPEED_SHAPE,  "--steps", BENCH_SPEED_STEPS, "--threads",
                         threads_s,          NULL};
-    char *cuda_argv[] = {(char *)alallo_bin, "bench", "train", "--device", "cuda", "--shape",
-                         "tiny", "--steps", BENCH_SPEED_STEPS, "--threads", threads_s, NULL};
+    char *cuda_argv[] = {(char *)alallo_bin, "bench",   "train",           "--device",
+                         "cuda",             "--shape", BENCH_SPEED_SHAPE, "--steps",
+                         BENCH_SPEED_STEPS,  "--threads", threads_s,       NULL};
     char **argv = device && strcmp(device, "cuda") == 0 ? cuda_argv : cpu_argv;
     struct collected *c = calloc(1, sizeof *c);
     if (!c) {

@@ -1,7 +1,7 @@
 /* worker_speed.h - a worker measures its own speed when it starts, so that
  * the estimator knows each worker's pace (SPEC §3).
  *
- * It runs `<alallo_bin> bench train --shape tiny --steps 17 --threads N` as a
+ * It runs `<alallo_bin> bench train --shape base --steps 17 --threads N` as a
  * child, bounded in time, and reads the one JSON object that bench prints.
  * A worker whose attempts train on the GPU adds `--device cuda` (first), so
  * that its pace is the GPU trainer's (docs/worker.md, "GPUs").

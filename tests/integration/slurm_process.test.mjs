@@ -245,7 +245,7 @@ test("a pool's speed is measured once by a bench job, and kept over a restart", 
     // the start mark first (docs/slurm.md, Speed: a job listed running
     // without it is a ghost), then the bench
     assert.match(fs.readFileSync(path.join(data, 'engine', 'bench', 'local.sbatch'), 'utf8'),
-      /^: >'\/[^']+\/local\.started'\nexec '\/[^']+' bench train --shape tiny --steps 17 --threads \d+ >'\/[^']+\/local\.out'$/m);
+      /^: >'\/[^']+\/local\.started'\nexec '\/[^']+' bench train --shape base --steps 17 --threads \d+ >'\/[^']+\/local\.out'$/m);
     assert.ok(fs.existsSync(path.join(data, 'engine', 'bench', 'local.started')), 'the start mark');
     assert.match(s.output, /pool local: measured [\d.]+ tokens\/s/);
   } finally {

@@ -46,9 +46,9 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
             return 2;
         }
     }
-    if (o->shape && strcmp(o->shape, "tiny") && strcmp(o->shape, "small") &&
-        strcmp(o->shape, "124m") && strcmp(o->shape, "1b")) {
-        fprintf(stderr, WHO ": unknown shape '%s' (tiny, small, 124m, 1b)\n", o->shape);
+    struct model_config shape_c;
+    if (o->shape && model_config_shape(o->shape, bench_shape_vocab(o->shape), &shape_c)) {
+        fprintf(stderr, WHO ": unknown shape '%s' (" BENCH_SHAPES ")\n", o->shape);
         return 2;
     }
     o->full = strcmp(o->adapter, "full") == 0;
@@ -60,6 +60,13 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
         return 2;
     }
     return 0;
+}
+
+int bench_shape_vocab(const char *shape)
+{
+    if (strcmp(shape, "tiny") == 0)
+        return 512;
+    return strcmp(shape, "base") == 0 || strcmp(shape, "small") == 0 ? 4096 : 0;
 }
 
 int bench_setup_make(const struct bench_opts *o, struct bench_setup *s, char *err,
@@ -78,9 +85,9 @@ int bench_setup_make(const struct bench_opts *o, struct bench_setup *s, char *er
         struct model_config c;
         int vocab = o->vocab;
         if (!vocab)
-            vocab = strcmp(o->shape, "tiny") == 0 ? 512 : strcmp(o->shape, "small") == 0 ? 4096 : 0;
+            vocab = bench_shape_vocab(o->shape);
         if (model_config_shape(o->shape, vocab, &c)) {
-            snprintf(err, errcap, "unknown shape '%s' (tiny, small, 124m, 1b)", o->shape);
+            snprintf(err, errcap, "unknown shape '%s' (" BENCH_SHAPES ")", o->shape);
             return -1;
         }
         s->m = model_create(&c, &mo, err, errcap);

@@ -30,6 +30,13 @@ struct bench_opts {
  * exit status) after printing one line to stderr. */
 int bench_opts_parse(int argc, char **argv, struct bench_opts *o /* OUT */);
 
+/* The shapes bench knows, as its usage lines list them. */
+#define BENCH_SHAPES "tiny, base, small, 124m, 1b"
+
+/* The vocabulary bench gives a named shape's model: 512 for tiny, 4096 for
+ * base and small, 0 (the shape's own) for the others. */
+int bench_shape_vocab(const char *shape);
+
 struct bench_setup {
     struct model *m;
     struct optim opt;

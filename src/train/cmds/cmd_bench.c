@@ -9,7 +9,7 @@
  * AMX, the tiles' rate, which the dot-product loop cannot show), and the
  * time per phase.
  *
- *   alallo bench train [--model DIR | --shape tiny|small|124m|1b] [--vocab V]
+ *   alallo bench train [--model DIR | --shape tiny|base|small|124m|1b] [--vocab V]
  *                      [--precision 16-bit|4-bit] [--adapter lora|full]
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
  *                      [--lora-r R] [--path avx2|avx512|avx512bf16|onednn] [--losses]
@@ -485,10 +485,8 @@ static int bench_gemm(int argc, char **argv)
     struct model_config c;
     char err[256];
     shape = shape ? shape : "124m";
-    /* the vocabularies bench train gives the small shapes */
-    int vocab = strcmp(shape, "tiny") == 0 ? 512 : strcmp(shape, "small") == 0 ? 4096 : 0;
-    if (model_config_shape(shape, vocab, &c)) {
-        fprintf(stderr, "%s: unknown shape '%s' (tiny, small, 124m, 1b)\n", who, shape);
+    if (model_config_shape(shape, bench_shape_vocab(shape), &c)) {
+        fprintf(stderr, "%s: unknown shape '%s' (" BENCH_SHAPES ")\n", who, shape);
         return 2;
     }
     gemm_set_threads(threads);

@@ -777,6 +777,11 @@ int model_config_shape(const char *name, int vocab, struct model_config *c)
     if (strcmp(name, "tiny") == 0) {
         c->hidden = 64, c->n_layers = 2, c->n_heads = 4, c->n_kv_heads = 2;
         c->intermediate = 172, c->max_pos = 512;
+    } else if (strcmp(name, "base") == 0) {
+        /* models/alallo-base's (docs/base-model.md): the shape the
+         * start-up bench measures (core/bench_speed.h) */
+        c->hidden = 192, c->n_layers = 4, c->n_heads = 6, c->n_kv_heads = 3;
+        c->intermediate = 512, c->max_pos = 256;
     } else if (strcmp(name, "small") == 0) {
         c->hidden = 256, c->n_layers = 6, c->n_heads = 4, c->n_kv_heads = 4;
         c->intermediate = 768, c->max_pos = 1024;

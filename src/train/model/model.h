@@ -167,11 +167,13 @@ int model_config_check(const struct model_config *c, char *err, size_t errcap);
 /* A config.json text for `c` (malloc'd; NULL on allocation failure). */
 char *model_config_to_json(const struct model_config *c);
 /* A named shape: "tiny" (hidden 64, 2 layers, 4 heads, 2 key/value heads,
- * intermediate 172), "small" (256, 6 layers, 4 heads, 768), "124m" (768,
+ * intermediate 172), "base" (models/alallo-base's: 192, 4 layers, 6 heads, 3
+ * key/value heads, 512, positions 256), "small" (256, 6 layers, 4 heads,
+ * 768), "124m" (768,
  * 12 layers, 12 heads, 2048, vocabulary 50257) or "1b" (Llama-3.2-1B-class:
  * 2048, 16 layers, 32 heads / 8 key/value heads, 8192, vocabulary 128256,
  * rope_theta 5e5); all tied, rope_theta 1e4 unless said, rms_norm_eps 1e-5.
- * `vocab` sets the vocabulary of tiny and small (and must be at most the
+ * `vocab` sets the vocabulary of tiny, base and small (and must be at most the
  * named one for 124m and 1b, or 0 to take it). 0, or -1 if unknown. */
 int model_config_shape(const char *name, int vocab, struct model_config *c /* OUT */);
 

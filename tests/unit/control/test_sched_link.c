@@ -15,6 +15,9 @@
 #include "core/job_hyper.h"
 #include "core/text.h"
 
+/* the kind of the rows that teach factors */
+#define FACTOR SCHED_LINK_FACTOR_KIND
+
 static void ledger_state_round_trip_is_exact(void **state)
 {
     (void)state;
@@ -180,7 +183,7 @@ static void a_models_speed_is_learnt_from_its_attempts(void **state)
     (void)state;
     struct sched_link *l = sched_link_new();
     assert_true(sched_link_model_factor(l, "small") == 1.0);
-    struct store_calibration k = {.kind = "model", .model = "small", .actual_a = 10,
+    struct store_calibration k = {.kind = FACTOR, .model = "small", .actual_a = 10,
                                   .nominal_a = 100};
     sched_link_calibrate(l, &k);
     assert_true(fabs(sched_link_model_factor(l, "small") - 0.1) < 1e-9);
@@ -189,16 +192,21 @@ static void a_models_speed_is_learnt_from_its_attempts(void **state)
     assert_true(fabs(sched_link_model_factor(l, "small") - 0.2) < 1e-9);
     /* Other models are not touched; absurd ratios are clamped. */
     assert_true(sched_link_model_factor(l, "tiny") == 1.0);
-    struct store_calibration wild = {.kind = "model", .model = "tiny", .actual_a = 1e9,
+    struct store_calibration wild = {.kind = FACTOR, .model = "tiny", .actual_a = 1e9,
                                      .nominal_a = 1};
     sched_link_calibrate(l, &wild);
     assert_true(sched_link_model_factor(l, "tiny") == 50.0);
     /* A pair without a model or without both times teaches nothing. */
-    struct store_calibration none = {.kind = "model", .actual_a = 1, .nominal_a = 2};
+    struct store_calibration none = {.kind = FACTOR, .actual_a = 1, .nominal_a = 2};
     sched_link_calibrate(l, &none);
-    struct store_calibration zero = {.kind = "model", .model = "x", .actual_a = 0, .nominal_a = 2};
+    struct store_calibration zero = {.kind = FACTOR, .model = "x", .actual_a = 0, .nominal_a = 2};
     sched_link_calibrate(l, &zero);
     assert_true(sched_link_model_factor(l, "x") == 1.0);
+    /* A row of the tiny shape's bench (kind "model", before the built-in
+     * model's shape) teaches nothing: its nominal was another scale. */
+    struct store_calibration old = {.kind = "model", .model = "y", .actual_a = 1, .nominal_a = 3};
+    sched_link_calibrate(l, &old);
+    assert_true(sched_link_model_factor(l, "y") == 1.0);
     sched_link_free(l);
 }
 
@@ -222,13 +230,13 @@ static void a_shapes_speed_and_fixed_costs_are_learnt(void **state)
     assert_non_null(strstr(key, "speed:alallo-base|16-bit|lora|sft|b8|s"));
     assert_true(sched_link_speed_factor(l, &a) == 1.0);
     assert_true(sched_link_startup_factor(l, &a) == 1.0);
-    struct store_calibration model = {.kind = "model", .actual_a = 3, .nominal_a = 1};
+    struct store_calibration model = {.kind = FACTOR, .actual_a = 3, .nominal_a = 1};
     strcpy(model.model, "alallo-base");
     sched_link_calibrate(l, &model);
-    struct store_calibration shape = {.kind = "model", .actual_a = 2, .nominal_a = 1};
+    struct store_calibration shape = {.kind = FACTOR, .actual_a = 2, .nominal_a = 1};
     text_copy(shape.model, sizeof shape.model, key);
     sched_link_calibrate(l, &shape);
-    struct store_calibration start = {.kind = "model", .actual_a = 5, .nominal_a = 2};
+    struct store_calibration start = {.kind = FACTOR, .actual_a = 5, .nominal_a = 2};
     sched_link_shape_key(&a, "start", start.model, sizeof start.model);
     sched_link_calibrate(l, &start);
     assert_true(fabs(sched_link_speed_factor(l, &a) - 2.0) < 1e-9);
@@ -254,7 +262,7 @@ static void a_shapes_speed_and_fixed_costs_are_learnt(void **state)
     strcpy(c.model, "other");
     assert_true(sched_link_speed(l, &c, &basis) == 1.0);
     assert_int_equal(basis, SCHED_SHAPE_NONE);
-    struct store_calibration wk = {.kind = "model", .actual_a = 4, .nominal_a = 1};
+    struct store_calibration wk = {.kind = FACTOR, .actual_a = 4, .nominal_a = 1};
     strcpy(wk.model, "worker:a");
     sched_link_calibrate(l, &wk);
     wk.actual_a = 1;

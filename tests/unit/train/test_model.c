@@ -140,6 +140,24 @@ static void named_shapes(void **state)
     assert_int_equal(model_config_params(&c), 1235814400);
     assert_int_equal(model_config_shape("1b", 128257, &c), -1);
     assert_int_equal(model_config_shape("7b", 0, &c), -1);
+    /* base is the built-in model's shape, which the start-up bench
+     * measures: the same products as models/alallo-base/config.json */
+    struct model_config shipped;
+    char err[256];
+    assert_int_equal(model_config_load(ALALLO_SOURCE_DIR "/models/alallo-base/config.json",
+                                       &shipped, err, sizeof err),
+                     0);
+    assert_int_equal(model_config_shape("base", 4096, &c), 0);
+    assert_int_equal(c.hidden, shipped.hidden);
+    assert_int_equal(c.n_layers, shipped.n_layers);
+    assert_int_equal(c.n_heads, shipped.n_heads);
+    assert_int_equal(c.n_kv_heads, shipped.n_kv_heads);
+    assert_int_equal(c.head_dim, shipped.head_dim);
+    assert_int_equal(c.intermediate, shipped.intermediate);
+    assert_int_equal(c.vocab, shipped.vocab);
+    assert_int_equal(c.max_pos, shipped.max_pos);
+    assert_int_equal(c.tied, shipped.tied);
+    assert_int_equal(model_config_params(&c), model_config_params(&shipped));
 }
 
 enum { B = 2, T = 7 };

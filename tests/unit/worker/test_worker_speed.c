@@ -89,6 +89,12 @@ static void parses_bench_output(void **state)
     assert_int_equal(bench_speed_parse("garbage", &s), -1);
     assert_int_equal(bench_speed_parse("", &s), -1);
     assert_int_equal(bench_speed_parse(NULL, &s), -1);
+    /* A kept speed is today's bench's only with its "bench" */
+    assert_true(bench_speed_is_current("{\"tokens_per_s\":9e3,\"flops\":1e11,\"bench\":\"base\"}"));
+    assert_false(bench_speed_is_current("{\"tokens_per_s\":4e4,\"flops\":3e10}"));
+    assert_false(bench_speed_is_current("{\"tokens_per_s\":4e4,\"bench\":\"tiny\"}"));
+    assert_false(bench_speed_is_current("not json"));
+    assert_false(bench_speed_is_current(NULL));
 }
 
 /* A stand-in bench that prints `json` only when called with exactly
@@ -112,7 +118,7 @@ static void measures_with_the_right_arguments(void **state)
     char err[300] = "";
     struct bench_speed s;
     /* The exact command line the worker promises. */
-    if (measure_with("bench train --shape tiny --steps 17 --threads 3",
+    if (measure_with("bench train --shape base --steps 17 --threads 3",
                      "{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}", 3, "cpu", &s,
                      err, sizeof err) != 0)
         fail_msg("measure: %s", err);
@@ -127,7 +133,7 @@ static void a_cuda_worker_measures_the_gpu_trainer(void **state)
     struct bench_speed s;
     /* What the GPU bench prints with --shape: FLOP/s from tokens/s times
      * the FLOPs of a token. */
-    const char *args = "bench train --device cuda --shape tiny --steps 17 --threads 2";
+    const char *args = "bench train --device cuda --shape base --steps 17 --threads 2";
     const char *json = "{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"tiny\","
                        "\"tokens_per_s\":200000,\"flops_per_token\":716800.0,\"mfu\":0.0002}";
     if (measure_with(args, json, 2, "cuda", &s, err, sizeof err) != 0)
