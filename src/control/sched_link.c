@@ -84,6 +84,8 @@ struct sched_link {
     int snap_n_workers;
     double snap_at;    /* when it was read; 0: none yet; -1: stale, still usable */
     bool snap_loading; /* one estimate is reading a new one, without the lock */
+    unsigned long snap_gen; /* bumped by every invalidation: one while a
+                               snapshot was read makes it stale at once */
     /* The assignments of the latest pass not yet taken: a worker claiming
      * within cfg.pass_reuse_s of it takes its job from here instead of
      * running a pass of its own (a fleet starting up claims all at once).
@@ -380,6 +382,7 @@ enum alallo_err sched_link_reload(struct sched_link *l, struct store *s)
     l->n_models = 0;
     pthread_mutex_unlock(&l->model_mu);
     pthread_mutex_lock(&l->snap_mu);
+    l->snap_gen++;
     if (l->snap_at > 0)
         l->snap_at = -1; /* stale: the next estimate reads the store */
     pthread_mutex_unlock(&l->snap_mu);
@@ -522,8 +525,14 @@ static double busy_until(struct control *ctl, const struct store_attempt *a, dou
     return until;
 }
 
-int sched_link_workers(struct control *ctl, double now, struct sched_worker *out, int cap)
+/* sched_link_workers, and the jobs of the open attempts it read into
+ * running[] (room for SCHED_LINK_WORKERS; NULL: not wanted), their number
+ * in *n_running. */
+static int workers_read(struct control *ctl, double now, struct sched_worker *out, int cap,
+                        char (*running)[IDS_MAX], int *n_running)
 {
+    if (n_running)
+        *n_running = 0;
     struct store_worker *all = calloc(SCHED_LINK_WORKERS, sizeof *all);
     int n = 0, k = 0;
     if (!all || store_worker_list(ctl->store, all, SCHED_LINK_WORKERS, &n)) {
@@ -535,6 +544,8 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
     int n_open = 0;
     if (!open || store_attempt_list_open(ctl->store, "", open, SCHED_LINK_WORKERS, &n_open))
         n_open = 0;
+    for (int i = 0; running && n_running && i < n_open; i++)
+        text_copy(running[(*n_running)++], IDS_MAX, open[i].job);
     int cursor = 0;
     for (int i = 0; i < n && k < cap; i++) {
         struct sched_worker *w = &out[k++];
@@ -549,6 +560,11 @@ int sched_link_workers(struct control *ctl, double now, struct sched_worker *out
     free(all);
     est_gpu_fill_speed(out, (size_t)k);
     return k;
+}
+
+int sched_link_workers(struct control *ctl, double now, struct sched_worker *out, int cap)
+{
+    return workers_read(ctl, now, out, cap, NULL, NULL);
 }
 
 static uint64_t account_key(const char *account)
@@ -703,6 +719,32 @@ static enum alallo_err load_queue(struct control *ctl, struct queue *q, size_t e
     return store_waiting_each(ctl->store, SCHED_LINK_QUEUE + SCHED_LINK_WORKERS, load_one, &c);
 }
 
+/* Takes out of q the jobs that are running[] (their attempts open): a
+ * job claimed between the queue's read and the workers' is then counted
+ * once, on its worker, as running. */
+static void queue_drop_running(struct queue *q, char (*running)[IDS_MAX], int n_running)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        bool runs = false;
+        for (int r = 0; r < n_running && !runs; r++)
+            runs = strcmp(q->ids[i], running[r]) == 0;
+        if (runs) {
+            count_up(q->loads, &q->n_loads, SCHED_LINK_QUEUE, q->jobs[i].account);
+            continue;
+        }
+        if (k != i) {
+            q->jobs[k] = q->jobs[i];
+            memcpy(q->ids[k], q->ids[i], IDS_MAX);
+            q->queued[k] = q->queued[i];
+            memcpy(q->message[k], q->message[i], sizeof q->message[k]);
+        }
+        q->jobs[k].id = (int64_t)k; /* ids are places in q */
+        k++;
+    }
+    q->n = k;
+}
+
 /* Takes snap_mu, with the snapshot of the queue and the capacity read
  * afresh when older than SNAPSHOT_TTL_S at `now` (or invalidated). Returns
  * with snap_mu held, whatever it returns. */
@@ -724,16 +766,29 @@ static enum alallo_err snapshot_lock_fresh(struct control *ctl, double now)
             continue;
         }
         l->snap_loading = true;
+        unsigned long gen = l->snap_gen;
         pthread_mutex_unlock(&l->snap_mu);
+        /* The queue first, then the workers with their open attempts: a
+         * job claimed in between is seen both queued and running, and
+         * counted once (queue_drop_running). Read the other way, it was
+         * seen in neither, and a worker busy with it read as free. */
         struct queue nq = {0};
         struct sched_worker *nw = calloc(SCHED_LINK_WORKERS, sizeof *nw);
-        int nn = nw ? sched_link_workers(ctl, now, nw, SCHED_LINK_WORKERS) : 0;
-        /* With no capacity known there is no wait to estimate: the queue
-         * is not read. */
-        enum alallo_err le = !nw                          ? ERR_NOMEM
-                             : nn > 0 ? load_queue(ctl, &nq, SNAPSHOT_ADDED_MAX + 1)
-                             : queue_alloc(&nq, SNAPSHOT_ADDED_MAX + 1) ? ERR_OK
-                                                          : ERR_NOMEM;
+        char(*running)[IDS_MAX] = calloc(SCHED_LINK_WORKERS, sizeof *running);
+        enum alallo_err le = nw && running ? load_queue(ctl, &nq, SNAPSHOT_ADDED_MAX + 1)
+                                           : ERR_NOMEM;
+        int nn = 0, n_running = 0;
+        if (!le)
+            nn = workers_read(ctl, now, nw, SCHED_LINK_WORKERS, running, &n_running);
+        if (!le && nn > 0) {
+            queue_drop_running(&nq, running, n_running);
+        } else if (!le) {
+            /* With no capacity known there is no wait to estimate: no
+             * queue. */
+            queue_free(&nq);
+            le = queue_alloc(&nq, SNAPSHOT_ADDED_MAX + 1) ? ERR_OK : ERR_NOMEM;
+        }
+        free(running);
         pthread_mutex_lock(&l->snap_mu);
         l->snap_loading = false;
         if (le) {
@@ -745,7 +800,10 @@ static enum alallo_err snapshot_lock_fresh(struct control *ctl, double now)
         l->snap_queue = nq;
         memcpy(l->snap_workers, nw, sizeof l->snap_workers);
         l->snap_n_workers = nn;
-        l->snap_at = now;
+        /* A change of the fleet while it was read (a claim, an attempt's
+         * end) may be half in it: this estimate uses it, the next reads
+         * afresh. */
+        l->snap_at = l->snap_gen == gen ? now : -1;
         free(nw);
         stale = false;
     }
@@ -949,6 +1007,7 @@ void sched_link_forget_pass(struct sched_link *l)
 void sched_link_invalidate(struct sched_link *l)
 {
     pthread_mutex_lock(&l->snap_mu);
+    l->snap_gen++;
     if (l->snap_at != 0)
         l->snap_at = -1;
     pthread_mutex_unlock(&l->snap_mu);
