@@ -1188,9 +1188,12 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
  *   C from cancel_s cancel_step cancel_micros     (only once a cancel was priced)
  *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
  *     ewma ewma_var nominal_step_s class model_factor [ref_step ref_t
- *     [margin_below margin_above] x EST_TL_CELLS]
+ *     [margin_below margin_above] x EST_TL_CELLS [tail [warm block_steps
+ *     blk_step blk_t]]]]
  *     (only while an attempt runs; lines written before ref_step and ref_t
- *     were kept read them as the attempt's start, before the margins as 0)
+ *     were kept read them as the attempt's start, before the margins as 0,
+ *     before the tail as 0, before the pace samples' blocks as samples of
+ *     every report from the last one)
  *   N cell t low high     (the time-left band first shown in each share-done
  *                          cell, over the job's attempts: tl_note_shown)
  * Doubles are written with %.17g so a round trip is exact. */
@@ -1245,8 +1248,9 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
                 return false;
             len += (size_t)n;
         }
-        /* then the tail (tl_set_tail) */
-        n = snprintf(out + len, cap - len, " %.17g\n", t->tail_s);
+        /* then the tail (tl_set_tail) and the pace sample being gathered */
+        n = snprintf(out + len, cap - len, " %.17g %d %ld %ld %.17g\n", t->tail_s,
+                     t->warm ? 1 : 0, t->block_steps, t->blk_step, t->blk_t);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
         len += (size_t)n;
@@ -1301,12 +1305,24 @@ static bool read_tl_line(const char *line, struct sched_state *out)
             return false;
         m += used;
     }
-    /* The tail follows; a line written before it has none (0). */
+    /* The tail follows; a line written before it has none (0). Then the
+     * pace sample being gathered; a line written before has a sample a
+     * report, from the last one. */
     t->tail_s = 0;
-    if (m && sscanf(m, " %lf", &t->tail_s) != 1)
+    int warm = 0, used = 0;
+    long block = 0, blk_step = 0;
+    double blk_t = NAN;
+    if (m && sscanf(m, " %lf%n", &t->tail_s, &used) != 1)
         t->tail_s = 0;
+    else if (m && sscanf(m + used, " %d %ld %ld %lf", &warm, &block, &blk_step, &blk_t) != 4)
+        block = 0;
     if (!(t->tail_s > 0) || !isfinite(t->tail_s))
         t->tail_s = 0;
+    bool blocks = block >= 1 && blk_step <= t->last_step && isfinite(blk_t);
+    t->warm = blocks && warm != 0;
+    t->block_steps = blocks ? block : 1;
+    t->blk_step = blocks ? blk_step : t->last_step;
+    t->blk_t = blocks ? blk_t : t->last_t;
     t->have_ref = have_ref != 0;
     out->has_tl = true;
     return true;

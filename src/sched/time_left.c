@@ -43,6 +43,9 @@ void tl_begin(struct tl_state *s, long max_steps, long start_step, double now, d
     s->begin_t = now;
     s->last_step = s->start_step;
     s->last_t = now;
+    s->block_steps = (long)llround(TL_BLOCK_SHARE * (double)left);
+    if (s->block_steps < 1)
+        s->block_steps = 1;
 }
 
 void tl_set_tail(struct tl_state *s, double tail_s)
@@ -80,15 +83,28 @@ void tl_observe(struct tl_state *s, long step, double t)
         if (step < s->start_step)
             return;
         s->have_ref = true;
-        s->ref_step = step;
-        s->ref_t = t;
-        s->last_step = step;
-        s->last_t = t;
+        s->warm = true;
+        s->ref_step = s->blk_step = s->last_step = step;
+        s->ref_t = s->blk_t = s->last_t = t;
         return;
     }
     if (step <= s->last_step || !(t > s->last_t))
         return;
-    double x = (t - s->last_t) / (double)(step - s->last_step);
+    s->last_step = step;
+    s->last_t = t;
+    if (step - s->blk_step < s->block_steps || !(t > s->blk_t))
+        return; /* the sample is still being gathered */
+    if (s->warm && s->samples == 1) {
+        /* the start's sample, now that another is in: the pace is
+         * measured from its end */
+        s->warm = false;
+        s->samples = 0;
+        s->ref_step = s->blk_step;
+        s->ref_t = s->blk_t;
+    }
+    double x = (t - s->blk_t) / (double)(step - s->blk_step);
+    s->blk_step = step;
+    s->blk_t = t;
     if (s->samples == 0) {
         s->ewma_s = x;
         s->ewma_var = 0;
@@ -98,8 +114,6 @@ void tl_observe(struct tl_state *s, long step, double t)
         s->ewma_var = (1.0 - EWMA_ALPHA) * (s->ewma_var + EWMA_ALPHA * d * d);
     }
     s->samples++;
-    s->last_step = step;
-    s->last_t = t;
 }
 
 /* The most the pace band may span, as a share of its size: the estimate
@@ -143,8 +157,8 @@ static bool pace_band(const struct tl_state *s, double now, double *mid_out, dou
      * stays that of about (2 - a) / a samples, plus the drift it
      * measured, for the share still ahead). */
     double pace = s->ewma_s, err2 = INFINITY;
-    if (s->last_step > s->ref_step && s->last_t > s->ref_t && s->ewma_s > 0) {
-        double mean = (s->last_t - s->ref_t) / (double)(s->last_step - s->ref_step);
+    if (s->blk_step > s->ref_step && s->blk_t > s->ref_t && s->ewma_s > 0) {
+        double mean = (s->blk_t - s->ref_t) / (double)(s->blk_step - s->ref_step);
         double gap = fabs(s->ewma_s - mean) / mean;
         double n_ewma = fmin((double)s->samples, (2.0 - EWMA_ALPHA) / EWMA_ALPHA);
         if (gap <= t90 * cv / sqrt(n_ewma)) {
@@ -162,7 +176,7 @@ static bool pace_band(const struct tl_state *s, double now, double *mid_out, dou
     /* The reports ahead average their own noise out: cv / sqrt(their
      * number) of the time left; weighed by the share ahead it stays at
      * cv / sqrt(the attempt's reports) and never grows at the end. */
-    double per_report = (double)done / (double)s->samples;
+    double per_report = (double)(s->blk_step - s->ref_step) / (double)s->samples;
     double reports_ahead = per_report > 0 ? fmax(1.0, (double)left / per_report) : 1.0;
     double rel = t90 * sqrt(err2 + cv * cv * ahead / reports_ahead);
     if (!isfinite(rel))

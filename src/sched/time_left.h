@@ -56,8 +56,12 @@ struct tl_state {
     int samples;         /* pace samples taken                            */
     double ewma_s;       /* smoothed seconds per step                     */
     double ewma_var;     /* smoothed variance of seconds per step         */
-    long ref_step;       /* the first report: where the attempt's mean    */
-    double ref_t;        /*   pace is measured from                       */
+    long ref_step;       /* where the attempt's mean pace is measured     */
+    double ref_t;        /*   from: its start, then its first pace sample  */
+    bool warm;           /* the one sample taken holds the start's costs   */
+    long block_steps;    /* steps a pace sample spans at least            */
+    long blk_step;       /* where the pace sample being gathered began    */
+    double blk_t;
     double margin[EST_TL_CELLS][2]; /* tl_calibrate: logs, below / above  */
     double tail_s;       /* nominal work after the last step (tl_set_tail) */
 };
@@ -95,8 +99,15 @@ void tl_set_tail(struct tl_state *s, double tail_s);
 
 /* A progress report: `step` steps done at time t (the trainer's `started`
  * event counts as the report of start_step). The first report only sets the
- * reference; later ones with more steps and more time are pace samples.
- * Reports that go backwards are ignored. */
+ * reference; later ones with more steps and more time make pace samples,
+ * each of at least TL_BLOCK_SHARE of the attempt's steps (reports closer
+ * than that are gathered into one: the trainer reports every few steps,
+ * and a sample that short measures the step times' jitter, not the
+ * pace's). The first sample holds what the trainer did between its start
+ * and its first steps (allocating, first touches): it is the pace while
+ * it is the only one, and dropped, with the mean measured from its end,
+ * once a second is in. Reports that go backwards are ignored. */
+#define TL_BLOCK_SHARE 0.01
 void tl_observe(struct tl_state *s, long step, double t);
 
 /* Time left at `now`. */
