@@ -320,8 +320,9 @@ struct est_band est_band_start(const struct est_history *h, enum plan_method m,
 
 /* The q quantile of the rings rings[order[0..n)] (the first, then while
  * thin the next ones), their entries weighed by recency,
- * pulled towards 0 by MARGIN_PRIOR effective entries. */
-static double ring_margin(const struct est_ring *const *rings, int n_rings, double q)
+ * pulled towards `prior` by MARGIN_PRIOR effective entries. */
+static double ring_margin_to(const struct est_ring *const *rings, int n_rings, double q,
+                             double prior)
 {
     struct wv v[MAX_MARGIN_RINGS * EST_HISTORY_CAP];
     size_t n = 0;
@@ -331,10 +332,16 @@ static double ring_margin(const struct est_ring *const *rings, int n_rings, doub
         n = ring_collect(rings[k], v, n);
     }
     if (n == 0)
-        return 0.0;
+        return prior;
     qsort(v, n, sizeof v[0], cmp_wv);
     double ne = effective_n(v, n);
-    return ne / (ne + MARGIN_PRIOR) * quantile(v, n, q);
+    return (ne * quantile(v, n, q) + MARGIN_PRIOR * prior) / (ne + MARGIN_PRIOR);
+}
+
+/* ring_margin_to, pulled towards 0. */
+static double ring_margin(const struct est_ring *const *rings, int n_rings, double q)
+{
+    return ring_margin_to(rings, n_rings, q, 0.0);
 }
 
 double est_range_margin(const struct est_history *h, int cell)
@@ -393,7 +400,7 @@ double est_tl_margin(const struct est_history *h, int cell, int side)
     const struct est_ring *r[EST_TL_CELLS];
     for (int k = 0; k < EST_TL_CELLS; k++)
         r[k] = &h->tl_spread[order[cell][k]][side];
-    return ring_margin(r, EST_TL_CELLS, EST_TL_SIDE_COVER);
+    return ring_margin_to(r, EST_TL_CELLS, EST_TL_SIDE_COVER, EST_TL_MARGIN_PRIOR);
 }
 
 struct est_band est_band_job(const struct est_history *h, enum plan_method m,

@@ -461,10 +461,14 @@ void est_history_add_tl_spread(struct est_history *h, int cell, int side, double
 /* The margin, in logs, that one end of the time-left band of a cell needs
  * to hold EST_TL_SIDE_COVER of the succeeded jobs on its side (the quantile
  * of their spreads, weighed by recency; negative narrows), pulled towards
- * 0 while there are few (effectively); thin cells borrow their
- * neighbours'. Both ends together hold about
- * 1 - 2 x (1 - EST_TL_SIDE_COVER). */
+ * EST_TL_MARGIN_PRIOR while there are few (effectively); thin cells borrow
+ * their neighbours'. Both ends together hold about
+ * 1 - 2 x (1 - EST_TL_SIDE_COVER). The prior is what a job's pace left
+ * unseen on the 2-core VM the estimates are measured on: the time truly
+ * left at 20% of the steps fell 8% (one standard deviation, in logs)
+ * around the pace's middle (docs/estimator.md, "The measured margin"). */
 #define EST_TL_SIDE_COVER 0.965
+#define EST_TL_MARGIN_PRIOR 0.08
 double est_tl_margin(const struct est_history *h, int cell, int side);
 
 /* Adds one attempt of a shape whose speed factor was borrowed: its

@@ -282,10 +282,11 @@ static void time_left_margins_are_learnt_from_tl_rows(void **state)
     struct tl_state t;
     tl_begin(&t, 100, 0, 0, 5, 100, 200);
     sched_link_calibrate_time_left(l, &t);
-    assert_true(t.margin[1][1] == 0 && t.margin[1][0] == 0);
+    /* before any: the prior on both ends */
+    assert_true(t.margin[1][1] == EST_TL_MARGIN_PRIOR && t.margin[1][0] == EST_TL_MARGIN_PRIOR);
     /* 35 jobs whose time left ran 10% past the top of the band shown at
-     * 20-50%: the margin above there is their quantile, pulled to 0 by 5
-     * against their effective number (each weighs half as much
+     * 20-50%: the margin above there is their quantile, pulled to the
+     * prior by 5 against their effective number (each weighs half as much
      * EST_HALF_LIFE rows later: (sum w)^2 / sum w^2). */
     struct store_calibration k = {.kind = "tl", .waited = 1, .goal = 1,
                                   .actual_a = exp(0.1), .nominal_a = 1};
@@ -301,8 +302,9 @@ static void time_left_margins_are_learnt_from_tl_rows(void **state)
     }
     double ne = sw * sw / sw2;
     assert_true(ne > 30 && ne < 35);
-    assert_true(fabs(t.margin[1][1] - 0.1 * ne / (ne + 5.0)) < 1e-6);
-    assert_true(t.margin[1][0] == 0); /* the other end learnt nothing */
+    assert_true(fabs(t.margin[1][1] - (0.1 * ne + 5.0 * EST_TL_MARGIN_PRIOR) / (ne + 5.0)) < 1e-6);
+    /* the other end learnt nothing */
+    assert_true(t.margin[1][0] == EST_TL_MARGIN_PRIOR);
     sched_link_free(l);
 }
 
