@@ -254,8 +254,11 @@ test('a remote worker registers with its measured speed and runs a job to the en
 
 test('kill -9 of a worker mid-training: the job continues on another worker, billed once, same loss', { timeout: 600000 }, async () => {
   const srv = await startServe();
-  const w1 = startWorker(srv, 'w1', ['--price', '0.40']);
-  const w2 = startWorker(srv, 'w2', ['--price', '0.40']);
+  // Priced so that the amounts are cents: the reference is a new
+  // service's first job of a shape nothing is learnt for yet, so its cap
+  // may be a few seconds' worth, which at $0.40/h rounds to $0.0000.
+  const w1 = startWorker(srv, 'w1', ['--price', '40']);
+  const w2 = startWorker(srv, 'w2', ['--price', '40']);
   try {
     await until('both workers to register', async () => (await worker(srv, 'w1')) && (await worker(srv, 'w2')), 120000);
     // Long enough (2,000 steps, tens of seconds) to kill a worker mid-way.
