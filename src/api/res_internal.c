@@ -8,6 +8,7 @@
 #include "control/engine.h"
 #include "control/lifecycle.h"
 #include "control/workers.h"
+#include "core/bench_speed.h"
 #include "core/ids.h"
 #include "core/text.h"
 
@@ -85,9 +86,10 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
     w.cpus = (int)cpus;
     w.mem_bytes = (int64_t)mem;
     w.price_per_hour = price;
-    double tps = number(speed, "tokens_per_s", 0), flops = number(speed, "flops", 0);
-    w.tokens_per_s = isfinite(tps) && tps > 0 ? tps : 0;
-    w.flops = isfinite(flops) && flops > 0 ? flops : 0;
+    struct bench_speed measured;
+    bench_speed_from_json(speed, &measured);
+    w.tokens_per_s = measured.tokens_per_s;
+    w.flops = measured.flops;
     json_t *resources = json_pack("{s:i,s:I,s:s}", "cpus", w.cpus, "mem_bytes",
                                   (json_int_t)w.mem_bytes, "accelerator", accel ? accel : "cpu");
     if (resources && gpus)
@@ -96,7 +98,7 @@ void internal_register(struct api_server *srv, struct http_request *req, struct 
         json_decref(gpus);
     if (resources && json_is_string(trainer))
         json_object_set_new(resources, "trainer", json_string(json_string_value(trainer)));
-    json_t *sp = json_pack("{s:f,s:f}", "tokens_per_s", w.tokens_per_s, "flops", w.flops);
+    json_t *sp = bench_speed_json(&measured);
     char *rtext = resources ? json_dumps(resources, JSON_COMPACT) : NULL;
     char *stext = sp ? json_dumps(sp, JSON_COMPACT) : NULL;
     bool ok = rtext && stext && text_copy(w.resources, sizeof w.resources, rtext) &&

@@ -110,6 +110,7 @@ static bool rest_of(struct control *ctl, const struct store_job *j, const struct
     *out = (struct sched_job){.goal = SCHED_FINISH_BY,
                               .mem_bytes = j->memory_bytes,
                               .gpu_mem_bytes = p.gpu_need,
+                              .params = p.params,
                               .work_flops = (left > 0 ? left : 0) * sched_link_train_tokens(j) *
                                             p.flops_per_token *
                                             sched_link_model_factor(ctl->sched, j->model),

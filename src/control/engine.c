@@ -676,10 +676,13 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
             continue;
         w.tokens_per_s = sp->tokens_per_s;
         w.flops = sp->flops;
-        text_printf(w.speed, sizeof w.speed,
-                    "{\"tokens_per_s\":%.6g,\"flops\":%.6g,\"bench\":\"%s\"}", sp->tokens_per_s,
-                    sp->flops, BENCH_SPEED_SHAPE);
-        enum alallo_err r = store_worker_put(e->ctl->store, &w);
+        json_t *kept = bench_speed_json(sp);
+        char *text = kept ? json_dumps(kept, JSON_COMPACT) : NULL;
+        json_decref(kept);
+        enum alallo_err r = text && text_copy(w.speed, sizeof w.speed, text)
+                                ? store_worker_put(e->ctl->store, &w)
+                                : ERR_NOMEM;
+        free(text);
         if (r)
             log_line("warn", "%s: pool %s: cannot record the speed of slot %s: %s", e->x->name,
                      e->cfg.pools[p].decl.name, w.name, err_code(r));
@@ -687,8 +690,28 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
     fleet_changed(e->ctl);
 }
 
-/* Submits pool p's bench job: `alallo bench train --shape base --steps 17`
- * with the pool's CPUs, under the launcher, its output into
+/* Adds to script the line that runs `alallo bench train` on `shape` with
+ * pool's CPUs under the launcher, its output `redirect` (">" or ">>")
+ * into node_out; the last (">>") replaces the shell, so that the job ends
+ * with it. False when it does not fit. */
+static bool bench_line(char *script, size_t cap, const struct engine *e,
+                       const struct engine_pool *pool, const char *shape, const char *redirect,
+                       const char *node_out)
+{
+    bool last = strcmp(redirect, ">>") == 0;
+    return text_printf(script + strlen(script), cap - strlen(script), "\n%s%s%s",
+                       last ? "exec " : "", e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
+           exec_script_quote(script, cap, e->ctl->alallo_bin) &&
+           text_printf(script + strlen(script), cap - strlen(script),
+                       " bench train --shape %s --steps %s --threads %d %s", shape,
+                       BENCH_SPEED_STEPS, pool->decl.cpus > 0 ? pool->decl.cpus : 1, redirect) &&
+           exec_script_quote(script, cap, node_out) &&
+           (!last || text_printf(script + strlen(script), cap - strlen(script), "\n"));
+}
+
+/* Submits pool p's bench job: `alallo bench train --steps 17` on the small
+ * shape, then on the bench's (bench_speed.h), with the pool's CPUs, under
+ * the launcher, their output into
  * DATA/engine/bench/POOL.out. Its script first writes the start mark
  * DATA/engine/bench/POOL.started (bench_watch.h: a job listed RUNNING
  * without it is a ghost). Both are removed first, so that an old one is
@@ -719,15 +742,8 @@ static enum alallo_err bench_submit(struct engine *e, int p)
                           "#!/bin/sh\n# the bench job of pool %s, written by alallo serve\n: >",
                           pool->decl.name) &&
               exec_script_quote(script, sizeof script, node_mark) &&
-              text_printf(script + strlen(script), sizeof script - strlen(script), "\nexec %s%s",
-                          e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
-              exec_script_quote(script, sizeof script, e->ctl->alallo_bin) &&
-              text_printf(script + strlen(script), sizeof script - strlen(script),
-                          " bench train --shape %s --steps %s --threads %d >",
-                          BENCH_SPEED_SHAPE, BENCH_SPEED_STEPS,
-                          pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
-              exec_script_quote(script, sizeof script, node_out) &&
-              text_printf(script + strlen(script), sizeof script - strlen(script), "\n");
+              bench_line(script, sizeof script, e, pool, BENCH_SPEED_SMALL_SHAPE, ">", node_out) &&
+              bench_line(script, sizeof script, e, pool, BENCH_SPEED_SHAPE, ">>", node_out);
     if (!ok)
         return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's script does not fit");
     if (!text_printf(sub.script, sizeof sub.script, "%s/%s.sbatch", dir, pool->decl.name) ||

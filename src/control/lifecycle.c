@@ -101,7 +101,8 @@ static void begin_attempt(struct control *ctl, struct store_job *j, struct sched
     st->model_factor = sched_link_speed_factor(ctl->sched, j);
     st->nominal_step_s =
         j->max_steps > 0
-            ? capacity_train_seconds(sched_link_train_tokens(j) * fpt / j->max_steps, sw) *
+            ? capacity_train_seconds(sched_link_train_tokens(j) * fpt / j->max_steps, p.params,
+                                     sw) *
                   st->model_factor
             : 0;
     st->worker_class = (int)sw->class_;

@@ -14,6 +14,7 @@
 
 #include "control/job_move.h"
 #include "control/leadership.h"
+#include "core/bench_speed.h"
 #include "core/job_hyper.h"
 #include "core/text.h"
 
@@ -479,6 +480,14 @@ static void to_sched_worker(const struct store_worker *w, double now, struct sch
         out->class_ = WORKER_ON_DEMAND;
     out->price_per_hour = w->price_per_hour;
     out->flops = w->flops;
+    /* the bench's second point (bench_speed.h), kept in the speed */
+    json_t *speed = json_loads(w->speed, 0, NULL);
+    struct bench_speed measured;
+    bench_speed_from_json(speed, &measured);
+    json_decref(speed);
+    out->bench_params = measured.params;
+    out->small_params = measured.small_params;
+    out->small_flops = measured.small_flops;
     if (!worker_state_parse(w->state, &out->state))
         out->state = WORKER_ACTIVE;
     /* GPUs live in the declaration (resources), validated at registration. */
@@ -601,6 +610,7 @@ bool sched_link_waiting_job(struct sched_link *l, const struct store_waiting *j,
                                * sample answers) runs at the worker's speed
                                * as the steps do; its python graders' seconds
                                * at any worker's, beside the loading */
+                              .params = p.params,
                               .work_flops = left *
                                             train_tokens(j->tokens, j->examples, j->max_steps,
                                                          j->batch_size, j->n_epochs) *
@@ -873,6 +883,7 @@ enum alallo_err sched_link_estimate(struct control *ctl, const struct catalog_mo
                                          .goal = req.goal,
                                          .mem_bytes = mem.total,
                                          .gpu_mem_bytes = planner_gpu_need(&pj),
+                                         .params = (double)planner_active_params(&pj),
                                          .work_flops = planner_work_flops(
                                                            &pj, req.train_tokens,
                                                            req.reference_tokens) *
@@ -1017,7 +1028,7 @@ void sched_link_invalidate(struct sched_link *l)
     "{\"fpt\":%.17g,\"method\":%d,\"class\":%d,\"waits\":%d,\"goal\":%d,"                         \
     "\"start_s\":%.17g,\"train_s\":%.17g,\"startup_s\":%.17g,\"mf\":%.17g,\"gpu\":%lld,"  \
     "\"by\":%.17g,\"sf\":%.17g,\"rm\":%.17g,\"ns\":%d,\"vs\":%.17g,\"py\":%.17g,"       \
-    "\"pl\":%.17g,\"pm\":%.17g,\"pu\":%.17g}"
+    "\"pl\":%.17g,\"pm\":%.17g,\"pu\":%.17g,\"np\":%.17g}"
 
 /* Reads one `"key":number` of the plan's own format at *p; false when the
  * text is not that. */
@@ -1056,7 +1067,8 @@ bool sched_plan_write(const struct estimate *e, enum sched_goal goal, double mod
                        isfinite(e->price_margin) ? e->price_margin : 0.0,
                        e->price_high_nominal > 0 && isfinite(e->price_high_nominal)
                            ? e->price_high_nominal
-                           : 0.0);
+                           : 0.0,
+                       e->params > 0 && isfinite(e->params) ? e->params : 0.0);
 }
 
 /* A small index of the plan (method, class, goal); -1 unless an integer
@@ -1085,7 +1097,7 @@ static bool plan_valid(struct sched_plan *out, int method, int class_, int goal)
 static bool plan_fast(const char *text, struct sched_plan *out, bool all)
 {
     double m, c, w, g, gpu = 0, by = 0, sf = 1, rm = 0, ns = 0, vs = 0, py = 0, pl = 0, pm = 0,
-           pu = 0;
+           pu = 0, np = 0;
     const char *p = text;
     if (!(plan_number(&p, "{\"fpt\":", &out->flops_per_token) &&
           plan_number(&p, ",\"method\":", &m) && plan_number(&p, ",\"class\":", &c) &&
@@ -1103,7 +1115,8 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
           (plan_number(&p, ",\"py\":", &py) || true) &&
           (plan_number(&p, ",\"pl\":", &pl) || true) &&
           (plan_number(&p, ",\"pm\":", &pm) || true) &&
-          (plan_number(&p, ",\"pu\":", &pu) || true) && strcmp(p, "}") == 0 &&
+          (plan_number(&p, ",\"pu\":", &pu) || true) &&
+          (plan_number(&p, ",\"np\":", &np) || true) && strcmp(p, "}") == 0 &&
           m >= 0 && m < 64 && m == (int)m && c >= 0 && c < 64 && c == (int)c && g >= 0 &&
           g < 64 && g == (int)g))
         return false;
@@ -1116,6 +1129,7 @@ static bool plan_fast(const char *text, struct sched_plan *out, bool all)
     out->price_low = pl > 0 ? pl : 0;
     out->price_margin = pm;
     out->price_high_nominal = pu > 0 ? pu : 0;
+    out->params = np > 0 ? np : 0;
     if (!(out->model_factor > 0) || !isfinite(out->model_factor))
         out->model_factor = 1.0;
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0;
@@ -1172,6 +1186,8 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
     out->price_margin = isfinite(pm) ? pm : 0;
     double pu = json_number_value(json_object_get(o, "pu"));
     out->price_high_nominal = pu > 0 && isfinite(pu) ? pu : 0; /* 0 in older plans */
+    double np = json_number_value(json_object_get(o, "np"));
+    out->params = np > 0 && isfinite(np) ? np : 0; /* 0 in older plans */
     double gpu = json_number_value(json_object_get(o, "gpu"));
     out->gpu_need = gpu > 0 && gpu < 9e18 ? (int64_t)gpu : 0; /* 0: before GPUs */
     double by = json_number_value(json_object_get(o, "by"));
@@ -1446,8 +1462,9 @@ void sched_link_train_range(struct sched_link *l, const struct store_job *j,
     double share = j->max_steps > 0 ? (double)steps_left / (double)j->max_steps : 1;
     /* the steps at the learnt speed, what runs between them (validation,
      * sample answers) and the python graders' seconds, as the estimate */
-    double nominal = capacity_train_seconds(share * sched_link_train_tokens(j) * fpt, w) *
-                     sched_link_speed_factor(l, j);
+    double nominal =
+        capacity_train_seconds(share * sched_link_train_tokens(j) * fpt, p.params, w) *
+        sched_link_speed_factor(l, j);
     if (!(nominal > 0))
         nominal = j->est_train_high_s > 0 ? j->est_train_high_s * share : 60;
     else
@@ -1470,8 +1487,9 @@ double sched_link_tail_s(struct sched_link *l, const struct store_job *j,
         return 0;
     double rounds =
         est_rft_validation_rounds(j->max_steps, job_hyper_rft_eval_every(&h, j->max_steps));
-    double steps_s = capacity_train_seconds(sched_link_train_tokens(j) * p.flops_per_token, w) *
-                     sched_link_speed_factor(l, j);
+    double steps_s =
+        capacity_train_seconds(sched_link_train_tokens(j) * p.flops_per_token, p.params, w) *
+        sched_link_speed_factor(l, j);
     return steps_s > 0 ? steps_s * p.between_share / rounds : 0;
 }
 

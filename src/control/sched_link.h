@@ -77,6 +77,9 @@ struct sched_plan {
     double price_high_nominal; /* the estimate's price_high_nominal: the
                                   upper end before its margin; 0 in older
                                   plans                                   */
+    double params;            /* the estimate's params: the model's active
+                                 parameters, for a worker's speed on it; 0
+                                 in older plans (the bench's speed)       */
 };
 
 /* The job's ledger and the time left of its current attempt, kept in

@@ -23,26 +23,53 @@
 #define BENCH_SPEED_SHAPE "base"
 #define BENCH_SPEED_STEPS "17"
 
+/* A second point of the same bench, on a model 20x smaller
+ * (BENCH_SPEED_SMALL_SHAPE, run first, a tenth of a second on a CPU):
+ * FLOP/s fall with a model's width, so a model smaller than the bench's
+ * is given a speed between the two points (capacity_worker_flops_for)
+ * instead of the bench's, at which a new service estimated the tiny
+ * shape's first job 10x too short and capped it at a tenth of its price.
+ * The pair is kept as BENCH_SPEED_MARK; a speed kept without it is
+ * measured again (bench_speed_is_current). */
+#define BENCH_SPEED_SMALL_SHAPE "tiny"
+#define BENCH_SPEED_MARK "base+tiny"
+
 struct bench_speed {
     double tokens_per_s;  /* 0 when unknown */
     double flops;         /* achieved FLOP/s; 0 when unknown */
+    double params;        /* the bench model's parameters; 0 when unknown */
+    double small_params;  /* BENCH_SPEED_SMALL_SHAPE's parameters and */
+    double small_flops;   /* FLOP/s; both 0 when it was not measured   */
 };
 
 /* Reads bench's output: the last line that is a JSON object with a positive
- * "tokens_per_s" (or the whole text as one pretty-printed object). The pace
+ * "tokens_per_s" and a "shape" other than BENCH_SPEED_SMALL_SHAPE (or the
+ * whole text as one pretty-printed object). The pace
  * is "tokens_per_s_median" where that is positive (the CPU bench's median
  * step), else "tokens_per_s". FLOP/s
  * come from "flops_per_s" or "flops", else from the pace ×
  * "flops_per_token", else from "mfu" × "peak_fp32_flops" (or
- * "peak_flops"), else 0. Returns 0, or -1 with *out zeroed. text may be
- * NULL. */
+ * "peak_flops"), else 0; params from "params". The last line of the small
+ * shape, where there is one, gives small_params and small_flops (both or
+ * neither). Returns 0, or -1 with *out zeroed. text may be NULL. */
 int bench_speed_parse(const char *text, struct bench_speed *out /* OUT */);
 
-/* Whether a speed kept as JSON (a pool slot's `{"tokens_per_s":…,"flops":…,
- * "bench":…}`) was measured by today's start-up bench: its "bench" is
- * BENCH_SPEED_SHAPE. A speed kept from an older bench (no "bench") is not,
- * and is measured again: the estimator's learnt factors are relative to
- * one bench. speed may be NULL. */
+/* A speed as the server keeps it (a worker's or a pool slot's `speed`):
+ * `{"tokens_per_s":…,"flops":…,"bench":BENCH_SPEED_MARK}`, with
+ * `"params":…` and `"small":{"params":…,"flops":…}` where known. Returns
+ * a new object, or NULL when out of memory. */
+struct json_t;
+struct json_t *bench_speed_json(const struct bench_speed *sp);
+
+/* The speed `obj` (a registration's "speed", or bench_speed_json's) into
+ * *out: numbers that are not finite and positive read as 0, and the small
+ * point only whole. obj may be NULL (all 0). */
+void bench_speed_from_json(const struct json_t *obj, struct bench_speed *out /* OUT */);
+
+/* Whether a speed kept as JSON (a pool slot's) was measured by today's
+ * start-up bench: its "bench" is BENCH_SPEED_MARK. A speed kept from an
+ * older bench is not, and is measured again: the estimator's learnt
+ * factors are relative to one bench. speed may be NULL. */
 bool bench_speed_is_current(const char *speed);
 
 #endif

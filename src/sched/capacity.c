@@ -50,11 +50,31 @@ double capacity_worker_flops(const struct sched_worker *w)
     return UNMEASURED_FLOPS_PER_CPU * cpus;
 }
 
-double capacity_train_seconds(double work_flops, const struct sched_worker *w)
+double capacity_worker_flops_for(const struct sched_worker *w, double params)
+{
+    double f = capacity_worker_flops(w);
+    double lo = w->small_params, hi = w->bench_params, lo_f = w->small_flops;
+    bool curve = lo > 0 && hi > lo && lo_f > 0 && isfinite(hi) && isfinite(lo_f) &&
+                 w->flops > 0 && isfinite(w->flops);
+    if (!curve || !(params > 0) || params >= hi)
+        return f;
+    /* Between the two points in logs; below the small one, its figure. */
+    double x = log(params / lo) / log(hi / lo);
+    if (x < 0)
+        x = 0;
+    double ratio = exp((1 - x) * log(lo_f / w->flops));
+    if (ratio > 1)
+        ratio = 1;
+    if (ratio < CAPACITY_SMALL_RATIO_MIN)
+        ratio = CAPACITY_SMALL_RATIO_MIN;
+    return f * ratio;
+}
+
+double capacity_train_seconds(double work_flops, double params, const struct sched_worker *w)
 {
     if (!(work_flops > 0))
         return 0;
-    return work_flops / capacity_worker_flops(w);
+    return work_flops / capacity_worker_flops_for(w, params);
 }
 
 double capacity_pace_tokens_per_s(double flops_per_token, const struct sched_worker *w)

@@ -33,6 +33,11 @@ struct sched_worker {
     enum worker_class class_;
     double price_per_hour;    /* in the service's currency                  */
     double flops;             /* measured effective FLOP/s; <= 0: unknown   */
+    double bench_params;      /* the parameters of the model it was measured
+                                 on, and its FLOP/s on a smaller one at the
+                                 same bench (capacity_worker_flops_for); 0:
+                                 unknown                                     */
+    double small_params, small_flops;
     enum worker_state state;
     int64_t running_attempt;  /* 0 when idle; one attempt at a time         */
     double busy_until_s;      /* when its running attempt is expected to end
@@ -75,8 +80,20 @@ double capacity_flops_from_reference(double tokens_per_s, double flops_per_token
  * unmeasured worker is never preferred for being "fast"). Always > 0. */
 double capacity_worker_flops(const struct sched_worker *w);
 
-/* Expected seconds of training for `work_flops` FLOPs on `w`. */
-double capacity_train_seconds(double work_flops, const struct sched_worker *w);
+/* The speed for a model of `params` (active) parameters: a model smaller
+ * than the bench's runs at fewer FLOP/s (narrower products, the same
+ * fixed work a step), so where w measured the small shape too
+ * (small_params, small_flops) its figure is read between the two points,
+ * in logs of the parameters, and at the small point's below it. At or
+ * above the bench's size, params unknown (<= 0) or one point only:
+ * capacity_worker_flops(w). A second point never makes a model faster than
+ * the bench, and never more than 1/CAPACITY_SMALL_RATIO_MIN slower. */
+double capacity_worker_flops_for(const struct sched_worker *w, double params);
+#define CAPACITY_SMALL_RATIO_MIN (1.0 / 64)
+
+/* Expected seconds of training for `work_flops` FLOPs of a model of
+ * `params` active parameters on `w` (capacity_worker_flops_for). */
+double capacity_train_seconds(double work_flops, double params, const struct sched_worker *w);
 
 /* Expected tokens per second of a job of `flops_per_token` on `w`. */
 double capacity_pace_tokens_per_s(double flops_per_token, const struct sched_worker *w);

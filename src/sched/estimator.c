@@ -522,7 +522,7 @@ static int fallback_worker(const struct sched_job *sj, const struct sched_worker
         if (!capacity_may_run(&workers[i]) || workers[i].mem_bytes < sj->mem_bytes ||
             !sched_gpu_fits(sj, workers[i].gpus > 0 ? workers[i].gpu_mem_bytes : -1))
             continue;
-        double t = capacity_train_seconds(sj->work_flops, &workers[i]);
+        double t = capacity_train_seconds(sj->work_flops, sj->params, &workers[i]);
         if (t < best_t) {
             best_t = t;
             best = (int)i;
@@ -562,6 +562,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         return ERR_OK;
     }
     out->flops_per_token = planner_flops_per_token(&job);
+    out->params = (double)planner_active_params(&job);
     out->gpu_need_bytes = planner_gpu_need(&job);
     out->work_flops = planner_work_flops(&job, req->train_tokens, req->reference_tokens);
     out->reference_flops = out->work_flops - req->train_tokens * out->flops_per_token;
@@ -570,7 +571,8 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     double factor = req->work_factor > 0 && isfinite(req->work_factor) ? req->work_factor : 1.0;
     struct sched_job sj = {.goal = req->goal, .mem_bytes = out->memory_bytes,
                            .work_flops = out->work_flops * factor, .startup_s = out->startup_s,
-                           .created_s = req->now, .gpu_mem_bytes = out->gpu_need_bytes};
+                           .created_s = req->now, .gpu_mem_bytes = out->gpu_need_bytes,
+                           .params = out->params};
     if (req->goal == SCHED_FINISH_BY) {
         sj.finish_by_s = req->finish_by_s;
         est_finish_by_factors(h, out->method, sj.finish_hi);
@@ -608,7 +610,7 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
             free(own);
             return fail(why, whycap, ERR_INTERNAL, "no worker for a job that fits");
         }
-        out->train_s = capacity_train_seconds(sj.work_flops, &workers[out->worker]);
+        out->train_s = capacity_train_seconds(sj.work_flops, sj.params, &workers[out->worker]);
         out->wait_s = out->train_s;
         read_queue = false;
     }

@@ -175,6 +175,9 @@ struct estimate {
     enum plan_method method;
     int64_t memory_bytes;          /* plan.memory_bytes                     */
     double flops_per_token;
+    double params;                 /* planner_active_params: a worker's
+                                      speed on the model
+                                      (capacity_worker_flops_for)           */
     double work_flops;             /* planner_work_flops: training, plus
                                       the DPO reference pass               */
     double reference_flops;        /* the reference pass's part of it      */

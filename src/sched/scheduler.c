@@ -135,7 +135,7 @@ bool sched_gpu_fits(const struct sched_job *job, int64_t gpu_mem_bytes)
 
 struct slot {
     double free_at;
-    double inv_flops;
+    const struct sched_worker *w;
     double price_per_hour;
     int64_t mem_bytes;
     int64_t gpu_mem_bytes; /* -1: no GPUs */
@@ -148,7 +148,7 @@ static void fill_slots(const struct sched_worker *workers, size_t n, const doubl
     for (size_t i = 0; i < n; i++) {
         const struct sched_worker *w = &workers[i];
         slots[i].free_at = w->state == WORKER_ACTIVE ? free_at[i] : INFINITY;
-        slots[i].inv_flops = 1.0 / capacity_worker_flops(w);
+        slots[i].w = w;
         slots[i].price_per_hour = w->price_per_hour;
         slots[i].mem_bytes = w->mem_bytes;
         slots[i].gpu_mem_bytes = w->gpus > 0 ? w->gpu_mem_bytes : -1;
@@ -190,7 +190,7 @@ static void choose_in(const struct sched_job *job, const struct slot *slots, siz
         struct sched_choice c;
         c.worker = (int)i;
         c.start_s = sl->free_at;
-        c.train_s = work * sl->inv_flops;
+        c.train_s = capacity_train_seconds(work, job->params, sl->w);
         c.finish_s = c.start_s + job->startup_s + c.train_s;
         c.price = sl->price_per_hour * c.train_s / 3600.0;
         c.high_s = job->goal == SCHED_FINISH_BY ? high_at(job, now, &c, sl->class_) : c.finish_s;

@@ -64,6 +64,9 @@ struct sched_job {
                               are smaller is skipped. 0: not known, no
                               check (plans stored before GPUs lack it)    */
     double work_flops;    /* FLOPs of the training still to do             */
+    double params;        /* the model's active parameters, for a worker's
+                             speed on it (capacity_worker_flops_for); 0:
+                             unknown, the bench's speed                    */
     double startup_s;     /* expected loading time before the first step   */
     double deadline_s;    /* lowest cost: the upper end of the time its
                              estimate showed (created + high end); it waits

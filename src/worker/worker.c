@@ -80,11 +80,8 @@ static bool id_valid(const char *id)
 static json_t *registration_body(struct worker *w)
 {
     const struct worker_config *c = w->cfg;
-    json_t *speed = json_pack("{s:o,s:o}", "tokens_per_s",
-                              w->speed_known ? json_real(w->speed.tokens_per_s) : json_null(),
-                              "flops",
-                              w->speed_known && w->speed.flops > 0 ? json_real(w->speed.flops)
-                                                                   : json_null());
+    json_t *speed = w->speed_known ? bench_speed_json(&w->speed)
+                                   : json_pack("{s:n,s:n}", "tokens_per_s", "flops");
     json_t *body = json_pack("{s:s,s:i,s:I,s:s,s:f,s:s,s:o,s:s}", "name", c->name, "cpus",
                              c->cpus, "mem_bytes", (json_int_t)c->mem_bytes, "accelerator",
                              c->accelerator, "price_per_hour", c->price_per_hour, "class",
@@ -420,8 +417,11 @@ int worker_run(const struct worker_config *cfg, volatile sig_atomic_t *stop)
         if (worker_speed_measure(cfg->alallo_bin, cfg->cpus, worker_trainer_device(cfg),
                                  cfg->bench_timeout_s, stop, &w->speed, err, sizeof err) == 0) {
             w->speed_known = true;
-            wlog_printf(&w->log, "measured speed: %.1f tokens/s, %.3g FLOP/s (on %s)",
-                        w->speed.tokens_per_s, w->speed.flops, worker_trainer_device(cfg));
+            wlog_printf(&w->log,
+                        "measured speed: %.1f tokens/s, %.3g FLOP/s (on %s); %.3g FLOP/s on "
+                        "the %s shape",
+                        w->speed.tokens_per_s, w->speed.flops, worker_trainer_device(cfg),
+                        w->speed.small_flops, BENCH_SPEED_SMALL_SHAPE);
         } else {
             wlog_printf(&w->log, "speed unknown: %s", err);
         }

@@ -241,11 +241,14 @@ test("a pool's speed is measured once by a bench job, and kept over a restart", 
       throw new Error(`${err.message}\nthe engine said:\n${said}\nthe bench printed:\n${printed}`);
     });
     assert.ok(measured.flops > 0, JSON.stringify(measured));
+    // the second point, on the small shape (docs/worker.md, Speed)
+    assert.equal(measured.bench, 'base+tiny');
+    assert.ok(measured.small.flops > 0 && measured.small.params < measured.params, JSON.stringify(measured));
     assert.match(fs.readFileSync(out, 'utf8'), /"tokens_per_s":/);
     // the start mark first (docs/slurm.md, Speed: a job listed running
-    // without it is a ghost), then the bench
+    // without it is a ghost), then the bench on the small shape and on its own
     assert.match(fs.readFileSync(path.join(data, 'engine', 'bench', 'local.sbatch'), 'utf8'),
-      /^: >'\/[^']+\/local\.started'\nexec '\/[^']+' bench train --shape base --steps 17 --threads \d+ >'\/[^']+\/local\.out'$/m);
+      /^: >'\/[^']+\/local\.started'\n'\/[^']+' bench train --shape tiny --steps 17 --threads \d+ >'\/[^']+\/local\.out'\nexec '\/[^']+' bench train --shape base --steps 17 --threads \d+ >>'\/[^']+\/local\.out'$/m);
     assert.ok(fs.existsSync(path.join(data, 'engine', 'bench', 'local.started')), 'the start mark');
     assert.match(s.output, /pool local: measured [\d.]+ tokens\/s/);
   } finally {

@@ -222,6 +222,8 @@ test('a remote worker registers with its measured speed and runs a job to the en
     assert.equal(decl.resources.accelerator, 'cpu');
     assert.equal(decl.price_per_hour, 0.4);
     assert.ok(decl.speed && decl.speed.tokens_per_s > 0, `the worker measured its speed: ${JSON.stringify(decl.speed)}`);
+    // and the second point, on the small shape (docs/worker.md, Speed)
+    assert.ok(decl.speed.small?.flops > 0 && decl.speed.small.params < decl.speed.params, JSON.stringify(decl.speed));
 
     const file = await upload(srv, 'train.jsonl', dataset(32));
     const job = await api(srv, 'POST', '/v1/fine_tuning/jobs', { model: 'alallo-tiny', training_file: file.id, hyperparameters: { n_epochs: 1, batch_size: 4 }, seed: 3 });

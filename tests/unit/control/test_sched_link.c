@@ -147,6 +147,19 @@ static void plan_round_trip(void **state)
     assert_true(sched_plan_read(text, &p));
     assert_true(p.price_low == 0.00125 && p.price_margin == -0.25);
     assert_true(p.python_s == 12.5 && p.range_margin == -0.125);
+    /* the model's parameters, for a worker's speed on it (np) */
+    assert_true(p.params == 0);
+    e.params = 123712;
+    assert_true(sched_plan_write(&e, SCHED_FASTEST_FINISH, 2.5, 1.75, text, sizeof text));
+    assert_true(sched_plan_read(text, &p));
+    assert_true(p.params == 123712 && p.price_margin == -0.25);
+    json_t *slow = json_loads(text, 0, NULL); /* through the JSON parser too */
+    json_object_set_new(slow, "zz", json_true());
+    char *slow_text = json_dumps(slow, JSON_COMPACT);
+    assert_true(sched_plan_read(slow_text, &p));
+    assert_true(p.params == 123712);
+    free(slow_text);
+    json_decref(slow);
     /* A plan written before GPUs reads with no GPU need, on both paths. */
     assert_true(sched_plan_read("{\"fpt\":1,\"method\":0,\"class\":0,\"waits\":0,\"goal\":0,"
                                 "\"start_s\":1,\"train_s\":1,\"startup_s\":1,\"mf\":1}",
@@ -436,7 +449,7 @@ static void a_python_graders_seconds_are_in_the_training_range(void **state)
     assert_true(fabs(sched_link_python_s(&py, 10) - 160 * EST_PYTHON_GRADE_S) < 1e-9);
     assert_true(fabs(sched_link_python_s(&py, 5) - 80 * EST_PYTHON_GRADE_S) < 1e-9);
     struct sched_worker w = {.class_ = WORKER_ON_DEMAND, .flops = 1e12};
-    double nominal = capacity_train_seconds(sched_link_train_tokens(&plain) * 1e9, &w);
+    double nominal = capacity_train_seconds(sched_link_train_tokens(&plain) * 1e9, 0, &w);
     assert_true(nominal > 0);
     double lo0, hi0, lo1, hi1;
     sched_link_train_range(l, &plain, &w, 10, &lo0, &hi0);
@@ -504,12 +517,12 @@ static void a_reinforcement_jobs_tail_is_one_validation_round(void **state)
                          .worker_class = WORKER_ON_DEMAND, .between_share = 0.5};
     rft_job_planned(&j, 4, &e);
     struct sched_worker w = {.class_ = WORKER_ON_DEMAND, .flops = 1e12};
-    double steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, &w);
+    double steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, 0, &w);
     /* 4 steps validated after each (eval_interval auto: 1) and before the
      * first: 5 rounds */
     assert_true(fabs(sched_link_tail_s(l, &j, &w) - steps_s * 0.5 / 5) < 1e-9);
     j.max_steps = 20; /* auto: every 2 steps, 1 + 10 rounds */
-    steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, &w);
+    steps_s = capacity_train_seconds(sched_link_train_tokens(&j) * 1e9, 0, &w);
     assert_true(fabs(sched_link_tail_s(l, &j, &w) - steps_s * 0.5 / 11) < 1e-9);
     strcpy(j.method, "supervised");
     j.hyper[0] = '\0'; /* no reinforcement fields */

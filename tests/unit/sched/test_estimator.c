@@ -130,6 +130,33 @@ static void dpo_adds_the_reference_pass(void **state)
     free(h);
 }
 
+/* A model smaller than the worker's bench is timed at the worker's speed
+ * on it, read between its bench's two points; a larger one at the
+ * bench's. */
+static void a_small_model_at_its_own_speed(void **state)
+{
+    (void)state;
+    struct sched_worker ws[1] = {worker("cpu", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    struct est_request r = request(1e6, SCHED_FASTEST_FINISH);
+    r.job.model = (struct plan_model){.layers = 2, .hidden = 64, .intermediate = 176, .heads = 4,
+                                      .vocab = 512};
+    struct estimate plain, curved;
+    char why[128] = "";
+    if (est_estimate(&r, ws, 1, NULL, NULL, &plain, why, sizeof why) != ERR_OK)
+        fail_msg("estimate: %s", why);
+    assert_true(plain.params > 0 && plain.params < 1e6);
+    ws[0].bench_params = 2.4e6;
+    ws[0].small_params = plain.params;
+    ws[0].small_flops = 2.5e10;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &curved, NULL, 0), ERR_OK);
+    assert_near(curved.train_s, 4 * plain.train_s, 1e-9 * plain.train_s);
+    assert_true(curved.price_low_micros > plain.price_low_micros);
+    /* the 124m shape is larger than the bench's: the bench's speed */
+    r = request(1e6, SCHED_FASTEST_FINISH);
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, NULL, &curved, NULL, 0), ERR_OK);
+    assert_near(curved.train_s, curved.work_flops / 1e11, 1e-9);
+}
+
 static void no_capacity_free_now(void **state)
 {
     (void)state;
@@ -939,6 +966,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parts_from_job_and_fleet),
+        cmocka_unit_test(a_small_model_at_its_own_speed),
         cmocka_unit_test(no_capacity_free_now),
         cmocka_unit_test(dpo_adds_the_reference_pass),
         cmocka_unit_test(waiting_for_a_busy_worker_is_said),

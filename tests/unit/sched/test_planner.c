@@ -639,7 +639,7 @@ static void pace_and_price(void **state)
     struct sched_worker w = worker("w", 1, WORKER_ACTIVE);
     w.flops = 2e12;
     w.price_per_hour = 3.6;
-    assert_near(capacity_train_seconds(4e12, &w), 2.0, 1e-12);
+    assert_near(capacity_train_seconds(4e12, 0, &w), 2.0, 1e-12);
     assert_near(capacity_pace_tokens_per_s(1e9, &w), 2000.0, 1e-9);
     /* 3.6 per hour for 1000 s = 1.0 */
     assert_int_equal(capacity_price_micros(3.6, 1000), 1000000);
@@ -650,9 +650,40 @@ static void pace_and_price(void **state)
     assert_near(capacity_worker_flops(&w), 8e9, 1);
 }
 
+/* A model smaller than the bench's runs at fewer FLOP/s: read between the
+ * bench's two points in logs of the parameters (bench_speed.h). */
+static void a_smaller_model_is_read_between_the_two_points(void **state)
+{
+    (void)state;
+    struct sched_worker w = worker("w", 2, WORKER_ACTIVE);
+    w.flops = 1e11;
+    /* one point only: the bench's figure for every size */
+    assert_near(capacity_worker_flops_for(&w, 1e5), 1e11, 1);
+    w.bench_params = 2.4e6;
+    w.small_params = 1.2e5;
+    w.small_flops = 2.5e10;
+    assert_near(capacity_worker_flops_for(&w, 2.4e6), 1e11, 1);
+    assert_near(capacity_worker_flops_for(&w, 1.24e8), 1e11, 1); /* larger: the bench's */
+    assert_near(capacity_worker_flops_for(&w, 0), 1e11, 1);       /* unknown: the bench's */
+    assert_near(capacity_worker_flops_for(&w, 1.2e5), 2.5e10, 1);
+    assert_near(capacity_worker_flops_for(&w, 1e3), 2.5e10, 1); /* below: the small point's */
+    /* halfway in logs: halfway in logs of the speed */
+    assert_near(capacity_worker_flops_for(&w, sqrt(2.4e6 * 1.2e5)), 5e10, 1e3);
+    assert_near(capacity_train_seconds(2.5e10, 1.2e5, &w), 1.0, 1e-12);
+    /* never faster than the bench, never more than 64x slower */
+    w.small_flops = 4e11;
+    assert_near(capacity_worker_flops_for(&w, 1.2e5), 1e11, 1);
+    w.small_flops = 1e8;
+    assert_near(capacity_worker_flops_for(&w, 1.2e5), 1e11 / 64, 1);
+    /* a worker not measured has no curve: its slow default */
+    w.flops = 0;
+    assert_near(capacity_worker_flops_for(&w, 1.2e5), 8e9, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_smaller_model_is_read_between_the_two_points),
         cmocka_unit_test(derives_params_and_intermediate),
         cmocka_unit_test(mixture_of_experts_active_and_total),
         cmocka_unit_test(refuses_bad_input),

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "worker/trainer_proc.h"
 #include "worker/worker_speed.h"
 
@@ -63,7 +65,7 @@ static void parses_bench_output(void **state)
                      0);
     assert_true(s.tokens_per_s == 7 && s.flops == 1e9);
     /* What `alallo bench train` prints. */
-    assert_int_equal(bench_speed_parse("{\"shape\":\"tiny\",\"tokens_per_s\":6492.34,"
+    assert_int_equal(bench_speed_parse("{\"shape\":\"base\",\"tokens_per_s\":6492.34,"
                                         "\"mfu\":0.478567,\"flops_per_token\":716800.0,"
                                         "\"peak_fp32_flops\":9.72425e9}",
                                         &s),
@@ -90,11 +92,52 @@ static void parses_bench_output(void **state)
     assert_int_equal(bench_speed_parse("", &s), -1);
     assert_int_equal(bench_speed_parse(NULL, &s), -1);
     /* A kept speed is today's bench's only with its "bench" */
-    assert_true(bench_speed_is_current("{\"tokens_per_s\":9e3,\"flops\":1e11,\"bench\":\"base\"}"));
+    assert_true(
+        bench_speed_is_current("{\"tokens_per_s\":9e3,\"flops\":1e11,\"bench\":\"base+tiny\"}"));
+    assert_false(bench_speed_is_current("{\"tokens_per_s\":9e3,\"flops\":1e11,\"bench\":\"base\"}"));
     assert_false(bench_speed_is_current("{\"tokens_per_s\":4e4,\"flops\":3e10}"));
     assert_false(bench_speed_is_current("{\"tokens_per_s\":4e4,\"bench\":\"tiny\"}"));
     assert_false(bench_speed_is_current("not json"));
     assert_false(bench_speed_is_current(NULL));
+}
+
+/* The small shape's line is the second point, never the worker's speed. */
+static void the_small_shape_is_a_second_point(void **state)
+{
+    (void)state;
+    struct bench_speed s;
+    const char *both = "{\"shape\":\"tiny\",\"params\":123712,\"tokens_per_s\":30000,"
+                       "\"flops_per_token\":716800.0}\n"
+                       "note\n"
+                       "{\"shape\":\"base\",\"params\":2410176,\"tokens_per_s\":9000,"
+                       "\"tokens_per_s_median\":10000,\"flops_per_token\":1.1e7}\n";
+    assert_int_equal(bench_speed_parse(both, &s), 0);
+    assert_true(s.tokens_per_s == 10000 && s.flops == 1.1e11 && s.params == 2410176);
+    assert_true(s.small_params == 123712 && s.small_flops == 30000 * 716800.0);
+    /* The small shape alone is no speed; without it there is no second point. */
+    assert_int_equal(bench_speed_parse("{\"shape\":\"tiny\",\"params\":1,\"tokens_per_s\":3}", &s),
+                     -1);
+    assert_true(s.tokens_per_s == 0 && s.small_flops == 0);
+    assert_int_equal(bench_speed_parse(strchr(both, '\n') + 1, &s), 0);
+    assert_true(s.flops == 1.1e11 && s.small_params == 0 && s.small_flops == 0);
+    /* Kept as JSON and read back; a half or a bad small point is none. */
+    assert_int_equal(bench_speed_parse(both, &s), 0);
+    json_t *kept = bench_speed_json(&s);
+    assert_non_null(kept);
+    char *text = json_dumps(kept, JSON_COMPACT);
+    assert_true(bench_speed_is_current(text));
+    struct bench_speed back;
+    bench_speed_from_json(kept, &back);
+    assert_true(back.tokens_per_s == 10000 && back.flops == 1.1e11 && back.params == 2410176);
+    assert_true(back.small_params == 123712 && back.small_flops == s.small_flops);
+    free(text);
+    json_decref(kept);
+    json_t *bad = json_loads("{\"tokens_per_s\":1,\"flops\":-2,\"small\":{\"params\":5}}", 0, NULL);
+    bench_speed_from_json(bad, &back);
+    assert_true(back.tokens_per_s == 1 && back.flops == 0 && back.small_params == 0);
+    json_decref(bad);
+    bench_speed_from_json(NULL, &back);
+    assert_true(back.tokens_per_s == 0);
 }
 
 /* A stand-in bench that prints `json` only when called with exactly
@@ -134,7 +177,7 @@ static void a_cuda_worker_measures_the_gpu_trainer(void **state)
     /* What the GPU bench prints with --shape: FLOP/s from tokens/s times
      * the FLOPs of a token. */
     const char *args = "bench train --device cuda --shape base --steps 17 --threads 2";
-    const char *json = "{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"tiny\","
+    const char *json = "{\"device\":\"cuda\",\"peak_bf16_flops\":7.9e14,\"shape\":\"base\","
                        "\"tokens_per_s\":200000,\"flops_per_token\":716800.0,\"mfu\":0.0002}";
     if (measure_with(args, json, 2, "cuda", &s, err, sizeof err) != 0)
         fail_msg("measure: %s", err);
@@ -143,6 +186,26 @@ static void a_cuda_worker_measures_the_gpu_trainer(void **state)
     /* A CPU worker is asked for the CPU bench, not this one. */
     assert_int_equal(measure_with(args, json, 2, "cpu", &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "bench exited with 9"));
+}
+
+/* The worker runs the small shape first, then its own: both points. */
+static void measures_both_points(void **state)
+{
+    (void)state;
+    char bin[300], err[300] = "";
+    struct bench_speed s;
+    fake_bin(bin, sizeof bin, "alallo-both",
+             "case \"$*\" in\n"
+             "'bench train --shape tiny --steps 17 --threads 2') "
+             "echo '{\"shape\":\"tiny\",\"params\":100,\"tokens_per_s\":50,\"flops\":1e9}';;\n"
+             "'bench train --shape base --steps 17 --threads 2') "
+             "echo '{\"shape\":\"base\",\"params\":2000,\"tokens_per_s\":40,\"flops\":4e9}';;\n"
+             "*) exit 9;;\n"
+             "esac");
+    if (worker_speed_measure(bin, 2, "cpu", 10, NULL, &s, err, sizeof err) != 0)
+        fail_msg("measure: %s", err);
+    assert_true(s.tokens_per_s == 40 && s.flops == 4e9 && s.params == 2000);
+    assert_true(s.small_params == 100 && s.small_flops == 1e9);
 }
 
 static void failure_means_unknown(void **state)
@@ -187,6 +250,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_bench_output),
+        cmocka_unit_test(the_small_shape_is_a_second_point),
+        cmocka_unit_test(measures_both_points),
         cmocka_unit_test(measures_with_the_right_arguments),
         cmocka_unit_test(a_cuda_worker_measures_the_gpu_trainer),
         cmocka_unit_test(failure_means_unknown),
