@@ -2,6 +2,7 @@
  * live_stream.h). */
 #include "api/live_stream.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -14,25 +15,37 @@
 #include "control/generation.h"
 #include "core/text.h"
 
-/* Shared by the generation's thread and the connection's; whichever lets
+/* One choice: its generation's copies and its format. */
+struct live_choice {
+    struct live *l;
+    int index;
+    char *prompt, *chat, *prompt_ids;
+    char *stop[COMPLETION_STOP_MAX];
+    char about[32];
+    void *fmt;
+};
+
+/* Shared by the generations' thread and the connection's; whichever lets
  * go last frees it. */
 struct live {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int refs;
     bool started;             /* the first piece came: the answer is 200 */
-    bool done;                /* the generation has ended                 */
+    bool done;                /* the generations have ended               */
     struct jsonw buf;         /* events, buf.b.p[sent..] not yet sent     */
     size_t sent;
-    struct http_response err; /* the error, when it failed before a piece */
+    struct http_response err; /* the error, when one failed before a piece */
     struct api_server *srv;
     struct http_request req;  /* the caller's account; the body is not used */
-    struct control_generation g;
-    char *prompt, *chat, *prompt_ids, *model;
-    char *stop[COMPLETION_STOP_MAX];
+    int watch_fd;             /* the generations' copy of the client's socket */
+    char *model;
     const char *input_param;
     const struct live_format *f;
-    void *fmt;
+    bool about;               /* choices[i].about names each */
+    int k;
+    struct control_generation g[COMPLETION_CHOICES_MAX];
+    struct live_choice choices[COMPLETION_CHOICES_MAX];
 };
 
 void live_event(struct jsonw *buf, json_t *chunk)
@@ -79,6 +92,19 @@ json_t *live_logprobs_take(struct live_logprobs *lp)
     return p;
 }
 
+/* A choice's copies freed, and its format when it has one. */
+static void choice_free(const struct live_format *f, struct live_choice *c)
+{
+    free(c->prompt);
+    free(c->chat);
+    free(c->prompt_ids);
+    for (int i = 0; i < COMPLETION_STOP_MAX; i++)
+        free(c->stop[i]);
+    if (c->fmt && f->free)
+        f->free(c->fmt);
+    memset(c, 0, sizeof *c);
+}
+
 static void live_release(void *ctx)
 {
     struct live *l = ctx;
@@ -91,25 +117,21 @@ static void live_release(void *ctx)
     pthread_cond_destroy(&l->cv);
     jsonw_free(&l->buf);
     http_response_free(&l->err);
-    if (l->f && l->f->free)
-        l->f->free(l->fmt);
-    free(l->prompt);
-    free(l->chat);
-    free(l->prompt_ids);
+    for (int i = 0; i < l->k; i++)
+        choice_free(l->f, &l->choices[i]);
     free(l->model);
-    for (int i = 0; i < COMPLETION_STOP_MAX; i++)
-        free(l->stop[i]);
     free(l);
 }
 
 static void live_piece(void *ctx, const char *piece, size_t len, const json_t *logprobs)
 {
-    struct live *l = ctx;
+    struct live_choice *c = ctx;
+    struct live *l = c->l;
     pthread_mutex_lock(&l->mu);
     if (piece)
-        l->f->piece(l->fmt, &l->buf, piece, len, logprobs);
+        l->f->piece(c->fmt, &l->buf, piece, len, logprobs);
     else if (l->f->prompt)
-        l->f->prompt(l->fmt, &l->buf, logprobs);
+        l->f->prompt(c->fmt, &l->buf, logprobs);
     l->started = true;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
@@ -118,18 +140,39 @@ static void live_piece(void *ctx, const char *piece, size_t len, const json_t *l
 static void *live_run(void *ctx)
 {
     struct live *l = ctx;
-    json_t *out = completion_generate(l->srv, &l->req, l->model, &l->g, l->input_param, &l->err);
-    if (l->g.watch_fd > 0) /* the generation is over: nothing to watch */
-        close(l->g.watch_fd);
+    json_t *outs[COMPLETION_CHOICES_MAX] = {0};
+    bool ok;
+    if (l->k == 1) {
+        l->g[0].watch_fd = l->watch_fd;
+        outs[0] = completion_generate(l->srv, &l->req, l->model, &l->g[0], l->input_param,
+                                      &l->err);
+        ok = outs[0] != NULL;
+    } else { /* side by side: its own watch of the client, and cuts */
+        const char *about[COMPLETION_CHOICES_MAX];
+        for (int i = 0; i < l->k; i++)
+            about[i] = l->choices[i].about;
+        struct http_request r = l->req;
+        r.client_fd = l->watch_fd;
+        ok = completion_generate_many(l->srv, &r, l->model, l->g, l->k, l->about ? about : NULL,
+                                      l->input_param, outs, &l->err);
+    }
+    if (l->watch_fd > 0) /* the generations are over: nothing to watch */
+        close(l->watch_fd);
     pthread_mutex_lock(&l->mu);
-    if (out) { /* an empty answer starts here */
+    if (ok) { /* an empty answer starts here */
         l->started = true;
-        l->f->finish(l->fmt, &l->buf, out);
+        void *fmts[COMPLETION_CHOICES_MAX];
+        for (int i = 0; i < l->k; i++) {
+            l->f->finish(l->choices[i].fmt, &l->buf, outs[i]);
+            fmts[i] = l->choices[i].fmt;
+        }
+        l->f->end(fmts, l->k, &l->buf, outs);
     }
     l->done = true;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    json_decref(out);
+    for (int i = 0; ok && i < l->k; i++)
+        json_decref(outs[i]);
     live_release(l);
     return NULL;
 }
@@ -161,28 +204,57 @@ static bool copy(char **to, const char *s)
     return !s || *to;
 }
 
+/* Choice i of l: copies of what gs[i] points at, its format and its
+ * generation's callback. False when memory ran out. */
+static bool choice_make(struct live *l, int i, const struct control_generation *g,
+                        const char *about, void *fmt)
+{
+    struct live_choice *c = &l->choices[i];
+    c->l = l;
+    c->index = i;
+    c->fmt = fmt;
+    if (about)
+        text_copy(c->about, sizeof c->about, about);
+    bool copied = copy(&c->prompt, g->prompt) && copy(&c->chat, g->chat) &&
+                  copy(&c->prompt_ids, g->prompt_ids);
+    for (int s = 0; copied && s < g->n_stop; s++)
+        copied = copy(&c->stop[s], g->stop[s]);
+    l->g[i] = *g;
+    l->g[i].prompt = c->prompt;
+    l->g[i].chat = c->chat;
+    l->g[i].prompt_ids = c->prompt_ids;
+    for (int s = 0; s < g->n_stop; s++)
+        l->g[i].stop[s] = c->stop[s];
+    l->g[i].on_delta = live_piece;
+    l->g[i].on_delta_ctx = c;
+    l->g[i].watch_fd = 0;
+    return copied;
+}
+
 void live_stream_start(struct api_server *srv, struct http_request *req,
                        struct http_response *res, const char *model,
-                       const struct control_generation *g, const char *input_param,
-                       const struct live_format *f, void *fmt)
+                       const struct control_generation *gs, int k, const char *const *about,
+                       const char *input_param, const struct live_format *f, void *const *fmts)
 {
+    assert(k >= 1 && k <= COMPLETION_CHOICES_MAX);
     struct live *l = calloc(1, sizeof *l);
-    bool copied = l && copy(&l->prompt, g->prompt) && copy(&l->chat, g->chat) &&
-                  copy(&l->prompt_ids, g->prompt_ids) && copy(&l->model, model);
-    for (int i = 0; copied && i < g->n_stop; i++)
-        copied = copy(&l->stop[i], g->stop[i]);
+    bool copied = l && copy(&l->model, model);
+    if (l) {
+        l->f = f;
+        l->k = k;
+    }
+    for (int i = 0; l && i < k; i++) /* every format taken over, even when one fails */
+        copied = choice_make(l, i, &gs[i], about ? about[i] : NULL, fmts[i]) && copied;
     if (!copied) {
         if (l) {
-            free(l->prompt);
-            free(l->chat);
-            free(l->prompt_ids);
+            for (int i = 0; i < k; i++)
+                choice_free(f, &l->choices[i]);
             free(l->model);
-            for (int i = 0; i < COMPLETION_STOP_MAX; i++)
-                free(l->stop[i]);
             free(l);
+        } else {
+            for (int i = 0; f->free && i < k; i++)
+                f->free(fmts[i]);
         }
-        if (f->free)
-            f->free(fmt);
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
@@ -193,32 +265,25 @@ void live_stream_start(struct api_server *srv, struct http_request *req,
     l->req = *req;
     l->req.body = NULL;
     l->req.body_len = 0;
-    l->g = *g;
-    l->g.prompt = l->prompt;
-    l->g.chat = l->chat;
-    l->g.prompt_ids = l->prompt_ids;
-    for (int i = 0; i < g->n_stop; i++)
-        l->g.stop[i] = l->stop[i];
-    l->g.on_delta = live_piece;
-    l->g.on_delta_ctx = l;
+    l->about = about != NULL;
     l->input_param = input_param;
-    l->f = f;
-    l->fmt = fmt;
-    /* The generation's thread watches its own copy of the client's
+    /* The generations' thread watches its own copy of the client's
      * socket: the connection's thread may close the original while the
-     * generation still runs (the client gone, its events not read). */
-    l->g.watch_fd = g->watch_fd > 0 ? fcntl(g->watch_fd, F_DUPFD_CLOEXEC, 3) : 0;
+     * generations still run (the client gone, its events not read). */
+    l->watch_fd = gs[0].watch_fd > 0 ? fcntl(gs[0].watch_fd, F_DUPFD_CLOEXEC, 3) : 0;
+    if (l->watch_fd < 0)
+        l->watch_fd = 0;
     l->req.client_fd = 0;
-    if (f->begin)
-        f->begin(fmt, &l->buf);
+    for (int i = 0; f->begin && i < k; i++)
+        f->begin(l->choices[i].fmt, &l->buf);
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, live_run, l) != 0) {
         pthread_attr_destroy(&attr);
-        if (l->g.watch_fd > 0)
-            close(l->g.watch_fd);
+        if (l->watch_fd > 0)
+            close(l->watch_fd);
         l->refs = 1;
         live_release(l);
         api_error(res, ERR_NOMEM, NULL, NULL);
@@ -229,7 +294,7 @@ void live_stream_start(struct api_server *srv, struct http_request *req,
     while (!l->started && !l->done)
         pthread_cond_wait(&l->cv, &l->mu);
     bool failed = !l->started;
-    if (failed) { /* the error completion_generate wrote, handed over */
+    if (failed) { /* the error the generation wrote, handed over */
         http_response_free(res);
         *res = l->err;
         memset(&l->err, 0, sizeof l->err);

@@ -141,23 +141,40 @@ static json_t *logprobs_of(json_t *entries)
     return entries ? json_pack("{s:o,s:n}", "content", entries, "refusal") : json_null();
 }
 
-/* A chunk; `logprobs` (taken over, or NULL) are those of its tokens. */
-static json_t *chunk(const char *id, json_int_t created, const char *model, json_t *delta,
-                     const char *finish, json_t *logprobs)
+/* A streamed answer's chunks (live_stream.h's format), one instance a
+ * choice: each piece of text as a chunk as it comes. With tools in the
+ * request the text is sent until a character that may start a tool call
+ * ('<', '[', '{'); the rest waits for the end, where the whole answer is
+ * parsed and its calls (or the held text) sent. */
+struct chat_stream {
+    char id[IDS_MAX];
+    char stem[IDS_MAX + 16]; /* its tool calls' ids: the id, and the index after the first */
+    int index;
+    json_int_t created;
+    char *model;
+    bool tools, include_usage;
+    bool holding;       /* tools: a piece may have begun a call      */
+    size_t text_sent;   /* bytes of the text sent as content         */
+    struct live_logprobs lp;
+};
+
+/* A chunk of c's choice; `logprobs` (taken over, or NULL) are those of its
+ * tokens. */
+static json_t *chunk(const struct chat_stream *c, json_t *delta, const char *finish,
+                     json_t *logprobs)
 {
-    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object",
-                     "chat.completion.chunk", "created", created, "model", model, "choices",
-                     "index", 0, "delta", delta, "logprobs", logprobs_of(logprobs),
-                     "finish_reason", finish ? json_string(finish) : json_null());
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", c->id, "object",
+                     "chat.completion.chunk", "created", c->created, "model", c->model,
+                     "choices", "index", c->index, "delta", delta, "logprobs",
+                     logprobs_of(logprobs), "finish_reason",
+                     finish ? json_string(finish) : json_null());
 }
 
-/* The events that end a streamed answer: its tool calls (whole, one chunk
- * each), the finish reason (with `logprobs`, taken over, when not NULL:
- * those of tokens no content chunk carried), the usage when asked for, and
- * [DONE]. */
-static void end_events(struct jsonw *b, const char *id, json_int_t created, const char *model,
-                       json_t *message, const char *finish, json_t *logprobs, json_t *usage,
-                       bool include_usage)
+/* The events that end a streamed choice: its tool calls (whole, one chunk
+ * each) and the finish reason (with `logprobs`, taken over, when not NULL:
+ * those of tokens no content chunk carried). */
+static void end_events(const struct chat_stream *s, struct jsonw *b, json_t *message,
+                       const char *finish, json_t *logprobs)
 {
     json_t *calls = json_object_get(message, "tool_calls");
     size_t i;
@@ -166,30 +183,10 @@ static void end_events(struct jsonw *b, const char *id, json_int_t created, cons
         json_t *d = json_pack("{s:[{s:i,s:O,s:O,s:O}]}", "tool_calls", "index", (int)i, "id",
                               json_object_get(c, "id"), "type", json_object_get(c, "type"),
                               "function", json_object_get(c, "function"));
-        live_event(b, chunk(id, created, model, d, NULL, NULL));
+        live_event(b, chunk(s, d, NULL, NULL));
     }
-    live_event(b, chunk(id, created, model, json_object(), finish, logprobs));
-    if (include_usage)
-        live_event(b, json_pack("{s:s,s:s,s:I,s:s,s:[],s:O}", "id", id, "object",
-                                "chat.completion.chunk", "created", created, "model", model,
-                                "choices", "usage", usage));
-    live_done(b);
+    live_event(b, chunk(s, json_object(), finish, logprobs));
 }
-
-/* A streamed answer's chunks (live_stream.h's format): each piece of text
- * as a chunk as it comes. With tools in the request the text is sent until
- * a character that may start a tool call ('<', '[', '{'); the rest waits
- * for the end, where the whole answer is parsed and its calls (or the held
- * text) sent. */
-struct chat_stream {
-    char id[IDS_MAX];
-    json_int_t created;
-    char *model;
-    bool tools, include_usage;
-    bool holding;       /* tools: a piece may have begun a call      */
-    size_t text_sent;   /* bytes of the text sent as content         */
-    struct live_logprobs lp;
-};
 
 static void chat_stream_free(void *fmt)
 {
@@ -204,17 +201,16 @@ static void content_event(struct chat_stream *c, struct jsonw *buf, const char *
 {
     if (len == 0)
         return;
-    live_event(buf, chunk(c->id, c->created, c->model, json_pack("{s:s%}", "content", piece, len),
-                          NULL, live_logprobs_take(&c->lp)));
+    live_event(buf, chunk(c, json_pack("{s:s%}", "content", piece, len), NULL,
+                          live_logprobs_take(&c->lp)));
     c->text_sent += len;
 }
 
 static void chat_begin(void *fmt, struct jsonw *buf)
 {
     struct chat_stream *c = fmt;
-    live_event(buf, chunk(c->id, c->created, c->model,
-                          json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL,
-                          NULL));
+    live_event(buf,
+               chunk(c, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL, NULL));
 }
 
 static void chat_piece(void *fmt, struct jsonw *buf, const char *piece, size_t len,
@@ -231,20 +227,18 @@ static void chat_piece(void *fmt, struct jsonw *buf, const char *piece, size_t l
     }
 }
 
-/* The end of a generation that succeeded: what was held, the calls, the
- * finish reason and the usage. */
+/* The end of a choice's generation that succeeded: what was held, the
+ * calls and the finish reason. */
 static void chat_finish(void *fmt, struct jsonw *buf, json_t *out)
 {
     struct chat_stream *c = fmt;
     const char *text = json_string_value(json_object_get(out, "text"));
     const char *finish = json_string_value(json_object_get(out, "finish_reason"));
-    json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
-    json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
     if (!text)
         text = "";
     if (!finish)
         finish = "length";
-    json_t *message = answer_message(text, c->tools, c->id, &finish);
+    json_t *message = answer_message(text, c->tools, c->stem, &finish);
     live_logprobs_rest(&c->lp, out);
     size_t tn = strlen(text), sent = c->text_sent <= tn ? c->text_sent : tn;
     if (json_object_get(message, "tool_calls")) {
@@ -257,35 +251,65 @@ static void chat_finish(void *fmt, struct jsonw *buf, json_t *out)
     } else {
         content_event(c, buf, text + sent, tn - sent);
     }
-    json_t *usage = json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
-                              "total_tokens", pt + ct);
-    end_events(buf, c->id, c->created, c->model, message, finish, live_logprobs_take(&c->lp),
-               usage, c->include_usage);
-    json_decref(usage);
+    end_events(c, buf, message, finish, live_logprobs_take(&c->lp));
     json_decref(message);
 }
 
-static const struct live_format chat_format = {chat_begin, chat_piece, chat_finish,
+/* Every choice ended: the usage when asked for (the conversation's tokens
+ * once, as OpenAI counts them, and every answer's), and [DONE]. */
+static void chat_end(void *const *fmts, int k, struct jsonw *buf, json_t *const *outs)
+{
+    const struct chat_stream *c = fmts[0];
+    json_int_t pt = json_integer_value(json_object_get(outs[0], "prompt_tokens")), ct = 0;
+    for (int i = 0; i < k; i++)
+        ct += json_integer_value(json_object_get(outs[i], "completion_tokens"));
+    if (c->include_usage)
+        live_event(buf, json_pack("{s:s,s:s,s:I,s:s,s:[],s:{s:I,s:I,s:I}}", "id", c->id,
+                                  "object", "chat.completion.chunk", "created", c->created,
+                                  "model", c->model, "choices", "usage", "prompt_tokens", pt,
+                                  "completion_tokens", ct, "total_tokens", pt + ct));
+    live_done(buf);
+}
+
+static const struct live_format chat_format = {chat_begin, chat_piece, chat_finish, chat_end,
                                                chat_stream_free, NULL};
 
-/* Starts the streamed answer (live_stream.h). */
+/* Starts the streamed answer of gs[0..k) (live_stream.h): a format each,
+ * of one id. */
 static void chat_stream_start(struct api_server *srv, struct http_request *req,
                               struct http_response *res, const char *model,
-                              const struct control_generation *g, bool tools,
+                              const struct control_generation *gs, int k, bool tools,
                               bool include_usage)
 {
-    struct chat_stream *c = calloc(1, sizeof *c);
-    if (!c || !(c->model = strdup(model))) {
-        free(c);
+    void *fmts[COMPLETION_CHOICES_MAX];
+    char id[IDS_MAX];
+    ids_make(id, sizeof id, "chatcmpl-");
+    json_int_t created = (json_int_t)(clock_now_ms() / 1000);
+    int made = 0;
+    for (; made < k; made++) {
+        struct chat_stream *c = calloc(1, sizeof *c);
+        if (!c || !(c->model = strdup(model)) ||
+            (gs[made].logprobs && !(c->lp.pending = json_array()))) {
+            if (c)
+                chat_stream_free(c);
+            break;
+        }
+        text_copy(c->id, sizeof c->id, id);
+        /* each answer's tool calls ids of their own, as without stream */
+        text_printf(c->stem, sizeof c->stem, made ? "%s%d" : "%s", id, made);
+        c->index = made;
+        c->created = created;
+        c->tools = tools;
+        c->include_usage = include_usage;
+        fmts[made] = c;
+    }
+    if (made < k) {
+        for (int i = 0; i < made; i++)
+            chat_stream_free(fmts[i]);
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
-    ids_make(c->id, sizeof c->id, "chatcmpl-");
-    c->created = (json_int_t)(clock_now_ms() / 1000);
-    c->tools = tools;
-    c->include_usage = include_usage;
-    c->lp.pending = g->logprobs ? json_array() : NULL;
-    live_stream_start(srv, req, res, model, g, "messages", &chat_format, c);
+    live_stream_start(srv, req, res, model, gs, k, NULL, "messages", &chat_format, fmts);
 }
 
 void chat_completions_create(struct api_server *srv, struct http_request *req,
@@ -340,19 +364,10 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
     g.top_logprobs = has_top ? (int)json_integer_value(top) : 0;
     g.watch_fd = req->client_fd; /* the client gone cancels the generation */
     int count = json_is_integer(n) ? (int)json_integer_value(n) : 1;
-    if (ok && count > 1 && json_is_true(stream))
-        ok = bad(res, "stream", "stream serves one answer a request: n of 1 (send the others "
-                                "as requests of their own, side by side).");
-    else if (ok && count > 1 && !srv->ctl->inference)
+    if (ok && count > 1 && !srv->ctl->inference)
         ok = bad(res, "n", "several answers a request (n above 1) are served by the resident "
                            "inference engine only; this server answers with a process per "
                            "request (serve --inference child).");
-    if (ok && json_is_true(stream)) {
-        json_t *so = json_object_get(body, "stream_options");
-        chat_stream_start(srv, req, res, model, &g, use_tools,
-                          json_is_true(json_object_get(so, "include_usage")));
-        ok = false; /* answered */
-    }
     /* the k-th answer samples from seed + k: n answers differ, and a seed
      * repeats them all */
     struct control_generation gs[COMPLETION_CHOICES_MAX];
@@ -360,6 +375,12 @@ void chat_completions_create(struct api_server *srv, struct http_request *req,
     for (int i = 0; ok && i < count; i++) {
         gs[i] = g;
         gs[i].seed = (long long)(((unsigned long long)g.seed + (unsigned)i) & LLONG_MAX);
+    }
+    if (ok && json_is_true(stream)) {
+        json_t *so = json_object_get(body, "stream_options");
+        chat_stream_start(srv, req, res, model, gs, count, use_tools,
+                          json_is_true(json_object_get(so, "include_usage")));
+        ok = false; /* answered */
     }
     if (ok && count == 1)
         ok = (outs[0] = completion_generate(srv, req, model, &gs[0], "messages", res)) != NULL;

@@ -126,11 +126,12 @@ bool completion_logprobs_served(struct api_server *srv, struct http_response *re
                                 "--inference child).");
 }
 
-/* The choice of a legacy answer or chunk: its text, its logprobs (taken
- * over, or NULL for null) and its finish reason (NULL for null). */
-static json_t *choice(const char *text, size_t len, json_t *logprobs, const char *finish)
+/* Choice `index` of a legacy answer or chunk: its text, its logprobs
+ * (taken over, or NULL for null) and its finish reason (NULL for null). */
+static json_t *choice(const char *text, size_t len, int index, json_t *logprobs,
+                      const char *finish)
 {
-    return json_pack("{s:s%,s:i,s:o,s:o}", "text", text, len, "index", 0, "logprobs",
+    return json_pack("{s:s%,s:i,s:o,s:o}", "text", text, len, "index", index, "logprobs",
                      logprobs ? logprobs : json_null(), "finish_reason",
                      finish ? json_string(finish) : json_null());
 }
@@ -141,22 +142,16 @@ static json_t *answer(const char *id, json_int_t created, const char *model, jso
                      created, "model", model, "choices", choices);
 }
 
-/* The usage of generator answer `out`. */
-static json_t *usage_of(json_t *out)
-{
-    json_int_t pt = json_integer_value(json_object_get(out, "prompt_tokens"));
-    json_int_t ct = json_integer_value(json_object_get(out, "completion_tokens"));
-    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt, "completion_tokens", ct,
-                     "total_tokens", pt + ct);
-}
-
-/* A streamed legacy answer (live_stream.h's format): with echo, the prompt
- * first; each piece of text as a text_completion chunk, with the
- * log-probabilities of its tokens; a last chunk with the finish reason
- * (and the log-probabilities no piece carried), the usage when asked for,
- * and [DONE]. */
+/* A streamed legacy answer (live_stream.h's format), one instance a
+ * choice: with echo, the prompt first; each piece of text as a
+ * text_completion chunk, with the log-probabilities of its tokens; a last
+ * chunk with the finish reason (and the log-probabilities no piece
+ * carried); once every choice ended, the usage when asked for, and
+ * [DONE]. */
 struct legacy_stream {
     char id[IDS_MAX];
+    int index;
+    int per_prompt;     /* n: the answers of one prompt, whose tokens count once */
     json_int_t created;
     char *model, *echo; /* echo: the prompt's text (NULL for token ids: it comes) */
     bool echoes;        /* echo asked for                                   */
@@ -188,7 +183,7 @@ static void legacy_chunk(struct legacy_stream *l, struct jsonw *buf, const char 
         return;
     }
     live_event(buf, answer(l->id, l->created, l->model,
-                           json_pack("[o]", choice(text, len, lp, finish))));
+                           json_pack("[o]", choice(text, len, l->index, lp, finish))));
 }
 
 static void legacy_begin(void *fmt, struct jsonw *buf)
@@ -239,16 +234,31 @@ static void legacy_finish(void *fmt, struct jsonw *buf, json_t *out)
     }
     live_logprobs_rest(&l->lp, out);
     legacy_chunk(l, buf, "", 0, finish ? finish : "length");
+}
+
+/* Every choice ended: the usage when asked for (a prompt's tokens once,
+ * as OpenAI counts them), and [DONE]. */
+static void legacy_end(void *const *fmts, int k, struct jsonw *buf, json_t *const *outs)
+{
+    const struct legacy_stream *l = fmts[0];
     if (l->include_usage) {
+        json_int_t pt = 0, ct = 0;
+        for (int i = 0; i < k; i++) {
+            if (i % l->per_prompt == 0)
+                pt += json_integer_value(json_object_get(outs[i], "prompt_tokens"));
+            ct += json_integer_value(json_object_get(outs[i], "completion_tokens"));
+        }
         json_t *u = answer(l->id, l->created, l->model, json_array());
-        json_object_set_new(u, "usage", usage_of(out));
+        json_object_set_new(u, "usage", json_pack("{s:I,s:I,s:I}", "prompt_tokens", pt,
+                                                  "completion_tokens", ct, "total_tokens",
+                                                  pt + ct));
         live_event(buf, u);
     }
     live_done(buf);
 }
 
-static const struct live_format legacy_format = {legacy_begin, legacy_piece, legacy_finish,
-                                                 legacy_free, legacy_prompt};
+static const struct live_format legacy_format = {legacy_begin,  legacy_piece, legacy_finish,
+                                                 legacy_end,    legacy_free,  legacy_prompt};
 
 /* logprobs (0..5, or none), echo, stream and n (1..32 answers a prompt)
  * of a legacy request into g, *echo, *stream and *n (best_of equal to n
@@ -290,27 +300,44 @@ static bool legacy_options(struct api_server *srv, json_t *body, struct control_
     return true;
 }
 
-/* Starts the streamed answer (live_stream.h). */
+/* Starts the streamed answer of gs[0..k), n of each prompt
+ * (live_stream.h): a format each, of one id. */
 static void legacy_stream_start(struct api_server *srv, struct http_request *req,
                                 struct http_response *res, const char *model,
-                                const struct control_generation *g, bool echo,
-                                bool include_usage)
+                                const struct control_generation *gs, int k, int n,
+                                const char *const *about, bool echo, bool include_usage)
 {
-    struct legacy_stream *l = calloc(1, sizeof *l);
-    if (!l || !(l->model = strdup(model)) ||
-        (echo && g->prompt && !(l->echo = strdup(g->prompt))) ||
-        (g->logprobs && !(l->lp.pending = json_array()))) {
-        if (l)
-            legacy_free(l);
+    void *fmts[COMPLETION_CHOICES_MAX];
+    char id[IDS_MAX];
+    ids_make(id, sizeof id, "cmpl-");
+    json_int_t created = (json_int_t)(clock_now_ms() / 1000);
+    int made = 0;
+    for (; made < k; made++) {
+        const struct control_generation *g = &gs[made];
+        struct legacy_stream *l = calloc(1, sizeof *l);
+        if (!l || !(l->model = strdup(model)) ||
+            (echo && g->prompt && !(l->echo = strdup(g->prompt))) ||
+            (g->logprobs && !(l->lp.pending = json_array()))) {
+            if (l)
+                legacy_free(l);
+            break;
+        }
+        text_copy(l->id, sizeof l->id, id);
+        l->index = made;
+        l->per_prompt = n;
+        l->created = created;
+        l->include_usage = include_usage;
+        l->echoes = echo;
+        l->echo_waits = echo && (g->prompt_ids || g->logprobs);
+        fmts[made] = l;
+    }
+    if (made < k) {
+        for (int i = 0; i < made; i++)
+            legacy_free(fmts[i]);
         api_error(res, ERR_NOMEM, NULL, NULL);
         return;
     }
-    ids_make(l->id, sizeof l->id, "cmpl-");
-    l->created = (json_int_t)(clock_now_ms() / 1000);
-    l->include_usage = include_usage;
-    l->echoes = echo;
-    l->echo_waits = echo && (g->prompt_ids || g->logprobs);
-    live_stream_start(srv, req, res, model, g, "prompt", &legacy_format, l);
+    live_stream_start(srv, req, res, model, gs, k, about, "prompt", &legacy_format, fmts);
 }
 
 /* The prompts of a legacy request: texts (borrowed from the body) or the
@@ -426,10 +453,8 @@ static json_t *legacy_choice(const struct control_generation *g, json_t *out, bo
     json_t *c = NULL;
     if ((!g->logprobs || lp) && (!echo || !text || whole)) {
         const char *t = whole ? whole : text ? text : "";
-        c = choice(t, strlen(t), lp, finish ? finish : "length");
+        c = choice(t, strlen(t), index, lp, finish ? finish : "length");
         lp = NULL;
-        if (c)
-            json_object_set_new(c, "index", json_integer(index));
     }
     json_decref(lp);
     free(whole);
@@ -454,22 +479,11 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
     int count = ok ? ps.n * n : 0;
     if (ok && count > COMPLETION_CHOICES_MAX)
         ok = bad(res, "n", "n times the prompts listed is at most 32 answers a request.");
-    else if (ok && count > 1 && stream)
-        ok = bad(res, "stream", "stream serves one answer a request: one prompt and n of 1 "
-                                "(send the others as requests of their own, side by side).");
     else if (ok && count > 1 && !srv->ctl->inference)
         ok = bad(res, ps.n > 1 ? "prompt" : "n",
                  "several answers a request (a list of prompts, n above 1) are served by the "
                  "resident inference engine only; this server answers with a process per "
                  "request (serve --inference child).");
-    g.prompt = ps.text[0];
-    g.prompt_ids = ps.ids[0];
-    if (ok && stream) {
-        json_t *so = json_object_get(body, "stream_options");
-        legacy_stream_start(srv, req, res, model, &g, echo,
-                            json_is_true(json_object_get(so, "include_usage")));
-        ok = false; /* answered */
-    }
     struct control_generation gs[COMPLETION_CHOICES_MAX];
     json_t *outs[COMPLETION_CHOICES_MAX];
     char about_buf[COMPLETION_CHOICES_MAX][32];
@@ -483,6 +497,12 @@ void completions_create(struct api_server *srv, struct http_request *req, struct
         gs[i].seed = (long long)(((unsigned long long)g.seed + (unsigned)(i % n)) & LLONG_MAX);
         text_printf(about_buf[i], sizeof about_buf[i], "prompt[%d]", i / n);
         about[i] = about_buf[i];
+    }
+    if (ok && stream) {
+        json_t *so = json_object_get(body, "stream_options");
+        legacy_stream_start(srv, req, res, model, gs, count, n, ps.n > 1 ? about : NULL, echo,
+                            json_is_true(json_object_get(so, "include_usage")));
+        ok = false; /* answered */
     }
     if (ok && count == 1)
         ok = (outs[0] = completion_generate(srv, req, model, &gs[0], "prompt", res)) != NULL;

@@ -202,40 +202,50 @@ describe('a client that leaves cancels its generation at once', () => {
   // Several answers a request (a list of prompts, n): one that fails
   // cancels the others in the engine at once, and the client's leaving
   // cancels them all.
-  test('a list whose one prompt fails: the others are cancelled, the error names the prompt', async () => {
-    const before = await engineMetrics(s);
-    const started = Date.now();
-    const r = await s.call('POST', '/v1/completions', { body: { model: 'small', prompt: [PROMPT, PROMPT, [999999]], max_tokens: LONG, temperature: 0 } });
-    assert.equal(r.status, 400, r.text);
-    assert.equal(r.json.error.param, 'prompt');
-    assert.match(r.json.error.message, /^prompt\[2\]: /);
-    const m = await waitFor(async () => {
-      const x = await engineMetrics(s);
-      return x.running === 0 && x.waiting === 0 ? x : false;
-    }, { timeoutMs: 5000, everyMs: 50, what: 'the two long answers cancelled' });
-    assert.ok(Date.now() - started < 20000, 'answered long before the long answers would end');
-    assert.ok(m.tokens - before.tokens < 500, `tokens ${m.tokens - before.tokens}`);
-  });
-
-  test('n answers whose client aborts: all are cancelled', async () => {
-    const before = await engineMetrics(s);
-    const leave = new AbortController();
-    const long = fetch(`${s.url}/v1/completions`, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${s.key}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model: 'small', prompt: PROMPT, n: 3, max_tokens: LONG, temperature: 1 }),
-      signal: leave.signal,
+  for (const stream of [false, true]) {
+    test(`a list whose one prompt fails${stream ? ', streamed' : ''}: the others are cancelled, the error names the prompt`, async () => {
+      const before = await engineMetrics(s);
+      const started = Date.now();
+      const r = await s.call('POST', '/v1/completions', { body: { model: 'small', prompt: [PROMPT, PROMPT, [999999]], max_tokens: LONG, temperature: 0, stream } });
+      if (stream && r.status === 200) {
+        // a piece of another came first: the stream ends without [DONE]
+        assert.doesNotMatch(r.text, /\[DONE\]/);
+      } else {
+        assert.equal(r.status, 400, r.text);
+        assert.equal(r.json.error.param, 'prompt');
+        assert.match(r.json.error.message, /^prompt\[2\]: /);
+      }
+      const m = await waitFor(async () => {
+        const x = await engineMetrics(s);
+        return x.running === 0 && x.waiting === 0 ? x : false;
+      }, { timeoutMs: 5000, everyMs: 50, what: 'the two long answers cancelled' });
+      assert.ok(Date.now() - started < 20000, 'answered long before the long answers would end');
+      assert.ok(m.tokens - before.tokens < 500, `tokens ${m.tokens - before.tokens}`);
     });
-    await waitFor(async () => {
-      const x = await engineMetrics(s);
-      return x.running === 1 && x.waiting === 2 && x.tokens > before.tokens + 5;
-    }, { timeoutMs: 60000, everyMs: 50, what: 'one answer to run, two to wait' });
-    leave.abort();
-    await long.catch(() => {});
-    const gone = await waitFor(async () => {
-      const x = await engineMetrics(s);
-      return x.cancelled === before.cancelled + 3 && x.running === 0 && x.waiting === 0 ? x : false;
-    }, { timeoutMs: 2000, everyMs: 50, what: 'the engine to cancel all three' });
-    assert.ok(gone.tokens - before.tokens < 500, `tokens ${gone.tokens - before.tokens}`);
-  });
+
+    test(`n answers whose client aborts${stream ? ', streamed' : ''}: all are cancelled`, async () => {
+      const before = await engineMetrics(s);
+      const leave = new AbortController();
+      const long = (async () => {
+        const res = await fetch(`${s.url}/v1/completions`, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${s.key}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ model: 'small', prompt: PROMPT, n: 3, max_tokens: LONG, temperature: 1, stream }),
+          signal: leave.signal,
+        });
+        for await (const piece of res.body) void piece; // read as it comes, until the abort
+      })();
+      await waitFor(async () => {
+        const x = await engineMetrics(s);
+        return x.running === 1 && x.waiting === 2 && x.tokens > before.tokens + 5;
+      }, { timeoutMs: 60000, everyMs: 50, what: 'one answer to run, two to wait' });
+      leave.abort();
+      await long.catch(() => {});
+      const gone = await waitFor(async () => {
+        const x = await engineMetrics(s);
+        return x.cancelled === before.cancelled + 3 && x.running === 0 && x.waiting === 0 ? x : false;
+      }, { timeoutMs: 2000, everyMs: 50, what: 'the engine to cancel all three' });
+      assert.ok(gone.tokens - before.tokens < 500, `tokens ${gone.tokens - before.tokens}`);
+    });
+  }
 });

@@ -6,7 +6,8 @@
 // the nucleus (0 keeps the most likely token alone: the greedy answer);
 // without a seed each request samples anew, with one it repeats; `n` (up
 // to 32) and lists of prompts give each answer its own request would give
-// (the k-th of a prompt from seed + k), in OpenAI's order; bad values are
+// (the k-th of a prompt from seed + k), in OpenAI's order, plain and
+// streamed (each chunk naming its choice); bad values are
 // a 400 naming the field; `serve --inference child` refuses `stop`, `n`
 // and lists, and serves `top_p`.
 import assert from 'node:assert/strict';
@@ -164,6 +165,47 @@ describe('stop and top_p on the engine', () => {
     assert.ok(new Set(many.json.choices.map((x) => x.text)).size >= 2, JSON.stringify(many.json.choices));
   });
 
+  // Several answers streamed: each chunk names its choice; a choice's
+  // chunks add up to the answer its own request gives (the plain list's),
+  // each ends with its finish reason, the usage comes once, then [DONE].
+  test('n and lists of prompts streamed: each choice\'s chunks are its own answer, interleaved', async () => {
+    const prompts = [PROMPT, 'Review: a fine cast\nSentiment:'];
+    const body = { prompt: prompts, n: 2, temperature: 1, seed: 5, logprobs: 1, echo: true };
+    const plain = await legacy(body);
+    assert.equal(plain.status, 200, plain.text);
+    const r = await legacy({ ...body, stream: true, stream_options: { include_usage: true } });
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.text, /data: \[DONE\]\n\n$/);
+    const chunks = events(r.text);
+    const usage = chunks.filter((x) => x.choices.length === 0);
+    assert.equal(usage.length, 1, 'the usage once');
+    assert.deepEqual(usage[0].usage, plain.json.usage);
+    assert.equal(new Set(chunks.map((x) => x.id)).size, 1, 'one id');
+    for (let i = 0; i < 4; i++) {
+      const mine = chunks.filter((x) => x.choices.length === 1 && x.choices[0].index === i).map((x) => x.choices[0]);
+      const want = plain.json.choices[i];
+      assert.equal(mine.map((c) => c.text).join(''), want.text, `choice ${i}`);
+      assert.equal(mine.filter((c) => c.finish_reason).length, 1, `choice ${i} ends once`);
+      assert.equal(mine.at(-1).finish_reason, want.finish_reason);
+      assert.deepEqual(mine.flatMap((c) => c.logprobs?.tokens ?? []), want.logprobs.tokens, `choice ${i}'s tokens`);
+    }
+    // chat: n answers of one conversation, each its own request's
+    const c = await chat({ n: 3, temperature: 1, seed: 5, stream: true, stream_options: { include_usage: true } });
+    assert.equal(c.status, 200, c.text);
+    const cc = events(c.text);
+    for (let k = 0; k < 3; k++) {
+      const one = await chat({ temperature: 1, seed: 5 + k });
+      const mine = cc.filter((x) => x.choices.length === 1 && x.choices[0].index === k).map((x) => x.choices[0]);
+      assert.equal(mine[0].delta.role, 'assistant', `choice ${k} starts with its role`);
+      assert.equal(mine.map((x) => x.delta.content ?? '').join(''), one.json.choices[0].message.content, `choice ${k}`);
+      assert.equal(mine.at(-1).finish_reason, one.json.choices[0].finish_reason);
+    }
+    const cu = cc.filter((x) => x.choices.length === 0);
+    assert.equal(cu.length, 1);
+    const plainChat = await chat({ n: 3, temperature: 1, seed: 5 });
+    assert.deepEqual(cu[0].usage, plainChat.json.usage);
+  });
+
   test('bad stop, top_p, n or best_of: a 400 naming the field', async () => {
     const bad = [
       [{ stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop'],
@@ -189,14 +231,13 @@ describe('stop and top_p on the engine', () => {
       [{ n: 0 }, 'n'], [{ n: 33 }, 'n'], [{ n: 'one' }, 'n'], [{ n: 1.5 }, 'n'],
       [{ prompt: list(33) }, 'prompt'], [{ prompt: list(17), n: 2 }, 'n'],
       [{ best_of: 3 }, 'best_of'], [{ n: 2, best_of: 3 }, 'best_of'],
-      [{ n: 2, stream: true }, 'stream'], [{ prompt: list(2), stream: true }, 'stream'],
       [{ prompt: [PROMPT, 5] }, 'prompt'], [{ prompt: [PROMPT, {}] }, 'prompt'], [{ prompt: [] }, 'prompt'],
     ]) {
       const r = await legacy(extra);
       assert.equal(r.status, 400, `${JSON.stringify(extra)}: ${r.text}`);
       assert.equal(r.json.error.param, param, JSON.stringify(extra));
     }
-    for (const [extra, param] of [[{ n: 0 }, 'n'], [{ n: 33 }, 'n'], [{ n: 2, stream: true }, 'stream']]) {
+    for (const [extra, param] of [[{ n: 0 }, 'n'], [{ n: 33 }, 'n'], [{ n: 2, stream: 'yes' }, 'stream']]) {
       const r = await chat(extra);
       assert.equal(r.status, 400, `${JSON.stringify(extra)}: ${r.text}`);
       assert.equal(r.json.error.param, param, JSON.stringify(extra));
