@@ -345,9 +345,9 @@ static void add_locked(struct sched_link *l, const struct store_calibration *k)
                                  (enum worker_class)k->class_, k->actual_a, k->nominal_a);
     else if (strcmp(k->kind, "spread") == 0)
         est_history_add_spread(&l->history, k->waited, log(k->actual_a / k->nominal_a));
-    else if (strcmp(k->kind, "price") == 0 && k->waited == 1) /* against the upper end */
+    else if (strcmp(k->kind, "price") == 0 && k->waited == SCHED_LINK_PRICE_HIGH)
         est_history_add_price_high_spread(&l->history, log(k->actual_a / k->nominal_a));
-    else if (strcmp(k->kind, "price") == 0) /* below the price's lower end */
+    else if (strcmp(k->kind, "price") == 0 && k->waited == SCHED_LINK_PRICE_LOW)
         est_history_add_price_spread(&l->history, log(k->actual_a / k->nominal_a));
     else if (strcmp(k->kind, "tl") == 0) /* time left: cell, side in goal */
         est_history_add_tl_spread(&l->history, k->waited, k->goal, log(k->actual_a / k->nominal_a));

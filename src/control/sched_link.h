@@ -248,10 +248,18 @@ enum alallo_err sched_link_pass(struct control *ctl, const char *claimer,
  * history (tl_calibrate); they are kept with it in the ledger state. */
 void sched_link_calibrate_time_left(struct sched_link *l, struct tl_state *t);
 
-/* The margin (logs) the price ranges of estimates made now get at their
- * lower end (end 0: est_price_margin over the history) or their upper end
- * (end 1: est_price_high_margin). */
+/* The margin (in half-widths of the range) the price ranges of estimates
+ * made now get at their lower end (end 0: est_price_margin over the
+ * history) or their upper end (end 1: est_price_high_margin). */
 double sched_link_price_margin(struct sched_link *l, int end);
+
+/* The `waited` of calibration rows of kind "price": where a succeeded
+ * job's net price fell against its price range's lower end, and its price
+ * before the cap against the upper end, in half-widths of that range
+ * (est_price_spread). Rows of 0 and 1, measured in logs by alallo before
+ * 2026-12-06, are not read: the margins are learnt again. */
+#define SCHED_LINK_PRICE_LOW 2
+#define SCHED_LINK_PRICE_HIGH 3
 
 /* The seconds j's python graders take over `steps` of its steps, one
  * answer at a time and whatever the worker's speed (est_rft_python_s,

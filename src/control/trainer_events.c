@@ -271,24 +271,27 @@ static enum alallo_err calibrate_job(struct events_ctx *c, const struct store_jo
     k.nominal_a = 1.0;
     k.actual_b = k.nominal_b = 0;
     e = lifecycle__calibrate(c, w, &k);
-    /* And how far below the price range's lower end, before its margin,
-     * its net price fell (est_price_margin): rows of kind "price",
-     * `waited` 0. */
+    /* And where its net price fell against the price range's lower end,
+     * and its price before the cap against its upper end, both before
+     * their margins and in half-widths of that range (est_price_spread):
+     * rows of kind "price", `waited` SCHED_LINK_PRICE_LOW and
+     * SCHED_LINK_PRICE_HIGH. A plan from before the upper end was kept
+     * (no `pu`) has no range to measure against. */
     double paid = c->st ? (double)ledger_net_micros(&c->st->ledger) / 1e6 : 0;
-    if (e || !(paid > 0) || !(p.price_low > 0))
+    double plo = p.price_low * exp(p.price_margin), phi = p.price_high_nominal;
+    double low_spread = est_price_spread(plo, paid, plo, phi);
+    if (e || !isfinite(low_spread))
         return e;
-    double pspread = log(p.price_low / paid) + p.price_margin;
     text_copy(k.kind, sizeof k.kind, "price");
-    k.waited = 0;
-    k.actual_a = exp(pspread);
+    k.waited = SCHED_LINK_PRICE_LOW;
+    k.actual_a = exp(low_spread);
     e = lifecycle__calibrate(c, w, &k);
-    /* And its price before the cap against the upper end before its
-     * margin (est_price_high_margin): `waited` 1. */
     double steps = (double)ledger_steps_micros(&c->st->ledger) / 1e6;
-    if (e || !(steps > 0) || !(p.price_high_nominal > 0))
+    double high_spread = est_price_spread(steps, phi, plo, phi);
+    if (e || !isfinite(high_spread))
         return e;
-    k.waited = 1;
-    k.actual_a = steps / p.price_high_nominal;
+    k.waited = SCHED_LINK_PRICE_HIGH;
+    k.actual_a = exp(high_spread);
     return lifecycle__calibrate(c, w, &k);
 }
 

@@ -362,6 +362,13 @@ void est_history_add_price_spread(struct est_history *h, double spread)
         ring_push(&h->price_spread, clamp_log(spread));
 }
 
+double est_price_spread(double end, double price, double low, double high)
+{
+    if (!(end > 0) || !(price > 0) || !(low > 0) || !(high > low) || !isfinite(high))
+        return NAN;
+    return log(end / price) / (0.5 * log(high / low));
+}
+
 double est_price_margin(const struct est_history *h)
 {
     if (!h)
@@ -700,9 +707,9 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
     out->price_high_nominal = (double)out->price_high_micros / 1e6;
     if (out->price_low_micros > 0 && out->price_high_micros >= out->price_low_micros) {
         double plo = (double)out->price_low_micros, phi = (double)out->price_high_micros;
-        double centre = sqrt(plo * phi);
-        double low = fmin(plo * exp(-est_price_margin(h)), centre);
-        double high = fmax(phi * exp(-est_price_high_margin(h)), centre);
+        double centre = sqrt(plo * phi), half = 0.5 * log(phi / plo);
+        double low = fmin(plo * exp(-half * est_price_margin(h)), centre);
+        double high = fmax(phi * exp(-half * est_price_high_margin(h)), centre);
         out->price_margin = log(plo / low);
         out->price_high_margin = log(phi / high);
         out->price_low_micros = (int64_t)llround(low);

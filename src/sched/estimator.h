@@ -112,11 +112,11 @@ struct est_history {
     struct est_ring spread[EST_WAIT_CELLS];
     /* succeeded jobs: how far below the lower end of the price range
      * given at creation, before its margin, their net price fell (log of
-     * that end over the price, > 0 below), for the margin of that end
-     * (est_price_margin) */
+     * that end over the price, > 0 below), in half-widths of that range,
+     * for the margin of that end (est_price_margin) */
     struct est_ring price_spread;
     /* each succeeded job's log(price before the cap / the upper end
-     * before its margin) (est_price_high_margin) */
+     * before its margin), in half-widths (est_price_high_margin) */
     struct est_ring price_spread_high;
     /* succeeded jobs: how far outside each end of the time-left pace band
      * shown in a share-done cell the truth fell, in logs (> 0 outside,
@@ -431,29 +431,44 @@ double est_range_margin(const struct est_history *h, int cell);
  * then measured. Its lower end only informs: moved to where
  * EST_PRICE_COVER of succeeded jobs' net prices stayed above it. The
  * spread of one job: log(the lower end before its margin / its net
- * price), > 0 when it paid less; not finite is ignored. Its upper end is
- * the job's price cap: a succeeded job never pays more (ledger.h), so it
- * is only ever lowered from the training range's, to where
- * EST_PRICE_COVER of succeeded jobs' prices before the cap stayed under it
- * (est_history_add_price_high_spread); the few above pay the cap. */
+ * price), > 0 when it paid less, divided by the half-width of that range
+ * before its margins (0.5 log(upper / lower end)): est_price_spread. Its
+ * upper end is the job's price cap: a succeeded job never pays more
+ * (ledger.h), so it is only ever lowered from the training range's, to
+ * where EST_PRICE_COVER of succeeded jobs' prices before the cap stayed
+ * under it (est_history_add_price_high_spread); the few above pay the
+ * cap.
+ *
+ * In half-widths, not logs: a range's width follows how well its shape is
+ * learnt, and a margin measured in logs on the wide ranges of a shape's
+ * first jobs, applied to the narrow ones of its later jobs, raised their
+ * lower ends above what a sixth of them paid (30 real jobs, 2026-12-06:
+ * 0.83 inside); in half-widths the same replay holds 0.90-0.97 of them at
+ * the same median width (docs/estimator.md, "The price range"). */
 #define EST_PRICE_COVER 0.95
 void est_history_add_price_spread(struct est_history *h, double spread);
 
-/* The log by which the price's lower end is lowered (> 0) or raised
- * (< 0): the EST_PRICE_COVER quantile of the spreads, weighed by recency,
- * pulled towards 0 while there are few (effectively). est_estimate
- * raises the end at most to the range's geometric centre. */
+/* log(end / price) in half-widths of the price range [low, high] (before
+ * its margins): > 0 when the price is below `end`. NaN when the range has
+ * no width or an amount is not positive. */
+double est_price_spread(double end, double price, double low, double high);
+
+/* The half-widths by which the price's lower end is lowered (> 0) or
+ * raised (< 0): the EST_PRICE_COVER quantile of the spreads, weighed by
+ * recency, pulled towards 0 while there are few (effectively).
+ * est_estimate raises the end at most to the range's geometric centre. */
 double est_price_margin(const struct est_history *h);
 
 /* Adds one succeeded job's log(its price before the cap / the upper end
- * before its margin): > 0 when it cost more. Not finite is ignored. */
+ * before its margin) in half-widths (est_price_spread(price, end, ...)):
+ * > 0 when it cost more. Not finite is ignored. */
 void est_history_add_price_high_spread(struct est_history *h, double spread);
 
-/* The log (>= 0) by which the price's upper end is lowered: minus the
- * EST_PRICE_COVER quantile of those spreads, weighed by recency, pulled
- * towards 0 while there are few; 0 where that quantile is above 0 (the
- * cap is never raised over the training range's). est_estimate lowers
- * the end at most to the range's geometric centre. */
+/* The half-widths (>= 0) by which the price's upper end is lowered: minus
+ * the EST_PRICE_COVER quantile of those spreads, weighed by recency,
+ * pulled towards 0 while there are few; 0 where that quantile is above 0
+ * (the cap is never raised over the training range's). est_estimate
+ * lowers the end at most to the range's geometric centre. */
 double est_price_high_margin(const struct est_history *h);
 
 /* Adds how far outside one end (side 0 below, 1 above) of a time-left

@@ -891,13 +891,11 @@ static void succeed(struct sim *s, long ji)
     tl_history_add(j->tl_shown, s->now, s->hist);
     est_history_add_spread(s->hist, j->est_cell,
                            est_range_spread(actual, j->est_low, j->est_high, j->est_margin));
-    if (paid > 0 && j->price_low > 0)
-        est_history_add_price_spread(s->hist,
-                                     log((double)j->price_low / (double)paid) + j->price_margin);
-    int64_t steps = ledger_steps_micros(j->ledger);
-    if (steps > 0 && j->price_high_nominal > 0)
-        est_history_add_price_high_spread(s->hist,
-                                          log((double)steps / 1e6 / j->price_high_nominal));
+    /* each end against the range before its margins, in its half-widths */
+    double plo = (double)j->price_low / 1e6 * exp(j->price_margin), phi = j->price_high_nominal;
+    est_history_add_price_spread(s->hist, est_price_spread(plo, (double)paid / 1e6, plo, phi));
+    est_history_add_price_high_spread(
+        s->hist, est_price_spread((double)ledger_steps_micros(j->ledger) / 1e6, phi, plo, phi));
     est_history_add_job(s->hist, j->method, j->est_class, j->est_waits, j->goal,
                         j->first_step_t - j->submit_s, j->est_start,
                         s->now - j->first_step_t, j->est_train);

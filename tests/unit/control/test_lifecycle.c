@@ -1088,9 +1088,11 @@ static void a_success_keeps_every_calibration_row(void **state)
     assert_int_equal(rows_of_kind(h, "train"), train + 1);
     assert_int_equal(rows_of_kind(h, "start"), start + 1);
     assert_true(rows_of_kind(h, "spread") >= 1);
-    /* the price against each end of its range (`waited` 0 lower, 1 upper) */
+    /* the price against each end of its range (`waited` 2 lower, 3 upper) */
     assert_int_equal(rows_of_kind(h, "price"), price + 2);
-    assert_int_equal(rows_where(h, "price", 1), rows_where(h, "price", 0));
+    assert_true(rows_where(h, "price", SCHED_LINK_PRICE_LOW) > 0);
+    assert_int_equal(rows_where(h, "price", SCHED_LINK_PRICE_HIGH),
+                     rows_where(h, "price", SCHED_LINK_PRICE_LOW));
     /* two ends a share-done cell, in each of the four */
     assert_int_equal(rows_of_kind(h, "tl"), tl + 2 * EST_TL_CELLS);
     free(a);

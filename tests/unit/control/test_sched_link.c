@@ -322,28 +322,37 @@ static void time_left_margins_are_learnt_from_tl_rows(void **state)
 }
 
 /* Succeeded jobs' price rows (kind "price": how far below the price
- * range's lower end their net price fell) set the margin of that end
- * (est_price_margin). */
+ * range's lower end their net price fell, and their price before the cap
+ * against the upper end, in half-widths) set the margins of those ends
+ * (est_price_margin, est_price_high_margin); rows in logs, of older
+ * alallo (`waited` 0 and 1), are not read. */
 static void price_margins_are_learnt_from_price_rows(void **state)
 {
     (void)state;
     struct sched_link *l = sched_link_new();
     assert_true(sched_link_price_margin(l, 0) == 0);
-    /* 40 jobs that paid well above the lower end: spreads of -0.3 */
     struct store_calibration k = {.kind = "price", .actual_a = exp(-0.3), .nominal_a = 1};
+    for (int i = 0; i < 40; i++) /* old rows */
+        sched_link_calibrate(l, &k);
+    k.waited = 1;
+    for (int i = 0; i < 40; i++)
+        sched_link_calibrate(l, &k);
+    assert_true(sched_link_price_margin(l, 0) == 0 && sched_link_price_margin(l, 1) == 0);
+    /* 40 jobs that paid well above the lower end: spreads of -0.3 */
+    k.waited = SCHED_LINK_PRICE_LOW;
     for (int i = 0; i < 40; i++)
         sched_link_calibrate(l, &k);
     double m = sched_link_price_margin(l, 0);
     assert_true(m < -0.25 && m > -0.3); /* their quantile, pulled a little to 0 */
     assert_true(sched_link_price_margin(l, 1) == 0);
-    /* and 40 whose price before the cap was 0.7 of the upper end (`waited`
-     * 1): the cap comes down by about that */
-    k.waited = 1;
-    k.actual_a = 0.7;
+    /* and 40 whose price before the cap was 0.7 half-widths below the
+     * upper end: the cap comes down by about that */
+    k.waited = SCHED_LINK_PRICE_HIGH;
+    k.actual_a = exp(-0.7);
     for (int i = 0; i < 40; i++)
         sched_link_calibrate(l, &k);
     m = sched_link_price_margin(l, 1);
-    assert_true(m > 0.3 && m < -log(0.7));
+    assert_true(m > 0.6 && m < 0.7);
     assert_true(sched_link_price_margin(l, 0) < -0.25); /* the lower end's stays */
     sched_link_free(l);
 }

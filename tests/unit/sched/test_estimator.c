@@ -756,21 +756,25 @@ static void the_price_margin_is_measured(void **state)
     assert_near(plain.price_margin, 0, 0);
     assert_int_equal(plain.price_low_micros, capacity_price_micros(1.0, plain.train_low_s));
     double lo = (double)plain.price_low_micros, hi = (double)plain.price_high_micros;
+    double half = 0.5 * log(hi / lo);
+    /* the spreads are in half-widths of the range */
+    assert_near(est_price_spread(lo, lo / 1.2, lo, hi), log(1.2) / half, 1e-12);
+    assert_true(isnan(est_price_spread(lo, 0, lo, hi)) && isnan(est_price_spread(lo, 1, lo, lo)));
     /* jobs that paid 1.2 to 1.4 times the lower end: raised to about 1.2 */
     for (int i = 0; i < 200; i++)
-        est_history_add_price_spread(h, -log(1.2 + 0.2 * unif()));
+        est_history_add_price_spread(h, est_price_spread(lo, lo * (1.2 + 0.2 * unif()), lo, hi));
     double m = est_price_margin(h);
-    assert_true(m < -0.15 && m > -log(1.2));
+    assert_true(m < -0.15 / half && m > -log(1.2) / half);
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
-    assert_near(e.price_margin, m, 1e-12);
-    assert_near((double)e.price_low_micros, lo * exp(-m), 1.0);
+    assert_near(e.price_margin, m * half, 1e-12);
+    assert_near((double)e.price_low_micros, lo * exp(-m * half), 1.0);
     assert_int_equal(e.price_high_micros, plain.price_high_micros); /* the cap's own */
     /* the time range did not move: its margin is its own */
     assert_near(e.time_low_s, plain.time_low_s, 1e-9);
     assert_near(e.time_high_s, plain.time_high_s, 1e-9);
     /* jobs that all paid near the cap: the lower end stops at the centre */
     for (int i = 0; i < 256; i++)
-        est_history_add_price_spread(h, -log(hi / lo));
+        est_history_add_price_spread(h, est_price_spread(lo, hi, lo, hi));
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
     assert_near((double)e.price_low_micros, sqrt(lo * hi), 1.0);
     assert_near(e.price_margin, -0.5 * log(hi / lo), 1e-6);
@@ -778,7 +782,7 @@ static void the_price_margin_is_measured(void **state)
     for (int i = 0; i < 256; i++)
         est_history_add_price_spread(h, 0.2);
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
-    assert_true(e.price_margin > 0.15 && e.price_low_micros < plain.price_low_micros);
+    assert_true(e.price_margin > 0.15 * half && e.price_low_micros < plain.price_low_micros);
     assert_int_equal(e.price_high_micros, plain.price_high_micros);
     free(h);
 }
@@ -798,20 +802,22 @@ static void the_price_cap_is_measured(void **state)
     assert_int_equal(plain.price_high_micros, capacity_price_micros(1.0, plain.train_high_s));
     assert_near(plain.price_high_nominal, (double)plain.price_high_micros / 1e6, 1e-12);
     double lo = (double)plain.price_low_micros, hi = (double)plain.price_high_micros;
+    double half = 0.5 * log(hi / lo);
     /* jobs that cost 0.6 to 0.8 of the upper end: lowered to about 0.8 */
     for (int i = 0; i < 200; i++)
-        est_history_add_price_high_spread(h, log(0.6 + 0.2 * unif()));
+        est_history_add_price_high_spread(h,
+                                          est_price_spread(hi * (0.6 + 0.2 * unif()), hi, lo, hi));
     double m = est_price_high_margin(h);
-    assert_true(m > -log(0.8) - 0.03 && m < -log(0.6));
+    assert_true(m > (-log(0.8) - 0.03) / half && m < -log(0.6) / half);
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
-    assert_near(e.price_high_margin, m, 1e-12);
-    assert_near((double)e.price_high_micros, hi * exp(-m), 1.0);
+    assert_near(e.price_high_margin, m * half, 1e-12);
+    assert_near((double)e.price_high_micros, hi * exp(-m * half), 1.0);
     assert_near(e.price_high_nominal, plain.price_high_nominal, 1e-12);
     assert_int_equal(e.price_low_micros, plain.price_low_micros);
     assert_near(e.time_high_s, plain.time_high_s, 1e-9); /* the time's margin is its own */
     /* jobs that all cost near the lower end: the cap stops at the centre */
     for (int i = 0; i < 256; i++)
-        est_history_add_price_high_spread(h, log(lo / hi));
+        est_history_add_price_high_spread(h, est_price_spread(lo, hi, lo, hi));
     assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
     assert_near((double)e.price_high_micros, sqrt(lo * hi), 1.0);
     /* jobs that cost more than the upper end: it is not raised */
