@@ -49,6 +49,11 @@ before(async () => {
   // A priced local worker, so that estimates and charges are not all zero.
   busy = await startServe(['--models', models,
     '--local-worker', 'name=local,cpus=2,mem=4G,price=0.40,class=on-demand']);
+  // An estimate needs capacity known: the local worker registers once its
+  // start-up bench (two shapes, docs/worker.md "Speed") has run, seconds
+  // after serve answers; an estimate before says why it has no time.
+  await until('the local worker to register', async () =>
+    (await apiCall(busy, 'GET', '/v1/workers')).data?.some((w) => w.name === 'local'), 60000, 200);
   idle = await startServe(['--models', models, '--local-worker', 'none']);
   browser = await launchBrowser();
   page = await watchedPage(browser, busy, record);
