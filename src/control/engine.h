@@ -171,7 +171,9 @@ enum alallo_err engine_attempt_start(struct control *ctl, const char *attempt_id
                                      struct engine_start_answer *out /* OUT */);
 
 /* A runner's heartbeat: ERR_FENCED unless `fence` is its attempt's and the
- * attempt owns its job. *stop: what to do with the trainer. */
+ * attempt owns its job, or ended with its job's success (the runner is
+ * finishing: ERR_OK, nothing recorded). *stop: what to do with the
+ * trainer. */
 enum alallo_err engine_attempt_heartbeat(struct control *ctl, const char *attempt_id,
                                          int64_t fence, const char *engine_id, const char *node,
                                          enum tproto_stop *stop /* OUT */);

@@ -110,7 +110,8 @@ void outcome_of_done(enum job_status status, struct outcome *out)
         nothing(status, out);
         return;
     }
-    final(out, OUTCOME_SUCCEEDED, JOB_SUCCEEDED, MSG_NONE, JOB_RUNNING, "succeeded");
+    final(out, OUTCOME_SUCCEEDED, JOB_SUCCEEDED, MSG_NONE, JOB_RUNNING,
+          OUTCOME_REASON_SUCCEEDED);
 }
 
 void outcome_of_cancel(enum job_status status, bool has_attempt, struct outcome *out)

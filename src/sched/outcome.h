@@ -52,6 +52,10 @@ struct outcome {
                                      words how the trainer ended            */
 };
 
+/* attempts[].reason of an attempt whose trainer's `done` made its job
+ * succeed: its runner still heartbeats and sends its finish after. */
+#define OUTCOME_REASON_SUCCEEDED "succeeded"
+
 /* How the attempt ended, as its worker reports it. */
 struct outcome_end {
     int exit_status;            /* -1 when it died by a signal             */

@@ -65,6 +65,15 @@ test('a job runs as one engine job, its runner holding a token for its attempt o
 
     // The token is good for its own attempt only, and for none of the
     // worker's calls; an ended attempt cannot be started again.
+    // A heartbeat after the job succeeded at the trainer's `done` (the
+    // trainer still exiting) is no fence: the runner is finishing.
+    const fence = Number(runnerLog(s, job.id, a.id).match(/fence (\d+),/)[1]);
+    const late = await post(s, `/internal/attempts/${a.id}/heartbeat`, token, { fence });
+    assert.equal(late.status, 200, JSON.stringify(late.json));
+    assert.equal(late.json.stop, null);
+    const stale = await post(s, `/internal/attempts/${a.id}/heartbeat`, token, { fence: fence + 1 });
+    assert.equal(stale.status, 409, JSON.stringify(stale.json));
+    assert.doesNotMatch(runnerLog(s, job.id, a.id), /heartbeat refused|killing the trainer/);
     const again = await post(s, `/internal/attempts/${a.id}/start`, token, {});
     assert.equal(again.status, 409, JSON.stringify(again.json));
     const other = await post(s, '/internal/attempts/att-someoneelse0000000000/start', token, {});
