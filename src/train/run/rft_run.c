@@ -248,9 +248,11 @@ static int roll(struct rft *r, const struct rollout_req *req, int n, char **text
 static struct rollout_req ask(const struct rft *r, const json_t *item, float temperature,
                               uint64_t seed)
 {
-    return (struct rollout_req){json_object_get(item, "messages"), json_object_get(item, "tools"),
-                                {.max_tokens = r->c->rft_answer_tokens,
-                                 .temperature = temperature, .top_p = 1.0f, .seed = seed}};
+    return (struct rollout_req){.messages = json_object_get(item, "messages"),
+                                .tools = json_object_get(item, "tools"),
+                                .opts = {.max_tokens = r->c->rft_answer_tokens,
+                                         .temperature = temperature, .top_p = 1.0f,
+                                         .seed = seed}};
 }
 
 /* ------------------------------------------------------------ a step */

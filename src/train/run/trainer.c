@@ -35,6 +35,7 @@
 #include "train/model/optim.h"
 #include "train/model/dpo.h"
 #include "train/run/rft_run.h"
+#include "train/run/rollout.h"
 #include "train/run/run_load.h"
 #include "train/data/pack.h"
 #include "core/rng.h"
@@ -799,25 +800,10 @@ static int validate_epoch(struct run *r)
     return r->bad_epochs >= r->c->early_stopping_patience;
 }
 
-/* The greedy answers of the current model to the job's own prompts, laid
- * out as generation lays them out (a string as a prompt/completion prompt,
- * a conversation by the model's chat template or the plain layout). */
-static void own_sample_answers(struct run *r, struct generator *g, int base)
-{
-    for (size_t i = 0; i < json_array_size(r->samples); i++) {
-        const json_t *p = json_array_get(r->samples, i);
-        struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
-        struct gen_result res;
-        char err[200];
-        int rc = json_is_string(p) ? gen_run(g, json_string_value(p), &o, &res, err, sizeof err)
-                                   : gen_run_chat(g, p, NULL, &o, &res, err, sizeof err);
-        if (rc == 0)
-            tev_sample(r->step, base, sample_prompt_text(p), res.text);
-        else if (base)
-            tev_log("sample prompt %zu cannot be answered: %s", i + 1, err);
-        gen_result_free(&res);
-    }
-}
+/* How the sample answers are decoded: together through the batcher (the
+ * default, and any value but this one) or "one-at-a-time"; set, the time
+ * they took goes to stderr (bench/train/samples_batched.sh compares the two). */
+#define SAMPLE_ANSWERS_ENV "ALALLO_SAMPLE_ANSWERS"
 
 /* Whether this run answers sample prompts: its own, or (supervised, with
  * validation data) the validation set's first ones. */
@@ -826,11 +812,30 @@ static int has_samples(const struct run *r)
     return r->samples || (r->val && !r->c->dpo);
 }
 
-/* The greedy answers of the current model to the job's own prompts or,
+/* A sample prompt the model cannot answer (too long): the job's own are
+ * named in the log once, before training; the validation set's are left
+ * out silently. */
+struct sample_skip {
+    const struct run *r;
+    int base;
+};
+
+static void sample_skipped(void *ctx, int i, int rc, const char *why)
+{
+    const struct sample_skip *k = ctx;
+    (void)rc;
+    if (k->r->samples && k->base)
+        tev_log("sample prompt %d cannot be answered: %s", i + 1, why);
+}
+
+/* The greedy answers of the current model to the job's own prompts (laid
+ * out as generation lays them out: a string as a prompt/completion prompt,
+ * a conversation by the model's chat template or the plain layout) or,
  * without them, to the first SAMPLE_PROMPTS prompts of the validation set
  * (an example's tokens before its first target), as `sample` events; base:
- * before any step. A prompt the model cannot answer (too long) is left
- * out. */
+ * before any step. All decoded together through the batcher (rollout.h),
+ * as the engine decodes requests. A prompt the model cannot answer (too
+ * long) is left out. */
 static void sample_answers(struct run *r, int base)
 {
     if (gpu_to_host(r)) /* a GPU failure is sticky: the next step reports it */
@@ -839,33 +844,56 @@ static void sample_answers(struct run *r, int base)
     struct generator *g = gen_borrow(r->m, r->tok, r->samples ? r->c->model_dir : NULL);
     if (!g)
         return;
+    struct rollout_req req[SAMPLE_PROMPTS_MAX > SAMPLE_PROMPTS ? SAMPLE_PROMPTS_MAX
+                                                               : SAMPLE_PROMPTS];
+    char *prompts[sizeof req / sizeof req[0]], *texts[sizeof req / sizeof req[0]];
+    int n = 0;
+    const size_t cap = sizeof req / sizeof req[0];
+    const struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
     if (r->samples) {
-        own_sample_answers(r, g, base);
-        gen_close(g);
-        return;
+        for (size_t i = 0; i < json_array_size(r->samples) && (size_t)n < cap; i++) {
+            const json_t *p = json_array_get(r->samples, i);
+            req[n] = (struct rollout_req){.opts = o};
+            if (json_is_string(p))
+                req[n].text = json_string_value(p);
+            else
+                req[n].messages = p;
+            prompts[n++] = strdup(sample_prompt_text(p));
+        }
+    } else {
+        size_t m = r->val->n < SAMPLE_PROMPTS ? r->val->n : SAMPLE_PROMPTS;
+        for (size_t i = 0; i < m && (size_t)n < cap; i++) {
+            const struct example *e = &r->val->ex[i];
+            size_t p = 0;
+            while (p < e->len && !e->mask[p])
+                p++;
+            if (p == 0 || p >= e->len)
+                continue;
+            req[n] = (struct rollout_req){.ids = e->ids, .n_ids = (int)p, .opts = o};
+            prompts[n++] = tokenizer_decode(r->tok, e->ids, p, 1);
+        }
     }
-    size_t n = r->val->n < SAMPLE_PROMPTS ? r->val->n : SAMPLE_PROMPTS;
-    for (size_t i = 0; i < n; i++) {
-        const struct example *e = &r->val->ex[i];
-        size_t p = 0;
-        while (p < e->len && !e->mask[p])
-            p++;
-        if (p == 0 || p >= e->len)
-            continue;
-        int32_t out[SAMPLE_TOKENS];
-        const char *finish;
-        char err[200];
-        struct gen_opts o = {.max_tokens = SAMPLE_TOKENS, .temperature = 0.0f, .top_p = 1.0f};
-        int k = gen_ids(g, e->ids, (int)p, &o, out, &finish, err, sizeof err);
-        if (k < 0)
-            continue;
-        char *prompt = tokenizer_decode(r->tok, e->ids, p, 1);
-        char *answer = tokenizer_decode(r->tok, out, (size_t)k, 1);
-        if (prompt && answer)
-            tev_sample(r->step, base, prompt, answer);
-        free(prompt);
-        free(answer);
+    const char *how = getenv(SAMPLE_ANSWERS_ENV);
+    bool batched = !how || strcmp(how, "one-at-a-time") != 0;
+    struct sample_skip k = {.r = r, .base = base};
+    char err[200];
+    double t0 = tev_now();
+    int rc = rollout_run_some(g, req, n, batched, texts, NULL, sample_skipped, &k, err,
+                              sizeof err);
+    double took = tev_now() - t0;
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && texts[i] && prompts[i])
+            tev_sample(r->step, base, prompts[i], texts[i]);
+        free(texts[i]); /* NULL when left out, and all after a failure */
+        free(prompts[i]);
     }
+    if (rc != 0)
+        tev_log("the sample answers at step %" PRIu64 " were left out: %s", r->step, err);
+    /* The time they took, for bench/train/samples_batched.sh, which names the way
+     * (never otherwise: a crash's reason is the trainer's last stderr line). */
+    if (how)
+        fprintf(stderr, "alallo train: sample answers at step %" PRIu64 ": %d in %.4f s, %s\n",
+                r->step, n, took, batched ? "batched" : "one at a time");
     gen_close(g);
 }
 
