@@ -234,9 +234,20 @@ static bool choice_make(struct live *l, int i, const struct control_generation *
 void live_stream_start(struct api_server *srv, struct http_request *req,
                        struct http_response *res, const char *model,
                        const struct control_generation *gs, int k, const char *const *about,
-                       const char *input_param, const struct live_format *f, void *const *fmts)
+                       const char *input_param, const struct live_format *f,
+                       const void *make_ctx)
 {
     assert(k >= 1 && k <= COMPLETION_CHOICES_MAX);
+    void *fmts[COMPLETION_CHOICES_MAX];
+    int made = 0;
+    while (made < k && (fmts[made] = f->make(make_ctx, made, &gs[made])) != NULL)
+        made++;
+    if (made < k) {
+        for (int i = 0; f->free && i < made; i++)
+            f->free(fmts[i]);
+        api_error(res, ERR_NOMEM, NULL, NULL);
+        return;
+    }
     struct live *l = calloc(1, sizeof *l);
     bool copied = l && copy(&l->model, model);
     if (l) {

@@ -14,9 +14,9 @@
  * and so does the client leaving.
  *
  * Ownership: live_stream_start copies what it keeps of the request and gs
- * (prompt, chat, prompt_ids, stop texts, model, about) and takes each
- * fmts[i] over: f->free(fmts[i]) is called once, when both threads let
- * go. The format's calls never run at once.
+ * (prompt, chat, prompt_ids, stop texts, model, about) and owns each
+ * choice's format instance, made by f->make: f->free(fmt) is called once,
+ * when both threads let go. The format's calls never run at once.
  */
 #ifndef ALALLO_API_LIVE_STREAM_H
 #define ALALLO_API_LIVE_STREAM_H
@@ -33,6 +33,10 @@ struct control_generation;
 /* A format: one instance a choice (fmts[i] is choice i's, and writes its
  * chunks with index i). */
 struct live_format {
+    /* Choice i's instance for generation g, from the caller's ctx (what
+     * the request's chunks share: its id, its options), or NULL when
+     * memory ran out. */
+    void *(*make)(const void *ctx, int i, const struct control_generation *g);
     /* The choice's events before its first piece (may be NULL). */
     void (*begin)(void *fmt, struct jsonw *buf);
     /* A piece of the choice's text; `logprobs` the entries of the tokens
@@ -81,10 +85,12 @@ json_t *live_logprobs_take(struct live_logprobs *lp);
  * failed failed with before any piece (about[i], when about is not NULL,
  * names it, as completion_generate_many's). input_param as
  * completion_generate's. gs[0].watch_fd, when > 0, is duplicated: the
- * generations' thread watches its own copy. */
+ * generations' thread watches its own copy. Each choice's format is
+ * f->make(make_ctx, i, &gs[i]) (make_ctx is only read during the call). */
 void live_stream_start(struct api_server *srv, struct http_request *req,
                        struct http_response *res, const char *model,
                        const struct control_generation *gs, int k, const char *const *about,
-                       const char *input_param, const struct live_format *f, void *const *fmts);
+                       const char *input_param, const struct live_format *f,
+                       const void *make_ctx);
 
 #endif

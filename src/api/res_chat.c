@@ -271,8 +271,36 @@ static void chat_end(void *const *fmts, int k, struct jsonw *buf, json_t *const 
     live_done(buf);
 }
 
-static const struct live_format chat_format = {chat_begin, chat_piece, chat_finish, chat_end,
-                                               chat_stream_free, NULL};
+/* What a streamed chat's choices share. */
+struct chat_make {
+    const char *model;
+    char id[IDS_MAX];
+    json_int_t created;
+    bool tools, include_usage;
+};
+
+/* Choice i's format: one id for all, each answer's tool calls ids of
+ * their own, as without stream. */
+static void *chat_make(const void *ctx, int i, const struct control_generation *g)
+{
+    const struct chat_make *m = ctx;
+    struct chat_stream *c = calloc(1, sizeof *c);
+    if (!c || !(c->model = strdup(m->model)) || (g->logprobs && !(c->lp.pending = json_array()))) {
+        if (c)
+            chat_stream_free(c);
+        return NULL;
+    }
+    text_copy(c->id, sizeof c->id, m->id);
+    text_printf(c->stem, sizeof c->stem, i ? "%s%d" : "%s", m->id, i);
+    c->index = i;
+    c->created = m->created;
+    c->tools = m->tools;
+    c->include_usage = m->include_usage;
+    return c;
+}
+
+static const struct live_format chat_format = {chat_make, chat_begin, chat_piece,       chat_finish,
+                                               chat_end,  chat_stream_free, NULL};
 
 /* Starts the streamed answer of gs[0..k) (live_stream.h): a format each,
  * of one id. */
@@ -281,35 +309,12 @@ static void chat_stream_start(struct api_server *srv, struct http_request *req,
                               const struct control_generation *gs, int k, bool tools,
                               bool include_usage)
 {
-    void *fmts[COMPLETION_CHOICES_MAX];
-    char id[IDS_MAX];
-    ids_make(id, sizeof id, "chatcmpl-");
-    json_int_t created = (json_int_t)(clock_now_ms() / 1000);
-    int made = 0;
-    for (; made < k; made++) {
-        struct chat_stream *c = calloc(1, sizeof *c);
-        if (!c || !(c->model = strdup(model)) ||
-            (gs[made].logprobs && !(c->lp.pending = json_array()))) {
-            if (c)
-                chat_stream_free(c);
-            break;
-        }
-        text_copy(c->id, sizeof c->id, id);
-        /* each answer's tool calls ids of their own, as without stream */
-        text_printf(c->stem, sizeof c->stem, made ? "%s%d" : "%s", id, made);
-        c->index = made;
-        c->created = created;
-        c->tools = tools;
-        c->include_usage = include_usage;
-        fmts[made] = c;
-    }
-    if (made < k) {
-        for (int i = 0; i < made; i++)
-            chat_stream_free(fmts[i]);
-        api_error(res, ERR_NOMEM, NULL, NULL);
-        return;
-    }
-    live_stream_start(srv, req, res, model, gs, k, NULL, "messages", &chat_format, fmts);
+    struct chat_make m = {.model = model,
+                          .created = (json_int_t)(clock_now_ms() / 1000),
+                          .tools = tools,
+                          .include_usage = include_usage};
+    ids_make(m.id, sizeof m.id, "chatcmpl-");
+    live_stream_start(srv, req, res, model, gs, k, NULL, "messages", &chat_format, &m);
 }
 
 void chat_completions_create(struct api_server *srv, struct http_request *req,

@@ -257,8 +257,40 @@ static void legacy_end(void *const *fmts, int k, struct jsonw *buf, json_t *cons
     live_done(buf);
 }
 
-static const struct live_format legacy_format = {legacy_begin,  legacy_piece, legacy_finish,
-                                                 legacy_end,    legacy_free,  legacy_prompt};
+/* What a streamed legacy completion's choices share. */
+struct legacy_make {
+    const char *model;
+    char id[IDS_MAX];
+    json_int_t created;
+    int n; /* answers a prompt */
+    bool echo, include_usage;
+};
+
+/* Choice i's format, of the one id. */
+static void *legacy_make(const void *ctx, int i, const struct control_generation *g)
+{
+    const struct legacy_make *m = ctx;
+    struct legacy_stream *l = calloc(1, sizeof *l);
+    if (!l || !(l->model = strdup(m->model)) ||
+        (m->echo && g->prompt && !(l->echo = strdup(g->prompt))) ||
+        (g->logprobs && !(l->lp.pending = json_array()))) {
+        if (l)
+            legacy_free(l);
+        return NULL;
+    }
+    text_copy(l->id, sizeof l->id, m->id);
+    l->index = i;
+    l->per_prompt = m->n;
+    l->created = m->created;
+    l->include_usage = m->include_usage;
+    l->echoes = m->echo;
+    l->echo_waits = m->echo && (g->prompt_ids || g->logprobs);
+    return l;
+}
+
+static const struct live_format legacy_format = {legacy_make,   legacy_begin, legacy_piece,
+                                                 legacy_finish, legacy_end,   legacy_free,
+                                                 legacy_prompt};
 
 /* logprobs (0..5, or none), echo, stream and n (1..32 answers a prompt)
  * of a legacy request into g, *echo, *stream and *n (best_of equal to n
@@ -307,37 +339,13 @@ static void legacy_stream_start(struct api_server *srv, struct http_request *req
                                 const struct control_generation *gs, int k, int n,
                                 const char *const *about, bool echo, bool include_usage)
 {
-    void *fmts[COMPLETION_CHOICES_MAX];
-    char id[IDS_MAX];
-    ids_make(id, sizeof id, "cmpl-");
-    json_int_t created = (json_int_t)(clock_now_ms() / 1000);
-    int made = 0;
-    for (; made < k; made++) {
-        const struct control_generation *g = &gs[made];
-        struct legacy_stream *l = calloc(1, sizeof *l);
-        if (!l || !(l->model = strdup(model)) ||
-            (echo && g->prompt && !(l->echo = strdup(g->prompt))) ||
-            (g->logprobs && !(l->lp.pending = json_array()))) {
-            if (l)
-                legacy_free(l);
-            break;
-        }
-        text_copy(l->id, sizeof l->id, id);
-        l->index = made;
-        l->per_prompt = n;
-        l->created = created;
-        l->include_usage = include_usage;
-        l->echoes = echo;
-        l->echo_waits = echo && (g->prompt_ids || g->logprobs);
-        fmts[made] = l;
-    }
-    if (made < k) {
-        for (int i = 0; i < made; i++)
-            legacy_free(fmts[i]);
-        api_error(res, ERR_NOMEM, NULL, NULL);
-        return;
-    }
-    live_stream_start(srv, req, res, model, gs, k, about, "prompt", &legacy_format, fmts);
+    struct legacy_make m = {.model = model,
+                            .created = (json_int_t)(clock_now_ms() / 1000),
+                            .n = n,
+                            .echo = echo,
+                            .include_usage = include_usage};
+    ids_make(m.id, sizeof m.id, "cmpl-");
+    live_stream_start(srv, req, res, model, gs, k, about, "prompt", &legacy_format, &m);
 }
 
 /* The prompts of a legacy request: texts (borrowed from the body) or the
