@@ -37,7 +37,6 @@
 #include "exec/process.h"
 #include "exec/reconcile.h"
 #include "exec/slurm.h"
-#include "sched/outcome.h"
 #include "sched/serve_scale.h"
 
 #define LIST_MAX 4096      /* engine jobs read by one list */
@@ -1386,13 +1385,13 @@ enum alallo_err engine_attempt_heartbeat(struct control *ctl, const char *attemp
         return r;
     if (engine_state_of(a.engine_state) == ENGINE_STATE_NONE)
         return ERR_NOT_FOUND;
-    if (a.fence != fence)
-        return ERR_FENCED;
     /* The job succeeded at its trainer's `done`, which the runner relayed
      * while the trainer was still exiting: the runner is not fenced, it
      * is finishing (its finish is answered likewise, lifecycle_finish). */
-    if (attempt_status_of(a.status) == ATTEMPT_ENDED)
-        return strcmp(a.reason, OUTCOME_REASON_SUCCEEDED) == 0 ? ERR_OK : ERR_FENCED;
+    if (lifecycle_attempt_finishing(&a, fence))
+        return ERR_OK;
+    if (a.fence != fence || attempt_status_of(a.status) == ATTEMPT_ENDED)
+        return ERR_FENCED;
     struct seen s = {.engine_id = engine_id, .node = node, .heartbeat_ms = clock_now_ms(),
                      .fence = fence};
     r = update(ctl, &a, &s);

@@ -799,6 +799,12 @@ enum alallo_err lifecycle_request_stop(struct control *ctl, const char *id,
     return store_job_update(ctl->store, id, NULL, stop_cb, &reason);
 }
 
+bool lifecycle_attempt_finishing(const struct store_attempt *a, int64_t fence)
+{
+    return a->fence == fence && attempt_status_of(a->status) == ATTEMPT_ENDED &&
+           strcmp(a->reason, OUTCOME_REASON_SUCCEEDED) == 0;
+}
+
 struct gone_ctx {
     struct events_ctx base;
     const char *reason;

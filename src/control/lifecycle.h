@@ -60,6 +60,12 @@ struct attempt_end {
     char line[STORE_MESSAGE_MAX];
 };
 
+/* Whether attempt a, of fence `fence`, ended with its job's success at
+ * its trainer's `done`: its worker or runner is finishing, and what it
+ * sends until then (a batch sent again, a heartbeat) is answered with no
+ * change rather than as a fence. */
+bool lifecycle_attempt_finishing(const struct store_attempt *a, int64_t fence);
+
 /* Ends attempt `attempt_id` and decides the job's outcome. */
 enum alallo_err lifecycle_finish(struct control *ctl, const char *attempt_id, int64_t fence,
                                  const struct attempt_end *end);

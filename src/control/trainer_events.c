@@ -759,6 +759,10 @@ static enum alallo_err events_cb(struct store_job *j, struct store_attempt *a,
 {
     struct events_ctx *c = vctx;
     lifecycle__events_ctx_rerun(c);
+    /* A batch sent again after its `done` was applied (its answer was
+     * lost): nothing after `done` changes anything. */
+    if (lifecycle_attempt_finishing(a, c->fence))
+        return ERR_OK;
     if (a->fence != c->fence || !lifecycle__attempt_owns(j, a))
         return ERR_FENCED;
     c->st = lifecycle__state_load(j);

@@ -275,14 +275,21 @@ static void succeeds_with_log_checkpoints_and_price(void **state)
     h_free(h);
 }
 
+/* A new job claimed by worker w1 (of 8 GB, free), into *c; its id. */
+static char *claimed_job(struct harness *h, struct claim *c)
+{
+    register_worker(h, "w1", "8000000000", 0);
+    char *id = new_job(h, h->key, NULL);
+    assert_true(claim(h, "w1", c));
+    return id;
+}
+
 static void stale_fences_change_nothing(void **state)
 {
     (void)state;
     struct harness *h = h_new();
-    register_worker(h, "w1", "8000000000", 0);
-    char *id = new_job(h, h->key, NULL);
     struct claim c;
-    assert_true(claim(h, "w1", &c));
+    char *id = claimed_job(h, &c);
     assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
     assert_int_equal(events(h, &c, c.fence + 5, "{\"event\":\"step\",\"step\":20,\"loss\":1}",
                             NULL, 0),
@@ -404,10 +411,8 @@ static void cancel_and_drain_a_running_job(void **state)
 {
     (void)state;
     struct harness *h = h_new();
-    register_worker(h, "w1", "8000000000", 0);
-    char *id = new_job(h, h->key, NULL);
     struct claim c;
-    assert_true(claim(h, "w1", &c));
+    char *id = claimed_job(h, &c);
     assert_int_equal(events(h, &c, c.fence, STARTED, NULL, 0), 200);
 
     /* Drain: the worker is told to move the job; it checkpoints, exits 4,
@@ -588,14 +593,41 @@ static int batch(struct harness *h, const struct claim *c, long first, const cha
     return status;
 }
 
+/* The batch with `done` sent again (its answer lost), before and after
+ * the finish: answered 200 with no change, not as a fence (the worker
+ * would kill its exiting trainer and send no finish); another fence's
+ * batch is still refused. */
+static void a_batch_with_done_sent_again_is_no_fence(void **state)
+{
+    (void)state;
+    struct harness *h = h_new();
+    struct claim c;
+    char *id = claimed_job(h, &c);
+    const char *done = STARTED ",{\"event\":\"done\",\"step\":30,\"train_loss\":1.2,"
+                       "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}";
+    assert_int_equal(batch(h, &c, 0, done), 200);
+    char stop[32];
+    assert_int_equal(events(h, &c, c.fence, done, stop, sizeof stop), 200);
+    assert_string_equal(stop, "");
+    assert_int_equal(batch(h, &c, 0, done), 200);
+    assert_int_equal(events(h, &c, c.fence + 1, done, NULL, 0), 409);
+    assert_int_equal(finish(h, &c, c.fence, "\"exit_status\":0,\"signal\":null"), 200);
+    assert_int_equal(batch(h, &c, 0, done), 200);
+    json_t *j = job(h, h->key, id);
+    assert_string_equal(h_str(j, "status"), "succeeded");
+    assert_int_equal(json_array_size(json_object_get(j, "attempts")), 1);
+    assert_int_equal(progress(j, "steps_done"), 30);
+    json_decref(j);
+    free(id);
+    h_free(h);
+}
+
 static void resent_batches_and_finishes_are_idempotent(void **state)
 {
     (void)state;
     struct harness *h = h_new();
-    register_worker(h, "w1", "8000000000", 0);
-    char *id = new_job(h, h->key, NULL);
     struct claim c;
-    assert_true(claim(h, "w1", &c));
+    char *id = claimed_job(h, &c);
     const char *two = STARTED ",{\"event\":\"log\",\"line\":\"one\"}";
     assert_int_equal(batch(h, &c, 0, two), 200);
     assert_int_equal(batch(h, &c, 0, two), 200); /* sent again: skipped */
@@ -2333,6 +2365,7 @@ int main(void)
         cmocka_unit_test(the_pass_fails_a_job_that_fits_only_at_lower_precision),
         cmocka_unit_test(fair_between_accounts),
         cmocka_unit_test(resent_batches_and_finishes_are_idempotent),
+        cmocka_unit_test(a_batch_with_done_sent_again_is_no_fence),
         cmocka_unit_test(a_waiting_jobs_data_set_stays_or_the_job_fails),
         cmocka_unit_test(a_trainer_that_never_starts_is_tried_again_then_failed),
         cmocka_unit_test(spot_take_back_moves_the_job),
