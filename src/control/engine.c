@@ -690,27 +690,25 @@ static void pool_speed_set(struct engine *e, int p, const struct bench_speed *sp
     fleet_changed(e->ctl);
 }
 
-/* Adds to script the line that runs `alallo bench train` on `shape` with
- * pool's CPUs under the launcher, its output `redirect` (">" or ">>")
- * into node_out; the last (">>") replaces the shell, so that the job ends
- * with it. False when it does not fit. */
+/* Adds to script the line that runs `alallo bench train` on both of the
+ * bench's shapes (BENCH_SPEED_SHAPES, one process) with pool's CPUs under
+ * the launcher, its output into node_out; it replaces the shell, so that
+ * the job ends with it. False when it does not fit. */
 static bool bench_line(char *script, size_t cap, const struct engine *e,
-                       const struct engine_pool *pool, const char *shape, const char *redirect,
-                       const char *node_out)
+                       const struct engine_pool *pool, const char *node_out)
 {
-    bool last = strcmp(redirect, ">>") == 0;
-    return text_printf(script + strlen(script), cap - strlen(script), "\n%s%s%s",
-                       last ? "exec " : "", e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
+    return text_printf(script + strlen(script), cap - strlen(script), "\nexec %s%s",
+                       e->cfg.launcher, e->cfg.launcher[0] ? " " : "") &&
            exec_script_quote(script, cap, e->ctl->alallo_bin) &&
            text_printf(script + strlen(script), cap - strlen(script),
-                       " bench train --shape %s --steps %s --threads %d %s", shape,
-                       BENCH_SPEED_STEPS, pool->decl.cpus > 0 ? pool->decl.cpus : 1, redirect) &&
+                       " bench train --shape %s --steps %s --threads %d >", BENCH_SPEED_SHAPES,
+                       BENCH_SPEED_STEPS, pool->decl.cpus > 0 ? pool->decl.cpus : 1) &&
            exec_script_quote(script, cap, node_out) &&
-           (!last || text_printf(script + strlen(script), cap - strlen(script), "\n"));
+           text_printf(script + strlen(script), cap - strlen(script), "\n");
 }
 
 /* Submits pool p's bench job: `alallo bench train --steps 17` on the small
- * shape, then on the bench's (bench_speed.h), with the pool's CPUs, under
+ * shape and the bench's, in one process (bench_speed.h), with the pool's CPUs, under
  * the launcher, their output into
  * DATA/engine/bench/POOL.out. Its script first writes the start mark
  * DATA/engine/bench/POOL.started (bench_watch.h: a job listed RUNNING
@@ -742,8 +740,7 @@ static enum alallo_err bench_submit(struct engine *e, int p)
                           "#!/bin/sh\n# the bench job of pool %s, written by alallo serve\n: >",
                           pool->decl.name) &&
               exec_script_quote(script, sizeof script, node_mark) &&
-              bench_line(script, sizeof script, e, pool, BENCH_SPEED_SMALL_SHAPE, ">", node_out) &&
-              bench_line(script, sizeof script, e, pool, BENCH_SPEED_SHAPE, ">>", node_out);
+              bench_line(script, sizeof script, e, pool, node_out);
     if (!ok)
         return exec_fail(e->x, ERR_TOO_LARGE, "the bench job's script does not fit");
     if (!text_printf(sub.script, sizeof sub.script, "%s/%s.sbatch", dir, pool->decl.name) ||

@@ -30,8 +30,11 @@
  * instead of the bench's, at which a new service estimated the tiny
  * shape's first job 10x too short and capped it at a tenth of its price.
  * The pair is kept as BENCH_SPEED_MARK; a speed kept without it is
- * measured again (bench_speed_is_current). */
+ * measured again (bench_speed_is_current). On a CPU both are measured by
+ * one process, `--shape BENCH_SPEED_SHAPES` (its start-up and the CPU's
+ * peaks paid once); a GPU's bench runs one process a shape. */
 #define BENCH_SPEED_SMALL_SHAPE "tiny"
+#define BENCH_SPEED_SHAPES BENCH_SPEED_SMALL_SHAPE "," BENCH_SPEED_SHAPE
 #define BENCH_SPEED_MARK "base+tiny"
 
 struct bench_speed {

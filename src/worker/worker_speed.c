@@ -82,23 +82,33 @@ int worker_speed_measure(const char *alallo_bin, int threads, const char *device
         return -1;
     }
     double deadline = trainer_proc_now() + (timeout_s > 0 ? timeout_s : 1);
-    /* The small shape first: its failure only leaves the second point out
-     * (bench_speed.h); the bench's own shape's is the worker's. */
-    char small_err[256];
-    int small_rc = run_bench(alallo_bin, BENCH_SPEED_SMALL_SHAPE, threads_s, device, timeout_s,
+    int rc = -1, small_rc = 0;
+    if (!device || strcmp(device, "cuda") != 0) {
+        /* both points in one process (bench_speed.h) */
+        if (run_bench(alallo_bin, BENCH_SPEED_SHAPES, threads_s, device, timeout_s, deadline,
+                      stop, c, err, errcap) != 0)
+            goto out;
+    } else {
+        /* The small shape first: its failure only leaves the second point
+         * out (bench_speed.h); the bench's own shape's is the worker's. */
+        char small_err[256];
+        small_rc = run_bench(alallo_bin, BENCH_SPEED_SMALL_SHAPE, threads_s, device, timeout_s,
                              deadline, stop, c, small_err, sizeof small_err);
-    int rc = -1;
-    if (small_rc != 0 && stop && *stop)
-        snprintf(err, errcap, "%s", small_err);
-    else if (run_bench(alallo_bin, BENCH_SPEED_SHAPE, threads_s, device, timeout_s, deadline, stop,
-                       c, err, errcap) != 0)
-        ;
-    else if (bench_speed_parse(c->text, out) != 0)
+        if (small_rc != 0 && stop && *stop) {
+            snprintf(err, errcap, "%s", small_err);
+            goto out;
+        }
+        if (run_bench(alallo_bin, BENCH_SPEED_SHAPE, threads_s, device, timeout_s, deadline,
+                      stop, c, err, errcap) != 0)
+            goto out;
+    }
+    if (bench_speed_parse(c->text, out) != 0)
         snprintf(err, errcap, "bench printed no tokens_per_s");
     else
         rc = 0;
     if (rc == 0 && small_rc != 0)
         out->small_params = out->small_flops = 0;
+out:
     free(c);
     return rc;
 }

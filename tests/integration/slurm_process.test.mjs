@@ -255,9 +255,10 @@ test("a pool's speed is measured once by a bench job, and kept over a restart", 
     assert.ok(measured.small.flops > 0 && measured.small.params < measured.params, JSON.stringify(measured));
     assert.match(fs.readFileSync(out, 'utf8'), /"tokens_per_s":/);
     // the start mark first (docs/slurm.md, Speed: a job listed running
-    // without it is a ghost), then the bench on the small shape and on its own
+    // without it is a ghost), then the bench on the small shape and on its
+    // own, in one process
     assert.match(fs.readFileSync(path.join(data, 'engine', 'bench', 'local.sbatch'), 'utf8'),
-      /^: >'\/[^']+\/local\.started'\n'\/[^']+' bench train --shape tiny --steps 17 --threads \d+ >'\/[^']+\/local\.out'\nexec '\/[^']+' bench train --shape base --steps 17 --threads \d+ >>'\/[^']+\/local\.out'$/m);
+      /^: >'\/[^']+\/local\.started'\nexec '\/[^']+' bench train --shape tiny,base --steps 17 --threads \d+ >'\/[^']+\/local\.out'$/m);
     assert.ok(fs.existsSync(path.join(data, 'engine', 'bench', 'local.started')), 'the start mark');
     assert.match(s.output, /pool local: measured [\d.]+ tokens\/s/);
   } finally {

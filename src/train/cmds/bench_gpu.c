@@ -132,6 +132,10 @@ int cmd_bench_gpu(int argc, char **argv)
     struct bench_opts bo;
     if (model && bench_opts_parse(argc, argv, &bo))
         return 2;
+    if (model && bo.shape && strchr(bo.shape, ',')) {
+        fputs("alallo bench train: --device cuda measures one shape at a time\n", stderr);
+        return 2;
+    }
     if (n % 8) {
         fputs("alallo bench train: --size must be a multiple of 8\n", stderr);
         return 2;

@@ -46,10 +46,22 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
             return 2;
         }
     }
-    struct model_config shape_c;
-    if (o->shape && model_config_shape(o->shape, bench_shape_vocab(o->shape), &shape_c)) {
-        fprintf(stderr, WHO ": unknown shape '%s' (" BENCH_SHAPES ")\n", o->shape);
-        return 2;
+    /* a list "tiny,base": each a known shape (bench train measures each) */
+    for (const char *p = o->shape; p && *p;) {
+        size_t len = strcspn(p, ",");
+        char one[32];
+        struct model_config shape_c;
+        if (len == 0 || len >= sizeof one) {
+            fprintf(stderr, WHO ": --shape is a shape or a list of them, as tiny,base\n");
+            return 2;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (model_config_shape(one, bench_shape_vocab(one), &shape_c)) {
+            fprintf(stderr, WHO ": unknown shape '%s' (" BENCH_SHAPES ")\n", one);
+            return 2;
+        }
+        p += len + (p[len] == ',');
     }
     o->full = strcmp(o->adapter, "full") == 0;
     o->four = strcmp(o->precision, "4-bit") == 0;

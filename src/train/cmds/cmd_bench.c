@@ -1,6 +1,8 @@
 /* cmd_bench.c - `alallo bench train`: trainer throughput on a real model
  * folder or a randomly initialised model of a named shape, with random
- * tokens. Prints one JSON object: tokens_per_s, mfu, peak_rss_bytes, the
+ * tokens. Prints one JSON object a shape (--shape tiny,base measures each in
+ * turn, in one process): tokens_per_s, mfu, peak_rss_bytes (the process's,
+ * so a later shape's holds the earlier ones'), the
  * CPU path that ran (train/cpu_path.h; --path or ALALLO_CPU_PATH, else
  * the best), the measured fp32 peak of that path (an FMA loop, AVX2 or
  * AVX-512, run on the same threads in the same process), on the
@@ -9,7 +11,7 @@
  * AMX, the tiles' rate, which the dot-product loop cannot show), and the
  * time per phase.
  *
- *   alallo bench train [--model DIR | --shape tiny|base|small|124m|1b] [--vocab V]
+ *   alallo bench train [--model DIR | --shape tiny|base|small|124m|1b[,...]] [--vocab V]
  *                      [--precision 16-bit|4-bit] [--adapter lora|full]
  *                      [--batch B] [--seq T] [--steps N] [--threads N]
  *                      [--lora-r R] [--path avx2|avx512|avx512bf16|onednn] [--losses]
@@ -277,34 +279,43 @@ static void cpu_name(char *out, size_t cap)
     fclose(f);
 }
 
-static int bench_train(int argc, char **argv)
+/* Prints j as one compact line, its keys in order. */
+static void print_line(const json_t *j)
 {
-    const char *device = cmd_arg_value(argc, argv, "--device");
-    if (device && strcmp(device, "cpu") != 0)
-        return cmd_bench_gpu(argc, argv);
-    struct bench_opts bo;
-    if (bench_opts_parse(argc, argv, &bo))
-        return 2;
-    const char *shape = bo.shape, *precision = bo.precision, *adapter = bo.adapter;
-    const char *model_dir = bo.model_dir;
-    int B = bo.B, T = bo.T, steps = bo.steps, threads = bo.threads;
-    float lr = bo.lr;
-    gemm_set_threads(threads);
+    char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    if (text)
+        puts(text);
+    free(text);
+}
+
+/* What one shape's run measured, besides its JSON line. */
+struct shape_run {
+    json_t *j;          /* its line, less the figures against the peaks */
+    double flops_s;     /* model FLOP/s */
+};
+
+/* Trains bo's model (bo->shape one shape, or bo->model_dir) for its steps
+ * and fills *out. 0, or 1 after a line to stderr. */
+static int train_one(const struct bench_opts *bo, int argc, char **argv, enum cpu_path path,
+                     struct shape_run *out)
+{
+    const char *shape = bo->shape, *precision = bo->precision, *adapter = bo->adapter;
+    const char *model_dir = bo->model_dir;
+    int B = bo->B, T = bo->T, steps = bo->steps, threads = bo->threads;
+    float lr = bo->lr;
     char err[2048];
-    if (cpu_path_init(cmd_arg_value(argc, argv, "--path"), err, sizeof err)) {
-        fprintf(stderr, "alallo bench train: %s\n", err);
-        return 2;
-    }
-    enum cpu_path path = cpu_path_current();
     struct bench_setup su;
-    if (bench_setup_make(&bo, &su, err, sizeof err)) {
+    if (bench_setup_make(bo, &su, err, sizeof err)) {
         fprintf(stderr, "alallo bench train: %s\n", err);
         return 1;
     }
     struct model *m = su.m;
     struct model_acts *a = model_acts_create(m, B, T);
-    if (!a) {
+    double *step_s = calloc((size_t)steps, sizeof *step_s);
+    if (!a || !step_s) {
         fprintf(stderr, "alallo bench train: out of memory\n");
+        free(step_s);
+        model_acts_free(a);
         bench_setup_free(&su);
         return 1;
     }
@@ -312,22 +323,9 @@ static int bench_train(int argc, char **argv)
     const uint8_t *mask = su.mask;
     struct optim *opt = &su.opt;
     size_t nt = su.n_targets, got;
-    const char *isa0, *isa_bf16 = "";
-    /* measured before and after the steps; the better of the two counts */
-    double peak0 = measure_peak(threads, path_peak(path), &isa0);
-    int bf16 = gemm_has_bf16();
-    double peak_bf16 = bf16 ? measure_peak(threads, PEAK_BF16, &isa_bf16) : 0.0;
     double t_opt = 0.0, t_start = 0.0, loss = 0.0, c_start = 0.0, load0 = loadavg();
     struct model_timing warm = {0};
     json_t *losses = json_array();
-    double *step_s = calloc((size_t)steps, sizeof *step_s);
-    if (!step_s) {
-        fprintf(stderr, "alallo bench train: out of memory\n");
-        json_decref(losses);
-        model_acts_free(a);
-        bench_setup_free(&su);
-        return 1;
-    }
     for (int s = 0; s < steps; s++) {
         double t_step = clock_mono_s();
         if (s == 1) {
@@ -360,32 +358,24 @@ static int bench_train(int argc, char **argv)
     tm.head -= warm.head;
     tm.backward -= warm.backward;
     uint64_t rss = tev_peak_rss();
-    const char *isa;
-    double peak = measure_peak(threads, path_peak(path), &isa);
-    if (peak0 > peak)
-        peak = peak0;
-    if (bf16) {
-        double again = measure_peak(threads, PEAK_BF16, &isa_bf16);
-        if (again > peak_bf16)
-            peak_bf16 = again;
-    }
     double n_model = (double)model_config_params(&m->cfg);
-    double flops_tok = bench_flops_per_token(m, &bo);
+    double flops_tok = bench_flops_per_token(m, bo);
     double tokens = (double)B * T * (steps - 1);
     double tps = tokens / wall;
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
+    /* mfu, peak_fp32_flops and peak_method are set once the peaks are in */
     json_t *j = json_pack(
         "{ss ss ss si si si si sI sI sf sf sf sf sf ss sI s{sf sf sf sf} sf sf ss sf sf}",
         "shape", model_dir ? "model" : shape, "precision", precision, "adapter", adapter,
         "batch", B, "seq", T, "steps", steps, "threads", threads, "params",
         (json_int_t)n_model, "trainable_params", (json_int_t)m->n_train, "tokens_per_s", tps,
-        "step_s", wall / (steps - 1), "mfu", tps * flops_tok / peak, "flops_per_token",
-        flops_tok, "peak_fp32_flops", peak, "peak_method", isa, "peak_rss_bytes",
-        (json_int_t)rss, "phase_s", "forward", tm.forward / (steps - 1), "head_and_loss",
-        tm.head / (steps - 1), "backward", tm.backward / (steps - 1), "optimizer",
-        t_opt / (steps - 1), "param_bytes", (double)model_param_bytes(m), "final_loss", loss,
-        "cpu", cpu, "cpu_share", cpu_share, "loadavg_at_start", load0);
+        "step_s", wall / (steps - 1), "mfu", 0.0, "flops_per_token", flops_tok,
+        "peak_fp32_flops", 0.0, "peak_method", "", "peak_rss_bytes", (json_int_t)rss,
+        "phase_s", "forward", tm.forward / (steps - 1), "head_and_loss", tm.head / (steps - 1),
+        "backward", tm.backward / (steps - 1), "optimizer", t_opt / (steps - 1),
+        "param_bytes", (double)model_param_bytes(m), "final_loss", loss, "cpu", cpu,
+        "cpu_share", cpu_share, "loadavg_at_start", load0);
     if (j) {
         json_object_set_new(j, "step_s_median", json_real(median_s));
         json_object_set_new(j, "tokens_per_s_median", json_real((double)B * T / median_s));
@@ -397,24 +387,99 @@ static int bench_train(int argc, char **argv)
         double active = (double)model_config_active_params(&m->cfg);
         json_object_set_new(j, "active_params", json_integer((json_int_t)active));
         json_object_set_new(j, "active_param_tokens_per_s", json_real(tps * active));
-        if (bf16) {
-            json_object_set_new(j, "peak_bf16_flops", json_real(peak_bf16));
-            json_object_set_new(j, "peak_bf16_method", json_string(isa_bf16));
-            json_object_set_new(j, "mfu_of_bf16_peak", json_real(tps * flops_tok / peak_bf16));
-        }
-        if (path == CPU_PATH_ONEDNN)
-            onednn_figures(j, tps * flops_tok);
     }
-    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))
-                : NULL;
-    if (s)
-        puts(s);
-    free(s);
-    json_decref(j);
     json_decref(losses);
     model_acts_free(a);
     bench_setup_free(&su);
+    out->j = j;
+    out->flops_s = tps * flops_tok;
     return 0;
+}
+
+#define BENCH_SHAPES_MAX 4 /* shapes one `bench train` measures */
+
+static int bench_train(int argc, char **argv)
+{
+    const char *device = cmd_arg_value(argc, argv, "--device");
+    if (device && strcmp(device, "cpu") != 0)
+        return cmd_bench_gpu(argc, argv);
+    struct bench_opts bo;
+    if (bench_opts_parse(argc, argv, &bo))
+        return 2;
+    int threads = bo.threads;
+    gemm_set_threads(threads);
+    char err[2048];
+    if (cpu_path_init(cmd_arg_value(argc, argv, "--path"), err, sizeof err)) {
+        fprintf(stderr, "alallo bench train: %s\n", err);
+        return 2;
+    }
+    enum cpu_path path = cpu_path_current();
+    /* The shapes of a list ("tiny,base"), each measured in turn in this
+     * process: the peaks and the start-up are paid once (a worker's
+     * start-up bench, core/bench_speed.h). */
+    char names[BENCH_SHAPES_MAX][32];
+    int n = 0;
+    for (const char *p = bo.model_dir ? NULL : bo.shape; p && *p; n++) {
+        size_t len = strcspn(p, ",");
+        if (n == BENCH_SHAPES_MAX) {
+            fprintf(stderr, "alallo bench train: at most %d shapes at once\n", BENCH_SHAPES_MAX);
+            return 2;
+        }
+        snprintf(names[n], sizeof names[n], "%.*s", (int)len, p); /* checked: under 32 */
+        p += len + (p[len] == ',');
+    }
+    if (bo.model_dir)
+        n = 1;
+    const char *isa0, *isa_bf16 = "";
+    /* measured before and after the steps; the better of the two counts */
+    double peak0 = measure_peak(threads, path_peak(path), &isa0);
+    int bf16 = gemm_has_bf16();
+    double peak_bf16 = bf16 ? measure_peak(threads, PEAK_BF16, &isa_bf16) : 0.0;
+    struct shape_run runs[BENCH_SHAPES_MAX];
+    int rc = 0, done = 0;
+    for (; done < n && rc == 0; done++) {
+        struct bench_opts one = bo;
+        if (!bo.model_dir)
+            one.shape = names[done];
+        rc = train_one(&one, argc, argv, path, &runs[done]);
+    }
+    if (rc != 0)
+        done--;
+    const char *isa;
+    double peak = measure_peak(threads, path_peak(path), &isa);
+    if (peak0 > peak)
+        peak = peak0;
+    if (bf16) {
+        double again = measure_peak(threads, PEAK_BF16, &isa_bf16);
+        if (again > peak_bf16)
+            peak_bf16 = again;
+    }
+    json_t *onednn = path == CPU_PATH_ONEDNN && done > 0 ? json_object() : NULL;
+    if (onednn)
+        onednn_figures(onednn, 0.0);
+    for (int i = 0; i < done; i++) {
+        json_t *j = runs[i].j;
+        if (!j)
+            continue;
+        json_object_set_new(j, "mfu", json_real(runs[i].flops_s / peak));
+        json_object_set_new(j, "peak_fp32_flops", json_real(peak));
+        json_object_set_new(j, "peak_method", json_string(isa));
+        if (bf16) {
+            json_object_set_new(j, "peak_bf16_flops", json_real(peak_bf16));
+            json_object_set_new(j, "peak_bf16_method", json_string(isa_bf16));
+            json_object_set_new(j, "mfu_of_bf16_peak", json_real(runs[i].flops_s / peak_bf16));
+        }
+        if (onednn) {
+            json_object_update(j, onednn);
+            double top = json_number_value(json_object_get(onednn, "peak_onednn_flops"));
+            if (top > 0.0)
+                json_object_set_new(j, "share_of_onednn_peak", json_real(runs[i].flops_s / top));
+        }
+        print_line(j);
+        json_decref(j);
+    }
+    json_decref(onednn);
+    return rc;
 }
 
 /* One matrix product of a training step, as linear.c calls it. */
@@ -579,10 +644,7 @@ static int bench_gemm(int argc, char **argv)
     if (path == CPU_PATH_ONEDNN)
         onednn_figures(j, 0.0);
     json_object_set_new(j, "products", rows);
-    char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
-    if (text)
-        puts(text);
-    free(text);
+    print_line(j);
     free(flush);
     json_decref(j);
     return 0;
@@ -590,8 +652,9 @@ static int bench_gemm(int argc, char **argv)
 
 static void usage(FILE *f)
 {
-    fputs("usage: alallo bench train [--model DIR|--shape NAME] [--precision 16-bit|4-bit]"
-          " [--adapter lora|full] [--batch B] [--seq T] [--steps N] [--threads N]"
+    fputs("usage: alallo bench train [--model DIR|--shape NAME[,NAME...]]"
+          " [--precision 16-bit|4-bit] [--adapter lora|full] [--batch B] [--seq T]"
+          " [--steps N] [--threads N]"
           " [--path avx2|avx512|avx512bf16|onednn]\n"
           "       alallo bench train --device cuda [--size N] [--shape NAME|--model DIR"
           " --precision ... --adapter ... --batch B --seq T --steps N]\n"

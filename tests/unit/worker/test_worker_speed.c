@@ -161,7 +161,7 @@ static void measures_with_the_right_arguments(void **state)
     char err[300] = "";
     struct bench_speed s;
     /* The exact command line the worker promises. */
-    if (measure_with("bench train --shape base --steps 17 --threads 3",
+    if (measure_with("bench train --shape tiny,base --steps 17 --threads 3",
                      "{\"tokens_per_s\": 4321, \"flops\": 1.5e10, \"mfu\": 0.01}", 3, "cpu", &s,
                      err, sizeof err) != 0)
         fail_msg("measure: %s", err);
@@ -188,24 +188,29 @@ static void a_cuda_worker_measures_the_gpu_trainer(void **state)
     assert_non_null(strstr(err, "bench exited with 9"));
 }
 
-/* The worker runs the small shape first, then its own: both points. */
+/* The worker measures the small shape and its own: both points, in one
+ * process on a CPU, one after the other on a GPU. */
 static void measures_both_points(void **state)
 {
     (void)state;
     char bin[300], err[300] = "";
     struct bench_speed s;
     fake_bin(bin, sizeof bin, "alallo-both",
+             "tiny='{\"shape\":\"tiny\",\"params\":100,\"tokens_per_s\":50,\"flops\":1e9}'\n"
+             "base='{\"shape\":\"base\",\"params\":2000,\"tokens_per_s\":40,\"flops\":4e9}'\n"
              "case \"$*\" in\n"
-             "'bench train --shape tiny --steps 17 --threads 2') "
-             "echo '{\"shape\":\"tiny\",\"params\":100,\"tokens_per_s\":50,\"flops\":1e9}';;\n"
-             "'bench train --shape base --steps 17 --threads 2') "
-             "echo '{\"shape\":\"base\",\"params\":2000,\"tokens_per_s\":40,\"flops\":4e9}';;\n"
+             "'bench train --shape tiny,base --steps 17 --threads 2') "
+             "echo \"$tiny\"; echo \"$base\";;\n"
+             "'bench train --device cuda --shape tiny --steps 17 --threads 2') echo \"$tiny\";;\n"
+             "'bench train --device cuda --shape base --steps 17 --threads 2') echo \"$base\";;\n"
              "*) exit 9;;\n"
              "esac");
-    if (worker_speed_measure(bin, 2, "cpu", 10, NULL, &s, err, sizeof err) != 0)
-        fail_msg("measure: %s", err);
-    assert_true(s.tokens_per_s == 40 && s.flops == 4e9 && s.params == 2000);
-    assert_true(s.small_params == 100 && s.small_flops == 1e9);
+    for (int gpu = 0; gpu < 2; gpu++) {
+        if (worker_speed_measure(bin, 2, gpu ? "cuda" : "cpu", 10, NULL, &s, err, sizeof err))
+            fail_msg("measure: %s", err);
+        assert_true(s.tokens_per_s == 40 && s.flops == 4e9 && s.params == 2000);
+        assert_true(s.small_params == 100 && s.small_flops == 1e9);
+    }
 }
 
 static void failure_means_unknown(void **state)
