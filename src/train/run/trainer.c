@@ -878,8 +878,9 @@ static void sample_answers(struct run *r, int base)
     struct sample_skip k = {.r = r, .base = base};
     char err[200];
     double t0 = tev_now();
-    int rc = rollout_run_some(g, req, n, batched, texts, NULL, sample_skipped, &k, err,
-                              sizeof err);
+    int rc = n > 0 ? rollout_run_some(g, req, n, batched, texts, NULL, sample_skipped, &k,
+                                      err, sizeof err)
+                   : 0;
     double took = tev_now() - t0;
     for (int i = 0; i < n; i++) {
         if (rc == 0 && texts[i] && prompts[i])
