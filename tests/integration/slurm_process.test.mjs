@@ -139,7 +139,10 @@ test('a silent runner is lost; the job continues from its checkpoint; the stale 
     frozen.push(...pids);
     // Lost within the worker timeout (WORKER_TIMEOUT_S) and a tick or two; the job
     // continues in a new attempt from the latest checkpoint recorded.
-    const moved = await waitJob(s, job.id, (j) => j.attempts.length === 2 && j.attempts[1].engine?.state === 'running', 'to move to a new attempt', { timeoutMs: 60000 });
+    // Its runner's start records what it resumes from; the engine's listing
+    // may show the job running a moment before that start.
+    const moved = await waitJob(s, job.id, (j) => j.attempts.length === 2 && j.attempts[1].engine?.state === 'running' && j.attempts[1].engine.resume_from,
+      'to move to a new attempt, its runner started from a checkpoint', { timeoutMs: 60000 });
     assert.match(moved.attempts[0].reason, /lost/);
     assert.ok(moved.attempts[0].ended_at * 1000 - cutAt < (WORKER_TIMEOUT_S + 9) * 1000, 'lost too late');
     const next = moved.attempts[1];
