@@ -148,7 +148,7 @@ static void usage(FILE *f)
           "                    [--inference engine|child] [--inference-memory BYTES]\n"
           "                    [--inference-max-running N] [--inference-max-tokens N]\n"
           "                    [--inference-max-queued N] [--inference-threads N]\n"
-          "                    [--inference-pool POOL[:N|:MIN-MAX]] [--inference-idle S]\n"
+          "                    [--inference-pool POOL[:N|:MIN-MAX]]... [--inference-idle S]\n"
           "  SPEC: name=small,cpus=1,mem=2G,price=0.40,class=spot\n"
           "  POOL: name=spot,partition=spot,gres=gpu:1,cpus=2,mem=4G,class=spot,price=0.80/h,"
           "slots=4\n",
@@ -198,7 +198,9 @@ struct serve_args {
     int n_pools;
     const char *cluster_data; /* SERVER_PREFIX=NODE_PREFIX */
     const char *runner_url;   /* what runners call; default the served address */
-    const char *inference_pool; /* --inference-pool POOL[:N|:MIN-MAX]: engines on nodes */
+    const char *inference_pools[ENGINE_SERVE_POOLS_MAX]; /* --inference-pool
+                                 * POOL[:N|:MIN-MAX], once per pool: engines on nodes */
+    int n_inference_pools;
     int inference_idle_s;       /* --inference-idle: an engine beyond MIN stops */
     const char *advertise;    /* where the others reach this serve; NULL: from --host, --port */
     const char *wandb_url;    /* the W&B-compatible server (control/wandb_forward.h) */
@@ -271,7 +273,12 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
                 goto bad;
             a->runner_url = val;
         } else if (strcmp(arg, "--inference-pool") == 0) {
-            a->inference_pool = val;
+            if (a->n_inference_pools >= ENGINE_SERVE_POOLS_MAX) {
+                fprintf(stderr, "alallo serve: --inference-pool %s: more than %d pools serve\n",
+                        val, ENGINE_SERVE_POOLS_MAX);
+                return -1;
+            }
+            a->inference_pools[a->n_inference_pools++] = val;
         } else if (strcmp(arg, "--inference-idle") == 0) {
             if (!text_parse_long(val, 1, 86400, &v))
                 goto bad;
@@ -374,13 +381,13 @@ static int parse_args(int argc, char **argv, struct api_config *cfg, struct cont
     /* Workers heartbeat every 2 s, more often when the timeout is short, so
      * that at least three heartbeats fit in it. */
     ccfg->heartbeat_s = ccfg->worker_timeout_s >= 6 ? 2 : 1;
-    if ((a->n_pools || a->cluster_data || a->runner_url || a->inference_pool) &&
+    if ((a->n_pools || a->cluster_data || a->runner_url || a->n_inference_pools) &&
         !a->executor) {
         fprintf(stderr, "alallo serve: --slurm-pool, --cluster-data, --runner-url and "
                         "--inference-pool need --executor\n");
         return -1;
     }
-    if (a->inference_pool && a->inference_child) {
+    if (a->n_inference_pools && a->inference_child) {
         fprintf(stderr, "alallo serve: --inference-pool runs engines on nodes; --inference child "
                         "runs none\n");
         return -1;
@@ -497,11 +504,12 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
         /* srun: preemption's SIGTERM reaches the job's steps only. */
         text_printf(ec.launcher, sizeof ec.launcher, "%s --kill-on-bad-exit=1", srun);
     }
-    if (a->inference_pool) { /* POOL, POOL:N or POOL:MIN-MAX */
-        if (engine_serve_parse(a->inference_pool, &ec, err, sizeof err) != 0) {
+    for (int i = 0; i < a->n_inference_pools; i++) /* POOL, POOL:N or POOL:MIN-MAX */
+        if (engine_serve_parse(a->inference_pools[i], &ec, err, sizeof err) != 0) {
             fprintf(stderr, "alallo serve: %s\n", err);
             return -1;
         }
+    if (a->n_inference_pools) {
         ec.serve_idle_s = a->inference_idle_s;
         ec.serve_memory = a->inference.model_memory;
         ec.serve_running = a->inference.max_running;
@@ -511,7 +519,7 @@ static int start_engine(struct control *ctl, const struct serve_args *a, const c
         return -1;
     }
     /* Generations go to the engines on the pool's nodes (control/inference.h). */
-    if (a->inference_pool && !(ctl->inference = inference_remote(ctl->serving, ec.map_from,
+    if (a->n_inference_pools && !(ctl->inference = inference_remote(ctl->serving, ec.map_from,
                                                                  ec.map_to))) {
         fprintf(stderr, "alallo serve: out of memory\n");
         return -1;
@@ -603,7 +611,7 @@ int cmd_serve(int argc, char **argv)
     }
     /* The inference engine beside this process, supervised (restarted
      * when it ends) until the end (control/inference.h). */
-    if (a.inference_pool) {
+    if (a.n_inference_pools) {
         if (!(ctl.serving = serving_registry_new())) {
             fprintf(stderr, "alallo serve: out of memory\n");
             control_close(&ctl);

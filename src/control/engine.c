@@ -63,6 +63,13 @@ struct pool_bench {
     int64_t cancel_next_ms;         /* and when it is cancelled again */
 };
 
+/* One pool's serving engines (cfg.serve[i]). */
+struct serve_set {
+    struct serving_jobs *jobs;
+    int pool;                     /* its index in cfg.pools */
+    int64_t changed_ms;           /* its count last changed; 0: never */
+};
+
 /* A cancel asked of a running attempt: when the engine first saw it. */
 struct cancel_note {
     char attempt[IDS_MAX];
@@ -91,9 +98,9 @@ struct engine {
     int n_cancels;
     int64_t pool_rest_until[ENGINE_POOLS_MAX];
     struct pool_bench bench[ENGINE_POOLS_MAX];
-    struct serving_jobs *serving; /* cfg.serve_pool's engines; NULL: none */
-    int serve_pool;               /* its index in cfg.pools */
-    int64_t serve_changed_ms;     /* their count last changed; 0: never */
+    struct serve_set serve[ENGINE_SERVE_POOLS_MAX]; /* cfg.serve's, in its order */
+    struct serving_jobs *serve_jobs[ENGINE_SERVE_POOLS_MAX]; /* serve[i].jobs */
+    int64_t serve_changed_ms;     /* any pool's count last changed; 0: never */
 };
 
 const char *engine_name(const struct engine *e)
@@ -972,10 +979,20 @@ static void bench_pools(struct engine *e, int64_t now, int64_t listed_ms)
 
 /* ---- serving engines on a pool's nodes ----------------------------------- */
 
+/* The index in cfg.serve of pool p's serving engines; -1: it has none. */
+static int serve_index(const struct engine *e, int p)
+{
+    for (int i = 0; i < e->cfg.n_serve; i++)
+        if (e->serve[i].pool == p)
+            return i;
+    return -1;
+}
+
 /* The serving engines pool p runs now. */
 static int serving_slots(const struct engine *e, int p)
 {
-    return p == e->serve_pool ? serving_jobs_count(e->serving) : 0;
+    int i = serve_index(e, p);
+    return i < 0 ? 0 : serving_jobs_count(e->serve[i].jobs);
 }
 
 /* Pool p's slots declared to train: its slots less the serving engines
@@ -983,79 +1000,107 @@ static int serving_slots(const struct engine *e, int p)
  * these while it runs (slot.serving). */
 static int engine_training_slots(const struct engine *e, int p)
 {
-    return e->cfg.pools[p].decl.slots - (e->serving && p == e->serve_pool ? e->cfg.serve_min : 0);
+    int i = serve_index(e, p);
+    return e->cfg.pools[p].decl.slots - (i < 0 ? 0 : e->cfg.serve[i].min);
 }
 
-/* With a range of engines (--inference-pool POOL:MIN-MAX), one engine
- * more or fewer as sched/serve_scale.h decides: an engine beyond MIN
- * holds a slot of the pool no attempt runs on, and gives it back when it
- * stops. */
+/* Where pool set i stands for sched/serve_scale.h: its engines' load and
+ * its slots, a free one (NULL: none) and one held by an engine beyond MIN
+ * (NULL: none). */
+static void serve_set_state(struct engine *e, int i, int64_t now,
+                            struct serve_scale_pool *out, struct serving_load *load,
+                            struct slot **free_slot, struct slot **held)
+{
+    const struct serve_set *set = &e->serve[i];
+    const struct engine_serve *c = &e->cfg.serve[i];
+    int count = serving_jobs_count(set->jobs);
+    const char *ids[SERVING_JOBS_MAX];
+    for (int k = 0; k < count; k++)
+        ids[k] = serving_jobs_id(set->jobs, k);
+    serving_registry_load(e->ctl->serving, ids, count, now, load);
+    *free_slot = *held = NULL;
+    int free_slots = 0;
+    for (int k = 0; k < e->n_slots; k++) {
+        struct slot *s = &e->slots[k];
+        if (s->pool != set->pool)
+            continue;
+        if (s->serving)
+            *held = s;
+        else if (!slot_busy(e, s) && free_slots++ == 0)
+            *free_slot = s;
+    }
+    *out = (struct serve_scale_pool){
+        .min = c->min,
+        .max = c->count,
+        .count = count,
+        .fresh = load->fresh,
+        .waiting = load->waiting,
+        .last_fresh = load->last_fresh,
+        .last_idle_ms = load->last_idle_ms,
+        .changed_ago_ms = set->changed_ms ? now - set->changed_ms : -1,
+        .free_slots = free_slots,
+        .price_per_hour = e->cfg.pools[set->pool].decl.price_per_hour,
+    };
+}
+
+/* With a range of engines (--inference-pool POOL:MIN-MAX) on one pool or
+ * more, one engine more or fewer as sched/serve_scale.h decides, on the
+ * pool it picks: an engine beyond MIN holds a slot of its pool no attempt
+ * runs on, and gives it back when it stops. */
 static void serving_scale(struct engine *e, int64_t now)
 {
     const struct engine_config *c = &e->cfg;
-    int count = serving_jobs_count(e->serving);
-    if (!e->serving || c->serve_min >= c->serve_count)
+    bool scaled = false;
+    for (int i = 0; i < c->n_serve; i++)
+        scaled = scaled || c->serve[i].scaled;
+    if (!scaled)
         return;
-    const char *ids[SERVING_JOBS_MAX];
-    for (int k = 0; k < count; k++)
-        ids[k] = serving_jobs_id(e->serving, k);
-    struct serving_load load;
-    serving_registry_load(e->ctl->serving, ids, count, now, &load);
     long jobs[JOB_STATUS_COUNT];
     if (store_job_count_by_status(e->ctl->store, jobs) != ERR_OK)
         return;
-    struct slot *free_slot = NULL, *held = NULL;
-    int free_slots = 0;
-    for (int i = 0; i < e->n_slots; i++) {
-        struct slot *s = &e->slots[i];
-        if (s->pool != e->serve_pool)
-            continue;
-        if (s->serving)
-            held = s;
-        else if (!slot_busy(e, s) && free_slots++ == 0)
-            free_slot = s;
-    }
-    struct serve_scale_state st = {
-        .min = c->serve_min,
-        .max = c->serve_count,
-        .count = count,
-        .fresh = load.fresh,
-        .waiting = load.waiting,
-        .last_fresh = load.last_fresh,
-        .last_idle_ms = load.last_idle_ms,
-        .missed_ago_ms = load.missed_ago_ms,
+    struct serve_scale_pool pools[ENGINE_SERVE_POOLS_MAX];
+    struct serving_load load[ENGINE_SERVE_POOLS_MAX];
+    struct slot *free_slot[ENGINE_SERVE_POOLS_MAX], *held[ENGINE_SERVE_POOLS_MAX];
+    for (int i = 0; i < c->n_serve; i++)
+        serve_set_state(e, i, now, &pools[i], &load[i], &free_slot[i], &held[i]);
+    struct serve_scale_all all = {
+        .missed_ago_ms = c->n_serve ? load[0].missed_ago_ms : -1,
         .changed_ago_ms = e->serve_changed_ms ? now - e->serve_changed_ms : -1,
-        .free_slots = free_slots,
         .training_queued = jobs[JOB_QUEUED] + jobs[JOB_RESCHEDULING],
         .idle_ms = (int64_t)c->serve_idle_s * 1000,
     };
-    int want = serve_scale_want(&st);
-    if (want > count + 1)
-        want = count + 1; /* one at a time: MIN is where the count starts */
-    if (want == count || (want > count && want > c->serve_min && !free_slot) ||
-        (want < count && count > c->serve_min && !held))
+    struct serve_scale_step st = serve_scale_next(pools, c->n_serve, &all);
+    if (st.pool < 0)
+        return;
+    int i = st.pool, count = pools[i].count, want = count + st.delta, min = c->serve[i].min;
+    assert(st.delta == 1 || st.delta == -1);
+    if ((want > min && st.delta > 0 && !free_slot[i]) || (count > min && st.delta < 0 && !held[i]))
         return;
     /* a held slot reads as draining: no pass places a job on it, and no
      * estimate reads it as free; given back, it is declared again */
-    if (want > count && want > c->serve_min) {
-        if (control_worker_hold(e->ctl, free_slot->name) != ERR_OK)
+    if (st.delta > 0 && want > min) {
+        if (control_worker_hold(e->ctl, free_slot[i]->name) != ERR_OK)
             return;
-        free_slot->serving = true;
-    } else if (want < count && count > c->serve_min) {
-        held->serving = false;
-        declare_slot(e, held);
+        free_slot[i]->serving = true;
+    } else if (st.delta < 0 && count > min) {
+        held[i]->serving = false;
+        declare_slot(e, held[i]);
     }
-    serving_jobs_set_count(e->serving, want);
-    e->serve_changed_ms = now;
-    if (want > count)
-        log_line("info", "%s: serving engines on pool %s: %d, one more (%s)", e->x->name,
-                 c->serve_pool, want,
-                 count == 0 ? "a request found none" : "requests wait at every engine");
+    serving_jobs_set_count(e->serve[i].jobs, want);
+    e->serve_changed_ms = e->serve[i].changed_ms = now;
+    const char *pool = c->serve[i].pool;
+    int fleet = 0; /* every pool's engines, before this change */
+    for (int k = 0; k < c->n_serve; k++)
+        fleet += pools[k].count;
+    if (st.delta > 0)
+        log_line("info", "%s: serving engines on pool %s: %d, one more (%s)", e->x->name, pool,
+                 want, fleet == 0 ? "a request found none" : "requests wait at every engine");
     else
         log_line("info", "%s: serving engines on pool %s: %d, one fewer (%s for %lld s%s)",
-                 e->x->name, c->serve_pool, want, load.last_fresh ? "idle" : "not heard from",
-                 (long long)(load.last_fresh ? load.last_idle_ms : st.changed_ago_ms) / 1000,
-                 st.training_queued > 0 ? ", training jobs queued" : "");
+                 e->x->name, pool, want, load[i].last_fresh ? "idle" : "not heard from",
+                 (long long)(load[i].last_fresh ? load[i].last_idle_ms
+                                                : pools[i].changed_ago_ms) / 1000,
+                 all.training_queued > 0 ? ", training jobs queued" : "");
 }
 
 /* DATA/engine/serving. */
@@ -1064,8 +1109,9 @@ static bool serving_dir(const struct control *ctl, char *out, size_t cap)
     return text_printf(out, cap, "%s/engine/serving", ctl->cfg.data_dir);
 }
 
-/* The serving jobs after a list (serving_jobs.h); with none wanted, those
- * an earlier run of the server left are cancelled. */
+/* The serving jobs after a list (serving_jobs.h): those no pool's set
+ * wants (an earlier run's, with other pools or none) are cancelled, and
+ * each pool's wanted ones not listed are submitted. */
 static void serving_round(struct engine *e, int64_t now, int64_t listed_ms)
 {
     char dir[EXEC_PATH_MAX], node_dir[EXEC_PATH_MAX];
@@ -1073,19 +1119,23 @@ static void serving_round(struct engine *e, int64_t now, int64_t listed_ms)
         !engine_map_path(&e->cfg, dir, node_dir, sizeof node_dir))
         return;
     serving_scale(e, now);
-    const struct engine_pool *p = e->serving ? &e->cfg.pools[e->serve_pool] : NULL;
-    struct serving_jobs_env env = {.x = e->x,
-                                   .dir = dir,
-                                   .node_dir = node_dir,
-                                   .bin = e->ctl->alallo_bin,
-                                   .server_url = e->cfg.server_url,
-                                   .launcher = e->cfg.launcher,
-                                   .pool = p ? &p->decl : NULL,
-                                   .max_time_min = p ? p->max_time_min : 0,
-                                   .memory = e->cfg.serve_memory,
-                                   .max_running = e->cfg.serve_running,
-                                   .registry = e->ctl->serving};
-    serving_jobs_round(e->serving, &env, e->jobs, e->n_jobs, now, listed_ms);
+    serving_jobs_cancel_unwanted(e->serve_jobs, e->cfg.n_serve, e->x, e->ctl->serving, e->jobs,
+                                 e->n_jobs);
+    for (int i = 0; i < e->cfg.n_serve; i++) {
+        const struct engine_pool *p = &e->cfg.pools[e->serve[i].pool];
+        struct serving_jobs_env env = {.x = e->x,
+                                       .dir = dir,
+                                       .node_dir = node_dir,
+                                       .bin = e->ctl->alallo_bin,
+                                       .server_url = e->cfg.server_url,
+                                       .launcher = e->cfg.launcher,
+                                       .pool = &p->decl,
+                                       .max_time_min = p->max_time_min,
+                                       .memory = e->cfg.serve_memory,
+                                       .max_running = e->cfg.serve_running,
+                                       .registry = e->ctl->serving};
+        serving_jobs_round(e->serve[i].jobs, &env, e->jobs, e->n_jobs, now, listed_ms);
+    }
 }
 
 /* One round: what the engine says, then the attempts as they are now. */
@@ -1189,10 +1239,14 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
     e->cfg = *cfg;
     if (e->cfg.stop_grace_s <= 0)
         e->cfg.stop_grace_s = 30;
-    if (e->cfg.serve_count <= 0)
-        e->cfg.serve_count = 1;
-    if (!e->cfg.serve_scaled) /* a fixed count: the range N-N */
-        e->cfg.serve_min = e->cfg.serve_count;
+    assert(e->cfg.n_serve >= 0 && e->cfg.n_serve <= ENGINE_SERVE_POOLS_MAX);
+    for (int i = 0; i < e->cfg.n_serve; i++) {
+        struct engine_serve *sv = &e->cfg.serve[i];
+        if (sv->count <= 0)
+            sv->count = 1;
+        if (!sv->scaled) /* a fixed count: the range N-N */
+            sv->min = sv->count;
+    }
     if (e->cfg.serve_idle_s <= 0)
         e->cfg.serve_idle_s = ENGINE_SERVE_IDLE_S;
     cfg = &e->cfg;
@@ -1213,29 +1267,32 @@ int engine_start(struct control *ctl, const char *kind, const struct engine_conf
             return -1;
         }
     }
-    /* The serving engines take serve_count of their pool's slots, MIN of
-     * them for good: the pool's training slots are the rest
+    /* Each pool's serving engines take up to its count (N, or MAX) of its
+     * slots, MIN of them for good: the pool's training slots are the rest
      * (docs/serving.md, "On a cluster"). */
-    e->serve_pool = -1;
-    if (cfg->serve_pool[0]) {
-        int want = cfg->serve_count;
-        assert(cfg->serve_min >= 0 && cfg->serve_min <= want);
+    for (int i = 0; i < cfg->n_serve; i++) {
+        const struct engine_serve *sv = &cfg->serve[i];
+        struct serve_set *set = &e->serve[i];
+        assert(sv->min >= 0 && sv->min <= sv->count);
+        set->pool = -1;
         for (int p = 0; p < cfg->n_pools; p++)
-            if (strcmp(cfg->pools[p].decl.name, cfg->serve_pool) == 0)
-                e->serve_pool = p;
-        const char *why = e->serve_pool < 0 ? "no such pool (declare it with --slurm-pool)" : NULL;
+            if (strcmp(cfg->pools[p].decl.name, sv->pool) == 0)
+                set->pool = p;
+        const char *why = set->pool < 0 ? "no such pool (declare it with --slurm-pool)" : NULL;
         char need[96];
-        if (!why && e->cfg.pools[e->serve_pool].decl.slots < want) {
+        if (!why && cfg->pools[set->pool].decl.slots < sv->count) {
             text_printf(need, sizeof need, "the pool has %d slot(s); %d engine(s) need as many",
-                        e->cfg.pools[e->serve_pool].decl.slots, want);
+                        cfg->pools[set->pool].decl.slots, sv->count);
             why = need;
         }
-        if (!why && !(e->serving = serving_jobs_new(cfg->serve_pool, want)))
+        if (!why && !(set->jobs = serving_jobs_new(sv->pool, sv->count)))
             why = "its name makes no serving job's tag";
-        if (!why)
-            serving_jobs_set_count(e->serving, cfg->serve_min);
+        if (!why) {
+            serving_jobs_set_count(set->jobs, sv->min);
+            e->serve_jobs[i] = set->jobs;
+        }
         if (why) {
-            text_error(err, errcap, "--inference-pool %s: %s", cfg->serve_pool, why);
+            text_error(err, errcap, "--inference-pool %s: %s", sv->pool, why);
             engine_stop(e);
             return -1;
         }
@@ -1297,7 +1354,8 @@ void engine_stop(struct engine *e)
     if (e->ctl && e->ctl->engine == e)
         e->ctl->engine = NULL;
     executor_close(e->x);
-    serving_jobs_free(e->serving);
+    for (int i = 0; i < ENGINE_SERVE_POOLS_MAX; i++)
+        serving_jobs_free(e->serve[i].jobs);
     free(e->jobs);
     free(e->open);
     free(e);
@@ -1461,7 +1519,7 @@ enum alallo_err engine_serving_heartbeat(struct control *ctl, const char *id, co
     char dir[EXEC_PATH_MAX], key[KEYS_MAX];
     if (!e || !serving_dir(ctl, dir, sizeof dir) || !serving_jobs_token(dir, id, key, sizeof key))
         return ERR_NOT_FOUND;
-    if (!serving_jobs_wanted(e->serving, id)) {
+    if (!serving_jobs_wanted_any(e->serve_jobs, e->cfg.n_serve, id)) {
         *stop = true;
         serving_registry_forget(ctl->serving, id);
     } else if (port > 0 && port < 65536 && host && host[0]) {

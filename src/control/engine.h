@@ -51,6 +51,7 @@
                                   * the engine's time limit */
 #define ENGINE_TIME_SLACK_MIN 5  /* --time above the job's remaining limit */
 #define ENGINE_SERVING_MAX 16    /* serving engines on a pool's nodes */
+#define ENGINE_SERVE_POOLS_MAX 8 /* pools with serving engines */
 #define ENGINE_SERVE_IDLE_S 300  /* an engine beyond MIN idle this long stops */
 
 /* A pool as the engine runs it: the operator's declaration (exec/pool.h)
@@ -59,6 +60,14 @@ struct engine_pool {
     struct exec_pool decl;
     long max_time_min;        /* the partition's MaxTime; 0: none or unknown */
     int lead_s;               /* see ENGINE_DEFAULT_LEAD_S                   */
+};
+
+/* One --inference-pool: the serving engines of one pool. */
+struct engine_serve {
+    char pool[64];
+    int count;                    /* N, or MAX                                    */
+    int min;                      /* N, or MIN                                    */
+    bool scaled;                  /* MIN < MAX                                    */
 };
 
 struct engine_config {
@@ -72,16 +81,15 @@ struct engine_config {
                                       * data folder and the nodes' one; "" none    */
     int stop_grace_s;             /* a running attempt's engine job is cancelled
                                    * this long after its cancel was asked (30)    */
-    /* --inference-pool POOL[:N]: N serving engines (control/serving_jobs.h)
-     * run as jobs of pool POOL, taking N of its slots; "" none. POOL:MIN-MAX
-     * (serve_scaled): from MIN to MAX (serve_count) engines as the
+    /* --inference-pool POOL[:N], once per pool: N serving engines
+     * (control/serving_jobs.h) run as jobs of pool POOL, taking N of its
+     * slots. POOL:MIN-MAX (scaled): from MIN to MAX (count) engines as the
      * requests ask (sched/serve_scale.h), an engine beyond MIN taking a
      * slot no attempt runs on and giving it back after serve_idle_s with
-     * nothing to do. */
-    char serve_pool[64];
-    int serve_count;              /* N, or MAX; 0: 1                              */
-    bool serve_scaled;
-    int serve_min;
+     * nothing to do; across pools, one more goes to the cheapest pool with
+     * a free slot and one fewer leaves the dearest. */
+    struct engine_serve serve[ENGINE_SERVE_POOLS_MAX];
+    int n_serve;
     int serve_idle_s;             /* 0: ENGINE_SERVE_IDLE_S                      */
     long long serve_memory;       /* each engine's --model-memory; 0: its default */
     int serve_running;            /* each engine's --max-running; 0: its default  */
@@ -92,9 +100,10 @@ struct engine_config {
 int engine_pool_parse(const char *spec, struct engine_pool *p /* OUT */, char *err,
                       size_t errcap);
 
-/* Parses --inference-pool SPEC (POOL, POOL:N or POOL:MIN-MAX) into cfg's
- * serve_pool, serve_count, serve_min and serve_scaled. Returns 0, or -1
- * with a one-line reason in err. */
+/* Parses one --inference-pool SPEC (POOL, POOL:N or POOL:MIN-MAX) and
+ * adds it to cfg's serve[]. Returns 0, or -1 with a one-line reason in err
+ * (a form it does not take, a pool named twice, more than
+ * ENGINE_SERVE_POOLS_MAX). */
 int engine_serve_parse(const char *spec, struct engine_config *cfg, char *err, size_t errcap);
 
 /* Replaces the prefix map_from of `path` with map_to (a path the nodes
@@ -128,7 +137,7 @@ const char *engine_name(const struct engine *e);
 
 /* ---- serving engines on a pool's nodes (docs/serving.md, "On a cluster")
  *
- * With cfg.serve_pool set, the engine's thread keeps cfg.serve_count jobs
+ * For each of cfg.serve[], the engine's thread keeps its count of jobs
  * (or, with a range, as many as the requests ask) of that pool running
  * the inference engine (control/serving_jobs.h),
  * their files in DATA/engine/serving; the calls below come from request

@@ -1,6 +1,6 @@
 /* engine_config.c - what serve's command line declares for an engine:
  * pools (--slurm-pool, parsed by exec/pool.c), the server-to-node path
- * map (--cluster-data) and the serving engines' pool (--inference-pool).
+ * map (--cluster-data) and the serving engines' pools (--inference-pool).
  * See engine.h. */
 #include <string.h>
 
@@ -40,9 +40,11 @@ static bool serve_number(const char *p, const char *end, int *out)
 int engine_serve_parse(const char *spec, struct engine_config *cfg, char *err, size_t errcap)
 {
     const char *colon = strchr(spec, ':'), *end = spec + strlen(spec);
+    struct engine_serve sv;
+    memset(&sv, 0, sizeof sv);
     size_t name = colon ? (size_t)(colon - spec) : strlen(spec);
     int lo = 1, hi = 1;
-    bool scaled = false, ok = name > 0 && name < sizeof cfg->serve_pool;
+    bool scaled = false, ok = name > 0 && name < sizeof sv.pool;
     if (ok && colon) {
         const char *dash = strchr(colon + 1, '-');
         scaled = dash != NULL;
@@ -55,10 +57,21 @@ int engine_serve_parse(const char *spec, struct engine_config *cfg, char *err, s
                    "from 1 to %d, MIN from 0 to MAX)", ENGINE_SERVING_MAX);
         return -1;
     }
-    memcpy(cfg->serve_pool, spec, name);
-    cfg->serve_pool[name] = '\0';
-    cfg->serve_count = hi;
-    cfg->serve_min = lo;
-    cfg->serve_scaled = scaled && lo < hi;
+    memcpy(sv.pool, spec, name);
+    sv.pool[name] = '\0';
+    sv.count = hi;
+    sv.min = lo;
+    sv.scaled = scaled && lo < hi;
+    for (int i = 0; i < cfg->n_serve; i++)
+        if (strcmp(cfg->serve[i].pool, sv.pool) == 0) {
+            text_error(err, errcap, "--inference-pool %s: the pool is named twice", sv.pool);
+            return -1;
+        }
+    if (cfg->n_serve >= ENGINE_SERVE_POOLS_MAX) {
+        text_error(err, errcap, "--inference-pool %s: more than %d pools serve", sv.pool,
+                   ENGINE_SERVE_POOLS_MAX);
+        return -1;
+    }
+    cfg->serve[cfg->n_serve++] = sv;
     return 0;
 }

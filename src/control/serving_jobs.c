@@ -88,6 +88,14 @@ bool serving_jobs_wanted(const struct serving_jobs *sj, const char *id)
     return false;
 }
 
+bool serving_jobs_wanted_any(struct serving_jobs *const *sets, int n_sets, const char *id)
+{
+    for (int i = 0; i < n_sets; i++)
+        if (serving_jobs_wanted(sets[i], id))
+            return true;
+    return false;
+}
+
 bool serving_jobs_token(const char *dir, const char *id, char *out, size_t cap)
 {
     char path[EXEC_PATH_MAX];
@@ -167,20 +175,26 @@ static bool listed_live(const struct exec_job *jobs, int n, const char *tag)
     return false;
 }
 
+void serving_jobs_cancel_unwanted(struct serving_jobs *const *sets, int n_sets,
+                                  struct executor *x, struct serving_registry *registry,
+                                  const struct exec_job *jobs, int n)
+{
+    size_t m = strlen(EXEC_SERVE_PREFIX);
+    for (int i = 0; i < n; i++) {
+        const struct exec_job *j = &jobs[i];
+        if (j->state == EXEC_ENDED || strncmp(j->tag, EXEC_SERVE_PREFIX, m) != 0 ||
+            serving_jobs_wanted_any(sets, n_sets, j->tag + m))
+            continue;
+        enum alallo_err r = executor_cancel(x, j->tag);
+        log_line(r ? "warn" : "info", "%s: serving engine %s (job %s) is not wanted: cancelled%s%s",
+                 x->name, j->tag + m, j->id, r ? ", but: " : "", r ? x->error : "");
+        serving_registry_forget(registry, j->tag + m);
+    }
+}
+
 void serving_jobs_round(struct serving_jobs *sj, const struct serving_jobs_env *env,
                         const struct exec_job *jobs, int n, int64_t now_ms, int64_t listed_ms)
 {
-    size_t m = strlen(EXEC_SERVE_PREFIX);
-    for (int i = 0; i < n; i++) { /* serving jobs no one wants */
-        const struct exec_job *x = &jobs[i];
-        if (x->state == EXEC_ENDED || strncmp(x->tag, EXEC_SERVE_PREFIX, m) != 0 ||
-            serving_jobs_wanted(sj, x->tag + m))
-            continue;
-        enum alallo_err r = executor_cancel(env->x, x->tag);
-        log_line(r ? "warn" : "info", "%s: serving engine %s (job %s) is not wanted: cancelled%s%s",
-                 env->x->name, x->tag + m, x->id, r ? ", but: " : "", r ? env->x->error : "");
-        serving_registry_forget(env->registry, x->tag + m);
-    }
     int count = serving_jobs_count(sj);
     for (int i = 0; i < count; i++) {
         struct serving_job *s = &sj->job[i];

@@ -7,16 +7,20 @@
  * engine on its node, reporting where it listens every few seconds. A job
  * that is not listed is submitted again, after a growing pause when it
  * ended within a minute (a pool that cannot run it does not spin); a
- * serving job no one wants (another pool's, beyond the count wanted now)
- * is cancelled. Each
+ * serving job no pool's set wants (a pool no longer named, beyond the
+ * count wanted now) is cancelled. Each
  * submission writes a new token, DIR/<id>.token (0600): the serving job's
  * credential for its heartbeats and its engine's key, read back by the
  * server (serving_jobs_token).
  *
+ * A set is one pool's engines; a server with engines on several pools
+ * keeps a set for each (ids "<pool>-<k>" are unique across pools: k has
+ * no dash).
+ *
  * Ownership: serving_jobs_new returns what serving_jobs_free frees.
- * serving_jobs_round and serving_jobs_set_count are the engine thread's;
- * serving_jobs_wanted and serving_jobs_count may be called from any
- * thread.
+ * serving_jobs_round, serving_jobs_cancel_unwanted and
+ * serving_jobs_set_count are the engine thread's; serving_jobs_wanted and
+ * serving_jobs_count may be called from any thread.
  */
 #ifndef ALALLO_CONTROL_SERVING_JOBS_H
 #define ALALLO_CONTROL_SERVING_JOBS_H
@@ -64,14 +68,22 @@ int serving_jobs_count(const struct serving_jobs *sj);
 /* Engine k's id (k < max). */
 const char *serving_jobs_id(const struct serving_jobs *sj, int k);
 
-/* After a list of the engine's jobs (jobs[n]) at listed_ms: cancels the
- * serving jobs no one wants and submits the wanted ones not listed. sj
- * NULL wants none (env->pool may then be NULL). */
+/* After a list of the engine's jobs (jobs[n]) at listed_ms: submits the
+ * wanted ones of sj's pool (env->pool) not listed. */
 void serving_jobs_round(struct serving_jobs *sj, const struct serving_jobs_env *env,
                         const struct exec_job *jobs, int n, int64_t now_ms, int64_t listed_ms);
 
-/* Whether `id` is one of the engines wanted. */
+/* After the same list: cancels the listed serving jobs that none of
+ * sets[n_sets] wants (every one when n_sets is 0), and forgets them in
+ * registry. */
+void serving_jobs_cancel_unwanted(struct serving_jobs *const *sets, int n_sets,
+                                  struct executor *x, struct serving_registry *registry,
+                                  const struct exec_job *jobs, int n);
+
+/* Whether `id` is one of the engines wanted of sj (NULL: none), or of
+ * any of sets[n_sets]. */
 bool serving_jobs_wanted(const struct serving_jobs *sj, const char *id);
+bool serving_jobs_wanted_any(struct serving_jobs *const *sets, int n_sets, const char *id);
 
 /* Serving job id's token, read back from DIR/<id>.token. */
 bool serving_jobs_token(const char *dir, const char *id, char *out, size_t cap);

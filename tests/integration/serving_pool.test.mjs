@@ -9,7 +9,8 @@
 // it loaded; an engine no one wants any more is told to stop. With a
 // range (POOL:MIN-MAX) the engines follow the requests: none until one is
 // asked for, one more when requests wait at each, and an idle engine gives
-// its slot back, to a queued training job too.
+// its slot back, to a queued training job too. With engines on two pools,
+// one more goes to the cheaper pool and one fewer leaves the dearer.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -199,6 +200,67 @@ test('a range of engines follows the requests: none until asked, one more when r
   }
 });
 
+test('engines on two pools: one more goes to the cheaper pool, the next to the dearer, and the dearer stops first', { timeout: 300000 }, async () => {
+  const s = await startEngineServe({
+    executor: 'process',
+    pools: [
+      'name=dear,partition=local,cpus=1,mem=2G,class=on-demand,price=2/h,slots=1',
+      'name=cheap,partition=local,cpus=1,mem=2G,class=on-demand,price=0.40/h,slots=1',
+    ],
+    args: ['--inference-pool', 'dear:0-1', '--inference-pool', 'cheap:0-1', '--inference-idle', '3',
+      '--inference-max-running', '1'],
+  });
+  const counts = async () => {
+    const w = (await s.call('GET', '/v1/workers')).json;
+    return Object.fromEntries(w.pools.map((p) => [p.name, p.serving]));
+  };
+  try {
+    assert.deepEqual(await counts(), { dear: 0, cheap: 0 });
+    // The first request finds none: the engine starts on the cheaper pool.
+    const want = generate(path.join(tinyModelsDir(), 'tiny'));
+    const first = await complete(s);
+    assert.ok(first.status === 200 || first.status === 503, first.text);
+    await waitFor(() => /serving engines on pool cheap: 1, one more \(a request found none\)/.test(s.output), { what: "serve's log of the engine on the cheaper pool" });
+    let engines = await serving(s, 1);
+    assert.deepEqual(engines.map((e) => e.id), ['cheap-0']);
+    assert.equal((await complete(s)).json.choices[0].text, want);
+
+    // Requests wait at it, and the cheaper pool has no slot left: the
+    // next engine goes to the dearer one.
+    let stop = false;
+    const long = { model: 'tiny', prompt: PROMPT, max_tokens: 300, temperature: 0 };
+    const clients = Array.from({ length: 6 }, async () => {
+      while (!stop) await s.call('POST', '/v1/completions', { body: long });
+    });
+    try {
+      await waitFor(async () => ((await counts()).dear === 1 ? true : null), { timeoutMs: 120000, what: 'an engine on the dearer pool' });
+      engines = await serving(s, 2);
+    } finally {
+      stop = true;
+      await Promise.all(clients);
+    }
+    assert.deepEqual(engines.map((e) => e.id).sort(), ['cheap-0', 'dear-0']);
+    assert.match(s.output, /serving engines on pool dear: 1, one more \(requests wait at every engine\)/);
+    // Each pool's engines are its own: neither cancels the other's.
+    assert.doesNotMatch(s.output, /is not wanted: cancelled/);
+    assert.equal((await complete(s)).json.choices[0].text, want);
+
+    // Idle: the dearer pool's engine stops first, then the cheaper one's.
+    await waitFor(async () => {
+      const c = await counts();
+      return c.dear === 0 && c.cheap === 0 ? true : null;
+    }, { timeoutMs: 120000, what: 'both idle engines stopped' });
+    const dearStop = s.output.search(/serving engines on pool dear: 0, one fewer \(idle/);
+    const cheapStop = s.output.search(/serving engines on pool cheap: 0, one fewer \(idle/);
+    assert.ok(dearStop >= 0 && cheapStop > dearStop, 'the dearer pool stops first');
+    // The only engines cancelled are the two that stopped, each once.
+    const cancelled = [...s.output.matchAll(/serving engine (\S+) \(job \d+\) is not wanted: cancelled/g)].map((m) => m[1]);
+    assert.deepEqual(cancelled, ['dear-0', 'cheap-0']);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('an engine no one wants is told to stop, and serve refuses a pool it does not have or that is too small', { timeout: 180000 }, async () => {
   const s = await startEngineServe({ executor: 'process', args: ['--inference-pool', 'local'] });
   try {
@@ -227,6 +289,9 @@ test('an engine no one wants is told to stop, and serve refuses a pool it does n
     assert.notEqual(r.status, 0, spec);
     assert.match(r.stderr, /--inference-pool wants POOL, POOL:N or POOL:MIN-MAX/, spec);
   }
+  const twice = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--executor', 'process', '--inference-pool', 'local', '--inference-pool', 'local:0-1'], { encoding: 'utf8', timeout: 60000 });
+  assert.notEqual(twice.status, 0);
+  assert.match(twice.stderr, /--inference-pool local: the pool is named twice/);
   const noexec = spawnSync(BIN, ['serve', '--port', '0', '--data', s.data, '--inference-pool', 'local'], { encoding: 'utf8', timeout: 60000 });
   assert.notEqual(noexec.status, 0);
   assert.match(noexec.stderr, /--inference-pool need --executor/);

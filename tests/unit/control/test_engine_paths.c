@@ -43,8 +43,9 @@ static void no_map_copies(void **state)
     assert_string_equal(out, "/data/jobs/x");
 }
 
-/* POOL is 1 engine, POOL:N N of them, POOL:MIN-MAX a range; anything else
- * is refused with the forms it takes. */
+/* POOL is 1 engine, POOL:N N of them, POOL:MIN-MAX a range, each
+ * --inference-pool adding a pool; anything else is refused with the forms
+ * it takes, and a pool named twice or one pool too many with why. */
 static void inference_pool_forms(void **state)
 {
     (void)state;
@@ -52,19 +53,21 @@ static void inference_pool_forms(void **state)
     char err[256];
     memset(&c, 0, sizeof c);
     assert_int_equal(engine_serve_parse("gpu", &c, err, sizeof err), 0);
-    assert_string_equal(c.serve_pool, "gpu");
-    assert_int_equal(c.serve_count, 1);
-    assert_false(c.serve_scaled);
-    assert_int_equal(engine_serve_parse("gpu:3", &c, err, sizeof err), 0);
-    assert_int_equal(c.serve_count, 3);
-    assert_int_equal(c.serve_min, 3);
-    assert_false(c.serve_scaled);
-    assert_int_equal(engine_serve_parse("gpu:0-4", &c, err, sizeof err), 0);
-    assert_int_equal(c.serve_min, 0);
-    assert_int_equal(c.serve_count, 4);
-    assert_true(c.serve_scaled);
-    assert_int_equal(engine_serve_parse("gpu:2-2", &c, err, sizeof err), 0);
-    assert_false(c.serve_scaled); /* a range of one count is that count */
+    assert_int_equal(c.n_serve, 1);
+    assert_string_equal(c.serve[0].pool, "gpu");
+    assert_int_equal(c.serve[0].count, 1);
+    assert_false(c.serve[0].scaled);
+    assert_int_equal(engine_serve_parse("cpu:3", &c, err, sizeof err), 0);
+    assert_int_equal(c.serve[1].count, 3);
+    assert_int_equal(c.serve[1].min, 3);
+    assert_false(c.serve[1].scaled);
+    assert_int_equal(engine_serve_parse("spot:0-4", &c, err, sizeof err), 0);
+    assert_int_equal(c.serve[2].min, 0);
+    assert_int_equal(c.serve[2].count, 4);
+    assert_true(c.serve[2].scaled);
+    assert_int_equal(engine_serve_parse("big:2-2", &c, err, sizeof err), 0);
+    assert_false(c.serve[3].scaled); /* a range of one count is that count */
+    assert_int_equal(c.n_serve, 4);
     const char *bad[] = {"", ":2", "gpu:", "gpu:0", "gpu:x", "gpu:3-1", "gpu:1-17", "gpu:-2",
                          "gpu:1-", "gpu:1-2-3", "gpu:2 "};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -72,6 +75,16 @@ static void inference_pool_forms(void **state)
         assert_int_equal(engine_serve_parse(bad[i], &c, err, sizeof err), -1);
         assert_non_null(strstr(err, "POOL, POOL:N or POOL:MIN-MAX"));
     }
+    assert_int_equal(engine_serve_parse("spot:1", &c, err, sizeof err), -1);
+    assert_string_equal(err, "--inference-pool spot: the pool is named twice");
+    for (int k = 4; k < ENGINE_SERVE_POOLS_MAX; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", k);
+        assert_int_equal(engine_serve_parse(name, &c, err, sizeof err), 0);
+    }
+    assert_int_equal(engine_serve_parse("one-more", &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "more than 8 pools serve"));
+    assert_int_equal(c.n_serve, ENGINE_SERVE_POOLS_MAX);
 }
 
 int main(void)
