@@ -84,10 +84,16 @@ int worker_speed_measure(const char *alallo_bin, int threads, const char *device
     double deadline = trainer_proc_now() + (timeout_s > 0 ? timeout_s : 1);
     int rc = -1, small_rc = 0;
     if (!device || strcmp(device, "cuda") != 0) {
-        /* both points in one process (bench_speed.h) */
+        /* both points in one process (bench_speed.h); it measures each
+         * shape even when one fails, so a failure of the small one only
+         * leaves the second point out, as on a GPU */
         if (run_bench(alallo_bin, BENCH_SPEED_SHAPES, threads_s, device, timeout_s, deadline,
-                      stop, c, err, errcap) != 0)
-            goto out;
+                      stop, c, err, errcap) != 0) {
+            struct bench_speed kept;
+            if ((stop && *stop) || bench_speed_parse(c->text, &kept) != 0)
+                goto out;
+            small_rc = -1; /* the bench's own shape measured, the small one not */
+        }
     } else {
         /* The small shape first: its failure only leaves the second point
          * out (bench_speed.h); the bench's own shape's is the worker's. */

@@ -258,3 +258,18 @@ test('cancel, errors in the server\'s words, usage errors', async () => {
   assert.equal(r.status, 1);
   assert.match(r.stderr, /cannot reach/);
 });
+
+// `bench train --shape` takes a shape or a list of them (a worker's
+// start-up bench measures tiny,base in one process): an empty name at
+// either end or between two commas, or an unknown one, is refused before
+// anything runs.
+test('bench train refuses a shape list with an empty or unknown name', () => {
+  for (const shape of [',tiny', 'tiny,', 'tiny,,base', ',']) {
+    const r = spawnSync(BIN, ['bench', 'train', '--shape', shape, '--steps', '2'], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 2, shape);
+    assert.match(r.stderr, /--shape is a shape or a list of them, as tiny,base/, shape);
+  }
+  const r = spawnSync(BIN, ['bench', 'train', '--shape', 'tiny,nope', '--steps', '2'], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /unknown shape 'nope'/);
+});

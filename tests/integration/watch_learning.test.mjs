@@ -6,12 +6,15 @@
 // validation metrics, and its results file is a CSV step by step; early
 // stopping on a data set made to overfit ends the job as succeeded before
 // its planned steps, with the best checkpoint as the model, charged for the
-// steps it ran, and says what stopping early saved.
+// steps it ran, and says what stopping early saved. The trainer alone
+// answers its sample prompts together or one at a time alike.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { SAMPLE, Serve, tinyModelsDir, waitFor } from './service_harness.mjs';
+import { BIN, SAMPLE, Serve, tinyModelsDir, tmpdir, waitFor } from './service_harness.mjs';
 
 const METRICS = ['train_loss', 'train_mean_token_accuracy', 'valid_loss', 'valid_mean_token_accuracy',
   'full_valid_loss', 'full_valid_mean_token_accuracy'];
@@ -259,4 +262,42 @@ describe('watching a job learn', () => {
       .reduce((n, r) => n + r.steps, 0);
     assert.equal(charged, ran);
   });
+});
+
+// The trainer alone: its sample answers decode together (the default, or
+// ALALLO_SAMPLE_ANSWERS=batched) or one at a time, with the same greedy
+// answers; another value fails the attempt at its start and says which
+// values it takes.
+test('sample answers together or one at a time are the same; another choice is refused', () => {
+  const dir = tmpdir('alallo-samples-');
+  fs.writeFileSync(path.join(dir, 'train.jsonl'), sampleLines(0, 8).join('\n') + '\n');
+  const config = (name) => {
+    const file = path.join(dir, `${name}.json`);
+    fs.writeFileSync(file, JSON.stringify({
+      model_dir: path.join(tinyModelsDir(), 'tiny'), train_file: path.join(dir, 'train.jsonl'),
+      checkpoint_dir: path.join(dir, `ckpt-${name}`), out_dir: path.join(dir, `out-${name}`),
+      batch_size: 4, n_epochs: 1, max_steps: 1, seq_len: 64, learning_rate: 0.001, seed: 1, threads: 1,
+      sample_prompts: ['Review: a slow, dull film\nSentiment:', [{ role: 'user', content: 'Was it good?' }]],
+    }));
+    return file;
+  };
+  const answers = (mode) => {
+    const env = { ...process.env, ALALLO_SAMPLE_ANSWERS: mode };
+    if (!mode) delete env.ALALLO_SAMPLE_ANSWERS;
+    const r = spawnSync(BIN, ['train', '--config', config(mode || 'default')], { encoding: 'utf8', timeout: 120000, env });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.equal(/sample answers at step/.test(r.stderr), mode !== '', r.stderr); // timed when set
+    const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const samples = events.filter((e) => e.event === 'sample');
+    for (const e of samples) assert.equal(typeof e.answer, 'string', JSON.stringify(e));
+    return samples.map((e) => [e.step, e.prompt, e.answer]);
+  };
+  const together = answers('');
+  assert.equal(together.length, 4, JSON.stringify(together)); // 2 prompts, before and after the step
+  assert.deepEqual(answers('batched'), together);
+  assert.deepEqual(answers('one-at-a-time'), together);
+  const bad = spawnSync(BIN, ['train', '--config', config('bad')],
+    { encoding: 'utf8', timeout: 120000, env: { ...process.env, ALALLO_SAMPLE_ANSWERS: 'sideways' } });
+  assert.equal(bad.status, 3, bad.stdout + bad.stderr);
+  assert.match(bad.stdout, /ALALLO_SAMPLE_ANSWERS is \\"sideways\\": it is \\"batched\\" or \\"one-at-a-time\\"/);
 });

@@ -46,12 +46,13 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
             return 2;
         }
     }
-    /* a list "tiny,base": each a known shape (bench train measures each) */
+    /* a list "tiny,base": each a known shape (bench train measures each);
+     * no empty name, at either end or between two commas */
     for (const char *p = o->shape; p && *p;) {
         size_t len = strcspn(p, ",");
         char one[32];
         struct model_config shape_c;
-        if (len == 0 || len >= sizeof one) {
+        if (len == 0 || len >= sizeof one || (p[len] == ',' && !p[len + 1])) {
             fprintf(stderr, WHO ": --shape is a shape or a list of them, as tiny,base\n");
             return 2;
         }

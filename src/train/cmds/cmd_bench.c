@@ -435,16 +435,22 @@ static int bench_train(int argc, char **argv)
     double peak0 = measure_peak(threads, path_peak(path), &isa0);
     int bf16 = gemm_has_bf16();
     double peak_bf16 = bf16 ? measure_peak(threads, PEAK_BF16, &isa_bf16) : 0.0;
+    /* Every shape is measured even when one fails (its reason on stderr):
+     * the others' lines are printed, and the exit status is the failure's
+     * (a worker keeps the bench's own shape's point, worker_speed.h). */
     struct shape_run runs[BENCH_SHAPES_MAX];
-    int rc = 0, done = 0;
-    for (; done < n && rc == 0; done++) {
+    memset(runs, 0, sizeof runs);
+    int rc = 0, done = n;
+    for (int i = 0; i < n; i++) {
         struct bench_opts one = bo;
         if (!bo.model_dir)
-            one.shape = names[done];
-        rc = train_one(&one, argc, argv, path, &runs[done]);
+            one.shape = names[i];
+        int r = train_one(&one, argc, argv, path, &runs[i]);
+        if (r != 0) {
+            runs[i].j = NULL;
+            rc = rc ? rc : r;
+        }
     }
-    if (rc != 0)
-        done--;
     const char *isa;
     double peak = measure_peak(threads, path_peak(path), &isa);
     if (peak0 > peak)

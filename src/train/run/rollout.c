@@ -187,16 +187,22 @@ int rollout_run_each(struct generator *g, const struct rollout_req *req, int n, 
     return run_all(g, req, n, batched, texts, tokens, &c, err, errcap);
 }
 
+/* rc, after freeing the texts when it is a failure (nothing half-made is
+ * handed back). */
+static int texts_kept_on_success(int rc, char **texts, int n)
+{
+    for (int i = 0; rc != 0 && i < n; i++) {
+        free(texts[i]);
+        texts[i] = NULL;
+    }
+    return rc;
+}
+
 int rollout_run(struct generator *g, const struct rollout_req *req, int n, bool batched,
                 char **texts, int *tokens, char *err, size_t errcap)
 {
     int rc = rollout_run_each(g, req, n, batched, texts, tokens, NULL, NULL, err, errcap);
-    if (rc != 0)
-        for (int i = 0; i < n; i++) {
-            free(texts[i]);
-            texts[i] = NULL;
-        }
-    return rc;
+    return texts_kept_on_success(rc, texts, n);
 }
 
 int rollout_run_some(struct generator *g, const struct rollout_req *req, int n, bool batched,
@@ -205,10 +211,5 @@ int rollout_run_some(struct generator *g, const struct rollout_req *req, int n, 
 {
     struct calls c = {.skipped = skipped, .ctx = ctx};
     int rc = run_all(g, req, n, batched, texts, tokens, &c, err, errcap);
-    if (rc != 0)
-        for (int i = 0; i < n; i++) {
-            free(texts[i]);
-            texts[i] = NULL;
-        }
-    return rc;
+    return texts_kept_on_success(rc, texts, n);
 }

@@ -800,9 +800,10 @@ static int validate_epoch(struct run *r)
     return r->bad_epochs >= r->c->early_stopping_patience;
 }
 
-/* How the sample answers are decoded: together through the batcher (the
- * default, and any value but this one) or "one-at-a-time"; set, the time
- * they took goes to stderr (bench/train/samples_batched.sh compares the two). */
+/* How the sample answers are decoded: "batched", together through the
+ * batcher (the default), or "one-at-a-time"; any other value is refused
+ * at the start. Set, the time they took goes to stderr
+ * (bench/train/samples_batched.sh compares the two). */
 #define SAMPLE_ANSWERS_ENV "ALALLO_SAMPLE_ANSWERS"
 
 /* Whether this run answers sample prompts: its own, or (supervised, with
@@ -1026,6 +1027,13 @@ static int run_attempt(const struct train_config *c, int gpu)
     rng_seed(&r.rng, c->seed);
     tev_metrics_clear(&r.metrics);
     r.best_full = INFINITY;
+    const char *how = getenv(SAMPLE_ANSWERS_ENV);
+    if (how && how[0] && strcmp(how, "batched") != 0 && strcmp(how, "one-at-a-time") != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "%s is \"%.40s\": it is \"batched\" or \"one-at-a-time\"",
+                 SAMPLE_ANSWERS_ENV, how);
+        return fail(1, why);
+    }
     if (c->sample_prompts[0]) {
         r.samples = json_loads(c->sample_prompts, 0, NULL);
         if (!r.samples)

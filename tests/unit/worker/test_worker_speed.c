@@ -213,6 +213,31 @@ static void measures_both_points(void **state)
     }
 }
 
+/* On a CPU, one process measures both shapes and goes on past a failed
+ * one: the small shape failing leaves only the second point out, as on a
+ * GPU; the bench's own shape failing leaves the speed unknown. */
+static void a_failed_shape_loses_only_its_point(void **state)
+{
+    (void)state;
+    char bin[300], err[300] = "";
+    struct bench_speed s;
+    fake_bin(bin, sizeof bin, "alallo-small-fails",
+             "echo 'tiny: out of memory' >&2\n"
+             "echo '{\"shape\":\"base\",\"params\":2000,\"tokens_per_s\":40,\"flops\":4e9}'\n"
+             "exit 1");
+    if (worker_speed_measure(bin, 2, "cpu", 10, NULL, &s, err, sizeof err))
+        fail_msg("measure: %s", err);
+    assert_true(s.tokens_per_s == 40 && s.flops == 4e9 && s.params == 2000);
+    assert_true(s.small_params == 0 && s.small_flops == 0);
+
+    fake_bin(bin, sizeof bin, "alallo-base-fails",
+             "echo '{\"shape\":\"tiny\",\"params\":100,\"tokens_per_s\":50,\"flops\":1e9}'\n"
+             "echo 'base: out of memory' >&2; exit 1");
+    assert_int_equal(worker_speed_measure(bin, 2, "cpu", 10, NULL, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "exited with 1: base: out of memory"));
+    assert_true(s.tokens_per_s == 0);
+}
+
 static void failure_means_unknown(void **state)
 {
     (void)state;
@@ -259,6 +284,7 @@ int main(void)
         cmocka_unit_test(measures_both_points),
         cmocka_unit_test(measures_with_the_right_arguments),
         cmocka_unit_test(a_cuda_worker_measures_the_gpu_trainer),
+        cmocka_unit_test(a_failed_shape_loses_only_its_point),
         cmocka_unit_test(failure_means_unknown),
         cmocka_unit_test(bounded_in_time),
     };
