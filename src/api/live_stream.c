@@ -167,6 +167,10 @@ static void *live_run(void *ctx)
             fmts[i] = l->choices[i].fmt;
         }
         l->f->end(fmts, l->k, &l->buf, outs);
+    } else if (l->started && l->err.body) {
+        /* it failed after the 200 went out (the engine died, one choice
+         * failed): its error is the stream's last event, with no [DONE] */
+        live_event(&l->buf, json_loadb(l->err.body, l->err.len, 0, NULL));
     }
     l->done = true;
     pthread_cond_broadcast(&l->cv);

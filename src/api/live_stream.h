@@ -9,8 +9,10 @@
  * appends the events it makes of it to a buffer; the connection's thread
  * sends the buffer on as it grows. The answer's status waits for the first
  * piece or the end, so that a request the generator refuses still gets its
- * own error status. A failure after the first piece ends the stream
- * without `data: [DONE]`; a failure of one of several cancels the others,
+ * own error status. A failure after the first piece ends the stream with
+ * its error as one last event (`data: {"error": {...}}`, the body its
+ * status would have carried) and without `data: [DONE]`; a failure of one
+ * of several cancels the others,
  * and so does the client leaving.
  *
  * Ownership: live_stream_start copies what it keeps of the request and gs

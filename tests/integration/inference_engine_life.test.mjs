@@ -208,8 +208,12 @@ describe('a client that leaves cancels its generation at once', () => {
       const started = Date.now();
       const r = await s.call('POST', '/v1/completions', { body: { model: 'small', prompt: [PROMPT, PROMPT, [999999]], max_tokens: LONG, temperature: 0, stream } });
       if (stream && r.status === 200) {
-        // a piece of another came first: the stream ends without [DONE]
+        // a piece of another came first: the stream ends with the error as
+        // its last event, without [DONE]
         assert.doesNotMatch(r.text, /\[DONE\]/);
+        const last = JSON.parse(r.text.trim().split('\n\n').pop().replace(/^data: /, ''));
+        assert.equal(last.error.param, 'prompt', r.text);
+        assert.match(last.error.message, /^prompt\[2\]: /);
       } else {
         assert.equal(r.status, 400, r.text);
         assert.equal(r.json.error.param, 'prompt');
@@ -248,4 +252,37 @@ describe('a client that leaves cancels its generation at once', () => {
       assert.ok(gone.tokens - before.tokens < 500, `tokens ${gone.tokens - before.tokens}`);
     });
   }
+  // Last in this block: it kills the engine. A streamed answer under way
+  // when the engine dies ends with the error as its last event (no
+  // [DONE]), and the restarted engine serves the next request.
+  test('the engine killed in the middle of a streamed answer: an error event, then the next request is served', async () => {
+    const pid = enginePid(s);
+    assert.ok(pid > 0);
+    const res = await fetch(`${s.url}/v1/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${s.key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'small', prompt: PROMPT, max_tokens: LONG, temperature: 0, stream: true }),
+    });
+    assert.equal(res.status, 200);
+    let text = '';
+    let killed = false;
+    const decoder = new TextDecoder();
+    for await (const piece of res.body) {
+      text += decoder.decode(piece, { stream: true });
+      if (!killed && (text.match(/^data: \{/gm) || []).length >= 3) { // under way
+        process.kill(pid, 'SIGKILL');
+        killed = true;
+      }
+    }
+    assert.ok(killed, text);
+    assert.doesNotMatch(text, /\[DONE\]/);
+    const events = text.trim().split('\n\n').map((e) => JSON.parse(e.replace(/^data: /, '')));
+    assert.ok(events.length >= 4, text);
+    for (const e of events.slice(0, -1)) assert.equal(e.object, 'text_completion', JSON.stringify(e));
+    const last = events[events.length - 1];
+    assert.match(last.error.message, /restarting/, JSON.stringify(last));
+    await waitFor(() => enginePid(s) > 0 && enginePid(s) !== pid, { what: 'a new engine' });
+    const again = await s.call('POST', '/v1/completions', { body: { model: 'tiny', prompt: PROMPT, max_tokens: 4, temperature: 0 } });
+    assert.equal(again.status, 200, again.text);
+  });
 });
