@@ -48,15 +48,26 @@ struct op {
 };
 
 static float *a, *b, *c2, *d, *e, *f, *rstd, *w, *dw, *logits, *loss, *table;
-static uint16_t *hb;
+static uint16_t *hb, *hb2, *hb3;
 static int32_t *ids, *tgt, *hits;
 static double *sumsq;
 static struct cuda_nf4 q;
 
-static void run_rmsnorm_fwd(void) { cuda_rmsnorm_forward(b, rstd, a, w, N, C, 1e-5f); }
-static void run_rmsnorm_bwd(void) { cuda_rmsnorm_backward(c2, dw, b, a, w, rstd, N, C); }
-static void run_swiglu_fwd(void) { cuda_swiglu_forward(c2, a, b, (size_t)N * I); }
-static void run_swiglu_bwd(void) { cuda_swiglu_backward(d, e, c2, a, b, (size_t)N * I); }
+static void run_rmsnorm_fwd(void) { cuda_rmsnorm_forward(b, NULL, rstd, a, w, N, C, 1e-5f); }
+static void run_rmsnorm_bwd(void) { cuda_rmsnorm_backward(c2, NULL, dw, b, a, w, rstd, N, C); }
+static void run_swiglu_fwd(void) { cuda_swiglu_forward(c2, NULL, a, b, (size_t)N * I); }
+static void run_swiglu_bwd(void)
+{
+    cuda_swiglu_backward(d, e, NULL, NULL, c2, a, b, (size_t)N * I);
+}
+/* The same kernels writing the bf16 copy a product reads next (cuda_ops.h,
+ * "bf16 copies"): against the plain kernel plus to_bf16's pass. */
+static void run_rmsnorm_fwd_b(void) { cuda_rmsnorm_forward(b, hb, rstd, a, w, N, C, 1e-5f); }
+static void run_swiglu_fwd_b(void) { cuda_swiglu_forward(c2, hb2, a, b, (size_t)N * I); }
+static void run_swiglu_bwd_b(void)
+{
+    cuda_swiglu_backward(d, e, hb2, hb3, c2, a, b, (size_t)N * I);
+}
 static void run_xent(void) { cuda_xent_rows(logits, tgt, XENT_ROWS, V, 1, 1.0f, NULL, loss, hits); }
 static void run_to_bf16(void) { cuda_to_bf16(hb, a, (size_t)N * C); }
 static void run_nf4(void) { cuda_nf4_to_bf16(hb, &q, 0, (size_t)I * C); }
@@ -98,6 +109,7 @@ int main(int argc, char **argv)
     rstd = dev(N * 4), w = dev(C * 4), dw = dev(C * 4);
     logits = dev((size_t)XENT_ROWS * V * 4), loss = dev(XENT_ROWS * 4);
     tgt = dev(XENT_ROWS * 4), hits = dev(XENT_ROWS * 4);
+    hb2 = dev((size_t)N * I * 2), hb3 = dev((size_t)N * I * 2);
     hb = dev((size_t)I * C * 2), ids = dev(N * 4), table = dev((size_t)V * C * 4);
     sumsq = dev(sizeof *sumsq);
     size_t qn = (size_t)I * C;
@@ -124,6 +136,9 @@ int main(int argc, char **argv)
         {"rmsnorm_backward+dw", "8192x2048", 6 * nc * 4, run_rmsnorm_bwd, 0.0},
         {"swiglu_forward", "8192x8192", 3 * ni * 4, run_swiglu_fwd, 0.0},
         {"swiglu_backward", "8192x8192", 7 * ni * 4, run_swiglu_bwd, 0.0},
+        {"rmsnorm_forward+bf16", "8192x2048", 2 * nc * 4 + nc * 2, run_rmsnorm_fwd_b, 0.0},
+        {"swiglu_forward+bf16", "8192x8192", 3 * ni * 4 + ni * 2, run_swiglu_fwd_b, 0.0},
+        {"swiglu_backward+bf16", "8192x8192", 7 * ni * 4 + 2 * ni * 2, run_swiglu_bwd_b, 0.0},
         {"xent_rows+grad", "2048x128256", 3.0 * XENT_ROWS * V * 4, run_xent, 0.0},
         {"to_bf16", "8192x2048", nc * 6, run_to_bf16, 0.0},
         {"nf4_to_bf16", "8192x2048", (double)I * C * 2.5, run_nf4, 0.0},

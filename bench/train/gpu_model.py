@@ -106,6 +106,8 @@ SHAPE_1B = {"d": 2048, "L": 16, "H": 32, "KV": 8, "hd": 64, "I": 8192, "V": 1282
 CURRENT = {
     "act": 4,            # activation bytes (fp32)
     "convert": True,     # a separate fp32 -> bf16 pass before each product
+                         # ("fused": change 1a, the kernel that makes an input
+                         # writes its bf16 beside it; False: none, change 1)
     "lora": "fp32",      # rank-r products in fp32 on CUDA cores, 6 a projection
     "attn": "current",   # cuda_attn_tc.cu before change 3: 7-product backward
                          # ("built": change 3 as built, "new": change 3 in
@@ -118,6 +120,7 @@ CURRENT = {
     "torch": False,
 }
 CHANGES = [
+    ("1a conversions fused into the kernels before (built)", {"convert": "fused"}),
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -177,8 +180,18 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     projs = [("q", d, d, "qkv"), ("k", d, dkv, "qkv"), ("v", d, dkv, "qkv"),
              ("o", d, d, "o"), ("gate", d, I, "gu"), ("up", d, I, "gu"), ("down", I, d, "down")]
 
-    def convert(n):  # a product's input: fp32 -> bf16 in a pass of its own
-        if design["convert"]:
+    def convert(n, kept=False):
+        """A product's input made bf16: a pass of its own (fp32 read, bf16
+        written) in the current design. With change 1a the kernel that makes
+        the input (a norm, the gated activation, attention's forward, rotary
+        positions' backward, a norm's backward) writes the bf16 beside its
+        fp32 output: 2 bytes a value, no launch; kept: an input that no
+        kernel makes just then (attention's output again for its weight
+        gradients, dv from attention's backward, the head's gathered rows),
+        still a pass (cuda_model.c)."""
+        if design["convert"] == "fused" and not kept:
+            st.mem("elementwise: bf16 copies beside fp32 outputs", n * 2, launches=0)
+        elif design["convert"]:
             st.mem("elementwise: fp32->bf16 conversions", n * 6)
 
     def weight(din, dout):
@@ -230,10 +243,11 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                    launches=1 if first_of_group else 0)
         elif kind == "tc_each":  # as built: dY B (bf16 out), dB, dA, dX += (dY B) A,
             # each a bf16 product reading dY's and x's bf16 copies; the kept
-            # input converted again for dA once per group while activations
-            # are fp32
-            if first_of_group:
-                convert(N * din)
+            # input made bf16 again for dA once per group while activations
+            # are fp32 (by the recomputed norm or activation with 1a; o's
+            # input, attention's output, by a pass)
+            if first_of_group and not full:
+                convert(N * din, kept=p == "o")
             st.add("lora tc, each product: backward", 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
             st.add("lora tc, each product: backward", 2.0 * N * dout * r,
                    N * dout * 2 + N * r * 2 + dout * r * 8)
@@ -296,12 +310,13 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         for name, din, dout, grp in reversed(projs):
             if name == "down":
                 st.mem("elementwise: residual adds", N * d * a * 2)
-            convert(N * dout)  # dY
+            convert(N * dout, kept=name == "v")  # dY (dv: attention's backward)
             ex = 2.0 * N * r * din if lora == "tc" else 0.0
             product("projections dX", N, din, dout, 2, a, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
             if full:
-                convert(N * din)  # the kept input, again in bf16 for dW
+                if name in ("q", "o", "gate", "down"):  # once for a shared input
+                    convert(N * din, kept=name == "o")  # the kept input again in bf16, for dW
                 st.add("gemm: projections dW", 2.0 * N * din * dout,
                        N * din * 2 + N * dout * 2 + din * dout * 4)
             lora_backward(name, din, dout, name in ("q", "o", "gate", "down"))
@@ -319,7 +334,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     for _ in range(L):
         layer_forward()
     st.mem("elementwise: norms", N * d * a * 2)
-    convert(N * d)
+    convert(N * d, kept=True)
     logit_bytes = 4  # the head's logits in fp32 (chunked), in both designs
     product("head forward", N, V, d, 2, logit_bytes, V * d * 2)
     chunks = 8

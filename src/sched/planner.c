@@ -300,8 +300,9 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         ACT_BYTES * (tokens * (kept_all + scratch) + largest + scores);
     /* What cuda_acts_create (src/train/cuda/cuda_model.c) allocates: the
      * same fp32 arrays, no T x T score blocks (fused attention), plus bf16
-     * copies of a product's input and output (each at most max(h, q, im)
-     * wide) and a bf16 buffer of the largest projection (NF4 decoding). */
+     * copies of a product's input, of LoRA's dropped input and of its dy
+     * (each at most max(h, q, im) wide), of du beside dg's (im wide), and
+     * a bf16 buffer of the largest projection (NF4 decoding). */
     double widest = fmax(h, fmax(q, im));
     /* 4-bit LoRA on a GPU recomputes each layer in the backward pass
      * (cuda_train_recompute_auto): it keeps each layer's input (h) and one
@@ -311,7 +312,7 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         layers_kept = h * m->layers + kept;
     if (on_gpu)
         activations = ACT_BYTES * tokens * (layers_kept + scratch) +
-                      2.0 * (tokens * 2.0 * widest + largest);
+                      2.0 * (tokens * (3.0 * widest + im) + largest);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
     double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));
     double logits =

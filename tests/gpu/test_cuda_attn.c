@@ -20,7 +20,10 @@
  * on the raw inputs, scores of tens (the capped cases) would move by
  * tenths and the probabilities by more than any fixed tolerance says.
  * The GPU runs twice on the same inputs and must give the same bits (no
- * atomics).
+ * atomics), the first time writing the bf16 copy of the output beside it
+ * and the second time not: that copy has the bits linear_f32_to_bf16 gives
+ * for the output, and the output is the same without it. Rotary
+ * positions' backward's bf16 copy is checked the same way.
  *
  * Without a visible GPU it prints one `skip:` line and exits 77 (CTest's
  * skip code), as every tests/gpu program does.
@@ -119,6 +122,21 @@ static float *from_device(const void *dev, size_t n)
     return h;
 }
 
+/* The bf16 copy gb (n values, device) has the bits of linear_f32_to_bf16
+ * of out (host). */
+static void expect_bf16_copy(const char *what, const uint16_t *gb, const float *out, size_t n)
+{
+    uint16_t *got = malloc(sizeof(uint16_t) * n);
+    assert_non_null(got);
+    if (cuda_download(got, gb, sizeof(uint16_t) * n) < 0)
+        fail_msg("cuda_download: %s", cuda_ctx_error());
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != linear_f32_to_bf16(out[i]))
+            fail_msg("%s: bf16 copy [%zu] is 0x%04x, the output %.9g rounds to 0x%04x", what,
+                     i, got[i], (double)out[i], linear_f32_to_bf16(out[i]));
+    free(got);
+}
+
 static void sync_or_fail(void)
 {
     if (cuda_ctx_sync() < 0)
@@ -183,9 +201,13 @@ static void test_rope(void **state)
         assert_close("fwd", got, cpu, n, ROPE_TOL);
         free(got);
         ops_rope_backward_seg(cpu, B, T, nh, hd, hd, s, cs, sn);
-        cuda_rope_backward(dx, B, T, nh, hd, ds, dcs, dsn);
+        uint16_t *dxb = cuda_alloc(sizeof(uint16_t) * n, 0);
+        assert_non_null(dxb);
+        cuda_rope_backward(dx, dxb, B, T, nh, hd, ds, dcs, dsn);
         sync_or_fail();
         got = from_device(dx, n);
+        expect_bf16_copy("rope bwd", dxb, got, n);
+        cuda_free(dxb);
         assert_close("bwd", got, cpu, n, ROPE_TOL);
         /* the transpose undoes the rotation */
         assert_close("back", got, x, n, ROPE_TOL);
@@ -210,7 +232,7 @@ struct gpu_run {
 
 static struct gpu_run run_gpu(const struct attn_case *c, float *const dev[8], float scale,
                               const float *dq0, const float *dk0, size_t nq, size_t nk,
-                              const int32_t *dseg)
+                              const int32_t *dseg, int with_bf16)
 {
     float *dq = dev[0], *dk = dev[1], *dv = dev[2], *dout = dev[3], *out = dev[4],
           *lse = dev[5], *q = dev[6], *kv = dev[7];
@@ -221,7 +243,9 @@ static struct gpu_run run_gpu(const struct attn_case *c, float *const dev[8], fl
     size_t nl = (size_t)c->B * c->H * c->T;
     float *scratch = cuda_alloc(sizeof(float) * nl, 0);
     assert_non_null(scratch);
-    cuda_attention_forward(out, lse, q, k, v, dseg, c->B, c->T, c->H, c->KV, c->hd, scale,
+    uint16_t *outb = with_bf16 ? cuda_alloc(sizeof(uint16_t) * nq, 0) : NULL;
+    assert_true(!with_bf16 || outb);
+    cuda_attention_forward(out, outb, lse, q, k, v, dseg, c->B, c->T, c->H, c->KV, c->hd, scale,
                            c->cap);
     cuda_attention_backward(dq, dk, dv, scratch, dout, out, lse, q, k, v, dseg, c->B, c->T,
                             c->H, c->KV, c->hd, scale, c->cap);
@@ -229,6 +253,9 @@ static struct gpu_run run_gpu(const struct attn_case *c, float *const dev[8], fl
     cuda_free(scratch);
     struct gpu_run g = {from_device(out, nq), from_device(lse, nl), from_device(dq, nq),
                         from_device(dk, nk), from_device(dv, nk)};
+    if (outb)
+        expect_bf16_copy("attention output", outb, g.out, nq);
+    cuda_free(outb);
     return g;
 }
 
@@ -309,7 +336,7 @@ static void test_attention(void **state)
         assert_non_null(dev[i]);
     int32_t *dseg = seg ? on_device(seg, sizeof(int32_t) * B * T) : NULL;
 
-    struct gpu_run g = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg);
+    struct gpu_run g = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg, 1);
     assert_close("out", g.out, out, nq, tol);
     assert_close("lse", g.lse, lse, nl, tol);
     assert_close("dq", g.dq, dq, nq, tol);
@@ -317,7 +344,7 @@ static void test_attention(void **state)
     assert_close("dv", g.dv, dv, nk, tol);
 
     /* the same inputs again: the same bits */
-    struct gpu_run g2 = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg);
+    struct gpu_run g2 = run_gpu(c, dev, scale, dq0, dk0, nq, nk, dseg, 0);
     assert_memory_equal(g.out, g2.out, sizeof(float) * nq);
     assert_memory_equal(g.lse, g2.lse, sizeof(float) * nl);
     assert_memory_equal(g.dq, g2.dq, sizeof(float) * nq);

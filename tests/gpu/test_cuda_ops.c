@@ -143,6 +143,22 @@ static void expect_same_bits(const char *what, const void *got, const void *want
     }
 }
 
+/* The bf16 copy a kernel wrote beside its fp32 output (gb, n values on the
+ * device) has the bits linear_f32_to_bf16 gives for that output (host,
+ * already fetched): what cuda_to_bf16 would have made in a pass of its
+ * own (cuda_ops.h, "bf16 copies"). */
+static void expect_bf16_copy(const char *what, const uint16_t *gb, const float *out, size_t n)
+{
+    uint16_t *got = malloc(n * 2), *want = malloc(n * 2);
+    assert_non_null(got && want);
+    fetch(got, gb, n * 2);
+    for (size_t i = 0; i < n; i++)
+        want[i] = linear_f32_to_bf16(out[i]);
+    expect_same_bits(what, got, want, n * 2, 2);
+    free(got);
+    free(want);
+}
+
 /* ---- RMSNorm ----------------------------------------------------------- */
 
 static void rmsnorm_case(int N, int C, int with_dw)
@@ -160,8 +176,9 @@ static void rmsnorm_case(int N, int C, int with_dw)
     float *gx = dev_copy(x, nc * 4), *gw = dev_copy(w, (size_t)C * 4), *gdy = dev_copy(dy, nc * 4);
     float *gy = dev_zero(nc * 4), *grstd = dev_zero((size_t)N * 4);
     float *gdx = dev_copy(dx0, nc * 4), *gdw = dev_copy(dw0, (size_t)C * 4);
-    cuda_rmsnorm_forward(gy, grstd, gx, gw, N, C, 1e-5f);
-    cuda_rmsnorm_backward(gdx, with_dw ? gdw : NULL, gdy, gx, gw, grstd, N, C);
+    uint16_t *gyb = dev_zero(nc * 2), *gdxb = dev_zero(nc * 2);
+    cuda_rmsnorm_forward(gy, gyb, grstd, gx, gw, N, C, 1e-5f);
+    cuda_rmsnorm_backward(gdx, gdxb, with_dw ? gdw : NULL, gdy, gx, gw, grstd, N, C);
     float *hy = malloc(nc * 4), *hr = malloc((size_t)N * 4), *hdx = malloc(nc * 4);
     float *hdw = malloc((size_t)C * 4), *hdw2 = malloc((size_t)C * 4);
     fetch(hy, gy, nc * 4);
@@ -171,18 +188,20 @@ static void rmsnorm_case(int N, int C, int with_dw)
     expect_close("rmsnorm y", hy, y, nc);
     expect_close("rmsnorm rstd", hr, rstd, (size_t)N);
     expect_close("rmsnorm dx", hdx, dx, nc);
+    expect_bf16_copy("rmsnorm y's bf16", gyb, hy, nc);
+    expect_bf16_copy("rmsnorm dx's bf16", gdxb, hdx, nc);
     if (with_dw) {
         expect_close("rmsnorm dw", hdw, dw, (size_t)C);
         /* the same sums again from the same start: the same bits */
         cuda_upload(gdw, dw0, (size_t)C * 4);
-        cuda_rmsnorm_backward(gdx, gdw, gdy, gx, gw, grstd, N, C);
+        cuda_rmsnorm_backward(gdx, NULL, gdw, gdy, gx, gw, grstd, N, C);
         fetch(hdw2, gdw, (size_t)C * 4);
         expect_same_bits("rmsnorm dw, run twice", hdw2, hdw, (size_t)C * 4, 4);
     } else {
         expect_same_bits("rmsnorm dw NULL leaves dw", hdw, dw0, (size_t)C * 4, 4);
     }
     cuda_free(gx), cuda_free(gw), cuda_free(gdy), cuda_free(gy), cuda_free(grstd);
-    cuda_free(gdx), cuda_free(gdw);
+    cuda_free(gdx), cuda_free(gdw), cuda_free(gyb), cuda_free(gdxb);
     free(x), free(w), free(dy), free(dx0), free(dw0), free(y), free(rstd), free(dx), free(dw);
     free(hy), free(hr), free(hdx), free(hdw), free(hdw2);
 }
@@ -200,9 +219,14 @@ static void rmsnorm_matches_cpu(void **state)
 
 typedef void (*act_fwd)(float *, const float *, const float *, size_t);
 typedef void (*act_bwd)(float *, float *, const float *, const float *, const float *, size_t);
+typedef void (*gpu_act_fwd)(float *, uint16_t *, const float *, const float *, size_t);
+typedef void (*gpu_act_bwd)(float *, float *, uint16_t *, uint16_t *, const float *,
+                            const float *, const float *, size_t);
 
-static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, act_fwd gpu_f,
-                     act_bwd gpu_b, size_t n)
+/* Each GPU kernel twice: with its bf16 copies (checked bit for bit against
+ * its fp32 output) and without them (the same fp32 bits). */
+static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd gpu_f,
+                     gpu_act_bwd gpu_b, size_t n)
 {
     struct rng r;
     rng_seed(&r, n);
@@ -213,21 +237,35 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, act_fwd gpu
     cpu_b(dg, du, dh, g, u, n);
     float *gg = dev_copy(g, n * 4), *gu = dev_copy(u, n * 4), *gdh = dev_copy(dh, n * 4);
     float *gh = dev_zero(n * 4), *gdg = dev_copy(dg0, n * 4), *gdu = dev_copy(du0, n * 4);
-    gpu_f(gh, gg, gu, n);
-    gpu_b(gdg, gdu, gdh, gg, gu, n);
-    float *out = malloc(n * 4);
+    uint16_t *ghb = dev_zero(n * 2), *gdgb = dev_zero(n * 2), *gdub = dev_zero(n * 2);
+    gpu_f(gh, ghb, gg, gu, n);
+    gpu_b(gdg, gdu, gdgb, gdub, gdh, gg, gu, n);
+    float *out = malloc(n * 4), *plain = malloc(n * 4);
     char what[64];
     fetch(out, gh, n * 4);
     snprintf(what, sizeof what, "%s forward (n %zu)", name, n);
     expect_close(what, out, h, n);
+    expect_bf16_copy(what, ghb, out, n);
+    gpu_f(gh, NULL, gg, gu, n);
+    fetch(plain, gh, n * 4);
+    expect_same_bits(what, plain, out, n * 4, 4);
     fetch(out, gdg, n * 4);
     snprintf(what, sizeof what, "%s dg (n %zu)", name, n);
     expect_close(what, out, dg, n);
+    expect_bf16_copy(what, gdgb, out, n);
     fetch(out, gdu, n * 4);
     snprintf(what, sizeof what, "%s du (n %zu)", name, n);
     expect_close(what, out, du, n);
+    expect_bf16_copy(what, gdub, out, n);
+    cuda_upload(gdu, du0, n * 4);
+    gpu_b(gdg, gdu, NULL, NULL, gdh, gg, gu, n);
+    fetch(plain, gdu, n * 4);
+    snprintf(what, sizeof what, "%s du without copies (n %zu)", name, n);
+    expect_same_bits(what, plain, out, n * 4, 4);
     cuda_free(gg), cuda_free(gu), cuda_free(gdh), cuda_free(gh), cuda_free(gdg), cuda_free(gdu);
+    cuda_free(ghb), cuda_free(gdgb), cuda_free(gdub);
     free(g), free(u), free(dh), free(dg0), free(du0), free(h), free(dg), free(du), free(out);
+    free(plain);
 }
 
 static void gated_activations_match_cpu(void **state)

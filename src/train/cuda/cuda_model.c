@@ -91,8 +91,14 @@ struct cuda_acts {
     float *attn_d;               /* (B, H, T) attention backward's scratch */
     float *row_loss;             /* (N): each target row's loss, downloaded once a pass */
     float *row_w;                /* (N) a weighted pass's weight per target row */
-    uint16_t *xb, *yb;           /* bf16 of a product's input and of dy (or of
-                                  * LoRA's dropped input) */
+    uint16_t *xb;                /* bf16 of a product's input, written by the
+                                  * kernel that makes the input (cuda_ops.h,
+                                  * "bf16 copies"); attention's output again
+                                  * in the backward by a conversion */
+    uint16_t *yb;                /* bf16 of LoRA's dropped input */
+    uint16_t *dyb, *dub;         /* bf16 of a product's dy, written by the
+                                  * kernel that makes dy; dub: of du, beside
+                                  * dg's in dyb */
     uint16_t *xa, *ltmp;         /* bf16 LoRA x' A^T per layer and projection;
                                   * (N, r) dy B */
     uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
@@ -520,11 +526,11 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
         &a->row_loss, &a->attn_d, &a->row_w,
     };
-    /* yb holds dy, or LoRA's dropped input (N, in) */
-    size_t ysz = N * (max_out > max_in ? max_out : max_in);
-    size_t bsz[] = {N * max_in, ysz, hr * V, hr * C, deq, /* bf16 values */
+    size_t bsz[] = {N * max_in, N * max_in, N * max_out, N * F, /* xb yb dyb dub */
+                    hr * V, hr * C, deq, /* bf16 values */
                     K * PROJ_COUNT * N * r, N * (r ? r : 1)}; /* xa ltmp */
-    uint16_t **bdst[] = {&a->xb, &a->yb, &a->logits_b, &a->xcb, &a->deq, &a->xa, &a->ltmp};
+    uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
+                         &a->deq, &a->xa, &a->ltmp};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -727,35 +733,38 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
 
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
  * skip), dw += dy^T x (xb: x as bf16, needed when d->dw, and for dA when
- * no dropout), dbias, dB, dA. LoRA's products read bf16 (dy, x', xa, dy B
- * rounded once, A and B's copies) and add into the fp32 dA, dB and dx. */
+ * no dropout), dbias, dB, dA. dyb is dy as bf16, made by the kernel that
+ * made dy, or NULL to convert it here (into a->dyb). LoRA's products read
+ * bf16 (dy, x', xa, dy B rounded once, A and B's copies) and add into the
+ * fp32 dA, dB and dx. */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, const float *dy,
-                         const float *x, const uint16_t *xb, const uint16_t *xa, int N,
-                         struct linear_dropout dr)
+                         const uint16_t *dyb, const float *x, const uint16_t *xb,
+                         const uint16_t *xa, int N, struct linear_dropout dr)
 {
-    if (dx || d->dw || d->r > 0) {
-        cuda_to_bf16(a->yb, dy, (size_t)N * d->out);
-        if (dx && d->wb)
-            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, a->yb, d->out, d->wb, d->in,
-                                    1.0f, dx, d->in));
-        else if (dx)
-            nf4_product(a, d, 0, dx, a->yb, N);
-        if (d->dw)
-            check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, a->yb, d->out, xb, d->in,
-                                    1.0f, d->dw, d->in));
+    if (!dyb && (dx || d->dw || d->r > 0)) {
+        cuda_to_bf16(a->dyb, dy, (size_t)N * d->out);
+        dyb = a->dyb;
     }
+    if (dx && d->wb)
+        check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, dyb, d->out, d->wb, d->in, 1.0f,
+                                dx, d->in));
+    else if (dx)
+        nf4_product(a, d, 0, dx, dyb, N);
+    if (d->dw)
+        check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, d->out, xb, d->in, 1.0f,
+                                d->dw, d->in));
     if (d->dbias)
         cuda_bias_backward(d->dbias, dy, N, d->out);
     if (d->r > 0) {
         size_t n = (size_t)N * d->in;
         int drop = dr.p > 0.0f;
         uint16_t *t = a->ltmp; /* (N,r) = dy B */
-        check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, a->yb, d->out, d->lbb, d->r,
+        check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, d->out, d->lbb, d->r,
                                     0.0f, t, d->r));
         if (d->dlb) /* dB (out,r) += scale dy^T xa */
-            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, a->yb, d->out, xa, d->r,
+            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, d->out, xa, d->r,
                                     1.0f, d->dlb, d->r));
-        if (d->dla) { /* dA (r,in) += scale t^T x'; dy's bf16 is read no more */
+        if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
             if (drop) {
                 cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
@@ -814,13 +823,22 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
         s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
 }
 
-static void mlp_act(const struct cuda_model *cm, float *h, const float *g, const float *u,
-                    size_t n)
+static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, const float *g,
+                    const float *u, size_t n)
 {
     if (cm->cfg.gelu)
-        cuda_geglu_forward(h, g, u, n);
+        cuda_geglu_forward(h, hb, g, u, n);
     else
-        cuda_swiglu_forward(h, g, u, n);
+        cuda_swiglu_forward(h, hb, g, u, n);
+}
+
+/* lin_forward for projection p of layer l from x and its bf16 in a->xb,
+ * with its dropout. */
+static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
+                         float *y, const float *x, const struct layer_acts *s, int N)
+{
+    const struct dlin *d = &cm->layers[l].proj[p];
+    lin_forward(a, d, y, x, a->xb, N, s->xa[p], proj_dropout(a, d, l, p));
 }
 
 /* again set: the backward pass recomputes what it needs of layer l (the
@@ -831,120 +849,123 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
 {
     const struct model_config *c = &cm->cfg;
     const struct dlayer *L = &cm->layers[l];
-    const struct dlin *P = L->proj;
     struct layer_acts s;
     layer_view(cm, a, l, &s);
     int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     float scale = model_attn_scale(c);
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
-    cuda_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
-    cuda_to_bf16(a->xb, a->ln, NC);
-    lin_forward(a, &P[PROJ_Q], s.q, a->ln, a->xb, N, s.xa[PROJ_Q], proj_dropout(a, &P[PROJ_Q], l, PROJ_Q));
-    lin_forward(a, &P[PROJ_K], s.k, a->ln, a->xb, N, s.xa[PROJ_K], proj_dropout(a, &P[PROJ_K], l, PROJ_K));
-    lin_forward(a, &P[PROJ_V], s.v, a->ln, a->xb, N, s.xa[PROJ_V], proj_dropout(a, &P[PROJ_V], l, PROJ_V));
+    cuda_rmsnorm_forward(a->ln, a->xb, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    proj_forward(cm, a, l, PROJ_Q, s.q, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_K, s.k, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_V, s.v, a->ln, &s, N);
     cuda_rope_forward(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_rope_forward(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
-    cuda_attention_forward(s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd, scale,
+    cuda_attention_forward(s.ao, a->xb, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd, scale,
                            c->attn_softcap);
     float *ao_out = s.pa ? s.pa : a->tmp;
-    cuda_to_bf16(a->xb, s.ao, (size_t)N * H * hd);
-    lin_forward(a, &P[PROJ_O], ao_out, s.ao, a->xb, N, s.xa[PROJ_O], proj_dropout(a, &P[PROJ_O], l, PROJ_O));
+    proj_forward(cm, a, l, PROJ_O, ao_out, s.ao, &s, N);
     if (s.pa)
-        cuda_rmsnorm_forward(a->tmp, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
+        cuda_rmsnorm_forward(a->tmp, NULL, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     cuda_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
-    cuda_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    cuda_to_bf16(a->xb, a->ln, NC);
-    lin_forward(a, &P[PROJ_GATE], s.g, a->ln, a->xb, N, s.xa[PROJ_GATE], proj_dropout(a, &P[PROJ_GATE], l, PROJ_GATE));
-    lin_forward(a, &P[PROJ_UP], s.u, a->ln, a->xb, N, s.xa[PROJ_UP], proj_dropout(a, &P[PROJ_UP], l, PROJ_UP));
-    mlp_act(cm, a->hbuf, s.g, s.u, NF);
+    cuda_rmsnorm_forward(a->ln, a->xb, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
+    proj_forward(cm, a, l, PROJ_GATE, s.g, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_UP, s.u, a->ln, &s, N);
+    mlp_act(cm, a->hbuf, a->xb, s.g, s.u, NF);
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    cuda_to_bf16(a->xb, a->hbuf, NF);
-    lin_forward(a, &P[PROJ_DOWN], mlp_out, a->hbuf, a->xb, N, s.xa[PROJ_DOWN], proj_dropout(a, &P[PROJ_DOWN], l, PROJ_DOWN));
+    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, a->hbuf, &s, N);
     if (s.pf)
-        cuda_rmsnorm_forward(a->tmp, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
+        cuda_rmsnorm_forward(a->tmp, NULL, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)
         cuda_add(s.out, s.mid, a->tmp, NC);
 }
 
-/* The bf16 of x for a weight gradient: full fine-tuning's dW and LoRA's
- * dA read it (NULL when nothing trains). */
-static const uint16_t *input_bf16(const struct cuda_model *cm, struct cuda_acts *a,
-                                  const float *x, size_t n)
+/* Where a kernel that makes a product's input also writes its bf16 for
+ * the weight gradients (full fine-tuning's dW, LoRA's dA): a->xb, or NULL
+ * when nothing trains. */
+static uint16_t *kept_bf16(const struct cuda_model *cm, struct cuda_acts *a)
 {
-    if (!cm->full && a->r == 0)
-        return NULL;
-    cuda_to_bf16(a->xb, x, n);
-    return a->xb;
+    return cm->full || a->r > 0 ? a->xb : NULL;
 }
 
-/* On entry a->dres holds d(loss)/d(out of layer l); on return, d/d(x). */
+/* lin_backward for projection p of layer l, with its dropout. */
+static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
+                          float *dx, const float *dy, const uint16_t *dyb, const float *x,
+                          const uint16_t *xb, const struct layer_acts *s, int N)
+{
+    const struct dlin *d = &cm->layers[l].proj[p];
+    lin_backward(a, d, dx, dy, dyb, x, xb, s->xa[p], N, proj_dropout(a, d, l, p));
+}
+
+/* On entry a->dres holds d(loss)/d(out of layer l) and a->dyb its bf16;
+ * on return, with need_dx, both hold d/d(x). */
 static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int l,
                            const int32_t *seg, int B, int T, int need_dx)
 {
     const struct model_config *c = &cm->cfg;
     const struct dlayer *L = &cm->layers[l];
-    const struct dlin *P = L->proj;
     struct layer_acts s;
     layer_view(cm, a, l, &s);
     int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     size_t Nq = (size_t)N * H * hd, Nk = (size_t)N * KV * hd;
     float eps = c->rms_eps, scale = model_attn_scale(c);
-    const uint16_t *xb;
-    /* MLP block, recomputing ln2(mid) and the activation's output */
-    cuda_rmsnorm_forward(a->ln, s.rstd2, s.mid, L->ln2, N, C, eps);
-    mlp_act(cm, a->hbuf, s.g, s.u, NF);
+    uint16_t *xb = kept_bf16(cm, a);
+    /* MLP block, recomputing the activation's output (and its bf16) */
+    mlp_act(cm, a->hbuf, xb, s.g, s.u, NF);
     const float *dmlp = a->dres;
     if (s.pf) { /* through ln4 into a->tmp */
         cuda_zero(a->tmp, NC * sizeof(float));
-        cuda_rmsnorm_backward(a->tmp, L->dln4, a->dres, s.pf, L->ln4, s.rstd4, N, C);
+        cuda_rmsnorm_backward(a->tmp, a->dyb, L->dln4, a->dres, s.pf, L->ln4, s.rstd4, N, C);
         dmlp = a->tmp;
     }
     cuda_zero(a->dh, NF * sizeof(float));
-    xb = input_bf16(cm, a, a->hbuf, NF);
-    lin_backward(a, &P[PROJ_DOWN], a->dh, dmlp, a->hbuf, xb, s.xa[PROJ_DOWN], N, proj_dropout(a, &P[PROJ_DOWN], l, PROJ_DOWN));
+    proj_backward(cm, a, l, PROJ_DOWN, a->dh, dmlp, a->dyb, a->hbuf, xb, &s, N);
     cuda_zero(a->dg, NF * sizeof(float));
     cuda_zero(a->du, NF * sizeof(float));
     if (c->gelu)
-        cuda_geglu_backward(a->dg, a->du, a->dh, s.g, s.u, NF);
+        cuda_geglu_backward(a->dg, a->du, a->dyb, a->dub, a->dh, s.g, s.u, NF);
     else
-        cuda_swiglu_backward(a->dg, a->du, a->dh, s.g, s.u, NF);
+        cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, a->dh, s.g, s.u, NF);
+    /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
+    cuda_rmsnorm_forward(a->ln, xb, s.rstd2, s.mid, L->ln2, N, C, eps);
     cuda_zero(a->dln, NC * sizeof(float));
-    xb = input_bf16(cm, a, a->ln, NC);
-    lin_backward(a, &P[PROJ_GATE], a->dln, a->dg, a->ln, xb, s.xa[PROJ_GATE], N, proj_dropout(a, &P[PROJ_GATE], l, PROJ_GATE));
-    lin_backward(a, &P[PROJ_UP], a->dln, a->du, a->ln, xb, s.xa[PROJ_UP], N, proj_dropout(a, &P[PROJ_UP], l, PROJ_UP));
+    proj_backward(cm, a, l, PROJ_GATE, a->dln, a->dg, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_UP, a->dln, a->du, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
-    cuda_rmsnorm_backward(a->dres, L->dln2, a->dln, s.mid, L->ln2, s.rstd2, N, C);
+    cuda_rmsnorm_backward(a->dres, s.pa ? NULL : a->dyb, L->dln2, a->dln, s.mid, L->ln2,
+                          s.rstd2, N, C);
     /* attention block */
     const float *dattn = a->dres;
     if (s.pa) { /* through ln3 into a->tmp */
         cuda_zero(a->tmp, NC * sizeof(float));
-        cuda_rmsnorm_backward(a->tmp, L->dln3, a->dres, s.pa, L->ln3, s.rstd3, N, C);
+        cuda_rmsnorm_backward(a->tmp, a->dyb, L->dln3, a->dres, s.pa, L->ln3, s.rstd3, N, C);
         dattn = a->tmp;
     }
     cuda_zero(a->dao, Nq * sizeof(float));
-    xb = input_bf16(cm, a, s.ao, Nq);
-    lin_backward(a, &P[PROJ_O], a->dao, dattn, s.ao, xb, s.xa[PROJ_O], N, proj_dropout(a, &P[PROJ_O], l, PROJ_O));
+    if (xb) /* the one kept input converted again: attention's output */
+        cuda_to_bf16(xb, s.ao, Nq);
+    proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, s.ao, xb, &s, N);
     cuda_zero(a->dq, Nq * sizeof(float));
     cuda_zero(a->dk, Nk * sizeof(float));
     cuda_zero(a->dv, Nk * sizeof(float));
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->dao, s.ao, s.lse, s.q, s.k, s.v,
                             seg, B, T, H, KV, hd, scale, c->attn_softcap);
-    cuda_rope_backward(a->dq, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
-    cuda_rope_backward(a->dk, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
-    cuda_rmsnorm_forward(a->ln, s.rstd1, s.x, L->ln1, N, C, eps);
-    xb = input_bf16(cm, a, a->ln, NC);
+    cuda_rmsnorm_forward(a->ln, xb, s.rstd1, s.x, L->ln1, N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
     if (dln)
         cuda_zero(dln, NC * sizeof(float));
-    lin_backward(a, &P[PROJ_Q], dln, a->dq, a->ln, xb, s.xa[PROJ_Q], N, proj_dropout(a, &P[PROJ_Q], l, PROJ_Q));
-    lin_backward(a, &P[PROJ_K], dln, a->dk, a->ln, xb, s.xa[PROJ_K], N, proj_dropout(a, &P[PROJ_K], l, PROJ_K));
-    lin_backward(a, &P[PROJ_V], dln, a->dv, a->ln, xb, s.xa[PROJ_V], N, proj_dropout(a, &P[PROJ_V], l, PROJ_V));
+    /* dq's and dk's rotation back writes their bf16, one at a time */
+    cuda_rope_backward(a->dq, a->dyb, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
+    proj_backward(cm, a, l, PROJ_Q, dln, a->dq, a->dyb, a->ln, xb, &s, N);
+    cuda_rope_backward(a->dk, a->dyb, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
+    proj_backward(cm, a, l, PROJ_K, dln, a->dk, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_V, dln, a->dv, NULL, a->ln, xb, &s, N); /* converts dv */
     if (dln)
-        cuda_rmsnorm_backward(a->dres, L->dln1, a->dln, s.x, L->ln1, s.rstd1, N, C);
+        cuda_rmsnorm_backward(a->dres, need_dx ? a->dyb : NULL, L->dln1, a->dln, s.x, L->ln1,
+                              s.rstd1, N, C);
 }
 
 /* The output head fused with the loss over the rows that have targets, a
@@ -1075,7 +1096,7 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     for (int l = 0; l < c->n_layers; l++)
         layer_forward(cm, a, l, seg_d, B, T, 0);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
-    cuda_rmsnorm_forward(a->lnf, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
+    cuda_rmsnorm_forward(a->lnf, NULL, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
     if (fn) {
         if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets) ||
             a->failed)
@@ -1091,9 +1112,11 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
         return -1;
     if (!backward)
         return cuda_ctx_sync();
-    /* dres holds d/d(lnf); through the final norm into dres2 */
+    /* dres holds d/d(lnf); through the final norm into dres2 (and its bf16
+     * into dyb, the top layer's dy) */
     cuda_zero(a->dres2, (size_t)N * C * sizeof(float));
-    cuda_rmsnorm_backward(a->dres2, cm->dnorm_f, a->dres, xL, cm->norm_f, a->rstdf, N, C);
+    cuda_rmsnorm_backward(a->dres2, a->dyb, cm->dnorm_f, a->dres, xL, cm->norm_f, a->rstdf, N,
+                          C);
     float *swap = a->dres;
     a->dres = a->dres2;
     a->dres2 = swap;

@@ -22,8 +22,11 @@
  * products read bf16 (cuda_model_check says so in a sentence).
  *
  * Products: bf16 inputs with fp32 accumulation (cuda_gemm_bf16); the
- * activations are rounded to bf16 just before each product, the outputs
- * stay fp32. LoRA's rank-r products read bf16 too, on the tensor cores
+ * kernel that makes a product's input (a norm, the gated activation,
+ * attention, rotary positions' backward, a norm's backward) writes its
+ * bf16 copy beside the fp32 output (cuda_ops.h, "bf16 copies"); only
+ * attention's output again in the backward, dv and the head's rows and
+ * dlogits are converted by a pass of their own. The outputs stay fp32. LoRA's rank-r products read bf16 too, on the tensor cores
  * with fp32 accumulation: x' A^T from the base product's bf16 input (its
  * dropped copy with dropout), kept as bf16 for the backward; dy B rounded
  * to bf16 once; dA and dB add into the fp32 gradients. The

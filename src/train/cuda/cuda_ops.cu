@@ -32,6 +32,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include "train/cuda/cuda_bf16.cuh"
 #include "train/cuda/cuda_launch.cuh"
 
 extern "C" {
@@ -42,6 +43,10 @@ extern "C" {
 }
 
 using namespace nvcuda;
+
+/* linear_f32_to_bf16 and its inverse on the device (cuda_bf16.cuh). */
+#define bf16_to_f32 cuda_bf16_f32
+#define f32_to_bf16 cuda_f32_bf16
 
 static cudaStream_t stream(void)
 {
@@ -120,8 +125,9 @@ __device__ static float block_sum(float v, float *sh)
 
 /* ---- RMSNorm ----------------------------------------------------------- */
 
-__global__ static void rmsnorm_fwd_kernel(float *y, float *rstd, const float *x, const float *w,
-                                          int C, float eps)
+/* yb (may be NULL) gets y as bf16, the bits cuda_to_bf16 gives. */
+__global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, float *rstd, const float *x,
+                                          const float *w, int C, float eps)
 {
     float *sh = cuda_shared(); /* 32 floats */
     const float *xr = x + (size_t)blockIdx.x * C;
@@ -133,22 +139,28 @@ __global__ static void rmsnorm_fwd_kernel(float *y, float *rstd, const float *x,
     float r = 1.0f / sqrtf(ss / (float)C + eps);
     if (threadIdx.x == 0)
         rstd[blockIdx.x] = r;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        yr[c] = xr[c] * r * w[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = xr[c] * r * w[c];
+        yr[c] = v;
+        if (yb)
+            yb[(size_t)blockIdx.x * C + c] = f32_to_bf16(v);
+    }
 }
 
-void cuda_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C,
-                          float eps)
+void cuda_rmsnorm_forward(float *y, uint16_t *yb, float *rstd, const float *x, const float *w,
+                          int N, int C, float eps)
 {
     if (N <= 0 || C <= 0)
         return;
-    cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, rstd, x, w,
-                C, eps);
+    cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, yb, rstd,
+                x, w, C, eps);
 }
 
-/* dx_c += r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j), as ops.c. */
-__global__ static void rmsnorm_bwd_kernel(float *dx, const float *dy, const float *x,
-                                          const float *w, const float *rstd, int C)
+/* dx_c += r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j), as ops.c; dxb
+ * (may be NULL) gets the new dx as bf16. */
+__global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, const float *dy,
+                                          const float *x, const float *w, const float *rstd,
+                                          int C)
 {
     float *sh = cuda_shared(); /* 32 floats */
     size_t off = (size_t)blockIdx.x * C;
@@ -160,8 +172,12 @@ __global__ static void rmsnorm_bwd_kernel(float *dx, const float *dy, const floa
         dot += w[c] * dyr[c] * xr[c];
     dot = block_sum(dot, sh);
     float k = r * r * r * dot / (float)C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dxr[c] += r * w[c] * dyr[c] - k * xr[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = dxr[c] + (r * w[c] * dyr[c] - k * xr[c]);
+        dxr[c] = v;
+        if (dxb)
+            dxb[off + c] = f32_to_bf16(v);
+    }
 }
 
 /* out (C) += column sums of a (N,C), each term a[n][c] * x[n][c] * rstd[n]
@@ -200,37 +216,48 @@ static void colsum(float *out, const float *a, const float *x, const float *rstd
                 COLSUM_G * (COLSUM_W + 1) * sizeof(float), out, a, x, rstd, N, C);
 }
 
-void cuda_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
                            const float *w, const float *rstd, int N, int C)
 {
     if (N <= 0 || C <= 0)
         return;
-    cuda_launch(rmsnorm_bwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dy, x, w,
-                rstd, C);
+    cuda_launch(rmsnorm_bwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dxb, dy,
+                x, w, rstd, C);
     if (dw)
         colsum(dw, dy, x, rstd, N, C);
 }
 
 /* ---- gated activations and soft-cap ------------------------------------ */
 
-__global__ static void swiglu_fwd_kernel(float *h, const float *g, const float *u, size_t n)
+/* The bf16 copies (hb; dgb and dub; each may be NULL) get the values just
+ * written, as cuda_to_bf16 would. */
+__device__ __forceinline__ void put(float *y, uint16_t *yb, size_t i, float v)
+{
+    y[i] = v;
+    if (yb)
+        yb[i] = f32_to_bf16(v);
+}
+
+__global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const float *g, const float *u,
+                                         size_t n)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
-        h[i] = x * s * u[i];
+        put(h, hb, i, x * s * u[i]);
     }
 }
 
-__global__ static void swiglu_bwd_kernel(float *dg, float *du, const float *dh, const float *g,
-                                         const float *u, size_t n)
+__global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                                         const float *dh, const float *g, const float *u,
+                                         size_t n)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
         /* d silu/dx = s (1 + x (1 - s)) */
-        dg[i] += dh[i] * u[i] * s * (1.0f + x * (1.0f - s));
-        du[i] += dh[i] * x * s;
+        put(dg, dgb, i, dg[i] + dh[i] * u[i] * s * (1.0f + x * (1.0f - s)));
+        put(du, dub, i, du[i] + dh[i] * x * s);
     }
 }
 
@@ -238,17 +265,19 @@ __global__ static void swiglu_bwd_kernel(float *dg, float *du, const float *dh, 
 #define GELU_S 0.7978845608028654f
 #define GELU_A 0.044715f
 
-__global__ static void geglu_fwd_kernel(float *h, const float *g, const float *u, size_t n)
+__global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const float *g, const float *u,
+                                        size_t n)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        h[i] = 0.5f * x * (1.0f + t) * u[i];
+        put(h, hb, i, 0.5f * x * (1.0f + t) * u[i]);
     }
 }
 
-__global__ static void geglu_bwd_kernel(float *dg, float *du, const float *dh, const float *g,
-                                        const float *u, size_t n)
+__global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                                        const float *dh, const float *g, const float *u,
+                                        size_t n)
 {
     FOR_EACH(i, n) {
         float x = g[i];
@@ -256,36 +285,37 @@ __global__ static void geglu_bwd_kernel(float *dg, float *du, const float *dh, c
         float gelu = 0.5f * x * (1.0f + t);
         float dgelu = 0.5f * (1.0f + t) +
                       0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        dg[i] += dh[i] * u[i] * dgelu;
-        du[i] += dh[i] * gelu;
+        put(dg, dgb, i, dg[i] + dh[i] * u[i] * dgelu);
+        put(du, dub, i, du[i] + dh[i] * gelu);
     }
 }
 
-void cuda_swiglu_forward(float *h, const float *g, const float *u, size_t n)
+void cuda_swiglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n)
 {
     if (n)
-        cuda_launch(swiglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, g, u, n);
+        cuda_launch(swiglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n);
 }
 
-void cuda_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
-                          const float *u, size_t n)
+void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
+                          const float *g, const float *u, size_t n)
 {
     if (n)
-        cuda_launch(swiglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dh, g, u,
-                    n);
+        cuda_launch(swiglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub,
+                    dh, g, u, n);
 }
 
-void cuda_geglu_forward(float *h, const float *g, const float *u, size_t n)
+void cuda_geglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n)
 {
     if (n)
-        cuda_launch(geglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, g, u, n);
+        cuda_launch(geglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n);
 }
 
-void cuda_geglu_backward(float *dg, float *du, const float *dh, const float *g,
-                         const float *u, size_t n)
+void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
+                         const float *g, const float *u, size_t n)
 {
     if (n)
-        cuda_launch(geglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dh, g, u, n);
+        cuda_launch(geglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub,
+                    dh, g, u, n);
 }
 
 __global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)
@@ -425,20 +455,6 @@ void cuda_xent_rows(float *logits, const int32_t *targets, int M, int V, int gra
 
 /* ---- token embedding --------------------------------------------------- */
 
-__device__ static float bf16_to_f32(uint16_t h)
-{
-    return __uint_as_float((uint32_t)h << 16);
-}
-
-/* linear_f32_to_bf16 on the device: nearest, ties to even, NaN kept. */
-__device__ static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu))
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 /* Row i of out = row ids[i] of the table times scale; a negative id (the
  * caller validates ids) gives a zero row rather than a stray read. */

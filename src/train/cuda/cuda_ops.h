@@ -7,6 +7,13 @@
  * Conventions (as ops.h): row-major, N = B*T rows, fp32 unless a parameter
  * is uint16_t (bf16 bits). Every backward ADDS into its gradient outputs.
  *
+ * bf16 copies. The kernels whose output a product reads next (RMSNorm,
+ * the gated activations, rotary positions' backward, attention's output)
+ * take a second, uint16_t output beside the fp32 one: when it is not NULL
+ * it gets the fp32 values just written as bf16, the same bits
+ * cuda_to_bf16 gives, in the same pass (so the product's input costs no
+ * conversion pass of its own; tests/gpu/test_cuda_ops.c checks the bits).
+ *
  * Determinism: no floating-point atomics. Every reduction (RMSNorm's weight
  * gradient, attention's dk/dv over the query heads of a group, the
  * embedding's gradient, the gradient norm) runs in a fixed order, so the
@@ -27,11 +34,12 @@
 
 /* Rotates x (B,T,nh,hd) in place, rotate-half, row t of each sequence at
  * position t - seg[b*T+t] (seg NULL: t). cos/sin: (Tmax, hd/2) on the
- * device, as ops_rope_tables fills them. */
+ * device, as ops_rope_tables fills them. The backward's dxb (may be NULL)
+ * gets the rotated dx as bf16. */
 void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *seg,
                        const float *cos_t, const float *sin_t);
-void cuda_rope_backward(float *dx, int B, int T, int nh, int hd, const int32_t *seg,
-                        const float *cos_t, const float *sin_t);
+void cuda_rope_backward(float *dx, uint16_t *dxb, int B, int T, int nh, int hd,
+                        const int32_t *seg, const float *cos_t, const float *sin_t);
 
 /* Which kernels attention runs (one setting per process; the trainer sets
  * it at open from ALALLO_CUDA_ATTENTION, tests per case):
@@ -53,10 +61,10 @@ enum cuda_attn_kind cuda_attention_kind(int hd);
  * tiles of keys in shared memory with an online softmax, so memory is
  * O(T) per head, never (T,T). out (B,T,H,hd), lse (B,H,T) as
  * ops_attention_forward_seg (seg NULL: plain causal; cap > 0: soft-capped
- * scores). hd <= 256. */
-void cuda_attention_forward(float *out, float *lse, const float *q, const float *k,
-                            const float *v, const int32_t *seg, int B, int T, int H, int KV,
-                            int hd, float scale, float cap);
+ * scores). hd <= 256. outb (may be NULL) gets out as bf16. */
+void cuda_attention_forward(float *out, uint16_t *outb, float *lse, const float *q,
+                            const float *k, const float *v, const int32_t *seg, int B, int T,
+                            int H, int KV, int hd, float scale, float cap);
 /* dq, dk, dv += gradients, recomputing probabilities from lse. Two passes
  * with no atomics: one owns rows of dq, one owns rows of dk and dv
  * (summing over the H/KV query heads of the group in order). Both need
@@ -71,19 +79,21 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 /* --- everything else (train/cuda/cuda_ops.cu) --- */
 
 /* RMSNorm as ops_rmsnorm_forward/backward. dw (C) may be NULL (frozen);
- * when set, its column sums over N rows run in a fixed order. */
-void cuda_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int N, int C,
-                          float eps);
-void cuda_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+ * when set, its column sums over N rows run in a fixed order. yb and dxb
+ * (may be NULL) get y and the new dx (after the addition) as bf16. */
+void cuda_rmsnorm_forward(float *y, uint16_t *yb, float *rstd, const float *x, const float *w,
+                          int N, int C, float eps);
+void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
                            const float *w, const float *rstd, int N, int C);
 
-/* SwiGLU and GeGLU (tanh), n values, as ops.h. */
-void cuda_swiglu_forward(float *h, const float *g, const float *u, size_t n);
-void cuda_swiglu_backward(float *dg, float *du, const float *dh, const float *g,
-                          const float *u, size_t n);
-void cuda_geglu_forward(float *h, const float *g, const float *u, size_t n);
-void cuda_geglu_backward(float *dg, float *du, const float *dh, const float *g,
-                         const float *u, size_t n);
+/* SwiGLU and GeGLU (tanh), n values, as ops.h. hb, dgb and dub (each may
+ * be NULL) get h and the new dg and du as bf16. */
+void cuda_swiglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n);
+void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
+                          const float *g, const float *u, size_t n);
+void cuda_geglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n);
+void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
+                         const float *g, const float *u, size_t n);
 
 /* Soft-capping in place and its backward, as ops_softcap(_backward). */
 void cuda_softcap(float *x, size_t n, float cap);
