@@ -9,8 +9,11 @@
  * (|gpu - cpu| <= 1e-4 (|cpu| + rms(cpu)), the rms term for entries near
  * zero); exact bits where the contract promises the CPU's bits: bf16
  * conversions, NF4 values, dropout, the embedding, the elementwise
- * helpers, AdamW. Reductions are also run twice and must repeat their
- * bits (determinism).
+ * helpers, AdamW. The bf16 copies RMSNorm and the gated activations write
+ * beside their fp32 outputs (forward and backward) have the bits
+ * linear_f32_to_bf16 gives for those outputs, and the outputs are the same
+ * without them. Reductions are also run twice and must repeat their bits
+ * (determinism).
  *
  * Needs a GPU: without one it prints a `skip:` line and exits 77 (CTest's
  * skip code).
