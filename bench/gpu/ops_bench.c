@@ -53,20 +53,20 @@ static int32_t *ids, *tgt, *hits;
 static double *sumsq;
 static struct cuda_nf4 q;
 
-static void run_rmsnorm_fwd(void) { cuda_rmsnorm_forward(b, NULL, rstd, a, w, N, C, 1e-5f); }
-static void run_rmsnorm_bwd(void) { cuda_rmsnorm_backward(c2, NULL, dw, b, a, w, rstd, N, C); }
-static void run_swiglu_fwd(void) { cuda_swiglu_forward(c2, NULL, a, b, (size_t)N * I); }
+static void run_rmsnorm_fwd(void) { cuda_rmsnorm_forward(b, NULL, 0, rstd, a, w, N, C, 1e-5f); }
+static void run_rmsnorm_bwd(void) { cuda_rmsnorm_backward(c2, NULL, 0, dw, b, a, w, rstd, N, C); }
+static void run_swiglu_fwd(void) { cuda_swiglu_forward(c2, NULL, 0, 0, a, b, (size_t)N * I); }
 static void run_swiglu_bwd(void)
 {
-    cuda_swiglu_backward(d, e, NULL, NULL, c2, a, b, (size_t)N * I);
+    cuda_swiglu_backward(d, e, NULL, NULL, 0, 0, c2, a, b, (size_t)N * I);
 }
 /* The same kernels writing the bf16 copy a product reads next (cuda_ops.h,
  * "bf16 copies"): against the plain kernel plus to_bf16's pass. */
-static void run_rmsnorm_fwd_b(void) { cuda_rmsnorm_forward(b, hb, rstd, a, w, N, C, 1e-5f); }
-static void run_swiglu_fwd_b(void) { cuda_swiglu_forward(c2, hb2, a, b, (size_t)N * I); }
+static void run_rmsnorm_fwd_b(void) { cuda_rmsnorm_forward(b, hb, C, rstd, a, w, N, C, 1e-5f); }
+static void run_swiglu_fwd_b(void) { cuda_swiglu_forward(c2, hb2, I, I, a, b, (size_t)N * I); }
 static void run_swiglu_bwd_b(void)
 {
-    cuda_swiglu_backward(d, e, hb2, hb3, c2, a, b, (size_t)N * I);
+    cuda_swiglu_backward(d, e, hb2, hb3, I, I, c2, a, b, (size_t)N * I);
 }
 static void run_xent(void) { cuda_xent_rows(logits, tgt, XENT_ROWS, V, 1, 1.0f, NULL, loss, hits); }
 static void run_to_bf16(void) { cuda_to_bf16(hb, a, (size_t)N * C); }

@@ -123,6 +123,7 @@ CHANGES = [
     ("1a conversions fused into the kernels before (built)", {"convert": "fused"}),
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
+    ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
     ("3a FA2-style attention, 7-product backward, fp32 tiles (built)", {"attn": "built"}),
     ("3 FA2-style attention", {"attn": "new"}),
@@ -176,6 +177,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     full, nf4 = mode == "full", mode == "qlora"
     recompute = nf4  # alallo and peft both recompute each layer for QLoRA
     lora = None if full else design["lora"]  # full fine-tuning has no adapters
+    if nf4 and lora == "fold":  # 2b folds on a bf16 base only: an NF4
+        lora = "tc_each"        # product decodes W, with no room beside it
     # the seven projections: (name, in, out, the group that shares an input)
     projs = [("q", d, d, "qkv"), ("k", d, dkv, "qkv"), ("v", d, dkv, "qkv"),
              ("o", d, d, "o"), ("gate", d, I, "gu"), ("up", d, I, "gu"), ("down", I, d, "down")]
@@ -209,6 +212,15 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         st.add("gemm: " + name, 2.0 * m * n * k + extra_flops, m * k * a_in + wbytes + m * n * c_out,
                eff=eff)
 
+    def fold_flops(name, dout):
+        """2b: the base product's K runs r columns past x for each folded
+        projection of its group up to this one (q 1, k 2, v 3; gate 1,
+        up 2; o and down 1)"""
+        if lora != "fold":
+            return 0.0
+        k = {"q": 1, "k": 2, "v": 3, "o": 1, "gate": 1, "up": 2, "down": 1}[name]
+        return 2.0 * N * dout * r * k
+
     def lora_forward(p, din, dout, first_of_group):
         kind = lora
         if kind == "fp32":  # x A then (x A) B added into y, fp32 on CUDA cores
@@ -224,6 +236,12 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                    N * din * 2 + din * r * 2 + N * r * 2)
             st.add("lora tc, each product: forward", 2.0 * N * r * dout,
                    N * r * 2 + dout * r * 2 + N * dout * a * 2)
+        elif kind == "fold":  # as built (2b): x A (bf16 out) and its copy into
+            # its r columns beside x; (x A) B as those columns of the base
+            # product (its FLOPs counted there, by slot), no pass over y
+            st.add("lora folded: forward x A", 2.0 * N * din * r,
+                   N * din * 2 + din * r * 2 + N * r * 2)
+            st.mem("lora folded: forward x A", N * r * 4)
         # "tc": x A in the base product (its columns beside W's), (x A) B
         # folded into it as r more K: FLOPs in the base product, no pass
 
@@ -241,20 +259,21 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             st.add("lora tc: backward (grouped)", 2.0 * N * din * r,
                    (N * din * 2 if first_of_group else 0) + N * r * 2,
                    launches=1 if first_of_group else 0)
-        elif kind == "tc_each":  # as built: dY B (bf16 out), dB, dA, dX += (dY B) A,
-            # each a bf16 product reading dY's and x's bf16 copies; the kept
-            # input made bf16 again for dA once per group while activations
-            # are fp32 (by the recomputed norm or activation with 1a; o's
-            # input, attention's output, by a pass)
+        elif kind in ("tc_each", "fold"):  # as built: dY B (bf16 out), dB, dA,
+            # dX += (dY B) A, each a bf16 product reading dY's and x's bf16
+            # copies; the kept input made bf16 again for dA once per group
+            # while activations are fp32 (by the recomputed norm or
+            # activation with 1a; o's input, attention's output, by a pass).
+            # Folded (2b): dY B beside dY, dX's share as r more K of the base
+            # dX product (its FLOPs counted there), no pass over dX
+            name = "lora folded: backward" if kind == "fold" else "lora tc, each product: backward"
             if first_of_group and not full:
                 convert(N * din, kept=p == "o")
-            st.add("lora tc, each product: backward", 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
-            st.add("lora tc, each product: backward", 2.0 * N * dout * r,
-                   N * dout * 2 + N * r * 2 + dout * r * 8)
-            st.add("lora tc, each product: backward", 2.0 * N * din * r,
-                   N * din * 2 + N * r * 2 + din * r * 8)
-            st.add("lora tc, each product: backward", 2.0 * N * r * din,
-                   N * r * 2 + N * din * a * 2)
+            st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
+            st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2 + dout * r * 8)
+            st.add(name, 2.0 * N * din * r, N * din * 2 + N * r * 2 + din * r * 8)
+            if kind == "tc_each":
+                st.add(name, 2.0 * N * r * din, N * r * 2 + N * din * a * 2)
         else:  # peft: autograd through the four modules
             st.mem("peft lora: scale backward", N * dout * 2 * 2)
             st.add("peft lora: backward products", 2.0 * N * r * dout, N * dout * 2 + N * r * 2)
@@ -267,7 +286,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         st.mem("elementwise: norms", N * d * (a + a) + (N * d * 4 * 3 if design["torch"] else 0))
         convert(N * d)
         for name, din, dout, grp in projs[:3]:
-            ex = 2.0 * N * r * (din + dout) if lora == "tc" else 0.0
+            ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
             product("projections forward", N, dout, din, 2, a, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name == "q")
@@ -282,7 +301,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                 st.mem("elementwise: residual adds", N * d * a * 3)
                 st.mem("elementwise: norms", N * d * (a + a) + (N * d * 4 * 3 if design["torch"] else 0))
                 convert(N * d)
-            ex = 2.0 * N * r * (din + dout) if lora == "tc" else 0.0
+            ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
             product("projections forward", N, dout, din, 2, a, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name in ("o", "gate", "down"))
@@ -311,7 +330,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             if name == "down":
                 st.mem("elementwise: residual adds", N * d * a * 2)
             convert(N * dout, kept=name == "v")  # dY (dv: attention's backward)
-            ex = 2.0 * N * r * din if lora == "tc" else 0.0
+            ex = 2.0 * N * r * din if lora in ("tc", "fold") else 0.0
             product("projections dX", N, din, dout, 2, a, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
             if full:
@@ -358,6 +377,10 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     else:
         n_lora = L * sum(r * (p[1] + p[2]) for p in projs)
         st.mem("optimizer: AdamW", n_lora * 40, launches=4 * 7 * L if design["torch"] else 4)
+        if lora == "fold":  # 2b: scale B and scale A written beside and under
+            # each W after the step (cuda_model_params_changed), two launches a
+            # projection
+            st.mem("lora folded: scale B and A beside W", n_lora * 6, launches=2 * 7 * L)
     return st
 
 

@@ -242,6 +242,30 @@ static int64_t bytes(double b)
     return (int64_t)ceil(b);
 }
 
+/* The GPU trainer's LoRA folded into the base products on a 16-bit base
+ * (src/train/cuda/cuda_model.c): each adapted matrix keeps, beside W, r
+ * columns for every adapted projection of its group (q, k, v; o; gate,
+ * up; down), and under it r rows (scale A) as wide; the forward's bf16
+ * input of a group is as much wider. Returns the matrices' extra values;
+ * *widest_cols OUT the widest group's columns. */
+static double lora_fold_values(const struct plan_job *job, double *widest_cols)
+{
+    const struct plan_model *m = &job->model;
+    double h = m->hidden, q = q_dim(m), kv = kv_dim(m), im = m->intermediate, r = job->lora_rank;
+    unsigned t = job->lora_targets;
+    double qkv = r * (!!(t & PLAN_T_Q) + !!(t & PLAN_T_K) + !!(t & PLAN_T_V));
+    double gu = r * (!!(t & PLAN_T_GATE) + !!(t & PLAN_T_UP));
+    double n_qkv = !!(t & PLAN_T_Q) + !!(t & PLAN_T_K) + !!(t & PLAN_T_V);
+    double n_gu = !!(t & PLAN_T_GATE) + !!(t & PLAN_T_UP);
+    double per_layer = qkv * ((t & PLAN_T_Q ? q : 0) + (t & PLAN_T_K ? kv : 0) +
+                              (t & PLAN_T_V ? kv : 0)) + n_qkv * r * (h + qkv) +
+                       (t & PLAN_T_O ? r * h + r * (q + r) : 0);
+    double mlp = gu * ((t & PLAN_T_GATE ? im : 0) + (t & PLAN_T_UP ? im : 0)) +
+                 n_gu * r * (h + gu) + (t & PLAN_T_DOWN ? r * h + r * (im + r) : 0);
+    *widest_cols = fmax(qkv, fmax(gu, r));
+    return per_layer * m->layers + mlp * (m->layers - sparse_layers(m));
+}
+
 /* Both memory models: on_gpu selects the GPU's activations, overhead and
  * margin (planner.h says what differs). */
 static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
@@ -264,7 +288,7 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     if (on_gpu)
         largest = fmax(GPU_DEQ_MIN_FLOATS, 64.0 * fmax(h, fmax(q, im)));
 
-    double base, trainable;
+    double base, trainable, fold_cols = 0;
     if (j.adapter == PLAN_FULL) {
         base = 2.0 * n;       /* bf16 working copy                  */
         trainable = 16.0 * n; /* fp32 master, grad, AdamW m and v    */
@@ -274,6 +298,11 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
             base = linear * NF4_BITS_PER_WEIGHT / 8.0 + 2.0 * outside_block_params(m);
         } else {
             base = 2.0 * n;
+        }
+        double cols = 0;
+        if (on_gpu && j.precision != PLAN_4BIT) {
+            base += 2.0 * lora_fold_values(&j, &cols);
+            fold_cols = cols;
         }
         /* fp32 A and B, grad, AdamW m and v; the GPU adds the bf16 copy
          * of A and B its products read (cuda_model.c) */
@@ -300,9 +329,10 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         ACT_BYTES * (tokens * (kept_all + scratch) + largest + scores);
     /* What cuda_acts_create (src/train/cuda/cuda_model.c) allocates: the
      * same fp32 arrays, no T x T score blocks (fused attention), plus bf16
-     * copies of a product's input, of LoRA's dropped input and of its dy
-     * (each at most max(h, q, im) wide), of du beside dg's (im wide), and
-     * a bf16 buffer of the largest projection (NF4 decoding). */
+     * copies of a product's input (LoRA's folded columns beside it), of
+     * LoRA's dropped input, of its dy and of du beside dg's (each at most
+     * max(h, q, im) wide, the last two r more: dy B beside dy), and a
+     * bf16 buffer of the largest projection (NF4 decoding). */
     double widest = fmax(h, fmax(q, im));
     /* 4-bit LoRA on a GPU recomputes each layer in the backward pass
      * (cuda_train_recompute_auto): it keeps each layer's input (h) and one
@@ -312,7 +342,7 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         layers_kept = h * m->layers + kept;
     if (on_gpu)
         activations = ACT_BYTES * tokens * (layers_kept + scratch) +
-                      2.0 * (tokens * (3.0 * widest + im) + largest);
+                      2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r) + largest);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
     double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));
     double logits =

@@ -203,7 +203,7 @@ static void test_rope(void **state)
         ops_rope_backward_seg(cpu, B, T, nh, hd, hd, s, cs, sn);
         uint16_t *dxb = cuda_alloc(sizeof(uint16_t) * n, 0);
         assert_non_null(dxb);
-        cuda_rope_backward(dx, dxb, B, T, nh, hd, ds, dcs, dsn);
+        cuda_rope_backward(dx, dxb, 0, B, T, nh, hd, ds, dcs, dsn);
         sync_or_fail();
         got = from_device(dx, n);
         expect_bf16_copy("rope bwd", dxb, got, n);
@@ -245,7 +245,7 @@ static struct gpu_run run_gpu(const struct attn_case *c, float *const dev[8], fl
     assert_non_null(scratch);
     uint16_t *outb = with_bf16 ? cuda_alloc(sizeof(uint16_t) * nq, 0) : NULL;
     assert_true(!with_bf16 || outb);
-    cuda_attention_forward(out, outb, lse, q, k, v, dseg, c->B, c->T, c->H, c->KV, c->hd, scale,
+    cuda_attention_forward(out, outb, 0, lse, q, k, v, dseg, c->B, c->T, c->H, c->KV, c->hd, scale,
                            c->cap);
     cuda_attention_backward(dq, dk, dv, scratch, dout, out, lse, q, k, v, dseg, c->B, c->T,
                             c->H, c->KV, c->hd, scale, c->cap);

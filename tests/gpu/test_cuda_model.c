@@ -598,6 +598,88 @@ static void nf4_chunks_and_fused(void **state)
     free(g1);
 }
 
+/* LoRA folded into the base product (the default on a bf16 base) against
+ * LoRA's products on their own (ALALLO_CUDA_LORA=each), on llama with every
+ * projection adapted, on gemma2 (GeGLU, post-norms) and on llama with q
+ * and v only (a group whose k is not folded, groups with none): a pass,
+ * then new parameters put on both (scale B's columns must follow them)
+ * and a second pass, each within bf16 rounding of the other; the folded
+ * model does not keep its matrices twice; a bad value is refused. */
+/* A tiny LoRA model of family fam on a bf16 base adapting the
+ * projections in targets, its weights drawn from seed. */
+static struct model *lora_model(int fam, unsigned targets, uint64_t seed)
+{
+    struct model_config c;
+    assert_int_equal(model_config_family_tiny(fam, VOCAB, &c), 0);
+    struct model_opts o = {.base_kind = WK_BF16, .lora_r = RANK, .lora_alpha = 8.0f,
+                           .lora_targets = targets};
+    char err[256];
+    struct model *m = model_create(&c, &o, err, sizeof err);
+    if (!m)
+        fail_msg("model_create: %s", err);
+    assert_int_equal(model_init_random_std(m, seed, 0.05f, 0.1f), 0);
+    assert_int_equal(model_rope_ensure(m, SEQ), 0);
+    return m;
+}
+
+static void fold_case(int fam, unsigned targets)
+{
+    char err[256];
+    struct model *m = lora_model(fam, targets, 11);
+    fill_normal(m->train, m->n_train, 57, 0.05f);
+    size_t n = m->n_train;
+    struct batch b;
+    make_batch(&b, 23);
+    setenv("ALALLO_CUDA_LORA", "each", 1);
+    struct cuda_model *ce = upload(m);
+    unsetenv("ALALLO_CUDA_LORA");
+    struct cuda_model *cf = upload(m);
+    printf("%s targets 0x%x: %zu bytes folded, %zu each (bf16 block %zu)\n",
+           model_family_name(fam), targets, cuda_model_bytes(cf), cuda_model_bytes(ce),
+           m->n_bf * sizeof(uint16_t));
+    assert_true(cuda_model_bytes(cf) < cuda_model_bytes(ce) + m->n_bf);
+    struct cuda_acts *ae = acts(ce), *af = acts(cf);
+    float *ge = malloc(n * sizeof(float)), *gf = malloc(n * sizeof(float));
+    assert_non_null(ge && gf);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) { /* new A and B, as after a step: B's columns follow */
+            fill_normal(m->train, n, 58, 0.08f);
+            assert_int_equal(cuda_model_put_params(ce, m), 0);
+            assert_int_equal(cuda_model_put_params(cf, m), 0);
+        }
+        double le = gpu_pass(ce, ae, &b);
+        assert_int_equal(cuda_model_get_grads(ce, m), 0);
+        memcpy(ge, m->grad, n * sizeof(float));
+        double lf = gpu_pass(cf, af, &b);
+        assert_int_equal(cuda_model_get_grads(cf, m), 0);
+        memcpy(gf, m->grad, n * sizeof(float));
+        double gerr = l2(gf, ge, n) / l2(ge, NULL, n);
+        printf("  round %d: loss folded %.6f each %.6f; gradient rel L2 %.2e\n", round, lf, le,
+               gerr);
+        assert_true(fabs(lf - le) <= 5e-4 * fabs(le));
+        assert_true(gerr <= 1e-2);
+    }
+    cuda_acts_free(ae);
+    cuda_acts_free(af);
+    cuda_model_free(ce);
+    cuda_model_free(cf);
+    setenv("ALALLO_CUDA_LORA", "sideways", 1);
+    assert_null(cuda_model_upload(m, err, sizeof err));
+    unsetenv("ALALLO_CUDA_LORA");
+    assert_non_null(strstr(err, "ALALLO_CUDA_LORA=sideways"));
+    model_free(m);
+    free(ge);
+    free(gf);
+}
+
+static void lora_fold_and_each(void **state)
+{
+    (void)state;
+    fold_case(FAM_LLAMA, MODEL_ALL_PROJ);
+    fold_case(FAM_GEMMA2, MODEL_ALL_PROJ);
+    fold_case(FAM_LLAMA, (1u << PROJ_Q) | (1u << PROJ_V));
+}
+
 static void micro_batches(void **state)
 {
     (void)state;
@@ -769,18 +851,9 @@ static void train_seam_resume(void **state)
 static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KINDS],
                        int *adapted)
 {
-    struct model_config c;
-    assert_int_equal(model_config_family_tiny(FAM_LLAMA, VOCAB, &c), 0);
-    struct model_opts o = {.base_kind = WK_BF16, .lora_r = RANK, .lora_alpha = 8.0f,
-                           .lora_targets = targets};
-    char err[256];
-    struct model *m = model_create(&c, &o, err, sizeof err);
-    if (!m)
-        fail_msg("model_create: %s", err);
-    assert_int_equal(model_init_random_std(m, 5, 0.05f, 0.1f), 0);
-    assert_int_equal(model_rope_ensure(m, SEQ), 0);
+    struct model *m = lora_model(FAM_LLAMA, targets, 5);
     *adapted = 0;
-    for (int l = 0; l < c.n_layers; l++)
+    for (int l = 0; l < m->cfg.n_layers; l++)
         for (int q = 0; q < PROJ_COUNT; q++)
             *adapted += m->layers[l].proj[q].r > 0;
     struct batch b;
@@ -800,21 +873,27 @@ static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KIND
 }
 
 /* LoRA's products run on the tensor cores in bf16: per adapted projection,
- * x A^T and dy B (bf16 out, read again as bf16), (xA) B^T, dB, dA and dx
- * (fp32 out); adapting all seven or all but down (whose dx every layer
- * needs, unlike layer 0's q, k and v) differs by exactly those, with
- * dropout or without. */
+ * x A^T and dy B (bf16 out, read again as bf16), dB and dA (fp32 out); with
+ * ALALLO_CUDA_LORA=each also (xA) B^T and (dy B) A (fp32 out), while folded
+ * into the base products (the default) they are none, but (dy B) A with
+ * dropout (its mask is LoRA's alone); adapting all seven or all but down
+ * (whose dx every layer needs, unlike layer 0's q, k and v) differs by
+ * exactly those, with dropout or without. */
 static void lora_products_bf16(void **state)
 {
     (void)state;
-    for (int drop = 0; drop < 2; drop++) {
+    for (int k = 0; k < 4; k++) {
+        int drop = k & 1, each = k >> 1;
+        if (each)
+            setenv("ALALLO_CUDA_LORA", "each", 1);
         float p = drop ? 0.2f : 0.0f;
         unsigned long all[CUDA_GEMM_KINDS], one[CUDA_GEMM_KINDS];
         int n_all, n_one;
         count_pass(MODEL_ALL_PROJ, p, all, &n_all);
         count_pass(MODEL_ALL_PROJ & ~(1u << PROJ_DOWN), p, one, &n_one);
-        printf("products, dropout %.1f: %d adapted: %lu bf16, %lu bf16-out; %d adapted: %lu "
-               "bf16, %lu bf16-out; fp32 %lu, %lu\n", p, n_all, all[CUDA_GEMM_BF16_F32],
+        printf("products, %s, dropout %.1f: %d adapted: %lu bf16, %lu bf16-out; %d adapted: %lu "
+               "bf16, %lu bf16-out; fp32 %lu, %lu\n", each ? "each" : "folded", p, n_all,
+               all[CUDA_GEMM_BF16_F32],
                all[CUDA_GEMM_BF16_BF16], n_one, one[CUDA_GEMM_BF16_F32],
                one[CUDA_GEMM_BF16_BF16], all[CUDA_GEMM_F32_F32], one[CUDA_GEMM_F32_F32]);
         assert_true(n_all > n_one && n_one > 0);
@@ -823,7 +902,8 @@ static void lora_products_bf16(void **state)
         assert_int_equal(all[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_all);
         assert_int_equal(one[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_one);
         assert_int_equal(all[CUDA_GEMM_BF16_F32] - one[CUDA_GEMM_BF16_F32],
-                         4ul * (unsigned long)(n_all - n_one));
+                         (each ? 4ul : drop ? 3ul : 2ul) * (unsigned long)(n_all - n_one));
+        unsetenv("ALALLO_CUDA_LORA");
     }
 }
 
@@ -845,6 +925,7 @@ int main(void)
         cmocka_unit_test(mistral_full),  cmocka_unit_test(gemma2_lora),
         cmocka_unit_test(gemma2_qlora),  cmocka_unit_test(gemma2_full),
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(lora_products_bf16),
+        cmocka_unit_test(lora_fold_and_each),
         cmocka_unit_test(dpo_qlora),     cmocka_unit_test(nf4_chunks_and_fused),
         cmocka_unit_test(dpo_full),      cmocka_unit_test(micro_batches),
         cmocka_unit_test(refuses_fp32_base),

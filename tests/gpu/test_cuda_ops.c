@@ -180,8 +180,8 @@ static void rmsnorm_case(int N, int C, int with_dw)
     float *gy = dev_zero(nc * 4), *grstd = dev_zero((size_t)N * 4);
     float *gdx = dev_copy(dx0, nc * 4), *gdw = dev_copy(dw0, (size_t)C * 4);
     uint16_t *gyb = dev_zero(nc * 2), *gdxb = dev_zero(nc * 2);
-    cuda_rmsnorm_forward(gy, gyb, grstd, gx, gw, N, C, 1e-5f);
-    cuda_rmsnorm_backward(gdx, gdxb, with_dw ? gdw : NULL, gdy, gx, gw, grstd, N, C);
+    cuda_rmsnorm_forward(gy, gyb, C, grstd, gx, gw, N, C, 1e-5f);
+    cuda_rmsnorm_backward(gdx, gdxb, C, with_dw ? gdw : NULL, gdy, gx, gw, grstd, N, C);
     float *hy = malloc(nc * 4), *hr = malloc((size_t)N * 4), *hdx = malloc(nc * 4);
     float *hdw = malloc((size_t)C * 4), *hdw2 = malloc((size_t)C * 4);
     fetch(hy, gy, nc * 4);
@@ -197,7 +197,7 @@ static void rmsnorm_case(int N, int C, int with_dw)
         expect_close("rmsnorm dw", hdw, dw, (size_t)C);
         /* the same sums again from the same start: the same bits */
         cuda_upload(gdw, dw0, (size_t)C * 4);
-        cuda_rmsnorm_backward(gdx, NULL, gdw, gdy, gx, gw, grstd, N, C);
+        cuda_rmsnorm_backward(gdx, NULL, 0, gdw, gdy, gx, gw, grstd, N, C);
         fetch(hdw2, gdw, (size_t)C * 4);
         expect_same_bits("rmsnorm dw, run twice", hdw2, hdw, (size_t)C * 4, 4);
     } else {
@@ -222,8 +222,9 @@ static void rmsnorm_matches_cpu(void **state)
 
 typedef void (*act_fwd)(float *, const float *, const float *, size_t);
 typedef void (*act_bwd)(float *, float *, const float *, const float *, const float *, size_t);
-typedef void (*gpu_act_fwd)(float *, uint16_t *, const float *, const float *, size_t);
-typedef void (*gpu_act_bwd)(float *, float *, uint16_t *, uint16_t *, const float *,
+typedef void (*gpu_act_fwd)(float *, uint16_t *, int, int, const float *, const float *,
+                            size_t);
+typedef void (*gpu_act_bwd)(float *, float *, uint16_t *, uint16_t *, int, int, const float *,
                             const float *, const float *, size_t);
 
 /* Each GPU kernel twice: with its bf16 copies (checked bit for bit against
@@ -241,15 +242,15 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd
     float *gg = dev_copy(g, n * 4), *gu = dev_copy(u, n * 4), *gdh = dev_copy(dh, n * 4);
     float *gh = dev_zero(n * 4), *gdg = dev_copy(dg0, n * 4), *gdu = dev_copy(du0, n * 4);
     uint16_t *ghb = dev_zero(n * 2), *gdgb = dev_zero(n * 2), *gdub = dev_zero(n * 2);
-    gpu_f(gh, ghb, gg, gu, n);
-    gpu_b(gdg, gdu, gdgb, gdub, gdh, gg, gu, n);
+    gpu_f(gh, ghb, 0, 0, gg, gu, n);
+    gpu_b(gdg, gdu, gdgb, gdub, 0, 0, gdh, gg, gu, n);
     float *out = malloc(n * 4), *plain = malloc(n * 4);
     char what[64];
     fetch(out, gh, n * 4);
     snprintf(what, sizeof what, "%s forward (n %zu)", name, n);
     expect_close(what, out, h, n);
     expect_bf16_copy(what, ghb, out, n);
-    gpu_f(gh, NULL, gg, gu, n);
+    gpu_f(gh, NULL, 0, 0, gg, gu, n);
     fetch(plain, gh, n * 4);
     expect_same_bits(what, plain, out, n * 4, 4);
     fetch(out, gdg, n * 4);
@@ -261,7 +262,7 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd
     expect_close(what, out, du, n);
     expect_bf16_copy(what, gdub, out, n);
     cuda_upload(gdu, du0, n * 4);
-    gpu_b(gdg, gdu, NULL, NULL, gdh, gg, gu, n);
+    gpu_b(gdg, gdu, NULL, NULL, 0, 0, gdh, gg, gu, n);
     fetch(plain, gdu, n * 4);
     snprintf(what, sizeof what, "%s du without copies (n %zu)", name, n);
     expect_same_bits(what, plain, out, n * 4, 4);

@@ -51,7 +51,7 @@ extern "C" {
 /* sign +1 rotates by +angle (forward), -1 by -angle (its transpose). The
  * products round separately (no fused multiply-add), as the CPU's do. xb
  * (may be NULL) gets the rotated x as bf16. */
-__global__ void rope_kernel(float *x, uint16_t *xb, int B, int T, int nh, int hd,
+__global__ void rope_kernel(float *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
                             const int32_t *seg, const float *cos_t, const float *sin_t, float sign)
 {
     int half = hd / 2;
@@ -69,15 +69,16 @@ __global__ void rope_kernel(float *x, uint16_t *xb, int B, int T, int nh, int hd
         float hi = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
         v[i] = lo;
         v[i + half] = hi;
-        if (xb) {
-            xb[rest * hd + i] = cuda_f32_bf16(lo);
-            xb[rest * hd + i + half] = cuda_f32_bf16(hi);
+        if (xb) { /* row bt of nh x hd values, ldxb apart */
+            size_t o = bt * (size_t)ldxb + (rest % nh) * hd + i;
+            xb[o] = cuda_f32_bf16(lo);
+            xb[o + half] = cuda_f32_bf16(hi);
         }
     }
 }
 
-static void rope_launch(float *x, uint16_t *xb, int B, int T, int nh, int hd, const int32_t *seg,
-                        const float *cos_t, const float *sin_t, float sign)
+static void rope_launch(float *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
+                        const int32_t *seg, const float *cos_t, const float *sin_t, float sign)
 {
     size_t n = (size_t)B * T * nh * (hd / 2);
     if (n == 0)
@@ -85,20 +86,21 @@ static void rope_launch(float *x, uint16_t *xb, int B, int T, int nh, int hd, co
     size_t blocks = (n + 255) / 256;
     if (blocks > 65536)
         blocks = 65536; /* grid-stride beyond that */
-    cuda_launch(rope_kernel, dim3((unsigned)blocks), dim3(256), 0, x, xb, B, T, nh, hd, seg,
-                cos_t, sin_t, sign);
+    cuda_launch(rope_kernel, dim3((unsigned)blocks), dim3(256), 0, x, xb,
+                ldxb > nh * hd ? ldxb : nh * hd, B, T, nh, hd, seg, cos_t, sin_t, sign);
 }
 
 extern "C" void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *seg,
                                   const float *cos_t, const float *sin_t)
 {
-    rope_launch(x, NULL, B, T, nh, hd, seg, cos_t, sin_t, 1.0f);
+    rope_launch(x, NULL, 0, B, T, nh, hd, seg, cos_t, sin_t, 1.0f);
 }
 
-extern "C" void cuda_rope_backward(float *dx, uint16_t *dxb, int B, int T, int nh, int hd,
-                                   const int32_t *seg, const float *cos_t, const float *sin_t)
+extern "C" void cuda_rope_backward(float *dx, uint16_t *dxb, int ldxb, int B, int T, int nh,
+                                   int hd, const int32_t *seg, const float *cos_t,
+                                   const float *sin_t)
 {
-    rope_launch(dx, dxb, B, T, nh, hd, seg, cos_t, sin_t, -1.0f);
+    rope_launch(dx, dxb, ldxb, B, T, nh, hd, seg, cos_t, sin_t, -1.0f);
 }
 
 /* ---- pieces of the fp32 kernels (the shared ones: cuda_attn_common.cuh) */
@@ -134,9 +136,9 @@ __device__ __forceinline__ float quad_sum(float x)
  * probabilities (TILE, TILE+1). */
 template <int HDMAX>
 __global__ void __launch_bounds__(THREADS)
-    attn_fwd_kernel(float *out, uint16_t *outb, float *lse, const float *q, const float *k,
-                    const float *v, const int32_t *seg, int T, int H, int KV, int hd, float scale,
-                    float cap)
+    attn_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
+                    const float *k, const float *v, const int32_t *seg, int T, int H, int KV,
+                    int hd, float scale, float cap)
 {
     float *sm = cuda_shared();
     const int ld = hd + 1;
@@ -209,6 +211,7 @@ __global__ void __launch_bounds__(THREADS)
         return;
     float inv = 1.0f / l; /* l > 0: row i sees at least key i */
     size_t orow = row_at(b, T, i, H, h, hd);
+    size_t brow = ((size_t)b * T + i) * (size_t)ldo + (size_t)h * hd;
 #pragma unroll
     for (int u = 0; u < HDMAX / 4; u++) {
         int d = tx + 4 * u;
@@ -216,7 +219,7 @@ __global__ void __launch_bounds__(THREADS)
             float val = o[u] * inv;
             out[orow + d] = val;
             if (outb)
-                outb[orow + d] = cuda_f32_bf16(val);
+                outb[brow + d] = cuda_f32_bf16(val);
         }
     }
     if (tx == 0)
@@ -467,36 +470,39 @@ static void check_attn(int B, int T, int H, int KV, int hd)
 }
 
 template <int HDMAX>
-static void fwd_launch(float *out, uint16_t *outb, float *lse, const float *q, const float *k,
-                       const float *v, const int32_t *seg, int B, int T, int H, int KV, int hd,
-                       float scale, float cap)
+static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
+                       const float *k, const float *v, const int32_t *seg, int B, int T, int H,
+                       int KV, int hd, float scale, float cap)
 {
     size_t smem = fwd_smem(hd);
     allow_smem(attn_fwd_kernel<HDMAX>, smem);
     dim3 grid((unsigned)((T + TILE - 1) / TILE), (unsigned)H, (unsigned)B);
-    cuda_launch(attn_fwd_kernel<HDMAX>, grid, dim3(THREADS), smem, out, outb, lse, q, k, v, seg, T,
-                H, KV, hd, scale, cap);
+    cuda_launch(attn_fwd_kernel<HDMAX>, grid, dim3(THREADS), smem, out, outb, ldo, lse, q, k, v,
+                seg, T, H, KV, hd, scale, cap);
 }
 
-extern "C" void cuda_attention_forward(float *out, uint16_t *outb, float *lse, const float *q,
-                                       const float *k, const float *v, const int32_t *seg, int B,
-                                       int T, int H, int KV, int hd, float scale, float cap)
+extern "C" void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse,
+                                       const float *q, const float *k, const float *v,
+                                       const int32_t *seg, int B, int T, int H, int KV, int hd,
+                                       float scale, float cap)
 {
     check_attn(B, T, H, KV, hd);
     if (B == 0 || T == 0)
         return;
+    if (ldo < H * hd)
+        ldo = H * hd;
     if (cuda_attention_kind(hd) == CUDA_ATTN_BF16) {
-        cuda_attn_tc_forward(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        cuda_attn_tc_forward(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
         return;
     }
     if (hd <= 32)
-        fwd_launch<32>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<32>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 64)
-        fwd_launch<64>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<64>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 128)
-        fwd_launch<128>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<128>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else
-        fwd_launch<256>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<256>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
 }
 
 template <int HDMAX>

@@ -285,9 +285,9 @@ __device__ __forceinline__ int next_meeting(const int32_t *seg, int b, int T, in
  * where it is, and O is rescaled where it is. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_fwd_kernel(float *out, uint16_t *outb, float *lse, const float *q, const float *k,
-                       const float *v, const int32_t *seg, int T, int H, int KV, int hd,
-                       float scale, float cap)
+    attn_tc_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
+                       const float *k, const float *v, const int32_t *seg, int T, int H, int KV,
+                       int hd, float scale, float cap)
 {
     typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8; /* 8-column tiles of O */
@@ -386,6 +386,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             continue;
         float inv = 1.0f / l[u]; /* l > 0: row i sees at least key i */
         size_t dst = row_at(b, T, ri[u], H, h, hd);
+        size_t bdst = ((size_t)b * T + ri[u]) * (size_t)ldo + (size_t)h * hd;
         for (int n = 0; n < NO; n++)
             for (int e = 0; e < 2; e++) {
                 int d = n * 8 + 2 * t + e;
@@ -393,7 +394,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                     float val = o[n][2 * u + e] * inv;
                     out[dst + d] = val;
                     if (outb)
-                        outb[dst + d] = cuda_f32_bf16(val);
+                        outb[bdst + d] = cuda_f32_bf16(val);
                 }
             }
         if (t == 0)
@@ -611,15 +612,15 @@ static size_t dkdv_smem()
 }
 
 template <int HDMAX>
-static void fwd_launch(float *out, uint16_t *outb, float *lse, const float *q, const float *k,
-                       const float *v, const int32_t *seg, int B, int T, int H, int KV, int hd,
-                       float scale, float cap)
+static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
+                       const float *k, const float *v, const int32_t *seg, int B, int T, int H,
+                       int KV, int hd, float scale, float cap)
 {
     size_t smem = fwd_smem<HDMAX>();
     allow_smem(attn_tc_fwd_kernel<HDMAX>, smem);
     dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)H, (unsigned)B);
-    cuda_launch(attn_tc_fwd_kernel<HDMAX>, grid, dim3(TC_THREADS), smem, out, outb, lse, q, k, v,
-                seg, T, H, KV, hd, scale, cap);
+    cuda_launch(attn_tc_fwd_kernel<HDMAX>, grid, dim3(TC_THREADS), smem, out, outb, ldo, lse, q,
+                k, v, seg, T, H, KV, hd, scale, cap);
 }
 
 template <int HDMAX>
@@ -641,18 +642,19 @@ static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const fl
                 cap);
 }
 
-extern "C" void cuda_attn_tc_forward(float *out, uint16_t *outb, float *lse, const float *q,
-                                     const float *k, const float *v, const int32_t *seg, int B,
-                                     int T, int H, int KV, int hd, float scale, float cap)
+extern "C" void cuda_attn_tc_forward(float *out, uint16_t *outb, int ldo, float *lse,
+                                     const float *q, const float *k, const float *v,
+                                     const int32_t *seg, int B, int T, int H, int KV, int hd,
+                                     float scale, float cap)
 {
     attn_check_shape(hd >= 1 && hd <= CUDA_ATTN_TC_MAX_HD,
                      "attention on tensor cores: head dimension must be 1..128");
     if (hd <= 32)
-        fwd_launch<32>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<32>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 64)
-        fwd_launch<64>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<64>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else
-        fwd_launch<128>(out, outb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        fwd_launch<128>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
 }
 
 extern "C" void cuda_attn_tc_backward(float *dq, float *dk, float *dv, const float *D,

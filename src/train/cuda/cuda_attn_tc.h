@@ -12,7 +12,7 @@
 
 #define CUDA_ATTN_TC_MAX_HD 128
 
-void cuda_attn_tc_forward(float *out, uint16_t *outb, float *lse, const float *q,
+void cuda_attn_tc_forward(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
                           const float *k, const float *v, const int32_t *seg, int B, int T,
                           int H, int KV, int hd, float scale, float cap);
 void cuda_attn_tc_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,

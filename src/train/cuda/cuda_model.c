@@ -10,6 +10,7 @@
  */
 #include "train/cuda/cuda_model.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,7 +39,11 @@
 struct dlin {
     int in, out, r;
     float scale;
-    const uint16_t *wb;    /* bf16 (out,in) or NULL for NF4 */
+    const uint16_t *wb;    /* bf16 (out,in), rows ldw apart, or NULL for NF4 */
+    int ldw;               /* in, or in + the LoRA columns of its group (fold) */
+    int fold;              /* LoRA folded into the base product: wb is wpad */
+    int col0;              /* fold: scale B's columns in wpad, [col0, col0 + r) */
+    uint16_t *wpad;        /* fold: (out, ldw) [W | the group's LoRA columns] */
     struct cuda_nf4 wq;    /* NF4 (wq.n > 0) */
     void *wq_mem;          /* the NF4 arrays' one allocation */
     float *dw;             /* full fine-tuning: fp32 gradient (out,in) */
@@ -51,6 +56,15 @@ struct dlayer {
     const float *ln1, *ln2, *ln3, *ln4;
     float *dln1, *dln2, *dln3, *dln4;
     struct dlin proj[PROJ_COUNT];
+    int ldx[PROJ_COUNT];   /* the forward's bf16 input of each projection:
+                            * its rows' stride (in + its group's LoRA
+                            * columns) */
+};
+
+/* A folded matrix's place in the host's bf16 block, left out of the
+ * device's copy of it (the matrix lives in its dlin's wpad). */
+struct bf_hole {
+    size_t off, len;
 };
 
 struct cuda_model {
@@ -71,6 +85,9 @@ struct cuda_model {
     struct dlayer *layers;
     float *rope_cos, *rope_sin;
     int rope_len;
+    int fold;              /* ALALLO_CUDA_LORA: 1 fold (default), 0 each */
+    struct bf_hole *holes; /* sorted by offset */
+    int n_holes;
     size_t bytes;
 };
 
@@ -81,6 +98,8 @@ struct cuda_acts {
     int r;                       /* LoRA rank (0 full) */
     int recompute;               /* one layer's activations kept, not L */
     size_t max_in;               /* widest product input */
+    int ldy;                     /* dyb's and dub's rows: the widest output
+                                  * and LoRA's r columns past it (fold) */
     float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
     float *lnf, *rstdf;
@@ -145,6 +164,21 @@ static float *map_f(const struct cuda_model *cm, const struct model *m, const fl
     abort();
 }
 
+/* The device offset of host offset h of the bf16 block, which leaves the
+ * folded matrices out. h inside one of them breaks the upload's layout. */
+static size_t bf_offset(const struct cuda_model *cm, size_t h)
+{
+    size_t gone = 0;
+    for (int i = 0; i < cm->n_holes && cm->holes[i].off <= h; i++) {
+        if (h < cm->holes[i].off + cm->holes[i].len) {
+            fprintf(stderr, "cuda_model: a folded matrix read from the bf16 block\n");
+            abort();
+        }
+        gone += cm->holes[i].len;
+    }
+    return h - gone;
+}
+
 /* The bf16 weight the products read for host linear l (NULL for NF4). */
 static const uint16_t *map_wb(const struct cuda_model *cm, const struct model *m,
                               const struct linear *l)
@@ -152,8 +186,15 @@ static const uint16_t *map_wb(const struct cuda_model *cm, const struct model *m
     if (l->kind == WK_F32) /* full fine-tuning: the bf16 copy of the master */
         return cm->wbf + (l->w - m->train);
     if (l->kind == WK_BF16)
-        return cm->bf + (l->wb - m->bf);
+        return cm->bf + bf_offset(cm, (size_t)(l->wb - m->bf));
     return NULL;
+}
+
+/* Whether linear l's LoRA is folded into its base product: a bf16 base
+ * with an adapter, unless ALALLO_CUDA_LORA=each. */
+static int folds(const struct cuda_model *cm, const struct linear *l)
+{
+    return cm->fold && l->kind == WK_BF16 && l->r > 0;
 }
 
 /* Copies NF4 tensor t to the device as one allocation. */
@@ -187,7 +228,8 @@ static int dlin_make(struct cuda_model *cm, const struct model *m, const struct 
     d->out = l->out;
     d->r = l->r;
     d->scale = l->scale;
-    d->wb = map_wb(cm, m, l);
+    d->ldw = l->in;
+    d->wb = folds(cm, l) ? NULL : map_wb(cm, m, l);
     if (l->kind == WK_NF4 && nf4_upload(d, l->wq, &cm->bytes))
         return -1;
     d->dw = map_f(cm, m, l->dw);
@@ -205,6 +247,111 @@ static int dlin_make(struct cuda_model *cm, const struct model *m, const struct 
 }
 
 /* ------------------------------------------------------------ the model */
+
+/* LoRA folded into the base product (docs/trainer.md, "LoRA folded into
+ * the base product"). The projections that read one input (q, k, v; o;
+ * gate, up; down) form a group; the forward's bf16 input of a group is
+ * [x | x'A^T of each folded projection, r columns each, in order], and a
+ * folded projection's matrix is [W | 0 ... scale B ... 0] with its B in
+ * its own columns, so one product over the first col0 + r columns makes
+ * x W^T + scale (x' A^T) B^T. */
+static const int proj_group[PROJ_COUNT] = {0, 0, 0, 1, 2, 2, 3};
+
+/* wpad for folded d from host W (out, in): W's rows ldw apart, then r
+ * rows for scale A (the backward's [dy | dy B] [W ; scale A]), the rest
+ * zero; cuda_model_params_changed writes scale B and scale A. 0 or -1. */
+static int fold_make(struct cuda_model *cm, const uint16_t *w, struct dlin *d, int ldw, int col0)
+{
+    size_t n = (size_t)(d->out + d->r) * (size_t)ldw;
+    uint16_t *h = calloc(n, sizeof *h);
+    if (!h)
+        return -1;
+    for (int o = 0; o < d->out; o++)
+        memcpy(h + (size_t)o * ldw, w + (size_t)o * d->in, (size_t)d->in * sizeof *h);
+    d->wpad = cuda_alloc(n * sizeof *h, 0);
+    int rc = d->wpad ? cuda_upload(d->wpad, h, n * sizeof *h) : -1;
+    free(h);
+    if (rc)
+        return -1;
+    cm->bytes += n * sizeof *h;
+    d->wb = d->wpad;
+    d->ldw = ldw;
+    d->col0 = col0;
+    d->fold = 1;
+    return 0;
+}
+
+/* Each layer's groups: the strides of their inputs, and the folded
+ * projections' matrices. 0 or -1. */
+static int fold_layers(struct cuda_model *cm, const struct model *m)
+{
+    for (int l = 0; l < cm->cfg.n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        struct dlayer *D = &cm->layers[l];
+        int cols[4] = {0};
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if (folds(cm, &L->proj[p]))
+                cols[proj_group[p]] += L->proj[p].r;
+        int at[4] = {0};
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const struct linear *x = &L->proj[p];
+            int g = proj_group[p];
+            D->ldx[p] = x->in + cols[g];
+            if (!folds(cm, x))
+                continue;
+            if (fold_make(cm, x->wb, &D->proj[p], x->in + cols[g], x->in + at[g]))
+                return -1;
+            at[g] += x->r;
+        }
+    }
+    return 0;
+}
+
+/* The folded matrices' places in the host's bf16 block, sorted. 0 or -1. */
+static int fold_holes(struct cuda_model *cm, const struct model *m)
+{
+    int n = 0;
+    cm->holes = calloc((size_t)cm->cfg.n_layers * PROJ_COUNT + 1, sizeof *cm->holes);
+    if (!cm->holes)
+        return -1;
+    for (int l = 0; l < cm->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const struct linear *x = &m->layers[l].proj[p];
+            if (!folds(cm, x))
+                continue;
+            struct bf_hole h = {(size_t)(x->wb - m->bf), (size_t)x->out * x->in};
+            int i = n++;
+            for (; i > 0 && cm->holes[i - 1].off > h.off; i--)
+                cm->holes[i] = cm->holes[i - 1];
+            cm->holes[i] = h;
+        }
+    cm->n_holes = n;
+    return 0;
+}
+
+/* The bf16 block without the folded matrices. 0 or -1. */
+static int bf_upload(struct cuda_model *cm, const struct model *m)
+{
+    size_t gone = 0;
+    for (int i = 0; i < cm->n_holes; i++)
+        gone += cm->holes[i].len;
+    size_t n = m->n_bf - gone, from = 0, to = 0;
+    if (!n)
+        return 0;
+    cm->bf = cuda_alloc(n * sizeof(uint16_t), 0);
+    if (!cm->bf)
+        return -1;
+    cm->bytes += n * sizeof(uint16_t);
+    for (int i = 0; i <= cm->n_holes; i++) {
+        size_t end = i < cm->n_holes ? cm->holes[i].off : m->n_bf;
+        if (end > from && cuda_upload(cm->bf + to, m->bf + from, (end - from) * sizeof(uint16_t)))
+            return -1;
+        to += end - from;
+        if (i < cm->n_holes)
+            from = cm->holes[i].off + cm->holes[i].len;
+    }
+    return 0;
+}
 
 int cuda_model_check(const struct model *m, char *err, size_t errcap)
 {
@@ -287,8 +434,20 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
     }
     if (m->n_fixed)
         bad |= !(cm->fixed = dev_copy(m->fixed, m->n_fixed * sizeof(float), &cm->bytes));
+    const char *fold_s = getenv("ALALLO_CUDA_LORA");
+    if (fold_s && strcmp(fold_s, "fold") != 0 && strcmp(fold_s, "each") != 0) {
+        snprintf(err, errcap, "ALALLO_CUDA_LORA=%s: fold or each", fold_s);
+        cuda_model_free(cm);
+        return NULL;
+    }
+    cm->fold = !fold_s || strcmp(fold_s, "fold") == 0;
+    if (fold_holes(cm, m)) {
+        snprintf(err, errcap, "out of memory");
+        cuda_model_free(cm);
+        return NULL;
+    }
     if (m->n_bf)
-        bad |= !(cm->bf = dev_copy(m->bf, m->n_bf * sizeof(uint16_t), &cm->bytes));
+        bad |= bf_upload(cm, m) != 0;
     if (m->n_decay) /* full: the matrices; LoRA: A and B */
         bad |= !(cm->wbf = dev_copy(NULL, m->n_decay * sizeof(uint16_t), &cm->bytes));
     cm->rope_cos = dev_copy(m->rope_cos, nr * sizeof(float), &cm->bytes);
@@ -312,6 +471,8 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
             if (dlin_make(cm, m, &L->proj[p], &D->proj[p]))
                 goto fail;
     }
+    if (fold_layers(cm, m))
+        goto fail;
     cm->norm_f = map_f(cm, m, m->norm_f);
     cm->dnorm_f = map_f(cm, m, m->dnorm_f);
     cm->embed_dw = map_f(cm, m, m->embed.dw);
@@ -339,7 +500,7 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
         cm->embed_b = cm->embed_bf;
     }
     if (c->tied && E->kind == WK_NF4) /* the head reads the decoded embedding */
-        cm->head = (struct dlin){.in = E->in, .out = E->out, .wb = cm->embed_bf};
+        cm->head = (struct dlin){.in = E->in, .out = E->out, .wb = cm->embed_bf, .ldw = E->in};
     else if (dlin_make(cm, m, c->tied ? E : &m->head, &cm->head))
         goto fail;
     cuda_model_params_changed(cm);
@@ -357,8 +518,11 @@ void cuda_model_free(struct cuda_model *cm)
     if (!cm)
         return;
     for (int l = 0; cm->layers && l < cm->cfg.n_layers; l++)
-        for (int p = 0; p < PROJ_COUNT; p++)
+        for (int p = 0; p < PROJ_COUNT; p++) {
             cuda_free(cm->layers[l].proj[p].wq_mem);
+            cuda_free(cm->layers[l].proj[p].wpad);
+        }
+    free(cm->holes);
     cuda_free(cm->head.wq_mem);
     cuda_free(cm->train);
     cuda_free(cm->grad);
@@ -407,6 +571,15 @@ void cuda_model_params_changed(struct cuda_model *cm)
 {
     if (cm->wbf)
         cuda_to_bf16(cm->wbf, cm->train, cm->n_decay);
+    for (int l = 0; cm->layers && l < cm->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const struct dlin *d = &cm->layers[l].proj[p];
+            if (!d->fold)
+                continue;
+            cuda_lora_cols(d->wpad, d->ldw, d->col0, d->lb, d->out, d->r, d->scale);
+            cuda_lora_rows(d->wpad + (size_t)d->out * d->ldw, d->ldw, d->la, d->r, d->in,
+                           d->scale);
+        }
 }
 
 int cuda_model_put_params(struct cuda_model *cm, const struct model *m)
@@ -491,6 +664,11 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     }
     if (deq < (size_t)NF4_BLOCK * max_in) /* a chunk is whole NF4 blocks of rows */
         deq = (size_t)NF4_BLOCK * max_in;
+    size_t max_ldx = max_in; /* the forward's bf16 inputs, LoRA's columns beside */
+    for (int l = 0; l < c->n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            if ((size_t)cm->layers[l].ldx[p] > max_ldx)
+                max_ldx = (size_t)cm->layers[l].ldx[p];
     size_t hr = CUDA_HEAD_MAX_FLOATS / V;
     if (hr < 16)
         hr = 16;
@@ -526,7 +704,9 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
         &a->row_loss, &a->attn_d, &a->row_w,
     };
-    size_t bsz[] = {N * max_in, N * max_in, N * max_out, N * F, /* xb yb dyb dub */
+    size_t ldy = max_out + r; /* dy's bf16 and t = dy B beside it */
+    a->ldy = (int)ldy;
+    size_t bsz[] = {N * max_ldx, N * max_in, N * ldy, N * ldy, /* xb yb dyb dub */
                     hr * V, hr * C, deq, /* bf16 values */
                     K * PROJ_COUNT * N * r, N * (r ? r : 1)}; /* xa ltmp */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
@@ -676,14 +856,14 @@ static int nf4_chunk_rows(const struct cuda_acts *a, int in)
  * same sum as one product's); else dx (N,in) += dy W from dy's bf16, each
  * chunk adding its part of the sum. */
 static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, float *out,
-                        const uint16_t *inb, int N)
+                        const uint16_t *inb, int lda, int N)
 {
     if (a->nf4_fused) {
         if (forward)
-            cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, d->in, &d->wq, d->in, 0.0f, out,
+            cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, lda, &d->wq, d->in, 0.0f, out,
                           d->out);
         else
-            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, inb, d->out, &d->wq, d->in, 1.0f, out,
+            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, inb, lda, &d->wq, d->in, 1.0f, out,
                           d->in);
         return;
     }
@@ -692,78 +872,87 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
         int nr = d->out - r0 < step ? d->out - r0 : step;
         const uint16_t *w = weight_rows(a, d, r0, nr);
         if (forward)
-            check(a, cuda_gemm_bf16(0, 1, N, nr, d->in, 1.0f, inb, d->in, w, d->in, 0.0f,
+            check(a, cuda_gemm_bf16(0, 1, N, nr, d->in, 1.0f, inb, lda, w, d->in, 0.0f,
                                     out + r0, d->out));
         else
-            check(a, cuda_gemm_bf16(0, 0, N, d->in, nr, 1.0f, inb + r0, d->out, w, d->in, 1.0f,
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, nr, 1.0f, inb + r0, lda, w, d->in, 1.0f,
                                     out, d->in));
     }
 }
 
-/* y (N,out) = x W^T + b + scale (x' A^T) B^T; xb is x as bf16 (the caller
- * converts once for the products that share an input); xa OUT = x' A^T as
- * bf16. LoRA's two products read bf16 too (x' is xb itself without
- * dropout; A and B the copies cuda_model_params_changed keeps) and sum in
- * fp32 on the tensor cores; x' A^T is rounded to bf16 once, as the product
- * after it and the backward read it. */
+/* y (N,out) = x W^T + b + scale (x' A^T) B^T; xb is x as bf16, its rows
+ * ldx apart (the caller's kernel wrote it once for the products that
+ * share an input); xa OUT = x' A^T as bf16. LoRA's products read bf16 too
+ * (x' is xb itself without dropout; A and B the copies
+ * cuda_model_params_changed keeps) and sum in fp32 on the tensor cores;
+ * x' A^T is rounded to bf16 once, as the products after it and the
+ * backward read it. Folded (d->fold): x' A^T goes into its columns of xb
+ * as well, and one product over [x | LoRA's columns] and [W | scale B]
+ * makes y; else (x' A^T) B^T is a product of its own, added into y. */
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, const float *x,
-                        const uint16_t *xb, int N, uint16_t *xa, struct linear_dropout dr)
+                        uint16_t *xb, int ldx, int N, uint16_t *xa, struct linear_dropout dr)
 {
-    if (d->wb)
-        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, d->in, d->wb, d->in, 0.0f, y,
-                                d->out));
-    else
-        nf4_product(a, d, 1, y, xb, N);
-    if (d->bias)
-        cuda_add_bias(y, d->bias, N, d->out);
     if (d->r > 0) {
-        size_t n = (size_t)N * d->in;
         const uint16_t *xd = xb;
+        int ldd = ldx;
         if (dr.p > 0.0f) { /* x' = dropout(x), as bf16 in yb (free in the forward) */
+            size_t n = (size_t)N * d->in;
             cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             cuda_to_bf16(a->yb, a->drop, n);
             xd = a->yb;
+            ldd = d->in;
         }
-        check(a, cuda_gemm_bf16_out(0, 1, N, d->r, d->in, 1.0f, xd, d->in, d->lab, d->in, 0.0f,
+        check(a, cuda_gemm_bf16_out(0, 1, N, d->r, d->in, 1.0f, xd, ldd, d->lab, d->in, 0.0f,
                                     xa, d->r));
+    }
+    if (d->fold) {
+        cuda_copy_cols(xb + d->col0, ldx, xa, d->r, N, d->r);
+        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->col0 + d->r, 1.0f, xb, ldx, d->wb, d->ldw,
+                                0.0f, y, d->out));
+    } else if (d->wb) {
+        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, ldx, d->wb, d->ldw, 0.0f, y,
+                                d->out));
+    } else {
+        assert(ldx == d->in); /* no NF4 projection folds, so its group has no columns */
+        nf4_product(a, d, 1, y, xb, ldx, N);
+    }
+    if (d->bias)
+        cuda_add_bias(y, d->bias, N, d->out);
+    if (d->r > 0 && !d->fold)
         check(a, cuda_gemm_bf16(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lbb, d->r, 1.0f, y,
                                 d->out));
-    }
 }
 
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
  * skip), dw += dy^T x (xb: x as bf16, needed when d->dw, and for dA when
- * no dropout), dbias, dB, dA. dyb is dy as bf16, made by the kernel that
- * made dy, or NULL to convert it here (into a->dyb). LoRA's products read
- * bf16 (dy, x', xa, dy B rounded once, A and B's copies) and add into the
- * fp32 dA, dB and dx. */
+ * no dropout), dbias, dB, dA. dyb is dy as bf16, its rows a->ldy apart,
+ * made by the kernel that made dy, or NULL to convert it here (into
+ * a->dyb). LoRA's products read bf16 (dy, x', xa, dy B rounded once, A
+ * and B's copies) and add into the fp32 dA, dB and dx. Folded (d->fold,
+ * without dropout): t = dy B goes into dyb's r columns past dy, and one
+ * product over [dy | t] and [W ; scale A] adds dy W + scale t A into dx;
+ * else t A is a product of its own (masked with dropout). */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, const float *dy,
-                         const uint16_t *dyb, const float *x, const uint16_t *xb,
+                         uint16_t *dyb, const float *x, const uint16_t *xb,
                          const uint16_t *xa, int N, struct linear_dropout dr)
 {
+    int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
     if (!dyb && (dx || d->dw || d->r > 0)) {
-        cuda_to_bf16(a->dyb, dy, (size_t)N * d->out);
+        cuda_to_bf16_rows(a->dyb, ldy, dy, N, d->out);
         dyb = a->dyb;
     }
-    if (dx && d->wb)
-        check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, dyb, d->out, d->wb, d->in, 1.0f,
-                                dx, d->in));
-    else if (dx)
-        nf4_product(a, d, 0, dx, dyb, N);
-    if (d->dw)
-        check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, d->out, xb, d->in, 1.0f,
-                                d->dw, d->in));
     if (d->dbias)
         cuda_bias_backward(d->dbias, dy, N, d->out);
+    uint16_t *t = fold ? dyb + d->out : a->ltmp; /* (N,r) = dy B */
+    int ldt = fold ? ldy : d->r;
     if (d->r > 0) {
+        assert(!fold || d->out + d->r <= ldy);
         size_t n = (size_t)N * d->in;
-        int drop = dr.p > 0.0f;
-        uint16_t *t = a->ltmp; /* (N,r) = dy B */
-        check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, d->out, d->lbb, d->r,
-                                    0.0f, t, d->r));
+        check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, ldy, d->lbb, d->r, 0.0f,
+                                    t, ldt));
         if (d->dlb) /* dB (out,r) += scale dy^T xa */
-            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, d->out, xa, d->r,
-                                    1.0f, d->dlb, d->r));
+            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, xa, d->r, 1.0f,
+                                    d->dlb, d->r));
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
             if (drop) {
@@ -771,16 +960,30 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
                 cuda_to_bf16(a->yb, a->drop, n);
                 xd = a->yb;
             }
-            check(a, cuda_gemm_bf16(1, 0, d->r, d->in, N, d->scale, t, d->r, xd, d->in, 1.0f,
+            check(a, cuda_gemm_bf16(1, 0, d->r, d->in, N, d->scale, t, ldt, xd, d->in, 1.0f,
                                     d->dla, d->in));
         }
-        if (dx && drop) { /* dx += (scale t A) * keep/(1-p) */
-            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, d->r, d->lab, d->in, 0.0f,
+    }
+    if (dx && fold) /* [dy | t] [W ; scale A]: the rows of wpad past W's */
+        check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out + d->r, 1.0f, dyb, ldy, d->wb, d->ldw,
+                                1.0f, dx, d->in));
+    else if (dx && d->wb)
+        check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, dyb, ldy, d->wb, d->ldw, 1.0f, dx,
+                                d->in));
+    else if (dx)
+        nf4_product(a, d, 0, dx, dyb, ldy, N);
+    if (d->dw) /* full fine-tuning: never folded, so wb is (out, in) */
+        check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, ldy, xb, d->in, 1.0f, d->dw,
+                                d->in));
+    if (d->r > 0 && dx && !fold) {
+        size_t n = (size_t)N * d->in;
+        if (drop) { /* dx += (scale t A) * keep/(1-p) */
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, ldt, d->lab, d->in, 0.0f,
                                     a->drop, d->in));
             cuda_dropout(a->drop2, a->drop, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             cuda_accumulate(dx, a->drop2, n);
-        } else if (dx) {
-            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, d->r, d->lab, d->in, 1.0f,
+        } else {
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, ldt, d->lab, d->in, 1.0f,
                                     dx, d->in));
         }
     }
@@ -823,13 +1026,15 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
         s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
 }
 
-static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, const float *g,
+/* hb: h as bf16, its rows ldhb apart (0: packed). */
+static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldhb, const float *g,
                     const float *u, size_t n)
 {
+    int F = cm->cfg.intermediate;
     if (cm->cfg.gelu)
-        cuda_geglu_forward(h, hb, g, u, n);
+        cuda_geglu_forward(h, hb, F, ldhb, g, u, n);
     else
-        cuda_swiglu_forward(h, hb, g, u, n);
+        cuda_swiglu_forward(h, hb, F, ldhb, g, u, n);
 }
 
 /* lin_forward for projection p of layer l from x and its bf16 in a->xb,
@@ -838,7 +1043,7 @@ static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l
                          float *y, const float *x, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_forward(a, d, y, x, a->xb, N, s->xa[p], proj_dropout(a, d, l, p));
+    lin_forward(a, d, y, x, a->xb, cm->layers[l].ldx[p], N, s->xa[p], proj_dropout(a, d, l, p));
 }
 
 /* again set: the backward pass recomputes what it needs of layer l (the
@@ -855,28 +1060,29 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     float scale = model_attn_scale(c);
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
-    cuda_rmsnorm_forward(a->ln, a->xb, s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    cuda_rmsnorm_forward(a->ln, a->xb, L->ldx[PROJ_Q], s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     proj_forward(cm, a, l, PROJ_Q, s.q, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_K, s.k, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_V, s.v, a->ln, &s, N);
     cuda_rope_forward(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_rope_forward(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
-    cuda_attention_forward(s.ao, a->xb, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd, scale,
-                           c->attn_softcap);
+    cuda_attention_forward(s.ao, a->xb, L->ldx[PROJ_O], s.lse, s.q, s.k, s.v, seg, B, T, H, KV,
+                           hd, scale, c->attn_softcap);
     float *ao_out = s.pa ? s.pa : a->tmp;
     proj_forward(cm, a, l, PROJ_O, ao_out, s.ao, &s, N);
     if (s.pa)
-        cuda_rmsnorm_forward(a->tmp, NULL, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
+        cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     cuda_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
-    cuda_rmsnorm_forward(a->ln, a->xb, s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
+    cuda_rmsnorm_forward(a->ln, a->xb, L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C,
+                         c->rms_eps);
     proj_forward(cm, a, l, PROJ_GATE, s.g, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_UP, s.u, a->ln, &s, N);
-    mlp_act(cm, a->hbuf, a->xb, s.g, s.u, NF);
+    mlp_act(cm, a->hbuf, a->xb, L->ldx[PROJ_DOWN], s.g, s.u, NF);
     float *mlp_out = s.pf ? s.pf : a->tmp;
     proj_forward(cm, a, l, PROJ_DOWN, mlp_out, a->hbuf, &s, N);
     if (s.pf)
-        cuda_rmsnorm_forward(a->tmp, NULL, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
+        cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)
         cuda_add(s.out, s.mid, a->tmp, NC);
 }
@@ -891,7 +1097,7 @@ static uint16_t *kept_bf16(const struct cuda_model *cm, struct cuda_acts *a)
 
 /* lin_backward for projection p of layer l, with its dropout. */
 static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
-                          float *dx, const float *dy, const uint16_t *dyb, const float *x,
+                          float *dx, const float *dy, uint16_t *dyb, const float *x,
                           const uint16_t *xb, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
@@ -910,14 +1116,16 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     size_t Nq = (size_t)N * H * hd, Nk = (size_t)N * KV * hd;
+    int F = c->intermediate;
     float eps = c->rms_eps, scale = model_attn_scale(c);
     uint16_t *xb = kept_bf16(cm, a);
     /* MLP block, recomputing the activation's output (and its bf16) */
-    mlp_act(cm, a->hbuf, xb, s.g, s.u, NF);
+    mlp_act(cm, a->hbuf, xb, 0, s.g, s.u, NF);
     const float *dmlp = a->dres;
     if (s.pf) { /* through ln4 into a->tmp */
         cuda_zero(a->tmp, NC * sizeof(float));
-        cuda_rmsnorm_backward(a->tmp, a->dyb, L->dln4, a->dres, s.pf, L->ln4, s.rstd4, N, C);
+        cuda_rmsnorm_backward(a->tmp, a->dyb, a->ldy, L->dln4, a->dres, s.pf, L->ln4, s.rstd4,
+                              N, C);
         dmlp = a->tmp;
     }
     cuda_zero(a->dh, NF * sizeof(float));
@@ -925,22 +1133,23 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     cuda_zero(a->dg, NF * sizeof(float));
     cuda_zero(a->du, NF * sizeof(float));
     if (c->gelu)
-        cuda_geglu_backward(a->dg, a->du, a->dyb, a->dub, a->dh, s.g, s.u, NF);
+        cuda_geglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF);
     else
-        cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, a->dh, s.g, s.u, NF);
+        cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
-    cuda_rmsnorm_forward(a->ln, xb, s.rstd2, s.mid, L->ln2, N, C, eps);
+    cuda_rmsnorm_forward(a->ln, xb, 0, s.rstd2, s.mid, L->ln2, N, C, eps);
     cuda_zero(a->dln, NC * sizeof(float));
     proj_backward(cm, a, l, PROJ_GATE, a->dln, a->dg, a->dyb, a->ln, xb, &s, N);
     proj_backward(cm, a, l, PROJ_UP, a->dln, a->du, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
-    cuda_rmsnorm_backward(a->dres, s.pa ? NULL : a->dyb, L->dln2, a->dln, s.mid, L->ln2,
+    cuda_rmsnorm_backward(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid, L->ln2,
                           s.rstd2, N, C);
     /* attention block */
     const float *dattn = a->dres;
     if (s.pa) { /* through ln3 into a->tmp */
         cuda_zero(a->tmp, NC * sizeof(float));
-        cuda_rmsnorm_backward(a->tmp, a->dyb, L->dln3, a->dres, s.pa, L->ln3, s.rstd3, N, C);
+        cuda_rmsnorm_backward(a->tmp, a->dyb, a->ldy, L->dln3, a->dres, s.pa, L->ln3, s.rstd3,
+                              N, C);
         dattn = a->tmp;
     }
     cuda_zero(a->dao, Nq * sizeof(float));
@@ -952,20 +1161,20 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     cuda_zero(a->dv, Nk * sizeof(float));
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->dao, s.ao, s.lse, s.q, s.k, s.v,
                             seg, B, T, H, KV, hd, scale, c->attn_softcap);
-    cuda_rmsnorm_forward(a->ln, xb, s.rstd1, s.x, L->ln1, N, C, eps);
+    cuda_rmsnorm_forward(a->ln, xb, 0, s.rstd1, s.x, L->ln1, N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
     if (dln)
         cuda_zero(dln, NC * sizeof(float));
     /* dq's and dk's rotation back writes their bf16, one at a time */
-    cuda_rope_backward(a->dq, a->dyb, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_rope_backward(a->dq, a->dyb, a->ldy, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     proj_backward(cm, a, l, PROJ_Q, dln, a->dq, a->dyb, a->ln, xb, &s, N);
-    cuda_rope_backward(a->dk, a->dyb, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_rope_backward(a->dk, a->dyb, a->ldy, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     proj_backward(cm, a, l, PROJ_K, dln, a->dk, a->dyb, a->ln, xb, &s, N);
     proj_backward(cm, a, l, PROJ_V, dln, a->dv, NULL, a->ln, xb, &s, N); /* converts dv */
     if (dln)
-        cuda_rmsnorm_backward(a->dres, need_dx ? a->dyb : NULL, L->dln1, a->dln, s.x, L->ln1,
-                              s.rstd1, N, C);
+        cuda_rmsnorm_backward(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln, s.x,
+                              L->ln1, s.rstd1, N, C);
 }
 
 /* The output head fused with the loss over the rows that have targets, a
@@ -1096,7 +1305,7 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     for (int l = 0; l < c->n_layers; l++)
         layer_forward(cm, a, l, seg_d, B, T, 0);
     float *xL = a->res + (size_t)c->n_layers * a->N * C;
-    cuda_rmsnorm_forward(a->lnf, NULL, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
+    cuda_rmsnorm_forward(a->lnf, NULL, 0, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
     if (fn) {
         if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets) ||
             a->failed)
@@ -1115,8 +1324,8 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     /* dres holds d/d(lnf); through the final norm into dres2 (and its bf16
      * into dyb, the top layer's dy) */
     cuda_zero(a->dres2, (size_t)N * C * sizeof(float));
-    cuda_rmsnorm_backward(a->dres2, a->dyb, cm->dnorm_f, a->dres, xL, cm->norm_f, a->rstdf, N,
-                          C);
+    cuda_rmsnorm_backward(a->dres2, a->dyb, a->ldy, cm->dnorm_f, a->dres, xL, cm->norm_f,
+                          a->rstdf, N, C);
     float *swap = a->dres;
     a->dres = a->dres2;
     a->dres2 = swap;

@@ -26,10 +26,16 @@
  * attention, rotary positions' backward, a norm's backward) writes its
  * bf16 copy beside the fp32 output (cuda_ops.h, "bf16 copies"); only
  * attention's output again in the backward, dv and the head's rows and
- * dlogits are converted by a pass of their own. The outputs stay fp32. LoRA's rank-r products read bf16 too, on the tensor cores
- * with fp32 accumulation: x' A^T from the base product's bf16 input (its
- * dropped copy with dropout), kept as bf16 for the backward; dy B rounded
- * to bf16 once; dA and dB add into the fp32 gradients. The
+ * dlogits are converted by a pass of their own. The outputs stay fp32.
+ * LoRA's rank-r products read bf16 too, on the tensor cores with fp32
+ * accumulation: x' A^T from the base product's bf16 input (its dropped
+ * copy with dropout), kept as bf16 for the backward; on a bf16 base it is
+ * folded into the base product (x' A^T in columns beside x, scale B in
+ * columns beside W: one product makes x W^T + scale x' A^T B^T; the
+ * folded matrices live padded, out of the bf16 block's device copy;
+ * ALALLO_CUDA_LORA=each keeps (x' A^T) B^T a product of its own, as on an
+ * NF4 base); dy B rounded to bf16 once; dA and dB add into the fp32
+ * gradients. The
  * head is fused with the loss in blocks of rows that have a target, so
  * (N, V) logits never exist.
  *

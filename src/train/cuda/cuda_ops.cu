@@ -125,9 +125,10 @@ __device__ static float block_sum(float v, float *sh)
 
 /* ---- RMSNorm ----------------------------------------------------------- */
 
-/* yb (may be NULL) gets y as bf16, the bits cuda_to_bf16 gives. */
-__global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, float *rstd, const float *x,
-                                          const float *w, int C, float eps)
+/* yb (may be NULL) gets y as bf16, the bits cuda_to_bf16 gives, its rows
+ * ldyb values apart. */
+__global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, float *rstd,
+                                          const float *x, const float *w, int C, float eps)
 {
     float *sh = cuda_shared(); /* 32 floats */
     const float *xr = x + (size_t)blockIdx.x * C;
@@ -143,22 +144,22 @@ __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, float *rstd, c
         float v = xr[c] * r * w[c];
         yr[c] = v;
         if (yb)
-            yb[(size_t)blockIdx.x * C + c] = f32_to_bf16(v);
+            yb[(size_t)blockIdx.x * ldyb + c] = f32_to_bf16(v);
     }
 }
 
-void cuda_rmsnorm_forward(float *y, uint16_t *yb, float *rstd, const float *x, const float *w,
-                          int N, int C, float eps)
+void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const float *x,
+                          const float *w, int N, int C, float eps)
 {
     if (N <= 0 || C <= 0)
         return;
-    cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, yb, rstd,
-                x, w, C, eps);
+    cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, yb,
+                ldyb > C ? ldyb : C, rstd, x, w, C, eps);
 }
 
 /* dx_c += r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j), as ops.c; dxb
- * (may be NULL) gets the new dx as bf16. */
-__global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, const float *dy,
+ * (may be NULL) gets the new dx as bf16, its rows lddxb apart. */
+__global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, int lddxb, const float *dy,
                                           const float *x, const float *w, const float *rstd,
                                           int C)
 {
@@ -176,7 +177,7 @@ __global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, const float 
         float v = dxr[c] + (r * w[c] * dyr[c] - k * xr[c]);
         dxr[c] = v;
         if (dxb)
-            dxb[off + c] = f32_to_bf16(v);
+            dxb[(size_t)blockIdx.x * lddxb + c] = f32_to_bf16(v);
     }
 }
 
@@ -216,48 +217,49 @@ static void colsum(float *out, const float *a, const float *x, const float *rstd
                 COLSUM_G * (COLSUM_W + 1) * sizeof(float), out, a, x, rstd, N, C);
 }
 
-void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
-                           const float *w, const float *rstd, int N, int C)
+void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const float *dy,
+                           const float *x, const float *w, const float *rstd, int N, int C)
 {
     if (N <= 0 || C <= 0)
         return;
-    cuda_launch(rmsnorm_bwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dxb, dy,
-                x, w, rstd, C);
+    cuda_launch(rmsnorm_bwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dxb,
+                lddxb > C ? lddxb : C, dy, x, w, rstd, C);
     if (dw)
         colsum(dw, dy, x, rstd, N, C);
 }
 
 /* ---- gated activations and soft-cap ------------------------------------ */
 
-/* The bf16 copies (hb; dgb and dub; each may be NULL) get the values just
- * written, as cuda_to_bf16 would. */
-__device__ __forceinline__ void put(float *y, uint16_t *yb, size_t i, float v)
+/* y[i] = v, and the bf16 copy (hb; dgb and dub; each may be NULL) gets v
+ * as cuda_to_bf16 would, as rows of cols values ld apart (row i / cols). */
+__device__ __forceinline__ void put_rows(float *y, uint16_t *yb, size_t i, float v, size_t cols,
+                                         size_t ld)
 {
     y[i] = v;
     if (yb)
-        yb[i] = f32_to_bf16(v);
+        yb[ld == cols ? i : i / cols * ld + i % cols] = f32_to_bf16(v);
 }
 
 __global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const float *g, const float *u,
-                                         size_t n)
+                                         size_t n, size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
-        put(h, hb, i, x * s * u[i]);
+        put_rows(h, hb, i, x * s * u[i], cols, ld);
     }
 }
 
 __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
                                          const float *dh, const float *g, const float *u,
-                                         size_t n)
+                                         size_t n, size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
         /* d silu/dx = s (1 + x (1 - s)) */
-        put(dg, dgb, i, dg[i] + dh[i] * u[i] * s * (1.0f + x * (1.0f - s)));
-        put(du, dub, i, du[i] + dh[i] * x * s);
+        put_rows(dg, dgb, i, dg[i] + dh[i] * u[i] * s * (1.0f + x * (1.0f - s)), cols, ld);
+        put_rows(du, dub, i, du[i] + dh[i] * x * s, cols, ld);
     }
 }
 
@@ -266,18 +268,18 @@ __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, ui
 #define GELU_A 0.044715f
 
 __global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const float *g, const float *u,
-                                        size_t n)
+                                        size_t n, size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        put(h, hb, i, 0.5f * x * (1.0f + t) * u[i]);
+        put_rows(h, hb, i, 0.5f * x * (1.0f + t) * u[i], cols, ld);
     }
 }
 
 __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
                                         const float *dh, const float *g, const float *u,
-                                        size_t n)
+                                        size_t n, size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
         float x = g[i];
@@ -285,37 +287,65 @@ __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uin
         float gelu = 0.5f * x * (1.0f + t);
         float dgelu = 0.5f * (1.0f + t) +
                       0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        put(dg, dgb, i, dg[i] + dh[i] * u[i] * dgelu);
-        put(du, dub, i, du[i] + dh[i] * gelu);
+        put_rows(dg, dgb, i, dg[i] + dh[i] * u[i] * dgelu, cols, ld);
+        put_rows(du, dub, i, du[i] + dh[i] * gelu, cols, ld);
     }
 }
 
-void cuda_swiglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n)
+/* The bf16 rows' shape: cols values a row (0: one row of n), ld apart. */
+static void rows_of(size_t n, int cols, int ld, size_t *c, size_t *l)
 {
-    if (n)
-        cuda_launch(swiglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n);
+    *c = cols > 0 ? (size_t)cols : n;
+    *l = ld > cols ? (size_t)ld : *c;
 }
 
-void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
+typedef void (*gated_fwd)(float *, uint16_t *, const float *, const float *, size_t, size_t,
+                          size_t);
+typedef void (*gated_bwd)(float *, float *, uint16_t *, uint16_t *, const float *,
+                          const float *, const float *, size_t, size_t, size_t);
+
+static void gated_forward(gated_fwd k, float *h, uint16_t *hb, int cols, int ldhb,
                           const float *g, const float *u, size_t n)
 {
+    size_t c, l;
+    rows_of(n, cols, ldhb, &c, &l);
     if (n)
-        cuda_launch(swiglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub,
-                    dh, g, u, n);
+        cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n, c, l);
 }
 
-void cuda_geglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n)
+static void gated_backward(gated_bwd k, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                           int cols, int ldb, const float *dh, const float *g, const float *u,
+                           size_t n)
 {
+    size_t c, l;
+    rows_of(n, cols, ldb, &c, &l);
     if (n)
-        cuda_launch(geglu_fwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n);
+        cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub, dh, g, u, n, c,
+                    l);
 }
 
-void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
-                         const float *g, const float *u, size_t n)
+void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
+                         const float *u, size_t n)
 {
-    if (n)
-        cuda_launch(geglu_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub,
-                    dh, g, u, n);
+    gated_forward(swiglu_fwd_kernel, h, hb, cols, ldhb, g, u, n);
+}
+
+void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
+                          const float *dh, const float *g, const float *u, size_t n)
+{
+    gated_backward(swiglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n);
+}
+
+void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
+                        const float *u, size_t n)
+{
+    gated_forward(geglu_fwd_kernel, h, hb, cols, ldhb, g, u, n);
+}
+
+void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
+                         const float *dh, const float *g, const float *u, size_t n)
+{
+    gated_backward(geglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n);
 }
 
 __global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)
@@ -596,6 +626,21 @@ __global__ static void from_bf16_kernel(float *dst, const uint16_t *src, size_t 
         dst[i] = bf16_to_f32(src[i]);
 }
 
+__global__ static void to_bf16_rows_kernel(uint16_t *dst, size_t ldd, const float *src,
+                                           size_t n, size_t cols)
+{
+    FOR_EACH(i, n)
+        dst[i / cols * ldd + i % cols] = f32_to_bf16(src[i]);
+}
+
+void cuda_to_bf16_rows(uint16_t *dst, int ldd, const float *src, int rows, int cols)
+{
+    size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
+    if (n)
+        cuda_launch(to_bf16_rows_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dst,
+                    (size_t)(ldd > cols ? ldd : cols), src, n, (size_t)cols);
+}
+
 void cuda_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
     if (n)
@@ -606,6 +651,62 @@ void cuda_from_bf16(float *dst, const uint16_t *src, size_t n)
 {
     if (n)
         cuda_launch(from_bf16_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dst, src, n);
+}
+
+/* w[o * ldw + col0 + j] = bf16(scale * b[o * r + j]) for o < out, j < r. */
+__global__ static void lora_cols_kernel(uint16_t *w, int ldw, int col0, const float *b, int out,
+                                        int r, float scale)
+{
+    size_t n = (size_t)out * r;
+    FOR_EACH(i, n) {
+        size_t o = i / (size_t)r, j = i % (size_t)r;
+        w[o * (size_t)ldw + (size_t)col0 + j] = f32_to_bf16(__fmul_rn(scale, b[i]));
+    }
+}
+
+__global__ static void copy_cols_kernel(uint16_t *dst, int ldd, const uint16_t *src, int lds,
+                                        int rows, int cols)
+{
+    size_t n = (size_t)rows * cols;
+    FOR_EACH(i, n) {
+        size_t o = i / (size_t)cols, j = i % (size_t)cols;
+        dst[o * (size_t)ldd + j] = src[o * (size_t)lds + j];
+    }
+}
+
+/* w[j * ldw + c] = bf16(scale * a[j * cols + c]) for j < r, c < cols. */
+__global__ static void lora_rows_kernel(uint16_t *w, int ldw, const float *a, int r, int cols,
+                                        float scale)
+{
+    size_t n = (size_t)r * cols;
+    FOR_EACH(i, n) {
+        size_t j = i / (size_t)cols, c = i % (size_t)cols;
+        w[j * (size_t)ldw + c] = f32_to_bf16(__fmul_rn(scale, a[i]));
+    }
+}
+
+void cuda_lora_rows(uint16_t *w, int ldw, const float *a, int r, int cols, float scale)
+{
+    size_t n = (size_t)(r > 0 ? r : 0) * (size_t)(cols > 0 ? cols : 0);
+    if (n)
+        cuda_launch(lora_rows_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, w, ldw, a, r,
+                    cols, scale);
+}
+
+void cuda_copy_cols(uint16_t *dst, int ldd, const uint16_t *src, int lds, int rows, int cols)
+{
+    size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
+    if (n)
+        cuda_launch(copy_cols_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dst, ldd, src, lds,
+                    rows, cols);
+}
+
+void cuda_lora_cols(uint16_t *w, int ldw, int col0, const float *b, int out, int r, float scale)
+{
+    size_t n = (size_t)(out > 0 ? out : 0) * (size_t)(r > 0 ? r : 0);
+    if (n)
+        cuda_launch(lora_cols_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, w, ldw, col0, b,
+                    out, r, scale);
 }
 
 /* ---- NF4 --------------------------------------------------------------- */

@@ -35,10 +35,11 @@
 /* Rotates x (B,T,nh,hd) in place, rotate-half, row t of each sequence at
  * position t - seg[b*T+t] (seg NULL: t). cos/sin: (Tmax, hd/2) on the
  * device, as ops_rope_tables fills them. The backward's dxb (may be NULL)
- * gets the rotated dx as bf16. */
+ * gets the rotated dx as bf16, a row (b, t) of nh x hd values ldxb apart
+ * (ldxb >= nh hd). */
 void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *seg,
                        const float *cos_t, const float *sin_t);
-void cuda_rope_backward(float *dx, uint16_t *dxb, int B, int T, int nh, int hd,
+void cuda_rope_backward(float *dx, uint16_t *dxb, int ldxb, int B, int T, int nh, int hd,
                         const int32_t *seg, const float *cos_t, const float *sin_t);
 
 /* Which kernels attention runs (one setting per process; the trainer sets
@@ -61,8 +62,9 @@ enum cuda_attn_kind cuda_attention_kind(int hd);
  * tiles of keys in shared memory with an online softmax, so memory is
  * O(T) per head, never (T,T). out (B,T,H,hd), lse (B,H,T) as
  * ops_attention_forward_seg (seg NULL: plain causal; cap > 0: soft-capped
- * scores). hd <= 256. outb (may be NULL) gets out as bf16. */
-void cuda_attention_forward(float *out, uint16_t *outb, float *lse, const float *q,
+ * scores). hd <= 256. outb (may be NULL) gets out as bf16, a row (b, t)
+ * of H x hd values ldo apart (ldo >= H hd). */
+void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
                             const float *k, const float *v, const int32_t *seg, int B, int T,
                             int H, int KV, int hd, float scale, float cap);
 /* dq, dk, dv += gradients, recomputing probabilities from lse. Two passes
@@ -80,20 +82,26 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
 
 /* RMSNorm as ops_rmsnorm_forward/backward. dw (C) may be NULL (frozen);
  * when set, its column sums over N rows run in a fixed order. yb and dxb
- * (may be NULL) get y and the new dx (after the addition) as bf16. */
-void cuda_rmsnorm_forward(float *y, uint16_t *yb, float *rstd, const float *x, const float *w,
-                          int N, int C, float eps);
-void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, float *dw, const float *dy, const float *x,
-                           const float *w, const float *rstd, int N, int C);
+ * (may be NULL) get y and the new dx (after the addition) as bf16; their
+ * rows are ldyb and lddxb values apart (C when that is <= C: a product
+ * that reads LoRA's columns beside them reads those past C). */
+void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const float *x,
+                          const float *w, int N, int C, float eps);
+void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const float *dy,
+                           const float *x, const float *w, const float *rstd, int N, int C);
 
 /* SwiGLU and GeGLU (tanh), n values, as ops.h. hb, dgb and dub (each may
- * be NULL) get h and the new dg and du as bf16. */
-void cuda_swiglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n);
-void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
-                          const float *g, const float *u, size_t n);
-void cuda_geglu_forward(float *h, uint16_t *hb, const float *g, const float *u, size_t n);
-void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, const float *dh,
-                         const float *g, const float *u, size_t n);
+ * be NULL) get h and the new dg and du as bf16, as rows of cols values
+ * (n / cols rows) ldhb or ldb apart (cols 0: n in a row; ld <= cols:
+ * packed). */
+void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
+                         const float *u, size_t n);
+void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
+                          const float *dh, const float *g, const float *u, size_t n);
+void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
+                        const float *u, size_t n);
+void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
+                         const float *dh, const float *g, const float *u, size_t n);
 
 /* Soft-capping in place and its backward, as ops_softcap(_backward). */
 void cuda_softcap(float *x, size_t n, float cap);
@@ -131,6 +139,19 @@ void cuda_bias_backward(float *dbias, const float *dy, int N, int C);
  * linear_f32_to_bf16 / linear_bf16_to_f32. */
 void cuda_to_bf16(uint16_t *dst, const float *src, size_t n);
 void cuda_from_bf16(float *dst, const uint16_t *src, size_t n);
+/* src (rows, cols) packed into dst's rows, ldd values apart. */
+void cuda_to_bf16_rows(uint16_t *dst, int ldd, const float *src, int rows, int cols);
+
+/* LoRA's B folded beside a base weight (docs/trainer.md, "LoRA folded
+ * into the base product"): w[o * ldw + col0 + j] = bf16(scale * b[o r +
+ * j]) for the out rows of b (out, r), fp32; each value scale times b,
+ * rounded once, to nearest even. */
+void cuda_lora_cols(uint16_t *w, int ldw, int col0, const float *b, int out, int r, float scale);
+/* LoRA's A folded under a base weight: w[j * ldw + c] = bf16(scale *
+ * a[j cols + c]) for the r rows of a (r, cols), fp32, rounded once. */
+void cuda_lora_rows(uint16_t *w, int ldw, const float *a, int r, int cols, float scale);
+/* dst[i * ldd + j] = src[i * lds + j] for i < rows, j < cols (bf16). */
+void cuda_copy_cols(uint16_t *dst, int ldd, const uint16_t *src, int lds, int rows, int cols);
 
 /* NF4 on the device: the arrays of struct nf4_tensor (train/nf4.h) copied
  * as they are. Writes values [start, start+count) as bf16 (each the fp32
