@@ -27,8 +27,10 @@
 # all but train-unit, which CI runs on the CPU build):
 #   tests         ctest -L gpu: the kernels and the pass against the CPU (90 s)
 #   resume-torch  the cross-device resume and the pass against PyTorch (120 s)
-#   bench         the peak, then the trainer at 124m and 1b, then 124m full on
-#                 the fp32 attention kernels (GPU_CHECK_BENCH_S, 120 s)
+#   bench         the peak, then the trainer at 124m and 1b, then 1b 16-bit
+#                 LoRA with LoRA's products apart (ALALLO_CUDA_LORA=each) and
+#                 124m full on the fp32 attention kernels, as time allows
+#                 (GPU_CHECK_BENCH_S, 120 s)
 #   torch-ref     bench/train/torch_gpu_ref.py, what is left of the run
 #   e2e           tests/integration/gpu_e2e.test.mjs, where node is (90 s)
 #   train-unit    the trainer's CPU unit tests on this build (120 s)
@@ -279,6 +281,16 @@ for shape in 124m 1b; do
       --device cuda --shape "$shape" --precision "$1" --adapter "$2" --batch 4 --seq 2048 --steps 5
   done
 done
+# what folding LoRA into the base products buys: 1b LoRA 16-bit again with
+# LoRA's products apart ("lora":"each" in its line), when time is left
+left=$((bench_end - SECONDS))
+if ((left > 30)); then
+  part "bench-1b-16-bit-lora-each" "$left" "$out/bench.json" env ALALLO_CUDA_LORA=each \
+    "$build/alallo" bench train --device cuda --shape 1b --precision 16-bit --adapter lora \
+    --batch 4 --seq 2048 --steps 5
+else
+  say "bench 1b 16-bit LoRA, products apart: no time left (skipped)"
+fi
 # what the tensor-core attention buys: 124m full again on the fp32
 # reference kernels ("attention":"fp32" in its line), when time is left
 left=$((bench_end - SECONDS))
@@ -324,7 +336,7 @@ model_gpu=H200
 [[ $gpu == *H100* ]] && model_gpu=H100
 { echo "predicted by bench/train/gpu_model.py --gpu $model_gpu (1b, batch 4 x 2048):"
   python3 bench/train/gpu_model.py --gpu "$model_gpu" |
-    grep -E '^==|PyTorch|current design|all five'; } | tee -a "$summary"
+    grep -E '^==|PyTorch|current design|every change built|all five'; } | tee -a "$summary"
 
 if ((failed)); then
   say "summary: FAILED ($((SECONDS - t_start)) s); logs in $out"

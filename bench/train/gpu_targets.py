@@ -10,8 +10,10 @@ JSON lines of `alallo bench train --device cuda`) and torch.json
                 tokens/s / 16-bit LoRA's                      target >= 0.6
 
 One line each, "met", "NOT met" or "no figure" (a run missing or failed),
-with the numbers. Exit 0 always: a target not met is a finding to report,
-not a failure of the check.
+with the numbers; then, where the run has it, 16-bit LoRA with LoRA's
+products apart (ALALLO_CUDA_LORA=each, "lora":"each") against folded into
+the base products, the default. Exit 0 always: a target not met is a
+finding to report, not a failure of the check.
 
 usage: gpu_targets.py BENCH_JSON TORCH_JSON
 """
@@ -32,7 +34,9 @@ def bench_runs(path):
                 except ValueError:
                     continue
                 if "shape" in d and "tokens_per_s" in d:
-                    runs[(d["shape"], d["precision"], d["adapter"], d.get("attention"))] = d
+                    apart = d.get("lora") == "each" and d["precision"] == "16-bit"
+                    runs[(d["shape"], d["precision"], d["adapter"], d.get("attention"),
+                          "each" if apart else None)] = d
     except OSError:
         pass
     return runs
@@ -57,9 +61,10 @@ def main(argv):
         return 2
     a, t = bench_runs(argv[1]), torch_runs(argv[2])
     for shape in ("124m", "1b"):
-        lora = a.get((shape, "16-bit", "lora", "bf16"))
-        qlora = a.get((shape, "4-bit", "lora", "bf16"))
-        full = a.get((shape, "16-bit", "full", "bf16"))
+        lora = a.get((shape, "16-bit", "lora", "bf16", None))
+        qlora = a.get((shape, "4-bit", "lora", "bf16", None))
+        full = a.get((shape, "16-bit", "full", "bf16", None))
+        each = a.get((shape, "16-bit", "lora", "bf16", "each"))
         ref = t.get((shape, "lora"))
         if lora and ref:
             x = lora["tokens_per_s"] / ref["tokens_per_s"]
@@ -84,6 +89,10 @@ def main(argv):
                      verdict(speed >= 0.6)))
         else:
             print("target %s 4-bit LoRA memory and speed: no figure" % shape)
+        if lora and each:
+            print("%s 16-bit LoRA folded (%s) against apart: %.2fx (%.0f / %.0f tokens/s)"
+                  % (shape, lora.get("lora"), lora["tokens_per_s"] / each["tokens_per_s"],
+                     lora["tokens_per_s"], each["tokens_per_s"]))
     return 0
 
 

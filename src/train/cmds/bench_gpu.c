@@ -16,6 +16,7 @@
  *   "shape","precision","adapter","batch","seq","steps","params",
  *   "trainable_params","tokens_per_s","step_s","flops_per_token","mfu",
  *   "attention" ("bf16" or "fp32": ALALLO_CUDA_ATTENTION),
+ *   "lora" ("folded" or "each": ALALLO_CUDA_LORA and the base; LoRA only),
  *   "recompute" (true when the backward recomputes each layer:
  *   ALALLO_CUDA_RECOMPUTE, by default 4-bit LoRA; cuda_train.h),
  *   "gpu_mem_train_peak_bytes","final_loss"
@@ -108,6 +109,8 @@ static int time_model(const struct bench_opts *o, double peak, json_t *j)
     json_object_set_new(j, "flops_per_token", json_real(flops_tok));
     json_object_set_new(j, "mfu", json_real(tps * flops_tok / peak));
     json_object_set_new(j, "attention", json_string(cuda_train_attention(t)));
+    if (cuda_train_lora(t))
+        json_object_set_new(j, "lora", json_string(cuda_train_lora(t)));
     json_object_set_new(j, "recompute", json_boolean(cuda_train_recompute(t)));
     json_object_set_new(j, "gpu_mem_train_peak_bytes",
                         json_integer((json_int_t)cuda_train_peak_bytes(t)));

@@ -541,6 +541,15 @@ size_t cuda_model_bytes(const struct cuda_model *cm)
     return cm->bytes;
 }
 
+int cuda_model_lora_folded(const struct cuda_model *cm)
+{
+    int n = 0;
+    for (int l = 0; l < cm->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            n += cm->layers[l].proj[p].fold;
+    return n;
+}
+
 float *cuda_model_params(struct cuda_model *cm)
 {
     return cm->train;

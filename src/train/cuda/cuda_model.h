@@ -71,6 +71,9 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
 void cuda_model_free(struct cuda_model *cm); /* NULL is fine */
 /* Device bytes the model holds (parameters, gradients, copies). */
 size_t cuda_model_bytes(const struct cuda_model *cm);
+/* The adapted projections whose LoRA is folded into the base products
+ * (0 with ALALLO_CUDA_LORA=each, on an NF4 base, or in full fine-tuning). */
+int cuda_model_lora_folded(const struct cuda_model *cm);
 
 /* The trainable block and its gradients on the device (n_train floats). */
 float *cuda_model_params(struct cuda_model *cm);

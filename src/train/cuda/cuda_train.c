@@ -15,6 +15,7 @@ struct cuda_train {
     int recompute; /* the backward pass recomputes each layer (cuda_model.h) */
     int rows;      /* the step's rows the open asked for */
     int micro;     /* rows a pass holds: a divisor of rows (micro-batches below it) */
+    int lora;      /* the model has adapters */
     struct cuda_model *cm;
     struct cuda_acts *a;
     struct cuda_optim opt;
@@ -84,6 +85,7 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     t->owns_ctx = open;
     t->head_dim = m->cfg.head_dim;
     t->recompute = recompute;
+    t->lora = !m->opts.full && m->opts.lora_r > 0;
     t->rows = B;
     t->cm = cuda_model_upload(m, err, errcap);
     /* the largest divisor of the rows whose activations fit (and at most
@@ -123,6 +125,13 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t)
 const char *cuda_train_attention(const struct cuda_train *t)
 {
     return cuda_attention_kind(t->head_dim) == CUDA_ATTN_BF16 ? "bf16" : "fp32";
+}
+
+const char *cuda_train_lora(const struct cuda_train *t)
+{
+    if (cuda_model_lora_folded(t->cm))
+        return "folded";
+    return t->lora ? "each" : NULL;
 }
 
 int cuda_train_recompute(const struct cuda_train *t)

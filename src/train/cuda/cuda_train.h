@@ -51,6 +51,10 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t);
  * (the reference), from ALALLO_CUDA_ATTENTION (bf16 when unset; any other
  * value is refused at open) and the model's head dimension (cuda_ops.h). */
 const char *cuda_train_attention(const struct cuda_train *t);
+/* How LoRA's products run: "folded" into the base products (a 16-bit
+ * base, the default), "each" (apart: ALALLO_CUDA_LORA=each, or an NF4
+ * base), or NULL without adapters (cuda_model.h). */
+const char *cuda_train_lora(const struct cuda_train *t);
 /* The rows one pass holds: the largest divisor of open's B whose
  * activations fit in GPU memory (and at most ALALLO_CUDA_MAX_ROWS, an
  * operator's cap; a value that is not a whole number from 1 is refused at
