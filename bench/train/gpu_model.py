@@ -378,9 +378,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         n_lora = L * sum(r * (p[1] + p[2]) for p in projs)
         st.mem("optimizer: AdamW", n_lora * 40, launches=4 * 7 * L if design["torch"] else 4)
         if lora == "fold":  # 2b: scale B and scale A written beside and under
-            # each W after the step (cuda_model_params_changed), two launches a
-            # projection
-            st.mem("lora folded: scale B and A beside W", n_lora * 6, launches=2 * 7 * L)
+            # each W after the step (cuda_model_params_changed), one launch
+            st.mem("lora folded: scale B and A beside W", n_lora * 6)
     return st
 
 

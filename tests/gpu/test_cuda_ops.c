@@ -502,6 +502,61 @@ static void elementwise_and_bias_match_cpu(void **state)
 
 /* ---- bf16 -------------------------------------------------------------- */
 
+/* LoRA folded into two padded matrices in one launch: scale B in its
+ * columns, scale A under W, each value rounded as linear_f32_to_bf16
+ * rounds scale times it; every other value of the matrices untouched. */
+static void lora_fold_writes_its_columns_and_rows(void **state)
+{
+    (void)state;
+    enum { K = 2 };
+    const int out[K] = {37, 5}, in[K] = {19, 70}, r[K] = {4, 3}, col0[K] = {19 + 4, 70};
+    const float scale[K] = {2.0f, 0.3f};
+    struct rng g;
+    rng_seed(&g, 4242);
+    struct cuda_lora_fold d[K];
+    uint16_t *host[K], *dev[K];
+    float *a[K], *b[K];
+    size_t most = 0;
+    for (int k = 0; k < K; k++) {
+        int ldw = col0[k] + r[k] + 5;
+        size_t n = (size_t)(out[k] + r[k]) * ldw;
+        host[k] = malloc(n * 2);
+        assert_non_null(host[k]);
+        for (size_t i = 0; i < n; i++)
+            host[k][i] = 0x7777;
+        dev[k] = dev_copy(host[k], n * 2);
+        a[k] = fill((size_t)r[k] * in[k], &g, 1.0f);
+        b[k] = fill((size_t)out[k] * r[k], &g, 1.0f);
+        d[k] = (struct cuda_lora_fold){dev[k], dev_copy(a[k], (size_t)r[k] * in[k] * 4),
+                                       dev_copy(b[k], (size_t)out[k] * r[k] * 4), ldw, col0[k],
+                                       out[k], in[k], r[k], scale[k]};
+        size_t m = (size_t)r[k] * (out[k] + in[k]);
+        most = m > most ? m : most;
+    }
+    struct cuda_lora_fold *dd = dev_copy(d, sizeof d);
+    cuda_lora_fold(dd, K, most);
+    for (int k = 0; k < K; k++) {
+        int ldw = d[k].ldw;
+        size_t n = (size_t)(out[k] + r[k]) * ldw;
+        uint16_t *got = malloc(n * 2);
+        assert_non_null(got);
+        fetch(got, dev[k], n * 2);
+        for (int o = 0; o < out[k]; o++)
+            for (int j = 0; j < r[k]; j++)
+                host[k][(size_t)o * ldw + col0[k] + j] =
+                    linear_f32_to_bf16(scale[k] * b[k][(size_t)o * r[k] + j]);
+        for (int j = 0; j < r[k]; j++)
+            for (int c = 0; c < in[k]; c++)
+                host[k][(size_t)(out[k] + j) * ldw + c] =
+                    linear_f32_to_bf16(scale[k] * a[k][(size_t)j * in[k] + c]);
+        expect_same_bits("lora fold", got, host[k], n * 2, 2);
+        free(got);
+        cuda_free(dev[k]), cuda_free((void *)d[k].a), cuda_free((void *)d[k].b);
+        free(host[k]), free(a[k]), free(b[k]);
+    }
+    cuda_free(dd);
+}
+
 static void bf16_conversions_are_the_cpus(void **state)
 {
     (void)state;
@@ -794,6 +849,7 @@ int main(void)
         cmocka_unit_test(embedding_matches_cpu),
         cmocka_unit_test(elementwise_and_bias_match_cpu),
         cmocka_unit_test(bf16_conversions_are_the_cpus),
+        cmocka_unit_test(lora_fold_writes_its_columns_and_rows),
         cmocka_unit_test(nf4_matches_cpu),
         cmocka_unit_test(nf4_product_matches_decoded),
         cmocka_unit_test(dropout_masks_are_the_cpus),

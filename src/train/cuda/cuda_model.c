@@ -88,6 +88,9 @@ struct cuda_model {
     int fold;              /* ALALLO_CUDA_LORA: 1 fold (default), 0 each */
     struct bf_hole *holes; /* sorted by offset */
     int n_holes;
+    struct cuda_lora_fold *folds_d; /* the folded projections, on the device */
+    int n_folds;
+    size_t fold_most;      /* the largest out r + r in among them */
     size_t bytes;
 };
 
@@ -281,6 +284,41 @@ static int fold_make(struct cuda_model *cm, const uint16_t *w, struct dlin *d, i
     return 0;
 }
 
+/* The folded projections' table that cuda_model_params_changed writes
+ * scale B and scale A from, in one launch. 0 or -1. */
+static int fold_table(struct cuda_model *cm)
+{
+    int n = 0;
+    for (int l = 0; l < cm->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++)
+            n += cm->layers[l].proj[p].fold;
+    if (!n)
+        return 0;
+    struct cuda_lora_fold *h = calloc((size_t)n, sizeof *h);
+    if (!h)
+        return -1;
+    int i = 0;
+    for (int l = 0; l < cm->cfg.n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const struct dlin *d = &cm->layers[l].proj[p];
+            if (!d->fold)
+                continue;
+            h[i++] = (struct cuda_lora_fold){d->wpad, d->la, d->lb, d->ldw, d->col0, d->out,
+                                             d->in,   d->r,  d->scale};
+            size_t most = (size_t)d->r * ((size_t)d->out + (size_t)d->in);
+            if (most > cm->fold_most)
+                cm->fold_most = most;
+        }
+    cm->folds_d = cuda_alloc((size_t)n * sizeof *h, 0);
+    int rc = cm->folds_d ? cuda_upload(cm->folds_d, h, (size_t)n * sizeof *h) : -1;
+    free(h);
+    if (rc)
+        return -1;
+    cm->n_folds = n;
+    cm->bytes += (size_t)n * sizeof *h;
+    return 0;
+}
+
 /* Each layer's groups: the strides of their inputs, and the folded
  * projections' matrices. 0 or -1. */
 static int fold_layers(struct cuda_model *cm, const struct model *m)
@@ -471,7 +509,7 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
             if (dlin_make(cm, m, &L->proj[p], &D->proj[p]))
                 goto fail;
     }
-    if (fold_layers(cm, m))
+    if (fold_layers(cm, m) || fold_table(cm))
         goto fail;
     cm->norm_f = map_f(cm, m, m->norm_f);
     cm->dnorm_f = map_f(cm, m, m->dnorm_f);
@@ -523,6 +561,7 @@ void cuda_model_free(struct cuda_model *cm)
             cuda_free(cm->layers[l].proj[p].wpad);
         }
     free(cm->holes);
+    cuda_free(cm->folds_d);
     cuda_free(cm->head.wq_mem);
     cuda_free(cm->train);
     cuda_free(cm->grad);
@@ -580,15 +619,7 @@ void cuda_model_params_changed(struct cuda_model *cm)
 {
     if (cm->wbf)
         cuda_to_bf16(cm->wbf, cm->train, cm->n_decay);
-    for (int l = 0; cm->layers && l < cm->cfg.n_layers; l++)
-        for (int p = 0; p < PROJ_COUNT; p++) {
-            const struct dlin *d = &cm->layers[l].proj[p];
-            if (!d->fold)
-                continue;
-            cuda_lora_cols(d->wpad, d->ldw, d->col0, d->lb, d->out, d->r, d->scale);
-            cuda_lora_rows(d->wpad + (size_t)d->out * d->ldw, d->ldw, d->la, d->r, d->in,
-                           d->scale);
-        }
+    cuda_lora_fold(cm->folds_d, cm->n_folds, cm->fold_most);
 }
 
 int cuda_model_put_params(struct cuda_model *cm, const struct model *m)

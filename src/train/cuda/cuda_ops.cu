@@ -653,15 +653,30 @@ void cuda_from_bf16(float *dst, const uint16_t *src, size_t n)
         cuda_launch(from_bf16_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dst, src, n);
 }
 
-/* w[o * ldw + col0 + j] = bf16(scale * b[o * r + j]) for o < out, j < r. */
-__global__ static void lora_cols_kernel(uint16_t *w, int ldw, int col0, const float *b, int out,
-                                        int r, float scale)
+/* Block row blockIdx.y writes fold d[blockIdx.y]: scale B (out, r) into
+ * columns [col0, col0 + r) of W's rows, then scale A (r, in) into the r
+ * rows under W, each value rounded once. */
+__global__ static void lora_fold_kernel(const struct cuda_lora_fold *d)
 {
-    size_t n = (size_t)out * r;
-    FOR_EACH(i, n) {
-        size_t o = i / (size_t)r, j = i % (size_t)r;
-        w[o * (size_t)ldw + (size_t)col0 + j] = f32_to_bf16(__fmul_rn(scale, b[i]));
+    const struct cuda_lora_fold f = d[blockIdx.y];
+    size_t nb = (size_t)f.out * f.r, n = nb + (size_t)f.r * f.in;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (i < nb) {
+            size_t o = i / (size_t)f.r, j = i % (size_t)f.r;
+            f.w[o * (size_t)f.ldw + (size_t)f.col0 + j] = f32_to_bf16(__fmul_rn(f.scale, f.b[i]));
+        } else {
+            size_t k = i - nb, j = k / (size_t)f.in, c = k % (size_t)f.in;
+            f.w[((size_t)f.out + j) * f.ldw + c] = f32_to_bf16(__fmul_rn(f.scale, f.a[k]));
+        }
     }
+}
+
+void cuda_lora_fold(const struct cuda_lora_fold *d, int n, size_t most)
+{
+    if (n > 0 && most > 0)
+        cuda_launch(lora_fold_kernel, dim3(ew_blocks(most) < 1024 ? ew_blocks(most) : 1024, n),
+                    dim3(EW_THREADS), 0, d);
 }
 
 __global__ static void copy_cols_kernel(uint16_t *dst, int ldd, const uint16_t *src, int lds,
@@ -674,25 +689,6 @@ __global__ static void copy_cols_kernel(uint16_t *dst, int ldd, const uint16_t *
     }
 }
 
-/* w[j * ldw + c] = bf16(scale * a[j * cols + c]) for j < r, c < cols. */
-__global__ static void lora_rows_kernel(uint16_t *w, int ldw, const float *a, int r, int cols,
-                                        float scale)
-{
-    size_t n = (size_t)r * cols;
-    FOR_EACH(i, n) {
-        size_t j = i / (size_t)cols, c = i % (size_t)cols;
-        w[j * (size_t)ldw + c] = f32_to_bf16(__fmul_rn(scale, a[i]));
-    }
-}
-
-void cuda_lora_rows(uint16_t *w, int ldw, const float *a, int r, int cols, float scale)
-{
-    size_t n = (size_t)(r > 0 ? r : 0) * (size_t)(cols > 0 ? cols : 0);
-    if (n)
-        cuda_launch(lora_rows_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, w, ldw, a, r,
-                    cols, scale);
-}
-
 void cuda_copy_cols(uint16_t *dst, int ldd, const uint16_t *src, int lds, int rows, int cols)
 {
     size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
@@ -701,13 +697,6 @@ void cuda_copy_cols(uint16_t *dst, int ldd, const uint16_t *src, int lds, int ro
                     rows, cols);
 }
 
-void cuda_lora_cols(uint16_t *w, int ldw, int col0, const float *b, int out, int r, float scale)
-{
-    size_t n = (size_t)(out > 0 ? out : 0) * (size_t)(r > 0 ? r : 0);
-    if (n)
-        cuda_launch(lora_cols_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, w, ldw, col0, b,
-                    out, r, scale);
-}
 
 /* ---- NF4 --------------------------------------------------------------- */
 

@@ -142,14 +142,21 @@ void cuda_from_bf16(float *dst, const uint16_t *src, size_t n);
 /* src (rows, cols) packed into dst's rows, ldd values apart. */
 void cuda_to_bf16_rows(uint16_t *dst, int ldd, const float *src, int rows, int cols);
 
-/* LoRA's B folded beside a base weight (docs/trainer.md, "LoRA folded
- * into the base product"): w[o * ldw + col0 + j] = bf16(scale * b[o r +
- * j]) for the out rows of b (out, r), fp32; each value scale times b,
- * rounded once, to nearest even. */
-void cuda_lora_cols(uint16_t *w, int ldw, int col0, const float *b, int out, int r, float scale);
-/* LoRA's A folded under a base weight: w[j * ldw + c] = bf16(scale *
- * a[j cols + c]) for the r rows of a (r, cols), fp32, rounded once. */
-void cuda_lora_rows(uint16_t *w, int ldw, const float *a, int r, int cols, float scale);
+/* LoRA folded into a base weight (docs/trainer.md, "LoRA folded into the
+ * base product"): w (out + r rows, ldw apart) gets, in columns [col0,
+ * col0 + r) of its first out rows, scale times b (out, r), and in the
+ * first `in` columns of its r rows past those, scale times a (r, in);
+ * fp32 a and b, each value scale times it rounded once to bf16 (nearest
+ * even). Nothing else of w is written. */
+struct cuda_lora_fold {
+    uint16_t *w;
+    const float *a, *b;
+    int ldw, col0, out, in, r;
+    float scale;
+};
+/* Every fold of d (n of them, d and what it points at on the device) in
+ * one launch; most: the largest out r + r in among them. */
+void cuda_lora_fold(const struct cuda_lora_fold *d, int n, size_t most);
 /* dst[i * ldd + j] = src[i * lds + j] for i < rows, j < cols (bf16). */
 void cuda_copy_cols(uint16_t *dst, int ldd, const uint16_t *src, int lds, int rows, int cols);
 
