@@ -43,7 +43,8 @@ struct dlin {
     int ldw;               /* in, or in + the LoRA columns of its group (fold) */
     int fold;              /* LoRA folded into the base product: wb is wpad */
     int col0;              /* fold: scale B's columns in wpad, [col0, col0 + r) */
-    uint16_t *wpad;        /* fold: (out, ldw) [W | the group's LoRA columns] */
+    uint16_t *wpad;        /* fold: (out + r, ldw): [W | the group's LoRA
+                            * columns], then r rows [scale A | 0] */
     struct cuda_nf4 wq;    /* NF4 (wq.n > 0) */
     void *wq_mem;          /* the NF4 arrays' one allocation */
     float *dw;             /* full fine-tuning: fp32 gradient (out,in) */
