@@ -343,9 +343,9 @@ void shape_job_write(struct jsonw *w, const struct store_job *j,
     if (v.has_time_left) {
         jsonw_open(w, '{');
         jsonw_key(w, "low_s");
-        jsonw_int(w, v.time_left_low_s);
+        jsonw_num(w, v.time_left_low_s);
         jsonw_key(w, "high_s");
-        jsonw_int(w, v.time_left_high_s);
+        jsonw_num(w, v.time_left_high_s);
         jsonw_key(w, "text");
         jsonw_str(w, v.time_left_text);
         jsonw_key(w, "basis");

@@ -56,8 +56,9 @@ enum alallo_err control_calibration(struct control *ctl, const char *account, in
             break;
     }
     if (!e) {
-        /* The time range is shown in whole seconds and the price to four
-         * decimals (rounded outwards): a value at a shown end is inside. */
+        /* The time range is shown to a tenth of a second and the price to
+         * four decimals (rounded outwards): a value at a shown end is
+         * inside. */
         calib_summarize(t, n, 1e-6, &out->time);
         calib_summarize(p, n, 1e-6, &out->price);
     }

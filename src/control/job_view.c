@@ -82,8 +82,8 @@ void control_job_view(const struct store_job *j, int64_t now_ms, struct job_view
     const char *basis = "estimate";
     if (time_left(j, st, now_ms, &low, &high, &basis)) {
         out->has_time_left = true;
-        out->time_left_low_s = (int64_t)floor(low);
-        out->time_left_high_s = (int64_t)ceil(high);
+        out->time_left_low_s = job_range_low_s(low);
+        out->time_left_high_s = job_range_high_s(high);
         job_time_left_range_text(out->time_left_text, sizeof out->time_left_text, low, high);
         out->time_left_basis = basis;
         out->estimated_finish_s = now_ms / 1000 + (int64_t)ceil(high);

@@ -18,12 +18,14 @@ struct job_view {
      * the view could not be made (out of memory); the fields below it are
      * then 0, "estimate" and "". */
     bool has_time_left;
-    int64_t time_left_low_s;    /* floor of the range's low end, seconds   */
-    int64_t time_left_high_s;   /* ceiling of its high end, seconds        */
+    double time_left_low_s;     /* the range's low end, seconds, down to a
+                                   tenth (job_range_low_s)                 */
+    double time_left_high_s;    /* its high end, up to a tenth             */
     char time_left_text[64];    /* job_time_left_range_text() of the range */
     const char *time_left_basis; /* "estimate", or tl_basis_name() of the
                                     running attempt's state (static)       */
-    int64_t estimated_finish_s; /* Unix seconds: now + time_left_high_s   */
+    int64_t estimated_finish_s; /* Unix seconds: now + time_left_high_s,
+                                   rounded up                             */
     /* What cancelling the job now would cost, net, in CONTROL_CURRENCY:
      * what an ended job was charged less what was refunded; otherwise the
      * ledger's settle of a cancel at this moment. 0 when the view could not

@@ -15,6 +15,7 @@
 #include "core/job_hyper.h"
 #include "core/sample_prompts.h"
 #include "core/ids.h"
+#include "core/job.h"
 #include "core/text.h"
 
 bool control_model_find(struct control *ctl, const char *account, const char *id,
@@ -145,17 +146,16 @@ static json_t *estimate_terms(const struct estimate *e)
 json_t *control_estimate_json(const struct estimate *e)
 {
     bool ranged = e->fit == PLAN_FITS && e->worker >= 0;
-    json_t *time = ranged ? json_pack("{s:I,s:I,s:s}", "low_s", (json_int_t)floor(e->time_low_s),
-                                      "high_s", (json_int_t)ceil(e->time_high_s), "text",
+    json_t *time = ranged ? json_pack("{s:f,s:f,s:s}", "low_s", job_range_low_s(e->time_low_s),
+                                      "high_s", job_range_high_s(e->time_high_s), "text",
                                       e->time_text)
                           : json_null();
     json_t *price =
         ranged ? json_pack("{s:f,s:f,s:s}", "low", money4_down(e->price_low_micros), "high",
                            money4_up(e->price_high_micros), "currency", CONTROL_CURRENCY)
                : json_null();
-    json_t *training = ranged ? json_pack("{s:I,s:I}", "low_s",
-                                          (json_int_t)floor(e->train_low_s), "high_s",
-                                          (json_int_t)ceil(e->train_high_s))
+    json_t *training = ranged ? json_pack("{s:f,s:f}", "low_s", job_range_low_s(e->train_low_s),
+                                          "high_s", job_range_high_s(e->train_high_s))
                               : json_null();
     json_t *plan = json_pack("{s:I,s:o}", "memory_bytes", (json_int_t)e->memory_bytes, "worker",
                              e->worker_name[0] && e->worker >= 0 ? json_string(e->worker_name)

@@ -242,6 +242,24 @@ char *job_time_left_range_text(char *buf, size_t cap, double low_s, double high_
     return range_text(buf, cap, low_s, high_s, 5400.0);
 }
 
+/* Tenths a hair under a whole number of them (4.3 * 10 is 42.99...) count
+ * as that number: rounding outward never adds a tenth to an exact end. */
+#define TENTH_SLACK 1e-6
+
+double job_range_low_s(double low_s)
+{
+    if (!(low_s > 0) || !isfinite(low_s))
+        return 0;
+    return floor(low_s * 10.0 + TENTH_SLACK) / 10.0;
+}
+
+double job_range_high_s(double high_s)
+{
+    if (!(high_s > 0) || !isfinite(high_s))
+        return 0;
+    return ceil(high_s * 10.0 - TENTH_SLACK) / 10.0;
+}
+
 char *job_moment_text(char *buf, size_t cap, double s, bool up)
 {
     if (cap)

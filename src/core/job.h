@@ -99,6 +99,12 @@ char *job_moment_text(char *buf, size_t cap, double s, bool up);
  * short-range rule above). */
 char *job_time_left_range_text(char *buf, size_t cap, double low_s, double high_s);
 
+/* A range's ends as the API shows them, in seconds to a tenth, rounded
+ * outward: the low end down, the high end up (4.31..5.22 s is 4.3..5.3).
+ * Not negative; a non-finite end reads 0. */
+double job_range_low_s(double low_s);
+double job_range_high_s(double high_s);
+
 /* Progress percent 0..100 from steps; a succeeded job shows 100.
  * max_steps <= 0 reads as 0%. */
 int job_progress_percent(long steps_done, long max_steps, enum job_status s);

@@ -62,6 +62,20 @@ static void terms_of_a_range(void **state)
     assert_float_equal(num(t, "price_margin", "high"), 0.256, 1e-9);
     assert_null(json_object_get(t, "next_choice"));
     json_decref(j);
+    /* The range itself to a tenth, rounded outward: time's ends, training's
+     * low end (the same rule). */
+    const double cases[][6] = {{71, 226.2, 60, 71, 226.2, 60},
+                               {71.08, 226.21, 60.05, 71.0, 226.3, 60.0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        e.time_low_s = cases[c][0];
+        e.time_high_s = cases[c][1];
+        e.train_low_s = cases[c][2];
+        j = control_estimate_json(&e);
+        assert_float_equal(num(j, "time", "low_s"), cases[c][3], 1e-9);
+        assert_float_equal(num(j, "time", "high_s"), cases[c][4], 1e-9);
+        assert_float_equal(num(j, "training", "low_s"), cases[c][5], 1e-9);
+        json_decref(j);
+    }
 
     /* A job that would wait holds its finish on the next choice; a shape
      * nothing is known of reads "new", a learnt one "own". */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "control/job_view.h"
@@ -53,11 +54,18 @@ static void a_started_job_without_an_attempt_counts_down_the_training_left(void 
     struct job_view v;
     control_job_view(&j, NOW_MS, &v);
     assert_true(v.has_time_left);
-    assert_int_equal(v.time_left_low_s, 50);
-    assert_int_equal(v.time_left_high_s, 100);
+    assert_float_equal(v.time_left_low_s, 50, 1e-12);
+    assert_float_equal(v.time_left_high_s, 100, 1e-12);
     assert_string_equal(v.time_left_basis, "estimate");
     assert_int_equal(v.estimated_finish_s, NOW_MS / 1000 + 100);
     assert_true(v.time_left_text[0] != '\0');
+    /* to a tenth, rounded outward: 50.185..100.165 s reads 50.1..100.2 */
+    j.est_train_low_s = 100.37;
+    j.est_train_high_s = 200.33;
+    control_job_view(&j, NOW_MS, &v);
+    assert_float_equal(v.time_left_low_s, 50.1, 1e-12);
+    assert_float_equal(v.time_left_high_s, 100.2, 1e-12);
+    assert_int_equal(v.estimated_finish_s, NOW_MS / 1000 + 101);
 }
 
 static void a_queued_job_counts_down_from_its_estimate(void **state)
@@ -70,7 +78,7 @@ static void a_queued_job_counts_down_from_its_estimate(void **state)
     assert_true(v.has_time_left);
     assert_true(v.time_left_low_s <= v.time_left_high_s);
     assert_true(v.time_left_low_s >= 100); /* never below the training to do */
-    assert_int_equal(v.estimated_finish_s, NOW_MS / 1000 + v.time_left_high_s);
+    assert_int_equal(v.estimated_finish_s, NOW_MS / 1000 + (int64_t)ceil(v.time_left_high_s));
 }
 
 static void a_job_without_steps_has_no_time_left(void **state)

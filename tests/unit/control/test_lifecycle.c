@@ -921,7 +921,7 @@ static double estimated_high_of(struct harness *h, const char *key, const char *
 {
     json_t *j = job(h, key, id);
     json_t *e = json_object_get(j, "estimate");
-    double high = (double)json_integer_value(json_object_get(json_object_get(e, "time"), "high_s"));
+    double high = json_number_value(json_object_get(json_object_get(e, "time"), "high_s"));
     json_t *m = json_object_get(e, "message");
     snprintf(message, cap, "%s", json_is_string(m) ? json_string_value(m) : "");
     json_decref(j);
@@ -1024,7 +1024,7 @@ static void a_placed_job_reads_as_its_estimate_until_its_pace(void **state)
     json_t *j = job(h, h->key, a);
     json_t *tl = json_object_get(j, "time_left");
     assert_string_equal(h_str(tl, "basis"), "estimate");
-    double tl_high = (double)json_integer_value(json_object_get(tl, "high_s"));
+    double tl_high = json_number_value(json_object_get(tl, "high_s"));
     json_decref(j);
     clock_gettime(CLOCK_REALTIME, &t1);
     double since = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -1199,7 +1199,7 @@ static void an_explicit_max_steps_sets_the_work(void **state)
         char *id = new_job(h, h->key, extra[i]);
         json_t *j = job(h, h->key, id);
         json_t *t = json_object_get(json_object_get(j, "estimate"), "training");
-        train[i] = (double)json_integer_value(json_object_get(t, "high_s"));
+        train[i] = json_number_value(json_object_get(t, "high_s"));
         json_decref(j);
         free(id);
     }

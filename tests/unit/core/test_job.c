@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "core/job.h"
@@ -179,6 +180,25 @@ static void short_ranges_stay_ranges(void **state)
     assert_string_equal(job_time_left_range_text(b, sizeof b, 40 * 60, 40 * 60 + 10), "40 min");
 }
 
+static void range_ends_to_a_tenth(void **state)
+{
+    (void)state;
+    /* rounded outward, an exact tenth kept as it is */
+    assert_float_equal(job_range_low_s(4.31), 4.3, 1e-12);
+    assert_float_equal(job_range_high_s(5.22), 5.3, 1e-12);
+    assert_float_equal(job_range_low_s(4.3), 4.3, 1e-12);
+    assert_float_equal(job_range_high_s(4.3), 4.3, 1e-12);
+    assert_float_equal(job_range_high_s(0.7), 0.7, 1e-12);
+    assert_float_equal(job_range_low_s(12.999), 12.9, 1e-12);
+    assert_float_equal(job_range_high_s(12.001), 12.1, 1e-12);
+    assert_float_equal(job_range_high_s(7200), 7200, 1e-12);
+    /* never negative, nothing from a non-finite end */
+    assert_float_equal(job_range_low_s(-3), 0, 0);
+    assert_float_equal(job_range_high_s(-3), 0, 0);
+    assert_float_equal(job_range_low_s(NAN), 0, 0);
+    assert_float_equal(job_range_high_s(INFINITY), 0, 0);
+}
+
 static void progress(void **state)
 {
     (void)state;
@@ -219,6 +239,7 @@ int main(void)
         cmocka_unit_test(transition_table_matches_doc),
         cmocka_unit_test(time_texts),
         cmocka_unit_test(short_ranges_stay_ranges),
+        cmocka_unit_test(range_ends_to_a_tenth),
         cmocka_unit_test(progress),
         cmocka_unit_test(epoch_ends),
     };
