@@ -128,24 +128,32 @@ function rftMix() {
   });
 }
 
+// The job ended between the last look that saw it running (its answer's
+// arrival, `running`) and the look that saw it ended (`now`): its end is
+// taken as the middle of the two, so that the 150 ms between looks does
+// not add a mean 75 ms or more to every job's truth (at 50% of a 240-step
+// job, 3% of what is left). `actual_seen` and `left_seen` keep the truth
+// as seen, to `now`.
 async function follow(s, created, t0, load) {
   const marks = [0.2, 0.5];
   const at = [null, null];
+  let running = null;
   for (;;) {
     const j = await s.call('GET', `/v1/fine_tuning/jobs/${created.id}`);
     const now = Date.now();
     if (['succeeded', 'failed', 'cancelled'].includes(j.status)) {
-      const actual = (now - t0) / 1000;
+      const end = running === null ? now : (running + now) / 2;
       const paid = (j.price?.charged ?? 0) - (j.price?.refunded ?? 0);
       return {
         bin: s.name, load, id: j.id, status: j.status, method: j.method?.type, precision: j.precision,
-        steps: j.progress.max_steps, actual, paid,
+        steps: j.progress.max_steps, actual: (end - t0) / 1000, actual_seen: (now - t0) / 1000, paid,
         low: created.estimate.time?.low_s, high: created.estimate.time?.high_s,
         price_low: created.estimate.price?.low, price_high: created.estimate.price?.high,
         terms: created.estimate.terms ?? null,
-        at: at.map((a) => a && { ...a, left: (now - a.t) / 1000 }),
+        at: at.map((a) => a && { ...a, left: (end - a.t) / 1000, left_seen: (now - a.t) / 1000 }),
       };
     }
+    running = now;
     const frac = j.progress.max_steps ? j.progress.steps_done / j.progress.max_steps : 0;
     for (let k = 0; k < 2; k++)
       if (!at[k] && j.status === 'running' && j.time_left && j.time_left.basis === 'pace' &&
