@@ -118,9 +118,14 @@ CURRENT = {
     "graph": False,
     "syncs": 38,         # host-device syncs a step (most in the chunked head)
     "torch": False,
+    "f32_out": True,     # the norms before products and the gated activation
+                         # write their fp32 output beside the bf16 copy (1a);
+                         # False (change 1b): the bf16 alone, the fp32 being
+                         # read only for LoRA dropout's mask
 }
 CHANGES = [
     ("1a conversions fused into the kernels before (built)", {"convert": "fused"}),
+    ("1b norms' and activation's outputs bf16 alone (built)", {"f32_out": False}),
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
@@ -134,7 +139,7 @@ CHANGES = [
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode",
-         "graph": False, "syncs": 2, "torch": True}
+         "graph": False, "syncs": 2, "torch": True, "f32_out": True}
 
 
 class Step:
@@ -196,6 +201,11 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             st.mem("elementwise: bf16 copies beside fp32 outputs", n * 2, launches=0)
         elif design["convert"]:
             st.mem("elementwise: fp32->bf16 conversions", n * 6)
+
+    # bytes a value of a norm's or the gated activation's output as written
+    # (its bf16 copy for the products is counted by convert): the design's
+    # activation width, none when the kernel writes the bf16 alone (1b)
+    out_b = a if design["f32_out"] or not design["convert"] else 0
 
     def weight(din, dout):
         """bytes the product reads for the base weight, after any decode"""
@@ -283,7 +293,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             st.mem("peft lora: dX accumulate", N * din * 2 * 3)
 
     def layer_forward():
-        st.mem("elementwise: norms", N * d * (a + a) + (N * d * 4 * 3 if design["torch"] else 0))
+        st.mem("elementwise: norms", N * d * (a + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
         convert(N * d)
         for name, din, dout, grp in projs[:3]:
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
@@ -295,11 +305,12 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         convert(N * d)
         for name, din, dout, grp in projs[3:]:
             if name == "down":
-                st.mem("elementwise: swiglu", N * I * a * 3 * (2 if design["torch"] else 1))
+                st.mem("elementwise: swiglu",
+                       (N * I * a * 2 + N * I * out_b) * (2 if design["torch"] else 1))
                 convert(N * I)
             elif name == "gate":
                 st.mem("elementwise: residual adds", N * d * a * 3)
-                st.mem("elementwise: norms", N * d * (a + a) + (N * d * 4 * 3 if design["torch"] else 0))
+                st.mem("elementwise: norms", N * d * (a + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
                 convert(N * d)
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
             product("projections forward", N, dout, din, 2, a, weight(din, dout),
@@ -326,6 +337,15 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     def layer_backward():
         if recompute:
             layer_forward()
+        elif not design["torch"]:
+            # alallo keeps a layer's inputs, not its norms' or activation's
+            # outputs: the backward makes them again where their bf16 is
+            # read (the norm before gate/up and the activation for down's
+            # and gate/up's weight gradients, the norm before q/k/v for
+            # theirs; the bf16 copies are counted with each group's dW or
+            # dA input). PyTorch keeps them.
+            st.mem("elementwise: norms and activation again",
+                   2 * N * d * (a + out_b) + N * I * (2 * a + out_b), launches=3)
         for name, din, dout, grp in reversed(projs):
             if name == "down":
                 st.mem("elementwise: residual adds", N * d * a * 2)

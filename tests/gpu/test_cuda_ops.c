@@ -11,7 +11,8 @@
  * conversions, NF4 values, dropout, the embedding, the elementwise
  * helpers, AdamW. The bf16 copies RMSNorm and the gated activations write
  * beside their fp32 outputs (forward and backward) have the bits
- * linear_f32_to_bf16 gives for those outputs, and the outputs are the same
+ * linear_f32_to_bf16 gives for those outputs (also when the forward writes
+ * its bf16 alone, without the fp32), and the outputs are the same
  * without them. Reductions are also run twice and must repeat their bits
  * (determinism).
  *
@@ -193,6 +194,18 @@ static void rmsnorm_case(int N, int C, int with_dw)
     expect_close("rmsnorm dx", hdx, dx, nc);
     expect_bf16_copy("rmsnorm y's bf16", gyb, hy, nc);
     expect_bf16_copy("rmsnorm dx's bf16", gdxb, hdx, nc);
+    /* The bf16 alone (no fp32 y): the same bf16 bits, y left as it was,
+     * the same rstd. */
+    cuda_zero(gyb, nc * 2);
+    cuda_zero(gy, nc * 4);
+    cuda_rmsnorm_forward(NULL, gyb, C, grstd, gx, gw, N, C, 1e-5f);
+    expect_bf16_copy("rmsnorm y's bf16 alone", gyb, hy, nc);
+    fetch(hdx, gy, nc * 4);
+    for (size_t i = 0; i < nc; i++)
+        assert_true(hdx[i] == 0.0f);
+    fetch(hdx, grstd, (size_t)N * 4);
+    expect_same_bits("rmsnorm rstd with the bf16 alone", hdx, hr, (size_t)N * 4, 4);
+    fetch(hdx, gdx, nc * 4);
     if (with_dw) {
         expect_close("rmsnorm dw", hdw, dw, (size_t)C);
         /* the same sums again from the same start: the same bits */
@@ -253,6 +266,11 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd
     gpu_f(gh, NULL, 0, 0, gg, gu, n);
     fetch(plain, gh, n * 4);
     expect_same_bits(what, plain, out, n * 4, 4);
+    /* the bf16 alone (no fp32 h): the same bf16 bits */
+    cuda_zero(ghb, n * 2);
+    gpu_f(NULL, ghb, 0, 0, gg, gu, n);
+    snprintf(what, sizeof what, "%s forward, bf16 alone (n %zu)", name, n);
+    expect_bf16_copy(what, ghb, out, n);
     fetch(out, gdg, n * 4);
     snprintf(what, sizeof what, "%s dg (n %zu)", name, n);
     expect_close(what, out, dg, n);

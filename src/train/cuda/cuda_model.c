@@ -1067,7 +1067,28 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
         s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
 }
 
-/* hb: h as bf16, its rows ldhb apart (0: packed). */
+/* Whether projections p0..p0+n-1 of layer l read their fp32 input: only
+ * to draw LoRA's dropout mask from it (lin_forward, lin_backward); every
+ * product reads the bf16 copy. Without, the kernel that makes the input
+ * writes its bf16 alone (change 1b). */
+static int group_reads_f32(const struct cuda_model *cm, const struct cuda_acts *a, int l, int p0,
+                           int n)
+{
+    for (int p = p0; p < p0 + n; p++)
+        if (proj_dropout(a, &cm->layers[l].proj[p], l, p).p > 0.0f)
+            return 1;
+    return 0;
+}
+
+/* The fp32 output f of a kernel whose bf16 goes to fb for projections
+ * p0..p0+n-1 of layer l: f, or NULL when only the bf16 is read. */
+static float *f32_out(const struct cuda_model *cm, const struct cuda_acts *a, int l, int p0, int n,
+                      float *f, const uint16_t *fb)
+{
+    return fb && !group_reads_f32(cm, a, l, p0, n) ? NULL : f;
+}
+
+/* hb: h as bf16, its rows ldhb apart (0: packed); h may be NULL. */
 static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldhb, const float *g,
                     const float *u, size_t n)
 {
@@ -1101,7 +1122,8 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     float scale = model_attn_scale(c);
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
-    cuda_rmsnorm_forward(a->ln, a->xb, L->ldx[PROJ_Q], s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb, L->ldx[PROJ_Q],
+                         s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     proj_forward(cm, a, l, PROJ_Q, s.q, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_K, s.k, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_V, s.v, a->ln, &s, N);
@@ -1115,11 +1137,12 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     cuda_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
-    cuda_rmsnorm_forward(a->ln, a->xb, L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C,
-                         c->rms_eps);
+    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
+                         L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
     proj_forward(cm, a, l, PROJ_GATE, s.g, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_UP, s.u, a->ln, &s, N);
-    mlp_act(cm, a->hbuf, a->xb, L->ldx[PROJ_DOWN], s.g, s.u, NF);
+    mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, a->xb), a->xb, L->ldx[PROJ_DOWN], s.g,
+            s.u, NF);
     float *mlp_out = s.pf ? s.pf : a->tmp;
     proj_forward(cm, a, l, PROJ_DOWN, mlp_out, a->hbuf, &s, N);
     if (s.pf)
@@ -1161,7 +1184,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     float eps = c->rms_eps, scale = model_attn_scale(c);
     uint16_t *xb = kept_bf16(cm, a);
     /* MLP block, recomputing the activation's output (and its bf16) */
-    mlp_act(cm, a->hbuf, xb, 0, s.g, s.u, NF);
+    mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, xb), xb, 0, s.g, s.u, NF);
     const float *dmlp = a->dres;
     if (s.pf) { /* through ln4 into a->tmp */
         cuda_zero(a->tmp, NC * sizeof(float));
@@ -1178,7 +1201,8 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     else
         cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
-    cuda_rmsnorm_forward(a->ln, xb, 0, s.rstd2, s.mid, L->ln2, N, C, eps);
+    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2, s.mid,
+                         L->ln2, N, C, eps);
     cuda_zero(a->dln, NC * sizeof(float));
     proj_backward(cm, a, l, PROJ_GATE, a->dln, a->dg, a->dyb, a->ln, xb, &s, N);
     proj_backward(cm, a, l, PROJ_UP, a->dln, a->du, a->dub, a->ln, xb, &s, N);
@@ -1202,7 +1226,8 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     cuda_zero(a->dv, Nk * sizeof(float));
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->dao, s.ao, s.lse, s.q, s.k, s.v,
                             seg, B, T, H, KV, hd, scale, c->attn_softcap);
-    cuda_rmsnorm_forward(a->ln, xb, 0, s.rstd1, s.x, L->ln1, N, C, eps);
+    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x, L->ln1,
+                         N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
     if (dln)

@@ -25,6 +25,7 @@
  * through cuda_launch, shared memory from cuda_shared()), so that the CPU
  * emulator of tests/gpu/emu/ runs them too.
  */
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -126,13 +127,13 @@ __device__ static float block_sum(float v, float *sh)
 /* ---- RMSNorm ----------------------------------------------------------- */
 
 /* yb (may be NULL) gets y as bf16, the bits cuda_to_bf16 gives, its rows
- * ldyb values apart. */
+ * ldyb values apart; y may be NULL when yb is not (the bf16 alone). */
 __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, float *rstd,
                                           const float *x, const float *w, int C, float eps)
 {
     float *sh = cuda_shared(); /* 32 floats */
     const float *xr = x + (size_t)blockIdx.x * C;
-    float *yr = y + (size_t)blockIdx.x * C;
+    float *yr = y ? y + (size_t)blockIdx.x * C : NULL;
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         ss += xr[c] * xr[c];
@@ -142,7 +143,8 @@ __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, floa
         rstd[blockIdx.x] = r;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float v = xr[c] * r * w[c];
-        yr[c] = v;
+        if (yr)
+            yr[c] = v;
         if (yb)
             yb[(size_t)blockIdx.x * ldyb + c] = f32_to_bf16(v);
     }
@@ -151,6 +153,7 @@ __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, floa
 void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const float *x,
                           const float *w, int N, int C, float eps)
 {
+    assert(y || yb);
     if (N <= 0 || C <= 0)
         return;
     cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, yb,
@@ -231,11 +234,13 @@ void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const
 /* ---- gated activations and soft-cap ------------------------------------ */
 
 /* y[i] = v, and the bf16 copy (hb; dgb and dub; each may be NULL) gets v
- * as cuda_to_bf16 would, as rows of cols values ld apart (row i / cols). */
+ * as cuda_to_bf16 would, as rows of cols values ld apart (row i / cols).
+ * y may be NULL (a forward's h kept as bf16 alone). */
 __device__ __forceinline__ void put_rows(float *y, uint16_t *yb, size_t i, float v, size_t cols,
                                          size_t ld)
 {
-    y[i] = v;
+    if (y)
+        y[i] = v;
     if (yb)
         yb[ld == cols ? i : i / cols * ld + i % cols] = f32_to_bf16(v);
 }
@@ -308,6 +313,7 @@ static void gated_forward(gated_fwd k, float *h, uint16_t *hb, int cols, int ldh
                           const float *g, const float *u, size_t n)
 {
     size_t c, l;
+    assert(h || hb);
     rows_of(n, cols, ldhb, &c, &l);
     if (n)
         cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n, c, l);

@@ -84,7 +84,9 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
  * when set, its column sums over N rows run in a fixed order. yb and dxb
  * (may be NULL) get y and the new dx (after the addition) as bf16; their
  * rows are ldyb and lddxb values apart (C when that is <= C: a product
- * that reads LoRA's columns beside them reads those past C). */
+ * that reads LoRA's columns beside them reads those past C). The
+ * forward's y may be NULL when yb is not: its input kept as bf16 alone,
+ * for products that read nothing else (change 1b, cuda_model.c). */
 void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const float *x,
                           const float *w, int N, int C, float eps);
 void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const float *dy,
@@ -93,7 +95,7 @@ void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const
 /* SwiGLU and GeGLU (tanh), n values, as ops.h. hb, dgb and dub (each may
  * be NULL) get h and the new dg and du as bf16, as rows of cols values
  * (n / cols rows) ldhb or ldb apart (cols 0: n in a row; ld <= cols:
- * packed). */
+ * packed). The forward's h may be NULL when hb is not (bf16 alone). */
 void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
                          const float *u, size_t n);
 void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
