@@ -58,7 +58,7 @@ static void run_rmsnorm_bwd(void) { cuda_rmsnorm_backward(c2, NULL, 0, dw, b, a,
 static void run_swiglu_fwd(void) { cuda_swiglu_forward(c2, NULL, 0, 0, a, b, (size_t)N * I); }
 static void run_swiglu_bwd(void)
 {
-    cuda_swiglu_backward(d, e, NULL, NULL, 0, 0, c2, a, b, (size_t)N * I);
+    cuda_swiglu_backward(d, e, NULL, NULL, 0, 0, c2, a, b, (size_t)N * I, 1);
 }
 /* The same kernels writing the bf16 copy a product reads next (cuda_ops.h,
  * "bf16 copies"): against the plain kernel plus to_bf16's pass. */
@@ -66,7 +66,14 @@ static void run_rmsnorm_fwd_b(void) { cuda_rmsnorm_forward(b, hb, C, rstd, a, w,
 static void run_swiglu_fwd_b(void) { cuda_swiglu_forward(c2, hb2, I, I, a, b, (size_t)N * I); }
 static void run_swiglu_bwd_b(void)
 {
-    cuda_swiglu_backward(d, e, hb2, hb3, I, I, c2, a, b, (size_t)N * I);
+    cuda_swiglu_backward(d, e, hb2, hb3, I, I, c2, a, b, (size_t)N * I, 1);
+}
+/* As the trainer runs them: the fp32 h not written (1b), dg and du
+ * written rather than added into zeros (1c). */
+static void run_swiglu_fwd_bo(void) { cuda_swiglu_forward(NULL, hb2, I, I, a, b, (size_t)N * I); }
+static void run_swiglu_bwd_w(void)
+{
+    cuda_swiglu_backward(d, e, hb2, hb3, I, I, c2, a, b, (size_t)N * I, 0);
 }
 static void run_xent(void) { cuda_xent_rows(logits, tgt, XENT_ROWS, V, 1, 1.0f, NULL, loss, hits); }
 static void run_to_bf16(void) { cuda_to_bf16(hb, a, (size_t)N * C); }
@@ -139,6 +146,9 @@ int main(int argc, char **argv)
         {"rmsnorm_forward+bf16", "8192x2048", 2 * nc * 4 + nc * 2, run_rmsnorm_fwd_b, 0.0},
         {"swiglu_forward+bf16", "8192x8192", 3 * ni * 4 + ni * 2, run_swiglu_fwd_b, 0.0},
         {"swiglu_backward+bf16", "8192x8192", 7 * ni * 4 + 2 * ni * 2, run_swiglu_bwd_b, 0.0},
+        {"swiglu_forward_bf16_alone", "8192x8192", 2 * ni * 4 + ni * 2, run_swiglu_fwd_bo, 0.0},
+        {"swiglu_backward+bf16_written", "8192x8192", 5 * ni * 4 + 2 * ni * 2, run_swiglu_bwd_w,
+         0.0},
         {"xent_rows+grad", "2048x128256", 3.0 * XENT_ROWS * V * 4, run_xent, 0.0},
         {"to_bf16", "8192x2048", nc * 6, run_to_bf16, 0.0},
         {"nf4_to_bf16", "8192x2048", (double)I * C * 2.5, run_nf4, 0.0},

@@ -118,6 +118,14 @@ CURRENT = {
     "graph": False,
     "syncs": 38,         # host-device syncs a step (most in the chunked head)
     "torch": False,
+    "gated_acc": True,   # the gated activation's backward adds into dg and du
+                         # zeroed by a pass before (False: change 1c, written)
+    "zeroed": "all",     # the other gradient buffers the backward adds into,
+                         # zeroed by a pass each: "all" (dh, dln twice, dao,
+                         # dq, dk, dv); "attention" (change 1d: the first
+                         # projection of a group writes dh, dln, dao, beta 0;
+                         # attention's dq, dk, dv still zeroed); "none" (1e:
+                         # attention's backward writes them too)
     "f32_out": True,     # the norms before products and the gated activation
                          # write their fp32 output beside the bf16 copy (1a);
                          # False (change 1b): the bf16 alone, the fp32 being
@@ -126,6 +134,9 @@ CURRENT = {
 CHANGES = [
     ("1a conversions fused into the kernels before (built)", {"convert": "fused"}),
     ("1b norms' and activation's outputs bf16 alone (built)", {"f32_out": False}),
+    ("1c gated backward writes dg and du, no zeroing (built)", {"gated_acc": False}),
+    ("1d first dX product writes dh, dln, dao (built)", {"zeroed": "attention"}),
+    ("1e attention's backward writes dq, dk, dv", {"zeroed": "none"}),
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
@@ -139,7 +150,8 @@ CHANGES = [
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode",
-         "graph": False, "syncs": 2, "torch": True, "f32_out": True}
+         "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
+         "zeroed": "none"}
 
 
 class Step:
@@ -346,6 +358,16 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             # dA input). PyTorch keeps them.
             st.mem("elementwise: norms and activation again",
                    2 * N * d * (a + out_b) + N * I * (2 * a + out_b), launches=3)
+        if not design["torch"]:
+            # the backward's gradient buffers that products and kernels add
+            # into: zeroed by a pass each, then read by their first adder
+            # (dh, the two norms' dln, dao, dq, dk, dv; dg and du unless 1c)
+            bufs = [(N * I + 3 * N * d, 4)] if design["zeroed"] == "all" else []
+            bufs += [(N * d + 2 * N * dkv, 3)] if design["zeroed"] != "none" else []
+            bufs += [(2 * N * I, 2)] if design["gated_acc"] else []
+            for n_vals, n_bufs in bufs:
+                st.mem("elementwise: zeroed, then read by the first adder", n_vals * 4 * 2,
+                       launches=n_bufs)
         for name, din, dout, grp in reversed(projs):
             if name == "down":
                 st.mem("elementwise: residual adds", N * d * a * 2)

@@ -238,7 +238,7 @@ typedef void (*act_bwd)(float *, float *, const float *, const float *, const fl
 typedef void (*gpu_act_fwd)(float *, uint16_t *, int, int, const float *, const float *,
                             size_t);
 typedef void (*gpu_act_bwd)(float *, float *, uint16_t *, uint16_t *, int, int, const float *,
-                            const float *, const float *, size_t);
+                            const float *, const float *, size_t, int);
 
 /* Each GPU kernel twice: with its bf16 copies (checked bit for bit against
  * its fp32 output) and without them (the same fp32 bits). */
@@ -256,7 +256,7 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd
     float *gh = dev_zero(n * 4), *gdg = dev_copy(dg0, n * 4), *gdu = dev_copy(du0, n * 4);
     uint16_t *ghb = dev_zero(n * 2), *gdgb = dev_zero(n * 2), *gdub = dev_zero(n * 2);
     gpu_f(gh, ghb, 0, 0, gg, gu, n);
-    gpu_b(gdg, gdu, gdgb, gdub, 0, 0, gdh, gg, gu, n);
+    gpu_b(gdg, gdu, gdgb, gdub, 0, 0, gdh, gg, gu, n, 1);
     float *out = malloc(n * 4), *plain = malloc(n * 4);
     char what[64];
     fetch(out, gh, n * 4);
@@ -280,10 +280,32 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd
     expect_close(what, out, du, n);
     expect_bf16_copy(what, gdub, out, n);
     cuda_upload(gdu, du0, n * 4);
-    gpu_b(gdg, gdu, NULL, NULL, 0, 0, gdh, gg, gu, n);
+    gpu_b(gdg, gdu, NULL, NULL, 0, 0, gdh, gg, gu, n, 1);
     fetch(plain, gdu, n * 4);
     snprintf(what, sizeof what, "%s du without copies (n %zu)", name, n);
     expect_same_bits(what, plain, out, n * 4, 4);
+    /* Written, not added (acc 0): the bits of adding into zeros, and dg
+     * and du not read (NaN before). */
+    float *nan = malloc(n * 4), *wg = malloc(n * 4), *wu = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    cuda_zero(gdg, n * 4);
+    cuda_zero(gdu, n * 4);
+    gpu_b(gdg, gdu, NULL, NULL, 0, 0, gdh, gg, gu, n, 1);
+    fetch(wg, gdg, n * 4);
+    fetch(wu, gdu, n * 4);
+    cuda_upload(gdg, nan, n * 4);
+    cuda_upload(gdu, nan, n * 4);
+    cuda_zero(gdgb, n * 2);
+    gpu_b(gdg, gdu, gdgb, NULL, 0, 0, gdh, gg, gu, n, 0);
+    snprintf(what, sizeof what, "%s dg written (n %zu)", name, n);
+    fetch(plain, gdg, n * 4);
+    expect_same_bits(what, plain, wg, n * 4, 4);
+    expect_bf16_copy(what, gdgb, wg, n);
+    snprintf(what, sizeof what, "%s du written (n %zu)", name, n);
+    fetch(plain, gdu, n * 4);
+    expect_same_bits(what, plain, wu, n * 4, 4);
+    free(nan), free(wg), free(wu);
     cuda_free(gg), cuda_free(gu), cuda_free(gdh), cuda_free(gh), cuda_free(gdg), cuda_free(gdu);
     cuda_free(ghb), cuda_free(gdgb), cuda_free(gdub);
     free(g), free(u), free(dh), free(dg0), free(du0), free(h), free(dg), free(du), free(out);

@@ -894,17 +894,18 @@ static int nf4_chunk_rows(const struct cuda_acts *a, int in)
  * on request the product that decodes tile by tile in shared memory
  * (cuda_nf4_gemm; docs/trainer.md, "NF4 a chunk at a time"). forward: y
  * (N,out) = x W^T from xb, each chunk making its columns of y (each the
- * same sum as one product's); else dx (N,in) += dy W from dy's bf16, each
- * chunk adding its part of the sum. */
+ * same sum as one product's); else dx (N,in) = dy W + beta dx from dy's
+ * bf16, the first chunk with beta (0: dx written), the others adding
+ * their part of the sum. */
 static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, float *out,
-                        const uint16_t *inb, int lda, int N)
+                        const uint16_t *inb, int lda, int N, float beta)
 {
     if (a->nf4_fused) {
         if (forward)
             cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, lda, &d->wq, d->in, 0.0f, out,
                           d->out);
         else
-            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, inb, lda, &d->wq, d->in, 1.0f, out,
+            cuda_nf4_gemm(0, N, d->in, d->out, 1.0f, inb, lda, &d->wq, d->in, beta, out,
                           d->in);
         return;
     }
@@ -915,9 +916,9 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
         if (forward)
             check(a, cuda_gemm_bf16(0, 1, N, nr, d->in, 1.0f, inb, lda, w, d->in, 0.0f,
                                     out + r0, d->out));
-        else
-            check(a, cuda_gemm_bf16(0, 0, N, d->in, nr, 1.0f, inb + r0, lda, w, d->in, 1.0f,
-                                    out, d->in));
+        else /* the first chunk with the caller's beta, the rest adding */
+            check(a, cuda_gemm_bf16(0, 0, N, d->in, nr, 1.0f, inb + r0, lda, w, d->in,
+                                    r0 ? 1.0f : beta, out, d->in));
     }
 }
 
@@ -955,7 +956,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
                                 d->out));
     } else {
         assert(ldx == d->in); /* no NF4 projection folds, so its group has no columns */
-        nf4_product(a, d, 1, y, xb, ldx, N);
+        nf4_product(a, d, 1, y, xb, ldx, N, 0.0f);
     }
     if (d->bias)
         cuda_add_bias(y, d->bias, N, d->out);
@@ -965,19 +966,22 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
 }
 
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
- * skip), dw += dy^T x (xb: x as bf16, needed when d->dw, and for dA when
- * no dropout), dbias, dB, dA. dyb is dy as bf16, its rows a->ldy apart,
- * made by the kernel that made dy, or NULL to convert it here (into
- * a->dyb). LoRA's products read bf16 (dy, x', xa, dy B rounded once, A
- * and B's copies) and add into the fp32 dA, dB and dx. Folded (d->fold,
- * without dropout): t = dy B goes into dyb's r columns past dy, and one
- * product over [dy | t] and [W ; scale A] adds dy W + scale t A into dx;
- * else t A is a product of its own (masked with dropout). */
-static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, const float *dy,
-                         uint16_t *dyb, const float *x, const uint16_t *xb,
+ * skip; dx_fresh: dx holds nothing yet, and the base's dX product, the
+ * first into it, writes it, beta 0), dw += dy^T x (xb: x as bf16, needed
+ * when d->dw, and for dA when no dropout), dbias, dB, dA. dyb is dy as
+ * bf16, its rows a->ldy apart, made by the kernel that made dy, or NULL
+ * to convert it here (into a->dyb). LoRA's products read bf16 (dy, x',
+ * xa, dy B rounded once, A and B's copies) and add into the fp32 dA, dB
+ * and dx. Folded (d->fold, without dropout): t = dy B goes into dyb's r
+ * columns past dy, and one product over [dy | t] and [W ; scale A] adds
+ * dy W + scale t A into dx; else t A is a product of its own (masked with
+ * dropout). */
+static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, int dx_fresh,
+                         const float *dy, uint16_t *dyb, const float *x, const uint16_t *xb,
                          const uint16_t *xa, int N, struct linear_dropout dr)
 {
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
+    float beta = dx_fresh ? 0.0f : 1.0f; /* the base's dX product: the first into dx */
     if (!dyb && (dx || d->dw || d->r > 0)) {
         cuda_to_bf16_rows(a->dyb, ldy, dy, N, d->out);
         dyb = a->dyb;
@@ -1007,12 +1011,12 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, c
     }
     if (dx && fold) /* [dy | t] [W ; scale A]: the rows of wpad past W's */
         check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out + d->r, 1.0f, dyb, ldy, d->wb, d->ldw,
-                                1.0f, dx, d->in));
+                                beta, dx, d->in));
     else if (dx && d->wb)
-        check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, dyb, ldy, d->wb, d->ldw, 1.0f, dx,
+        check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, dyb, ldy, d->wb, d->ldw, beta, dx,
                                 d->in));
     else if (dx)
-        nf4_product(a, d, 0, dx, dyb, ldy, N);
+        nf4_product(a, d, 0, dx, dyb, ldy, N, beta);
     if (d->dw) /* full fine-tuning: never folded, so wb is (out, in) */
         check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, ldy, xb, d->in, 1.0f, d->dw,
                                 d->in));
@@ -1165,7 +1169,11 @@ static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int 
                           const uint16_t *xb, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_backward(a, d, dx, dy, dyb, x, xb, s->xa[p], N, proj_dropout(a, d, l, p));
+    /* The first projection of its group (q, o, gate, down; the backward
+     * runs each group in order) writes dx, the others add (change 1d:
+     * no zeroing pass before, no read of the zeros). */
+    int first = p == 0 || proj_group[p] != proj_group[p - 1];
+    lin_backward(a, d, dx, first, dy, dyb, x, xb, s->xa[p], N, proj_dropout(a, d, l, p));
 }
 
 /* On entry a->dres holds d(loss)/d(out of layer l) and a->dyb its bf16;
@@ -1192,18 +1200,15 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                               N, C);
         dmlp = a->tmp;
     }
-    cuda_zero(a->dh, NF * sizeof(float));
     proj_backward(cm, a, l, PROJ_DOWN, a->dh, dmlp, a->dyb, a->hbuf, xb, &s, N);
-    cuda_zero(a->dg, NF * sizeof(float));
-    cuda_zero(a->du, NF * sizeof(float));
+    /* dg and du written, not added into zeros (change 1c) */
     if (c->gelu)
-        cuda_geglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF);
+        cuda_geglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF, 0);
     else
-        cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF);
+        cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF, 0);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2, s.mid,
                          L->ln2, N, C, eps);
-    cuda_zero(a->dln, NC * sizeof(float));
     proj_backward(cm, a, l, PROJ_GATE, a->dln, a->dg, a->dyb, a->ln, xb, &s, N);
     proj_backward(cm, a, l, PROJ_UP, a->dln, a->du, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
@@ -1217,7 +1222,6 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                               N, C);
         dattn = a->tmp;
     }
-    cuda_zero(a->dao, Nq * sizeof(float));
     if (xb) /* the one kept input converted again: attention's output */
         cuda_to_bf16(xb, s.ao, Nq);
     proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, s.ao, xb, &s, N);
@@ -1230,8 +1234,6 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                          N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
-    if (dln)
-        cuda_zero(dln, NC * sizeof(float));
     /* dq's and dk's rotation back writes their bf16, one at a time */
     cuda_rope_backward(a->dq, a->dyb, a->ldy, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     proj_backward(cm, a, l, PROJ_Q, dln, a->dq, a->dyb, a->ln, xb, &s, N);

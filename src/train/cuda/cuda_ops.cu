@@ -255,16 +255,22 @@ __global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const float *g,
     }
 }
 
+/* What a gated backward adds its term to: dg[i] (or du[i]) when acc, else
+ * 0 (the kernel's output is then written, not read: as if zeroed first,
+ * with the same bits, since 0 + v turns a -0 into +0 as the sum did). */
+#define GATED_BASE(p, i) (acc ? (p)[i] : 0.0f)
+
 __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
                                          const float *dh, const float *g, const float *u,
-                                         size_t n, size_t cols, size_t ld)
+                                         size_t n, size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
         float x = g[i];
         float s = 1.0f / (1.0f + expf(-x));
         /* d silu/dx = s (1 + x (1 - s)) */
-        put_rows(dg, dgb, i, dg[i] + dh[i] * u[i] * s * (1.0f + x * (1.0f - s)), cols, ld);
-        put_rows(du, dub, i, du[i] + dh[i] * x * s, cols, ld);
+        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * u[i] * s * (1.0f + x * (1.0f - s)), cols,
+                 ld);
+        put_rows(du, dub, i, GATED_BASE(du, i) + dh[i] * x * s, cols, ld);
     }
 }
 
@@ -284,7 +290,7 @@ __global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const float *g, 
 
 __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
                                         const float *dh, const float *g, const float *u,
-                                        size_t n, size_t cols, size_t ld)
+                                        size_t n, size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
         float x = g[i];
@@ -292,8 +298,8 @@ __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uin
         float gelu = 0.5f * x * (1.0f + t);
         float dgelu = 0.5f * (1.0f + t) +
                       0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        put_rows(dg, dgb, i, dg[i] + dh[i] * u[i] * dgelu, cols, ld);
-        put_rows(du, dub, i, du[i] + dh[i] * gelu, cols, ld);
+        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * u[i] * dgelu, cols, ld);
+        put_rows(du, dub, i, GATED_BASE(du, i) + dh[i] * gelu, cols, ld);
     }
 }
 
@@ -307,7 +313,7 @@ static void rows_of(size_t n, int cols, int ld, size_t *c, size_t *l)
 typedef void (*gated_fwd)(float *, uint16_t *, const float *, const float *, size_t, size_t,
                           size_t);
 typedef void (*gated_bwd)(float *, float *, uint16_t *, uint16_t *, const float *,
-                          const float *, const float *, size_t, size_t, size_t);
+                          const float *, const float *, size_t, size_t, size_t, int);
 
 static void gated_forward(gated_fwd k, float *h, uint16_t *hb, int cols, int ldhb,
                           const float *g, const float *u, size_t n)
@@ -321,13 +327,13 @@ static void gated_forward(gated_fwd k, float *h, uint16_t *hb, int cols, int ldh
 
 static void gated_backward(gated_bwd k, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
                            int cols, int ldb, const float *dh, const float *g, const float *u,
-                           size_t n)
+                           size_t n, int acc)
 {
     size_t c, l;
     rows_of(n, cols, ldb, &c, &l);
     if (n)
         cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub, dh, g, u, n, c,
-                    l);
+                    l, acc ? 1 : 0);
 }
 
 void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
@@ -337,9 +343,9 @@ void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float
 }
 
 void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
-                          const float *dh, const float *g, const float *u, size_t n)
+                          const float *dh, const float *g, const float *u, size_t n, int acc)
 {
-    gated_backward(swiglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n);
+    gated_backward(swiglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
 }
 
 void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
@@ -349,9 +355,9 @@ void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float 
 }
 
 void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
-                         const float *dh, const float *g, const float *u, size_t n)
+                         const float *dh, const float *g, const float *u, size_t n, int acc)
 {
-    gated_backward(geglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n);
+    gated_backward(geglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
 }
 
 __global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)

@@ -95,15 +95,18 @@ void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const
 /* SwiGLU and GeGLU (tanh), n values, as ops.h. hb, dgb and dub (each may
  * be NULL) get h and the new dg and du as bf16, as rows of cols values
  * (n / cols rows) ldhb or ldb apart (cols 0: n in a row; ld <= cols:
- * packed). The forward's h may be NULL when hb is not (bf16 alone). */
+ * packed). The forward's h may be NULL when hb is not (bf16 alone). The
+ * backward adds into dg and du as ops.h when acc, else writes them
+ * without reading them: the bits of adding into zeros (change 1c: no
+ * zeroing pass, no read). */
 void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
                          const float *u, size_t n);
 void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
-                          const float *dh, const float *g, const float *u, size_t n);
+                          const float *dh, const float *g, const float *u, size_t n, int acc);
 void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
                         const float *u, size_t n);
 void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
-                         const float *dh, const float *g, const float *u, size_t n);
+                         const float *dh, const float *g, const float *u, size_t n, int acc);
 
 /* Soft-capping in place and its backward, as ops_softcap(_backward). */
 void cuda_softcap(float *x, size_t n, float cap);
