@@ -124,7 +124,7 @@ CURRENT = {
                          # zeroed by a pass each: "all" (dh, dln twice, dao,
                          # dq, dk, dv); "attention" (change 1d: the first
                          # projection of a group writes dh, dln, dao, beta 0;
-                         # attention's dq, dk, dv still zeroed); "none" (1e:
+                         # attention's dq, dk, dv still zeroed); "none" (1e, built:
                          # attention's backward writes them too)
     "f32_out": True,     # the norms before products and the gated activation
                          # write their fp32 output beside the bf16 copy (1a);
@@ -136,7 +136,7 @@ CHANGES = [
     ("1b norms' and activation's outputs bf16 alone (built)", {"f32_out": False}),
     ("1c gated backward writes dg and du, no zeroing (built)", {"gated_acc": False}),
     ("1d first dX product writes dh, dln, dao (built)", {"zeroed": "attention"}),
-    ("1e attention's backward writes dq, dk, dv", {"zeroed": "none"}),
+    ("1e attention's backward writes dq, dk, dv (built)", {"zeroed": "none"}),
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),

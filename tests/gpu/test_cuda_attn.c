@@ -224,8 +224,9 @@ static void test_rope(void **state)
     free(seg);
 }
 
-/* One GPU forward and backward: out, lse, and dq/dk/dv (starting from the
- * given values, since the backward adds) back on the host. */
+/* One GPU forward and backward: out, lse, and dq/dk/dv (the device's
+ * buffers filled with the given values first, which the backward must
+ * not read) back on the host. */
 struct gpu_run {
     float *out, *lse, *dq, *dk, *dv;
 };
@@ -303,8 +304,12 @@ static void test_attention(void **state)
     fill(&r, q, nq, amp);
     fill(&r, kv, 2 * nk, amp);
     fill(&r, dout, nq, 1.0f);
-    fill(&r, dq0, nq, 0.5f);
-    fill(&r, dk0, nk, 0.5f);
+    /* The backward writes dq, dk, dv whole and never reads them (change
+     * 1e): the GPU's start as NaN, which any read would carry through. */
+    for (size_t i = 0; i < nq; i++)
+        dq0[i] = NAN;
+    for (size_t i = 0; i < nk; i++)
+        dk0[i] = NAN;
     if (seg)
         fill_seg(seg, B, T, c->examples);
     /* the bf16 kernels are held to the CPU on the inputs they round */
@@ -315,11 +320,11 @@ static void test_attention(void **state)
         cdout = bf16_copy(dout, nq);
     }
 
-    /* the CPU: forward, then the backward adding into dq0/dk0/dk0 */
+    /* the CPU: forward, then the backward adding into zeros */
     ops_attention_forward_seg(out, lse, cq, ckv, ckv + nk, seg, B, T, H, KV, hd, scale, c->cap);
-    memcpy(dq, dq0, sizeof(float) * nq);
-    memcpy(dk, dk0, sizeof(float) * nk);
-    memcpy(dv, dk0, sizeof(float) * nk);
+    memset(dq, 0, sizeof(float) * nq);
+    memset(dk, 0, sizeof(float) * nk);
+    memset(dv, 0, sizeof(float) * nk);
     ops_attention_backward_seg(dq, dk, dv, cdout, lse, cq, ckv, ckv + nk, seg, B, T, H, KV, hd,
                                scale, c->cap);
     if (ran == CUDA_ATTN_BF16) {

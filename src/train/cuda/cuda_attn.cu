@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int u = 0; u < HDMAX / 4; u++) {
         int d = tx + 4 * u;
         if (d < hd)
-            g[d] += acc[u];
+            g[d] = acc[u]; /* written: the row is this thread's alone */
     }
 }
 
@@ -421,9 +421,9 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int u = 0; u < HDMAX / 4; u++) {
         int d = tx + 4 * u;
-        if (d < hd) {
-            ok[d] += gk[u];
-            ov[d] += gv[u];
+        if (d < hd) { /* written: the row is this thread's alone */
+            ok[d] = gk[u];
+            ov[d] = gv[u];
         }
     }
 }

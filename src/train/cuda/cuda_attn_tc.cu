@@ -246,11 +246,12 @@ __device__ __forceinline__ void accumulate(float (*acc)[4], const float (*p)[4],
     }
 }
 
-/* Adds this lane's columns of rows u = 0, 1 (rows g, g + 8) of acc into
- * the global rows dst[u] (NULL: past T), d < hd. */
+/* Writes this lane's columns of rows u = 0, 1 (rows g, g + 8) of acc to
+ * the global rows dst[u] (NULL: past T), d < hd: each row is one
+ * block's alone, and what it held is never read (change 1e). */
 template <int HDMAX>
-__device__ __forceinline__ void add_rows(float *const dst[2], const float (*acc)[4], int t,
-                                         int hd)
+__device__ __forceinline__ void store_rows(float *const dst[2], const float (*acc)[4], int t,
+                                           int hd)
 {
     for (int u = 0; u < 2; u++) {
         if (!dst[u])
@@ -259,7 +260,7 @@ __device__ __forceinline__ void add_rows(float *const dst[2], const float (*acc)
             for (int e = 0; e < 2; e++) {
                 int d = n * 8 + 2 * t + e;
                 if (d < hd)
-                    dst[u][d] += acc[n][2 * u + e];
+                    dst[u][d] = acc[n][2 * u + e];
             }
     }
 }
@@ -484,7 +485,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     }
     float *const dst[2] = {ri[0] < T ? dq + row_at(b, T, ri[0], H, h, hd) : NULL,
                            ri[1] < T ? dq + row_at(b, T, ri[1], H, h, hd) : NULL};
-    add_rows<HDMAX>(dst, acc, t, hd);
+    store_rows<HDMAX>(dst, acc, t, hd);
 }
 
 /* dk and dv rows of one KV head. grid (key tiles, KV, B). Shared: the
@@ -587,8 +588,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                           cj[1] < T ? dk + row_at(b, T, cj[1], KV, kh, hd) : NULL};
     float *const vd[2] = {cj[0] < T ? dv + row_at(b, T, cj[0], KV, kh, hd) : NULL,
                           cj[1] < T ? dv + row_at(b, T, cj[1], KV, kh, hd) : NULL};
-    add_rows<HDMAX>(kd, gk, t, hd);
-    add_rows<HDMAX>(vd, gv, t, hd);
+    store_rows<HDMAX>(kd, gk, t, hd);
+    store_rows<HDMAX>(vd, gv, t, hd);
 }
 
 /* ---- launches */

@@ -1187,7 +1187,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     layer_view(cm, a, l, &s);
     int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
-    size_t Nq = (size_t)N * H * hd, Nk = (size_t)N * KV * hd;
+    size_t Nq = (size_t)N * H * hd;
     int F = c->intermediate;
     float eps = c->rms_eps, scale = model_attn_scale(c);
     uint16_t *xb = kept_bf16(cm, a);
@@ -1225,9 +1225,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     if (xb) /* the one kept input converted again: attention's output */
         cuda_to_bf16(xb, s.ao, Nq);
     proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, s.ao, xb, &s, N);
-    cuda_zero(a->dq, Nq * sizeof(float));
-    cuda_zero(a->dk, Nk * sizeof(float));
-    cuda_zero(a->dv, Nk * sizeof(float));
+    /* written whole, not added into: no zeroing (change 1e) */
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->dao, s.ao, s.lse, s.q, s.k, s.v,
                             seg, B, T, H, KV, hd, scale, c->attn_softcap);
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x, L->ln1,

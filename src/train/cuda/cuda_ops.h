@@ -67,9 +67,11 @@ enum cuda_attn_kind cuda_attention_kind(int hd);
 void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
                             const float *k, const float *v, const int32_t *seg, int B, int T,
                             int H, int KV, int hd, float scale, float cap);
-/* dq, dk, dv += gradients, recomputing probabilities from lse. Two passes
- * with no atomics: one owns rows of dq, one owns rows of dk and dv
- * (summing over the H/KV query heads of the group in order). Both need
+/* dq, dk, dv = the gradients, recomputing probabilities from lse: every
+ * value written, what they held before never read (issue 36, change 1e:
+ * no zeroing pass before). Two passes with no atomics: one owns rows of
+ * dq, one owns rows of dk and dv (summing over the H/KV query heads of
+ * the group in order). Both need
  * D = rowsum(dout * out) per row, computed first from the forward's `out`
  * into `scratch` OUT: (B,H,T) floats of the caller's, overwritten. */
 void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
