@@ -106,6 +106,7 @@ static void begin_attempt(struct control *ctl, struct store_job *j, struct sched
                   st->model_factor
             : 0;
     st->worker_class = (int)sw->class_;
+    st->speed_log = sw->speed_log;
 }
 
 static enum alallo_err claim_cb(struct store_job *j, struct store_attempt *unused,

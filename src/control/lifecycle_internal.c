@@ -2,6 +2,7 @@
 #include "control/lifecycle_internal.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,11 +127,11 @@ enum alallo_err lifecycle__settle_as(struct events_ctx *c, struct store_job *j,
     return lifecycle__settle(c, j, current, &o, w);
 }
 
-/* A success writes the most rows: six of its last attempt (lifecycle__
- * ledger_end), the job's, its time spread, its price's two spreads, and
- * two a time-left cell. (At 8, a success's time-left rows were dropped
- * unsaid.) */
-_Static_assert(CAL_MAX >= 6 + 4 + 2 * EST_TL_CELLS, "a success's calibration rows fit in CAL_MAX");
+/* A success writes the most rows: seven of its last attempt
+ * (lifecycle__ledger_end, its worker's own speed among them), the job's,
+ * its time spread, its price's two spreads, and two a time-left cell.
+ * (At 8, a success's time-left rows were dropped unsaid.) */
+_Static_assert(CAL_MAX >= 7 + 4 + 2 * EST_TL_CELLS, "a success's calibration rows fit in CAL_MAX");
 
 enum alallo_err lifecycle__calibrate(struct events_ctx *c, struct store_writes *w,
                                      const struct store_calibration *k)
@@ -142,12 +143,14 @@ enum alallo_err lifecycle__calibrate(struct events_ctx *c, struct store_writes *
     return store_writes_calibration(w, k);
 }
 
-/* The name of the worker j's current attempt runs on; NULL when not
- * known. */
-static const char *attempt_worker(const struct events_ctx *c, const struct store_job *j)
+/* The name of the worker the job's attempt of `fence` ran on; NULL when
+ * not known. By fence, not by the job's active attempt: that is cleared
+ * when the attempt ends (lifecycle__end_attempt), before its ledger's end
+ * is read, and the worker's rows were never written. */
+static const char *attempt_worker(const struct events_ctx *c, uint64_t fence)
 {
     for (int i = 0; i < c->n_history; i++)
-        if (strcmp(c->history[i].id, j->active_attempt) == 0 && c->history[i].worker[0])
+        if ((uint64_t)c->history[i].fence == fence && c->history[i].worker[0])
             return c->history[i].worker;
     return NULL;
 }
@@ -204,10 +207,21 @@ enum alallo_err lifecycle__ledger_end(struct events_ctx *c, struct store_job *j,
         if (!e)
             e = lifecycle__calibrate(c, w, &k);
         /* The worker's own factor, from every attempt it ran. */
-        const char *worker = attempt_worker(c, j);
+        const char *worker = attempt_worker(c, la->fence);
         if (!e && worker &&
             text_printf(k.model, sizeof k.model, "worker:%s", worker))
             e = lifecycle__calibrate(c, w, &k);
+        /* The worker's own speed against the fleet's: the prediction's
+         * offset, before the error joins the band it is measured from. */
+        if (!e && worker && basis != SCHED_SHAPE_NONE) {
+            double off = sched_link_worker_offset(c->ctl->sched, k.method, k.class_, !warm,
+                                                  steps_s, raw * used, st->speed_log);
+            struct store_calibration o = k;
+            o.nominal_a = steps_s * exp(-off);
+            if (isfinite(off) && text_printf(o.model, sizeof o.model, "%s%s",
+                                             SCHED_LINK_WORKER_SPEED_PREFIX, worker))
+                e = lifecycle__calibrate(c, w, &o);
+        }
         /* The prediction's error: of the shape's own factor ("train"), or
          * of one borrowed from a neighbour or the fleet ("borrow"). */
         text_copy(k.kind, sizeof k.kind, warm ? "train" : "borrow");

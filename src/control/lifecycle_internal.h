@@ -25,7 +25,7 @@ struct tev; /* a trainer event as read (trainer_events.c) */
 
 #define EVENTS_PER_TX 64 /* trainer events applied per transaction */
 #define ATTEMPTS_MAX 64  /* attempts of one job considered for billing */
-#define CAL_MAX 20       /* calibration pairs one transaction can add */
+#define CAL_MAX 24       /* calibration pairs one transaction can add */
 #define START_TIMEOUT_REASON "the trainer did not start in time"
 #define BUDGET_BASE_MIN_S 60.0 /* the budget is a multiple of at least this */
 

@@ -172,11 +172,13 @@ static void add_model(struct sched_link *l, const struct store_calibration *k)
         memset(m, 0, sizeof *m);
         text_copy(m->model, sizeof m->model, k->model);
     }
-    /* The mean of the first 8, then a moving average that follows a fleet
-     * whose speed changes. */
     m->n++;
-    double w = m->n < 8 ? 1.0 / m->n : 1.0 / 8;
-    m->log_ratio += w * (x - m->log_ratio);
+    /* A worker's offsets are a long mean (est_worker_step), a factor a
+     * short one. */
+    bool worker = strncmp(k->model, SCHED_LINK_WORKER_SPEED_PREFIX,
+                          strlen(SCHED_LINK_WORKER_SPEED_PREFIX)) == 0;
+    m->log_ratio = worker ? est_worker_step(m->log_ratio, m->n, x)
+                          : est_factor_step(m->log_ratio, m->n, x);
     pthread_mutex_unlock(&l->model_mu);
 }
 
@@ -391,6 +393,19 @@ enum alallo_err sched_link_reload(struct sched_link *l, struct store *s)
     return sched_link_load_history(l, s);
 }
 
+double sched_link_worker_offset(struct sched_link *l, int method, int class_, bool borrowed,
+                                double actual_s, double predicted_s, double applied)
+{
+    if (method < 0 || method >= PLAN_METHOD_COUNT || class_ < 0 || class_ >= WORKER_CLASS_COUNT)
+        return NAN;
+    pthread_mutex_lock(&l->mu);
+    double off = est_worker_offset(&l->history, (enum plan_method)method,
+                                   (enum worker_class)class_, borrowed, actual_s, predicted_s,
+                                   applied);
+    pthread_mutex_unlock(&l->mu);
+    return off;
+}
+
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k)
 {
     pthread_mutex_lock(&l->mu);
@@ -534,6 +549,35 @@ static double busy_until(struct control *ctl, const struct store_attempt *a, dou
     return until;
 }
 
+void sched_link_correct_speeds(struct sched_link *l, struct sched_worker *w, int n)
+{
+    if (n <= 0)
+        return;
+    double *mean = calloc((size_t)n, sizeof *mean);
+    long *count = calloc((size_t)n, sizeof *count);
+    double *logs = calloc((size_t)n, sizeof *logs);
+    if (mean && count && logs) {
+        char key[STORE_NAME_MAX];
+        pthread_mutex_lock(&l->model_mu);
+        for (int i = 0; i < n; i++) {
+            if (!text_printf(key, sizeof key, "%s%s", SCHED_LINK_WORKER_SPEED_PREFIX, w[i].name))
+                continue;
+            for (int m = 0; m < l->n_models; m++)
+                if (l->models[m].n > 0 && strcmp(l->models[m].model, key) == 0) {
+                    mean[i] = l->models[m].log_ratio;
+                    count[i] = l->models[m].n;
+                }
+        }
+        pthread_mutex_unlock(&l->model_mu);
+        est_worker_speed_logs(mean, count, (size_t)n, logs);
+        for (int i = 0; i < n; i++)
+            capacity_correct_speed(&w[i], logs[i]);
+    }
+    free(mean);
+    free(count);
+    free(logs);
+}
+
 /* sched_link_workers, and the jobs of the open attempts it read into
  * running[] (room for SCHED_LINK_WORKERS; NULL: not wanted), their number
  * in *n_running. */
@@ -568,6 +612,7 @@ static int workers_read(struct control *ctl, double now, struct sched_worker *ou
     free(open);
     free(all);
     est_gpu_fill_speed(out, (size_t)k);
+    sched_link_correct_speeds(ctl->sched, out, k);
     return k;
 }
 
@@ -1205,11 +1250,11 @@ bool sched_plan_read(const char *text, struct sched_plan *out)
  *   T max start switch est_low est_high startup begin have_ref last_step last_t samples
  *     ewma ewma_var nominal_step_s class model_factor [ref_step ref_t
  *     [margin_below margin_above] x EST_TL_CELLS [tail [warm block_steps
- *     blk_step blk_t]]]]
+ *     blk_step blk_t [speed_log]]]]]
  *     (only while an attempt runs; lines written before ref_step and ref_t
  *     were kept read them as the attempt's start, before the margins as 0,
  *     before the tail as 0, before the pace samples' blocks as samples of
- *     every report from the last one)
+ *     every report from the last one, before the worker's correction as 0)
  *   N cell t low high     (the time-left band first shown in each share-done
  *                          cell, over the job's attempts: tl_note_shown)
  * Doubles are written with %.17g so a round trip is exact. */
@@ -1265,8 +1310,8 @@ bool sched_state_write(const struct sched_state *st, char *out, size_t cap)
             len += (size_t)n;
         }
         /* then the tail (tl_set_tail) and the pace sample being gathered */
-        n = snprintf(out + len, cap - len, " %.17g %d %ld %ld %.17g\n", t->tail_s,
-                     t->warm ? 1 : 0, t->block_steps, t->blk_step, t->blk_t);
+        n = snprintf(out + len, cap - len, " %.17g %d %ld %ld %.17g %.17g\n", t->tail_s,
+                     t->warm ? 1 : 0, t->block_steps, t->blk_step, t->blk_t, st->speed_log);
         if (n < 0 || (size_t)n >= cap - len)
             return false;
         len += (size_t)n;
@@ -1330,8 +1375,11 @@ static bool read_tl_line(const char *line, struct sched_state *out)
     double blk_t = NAN;
     if (m && sscanf(m, " %lf%n", &t->tail_s, &used) != 1)
         t->tail_s = 0;
-    else if (m && sscanf(m + used, " %d %ld %ld %lf", &warm, &block, &blk_step, &blk_t) != 4)
+    else if (m && sscanf(m + used, " %d %ld %ld %lf %lf", &warm, &block, &blk_step, &blk_t,
+                         &out->speed_log) < 4)
         block = 0;
+    if (!isfinite(out->speed_log))
+        out->speed_log = 0;
     if (!(t->tail_s > 0) || !isfinite(t->tail_s))
         t->tail_s = 0;
     bool blocks = block >= 1 && blk_step <= t->last_step && isfinite(blk_t);

@@ -91,6 +91,8 @@ struct sched_state {
     double nominal_step_s;  /* nominal seconds per step on its worker, with
                                the model's factor                          */
     double model_factor;    /* sched_link_model_factor() at its start     */
+    double speed_log;       /* its worker's own correction at its start
+                               (sched_worker.speed_log)                    */
     int worker_class;       /* enum worker_class of its worker            */
     /* The job's, over its attempts: the first pace band shown in each
      * share-done cell (tl_note_shown), measured at its success. */
@@ -147,6 +149,21 @@ double sched_link_startup_factor(struct sched_link *l, const struct store_job *j
 
 /* Whether j's shape has a factor learnt under part ("speed", "start"). */
 bool sched_link_shape_known(struct sched_link *l, const struct store_job *j, const char *part);
+
+/* A worker's own speed (docs/estimator.md, "The worker's own speed"):
+ * calibration rows of kind "factor" under "wres:NAME" hold its attempts'
+ * offsets (est_worker_offset), and the workers the link reads are
+ * corrected by est_worker_speed_logs over them. The key of worker `name`. */
+#define SCHED_LINK_WORKER_SPEED_PREFIX "wres:"
+/* Corrects the n workers w[] (as the link reads them, sched_link_workers)
+ * by their own speeds against each other's (capacity_correct_speed). */
+void sched_link_correct_speeds(struct sched_link *l, struct sched_worker *w, int n);
+/* The offset of one finished attempt of method m on a worker of class c
+ * (est_worker_offset against the link's history; borrowed: its prediction
+ * was of a borrowed factor), `applied` the correction it was predicted
+ * with. NAN when a time is not positive. */
+double sched_link_worker_offset(struct sched_link *l, int method, int class_, bool borrowed,
+                                double actual_s, double predicted_s, double applied);
 
 /* Adds one calibration pair to the history (after it is stored). */
 void sched_link_calibrate(struct sched_link *l, const struct store_calibration *k);

@@ -50,6 +50,18 @@ double capacity_worker_flops(const struct sched_worker *w)
     return UNMEASURED_FLOPS_PER_CPU * cpus;
 }
 
+void capacity_correct_speed(struct sched_worker *w, double log_slower)
+{
+    if (!isfinite(log_slower))
+        log_slower = 0;
+    double f = exp(-log_slower);
+    if (w->flops > 0 && isfinite(w->flops))
+        w->flops *= f;
+    if (w->small_flops > 0 && isfinite(w->small_flops))
+        w->small_flops *= f;
+    w->speed_log = log_slower;
+}
+
 double capacity_worker_flops_for(const struct sched_worker *w, double params)
 {
     double f = capacity_worker_flops(w);

@@ -53,6 +53,9 @@ struct sched_worker {
     double silent_s;          /* seconds since its last heartbeat; 0 when the
                                  caller does not know (a lost worker then
                                  counts as gone)                            */
+    double speed_log;         /* the worker's own speed correction applied to
+                                 flops and small_flops, in logs (> 0: slower
+                                 than its bench; capacity_correct_speed)    */
 };
 
 /* How long a lost worker still counts as capacity that may come back: a
@@ -90,6 +93,11 @@ double capacity_worker_flops(const struct sched_worker *w);
  * the bench, and never more than 1/CAPACITY_SMALL_RATIO_MIN slower. */
 double capacity_worker_flops_for(const struct sched_worker *w, double params);
 #define CAPACITY_SMALL_RATIO_MIN (1.0 / 64)
+
+/* Applies a worker's own speed correction (est_worker_speed_logs), in
+ * logs: its measured FLOP/s (both bench points) divided by exp(log_slower),
+ * kept in w->speed_log. A correction that is not finite is 0. */
+void capacity_correct_speed(struct sched_worker *w, double log_slower);
 
 /* Expected seconds of training for `work_flops` FLOPs of a model of
  * `params` active parameters on `w` (capacity_worker_flops_for). */

@@ -442,6 +442,49 @@ void est_train_range(const struct est_history *h, enum plan_method m, enum worke
     *high_s = nominal_s * b.hi;
 }
 
+double est_worker_offset(const struct est_history *h, enum plan_method m, enum worker_class c,
+                         bool borrowed, double actual_s, double predicted_s, double applied)
+{
+    if (!positive(actual_s) || !positive(predicted_s) || !isfinite(applied))
+        return NAN;
+    struct est_band b = borrowed ? est_band_borrowed(h, m, c) : est_band_train(h, m, c);
+    return log(actual_s / predicted_s) + applied - 0.5 * log(b.lo * b.hi);
+}
+
+double est_factor_step(double mean, long n, double x)
+{
+    double w = n < 8 ? 1.0 / (double)(n > 0 ? n : 1) : 1.0 / 8;
+    return mean + w * (x - mean);
+}
+
+double est_worker_step(double mean, long n, double x)
+{
+    double w = 1.0 / (double)(n < 1 ? 1 : n < EST_WORKER_MEMORY ? n : EST_WORKER_MEMORY);
+    return mean + w * (x - mean);
+}
+
+void est_worker_speed_logs(const double *mean, const long *count, size_t n, double *out)
+{
+    double sum = 0, weight = 0;
+    size_t known = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (count[i] > 0 && isfinite(mean[i])) {
+            double k = (double)count[i];
+            out[i] = mean[i] * k / (k + EST_WORKER_PRIOR);
+            sum += k * out[i];
+            weight += k;
+            known++;
+        }
+    }
+    double fleet = weight > 0 ? sum / weight : 0;
+    for (size_t i = 0; i < n; i++)
+        if (known < 2) /* nothing to measure it against */
+            out[i] = 0;
+        else if (count[i] > 0 && isfinite(mean[i]))
+            out[i] = fmin(fmax(out[i] - fleet, -EST_WORKER_MAX_LOG), EST_WORKER_MAX_LOG);
+}
+
 /* The wait's range on worker w, whose nominal wait is wait_s: the running
  * attempt's own time left (busy_low_s..busy_high_s, from its pace), then
  * the jobs placed ahead of this one (the rest of the wait) at the

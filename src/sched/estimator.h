@@ -573,4 +573,42 @@ void est_gpu_fill_speed(struct sched_worker *workers, size_t n);
 void est_train_range(const struct est_history *h, enum plan_method m, enum worker_class c,
                      double nominal_s, double *low_s /* OUT */, double *high_s /* OUT */);
 
+/* A worker's own speed beside its shape's factor (docs/estimator.md, "The
+ * worker's own speed"). Its bench is one measurement; the attempts it
+ * runs tell how it really does against the fleet. Each finished attempt
+ * gives an offset: log(actual / the prediction it was given) plus the
+ * correction that prediction carried (`applied`), less the centre of the
+ * training band it was predicted with (method m, class c; the band of
+ * borrowed predictions when `borrowed`), read before the attempt's own
+ * error joins it. NAN when a time is not positive. */
+double est_worker_offset(const struct est_history *h, enum plan_method m, enum worker_class c,
+                         bool borrowed, double actual_s, double predicted_s, double applied);
+
+/* The corrections, in logs (> 0: slower than its bench), of n workers from
+ * their offsets' means mean[i] over count[i] attempts: each mean shrunk
+ * towards 0 by EST_WORKER_PRIOR attempts, less the count-weighted mean of
+ * the shrunk means of the workers that have any, so that the corrections
+ * of a fleet sum to about 0 (the training band is measured against
+ * corrected predictions and keeps its centre) and a fleet of one worker
+ * is never corrected. A worker with none gets 0; each is held within
+ * +-EST_WORKER_MAX_LOG. */
+void est_worker_speed_logs(const double *mean, const long *count, size_t n,
+                           double *out /* OUT, n */);
+#define EST_WORKER_PRIOR 4.0
+
+/* A worker's offsets' mean after its n-th offset x (n >= 1): the mean of
+ * all while n <= EST_WORKER_MEMORY, then a moving average of that length,
+ * so that a worker whose speed changes is followed. Its bench error is
+ * lasting, so the mean is long: with a moving average of 8 the
+ * simulation's corrections were noise enough to widen waiting jobs'
+ * ranges (docs/estimator.md). */
+double est_worker_step(double mean, long n, double x);
+#define EST_WORKER_MEMORY 64
+
+/* A learnt factor's mean in logs after its n-th value x (n >= 1): the
+ * mean of the first 8, then a moving average (1/8) that follows a fleet
+ * whose speed changes. */
+double est_factor_step(double mean, long n, double x);
+#define EST_WORKER_MAX_LOG 1.0986 /* log 3 */
+
 #endif

@@ -118,6 +118,9 @@ struct sim_worker {
     double true_flops; /* what it really does; sched_worker.flops is measured */
     double lost_mtbf_s, spot_mtbf_s, drain_mtbf_s;
     int job;           /* the job of its running attempt; -1 idle          */
+    double bench_flops; /* its measurement, before its own correction      */
+    double offset;      /* its attempts' offsets (est_worker_offset): mean */
+    long offsets;       /* and count                                       */
 };
 
 /* A billed step range of one attempt, rebuilt from ledger rows alone, to
@@ -163,6 +166,7 @@ struct sim_job {
     int64_t attempt_id;
     long attempt_start_step;
     double attempt_train_s;
+    double attempt_speed_log; /* its worker's correction at its start      */
     double nominal_step_s;  /* on the current worker                       */
     double true_step_s;
     bool loaded, memory_reported, in_queue;
@@ -451,6 +455,38 @@ static void report_progress(struct sim *s, long ji, long step, double train_s)
     j->attempt_train_s = train_s;
 }
 
+/* The worker's own speed, as the server learns it (control/sched_link.c,
+ * docs/estimator.md "The worker's own speed"): the attempt's offset joins
+ * its worker's, and every worker's correction is read again. */
+static void learn_worker_speed(struct sim *s, struct sim_job *j)
+{
+    struct sim_worker *x = &s->sw[j->worker];
+    long done = j->steps - j->attempt_start_step;
+    double off = est_worker_offset(s->hist, j->method, s->w[j->worker].class_, false,
+                                   j->attempt_train_s, (double)done * j->nominal_step_s,
+                                   j->attempt_speed_log);
+    if (!isfinite(off))
+        return;
+    x->offset = est_worker_step(x->offset, ++x->offsets, off);
+    double *mean = malloc((size_t)s->nw * sizeof *mean);
+    long *count = malloc((size_t)s->nw * sizeof *count);
+    double *logs = malloc((size_t)s->nw * sizeof *logs);
+    if (mean && count && logs) {
+        for (int i = 0; i < s->nw; i++) {
+            mean[i] = s->sw[i].offset;
+            count[i] = s->sw[i].offsets;
+        }
+        est_worker_speed_logs(mean, count, (size_t)s->nw, logs);
+        for (int i = 0; i < s->nw; i++) {
+            s->w[i].flops = s->sw[i].bench_flops;
+            capacity_correct_speed(&s->w[i], logs[i]);
+        }
+    }
+    free(mean);
+    free(count);
+    free(logs);
+}
+
 /* Ends the job's running attempt now, keeping steps up to kept. */
 static void end_attempt(struct sim *s, long ji, long kept)
 {
@@ -460,9 +496,11 @@ static void end_attempt(struct sim *s, long ji, long kept)
     if (ledger_attempt_end(j->ledger, j->fence, s->now, kept))
         violation(s, "attempt end refused", ji);
     long done = j->steps - j->attempt_start_step;
-    if (done > 0 && j->attempt_train_s > 0)
+    if (done > 0 && j->attempt_train_s > 0) {
+        learn_worker_speed(s, j);
         est_history_add_train(s->hist, j->method, s->w[j->worker].class_, j->attempt_train_s,
                               (double)done * j->nominal_step_s);
+    }
     s->w[j->worker].running_attempt = 0;
     s->sw[j->worker].job = -1;
     s->account_running[j->account]--;
@@ -795,6 +833,7 @@ static void start_attempt(struct sim *s, long ji, int wi)
 
     double step_flops = j->tokens_per_step * j->fpt;
     j->nominal_step_s = step_flops / capacity_worker_flops(w);
+    j->attempt_speed_log = w->speed_log;
     j->true_step_s = step_flops / s->sw[wi].true_flops * j->slowdown * class_slowdown[w->class_];
     long left = j->max_steps - j->steps;
     double lo, hi;
@@ -1169,6 +1208,7 @@ static void make_fleet(struct sim *s)
         w->price_per_hour = kinds[k].price * (c == WORKER_SPOT ? 0.4 : 1.0);
         s->sw[i].true_flops = kinds[k].flops * exp(0.05 * normal(&s->rng));
         w->flops = kinds[k].flops * exp(0.05 * normal(&s->rng)); /* its own measurement */
+        s->sw[i].bench_flops = w->flops;
         w->state = WORKER_ACTIVE;
         s->sw[i].job = -1;
         s->sw[i].lost_mtbf_s = 300 * 3600.0;

@@ -1042,9 +1042,9 @@ static void a_placed_job_reads_as_its_estimate_until_its_pace(void **state)
     h_free(h);
 }
 
-/* The calibration rows of kind `kind` whose `waited` is `waited` (-1:
- * any). */
-static int rows_where(struct harness *h, const char *kind, int waited)
+/* The calibration rows of kind `kind` (NULL: any) whose `waited` is
+ * `waited` (-1: any) and whose model (key) is `model` (NULL: any). */
+static int rows_matching(struct harness *h, const char *kind, int waited, const char *model)
 {
     enum { CAP = 512 };
     struct store_calibration *rows = calloc(CAP, sizeof *rows);
@@ -1052,15 +1052,30 @@ static int rows_where(struct harness *h, const char *kind, int waited)
     int n = 0, k = 0;
     assert_int_equal(store_calibration_list(h->srv.ctl->store, CAP, rows, &n), ERR_OK);
     for (int i = 0; i < n; i++)
-        k += strcmp(rows[i].kind, kind) == 0 && (waited < 0 || rows[i].waited == waited);
+        k += (!kind || strcmp(rows[i].kind, kind) == 0) &&
+             (waited < 0 || rows[i].waited == waited) &&
+             (!model || strcmp(rows[i].model, model) == 0);
     free(rows);
     return k;
+}
+
+/* The calibration rows of kind `kind` whose `waited` is `waited` (-1:
+ * any). */
+static int rows_where(struct harness *h, const char *kind, int waited)
+{
+    return rows_matching(h, kind, waited, NULL);
 }
 
 /* Calibration rows of `kind` in the store. */
 static int rows_of_kind(struct harness *h, const char *kind)
 {
     return rows_where(h, kind, -1);
+}
+
+/* Calibration rows whose model (key) is `model`. */
+static int rows_of_model(struct harness *h, const char *model)
+{
+    return rows_matching(h, NULL, -1, model);
 }
 
 /* Sends claim c's last events `evs` (ending in "done"), finishes its
@@ -1107,10 +1122,11 @@ static void run_to_success(struct harness *h, const char *id)
                  "\"model_dir\":\"/x/out/model\",\"adapter_dir\":null}");
 }
 
-/* A success writes its rows in one transaction: its last attempt's (six
- * once its shape is learnt), the job's, its time spread, its price's two and
- * time left's. All are kept: at most 8 were, and the time-left rows of a
- * learnt shape's job were dropped unsaid. */
+/* A success writes its rows in one transaction: its last attempt's
+ * (seven once its shape is learnt, its worker's own speed among them),
+ * the job's, its time spread, its price's two and time left's. All are
+ * kept: at most 8 were, and the time-left rows of a learnt shape's job
+ * were dropped unsaid. */
 static void a_success_keeps_every_calibration_row(void **state)
 {
     (void)state;
@@ -1120,8 +1136,15 @@ static void a_success_keeps_every_calibration_row(void **state)
     run_to_success(h, a); /* its shape is learnt */
     int tl = rows_of_kind(h, "tl"), price = rows_of_kind(h, "price");
     int train = rows_of_kind(h, "train"), start = rows_of_kind(h, "start");
+    /* a new service's shape is not predicted from anything: no offset;
+     * its worker's factor is learnt (it was not while the worker was
+     * looked up by the job's active attempt, cleared when it ended) */
+    assert_int_equal(rows_of_model(h, SCHED_LINK_WORKER_SPEED_PREFIX "w1"), 0);
+    assert_int_equal(rows_of_model(h, "worker:w1"), 1);
     char *b = new_job(h, h->key, NULL);
     run_to_success(h, b);
+    /* its worker's offset against the band it was predicted with */
+    assert_int_equal(rows_of_model(h, SCHED_LINK_WORKER_SPEED_PREFIX "w1"), 1);
     /* b's attempt measured a learnt shape's prediction and fixed costs */
     assert_int_equal(rows_of_kind(h, "train"), train + 1);
     assert_int_equal(rows_of_kind(h, "start"), start + 1);

@@ -41,6 +41,7 @@ static void ledger_state_round_trip_is_exact(void **state)
     a->nominal_step_s = 0.1234;
     a->model_factor = 0.375;
     a->worker_class = WORKER_SPOT;
+    a->speed_log = -0.0625; /* its worker's own correction */
     /* The time left's margins and the bands the job was shown. */
     a->tl.margin[1][1] = 0.0123456789;
     tl_set_tail(&a->tl, 1.2345678901); /* the work after the last step */
@@ -69,6 +70,7 @@ static void ledger_state_round_trip_is_exact(void **state)
     assert_true(b->nominal_step_s == a->nominal_step_s);
     assert_int_equal(b->worker_class, WORKER_SPOT);
     assert_true(b->model_factor == 0.375);
+    assert_true(b->speed_log == -0.0625);
     /* What was charged survives: the steps of the first attempt. */
     assert_true(b->ledger.charged_micros > 0);
     assert_int_equal(b->ledger.charged_micros, a->ledger.charged_micros);
@@ -539,6 +541,45 @@ static void a_reinforcement_jobs_tail_is_one_validation_round(void **state)
     sched_link_free(l);
 }
 
+/* A worker's own speed: its offsets (rows under "wres:NAME") correct it
+ * against the other workers read; a worker nothing is known of, or a
+ * fleet of one, keeps its bench. */
+static void a_workers_own_speed_corrects_its_bench(void **state)
+{
+    (void)state;
+    struct sched_link *l = sched_link_new();
+    struct sched_worker w[3] = {{.name = "slow", .flops = 100, .small_flops = 10},
+                                {.name = "fast", .flops = 100},
+                                {.name = "new", .flops = 100}};
+    struct store_calibration k = {.kind = FACTOR, .actual_a = 1};
+    for (int i = 0; i < 12; i++) { /* offsets 0.4 and -0.2: 12 of each */
+        text_copy(k.model, sizeof k.model, SCHED_LINK_WORKER_SPEED_PREFIX "slow");
+        k.nominal_a = exp(-0.4);
+        sched_link_calibrate(l, &k);
+        text_copy(k.model, sizeof k.model, SCHED_LINK_WORKER_SPEED_PREFIX "fast");
+        k.nominal_a = exp(0.2);
+        sched_link_calibrate(l, &k);
+    }
+    sched_link_correct_speeds(l, w, 3);
+    double slow = 0.4 * 12 / 16, fast = -0.2 * 12 / 16, fleet = 0.5 * (slow + fast);
+    assert_true(fabs(w[0].speed_log - (slow - fleet)) < 1e-9);
+    assert_true(fabs(w[0].flops - 100 * exp(-(slow - fleet))) < 1e-6);
+    assert_true(fabs(w[0].small_flops - 10 * exp(-(slow - fleet))) < 1e-6);
+    assert_true(fabs(w[1].flops - 100 * exp(-(fast - fleet))) < 1e-6);
+    assert_true(w[2].flops == 100 && w[2].speed_log == 0.0);
+    /* The slow worker alone: nothing to compare with. */
+    struct sched_worker alone = {.name = "slow", .flops = 100};
+    sched_link_correct_speeds(l, &alone, 1);
+    assert_true(alone.flops == 100);
+    /* The offset is the error against the band's centre (no history: the
+     * default band), with the correction the prediction carried. */
+    double off = sched_link_worker_offset(l, PLAN_METHOD_LORA_16, WORKER_ON_DEMAND, false, 30, 10,
+                                          -0.1);
+    assert_true(fabs(off - (log(3.0) - 0.1 - 0.5 * log(0.6 * 2.0))) < 1e-9);
+    assert_true(isnan(sched_link_worker_offset(l, 99, 0, false, 30, 10, 0)));
+    sched_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +593,7 @@ int main(void)
         cmocka_unit_test(a_shapes_speed_and_fixed_costs_are_learnt),
         cmocka_unit_test(time_left_margins_are_learnt_from_tl_rows),
         cmocka_unit_test(price_margins_are_learnt_from_price_rows),
+        cmocka_unit_test(a_workers_own_speed_corrects_its_bench),
         cmocka_unit_test(a_grader_models_weights_are_reserved_and_loaded),
         cmocka_unit_test(a_python_graders_seconds_are_in_the_training_range),
     };

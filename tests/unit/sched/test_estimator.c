@@ -968,6 +968,58 @@ static void rft_grader_model_loading_by_hand(void **state)
     assert_true(est_loading_s(0, 0) == 2.0);
 }
 
+/* A worker's own speed (docs/estimator.md, "The worker's own speed"):
+ * its offsets against the band's centre, their long mean, shrunk and
+ * measured against the fleet's, never correcting a fleet of one. */
+static void a_workers_own_speed_is_learnt(void **state)
+{
+    (void)state;
+    /* The offset: the error, plus the correction it carried, less the
+     * band's centre (the default band with no history: 0.6-2.0). */
+    double centre = 0.5 * log(0.6 * 2.0);
+    enum plan_method lora = PLAN_METHOD_LORA_16;
+    double off = est_worker_offset(NULL, lora, WORKER_ON_DEMAND, false, 20, 10, 0.25);
+    assert_true(fabs(off - (log(2.0) + 0.25 - centre)) < 1e-12);
+    assert_true(isnan(est_worker_offset(NULL, lora, WORKER_ON_DEMAND, false, 0, 10, 0)));
+    assert_true(isnan(est_worker_offset(NULL, lora, WORKER_ON_DEMAND, true, 5, 10, NAN)));
+    /* The mean of all the first EST_WORKER_MEMORY, then a moving one. */
+    double m = 0;
+    for (long n = 1; n <= EST_WORKER_MEMORY; n++)
+        m = est_worker_step(m, n, n % 2 ? 0.3 : -0.1);
+    assert_true(fabs(m - 0.1) < 1e-12);
+    m = est_worker_step(m, EST_WORKER_MEMORY + 1, 0.1 + EST_WORKER_MEMORY);
+    assert_true(fabs(m - 1.1) < 1e-12);
+    /* Shrunk by EST_WORKER_PRIOR attempts, less the fleet's weighted mean. */
+    double mean[4] = {0.3, -0.1, 0.7, 0.2}, out[4];
+    long count[4] = {20, 20, 0, 4};
+    est_worker_speed_logs(mean, count, 4, out);
+    double s0 = 0.3 * 20 / 24, s1 = -0.1 * 20 / 24, s3 = 0.2 * 4 / 8;
+    double fleet = (20 * s0 + 20 * s1 + 4 * s3) / 44;
+    assert_true(fabs(out[0] - (s0 - fleet)) < 1e-12);
+    assert_true(fabs(out[1] - (s1 - fleet)) < 1e-12);
+    assert_true(out[2] == 0.0); /* nothing learnt: the fleet's speed */
+    assert_true(fabs(out[3] - (s3 - fleet)) < 1e-12);
+    assert_true(out[0] > 0 && out[1] < 0);
+    /* A fleet of one is never corrected, whatever its offsets. */
+    double one_mean = 0.9, one_out;
+    long one_count = 50;
+    est_worker_speed_logs(&one_mean, &one_count, 1, &one_out);
+    assert_true(one_out == 0.0);
+    /* Held within +-EST_WORKER_MAX_LOG. */
+    double wild[2] = {40, -40}, wild_out[2];
+    long wild_n[2] = {100, 100};
+    est_worker_speed_logs(wild, wild_n, 2, wild_out);
+    assert_true(wild_out[0] == EST_WORKER_MAX_LOG && wild_out[1] == -EST_WORKER_MAX_LOG);
+    /* Applied to both bench points; kept on the worker. */
+    struct sched_worker w = {.flops = 100, .small_flops = 40};
+    capacity_correct_speed(&w, log(2.0));
+    assert_true(fabs(w.flops - 50) < 1e-9 && fabs(w.small_flops - 20) < 1e-9);
+    assert_true(w.speed_log == log(2.0));
+    struct sched_worker u = {.flops = 100};
+    capacity_correct_speed(&u, NAN);
+    assert_true(u.flops == 100 && u.speed_log == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -996,6 +1048,7 @@ int main(void)
         cmocka_unit_test(the_price_cap_is_measured),
         cmocka_unit_test(old_errors_age),
         cmocka_unit_test(a_slowdown_now_moves_the_band),
+        cmocka_unit_test(a_workers_own_speed_is_learnt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
