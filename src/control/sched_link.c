@@ -173,12 +173,11 @@ static void add_model(struct sched_link *l, const struct store_calibration *k)
         text_copy(m->model, sizeof m->model, k->model);
     }
     m->n++;
-    /* A worker's offsets are a long mean (est_worker_step), a factor a
-     * short one. */
+    /* A worker's offsets are a long mean, a factor a short one. */
     bool worker = strncmp(k->model, SCHED_LINK_WORKER_SPEED_PREFIX,
                           strlen(SCHED_LINK_WORKER_SPEED_PREFIX)) == 0;
-    m->log_ratio = worker ? est_worker_step(m->log_ratio, m->n, x)
-                          : est_factor_step(m->log_ratio, m->n, x);
+    m->log_ratio = est_mean_step(m->log_ratio, m->n, x,
+                                 worker ? EST_WORKER_MEMORY : EST_FACTOR_MEMORY);
     pthread_mutex_unlock(&l->model_mu);
 }
 

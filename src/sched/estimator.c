@@ -1,6 +1,7 @@
 /* estimator.c - nominal time from the job and the fleet, ranges from the
  * calibration history. */
 #include "sched/estimator.h"
+#include <assert.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -451,15 +452,10 @@ double est_worker_offset(const struct est_history *h, enum plan_method m, enum w
     return log(actual_s / predicted_s) + applied - 0.5 * log(b.lo * b.hi);
 }
 
-double est_factor_step(double mean, long n, double x)
+double est_mean_step(double mean, long n, double x, long memory)
 {
-    double w = n < 8 ? 1.0 / (double)(n > 0 ? n : 1) : 1.0 / 8;
-    return mean + w * (x - mean);
-}
-
-double est_worker_step(double mean, long n, double x)
-{
-    double w = 1.0 / (double)(n < 1 ? 1 : n < EST_WORKER_MEMORY ? n : EST_WORKER_MEMORY);
+    assert(memory >= 1);
+    double w = 1.0 / (double)(n < 1 ? 1 : n < memory ? n : memory);
     return mean + w * (x - mean);
 }
 
@@ -732,6 +728,11 @@ enum alallo_err est_estimate(const struct est_request *req, const struct sched_w
         double centre = sqrt(lo * hi), half = 0.5 * log(hi / lo);
         out->wait_cell = est_wait_cell(out->waits, out->wait_s, nominal);
         double wider = fmax(half + est_range_margin(h, out->wait_cell), MARGIN_KEEP * half);
+        /* never narrower than the wait's own range with the rest nominal:
+         * the running job's time left is calibrated on its own */
+        double rest = out->startup_s + out->train_s;
+        if (out->wait_low_s + rest > 0 && out->wait_high_s > out->wait_low_s)
+            wider = fmax(wider, 0.5 * log((out->wait_high_s + rest) / (out->wait_low_s + rest)));
         out->range_margin = wider - half;
         lo = centre * exp(-wider);
         hi = centre * exp(wider);

@@ -596,19 +596,16 @@ void est_worker_speed_logs(const double *mean, const long *count, size_t n,
                            double *out /* OUT, n */);
 #define EST_WORKER_PRIOR 4.0
 
-/* A worker's offsets' mean after its n-th offset x (n >= 1): the mean of
- * all while n <= EST_WORKER_MEMORY, then a moving average of that length,
- * so that a worker whose speed changes is followed. Its bench error is
- * lasting, so the mean is long: with a moving average of 8 the
- * simulation's corrections were noise enough to widen waiting jobs'
- * ranges (docs/estimator.md). */
-double est_worker_step(double mean, long n, double x);
+/* A mean in logs after its n-th value x (n >= 1): the mean of all while
+ * n <= memory, then a moving average of that length. A learnt factor's
+ * memory is short (EST_FACTOR_MEMORY), to follow a fleet whose speed
+ * changes; a worker's offsets' is long (EST_WORKER_MEMORY): its bench
+ * error lasts, and with a memory of 8 the simulation's corrections were
+ * noise enough to widen waiting jobs' ranges (docs/estimator.md). */
+double est_mean_step(double mean, long n, double x, long memory);
+#define EST_FACTOR_MEMORY 8
 #define EST_WORKER_MEMORY 64
 
-/* A learnt factor's mean in logs after its n-th value x (n >= 1): the
- * mean of the first 8, then a moving average (1/8) that follows a fleet
- * whose speed changes. */
-double est_factor_step(double mean, long n, double x);
 #define EST_WORKER_MAX_LOG 1.0986 /* log 3 */
 
 #endif

@@ -467,7 +467,7 @@ static void learn_worker_speed(struct sim *s, struct sim_job *j)
                                    j->attempt_speed_log);
     if (!isfinite(off))
         return;
-    x->offset = est_worker_step(x->offset, ++x->offsets, off);
+    x->offset = est_mean_step(x->offset, ++x->offsets, off, EST_WORKER_MEMORY);
     double *mean = malloc((size_t)s->nw * sizeof *mean);
     long *count = malloc((size_t)s->nw * sizeof *count);
     double *logs = malloc((size_t)s->nw * sizeof *logs);

@@ -740,6 +740,48 @@ static void the_margin_is_measured(void **state)
     free(h);
 }
 
+/* Issue 32, the real runs' misses: two short jobs waiting behind a
+ * 2,000-step job whose time left was 153..274 s. The parts summed to
+ * 160..287 s and held the truth (263 s); the margin of the long-wait cell,
+ * learnt from a few earlier waits that ended near their centres, narrowed
+ * that to 185..248 s. The running job's time left is calibrated on its
+ * own, so the range is never narrower than the wait's range with the rest
+ * of the job at its nominal time. */
+static void a_wait_keeps_its_own_range(void **state)
+{
+    (void)state;
+    struct est_history *h = calloc(1, sizeof *h);
+    for (int i = 0; i < 200; i++)
+        est_history_add_spread(h, 2, -0.5 + 0.05 * normal());
+    assert_true(est_range_margin(h, 2) < -0.3);
+    struct sched_worker ws[1] = {worker("only", 16 * GB, 1e11, 1.0, WORKER_ON_DEMAND)};
+    ws[0].running_attempt = 5;
+    ws[0].busy_until_s = 1000 + 180;
+    ws[0].busy_low_s = 1000 + 100;
+    ws[0].busy_high_s = 1000 + 300;
+    struct est_request r = request(1, SCHED_FASTEST_FINISH);
+    r.train_tokens = 9 * 1e11 / planner_flops_per_token(&r.job); /* 9 s */
+    struct estimate e;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.wait_cell, 2);
+    double rest = e.startup_s + e.train_s;
+    double parts = 0.5 * log((e.wait_high_s + e.startup_high_s + e.train_high_s) /
+                             (e.wait_low_s + e.startup_low_s + e.train_low_s));
+    double wait = 0.5 * log((e.wait_high_s + rest) / (e.wait_low_s + rest));
+    /* narrowed, but only to the wait's own half-width */
+    assert_true(wait < parts && wait > 0.5 * parts);
+    assert_near(log(e.time_high_s / e.time_low_s), 2 * wait, 1e-9);
+    assert_near(e.range_margin, wait - parts, 1e-9);
+    /* the cell's margin alone would have cut it to half */
+    assert_true(est_range_margin(h, 2) < 0.5 * parts - parts);
+    /* A job of its own with nothing to wait for is narrowed as before. */
+    ws[0].running_attempt = 0;
+    assert_int_equal(est_estimate(&r, ws, 1, NULL, h, &e, NULL, 0), ERR_OK);
+    assert_int_equal(e.wait_cell, 0);
+    assert_true(e.range_margin < 0);
+    free(h);
+}
+
 /* The price range is the training range at the worker's rate. Its upper
  * end is the cap and stays; its lower end moves to where succeeded jobs'
  * net prices stayed above it: raised when they paid well above it (at
@@ -982,13 +1024,17 @@ static void a_workers_own_speed_is_learnt(void **state)
     assert_true(fabs(off - (log(2.0) + 0.25 - centre)) < 1e-12);
     assert_true(isnan(est_worker_offset(NULL, lora, WORKER_ON_DEMAND, false, 0, 10, 0)));
     assert_true(isnan(est_worker_offset(NULL, lora, WORKER_ON_DEMAND, true, 5, 10, NAN)));
-    /* The mean of all the first EST_WORKER_MEMORY, then a moving one. */
-    double m = 0;
-    for (long n = 1; n <= EST_WORKER_MEMORY; n++)
-        m = est_worker_step(m, n, n % 2 ? 0.3 : -0.1);
-    assert_true(fabs(m - 0.1) < 1e-12);
-    m = est_worker_step(m, EST_WORKER_MEMORY + 1, 0.1 + EST_WORKER_MEMORY);
-    assert_true(fabs(m - 1.1) < 1e-12);
+    /* The mean of all the first `memory`, then a moving one: long for a
+     * worker's offsets, short for a factor. */
+    const long memory[2] = {EST_WORKER_MEMORY, EST_FACTOR_MEMORY};
+    for (int k = 0; k < 2; k++) {
+        double m = 0;
+        for (long n = 1; n <= memory[k]; n++)
+            m = est_mean_step(m, n, n % 2 ? 0.3 : -0.1, memory[k]);
+        assert_true(fabs(m - 0.1) < 1e-12);
+        m = est_mean_step(m, memory[k] + 1, 0.1 + (double)memory[k], memory[k]);
+        assert_true(fabs(m - 1.1) < 1e-12);
+    }
     /* Shrunk by EST_WORKER_PRIOR attempts, less the fleet's weighted mean. */
     double mean[4] = {0.3, -0.1, 0.7, 0.2}, out[4];
     long count[4] = {20, 20, 0, 4};
@@ -1044,6 +1090,7 @@ int main(void)
         cmocka_unit_test(a_fresh_shape_borrows_its_neighbours),
         cmocka_unit_test(fixed_costs_are_measured_apart),
         cmocka_unit_test(the_margin_is_measured),
+        cmocka_unit_test(a_wait_keeps_its_own_range),
         cmocka_unit_test(the_price_margin_is_measured),
         cmocka_unit_test(the_price_cap_is_measured),
         cmocka_unit_test(old_errors_age),
