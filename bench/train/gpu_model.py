@@ -126,6 +126,12 @@ CURRENT = {
                          # projection of a group writes dh, dln, dao, beta 0;
                          # attention's dq, dk, dv still zeroed); "none" (1e, built:
                          # attention's backward writes them too)
+    "gu_bf16": False,    # gate's and up's outputs kept as bf16, written so by
+                         # their products (change 1g), else at the activations'
+                         # width
+    "gated_f32": True,   # the gated activation's backward writes fp32 dg and du
+                         # beside their bf16 (False: change 1f, the bf16 alone;
+                         # the fp32 was read only for a bias gate and up lack)
     "f32_out": True,     # the norms before products and the gated activation
                          # write their fp32 output beside the bf16 copy (1a);
                          # False (change 1b): the bf16 alone, the fp32 being
@@ -137,6 +143,8 @@ CHANGES = [
     ("1c gated backward writes dg and du, no zeroing (built)", {"gated_acc": False}),
     ("1d first dX product writes dh, dln, dao (built)", {"zeroed": "attention"}),
     ("1e attention's backward writes dq, dk, dv (built)", {"zeroed": "none"}),
+    ("1f gated backward writes dg and du as bf16 alone (built)", {"gated_f32": False}),
+    ("1g gate's and up's outputs kept as bf16 (built)", {"gu_bf16": True}),
     ("1 bf16 activations", {"act": 2, "convert": False}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
@@ -151,6 +159,7 @@ CHANGES = [
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode",
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
+         "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
 
 
@@ -218,6 +227,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     # (its bf16 copy for the products is counted by convert): the design's
     # activation width, none when the kernel writes the bf16 alone (1b)
     out_b = a if design["f32_out"] or not design["convert"] else 0
+    # bytes a value of gate's or up's output as kept (1g: bf16)
+    gu = 2 if design["gu_bf16"] else a
 
     def weight(din, dout):
         """bytes the product reads for the base weight, after any decode"""
@@ -318,15 +329,15 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         for name, din, dout, grp in projs[3:]:
             if name == "down":
                 st.mem("elementwise: swiglu",
-                       (N * I * a * 2 + N * I * out_b) * (2 if design["torch"] else 1))
+                       (N * I * gu * 2 + N * I * out_b) * (2 if design["torch"] else 1))
                 convert(N * I)
             elif name == "gate":
                 st.mem("elementwise: residual adds", N * d * a * 3)
                 st.mem("elementwise: norms", N * d * (a + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
                 convert(N * d)
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
-            product("projections forward", N, dout, din, 2, a, weight(din, dout),
-                    design["nf4"] if nf4 else None, ex)
+            product("projections forward", N, dout, din, 2, gu if name in ("gate", "up") else a,
+                    weight(din, dout), design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name in ("o", "gate", "down"))
         st.mem("elementwise: residual adds", N * d * a * 3)
 
@@ -357,7 +368,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             # theirs; the bf16 copies are counted with each group's dW or
             # dA input). PyTorch keeps them.
             st.mem("elementwise: norms and activation again",
-                   2 * N * d * (a + out_b) + N * I * (2 * a + out_b), launches=3)
+                   2 * N * d * (a + out_b) + N * I * (2 * gu + out_b), launches=3)
         if not design["torch"]:
             # the backward's gradient buffers that products and kernels add
             # into: zeroed by a pass each, then read by their first adder
@@ -382,7 +393,11 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                        N * din * 2 + N * dout * 2 + din * dout * 4)
             lora_backward(name, din, dout, name in ("q", "o", "gate", "down"))
             if name == "gate":
-                st.mem("elementwise: swiglu backward", N * I * a * 5 * (2 if design["torch"] else 1))
+                # reads dh, g, u; writes dg and du at the activations'
+                # width, unless the bf16 copies alone (1f, counted by convert)
+                dg_b = 2 * a if design["gated_f32"] or not design["convert"] else 0
+                st.mem("elementwise: swiglu backward",
+                       (N * I * (a + 2 * gu) + N * I * dg_b) * (2 if design["torch"] else 1))
             if name == "o":
                 st.mem("elementwise: norms backward", N * d * a * 4)
             if name == "q":

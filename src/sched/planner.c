@@ -337,11 +337,18 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
     /* 4-bit LoRA on a GPU recomputes each layer in the backward pass
      * (cuda_train_recompute_auto): it keeps each layer's input (h) and one
      * layer's other activations */
-    double layers_kept = kept_all;
-    if (on_gpu && j.adapter == PLAN_LORA && j.precision == PLAN_4BIT)
+    double layers_kept = kept_all, gated_layers = m->layers;
+    if (on_gpu && j.adapter == PLAN_LORA && j.precision == PLAN_4BIT) {
         layers_kept = h * m->layers + kept;
+        gated_layers = 1;
+    }
+    /* It keeps gate's and up's outputs as bf16 (half of their 2 im a
+     * layer), and its gated backward writes dg and du as bf16 alone (no
+     * model has a bias on gate or up to want their fp32). */
     if (on_gpu)
-        activations = ACT_BYTES * tokens * (layers_kept + scratch) +
+        layers_kept -= im * gated_layers;
+    if (on_gpu)
+        activations = ACT_BYTES * tokens * (layers_kept + scratch - 2.0 * im) +
                       2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r) + largest);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
     double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));

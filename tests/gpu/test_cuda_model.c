@@ -847,12 +847,13 @@ static void train_seam_resume(void **state)
 
 /* The products of one pass (with gradients, LoRA dropout p) of a llama
  * LoRA model adapting the projections in targets, per kind; *adapted OUT
- * the number of adapted projections. */
+ * the number of adapted projections, *layers OUT the model's layers. */
 static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KINDS],
-                       int *adapted)
+                       int *adapted, int *layers)
 {
     struct model *m = lora_model(FAM_LLAMA, targets, 5);
     *adapted = 0;
+    *layers = m->cfg.n_layers;
     for (int l = 0; l < m->cfg.n_layers; l++)
         for (int q = 0; q < PROJ_COUNT; q++)
             *adapted += m->layers[l].proj[q].r > 0;
@@ -878,7 +879,9 @@ static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KIND
  * into the base products (the default) they are none, but (dy B) A with
  * dropout (its mask is LoRA's alone); adapting all seven or all but down
  * (whose dx every layer needs, unlike layer 0's q, k and v) differs by
- * exactly those, with dropout or without. */
+ * exactly those, with dropout or without. Gate's and up's base products
+ * write bf16 (change 1g), and so does (xA) B^T adding into them with
+ * ALALLO_CUDA_LORA=each: two, or four, bf16-out products a layer more. */
 static void lora_products_bf16(void **state)
 {
     (void)state;
@@ -888,9 +891,10 @@ static void lora_products_bf16(void **state)
             setenv("ALALLO_CUDA_LORA", "each", 1);
         float p = drop ? 0.2f : 0.0f;
         unsigned long all[CUDA_GEMM_KINDS], one[CUDA_GEMM_KINDS];
-        int n_all, n_one;
-        count_pass(MODEL_ALL_PROJ, p, all, &n_all);
-        count_pass(MODEL_ALL_PROJ & ~(1u << PROJ_DOWN), p, one, &n_one);
+        int n_all, n_one, layers;
+        count_pass(MODEL_ALL_PROJ, p, all, &n_all, &layers);
+        count_pass(MODEL_ALL_PROJ & ~(1u << PROJ_DOWN), p, one, &n_one, &layers);
+        unsigned long gated = (each ? 4ul : 2ul) * (unsigned long)layers;
         printf("products, %s, dropout %.1f: %d adapted: %lu bf16, %lu bf16-out; %d adapted: %lu "
                "bf16, %lu bf16-out; fp32 %lu, %lu\n", each ? "each" : "folded", p, n_all,
                all[CUDA_GEMM_BF16_F32],
@@ -899,8 +903,8 @@ static void lora_products_bf16(void **state)
         assert_true(n_all > n_one && n_one > 0);
         assert_int_equal(all[CUDA_GEMM_F32_F32], 0); /* nothing on CUDA cores */
         assert_int_equal(one[CUDA_GEMM_F32_F32], 0);
-        assert_int_equal(all[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_all);
-        assert_int_equal(one[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_one);
+        assert_int_equal(all[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_all + gated);
+        assert_int_equal(one[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_one + gated);
         assert_int_equal(all[CUDA_GEMM_BF16_F32] - one[CUDA_GEMM_BF16_F32],
                          (each ? 4ul : drop ? 3ul : 2ul) * (unsigned long)(n_all - n_one));
         unsetenv("ALALLO_CUDA_LORA");

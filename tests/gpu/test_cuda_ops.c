@@ -305,11 +305,81 @@ static void act_case(const char *name, act_fwd cpu_f, act_bwd cpu_b, gpu_act_fwd
     snprintf(what, sizeof what, "%s du written (n %zu)", name, n);
     fetch(plain, gdu, n * 4);
     expect_same_bits(what, plain, wu, n * 4, 4);
+    /* The bf16 alone (change 1f: no fp32 dg, du): the same bf16 bits. */
+    cuda_zero(gdgb, n * 2);
+    cuda_zero(gdub, n * 2);
+    gpu_b(NULL, NULL, gdgb, gdub, 0, 0, gdh, gg, gu, n, 0);
+    snprintf(what, sizeof what, "%s dg, bf16 alone (n %zu)", name, n);
+    expect_bf16_copy(what, gdgb, wg, n);
+    snprintf(what, sizeof what, "%s du, bf16 alone (n %zu)", name, n);
+    expect_bf16_copy(what, gdub, wu, n);
     free(nan), free(wg), free(wu);
     cuda_free(gg), cuda_free(gu), cuda_free(gdh), cuda_free(gh), cuda_free(gdg), cuda_free(gdu);
     cuda_free(ghb), cuda_free(gdgb), cuda_free(gdub);
     free(g), free(u), free(dh), free(dg0), free(du0), free(h), free(dg), free(du), free(out);
     free(plain);
+}
+
+/* Change 1g: the kernels that read g and u as bf16 (as the trainer keeps
+ * them) give the fp32 kernels' bits on g and u rounded to bf16, forward and
+ * backward, with and without the fp32 outputs, at a row stride. */
+static void gated_bf16_case(int gelu, size_t n, int cols, int ld)
+{
+    struct rng r;
+    rng_seed(&r, n + 7);
+    float *g = fill(n, &r, 6.0f), *u = fill(n, &r, 2.0f), *dh = fill(n, &r, 1.0f);
+    uint16_t *gb = malloc(n * 2), *ub = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        gb[i] = linear_f32_to_bf16(g[i]);
+        ub[i] = linear_f32_to_bf16(u[i]);
+        g[i] = linear_bf16_to_f32(gb[i]);
+        u[i] = linear_bf16_to_f32(ub[i]);
+    }
+    size_t nb = ld > cols ? n / (size_t)cols * (size_t)ld : n; /* the bf16 rows' extent */
+    float *dg = dev_copy(g, n * 4), *du = dev_copy(u, n * 4), *ddh = dev_copy(dh, n * 4);
+    uint16_t *dgb16 = dev_copy(gb, n * 2), *dub16 = dev_copy(ub, n * 2);
+    float *h1 = dev_zero(n * 4), *h2 = dev_zero(n * 4);
+    float *g1 = dev_zero(n * 4), *u1 = dev_zero(n * 4);
+    float *g2 = dev_zero(n * 4), *u2 = dev_zero(n * 4);
+    uint16_t *b1 = dev_zero(nb * 2), *b2 = dev_zero(nb * 2), *c1 = dev_zero(nb * 2),
+             *c2 = dev_zero(nb * 2);
+    if (gelu)
+        cuda_geglu_forward(h1, b1, cols, ld, dg, du, n);
+    else
+        cuda_swiglu_forward(h1, b1, cols, ld, dg, du, n);
+    cuda_gated_forward_bf16(gelu, h2, b2, cols, ld, dgb16, dub16, n);
+    char what[80];
+    float *x1 = malloc(n * 4), *x2 = malloc(n * 4);
+    uint16_t *y1 = malloc(nb * 2), *y2 = malloc(nb * 2);
+    snprintf(what, sizeof what, "%s forward from bf16 (n %zu)", gelu ? "geglu" : "swiglu", n);
+    fetch(x1, h1, n * 4), fetch(x2, h2, n * 4);
+    expect_same_bits(what, x2, x1, n * 4, 4);
+    fetch(y1, b1, nb * 2), fetch(y2, b2, nb * 2);
+    expect_same_bits(what, y2, y1, nb * 2, 2);
+    cuda_zero(b2, nb * 2);
+    cuda_gated_forward_bf16(gelu, NULL, b2, cols, ld, dgb16, dub16, n);
+    fetch(y2, b2, nb * 2);
+    expect_same_bits(what, y2, y1, nb * 2, 2);
+    if (gelu)
+        cuda_geglu_backward(g1, u1, b1, c1, cols, ld, ddh, dg, du, n, 0);
+    else
+        cuda_swiglu_backward(g1, u1, b1, c1, cols, ld, ddh, dg, du, n, 0);
+    cuda_gated_backward_bf16(gelu, g2, u2, b2, c2, cols, ld, ddh, dgb16, dub16, n, 0);
+    snprintf(what, sizeof what, "%s backward from bf16 (n %zu)", gelu ? "geglu" : "swiglu", n);
+    fetch(x1, g1, n * 4), fetch(x2, g2, n * 4);
+    expect_same_bits(what, x2, x1, n * 4, 4);
+    fetch(x1, u1, n * 4), fetch(x2, u2, n * 4);
+    expect_same_bits(what, x2, x1, n * 4, 4);
+    cuda_zero(b2, nb * 2), cuda_zero(c2, nb * 2);
+    cuda_gated_backward_bf16(gelu, NULL, NULL, b2, c2, cols, ld, ddh, dgb16, dub16, n, 0);
+    fetch(y1, b1, nb * 2), fetch(y2, b2, nb * 2);
+    expect_same_bits(what, y2, y1, nb * 2, 2);
+    fetch(y1, c1, nb * 2), fetch(y2, c2, nb * 2);
+    expect_same_bits(what, y2, y1, nb * 2, 2);
+    cuda_free(dg), cuda_free(du), cuda_free(ddh), cuda_free(dgb16), cuda_free(dub16);
+    cuda_free(h1), cuda_free(h2), cuda_free(g1), cuda_free(u1), cuda_free(g2), cuda_free(u2);
+    cuda_free(b1), cuda_free(b2), cuda_free(c1), cuda_free(c2);
+    free(g), free(u), free(dh), free(gb), free(ub), free(x1), free(x2), free(y1), free(y2);
 }
 
 static void gated_activations_match_cpu(void **state)
@@ -321,6 +391,10 @@ static void gated_activations_match_cpu(void **state)
                  cuda_swiglu_backward, sizes[i]);
         act_case("geglu", ops_geglu_forward, ops_geglu_backward, cuda_geglu_forward,
                  cuda_geglu_backward, sizes[i]);
+    }
+    for (int gelu = 0; gelu < 2; gelu++) {
+        gated_bf16_case(gelu, 255, 255, 0);
+        gated_bf16_case(gelu, 97 * 40, 97, 120); /* rows of 97, 120 apart */
     }
 }
 

@@ -104,12 +104,15 @@ struct cuda_acts {
     size_t max_in;               /* widest product input */
     int ldy;                     /* dyb's and dub's rows: the widest output
                                   * and LoRA's r columns past it (fold) */
-    float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
+    float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse;
+    uint16_t *g, *u;             /* gate's and up's outputs, kept as bf16 as
+                                  * their products write them (change 1g) */
     float *pa, *pf, *rstd3, *rstd4;
     float *lnf, *rstdf;
     float *ln, *tmp, *dres, *dres2, *dln;
     float *dq, *dao, *dk, *dv;
     float *hbuf, *dg, *du, *dh;
+    size_t hbuf_n;               /* hbuf's floats (N x intermediate) */
     float *logits, *capped, *xc, *dxc;
     float *attn_d;               /* (B, H, T) attention backward's scratch */
     float *row_loss;             /* (N): each target row's loss, downloaded once a pass */
@@ -723,24 +726,29 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->recompute = recompute != 0;
     a->max_in = max_in;
     a->deq_cap = deq;
+    a->hbuf_n = N * F;
+    /* the gated backward's fp32 dg and du: only for a bias's gradient */
+    size_t gf = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (cm->layers[l].proj[PROJ_GATE].dbias || cm->layers[l].proj[PROJ_UP].dbias)
+            gf = N * F;
     /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
     size_t fsz[] = {
         (L + 1) * N * C, K * N * C, K * N, K * N,        /* res mid rstd1 rstd2 */
         K * N * qd, K * N * kd, K * N * kd, K * N * qd,  /* q k v ao */
         K * (size_t)B * c->n_heads * T,                  /* lse */
-        K * N * F, K * N * F,                            /* g u */
         K * N * C * pn, K * N * C * pn, K * N * pn, K * N * pn, /* pa pf rstd3 rstd4 */
         N * C, N,                                        /* lnf rstdf */
         N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
         N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
-        N * F, N * F, N * F, N * F,                      /* hbuf dg du dh */
+        N * F, gf, gf, N * F,                            /* hbuf dg du dh */
         hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
         hr * C, hr * C, N,                               /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
         &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
-        &a->g, &a->u, &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
+        &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
         &a->row_loss, &a->attn_d, &a->row_w,
@@ -749,9 +757,10 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->ldy = (int)ldy;
     size_t bsz[] = {N * max_ldx, N * max_in, N * ldy, N * ldy, /* xb yb dyb dub */
                     hr * V, hr * C, deq, /* bf16 values */
-                    K * PROJ_COUNT * N * r, N * (r ? r : 1)}; /* xa ltmp */
+                    K * PROJ_COUNT * N * r, N * (r ? r : 1), /* xa ltmp */
+                    K * N * F, K * N * F}; /* g u */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
-                         &a->deq, &a->xa, &a->ltmp};
+                         &a->deq, &a->xa, &a->ltmp, &a->g, &a->u};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -893,13 +902,22 @@ static int nf4_chunk_rows(const struct cuda_acts *a, int in)
  * chunk one product at cuBLASLt's rate (never a whole decoded matrix), or
  * on request the product that decodes tile by tile in shared memory
  * (cuda_nf4_gemm; docs/trainer.md, "NF4 a chunk at a time"). forward: y
- * (N,out) = x W^T from xb, each chunk making its columns of y (each the
- * same sum as one product's); else dx (N,in) = dy W + beta dx from dy's
- * bf16, the first chunk with beta (0: dx written), the others adding
- * their part of the sum. */
+ * (N,out) = x W^T from xb into out, or as bf16 into outb (out NULL), each
+ * chunk making its columns of y (each the same sum as one product's);
+ * else dx (N,in) = dy W + beta dx from dy's bf16, the first chunk with
+ * beta (0: dx written), the others adding their part of the sum. */
 static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, float *out,
-                        const uint16_t *inb, int lda, int N, float beta)
+                        uint16_t *outb, const uint16_t *inb, int lda, int N, float beta)
 {
+    assert((out != NULL) != (outb != NULL) && (!outb || forward));
+    if (a->nf4_fused && outb) {
+        /* the fused product writes fp32: through hbuf, free while gate and
+         * up run (the only projections with a bf16 output) */
+        assert((size_t)N * d->out <= a->hbuf_n);
+        cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, lda, &d->wq, d->in, 0.0f, a->hbuf, d->out);
+        cuda_to_bf16(outb, a->hbuf, (size_t)N * d->out);
+        return;
+    }
     if (a->nf4_fused) {
         if (forward)
             cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, lda, &d->wq, d->in, 0.0f, out,
@@ -913,7 +931,10 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
     for (int r0 = 0; r0 < d->out; r0 += step) {
         int nr = d->out - r0 < step ? d->out - r0 : step;
         const uint16_t *w = weight_rows(a, d, r0, nr);
-        if (forward)
+        if (outb)
+            check(a, cuda_gemm_bf16_out(0, 1, N, nr, d->in, 1.0f, inb, lda, w, d->in, 0.0f,
+                                        outb + r0, d->out));
+        else if (forward)
             check(a, cuda_gemm_bf16(0, 1, N, nr, d->in, 1.0f, inb, lda, w, d->in, 0.0f,
                                     out + r0, d->out));
         else /* the first chunk with the caller's beta, the rest adding */
@@ -930,10 +951,15 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
  * x' A^T is rounded to bf16 once, as the products after it and the
  * backward read it. Folded (d->fold): x' A^T goes into its columns of xb
  * as well, and one product over [x | LoRA's columns] and [W | scale B]
- * makes y; else (x' A^T) B^T is a product of its own, added into y. */
-static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, const float *x,
-                        uint16_t *xb, int ldx, int N, uint16_t *xa, struct linear_dropout dr)
+ * makes y; else (x' A^T) B^T is a product of its own, added into y.
+ * With yb (y NULL) the products write y as bf16 (change 1g: gate's and
+ * up's outputs); LoRA's own product then adds into the bf16, rounding
+ * again, as a bf16 trainer does. */
+static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uint16_t *yb,
+                        const float *x, uint16_t *xb, int ldx, int N, uint16_t *xa,
+                        struct linear_dropout dr)
 {
+    assert((y != NULL) != (yb != NULL) && !(yb && d->bias)); /* no bias on gate or up */
     if (d->r > 0) {
         const uint16_t *xd = xb;
         int ldd = ldx;
@@ -947,20 +973,25 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
         check(a, cuda_gemm_bf16_out(0, 1, N, d->r, d->in, 1.0f, xd, ldd, d->lab, d->in, 0.0f,
                                     xa, d->r));
     }
-    if (d->fold) {
+    int K = d->fold ? d->col0 + d->r : d->in;
+    if (d->fold)
         cuda_copy_cols(xb + d->col0, ldx, xa, d->r, N, d->r);
-        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->col0 + d->r, 1.0f, xb, ldx, d->wb, d->ldw,
-                                0.0f, y, d->out));
-    } else if (d->wb) {
-        check(a, cuda_gemm_bf16(0, 1, N, d->out, d->in, 1.0f, xb, ldx, d->wb, d->ldw, 0.0f, y,
+    if (d->wb && yb)
+        check(a, cuda_gemm_bf16_out(0, 1, N, d->out, K, 1.0f, xb, ldx, d->wb, d->ldw, 0.0f, yb,
+                                    d->out));
+    else if (d->wb)
+        check(a, cuda_gemm_bf16(0, 1, N, d->out, K, 1.0f, xb, ldx, d->wb, d->ldw, 0.0f, y,
                                 d->out));
-    } else {
-        assert(ldx == d->in); /* no NF4 projection folds, so its group has no columns */
-        nf4_product(a, d, 1, y, xb, ldx, N, 0.0f);
+    else {
+        assert(ldx == d->in && !d->fold); /* no NF4 projection folds: no columns */
+        nf4_product(a, d, 1, y, yb, xb, ldx, N, 0.0f);
     }
     if (d->bias)
         cuda_add_bias(y, d->bias, N, d->out);
-    if (d->r > 0 && !d->fold)
+    if (d->r > 0 && !d->fold && yb)
+        check(a, cuda_gemm_bf16_out(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lbb, d->r,
+                                    1.0f, yb, d->out));
+    else if (d->r > 0 && !d->fold)
         check(a, cuda_gemm_bf16(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lbb, d->r, 1.0f, y,
                                 d->out));
 }
@@ -970,7 +1001,8 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, con
  * first into it, writes it, beta 0), dw += dy^T x (xb: x as bf16, needed
  * when d->dw, and for dA when no dropout), dbias, dB, dA. dyb is dy as
  * bf16, its rows a->ldy apart, made by the kernel that made dy, or NULL
- * to convert it here (into a->dyb). LoRA's products read bf16 (dy, x',
+ * to convert it here (into a->dyb); dy may be NULL beside dyb when no
+ * bias trains (its one fp32 reader). LoRA's products read bf16 (dy, x',
  * xa, dy B rounded once, A and B's copies) and add into the fp32 dA, dB
  * and dx. Folded (d->fold, without dropout): t = dy B goes into dyb's r
  * columns past dy, and one product over [dy | t] and [W ; scale A] adds
@@ -982,6 +1014,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
 {
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
     float beta = dx_fresh ? 0.0f : 1.0f; /* the base's dX product: the first into dx */
+    assert(dy || (dyb && !d->dbias)); /* the fp32 is read for the bias and the bf16 alone */
     if (!dyb && (dx || d->dw || d->r > 0)) {
         cuda_to_bf16_rows(a->dyb, ldy, dy, N, d->out);
         dyb = a->dyb;
@@ -1016,7 +1049,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
         check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out, 1.0f, dyb, ldy, d->wb, d->ldw, beta, dx,
                                 d->in));
     else if (dx)
-        nf4_product(a, d, 0, dx, dyb, ldy, N, beta);
+        nf4_product(a, d, 0, dx, NULL, dyb, ldy, N, beta);
     if (d->dw) /* full fine-tuning: never folded, so wb is (out, in) */
         check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, ldy, xb, d->in, 1.0f, d->dw,
                                 d->in));
@@ -1037,7 +1070,8 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
 /* ------------------------------------------------------------ the pass */
 
 struct layer_acts {
-    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse, *g, *u;
+    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse;
+    uint16_t *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
     uint16_t *xa[PROJ_COUNT];
 };
@@ -1092,24 +1126,23 @@ static float *f32_out(const struct cuda_model *cm, const struct cuda_acts *a, in
     return fb && !group_reads_f32(cm, a, l, p0, n) ? NULL : f;
 }
 
-/* hb: h as bf16, its rows ldhb apart (0: packed); h may be NULL. */
-static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldhb, const float *g,
-                    const float *u, size_t n)
+/* hb: h as bf16, its rows ldhb apart (0: packed); h may be NULL. g and
+ * u as the products wrote them, bf16. */
+static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldhb,
+                    const uint16_t *g, const uint16_t *u, size_t n)
 {
-    int F = cm->cfg.intermediate;
-    if (cm->cfg.gelu)
-        cuda_geglu_forward(h, hb, F, ldhb, g, u, n);
-    else
-        cuda_swiglu_forward(h, hb, F, ldhb, g, u, n);
+    cuda_gated_forward_bf16(cm->cfg.gelu, h, hb, cm->cfg.intermediate, ldhb, g, u, n);
 }
 
 /* lin_forward for projection p of layer l from x and its bf16 in a->xb,
- * with its dropout. */
+ * with its dropout; into y, or as bf16 into yb (y NULL). */
 static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
-                         float *y, const float *x, const struct layer_acts *s, int N)
+                         float *y, uint16_t *yb, const float *x, const struct layer_acts *s,
+                         int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_forward(a, d, y, x, a->xb, cm->layers[l].ldx[p], N, s->xa[p], proj_dropout(a, d, l, p));
+    lin_forward(a, d, y, yb, x, a->xb, cm->layers[l].ldx[p], N, s->xa[p],
+                proj_dropout(a, d, l, p));
 }
 
 /* again set: the backward pass recomputes what it needs of layer l (the
@@ -1128,27 +1161,27 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb, L->ldx[PROJ_Q],
                          s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
-    proj_forward(cm, a, l, PROJ_Q, s.q, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_K, s.k, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_V, s.v, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_Q, s.q, NULL, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_K, s.k, NULL, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_V, s.v, NULL, a->ln, &s, N);
     cuda_rope_forward(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_rope_forward(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_attention_forward(s.ao, a->xb, L->ldx[PROJ_O], s.lse, s.q, s.k, s.v, seg, B, T, H, KV,
                            hd, scale, c->attn_softcap);
     float *ao_out = s.pa ? s.pa : a->tmp;
-    proj_forward(cm, a, l, PROJ_O, ao_out, s.ao, &s, N);
+    proj_forward(cm, a, l, PROJ_O, ao_out, NULL, s.ao, &s, N);
     if (s.pa)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     cuda_add(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
                          L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    proj_forward(cm, a, l, PROJ_GATE, s.g, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_UP, s.u, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, a->ln, &s, N);
     mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, a->xb), a->xb, L->ldx[PROJ_DOWN], s.g,
             s.u, NF);
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, a->hbuf, &s, N);
+    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, a->hbuf, &s, N);
     if (s.pf)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)
@@ -1201,16 +1234,16 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
         dmlp = a->tmp;
     }
     proj_backward(cm, a, l, PROJ_DOWN, a->dh, dmlp, a->dyb, a->hbuf, xb, &s, N);
-    /* dg and du written, not added into zeros (change 1c) */
-    if (c->gelu)
-        cuda_geglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF, 0);
-    else
-        cuda_swiglu_backward(a->dg, a->du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF, 0);
+    /* dg and du written, not added into zeros (change 1c); their fp32 only
+     * for a bias's gradient, else the bf16 alone (change 1f) */
+    float *dg = L->proj[PROJ_GATE].dbias ? a->dg : NULL;
+    float *du = L->proj[PROJ_UP].dbias ? a->du : NULL;
+    cuda_gated_backward_bf16(c->gelu, dg, du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF, 0);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2, s.mid,
                          L->ln2, N, C, eps);
-    proj_backward(cm, a, l, PROJ_GATE, a->dln, a->dg, a->dyb, a->ln, xb, &s, N);
-    proj_backward(cm, a, l, PROJ_UP, a->dln, a->du, a->dub, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_GATE, a->dln, dg, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_UP, a->dln, du, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     cuda_rmsnorm_backward(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid, L->ln2,
                           s.rstd2, N, C);

@@ -245,13 +245,26 @@ __device__ __forceinline__ void put_rows(float *y, uint16_t *yb, size_t i, float
         yb[ld == cols ? i : i / cols * ld + i % cols] = f32_to_bf16(v);
 }
 
-__global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const float *g, const float *u,
-                                         size_t n, size_t cols, size_t ld)
+/* A gated activation's input: fp32, or bf16 kept as the products wrote
+ * it (change 1g). */
+__device__ __forceinline__ float act_in(const float *p, size_t i)
+{
+    return p[i];
+}
+
+__device__ __forceinline__ float act_in(const uint16_t *p, size_t i)
+{
+    return bf16_to_f32(p[i]);
+}
+
+template <typename T>
+__global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const T *g, const T *u, size_t n,
+                                         size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
-        float x = g[i];
+        float x = act_in(g, i);
         float s = 1.0f / (1.0f + expf(-x));
-        put_rows(h, hb, i, x * s * u[i], cols, ld);
+        put_rows(h, hb, i, x * s * act_in(u, i), cols, ld);
     }
 }
 
@@ -260,15 +273,16 @@ __global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const float *g,
  * with the same bits, since 0 + v turns a -0 into +0 as the sum did). */
 #define GATED_BASE(p, i) (acc ? (p)[i] : 0.0f)
 
+template <typename T>
 __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
-                                         const float *dh, const float *g, const float *u,
-                                         size_t n, size_t cols, size_t ld, int acc)
+                                         const float *dh, const T *g, const T *u, size_t n,
+                                         size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
-        float x = g[i];
+        float x = act_in(g, i), ui = act_in(u, i);
         float s = 1.0f / (1.0f + expf(-x));
         /* d silu/dx = s (1 + x (1 - s)) */
-        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * u[i] * s * (1.0f + x * (1.0f - s)), cols,
+        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * ui * s * (1.0f + x * (1.0f - s)), cols,
                  ld);
         put_rows(du, dub, i, GATED_BASE(du, i) + dh[i] * x * s, cols, ld);
     }
@@ -278,27 +292,29 @@ __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, ui
 #define GELU_S 0.7978845608028654f
 #define GELU_A 0.044715f
 
-__global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const float *g, const float *u,
-                                        size_t n, size_t cols, size_t ld)
+template <typename T>
+__global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const T *g, const T *u, size_t n,
+                                        size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
-        float x = g[i];
+        float x = act_in(g, i);
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        put_rows(h, hb, i, 0.5f * x * (1.0f + t) * u[i], cols, ld);
+        put_rows(h, hb, i, 0.5f * x * (1.0f + t) * act_in(u, i), cols, ld);
     }
 }
 
+template <typename T>
 __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
-                                        const float *dh, const float *g, const float *u,
-                                        size_t n, size_t cols, size_t ld, int acc)
+                                        const float *dh, const T *g, const T *u, size_t n,
+                                        size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
-        float x = g[i];
+        float x = act_in(g, i), ui = act_in(u, i);
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
         float gelu = 0.5f * x * (1.0f + t);
         float dgelu = 0.5f * (1.0f + t) +
                       0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * u[i] * dgelu, cols, ld);
+        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * ui * dgelu, cols, ld);
         put_rows(du, dub, i, GATED_BASE(du, i) + dh[i] * gelu, cols, ld);
     }
 }
@@ -310,13 +326,11 @@ static void rows_of(size_t n, int cols, int ld, size_t *c, size_t *l)
     *l = ld > cols ? (size_t)ld : *c;
 }
 
-typedef void (*gated_fwd)(float *, uint16_t *, const float *, const float *, size_t, size_t,
-                          size_t);
-typedef void (*gated_bwd)(float *, float *, uint16_t *, uint16_t *, const float *,
-                          const float *, const float *, size_t, size_t, size_t, int);
-
-static void gated_forward(gated_fwd k, float *h, uint16_t *hb, int cols, int ldhb,
-                          const float *g, const float *u, size_t n)
+template <typename T>
+static void gated_forward(void (*k)(float *, uint16_t *, const T *, const T *, size_t, size_t,
+                                    size_t),
+                          float *h, uint16_t *hb, int cols, int ldhb, const T *g, const T *u,
+                          size_t n)
 {
     size_t c, l;
     assert(h || hb);
@@ -325,11 +339,14 @@ static void gated_forward(gated_fwd k, float *h, uint16_t *hb, int cols, int ldh
         cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n, c, l);
 }
 
-static void gated_backward(gated_bwd k, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
-                           int cols, int ldb, const float *dh, const float *g, const float *u,
-                           size_t n, int acc)
+template <typename T>
+static void gated_backward(void (*k)(float *, float *, uint16_t *, uint16_t *, const float *,
+                                     const T *, const T *, size_t, size_t, size_t, int),
+                           float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
+                           const float *dh, const T *g, const T *u, size_t n, int acc)
 {
     size_t c, l;
+    assert((dg || (dgb && !acc)) && (du || (dub && !acc)));
     rows_of(n, cols, ldb, &c, &l);
     if (n)
         cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dg, du, dgb, dub, dh, g, u, n, c,
@@ -339,25 +356,40 @@ static void gated_backward(gated_bwd k, float *dg, float *du, uint16_t *dgb, uin
 void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
                          const float *u, size_t n)
 {
-    gated_forward(swiglu_fwd_kernel, h, hb, cols, ldhb, g, u, n);
+    gated_forward(swiglu_fwd_kernel<float>, h, hb, cols, ldhb, g, u, n);
 }
 
 void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
                           const float *dh, const float *g, const float *u, size_t n, int acc)
 {
-    gated_backward(swiglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
+    gated_backward(swiglu_bwd_kernel<float>, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
 }
 
 void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
                         const float *u, size_t n)
 {
-    gated_forward(geglu_fwd_kernel, h, hb, cols, ldhb, g, u, n);
+    gated_forward(geglu_fwd_kernel<float>, h, hb, cols, ldhb, g, u, n);
 }
 
 void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
                          const float *dh, const float *g, const float *u, size_t n, int acc)
 {
-    gated_backward(geglu_bwd_kernel, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
+    gated_backward(geglu_bwd_kernel<float>, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
+}
+
+void cuda_gated_forward_bf16(int gelu, float *h, uint16_t *hb, int cols, int ldhb,
+                             const uint16_t *g, const uint16_t *u, size_t n)
+{
+    gated_forward(gelu ? geglu_fwd_kernel<uint16_t> : swiglu_fwd_kernel<uint16_t>, h, hb, cols,
+                  ldhb, g, u, n);
+}
+
+void cuda_gated_backward_bf16(int gelu, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                              int cols, int ldb, const float *dh, const uint16_t *g,
+                              const uint16_t *u, size_t n, int acc)
+{
+    gated_backward(gelu ? geglu_bwd_kernel<uint16_t> : swiglu_bwd_kernel<uint16_t>, dg, du, dgb,
+                   dub, cols, ldb, dh, g, u, n, acc);
 }
 
 __global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)
@@ -386,6 +418,8 @@ void cuda_softcap_backward(float *dx, const float *y, size_t n, float cap)
         cuda_launch(softcap_bwd_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, dx, y, n,
                     1.0f / cap);
 }
+
+/* ---- cross-entropy ----------------------------------------------------- */
 
 /* ---- cross-entropy ----------------------------------------------------- */
 

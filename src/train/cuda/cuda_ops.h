@@ -100,7 +100,8 @@ void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const
  * packed). The forward's h may be NULL when hb is not (bf16 alone). The
  * backward adds into dg and du as ops.h when acc, else writes them
  * without reading them: the bits of adding into zeros (change 1c: no
- * zeroing pass, no read). */
+ * zeroing pass, no read); without acc, dg or du may be NULL when its bf16
+ * is not (bf16 alone, change 1f). */
 void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
                          const float *u, size_t n);
 void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
@@ -109,6 +110,14 @@ void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float 
                         const float *u, size_t n);
 void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
                          const float *dh, const float *g, const float *u, size_t n, int acc);
+/* The same two (GeGLU when gelu, else SwiGLU) reading g and u as bf16, as
+ * the trainer keeps them (change 1g): the bits the fp32 kernels give on
+ * g and u rounded to bf16. */
+void cuda_gated_forward_bf16(int gelu, float *h, uint16_t *hb, int cols, int ldhb,
+                             const uint16_t *g, const uint16_t *u, size_t n);
+void cuda_gated_backward_bf16(int gelu, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                              int cols, int ldb, const float *dh, const uint16_t *g,
+                              const uint16_t *u, size_t n, int acc);
 
 /* Soft-capping in place and its backward, as ops_softcap(_backward). */
 void cuda_softcap(float *x, size_t n, float cap);

@@ -464,8 +464,9 @@ static void gpu_memory_model(void **state)
     /* Same adapters (plus the bf16 copy of A and B that the
      * GPU's LoRA products read: 18 bytes a parameter, not 16); the same
      * fp32 activations without T*T
-     * score blocks or dequantisation buffer, with bf16 staging copies (at
-     * batch 1 and context 2048, 0.89 of the CPU's); the logits block (64 Mi floats, four
+     * score blocks or dequantisation buffer, but gate's and up's outputs
+     * kept as bf16 and no fp32 dg and du, with bf16 staging copies (at
+     * batch 1 and context 2048, 0.62 of the CPU's; 0.89 before); the logits block (64 Mi floats, four
      * times the CPU's 16 Mi, as cuda_model.c holds it) and its bf16 copy: 6x the CPU's; a
      * CUDA context's overhead. */
     /* the GPU's base: the CPU's, plus LoRA folded beside each adapted
@@ -477,8 +478,8 @@ static void gpu_memory_model(void **state)
     assert_int_equal(gpu.base - cpu.base, 2 * 16 * folded);
     assert_near((double)gpu.trainable, (double)cpu.trainable * 18.0 / 16.0, 1.0);
     assert_true(gpu.logits > 5.5 * (double)cpu.logits && gpu.logits < 6.5 * (double)cpu.logits);
-    assert_true(gpu.activations > cpu.activations * 0.85 &&
-                gpu.activations < cpu.activations * 1.05);
+    assert_true(gpu.activations > cpu.activations * 0.58 &&
+                gpu.activations < cpu.activations * 0.66);
     assert_true(gpu.overhead > (int64_t)GIB);
     assert_int_equal(gpu.total, planner_gpu_need(&lora));
     /* Linear in the batch: each example adds the same bytes. */
@@ -528,23 +529,26 @@ static void gpu_batch_that_fits(void **state)
     /* A batch that fits whole is kept. */
     lora.batch = 4;
     assert_int_equal(planner_gpu_batch(&lora, g80), 4);
-    /* A batch of 12 on 24 GiB: 6 does not fit (28.1 GiB), so 4 (20.1);
-     * on 13 GiB 3 does not fit (16.2), 2 does (12.2). */
+    /* A batch of 12 on 24 GiB: 12 does not fit, 6 does (21.1 GiB); on 13
+     * GiB 4 does not fit (15.5), 3 does (12.7). (Before the GPU kept gate's
+     * and up's outputs as bf16: 4 and 2.) */
     lora.batch = 12;
-    assert_int_equal(planner_gpu_batch(&lora, g24), 4);
-    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(13 * GIB)), 2);
+    assert_int_equal(planner_gpu_batch(&lora, g24), 6);
+    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(13 * GIB)), 3);
     /* Full fine-tuning: 18 bytes a parameter (about 20 GiB) plus the rest:
-     * 8 on 80 GiB, nothing on 24 GiB. */
+     * 16 on 80 GiB (68.8 GiB; 8 before g and u were kept as bf16), nothing
+     * on 24 GiB. */
     struct plan_job full = job_1b(PLAN_16BIT, PLAN_FULL, 64);
-    assert_int_equal(planner_gpu_batch(&full, g80), 8);
+    assert_int_equal(planner_gpu_batch(&full, g80), 16);
     assert_int_equal(planner_gpu_batch(&full, g24), 0);
     /* Nothing fits on a GPU smaller than the weights. */
     assert_int_equal(planner_gpu_batch(&lora, (int64_t)GIB), 0);
     /* 4-bit LoRA recomputes each layer in the backward pass (the GPU
      * trainer's default for it): each layer's input and one layer's other
-     * activations are kept, so batch 64 fits whole on 80 GiB (66.7 GiB)
-     * and 16 on 24 GiB; at batch 4 it needs a third of 16-bit LoRA
-     * (6.8 of 20.1 GiB). */
+     * activations are kept, so batch 64 fits whole on 80 GiB (57.9 GiB)
+     * and 16 on 24 GiB; at batch 4 it needs 0.4 of 16-bit LoRA (6.2 of
+     * 15.5 GiB: 16-bit LoRA keeps every layer's g and u, which bf16
+     * halved). */
     struct plan_job lora4 = job_1b(PLAN_4BIT, PLAN_LORA, 64);
     assert_int_equal(planner_gpu_batch(&lora4, g80), 64);
     assert_int_equal(planner_gpu_batch(&lora4, g24), 16);
@@ -553,7 +557,7 @@ static void gpu_batch_that_fits(void **state)
     lora.batch = 4;
     planner_memory_gpu(&lora4, &m4, NULL, 0);
     planner_memory_gpu(&lora, &m16, NULL, 0);
-    assert_true(m4.total < m16.total * 0.35 && m4.total > m16.total * 0.3);
+    assert_true(m4.total < m16.total * 0.42 && m4.total > m16.total * 0.38);
     assert_true(m4.activations < m16.activations / 3);
     /* the CPU trainer keeps every activation at either precision */
     planner_memory(&lora4, &m4, NULL, 0);
