@@ -1,8 +1,8 @@
 /* estimator.c - nominal time from the job and the fleet, ranges from the
  * calibration history. */
 #include "sched/estimator.h"
-#include <assert.h>
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

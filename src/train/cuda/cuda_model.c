@@ -111,7 +111,7 @@ struct cuda_acts {
     float *lnf, *rstdf;
     float *ln, *tmp, *dres, *dres2, *dln;
     float *dq, *dao, *dk, *dv;
-    float *hbuf, *dg, *du, *dh;
+    float *hbuf, *dh;            /* dg and du live as bf16 alone in dyb, dub */
     size_t hbuf_n;               /* hbuf's floats (N x intermediate) */
     float *logits, *capped, *xc, *dxc;
     float *attn_d;               /* (B, H, T) attention backward's scratch */
@@ -727,11 +727,6 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->max_in = max_in;
     a->deq_cap = deq;
     a->hbuf_n = N * F;
-    /* the gated backward's fp32 dg and du: only for a bias's gradient */
-    size_t gf = 0;
-    for (int l = 0; l < c->n_layers; l++)
-        if (cm->layers[l].proj[PROJ_GATE].dbias || cm->layers[l].proj[PROJ_UP].dbias)
-            gf = N * F;
     /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
     size_t fsz[] = {
         (L + 1) * N * C, K * N * C, K * N, K * N,        /* res mid rstd1 rstd2 */
@@ -741,7 +736,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         N * C, N,                                        /* lnf rstdf */
         N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
         N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
-        N * F, gf, gf, N * F,                            /* hbuf dg du dh */
+        N * F, N * F,                                    /* hbuf dh */
         hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
         hr * C, hr * C, N,                               /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
@@ -750,7 +745,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
         &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
-        &a->hbuf, &a->dg, &a->du, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
+        &a->hbuf, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
         &a->row_loss, &a->attn_d, &a->row_w,
     };
     size_t ldy = max_out + r; /* dy's bf16 and t = dy B beside it */
@@ -1234,16 +1229,16 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
         dmlp = a->tmp;
     }
     proj_backward(cm, a, l, PROJ_DOWN, a->dh, dmlp, a->dyb, a->hbuf, xb, &s, N);
-    /* dg and du written, not added into zeros (change 1c); their fp32 only
-     * for a bias's gradient, else the bf16 alone (change 1f) */
-    float *dg = L->proj[PROJ_GATE].dbias ? a->dg : NULL;
-    float *du = L->proj[PROJ_UP].dbias ? a->du : NULL;
-    cuda_gated_backward_bf16(c->gelu, dg, du, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u, NF, 0);
+    /* dg and du written, not added into zeros (change 1c), as bf16 alone
+     * (change 1f): their fp32 would be read only for a bias gate and up
+     * never have (lin_forward asserts it) */
+    cuda_gated_backward_bf16(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u,
+                             NF, 0);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2, s.mid,
                          L->ln2, N, C, eps);
-    proj_backward(cm, a, l, PROJ_GATE, a->dln, dg, a->dyb, a->ln, xb, &s, N);
-    proj_backward(cm, a, l, PROJ_UP, a->dln, du, a->dub, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     cuda_rmsnorm_backward(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid, L->ln2,
                           s.rstd2, N, C);
