@@ -132,6 +132,10 @@ CURRENT = {
     "gated_f32": True,   # the gated activation's backward writes fp32 dg and du
                          # beside their bf16 (False: change 1f, the bf16 alone;
                          # the fp32 was read only for a bias gate and up lack)
+    "logits": 4,         # bytes a value of the head's logits as its product
+                         # writes them and the loss kernel reads and writes
+                         # them (2: change 1h, bf16, dlogits written over them
+                         # as bf16, no conversion pass)
     "f32_out": True,     # the norms before products and the gated activation
                          # write their fp32 output beside the bf16 copy (1a);
                          # False (change 1b): the bf16 alone, the fp32 being
@@ -145,7 +149,8 @@ CHANGES = [
     ("1e attention's backward writes dq, dk, dv (built)", {"zeroed": "none"}),
     ("1f gated backward writes dg and du as bf16 alone (built)", {"gated_f32": False}),
     ("1g gate's and up's outputs kept as bf16 (built)", {"gu_bf16": True}),
-    ("1 bf16 activations", {"act": 2, "convert": False}),
+    ("1h the head's logits as bf16 (built)", {"logits": 2}),
+    ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -157,7 +162,7 @@ CHANGES = [
     ("5a head without a download a chunk (built)", {"syncs": 8}),
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
-TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode",
+TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
@@ -411,12 +416,15 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         layer_forward()
     st.mem("elementwise: norms", N * d * a * 2)
     convert(N * d, kept=True)
-    logit_bytes = 4  # the head's logits in fp32 (chunked), in both designs
+    # the head's logits (chunked): fp32, or bf16 (1h); PyTorch's product
+    # writes bf16, upcast to fp32 for the loss (counted as fp32 here, with
+    # the upcast's and its backward's passes beside)
+    logit_bytes = design["logits"]
     product("head forward", N, V, d, 2, logit_bytes, V * d * 2)
     chunks = 8
     st.mem("head: cross-entropy", N * V * logit_bytes * 3 + (N * V * 4 * 2 if design["torch"] else 0),
            launches=chunks)
-    if design["convert"] or design["torch"]:
+    if (design["convert"] and logit_bytes == 4) or design["torch"]:
         st.mem("elementwise: fp32->bf16 conversions", N * V * 6)  # dlogits for the products
     product("head dX", N, d, V, 2, a, V * d * 2)
     if full:

@@ -350,9 +350,13 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
                       2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r) + largest);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
     double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));
-    double logits =
-        ACT_BYTES * rows * ((m->final_softcap ? 2.0 : 1.0) * m->vocab + 2.0 * h);
-    if (on_gpu) /* the head's block of logits again in bf16, and its input */
+    /* On the GPU the head's block of logits is bf16 alone unless capped
+     * (its product writes them so, change 1h; a cap keeps fp32 logits and
+     * their capped copy beside the bf16 dlogits), and its input is bf16
+     * too. */
+    double fp32_logits = m->final_softcap ? 2.0 : on_gpu ? 0.0 : 1.0;
+    double logits = ACT_BYTES * rows * (fp32_logits * m->vocab + 2.0 * h);
+    if (on_gpu)
         logits += 2.0 * rows * (m->vocab + h);
     double overhead = on_gpu ? (double)PLAN_GPU_OVERHEAD_BYTES : PROCESS_OVERHEAD_BYTES;
     /* the grader's models, held in fp32 in the process's memory */

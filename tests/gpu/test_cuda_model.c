@@ -881,7 +881,9 @@ static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KIND
  * (whose dx every layer needs, unlike layer 0's q, k and v) differs by
  * exactly those, with dropout or without. Gate's and up's base products
  * write bf16 (change 1g), and so does (xA) B^T adding into them with
- * ALALLO_CUDA_LORA=each: two, or four, bf16-out products a layer more. */
+ * ALALLO_CUDA_LORA=each: two, or four, bf16-out products a layer more;
+ * and the head's logits (change 1h): one more, the batch's targets being
+ * one block of rows. */
 static void lora_products_bf16(void **state)
 {
     (void)state;
@@ -894,7 +896,7 @@ static void lora_products_bf16(void **state)
         int n_all, n_one, layers;
         count_pass(MODEL_ALL_PROJ, p, all, &n_all, &layers);
         count_pass(MODEL_ALL_PROJ & ~(1u << PROJ_DOWN), p, one, &n_one, &layers);
-        unsigned long gated = (each ? 4ul : 2ul) * (unsigned long)layers;
+        unsigned long gated = (each ? 4ul : 2ul) * (unsigned long)layers + 1ul;
         printf("products, %s, dropout %.1f: %d adapted: %lu bf16, %lu bf16-out; %d adapted: %lu "
                "bf16, %lu bf16-out; fp32 %lu, %lu\n", each ? "each" : "folded", p, n_all,
                all[CUDA_GEMM_BF16_F32],

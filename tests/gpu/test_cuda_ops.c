@@ -489,6 +489,59 @@ static void xent_case(int M, int V, int grad, int weighted)
     free(hl), free(lossf), free(out), free(hh);
 }
 
+/* Change 1h: the loss kernel on bf16 logits (as the head's product writes
+ * them) gives the fp32 kernel's losses and hits on the same logits rounded,
+ * and its gradient written as bf16 has the bits of the fp32 gradient
+ * rounded (the conversion pass it replaces). */
+static void xent_bf16_case(int M, int V, int grad, int weighted)
+{
+    struct rng r;
+    rng_seed(&r, (uint64_t)M * 11 + (uint64_t)V);
+    size_t mv = (size_t)M * V;
+    float *x = fill(mv, &r, 8.0f);
+    uint16_t *xb = malloc(mv * 2), *want = malloc(mv * 2), *got = malloc(mv * 2);
+    for (size_t i = 0; i < mv; i++) {
+        xb[i] = linear_f32_to_bf16(x[i]);
+        x[i] = linear_bf16_to_f32(xb[i]);
+    }
+    int32_t *t = malloc((size_t)M * sizeof *t);
+    float *w = malloc((size_t)M * sizeof *w);
+    for (int i = 0; i < M; i++) {
+        t[i] = (int32_t)rng_below(&r, (uint64_t)V);
+        w[i] = 0.25f + rng_uniform(&r);
+        if (i % 2 == 0) { /* a hit: the target is raised to the top */
+            x[(size_t)i * V + t[i]] = 9.0f;
+            xb[(size_t)i * V + t[i]] = linear_f32_to_bf16(9.0f);
+        }
+    }
+    float *gx = dev_copy(x, mv * 4), *gw = dev_copy(w, (size_t)M * 4);
+    uint16_t *gxb = dev_copy(xb, mv * 2);
+    int32_t *gt = dev_copy(t, (size_t)M * 4), *gh1 = dev_zero((size_t)M * 4),
+            *gh2 = dev_zero((size_t)M * 4);
+    float *gl1 = dev_zero((size_t)M * 4), *gl2 = dev_zero((size_t)M * 4);
+    cuda_xent_rows(gx, gt, M, V, grad, 0.37f, weighted ? gw : NULL, gl1, gh1);
+    cuda_xent_rows_bf16(gxb, gt, M, V, grad, 0.37f, weighted ? gw : NULL, gl2, gh2);
+    float *l1 = malloc((size_t)M * 4), *l2 = malloc((size_t)M * 4), *out = malloc(mv * 4);
+    int32_t *h1 = malloc((size_t)M * 4), *h2 = malloc((size_t)M * 4);
+    fetch(l1, gl1, (size_t)M * 4), fetch(l2, gl2, (size_t)M * 4);
+    fetch(h1, gh1, (size_t)M * 4), fetch(h2, gh2, (size_t)M * 4);
+    fetch(out, gx, mv * 4), fetch(got, gxb, mv * 2);
+    for (size_t i = 0; i < mv; i++)
+        want[i] = grad ? linear_f32_to_bf16(out[i]) : xb[i];
+    char what[96];
+    snprintf(what, sizeof what, "bf16 xent loss (M %d, V %d)", M, V);
+    expect_same_bits(what, l2, l1, (size_t)M * 4, 4);
+    snprintf(what, sizeof what, "bf16 xent hits (M %d, V %d)", M, V);
+    expect_same_bits(what, h2, h1, (size_t)M * 4, 4);
+    snprintf(what, sizeof what, "bf16 xent %s (M %d, V %d)", grad ? "gradient" : "logits kept",
+             M, V);
+    expect_same_bits(what, got, want, mv * 2, 2);
+    cuda_free(gx), cuda_free(gw), cuda_free(gxb), cuda_free(gt), cuda_free(gh1);
+    cuda_free(gh2), cuda_free(gl1), cuda_free(gl2);
+    free(x), free(xb), free(want), free(got), free(t), free(w), free(l1), free(l2), free(out);
+    free(h1), free(h2);
+}
+
 static void xent_matches_cpu(void **state)
 {
     (void)state;
@@ -496,6 +549,10 @@ static void xent_matches_cpu(void **state)
     xent_case(5, 50257, 1, 0);
     xent_case(37, 1000, 0, 0);
     xent_case(4, 3, 1, 1); /* fewer columns than threads */
+    xent_bf16_case(6, 50257, 1, 1);
+    xent_bf16_case(5, 1000, 1, 0);
+    xent_bf16_case(7, 1000, 0, 0);
+    xent_bf16_case(4, 3, 1, 1);
 }
 
 /* ---- embedding --------------------------------------------------------- */

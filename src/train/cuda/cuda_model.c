@@ -113,7 +113,7 @@ struct cuda_acts {
     float *dq, *dao, *dk, *dv;
     float *hbuf, *dh;            /* dg and du live as bf16 alone in dyb, dub */
     size_t hbuf_n;               /* hbuf's floats (N x intermediate) */
-    float *logits, *capped, *xc, *dxc;
+    float *logits, *capped, *xc, *dxc; /* logits, capped: soft-capped heads only */
     float *attn_d;               /* (B, H, T) attention backward's scratch */
     float *row_loss;             /* (N): each target row's loss, downloaded once a pass */
     float *row_w;                /* (N) a weighted pass's weight per target row */
@@ -127,7 +127,9 @@ struct cuda_acts {
                                   * dg's in dyb */
     uint16_t *xa, *ltmp;         /* bf16 LoRA x' A^T per layer and projection;
                                   * (N, r) dy B */
-    uint16_t *logits_b, *xcb;    /* bf16 of dlogits and of the head's rows */
+    uint16_t *logits_b, *xcb;    /* the head's logits, then dlogits, as bf16
+                                  * (change 1h; with a cap, dlogits' bf16);
+                                  * the head's rows as bf16 */
     uint16_t *deq;               /* NF4 decoding scratch (weight_rows): a chunk
                                   * of a matrix's rows at a time */
     int nf4_fused;               /* ALALLO_CUDA_NF4=fused: the layers' NF4
@@ -713,6 +715,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         for (int p = 0; p < PROJ_COUNT; p++)
             if ((size_t)cm->layers[l].ldx[p] > max_ldx)
                 max_ldx = (size_t)cm->layers[l].ldx[p];
+    int cap = c->final_softcap > 0.0f; /* else the logits are bf16 alone (change 1h) */
     size_t hr = CUDA_HEAD_MAX_FLOATS / V;
     if (hr < 16)
         hr = 16;
@@ -737,7 +740,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         N * C, N * C, N * C, N * C, N * C,               /* ln tmp dres dres2 dln */
         N * qd, N * qd, N * kd, N * kd,                  /* dq dao dk dv */
         N * F, N * F,                                    /* hbuf dh */
-        hr * V, c->final_softcap > 0.0f ? hr * V : 0,    /* logits capped */
+        cap ? hr * V : 0, cap ? hr * V : 0,              /* logits capped: 1h */
         hr * C, hr * C, N,                               /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
@@ -1314,6 +1317,10 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
     /* rows of the head at once: all of them from a bf16 copy, chunks of
      * the scratch from an NF4 head */
     int vstep = V;
+    /* The product writes the logits as bf16 (change 1h), and the loss
+     * kernel writes dlogits over them as bf16, as the products after it
+     * read them; soft-capped logits stay fp32 (the cap and its backward). */
+    int lb = c->final_softcap <= 0.0f;
     if (!head->wb && (size_t)nf4_chunk_rows(a, C) < (size_t)V)
         vstep = nf4_chunk_rows(a, C);
     double loss = 0.0;
@@ -1325,24 +1332,34 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
             const uint16_t *w = weight_rows(a, head, v0, nv);
-            check(a, cuda_gemm_bf16(0, 1, mr, nv, C, 1.0f, a->xcb, C, w, C, 0.0f,
-                                    a->logits + v0, V));
+            if (lb)
+                check(a, cuda_gemm_bf16_out(0, 1, mr, nv, C, 1.0f, a->xcb, C, w, C, 0.0f,
+                                            a->logits_b + v0, V));
+            else
+                check(a, cuda_gemm_bf16(0, 1, mr, nv, C, 1.0f, a->xcb, C, w, C, 0.0f,
+                                        a->logits + v0, V));
         }
-        if (c->final_softcap > 0.0f) {
+        if (!lb) {
             cuda_softcap(a->logits, mv, c->final_softcap);
             if (backward && cuda_copy(a->capped, a->logits, mv * sizeof(float)))
                 return -1;
         }
         /* each chunk's losses and hits stay on the device, at their rows:
          * one download each after the last chunk, not two syncs a chunk */
-        cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, tok_w ? 1.0f : dscale,
-                       backward && tok_w ? a->row_w + m0 : NULL, a->row_loss + m0,
-                       a->hits_d + m0);
+        const float *row_w = backward && tok_w ? a->row_w + m0 : NULL;
+        float ds = tok_w ? 1.0f : dscale;
+        if (lb)
+            cuda_xent_rows_bf16(a->logits_b, a->tgt + m0, mr, V, backward, ds, row_w,
+                                a->row_loss + m0, a->hits_d + m0);
+        else
+            cuda_xent_rows(a->logits, a->tgt + m0, mr, V, backward, ds, row_w,
+                           a->row_loss + m0, a->hits_d + m0);
         if (!backward)
             continue;
-        if (c->final_softcap > 0.0f)
+        if (!lb) {
             cuda_softcap_backward(a->logits, a->capped, mv, c->final_softcap);
-        cuda_to_bf16(a->logits_b, a->logits, mv);
+            cuda_to_bf16(a->logits_b, a->logits, mv);
+        }
         for (int v0 = 0; v0 < V; v0 += vstep) {
             int nv = V - v0 < vstep ? V - v0 : vstep;
             const uint16_t *w = weight_rows(a, head, v0, nv);

@@ -26,11 +26,14 @@
  * attention, rotary positions' backward, a norm's backward) writes its
  * bf16 copy beside the fp32 output (cuda_ops.h, "bf16 copies"); only
  * attention's output again in the backward, dv and the head's rows and
- * dlogits are converted by a pass of their own. The outputs stay fp32
- * but gate's and up's, which their products write as bf16 and the pass
- * keeps so for the gated activation and its backward (change 1g: where
- * the CPU keeps them fp32; docs/trainer.md); the gated backward writes dg
- * and du as bf16 alone (change 1f).
+ * a soft-capped head's dlogits are converted by a pass of their own. The
+ * outputs stay fp32 but gate's and up's, which their products write as
+ * bf16 and the pass keeps so for the gated activation and its backward
+ * (change 1g: where the CPU keeps them fp32; docs/trainer.md), and the
+ * head's logits, which its product writes as bf16 and the loss kernel
+ * reads, writing dlogits over them as bf16 (change 1h; a soft-capped
+ * head's stay fp32); the gated backward writes dg and du as bf16 alone
+ * (change 1f).
  * LoRA's rank-r products read bf16 too, on the tensor cores with fp32
  * accumulation: x' A^T from the base product's bf16 input (its dropped
  * copy with dropout), kept as bf16 for the backward; on a bf16 base it is

@@ -245,8 +245,8 @@ __device__ __forceinline__ void put_rows(float *y, uint16_t *yb, size_t i, float
         yb[ld == cols ? i : i / cols * ld + i % cols] = f32_to_bf16(v);
 }
 
-/* A gated activation's input: fp32, or bf16 kept as the products wrote
- * it (change 1g). */
+/* A value read as fp32: fp32, or bf16 as a product wrote it (gate's and
+ * up's outputs, change 1g; the head's logits, change 1h). */
 __device__ __forceinline__ float act_in(const float *p, size_t i)
 {
     return p[i];
@@ -449,15 +449,29 @@ __device__ static struct arg_max argmax_join(struct arg_max a, struct arg_max b)
 /* Row blockIdx.x of logits (V wide): each thread walks its columns (every
  * XENT_THREADS-th, in order) keeping an online max and sum and an arg-max;
  * warps join by shuffles, then warp 0 joins the warps in order. With
- * `grad` a second pass writes (softmax - onehot) * scale over the row. */
-__global__ static void xent_kernel(float *logits, const int32_t *targets, int V, int grad,
+ * `grad` a second pass writes (softmax - onehot) * scale over the row.
+ * T: fp32 logits, or bf16 as the head's product wrote them (change 1h):
+ * the same fp32 arithmetic on each value read, the gradient rounded to
+ * bf16 as it is written (the bits a pass rounding the fp32 gradient gave). */
+__device__ __forceinline__ void logit_out(float *p, int j, float v)
+{
+    p[j] = v;
+}
+
+__device__ __forceinline__ void logit_out(uint16_t *p, int j, float v)
+{
+    p[j] = f32_to_bf16(v);
+}
+
+template <typename T>
+__global__ static void xent_kernel(T *logits, const int32_t *targets, int V, int grad,
                                    float dscale, const float *w, float *row_loss,
                                    int32_t *hits)
 {
     struct lse_acc *sl = (struct lse_acc *)cuda_shared(); /* 32 of each */
     struct arg_max *sa = (struct arg_max *)(sl + 32);
     int r = blockIdx.x, lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-    float *x = logits + (size_t)r * V;
+    T *x = logits + (size_t)r * V;
     int t = targets[r];
     if (t < 0 || t >= V) { /* the caller validates targets; a bad one shows as a NaN loss */
         if (threadIdx.x == 0) {
@@ -467,11 +481,11 @@ __global__ static void xent_kernel(float *logits, const int32_t *targets, int V,
         }
         return;
     }
-    float xt = x[t];
+    float xt = act_in(x, (size_t)t);
     struct lse_acc acc = {-FLT_MAX, 0.0f};
     struct arg_max best = {-INFINITY, INT32_MAX};
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = x[j];
+        float v = act_in(x, (size_t)j);
         if (v > acc.m) {
             acc.s = acc.s * expf(acc.m - v) + 1.0f;
             acc.m = v;
@@ -514,19 +528,32 @@ __global__ static void xent_kernel(float *logits, const int32_t *targets, int V,
     float scale = w ? dscale * w[r] : dscale;
     float k = scale / acc.s;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float p = __fmul_rn(expf(x[j] - acc.m), k);
-        x[j] = j == t ? p - scale : p;
+        float p = __fmul_rn(expf(act_in(x, (size_t)j) - acc.m), k);
+        logit_out(x, j, j == t ? p - scale : p);
     }
+}
+
+template <typename T>
+static void xent_launch(T *logits, const int32_t *targets, int M, int V, int grad, float dscale,
+                        const float *w, float *row_loss, int32_t *hits)
+{
+    if (M <= 0 || V <= 0)
+        return;
+    cuda_launch(xent_kernel<T>, dim3(M), dim3(XENT_THREADS),
+                32 * (sizeof(struct lse_acc) + sizeof(struct arg_max)), logits, targets, V, grad,
+                dscale, w, row_loss, hits);
 }
 
 void cuda_xent_rows(float *logits, const int32_t *targets, int M, int V, int grad,
                     float dscale, const float *w, float *row_loss, int32_t *hits)
 {
-    if (M <= 0 || V <= 0)
-        return;
-    cuda_launch(xent_kernel, dim3(M), dim3(XENT_THREADS),
-                32 * (sizeof(struct lse_acc) + sizeof(struct arg_max)), logits, targets, V, grad,
-                dscale, w, row_loss, hits);
+    xent_launch(logits, targets, M, V, grad, dscale, w, row_loss, hits);
+}
+
+void cuda_xent_rows_bf16(uint16_t *logits, const int32_t *targets, int M, int V, int grad,
+                         float dscale, const float *w, float *row_loss, int32_t *hits)
+{
+    xent_launch(logits, targets, M, V, grad, dscale, w, row_loss, hits);
 }
 
 /* ---- token embedding --------------------------------------------------- */

@@ -131,6 +131,11 @@ void cuda_softcap_backward(float *dx, const float *y, size_t n, float cap);
  * row_loss in row order on the host (determinism). */
 void cuda_xent_rows(float *logits, const int32_t *targets, int M, int V, int grad,
                     float dscale, const float *w, float *row_loss, int32_t *hits);
+/* The same on bf16 logits (the head's product writes them so: change 1h),
+ * read as floats; with `grad` the gradient is written over them as bf16,
+ * the bits of cuda_xent_rows's fp32 gradient rounded (cuda_to_bf16). */
+void cuda_xent_rows_bf16(uint16_t *logits, const int32_t *targets, int M, int V, int grad,
+                         float dscale, const float *w, float *row_loss, int32_t *hits);
 
 /* Token embedding: out (n,C) row i = table[ids[i]] * scale; the table is
  * fp32 (tf) or bf16 (tb), exactly one non-NULL. */
