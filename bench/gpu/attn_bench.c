@@ -1,5 +1,6 @@
 /* attn_bench.c - times the GPU attention kernels (train/cuda/cuda_attn.cu)
- * forward and backward on the issue's shapes, causal, fp32, and prints one
+ * forward and backward on the issue's shapes, causal, on bf16 q, k and v
+ * as the trainer keeps them (fp32 dO and output), and prints one
  * JSON line per shape: milliseconds per call and TFLOP/s counting the
  * useful causal products (forward 2*B*H*T*T*hd, backward 2.5 times that),
  * against the device's fp32 rate, not its bf16 tensor-core peak.
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "train/cuda/cuda_ctx.h"
@@ -31,6 +33,32 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static float *dev_random(size_t n, uint64_t seed);
+
+/* n random values in [-1, 1) as bf16 (each float's top half) */
+static uint16_t *dev_random_bf16(size_t n, uint64_t seed)
+{
+    float *f = dev_random(n, seed), *h = malloc(sizeof(float) * n);
+    uint16_t *b = malloc(sizeof(uint16_t) * n), *d = cuda_alloc(sizeof(uint16_t) * n, 0);
+    if (!h || !b || !d || cuda_download(h, f, sizeof(float) * n) < 0) {
+        fprintf(stderr, "attn_bench: out of memory for %zu values: %s\n", n, cuda_ctx_error());
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &h[i], sizeof u);
+        b[i] = (uint16_t)(u >> 16);
+    }
+    if (cuda_upload(d, b, sizeof(uint16_t) * n) < 0) {
+        fprintf(stderr, "attn_bench: %s\n", cuda_ctx_error());
+        exit(1);
+    }
+    cuda_free(f);
+    free(h);
+    free(b);
+    return d;
 }
 
 static float *dev_random(size_t n, uint64_t seed)
@@ -83,7 +111,8 @@ int main(int argc, char **argv)
         const struct shape *p = &shapes[s];
         size_t nq = (size_t)p->B * p->T * p->H * p->hd, nk = (size_t)p->B * p->T * p->KV * p->hd;
         size_t nl = (size_t)p->B * p->H * p->T;
-        float *q = dev_random(nq, 1), *k = dev_random(nk, 2), *v = dev_random(nk, 3);
+        uint16_t *q = dev_random_bf16(nq, 1), *k = dev_random_bf16(nk, 2);
+        uint16_t *v = dev_random_bf16(nk, 3), *doutb = dev_random_bf16(nq, 11);
         float *dout = dev_random(nq, 4), *out = dev_random(nq, 5), *lse = dev_random(nl, 6);
         float *dq = dev_random(nq, 7), *dk = dev_random(nk, 8), *dv = dev_random(nk, 9);
         float *scratch = dev_random(nl, 10);
@@ -91,8 +120,8 @@ int main(int argc, char **argv)
         /* one untimed call of each: the first launch loads the module */
         cuda_attention_forward(out, NULL, 0, lse, q, k, v, NULL, p->B, p->T, p->H, p->KV, p->hd,
                                scale, 0);
-        cuda_attention_backward(dq, dk, dv, scratch, dout, out, lse, q, k, v, NULL, p->B, p->T,
-                                p->H, p->KV, p->hd, scale, 0);
+        cuda_attention_backward(dq, dk, dv, scratch, doutb, dout, out, lse, q, k, v, NULL, p->B,
+                                p->T, p->H, p->KV, p->hd, scale, 0);
         sync_or_die();
         double t0 = now_s();
         for (int i = 0; i < iters; i++)
@@ -101,8 +130,8 @@ int main(int argc, char **argv)
         sync_or_die();
         double t1 = now_s();
         for (int i = 0; i < iters; i++)
-            cuda_attention_backward(dq, dk, dv, scratch, dout, out, lse, q, k, v, NULL, p->B,
-                                    p->T, p->H, p->KV, p->hd, scale, 0);
+            cuda_attention_backward(dq, dk, dv, scratch, doutb, dout, out, lse, q, k, v, NULL,
+                                    p->B, p->T, p->H, p->KV, p->hd, scale, 0);
         sync_or_die();
         double t2 = now_s();
         double fwd = (t1 - t0) / iters, bwd = (t2 - t1) / iters;
@@ -113,7 +142,7 @@ int main(int argc, char **argv)
                gpu, p->name, p->B, p->T, p->H, p->KV, p->hd, iters, fwd * 1e3, bwd * 1e3,
                flop / fwd * 1e-12, 2.5 * flop / bwd * 1e-12);
         fflush(stdout);
-        float *all[] = {q, k, v, dout, out, lse, dq, dk, dv, scratch};
+        void *all[] = {q, k, v, doutb, dout, out, lse, dq, dk, dv, scratch};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             cuda_free(all[i]);
     }

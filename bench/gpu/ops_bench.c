@@ -48,7 +48,7 @@ struct op {
 };
 
 static float *a, *b, *c2, *d, *e, *f, *rstd, *w, *dw, *logits, *loss, *table;
-static uint16_t *hb, *hb2, *hb3;
+static uint16_t *hb, *hb2, *hb3, *logits_b;
 static int32_t *ids, *tgt, *hits;
 static double *sumsq;
 static struct cuda_nf4 q;
@@ -76,6 +76,11 @@ static void run_swiglu_bwd_w(void)
     cuda_swiglu_backward(d, e, hb2, hb3, I, I, c2, a, b, (size_t)N * I, 0);
 }
 static void run_xent(void) { cuda_xent_rows(logits, tgt, XENT_ROWS, V, 1, 1.0f, NULL, loss, hits); }
+/* On bf16 logits, the gradient written over them as bf16 (change 1h). */
+static void run_xent_b(void)
+{
+    cuda_xent_rows_bf16(logits_b, tgt, XENT_ROWS, V, 1, 1.0f, NULL, loss, hits);
+}
 static void run_to_bf16(void) { cuda_to_bf16(hb, a, (size_t)N * C); }
 static void run_nf4(void) { cuda_nf4_to_bf16(hb, &q, 0, (size_t)I * C); }
 /* y (N,I) = x (N,C) W^T, W (I,C): a gate or up projection forward */
@@ -115,6 +120,7 @@ int main(int argc, char **argv)
     d = dev(big * 4), e = dev(big * 4), f = dev(PARAMS * 4);
     rstd = dev(N * 4), w = dev(C * 4), dw = dev(C * 4);
     logits = dev((size_t)XENT_ROWS * V * 4), loss = dev(XENT_ROWS * 4);
+    logits_b = dev((size_t)XENT_ROWS * V * 2);
     tgt = dev(XENT_ROWS * 4), hits = dev(XENT_ROWS * 4);
     hb2 = dev((size_t)N * I * 2), hb3 = dev((size_t)N * I * 2);
     hb = dev((size_t)I * C * 2), ids = dev(N * 4), table = dev((size_t)V * C * 4);
@@ -150,6 +156,7 @@ int main(int argc, char **argv)
         {"swiglu_backward+bf16_written", "8192x8192", 5 * ni * 4 + 2 * ni * 2, run_swiglu_bwd_w,
          0.0},
         {"xent_rows+grad", "2048x128256", 3.0 * XENT_ROWS * V * 4, run_xent, 0.0},
+        {"xent_rows_bf16+grad", "2048x128256", 3.0 * XENT_ROWS * V * 2, run_xent_b, 0.0},
         {"to_bf16", "8192x2048", nc * 6, run_to_bf16, 0.0},
         {"nf4_to_bf16", "8192x2048", (double)I * C * 2.5, run_nf4, 0.0},
         {"nf4_gemm_forward", "8192x8192x2048", (double)I * C * 0.5625 + nc * 2 + ni * 4,

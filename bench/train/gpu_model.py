@@ -86,6 +86,12 @@ EFF = {
     # the same): assumptions until the first GPU run measures them
     "attn_built_fwd": 0.30,
     "attn_built_bwd": 0.22,
+    # the same kernels once q, k, v and dO are bf16 in memory (change 1i):
+    # the walked tiles land as the products read them, the rounding pass
+    # and the fp32 landing buffer gone, so FlashAttention-2's rate a FLOP
+    # (0.35 forward, 0.25 backward), with the backward's 7 products still
+    "attn_built_bf16_fwd": 0.35,
+    "attn_built_bf16_bwd": 0.25,
     # alallo's current tensor-core attention (cuda_attn_tc.cu): fp32 Q/K/V
     # read with scalar loads, no asynchronous copies, S, P and the O
     # accumulator round-tripping shared memory each key tile, a 4-way bank
@@ -132,6 +138,10 @@ CURRENT = {
     "gated_f32": True,   # the gated activation's backward writes fp32 dg and du
                          # beside their bf16 (False: change 1f, the bf16 alone;
                          # the fp32 was read only for a bias gate and up lack)
+    "qkv_bf16": False,   # q, k, v written as bf16 by their products and kept so
+                         # (rotary positions on bf16), dO's bf16 written by
+                         # the pass that computes D, attention reading them
+                         # (change 1i); else at the activations' width
     "logits": 4,         # bytes a value of the head's logits as its product
                          # writes them and the loss kernel reads and writes
                          # them (2: change 1h, bf16, dlogits written over them
@@ -150,7 +160,8 @@ CHANGES = [
     ("1f gated backward writes dg and du as bf16 alone (built)", {"gated_f32": False}),
     ("1g gate's and up's outputs kept as bf16 (built)", {"gu_bf16": True}),
     ("1h the head's logits as bf16 (built)", {"logits": 2}),
-    ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2}),
+    ("1i q, k, v and dO as bf16, attention's tiles land so (built)", {"qkv_bf16": True}),
+    ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -163,6 +174,7 @@ CHANGES = [
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
+         "qkv_bf16": True,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
@@ -234,6 +246,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     out_b = a if design["f32_out"] or not design["convert"] else 0
     # bytes a value of gate's or up's output as kept (1g: bf16)
     gu = 2 if design["gu_bf16"] else a
+    # bytes a value of q, k, v (and dO for attention) as kept (1i: bf16)
+    qkv = 2 if design["qkv_bf16"] else a
 
     def weight(din, dout):
         """bytes the product reads for the base weight, after any decode"""
@@ -325,10 +339,10 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         convert(N * d)
         for name, din, dout, grp in projs[:3]:
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
-            product("projections forward", N, dout, din, 2, a, weight(din, dout),
+            product("projections forward", N, dout, din, 2, qkv, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name == "q")
-        st.mem("elementwise: rope", N * (d + dkv) * a * 2 * (2 if design["torch"] else 1))
+        st.mem("elementwise: rope", N * (d + dkv) * qkv * 2 * (2 if design["torch"] else 1))
         attn_forward()
         convert(N * d)
         for name, din, dout, grp in projs[3:]:
@@ -349,18 +363,24 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     def attn_flops():
         return 4.0 * B * s["H"] * T * T * s["hd"] / 2  # QK^T and PV, causal half
 
-    def attn_forward():
+    def attn_rate(which):
         k = design["attn"]
-        eff = EFF["attn_" + ("cur" if k == "current" else k) + "_fwd"]
-        st.add("attention: forward", attn_flops(), N * (d + 2 * dkv) * a + N * d * a, eff=eff)
+        if k == "built" and design["qkv_bf16"]:
+            k = "built_bf16"
+        return EFF["attn_" + ("cur" if k == "current" else k) + "_" + which]
+
+    def attn_forward():
+        st.add("attention: forward", attn_flops(), N * (d + 2 * dkv) * qkv + N * d * a,
+               eff=attn_rate("fwd"))
 
     def attn_backward():
-        k = design["attn"]
-        products = 7 if k in ("current", "built") else 5
-        eff = EFF["attn_" + ("cur" if k == "current" else k) + "_bwd"]
-        st.mem("attention: backward", N * d * a * 2)  # D = rowsum(dO o O)
+        products = 7 if design["attn"] in ("current", "built") else 5
+        # D = rowsum(dO o O), alallo's writing dO's bf16 beside (1i)
+        dob = N * d * 2 if design["qkv_bf16"] and not design["torch"] else 0
+        st.mem("attention: backward", N * d * a * 2 + dob)
+        # q, k, v and dO read by both kernels, dq, dk, dv written
         st.add("attention: backward", attn_flops() * products / 2,
-               N * (d + 2 * dkv) * a * 2 + N * d * a * 2, eff=eff)
+               N * (d + 2 * dkv) * (qkv + a) + N * d * qkv * 2, eff=attn_rate("bwd"))
 
     def layer_backward():
         if recompute:

@@ -603,8 +603,11 @@ static void nf4_chunks_and_fused(void **state)
  * projection adapted, on gemma2 (GeGLU, post-norms) and on llama with q
  * and v only (a group whose k is not folded, groups with none): a pass,
  * then new parameters put on both (scale B's columns must follow them)
- * and a second pass, each within bf16 rounding of the other; the folded
- * model does not keep its matrices twice; a bad value is refused. */
+ * and a second pass, each within bf16 rounding of the other (each rounds
+ * the outputs kept as bf16, q, k, v, gate and up, twice, the base's and
+ * then with LoRA's product added, as peft does; folded, once: up to
+ * 1.27e-2 of gradient seen, on gemma2, 2e-2 allowed); the folded model
+ * does not keep its matrices twice; a bad value is refused. */
 /* A tiny LoRA model of family fam on a bf16 base adapting the
  * projections in targets, its weights drawn from seed. */
 static struct model *lora_model(int fam, unsigned targets, uint64_t seed)
@@ -657,7 +660,7 @@ static void fold_case(int fam, unsigned targets)
         printf("  round %d: loss folded %.6f each %.6f; gradient rel L2 %.2e\n", round, lf, le,
                gerr);
         assert_true(fabs(lf - le) <= 5e-4 * fabs(le));
-        assert_true(gerr <= 1e-2);
+        assert_true(gerr <= 2e-2);
     }
     cuda_acts_free(ae);
     cuda_acts_free(af);
@@ -880,10 +883,10 @@ static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KIND
  * dropout (its mask is LoRA's alone); adapting all seven or all but down
  * (whose dx every layer needs, unlike layer 0's q, k and v) differs by
  * exactly those, with dropout or without. Gate's and up's base products
- * write bf16 (change 1g), and so does (xA) B^T adding into them with
- * ALALLO_CUDA_LORA=each: two, or four, bf16-out products a layer more;
- * and the head's logits (change 1h): one more, the batch's targets being
- * one block of rows. */
+ * write bf16 (change 1g), and so do q's, k's and v's (change 1i), and
+ * (xA) B^T adding into them with ALALLO_CUDA_LORA=each: five, or ten,
+ * bf16-out products a layer more; and the head's logits (change 1h): one
+ * more, the batch's targets being one block of rows. */
 static void lora_products_bf16(void **state)
 {
     (void)state;
@@ -896,7 +899,7 @@ static void lora_products_bf16(void **state)
         int n_all, n_one, layers;
         count_pass(MODEL_ALL_PROJ, p, all, &n_all, &layers);
         count_pass(MODEL_ALL_PROJ & ~(1u << PROJ_DOWN), p, one, &n_one, &layers);
-        unsigned long gated = (each ? 4ul : 2ul) * (unsigned long)layers + 1ul;
+        unsigned long gated = (each ? 10ul : 5ul) * (unsigned long)layers + 1ul;
         printf("products, %s, dropout %.1f: %d adapted: %lu bf16, %lu bf16-out; %d adapted: %lu "
                "bf16, %lu bf16-out; fp32 %lu, %lu\n", each ? "each" : "folded", p, n_all,
                all[CUDA_GEMM_BF16_F32],

@@ -13,8 +13,12 @@
  * from every row of the block are skipped whole; the rest are masked per
  * element.
  *
+ * Inputs: q, k, v and dout as bf16 (issue 36, change 1i), as the trainer
+ * keeps them; the kernels here widen each value as they stage it and
+ * compute in fp32.
+ *
  * Backward, with no atomics: a small kernel first writes D = rowsum(dout *
- * out) per row; then one kernel owns rows of dq (a block per query tile,
+ * out) per row and dout's bf16; then one kernel owns rows of dq (a block per query tile,
  * looping over key tiles) and another owns rows of dk and dv (a block per
  * key tile of a KV head, looping over the query tiles of each query head of
  * its group, heads in order, tiles in order). Both recompute p from lse.
@@ -48,10 +52,30 @@ extern "C" {
 
 /* ---- rotary positions */
 
+/* x's values as floats, and back: fp32, or bf16 kept as the products
+ * wrote them (q and k: issue 36, change 1i). */
+__device__ __forceinline__ float rope_in(const float *p, size_t i)
+{
+    return p[i];
+}
+__device__ __forceinline__ float rope_in(const uint16_t *p, size_t i)
+{
+    return cuda_bf16_f32(p[i]);
+}
+__device__ __forceinline__ void rope_out(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+__device__ __forceinline__ void rope_out(uint16_t *p, size_t i, float v)
+{
+    p[i] = cuda_f32_bf16(v);
+}
+
 /* sign +1 rotates by +angle (forward), -1 by -angle (its transpose). The
  * products round separately (no fused multiply-add), as the CPU's do. xb
  * (may be NULL) gets the rotated x as bf16. */
-__global__ void rope_kernel(float *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
+template <typename X>
+__global__ void rope_kernel(X *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
                             const int32_t *seg, const float *cos_t, const float *sin_t, float sign)
 {
     int half = hd / 2;
@@ -62,13 +86,13 @@ __global__ void rope_kernel(float *x, uint16_t *xb, int ldxb, int B, int T, int 
         size_t rest = e / half;
         size_t bt = rest / nh;
         int t = (int)(bt % T) - (seg ? seg[bt] : 0);
-        float *v = x + rest * hd;
-        float a = v[i], b = v[i + half];
+        X *v = x + rest * hd;
+        float a = rope_in(v, (size_t)i), b = rope_in(v, (size_t)(i + half));
         float c = cos_t[(size_t)t * half + i], s = sign * sin_t[(size_t)t * half + i];
         float lo = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
         float hi = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-        v[i] = lo;
-        v[i + half] = hi;
+        rope_out(v, (size_t)i, lo);
+        rope_out(v, (size_t)(i + half), hi);
         if (xb) { /* row bt of nh x hd values, ldxb apart */
             size_t o = bt * (size_t)ldxb + (rest % nh) * hd + i;
             xb[o] = cuda_f32_bf16(lo);
@@ -77,7 +101,8 @@ __global__ void rope_kernel(float *x, uint16_t *xb, int ldxb, int B, int T, int 
     }
 }
 
-static void rope_launch(float *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
+template <typename X>
+static void rope_launch(X *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
                         const int32_t *seg, const float *cos_t, const float *sin_t, float sign)
 {
     size_t n = (size_t)B * T * nh * (hd / 2);
@@ -86,14 +111,21 @@ static void rope_launch(float *x, uint16_t *xb, int ldxb, int B, int T, int nh, 
     size_t blocks = (n + 255) / 256;
     if (blocks > 65536)
         blocks = 65536; /* grid-stride beyond that */
-    cuda_launch(rope_kernel, dim3((unsigned)blocks), dim3(256), 0, x, xb,
+    cuda_launch(rope_kernel<X>, dim3((unsigned)blocks), dim3(256), 0, x, xb,
                 ldxb > nh * hd ? ldxb : nh * hd, B, T, nh, hd, seg, cos_t, sin_t, sign);
 }
 
 extern "C" void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *seg,
                                   const float *cos_t, const float *sin_t)
 {
-    rope_launch(x, NULL, 0, B, T, nh, hd, seg, cos_t, sin_t, 1.0f);
+    rope_launch(x, (uint16_t *)NULL, 0, B, T, nh, hd, seg, cos_t, sin_t, 1.0f);
+}
+
+extern "C" void cuda_rope_forward_bf16(uint16_t *x, int B, int T, int nh, int hd,
+                                       const int32_t *seg, const float *cos_t,
+                                       const float *sin_t)
+{
+    rope_launch(x, (uint16_t *)NULL, 0, B, T, nh, hd, seg, cos_t, sin_t, 1.0f);
 }
 
 extern "C" void cuda_rope_backward(float *dx, uint16_t *dxb, int ldxb, int B, int T, int nh,
@@ -105,14 +137,16 @@ extern "C" void cuda_rope_backward(float *dx, uint16_t *dxb, int ldxb, int B, in
 
 /* ---- pieces of the fp32 kernels (the shared ones: cuda_attn_common.cuh) */
 
-/* Copies rows [r0, r0+TILE) of head h (of n) into a (TILE, ld) shared tile,
- * zeros past T: coalesced along the head dimension. */
-__device__ __forceinline__ void load_tile(float *dst, int ld, const float *src, int b, int T,
+/* Copies rows [r0, r0+TILE) of head h (of n), bf16 as the trainer keeps
+ * them (issue 36, change 1i), into a (TILE, ld) shared fp32 tile, zeros
+ * past T: coalesced along the head dimension. */
+__device__ __forceinline__ void load_tile(float *dst, int ld, const uint16_t *src, int b, int T,
                                           int r0, int n, int h, int hd)
 {
     for (int e = threadIdx.x; e < TILE * hd; e += THREADS) {
         int r = e / hd, d = e % hd;
-        dst[r * ld + d] = r0 + r < T ? src[row_at(b, T, r0 + r, n, h, hd) + d] : 0.0f;
+        dst[r * ld + d] =
+            r0 + r < T ? cuda_bf16_f32(src[row_at(b, T, r0 + r, n, h, hd) + d]) : 0.0f;
     }
 }
 
@@ -136,9 +170,9 @@ __device__ __forceinline__ float quad_sum(float x)
  * probabilities (TILE, TILE+1). */
 template <int HDMAX>
 __global__ void __launch_bounds__(THREADS)
-    attn_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
-                    const float *k, const float *v, const int32_t *seg, int T, int H, int KV,
-                    int hd, float scale, float cap)
+    attn_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+                    const uint16_t *k, const uint16_t *v, const int32_t *seg, int T, int H,
+                    int KV, int hd, float scale, float cap)
 {
     float *sm = cuda_shared();
     const int ld = hd + 1;
@@ -229,9 +263,10 @@ __global__ void __launch_bounds__(THREADS)
 /* ---- backward */
 
 /* D (B,H,T) = rowsum(dout * out): one warp per row, lanes summed by a fixed
- * butterfly. */
-__global__ void attn_rowdot_kernel(float *D, const float *dout, const float *out, int B, int T,
-                                   int H, int hd)
+ * butterfly; doutb gets dout as bf16 for the kernels after it (the pass
+ * reads dout anyway: change 1i). */
+__global__ void attn_rowdot_kernel(float *D, uint16_t *doutb, const float *dout, const float *out,
+                                   int B, int T, int H, int hd)
 {
     size_t rows = (size_t)B * H * T;
     size_t warps = (size_t)gridDim.x * blockDim.x / 32;
@@ -242,8 +277,10 @@ __global__ void attn_rowdot_kernel(float *D, const float *dout, const float *out
         int b = (int)(w / ((size_t)T * H));
         size_t o = row_at(b, T, i, H, h, hd);
         float acc = 0.0f;
-        for (int d = lane; d < hd; d += 32)
+        for (int d = lane; d < hd; d += 32) {
             acc += dout[o + d] * out[o + d];
+            doutb[o + d] = cuda_f32_bf16(dout[o + d]);
+        }
         for (int x = 16; x > 0; x /= 2)
             acc += __shfl_xor_sync(0xffffffffu, acc, x);
         if (lane == 0)
@@ -255,9 +292,9 @@ __global__ void attn_rowdot_kernel(float *D, const float *dout, const float *out
  * and dS (TILE, TILE+1). */
 template <int HDMAX>
 __global__ void __launch_bounds__(THREADS)
-    attn_bwd_dq_kernel(float *dq, const float *dout, const float *D, const float *lse,
-                       const float *q, const float *k, const float *v, const int32_t *seg,
-                       int T, int H, int KV, int hd, float scale, float cap)
+    attn_bwd_dq_kernel(float *dq, const uint16_t *dout, const float *D, const float *lse,
+                       const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                       const int32_t *seg, int T, int H, int KV, int hd, float scale, float cap)
 {
     float *sm = cuda_shared();
     const int ld = hd + 1;
@@ -337,8 +374,9 @@ __global__ void __launch_bounds__(THREADS)
  * here. */
 template <int HDMAX>
 __global__ void __launch_bounds__(THREADS)
-    attn_bwd_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
-                         const float *lse, const float *q, const float *k, const float *v,
+    attn_bwd_dkdv_kernel(float *dk, float *dv, const uint16_t *dout, const float *D,
+                         const float *lse, const uint16_t *q, const uint16_t *k,
+                         const uint16_t *v,
                          const int32_t *seg, int T, int H, int KV, int hd, float scale,
                          float cap)
 {
@@ -470,9 +508,9 @@ static void check_attn(int B, int T, int H, int KV, int hd)
 }
 
 template <int HDMAX>
-static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
-                       const float *k, const float *v, const int32_t *seg, int B, int T, int H,
-                       int KV, int hd, float scale, float cap)
+static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+                       const uint16_t *k, const uint16_t *v, const int32_t *seg, int B, int T,
+                       int H, int KV, int hd, float scale, float cap)
 {
     size_t smem = fwd_smem(hd);
     allow_smem(attn_fwd_kernel<HDMAX>, smem);
@@ -482,7 +520,7 @@ static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const fl
 }
 
 extern "C" void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse,
-                                       const float *q, const float *k, const float *v,
+                                       const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                        const int32_t *seg, int B, int T, int H, int KV, int hd,
                                        float scale, float cap)
 {
@@ -506,10 +544,10 @@ extern "C" void cuda_attention_forward(float *out, uint16_t *outb, int ldo, floa
 }
 
 template <int HDMAX>
-static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const float *dout,
-                       const float *lse, const float *q, const float *k, const float *v,
-                       const int32_t *seg, int B, int T, int H, int KV, int hd, float scale,
-                       float cap)
+static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const uint16_t *dout,
+                       const float *lse, const uint16_t *q, const uint16_t *k,
+                       const uint16_t *v, const int32_t *seg, int B, int T, int H, int KV,
+                       int hd, float scale, float cap)
 {
     unsigned tiles = (unsigned)((T + TILE - 1) / TILE);
     size_t smem = dq_smem(hd);
@@ -523,10 +561,10 @@ static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const fl
 }
 
 extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                        const float *dout, const float *out, const float *lse,
-                                        const float *q, const float *k, const float *v,
-                                        const int32_t *seg, int B, int T, int H, int KV, int hd,
-                                        float scale, float cap)
+                                        uint16_t *doutb, const float *dout, const float *out,
+                                        const float *lse, const uint16_t *q, const uint16_t *k,
+                                        const uint16_t *v, const int32_t *seg, int B, int T,
+                                        int H, int KV, int hd, float scale, float cap)
 {
     check_attn(B, T, H, KV, hd);
     if (B == 0 || T == 0)
@@ -535,21 +573,21 @@ extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *
     size_t blocks = (rows + 7) / 8; /* 8 warps of 256 threads */
     if (blocks > 65536)
         blocks = 65536;
-    cuda_launch(attn_rowdot_kernel, dim3((unsigned)blocks), dim3(256), 0, scratch, dout, out, B, T,
-                H, hd);
+    cuda_launch(attn_rowdot_kernel, dim3((unsigned)blocks), dim3(256), 0, scratch, doutb, dout,
+                out, B, T, H, hd);
     if (cuda_attention_kind(hd) == CUDA_ATTN_BF16) {
-        cuda_attn_tc_backward(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd,
+        cuda_attn_tc_backward(dq, dk, dv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd,
                               scale, cap);
         return;
     }
     if (hd <= 32)
-        bwd_launch<32>(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        bwd_launch<32>(dq, dk, dv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 64)
-        bwd_launch<64>(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
+        bwd_launch<64>(dq, dk, dv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
     else if (hd <= 128)
-        bwd_launch<128>(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale,
+        bwd_launch<128>(dq, dk, dv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd, scale,
                         cap);
     else
-        bwd_launch<256>(dq, dk, dv, scratch, dout, lse, q, k, v, seg, B, T, H, KV, hd, scale,
+        bwd_launch<256>(dq, dk, dv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd, scale,
                         cap);
 }

@@ -18,13 +18,12 @@
  *     A of a 16-column step). Shared memory holds only the tiles walked;
  *   - those (K and V forward and for dq, Q and dO for dk and dv) are
  *     double-buffered: the next tile is copied from global memory
- *     asynchronously (cp.async, through __pipeline_memcpy_async) while the
- *     warps multiply the current one. The callers' activations are still
- *     fp32, so a tile lands as fp32 (16-byte copies) and is rounded to
- *     bf16 (nearest even) into the tile the products read: the landing
- *     buffer and the bf16 tile are the two buffers. When the activations
- *     become bf16 the rounding pass goes and the landing buffer becomes
- *     the second bf16 tile;
+ *     asynchronously (cp.async, through __pipeline_memcpy_async) into the
+ *     second pair of bf16 tiles while the warps multiply the first. The
+ *     inputs are bf16 as the trainer keeps them (issue 36, change 1i: q,
+ *     k and v as their products and rotary positions write them; dO as
+ *     the kernel that makes D writes it), so a tile lands as the products
+ *     read it, with no rounding pass between;
  *   - no bank conflicts: staged rows are padded so that a fragment's
  *     loads of a K, Q, V or dO tile fall on 32 distinct banks (tc_ld says
  *     how), and the softmax touches no shared memory at all;
@@ -40,8 +39,8 @@
  * key rows for dk and dv), 16 per warp (a lane: rows g and g + 8, g =
  * lane / 4), and walks tiles of 64 on the other side. The head dimension
  * is a template bound (32, 64, 128: the smallest holding hd), the staged
- * tiles padded with zeros past hd. Shared memory at bound 128: 98 KB (the
- * 64 KB landing buffer and two bf16 tiles).
+ * tiles padded with zeros past hd. Shared memory at bound 128: 68 KB (four
+ * bf16 tiles of 64 rows of 136).
  *
  * Backward: 7 products, not FlashAttention-2's 5. FlashAttention-2 runs
  * one kernel over key tiles that adds each tile's dS K into dq with
@@ -93,48 +92,44 @@ static size_t tile_h_bytes()
 {
     return sizeof(bf16) * TC_ROWS * tc_ld<HDMAX>::H;
 }
-/* the landing buffer: two (TC_ROWS, HDMAX) fp32 tiles, unpadded (only the
- * rounding pass reads it, a row's words in turn) */
-template <int HDMAX>
-static size_t landing_bytes()
+
+/* Elements a copy moves: 8, 4 or 2 (cp.async's 16, 8 or 4 bytes) where
+ * hd and every array allow (each row then starts on that many bytes),
+ * else 1 (plain loads). */
+__device__ __forceinline__ int copy_step(int hd, const void *a, const void *b, const void *c,
+                                         const void *d)
 {
-    return 2 * sizeof(float) * TC_ROWS * HDMAX;
+    uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
+    for (int step = 8; step > 1; step /= 2)
+        if (hd % step == 0 && any % (2 * (uintptr_t)step) == 0)
+            return step;
+    return 1;
 }
 
-/* Starts copying rows [r0, r0+TC_ROWS) of head h (of n), hd floats each,
- * into raw (TC_ROWS, HDMAX) fp32 without waiting: 16 bytes a copy where
- * the rows allow (vec: hd a multiple of 4, arrays on 16 bytes), else 4.
- * Rows past T and columns past hd are not copied (land() writes zeros
- * there). The caller commits the batch. */
+/* Stages rows [r0, r0+TC_ROWS) of head h (of n), hd bf16 each, into a
+ * (TC_ROWS, tc_ld::H) tile: `step` values a copy (copy_step), copied
+ * asynchronously (the caller commits the batch, and waits for it and a
+ * barrier before any thread reads the tile) or, at step 1, loaded now;
+ * zeros past T and from hd up to HDMAX, stored now. Every word up to
+ * HDMAX of every row is written, so a tile staged over an old one leaves
+ * nothing of it. */
 template <int HDMAX>
-__device__ __forceinline__ void fetch(float *raw, const float *src, int b, int T, int r0, int n,
-                                      int h, int hd, bool vec)
-{
-    const int step = vec ? 4 : 1;
-    for (int e = threadIdx.x; e < TC_ROWS * HDMAX / step; e += TC_THREADS) {
-        int r = e / (HDMAX / step), d = e % (HDMAX / step) * step;
-        if (r0 + r < T && d < hd)
-            __pipeline_memcpy_async(raw + r * HDMAX + d, src + row_at(b, T, r0 + r, n, h, hd) + d,
-                                    sizeof(float) * step);
-    }
-}
-
-/* The landed rows [r0, ...) rounded to bf16 into a (TC_ROWS, tc_ld::H)
- * tile, zeros past T and past hd up to HDMAX, two columns a step: a
- * float2 in (a half-warp's 16 on 32 banks), a bf16 pair out. Words past
- * hd were not copied: read, then dropped. Every thread's copies must have
- * landed: after __pipeline_wait_prior and a barrier. */
-template <int HDMAX>
-__device__ __forceinline__ void land(bf16 *dst, const float *raw, int T, int r0, int hd)
+__device__ __forceinline__ void stage(bf16 *dst, const uint16_t *src, int b, int T, int r0,
+                                      int n, int h, int hd, int step)
 {
     const int ld = tc_ld<HDMAX>::H;
-    for (int e = threadIdx.x; e < TC_ROWS * HDMAX / 2; e += TC_THREADS) {
-        int r = e / (HDMAX / 2), d = e % (HDMAX / 2) * 2;
-        float2 xy = make_float2(0.0f, 0.0f);
-        if (r0 + r < T && d < hd)
-            xy = *(const float2 *)(raw + r * HDMAX + d);
-        *(__nv_bfloat162 *)(dst + r * ld + d) =
-            __floats2bfloat162_rn(xy.x, d + 1 < hd ? xy.y : 0.0f);
+    for (int e = threadIdx.x; e < TC_ROWS * HDMAX / step; e += TC_THREADS) {
+        int r = e / (HDMAX / step), d = e % (HDMAX / step) * step;
+        bf16 *to = dst + r * ld + d;
+        if (r0 + r < T && d < hd) {
+            const uint16_t *from = src + row_at(b, T, r0 + r, n, h, hd) + d;
+            if (step > 1)
+                __pipeline_memcpy_async(to, from, sizeof(bf16) * step);
+            else
+                memcpy(to, from, sizeof(bf16));
+        } else {
+            memset(to, 0, sizeof(bf16) * step);
+        }
     }
 }
 
@@ -181,27 +176,26 @@ __device__ __forceinline__ void hold_rows(uint32_t (*a)[4], const bf16 *tile, in
     }
 }
 
-/* The two row tiles a backward block owns (Q and dO for dq, K and V for
- * dk and dv): rows [r0, r0+TC_ROWS) of head h (of n) of src0 and src1
- * fetched through the landing buffer, rounded into s0 and s1 (the walked
- * tiles' buffers, free until the walk starts) and held in this warp's A
- * fragments a0 and a1. Every thread of the block calls it. */
+/* The two row tiles a block owns (Q forward with nothing in s1; Q and dO
+ * for dq; K and V for dk and dv): rows [r0, r0+TC_ROWS) of head h (of n)
+ * of src0 and src1 staged into s0 and s1 (the second buffers of the walked
+ * tiles, which the walk's first tile does not use) and held in this
+ * warp's A fragments a0 and a1. Every thread of the block calls it. */
 template <int HDMAX>
-__device__ __forceinline__ void hold_two(uint32_t (*a0)[4], uint32_t (*a1)[4], float *raw,
-                                         bf16 *s0, bf16 *s1, const float *src0,
-                                         const float *src1, int b, int T, int r0, int n, int h,
-                                         int hd, bool vec, int warp, int g, int t)
+__device__ __forceinline__ void hold_two(uint32_t (*a0)[4], uint32_t (*a1)[4], bf16 *s0,
+                                         bf16 *s1, const uint16_t *src0, const uint16_t *src1,
+                                         int b, int T, int r0, int n, int h, int hd, int step,
+                                         int warp, int g, int t)
 {
-    fetch<HDMAX>(raw, src0, b, T, r0, n, h, hd, vec);
-    fetch<HDMAX>(raw + TC_ROWS * HDMAX, src1, b, T, r0, n, h, hd, vec);
+    stage<HDMAX>(s0, src0, b, T, r0, n, h, hd, step);
+    if (src1)
+        stage<HDMAX>(s1, src1, b, T, r0, n, h, hd, step);
     __pipeline_commit();
     __pipeline_wait_prior(0);
     __syncthreads();
-    land<HDMAX>(s0, raw, T, r0, hd);
-    land<HDMAX>(s1, raw + TC_ROWS * HDMAX, T, r0, hd);
-    __syncthreads();
     hold_rows<HDMAX>(a0, s0, warp, g, t);
-    hold_rows<HDMAX>(a1, s1, warp, g, t);
+    if (src1)
+        hold_rows<HDMAX>(a1, s1, warp, g, t);
 }
 
 /* c[n] (16, 8 a tile, NT tiles) = A (16, HDMAX) X^T, A held, X staged as
@@ -279,46 +273,41 @@ __device__ __forceinline__ int next_meeting(const int32_t *seg, int b, int T, in
 
 /* ---- forward */
 
-/* grid (query tiles, H, B). Shared: the landing buffer for K and V, and K
- * and V (bf16); nothing else. Q (A fragments), the scores, p, O and each
- * row's max and sum stay in registers: a row's max and sum are the lane's
- * 16 columns and two shuffles across its quad, p becomes P V's A fragments
- * where it is, and O is rescaled where it is. */
+/* grid (query tiles, H, B). Shared: K and V (bf16), two of each; nothing
+ * else. Q (A fragments), the scores, p, O and each row's max and sum stay
+ * in registers: a row's max and sum are the lane's 16 columns and two
+ * shuffles across its quad, p becomes P V's A fragments where it is, and
+ * O is rescaled where it is. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
-                       const float *k, const float *v, const int32_t *seg, int T, int H, int KV,
-                       int hd, float scale, float cap)
+    attn_tc_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+                       const uint16_t *k, const uint16_t *v, const int32_t *seg, int T, int H,
+                       int KV, int hd, float scale, float cap)
 {
     typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8; /* 8-column tiles of O */
-    float *raw = cuda_shared(); /* K's landing rows, then V's */
-    bf16 *Ks = (bf16 *)(raw + 2 * TC_ROWS * HDMAX), *Vs = Ks + TC_ROWS * L::H;
+    bf16 *Ks[2], *Vs[2];
+    Ks[0] = (bf16 *)cuda_shared();
+    Vs[0] = Ks[0] + TC_ROWS * L::H;
+    Ks[1] = Vs[0] + TC_ROWS * L::H;
+    Vs[1] = Ks[1] + TC_ROWS * L::H;
     const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TC_ROWS;
     const int kh = h / (H / KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     const int ri[2] = {q0 + warp * WM + g, q0 + warp * WM + g + 8}; /* this lane's rows */
     const int lo[2] = {seg_lo(seg, b, T, ri[0]), seg_lo(seg, b, T, ri[1])};
-    const bool vec = hd % 4 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)k % 16 == 0 &&
-                     (uintptr_t)v % 16 == 0;
+    const int step = copy_step(hd, q, k, v, q);
 
-    /* Q lands through K's buffers, and stays in A fragments */
-    fetch<HDMAX>(raw, q, b, T, q0, H, h, hd, vec);
-    __pipeline_commit();
-    __pipeline_wait_prior(0);
-    __syncthreads();
-    land<HDMAX>(Ks, raw, T, q0, hd);
-    __syncthreads();
+    /* Q is staged in K's second buffer, and stays in A fragments */
     uint32_t qa[HDMAX / WM][4];
-    hold_rows<HDMAX>(qa, Ks, warp, g, t);
+    hold_two<HDMAX>(qa, NULL, Ks[1], NULL, q, NULL, b, T, q0, H, h, hd, step, warp, g, t);
 
     int klast = min(q0 + TC_ROWS - 1, T - 1);
-    /* the vote is the barrier: every warp holds Q before K lands in Ks */
     int k0 = next_meeting(seg, b, T, q0, 0, klast, 1);
     if (k0 <= klast) {
-        fetch<HDMAX>(raw, k, b, T, k0, KV, kh, hd, vec);
-        fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, k0, KV, kh, hd, vec);
+        stage<HDMAX>(Ks[0], k, b, T, k0, KV, kh, hd, step);
+        stage<HDMAX>(Vs[0], v, b, T, k0, KV, kh, hd, step);
     }
     __pipeline_commit();
     float o[NO][4];
@@ -326,21 +315,20 @@ __global__ void __launch_bounds__(TC_THREADS)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    while (k0 <= klast) {
+    for (int cur = 0; k0 <= klast; cur ^= 1) {
         __pipeline_wait_prior(0);
-        __syncthreads(); /* tile k0 has landed, and no warp reads the last K, V */
-        land<HDMAX>(Ks, raw, T, k0, hd);
-        land<HDMAX>(Vs, raw + TC_ROWS * HDMAX, T, k0, hd);
-        __syncthreads(); /* the landing buffer is free */
+        /* tile k0 has landed in buffer cur, every warp holds Q, and no warp
+         * reads the other buffer any more (its tile was the last one) */
+        __syncthreads();
         int kn = next_meeting(seg, b, T, q0, k0 + TC_ROWS, klast, 1);
         if (kn <= klast) { /* lands while this tile is multiplied */
-            fetch<HDMAX>(raw, k, b, T, kn, KV, kh, hd, vec);
-            fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, kn, KV, kh, hd, vec);
+            stage<HDMAX>(Ks[cur ^ 1], k, b, T, kn, KV, kh, hd, step);
+            stage<HDMAX>(Vs[cur ^ 1], v, b, T, kn, KV, kh, hd, step);
         }
         __pipeline_commit();
 
         float s[NT][4];
-        rows_by_rows_t<HDMAX>(s, qa, Ks, g, t);
+        rows_by_rows_t<HDMAX>(s, qa, Ks[cur], g, t);
         float mt[2] = {-INFINITY, -INFINITY};
         for (int n = 0; n < NT; n++)
             for (int e = 0; e < 4; e++) {
@@ -378,9 +366,9 @@ __global__ void __launch_bounds__(TC_THREADS)
             o[n][2] *= alpha[1];
             o[n][3] *= alpha[1];
         }
-        accumulate<HDMAX>(o, s, Vs, g, t);
+        accumulate<HDMAX>(o, s, Vs[cur], g, t);
         k0 = kn;
-        /* the next tile's wait and barrier come before K and V change */
+        /* the next tile's wait and barrier come before its buffers change */
     }
     for (int u = 0; u < 2; u++) {
         if (ri[u] >= T)
@@ -416,19 +404,22 @@ __device__ __forceinline__ float ds_at(int i, int j, int lo, int T, float dot, f
     return dscore_of(expf(sc - li), dp, Di, sc, scale, cap);
 }
 
-/* dq rows. grid (query tiles, H, B). Shared: the landing buffer for K and
- * V, and K and V (bf16). Q and dO (A fragments), S, dP, dS and the dq rows
- * in registers, as the forward's. */
+/* dq rows. grid (query tiles, H, B). Shared: K and V (bf16), two of
+ * each. Q and dO (A fragments), S, dP, dS and the dq rows in registers, as
+ * the forward's. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_dq_kernel(float *dq, const float *dout, const float *D, const float *lse,
-                      const float *q, const float *k, const float *v, const int32_t *seg, int T,
-                      int H, int KV, int hd, float scale, float cap)
+    attn_tc_dq_kernel(float *dq, const uint16_t *dout, const float *D, const float *lse,
+                      const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                      const int32_t *seg, int T, int H, int KV, int hd, float scale, float cap)
 {
     typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8;
-    float *raw = cuda_shared();
-    bf16 *Ks = (bf16 *)(raw + 2 * TC_ROWS * HDMAX), *Vs = Ks + TC_ROWS * L::H;
+    bf16 *Ks[2], *Vs[2];
+    Ks[0] = (bf16 *)cuda_shared();
+    Vs[0] = Ks[0] + TC_ROWS * L::H;
+    Ks[1] = Vs[0] + TC_ROWS * L::H;
+    Vs[1] = Ks[1] + TC_ROWS * L::H;
     const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TC_ROWS;
     const int kh = h / (H / KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -441,46 +432,42 @@ __global__ void __launch_bounds__(TC_THREADS)
         li[u] = ri[u] < T ? lse[hrow + ri[u]] : 0.0f;
         Di[u] = ri[u] < T ? D[hrow + ri[u]] : 0.0f;
     }
-    const bool vec = hd % 4 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)dout % 16 == 0 &&
-                     (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
+    const int step = copy_step(hd, q, dout, k, v);
 
-    /* Q and dO land through K's and V's buffers, and stay in fragments */
+    /* Q and dO are staged in the second buffers, and stay in fragments */
     uint32_t qa[HDMAX / WM][4], ga[HDMAX / WM][4];
-    hold_two<HDMAX>(qa, ga, raw, Ks, Vs, q, dout, b, T, q0, H, h, hd, vec, warp, g, t);
+    hold_two<HDMAX>(qa, ga, Ks[1], Vs[1], q, dout, b, T, q0, H, h, hd, step, warp, g, t);
 
     int klast = min(q0 + TC_ROWS - 1, T - 1);
-    int k0 = next_meeting(seg, b, T, q0, 0, klast, 1); /* a barrier, as forward */
+    int k0 = next_meeting(seg, b, T, q0, 0, klast, 1);
     if (k0 <= klast) {
-        fetch<HDMAX>(raw, k, b, T, k0, KV, kh, hd, vec);
-        fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, k0, KV, kh, hd, vec);
+        stage<HDMAX>(Ks[0], k, b, T, k0, KV, kh, hd, step);
+        stage<HDMAX>(Vs[0], v, b, T, k0, KV, kh, hd, step);
     }
     __pipeline_commit();
     float acc[NO][4];
     for (int n = 0; n < NO; n++)
         acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
-    while (k0 <= klast) {
+    for (int cur = 0; k0 <= klast; cur ^= 1) {
         __pipeline_wait_prior(0);
-        __syncthreads();
-        land<HDMAX>(Ks, raw, T, k0, hd);
-        land<HDMAX>(Vs, raw + TC_ROWS * HDMAX, T, k0, hd);
-        __syncthreads();
+        __syncthreads(); /* as forward: cur has landed, the other buffer is free */
         int kn = next_meeting(seg, b, T, q0, k0 + TC_ROWS, klast, 1);
         if (kn <= klast) {
-            fetch<HDMAX>(raw, k, b, T, kn, KV, kh, hd, vec);
-            fetch<HDMAX>(raw + TC_ROWS * HDMAX, v, b, T, kn, KV, kh, hd, vec);
+            stage<HDMAX>(Ks[cur ^ 1], k, b, T, kn, KV, kh, hd, step);
+            stage<HDMAX>(Vs[cur ^ 1], v, b, T, kn, KV, kh, hd, step);
         }
         __pipeline_commit();
 
         float s[NT][4], dp[NT][4];
-        rows_by_rows_t<HDMAX>(s, qa, Ks, g, t);
-        rows_by_rows_t<HDMAX>(dp, ga, Vs, g, t);
+        rows_by_rows_t<HDMAX>(s, qa, Ks[cur], g, t);
+        rows_by_rows_t<HDMAX>(dp, ga, Vs[cur], g, t);
         for (int n = 0; n < NT; n++)
             for (int e = 0; e < 4; e++) {
                 int u = e / 2, c = k0 + n * 8 + 2 * t + e % 2;
                 s[n][e] = ds_at(ri[u], c, lo[u], T, s[n][e], dp[n][e], li[u], Di[u], scale, cap);
             }
-        accumulate<HDMAX>(acc, s, Ks, g, t); /* dq += dS K */
+        accumulate<HDMAX>(acc, s, Ks[cur], g, t); /* dq += dS K */
         k0 = kn;
     }
     float *const dst[2] = {ri[0] < T ? dq + row_at(b, T, ri[0], H, h, hd) : NULL,
@@ -488,35 +475,37 @@ __global__ void __launch_bounds__(TC_THREADS)
     store_rows<HDMAX>(dst, acc, t, hd);
 }
 
-/* dk and dv rows of one KV head. grid (key tiles, KV, B). Shared: the
- * landing buffer for Q and dO, Q and dO (bf16), and the query tile's lse,
- * D and first rows. K and V (A fragments), S^T and dP^T (key rows, query
- * columns: so P^T and dS^T are A fragments where they are) and the dk and
- * dv rows in registers. Lane rows are key rows here. */
+/* dk and dv rows of one KV head. grid (key tiles, KV, B). Shared: Q and
+ * dO (bf16), two of each, and the query tile's lse, D and first rows. K
+ * and V (A fragments), S^T and dP^T (key rows, query columns: so P^T and
+ * dS^T are A fragments where they are) and the dk and dv rows in
+ * registers. Lane rows are key rows here. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_dkdv_kernel(float *dk, float *dv, const float *dout, const float *D,
-                        const float *lse, const float *q, const float *k, const float *v,
-                        const int32_t *seg, int T, int H, int KV, int hd, float scale,
-                        float cap)
+    attn_tc_dkdv_kernel(float *dk, float *dv, const uint16_t *dout, const float *D,
+                        const float *lse, const uint16_t *q, const uint16_t *k,
+                        const uint16_t *v, const int32_t *seg, int T, int H, int KV, int hd,
+                        float scale, float cap)
 {
     typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8;
-    float *raw = cuda_shared(); /* Q's landing rows, then dO's */
-    bf16 *Qs = (bf16 *)(raw + 2 * TC_ROWS * HDMAX), *Gs = Qs + TC_ROWS * L::H;
-    float *Ls = (float *)(Gs + TC_ROWS * L::H), *Drow = Ls + TC_ROWS;
+    bf16 *Qs[2], *Gs[2];
+    Qs[0] = (bf16 *)cuda_shared();
+    Gs[0] = Qs[0] + TC_ROWS * L::H;
+    Qs[1] = Gs[0] + TC_ROWS * L::H;
+    Gs[1] = Qs[1] + TC_ROWS * L::H;
+    float *Ls = (float *)(Gs[1] + TC_ROWS * L::H), *Drow = Ls + TC_ROWS;
     int *Lo = (int *)(Drow + TC_ROWS);
     const int b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * TC_ROWS;
     const int group = H / KV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     const int cj[2] = {k0 + warp * WM + g, k0 + warp * WM + g + 8}; /* this lane's key rows */
-    const bool vec = hd % 4 == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)dout % 16 == 0 &&
-                     (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
+    const int step = copy_step(hd, q, dout, k, v);
 
-    /* K and V land through Q's and dO's buffers, and stay in fragments */
+    /* K and V are staged in the second buffers, and stay in fragments */
     uint32_t ka[HDMAX / WM][4], va[HDMAX / WM][4];
-    hold_two<HDMAX>(ka, va, raw, Qs, Gs, k, v, b, T, k0, KV, kh, hd, vec, warp, g, t);
+    hold_two<HDMAX>(ka, va, Qs[1], Gs[1], k, v, b, T, k0, KV, kh, hd, step, warp, g, t);
     float gk[NO][4], gv[NO][4];
     for (int n = 0; n < NO; n++)
         for (int e = 0; e < 4; e++)
@@ -525,24 +514,25 @@ __global__ void __launch_bounds__(TC_THREADS)
     /* The walk: every head of the group in order, and in each the query
      * tiles that meet this key tile (the same in every head: seg is per
      * sequence). Query rows before k0 see none of these keys (k0 is a
-     * tile's first). The vote is a barrier, as forward. */
+     * tile's first). The vote is a barrier, as forward: every warp holds K
+     * and V before Q and dO are staged in the first buffers. */
     const int qfirst = next_meeting(seg, b, T, k0, k0, T - 1, 0);
     int h = kh * group, q0 = qfirst;
     const int hend = (kh + 1) * group;
     if (q0 < T) {
-        fetch<HDMAX>(raw, q, b, T, q0, H, h, hd, vec);
-        fetch<HDMAX>(raw + TC_ROWS * HDMAX, dout, b, T, q0, H, h, hd, vec);
+        stage<HDMAX>(Qs[0], q, b, T, q0, H, h, hd, step);
+        stage<HDMAX>(Gs[0], dout, b, T, q0, H, h, hd, step);
     } else {
         h = hend; /* no query row sees these keys (only past T) */
     }
     __pipeline_commit();
 
-    while (h < hend) {
+    for (int cur = 0; h < hend; cur ^= 1) {
         const size_t hrow = ((size_t)b * H + h) * T;
         __pipeline_wait_prior(0);
-        __syncthreads(); /* Q, dO of (h, q0) have landed; no warp reads the last ones */
-        land<HDMAX>(Qs, raw, T, q0, hd);
-        land<HDMAX>(Gs, raw + TC_ROWS * HDMAX, T, q0, hd);
+        /* Q, dO of (h, q0) have landed in buffer cur; no warp reads the
+         * other buffer, or the last tile's lse, D and first rows */
+        __syncthreads();
         if (threadIdx.x < TC_ROWS) {
             int qi = q0 + (int)threadIdx.x;
             Ls[threadIdx.x] = qi < T ? lse[hrow + qi] : 0.0f;
@@ -556,14 +546,14 @@ __global__ void __launch_bounds__(TC_THREADS)
             qn = qfirst;
         }
         if (hn < hend) {
-            fetch<HDMAX>(raw, q, b, T, qn, H, hn, hd, vec);
-            fetch<HDMAX>(raw + TC_ROWS * HDMAX, dout, b, T, qn, H, hn, hd, vec);
+            stage<HDMAX>(Qs[cur ^ 1], q, b, T, qn, H, hn, hd, step);
+            stage<HDMAX>(Gs[cur ^ 1], dout, b, T, qn, H, hn, hd, step);
         }
         __pipeline_commit();
 
         float st[NT][4], dpt[NT][4]; /* S^T, dP^T; then P^T, dS^T in place */
-        rows_by_rows_t<HDMAX>(st, ka, Qs, g, t);
-        rows_by_rows_t<HDMAX>(dpt, va, Gs, g, t);
+        rows_by_rows_t<HDMAX>(st, ka, Qs[cur], g, t);
+        rows_by_rows_t<HDMAX>(dpt, va, Gs[cur], g, t);
         for (int n = 0; n < NT; n++)
             for (int e = 0; e < 4; e++) {
                 /* the lanes of a quad read one query's lse, D, first row:
@@ -578,11 +568,11 @@ __global__ void __launch_bounds__(TC_THREADS)
                 st[n][e] = p;
                 dpt[n][e] = ds;
             }
-        accumulate<HDMAX>(gv, st, Gs, g, t);  /* dv += P^T dO */
-        accumulate<HDMAX>(gk, dpt, Qs, g, t); /* dk += dS^T Q */
+        accumulate<HDMAX>(gv, st, Gs[cur], g, t);  /* dv += P^T dO */
+        accumulate<HDMAX>(gk, dpt, Qs[cur], g, t); /* dk += dS^T Q */
         h = hn;
         q0 = qn;
-        /* the next tile's wait and barrier come before Q and dO change */
+        /* the next tile's wait and barrier come before its buffers change */
     }
     float *const kd[2] = {cj[0] < T ? dk + row_at(b, T, cj[0], KV, kh, hd) : NULL,
                           cj[1] < T ? dk + row_at(b, T, cj[1], KV, kh, hd) : NULL};
@@ -594,28 +584,24 @@ __global__ void __launch_bounds__(TC_THREADS)
 
 /* ---- launches */
 
+/* four staged tiles (two of each walked input); dk/dv adds the query
+ * tile's lse, D and first rows */
 template <int HDMAX>
 static size_t fwd_smem()
 {
-    return landing_bytes<HDMAX>() + 2 * tile_h_bytes<HDMAX>();
-}
-
-template <int HDMAX>
-static size_t dq_smem()
-{
-    return landing_bytes<HDMAX>() + 2 * tile_h_bytes<HDMAX>();
+    return 4 * tile_h_bytes<HDMAX>();
 }
 
 template <int HDMAX>
 static size_t dkdv_smem()
 {
-    return landing_bytes<HDMAX>() + 2 * tile_h_bytes<HDMAX>() + 3 * sizeof(float) * TC_ROWS;
+    return 4 * tile_h_bytes<HDMAX>() + 3 * sizeof(float) * TC_ROWS;
 }
 
 template <int HDMAX>
-static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
-                       const float *k, const float *v, const int32_t *seg, int B, int T, int H,
-                       int KV, int hd, float scale, float cap)
+static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+                       const uint16_t *k, const uint16_t *v, const int32_t *seg, int B, int T,
+                       int H, int KV, int hd, float scale, float cap)
 {
     size_t smem = fwd_smem<HDMAX>();
     allow_smem(attn_tc_fwd_kernel<HDMAX>, smem);
@@ -625,13 +611,13 @@ static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const fl
 }
 
 template <int HDMAX>
-static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const float *dout,
-                       const float *lse, const float *q, const float *k, const float *v,
-                       const int32_t *seg, int B, int T, int H, int KV, int hd, float scale,
-                       float cap)
+static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const uint16_t *dout,
+                       const float *lse, const uint16_t *q, const uint16_t *k,
+                       const uint16_t *v, const int32_t *seg, int B, int T, int H, int KV,
+                       int hd, float scale, float cap)
 {
     unsigned tiles = (unsigned)((T + TC_ROWS - 1) / TC_ROWS);
-    size_t smem = dq_smem<HDMAX>();
+    size_t smem = fwd_smem<HDMAX>();
     allow_smem(attn_tc_dq_kernel<HDMAX>, smem);
     cuda_launch(attn_tc_dq_kernel<HDMAX>, dim3(tiles, (unsigned)H, (unsigned)B),
                 dim3(TC_THREADS), smem, dq, dout, D, lse, q, k, v, seg, T, H, KV, hd, scale,
@@ -644,7 +630,7 @@ static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const fl
 }
 
 extern "C" void cuda_attn_tc_forward(float *out, uint16_t *outb, int ldo, float *lse,
-                                     const float *q, const float *k, const float *v,
+                                     const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                      const int32_t *seg, int B, int T, int H, int KV, int hd,
                                      float scale, float cap)
 {
@@ -659,9 +645,10 @@ extern "C" void cuda_attn_tc_forward(float *out, uint16_t *outb, int ldo, float 
 }
 
 extern "C" void cuda_attn_tc_backward(float *dq, float *dk, float *dv, const float *D,
-                                      const float *dout, const float *lse, const float *q,
-                                      const float *k, const float *v, const int32_t *seg, int B,
-                                      int T, int H, int KV, int hd, float scale, float cap)
+                                      const uint16_t *dout, const float *lse, const uint16_t *q,
+                                      const uint16_t *k, const uint16_t *v, const int32_t *seg,
+                                      int B, int T, int H, int KV, int hd, float scale,
+                                      float cap)
 {
     attn_check_shape(hd >= 1 && hd <= CUDA_ATTN_TC_MAX_HD,
                      "attention on tensor cores: head dimension must be 1..128");

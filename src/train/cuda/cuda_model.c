@@ -104,7 +104,9 @@ struct cuda_acts {
     size_t max_in;               /* widest product input */
     int ldy;                     /* dyb's and dub's rows: the widest output
                                   * and LoRA's r columns past it (fold) */
-    float *res, *mid, *rstd1, *rstd2, *q, *k, *v, *ao, *lse;
+    float *res, *mid, *rstd1, *rstd2, *ao, *lse;
+    uint16_t *q, *k, *v;         /* kept as bf16 as their products and rotary
+                                  * positions write them (change 1i) */
     uint16_t *g, *u;             /* gate's and up's outputs, kept as bf16 as
                                   * their products write them (change 1g) */
     float *pa, *pf, *rstd3, *rstd4;
@@ -733,7 +735,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
     size_t fsz[] = {
         (L + 1) * N * C, K * N * C, K * N, K * N,        /* res mid rstd1 rstd2 */
-        K * N * qd, K * N * kd, K * N * kd, K * N * qd,  /* q k v ao */
+        K * N * qd,                                      /* ao */
         K * (size_t)B * c->n_heads * T,                  /* lse */
         K * N * C * pn, K * N * C * pn, K * N * pn, K * N * pn, /* pa pf rstd3 rstd4 */
         N * C, N,                                        /* lnf rstdf */
@@ -745,7 +747,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
-        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->q, &a->k, &a->v, &a->ao, &a->lse,
+        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->ao, &a->lse,
         &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
@@ -756,9 +758,10 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     size_t bsz[] = {N * max_ldx, N * max_in, N * ldy, N * ldy, /* xb yb dyb dub */
                     hr * V, hr * C, deq, /* bf16 values */
                     K * PROJ_COUNT * N * r, N * (r ? r : 1), /* xa ltmp */
-                    K * N * F, K * N * F}; /* g u */
+                    K * N * F, K * N * F, /* g u */
+                    K * N * qd, K * N * kd, K * N * kd}; /* q k v */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
-                         &a->deq, &a->xa, &a->ltmp, &a->g, &a->u};
+                         &a->deq, &a->xa, &a->ltmp, &a->g, &a->u, &a->q, &a->k, &a->v};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -909,8 +912,8 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
 {
     assert((out != NULL) != (outb != NULL) && (!outb || forward));
     if (a->nf4_fused && outb) {
-        /* the fused product writes fp32: through hbuf, free while gate and
-         * up run (the only projections with a bf16 output) */
+        /* the fused product writes fp32: through hbuf, free while q, k, v,
+         * gate and up run (the only projections with a bf16 output) */
         assert((size_t)N * d->out <= a->hbuf_n);
         cuda_nf4_gemm(1, N, d->out, d->in, 1.0f, inb, lda, &d->wq, d->in, 0.0f, a->hbuf, d->out);
         cuda_to_bf16(outb, a->hbuf, (size_t)N * d->out);
@@ -957,7 +960,14 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
                         const float *x, uint16_t *xb, int ldx, int N, uint16_t *xa,
                         struct linear_dropout dr)
 {
-    assert((y != NULL) != (yb != NULL) && !(yb && d->bias)); /* no bias on gate or up */
+    assert((y != NULL) != (yb != NULL));
+    uint16_t *ybias = NULL; /* with a bias, the bf16 is made with it, rounding once */
+    if (yb && d->bias) {
+        assert((size_t)N * d->out <= a->hbuf_n); /* hbuf is free while q, k, v run */
+        ybias = yb;
+        yb = NULL;
+        y = a->hbuf;
+    }
     if (d->r > 0) {
         const uint16_t *xd = xb;
         int ldd = ldx;
@@ -984,7 +994,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
         assert(ldx == d->in && !d->fold); /* no NF4 projection folds: no columns */
         nf4_product(a, d, 1, y, yb, xb, ldx, N, 0.0f);
     }
-    if (d->bias)
+    if (d->bias && !ybias)
         cuda_add_bias(y, d->bias, N, d->out);
     if (d->r > 0 && !d->fold && yb)
         check(a, cuda_gemm_bf16_out(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lbb, d->r,
@@ -992,6 +1002,8 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
     else if (d->r > 0 && !d->fold)
         check(a, cuda_gemm_bf16(0, 1, N, d->out, d->r, d->scale, xa, d->r, d->lbb, d->r, 1.0f, y,
                                 d->out));
+    if (ybias)
+        cuda_add_bias_bf16(ybias, y, d->bias, N, d->out);
 }
 
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
@@ -1068,7 +1080,8 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
 /* ------------------------------------------------------------ the pass */
 
 struct layer_acts {
-    float *x, *mid, *out, *rstd1, *rstd2, *q, *k, *v, *ao, *lse;
+    float *x, *mid, *out, *rstd1, *rstd2, *ao, *lse;
+    uint16_t *q, *k, *v;
     uint16_t *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
     uint16_t *xa[PROJ_COUNT];
@@ -1159,11 +1172,12 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb, L->ldx[PROJ_Q],
                          s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
-    proj_forward(cm, a, l, PROJ_Q, s.q, NULL, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_K, s.k, NULL, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_V, s.v, NULL, a->ln, &s, N);
-    cuda_rope_forward(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
-    cuda_rope_forward(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
+    /* q, k and v as bf16 (change 1i), rotated so, as attention reads them */
+    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_K, NULL, s.k, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_V, NULL, s.v, a->ln, &s, N);
+    cuda_rope_forward_bf16(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
+    cuda_rope_forward_bf16(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_attention_forward(s.ao, a->xb, L->ldx[PROJ_O], s.lse, s.q, s.k, s.v, seg, B, T, H, KV,
                            hd, scale, c->attn_softcap);
     float *ao_out = s.pa ? s.pa : a->tmp;
@@ -1256,9 +1270,10 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     if (xb) /* the one kept input converted again: attention's output */
         cuda_to_bf16(xb, s.ao, Nq);
     proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, s.ao, xb, &s, N);
-    /* written whole, not added into: no zeroing (change 1e) */
-    cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->dao, s.ao, s.lse, s.q, s.k, s.v,
-                            seg, B, T, H, KV, hd, scale, c->attn_softcap);
+    /* written whole, not added into: no zeroing (change 1e); dO's bf16 for
+     * the kernels in a->xb, free until ln1 is made again below (1i) */
+    cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,
+                            s.k, s.v, seg, B, T, H, KV, hd, scale, c->attn_softcap);
     cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x, L->ln1,
                          N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */

@@ -649,6 +649,13 @@ __global__ static void add_bias_kernel(float *y, const float *bias, size_t n, in
         y[i] += bias[i % (size_t)C];
 }
 
+__global__ static void add_bias_bf16_kernel(uint16_t *yb, const float *y, const float *bias,
+                                            size_t n, int C)
+{
+    FOR_EACH(i, n)
+        yb[i] = f32_to_bf16(y[i] + bias[i % (size_t)C]);
+}
+
 void cuda_add(float *y, const float *a, const float *b, size_t n)
 {
     if (n)
@@ -678,6 +685,14 @@ void cuda_add_bias(float *y, const float *bias, int N, int C)
     size_t n = (size_t)(N > 0 ? N : 0) * (size_t)(C > 0 ? C : 0);
     if (n)
         cuda_launch(add_bias_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, y, bias, n, C);
+}
+
+void cuda_add_bias_bf16(uint16_t *yb, const float *y, const float *bias, int N, int C)
+{
+    size_t n = (size_t)(N > 0 ? N : 0) * (size_t)(C > 0 ? C : 0);
+    if (n)
+        cuda_launch(add_bias_bf16_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, yb, y, bias,
+                    n, C);
 }
 
 void cuda_bias_backward(float *dbias, const float *dy, int N, int C)

@@ -39,20 +39,24 @@
  * (ldxb >= nh hd). */
 void cuda_rope_forward(float *x, int B, int T, int nh, int hd, const int32_t *seg,
                        const float *cos_t, const float *sin_t);
+/* The forward on bf16 x (q and k as their products write them: issue 36,
+ * change 1i): each pair read as floats, rotated as above, rounded back. */
+void cuda_rope_forward_bf16(uint16_t *x, int B, int T, int nh, int hd, const int32_t *seg,
+                            const float *cos_t, const float *sin_t);
 void cuda_rope_backward(float *dx, uint16_t *dxb, int ldxb, int B, int T, int nh, int hd,
                         const int32_t *seg, const float *cos_t, const float *sin_t);
 
 /* Which kernels attention runs (one setting per process; the trainer sets
  * it at open from ALALLO_CUDA_ATTENTION, tests per case):
- *   CUDA_ATTN_BF16  the default: products on tensor cores, with Q, K, V,
- *                   dO, p and dS rounded to bf16 and every sum, the softmax
- *                   and lse in fp32 (cuda_attn_tc.cu), for hd <= 128;
- *                   larger heads run the fp32 kernels.
+ *   CUDA_ATTN_BF16  the default: products on tensor cores, with p and dS
+ *                   rounded to bf16 and every sum, the softmax and lse in
+ *                   fp32 (cuda_attn_tc.cu), for hd <= 128; larger heads run
+ *                   the fp32 kernels.
  *   CUDA_ATTN_FP32  every product in fp32 on CUDA cores: the reference.
- * Each gives the same bits for the same inputs on the same GPU kind; the
- * two differ by bf16 rounding (test_cuda_attn.c: bf16 within 2e-2 of each
- * tensor's magnitude of the CPU on the same rounded inputs; fp32 within
- * 1e-3 on the raw ones). */
+ * Both read Q, K, V and dO as bf16 (change 1i). Each gives the same bits
+ * for the same inputs on the same GPU kind; the two differ by p's and dS's
+ * rounding (test_cuda_attn.c: bf16 within 2e-2 of each tensor's magnitude
+ * of the CPU on the same inputs; fp32 within 1e-3). */
 enum cuda_attn_kind { CUDA_ATTN_BF16 = 0, CUDA_ATTN_FP32 = 1 };
 void cuda_attention_use(enum cuda_attn_kind kind);
 /* The kernels that run now for head dimension hd. */
@@ -62,21 +66,24 @@ enum cuda_attn_kind cuda_attention_kind(int hd);
  * tiles of keys in shared memory with an online softmax, so memory is
  * O(T) per head, never (T,T). out (B,T,H,hd), lse (B,H,T) as
  * ops_attention_forward_seg (seg NULL: plain causal; cap > 0: soft-capped
- * scores). hd <= 256. outb (may be NULL) gets out as bf16, a row (b, t)
- * of H x hd values ldo apart (ldo >= H hd). */
-void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse, const float *q,
-                            const float *k, const float *v, const int32_t *seg, int B, int T,
-                            int H, int KV, int hd, float scale, float cap);
+ * scores) on q (B,T,H,hd), k and v (B,T,KV,hd) as bf16, as the trainer
+ * keeps them (issue 36, change 1i). hd <= 256. outb (may be NULL) gets out
+ * as bf16, a row (b, t) of H x hd values ldo apart (ldo >= H hd). */
+void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+                            const uint16_t *k, const uint16_t *v, const int32_t *seg, int B,
+                            int T, int H, int KV, int hd, float scale, float cap);
 /* dq, dk, dv = the gradients, recomputing probabilities from lse: every
  * value written, what they held before never read (issue 36, change 1e:
  * no zeroing pass before). Two passes with no atomics: one owns rows of
  * dq, one owns rows of dk and dv (summing over the H/KV query heads of
  * the group in order). Both need
  * D = rowsum(dout * out) per row, computed first from the forward's `out`
- * into `scratch` OUT: (B,H,T) floats of the caller's, overwritten. */
-void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+ * into `scratch` OUT: (B,H,T) floats of the caller's, overwritten; the
+ * same pass writes dout as bf16 into doutb OUT ((B,T,H,hd) of the
+ * caller's, overwritten), which both read. */
+void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch, uint16_t *doutb,
                              const float *dout, const float *out, const float *lse,
-                             const float *q, const float *k, const float *v,
+                             const uint16_t *q, const uint16_t *k, const uint16_t *v,
                              const int32_t *seg, int B, int T, int H, int KV, int hd,
                              float scale, float cap);
 
@@ -154,6 +161,9 @@ void cuda_zero(void *y, size_t bytes);
 /* y (N,C) += bias (C) per row; dbias (C) += column sums of dy (N,C) in row
  * order. */
 void cuda_add_bias(float *y, const float *bias, int N, int C);
+/* yb (N,C) = bf16 of y + bias per row, rounded once (a product's bf16
+ * output with its bias: q, k, v's, issue 36 change 1i). */
+void cuda_add_bias_bf16(uint16_t *yb, const float *y, const float *bias, int N, int C);
 void cuda_bias_backward(float *dbias, const float *dy, int N, int C);
 
 /* bf16 conversions, round to nearest even (NaN stays NaN), as

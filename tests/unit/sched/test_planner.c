@@ -465,8 +465,9 @@ static void gpu_memory_model(void **state)
      * GPU's LoRA products read: 18 bytes a parameter, not 16); the same
      * fp32 activations without T*T
      * score blocks or dequantisation buffer, but gate's and up's outputs
-     * kept as bf16 and no fp32 dg and du, with bf16 staging copies (at
-     * batch 1 and context 2048, 0.62 of the CPU's; 0.89 before); the logits block (rows of 64 Mi
+     * kept as bf16 and no fp32 dg and du, q, k and v kept as bf16 (change 1i), with bf16
+     * staging copies (at batch 1 and context 2048, 0.58 of the CPU's; 0.62 before 1i, 0.89
+     * before 1f and 1g); the logits block (rows of 64 Mi
      * values, four times the CPU's 16 Mi, as cuda_model.c holds it) as bf16 alone (change 1h:
      * 523 rows of 128,256 logits, their fp32 input and its gradient, its bf16); a CUDA
      * context's overhead. */
@@ -480,8 +481,8 @@ static void gpu_memory_model(void **state)
     assert_near((double)gpu.trainable, (double)cpu.trainable * 18.0 / 16.0, 1.0);
     assert_int_equal(gpu.logits, 523LL * (4 * 2 * 2048 + 2 * (128256 + 2048)));
     assert_int_equal(cpu.logits, 130LL * 4 * (128256 + 2 * 2048));
-    assert_true(gpu.activations > cpu.activations * 0.58 &&
-                gpu.activations < cpu.activations * 0.66);
+    assert_true(gpu.activations > cpu.activations * 0.54 &&
+                gpu.activations < cpu.activations * 0.61);
     assert_true(gpu.overhead > (int64_t)GIB);
     assert_int_equal(gpu.total, planner_gpu_need(&lora));
     /* Linear in the batch: each example adds the same bytes. */
