@@ -142,6 +142,10 @@ CURRENT = {
                          # (rotary positions on bf16), dO's bf16 written by
                          # the pass that computes D, attention reading them
                          # (change 1i); else at the activations' width
+    "res_bf16": False,   # the residual stream (each layer's input, its middle,
+                         # the embedding's rows) kept as bf16, the norms and
+                         # residual adds reading and writing it so (change
+                         # 1j); its gradient stays fp32
     "logits": 4,         # bytes a value of the head's logits as its product
                          # writes them and the loss kernel reads and writes
                          # them (2: change 1h, bf16, dlogits written over them
@@ -161,7 +165,9 @@ CHANGES = [
     ("1g gate's and up's outputs kept as bf16 (built)", {"gu_bf16": True}),
     ("1h the head's logits as bf16 (built)", {"logits": 2}),
     ("1i q, k, v and dO as bf16, attention's tiles land so (built)", {"qkv_bf16": True}),
-    ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True}),
+    ("1j the residual stream as bf16 (built)", {"res_bf16": True}),
+    ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
+                            "res_bf16": True}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -174,7 +180,7 @@ CHANGES = [
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
-         "qkv_bf16": True,
+         "qkv_bf16": True, "res_bf16": True,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
@@ -248,6 +254,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     gu = 2 if design["gu_bf16"] else a
     # bytes a value of q, k, v (and dO for attention) as kept (1i: bf16)
     qkv = 2 if design["qkv_bf16"] else a
+    # bytes a value of the residual stream (1j: bf16)
+    rb = 2 if design["res_bf16"] else a
 
     def weight(din, dout):
         """bytes the product reads for the base weight, after any decode"""
@@ -335,7 +343,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             st.mem("peft lora: dX accumulate", N * din * 2 * 3)
 
     def layer_forward():
-        st.mem("elementwise: norms", N * d * (a + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
+        st.mem("elementwise: norms", N * d * (rb + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
         convert(N * d)
         for name, din, dout, grp in projs[:3]:
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
@@ -351,14 +359,14 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                        (N * I * gu * 2 + N * I * out_b) * (2 if design["torch"] else 1))
                 convert(N * I)
             elif name == "gate":
-                st.mem("elementwise: residual adds", N * d * a * 3)
-                st.mem("elementwise: norms", N * d * (a + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
+                st.mem("elementwise: residual adds", N * d * (2 * rb + a))
+                st.mem("elementwise: norms", N * d * (rb + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
                 convert(N * d)
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
             product("projections forward", N, dout, din, 2, gu if name in ("gate", "up") else a,
                     weight(din, dout), design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name in ("o", "gate", "down"))
-        st.mem("elementwise: residual adds", N * d * a * 3)
+        st.mem("elementwise: residual adds", N * d * (2 * rb + a))
 
     def attn_flops():
         return 4.0 * B * s["H"] * T * T * s["hd"] / 2  # QK^T and PV, causal half
@@ -393,7 +401,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             # theirs; the bf16 copies are counted with each group's dW or
             # dA input). PyTorch keeps them.
             st.mem("elementwise: norms and activation again",
-                   2 * N * d * (a + out_b) + N * I * (2 * gu + out_b), launches=3)
+                   2 * N * d * (rb + out_b) + N * I * (2 * gu + out_b), launches=3)
         if not design["torch"]:
             # the backward's gradient buffers that products and kernels add
             # into: zeroed by a pass each, then read by their first adder
@@ -423,18 +431,18 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                 dg_b = 2 * a if design["gated_f32"] or not design["convert"] else 0
                 st.mem("elementwise: swiglu backward",
                        (N * I * (a + 2 * gu) + N * I * dg_b) * (2 if design["torch"] else 1))
-            if name == "o":
-                st.mem("elementwise: norms backward", N * d * a * 4)
+            if name == "o":  # dy, dx (read and written) fp32, x the residual
+                st.mem("elementwise: norms backward", N * d * (3 * a + rb))
             if name == "q":
                 st.mem("elementwise: rope backward", N * (d + dkv) * a * 2)
         attn_backward()
-        st.mem("elementwise: norms backward", N * d * a * 4)
+        st.mem("elementwise: norms backward", N * d * (3 * a + rb))
 
     # the embedding, the layers, the head
-    st.mem("elementwise: embedding", N * d * a + N * 4)
+    st.mem("elementwise: embedding", N * d * rb + N * 4)
     for _ in range(L):
         layer_forward()
-    st.mem("elementwise: norms", N * d * a * 2)
+    st.mem("elementwise: norms", N * d * (rb + a))
     convert(N * d, kept=True)
     # the head's logits (chunked): fp32, or bf16 (1h); PyTorch's product
     # writes bf16, upcast to fp32 for the loss (counted as fp32 here, with

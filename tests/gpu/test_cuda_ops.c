@@ -222,6 +222,82 @@ static void rmsnorm_case(int N, int C, int with_dw)
     free(hy), free(hr), free(hdx), free(hdw), free(hdw2);
 }
 
+/* Change 1j: the residual stream is bf16. The norm on a bf16 x (forward,
+ * backward, its weight's gradient), the residual add into bf16 and the
+ * embedding written as bf16 give the fp32 kernels' bits on the same
+ * values (the outputs that are bf16, those bits rounded). */
+static void residual_bf16_case(int N, int C)
+{
+    struct rng r;
+    rng_seed(&r, (uint64_t)N * 31 + (uint64_t)C);
+    size_t nc = (size_t)N * C;
+    float *x = fill(nc, &r, 2.0f), *w = fill((size_t)C, &r, 1.5f), *dy = fill(nc, &r, 1.0f);
+    float *dx0 = fill(nc, &r, 0.5f), *dw0 = fill((size_t)C, &r, 0.5f), *b = fill(nc, &r, 0.3f);
+    uint16_t *xb = malloc(nc * 2);
+    for (size_t i = 0; i < nc; i++) {
+        xb[i] = linear_f32_to_bf16(x[i]);
+        x[i] = linear_bf16_to_f32(xb[i]);
+    }
+    float *gx = dev_copy(x, nc * 4), *gw = dev_copy(w, (size_t)C * 4), *gdy = dev_copy(dy, nc * 4);
+    uint16_t *gxb = dev_copy(xb, nc * 2);
+    float *gy[2] = {dev_zero(nc * 4), dev_zero(nc * 4)};
+    float *gr[2] = {dev_zero((size_t)N * 4), dev_zero((size_t)N * 4)};
+    float *gdx[2] = {dev_copy(dx0, nc * 4), dev_copy(dx0, nc * 4)};
+    float *gdw[2] = {dev_copy(dw0, (size_t)C * 4), dev_copy(dw0, (size_t)C * 4)};
+    uint16_t *gyb[2] = {dev_zero(nc * 2), dev_zero(nc * 2)};
+    cuda_rmsnorm_forward(gy[0], gyb[0], C, gr[0], gx, gw, N, C, 1e-5f);
+    cuda_rmsnorm_forward_bf16(gy[1], gyb[1], C, gr[1], gxb, gw, N, C, 1e-5f);
+    cuda_rmsnorm_backward(gdx[0], NULL, 0, gdw[0], gdy, gx, gw, gr[0], N, C);
+    cuda_rmsnorm_backward_bf16(gdx[1], NULL, 0, gdw[1], gdy, gxb, gw, gr[0], N, C);
+    float *h[2] = {malloc(nc * 4), malloc(nc * 4)};
+    uint16_t *hb[2] = {malloc(nc * 2), malloc(nc * 2)};
+    for (int k = 0; k < 2; k++) {
+        fetch(h[k], gy[k], nc * 4);
+        fetch(hb[k], gyb[k], nc * 2);
+    }
+    expect_same_bits("rmsnorm on bf16 x: y", h[1], h[0], nc * 4, 4);
+    expect_same_bits("rmsnorm on bf16 x: y's bf16", hb[1], hb[0], nc * 2, 2);
+    for (int k = 0; k < 2; k++)
+        fetch(h[k], gr[k], (size_t)N * 4);
+    expect_same_bits("rmsnorm on bf16 x: rstd", h[1], h[0], (size_t)N * 4, 4);
+    for (int k = 0; k < 2; k++)
+        fetch(h[k], gdx[k], nc * 4);
+    expect_same_bits("rmsnorm on bf16 x: dx", h[1], h[0], nc * 4, 4);
+    for (int k = 0; k < 2; k++)
+        fetch(h[k], gdw[k], (size_t)C * 4);
+    expect_same_bits("rmsnorm on bf16 x: dw", h[1], h[0], (size_t)C * 4, 4);
+    /* mid = x + b into bf16, in place too: x's value plus b, rounded once */
+    float *gb = dev_copy(b, nc * 4);
+    uint16_t *gm = dev_zero(nc * 2);
+    cuda_add_bf16(gm, gxb, gb, nc);
+    cuda_add_bf16(gxb, gxb, gb, nc);
+    fetch(hb[0], gm, nc * 2);
+    fetch(hb[1], gxb, nc * 2);
+    for (size_t i = 0; i < nc; i++)
+        xb[i] = linear_f32_to_bf16(x[i] + b[i]);
+    expect_same_bits("residual add into bf16", hb[0], xb, nc * 2, 2);
+    expect_same_bits("residual add into bf16, in place", hb[1], xb, nc * 2, 2);
+    /* the embedding's rows as bf16: the fp32 rows rounded (scaled, as Gemma's) */
+    int V = 37;
+    float *table = fill((size_t)V * C, &r, 1.0f);
+    int32_t *ids = malloc((size_t)N * sizeof *ids);
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)rng_below(&r, (uint64_t)V);
+    float *gt = dev_copy(table, (size_t)V * C * 4);
+    int32_t *gids = dev_copy(ids, (size_t)N * 4);
+    cuda_embed_forward(gy[0], gids, N, gt, NULL, C, 1.7f);
+    cuda_embed_forward_bf16(gyb[1], gids, N, gt, NULL, C, 1.7f);
+    fetch(h[0], gy[0], nc * 4);
+    expect_bf16_copy("embedding as bf16", gyb[1], h[0], nc);
+    for (int k = 0; k < 2; k++) {
+        cuda_free(gy[k]), cuda_free(gr[k]), cuda_free(gdx[k]), cuda_free(gdw[k]);
+        cuda_free(gyb[k]), free(h[k]), free(hb[k]);
+    }
+    cuda_free(gx), cuda_free(gw), cuda_free(gdy), cuda_free(gxb), cuda_free(gb), cuda_free(gm);
+    cuda_free(gt), cuda_free(gids);
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(b), free(xb), free(table), free(ids);
+}
+
 static void rmsnorm_matches_cpu(void **state)
 {
     (void)state;
@@ -229,6 +305,8 @@ static void rmsnorm_matches_cpu(void **state)
     rmsnorm_case(7, 1000, 1);
     rmsnorm_case(33, 2053, 0);
     rmsnorm_case(300, 577, 1); /* more rows than the column sum's row groups */
+    residual_bf16_case(5, 1000);
+    residual_bf16_case(300, 577);
 }
 
 /* ---- gated activations and soft-cap ------------------------------------ */

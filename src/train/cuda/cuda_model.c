@@ -104,7 +104,8 @@ struct cuda_acts {
     size_t max_in;               /* widest product input */
     int ldy;                     /* dyb's and dub's rows: the widest output
                                   * and LoRA's r columns past it (fold) */
-    float *res, *mid, *rstd1, *rstd2, *ao, *lse;
+    uint16_t *res, *mid;         /* the residual stream as bf16 (change 1j) */
+    float *rstd1, *rstd2, *ao, *lse;
     uint16_t *q, *k, *v;         /* kept as bf16 as their products and rotary
                                   * positions write them (change 1i) */
     uint16_t *g, *u;             /* gate's and up's outputs, kept as bf16 as
@@ -734,8 +735,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->hbuf_n = N * F;
     /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
     size_t fsz[] = {
-        (L + 1) * N * C, K * N * C, K * N, K * N,        /* res mid rstd1 rstd2 */
-        K * N * qd,                                      /* ao */
+        K * N, K * N, K * N * qd,                        /* rstd1 rstd2 ao */
         K * (size_t)B * c->n_heads * T,                  /* lse */
         K * N * C * pn, K * N * C * pn, K * N * pn, K * N * pn, /* pa pf rstd3 rstd4 */
         N * C, N,                                        /* lnf rstdf */
@@ -747,7 +747,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
-        &a->res, &a->mid, &a->rstd1, &a->rstd2, &a->ao, &a->lse,
+        &a->rstd1, &a->rstd2, &a->ao, &a->lse,
         &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
@@ -759,9 +759,11 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
                     hr * V, hr * C, deq, /* bf16 values */
                     K * PROJ_COUNT * N * r, N * (r ? r : 1), /* xa ltmp */
                     K * N * F, K * N * F, /* g u */
-                    K * N * qd, K * N * kd, K * N * kd}; /* q k v */
+                    K * N * qd, K * N * kd, K * N * kd, /* q k v */
+                    (L + 1) * N * C, K * N * C}; /* res mid */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
-                         &a->deq, &a->xa, &a->ltmp, &a->g, &a->u, &a->q, &a->k, &a->v};
+                         &a->deq, &a->xa, &a->ltmp, &a->g, &a->u, &a->q, &a->k, &a->v,
+                         &a->res, &a->mid};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -1080,7 +1082,8 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
 /* ------------------------------------------------------------ the pass */
 
 struct layer_acts {
-    float *x, *mid, *out, *rstd1, *rstd2, *ao, *lse;
+    uint16_t *x, *mid, *out; /* the residual stream, bf16 */
+    float *rstd1, *rstd2, *ao, *lse;
     uint16_t *q, *k, *v;
     uint16_t *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
@@ -1170,8 +1173,8 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     float scale = model_attn_scale(c);
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
-    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb, L->ldx[PROJ_Q],
-                         s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb,
+                              L->ldx[PROJ_Q], s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     /* q, k and v as bf16 (change 1i), rotated so, as attention reads them */
     proj_forward(cm, a, l, PROJ_Q, NULL, s.q, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_K, NULL, s.k, a->ln, &s, N);
@@ -1184,10 +1187,10 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     proj_forward(cm, a, l, PROJ_O, ao_out, NULL, s.ao, &s, N);
     if (s.pa)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
-    cuda_add(s.mid, s.x, a->tmp, NC);
+    cuda_add_bf16(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
-    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
-                         L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
+    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
+                              L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
     proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, a->ln, &s, N);
     proj_forward(cm, a, l, PROJ_UP, NULL, s.u, a->ln, &s, N);
     mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, a->xb), a->xb, L->ldx[PROJ_DOWN], s.g,
@@ -1197,7 +1200,7 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     if (s.pf)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)
-        cuda_add(s.out, s.mid, a->tmp, NC);
+        cuda_add_bf16(s.out, s.mid, a->tmp, NC);
 }
 
 /* Where a kernel that makes a product's input also writes its bf16 for
@@ -1252,13 +1255,13 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     cuda_gated_backward_bf16(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u,
                              NF, 0);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
-    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2, s.mid,
-                         L->ln2, N, C, eps);
+    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2,
+                              s.mid, L->ln2, N, C, eps);
     proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, a->dyb, a->ln, xb, &s, N);
     proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
-    cuda_rmsnorm_backward(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid, L->ln2,
-                          s.rstd2, N, C);
+    cuda_rmsnorm_backward_bf16(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid,
+                               L->ln2, s.rstd2, N, C);
     /* attention block */
     const float *dattn = a->dres;
     if (s.pa) { /* through ln3 into a->tmp */
@@ -1274,8 +1277,8 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
      * the kernels in a->xb, free until ln1 is made again below (1i) */
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,
                             s.k, s.v, seg, B, T, H, KV, hd, scale, c->attn_softcap);
-    cuda_rmsnorm_forward(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x, L->ln1,
-                         N, C, eps);
+    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x,
+                              L->ln1, N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
     /* dq's and dk's rotation back writes their bf16, one at a time */
@@ -1285,8 +1288,8 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     proj_backward(cm, a, l, PROJ_K, dln, a->dk, a->dyb, a->ln, xb, &s, N);
     proj_backward(cm, a, l, PROJ_V, dln, a->dv, NULL, a->ln, xb, &s, N); /* converts dv */
     if (dln)
-        cuda_rmsnorm_backward(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln, s.x,
-                              L->ln1, s.rstd1, N, C);
+        cuda_rmsnorm_backward_bf16(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln,
+                                   s.x, L->ln1, s.rstd1, N, C);
 }
 
 /* The output head fused with the loss over the rows that have targets, a
@@ -1425,13 +1428,14 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
             return -1;
         seg_d = a->seg;
     }
-    /* embedding: res0[n] = E[ids[n]] (times sqrt(C) for Gemma) */
-    cuda_embed_forward(a->res, a->ids, N, cm->embed_f, cm->embed_b, C,
-                       c->embed_scale ? sqrtf((float)C) : 1.0f);
+    /* embedding: res0[n] = E[ids[n]] (times sqrt(C) for Gemma), as bf16:
+     * the residual stream is bf16 (change 1j) */
+    cuda_embed_forward_bf16(a->res, a->ids, N, cm->embed_f, cm->embed_b, C,
+                            c->embed_scale ? sqrtf((float)C) : 1.0f);
     for (int l = 0; l < c->n_layers; l++)
         layer_forward(cm, a, l, seg_d, B, T, 0);
-    float *xL = a->res + (size_t)c->n_layers * a->N * C;
-    cuda_rmsnorm_forward(a->lnf, NULL, 0, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
+    const uint16_t *xL = a->res + (size_t)c->n_layers * a->N * C;
+    cuda_rmsnorm_forward_bf16(a->lnf, NULL, 0, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
     if (fn) {
         if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets) ||
             a->failed)
@@ -1450,8 +1454,8 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     /* dres holds d/d(lnf); through the final norm into dres2 (and its bf16
      * into dyb, the top layer's dy) */
     cuda_zero(a->dres2, (size_t)N * C * sizeof(float));
-    cuda_rmsnorm_backward(a->dres2, a->dyb, a->ldy, cm->dnorm_f, a->dres, xL, cm->norm_f,
-                          a->rstdf, N, C);
+    cuda_rmsnorm_backward_bf16(a->dres2, a->dyb, a->ldy, cm->dnorm_f, a->dres, xL, cm->norm_f,
+                               a->rstdf, N, C);
     float *swap = a->dres;
     a->dres = a->dres2;
     a->dres2 = swap;

@@ -34,7 +34,8 @@
  * reads, writing dlogits over them as bf16 (change 1h; a soft-capped
  * head's stay fp32), and q's, k's and v's, kept as bf16 for rotary
  * positions and attention, which reads dO's bf16 too (change 1i); the
- * gated backward writes dg and du as bf16 alone (change 1f).
+ * residual stream is bf16 (change 1j; its gradient fp32); the gated
+ * backward writes dg and du as bf16 alone (change 1f).
  * LoRA's rank-r products read bf16 too, on the tensor cores with fp32
  * accumulation: x' A^T from the base product's bf16 input (its dropped
  * copy with dropout), kept as bf16 for the backward; on a bf16 base it is

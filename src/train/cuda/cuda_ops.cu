@@ -124,25 +124,39 @@ __device__ static float block_sum(float v, float *sh)
     return v;
 }
 
+/* A value read as fp32: fp32, or bf16 as a product wrote it (gate's and
+ * up's outputs, change 1g; the head's logits, 1h; the residual stream, 1j). */
+__device__ __forceinline__ float act_in(const float *p, size_t i)
+{
+    return p[i];
+}
+
+__device__ __forceinline__ float act_in(const uint16_t *p, size_t i)
+{
+    return bf16_to_f32(p[i]);
+}
+
 /* ---- RMSNorm ----------------------------------------------------------- */
 
 /* yb (may be NULL) gets y as bf16, the bits cuda_to_bf16 gives, its rows
- * ldyb values apart; y may be NULL when yb is not (the bf16 alone). */
+ * ldyb values apart; y may be NULL when yb is not (the bf16 alone). X:
+ * fp32 x, or bf16 (the residual stream, change 1j). */
+template <typename X>
 __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, float *rstd,
-                                          const float *x, const float *w, int C, float eps)
+                                          const X *x, const float *w, int C, float eps)
 {
     float *sh = cuda_shared(); /* 32 floats */
-    const float *xr = x + (size_t)blockIdx.x * C;
+    const X *xr = x + (size_t)blockIdx.x * C;
     float *yr = y ? y + (size_t)blockIdx.x * C : NULL;
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        ss += xr[c] * xr[c];
+        ss += act_in(xr, c) * act_in(xr, c);
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)C + eps);
     if (threadIdx.x == 0)
         rstd[blockIdx.x] = r;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = xr[c] * r * w[c];
+        float v = act_in(xr, c) * r * w[c];
         if (yr)
             yr[c] = v;
         if (yb)
@@ -150,34 +164,48 @@ __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, floa
     }
 }
 
-void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const float *x,
-                          const float *w, int N, int C, float eps)
+template <typename X>
+static void rmsnorm_fwd_launch(float *y, uint16_t *yb, int ldyb, float *rstd, const X *x,
+                               const float *w, int N, int C, float eps)
 {
     assert(y || yb);
     if (N <= 0 || C <= 0)
         return;
-    cuda_launch(rmsnorm_fwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, yb,
+    cuda_launch(rmsnorm_fwd_kernel<X>, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), y, yb,
                 ldyb > C ? ldyb : C, rstd, x, w, C, eps);
+}
+
+void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const float *x,
+                          const float *w, int N, int C, float eps)
+{
+    rmsnorm_fwd_launch(y, yb, ldyb, rstd, x, w, N, C, eps);
+}
+
+void cuda_rmsnorm_forward_bf16(float *y, uint16_t *yb, int ldyb, float *rstd,
+                               const uint16_t *x, const float *w, int N, int C, float eps)
+{
+    rmsnorm_fwd_launch(y, yb, ldyb, rstd, x, w, N, C, eps);
 }
 
 /* dx_c += r w_c dy_c - r^3 x_c / C * sum_j(w_j dy_j x_j), as ops.c; dxb
  * (may be NULL) gets the new dx as bf16, its rows lddxb apart. */
+template <typename X>
 __global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, int lddxb, const float *dy,
-                                          const float *x, const float *w, const float *rstd,
-                                          int C)
+                                          const X *x, const float *w, const float *rstd, int C)
 {
     float *sh = cuda_shared(); /* 32 floats */
     size_t off = (size_t)blockIdx.x * C;
-    const float *xr = x + off, *dyr = dy + off;
+    const X *xr = x + off;
+    const float *dyr = dy + off;
     float *dxr = dx + off;
     float r = rstd[blockIdx.x];
     float dot = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dot += w[c] * dyr[c] * xr[c];
+        dot += w[c] * dyr[c] * act_in(xr, c);
     dot = block_sum(dot, sh);
     float k = r * r * r * dot / (float)C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = dxr[c] + (r * w[c] * dyr[c] - k * xr[c]);
+        float v = dxr[c] + (r * w[c] * dyr[c] - k * act_in(xr, c));
         dxr[c] = v;
         if (dxb)
             dxb[(size_t)blockIdx.x * lddxb + c] = f32_to_bf16(v);
@@ -187,8 +215,9 @@ __global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, int lddxb, c
 /* out (C) += column sums of a (N,C), each term a[n][c] * x[n][c] * rstd[n]
  * when x is set (RMSNorm's dw), a[n][c] alone otherwise (a bias). Block
  * (COLSUM_W, COLSUM_G). */
-__global__ static void colsum_kernel(float *out, const float *a, const float *x,
-                                     const float *rstd, int N, int C)
+template <typename X>
+__global__ static void colsum_kernel(float *out, const float *a, const X *x, const float *rstd,
+                                     int N, int C)
 {
     float(*part)[COLSUM_W + 1] = (float(*)[COLSUM_W + 1])cuda_shared(); /* [COLSUM_G] */
     int lane = threadIdx.x, g = threadIdx.y;
@@ -198,7 +227,7 @@ __global__ static void colsum_kernel(float *out, const float *a, const float *x,
 #pragma unroll 4
         for (int n = g; n < N; n += COLSUM_G) {
             size_t i = (size_t)n * C + c;
-            s += x ? a[i] * x[i] * rstd[n] : a[i];
+            s += x ? a[i] * act_in(x, i) * rstd[n] : a[i];
         }
     }
     part[g][lane] = s;
@@ -211,24 +240,39 @@ __global__ static void colsum_kernel(float *out, const float *a, const float *x,
     }
 }
 
-static void colsum(float *out, const float *a, const float *x, const float *rstd, int N, int C)
+template <typename X>
+static void colsum(float *out, const float *a, const X *x, const float *rstd, int N, int C)
 {
     if (N <= 0 || C <= 0)
         return;
     dim3 block(COLSUM_W, COLSUM_G);
-    cuda_launch(colsum_kernel, dim3((C + COLSUM_W - 1) / COLSUM_W), dim3(block),
+    cuda_launch(colsum_kernel<X>, dim3((C + COLSUM_W - 1) / COLSUM_W), dim3(block),
                 COLSUM_G * (COLSUM_W + 1) * sizeof(float), out, a, x, rstd, N, C);
+}
+
+template <typename X>
+static void rmsnorm_bwd_launch(float *dx, uint16_t *dxb, int lddxb, float *dw, const float *dy,
+                               const X *x, const float *w, const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    cuda_launch(rmsnorm_bwd_kernel<X>, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dxb,
+                lddxb > C ? lddxb : C, dy, x, w, rstd, C);
+    if (dw)
+        colsum(dw, dy, x, rstd, N, C);
 }
 
 void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const float *dy,
                            const float *x, const float *w, const float *rstd, int N, int C)
 {
-    if (N <= 0 || C <= 0)
-        return;
-    cuda_launch(rmsnorm_bwd_kernel, dim3(N), dim3(ROW_THREADS), 32 * sizeof(float), dx, dxb,
-                lddxb > C ? lddxb : C, dy, x, w, rstd, C);
-    if (dw)
-        colsum(dw, dy, x, rstd, N, C);
+    rmsnorm_bwd_launch(dx, dxb, lddxb, dw, dy, x, w, rstd, N, C);
+}
+
+void cuda_rmsnorm_backward_bf16(float *dx, uint16_t *dxb, int lddxb, float *dw,
+                                const float *dy, const uint16_t *x, const float *w,
+                                const float *rstd, int N, int C)
+{
+    rmsnorm_bwd_launch(dx, dxb, lddxb, dw, dy, x, w, rstd, N, C);
 }
 
 /* ---- gated activations and soft-cap ------------------------------------ */
@@ -243,18 +287,6 @@ __device__ __forceinline__ void put_rows(float *y, uint16_t *yb, size_t i, float
         y[i] = v;
     if (yb)
         yb[ld == cols ? i : i / cols * ld + i % cols] = f32_to_bf16(v);
-}
-
-/* A value read as fp32: fp32, or bf16 as a product wrote it (gate's and
- * up's outputs, change 1g; the head's logits, change 1h). */
-__device__ __forceinline__ float act_in(const float *p, size_t i)
-{
-    return p[i];
-}
-
-__device__ __forceinline__ float act_in(const uint16_t *p, size_t i)
-{
-    return bf16_to_f32(p[i]);
 }
 
 template <typename T>
@@ -561,7 +593,18 @@ void cuda_xent_rows_bf16(uint16_t *logits, const int32_t *targets, int M, int V,
 
 /* Row i of out = row ids[i] of the table times scale; a negative id (the
  * caller validates ids) gives a zero row rather than a stray read. */
-__global__ static void embed_fwd_kernel(float *out, const int32_t *ids, size_t n, const float *tf,
+__device__ __forceinline__ void emb_out(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+
+__device__ __forceinline__ void emb_out(uint16_t *p, size_t i, float v)
+{
+    p[i] = f32_to_bf16(v);
+}
+
+template <typename O>
+__global__ static void embed_fwd_kernel(O *out, const int32_t *ids, size_t n, const float *tf,
                                         const uint16_t *tb, int C, float scale)
 {
     FOR_EACH(e, n * (size_t)C) {
@@ -572,17 +615,30 @@ __global__ static void embed_fwd_kernel(float *out, const int32_t *ids, size_t n
             size_t s = (size_t)id * C + c;
             v = tf ? tf[s] : bf16_to_f32(tb[s]);
         }
-        out[e] = __fmul_rn(v, scale);
+        emb_out(out, e, __fmul_rn(v, scale));
     }
+}
+
+template <typename O>
+static void embed_fwd_launch(O *out, const int32_t *ids, int n, const float *tf,
+                             const uint16_t *tb, int C, float scale)
+{
+    size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(C > 0 ? C : 0);
+    if (total)
+        cuda_launch(embed_fwd_kernel<O>, dim3(ew_blocks(total)), dim3(EW_THREADS), 0, out, ids,
+                    (size_t)n, tf, tb, C, scale);
 }
 
 void cuda_embed_forward(float *out, const int32_t *ids, int n, const float *tf,
                         const uint16_t *tb, int C, float scale)
 {
-    size_t total = (size_t)(n > 0 ? n : 0) * (size_t)(C > 0 ? C : 0);
-    if (total)
-        cuda_launch(embed_fwd_kernel, dim3(ew_blocks(total)), dim3(EW_THREADS), 0, out, ids,
-                    (size_t)n, tf, tb, C, scale);
+    embed_fwd_launch(out, ids, n, tf, tb, C, scale);
+}
+
+void cuda_embed_forward_bf16(uint16_t *out, const int32_t *ids, int n, const float *tf,
+                             const uint16_t *tb, int C, float scale)
+{
+    embed_fwd_launch(out, ids, n, tf, tb, C, scale);
 }
 
 /* Block (x, y) owns columns [x*EMB_THREADS, ...) of the table rows whose id
@@ -656,6 +712,18 @@ __global__ static void add_bias_bf16_kernel(uint16_t *yb, const float *y, const 
         yb[i] = f32_to_bf16(y[i] + bias[i % (size_t)C]);
 }
 
+__global__ static void add_bf16_kernel(uint16_t *y, const uint16_t *a, const float *b, size_t n)
+{
+    FOR_EACH(i, n)
+        y[i] = f32_to_bf16(bf16_to_f32(a[i]) + b[i]);
+}
+
+void cuda_add_bf16(uint16_t *y, const uint16_t *a, const float *b, size_t n)
+{
+    if (n)
+        cuda_launch(add_bf16_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, y, a, b, n);
+}
+
 void cuda_add(float *y, const float *a, const float *b, size_t n)
 {
     if (n)
@@ -697,7 +765,7 @@ void cuda_add_bias_bf16(uint16_t *yb, const float *y, const float *bias, int N, 
 
 void cuda_bias_backward(float *dbias, const float *dy, int N, int C)
 {
-    colsum(dbias, dy, NULL, NULL, N, C);
+    colsum(dbias, dy, (const float *)NULL, NULL, N, C);
 }
 
 /* ---- bf16 -------------------------------------------------------------- */

@@ -100,6 +100,13 @@ void cuda_rmsnorm_forward(float *y, uint16_t *yb, int ldyb, float *rstd, const f
                           const float *w, int N, int C, float eps);
 void cuda_rmsnorm_backward(float *dx, uint16_t *dxb, int lddxb, float *dw, const float *dy,
                            const float *x, const float *w, const float *rstd, int N, int C);
+/* The same on a bf16 x (the residual stream, issue 36 change 1j), each
+ * value widened as it is read: the fp32 kernels' bits on x's values. */
+void cuda_rmsnorm_forward_bf16(float *y, uint16_t *yb, int ldyb, float *rstd,
+                               const uint16_t *x, const float *w, int N, int C, float eps);
+void cuda_rmsnorm_backward_bf16(float *dx, uint16_t *dxb, int lddxb, float *dw,
+                                const float *dy, const uint16_t *x, const float *w,
+                                const float *rstd, int N, int C);
 
 /* SwiGLU and GeGLU (tanh), n values, as ops.h. hb, dgb and dub (each may
  * be NULL) get h and the new dg and du as bf16, as rows of cols values
@@ -148,6 +155,10 @@ void cuda_xent_rows_bf16(uint16_t *logits, const int32_t *targets, int M, int V,
  * fp32 (tf) or bf16 (tb), exactly one non-NULL. */
 void cuda_embed_forward(float *out, const int32_t *ids, int n, const float *tf,
                         const uint16_t *tb, int C, float scale);
+/* The same written as bf16 (the residual stream's first rows, change 1j):
+ * cuda_embed_forward's values rounded. */
+void cuda_embed_forward_bf16(uint16_t *out, const int32_t *ids, int n, const float *tf,
+                             const uint16_t *tb, int C, float scale);
 /* dtable (V,C) += scale * dout rows scattered by ids, each column summed
  * over the n rows in row order (no atomics). */
 void cuda_embed_backward(float *dtable, const int32_t *ids, int n, const float *dout, int C,
@@ -155,6 +166,8 @@ void cuda_embed_backward(float *dtable, const int32_t *ids, int n, const float *
 
 /* Elementwise. y = a + b (y may alias a); y += x; y *= s; y = 0. */
 void cuda_add(float *y, const float *a, const float *b, size_t n);
+/* y = bf16 of a + b, a bf16 (the residual stream: change 1j); y may alias a. */
+void cuda_add_bf16(uint16_t *y, const uint16_t *a, const float *b, size_t n);
 void cuda_accumulate(float *y, const float *x, size_t n);
 void cuda_scale(float *y, float s, size_t n);
 void cuda_zero(void *y, size_t bytes);
