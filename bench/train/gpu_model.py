@@ -142,6 +142,9 @@ CURRENT = {
                          # (rotary positions on bf16), dO's bf16 written by
                          # the pass that computes D, attention reading them
                          # (change 1i); else at the activations' width
+    "ao_bf16": False,    # attention's output written and kept as bf16 alone
+                         # (o's input and its weight gradients' and D's),
+                         # no fp32 beside it nor conversion again (1k)
     "res_bf16": False,   # the residual stream (each layer's input, its middle,
                          # the embedding's rows) kept as bf16, the norms and
                          # residual adds reading and writing it so (change
@@ -166,8 +169,9 @@ CHANGES = [
     ("1h the head's logits as bf16 (built)", {"logits": 2}),
     ("1i q, k, v and dO as bf16, attention's tiles land so (built)", {"qkv_bf16": True}),
     ("1j the residual stream as bf16 (built)", {"res_bf16": True}),
+    ("1k attention's output kept as bf16 (built)", {"ao_bf16": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
-                            "res_bf16": True}),
+                            "res_bf16": True, "ao_bf16": True}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -180,7 +184,7 @@ CHANGES = [
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
-         "qkv_bf16": True, "res_bf16": True,
+         "qkv_bf16": True, "res_bf16": True, "ao_bf16": True,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
@@ -254,6 +258,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     gu = 2 if design["gu_bf16"] else a
     # bytes a value of q, k, v (and dO for attention) as kept (1i: bf16)
     qkv = 2 if design["qkv_bf16"] else a
+    # bytes a value of attention's output as kept (1k: bf16)
+    aob = 2 if design["ao_bf16"] else a
     # bytes a value of the residual stream (1j: bf16)
     rb = 2 if design["res_bf16"] else a
 
@@ -328,7 +334,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             # dX product (its FLOPs counted there), no pass over dX
             name = "lora folded: backward" if kind == "fold" else "lora tc, each product: backward"
             if first_of_group and not full:
-                convert(N * din, kept=p == "o")
+                if not (p == "o" and design["ao_bf16"]):  # 1k: kept as bf16
+                    convert(N * din, kept=p == "o")
             st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
             st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2 + dout * r * 8)
             st.add(name, 2.0 * N * din * r, N * din * 2 + N * r * 2 + din * r * 8)
@@ -352,7 +359,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             lora_forward(name, din, dout, name == "q")
         st.mem("elementwise: rope", N * (d + dkv) * qkv * 2 * (2 if design["torch"] else 1))
         attn_forward()
-        convert(N * d)
+        convert(N * d)  # the o product's bf16 input (1k: a second bf16 write)
         for name, din, dout, grp in projs[3:]:
             if name == "down":
                 st.mem("elementwise: swiglu",
@@ -378,14 +385,14 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         return EFF["attn_" + ("cur" if k == "current" else k) + "_" + which]
 
     def attn_forward():
-        st.add("attention: forward", attn_flops(), N * (d + 2 * dkv) * qkv + N * d * a,
+        st.add("attention: forward", attn_flops(), N * (d + 2 * dkv) * qkv + N * d * aob,
                eff=attn_rate("fwd"))
 
     def attn_backward():
         products = 7 if design["attn"] in ("current", "built") else 5
         # D = rowsum(dO o O), alallo's writing dO's bf16 beside (1i)
         dob = N * d * 2 if design["qkv_bf16"] and not design["torch"] else 0
-        st.mem("attention: backward", N * d * a * 2 + dob)
+        st.mem("attention: backward", N * d * (a + aob) + dob)
         # q, k, v and dO read by both kernels, dq, dk, dv written
         st.add("attention: backward", attn_flops() * products / 2,
                N * (d + 2 * dkv) * (qkv + a) + N * d * qkv * 2, eff=attn_rate("bwd"))
@@ -421,7 +428,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                     design["nf4"] if nf4 else None, ex)
             if full:
                 if name in ("q", "o", "gate", "down"):  # once for a shared input
-                    convert(N * din, kept=name == "o")  # the kept input again in bf16, for dW
+                    if not (name == "o" and design["ao_bf16"]):  # 1k: kept as bf16
+                        convert(N * din, kept=name == "o")  # the kept input again, for dW
                 st.add("gemm: projections dW", 2.0 * N * din * dout,
                        N * din * 2 + N * dout * 2 + din * dout * 4)
             lora_backward(name, din, dout, name in ("q", "o", "gate", "down"))

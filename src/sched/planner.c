@@ -343,14 +343,15 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         gated_layers = 1;
     }
     /* It keeps gate's and up's outputs as bf16 (half of their 2 im a
-     * layer), and q, k and v (half of q + 2 kv), and the residual stream
+     * layer), and q, k, v and attention's output (half of 2 q + 2 kv:
+     * changes 1i and 1k), and the residual stream
      * (half of each layer's input and middle, and the last layer's output:
      * change 1j), and its gated backward writes dg and du as bf16 alone (no
      * model has a bias on gate or up to want their fp32). */
     double residual = h * (m->layers + 1.0 + gated_layers);
     if (on_gpu)
         activations = ACT_BYTES * tokens *
-                          (layers_kept - (im + 0.5 * q + kv) * gated_layers - 0.5 * residual +
+                          (layers_kept - (im + q + kv) * gated_layers - 0.5 * residual +
                            scratch - 2.0 * im) +
                       2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r) + largest);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;

@@ -11,8 +11,10 @@
  * reference and the bf16 one on tensor cores (head dims up to 128; past
  * that the bf16 setting runs the fp32 kernels, and the case says so).
  *
- * Tolerance: rotary 1e-5, fp32 attention 1e-3 and bf16 attention 2e-2 of
- * the tensor's magnitude (max |x - x_cpu| <= tol * max |x_cpu|): the GPU's
+ * Tolerance: rotary 1e-5, fp32 attention 1e-3 (1e-2 for its gradients,
+ * whose D reads the bf16 output) and bf16 attention 2e-2 of the tensor's
+ * magnitude (max |x - x_cpu| <= tol * max |x_cpu|; the output, written
+ * as bf16 since change 1k, 2e-3 more): the GPU's
  * sums run in another order (an online softmax over key tiles) than the
  * CPU's BLAS products. Both kernels read Q, K, V and dO as bf16 (the
  * trainer keeps them so: issue 36, change 1i), and the CPU runs on the
@@ -48,6 +50,10 @@
 
 #define ROPE_TOL 1e-5
 #define ATTN_TOL 1e-3
+/* the fp32 kernels' gradients: their D = rowsum(dO o O) reads the output
+ * as the trainer keeps it, bf16 (change 1k), where the CPU's reads fp32:
+ * up to 5.7e-3 seen under the emulator (dk, capped; 3.5e-3 uncapped) */
+#define ATTN_GRAD_TOL 1e-2
 #define ATTN_BF16_TOL 2e-2
 
 struct attn_case {
@@ -123,6 +129,19 @@ static float *from_device(const void *dev, size_t n)
     if (cuda_download(h, dev, sizeof(float) * n) < 0)
         fail_msg("cuda_download: %s", cuda_ctx_error());
     return h;
+}
+
+/* n bf16 values on the device, widened to floats on the host. */
+static float *bf16_from_device(const uint16_t *dev, size_t n)
+{
+    uint16_t *h = malloc(sizeof(uint16_t) * n);
+    float *f = malloc(sizeof(float) * n);
+    assert_true(h && f);
+    if (cuda_download(h, dev, sizeof(uint16_t) * n) < 0)
+        fail_msg("cuda_download: %s", cuda_ctx_error());
+    kern_bf16_to_f32(h, f, n);
+    free(h);
+    return f;
 }
 
 /* The bf16 copy gb (n values, device) has the bits of linear_f32_to_bf16
@@ -254,8 +273,8 @@ static struct gpu_run run_gpu(const struct attn_case *c, void *const dev[8], flo
                               const float *dq0, const float *dk0, const float *dout_h,
                               size_t nq, size_t nk, const int32_t *dseg, int with_bf16)
 {
-    float *dq = dev[0], *dk = dev[1], *dv = dev[2], *dout = dev[3], *out = dev[4],
-          *lse = dev[5];
+    float *dq = dev[0], *dk = dev[1], *dv = dev[2], *dout = dev[3], *lse = dev[5];
+    uint16_t *out = dev[4];
     const uint16_t *q = dev[6], *kv = dev[7];
     const uint16_t *k = kv, *v = kv + nk;
     assert_int_equal(cuda_upload(dq, dq0, sizeof(float) * nq), 0);
@@ -275,9 +294,9 @@ static struct gpu_run run_gpu(const struct attn_case *c, void *const dev[8], flo
     cuda_free(scratch);
     expect_bf16_copy("dO", doutb, dout_h, nq);
     cuda_free(doutb);
-    struct gpu_run g = {from_device(out, nq), from_device(lse, nl), from_device(dq, nq),
+    struct gpu_run g = {bf16_from_device(out, nq), from_device(lse, nl), from_device(dq, nq),
                         from_device(dk, nk), from_device(dv, nk)};
-    if (outb)
+    if (outb) /* the rows ldo apart have the bits of the packed output */
         expect_bf16_copy("attention output", outb, g.out, nq);
     cuda_free(outb);
     return g;
@@ -349,7 +368,7 @@ static void test_attention(void **state)
 
     void *dev[8] = {cuda_alloc(sizeof(float) * nq, 0), cuda_alloc(sizeof(float) * nk, 0),
                     cuda_alloc(sizeof(float) * nk, 0), on_device(dout, sizeof(float) * nq),
-                    cuda_alloc(sizeof(float) * nq, 0), cuda_alloc(sizeof(float) * nl, 0),
+                    cuda_alloc(sizeof(uint16_t) * nq, 0), cuda_alloc(sizeof(float) * nl, 0),
                     on_device(qb, sizeof(uint16_t) * nq),
                     on_device(kvb, sizeof(uint16_t) * 2 * nk)};
     free(qb);
@@ -359,11 +378,14 @@ static void test_attention(void **state)
     int32_t *dseg = seg ? on_device(seg, sizeof(int32_t) * B * T) : NULL;
 
     struct gpu_run g = run_gpu(c, dev, scale, dq0, dk0, dout, nq, nk, dseg, 1);
-    assert_close("out", g.out, out, nq, tol);
+    /* the output is written as bf16 (change 1k): its rounding, 2^-9 of
+     * each value, on top */
+    assert_close("out", g.out, out, nq, tol + 2e-3);
     assert_close("lse", g.lse, lse, nl, tol);
-    assert_close("dq", g.dq, dq, nq, tol);
-    assert_close("dk", g.dk, dk, nk, tol);
-    assert_close("dv", g.dv, dv, nk, tol);
+    double gtol = ran == CUDA_ATTN_BF16 ? ATTN_BF16_TOL : ATTN_GRAD_TOL;
+    assert_close("dq", g.dq, dq, nq, gtol);
+    assert_close("dk", g.dk, dk, nk, gtol);
+    assert_close("dv", g.dv, dv, nk, gtol);
 
     /* the same inputs again: the same bits */
     struct gpu_run g2 = run_gpu(c, dev, scale, dq0, dk0, dout, nq, nk, dseg, 0);

@@ -1006,8 +1006,24 @@ static void dropout_case(float p, uint64_t seed, size_t e0, size_t n)
     expect_same_bits(what, got, want, n * 4, 4);
     if (p > 0.0f) /* the mask really drops about p of the values */
         assert_true(fabs((double)dropped / (double)n - (double)p) < 0.05);
-    cuda_free(gx), cuda_free(go);
-    free(x), free(want), free(got);
+    /* from x as bf16 (attention's output, change 1k): the bits of the fp32
+     * kernel on x's values rounded */
+    uint16_t *xb = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        xb[i] = linear_f32_to_bf16(x[i]);
+        x[i] = linear_bf16_to_f32(xb[i]);
+    }
+    uint16_t *gxb = dev_copy(xb, n * 2);
+    cuda_upload(gx, x, n * 4);
+    cuda_dropout(go, gx, n, p, seed, e0);
+    fetch(want, go, n * 4);
+    cuda_dropout_bf16(go, gxb, n, p, seed, e0);
+    fetch(got, go, n * 4);
+    snprintf(what, sizeof what, "dropout from bf16, p %g seed %llu e0 %zu", (double)p,
+             (unsigned long long)seed, e0);
+    expect_same_bits(what, got, want, n * 4, 4);
+    cuda_free(gx), cuda_free(go), cuda_free(gxb);
+    free(x), free(want), free(got), free(xb);
 }
 
 static void dropout_masks_are_the_cpus(void **state)

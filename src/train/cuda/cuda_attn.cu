@@ -170,7 +170,7 @@ __device__ __forceinline__ float quad_sum(float x)
  * probabilities (TILE, TILE+1). */
 template <int HDMAX>
 __global__ void __launch_bounds__(THREADS)
-    attn_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+    attn_fwd_kernel(uint16_t *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
                     const uint16_t *k, const uint16_t *v, const int32_t *seg, int T, int H,
                     int KV, int hd, float scale, float cap)
 {
@@ -251,7 +251,8 @@ __global__ void __launch_bounds__(THREADS)
         int d = tx + 4 * u;
         if (d < hd) {
             float val = o[u] * inv;
-            out[orow + d] = val;
+            if (out)
+                out[orow + d] = cuda_f32_bf16(val);
             if (outb)
                 outb[brow + d] = cuda_f32_bf16(val);
         }
@@ -265,8 +266,8 @@ __global__ void __launch_bounds__(THREADS)
 /* D (B,H,T) = rowsum(dout * out): one warp per row, lanes summed by a fixed
  * butterfly; doutb gets dout as bf16 for the kernels after it (the pass
  * reads dout anyway: change 1i). */
-__global__ void attn_rowdot_kernel(float *D, uint16_t *doutb, const float *dout, const float *out,
-                                   int B, int T, int H, int hd)
+__global__ void attn_rowdot_kernel(float *D, uint16_t *doutb, const float *dout,
+                                   const uint16_t *out, int B, int T, int H, int hd)
 {
     size_t rows = (size_t)B * H * T;
     size_t warps = (size_t)gridDim.x * blockDim.x / 32;
@@ -278,7 +279,7 @@ __global__ void attn_rowdot_kernel(float *D, uint16_t *doutb, const float *dout,
         size_t o = row_at(b, T, i, H, h, hd);
         float acc = 0.0f;
         for (int d = lane; d < hd; d += 32) {
-            acc += dout[o + d] * out[o + d];
+            acc += dout[o + d] * cuda_bf16_f32(out[o + d]);
             doutb[o + d] = cuda_f32_bf16(dout[o + d]);
         }
         for (int x = 16; x > 0; x /= 2)
@@ -508,7 +509,7 @@ static void check_attn(int B, int T, int H, int KV, int hd)
 }
 
 template <int HDMAX>
-static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+static void fwd_launch(uint16_t *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
                        const uint16_t *k, const uint16_t *v, const int32_t *seg, int B, int T,
                        int H, int KV, int hd, float scale, float cap)
 {
@@ -519,7 +520,7 @@ static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const ui
                 seg, T, H, KV, hd, scale, cap);
 }
 
-extern "C" void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse,
+extern "C" void cuda_attention_forward(uint16_t *out, uint16_t *outb, int ldo, float *lse,
                                        const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                        const int32_t *seg, int B, int T, int H, int KV, int hd,
                                        float scale, float cap)
@@ -561,7 +562,7 @@ static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const ui
 }
 
 extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                        uint16_t *doutb, const float *dout, const float *out,
+                                        uint16_t *doutb, const float *dout, const uint16_t *out,
                                         const float *lse, const uint16_t *q, const uint16_t *k,
                                         const uint16_t *v, const int32_t *seg, int B, int T,
                                         int H, int KV, int hd, float scale, float cap)

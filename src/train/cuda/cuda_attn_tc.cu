@@ -280,7 +280,7 @@ __device__ __forceinline__ int next_meeting(const int32_t *seg, int b, int T, in
  * O is rescaled where it is. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_fwd_kernel(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+    attn_tc_fwd_kernel(uint16_t *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
                        const uint16_t *k, const uint16_t *v, const int32_t *seg, int T, int H,
                        int KV, int hd, float scale, float cap)
 {
@@ -381,7 +381,8 @@ __global__ void __launch_bounds__(TC_THREADS)
                 int d = n * 8 + 2 * t + e;
                 if (d < hd) {
                     float val = o[n][2 * u + e] * inv;
-                    out[dst + d] = val;
+                    if (out)
+                        out[dst + d] = cuda_f32_bf16(val);
                     if (outb)
                         outb[bdst + d] = cuda_f32_bf16(val);
                 }
@@ -599,7 +600,7 @@ static size_t dkdv_smem()
 }
 
 template <int HDMAX>
-static void fwd_launch(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
+static void fwd_launch(uint16_t *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
                        const uint16_t *k, const uint16_t *v, const int32_t *seg, int B, int T,
                        int H, int KV, int hd, float scale, float cap)
 {
@@ -629,7 +630,7 @@ static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const ui
                 cap);
 }
 
-extern "C" void cuda_attn_tc_forward(float *out, uint16_t *outb, int ldo, float *lse,
+extern "C" void cuda_attn_tc_forward(uint16_t *out, uint16_t *outb, int ldo, float *lse,
                                      const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                      const int32_t *seg, int B, int T, int H, int KV, int hd,
                                      float scale, float cap)

@@ -13,7 +13,7 @@
 
 #define CUDA_ATTN_TC_MAX_HD 128
 
-void cuda_attn_tc_forward(float *out, uint16_t *outb, int ldo, float *lse,
+void cuda_attn_tc_forward(uint16_t *out, uint16_t *outb, int ldo, float *lse,
                           const uint16_t *q, const uint16_t *k, const uint16_t *v,
                           const int32_t *seg, int B, int T, int H, int KV, int hd, float scale,
                           float cap);

@@ -105,9 +105,10 @@ struct cuda_acts {
     int ldy;                     /* dyb's and dub's rows: the widest output
                                   * and LoRA's r columns past it (fold) */
     uint16_t *res, *mid;         /* the residual stream as bf16 (change 1j) */
-    float *rstd1, *rstd2, *ao, *lse;
+    float *rstd1, *rstd2, *lse;
     uint16_t *q, *k, *v;         /* kept as bf16 as their products and rotary
                                   * positions write them (change 1i) */
+    uint16_t *ao;                /* attention's output, kept as bf16 (1k) */
     uint16_t *g, *u;             /* gate's and up's outputs, kept as bf16 as
                                   * their products write them (change 1g) */
     float *pa, *pf, *rstd3, *rstd4;
@@ -735,7 +736,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->hbuf_n = N * F;
     /* fp32 arrays, then bf16 and int32 arrays counted in bytes */
     size_t fsz[] = {
-        K * N, K * N, K * N * qd,                        /* rstd1 rstd2 ao */
+        K * N, K * N,                                    /* rstd1 rstd2 */
         K * (size_t)B * c->n_heads * T,                  /* lse */
         K * N * C * pn, K * N * C * pn, K * N * pn, K * N * pn, /* pa pf rstd3 rstd4 */
         N * C, N,                                        /* lnf rstdf */
@@ -747,7 +748,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
     };
     float **fdst[] = {
-        &a->rstd1, &a->rstd2, &a->ao, &a->lse,
+        &a->rstd1, &a->rstd2, &a->lse,
         &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
@@ -760,10 +761,11 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
                     K * PROJ_COUNT * N * r, N * (r ? r : 1), /* xa ltmp */
                     K * N * F, K * N * F, /* g u */
                     K * N * qd, K * N * kd, K * N * kd, /* q k v */
-                    (L + 1) * N * C, K * N * C}; /* res mid */
+                    (L + 1) * N * C, K * N * C, /* res mid */
+                    K * N * qd}; /* ao */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
                          &a->deq, &a->xa, &a->ltmp, &a->g, &a->u, &a->q, &a->k, &a->v,
-                         &a->res, &a->mid};
+                         &a->res, &a->mid, &a->ao};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -959,8 +961,8 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
  * up's outputs); LoRA's own product then adds into the bf16, rounding
  * again, as a bf16 trainer does. */
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uint16_t *yb,
-                        const float *x, uint16_t *xb, int ldx, int N, uint16_t *xa,
-                        struct linear_dropout dr)
+                        const float *x, const uint16_t *xk, uint16_t *xb, int ldx, int N,
+                        uint16_t *xa, struct linear_dropout dr)
 {
     assert((y != NULL) != (yb != NULL));
     uint16_t *ybias = NULL; /* with a bias, the bf16 is made with it, rounding once */
@@ -975,7 +977,10 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
         int ldd = ldx;
         if (dr.p > 0.0f) { /* x' = dropout(x), as bf16 in yb (free in the forward) */
             size_t n = (size_t)N * d->in;
-            cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
+            if (x)
+                cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
+            else
+                cuda_dropout_bf16(a->drop, xk, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             cuda_to_bf16(a->yb, a->drop, n);
             xd = a->yb;
             ldd = d->in;
@@ -1045,8 +1050,11 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
                                     d->dlb, d->r));
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
-            if (drop) {
-                cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
+            if (drop) { /* from x, or its bf16 alone (attention's output: 1k) */
+                if (x)
+                    cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
+                else
+                    cuda_dropout_bf16(a->drop, xb, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
                 cuda_to_bf16(a->yb, a->drop, n);
                 xd = a->yb;
             }
@@ -1083,8 +1091,8 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
 
 struct layer_acts {
     uint16_t *x, *mid, *out; /* the residual stream, bf16 */
-    float *rstd1, *rstd2, *ao, *lse;
-    uint16_t *q, *k, *v;
+    float *rstd1, *rstd2, *lse;
+    uint16_t *q, *k, *v, *ao;
     uint16_t *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
     uint16_t *xa[PROJ_COUNT];
@@ -1148,14 +1156,15 @@ static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldh
     cuda_gated_forward_bf16(cm->cfg.gelu, h, hb, cm->cfg.intermediate, ldhb, g, u, n);
 }
 
-/* lin_forward for projection p of layer l from x and its bf16 in a->xb,
- * with its dropout; into y, or as bf16 into yb (y NULL). */
+/* lin_forward for projection p of layer l from x (fp32, or NULL beside
+ * xk, x as packed bf16 alone) and its bf16 in a->xb, with its dropout;
+ * into y, or as bf16 into yb (y NULL). */
 static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
-                         float *y, uint16_t *yb, const float *x, const struct layer_acts *s,
-                         int N)
+                         float *y, uint16_t *yb, const float *x, const uint16_t *xk,
+                         const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_forward(a, d, y, yb, x, a->xb, cm->layers[l].ldx[p], N, s->xa[p],
+    lin_forward(a, d, y, yb, x, xk, a->xb, cm->layers[l].ldx[p], N, s->xa[p],
                 proj_dropout(a, d, l, p));
 }
 
@@ -1176,27 +1185,27 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb,
                               L->ldx[PROJ_Q], s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     /* q, k and v as bf16 (change 1i), rotated so, as attention reads them */
-    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_K, NULL, s.k, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_V, NULL, s.v, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_K, NULL, s.k, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_V, NULL, s.v, a->ln, NULL, &s, N);
     cuda_rope_forward_bf16(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_rope_forward_bf16(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_attention_forward(s.ao, a->xb, L->ldx[PROJ_O], s.lse, s.q, s.k, s.v, seg, B, T, H, KV,
                            hd, scale, c->attn_softcap);
     float *ao_out = s.pa ? s.pa : a->tmp;
-    proj_forward(cm, a, l, PROJ_O, ao_out, NULL, s.ao, &s, N);
+    proj_forward(cm, a, l, PROJ_O, ao_out, NULL, NULL, s.ao, &s, N);
     if (s.pa)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
     cuda_add_bf16(s.mid, s.x, a->tmp, NC);
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
                               L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, a->ln, &s, N);
-    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, a->ln, &s, N);
+    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, a->ln, NULL, &s, N);
     mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, a->xb), a->xb, L->ldx[PROJ_DOWN], s.g,
             s.u, NF);
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, a->hbuf, &s, N);
+    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, a->hbuf, NULL, &s, N);
     if (s.pf)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)
@@ -1235,7 +1244,6 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     layer_view(cm, a, l, &s);
     int N = B * T, C = c->hidden, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
-    size_t Nq = (size_t)N * H * hd;
     int F = c->intermediate;
     float eps = c->rms_eps, scale = model_attn_scale(c);
     uint16_t *xb = kept_bf16(cm, a);
@@ -1270,9 +1278,9 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                               N, C);
         dattn = a->tmp;
     }
-    if (xb) /* the one kept input converted again: attention's output */
-        cuda_to_bf16(xb, s.ao, Nq);
-    proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, s.ao, xb, &s, N);
+    /* attention's output is kept as bf16 alone (change 1k): o's weight
+     * gradients read it as it is, no conversion */
+    proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, NULL, xb ? s.ao : NULL, &s, N);
     /* written whole, not added into: no zeroing (change 1e); dO's bf16 for
      * the kernels in a->xb, free until ln1 is made again below (1i) */
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,

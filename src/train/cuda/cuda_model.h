@@ -25,8 +25,8 @@
  * kernel that makes a product's input (a norm, the gated activation,
  * attention, rotary positions' backward, a norm's backward) writes its
  * bf16 copy beside the fp32 output (cuda_ops.h, "bf16 copies"); only
- * attention's output again in the backward, dv and the head's rows and
- * a soft-capped head's dlogits are converted by a pass of their own. The
+ * dv, the head's rows and a soft-capped head's dlogits are converted by a
+ * pass of their own. The
  * outputs stay fp32 but gate's and up's, which their products write as
  * bf16 and the pass keeps so for the gated activation and its backward
  * (change 1g: where the CPU keeps them fp32; docs/trainer.md), and the
@@ -34,7 +34,8 @@
  * reads, writing dlogits over them as bf16 (change 1h; a soft-capped
  * head's stay fp32), and q's, k's and v's, kept as bf16 for rotary
  * positions and attention, which reads dO's bf16 too (change 1i); the
- * residual stream is bf16 (change 1j; its gradient fp32); the gated
+ * residual stream is bf16 (change 1j; its gradient fp32), and so is
+ * attention's output, written and kept so alone (change 1k); the gated
  * backward writes dg and du as bf16 alone (change 1f).
  * LoRA's rank-r products read bf16 too, on the tensor cores with fp32
  * accumulation: x' A^T from the base product's bf16 input (its dropped

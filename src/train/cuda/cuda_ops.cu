@@ -1139,18 +1139,20 @@ __device__ static uint64_t rng_derive_dev(uint64_t seed, uint64_t stream_no)
 
 /* linear_dropout_keep's draw: 32 bits of one 64-bit draw per element, two
  * elements a draw; dropped below `cut`, else scaled by `keep`. */
-__global__ static void dropout_kernel(float *x_out, const float *x, size_t n, uint64_t seed,
+template <typename X>
+__global__ static void dropout_kernel(float *x_out, const X *x, size_t n, uint64_t seed,
                                       size_t e0, uint32_t cut, float keep)
 {
     FOR_EACH(i, n) {
         size_t e = e0 + i;
         uint64_t word = rng_derive_dev(seed, (uint64_t)(e >> 1));
         uint32_t u = (uint32_t)(e & 1 ? word >> 32 : word);
-        x_out[i] = __fmul_rn(u < cut ? 0.0f : keep, x[i]);
+        x_out[i] = __fmul_rn(u < cut ? 0.0f : keep, act_in(x, i));
     }
 }
 
-void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed, size_t e0)
+template <typename X>
+static void dropout_launch(float *x_out, const X *x, size_t n, float p, uint64_t seed, size_t e0)
 {
     if (!n)
         return;
@@ -1161,8 +1163,19 @@ void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed
     /* as linear_dropout_keep computes them, on the host */
     uint32_t cut = p > 0.0f ? (uint32_t)((double)p * 4294967296.0) : 0;
     float keep = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-    cuda_launch(dropout_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, x_out, x, n, seed, e0, cut,
-                keep);
+    cuda_launch(dropout_kernel<X>, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, x_out, x, n, seed, e0,
+                cut, keep);
+}
+
+void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed, size_t e0)
+{
+    dropout_launch(x_out, x, n, p, seed, e0);
+}
+
+void cuda_dropout_bf16(float *x_out, const uint16_t *x, size_t n, float p, uint64_t seed,
+                       size_t e0)
+{
+    dropout_launch(x_out, x, n, p, seed, e0);
 }
 
 /* ---- gradient norm and AdamW ------------------------------------------- */

@@ -67,22 +67,25 @@ enum cuda_attn_kind cuda_attention_kind(int hd);
  * O(T) per head, never (T,T). out (B,T,H,hd), lse (B,H,T) as
  * ops_attention_forward_seg (seg NULL: plain causal; cap > 0: soft-capped
  * scores) on q (B,T,H,hd), k and v (B,T,KV,hd) as bf16, as the trainer
- * keeps them (issue 36, change 1i). hd <= 256. outb (may be NULL) gets out
- * as bf16, a row (b, t) of H x hd values ldo apart (ldo >= H hd). */
-void cuda_attention_forward(float *out, uint16_t *outb, int ldo, float *lse, const uint16_t *q,
-                            const uint16_t *k, const uint16_t *v, const int32_t *seg, int B,
-                            int T, int H, int KV, int hd, float scale, float cap);
+ * keeps them (issue 36, change 1i). hd <= 256. out is written as bf16
+ * (change 1k: the trainer keeps it so), and outb gets the same bits as a
+ * row (b, t) of H x hd values ldo apart (ldo >= H hd): either may be
+ * NULL. */
+void cuda_attention_forward(uint16_t *out, uint16_t *outb, int ldo, float *lse,
+                            const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                            const int32_t *seg, int B, int T, int H, int KV, int hd, float scale,
+                            float cap);
 /* dq, dk, dv = the gradients, recomputing probabilities from lse: every
  * value written, what they held before never read (issue 36, change 1e:
  * no zeroing pass before). Two passes with no atomics: one owns rows of
  * dq, one owns rows of dk and dv (summing over the H/KV query heads of
  * the group in order). Both need
  * D = rowsum(dout * out) per row, computed first from the forward's `out`
- * into `scratch` OUT: (B,H,T) floats of the caller's, overwritten; the
- * same pass writes dout as bf16 into doutb OUT ((B,T,H,hd) of the
- * caller's, overwritten), which both read. */
+ * (bf16, packed) and the fp32 dout into `scratch` OUT: (B,H,T) floats of
+ * the caller's, overwritten; the same pass writes dout as bf16 into doutb
+ * OUT ((B,T,H,hd) of the caller's, overwritten), which both read. */
 void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch, uint16_t *doutb,
-                             const float *dout, const float *out, const float *lse,
+                             const float *dout, const uint16_t *out, const float *lse,
                              const uint16_t *q, const uint16_t *k, const uint16_t *v,
                              const int32_t *seg, int B, int T, int H, int KV, int hd,
                              float scale, float cap);
@@ -232,6 +235,10 @@ void cuda_nf4_gemm(int tw, int M, int N, int K, float alpha, const uint16_t *A, 
  * drawn exactly as linear_dropout_keep({p, seed}, e0 + e) draws it (the
  * same hash, bit for bit, so a job can move between CPU and GPU). */
 void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed, size_t e0);
+/* The same from a bf16 x (attention's output, kept as bf16: change 1k),
+ * each value widened: cuda_dropout's bits on x's values. */
+void cuda_dropout_bf16(float *x_out, const uint16_t *x, size_t n, float p, uint64_t seed,
+                       size_t e0);
 
 /* The sum of squares of g (n) into *out (one double on the device), in
  * fixed chunks summed in chunk order, as optim_grad_norm before its sqrt. */
