@@ -145,6 +145,9 @@ CURRENT = {
     "ao_bf16": False,    # attention's output written and kept as bf16 alone
                          # (o's input and its weight gradients' and D's),
                          # no fp32 beside it nor conversion again (1k)
+    "dh_bf16": False,    # down's dX product writes dh as bf16 where it is one
+                         # product (a 16-bit base, LoRA folded or full), and
+                         # the gated backward reads it so (change 1l)
     "res_bf16": False,   # the residual stream (each layer's input, its middle,
                          # the embedding's rows) kept as bf16, the norms and
                          # residual adds reading and writing it so (change
@@ -170,8 +173,9 @@ CHANGES = [
     ("1i q, k, v and dO as bf16, attention's tiles land so (built)", {"qkv_bf16": True}),
     ("1j the residual stream as bf16 (built)", {"res_bf16": True}),
     ("1k attention's output kept as bf16 (built)", {"ao_bf16": True}),
+    ("1l dh written and read as bf16 (built)", {"dh_bf16": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
-                            "res_bf16": True, "ao_bf16": True}),
+                            "res_bf16": True, "ao_bf16": True, "dh_bf16": True}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -184,7 +188,7 @@ CHANGES = [
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
-         "qkv_bf16": True, "res_bf16": True, "ao_bf16": True,
+         "qkv_bf16": True, "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
@@ -437,8 +441,10 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                 # reads dh, g, u; writes dg and du at the activations'
                 # width, unless the bf16 copies alone (1f, counted by convert)
                 dg_b = 2 * a if design["gated_f32"] or not design["convert"] else 0
+                # dh at 2 bytes where one 16-bit product wrote it (1l)
+                dhb = 2 if design["dh_bf16"] and not nf4 else a
                 st.mem("elementwise: swiglu backward",
-                       (N * I * (a + 2 * gu) + N * I * dg_b) * (2 if design["torch"] else 1))
+                       (N * I * (dhb + 2 * gu) + N * I * dg_b) * (2 if design["torch"] else 1))
             if name == "o":  # dy, dx (read and written) fp32, x the residual
                 st.mem("elementwise: norms backward", N * d * (3 * a + rb))
             if name == "q":

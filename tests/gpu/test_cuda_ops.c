@@ -443,6 +443,30 @@ static void gated_bf16_case(int gelu, size_t n, int cols, int ld)
     else
         cuda_swiglu_backward(g1, u1, b1, c1, cols, ld, ddh, dg, du, n, 0);
     cuda_gated_backward_bf16(gelu, g2, u2, b2, c2, cols, ld, ddh, dgb16, dub16, n, 0);
+    /* dh as bf16 too (change 1l): the fp32-dh kernel's bits on dh rounded */
+    {
+        float *dhr = malloc(n * 4), *w1 = malloc(n * 4), *w2 = malloc(n * 4);
+        uint16_t *dhb = malloc(n * 2), *v1 = malloc(nb * 2), *v2 = malloc(nb * 2);
+        for (size_t i = 0; i < n; i++) {
+            dhb[i] = linear_f32_to_bf16(dh[i]);
+            dhr[i] = linear_bf16_to_f32(dhb[i]);
+        }
+        float *gdhr = dev_copy(dhr, n * 4), *g3 = dev_zero(n * 4), *u3 = dev_zero(n * 4);
+        float *g4 = dev_zero(n * 4), *u4 = dev_zero(n * 4);
+        uint16_t *gdhb = dev_copy(dhb, n * 2), *b3 = dev_zero(nb * 2), *b4 = dev_zero(nb * 2);
+        cuda_gated_backward_bf16(gelu, g3, u3, b3, NULL, cols, ld, gdhr, dgb16, dub16, n, 0);
+        cuda_gated_backward_bf16dh(gelu, g4, u4, b4, NULL, cols, ld, gdhb, dgb16, dub16, n, 0);
+        snprintf(what, sizeof what, "%s backward, dh bf16 (n %zu)", gelu ? "geglu" : "swiglu", n);
+        fetch(w1, g3, n * 4), fetch(w2, g4, n * 4);
+        expect_same_bits(what, w2, w1, n * 4, 4);
+        fetch(w1, u3, n * 4), fetch(w2, u4, n * 4);
+        expect_same_bits(what, w2, w1, n * 4, 4);
+        fetch(v1, b3, nb * 2), fetch(v2, b4, nb * 2);
+        expect_same_bits(what, v2, v1, nb * 2, 2);
+        cuda_free(gdhr), cuda_free(g3), cuda_free(u3), cuda_free(g4), cuda_free(u4);
+        cuda_free(gdhb), cuda_free(b3), cuda_free(b4);
+        free(dhr), free(w1), free(w2), free(dhb), free(v1), free(v2);
+    }
     snprintf(what, sizeof what, "%s backward from bf16 (n %zu)", gelu ? "geglu" : "swiglu", n);
     fetch(x1, g1, n * 4), fetch(x2, g2, n * 4);
     expect_same_bits(what, x2, x1, n * 4, 4);

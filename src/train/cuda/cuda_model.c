@@ -115,7 +115,9 @@ struct cuda_acts {
     float *lnf, *rstdf;
     float *ln, *tmp, *dres, *dres2, *dln;
     float *dq, *dao, *dk, *dv;
-    float *hbuf, *dh;            /* dg and du live as bf16 alone in dyb, dub */
+    float *hbuf, *dh;            /* dg and du live as bf16 alone in dyb, dub;
+                                  * dh is bf16 in the same memory where one
+                                  * product makes it (change 1l) */
     size_t hbuf_n;               /* hbuf's floats (N x intermediate) */
     float *logits, *capped, *xc, *dxc; /* logits, capped: soft-capped heads only */
     float *attn_d;               /* (B, H, T) attention backward's scratch */
@@ -1024,15 +1026,18 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
  * and dx. Folded (d->fold, without dropout): t = dy B goes into dyb's r
  * columns past dy, and one product over [dy | t] and [W ; scale A] adds
  * dy W + scale t A into dx; else t A is a product of its own (masked with
- * dropout). */
-static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, int dx_fresh,
-                         const float *dy, uint16_t *dyb, const float *x, const uint16_t *xb,
-                         const uint16_t *xa, int N, struct linear_dropout dr)
+ * dropout). dxb (dx NULL): dx written as bf16 alone by the one product
+ * that makes it (change 1l: dh), which needs a 16-bit W, dx fresh, and
+ * LoRA folded or none (lin_dx_bf16). */
+static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, uint16_t *dxb,
+                         int dx_fresh, const float *dy, uint16_t *dyb, const float *x,
+                         const uint16_t *xb, const uint16_t *xa, int N, struct linear_dropout dr)
 {
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
     float beta = dx_fresh ? 0.0f : 1.0f; /* the base's dX product: the first into dx */
     assert(dy || (dyb && !d->dbias)); /* the fp32 is read for the bias and the bf16 alone */
-    if (!dyb && (dx || d->dw || d->r > 0)) {
+    assert(!dxb || (!dx && dx_fresh && d->wb && (fold || d->r == 0)));
+    if (!dyb && (dx || dxb || d->dw || d->r > 0)) {
         cuda_to_bf16_rows(a->dyb, ldy, dy, N, d->out);
         dyb = a->dyb;
     }
@@ -1062,7 +1067,10 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, i
                                     d->dla, d->in));
         }
     }
-    if (dx && fold) /* [dy | t] [W ; scale A]: the rows of wpad past W's */
+    if (dxb) /* one product writes dx as bf16 (folded: K runs over t's columns too) */
+        check(a, cuda_gemm_bf16_out(0, 0, N, d->in, d->out + (fold ? d->r : 0), 1.0f, dyb, ldy,
+                                    d->wb, d->ldw, 0.0f, dxb, d->in));
+    else if (dx && fold) /* [dy | t] [W ; scale A]: the rows of wpad past W's */
         check(a, cuda_gemm_bf16(0, 0, N, d->in, d->out + d->r, 1.0f, dyb, ldy, d->wb, d->ldw,
                                 beta, dx, d->in));
     else if (dx && d->wb)
@@ -1220,17 +1228,27 @@ static uint16_t *kept_bf16(const struct cuda_model *cm, struct cuda_acts *a)
     return cm->full || a->r > 0 ? a->xb : NULL;
 }
 
-/* lin_backward for projection p of layer l, with its dropout. */
+/* Whether projection p of layer l's dX can be one product writing bf16
+ * (lin_backward's dxb): a 16-bit W, and LoRA folded without dropout, or
+ * none. */
+static int lin_dx_bf16(const struct cuda_model *cm, const struct cuda_acts *a, int l, int p)
+{
+    const struct dlin *d = &cm->layers[l].proj[p];
+    return d->wb && (d->r == 0 || (d->fold && proj_dropout(a, d, l, p).p <= 0.0f));
+}
+
+/* lin_backward for projection p of layer l, with its dropout; dx fp32, or
+ * (dx NULL) dxb bf16 (lin_dx_bf16). */
 static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
-                          float *dx, const float *dy, uint16_t *dyb, const float *x,
-                          const uint16_t *xb, const struct layer_acts *s, int N)
+                          float *dx, uint16_t *dxb, const float *dy, uint16_t *dyb,
+                          const float *x, const uint16_t *xb, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
     /* The first projection of its group (q, o, gate, down; the backward
      * runs each group in order) writes dx, the others add (change 1d:
      * no zeroing pass before, no read of the zeros). */
     int first = p == 0 || proj_group[p] != proj_group[p - 1];
-    lin_backward(a, d, dx, first, dy, dyb, x, xb, s->xa[p], N, proj_dropout(a, d, l, p));
+    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, s->xa[p], N, proj_dropout(a, d, l, p));
 }
 
 /* On entry a->dres holds d(loss)/d(out of layer l) and a->dyb its bf16;
@@ -1256,17 +1274,24 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                               N, C);
         dmlp = a->tmp;
     }
-    proj_backward(cm, a, l, PROJ_DOWN, a->dh, dmlp, a->dyb, a->hbuf, xb, &s, N);
+    /* dh as bf16 where one product makes it (change 1l; a->dh's memory) */
+    uint16_t *dhb = lin_dx_bf16(cm, a, l, PROJ_DOWN) ? (uint16_t *)a->dh : NULL;
+    proj_backward(cm, a, l, PROJ_DOWN, dhb ? NULL : a->dh, dhb, dmlp, a->dyb, a->hbuf, xb, &s,
+                  N);
     /* dg and du written, not added into zeros (change 1c), as bf16 alone
      * (change 1f): their fp32 would be read only for a bias gate and up
      * never have (lin_forward asserts it) */
-    cuda_gated_backward_bf16(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, a->dh, s.g, s.u,
-                             NF, 0);
+    if (dhb)
+        cuda_gated_backward_bf16dh(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, dhb, s.g,
+                                   s.u, NF, 0);
+    else
+        cuda_gated_backward_bf16(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, a->dh, s.g,
+                                 s.u, NF, 0);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2,
                               s.mid, L->ln2, N, C, eps);
-    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, a->dyb, a->ln, xb, &s, N);
-    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, a->dub, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, NULL, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, NULL, a->dub, a->ln, xb, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     cuda_rmsnorm_backward_bf16(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid,
                                L->ln2, s.rstd2, N, C);
@@ -1280,7 +1305,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     }
     /* attention's output is kept as bf16 alone (change 1k): o's weight
      * gradients read it as it is, no conversion */
-    proj_backward(cm, a, l, PROJ_O, a->dao, dattn, a->dyb, NULL, xb ? s.ao : NULL, &s, N);
+    proj_backward(cm, a, l, PROJ_O, a->dao, NULL, dattn, a->dyb, NULL, xb ? s.ao : NULL, &s, N);
     /* written whole, not added into: no zeroing (change 1e); dO's bf16 for
      * the kernels in a->xb, free until ln1 is made again below (1i) */
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,
@@ -1291,10 +1316,10 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
     /* dq's and dk's rotation back writes their bf16, one at a time */
     cuda_rope_backward(a->dq, a->dyb, a->ldy, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
-    proj_backward(cm, a, l, PROJ_Q, dln, a->dq, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_Q, dln, NULL, a->dq, a->dyb, a->ln, xb, &s, N);
     cuda_rope_backward(a->dk, a->dyb, a->ldy, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
-    proj_backward(cm, a, l, PROJ_K, dln, a->dk, a->dyb, a->ln, xb, &s, N);
-    proj_backward(cm, a, l, PROJ_V, dln, a->dv, NULL, a->ln, xb, &s, N); /* converts dv */
+    proj_backward(cm, a, l, PROJ_K, dln, NULL, a->dk, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_V, dln, NULL, a->dv, NULL, a->ln, xb, &s, N); /* converts dv */
     if (dln)
         cuda_rmsnorm_backward_bf16(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln,
                                    s.x, L->ln1, s.rstd1, N, C);

@@ -305,18 +305,20 @@ __global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const T *g, con
  * with the same bits, since 0 + v turns a -0 into +0 as the sum did). */
 #define GATED_BASE(p, i) (acc ? (p)[i] : 0.0f)
 
-template <typename T>
+/* T: g's and u's type; D: dh's (fp32, or bf16 as down's dX product writes
+ * it on a 16-bit base: change 1l). */
+template <typename T, typename D>
 __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
-                                         const float *dh, const T *g, const T *u, size_t n,
+                                         const D *dhv, const T *g, const T *u, size_t n,
                                          size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
-        float x = act_in(g, i), ui = act_in(u, i);
+        float x = act_in(g, i), ui = act_in(u, i), dh_i = act_in(dhv, i);
         float s = 1.0f / (1.0f + expf(-x));
         /* d silu/dx = s (1 + x (1 - s)) */
-        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * ui * s * (1.0f + x * (1.0f - s)), cols,
+        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh_i * ui * s * (1.0f + x * (1.0f - s)), cols,
                  ld);
-        put_rows(du, dub, i, GATED_BASE(du, i) + dh[i] * x * s, cols, ld);
+        put_rows(du, dub, i, GATED_BASE(du, i) + dh_i * x * s, cols, ld);
     }
 }
 
@@ -335,19 +337,19 @@ __global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const T *g, cons
     }
 }
 
-template <typename T>
+template <typename T, typename D>
 __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uint16_t *dub,
-                                        const float *dh, const T *g, const T *u, size_t n,
+                                        const D *dhv, const T *g, const T *u, size_t n,
                                         size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
-        float x = act_in(g, i), ui = act_in(u, i);
+        float x = act_in(g, i), ui = act_in(u, i), dh_i = act_in(dhv, i);
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
         float gelu = 0.5f * x * (1.0f + t);
         float dgelu = 0.5f * (1.0f + t) +
                       0.5f * x * (1.0f - t * t) * GELU_S * (1.0f + 3.0f * GELU_A * x * x);
-        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh[i] * ui * dgelu, cols, ld);
-        put_rows(du, dub, i, GATED_BASE(du, i) + dh[i] * gelu, cols, ld);
+        put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh_i * ui * dgelu, cols, ld);
+        put_rows(du, dub, i, GATED_BASE(du, i) + dh_i * gelu, cols, ld);
     }
 }
 
@@ -371,11 +373,11 @@ static void gated_forward(void (*k)(float *, uint16_t *, const T *, const T *, s
         cuda_launch(k, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, h, hb, g, u, n, c, l);
 }
 
-template <typename T>
-static void gated_backward(void (*k)(float *, float *, uint16_t *, uint16_t *, const float *,
+template <typename T, typename D>
+static void gated_backward(void (*k)(float *, float *, uint16_t *, uint16_t *, const D *,
                                      const T *, const T *, size_t, size_t, size_t, int),
                            float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
-                           const float *dh, const T *g, const T *u, size_t n, int acc)
+                           const D *dh, const T *g, const T *u, size_t n, int acc)
 {
     size_t c, l;
     assert((dg || (dgb && !acc)) && (du || (dub && !acc)));
@@ -394,7 +396,8 @@ void cuda_swiglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float
 void cuda_swiglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
                           const float *dh, const float *g, const float *u, size_t n, int acc)
 {
-    gated_backward(swiglu_bwd_kernel<float>, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
+    gated_backward(swiglu_bwd_kernel<float, float>, dg, du, dgb, dub, cols, ldb, dh, g, u, n,
+                   acc);
 }
 
 void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float *g,
@@ -406,7 +409,8 @@ void cuda_geglu_forward(float *h, uint16_t *hb, int cols, int ldhb, const float 
 void cuda_geglu_backward(float *dg, float *du, uint16_t *dgb, uint16_t *dub, int cols, int ldb,
                          const float *dh, const float *g, const float *u, size_t n, int acc)
 {
-    gated_backward(geglu_bwd_kernel<float>, dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
+    gated_backward(geglu_bwd_kernel<float, float>, dg, du, dgb, dub, cols, ldb, dh, g, u, n,
+                   acc);
 }
 
 void cuda_gated_forward_bf16(int gelu, float *h, uint16_t *hb, int cols, int ldhb,
@@ -420,8 +424,17 @@ void cuda_gated_backward_bf16(int gelu, float *dg, float *du, uint16_t *dgb, uin
                               int cols, int ldb, const float *dh, const uint16_t *g,
                               const uint16_t *u, size_t n, int acc)
 {
-    gated_backward(gelu ? geglu_bwd_kernel<uint16_t> : swiglu_bwd_kernel<uint16_t>, dg, du, dgb,
-                   dub, cols, ldb, dh, g, u, n, acc);
+    gated_backward(gelu ? geglu_bwd_kernel<uint16_t, float> : swiglu_bwd_kernel<uint16_t, float>,
+                   dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
+}
+
+void cuda_gated_backward_bf16dh(int gelu, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                                int cols, int ldb, const uint16_t *dh, const uint16_t *g,
+                                const uint16_t *u, size_t n, int acc)
+{
+    gated_backward(gelu ? geglu_bwd_kernel<uint16_t, uint16_t>
+                        : swiglu_bwd_kernel<uint16_t, uint16_t>,
+                   dg, du, dgb, dub, cols, ldb, dh, g, u, n, acc);
 }
 
 __global__ static void softcap_kernel(float *x, size_t n, float cap, float inv)

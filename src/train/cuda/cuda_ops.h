@@ -135,6 +135,12 @@ void cuda_gated_forward_bf16(int gelu, float *h, uint16_t *hb, int cols, int ldh
 void cuda_gated_backward_bf16(int gelu, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
                               int cols, int ldb, const float *dh, const uint16_t *g,
                               const uint16_t *u, size_t n, int acc);
+/* The same with dh as bf16 too (down's dX product writes it so on a 16-bit
+ * base: change 1l), each value widened: the fp32-dh kernel's bits on the
+ * same values. */
+void cuda_gated_backward_bf16dh(int gelu, float *dg, float *du, uint16_t *dgb, uint16_t *dub,
+                                int cols, int ldb, const uint16_t *dh, const uint16_t *g,
+                                const uint16_t *u, size_t n, int acc);
 
 /* Soft-capping in place and its backward, as ops_softcap(_backward). */
 void cuda_softcap(float *x, size_t n, float cap);
