@@ -148,6 +148,10 @@ CURRENT = {
     "dh_bf16": False,    # down's dX product writes dh as bf16 where it is one
                          # product (a 16-bit base, LoRA folded or full), and
                          # the gated backward reads it so (change 1l)
+    "res_epilogue": False,  # o's and down's products add the residual stream
+                         # in their epilogue and write it (change 1m; a
+                         # 16-bit base, LoRA folded or full: an NF4 base
+                         # keeps the adds)
     "res_bf16": False,   # the residual stream (each layer's input, its middle,
                          # the embedding's rows) kept as bf16, the norms and
                          # residual adds reading and writing it so (change
@@ -174,8 +178,10 @@ CHANGES = [
     ("1j the residual stream as bf16 (built)", {"res_bf16": True}),
     ("1k attention's output kept as bf16 (built)", {"ao_bf16": True}),
     ("1l dh written and read as bf16 (built)", {"dh_bf16": True}),
+    ("1m residual adds in o's and down's epilogues (built)", {"res_epilogue": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
-                            "res_bf16": True, "ao_bf16": True, "dh_bf16": True}),
+                            "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
+                            "res_epilogue": True}),
     ("2a LoRA in bf16, each product (built)", {"lora": "tc_each"}),
     ("2b LoRA folded into the base products (built)", {"lora": "fold"}),
     ("2 LoRA on tensor cores", {"lora": "tc"}),
@@ -189,6 +195,7 @@ CHANGES = [
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
          "qkv_bf16": True, "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
+         "res_epilogue": False,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
@@ -266,6 +273,9 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     aob = 2 if design["ao_bf16"] else a
     # bytes a value of the residual stream (1j: bf16)
     rb = 2 if design["res_bf16"] else a
+    # the adds in the products' epilogues (1m), where one product makes
+    # o's and down's outputs
+    epi = design["res_epilogue"] and not nf4
 
     def weight(din, dout):
         """bytes the product reads for the base weight, after any decode"""
@@ -370,14 +380,16 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                        (N * I * gu * 2 + N * I * out_b) * (2 if design["torch"] else 1))
                 convert(N * I)
             elif name == "gate":
-                st.mem("elementwise: residual adds", N * d * (2 * rb + a))
+                if not epi:
+                    st.mem("elementwise: residual adds", N * d * (2 * rb + a))
                 st.mem("elementwise: norms", N * d * (rb + out_b) + (N * d * 4 * 3 if design["torch"] else 0))
                 convert(N * d)
             ex = 2.0 * N * r * (din + dout) if lora == "tc" else fold_flops(name, dout)
             product("projections forward", N, dout, din, 2, gu if name in ("gate", "up") else a,
                     weight(din, dout), design["nf4"] if nf4 else None, ex)
             lora_forward(name, din, dout, name in ("o", "gate", "down"))
-        st.mem("elementwise: residual adds", N * d * (2 * rb + a))
+        if not epi:
+            st.mem("elementwise: residual adds", N * d * (2 * rb + a))
 
     def attn_flops():
         return 4.0 * B * s["H"] * T * T * s["hd"] / 2  # QK^T and PV, causal half

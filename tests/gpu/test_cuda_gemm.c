@@ -28,7 +28,9 @@
 #include "train/kernels/gemm.h"
 #include "train/model/linear.h"
 
-enum out_kind { OUT_F32, OUT_BF16, IN_F32 };
+/* OUT_BF16_ADD: cuda_gemm_bf16_out_add, D = alpha op(A) op(B) + R with R
+ * (the shape's C) apart from D, which starts as zeros (beta taken as 1). */
+enum out_kind { OUT_F32, OUT_BF16, IN_F32, OUT_BF16_ADD };
 
 struct shape {
     int M, N, K, ta, tb, pad; /* pad: extra columns in every leading dimension */
@@ -92,9 +94,9 @@ static void operands_make(struct operands *o, const struct shape *s, enum out_ki
     }
     for (size_t i = 0; i < o->nc; i++) {
         o->Ch[i] = to_bf16(frand(seed));
-        o->C0[i] = kind == OUT_BF16 ? from_bf16(o->Ch[i]) : frand(seed);
+        o->C0[i] = kind == OUT_BF16 || kind == OUT_BF16_ADD ? from_bf16(o->Ch[i]) : frand(seed);
     }
-    size_t ein = kind == IN_F32 ? 4 : 2, eout = kind == OUT_BF16 ? 2 : 4;
+    size_t ein = kind == IN_F32 ? 4 : 2, eout = kind == OUT_BF16 || kind == OUT_BF16_ADD ? 2 : 4;
     o->dA = cuda_alloc(o->na * ein, 0);
     o->dB = cuda_alloc(o->nb * ein, 0);
     o->dC = cuda_alloc(o->nc * eout, 0);
@@ -123,10 +125,17 @@ static void operands_free(struct operands *o)
 /* Uploads C0, runs the GPU product, downloads C (as fp32) into out. */
 static int run_gpu(const struct shape *s, enum out_kind kind, struct operands *o, float *out)
 {
-    size_t eout = kind == OUT_BF16 ? 2 : 4;
-    assert_int_equal(cuda_upload(o->dC, kind == OUT_BF16 ? (void *)o->Ch : (void *)o->C0,
-                                 o->nc * eout), 0);
-    int rc = kind == OUT_F32
+    int add = kind == OUT_BF16_ADD, b16 = kind == OUT_BF16 || add;
+    size_t eout = b16 ? 2 : 4;
+    assert_int_equal(cuda_upload(o->dC, b16 ? (void *)o->Ch : (void *)o->C0, o->nc * eout), 0);
+    uint16_t *dD = NULL;
+    if (add) { /* R is the uploaded C; D starts as zeros */
+        dD = cuda_alloc(o->nc * 2, 1);
+        assert_non_null(dD);
+    }
+    int rc = add ? cuda_gemm_bf16_out_add(s->ta, s->tb, s->M, s->N, s->K, s->alpha, o->dA,
+                                          o->lda, o->dB, o->ldb, o->dC, dD, o->ldc)
+             : kind == OUT_F32
                  ? cuda_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, s->alpha, o->dA, o->lda,
                                   o->dB, o->ldb, s->beta, o->dC, o->ldc)
              : kind == OUT_BF16
@@ -140,13 +149,14 @@ static int run_gpu(const struct shape *s, enum out_kind kind, struct operands *o
         fprintf(stderr, "GPU product failed: %s\n", cuda_ctx_error());
         return rc;
     }
-    if (kind == OUT_BF16) {
+    if (b16) {
         uint16_t *h = malloc(o->nc * 2);
         assert_non_null(h);
-        assert_int_equal(cuda_download(h, o->dC, o->nc * 2), 0);
+        assert_int_equal(cuda_download(h, add ? dD : o->dC, o->nc * 2), 0);
         for (size_t i = 0; i < o->nc; i++)
             out[i] = from_bf16(h[i]);
         free(h);
+        cuda_free(dD);
         return 0;
     }
     return cuda_download(out, o->dC, o->nc * 4);
@@ -154,22 +164,22 @@ static int run_gpu(const struct shape *s, enum out_kind kind, struct operands *o
 
 static void check_kind(enum out_kind kind)
 {
-    const char *names[] = {"bf16 -> fp32", "bf16 -> bf16", "fp32 -> fp32"};
+    const char *names[] = {"bf16 -> fp32", "bf16 -> bf16", "fp32 -> fp32", "bf16 -> bf16 + R"};
     for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
         const struct shape *s = &shapes[n];
         struct operands o;
         operands_make(&o, s, kind, 1000 + n);
         float *ref = malloc(o.nc * 4), *got = malloc(o.nc * 4), *again = malloc(o.nc * 4);
         assert_non_null(ref && got && again);
+        float beta = kind == OUT_BF16_ADD ? 1.0f : s->beta;
         memcpy(ref, o.C0, o.nc * 4);
-        gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, ref,
-             o.ldc);
+        gemm(s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, beta, ref, o.ldc);
         assert_int_equal(run_gpu(s, kind, &o, got), 0);
         assert_int_equal(run_gpu(s, kind, &o, again), 0);
         double worst = 0;
         for (int i = 0; i < s->M; i++)
             for (int j = 0; j < s->N; j++) {
-                double bound = fabs((double)s->beta * o.C0[(size_t)i * o.ldc + j]);
+                double bound = fabs((double)beta * o.C0[(size_t)i * o.ldc + j]);
                 for (int k = 0; k < s->K; k++) {
                     double a = s->ta ? o.A[(size_t)k * o.lda + i] : o.A[(size_t)i * o.lda + k];
                     double b = s->tb ? o.B[(size_t)j * o.ldb + k] : o.B[(size_t)k * o.ldb + j];
@@ -178,7 +188,7 @@ static void check_kind(enum out_kind kind)
                 size_t at = (size_t)i * o.ldc + j;
                 double diff = fabs((double)got[at] - ref[at]);
                 double tol = 1e-5 * bound + 1e-30;
-                if (kind == OUT_BF16)
+                if (kind == OUT_BF16 || kind == OUT_BF16_ADD)
                     tol += fabs((double)ref[at]) / 256.0;
                 if (diff / tol > worst)
                     worst = diff / tol;
@@ -194,8 +204,9 @@ static void check_kind(enum out_kind kind)
                 if (j == s->N - 1)
                     for (int p = s->N; p < o.ldc; p++)
                         if (got[(size_t)i * o.ldc + p] !=
-                            (kind == OUT_BF16 ? from_bf16(o.Ch[(size_t)i * o.ldc + p])
-                                              : o.C0[(size_t)i * o.ldc + p])) {
+                            (kind == OUT_BF16_ADD ? 0.0f
+                             : kind == OUT_BF16   ? from_bf16(o.Ch[(size_t)i * o.ldc + p])
+                                                  : o.C0[(size_t)i * o.ldc + p])) {
                             fprintf(stderr, "%s: the product wrote past N in row %d\n",
                                     names[kind], i);
                             fail();
@@ -203,7 +214,7 @@ static void check_kind(enum out_kind kind)
             }
         assert_memory_equal(got, again, o.nc * 4); /* same shape, same bits */
         printf("%s %dx%dx%d ta %d tb %d beta %g: worst |diff| %.2f of its tolerance\n",
-               names[kind], s->M, s->N, s->K, s->ta, s->tb, (double)s->beta, worst);
+               names[kind], s->M, s->N, s->K, s->ta, s->tb, (double)beta, worst);
         free(ref);
         free(got);
         free(again);
@@ -227,6 +238,14 @@ static void test_f32_to_f32(void **state)
 {
     (void)state;
     check_kind(IN_F32);
+}
+
+/* A residual added by the epilogue (change 1m): R read from apart from D,
+ * which is written whole, its padding left. */
+static void test_bf16_plus_residual(void **state)
+{
+    (void)state;
+    check_kind(OUT_BF16_ADD);
 }
 
 /* K 0 is beta C (beta 0 clears C), M or N 0 does nothing, a leading
@@ -273,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_bf16_to_f32),
         cmocka_unit_test(test_bf16_to_bf16),
         cmocka_unit_test(test_f32_to_f32),
+        cmocka_unit_test(test_bf16_plus_residual),
         cmocka_unit_test(test_edges_and_refusals),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);

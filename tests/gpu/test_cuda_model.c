@@ -888,7 +888,9 @@ static void count_pass(unsigned targets, float p, unsigned long d[CUDA_GEMM_KIND
  * bf16-out products a layer more; and the head's logits (change 1h): one
  * more, the batch's targets being one block of rows; and down's dX where
  * one product makes it (change 1l: down folded without dropout, or not
- * adapted), one a layer, which is otherwise an fp32-out product. */
+ * adapted), one a layer, which is otherwise an fp32-out product; and o's
+ * and down's forward products where they add the residual stream in
+ * their epilogue (change 1m: folded or not adapted), two a layer. */
 static void lora_products_bf16(void **state)
 {
     (void)state;
@@ -912,11 +914,15 @@ static void lora_products_bf16(void **state)
         assert_int_equal(one[CUDA_GEMM_F32_F32], 0);
         unsigned long dh_all = !each && !drop ? (unsigned long)layers : 0ul;
         unsigned long dh_one = (unsigned long)layers; /* down not adapted */
-        assert_int_equal(all[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_all + gated + dh_all);
-        assert_int_equal(one[CUDA_GEMM_BF16_BF16], 2ul * (unsigned long)n_one + gated + dh_one);
+        unsigned long res_all = each ? 0ul : 2ul * (unsigned long)layers;
+        unsigned long res_one = each ? (unsigned long)layers : 2ul * (unsigned long)layers;
+        assert_int_equal(all[CUDA_GEMM_BF16_BF16],
+                         2ul * (unsigned long)n_all + gated + dh_all + res_all);
+        assert_int_equal(one[CUDA_GEMM_BF16_BF16],
+                         2ul * (unsigned long)n_one + gated + dh_one + res_one);
         assert_int_equal(all[CUDA_GEMM_BF16_F32] - one[CUDA_GEMM_BF16_F32],
                          (each ? 4ul : drop ? 3ul : 2ul) * (unsigned long)(n_all - n_one) +
-                             (dh_one - dh_all));
+                             (dh_one - dh_all) + (res_one - res_all));
         unsetenv("ALALLO_CUDA_LORA");
     }
 }

@@ -171,8 +171,9 @@ static const struct plan *plan_get(const struct key *k, struct plan *tmp)
     return p;
 }
 
+/* C = alpha op(A) op(B) + beta Cin (Cin NULL: C itself). */
 static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, const void *A,
-                   int lda, const void *B, int ldb, float beta, void *C, int ldc)
+                   int lda, const void *B, int ldb, float beta, const void *Cin, void *C, int ldc)
 {
     if (!cuda_ctx_lt())
         return cuda_ctx_fail("a GPU product was asked for with no GPU context open");
@@ -180,9 +181,16 @@ static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, c
     if (what < 0)
         return -1;
     calls[kind]++;
+    size_t esize = kind == BF16_BF16 ? 2 : 4;
+    if (what == CUDA_GEMM_NOTHING && Cin && Cin != C && M > 0 && N > 0) { /* K 0: C = Cin */
+        cudaError_t e = cudaMemcpy2DAsync(C, (size_t)ldc * esize, Cin, (size_t)ldc * esize,
+                                          (size_t)N * esize, (size_t)M, cudaMemcpyDeviceToDevice,
+                                          (cudaStream_t)cuda_ctx_stream());
+        return e == cudaSuccess ? 0 : cuda_ctx_fail("cudaMemcpy2DAsync failed: %s",
+                                                    cudaGetErrorString(e));
+    }
     if (what == CUDA_GEMM_NOTHING)
         return 0;
-    size_t esize = kind == BF16_BF16 ? 2 : 4;
     if (what == CUDA_GEMM_ZERO) {
         cudaError_t e = cudaMemset2DAsync(C, (size_t)ldc * esize, 0, (size_t)N * esize,
                                           (size_t)M, (cudaStream_t)cuda_ctx_stream());
@@ -203,6 +211,8 @@ static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, c
     k.align_a = alignment(A);
     k.align_b = alignment(B);
     k.align_c = alignment(C);
+    if (Cin && alignment(Cin) < k.align_c) /* the plan promises both C's and D's */
+        k.align_c = alignment(Cin);
     struct plan tmp;
     memset(&tmp, 0, sizeof tmp);
     const struct plan *p = plan_get(&k, &tmp);
@@ -211,8 +221,8 @@ static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, c
     size_t ws_bytes = 0;
     void *ws = cuda_ctx_workspace(&ws_bytes);
     cublasStatus_t s = cublasLtMatmul((cublasLtHandle_t)cuda_ctx_lt(), p->op, &alpha, B, p->la,
-                                      A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo, ws,
-                                      ws_bytes, (cudaStream_t)cuda_ctx_stream());
+                                      A, p->lb, &beta, Cin ? Cin : C, p->lc, C, p->lc, &p->algo,
+                                      ws, ws_bytes, (cudaStream_t)cuda_ctx_stream());
     if (p == &tmp)
         plan_destroy(&tmp);
     return s == CUBLAS_STATUS_SUCCESS ? 0 : lt_fail("matmul", s, &k);
@@ -221,17 +231,24 @@ static int product(int kind, int ta, int tb, int M, int N, int K, float alpha, c
 int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                    int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
-    return product(BF16_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return product(BF16_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
 }
 
 int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                        int lda, const uint16_t *B, int ldb, float beta, uint16_t *C, int ldc)
 {
-    return product(BF16_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return product(BF16_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+
+int cuda_gemm_bf16_out_add(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                           int lda, const uint16_t *B, int ldb, const uint16_t *R, uint16_t *D,
+                           int ldc)
+{
+    return product(BF16_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb, 1.0f, R, D, ldc);
 }
 
 int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                   const float *B, int ldb, float beta, float *C, int ldc)
 {
-    return product(F32_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return product(F32_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
 }

@@ -22,6 +22,13 @@ int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const uint1
 /* bf16 x bf16 -> bf16 C (beta applies to the bf16 C). */
 int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                        int lda, const uint16_t *B, int ldb, float beta, uint16_t *C, int ldc);
+/* bf16 x bf16 -> bf16 D = alpha op(A) op(B) + R, R bf16 with D's shape and
+ * leading dimension (R may be D): the sum and R's value added in fp32 and
+ * rounded once, by the product's epilogue (a residual added where the
+ * product writes: issue 36, change 1m). Counted as CUDA_GEMM_BF16_BF16. */
+int cuda_gemm_bf16_out_add(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                           int lda, const uint16_t *B, int ldb, const uint16_t *R, uint16_t *D,
+                           int ldc);
 
 /* fp32 x fp32 -> fp32 without TF32 (CUBLAS_COMPUTE_32F), on CUDA cores:
  * for products that must match the CPU closely (tests); the trainer's

@@ -961,12 +961,15 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
  * makes y; else (x' A^T) B^T is a product of its own, added into y.
  * With yb (y NULL) the products write y as bf16 (change 1g: gate's and
  * up's outputs); LoRA's own product then adds into the bf16, rounding
- * again, as a bf16 trainer does. */
+ * again, as a bf16 trainer does. With yr as well, the one product adds
+ * yr (bf16, the residual stream) in its epilogue: yb = yr + x W^T (+ the
+ * folded LoRA), rounded once (change 1m; lin_adds says when). */
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uint16_t *yb,
-                        const float *x, const uint16_t *xk, uint16_t *xb, int ldx, int N,
-                        uint16_t *xa, struct linear_dropout dr)
+                        const uint16_t *yr, const float *x, const uint16_t *xk, uint16_t *xb,
+                        int ldx, int N, uint16_t *xa, struct linear_dropout dr)
 {
     assert((y != NULL) != (yb != NULL));
+    assert(!yr || (yb && d->wb && (d->fold || d->r == 0) && !d->bias));
     uint16_t *ybias = NULL; /* with a bias, the bf16 is made with it, rounding once */
     if (yb && d->bias) {
         assert((size_t)N * d->out <= a->hbuf_n); /* hbuf is free while q, k, v run */
@@ -993,7 +996,10 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
     int K = d->fold ? d->col0 + d->r : d->in;
     if (d->fold)
         cuda_copy_cols(xb + d->col0, ldx, xa, d->r, N, d->r);
-    if (d->wb && yb)
+    if (d->wb && yr)
+        check(a, cuda_gemm_bf16_out_add(0, 1, N, d->out, K, 1.0f, xb, ldx, d->wb, d->ldw, yr, yb,
+                                        d->out));
+    else if (d->wb && yb)
         check(a, cuda_gemm_bf16_out(0, 1, N, d->out, K, 1.0f, xb, ldx, d->wb, d->ldw, 0.0f, yb,
                                     d->out));
     else if (d->wb)
@@ -1166,14 +1172,23 @@ static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldh
 
 /* lin_forward for projection p of layer l from x (fp32, or NULL beside
  * xk, x as packed bf16 alone) and its bf16 in a->xb, with its dropout;
- * into y, or as bf16 into yb (y NULL). */
+ * into y, or as bf16 into yb (y NULL), with yr added (lin_adds). */
 static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
-                         float *y, uint16_t *yb, const float *x, const uint16_t *xk,
-                         const struct layer_acts *s, int N)
+                         float *y, uint16_t *yb, const uint16_t *yr, const float *x,
+                         const uint16_t *xk, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_forward(a, d, y, yb, x, xk, a->xb, cm->layers[l].ldx[p], N, s->xa[p],
+    lin_forward(a, d, y, yb, yr, x, xk, a->xb, cm->layers[l].ldx[p], N, s->xa[p],
                 proj_dropout(a, d, l, p));
+}
+
+/* Whether projection p of layer l's output can be added to the residual
+ * stream by its product's epilogue (change 1m): one product makes it (a
+ * 16-bit W, LoRA folded or none) and no bias follows. */
+static int lin_adds(const struct cuda_model *cm, int l, int p)
+{
+    const struct dlin *d = &cm->layers[l].proj[p];
+    return d->wb && (d->fold || d->r == 0) && !d->bias;
 }
 
 /* again set: the backward pass recomputes what it needs of layer l (the
@@ -1193,27 +1208,35 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb,
                               L->ldx[PROJ_Q], s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     /* q, k and v as bf16 (change 1i), rotated so, as attention reads them */
-    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, a->ln, NULL, &s, N);
-    proj_forward(cm, a, l, PROJ_K, NULL, s.k, a->ln, NULL, &s, N);
-    proj_forward(cm, a, l, PROJ_V, NULL, s.v, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, NULL, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_K, NULL, s.k, NULL, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_V, NULL, s.v, NULL, a->ln, NULL, &s, N);
     cuda_rope_forward_bf16(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_rope_forward_bf16(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_attention_forward(s.ao, a->xb, L->ldx[PROJ_O], s.lse, s.q, s.k, s.v, seg, B, T, H, KV,
                            hd, scale, c->attn_softcap);
-    float *ao_out = s.pa ? s.pa : a->tmp;
-    proj_forward(cm, a, l, PROJ_O, ao_out, NULL, NULL, s.ao, &s, N);
-    if (s.pa)
-        cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
-    cuda_add_bf16(s.mid, s.x, a->tmp, NC);
+    if (!s.pa && lin_adds(cm, l, PROJ_O)) { /* mid = x + o(ao) in o's product (1m) */
+        proj_forward(cm, a, l, PROJ_O, NULL, s.mid, s.x, NULL, s.ao, &s, N);
+    } else {
+        float *ao_out = s.pa ? s.pa : a->tmp;
+        proj_forward(cm, a, l, PROJ_O, ao_out, NULL, NULL, NULL, s.ao, &s, N);
+        if (s.pa)
+            cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
+        cuda_add_bf16(s.mid, s.x, a->tmp, NC);
+    }
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
                               L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, a->ln, NULL, &s, N);
-    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, NULL, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, NULL, a->ln, NULL, &s, N);
     mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, a->xb), a->xb, L->ldx[PROJ_DOWN], s.g,
             s.u, NF);
+    if (!s.pf && !again && lin_adds(cm, l, PROJ_DOWN)) { /* out = mid + down(h) (1m) */
+        proj_forward(cm, a, l, PROJ_DOWN, NULL, s.out, s.mid, a->hbuf, NULL, &s, N);
+        return;
+    }
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, a->hbuf, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, NULL, a->hbuf, NULL, &s, N);
     if (s.pf)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)

@@ -86,6 +86,25 @@ extern "C" int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alp
     return 0;
 }
 
+extern "C" int cuda_gemm_bf16_out_add(int ta, int tb, int M, int N, int K, float alpha,
+                                      const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                                      const uint16_t *R, uint16_t *D, int ldc)
+{
+    int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, 1.0f);
+    if (r >= 0)
+        calls[CUDA_GEMM_BF16_BF16]++;
+    if (r < 0)
+        return -1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            size_t at = (size_t)i * ldc + j;
+            float v = K > 0 ? alpha * dot(ta, tb, K, A, lda, B, ldb, i, j) : 0.0f;
+            v += widen(R[at]);
+            D[at] = __float2bfloat16_rn(v).x;
+        }
+    return 0;
+}
+
 extern "C" int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                              int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
