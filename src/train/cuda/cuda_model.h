@@ -34,8 +34,10 @@
  * reads, writing dlogits over them as bf16 (change 1h; a soft-capped
  * head's stay fp32), and q's, k's and v's, kept as bf16 for rotary
  * positions and attention, which reads dO's bf16 too (change 1i); the
- * residual stream is bf16 (change 1j; its gradient fp32), and so is
- * attention's output, written and kept so alone (change 1k); the gated
+ * residual stream is bf16 (change 1j; its gradient fp32), which o's and
+ * down's products add into in their epilogue where one product makes
+ * their output (change 1m), and so is attention's output, written and
+ * kept so alone (change 1k); the gated
  * backward writes dg and du as bf16 alone (change 1f).
  * LoRA's rank-r products read bf16 too, on the tensor cores with fp32
  * accumulation: x' A^T from the base product's bf16 input (its dropped
