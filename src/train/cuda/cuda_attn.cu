@@ -52,28 +52,10 @@ extern "C" {
 
 /* ---- rotary positions */
 
-/* x's values as floats, and back: fp32, or bf16 kept as the products
- * wrote them (q and k: issue 36, change 1i). */
-__device__ __forceinline__ float rope_in(const float *p, size_t i)
-{
-    return p[i];
-}
-__device__ __forceinline__ float rope_in(const uint16_t *p, size_t i)
-{
-    return cuda_bf16_f32(p[i]);
-}
-__device__ __forceinline__ void rope_out(float *p, size_t i, float v)
-{
-    p[i] = v;
-}
-__device__ __forceinline__ void rope_out(uint16_t *p, size_t i, float v)
-{
-    p[i] = cuda_f32_bf16(v);
-}
-
 /* sign +1 rotates by +angle (forward), -1 by -angle (its transpose). The
  * products round separately (no fused multiply-add), as the CPU's do. xb
- * (may be NULL) gets the rotated x as bf16. */
+ * (may be NULL) gets the rotated x as bf16. X: fp32 x, or bf16 (q and k
+ * as their products write them: issue 36, change 1i). */
 template <typename X>
 __global__ void rope_kernel(X *x, uint16_t *xb, int ldxb, int B, int T, int nh, int hd,
                             const int32_t *seg, const float *cos_t, const float *sin_t, float sign)
@@ -87,12 +69,12 @@ __global__ void rope_kernel(X *x, uint16_t *xb, int ldxb, int B, int T, int nh, 
         size_t bt = rest / nh;
         int t = (int)(bt % T) - (seg ? seg[bt] : 0);
         X *v = x + rest * hd;
-        float a = rope_in(v, (size_t)i), b = rope_in(v, (size_t)(i + half));
+        float a = cuda_val_in(v, (size_t)i), b = cuda_val_in(v, (size_t)(i + half));
         float c = cos_t[(size_t)t * half + i], s = sign * sin_t[(size_t)t * half + i];
         float lo = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
         float hi = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-        rope_out(v, (size_t)i, lo);
-        rope_out(v, (size_t)(i + half), hi);
+        cuda_val_out(v, (size_t)i, lo);
+        cuda_val_out(v, (size_t)(i + half), hi);
         if (xb) { /* row bt of nh x hd values, ldxb apart */
             size_t o = bt * (size_t)ldxb + (rest % nh) * hd + i;
             xb[o] = cuda_f32_bf16(lo);

@@ -93,6 +93,18 @@ static size_t tile_h_bytes()
     return sizeof(bf16) * TC_ROWS * tc_ld<HDMAX>::H;
 }
 
+/* The four staged tiles at the start of shared memory: x[k] and y[k] the
+ * pair a walk stages at its k-th buffer (K and V, or Q and dO). */
+template <int HDMAX>
+__device__ __forceinline__ void tile_pairs(bf16 *x[2], bf16 *y[2])
+{
+    const int n = TC_ROWS * tc_ld<HDMAX>::H;
+    x[0] = (bf16 *)cuda_shared();
+    y[0] = x[0] + n;
+    x[1] = y[0] + n;
+    y[1] = x[1] + n;
+}
+
 /* Elements a copy moves: 8, 4 or 2 (cp.async's 16, 8 or 4 bytes) where
  * hd and every array allow (each row then starts on that many bytes),
  * else 1 (plain loads). */
@@ -284,13 +296,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                        const uint16_t *k, const uint16_t *v, const int32_t *seg, int T, int H,
                        int KV, int hd, float scale, float cap)
 {
-    typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8; /* 8-column tiles of O */
     bf16 *Ks[2], *Vs[2];
-    Ks[0] = (bf16 *)cuda_shared();
-    Vs[0] = Ks[0] + TC_ROWS * L::H;
-    Ks[1] = Vs[0] + TC_ROWS * L::H;
-    Vs[1] = Ks[1] + TC_ROWS * L::H;
+    tile_pairs<HDMAX>(Ks, Vs);
     const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TC_ROWS;
     const int kh = h / (H / KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -414,13 +422,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                       const uint16_t *q, const uint16_t *k, const uint16_t *v,
                       const int32_t *seg, int T, int H, int KV, int hd, float scale, float cap)
 {
-    typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8;
     bf16 *Ks[2], *Vs[2];
-    Ks[0] = (bf16 *)cuda_shared();
-    Vs[0] = Ks[0] + TC_ROWS * L::H;
-    Ks[1] = Vs[0] + TC_ROWS * L::H;
-    Vs[1] = Ks[1] + TC_ROWS * L::H;
+    tile_pairs<HDMAX>(Ks, Vs);
     const int b = blockIdx.z, h = blockIdx.y, q0 = last_first(blockIdx.x) * TC_ROWS;
     const int kh = h / (H / KV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -491,10 +495,7 @@ __global__ void __launch_bounds__(TC_THREADS)
     typedef tc_ld<HDMAX> L;
     const int NO = HDMAX / 8;
     bf16 *Qs[2], *Gs[2];
-    Qs[0] = (bf16 *)cuda_shared();
-    Gs[0] = Qs[0] + TC_ROWS * L::H;
-    Qs[1] = Gs[0] + TC_ROWS * L::H;
-    Gs[1] = Qs[1] + TC_ROWS * L::H;
+    tile_pairs<HDMAX>(Qs, Gs);
     float *Ls = (float *)(Gs[1] + TC_ROWS * L::H), *Drow = Ls + TC_ROWS;
     int *Lo = (int *)(Drow + TC_ROWS);
     const int b = blockIdx.z, kh = blockIdx.y, k0 = blockIdx.x * TC_ROWS;

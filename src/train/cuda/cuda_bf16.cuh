@@ -27,4 +27,27 @@ __device__ __forceinline__ uint16_t cuda_f32_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* A value of an array that is fp32, or bf16 (issue 36's changes keep more
+ * of the activations so), read as fp32 and written back rounded: for the
+ * kernels templated on an array's type. */
+__device__ __forceinline__ float cuda_val_in(const float *p, size_t i)
+{
+    return p[i];
+}
+
+__device__ __forceinline__ float cuda_val_in(const uint16_t *p, size_t i)
+{
+    return cuda_bf16_f32(p[i]);
+}
+
+__device__ __forceinline__ void cuda_val_out(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+
+__device__ __forceinline__ void cuda_val_out(uint16_t *p, size_t i, float v)
+{
+    p[i] = cuda_f32_bf16(v);
+}
+
 #endif

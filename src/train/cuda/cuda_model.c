@@ -950,6 +950,29 @@ static void nf4_product(struct cuda_acts *a, const struct dlin *d, int forward, 
     }
 }
 
+/* Whether one product makes d's output (forward) or its dX (backward,
+ * with dropout drop): a 16-bit W, and LoRA folded or none; a dropped
+ * LoRA input unfolds the backward's (its mask is LoRA's alone). The
+ * products that write bf16 alone (changes 1l, 1m) need it. */
+static int one_product(const struct dlin *d, int backward, int drop)
+{
+    return d->wb && (d->r == 0 || (d->fold && !(backward && drop)));
+}
+
+/* LoRA's dropped input x' = dropout(x) (n values from element e0 on) as
+ * bf16 in a->yb: from the fp32 x, or from x's bf16 alone (xk, packed:
+ * attention's output, change 1k). */
+static const uint16_t *dropped_bf16(struct cuda_acts *a, const float *x, const uint16_t *xk,
+                                    size_t n, struct linear_dropout dr, size_t e0)
+{
+    if (x)
+        cuda_dropout(a->drop, x, n, dr.p, dr.seed, e0);
+    else
+        cuda_dropout_bf16(a->drop, xk, n, dr.p, dr.seed, e0);
+    cuda_to_bf16(a->yb, a->drop, n);
+    return a->yb;
+}
+
 /* y (N,out) = x W^T + b + scale (x' A^T) B^T; xb is x as bf16, its rows
  * ldx apart (the caller's kernel wrote it once for the products that
  * share an input); xa OUT = x' A^T as bf16. LoRA's products read bf16 too
@@ -969,7 +992,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
                         int ldx, int N, uint16_t *xa, struct linear_dropout dr)
 {
     assert((y != NULL) != (yb != NULL));
-    assert(!yr || (yb && d->wb && (d->fold || d->r == 0) && !d->bias));
+    assert(!yr || (yb && one_product(d, 0, 0) && !d->bias));
     uint16_t *ybias = NULL; /* with a bias, the bf16 is made with it, rounding once */
     if (yb && d->bias) {
         assert((size_t)N * d->out <= a->hbuf_n); /* hbuf is free while q, k, v run */
@@ -981,13 +1004,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
         const uint16_t *xd = xb;
         int ldd = ldx;
         if (dr.p > 0.0f) { /* x' = dropout(x), as bf16 in yb (free in the forward) */
-            size_t n = (size_t)N * d->in;
-            if (x)
-                cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
-            else
-                cuda_dropout_bf16(a->drop, xk, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
-            cuda_to_bf16(a->yb, a->drop, n);
-            xd = a->yb;
+            xd = dropped_bf16(a, x, xk, (size_t)N * d->in, dr, a->tok0 * (size_t)d->in);
             ldd = d->in;
         }
         check(a, cuda_gemm_bf16_out(0, 1, N, d->r, d->in, 1.0f, xd, ldd, d->lab, d->in, 0.0f,
@@ -1042,7 +1059,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
     float beta = dx_fresh ? 0.0f : 1.0f; /* the base's dX product: the first into dx */
     assert(dy || (dyb && !d->dbias)); /* the fp32 is read for the bias and the bf16 alone */
-    assert(!dxb || (!dx && dx_fresh && d->wb && (fold || d->r == 0)));
+    assert(!dxb || (!dx && dx_fresh && one_product(d, 1, drop)));
     if (!dyb && (dx || dxb || d->dw || d->r > 0)) {
         cuda_to_bf16_rows(a->dyb, ldy, dy, N, d->out);
         dyb = a->dyb;
@@ -1061,14 +1078,8 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
                                     d->dlb, d->r));
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
-            if (drop) { /* from x, or its bf16 alone (attention's output: 1k) */
-                if (x)
-                    cuda_dropout(a->drop, x, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
-                else
-                    cuda_dropout_bf16(a->drop, xb, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
-                cuda_to_bf16(a->yb, a->drop, n);
-                xd = a->yb;
-            }
+            if (drop) /* from x, or its bf16 alone (attention's output: 1k) */
+                xd = dropped_bf16(a, x, xb, n, dr, a->tok0 * (size_t)d->in);
             check(a, cuda_gemm_bf16(1, 0, d->r, d->in, N, d->scale, t, ldt, xd, d->in, 1.0f,
                                     d->dla, d->in));
         }
@@ -1188,7 +1199,7 @@ static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l
 static int lin_adds(const struct cuda_model *cm, int l, int p)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    return d->wb && (d->fold || d->r == 0) && !d->bias;
+    return one_product(d, 0, 0) && !d->bias;
 }
 
 /* again set: the backward pass recomputes what it needs of layer l (the
@@ -1257,7 +1268,7 @@ static uint16_t *kept_bf16(const struct cuda_model *cm, struct cuda_acts *a)
 static int lin_dx_bf16(const struct cuda_model *cm, const struct cuda_acts *a, int l, int p)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    return d->wb && (d->r == 0 || (d->fold && proj_dropout(a, d, l, p).p <= 0.0f));
+    return one_product(d, 1, proj_dropout(a, d, l, p).p > 0.0f);
 }
 
 /* lin_backward for projection p of layer l, with its dropout; dx fp32, or
@@ -1303,7 +1314,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                   N);
     /* dg and du written, not added into zeros (change 1c), as bf16 alone
      * (change 1f): their fp32 would be read only for a bias gate and up
-     * never have (lin_forward asserts it) */
+     * never have (lin_backward asserts it: their fp32 dy is NULL) */
     if (dhb)
         cuda_gated_backward_bf16dh(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, dhb, s.g,
                                    s.u, NF, 0);

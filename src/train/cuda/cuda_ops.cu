@@ -124,18 +124,6 @@ __device__ static float block_sum(float v, float *sh)
     return v;
 }
 
-/* A value read as fp32: fp32, or bf16 as a product wrote it (gate's and
- * up's outputs, change 1g; the head's logits, 1h; the residual stream, 1j). */
-__device__ __forceinline__ float act_in(const float *p, size_t i)
-{
-    return p[i];
-}
-
-__device__ __forceinline__ float act_in(const uint16_t *p, size_t i)
-{
-    return bf16_to_f32(p[i]);
-}
-
 /* ---- RMSNorm ----------------------------------------------------------- */
 
 /* yb (may be NULL) gets y as bf16, the bits cuda_to_bf16 gives, its rows
@@ -150,13 +138,13 @@ __global__ static void rmsnorm_fwd_kernel(float *y, uint16_t *yb, int ldyb, floa
     float *yr = y ? y + (size_t)blockIdx.x * C : NULL;
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        ss += act_in(xr, c) * act_in(xr, c);
+        ss += cuda_val_in(xr, c) * cuda_val_in(xr, c);
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)C + eps);
     if (threadIdx.x == 0)
         rstd[blockIdx.x] = r;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = act_in(xr, c) * r * w[c];
+        float v = cuda_val_in(xr, c) * r * w[c];
         if (yr)
             yr[c] = v;
         if (yb)
@@ -201,11 +189,11 @@ __global__ static void rmsnorm_bwd_kernel(float *dx, uint16_t *dxb, int lddxb, c
     float r = rstd[blockIdx.x];
     float dot = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dot += w[c] * dyr[c] * act_in(xr, c);
+        dot += w[c] * dyr[c] * cuda_val_in(xr, c);
     dot = block_sum(dot, sh);
     float k = r * r * r * dot / (float)C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = dxr[c] + (r * w[c] * dyr[c] - k * act_in(xr, c));
+        float v = dxr[c] + (r * w[c] * dyr[c] - k * cuda_val_in(xr, c));
         dxr[c] = v;
         if (dxb)
             dxb[(size_t)blockIdx.x * lddxb + c] = f32_to_bf16(v);
@@ -227,7 +215,7 @@ __global__ static void colsum_kernel(float *out, const float *a, const X *x, con
 #pragma unroll 4
         for (int n = g; n < N; n += COLSUM_G) {
             size_t i = (size_t)n * C + c;
-            s += x ? a[i] * act_in(x, i) * rstd[n] : a[i];
+            s += x ? a[i] * cuda_val_in(x, i) * rstd[n] : a[i];
         }
     }
     part[g][lane] = s;
@@ -294,9 +282,9 @@ __global__ static void swiglu_fwd_kernel(float *h, uint16_t *hb, const T *g, con
                                          size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
-        float x = act_in(g, i);
+        float x = cuda_val_in(g, i);
         float s = 1.0f / (1.0f + expf(-x));
-        put_rows(h, hb, i, x * s * act_in(u, i), cols, ld);
+        put_rows(h, hb, i, x * s * cuda_val_in(u, i), cols, ld);
     }
 }
 
@@ -313,7 +301,7 @@ __global__ static void swiglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, ui
                                          size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
-        float x = act_in(g, i), ui = act_in(u, i), dh_i = act_in(dhv, i);
+        float x = cuda_val_in(g, i), ui = cuda_val_in(u, i), dh_i = cuda_val_in(dhv, i);
         float s = 1.0f / (1.0f + expf(-x));
         /* d silu/dx = s (1 + x (1 - s)) */
         put_rows(dg, dgb, i, GATED_BASE(dg, i) + dh_i * ui * s * (1.0f + x * (1.0f - s)), cols,
@@ -331,9 +319,9 @@ __global__ static void geglu_fwd_kernel(float *h, uint16_t *hb, const T *g, cons
                                         size_t cols, size_t ld)
 {
     FOR_EACH(i, n) {
-        float x = act_in(g, i);
+        float x = cuda_val_in(g, i);
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
-        put_rows(h, hb, i, 0.5f * x * (1.0f + t) * act_in(u, i), cols, ld);
+        put_rows(h, hb, i, 0.5f * x * (1.0f + t) * cuda_val_in(u, i), cols, ld);
     }
 }
 
@@ -343,7 +331,7 @@ __global__ static void geglu_bwd_kernel(float *dg, float *du, uint16_t *dgb, uin
                                         size_t cols, size_t ld, int acc)
 {
     FOR_EACH(i, n) {
-        float x = act_in(g, i), ui = act_in(u, i), dh_i = act_in(dhv, i);
+        float x = cuda_val_in(g, i), ui = cuda_val_in(u, i), dh_i = cuda_val_in(dhv, i);
         float t = tanhf(GELU_S * (x + GELU_A * x * x * x));
         float gelu = 0.5f * x * (1.0f + t);
         float dgelu = 0.5f * (1.0f + t) +
@@ -498,16 +486,6 @@ __device__ static struct arg_max argmax_join(struct arg_max a, struct arg_max b)
  * T: fp32 logits, or bf16 as the head's product wrote them (change 1h):
  * the same fp32 arithmetic on each value read, the gradient rounded to
  * bf16 as it is written (the bits a pass rounding the fp32 gradient gave). */
-__device__ __forceinline__ void logit_out(float *p, int j, float v)
-{
-    p[j] = v;
-}
-
-__device__ __forceinline__ void logit_out(uint16_t *p, int j, float v)
-{
-    p[j] = f32_to_bf16(v);
-}
-
 template <typename T>
 __global__ static void xent_kernel(T *logits, const int32_t *targets, int V, int grad,
                                    float dscale, const float *w, float *row_loss,
@@ -526,11 +504,11 @@ __global__ static void xent_kernel(T *logits, const int32_t *targets, int V, int
         }
         return;
     }
-    float xt = act_in(x, (size_t)t);
+    float xt = cuda_val_in(x, (size_t)t);
     struct lse_acc acc = {-FLT_MAX, 0.0f};
     struct arg_max best = {-INFINITY, INT32_MAX};
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = act_in(x, (size_t)j);
+        float v = cuda_val_in(x, (size_t)j);
         if (v > acc.m) {
             acc.s = acc.s * expf(acc.m - v) + 1.0f;
             acc.m = v;
@@ -573,8 +551,8 @@ __global__ static void xent_kernel(T *logits, const int32_t *targets, int V, int
     float scale = w ? dscale * w[r] : dscale;
     float k = scale / acc.s;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float p = __fmul_rn(expf(act_in(x, (size_t)j) - acc.m), k);
-        logit_out(x, j, j == t ? p - scale : p);
+        float p = __fmul_rn(expf(cuda_val_in(x, (size_t)j) - acc.m), k);
+        cuda_val_out(x, (size_t)j, j == t ? p - scale : p);
     }
 }
 
@@ -606,16 +584,6 @@ void cuda_xent_rows_bf16(uint16_t *logits, const int32_t *targets, int M, int V,
 
 /* Row i of out = row ids[i] of the table times scale; a negative id (the
  * caller validates ids) gives a zero row rather than a stray read. */
-__device__ __forceinline__ void emb_out(float *p, size_t i, float v)
-{
-    p[i] = v;
-}
-
-__device__ __forceinline__ void emb_out(uint16_t *p, size_t i, float v)
-{
-    p[i] = f32_to_bf16(v);
-}
-
 template <typename O>
 __global__ static void embed_fwd_kernel(O *out, const int32_t *ids, size_t n, const float *tf,
                                         const uint16_t *tb, int C, float scale)
@@ -628,7 +596,7 @@ __global__ static void embed_fwd_kernel(O *out, const int32_t *ids, size_t n, co
             size_t s = (size_t)id * C + c;
             v = tf ? tf[s] : bf16_to_f32(tb[s]);
         }
-        emb_out(out, e, __fmul_rn(v, scale));
+        cuda_val_out(out, e, __fmul_rn(v, scale));
     }
 }
 
@@ -1160,7 +1128,7 @@ __global__ static void dropout_kernel(float *x_out, const X *x, size_t n, uint64
         size_t e = e0 + i;
         uint64_t word = rng_derive_dev(seed, (uint64_t)(e >> 1));
         uint32_t u = (uint32_t)(e & 1 ? word >> 32 : word);
-        x_out[i] = __fmul_rn(u < cut ? 0.0f : keep, act_in(x, i));
+        x_out[i] = __fmul_rn(u < cut ? 0.0f : keep, cuda_val_in(x, i));
     }
 }
 
