@@ -160,6 +160,12 @@ CURRENT = {
                          # writes them and the loss kernel reads and writes
                          # them (2: change 1h, bf16, dlogits written over them
                          # as bf16, no conversion pass)
+    "keep_in": False,    # the products' bf16 inputs (the norms' outputs with
+                         # LoRA's columns beside, the gated activation's)
+                         # kept per layer as the forward writes them, read
+                         # by the weight gradients (full's dW, LoRA's dA)
+                         # as they are: no norms or activation again in the
+                         # backward (change 1n; PyTorch keeps them too)
     "f32_out": True,     # the norms before products and the gated activation
                          # write their fp32 output beside the bf16 copy (1a);
                          # False (change 1b): the bf16 alone, the fp32 being
@@ -179,6 +185,7 @@ CHANGES = [
     ("1k attention's output kept as bf16 (built)", {"ao_bf16": True}),
     ("1l dh written and read as bf16 (built)", {"dh_bf16": True}),
     ("1m residual adds in o's and down's epilogues (built)", {"res_epilogue": True}),
+    ("1n products' inputs kept, not made again (built)", {"keep_in": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
                             "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
                             "res_epilogue": True}),
@@ -197,6 +204,7 @@ TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "deco
          "qkv_bf16": True, "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
          "res_epilogue": False,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
+         "keep_in": True,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
 
@@ -240,6 +248,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     a = design["act"]
     full, nf4 = mode == "full", mode == "qlora"
     recompute = nf4  # alallo and peft both recompute each layer for QLoRA
+    keep_in = design["keep_in"] and not recompute  # 1n: nothing kept to read then
     lora = None if full else design["lora"]  # full fine-tuning has no adapters
     if nf4 and lora == "fold":  # 2b folds on a bf16 base only: an NF4
         lora = "tc_each"        # product decodes W, with no room beside it
@@ -347,7 +356,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             # Folded (2b): dY B beside dY, dX's share as r more K of the base
             # dX product (its FLOPs counted there), no pass over dX
             name = "lora folded: backward" if kind == "fold" else "lora tc, each product: backward"
-            if first_of_group and not full:
+            if first_of_group and not full and not keep_in:
                 if not (p == "o" and design["ao_bf16"]):  # 1k: kept as bf16
                     convert(N * din, kept=p == "o")
             st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
@@ -416,7 +425,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     def layer_backward():
         if recompute:
             layer_forward()
-        elif not design["torch"]:
+        elif not design["torch"] and not keep_in:
             # alallo keeps a layer's inputs, not its norms' or activation's
             # outputs: the backward makes them again where their bf16 is
             # read (the norm before gate/up and the activation for down's
@@ -443,7 +452,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             product("projections dX", N, din, dout, 2, a, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
             if full:
-                if name in ("q", "o", "gate", "down"):  # once for a shared input
+                if name in ("q", "o", "gate", "down") and not keep_in:
                     if not (name == "o" and design["ao_bf16"]):  # 1k: kept as bf16
                         convert(N * din, kept=name == "o")  # the kept input again, for dW
                 st.add("gemm: projections dW", 2.0 * N * din * dout,

@@ -266,6 +266,25 @@ static double lora_fold_values(const struct plan_job *job, double *widest_cols)
     return per_layer * m->layers + mlp * (m->layers - sparse_layers(m));
 }
 
+/* The products' bf16 inputs the GPU trainer keeps a layer for the weight
+ * gradients, in values a token (cuda_acts_create, change 1n): each group
+ * with a weight that trains (q, k and v; gate and up; down; o's input is
+ * attention's output, counted with it), LoRA's folded columns beside
+ * (16-bit LoRA). 4-bit LoRA recomputes each layer and keeps none. */
+static double gpu_kept_inputs(const struct plan_job *j)
+{
+    const struct plan_model *m = &j->model;
+    double h = m->hidden, im = m->intermediate, r = j->lora_rank;
+    if (j->adapter == PLAN_FULL)
+        return 2.0 * h + im;
+    if (j->precision == PLAN_4BIT)
+        return 0;
+    unsigned t = j->lora_targets;
+    double nq = !!(t & PLAN_T_Q) + !!(t & PLAN_T_K) + !!(t & PLAN_T_V);
+    double ng = !!(t & PLAN_T_GATE) + !!(t & PLAN_T_UP);
+    return (nq ? h + r * nq : 0) + (ng ? h + r * ng : 0) + (t & PLAN_T_DOWN ? im + r : 0);
+}
+
 /* Both memory models: on_gpu selects the GPU's activations, overhead and
  * margin (planner.h says what differs). */
 static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
@@ -332,7 +351,8 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
      * copies of a product's input (LoRA's folded columns beside it), of
      * LoRA's dropped input, of its dy and of du beside dg's (each at most
      * max(h, q, im) wide, the last two r more: dy B beside dy), and a
-     * bf16 buffer of the largest projection (NF4 decoding). */
+     * bf16 buffer of the largest projection (NF4 decoding), and the
+     * products' inputs it keeps for the weight gradients (gpu_kept_inputs). */
     double widest = fmax(h, fmax(q, im));
     /* 4-bit LoRA on a GPU recomputes each layer in the backward pass
      * (cuda_train_recompute_auto): it keeps each layer's input (h) and one
@@ -353,7 +373,9 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
         activations = ACT_BYTES * tokens *
                           (layers_kept - (im + q + kv) * gated_layers - 0.5 * residual +
                            scratch - 2.0 * im) +
-                      2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r) + largest);
+                      2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r +
+                                       m->layers * gpu_kept_inputs(&j)) +
+                             largest);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
     double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));
     /* On the GPU the head's block of logits is bf16 alone unless capped

@@ -5,8 +5,11 @@
  * Kept per layer, as on the CPU: the residual stream before the layer and
  * after attention, the RMSNorm scales, q/k (after rotation), v, the
  * attention output and its log-sum-exp, the MLP gate and up projections,
- * and the LoRA products x A^T. The normalized inputs and the MLP output are
- * recomputed in the backward pass.
+ * and the LoRA products x A^T. The products' bf16 inputs (the normalized
+ * inputs, LoRA's columns beside, and the MLP's activation) are kept too
+ * where a weight gradient reads them (change 1n, unlike the CPU, which
+ * makes them again in the backward pass): bf16 that the forward writes
+ * anyway, so the backward reads the same bits it would have made.
  */
 #include "train/cuda/cuda_model.h"
 
@@ -128,6 +131,12 @@ struct cuda_acts {
                                   * "bf16 copies"); attention's output again
                                   * in the backward by a conversion */
     uint16_t *yb;                /* bf16 of LoRA's dropped input */
+    uint16_t *kin;               /* the products' bf16 inputs as the forward
+                                  * writes them, kept per layer for the weight
+                                  * gradients (change 1n; layer_view), or NULL
+                                  * (recompute, or nothing trains) */
+    size_t kin_w[4];             /* each group's width in kin (its widest ldx;
+                                  * o's input is ao: 0) */
     uint16_t *dyb, *dub;         /* bf16 of a product's dy, written by the
                                   * kernel that makes dy; dub: of du, beside
                                   * dg's in dyb */
@@ -721,6 +730,20 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         for (int p = 0; p < PROJ_COUNT; p++)
             if ((size_t)cm->layers[l].ldx[p] > max_ldx)
                 max_ldx = (size_t)cm->layers[l].ldx[p];
+    /* the products' inputs kept per layer where the backward would make
+     * them again for the weight gradients (change 1n): the groups with a
+     * weight that trains (o's input is attention's output, kept anyway) */
+    size_t kin = 0;
+    if (!recompute) {
+        for (int l = 0; l < c->n_layers; l++)
+            for (int p = 0; p < PROJ_COUNT; p++) {
+                const struct dlin *d = &cm->layers[l].proj[p];
+                size_t w = (size_t)cm->layers[l].ldx[p];
+                if (p != PROJ_O && (d->dw || d->dla) && w > a->kin_w[proj_group[p]])
+                    a->kin_w[proj_group[p]] = w;
+            }
+        kin = L * N * (a->kin_w[0] + a->kin_w[2] + a->kin_w[3]);
+    }
     int cap = c->final_softcap > 0.0f; /* else the logits are bf16 alone (change 1h) */
     size_t hr = CUDA_HEAD_MAX_FLOATS / V;
     if (hr < 16)
@@ -764,10 +787,10 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
                     K * N * F, K * N * F, /* g u */
                     K * N * qd, K * N * kd, K * N * kd, /* q k v */
                     (L + 1) * N * C, K * N * C, /* res mid */
-                    K * N * qd}; /* ao */
+                    K * N * qd, kin}; /* ao kin */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
                          &a->deq, &a->xa, &a->ltmp, &a->g, &a->u, &a->q, &a->k, &a->v,
-                         &a->res, &a->mid, &a->ao};
+                         &a->res, &a->mid, &a->ao, &a->kin};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -799,7 +822,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         off += (fsz[i] * sizeof(float) + 255) & ~(size_t)255;
     }
     for (size_t i = 0; i < nb; i++) {
-        *bdst[i] = (uint16_t *)(base + off);
+        *bdst[i] = bsz[i] || bdst[i] != &a->kin ? (uint16_t *)(base + off) : NULL;
         off += (bsz[i] * sizeof(uint16_t) + 255) & ~(size_t)255;
     }
     for (size_t i = 0; i < ni; i++) {
@@ -1040,8 +1063,8 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
 
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
  * skip; dx_fresh: dx holds nothing yet, and the base's dX product, the
- * first into it, writes it, beta 0), dw += dy^T x (xb: x as bf16, needed
- * when d->dw, and for dA when no dropout), dbias, dB, dA. dyb is dy as
+ * first into it, writes it, beta 0), dw += dy^T x (xb: x as bf16, its rows
+ * ldxb apart, needed when d->dw, and for dA when no dropout), dbias, dB, dA. dyb is dy as
  * bf16, its rows a->ldy apart, made by the kernel that made dy, or NULL
  * to convert it here (into a->dyb); dy may be NULL beside dyb when no
  * bias trains (its one fp32 reader). LoRA's products read bf16 (dy, x',
@@ -1054,7 +1077,8 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
  * LoRA folded or none (lin_dx_bf16). */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, uint16_t *dxb,
                          int dx_fresh, const float *dy, uint16_t *dyb, const float *x,
-                         const uint16_t *xb, const uint16_t *xa, int N, struct linear_dropout dr)
+                         const uint16_t *xb, int ldxb, const uint16_t *xa, int N,
+                         struct linear_dropout dr)
 {
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
     float beta = dx_fresh ? 0.0f : 1.0f; /* the base's dX product: the first into dx */
@@ -1078,9 +1102,13 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
                                     d->dlb, d->r));
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
-            if (drop) /* from x, or its bf16 alone (attention's output: 1k) */
+            int ldd = ldxb;
+            if (drop) { /* from x, or its bf16 alone (attention's output: 1k) */
+                assert(x || ldxb == d->in);
                 xd = dropped_bf16(a, x, xb, n, dr, a->tok0 * (size_t)d->in);
-            check(a, cuda_gemm_bf16(1, 0, d->r, d->in, N, d->scale, t, ldt, xd, d->in, 1.0f,
+                ldd = d->in;
+            }
+            check(a, cuda_gemm_bf16(1, 0, d->r, d->in, N, d->scale, t, ldt, xd, ldd, 1.0f,
                                     d->dla, d->in));
         }
     }
@@ -1096,7 +1124,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
     else if (dx)
         nf4_product(a, d, 0, dx, NULL, dyb, ldy, N, beta);
     if (d->dw) /* full fine-tuning: never folded, so wb is (out, in) */
-        check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, ldy, xb, d->in, 1.0f, d->dw,
+        check(a, cuda_gemm_bf16(1, 0, d->out, d->in, N, 1.0f, dyb, ldy, xb, ldxb, 1.0f, d->dw,
                                 d->in));
     if (d->r > 0 && dx && !fold) {
         size_t n = (size_t)N * d->in;
@@ -1121,7 +1149,21 @@ struct layer_acts {
     uint16_t *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
     uint16_t *xa[PROJ_COUNT];
+    uint16_t *kin[4];  /* each group's kept bf16 input (a->kin), or NULL */
 };
+
+/* Whether projections p0..p0+n-1 of layer l read their fp32 input: only
+ * to draw LoRA's dropout mask from it (lin_forward, lin_backward); every
+ * product reads the bf16 copy. Without, the kernel that makes the input
+ * writes its bf16 alone (change 1b). */
+static int group_reads_f32(const struct cuda_model *cm, const struct cuda_acts *a, int l, int p0,
+                           int n)
+{
+    for (int p = p0; p < p0 + n; p++)
+        if (proj_dropout(a, &cm->layers[l].proj[p], l, p).p > 0.0f)
+            return 1;
+    return 0;
+}
 
 static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, int l,
                        struct layer_acts *s)
@@ -1150,19 +1192,17 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
     s->rstd4 = pn ? a->rstd4 + k * N : NULL;
     for (int p = 0; p < PROJ_COUNT; p++)
         s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
-}
-
-/* Whether projections p0..p0+n-1 of layer l read their fp32 input: only
- * to draw LoRA's dropout mask from it (lin_forward, lin_backward); every
- * product reads the bf16 copy. Without, the kernel that makes the input
- * writes its bf16 alone (change 1b). */
-static int group_reads_f32(const struct cuda_model *cm, const struct cuda_acts *a, int l, int p0,
-                           int n)
-{
-    for (int p = p0; p < p0 + n; p++)
-        if (proj_dropout(a, &cm->layers[l].proj[p], l, p).p > 0.0f)
-            return 1;
-    return 0;
+    /* A group's input is kept unless a LoRA dropout mask is drawn from its
+     * fp32 (the backward makes that again, and the bf16 beside it). */
+    static const int first[4] = {PROJ_Q, PROJ_O, PROJ_GATE, PROJ_DOWN}, count[4] = {3, 1, 2, 1};
+    uint16_t *at = a->kin ? a->kin + (size_t)l * N * (a->kin_w[0] + a->kin_w[2] + a->kin_w[3])
+                          : NULL;
+    for (int g = 0; g < 4; g++) {
+        int kept = at && a->kin_w[g] && !group_reads_f32(cm, a, l, first[g], count[g]);
+        s->kin[g] = kept ? at : NULL;
+        if (at)
+            at += N * a->kin_w[g];
+    }
 }
 
 /* The fp32 output f of a kernel whose bf16 goes to fb for projections
@@ -1182,15 +1222,22 @@ static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldh
 }
 
 /* lin_forward for projection p of layer l from x (fp32, or NULL beside
- * xk, x as packed bf16 alone) and its bf16 in a->xb, with its dropout;
- * into y, or as bf16 into yb (y NULL), with yr added (lin_adds). */
+ * xk, x as packed bf16 alone) and its bf16 in xb (fwd_in), with its
+ * dropout; into y, or as bf16 into yb (y NULL), with yr added (lin_adds). */
 static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
                          float *y, uint16_t *yb, const uint16_t *yr, const float *x,
-                         const uint16_t *xk, const struct layer_acts *s, int N)
+                         const uint16_t *xk, uint16_t *xb, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_forward(a, d, y, yb, yr, x, xk, a->xb, cm->layers[l].ldx[p], N, s->xa[p],
+    lin_forward(a, d, y, yb, yr, x, xk, xb, cm->layers[l].ldx[p], N, s->xa[p],
                 proj_dropout(a, d, l, p));
+}
+
+/* Where the forward writes group g's bf16 input, its rows ldx apart: kept
+ * for the backward (change 1n), or the scratch a->xb. */
+static uint16_t *fwd_in(struct cuda_acts *a, const struct layer_acts *s, int g)
+{
+    return s->kin[g] ? s->kin[g] : a->xb;
 }
 
 /* Whether projection p of layer l's output can be added to the residual
@@ -1216,38 +1263,39 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     float scale = model_attn_scale(c);
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
-    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, a->xb), a->xb,
-                              L->ldx[PROJ_Q], s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    uint16_t *xq = fwd_in(a, &s, 0), *xg = fwd_in(a, &s, 2), *xd = fwd_in(a, &s, 3);
+    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xq), xq, L->ldx[PROJ_Q],
+                              s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     /* q, k and v as bf16 (change 1i), rotated so, as attention reads them */
-    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, NULL, a->ln, NULL, &s, N);
-    proj_forward(cm, a, l, PROJ_K, NULL, s.k, NULL, a->ln, NULL, &s, N);
-    proj_forward(cm, a, l, PROJ_V, NULL, s.v, NULL, a->ln, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_Q, NULL, s.q, NULL, a->ln, NULL, xq, &s, N);
+    proj_forward(cm, a, l, PROJ_K, NULL, s.k, NULL, a->ln, NULL, xq, &s, N);
+    proj_forward(cm, a, l, PROJ_V, NULL, s.v, NULL, a->ln, NULL, xq, &s, N);
     cuda_rope_forward_bf16(s.q, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_rope_forward_bf16(s.k, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     cuda_attention_forward(s.ao, a->xb, L->ldx[PROJ_O], s.lse, s.q, s.k, s.v, seg, B, T, H, KV,
                            hd, scale, c->attn_softcap);
     if (!s.pa && lin_adds(cm, l, PROJ_O)) { /* mid = x + o(ao) in o's product (1m) */
-        proj_forward(cm, a, l, PROJ_O, NULL, s.mid, s.x, NULL, s.ao, &s, N);
+        proj_forward(cm, a, l, PROJ_O, NULL, s.mid, s.x, NULL, s.ao, a->xb, &s, N);
     } else {
         float *ao_out = s.pa ? s.pa : a->tmp;
-        proj_forward(cm, a, l, PROJ_O, ao_out, NULL, NULL, NULL, s.ao, &s, N);
+        proj_forward(cm, a, l, PROJ_O, ao_out, NULL, NULL, NULL, s.ao, a->xb, &s, N);
         if (s.pa)
             cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd3, s.pa, L->ln3, N, C, c->rms_eps);
         cuda_add_bf16(s.mid, s.x, a->tmp, NC);
     }
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
-    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, a->xb), a->xb,
+    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xg), xg,
                               L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
-    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, NULL, a->ln, NULL, &s, N);
-    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, NULL, a->ln, NULL, &s, N);
-    mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, a->xb), a->xb, L->ldx[PROJ_DOWN], s.g,
-            s.u, NF);
+    proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, NULL, a->ln, NULL, xg, &s, N);
+    proj_forward(cm, a, l, PROJ_UP, NULL, s.u, NULL, a->ln, NULL, xg, &s, N);
+    mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, xd), xd, L->ldx[PROJ_DOWN], s.g, s.u,
+            NF);
     if (!s.pf && !again && lin_adds(cm, l, PROJ_DOWN)) { /* out = mid + down(h) (1m) */
-        proj_forward(cm, a, l, PROJ_DOWN, NULL, s.out, s.mid, a->hbuf, NULL, &s, N);
+        proj_forward(cm, a, l, PROJ_DOWN, NULL, s.out, s.mid, a->hbuf, NULL, xd, &s, N);
         return;
     }
     float *mlp_out = s.pf ? s.pf : a->tmp;
-    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, NULL, a->hbuf, NULL, &s, N);
+    proj_forward(cm, a, l, PROJ_DOWN, mlp_out, NULL, NULL, a->hbuf, NULL, xd, &s, N);
     if (s.pf)
         cuda_rmsnorm_forward(a->tmp, NULL, 0, s.rstd4, s.pf, L->ln4, N, C, c->rms_eps);
     if (!again)
@@ -1272,17 +1320,21 @@ static int lin_dx_bf16(const struct cuda_model *cm, const struct cuda_acts *a, i
 }
 
 /* lin_backward for projection p of layer l, with its dropout; dx fp32, or
- * (dx NULL) dxb bf16 (lin_dx_bf16). */
+ * (dx NULL) dxb bf16 (lin_dx_bf16); xb x's bf16 as bwd_in says. */
 static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
                           float *dx, uint16_t *dxb, const float *dy, uint16_t *dyb,
                           const float *x, const uint16_t *xb, const struct layer_acts *s, int N)
 {
+    int g = proj_group[p];
+    assert(!s->kin[g] || xb == s->kin[g]);
+    int ldxb = s->kin[g] ? cm->layers[l].ldx[p] : cm->layers[l].proj[p].in;
     const struct dlin *d = &cm->layers[l].proj[p];
     /* The first projection of its group (q, o, gate, down; the backward
      * runs each group in order) writes dx, the others add (change 1d:
      * no zeroing pass before, no read of the zeros). */
     int first = p == 0 || proj_group[p] != proj_group[p - 1];
-    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, s->xa[p], N, proj_dropout(a, d, l, p));
+    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, ldxb, s->xa[p], N,
+                 proj_dropout(a, d, l, p));
 }
 
 /* On entry a->dres holds d(loss)/d(out of layer l) and a->dyb its bf16;
@@ -1299,8 +1351,13 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     int F = c->intermediate;
     float eps = c->rms_eps, scale = model_attn_scale(c);
     uint16_t *xb = kept_bf16(cm, a);
-    /* MLP block, recomputing the activation's output (and its bf16) */
-    mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, xb), xb, 0, s.g, s.u, NF);
+    /* each group's input as the forward kept it (change 1n), or made again
+     * below into xb (packed) where it was not */
+    uint16_t *xq = s.kin[0] ? s.kin[0] : xb, *xg = s.kin[2] ? s.kin[2] : xb;
+    uint16_t *xd = s.kin[3] ? s.kin[3] : xb;
+    /* MLP block: the activation's output (and its bf16) again */
+    if (!s.kin[3])
+        mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, xb), xb, 0, s.g, s.u, NF);
     const float *dmlp = a->dres;
     if (s.pf) { /* through ln4 into a->tmp */
         cuda_zero(a->tmp, NC * sizeof(float));
@@ -1310,7 +1367,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     }
     /* dh as bf16 where one product makes it (change 1l; a->dh's memory) */
     uint16_t *dhb = lin_dx_bf16(cm, a, l, PROJ_DOWN) ? (uint16_t *)a->dh : NULL;
-    proj_backward(cm, a, l, PROJ_DOWN, dhb ? NULL : a->dh, dhb, dmlp, a->dyb, a->hbuf, xb, &s,
+    proj_backward(cm, a, l, PROJ_DOWN, dhb ? NULL : a->dh, dhb, dmlp, a->dyb, a->hbuf, xd, &s,
                   N);
     /* dg and du written, not added into zeros (change 1c), as bf16 alone
      * (change 1f): their fp32 would be read only for a bias gate and up
@@ -1322,10 +1379,11 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
         cuda_gated_backward_bf16(c->gelu, NULL, NULL, a->dyb, a->dub, F, a->ldy, a->dh, s.g,
                                  s.u, NF, 0);
     /* ln2(mid) again (and its bf16) for gate's and up's weight gradients */
-    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2,
-                              s.mid, L->ln2, N, C, eps);
-    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, NULL, a->dyb, a->ln, xb, &s, N);
-    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, NULL, a->dub, a->ln, xb, &s, N);
+    if (!s.kin[2])
+        cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2,
+                                  s.mid, L->ln2, N, C, eps);
+    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, NULL, a->dyb, a->ln, xg, &s, N);
+    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, NULL, a->dub, a->ln, xg, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     cuda_rmsnorm_backward_bf16(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid,
                                L->ln2, s.rstd2, N, C);
@@ -1344,16 +1402,17 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
      * the kernels in a->xb, free until ln1 is made again below (1i) */
     cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,
                             s.k, s.v, seg, B, T, H, KV, hd, scale, c->attn_softcap);
-    cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x,
-                              L->ln1, N, C, eps);
+    if (!s.kin[0])
+        cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x,
+                                  L->ln1, N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
     /* dq's and dk's rotation back writes their bf16, one at a time */
     cuda_rope_backward(a->dq, a->dyb, a->ldy, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
-    proj_backward(cm, a, l, PROJ_Q, dln, NULL, a->dq, a->dyb, a->ln, xb, &s, N);
+    proj_backward(cm, a, l, PROJ_Q, dln, NULL, a->dq, a->dyb, a->ln, xq, &s, N);
     cuda_rope_backward(a->dk, a->dyb, a->ldy, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
-    proj_backward(cm, a, l, PROJ_K, dln, NULL, a->dk, a->dyb, a->ln, xb, &s, N);
-    proj_backward(cm, a, l, PROJ_V, dln, NULL, a->dv, NULL, a->ln, xb, &s, N); /* converts dv */
+    proj_backward(cm, a, l, PROJ_K, dln, NULL, a->dk, a->dyb, a->ln, xq, &s, N);
+    proj_backward(cm, a, l, PROJ_V, dln, NULL, a->dv, NULL, a->ln, xq, &s, N); /* converts dv */
     if (dln)
         cuda_rmsnorm_backward_bf16(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln,
                                    s.x, L->ln1, s.rstd1, N, C);

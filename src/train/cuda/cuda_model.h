@@ -108,7 +108,9 @@ int cuda_model_get_params(const struct cuda_model *cm, struct model *m);
 int cuda_model_get_grads(const struct cuda_model *cm, struct model *m);
 
 /* Activations and scratch on the device for batches up to B x T (as
- * model_acts_create). recompute set: only each layer's input is kept
+ * model_acts_create; unset, the products' bf16 inputs are kept too, so
+ * the backward pass reads what it would make again: change 1n). recompute
+ * set: only each layer's input is kept
  * through the forward pass, with one layer's other activations, and the
  * backward pass runs each layer's forward again before its backward
  * (activation checkpointing per layer: about a third more work for the

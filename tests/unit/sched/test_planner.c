@@ -466,8 +466,10 @@ static void gpu_memory_model(void **state)
      * fp32 activations without T*T
      * score blocks or dequantisation buffer, but gate's and up's outputs
      * kept as bf16 and no fp32 dg and du; q, k, v, attention's output and the residual
-     * stream bf16 too (changes 1i-1k); bf16 staging copies (at batch 1 and context 2048,
-     * 0.48 of the CPU's; 0.58 before 1j, 0.62 before 1i, 0.89 before 1f and 1g); the logits
+     * stream bf16 too (changes 1i-1k); bf16 staging copies; the products' bf16 inputs
+     * kept for the weight gradients (1n: q, k and v's, gate and up's, down's, LoRA's
+     * columns beside) (at batch 1 and context 2048, 0.67 of the CPU's; 0.48 before 1n,
+     * 0.58 before 1j, 0.62 before 1i, 0.89 before 1f and 1g); the logits
      * block (rows of 64 Mi values, four times the CPU's 16 Mi, as cuda_model.c holds it) as
      * bf16 alone (1h: 523 rows of 128,256 logits, their fp32 input and its gradient, its
      * bf16); a CUDA context's overhead. */
@@ -481,8 +483,8 @@ static void gpu_memory_model(void **state)
     assert_near((double)gpu.trainable, (double)cpu.trainable * 18.0 / 16.0, 1.0);
     assert_int_equal(gpu.logits, 523LL * (4 * 2 * 2048 + 2 * (128256 + 2048)));
     assert_int_equal(cpu.logits, 130LL * 4 * (128256 + 2 * 2048));
-    assert_true(gpu.activations > cpu.activations * 0.45 &&
-                gpu.activations < cpu.activations * 0.51);
+    assert_true(gpu.activations > cpu.activations * 0.64 &&
+                gpu.activations < cpu.activations * 0.70);
     assert_true(gpu.overhead > (int64_t)GIB);
     assert_int_equal(gpu.total, planner_gpu_need(&lora));
     /* Linear in the batch: each example adds the same bytes. */
@@ -517,31 +519,33 @@ static void gpu_batch_that_fits(void **state)
 {
     (void)state;
     const int64_t g80 = (int64_t)(80 * GIB), g24 = (int64_t)(24 * GIB);
-    /* LoRA 16-bit at batch 64 (about 143 GiB at once): micro-batches of 32
-     * on 80 GiB (73.4 GiB), 8 on 24 GiB (21.4), each a divisor of 64 (16
-     * and 4 before the residual stream was kept as bf16, change 1j). */
+    /* LoRA 16-bit at batch 64 (about 196 GiB at once): micro-batches of 16
+     * on 80 GiB (52.0 GiB; 32 needs 100.0), 4 on 24 GiB (16.0), each a
+     * divisor of 64 (32 and 8 before the products' inputs were kept, change
+     * 1n; 16 and 4 before the residual stream was kept as bf16, 1j). */
     struct plan_job lora = job_1b(PLAN_16BIT, PLAN_LORA, 64);
-    assert_int_equal(planner_gpu_batch(&lora, g80), 32);
-    assert_int_equal(planner_gpu_batch(&lora, g24), 8);
+    assert_int_equal(planner_gpu_batch(&lora, g80), 16);
+    assert_int_equal(planner_gpu_batch(&lora, g24), 4);
     struct plan_memory m;
-    lora.batch = 32;
+    lora.batch = 16;
     planner_memory_gpu(&lora, &m, NULL, 0);
     assert_true(m.total <= g80);
-    lora.batch = 64;
+    lora.batch = 32;
     planner_memory_gpu(&lora, &m, NULL, 0);
     assert_true(m.total > g80);
     /* A batch that fits whole is kept. */
     lora.batch = 4;
     assert_int_equal(planner_gpu_batch(&lora, g80), 4);
-    /* A batch of 12 on 24 GiB: 12 does not fit, 6 does (17.0 GiB); on 12
-     * GiB 4 does not fit (12.7), 3 does (10.5). (Before the GPU kept gate's
-     * and up's outputs as bf16: 4 and 2 on 24 and 13 GiB.) */
+    /* A batch of 12 on 24 GiB: 12 does not fit, 6 does (22.0 GiB); on 12
+     * GiB 3 does not fit (13.0), 2 does (10.0; 3 before change 1n). (Before
+     * the GPU kept gate's and up's outputs as bf16: 4 and 2 on 24 and 13
+     * GiB.) */
     lora.batch = 12;
     assert_int_equal(planner_gpu_batch(&lora, g24), 6);
-    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(12 * GIB)), 3);
+    assert_int_equal(planner_gpu_batch(&lora, (int64_t)(12 * GIB)), 2);
     /* Full fine-tuning: 18 bytes a parameter (about 20 GiB) plus the rest:
-     * 16 on 80 GiB (58.5 GiB; 8 before g and u were kept as bf16), nothing
-     * on 24 GiB. */
+     * 16 on 80 GiB (71.7 GiB with its inputs kept, 1n; 8 before g and u
+     * were kept as bf16), nothing on 24 GiB. */
     struct plan_job full = job_1b(PLAN_16BIT, PLAN_FULL, 64);
     assert_int_equal(planner_gpu_batch(&full, g80), 16);
     assert_int_equal(planner_gpu_batch(&full, g24), 0);
@@ -550,9 +554,9 @@ static void gpu_batch_that_fits(void **state)
     /* 4-bit LoRA recomputes each layer in the backward pass (the GPU
      * trainer's default for it): each layer's input and one layer's other
      * activations are kept, so batch 64 fits whole on 80 GiB (46.3 GiB)
-     * and 16 on 24 GiB (13.5); at batch 4 it needs 0.4 of 16-bit LoRA (5.3
-     * of 12.7 GiB: 16-bit LoRA keeps every layer's g and u, which bf16
-     * halved). */
+     * and 16 on 24 GiB (13.5); at batch 4 it needs a third of 16-bit LoRA
+     * (5.3 of 16.0 GiB: 16-bit LoRA keeps every layer's g and u, which bf16
+     * halved, and its products' inputs, 1n). */
     struct plan_job lora4 = job_1b(PLAN_4BIT, PLAN_LORA, 64);
     assert_int_equal(planner_gpu_batch(&lora4, g80), 64);
     assert_int_equal(planner_gpu_batch(&lora4, g24), 16);
@@ -561,7 +565,7 @@ static void gpu_batch_that_fits(void **state)
     lora.batch = 4;
     planner_memory_gpu(&lora4, &m4, NULL, 0);
     planner_memory_gpu(&lora, &m16, NULL, 0);
-    assert_true(m4.total < m16.total * 0.42 && m4.total > m16.total * 0.38);
+    assert_true(m4.total < m16.total * 0.35 && m4.total > m16.total * 0.31);
     assert_true(m4.activations < m16.activations / 3);
     /* the CPU trainer keeps every activation at either precision */
     planner_memory(&lora4, &m4, NULL, 0);
