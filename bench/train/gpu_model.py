@@ -166,6 +166,15 @@ CURRENT = {
                          # by the weight gradients (full's dW, LoRA's dA)
                          # as they are: no norms or activation again in the
                          # backward (change 1n; PyTorch keeps them too)
+    "xa_group": False,   # 2c: with LoRA folded and the inputs kept (1n), x A
+                         # once a group (A stacked: q, k, v; gate, up),
+                         # written straight into the kept input's columns
+                         # (no copy); dB reads x A there
+    "da_group": False,   # 2d: dA once a group, [t_q | t_k | t_v]^T x into a
+                         # scratch, then added into each dA
+    "db_pass": False,    # 2e: dB and t = dy B in one pass over dy (a kernel
+                         # of its own: dB's partial sums per block of rows
+                         # into a scratch, then summed in a fixed order)
     "f32_out": True,     # the norms before products and the gated activation
                          # write their fp32 output beside the bf16 copy (1a);
                          # False (change 1b): the bf16 alone, the fp32 being
@@ -186,6 +195,9 @@ CHANGES = [
     ("1l dh written and read as bf16 (built)", {"dh_bf16": True}),
     ("1m residual adds in o's and down's epilogues (built)", {"res_epilogue": True}),
     ("1n products' inputs kept, not made again (built)", {"keep_in": True}),
+    ("2c LoRA's x A once a group, into the kept input (built)", {"xa_group": True}),
+    ("2d LoRA's dA once a group", {"da_group": True}),
+    ("2e LoRA's dB and dy B in one pass over dy", {"db_pass": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
                             "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
                             "res_epilogue": True}),
@@ -204,7 +216,7 @@ TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "deco
          "qkv_bf16": True, "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
          "res_epilogue": False,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
-         "keep_in": True,
+         "keep_in": True, "xa_group": False, "da_group": False, "db_pass": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
 
@@ -310,6 +322,10 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         k = {"q": 1, "k": 2, "v": 3, "o": 1, "gate": 1, "up": 2, "down": 1}[name]
         return 2.0 * N * dout * r * k
 
+    group_of = {"q": 3, "k": 3, "v": 3, "o": 1, "gate": 2, "up": 2, "down": 1}
+    xa_group = design["xa_group"] and lora == "fold" and keep_in
+    da_group = design["da_group"] and lora == "fold"
+
     def lora_forward(p, din, dout, first_of_group):
         kind = lora
         if kind == "fp32":  # x A then (x A) B added into y, fp32 on CUDA cores
@@ -325,6 +341,12 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
                    N * din * 2 + din * r * 2 + N * r * 2)
             st.add("lora tc, each product: forward", 2.0 * N * r * dout,
                    N * r * 2 + dout * r * 2 + N * dout * a * 2)
+        elif kind == "fold" and xa_group:  # 2c: once a group, A stacked,
+            # written into the kept input's columns: no copy
+            if first_of_group:
+                rg = r * group_of[p]
+                st.add("lora folded: forward x A", 2.0 * N * din * rg,
+                       N * din * 2 + din * rg * 2 + N * rg * 2)
         elif kind == "fold":  # as built (2b): x A (bf16 out) and its copy into
             # its r columns beside x; (x A) B as those columns of the base
             # product (its FLOPs counted there, by slot), no pass over y
@@ -359,9 +381,30 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             if first_of_group and not full and not keep_in:
                 if not (p == "o" and design["ao_bf16"]):  # 1k: kept as bf16
                     convert(N * din, kept=p == "o")
-            st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
-            st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2 + dout * r * 8)
-            st.add(name, 2.0 * N * din * r, N * din * 2 + N * r * 2 + din * r * 8)
+            if design["db_pass"] and kind == "fold":
+                # 2e: one kernel reads dy once for t = dy B and dB's partial
+                # sums (a block a 256 rows: N / 256 partials of dout x r,
+                # written and summed by a second launch); t's 4 slices of
+                # out summed there too
+                parts = N / 256 * dout * r * 4 * 2 + 4 * N * r * 4 * 2
+                st.add(name, 4.0 * N * dout * r,
+                       N * dout * 2 + N * r * 4 + dout * r * 10 + parts, launches=2)
+            else:
+                st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2)
+                st.add(name, 2.0 * N * dout * r, N * dout * 2 + N * r * 2 + dout * r * 8)
+            if da_group:  # 2d: t gathered a group, dA for it in one product
+                # into a scratch, added into each dA; t copied beside dy,
+                # or (2e) written there too by the pass that sums it
+                if design["db_pass"]:
+                    st.mem(name, N * r * 2, launches=0)
+                else:
+                    st.mem(name, N * r * 4)
+                if first_of_group:
+                    rg = r * group_of[p]
+                    st.add(name, 2.0 * N * din * rg,
+                           N * din * 2 + N * rg * 2 + din * rg * 4 * 2 + din * rg * 8)
+            else:
+                st.add(name, 2.0 * N * din * r, N * din * 2 + N * r * 2 + din * r * 8)
             if kind == "tc_each":
                 st.add(name, 2.0 * N * r * din, N * r * 2 + N * din * a * 2)
         else:  # peft: autograd through the four modules

@@ -262,6 +262,9 @@ static double lora_fold_values(const struct plan_job *job, double *widest_cols)
                        (t & PLAN_T_O ? r * h + r * (q + r) : 0);
     double mlp = gu * ((t & PLAN_T_GATE ? im : 0) + (t & PLAN_T_UP ? im : 0)) +
                  n_gu * r * (h + gu) + (t & PLAN_T_DOWN ? r * h + r * (im + r) : 0);
+    /* each group's A stacked as bf16 (change 2c), o's apart */
+    per_layer += qkv * h;
+    mlp += gu * h + (t & PLAN_T_DOWN ? r * im : 0);
     *widest_cols = fmax(qkv, fmax(gu, r));
     return per_layer * m->layers + mlp * (m->layers - sparse_layers(m));
 }

@@ -916,10 +916,14 @@ static void lora_products_bf16(void **state)
         unsigned long dh_one = (unsigned long)layers; /* down not adapted */
         unsigned long res_all = each ? 0ul : 2ul * (unsigned long)layers;
         unsigned long res_one = each ? (unsigned long)layers : 2ul * (unsigned long)layers;
+        /* x A: one a projection, or (folded, no dropout: 2c) one a group
+         * (q, k, v; o; gate, up; down) */
+        unsigned long xa_all = each || drop ? (unsigned long)n_all : 4ul * (unsigned long)layers;
+        unsigned long xa_one = each || drop ? (unsigned long)n_one : 3ul * (unsigned long)layers;
         assert_int_equal(all[CUDA_GEMM_BF16_BF16],
-                         2ul * (unsigned long)n_all + gated + dh_all + res_all);
+                         (unsigned long)n_all + xa_all + gated + dh_all + res_all);
         assert_int_equal(one[CUDA_GEMM_BF16_BF16],
-                         2ul * (unsigned long)n_one + gated + dh_one + res_one);
+                         (unsigned long)n_one + xa_one + gated + dh_one + res_one);
         assert_int_equal(all[CUDA_GEMM_BF16_F32] - one[CUDA_GEMM_BF16_F32],
                          (each ? 4ul : drop ? 3ul : 2ul) * (unsigned long)(n_all - n_one) +
                              (dh_one - dh_all) + (res_one - res_all));

@@ -777,7 +777,9 @@ static void elementwise_and_bias_match_cpu(void **state)
 
 /* LoRA folded into two padded matrices in one launch: scale B in its
  * columns, scale A under W, each value rounded as linear_f32_to_bf16
- * rounds scale times it; every other value of the matrices untouched. */
+ * rounds scale times it; every other value of the matrices untouched.
+ * The first fold writes A itself into its rows of a stacked A too (2c),
+ * the second has none. */
 static void lora_fold_writes_its_columns_and_rows(void **state)
 {
     (void)state;
@@ -789,7 +791,12 @@ static void lora_fold_writes_its_columns_and_rows(void **state)
     struct cuda_lora_fold d[K];
     uint16_t *host[K], *dev[K];
     float *a[K], *b[K];
-    size_t most = 0;
+    size_t most = 0, n_as = (size_t)(r[0] + 2) * in[0];
+    uint16_t *as_host = malloc(n_as * 2);
+    assert_non_null(as_host);
+    for (size_t i = 0; i < n_as; i++)
+        as_host[i] = 0x7777;
+    uint16_t *as_dev = dev_copy(as_host, n_as * 2);
     for (int k = 0; k < K; k++) {
         int ldw = col0[k] + r[k] + 5;
         size_t n = (size_t)(out[k] + r[k]) * ldw;
@@ -802,7 +809,8 @@ static void lora_fold_writes_its_columns_and_rows(void **state)
         b[k] = fill((size_t)out[k] * r[k], &g, 1.0f);
         d[k] = (struct cuda_lora_fold){dev[k], dev_copy(a[k], (size_t)r[k] * in[k] * 4),
                                        dev_copy(b[k], (size_t)out[k] * r[k] * 4), ldw, col0[k],
-                                       out[k], in[k], r[k], scale[k]};
+                                       out[k], in[k], r[k], scale[k],
+                                       k == 0 ? as_dev + in[0] : NULL}; /* past a row */
         size_t m = (size_t)r[k] * (out[k] + in[k]);
         most = m > most ? m : most;
     }
@@ -823,11 +831,22 @@ static void lora_fold_writes_its_columns_and_rows(void **state)
                 host[k][(size_t)(out[k] + j) * ldw + c] =
                     linear_f32_to_bf16(scale[k] * a[k][(size_t)j * in[k] + c]);
         expect_same_bits("lora fold", got, host[k], n * 2, 2);
+        if (k == 0) { /* A's rows in the stack, the rows either side untouched */
+            uint16_t *got_as = malloc(n_as * 2);
+            assert_non_null(got_as);
+            fetch(got_as, as_dev, n_as * 2);
+            for (size_t i = 0; i < (size_t)r[0] * in[0]; i++)
+                as_host[in[0] + i] = linear_f32_to_bf16(a[0][i]);
+            expect_same_bits("stacked A", got_as, as_host, n_as * 2, 2);
+            free(got_as);
+        }
         free(got);
         cuda_free(dev[k]), cuda_free((void *)d[k].a), cuda_free((void *)d[k].b);
         free(host[k]), free(a[k]), free(b[k]);
     }
     cuda_free(dd);
+    cuda_free(as_dev);
+    free(as_host);
 }
 
 static void bf16_conversions_are_the_cpus(void **state)

@@ -63,6 +63,10 @@ struct dlayer {
     int ldx[PROJ_COUNT];   /* the forward's bf16 input of each projection:
                             * its rows' stride (in + its group's LoRA
                             * columns) */
+    uint16_t *astack[4];   /* change 2c: each group's folded A stacked, bf16
+                            * (acols, in), in its columns' order (NULL for
+                            * o's group, whose input is not kept) */
+    int acols[4];          /* the group's LoRA columns */
 };
 
 /* A folded matrix's place in the host's bf16 block, left out of the
@@ -280,6 +284,9 @@ static int dlin_make(struct cuda_model *cm, const struct model *m, const struct 
  * its own columns, so one product over the first col0 + r columns makes
  * x W^T + scale (x' A^T) B^T. */
 static const int proj_group[PROJ_COUNT] = {0, 0, 0, 1, 2, 2, 3};
+/* each group's first projection, and how many it has */
+static const int group_first[4] = {PROJ_Q, PROJ_O, PROJ_GATE, PROJ_DOWN};
+static const int group_count[4] = {3, 1, 2, 1};
 
 /* wpad for folded d from host W (out, in): W's rows ldw apart, then r
  * rows for scale A (the backward's [dy | dy B] [W ; scale A]), the rest
@@ -324,8 +331,11 @@ static int fold_table(struct cuda_model *cm)
             const struct dlin *d = &cm->layers[l].proj[p];
             if (!d->fold)
                 continue;
-            h[i++] = (struct cuda_lora_fold){d->wpad, d->la, d->lb, d->ldw, d->col0, d->out,
-                                             d->in,   d->r,  d->scale};
+            uint16_t *as = cm->layers[l].astack[proj_group[p]];
+            if (as) /* its rows of the group's stacked A */
+                as += (size_t)(d->col0 - d->in) * (size_t)d->in;
+            h[i++] = (struct cuda_lora_fold){d->wpad, d->la,    d->lb,    d->ldw, d->col0,
+                                             d->out,  d->in,    d->r,     d->scale, as};
             size_t most = (size_t)d->r * ((size_t)d->out + (size_t)d->in);
             if (most > cm->fold_most)
                 cm->fold_most = most;
@@ -361,6 +371,13 @@ static int fold_layers(struct cuda_model *cm, const struct model *m)
             if (fold_make(cm, x->wb, &D->proj[p], x->in + cols[g], x->in + at[g]))
                 return -1;
             at[g] += x->r;
+            if (g != 1 && !D->astack[g]) {
+                size_t n = (size_t)cols[g] * (size_t)x->in * sizeof(uint16_t);
+                if (!(D->astack[g] = cuda_alloc(n, 0)))
+                    return -1;
+                cm->bytes += n;
+                D->acols[g] = cols[g];
+            }
         }
     }
     return 0;
@@ -581,6 +598,9 @@ void cuda_model_free(struct cuda_model *cm)
             cuda_free(cm->layers[l].proj[p].wq_mem);
             cuda_free(cm->layers[l].proj[p].wpad);
         }
+    for (int l = 0; cm->layers && l < cm->cfg.n_layers; l++)
+        for (int g = 0; g < 4; g++)
+            cuda_free(cm->layers[l].astack[g]);
     free(cm->holes);
     cuda_free(cm->folds_d);
     cuda_free(cm->head.wq_mem);
@@ -1009,13 +1029,16 @@ static const uint16_t *dropped_bf16(struct cuda_acts *a, const float *x, const u
  * up's outputs); LoRA's own product then adds into the bf16, rounding
  * again, as a bf16 trainer does. With yr as well, the one product adds
  * yr (bf16, the residual stream) in its epilogue: yb = yr + x W^T (+ the
- * folded LoRA), rounded once (change 1m; lin_adds says when). */
+ * folded LoRA), rounded once (change 1m; lin_adds says when). xa NULL:
+ * x A^T is in xb's columns already, made for the whole group by one
+ * product (change 2c: folded, no dropout). */
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uint16_t *yb,
                         const uint16_t *yr, const float *x, const uint16_t *xk, uint16_t *xb,
                         int ldx, int N, uint16_t *xa, struct linear_dropout dr)
 {
     assert((y != NULL) != (yb != NULL));
     assert(!yr || (yb && one_product(d, 0, 0) && !d->bias));
+    assert(xa || d->r == 0 || (d->fold && dr.p == 0.0f));
     uint16_t *ybias = NULL; /* with a bias, the bf16 is made with it, rounding once */
     if (yb && d->bias) {
         assert((size_t)N * d->out <= a->hbuf_n); /* hbuf is free while q, k, v run */
@@ -1023,7 +1046,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
         yb = NULL;
         y = a->hbuf;
     }
-    if (d->r > 0) {
+    if (d->r > 0 && xa) {
         const uint16_t *xd = xb;
         int ldd = ldx;
         if (dr.p > 0.0f) { /* x' = dropout(x), as bf16 in yb (free in the forward) */
@@ -1034,7 +1057,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
                                     xa, d->r));
     }
     int K = d->fold ? d->col0 + d->r : d->in;
-    if (d->fold)
+    if (d->fold && xa)
         cuda_copy_cols(xb + d->col0, ldx, xa, d->r, N, d->r);
     if (d->wb && yr)
         check(a, cuda_gemm_bf16_out_add(0, 1, N, d->out, K, 1.0f, xb, ldx, d->wb, d->ldw, yr, yb,
@@ -1077,7 +1100,7 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
  * LoRA folded or none (lin_dx_bf16). */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, uint16_t *dxb,
                          int dx_fresh, const float *dy, uint16_t *dyb, const float *x,
-                         const uint16_t *xb, int ldxb, const uint16_t *xa, int N,
+                         const uint16_t *xb, int ldxb, const uint16_t *xa, int ldxa, int N,
                          struct linear_dropout dr)
 {
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
@@ -1098,7 +1121,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
         check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, ldy, d->lbb, d->r, 0.0f,
                                     t, ldt));
         if (d->dlb) /* dB (out,r) += scale dy^T xa */
-            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, xa, d->r, 1.0f,
+            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, xa, ldxa, 1.0f,
                                     d->dlb, d->r));
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
@@ -1148,8 +1171,11 @@ struct layer_acts {
     uint16_t *q, *k, *v, *ao;
     uint16_t *g, *u;
     float *pa, *pf, *rstd3, *rstd4;
-    uint16_t *xa[PROJ_COUNT];
+    uint16_t *xa[PROJ_COUNT];  /* x' A^T (N, r), rows ldxa apart */
+    int ldxa[PROJ_COUNT];
     uint16_t *kin[4];  /* each group's kept bf16 input (a->kin), or NULL */
+    int grouped[4];    /* change 2c: the group's x A^T is one product, into
+                        * its kept input's columns, where xa points */
 };
 
 /* Whether projections p0..p0+n-1 of layer l read their fp32 input: only
@@ -1190,18 +1216,26 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
     s->pf = pn ? a->pf + k * N * C : NULL;
     s->rstd3 = pn ? a->rstd3 + k * N : NULL;
     s->rstd4 = pn ? a->rstd4 + k * N : NULL;
-    for (int p = 0; p < PROJ_COUNT; p++)
-        s->xa[p] = r && cm->layers[l].proj[p].r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
     /* A group's input is kept unless a LoRA dropout mask is drawn from its
      * fp32 (the backward makes that again, and the bf16 beside it). */
-    static const int first[4] = {PROJ_Q, PROJ_O, PROJ_GATE, PROJ_DOWN}, count[4] = {3, 1, 2, 1};
     uint16_t *at = a->kin ? a->kin + (size_t)l * N * (a->kin_w[0] + a->kin_w[2] + a->kin_w[3])
                           : NULL;
     for (int g = 0; g < 4; g++) {
-        int kept = at && a->kin_w[g] && !group_reads_f32(cm, a, l, first[g], count[g]);
+        int kept = at && a->kin_w[g] && !group_reads_f32(cm, a, l, group_first[g], group_count[g]);
         s->kin[g] = kept ? at : NULL;
         if (at)
             at += N * a->kin_w[g];
+        s->grouped[g] = kept && cm->layers[l].astack[g];
+    }
+    for (int p = 0; p < PROJ_COUNT; p++) {
+        const struct dlin *d = &cm->layers[l].proj[p];
+        int g = proj_group[p];
+        s->xa[p] = r && d->r ? a->xa + (k * PROJ_COUNT + p) * N * r : NULL;
+        s->ldxa[p] = (int)r;
+        if (s->grouped[g] && d->fold) { /* its columns of the kept input */
+            s->xa[p] = s->kin[g] + d->col0;
+            s->ldxa[p] = cm->layers[l].ldx[p];
+        }
     }
 }
 
@@ -1229,8 +1263,25 @@ static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l
                          const uint16_t *xk, uint16_t *xb, const struct layer_acts *s, int N)
 {
     const struct dlin *d = &cm->layers[l].proj[p];
-    lin_forward(a, d, y, yb, yr, x, xk, xb, cm->layers[l].ldx[p], N, s->xa[p],
+    uint16_t *xa = s->grouped[proj_group[p]] && d->fold ? NULL : s->xa[p];
+    lin_forward(a, d, y, yb, yr, x, xk, xb, cm->layers[l].ldx[p], N, xa,
                 proj_dropout(a, d, l, p));
+}
+
+/* Change 2c: group g's x A^T for all its folded projections in one
+ * product, from its kept input xb (in columns) with the stacked A, into
+ * the LoRA columns beside it, where the products read them and the
+ * backward's dB does (layer_view's xa): x read once a group, no copy. */
+static void group_xa(const struct cuda_model *cm, struct cuda_acts *a, int l, int g, uint16_t *xb,
+                     const struct layer_acts *s, int N)
+{
+    const struct dlayer *L = &cm->layers[l];
+    if (!s->grouped[g])
+        return;
+    int in = L->proj[group_first[g]].in, ldx = L->ldx[group_first[g]];
+    assert(ldx == in + L->acols[g]);
+    check(a, cuda_gemm_bf16_out(0, 1, N, L->acols[g], in, 1.0f, xb, ldx, L->astack[g], in, 0.0f,
+                                xb + in, ldx));
 }
 
 /* Where the forward writes group g's bf16 input, its rows ldx apart: kept
@@ -1266,6 +1317,7 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     uint16_t *xq = fwd_in(a, &s, 0), *xg = fwd_in(a, &s, 2), *xd = fwd_in(a, &s, 3);
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xq), xq, L->ldx[PROJ_Q],
                               s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
+    group_xa(cm, a, l, 0, xq, &s, N);
     /* q, k and v as bf16 (change 1i), rotated so, as attention reads them */
     proj_forward(cm, a, l, PROJ_Q, NULL, s.q, NULL, a->ln, NULL, xq, &s, N);
     proj_forward(cm, a, l, PROJ_K, NULL, s.k, NULL, a->ln, NULL, xq, &s, N);
@@ -1286,10 +1338,12 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     /* MLP block: out = mid + down(act(gate(ln2 mid)) * up(ln2 mid)) [ln4 after down] */
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xg), xg,
                               L->ldx[PROJ_GATE], s.rstd2, s.mid, L->ln2, N, C, c->rms_eps);
+    group_xa(cm, a, l, 2, xg, &s, N);
     proj_forward(cm, a, l, PROJ_GATE, NULL, s.g, NULL, a->ln, NULL, xg, &s, N);
     proj_forward(cm, a, l, PROJ_UP, NULL, s.u, NULL, a->ln, NULL, xg, &s, N);
     mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, xd), xd, L->ldx[PROJ_DOWN], s.g, s.u,
             NF);
+    group_xa(cm, a, l, 3, xd, &s, N);
     if (!s.pf && !again && lin_adds(cm, l, PROJ_DOWN)) { /* out = mid + down(h) (1m) */
         proj_forward(cm, a, l, PROJ_DOWN, NULL, s.out, s.mid, a->hbuf, NULL, xd, &s, N);
         return;
@@ -1333,7 +1387,7 @@ static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int 
      * runs each group in order) writes dx, the others add (change 1d:
      * no zeroing pass before, no read of the zeros). */
     int first = p == 0 || proj_group[p] != proj_group[p - 1];
-    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, ldxb, s->xa[p], N,
+    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, ldxb, s->xa[p], s->ldxa[p], N,
                  proj_dropout(a, d, l, p));
 }
 

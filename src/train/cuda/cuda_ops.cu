@@ -792,7 +792,7 @@ void cuda_from_bf16(float *dst, const uint16_t *src, size_t n)
 
 /* Block row blockIdx.y writes fold d[blockIdx.y]: scale B (out, r) into
  * columns [col0, col0 + r) of W's rows, then scale A (r, in) into the r
- * rows under W, each value rounded once. */
+ * rows under W, each value rounded once, and A into as. */
 __global__ static void lora_fold_kernel(const struct cuda_lora_fold *d)
 {
     const struct cuda_lora_fold f = d[blockIdx.y];
@@ -805,6 +805,8 @@ __global__ static void lora_fold_kernel(const struct cuda_lora_fold *d)
         } else {
             size_t k = i - nb, j = k / (size_t)f.in, c = k % (size_t)f.in;
             f.w[((size_t)f.out + j) * f.ldw + c] = f32_to_bf16(__fmul_rn(f.scale, f.a[k]));
+            if (f.as)
+                f.as[k] = f32_to_bf16(f.a[k]);
         }
     }
 }

@@ -200,12 +200,15 @@ void cuda_to_bf16_rows(uint16_t *dst, int ldd, const float *src, int rows, int c
  * col0 + r) of its first out rows, scale times b (out, r), and in the
  * first `in` columns of its r rows past those, scale times a (r, in);
  * fp32 a and b, each value scale times it rounded once to bf16 (nearest
- * even). Nothing else of w is written. */
+ * even). Nothing else of w is written. as, unless NULL, gets a itself
+ * (r, in) rounded once: the projection's rows of its group's stacked A
+ * (change 2c). */
 struct cuda_lora_fold {
     uint16_t *w;
     const float *a, *b;
     int ldw, col0, out, in, r;
     float scale;
+    uint16_t *as;
 };
 /* Every fold of d (n of them, d and what it points at on the device) in
  * one launch; most: the largest out r + r in among them. */

@@ -479,6 +479,7 @@ static void gpu_memory_model(void **state)
      * each, as wide */
     int64_t r = 16, folded = 3 * r * (2048 + 512 + 512) + r * 2048 + 2 * r * (2 * 8192) + r * 2048;
     folded += 3 * r * (2048 + 3 * r) + r * (2048 + r) + 2 * r * (2048 + 2 * r) + r * (8192 + r);
+    folded += 3 * r * 2048 + 2 * r * 2048 + r * 8192; /* A stacked a group, o's apart (2c) */
     assert_int_equal(gpu.base - cpu.base, 2 * 16 * folded);
     assert_near((double)gpu.trainable, (double)cpu.trainable * 18.0 / 16.0, 1.0);
     assert_int_equal(gpu.logits, 523LL * (4 * 2 * 2048 + 2 * (128256 + 2048)));
