@@ -197,7 +197,7 @@ CHANGES = [
     ("1n products' inputs kept, not made again (built)", {"keep_in": True}),
     ("2c LoRA's x A once a group, into the kept input (built)", {"xa_group": True}),
     ("2d LoRA's dA once a group", {"da_group": True}),
-    ("2e LoRA's dB and dy B in one pass over dy", {"db_pass": True}),
+    ("2e LoRA's dB and dy B in one pass over dy (built)", {"db_pass": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
                             "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
                             "res_epilogue": True}),
@@ -381,7 +381,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             if first_of_group and not full and not keep_in:
                 if not (p == "o" and design["ao_bf16"]):  # 1k: kept as bf16
                     convert(N * din, kept=p == "o")
-            if design["db_pass"] and kind == "fold":
+            if design["db_pass"]:  # any adapter (NF4 and "each" too)
                 # 2e: one kernel reads dy once for t = dy B and dB's partial
                 # sums (a block a 256 rows: N / 256 partials of dout x r,
                 # written and summed by a second launch); t's 4 slices of

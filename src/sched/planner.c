@@ -288,6 +288,19 @@ static double gpu_kept_inputs(const struct plan_job *j)
     return (nq ? h + r * nq : 0) + (ng ? h + r * ng : 0) + (t & PLAN_T_DOWN ? im + r : 0);
 }
 
+/* The scratch of the GPU's one pass for LoRA's dB and dy B
+ * (cuda_lora_dbt_floats, change 2e), at most, in floats: each block of
+ * 256 rows keeps its dB share of the widest output (its column tiles of
+ * 64) and each slice of them its t share, with r rounded up to 16 and
+ * slices for about 264 blocks. None past rank 64 (two products then). */
+static double gpu_lora_dbt_floats(double tokens, double widest_out, double r)
+{
+    if (r <= 0 || r > 64)
+        return 0;
+    double rp = ceil(r / 16.0) * 16.0, blocks = ceil(tokens / 256.0);
+    return rp * (blocks * ceil(widest_out / 64.0) * 64.0 + (264.0 + blocks) * 256.0);
+}
+
 /* Both memory models: on_gpu selects the GPU's activations, overhead and
  * margin (planner.h says what differs). */
 static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
@@ -378,7 +391,8 @@ static enum alallo_err memory_model(const struct plan_job *job, bool on_gpu,
                            scratch - 2.0 * im) +
                       2.0 * (tokens * (4.0 * widest + fold_cols + 2.0 * r +
                                        m->layers * gpu_kept_inputs(&j)) +
-                             largest);
+                             largest) +
+                      ACT_BYTES * gpu_lora_dbt_floats(tokens, widest, r);
     double head_max = on_gpu ? GPU_HEAD_MAX_FLOATS : HEAD_MAX_FLOATS;
     double rows = fmin(tokens, fmax(16.0, floor(head_max / (double)m->vocab)));
     /* On the GPU the head's block of logits is bf16 alone unless capped

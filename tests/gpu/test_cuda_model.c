@@ -40,6 +40,7 @@
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_gemm.h"
 #include "train/cuda/cuda_model.h"
+#include "train/cuda/cuda_ops.h"
 #include "train/cuda/cuda_optim.h"
 #include "train/cuda/cuda_train.h"
 #include "train/model/dpo.h"
@@ -610,11 +611,11 @@ static void nf4_chunks_and_fused(void **state)
  * does not keep its matrices twice; a bad value is refused. */
 /* A tiny LoRA model of family fam on a bf16 base adapting the
  * projections in targets, its weights drawn from seed. */
-static struct model *lora_model(int fam, unsigned targets, uint64_t seed)
+static struct model *lora_model_r(int fam, unsigned targets, uint64_t seed, int rank)
 {
     struct model_config c;
     assert_int_equal(model_config_family_tiny(fam, VOCAB, &c), 0);
-    struct model_opts o = {.base_kind = WK_BF16, .lora_r = RANK, .lora_alpha = 8.0f,
+    struct model_opts o = {.base_kind = WK_BF16, .lora_r = rank, .lora_alpha = 8.0f,
                            .lora_targets = targets};
     char err[256];
     struct model *m = model_create(&c, &o, err, sizeof err);
@@ -623,6 +624,11 @@ static struct model *lora_model(int fam, unsigned targets, uint64_t seed)
     assert_int_equal(model_init_random_std(m, seed, 0.05f, 0.1f), 0);
     assert_int_equal(model_rope_ensure(m, SEQ), 0);
     return m;
+}
+
+static struct model *lora_model(int fam, unsigned targets, uint64_t seed)
+{
+    return lora_model_r(fam, targets, seed, RANK);
 }
 
 static void fold_case(int fam, unsigned targets)
@@ -917,18 +923,62 @@ static void lora_products_bf16(void **state)
         unsigned long res_all = each ? 0ul : 2ul * (unsigned long)layers;
         unsigned long res_one = each ? (unsigned long)layers : 2ul * (unsigned long)layers;
         /* x A: one a projection, or (folded, no dropout: 2c) one a group
-         * (q, k, v; o; gate, up; down) */
+         * (q, k, v; o; gate, up; down); dy B and dB are no products but
+         * one pass of cuda_lora_dbt (2e) */
         unsigned long xa_all = each || drop ? (unsigned long)n_all : 4ul * (unsigned long)layers;
         unsigned long xa_one = each || drop ? (unsigned long)n_one : 3ul * (unsigned long)layers;
         assert_int_equal(all[CUDA_GEMM_BF16_BF16],
-                         (unsigned long)n_all + xa_all + gated + dh_all + res_all);
-        assert_int_equal(one[CUDA_GEMM_BF16_BF16],
-                         (unsigned long)n_one + xa_one + gated + dh_one + res_one);
+                         xa_all + gated + dh_all + res_all);
+        assert_int_equal(one[CUDA_GEMM_BF16_BF16], xa_one + gated + dh_one + res_one);
         assert_int_equal(all[CUDA_GEMM_BF16_F32] - one[CUDA_GEMM_BF16_F32],
-                         (each ? 4ul : drop ? 3ul : 2ul) * (unsigned long)(n_all - n_one) +
+                         (each ? 3ul : drop ? 2ul : 1ul) * (unsigned long)(n_all - n_one) +
                              (dh_one - dh_all) + (res_one - res_all));
         unsetenv("ALALLO_CUDA_LORA");
     }
+}
+
+/* A rank past cuda_lora_dbt's (change 2e) keeps dy B and dB as two
+ * products each (one bf16-out, one fp32-out a projection more than at
+ * rank RANK), and still matches the CPU. */
+static void lora_rank_past_one_pass(void **state)
+{
+    (void)state;
+    int rank = CUDA_LORA_DBT_MAX_R + 16;
+    struct model *m = lora_model_r(FAM_LLAMA, MODEL_ALL_PROJ, 9, rank);
+    fill_normal(m->train, m->n_train, 59, 0.05f);
+    size_t n = m->n_train;
+    int adapted = m->cfg.n_layers * PROJ_COUNT;
+    struct batch b;
+    make_batch(&b, 29);
+    struct model_acts *ca = model_acts_create(m, BATCH, SEQ);
+    assert_non_null(ca);
+    double lc = cpu_pass(m, ca, &b);
+    float *gc = malloc(n * sizeof(float));
+    assert_non_null(gc);
+    memcpy(gc, m->grad, n * sizeof(float));
+    struct cuda_model *cm = upload(m);
+    struct cuda_acts *ga = acts(cm);
+    unsigned long before[CUDA_GEMM_KINDS], d[CUDA_GEMM_KINDS];
+    for (int k = 0; k < CUDA_GEMM_KINDS; k++)
+        before[k] = cuda_gemm_calls((enum cuda_gemm_kind)k);
+    double lg = gpu_pass(cm, ga, &b);
+    for (int k = 0; k < CUDA_GEMM_KINDS; k++)
+        d[k] = cuda_gemm_calls((enum cuda_gemm_kind)k) - before[k];
+    assert_int_equal(cuda_model_get_grads(cm, m), 0);
+    double err = l2(m->grad, gc, n) / l2(gc, NULL, n);
+    printf("rank %d: loss cpu %.6f gpu %.6f; gradient rel L2 %.2e; %lu bf16-out products\n",
+           rank, lc, lg, err, d[CUDA_GEMM_BF16_BF16]);
+    assert_true(fabs(lg - lc) <= TOL_LOSS * fabs(lc));
+    assert_true(err <= TOL_GRAD);
+    /* dy B a projection, x A a group (2c), gated's, dh and the adds (1l, 1m) */
+    unsigned long layers = (unsigned long)m->cfg.n_layers;
+    assert_int_equal(d[CUDA_GEMM_BF16_BF16],
+                     (unsigned long)adapted + 4ul * layers + 5ul * layers + 1ul + 3ul * layers);
+    cuda_acts_free(ga);
+    cuda_model_free(cm);
+    model_acts_free(ca);
+    model_free(m);
+    free(gc);
 }
 
 int main(void)
@@ -950,6 +1000,7 @@ int main(void)
         cmocka_unit_test(gemma2_qlora),  cmocka_unit_test(gemma2_full),
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(lora_products_bf16),
         cmocka_unit_test(lora_fold_and_each),
+        cmocka_unit_test(lora_rank_past_one_pass),
         cmocka_unit_test(dpo_qlora),     cmocka_unit_test(nf4_chunks_and_fused),
         cmocka_unit_test(dpo_full),      cmocka_unit_test(micro_batches),
         cmocka_unit_test(refuses_fp32_base),

@@ -849,6 +849,118 @@ static void lora_fold_writes_its_columns_and_rows(void **state)
     free(as_host);
 }
 
+/* n bf16 values drawn from r (uniform in +-scale, rounded), and their
+ * values as floats in *f (the caller frees both). */
+static uint16_t *fill_bf16(size_t n, struct rng *r, float scale, float **f)
+{
+    uint16_t *h = malloc(n * 2 + 2);
+    *f = malloc(n * sizeof(float) + 4);
+    assert_non_null(h && *f);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = linear_f32_to_bf16(scale * (2.0f * rng_uniform(r) - 1.0f));
+        (*f)[i] = linear_bf16_to_f32(h[i]);
+    }
+    return h;
+}
+
+/* LoRA's dB and t = dy B in one pass (change 2e) against sums in double
+ * on the same bf16 values: t rounded once (within a bf16 step of the
+ * exact sum), written twice with the same bits and nothing else of its
+ * rows touched; dB added into (fp32 tolerance). Shapes: r 1 to 64 (16
+ * rounded up: zeros padding r), rows and columns off every block, row
+ * strides wider than the rows and not multiples of 8 (the copies value by
+ * value), one slice of column tiles and several (7680 x 600: five slices
+ * of two tiles). Run twice: the same bits. */
+static void lora_dbt_matches_cpu(void **state)
+{
+    (void)state;
+    static const struct {
+        int N, out, r, ldy, ldxa, ldt;
+    } cases[] = {
+        {1, 5, 1, 5, 1, 3},       {37, 70, 4, 75, 4, 4},    {300, 200, 16, 216, 48, 216},
+        {600, 130, 40, 131, 41, 40}, {513, 64, 64, 64, 64, 70}, {7680, 600, 16, 608, 16, 16},
+    };
+    struct rng g;
+    rng_seed(&g, 777);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int N = cases[c].N, out = cases[c].out, r = cases[c].r;
+        int ldy = cases[c].ldy, ldxa = cases[c].ldxa, ldt = cases[c].ldt;
+        float scale = 0.75f, *dyf, *bf, *xaf;
+        uint16_t *dyh = fill_bf16((size_t)N * ldy, &g, 1.0f, &dyf);
+        uint16_t *bh = fill_bf16((size_t)out * r, &g, 1.0f, &bf);
+        uint16_t *xah = fill_bf16((size_t)N * ldxa, &g, 1.0f, &xaf);
+        float *db0 = fill((size_t)out * r, &g, 1.0f);
+        size_t nt = (size_t)N * ldt;
+        uint16_t *t0 = malloc(nt * 2);
+        assert_non_null(t0);
+        for (size_t i = 0; i < nt; i++)
+            t0[i] = 0x7777;
+        uint16_t *dy = dev_copy(dyh, (size_t)N * ldy * 2), *B = dev_copy(bh, (size_t)out * r * 2);
+        uint16_t *xa = dev_copy(xah, (size_t)N * ldxa * 2);
+        float *scratch = dev_zero(cuda_lora_dbt_floats(N, out, r) * sizeof(float));
+        uint16_t *tg[2][2];
+        float *dbg[2], *db_got[2] = {malloc((size_t)out * r * 4), malloc((size_t)out * r * 4)};
+        uint16_t *t_got[2][2];
+        for (int run = 0; run < 2; run++) {
+            dbg[run] = dev_copy(db0, (size_t)out * r * 4);
+            for (int k = 0; k < 2; k++) {
+                tg[run][k] = dev_copy(t0, nt * 2);
+                t_got[run][k] = malloc(nt * 2);
+            }
+            cuda_lora_dbt(N, out, r, scale, dy, ldy, B, xa, ldxa, dbg[run], tg[run][0], ldt,
+                          tg[run][1], ldt, scratch);
+            fetch(db_got[run], dbg[run], (size_t)out * r * 4);
+            for (int k = 0; k < 2; k++)
+                fetch(t_got[run][k], tg[run][k], nt * 2);
+        }
+        float *db_want = malloc((size_t)out * r * 4), *t_want = malloc((size_t)N * r * 4);
+        float *t_f = malloc((size_t)N * r * 4);
+        assert_non_null(db_want && t_want && t_f);
+        for (int o = 0; o < out; o++)
+            for (int j = 0; j < r; j++) {
+                double sum = 0.0;
+                for (int n = 0; n < N; n++)
+                    sum += (double)dyf[(size_t)n * ldy + o] * xaf[(size_t)n * ldxa + j];
+                db_want[(size_t)o * r + j] = (float)(db0[(size_t)o * r + j] + scale * sum);
+            }
+        double worst = 0.0, ss = 0.0;
+        for (int n = 0; n < N; n++)
+            for (int j = 0; j < r; j++) {
+                double sum = 0.0;
+                for (int o = 0; o < out; o++)
+                    sum += (double)dyf[(size_t)n * ldy + o] * bf[(size_t)o * r + j];
+                t_want[(size_t)n * r + j] = (float)sum;
+                t_f[(size_t)n * r + j] = linear_bf16_to_f32(t_got[0][0][(size_t)n * ldt + j]);
+                ss += sum * sum;
+            }
+        double rms = sqrt(ss / ((double)N * r));
+        for (size_t i = 0; i < (size_t)N * r; i++) {
+            double err = fabs((double)t_f[i] - t_want[i]) / (fabs((double)t_want[i]) + 1e-3 * rms);
+            worst = err > worst ? err : worst;
+        }
+        printf("lora dbt %d x %d, r %d: t within %.2e of the exact sum (a bf16 step 7.8e-3)\n",
+               N, out, r, worst);
+        assert_true(worst <= 8e-3);
+        expect_close("lora dbt dB", db_got[0], db_want, (size_t)out * r);
+        for (int n = 0; n < N; n++) /* past r in each row: untouched */
+            for (int j = r; j < ldt; j++)
+                assert_int_equal(t_got[0][0][(size_t)n * ldt + j], 0x7777);
+        expect_same_bits("lora dbt t2", t_got[0][1], t_got[0][0], nt * 2, 2);
+        expect_same_bits("lora dbt t again", t_got[1][0], t_got[0][0], nt * 2, 2);
+        expect_same_bits("lora dbt dB again", db_got[1], db_got[0], (size_t)out * r * 4, 4);
+        for (int run = 0; run < 2; run++) {
+            cuda_free(dbg[run]);
+            free(db_got[run]);
+            for (int k = 0; k < 2; k++)
+                cuda_free(tg[run][k]), free(t_got[run][k]);
+        }
+        cuda_free(dy), cuda_free(B), cuda_free(xa), cuda_free(scratch);
+        free(dyh), free(bh), free(xah), free(dyf), free(bf), free(xaf), free(db0), free(t0);
+        free(db_want), free(t_want), free(t_f);
+    }
+    assert_int_equal(cuda_lora_dbt_floats(8, 8, CUDA_LORA_DBT_MAX_R + 1), 0);
+}
+
 static void bf16_conversions_are_the_cpus(void **state)
 {
     (void)state;
@@ -1158,6 +1270,7 @@ int main(void)
         cmocka_unit_test(elementwise_and_bias_match_cpu),
         cmocka_unit_test(bf16_conversions_are_the_cpus),
         cmocka_unit_test(lora_fold_writes_its_columns_and_rows),
+        cmocka_unit_test(lora_dbt_matches_cpu),
         cmocka_unit_test(nf4_matches_cpu),
         cmocka_unit_test(nf4_product_matches_decoded),
         cmocka_unit_test(dropout_masks_are_the_cpus),

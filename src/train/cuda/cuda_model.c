@@ -128,6 +128,8 @@ struct cuda_acts {
     size_t hbuf_n;               /* hbuf's floats (N x intermediate) */
     float *logits, *capped, *xc, *dxc; /* logits, capped: soft-capped heads only */
     float *attn_d;               /* (B, H, T) attention backward's scratch */
+    float *dbt;                  /* cuda_lora_dbt's scratch (change 2e), or
+                                  * NULL (no LoRA, or its rank too large) */
     float *row_loss;             /* (N): each target row's loss, downloaded once a pass */
     float *row_w;                /* (N) a weighted pass's weight per target row */
     uint16_t *xb;                /* bf16 of a product's input, written by the
@@ -764,6 +766,13 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
             }
         kin = L * N * (a->kin_w[0] + a->kin_w[2] + a->kin_w[3]);
     }
+    size_t dbt = 0; /* LoRA's dB and dy B in one pass (change 2e) */
+    for (int l = 0; l < c->n_layers; l++)
+        for (int p = 0; p < PROJ_COUNT; p++) {
+            const struct dlin *d = &cm->layers[l].proj[p];
+            size_t n = d->dlb ? cuda_lora_dbt_floats((int)N, d->out, d->r) : 0;
+            dbt = n > dbt ? n : dbt;
+        }
     int cap = c->final_softcap > 0.0f; /* else the logits are bf16 alone (change 1h) */
     size_t hr = CUDA_HEAD_MAX_FLOATS / V;
     if (hr < 16)
@@ -791,13 +800,14 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         cap ? hr * V : 0, cap ? hr * V : 0,              /* logits capped: 1h */
         hr * C, hr * C, N,                               /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
+        dbt,                                             /* dbt: 2e */
     };
     float **fdst[] = {
         &a->rstd1, &a->rstd2, &a->lse,
         &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
-        &a->row_loss, &a->attn_d, &a->row_w,
+        &a->row_loss, &a->attn_d, &a->row_w, &a->dbt,
     };
     size_t ldy = max_out + r; /* dy's bf16 and t = dy B beside it */
     a->ldy = (int)ldy;
@@ -1118,11 +1128,16 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
     if (d->r > 0) {
         assert(!fold || d->out + d->r <= ldy);
         size_t n = (size_t)N * d->in;
-        check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, ldy, d->lbb, d->r, 0.0f,
-                                    t, ldt));
-        if (d->dlb) /* dB (out,r) += scale dy^T xa */
-            check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, xa, ldxa, 1.0f,
-                                    d->dlb, d->r));
+        if (d->dlb && a->dbt) { /* one pass over dy for both (change 2e) */
+            cuda_lora_dbt(N, d->out, d->r, d->scale, dyb, ldy, d->lbb, xa, ldxa, d->dlb, t, ldt,
+                          NULL, 0, a->dbt);
+        } else {
+            check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, ldy, d->lbb, d->r,
+                                        0.0f, t, ldt));
+            if (d->dlb) /* dB (out,r) += scale dy^T xa */
+                check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, xa, ldxa,
+                                        1.0f, d->dlb, d->r));
+        }
         if (d->dla) { /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
             int ldd = ldxb;

@@ -45,6 +45,9 @@ extern "C" {
 
 using namespace nvcuda;
 
+/* the tensor-core products' bf16 (wmma fragments' element type) */
+typedef __nv_bfloat16 tc_bf16;
+
 /* linear_f32_to_bf16 and its inverse on the device (cuda_bf16.cuh). */
 #define bf16_to_f32 cuda_bf16_f32
 #define f32_to_bf16 cuda_f32_bf16
@@ -818,6 +821,204 @@ void cuda_lora_fold(const struct cuda_lora_fold *d, int n, size_t most)
                     dim3(EW_THREADS), 0, d);
 }
 
+/* ---- LoRA's dB and dy B in one pass (change 2e) ------------------------- */
+
+/* A block of DBT_THREADS (8 warps) owns CUDA_LORA_DBT_ROWS rows of dy and
+ * a slice of its column tiles, DBT_CT columns each. Each tile of dy is
+ * staged once and read by both products: t's share (the block's rows by
+ * r, summed over the slice's columns) accumulates in the warps' fragments
+ * across the tiles, each warp 32 rows; dB's share (the tile's columns by
+ * r, summed over the block's rows) is stored at the tile's end, each warp
+ * 16 columns by every other 16 of r. r is padded with zeros to rp, a
+ * multiple of 16; so are the rows past N and the columns past out. The
+ * shares go to scratch, dB's by block and t's by slice, and
+ * lora_dbt_sum_kernel adds them in order. */
+#define DBT_THREADS 256
+#define DBT_CT 64
+#define DBT_LDY (DBT_CT + 8) /* bf16 stride of the staged dy tile (144 bytes) */
+#define DBT_ROWS CUDA_LORA_DBT_ROWS
+#define DBT_MAXJ (CUDA_LORA_DBT_MAX_R / 16)
+
+struct dbt_shape {
+    int rp;      /* r padded to a multiple of 16 */
+    int blocks;  /* blocks of rows */
+    int tiles;   /* column tiles of out */
+    int per;     /* tiles a slice */
+    int slices;
+    size_t part; /* dB's shares: blocks x tiles DBT_CT x rp floats; t's follow */
+};
+
+/* A function of the shape alone (not of the GPU), so that every GPU sums
+ * in the same order: slices enough for about 264 blocks in all. */
+static struct dbt_shape dbt_shape(int N, int out, int r)
+{
+    struct dbt_shape s;
+    s.rp = (r + 15) / 16 * 16;
+    s.blocks = (N + DBT_ROWS - 1) / DBT_ROWS;
+    s.tiles = (out + DBT_CT - 1) / DBT_CT;
+    int want = (264 + s.blocks - 1) / s.blocks;
+    if (want > s.tiles)
+        want = s.tiles;
+    s.per = (s.tiles + want - 1) / want;
+    s.slices = (s.tiles + s.per - 1) / s.per;
+    s.part = (size_t)s.blocks * s.tiles * DBT_CT * s.rp;
+    return s;
+}
+
+/* rows [r0, r0 + rows) and columns [c0, c0 + cols) of src (rows lds
+ * apart, rmax x cmax) into dst (rows ldd apart), zeros outside src; cols
+ * a multiple of 8, each run of 8 one 16-byte copy where vec allows. */
+__device__ static void dbt_stage(uint16_t *dst, int ldd, const uint16_t *src, int lds, int r0,
+                                 int rows, int rmax, int c0, int cols, int cmax, int vec)
+{
+    const int runs = cols / 8;
+    for (int e = (int)threadIdx.x; e < rows * runs; e += DBT_THREADS) {
+        int i = e / runs, c = e % runs * 8, gr = r0 + i, gc = c0 + c;
+        uint16_t *d = dst + i * ldd + c;
+        if (vec && gr < rmax && gc + 8 <= cmax) {
+            *(uint4 *)d = *(const uint4 *)(src + (size_t)gr * lds + gc);
+            continue;
+        }
+        for (int k = 0; k < 8; k++)
+            d[k] = gr < rmax && gc + k < cmax ? src[(size_t)gr * lds + gc + k] : (uint16_t)0;
+    }
+}
+
+/* grid (blocks, slices). vec: bit 0 dy, bit 1 B, bit 2 xa may be copied
+ * in 16-byte runs. */
+__global__ static void __launch_bounds__(DBT_THREADS)
+    lora_dbt_kernel(int N, int out, int r, int rp, int tiles, int per, const uint16_t *dy,
+                    int ldy, const uint16_t *B, const uint16_t *xa, int ldxa, float *part,
+                    float *tpart, int vec)
+{
+    const int ldx = rp + 8, nj = rp / 16;
+    uint16_t *Ys = (uint16_t *)cuda_shared();  /* (DBT_ROWS, DBT_LDY) */
+    uint16_t *Xs = Ys + DBT_ROWS * DBT_LDY;    /* (DBT_ROWS, ldx) */
+    uint16_t *Bs = Xs + DBT_ROWS * ldx;        /* (DBT_CT, ldx) */
+    const tc_bf16 *yt = (const tc_bf16 *)Ys, *xt = (const tc_bf16 *)Xs, *bt = (const tc_bf16 *)Bs;
+    const int n0 = (int)blockIdx.x * DBT_ROWS, t0 = (int)blockIdx.y * per;
+    const int t1 = t0 + per < tiles ? t0 + per : tiles;
+    const int warp = (int)threadIdx.x / 32;
+    dbt_stage(Xs, ldx, xa, ldxa, n0, DBT_ROWS, N, 0, rp, r, vec & 4);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> tacc[2][DBT_MAXJ];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < DBT_MAXJ; j++)
+            wmma::fill_fragment(tacc[i][j], 0.0f);
+    for (int tile = t0; tile < t1; tile++) {
+        int c0 = tile * DBT_CT;
+        __syncthreads(); /* the last tile's readers are done with Ys and Bs */
+        dbt_stage(Ys, DBT_LDY, dy, ldy, n0, DBT_ROWS, N, c0, DBT_CT, out, vec & 1);
+        dbt_stage(Bs, ldx, B, r, c0, DBT_CT, out, 0, rp, r, vec & 2);
+        __syncthreads();
+        for (int kk = 0; kk < DBT_CT; kk += 16) { /* t += dy B over the tile */
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, tc_bf16, wmma::row_major> fb[DBT_MAXJ];
+#pragma unroll
+            for (int j = 0; j < DBT_MAXJ; j++)
+                if (j < nj)
+                    wmma::load_matrix_sync(fb[j], bt + kk * ldx + 16 * j, ldx);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, tc_bf16, wmma::row_major> fa;
+                wmma::load_matrix_sync(fa, yt + (32 * warp + 16 * i) * DBT_LDY + kk, DBT_LDY);
+#pragma unroll
+                for (int j = 0; j < DBT_MAXJ; j++)
+                    if (j < nj)
+                        wmma::mma_sync(tacc[i][j], fa, fb[j], tacc[i][j]);
+            }
+        }
+        const int cf = warp % 4; /* dB's share: dy^T xa over the block's rows */
+        for (int j = warp / 4; j < nj; j += 2) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+            wmma::fill_fragment(acc, 0.0f);
+            for (int k = 0; k < DBT_ROWS; k += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, tc_bf16, wmma::col_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, tc_bf16, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, yt + k * DBT_LDY + 16 * cf, DBT_LDY);
+                wmma::load_matrix_sync(fb, xt + k * ldx + 16 * j, ldx);
+                wmma::mma_sync(acc, fa, fb, acc);
+            }
+            size_t at = (((size_t)blockIdx.x * tiles + tile) * DBT_CT + 16 * cf) * rp + 16 * j;
+            wmma::store_matrix_sync(part + at, acc, rp, wmma::mem_row_major);
+        }
+    }
+    size_t np = (size_t)gridDim.x * DBT_ROWS; /* t's share of the slice */
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < DBT_MAXJ; j++)
+            if (j < nj) {
+                size_t row = (size_t)blockIdx.y * np + (size_t)n0 + 32 * warp + 16 * i;
+                wmma::store_matrix_sync(tpart + row * rp + 16 * j, tacc[i][j], rp,
+                                        wmma::mem_row_major);
+            }
+}
+
+/* dB += scale (its shares in block order), t (and t2) = its shares in
+ * slice order, rounded once. */
+__global__ static void lora_dbt_sum_kernel(int N, int out, int r, struct dbt_shape s, float scale,
+                                           const float *part, const float *tpart, float *dB,
+                                           uint16_t *t, int ldt, uint16_t *t2, int ldt2)
+{
+    size_t nb = (size_t)out * r, n = nb + (size_t)N * r;
+    size_t outp = (size_t)s.tiles * DBT_CT, np = (size_t)s.blocks * DBT_ROWS;
+    FOR_EACH(i, n) {
+        if (i < nb) {
+            size_t o = i / (size_t)r, j = i % (size_t)r;
+            float sum = 0.0f;
+            for (int b = 0; b < s.blocks; b++)
+                sum = __fadd_rn(sum, part[((size_t)b * outp + o) * s.rp + j]);
+            dB[i] = __fadd_rn(__fmul_rn(scale, sum), dB[i]);
+        } else {
+            size_t k = i - nb, row = k / (size_t)r, j = k % (size_t)r;
+            float sum = 0.0f;
+            for (int q = 0; q < s.slices; q++)
+                sum = __fadd_rn(sum, tpart[((size_t)q * np + row) * s.rp + j]);
+            uint16_t v = f32_to_bf16(sum);
+            t[row * (size_t)ldt + j] = v;
+            if (t2)
+                t2[row * (size_t)ldt2 + j] = v;
+        }
+    }
+}
+
+size_t cuda_lora_dbt_floats(int N, int out, int r)
+{
+    if (N <= 0 || out <= 0 || r <= 0 || r > CUDA_LORA_DBT_MAX_R)
+        return 0;
+    struct dbt_shape s = dbt_shape(N, out, r);
+    return s.part + (size_t)s.slices * s.blocks * DBT_ROWS * s.rp;
+}
+
+static int on16(const void *p)
+{
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+void cuda_lora_dbt(int N, int out, int r, float scale, const uint16_t *dy, int ldy,
+                   const uint16_t *B, const uint16_t *xa, int ldxa, float *dB, uint16_t *t,
+                   int ldt, uint16_t *t2, int ldt2, float *scratch)
+{
+    if (N <= 0)
+        return;
+    assert(out >= 1 && r >= 1 && r <= CUDA_LORA_DBT_MAX_R);
+    struct dbt_shape s = dbt_shape(N, out, r);
+    size_t smem = sizeof(uint16_t) * ((size_t)DBT_ROWS * DBT_LDY + (size_t)DBT_ROWS * (s.rp + 8) +
+                                      (size_t)DBT_CT * (s.rp + 8));
+    if (smem > 48u * 1024u) /* a failure stays as the last error, for cuda_ctx_sync */
+        (void)cudaFuncSetAttribute(lora_dbt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)smem);
+    int vec = (ldy % 8 == 0 && on16(dy)) | (r % 8 == 0 && on16(B)) << 1 |
+              (ldxa % 8 == 0 && on16(xa)) << 2;
+    float *part = scratch, *tpart = scratch + s.part;
+    cuda_launch(lora_dbt_kernel, dim3((unsigned)s.blocks, (unsigned)s.slices), dim3(DBT_THREADS),
+                smem, N, out, r, s.rp, s.tiles, s.per, dy, ldy, B, xa, ldxa, part, tpart, vec);
+    size_t n = (size_t)out * r + (size_t)N * r;
+    cuda_launch(lora_dbt_sum_kernel, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, N, out, r, s, scale,
+                (const float *)part, (const float *)tpart, dB, t, ldt, t2, ldt2);
+}
+
 __global__ static void copy_cols_kernel(uint16_t *dst, int ldd, const uint16_t *src, int lds,
                                         int rows, int cols)
 {
@@ -942,13 +1143,11 @@ void cuda_nf4_to_bf16(uint16_t *dst, const struct cuda_nf4 *t, size_t start, siz
 #define NQ_OUT_BYTES (4 * NQ_BM * NQ_LDC)
 #define NQ_SMEM (NQ_LEVELS_BYTES + (NQ_STAGE_BYTES > NQ_OUT_BYTES ? NQ_STAGE_BYTES : NQ_OUT_BYTES))
 
-typedef __nv_bfloat16 nq_bf16;
-
 /* A's tile (rows [m0, +NQ_BM), columns [k0, +NQ_K)) into As (NQ_BM,
  * NQ_LD): each thread a run of NQ_RUN_A values of one row, copied as two
  * 16-byte words when `vec` (A on 16 bytes, lda a multiple of 8) and the
  * run lies inside A, else value by value. */
-__device__ static void nq_stage_a(nq_bf16 *As, const uint16_t *A, int lda, int M, int K, int m0,
+__device__ static void nq_stage_a(tc_bf16 *As, const uint16_t *A, int lda, int M, int K, int m0,
                                   int k0, int vec)
 {
     const int per_row = NQ_K / NQ_RUN_A;
@@ -977,7 +1176,7 @@ __device__ static void nq_stage_a(nq_bf16 *As, const uint16_t *A, int lda, int M
  * stored as one 16-byte word; otherwise each value finds its own block,
  * the scale computed again only when the block changes. tw: W stored
  * (N, K) (C = A W^T); else (K, N). */
-__device__ static void nq_stage_w(nq_bf16 *Ws, const struct cuda_nf4 w, int ldw, int tw, int N,
+__device__ static void nq_stage_w(tc_bf16 *Ws, const struct cuda_nf4 w, int ldw, int tw, int N,
                                   int K, int n0, int k0, const float *level)
 {
     /* the stored tile: rows x cols, rows along n when tw, along k when not */
@@ -1038,8 +1237,8 @@ __global__ static void __launch_bounds__(NQ_THREADS)
                     struct nf4_table lv, int vec_a)
 {
     float *level = cuda_shared();
-    nq_bf16 *As = (nq_bf16 *)((char *)level + NQ_LEVELS_BYTES);
-    nq_bf16 *Ws = As + NQ_BM * NQ_LD;
+    tc_bf16 *As = (tc_bf16 *)((char *)level + NQ_LEVELS_BYTES);
+    tc_bf16 *Ws = As + NQ_BM * NQ_LD;
     float *Cs = (float *)As; /* after the last step */
 #pragma unroll
     for (int k = 0; k < 16; k++)
@@ -1058,8 +1257,8 @@ __global__ static void __launch_bounds__(NQ_THREADS)
         nq_stage_w(Ws, w, ldw, tw, N, K, n0, k0, level);
         __syncthreads();
         for (int kk = 0; kk < NQ_K; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, nq_bf16, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, nq_bf16, wmma::col_major> fb[2];
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, tc_bf16, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, tc_bf16, wmma::col_major> fb[2];
             for (int i = 0; i < 2; i++)
                 wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * NQ_LD + kk, NQ_LD);
             for (int j = 0; j < 2; j++)

@@ -213,6 +213,22 @@ struct cuda_lora_fold {
 /* Every fold of d (n of them, d and what it points at on the device) in
  * one launch; most: the largest out r + r in among them. */
 void cuda_lora_fold(const struct cuda_lora_fold *d, int n, size_t most);
+/* LoRA's backward from dy in one pass over it (change 2e): t = dy B (N,
+ * r) rounded once to bf16 into t (rows ldt apart) and, unless t2 is NULL,
+ * into t2 (rows ldt2 apart); dB (out, r) += scale dy^T xa, fp32. dy (N,
+ * out) bf16 rows ldy apart, B (out, r) bf16 packed, xa (N, r) bf16 rows
+ * ldxa apart. Blocks of CUDA_LORA_DBT_ROWS rows and a slice of out's
+ * columns each sum their share on the tensor cores (bf16 in, fp32 sums)
+ * into scratch (cuda_lora_dbt_floats of them, the caller's), and a second
+ * launch adds the shares in a fixed order: the same bits on every run of
+ * a GPU kind. r from 1 to CUDA_LORA_DBT_MAX_R (beyond, two products:
+ * cuda_gemm_bf16_out and cuda_gemm_bf16). */
+#define CUDA_LORA_DBT_ROWS 256
+#define CUDA_LORA_DBT_MAX_R 64
+size_t cuda_lora_dbt_floats(int N, int out, int r);
+void cuda_lora_dbt(int N, int out, int r, float scale, const uint16_t *dy, int ldy,
+                   const uint16_t *B, const uint16_t *xa, int ldxa, float *dB, uint16_t *t,
+                   int ldt, uint16_t *t2, int ldt2, float *scratch);
 /* dst[i * ldd + j] = src[i * lds + j] for i < rows, j < cols (bf16). */
 void cuda_copy_cols(uint16_t *dst, int ldd, const uint16_t *src, int lds, int rows, int cols);
 
