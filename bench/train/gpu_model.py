@@ -196,7 +196,7 @@ CHANGES = [
     ("1m residual adds in o's and down's epilogues (built)", {"res_epilogue": True}),
     ("1n products' inputs kept, not made again (built)", {"keep_in": True}),
     ("2c LoRA's x A once a group, into the kept input (built)", {"xa_group": True}),
-    ("2d LoRA's dA once a group", {"da_group": True}),
+    ("2d LoRA's dA once a group (built)", {"da_group": True}),
     ("2e LoRA's dB and dy B in one pass over dy (built)", {"db_pass": True}),
     ("1 bf16 activations", {"act": 2, "convert": False, "logits": 2, "qkv_bf16": True,
                             "res_bf16": True, "ao_bf16": True, "dh_bf16": True,
@@ -324,7 +324,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
 
     group_of = {"q": 3, "k": 3, "v": 3, "o": 1, "gate": 2, "up": 2, "down": 1}
     xa_group = design["xa_group"] and lora == "fold" and keep_in
-    da_group = design["da_group"] and lora == "fold"
+    da_group = design["da_group"] and lora in ("fold", "tc_each")  # NF4 too
 
     def lora_forward(p, din, dout, first_of_group):
         kind = lora

@@ -298,7 +298,10 @@ static double gpu_lora_dbt_floats(double tokens, double widest_out, double r)
     if (r <= 0 || r > 64)
         return 0;
     double rp = ceil(r / 16.0) * 16.0, blocks = ceil(tokens / 256.0);
-    return rp * (blocks * ceil(widest_out / 64.0) * 64.0 + (264.0 + blocks) * 256.0);
+    /* and a group's gathered T (bf16) and its dA (change 2d), q, k and v's
+     * at most */
+    double group = 3.0 * r * (tokens / 2.0 + widest_out);
+    return rp * (blocks * ceil(widest_out / 64.0) * 64.0 + (264.0 + blocks) * 256.0) + group;
 }
 
 /* Both memory models: on_gpu selects the GPU's activations, overhead and

@@ -933,6 +933,18 @@ static void lora_products_bf16(void **state)
         assert_int_equal(all[CUDA_GEMM_BF16_F32] - one[CUDA_GEMM_BF16_F32],
                          (each ? 3ul : drop ? 2ul : 1ul) * (unsigned long)(n_all - n_one) +
                              (dh_one - dh_all) + (res_one - res_all));
+        /* k not adapted: unfolded, its dX's LoRA product goes (but for
+         * the first layer's, whose q, k and v need no dx: nothing before
+         * them trains); with dropout its dA product goes, without it q, k
+         * and v make their dA in one product (2d), which q and v still
+         * need */
+        unsigned long nok[CUDA_GEMM_KINDS];
+        int n_nok;
+        count_pass(MODEL_ALL_PROJ & ~(1u << PROJ_K), p, nok, &n_nok, &layers);
+        printf("  k not adapted: %lu bf16 products\n", nok[CUDA_GEMM_BF16_F32]);
+        assert_int_equal(all[CUDA_GEMM_BF16_F32] - nok[CUDA_GEMM_BF16_F32],
+                         (each || drop ? (unsigned long)layers - 1ul : 0ul) +
+                             (drop ? (unsigned long)layers : 0ul));
         unsetenv("ALALLO_CUDA_LORA");
     }
 }

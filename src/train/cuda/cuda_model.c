@@ -67,6 +67,9 @@ struct dlayer {
                             * (acols, in), in its columns' order (NULL for
                             * o's group, whose input is not kept) */
     int acols[4];          /* the group's LoRA columns */
+    int toff[PROJ_COUNT];  /* change 2d: each projection's t = dy B in its
+                            * group's gathered T: from column toff ... */
+    int tcols[4];          /* ... of the group's tcols (its adapted r's) */
 };
 
 /* A folded matrix's place in the host's bf16 block, left out of the
@@ -130,6 +133,9 @@ struct cuda_acts {
     float *attn_d;               /* (B, H, T) attention backward's scratch */
     float *dbt;                  /* cuda_lora_dbt's scratch (change 2e), or
                                   * NULL (no LoRA, or its rank too large) */
+    uint16_t *tg;                /* change 2d: a group's gathered T (N, tcols) */
+    float *dag;                  /* and its dA (tcols, in) before it is added
+                                  * into each projection's */
     float *row_loss;             /* (N): each target row's loss, downloaded once a pass */
     float *row_w;                /* (N) a weighted pass's weight per target row */
     uint16_t *xb;                /* bf16 of a product's input, written by the
@@ -548,6 +554,11 @@ struct cuda_model *cuda_model_upload(const struct model *m, char *err, size_t er
         for (int p = 0; p < PROJ_COUNT; p++)
             if (dlin_make(cm, m, &L->proj[p], &D->proj[p]))
                 goto fail;
+        for (int p = 0; p < PROJ_COUNT; p++) { /* T's columns, in projection order */
+            int g = proj_group[p];
+            D->toff[p] = D->tcols[g];
+            D->tcols[g] += D->proj[p].dla ? D->proj[p].r : 0;
+        }
     }
     if (fold_layers(cm, m) || fold_table(cm))
         goto fail;
@@ -773,6 +784,19 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
             size_t n = d->dlb ? cuda_lora_dbt_floats((int)N, d->out, d->r) : 0;
             dbt = n > dbt ? n : dbt;
         }
+    size_t tgc = 0, tgin = 0; /* a group's dA in one product (change 2d): its T */
+    for (int l = 0; dbt && l < c->n_layers; l++)
+        for (int g = 0; g < 4; g++) {
+            const struct dlayer *D = &cm->layers[l];
+            int n = 0;
+            for (int p = group_first[g]; p < group_first[g] + group_count[g]; p++)
+                n += D->proj[p].dla != NULL;
+            if (n < 2)
+                continue;
+            tgc = (size_t)D->tcols[g] > tgc ? (size_t)D->tcols[g] : tgc;
+            size_t in = (size_t)D->proj[group_first[g]].in;
+            tgin = in > tgin ? in : tgin;
+        }
     int cap = c->final_softcap > 0.0f; /* else the logits are bf16 alone (change 1h) */
     size_t hr = CUDA_HEAD_MAX_FLOATS / V;
     if (hr < 16)
@@ -800,14 +824,14 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         cap ? hr * V : 0, cap ? hr * V : 0,              /* logits capped: 1h */
         hr * C, hr * C, N,                               /* xc dxc row_loss */
         (size_t)B * c->n_heads * T, N,                   /* attn_d row_w */
-        dbt,                                             /* dbt: 2e */
+        dbt, tgc * tgin,                                 /* dbt dag: 2e, 2d */
     };
     float **fdst[] = {
         &a->rstd1, &a->rstd2, &a->lse,
         &a->pa, &a->pf, &a->rstd3, &a->rstd4, &a->lnf, &a->rstdf,
         &a->ln, &a->tmp, &a->dres, &a->dres2, &a->dln, &a->dq, &a->dao, &a->dk, &a->dv,
         &a->hbuf, &a->dh, &a->logits, &a->capped, &a->xc, &a->dxc,
-        &a->row_loss, &a->attn_d, &a->row_w, &a->dbt,
+        &a->row_loss, &a->attn_d, &a->row_w, &a->dbt, &a->dag,
     };
     size_t ldy = max_out + r; /* dy's bf16 and t = dy B beside it */
     a->ldy = (int)ldy;
@@ -817,10 +841,10 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
                     K * N * F, K * N * F, /* g u */
                     K * N * qd, K * N * kd, K * N * kd, /* q k v */
                     (L + 1) * N * C, K * N * C, /* res mid */
-                    K * N * qd, kin}; /* ao kin */
+                    K * N * qd, kin, N * tgc}; /* ao kin tg */
     uint16_t **bdst[] = {&a->xb, &a->yb, &a->dyb, &a->dub, &a->logits_b, &a->xcb,
                          &a->deq, &a->xa, &a->ltmp, &a->g, &a->u, &a->q, &a->k, &a->v,
-                         &a->res, &a->mid, &a->ao, &a->kin};
+                         &a->res, &a->mid, &a->ao, &a->kin, &a->tg};
     size_t isz[] = {N, N, N, N, N}; /* int32 values */
     int32_t **idst[] = {&a->ids, &a->seg, &a->rows, &a->tgt, &a->hits_d};
     size_t nf = sizeof fsz / sizeof fsz[0], nb = sizeof bsz / sizeof bsz[0];
@@ -852,7 +876,8 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
         off += (fsz[i] * sizeof(float) + 255) & ~(size_t)255;
     }
     for (size_t i = 0; i < nb; i++) {
-        *bdst[i] = bsz[i] || bdst[i] != &a->kin ? (uint16_t *)(base + off) : NULL;
+        int optional = bdst[i] == &a->kin || bdst[i] == &a->tg; /* NULL when not made */
+        *bdst[i] = bsz[i] || !optional ? (uint16_t *)(base + off) : NULL;
         off += (bsz[i] * sizeof(uint16_t) + 255) & ~(size_t)255;
     }
     for (size_t i = 0; i < ni; i++) {
@@ -1094,6 +1119,18 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
         cuda_add_bias_bf16(ybias, y, d->bias, N, d->out);
 }
 
+/* LoRA's side of a projection's backward (lin_backward): x' A^T as the
+ * forward kept it, its rows ldxa apart; tg: where cuda_lora_dbt writes
+ * t = dy B too, the projection's columns of its group's gathered T (rows
+ * ldtg apart), whose dA the group makes in one product (change 2d: the
+ * projection makes none), or NULL: the projection makes its own dA. */
+struct lora_side {
+    const uint16_t *xa;
+    int ldxa;
+    uint16_t *tg;
+    int ldtg;
+};
+
 /* As linear_backward: dx += dy W + scale ((dy B) A) [masked] (dx NULL to
  * skip; dx_fresh: dx holds nothing yet, and the base's dX product, the
  * first into it, writes it, beta 0), dw += dy^T x (xb: x as bf16, its rows
@@ -1107,10 +1144,10 @@ static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uin
  * dy W + scale t A into dx; else t A is a product of its own (masked with
  * dropout). dxb (dx NULL): dx written as bf16 alone by the one product
  * that makes it (change 1l: dh), which needs a 16-bit W, dx fresh, and
- * LoRA folded or none (lin_dx_bf16). */
+ * LoRA folded or none (lin_dx_bf16). ls: LoRA's side (struct lora_side). */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, uint16_t *dxb,
                          int dx_fresh, const float *dy, uint16_t *dyb, const float *x,
-                         const uint16_t *xb, int ldxb, const uint16_t *xa, int ldxa, int N,
+                         const uint16_t *xb, int ldxb, struct lora_side ls, int N,
                          struct linear_dropout dr)
 {
     int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
@@ -1128,17 +1165,18 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
     if (d->r > 0) {
         assert(!fold || d->out + d->r <= ldy);
         size_t n = (size_t)N * d->in;
-        if (d->dlb && a->dbt) { /* one pass over dy for both (change 2e) */
-            cuda_lora_dbt(N, d->out, d->r, d->scale, dyb, ldy, d->lbb, xa, ldxa, d->dlb, t, ldt,
-                          NULL, 0, a->dbt);
+        assert(!ls.tg || (a->dbt && d->dlb && !drop));
+        if (d->dlb && a->dbt && d->r <= CUDA_LORA_DBT_MAX_R) { /* one pass over dy (2e) */
+            cuda_lora_dbt(N, d->out, d->r, d->scale, dyb, ldy, d->lbb, ls.xa, ls.ldxa, d->dlb, t,
+                          ldt, ls.tg, ls.ldtg, a->dbt);
         } else {
             check(a, cuda_gemm_bf16_out(0, 0, N, d->r, d->out, 1.0f, dyb, ldy, d->lbb, d->r,
                                         0.0f, t, ldt));
             if (d->dlb) /* dB (out,r) += scale dy^T xa */
-                check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, xa, ldxa,
-                                        1.0f, d->dlb, d->r));
+                check(a, cuda_gemm_bf16(1, 0, d->out, d->r, N, d->scale, dyb, ldy, ls.xa,
+                                        ls.ldxa, 1.0f, d->dlb, d->r));
         }
-        if (d->dla) { /* dA (r,in) += scale t^T x' */
+        if (d->dla && !ls.tg) { /* else its group's (group_da) */ /* dA (r,in) += scale t^T x' */
             const uint16_t *xd = xb;
             int ldd = ldxb;
             if (drop) { /* from x, or its bf16 alone (attention's output: 1k) */
@@ -1191,6 +1229,7 @@ struct layer_acts {
     uint16_t *kin[4];  /* each group's kept bf16 input (a->kin), or NULL */
     int grouped[4];    /* change 2c: the group's x A^T is one product, into
                         * its kept input's columns, where xa points */
+    int da_group[4];   /* change 2d: the group's dA is one product (da_on) */
 };
 
 /* Whether projections p0..p0+n-1 of layer l read their fp32 input: only
@@ -1204,6 +1243,29 @@ static int group_reads_f32(const struct cuda_model *cm, const struct cuda_acts *
         if (proj_dropout(a, &cm->layers[l].proj[p], l, p).p > 0.0f)
             return 1;
     return 0;
+}
+
+/* Whether group g of layer l makes its projections' dA in one product
+ * (change 2d): two or more adapters, each through cuda_lora_dbt (which
+ * writes t into the gathered T too), one scale, no dropout (each
+ * projection's dropped input is its own). */
+static int da_on(const struct cuda_model *cm, const struct cuda_acts *a, int l, int g)
+{
+    const struct dlayer *L = &cm->layers[l];
+    int n = 0;
+    float scale = 0.0f;
+    if (!a->tg || group_reads_f32(cm, a, l, group_first[g], group_count[g]))
+        return 0;
+    for (int p = group_first[g]; p < group_first[g] + group_count[g]; p++) {
+        const struct dlin *d = &L->proj[p];
+        if (!d->dla)
+            continue;
+        if (!d->dlb || d->r > CUDA_LORA_DBT_MAX_R || (n && d->scale != scale))
+            return 0;
+        scale = d->scale;
+        n++;
+    }
+    return n >= 2;
 }
 
 static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, int l,
@@ -1241,6 +1303,7 @@ static void layer_view(const struct cuda_model *cm, const struct cuda_acts *a, i
         if (at)
             at += N * a->kin_w[g];
         s->grouped[g] = kept && cm->layers[l].astack[g];
+        s->da_group[g] = da_on(cm, a, l, g);
     }
     for (int p = 0; p < PROJ_COUNT; p++) {
         const struct dlin *d = &cm->layers[l].proj[p];
@@ -1402,8 +1465,36 @@ static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int 
      * runs each group in order) writes dx, the others add (change 1d:
      * no zeroing pass before, no read of the zeros). */
     int first = p == 0 || proj_group[p] != proj_group[p - 1];
-    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, ldxb, s->xa[p], s->ldxa[p], N,
-                 proj_dropout(a, d, l, p));
+    struct lora_side ls = {s->xa[p], s->ldxa[p], NULL, 0};
+    if (s->da_group[g] && d->dla) { /* its columns of the group's T (change 2d) */
+        ls.tg = a->tg + cm->layers[l].toff[p];
+        ls.ldtg = cm->layers[l].tcols[g];
+    }
+    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, ldxb, ls, N, proj_dropout(a, d, l, p));
+}
+
+/* Change 2d: group g's dA for all its adapters in one product, from the
+ * T its projections' backward gathered (in a->tg) and the group's input
+ * xb (as bwd_in says: kept, or made again), into a->dag, then added into
+ * each projection's dA: x read once a group. */
+static void group_da(const struct cuda_model *cm, struct cuda_acts *a, int l, int g,
+                     const uint16_t *xb, const struct layer_acts *s, int N)
+{
+    const struct dlayer *L = &cm->layers[l];
+    if (!s->da_group[g])
+        return;
+    int p0 = group_first[g], in = L->proj[p0].in, rg = L->tcols[g];
+    int ldxb = s->kin[g] ? L->ldx[p0] : in;
+    float scale = 0.0f;
+    for (int p = p0; p < p0 + group_count[g]; p++)
+        if (L->proj[p].dla)
+            scale = L->proj[p].scale; /* one scale (da_on) */
+    check(a, cuda_gemm_bf16(1, 0, rg, in, N, scale, a->tg, rg, xb, ldxb, 0.0f, a->dag, in));
+    for (int p = p0; p < p0 + group_count[g]; p++) {
+        const struct dlin *d = &L->proj[p];
+        if (d->dla)
+            cuda_accumulate(d->dla, a->dag + (size_t)L->toff[p] * in, (size_t)d->r * in);
+    }
 }
 
 /* On entry a->dres holds d(loss)/d(out of layer l) and a->dyb its bf16;
@@ -1453,6 +1544,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
                                   s.mid, L->ln2, N, C, eps);
     proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, NULL, a->dyb, a->ln, xg, &s, N);
     proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, NULL, a->dub, a->ln, xg, &s, N);
+    group_da(cm, a, l, 2, xg, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     cuda_rmsnorm_backward_bf16(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid,
                                L->ln2, s.rstd2, N, C);
@@ -1482,6 +1574,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     cuda_rope_backward(a->dk, a->dyb, a->ldy, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
     proj_backward(cm, a, l, PROJ_K, dln, NULL, a->dk, a->dyb, a->ln, xq, &s, N);
     proj_backward(cm, a, l, PROJ_V, dln, NULL, a->dv, NULL, a->ln, xq, &s, N); /* converts dv */
+    group_da(cm, a, l, 0, xq, &s, N);
     if (dln)
         cuda_rmsnorm_backward_bf16(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln,
                                    s.x, L->ln1, s.rstd1, N, C);
