@@ -11,7 +11,10 @@
  * takes distinct ids spread over the vocabulary, as a batch of text has.
  * The products that read NF4 (cuda_nf4_gemm: gate's forward, down's input
  * gradient) print their TFLOP/s too (zeros may run the tensor cores a
- * little cooler than text's activations). */
+ * little cooler than text's activations). LoRA's one pass for dB and
+ * dy B (cuda_lora_dbt, change 2e) runs at gate's shape (dy 8192 x 8192,
+ * rank 16) beside the two products it replaces (cuBLASLt), whose bytes
+ * count dy twice. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_gemm.h"
 #include "train/cuda/cuda_ops.h"
 #include "train/kernels/nf4.h"
 
@@ -97,6 +101,16 @@ static void run_dropout(void) { cuda_dropout(b, a, (size_t)N * C, 0.1f, 42, 0); 
 static void run_embed_fwd(void) { cuda_embed_forward(b, ids, N, table, NULL, C, 1.0f); }
 static void run_embed_bwd(void) { cuda_embed_backward(table, ids, N, a, C, 1.0f); }
 static void run_sumsq(void) { cuda_sumsq(sumsq, d, PARAMS); }
+#define LR_R 16
+static void run_lora_dbt(void)
+{
+    cuda_lora_dbt(N, I, LR_R, 2.0f, hb2, I, hb, hb3, LR_R, a, logits_b, LR_R, NULL, 0, d);
+}
+static void run_lora_two(void)
+{
+    cuda_gemm_bf16_out(0, 0, N, LR_R, I, 1.0f, hb2, I, hb, LR_R, 0.0f, logits_b, LR_R);
+    cuda_gemm_bf16(1, 0, I, LR_R, N, 2.0f, hb2, I, hb3, LR_R, 1.0f, a, LR_R);
+}
 static void run_adamw(void)
 {
     cuda_adamw(a, d, e, f, PARAMS, PARAMS / 2, 1.0f, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 3);
@@ -167,6 +181,10 @@ int main(int argc, char **argv)
         {"embed_forward", "8192x2048", nc * 8, run_embed_fwd, 0.0},
         {"embed_backward", "8192x2048", nc * 12, run_embed_bwd, 0.0},
         {"sumsq", "256M", p * 4, run_sumsq, 0.0},
+        {"lora_dbt", "8192x8192r16", ni * 2 + (double)N * LR_R * 4 + (double)I * LR_R * 8,
+         run_lora_dbt, 4.0 * ni * LR_R},
+        {"lora_dy_b_and_db_two_products", "8192x8192r16", 2 * ni * 2 + (double)N * LR_R * 4,
+         run_lora_two, 4.0 * ni * LR_R},
         {"adamw", "256M", p * 28, run_adamw, 0.0},
     };
     cudaStream_t s = (cudaStream_t)cuda_ctx_stream();

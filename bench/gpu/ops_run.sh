@@ -21,11 +21,12 @@ trap 'rm -rf "$out"' EXIT
 "$cuda/bin/nvcc" -arch=sm_90 -std=c++17 -O3 -Xcompiler -Wall,-Wextra -I "$root/src" \
   -c "$root/src/train/cuda/cuda_ops.cu" -o "$out/cuda_ops.o"
 for c in src/train/cuda/cuda_ctx.c src/train/kernels/nf4.c src/train/model/optim.c src/train/kernels/kern.c \
-         src/train/kernels/bigmem.c bench/gpu/ops_bench.c; do
+         src/train/kernels/bigmem.c src/train/cuda/cuda_gemm.c src/train/cuda/cuda_gemm_args.c \
+         bench/gpu/ops_bench.c; do
   gcc -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -fopenmp -isystem "$cuda/include" \
     -I "$root/src" -c "$root/$c" -o "$out/$(basename "$c" .c).o"
 done
 g++ -o "$out/ops_bench" "$out/ops_bench.o" "$out/cuda_ops.o" "$out/cuda_ctx.o" "$out/nf4.o" \
-  "$out/optim.o" "$out/kern.o" "$out/bigmem.o" -fopenmp -lm -L"$cuda/lib64" -lcudart -lcublasLt -lcublas \
+  "$out/optim.o" "$out/kern.o" "$out/bigmem.o" "$out/cuda_gemm.o" "$out/cuda_gemm_args.o" -fopenmp -lm -L"$cuda/lib64" -lcudart -lcublasLt -lcublas \
   -Wl,-rpath,"$cuda/lib64"
 "$out/ops_bench" "$iters"

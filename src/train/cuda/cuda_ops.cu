@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include <cuda_bf16.h>
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include "train/cuda/cuda_bf16.cuh"
@@ -831,8 +832,10 @@ void cuda_lora_fold(const struct cuda_lora_fold *d, int n, size_t most)
  * r, summed over the block's rows) is stored at the tile's end, each warp
  * 16 columns by every other 16 of r. r is padded with zeros to rp, a
  * multiple of 16; so are the rows past N and the columns past out. The
- * shares go to scratch, dB's by block and t's by slice, and
- * lora_dbt_sum_kernel adds them in order. */
+ * tiles of dy and B are double-buffered: the next is copied
+ * asynchronously (cp.async, 16 bytes a copy where the rows allow) while
+ * the warps multiply the one before. The shares go to scratch, dB's by
+ * block and t's by slice, and lora_dbt_sum_kernel adds them in order. */
 #define DBT_THREADS 256
 #define DBT_CT 64
 #define DBT_LDY (DBT_CT + 8) /* bf16 stride of the staged dy tile (144 bytes) */
@@ -867,7 +870,8 @@ static struct dbt_shape dbt_shape(int N, int out, int r)
 
 /* rows [r0, r0 + rows) and columns [c0, c0 + cols) of src (rows lds
  * apart, rmax x cmax) into dst (rows ldd apart), zeros outside src; cols
- * a multiple of 8, each run of 8 one 16-byte copy where vec allows. */
+ * a multiple of 8, each run of 8 one asynchronous 16-byte copy where vec
+ * allows (landed at the thread's __pipeline_wait_prior), else stored. */
 __device__ static void dbt_stage(uint16_t *dst, int ldd, const uint16_t *src, int lds, int r0,
                                  int rows, int rmax, int c0, int cols, int cmax, int vec)
 {
@@ -876,7 +880,7 @@ __device__ static void dbt_stage(uint16_t *dst, int ldd, const uint16_t *src, in
         int i = e / runs, c = e % runs * 8, gr = r0 + i, gc = c0 + c;
         uint16_t *d = dst + i * ldd + c;
         if (vec && gr < rmax && gc + 8 <= cmax) {
-            *(uint4 *)d = *(const uint4 *)(src + (size_t)gr * lds + gc);
+            __pipeline_memcpy_async(d, src + (size_t)gr * lds + gc, 16);
             continue;
         }
         for (int k = 0; k < 8; k++)
@@ -892,26 +896,40 @@ __global__ static void __launch_bounds__(DBT_THREADS)
                     float *tpart, int vec)
 {
     const int ldx = rp + 8, nj = rp / 16;
-    uint16_t *Ys = (uint16_t *)cuda_shared();  /* (DBT_ROWS, DBT_LDY) */
-    uint16_t *Xs = Ys + DBT_ROWS * DBT_LDY;    /* (DBT_ROWS, ldx) */
-    uint16_t *Bs = Xs + DBT_ROWS * ldx;        /* (DBT_CT, ldx) */
-    const tc_bf16 *yt = (const tc_bf16 *)Ys, *xt = (const tc_bf16 *)Xs, *bt = (const tc_bf16 *)Bs;
+    uint16_t *Xs = (uint16_t *)cuda_shared(); /* (DBT_ROWS, ldx) */
+    uint16_t *Ys[2], *Bs[2];                  /* (DBT_ROWS, DBT_LDY), (DBT_CT, ldx) */
+    Ys[0] = Xs + DBT_ROWS * ldx;
+    Ys[1] = Ys[0] + DBT_ROWS * DBT_LDY;
+    Bs[0] = Ys[1] + DBT_ROWS * DBT_LDY;
+    Bs[1] = Bs[0] + DBT_CT * ldx;
+    const tc_bf16 *xt = (const tc_bf16 *)Xs;
     const int n0 = (int)blockIdx.x * DBT_ROWS, t0 = (int)blockIdx.y * per;
     const int t1 = t0 + per < tiles ? t0 + per : tiles;
     const int warp = (int)threadIdx.x / 32;
     dbt_stage(Xs, ldx, xa, ldxa, n0, DBT_ROWS, N, 0, rp, r, vec & 4);
+    if (t0 < t1) {
+        dbt_stage(Ys[0], DBT_LDY, dy, ldy, n0, DBT_ROWS, N, t0 * DBT_CT, DBT_CT, out, vec & 1);
+        dbt_stage(Bs[0], ldx, B, r, t0 * DBT_CT, DBT_CT, out, 0, rp, r, vec & 2);
+    }
+    __pipeline_commit();
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> tacc[2][DBT_MAXJ];
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < DBT_MAXJ; j++)
             wmma::fill_fragment(tacc[i][j], 0.0f);
-    for (int tile = t0; tile < t1; tile++) {
-        int c0 = tile * DBT_CT;
-        __syncthreads(); /* the last tile's readers are done with Ys and Bs */
-        dbt_stage(Ys, DBT_LDY, dy, ldy, n0, DBT_ROWS, N, c0, DBT_CT, out, vec & 1);
-        dbt_stage(Bs, ldx, B, r, c0, DBT_CT, out, 0, rp, r, vec & 2);
+    for (int tile = t0, cur = 0; tile < t1; tile++, cur ^= 1) {
+        /* this tile (and xa) has landed, for every thread; every warp is
+         * done with the other buffers (the tile before last) */
+        __pipeline_wait_prior(0);
         __syncthreads();
+        if (tile + 1 < t1) {
+            int c1 = (tile + 1) * DBT_CT;
+            dbt_stage(Ys[cur ^ 1], DBT_LDY, dy, ldy, n0, DBT_ROWS, N, c1, DBT_CT, out, vec & 1);
+            dbt_stage(Bs[cur ^ 1], ldx, B, r, c1, DBT_CT, out, 0, rp, r, vec & 2);
+        }
+        __pipeline_commit();
+        const tc_bf16 *yt = (const tc_bf16 *)Ys[cur], *bt = (const tc_bf16 *)Bs[cur];
         for (int kk = 0; kk < DBT_CT; kk += 16) { /* t += dy B over the tile */
             wmma::fragment<wmma::matrix_b, 16, 16, 16, tc_bf16, wmma::row_major> fb[DBT_MAXJ];
 #pragma unroll
@@ -1004,8 +1022,8 @@ void cuda_lora_dbt(int N, int out, int r, float scale, const uint16_t *dy, int l
         return;
     assert(out >= 1 && r >= 1 && r <= CUDA_LORA_DBT_MAX_R);
     struct dbt_shape s = dbt_shape(N, out, r);
-    size_t smem = sizeof(uint16_t) * ((size_t)DBT_ROWS * DBT_LDY + (size_t)DBT_ROWS * (s.rp + 8) +
-                                      (size_t)DBT_CT * (s.rp + 8));
+    size_t smem = sizeof(uint16_t) * (2 * (size_t)DBT_ROWS * DBT_LDY +
+                                      (size_t)DBT_ROWS * (s.rp + 8) + 2 * (size_t)DBT_CT * (s.rp + 8));
     if (smem > 48u * 1024u) /* a failure stays as the last error, for cuda_ctx_sync */
         (void)cudaFuncSetAttribute(lora_dbt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)smem);
