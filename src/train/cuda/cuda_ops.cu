@@ -1022,8 +1022,9 @@ void cuda_lora_dbt(int N, int out, int r, float scale, const uint16_t *dy, int l
         return;
     assert(out >= 1 && r >= 1 && r <= CUDA_LORA_DBT_MAX_R);
     struct dbt_shape s = dbt_shape(N, out, r);
-    size_t smem = sizeof(uint16_t) * (2 * (size_t)DBT_ROWS * DBT_LDY +
-                                      (size_t)DBT_ROWS * (s.rp + 8) + 2 * (size_t)DBT_CT * (s.rp + 8));
+    size_t ldx = (size_t)s.rp + 8; /* two tiles of dy and of B, and xa's rows */
+    size_t smem = sizeof(uint16_t) * (2 * (size_t)DBT_ROWS * DBT_LDY + (size_t)DBT_ROWS * ldx +
+                                      2 * (size_t)DBT_CT * ldx);
     if (smem > 48u * 1024u) /* a failure stays as the last error, for cuda_ctx_sync */
         (void)cudaFuncSetAttribute(lora_dbt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)smem);
