@@ -22,7 +22,8 @@
  * dropout on both sides, far apart from the pass without it); LoRA's six
  * products per adapted projection go through the bf16 tensor-core
  * products (counted per kind, cuda_gemm_calls); the
- * trainer's seam (cuda_train.h) resumes from the host state bit for bit.
+ * trainer's seam (cuda_train.h) resumes from the host state bit for bit;
+ * a batch of 2 x 200 tokens takes every tile path of the pass.
  *
  * Without a GPU it prints one `skip:` line and exits 77.
  */
@@ -949,6 +950,63 @@ static void lora_products_bf16(void **state)
     }
 }
 
+/* A batch large enough for every tile path of the pass (2 rows of 200
+ * tokens, the second two examples): attention over four 64-row tiles,
+ * the last part-filled; LoRA's one pass for dB and dy B (2e) over two
+ * blocks of rows (the second part-filled) and, for gate and up (172
+ * wide), three slices of a column tile each, the last part-filled; a
+ * group's dA (2d) and x A (2c) on it. The loss and gradients against the
+ * CPU's, as the tiny batch's. */
+static void larger_batch(void **state)
+{
+    (void)state;
+    enum { B = 2, T = 200, CUT = 90 };
+    struct model *m = make_model(FAM_LLAMA, &modes[0]);
+    assert_int_equal(model_rope_ensure(m, T), 0);
+    size_t n = m->n_train;
+    int32_t *ids = malloc(B * T * sizeof *ids), *seg = malloc(B * T * sizeof *seg);
+    uint8_t *mask = malloc(B * T);
+    float *gc = malloc(n * sizeof(float));
+    assert_non_null(ids && seg && mask && gc);
+    struct rng r;
+    rng_seed(&r, 321);
+    for (int i = 0; i < B * T; i++) {
+        int t = i % T;
+        ids[i] = (int32_t)(rng_next(&r) % VOCAB);
+        seg[i] = i >= T && t >= CUT ? CUT : 0;
+        mask[i] = t != 0 && !(i >= T && t == CUT);
+    }
+    size_t nt = model_count_targets(mask, B, T), got;
+    float dscale = 1.0f / (float)nt;
+    struct model_acts *ca = model_acts_create(m, B, T);
+    assert_non_null(ca);
+    ops_zero(m->grad, n);
+    double lc = model_forward_backward_packed(m, ca, ids, mask, seg, B, T, dscale, 1, &got);
+    assert_int_equal(got, nt);
+    memcpy(gc, m->grad, n * sizeof(float));
+    struct cuda_model *cm = upload(m);
+    char err[256];
+    struct cuda_acts *ga = cuda_acts_create(cm, B, T, 0, err, sizeof err);
+    if (!ga)
+        fail_msg("acts: %s", err);
+    double lg;
+    cuda_model_zero_grads(cm);
+    if (cuda_model_forward_backward_packed(cm, ga, ids, mask, seg, B, T, dscale, 1, &lg, &got))
+        fail_msg("GPU pass: %s", cuda_ctx_error());
+    assert_int_equal(got, nt);
+    assert_int_equal(cuda_model_get_grads(cm, m), 0);
+    double err2 = l2(m->grad, gc, n) / l2(gc, NULL, n);
+    printf("%d x %d tokens: loss cpu %.6f gpu %.6f; gradient rel L2 %.2e\n", B, T, lc, lg,
+           err2);
+    assert_true(fabs(lg - lc) <= TOL_LOSS * fabs(lc));
+    assert_true(err2 <= TOL_GRAD);
+    cuda_acts_free(ga);
+    cuda_model_free(cm);
+    model_acts_free(ca);
+    model_free(m);
+    free(ids), free(seg), free(mask), free(gc);
+}
+
 /* A rank past cuda_lora_dbt's (change 2e) keeps dy B and dB as two
  * products each (one bf16-out, one fp32-out a projection more than at
  * rank RANK), and still matches the CPU. */
@@ -1013,6 +1071,7 @@ int main(void)
         cmocka_unit_test(lora_dropout),  cmocka_unit_test(lora_products_bf16),
         cmocka_unit_test(lora_fold_and_each),
         cmocka_unit_test(lora_rank_past_one_pass),
+        cmocka_unit_test(larger_batch),
         cmocka_unit_test(dpo_qlora),     cmocka_unit_test(nf4_chunks_and_fused),
         cmocka_unit_test(dpo_full),      cmocka_unit_test(micro_batches),
         cmocka_unit_test(refuses_fp32_base),
