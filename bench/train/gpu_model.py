@@ -166,6 +166,9 @@ CURRENT = {
                          # by the weight gradients (full's dW, LoRA's dA)
                          # as they are: no norms or activation again in the
                          # backward (change 1n; PyTorch keeps them too)
+    "dqkv_fused": False, # 1o: attention's backward writes dq, dk, dv as bf16
+                         # alone, dq and dk rotated back in its epilogue (no
+                         # fp32 written, no rotary pass, no conversion of dv)
     "xa_group": False,   # 2c: with LoRA folded and the inputs kept (1n), x A
                          # once a group (A stacked: q, k, v; gate, up),
                          # written straight into the kept input's columns
@@ -195,6 +198,7 @@ CHANGES = [
     ("1l dh written and read as bf16 (built)", {"dh_bf16": True}),
     ("1m residual adds in o's and down's epilogues (built)", {"res_epilogue": True}),
     ("1n products' inputs kept, not made again (built)", {"keep_in": True}),
+    ("1o dq, dk, dv as bf16 from attention, rotated there (built)", {"dqkv_fused": True}),
     ("2c LoRA's x A once a group, into the kept input (built)", {"xa_group": True}),
     ("2d LoRA's dA once a group (built)", {"da_group": True}),
     ("2e LoRA's dB and dy B in one pass over dy (built)", {"db_pass": True}),
@@ -217,6 +221,7 @@ TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "deco
          "res_epilogue": False,
          "graph": False, "syncs": 2, "torch": True, "f32_out": True, "gated_acc": False,
          "keep_in": True, "xa_group": False, "da_group": False, "db_pass": False,
+         "dqkv_fused": False,
          "gated_f32": True, "gu_bf16": True,
          "zeroed": "none"}
 
@@ -463,7 +468,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         st.mem("attention: backward", N * d * (a + aob) + dob)
         # q, k, v and dO read by both kernels, dq, dk, dv written
         st.add("attention: backward", attn_flops() * products / 2,
-               N * (d + 2 * dkv) * (qkv + a) + N * d * qkv * 2, eff=attn_rate("bwd"))
+               N * (d + 2 * dkv) * (qkv + (0 if design["dqkv_fused"] else a)) + N * d * qkv * 2,
+               eff=attn_rate("bwd"))
 
     def layer_backward():
         if recompute:
@@ -490,7 +496,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         for name, din, dout, grp in reversed(projs):
             if name == "down":
                 st.mem("elementwise: residual adds", N * d * a * 2)
-            convert(N * dout, kept=name == "v")  # dY (dv: attention's backward)
+            # dY (dv: attention's backward; 1o writes dv's bf16 alone)
+            convert(N * dout, kept=name == "v" and not design["dqkv_fused"])
             ex = 2.0 * N * r * din if lora in ("tc", "fold") else 0.0
             product("projections dX", N, din, dout, 2, a, weight(din, dout),
                     design["nf4"] if nf4 else None, ex)
@@ -512,7 +519,8 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
             if name == "o":  # dy, dx (read and written) fp32, x the residual
                 st.mem("elementwise: norms backward", N * d * (3 * a + rb))
             if name == "q":
-                st.mem("elementwise: rope backward", N * (d + dkv) * a * 2)
+                if not design["dqkv_fused"]:
+                    st.mem("elementwise: rope backward", N * (d + dkv) * a * 2)
         attn_backward()
         st.mem("elementwise: norms backward", N * d * (3 * a + rb))
 

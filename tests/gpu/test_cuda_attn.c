@@ -302,6 +302,79 @@ static struct gpu_run run_gpu(const struct attn_case *c, void *const dev[8], flo
     return g;
 }
 
+/* n bf16 values of dev as they are. */
+static uint16_t *bits_from_device(const uint16_t *dev, size_t n)
+{
+    uint16_t *h = malloc(sizeof(uint16_t) * n + 2);
+    assert_non_null(h);
+    sync_or_fail();
+    assert_int_equal(cuda_download(h, dev, sizeof(uint16_t) * n), 0);
+    return h;
+}
+
+/* The backward writing bf16 gradients alone (change 1o) into rows wider
+ * than theirs, dq and dk rotated back: the bits cuda_rope_backward's bf16
+ * copy (dq, dk) and linear_f32_to_bf16 (dv) give from the fp32 backward's
+ * g, and nothing past a row's values written. */
+static void bf16_grads_match(const struct attn_case *c, void *const dev[8], float scale,
+                             const struct gpu_run *g, const int32_t *dseg)
+{
+    const int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd, half = hd / 2;
+    const int BT = B * T, ld[3] = {H * hd + 5, KV * hd + 16, KV * hd};
+    const int width[3] = {H * hd, KV * hd, KV * hd};
+    float *cs = malloc(sizeof(float) * T * half), *sn = malloc(sizeof(float) * T * half);
+    assert_true(cs && sn);
+    ops_rope_tables(cs, sn, T, hd, 10000.0f, NULL);
+    float *dcs = on_device(cs, sizeof(float) * T * half);
+    float *dsn = on_device(sn, sizeof(float) * T * half);
+    const float *fp32[3] = {g->dq, g->dk, g->dv};
+    uint16_t *got[3], *want[3];
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)BT * ld[i];
+        uint16_t *fillv = malloc(sizeof(uint16_t) * n);
+        assert_non_null(fillv);
+        for (size_t e = 0; e < n; e++)
+            fillv[e] = 0x7777;
+        got[i] = on_device(fillv, sizeof(uint16_t) * n);
+        if (i == 2) /* dv: rounded, on the host */
+            for (size_t rr = 0; rr < (size_t)BT; rr++)
+                for (int e = 0; e < width[i]; e++)
+                    fillv[rr * ld[i] + e] = linear_f32_to_bf16(fp32[i][rr * width[i] + e]);
+        want[i] = on_device(fillv, sizeof(uint16_t) * n);
+        free(fillv);
+        if (i < 2) {
+            float *f = on_device(fp32[i], sizeof(float) * (size_t)BT * width[i]);
+            cuda_rope_backward(f, want[i], ld[i], B, T, i ? KV : H, hd, dseg, dcs, dsn);
+            sync_or_fail();
+            cuda_free(f);
+        }
+    }
+    size_t nq = (size_t)BT * H * hd, nl = (size_t)B * H * T, nk = (size_t)BT * KV * hd;
+    float *scratch = cuda_alloc(sizeof(float) * nl, 0);
+    uint16_t *doutb = cuda_alloc(sizeof(uint16_t) * nq, 0);
+    assert_true(scratch && doutb);
+    const uint16_t *kv = dev[7];
+    cuda_attention_backward_bf16(got[0], ld[0], got[1], ld[1], got[2], ld[2], scratch, doutb,
+                                 dev[3], dev[4], dev[5], dev[6], kv, kv + nk, dseg, B, T, H, KV,
+                                 hd, scale, c->cap, dcs, dsn);
+    static const char *const name[3] = {"dq bf16, rotated back", "dk bf16, rotated back",
+                                         "dv bf16"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = (size_t)BT * ld[i];
+        uint16_t *gh = bits_from_device(got[i], n), *wh = bits_from_device(want[i], n);
+        if (memcmp(gh, wh, sizeof(uint16_t) * n) != 0)
+            fail_msg("%s: not the bits of the fp32 backward's, rotated and rounded", name[i]);
+        for (size_t rr = 0; rr < (size_t)BT; rr++) /* past a row's values: untouched */
+            for (int e = width[i]; e < ld[i]; e++)
+                assert_int_equal(gh[rr * ld[i] + e], 0x7777);
+        free(gh), free(wh);
+        cuda_free(got[i]), cuda_free(want[i]);
+    }
+    printf("  bf16 gradients, dq and dk rotated back: the fp32 path's bits\n");
+    cuda_free(scratch), cuda_free(doutb), cuda_free(dcs), cuda_free(dsn);
+    free(cs), free(sn);
+}
+
 static void free_run(struct gpu_run *g)
 {
     free(g->out);
@@ -394,6 +467,8 @@ static void test_attention(void **state)
     assert_memory_equal(g.dq, g2.dq, sizeof(float) * nq);
     assert_memory_equal(g.dk, g2.dk, sizeof(float) * nk);
     assert_memory_equal(g.dv, g2.dv, sizeof(float) * nk);
+    if (cuda_attention_bf16_grads(hd))
+        bf16_grads_match(c, dev, scale, &g, dseg);
 
     free_run(&g);
     free_run(&g2);

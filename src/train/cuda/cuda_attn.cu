@@ -543,6 +543,46 @@ static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const ui
                 dim3(THREADS), smem, dk, dv, dout, D, lse, q, k, v, seg, T, H, KV, hd, scale, cap);
 }
 
+/* D = rowsum(dout * out) into scratch, dout's bf16 into doutb. */
+static void rowdot(float *scratch, uint16_t *doutb, const float *dout, const uint16_t *out, int B,
+                   int T, int H, int hd)
+{
+    size_t rows = (size_t)B * H * T;
+    size_t blocks = (rows + 7) / 8; /* 8 warps of 256 threads */
+    if (blocks > 65536)
+        blocks = 65536;
+    cuda_launch(attn_rowdot_kernel, dim3((unsigned)blocks), dim3(256), 0, scratch, doutb, dout,
+                out, B, T, H, hd);
+}
+
+extern "C" int cuda_attention_bf16_grads(int hd)
+{
+    return cuda_attention_kind(hd) == CUDA_ATTN_BF16 && hd % 16 == 0;
+}
+
+extern "C" void cuda_attention_backward_bf16(uint16_t *dq, int ldq, uint16_t *dk, int ldk,
+                                             uint16_t *dv, int ldv, float *scratch,
+                                             uint16_t *doutb, const float *dout,
+                                             const uint16_t *out, const float *lse,
+                                             const uint16_t *q, const uint16_t *k,
+                                             const uint16_t *v, const int32_t *seg, int B, int T,
+                                             int H, int KV, int hd, float scale, float cap,
+                                             const float *cos_t, const float *sin_t)
+{
+    check_attn(B, T, H, KV, hd);
+    attn_check_shape(cuda_attention_bf16_grads(hd),
+                     "attention: bf16 gradients need the tensor cores and hd a multiple of 16");
+    attn_check_shape(ldq >= H * hd && ldk >= KV * hd && ldv >= KV * hd,
+                     "attention: a bf16 gradient's rows overlap");
+    if (B == 0 || T == 0)
+        return;
+    rowdot(scratch, doutb, dout, out, B, T, H, hd);
+    struct attn_grad_out gq = {NULL, dq, ldq, cos_t, sin_t}, gk = {NULL, dk, ldk, cos_t, sin_t};
+    struct attn_grad_out gv = {NULL, dv, ldv, NULL, NULL};
+    cuda_attn_tc_backward(gq, gk, gv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd, scale,
+                          cap);
+}
+
 extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
                                         uint16_t *doutb, const float *dout, const uint16_t *out,
                                         const float *lse, const uint16_t *q, const uint16_t *k,
@@ -552,14 +592,11 @@ extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *
     check_attn(B, T, H, KV, hd);
     if (B == 0 || T == 0)
         return;
-    size_t rows = (size_t)B * H * T;
-    size_t blocks = (rows + 7) / 8; /* 8 warps of 256 threads */
-    if (blocks > 65536)
-        blocks = 65536;
-    cuda_launch(attn_rowdot_kernel, dim3((unsigned)blocks), dim3(256), 0, scratch, doutb, dout,
-                out, B, T, H, hd);
+    rowdot(scratch, doutb, dout, out, B, T, H, hd);
     if (cuda_attention_kind(hd) == CUDA_ATTN_BF16) {
-        cuda_attn_tc_backward(dq, dk, dv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd,
+        struct attn_grad_out gq = {dq, NULL, 0, NULL, NULL}, gk = {dk, NULL, 0, NULL, NULL};
+        struct attn_grad_out gv = {dv, NULL, 0, NULL, NULL};
+        cuda_attn_tc_backward(gq, gk, gv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd,
                               scale, cap);
         return;
     }

@@ -53,6 +53,9 @@
  * GPU kind gives the same bits, for 2 products more (S and dP twice). The
  * dk/dv kernel computes S^T = K Q^T and dP^T = V dO^T, so that P^T and
  * dS^T are A fragments for dv += P^T dO and dk += dS^T Q as they stand.
+ * Each kernel writes its gradient rows as fp32, or as the products read
+ * them (struct attn_grad_out: bf16 rows of the caller's width, dq and dk
+ * rotated back by their positions first; issue 36, change 1o).
  */
 #include <math.h>
 #include <stdint.h>
@@ -271,6 +274,54 @@ __device__ __forceinline__ void store_rows(float *const dst[2], const float (*ac
     }
 }
 
+/* A lane's two rows (rows[u], past T: none) of head h (of n) into o:
+ * store_rows' values, or bf16 rows ld apart, rotated back first where
+ * o.cos is set (rope_kernel's sign -1 arithmetic: pair (i, i + hd/2)
+ * at the row's position; hd a multiple of 16, so the pair's second value
+ * is this lane's too, 8-column tile hd/16 further on). */
+template <int HDMAX>
+__device__ __forceinline__ void store_grad(const struct attn_grad_out &o, int b, int T,
+                                           const int rows[2], int n, int h, int hd,
+                                           const int32_t *seg, const float (*acc)[4], int t)
+{
+    const int NO = HDMAX / 8, half = hd / 2;
+    if (o.f) {
+        float *const dst[2] = {rows[0] < T ? o.f + row_at(b, T, rows[0], n, h, hd) : NULL,
+                               rows[1] < T ? o.f + row_at(b, T, rows[1], n, h, hd) : NULL};
+        store_rows<HDMAX>(dst, acc, t, hd);
+        return;
+    }
+    for (int u = 0; u < 2; u++) {
+        if (rows[u] >= T)
+            continue;
+        size_t bt = (size_t)b * T + rows[u];
+        uint16_t *dst = o.b + bt * (size_t)o.ld + (size_t)h * hd;
+        int pos = rows[u] - (seg ? seg[bt] : 0);
+#pragma unroll
+        for (int m = 0; m < NO; m++)
+            for (int e = 0; e < 2; e++) {
+                int d = m * 8 + 2 * t + e;
+                float val = acc[m][2 * u + e];
+                if (d >= hd || (o.cos && d >= half))
+                    continue;
+                if (!o.cos) {
+                    dst[d] = cuda_f32_bf16(val);
+                    continue;
+                }
+                float w = 0.0f; /* the pair's second value, tile half / 8 on */
+#pragma unroll
+                for (int k = 0; k < NO; k++)
+                    if (k * 8 == m * 8 + half)
+                        w = acc[k][2 * u + e];
+                float c = o.cos[(size_t)pos * half + d], s = -o.sin[(size_t)pos * half + d];
+                float lo = __fsub_rn(__fmul_rn(val, c), __fmul_rn(w, s));
+                float hi = __fadd_rn(__fmul_rn(w, c), __fmul_rn(val, s));
+                dst[d] = cuda_f32_bf16(lo);
+                dst[d + half] = cuda_f32_bf16(hi);
+            }
+    }
+}
+
 /* The first tile from t on (a tile's first row, up to last) that meets the
  * query tile q0 (key tiles; keys = 1) or the key tile k0 (query tiles;
  * keys = 0); past last if none. Each try is a vote, so a barrier. */
@@ -418,7 +469,8 @@ __device__ __forceinline__ float ds_at(int i, int j, int lo, int T, float dot, f
  * the forward's. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_dq_kernel(float *dq, const uint16_t *dout, const float *D, const float *lse,
+    attn_tc_dq_kernel(struct attn_grad_out gq, const uint16_t *dout, const float *D,
+                      const float *lse,
                       const uint16_t *q, const uint16_t *k, const uint16_t *v,
                       const int32_t *seg, int T, int H, int KV, int hd, float scale, float cap)
 {
@@ -475,9 +527,7 @@ __global__ void __launch_bounds__(TC_THREADS)
         accumulate<HDMAX>(acc, s, Ks[cur], g, t); /* dq += dS K */
         k0 = kn;
     }
-    float *const dst[2] = {ri[0] < T ? dq + row_at(b, T, ri[0], H, h, hd) : NULL,
-                           ri[1] < T ? dq + row_at(b, T, ri[1], H, h, hd) : NULL};
-    store_rows<HDMAX>(dst, acc, t, hd);
+    store_grad<HDMAX>(gq, b, T, ri, H, h, hd, seg, acc, t);
 }
 
 /* dk and dv rows of one KV head. grid (key tiles, KV, B). Shared: Q and
@@ -487,7 +537,8 @@ __global__ void __launch_bounds__(TC_THREADS)
  * registers. Lane rows are key rows here. */
 template <int HDMAX>
 __global__ void __launch_bounds__(TC_THREADS)
-    attn_tc_dkdv_kernel(float *dk, float *dv, const uint16_t *dout, const float *D,
+    attn_tc_dkdv_kernel(struct attn_grad_out gk, struct attn_grad_out gv, const uint16_t *dout,
+                        const float *D,
                         const float *lse, const uint16_t *q, const uint16_t *k,
                         const uint16_t *v, const int32_t *seg, int T, int H, int KV, int hd,
                         float scale, float cap)
@@ -508,10 +559,10 @@ __global__ void __launch_bounds__(TC_THREADS)
     /* K and V are staged in the second buffers, and stay in fragments */
     uint32_t ka[HDMAX / WM][4], va[HDMAX / WM][4];
     hold_two<HDMAX>(ka, va, Qs[1], Gs[1], k, v, b, T, k0, KV, kh, hd, step, warp, g, t);
-    float gk[NO][4], gv[NO][4];
+    float ak[NO][4], av[NO][4]; /* dk, dv */
     for (int n = 0; n < NO; n++)
         for (int e = 0; e < 4; e++)
-            gk[n][e] = gv[n][e] = 0.0f;
+            ak[n][e] = av[n][e] = 0.0f;
 
     /* The walk: every head of the group in order, and in each the query
      * tiles that meet this key tile (the same in every head: seg is per
@@ -570,18 +621,14 @@ __global__ void __launch_bounds__(TC_THREADS)
                 st[n][e] = p;
                 dpt[n][e] = ds;
             }
-        accumulate<HDMAX>(gv, st, Gs[cur], g, t);  /* dv += P^T dO */
-        accumulate<HDMAX>(gk, dpt, Qs[cur], g, t); /* dk += dS^T Q */
+        accumulate<HDMAX>(av, st, Gs[cur], g, t);  /* dv += P^T dO */
+        accumulate<HDMAX>(ak, dpt, Qs[cur], g, t); /* dk += dS^T Q */
         h = hn;
         q0 = qn;
         /* the next tile's wait and barrier come before its buffers change */
     }
-    float *const kd[2] = {cj[0] < T ? dk + row_at(b, T, cj[0], KV, kh, hd) : NULL,
-                          cj[1] < T ? dk + row_at(b, T, cj[1], KV, kh, hd) : NULL};
-    float *const vd[2] = {cj[0] < T ? dv + row_at(b, T, cj[0], KV, kh, hd) : NULL,
-                          cj[1] < T ? dv + row_at(b, T, cj[1], KV, kh, hd) : NULL};
-    store_rows<HDMAX>(kd, gk, t, hd);
-    store_rows<HDMAX>(vd, gv, t, hd);
+    store_grad<HDMAX>(gk, b, T, cj, KV, kh, hd, seg, ak, t);
+    store_grad<HDMAX>(gv, b, T, cj, KV, kh, hd, seg, av, t);
 }
 
 /* ---- launches */
@@ -613,7 +660,8 @@ static void fwd_launch(uint16_t *out, uint16_t *outb, int ldo, float *lse, const
 }
 
 template <int HDMAX>
-static void bwd_launch(float *dq, float *dk, float *dv, const float *D, const uint16_t *dout,
+static void bwd_launch(struct attn_grad_out dq, struct attn_grad_out dk, struct attn_grad_out dv,
+                       const float *D, const uint16_t *dout,
                        const float *lse, const uint16_t *q, const uint16_t *k,
                        const uint16_t *v, const int32_t *seg, int B, int T, int H, int KV,
                        int hd, float scale, float cap)
@@ -646,7 +694,8 @@ extern "C" void cuda_attn_tc_forward(uint16_t *out, uint16_t *outb, int ldo, flo
         fwd_launch<128>(out, outb, ldo, lse, q, k, v, seg, B, T, H, KV, hd, scale, cap);
 }
 
-extern "C" void cuda_attn_tc_backward(float *dq, float *dk, float *dv, const float *D,
+extern "C" void cuda_attn_tc_backward(struct attn_grad_out dq, struct attn_grad_out dk,
+                                      struct attn_grad_out dv, const float *D,
                                       const uint16_t *dout, const float *lse, const uint16_t *q,
                                       const uint16_t *k, const uint16_t *v, const int32_t *seg,
                                       int B, int T, int H, int KV, int hd, float scale,

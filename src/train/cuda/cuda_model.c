@@ -1137,7 +1137,8 @@ struct lora_side {
  * ldxb apart, needed when d->dw, and for dA when no dropout), dbias, dB, dA. dyb is dy as
  * bf16, its rows a->ldy apart, made by the kernel that made dy, or NULL
  * to convert it here (into a->dyb); dy may be NULL beside dyb when no
- * bias trains (its one fp32 reader). LoRA's products read bf16 (dy, x',
+ * bias trains (its one fp32 reader); ldy: dyb's row stride (a->dyb's,
+ * a->ldy, unless the caller's dyb has its own). LoRA's products read bf16 (dy, x',
  * xa, dy B rounded once, A and B's copies) and add into the fp32 dA, dB
  * and dx. Folded (d->fold, without dropout): t = dy B goes into dyb's r
  * columns past dy, and one product over [dy | t] and [W ; scale A] adds
@@ -1146,11 +1147,12 @@ struct lora_side {
  * that makes it (change 1l: dh), which needs a 16-bit W, dx fresh, and
  * LoRA folded or none (lin_dx_bf16). ls: LoRA's side (struct lora_side). */
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, uint16_t *dxb,
-                         int dx_fresh, const float *dy, uint16_t *dyb, const float *x,
+                         int dx_fresh, const float *dy, uint16_t *dyb, int ldy, const float *x,
                          const uint16_t *xb, int ldxb, struct lora_side ls, int N,
                          struct linear_dropout dr)
 {
-    int ldy = a->ldy, drop = dr.p > 0.0f, fold = d->fold && !drop;
+    int drop = dr.p > 0.0f, fold = d->fold && !drop;
+    assert(dyb || ldy == a->ldy); /* converted into a->dyb below */
     float beta = dx_fresh ? 0.0f : 1.0f; /* the base's dX product: the first into dx */
     assert(dy || (dyb && !d->dbias)); /* the fp32 is read for the bias and the bf16 alone */
     assert(!dxb || (!dx && dx_fresh && one_product(d, 1, drop)));
@@ -1454,7 +1456,7 @@ static int lin_dx_bf16(const struct cuda_model *cm, const struct cuda_acts *a, i
 /* lin_backward for projection p of layer l, with its dropout; dx fp32, or
  * (dx NULL) dxb bf16 (lin_dx_bf16); xb x's bf16 as bwd_in says. */
 static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
-                          float *dx, uint16_t *dxb, const float *dy, uint16_t *dyb,
+                          float *dx, uint16_t *dxb, const float *dy, uint16_t *dyb, int ldy,
                           const float *x, const uint16_t *xb, const struct layer_acts *s, int N)
 {
     int g = proj_group[p];
@@ -1470,7 +1472,8 @@ static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int 
         ls.tg = a->tg + cm->layers[l].toff[p];
         ls.ldtg = cm->layers[l].tcols[g];
     }
-    lin_backward(a, d, dx, dxb, first, dy, dyb, x, xb, ldxb, ls, N, proj_dropout(a, d, l, p));
+    lin_backward(a, d, dx, dxb, first, dy, dyb, ldy, x, xb, ldxb, ls, N,
+                 proj_dropout(a, d, l, p));
 }
 
 /* Change 2d: group g's dA for all its adapters in one product, from the
@@ -1495,6 +1498,25 @@ static void group_da(const struct cuda_model *cm, struct cuda_acts *a, int l, in
         if (d->dla)
             cuda_accumulate(d->dla, a->dag + (size_t)L->toff[p] * in, (size_t)d->r * in);
     }
+}
+
+/* Whether attention's backward can write layer l's dq, dk and dv as bf16
+ * alone, dq and dk rotated back (change 1o): its tensor-core kernels at
+ * this head dim (cuda_attention_bf16_grads), no bias on q, k or v that
+ * trains (its gradient reads the fp32), and each gradient's rows, with
+ * LoRA's r columns past them (lin_backward's t), fitting the fp32
+ * buffer's memory (out + r <= 2 out). ld OUT: each one's row stride. */
+static int dqkv_bf16(const struct cuda_model *cm, int l, int ld[3])
+{
+    if (!cuda_attention_bf16_grads(cm->cfg.head_dim))
+        return 0;
+    for (int p = PROJ_Q; p <= PROJ_V; p++) {
+        const struct dlin *d = &cm->layers[l].proj[p];
+        ld[p - PROJ_Q] = d->out + d->r;
+        if (d->dbias || d->r > d->out)
+            return 0;
+    }
+    return 1;
 }
 
 /* On entry a->dres holds d(loss)/d(out of layer l) and a->dyb its bf16;
@@ -1527,8 +1549,8 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     }
     /* dh as bf16 where one product makes it (change 1l; a->dh's memory) */
     uint16_t *dhb = lin_dx_bf16(cm, a, l, PROJ_DOWN) ? (uint16_t *)a->dh : NULL;
-    proj_backward(cm, a, l, PROJ_DOWN, dhb ? NULL : a->dh, dhb, dmlp, a->dyb, a->hbuf, xd, &s,
-                  N);
+    proj_backward(cm, a, l, PROJ_DOWN, dhb ? NULL : a->dh, dhb, dmlp, a->dyb, a->ldy, a->hbuf, xd,
+                  &s, N);
     /* dg and du written, not added into zeros (change 1c), as bf16 alone
      * (change 1f): their fp32 would be read only for a bias gate and up
      * never have (lin_backward asserts it: their fp32 dy is NULL) */
@@ -1542,8 +1564,8 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     if (!s.kin[2])
         cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_GATE, 2, a->ln, xb), xb, 0, s.rstd2,
                                   s.mid, L->ln2, N, C, eps);
-    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, NULL, a->dyb, a->ln, xg, &s, N);
-    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, NULL, a->dub, a->ln, xg, &s, N);
+    proj_backward(cm, a, l, PROJ_GATE, a->dln, NULL, NULL, a->dyb, a->ldy, a->ln, xg, &s, N);
+    proj_backward(cm, a, l, PROJ_UP, a->dln, NULL, NULL, a->dub, a->ldy, a->ln, xg, &s, N);
     group_da(cm, a, l, 2, xg, &s, N);
     /* dres: d(out) -> d(mid), residual path plus the norm path */
     cuda_rmsnorm_backward_bf16(a->dres, s.pa ? NULL : a->dyb, a->ldy, L->dln2, a->dln, s.mid,
@@ -1558,22 +1580,39 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     }
     /* attention's output is kept as bf16 alone (change 1k): o's weight
      * gradients read it as it is, no conversion */
-    proj_backward(cm, a, l, PROJ_O, a->dao, NULL, dattn, a->dyb, NULL, xb ? s.ao : NULL, &s, N);
+    proj_backward(cm, a, l, PROJ_O, a->dao, NULL, dattn, a->dyb, a->ldy, NULL, xb ? s.ao : NULL,
+                  &s, N);
     /* written whole, not added into: no zeroing (change 1e); dO's bf16 for
-     * the kernels in a->xb, free until ln1 is made again below (1i) */
-    cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,
-                            s.k, s.v, seg, B, T, H, KV, hd, scale, c->attn_softcap);
+     * the kernels in a->xb, free until ln1 is made again below (1i). Where
+     * it can (dqkv_bf16), as bf16 alone, dq and dk rotated back, in the
+     * fp32 buffers' memory, each row r wider for LoRA's t (change 1o) */
+    int ld[3] = {0, 0, 0};
+    uint16_t *gb[3] = {(uint16_t *)a->dq, (uint16_t *)a->dk, (uint16_t *)a->dv};
+    int fused = dqkv_bf16(cm, l, ld);
+    if (fused)
+        cuda_attention_backward_bf16(gb[0], ld[0], gb[1], ld[1], gb[2], ld[2], a->attn_d, a->xb,
+                                     a->dao, s.ao, s.lse, s.q, s.k, s.v, seg, B, T, H, KV, hd,
+                                     scale, c->attn_softcap, cm->rope_cos, cm->rope_sin);
+    else
+        cuda_attention_backward(a->dq, a->dk, a->dv, a->attn_d, a->xb, a->dao, s.ao, s.lse, s.q,
+                                s.k, s.v, seg, B, T, H, KV, hd, scale, c->attn_softcap);
     if (!s.kin[0])
         cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xb), xb, 0, s.rstd1, s.x,
                                   L->ln1, N, C, eps);
     /* The norm weight's gradient needs dln even where dx is not needed. */
     float *dln = need_dx || L->dln1 ? a->dln : NULL;
-    /* dq's and dk's rotation back writes their bf16, one at a time */
-    cuda_rope_backward(a->dq, a->dyb, a->ldy, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
-    proj_backward(cm, a, l, PROJ_Q, dln, NULL, a->dq, a->dyb, a->ln, xq, &s, N);
-    cuda_rope_backward(a->dk, a->dyb, a->ldy, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
-    proj_backward(cm, a, l, PROJ_K, dln, NULL, a->dk, a->dyb, a->ln, xq, &s, N);
-    proj_backward(cm, a, l, PROJ_V, dln, NULL, a->dv, NULL, a->ln, xq, &s, N); /* converts dv */
+    if (fused) {
+        proj_backward(cm, a, l, PROJ_Q, dln, NULL, NULL, gb[0], ld[0], a->ln, xq, &s, N);
+        proj_backward(cm, a, l, PROJ_K, dln, NULL, NULL, gb[1], ld[1], a->ln, xq, &s, N);
+        proj_backward(cm, a, l, PROJ_V, dln, NULL, NULL, gb[2], ld[2], a->ln, xq, &s, N);
+    } else { /* dq's and dk's rotation back writes their bf16, one at a time */
+        cuda_rope_backward(a->dq, a->dyb, a->ldy, B, T, H, hd, seg, cm->rope_cos, cm->rope_sin);
+        proj_backward(cm, a, l, PROJ_Q, dln, NULL, a->dq, a->dyb, a->ldy, a->ln, xq, &s, N);
+        cuda_rope_backward(a->dk, a->dyb, a->ldy, B, T, KV, hd, seg, cm->rope_cos, cm->rope_sin);
+        proj_backward(cm, a, l, PROJ_K, dln, NULL, a->dk, a->dyb, a->ldy, a->ln, xq, &s, N);
+        proj_backward(cm, a, l, PROJ_V, dln, NULL, a->dv, NULL, a->ldy, a->ln, xq, &s,
+                      N); /* converts dv */
+    }
     group_da(cm, a, l, 0, xq, &s, N);
     if (dln)
         cuda_rmsnorm_backward_bf16(a->dres, need_dx ? a->dyb : NULL, a->ldy, L->dln1, a->dln,

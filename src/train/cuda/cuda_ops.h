@@ -90,6 +90,23 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch, ui
                              const int32_t *seg, int B, int T, int H, int KV, int hd,
                              float scale, float cap);
 
+/* As cuda_attention_backward, with dq, dk and dv written as bf16 alone,
+ * rows ldq, ldk and ldv values apart (at least a row's H hd, KV hd), and
+ * dq and dk rotated back by each row's rotary position first (cos_t,
+ * sin_t: the (T, hd/2) tables cuda_rope_backward reads): the values
+ * cuda_attention_backward then cuda_rope_backward (dq, dk) or
+ * cuda_to_bf16_rows (dv) give, to the bit, in one pass with no fp32
+ * written (issue 36, change 1o). Where cuda_attention_bf16_grads(hd): the
+ * tensor-core kernels, hd a multiple of 16 (a lane holds both values of
+ * each rotated pair). */
+int cuda_attention_bf16_grads(int hd);
+void cuda_attention_backward_bf16(uint16_t *dq, int ldq, uint16_t *dk, int ldk, uint16_t *dv,
+                                  int ldv, float *scratch, uint16_t *doutb, const float *dout,
+                                  const uint16_t *out, const float *lse, const uint16_t *q,
+                                  const uint16_t *k, const uint16_t *v, const int32_t *seg, int B,
+                                  int T, int H, int KV, int hd, float scale, float cap,
+                                  const float *cos_t, const float *sin_t);
+
 /* --- everything else (train/cuda/cuda_ops.cu) --- */
 
 /* RMSNorm as ops_rmsnorm_forward/backward. dw (C) may be NULL (frozen);
