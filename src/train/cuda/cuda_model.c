@@ -1336,7 +1336,7 @@ static void mlp_act(const struct cuda_model *cm, float *h, uint16_t *hb, int ldh
 }
 
 /* lin_forward for projection p of layer l from x (fp32, or NULL beside
- * xk, x as packed bf16 alone) and its bf16 in xb (fwd_in), with its
+ * xk, x as packed bf16 alone) and its bf16 in xb (group_in), with its
  * dropout; into y, or as bf16 into yb (y NULL), with yr added (lin_adds). */
 static void proj_forward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
                          float *y, uint16_t *yb, const uint16_t *yr, const float *x,
@@ -1364,11 +1364,19 @@ static void group_xa(const struct cuda_model *cm, struct cuda_acts *a, int l, in
                                 xb + in, ldx));
 }
 
-/* Where the forward writes group g's bf16 input, its rows ldx apart: kept
- * for the backward (change 1n), or the scratch a->xb. */
-static uint16_t *fwd_in(struct cuda_acts *a, const struct layer_acts *s, int g)
+/* Group g's bf16 input: as the forward keeps it for the backward (change
+ * 1n), or else in scratch (the forward's a->xb, the backward's making it
+ * again); group_ld: its row stride for projection p of layer l (the
+ * forward writes its rows ldx apart, LoRA's columns beside; the
+ * backward's making again, packed). */
+static uint16_t *group_in(const struct layer_acts *s, int g, uint16_t *scratch)
 {
-    return s->kin[g] ? s->kin[g] : a->xb;
+    return s->kin[g] ? s->kin[g] : scratch;
+}
+
+static int group_ld(const struct cuda_model *cm, const struct layer_acts *s, int l, int p)
+{
+    return s->kin[proj_group[p]] ? cm->layers[l].ldx[p] : cm->layers[l].proj[p].in;
 }
 
 /* Whether projection p of layer l's output can be added to the residual
@@ -1394,7 +1402,8 @@ static void layer_forward(const struct cuda_model *cm, struct cuda_acts *a, int 
     size_t NC = (size_t)N * C, NF = (size_t)N * c->intermediate;
     float scale = model_attn_scale(c);
     /* attention block: mid = x + o(attn(rope(q(ln1 x)), rope(k(..)), v(..))) */
-    uint16_t *xq = fwd_in(a, &s, 0), *xg = fwd_in(a, &s, 2), *xd = fwd_in(a, &s, 3);
+    uint16_t *xq = group_in(&s, 0, a->xb), *xg = group_in(&s, 2, a->xb);
+    uint16_t *xd = group_in(&s, 3, a->xb);
     cuda_rmsnorm_forward_bf16(f32_out(cm, a, l, PROJ_Q, 3, a->ln, xq), xq, L->ldx[PROJ_Q],
                               s.rstd1, s.x, L->ln1, N, C, c->rms_eps);
     group_xa(cm, a, l, 0, xq, &s, N);
@@ -1454,14 +1463,13 @@ static int lin_dx_bf16(const struct cuda_model *cm, const struct cuda_acts *a, i
 }
 
 /* lin_backward for projection p of layer l, with its dropout; dx fp32, or
- * (dx NULL) dxb bf16 (lin_dx_bf16); xb x's bf16 as bwd_in says. */
+ * (dx NULL) dxb bf16 (lin_dx_bf16); xb x's bf16 as group_in gives it. */
 static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int l, int p,
                           float *dx, uint16_t *dxb, const float *dy, uint16_t *dyb, int ldy,
                           const float *x, const uint16_t *xb, const struct layer_acts *s, int N)
 {
-    int g = proj_group[p];
+    int g = proj_group[p], ldxb = group_ld(cm, s, l, p);
     assert(!s->kin[g] || xb == s->kin[g]);
-    int ldxb = s->kin[g] ? cm->layers[l].ldx[p] : cm->layers[l].proj[p].in;
     const struct dlin *d = &cm->layers[l].proj[p];
     /* The first projection of its group (q, o, gate, down; the backward
      * runs each group in order) writes dx, the others add (change 1d:
@@ -1478,7 +1486,7 @@ static void proj_backward(const struct cuda_model *cm, struct cuda_acts *a, int 
 
 /* Change 2d: group g's dA for all its adapters in one product, from the
  * T its projections' backward gathered (in a->tg) and the group's input
- * xb (as bwd_in says: kept, or made again), into a->dag, then added into
+ * xb (as group_in gives it: kept, or made again), into a->dag, then added into
  * each projection's dA: x read once a group. */
 static void group_da(const struct cuda_model *cm, struct cuda_acts *a, int l, int g,
                      const uint16_t *xb, const struct layer_acts *s, int N)
@@ -1487,7 +1495,7 @@ static void group_da(const struct cuda_model *cm, struct cuda_acts *a, int l, in
     if (!s->da_group[g])
         return;
     int p0 = group_first[g], in = L->proj[p0].in, rg = L->tcols[g];
-    int ldxb = s->kin[g] ? L->ldx[p0] : in;
+    int ldxb = group_ld(cm, s, l, p0);
     float scale = 0.0f;
     for (int p = p0; p < p0 + group_count[g]; p++)
         if (L->proj[p].dla)
@@ -1535,8 +1543,7 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
     uint16_t *xb = kept_bf16(cm, a);
     /* each group's input as the forward kept it (change 1n), or made again
      * below into xb (packed) where it was not */
-    uint16_t *xq = s.kin[0] ? s.kin[0] : xb, *xg = s.kin[2] ? s.kin[2] : xb;
-    uint16_t *xd = s.kin[3] ? s.kin[3] : xb;
+    uint16_t *xq = group_in(&s, 0, xb), *xg = group_in(&s, 2, xb), *xd = group_in(&s, 3, xb);
     /* MLP block: the activation's output (and its bf16) again */
     if (!s.kin[3])
         mlp_act(cm, f32_out(cm, a, l, PROJ_DOWN, 1, a->hbuf, xb), xb, 0, s.g, s.u, NF);
