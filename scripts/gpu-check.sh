@@ -28,9 +28,10 @@
 #   tests         ctest -L gpu: the kernels and the pass against the CPU (90 s)
 #   resume-torch  the cross-device resume and the pass against PyTorch (120 s)
 #   bench         the peak, then the trainer at 124m and 1b, then 1b 16-bit
-#                 LoRA with LoRA's products apart (ALALLO_CUDA_LORA=each) and
-#                 124m full on the fp32 attention kernels, as time allows
-#                 (GPU_CHECK_BENCH_S, 120 s)
+#                 LoRA with LoRA's products apart (ALALLO_CUDA_LORA=each),
+#                 124m full on the fp32 attention kernels, and a short 124m
+#                 pass with CUDA graphs off and on (two rounds), as time
+#                 allows (GPU_CHECK_BENCH_S, 120 s)
 #   torch-ref     bench/train/torch_gpu_ref.py, what is left of the run
 #   e2e           tests/integration/gpu_e2e.test.mjs, where node is (90 s)
 #   train-unit    the trainer's CPU unit tests on this build (120 s)
@@ -301,6 +302,21 @@ if ((left > 30)); then
 else
   say "bench 124m full, fp32 attention: no time left (skipped)"
 fi
+# what CUDA graphs buy where launches count: 124m 16-bit LoRA on a short
+# pass (1 x 256 tokens), graphs off and on in alternating rounds (each
+# line's "graphs": replayed 0 when off; walk_s the host's price)
+for round in 1 2; do
+  for g in off on; do
+    left=$((bench_end - SECONDS))
+    if ((left > 20)); then
+      part "bench-124m-short-graphs-$g-$round" "$left" "$out/bench.json" \
+        env ALALLO_CUDA_GRAPHS=$g "$build/alallo" bench train --device cuda --shape 124m \
+        --precision 16-bit --adapter lora --batch 1 --seq 256 --steps 30
+    else
+      say "bench 124m short pass, graphs $g (round $round): no time left (skipped)"
+    fi
+  done
+done
 fi
 
 # --- the PyTorch reference: PyTorch + peft at the same shapes

@@ -113,7 +113,8 @@ int main(int argc, char **argv)
         size_t nl = (size_t)p->B * p->H * p->T;
         uint16_t *q = dev_random_bf16(nq, 1), *k = dev_random_bf16(nk, 2);
         uint16_t *v = dev_random_bf16(nk, 3), *doutb = dev_random_bf16(nq, 11);
-        float *dout = dev_random(nq, 4), *out = dev_random(nq, 5), *lse = dev_random(nl, 6);
+        uint16_t *out = dev_random_bf16(nq, 5); /* attention's output is bf16 (change 1k) */
+        float *dout = dev_random(nq, 4), *lse = dev_random(nl, 6);
         float *dq = dev_random(nq, 7), *dk = dev_random(nk, 8), *dv = dev_random(nk, 9);
         float *scratch = dev_random(nl, 10);
         float scale = 1.0f / 8.0f;

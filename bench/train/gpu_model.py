@@ -102,6 +102,10 @@ EFF = {
 }
 LAUNCH_S = 4e-6        # a kernel's floor outside a graph (launch and gap)
 GRAPH_LAUNCH_S = 1.5e-6  # inside a CUDA graph
+WALK_S = 0.1e-6        # the host's walk of a launch before a replay (cuda_graph.h:
+                       # its arguments noted and compared), while the GPU waits;
+                       # `alallo bench train --device cuda` reports the measured
+                       # total as graphs.walk_s
 SYNC_S = 25e-6         # a host-device sync: the queue drains, a copy, a relaunch
 TORCH_OP_S = 6e-6      # PyTorch eager: a floor per kernel (dispatch overlapped)
 
@@ -121,7 +125,11 @@ CURRENT = {
     "nf4": "decode",     # NF4 decoded to bf16 before each product (a whole matrix
                          # before 4b, a chunk of rows since: the same bytes)
                          # ("tiles": change 4a as built; "fused": change 4's aim)
-    "graph": False,
+    "graph": False,      # True: the whole step a graph; "layers" (change 5b,
+                         # built): the embedding, the layers and the final norm
+                         # replayed as graphs, forward and backward, their
+                         # walk's host time exposed; the head and the
+                         # optimizer eager
     "syncs": 38,         # host-device syncs a step (most in the chunked head)
     "torch": False,
     "gated_acc": True,   # the gated activation's backward adds into dg and du
@@ -214,6 +222,7 @@ CHANGES = [
     ("4b NF4 a chunk of rows at a time (built)", {"nf4": "decode"}),
     ("4 NF4 inside the product", {"nf4": "fused"}),
     ("5a head without a download a chunk (built)", {"syncs": 8}),
+    ("5b the layers as CUDA graphs (built)", {"graph": "layers"}),
     ("5 CUDA graph, head without syncs", {"graph": True, "syncs": 2}),
 ]
 TORCH = {"act": 2, "convert": False, "lora": "peft", "attn": "fa2", "nf4": "decode", "logits": 4,
@@ -233,12 +242,17 @@ class Step:
         self.gpu = GPUS[gpu]
         self.design = design
         self.kernels = {}  # name -> [launches, flops, bytes, seconds]
+        self.in_graph = False  # adding the layers' kernels under "graph": "layers"
+        self.walked = 0        # launches walked before their replay
 
     def add(self, name, flops=0.0, nbytes=0.0, unit="tc", eff=None, launches=1):
         g, d = self.gpu, self.design
         rate = {"tc": g["tc"], "fp32": g["fp32"]}[unit] * (
             eff if eff is not None else EFF["gemm"] if unit == "tc" else EFF["cuda_fp32"])
-        floor = (TORCH_OP_S if d["torch"] else GRAPH_LAUNCH_S if d["graph"] else LAUNCH_S)
+        graphed = d["graph"] is True or (d["graph"] == "layers" and self.in_graph)
+        if d["graph"] == "layers" and self.in_graph:
+            self.walked += launches
+        floor = (TORCH_OP_S if d["torch"] else GRAPH_LAUNCH_S if graphed else LAUNCH_S)
         t = max(flops / rate, nbytes / (g["bw"] * EFF["mem"]), launches * floor)
         k = self.kernels.setdefault(name, [0, 0.0, 0.0, 0.0])
         k[0] += launches
@@ -250,7 +264,8 @@ class Step:
         self.add(name, 0.0, nbytes, launches=launches)
 
     def seconds(self):
-        return sum(k[3] for k in self.kernels.values()) + self.design["syncs"] * SYNC_S
+        return (sum(k[3] for k in self.kernels.values()) + self.design["syncs"] * SYNC_S
+                + self.walked * WALK_S)
 
     def bytes_of(self, prefix):
         return sum(k[2] for n, k in self.kernels.items() if n.startswith(prefix))
@@ -525,11 +540,13 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
         st.mem("elementwise: norms backward", N * d * (3 * a + rb))
 
     # the embedding, the layers, the head
+    st.in_graph = True
     st.mem("elementwise: embedding", N * d * rb + N * 4)
     for _ in range(L):
         layer_forward()
     st.mem("elementwise: norms", N * d * (rb + a))
     convert(N * d, kept=True)
+    st.in_graph = False
     # the head's logits (chunked): fp32, or bf16 (1h); PyTorch's product
     # writes bf16, upcast to fp32 for the loss (counted as fp32 here, with
     # the upcast's and its backward's passes beside)
@@ -543,8 +560,10 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     product("head dX", N, d, V, 2, a, V * d * 2)
     if full:
         st.add("gemm: head dW", 2.0 * N * V * d, N * V * 2 + N * d * 2 + V * d * 4)
+    st.in_graph = True
     for _ in range(L):
         layer_backward()
+    st.in_graph = False
     n_params = (L * sum(p[1] * p[2] for p in projs) + V * d)
     if full:
         st.mem("elementwise: embedding backward", N * d * 4 * 2)

@@ -12,7 +12,9 @@ JSON lines of `alallo bench train --device cuda`) and torch.json
 One line each, "met", "NOT met" or "no figure" (a run missing or failed),
 with the numbers; then, where the run has it, 16-bit LoRA with LoRA's
 products apart (ALALLO_CUDA_LORA=each, "lora":"each") against folded into
-the base products, the default. Exit 0 always: a target not met is a
+the base products, the default, and the short passes (1 x 256 tokens)
+with CUDA graphs on against off (ALALLO_CUDA_GRAPHS; the median of each
+side's rounds). Exit 0 always: a target not met is a
 finding to report, not a failure of the check.
 
 usage: gpu_targets.py BENCH_JSON TORCH_JSON
@@ -21,7 +23,9 @@ import json
 import sys
 
 
-def bench_runs(path):
+def bench_runs(path, short=None):
+    """The issue's runs (batch 4 x 2048) by key; the others (the short
+    passes of the graphs' comparison) appended to short."""
     runs = {}
     try:
         with open(path) as f:
@@ -32,6 +36,11 @@ def bench_runs(path):
                 try:
                     d = json.loads(line)
                 except ValueError:
+                    continue
+                if "shape" in d and "tokens_per_s" in d and (d.get("batch"), d.get("seq")) != (
+                        4, 2048):
+                    if short is not None:
+                        short.append(d)
                     continue
                 if "shape" in d and "tokens_per_s" in d:
                     apart = d.get("lora") == "each" and d["precision"] == "16-bit"
@@ -59,7 +68,8 @@ def main(argv):
     if len(argv) != 3:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    a, t = bench_runs(argv[1]), torch_runs(argv[2])
+    short = []
+    a, t = bench_runs(argv[1], short), torch_runs(argv[2])
     for shape in ("124m", "1b"):
         lora = a.get((shape, "16-bit", "lora", "bf16", None))
         qlora = a.get((shape, "4-bit", "lora", "bf16", None))
@@ -93,6 +103,16 @@ def main(argv):
             print("%s 16-bit LoRA folded (%s) against apart: %.2fx (%.0f / %.0f tokens/s)"
                   % (shape, lora.get("lora"), lora["tokens_per_s"] / each["tokens_per_s"],
                      lora["tokens_per_s"], each["tokens_per_s"]))
+    on = sorted(d["tokens_per_s"] for d in short if d.get("graphs", {}).get("replayed"))
+    off = sorted(d["tokens_per_s"] for d in short if not d.get("graphs", {}).get("replayed"))
+    if on and off:
+        med_on, med_off = on[len(on) // 2], off[len(off) // 2]
+        walk = [d["graphs"].get("walk_s", 0.0) / d["steps"] for d in short
+                if d.get("graphs", {}).get("replayed")]
+        print("short pass (%s, %d x %d) CUDA graphs on against off: %.2fx (%.0f / %.0f "
+              "tokens/s, medians of %d and %d rounds; the walk %.1f us a step)"
+              % (short[0]["shape"], short[0]["batch"], short[0]["seq"], med_on / med_off,
+                 med_on, med_off, len(on), len(off), 1e6 * sum(walk) / len(walk)))
     return 0
 
 

@@ -23,7 +23,10 @@
  * products per adapted projection go through the bf16 tensor-core
  * products (counted per kind, cuda_gemm_calls); the
  * trainer's seam (cuda_train.h) resumes from the host state bit for bit;
- * a batch of 2 x 200 tokens takes every tile path of the pass.
+ * a batch of 2 x 200 tokens takes every tile path of the pass; the
+ * layers replayed as CUDA graphs (cuda_graph.h) give the eager passes'
+ * bits step by step while the batch and the weights move, fall back to
+ * eager where the launches change (dropout) or the capture is refused.
  *
  * Without a GPU it prints one `skip:` line and exits 77.
  */
@@ -1051,6 +1054,121 @@ static void lora_rank_past_one_pass(void **state)
     free(gc);
 }
 
+/* ---- CUDA graphs (cuda_graph.h) */
+
+enum { GRAPH_STEPS = 5 };
+
+/* One trajectory of steps (a fresh model of family fam in mode md): each step a new
+ * batch (so a replay must read the new ids), a pass and an AdamW step
+ * (so it must read the new weights); its losses and gradients into loss
+ * and g (steps x n). dropout_from: the steps from there on drop LoRA's
+ * inputs, each with a seed of its own (launches that never repeat). */
+static void graph_steps(int fam, const struct mode *md, int recompute, int graphs,
+                        int dropout_from, double *loss, float *g, struct cuda_graph_stats *st)
+{
+    struct model *m = make_model(fam, md);
+    size_t n = m->n_train;
+    struct cuda_model *cm = upload(m);
+    struct cuda_acts *a = acts_made(cm, recompute);
+    assert_int_equal(cuda_acts_graphs(a, graphs), 0);
+    struct optim h;
+    assert_int_equal(optim_init(&h, n, m->n_decay, 0.01f), 0);
+    struct cuda_optim o;
+    assert_int_equal(cuda_optim_init(&o, &h), 0);
+    for (int k = 0; k < GRAPH_STEPS; k++) {
+        struct batch b;
+        make_batch(&b, 900 + (uint64_t)k);
+        float p = k >= dropout_from ? 0.1f : 0.0f;
+        assert_int_equal(cuda_acts_dropout(a, p, 70 + (uint64_t)k), 0);
+        loss[k] = gpu_pass(cm, a, &b);
+        assert_int_equal(cuda_model_get_grads(cm, m), 0);
+        memcpy(g + (size_t)k * n, m->grad, n * sizeof(float));
+        double norm;
+        gpu_step(cm, &o, &norm);
+    }
+    cuda_acts_graph_stats(a, st);
+    cuda_optim_free(&o);
+    optim_free(&h);
+    cuda_acts_free(a);
+    cuda_model_free(cm);
+    model_free(m);
+}
+
+static void graph_case(int fam, const struct mode *md, int recompute)
+{
+    struct model *m = make_model(fam, md);
+    size_t n = m->n_train, gn = GRAPH_STEPS * n;
+    double le[GRAPH_STEPS], lg[GRAPH_STEPS];
+    float *ge = malloc(gn * sizeof(float)), *gg = malloc(gn * sizeof(float));
+    assert_non_null(ge && gg);
+    struct cuda_graph_stats se, sg;
+    graph_steps(fam, md, recompute, 0, GRAPH_STEPS, le, ge, &se);
+    graph_steps(fam, md, recompute, 1, GRAPH_STEPS, lg, gg, &sg);
+    printf("graphs (%s, %s%s): %lu eager, %lu captured, %lu replayed; losses %.9f .. %.9f\n",
+           model_family_name(fam), md->name, recompute ? ", recompute" : "", sg.eager,
+           sg.captures, sg.replays, lg[0], lg[GRAPH_STEPS - 1]);
+    assert_int_equal(se.eager + se.captures + se.replays, 0); /* off: nothing counted */
+    /* the same bits, step by step, though the weights and the batch move */
+    assert_memory_equal(lg, le, sizeof le);
+    assert_memory_equal(gg, ge, gn * sizeof(float));
+    /* forward: eager, captured, then replayed; backward: its two graphs
+     * (dres and dres2 swap each pass) eager twice, captured twice, then
+     * replayed */
+    assert_null(sg.off);
+    assert_int_equal(sg.eager, 3);
+    assert_int_equal(sg.captures, 3);
+    assert_int_equal(sg.replays, 2 * GRAPH_STEPS - 3);
+    assert_true(fabs(le[GRAPH_STEPS - 1] - le[0]) > 0.0); /* the weights did move */
+    /* LoRA dropout on every step: each pass's launches new (the masks'
+     * seeds), so eager, and the same bits as without graphs */
+    graph_steps(fam, md, recompute, 0, 0, le, ge, &se);
+    graph_steps(fam, md, recompute, 1, 0, lg, gg, &sg);
+    assert_memory_equal(lg, le, sizeof le);
+    assert_memory_equal(gg, ge, gn * sizeof(float));
+    if (!md->full) { /* full fine-tuning has no adapters to drop: replays as above */
+        assert_int_equal(sg.captures, 0);
+        assert_int_equal(sg.eager, 2 * GRAPH_STEPS);
+    }
+    free(ge);
+    free(gg);
+    model_free(m);
+}
+
+static void graphs_lora(void **s) { (void)s; graph_case(FAM_LLAMA, &modes[0], 0); }
+static void graphs_qlora_recompute(void **s) { (void)s; graph_case(FAM_QWEN2, &modes[1], 1); }
+static void graphs_full(void **s) { (void)s; graph_case(FAM_GEMMA2, &modes[2], 0); }
+
+/* A capture the driver refuses (the emulator's ALALLO_EMU_CAPTURE=fail):
+ * graphs stop with the reason, the pass runs eagerly, the same bits. */
+static void graphs_refused(void **state)
+{
+    (void)state;
+    if (strcmp(cuda_ctx_device()->name, "CPU emulator") != 0) {
+        printf("a refused capture: checked on the emulator only\n");
+        return;
+    }
+    struct model *m = make_model(FAM_LLAMA, &modes[0]);
+    size_t n = m->n_train, gn = GRAPH_STEPS * n;
+    double le[GRAPH_STEPS], lg[GRAPH_STEPS];
+    float *ge = malloc(gn * sizeof(float)), *gg = malloc(gn * sizeof(float));
+    assert_non_null(ge && gg);
+    struct cuda_graph_stats se, sg;
+    graph_steps(FAM_LLAMA, &modes[0], 0, 0, GRAPH_STEPS, le, ge, &se);
+    setenv("ALALLO_EMU_CAPTURE", "fail", 1);
+    graph_steps(FAM_LLAMA, &modes[0], 0, 1, GRAPH_STEPS, lg, gg, &sg);
+    unsetenv("ALALLO_EMU_CAPTURE");
+    printf("a refused capture: %s; %lu eager\n", sg.off ? sg.off : "(none)", sg.eager);
+    assert_non_null(sg.off);
+    assert_non_null(strstr(sg.off, "capture failed"));
+    assert_int_equal(sg.captures + sg.replays, 0);
+    assert_int_equal(sg.eager, 2 * GRAPH_STEPS);
+    assert_memory_equal(lg, le, sizeof le);
+    assert_memory_equal(gg, ge, gn * sizeof(float));
+    free(ge);
+    free(gg);
+    model_free(m);
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
@@ -1077,6 +1195,8 @@ int main(void)
         cmocka_unit_test(refuses_fp32_base),
         cmocka_unit_test(refuses_phi3_rotary),
         cmocka_unit_test(train_seam_resume),
+        cmocka_unit_test(graphs_lora),   cmocka_unit_test(graphs_qlora_recompute),
+        cmocka_unit_test(graphs_full),   cmocka_unit_test(graphs_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cuda_ctx_close();

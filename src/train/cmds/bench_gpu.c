@@ -19,6 +19,10 @@
  *   "lora" ("folded" or "each": ALALLO_CUDA_LORA and the base; LoRA only),
  *   "recompute" (true when the backward recomputes each layer:
  *   ALALLO_CUDA_RECOMPUTE, by default 4-bit LoRA; cuda_train.h),
+ *   "graphs" ({"eager","captured","replayed","walk_s"}: the layers'
+ *   parts run as they are, captured as CUDA graphs, replayed, and the
+ *   host's seconds walking them; ALALLO_CUDA_GRAPHS, cuda_graph.h),
+ *   "graphs_off" (why graphs stopped, when they did),
  *   "gpu_mem_train_peak_bytes","final_loss"
  *
  * MFU = model FLOPs per token (bench_flops_per_token) x tokens/s / the
@@ -112,6 +116,14 @@ static int time_model(const struct bench_opts *o, double peak, json_t *j)
     if (cuda_train_lora(t))
         json_object_set_new(j, "lora", json_string(cuda_train_lora(t)));
     json_object_set_new(j, "recompute", json_boolean(cuda_train_recompute(t)));
+    struct cuda_graph_stats gs;
+    cuda_train_graph_stats(t, &gs);
+    json_object_set_new(j, "graphs",
+                        json_pack("{s:I,s:I,s:I,s:f}", "eager", (json_int_t)gs.eager, "captured",
+                                  (json_int_t)gs.captures, "replayed", (json_int_t)gs.replays,
+                                  "walk_s", gs.walk_s));
+    if (gs.off)
+        json_object_set_new(j, "graphs_off", json_string(gs.off));
     json_object_set_new(j, "gpu_mem_train_peak_bytes",
                         json_integer((json_int_t)cuda_train_peak_bytes(t)));
     json_object_set_new(j, "final_loss", json_real(loss / (double)su.n_targets));

@@ -577,8 +577,9 @@ extern "C" void cuda_attention_backward_bf16(uint16_t *dq, int ldq, uint16_t *dk
     if (B == 0 || T == 0)
         return;
     rowdot(scratch, doutb, dout, out, B, T, H, hd);
-    struct attn_grad_out gq = {NULL, dq, ldq, cos_t, sin_t}, gk = {NULL, dk, ldk, cos_t, sin_t};
-    struct attn_grad_out gv = {NULL, dv, ldv, NULL, NULL};
+    struct attn_grad_out gq = {NULL, dq, ldq, 0, cos_t, sin_t};
+    struct attn_grad_out gk = {NULL, dk, ldk, 0, cos_t, sin_t};
+    struct attn_grad_out gv = {NULL, dv, ldv, 0, NULL, NULL};
     cuda_attn_tc_backward(gq, gk, gv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd, scale,
                           cap);
 }
@@ -594,8 +595,8 @@ extern "C" void cuda_attention_backward(float *dq, float *dk, float *dv, float *
         return;
     rowdot(scratch, doutb, dout, out, B, T, H, hd);
     if (cuda_attention_kind(hd) == CUDA_ATTN_BF16) {
-        struct attn_grad_out gq = {dq, NULL, 0, NULL, NULL}, gk = {dk, NULL, 0, NULL, NULL};
-        struct attn_grad_out gv = {dv, NULL, 0, NULL, NULL};
+        struct attn_grad_out gq = {dq, NULL, 0, 0, NULL, NULL}, gk = {dk, NULL, 0, 0, NULL, NULL};
+        struct attn_grad_out gv = {dv, NULL, 0, 0, NULL, NULL};
         cuda_attn_tc_backward(gq, gk, gv, scratch, doutb, lse, q, k, v, seg, B, T, H, KV, hd,
                               scale, cap);
         return;

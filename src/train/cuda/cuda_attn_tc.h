@@ -27,6 +27,7 @@ struct attn_grad_out {
     float *f;
     uint16_t *b;
     int ld;
+    int unused; /* 0: no padding, so a walk's bytes are all set (cuda_walk.h) */
     const float *cos, *sin;
 };
 void cuda_attn_tc_backward(struct attn_grad_out dq, struct attn_grad_out dk,

@@ -2,12 +2,14 @@
  * workspace, device memory accounting (contract in cuda_ctx.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_walk.h"
 
 /* cuBLASLt's workspace: enough for its split-K and stream-K algorithms on
  * Hopper (NVIDIA advises 32 MiB there). */
@@ -20,6 +22,8 @@ static struct {
     cublasLtHandle_t lt;
     void *workspace;
     size_t in_use, peak;
+    struct cuda_walk *walk; /* cuda_graph.h's walk, NULL when none */
+    int capturing;
 } ctx;
 
 static char err_text[512];
@@ -133,8 +137,74 @@ void *cuda_ctx_workspace(size_t *bytes)
     return ctx.workspace;
 }
 
+/* The calls a graph's body may not make (cuda_ctx.h): a bug in the
+ * backend's own code, so it stops here rather than queue a wrong graph. */
+static void idle_or_abort(const char *what)
+{
+    if (!ctx.walk && !ctx.capturing)
+        return;
+    fprintf(stderr, "alallo: %s inside a CUDA graph's body (cuda_graph.h)\n", what);
+    abort();
+}
+
+struct cuda_walk *cuda_ctx_walk(void)
+{
+    return ctx.walk;
+}
+
+void cuda_ctx_set_walk(struct cuda_walk *w)
+{
+    ctx.walk = w;
+}
+
+int cuda_ctx_capture_begin(void)
+{
+    idle_or_abort("a capture");
+    cudaError_t e = cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail("could not start a CUDA graph's capture: %s", cudaGetErrorString(e));
+    }
+    ctx.capturing = 1;
+    return 0;
+}
+
+int cuda_ctx_capture_end(void **graph)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    *graph = NULL;
+    ctx.capturing = 0;
+    cudaError_t e = cudaStreamEndCapture(ctx.stream, &g);
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&x, g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* a refused capture is not the stream's error */
+        return fail("a CUDA graph's capture failed: %s", cudaGetErrorString(e));
+    }
+    *graph = x;
+    return 0;
+}
+
+int cuda_ctx_graph_launch(void *graph)
+{
+    cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)graph, ctx.stream);
+    if (e != cudaSuccess)
+        return fail("a CUDA graph's launch failed: %s", cudaGetErrorString(e));
+    return 0;
+}
+
+void cuda_ctx_graph_free(void *graph)
+{
+    if (graph)
+        cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 int cuda_ctx_sync(void)
 {
+    idle_or_abort("cuda_ctx_sync");
     cudaError_t e = cudaStreamSynchronize(ctx.stream);
     if (e == cudaSuccess)
         e = cudaGetLastError();
@@ -149,6 +219,7 @@ int cuda_ctx_sync(void)
 
 void *cuda_alloc(size_t bytes, int zero)
 {
+    idle_or_abort("cuda_alloc");
     char *p = NULL;
     cudaError_t e = cudaMalloc((void **)&p, bytes + HDR);
     if (e != cudaSuccess) {
@@ -176,6 +247,7 @@ void cuda_free(void *p)
 {
     if (!p)
         return;
+    idle_or_abort("cuda_free");
     char *base = (char *)p - HDR;
     size_t size = 0;
     cudaStreamSynchronize(ctx.stream);
@@ -186,6 +258,7 @@ void cuda_free(void *p)
 
 int cuda_upload(void *dst, const void *src, size_t bytes)
 {
+    idle_or_abort("cuda_upload");
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(ctx.stream);
@@ -196,6 +269,12 @@ int cuda_upload(void *dst, const void *src, size_t bytes)
 
 int cuda_copy(void *dst, const void *src, size_t bytes)
 {
+    if (ctx.walk) {
+        size_t what[3] = {(size_t)dst, (size_t)src, bytes};
+        cuda_walk_begin(ctx.walk, CUDA_WALK_COPY);
+        cuda_walk_note(ctx.walk, what, sizeof what);
+        return 0;
+    }
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream);
     if (e != cudaSuccess)
         return fail("copy of %zu bytes on the GPU failed: %s", bytes, cudaGetErrorString(e));
@@ -204,6 +283,7 @@ int cuda_copy(void *dst, const void *src, size_t bytes)
 
 int cuda_download(void *dst, const void *src, size_t bytes)
 {
+    idle_or_abort("cuda_download");
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(ctx.stream);

@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+struct cuda_walk;
+
 struct cuda_device_info {
     int index;             /* CUDA ordinal, after CUDA_VISIBLE_DEVICES */
     char name[256];        /* e.g. "NVIDIA H200" */
@@ -55,6 +57,26 @@ const char *cuda_ctx_error(void);
  * (cuda_gemm.c ...), so that every GPU failure reads from one place.
  * Returns -1. */
 int cuda_ctx_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The walk in progress (cuda_walk.h, cuda_graph.h), NULL when none. While
+ * one is set, the launchers note what they would queue into it and queue
+ * nothing; cuda_alloc, cuda_free, cuda_upload, cuda_download and
+ * cuda_ctx_sync must not be called (they abort: a graph's body queues work
+ * and nothing else). */
+struct cuda_walk *cuda_ctx_walk(void);
+void cuda_ctx_set_walk(struct cuda_walk *w);
+
+/* Stream capture (cuda_graph.c's, which owns the policy): from
+ * cuda_ctx_capture_begin to cuda_ctx_capture_end, what is queued on the
+ * stream is recorded, not run, and ends as an executable graph (*graph)
+ * that cuda_ctx_graph_launch queues whole, as often as asked; the same
+ * calls as above must not be made while capturing (they abort). A capture
+ * that fails (the driver refused something queued in it) ends with -1 and
+ * a reason, and no graph. cuda_ctx_graph_free(NULL) is fine. */
+int cuda_ctx_capture_begin(void);
+int cuda_ctx_capture_end(void **graph /* OUT */);
+int cuda_ctx_graph_launch(void *graph);
+void cuda_ctx_graph_free(void *graph);
 
 /* Device memory: bytes on the device (NULL with a reason when it does not
  * fit), zeroed when `zero`; cuda_free(NULL) is fine. */

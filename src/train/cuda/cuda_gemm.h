@@ -37,7 +37,8 @@ int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, const float 
                   const float *B, int ldb, float beta, float *C, int ldc);
 
 /* Products asked for of each kind since the process began (refused ones
- * not counted): which path a pass takes, for tests and benches. */
+ * not counted, nor walked ones; a graph's replay asks for none): which
+ * path a pass takes, for tests and benches. */
 enum cuda_gemm_kind { CUDA_GEMM_BF16_F32 /* cuda_gemm_bf16 */,
                       CUDA_GEMM_BF16_BF16 /* cuda_gemm_bf16_out */,
                       CUDA_GEMM_F32_F32 /* cuda_gemm_f32 */, CUDA_GEMM_KINDS };
@@ -50,5 +51,12 @@ unsigned long cuda_gemm_calls(enum cuda_gemm_kind kind);
 enum { CUDA_GEMM_RUN = 0, CUDA_GEMM_NOTHING = 1 /* empty C, or K 0 and beta 1 */,
        CUDA_GEMM_ZERO = 2 /* K 0 and beta 0: C = 0 */ };
 int cuda_gemm_args(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float beta);
+/* While a walk is on (cuda_walk.h): notes the product (its kind, shapes,
+ * scalars and operands; Cin the C it adds to, NULL for C itself) and
+ * returns 1, and the product is neither queued nor counted; else 0. After
+ * cuda_gemm_args, for a product it did not refuse. */
+int cuda_gemm_walked(int kind, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                     int lda, const void *B, int ldb, float beta, const void *Cin, const void *C,
+                     int ldc);
 
 #endif

@@ -1,8 +1,10 @@
 /* cuda_gemm_args.c - the checks every GPU product makes on its arguments
  * before it runs (cuda_gemm.h), in one place for cuda_gemm.c and for the
- * emulator's stand-in (tests/gpu/emu/cuda_gemm_emu.cc). No CUDA in it. */
+ * emulator's stand-in (tests/gpu/emu/cuda_gemm_emu.cc), and a product's
+ * note in a walk (cuda_walk.h). No CUDA in it. */
 #include "train/cuda/cuda_ctx.h"
 #include "train/cuda/cuda_gemm.h"
+#include "train/cuda/cuda_walk.h"
 
 int cuda_gemm_args(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float beta)
 {
@@ -24,4 +26,21 @@ int cuda_gemm_args(int ta, int tb, int M, int N, int K, int lda, int ldb, int ld
         return CUDA_GEMM_ZERO;
     }
     return CUDA_GEMM_RUN;
+}
+
+int cuda_gemm_walked(int kind, int ta, int tb, int M, int N, int K, float alpha, const void *A,
+                     int lda, const void *B, int ldb, float beta, const void *Cin, const void *C,
+                     int ldc)
+{
+    struct cuda_walk *w = cuda_ctx_walk();
+    if (!w)
+        return 0;
+    int dims[9] = {kind, ta, tb, M, N, K, lda, ldb, ldc};
+    float scalars[2] = {alpha, beta};
+    const void *ptrs[4] = {A, B, Cin, C};
+    cuda_walk_begin(w, CUDA_WALK_PRODUCT);
+    cuda_walk_note(w, dims, sizeof dims);
+    cuda_walk_note(w, scalars, sizeof scalars);
+    cuda_walk_note(w, ptrs, sizeof ptrs);
+    return 1;
 }

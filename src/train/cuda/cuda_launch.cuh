@@ -17,13 +17,17 @@
 extern "C" {
 #include "train/cuda/cuda_ctx.h"
 }
+#include "train/cuda/cuda_walk.h"
 
 /* kernel<<<grid, block, smem, the context's stream>>>(args...); a launch
- * error surfaces at the next cuda_ctx_sync(). */
+ * error surfaces at the next cuda_ctx_sync(). While a walk is on
+ * (cuda_walk.h), noted and not launched. */
 template <typename... P, typename... A>
 static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                                A... args)
 {
+    if (cuda_launch_walked(kernel, grid, block, smem, args...))
+        return;
     kernel<<<grid, block, smem, (cudaStream_t)cuda_ctx_stream()>>>(args...);
 }
 

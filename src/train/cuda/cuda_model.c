@@ -174,6 +174,8 @@ struct cuda_acts {
     size_t bytes;
     size_t hits;
     int failed;                  /* a product returned -1 in this pass */
+    struct cuda_graphs *graphs[2]; /* the forward's and the backward's, or
+                                    * NULL (cuda_acts_graphs) */
 };
 
 /* ------------------------------------------------------------ mapping */
@@ -899,7 +901,39 @@ void cuda_acts_free(struct cuda_acts *a)
     free(a->hits_h);
     free(a->loss_h);
     free(a->row_w_h);
+    cuda_graphs_free(a->graphs[0]);
+    cuda_graphs_free(a->graphs[1]);
     free(a);
+}
+
+int cuda_acts_graphs(struct cuda_acts *a, int on)
+{
+    for (int i = 0; i < 2; i++) {
+        cuda_graphs_free(a->graphs[i]);
+        a->graphs[i] = on ? cuda_graphs_create() : NULL;
+    }
+    if (on && (!a->graphs[0] || !a->graphs[1])) {
+        cuda_acts_graphs(a, 0);
+        return -1;
+    }
+    return 0;
+}
+
+void cuda_acts_graph_stats(const struct cuda_acts *a, struct cuda_graph_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 1; i >= 0; i--) {
+        struct cuda_graph_stats one;
+        if (!a->graphs[i])
+            continue;
+        cuda_graphs_stats(a->graphs[i], &one);
+        out->eager += one.eager;
+        out->captures += one.captures;
+        out->replays += one.replays;
+        out->walk_s += one.walk_s;
+        if (one.off)
+            out->off = one.off;
+    }
 }
 
 size_t cuda_acts_bytes(const struct cuda_acts *a)
@@ -1738,6 +1772,68 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
     return 0;
 }
 
+/* A part of the pass (below) and what it reads: its body's argument. */
+struct part {
+    const struct cuda_model *cm;
+    struct cuda_acts *a;
+    const int32_t *seg; /* on the device, or NULL */
+    int B, T;
+};
+
+/* The forward up to the head: the embedding's rows (times sqrt(C) for
+ * Gemma) as bf16, the residual stream being bf16 (change 1j), the layers,
+ * the final norm. */
+static void forward_part(void *arg)
+{
+    const struct part *p = arg;
+    const struct cuda_model *cm = p->cm;
+    struct cuda_acts *a = p->a;
+    const struct model_config *c = &cm->cfg;
+    int N = p->B * p->T, C = c->hidden;
+    cuda_embed_forward_bf16(a->res, a->ids, N, cm->embed_f, cm->embed_b, C,
+                            c->embed_scale ? sqrtf((float)C) : 1.0f);
+    for (int l = 0; l < c->n_layers; l++)
+        layer_forward(cm, a, l, p->seg, p->B, p->T, 0);
+    const uint16_t *xL = a->res + (size_t)c->n_layers * a->N * C;
+    cuda_rmsnorm_forward_bf16(a->lnf, NULL, 0, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
+}
+
+/* The backward from the head's d/d(lnf), which a->dres2 holds (the pass
+ * swapped the two before): through the final norm into a->dres (and its
+ * bf16 into dyb, the top layer's dy), the layers (each run forward again
+ * first with recompute), the embedding's gradient. */
+static void backward_part(void *arg)
+{
+    const struct part *p = arg;
+    const struct cuda_model *cm = p->cm;
+    struct cuda_acts *a = p->a;
+    const struct model_config *c = &cm->cfg;
+    int N = p->B * p->T, C = c->hidden;
+    const uint16_t *xL = a->res + (size_t)c->n_layers * a->N * C;
+    cuda_zero(a->dres, (size_t)N * C * sizeof(float));
+    cuda_rmsnorm_backward_bf16(a->dres, a->dyb, a->ldy, cm->dnorm_f, a->dres2, xL, cm->norm_f,
+                               a->rstdf, N, C);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        /* the slot holds the last layer's activations from the forward */
+        if (a->recompute && l < c->n_layers - 1)
+            layer_forward(cm, a, l, p->seg, p->B, p->T, 1);
+        layer_backward(cm, a, l, p->seg, p->B, p->T, l > 0 || cm->embed_dw != NULL);
+    }
+    if (cm->embed_dw) /* a token seen twice adds in row order (no atomics) */
+        cuda_embed_backward(cm->embed_dw, a->ids, N, a->dres, C,
+                            c->embed_scale ? sqrtf((float)C) : 1.0f);
+}
+
+/* A part through its set of graphs (cuda_acts_graphs), or as it is. */
+static void run_part(struct cuda_acts *a, int backward, void (*body)(void *), struct part *p)
+{
+    struct cuda_graphs *g = a->graphs[backward];
+    if (!g)
+        body(p);
+    else if (cuda_graphs_run(g, body, p))
+        a->failed = 1;
+}
+
 /* The pass all three entry points share (model_pass.c's pass): with fn,
  * the head runs forward for tok_loss, fn turns it into tok_w, and the head
  * runs again with those weights for the backward. */
@@ -1746,8 +1842,7 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
                 int backward, model_weights_fn fn, void *ctx, double *tok_loss, float *tok_w,
                 double *loss, size_t *n_targets)
 {
-    const struct model_config *c = &cm->cfg;
-    int N = B * T, C = c->hidden;
+    int N = B * T;
     /* Callers validate sizes; these are invariants, not input checks. */
     if (B < 1 || T < 1 || (size_t)N > a->N || T > a->T || B > a->B || T > cm->rope_len)
         abort();
@@ -1756,20 +1851,13 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     a->failed = 0;
     if (cuda_upload(a->ids, ids, (size_t)N * sizeof(int32_t)))
         return -1;
-    const int32_t *seg_d = NULL;
+    struct part part = {cm, a, NULL, B, T};
     if (seg) {
         if (cuda_upload(a->seg, seg, (size_t)N * sizeof(int32_t)))
             return -1;
-        seg_d = a->seg;
+        part.seg = a->seg;
     }
-    /* embedding: res0[n] = E[ids[n]] (times sqrt(C) for Gemma), as bf16:
-     * the residual stream is bf16 (change 1j) */
-    cuda_embed_forward_bf16(a->res, a->ids, N, cm->embed_f, cm->embed_b, C,
-                            c->embed_scale ? sqrtf((float)C) : 1.0f);
-    for (int l = 0; l < c->n_layers; l++)
-        layer_forward(cm, a, l, seg_d, B, T, 0);
-    const uint16_t *xL = a->res + (size_t)c->n_layers * a->N * C;
-    cuda_rmsnorm_forward_bf16(a->lnf, NULL, 0, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
+    run_part(a, 0, forward_part, &part);
     if (fn) {
         if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets) ||
             a->failed)
@@ -1785,23 +1873,13 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
         return -1;
     if (!backward)
         return cuda_ctx_sync();
-    /* dres holds d/d(lnf); through the final norm into dres2 (and its bf16
-     * into dyb, the top layer's dy) */
-    cuda_zero(a->dres2, (size_t)N * C * sizeof(float));
-    cuda_rmsnorm_backward_bf16(a->dres2, a->dyb, a->ldy, cm->dnorm_f, a->dres, xL, cm->norm_f,
-                               a->rstdf, N, C);
+    /* dres holds d/d(lnf): it moves to dres2, and the backward writes
+     * dres from it (the two swap each pass, so a backward's launches
+     * repeat every other pass: two of its set's graphs) */
     float *swap = a->dres;
     a->dres = a->dres2;
     a->dres2 = swap;
-    for (int l = c->n_layers - 1; l >= 0; l--) {
-        /* the slot holds the last layer's activations from the forward */
-        if (a->recompute && l < c->n_layers - 1)
-            layer_forward(cm, a, l, seg_d, B, T, 1);
-        layer_backward(cm, a, l, seg_d, B, T, l > 0 || cm->embed_dw != NULL);
-    }
-    if (cm->embed_dw) /* a token seen twice adds in row order (no atomics) */
-        cuda_embed_backward(cm->embed_dw, a->ids, N, a->dres, C,
-                            c->embed_scale ? sqrtf((float)C) : 1.0f);
+    run_part(a, 1, backward_part, &part);
     if (a->failed)
         return -1;
     return cuda_ctx_sync();

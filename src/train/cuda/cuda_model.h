@@ -66,6 +66,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train/cuda/cuda_graph.h"
 #include "train/model/model.h"
 
 struct cuda_model;
@@ -133,6 +134,16 @@ void cuda_acts_offset(struct cuda_acts *a, size_t tok0);
 int cuda_acts_rows(const struct cuda_acts *a);
 /* Of the last pass's targets, how many the model predicted (arg-max). */
 size_t cuda_acts_hits(const struct cuda_acts *a);
+/* The passes' layers as CUDA graphs where their launches repeat
+ * (cuda_graph.h): on, the forward's embedding, layers and final norm and
+ * the backward's final norm, layers and embedding each run through a set
+ * of graphs (the head stays eager: its rows change with the targets);
+ * off (the default) runs everything eagerly. The same bits either way.
+ * 0, or -1 out of memory (graphs stay off). */
+int cuda_acts_graphs(struct cuda_acts *a, int on);
+/* The two sets' counts added up (zeros when off; off names the first
+ * set's reason for stopping, if any). */
+void cuda_acts_graph_stats(const struct cuda_acts *a, struct cuda_graph_stats *out /* OUT */);
 
 /* model_forward_backward_packed on the GPU: ids, mask and seg (B,T) are
  * host arrays (seg NULL: one example per row). *loss OUT gets the summed

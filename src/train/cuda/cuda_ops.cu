@@ -729,8 +729,14 @@ void cuda_scale(float *y, float s, size_t n)
 
 void cuda_zero(void *y, size_t bytes)
 {
-    if (bytes)
+    struct cuda_walk *w = cuda_ctx_walk();
+    if (bytes && w) { /* noted, not queued (cuda_walk.h) */
+        cuda_walk_begin(w, CUDA_WALK_ZERO);
+        cuda_walk_note(w, &y, sizeof y);
+        cuda_walk_note(w, &bytes, sizeof bytes);
+    } else if (bytes) {
         cudaMemsetAsync(y, 0, bytes, stream()); /* an error stays for cuda_ctx_sync */
+    }
 }
 
 void cuda_add_bias(float *y, const float *bias, int N, int C)
@@ -848,6 +854,7 @@ struct dbt_shape {
     int tiles;   /* column tiles of out */
     int per;     /* tiles a slice */
     int slices;
+    int unused;  /* 0: no padding, so a walk's bytes are all set (cuda_walk.h) */
     size_t part; /* dB's shares: blocks x tiles DBT_CT x rp floats; t's follow */
 };
 
@@ -856,6 +863,7 @@ struct dbt_shape {
 static struct dbt_shape dbt_shape(int N, int out, int r)
 {
     struct dbt_shape s;
+    s.unused = 0;
     s.rp = (r + 15) / 16 * 16;
     s.blocks = (N + DBT_ROWS - 1) / DBT_ROWS;
     s.tiles = (out + DBT_CT - 1) / DBT_CT;
@@ -1358,7 +1366,7 @@ static void dropout_launch(float *x_out, const X *x, size_t n, float p, uint64_t
     if (!n)
         return;
     if (p >= 1.0f) { /* outside the contract's [0, 1): everything dropped */
-        cudaMemsetAsync(x_out, 0, n * sizeof(float), stream());
+        cuda_zero(x_out, n * sizeof(float));
         return;
     }
     /* as linear_dropout_keep computes them, on the host */
@@ -1431,7 +1439,7 @@ void cuda_sumsq(double *out, const float *g, size_t n)
 {
     size_t chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     if (!chunks) {
-        cudaMemsetAsync(out, 0, sizeof *out, stream());
+        cuda_zero(out, sizeof *out);
         return;
     }
     size_t per = (chunks + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;

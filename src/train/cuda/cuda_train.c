@@ -58,6 +58,13 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     int recompute = rec && strcmp(rec, "on") == 0    ? 1
                     : rec && strcmp(rec, "off") == 0 ? 0
                                                      : cuda_train_recompute_auto(m);
+    const char *graphs = getenv("ALALLO_CUDA_GRAPHS");
+    if (graphs && *graphs && strcmp(graphs, "on") != 0 && strcmp(graphs, "off") != 0) {
+        snprintf(err, errcap, "ALALLO_CUDA_GRAPHS is \"%s\": it takes on (the default: the "
+                              "layers replayed as CUDA graphs where they repeat) or off",
+                 graphs);
+        return NULL;
+    }
     const char *cap_s = getenv("ALALLO_CUDA_MAX_ROWS");
     int cap = B;
     if (cap_s && *cap_s) {
@@ -98,6 +105,8 @@ struct cuda_train *cuda_train_open(int device, const struct model *m, const stru
     }
     if (t->a && cuda_optim_init(&t->opt, o))
         snprintf(err, errcap, "the optimizer state on the GPU: %s", cuda_ctx_error());
+    else if (t->a && !(graphs && strcmp(graphs, "off") == 0) && cuda_acts_graphs(t->a, 1))
+        snprintf(err, errcap, "out of memory");
     else if (t->a)
         return t;
     cuda_train_close(t);
@@ -125,6 +134,11 @@ const struct cuda_device_info *cuda_train_device(const struct cuda_train *t)
 const char *cuda_train_attention(const struct cuda_train *t)
 {
     return cuda_attention_kind(t->head_dim) == CUDA_ATTN_BF16 ? "bf16" : "fp32";
+}
+
+void cuda_train_graph_stats(const struct cuda_train *t, struct cuda_graph_stats *out)
+{
+    cuda_acts_graph_stats(t->a, out);
 }
 
 const char *cuda_train_lora(const struct cuda_train *t)

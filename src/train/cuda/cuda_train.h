@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_graph.h"
 #include "train/model/model.h"
 #include "train/model/optim.h"
 
@@ -55,6 +56,10 @@ const char *cuda_train_attention(const struct cuda_train *t);
  * base, the default), "each" (apart: ALALLO_CUDA_LORA=each, or an NF4
  * base), or NULL without adapters (cuda_model.h). */
 const char *cuda_train_lora(const struct cuda_train *t);
+/* How the passes' layers ran: through CUDA graphs where they repeat
+ * (cuda_graph.h; ALALLO_CUDA_GRAPHS=on, the default) or eagerly (off, or
+ * a refused capture: off says why). Zeros when off from the start. */
+void cuda_train_graph_stats(const struct cuda_train *t, struct cuda_graph_stats *out /* OUT */);
 /* The rows one pass holds: the largest divisor of open's B whose
  * activations fit in GPU memory (and at most ALALLO_CUDA_MAX_ROWS, an
  * operator's cap; a value that is not a whole number from 1 is refused at

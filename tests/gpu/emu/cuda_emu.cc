@@ -38,6 +38,7 @@
 extern "C" {
 #include "train/cuda/cuda_ctx.h"
 }
+#include "train/cuda/cuda_walk.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -101,6 +102,12 @@ std::function<void()> *cur_body;
 std::map<const void *, int> smem_limits;
 char launch_error[512];
 size_t in_use, peak;
+/* A capture in progress (cuda_ctx_capture_begin): the stream's work kept
+ * in order, not run; capture_bad the first launch it refused (a launch an
+ * invalid configuration makes fails the capture, as CUDA's does). */
+std::vector<std::function<void()>> *capture;
+char capture_bad[512];
+struct cuda_walk *walk; /* cuda_ctx_walk() */
 /* ALALLO_EMU_SHUFFLE's seed (0: the fixed order) and the generator it
  * starts (splitmix64), read at the first launch. */
 uint64_t shuffle_seed, rng_state;
@@ -417,11 +424,16 @@ void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<v
         limit = (size_t)it->second;
     if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.y > 65535 || grid.z > 65535 || smem > limit) {
-        if (!launch_error[0])
-            snprintf(launch_error, sizeof launch_error,
+        char *to = capture ? capture_bad : launch_error;
+        if (!to[0])
+            snprintf(to, sizeof launch_error,
                      "invalid launch: grid %u,%u,%u block %u,%u,%u, %zu bytes of shared memory "
                      "(limit %zu)",
                      grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, limit);
+        return;
+    }
+    if (capture) { /* a graph's node: the launch again when it replays */
+        capture->push_back([=]() { run(kernel, grid, block, smem, body); });
         return;
     }
     /* never moved once made: a ucontext_t points into itself */
@@ -468,6 +480,14 @@ void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<v
         guarded_free(sh, smem, "shared memory");
         cur_smem = nullptr;
     }
+}
+
+void submit(std::function<void()> work)
+{
+    if (capture)
+        capture->push_back(std::move(work));
+    else
+        work();
 }
 
 } // namespace emu
@@ -525,8 +545,61 @@ void *cuda_ctx_workspace(size_t *bytes)
     return nullptr;
 }
 
+/* The calls a graph's body may not make (cuda_ctx.h): they abort. */
+static void idle_or_abort(const char *what)
+{
+    if (!walk && !capture)
+        return;
+    fprintf(stderr, "cuda emulator: %s inside a CUDA graph's body (cuda_graph.h)\n", what);
+    abort();
+}
+
+struct cuda_walk *cuda_ctx_walk(void) { return walk; }
+void cuda_ctx_set_walk(struct cuda_walk *w) { walk = w; }
+
+/* A graph is the kept work, replayed in order. ALALLO_EMU_CAPTURE=fail
+ * makes every capture fail at its end, as a driver that refuses one would
+ * (the tests of cuda_graph.c's fallback). */
+int cuda_ctx_capture_begin(void)
+{
+    idle_or_abort("a capture");
+    capture = new std::vector<std::function<void()>>();
+    capture_bad[0] = 0;
+    return 0;
+}
+
+int cuda_ctx_capture_end(void **graph)
+{
+    std::vector<std::function<void()>> *g = capture;
+    capture = nullptr;
+    *graph = nullptr;
+    const char *f = getenv("ALALLO_EMU_CAPTURE");
+    if (capture_bad[0] || (f && strcmp(f, "fail") == 0)) {
+        snprintf(ctx_error, sizeof ctx_error, "a CUDA graph's capture failed: %s",
+                 capture_bad[0] ? capture_bad : "refused (ALALLO_EMU_CAPTURE=fail)");
+        delete g;
+        return -1;
+    }
+    *graph = g;
+    return 0;
+}
+
+int cuda_ctx_graph_launch(void *graph)
+{
+    idle_or_abort("a graph's launch");
+    for (std::function<void()> &work : *static_cast<std::vector<std::function<void()>> *>(graph))
+        work();
+    return 0;
+}
+
+void cuda_ctx_graph_free(void *graph)
+{
+    delete static_cast<std::vector<std::function<void()>> *>(graph);
+}
+
 int cuda_ctx_sync(void)
 {
+    idle_or_abort("cuda_ctx_sync");
     if (!launch_error[0])
         return 0;
     snprintf(ctx_error, sizeof ctx_error, "the GPU reported an error: %s", launch_error);
@@ -550,6 +623,7 @@ static std::map<void *, size_t> allocs;
 
 void *cuda_alloc(size_t bytes, int zero)
 {
+    idle_or_abort("cuda_alloc");
     if (in_use + bytes > emu_total_bytes()) {
         snprintf(ctx_error, sizeof ctx_error,
                  "the GPU has no room for %zu more MiB (%zu MiB in use; emulated)", bytes >> 20,
@@ -572,6 +646,7 @@ void cuda_free(void *p)
 {
     if (!p)
         return;
+    idle_or_abort("cuda_free");
     auto it = allocs.find(p);
     if (it == allocs.end()) {
         fprintf(stderr, "cuda emulator: cuda_free of %p, which cuda_alloc did not give\n", p);
@@ -584,18 +659,26 @@ void cuda_free(void *p)
 
 int cuda_upload(void *dst, const void *src, size_t bytes)
 {
+    idle_or_abort("cuda_upload");
     memcpy(dst, src, bytes);
     return 0;
 }
 
 int cuda_copy(void *dst, const void *src, size_t bytes)
 {
-    memmove(dst, src, bytes);
+    if (walk) {
+        size_t what[3] = {(size_t)dst, (size_t)src, bytes};
+        cuda_walk_begin(walk, CUDA_WALK_COPY);
+        cuda_walk_note(walk, what, sizeof what);
+        return 0;
+    }
+    emu::submit([=]() { memmove(dst, src, bytes); });
     return 0;
 }
 
 int cuda_download(void *dst, const void *src, size_t bytes)
 {
+    idle_or_abort("cuda_download");
     memcpy(dst, src, bytes);
     return 0;
 }

@@ -5,12 +5,14 @@
  * to nearest even. It stands in for cuBLASLt so that programs built on the
  * backend's host code (cuda_model.c and the rest) run under the emulator;
  * cuBLASLt itself is checked against this contract on the GPU
- * (tests/gpu/test_cuda_gemm.c).
+ * (tests/gpu/test_cuda_gemm.c). A product is queued as the emulator's
+ * stream work is (emu::submit: at once, or kept by a capture).
  */
 #include <cstdint>
 #include <cstring>
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 extern "C" {
 #include "train/cuda/cuda_ctx.h"
@@ -53,16 +55,21 @@ extern "C" int cuda_gemm_bf16(int ta, int tb, int M, int N, int K, float alpha,
                               float *C, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r >= 0 && cuda_gemm_walked(CUDA_GEMM_BF16_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                                   beta, nullptr, C, ldc))
+        return 0;
     if (r >= 0)
         calls[CUDA_GEMM_BF16_F32]++;
     if (r < 0 || r == CUDA_GEMM_NOTHING)
         return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            float *c = &C[(size_t)i * ldc + j];
-            float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
-            *c = beta != 0.0f ? v + beta * *c : v;
-        }
+    emu::submit([=]() {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = &C[(size_t)i * ldc + j];
+                float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
+                *c = beta != 0.0f ? v + beta * *c : v;
+            }
+    });
     return 0;
 }
 
@@ -71,18 +78,23 @@ extern "C" int cuda_gemm_bf16_out(int ta, int tb, int M, int N, int K, float alp
                                   float beta, uint16_t *C, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r >= 0 && cuda_gemm_walked(CUDA_GEMM_BF16_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                                   beta, nullptr, C, ldc))
+        return 0;
     if (r >= 0)
         calls[CUDA_GEMM_BF16_BF16]++;
     if (r < 0 || r == CUDA_GEMM_NOTHING)
         return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            uint16_t *c = &C[(size_t)i * ldc + j];
-            float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
-            if (beta != 0.0f)
-                v += beta * widen(*c);
-            *c = __float2bfloat16_rn(v).x;
-        }
+    emu::submit([=]() {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                uint16_t *c = &C[(size_t)i * ldc + j];
+                float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
+                if (beta != 0.0f)
+                    v += beta * widen(*c);
+                *c = __float2bfloat16_rn(v).x;
+            }
+    });
     return 0;
 }
 
@@ -91,17 +103,22 @@ extern "C" int cuda_gemm_bf16_out_add(int ta, int tb, int M, int N, int K, float
                                       const uint16_t *R, uint16_t *D, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, 1.0f);
+    if (r >= 0 && cuda_gemm_walked(CUDA_GEMM_BF16_BF16, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                                   1.0f, R, D, ldc))
+        return 0;
     if (r >= 0)
         calls[CUDA_GEMM_BF16_BF16]++;
     if (r < 0)
         return -1;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            size_t at = (size_t)i * ldc + j;
-            float v = K > 0 ? alpha * dot(ta, tb, K, A, lda, B, ldb, i, j) : 0.0f;
-            v += widen(R[at]);
-            D[at] = __float2bfloat16_rn(v).x;
-        }
+    emu::submit([=]() {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                size_t at = (size_t)i * ldc + j;
+                float v = K > 0 ? alpha * dot(ta, tb, K, A, lda, B, ldb, i, j) : 0.0f;
+                v += widen(R[at]);
+                D[at] = __float2bfloat16_rn(v).x;
+            }
+    });
     return 0;
 }
 
@@ -109,15 +126,20 @@ extern "C" int cuda_gemm_f32(int ta, int tb, int M, int N, int K, float alpha, c
                              int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     int r = cuda_gemm_args(ta, tb, M, N, K, lda, ldb, ldc, beta);
+    if (r >= 0 && cuda_gemm_walked(CUDA_GEMM_F32_F32, ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                                   beta, nullptr, C, ldc))
+        return 0;
     if (r >= 0)
         calls[CUDA_GEMM_F32_F32]++;
     if (r < 0 || r == CUDA_GEMM_NOTHING)
         return r < 0 ? -1 : 0; /* CUDA_GEMM_ZERO: the sums over no K are 0 */
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            float *c = &C[(size_t)i * ldc + j];
-            float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
-            *c = beta != 0.0f ? v + beta * *c : v;
-        }
+    emu::submit([=]() {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = &C[(size_t)i * ldc + j];
+                float v = alpha * dot(ta, tb, K, A, lda, B, ldb, i, j);
+                *c = beta != 0.0f ? v + beta * *c : v;
+            }
+    });
     return 0;
 }

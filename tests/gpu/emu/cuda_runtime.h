@@ -48,8 +48,12 @@ float *shared();
 /* This thread's lane in its warp (the wmma emulation's, mma.h). */
 unsigned lane_id();
 cudaError_t set_smem_limit(const void *kernel, int bytes);
-/* Runs body once per thread of every block, blocks one after another. */
+/* Runs body once per thread of every block, blocks one after another
+ * (kept for later while a capture is on, cuda_emu.cc). */
 void run(const void *kernel, dim3 grid, dim3 block, size_t smem, std::function<void()> body);
+/* The stream's other work (fills, copies, the products' stand-in): run at
+ * once, or kept while a capture is on, as a graph's node. */
+void submit(std::function<void()> work);
 } // namespace emu
 
 template <typename K>
@@ -112,12 +116,13 @@ static inline uint32_t __float_as_uint(float f)
     return u;
 }
 
-/* Device memory is host memory: the stream's copies and fills run at once. */
+/* Device memory is host memory: the stream's copies and fills run at once
+ * (or when a captured graph replays). */
 enum cudaMemcpyKind { cudaMemcpyDeviceToDevice = 3 };
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
     (void)s;
-    memset(p, v, n);
+    emu::submit([=]() { memset(p, v, n); });
     return cudaSuccess;
 }
 

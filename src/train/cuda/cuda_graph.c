@@ -1,0 +1,122 @@
+/* cuda_graph.c - a pass's parts as CUDA graphs where their launches repeat
+ * (contract in cuda_graph.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "train/cuda/cuda_ctx.h"
+#include "train/cuda/cuda_graph.h"
+#include "train/cuda/cuda_walk.h"
+
+struct slot {
+    unsigned char *rec; /* a walk's record, NULL: the slot is free */
+    size_t len;
+    void *graph;        /* its graph, NULL until the record is seen again */
+    unsigned long used; /* when last matched or made (g->tick) */
+};
+
+struct cuda_graphs {
+    struct slot slots[CUDA_GRAPH_SLOTS];
+    struct cuda_walk walk; /* this run's record, its memory kept between runs */
+    unsigned long tick;
+    struct cuda_graph_stats st;
+    char off[600];
+};
+
+struct cuda_graphs *cuda_graphs_create(void)
+{
+    return calloc(1, sizeof(struct cuda_graphs));
+}
+
+static void slot_clear(struct slot *s)
+{
+    cuda_ctx_graph_free(s->graph);
+    free(s->rec);
+    memset(s, 0, sizeof *s);
+}
+
+void cuda_graphs_free(struct cuda_graphs *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
+        slot_clear(&g->slots[i]);
+    free(g->walk.bytes);
+    free(g);
+}
+
+void cuda_graphs_stats(const struct cuda_graphs *g, struct cuda_graph_stats *out)
+{
+    *out = g->st;
+    out->off = g->off[0] ? g->off : NULL;
+}
+
+static struct slot *find(struct cuda_graphs *g)
+{
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) {
+        struct slot *s = &g->slots[i];
+        if (s->rec && s->len == g->walk.len && memcmp(s->rec, g->walk.bytes, s->len) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* Keeps this run's record in the least recently used slot (a free one
+ * first); a record that cannot be copied is not kept. */
+static void remember(struct cuda_graphs *g)
+{
+    struct slot *v = &g->slots[0];
+    for (int i = 1; i < CUDA_GRAPH_SLOTS && v->rec; i++)
+        if (!g->slots[i].rec || g->slots[i].used < v->used)
+            v = &g->slots[i];
+    slot_clear(v);
+    v->rec = malloc(g->walk.len ? g->walk.len : 1);
+    if (!v->rec)
+        return;
+    memcpy(v->rec, g->walk.bytes, g->walk.len);
+    v->len = g->walk.len;
+    v->used = g->tick;
+}
+
+static int eager(struct cuda_graphs *g, void (*body)(void *), void *arg)
+{
+    body(arg);
+    g->st.eager++;
+    return 0;
+}
+
+int cuda_graphs_run(struct cuda_graphs *g, void (*body)(void *), void *arg)
+{
+    if (g->off[0])
+        return eager(g, body, arg);
+    double t0 = clock_mono_s();
+    g->walk.len = 0;
+    g->walk.oom = 0;
+    cuda_ctx_set_walk(&g->walk);
+    body(arg);
+    cuda_ctx_set_walk(NULL);
+    if (g->walk.oom) /* no room for the record: nothing to match */
+        return eager(g, body, arg);
+    g->tick++;
+    struct slot *s = find(g);
+    g->st.walk_s += clock_mono_s() - t0;
+    if (!s) {
+        remember(g);
+        return eager(g, body, arg);
+    }
+    s->used = g->tick;
+    if (!s->graph) { /* seen twice: capture it */
+        if (cuda_ctx_capture_begin() == 0) {
+            body(arg);
+            if (cuda_ctx_capture_end(&s->graph) == 0)
+                g->st.captures++;
+        }
+        if (!s->graph) {
+            snprintf(g->off, sizeof g->off, "%s", cuda_ctx_error());
+            return eager(g, body, arg);
+        }
+    }
+    g->st.replays++;
+    return cuda_ctx_graph_launch(s->graph);
+}
