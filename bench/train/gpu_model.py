@@ -102,10 +102,13 @@ EFF = {
 }
 LAUNCH_S = 4e-6        # a kernel's floor outside a graph (launch and gap)
 GRAPH_LAUNCH_S = 1.5e-6  # inside a CUDA graph
-WALK_S = 0.1e-6        # the host's walk of a launch before a replay (cuda_graph.h:
-                       # its arguments noted and compared), while the GPU waits;
-                       # `alallo bench train --device cuda` reports the measured
-                       # total as graphs.walk_s
+WALK_S = 0.3e-6        # the host's walk of a launch before a replay (cuda_graph.h:
+                       # its arguments noted and compared): the forward's while
+                       # the GPU waits, the backward's while the GPU runs the
+                       # head. Measured on the CPU emulator's build, the tiny
+                       # shape, with CI beside it: 0.27 us a launch;
+                       # `alallo bench train --device cuda` reports the GPU
+                       # machine's as graphs.walk_s
 SYNC_S = 25e-6         # a host-device sync: the queue drains, a copy, a relaunch
 TORCH_OP_S = 6e-6      # PyTorch eager: a floor per kernel (dispatch overlapped)
 
@@ -243,7 +246,8 @@ class Step:
         self.design = design
         self.kernels = {}  # name -> [launches, flops, bytes, seconds]
         self.in_graph = False  # adding the layers' kernels under "graph": "layers"
-        self.walked = 0        # launches walked before their replay
+        self.walked = [0, 0]   # launches walked: the forward's, the backward's
+        self.part = 0          # which of the two is being added
 
     def add(self, name, flops=0.0, nbytes=0.0, unit="tc", eff=None, launches=1):
         g, d = self.gpu, self.design
@@ -251,7 +255,7 @@ class Step:
             eff if eff is not None else EFF["gemm"] if unit == "tc" else EFF["cuda_fp32"])
         graphed = d["graph"] is True or (d["graph"] == "layers" and self.in_graph)
         if d["graph"] == "layers" and self.in_graph:
-            self.walked += launches
+            self.walked[self.part] += launches
         floor = (TORCH_OP_S if d["torch"] else GRAPH_LAUNCH_S if graphed else LAUNCH_S)
         t = max(flops / rate, nbytes / (g["bw"] * EFF["mem"]), launches * floor)
         k = self.kernels.setdefault(name, [0, 0.0, 0.0, 0.0])
@@ -264,8 +268,10 @@ class Step:
         self.add(name, 0.0, nbytes, launches=launches)
 
     def seconds(self):
+        # the backward's walk runs beside the head, shows past it only
+        head = sum(k[3] for n, k in self.kernels.items() if "head" in n)
         return (sum(k[3] for k in self.kernels.values()) + self.design["syncs"] * SYNC_S
-                + self.walked * WALK_S)
+                + self.walked[0] * WALK_S + max(0.0, self.walked[1] * WALK_S - head))
 
     def bytes_of(self, prefix):
         return sum(k[2] for n, k in self.kernels.items() if n.startswith(prefix))
@@ -560,7 +566,7 @@ def build_step(gpu, design, mode, B, T, s=SHAPE_1B):
     product("head dX", N, d, V, 2, a, V * d * 2)
     if full:
         st.add("gemm: head dW", 2.0 * N * V * d, N * V * 2 + N * d * 2 + V * d * 4)
-    st.in_graph = True
+    st.in_graph, st.part = True, 1
     for _ in range(L):
         layer_backward()
     st.in_graph = False

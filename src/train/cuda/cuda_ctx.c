@@ -270,9 +270,8 @@ int cuda_upload(void *dst, const void *src, size_t bytes)
 int cuda_copy(void *dst, const void *src, size_t bytes)
 {
     if (ctx.walk) {
-        size_t what[3] = {(size_t)dst, (size_t)src, bytes};
-        cuda_walk_begin(ctx.walk, CUDA_WALK_COPY);
-        cuda_walk_note(ctx.walk, what, sizeof what);
+        size_t item[3] = {(size_t)dst, (size_t)src, bytes};
+        cuda_walk_note(ctx.walk, CUDA_WALK_COPY, item, sizeof item);
         return 0;
     }
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream);

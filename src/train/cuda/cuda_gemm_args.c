@@ -35,12 +35,12 @@ int cuda_gemm_walked(int kind, int ta, int tb, int M, int N, int K, float alpha,
     struct cuda_walk *w = cuda_ctx_walk();
     if (!w)
         return 0;
-    int dims[9] = {kind, ta, tb, M, N, K, lda, ldb, ldc};
-    float scalars[2] = {alpha, beta};
-    const void *ptrs[4] = {A, B, Cin, C};
-    cuda_walk_begin(w, CUDA_WALK_PRODUCT);
-    cuda_walk_note(w, dims, sizeof dims);
-    cuda_walk_note(w, scalars, sizeof scalars);
-    cuda_walk_note(w, ptrs, sizeof ptrs);
+    struct {
+        const void *ptrs[4];
+        int dims[9];
+        float scalars[2];
+        int unused; /* 0: no padding (cuda_walk.h) */
+    } item = {{A, B, Cin, C}, {kind, ta, tb, M, N, K, lda, ldb, ldc}, {alpha, beta}, 0};
+    cuda_walk_note(w, CUDA_WALK_PRODUCT, &item, sizeof item);
     return 1;
 }

@@ -1,5 +1,6 @@
 /* cuda_graph.c - a pass's parts as CUDA graphs where their launches repeat
  * (contract in cuda_graph.h). */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,12 @@ struct slot {
     unsigned long used; /* when last matched or made (g->tick) */
 };
 
+enum next { NEXT_NONE, NEXT_EAGER, NEXT_CAPTURE, NEXT_REPLAY };
+
 struct cuda_graphs {
     struct slot slots[CUDA_GRAPH_SLOTS];
+    enum next next;        /* what cuda_graphs_play does (the walk decided) */
+    struct slot *at;       /* its slot (capture, replay) */
     struct cuda_walk walk; /* this run's record, its memory kept between runs */
     unsigned long tick;
     struct cuda_graph_stats st;
@@ -79,34 +84,41 @@ static void remember(struct cuda_graphs *g)
     v->used = g->tick;
 }
 
-static int eager(struct cuda_graphs *g, void (*body)(void *), void *arg)
+void cuda_graphs_walk(struct cuda_graphs *g, void (*body)(void *), void *arg)
 {
-    body(arg);
-    g->st.eager++;
-    return 0;
-}
-
-int cuda_graphs_run(struct cuda_graphs *g, void (*body)(void *), void *arg)
-{
-    if (g->off[0])
-        return eager(g, body, arg);
+    g->at = NULL; /* a walk not played (its pass failed between) is dropped */
+    if (g->off[0]) {
+        g->next = NEXT_EAGER;
+        return;
+    }
     double t0 = clock_mono_s();
     g->walk.len = 0;
     g->walk.oom = 0;
     cuda_ctx_set_walk(&g->walk);
     body(arg);
     cuda_ctx_set_walk(NULL);
-    if (g->walk.oom) /* no room for the record: nothing to match */
-        return eager(g, body, arg);
-    g->tick++;
-    struct slot *s = find(g);
-    g->st.walk_s += clock_mono_s() - t0;
-    if (!s) {
-        remember(g);
-        return eager(g, body, arg);
+    g->next = NEXT_EAGER;
+    if (!g->walk.oom) { /* else no room for the record: nothing to match */
+        g->tick++;
+        struct slot *s = find(g);
+        if (!s) {
+            remember(g);
+        } else {
+            s->used = g->tick;
+            g->at = s;
+            g->next = s->graph ? NEXT_REPLAY : NEXT_CAPTURE; /* captured at a second sight */
+        }
     }
-    s->used = g->tick;
-    if (!s->graph) { /* seen twice: capture it */
+    g->st.walk_s += clock_mono_s() - t0;
+}
+
+int cuda_graphs_play(struct cuda_graphs *g, void (*body)(void *), void *arg)
+{
+    enum next next = g->next;
+    struct slot *s = g->at;
+    assert(next != NEXT_NONE); /* a walk first */
+    g->next = NEXT_NONE;
+    if (next == NEXT_CAPTURE) {
         if (cuda_ctx_capture_begin() == 0) {
             body(arg);
             if (cuda_ctx_capture_end(&s->graph) == 0)
@@ -114,9 +126,20 @@ int cuda_graphs_run(struct cuda_graphs *g, void (*body)(void *), void *arg)
         }
         if (!s->graph) {
             snprintf(g->off, sizeof g->off, "%s", cuda_ctx_error());
-            return eager(g, body, arg);
+            next = NEXT_EAGER;
         }
+    }
+    if (next == NEXT_EAGER) {
+        body(arg);
+        g->st.eager++;
+        return 0;
     }
     g->st.replays++;
     return cuda_ctx_graph_launch(s->graph);
+}
+
+int cuda_graphs_run(struct cuda_graphs *g, void (*body)(void *), void *arg)
+{
+    cuda_graphs_walk(g, body, arg);
+    return cuda_graphs_play(g, body, arg);
 }

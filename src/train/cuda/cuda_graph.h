@@ -51,6 +51,15 @@ void cuda_graphs_free(struct cuda_graphs *g); /* NULL is fine */
 /* The body's work, queued as above. 0, or -1 when a graph's launch failed
  * (the reason in cuda_ctx_error()). */
 int cuda_graphs_run(struct cuda_graphs *g, void (*body)(void *), void *arg);
+/* cuda_graphs_run in two halves, for a caller that walks while the GPU is
+ * still busy with earlier work (the walk's host time then hidden) and
+ * queues the work later: cuda_graphs_walk records the body's work and
+ * decides; cuda_graphs_play then queues it as decided (0 or -1 as above).
+ * A play follows its walk, with the same body and argument, nothing the
+ * body reads changed in between (a walk not played, its pass having
+ * failed in between, is dropped by the next walk). */
+void cuda_graphs_walk(struct cuda_graphs *g, void (*body)(void *), void *arg);
+int cuda_graphs_play(struct cuda_graphs *g, void (*body)(void *), void *arg);
 void cuda_graphs_stats(const struct cuda_graphs *g, struct cuda_graph_stats *out /* OUT */);
 
 #endif

@@ -1667,10 +1667,13 @@ static void layer_backward(const struct cuda_model *cm, struct cuda_acts *a, int
  * gradient is accumulated (full fine-tuning); each target's loss gradient
  * is dscale, or tok_w[i] (host, B*T) for the target after position i when
  * tok_w is given. tok_loss (host, B*T, may be NULL) OUT gets each target's
- * loss at its position, 0 elsewhere (model_token_losses' layout). */
+ * loss at its position, 0 elsewhere (model_token_losses' layout). queued
+ * (may be NULL) is called with queued_arg once the head's work is queued,
+ * before its results are waited for, while the GPU runs it. */
 static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
                      const uint8_t *mask, int B, int T, float dscale, int backward,
-                     const float *tok_w, double *tok_loss, double *loss_out, size_t *n_targets)
+                     const float *tok_w, double *tok_loss, double *loss_out, size_t *n_targets,
+                     void (*queued)(void *), void *queued_arg)
 {
     const struct model_config *c = &cm->cfg;
     const struct dlin *head = &cm->head;
@@ -1759,6 +1762,8 @@ static int head_loss(const struct cuda_model *cm, struct cuda_acts *a, const int
         /* the rows are distinct: adding into zeroed dres places them */
         cuda_embed_backward(a->dres, a->rows + m0, mr, a->dxc, C, 1.0f);
     }
+    if (queued) /* the head's work is queued: the caller's host work beside it */
+        queued(queued_arg);
     if (M && (cuda_download(a->loss_h, a->row_loss, (size_t)M * sizeof(float)) ||
               cuda_download(a->hits_h, a->hits_d, (size_t)M * sizeof(int32_t))))
         return -1;
@@ -1778,6 +1783,7 @@ struct part {
     struct cuda_acts *a;
     const int32_t *seg; /* on the device, or NULL */
     int B, T;
+    int swapped;        /* after_head has run */
 };
 
 /* The forward up to the head: the embedding's rows (times sqrt(C) for
@@ -1798,8 +1804,8 @@ static void forward_part(void *arg)
     cuda_rmsnorm_forward_bf16(a->lnf, NULL, 0, a->rstdf, xL, cm->norm_f, N, C, c->rms_eps);
 }
 
-/* The backward from the head's d/d(lnf), which a->dres2 holds (the pass
- * swapped the two before): through the final norm into a->dres (and its
+/* The backward from the head's d/d(lnf), which a->dres2 holds (after_head
+ * swapped the two): through the final norm into a->dres (and its
  * bf16 into dyb, the top layer's dy), the layers (each run forward again
  * first with recompute), the embedding's gradient. */
 static void backward_part(void *arg)
@@ -1834,6 +1840,23 @@ static void run_part(struct cuda_acts *a, int backward, void (*body)(void *), st
         a->failed = 1;
 }
 
+/* Once the head's backward is queued (it wrote d/d(lnf) into a->dres):
+ * that buffer becomes dres2, the backward's input, and the other dres,
+ * its output (the two swap each pass, so a backward's launches repeat
+ * every other pass: two of its set's graphs); then the backward is walked
+ * while the GPU runs the forward and the head. */
+static void after_head(void *arg)
+{
+    struct part *p = arg;
+    struct cuda_acts *a = p->a;
+    float *swap = a->dres;
+    a->dres = a->dres2;
+    a->dres2 = swap;
+    p->swapped = 1;
+    if (a->graphs[1])
+        cuda_graphs_walk(a->graphs[1], backward_part, p);
+}
+
 /* The pass all three entry points share (model_pass.c's pass): with fn,
  * the head runs forward for tok_loss, fn turns it into tok_w, and the head
  * runs again with those weights for the backward. */
@@ -1851,7 +1874,7 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     a->failed = 0;
     if (cuda_upload(a->ids, ids, (size_t)N * sizeof(int32_t)))
         return -1;
-    struct part part = {cm, a, NULL, B, T};
+    struct part part = {cm, a, NULL, B, T, 0};
     if (seg) {
         if (cuda_upload(a->seg, seg, (size_t)N * sizeof(int32_t)))
             return -1;
@@ -1859,27 +1882,28 @@ static int pass(struct cuda_model *cm, struct cuda_acts *a, const int32_t *ids,
     }
     run_part(a, 0, forward_part, &part);
     if (fn) {
-        if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets) ||
+        if (head_loss(cm, a, ids, mask, B, T, 0.0f, 0, NULL, tok_loss, loss, n_targets, NULL,
+                      NULL) ||
             a->failed)
             return -1;
         fn(ctx, tok_loss, tok_w);
-        if (head_loss(cm, a, ids, mask, B, T, 0.0f, 1, tok_w, NULL, loss, n_targets))
+        if (head_loss(cm, a, ids, mask, B, T, 0.0f, 1, tok_w, NULL, loss, n_targets, NULL,
+                      NULL))
             return -1;
     } else if (head_loss(cm, a, ids, mask, B, T, dscale, backward, NULL, tok_loss, loss,
-                         n_targets)) {
+                         n_targets, backward ? after_head : NULL, &part)) {
         return -1;
     }
     if (a->failed)
         return -1;
     if (!backward)
         return cuda_ctx_sync();
-    /* dres holds d/d(lnf): it moves to dres2, and the backward writes
-     * dres from it (the two swap each pass, so a backward's launches
-     * repeat every other pass: two of its set's graphs) */
-    float *swap = a->dres;
-    a->dres = a->dres2;
-    a->dres2 = swap;
-    run_part(a, 1, backward_part, &part);
+    if (!part.swapped) /* DPO's second head: walked now */
+        after_head(&part);
+    if (!a->graphs[1])
+        backward_part(&part);
+    else if (cuda_graphs_play(a->graphs[1], backward_part, &part))
+        return -1;
     if (a->failed)
         return -1;
     return cuda_ctx_sync();

@@ -731,9 +731,8 @@ void cuda_zero(void *y, size_t bytes)
 {
     struct cuda_walk *w = cuda_ctx_walk();
     if (bytes && w) { /* noted, not queued (cuda_walk.h) */
-        cuda_walk_begin(w, CUDA_WALK_ZERO);
-        cuda_walk_note(w, &y, sizeof y);
-        cuda_walk_note(w, &bytes, sizeof bytes);
+        size_t item[2] = {(size_t)y, bytes};
+        cuda_walk_note(w, CUDA_WALK_ZERO, item, sizeof item);
     } else if (bytes) {
         cudaMemsetAsync(y, 0, bytes, stream()); /* an error stays for cuda_ctx_sync */
     }

@@ -8,10 +8,9 @@
  * cuda_gemm.h's products (cuda_gemm_walked: kind, operands, shapes,
  * scalars), cuda_zero and cuda_copy (pointers and sizes). A record equal
  * byte for byte to another means the same launches in the same order with
- * the same arguments, which is what a graph replays (each note starts
- * with what it is, and each item with its length, so that no two runs of
- * different work write the same bytes: a kernel's address fixes how many
- * arguments follow it). An argument with
+ * the same arguments, which is what a graph replays (one item a launch,
+ * product, fill or copy, each with its length and what it is, so that no
+ * two runs of different work write the same bytes). An argument with
  * padding whose bytes differ makes two equal launches differ: a graph not
  * replayed (slower), never a wrong one: so a struct a kernel takes by
  * value fills its padding with a field of its own, set to 0 (dbt_shape,
@@ -32,19 +31,21 @@ struct cuda_walk {
     int oom; /* a growth failed: the record is incomplete */
 };
 
-/* What each note of a record is (its first item), so that two different
- * runs of work can never write the same bytes. */
+/* What an item of a record is, so that two different runs of work can
+ * never write the same bytes. */
 enum { CUDA_WALK_LAUNCH = 1, CUDA_WALK_PRODUCT, CUDA_WALK_ZERO, CUDA_WALK_COPY };
 
-/* Appends one item: its length (4 bytes), then its n bytes. */
-static inline void cuda_walk_note(struct cuda_walk *w, const void *p, size_t n)
+/* Appends one item: its length (4 bytes), then what it is (4 bytes,
+ * CUDA_WALK_...), then the n bytes at p. */
+static inline void cuda_walk_note(struct cuda_walk *w, int what, const void *p, size_t n)
 {
-    unsigned len = (unsigned)n;
+    unsigned len = (unsigned)(sizeof what + n);
+    size_t need = w->len + sizeof len + len;
     if (w->oom)
         return;
-    if (w->len + sizeof len + n > w->cap) {
+    if (need > w->cap) {
         size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->len + sizeof len + n)
+        while (cap < need)
             cap *= 2;
         unsigned char *b = (unsigned char *)realloc(w->bytes, cap);
         if (!b) {
@@ -54,15 +55,11 @@ static inline void cuda_walk_note(struct cuda_walk *w, const void *p, size_t n)
         w->bytes = b;
         w->cap = cap;
     }
-    memcpy(w->bytes + w->len, &len, sizeof len);
-    memcpy(w->bytes + w->len + sizeof len, p, n);
-    w->len += sizeof len + n;
-}
-
-/* A note's first item: what it is (CUDA_WALK_...). */
-static inline void cuda_walk_begin(struct cuda_walk *w, int what)
-{
-    cuda_walk_note(w, &what, sizeof what);
+    unsigned char *at = w->bytes + w->len;
+    memcpy(at, &len, sizeof len);
+    memcpy(at + sizeof len, &what, sizeof what);
+    memcpy(at + sizeof len + sizeof what, p, n);
+    w->len = need;
 }
 
 #ifdef __cplusplus
@@ -73,7 +70,9 @@ extern "C" {
 }
 
 /* cuda_launch's half of a walk: true (the launch noted, nothing to queue)
- * while a walk is on, false otherwise. */
+ * while a walk is on, false otherwise. The item: the kernel, its grid,
+ * block and shared memory, each argument's bytes in turn, gathered on the
+ * stack first. */
 template <typename K, typename... A>
 static inline bool cuda_launch_walked(K kernel, dim3 grid, dim3 block, size_t smem,
                                       const A &...args)
@@ -82,12 +81,15 @@ static inline bool cuda_launch_walked(K kernel, dim3 grid, dim3 block, size_t sm
     if (!w)
         return false;
     unsigned shape[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
-    cuda_walk_begin(w, CUDA_WALK_LAUNCH);
-    cuda_walk_note(w, &kernel, sizeof kernel);
-    cuda_walk_note(w, shape, sizeof shape);
-    cuda_walk_note(w, &smem, sizeof smem);
-    int each[] = {0, (cuda_walk_note(w, &args, sizeof args), 0)...};
+    constexpr size_t n = sizeof kernel + sizeof shape + sizeof smem + (sizeof(A) + ... + 0);
+    unsigned char item[n], *at = item;
+    memcpy(at, &kernel, sizeof kernel);
+    memcpy(at += sizeof kernel, shape, sizeof shape);
+    memcpy(at += sizeof shape, &smem, sizeof smem);
+    at += sizeof smem;
+    int each[] = {0, (memcpy(at, &args, sizeof args), at += sizeof args, 0)...};
     (void)each;
+    cuda_walk_note(w, CUDA_WALK_LAUNCH, item, n);
     return true;
 }
 #endif
