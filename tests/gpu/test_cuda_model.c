@@ -1169,6 +1169,52 @@ static void graphs_refused(void **state)
     model_free(m);
 }
 
+/* The trainer's seam: graphs on by default, off with ALALLO_CUDA_GRAPHS=off,
+ * any other value refused at open with a sentence naming the setting. */
+static void graphs_setting(void **state)
+{
+    (void)state;
+    struct model *m = make_model(FAM_LLAMA, &modes[0]);
+    struct batch b;
+    make_batch(&b, 61);
+    struct optim o;
+    assert_int_equal(optim_init(&o, m->n_train, m->n_decay, 0.01f), 0);
+    char err[256];
+    int user = -1;
+    const char *values[] = {NULL, "on", "off"};
+    for (int v = 0; v < 3; v++) {
+        if (values[v])
+            setenv("ALALLO_CUDA_GRAPHS", values[v], 1);
+        struct cuda_train *t = cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user);
+        if (!t)
+            fail_msg("open: %s", err);
+        for (int k = 0; k < 3; k++) {
+            double loss;
+            size_t nt;
+            assert_int_equal(cuda_train_pass(t, b.ids, b.mask, b.seg, BATCH, SEQ,
+                                             1.0f / (float)b.nt, 1, 0.0f, 0, &loss, &nt, NULL),
+                             0);
+        }
+        struct cuda_graph_stats st;
+        cuda_train_graph_stats(t, &st);
+        printf("ALALLO_CUDA_GRAPHS %s: %lu eager, %lu captured, %lu replayed\n",
+               values[v] ? values[v] : "unset", st.eager, st.captures, st.replays);
+        if (v == 2)
+            assert_int_equal(st.eager + st.captures + st.replays, 0);
+        else
+            assert_true(st.replays >= 1 && st.captures >= 1);
+        cuda_train_close(t);
+        unsetenv("ALALLO_CUDA_GRAPHS");
+    }
+    setenv("ALALLO_CUDA_GRAPHS", "yes", 1);
+    assert_null(cuda_train_open(0, m, &o, BATCH, SEQ, err, sizeof err, &user));
+    unsetenv("ALALLO_CUDA_GRAPHS");
+    assert_int_equal(user, 0); /* the machine's setting, not the attempt's fault */
+    assert_non_null(strstr(err, "ALALLO_CUDA_GRAPHS is \"yes\""));
+    optim_free(&o);
+    model_free(m);
+}
+
 int main(void)
 {
     if (cuda_device_count() == 0) {
@@ -1197,6 +1243,7 @@ int main(void)
         cmocka_unit_test(train_seam_resume),
         cmocka_unit_test(graphs_lora),   cmocka_unit_test(graphs_qlora_recompute),
         cmocka_unit_test(graphs_full),   cmocka_unit_test(graphs_refused),
+        cmocka_unit_test(graphs_setting),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cuda_ctx_close();
