@@ -25,8 +25,8 @@
  * trainer's seam (cuda_train.h) resumes from the host state bit for bit;
  * a batch of 2 x 200 tokens takes every tile path of the pass; the
  * layers replayed as CUDA graphs (cuda_graph.h) give the eager passes'
- * bits step by step while the batch and the weights move, fall back to
- * eager where the launches change (dropout) or the capture is refused.
+ * bits step by step while the batch, the weights and dropout's masks
+ * move, and fall back to eager where the capture is refused.
  *
  * Without a GPU it prints one `skip:` line and exits 77.
  */
@@ -1119,16 +1119,19 @@ static void graph_case(int fam, const struct mode *md, int recompute)
     assert_int_equal(sg.captures, 3);
     assert_int_equal(sg.replays, 2 * GRAPH_STEPS - 3);
     assert_true(fabs(le[GRAPH_STEPS - 1] - le[0]) > 0.0); /* the weights did move */
-    /* LoRA dropout on every step: each pass's launches new (the masks'
-     * seeds), so eager, and the same bits as without graphs */
+    /* LoRA dropout on every step, each with a seed of its own: the seeds
+     * are read on the device, so the launches repeat and replay, with the
+     * eager passes' bits (new masks every step: a replay must draw them) */
+    double l_nodrop = le[GRAPH_STEPS - 1];
     graph_steps(fam, md, recompute, 0, 0, le, ge, &se);
     graph_steps(fam, md, recompute, 1, 0, lg, gg, &sg);
+    if (!md->full) /* the masks matter (full fine-tuning has none to draw) */
+        assert_true(le[GRAPH_STEPS - 1] != l_nodrop);
     assert_memory_equal(lg, le, sizeof le);
     assert_memory_equal(gg, ge, gn * sizeof(float));
-    if (!md->full) { /* full fine-tuning has no adapters to drop: replays as above */
-        assert_int_equal(sg.captures, 0);
-        assert_int_equal(sg.eager, 2 * GRAPH_STEPS);
-    }
+    assert_int_equal(sg.eager, 3);
+    assert_int_equal(sg.captures, 3);
+    assert_int_equal(sg.replays, 2 * GRAPH_STEPS - 3);
     free(ge);
     free(gg);
     model_free(m);

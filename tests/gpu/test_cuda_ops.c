@@ -1177,7 +1177,17 @@ static void dropout_case(float p, uint64_t seed, size_t e0, size_t n)
     snprintf(what, sizeof what, "dropout from bf16, p %g seed %llu e0 %zu", (double)p,
              (unsigned long long)seed, e0);
     expect_same_bits(what, got, want, n * 4, 4);
-    cuda_free(gx), cuda_free(go), cuda_free(gxb);
+    /* the seed read on the device (cuda_dropout_at: the trainer's, for
+     * CUDA graphs) gives the same bits, from fp32 and from bf16 */
+    uint64_t *gseed = dev_copy(&seed, sizeof seed);
+    cuda_dropout_at(go, gx, n, p, gseed, e0);
+    fetch(got, go, n * 4);
+    snprintf(what, sizeof what, "dropout, seed on the device, p %g e0 %zu", (double)p, e0);
+    expect_same_bits(what, got, want, n * 4, 4);
+    cuda_dropout_bf16_at(go, gxb, n, p, gseed, e0);
+    fetch(got, go, n * 4);
+    expect_same_bits(what, got, want, n * 4, 4);
+    cuda_free(gx), cuda_free(go), cuda_free(gxb), cuda_free(gseed);
     free(x), free(want), free(got), free(xb);
 }
 

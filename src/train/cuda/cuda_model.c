@@ -169,6 +169,11 @@ struct cuda_acts {
     float *drop, *drop2;         /* (N, max_in) LoRA dropout, made on first use */
     float drop_p;
     uint64_t drop_seed;
+    uint64_t *seeds;             /* each projection's dropout seed (n_layers x
+                                  * PROJ_COUNT) on the device, where the
+                                  * kernels read it: the launches stay the
+                                  * same from step to step (cuda_graph.h) */
+    int n_layers;
     size_t tok0;                 /* the pass's first token in its step (micro-batches) */
     void *mem;
     size_t bytes;
@@ -811,6 +816,7 @@ struct cuda_acts *cuda_acts_create(const struct cuda_model *cm, int B, int T, in
     a->head_rows = (int)hr;
     a->r = (int)r;
     a->recompute = recompute != 0;
+    a->n_layers = cm->cfg.n_layers;
     a->max_in = max_in;
     a->deq_cap = deq;
     a->hbuf_n = N * F;
@@ -895,6 +901,7 @@ void cuda_acts_free(struct cuda_acts *a)
         return;
     cuda_free(a->drop);
     cuda_free(a->drop2);
+    cuda_free(a->seeds);
     cuda_free(a->mem);
     free(a->rows_h);
     free(a->tgt_h);
@@ -938,7 +945,9 @@ void cuda_acts_graph_stats(const struct cuda_acts *a, struct cuda_graph_stats *o
 
 size_t cuda_acts_bytes(const struct cuda_acts *a)
 {
-    return a->bytes + (a->drop ? 2 * a->N * a->max_in * sizeof(float) : 0);
+    return a->bytes + (a->drop ? 2 * a->N * a->max_in * sizeof(float) +
+                                     (size_t)a->n_layers * PROJ_COUNT * sizeof(uint64_t)
+                               : 0);
 }
 
 void cuda_acts_offset(struct cuda_acts *a, size_t tok0)
@@ -962,20 +971,35 @@ int cuda_acts_dropout(struct cuda_acts *a, float p, uint64_t seed)
         return -1;
     a->drop_p = a->r ? p : 0.0f; /* nothing drops without adapters */
     a->drop_seed = seed;
-    if (a->drop_p == 0.0f || a->drop)
+    if (a->drop_p == 0.0f)
         return 0;
-    /* x' and the masked dx of the widest adapter input, made the first
-     * time they are needed */
-    size_t bytes = a->N * a->max_in * sizeof(float);
-    a->drop = cuda_alloc(bytes, 0);
-    a->drop2 = a->drop ? cuda_alloc(bytes, 0) : NULL;
-    if (!a->drop2) {
-        cuda_free(a->drop);
-        a->drop = NULL;
+    /* x' and the masked dx of the widest adapter input, and the seeds,
+     * made the first time they are needed */
+    size_t bytes = a->N * a->max_in * sizeof(float), n = (size_t)a->n_layers * PROJ_COUNT;
+    if (!a->drop) {
+        a->drop = cuda_alloc(bytes, 0);
+        a->drop2 = a->drop ? cuda_alloc(bytes, 0) : NULL;
+        a->seeds = a->drop2 ? cuda_alloc(n * sizeof(uint64_t), 0) : NULL;
+        if (!a->seeds) {
+            cuda_free(a->drop);
+            cuda_free(a->drop2);
+            a->drop = a->drop2 = NULL;
+            a->drop_p = 0.0f;
+            return -1;
+        }
+    }
+    uint64_t *h = malloc(n * sizeof *h);
+    if (!h) {
         a->drop_p = 0.0f;
         return -1;
     }
-    return 0;
+    for (size_t i = 0; i < n; i++) /* projection p of layer l at l * PROJ_COUNT + p */
+        h[i] = rng_derive(seed, (uint64_t)i);
+    int rc = cuda_upload(a->seeds, h, n * sizeof *h);
+    free(h);
+    if (rc)
+        a->drop_p = 0.0f;
+    return rc;
 }
 
 /* ------------------------------------------------------------ products */
@@ -986,15 +1010,20 @@ static void check(struct cuda_acts *a, int rc)
         a->failed = 1;
 }
 
-/* The dropout of projection p of layer l in the passes now (as
- * proj_scratch in model_pass.c): its own mask per product. */
-static struct linear_dropout proj_dropout(const struct cuda_acts *a, const struct dlin *d, int l,
-                                          int p)
+/* A projection's LoRA dropout in the passes: p (0: none) and its seed on
+ * the device (a->seeds), as proj_scratch in model_pass.c draws it: its own
+ * mask per product. */
+struct gpu_dropout {
+    float p;
+    const uint64_t *seed;
+};
+
+static struct gpu_dropout proj_dropout(const struct cuda_acts *a, const struct dlin *d, int l,
+                                       int p)
 {
-    struct linear_dropout x = {0};
+    struct gpu_dropout x = {0.0f, NULL};
     if (a->drop_p > 0.0f && d->r > 0)
-        x = (struct linear_dropout){
-            a->drop_p, rng_derive(a->drop_seed, (uint64_t)l * PROJ_COUNT + (uint64_t)p)};
+        x = (struct gpu_dropout){a->drop_p, a->seeds + (size_t)l * PROJ_COUNT + (size_t)p};
     return x;
 }
 
@@ -1075,12 +1104,12 @@ static int one_product(const struct dlin *d, int backward, int drop)
  * bf16 in a->yb: from the fp32 x, or from x's bf16 alone (xk, packed:
  * attention's output, change 1k). */
 static const uint16_t *dropped_bf16(struct cuda_acts *a, const float *x, const uint16_t *xk,
-                                    size_t n, struct linear_dropout dr, size_t e0)
+                                    size_t n, struct gpu_dropout dr, size_t e0)
 {
     if (x)
-        cuda_dropout(a->drop, x, n, dr.p, dr.seed, e0);
+        cuda_dropout_at(a->drop, x, n, dr.p, dr.seed, e0);
     else
-        cuda_dropout_bf16(a->drop, xk, n, dr.p, dr.seed, e0);
+        cuda_dropout_bf16_at(a->drop, xk, n, dr.p, dr.seed, e0);
     cuda_to_bf16(a->yb, a->drop, n);
     return a->yb;
 }
@@ -1103,7 +1132,7 @@ static const uint16_t *dropped_bf16(struct cuda_acts *a, const float *x, const u
  * product (change 2c: folded, no dropout). */
 static void lin_forward(struct cuda_acts *a, const struct dlin *d, float *y, uint16_t *yb,
                         const uint16_t *yr, const float *x, const uint16_t *xk, uint16_t *xb,
-                        int ldx, int N, uint16_t *xa, struct linear_dropout dr)
+                        int ldx, int N, uint16_t *xa, struct gpu_dropout dr)
 {
     assert((y != NULL) != (yb != NULL));
     assert(!yr || (yb && one_product(d, 0, 0) && !d->bias));
@@ -1183,7 +1212,7 @@ struct lora_side {
 static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, uint16_t *dxb,
                          int dx_fresh, const float *dy, uint16_t *dyb, int ldy, const float *x,
                          const uint16_t *xb, int ldxb, struct lora_side ls, int N,
-                         struct linear_dropout dr)
+                         struct gpu_dropout dr)
 {
     int drop = dr.p > 0.0f, fold = d->fold && !drop;
     assert(dyb || ldy == a->ldy); /* converted into a->dyb below */
@@ -1243,7 +1272,7 @@ static void lin_backward(struct cuda_acts *a, const struct dlin *d, float *dx, u
         if (drop) { /* dx += (scale t A) * keep/(1-p) */
             check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, ldt, d->lab, d->in, 0.0f,
                                     a->drop, d->in));
-            cuda_dropout(a->drop2, a->drop, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
+            cuda_dropout_at(a->drop2, a->drop, n, dr.p, dr.seed, a->tok0 * (size_t)d->in);
             cuda_accumulate(dx, a->drop2, n);
         } else {
             check(a, cuda_gemm_bf16(0, 0, N, d->in, d->r, d->scale, t, ldt, d->lab, d->in, 1.0f,

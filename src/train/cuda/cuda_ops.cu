@@ -1349,8 +1349,11 @@ __device__ static uint64_t rng_derive_dev(uint64_t seed, uint64_t stream_no)
  * elements a draw; dropped below `cut`, else scaled by `keep`. */
 template <typename X>
 __global__ static void dropout_kernel(float *x_out, const X *x, size_t n, uint64_t seed,
-                                      size_t e0, uint32_t cut, float keep)
+                                      const uint64_t *seed_at, size_t e0, uint32_t cut,
+                                      float keep)
 {
+    if (seed_at)
+        seed = *seed_at;
     FOR_EACH(i, n) {
         size_t e = e0 + i;
         uint64_t word = rng_derive_dev(seed, (uint64_t)(e >> 1));
@@ -1360,7 +1363,8 @@ __global__ static void dropout_kernel(float *x_out, const X *x, size_t n, uint64
 }
 
 template <typename X>
-static void dropout_launch(float *x_out, const X *x, size_t n, float p, uint64_t seed, size_t e0)
+static void dropout_launch(float *x_out, const X *x, size_t n, float p, uint64_t seed,
+                           const uint64_t *seed_at, size_t e0)
 {
     if (!n)
         return;
@@ -1371,19 +1375,31 @@ static void dropout_launch(float *x_out, const X *x, size_t n, float p, uint64_t
     /* as linear_dropout_keep computes them, on the host */
     uint32_t cut = p > 0.0f ? (uint32_t)((double)p * 4294967296.0) : 0;
     float keep = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
-    cuda_launch(dropout_kernel<X>, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, x_out, x, n, seed, e0,
-                cut, keep);
+    cuda_launch(dropout_kernel<X>, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, x_out, x, n, seed,
+                seed_at, e0, cut, keep);
 }
 
 void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed, size_t e0)
 {
-    dropout_launch(x_out, x, n, p, seed, e0);
+    dropout_launch(x_out, x, n, p, seed, (const uint64_t *)NULL, e0);
 }
 
 void cuda_dropout_bf16(float *x_out, const uint16_t *x, size_t n, float p, uint64_t seed,
                        size_t e0)
 {
-    dropout_launch(x_out, x, n, p, seed, e0);
+    dropout_launch(x_out, x, n, p, seed, (const uint64_t *)NULL, e0);
+}
+
+void cuda_dropout_at(float *x_out, const float *x, size_t n, float p, const uint64_t *seed,
+                     size_t e0)
+{
+    dropout_launch(x_out, x, n, p, 0, seed, e0);
+}
+
+void cuda_dropout_bf16_at(float *x_out, const uint16_t *x, size_t n, float p,
+                          const uint64_t *seed, size_t e0)
+{
+    dropout_launch(x_out, x, n, p, 0, seed, e0);
 }
 
 /* ---- gradient norm and AdamW ------------------------------------------- */

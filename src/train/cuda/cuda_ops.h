@@ -281,6 +281,13 @@ void cuda_dropout(float *x_out, const float *x, size_t n, float p, uint64_t seed
  * each value widened: cuda_dropout's bits on x's values. */
 void cuda_dropout_bf16(float *x_out, const uint16_t *x, size_t n, float p, uint64_t seed,
                        size_t e0);
+/* The two above with the seed read from the device (one uint64_t at
+ * seed): the same bits, and launches whose arguments stay the same while
+ * the seed changes, so that a CUDA graph replays them (cuda_graph.h). */
+void cuda_dropout_at(float *x_out, const float *x, size_t n, float p, const uint64_t *seed,
+                     size_t e0);
+void cuda_dropout_bf16_at(float *x_out, const uint16_t *x, size_t n, float p,
+                          const uint64_t *seed, size_t e0);
 
 /* The sum of squares of g (n) into *out (one double on the device), in
  * fixed chunks summed in chunk order, as optim_grad_norm before its sqrt. */
