@@ -14,8 +14,9 @@
  *   - it is new: the body runs as it is (eagerly) and the record is kept.
  * So a shape's first pass runs eagerly (cuBLASLt picks its algorithms and
  * the kernels load outside any capture), its second captures, the rest
- * replay; work whose arguments change every pass (LoRA dropout's seeds)
- * never captures and runs eagerly, as without graphs. A graph replays only
+ * replay; work whose arguments change every pass (a seed passed by value,
+ * say: LoRA dropout's are read on the device for this) never captures and
+ * runs eagerly, as without graphs. A graph replays only
  * work the body would queue now, byte for byte, so it gives the eager
  * pass's bits. The body runs twice a pass (the walk, then eagerly or under
  * capture) or once (the walk, then the replay): it must do the same each

@@ -124,7 +124,9 @@ void cuda_acts_free(struct cuda_acts *a); /* NULL is fine */
 size_t cuda_acts_bytes(const struct cuda_acts *a);
 /* LoRA dropout of the passes from now on, as model_acts_dropout (the same
  * masks bit for bit: cuda_dropout draws what linear_dropout_keep draws).
- * 0, or -1 for p outside [0, 1) or out of device memory (no dropout then). */
+ * With p > 0 it uploads each projection's seed (a sync: call it between
+ * passes), which the kernels read on the device. 0, or -1 for p outside
+ * [0, 1) or out of device memory (no dropout then). */
 int cuda_acts_dropout(struct cuda_acts *a, float p, uint64_t seed);
 /* A pass over rows [r, r + B) of a step that runs as micro-batches: tok0
  * = r x T, the first token's index in the step, so that LoRA dropout
