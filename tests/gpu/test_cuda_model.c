@@ -1114,7 +1114,7 @@ static void graph_case(int fam, const struct mode *md, int recompute)
     /* forward: eager, captured, then replayed; backward: its two graphs
      * (dres and dres2 swap each pass) eager twice, captured twice, then
      * replayed */
-    assert_null(sg.off);
+    assert_string_equal(sg.off, "");
     assert_int_equal(sg.eager, 3);
     assert_int_equal(sg.captures, 3);
     assert_int_equal(sg.replays, 2 * GRAPH_STEPS - 3);
@@ -1160,8 +1160,7 @@ static void graphs_refused(void **state)
     setenv("ALALLO_EMU_CAPTURE", "fail", 1);
     graph_steps(FAM_LLAMA, &modes[0], 0, 1, GRAPH_STEPS, lg, gg, &sg);
     unsetenv("ALALLO_EMU_CAPTURE");
-    printf("a refused capture: %s; %lu eager\n", sg.off ? sg.off : "(none)", sg.eager);
-    assert_non_null(sg.off);
+    printf("a refused capture: %s; %lu eager\n", sg.off, sg.eager);
     assert_non_null(strstr(sg.off, "capture failed"));
     assert_int_equal(sg.captures + sg.replays, 0);
     assert_int_equal(sg.eager, 2 * GRAPH_STEPS);

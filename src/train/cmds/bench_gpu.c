@@ -122,7 +122,7 @@ static int time_model(const struct bench_opts *o, double peak, json_t *j)
                         json_pack("{s:I,s:I,s:I,s:f}", "eager", (json_int_t)gs.eager, "captured",
                                   (json_int_t)gs.captures, "replayed", (json_int_t)gs.replays,
                                   "walk_s", gs.walk_s));
-    if (gs.off)
+    if (gs.off[0])
         json_object_set_new(j, "graphs_off", json_string(gs.off));
     json_object_set_new(j, "gpu_mem_train_peak_bytes",
                         json_integer((json_int_t)cuda_train_peak_bytes(t)));

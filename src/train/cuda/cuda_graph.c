@@ -25,8 +25,7 @@ struct cuda_graphs {
     struct slot *at;       /* its slot (capture, replay) */
     struct cuda_walk walk; /* this run's record, its memory kept between runs */
     unsigned long tick;
-    struct cuda_graph_stats st;
-    char off[600];
+    struct cuda_graph_stats st; /* st.off: why graphs stopped */
 };
 
 struct cuda_graphs *cuda_graphs_create(void)
@@ -54,7 +53,6 @@ void cuda_graphs_free(struct cuda_graphs *g)
 void cuda_graphs_stats(const struct cuda_graphs *g, struct cuda_graph_stats *out)
 {
     *out = g->st;
-    out->off = g->off[0] ? g->off : NULL;
 }
 
 static struct slot *find(struct cuda_graphs *g)
@@ -87,7 +85,7 @@ static void remember(struct cuda_graphs *g)
 void cuda_graphs_walk(struct cuda_graphs *g, void (*body)(void *), void *arg)
 {
     g->at = NULL; /* a walk not played (its pass failed between) is dropped */
-    if (g->off[0]) {
+    if (g->st.off[0]) {
         g->next = NEXT_EAGER;
         return;
     }
@@ -125,7 +123,7 @@ int cuda_graphs_play(struct cuda_graphs *g, void (*body)(void *), void *arg)
                 g->st.captures++;
         }
         if (!s->graph) {
-            snprintf(g->off, sizeof g->off, "%s", cuda_ctx_error());
+            snprintf(g->st.off, sizeof g->st.off, "%s", cuda_ctx_error());
             next = NEXT_EAGER;
         }
     }

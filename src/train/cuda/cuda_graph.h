@@ -43,7 +43,7 @@ struct cuda_graph_stats {
     unsigned long replays;  /* graphs launched (a capture's first included) */
     double walk_s;          /* host seconds spent walking and matching records
                              * (while the GPU may wait: the price of a replay) */
-    const char *off;        /* why graphs stopped, or NULL */
+    char off[600];          /* why graphs stopped ("" while on): a copy */
 };
 
 /* A set with no records; NULL when out of memory. */

@@ -938,8 +938,8 @@ void cuda_acts_graph_stats(const struct cuda_acts *a, struct cuda_graph_stats *o
         out->captures += one.captures;
         out->replays += one.replays;
         out->walk_s += one.walk_s;
-        if (one.off)
-            out->off = one.off;
+        if (one.off[0])
+            memcpy(out->off, one.off, sizeof out->off);
     }
 }
 

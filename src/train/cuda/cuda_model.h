@@ -143,8 +143,8 @@ size_t cuda_acts_hits(const struct cuda_acts *a);
  * off (the default) runs everything eagerly. The same bits either way.
  * 0, or -1 out of memory (graphs stay off). */
 int cuda_acts_graphs(struct cuda_acts *a, int on);
-/* The two sets' counts added up (zeros when off; off names the first
- * set's reason for stopping, if any). */
+/* The two sets' counts added up (zeros when off; off copies a set's
+ * reason for stopping, "" if none). */
 void cuda_acts_graph_stats(const struct cuda_acts *a, struct cuda_graph_stats *out /* OUT */);
 
 /* model_forward_backward_packed on the GPU: ids, mask and seg (B,T) are
